@@ -1,0 +1,108 @@
+"""The run summary, computed from a trace: one definition for the simulator and the trainer.
+
+Because both sides derive their summary from the same trace schema with this one function, a
+prediction (``islands simulate --json``) and a measurement (the trainer's ``summary.json``) have the
+same keys with the same meaning and can be diffed directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .trace import check_frame
+
+BITS_PER_BYTE = 8
+BITS_PER_GBIT = 1e9
+
+SUMMARY_KEYS = (
+    "wall_time_s", "compute_utilisation", "compute_s", "stall_s", "idle_s", "outer_steps", "workers",
+    "bytes_per_worker", "avg_bandwidth_gbps", "bandwidth_needed_gbps", "peak_bandwidth_gbps",
+    "mean_sync_s", "syncs", "islands",
+)
+
+
+def gbps(byte_count: float, seconds: float) -> float:
+    """Bytes moved in a time, as Gbit/s (1 Gbit/s = 1e9 bit/s)."""
+    return byte_count * BITS_PER_BYTE / BITS_PER_GBIT / seconds if seconds > 0 else 0.0
+
+
+def sync_durations(trace: pd.DataFrame) -> pd.Series:
+    """Duration of each collective, indexed by (outer_step, fragment): first start to last end."""
+    comm = trace[trace["kind"] == "comm"]
+    grouped = comm.groupby(["outer_step", "fragment"])
+    return grouped["time_end_s"].max() - grouped["time_start_s"].min()
+
+
+def per_worker(trace: pd.DataFrame) -> pd.DataFrame:
+    """Seconds of each kind, bytes sent and presence (first start to last end) per worker."""
+    seconds = (trace["time_end_s"] - trace["time_start_s"]).rename("seconds")
+    by_kind = seconds.groupby([trace["worker"], trace["kind"]]).sum().unstack(fill_value=0.0)
+    for kind in ("compute", "stall", "idle"):
+        if kind not in by_kind:
+            by_kind[kind] = 0.0
+    grouped = trace.groupby("worker")
+    table = pd.DataFrame({
+        "island": grouped["island"].first(),
+        "present_s": grouped["time_end_s"].max() - grouped["time_start_s"].min(),
+        "bytes_sent": grouped["bytes"].sum(),
+    })
+    return table.join(by_kind[["compute", "stall", "idle"]]).fillna(0.0)
+
+
+def island_rows(workers: pd.DataFrame) -> list[dict[str, Any]]:
+    rows = []
+    for island, group in workers.groupby("island", sort=False):
+        present = group["present_s"].sum()
+        rows.append({
+            "name": island,
+            "workers": int(len(group)),
+            "compute_utilisation": float(group["compute"].sum() / present) if present > 0 else 0.0,
+            "compute_s": float(group["compute"].mean()),
+            "stall_s": float(group["stall"].mean()),
+            "idle_s": float(group["idle"].mean()),
+            "bytes_per_worker": float(group["bytes_sent"].mean()),
+        })
+    return rows
+
+
+def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float | None = None,
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The summary of a run from its trace.
+
+    compute_utilisation = total compute seconds / sum over workers of seconds present;
+    avg_bandwidth_gbps = bytes_per_worker * 8 / wall_time_s; bandwidth_needed_gbps =
+    bytes_per_worker * 8 / compute seconds per worker (the average rate the schedule needs to keep
+    every transfer within the compute it has); peak_bandwidth_gbps, when not given by a link-level
+    model, is the highest mean rate of any single collective as seen by one worker.
+    """
+    check_frame(trace)
+    workers = per_worker(trace)
+    wall_time_s = float(trace["time_end_s"].max() - trace["time_start_s"].min())
+    present = float(workers["present_s"].sum())
+    compute_s = float(workers["compute"].mean())
+    bytes_per_worker = float(workers["bytes_sent"].mean())
+    durations = sync_durations(trace)
+    if peak_bandwidth_gbps is None:
+        comm = trace[(trace["kind"] == "comm") & (trace["time_end_s"] > trace["time_start_s"])]
+        rates = comm["bytes"] * BITS_PER_BYTE / BITS_PER_GBIT / (comm["time_end_s"] - comm["time_start_s"])
+        peak_bandwidth_gbps = float(rates.max()) if len(rates) else 0.0
+    summary = {
+        "wall_time_s": wall_time_s,
+        "compute_utilisation": float(workers["compute"].sum() / present) if present > 0 else 0.0,
+        "compute_s": compute_s,
+        "stall_s": float(workers["stall"].mean()),
+        "idle_s": float(workers["idle"].mean()),
+        "outer_steps": int(outer_steps),
+        "workers": int(len(workers)),
+        "bytes_per_worker": bytes_per_worker,
+        "avg_bandwidth_gbps": gbps(bytes_per_worker, wall_time_s),
+        "bandwidth_needed_gbps": gbps(bytes_per_worker, compute_s),
+        "peak_bandwidth_gbps": float(peak_bandwidth_gbps),
+        "mean_sync_s": float(durations.mean()) if len(durations) else 0.0,
+        "syncs": int(len(durations)),
+        "islands": island_rows(workers),
+    }
+    summary.update(extra or {})
+    return summary

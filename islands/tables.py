@@ -1,0 +1,67 @@
+"""Readable text tables of run summaries, with units a person can take in at a glance."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def duration(seconds: float) -> str:
+    """280.0 s, 46.2 min, 5.72 h, 3.1 d."""
+    if seconds < 1000:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.2f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def size(byte_count: float) -> str:
+    """Decimal units, as in the brief: 1 GB = 1e9 B."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if byte_count >= scale:
+            return f"{byte_count / scale:.3g} {unit}"
+    return f"{byte_count:.0f} B"
+
+
+def rate(gbps: float) -> str:
+    if gbps >= 1:
+        return f"{gbps:.3g} Gbit/s"
+    return f"{gbps * 1000:.3g} Mbit/s"
+
+
+COLUMNS = (
+    ("wall time", lambda s: duration(s["wall_time_s"])),
+    ("utilisation", lambda s: f"{100 * s['compute_utilisation']:.1f}%"),
+    ("stall/worker", lambda s: duration(s["stall_s"])),
+    ("idle/worker", lambda s: duration(s["idle_s"])),
+    ("syncs", lambda s: str(s["syncs"])),
+    ("mean sync", lambda s: duration(s["mean_sync_s"])),
+    ("sent/worker", lambda s: size(s["bytes_per_worker"])),
+    ("avg bw", lambda s: rate(s["avg_bandwidth_gbps"])),
+    ("bw needed", lambda s: rate(s["bandwidth_needed_gbps"])),
+    ("peak bw", lambda s: rate(s["peak_bandwidth_gbps"])),
+)
+
+
+def render(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
+             for row in [header, *rows]]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def comparison(summaries: Mapping[str, Mapping[str, Any]]) -> str:
+    """One row per labelled summary (e.g. per schedule), the key figures as columns."""
+    header = ["run", *(name for name, _ in COLUMNS)]
+    rows = [[label, *(cell(summary) for _, cell in COLUMNS)] for label, summary in summaries.items()]
+    return render(rows, header)
+
+
+def islands_table(summary: Mapping[str, Any]) -> str:
+    header = ["island", "workers", "utilisation", "compute", "stall", "idle", "sent/worker"]
+    rows = [[i["name"], str(i["workers"]), f"{100 * i['compute_utilisation']:.1f}%", duration(i["compute_s"]),
+             duration(i["stall_s"]), duration(i["idle_s"]), size(i["bytes_per_worker"])]
+            for i in summary["islands"]]
+    return render(rows, header)

@@ -1,0 +1,59 @@
+"""The one trace schema shared by the simulator and the real trainer.
+
+A trace is a table with one row per interval of activity of one worker, so that a prediction and a
+measurement of the same scenario can be compared row for row:
+
+=============  =====================================================================================
+column         meaning
+=============  =====================================================================================
+time_start_s   start of the interval, seconds since the run started
+time_end_s     end of the interval, seconds since the run started
+worker         worker rank (an island's replica), 0-based
+island         name of the island the worker belongs to
+kind           ``compute`` (inner steps), ``comm`` (a collective the worker takes part in, which may
+               overlap its compute), ``stall`` (waiting for a collective to finish), ``idle``
+               (waiting for other workers: stragglers, barriers)
+bytes          bytes this worker sent during the interval (comm rows), else 0
+fragment       fragment id of a collective (0 when the whole model is one fragment), else -1
+outer_step     outer step (DDP: step) the interval belongs to, 0-based
+=============  =====================================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import pandas as pd
+
+COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "kind", "bytes", "fragment", "outer_step")
+KINDS = ("compute", "comm", "stall", "idle")
+DTYPES = {
+    "time_start_s": "float64",
+    "time_end_s": "float64",
+    "worker": "int64",
+    "island": "object",
+    "kind": "object",
+    "bytes": "float64",
+    "fragment": "int64",
+    "outer_step": "int64",
+}
+NO_FRAGMENT = -1
+
+
+def to_frame(rows: Iterable[tuple]) -> pd.DataFrame:
+    """Build a trace DataFrame from tuples in ``COLUMNS`` order, sorted by start time then worker."""
+    frame = pd.DataFrame.from_records(list(rows), columns=list(COLUMNS))
+    frame = frame.astype(DTYPES)
+    return frame.sort_values(["time_start_s", "worker", "kind"], kind="stable").reset_index(drop=True)
+
+
+def check_frame(frame: pd.DataFrame) -> None:
+    """Raise ``ValueError`` if a table does not follow the trace schema."""
+    missing = [column for column in COLUMNS if column not in frame.columns]
+    if missing:
+        raise ValueError(f"trace is missing columns: {', '.join(missing)}")
+    unknown = sorted(set(frame["kind"]) - set(KINDS))
+    if unknown:
+        raise ValueError(f"trace has unknown kinds: {', '.join(unknown)} (allowed: {', '.join(KINDS)})")
+    if (frame["time_end_s"] < frame["time_start_s"]).any():
+        raise ValueError("trace has rows that end before they start")

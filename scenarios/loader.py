@@ -1,0 +1,212 @@
+"""Load a scenario TOML file, apply command-line overrides, validate, and build a ``Scenario``.
+
+Every problem becomes a ``ScenarioError`` naming the file, the key (in the same dotted form that
+``--set`` takes, e.g. ``island.0.bandwidth_gbps``) and the rule that was broken.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import ScenarioError
+from .model import IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec
+from .spec import ISLAND_KEYS, REQUIRED, SECTIONS, TOP_KEYS, Key, is_finite_number
+
+LIBRARY_PACKAGE = "islands.scenarios"
+LIBRARY_FOLDER = "library"
+
+
+def bundled_names() -> list[str]:
+    """Names of the scenarios shipped with islands (usable in place of a file path)."""
+    folder = resources.files(LIBRARY_PACKAGE) / LIBRARY_FOLDER
+    return sorted(entry.name[: -len(".toml")] for entry in folder.iterdir() if entry.name.endswith(".toml"))
+
+
+def resolve(path_or_name: str | Path) -> Path:
+    """A path that exists, else the bundled scenario of that name, else a clear error."""
+    path = Path(path_or_name)
+    if path.is_file():
+        return path
+    bundled = resources.files(LIBRARY_PACKAGE) / LIBRARY_FOLDER / f"{path_or_name}.toml"
+    if bundled.is_file():
+        return Path(str(bundled))
+    hint = difflib.get_close_matches(str(path_or_name), bundled_names(), n=1)
+    extra = f" (did you mean the bundled scenario '{hint[0]}'?)" if hint else ""
+    raise ScenarioError(str(path_or_name), "", f"no such file or bundled scenario{extra}")
+
+
+def load(path_or_name: str | Path, overrides: Iterable[str] = ()) -> Scenario:
+    """Read, override and validate a scenario file (or a bundled scenario by name)."""
+    path = resolve(path_or_name)
+    source = str(path_or_name)
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(source, "", f"not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(source, "", f"cannot be read: {exc}") from None
+    return from_dict(document, source, overrides)
+
+
+def from_dict(document: dict[str, Any], source: str = "<scenario>", overrides: Iterable[str] = ()) -> Scenario:
+    """Validate an already parsed document (a dict as ``tomllib`` returns it)."""
+    document = copy.deepcopy(document)
+    for override in overrides:
+        apply_override(document, override, source)
+    return build(document, source)
+
+
+def parse_override_value(raw: str) -> Any:
+    """A TOML value if it parses as one (``10``, ``1e9``, ``true``, ``"x"``), else the bare string."""
+    try:
+        return tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def apply_override(document: dict[str, Any], override: str, source: str) -> None:
+    """Apply ``section.key=value`` or ``island.<index|name|*>.key=value`` to a parsed document."""
+    if "=" not in override:
+        raise ScenarioError(source, override, "an override must look like key=value, e.g. schedule.inner_steps=100")
+    dotted, raw = override.split("=", 1)
+    dotted = dotted.strip()
+    value = parse_override_value(raw.strip())
+    parts = dotted.split(".")
+    if parts[0] == "island":
+        if len(parts) != 3:
+            raise ScenarioError(source, dotted, "island overrides look like island.<index|name|*>.<key>")
+        for island in select_islands(document, parts[1], dotted, source):
+            island[parts[2]] = value
+        return
+    if len(parts) == 1:
+        document[parts[0]] = value
+        return
+    if len(parts) != 2:
+        raise ScenarioError(source, dotted, "overrides look like <section>.<key> or island.<index|name|*>.<key>")
+    section = document.setdefault(parts[0], {})
+    if not isinstance(section, dict):
+        raise ScenarioError(source, parts[0], "is not a table, so it has no keys to set")
+    section[parts[1]] = value
+
+
+def select_islands(document: dict[str, Any], selector: str, dotted: str, source: str) -> list[dict[str, Any]]:
+    islands = document.get("island", [])
+    if selector == "*":
+        return list(islands)
+    if selector.isdigit():
+        index = int(selector)
+        if index >= len(islands):
+            raise ScenarioError(source, dotted, f"no island {index}: the scenario has {len(islands)}")
+        return [islands[index]]
+    named = [island for island in islands if island.get("name") == selector]
+    if not named:
+        raise ScenarioError(source, dotted, f"no island named '{selector}'")
+    return named
+
+
+def check_known_keys(table: dict[str, Any], keys: dict[str, Key], prefix: str, source: str,
+                     extra: Iterable[str] = ()) -> None:
+    known = list(keys) + list(extra)
+    for key in table:
+        if key not in known:
+            hint = difflib.get_close_matches(key, known, n=1)
+            suffix = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise ScenarioError(source, prefix + key, f"unknown key{suffix}")
+
+
+def read_value(table: dict[str, Any], name: str, key: Key, prefix: str, source: str) -> Any:
+    """One key's value, type-checked and rule-checked, or its default."""
+    where = prefix + name
+    if name not in table:
+        if key.default is REQUIRED:
+            raise ScenarioError(source, where, "is required")
+        return key.default
+    value = table[name]
+    if key.kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(source, where, f"must be an integer (got {value!r})")
+    elif key.kind == "float":
+        if not is_finite_number(value):
+            raise ScenarioError(source, where, f"must be a finite number (got {value!r})")
+        value = float(value)
+    elif not isinstance(value, str):
+        raise ScenarioError(source, where, f"must be a string (got {value!r})")
+    if key.check is not None:
+        problem = key.check(value)
+        if problem:
+            raise ScenarioError(source, where, f"{problem} (got {value!r})")
+    return value
+
+
+def read_table(table: Any, keys: dict[str, Key], prefix: str, source: str) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ScenarioError(source, prefix.rstrip("."), "must be a table")
+    check_known_keys(table, keys, prefix, source)
+    return {name: read_value(table, name, key, prefix, source) for name, key in keys.items()}
+
+
+def build(document: dict[str, Any], source: str) -> Scenario:
+    check_known_keys(document, TOP_KEYS, "", source, extra=list(SECTIONS) + ["island"])
+    top = {name: read_value(document, name, key, "", source) for name, key in TOP_KEYS.items()}
+    for section in ("model", "schedule"):
+        if section not in document:
+            raise ScenarioError(source, f"[{section}]", "is required")
+    model = ModelSpec(**read_table(document["model"], SECTIONS["model"], "model.", source))
+    schedule_values = read_table(document["schedule"], SECTIONS["schedule"], "schedule.", source)
+    if schedule_values["bits"] is None:
+        schedule_values["bits"] = default_bits(model, source)
+    schedule = ScheduleSpec(**schedule_values)
+    network = NetworkSpec(**read_table(document.get("network", {}), SECTIONS["network"], "network.", source))
+    islands = read_islands(document.get("island"), source)
+    scenario = Scenario(name=top["name"], description=top["description"], seed=top["seed"], model=model,
+                        schedule=schedule, network=network, islands=islands, source=source)
+    check_schedule(scenario, source)
+    return scenario
+
+
+def default_bits(model: ModelSpec, source: str) -> int:
+    bits = model.bytes_per_param * 8
+    if bits not in (32, 16, 8, 4):
+        raise ScenarioError(source, "schedule.bits",
+                            f"is required when model.bytes_per_param * 8 = {bits:g} is not one of 32, 16, 8, 4")
+    return int(bits)
+
+
+def read_islands(raw: Any, source: str) -> tuple[IslandSpec, ...]:
+    if raw is None:
+        raise ScenarioError(source, "[[island]]", "at least one island is required")
+    if not isinstance(raw, list):
+        raise ScenarioError(source, "island", "must be an array of tables: write [[island]] for each island")
+    islands = []
+    for index, table in enumerate(raw):
+        islands.append(IslandSpec(**read_table(table, ISLAND_KEYS, f"island.{index}.", source)))
+    names = [island.name for island in islands]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise ScenarioError(source, f"island.{index}.name", f"'{name}' is used by another island; names must be unique")
+    return tuple(islands)
+
+
+def check_schedule(scenario: Scenario, source: str) -> None:
+    """Rules that tie keys together (the torchft-style checks of a streaming schedule)."""
+    schedule = scenario.schedule
+    if scenario.worker_count < 2:
+        raise ScenarioError(source, "island",
+                            f"a sync needs at least 2 workers; the islands give {scenario.worker_count} "
+                            "(add an island or set replicas)")
+    if schedule.algorithm != "streaming":
+        return
+    if schedule.inner_steps % schedule.fragments:
+        raise ScenarioError(source, "schedule.fragments",
+                            f"inner_steps (H={schedule.inner_steps}) must be divisible by fragments "
+                            f"(P={schedule.fragments})")
+    steps_per_fragment = schedule.inner_steps // schedule.fragments
+    if schedule.overlap_steps >= steps_per_fragment:
+        raise ScenarioError(source, "schedule.overlap_steps",
+                            f"must be below inner_steps / fragments = {steps_per_fragment} "
+                            f"(got {schedule.overlap_steps})")

@@ -1,0 +1,11 @@
+"""The SimPy discrete-event model of islands, WAN links and training schedules.
+
+    >>> from islands.scenarios import load
+    >>> from islands.simulator import simulate
+    >>> result = simulate(load("worked-example"))
+    >>> result.summary["compute_utilisation"], len(result.trace)
+"""
+
+from .engine import SimResult, Simulation, network_model_for, simulate
+
+__all__ = ["SimResult", "Simulation", "network_model_for", "simulate"]

@@ -1,0 +1,184 @@
+"""The physics of the WAN: access links and the two network models that turn bytes into seconds.
+
+Every island worker owns a full-duplex access link (an uplink and a downlink) to a non-blocking WAN
+core. A *transfer* crosses a set of links and must push the same number of bytes through each of them
+(a point-to-point copy crosses the sender's uplink and the receiver's downlink; a ring all-reduce
+crosses every participant's uplink and downlink, see ``collectives.py``). A transfer first pays its
+latency, then moves its bytes.
+
+Two models sit behind one interface, ``transfer(links, bytes_per_link, latency_s) -> event``:
+
+* ``AlphaBetaNetwork``: the closed form. A transfer alone takes latency + bytes / (slowest link's
+  capacity). It ignores other transfers, so it is exact only when nothing shares a link; it is the
+  fast path for blocking schedules.
+* ``FlowNetwork``: flow-level max-min fair sharing (progressive filling, as in SimGrid's flow models):
+  whenever a transfer starts or ends, every link's capacity is divided max-min fairly among the
+  transfers crossing it, so two fragments in flight on one link each get half of it.
+
+Both record each link's rate over time, from which plots and the peak bandwidth are drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import simpy
+
+# A transfer whose remaining time is below this is complete (absorbs floating-point residue).
+COMPLETION_TOLERANCE_S = 1e-9
+
+
+@dataclass(eq=False)
+class Link:
+    """One direction of a worker's access link."""
+
+    worker: int
+    direction: str  # "up" or "down"
+    capacity_bytes_per_s: float
+    rate_bytes_per_s: float = 0.0
+    rate_since_s: float = 0.0
+    segments: list[tuple[float, float, float]] = field(default_factory=list)
+    peak_bytes_per_s: float = 0.0
+
+    def set_rate(self, now: float, rate: float) -> None:
+        """Close the current constant-rate segment and start a new one."""
+        if abs(rate - self.rate_bytes_per_s) <= 1e-12 * self.capacity_bytes_per_s:
+            return
+        if self.rate_bytes_per_s > 0 and now > self.rate_since_s:
+            self.segments.append((self.rate_since_s, now, self.rate_bytes_per_s))
+        self.rate_bytes_per_s = rate
+        self.rate_since_s = now
+        self.peak_bytes_per_s = max(self.peak_bytes_per_s, rate)
+
+
+@dataclass(eq=False)
+class Flow:
+    links: tuple[Link, ...]
+    remaining_bytes: float
+    done: simpy.Event
+    rate_bytes_per_s: float = 0.0
+
+
+class AlphaBetaNetwork:
+    """Closed form: latency + bytes / min(capacity); exact when transfers do not share links."""
+
+    name = "alpha-beta"
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+
+    def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float) -> simpy.Event:
+        rate = min(link.capacity_bytes_per_s for link in links)
+        data_start = self.env.now + latency_s
+        data_end = data_start + bytes_per_link / rate
+        for link in links:
+            link.segments.append((data_start, data_end, rate))
+            link.peak_bytes_per_s = max(link.peak_bytes_per_s, rate)
+        return self.env.timeout(data_end - self.env.now)
+
+
+class FlowNetwork:
+    """Flow-level model: concurrent transfers share every link max-min fairly."""
+
+    name = "flow"
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.flows: list[Flow] = []
+        self.last_update_s = 0.0
+        self.wakeup_generation = 0
+
+    def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float) -> simpy.Event:
+        flow = Flow(links=links, remaining_bytes=bytes_per_link, done=self.env.event())
+        if latency_s > 0:
+            self.env.timeout(latency_s).callbacks.append(lambda _event: self.add(flow))
+        else:
+            self.add(flow)
+        return flow.done
+
+    def add(self, flow: Flow) -> None:
+        self.advance()
+        if flow.remaining_bytes <= 0:
+            flow.done.succeed()
+            return
+        self.flows.append(flow)
+        self.reallocate()
+
+    def advance(self) -> None:
+        """Move every flow forward at its current rate up to now."""
+        elapsed = self.env.now - self.last_update_s
+        if elapsed > 0:
+            for flow in self.flows:
+                flow.remaining_bytes -= flow.rate_bytes_per_s * elapsed
+        self.last_update_s = self.env.now
+
+    def reallocate(self) -> None:
+        touched = {link for flow in self.flows for link in flow.links}
+        rates = max_min_rates(self.flows)
+        now = self.env.now
+        link_rates = dict.fromkeys(touched, 0.0)
+        for flow, rate in zip(self.flows, rates):
+            flow.rate_bytes_per_s = rate
+            for link in flow.links:
+                link_rates[link] += rate
+        for link, rate in link_rates.items():
+            link.set_rate(now, rate)
+        self.schedule_wakeup()
+
+    def schedule_wakeup(self) -> None:
+        self.wakeup_generation += 1
+        if not self.flows:
+            return
+        next_done_s = min(flow.remaining_bytes / flow.rate_bytes_per_s for flow in self.flows)
+        generation = self.wakeup_generation
+        timer = self.env.timeout(max(next_done_s, 0.0))
+        timer.callbacks.append(lambda _event: self.on_wakeup(generation))
+
+    def on_wakeup(self, generation: int) -> None:
+        if generation != self.wakeup_generation:
+            return
+        self.advance()
+        finished = [f for f in self.flows if f.remaining_bytes <= f.rate_bytes_per_s * COMPLETION_TOLERANCE_S]
+        self.flows = [f for f in self.flows if f not in finished]
+        released = {link for flow in finished for link in flow.links}
+        for link in released:
+            link.set_rate(self.env.now, 0.0)
+        self.reallocate()
+        for flow in finished:
+            flow.done.succeed()
+
+
+def max_min_rates(flows: list[Flow]) -> list[float]:
+    """Max-min fair rates by progressive filling.
+
+    Repeatedly find the link whose remaining capacity divided by its unfrozen flows is smallest,
+    freeze those flows at that share and subtract it from every link they cross (Bertsekas &
+    Gallager, Data Networks, section 6.5.2).
+    """
+    capacity: dict[Link, float] = {}
+    crossing: dict[Link, list[int]] = {}
+    for index, flow in enumerate(flows):
+        for link in flow.links:
+            capacity[link] = link.capacity_bytes_per_s
+            crossing.setdefault(link, []).append(index)
+    unfrozen = {link: len(members) for link, members in crossing.items()}
+    rates = [0.0] * len(flows)
+    frozen = [False] * len(flows)
+    while unfrozen:
+        bottleneck = min(unfrozen, key=lambda link: capacity[link] / unfrozen[link])
+        share = capacity[bottleneck] / unfrozen[bottleneck]
+        for index in crossing[bottleneck]:
+            if frozen[index]:
+                continue
+            frozen[index] = True
+            rates[index] = share
+            for link in flows[index].links:
+                capacity[link] -= share
+                unfrozen[link] -= 1
+                if unfrozen[link] == 0:
+                    del unfrozen[link]
+    return rates
+
+
+def make_network(model: str, env: simpy.Environment) -> AlphaBetaNetwork | FlowNetwork:
+    return {"alpha-beta": AlphaBetaNetwork, "flow": FlowNetwork}[model](env)
