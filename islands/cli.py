@@ -1,6 +1,6 @@
 """The ``islands`` command: a thin layer over the Python API, one module per subcommand.
 
-Each module in ``islands.commands`` provides ``add_parser(subparsers)``, which registers its
+Each module in ``islands.commands`` (but ``common``) is a subcommand and provides ``add_parser(subparsers)``, which registers its
 arguments and sets ``handler``. Modules import heavy dependencies (torch, matplotlib) inside their
 handlers, so ``islands simulate`` does not pay for the trainer.
 """
@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 import sys
 
+from . import commands
 from .errors import UserError
 
-COMMANDS = ("simulate", "demo")
+HELPER_MODULES = {"common"}
+
+
+def command_names() -> list[str]:
+    """Every module of ``islands.commands`` is a subcommand, except shared helpers."""
+    return sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if m.name not in HELPER_MODULES)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="islands", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in command_names():
         importlib.import_module(f"islands.commands.{name}").add_parser(subparsers)
     return parser
 

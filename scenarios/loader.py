@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from .errors import ScenarioError
 from .model import IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec
 from .spec import ISLAND_KEYS, REQUIRED, SECTIONS, TOP_KEYS, Key, is_finite_number
+from .trainer_keys import TRAINER_KEYS, TrainerSpec
 
 LIBRARY_PACKAGE = "islands.scenarios"
 LIBRARY_FOLDER = "library"
@@ -127,7 +128,10 @@ def read_value(table: dict[str, Any], name: str, key: Key, prefix: str, source: 
             raise ScenarioError(source, where, "is required")
         return key.default
     value = table[name]
-    if key.kind == "int":
+    if key.kind == "bool":
+        if not isinstance(value, bool):
+            raise ScenarioError(source, where, f"must be true or false (got {value!r})")
+    elif key.kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ScenarioError(source, where, f"must be an integer (got {value!r})")
     elif key.kind == "float":
@@ -151,7 +155,7 @@ def read_table(table: Any, keys: dict[str, Key], prefix: str, source: str) -> di
 
 
 def build(document: dict[str, Any], source: str) -> Scenario:
-    check_known_keys(document, TOP_KEYS, "", source, extra=list(SECTIONS) + ["island"])
+    check_known_keys(document, TOP_KEYS, "", source, extra=list(SECTIONS) + ["trainer", "island"])
     top = {name: read_value(document, name, key, "", source) for name, key in TOP_KEYS.items()}
     for section in ("model", "schedule"):
         if section not in document:
@@ -162,9 +166,10 @@ def build(document: dict[str, Any], source: str) -> Scenario:
         schedule_values["bits"] = default_bits(model, source)
     schedule = ScheduleSpec(**schedule_values)
     network = NetworkSpec(**read_table(document.get("network", {}), SECTIONS["network"], "network.", source))
+    trainer = TrainerSpec(**read_table(document.get("trainer", {}), TRAINER_KEYS, "trainer.", source))
     islands = read_islands(document.get("island"), source)
     scenario = Scenario(name=top["name"], description=top["description"], seed=top["seed"], model=model,
-                        schedule=schedule, network=network, islands=islands, source=source)
+                        schedule=schedule, network=network, islands=islands, source=source, trainer=trainer)
     check_schedule(scenario, source)
     return scenario
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .trainer_keys import TrainerSpec
 
 BITS_PER_GBIT = 1e9
 BITS_PER_BYTE = 8
@@ -62,6 +64,7 @@ class Scenario:
     network: NetworkSpec
     islands: tuple[IslandSpec, ...]
     source: str
+    trainer: TrainerSpec = field(default_factory=TrainerSpec)
 
     @property
     def payload_bytes(self) -> float:

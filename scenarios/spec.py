@@ -44,7 +44,7 @@ def one_of(*choices: Any) -> Callable[[Any], str | None]:
 
 @dataclass(frozen=True)
 class Key:
-    """One key of a section: its type ('int', 'float', 'str'), default, rule and meaning."""
+    """One key of a section: its type ('int', 'float', 'str', 'bool'), default, rule and meaning."""
 
     kind: str
     default: Any = REQUIRED
