@@ -10,6 +10,7 @@ import copy
 import difflib
 import tomllib
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -28,14 +29,14 @@ def bundled_names() -> list[str]:
     return sorted(entry.name[: -len(".toml")] for entry in folder.iterdir() if entry.name.endswith(".toml"))
 
 
-def resolve(path_or_name: str | Path) -> Path:
-    """A path that exists, else the bundled scenario of that name, else a clear error."""
+def resolve(path_or_name: str | Path) -> Path | Traversable:
+    """A path that exists, else the bundled scenario of that name (possibly inside a zip), else a clear error."""
     path = Path(path_or_name)
     if path.is_file():
         return path
     bundled = resources.files(LIBRARY_PACKAGE) / LIBRARY_FOLDER / f"{path_or_name}.toml"
     if bundled.is_file():
-        return Path(str(bundled))
+        return bundled
     hint = difflib.get_close_matches(str(path_or_name), bundled_names(), n=1)
     extra = f" (did you mean the bundled scenario '{hint[0]}'?)" if hint else ""
     raise ScenarioError(str(path_or_name), "", f"no such file or bundled scenario{extra}")

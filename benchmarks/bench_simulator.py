@@ -1,0 +1,78 @@
+"""Simulator speed, measured side by side in one run (this machine is shared and noisy).
+
+Prints, for a 64-island Streaming DiLoCo scenario, simulated seconds per wall second, events per
+second and the runtime ratio at H=5000 versus H=50 with the same number of outer steps (a run's cost
+must grow with syncs and fragments, not with H, so the ratio should be close to 1); then the wall time
+of an INTELLECT-1-sized run (14 islands, 1,000 DiLoCo syncs; target under 5 s) and of 1,000 islands
+for 100 syncs (target under a minute); and plain SimPy's event rate on this machine for comparison.
+
+    python benchmarks/bench_simulator.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import simpy
+
+from islands.scenarios import load
+from islands.simulator import simulate
+
+STREAMING_64 = ["schedule.algorithm=streaming", "island.0.replicas=64", "schedule.outer_steps=50",
+                "schedule.fragments=10", "schedule.overlap_steps=2"]
+
+
+def best_of(repeat: int, overrides: list[str]) -> tuple[float, dict]:
+    """Fastest of ``repeat`` runs (the least disturbed by other load) and its summary."""
+    scenario = load("worked-example", overrides)
+    timings = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        summary = simulate(scenario).summary
+        timings.append(time.perf_counter() - start)
+    return min(timings), summary
+
+
+def plain_simpy_events_per_s(events: int = 400_000) -> float:
+    env = simpy.Environment()
+
+    def ticker(env: simpy.Environment, count: int):
+        for _ in range(count):
+            yield env.timeout(1)
+
+    env.process(ticker(env, events // 2))
+    env.process(ticker(env, events // 2))
+    start = time.perf_counter()
+    env.run()
+    return events / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    print("64 islands, Streaming DiLoCo, P=10, 50 outer steps")
+    results = {}
+    for h in (50, 5000):
+        seconds, summary = best_of(args.repeat, [*STREAMING_64, f"schedule.inner_steps={h}"])
+        results[h] = seconds
+        print(f"  H={h:<5d} {seconds:7.3f} s wall  {summary['wall_time_s'] / seconds:12.4g} simulated s per wall s  "
+              f"{summary['events'] / seconds:10.4g} events/s  ({summary['events']} events)")
+    print(f"  runtime ratio H=5000 / H=50: {results[5000] / results[50]:.3f} (target: close to 1)")
+
+    seconds, summary = best_of(args.repeat, ["island.0.replicas=14", "schedule.outer_steps=1000",
+                                             "schedule.inner_steps=100"])
+    print(f"14 islands, DiLoCo, 1,000 syncs: {seconds:.3f} s (target < 5 s), "
+          f"{summary['events'] / seconds:.4g} events/s")
+
+    seconds, summary = best_of(1, ["island.0.replicas=1000", "schedule.outer_steps=100"])
+    print(f"1,000 islands, DiLoCo, 100 syncs: {seconds:.3f} s (target < 60 s), "
+          f"{summary['events'] / seconds:.4g} events/s")
+
+    print(f"plain SimPy (two processes of timeouts): {plain_simpy_events_per_s():.4g} events/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""The installed layout: one ``islands`` namespace, bundled scenarios inside the wheel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (built,) = out.glob("islands-*.whl")
+    return built
+
+
+def test_wheel_maps_folders_under_one_namespace(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "islands/simulator/engine.py" in names
+    assert "islands/scenarios/library/worked-example.toml" in names
+    tops = {name.split("/")[0] for name in names if not name.startswith("islands-")}
+    assert tops == {"islands"}  # no generic top-level `simulator` or `scenarios` package
+
+
+def test_wheel_runs_the_simulator_from_the_archive(wheel, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "islands.cli", "simulate", "worked-example", "--json"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={"PYTHONPATH": str(wheel), "PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert '"compute_utilisation": 0.728155' in done.stdout

@@ -1,0 +1,90 @@
+"""The two network models: max-min fair sharing by hand, and agreement where nothing overlaps."""
+
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from islands.simulator import simulate
+from islands.simulator.network import AlphaBetaNetwork, FlowNetwork, Link, max_min_rates, Flow
+
+from conftest import make_scenario
+
+
+def link(capacity: float, worker: int = 0, direction: str = "up") -> Link:
+    return Link(worker, direction, capacity)
+
+
+def flow(*links: Link) -> Flow:
+    return Flow(links=links, remaining_bytes=1.0, done=simpy.Environment().event())
+
+
+def test_max_min_shares_a_link_equally():
+    shared = link(10.0)
+    assert max_min_rates([flow(shared), flow(shared)]) == [5.0, 5.0]
+
+
+def test_max_min_gives_leftover_to_flows_not_bottlenecked():
+    # classic example: A crosses a (cap 10) and b (cap 4); B crosses a; C crosses b.
+    # b is the bottleneck: A and C get 2 each; B takes what A leaves on a: 8.
+    a, b = link(10.0), link(4.0, direction="down")
+    assert max_min_rates([flow(a, b), flow(a), flow(b)]) == [2.0, 8.0, 2.0]
+
+
+def test_flow_network_two_overlapping_transfers_each_get_half():
+    env = simpy.Environment()
+    network = FlowNetwork(env)
+    shared = link(100.0)
+    finished = {}
+    first = network.transfer((shared,), 1000.0, 0.0)
+    first.callbacks.append(lambda _e: finished.setdefault("first", env.now))
+    env.run(until=5.0)  # alone for 5 s: 500 bytes done
+    second = network.transfer((shared,), 250.0, 0.0)
+    second.callbacks.append(lambda _e: finished.setdefault("second", env.now))
+    env.run()
+    # both at 50 B/s: the second's 250 B end at 10 s; the first's last 250 B at 100 B/s end at 12.5 s.
+    assert finished == {"second": pytest.approx(10.0), "first": pytest.approx(12.5)}
+    # the link runs full the whole time and carries exactly the 1250 bytes
+    assert [rate for _, _, rate in shared.segments] == [100.0, 100.0]
+    assert shared.segments[0][0] == 0.0 and shared.segments[-1][1] == pytest.approx(12.5)
+    assert sum((end - start) * rate for start, end, rate in shared.segments) == pytest.approx(1250.0)
+
+
+def test_flow_network_pays_latency_before_moving_bytes():
+    env = simpy.Environment()
+    done = FlowNetwork(env).transfer((link(10.0), link(5.0, direction="down")), 50.0, 2.0)
+    env.run()
+    assert done.processed and env.now == pytest.approx(2.0 + 50.0 / 5.0)
+
+
+def test_alpha_beta_ignores_sharing():
+    env = simpy.Environment()
+    network = AlphaBetaNetwork(env)
+    shared = link(100.0)
+    a = network.transfer((shared,), 1000.0, 0.0)
+    b = network.transfer((shared,), 1000.0, 0.0)
+    env.run()
+    assert a.processed and b.processed and env.now == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["schedule.algorithm=diloco"],
+    ["schedule.algorithm=ddp", "schedule.outer_steps=10"],
+    ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=2"],
+    ["schedule.algorithm=diloco", "island.0.latency_ms=30"],
+])
+def test_both_fidelities_agree_when_nothing_shares_a_link(overrides):
+    closed = simulate(make_scenario([*overrides, "network.model=alpha-beta"])).summary
+    flows = simulate(make_scenario([*overrides, "network.model=flow"])).summary
+    assert closed["network_model"] == "alpha-beta" and flows["network_model"] == "flow"
+    for key in ("wall_time_s", "stall_s", "compute_utilisation", "bytes_per_worker", "mean_sync_s",
+                "peak_bandwidth_gbps"):
+        assert flows[key] == pytest.approx(closed[key], rel=1e-9), key
+
+
+def test_link_table_records_the_transfer_rate():
+    result = simulate(make_scenario(["schedule.outer_steps=1"]))
+    up0 = result.links[(result.links["worker"] == 0) & (result.links["direction"] == "up")]
+    assert list(up0["time_start_s"]) == [100.0]
+    assert list(up0["time_end_s"]) == pytest.approx([124.0])
+    assert list(up0["rate_gbps"]) == pytest.approx([1.0])
