@@ -1,7 +1,8 @@
 """Simulator speed, measured side by side in one run (this machine is shared and noisy).
 
 Prints, for a 64-island Streaming DiLoCo scenario, simulated seconds per wall second, events per
-second and the runtime ratio at H=5000 versus H=50 with the same number of outer steps (a run's cost
+second and the runtime ratio at H=5000 versus H=50 with the same number of outer steps, without and
+with step-time jitter (a run's cost
 must grow with syncs and fragments, not with H, so the ratio should be close to 1); then the wall time
 of an INTELLECT-1-sized run (14 islands, 1,000 DiLoCo syncs; target under 5 s) and of 1,000 islands
 for 100 syncs (target under a minute); and plain SimPy's event rate on this machine for comparison.
@@ -53,14 +54,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    print("64 islands, Streaming DiLoCo, P=10, 50 outer steps")
-    results = {}
-    for h in (50, 5000):
-        seconds, summary = best_of(args.repeat, [*STREAMING_64, f"schedule.inner_steps={h}"])
-        results[h] = seconds
-        print(f"  H={h:<5d} {seconds:7.3f} s wall  {summary['wall_time_s'] / seconds:12.4g} simulated s per wall s  "
-              f"{summary['events'] / seconds:10.4g} events/s  ({summary['events']} events)")
-    print(f"  runtime ratio H=5000 / H=50: {results[5000] / results[50]:.3f} (target: close to 1)")
+    for jitter_cv in (0.0, 0.1):
+        print(f"64 islands, Streaming DiLoCo, P=10, 50 outer steps, step-time jitter cv={jitter_cv}")
+        results, events = {}, {}
+        for h in (50, 5000):
+            overrides = [*STREAMING_64, f"schedule.inner_steps={h}", f"island.0.jitter_cv={jitter_cv}"]
+            seconds, summary = best_of(args.repeat, overrides)
+            results[h], events[h] = seconds, summary["events"]
+            print(f"  H={h:<5d} {seconds:7.3f} s wall  {summary['wall_time_s'] / seconds:12.4g} simulated s per "
+                  f"wall s  {summary['events'] / seconds:10.4g} events/s  ({summary['events']} events)")
+        print(f"  runtime ratio H=5000 / H=50: {results[5000] / results[50]:.3f} (target: close to 1); "
+              f"event-count ratio {events[5000] / events[50]:.3f} (noise-free)")
 
     seconds, summary = best_of(args.repeat, ["island.0.replicas=14", "schedule.outer_steps=1000",
                                              "schedule.inner_steps=100"])

@@ -11,13 +11,13 @@ from typing import Any
 
 import pandas as pd
 
-from .trace import check_frame
+from .trace import NO_FRAGMENT, check_frame
 
 BITS_PER_BYTE = 8
 BITS_PER_GBIT = 1e9
 
 SUMMARY_KEYS = (
-    "wall_time_s", "compute_utilisation", "compute_s", "stall_s", "idle_s", "outer_steps", "workers",
+    "wall_time_s", "compute_utilisation", "compute_utilisation_run", "compute_s", "stall_s", "idle_s", "outer_steps", "workers",
     "bytes_per_worker", "avg_bandwidth_gbps", "bandwidth_needed_gbps", "peak_bandwidth_gbps",
     "mean_sync_s", "syncs", "islands",
 )
@@ -29,14 +29,28 @@ def gbps(byte_count: float, seconds: float) -> float:
 
 
 def sync_durations(trace: pd.DataFrame) -> pd.Series:
-    """Duration of each collective, indexed by (outer_step, fragment): first start to last end."""
-    comm = trace[trace["kind"] == "comm"]
+    """Duration of each collective, indexed by (outer_step, fragment): first start to last end.
+    Comm rows without a fragment (weight downloads of joiners and late workers) are not syncs."""
+    comm = trace[(trace["kind"] == "comm") & (trace["fragment"] != NO_FRAGMENT)]
     grouped = comm.groupby(["outer_step", "fragment"])
     return grouped["time_end_s"].max() - grouped["time_start_s"].min()
 
 
+def present_seconds(trace: pd.DataFrame) -> pd.Series:
+    """Per worker, the length of the union of its rows' intervals: the time it was there.
+
+    With rows sorted by start, row i adds max(0, end_i - max(start_i, E)), where E is the latest end
+    among the worker's earlier rows; gaps (a worker away between a departure and a return) add nothing.
+    """
+    ordered = trace.sort_values(["worker", "time_start_s"], kind="stable")
+    latest_end = ordered.groupby("worker")["time_end_s"].cummax()
+    previous_end = latest_end.groupby(ordered["worker"]).shift(1).fillna(-float("inf"))
+    covered = (ordered["time_end_s"] - ordered["time_start_s"].combine(previous_end, max)).clip(lower=0.0)
+    return covered.groupby(ordered["worker"]).sum()
+
+
 def per_worker(trace: pd.DataFrame) -> pd.DataFrame:
-    """Seconds of each kind, bytes sent and presence (first start to last end) per worker."""
+    """Seconds of each kind, bytes sent and presence (union of its intervals) per worker."""
     seconds = (trace["time_end_s"] - trace["time_start_s"]).rename("seconds")
     by_kind = seconds.groupby([trace["worker"], trace["kind"]]).sum().unstack(fill_value=0.0)
     for kind in ("compute", "stall", "idle"):
@@ -45,13 +59,13 @@ def per_worker(trace: pd.DataFrame) -> pd.DataFrame:
     grouped = trace.groupby("worker")
     table = pd.DataFrame({
         "island": grouped["island"].first(),
-        "present_s": grouped["time_end_s"].max() - grouped["time_start_s"].min(),
+        "present_s": present_seconds(trace),
         "bytes_sent": grouped["bytes"].sum(),
     })
     return table.join(by_kind[["compute", "stall", "idle"]]).fillna(0.0)
 
 
-def island_rows(workers: pd.DataFrame) -> list[dict[str, Any]]:
+def island_rows(workers: pd.DataFrame, island_extra: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for island, group in workers.groupby("island", sort=False):
         present = group["present_s"].sum()
@@ -63,15 +77,18 @@ def island_rows(workers: pd.DataFrame) -> list[dict[str, Any]]:
             "stall_s": float(group["stall"].mean()),
             "idle_s": float(group["idle"].mean()),
             "bytes_per_worker": float(group["bytes_sent"].mean()),
+            **island_extra.get(island, {}),
         })
     return rows
 
 
 def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float | None = None,
-              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+              extra: dict[str, Any] | None = None,
+              island_extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The summary of a run from its trace.
 
-    compute_utilisation = total compute seconds / sum over workers of seconds present;
+    compute_utilisation = total compute seconds / sum over workers of seconds present
+    (compute_utilisation_run: over workers * wall time, which counts absent workers as unused);
     avg_bandwidth_gbps = bytes_per_worker * 8 / wall_time_s; bandwidth_needed_gbps =
     bytes_per_worker * 8 / compute seconds per worker (the average rate the schedule needs to keep
     every transfer within the compute it has); peak_bandwidth_gbps, when not given by a link-level
@@ -91,6 +108,8 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
     summary = {
         "wall_time_s": wall_time_s,
         "compute_utilisation": float(workers["compute"].sum() / present) if present > 0 else 0.0,
+        "compute_utilisation_run": float(workers["compute"].sum() / (len(workers) * wall_time_s))
+        if wall_time_s > 0 else 0.0,
         "compute_s": compute_s,
         "stall_s": float(workers["stall"].mean()),
         "idle_s": float(workers["idle"].mean()),
@@ -102,7 +121,7 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
         "peak_bandwidth_gbps": float(peak_bandwidth_gbps),
         "mean_sync_s": float(durations.mean()) if len(durations) else 0.0,
         "syncs": int(len(durations)),
-        "islands": island_rows(workers),
+        "islands": island_rows(workers, island_extra or {}),
     }
     summary.update(extra or {})
     return summary

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .errors import ScenarioError
-from .model import IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec
-from .spec import ISLAND_KEYS, REQUIRED, SECTIONS, TOP_KEYS, Key, is_finite_number
+from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
+from .model import ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec
+from .spec import EVENT_KEYS, ISLAND_KEYS, REQUIRED, SECTIONS, TOP_KEYS, Key, is_finite_number
 from .trainer_keys import TRAINER_KEYS, TrainerSpec
 
 LIBRARY_PACKAGE = "islands.scenarios"
@@ -156,7 +157,8 @@ def read_table(table: Any, keys: dict[str, Key], prefix: str, source: str) -> di
 
 
 def build(document: dict[str, Any], source: str) -> Scenario:
-    check_known_keys(document, TOP_KEYS, "", source, extra=list(SECTIONS) + ["trainer", "island"])
+    check_known_keys(document, TOP_KEYS, "", source,
+                     extra=list(SECTIONS) + ["trainer", "island", "event", "accelerators"])
     top = {name: read_value(document, name, key, "", source) for name, key in TOP_KEYS.items()}
     for section in ("model", "schedule"):
         if section not in document:
@@ -168,9 +170,12 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     schedule = ScheduleSpec(**schedule_values)
     network = NetworkSpec(**read_table(document.get("network", {}), SECTIONS["network"], "network.", source))
     trainer = TrainerSpec(**read_table(document.get("trainer", {}), TRAINER_KEYS, "trainer.", source))
-    islands = read_islands(document.get("island"), source)
+    accelerators = read_accelerators(document.get("accelerators", {}), source)
+    islands = read_islands(document.get("island"), model, accelerators, source)
+    events = read_events(document.get("event", []), islands, source)
     scenario = Scenario(name=top["name"], description=top["description"], seed=top["seed"], model=model,
-                        schedule=schedule, network=network, islands=islands, source=source, trainer=trainer)
+                        schedule=schedule, network=network, islands=islands, source=source, trainer=trainer,
+                        events=events)
     check_schedule(scenario, source)
     return scenario
 
@@ -183,14 +188,40 @@ def default_bits(model: ModelSpec, source: str) -> int:
     return int(bits)
 
 
-def read_islands(raw: Any, source: str) -> tuple[IslandSpec, ...]:
+def read_accelerators(table: Any, source: str) -> dict[str, float]:
+    """The built-in peak FLOP/s table, with the scenario's ``[accelerators]`` entries added or replaced."""
+    if not isinstance(table, dict):
+        raise ScenarioError(source, "accelerators", "must be a table of name = peak FLOP/s")
+    peaks = dict(PEAK_BF16_FLOPS)
+    for name, value in table.items():
+        if not is_finite_number(value) or value <= 0:
+            raise ScenarioError(source, f"accelerators.{name}", f"must be a peak FLOP/s > 0 (got {value!r})")
+        peaks[name] = float(value)
+    return peaks
+
+
+def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float],
+                 source: str) -> tuple[IslandSpec, ...]:
     if raw is None:
         raise ScenarioError(source, "[[island]]", "at least one island is required")
     if not isinstance(raw, list):
         raise ScenarioError(source, "island", "must be an array of tables: write [[island]] for each island")
     islands = []
     for index, table in enumerate(raw):
-        islands.append(IslandSpec(**read_table(table, ISLAND_KEYS, f"island.{index}.", source)))
+        prefix = f"island.{index}."
+        values = read_table(table, ISLAND_KEYS, prefix, source)
+        islands.append(IslandSpec(
+            name=values["name"],
+            replicas=values["replicas"],
+            step_time_s=island_step_time_s(values, model, accelerators, prefix, source),
+            upload_gbps=direction_gbps(values, "upload_gbps", prefix, source),
+            download_gbps=direction_gbps(values, "download_gbps", prefix, source),
+            latency_ms=values["latency_ms"],
+            jitter_cv=values["jitter_cv"],
+            present=values["present"],
+            mtbf_s=values["mtbf_s"],
+            mttr_s=values["mttr_s"],
+        ))
     names = [island.name for island in islands]
     for index, name in enumerate(names):
         if name in names[:index]:
@@ -198,9 +229,63 @@ def read_islands(raw: Any, source: str) -> tuple[IslandSpec, ...]:
     return tuple(islands)
 
 
+def island_step_time_s(values: dict[str, Any], model: ModelSpec, accelerators: dict[str, float], prefix: str,
+                       source: str) -> float:
+    """``step_time_s`` as given, or 6 * parameters * tokens_per_step / (gpus * peak * mfu)."""
+    derived_keys = [key for key in ("gpu", "mfu") if values[key] is not None]
+    if values["step_time_s"] is not None:
+        if derived_keys:
+            raise ScenarioError(source, prefix + derived_keys[0],
+                                "give either step_time_s or gpu/gpus/mfu, not both")
+        return values["step_time_s"]
+    if not derived_keys:
+        raise ScenarioError(source, prefix + "step_time_s",
+                            "is required (or derive it from gpu, gpus and mfu with model.tokens_per_step)")
+    for key in ("gpu", "mfu"):
+        if values[key] is None:
+            raise ScenarioError(source, prefix + key,
+                                "is required to derive the step time from gpu and mfu (or give step_time_s)")
+    if model.tokens_per_step is None:
+        raise ScenarioError(source, "model.tokens_per_step", "is required to derive step times from gpu and mfu")
+    if values["gpu"] not in accelerators:
+        hint = difflib.get_close_matches(values["gpu"], list(accelerators), n=1)
+        suffix = f" (did you mean '{hint[0]}'?)" if hint else " (add it to [accelerators])"
+        raise ScenarioError(source, prefix + "gpu", f"unknown accelerator '{values['gpu']}'{suffix}")
+    return derived_step_time_s(model.parameters, model.tokens_per_step, values["gpus"],
+                               accelerators[values["gpu"]], values["mfu"])
+
+
+def direction_gbps(values: dict[str, Any], key: str, prefix: str, source: str) -> float:
+    if values[key] is not None:
+        return values[key]
+    if values["bandwidth_gbps"] is None:
+        raise ScenarioError(source, prefix + "bandwidth_gbps",
+                            "is required (or give both upload_gbps and download_gbps)")
+    return values["bandwidth_gbps"]
+
+
+def read_events(raw: Any, islands: tuple[IslandSpec, ...], source: str) -> tuple[ChurnEvent, ...]:
+    if not isinstance(raw, list):
+        raise ScenarioError(source, "event", "must be an array of tables: write [[event]] for each event")
+    names = {island.name for island in islands}
+    names |= {f"{island.name}-{r}" for island in islands if island.replicas > 1 for r in range(island.replicas)}
+    events = []
+    for index, table in enumerate(raw):
+        values = read_table(table, EVENT_KEYS, f"event.{index}.", source)
+        if values["island"] not in names:
+            hint = difflib.get_close_matches(values["island"], sorted(names), n=1)
+            suffix = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise ScenarioError(source, f"event.{index}.island", f"no island or worker named '{values['island']}'{suffix}")
+        events.append(ChurnEvent(**values))
+    return tuple(sorted(events, key=lambda event: event.at_s))
+
+
 def check_schedule(scenario: Scenario, source: str) -> None:
     """Rules that tie keys together (the torchft-style checks of a streaming schedule)."""
     schedule = scenario.schedule
+    if schedule.barrier != "wait" and schedule.algorithm != "diloco":
+        raise ScenarioError(source, "schedule.barrier",
+                            f"'{schedule.barrier}' is supported with algorithm = \"diloco\" only")
     if scenario.worker_count < 2:
         raise ScenarioError(source, "island",
                             f"a sync needs at least 2 workers; the islands give {scenario.worker_count} "

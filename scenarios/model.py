@@ -14,6 +14,7 @@ BITS_PER_BYTE = 8
 class ModelSpec:
     parameters: float
     bytes_per_param: float
+    tokens_per_step: float | None = None
 
 
 @dataclass(frozen=True)
@@ -25,20 +26,45 @@ class ScheduleSpec:
     overlap_steps: int
     bits: int
     backward_overlap: float
+    barrier: str = "wait"
+    deadline_slack: float = 0.1
 
 
 @dataclass(frozen=True)
 class NetworkSpec:
     model: str
+    tcp_window_bytes: float = 0.0
+    streams: int = 1
+    detection_timeout_s: float = 30.0
 
 
 @dataclass(frozen=True)
 class IslandSpec:
+    """An island as written in the file; ``step_time_s`` and both directions' bandwidths are resolved
+    by the loader (derived from gpus/gpu/mfu, or from bandwidth_gbps)."""
+
     name: str
     replicas: int
     step_time_s: float
-    bandwidth_gbps: float
+    upload_gbps: float
+    download_gbps: float
     latency_ms: float
+    jitter_cv: float = 0.0
+    present: bool = True
+    mtbf_s: float | None = None
+    mttr_s: float | None = None
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        """The slower direction: what a ring all-reduce through this island can use."""
+        return min(self.upload_gbps, self.download_gbps)
+
+
+@dataclass(frozen=True)
+class ChurnEvent:
+    at_s: float
+    island: str  # an island name or one replica's worker name
+    kind: str    # "leave" | "join"
 
 
 @dataclass(frozen=True)
@@ -52,6 +78,10 @@ class Worker:
     upload_bytes_per_s: float
     download_bytes_per_s: float
     latency_s: float
+    jitter_cv: float = 0.0
+    present: bool = True
+    mtbf_s: float | None = None
+    mttr_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,30 +95,41 @@ class Scenario:
     islands: tuple[IslandSpec, ...]
     source: str
     trainer: TrainerSpec = field(default_factory=TrainerSpec)
+    events: tuple[ChurnEvent, ...] = ()
 
     @property
     def payload_bytes(self) -> float:
         """Bytes of one full gradient / pseudo-gradient on the wire: parameters * bits / 8."""
         return self.model.parameters * self.schedule.bits / BITS_PER_BYTE
 
+    @property
+    def weights_bytes(self) -> float:
+        """Bytes of the global weights a joiner downloads: parameters * bytes_per_param."""
+        return self.model.parameters * self.model.bytes_per_param
+
     def workers(self) -> list[Worker]:
         """Expand islands and their replicas into workers, numbered in file order."""
         workers: list[Worker] = []
         for island in self.islands:
             for replica in range(island.replicas):
-                name = island.name if island.replicas == 1 else f"{island.name}-{replica}"
-                rate = island.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
                 workers.append(Worker(
                     rank=len(workers),
-                    name=name,
+                    name=island.name if island.replicas == 1 else f"{island.name}-{replica}",
                     island=island.name,
                     step_time_s=island.step_time_s,
-                    upload_bytes_per_s=rate,
-                    download_bytes_per_s=rate,
+                    upload_bytes_per_s=island.upload_gbps * BITS_PER_GBIT / BITS_PER_BYTE,
+                    download_bytes_per_s=island.download_gbps * BITS_PER_GBIT / BITS_PER_BYTE,
                     latency_s=island.latency_ms / 1000.0,
+                    jitter_cv=island.jitter_cv,
+                    present=island.present,
+                    mtbf_s=island.mtbf_s,
+                    mttr_s=island.mttr_s,
                 ))
         return workers
 
     @property
     def worker_count(self) -> int:
         return sum(island.replicas for island in self.islands)
+
+    def has_churn(self) -> bool:
+        return bool(self.events) or any(i.mtbf_s is not None or not i.present for i in self.islands)

@@ -10,7 +10,11 @@ all-gather pass), in each of which every worker sends S/M bytes to its successor
 the largest hop latency (sender's plus receiver's one-way latency) and beta the slowest link: the
 slowest link paces the ring. We hand the whole ring to the network as one transfer that crosses every
 participant's uplink and downlink with 2(M-1)/M * S bytes each, after 2(M-1) * alpha of latency; alone
-on its links it takes exactly T, and when fragments overlap the flow model shares the links between them.
+on its links it takes exactly T, and when transfers overlap the flow model shares the links.
+
+TCP: one stream cannot carry more than window / RTT (the bandwidth-delay product), so a transfer with
+``streams`` parallel streams is capped at streams * window / RTT, RTT = 2 * (sender's + receiver's
+one-way latency); a ring is capped by its slowest hop.
 """
 
 from __future__ import annotations
@@ -19,7 +23,15 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from .network import Link
+from .network import NO_CAP, Link, Transfer
+
+
+def tcp_cap_bytes_per_s(window_bytes: float, streams: int, one_way_latency_s: float) -> float:
+    """streams * window / RTT; no cap without a window or without latency."""
+    rtt_s = 2 * one_way_latency_s
+    if window_bytes <= 0 or rtt_s <= 0:
+        return NO_CAP
+    return streams * window_bytes / rtt_s
 
 
 @dataclass(frozen=True)
@@ -35,12 +47,14 @@ class RingAllReduce:
         m = len(self.participants)
         return 2 * (m - 1) / m * self.payload_bytes
 
-    def latency_s(self, latency_by_worker: dict[int, float]) -> float:
-        """2(M-1) ring steps, each paying the slowest hop's sender + receiver one-way latency."""
+    def slowest_hop_latency_s(self, latency_by_worker: dict[int, float]) -> float:
         ring = self.participants
         m = len(ring)
-        slowest_hop = max(latency_by_worker[ring[i]] + latency_by_worker[ring[(i + 1) % m]] for i in range(m))
-        return 2 * (m - 1) * slowest_hop
+        return max(latency_by_worker[ring[i]] + latency_by_worker[ring[(i + 1) % m]] for i in range(m))
+
+    def latency_s(self, latency_by_worker: dict[int, float]) -> float:
+        """2(M-1) ring steps, each paying the slowest hop's sender + receiver one-way latency."""
+        return 2 * (len(self.participants) - 1) * self.slowest_hop_latency_s(latency_by_worker)
 
     def links(self, uplinks: dict[int, Link], downlinks: dict[int, Link]) -> tuple[Link, ...]:
         return tuple(uplinks[w] for w in self.participants) + tuple(downlinks[w] for w in self.participants)
@@ -48,10 +62,29 @@ class RingAllReduce:
 
 @dataclass(eq=False)
 class PendingCollective:
-    """A collective that starts once every participant has arrived (called it) and then runs."""
+    """A collective that starts once every expected participant has joined, then runs.
+
+    ``expected`` shrinks when a departure is detected (or, under a deadline barrier, to those on
+    time); ``arrived`` loses a worker the moment it departs. A departure of a participant while the
+    transfer is in flight breaks the ring: the transfer is cancelled and restarted among the
+    survivors once the departure is detected.
+    """
 
     key: tuple[int, int]  # (outer_step, fragment)
-    expected: int
+    payload_bytes: float
+    expected: set[int]
     done: simpy.Event
-    arrived: list[int] = field(default_factory=list)
+    arrived: set[int] = field(default_factory=set)
+    participants: tuple[int, ...] = ()
+    first_started_s: float | None = None
     started_at_s: float | None = None
+    transfer: Transfer | None = None
+    attempt: int = 0
+    deadline_s: float | None = None
+
+    @property
+    def in_flight(self) -> bool:
+        return self.transfer is not None
+
+    def ready(self) -> bool:
+        return not self.in_flight and bool(self.arrived) and self.expected <= self.arrived

@@ -1,15 +1,17 @@
 """The discrete-event engine: workers compute, schedules call collectives, the network times them.
 
-Each worker is one SimPy process that walks its schedule's sync points. Between two points it
-computes the steps in between as one timeout (a run's cost grows with the number of syncs and
-fragments, not with H). At a launch point it joins the collective, which starts when every
-participant has joined; at an apply point it waits for the collective to finish. Waiting for late
-participants is recorded as ``idle``, waiting for the transfer itself as ``stall``.
+Each present worker is one SimPy process that walks its schedule's sync points. Between two points it
+computes the steps in between as one timeout whose length is drawn for the whole span (a run's cost
+grows with the number of syncs and fragments, not with H). At a launch point it joins the collective,
+which starts when every expected participant has joined; at an apply point it waits for the
+collective to finish. Waiting for late participants is recorded as ``idle``, waiting for the
+transfer itself as ``stall``. Departures and joins live in ``churn.py``; the deadline barrier and
+adaptive H in ``barriers.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generator
 
 import pandas as pd
@@ -19,7 +21,10 @@ from islands.scenarios import Scenario, Worker
 from islands.summary import summarise
 from islands.trace import NO_FRAGMENT, to_frame
 
-from .collectives import PendingCollective, RingAllReduce
+from . import barriers
+from .churn import DEPARTURE, Churn
+from .collectives import PendingCollective, RingAllReduce, tcp_cap_bytes_per_s
+from .compute import STEP_TIMES, StepClock, worker_generators
 from .network import Link, make_network
 from .schedules import SCHEDULES, SyncPoint
 
@@ -47,12 +52,31 @@ class SimResult:
     links: pd.DataFrame
 
 
+@dataclass(eq=False)
+class WorkerState:
+    """What the engine knows about one worker while it runs."""
+
+    worker: Worker
+    clock: StepClock
+    steps_scale: float = 1.0           # adaptive H: this worker's inner steps per scheduled step
+    present: bool = False
+    process: simpy.Process | None = None
+    activity: tuple[str, float, int, int] | None = None  # (kind, since_s, fragment, outer_step)
+    unsynced_compute_s: float = 0.0    # compute not yet merged by a sync: lost if it departs
+    position_at_apply: float = 0.0
+    last_apply_s: float = 0.0
+    merged_steps: float = 0.0
+    time_to_barrier_s: list[float] = field(default_factory=list)
+    late: PendingCollective | None = None  # deadline barrier: the sync it missed
+
+
 def network_model_for(scenario: Scenario) -> str:
-    """The scenario's network model; ``auto`` takes the flow model only where transfers may share links."""
+    """The scenario's network model; ``auto`` takes the flow model where transfers may share links."""
     if scenario.network.model != "auto":
         return scenario.network.model
     schedule = SCHEDULES[scenario.schedule.algorithm]
-    return "flow" if schedule.transfers_may_overlap(scenario) else "alpha-beta"
+    overlap = schedule.transfers_may_overlap(scenario) or scenario.has_churn()
+    return "flow" if overlap or scenario.schedule.barrier == "deadline" else "alpha-beta"
 
 
 class Simulation:
@@ -68,88 +92,230 @@ class Simulation:
         self.uplinks = {w.rank: Link(w.rank, "up", w.upload_bytes_per_s) for w in self.workers}
         self.downlinks = {w.rank: Link(w.rank, "down", w.download_bytes_per_s) for w in self.workers}
         self.latency_s = {w.rank: w.latency_s for w in self.workers}
-        self.island_of = {w.rank: w.island for w in self.workers}
+        rngs = worker_generators(scenario.seed, len(self.workers), STEP_TIMES)
+        scales = barriers.steps_scales(scenario, self.workers)
+        self.states = [WorkerState(w, StepClock(w.step_time_s, w.jitter_cv, rng), scale)
+                       for w, rng, scale in zip(self.workers, rngs, scales)]
+        self.members: set[int] = set()
         self.pending: dict[tuple[int, int], PendingCollective] = {}
+        self.last_fragment = scenario.schedule.fragments - 1 if scenario.schedule.algorithm == "streaming" else 0
+        self.completed_outer = 0
+        self.interval_start_s = 0.0
+        self.finished = self.env.event()
         self.rows: list[tuple] = []
+        self.counts = {"dropped_deltas": 0}
+        self.dropped_compute_s = 0.0
+        self.churn = Churn(self)
+
+    # --- running ---------------------------------------------------------------------------------
 
     def run(self) -> SimResult:
-        for worker in self.workers:
-            self.env.process(self.worker_process(worker))
-        self.env.run()
-        trace = to_frame(self.rows)
-        links = self.link_table()
-        peak_gbps = max(link.peak_bytes_per_s for link in self.all_links()) * 8 / 1e9
-        extra = {
-            "scenario": self.scenario.name,
-            "algorithm": self.scenario.schedule.algorithm,
-            "network_model": self.network_model,
-            "inner_steps": self.schedule.inner_steps(self.scenario),
-            "events": self.env.events_processed,
-        }
-        summary = summarise(trace, self.scenario.schedule.outer_steps, peak_gbps, extra)
-        return SimResult(summary=summary, trace=trace, links=links)
+        for state in self.states:
+            if state.worker.present:
+                state.present = True
+                self.members.add(state.worker.rank)
+                self.start_worker(state, first_outer=0)
+        self.churn.schedule()
+        try:
+            self.env.run(until=self.finished)
+        except RuntimeError:
+            pass  # nothing left to happen before the last sync: everyone departed for good
+        self.close_open_activities()
+        return self.result()
 
-    def worker_process(self, worker: Worker) -> Generator[simpy.Event, Any, None]:
-        position = 0.0
-        for point in self.schedule.sync_points(self.scenario):
-            position = yield from self.compute(worker, position, point.launch_step, point.outer_step)
-            collective = self.join(worker, point)
-            position = yield from self.compute(worker, position, point.apply_step, point.outer_step)
-            yield from self.wait(worker, collective, point)
+    def start_worker(self, state: WorkerState, first_outer: int) -> None:
+        position = first_outer * self.schedule.period_steps(self.scenario) * state.steps_scale
+        state.position_at_apply = position
+        state.last_apply_s = self.env.now
+        state.unsynced_compute_s = 0.0
+        state.process = self.env.process(self.worker_process(state, first_outer, position))
 
-    def compute(self, worker: Worker, position: float, target: float,
+    def worker_process(self, state: WorkerState, first_outer: int,
+                       position: float) -> Generator[simpy.Event, Any, None]:
+        try:
+            for point in self.schedule.sync_points(self.scenario):
+                if point.outer_step < first_outer:
+                    continue
+                launch, apply = point.launch_step * state.steps_scale, point.apply_step * state.steps_scale
+                position = yield from self.compute(state, position, launch, point.outer_step)
+                if state.late is not None:
+                    yield from barriers.catch_up(self, state, point)
+                    position = apply
+                    continue
+                collective = self.join(state, point)
+                position = yield from self.compute(state, position, apply, point.outer_step)
+                yield from self.wait(state, collective, point)
+                self.applied(state, position)
+        except simpy.Interrupt as interrupt:
+            if interrupt.cause is not DEPARTURE:
+                raise
+            self.churn.departed(state)
+
+    def compute(self, state: WorkerState, position: float, target: float,
                 outer_step: int) -> Generator[simpy.Event, Any, float]:
-        """Compute from step ``position`` to step ``target`` in one timeout; return the new position."""
+        """Compute from step ``position`` to ``target`` in one timeout; return the new position.
+        A deadline barrier may cut it short (``barriers.LATE``): the work done so far is dropped."""
         steps = target - position
         if steps <= 0:
             return position
-        start = self.env.now
-        yield self.env.timeout(steps * worker.step_time_s)
-        self.record(start, worker.rank, "compute", 0.0, NO_FRAGMENT, outer_step)
+        state.activity = ("compute", self.env.now, NO_FRAGMENT, outer_step)
+        try:
+            yield self.env.timeout(state.clock.duration_s(steps))
+        except simpy.Interrupt as interrupt:
+            if interrupt.cause is not barriers.LATE:
+                raise
+            self.close_activity(state)
+            self.dropped_compute_s += state.unsynced_compute_s
+            state.unsynced_compute_s = 0.0
+            return position
+        self.close_activity(state)
         return target
 
-    def join(self, worker: Worker, point: SyncPoint) -> PendingCollective:
+    def join(self, state: WorkerState, point: SyncPoint) -> PendingCollective:
         key = (point.outer_step, point.fragment)
         collective = self.pending.get(key)
         if collective is None:
-            collective = PendingCollective(key=key, expected=len(self.workers), done=self.env.event())
+            collective = PendingCollective(key, point.payload_bytes, set(self.members), self.env.event())
             self.pending[key] = collective
-        collective.arrived.append(worker.rank)
-        if len(collective.arrived) == collective.expected:
-            self.start(collective, point)
+        rank = state.worker.rank
+        collective.expected.add(rank)
+        collective.arrived.add(rank)
+        state.time_to_barrier_s.append(self.env.now - state.last_apply_s)
+        barriers.on_arrival(self, collective)
+        self.maybe_start(collective)
         return collective
 
-    def start(self, collective: PendingCollective, point: SyncPoint) -> None:
-        ring = RingAllReduce(tuple(sorted(collective.arrived)), point.payload_bytes)
+    def maybe_start(self, collective: PendingCollective) -> None:
+        if collective.ready():
+            self.start(collective)
+
+    def start(self, collective: PendingCollective) -> None:
+        ring = RingAllReduce(tuple(sorted(collective.arrived)), collective.payload_bytes)
+        collective.participants = ring.participants
+        collective.attempt += 1
         collective.started_at_s = self.env.now
-        transfer = self.network.transfer(ring.links(self.uplinks, self.downlinks), ring.bytes_per_worker,
-                                         ring.latency_s(self.latency_s))
-        transfer.callbacks.append(lambda _event: self.finish(collective, ring, point))
+        if collective.first_started_s is None:
+            collective.first_started_s = self.env.now
+        network = self.scenario.network
+        cap = tcp_cap_bytes_per_s(network.tcp_window_bytes, network.streams,
+                                  ring.slowest_hop_latency_s(self.latency_s))
+        collective.transfer = self.network.transfer(ring.links(self.uplinks, self.downlinks),
+                                                    ring.bytes_per_worker, ring.latency_s(self.latency_s), cap)
+        attempt = collective.attempt
+        collective.transfer.done.callbacks.append(lambda _event: self.finish(collective, ring, attempt))
 
-    def finish(self, collective: PendingCollective, ring: RingAllReduce, point: SyncPoint) -> None:
+    def break_ring(self, collective: PendingCollective) -> None:
+        """A participant departed mid-transfer: the ring stops; it restarts once that is detected."""
+        self.network.cancel(collective.transfer)
+        collective.transfer = None
+
+    def finish(self, collective: PendingCollective, ring: RingAllReduce, attempt: int) -> None:
+        if attempt != collective.attempt or collective.transfer is None:
+            return
+        outer_step, fragment = collective.key
         for rank in ring.participants:
-            self.record(collective.started_at_s, rank, "comm", ring.bytes_per_worker, point.fragment,
-                        point.outer_step)
+            self.rows.append((collective.started_at_s, self.env.now, rank, self.workers[rank].island, "comm",
+                              ring.bytes_per_worker, fragment, outer_step))
         del self.pending[collective.key]
-        collective.done.succeed()
+        collective.done.succeed()  # before ``finished``, so the waiting workers resume and close their rows
+        if fragment == self.last_fragment:
+            self.outer_step_completed(outer_step)
 
-    def wait(self, worker: Worker, collective: PendingCollective,
+    def outer_step_completed(self, outer_step: int) -> None:
+        self.completed_outer = outer_step + 1
+        self.interval_start_s = self.env.now
+        self.churn.admit_joiners()
+        if self.completed_outer == self.scenario.schedule.outer_steps:
+            self.finished.succeed()
+
+    def wait(self, state: WorkerState, collective: PendingCollective,
              point: SyncPoint) -> Generator[simpy.Event, Any, None]:
         arrived_s = self.env.now
-        if collective.done.callbacks is not None:  # not yet processed
+        if not collective.done.processed:
+            state.activity = ("wait", arrived_s, point.fragment, point.outer_step)
             yield collective.done
-        started_s = max(arrived_s, collective.started_at_s)
-        if started_s > arrived_s:
-            self.rows.append((arrived_s, started_s, worker.rank, worker.island, "idle", 0.0, point.fragment,
-                              point.outer_step))
-        if self.env.now > started_s:
-            self.record(started_s, worker.rank, "stall", 0.0, point.fragment, point.outer_step)
+            state.activity = None
+        self.record_wait(state, arrived_s, collective.first_started_s, point.fragment, point.outer_step)
 
-    def record(self, start_s: float, rank: int, kind: str, sent_bytes: float, fragment: int,
-               outer_step: int) -> None:
-        """Append a trace row from ``start_s`` to now."""
-        self.rows.append((start_s, self.env.now, rank, self.island_of[rank], kind, sent_bytes, fragment,
-                          outer_step))
+    def record_wait(self, state: WorkerState, since_s: float, started_s: float | None, fragment: int,
+                    outer_step: int) -> None:
+        """Waiting before the collective started is ``idle`` (others are late), after it ``stall``."""
+        rank, island, now = state.worker.rank, state.worker.island, self.env.now
+        boundary = now if started_s is None else min(now, max(since_s, started_s))
+        if boundary > since_s:
+            self.rows.append((since_s, boundary, rank, island, "idle", 0.0, fragment, outer_step))
+        if now > boundary:
+            self.rows.append((boundary, now, rank, island, "stall", 0.0, fragment, outer_step))
+
+    def applied(self, state: WorkerState, position: float) -> None:
+        """The worker's work up to ``position`` is merged into the global model."""
+        state.merged_steps += position - state.position_at_apply
+        state.position_at_apply = position
+        state.unsynced_compute_s = 0.0
+        state.last_apply_s = self.env.now
+
+    # --- trace -----------------------------------------------------------------------------------
+
+    def close_activity(self, state: WorkerState) -> None:
+        """Record the worker's current activity from its start to now, and clear it."""
+        if state.activity is None:
+            return
+        kind, since_s, fragment, outer_step = state.activity
+        state.activity = None
+        if kind == "wait":
+            collective = self.pending.get((outer_step, fragment))
+            started_s = collective.first_started_s if collective else None
+            self.record_wait(state, since_s, started_s, fragment, outer_step)
+            return
+        if self.env.now > since_s:
+            self.rows.append((since_s, self.env.now, state.worker.rank, state.worker.island, kind, 0.0, fragment,
+                              outer_step))
+        if kind == "compute":
+            state.unsynced_compute_s += self.env.now - since_s
+
+    def close_open_activities(self) -> None:
+        for state in self.states:
+            if state.present:
+                self.close_activity(state)
+
+    # --- results ---------------------------------------------------------------------------------
+
+    def result(self) -> SimResult:
+        trace = to_frame(self.rows)
+        links = self.link_table()
+        peak_gbps = max(link.peak_bytes_per_s for link in self.all_links()) * 8 / 1e9
+        summary = summarise(trace, self.completed_outer, peak_gbps, self.extra_summary(),
+                            island_extra=self.island_extra())
+        return SimResult(summary=summary, trace=trace, links=links)
+
+    def extra_summary(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario.name,
+            "algorithm": self.scenario.schedule.algorithm,
+            "network_model": self.network_model,
+            "barrier": self.scenario.schedule.barrier,
+            "outer_steps_planned": self.scenario.schedule.outer_steps,
+            "inner_steps": self.scenario.schedule.outer_steps * self.schedule.period_steps(self.scenario),
+            "lost_compute_s": self.churn.lost_compute_s,
+            "dropped_compute_s": self.dropped_compute_s,
+            "dropped_deltas": self.counts["dropped_deltas"],
+            **self.churn.counts,
+            "events": self.env.events_processed,
+        }
+
+    def island_extra(self) -> dict[str, dict[str, float]]:
+        tokens_per_step = self.scenario.model.tokens_per_step
+        extra: dict[str, dict[str, float]] = {}
+        for island in self.scenario.islands:
+            states = [s for s in self.states if s.worker.island == island.name]
+            waits = [t for s in states for t in s.time_to_barrier_s]
+            merged = sum(s.merged_steps for s in states) / len(states)
+            extra[island.name] = {
+                "inner_steps": merged,
+                "tokens": merged * tokens_per_step if tokens_per_step else None,
+                "time_to_barrier_s": sum(waits) / len(waits) if waits else 0.0,
+            }
+        return extra
 
     def all_links(self) -> list[Link]:
         return list(self.uplinks.values()) + list(self.downlinks.values())
@@ -158,8 +324,10 @@ class Simulation:
         rows = []
         for link in self.all_links():
             link.set_rate(self.env.now, 0.0)
+            island = self.workers[link.worker].island
             for start, end, rate in link.segments:
-                rows.append((start, end, link.worker, self.island_of[link.worker], link.direction, rate * 8 / 1e9))
+                if end > start:
+                    rows.append((start, end, link.worker, island, link.direction, rate * 8 / 1e9))
         frame = pd.DataFrame.from_records(rows, columns=list(LINK_COLUMNS))
         return frame.sort_values(["time_start_s", "worker", "direction"], kind="stable").reset_index(drop=True)
 

@@ -4,28 +4,31 @@ Every island worker owns a full-duplex access link (an uplink and a downlink) to
 core. A *transfer* crosses a set of links and must push the same number of bytes through each of them
 (a point-to-point copy crosses the sender's uplink and the receiver's downlink; a ring all-reduce
 crosses every participant's uplink and downlink, see ``collectives.py``). A transfer first pays its
-latency, then moves its bytes.
+latency, then moves its bytes, at most at its own rate cap (TCP window / RTT, see ``collectives.py``).
 
-Two models sit behind one interface, ``transfer(links, bytes_per_link, latency_s) -> event``:
+Two models sit behind one interface, ``transfer(links, bytes_per_link, latency_s, cap) -> Transfer``
+and ``cancel(transfer)``:
 
-* ``AlphaBetaNetwork``: the closed form. A transfer alone takes latency + bytes / (slowest link's
-  capacity). It ignores other transfers, so it is exact only when nothing shares a link; it is the
-  fast path for blocking schedules.
+* ``AlphaBetaNetwork``: the closed form. A transfer alone takes latency + bytes / min(slowest link's
+  capacity, cap). It ignores other transfers, so it is exact only when nothing shares a link; it is
+  the fast path for blocking schedules.
 * ``FlowNetwork``: flow-level max-min fair sharing (progressive filling, as in SimGrid's flow models):
   whenever a transfer starts or ends, every link's capacity is divided max-min fairly among the
-  transfers crossing it, so two fragments in flight on one link each get half of it.
+  transfers crossing it, so two transfers in flight on one link each get half of it.
 
 Both record each link's rate over time, from which plots and the peak bandwidth are drawn.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import simpy
 
 # A transfer whose remaining time is below this is complete (absorbs floating-point residue).
 COMPLETION_TOLERANCE_S = 1e-9
+NO_CAP = math.inf
 
 
 @dataclass(eq=False)
@@ -52,29 +55,47 @@ class Link:
 
 
 @dataclass(eq=False)
-class Flow:
+class Transfer:
+    """Bytes to push through every one of ``links``; ``done`` fires when they are through."""
+
     links: tuple[Link, ...]
     remaining_bytes: float
     done: simpy.Event
+    cap_bytes_per_s: float = NO_CAP
     rate_bytes_per_s: float = 0.0
+    active: bool = False      # moving bytes (latency paid)
+    cancelled: bool = False
+    recorded: list[tuple[Link, int]] = field(default_factory=list)  # alpha-beta: its link segments
 
 
 class AlphaBetaNetwork:
-    """Closed form: latency + bytes / min(capacity); exact when transfers do not share links."""
+    """Closed form: latency + bytes / min(capacity, cap); exact when transfers do not share links."""
 
     name = "alpha-beta"
 
     def __init__(self, env: simpy.Environment):
         self.env = env
 
-    def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float) -> simpy.Event:
-        rate = min(link.capacity_bytes_per_s for link in links)
+    def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float,
+                 cap_bytes_per_s: float = NO_CAP) -> Transfer:
+        rate = min(min(link.capacity_bytes_per_s for link in links), cap_bytes_per_s)
         data_start = self.env.now + latency_s
         data_end = data_start + bytes_per_link / rate
+        handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s, rate)
         for link in links:
+            handle.recorded.append((link, len(link.segments)))
             link.segments.append((data_start, data_end, rate))
             link.peak_bytes_per_s = max(link.peak_bytes_per_s, rate)
-        return self.env.timeout(data_end - self.env.now)
+        timer = self.env.timeout(data_end - self.env.now)
+        timer.callbacks.append(lambda _event: None if handle.cancelled else handle.done.succeed())
+        return handle
+
+    def cancel(self, handle: Transfer) -> None:
+        """Stop a transfer now: its links' recorded use ends here and ``done`` never fires."""
+        handle.cancelled = True
+        for link, index in handle.recorded:
+            start, end, rate = link.segments[index]
+            link.segments[index] = (start, max(start, min(end, self.env.now)), rate)
 
 
 class FlowNetwork:
@@ -84,24 +105,38 @@ class FlowNetwork:
 
     def __init__(self, env: simpy.Environment):
         self.env = env
-        self.flows: list[Flow] = []
+        self.flows: list[Transfer] = []
         self.last_update_s = 0.0
         self.wakeup_generation = 0
 
-    def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float) -> simpy.Event:
-        flow = Flow(links=links, remaining_bytes=bytes_per_link, done=self.env.event())
+    def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float,
+                 cap_bytes_per_s: float = NO_CAP) -> Transfer:
+        handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s)
         if latency_s > 0:
-            self.env.timeout(latency_s).callbacks.append(lambda _event: self.add(flow))
+            self.env.timeout(latency_s).callbacks.append(lambda _event: self.add(handle))
         else:
-            self.add(flow)
-        return flow.done
+            self.add(handle)
+        return handle
 
-    def add(self, flow: Flow) -> None:
-        self.advance()
-        if flow.remaining_bytes <= 0:
-            flow.done.succeed()
+    def cancel(self, handle: Transfer) -> None:
+        handle.cancelled = True
+        if handle.active:
+            self.advance()
+            self.flows.remove(handle)
+            handle.active = False
+            for link in handle.links:
+                link.set_rate(self.env.now, 0.0)
+            self.reallocate()
+
+    def add(self, handle: Transfer) -> None:
+        if handle.cancelled:
             return
-        self.flows.append(flow)
+        self.advance()
+        if handle.remaining_bytes <= 0:
+            handle.done.succeed()
+            return
+        handle.active = True
+        self.flows.append(handle)
         self.reallocate()
 
     def advance(self) -> None:
@@ -140,27 +175,31 @@ class FlowNetwork:
         self.advance()
         finished = [f for f in self.flows if f.remaining_bytes <= f.rate_bytes_per_s * COMPLETION_TOLERANCE_S]
         self.flows = [f for f in self.flows if f not in finished]
-        released = {link for flow in finished for link in flow.links}
-        for link in released:
-            link.set_rate(self.env.now, 0.0)
+        for flow in finished:
+            flow.active = False
+            for link in flow.links:
+                link.set_rate(self.env.now, 0.0)
         self.reallocate()
         for flow in finished:
             flow.done.succeed()
 
 
-def max_min_rates(flows: list[Flow]) -> list[float]:
+def max_min_rates(flows: list[Transfer]) -> list[float]:
     """Max-min fair rates by progressive filling.
 
     Repeatedly find the link whose remaining capacity divided by its unfrozen flows is smallest,
     freeze those flows at that share and subtract it from every link they cross (Bertsekas &
-    Gallager, Data Networks, section 6.5.2).
+    Gallager, Data Networks, section 6.5.2). A flow's own rate cap acts as a private link.
     """
-    capacity: dict[Link, float] = {}
-    crossing: dict[Link, list[int]] = {}
+    capacity: dict[object, float] = {}
+    crossing: dict[object, list[int]] = {}
     for index, flow in enumerate(flows):
         for link in flow.links:
             capacity[link] = link.capacity_bytes_per_s
             crossing.setdefault(link, []).append(index)
+        if flow.cap_bytes_per_s < NO_CAP:
+            capacity[("cap", index)] = flow.cap_bytes_per_s
+            crossing[("cap", index)] = [index]
     unfrozen = {link: len(members) for link, members in crossing.items()}
     rates = [0.0] * len(flows)
     frozen = [False] * len(flows)
@@ -172,7 +211,8 @@ def max_min_rates(flows: list[Flow]) -> list[float]:
                 continue
             frozen[index] = True
             rates[index] = share
-            for link in flows[index].links:
+            private = [("cap", index)] if ("cap", index) in capacity else []
+            for link in [*flows[index].links, *private]:
                 capacity[link] -= share
                 unfrozen[link] -= 1
                 if unfrozen[link] == 0:

@@ -6,7 +6,7 @@ import pytest
 import simpy
 
 from islands.simulator import simulate
-from islands.simulator.network import AlphaBetaNetwork, FlowNetwork, Link, max_min_rates, Flow
+from islands.simulator.network import AlphaBetaNetwork, FlowNetwork, Link, Transfer, max_min_rates
 
 from conftest import make_scenario
 
@@ -15,8 +15,8 @@ def link(capacity: float, worker: int = 0, direction: str = "up") -> Link:
     return Link(worker, direction, capacity)
 
 
-def flow(*links: Link) -> Flow:
-    return Flow(links=links, remaining_bytes=1.0, done=simpy.Environment().event())
+def flow(*links: Link, cap: float = float("inf")) -> Transfer:
+    return Transfer(links=links, remaining_bytes=1.0, done=simpy.Environment().event(), cap_bytes_per_s=cap)
 
 
 def test_max_min_shares_a_link_equally():
@@ -37,10 +37,10 @@ def test_flow_network_two_overlapping_transfers_each_get_half():
     shared = link(100.0)
     finished = {}
     first = network.transfer((shared,), 1000.0, 0.0)
-    first.callbacks.append(lambda _e: finished.setdefault("first", env.now))
+    first.done.callbacks.append(lambda _e: finished.setdefault("first", env.now))
     env.run(until=5.0)  # alone for 5 s: 500 bytes done
     second = network.transfer((shared,), 250.0, 0.0)
-    second.callbacks.append(lambda _e: finished.setdefault("second", env.now))
+    second.done.callbacks.append(lambda _e: finished.setdefault("second", env.now))
     env.run()
     # both at 50 B/s: the second's 250 B end at 10 s; the first's last 250 B at 100 B/s end at 12.5 s.
     assert finished == {"second": pytest.approx(10.0), "first": pytest.approx(12.5)}
@@ -54,7 +54,7 @@ def test_flow_network_pays_latency_before_moving_bytes():
     env = simpy.Environment()
     done = FlowNetwork(env).transfer((link(10.0), link(5.0, direction="down")), 50.0, 2.0)
     env.run()
-    assert done.processed and env.now == pytest.approx(2.0 + 50.0 / 5.0)
+    assert done.done.processed and env.now == pytest.approx(2.0 + 50.0 / 5.0)
 
 
 def test_alpha_beta_ignores_sharing():
@@ -64,7 +64,7 @@ def test_alpha_beta_ignores_sharing():
     a = network.transfer((shared,), 1000.0, 0.0)
     b = network.transfer((shared,), 1000.0, 0.0)
     env.run()
-    assert a.processed and b.processed and env.now == pytest.approx(10.0)
+    assert a.done.processed and b.done.processed and env.now == pytest.approx(10.0)
 
 
 @pytest.mark.parametrize("overrides", [

@@ -1,5 +1,6 @@
-"""Schedules by algorithm name. Each module provides ``sync_points``, ``inner_steps`` and
-``transfers_may_overlap`` (whether the flow-level network model is needed)."""
+"""Schedules by algorithm name. Each module provides ``sync_points`` (every collective, in order),
+``period_steps`` (inner steps per outer step) and ``transfers_may_overlap`` (whether the flow-level
+network model is needed)."""
 
 from types import ModuleType
 

@@ -20,8 +20,9 @@ def sync_points(scenario: Scenario) -> Iterator[SyncPoint]:
                         payload_bytes=scenario.payload_bytes)
 
 
-def inner_steps(scenario: Scenario) -> int:
-    return scenario.schedule.outer_steps
+def period_steps(scenario: Scenario) -> int:
+    """Inner steps per outer step: one."""
+    return 1
 
 
 def transfers_may_overlap(scenario: Scenario) -> bool:

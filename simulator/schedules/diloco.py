@@ -18,8 +18,9 @@ def sync_points(scenario: Scenario) -> Iterator[SyncPoint]:
                         payload_bytes=scenario.payload_bytes)
 
 
-def inner_steps(scenario: Scenario) -> int:
-    return scenario.schedule.outer_steps * scenario.schedule.inner_steps
+def period_steps(scenario: Scenario) -> int:
+    """Inner steps per outer step: H."""
+    return scenario.schedule.inner_steps
 
 
 def transfers_may_overlap(scenario: Scenario) -> bool:

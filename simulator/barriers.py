@@ -1,0 +1,90 @@
+"""Barrier policies at DiLoCo's outer step: what happens to stragglers.
+
+* ``wait`` (default): the sync starts when the slowest worker arrives; the others' wait is ``idle``.
+* ``deadline``: once half the expected workers have arrived (at time t_med), the sync is due at
+  interval_start + (1 + deadline_slack) * (t_med - interval_start). Workers not there by then are
+  cut off: their interval's work is dropped (not merged next round), they wait for the sync, fetch
+  the averaged pseudo-gradient (S bytes) from a participant, and start the next interval with
+  everyone else's model. The summary counts ``dropped_deltas`` and ``dropped_compute_s``.
+* ``adaptive``: heterogeneity-aware H. Each island does floor(H * slowest step time / its step time)
+  inner steps per interval, so everyone reaches the barrier at about the same time and fast islands
+  process more tokens (reported per island).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Generator
+
+import simpy
+
+from islands.scenarios import Scenario, Worker
+from islands.trace import NO_FRAGMENT
+
+from .collectives import PendingCollective, tcp_cap_bytes_per_s
+from .schedules import SyncPoint
+
+if TYPE_CHECKING:
+    from .engine import Simulation, WorkerState
+
+LATE = object()  # interrupt cause: the deadline passed before this worker reached the barrier
+
+
+def steps_scales(scenario: Scenario, workers: list[Worker]) -> list[float]:
+    """Per worker, inner steps done per scheduled step: 1, or under adaptive H floor(H*slowest/own)/H."""
+    if scenario.schedule.barrier != "adaptive":
+        return [1.0] * len(workers)
+    h = scenario.schedule.inner_steps
+    slowest_s = max(worker.step_time_s for worker in workers)
+    return [max(1, math.floor(h * slowest_s / worker.step_time_s + 1e-9)) / h for worker in workers]
+
+
+def on_arrival(sim: Simulation, collective: PendingCollective) -> None:
+    """Under a deadline barrier, set the deadline once half the expected workers have arrived."""
+    schedule = sim.scenario.schedule
+    if schedule.barrier != "deadline" or collective.deadline_s is not None:
+        return
+    if len(collective.arrived) < math.ceil(len(collective.expected) / 2):
+        return
+    start_s = sim.interval_start_s
+    collective.deadline_s = start_s + (1 + schedule.deadline_slack) * (sim.env.now - start_s)
+    timer = sim.env.timeout(collective.deadline_s - sim.env.now)
+    timer.callbacks.append(lambda _event: on_deadline(sim, collective))
+
+
+def on_deadline(sim: Simulation, collective: PendingCollective) -> None:
+    if collective.in_flight or collective.first_started_s is not None or collective.key not in sim.pending:
+        return
+    late = sorted(collective.expected - collective.arrived)
+    collective.expected = set(collective.arrived)
+    for rank in late:
+        state = sim.states[rank]
+        if state.present and state.process is not None and state.process.is_alive:
+            state.late = collective
+            sim.counts["dropped_deltas"] += 1
+            state.process.interrupt(LATE)
+    sim.maybe_start(collective)
+
+
+def catch_up(sim: Simulation, state: WorkerState, point: SyncPoint) -> Generator[simpy.Event, Any, None]:
+    """A late worker waits for the sync it missed, then downloads the averaged pseudo-gradient."""
+    collective, state.late = state.late, None
+    since_s = sim.env.now
+    rank, island = state.worker.rank, state.worker.island
+    if not collective.done.processed:
+        state.activity = ("stall", since_s, point.fragment, point.outer_step)
+        yield collective.done
+        sim.close_activity(state)
+    peer = collective.participants[0]
+    latency_s = sim.latency_s[peer] + sim.latency_s[rank]
+    network = sim.scenario.network
+    cap = tcp_cap_bytes_per_s(network.tcp_window_bytes, network.streams, latency_s)
+    download = sim.network.transfer((sim.uplinks[peer], sim.downlinks[rank]), point.payload_bytes, latency_s, cap)
+    fetch_start_s = sim.env.now
+    state.activity = ("stall", fetch_start_s, point.fragment, point.outer_step)
+    yield from sim.churn.fetch(state, download)
+    sim.rows.append((fetch_start_s, sim.env.now, rank, island, "comm", point.payload_bytes, NO_FRAGMENT,
+                     point.outer_step))
+    sim.close_activity(state)
+    state.position_at_apply = point.apply_step * state.steps_scale
+    state.last_apply_s = sim.env.now

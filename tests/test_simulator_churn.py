@@ -1,0 +1,110 @@
+"""Leaving and joining: lost work, detection, weight downloads, random churn, determinism."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from islands.scenarios import ScenarioError
+from islands.simulator import simulate
+from islands.summary import present_seconds
+
+from conftest import BASE_DOCUMENT, make_scenario
+
+S = 2e9
+RING4_S = 1.5 * S / 1.25e8
+RING3_S = 4 / 3 * S / 1.25e8
+RING5_S = 1.6 * S / 1.25e8
+
+
+def with_events(*events: dict, extra_islands: tuple = (), **schedule) -> dict:
+    doc = copy.deepcopy(BASE_DOCUMENT)
+    doc["island"] += list(extra_islands)
+    doc["event"] = list(events)
+    doc["schedule"].update(schedule)
+    return doc
+
+
+def test_departure_mid_interval_loses_exactly_that_interval():
+    doc = with_events({"at_s": 150.0, "island": "a-3", "kind": "leave"})
+    summary = simulate(make_scenario(document=doc)).summary
+    # a-3 synced at 124 s and computed 26 s of the next interval before leaving: lost.
+    assert summary["lost_compute_s"] == pytest.approx(150.0 - (100.0 + RING4_S))
+    assert summary["leaves"] == 1
+    # detected at 180 s, long before the 224 s barrier: the next two syncs run among three
+    assert summary["wall_time_s"] == pytest.approx(100 + RING4_S + 2 * (100 + RING3_S))
+    compute_s = 3 * 300 + (100 + 26)                  # three stay all run; a-3 did 126 s before leaving
+    present_s = 3 * summary["wall_time_s"] + 150.0    # a-3 was there for 150 s
+    assert summary["compute_utilisation"] == pytest.approx(compute_s / present_s)
+    assert summary["compute_utilisation_run"] == pytest.approx(compute_s / (4 * summary["wall_time_s"]))
+
+
+def test_survivors_wait_for_the_detection_timeout():
+    doc = with_events({"at_s": 90.0, "island": "a-3", "kind": "leave"})
+    result = simulate(make_scenario(["network.detection_timeout_s=30"], document=doc))
+    summary, trace = result.summary, result.trace
+    # the three reach the barrier at 100 s but only learn of the departure at 120 s
+    idle = trace[(trace["worker"] == 0) & (trace["kind"] == "idle")]
+    assert list(idle["time_start_s"]) == [100.0] and list(idle["time_end_s"]) == [120.0]
+    assert summary["lost_compute_s"] == pytest.approx(90.0)
+    assert summary["wall_time_s"] == pytest.approx(120 + RING3_S + 2 * (100 + RING3_S))
+
+
+def test_ddp_departure_mid_allreduce_stalls_until_the_ring_reforms():
+    doc = with_events({"at_s": 2.0, "island": "a-3", "kind": "leave"}, algorithm="ddp", outer_steps=2)
+    summary = simulate(make_scenario(["network.detection_timeout_s=10"], document=doc)).summary
+    # step 0: compute 1 s, ring from 1 s; broken at 2 s, detected at 12 s, redone among three
+    assert summary["wall_time_s"] == pytest.approx(12.0 + RING3_S + 1.0 + RING3_S)
+    assert summary["lost_compute_s"] == pytest.approx(1.0)
+
+
+def test_joiner_downloads_the_weights_then_enters_at_the_next_boundary():
+    newcomer = {"name": "new", "step_time_s": 1.0, "bandwidth_gbps": 0.5, "present": False}
+    doc = with_events({"at_s": 10.0, "island": "new", "kind": "join"}, extra_islands=(newcomer,))
+    result = simulate(make_scenario(document=doc))
+    trace = result.trace
+    download = trace[(trace["worker"] == 4) & (trace["kind"] == "comm")].iloc[0]
+    # 1e9 params * 2 B = 2 GB over its own 0.5 Gbit/s downlink: 32 s
+    assert download["time_start_s"] == 10.0
+    assert download["time_end_s"] == pytest.approx(10.0 + 2e9 / (0.5e9 / 8))
+    assert download["bytes"] == 2e9 and download["fragment"] == -1
+    first_compute = trace[(trace["worker"] == 4) & (trace["kind"] == "compute")].iloc[0]
+    assert first_compute["time_start_s"] == pytest.approx(100 + RING4_S) and first_compute["outer_step"] == 1
+    summary = result.summary
+    assert summary["joins"] == 1
+    ring5_slow_s = 1.6 * S / (0.5e9 / 8)  # five workers, paced by the newcomer's 0.5 Gbit/s
+    assert summary["wall_time_s"] == pytest.approx(100 + RING4_S + 2 * (100 + ring5_slow_s))
+    downlink = result.links[(result.links["worker"] == 4) & (result.links["direction"] == "down")]
+    assert downlink["rate_gbps"].iloc[0] == pytest.approx(0.5)
+
+
+def test_leave_then_return_counts_presence_without_the_gap():
+    doc = with_events({"at_s": 50.0, "island": "a-3", "kind": "leave"},
+                      {"at_s": 60.0, "island": "a-3", "kind": "join"})
+    summary = simulate(make_scenario(["network.detection_timeout_s=5"], document=doc)).summary
+    assert summary["leaves"] == 1 and summary["joins"] == 1
+    assert summary["lost_compute_s"] == pytest.approx(50.0)
+    # away from 50 s to 60 s, then downloads the weights and waits for the next boundary
+    trace = simulate(make_scenario(["network.detection_timeout_s=5"], document=doc)).trace
+    a3 = trace[trace["worker"] == 3]
+    assert a3[a3["kind"] == "comm"]["time_start_s"].iloc[0] == 60.0
+    assert present_seconds(trace)[3] == pytest.approx(summary["wall_time_s"] - 10.0)
+
+
+def test_random_churn_is_seeded():
+    overrides = ["island.0.mtbf_s=400", "island.0.mttr_s=100", "schedule.outer_steps=10"]
+    first = simulate(make_scenario([*overrides, "seed=1"])).summary
+    again = simulate(make_scenario([*overrides, "seed=1"])).summary
+    other = simulate(make_scenario([*overrides, "seed=2"])).summary
+    assert first == again
+    assert first["leaves"] > 0
+    assert (first["leaves"], first["lost_compute_s"]) != (other["leaves"], other["lost_compute_s"])
+    assert first["outer_steps"] == 10
+
+
+def test_events_name_an_existing_island():
+    with pytest.raises(ScenarioError, match=r"event.0.island: no island or worker named 'a-9' \(did you mean 'a-\d'\?\)"):
+        make_scenario(document=with_events({"at_s": 1.0, "island": "a-9", "kind": "leave"}))
+    with pytest.raises(ScenarioError, match=r"event.0.kind: must be one of 'leave', 'join'"):
+        make_scenario(document=with_events({"at_s": 1.0, "island": "a-1", "kind": "crash"}))
