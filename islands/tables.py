@@ -59,9 +59,36 @@ def comparison(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     return render(rows, header)
 
 
+def count(value: float) -> str:
+    """1.2e+12 style for big counts, plain below a million."""
+    return f"{value:.3g}" if value >= 1e6 else f"{value:.0f}"
+
+
 def islands_table(summary: Mapping[str, Any]) -> str:
-    header = ["island", "workers", "utilisation", "compute", "stall", "idle", "sent/worker"]
+    header = ["island", "workers", "utilisation", "compute", "stall", "idle", "to barrier", "inner steps",
+              "sent/worker"]
     rows = [[i["name"], str(i["workers"]), f"{100 * i['compute_utilisation']:.1f}%", duration(i["compute_s"]),
-             duration(i["stall_s"]), duration(i["idle_s"]), size(i["bytes_per_worker"])]
+             duration(i["stall_s"]), duration(i["idle_s"]), duration(i.get("time_to_barrier_s", 0.0)),
+             count(i.get("inner_steps", 0.0)), size(i["bytes_per_worker"])]
             for i in summary["islands"]]
+    if any(i.get("tokens") for i in summary["islands"]):
+        header.insert(-1, "tokens")
+        for row, island in zip(rows, summary["islands"]):
+            row.insert(-1, count(island["tokens"] or 0.0))
     return render(rows, header)
+
+
+def churn_line(summary: Mapping[str, Any]) -> str | None:
+    """One line on departures, joins and wasted work, or None when there was none."""
+    parts = []
+    if summary.get("leaves") or summary.get("joins"):
+        parts.append(f"{summary['leaves']} departures, {summary['joins']} joins, lost compute "
+                     f"{duration(summary['lost_compute_s'])} (all workers)")
+    if summary.get("dropped_deltas"):
+        parts.append(f"{summary['dropped_deltas']} late deltas dropped, "
+                     f"{duration(summary['dropped_compute_s'])} of compute dropped")
+    if summary.get("outer_steps", 0) < summary.get("outer_steps_planned", 0):
+        parts.append(f"only {summary['outer_steps']} of {summary['outer_steps_planned']} outer steps completed")
+    if not parts:
+        return None
+    return "; ".join(parts) + f"; utilisation over the whole run {100 * summary['compute_utilisation_run']:.1f}%"

@@ -8,7 +8,7 @@ import json
 from islands.io import write_table
 from islands.scenarios import load
 from islands.simulator import simulate
-from islands.tables import comparison, islands_table
+from islands.tables import churn_line, comparison, islands_table
 
 from .common import add_scenario_arguments
 
@@ -38,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
           f"{summary['outer_steps']} outer steps, {summary['inner_steps']} inner steps each, "
           f"network model {summary['network_model']}")
     print(comparison({summary["algorithm"]: summary}))
+    churn = churn_line(summary)
+    if churn:
+        print(churn)
     print()
     print(islands_table(summary))
     return 0
