@@ -1,0 +1,57 @@
+"""What an emulated WAN is asked to build: one access link per island, as the simulator sees it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from islands.errors import UserError
+
+from .emulation_net import MAX_LINKS
+
+if TYPE_CHECKING:
+    from islands.scenarios import Worker
+
+BITS_PER_BYTE = 8
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One island's full-duplex access link to the WAN core; ``latency_s`` is one-way."""
+
+    island: int
+    upload_bits_per_s: float
+    download_bits_per_s: float
+    latency_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.upload_bits_per_s <= 0 or self.download_bits_per_s <= 0:
+            raise UserError(f"link of island {self.island}: rates must be positive bits/s")
+        if self.latency_s < 0:
+            raise UserError(f"link of island {self.island}: latency_s must be >= 0, got {self.latency_s}")
+
+
+def check_links(links: Sequence[LinkSpec]) -> tuple[LinkSpec, ...]:
+    """Links must be numbered 0..n-1 in order, so that an island's index is its position."""
+    links = tuple(links)
+    if not 1 <= len(links) <= MAX_LINKS:
+        raise UserError(f"an emulated WAN needs 1 to {MAX_LINKS} links, got {len(links)}")
+    for position, link in enumerate(links):
+        if link.island != position:
+            raise UserError(f"links must be numbered 0..{len(links) - 1} in order; "
+                            f"position {position} has island {link.island}")
+    return links
+
+
+def check_island(links: Sequence[LinkSpec], island: int) -> int:
+    if not 0 <= island < len(links):
+        raise UserError(f"island {island} is not in this emulated WAN (0..{len(links) - 1})")
+    return island
+
+
+def links_from_workers(workers: Sequence[Worker]) -> list[LinkSpec]:
+    """One link per simulated worker (its rank is the island index), as the simulator models them."""
+    return [LinkSpec(island=w.rank, upload_bits_per_s=w.upload_bytes_per_s * BITS_PER_BYTE,
+                     download_bits_per_s=w.download_bytes_per_s * BITS_PER_BYTE, latency_s=w.latency_s)
+            for w in workers]

@@ -1,0 +1,165 @@
+"""The ``ip`` and ``tc`` commands behind the emulated WAN: names, addresses, shaping, counters.
+
+Everything lives inside network namespaces that this module creates: a *core* namespace holding a
+bridge (the WAN core), and one namespace per link ("island") holding the island end of a veth pair
+whose other end is a bridge port in the core. The host's own namespace is never touched, and the
+namespaces have no default route, so no packet can leave them.
+
+    island namespace               core namespace
+    lo, wan<i> 10.213.0.<i+1>/24 --veth-- port<i> -- bridge wanbr -- port<j> --veth-- wan<j> ...
+    egress of wan<i>: upload shaping      egress of port<i>: download shaping
+
+Deleting a namespace deletes every interface, address and qdisc inside it, so cleanup is
+"end the processes inside, delete the namespaces".
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import os
+import signal
+import subprocess
+import time
+
+from islands.errors import UserError
+
+SUBNET = ipaddress.ip_network("10.213.0.0/24")  # private; exists only inside our namespaces
+MAX_LINKS = 250  # host addresses .1 to .250
+BRIDGE = "wanbr"
+NETNS_RUN_DIR = "/var/run/netns"
+
+BITS_PER_BYTE = 8
+# tbf bucket depth: enough tokens for SHAPER_JITTER_S of traffic, so that a dequeue delayed by the
+# scheduler (a few ms on a busy 2-core machine) is caught up instead of lost; never less than one
+# 64 KiB GSO super-packet, which tbf would otherwise have to split in software. The cost: a transfer
+# that starts on an idle link gets at most SHAPER_JITTER_S of head start.
+SHAPER_JITTER_S = 0.004
+MIN_BURST_BYTES = 65536
+# tbf queue: packets wait at most this long before being dropped. 20 ms holds a few TCP flows'
+# windows at these rates without building the deep standing queues that would inflate RTTs.
+QUEUE_LATENCY_S = 0.020
+# netem holds every packet for the whole delay, so its queue (1000 packets by default) must hold
+# twice a delay's worth of full-size packets at the link's rate, or it drops them.
+NETEM_MIN_LIMIT_PACKETS = 1000
+FULL_PACKET_BYTES = 1514
+PROCESS_EXIT_WAIT_S = 2.0
+
+
+def run(args: list[str]) -> str:
+    """Run a command; return its stdout, or raise UserError with the command's first error line."""
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise UserError(f"`{args[0]}` is not installed (needed for the emulated WAN)") from None
+    if done.returncode != 0:
+        detail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[0]
+        raise UserError(f"`{' '.join(args)}` failed: {detail}")
+    return done.stdout
+
+
+def address(index: int) -> str:
+    return str(SUBNET[index + 1])
+
+
+def wan_interface(index: int) -> str:
+    return f"wan{index}"
+
+
+def bridge_port(index: int) -> str:
+    return f"port{index}"
+
+
+def list_namespaces() -> list[str]:
+    """Names of every named network namespace on the host: the files where ``ip netns`` mounts them.
+
+    Read directly: ``ip netns list`` also queries each one and fails on a namespace being created.
+    """
+    return sorted(os.listdir(NETNS_RUN_DIR)) if os.path.isdir(NETNS_RUN_DIR) else []
+
+
+def add_namespace(namespace: str) -> None:
+    """Create a namespace without IPv6, so that no router solicitations pollute the byte counters."""
+    run(["ip", "netns", "add", namespace])
+    run(["ip", "netns", "exec", namespace, "sysctl", "-q", "-w",
+         "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
+    run(["ip", "-n", namespace, "link", "set", "dev", "lo", "up"])
+
+
+def add_bridge(core: str) -> None:
+    run(["ip", "-n", core, "link", "add", "name", BRIDGE, "type", "bridge"])
+    run(["ip", "-n", core, "link", "set", "dev", BRIDGE, "up"])
+
+
+def attach_island(core: str, island_namespace: str, index: int) -> None:
+    """A veth pair from a bridge port in the core to wan<index> in the island namespace, addressed."""
+    port, wan = bridge_port(index), wan_interface(index)
+    run(["ip", "-n", core, "link", "add", "name", port, "type", "veth",
+         "peer", "name", wan, "netns", island_namespace])
+    run(["ip", "-n", core, "link", "set", "dev", port, "master", BRIDGE, "up"])
+    run(["ip", "-n", island_namespace, "addr", "add", f"{address(index)}/{SUBNET.prefixlen}", "dev", wan])
+    run(["ip", "-n", island_namespace, "link", "set", "dev", wan, "up"])
+
+
+def tbf_burst_bytes(rate_bits_per_s: float) -> int:
+    return max(MIN_BURST_BYTES, round(rate_bits_per_s / BITS_PER_BYTE * SHAPER_JITTER_S))
+
+
+def netem_limit_packets(rate_bits_per_s: float, delay_s: float) -> int:
+    in_flight_packets = rate_bits_per_s / BITS_PER_BYTE * delay_s / FULL_PACKET_BYTES
+    return max(NETEM_MIN_LIMIT_PACKETS, math.ceil(2 * in_flight_packets))
+
+
+def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | None) -> None:
+    """Shape the egress of ``device`` to the rate; with ``delay_s``, a netem delay in front of it."""
+    tbf = ["tbf", "rate", f"{round(rate_bits_per_s)}bit", "burst", str(tbf_burst_bytes(rate_bits_per_s)),
+           "latency", f"{round(QUEUE_LATENCY_S * 1e6)}us"]
+    qdisc = ["tc", "-n", namespace, "qdisc", "add", "dev", device]
+    if delay_s is None:
+        run(qdisc + ["root", "handle", "1:"] + tbf)
+        return
+    run(qdisc + ["root", "handle", "1:", "netem", "delay", f"{round(delay_s * 1e6)}us",
+                 "limit", str(netem_limit_packets(rate_bits_per_s, delay_s))])
+    run(qdisc + ["parent", "1:", "handle", "10:"] + tbf)
+
+
+def interface_counters(namespace: str, device: str) -> dict[str, int]:
+    """The interface's own byte counters, as the kernel keeps them (link-layer bytes)."""
+    [link] = json.loads(run(["ip", "-n", namespace, "-s", "-j", "link", "show", "dev", device]))
+    stats = link["stats64"]
+    return {"tx_bytes": stats["tx"]["bytes"], "rx_bytes": stats["rx"]["bytes"]}
+
+
+def namespace_pids(namespace: str) -> list[int]:
+    return [int(pid) for pid in run(["ip", "netns", "pids", namespace]).split()]
+
+
+def end_processes(namespace: str) -> list[int]:
+    """SIGTERM the processes left inside the namespace, SIGKILL those still there after a grace period.
+
+    A process left inside would keep the namespace (and its veth) alive after ``ip netns delete``.
+    """
+    pids = namespace_pids(namespace)
+    _signal_all(pids, signal.SIGTERM)
+    deadline = time.monotonic() + PROCESS_EXIT_WAIT_S
+    while namespace_pids(namespace) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _signal_all(namespace_pids(namespace), signal.SIGKILL)
+    return pids
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def delete_namespace(namespace: str) -> None:
+    """End the processes inside, then delete the namespace and everything in it."""
+    if namespace not in list_namespaces():
+        return
+    end_processes(namespace)
+    run(["ip", "netns", "delete", namespace])
