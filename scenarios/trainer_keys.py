@@ -1,6 +1,7 @@
 """The ``[trainer]`` section: what the real trainer needs beyond the schedule (the simulator ignores it).
 
 Kept in its own module so the trainer's knobs grow here without touching the simulator's keys.
+Every key has a default, so a scenario written for the simulator alone also trains.
 """
 
 from __future__ import annotations
@@ -10,6 +11,18 @@ from dataclasses import dataclass
 from .spec import Key, at_least_one, non_negative, one_of, positive
 
 OUTER_OPTIMIZERS = ("nesterov", "average", "adamw")
+INNER_OPTIMIZERS = ("adamw", "sgd")
+DATA_SPLITS = ("iid", "files")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def unit_interval(value: float) -> str | None:
+    return None if 0 <= value <= 1 else "must be in [0, 1]"
+
+
+def open_unit_interval(value: float) -> str | None:
+    return None if 0 < value < 1 else "must be in (0, 1)"
+
 
 TRAINER_KEYS = {
     "ranks_per_island": Key("int", 1, at_least_one, "processes per island (data parallel inside the island)"),
@@ -18,15 +31,33 @@ TRAINER_KEYS = {
     "n_embd": Key("int", 64, at_least_one, "embedding width"),
     "block_size": Key("int", 64, at_least_one, "context length in bytes (byte-level tokens)"),
     "batch_size": Key("int", 8, at_least_one, "sequences per rank per inner step"),
-    "lr": Key("float", 3e-3, positive, "inner AdamW peak learning rate"),
-    "weight_decay": Key("float", 0.1, non_negative, "inner AdamW weight decay"),
+    "inner_optimizer": Key("str", "adamw", one_of(*INNER_OPTIMIZERS),
+                           '"adamw" (the DiLoCo inner optimizer) or "sgd" (plain, for equivalence checks)'),
+    "lr": Key("float", 3e-3, positive, "inner peak learning rate"),
+    "min_lr_ratio": Key("float", 0.1, unit_interval, "cosine decay floor as a fraction of lr"),
+    "weight_decay": Key("float", 0.1, non_negative, "inner weight decay (matrices and embeddings only)"),
     "grad_clip": Key("float", 1.0, non_negative, "gradient-norm clip (0 disables)"),
     "warmup_steps": Key("int", 10, non_negative, "inner learning-rate warmup steps"),
     "outer_optimizer": Key("str", "nesterov", one_of(*OUTER_OPTIMIZERS),
                            '"nesterov" (SGD + Nesterov), "average" (lr 1, no momentum) or "adamw"'),
     "outer_lr": Key("float", 0.7, positive, "outer learning rate"),
-    "outer_momentum": Key("float", 0.9, non_negative, "outer Nesterov momentum"),
+    "outer_momentum": Key("float", 0.9, non_negative, "outer Nesterov momentum (0: plain SGD)"),
+    "fragment_alpha": Key("float", 0.0, unit_interval,
+                          "streaming: local = alpha * local + (1 - alpha) * merged global (0 adopts the global)"),
     "seed": Key("int", 0, non_negative, "seed for initialisation and data order"),
+    "data_path": Key("str", "", doc="file or folder of your own text (empty: Python's standard-library sources)"),
+    "data_split": Key("str", "iid", one_of(*DATA_SPLITS),
+                      '"iid" (interleaved chunks per island) or "files" (whole files per island, non-IID)'),
+    "corpus_bytes": Key("int", 2_000_000, at_least_one, "bytes of the standard-library corpus to read"),
+    "val_fraction": Key("float", 0.05, open_unit_interval, "fraction of the corpus (whole files) held out"),
+    "eval_batches": Key("int", 4, at_least_one, "validation batches per evaluation (same batches every time)"),
+    "checkpoint_every": Key("int", 10, non_negative,
+                            "checkpoint every K periods of inner_steps steps (0: only at the end)"),
+    "pace_step_time_s": Key("float", 0.0, non_negative,
+                            "pad every inner step to this many seconds by sleeping (0: no pacing)"),
+    "pace_islands": Key("bool", False, doc="pad each island's inner steps to its island.step_time_s"),
+    "device": Key("str", "auto", one_of(*DEVICES), '"auto" (CUDA when present), "cpu" or "cuda"'),
+    "timeout_s": Key("float", 300.0, positive, "seconds before a collective that never completes fails the run"),
 }
 
 
@@ -38,11 +69,24 @@ class TrainerSpec:
     n_embd: int = 64
     block_size: int = 64
     batch_size: int = 8
+    inner_optimizer: str = "adamw"
     lr: float = 3e-3
+    min_lr_ratio: float = 0.1
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     warmup_steps: int = 10
     outer_optimizer: str = "nesterov"
     outer_lr: float = 0.7
     outer_momentum: float = 0.9
+    fragment_alpha: float = 0.0
     seed: int = 0
+    data_path: str = ""
+    data_split: str = "iid"
+    corpus_bytes: int = 2_000_000
+    val_fraction: float = 0.05
+    eval_batches: int = 4
+    checkpoint_every: int = 10
+    pace_step_time_s: float = 0.0
+    pace_islands: bool = False
+    device: str = "auto"
+    timeout_s: float = 300.0

@@ -1,0 +1,79 @@
+"""``islands train FILE``: run the scenario's schedule for real (torch.distributed) and measure it.
+
+Without torchrun's environment this starts one process per rank on this machine (gloo on CPU, NCCL
+on CUDA); under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) it is one of the ranks.
+Outputs go to --out: trace.csv (the simulator's trace schema), metrics.jsonl, summary.json (the keys
+of ``islands simulate --json``), run.json and checkpoints/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from .common import add_scenario_arguments
+
+RUNS_FOLDER = "runs"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("train", help="train the scenario for real and measure it",
+                                   description=__doc__)
+    add_scenario_arguments(parser)
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="keep only the first N workers (islands x replicas, in file order)")
+    parser.add_argument("--out", metavar="DIR", help="output folder (default: runs/<time>-<scenario>, "
+                                                     "or the --resume folder)")
+    parser.add_argument("--data", metavar="PATH", help="train on your own text files (a file or a folder) "
+                                                       "instead of Python's standard-library sources")
+    parser.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
+    parser.add_argument("--stop-after", type=int, metavar="PERIODS",
+                        help="stop (with a checkpoint) once this many periods of inner_steps steps are done")
+    parser.set_defaults(handler=run)
+
+
+def default_out(scenario_name: str) -> Path:
+    return Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-{scenario_name}"
+
+
+def child_arguments(args: argparse.Namespace, out_dir: Path) -> list[str]:
+    """The command line every rank gets: the user's, with the output folder made explicit."""
+    argv = [args.scenario]
+    for override in args.overrides:
+        argv += ["--set", override]
+    for flag, value in (("--workers", args.workers), ("--data", args.data), ("--resume", args.resume),
+                        ("--stop-after", args.stop_after)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv + ["--out", str(out_dir)]
+
+
+def run(args: argparse.Namespace) -> int:
+    from islands.errors import UserError
+    from islands.scenarios import load
+    from islands.trainer import checkpoint
+    from islands.trainer.config import make_plan
+    from islands.trainer.launch import distributed_env, launch_local, run_process
+    from islands.trainer.loop import default_corpus
+    from islands.trainer.report import print_summary
+
+    scenario = load(args.scenario, args.overrides)
+    plan = make_plan(scenario, args.workers, args.data)
+    if args.stop_after is not None and args.stop_after < 1:
+        raise UserError(f"--stop-after {args.stop_after}: must be >= 1")
+    resume = Path(args.resume) if args.resume else None
+    out_dir = Path(args.out) if args.out else resume
+    env = distributed_env()
+    if env is not None:
+        summary = run_process(plan, env, out_dir, resume, args.stop_after, lambda: default_out(scenario.name))
+        if summary is not None:
+            print_summary(summary)
+        return 0
+    default_corpus(plan)  # a data path without text fails here, before any process starts
+    if resume:
+        checkpoint.load(resume, 0, plan.world_size, plan.fingerprint())
+    out_dir = out_dir or default_out(scenario.name)
+    print(f"islands train: {plan.islands} islands x {plan.ranks_per_island} ranks, {plan.algorithm}, "
+          f"{plan.total_steps} inner steps; writing {out_dir}", flush=True)
+    return launch_local(child_arguments(args, out_dir), plan)

@@ -1,0 +1,107 @@
+"""MULTI-PROCESS tests: real ``islands train`` runs (torch.distributed, gloo, one process per rank).
+
+Each run starts 2-4 Python processes, so each test takes several seconds on 2 cores; every run has
+a timeout. Bad-input tests run in this process and start nothing.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from islands.cli import main
+from islands.scenarios import load
+from islands.simulator import simulate
+
+RUN_TIMEOUT_S = 180
+TINY = ["trainer.n_layer=2", "trainer.n_head=1", "trainer.n_embd=16", "trainer.block_size=16",
+        "trainer.batch_size=2", "trainer.corpus_bytes=60000", "trainer.eval_batches=2", "trainer.timeout_s=60"]
+
+
+def train(out_dir, *options, sets=()):
+    command = [sys.executable, "-m", "islands.cli", "train", "worked-example", "--workers", "2", "--out", str(out_dir)]
+    for override in [*TINY, *sets]:
+        command += ["--set", override]
+    done = subprocess.run(command + list(options), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def rank_state(out_dir, period, rank):
+    path = out_dir / "checkpoints" / f"period-{period:06d}" / f"rank-{rank:04d}.pt"
+    return torch.load(path, weights_only=True)
+
+
+def global_flat(state):
+    return torch.cat([g.flatten() for fragment in state["fragments"] for g in fragment["global"]])
+
+
+def test_two_islands_of_two_ranks_train_and_write_every_output(tmp_path):
+    sets = ["schedule.inner_steps=3", "schedule.outer_steps=2", "trainer.ranks_per_island=2", "schedule.bits=8"]
+    stdout = train(tmp_path, sets=sets)
+    assert stdout.count("diloco period") == 2
+    states = [rank_state(tmp_path, 2, rank) for rank in range(4)]
+    assert all(torch.equal(global_flat(states[0]), global_flat(s)) for s in states[1:])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    predicted = simulate(load("worked-example", sets + ["island.0.replicas=2"])).summary
+    assert set(summary) == set(predicted)
+    assert summary["workers"] == 2 and summary["syncs"] == 2 and summary["network_model"] == "measured"
+    metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4, 5, 6]
+    assert [m["eval_loss"] is not None for m in metrics] == [False, False, True] * 2
+    assert metrics[-1]["tokens"] == 6 * 4 * 2 * 16
+    trace = (tmp_path / "trace.csv").read_text().splitlines()
+    assert trace[0] == "time_start_s,time_end_s,worker,island,kind,bytes,fragment,outer_step"
+
+
+def test_resume_reproduces_the_uninterrupted_run_exactly(tmp_path):
+    sets = ["schedule.algorithm=streaming", "schedule.inner_steps=4", "schedule.fragments=2",
+            "schedule.overlap_steps=1", "schedule.outer_steps=3", "schedule.bits=4", "trainer.fragment_alpha=0.5"]
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    train(whole, sets=sets)
+    train(parts, "--stop-after", "1", sets=sets)
+    assert (parts / "checkpoints" / "LATEST").read_text().strip() == "period-000001"
+    train(parts, "--resume", str(parts), sets=sets)
+    for rank in range(2):
+        a, b = rank_state(whole, 3, rank), rank_state(parts, 3, rank)
+        assert torch.equal(global_flat(a), global_flat(b))
+        assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    losses = [[json.loads(line)["train_loss"] for line in (d / "metrics.jsonl").read_text().splitlines()]
+              for d in (whole, parts)]
+    assert losses[0] == losses[1] and len(losses[0]) == 12
+
+
+def run_cli(*argv):
+    return main(["train", "worked-example", "--workers", "2", *[a for s in TINY for a in ("--set", s)], *argv])
+
+
+def test_a_corrupt_checkpoint_is_one_line_and_exit_2(tmp_path, capsys):
+    folder = tmp_path / "checkpoints" / "period-000001"
+    folder.mkdir(parents=True)
+    (folder / "rank-0000.pt").write_bytes(b"not a checkpoint")
+    (tmp_path / "checkpoints" / "LATEST").write_text("period-000001\n")
+    assert run_cli("--resume", str(tmp_path)) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("islands train: error: ") and "rank-0000.pt: cannot be read as a checkpoint" in error
+    assert len(error.splitlines()) == 1
+
+
+def test_data_without_text_is_refused(tmp_path, capsys):
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01\x02")
+    assert run_cli("--data", str(tmp_path)) == 2
+    assert "holds no UTF-8 text file" in capsys.readouterr().err
+
+
+def test_torchrun_with_the_wrong_world_size_is_refused(monkeypatch, capsys):
+    for name, value in {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}.items():
+        monkeypatch.setenv(name, value)
+    assert run_cli() == 2
+    assert "WORLD_SIZE=3, but the scenario needs 2 islands x 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("workers", ["1", "9"])
+def test_workers_must_fit_the_scenario(workers, capsys):
+    assert main(["train", "worked-example", "--workers", workers]) == 2
+    assert "--workers" in capsys.readouterr().err

@@ -1,0 +1,96 @@
+"""Checkpoints of the outer state, one file per rank, that a crash can never half-write.
+
+Layout: ``OUT/checkpoints/period-000010/rank-0003.pt`` and ``OUT/checkpoints/LATEST`` naming the
+newest complete folder. Each rank writes its file atomically (temp file, fsync, rename:
+``islands.io.atomic_path``); only after every rank has written does ``LATEST`` move (atomically too),
+and only then are older folders removed: the last good checkpoint is never overwritten.
+
+A rank's file holds what that rank needs to continue bit for bit: the fragments' fp32 global weights
+and outer-optimizer state, the local model and inner-optimizer state (an island's own), the step
+counters, the data sampler's generator state, torch's RNG state and the trace rows so far. It is
+read with ``torch.load(weights_only=True)``: tensors and plain containers only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from islands.errors import UserError
+from islands.io import atomic_path, write_text
+
+from .comm import Group
+
+FORMAT = 1
+FOLDER = "checkpoints"
+LATEST = "LATEST"
+
+
+def period_dir(out_dir: Path, period: int) -> Path:
+    return out_dir / FOLDER / f"period-{period:06d}"
+
+
+def rank_file(folder: Path, rank: int) -> Path:
+    return folder / f"rank-{rank:04d}.pt"
+
+
+def save(out_dir: Path, period: int, rank: int, state: dict[str, Any], world: Group,
+         writes_latest: bool) -> None:
+    """Write this rank's file; once all have, point ``LATEST`` at the folder and drop older ones."""
+    folder = period_dir(out_dir, period)
+    with atomic_path(rank_file(folder, rank)) as temporary:
+        torch.save({"format": FORMAT, **state}, temporary)
+    world.barrier()
+    if writes_latest:
+        write_text(out_dir / FOLDER / LATEST, folder.name + "\n")
+    world.barrier()
+    remove_older(out_dir / FOLDER, folder.name, rank)
+
+
+def remove_older(root: Path, keep: str, rank: int) -> None:
+    for folder in root.glob("period-*"):
+        if folder.name < keep:
+            rank_file(folder, rank).unlink(missing_ok=True)
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+
+
+def latest_dir(run_dir: Path) -> Path:
+    pointer = run_dir / FOLDER / LATEST
+    if not pointer.is_file():
+        raise UserError(f"{run_dir}: no checkpoint to resume from ({pointer} is missing)")
+    folder = run_dir / FOLDER / pointer.read_text(encoding="utf-8").strip()
+    if not folder.is_dir():
+        raise UserError(f"{pointer}: names {folder.name}, which does not exist")
+    return folder
+
+
+def load(run_dir: Path, rank: int, world_size: int, fingerprint: str) -> dict[str, Any]:
+    """This rank's state from the latest checkpoint, checked against the run it continues."""
+    path = rank_file(latest_dir(run_dir), rank)
+    if not path.is_file():
+        raise UserError(f"{path}: missing; the checkpoint was written by a run of a different world size "
+                        f"than this one ({world_size} processes)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for a damaged file; all mean the same to a user
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{path}: cannot be read as a checkpoint ({reason})") from None
+    check(state, path, world_size, fingerprint)
+    return state
+
+
+def check(state: Any, path: Path, world_size: int, fingerprint: str) -> None:
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise UserError(f"{path}: not an islands checkpoint of format {FORMAT}")
+    if state["world_size"] != world_size:
+        raise UserError(f"{path}: written by {state['world_size']} processes, this run has {world_size} "
+                        f"(islands x trainer.ranks_per_island must match)")
+    if state["fingerprint"] != fingerprint:
+        raise UserError(f"{path}: written for a different scenario, --set, --workers or --data; "
+                        f"resume with the command that started the run")

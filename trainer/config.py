@@ -1,0 +1,148 @@
+"""The run plan: a validated scenario plus the command line, reduced to what every process needs.
+
+Numbers follow the simulator's schedules: DiLoCo and Streaming DiLoCo train ``outer_steps`` periods
+of H = ``inner_steps`` inner steps; DDP trains ``outer_steps`` steps. Evaluation (and so the console
+line and checkpoints) happens every H inner steps for every algorithm, so runs of different
+algorithms with the same token budget are evaluated at the same token counts.
+
+``--workers N`` keeps the first N workers of ``scenario.workers()`` (islands expanded into their
+replicas, in file order): a quick run of a big scenario on a small machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+
+from islands.errors import UserError
+from islands.scenarios import Scenario, Worker
+from islands.scenarios.trainer_keys import TrainerSpec
+from islands.simulator.schedules import SCHEDULES, SyncPoint
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    scenario: Scenario
+    workers: tuple[Worker, ...]
+    data_path: str
+
+    @property
+    def spec(self) -> TrainerSpec:
+        return self.scenario.trainer
+
+    @property
+    def algorithm(self) -> str:
+        return self.scenario.schedule.algorithm
+
+    @property
+    def islands(self) -> int:
+        return len(self.workers)
+
+    @property
+    def ranks_per_island(self) -> int:
+        return self.spec.ranks_per_island
+
+    @property
+    def world_size(self) -> int:
+        return self.islands * self.ranks_per_island
+
+    @property
+    def period_steps(self) -> int:
+        """H: inner steps between evaluations (and DiLoCo syncs)."""
+        return self.scenario.schedule.inner_steps
+
+    @property
+    def total_steps(self) -> int:
+        schedule = self.scenario.schedule
+        return schedule.outer_steps if self.algorithm == "ddp" else schedule.outer_steps * schedule.inner_steps
+
+    @property
+    def periods(self) -> int:
+        return -(-self.total_steps // self.period_steps)
+
+    @property
+    def fragments(self) -> int:
+        return self.scenario.schedule.fragments if self.algorithm == "streaming" else 1
+
+    @property
+    def alpha(self) -> float:
+        return self.spec.fragment_alpha if self.algorithm == "streaming" else 0.0
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens (bytes) that all ranks together train on in one inner step."""
+        return self.world_size * self.spec.batch_size * self.spec.block_size
+
+    def outer_step(self, step: int) -> int:
+        """The outer step (DDP: the step) that 0-based inner step ``step`` belongs to."""
+        return step if self.algorithm == "ddp" else step // self.period_steps
+
+    def outer_steps_done(self, steps: int) -> int:
+        return steps if self.algorithm == "ddp" else steps // self.period_steps
+
+    def pace_s(self, island: int) -> float:
+        """Target seconds per inner step for this island (0: no pacing)."""
+        if self.spec.pace_step_time_s > 0:
+            return self.spec.pace_step_time_s
+        return self.workers[island].step_time_s if self.spec.pace_islands else 0.0
+
+    def data_source(self) -> str:
+        return self.data_path or self.spec.data_path
+
+    def fingerprint(self) -> str:
+        """What must not change between a checkpoint and its resumption."""
+        document = dataclasses.asdict(self.scenario)
+        document.pop("source")
+        document["workers"] = [w.name for w in self.workers]
+        document["data"] = self.data_source()
+        return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def make_plan(scenario: Scenario, workers: int | None = None, data_path: str | None = None) -> RunPlan:
+    all_workers = tuple(scenario.workers())
+    if workers is not None and not 2 <= workers <= len(all_workers):
+        raise UserError(f"--workers {workers}: must be between 2 and the scenario's {len(all_workers)} workers "
+                        f"(raise island.N.replicas for more)")
+    plan = RunPlan(scenario, all_workers[:workers] if workers else all_workers, data_path or "")
+    check_plan(plan)
+    return plan
+
+
+def check_plan(plan: RunPlan) -> None:
+    spec, source = plan.spec, plan.scenario.source
+    check_supported(plan.scenario)
+    if spec.n_embd % spec.n_head:
+        raise UserError(f"{source}: trainer.n_embd: must be divisible by trainer.n_head "
+                        f"({spec.n_embd} % {spec.n_head} != 0)")
+    if plan.fragments > spec.n_layer:
+        raise UserError(f"{source}: schedule.fragments: streaming splits strided layer groups, so P = "
+                        f"{plan.fragments} needs trainer.n_layer >= {plan.fragments} (got {spec.n_layer})")
+
+
+def check_supported(scenario: Scenario) -> None:
+    """Refuse what only the simulator plays: other barriers, churn and workers absent at the start."""
+    source = scenario.source
+    if getattr(scenario.schedule, "barrier", "wait") != "wait":
+        raise UserError(f"{source}: schedule.barrier: the real trainer only runs \"wait\" "
+                        f"(got {scenario.schedule.barrier!r})")
+    if getattr(scenario, "events", ()):
+        raise UserError(f"{source}: [[event]]: churn events are simulated only; remove them to train")
+    for index, island in enumerate(scenario.islands):
+        if not getattr(island, "present", True) or getattr(island, "mtbf_s", None):
+            raise UserError(f"{source}: island.{index}: churn (present = false, mtbf_s) is simulated only")
+
+
+def sync_plan(plan: RunPlan) -> tuple[dict[int, list[SyncPoint]], dict[int, list[SyncPoint]]]:
+    """DiLoCo / Streaming sync points from the simulator's own schedule, keyed by steps done:
+    (launches, applies). DDP has none here: it syncs gradients inside every step."""
+    launches: dict[int, list[SyncPoint]] = defaultdict(list)
+    applies: dict[int, list[SyncPoint]] = defaultdict(list)
+    if plan.algorithm == "ddp":
+        return launches, applies
+    for point in SCHEDULES[plan.algorithm].sync_points(plan.scenario):
+        launches[int(point.launch_step)].append(point)
+        applies[int(point.apply_step)].append(point)
+    return launches, applies

@@ -1,0 +1,162 @@
+"""Starting the processes: one per rank, locally or under torchrun, with the same entry point.
+
+``islands train`` looks for torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). If
+it is there the command *is* one rank (``run_process``); if not it is the local launcher
+(``launch_local``), which starts ``python -m islands.cli train ...`` once per rank with that
+environment set, so both paths run the same code. Rank r belongs to island r // R (R =
+``trainer.ranks_per_island``): under torchrun with ``--nproc-per-node=R`` each node is one island.
+
+Each island's processes can be wrapped: ``IslandLaunch`` gives a command prefix (e.g. ``ip netns exec
+ns0``) and extra environment (e.g. GLOO_SOCKET_IFNAME), and ``master_addr`` may be an address other
+than 127.0.0.1, which is what network emulation needs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable, Mapping
+
+import torch
+import torch.distributed as dist
+
+from islands.errors import UserError
+
+from .comm import TorchGroup
+from .config import RunPlan
+from .loop import Groups, Trainer
+
+POLL_S = 0.2
+DIST_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+@dataclass(frozen=True)
+class IslandLaunch:
+    """How to start one island's processes: a command prefix and extra environment variables."""
+
+    prefix: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def distributed_env(environ: Mapping[str, str] = os.environ) -> DistEnv | None:
+    """torchrun's (or our launcher's) variables, or None when this process was started by hand."""
+    if not all(name in environ for name in DIST_VARIABLES):
+        return None
+    try:
+        return DistEnv(int(environ["RANK"]), int(environ["WORLD_SIZE"]), int(environ.get("LOCAL_RANK", "0")))
+    except ValueError:
+        raise UserError(f"RANK={environ['RANK']!r}, WORLD_SIZE={environ['WORLD_SIZE']!r}: must be integers") from None
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def rank_environment(rank: int, plan: RunPlan, master_addr: str, port: int, extra: Mapping[str, str]) -> dict:
+    return {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(plan.world_size),
+            "LOCAL_RANK": str(rank % plan.ranks_per_island), "LOCAL_WORLD_SIZE": str(plan.ranks_per_island),
+            "MASTER_ADDR": master_addr, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1", **extra}
+
+
+def launch_local(train_args: list[str], plan: RunPlan, master_addr: str = "127.0.0.1",
+                 island_launch: Callable[[int], IslandLaunch] | None = None) -> int:
+    """Start every rank of ``plan`` on this machine and wait; returns the first failing exit code or 0."""
+    port = free_port(master_addr)
+    children = []
+    for rank in range(plan.world_size):
+        wrap = island_launch(rank // plan.ranks_per_island) if island_launch else IslandLaunch()
+        command = [*wrap.prefix, sys.executable, "-m", "islands.cli", "train", *train_args]
+        children.append(subprocess.Popen(command, env=rank_environment(rank, plan, master_addr, port, wrap.env)))
+    try:
+        return wait_all(children)
+    finally:
+        stop_all(children)
+
+
+def wait_all(children: list[subprocess.Popen]) -> int:
+    """Wait for every child; as soon as one fails, return its exit code (the caller stops the rest)."""
+    while True:
+        codes = [child.poll() for child in children]
+        failed = [code for code in codes if code not in (None, 0)]
+        if failed:
+            return failed[0]
+        if all(code == 0 for code in codes):
+            return 0
+        time.sleep(POLL_S)
+
+
+def stop_all(children: list[subprocess.Popen]) -> None:
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    for child in children:
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+
+
+def pick_device(choice: str, local_rank: int) -> torch.device:
+    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise UserError("trainer.device = \"cuda\": no CUDA device is visible to this process")
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def torch_groups(plan: RunPlan, rank: int) -> Groups:
+    """Create every group in the same order on every rank (``new_group`` is collective)."""
+    r, m = plan.ranks_per_island, plan.islands
+    world = TorchGroup(list(range(plan.world_size)), dist.group.WORLD)
+    groups = Groups(world=world, cross=world)
+    for local in range(r):
+        ranks = [island * r + local for island in range(m)]
+        handle = dist.new_group(ranks)
+        if rank in ranks:
+            groups.cross = TorchGroup(ranks, handle)
+    if r == 1:
+        return groups
+    for purpose in ("intra_grad", "intra_sync"):
+        for island in range(m):
+            ranks = list(range(island * r, island * r + r))
+            handle = dist.new_group(ranks)
+            if rank in ranks:
+                setattr(groups, purpose, TorchGroup(ranks, handle))
+    return groups
+
+
+def run_process(plan: RunPlan, env: DistEnv, out_dir: Path | None, resume_dir: Path | None,
+                stop_after: int | None, default_out: Callable[[], Path]) -> dict | None:
+    """One rank's whole life: join the group, train, write outputs (rank 0), leave."""
+    if env.world_size != plan.world_size:
+        raise UserError(f"WORLD_SIZE={env.world_size}, but the scenario needs {plan.islands} islands x "
+                        f"{plan.ranks_per_island} trainer.ranks_per_island = {plan.world_size} processes")
+    torch.set_num_threads(1)
+    device = pick_device(plan.spec.device, env.local_rank)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=env.rank,
+                            world_size=env.world_size, timeout=timedelta(seconds=plan.spec.timeout_s))
+    try:
+        groups = torch_groups(plan, env.rank)
+        out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])
+        trainer = Trainer(plan, env.rank, groups, device, out_dir, resume_dir)
+        trainer.run(stop_after)
+        return trainer.finish()
+    finally:
+        dist.destroy_process_group()

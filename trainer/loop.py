@@ -1,0 +1,339 @@
+"""One process's training loop: inner steps, the schedule's syncs, evaluation, checkpoints.
+
+The loop is an ordinary loop over inner steps. DDP averages the gradient inside every step; DiLoCo
+and Streaming DiLoCo check after each step whether the simulator's schedule (``config.sync_plan``)
+launches a fragment's exchange here (pseudo-gradient computed now, averaged on the background
+thread while training goes on) or applies one (wait if it has not arrived, outer step, merge).
+DiLoCo is the one-fragment, zero-overlap case of the same code.
+
+Inside an island with several ranks the gradient is averaged over the intra-island group after every
+backward pass (plain data parallel), so the island's ranks hold identical replicas.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from islands.io import write_table, write_text
+from islands.tables import size
+
+from . import checkpoint
+from .comm import Group
+from .config import RunPlan, sync_plan
+from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
+from .model import GPTConfig, build_model, decay_groups
+from .outer import build_fragments
+from .sync import Exchanger
+from .tracing import Clock, MetricsLog, Recorder, build_summary, island_rows
+
+ADAMW_BETAS = (0.9, 0.95)
+
+
+@dataclass
+class Groups:
+    """The collectives one process takes part in (``intra_*`` are None with one rank per island).
+
+    ``world`` and ``intra_grad`` are used by the training thread, ``cross`` and ``intra_sync`` only by
+    the exchange thread, so the two threads never interleave calls on one group."""
+
+    world: Group
+    cross: Group
+    intra_grad: Group | None = None
+    intra_sync: Group | None = None
+
+
+def learning_rate(step: int, total_steps: int, peak: float, warmup_steps: int, min_ratio: float) -> float:
+    """Linear warmup over ``warmup_steps``, then cosine decay to ``min_ratio * peak`` at the last step."""
+    if step < warmup_steps:
+        return peak * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return peak * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def make_inner_optimizer(model: torch.nn.Module, plan: RunPlan) -> torch.optim.Optimizer:
+    spec = plan.spec
+    groups = decay_groups(model, spec.weight_decay)
+    if spec.inner_optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=spec.lr)
+    return torch.optim.AdamW(groups, lr=spec.lr, betas=ADAMW_BETAS)
+
+
+def flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.detach().float().flatten() for t in tensors])
+
+
+def unflatten_into(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+    with torch.no_grad():
+        for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
+            tensor.copy_(part.view_as(tensor))
+
+
+def broadcast_parameters(model: torch.nn.Module, world: Group) -> None:
+    """Every process starts from rank 0's weights (on top of the shared seed)."""
+    params = list(model.parameters())
+    flat = flatten(params)
+    world.broadcast_(flat, 0)
+    unflatten_into(flat, params)
+
+
+def default_corpus(plan: RunPlan) -> Corpus:
+    spec = plan.spec
+    return load_corpus(plan.data_source(), spec.data_split, plan.islands, spec.block_size, spec.corpus_bytes,
+                       spec.val_fraction, spec.seed)
+
+
+class Trainer:
+    """Trains one rank of one island. Build it in every process (or thread), then ``run()``."""
+
+    def __init__(self, plan: RunPlan, rank: int, groups: Groups, device: torch.device | str = "cpu",
+                 out_dir: Path | None = None, resume_dir: Path | None = None, corpus: Corpus | None = None):
+        spec = plan.spec
+        self.plan, self.rank, self.groups, self.device, self.out_dir = plan, rank, groups, device, out_dir
+        self.island, self.local_rank = divmod(rank, plan.ranks_per_island)
+        if out_dir:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        config = GPTConfig(block_size=spec.block_size, n_layer=spec.n_layer, n_head=spec.n_head, n_embd=spec.n_embd)
+        self.model = build_model(config, spec.seed, device)
+        broadcast_parameters(self.model, groups.world)
+        self.params = list(self.model.parameters())
+        self.optimizer = make_inner_optimizer(self.model, plan)
+        self.fragments = [] if plan.algorithm == "ddp" else build_fragments(
+            self.model, spec.n_layer, plan.fragments, spec)
+        corpus = corpus or default_corpus(plan)
+        self.sampler = BatchSampler(corpus.shards[self.island], spec.batch_size, spec.block_size,
+                                    sampler_seed(spec.seed, self.island, self.local_rank), device)
+        self.eval_batches = validation_batches(corpus.validation, spec.eval_batches, spec.batch_size,
+                                               spec.block_size, spec.seed, device)
+        self.launches, self.applies = sync_plan(plan)
+        self.step = 0
+        self.stop_after: int | None = None
+        self.eval_losses: list[tuple[int, float]] = []
+        state = checkpoint.load(resume_dir, rank, plan.world_size, plan.fingerprint()) if resume_dir else None
+        self.start_clock(state)
+        self.exchanger = Exchanger(groups.cross, groups.intra_sync, plan.scenario.schedule.bits, self.clock)
+        self.pending: dict[int, Any] = {}
+        if state:
+            self.load_state(state)
+        self.metrics = MetricsLog(out_dir / "metrics.jsonl", self.step if state else 0) \
+            if rank == 0 and out_dir else None
+
+    def start_clock(self, state: dict | None) -> None:
+        """Agree on time zero: a barrier, then each process's own reading (resume: the checkpoint's)."""
+        start_s = max(self.groups.world.all_gather_object(state["clock_s"] if state else 0.0))
+        self.clock = Clock(start_s)
+        rows = [tuple(row) for row in state["trace_rows"]] if state else []
+        worker = self.plan.workers[self.island]
+        self.recorder = Recorder(self.clock, self.island, worker.island, rows)
+
+    # ---------------------------------------------------------------- the loop
+    def run(self, stop_after: int | None = None) -> None:
+        """Train to the end, or until ``stop_after`` periods (of H steps) are done, then checkpoint."""
+        self.stop_after = stop_after
+        while self.step < self.plan.total_steps and not self.stopped():
+            self.run_step()
+
+    def stopped(self) -> bool:
+        return self.stop_after is not None and self.step >= self.stop_after * self.plan.period_steps
+
+    def run_steps(self, count: int) -> None:
+        for _ in range(count):
+            self.run_step()
+
+    def run_step(self) -> None:
+        start_s = self.clock.now()
+        loss, grad_blocked_s, grad_comm_s = self.inner_step()
+        self.step += 1
+        sync_blocked_s, sync_comm_s = self.sync_fragments()
+        record = {
+            "step": self.step, "outer_step": self.plan.outer_step(self.step - 1), "train_loss": loss,
+            "eval_loss": None, "tokens": self.step * self.plan.tokens_per_step,
+            "step_time_s": self.clock.now() - start_s, "allreduce_s": grad_comm_s + sync_comm_s,
+            "blocked_s": grad_blocked_s + sync_blocked_s,
+        }
+        if self.step % self.plan.period_steps == 0 or self.step == self.plan.total_steps:
+            self.end_period(record)
+        if self.metrics:
+            self.metrics.write(record)
+
+    def inner_step(self) -> tuple[float, float, float]:
+        """Forward, backward, gradient averaging, clip, optimizer step, pacing; (loss, blocked s, comm s)."""
+        busy_start = time.monotonic()
+        spec = self.plan.spec
+        x, y = self.sampler.next_batch()
+        lr = learning_rate(self.step, self.plan.total_steps, spec.lr, spec.warmup_steps, spec.min_lr_ratio)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss = self.model(x, y)
+        loss.backward()
+        grads = [p.grad for p in self.params]
+        if self.groups.intra_grad is not None:
+            self.average_inside_island(grads)
+        blocked_s = comm_s = sync_wall_s = 0.0
+        if self.plan.algorithm == "ddp":
+            sync_start = time.monotonic()
+            blocked_s, comm_s = self.sync_gradients(grads)
+            sync_wall_s = time.monotonic() - sync_start
+        if spec.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.pace(time.monotonic() - busy_start - sync_wall_s)
+        return loss.item(), blocked_s, comm_s
+
+    def pace(self, busy_s: float) -> None:
+        """Sleep out the rest of the island's target step time (the sleep is part of the compute row)."""
+        target_s = self.plan.pace_s(self.island)
+        if target_s > busy_s:
+            time.sleep(target_s - busy_s)
+
+    def average_inside_island(self, grads: list[torch.Tensor]) -> None:
+        flat = flatten(grads)
+        self.groups.intra_grad.all_reduce_sum_(flat)
+        unflatten_into(flat / self.groups.intra_grad.size, grads)
+
+    # ---------------------------------------------------------------- syncs
+    def sync_gradients(self, grads: list[torch.Tensor]) -> tuple[float, float]:
+        """DDP: average the gradient over the islands (blocking, fragment 0, outer step = step)."""
+        self.recorder.end_compute(self.step)
+        arrived_s = self.clock.now()
+        exchange = self.exchanger.launch(flatten(grads)).result()
+        blocked_s = self.record_exchange(exchange, arrived_s, self.step, 0)
+        unflatten_into(exchange.mean, grads)
+        self.recorder.start_compute()
+        return blocked_s, exchange.done_s - exchange.started_s
+
+    def sync_fragments(self) -> tuple[float, float]:
+        """Launch and apply the fragments the schedule puts after this step; (blocked s, comm s)."""
+        launches, applies = self.launches.get(self.step, ()), self.applies.get(self.step, ())
+        if not launches and not applies:
+            return 0.0, 0.0
+        self.recorder.end_compute((list(launches) + list(applies))[0].outer_step)
+        for point in launches:
+            self.pending[point.fragment] = self.exchanger.launch(self.fragments[point.fragment].pseudo_gradient())
+        blocked_s = comm_s = 0.0
+        for point in applies:
+            arrived_s = self.clock.now()
+            exchange = self.pending.pop(point.fragment).result()
+            blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
+            comm_s += exchange.done_s - exchange.started_s
+            self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
+        self.recorder.start_compute()
+        return blocked_s, comm_s
+
+    def record_exchange(self, exchange: Any, arrived_s: float, outer_step: int, fragment: int) -> float:
+        self.recorder.add("comm", exchange.started_s, exchange.done_s, outer_step, fragment, exchange.sent_bytes)
+        return self.recorder.waited(arrived_s, exchange.started_s, self.clock.now(), outer_step, fragment)
+
+    # ---------------------------------------------------------------- evaluation, checkpoints
+    def end_period(self, record: dict[str, Any]) -> None:
+        """Evaluate the global model, report, checkpoint; the trace clock is paused meanwhile."""
+        self.clock.pause()
+        record["eval_loss"] = self.evaluate()
+        self.eval_losses.append((self.step, record["eval_loss"]))
+        period = -(-self.step // self.plan.period_steps)
+        if self.rank == 0:
+            self.report(period, record)
+        if self.out_dir and self.checkpoint_due(period):
+            self.save_checkpoint(period)
+        if self.metrics:
+            self.metrics.handle.flush()
+        self.clock.resume()
+
+    @contextlib.contextmanager
+    def global_weights(self) -> Iterator[None]:
+        """The model holds the global weights inside the block (they differ from the local ones only
+        in Streaming DiLoCo, mid-period, or with alpha > 0)."""
+        if not self.fragments:
+            yield
+            return
+        saved = [p.detach().clone() for p in self.params]
+        with torch.no_grad():
+            for fragment in self.fragments:
+                for p, g in zip(fragment.params, fragment.global_params):
+                    p.copy_(g)
+        try:
+            yield
+        finally:
+            unflatten_into(flatten(saved), self.params)
+
+    def evaluate(self) -> float:
+        """Mean validation loss of the global model; the batches are shared out over all processes."""
+        world = self.groups.world
+        totals = torch.zeros(2, dtype=torch.float64, device=self.device)
+        with torch.no_grad(), self.global_weights():
+            for x, y in self.eval_batches[world.rank::world.size]:
+                totals[0] += self.model(x, y).item()
+                totals[1] += 1
+        world.all_reduce_sum_(totals)
+        return (totals[0] / totals[1]).item()
+
+    def report(self, period: int, record: dict[str, Any]) -> None:
+        plan = self.plan
+        print(f"{plan.algorithm} period {period}/{plan.periods}  step {self.step}/{plan.total_steps}  "
+              f"tokens {record['tokens']:,}  train {record['train_loss']:.3f}  eval {record['eval_loss']:.3f}  "
+              f"utilisation {100 * self.recorder.utilisation():.1f}%  "
+              f"sent/rank {size(self.recorder.sent_bytes())}", flush=True)
+
+    def checkpoint_due(self, period: int) -> bool:
+        every = self.plan.spec.checkpoint_every
+        return (self.step == self.plan.total_steps or self.stopped() or bool(every and period % every == 0))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "fingerprint": self.plan.fingerprint(), "world_size": self.plan.world_size, "rank": self.rank,
+            "step": self.step, "model": self.model.state_dict(), "inner_optimizer": self.optimizer.state_dict(),
+            "fragments": [fragment.state_dict() for fragment in self.fragments],
+            "sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state(),
+            "clock_s": self.clock.now(), "trace_rows": [list(row) for row in self.recorder.rows],
+            "eval_losses": [list(pair) for pair in self.eval_losses],
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.step = state["step"]
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["inner_optimizer"])
+        for fragment, saved in zip(self.fragments, state["fragments"]):
+            fragment.load_state_dict(saved)
+        self.sampler.load_state_dict(state["sampler"])
+        torch.set_rng_state(state["torch_rng"])
+        self.eval_losses = [(int(step), float(loss)) for step, loss in state["eval_losses"]]
+
+    def save_checkpoint(self, period: int) -> None:
+        checkpoint.save(self.out_dir, period, self.rank, self.state_dict(), self.groups.world,
+                        writes_latest=self.local_rank == 0)
+
+    # ---------------------------------------------------------------- the end
+    def finish(self) -> dict[str, Any] | None:
+        """Stop the exchange thread, gather the trace; rank 0 writes the outputs and returns the summary."""
+        self.exchanger.close()
+        if self.metrics:
+            self.metrics.close()
+        rows_by_rank = self.groups.world.all_gather_object(self.recorder.rows)
+        if self.rank != 0:
+            return None
+        trace, summary = build_summary(self.plan, self.step, island_rows(rows_by_rank, self.plan.ranks_per_island))
+        if self.out_dir:
+            write_table(trace, self.out_dir / "trace.csv")
+            write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+            write_text(self.out_dir / "run.json", json.dumps(self.run_info(), indent=2) + "\n")
+        return summary
+
+    def run_info(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "scenario": plan.scenario.name, "algorithm": plan.algorithm, "islands": plan.islands,
+            "ranks_per_island": plan.ranks_per_island, "world_size": plan.world_size,
+            "parameters": sum(p.numel() for p in self.params), "bits": plan.scenario.schedule.bits,
+            "steps": self.step, "tokens": self.step * plan.tokens_per_step,
+            "final_eval_loss": self.eval_losses[-1][1] if self.eval_losses else None,
+            "eval_losses": self.eval_losses, "device": str(self.device),
+            "mean_step_compute_s": self.recorder.seconds("compute") / self.step if self.step else 0.0,
+        }

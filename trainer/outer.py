@@ -1,0 +1,111 @@
+"""The outer side of DiLoCo: fragments, pseudo-gradients, outer optimizers and the merge.
+
+For a fragment with global weights theta_g (an fp32 copy, identical on every island) and local
+weights theta_l after some inner steps, the pseudo-gradient is
+
+    delta = theta_g - theta_l                                  (DiLoCo, Douillard et al. 2023, alg. 1)
+
+averaged over the islands, and the outer optimizer treats it as the gradient of theta_g. With
+SGD + Nesterov (lr eta, momentum mu, torch's formulation):
+
+    b <- mu * b + delta;    theta_g <- theta_g - eta * (delta + mu * b)
+
+and with plain averaging (eta = 1, mu = 0) theta_g becomes the mean of the islands' local weights.
+After the outer step every island adopts the global weights, mixed with its local ones by alpha in
+Streaming DiLoCo: theta_l <- alpha * theta_l + (1 - alpha) * theta_g (alpha = 0: adopt).
+
+Fragments are strided layer groups (Streaming DiLoCo, Douillard et al. 2025, section 2.2): block i
+belongs to fragment i mod P; the token embedding (tied to the output head) and the position
+embedding go with fragment 0, beside the first block; the final LayerNorm goes with the fragment of
+the last block.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from islands.scenarios.trainer_keys import TrainerSpec
+
+
+def fragment_of(name: str, n_layer: int, fragments: int) -> int:
+    """The fragment a parameter (by its name in ``GPT``) belongs to."""
+    if name.startswith("blocks."):
+        return int(name.split(".")[1]) % fragments
+    if name.startswith("ln_f."):
+        return (n_layer - 1) % fragments
+    return 0
+
+
+def split_fragments(model: nn.Module, n_layer: int, fragments: int) -> list[list[nn.Parameter]]:
+    groups: list[list[nn.Parameter]] = [[] for _ in range(fragments)]
+    for name, param in model.named_parameters():
+        groups[fragment_of(name, n_layer, fragments)].append(param)
+    return groups
+
+
+def make_outer_optimizer(params: list[torch.Tensor], spec: TrainerSpec) -> torch.optim.Optimizer:
+    """SGD + Nesterov (plain SGD when momentum is 0), plain averaging (SGD lr 1), or AdamW."""
+    if spec.outer_optimizer == "average":
+        return torch.optim.SGD(params, lr=1.0, momentum=0.0)
+    if spec.outer_optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=spec.outer_lr, weight_decay=0.0)
+    momentum = spec.outer_momentum
+    return torch.optim.SGD(params, lr=spec.outer_lr, momentum=momentum, nesterov=momentum > 0)
+
+
+class Fragment:
+    """One fragment: the live local parameters, their fp32 global copy and its outer optimizer."""
+
+    def __init__(self, index: int, params: list[nn.Parameter], spec: TrainerSpec):
+        self.index = index
+        self.params = params
+        self.numels = [p.numel() for p in params]
+        self.global_params = [p.detach().float().clone() for p in params]
+        self.optimizer = make_outer_optimizer(self.global_params, spec)
+        self.applied = 0
+
+    @property
+    def numel(self) -> int:
+        return sum(self.numels)
+
+    def pseudo_gradient(self) -> torch.Tensor:
+        """delta = theta_global - theta_local, flattened to one fp32 vector."""
+        with torch.no_grad():
+            return torch.cat([(g - p.float()).flatten() for g, p in zip(self.global_params, self.params)])
+
+    def apply(self, mean_delta: torch.Tensor, alpha: float) -> None:
+        """Outer step with the averaged pseudo-gradient, then merge into the local weights."""
+        self.outer_step(mean_delta)
+        self.merge(alpha)
+        self.applied += 1
+
+    def outer_step(self, mean_delta: torch.Tensor) -> None:
+        for g, part in zip(self.global_params, mean_delta.split(self.numels)):
+            g.grad = part.view_as(g).to(g.dtype)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def merge(self, alpha: float) -> None:
+        """theta_l <- alpha * theta_l + (1 - alpha) * theta_g (a plain copy when alpha = 0)."""
+        with torch.no_grad():
+            for p, g in zip(self.params, self.global_params):
+                if alpha:
+                    p.mul_(alpha).add_(g.to(p.dtype), alpha=1 - alpha)
+                else:
+                    p.copy_(g)
+
+    def state_dict(self) -> dict:
+        return {"global": [g.detach().clone() for g in self.global_params],
+                "optimizer": self.optimizer.state_dict(), "applied": self.applied}
+
+    def load_state_dict(self, state: dict) -> None:
+        with torch.no_grad():
+            for g, saved in zip(self.global_params, state["global"]):
+                g.copy_(saved)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.applied = state["applied"]
+
+
+def build_fragments(model: nn.Module, n_layer: int, fragments: int, spec: TrainerSpec) -> list[Fragment]:
+    return [Fragment(i, params, spec) for i, params in enumerate(split_fragments(model, n_layer, fragments))]

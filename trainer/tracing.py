@@ -1,0 +1,164 @@
+"""What a run measures: a trace in the simulator's schema (``islands.trace``), metrics and a summary.
+
+Time: every process reads ``time.monotonic()``; after an initial barrier each process takes its
+own reading as time 0, so on one machine the origins agree to within the barrier's exit skew (and
+across machines to within about one network latency). The clock pauses during evaluation and
+checkpointing (both start right after a sync point, where the processes are aligned), so the trace
+shows training only.
+
+Rows: one ``compute`` row per interval between sync points; per collective one ``comm`` row (from
+the moment every member had joined to its end, with the bytes this process sent), an ``idle`` row
+for the time the process waited for the others to join, and a ``stall`` row for the time it then
+waited for the transfer, the same split the simulator makes. In the written trace ``worker`` is the
+island's index: an island with several ranks shows its local rank 0's compute, idle and stall rows,
+and one comm row per collective spanning its ranks' transfers with the sum of their bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import IO, Any
+
+from islands.summary import summarise
+from islands.trace import NO_FRAGMENT, to_frame
+
+from .config import RunPlan
+
+
+class Clock:
+    """Seconds since the run started, excluding paused intervals."""
+
+    def __init__(self, start_s: float = 0.0):
+        self.origin = time.monotonic() - start_s
+        self.paused_at: float | None = None
+
+    def now(self) -> float:
+        reading = time.monotonic() if self.paused_at is None else self.paused_at
+        return reading - self.origin
+
+    def pause(self) -> None:
+        self.paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        self.origin += time.monotonic() - self.paused_at
+        self.paused_at = None
+
+
+class Recorder:
+    """One process's trace rows, kept as plain tuples in ``islands.trace.COLUMNS`` order."""
+
+    def __init__(self, clock: Clock, worker: int, island: str, rows: list[tuple] | None = None):
+        self.clock = clock
+        self.worker = worker
+        self.island = island
+        self.rows: list[tuple] = list(rows or [])
+        self.segment_start_s = clock.now()
+
+    def add(self, kind: str, start_s: float, end_s: float, outer_step: int, fragment: int = NO_FRAGMENT,
+            sent_bytes: float = 0.0) -> None:
+        self.rows.append((start_s, end_s, self.worker, self.island, kind, float(sent_bytes), fragment, outer_step))
+
+    def end_compute(self, outer_step: int) -> None:
+        """Close the compute interval that began after the previous sync point."""
+        now = self.clock.now()
+        if now > self.segment_start_s:
+            self.add("compute", self.segment_start_s, now, outer_step)
+        self.segment_start_s = now
+
+    def start_compute(self) -> None:
+        self.segment_start_s = self.clock.now()
+
+    def waited(self, arrived_s: float, started_s: float, done_s: float, outer_step: int, fragment: int) -> float:
+        """Idle until every member had joined, then stall until the result was in; returns seconds blocked."""
+        started_s = min(max(arrived_s, started_s), done_s)
+        if started_s > arrived_s:
+            self.add("idle", arrived_s, started_s, outer_step, fragment)
+        if done_s > started_s:
+            self.add("stall", started_s, done_s, outer_step, fragment)
+        return done_s - arrived_s
+
+    def seconds(self, kind: str) -> float:
+        return sum(row[1] - row[0] for row in self.rows if row[4] == kind)
+
+    def sent_bytes(self) -> float:
+        return sum(row[5] for row in self.rows)
+
+    def utilisation(self) -> float:
+        """Compute seconds over seconds present so far."""
+        if not self.rows:
+            return 0.0
+        present = max(row[1] for row in self.rows) - min(row[0] for row in self.rows)
+        return self.seconds("compute") / present if present > 0 else 0.0
+
+
+def island_rows(rows_by_rank: list[list[tuple]], ranks_per_island: int) -> list[tuple]:
+    """One row set per island: local rank 0's rows, and each collective's comm rows merged over ranks."""
+    merged: list[tuple] = []
+    for first in range(0, len(rows_by_rank), ranks_per_island):
+        merged.extend(row for row in rows_by_rank[first] if row[4] != "comm")
+        comms: dict[tuple[int, int], list[tuple]] = defaultdict(list)
+        for rows in rows_by_rank[first: first + ranks_per_island]:
+            for row in rows:
+                if row[4] == "comm":
+                    comms[(row[7], row[6])].append(row)
+        for (outer_step, fragment), group in comms.items():
+            worker, island = group[0][2], group[0][3]
+            merged.append((min(r[0] for r in group), max(r[1] for r in group), worker, island, "comm",
+                           sum(r[5] for r in group), fragment, outer_step))
+    return merged
+
+
+def measured_extra(plan: RunPlan, steps: int, rows: list[tuple]) -> tuple[dict[str, Any], dict[str, dict]]:
+    """The simulator's extra summary keys, measured. The real trainer has no churn and always waits
+    at the barrier, so its churn counts are 0; ``events`` (simulator events processed) has no
+    measured counterpart and is None. Per island: inner steps and tokens of one worker, and the mean
+    compute interval between syncs (the time from one sync's end to arriving at the next)."""
+    extra = {
+        "scenario": plan.scenario.name, "algorithm": plan.algorithm, "network_model": "measured",
+        "barrier": "wait", "outer_steps_planned": plan.scenario.schedule.outer_steps, "inner_steps": steps,
+        "lost_compute_s": 0.0, "dropped_compute_s": 0.0, "dropped_deltas": 0, "joins": 0, "leaves": 0,
+        "ignored_events": 0, "events": None,
+    }
+    island_extra = {}
+    for name in dict.fromkeys(worker.island for worker in plan.workers):
+        computes = [row[1] - row[0] for row in rows if row[3] == name and row[4] == "compute"]
+        island_extra[name] = {
+            "inner_steps": float(steps),
+            "tokens": float(steps * plan.tokens_per_step // plan.islands),
+            "time_to_barrier_s": sum(computes) / len(computes) if computes else 0.0,
+        }
+    return extra, island_extra
+
+
+def build_summary(plan: RunPlan, steps: int, rows: list[tuple]):
+    """The trace frame and its summary, with the simulator's keys (``islands.summary.summarise``)."""
+    trace = to_frame(rows)
+    extra, island_extra = measured_extra(plan, steps, rows)
+    return trace, summarise(trace, plan.outer_steps_done(steps), extra=extra, island_extra=island_extra)
+
+
+class MetricsLog:
+    """``metrics.jsonl``: one JSON object per inner step, appended and flushed as the run goes."""
+
+    def __init__(self, path: Path, keep_through_step: int | None = None):
+        self.path = path
+        if keep_through_step is not None:
+            self.truncate(keep_through_step)
+        self.handle: IO[str] = open(path, "a", encoding="utf-8")
+
+    def truncate(self, step: int) -> None:
+        """On resume: drop the lines the interrupted run wrote after its checkpoint."""
+        if not self.path.exists():
+            return
+        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line)["step"] <= step]
+        self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.handle.write(json.dumps(record) + "\n")
+
+    def close(self) -> None:
+        self.handle.close()
