@@ -32,6 +32,7 @@ from islands.errors import UserError
 from .comm import TorchGroup
 from .config import RunPlan
 from .loop import Groups, Trainer
+from .paced import paced_from_environment
 
 POLL_S = 0.2
 DIST_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -154,6 +155,7 @@ def run_process(plan: RunPlan, env: DistEnv, out_dir: Path | None, resume_dir: P
                             world_size=env.world_size, timeout=timedelta(seconds=plan.spec.timeout_s))
     try:
         groups = torch_groups(plan, env.rank)
+        groups.cross = paced_from_environment(groups.cross)
         out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])
         trainer = Trainer(plan, env.rank, groups, device, out_dir, resume_dir)
         trainer.run(stop_after)

@@ -1,0 +1,61 @@
+"""Cross-island collectives paced by an in-process emulated link: bytes booked and time taken."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from islands.trainer.emulation_links import LinkSpec
+from islands.trainer.emulation_shaper import InProcessShaper, pacer_config
+from islands.trainer.inprocess import run_threads, thread_groups
+from islands.trainer.paced import PACER_VARIABLE, PacedGroup, paced_from_environment
+
+RATE_BITS_PER_S = 80e6
+LATENCY_S = 0.01
+
+
+def links(count: int) -> list[LinkSpec]:
+    return [LinkSpec(i, RATE_BITS_PER_S, RATE_BITS_PER_S, LATENCY_S) for i in range(count)]
+
+
+def test_all_reduce_books_a_ring_and_waits_for_it():
+    groups = thread_groups(3, 1)
+
+    def body(rank: int):
+        pacer = InProcessShaper(links(3))
+        group = PacedGroup(groups[rank].cross, pacer)
+        tensor = torch.full((300_000,), float(rank))  # 1.2 MB
+        start = time.monotonic()
+        group.all_reduce_sum_(tensor)
+        return time.monotonic() - start, pacer.counters(rank), float(tensor[0])
+
+    for elapsed_s, counters, value in run_threads(3, body):
+        ring_bytes = 2 * 2 / 3 * 1.2e6  # 2(M-1)/M * S
+        assert counters == {"tx_bytes": int(ring_bytes), "rx_bytes": int(ring_bytes)}
+        expected_s = 2 * LATENCY_S + ring_bytes * 8 / RATE_BITS_PER_S  # 0.18 s
+        assert expected_s <= elapsed_s < expected_s + 0.15
+        assert value == 0 + 1 + 2
+
+
+def test_all_to_all_counts_only_what_leaves_the_island():
+    groups = thread_groups(2, 1)
+
+    def body(rank: int):
+        pacer = InProcessShaper(links(2))
+        group = PacedGroup(groups[rank].cross, pacer)
+        group.all_to_all([torch.zeros(1000, dtype=torch.uint8), torch.zeros(1000, dtype=torch.uint8)])
+        return pacer.counters(rank)
+
+    assert run_threads(2, body) == [{"tx_bytes": 1000, "rx_bytes": 1000}] * 2
+
+
+def test_environment_variable_switches_pacing_on(monkeypatch):
+    group = thread_groups(2, 1)[0].cross
+    monkeypatch.delenv(PACER_VARIABLE, raising=False)
+    assert paced_from_environment(group) is group
+    monkeypatch.setenv(PACER_VARIABLE, pacer_config(links(2), "in-process", "in-process"))
+    wrapped = paced_from_environment(group)
+    assert isinstance(wrapped, PacedGroup)
+    assert wrapped.latency_s == pytest.approx(2 * LATENCY_S)

@@ -1,0 +1,72 @@
+"""Cross-island collectives paced by an emulated WAN (the Group interface, wrapped).
+
+Under ``islands validate`` each island's link is emulated: by the kernel (tbf shapes the bytes; the
+latency is added here when the kernel has no netem) or, without root, entirely in-process. Either
+way the pacer comes from the process that owns the WAN as one string in ``PACER_VARIABLE``
+(``wan.pacer_config()``), and every collective of the cross-island group is wrapped in
+``pacer.transfer(island, sent, received, latency, paced_by)``. The member index of the cross-island
+group is the island index (``launch.torch_groups``). Intra-island groups are never paced.
+
+Bytes per member: all-to-all and all-gather send (M-1) chunks and receive (M-1); an all-reduce is
+counted as a ring, 2(M-1)/M of the tensor each way. Messages of one collective travel in parallel,
+so each pays one path latency: this member's one-way latency plus the farthest peer's.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from .comm import Group
+from .emulation_shaper import InProcessLatency, InProcessShaper, pacer_from_config
+
+PACER_VARIABLE = "ISLANDS_WAN_PACER"
+
+
+class PacedGroup:
+    """A cross-island group whose data collectives wait as the emulated links would make them."""
+
+    def __init__(self, inner: Group, pacer: InProcessShaper | InProcessLatency):
+        self.inner = inner
+        self.pacer = pacer
+        self.rank = inner.rank
+        self.size = inner.size
+        self.peers = [member for member in range(inner.size) if member != inner.rank]
+        self.latency_s = pacer.latency_s(self.rank) + max((pacer.latency_s(p) for p in self.peers), default=0.0)
+
+    def paced(self, sent_bytes: float, received_bytes: float):
+        return self.pacer.transfer(self.rank, int(sent_bytes), int(received_bytes), self.latency_s, self.peers)
+
+    def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
+        outgoing = sum(chunk.nbytes for member, chunk in enumerate(chunks) if member != self.rank)
+        with self.paced(outgoing, outgoing):
+            return self.inner.all_to_all(chunks)
+
+    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        moved = tensor.nbytes * (self.size - 1)
+        with self.paced(moved, moved):
+            return self.inner.all_gather(tensor)
+
+    def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
+        moved = 2 * (self.size - 1) / self.size * tensor.nbytes
+        with self.paced(moved, moved):
+            self.inner.all_reduce_sum_(tensor)
+
+    def broadcast_(self, tensor: torch.Tensor, src: int = 0) -> None:
+        sent = tensor.nbytes * (self.size - 1) if self.rank == src else 0
+        with self.paced(sent, 0 if self.rank == src else tensor.nbytes):
+            self.inner.broadcast_(tensor, src)
+
+    def all_gather_object(self, value: Any) -> list[Any]:
+        return self.inner.all_gather_object(value)
+
+    def barrier(self) -> None:
+        self.inner.barrier()
+
+
+def paced_from_environment(group: Group) -> Group:
+    """``group`` wrapped in the pacer named by ``PACER_VARIABLE``, or unchanged when it is not set."""
+    config = os.environ.get(PACER_VARIABLE)
+    return PacedGroup(group, pacer_from_config(config)) if config else group
