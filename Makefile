@@ -30,6 +30,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_simulator.py
+	$(BIN)/python benchmarks/bench_trainer.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

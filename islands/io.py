@@ -20,6 +20,7 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp" + target.suffix, dir=target.parent)
+    os.fchmod(handle, 0o666 & ~current_umask())  # mkstemp makes 0600; a shared report should not be
     os.close(handle)
     temporary = Path(name)
     try:
@@ -34,6 +35,12 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
             os.close(directory)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text(target: str | Path, text: str) -> None:

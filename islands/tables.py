@@ -24,10 +24,22 @@ def size(byte_count: float) -> str:
     return f"{byte_count:.0f} B"
 
 
+# (name, Gbit/s per unit), largest first
+RATE_UNITS = (("Pbit/s", 1e6), ("Tbit/s", 1e3), ("Gbit/s", 1.0), ("Mbit/s", 1e-3), ("kbit/s", 1e-6))
+
+
+def rate_unit(gbps: float) -> tuple[str, float]:
+    """The unit in which ``gbps`` reads as a number from 1 to 999."""
+    for name, scale in RATE_UNITS:
+        if gbps >= scale:
+            return name, scale
+    return RATE_UNITS[-1]
+
+
 def rate(gbps: float) -> str:
-    if gbps >= 1:
-        return f"{gbps:.3g} Gbit/s"
-    return f"{gbps * 1000:.3g} Mbit/s"
+    """3.55 Tbit/s, 7.1 Gbit/s, 825 Mbit/s."""
+    name, scale = rate_unit(gbps)
+    return f"{gbps / scale:.3g} {name}"
 
 
 COLUMNS = (

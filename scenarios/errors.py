@@ -12,3 +12,7 @@ class ScenarioError(UserError, ValueError):
         self.rule = rule
         where = f"{source}: {key}" if key else source
         super().__init__(f"{where}: {rule}")
+
+    def __reduce__(self):
+        """Rebuild from the three parts, so the error survives a trip through a process pool."""
+        return type(self), (self.source, self.key, self.rule)

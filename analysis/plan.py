@@ -1,0 +1,165 @@
+"""The planner: the questions users bring, each answered by a search over the simulator.
+
+For a target compute utilisation it finds
+
+* the least bandwidth per island (every island's access link at the same rate) that reaches it under
+  DDP, DiLoCo and Streaming DiLoCo at the scenario's H, P and tau, for a row of targets;
+* the smallest H that reaches it at the scenario's own bandwidth (DiLoCo, Streaming);
+* the fragment count P and wire precision that need the least peak bandwidth at the scenario's H
+  and tau. In the simulator a link runs at its full rate whenever a transfer is on it, so the peak
+  bandwidth a schedule needs is the link rate it needs: the same search, over (P, bits).
+
+    >>> from islands.analysis.plan import make_plan
+    >>> plan = make_plan("worked-example", target=0.95)
+    >>> plan.bandwidth["diloco"][0.95].value      # Gbit/s per island, about 7.09
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from islands.errors import UserError
+from islands.scenarios import Scenario
+from islands.scenarios.spec import WIRE_BITS
+
+from .parallel import Progress, run_tasks
+from .scenario_source import ALGORITHMS, ScenarioSource, as_source
+from .search import RELATIVE_TOLERANCE, Answer, least_bandwidth, least_inner_steps, utilisation
+
+DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
+H_SCHEDULES = ("diloco", "streaming")
+MAX_FRAGMENTS = 64
+
+
+@dataclass(frozen=True)
+class Question:
+    """One search: ``kind`` is ``bandwidth`` or ``inner_steps``; ``overrides`` pick the variant."""
+
+    kind: str
+    target: float
+    overrides: tuple[str, ...]
+    seeds: tuple[int, ...] = ()
+
+
+def answer(source: ScenarioSource, question: Question) -> Answer:
+    """Run one search (a task of the pool)."""
+    search = least_bandwidth if question.kind == "bandwidth" else least_inner_steps
+    return search(source, question.target, *question.overrides, seeds=question.seeds)
+
+
+@dataclass
+class Plan:
+    scenario: Scenario
+    target: float
+    targets: tuple[float, ...]
+    seeds: int                                         # utilisations are means over this many seeds
+    now: dict[str, float]                              # utilisation per schedule as the scenario stands
+    bandwidth: dict[str, dict[float, Answer]]          # schedule -> target -> least Gbit/s per island
+    inner_steps: dict[str, Answer]                     # schedule -> smallest H at the scenario's bandwidth
+    fragments: dict[tuple[int, int], Answer] = field(default_factory=dict)  # (P, bits) -> least Gbit/s
+
+    @property
+    def runs(self) -> int:
+        answers = [a for row in self.bandwidth.values() for a in row.values()]
+        answers += [*self.inner_steps.values(), *self.fragments.values()]
+        return (sum(a.runs for a in answers) + len(self.now)) * self.seeds
+
+    def best_fragments(self) -> tuple[int, int] | None:
+        """(P, bits) needing the least bandwidth; among near-ties (within the search's precision) the
+        one with more bits, then fewer fragments: the least lossy, least fragmented choice."""
+        reached = {key: a.value for key, a in self.fragments.items() if a.value is not None}
+        if not reached:
+            return None
+        least = min(reached.values())
+        close = [key for key, value in reached.items() if value <= least * (1 + 2 * RELATIVE_TOLERANCE)]
+        return min(close, key=lambda key: (-key[1], key[0]))
+
+
+def check_target(target: float) -> float:
+    if not 0 < target <= 1:
+        raise UserError(f"target utilisation must be in (0, 1], e.g. 0.95 for 95% (got {target:g})")
+    return target
+
+
+def fragment_candidates(scenario: Scenario) -> list[tuple[int, int]]:
+    """(P, bits) pairs a streaming schedule at the scenario's H and tau can take: P divides H with
+    tau < H / P (P <= ``MAX_FRAGMENTS``), bits no wider than the model's own values."""
+    h, tau = scenario.schedule.inner_steps, scenario.schedule.overlap_steps
+    native_bits = scenario.model.bytes_per_param * 8
+    bits = [b for b in WIRE_BITS if b <= max(native_bits, min(WIRE_BITS))]
+    counts = [p for p in range(1, min(h, MAX_FRAGMENTS) + 1) if h % p == 0 and tau < h // p]
+    return [(p, b) for p in counts for b in bits]
+
+
+def questions(scenario: Scenario, target: float, targets: Sequence[float], fragments: bool,
+              seeds: tuple[int, ...]) -> list[tuple[tuple, Question]]:
+    """Every search the plan needs, each with the key its answer is filed under."""
+    found: list[tuple[tuple, Question]] = []
+    for algorithm in ALGORITHMS:
+        for goal in targets:
+            found.append((("bandwidth", algorithm, goal),
+                          Question("bandwidth", goal, (f"schedule.algorithm={algorithm}",), seeds)))
+    for algorithm in H_SCHEDULES:
+        found.append((("inner_steps", algorithm),
+                      Question("inner_steps", target, (f"schedule.algorithm={algorithm}",), seeds)))
+    if fragments:
+        for p, bits in fragment_candidates(scenario):
+            overrides = ("schedule.algorithm=streaming", f"schedule.fragments={p}", f"schedule.bits={bits}")
+            found.append((("fragments", p, bits), Question("bandwidth", target, overrides, seeds)))
+    return found
+
+
+def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
+              targets: Sequence[float] = DEFAULT_TARGETS, overrides: Sequence[str] = (), fragments: bool = True,
+              seeds: int = 1, executor: Executor | None = None, jobs: int | None = None,
+              progress: Progress | None = None) -> Plan:
+    """Answer the planning questions for ``target`` (and the bandwidth row for each of ``targets``).
+
+    The searches are independent and run on ``executor`` or a local pool of ``jobs`` processes;
+    ``progress(done, total)`` counts searches. ``fragments=False`` skips the (P, bits) table.
+    ``seeds`` > 1 averages every utilisation over that many seeds from the scenario's own (for
+    scenarios with jitter or churn, where one seed's answer is one draw).
+    """
+    source = as_source(scenario, overrides)
+    check_target(target)
+    goals = tuple(sorted({check_target(t) for t in targets} | {target}))
+    if seeds < 1:
+        raise UserError(f"--seeds must be >= 1 (got {seeds})")
+    source.schedules()  # each schedule must be a valid scenario: fail here, in one line, not in a worker
+    base = source.scenario
+    seed_list = tuple(range(base.seed, base.seed + seeds)) if seeds > 1 else ()
+    asked = questions(base, target, goals, fragments, seed_list)
+    answers = run_tasks(answer, [(source, q) for _, q in asked], executor=executor, jobs=jobs, progress=progress)
+    plan = Plan(scenario=base, target=target, targets=goals, seeds=seeds,
+                now={a: utilisation(source, f"schedule.algorithm={a}", seeds=seed_list) for a in ALGORITHMS},
+                bandwidth={a: {} for a in ALGORITHMS}, inner_steps={})
+    for (kind, *key), found in zip((k for k, _ in asked), answers):
+        if kind == "bandwidth":
+            plan.bandwidth[key[0]][key[1]] = found
+        elif kind == "inner_steps":
+            plan.inner_steps[key[0]] = found
+        else:
+            plan.fragments[(key[0], key[1])] = found
+    return plan
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    """The plan as plain data (for ``islands plan --json``)."""
+    def entry(found: Answer) -> dict[str, Any]:
+        return {"value": found.value, "utilisation": found.utilisation, "tried": found.tried, "runs": found.runs}
+
+    best = plan.best_fragments()
+    return {
+        "scenario": plan.scenario.name,
+        "target_utilisation": plan.target,
+        "seeds": plan.seeds,
+        "utilisation_now": plan.now,
+        "bandwidth_gbps": {a: {f"{t:g}": entry(found) for t, found in row.items()} for a, row in plan.bandwidth.items()},
+        "inner_steps": {a: entry(found) for a, found in plan.inner_steps.items()},
+        "fragments_bits_gbps": [{"fragments": p, "bits": b, **entry(found)} for (p, b), found in plan.fragments.items()],
+        "best_fragments_bits": None if best is None else {"fragments": best[0], "bits": best[1]},
+        "runs": plan.runs,
+    }

@@ -1,0 +1,109 @@
+"""The plan as tables of text cells, shared by ``islands plan`` (plain text) and the HTML report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from islands.tables import duration, render
+
+from .plan import Plan
+from .search import MAX_GBPS, MAX_INNER_STEPS, Answer
+from .units import percent_text as percent
+from .units import rate_text as rate
+
+UNREACHED = "unreachable"
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        return "\n".join([self.title, render(self.rows, self.header), *self.notes])
+
+
+def link_rates(plan: Plan) -> str:
+    """The scenario's own access-link rate(s), e.g. "1 Gbit/s" or "100 Mbit/s to 10 Gbit/s"."""
+    rates = sorted({island.bandwidth_gbps for island in plan.scenario.islands})
+    return rate(rates[0]) if len(rates) == 1 else f"{rate(rates[0])} to {rate(rates[-1])}"
+
+
+def schedule_label(plan: Plan, algorithm: str) -> str:
+    schedule = plan.scenario.schedule
+    if algorithm == "ddp":
+        return "DDP"
+    if algorithm == "diloco":
+        return f"DiLoCo H={schedule.inner_steps}"
+    return f"Streaming H={schedule.inner_steps} P={schedule.fragments} tau={schedule.overlap_steps}"
+
+
+def bandwidth_cell(found: Answer) -> str:
+    return rate(found.value) if found.reached else UNREACHED
+
+
+def bandwidth_table(plan: Plan) -> Table:
+    header = ["schedule", *(percent(t) for t in plan.targets), f"utilisation at {link_rates(plan)}"]
+    rows = [[schedule_label(plan, a), *(bandwidth_cell(plan.bandwidth[a][t]) for t in plan.targets), percent(plan.now[a])]
+            for a in plan.bandwidth]
+    notes = []
+    if any(not found.reached for row in plan.bandwidth.values() for found in row.values()):
+        notes.append(f"{UNREACHED}: not reached even at {rate(MAX_GBPS)}: latency, stragglers or churn bound "
+                     "the utilisation")
+    return Table("Bandwidth per island needed for each compute utilisation (every island's link at that rate)",
+                 header, rows, notes)
+
+
+def inner_steps_table(plan: Plan) -> Table:
+    slowest_step_s = max(island.step_time_s for island in plan.scenario.islands)
+    header = ["schedule", "smallest H", "utilisation there", "compute between syncs"]
+    rows = []
+    for algorithm, found in plan.inner_steps.items():
+        label = "DiLoCo" if algorithm == "diloco" else (
+            f"Streaming P={plan.scenario.schedule.fragments} tau={plan.scenario.schedule.overlap_steps}")
+        if found.reached:
+            rows.append([label, str(found.value), percent(found.utilisation), duration(found.value * slowest_step_s)])
+        else:
+            rows.append([label, UNREACHED, f"best {percent(found.utilisation)}, at H={found.tried}", "-"])
+    notes = ["DDP syncs every step: it has no H to raise."]
+    if not all(found.reached for found in plan.inner_steps.values()):
+        notes.append(f"{UNREACHED}: utilisation stopped growing with H (churn or stragglers cost more as "
+                     f"intervals lengthen) or H reached {MAX_INNER_STEPS}.")
+    return Table(f"Smallest H reaching {percent(plan.target)} at the scenario's bandwidth ({link_rates(plan)})",
+                 header, rows, notes)
+
+
+def fragments_table(plan: Plan) -> Table:
+    schedule = plan.scenario.schedule
+    counts = sorted({p for p, _ in plan.fragments})
+    widths = sorted({b for _, b in plan.fragments}, reverse=True)
+    header = ["fragments P", *(f"{b}-bit" for b in widths)]
+    rows = [[str(p), *(bandwidth_cell(plan.fragments[(p, b)]) for b in widths)] for p in counts]
+    best = plan.best_fragments()
+    notes = []
+    if best is not None:
+        own = plan.fragments.get((schedule.fragments, schedule.bits))
+        needs = f"needs {rate(own.value)}" if own and own.reached else "cannot reach it"
+        against = f"; the scenario's P={schedule.fragments} at {schedule.bits}-bit {needs}" if own else ""
+        notes.append(f"Least peak bandwidth: P={best[0]} at {best[1]}-bit, "
+                     f"{rate(plan.fragments[best].value)} per island{against}.")
+    notes.append("The simulator charges nothing for quantisation error or for staler fragments: fewer bits "
+                 "and more fragments always look cheaper here; check the loss with the trainer.")
+    return Table(f"Streaming at H={schedule.inner_steps}, tau={schedule.overlap_steps}: peak bandwidth per "
+                 f"island needed for {percent(plan.target)}, by fragments and wire precision", header, rows, notes)
+
+
+def headline(plan: Plan) -> str:
+    """One sentence: what each schedule needs for the target, against what the scenario has."""
+    needs = ", ".join(f"{schedule_label(plan, a).split(' ')[0]} {bandwidth_cell(plan.bandwidth[a][plan.target])}"
+                      for a in plan.bandwidth)
+    return f"For {percent(plan.target)} compute utilisation each island needs: {needs} (it has {link_rates(plan)})."
+
+
+def plan_tables(plan: Plan) -> list[Table]:
+    tables = [bandwidth_table(plan), inner_steps_table(plan)]
+    if plan.fragments:
+        tables.append(fragments_table(plan))
+    return tables

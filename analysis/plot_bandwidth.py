@@ -1,0 +1,58 @@
+"""Bandwidth over time on one access link, one panel per schedule, sharing the time axis.
+
+DDP shows a dense sawtooth (a transfer every step), DiLoCo one spike per outer interval, Streaming
+DiLoCo many small transfers spread over the interval while compute goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from matplotlib.figure import Figure
+
+from islands.errors import UserError
+from islands.scenarios import Scenario
+from islands.simulator import SimResult
+
+from .link_rates import rate_steps
+from .plot_style import DEFAULT_SIZE_PX, SCHEDULE_COLOURS, SCHEDULE_LABELS, new_figure
+from .units import rate_text, rate_unit, time_unit
+
+DIRECTIONS = ("up", "down")
+HEADROOM = 1.35  # room above the tallest transfer for the legend
+
+
+def check_link(scenario: Scenario, worker: int, direction: str) -> None:
+    if not 0 <= worker < scenario.worker_count:
+        raise UserError(f"--worker {worker}: the scenario has workers 0 to {scenario.worker_count - 1}")
+    if direction not in DIRECTIONS:
+        raise UserError(f"--direction {direction}: must be one of {', '.join(DIRECTIONS)}")
+
+
+def bandwidth_figure(results: Mapping[str, SimResult], scenario: Scenario, worker: int = 0,
+                     direction: str = "up", size_px: tuple[int, int] = DEFAULT_SIZE_PX) -> Figure:
+    """Stacked panels, one per schedule in ``results``, of one worker's link rate over time."""
+    check_link(scenario, worker, direction)
+    steps = {name: rate_steps(result.links, worker, direction) for name, result in results.items()}
+    span_s = max(result.summary["wall_time_s"] for result in results.values())
+    peak = max((levels.max() for _, levels in steps.values()), default=0.0) or 1.0
+    time_name, time_scale = time_unit(span_s)
+    rate_name, rate_scale = rate_unit(peak)
+    figure = new_figure(size_px)
+    axes = figure.subplots(len(results), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    worker_name = scenario.workers()[worker].name
+    for ax, (name, (times, levels)) in zip(axes, steps.items()):
+        summary = results[name].summary
+        colour = SCHEDULE_COLOURS.get(name, "black")
+        label = (f"{SCHEDULE_LABELS.get(name, name)}: {summary['syncs']} all-reduces, "
+                 f"average {rate_text(summary['avg_bandwidth_gbps'])}")
+        ax.fill_between(times / time_scale, levels / rate_scale, step="post", color=colour, alpha=0.35, linewidth=0)
+        ax.step(times / time_scale, levels / rate_scale, where="post", color=colour, linewidth=0.8, label=label)
+        ax.set_ylabel(f"rate ({rate_name})")
+        ax.set_ylim(0, peak * HEADROOM / rate_scale)
+        ax.legend(loc="upper right")
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel(f"time since start ({time_name})")
+    axes[-1].set_xlim(0, span_s / time_scale)
+    figure.suptitle(f"{scenario.name}: {direction}link of worker {worker_name}, rate over time")
+    return figure

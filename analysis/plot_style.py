@@ -1,0 +1,86 @@
+"""What every plot shares: figure size in pixels, PNG output, colours and readable labels.
+
+Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, never through pyplot, so no
+GUI backend is touched and no global figure state leaks between plots.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from islands.errors import UserError
+from islands.io import atomic_path
+
+DPI = 100
+DEFAULT_SIZE_PX = (1200, 800)
+MIN_SIZE_PX = 300
+MAX_SIZE_PX = 8000
+
+KIND_COLOURS = {"compute": "#4c9a2a", "comm": "#2b6cb0", "stall": "#d64545", "idle": "#f0a030"}
+KIND_LABELS = {
+    "compute": "compute",
+    "comm": "transfer in flight",
+    "stall": "stall (waiting for a transfer)",
+    "idle": "idle (waiting for other workers)",
+}
+SCHEDULE_COLOURS = {"ddp": "#7a4fa0", "diloco": "#2b6cb0", "streaming": "#1b9e77"}
+SCHEDULE_LABELS = {"ddp": "DDP", "diloco": "DiLoCo", "streaming": "Streaming DiLoCo"}
+
+PARAMETER_LABELS = {
+    "schedule.inner_steps": "inner steps H",
+    "schedule.fragments": "fragments P",
+    "schedule.overlap_steps": "overlap tau (inner steps)",
+    "schedule.bits": "wire precision (bits)",
+    "schedule.outer_steps": "outer steps",
+    "schedule.algorithm": "schedule",
+    "island.*.bandwidth_gbps": "bandwidth per island (Gbit/s)",
+    "island.*.latency_ms": "latency per island (ms)",
+    "island.*.step_time_s": "step time per island (s)",
+    "model.parameters": "parameters",
+}
+
+
+def parameter_label(key: str) -> str:
+    """An axis label for a grid key; per-island keys name their island."""
+    if key in PARAMETER_LABELS:
+        return PARAMETER_LABELS[key]
+    island = re.fullmatch(r"island\.([^.]+)\.(\w+)", key)
+    if island and f"island.*.{island.group(2)}" in PARAMETER_LABELS:
+        return PARAMETER_LABELS[f"island.*.{island.group(2)}"].replace("per island", f"of island {island.group(1)}")
+    return key
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``1200x800`` -> (1200, 800) pixels."""
+    match = re.fullmatch(r"(\d+)x(\d+)", text.strip())
+    if not match:
+        raise UserError(f"--size {text}: write WIDTHxHEIGHT in pixels, e.g. 1200x800")
+    width, height = int(match.group(1)), int(match.group(2))
+    if not (MIN_SIZE_PX <= width <= MAX_SIZE_PX and MIN_SIZE_PX <= height <= MAX_SIZE_PX):
+        raise UserError(f"--size {text}: each side must be {MIN_SIZE_PX} to {MAX_SIZE_PX} pixels")
+    return width, height
+
+
+def new_figure(size_px: tuple[int, int] = DEFAULT_SIZE_PX) -> Figure:
+    figure = Figure(figsize=(size_px[0] / DPI, size_px[1] / DPI), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def png_bytes(figure: Figure) -> bytes:
+    """The figure as PNG, exactly its size in pixels."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def save_png(figure: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    with atomic_path(path) as temporary:
+        temporary.write_bytes(png_bytes(figure))
+    return path

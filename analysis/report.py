@@ -1,0 +1,151 @@
+"""One self-contained HTML page about a scenario, for sharing: the summary under each schedule, the
+plots (PNG embedded as data URIs, no external files or scripts) and the plan."""
+
+from __future__ import annotations
+
+import base64
+import html
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from islands import __version__
+from islands.io import write_text
+from islands.simulator import simulate
+from islands.tables import COLUMNS
+
+from .compare import simulate_schedules
+from .parallel import Progress
+from .plan import DEFAULT_TARGETS, make_plan
+from .plan_tables import Table, headline, plan_tables
+from .plot_bandwidth import bandwidth_figure
+from .plot_breakdown import breakdown_figure
+from .plot_heatmap import heatmap_figure
+from .plot_style import SCHEDULE_LABELS, png_bytes
+from .plot_timeline import timeline_figure
+from .scenario_source import ScenarioSource, as_source
+from .sweep import run_sweep
+from .units import count_text, rate_text
+
+TIMELINE_INTERVALS = (0, 2)
+HEATMAP_H_FACTORS = (0.1, 0.25, 0.5, 1, 2)
+HEATMAP_BANDWIDTH_FACTORS = (0.1, 0.3, 1, 3, 10)
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1250px; margin: 2em auto; color: #222; line-height: 1.45; }
+table { border-collapse: collapse; margin: 0.6em 0 0.4em; }
+th, td { padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f3f3f3; }
+img { max-width: 100%; border: 1px solid #eee; }
+.note { color: #555; font-size: 0.92em; margin: 0.2em 0; }
+"""
+
+
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def section(title: str, *parts: str) -> str:
+    return f"<section><h2>{html.escape(title)}</h2>{''.join(parts)}</section>"
+
+
+def note(text: str) -> str:
+    return f"<p class='note'>{html.escape(text)}</p>"
+
+
+def image(figure: Figure, alt: str) -> str:
+    encoded = base64.b64encode(png_bytes(figure)).decode("ascii")
+    return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{encoded}'>"
+
+
+def plan_section(table: Table) -> str:
+    return f"<h3>{html.escape(table.title)}</h3>{html_table(table.header, table.rows)}{''.join(map(note, table.notes))}"
+
+
+def summary_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
+    header = ["schedule", *(name for name, _ in COLUMNS)]
+    rows = [[SCHEDULE_LABELS.get(name, name), *(cell(s) for _, cell in COLUMNS)] for name, s in summaries.items()]
+    return html_table(header, rows)
+
+
+def scenario_table(source: ScenarioSource) -> str:
+    islands = source.scenario.islands
+    header = ["island", "replicas", "step time", "bandwidth", "latency"]
+    rows = [[i.name, str(i.replicas), f"{i.step_time_s:g} s", rate_text(i.bandwidth_gbps), f"{i.latency_ms:g} ms"]
+            for i in islands]
+    return html_table(header, rows)
+
+
+def heatmap_grid(source: ScenarioSource) -> dict[str, list[float]]:
+    """H from a tenth to twice the scenario's, bandwidth from a tenth to ten times its fastest island."""
+    scenario = source.scenario
+    h = scenario.schedule.inner_steps
+    bandwidth = max(island.bandwidth_gbps for island in scenario.islands)
+    return {
+        "schedule.inner_steps": sorted({max(1, round(h * f)) for f in HEATMAP_H_FACTORS}),
+        "island.*.bandwidth_gbps": [float(f"{bandwidth * f:.3g}") for f in HEATMAP_BANDWIDTH_FACTORS],
+    }
+
+
+def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, jobs: int | None,
+                 executor: Executor | None) -> str:
+    if sweep_table is not None:
+        caption = "Compute utilisation over the two parameters of the given sweep table (mean over seeds)."
+        return image(heatmap_figure(sweep_table), "heatmap of the sweep") + note(caption)
+    diloco = source.with_symmetric_links().with_overrides("schedule.algorithm=diloco")
+    table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor)
+    caption = ("DiLoCo compute utilisation by H and bandwidth per island (every island's link at that rate): "
+               "move right for a longer sync interval, up for a faster link.")
+    return image(heatmap_figure(table), "heatmap of utilisation by H and bandwidth") + note(caption)
+
+
+def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[str] = (), target: float = 0.95,
+                 targets: Sequence[float] = DEFAULT_TARGETS, sweep_table: pd.DataFrame | None = None,
+                 fragments: bool = True, seeds: int = 1, jobs: int | None = None, executor: Executor | None = None,
+                 progress: Progress | None = None) -> str:
+    """The report as an HTML string. ``sweep_table`` (from ``islands sweep``) replaces the default
+    heatmap sweep; ``fragments`` and ``seeds`` are the plan's (see ``make_plan``)."""
+    source = as_source(scenario, overrides)
+    base = source.scenario
+    results = simulate_schedules(source)
+    summaries = {name: result.summary for name, result in results.items()}
+    plan = make_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs, executor=executor,
+                     progress=progress)
+    timeline_run = simulate(base)
+    parts = [
+        f"<h1>{html.escape(base.name)}</h1>",
+        note(base.description) if base.description else "",
+        section("Scenario", scenario_table(source),
+                note(f"{base.worker_count} workers; {count_text(base.model.parameters)} parameters, "
+                     f"{base.schedule.bits}-bit on the wire; H={base.schedule.inner_steps}, "
+                     f"P={base.schedule.fragments}, tau={base.schedule.overlap_steps}, "
+                     f"{base.schedule.outer_steps} outer steps (DDP: steps).")),
+        section("Summary under each schedule", summary_table(summaries), note(headline(plan))),
+        section("Bandwidth over time", image(bandwidth_figure(results, base), "bandwidth over time"),
+                note("One worker's uplink under each schedule: DDP sends every step, DiLoCo one burst per "
+                     "outer interval, Streaming DiLoCo one fragment at a time while compute goes on.")),
+        section("Timeline", image(timeline_figure(timeline_run.trace, base, TIMELINE_INTERVALS), "timeline"),
+                note("One row per worker: compute (green), transfers in flight (blue band), stalls waiting for a "
+                     "transfer (red), idle time waiting for other workers (orange).")),
+        section("Where the time goes", image(breakdown_figure(summaries, base.name), "time breakdown")),
+        section("Utilisation by H and bandwidth", heatmap_part(source, sweep_table, jobs, executor)),
+        section("Plan", note(f"Found by searching the simulator: {plan.runs} runs."),
+                *(plan_section(table) for table in plan_tables(plan))),
+        note(f"Written by islands {__version__} from {source.source}"
+             + (f" with {' '.join('--set ' + o for o in source.overrides)}" if source.overrides else "") + "."),
+    ]
+    title = html.escape(f"islands report: {base.name}")
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def write_report(path: str | Path, text: str) -> Path:
+    path = Path(path)
+    write_text(path, text)
+    return path

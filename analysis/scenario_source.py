@@ -1,0 +1,72 @@
+"""A scenario kept as its parsed document, so that analyses can derive many variants of it.
+
+A sweep or a planner needs the same scenario under many overrides (another H, another bandwidth).
+``ScenarioSource`` holds the parsed TOML document and the user's own overrides; ``variant(...)`` adds
+more overrides and validates the result with the scenario loader. It pickles, so a worker process or
+a cluster executor can build variants without reading the file again.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from islands.scenarios import Scenario, from_dict, load, resolve
+
+ALGORITHMS = ("ddp", "diloco", "streaming")
+
+
+@dataclass(frozen=True)
+class ScenarioSource:
+    """A parsed scenario document, its name for messages and the overrides applied to every variant."""
+
+    document: dict[str, Any]
+    source: str
+    overrides: tuple[str, ...] = ()
+
+    @classmethod
+    def read(cls, path_or_name: str | Path, overrides: Iterable[str] = ()) -> "ScenarioSource":
+        """Read a scenario file or bundled scenario; bad input raises the loader's ``ScenarioError``."""
+        overrides = tuple(overrides)
+        load(path_or_name, overrides)  # validates and reports problems exactly as `islands simulate` does
+        document = tomllib.loads(resolve(path_or_name).read_text(encoding="utf-8"))
+        return cls(document, str(path_or_name), overrides)
+
+    def variant(self, *extra: str) -> Scenario:
+        """The scenario with this source's overrides, then ``extra`` overrides, validated."""
+        return from_dict(self.document, self.source, [*self.overrides, *extra])
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.variant()
+
+    def with_overrides(self, *extra: str) -> "ScenarioSource":
+        return ScenarioSource(self.document, self.source, (*self.overrides, *extra))
+
+    def with_symmetric_links(self) -> "ScenarioSource":
+        """Each island's link as one ``bandwidth_gbps`` both ways (its slower direction), upload_gbps and
+        download_gbps dropped from the document and the overrides: then ``island.*.bandwidth_gbps``
+        alone sets every link, as a sweep's bandwidth axis needs."""
+        directions = ("upload_gbps", "download_gbps")
+        resolved = self.scenario.islands
+        document = copy.deepcopy(self.document)
+        for table, island in zip(document["island"], resolved):
+            for key in directions:
+                table.pop(key, None)
+            table["bandwidth_gbps"] = island.bandwidth_gbps
+        overrides = tuple(o for o in self.overrides if not o.split("=", 1)[0].strip().endswith(directions))
+        return ScenarioSource(document, self.source, overrides)
+
+    def schedules(self) -> dict[str, Scenario]:
+        """The scenario once per schedule (DDP reads ``outer_steps`` as its number of steps)."""
+        return {algorithm: self.variant(f"schedule.algorithm={algorithm}") for algorithm in ALGORITHMS}
+
+
+def as_source(scenario: "str | Path | ScenarioSource", overrides: Iterable[str] = ()) -> ScenarioSource:
+    """Accept a path, a bundled name or a ``ScenarioSource`` wherever the API takes a scenario."""
+    if isinstance(scenario, ScenarioSource):
+        return scenario.with_overrides(*overrides)
+    return ScenarioSource.read(scenario, overrides)

@@ -1,0 +1,103 @@
+"""Sweep tables on disk and the questions asked of them: which columns are parameters, which rows win.
+
+A column is a parameter when it is a key ``--set`` takes: a top-level scenario key (``seed``), or a
+dotted key whose first part is a section (``schedule.inner_steps``) or ``island``
+(``island.*.bandwidth_gbps``). Summary figures never look like that (per-island figures are
+``islands.<name>.<key>``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from islands.errors import UserError
+from islands.io import write_table
+from islands.scenarios.spec import TOP_KEYS
+
+from .grid import SECTION_KEYS
+
+REQUIRED_COLUMNS = ("valid",)
+MAXIMISED_SUFFIX = "utilisation"
+TIE_BREAKERS = ("peak_bandwidth_gbps", "bandwidth_needed_gbps")
+
+
+def parquet_available() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_sweep(table: pd.DataFrame, path: str | Path) -> list[Path]:
+    """Write ``path`` as CSV and, where pyarrow imports, the same name with ``.parquet``; atomically."""
+    path = Path(path)
+    csv_path = path if path.suffix == ".csv" else path.with_name(path.name.removesuffix(".parquet") + ".csv")
+    written = [csv_path]
+    write_table(table, csv_path)
+    if parquet_available():
+        parquet_path = csv_path.with_suffix(".parquet")
+        write_table(table, parquet_path)
+        written.append(parquet_path)
+    return written
+
+
+def read_sweep(path: str | Path) -> pd.DataFrame:
+    """A sweep table from ``.csv`` or ``.parquet``; anything unreadable is a one-line UserError."""
+    path = Path(path)
+    try:
+        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except (OSError, ValueError, ImportError) as exc:
+        raise UserError(f"{path}: cannot be read as a sweep table ({str(exc).splitlines()[0]})") from None
+    missing = [column for column in REQUIRED_COLUMNS if column not in table.columns]
+    if missing or not parameter_columns(table):
+        raise UserError(f"{path}: not a sweep table (no {'valid' if missing else 'parameter'} column); "
+                        "write one with `islands sweep`")
+    return table
+
+
+def is_parameter(column: str) -> bool:
+    first = column.split(".")[0]
+    return column in TOP_KEYS or first in SECTION_KEYS or (first == "island" and column.count(".") == 2)
+
+
+def parameter_columns(table: pd.DataFrame) -> list[str]:
+    return [column for column in table.columns if is_parameter(column)]
+
+
+def maximised(column: str) -> bool:
+    """Utilisation is better high; every other figure (time, bytes, bandwidth) is better low."""
+    return column.endswith(MAXIMISED_SUFFIX)
+
+
+def numeric_column(table: pd.DataFrame, column: str, what: str) -> None:
+    if column not in table.columns or not pd.api.types.is_numeric_dtype(table[column]):
+        numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c]) and not is_parameter(c)]
+        raise UserError(f"{what} {column}: not a numeric column of the sweep table "
+                        f"(e.g. {', '.join(numeric[:6])})")
+
+
+def mean_over_seeds(table: pd.DataFrame) -> pd.DataFrame:
+    """Valid rows averaged over seeds: one row per combination of the other parameters, with ``seeds``."""
+    valid = table[table["valid"].astype(bool)]
+    keys = [column for column in parameter_columns(table) if column != "seed"]
+    numeric = [c for c in valid.columns
+               if pd.api.types.is_numeric_dtype(valid[c]) and c not in keys and c not in ("seed", "run", "valid")]
+    if not keys:
+        return valid[numeric].mean().to_frame().T.assign(seeds=len(valid))
+    grouped = valid.groupby(keys, sort=False, dropna=False)
+    return grouped[numeric].mean().join(grouped.size().rename("seeds")).reset_index()
+
+
+def best_rows(table: pd.DataFrame, rank_by: str = "compute_utilisation", top: int = 5) -> pd.DataFrame:
+    """The ``top`` combinations by ``rank_by`` (highest utilisation, else lowest), averaged over seeds.
+
+    Ties go to the cheaper network: lower peak bandwidth, then lower bandwidth needed.
+    """
+    numeric_column(table, rank_by, "--rank-by")
+    means = mean_over_seeds(table)
+    order = [rank_by, *(key for key in TIE_BREAKERS if key in means and key != rank_by)]
+    ascending = [not maximised(rank_by)] + [True] * (len(order) - 1)
+    return means.sort_values(order, ascending=ascending, kind="stable").head(top).reset_index(drop=True)

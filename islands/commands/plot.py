@@ -1,0 +1,82 @@
+"""``islands plot KIND FILE -o out.png``: bandwidth, timeline, breakdown (FILE: a scenario) or heatmap
+(FILE: a sweep table written by ``islands sweep``)."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+
+from islands.errors import UserError
+
+from .common import add_scenario_arguments
+
+KINDS = {
+    "bandwidth": "rate over time on one access link under DDP, DiLoCo and Streaming DiLoCo",
+    "timeline": "Gantt chart of some outer intervals, one row per worker",
+    "breakdown": "compute / stall / idle share of each worker's time, per schedule",
+    "heatmap": "a summary figure over two parameters of a sweep table",
+}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("plot", help="draw a PNG: " + ", ".join(KINDS), description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   epilog="\n".join(f"  {kind:10} {text}" for kind, text in KINDS.items()))
+    parser.add_argument("kind", metavar="KIND", help=" | ".join(KINDS))
+    add_scenario_arguments(parser)
+    parser.add_argument("-o", "--output", metavar="PNG", help="file to write (default: KIND.png)")
+    parser.add_argument("--size", default="1200x800", metavar="WxH", help="image size in pixels (default 1200x800)")
+    parser.add_argument("--worker", type=int, default=0, help="bandwidth: the worker whose link is shown (default 0)")
+    parser.add_argument("--direction", default="up", help="bandwidth: up or down (default up)")
+    parser.add_argument("--intervals", default="0:2", metavar="START:STOP",
+                        help="timeline: outer intervals START to STOP-1 (DDP: steps; default 0:2)")
+    parser.add_argument("--x", metavar="KEY", help="heatmap: parameter across (default: the first varying one)")
+    parser.add_argument("--y", metavar="KEY", help="heatmap: parameter up (default: the second varying one)")
+    parser.add_argument("--metric", default="compute_utilisation", metavar="COLUMN",
+                        help="heatmap: summary column to colour by (default compute_utilisation; "
+                             "e.g. peak_bandwidth_gbps)")
+    parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                        help="heatmap: keep rows with this parameter value (for sweeps of more than two keys)")
+    parser.set_defaults(handler=run)
+
+
+def check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        hint = difflib.get_close_matches(kind, list(KINDS), n=1)
+        suffix = f" (did you mean '{hint[0]}'?)" if hint else ""
+        raise UserError(f"unknown plot kind '{kind}'{suffix}; kinds: {', '.join(KINDS)}")
+
+
+def figure_for(args: argparse.Namespace, size_px: tuple[int, int]):
+    from islands.analysis.compare import simulate_schedules
+    from islands.analysis.plot_bandwidth import bandwidth_figure
+    from islands.analysis.plot_breakdown import breakdown_figure
+    from islands.analysis.plot_heatmap import heatmap_figure
+    from islands.analysis.plot_timeline import parse_intervals, timeline_figure
+    from islands.analysis.scenario_source import ScenarioSource
+    from islands.analysis.sweep_table import read_sweep
+    from islands.simulator import simulate
+
+    if args.kind == "heatmap":
+        if args.overrides:
+            raise UserError("--set applies to scenarios; a heatmap reads a sweep table")
+        return heatmap_figure(read_sweep(args.scenario), args.x, args.y, args.metric, args.where, size_px)
+    source = ScenarioSource.read(args.scenario, args.overrides)
+    scenario = source.scenario
+    if args.kind == "timeline":
+        intervals = parse_intervals(args.intervals)
+        return timeline_figure(simulate(scenario).trace, scenario, intervals, size_px)
+    results = simulate_schedules(source)
+    if args.kind == "bandwidth":
+        return bandwidth_figure(results, scenario, args.worker, args.direction, size_px)
+    return breakdown_figure({name: result.summary for name, result in results.items()}, scenario.name, size_px)
+
+
+def run(args: argparse.Namespace) -> int:
+    from islands.analysis.plot_style import parse_size, save_png
+
+    check_kind(args.kind)
+    size_px = parse_size(args.size)
+    path = save_png(figure_for(args, size_px), args.output or f"{args.kind}.png")
+    print(f"wrote {path}")
+    return 0

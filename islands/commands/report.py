@@ -1,0 +1,43 @@
+"""``islands report FILE -o report.html``: one self-contained HTML page (images embedded) with the
+summary under each schedule, the plots and the plan, for sharing with a team."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_scenario_arguments
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("report", help="write a self-contained HTML report of a scenario",
+                                   description=__doc__)
+    add_scenario_arguments(parser)
+    parser.add_argument("-o", "--output", default="report.html", metavar="HTML",
+                        help="file to write (default report.html)")
+    parser.add_argument("--target-utilisation", type=float, default=0.95, metavar="FRACTION",
+                        help="the plan's target compute utilisation (default 0.95)")
+    parser.add_argument("--sweep", metavar="TABLE",
+                        help="heatmap from this sweep table (islands sweep) instead of a DiLoCo H x bandwidth sweep")
+    parser.add_argument("--no-fragments", dest="fragments", action="store_false",
+                        help="leave the fragments x precision search out of the plan (faster)")
+    parser.add_argument("--seeds", type=int, default=1, metavar="N",
+                        help="average the plan's utilisations over N seeds (for jitter and churn; default 1)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from islands.analysis.progress import ProgressBar
+    from islands.analysis.report import build_report, write_report
+    from islands.analysis.sweep_table import read_sweep
+
+    sweep_table = read_sweep(args.sweep) if args.sweep else None
+    bar = ProgressBar("report: plan searches")
+    try:
+        text = build_report(args.scenario, args.overrides, args.target_utilisation, sweep_table=sweep_table,
+                            fragments=args.fragments, seeds=args.seeds, jobs=args.jobs, progress=bar)
+    finally:
+        bar.close()
+    path = write_report(args.output, text)
+    print(f"wrote {path} ({len(text) / 1e6:.2f} MB, {bar.elapsed_s:.1f} s)")
+    return 0

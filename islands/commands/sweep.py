@@ -1,0 +1,105 @@
+"""``islands sweep FILE --grid KEY=V1,V2 ...``: simulate every combination, write a tidy table, print the best."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pandas as pd
+
+from islands.analysis.parallel import default_jobs
+from islands.analysis.progress import ProgressBar
+from islands.analysis.scenario_source import ScenarioSource
+from islands.analysis.sweep import flatten_summary, run_sweep
+from islands.analysis.sweep_table import best_rows, maximised, parameter_columns, write_sweep
+from islands.analysis.units import percent_text, rate_text
+from islands.errors import UserError
+from islands.simulator import simulate
+from islands.tables import duration, render, size
+
+from .common import add_scenario_arguments
+
+FIGURES = (
+    ("utilisation", "compute_utilisation", percent_text),
+    ("wall time", "wall_time_s", duration),
+    ("stall/worker", "stall_s", duration),
+    ("idle/worker", "idle_s", duration),
+    ("sent/worker", "bytes_per_worker", size),
+    ("avg bw", "avg_bandwidth_gbps", rate_text),
+    ("peak bw", "peak_bandwidth_gbps", rate_text),
+)
+INVALID_EXAMPLES = 3
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("sweep", help="simulate a grid of scenario variants and tabulate them",
+                                   description=__doc__)
+    add_scenario_arguments(parser)
+    parser.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2,...",
+                        help="a key and its values, e.g. schedule.inner_steps=50,100,500 or "
+                             "island.*.bandwidth_gbps=0.1,1,10; repeatable (every combination runs)")
+    parser.add_argument("--seeds", type=int, default=1, metavar="N",
+                        help="run each combination with N seeds, from the scenario's seed up (default 1)")
+    parser.add_argument("-o", "--output", metavar="PATH",
+                        help="table to write: PATH.csv, and PATH.parquet where pyarrow is installed "
+                             "(default: <scenario name>-sweep.csv)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help=f"worker processes (default: every core, here {default_jobs()})")
+    parser.add_argument("--rank-by", default="compute_utilisation", metavar="COLUMN",
+                        help="summary column that orders the best rows (utilisation: highest first; "
+                             "anything else: lowest first)")
+    parser.add_argument("--top", type=int, default=5, metavar="N", help="best rows to print (default 5)")
+    parser.set_defaults(handler=run)
+
+
+def cell(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def best_table(best: pd.DataFrame) -> str:
+    keys = [column for column in parameter_columns(best) if column != "seed"]
+    figures = [(label, column, fmt) for label, column, fmt in FIGURES if column in best]
+    header = [*keys, *(label for label, _, _ in figures)]
+    rows = [[*(cell(row[k]) for k in keys), *(fmt(row[c]) for _, c, fmt in figures)] for _, row in best.iterrows()]
+    return render(rows, header)
+
+
+def report_invalid(table: pd.DataFrame) -> None:
+    invalid = table[~table["valid"]]
+    if invalid.empty:
+        return
+    examples = list(dict.fromkeys(invalid["error"]))[:INVALID_EXAMPLES]
+    print(f"{len(invalid)} of {len(table)} combinations are not valid scenarios and did not run "
+          f"(rows with valid=False), e.g.:")
+    for example in examples:
+        print(f"  {example}")
+
+
+def check_rank_by(source: ScenarioSource, column: str) -> None:
+    """Fail before the sweep, not after it, when --rank-by names no numeric summary figure."""
+    summary = flatten_summary(simulate(source.scenario).summary)
+    numeric = [key for key, value in summary.items() if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    if column not in numeric:
+        raise UserError(f"--rank-by {column}: not a numeric summary figure (e.g. {', '.join(numeric[:6])})")
+
+
+def run(args: argparse.Namespace) -> int:
+    source = ScenarioSource.read(args.scenario, args.overrides)
+    check_rank_by(source, args.rank_by)
+    output = args.output or f"{source.scenario.name}-sweep.csv"
+    bar = ProgressBar("sweep")
+    try:
+        table = run_sweep(source, args.grid, seeds=args.seeds, jobs=args.jobs, progress=bar)
+    finally:
+        bar.close()
+    written = write_sweep(table, output)
+    runs = int(table["valid"].sum())
+    print(f"{runs} runs in {bar.elapsed_s:.1f} s; wrote {', '.join(map(str, written))}")
+    report_invalid(table)
+    best = best_rows(table, args.rank_by, args.top)
+    order = "highest" if maximised(args.rank_by) else "lowest"
+    seed_count = table.loc[table["valid"], "seed"].nunique()
+    seeds = f", mean over {seed_count} seeds" if seed_count > 1 else ""
+    print(f"\nBest {len(best)} by {args.rank_by} ({order} first{seeds}):")
+    print(best_table(best))
+    return 0

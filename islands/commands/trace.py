@@ -1,0 +1,30 @@
+"""``islands trace FILE -o trace.json``: the simulated run as Chrome Trace Event JSON, one track per
+worker and one per link, to open in Perfetto (ui.perfetto.dev) or chrome://tracing."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_scenario_arguments
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("trace", help="export a simulated run as Chrome trace JSON (Perfetto)",
+                                   description=__doc__)
+    add_scenario_arguments(parser)
+    parser.add_argument("-o", "--output", default="trace.json", metavar="JSON",
+                        help="file to write (default trace.json)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from islands.analysis.chrome_trace import chrome_trace, write_chrome_trace
+    from islands.scenarios import load
+    from islands.simulator import simulate
+
+    scenario = load(args.scenario, args.overrides)
+    document = chrome_trace(simulate(scenario), scenario)
+    path = write_chrome_trace(document, args.output)
+    print(f"wrote {path}: {len(document['traceEvents'])} events; open it in https://ui.perfetto.dev "
+          "or chrome://tracing")
+    return 0

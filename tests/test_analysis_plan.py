@@ -1,0 +1,150 @@
+"""The planner against closed forms of the worked example (10B params, bf16, 8 workers, 1.5 s/step).
+
+One all-reduce moves 2 * 7/8 * 20 GB = 35 GB per worker: 280 s at 1 Gbit/s, 280 / bw s at bw Gbit/s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from islands.analysis.plan import make_plan
+from islands.analysis.plan_tables import plan_tables
+from islands.analysis.scenario_source import ScenarioSource
+from islands.analysis import search
+from islands.analysis.search import least_bandwidth, least_inner_steps, utilisation
+from islands.cli import main
+from islands.errors import UserError
+
+SYNC_GBIT = 35 * 8          # Gbit each worker moves per full all-reduce
+STEP_S = 1.5
+H = 500
+OVERHEAD_95 = 1 / 0.95 - 1  # stall seconds allowed per compute second at 95%
+
+
+@pytest.fixture(scope="module")
+def source() -> ScenarioSource:
+    return ScenarioSource.read("worked-example", ["schedule.outer_steps=3"])
+
+
+def test_diloco_95_percent_bandwidth_is_the_worked_example_within_2_percent(source):
+    # 750 / (750 + 280 / bw) = 0.95  ->  bw = 280 / (750 * (1/0.95 - 1)) = 7.093 Gbit/s
+    expected = SYNC_GBIT / (H * STEP_S * OVERHEAD_95)
+    found = least_bandwidth(source, 0.95, "schedule.algorithm=diloco")
+    assert expected == pytest.approx(7.0933, rel=1e-4)
+    assert found.value == pytest.approx(expected, rel=0.02)
+    assert found.value == pytest.approx(expected, rel=1e-3)  # the search's own precision
+    assert found.utilisation >= 0.95 - 1e-9
+
+
+def test_ddp_bandwidth_for_95_percent(source):
+    # one step: 1.5 / (1.5 + 280 / bw) = 0.95
+    found = least_bandwidth(source, 0.95, "schedule.algorithm=ddp")
+    assert found.value == pytest.approx(SYNC_GBIT / (STEP_S * OVERHEAD_95), rel=1e-3)
+
+
+def test_streaming_bandwidth_for_95_percent(source):
+    # P = 10 fragments of 28 / bw s each, launched tau = 20 steps (30 s) early: each stalls 28/bw - 30 s,
+    # 10 per 750 s of compute: 10 * (28 / bw - 30) = 750 * (1/0.95 - 1)  ->  bw = 0.8248 Gbit/s
+    expected = (SYNC_GBIT / 10) / (30 + H * STEP_S * OVERHEAD_95 / 10)
+    found = least_bandwidth(source, 0.95, "schedule.algorithm=streaming")
+    assert found.value == pytest.approx(expected, rel=1e-3)
+
+
+def test_smallest_h_for_95_percent_at_1_gbps(source):
+    # H * 1.5 / (H * 1.5 + 280) >= 0.95  ->  H >= 280 * 0.95 / 0.05 / 1.5 = 3546.7
+    found = least_inner_steps(source, 0.95, "schedule.algorithm=diloco")
+    assert found.value == math.ceil(280 * 0.95 / 0.05 / STEP_S) == 3547
+    assert found.utilisation >= 0.95
+
+
+def test_smallest_streaming_h_is_the_first_valid_one_when_overlap_hides_everything(source):
+    # 28 s per fragment < 30 s of overlap: every valid H (multiple of P = 10, H / P > tau = 20) hides it all.
+    found = least_inner_steps(source, 0.95, "schedule.algorithm=streaming")
+    assert found.value == 10 * 21
+    assert found.utilisation == pytest.approx(1.0)
+
+
+def test_a_latency_bound_target_is_unreachable(source):
+    # 1 s one-way latency: 2(M-1) = 14 ring steps of 2 s each = 28 s per sync, at any bandwidth;
+    # H = 10 gives 15 s of compute, so utilisation stays below 15 / 43 = 35%.
+    slow = source.with_overrides("schedule.inner_steps=10", "island.*.latency_ms=1000")
+    found = least_bandwidth(slow, 0.5, "schedule.algorithm=diloco")
+    assert found.value is None
+    assert found.utilisation < 15 / 43
+
+
+def test_seeds_average_utilisation_over_runs(source):
+    jittery = source.with_overrides("island.*.jitter_cv=0.2")
+    one, two = utilisation(jittery, seeds=(0,)), utilisation(jittery, seeds=(1,))
+    assert one != two  # jitter draws differ by seed
+    assert utilisation(jittery, seeds=(0, 1)) == pytest.approx((one + two) / 2)
+
+
+def test_h_search_stops_when_utilisation_falls(source, monkeypatch):
+    # A made-up churn-like curve: utilisation peaks at 90% at H = 1000 and falls beyond it.
+    asked = []
+
+    def curve(_source, *overrides, seeds=()):
+        h = int(overrides[-1].split("=")[1])
+        asked.append(h)
+        return 0.9 - abs(math.log2(h / 1000)) / 10
+
+    monkeypatch.setattr(search, "utilisation", curve)
+    found = least_inner_steps(source, 0.95, "schedule.algorithm=diloco")
+    assert (found.value, found.tried, found.utilisation) == (None, 1000, pytest.approx(0.9))
+    assert asked == [500, 1000, 2000]
+
+
+def test_bandwidth_search_stops_at_its_lower_bound(source, monkeypatch):
+    monkeypatch.setattr(search, "utilisation", lambda *_args, **_kwargs: 1.0)
+    found = least_bandwidth(source, 0.95)
+    # from 1 Gbit/s down by factors of 10 to 1 kbit/s: 1, 0.1, ..., 1e-6 is 7 runs
+    assert found.runs == 7
+    assert found.value == pytest.approx(search.MIN_GBPS)
+
+
+@pytest.fixture(scope="module")
+def plan():
+    one_interval = ScenarioSource.read("worked-example", ["schedule.outer_steps=1"])
+    return make_plan(one_interval, target=0.95, targets=(0.5,), jobs=1)
+
+
+def test_plan_has_each_schedule_at_each_target(plan):
+    assert plan.targets == (0.5, 0.95)
+    # DiLoCo at 50%: 280 / bw = 750  ->  bw = 0.3733 Gbit/s
+    assert plan.bandwidth["diloco"][0.5].value == pytest.approx(SYNC_GBIT / (H * STEP_S), rel=1e-3)
+    assert plan.now["diloco"] == pytest.approx(750 / 1030)
+    assert plan.inner_steps["diloco"].value == 3547
+
+
+def test_halving_the_bits_halves_the_bandwidth_and_the_best_is_most_fragments_fewest_bits(plan):
+    # P must divide 500 with 500 / P > 20: 1, 2, 4, 5, 10, 20; bits at most the model's 16.
+    assert sorted({p for p, _ in plan.fragments}) == [1, 2, 4, 5, 10, 20]
+    assert sorted({b for _, b in plan.fragments}) == [4, 8, 16]
+    for p in (1, 10, 20):
+        assert plan.fragments[(p, 8)].value == pytest.approx(plan.fragments[(p, 16)].value / 2, rel=2e-3)
+    assert plan.best_fragments() == (20, 4)
+
+
+def test_plan_tables_print_the_searched_numbers(plan):
+    text = "\n".join(table.text() for table in plan_tables(plan))
+    assert f"{SYNC_GBIT / (H * STEP_S * OVERHEAD_95):.3g} Gbit/s" in text  # 7.09 Gbit/s
+    assert "3547" in text
+
+
+@pytest.mark.parametrize("target", [0.0, 1.5])
+def test_targets_outside_0_1_are_rejected(source, target):
+    with pytest.raises(UserError, match="target utilisation must be in"):
+        make_plan(source, target=target, jobs=1)
+
+
+def test_cli_plan_json(capsys):
+    code = main(["plan", "worked-example", "--set", "schedule.outer_steps=2", "--targets", "0.95",
+                 "--no-fragments", "--jobs", "1", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert plan["bandwidth_gbps"]["diloco"]["0.95"]["value"] == pytest.approx(7.0933, rel=1e-3)
+    assert plan["fragments_bits_gbps"] == []
