@@ -101,7 +101,9 @@ class Simulation:
         self.last_fragment = scenario.schedule.fragments - 1 if scenario.schedule.algorithm == "streaming" else 0
         self.completed_outer = 0
         self.interval_start_s = 0.0
+        self.running: set[int] = set()
         self.finished = self.env.event()
+        self.horizon_reached = False
         self.rows: list[tuple] = []
         self.counts = {"dropped_deltas": 0}
         self.dropped_compute_s = 0.0
@@ -116,6 +118,7 @@ class Simulation:
                 self.members.add(state.worker.rank)
                 self.start_worker(state, first_outer=0)
         self.churn.schedule()
+        self.env.process(self.stop_at_horizon())
         try:
             self.env.run(until=self.finished)
         except RuntimeError:
@@ -123,11 +126,30 @@ class Simulation:
         self.close_open_activities()
         return self.result()
 
+    def horizon_s(self) -> float:
+        """Ten times a churn-free run's length (compute of the slowest worker plus a ring at the slowest
+        link per outer step, plus a detection timeout), after the last scheduled event."""
+        scenario = self.scenario
+        steps = scenario.schedule.outer_steps * self.schedule.period_steps(scenario)
+        compute_s = max(s.worker.step_time_s * s.steps_scale for s in self.states) * steps
+        slowest_bytes_per_s = min(link.capacity_bytes_per_s for link in self.all_links())
+        sync_s = 2 * scenario.payload_bytes / slowest_bytes_per_s + scenario.network.detection_timeout_s
+        last_event_s = max((event.at_s for event in scenario.events), default=0.0)
+        return last_event_s + 10 * (compute_s + scenario.schedule.outer_steps * sync_s)
+
+    def stop_at_horizon(self) -> Generator[simpy.Event, Any, None]:
+        """Churn can keep a run from ever finishing (workers leave faster than intervals end): stop then."""
+        yield self.env.timeout(self.horizon_s())
+        if not self.finished.triggered:
+            self.horizon_reached = True
+            self.finished.succeed()
+
     def start_worker(self, state: WorkerState, first_outer: int) -> None:
         position = first_outer * self.schedule.period_steps(self.scenario) * state.steps_scale
         state.position_at_apply = position
         state.last_apply_s = self.env.now
         state.unsynced_compute_s = 0.0
+        self.running.add(state.worker.rank)
         state.process = self.env.process(self.worker_process(state, first_outer, position))
 
     def worker_process(self, state: WorkerState, first_outer: int,
@@ -150,6 +172,14 @@ class Simulation:
             if interrupt.cause is not DEPARTURE:
                 raise
             self.churn.departed(state)
+        self.stopped(state)
+
+    def stopped(self, state: WorkerState) -> None:
+        """A worker's process ended (schedule done, or departed): the run ends with the last of them."""
+        self.running.discard(state.worker.rank)
+        if self.completed_outer == self.scenario.schedule.outer_steps and not self.running:
+            if not self.finished.triggered:
+                self.finished.succeed()
 
     def compute(self, state: WorkerState, position: float, target: float,
                 outer_step: int) -> Generator[simpy.Event, Any, float]:
@@ -217,7 +247,7 @@ class Simulation:
             self.rows.append((collective.started_at_s, self.env.now, rank, self.workers[rank].island, "comm",
                               ring.bytes_per_worker, fragment, outer_step))
         del self.pending[collective.key]
-        collective.done.succeed()  # before ``finished``, so the waiting workers resume and close their rows
+        collective.done.succeed()
         if fragment == self.last_fragment:
             self.outer_step_completed(outer_step)
 
@@ -225,8 +255,6 @@ class Simulation:
         self.completed_outer = outer_step + 1
         self.interval_start_s = self.env.now
         self.churn.admit_joiners()
-        if self.completed_outer == self.scenario.schedule.outer_steps:
-            self.finished.succeed()
 
     def wait(self, state: WorkerState, collective: PendingCollective,
              point: SyncPoint) -> Generator[simpy.Event, Any, None]:
@@ -299,6 +327,7 @@ class Simulation:
             "lost_compute_s": self.churn.lost_compute_s,
             "dropped_compute_s": self.dropped_compute_s,
             "dropped_deltas": self.counts["dropped_deltas"],
+            "horizon_reached": self.horizon_reached,
             **self.churn.counts,
             "events": self.env.events_processed,
         }

@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 
 import simpy
 
-# A transfer whose remaining time is below this is complete (absorbs floating-point residue).
-COMPLETION_TOLERANCE_S = 1e-9
+# A transfer whose remaining time is below this fraction of the clock (at least 1 ns) is complete: it
+# absorbs floating-point residue, which must stay above the clock's resolution, or a wake-up scheduled
+# "a residue later" lands on the same instant forever.
+COMPLETION_TOLERANCE = 1e-9
 NO_CAP = math.inf
 
 
@@ -173,7 +175,8 @@ class FlowNetwork:
         if generation != self.wakeup_generation:
             return
         self.advance()
-        finished = [f for f in self.flows if f.remaining_bytes <= f.rate_bytes_per_s * COMPLETION_TOLERANCE_S]
+        tolerance_s = COMPLETION_TOLERANCE * max(1.0, self.env.now)
+        finished = [f for f in self.flows if f.remaining_bytes <= f.rate_bytes_per_s * tolerance_s]
         self.flows = [f for f in self.flows if f not in finished]
         for flow in finished:
             flow.active = False

@@ -103,6 +103,20 @@ def test_random_churn_is_seeded():
     assert first["outer_steps"] == 10
 
 
+def test_a_run_that_churn_never_lets_finish_stops_at_the_horizon():
+    # a worker leaves every ~20 s on average while an interval takes 100 s, and none comes back
+    summary = simulate(make_scenario(["island.0.mtbf_s=20"])).summary
+    assert summary["horizon_reached"] or summary["outer_steps"] < summary["outer_steps_planned"]
+    assert summary["outer_steps"] < 3
+
+
+def test_streaming_ends_when_the_last_fragment_is_applied():
+    scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=10"])
+    summary = simulate(scenario).summary
+    assert summary["wall_time_s"] == pytest.approx(3 * 100.0)  # every fragment hides; the last is due at 300
+    assert summary["islands"][0]["inner_steps"] == 300
+
+
 def test_events_name_an_existing_island():
     with pytest.raises(ScenarioError, match=r"event.0.island: no island or worker named 'a-9' \(did you mean 'a-\d'\?\)"):
         make_scenario(document=with_events({"at_s": 1.0, "island": "a-9", "kind": "leave"}))
