@@ -14,10 +14,15 @@ OUTER_OPTIMIZERS = ("nesterov", "average", "adamw")
 INNER_OPTIMIZERS = ("adamw", "sgd")
 DATA_SPLITS = ("iid", "files")
 DEVICES = ("auto", "cpu", "cuda")
+AGGREGATIONS = ("mean", "median", "trimmed_mean")
 
 
 def unit_interval(value: float) -> str | None:
     return None if 0 <= value <= 1 else "must be in [0, 1]"
+
+
+def fraction_below_half(value: float) -> str | None:
+    return None if 0 <= value < 0.5 else "must be in [0, 0.5)"
 
 
 def open_unit_interval(value: float) -> str | None:
@@ -58,6 +63,17 @@ TRAINER_KEYS = {
     "pace_islands": Key("bool", False, doc="pad each island's inner steps to its island.step_time_s"),
     "device": Key("str", "auto", one_of(*DEVICES), '"auto" (CUDA when present), "cpu" or "cuda"'),
     "timeout_s": Key("float", 300.0, positive, "seconds before a collective that never completes fails the run"),
+    "screen_norm_factor": Key("float", 10.0, non_negative,
+                              "exclude a pseudo-gradient whose norm is above this times the median of the "
+                              "others' (0: only NaN/Inf are excluded)"),
+    "aggregation": Key("str", "mean", one_of(*AGGREGATIONS),
+                       '"mean" (ring average), "median" or "trimmed_mean" (coordinate-wise, all-gathered)'),
+    "trim_fraction": Key("float", 0.25, fraction_below_half,
+                         "trimmed_mean: fraction of the values dropped at each end of every coordinate"),
+    "elastic": Key("bool", False, doc="islands may die and join mid-run (on with [[event]] entries or "
+                                      "present = false; needs ranks_per_island = 1)"),
+    "collective_timeout_s": Key("float", 10.0, positive,
+                                "elastic: seconds before a cross-island collective gives up on a silent peer"),
 }
 
 
@@ -90,3 +106,8 @@ class TrainerSpec:
     pace_islands: bool = False
     device: str = "auto"
     timeout_s: float = 300.0
+    screen_norm_factor: float = 10.0
+    aggregation: str = "mean"
+    trim_fraction: float = 0.25
+    elastic: bool = False
+    collective_timeout_s: float = 10.0

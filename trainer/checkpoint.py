@@ -23,6 +23,7 @@ from islands.errors import UserError
 from islands.io import atomic_path, write_text
 
 from .comm import Group
+from .faults import kill_point
 
 FORMAT = 1
 FOLDER = "checkpoints"
@@ -41,13 +42,18 @@ def save(out_dir: Path, period: int, rank: int, state: dict[str, Any], world: Gr
          writes_latest: bool) -> None:
     """Write this rank's file; once all have, point ``LATEST`` at the folder and drop older ones."""
     folder = period_dir(out_dir, period)
-    with atomic_path(rank_file(folder, rank)) as temporary:
-        torch.save({"format": FORMAT, **state}, temporary)
+    write_rank_file(folder, rank, state)
     world.barrier()
     if writes_latest:
         write_text(out_dir / FOLDER / LATEST, folder.name + "\n")
     world.barrier()
     remove_older(out_dir / FOLDER, folder.name, rank)
+
+
+def write_rank_file(folder: Path, rank: int, state: dict[str, Any]) -> None:
+    with atomic_path(rank_file(folder, rank)) as temporary:
+        torch.save({"format": FORMAT, **state}, temporary)
+        kill_point("checkpoint-write", rank)
 
 
 def remove_older(root: Path, keep: str, rank: int) -> None:
@@ -70,8 +76,16 @@ def latest_dir(run_dir: Path) -> Path:
     return folder
 
 
-def load(run_dir: Path, rank: int, world_size: int, fingerprint: str) -> dict[str, Any]:
-    """This rank's state from the latest checkpoint, checked against the run it continues."""
+def first_rank(run_dir: Path) -> int:
+    """The lowest rank with a file in the latest checkpoint (an elastic run may lack some), else 0."""
+    ranks = sorted(int(path.stem.split("-")[1]) for path in latest_dir(run_dir).glob("rank-*.pt"))
+    return ranks[0] if ranks else 0
+
+
+def load(run_dir: Path, rank: int, world_size: int, fingerprint: str,
+         shapes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+    """This rank's state from the latest checkpoint, checked against the run it continues (``shapes``:
+    the model's parameter shapes by name)."""
     path = rank_file(latest_dir(run_dir), rank)
     if not path.is_file():
         raise UserError(f"{path}: missing; the checkpoint was written by a run of a different world size "
@@ -81,16 +95,26 @@ def load(run_dir: Path, rank: int, world_size: int, fingerprint: str) -> dict[st
     except Exception as exc:  # torch raises many types for a damaged file; all mean the same to a user
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{path}: cannot be read as a checkpoint ({reason})") from None
-    check(state, path, world_size, fingerprint)
+    check(state, path, world_size, fingerprint, shapes)
     return state
 
 
-def check(state: Any, path: Path, world_size: int, fingerprint: str) -> None:
+def check(state: Any, path: Path, world_size: int, fingerprint: str, shapes: dict[str, tuple[int, ...]]) -> None:
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise UserError(f"{path}: not an islands checkpoint of format {FORMAT}")
+    check_shapes(state["model"], path, shapes)
     if state["world_size"] != world_size:
         raise UserError(f"{path}: written by {state['world_size']} processes, this run has {world_size} "
                         f"(islands x trainer.ranks_per_island must match)")
     if state["fingerprint"] != fingerprint:
         raise UserError(f"{path}: written for a different scenario, --set, --workers or --data; "
                         f"resume with the command that started the run")
+
+
+def check_shapes(saved: dict[str, torch.Tensor], path: Path, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Refuse a checkpoint of another model shape, naming the first tensor that differs."""
+    for name in sorted(set(saved) | set(shapes)):
+        have = tuple(saved[name].shape) if name in saved else None
+        if have != shapes.get(name):
+            raise UserError(f"{path}: a model of another shape ({name}: checkpoint {have}, this run "
+                            f"{shapes.get(name)}); check trainer.n_layer, n_head, n_embd and block_size")

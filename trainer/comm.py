@@ -8,7 +8,9 @@ process without sockets. Both give every member the same result in the same memb
 
 from __future__ import annotations
 
+import pickle
 import threading
+from datetime import timedelta
 from typing import Any, Protocol
 
 import torch
@@ -126,3 +128,47 @@ class ThreadGroup:
 
     def barrier(self) -> None:
         self.hub.swap(self.rank, None)
+
+
+class StoreGroup:
+    """A gloo group made from a store without ``init_process_group`` (one per membership epoch of an
+    elastic run, ``membership.py``): it needs no default group, so a member's death breaks only this
+    group. ``members`` are the islands in member order; ``close`` aborts it, which wakes a peer still
+    blocked on this member with an error instead of leaving it to its timeout."""
+
+    def __init__(self, store: Any, members: list[int], member: int, timeout: timedelta):
+        self.members = members
+        self.rank = members.index(member)
+        self.size = len(members)
+        self.handle = dist.ProcessGroupGloo(store, self.rank, self.size, timeout)
+
+    def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
+        sent = torch.cat(chunks)
+        received = torch.empty_like(sent)
+        self.handle.alltoall_base(received, sent, [], [], dist.AllToAllOptions()).wait()
+        return list(received.split([chunk.numel() for chunk in chunks]))
+
+    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        gathered = [torch.empty_like(tensor) for _ in range(self.size)]
+        self.handle.allgather([gathered], [tensor.contiguous()]).wait()
+        return gathered
+
+    def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
+        self.handle.allreduce([tensor]).wait()
+
+    def broadcast_(self, tensor: torch.Tensor, src: int = 0) -> None:
+        self.handle.broadcast(tensor, src).wait()
+
+    def all_gather_object(self, value: Any) -> list[Any]:
+        data = torch.frombuffer(bytearray(pickle.dumps(value)), dtype=torch.uint8)
+        lengths = self.all_gather(torch.tensor([data.numel()], dtype=torch.int64))
+        padded = torch.zeros(int(max(lengths).item()), dtype=torch.uint8)
+        padded[: data.numel()] = data
+        return [pickle.loads(chunk[: int(length.item())].numpy().tobytes())
+                for chunk, length in zip(self.all_gather(padded), lengths)]
+
+    def barrier(self) -> None:
+        self.all_reduce_sum_(torch.zeros(1))
+
+    def close(self) -> None:
+        self.handle.abort()

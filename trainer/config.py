@@ -89,6 +89,19 @@ class RunPlan:
             return self.spec.pace_step_time_s
         return self.workers[island].step_time_s if self.spec.pace_islands else 0.0
 
+    @property
+    def elastic(self) -> bool:
+        """Islands may leave and join: asked for, or implied by the scenario's churn."""
+        return self.spec.elastic or bool(self.events()) or not all(worker.present for worker in self.workers)
+
+    def events(self) -> list[tuple[float, int, str]]:
+        """The scenario's churn events on the kept workers: (at_s, worker index, kind), in time order."""
+        return [(event.at_s, index, event.kind) for event in self.scenario.events
+                for index, worker in enumerate(self.workers) if event.island in (worker.name, worker.island)]
+
+    def initial_members(self) -> list[int]:
+        return [index for index, worker in enumerate(self.workers) if worker.present]
+
     def data_source(self) -> str:
         return self.data_path or self.spec.data_path
 
@@ -114,6 +127,8 @@ def make_plan(scenario: Scenario, workers: int | None = None, data_path: str | N
 def check_plan(plan: RunPlan) -> None:
     spec, source = plan.spec, plan.scenario.source
     check_supported(plan.scenario)
+    if plan.elastic:
+        check_elastic(plan)
     if spec.n_embd % spec.n_head:
         raise UserError(f"{source}: trainer.n_embd: must be divisible by trainer.n_head "
                         f"({spec.n_embd} % {spec.n_head} != 0)")
@@ -123,16 +138,28 @@ def check_plan(plan: RunPlan) -> None:
 
 
 def check_supported(scenario: Scenario) -> None:
-    """Refuse what only the simulator plays: other barriers, churn and workers absent at the start."""
+    """Refuse what only the simulator plays: other barriers and random churn."""
     source = scenario.source
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
         raise UserError(f"{source}: schedule.barrier: the real trainer only runs \"wait\" "
                         f"(got {scenario.schedule.barrier!r})")
-    if getattr(scenario, "events", ()):
-        raise UserError(f"{source}: [[event]]: churn events are simulated only; remove them to train")
     for index, island in enumerate(scenario.islands):
-        if not getattr(island, "present", True) or getattr(island, "mtbf_s", None):
-            raise UserError(f"{source}: island.{index}: churn (present = false, mtbf_s) is simulated only")
+        if getattr(island, "mtbf_s", None):
+            raise UserError(f"{source}: island.{index}.mtbf_s: random churn is simulated only; "
+                            f"use [[event]] entries to train with churn")
+
+
+def check_elastic(plan: RunPlan) -> None:
+    """Churn (events, present = false, trainer.elastic) runs DiLoCo with one process per island."""
+    source = plan.scenario.source
+    if plan.ranks_per_island != 1:
+        raise UserError(f"{source}: trainer.ranks_per_island = {plan.ranks_per_island}: islands that leave "
+                        f"and join (churn, trainer.elastic) need one process per island")
+    if plan.algorithm != "diloco":
+        raise UserError(f"{source}: schedule.algorithm = {plan.algorithm!r}: islands that leave and join "
+                        f"(churn, trainer.elastic) train \"diloco\" only")
+    if not plan.initial_members():
+        raise UserError(f"{source}: every island has present = false: nobody starts the run")
 
 
 def sync_plan(plan: RunPlan) -> tuple[dict[int, list[SyncPoint]], dict[int, list[SyncPoint]]]:

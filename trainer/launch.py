@@ -31,6 +31,7 @@ from islands.errors import UserError
 
 from .comm import TorchGroup
 from .config import RunPlan
+from .launch_elastic import launch_elastic, run_elastic_process
 from .loop import Groups, Trainer
 from .paced import paced_from_environment
 
@@ -77,8 +78,14 @@ def rank_environment(rank: int, plan: RunPlan, master_addr: str, port: int, extr
 
 def launch_local(train_args: list[str], plan: RunPlan, master_addr: str = "127.0.0.1",
                  island_launch: Callable[[int], IslandLaunch] | None = None) -> int:
-    """Start every rank of ``plan`` on this machine and wait; returns the first failing exit code or 0."""
+    """Start every rank of ``plan`` on this machine and wait; returns the first failing exit code or 0.
+    An elastic run (churn) is started by ``launch_elastic.launch_elastic`` instead."""
     port = free_port(master_addr)
+    if plan.elastic:
+        def environment(island: int) -> tuple[list[str], dict]:
+            wrap = island_launch(island) if island_launch else IslandLaunch()
+            return list(wrap.prefix), rank_environment(island, plan, master_addr, port, wrap.env)
+        return launch_elastic(train_args, plan, master_addr, port, environment)
     children = []
     for rank in range(plan.world_size):
         wrap = island_launch(rank // plan.ranks_per_island) if island_launch else IslandLaunch()
@@ -149,6 +156,9 @@ def run_process(plan: RunPlan, env: DistEnv, out_dir: Path | None, resume_dir: P
     if env.world_size != plan.world_size:
         raise UserError(f"WORLD_SIZE={env.world_size}, but the scenario needs {plan.islands} islands x "
                         f"{plan.ranks_per_island} trainer.ranks_per_island = {plan.world_size} processes")
+    if plan.elastic:
+        return run_elastic_process(plan, env.rank, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                   out_dir, resume_dir, stop_after, default_out)
     torch.set_num_threads(1)
     device = pick_device(plan.spec.device, env.local_rank)
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=env.rank,

@@ -31,6 +31,7 @@ from .config import RunPlan, sync_plan
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
 from .model import GPTConfig, build_model, decay_groups
 from .outer import build_fragments
+from .robust import NOT_FINITE, AggregationRule, Verdict
 from .sync import Exchanger
 from .tracing import Clock, MetricsLog, Recorder, build_summary, island_rows
 
@@ -84,6 +85,20 @@ def broadcast_parameters(model: torch.nn.Module, world: Group) -> None:
     unflatten_into(flat, params)
 
 
+def model_config(plan: RunPlan) -> GPTConfig:
+    spec = plan.spec
+    return GPTConfig(block_size=spec.block_size, n_layer=spec.n_layer, n_head=spec.n_head, n_embd=spec.n_embd)
+
+
+def shapes_of(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+
+
+def aggregation_rule(plan: RunPlan) -> AggregationRule:
+    spec = plan.spec
+    return AggregationRule(spec.screen_norm_factor, spec.aggregation, spec.trim_fraction)
+
+
 def default_corpus(plan: RunPlan) -> Corpus:
     spec = plan.spec
     return load_corpus(plan.data_source(), spec.data_split, plan.islands, spec.block_size, spec.corpus_bytes,
@@ -100,9 +115,8 @@ class Trainer:
         self.island, self.local_rank = divmod(rank, plan.ranks_per_island)
         if out_dir:
             out_dir.mkdir(parents=True, exist_ok=True)
-        config = GPTConfig(block_size=spec.block_size, n_layer=spec.n_layer, n_head=spec.n_head, n_embd=spec.n_embd)
-        self.model = build_model(config, spec.seed, device)
-        broadcast_parameters(self.model, groups.world)
+        self.model = build_model(model_config(plan), spec.seed, device)
+        self.share_initial_weights()
         self.params = list(self.model.parameters())
         self.optimizer = make_inner_optimizer(self.model, plan)
         self.fragments = [] if plan.algorithm == "ddp" else build_fragments(
@@ -116,19 +130,34 @@ class Trainer:
         self.step = 0
         self.stop_after: int | None = None
         self.eval_losses: list[tuple[int, float]] = []
-        state = checkpoint.load(resume_dir, rank, plan.world_size, plan.fingerprint()) if resume_dir else None
+        state = self.load_checkpoint(resume_dir) if resume_dir else None
         self.start_clock(state)
-        self.exchanger = Exchanger(groups.cross, groups.intra_sync, plan.scenario.schedule.bits, self.clock)
+        self.exchanger = Exchanger(groups.cross, groups.intra_sync, plan.scenario.schedule.bits, self.clock,
+                                   aggregation_rule(plan))
+        self.excluded: list[dict[str, Any]] = []
         self.pending: dict[int, Any] = {}
         if state:
             self.load_state(state)
-        self.metrics = MetricsLog(out_dir / "metrics.jsonl", self.step if state else 0) \
-            if rank == 0 and out_dir else None
+        self.metrics = self.open_metrics(state)
+
+    def agreed_start_s(self, state: dict | None) -> float:
+        """Agree on time zero: a barrier, then each process's own reading (resume: the checkpoint's)."""
+        return max(self.groups.world.all_gather_object(state["clock_s"] if state else 0.0))
+
+    def open_metrics(self, state: dict | None) -> MetricsLog | None:
+        if self.rank != 0 or not self.out_dir:
+            return None
+        return MetricsLog(self.out_dir / "metrics.jsonl", self.step if state else 0)
+
+    def share_initial_weights(self) -> None:
+        broadcast_parameters(self.model, self.groups.world)
+
+    def load_checkpoint(self, resume_dir: Path) -> dict[str, Any] | None:
+        return checkpoint.load(resume_dir, self.rank, self.plan.world_size, self.plan.fingerprint(),
+                               shapes_of(self.model))
 
     def start_clock(self, state: dict | None) -> None:
-        """Agree on time zero: a barrier, then each process's own reading (resume: the checkpoint's)."""
-        start_s = max(self.groups.world.all_gather_object(state["clock_s"] if state else 0.0))
-        self.clock = Clock(start_s)
+        self.clock = Clock(self.agreed_start_s(state))
         rows = [tuple(row) for row in state["trace_rows"]] if state else []
         worker = self.plan.workers[self.island]
         self.recorder = Recorder(self.clock, self.island, worker.island, rows)
@@ -160,7 +189,7 @@ class Trainer:
         }
         if self.step % self.plan.period_steps == 0 or self.step == self.plan.total_steps:
             self.end_period(record)
-        if self.metrics:
+        elif self.metrics:
             self.metrics.write(record)
 
     def inner_step(self) -> tuple[float, float, float]:
@@ -230,7 +259,25 @@ class Trainer:
 
     def record_exchange(self, exchange: Any, arrived_s: float, outer_step: int, fragment: int) -> float:
         self.recorder.add("comm", exchange.started_s, exchange.done_s, outer_step, fragment, exchange.sent_bytes)
+        self.note_exclusions(exchange.verdict, outer_step, fragment)
         return self.recorder.waited(arrived_s, exchange.started_s, self.clock.now(), outer_step, fragment)
+
+    def note_exclusions(self, verdict: Verdict, outer_step: int, fragment: int) -> None:
+        """Log the islands left out of this average; an island whose own delta was not finite also
+        drops its inner optimizer state (its moments are poisoned too) and restarts from the merge."""
+        islands = self.cross_islands()
+        for member, reason in verdict.reasons.items():
+            entry = {"outer_step": outer_step, "fragment": fragment, "island": islands[member], "reason": reason}
+            self.excluded.append(entry)
+            if self.reports():
+                print(f"outer step {outer_step}: island {islands[member]} excluded from the average ({reason})",
+                      flush=True)
+        if verdict.reasons.get(self.exchanger.cross.rank) == NOT_FINITE:
+            self.optimizer.state.clear()
+
+    def cross_islands(self) -> list[int]:
+        """The island of each member of the cross-island group, in member order."""
+        return list(range(self.plan.islands))
 
     # ---------------------------------------------------------------- evaluation, checkpoints
     def end_period(self, record: dict[str, Any]) -> None:
@@ -239,12 +286,13 @@ class Trainer:
         record["eval_loss"] = self.evaluate()
         self.eval_losses.append((self.step, record["eval_loss"]))
         period = -(-self.step // self.plan.period_steps)
-        if self.rank == 0:
+        if self.reports():
             self.report(period, record)
+        if self.metrics:  # flushed before the checkpoint, so a resume finds every line up to it
+            self.metrics.write(record)
+            self.metrics.handle.flush()
         if self.out_dir and self.checkpoint_due(period):
             self.save_checkpoint(period)
-        if self.metrics:
-            self.metrics.handle.flush()
         self.clock.resume()
 
     @contextlib.contextmanager
@@ -264,9 +312,15 @@ class Trainer:
         finally:
             unflatten_into(flatten(saved), self.params)
 
+    def reports(self) -> bool:
+        """Whether this process prints the console line."""
+        return self.rank == 0
+
     def evaluate(self) -> float:
+        return self.evaluate_on(self.groups.world)
+
+    def evaluate_on(self, world: Group) -> float:
         """Mean validation loss of the global model; the batches are shared out over all processes."""
-        world = self.groups.world
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
         with torch.no_grad(), self.global_weights():
             for x, y in self.eval_batches[world.rank::world.size]:
@@ -293,7 +347,7 @@ class Trainer:
             "fragments": [fragment.state_dict() for fragment in self.fragments],
             "sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state(),
             "clock_s": self.clock.now(), "trace_rows": [list(row) for row in self.recorder.rows],
-            "eval_losses": [list(pair) for pair in self.eval_losses],
+            "eval_losses": [list(pair) for pair in self.eval_losses], "excluded": self.excluded,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -305,6 +359,7 @@ class Trainer:
         self.sampler.load_state_dict(state["sampler"])
         torch.set_rng_state(state["torch_rng"])
         self.eval_losses = [(int(step), float(loss)) for step, loss in state["eval_losses"]]
+        self.excluded = list(state["excluded"])
 
     def save_checkpoint(self, period: int) -> None:
         checkpoint.save(self.out_dir, period, self.rank, self.state_dict(), self.groups.world,
@@ -336,4 +391,5 @@ class Trainer:
             "final_eval_loss": self.eval_losses[-1][1] if self.eval_losses else None,
             "eval_losses": self.eval_losses, "device": str(self.device),
             "mean_step_compute_s": self.recorder.seconds("compute") / self.step if self.step else 0.0,
+            "excluded_contributions": self.excluded,
         }

@@ -5,9 +5,11 @@ rank l of every other island (the ``cross`` group, quantised, see ``quantize.ave
 island's ranks then all-gather their averaged shares over the fast intra-island group. Inside an
 island the ranks hold identical replicas, so no intra-island reduction is needed first.
 
-Every exchange first meets the other islands at a one-value barrier: the time spent there is the
-wait for the slowest island (``idle`` in the trace); the clock reading after it is when the
-collective really started (the ``comm`` row's start).
+Every exchange first meets the other islands by all-gathering two numbers about each island's tensor
+(finite? norm?, ``robust.screen``): the time spent there is the wait for the slowest island (``idle``
+in the trace); the clock reading after it is when the collective really started (the ``comm`` row's
+start). Excluded islands send zeros and the mean is rescaled to the accepted ones; with a robust
+aggregation the deltas are all-gathered whole instead (``robust.robust_average``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import torch
 
 from .comm import Group
 from .quantize import average
+from .robust import AggregationRule, Verdict, contribution_stats, robust_average, screen
 from .tracing import Clock
 
 
@@ -29,6 +32,7 @@ class Exchange:
     started_s: float
     done_s: float
     sent_bytes: int
+    verdict: Verdict
 
 
 def share(x: torch.Tensor, index: int, parts: int) -> torch.Tensor:
@@ -46,11 +50,13 @@ def share(x: torch.Tensor, index: int, parts: int) -> torch.Tensor:
 class Exchanger:
     """Averages flat fp32 tensors over the islands, one at a time, on one background thread."""
 
-    def __init__(self, cross: Group, intra: Group | None, bits: int, clock: Clock):
+    def __init__(self, cross: Group, intra: Group | None, bits: int, clock: Clock,
+                 rule: AggregationRule = AggregationRule()):
         self.cross = cross
         self.intra = intra
         self.bits = bits
         self.clock = clock
+        self.rule = rule
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="islands-sync")
 
     def launch(self, flat: torch.Tensor) -> Future:
@@ -58,14 +64,28 @@ class Exchanger:
         return self.pool.submit(self.exchange, flat)
 
     def exchange(self, flat: torch.Tensor) -> Exchange:
-        self.cross.barrier()
+        """Screen, then average (or robustly combine) ``flat`` over the islands."""
+        verdict = screen(self.cross.all_gather(contribution_stats(flat)), self.rule.norm_factor)
         started_s = self.clock.now()
+        if not verdict.count:
+            return Exchange(torch.zeros_like(flat), started_s, self.clock.now(), 0, verdict)
+        mine = flat if verdict.accepted[self.cross.rank] else torch.zeros_like(flat)
         if self.intra is None:
-            mean, sent = average(flat, self.cross, self.bits)
+            mean, sent = self.combine(mine, verdict)
         else:
-            mine, sent = average(share(flat, self.intra.rank, self.intra.size), self.cross, self.bits)
-            mean = torch.cat(self.intra.all_gather(mine))[: flat.numel()]
-        return Exchange(mean=mean, started_s=started_s, done_s=self.clock.now(), sent_bytes=sent)
+            part, sent = self.combine(share(mine, self.intra.rank, self.intra.size), verdict)
+            mean = torch.cat(self.intra.all_gather(part))[: flat.numel()]
+        return Exchange(mean, started_s, self.clock.now(), sent, verdict)
+
+    def combine(self, x: torch.Tensor, verdict: Verdict) -> tuple[torch.Tensor, int]:
+        """The accepted members' mean (zeros sent by the others, rescaled) or robust combination."""
+        if self.rule.aggregation != "mean":
+            return robust_average(x, self.cross, self.bits, verdict, self.rule.aggregation,
+                                  self.rule.trim_fraction)
+        mean, sent = average(x, self.cross, self.bits)
+        if verdict.count < self.cross.size:
+            mean = mean * (self.cross.size / verdict.count)
+        return mean, sent
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

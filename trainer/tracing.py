@@ -39,6 +39,11 @@ class Clock:
         reading = time.monotonic() if self.paused_at is None else self.paused_at
         return reading - self.origin
 
+    def restart(self, start_s: float) -> None:
+        """Read ``start_s`` now (a joiner takes the run's time from the peer it downloads from)."""
+        self.origin = time.monotonic() - start_s
+        self.paused_at = None
+
     def pause(self) -> None:
         self.paused_at = time.monotonic()
 
@@ -56,10 +61,15 @@ class Recorder:
         self.island = island
         self.rows: list[tuple] = list(rows or [])
         self.segment_start_s = clock.now()
+        self.sink: IO[str] | None = None
 
     def add(self, kind: str, start_s: float, end_s: float, outer_step: int, fragment: int = NO_FRAGMENT,
             sent_bytes: float = 0.0) -> None:
-        self.rows.append((start_s, end_s, self.worker, self.island, kind, float(sent_bytes), fragment, outer_step))
+        row = (start_s, end_s, self.worker, self.island, kind, float(sent_bytes), fragment, outer_step)
+        self.rows.append(row)
+        if self.sink:
+            self.sink.write(json.dumps(row) + "\n")
+            self.sink.flush()
 
     def end_compute(self, outer_step: int) -> None:
         """Close the compute interval that began after the previous sync point."""
@@ -111,16 +121,19 @@ def island_rows(rows_by_rank: list[list[tuple]], ranks_per_island: int) -> list[
     return merged
 
 
-def measured_extra(plan: RunPlan, steps: int, rows: list[tuple]) -> tuple[dict[str, Any], dict[str, dict]]:
-    """The simulator's extra summary keys, measured. The real trainer has no churn and always waits
-    at the barrier, so its churn counts are 0; ``events`` (simulator events processed) has no
-    measured counterpart and is None. Per island: inner steps and tokens of one worker, and the mean
+def measured_extra(plan: RunPlan, steps: int, rows: list[tuple],
+                   churn: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, dict]]:
+    """The simulator's extra summary keys, measured. ``churn`` (an elastic run's ``lost_compute_s``,
+    ``leaves`` and ``joins``) replaces the zeros of a run without churn; the trainer always waits at
+    the barrier; ``events`` (simulator events processed) has no measured counterpart and is None; a
+    real run ends when it is done, so ``horizon_reached`` (the simulator's stop for runs that never
+    finish) is False. Per island: inner steps and tokens of one worker, and the mean
     compute interval between syncs (the time from one sync's end to arriving at the next)."""
     extra = {
         "scenario": plan.scenario.name, "algorithm": plan.algorithm, "network_model": "measured",
         "barrier": "wait", "outer_steps_planned": plan.scenario.schedule.outer_steps, "inner_steps": steps,
         "lost_compute_s": 0.0, "dropped_compute_s": 0.0, "dropped_deltas": 0, "joins": 0, "leaves": 0,
-        "ignored_events": 0, "events": None,
+        "ignored_events": 0, "events": None, "horizon_reached": False, **(churn or {}),
     }
     island_extra = {}
     for name in dict.fromkeys(worker.island for worker in plan.workers):
@@ -133,10 +146,10 @@ def measured_extra(plan: RunPlan, steps: int, rows: list[tuple]) -> tuple[dict[s
     return extra, island_extra
 
 
-def build_summary(plan: RunPlan, steps: int, rows: list[tuple]):
+def build_summary(plan: RunPlan, steps: int, rows: list[tuple], churn: dict[str, Any] | None = None):
     """The trace frame and its summary, with the simulator's keys (``islands.summary.summarise``)."""
     trace = to_frame(rows)
-    extra, island_extra = measured_extra(plan, steps, rows)
+    extra, island_extra = measured_extra(plan, steps, rows, churn)
     return trace, summarise(trace, plan.outer_steps_done(steps), extra=extra, island_extra=island_extra)
 
 

@@ -3,7 +3,9 @@
 Without torchrun's environment this starts one process per rank on this machine (gloo on CPU, NCCL
 on CUDA); under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) it is one of the ranks.
 Outputs go to --out: trace.csv (the simulator's trace schema), metrics.jsonl, summary.json (the keys
-of ``islands simulate --json``), run.json and checkpoints/.
+of ``islands simulate --json``), run.json and checkpoints/. A scenario with churn ([[event]] leave /
+join, islands with present = false) runs elastic: the launcher kills and starts islands at the
+events' times, the others train on, and churn.json records lost compute and join times.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from islands.trainer import checkpoint
     from islands.trainer.config import make_plan
     from islands.trainer.launch import distributed_env, launch_local, run_process
-    from islands.trainer.loop import default_corpus
+    from islands.trainer.loop import default_corpus, model_config, shapes_of
+    from islands.trainer.model import build_model
     from islands.trainer.report import print_summary
 
     scenario = load(args.scenario, args.overrides)
@@ -72,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     default_corpus(plan)  # a data path without text fails here, before any process starts
     if resume:
-        checkpoint.load(resume, 0, plan.world_size, plan.fingerprint())
+        shapes = shapes_of(build_model(model_config(plan), plan.spec.seed, "cpu"))
+        checkpoint.load(resume, checkpoint.first_rank(resume), plan.world_size, plan.fingerprint(), shapes)
     out_dir = out_dir or default_out(scenario.name)
     print(f"islands train: {plan.islands} islands x {plan.ranks_per_island} ranks, {plan.algorithm}, "
           f"{plan.total_steps} inner steps; writing {out_dir}", flush=True)

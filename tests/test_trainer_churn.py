@@ -1,0 +1,153 @@
+"""MULTI-PROCESS churn tests: islands really SIGKILLed (by the launcher's scenario events, or by
+themselves at a named point, ``trainer.faults``) while the others train on; a joiner downloads the
+global state. Each run starts 3-4 processes and has a hard timeout."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from islands.cli import main
+from islands.trainer.config import make_plan
+from islands.scenarios import from_dict
+from test_trainer_multiprocess import TINY, global_flat, rank_state
+
+RUN_TIMEOUT_S = 150
+PERIODS = 6
+SCENARIO = f"""
+name = "churn"
+[model]
+parameters = 1e5
+[schedule]
+algorithm = "diloco"
+inner_steps = 10
+outer_steps = {PERIODS}
+bits = 16
+[network]
+detection_timeout_s = 1.0
+[[island]]
+name = "a"
+replicas = 3
+step_time_s = 0.05
+bandwidth_gbps = 1.0
+"""
+SETS = [*TINY, "trainer.pace_step_time_s=0.05", "trainer.collective_timeout_s=5", "trainer.elastic=true"]
+LATE_JOINER = """
+[[island]]
+name = "late"
+present = false
+step_time_s = 0.05
+bandwidth_gbps = 1.0
+[[event]]
+at_s = 1.7
+island = "late"
+kind = "join"
+[[event]]
+at_s = 1.2
+island = "a-1"
+kind = "leave"
+"""
+
+
+def train(tmp_path, text, *options, kill_at=None, sets=SETS, expect_ok=True):
+    scenario = tmp_path / "churn.toml"
+    scenario.write_text(text)
+    command = [sys.executable, "-m", "islands.cli", "train", str(scenario), "--out", str(tmp_path / "run")]
+    for override in sets:
+        command += ["--set", override]
+    env = {**os.environ, **({"ISLANDS_KILL_AT": kill_at} if kill_at else {})}
+    done = subprocess.run(command + list(options), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+    assert (done.returncode == 0) == expect_ok, done.stdout[-2000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def outputs(run):
+    return (json.loads((run / "summary.json").read_text()), json.loads((run / "churn.json").read_text()),
+            (run / "trace.csv").read_text().splitlines()[1:])
+
+
+def test_one_of_three_killed_mid_interval_the_others_finish_and_a_joiner_adopts_the_weights(tmp_path):
+    stdout = train(tmp_path, SCENARIO + LATE_JOINER)
+    run = tmp_path / "run"
+    assert "island 1 killed (SIGKILL)" in stdout and "membership: epoch 1, islands [0, 2] (M = 2)" in stdout
+    assert "islands [0, 2, 3] (M = 3)" in stdout
+    final = sorted(path.name for path in (run / "checkpoints" / f"period-{PERIODS:06d}").iterdir())
+    assert final == ["rank-0000.pt", "rank-0002.pt", "rank-0003.pt"]
+    states = [rank_state(run, PERIODS, island) for island in (0, 2, 3)]
+    assert all(torch.equal(global_flat(states[0]), global_flat(s)) for s in states[1:])
+    assert all(torch.equal(states[0]["model"][k], states[2]["model"][k]) for k in states[0]["model"])  # joiner
+    summary, churn, trace = outputs(run)
+    assert summary["leaves"] == 1 and summary["joins"] == 1 and summary["outer_steps"] == PERIODS
+    leave = churn["leaves"][0]
+    assert leave["island"] == 1 and 0 < summary["lost_compute_s"] == leave["lost_compute_s"] < 0.5  # < one interval
+    join = churn["joins"][0]
+    assert join["island"] == 3 and 0 < join["join_s"] < 5
+    downloads = [row.split(",") for row in trace if row.split(",")[4] == "comm" and row.split(",")[6] == "-1"]
+    assert [int(d[2]) for d in downloads] == [3] and float(downloads[0][5]) > 4 * 1000  # fp32 weights received
+
+
+def test_an_island_killed_mid_all_reduce_is_dropped_and_the_exchange_redone(tmp_path):
+    stdout = train(tmp_path, SCENARIO, kill_at="all-reduce:2:2")
+    run = tmp_path / "run"
+    assert "membership: epoch 1, islands [0, 1] (M = 2)" in stdout
+    states = [rank_state(run, PERIODS, island) for island in (0, 1)]
+    assert torch.equal(global_flat(states[0]), global_flat(states[1]))
+    assert torch.isfinite(global_flat(states[0])).all()
+    summary, churn, trace = outputs(run)
+    assert summary["leaves"] == 1 and summary["syncs"] == PERIODS
+    second_sync = [row for row in trace if row.split(",")[4] == "comm" and row.split(",")[7] == "1"]
+    assert sorted(int(row.split(",")[2]) for row in second_sync) == [0, 1]  # one comm row each: redone once
+
+
+def test_a_kill_during_a_checkpoint_write_resumes_from_the_previous_good_one(tmp_path):
+    sets = [*TINY, "trainer.checkpoint_every=1", "schedule.outer_steps=3", "schedule.inner_steps=3"]
+    text = SCENARIO.replace("replicas = 3", "replicas = 2")
+    train(tmp_path, text, kill_at="checkpoint-write:2:0", sets=sets, expect_ok=False)
+    run = tmp_path / "run"
+    assert (run / "checkpoints" / "LATEST").read_text().strip() == "period-000001"
+    assert not (run / "checkpoints" / "period-000002" / "rank-0000.pt").exists()
+    train(tmp_path, text, "--resume", str(run), sets=sets)
+    assert (run / "checkpoints" / "LATEST").read_text().strip() == "period-000003"
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 10))
+
+
+def test_a_checkpoint_of_another_model_shape_is_one_line_and_exit_2(tmp_path, capsys):
+    folder = tmp_path / "checkpoints" / "period-000001"
+    folder.mkdir(parents=True)
+    state = {"format": 1, "model": {"tok_emb.weight": torch.zeros(3, 3)}, "world_size": 2, "fingerprint": "x"}
+    torch.save(state, folder / "rank-0000.pt")
+    (tmp_path / "checkpoints" / "LATEST").write_text("period-000001\n")
+    sets = [a for s in TINY for a in ("--set", s)]
+    assert main(["train", "worked-example", "--workers", "2", *sets, "--resume", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "a model of another shape" in error and len(error.splitlines()) == 1
+
+
+def plan_with(**changes):
+    document = {"name": "t", "model": {"parameters": 1e5},
+                "schedule": {"algorithm": "diloco", "inner_steps": 5, "outer_steps": 2},
+                "island": [{"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1.0},
+                           {"name": "b", "step_time_s": 0.1, "bandwidth_gbps": 1.0, "present": False}],
+                "event": [{"at_s": 5.0, "island": "b", "kind": "join"}], "trainer": {}}
+    for key, value in changes.items():
+        section, name = key.split("__")
+        document[section][name] = value
+    return make_plan(from_dict(document))
+
+
+def test_churn_plans_know_their_members_and_events():
+    plan = plan_with()
+    assert plan.elastic and plan.initial_members() == [0, 1] and plan.events() == [(5.0, 2, "join")]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"trainer__ranks_per_island": 2}, "need one process per island"),
+    ({"schedule__algorithm": "streaming"}, "train \"diloco\" only"),
+])
+def test_churn_the_trainer_cannot_run_is_refused(change, message):
+    with pytest.raises(Exception, match=message):
+        plan_with(**change)

@@ -1,0 +1,49 @@
+"""The membership's votes and quorums against a real TCPStore in this process (no training, no gloo)."""
+
+import threading
+
+import pytest
+
+from islands.trainer.membership import LeftOut, Membership, Timing, connect
+
+TIMING = Timing(detection_s=0.3, collective_s=5.0)
+
+
+def members_on(store, islands):
+    group = [Membership(store, store, island, TIMING) for island in islands]
+    for member in group:
+        member.members = list(islands)
+        member.epoch = 0
+    return group
+
+
+def in_parallel(work, count):
+    results = [None] * count
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, work(i))) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    return results
+
+
+def test_an_op_commits_only_when_every_member_finished_it():
+    store = connect("127.0.0.1", 0, True, 5.0)
+    group = members_on(store, [0, 1, 2])
+    assert in_parallel(lambda i: group[i].decide("islands/t/op1", True), 3) == [True, True, True]
+    assert in_parallel(lambda i: group[i].decide("islands/t/op2", i != 1), 3) == [False, False, False]
+
+
+def test_a_silent_member_aborts_the_op_after_the_detection_timeout():
+    store = connect("127.0.0.1", 0, True, 5.0)
+    group = members_on(store, [0, 1, 2])
+    assert in_parallel(lambda i: group[i].decide("islands/t/op1", True), 2) == [False, False]
+
+
+def test_the_quorum_is_who_arrived_within_the_detection_timeout_and_a_late_one_is_out():
+    store = connect("127.0.0.1", 0, True, 5.0)
+    group = members_on(store, [0, 1, 2])
+    quorums = in_parallel(lambda i: group[i].next_quorum(0, [0, 1, 2]), 2)
+    assert quorums == [(1, [0, 1]), (1, [0, 1])]
+    with pytest.raises(LeftOut, match="island 2 arrived after the detection timeout"):
+        group[2].next_quorum(0, [0, 1, 2])  # it must join again, not train alone

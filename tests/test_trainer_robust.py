@@ -1,0 +1,84 @@
+"""Refusing bad contributions: the screening rule, robust aggregation, and a NaN island in a real
+(threaded) DiLoCo run whose global model stays finite."""
+
+import math
+
+import pytest
+import torch
+
+from islands.trainer.comm import ThreadHub
+from islands.trainer.inprocess import run_threads
+from islands.trainer.robust import AggregationRule, combine, contribution_stats, screen
+from islands.trainer.sync import Exchanger
+from islands.trainer.tracing import Clock
+from test_trainer_loop import finish_all, global_weights, in_threads, plan_for, trainers_for
+
+
+def stats_of(*deltas):
+    return [contribution_stats(torch.tensor(d, dtype=torch.float32)) for d in deltas]
+
+
+def test_non_finite_and_outsized_deltas_are_excluded_with_a_reason():
+    verdict = screen(stats_of([3.0, 4.0], [float("nan"), 0.0], [0.0, 5.0], [300.0, 400.0]), norm_factor=10)
+    assert verdict.accepted == (True, False, True, False)
+    assert "NaN" in verdict.reasons[1]
+    assert verdict.reasons[3] == "norm 500 > 10 x the others' median 5"
+
+
+def test_norm_rule_off_keeps_every_finite_delta():
+    verdict = screen(stats_of([1.0], [1e6], [float("inf")]), norm_factor=0)
+    assert verdict.accepted == (True, True, False)
+
+
+def test_median_and_trimmed_mean_ignore_one_wild_value_per_coordinate():
+    rows = torch.tensor([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [1000.0, -1000.0]])
+    assert combine(rows, "median", 0.25).tolist() == [2.0, 10.0]  # lower median of an even count
+    assert combine(rows, "trimmed_mean", 0.25).tolist() == [2.5, 15.0]
+
+
+def exchange_all(deltas, rule, bits=32):
+    members = ThreadHub(len(deltas)).members()
+    clock = Clock()
+
+    def one(member):
+        exchanger = Exchanger(members[member], None, bits, clock, rule)
+        result = exchanger.exchange(torch.tensor(deltas[member]))
+        exchanger.close()
+        return result
+
+    return run_threads(len(deltas), one)
+
+
+def test_mean_over_accepted_islands_only_and_every_island_gets_it():
+    results = exchange_all([[1.0, 2.0], [float("nan"), 1.0], [3.0, 4.0]], AggregationRule())
+    assert all(r.mean.tolist() == [2.0, 3.0] for r in results)
+    assert results[0].verdict.accepted == (True, False, True)
+
+
+@pytest.mark.parametrize("aggregation, expected", [("median", [2.0, 3.0]), ("trimmed_mean", [2.0, 3.0])])
+def test_robust_aggregation_all_gathers_and_combines(aggregation, expected):
+    rule = AggregationRule(norm_factor=0, aggregation=aggregation, trim_fraction=0.34)
+    results = exchange_all([[1.0, 2.0], [2.0, 3.0], [3.0, 400.0]], rule)
+    assert all(r.mean.tolist() == expected for r in results)
+    assert results[0].sent_bytes == 2 * 128 * 4  # (M - 1) whole fp32 payloads padded to one block
+
+
+def poison_after(trainer, step):
+    """Run ``step`` steps, fill the island's weights with NaN, run to the end."""
+    trainer.run_steps(step)
+    with torch.no_grad():
+        for p in trainer.params:
+            p.fill_(float("nan"))
+    trainer.run()
+
+
+def test_a_nan_island_is_excluded_and_the_global_model_stays_finite():
+    plan = plan_for({"algorithm": "diloco", "inner_steps": 3, "outer_steps": 3, "bits": 16}, islands=3)
+    trainers = trainers_for(plan)
+    in_threads(trainers, lambda t: poison_after(t, 4) if t.island == 2 else t.run())
+    assert all(torch.isfinite(global_weights(t)).all() for t in trainers)
+    assert all(torch.equal(global_weights(trainers[0]), global_weights(t)) for t in trainers[1:])
+    assert [(e["outer_step"], e["island"]) for e in trainers[0].excluded] == [(1, 2)]
+    assert all(math.isfinite(loss) for _, loss in trainers[0].eval_losses)
+    assert trainers[2].step == plan.total_steps and torch.isfinite(trainers[2].params[0]).all()
+    finish_all(trainers)

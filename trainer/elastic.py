@@ -1,0 +1,314 @@
+"""DiLoCo whose islands may die and join mid-run without stopping the others (``trainer.elastic``).
+
+One process per island. Every collective goes through ``membership.Membership.run``: if an island
+dies (SIGKILL at any moment) the survivors finish their interval, their exchange fails or is voted
+down, they wait out the detection timeout, re-form the group among themselves and redo the
+exchange: training goes on with a smaller M, the dead island's work since its last applied sync is
+lost. A new or returning island asks to join; at the next outer boundary the members admit it and
+the one with the most progress broadcasts the global fp32 weights, the outer optimizer state, the
+step counters and the run's clock (``sync_state``): the joiner's first pseudo-gradient is taken
+against those weights. Its trace shows the wait (``idle``) and the download (``comm``, fragment -1,
+the bytes received), as the simulator's does.
+
+Outputs (written by member 0 of the last epoch): the usual files, with ``lost_compute_s``, ``leaves``
+and ``joins`` measured in ``summary.json``, and ``churn.json`` (every leave with its lost compute,
+every join with its join time, every epoch's members). Each island's trace rows also go to
+``islands/island-I.rows.jsonl`` as they happen, so a dead island's rows reach the trace.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from islands.errors import UserError
+from islands.io import write_table, write_text
+from islands.trace import NO_FRAGMENT
+
+from . import checkpoint
+from .comm import Group
+from .config import RunPlan
+from .faults import killable
+from .loop import Groups, Trainer, shapes_of
+from .membership import History, LeftOut, Membership, run_time_s
+from .paced import paced_from_environment
+from .tracing import build_summary
+
+ROWS_FOLDER = "islands"
+
+
+class RunOver(Exception):
+    """A joiner arrived after the last outer boundary: nothing left to train."""
+
+
+def broadcast_bytes(group: Group, data: bytes | None, src: int) -> bytes:
+    """``data`` of member ``src`` on every member (a length, then the bytes)."""
+    length = torch.tensor([len(data) if data is not None else 0], dtype=torch.int64)
+    group.broadcast_(length, src)
+    buffer = torch.zeros(int(length.item()), dtype=torch.uint8)
+    if data is not None:
+        buffer.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    group.broadcast_(buffer, src)
+    return buffer.numpy().tobytes()
+
+
+def join_seconds(joins: list[dict[str, Any]], rows: list[tuple]) -> list[dict[str, Any]]:
+    """Each join with ``join_s``: from the join request to the island's first compute after it."""
+    measured = []
+    for join in joins:
+        starts = [row[0] for row in rows if row[2] == join["island"] and row[4] == "compute"
+                  and row[0] >= join["requested_s"]]
+        measured.append({**join, "join_s": min(starts) - join["requested_s"] if starts else None})
+    return measured
+
+
+class ElasticTrainer(Trainer):
+    """A ``Trainer`` (one island, one process) whose collectives survive members that die or join."""
+
+    def __init__(self, plan: RunPlan, island: int, membership: Membership, device: torch.device | str,
+                 out_dir: Path | None, resume_dir: Path | None, join_at_s: float | None = None):
+        self.membership = membership
+        self.join_at_s = join_at_s
+        self.has_state = join_at_s is None
+        super().__init__(plan, island, Groups(world=None, cross=None), device, out_dir, resume_dir)
+        membership.on_install = self.installed
+        membership.now_s = self.clock.now
+        self.open_rows_sink(append=join_at_s is not None)
+
+    # ---------------------------------------------------------------- the parts that differ
+    def share_initial_weights(self) -> None:
+        """Nothing to share: every island builds the model from the same seed (joiners download)."""
+
+    def load_checkpoint(self, resume_dir: Path) -> dict[str, Any] | None:
+        """This island's file; an island absent at that checkpoint gets the state from a live one."""
+        if not checkpoint.rank_file(checkpoint.latest_dir(resume_dir), self.rank).is_file():
+            self.has_state = False
+            return None
+        self.has_state = self.join_at_s is None
+        return checkpoint.load(resume_dir, self.rank, self.plan.world_size, self.plan.fingerprint(),
+                               shapes_of(self.model))
+
+    def agreed_start_s(self, state: dict | None) -> float:
+        """Time 0 is read at the start barrier in ``run`` (a joiner takes the peer's clock)."""
+        self.resumed_s = state["clock_s"] if state else 0.0
+        return self.resumed_s
+
+    def open_metrics(self, state: dict | None) -> Any:
+        return super().open_metrics(state) if self.join_at_s is None else None
+
+    def installed(self) -> None:
+        group = self.membership.group
+        cross = paced_from_environment(killable(group, self.island))
+        self.groups = Groups(world=group, cross=cross)
+        self.exchanger.cross = cross
+
+    def cross_islands(self) -> list[int]:
+        return self.membership.members
+
+    def reports(self) -> bool:
+        return self.membership.group is not None and self.membership.group.rank == 0
+
+    # ---------------------------------------------------------------- the loop
+    def run(self, stop_after: int | None = None) -> None:
+        """Start (or join), then train; an island left out of a new epoch joins again, without state."""
+        if self.join_at_s is not None:
+            self.join()
+        else:
+            self.membership.start(self.plan.initial_members())
+            self.membership.run(self.sync_state)
+            self.clock.restart(self.resumed_s)
+            self.recorder.start_compute()
+            self.publish_clock()
+        while True:
+            try:
+                super().run(stop_after)
+                return
+            except LeftOut as left_out:
+                print(left_out, flush=True)
+                self.has_state, self.join_at_s = False, 0.0
+                self.join()
+
+    def join(self) -> None:
+        """Wait for the join time, ask to join, download the state, then do the period end with the others."""
+        requested_s = self.wait_for_run_time(self.join_at_s)
+        if not self.membership.request_join(requested_s):
+            raise RunOver(f"island {self.rank}: the run ended before it could join")
+        self.membership.run(self.sync_state)
+        self.recorder.add("idle", requested_s, self.download[0], self.plan.outer_step(self.step - 1))
+        start_s, end_s, received_bytes = self.download
+        self.recorder.add("comm", start_s, end_s, self.plan.outer_step(self.step - 1), NO_FRAGMENT, received_bytes)
+        self.recorder.start_compute()
+        self.end_period({"step": self.step, "train_loss": math.nan, "tokens": self.step * self.plan.tokens_per_step})
+
+    def wait_for_run_time(self, at_s: float) -> float:
+        """Sleep until the run's clock (published in the store) reads ``at_s``; returns the reading."""
+        while True:
+            now_s = run_time_s(self.membership.store)
+            if now_s is not None and now_s >= at_s:
+                return now_s
+            time.sleep(0.05)
+
+    def run_step(self) -> None:
+        super().run_step()
+        self.membership.progress.now_s = self.clock.now()
+
+    def sync_fragments(self) -> tuple[float, float]:
+        """DiLoCo's sync at the end of a period, redone among the survivors if an island dies; then
+        the joiners are admitted and receive the state."""
+        points = self.applies.get(self.step, ())
+        if not points:
+            return 0.0, 0.0
+        self.recorder.end_compute(points[0].outer_step)
+        blocked_s = comm_s = 0.0
+        for point in points:
+            arrived_s = self.clock.now()
+            delta = self.fragments[point.fragment].pseudo_gradient()
+            exchange = self.membership.run(lambda group: self.exchanger.exchange(delta))
+            blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
+            comm_s += exchange.done_s - exchange.started_s
+            self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
+        self.membership.progress.synced_s = self.clock.now()
+        self.membership.progress.outer_step = points[-1].outer_step + 1
+        self.admit()
+        self.recorder.start_compute()
+        return blocked_s, comm_s
+
+    def admit(self) -> None:
+        if self.membership.admit_joiners():
+            self.membership.run(self.sync_state)
+
+    # ---------------------------------------------------------------- state transfer
+    def sync_state(self, group: Group) -> None:
+        """Members without the current state adopt it from the member that has the most progress."""
+        started = time.monotonic()
+        mine = self.step if self.has_state else -1
+        progress = [int(t.item()) for t in group.all_gather(torch.tensor([mine], dtype=torch.int64))]
+        best = max(progress)
+        if best < 0:
+            raise UserError("no live island holds the global weights; resume from the last checkpoint (--resume)")
+        if min(progress) == best:
+            return
+        src = progress.index(best)
+        data = broadcast_bytes(group, self.state_payload() if group.rank == src else None, src)
+        if mine < best:
+            self.adopt(torch.load(io.BytesIO(data), weights_only=True), len(data), time.monotonic() - started)
+
+    def state_payload(self) -> bytes:
+        history = self.membership.history
+        state = {"step": self.step, "fragments": [f.state_dict() for f in self.fragments],
+                 "clock_s": self.clock.now(), "admitted_joins": self.membership.admitted_joins,
+                 "leaves": history.leaves, "joins": history.joins, "epochs": history.epochs}
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        return buffer.getvalue()
+
+    def adopt(self, state: dict[str, Any], received_bytes: int, seconds: float) -> None:
+        """The downloaded global state: local weights = global, a fresh inner optimizer."""
+        self.step = state["step"]
+        for fragment, saved in zip(self.fragments, state["fragments"]):
+            fragment.load_state_dict(saved)
+            fragment.merge(0.0)
+        self.optimizer.state.clear()
+        self.membership.admitted_joins = state["admitted_joins"]
+        self.membership.history = History(state["leaves"], state["joins"], self.membership.history.epochs)
+        self.clock.restart(state["clock_s"] + seconds)
+        self.download = (state["clock_s"], state["clock_s"] + seconds, received_bytes)
+        self.has_state = True
+
+    # ---------------------------------------------------------------- collectives of the period end
+    def evaluate(self) -> float:
+        return self.membership.run(self.evaluate_on)
+
+    def end_period(self, record: dict[str, Any]) -> None:
+        super().end_period(record)
+        self.publish_clock()
+
+    def publish_clock(self) -> None:
+        """The run's clock for the launcher and joiners: (wall time, trace seconds) now."""
+        if self.reports():
+            self.membership.store.set(self.membership.key("run", "clock"),
+                                      json.dumps({"wall": time.time(), "trace_s": self.clock.now()}))
+
+    def save_checkpoint(self, period: int) -> None:
+        """This island's file; ``LATEST`` moves once every member of the epoch has written."""
+        folder = checkpoint.period_dir(self.out_dir, period)
+        checkpoint.write_rank_file(folder, self.rank, self.state_dict())
+        self.membership.run(lambda group: group.barrier())
+        if self.reports():
+            write_text(self.out_dir / checkpoint.FOLDER / checkpoint.LATEST, folder.name + "\n")
+        self.membership.run(lambda group: group.barrier())
+        checkpoint.remove_older(self.out_dir / checkpoint.FOLDER, folder.name, self.rank)
+
+    # ---------------------------------------------------------------- the end
+    def open_rows_sink(self, append: bool) -> None:
+        if not self.out_dir:
+            return
+        path = rows_path(self.out_dir, self.rank)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.recorder.sink = open(path, "a" if append else "w", encoding="utf-8")
+        if not append:
+            for row in self.recorder.rows:
+                self.recorder.sink.write(json.dumps(row) + "\n")
+
+    def finish(self) -> dict[str, Any] | None:
+        self.exchanger.close()
+        if self.metrics:
+            self.metrics.close()
+        gathered = self.membership.run(lambda group: group.all_gather_object((self.rank, self.recorder.rows)))
+        leader = self.reports()
+        self.membership.close()
+        if self.recorder.sink:
+            self.recorder.sink.close()
+        if not leader:
+            return None
+        self.membership.store.set(self.membership.key("run", "finished"), "1")
+        rows = self.all_rows(dict(gathered))
+        rows += self.lost_rows(rows)
+        history = self.membership.history
+        joins = join_seconds(history.joins, rows)
+        churn = {"lost_compute_s": sum(leave["lost_compute_s"] for leave in history.leaves),
+                 "leaves": len(history.leaves), "joins": len(joins)}
+        trace, summary = build_summary(self.plan, self.step, rows, churn)
+        if self.out_dir:
+            write_table(trace, self.out_dir / "trace.csv")
+            write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+            write_text(self.out_dir / "run.json", json.dumps(self.run_info(), indent=2) + "\n")
+            write_text(self.out_dir / "churn.json", json.dumps(
+                {"leaves": history.leaves, "joins": joins, "epochs": history.epochs}, indent=2) + "\n")
+        return summary
+
+    def all_rows(self, gathered: dict[int, list[tuple]]) -> list[tuple]:
+        """Every island's rows: from its rows file when there is one (it outlives the island), else
+        as gathered from the live members."""
+        rows: list[tuple] = []
+        for island in range(self.plan.islands):
+            path = rows_path(self.out_dir, island) if self.out_dir else None
+            if path and path.is_file():
+                rows.extend(tuple(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines())
+            else:
+                rows.extend(tuple(row) for row in gathered.get(island, []))
+        return rows
+
+
+    def lost_rows(self, rows: list[tuple]) -> list[tuple]:
+        """The departed islands' last compute, from their last applied sync to their last heartbeat,
+        unless a row of theirs holds it (an island that was only late recorded it itself)."""
+        lost = []
+        for leave in self.membership.history.leaves:
+            island, start_s, end_s = leave["island"], leave["last_sync_s"], leave["last_seen_s"]
+            recorded = any(row[2] == island and row[4] == "compute" and row[0] < end_s and row[1] > start_s
+                           for row in rows)
+            if end_s > start_s and not recorded:
+                lost.append((start_s, end_s, island, self.plan.workers[island].island, "compute", 0.0,
+                             NO_FRAGMENT, leave["outer_step"]))
+        return lost
+
+
+def rows_path(out_dir: Path, island: int) -> Path:
+    return out_dir / ROWS_FOLDER / f"island-{island}.rows.jsonl"

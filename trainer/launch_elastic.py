@@ -1,0 +1,146 @@
+"""Starting an elastic run (churn): the store outside the islands, and the scenario's events played.
+
+Locally, ``launch_elastic`` hosts the run's ``TCPStore`` in this launcher process, which trains
+nothing, so no island is a single point of failure. It starts one process per island present at the
+start, and plays the scenario's ``[[event]]`` entries against the run's clock (``membership.run_time_s``):
+a ``leave`` SIGKILLs the island's process at once (no cleanup, as a crashed machine); a ``join``
+is served by a process started ahead of time with ``ISLANDS_JOIN_AT_S`` (at launch for an island with
+``present = false``, right after the kill for a returning one), which loads its data and then asks to
+join when the clock reads the event's time, so the join time measured is the protocol's, not Python's
+start-up.
+
+Under torchrun each process connects to the store at MASTER_ADDR:MASTER_PORT, which torchrun's agent
+hosts (TORCHELASTIC_USE_AGENT_STORE); without an agent store, rank 0 hosts it and is then the one
+island whose death ends the run. Run torchrun with ``--max-restarts=0`` so that the agents do not
+restart the survivors when an island dies; a returning machine is started with ``ISLANDS_JOIN_AT_S=0``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Mapping
+
+import torch
+
+from islands.errors import UserError
+
+from .config import RunPlan
+from .elastic import ElasticTrainer, RunOver
+from .membership import Membership, Timing, connect, run_time_s
+
+JOIN_VARIABLE = "ISLANDS_JOIN_AT_S"
+HOSTED_VARIABLE = "ISLANDS_STORE_HOSTED"
+POLL_S = 0.05
+
+
+class Fleet:
+    """The launcher's island processes and the events still to play."""
+
+    def __init__(self, plan: RunPlan, start: Callable[[int, float | None], subprocess.Popen]):
+        self.plan = plan
+        self.start = start
+        self.events = plan.events()
+        self.running: dict[int, subprocess.Popen] = {}
+        self.clock_seen = False
+        present = set(plan.initial_members())
+        for island in range(plan.islands):
+            join_at = None if island in present else self.next_join(island, -1.0)
+            if island in present or join_at is not None:
+                self.running[island] = start(island, join_at)
+
+    def next_join(self, island: int, after_s: float) -> float | None:
+        return next((at for at, index, kind in self.events if index == island and kind == "join" and at > after_s),
+                    None)
+
+    def play(self, now_s: float) -> None:
+        """Kill the islands whose leave is due, starting the process of their next join. Events before
+        the first reading of the clock belong to the run a ``--resume`` continues: they are skipped."""
+        if not self.clock_seen:
+            self.clock_seen = True
+            self.events = [event for event in self.events if event[0] >= now_s]
+        while self.events and self.events[0][0] <= now_s:
+            at_s, island, kind = self.events.pop(0)
+            child = self.running.get(island)
+            if kind != "leave" or child is None or child.poll() is not None:
+                continue
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            print(f"islands train: island {island} killed (SIGKILL) at {now_s:.2f} s (event at {at_s:g} s)",
+                  flush=True)
+            join_at = self.next_join(island, at_s)
+            del self.running[island]
+            if join_at is not None:
+                self.running[island] = self.start(island, join_at)
+
+    def status(self) -> int | None:
+        """The first failing exit code, 0 once every process is done, None while some run. An island
+        killed by a signal died, as islands may: the others carry on without it."""
+        for island, child in list(self.running.items()):
+            if child.poll() is not None and child.returncode < 0:
+                print(f"islands train: island {island} died (signal {-child.returncode})", flush=True)
+                del self.running[island]
+        codes = [child.poll() for child in self.running.values()]
+        failed = [code for code in codes if code not in (None, 0)]
+        if failed:
+            return failed[0]
+        return 0 if all(code == 0 for code in codes) else None
+
+
+def launch_elastic(train_args: list[str], plan: RunPlan, master_addr: str, port: int,
+                   environment: Callable[[int], tuple[list[str], Mapping[str, str]]]) -> int:
+    """Host the store, start the islands, play the events; returns the first failing exit code or 0.
+    ``environment(island)`` gives the command prefix and environment of the island's process."""
+    store = connect(master_addr, port, True, plan.spec.collective_timeout_s)
+
+    def start(island: int, join_at: float | None) -> subprocess.Popen:
+        prefix, env = environment(island)
+        extra = {HOSTED_VARIABLE: "1", **({JOIN_VARIABLE: str(join_at)} if join_at is not None else {})}
+        return subprocess.Popen([*prefix, sys.executable, "-m", "islands.cli", "train", *train_args],
+                                env={**env, **extra})
+
+    fleet = Fleet(plan, start)
+    try:
+        while (code := fleet.status()) is None:
+            now_s = run_time_s(store)
+            if now_s is not None:
+                fleet.play(now_s)
+            time.sleep(POLL_S)
+        return code
+    finally:
+        for child in fleet.running.values():
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+def run_elastic_process(plan: RunPlan, rank: int, master_addr: str, port: int, out_dir: Path | None,
+                        resume_dir: Path | None, stop_after: int | None,
+                        default_out: Callable[[], Path]) -> dict | None:
+    """One island's whole life in an elastic run: join the membership, train, and (the last epoch's
+    member 0) write the outputs."""
+    if torch.cuda.is_available() and plan.spec.device != "cpu":
+        raise UserError("trainer.elastic: islands that leave and join train on CPU (gloo) only; "
+                        "set trainer.device = \"cpu\"")
+    torch.set_num_threads(1)
+    hosted = os.environ.get(HOSTED_VARIABLE) == "1" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    timeout_s = plan.spec.collective_timeout_s
+    store = connect(master_addr, port, rank == 0 and not hosted, timeout_s)
+    membership = Membership(store, connect(master_addr, port, False, timeout_s), rank,
+                            Timing(plan.scenario.network.detection_timeout_s, timeout_s))
+    out_key = membership.key("run", "out")
+    store.compare_set(out_key, "", str(out_dir or default_out()))
+    join_at = os.environ.get(JOIN_VARIABLE)
+    trainer = ElasticTrainer(plan, rank, membership, "cpu", Path(store.get(out_key).decode()), resume_dir,
+                             float(join_at) if join_at is not None else None)
+    try:
+        trainer.run(stop_after)
+    except RunOver as late:
+        print(late, flush=True)
+        membership.close()
+        return None
+    return trainer.finish()

@@ -1,0 +1,279 @@
+"""Who is training now: the membership of an elastic run, kept in a store no island hosts.
+
+A gloo group dies with any member and torch.distributed cannot shrink one, so an elastic run keeps
+its control plane apart from the data plane. The control plane is a ``TCPStore`` hosted by a
+process that does not train (the local launcher, or torchrun's agent): islands keep their state in
+it under ``islands/``. The data plane is one ``comm.StoreGroup`` per membership *epoch*, made from
+the store under the epoch's prefix.
+
+* Every collective the trainer needs runs through ``run(op)``: the op runs on the epoch's group,
+  then the members vote in the store (``islands/epoch/N/op/K``): everyone done means commit; an
+  error (a peer's socket closed, or ``collective_timeout_s`` passed) or no vote from someone within
+  the detection timeout means abort, decided once by an atomic compare-and-set. On abort the
+  survivors re-form and the op runs again among them: a broken all-reduce restarts, as in the
+  simulator, and nobody applies a result that somebody else threw away.
+* Re-forming (``reform``): the first survivor to arrive at epoch N+1 waits until every member of
+  epoch N has arrived or ``detection_timeout_s`` has passed, then fixes the members of epoch N+1 as
+  those who arrived. A departed member is then reported with the compute it lost: the time between
+  its last applied sync and its last heartbeat (``islands/progress/I``, written every
+  ``HEARTBEAT_S`` by a thread, so it errs low by at most that).
+* Joining (``request_join``, ``admit_joiners``): a new or returning island adds itself to
+  ``islands/join/requests``; at each outer boundary the members agree on how many requests they have
+  seen, and if there are new ones all of them move to the next epoch with the joiners, whose state
+  then comes from a live member (``Trainer.sync_state``), not from a checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from islands.errors import UserError
+
+from .comm import StoreGroup
+
+ROOT = "islands"
+POLL_S = 0.02
+FIRST_POLL_S = 0.0005
+HEARTBEAT_S = 0.05
+STORE_WAIT_S = 600.0
+JOIN_POLL_S = 0.5
+MAX_FAILURES = 5
+
+T = TypeVar("T")
+
+
+class LeftOut(Exception):
+    """This island was too late for the new epoch: the others count it as gone; it must join again."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    detection_s: float   # scenario network.detection_timeout_s
+    collective_s: float  # trainer.collective_timeout_s
+
+
+@dataclass
+class Progress:
+    """What the heartbeat publishes: trace seconds of the last applied sync and of the latest step,
+    and the outer step the island was computing."""
+
+    synced_s: float = 0.0
+    now_s: float = 0.0
+    outer_step: int = 0
+
+
+@dataclass
+class History:
+    """Membership changes as every member saw them (identical on all members; joiners receive it)."""
+
+    leaves: list[dict[str, Any]] = field(default_factory=list)
+    joins: list[dict[str, Any]] = field(default_factory=list)
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def connect(host: str, port: int, hosts: bool, timeout_s: float) -> Any:
+    """A client of the run's store (or its host, when no other process provides one)."""
+    return dist.TCPStore(host, port, is_master=hosts, wait_for_workers=False, timeout=timedelta(seconds=timeout_s))
+
+
+class Membership:
+    """One island's view of the membership; every method is called at the same point by all members."""
+
+    def __init__(self, store: Any, beat_store: Any, island: int, timing: Timing):
+        self.store = store
+        self.beat_store = beat_store
+        self.island = island
+        self.timing = timing
+        self.epoch = -1
+        self.members: list[int] = []
+        self.group: StoreGroup | None = None
+        self.ops = 0
+        self.admitted_joins = 0
+        self.history = History()
+        self.progress = Progress()
+        self.on_install: Callable[[], None] = lambda: None
+        self.now_s: Callable[[], float] = lambda: self.progress.now_s
+        self.stopping = threading.Event()
+        self.heartbeat = threading.Thread(target=self.beat, daemon=True, name="islands-heartbeat")
+
+    # ------------------------------------------------------------------ the store
+    def key(self, *parts: Any) -> str:
+        return "/".join([ROOT, *map(str, parts)])
+
+    def wait_key(self, key: str, timeout_s: float) -> bool:
+        """Whether ``key`` was set within ``timeout_s`` (polled: the store's own wait logs its timeouts)."""
+        deadline, pause_s = time.monotonic() + timeout_s, FIRST_POLL_S
+        while not self.store.check([key]):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, POLL_S)
+        return True
+
+    def get(self, key: str) -> str:
+        if not self.wait_key(key, STORE_WAIT_S):
+            raise UserError(f"the run's store never set {key}; the island that should have is gone")
+        return self.store.get(key).decode()
+
+    def start_heartbeat(self) -> None:
+        if not self.heartbeat.is_alive():
+            self.heartbeat.start()
+
+    def beat(self) -> None:
+        while not self.stopping.wait(HEARTBEAT_S):
+            self.beat_store.set(self.key("progress", self.island), json.dumps(vars(self.progress)))
+
+    # ------------------------------------------------------------------ epochs
+    def start(self, members: list[int]) -> None:
+        """Epoch 0 among the islands present at the start."""
+        self.start_heartbeat()
+        self.install(0, members)
+
+    def install(self, epoch: int, members: list[int]) -> None:
+        """Make epoch ``epoch``'s group; a member missing while it forms sends us to the next epoch."""
+        while True:
+            if self.group is not None:
+                self.group.close()
+            self.epoch, self.members, self.ops, self.group = epoch, members, 0, None
+            self.history.epochs.append({"epoch": epoch, "members": members, "at_s": self.now_s()})
+            try:
+                prefix = dist.PrefixStore(self.key("epoch", epoch, "group"), self.store)
+                self.group = StoreGroup(prefix, members, self.island, timedelta(seconds=self.timing.collective_s))
+                self.on_install()
+                if self.group.rank == 0:
+                    print(f"membership: epoch {epoch}, islands {members} (M = {len(members)})", flush=True)
+                return
+            except RuntimeError:
+                epoch, members = self.next_quorum(epoch, members)
+
+    def run(self, op: Callable[[StoreGroup], T]) -> T:
+        """``op(group)`` completed by every member of one epoch, re-forming until it is (an op that
+        keeps failing with no one leaving is a bug, re-raised after ``MAX_FAILURES`` tries)."""
+        failures = 0
+        while True:
+            self.ops += 1
+            vote = self.key("epoch", self.epoch, "op", self.ops)
+            try:
+                result, done = op(self.group), True
+            except RuntimeError:
+                failures += 1
+                if failures >= MAX_FAILURES:
+                    raise
+                result, done = None, False
+            if self.decide(vote, done):
+                return result
+            self.reform()
+
+    def decide(self, vote: str, done: bool) -> bool:
+        """Commit when every member finished the op; abort on an error or a silent member."""
+        decision = vote + "/decision"
+        if done and self.store.add(vote + "/done", 1) == len(self.members):
+            self.store.compare_set(decision, "", "commit")
+        elif not done:
+            self.store.compare_set(decision, "", "abort")
+        if not self.wait_key(decision, self.timing.detection_s):
+            self.store.compare_set(decision, "", "abort")
+        return self.store.get(decision) == b"commit"
+
+    def reform(self) -> None:
+        """Move to the next epoch with the members who show up; record who left and what they lost."""
+        before = self.members
+        self.install(*self.next_quorum(self.epoch, before))
+        for island in sorted(set(before) - set(self.members)):
+            self.record_leave(island)
+
+    def next_quorum(self, epoch: int, expected: list[int]) -> tuple[int, list[int]]:
+        """The members of epoch + 1: the first to arrive waits for ``expected`` or the detection
+        timeout, then fixes them; one that arrives too late is out (``LeftOut``) and must join again."""
+        epoch += 1
+        arrived = self.key("epoch", epoch, "arrived")
+        order = self.store.add(arrived, 1)
+        self.store.set(self.key("epoch", epoch, "arrival", order), str(self.island))
+        if order == 1:
+            self.fix_members(epoch, expected)
+        members = [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")]
+        if self.island not in members:
+            raise LeftOut(f"island {self.island} arrived after the detection timeout; it joins again")
+        return epoch, members
+
+
+    def fix_members(self, epoch: int, expected: list[int]) -> None:
+        arrived = self.key("epoch", epoch, "arrived")
+        deadline = time.monotonic() + self.timing.detection_s
+        while self.store.add(arrived, 0) < len(expected) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        count = self.store.add(arrived, 0)
+        islands = sorted(int(self.get(self.key("epoch", epoch, "arrival", i))) for i in range(1, count + 1))
+        self.store.compare_set(self.key("epoch", epoch, "members"), "", ",".join(map(str, islands)))
+
+    def record_leave(self, island: int) -> None:
+        key = self.key("progress", island)
+        progress = json.loads(self.store.get(key)) if self.store.check([key]) else vars(Progress())
+        leave = {"island": island, "epoch": self.epoch, "detected_s": self.now_s(),
+                 "outer_step": progress["outer_step"], "last_sync_s": progress["synced_s"],
+                 "last_seen_s": progress["now_s"],
+                 "lost_compute_s": max(0.0, progress["now_s"] - progress["synced_s"])}
+        self.history.leaves.append(leave)
+        if self.group.rank == 0:
+            print(f"membership: island {island} left; {leave['lost_compute_s']:.2f} s of its compute lost",
+                  flush=True)
+
+    # ------------------------------------------------------------------ joining
+    def request_join(self, requested_s: float) -> bool:
+        """Ask to enter at the next outer boundary and wait until the members admit this island;
+        False if the run finished first."""
+        self.start_heartbeat()
+        number = self.store.add(self.key("join", "requests"), 1)
+        self.store.set(self.key("join", "request", number), json.dumps({"island": self.island,
+                                                                         "requested_s": requested_s}))
+        admitted = self.key("join", "admitted", number)
+        while not self.wait_key(admitted, JOIN_POLL_S):
+            if self.store.check([self.key("run", "finished")]):
+                return False
+        epoch = int(self.store.get(admitted))
+        self.install(epoch, [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")])
+        return True
+
+    def admit_joiners(self) -> bool:
+        """At an outer boundary: move to a new epoch with the joiners every member has seen; True if
+        the membership changed."""
+        seen = torch.tensor([self.store.add(self.key("join", "requests"), 0)], dtype=torch.int64)
+        total = int(max(self.run(lambda group: group.all_gather(seen))).item())
+        if total == self.admitted_joins:
+            return False
+        numbers = range(self.admitted_joins + 1, total + 1)
+        requests = [json.loads(self.get(self.key("join", "request", n))) for n in numbers]
+        joiners = [r["island"] for r in requests if r["island"] not in self.members]
+        epoch, members = self.epoch + 1, sorted(set(self.members) | set(joiners))
+        if self.group.rank == 0:
+            self.store.compare_set(self.key("epoch", epoch, "members"), "", ",".join(map(str, members)))
+            for number in numbers:
+                self.store.set(self.key("join", "admitted", number), str(epoch))
+        members = [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")]
+        self.admitted_joins = total
+        self.history.joins.extend({**r, "admitted_s": self.now_s()} for r in requests)
+        self.install(epoch, members)
+        return True
+
+    def close(self) -> None:
+        self.stopping.set()
+        if self.group is not None:
+            self.group.close()
+
+
+def run_time_s(store: Any) -> float | None:
+    """The run's clock now, from the last (wall time, trace seconds) a member published; None before
+    the run started. Evaluation pauses the trace clock, so between publications it runs slightly ahead."""
+    key = "/".join([ROOT, "run", "clock"])
+    if not store.check([key]):
+        return None
+    published = json.loads(store.get(key))
+    return published["trace_s"] + time.time() - published["wall"]
