@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .trainer_keys import TrainerSpec
+from .trainer_keys import TrainerSpec, trainer_spec
 
 BITS_PER_GBIT = 1e9
 BITS_PER_BYTE = 8
@@ -94,7 +94,7 @@ class Scenario:
     network: NetworkSpec
     islands: tuple[IslandSpec, ...]
     source: str
-    trainer: TrainerSpec = field(default_factory=TrainerSpec)
+    trainer: TrainerSpec = field(default_factory=trainer_spec)
     events: tuple[ChurnEvent, ...] = ()
 
     @property

@@ -7,6 +7,7 @@ Every key has a default, so a scenario written for the simulator alone also trai
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .spec import Key, at_least_one, non_negative, one_of, positive
 
@@ -79,35 +80,42 @@ TRAINER_KEYS = {
 
 @dataclass(frozen=True)
 class TrainerSpec:
-    ranks_per_island: int = 1
-    n_layer: int = 2
-    n_head: int = 2
-    n_embd: int = 64
-    block_size: int = 64
-    batch_size: int = 8
-    inner_optimizer: str = "adamw"
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    warmup_steps: int = 10
-    outer_optimizer: str = "nesterov"
-    outer_lr: float = 0.7
-    outer_momentum: float = 0.9
-    fragment_alpha: float = 0.0
-    seed: int = 0
-    data_path: str = ""
-    data_split: str = "iid"
-    corpus_bytes: int = 2_000_000
-    val_fraction: float = 0.05
-    eval_batches: int = 4
-    checkpoint_every: int = 10
-    pace_step_time_s: float = 0.0
-    pace_islands: bool = False
-    device: str = "auto"
-    timeout_s: float = 300.0
-    screen_norm_factor: float = 10.0
-    aggregation: str = "mean"
-    trim_fraction: float = 0.25
-    elastic: bool = False
-    collective_timeout_s: float = 10.0
+    """The [trainer] section, validated; built from ``TRAINER_KEYS`` (the one place defaults live)."""
+
+    ranks_per_island: int
+    n_layer: int
+    n_head: int
+    n_embd: int
+    block_size: int
+    batch_size: int
+    inner_optimizer: str
+    lr: float
+    min_lr_ratio: float
+    weight_decay: float
+    grad_clip: float
+    warmup_steps: int
+    outer_optimizer: str
+    outer_lr: float
+    outer_momentum: float
+    fragment_alpha: float
+    seed: int
+    data_path: str
+    data_split: str
+    corpus_bytes: int
+    val_fraction: float
+    eval_batches: int
+    checkpoint_every: int
+    pace_step_time_s: float
+    pace_islands: bool
+    device: str
+    timeout_s: float
+    screen_norm_factor: float
+    aggregation: str
+    trim_fraction: float
+    elastic: bool
+    collective_timeout_s: float
+
+
+def trainer_spec(**values: Any) -> TrainerSpec:
+    """A ``TrainerSpec`` with every key's default, updated by ``values``."""
+    return TrainerSpec(**{**{name: key.default for name, key in TRAINER_KEYS.items()}, **values})

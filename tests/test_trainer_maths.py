@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from islands.scenarios.trainer_keys import TrainerSpec
+from islands.scenarios.trainer_keys import trainer_spec
 from islands.trainer.loop import learning_rate
 from islands.trainer.model import GPT, GPTConfig
 from islands.trainer.outer import Fragment, fragment_of, split_fragments
@@ -15,7 +15,7 @@ from islands.trainer.outer import Fragment, fragment_of, split_fragments
 
 def one_tensor_fragment(values, **spec):
     param = nn.Parameter(torch.tensor(values))
-    return Fragment(0, [param], TrainerSpec(**spec)), param
+    return Fragment(0, [param], trainer_spec(**spec)), param
 
 
 def move_local(param, values):
