@@ -1,0 +1,73 @@
+"""One validation case: scale a scenario, train it for real under emulation, simulate exactly that
+scaled scenario (calibrated), compare, and write the comparison as JSON and an overlay plot.
+
+    >>> from islands.analysis.validate import validate_case
+    >>> comparison = validate_case("worked-example", load("worked-example"), ScaleOptions(), calibration,
+    ...                            Path("runs/check"), kernel=None)
+
+Compute speed, two ways (``ScaleOptions.pace``): *paced*, each inner step is real forward and
+backward work, then a sleep up to the island's scaled step time, and the simulator gets those step
+times (a prediction made before the run); *measured*, steps run unpaced and the simulator gets each
+island's measured mean compute seconds per inner step (calibrated after the run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from islands.io import write_table, write_text
+from islands.scenarios import Scenario
+from islands.simulator import simulate
+from islands.trainer.config import make_plan
+
+from .validate_calibration import Calibration, simulator_overrides
+from .validate_compare import Comparison, compare
+from .validate_plot import write_overlay
+from .validate_run import Measured, interface_bytes_per_worker, train_scaled
+from .validate_scaling import ScaledCase, ScaleOptions, scale, to_toml
+
+
+def measured_step_overrides(measured: Measured) -> list[str]:
+    """Each scaled island's step time set to its measured mean compute seconds per inner step."""
+    return [f"island.{index}.step_time_s={island['compute_s'] / island['inner_steps']!r}"
+            for index, island in enumerate(measured.summary["islands"])]
+
+
+def compute_note(case: ScaledCase, measured: Measured, paced: bool) -> str:
+    per_step_s = measured.run_info["mean_step_compute_s"]
+    if paced:
+        targets = sorted({round(i["step_time_s"], 4) for i in case.document["island"]})
+        return (f"compute: paced to {', '.join(f'{t} s' for t in targets)} per inner step "
+                f"(measured mean {per_step_s:.4f} s on rank 0)")
+    return f"compute: unpaced; simulator calibrated from measured step times (rank 0: {per_step_s:.4f} s)"
+
+
+def validate_case(name: str, scenario: Scenario, options: ScaleOptions, calibration: Calibration,
+                  out_dir: Path, kernel: bool | None) -> Comparison:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    case = scale(scenario, options)
+    scaled_path = out_dir / "scaled.toml"
+    write_text(scaled_path, to_toml(case.document))
+    measured = train_scaled(scaled_path, make_plan(case.scenario()), out_dir / "run", kernel)
+    overrides = simulator_overrides(calibration, case.document["island"])
+    if not options.pace:
+        overrides += measured_step_overrides(measured)
+    predicted = simulate(case.scenario(tuple(overrides)))
+    notes = [f"WAN: {measured.wan_label}", compute_note(case, measured, options.pace),
+             f"time scale k = {case.time_factor:.3g} (scaled interval / original)", *case.notes]
+    comparison = compare(name, predicted.summary, predicted.trace, measured.summary, measured.trace,
+                         interface_bytes_per_worker(measured), notes)
+    write_table(predicted.trace, out_dir / "predicted_trace.csv")
+    write_overlay(out_dir / "overlay.png", comparison, predicted.trace, measured.trace)
+    document = {
+        "case": name, "scenario": scenario.source, "scaled_scenario": case.document,
+        "compute": "paced" if options.pace else "measured", "calibration": dataclasses.asdict(calibration),
+        "simulator_overrides": overrides, "time_factor": case.time_factor, "ratio_change": case.ratio_change,
+        "figures": [dataclasses.asdict(f) for f in comparison.figures], "syncs": comparison.syncs,
+        "notes": comparison.notes, "interface_bytes": measured.interface_bytes,
+        "predicted": predicted.summary, "measured": measured.summary,
+    }
+    write_text(out_dir / "validation.json", json.dumps(document, indent=2, default=str) + "\n")
+    return comparison

@@ -1,0 +1,154 @@
+"""What is physical about the emulated WAN and the trainer, measured once per ``validate`` invocation.
+
+Each quantity is probed at every rate of ``PROBE_RATES_BITS_PER_S`` (transfers of ``PROBE_SECONDS``):
+
+* ``link_ratio``: the payload rate one TCP stream achieves over the configured rate
+  (``measure_link``): tbf charges Ethernet frames, a frame carries 1448 payload bytes of 1514
+  (about 95.8%). Reported; in-process shaping paces the payload itself: 1.
+* ``overhead_s[M]``: the trainer's fixed seconds per exchange among M islands (``validate_probe``:
+  tiny exchanges at zero latency).
+* ``exchange_ratio[M][rate]``: the rate the trainer's exchange really moves its bytes at, over the
+  configured rate: ring volume 2(M-1)/M * S of a large exchange over (its time - ``overhead_s[M]``).
+  Well below ``link_ratio``, and rate-dependent: gloo's all-to-all and all-gather of one large
+  message per peer do not keep both directions of a shaped link busy (analysis/VALIDATE_README_SECTION.md).
+
+The simulator gets them through scenario keys, never fitted per case: every link's rate times
+``exchange_ratio[M]`` at the ring's slowest configured rate, and one latency per island that makes
+its ring's 2(M-1) hops of (sender + receiver) latency add up to what the trainer pays per exchange:
+``overhead_s[M]`` plus its emulated latency, two phases (all-to-all, all-gather) of one path
+latency each (``trainer.paced``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from islands.errors import UserError
+from islands.trainer.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan
+from islands.trainer.quantize import encoded_bytes, padded_length
+
+from .validate_probe import BITS, LARGE_VARIABLE
+from .validate_run import run_all, start_ranks
+
+PROBE_RATES_BITS_PER_S = (10e6, 100e6)
+# Each probe transfer lasts about this long at the configured rate: long enough that tbf's burst
+# (64 KiB at these rates, a head start of 52 ms at 10 Mbit/s) is a few percent of it.
+PROBE_SECONDS = 1.0
+PROBE_REPEATS = 2
+EXCHANGE_PHASES = 2
+BITS_PER_BYTE = 8
+BYTES_PER_LARGE_VALUE = BITS["large"] // BITS_PER_BYTE
+
+
+@dataclass(frozen=True)
+class Calibration:
+    mode: str                      # "kernel-tbf" or "in-process"
+    label: str                     # how the WAN was emulated, in words
+    link_ratio: float              # one TCP stream's payload rate over the configured rate (mean)
+    link_ratios: tuple[float, ...]  # each probe transfer: achieved over configured rate
+    overhead_s: dict[int, float]   # fixed seconds per exchange, by number of islands
+    exchange_ratio: dict[int, dict[float, float]]  # by islands, then by configured bits/s
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Calibration:
+        values = json.loads(text)
+        values["overhead_s"] = {int(m): v for m, v in values["overhead_s"].items()}
+        values["exchange_ratio"] = {int(m): {float(r): v for r, v in by_rate.items()}
+                                    for m, by_rate in values["exchange_ratio"].items()}
+        values["link_ratios"] = tuple(values["link_ratios"])
+        return cls(**values)
+
+    def check_covers(self, islands: int) -> None:
+        if islands not in self.overhead_s:
+            raise UserError(f"the calibration covers 2 to {max(self.overhead_s)} islands, not {islands}: "
+                            f"calibrate again with --workers {islands}")
+
+    def ratio_at(self, islands: int, bits_per_s: float) -> float:
+        """``exchange_ratio`` at a configured rate: linear in log(rate) between the probed rates,
+        the nearest probed rate's outside them."""
+        points = sorted(self.exchange_ratio[islands].items())
+        if bits_per_s <= points[0][0]:
+            return points[0][1]
+        for (low, low_ratio), (high, high_ratio) in zip(points, points[1:]):
+            if bits_per_s <= high:
+                weight = math.log(bits_per_s / low) / math.log(high / low)
+                return low_ratio + weight * (high_ratio - low_ratio)
+        return points[-1][1]
+
+
+def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None) -> tuple[dict, list[float], str, str]:
+    """The probe's timings at one configured rate: (timings, link rates, mode, label)."""
+    links = [LinkSpec(i, rate_bits_per_s, rate_bits_per_s, 0.0) for i in range(max_islands)]
+    probe_bytes = round(rate_bits_per_s / BITS_PER_BYTE * PROBE_SECONDS)
+    large_values = probe_bytes // BYTES_PER_LARGE_VALUE
+    with open_wan(links, prefix="isvcalib", kernel=kernel) as wan:
+        kernel_shaped = isinstance(wan, EmulatedWAN)
+        rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)] if kernel_shaped else []
+        children = start_ranks(wan, ["-m", "islands.analysis.validate_probe"], max_islands, stdout=subprocess.PIPE,
+                                extra_env={LARGE_VARIABLE: str(large_values)})
+        output = children[0].stdout.read()
+        run_all(children, "the calibration probe")
+        timings = json.loads(output.strip().splitlines()[-1])
+        timings["large_values"] = large_values
+        return timings, rates, "kernel-tbf" if kernel_shaped else "in-process", wan.label
+
+
+def measure(max_islands: int, kernel: bool | None) -> Calibration:
+    """Probe every rate of ``PROBE_RATES_BITS_PER_S`` with 2 .. ``max_islands`` islands."""
+    overheads: dict[int, list[float]] = {}
+    ratios: dict[int, dict[float, float]] = {}
+    achieved: list[float] = []
+    for rate in PROBE_RATES_BITS_PER_S:
+        timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel)
+        achieved += [r / rate for r in link_rates]
+        for key, tiny_s in timings["tiny"].items():
+            m = int(key)
+            overheads.setdefault(m, []).append(tiny_s)
+            data_s = timings["large"][key] - tiny_s
+            ratios.setdefault(m, {})[rate] = exchange_ratio(m, timings["large_values"], data_s, rate)
+    overhead = {m: statistics.median(values) for m, values in overheads.items()}
+    link_ratio = sum(achieved) / len(achieved) if achieved else 1.0
+    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios)
+
+
+def exchange_ratio(islands: int, values: int, data_s: float, rate_bits_per_s: float) -> float:
+    """Achieved over configured rate of a large probe exchange among ``islands`` islands."""
+    payload_bytes = encoded_bytes(padded_length(values, islands), BITS["large"])
+    volume_bits = 2 * (islands - 1) / islands * payload_bytes * BITS_PER_BYTE
+    return volume_bits / data_s / rate_bits_per_s
+
+
+def load_or_measure(path: Path | None, max_islands: int, kernel: bool | None) -> Calibration:
+    if path and path.exists():
+        return Calibration.from_json(path.read_text(encoding="utf-8"))
+    return measure(max_islands, kernel)
+
+
+def trainer_latency_s(latencies_s: list[float]) -> float:
+    """Emulated latency one exchange pays: per phase, the slowest member's own + farthest peer's."""
+    ordered = sorted(latencies_s, reverse=True)
+    return EXCHANGE_PHASES * (ordered[0] + ordered[1])
+
+
+def simulator_overrides(calibration: Calibration, islands: list[dict]) -> list[str]:
+    """``--set`` overrides that give the scaled scenario the achieved rates and the trainer's fixed cost."""
+    m = len(islands)
+    calibration.check_covers(m)
+    per_exchange_s = calibration.overhead_s[m] + trainer_latency_s([i["latency_ms"] / 1e3 for i in islands])
+    slowest_bits_per_s = min(min(i["upload_gbps"], i["download_gbps"]) for i in islands) * 1e9
+    ratio = calibration.ratio_at(m, slowest_bits_per_s)
+    hop_latency_ms = per_exchange_s / (2 * (m - 1)) / 2 * 1e3  # 2(M-1) hops, sender + receiver
+    overrides = []
+    for index, island in enumerate(islands):
+        overrides += [f"island.{index}.upload_gbps={island['upload_gbps'] * ratio!r}",
+                      f"island.{index}.download_gbps={island['download_gbps'] * ratio!r}",
+                      f"island.{index}.latency_ms={hop_latency_ms!r}"]
+    return overrides

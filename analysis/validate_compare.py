@@ -1,0 +1,112 @@
+"""Predicted beside measured: the figures, their relative errors, each sync's duration, as text and JSON.
+
+Relative error = (predicted - measured) / measured. Stall and idle are also compared summed
+("blocked"): the members of a real exchange finish a few ms apart, so the first one done starts
+its next interval early and waits for the others at the next barrier, which the trace books as
+idle; the simulator ends every member's transfer at the same instant. A figure whose measured value is below
+``NEGLIGIBLE_FRACTION`` of the measured wall time (seconds) gets no relative error (a stall of 3 ms
+against a predicted 0 is not a 100% miss); its absolute values are still shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from islands.summary import sync_durations
+from islands.tables import duration, render, size
+
+NEGLIGIBLE_FRACTION = 0.01
+SYNC_ROWS_SHOWN = 12
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    unit: str  # "s", "fraction", "bytes"
+    predicted: float
+    measured: float | None
+    error: float | None
+
+
+@dataclass
+class Comparison:
+    case: str
+    figures: list[Figure]
+    syncs: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+    def error(self, name: str) -> float | None:
+        return next(f.error for f in self.figures if f.name == name)
+
+
+def relative_error(predicted: float, measured: float | None, scale: float | None = None) -> float | None:
+    if measured is None or abs(measured) <= (scale or 0.0) * NEGLIGIBLE_FRACTION or measured == 0:
+        return None
+    return (predicted - measured) / measured
+
+
+def figures(predicted: dict, measured: dict, interface_bytes: float | None) -> list[Figure]:
+    wall_s = measured["wall_time_s"]
+    rows = [
+        ("wall time", "s", predicted["wall_time_s"], wall_s, None),
+        ("compute utilisation", "fraction", predicted["compute_utilisation"], measured["compute_utilisation"], None),
+        ("stall per worker", "s", predicted["stall_s"], measured["stall_s"], wall_s),
+        ("idle per worker", "s", predicted["idle_s"], measured["idle_s"], wall_s),
+        ("blocked per worker (stall + idle)", "s", predicted["stall_s"] + predicted["idle_s"],
+         measured["stall_s"] + measured["idle_s"], wall_s),
+        ("bytes per worker (interface)", "bytes", predicted["bytes_per_worker"], interface_bytes, None),
+        ("bytes per worker (trainer)", "bytes", predicted["bytes_per_worker"], measured["bytes_per_worker"], None),
+        ("mean sync", "s", predicted["mean_sync_s"], measured["mean_sync_s"], None),
+    ]
+    return [Figure(name, unit, p, m, relative_error(p, m, scale)) for name, unit, p, m, scale in rows]
+
+
+def sync_rows(predicted_trace: pd.DataFrame, measured_trace: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each sync (outer step, fragment) present in both traces, in order."""
+    both = pd.concat({"predicted_s": sync_durations(predicted_trace),
+                      "measured_s": sync_durations(measured_trace)}, axis=1).dropna()
+    return [{"outer_step": int(outer), "fragment": int(fragment), "predicted_s": float(row.predicted_s),
+             "measured_s": float(row.measured_s), "error": relative_error(row.predicted_s, row.measured_s)}
+            for (outer, fragment), row in both.iterrows()]
+
+
+def compare(case: str, predicted: dict, predicted_trace: pd.DataFrame, measured: dict,
+            measured_trace: pd.DataFrame, interface_bytes: float | None, notes: list[str]) -> Comparison:
+    return Comparison(case, figures(predicted, measured, interface_bytes),
+                      sync_rows(predicted_trace, measured_trace), list(notes))
+
+
+def value_text(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "fraction":
+        return f"{100 * value:.1f}%"
+    if unit == "bytes":
+        return size(value)
+    return f"{value:.3f} s" if value < 10 else duration(value)
+
+
+def error_text(error: float | None) -> str:
+    return "-" if error is None else f"{100 * error:+.1f}%"
+
+
+def figures_table(comparison: Comparison) -> str:
+    rows = [[f.name, value_text(f.predicted, f.unit), value_text(f.measured, f.unit), error_text(f.error)]
+            for f in comparison.figures]
+    return render(rows, ["", "predicted", "measured", "error"])
+
+
+def syncs_table(comparison: Comparison) -> str:
+    shown = comparison.syncs[:SYNC_ROWS_SHOWN]
+    rows = [[f"{s['outer_step']}/{s['fragment']}", value_text(s["predicted_s"], "s"),
+             value_text(s["measured_s"], "s"), error_text(s["error"])] for s in shown]
+    table = render(rows, ["sync (outer/fragment)", "predicted", "measured", "error"])
+    hidden = len(comparison.syncs) - len(shown)
+    errors = [abs(s["error"]) for s in comparison.syncs if s["error"] is not None]
+    lines = [table] + ([f"... {hidden} more in the JSON"] if hidden else [])
+    if errors:
+        lines.append(f"worst |error| {100 * max(errors):.1f}% over {len(errors)} syncs")
+    return "\n".join(lines)

@@ -1,0 +1,103 @@
+"""The measured side of a validation: the scaled scenario trained for real over an emulated WAN.
+
+Each island's rank runs inside its network namespace (kernel tbf shaping, ``EmulatedWAN``) or, where
+namespaces are unavailable, over loopback with the in-process shaper; either way the cross-island
+collectives are paced through ``ISLANDS_WAN_PACER`` (``trainer.paced``). Bytes per island are read
+from the shaped interface's own kernel counters before and after the run.
+
+Ranks are started here rather than by ``launch.launch_local``, which picks the rendezvous port on
+the host and so cannot bind an address that exists only inside island 0's namespace; a fresh
+namespace has every port free, so ``RENDEZVOUS_PORT`` is used there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from islands.errors import UserError
+from islands.trainer.emulation import EmulatedWAN, InProcessShaper, links_from_workers, open_wan
+from islands.trainer.launch import free_port, stop_all, wait_all
+from islands.trainer.paced import PACER_VARIABLE
+
+RENDEZVOUS_PORT = 29500
+FP32_BYTES = 4
+
+
+@dataclass
+class Measured:
+    summary: dict
+    trace: pd.DataFrame
+    run_info: dict
+    interface_bytes: list[int] | None  # per island, sent on its shaped interface; None in-process
+    wan_label: str
+
+
+def rendezvous(wan: EmulatedWAN | InProcessShaper) -> tuple[str, int]:
+    if isinstance(wan, EmulatedWAN):
+        return wan.address(0), RENDEZVOUS_PORT
+    return "127.0.0.1", free_port("127.0.0.1")
+
+
+def start_ranks(wan: EmulatedWAN | InProcessShaper, argv: list[str], world_size: int,
+                stdout: int | None = None, extra_env: dict[str, str] | None = None) -> list[subprocess.Popen]:
+    """One process per island (rank = island), inside its namespace, with the pacer in its environment."""
+    address, port = rendezvous(wan)
+    children = []
+    for rank in range(world_size):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0",
+               "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": address, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
+               "TORCH_CPP_LOG_LEVEL": "ERROR",
+               PACER_VARIABLE: wan.pacer_config(), **wan.environment(rank), **(extra_env or {})}
+        command = [*wan.command_prefix(rank), sys.executable, *argv]
+        children.append(subprocess.Popen(command, env=env, stdout=stdout if rank == 0 else subprocess.DEVNULL))
+    return children
+
+
+def run_all(children: list[subprocess.Popen], what: str) -> None:
+    try:
+        code = wait_all(children)
+    finally:
+        stop_all(children)
+    if code:
+        raise UserError(f"{what} failed with exit code {code} (its output is above)")
+
+
+def sent_bytes(wan: EmulatedWAN | InProcessShaper, islands: int) -> list[int] | None:
+    if not isinstance(wan, EmulatedWAN):
+        return None
+    return [wan.counters(i)["tx_bytes"] for i in range(islands)]
+
+
+def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None) -> Measured:
+    """Train ``scenario_path`` (already scaled) under emulation; outputs go to ``out_dir``."""
+    links = links_from_workers(plan.workers)
+    with open_wan(links, prefix="isvrun", kernel=kernel) as wan:
+        before = sent_bytes(wan, plan.islands)
+        argv = ["-m", "islands.cli", "train", str(scenario_path), "--out", str(out_dir)]
+        run_all(start_ranks(wan, argv, plan.world_size, stdout=subprocess.DEVNULL), "the scaled training run")
+        after = sent_bytes(wan, plan.islands)
+        label = wan.label
+    moved = [a - b for a, b in zip(after, before)] if before is not None else None
+    return Measured(summary=json.loads((out_dir / "summary.json").read_text(encoding="utf-8")),
+                    trace=pd.read_csv(out_dir / "trace.csv"),
+                    run_info=json.loads((out_dir / "run.json").read_text(encoding="utf-8")),
+                    interface_bytes=moved, wan_label=label)
+
+
+def interface_bytes_per_worker(measured: Measured) -> float | None:
+    """Mean bytes an island's interface sent, less the start-up broadcast of the fp32 weights.
+
+    Whatever tree the broadcast uses, every island but the root receives the weights once over the
+    shaped links, so the islands together send (M-1) * 4 * parameters bytes for it: (M-1)/M per island."""
+    if measured.interface_bytes is None:
+        return None
+    m = len(measured.interface_bytes)
+    startup = (m - 1) / m * FP32_BYTES * measured.run_info["parameters"]
+    return sum(measured.interface_bytes) / m - startup

@@ -1,0 +1,212 @@
+"""A scenario made small enough to run for real on this machine, keeping what utilisation depends on.
+
+Kept: the algorithm, M (up to ``max_workers``: the first workers of ``scenario.workers()``), P, bits,
+and the ratio of transfer time to compute time per interval. Changed, and said so in ``notes``:
+
+* the model: the trainer's small GPT with about ``MODEL_PARAMETERS`` parameters: ``n_layer =
+  max(2, P)`` (fragments are layer groups), the width to match; big enough that transfers run at
+  tens of Mbit/s, small enough that every step's real work fits its paced time on 2 busy cores;
+* time: the fastest island's step becomes ``step_time_s`` (the others keep their ratio to it, so a
+  straggler stays a straggler), H shrinks to at most ``max_inner_steps`` (a multiple of P), tau
+  shrinks with H, latencies shrink by the same factor k as one interval;
+* bandwidth: island i gets bw_i * (V_scaled / V_orig) / k, V = 2(M-1)/M * S the ring volume per
+  worker, S the payload on the wire, so transfer / compute per interval is unchanged; rates are
+  clamped to what tbf shapes well here (``MIN_BITS_PER_S`` to ``MAX_BITS_PER_S``);
+* outer steps: as many as fit in ``target_wall_s`` (at least ``MIN_OUTER_STEPS``);
+* what the trainer cannot run yet (churn, deadline / adaptive barriers, step jitter, TCP windows) is
+  left out and listed as not validated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from islands.scenarios import Scenario, Worker
+from islands.scenarios.loader import from_dict
+from islands.simulator import simulate
+
+BITS_PER_BYTE = 8
+MIN_BITS_PER_S = 5e6
+MAX_BITS_PER_S = 500e6
+MIN_OUTER_STEPS = 2
+MODEL_PARAMETERS = 2.5e6  # about 30 ms of forward, backward and AdamW per step on one core here
+WIDTH_STEP = 32
+TRAINER = {"n_head": 4, "block_size": 16, "batch_size": 1, "corpus_bytes": 200_000,
+           "eval_batches": 1, "checkpoint_every": 0, "warmup_steps": 2, "timeout_s": 120.0}
+
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    step_time_s: float = 0.2
+    max_workers: int = 4
+    max_inner_steps: int = 20
+    target_wall_s: float = 12.0
+    pace: bool = True  # pace inner steps to the scaled step times (else: measure and calibrate)
+
+
+@dataclass
+class ScaledCase:
+    """The scaled scenario as a TOML-ready document, and how it relates to the original."""
+
+    original: Scenario
+    document: dict[str, Any]
+    time_factor: float            # k: scaled interval / original interval
+    ratio_change: float           # (transfer / compute) scaled / original: 1 unless a rate was clamped
+    notes: list[str] = field(default_factory=list)
+
+    def scenario(self, overrides: tuple[str, ...] = ()) -> Scenario:
+        return from_dict(self.document, f"{self.original.name} (scaled)", overrides)
+
+
+def ring_volume_bytes(workers: int, payload_bytes: float) -> float:
+    return 2 * (workers - 1) / workers * payload_bytes
+
+
+def wire_payload_bytes(algorithm: str, fragments: int, workers: int, bits: int) -> float:
+    """Bytes of one full exchange as the trainer encodes it (padding and int scales included)."""
+    from islands.trainer.quantize import encoded_bytes, padded_length
+
+    return sum(encoded_bytes(padded_length(values, workers), bits)
+               for values in fragment_values(algorithm, fragments))
+
+
+def fragment_values(algorithm: str, fragments: int) -> list[int]:
+    """Values in each exchanged tensor of the scaled model: one per fragment (DDP and DiLoCo: one)."""
+    from islands.trainer.model import GPTConfig, build_model
+    from islands.trainer.outer import split_fragments
+
+    n_layer = n_layers(fragments if algorithm == "streaming" else 1)
+    config = GPTConfig(block_size=TRAINER["block_size"], n_layer=n_layer, n_head=TRAINER["n_head"],
+                       n_embd=width(n_layer))
+    model = build_model(config, 0, "cpu")
+    groups = split_fragments(model, n_layer, fragments if algorithm == "streaming" else 1)
+    return [sum(p.numel() for p in group) for group in groups]
+
+
+def n_layers(fragments: int) -> int:
+    return max(2, fragments)
+
+
+def width(n_layer: int) -> int:
+    """n_embd giving about ``MODEL_PARAMETERS`` (a block holds about 12 n_embd^2 parameters)."""
+    return max(WIDTH_STEP, round(math.sqrt(MODEL_PARAMETERS / (12 * n_layer)) / WIDTH_STEP) * WIDTH_STEP)
+
+
+def scaled_schedule(schedule: Any, max_inner_steps: int) -> tuple[int, int, int, list[str]]:
+    """(H, P, tau) of the scaled run, and notes on what changed."""
+    h, p, tau = schedule.inner_steps, schedule.fragments, schedule.overlap_steps
+    if schedule.algorithm == "ddp":
+        return 1, 1, 0, []
+    if schedule.algorithm == "diloco":
+        scaled_h = min(h, max_inner_steps)
+        return scaled_h, 1, 0, [f"H {h} -> {scaled_h}"] if scaled_h != h else []
+    scaled_h = min(h, max(p, max_inner_steps // p * p))
+    window = scaled_h // p
+    scaled_tau = min(window - 1, max(1 if tau else 0, round(tau * scaled_h / h)))
+    notes = [f"H {h} -> {scaled_h}"] if scaled_h != h else []
+    if scaled_tau * h != tau * scaled_h:
+        notes.append(f"tau {tau} -> {scaled_tau} (tau/H {tau / h:.3f} -> {scaled_tau / scaled_h:.3f})")
+    return scaled_h, p, scaled_tau, notes
+
+
+def not_validated(scenario: Scenario) -> list[str]:
+    """What the scaled run leaves out because the trainer cannot apply it yet."""
+    notes = []
+    churn = scenario.events or any(not i.present or i.mtbf_s for i in scenario.islands)
+    if churn:
+        notes.append("churn: not validated (the trainer does not yet apply churn); run without it")
+    if scenario.schedule.barrier != "wait":
+        notes.append(f"barrier {scenario.schedule.barrier!r}: not validated (the trainer runs 'wait' only)")
+    if any(i.jitter_cv for i in scenario.islands):
+        notes.append("step-time jitter: not validated (paced steps are exact); run without it")
+    if scenario.network.tcp_window_bytes:
+        notes.append("TCP window cap: not validated (the emulated links use the kernel's own windows)")
+    return notes
+
+
+def clamp_bits_per_s(bits_per_s: float) -> float:
+    return min(MAX_BITS_PER_S, max(MIN_BITS_PER_S, bits_per_s))
+
+
+def island_entries(workers: list[Worker], step_factor: float, time_factor: float,
+                   rate_factor: float) -> tuple[list[dict[str, Any]], float]:
+    """One scaled island per worker; returns them and the slowest link's rate after clamping over
+    before (a ring is paced by its slowest link, so only that one changes transfer / compute)."""
+    entries, wanted_slowest, clamped_slowest = [], math.inf, math.inf
+    for worker in workers:
+        wanted = {"up": worker.upload_bytes_per_s * BITS_PER_BYTE * rate_factor,
+                  "down": worker.download_bytes_per_s * BITS_PER_BYTE * rate_factor}
+        clamped = {d: clamp_bits_per_s(v) for d, v in wanted.items()}
+        wanted_slowest = min(wanted_slowest, *wanted.values())
+        clamped_slowest = min(clamped_slowest, *clamped.values())
+        entries.append({"name": worker.name, "step_time_s": worker.step_time_s * step_factor,
+                        "upload_gbps": clamped["up"] / 1e9, "download_gbps": clamped["down"] / 1e9,
+                        "latency_ms": worker.latency_s * 1e3 * time_factor})
+    return entries, clamped_slowest / wanted_slowest
+
+
+def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledCase:
+    """The scaled replica of ``scenario`` (see the module docstring)."""
+    schedule = scenario.schedule
+    workers = scenario.workers()[: options.max_workers]
+    notes = not_validated(scenario)
+    if len(workers) < scenario.worker_count:
+        notes.append(f"M {scenario.worker_count} -> {len(workers)} (first workers; ring volume rescaled)")
+    h, p, tau, schedule_notes = scaled_schedule(schedule, options.max_inner_steps)
+    notes += schedule_notes
+    original_h = 1 if schedule.algorithm == "ddp" else schedule.inner_steps
+    fastest_s = min(w.step_time_s for w in workers)
+    step_factor = options.step_time_s / fastest_s
+    time_factor = step_factor * h / original_h
+    m = len(workers)
+    payload_bytes = wire_payload_bytes(schedule.algorithm, p, m, schedule.bits)
+    volume_ratio = (ring_volume_bytes(m, payload_bytes)
+                    / ring_volume_bytes(scenario.worker_count, scenario.payload_bytes))
+    islands, kept = island_entries(workers, step_factor, time_factor, volume_ratio / time_factor)
+    if abs(kept - 1) > 1e-9:
+        notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / 1e6:.0f}-{MAX_BITS_PER_S / 1e6:.0f} "
+                     f"Mbit/s: transfer/compute is {1 / kept:.2f}x the original's")
+    document = {
+        "name": f"{scenario.name}-scaled", "seed": scenario.seed,
+        # parameters such that parameters * bits / 8 is the trainer's real payload on the wire
+        "model": {"parameters": payload_bytes * BITS_PER_BYTE / schedule.bits, "bytes_per_param": 4},
+        "schedule": {"algorithm": schedule.algorithm, "inner_steps": h, "outer_steps": 1, "fragments": p,
+                     "overlap_steps": tau, "bits": schedule.bits},
+        "trainer": {**TRAINER, "n_layer": n_layers(p), "n_embd": width(n_layers(p)), "pace_islands": options.pace},
+        "island": islands,
+    }
+    case = ScaledCase(scenario, document, time_factor, 1 / kept, notes)
+    document["schedule"]["outer_steps"] = fitting_outer_steps(case, schedule, options.target_wall_s)
+    if schedule.algorithm == "ddp":  # the trainer evaluates every H steps; DDP's syncs ignore H
+        document["schedule"]["inner_steps"] = document["schedule"]["outer_steps"]
+    return case
+
+
+def fitting_outer_steps(case: ScaledCase, schedule: Any, target_wall_s: float) -> int:
+    """As many outer steps (DDP: steps) as the simulator says fit in ``target_wall_s``."""
+    one_s = simulate(case.scenario()).summary["wall_time_s"]
+    fitting = max(MIN_OUTER_STEPS, math.floor(target_wall_s / one_s))
+    return min(schedule.outer_steps, fitting)
+
+
+def to_toml(document: dict[str, Any]) -> str:
+    """The scaled document as TOML (flat values, tables and one array of tables, ``island``)."""
+    lines = [f"{key} = {toml_value(value)}" for key, value in document.items() if not isinstance(value, (dict, list))]
+    for key, value in document.items():
+        if isinstance(value, dict):
+            lines += ["", f"[{key}]", *(f"{k} = {toml_value(v)}" for k, v in value.items())]
+        elif isinstance(value, list):
+            for entry in value:
+                lines += ["", f"[[{key}]]", *(f"{k} = {toml_value(v)}" for k, v in entry.items())]
+    return "\n".join(lines) + "\n"
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)

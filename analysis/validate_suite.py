@@ -1,0 +1,117 @@
+"""The bundled validation matrix: cases as plain data, one table of errors, the medians.
+
+Each case is a bundled scenario with ``--set`` overrides and a worker cap; ``validate_case`` scales
+it, runs it for real and simulates it. Bandwidths are the original scenario's (the scaling keeps
+transfer / compute per interval), so "several bandwidths" means several transfer/compute ratios.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from islands.io import write_text
+from islands.scenarios import load
+from islands.tables import render
+
+from .validate import validate_case
+from .validate_calibration import Calibration
+from .validate_compare import Comparison, error_text
+from .validate_scaling import ScaleOptions
+
+TARGET_MEDIAN = 0.03
+TARGET_WORST = 0.10
+ERROR_COLUMNS = ("wall time", "compute utilisation")
+
+
+@dataclass(frozen=True)
+class SuiteCase:
+    name: str
+    scenario: str
+    overrides: tuple[str, ...]
+    workers: int
+    what: str
+
+
+WE = "worked-example"
+CASES = (
+    SuiteCase("ddp-bf16-m2", WE, ("schedule.algorithm=ddp", "island.*.bandwidth_gbps=200"), 2,
+              "DDP, bf16, transfer/compute 0.53"),
+    SuiteCase("ddp-fp32-m3", WE, ("schedule.algorithm=ddp", "schedule.bits=32", "island.*.bandwidth_gbps=200"), 3,
+              "DDP, fp32 on the wire, three islands"),
+    SuiteCase("diloco-bf16-m4", WE, (), 4, "DiLoCo, the worked example (1 Gbit/s)"),
+    SuiteCase("diloco-int8-m2-h50", WE, ("schedule.bits=8", "schedule.inner_steps=50",
+                                         "island.*.bandwidth_gbps=5"), 2, "DiLoCo, int8, H=50, 5 Gbit/s"),
+    SuiteCase("diloco-bf16-m3-slow", WE, ("island.*.bandwidth_gbps=0.5",), 3, "DiLoCo, 0.5 Gbit/s: long stalls"),
+    SuiteCase("streaming-bf16-p2-m3", WE, ("schedule.algorithm=streaming", "schedule.fragments=2"), 3,
+              "Streaming, P=2, bf16"),
+    SuiteCase("streaming-int8-p4-m4", WE, ("schedule.algorithm=streaming", "schedule.fragments=4",
+                                           "schedule.bits=8"), 4, "Streaming, P=4, int8"),
+    SuiteCase("streaming-starved-p5-m2", WE, ("schedule.algorithm=streaming", "schedule.fragments=5",
+                                             "schedule.overlap_steps=60", "island.*.bandwidth_gbps=0.25"), 2,
+              "Streaming, P=5, under-provisioned: a fragment takes 2.5x its overlap window"),
+    SuiteCase("straggler-diloco-m3", "mixed-fleet", ("island.*.bandwidth_gbps=0.5",), 3,
+              "DiLoCo, one island 2.7x slower (paced)"),
+    SuiteCase("home-lab-streaming-m3", "home-lab", (), 3, "Streaming int8, asymmetric home links"),
+)
+QUICK = ("diloco-int8-m2-h50", "streaming-starved-p5-m2")
+
+
+def select(quick: bool) -> tuple[SuiteCase, ...]:
+    return tuple(c for c in CASES if c.name in QUICK) if quick else CASES
+
+
+def run_suite(cases: tuple[SuiteCase, ...], options: ScaleOptions, calibration: Calibration, out_dir: Path,
+              kernel: bool | None, progress=print) -> list[tuple[SuiteCase, Comparison]]:
+    results = []
+    for number, case in enumerate(cases, 1):
+        progress(f"[{number}/{len(cases)}] {case.name}: {case.what}")
+        case_options = ScaleOptions(**{**options.__dict__, "max_workers": case.workers})
+        comparison = validate_case(case.name, load(case.scenario, case.overrides), case_options, calibration,
+                                   out_dir / case.name, kernel)
+        results.append((case, comparison))
+    return results
+
+
+def error_summary(results: list[tuple[SuiteCase, Comparison]]) -> dict[str, dict[str, float]]:
+    """Median and worst absolute relative error per column."""
+    summary = {}
+    for column in ERROR_COLUMNS:
+        errors = [abs(c.error(column)) for _, c in results if c.error(column) is not None]
+        summary[column] = {"median": statistics.median(errors), "worst": max(errors)}
+    return summary
+
+
+def suite_table(results: list[tuple[SuiteCase, Comparison]]) -> str:
+    rows = []
+    for case, comparison in results:
+        wall, util = (next(f for f in comparison.figures if f.name == n) for n in ERROR_COLUMNS)
+        rows.append([case.name, f"{wall.predicted:.2f} s", f"{wall.measured:.2f} s", error_text(wall.error),
+                     f"{100 * util.predicted:.1f}%", f"{100 * util.measured:.1f}%", error_text(util.error),
+                     error_text(comparison.error("mean sync"))])
+    summary = error_summary(results)
+    for statistic in ("median", "worst"):
+        rows.append([f"{statistic} |error|", "", "", f"{100 * summary['wall time'][statistic]:.1f}%", "", "",
+                     f"{100 * summary['compute utilisation'][statistic]:.1f}%", ""])
+    header = ["case", "wall pred", "wall meas", "error", "util pred", "util meas", "error", "mean sync err"]
+    return render(rows, header)
+
+
+def verdict(results: list[tuple[SuiteCase, Comparison]]) -> str:
+    summary = error_summary(results)
+    met = all(s["median"] <= TARGET_MEDIAN and s["worst"] <= TARGET_WORST for s in summary.values())
+    return (f"target (median <= {100 * TARGET_MEDIAN:.0f}%, worst <= {100 * TARGET_WORST:.0f}% on wall time and "
+            f"utilisation): {'met' if met else 'NOT met'}")
+
+
+def write_suite_json(path: Path, results: list[tuple[SuiteCase, Comparison]], calibration: Calibration) -> None:
+    document = {
+        "calibration": calibration.__dict__, "errors": error_summary(results),
+        "cases": [{"case": case.name, "scenario": case.scenario, "overrides": list(case.overrides),
+                   "workers": case.workers, "what": case.what,
+                   "figures": [f.__dict__ for f in comparison.figures], "notes": comparison.notes}
+                  for case, comparison in results],
+    }
+    write_text(path, json.dumps(document, indent=2, default=str) + "\n")

@@ -1,0 +1,126 @@
+"""``islands validate FILE``: check the simulator against a real run of the scenario, scaled down.
+
+The scenario is scaled to a run of some seconds (same algorithm, M up to --workers, P, bits and the
+same transfer / compute per interval), trained for real over an emulated WAN (kernel tbf between
+network namespaces as root, else in-process shaping, said in the output), and the simulator plays
+exactly that scaled scenario, calibrated once per invocation from measurements of the emulated links
+and the trainer's exchange. Prints predicted beside measured with relative errors; writes
+validation.json, overlay.png, the scaled scenario and both traces to --out. ``--suite`` runs the
+bundled matrix of cases and prints one table with the error per case and the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+RUNS_FOLDER = "runs"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("validate", help="compare the simulator with a real, scaled-down run",
+                                   description=__doc__)
+    parser.add_argument("scenario", metavar="FILE", nargs="?",
+                        help="scenario TOML file or bundled name (not with --suite)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a scenario key before scaling; repeatable")
+    parser.add_argument("--suite", action="store_true", help="run the bundled validation matrix instead")
+    parser.add_argument("--quick", action="store_true", help="with --suite: only its two shortest cases")
+    parser.add_argument("--workers", type=int, default=4, metavar="N",
+                        help="at most N workers (islands x replicas, in file order) in the real run (default 4)")
+    parser.add_argument("--step-time", type=float, default=0.2, metavar="S",
+                        help="scaled step time of the fastest island, seconds (default 0.2)")
+    parser.add_argument("--target-wall", type=float, default=10.0, metavar="S",
+                        help="about how long each real run should train, seconds (default 10)")
+    parser.add_argument("--compute", choices=("paced", "measured"), default="paced",
+                        help="paced: pace steps to the scaled step times and predict with them (default); "
+                             "measured: run unpaced and calibrate the simulator from measured step times")
+    parser.add_argument("--in-process", action="store_true",
+                        help="shape in-process over loopback even where namespaces are available")
+    parser.add_argument("--calibration", metavar="FILE",
+                        help="reuse this calibration if it exists, else measure and save it there")
+    parser.add_argument("--out", metavar="DIR", help="output folder (default runs/<time>-validate)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from islands.errors import UserError
+
+    if args.suite == bool(args.scenario):
+        raise UserError("give a scenario FILE or --suite (not both)")
+    if args.quick and not args.suite:
+        raise UserError("--quick goes with --suite")
+    if not 2 <= args.workers <= 8:
+        raise UserError(f"--workers {args.workers}: must be 2 to 8 (one process per island on this machine)")
+    if not 0.05 <= args.step_time <= 5:
+        raise UserError(f"--step-time {args.step_time}: must be 0.05 to 5 seconds")
+    out_dir = Path(args.out or Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-validate")
+    return run_suite(args, out_dir) if args.suite else run_one(args, out_dir)
+
+
+def options(args: argparse.Namespace):
+    from islands.analysis.validate_scaling import ScaleOptions
+
+    return ScaleOptions(step_time_s=args.step_time, max_workers=args.workers, target_wall_s=args.target_wall,
+                        pace=args.compute == "paced")
+
+
+def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int):
+    from islands.analysis.validate_calibration import PROBE_RATES_BITS_PER_S, load_or_measure
+    from islands.io import write_text
+
+    path = Path(args.calibration) if args.calibration else None
+    kernel = False if args.in_process else None
+    rates = ", ".join(f"{rate / 1e6:.0f}" for rate in PROBE_RATES_BITS_PER_S)
+    print(f"calibrating: TCP transfers and the trainer's exchange among 2 to {max_islands} islands, "
+          f"at {rates} Mbit/s ...", flush=True)
+    calibration = load_or_measure(path, max_islands, kernel)
+    write_text(path or out_dir / "calibration.json", calibration.to_json())
+    print(calibration_line(calibration), flush=True)
+    return calibration, kernel
+
+
+def calibration_line(calibration) -> str:
+    ratios = "; ".join(f"M={m}: " + ", ".join(f"{100 * ratio:.0f}% at {rate / 1e6:.0f}" for rate, ratio in
+                                             sorted(by_rate.items())) + " Mbit/s"
+                       for m, by_rate in sorted(calibration.exchange_ratio.items()))
+    overheads = ", ".join(f"M={m}: {1e3 * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items()))
+    stream = (f"one TCP stream gets {100 * calibration.link_ratio:.1f}% of the configured rate"
+              if calibration.link_ratios else "no TCP probe (the in-process shaper paces the payload itself)")
+    return (f"calibration ({calibration.mode}): {stream}; the trainer's exchange {ratios}; "
+            f"fixed cost per exchange {overheads}")
+
+
+def run_one(args: argparse.Namespace, out_dir: Path) -> int:
+    from islands.analysis.validate import validate_case
+    from islands.analysis.validate_compare import figures_table, syncs_table
+    from islands.scenarios import load
+
+    scenario = load(args.scenario, args.overrides)
+    calibration, kernel = calibrate(args, out_dir, min(args.workers, scenario.worker_count))
+    comparison = validate_case(scenario.name, scenario, options(args), calibration, out_dir, kernel)
+    print()
+    print(f"{scenario.name}: predicted (simulator, calibrated) vs measured (real run, scaled)")
+    print(figures_table(comparison))
+    print()
+    print(syncs_table(comparison))
+    print()
+    print("\n".join(comparison.notes))
+    print(f"wrote {out_dir / 'validation.json'}, {out_dir / 'overlay.png'}")
+    return 0
+
+
+def run_suite(args: argparse.Namespace, out_dir: Path) -> int:
+    from islands.analysis import validate_suite as suite
+
+    cases = suite.select(args.quick)
+    calibration, kernel = calibrate(args, out_dir, max(case.workers for case in cases))
+    results = suite.run_suite(cases, options(args), calibration, out_dir, kernel,
+                              progress=lambda line: print(line, flush=True))
+    suite.write_suite_json(out_dir / "suite.json", results, calibration)
+    print()
+    print(suite.suite_table(results))
+    print(suite.verdict(results))
+    print(f"wrote {out_dir / 'suite.json'} and one folder per case")
+    return 0

@@ -1,0 +1,62 @@
+"""Predicted beside measured: relative errors, negligible values, per-sync alignment, and how the
+calibration reaches the simulator (scenario keys only)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from islands.analysis.validate_calibration import Calibration, simulator_overrides, trainer_latency_s
+from islands.analysis.validate_compare import relative_error, sync_rows
+from islands.analysis.validate_scaling import ring_volume_bytes
+from islands.scenarios.loader import from_dict
+from islands.simulator import simulate
+from islands.trace import to_frame
+
+
+def test_relative_error_is_signed_and_skips_negligible_measurements():
+    assert relative_error(9.5, 10.0) == pytest.approx(-0.05)
+    assert relative_error(0.0, 0.003, scale=12.0) is None  # 3 ms of stall in a 12 s run
+    assert relative_error(1.0, None) is None
+
+
+def test_sync_rows_pair_the_same_collective():
+    predicted = to_frame([(1.0, 3.0, 0, "a", "comm", 10.0, 0, 0), (1.0, 3.5, 1, "b", "comm", 10.0, 0, 0)])
+    measured = to_frame([(1.1, 3.4, 0, "a", "comm", 10.0, 0, 0), (1.2, 4.1, 1, "b", "comm", 10.0, 0, 0)])
+    [row] = sync_rows(predicted, measured)
+    assert (row["outer_step"], row["fragment"]) == (0, 0)
+    assert row["predicted_s"] == pytest.approx(2.5)
+    assert row["measured_s"] == pytest.approx(3.0)
+    assert row["error"] == pytest.approx(-0.5 / 3.0)
+
+
+def test_the_calibrated_simulator_pays_the_trainer_s_overhead_latency_and_achieved_rate():
+    calibration = Calibration("kernel-tbf", "test", 0.958, (0.958,), {3: 0.012}, {3: {10e6: 0.5, 100e6: 0.7}})
+    islands = [{"name": f"i{n}", "step_time_s": 0.2, "upload_gbps": 0.05, "download_gbps": 0.05,
+                "latency_ms": latency} for n, latency in enumerate((1.0, 2.0, 4.0))]
+    document = {"name": "t", "model": {"parameters": 1e6, "bytes_per_param": 4},
+                "schedule": {"algorithm": "diloco", "inner_steps": 5, "outer_steps": 1, "bits": 32},
+                "island": islands}
+    scenario = from_dict(document, "t", simulator_overrides(calibration, islands))
+    sync_s = simulate(scenario).summary["mean_sync_s"]
+    latency_s = trainer_latency_s([0.001, 0.002, 0.004])
+    assert latency_s == pytest.approx(2 * (0.004 + 0.002))  # two phases, slowest member + farthest peer
+    ratio = 0.5 + 0.2 * math.log(5) / math.log(10)  # 50 Mbit/s, between the probed 10 and 100
+    assert calibration.ratio_at(3, 50e6) == pytest.approx(ratio)
+    assert calibration.ratio_at(3, 1e9) == 0.7
+    data_s = ring_volume_bytes(3, 4e6) * 8 / (0.05e9 * ratio)
+    assert sync_s == pytest.approx(0.012 + latency_s + data_s)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["validate"], "give a scenario FILE or --suite"),
+    (["validate", "worked-example", "--suite"], "give a scenario FILE or --suite"),
+    (["validate", "worked-example", "--quick"], "--quick goes with --suite"),
+    (["validate", "worked-example", "--workers", "9"], "--workers 9: must be 2 to 8"),
+])
+def test_bad_validate_arguments_get_one_line(argv, message, capsys):
+    from islands.cli import main
+
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,75 @@
+"""Scaling a scenario to a real run: what is kept, what changes, what is reported as not validated."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from islands.analysis.validate_scaling import (ScaleOptions, ring_volume_bytes, scale, scaled_schedule, to_toml,
+                                               wire_payload_bytes)
+from islands.scenarios import load
+from islands.trainer.quantize import encoded_bytes, padded_length
+
+BITS_PER_BYTE = 8
+
+
+def transfer_over_compute(document: dict) -> float:
+    """Closed form for a homogeneous blocking schedule: ring volume / rate over H * step."""
+    islands = document["island"]
+    payload_bytes = document["model"]["parameters"] * document["schedule"]["bits"] / BITS_PER_BYTE
+    rate_bytes_per_s = islands[0]["upload_gbps"] * 1e9 / BITS_PER_BYTE
+    h = document["schedule"]["inner_steps"] if document["schedule"]["algorithm"] != "ddp" else 1
+    return ring_volume_bytes(len(islands), payload_bytes) / rate_bytes_per_s / (h * islands[0]["step_time_s"])
+
+
+def test_worked_example_keeps_the_brief_ratio_of_transfer_to_compute():
+    case = scale(load("worked-example"), ScaleOptions(max_workers=4))
+    # BRIEF: 280 s of transfer per 750 s of compute; kept at M = 4 by a rate for the smaller ring volume
+    assert transfer_over_compute(case.document) == pytest.approx(280 / 750, rel=1e-9)
+    assert case.document["schedule"]["inner_steps"] == 20
+    assert case.time_factor == pytest.approx(20 * 0.2 / (500 * 1.5))
+    assert "M 8 -> 4 (first workers; ring volume rescaled)" in case.notes
+
+
+def test_the_simulator_payload_is_what_the_trainer_puts_on_the_wire():
+    values = wire_payload_bytes("ddp", 1, 2, 32) // 4  # fp32: 4 bytes per (padded) value
+    int8_bytes = wire_payload_bytes("ddp", 1, 2, 8)
+    assert int8_bytes == encoded_bytes(padded_length(values, 2), 8)
+    assert int8_bytes == values + values // 128 * 4  # codes plus one fp32 scale per 128-value block
+
+
+def test_streaming_keeps_p_and_a_valid_tau():
+    scenario = load("worked-example", ["schedule.algorithm=streaming"])  # H 500, P 10, tau 20
+    assert scaled_schedule(scenario.schedule, 20)[:3] == (20, 10, 1)
+    case = scale(scenario)
+    assert case.document["trainer"]["n_layer"] == 10
+    assert case.scenario().schedule.fragments == 10
+
+
+def test_a_straggler_stays_as_slow_relative_to_the_others():
+    original = load("mixed-fleet").workers()[:3]
+    case = scale(load("mixed-fleet"), ScaleOptions(max_workers=3))
+    steps = [island["step_time_s"] for island in case.document["island"]]
+    assert steps[0] == pytest.approx(0.2)
+    assert steps[2] / steps[0] == pytest.approx(original[2].step_time_s / original[0].step_time_s)
+
+
+def test_what_the_trainer_cannot_run_is_reported_not_validated():
+    case = scale(load("home-lab"), ScaleOptions(max_workers=3))
+    assert any(note.startswith("churn: not validated") for note in case.notes)
+    assert any(note.startswith("step-time jitter: not validated") for note in case.notes)
+    assert not case.scenario().has_churn()
+
+
+def test_a_clamped_link_says_how_far_the_ratio_moved():
+    case = scale(load("worked-example", ["schedule.algorithm=ddp", "schedule.bits=32",
+                                         "island.*.bandwidth_gbps=400"]), ScaleOptions(max_workers=3))
+    assert case.document["island"][0]["upload_gbps"] == 0.5
+    assert case.ratio_change > 1
+    assert any("clamped" in note for note in case.notes)
+
+
+def test_the_scaled_scenario_round_trips_through_toml():
+    case = scale(load("home-lab"), ScaleOptions(max_workers=3))
+    assert tomllib.loads(to_toml(case.document)) == case.document
