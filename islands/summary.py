@@ -16,12 +16,6 @@ from .trace import NO_FRAGMENT, check_frame
 BITS_PER_BYTE = 8
 BITS_PER_GBIT = 1e9
 
-SUMMARY_KEYS = (
-    "wall_time_s", "compute_utilisation", "compute_utilisation_run", "compute_s", "stall_s", "idle_s", "outer_steps", "workers",
-    "bytes_per_worker", "avg_bandwidth_gbps", "bandwidth_needed_gbps", "peak_bandwidth_gbps",
-    "mean_sync_s", "syncs", "islands",
-)
-
 
 def gbps(byte_count: float, seconds: float) -> float:
     """Bytes moved in a time, as Gbit/s (1 Gbit/s = 1e9 bit/s)."""

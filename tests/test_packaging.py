@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,10 +13,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+SKIPPED = shutil.ignore_patterns(".git", ".venv", "build", "runs", "out", "*.egg-info", "__pycache__")
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """Build from a copy of the sources, so setuptools' build/ folder never lands in the checkout."""
+    source = tmp_path_factory.mktemp("source") / "islands"
+    shutil.copytree(ROOT, source, ignore=SKIPPED)
     out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     (built,) = out.glob("islands-*.whl")
