@@ -9,6 +9,9 @@ Compute speed, two ways (``ScaleOptions.pace``): *paced*, each inner step is rea
 backward work, then a sleep up to the island's scaled step time, and the simulator gets those step
 times (a prediction made before the run); *measured*, steps run unpaced and the simulator gets each
 island's measured mean compute seconds per inner step (calibrated after the run).
+
+Churn (DiLoCo with ``[[event]]`` entries): the elastic launcher plays the scaled events in the real
+run (``validate_churn``), and leaves, joins, lost compute and join time are compared too.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from islands.simulator import simulate
 from islands.trainer.config import make_plan
 
 from .validate_calibration import Calibration, simulator_overrides
+from .validate_churn import churn_figures, train_elastic
 from .validate_compare import Comparison, compare
 from .validate_plot import write_overlay
 from .validate_run import Measured, interface_bytes_per_worker, train_scaled
@@ -50,7 +54,9 @@ def validate_case(name: str, scenario: Scenario, options: ScaleOptions, calibrat
     case = scale(scenario, options)
     scaled_path = out_dir / "scaled.toml"
     write_text(scaled_path, to_toml(case.document))
-    measured = train_scaled(scaled_path, make_plan(case.scenario()), out_dir / "run", kernel)
+    elastic = "event" in case.document
+    train = train_elastic if elastic else train_scaled
+    measured = train(scaled_path, make_plan(case.scenario()), out_dir / "run", kernel)
     overrides = simulator_overrides(calibration, case.document["island"])
     if not options.pace:
         overrides += measured_step_overrides(measured)
@@ -59,6 +65,8 @@ def validate_case(name: str, scenario: Scenario, options: ScaleOptions, calibrat
              f"time scale k = {case.time_factor:.3g} (scaled interval / original)", *case.notes]
     comparison = compare(name, predicted.summary, predicted.trace, measured.summary, measured.trace,
                          interface_bytes_per_worker(measured), notes)
+    if elastic:
+        comparison.figures += churn_figures(predicted.summary, predicted.trace, measured.summary, case.document)
     write_table(predicted.trace, out_dir / "predicted_trace.csv")
     write_overlay(out_dir / "overlay.png", comparison, predicted.trace, measured.trace)
     document = {

@@ -25,7 +25,7 @@ SYNC_ROWS_SHOWN = 12
 @dataclass(frozen=True)
 class Figure:
     name: str
-    unit: str  # "s", "fraction", "bytes"
+    unit: str  # "s", "fraction", "bytes", "count"
     predicted: float
     measured: float | None
     error: float | None
@@ -86,6 +86,8 @@ def value_text(value: float | None, unit: str) -> str:
         return f"{100 * value:.1f}%"
     if unit == "bytes":
         return size(value)
+    if unit == "count":
+        return f"{value:g}"
     return f"{value:.3f} s" if value < 10 else duration(value)
 
 

@@ -13,8 +13,13 @@ and the ratio of transfer time to compute time per interval. Changed, and said s
   worker, S the payload on the wire, so transfer / compute per interval is unchanged; rates are
   clamped to what tbf shapes well here (``MIN_BITS_PER_S`` to ``MAX_BITS_PER_S``);
 * outer steps: as many as fit in ``target_wall_s`` (at least ``MIN_OUTER_STEPS``);
-* what the trainer cannot run yet (churn, deadline / adaptive barriers, step jitter, TCP windows) is
-  left out and listed as not validated.
+* churn (``[[event]]`` entries, ``present = false``; DiLoCo only, the elastic trainer's one
+  combination): the whole timeline shrinks by k, so an event at ``at_s`` happens at ``at_s * k``, the
+  same point of the same interval (compute and transfer both scale by k); events past the scaled
+  run's end are dropped and said so. The detection timeout scales by k too, but not below
+  ``MIN_DETECTION_S``; a joiner downloads what the trainer broadcasts (``JOIN_STATE_BYTES_PER_VALUE``);
+* what the trainer cannot run yet (random churn, churn outside DiLoCo, deadline / adaptive barriers,
+  step jitter, TCP windows) is left out and listed as not validated.
 """
 
 from __future__ import annotations
@@ -36,6 +41,17 @@ MODEL_PARAMETERS = 2.5e6  # about 30 ms of forward, backward and AdamW per step 
 WIDTH_STEP = 32
 TRAINER = {"n_head": 4, "block_size": 16, "batch_size": 1, "corpus_bytes": 200_000,
            "eval_batches": 1, "checkpoint_every": 0, "warmup_steps": 2, "timeout_s": 120.0}
+# The elastic trainer's survivors must all reach the re-forming within the detection timeout: their
+# exchanges fail at once on the dead peer's closed sockets, so only store polling (20 ms) and the
+# 50 ms heartbeat separate them; 10 heartbeats leave room for a busy 2-core machine.
+MIN_DETECTION_S = 0.5
+# trainer.collective_timeout_s only fires on a silent (not dead) peer, which scripted churn never
+# makes; it must outlast the longest legitimate wait in a collective: a state download or a sync.
+# At least the trainer's default; longer when one scaled outer step (compute and sync) takes longer.
+MIN_COLLECTIVE_TIMEOUT_S = 10.0
+# What ``ElasticTrainer.sync_state`` sends a joiner per exchanged value: the fp32 global weights and
+# the outer optimizer's fp32 momentum (the simulator downloads parameters * bytes_per_param).
+JOIN_STATE_BYTES_PER_VALUE = 8
 
 
 @dataclass(frozen=True)
@@ -112,12 +128,23 @@ def scaled_schedule(schedule: Any, max_inner_steps: int) -> tuple[int, int, int,
     return scaled_h, p, scaled_tau, notes
 
 
+def has_churn(scenario: Scenario) -> bool:
+    return bool(scenario.events) or any(not i.present or i.mtbf_s for i in scenario.islands)
+
+
+def churn_validated(scenario: Scenario) -> bool:
+    """Scripted churn under DiLoCo: what the elastic trainer plays (one rank per island, as scaled)."""
+    scripted = not any(i.mtbf_s for i in scenario.islands)
+    return has_churn(scenario) and scripted and scenario.schedule.algorithm == "diloco"
+
+
 def not_validated(scenario: Scenario) -> list[str]:
     """What the scaled run leaves out because the trainer cannot apply it yet."""
     notes = []
-    churn = scenario.events or any(not i.present or i.mtbf_s for i in scenario.islands)
-    if churn:
-        notes.append("churn: not validated (the trainer does not yet apply churn); run without it")
+    if has_churn(scenario) and not churn_validated(scenario):
+        reason = ("random churn (mtbf_s) is simulated only" if any(i.mtbf_s for i in scenario.islands)
+                  else f"the elastic trainer runs DiLoCo only, not {scenario.schedule.algorithm!r}")
+        notes.append(f"churn: not validated ({reason}); run without it")
     if scenario.schedule.barrier != "wait":
         notes.append(f"barrier {scenario.schedule.barrier!r}: not validated (the trainer runs 'wait' only)")
     if any(i.jitter_cv for i in scenario.islands):
@@ -179,17 +206,42 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
         "island": islands,
     }
     case = ScaledCase(scenario, document, time_factor, 1 / kept, notes)
-    document["schedule"]["outer_steps"] = fitting_outer_steps(case, schedule, options.target_wall_s)
+    document["schedule"]["outer_steps"], one_outer_s = fitting_outer_steps(case, schedule, options.target_wall_s)
     if schedule.algorithm == "ddp":  # the trainer evaluates every H steps; DDP's syncs ignore H
         document["schedule"]["inner_steps"] = document["schedule"]["outer_steps"]
+    if churn_validated(scenario):
+        add_churn(case, workers, one_outer_s)
     return case
 
 
-def fitting_outer_steps(case: ScaledCase, schedule: Any, target_wall_s: float) -> int:
-    """As many outer steps (DDP: steps) as the simulator says fit in ``target_wall_s``."""
+def add_churn(case: ScaledCase, workers: list[Worker], one_outer_s: float) -> None:
+    """The scenario's events and absent islands at the scaled times, and the elastic trainer's keys."""
+    document, k = case.document, case.time_factor
+    end_s = document["schedule"]["outer_steps"] * one_outer_s
+    events = [{"at_s": event.at_s * k, "island": worker.name, "kind": event.kind}
+              for event in case.original.events for worker in workers
+              if event.island in (worker.name, worker.island)]
+    kept = [event for event in events if event["at_s"] < end_s]
+    if len(kept) < len(events):
+        case.notes.append(f"churn: {len(events) - len(kept)} event(s) after the scaled run's end "
+                          f"({end_s:.1f} s) dropped")
+    detection_s = max(MIN_DETECTION_S, case.original.network.detection_timeout_s * k)
+    document["event"] = kept
+    for entry, worker in zip(document["island"], workers):
+        entry["present"] = worker.present
+    document["network"] = {"detection_timeout_s": detection_s}
+    document["model"]["bytes_per_param"] = JOIN_STATE_BYTES_PER_VALUE
+    document["trainer"].update(elastic=True, collective_timeout_s=max(MIN_COLLECTIVE_TIMEOUT_S, 2 * one_outer_s))
+    case.notes.append(f"churn: events at at_s x k; detection timeout "
+                      f"{case.original.network.detection_timeout_s:g} s -> {detection_s:.3g} s")
+
+
+def fitting_outer_steps(case: ScaledCase, schedule: Any, target_wall_s: float) -> tuple[int, float]:
+    """As many outer steps (DDP: steps) as the simulator says fit in ``target_wall_s``, and the
+    seconds of one."""
     one_s = simulate(case.scenario()).summary["wall_time_s"]
     fitting = max(MIN_OUTER_STEPS, math.floor(target_wall_s / one_s))
-    return min(schedule.outer_steps, fitting)
+    return min(schedule.outer_steps, fitting), one_s
 
 
 def to_toml(document: dict[str, Any]) -> str:

@@ -59,3 +59,32 @@ def test_environment_variable_switches_pacing_on(monkeypatch):
     wrapped = paced_from_environment(group)
     assert isinstance(wrapped, PacedGroup)
     assert wrapped.latency_s == pytest.approx(2 * LATENCY_S)
+
+
+def test_members_are_paced_on_their_own_islands_links():
+    """After island 1 left, an elastic epoch's group is islands [0, 2]: member 1 must book island 2's
+    link (80 Mbit/s) and pay its latency, not island 1's (8 Mbit/s, ten times slower)."""
+    specs = [LinkSpec(0, RATE_BITS_PER_S, RATE_BITS_PER_S, LATENCY_S),
+             LinkSpec(1, RATE_BITS_PER_S / 10, RATE_BITS_PER_S / 10, 10 * LATENCY_S),
+             LinkSpec(2, RATE_BITS_PER_S, RATE_BITS_PER_S, LATENCY_S)]
+    groups = thread_groups(2, 1)
+
+    def body(rank: int):
+        pacer = InProcessShaper(specs)
+        group = PacedGroup(groups[rank].cross, pacer, [0, 2])
+        start = time.monotonic()
+        group.all_gather(torch.zeros(100_000, dtype=torch.uint8))  # 100 kB each way
+        return group.island, group.peers, time.monotonic() - start, pacer.counters(group.island)
+
+    expected_s = 2 * LATENCY_S + 100_000 * 8 / RATE_BITS_PER_S  # 0.03 s (island 1's link: 0.3 s)
+    results = run_threads(2, body)
+    assert [(island, peers) for island, peers, _, _ in results] == [(0, [2]), (2, [0])]
+    for _, _, elapsed_s, counters in results:
+        assert expected_s <= elapsed_s < expected_s + 0.1
+        assert counters == {"tx_bytes": 100_000, "rx_bytes": 100_000}
+
+
+def test_member_islands_must_match_the_group():
+    group = thread_groups(2, 1)[0].cross
+    with pytest.raises(ValueError, match="3 member islands given for a group of 2"):
+        PacedGroup(group, InProcessShaper(links(3)), [0, 1, 2])

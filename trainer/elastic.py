@@ -104,7 +104,7 @@ class ElasticTrainer(Trainer):
 
     def installed(self) -> None:
         group = self.membership.group
-        cross = paced_from_environment(killable(group, self.island))
+        cross = paced_from_environment(killable(group, self.island), self.membership.members)
         self.groups = Groups(world=group, cross=cross)
         self.exchanger.cross = cross
 

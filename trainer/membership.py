@@ -229,8 +229,8 @@ class Membership:
     # ------------------------------------------------------------------ joining
     def request_join(self, requested_s: float) -> bool:
         """Ask to enter at the next outer boundary and wait until the members admit this island;
-        False if the run finished first."""
-        self.start_heartbeat()
+        False if the run finished first. The heartbeat starts only once admitted: until the members have
+        recorded a returning island's departure, its progress key still describes the dead incarnation."""
         number = self.store.add(self.key("join", "requests"), 1)
         self.store.set(self.key("join", "request", number), json.dumps({"island": self.island,
                                                                          "requested_s": requested_s}))
@@ -240,6 +240,7 @@ class Membership:
                 return False
         epoch = int(self.store.get(admitted))
         self.install(epoch, [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")])
+        self.start_heartbeat()
         return True
 
     def admit_joiners(self) -> bool:

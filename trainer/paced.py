@@ -4,8 +4,10 @@ Under ``islands validate`` each island's link is emulated: by the kernel (tbf sh
 latency is added here when the kernel has no netem) or, without root, entirely in-process. Either
 way the pacer comes from the process that owns the WAN as one string in ``PACER_VARIABLE``
 (``wan.pacer_config()``), and every collective of the cross-island group is wrapped in
-``pacer.transfer(island, sent, received, latency, paced_by)``. The member index of the cross-island
-group is the island index (``launch.torch_groups``). Intra-island groups are never paced.
+``pacer.transfer(island, sent, received, latency, paced_by)``. The caller names the island of each
+member of the group, in member order: the whole fleet at launch (``launch.torch_groups``), the
+epoch's members in an elastic run, where after a departure member 1 may be island 2. Intra-island
+groups are never paced.
 
 Bytes per member: all-to-all and all-gather send (M-1) chunks and receive (M-1); an all-reduce is
 counted as a ring, 2(M-1)/M of the tensor each way. Messages of one collective travel in parallel,
@@ -15,7 +17,7 @@ so each pays one path latency: this member's one-way latency plus the farthest p
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -28,16 +30,21 @@ PACER_VARIABLE = "ISLANDS_WAN_PACER"
 class PacedGroup:
     """A cross-island group whose data collectives wait as the emulated links would make them."""
 
-    def __init__(self, inner: Group, pacer: InProcessShaper | InProcessLatency):
+    def __init__(self, inner: Group, pacer: InProcessShaper | InProcessLatency,
+                 islands: Sequence[int] | None = None):
+        islands = list(range(inner.size)) if islands is None else list(islands)
+        if len(islands) != inner.size:
+            raise ValueError(f"{len(islands)} member islands given for a group of {inner.size}")
         self.inner = inner
         self.pacer = pacer
         self.rank = inner.rank
         self.size = inner.size
-        self.peers = [member for member in range(inner.size) if member != inner.rank]
-        self.latency_s = pacer.latency_s(self.rank) + max((pacer.latency_s(p) for p in self.peers), default=0.0)
+        self.island = islands[inner.rank]
+        self.peers = [island for member, island in enumerate(islands) if member != inner.rank]
+        self.latency_s = pacer.latency_s(self.island) + max((pacer.latency_s(p) for p in self.peers), default=0.0)
 
     def paced(self, sent_bytes: float, received_bytes: float):
-        return self.pacer.transfer(self.rank, int(sent_bytes), int(received_bytes), self.latency_s, self.peers)
+        return self.pacer.transfer(self.island, int(sent_bytes), int(received_bytes), self.latency_s, self.peers)
 
     def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
         outgoing = sum(chunk.nbytes for member, chunk in enumerate(chunks) if member != self.rank)
@@ -66,7 +73,8 @@ class PacedGroup:
         self.inner.barrier()
 
 
-def paced_from_environment(group: Group) -> Group:
-    """``group`` wrapped in the pacer named by ``PACER_VARIABLE``, or unchanged when it is not set."""
+def paced_from_environment(group: Group, islands: Sequence[int] | None = None) -> Group:
+    """``group`` (whose member i is island ``islands[i]``; default: island i) wrapped in the pacer
+    named by ``PACER_VARIABLE``, or unchanged when it is not set."""
     config = os.environ.get(PACER_VARIABLE)
-    return PacedGroup(group, pacer_from_config(config)) if config else group
+    return PacedGroup(group, pacer_from_config(config), islands) if config else group
