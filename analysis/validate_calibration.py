@@ -9,8 +9,9 @@ Each quantity is probed at every rate of ``PROBE_RATES_BITS_PER_S`` (transfers o
   tiny exchanges at zero latency).
 * ``exchange_ratio[M][rate]``: the rate the trainer's exchange really moves its bytes at, over the
   configured rate: ring volume 2(M-1)/M * S of a large exchange over (its time - ``overhead_s[M]``).
-  Well below ``link_ratio``, and rate-dependent: gloo's all-to-all and all-gather of one large
-  message per peer do not keep both directions of a shaped link busy (analysis/VALIDATE_README_SECTION.md).
+  About 0.88-0.91 for 2-4 islands at 10 and 100 Mbit/s, a little below ``link_ratio``: the exchange
+  sends 64 KiB pieces posted together (``comm.PIECE_BYTES``), and pauses between its 2(M-1) steps.
+  (Sent as one large message per peer, as gloo's own all-to-all does, it reached only 0.52-0.80.)
 
 The simulator gets them through scenario keys, never fitted per case: every link's rate times
 ``exchange_ratio[M]`` at the ring's slowest configured rate, and one latency per island that makes

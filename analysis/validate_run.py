@@ -5,9 +5,9 @@ namespaces are unavailable, over loopback with the in-process shaper; either way
 collectives are paced through ``ISLANDS_WAN_PACER`` (``trainer.paced``). Bytes per island are read
 from the shaped interface's own kernel counters before and after the run.
 
-Ranks are started here rather than by ``launch.launch_local``, which picks the rendezvous port on
-the host and so cannot bind an address that exists only inside island 0's namespace; a fresh
-namespace has every port free, so ``RENDEZVOUS_PORT`` is used there.
+Ranks are started here rather than by ``launch.launch_local`` because the same starter serves the
+calibration probe (not a training run, its rank 0's output piped back) and the training run (its
+console silenced). A fresh namespace has every port free, so ``RENDEZVOUS_PORT`` is used there.
 """
 
 from __future__ import annotations

@@ -135,6 +135,11 @@ def test_tbf_burst_covers_four_ms_and_at_least_one_gso_packet():
     assert net.netem_limit_packets(1000 * MBIT, 0.05) == 8257  # 2 x 125 MB/s x 50 ms / 1514 B
 
 
+def test_tbf_queue_holds_the_burst_and_four_flows_small_queues_at_low_rates():
+    assert net.tbf_limit_bytes(10 * MBIT) == 65536 + 4 * 65536  # 20 ms would be 25 000 B
+    assert net.tbf_limit_bytes(1000 * MBIT) == 500_000 + 2_500_000  # 20 ms of 125 MB/s
+
+
 def test_owner_liveness_uses_pid_and_start_time():
     me = {"pid": os.getpid(), "start_ticks": state.process_start_ticks(os.getpid())}
     assert state.owner_alive(me)
@@ -240,6 +245,8 @@ def test_links_are_built_as_specified_and_removed_on_normal_exit(no_leftovers):
         download = net.run(["tc", "-n", f"{prefix}-core", "qdisc", "show", "dev", "port0"])
         assert "tbf" in upload and "rate 120Mbit" in upload
         assert "tbf" in download and "rate 80Mbit" in download
+        limit = net.run(["ip", "netns", "exec", wan.namespace(0), "sysctl", "-n", "net.ipv4.tcp_limit_output_bytes"])
+        assert int(limit) == net.TSQ_LIMIT_BYTES == 65536
         assert f"inet {wan.address(0)}/24" in net.run(["ip", "-n", wan.namespace(0), "addr", "show", "dev", "wan0"])
         assert "default" not in net.run(["ip", "-n", wan.namespace(0), "route", "show"])
 

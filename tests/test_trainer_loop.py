@@ -1,6 +1,8 @@
 """The training loop with islands as threads of one process (no sockets): DiLoCo against DDP,
 identical global weights, the streaming schedule, the bytes in the trace, the summary's keys."""
 
+import json
+
 import pytest
 import torch
 
@@ -32,10 +34,10 @@ def corpus_for(plan):
     return CORPORA[key]
 
 
-def trainers_for(plan):
+def trainers_for(plan, out_dir=None):
     groups = thread_groups(plan.islands, plan.ranks_per_island)
     corpus = corpus_for(plan)
-    return run_threads(plan.world_size, lambda rank: Trainer(plan, rank, groups[rank], corpus=corpus))
+    return run_threads(plan.world_size, lambda rank: Trainer(plan, rank, groups[rank], out_dir=out_dir, corpus=corpus))
 
 
 def in_threads(trainers, work):
@@ -148,3 +150,14 @@ def test_pacing_pads_each_step_and_the_trace_shows_it():
     in_threads(trainers, lambda t: t.run())
     summary = finish_all(trainers)
     assert 4 * 0.05 <= summary["compute_s"] < 4 * 0.05 + 0.1
+
+
+def test_ddp_counts_the_optimizer_step_and_pacing_after_the_last_sync_as_compute(tmp_path):
+    plan = plan_for({"algorithm": "ddp", "outer_steps": 4, "bits": 16}, pace_step_time_s=0.05)
+    trainers = trainers_for(plan, out_dir=tmp_path)
+    in_threads(trainers, lambda t: t.run())
+    summary = finish_all(trainers)
+    assert 4 * 0.05 <= summary["compute_s"] < 4 * 0.05 + 0.1  # all four paced steps, the last included
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and all(0 < r["paced_s"] <= 0.05 for r in records)
+

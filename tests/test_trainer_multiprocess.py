@@ -5,8 +5,10 @@ a timeout. Bad-input tests run in this process and start nothing.
 """
 
 import json
+import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import torch
@@ -105,3 +107,60 @@ def test_torchrun_with_the_wrong_world_size_is_refused(monkeypatch, capsys):
 def test_workers_must_fit_the_scenario(workers, capsys):
     assert main(["train", "worked-example", "--workers", workers]) == 2
     assert "--workers" in capsys.readouterr().err
+
+
+class StartedRank:
+    """Stands in for a rank's process: records how it was started and exits at once with 0."""
+
+    started: list = []
+
+    def __init__(self, command, env):
+        self.started.append((command, env))
+
+    def poll(self):
+        return 0
+
+    def wait(self, timeout):
+        return 0
+
+
+def test_launch_local_uses_the_given_rendezvous_port_and_island_prefix(monkeypatch):
+    from islands.trainer import launch
+    from islands.trainer.config import make_plan
+    monkeypatch.setattr(launch.subprocess, "Popen", StartedRank)
+    StartedRank.started.clear()
+    plan = make_plan(load("worked-example", ["trainer.ranks_per_island=2"]), 2)
+    wrap = lambda island: launch.IslandLaunch(("ip", "netns", "exec", f"ns{island}"), {"ISLAND": str(island)})
+    assert launch.launch_local(["x"], plan, "10.213.0.1", wrap, port=29555) == 0
+    assert len(StartedRank.started) == plan.world_size
+    for rank, (command, env) in enumerate(StartedRank.started):
+        island = rank // plan.ranks_per_island
+        assert command[:4] == ["ip", "netns", "exec", f"ns{island}"]
+        where = (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["ISLAND"])
+        assert where == ("10.213.0.1", "29555", str(rank), str(island))
+
+
+MEMBER = textwrap.dedent("""
+    import os, sys, torch, torch.distributed as dist
+    from islands.trainer.comm import TorchGroup
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", rank=rank, world_size=size)
+    group = TorchGroup(list(range(size)), dist.group.WORLD)
+    values = 40_000  # 160 000 B per chunk: three 64 KiB pieces, the last one partial
+    chunks = [torch.arange(values, dtype=torch.float32) + 1000 * rank + to for to in range(size)]
+    received = group.all_to_all(chunks)
+    gathered = group.all_gather(torch.full((2, 50_001), rank, dtype=torch.int64))
+    ok = all(torch.equal(received[source], torch.arange(values, dtype=torch.float32) + 1000 * source + rank)
+             for source in range(size))
+    ok &= all(torch.equal(gathered[member], torch.full((2, 50_001), member, dtype=torch.int64))
+              for member in range(size))
+    dist.destroy_process_group()
+    sys.exit(0 if ok else 3)
+""")
+
+
+def test_torch_group_collectives_deliver_every_piece_to_the_right_member():
+    from islands.trainer.launch import free_port
+    env = {**os.environ, "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port("127.0.0.1"))}
+    members = [subprocess.Popen([sys.executable, "-c", MEMBER], env={**env, "RANK": str(rank)}) for rank in range(3)]
+    assert [member.wait(timeout=RUN_TIMEOUT_S) for member in members] == [0, 0, 0]

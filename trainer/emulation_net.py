@@ -37,9 +37,16 @@ BITS_PER_BYTE = 8
 # that starts on an idle link gets at most SHAPER_JITTER_S of head start.
 SHAPER_JITTER_S = 0.004
 MIN_BURST_BYTES = 65536
-# tbf queue: packets wait at most this long before being dropped. 20 ms holds a few TCP flows'
-# windows at these rates without building the deep standing queues that would inflate RTTs.
+# TCP small queues: a socket keeps at most this many bytes in the qdiscs below it (the kernel's
+# default, 4 MB, lets each flow dump megabytes into a tbf queue that holds far less, and the
+# overflow is dropped and retransmitted). Set inside every namespace; the host's value is untouched.
+TSQ_LIMIT_BYTES = 65536
+# tbf queue beyond the burst: QUEUE_LATENCY_S of traffic at the link's rate, and never less than
+# QUEUE_MIN_FLOWS sockets' TSQ allowance. With TSQ bounding what each flow queues, the queue's depth
+# is set by the flows, so the floor costs no standing delay; it only stops drops between gloo's
+# several connections per pair (at 10 Mbit/s 20 ms is 25 000 B, less than one GSO packet).
 QUEUE_LATENCY_S = 0.020
+QUEUE_MIN_FLOWS = 4
 # netem holds every packet for the whole delay, so its queue (1000 packets by default) must hold
 # twice a delay's worth of full-size packets at the link's rate, or it drops them.
 NETEM_MIN_LIMIT_PACKETS = 1000
@@ -83,7 +90,8 @@ def add_namespace(namespace: str) -> None:
     """Create a namespace without IPv6, so that no router solicitations pollute the byte counters."""
     run(["ip", "netns", "add", namespace])
     run(["ip", "netns", "exec", namespace, "sysctl", "-q", "-w",
-         "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
+         "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+         f"net.ipv4.tcp_limit_output_bytes={TSQ_LIMIT_BYTES}"])
     run(["ip", "-n", namespace, "link", "set", "dev", "lo", "up"])
 
 
@@ -106,6 +114,12 @@ def tbf_burst_bytes(rate_bits_per_s: float) -> int:
     return max(MIN_BURST_BYTES, round(rate_bits_per_s / BITS_PER_BYTE * SHAPER_JITTER_S))
 
 
+def tbf_limit_bytes(rate_bits_per_s: float) -> int:
+    """tbf's queue in bytes: the burst plus the larger of QUEUE_LATENCY_S at the rate and the flows' TSQ."""
+    queue_bytes = max(round(rate_bits_per_s / BITS_PER_BYTE * QUEUE_LATENCY_S), QUEUE_MIN_FLOWS * TSQ_LIMIT_BYTES)
+    return tbf_burst_bytes(rate_bits_per_s) + queue_bytes
+
+
 def netem_limit_packets(rate_bits_per_s: float, delay_s: float) -> int:
     in_flight_packets = rate_bits_per_s / BITS_PER_BYTE * delay_s / FULL_PACKET_BYTES
     return max(NETEM_MIN_LIMIT_PACKETS, math.ceil(2 * in_flight_packets))
@@ -114,7 +128,7 @@ def netem_limit_packets(rate_bits_per_s: float, delay_s: float) -> int:
 def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | None) -> None:
     """Shape the egress of ``device`` to the rate; with ``delay_s``, a netem delay in front of it."""
     tbf = ["tbf", "rate", f"{round(rate_bits_per_s)}bit", "burst", str(tbf_burst_bytes(rate_bits_per_s)),
-           "latency", f"{round(QUEUE_LATENCY_S * 1e6)}us"]
+           "limit", str(tbf_limit_bytes(rate_bits_per_s))]
     qdisc = ["tc", "-n", namespace, "qdisc", "add", "dev", device]
     if delay_s is None:
         run(qdisc + ["root", "handle", "1:"] + tbf)

@@ -77,10 +77,12 @@ def rank_environment(rank: int, plan: RunPlan, master_addr: str, port: int, extr
 
 
 def launch_local(train_args: list[str], plan: RunPlan, master_addr: str = "127.0.0.1",
-                 island_launch: Callable[[int], IslandLaunch] | None = None) -> int:
+                 island_launch: Callable[[int], IslandLaunch] | None = None, port: int | None = None) -> int:
     """Start every rank of ``plan`` on this machine and wait; returns the first failing exit code or 0.
+    ``port`` is the rendezvous port; by default a free one on ``master_addr``, which must then be an
+    address of this host's namespace (pass ``port`` for one that exists only inside island 0's).
     An elastic run (churn) is started by ``launch_elastic.launch_elastic`` instead."""
-    port = free_port(master_addr)
+    port = port or free_port(master_addr)
     if plan.elastic:
         def environment(island: int) -> tuple[list[str], dict]:
             wrap = island_launch(island) if island_launch else IslandLaunch()
@@ -165,7 +167,7 @@ def run_process(plan: RunPlan, env: DistEnv, out_dir: Path | None, resume_dir: P
                             world_size=env.world_size, timeout=timedelta(seconds=plan.spec.timeout_s))
     try:
         groups = torch_groups(plan, env.rank)
-        groups.cross = paced_from_environment(groups.cross)
+        groups.cross = paced_from_environment(groups.cross, list(range(plan.islands)))
         out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])
         trainer = Trainer(plan, env.rank, groups, device, out_dir, resume_dir)
         trainer.run(stop_after)

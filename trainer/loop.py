@@ -178,22 +178,26 @@ class Trainer:
 
     def run_step(self) -> None:
         start_s = self.clock.now()
-        loss, grad_blocked_s, grad_comm_s = self.inner_step()
+        loss, grad_blocked_s, grad_comm_s, paced_s = self.inner_step()
         self.step += 1
         sync_blocked_s, sync_comm_s = self.sync_fragments()
         record = {
             "step": self.step, "outer_step": self.plan.outer_step(self.step - 1), "train_loss": loss,
             "eval_loss": None, "tokens": self.step * self.plan.tokens_per_step,
             "step_time_s": self.clock.now() - start_s, "allreduce_s": grad_comm_s + sync_comm_s,
-            "blocked_s": grad_blocked_s + sync_blocked_s,
+            "blocked_s": grad_blocked_s + sync_blocked_s, "paced_s": paced_s,
         }
         if self.step % self.plan.period_steps == 0 or self.step == self.plan.total_steps:
+            # DDP's optimizer step and pacing come after the step's sync: close that compute before
+            # the clock pauses, or a run's last step (and a checkpoint's trace) would leave it out.
+            self.recorder.end_compute(record["outer_step"])
             self.end_period(record)
         elif self.metrics:
             self.metrics.write(record)
 
-    def inner_step(self) -> tuple[float, float, float]:
-        """Forward, backward, gradient averaging, clip, optimizer step, pacing; (loss, blocked s, comm s)."""
+    def inner_step(self) -> tuple[float, float, float, float]:
+        """Forward, backward, gradient averaging, clip, optimizer step, pacing;
+        (loss, blocked s, comm s, paced s: the part of the step's compute that was pacing sleep)."""
         busy_start = time.monotonic()
         spec = self.plan.spec
         x, y = self.sampler.next_batch()
@@ -214,14 +218,16 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.pace(time.monotonic() - busy_start - sync_wall_s)
-        return loss.item(), blocked_s, comm_s
+        paced_s = self.pace(time.monotonic() - busy_start - sync_wall_s)
+        return loss.item(), blocked_s, comm_s, paced_s
 
-    def pace(self, busy_s: float) -> None:
-        """Sleep out the rest of the island's target step time (the sleep is part of the compute row)."""
-        target_s = self.plan.pace_s(self.island)
-        if target_s > busy_s:
-            time.sleep(target_s - busy_s)
+    def pace(self, busy_s: float) -> float:
+        """Sleep out the rest of the island's target step time (the sleep is part of the compute row,
+        as the simulator's compute is the paced step); returns the seconds slept."""
+        sleep_s = max(0.0, self.plan.pace_s(self.island) - busy_s)
+        if sleep_s:
+            time.sleep(sleep_s)
+        return sleep_s
 
     def average_inside_island(self, grads: list[torch.Tensor]) -> None:
         flat = flatten(grads)
