@@ -12,7 +12,6 @@ console silenced). A fresh namespace has every port free, so ``RENDEZVOUS_PORT``
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from islands.errors import UserError
 from islands.trainer.emulation import EmulatedWAN, InProcessShaper, links_from_workers, open_wan
 from islands.trainer.launch import free_port, stop_all, wait_all
 from islands.trainer.paced import PACER_VARIABLE
+from islands.trainer.tracing import TRACE_FILE, read_output
 
 RENDEZVOUS_PORT = 29500
 FP32_BYTES = 4
@@ -85,9 +85,8 @@ def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None) 
         after = sent_bytes(wan, plan.islands)
         label = wan.label
     moved = [a - b for a, b in zip(after, before)] if before is not None else None
-    return Measured(summary=json.loads((out_dir / "summary.json").read_text(encoding="utf-8")),
-                    trace=pd.read_csv(out_dir / "trace.csv"),
-                    run_info=json.loads((out_dir / "run.json").read_text(encoding="utf-8")),
+    return Measured(summary=read_output(out_dir, "summary"), trace=pd.read_csv(out_dir / TRACE_FILE),
+                    run_info=read_output(out_dir, "run"),
                     interface_bytes=moved, wan_label=label)
 
 

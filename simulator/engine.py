@@ -18,7 +18,7 @@ import pandas as pd
 import simpy
 
 from islands.scenarios import Scenario, Worker
-from islands.summary import summarise
+from islands.summary import BITS_PER_BYTE, BITS_PER_GBIT, summarise
 from islands.trace import NO_FRAGMENT, to_frame
 
 from . import barriers
@@ -311,7 +311,7 @@ class Simulation:
     def result(self) -> SimResult:
         trace = to_frame(self.rows)
         links = self.link_table()
-        peak_gbps = max(link.peak_bytes_per_s for link in self.all_links()) * 8 / 1e9
+        peak_gbps = max(link.peak_bytes_per_s for link in self.all_links()) * BITS_PER_BYTE / BITS_PER_GBIT
         summary = summarise(trace, self.completed_outer, peak_gbps, self.extra_summary(),
                             island_extra=self.island_extra())
         return SimResult(summary=summary, trace=trace, links=links)
@@ -356,7 +356,7 @@ class Simulation:
             island = self.workers[link.worker].island
             for start, end, rate in link.segments:
                 if end > start:
-                    rows.append((start, end, link.worker, island, link.direction, rate * 8 / 1e9))
+                    rows.append((start, end, link.worker, island, link.direction, rate * BITS_PER_BYTE / BITS_PER_GBIT))
         frame = pd.DataFrame.from_records(rows, columns=list(LINK_COLUMNS))
         return frame.sort_values(["time_start_s", "worker", "direction"], kind="stable").reset_index(drop=True)
 

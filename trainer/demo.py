@@ -13,7 +13,6 @@ loopback, so measured sync times show this machine, not the scenario's WAN.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from islands.errors import UserError
@@ -22,6 +21,7 @@ from islands.simulator import simulate
 
 from .config import make_plan
 from .launch import launch_local
+from .tracing import read_output
 
 DEMO_INNER_STEPS = 20
 DEMO_OUTER_STEPS = 4
@@ -51,8 +51,8 @@ def scaled_demo(scenario_name: str, out_dir: str | Path) -> tuple[dict, dict]:
     code = launch_local(arguments, plan)
     if code:
         raise UserError(f"the demo's training run failed with exit code {code} (its output is above)")
-    measured = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
-    parameters = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))["parameters"]
+    measured = read_output(out_dir, "summary")
+    parameters = read_output(out_dir, "run")["parameters"]
     step_time_s = measured["compute_s"] / measured["inner_steps"]
     calibrated = overrides + [f"island.*.step_time_s={step_time_s!r}", f"model.parameters={parameters}"]
     return measured, simulate(load(scenario_name, calibrated)).summary

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from islands.errors import UserError
-from islands.io import write_table, write_text
+from islands.io import write_text
 from islands.trace import NO_FRAGMENT
 
 from . import checkpoint
@@ -38,7 +38,7 @@ from .faults import killable
 from .loop import Groups, Trainer, shapes_of
 from .membership import History, LeftOut, Membership, run_time_s
 from .paced import paced_from_environment
-from .tracing import build_summary
+from .tracing import build_summary, write_outputs
 
 ROWS_FOLDER = "islands"
 
@@ -276,11 +276,9 @@ class ElasticTrainer(Trainer):
                  "leaves": len(history.leaves), "joins": len(joins)}
         trace, summary = build_summary(self.plan, self.step, rows, churn)
         if self.out_dir:
-            write_table(trace, self.out_dir / "trace.csv")
-            write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-            write_text(self.out_dir / "run.json", json.dumps(self.run_info(), indent=2) + "\n")
-            write_text(self.out_dir / "churn.json", json.dumps(
-                {"leaves": history.leaves, "joins": joins, "epochs": history.epochs}, indent=2) + "\n")
+            write_outputs(self.out_dir, trace, {
+                "summary": summary, "run": self.run_info(),
+                "churn": {"leaves": history.leaves, "joins": joins, "epochs": history.epochs}})
         return summary
 
     def all_rows(self, gathered: dict[int, list[tuple]]) -> list[tuple]:

@@ -13,7 +13,6 @@ backward pass (plain data parallel), so the island's ranks hold identical replic
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from typing import Any, Iterator
 
 import torch
 
-from islands.io import write_table, write_text
 from islands.tables import size
 
 from . import checkpoint
@@ -33,7 +31,7 @@ from .model import GPTConfig, build_model, decay_groups
 from .outer import build_fragments
 from .robust import NOT_FINITE, AggregationRule, Verdict
 from .sync import Exchanger
-from .tracing import Clock, MetricsLog, Recorder, build_summary, island_rows
+from .tracing import Clock, MetricsLog, Recorder, build_summary, island_rows, write_outputs
 
 ADAMW_BETAS = (0.9, 0.95)
 
@@ -382,9 +380,7 @@ class Trainer:
             return None
         trace, summary = build_summary(self.plan, self.step, island_rows(rows_by_rank, self.plan.ranks_per_island))
         if self.out_dir:
-            write_table(trace, self.out_dir / "trace.csv")
-            write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-            write_text(self.out_dir / "run.json", json.dumps(self.run_info(), indent=2) + "\n")
+            write_outputs(self.out_dir, trace, {"summary": summary, "run": self.run_info()})
         return summary
 
     def run_info(self) -> dict[str, Any]:

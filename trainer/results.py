@@ -10,7 +10,6 @@ prints a Markdown table: eval loss at a quarter, half and all of the tokens, byt
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from islands.errors import UserError
@@ -19,6 +18,7 @@ from islands.tables import size
 
 from .config import make_plan
 from .launch import launch_local
+from .tracing import read_output
 
 SCENARIO = "worked-example"
 
@@ -42,7 +42,7 @@ def train(label: str, overrides: list[str], workers: int, out_dir: Path) -> dict
                  "--out", str(out_dir)]
     if launch_local(arguments, plan):
         raise UserError(f"the {label} run failed (its output is above)")
-    return {name: json.loads((out_dir / f"{name}.json").read_text(encoding="utf-8")) for name in ("summary", "run")}
+    return {name: read_output(out_dir, name) for name in ("summary", "run")}
 
 
 def loss_at(run: dict, tokens: int) -> float:

@@ -22,6 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import IO, Any
 
+from islands.io import write_table, write_text
 from islands.summary import summarise
 from islands.trace import NO_FRAGMENT, to_frame
 
@@ -175,3 +176,19 @@ class MetricsLog:
 
     def close(self) -> None:
         self.handle.close()
+
+
+TRACE_FILE = "trace.csv"
+
+
+def write_outputs(out_dir: Path, trace: Any, documents: dict[str, Any]) -> None:
+    """A run's outputs, each written atomically: the trace and one ``<name>.json`` per document
+    (``summary``, ``run``, and for an elastic run ``churn``)."""
+    write_table(trace, out_dir / TRACE_FILE)
+    for name, document in documents.items():
+        write_text(out_dir / f"{name}.json", json.dumps(document, indent=2) + "\n")
+
+
+def read_output(out_dir: Path, name: str) -> dict[str, Any]:
+    """One of the JSON documents ``write_outputs`` wrote (``summary``, ``run``, ``churn``)."""
+    return json.loads((out_dir / f"{name}.json").read_text(encoding="utf-8"))
