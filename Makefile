@@ -2,13 +2,17 @@
 # A virtual environment in .venv gets the CPU build of torch (a local file on our machines, about a
 # minute); a machine that already has torch importable from python3 (e.g. a GPU box with its own CUDA
 # build) keeps it: the venv then sees the system site-packages instead.
+# `make` alone sets up .venv and leaves bin/islands, a wrapper that runs the venv's `islands` from any
+# shell without activating the venv (the repository's islands/ folder is the package, hence bin/).
 
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+WRAPPER := bin/islands
 
+.DEFAULT_GOAL := $(WRAPPER)
 .PHONY: demo test bench clean
 
 $(STAMP): pyproject.toml
@@ -22,10 +26,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-demo: $(STAMP)
+$(WRAPPER): $(STAMP)
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# runs islands from the virtual environment next to this folder (written by make)\nexec "$$(dirname "$$0")/../$(BIN)/islands" "$$@"\n' > $@
+	@chmod +x $@
+	@echo "wrote $@: run ./$@ COMMAND, or activate the venv (. $(BIN)/activate) and run islands COMMAND"
+
+demo: $(WRAPPER)
 	$(BIN)/islands demo
 
-test: $(STAMP)
+test: $(WRAPPER)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -33,4 +43,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_trainer.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(WRAPPER)

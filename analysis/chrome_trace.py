@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from islands.io import write_text
+from islands.io import output_format, write_text
 from islands.scenarios import Scenario
 from islands.simulator import SimResult
 from islands.trace import NO_FRAGMENT
@@ -114,7 +114,11 @@ def chrome_trace(result: SimResult, scenario: Scenario) -> dict[str, Any]:
     }
 
 
+TRACE_FORMATS = ("json",)
+
+
 def write_chrome_trace(document: dict[str, Any], path: str | Path) -> Path:
-    path = Path(path)
+    """Write the document to ``path`` (.json; ``-``: stdout)."""
+    output_format(path, TRACE_FORMATS)
     write_text(path, json.dumps(document, separators=(",", ":")))
-    return path
+    return Path(path)

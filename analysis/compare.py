@@ -1,12 +1,62 @@
-"""The same scenario under DDP, DiLoCo and Streaming DiLoCo, simulated side by side."""
+"""The same scenario under DDP, DiLoCo and Streaming DiLoCo, simulated side by side at equal work.
+
+DiLoCo and Streaming DiLoCo run ``outer_steps`` intervals of H inner steps each. DDP's
+``outer_steps`` are single steps, so it runs H x that many: every schedule computes the same inner
+steps (and tokens) per worker, and their wall times compare directly. A scenario written for DDP
+(``outer_steps`` = steps) gives the others ceil(steps / H) intervals, and DDP that many times H steps.
+"""
 
 from __future__ import annotations
 
-from islands.simulator import SimResult, simulate
+import math
+from typing import Any, Mapping
 
-from .scenario_source import ScenarioSource
+from islands.scenarios import Scenario
+from islands.simulator import SimResult, simulate
+from islands.tables import COLUMNS, render
+
+from .plot_style import SCHEDULE_LABELS
+from .scenario_source import ALGORITHMS, ScenarioSource
+from .units import count_text
+
+
+def intervals_of(scenario: Scenario) -> int:
+    """Outer intervals of H inner steps that carry the scenario's work."""
+    schedule = scenario.schedule
+    if schedule.algorithm == "ddp":
+        return math.ceil(schedule.outer_steps / schedule.inner_steps)
+    return schedule.outer_steps
+
+
+def equal_work_schedules(source: ScenarioSource) -> dict[str, Scenario]:
+    """The scenario once per schedule, each computing H x intervals inner steps per worker."""
+    base = source.scenario
+    intervals = intervals_of(base)
+    steps = {"ddp": intervals * base.schedule.inner_steps}
+    return {algorithm: source.variant(f"schedule.algorithm={algorithm}",
+                                      f"schedule.outer_steps={steps.get(algorithm, intervals)}")
+            for algorithm in ALGORITHMS}
 
 
 def simulate_schedules(source: ScenarioSource) -> dict[str, SimResult]:
-    """One run per schedule (DDP reads ``outer_steps`` as its number of steps), in a fixed order."""
-    return {algorithm: simulate(scenario) for algorithm, scenario in source.schedules().items()}
+    """One run per schedule at equal work (see ``equal_work_schedules``), in a fixed order."""
+    return {algorithm: simulate(scenario) for algorithm, scenario in equal_work_schedules(source).items()}
+
+
+def work_line(summaries: Mapping[str, Mapping[str, Any]], tokens_per_step: float | None = None) -> str:
+    """One sentence saying how much work each run in ``summaries`` was set: equal, or not, and how much."""
+    steps = {name: int(summary["inner_steps"]) for name, summary in summaries.items()}
+    if len(set(steps.values())) > 1:
+        each = ", ".join(f"{SCHEDULE_LABELS.get(name, name)} {count:,}" for name, count in steps.items())
+        return f"Unequal work, compare wall times with care: inner steps per worker: {each}."
+    count = next(iter(steps.values()))
+    tokens = f" ({count_text(count * tokens_per_step)} tokens)" if tokens_per_step else ""
+    return f"Equal work: every schedule runs {count:,} inner steps per worker{tokens}."
+
+
+def schedule_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
+    """The key figures of each run, one row per run, with the inner steps per worker it was set."""
+    header = ["run", "inner steps", *(name for name, _ in COLUMNS)]
+    rows = [[label, f"{int(summary['inner_steps']):,}", *(cell(summary) for _, cell in COLUMNS)]
+            for label, summary in summaries.items()]
+    return render(rows, header)

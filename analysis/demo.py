@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
+
+from islands.io import safe_name
+from islands.simulator import SimResult
 
 from .compare import simulate_schedules
 from .plot_bandwidth import bandwidth_figure
-from .plot_style import save_png
+from .plot_style import save_figure
 from .report import build_report, write_report
-from .scenario_source import ScenarioSource
+from .scenario_source import ScenarioSource, as_source
 
 
-def demo_outputs(scenario_name: str, out_dir: Path) -> dict[str, Path]:
-    """Write ``<name>-bandwidth.png`` and ``<name>-report.html`` into ``out_dir``; return their paths."""
+def demo_outputs(scenario: "str | Path | ScenarioSource", out_dir: Path,
+                 results: Mapping[str, SimResult] | None = None) -> dict[str, Path]:
+    """Write ``<name>-bandwidth.png`` and ``<name>-report.html`` into ``out_dir``; return their paths.
+
+    ``results``: the schedules already simulated at equal work (``simulate_schedules``), if at hand.
+    The scenario's name is made safe for a file name, so the files stay inside ``out_dir``.
+    """
     out_dir = Path(out_dir)
-    source = ScenarioSource.read(scenario_name)
-    stem = source.scenario.name
-    figure = bandwidth_figure(simulate_schedules(source), source.scenario)
+    source = as_source(scenario)
+    results = results or simulate_schedules(source)
+    stem = safe_name(source.scenario.name)
+    figure = bandwidth_figure(results, source.scenario)
     return {
-        "bandwidth": save_png(figure, out_dir / f"{stem}-bandwidth.png"),
-        "report": write_report(out_dir / f"{stem}-report.html", build_report(source)),
+        "bandwidth": save_figure(figure, out_dir / f"{stem}-bandwidth.png"),
+        "report": write_report(out_dir / f"{stem}-report.html", build_report(source, results=results)),
     }

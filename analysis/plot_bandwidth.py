@@ -1,7 +1,9 @@
-"""Bandwidth over time on one access link, one panel per schedule, sharing the time axis.
+"""Bandwidth over time on one access link, one panel per schedule, each on its own time axis.
 
-DDP shows a dense sawtooth (a transfer every step), DiLoCo one spike per outer interval, Streaming
-DiLoCo many small transfers spread over the interval while compute goes on.
+The schedules run the same work (``compare.simulate_schedules``), so the panels' time axes end at
+each schedule's wall time for that work: DDP a dense sawtooth (a transfer every step) over a long
+axis, DiLoCo one spike per outer interval, Streaming DiLoCo many small transfers spread over the
+interval while compute goes on. Each panel's legend says its inner steps and wall time.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from matplotlib.figure import Figure
 from islands.errors import UserError
 from islands.scenarios import Scenario
 from islands.simulator import SimResult
+from islands.tables import duration
 
 from .link_rates import rate_steps
 from .plot_style import DEFAULT_SIZE_PX, SCHEDULE_COLOURS, SCHEDULE_LABELS, new_figure
@@ -31,28 +34,31 @@ def check_link(scenario: Scenario, worker: int, direction: str) -> None:
 
 def bandwidth_figure(results: Mapping[str, SimResult], scenario: Scenario, worker: int = 0,
                      direction: str = "up", size_px: tuple[int, int] = DEFAULT_SIZE_PX) -> Figure:
-    """Stacked panels, one per schedule in ``results``, of one worker's link rate over time."""
+    """Stacked panels, one per schedule in ``results``, of one worker's link rate over time; each
+    panel's time axis spans its own run, in its own unit, and the rate axis is shared."""
     check_link(scenario, worker, direction)
     steps = {name: rate_steps(result.links, worker, direction) for name, result in results.items()}
-    span_s = max(result.summary["wall_time_s"] for result in results.values())
     peak = max((levels.max() for _, levels in steps.values()), default=0.0) or 1.0
-    time_name, time_scale = time_unit(span_s)
     rate_name, rate_scale = rate_unit(peak)
     figure = new_figure(size_px)
-    axes = figure.subplots(len(results), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    axes = figure.subplots(len(results), 1, sharey=True, squeeze=False)[:, 0]
     worker_name = scenario.workers()[worker].name
     for ax, (name, (times, levels)) in zip(axes, steps.items()):
         summary = results[name].summary
+        span_s = summary["wall_time_s"]
+        time_name, time_scale = time_unit(span_s)
         colour = SCHEDULE_COLOURS.get(name, "black")
-        label = (f"{SCHEDULE_LABELS.get(name, name)}: {summary['syncs']} all-reduces, "
+        label = (f"{SCHEDULE_LABELS.get(name, name)}: {int(summary['inner_steps']):,} inner steps in "
+                 f"{duration(span_s)}, {summary['syncs']:,} all-reduces, "
                  f"average {rate_text(summary['avg_bandwidth_gbps'])}")
         ax.fill_between(times / time_scale, levels / rate_scale, step="post", color=colour, alpha=0.35, linewidth=0)
         ax.step(times / time_scale, levels / rate_scale, where="post", color=colour, linewidth=0.8, label=label)
         ax.set_ylabel(f"rate ({rate_name})")
         ax.set_ylim(0, peak * HEADROOM / rate_scale)
+        ax.set_xlim(0, span_s / time_scale)
+        ax.set_xlabel(f"time since start ({time_name})")
         ax.legend(loc="upper right")
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel(f"time since start ({time_name})")
-    axes[-1].set_xlim(0, span_s / time_scale)
-    figure.suptitle(f"{scenario.name}: {direction}link of worker {worker_name}, rate over time")
+    figure.suptitle(f"{scenario.name}: {direction}link of worker {worker_name}, rate over time "
+                    f"(each schedule's own time axis)")
     return figure

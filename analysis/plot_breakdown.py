@@ -1,8 +1,8 @@
 """Where each worker's time goes, per schedule: a stacked bar of compute, stall and idle.
 
-Bars are shares of a worker's time (compute + stall + idle, means per worker), so schedules that do
-different amounts of work (DDP's ``outer_steps`` are single steps) compare directly; each bar is
-labelled with its compute utilisation and the run's wall time.
+Bars are shares of a worker's time (compute + stall + idle, means per worker); each bar is labelled
+with its compute utilisation, the inner steps per worker it ran and its wall time, so runs of equal
+work (``compare.simulate_schedules``) compare their wall times directly.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def breakdown_figure(summaries: Mapping[str, Mapping[str, Any]], scenario_name: 
     for position, name in zip(positions, names):
         summary = summaries[name]
         ax.annotate(f"{percent_text(summary['compute_utilisation'])} utilisation\n"
-                    f"wall time {duration(summary['wall_time_s'])}",
+                    f"{int(summary['inner_steps']):,} inner steps in {duration(summary['wall_time_s'])}",
                     (position, 100), xytext=(0, 4), textcoords="offset points", ha="center", va="bottom")
     ax.set_xticks(list(positions), [SCHEDULE_LABELS.get(name, name) for name in names])
     ax.set_ylim(0, 118)

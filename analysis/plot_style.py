@@ -1,4 +1,5 @@
-"""What every plot shares: figure size in pixels, PNG output, colours and readable labels.
+"""What every plot shares: figure size in pixels, output (PNG, SVG or PDF by the extension), colours
+and readable labels.
 
 Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, never through pyplot, so no
 GUI backend is touched and no global figure state leaks between plots.
@@ -14,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from islands.errors import UserError
-from islands.io import atomic_path
+from islands.io import PLOT_FORMATS, output_format, write_bytes
 
 DPI = 100
 DEFAULT_SIZE_PX = (1200, 800)
@@ -72,15 +73,21 @@ def new_figure(size_px: tuple[int, int] = DEFAULT_SIZE_PX) -> Figure:
     return figure
 
 
-def png_bytes(figure: Figure) -> bytes:
-    """The figure as PNG, exactly its size in pixels."""
+def figure_bytes(figure: Figure, file_format: str = "png") -> bytes:
+    """The figure as PNG, SVG or PDF, exactly its size in pixels (at ``DPI``)."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI)
+    figure.savefig(buffer, format=file_format, dpi=DPI)
     return buffer.getvalue()
 
 
-def save_png(figure: Figure, path: str | Path) -> Path:
-    path = Path(path)
-    with atomic_path(path) as temporary:
-        temporary.write_bytes(png_bytes(figure))
-    return path
+def png_bytes(figure: Figure) -> bytes:
+    return figure_bytes(figure, "png")
+
+
+def save_figure(figure: Figure, path: str | Path) -> Path:
+    """Write the figure in the format its extension names; ``-`` writes PNG to stdout."""
+    write_bytes(path, figure_bytes(figure, output_format(path, PLOT_FORMATS)))
+    return Path(path)
+
+
+save_png = save_figure  # the name analysis/validate_plot.py imports

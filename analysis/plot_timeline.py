@@ -3,7 +3,8 @@
 Compute, stall and idle tile each worker's row; transfers in flight are a thin band along the bottom
 of the row, so a transfer hidden behind compute (Streaming DiLoCo) shows as blue under green, and one
 that stalls the worker as blue under red. A straggler's peers show orange (idle) while they wait for
-it; a worker that has left or not yet joined shows nothing.
+it; a worker that has left or not yet joined shows nothing. A fleet larger than ``max_workers``
+shows its first workers, and the title says how many are left out.
 """
 
 from __future__ import annotations
@@ -48,11 +49,14 @@ def select_window(trace: pd.DataFrame, intervals: tuple[int, int]) -> pd.DataFra
 
 
 def timeline_figure(trace: pd.DataFrame, scenario: Scenario, intervals: tuple[int, int] = (0, 2),
-                    size_px: tuple[int, int] = DEFAULT_SIZE_PX) -> Figure:
-    """The Gantt chart of outer intervals ``intervals`` (START, STOP) of a run's trace."""
+                    size_px: tuple[int, int] = DEFAULT_SIZE_PX,
+                    max_workers: int | None = MAX_WORKERS_SHOWN) -> Figure:
+    """The Gantt chart of outer intervals ``intervals`` (START, STOP) of a run's trace: a row for each
+    worker with rows in the window, the first ``max_workers`` of them (None: all)."""
     window = select_window(trace, intervals)
     names = {worker.rank: worker.name for worker in scenario.workers()}
-    ranks = sorted(window["worker"].unique())[:MAX_WORKERS_SHOWN]
+    active = sorted(window["worker"].unique())
+    ranks = active[:max_workers] if max_workers is not None else active
     begin_s, end_s = window["time_start_s"].min(), window["time_end_s"].max()
     unit, scale = time_unit(end_s - begin_s)
     figure = new_figure(size_px)
@@ -76,7 +80,9 @@ def timeline_figure(trace: pd.DataFrame, scenario: Scenario, intervals: tuple[in
     figure.legend(handles=[Patch(color=KIND_COLOURS[k], label=KIND_LABELS[k]) for k in kinds],
                   loc="outside lower center", ncols=len(kinds), frameon=False)
     first, last = intervals[0], int(window["outer_step"].max())
-    shown = "" if len(ranks) == scenario.worker_count else f" (first {len(ranks)} of {scenario.worker_count} workers)"
+    left_out = len(active) - len(ranks)
+    shown = (f"\nfirst {len(ranks)} of {len(active)} workers shown, {left_out} left out "
+             "(islands plot timeline --all-workers shows every one)" if left_out else "")
     algorithm = SCHEDULE_LABELS.get(scenario.schedule.algorithm, scenario.schedule.algorithm)
     what = "step" if scenario.schedule.algorithm == "ddp" else "outer interval"
     span = f"{what} {first}" if first == last else f"{what}s {first} to {last}"

@@ -13,11 +13,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from islands import __version__
-from islands.io import write_text
-from islands.simulator import simulate
+from islands.io import output_format, write_text
+from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS
 
-from .compare import simulate_schedules
+from .compare import simulate_schedules, work_line
 from .parallel import Progress
 from .plan import DEFAULT_TARGETS, make_plan
 from .plan_tables import Table, headline, plan_tables
@@ -69,8 +69,9 @@ def plan_section(table: Table) -> str:
 
 
 def summary_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
-    header = ["schedule", *(name for name, _ in COLUMNS)]
-    rows = [[SCHEDULE_LABELS.get(name, name), *(cell(s) for _, cell in COLUMNS)] for name, s in summaries.items()]
+    header = ["schedule", "inner steps", *(name for name, _ in COLUMNS)]
+    rows = [[SCHEDULE_LABELS.get(name, name), f"{int(s['inner_steps']):,}", *(cell(s) for _, cell in COLUMNS)]
+            for name, s in summaries.items()]
     return html_table(header, rows)
 
 
@@ -93,11 +94,11 @@ def heatmap_grid(source: ScenarioSource) -> dict[str, list[float]]:
     }
 
 
-def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, jobs: int | None,
-                 executor: Executor | None) -> str:
+def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, where: Sequence[str],
+                 jobs: int | None, executor: Executor | None) -> str:
     if sweep_table is not None:
         caption = "Compute utilisation over the two parameters of the given sweep table (mean over seeds)."
-        return image(heatmap_figure(sweep_table), "heatmap of the sweep") + note(caption)
+        return image(heatmap_figure(sweep_table, where=where), "heatmap of the sweep") + note(caption)
     diloco = source.with_symmetric_links().with_overrides("schedule.algorithm=diloco")
     table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor)
     caption = ("DiLoCo compute utilisation by H and bandwidth per island (every island's link at that rate): "
@@ -108,12 +109,15 @@ def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, jobs:
 def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[str] = (), target: float = 0.95,
                  targets: Sequence[float] = DEFAULT_TARGETS, sweep_table: pd.DataFrame | None = None,
                  fragments: bool = True, seeds: int = 1, jobs: int | None = None, executor: Executor | None = None,
-                 progress: Progress | None = None) -> str:
+                 progress: Progress | None = None, where: Sequence[str] = (),
+                 results: Mapping[str, SimResult] | None = None) -> str:
     """The report as an HTML string. ``sweep_table`` (from ``islands sweep``) replaces the default
-    heatmap sweep; ``fragments`` and ``seeds`` are the plan's (see ``make_plan``)."""
+    heatmap sweep, ``where`` pins its other parameters (``KEY=VALUE``); ``fragments`` and ``seeds``
+    are the plan's (see ``make_plan``); ``results``: the schedules already simulated at equal work
+    (``simulate_schedules``), if at hand."""
     source = as_source(scenario, overrides)
     base = source.scenario
-    results = simulate_schedules(source)
+    results = results or simulate_schedules(source)
     summaries = {name: result.summary for name, result in results.items()}
     plan = make_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs, executor=executor,
                      progress=progress)
@@ -126,7 +130,8 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
                      f"{base.schedule.bits}-bit on the wire; H={base.schedule.inner_steps}, "
                      f"P={base.schedule.fragments}, tau={base.schedule.overlap_steps}, "
                      f"{base.schedule.outer_steps} outer steps (DDP: steps).")),
-        section("Summary under each schedule", summary_table(summaries), note(headline(plan))),
+        section("Summary under each schedule", note(work_line(summaries, base.model.tokens_per_step)),
+                summary_table(summaries), note(headline(plan))),
         section("Bandwidth over time", image(bandwidth_figure(results, base), "bandwidth over time"),
                 note("One worker's uplink under each schedule: DDP sends every step, DiLoCo one burst per "
                      "outer interval, Streaming DiLoCo one fragment at a time while compute goes on.")),
@@ -134,7 +139,7 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
                 note("One row per worker: compute (green), transfers in flight (blue band), stalls waiting for a "
                      "transfer (red), idle time waiting for other workers (orange).")),
         section("Where the time goes", image(breakdown_figure(summaries, base.name), "time breakdown")),
-        section("Utilisation by H and bandwidth", heatmap_part(source, sweep_table, jobs, executor)),
+        section("Utilisation by H and bandwidth", heatmap_part(source, sweep_table, where, jobs, executor)),
         section("Plan", note(f"Found by searching the simulator: {plan.runs} runs."),
                 *(plan_section(table) for table in plan_tables(plan))),
         note(f"Written by islands {__version__} from {source.source}"
@@ -145,7 +150,11 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
 
 
+REPORT_FORMATS = ("html", "htm")
+
+
 def write_report(path: str | Path, text: str) -> Path:
-    path = Path(path)
+    """Write the page to ``path`` (.html or .htm; ``-``: stdout)."""
+    output_format(path, REPORT_FORMATS)
     write_text(path, text)
-    return path
+    return Path(path)

@@ -12,8 +12,9 @@ import importlib
 import os
 import pkgutil
 import sys
+from importlib import metadata
 
-from . import commands
+from . import __version__, commands
 from .errors import UserError
 
 HELPER_MODULES = {"common"}
@@ -24,8 +25,17 @@ def command_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if m.name not in HELPER_MODULES)
 
 
+def installed_version() -> str:
+    """The version in the package metadata (pyproject.toml), or ``__version__`` when not installed."""
+    try:
+        return metadata.version("islands")
+    except metadata.PackageNotFoundError:
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="islands", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"islands {installed_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in command_names():
         importlib.import_module(f"islands.commands.{name}").add_parser(subparsers)

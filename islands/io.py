@@ -1,40 +1,127 @@
-"""Atomic file output: write to a temporary file beside the target, fsync, then rename over it.
+"""Every file the tools write goes through here: atomic writes, formats chosen by the extension,
+``-`` for stdout, and any OS error turned into one line naming the path (``UserError``).
 
-A crash or Ctrl+C mid-write leaves the previous file intact, never a truncated one.
+Atomic: write to a temporary file beside the target, fsync, then rename over it, so a crash or
+Ctrl+C mid-write leaves the previous file intact, never a truncated one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from .errors import UserError
+
+STDOUT = "-"
+PLOT_FORMATS = ("png", "svg", "pdf")
+TABLE_FORMATS = ("csv", "parquet", "json")
+UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+|\.{2,}")  # besides letters, digits, . _ -: runs of dots
+
+
+def is_stdout(target: str | Path) -> bool:
+    return str(target) == STDOUT
+
+
+def shown(target: str | Path) -> str:
+    """How a message names a written target: its path, or ``stdout``."""
+    return "stdout" if is_stdout(target) else str(target)
+
+
+def output_format(target: str | Path, formats: Sequence[str]) -> str:
+    """The format ``target``'s extension names, one of ``formats``; stdout (``-``) gets the first.
+
+    Also refuses a target that is a folder, before any work is done. Raises ``UserError``.
+    """
+    check_not_folder(target)
+    if is_stdout(target):
+        return formats[0]
+    suffix = Path(target).suffix.lower().lstrip(".")
+    if suffix not in formats:
+        named = f"'.{suffix}'" if suffix else "no extension"
+        raise UserError(f"{target}: {named} is not a format this writes; "
+                        f"end the name with {', '.join('.' + f for f in formats)}")
+    return suffix
+
+
+def check_output(target: str | Path, formats: Sequence[str]) -> str:
+    """``output_format``, and a trial write in the target's folder (created if missing, the trial file
+    removed), so that an unwritable path fails in one line before any work, not after it."""
+    file_format = output_format(target, formats)
+    if not is_stdout(target):
+        temporary_beside(Path(target)).unlink()
+    return file_format
+
+
+def check_not_folder(target: str | Path) -> None:
+    text = str(target)
+    if text.endswith(os.sep) or Path(text).is_dir():
+        raise UserError(f"{text}: is a folder; name a file in it, e.g. {Path(text) / 'NAME'}")
+
+
+def safe_name(name: str) -> str:
+    """``name`` usable as one file name: runs of characters other than letters, digits, ``.``, ``_``
+    and ``-``, and runs of dots, become one ``_``; leading and trailing ``._-`` go. So
+    ``../../escaped/x`` becomes ``escaped_x`` and cannot leave the folder it is put in."""
+    cleaned = re.sub("_+", "_", UNSAFE_IN_NAMES.sub("_", name)).strip("._-")
+    return cleaned or "unnamed"
+
+
+def os_reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def temporary_beside(target: Path) -> Path:
+    """A new empty file in ``target``'s folder (created if missing), readable as the umask allows."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = "a file of that name is in the way" if isinstance(exc, FileExistsError) else os_reason(exc)
+        raise UserError(f"{target}: cannot create its folder {target.parent}: {reason}") from None
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp" + target.suffix,
+                                        dir=target.parent)
+    except OSError as exc:
+        raise UserError(f"{target}: cannot write in {target.parent}: {os_reason(exc)}") from None
+    try:
+        os.fchmod(handle, 0o666 & ~current_umask())  # mkstemp makes 0600; a shared report should not be
+    finally:
+        os.close(handle)
+    return Path(name)
 
 
 @contextlib.contextmanager
 def atomic_path(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary path to write; on success it is fsynced and renamed onto ``target``."""
+    """Yield a temporary path to write; on success it is fsynced and renamed onto ``target``.
+
+    Any OS error (no such folder, permission, a file where a folder should be, a full disk) is raised
+    as one ``UserError`` naming ``target``.
+    """
+    check_not_folder(target)
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp" + target.suffix, dir=target.parent)
-    os.fchmod(handle, 0o666 & ~current_umask())  # mkstemp makes 0600; a shared report should not be
-    os.close(handle)
-    temporary = Path(name)
+    temporary = temporary_beside(target)
     try:
         yield temporary
         with open(temporary, "rb+") as written:
             os.fsync(written.fileno())
         os.replace(temporary, target)
-        directory = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        fsync_folder(target.parent)
+    except OSError as exc:
+        raise UserError(f"{target}: {os_reason(exc)}") from None
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def fsync_folder(folder: Path) -> None:
+    directory = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def current_umask() -> int:
@@ -44,18 +131,39 @@ def current_umask() -> int:
 
 
 def write_text(target: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) atomically, or to stdout for ``-``."""
+    if is_stdout(target):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     with atomic_path(target) as temporary:
         temporary.write_text(text, encoding="utf-8")
 
 
-def write_table(frame, target: str | Path) -> None:
-    """Write a DataFrame as Parquet (``.parquet``) or CSV (anything else), atomically."""
-    target = Path(target)
+def write_bytes(target: str | Path, data: bytes) -> None:
+    """Write ``data`` atomically, or to stdout for ``-``."""
+    if is_stdout(target):
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
     with atomic_path(target) as temporary:
-        if target.suffix == ".parquet":
+        temporary.write_bytes(data)
+
+
+def write_table(frame, target: str | Path) -> None:
+    """Write a DataFrame as CSV, Parquet or JSON (one object per row), as the extension says; ``-``
+    writes CSV to stdout. Other extensions are refused, as is Parquet without pyarrow."""
+    file_format = output_format(target, TABLE_FORMATS)
+    if is_stdout(target):
+        write_text(target, frame.to_csv(index=False))
+        return
+    with atomic_path(target) as temporary:
+        if file_format == "parquet":
             try:
                 frame.to_parquet(temporary, index=False)
             except ImportError as exc:
                 raise UserError(f"{target}: writing Parquet needs pyarrow ({exc}); use a .csv name") from None
+        elif file_format == "json":
+            frame.to_json(temporary, orient="records", indent=1)
         else:
             frame.to_csv(temporary, index=False)

@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from islands.analysis.compare import simulate_schedules
+from islands.analysis.compare import equal_work_schedules, simulate_schedules, work_line
 from islands.analysis.link_rates import rate_steps
 from islands.analysis.plot_bandwidth import bandwidth_figure
 from islands.analysis.plot_breakdown import breakdown_figure
 from islands.analysis.plot_heatmap import heatmap_figure
-from islands.analysis.plot_style import parse_size, save_png
+from islands.analysis.plot_style import parse_size, save_figure, save_png
 from islands.analysis.plot_timeline import timeline_figure
 from islands.analysis.scenario_source import ScenarioSource
 from islands.analysis.sweep import run_sweep
@@ -49,16 +49,40 @@ def test_rate_steps_add_overlapping_segments():
     assert levels.tolist() == [0, 1.0, 1.5, 0.5, 0, 2.0, 0]
 
 
-def test_bandwidth_plot_has_a_panel_per_schedule_on_one_time_axis(results, source, tmp_path):
+def test_schedules_are_compared_at_equal_work(results):
+    # worked example at 2 outer steps of H = 500: DDP runs 1,000 steps, the others 2 intervals
+    assert {name: r.summary["inner_steps"] for name, r in results.items()} == {
+        "ddp": 1000, "diloco": 1000, "streaming": 1000}
+    assert results["ddp"].summary["wall_time_s"] == pytest.approx(1000 * (1.5 + 280))
+    assert results["diloco"].summary["wall_time_s"] == pytest.approx(2 * (750 + 280))
+
+
+def test_a_ddp_scenario_gives_the_others_whole_intervals():
+    source = ScenarioSource.read("worked-example", ["schedule.algorithm=ddp", "schedule.outer_steps=501"])
+    scenarios = equal_work_schedules(source)
+    assert [s.schedule.outer_steps for s in scenarios.values()] == [1000, 2, 2]
+
+
+def test_work_line_says_equal_or_unequal_work():
+    equal = {"ddp": {"inner_steps": 1000}, "diloco": {"inner_steps": 1000}}
+    assert work_line(equal, 2e6) == "Equal work: every schedule runs 1,000 inner steps per worker (2B tokens)."
+    unequal = {"ddp": {"inner_steps": 20}, "diloco": {"inner_steps": 10000}}
+    assert work_line(unequal) == ("Unequal work, compare wall times with care: inner steps per worker: "
+                                  "DDP 20, DiLoCo 10,000.")
+
+
+def test_bandwidth_plot_has_a_panel_per_schedule_each_on_its_own_time_axis(results, source, tmp_path):
     figure = bandwidth_figure(results, source.scenario, size_px=SIZE)
     axes = figure.axes
     assert len(axes) == 3
     assert [ax.get_ylabel() for ax in axes] == ["rate (Gbit/s)"] * 3
-    # DiLoCo runs longest: 2 * (750 + 280) s = 34.3 min, so the shared axis is in minutes.
-    assert axes[-1].get_xlabel() == "time since start (minutes)"
-    assert axes[-1].get_xlim() == pytest.approx((0, 2 * 1030 / 60))
-    assert [ax.get_legend().get_texts()[0].get_text().split(":")[0] for ax in axes] == [
-        "DDP", "DiLoCo", "Streaming DiLoCo"]
+    # DDP's 1,000 steps take 1000 * 281.5 s = 3.26 days; DiLoCo's 2 intervals 2 * 1030 s = 34.3 min
+    assert [ax.get_xlabel() for ax in axes[:2]] == ["time since start (days)", "time since start (minutes)"]
+    assert axes[0].get_xlim() == pytest.approx((0, 1000 * 281.5 / 86400))
+    assert axes[1].get_xlim() == pytest.approx((0, 2 * 1030 / 60))
+    legends = [ax.get_legend().get_texts()[0].get_text() for ax in axes]
+    assert [text.split(":")[0] for text in legends] == ["DDP", "DiLoCo", "Streaming DiLoCo"]
+    assert legends[0].startswith("DDP: 1,000 inner steps in 3.3 d, 1,000 all-reduces")
     path = save_png(figure, tmp_path / "bandwidth.png")
     assert png_size(path) == SIZE
 
@@ -72,6 +96,22 @@ def test_timeline_rows_are_workers_and_bars_are_the_trace(source, tmp_path):
     # 8 workers x (compute, comm, stall) collections, each holding the 2 intervals' bars
     assert sum(len(c.get_paths()) for c in ax.collections) == 8 * 3 * 2
     assert png_size(save_png(figure, tmp_path / "timeline.png")) == SIZE
+
+
+def test_timeline_says_when_workers_are_left_out_and_can_show_all(source):
+    run = simulate(source.scenario)
+    cut = timeline_figure(run.trace, source.scenario, (0, 1), max_workers=3).axes[0]
+    assert len(cut.get_yticklabels()) == 3
+    assert "first 3 of 8 workers shown, 5 left out" in cut.get_title()
+    every = timeline_figure(run.trace, source.scenario, (0, 1), max_workers=None).axes[0]
+    assert len(every.get_yticklabels()) == 8 and "left out" not in every.get_title()
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [("svg", b"<?xml"), ("pdf", b"%PDF"), ("png", b"\x89PNG")])
+def test_the_extension_picks_the_plot_format(results, source, tmp_path, suffix, magic):
+    figure = breakdown_figure({name: r.summary for name, r in results.items()}, "x", size_px=SIZE)
+    path = save_figure(figure, tmp_path / f"breakdown.{suffix}")
+    assert path.read_bytes().startswith(magic)
 
 
 def test_timeline_rejects_intervals_the_run_does_not_have(source):

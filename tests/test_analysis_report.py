@@ -31,6 +31,13 @@ def test_report_is_self_contained(page):
     assert "<script" not in page
 
 
+def test_report_compares_the_schedules_at_equal_work(page):
+    # one outer step of H = 500: DDP runs 500 steps beside DiLoCo's one interval
+    assert "Equal work: every schedule runs 500 inner steps per worker." in page
+    for schedule in ("DDP", "DiLoCo", "Streaming DiLoCo"):
+        assert f"<tr><td>{schedule}</td><td>500</td>" in page
+
+
 def test_report_has_the_summary_and_the_plan(page):
     # DiLoCo at 1 Gbit/s: 750 / (750 + 280); for 95%: 280 / (750 * (1/0.95 - 1)) = 7.09 Gbit/s
     assert f"{100 * 750 / 1030:.1f}%" in page
@@ -49,6 +56,25 @@ def test_demo_outputs_writes_the_bandwidth_plot_and_the_report(tmp_path, scenari
                      "report": tmp_path / "out" / "small-report.html"}
     assert paths["bandwidth"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert paths["report"].read_text().startswith("<!DOCTYPE html>")
+
+
+def test_demo_outputs_keep_a_hostile_scenario_name_inside_the_folder(tmp_path, scenario_file):
+    small = scenario_file(
+        'name = "../../escaped/x"\n[model]\nparameters = 1e9\n[schedule]\nalgorithm = "diloco"\n'
+        'inner_steps = 100\nouter_steps = 1\noverlap_steps = 60\n'
+        '[[island]]\nname = "a"\nreplicas = 2\nstep_time_s = 1.0\nbandwidth_gbps = 1.0\n')
+    out = tmp_path / "deep" / "out"
+    paths = demo_outputs(str(small), out)
+    assert {path.parent for path in paths.values()} == {out}
+    assert paths["bandwidth"].name == "escaped_x-bandwidth.png"
+    assert not (tmp_path / "escaped").exists()
+
+
+def test_cli_report_refuses_where_without_a_sweep_and_other_extensions(tmp_path, capsys):
+    assert main(["report", "worked-example", "--where", "schedule.inner_steps=100"]) == 2
+    assert "--where picks rows of a sweep table" in capsys.readouterr().err
+    assert main(["report", "worked-example", "-o", str(tmp_path / "r.pdf")]) == 2
+    assert "r.pdf: '.pdf' is not a format this writes; end the name with .html, .htm" in capsys.readouterr().err
 
 
 def test_cli_report(tmp_path, capsys):

@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from islands.scenarios import load
-from islands.simulator import simulate
+from islands.errors import UserError
 from islands.tables import comparison, duration, rate
 
 DEFAULT_SCENARIO = "worked-example"
 DEFAULT_OUT = "out/demo"
-ALGORITHMS = ("ddp", "diloco", "streaming")
 COMPARED_KEYS = ("wall_time_s", "compute_utilisation", "stall_s", "bytes_per_worker", "mean_sync_s")
 
 
@@ -31,10 +29,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def compare_schedules(scenario_name: str) -> dict[str, dict]:
-    """Simulate the scenario once per schedule (DDP reads ``outer_steps`` as its number of steps)."""
-    return {algorithm: simulate(load(scenario_name, [f"schedule.algorithm={algorithm}"])).summary
-            for algorithm in ALGORITHMS}
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse an ``--out`` that exists as a file before any work is done."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir}: --out must be a folder, and this is a file")
 
 
 def relative_errors(measured: dict, predicted: dict) -> str:
@@ -46,11 +44,19 @@ def relative_errors(measured: dict, predicted: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    scenario = load(args.scenario)
+    from islands.analysis.compare import schedule_table, simulate_schedules, work_line
+    from islands.analysis.demo import demo_outputs
+    from islands.analysis.scenario_source import ScenarioSource
+
+    source = ScenarioSource.read(args.scenario)
+    scenario = source.scenario
     out_dir = Path(args.out)
+    check_out_dir(out_dir)
     print(f"Scenario {scenario.name}: {scenario.description}")
-    summaries = compare_schedules(args.scenario)
-    print(comparison(summaries))
+    results = simulate_schedules(source)
+    summaries = {name: result.summary for name, result in results.items()}
+    print(work_line(summaries, scenario.model.tokens_per_step))
+    print(schedule_table(summaries))
     ddp, diloco = summaries["ddp"], summaries["diloco"]
     print()
     print(f"DDP moves {ddp['bytes_per_worker'] / ddp['outer_steps'] / 1e9:.3g} GB per worker per step: "
@@ -59,9 +65,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"DiLoCo needs {rate(diloco['bandwidth_needed_gbps'])} on average, but each sync still stalls "
           f"{duration(diloco['mean_sync_s'])}; Streaming DiLoCo overlaps its fragments with compute.")
 
-    from islands.analysis import demo_outputs
-
-    written = demo_outputs(args.scenario, out_dir)
+    written = demo_outputs(source, out_dir, results)
     print()
     for name, path in written.items():
         print(f"wrote the {name} {'plot' if path.suffix == '.png' else 'page'}: {path}")

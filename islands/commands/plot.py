@@ -1,10 +1,12 @@
 """``islands plot KIND FILE -o out.png``: bandwidth, timeline, breakdown (FILE: a scenario) or heatmap
-(FILE: a sweep table written by ``islands sweep``)."""
+(FILE: a sweep table written by ``islands sweep``). The extension picks PNG, SVG or PDF; ``-o -``
+writes PNG to stdout. Bandwidth and breakdown compare the schedules at equal work (inner steps)."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 
 from islands.errors import UserError
 
@@ -19,17 +21,21 @@ KINDS = {
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("plot", help="draw a PNG: " + ", ".join(KINDS), description=__doc__,
+    parser = subparsers.add_parser("plot", help="draw a plot (PNG, SVG or PDF): " + ", ".join(KINDS), description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter,
                                    epilog="\n".join(f"  {kind:10} {text}" for kind, text in KINDS.items()))
     parser.add_argument("kind", metavar="KIND", help=" | ".join(KINDS))
     add_scenario_arguments(parser)
-    parser.add_argument("-o", "--output", metavar="PNG", help="file to write (default: KIND.png)")
+    parser.add_argument("-o", "--output", metavar="PATH",
+                        help="file to write: .png, .svg or .pdf; - for PNG on stdout (default: KIND.png)")
     parser.add_argument("--size", default="1200x800", metavar="WxH", help="image size in pixels (default 1200x800)")
     parser.add_argument("--worker", type=int, default=0, help="bandwidth: the worker whose link is shown (default 0)")
     parser.add_argument("--direction", default="up", help="bandwidth: up or down (default up)")
     parser.add_argument("--intervals", default="0:2", metavar="START:STOP",
                         help="timeline: outer intervals START to STOP-1 (DDP: steps; default 0:2)")
+    parser.add_argument("--all-workers", action="store_true",
+                        help="timeline: a row for every worker (default: a large fleet shows its first "
+                             "workers, and the plot says how many are left out)")
     parser.add_argument("--x", metavar="KEY", help="heatmap: parameter across (default: the first varying one)")
     parser.add_argument("--y", metavar="KEY", help="heatmap: parameter up (default: the second varying one)")
     parser.add_argument("--metric", default="compute_utilisation", metavar="COLUMN",
@@ -52,7 +58,7 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int]):
     from islands.analysis.plot_bandwidth import bandwidth_figure
     from islands.analysis.plot_breakdown import breakdown_figure
     from islands.analysis.plot_heatmap import heatmap_figure
-    from islands.analysis.plot_timeline import parse_intervals, timeline_figure
+    from islands.analysis.plot_timeline import MAX_WORKERS_SHOWN, parse_intervals, timeline_figure
     from islands.analysis.scenario_source import ScenarioSource
     from islands.analysis.sweep_table import read_sweep
     from islands.simulator import simulate
@@ -65,7 +71,8 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int]):
     scenario = source.scenario
     if args.kind == "timeline":
         intervals = parse_intervals(args.intervals)
-        return timeline_figure(simulate(scenario).trace, scenario, intervals, size_px)
+        max_workers = None if args.all_workers else MAX_WORKERS_SHOWN
+        return timeline_figure(simulate(scenario).trace, scenario, intervals, size_px, max_workers)
     results = simulate_schedules(source)
     if args.kind == "bandwidth":
         return bandwidth_figure(results, scenario, args.worker, args.direction, size_px)
@@ -73,10 +80,13 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int]):
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.plot_style import parse_size, save_png
+    from islands.analysis.plot_style import parse_size, save_figure
+    from islands.io import PLOT_FORMATS, check_output, is_stdout, shown
 
     check_kind(args.kind)
+    output = args.output or f"{args.kind}.png"
+    check_output(output, PLOT_FORMATS)
     size_px = parse_size(args.size)
-    path = save_png(figure_for(args, size_px), args.output or f"{args.kind}.png")
-    print(f"wrote {path}")
+    path = save_figure(figure_for(args, size_px), output)
+    print(f"wrote {shown(path)}", file=sys.stderr if is_stdout(path) else sys.stdout)
     return 0

@@ -4,6 +4,7 @@ summary under each schedule, the plots and the plan, for sharing with a team."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .common import add_scenario_arguments
 
@@ -13,11 +14,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__)
     add_scenario_arguments(parser)
     parser.add_argument("-o", "--output", default="report.html", metavar="HTML",
-                        help="file to write (default report.html)")
+                        help="file to write, .html; - for stdout (default report.html)")
     parser.add_argument("--target-utilisation", type=float, default=0.95, metavar="FRACTION",
                         help="the plan's target compute utilisation (default 0.95)")
     parser.add_argument("--sweep", metavar="TABLE",
                         help="heatmap from this sweep table (islands sweep) instead of a DiLoCo H x bandwidth sweep")
+    parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --sweep: keep the table's rows with this parameter value (for sweeps of "
+                             "more than two keys); repeatable")
     parser.add_argument("--no-fragments", dest="fragments", action="store_false",
                         help="leave the fragments x precision search out of the plan (faster)")
     parser.add_argument("--seeds", type=int, default=1, metavar="N",
@@ -28,16 +32,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.progress import ProgressBar
-    from islands.analysis.report import build_report, write_report
+    from islands.analysis.report import REPORT_FORMATS, build_report, write_report
     from islands.analysis.sweep_table import read_sweep
+    from islands.errors import UserError
+    from islands.io import check_output, is_stdout, shown
 
+    check_output(args.output, REPORT_FORMATS)
+    if args.where and not args.sweep:
+        raise UserError("--where picks rows of a sweep table: give one with --sweep TABLE")
     sweep_table = read_sweep(args.sweep) if args.sweep else None
     bar = ProgressBar("report: plan searches")
     try:
         text = build_report(args.scenario, args.overrides, args.target_utilisation, sweep_table=sweep_table,
-                            fragments=args.fragments, seeds=args.seeds, jobs=args.jobs, progress=bar)
+                            fragments=args.fragments, seeds=args.seeds, jobs=args.jobs, progress=bar,
+                            where=args.where)
     finally:
         bar.close()
     path = write_report(args.output, text)
-    print(f"wrote {path} ({len(text) / 1e6:.2f} MB, {bar.elapsed_s:.1f} s)")
+    print(f"wrote {shown(path)} ({len(text) / 1e6:.2f} MB, {bar.elapsed_s:.1f} s)",
+          file=sys.stderr if is_stdout(path) else sys.stdout)
     return 0

@@ -4,6 +4,7 @@ worker and one per link, to open in Perfetto (ui.perfetto.dev) or chrome://traci
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .common import add_scenario_arguments
 
@@ -13,18 +14,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__)
     add_scenario_arguments(parser)
     parser.add_argument("-o", "--output", default="trace.json", metavar="JSON",
-                        help="file to write (default trace.json)")
+                        help="file to write, .json; - for stdout (default trace.json)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.chrome_trace import chrome_trace, write_chrome_trace
+    from islands.analysis.chrome_trace import TRACE_FORMATS, chrome_trace, write_chrome_trace
+    from islands.io import check_output, is_stdout, shown
     from islands.scenarios import load
     from islands.simulator import simulate
 
+    check_output(args.output, TRACE_FORMATS)
     scenario = load(args.scenario, args.overrides)
     document = chrome_trace(simulate(scenario), scenario)
     path = write_chrome_trace(document, args.output)
-    print(f"wrote {path}: {len(document['traceEvents'])} events; open it in https://ui.perfetto.dev "
-          "or chrome://tracing")
+    print(f"wrote {shown(path)}: {len(document['traceEvents'])} events; open it in https://ui.perfetto.dev "
+          "or chrome://tracing", file=sys.stderr if is_stdout(path) else sys.stdout)
     return 0
