@@ -28,6 +28,12 @@ def shares(summary: Mapping[str, Any]) -> dict[str, float]:
     return {part: value / total if total > 0 else 0.0 for part, value in seconds.items()}
 
 
+def utilisation_label(summary: Mapping[str, Any]) -> str:
+    """``72.8% utilisation``, or ``cut short`` for a run whose utilisation is null (not complete)."""
+    utilisation = summary["compute_utilisation"]
+    return "cut short" if utilisation is None else f"{percent_text(utilisation)} utilisation"
+
+
 def breakdown_figure(summaries: Mapping[str, Mapping[str, Any]], scenario_name: str,
                      size_px: tuple[int, int] = DEFAULT_SIZE_PX) -> Figure:
     """One stacked bar per labelled summary (e.g. per schedule)."""
@@ -42,7 +48,7 @@ def breakdown_figure(summaries: Mapping[str, Mapping[str, Any]], scenario_name: 
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     for position, name in zip(positions, names):
         summary = summaries[name]
-        ax.annotate(f"{percent_text(summary['compute_utilisation'])} utilisation\n"
+        ax.annotate(f"{utilisation_label(summary)}\n"
                     f"{int(summary['inner_steps']):,} inner steps in {duration(summary['wall_time_s'])}",
                     (position, 100), xytext=(0, 4), textcoords="offset points", ha="center", va="bottom")
     ax.set_xticks(list(positions), [SCHEDULE_LABELS.get(name, name) for name in names])
