@@ -33,6 +33,7 @@ def test_wheel_maps_folders_under_one_namespace(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "islands/simulator/engine.py" in names
     assert "islands/scenarios/library/worked-example.toml" in names
+    assert "islands/__main__.py" in names and "islands/commands/list.py" in names
     tops = {name.split("/")[0] for name in names if not name.startswith("islands-")}
     assert tops == {"islands"}  # no generic top-level `simulator` or `scenarios` package
 
