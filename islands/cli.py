@@ -1,4 +1,6 @@
-"""The ``islands`` command: a thin layer over the Python API, one module per subcommand.
+"""islands: predict, then measure, DDP, DiLoCo and Streaming DiLoCo across islands of compute.
+
+The command is a thin layer over the Python API, one module per subcommand.
 
 Each module in ``islands.commands`` (but ``common``) is a subcommand and provides ``add_parser(subparsers)``, which registers its
 arguments and sets ``handler``. Modules import heavy dependencies (torch, matplotlib) inside their
