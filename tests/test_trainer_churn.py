@@ -155,3 +155,20 @@ def test_churn_plans_know_their_members_and_events():
 def test_churn_the_trainer_cannot_run_is_refused(change, message):
     with pytest.raises(Exception, match=message):
         plan_with(**change)
+
+
+def test_the_churn_history_survives_a_resume(tmp_path):
+    """A run loses island 2, stops with a checkpoint, and resumes: the leave and the epochs before the
+    stop are still in churn.json, the resumed run's epochs number on, and island 2 (no file in that
+    checkpoint) takes the state from a live island."""
+    sets = [*SETS, "trainer.checkpoint_every=1"]
+    train(tmp_path, SCENARIO, "--stop-after", "3", kill_at="all-reduce:1:2", sets=sets)
+    run = tmp_path / "run"
+    assert not (run / "checkpoints" / "period-000003" / "rank-0002.pt").exists()
+    stdout = train(tmp_path, SCENARIO, "--resume", str(run), sets=sets)
+    assert "membership: epoch 2, islands [0, 1, 2] (M = 3)" in stdout
+    summary, churn, _ = outputs(run)
+    assert [leave["island"] for leave in churn["leaves"]] == [2] and summary["leaves"] == 1
+    assert [(e["epoch"], e["members"]) for e in churn["epochs"]] == [(0, [0, 1, 2]), (1, [0, 1]), (2, [0, 1, 2])]
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, PERIODS * 10 + 1))

@@ -86,7 +86,7 @@ def test_a_corrupt_checkpoint_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "checkpoints" / "LATEST").write_text("period-000001\n")
     assert run_cli("--resume", str(tmp_path)) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("islands train: error: ") and "rank-0000.pt: cannot be read as a checkpoint" in error
+    assert error.startswith("islands train: error: ") and "rank-0000.pt: damaged, not a readable checkpoint" in error
     assert len(error.splitlines()) == 1
 
 

@@ -5,6 +5,10 @@ newest complete folder. Each rank writes its file atomically (temp file, fsync, 
 ``islands.io.atomic_path``); only after every rank has written does ``LATEST`` move (atomically too),
 and only then are older folders removed: the last good checkpoint is never overwritten.
 
+Before a file is used it is verified: every record's zip CRC (``torch.save`` writes a zip whose
+records carry CRC-32s that ``torch.load`` never checks, so a flipped bit would load silently), then
+the format, world size, model shapes and scenario fingerprint.
+
 A rank's file holds what that rank needs to continue bit for bit: the fragments' fp32 global weights
 and outer-optimizer state, the local model and inner-optimizer state (an island's own), the step
 counters, the data sampler's generator state, torch's RNG state and the trace rows so far. It is
@@ -14,6 +18,7 @@ read with ``torch.load(weights_only=True)``: tensors and plain containers only.
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +31,12 @@ from .comm import Group
 from .faults import kill_point
 
 FORMAT = 1
+
+
+class PeerFailed(Exception):
+    """Another process refused its checkpoint and said why; this one stops too, quietly (exit 2)."""
+
+
 FOLDER = "checkpoints"
 LATEST = "LATEST"
 
@@ -70,16 +81,29 @@ def latest_dir(run_dir: Path) -> Path:
     pointer = run_dir / FOLDER / LATEST
     if not pointer.is_file():
         raise UserError(f"{run_dir}: no checkpoint to resume from ({pointer} is missing)")
-    folder = run_dir / FOLDER / pointer.read_text(encoding="utf-8").strip()
-    if not folder.is_dir():
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (UnicodeDecodeError, OSError) as exc:
+        raise UserError(f"{pointer}: cannot be read ({reason_of(exc)}); it should name a period-NNNNNN "
+                        f"folder beside it") from None
+    folder = run_dir / FOLDER / name
+    if not name.startswith("period-") or "/" in name or not folder.is_dir():
         raise UserError(f"{pointer}: names {folder.name}, which does not exist")
     return folder
 
 
-def first_rank(run_dir: Path) -> int:
-    """The lowest rank with a file in the latest checkpoint (an elastic run may lack some), else 0."""
-    ranks = sorted(int(path.stem.split("-")[1]) for path in latest_dir(run_dir).glob("rank-*.pt"))
-    return ranks[0] if ranks else 0
+def verify_all(run_dir: Path, world_size: int, fingerprint: str, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Every rank's file of the latest checkpoint, verified as ``load`` does, before any process starts
+    (an elastic run's checkpoint may lack the islands that were away; it needs one file at least)."""
+    folder = latest_dir(run_dir)
+    files = sorted(folder.glob("rank-*.pt"))
+    if not files:
+        raise UserError(f"{folder}: holds no rank-NNNN.pt file to resume from")
+    for path in files:
+        rank = path.stem.split("-")[1]
+        if not rank.isdigit():
+            raise UserError(f"{path}: not a checkpoint file name of this project (rank-NNNN.pt)")
+        load(run_dir, int(rank), world_size, fingerprint, shapes)
 
 
 def load(run_dir: Path, rank: int, world_size: int, fingerprint: str,
@@ -90,13 +114,30 @@ def load(run_dir: Path, rank: int, world_size: int, fingerprint: str,
     if not path.is_file():
         raise UserError(f"{path}: missing; the checkpoint was written by a run of a different world size "
                         f"than this one ({world_size} processes)")
+    verify_crc(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a damaged file; all mean the same to a user
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"{path}: cannot be read as a checkpoint ({reason})") from None
+        raise UserError(f"{path}: cannot be read as a checkpoint ({reason_of(exc)})") from None
     check(state, path, world_size, fingerprint, shapes)
     return state
+
+
+def reason_of(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def verify_crc(path: Path) -> None:
+    """Refuse a file whose zip structure or any record's CRC-32 is damaged (a flipped bit anywhere)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise UserError(f"{path}: damaged, not a readable checkpoint ({reason_of(exc)})") from None
+    if damaged is not None:
+        raise UserError(f"{path}: damaged: record {damaged} fails its CRC-32 check; resume from an "
+                        f"intact copy or an earlier run")
 
 
 def check(state: Any, path: Path, world_size: int, fingerprint: str, shapes: dict[str, tuple[int, ...]]) -> None:

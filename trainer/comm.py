@@ -172,8 +172,13 @@ class ThreadGroup:
 class StoreGroup(SteppedCollectives):
     """A gloo group made from a store without ``init_process_group`` (one per membership epoch of an
     elastic run, ``membership.py``): it needs no default group, so a member's death breaks only this
-    group. ``members`` are the islands in member order; ``close`` aborts it, which wakes a peer still
-    blocked on this member with an error instead of leaving it to its timeout."""
+    group. ``members`` are the islands in member order.
+
+    ``close`` tears the group down so that a peer still blocked on this member wakes with an error at
+    once instead of at its ``collective_timeout_s``. On the torch builds we run (2.13, CPU),
+    ``ProcessGroupGloo.abort()`` and ``shutdown()`` do not close the sockets a blocked peer waits on;
+    destroying the process group does (its pairs close, the peer's recv fails within about 0.5 s). So
+    ``close`` aborts and then drops the one reference to the handle: nothing else may keep it."""
 
     def __init__(self, store: Any, members: list[int], member: int, timeout: timedelta):
         self.members = members
@@ -206,4 +211,7 @@ class StoreGroup(SteppedCollectives):
         self.all_reduce_sum_(torch.zeros(1))
 
     def close(self) -> None:
+        if self.handle is None:
+            return
         self.handle.abort()
+        self.handle = None

@@ -84,9 +84,11 @@ def user_documents(data_path: str) -> list[Document]:
 
 def split_validation(documents: list[Document], val_fraction: float, seed: int,
                      source: str) -> tuple[list[Document], list[Document]]:
-    """Hold out whole documents (chosen by a seeded shuffle) until ``val_fraction`` of the bytes."""
-    if len(documents) < 2:
-        raise UserError(f"{source}: needs at least 2 text files (one is held out for validation)")
+    """Hold out whole documents (chosen by a seeded shuffle) until ``val_fraction`` of the bytes; a
+    single document (``--data FILE``) is cut instead: its last ``val_fraction`` of bytes, from a line
+    start where there is one, is the validation text."""
+    if len(documents) == 1:
+        return split_one(documents[0], val_fraction, source)
     order = list(range(len(documents)))
     random.Random(seed + 1).shuffle(order)
     target = val_fraction * sum(len(d.data) for d in documents)
@@ -99,6 +101,17 @@ def split_validation(documents: list[Document], val_fraction: float, seed: int,
     train = [d for i, d in enumerate(documents) if i not in held]
     val = [d for i, d in enumerate(documents) if i in held]
     return train, val
+
+
+def split_one(document: Document, val_fraction: float, source: str) -> tuple[list[Document], list[Document]]:
+    data = document.data
+    cut = len(data) - max(1, int(val_fraction * len(data)))
+    line_start = data.find(b"\n", cut) + 1
+    if 0 < line_start < len(data):
+        cut = line_start
+    if cut <= 0:
+        raise UserError(f"{source}: too little text to hold out a validation part")
+    return [Document(document.name, data[:cut])], [Document(document.name + " (held out)", data[cut:])]
 
 
 def to_tensor(data: bytes) -> torch.Tensor:

@@ -13,7 +13,12 @@ the bytes received), as the simulator's does.
 Outputs (written by member 0 of the last epoch): the usual files, with ``lost_compute_s``, ``leaves``
 and ``joins`` measured in ``summary.json``, and ``churn.json`` (every leave with its lost compute,
 every join with its join time, every epoch's members). Each island's trace rows also go to
-``islands/island-I.rows.jsonl`` as they happen, so a dead island's rows reach the trace.
+``islands/island-I.rows.jsonl`` as they happen, so a dead island's rows reach the trace;
+``metrics.jsonl`` is written by member 0 of the current epoch, whoever that is. The churn history is
+part of every checkpoint and goes on in a resumed run.
+
+The run's clock (``membership.run_time_s``) is published with the trace clock's pauses: a joiner's
+request and the launcher's events are timed on the same clock as the trace.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from islands.trace import NO_FRAGMENT
 from . import checkpoint
 from .comm import Group
 from .config import RunPlan
-from .faults import killable
+from .faults import kill_point, killable, poisoned
 from .loop import Groups, Trainer, shapes_of
 from .membership import History, LeftOut, Membership, run_time_s
 from .paced import paced_from_environment
@@ -47,10 +52,11 @@ class RunOver(Exception):
     """A joiner arrived after the last outer boundary: nothing left to train."""
 
 
-def broadcast_bytes(group: Group, data: bytes | None, src: int) -> bytes:
+def broadcast_bytes(group: Group, data: bytes | None, src: int, island: int) -> bytes:
     """``data`` of member ``src`` on every member (a length, then the bytes)."""
     length = torch.tensor([len(data) if data is not None else 0], dtype=torch.int64)
     group.broadcast_(length, src)
+    kill_point("download-source" if group.rank == src else "download-joiner", island)
     buffer = torch.zeros(int(length.item()), dtype=torch.uint8)
     if data is not None:
         buffer.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
@@ -63,7 +69,7 @@ def join_seconds(joins: list[dict[str, Any]], rows: list[tuple]) -> list[dict[st
     measured = []
     for join in joins:
         starts = [row[0] for row in rows if row[2] == join["island"] and row[4] == "compute"
-                  and row[0] >= join["requested_s"]]
+                  and row[0] >= join["requested_s"] and row[0] >= join["admitted_s"]]
         measured.append({**join, "join_s": min(starts) - join["requested_s"] if starts else None})
     return measured
 
@@ -79,7 +85,6 @@ class ElasticTrainer(Trainer):
         super().__init__(plan, island, Groups(world=None, cross=None), device, out_dir, resume_dir)
         membership.on_install = self.installed
         membership.now_s = self.clock.now
-        self.open_rows_sink(append=join_at_s is not None)
 
     # ---------------------------------------------------------------- the parts that differ
     def share_initial_weights(self) -> None:
@@ -99,8 +104,20 @@ class ElasticTrainer(Trainer):
         self.resumed_s = state["clock_s"] if state else 0.0
         return self.resumed_s
 
-    def open_metrics(self, state: dict | None) -> Any:
-        return super().open_metrics(state) if self.join_at_s is None else None
+    def agree_on_resume(self, error: str | None, state: dict[str, Any] | None) -> list[str | None]:
+        """Through the store (there is no group yet): every island started with the run publishes its
+        verdict and the epoch its history ends at; all read all, so they also agree on the first epoch
+        of this run. A joiner only answers for itself: it takes its state from a live island."""
+        if self.join_at_s is not None:
+            return [error]
+        membership = self.membership
+        epochs = state.get("churn", {}).get("epochs", []) if state else []
+        verdict = {"error": error, "next_epoch": epochs[-1]["epoch"] + 1 if epochs else 0}
+        membership.store.set(membership.key("resume", "verdict", self.island), json.dumps(verdict))
+        verdicts = [json.loads(membership.get(membership.key("resume", "verdict", island)))
+                    for island in self.plan.initial_members()]
+        membership.first_epoch = max(verdict["next_epoch"] for verdict in verdicts)
+        return [verdict["error"] for verdict in verdicts]
 
     def installed(self) -> None:
         group = self.membership.group
@@ -116,23 +133,30 @@ class ElasticTrainer(Trainer):
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop_after: int | None = None) -> None:
-        """Start (or join), then train; an island left out of a new epoch joins again, without state."""
-        if self.join_at_s is not None:
-            self.join()
-        else:
-            self.membership.start(self.plan.initial_members())
-            self.membership.run(self.sync_state)
-            self.clock.restart(self.resumed_s)
-            self.recorder.start_compute()
-            self.publish_clock()
+        """Start (or join), then train; an island left out of a new epoch (even while it was joining)
+        joins again, without state."""
         while True:
             try:
+                self.enter()
                 super().run(stop_after)
                 return
             except LeftOut as left_out:
                 print(left_out, flush=True)
                 self.has_state, self.join_at_s = False, 0.0
-                self.join()
+
+    def enter(self) -> None:
+        """Join, or form the first epoch; the rows file opens only then, once the run's start has
+        shown that every island present passed its checks."""
+        if self.join_at_s is not None:
+            self.open_rows_sink(append=True)
+            self.join()
+            return
+        self.membership.start(self.plan.initial_members())
+        self.open_rows_sink(append=False)
+        self.membership.run(self.sync_state)
+        self.clock.restart(self.resumed_s)
+        self.recorder.start_compute()
+        self.publish_clock()
 
     def join(self) -> None:
         """Wait for the join time, ask to join, download the state, then do the period end with the others."""
@@ -140,8 +164,9 @@ class ElasticTrainer(Trainer):
         if not self.membership.request_join(requested_s):
             raise RunOver(f"island {self.rank}: the run ended before it could join")
         self.membership.run(self.sync_state)
-        self.recorder.add("idle", requested_s, self.download[0], self.plan.outer_step(self.step - 1))
         start_s, end_s, received_bytes = self.download
+        # the request was timed on the published clock: across hosts it may read a little ahead
+        self.recorder.add("idle", min(requested_s, start_s), start_s, self.plan.outer_step(self.step - 1))
         self.recorder.add("comm", start_s, end_s, self.plan.outer_step(self.step - 1), NO_FRAGMENT, received_bytes)
         self.recorder.start_compute()
         self.end_period({"step": self.step, "train_loss": math.nan, "tokens": self.step * self.plan.tokens_per_step})
@@ -168,8 +193,8 @@ class ElasticTrainer(Trainer):
         blocked_s = comm_s = 0.0
         for point in points:
             arrived_s = self.clock.now()
-            delta = self.fragments[point.fragment].pseudo_gradient()
-            exchange = self.membership.run(lambda group: self.exchanger.exchange(delta))
+            delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
+            exchange = self.membership.run(lambda group: self.exchange_once(delta))
             blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
             comm_s += exchange.done_s - exchange.started_s
             self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
@@ -178,6 +203,12 @@ class ElasticTrainer(Trainer):
         self.admit()
         self.recorder.start_compute()
         return blocked_s, comm_s
+
+    def exchange_once(self, delta: torch.Tensor) -> Any:
+        kill_point("exchange-screen", self.island)
+        exchange = self.exchanger.exchange(delta)
+        kill_point("exchange-vote", self.island)
+        return exchange
 
     def admit(self) -> None:
         if self.membership.admit_joiners():
@@ -195,7 +226,7 @@ class ElasticTrainer(Trainer):
         if min(progress) == best:
             return
         src = progress.index(best)
-        data = broadcast_bytes(group, self.state_payload() if group.rank == src else None, src)
+        data = broadcast_bytes(group, self.state_payload() if group.rank == src else None, src, self.island)
         if mine < best:
             self.adopt(torch.load(io.BytesIO(data), weights_only=True), len(data), time.monotonic() - started)
 
@@ -215,6 +246,7 @@ class ElasticTrainer(Trainer):
             fragment.load_state_dict(saved)
             fragment.merge(0.0)
         self.optimizer.state.clear()
+        self.period_records = []
         self.membership.admitted_joins = state["admitted_joins"]
         self.membership.history = History(state["leaves"], state["joins"], self.membership.history.epochs)
         self.clock.restart(state["clock_s"] + seconds)
@@ -226,14 +258,27 @@ class ElasticTrainer(Trainer):
         return self.membership.run(self.evaluate_on)
 
     def end_period(self, record: dict[str, Any]) -> None:
+        self.publish_clock(paused=True)
         super().end_period(record)
         self.publish_clock()
 
-    def publish_clock(self) -> None:
-        """The run's clock for the launcher and joiners: (wall time, trace seconds) now."""
+    def publish_clock(self, paused: bool = False) -> None:
+        """The run's clock for the launcher and joiners: (wall time, trace seconds) now, and whether
+        the trace clock is about to stand still (evaluation, checkpoint)."""
         if self.reports():
-            self.membership.store.set(self.membership.key("run", "clock"),
-                                      json.dumps({"wall": time.time(), "trace_s": self.clock.now()}))
+            self.membership.store.set(self.membership.key("run", "clock"), json.dumps(
+                {"wall": time.time(), "trace_s": self.clock.now(), "paused": paused}))
+
+    def state_dict(self) -> dict[str, Any]:
+        history = self.membership.history
+        return {**super().state_dict(), "churn": {"leaves": history.leaves, "joins": history.joins,
+                                                  "epochs": history.epochs}}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        churn = state.get("churn", {})
+        self.membership.history = History(list(churn.get("leaves", [])), list(churn.get("joins", [])),
+                                          list(churn.get("epochs", [])))
 
     def save_checkpoint(self, period: int) -> None:
         """This island's file; ``LATEST`` moves once every member of the epoch has written."""
@@ -247,7 +292,7 @@ class ElasticTrainer(Trainer):
 
     # ---------------------------------------------------------------- the end
     def open_rows_sink(self, append: bool) -> None:
-        if not self.out_dir:
+        if not self.out_dir or self.recorder.sink:
             return
         path = rows_path(self.out_dir, self.rank)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -260,6 +305,7 @@ class ElasticTrainer(Trainer):
         self.exchanger.close()
         if self.metrics:
             self.metrics.close()
+            self.metrics = None
         gathered = self.membership.run(lambda group: group.all_gather_object((self.rank, self.recorder.rows)))
         leader = self.reports()
         self.membership.close()

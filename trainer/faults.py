@@ -1,9 +1,25 @@
-"""Deterministic deaths for the fault-tolerance tests: a process SIGKILLs itself at a named point.
+"""Faults on purpose, for the fault-tolerance tests and for users who want to see the defences work.
 
-``ISLANDS_KILL_AT = "POINT:COUNT:ISLAND"`` makes island ISLAND's process kill itself (SIGKILL: no
-cleanup, no exception, as a crashed machine) the COUNT-th time (1-based) it passes POINT. Points:
-``checkpoint-write`` (its checkpoint file is written to the temporary name, not yet renamed) and
-``all-reduce`` (the reduce-scatter half of a cross-island average is done, the all-gather is not).
+Deaths: ``ISLANDS_KILL_AT = "POINT:COUNT:ISLAND[,POINT:COUNT:ISLAND...]"`` makes island ISLAND's
+process SIGKILL itself (no cleanup, no exception, as a crashed machine) the COUNT-th time (1-based)
+it passes POINT. Several entries kill several islands, or one island at the first entry it reaches.
+
+| point | where |
+| --- | --- |
+| ``inner-step`` | after an inner step's optimizer step, before the schedule's sync check |
+| ``exchange-screen`` | an exchange starts: before the islands share their deltas' finite flags and norms |
+| ``all-reduce`` | the reduce-scatter half of a cross-island average is done, the all-gather is not |
+| ``exchange-vote`` | the exchange is done here, not yet committed by the members' vote |
+| ``evaluate`` | the global model's evaluation, before its all-reduce |
+| ``checkpoint-write`` | its checkpoint file is written to the temporary name, not yet renamed |
+| ``download-source`` | a member serving the global state to a joiner has sent the length, not the state |
+| ``download-joiner`` | a joiner has received the state's length, not the state |
+
+Poison: ``ISLANDS_FAULT = "KIND@ISLAND:OUTER_STEP"`` replaces island ISLAND's contribution to outer
+step OUTER_STEP (DDP: the step) before it is screened: ``nan`` (every value NaN), ``inf``, or
+``scale:FACTOR`` (multiplied by FACTOR, e.g. ``scale:1e6``). The screening (``robust.screen``)
+should exclude it and every island keeps a finite model.
+
 Unset, every check is one dictionary look-up.
 """
 
@@ -12,27 +28,92 @@ from __future__ import annotations
 import os
 import signal
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from islands.errors import UserError
+
 from .comm import Group
 
-VARIABLE = "ISLANDS_KILL_AT"
+KILL_VARIABLE = "ISLANDS_KILL_AT"
+FAULT_VARIABLE = "ISLANDS_FAULT"
+POINTS = ("inner-step", "exchange-screen", "all-reduce", "exchange-vote", "evaluate", "checkpoint-write",
+          "download-source", "download-joiner")
 passes: Counter = Counter()
+
+
+@dataclass(frozen=True)
+class KillAt:
+    point: str
+    count: int
+    island: int
+
+
+def parse_kills(setting: str) -> list[KillAt]:
+    """``ISLANDS_KILL_AT``'s entries; one clear error for a malformed one."""
+    kills = []
+    for entry in filter(None, (part.strip() for part in setting.split(","))):
+        parts = entry.split(":")
+        if len(parts) != 3 or parts[0] not in POINTS or not (parts[1].isdigit() and parts[2].isdigit()):
+            raise UserError(f"{KILL_VARIABLE}={setting!r}: each entry is POINT:COUNT:ISLAND with POINT one of "
+                            f"{', '.join(POINTS)} (got {entry!r})")
+        kills.append(KillAt(parts[0], int(parts[1]), int(parts[2])))
+    return kills
 
 
 def kill_point(point: str, island: int) -> None:
     """SIGKILL this process if ``ISLANDS_KILL_AT`` names this point, this island and this pass."""
-    setting = os.environ.get(VARIABLE)
+    setting = os.environ.get(KILL_VARIABLE)
     if not setting:
         return
-    name, count, target = setting.split(":")
-    if name != point or int(target) != island:
+    kills = [kill for kill in parse_kills(setting) if kill.point == point and kill.island == island]
+    if not kills:
         return
     passes[point] += 1
-    if passes[point] == int(count):
+    if any(passes[point] == kill.count for kill in kills):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class Poison:
+    kind: str
+    factor: float
+    island: int
+    outer_step: int
+
+
+def parse_poison(setting: str) -> Poison:
+    what, _, where = setting.partition("@")
+    island, _, outer_step = where.partition(":")
+    kind, _, factor = what.partition(":")
+    valid = (kind in ("nan", "inf") and not factor) or (kind == "scale" and is_float(factor))
+    if not (valid and island.isdigit() and outer_step.isdigit()):
+        raise UserError(f"{FAULT_VARIABLE}={setting!r}: must be nan|inf|scale:FACTOR@ISLAND:OUTER_STEP, "
+                        f"e.g. scale:1e6@2:3")
+    return Poison(kind, float(factor) if factor else 1.0, int(island), int(outer_step))
+
+
+def is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def poisoned(delta: torch.Tensor, island: int, outer_step: int) -> torch.Tensor:
+    """``delta``, or the poison ``ISLANDS_FAULT`` puts in its place for this island and outer step."""
+    setting = os.environ.get(FAULT_VARIABLE)
+    if not setting:
+        return delta
+    poison = parse_poison(setting)
+    if (poison.island, poison.outer_step) != (island, outer_step):
+        return delta
+    if poison.kind == "scale":
+        return delta * poison.factor
+    return torch.full_like(delta, float(poison.kind))
 
 
 class KillableGroup:
@@ -67,4 +148,4 @@ class KillableGroup:
 
 def killable(group: Group, island: int) -> Group:
     """``group`` wrapped for the ``all-reduce`` point when ``ISLANDS_KILL_AT`` is set, else itself."""
-    return KillableGroup(group, island) if os.environ.get(VARIABLE) else group
+    return KillableGroup(group, island) if os.environ.get(KILL_VARIABLE) else group

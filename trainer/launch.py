@@ -36,6 +36,7 @@ from .loop import Groups, Trainer
 from .paced import paced_from_environment
 
 POLL_S = 0.2
+LAUNCHED_VARIABLE = "ISLANDS_LAUNCHED"  # set in the processes that ``launch_local`` starts
 DIST_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -73,7 +74,8 @@ def free_port(host: str) -> int:
 def rank_environment(rank: int, plan: RunPlan, master_addr: str, port: int, extra: Mapping[str, str]) -> dict:
     return {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(plan.world_size),
             "LOCAL_RANK": str(rank % plan.ranks_per_island), "LOCAL_WORLD_SIZE": str(plan.ranks_per_island),
-            "MASTER_ADDR": master_addr, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1", **extra}
+            "MASTER_ADDR": master_addr, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
+            LAUNCHED_VARIABLE: "1", **extra}
 
 
 def launch_local(train_args: list[str], plan: RunPlan, master_addr: str = "127.0.0.1",

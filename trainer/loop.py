@@ -21,12 +21,15 @@ from typing import Any, Iterator
 
 import torch
 
+from islands.errors import UserError
 from islands.tables import size
 
 from . import checkpoint
 from .comm import Group
 from .config import RunPlan, sync_plan
+from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
+from .faults import kill_point, poisoned
 from .model import GPTConfig, build_model, decay_groups
 from .outer import build_fragments
 from .robust import NOT_FINITE, AggregationRule, Verdict
@@ -128,7 +131,9 @@ class Trainer:
         self.step = 0
         self.stop_after: int | None = None
         self.eval_losses: list[tuple[int, float]] = []
-        state = self.load_checkpoint(resume_dir) if resume_dir else None
+        self.period_records: list[dict[str, Any]] = []
+        self.metrics: MetricsLog | None = None
+        state = self.verified_resume(resume_dir) if resume_dir else None
         self.start_clock(state)
         self.exchanger = Exchanger(groups.cross, groups.intra_sync, plan.scenario.schedule.bits, self.clock,
                                    aggregation_rule(plan))
@@ -136,19 +141,32 @@ class Trainer:
         self.pending: dict[int, Any] = {}
         if state:
             self.load_state(state)
-        self.metrics = self.open_metrics(state)
 
     def agreed_start_s(self, state: dict | None) -> float:
         """Agree on time zero: a barrier, then each process's own reading (resume: the checkpoint's)."""
         return max(self.groups.world.all_gather_object(state["clock_s"] if state else 0.0))
 
-    def open_metrics(self, state: dict | None) -> MetricsLog | None:
-        if self.rank != 0 or not self.out_dir:
-            return None
-        return MetricsLog(self.out_dir / "metrics.jsonl", self.step if state else 0)
-
     def share_initial_weights(self) -> None:
         broadcast_parameters(self.model, self.groups.world)
+
+    def verified_resume(self, resume_dir: Path) -> dict[str, Any] | None:
+        """This rank's checkpoint, verified; no process goes on (or writes anything) unless every
+        process's file passed. The one that failed says why in one line; the others exit quietly."""
+        state, error = None, None
+        try:
+            state = self.load_checkpoint(resume_dir)
+        except UserError as exc:
+            error = str(exc)
+        failed = [reason for reason in self.agree_on_resume(error, state) if reason]
+        if error:
+            raise UserError(error)
+        if failed:
+            raise PeerFailed(failed[0])
+        return state
+
+    def agree_on_resume(self, error: str | None, state: dict[str, Any] | None) -> list[str | None]:
+        """Every process's verdict on its checkpoint (None: fine)."""
+        return self.groups.world.all_gather_object(error)
 
     def load_checkpoint(self, resume_dir: Path) -> dict[str, Any] | None:
         return checkpoint.load(resume_dir, self.rank, self.plan.world_size, self.plan.fingerprint(),
@@ -178,6 +196,7 @@ class Trainer:
         start_s = self.clock.now()
         loss, grad_blocked_s, grad_comm_s, paced_s = self.inner_step()
         self.step += 1
+        kill_point("inner-step", self.island)
         sync_blocked_s, sync_comm_s = self.sync_fragments()
         record = {
             "step": self.step, "outer_step": self.plan.outer_step(self.step - 1), "train_loss": loss,
@@ -190,8 +209,25 @@ class Trainer:
             # the clock pauses, or a run's last step (and a checkpoint's trace) would leave it out.
             self.recorder.end_compute(record["outer_step"])
             self.end_period(record)
-        elif self.metrics:
-            self.metrics.write(record)
+        else:
+            self.log_metrics(record)
+
+    def log_metrics(self, record: dict[str, Any]) -> None:
+        """Keep the period's step records; the reporting process (a live one: member 0 of an elastic
+        run's epoch) writes them. A process that takes over reporting mid-period first drops what its
+        predecessor wrote of this period and writes its own records of it, so every step is there once."""
+        self.period_records.append({**record, "island": self.island})
+        if not (self.out_dir and self.reports()):
+            if self.metrics:
+                self.metrics.close()
+                self.metrics = None
+            return
+        if self.metrics is None:
+            first_step = self.period_records[0]["step"]
+            self.metrics = MetricsLog(self.out_dir / "metrics.jsonl", keep_through_step=first_step - 1)
+            for earlier in self.period_records[:-1]:
+                self.metrics.write(earlier)
+        self.metrics.write(self.period_records[-1])
 
     def inner_step(self) -> tuple[float, float, float, float]:
         """Forward, backward, gradient averaging, clip, optimizer step, pacing;
@@ -237,7 +273,7 @@ class Trainer:
         """DDP: average the gradient over the islands (blocking, fragment 0, outer step = step)."""
         self.recorder.end_compute(self.step)
         arrived_s = self.clock.now()
-        exchange = self.exchanger.launch(flatten(grads)).result()
+        exchange = self.exchanger.launch(poisoned(flatten(grads), self.island, self.step)).result()
         blocked_s = self.record_exchange(exchange, arrived_s, self.step, 0)
         unflatten_into(exchange.mean, grads)
         self.recorder.start_compute()
@@ -250,7 +286,8 @@ class Trainer:
             return 0.0, 0.0
         self.recorder.end_compute((list(launches) + list(applies))[0].outer_step)
         for point in launches:
-            self.pending[point.fragment] = self.exchanger.launch(self.fragments[point.fragment].pseudo_gradient())
+            delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
+            self.pending[point.fragment] = self.exchanger.launch(delta)
         blocked_s = comm_s = 0.0
         for point in applies:
             arrived_s = self.clock.now()
@@ -292,11 +329,10 @@ class Trainer:
         period = -(-self.step // self.plan.period_steps)
         if self.reports():
             self.report(period, record)
-        if self.metrics:  # flushed before the checkpoint, so a resume finds every line up to it
-            self.metrics.write(record)
-            self.metrics.handle.flush()
+        self.log_metrics(record)  # written before the checkpoint, so a resume finds every line up to it
         if self.out_dir and self.checkpoint_due(period):
             self.save_checkpoint(period)
+        self.period_records = []
         self.clock.resume()
 
     @contextlib.contextmanager
@@ -330,6 +366,7 @@ class Trainer:
             for x, y in self.eval_batches[world.rank::world.size]:
                 totals[0] += self.model(x, y).item()
                 totals[1] += 1
+        kill_point("evaluate", self.island)
         world.all_reduce_sum_(totals)
         return (totals[0] / totals[1]).item()
 

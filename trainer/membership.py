@@ -12,11 +12,16 @@ the store under the epoch's prefix.
   the detection timeout means abort, decided once by an atomic compare-and-set. On abort the
   survivors re-form and the op runs again among them: a broken all-reduce restarts, as in the
   simulator, and nobody applies a result that somebody else threw away.
+* Failure detection: every island's heartbeat thread writes ``islands/progress/I`` every
+  ``HEARTBEAT_S`` (with a beat counter, so it changes even while the island evaluates) and reads the
+  other members' keys, noting when each last changed. A member silent for ``detection_timeout_s`` is
+  gone, counted from its last beat: the simulator's rule (a departure is noticed detection_timeout_s
+  after it happens, not after the others reach the next collective).
 * Re-forming (``reform``): the first survivor to arrive at epoch N+1 waits until every member of
-  epoch N has arrived or ``detection_timeout_s`` has passed, then fixes the members of epoch N+1 as
-  those who arrived. A departed member is then reported with the compute it lost: the time between
-  its last applied sync and its last heartbeat (``islands/progress/I``, written every
-  ``HEARTBEAT_S`` by a thread, so it errs low by at most that).
+  epoch N has arrived or is gone (a member that still beats but never arrives is given up after
+  ``collective_timeout_s`` more), then fixes the members of epoch N+1 as those who arrived. A
+  departed member is then reported with the compute it lost: the time between its last applied sync
+  and its last heartbeat (so it errs low by at most ``HEARTBEAT_S``).
 * Joining (``request_join``, ``admit_joiners``): a new or returning island adds itself to
   ``islands/join/requests``; at each outer boundary the members agree on how many requests they have
   seen, and if there are new ones all of them move to the next epoch with the joiners, whose state
@@ -93,6 +98,7 @@ class Membership:
         self.island = island
         self.timing = timing
         self.epoch = -1
+        self.first_epoch = 0
         self.members: list[int] = []
         self.group: StoreGroup | None = None
         self.ops = 0
@@ -102,6 +108,9 @@ class Membership:
         self.on_install: Callable[[], None] = lambda: None
         self.now_s: Callable[[], float] = lambda: self.progress.now_s
         self.stopping = threading.Event()
+        self.beats = 0
+        self.last_change: dict[int, tuple[bytes, float]] = {}  # island: (its heartbeat, when it changed)
+        self.watch_started = time.monotonic()
         self.heartbeat = threading.Thread(target=self.beat, daemon=True, name="islands-heartbeat")
 
     # ------------------------------------------------------------------ the store
@@ -125,23 +134,40 @@ class Membership:
 
     def start_heartbeat(self) -> None:
         if not self.heartbeat.is_alive():
+            self.watch_started = time.monotonic()
             self.heartbeat.start()
 
     def beat(self) -> None:
         while not self.stopping.wait(HEARTBEAT_S):
-            self.beat_store.set(self.key("progress", self.island), json.dumps(vars(self.progress)))
+            self.beats += 1
+            self.beat_store.set(self.key("progress", self.island), json.dumps({**vars(self.progress),
+                                                                              "beat": self.beats}))
+            self.watch(list(self.members))
+
+    def watch(self, islands: list[int]) -> None:
+        """Note when each other member's heartbeat last changed (this process's clock: no skew)."""
+        keys = [self.key("progress", island) for island in islands if island != self.island]
+        present = [key for key in keys if self.beat_store.check([key])]
+        now = time.monotonic()
+        for key, value in zip(present, self.beat_store.multi_get(present) if present else []):
+            island = int(key.rsplit("/", 1)[1])
+            if self.last_change.get(island, (None,))[0] != value:
+                self.last_change[island] = (value, now)
+
+    def silent_s(self, island: int) -> float:
+        """Seconds since ``island``'s heartbeat last changed, as this process saw it."""
+        return time.monotonic() - self.last_change.get(island, (None, self.watch_started))[1]
 
     # ------------------------------------------------------------------ epochs
     def start(self, members: list[int]) -> None:
-        """Epoch 0 among the islands present at the start."""
+        """The run's first epoch (0, or after a resumed run's history) among the islands present."""
         self.start_heartbeat()
-        self.install(0, members)
+        self.install(self.first_epoch, members)
 
     def install(self, epoch: int, members: list[int]) -> None:
         """Make epoch ``epoch``'s group; a member missing while it forms sends us to the next epoch."""
         while True:
-            if self.group is not None:
-                self.group.close()
+            self.release_group()
             self.epoch, self.members, self.ops, self.group = epoch, members, 0, None
             self.history.epochs.append({"epoch": epoch, "members": members, "at_s": self.now_s()})
             try:
@@ -184,8 +210,11 @@ class Membership:
         return self.store.get(decision) == b"commit"
 
     def reform(self) -> None:
-        """Move to the next epoch with the members who show up; record who left and what they lost."""
+        """Move to the next epoch with the members who show up; record who left and what they lost.
+        The broken epoch's group is torn down first: a member still blocked in the op on us wakes
+        now, and reaches the quorum within the detection timeout instead of being left out."""
         before = self.members
+        self.release_group()
         self.install(*self.next_quorum(self.epoch, before))
         for island in sorted(set(before) - set(self.members)):
             self.record_leave(island)
@@ -206,13 +235,21 @@ class Membership:
 
 
     def fix_members(self, epoch: int, expected: list[int]) -> None:
-        arrived = self.key("epoch", epoch, "arrived")
-        deadline = time.monotonic() + self.timing.detection_s
-        while self.store.add(arrived, 0) < len(expected) and time.monotonic() < deadline:
+        """Wait for every expected member that is not gone (see the module's docstring), then fix
+        epoch ``epoch``'s members as those who arrived."""
+        deadline = time.monotonic() + self.timing.detection_s + self.timing.collective_s
+        while True:
+            missing = set(expected) - set(self.arrivals(epoch))
+            gone = all(self.silent_s(island) >= self.timing.detection_s for island in missing)
+            if not missing or gone or time.monotonic() >= deadline:
+                break
             time.sleep(POLL_S)
-        count = self.store.add(arrived, 0)
-        islands = sorted(int(self.get(self.key("epoch", epoch, "arrival", i))) for i in range(1, count + 1))
+        islands = sorted(self.arrivals(epoch))
         self.store.compare_set(self.key("epoch", epoch, "members"), "", ",".join(map(str, islands)))
+
+    def arrivals(self, epoch: int) -> list[int]:
+        count = self.store.add(self.key("epoch", epoch, "arrived"), 0)
+        return [int(self.get(self.key("epoch", epoch, "arrival", i))) for i in range(1, count + 1)]
 
     def record_leave(self, island: int) -> None:
         key = self.key("progress", island)
@@ -264,17 +301,22 @@ class Membership:
         self.install(epoch, members)
         return True
 
-    def close(self) -> None:
-        self.stopping.set()
+    def release_group(self) -> None:
         if self.group is not None:
             self.group.close()
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.release_group()
 
 
 def run_time_s(store: Any) -> float | None:
     """The run's clock now, from the last (wall time, trace seconds) a member published; None before
-    the run started. Evaluation pauses the trace clock, so between publications it runs slightly ahead."""
+    the run started. While the trace clock stands still (evaluation, checkpoints) so does this one."""
     key = "/".join([ROOT, "run", "clock"])
     if not store.check([key]):
         return None
     published = json.loads(store.get(key))
+    if published.get("paused"):
+        return published["trace_s"]
     return published["trace_s"] + time.time() - published["wall"]

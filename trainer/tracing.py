@@ -17,6 +17,7 @@ and one comm row per collective spanning its ranks' transfers with the sum of th
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -164,18 +165,35 @@ class MetricsLog:
         self.handle: IO[str] = open(path, "a", encoding="utf-8")
 
     def truncate(self, step: int) -> None:
-        """On resume: drop the lines the interrupted run wrote after its checkpoint."""
+        """Keep the lines through ``step`` (a resume's checkpoint, or the last boundary when a new
+        process takes over the writing); a line cut short by a killed writer is dropped."""
         if not self.path.exists():
             return
-        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and json.loads(line)["step"] <= step]
-        self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        kept = [line for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+                if (record := parsed(line)) is not None and record.get("step", math.inf) <= step]
+        write_text(self.path, "".join(line + "\n" for line in kept))
 
     def write(self, record: dict[str, Any]) -> None:
-        self.handle.write(json.dumps(record) + "\n")
+        """One line, flushed (a process killed right after loses nothing it wrote); values that are
+        not finite (a joiner's train loss before it trained) are null, so every line is strict JSON."""
+        self.handle.write(json.dumps(finite_or_none(record), allow_nan=False) + "\n")
+        self.handle.flush()
 
     def close(self) -> None:
         self.handle.close()
+
+
+def parsed(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def finite_or_none(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: None if isinstance(value, float) and not math.isfinite(value) else value
+            for key, value in record.items()}
 
 
 TRACE_FILE = "trace.csv"

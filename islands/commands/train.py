@@ -11,6 +11,7 @@ events' times, the others train on, and churn.json records lost compute and join
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -30,6 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data", metavar="PATH", help="train on your own text files (a file or a folder) "
                                                        "instead of Python's standard-library sources")
     parser.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
+    parser.add_argument("--force", action="store_true",
+                        help="write into an --out folder that holds a run already, replacing that run's outputs")
     parser.add_argument("--stop-after", type=int, metavar="PERIODS",
                         help="stop (with a checkpoint) once this many periods of inner_steps steps are done")
     parser.set_defaults(handler=run)
@@ -51,11 +54,32 @@ def child_arguments(args: argparse.Namespace, out_dir: Path) -> list[str]:
     return argv + ["--out", str(out_dir)]
 
 
+def claims_out_dir(env) -> bool:
+    """Who checks that --out holds no other run: the local launcher, or under torchrun rank 0 at its
+    start (before the rendezvous, so before any rank writes), but not a process that joins later."""
+    from islands.trainer.launch import LAUNCHED_VARIABLE
+    from islands.trainer.launch_elastic import JOIN_VARIABLE
+
+    if env is None:
+        return True
+    return env.rank == 0 and LAUNCHED_VARIABLE not in os.environ and JOIN_VARIABLE not in os.environ
+
+
 def run(args: argparse.Namespace) -> int:
+    from islands.trainer.checkpoint import PeerFailed
+
+    try:
+        return train(args)
+    except PeerFailed:
+        return 2  # another process refused its checkpoint and printed the one line
+
+
+def train(args: argparse.Namespace) -> int:
     from islands.errors import UserError
     from islands.scenarios import load
     from islands.trainer import checkpoint
     from islands.trainer.config import make_plan
+    from islands.trainer.outputs import claim_out_dir
     from islands.trainer.launch import distributed_env, launch_local, run_process
     from islands.trainer.loop import default_corpus, model_config, shapes_of
     from islands.trainer.model import build_model
@@ -68,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     resume = Path(args.resume) if args.resume else None
     out_dir = Path(args.out) if args.out else resume
     env = distributed_env()
+    if out_dir is not None and out_dir != resume and claims_out_dir(env):
+        claim_out_dir(out_dir, args.force)
     if env is not None:
         summary = run_process(plan, env, out_dir, resume, args.stop_after, lambda: default_out(scenario.name))
         if summary is not None:
@@ -76,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     default_corpus(plan)  # a data path without text fails here, before any process starts
     if resume:
         shapes = shapes_of(build_model(model_config(plan), plan.spec.seed, "cpu"))
-        checkpoint.load(resume, checkpoint.first_rank(resume), plan.world_size, plan.fingerprint(), shapes)
+        checkpoint.verify_all(resume, plan.world_size, plan.fingerprint(), shapes)
     out_dir = out_dir or default_out(scenario.name)
     print(f"islands train: {plan.islands} islands x {plan.ranks_per_island} ranks, {plan.algorithm}, "
           f"{plan.total_steps} inner steps; writing {out_dir}", flush=True)
