@@ -85,6 +85,7 @@ def launch_local(train_args: list[str], plan: RunPlan, master_addr: str = "127.0
     address of this host's namespace (pass ``port`` for one that exists only inside island 0's).
     An elastic run (churn) is started by ``launch_elastic.launch_elastic`` instead."""
     port = port or free_port(master_addr)
+    uses_cuda(plan.spec.device, plan.world_size)  # one line before any process starts
     if plan.elastic:
         def environment(island: int) -> tuple[list[str], dict]:
             wrap = island_launch(island) if island_launch else IslandLaunch()
@@ -124,13 +125,33 @@ def stop_all(children: list[subprocess.Popen]) -> None:
             child.kill()
 
 
-def pick_device(choice: str, local_rank: int) -> torch.device:
-    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise UserError("trainer.device = \"cuda\": no CUDA device is visible to this process")
-        torch.cuda.set_device(local_rank % torch.cuda.device_count())
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+def uses_cuda(choice: str, gpus_needed: int) -> bool:
+    """Whether this host's processes train on CUDA: NCCL needs one GPU per process, so ``auto`` takes
+    CUDA only when the host has a GPU for each of its ``gpus_needed`` processes (every process of the
+    host decides alike), and ``cuda`` without enough GPUs is one clear error."""
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if choice == "cuda" and available < gpus_needed:
+        raise UserError(f"trainer.device = \"cuda\": NCCL needs one GPU per process and this host runs "
+                        f"{gpus_needed} processes with {available} GPU(s); set trainer.device = \"cpu\", "
+                        f"or train fewer --workers / trainer.ranks_per_island here")
+    return choice == "cuda" or (choice == "auto" and 0 < gpus_needed <= available)
+
+
+def pick_device(choice: str, gpu_index: int, gpus_needed: int) -> torch.device:
+    """This process's device; ``gpu_index`` is its GPU on this host when CUDA is used."""
+    if not uses_cuda(choice, gpus_needed):
+        return torch.device("cpu")
+    torch.cuda.set_device(gpu_index)
+    return torch.device("cuda", gpu_index)
+
+
+def host_processes(env: DistEnv) -> tuple[int, int]:
+    """(this process's index among its host's processes, how many its host runs): every rank for
+    the local launcher, which runs the whole world on one host; torchrun's LOCAL_RANK and
+    LOCAL_WORLD_SIZE otherwise."""
+    if os.environ.get(LAUNCHED_VARIABLE):
+        return env.rank, env.world_size
+    return env.local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", env.local_rank + 1))
 
 
 def torch_groups(plan: RunPlan, rank: int) -> Groups:
@@ -164,7 +185,7 @@ def run_process(plan: RunPlan, env: DistEnv, out_dir: Path | None, resume_dir: P
         return run_elastic_process(plan, env.rank, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
                                    out_dir, resume_dir, stop_after, default_out)
     torch.set_num_threads(1)
-    device = pick_device(plan.spec.device, env.local_rank)
+    device = pick_device(plan.spec.device, *host_processes(env))
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=env.rank,
                             world_size=env.world_size, timeout=timedelta(seconds=plan.spec.timeout_s))
     try:

@@ -133,6 +133,7 @@ class Trainer:
         self.eval_losses: list[tuple[int, float]] = []
         self.period_records: list[dict[str, Any]] = []
         self.metrics: MetricsLog | None = None
+        self.paced_from_s, self.paced_steps = math.nan, 0
         state = self.verified_resume(resume_dir) if resume_dir else None
         self.start_clock(state)
         self.exchanger = Exchanger(groups.cross, groups.intra_sync, plan.scenario.schedule.bits, self.clock,
@@ -252,13 +253,27 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        paced_s = self.pace(time.monotonic() - busy_start - sync_wall_s)
+        paced_s = self.pace(time.monotonic() - busy_start - sync_wall_s, synced_inside=bool(sync_wall_s))
         return loss.item(), blocked_s, comm_s, paced_s
 
-    def pace(self, busy_s: float) -> float:
+    def pace(self, busy_s: float, synced_inside: bool) -> float:
         """Sleep out the rest of the island's target step time (the sleep is part of the compute row,
-        as the simulator's compute is the paced step); returns the seconds slept."""
-        sleep_s = max(0.0, self.plan.pace_s(self.island) - busy_s)
+        as the simulator's compute is the paced step); returns the seconds slept.
+
+        Between syncs the steps are paced against the compute interval's start: step k of the
+        interval ends at start + k x target (trace seconds), so a slow step (the first one's warm-up,
+        a busy core) is made up by shorter sleeps after it and H steps take H x target, as the
+        simulator has them. A step with a sync inside (DDP) pads its own compute to the target."""
+        target_s = self.plan.pace_s(self.island)
+        if target_s <= 0:
+            return 0.0
+        if synced_inside:
+            sleep_s = max(0.0, target_s - busy_s)
+        else:
+            if self.recorder.segment_start_s != self.paced_from_s:
+                self.paced_from_s, self.paced_steps = self.recorder.segment_start_s, 0
+            self.paced_steps += 1
+            sleep_s = max(0.0, self.paced_from_s + self.paced_steps * target_s - self.clock.now())
         if sleep_s:
             time.sleep(sleep_s)
         return sleep_s

@@ -154,6 +154,11 @@ class Membership:
             if self.last_change.get(island, (None,))[0] != value:
                 self.last_change[island] = (value, now)
 
+    def gone(self) -> list[int]:
+        """The members whose heartbeat has been silent for the detection timeout."""
+        return [island for island in self.members
+                if island != self.island and self.silent_s(island) >= self.timing.detection_s]
+
     def silent_s(self, island: int) -> float:
         """Seconds since ``island``'s heartbeat last changed, as this process saw it."""
         return time.monotonic() - self.last_change.get(island, (None, self.watch_started))[1]
@@ -168,6 +173,8 @@ class Membership:
         """Make epoch ``epoch``'s group; a member missing while it forms sends us to the next epoch."""
         while True:
             self.release_group()
+            for island in set(members) - set(self.members):  # a newcomer is alive as of now
+                self.last_change[island] = (None, time.monotonic())
             self.epoch, self.members, self.ops, self.group = epoch, members, 0, None
             self.history.epochs.append({"epoch": epoch, "members": members, "at_s": self.now_s()})
             try:
@@ -188,6 +195,8 @@ class Membership:
             self.ops += 1
             vote = self.key("epoch", self.epoch, "op", self.ops)
             try:
+                if self.gone():
+                    raise RuntimeError("a member is gone: its heartbeat stopped")  # no doomed attempt
                 result, done = op(self.group), True
             except RuntimeError:
                 failures += 1

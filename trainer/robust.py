@@ -51,7 +51,7 @@ def contribution_stats(delta: torch.Tensor) -> torch.Tensor:
     """[1 if finite else 0, L2 norm (0 when not finite)] as fp64, the numbers islands share."""
     finite = bool(torch.isfinite(delta).all())
     norm = torch.linalg.vector_norm(delta.double()).item() if finite else 0.0
-    return torch.tensor([1.0 if finite else 0.0, norm], dtype=torch.float64)
+    return torch.tensor([1.0 if finite else 0.0, norm], dtype=torch.float64, device=delta.device)
 
 
 def screen(stats: list[torch.Tensor], norm_factor: float) -> Verdict:

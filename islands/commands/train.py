@@ -39,7 +39,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def default_out(scenario_name: str) -> Path:
-    return Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-{scenario_name}"
+    from islands.io import safe_name
+
+    return Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-{safe_name(scenario_name)}"
 
 
 def child_arguments(args: argparse.Namespace, out_dir: Path) -> list[str]:
