@@ -17,17 +17,18 @@ For a target compute utilisation it finds
 from __future__ import annotations
 
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from islands.errors import UserError
 from islands.scenarios import Scenario
 from islands.scenarios.spec import WIRE_BITS
+from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
 from .scenario_source import ALGORITHMS, ScenarioSource, as_source
-from .search import RELATIVE_TOLERANCE, Answer, least_bandwidth, least_inner_steps, utilisation
+from .search import RELATIVE_TOLERANCE, Answer, least_bandwidth, least_inner_steps, measure
 
 DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
 H_SCHEDULES = ("diloco", "streaming")
@@ -56,10 +57,11 @@ class Plan:
     target: float
     targets: tuple[float, ...]
     seeds: int                                         # utilisations are means over this many seeds
-    now: dict[str, float]                              # utilisation per schedule as the scenario stands
+    now: dict[str, float | None]                       # utilisation per schedule as the scenario stands
     bandwidth: dict[str, dict[float, Answer]]          # schedule -> target -> least Gbit/s per island
     inner_steps: dict[str, Answer]                     # schedule -> smallest H at the scenario's bandwidth
     fragments: dict[tuple[int, int], Answer] = field(default_factory=dict)  # (P, bits) -> least Gbit/s
+    now_cut_short: dict[str, str] = field(default_factory=dict)  # schedule -> why its run has no utilisation
 
     @property
     def runs(self) -> int:
@@ -115,26 +117,31 @@ def questions(scenario: Scenario, target: float, targets: Sequence[float], fragm
 def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
               targets: Sequence[float] = DEFAULT_TARGETS, overrides: Sequence[str] = (), fragments: bool = True,
               seeds: int = 1, executor: Executor | None = None, jobs: int | None = None,
-              progress: Progress | None = None) -> Plan:
+              progress: Progress | None = None, max_events: float = DEFAULT_MAX_EVENTS) -> Plan:
     """Answer the planning questions for ``target`` (and the bandwidth row for each of ``targets``).
 
     The searches are independent and run on ``executor`` or a local pool of ``jobs`` processes;
     ``progress(done, total)`` counts searches. ``fragments=False`` skips the (P, bits) table.
     ``seeds`` > 1 averages every utilisation over that many seeds from the scenario's own (for
-    scenarios with jitter or churn, where one seed's answer is one draw).
+    scenarios with jitter or churn, where one seed's answer is one draw). ``max_events`` is the
+    simulator's resource guard for every run. A run cut short by churn never counts as reaching a
+    target; the schedules whose own run was cut short have no utilisation "now" (``now_cut_short``).
     """
-    source = as_source(scenario, overrides)
+    source = replace(as_source(scenario, overrides), max_events=max_events)
     check_target(target)
     goals = tuple(sorted({check_target(t) for t in targets} | {target}))
     if seeds < 1:
         raise UserError(f"--seeds must be >= 1 (got {seeds})")
-    source.schedules()  # each schedule must be a valid scenario: fail here, in one line, not in a worker
+    for variant in source.schedules().values():  # fail here, in one line, not in a worker
+        guard(variant, max_events)
     base = source.scenario
     seed_list = tuple(range(base.seed, base.seed + seeds)) if seeds > 1 else ()
     asked = questions(base, target, goals, fragments, seed_list)
     answers = run_tasks(answer, [(source, q) for _, q in asked], executor=executor, jobs=jobs, progress=progress)
+    now = {a: measure(source, f"schedule.algorithm={a}", seeds=seed_list) for a in ALGORITHMS}
     plan = Plan(scenario=base, target=target, targets=goals, seeds=seeds,
-                now={a: utilisation(source, f"schedule.algorithm={a}", seeds=seed_list) for a in ALGORITHMS},
+                now={a: found.utilisation for a, found in now.items()},
+                now_cut_short={a: found.incomplete_reason for a, found in now.items() if found.incomplete_reason},
                 bandwidth={a: {} for a in ALGORITHMS}, inner_steps={})
     for (kind, *key), found in zip((k for k, _ in asked), answers):
         if kind == "bandwidth":
@@ -149,7 +156,8 @@ def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The plan as plain data (for ``islands plan --json``)."""
     def entry(found: Answer) -> dict[str, Any]:
-        return {"value": found.value, "utilisation": found.utilisation, "tried": found.tried, "runs": found.runs}
+        return {"value": found.value, "utilisation": found.utilisation, "tried": found.tried, "runs": found.runs,
+                "cut_short_runs": found.cut_short}
 
     best = plan.best_fragments()
     return {
@@ -157,6 +165,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "target_utilisation": plan.target,
         "seeds": plan.seeds,
         "utilisation_now": plan.now,
+        "utilisation_now_cut_short": plan.now_cut_short,
         "bandwidth_gbps": {a: {f"{t:g}": entry(found) for t, found in row.items()} for a, row in plan.bandwidth.items()},
         "inner_steps": {a: entry(found) for a, found in plan.inner_steps.items()},
         "fragments_bits_gbps": [{"fragments": p, "bits": b, **entry(found)} for (p, b), found in plan.fragments.items()],

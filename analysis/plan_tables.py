@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from islands.tables import duration, render
+from islands.tables import CUT_SHORT, duration, render
 
 from .plan import Plan
 from .search import MAX_GBPS, MAX_INNER_STEPS, Answer
@@ -44,14 +44,30 @@ def bandwidth_cell(found: Answer) -> str:
     return rate(found.value) if found.reached else UNREACHED
 
 
+def utilisation_cell(fraction: float | None) -> str:
+    """A utilisation, or ``cut short`` where churn stopped the run before its end."""
+    return CUT_SHORT if fraction is None else percent(fraction)
+
+
+def cut_short_note(answers: list[Answer]) -> list[str]:
+    """A note counting the runs that churn cut short, which the searches counted as not reaching."""
+    count = sum(found.cut_short for found in answers)
+    if not count:
+        return []
+    return [f"{count} runs were {CUT_SHORT} by churn or refused as beyond --max-events: they count as not "
+            "reaching the target, so every answer above comes from a finished run."]
+
+
 def bandwidth_table(plan: Plan) -> Table:
     header = ["schedule", *(percent(t) for t in plan.targets), f"utilisation at {link_rates(plan)}"]
-    rows = [[schedule_label(plan, a), *(bandwidth_cell(plan.bandwidth[a][t]) for t in plan.targets), percent(plan.now[a])]
-            for a in plan.bandwidth]
+    rows = [[schedule_label(plan, a), *(bandwidth_cell(plan.bandwidth[a][t]) for t in plan.targets),
+             utilisation_cell(plan.now[a])] for a in plan.bandwidth]
     notes = []
     if any(not found.reached for row in plan.bandwidth.values() for found in row.values()):
         notes.append(f"{UNREACHED}: not reached even at {rate(MAX_GBPS)}: latency, stragglers or churn bound "
                      "the utilisation")
+    notes += [f"{CUT_SHORT} ({schedule_label(plan, a)}): {reason}" for a, reason in plan.now_cut_short.items()]
+    notes += cut_short_note([found for row in plan.bandwidth.values() for found in row.values()])
     return Table("Bandwidth per island needed for each compute utilisation (every island's link at that rate)",
                  header, rows, notes)
 
@@ -66,11 +82,14 @@ def inner_steps_table(plan: Plan) -> Table:
         if found.reached:
             rows.append([label, str(found.value), percent(found.utilisation), duration(found.value * slowest_step_s)])
         else:
-            rows.append([label, UNREACHED, f"best {percent(found.utilisation)}, at H={found.tried}", "-"])
+            best = f"best {percent(found.utilisation)}, at H={found.tried}" if found.utilisation is not None \
+                else f"every run {CUT_SHORT}"
+            rows.append([label, UNREACHED, best, "-"])
     notes = ["DDP syncs every step: it has no H to raise."]
     if not all(found.reached for found in plan.inner_steps.values()):
         notes.append(f"{UNREACHED}: utilisation stopped growing with H (churn or stragglers cost more as "
                      f"intervals lengthen) or H reached {MAX_INNER_STEPS}.")
+    notes += cut_short_note(list(plan.inner_steps.values()))
     return Table(f"Smallest H reaching {percent(plan.target)} at the scenario's bandwidth ({link_rates(plan)})",
                  header, rows, notes)
 
@@ -91,6 +110,7 @@ def fragments_table(plan: Plan) -> Table:
                      f"{rate(plan.fragments[best].value)} per island{against}.")
     notes.append("The simulator charges nothing for quantisation error or for staler fragments: fewer bits "
                  "and more fragments always look cheaper here; check the loss with the trainer.")
+    notes += cut_short_note(list(plan.fragments.values()))
     return Table(f"Streaming at H={schedule.inner_steps}, tau={schedule.overlap_steps}: peak bandwidth per "
                  f"island needed for {percent(plan.target)}, by fragments and wire precision", header, rows, notes)
 

@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import copy
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
 from islands.scenarios import Scenario, from_dict, load, resolve
+from islands.simulator import DEFAULT_MAX_EVENTS
 
 ALGORITHMS = ("ddp", "diloco", "streaming")
 
 
 @dataclass(frozen=True)
 class ScenarioSource:
-    """A parsed scenario document, its name for messages and the overrides applied to every variant."""
+    """A parsed scenario document, its name for messages, the overrides applied to every variant and
+    the simulator's resource guard (``max_events``) for every run an analysis makes of it."""
 
     document: dict[str, Any]
     source: str
     overrides: tuple[str, ...] = ()
+    max_events: float = DEFAULT_MAX_EVENTS
 
     @classmethod
     def read(cls, path_or_name: str | Path, overrides: Iterable[str] = ()) -> "ScenarioSource":
@@ -44,7 +47,7 @@ class ScenarioSource:
         return self.variant()
 
     def with_overrides(self, *extra: str) -> "ScenarioSource":
-        return ScenarioSource(self.document, self.source, (*self.overrides, *extra))
+        return replace(self, overrides=(*self.overrides, *extra))
 
     def with_symmetric_links(self) -> "ScenarioSource":
         """Each island's link as one ``bandwidth_gbps`` both ways (its slower direction), upload_gbps and
@@ -58,7 +61,7 @@ class ScenarioSource:
                 table.pop(key, None)
             table["bandwidth_gbps"] = island.bandwidth_gbps
         overrides = tuple(o for o in self.overrides if not o.split("=", 1)[0].strip().endswith(directions))
-        return ScenarioSource(document, self.source, overrides)
+        return replace(self, document=document, overrides=overrides)
 
     def schedules(self) -> dict[str, Scenario]:
         """The scenario once per schedule (DDP reads ``outer_steps`` as its number of steps)."""

@@ -5,6 +5,11 @@ Each answer comes from simulating candidates, not from a formula, so whatever th
 rely on one property: compute utilisation never falls when bandwidth or H grows. Each first brackets
 the answer (bandwidth by factors of ``BRACKET_FACTOR``, H by doubling), then narrows the bracket
 (bandwidth by interpolation safeguarded with bisection, H by integer bisection).
+
+A run that churn cut short has no utilisation, and neither has one that the simulator's resource
+guard refuses (a probe far from the scenario, e.g. a huge H under churn): the searches count such a
+run as not reaching the target (so every answer is a value at which a finished run reached it) and
+report how many there were.
 """
 
 from __future__ import annotations
@@ -13,14 +18,15 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from islands.simulator import simulate
+from islands.scenarios.spec import MAX_GBPS, MIN_GBPS
+from islands.simulator import BudgetExceeded, simulate
 
 from .scenario_source import ScenarioSource
 
-# Every island's access link at one rate, both ways (upload_gbps / download_gbps override bandwidth_gbps)
+# Every island's access link at one rate, both ways (upload_gbps / download_gbps override bandwidth_gbps).
+# The search spans every rate a scenario may have: MIN_GBPS (1 kbit/s) to MAX_GBPS (1 Pbit/s); a
+# target not reached at MAX_GBPS is unreachable by bandwidth alone.
 LINK_KEYS = ("island.*.bandwidth_gbps", "island.*.upload_gbps", "island.*.download_gbps")
-MIN_GBPS = 1e-6          # 1 kbit/s: below this no schedule is worth planning
-MAX_GBPS = 1e6           # 1 Pbit/s: a target not reached here is unreachable by bandwidth alone
 MAX_INNER_STEPS = 2**17   # 131072 steps: far beyond any H in use (the DiLoCo paper swept 50 to 2000)
 BRACKET_FACTOR = 10.0
 RELATIVE_TOLERANCE = 1e-3
@@ -31,45 +37,78 @@ UTILISATION_SLACK = 1e-9
 @dataclass(frozen=True)
 class Answer:
     """The least value that reaches the target (``None``: not reached), the utilisation simulated at
-    ``tried`` (the answer itself, or where the best utilisation was seen when not reached) and the
-    runs it took."""
+    ``tried`` (the answer itself, or where the best utilisation was seen when not reached; ``None``
+    when every run was cut short), the runs it took and how many of them churn cut short."""
 
     value: float | None
-    utilisation: float
+    utilisation: float | None
     runs: int
     tried: float
+    cut_short: int = 0
 
     @property
     def reached(self) -> bool:
         return self.value is not None
 
 
-def utilisation(source: ScenarioSource, *overrides: str, seeds: Sequence[int] = ()) -> float:
-    """Compute utilisation of one run, or the mean over ``seeds`` (for jitter and churn)."""
+@dataclass(frozen=True)
+class Measurement:
+    """Compute utilisation of a run (or the mean over seeds), or None and the reason when one was cut
+    short or refused by the resource guard."""
+
+    utilisation: float | None
+    incomplete_reason: str | None = None
+
+
+def measure(source: ScenarioSource, *overrides: str, seeds: Sequence[int] = ()) -> Measurement:
+    """Simulate one run, or one per seed (for jitter and churn), under the source's ``max_events``."""
     runs = [list(overrides)] if not seeds else [[*overrides, f"seed={seed}"] for seed in seeds]
-    return sum(float(simulate(source.variant(*run)).summary["compute_utilisation"]) for run in runs) / len(runs)
+    values = []
+    for run in runs:
+        try:
+            summary = simulate(source.variant(*run), source.max_events).summary
+        except BudgetExceeded as exc:
+            return Measurement(None, str(exc))
+        if not summary["complete"]:
+            return Measurement(None, summary["incomplete_reason"])
+        values.append(float(summary["compute_utilisation"]))
+    return Measurement(sum(values) / len(values))
+
+
+def utilisation(source: ScenarioSource, *overrides: str, seeds: Sequence[int] = ()) -> float | None:
+    """Compute utilisation of one run, or the mean over ``seeds``; None when a run was cut short."""
+    return measure(source, *overrides, seeds=seeds).utilisation
+
+
+def score(found: float | None) -> float:
+    """A utilisation for comparisons: a run cut short ranks below every finished one."""
+    return -1.0 if found is None else found
 
 
 class Probe:
     """Utilisation as a function of one value, counting runs and remembering each result."""
 
-    def __init__(self, evaluate: Callable[[float], float], target: float):
+    def __init__(self, evaluate: Callable[[float], float | None], target: float):
         self.evaluate = evaluate
         self.target = target
-        self.seen: dict[float, float] = {}
+        self.seen: dict[float, float | None] = {}
 
     def reaches(self, value: float) -> bool:
         if value not in self.seen:
             self.seen[value] = self.evaluate(value)
-        return self.seen[value] >= self.target - UTILISATION_SLACK
+        return score(self.seen[value]) >= self.target - UTILISATION_SLACK
+
+    @property
+    def cut_short(self) -> int:
+        return sum(1 for found in self.seen.values() if found is None)
 
     def answer(self, value: float) -> Answer:
         """The target is reached at ``value``."""
-        return Answer(value, self.seen[value], len(self.seen), value)
+        return Answer(value, self.seen[value], len(self.seen), value, self.cut_short)
 
     def unreachable(self) -> Answer:
-        best = max(self.seen, key=self.seen.get)
-        return Answer(None, self.seen[best], len(self.seen), best)
+        best = max(self.seen, key=lambda value: score(self.seen[value]))
+        return Answer(None, self.seen[best], len(self.seen), best, self.cut_short)
 
 
 def link_overrides(gbps: float) -> list[str]:
@@ -101,9 +140,9 @@ def least_bandwidth(source: ScenarioSource, target: float, *overrides: str, seed
     return probe.answer(narrow(probe, low, high, math.log1p(RELATIVE_TOLERANCE)))
 
 
-def overhead(fraction: float) -> float:
-    """1 / utilisation - 1: seconds not computing per second computing."""
-    return 1 / fraction - 1 if fraction > 0 else math.inf
+def overhead(fraction: float | None) -> float:
+    """1 / utilisation - 1: seconds not computing per second computing (unbounded for a run cut short)."""
+    return 1 / fraction - 1 if fraction is not None and fraction > 0 else math.inf
 
 
 def narrow(probe: Probe, low: float, high: float, tolerance: float) -> float:
@@ -153,7 +192,7 @@ def least_inner_steps(source: ScenarioSource, target: float, *overrides: str, se
     limit = MAX_INNER_STEPS // step
     high, previous = max(scenario.schedule.inner_steps // step, first), None
     while not probe.reaches(high):
-        if high >= limit or (previous is not None and probe.seen[high] < probe.seen[previous]):
+        if high >= limit or (previous is not None and score(probe.seen[high]) < score(probe.seen[previous])):
             return scaled(probe.unreachable(), step)
         high, previous = min(high * 2, limit), high
     low = first - 1
@@ -169,4 +208,4 @@ def least_inner_steps(source: ScenarioSource, target: float, *overrides: str, se
 def scaled(answer: Answer, step: int) -> Answer:
     """An answer in multiples of P, as H."""
     value = None if answer.value is None else int(answer.value) * step
-    return Answer(value, answer.utilisation, answer.runs, int(answer.tried) * step)
+    return Answer(value, answer.utilisation, answer.runs, int(answer.tried) * step, answer.cut_short)

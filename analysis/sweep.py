@@ -6,8 +6,10 @@
 The table is tidy: column ``run``, one column per grid key (named as the key, e.g.
 ``schedule.inner_steps``), ``seed``, ``valid`` and ``error``, then every scalar of the run's summary
 (``compute_utilisation``, ``wall_time_s``, ...; each island's figures as ``islands.<name>.<key>``).
-A combination that breaks a rule tying keys together (H not divisible by P, tau >= H / P) is not
-run: its row has ``valid`` False, the loader's message in ``error`` and empty figures.
+A combination that breaks a rule tying keys together (H not divisible by P, tau >= H / P), or that
+the simulator's resource guard refuses (more than ``max_events`` events), is not run: its row has
+``valid`` False, the message in ``error`` and empty figures. A run that churn cut short has
+``complete`` False, the reason in ``incomplete_reason`` and no utilisation; ``best_rows`` leaves it out.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pandas as pd
 
 from islands.errors import UserError
 from islands.scenarios import Scenario, ScenarioError
-from islands.simulator import simulate
+from islands.simulator import DEFAULT_MAX_EVENTS, guard, simulate
 
 from .grid import Axis, combinations, make_axes
 from .parallel import Progress, default_jobs, run_tasks
@@ -65,9 +67,9 @@ def flatten_summary(summary: Mapping[str, Any], prefix: str = "") -> dict[str, A
     return flat
 
 
-def simulate_chunk(scenarios: Sequence[Scenario]) -> list[dict[str, Any]]:
+def simulate_chunk(scenarios: Sequence[Scenario], max_events: float) -> list[dict[str, Any]]:
     """Run scenarios one after another (one task of the pool); return their flattened summaries."""
-    return [flatten_summary(simulate(scenario).summary) for scenario in scenarios]
+    return [flatten_summary(simulate(scenario, max_events).summary) for scenario in scenarios]
 
 
 def seed_values(source: ScenarioSource, axes: Sequence[Axis], seeds: int) -> list[int]:
@@ -82,8 +84,10 @@ def seed_values(source: ScenarioSource, axes: Sequence[Axis], seeds: int) -> lis
     return list(range(first, first + seeds))
 
 
-def planned_runs(source: ScenarioSource, axes: Sequence[Axis], seeds: int) -> list[PlannedRun]:
-    """Every combination of the grid and the seeds, validated; invalid ones carry their reason."""
+def planned_runs(source: ScenarioSource, axes: Sequence[Axis], seeds: int,
+                 max_events: float = DEFAULT_MAX_EVENTS) -> list[PlannedRun]:
+    """Every combination of the grid and the seeds, validated and within the resource guard; invalid
+    ones carry their reason."""
     runs = []
     seed_list = seed_values(source, axes, seeds)
     for params, overrides in combinations(axes):
@@ -91,7 +95,9 @@ def planned_runs(source: ScenarioSource, axes: Sequence[Axis], seeds: int) -> li
             row = dict(params) if seed is None else {**params, "seed": seed}
             extra = overrides if seed is None else [*overrides, f"seed={seed}"]
             try:
-                runs.append(PlannedRun(row, source.variant(*extra)))
+                scenario = source.variant(*extra)
+                guard(scenario, max_events)
+                runs.append(PlannedRun(row, scenario))
             except ScenarioError as exc:
                 runs.append(PlannedRun(row, None, str(exc)))
     return runs
@@ -104,21 +110,22 @@ def chunked(items: list[Any], jobs: int) -> list[list[Any]]:
 
 def run_sweep(scenario: "str | Path | ScenarioSource", grid: Mapping[str, Sequence[Any]] | Sequence[str],
               seeds: int = 1, overrides: Sequence[str] = (), executor: Executor | None = None,
-              jobs: int | None = None, progress: Progress | None = None) -> pd.DataFrame:
+              jobs: int | None = None, progress: Progress | None = None,
+              max_events: float = DEFAULT_MAX_EVENTS) -> pd.DataFrame:
     """Simulate every combination of ``grid`` (``{key: values}`` or ``["key=v1,v2", ...]``) and seed.
 
     Runs go to ``executor`` (any ``concurrent.futures`` executor) or a local pool of ``jobs``
     processes; ``progress(done, total)`` counts runs. Raises ``UserError`` for a bad key or value, or
-    when no combination is valid.
+    when no combination is valid; ``max_events`` is the simulator's resource guard for every run.
     """
     source = as_source(scenario, overrides)
     axes = make_axes(source, grid)
-    runs = planned_runs(source, axes, seeds)
+    runs = planned_runs(source, axes, seeds, max_events)
     valid = [run for run in runs if run.scenario is not None]
     if not valid:
         raise UserError(f"no combination of the grid is a valid scenario, e.g. {runs[0].error}")
     batches = chunked([run.scenario for run in valid], jobs or default_jobs())
-    results = run_tasks(simulate_chunk, [(batch,) for batch in batches], [len(b) for b in batches],
+    results = run_tasks(simulate_chunk, [(batch, max_events) for batch in batches], [len(b) for b in batches],
                         executor=executor, jobs=jobs, progress=progress)
     summaries = [summary for batch in results for summary in batch]
     return tidy_table(runs, summaries)
@@ -133,7 +140,13 @@ def tidy_table(runs: Sequence[PlannedRun], summaries: Sequence[dict[str, Any]]) 
         rows.append({"run": index, **run.params, "valid": run.scenario is not None, "error": run.error, **found})
     table = pd.DataFrame.from_records(rows)
     integers = [key for key in summaries[0] if all(is_integer(summary.get(key)) for summary in summaries)]
-    return table.astype({key: "Int64" for key in integers})
+    floats = [key for key in summaries[0] if all(is_float_or_null(summary.get(key)) for summary in summaries)]
+    return table.astype({**{key: "float64" for key in floats}, **{key: "Int64" for key in integers}})
+
+
+def is_float_or_null(value: Any) -> bool:
+    """A figure that is a float, or null where a run was cut short (utilisation)."""
+    return value is None or (isinstance(value, (float, np.floating)))
 
 
 def is_integer(value: Any) -> bool:

@@ -21,6 +21,7 @@ from .grid import SECTION_KEYS
 REQUIRED_COLUMNS = ("valid",)
 MAXIMISED_SUFFIX = "utilisation"
 TIE_BREAKERS = ("peak_bandwidth_gbps", "bandwidth_needed_gbps")
+NOT_FIGURES = ("seed", "run", "valid", "complete")
 
 
 def parquet_available() -> bool:
@@ -79,14 +80,37 @@ def numeric_column(table: pd.DataFrame, column: str, what: str) -> None:
                         f"(e.g. {', '.join(numeric[:6])})")
 
 
+def cut_short(table: pd.DataFrame) -> pd.Series:
+    """Rows of runs that ran but did not finish (``complete`` False); tables without the column have none."""
+    if "complete" not in table.columns:
+        return pd.Series(False, index=table.index)
+    return table["valid"].astype(bool) & table["complete"].eq(False)
+
+
+def finished_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Valid rows of the combinations whose every run finished: one cut-short seed removes its combination,
+    so no mean over seeds is taken over the runs that happened to finish."""
+    valid = table["valid"].astype(bool)
+    keys = [column for column in parameter_columns(table) if column != "seed"]
+    short = cut_short(table)
+    if not short.any():
+        return table[valid]
+    if not keys:
+        return table.iloc[0:0]
+    spoiled = set(table.loc[short, keys].astype(str).itertuples(index=False))
+    whole = ~pd.Series([row in spoiled for row in table[keys].astype(str).itertuples(index=False)], index=table.index)
+    return table[valid & whole]
+
+
 def mean_over_seeds(table: pd.DataFrame) -> pd.DataFrame:
-    """Valid rows averaged over seeds: one row per combination of the other parameters, with ``seeds``."""
-    valid = table[table["valid"].astype(bool)]
+    """Finished rows averaged over seeds: one row per combination of the other parameters, with ``seeds``.
+    Combinations with a run cut short are left out (see ``finished_rows``)."""
+    valid = finished_rows(table)
     keys = [column for column in parameter_columns(table) if column != "seed"]
     numeric = [c for c in valid.columns
-               if pd.api.types.is_numeric_dtype(valid[c]) and c not in keys and c not in ("seed", "run", "valid")]
+               if pd.api.types.is_numeric_dtype(valid[c]) and c not in keys and c not in NOT_FIGURES]
     if not keys:
-        return valid[numeric].mean().to_frame().T.assign(seeds=len(valid))
+        return valid[numeric].mean().to_frame().T.assign(seeds=len(valid)) if len(valid) else valid[numeric]
     grouped = valid.groupby(keys, sort=False, dropna=False)
     return grouped[numeric].mean().join(grouped.size().rename("seeds")).reset_index()
 

@@ -59,14 +59,21 @@ def per_worker(trace: pd.DataFrame) -> pd.DataFrame:
     return table.join(by_kind[["compute", "stall", "idle"]]).fillna(0.0)
 
 
-def island_rows(workers: pd.DataFrame, island_extra: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def mean_or_zero(values: pd.Series) -> float:
+    """The mean, or 0.0 for no values (a run in which no worker ever computed)."""
+    return float(values.mean()) if len(values) else 0.0
+
+
+def island_rows(workers: pd.DataFrame, island_extra: dict[str, dict[str, Any]],
+                complete: bool) -> list[dict[str, Any]]:
     rows = []
     for island, group in workers.groupby("island", sort=False):
         present = group["present_s"].sum()
+        utilisation = float(group["compute"].sum() / present) if present > 0 else 0.0
         rows.append({
             "name": island,
             "workers": int(len(group)),
-            "compute_utilisation": float(group["compute"].sum() / present) if present > 0 else 0.0,
+            "compute_utilisation": utilisation if complete else None,
             "compute_s": float(group["compute"].mean()),
             "stall_s": float(group["stall"].mean()),
             "idle_s": float(group["idle"].mean()),
@@ -74,6 +81,15 @@ def island_rows(workers: pd.DataFrame, island_extra: dict[str, dict[str, Any]]) 
             **island_extra.get(island, {}),
         })
     return rows
+
+
+def utilisations(workers: pd.DataFrame, wall_time_s: float) -> tuple[float, float]:
+    """Compute seconds over seconds present, and over workers * wall time."""
+    compute = float(workers["compute"].sum())
+    present = float(workers["present_s"].sum())
+    over_present = compute / present if present > 0 else 0.0
+    over_run = compute / (len(workers) * wall_time_s) if wall_time_s > 0 else 0.0
+    return over_present, over_run
 
 
 def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float | None = None,
@@ -87,35 +103,42 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
     bytes_per_worker * 8 / compute seconds per worker (the average rate the schedule needs to keep
     every transfer within the compute it has); peak_bandwidth_gbps, when not given by a link-level
     model, is the highest mean rate of any single collective as seen by one worker.
+
+    A run cut short (``extra["incomplete_reason"]`` set: churn stopped it before its last outer step)
+    has ``complete`` False, the reason, and null utilisations: what it did is not the schedule's
+    utilisation. Every other figure covers the part that ran.
     """
     check_frame(trace)
+    extra = extra or {}
+    reason = extra.get("incomplete_reason")
     workers = per_worker(trace)
-    wall_time_s = float(trace["time_end_s"].max() - trace["time_start_s"].min())
-    present = float(workers["present_s"].sum())
-    compute_s = float(workers["compute"].mean())
-    bytes_per_worker = float(workers["bytes_sent"].mean())
+    wall_time_s = float(trace["time_end_s"].max() - trace["time_start_s"].min()) if len(trace) else 0.0
+    compute_s = mean_or_zero(workers["compute"])
+    bytes_per_worker = mean_or_zero(workers["bytes_sent"])
     durations = sync_durations(trace)
     if peak_bandwidth_gbps is None:
         comm = trace[(trace["kind"] == "comm") & (trace["time_end_s"] > trace["time_start_s"])]
         rates = comm["bytes"] * BITS_PER_BYTE / BITS_PER_GBIT / (comm["time_end_s"] - comm["time_start_s"])
         peak_bandwidth_gbps = float(rates.max()) if len(rates) else 0.0
+    over_present, over_run = utilisations(workers, wall_time_s)
     summary = {
+        "complete": reason is None,
+        "incomplete_reason": reason,
         "wall_time_s": wall_time_s,
-        "compute_utilisation": float(workers["compute"].sum() / present) if present > 0 else 0.0,
-        "compute_utilisation_run": float(workers["compute"].sum() / (len(workers) * wall_time_s))
-        if wall_time_s > 0 else 0.0,
+        "compute_utilisation": over_present if reason is None else None,
+        "compute_utilisation_run": over_run if reason is None else None,
         "compute_s": compute_s,
-        "stall_s": float(workers["stall"].mean()),
-        "idle_s": float(workers["idle"].mean()),
+        "stall_s": mean_or_zero(workers["stall"]),
+        "idle_s": mean_or_zero(workers["idle"]),
         "outer_steps": int(outer_steps),
         "workers": int(len(workers)),
         "bytes_per_worker": bytes_per_worker,
         "avg_bandwidth_gbps": gbps(bytes_per_worker, wall_time_s),
         "bandwidth_needed_gbps": gbps(bytes_per_worker, compute_s),
         "peak_bandwidth_gbps": float(peak_bandwidth_gbps),
-        "mean_sync_s": float(durations.mean()) if len(durations) else 0.0,
+        "mean_sync_s": mean_or_zero(durations),
         "syncs": int(len(durations)),
-        "islands": island_rows(workers, island_extra or {}),
+        "islands": island_rows(workers, island_extra or {}, reason is None),
     }
-    summary.update(extra or {})
+    summary.update(extra)
     return summary

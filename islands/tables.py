@@ -5,15 +5,27 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 
+SECONDS_PER_DAY = 86400
+SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
+CUT_SHORT = "cut short"
+
+
 def duration(seconds: float) -> str:
-    """280.0 s, 46.2 min, 5.72 h, 3.1 d."""
+    """280.0 s, 46.2 min, 5.72 h, 3.1 d, 4.2e+03 y."""
     if seconds < 1000:
         return f"{seconds:.1f} s"
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
-    if seconds < 172800:
+    if seconds < 2 * SECONDS_PER_DAY:
         return f"{seconds / 3600:.2f} h"
-    return f"{seconds / 86400:.1f} d"
+    if seconds < 1000 * SECONDS_PER_DAY:
+        return f"{seconds / SECONDS_PER_DAY:.1f} d"
+    return f"{seconds / SECONDS_PER_YEAR:.3g} y"
+
+
+def utilisation(fraction: float | None) -> str:
+    """A utilisation as a percentage; a run cut short has none (None)."""
+    return CUT_SHORT if fraction is None else f"{100 * fraction:.1f}%"
 
 
 def size(byte_count: float) -> str:
@@ -44,7 +56,7 @@ def rate(gbps: float) -> str:
 
 COLUMNS = (
     ("wall time", lambda s: duration(s["wall_time_s"])),
-    ("utilisation", lambda s: f"{100 * s['compute_utilisation']:.1f}%"),
+    ("utilisation", lambda s: utilisation(s["compute_utilisation"])),
     ("stall/worker", lambda s: duration(s["stall_s"])),
     ("idle/worker", lambda s: duration(s["idle_s"])),
     ("syncs", lambda s: str(s["syncs"])),
@@ -79,7 +91,7 @@ def count(value: float) -> str:
 def islands_table(summary: Mapping[str, Any]) -> str:
     header = ["island", "workers", "utilisation", "compute", "stall", "idle", "to barrier", "inner steps",
               "sent/worker"]
-    rows = [[i["name"], str(i["workers"]), f"{100 * i['compute_utilisation']:.1f}%", duration(i["compute_s"]),
+    rows = [[i["name"], str(i["workers"]), utilisation(i["compute_utilisation"]), duration(i["compute_s"]),
              duration(i["stall_s"]), duration(i["idle_s"]), duration(i.get("time_to_barrier_s", 0.0)),
              count(i.get("inner_steps", 0.0)), size(i["bytes_per_worker"])]
             for i in summary["islands"]]
@@ -103,4 +115,25 @@ def churn_line(summary: Mapping[str, Any]) -> str | None:
         parts.append(f"only {summary['outer_steps']} of {summary['outer_steps_planned']} outer steps completed")
     if not parts:
         return None
-    return "; ".join(parts) + f"; utilisation over the whole run {100 * summary['compute_utilisation_run']:.1f}%"
+    if summary.get("compute_utilisation_run") is not None:
+        parts.append(f"utilisation over the whole run {utilisation(summary['compute_utilisation_run'])}")
+    return "; ".join(parts)
+
+
+def partial_line(summary: Mapping[str, Any]) -> str | None:
+    """For a run cut short: what happened, and that its figures are partial; None for a complete run."""
+    if summary.get("complete", True):
+        return None
+    return (f"PARTIAL RESULT, the run did not finish: {summary['incomplete_reason']}. "
+            "No utilisation is given; the other figures cover the part that ran.")
+
+
+def ignored_line(summary: Mapping[str, Any], after_end: int) -> str | None:
+    """Scheduled events that changed nothing: ``after_end`` of them fell after the run had ended."""
+    ignored = summary.get("ignored_events", 0)
+    if not ignored:
+        return None
+    others = ignored - after_end
+    parts = [f"{after_end} after the run ended"] if after_end else []
+    parts += [f"{others} for workers already in that state (random churn)"] if others else []
+    return f"{ignored} scheduled event actions were not applied: {', '.join(parts)}"

@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from .errors import ScenarioError
 from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
 from .model import ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec
+from .sanity import check_runnable, check_step_time
 from .spec import EVENT_KEYS, ISLAND_KEYS, REQUIRED, SECTIONS, TOP_KEYS, Key, is_finite_number
 from .trainer_keys import TRAINER_KEYS, TrainerSpec
 
@@ -175,8 +176,9 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     events = read_events(document.get("event", []), islands, source)
     scenario = Scenario(name=top["name"], description=top["description"], seed=top["seed"], model=model,
                         schedule=schedule, network=network, islands=islands, source=source, trainer=trainer,
-                        events=events)
+                        events=tuple(sorted(events, key=lambda event: event.at_s)))
     check_schedule(scenario, source)
+    check_runnable(scenario, events)
     return scenario
 
 
@@ -251,8 +253,9 @@ def island_step_time_s(values: dict[str, Any], model: ModelSpec, accelerators: d
         hint = difflib.get_close_matches(values["gpu"], list(accelerators), n=1)
         suffix = f" (did you mean '{hint[0]}'?)" if hint else " (add it to [accelerators])"
         raise ScenarioError(source, prefix + "gpu", f"unknown accelerator '{values['gpu']}'{suffix}")
-    return derived_step_time_s(model.parameters, model.tokens_per_step, values["gpus"],
-                               accelerators[values["gpu"]], values["mfu"])
+    step_time_s = derived_step_time_s(model.parameters, model.tokens_per_step, values["gpus"],
+                                      accelerators[values["gpu"]], values["mfu"])
+    return check_step_time(step_time_s, prefix + "step_time_s", source)
 
 
 def direction_gbps(values: dict[str, Any], key: str, prefix: str, source: str) -> float:
@@ -265,6 +268,7 @@ def direction_gbps(values: dict[str, Any], key: str, prefix: str, source: str) -
 
 
 def read_events(raw: Any, islands: tuple[IslandSpec, ...], source: str) -> tuple[ChurnEvent, ...]:
+    """The events in file order (the scenario holds them sorted by time)."""
     if not isinstance(raw, list):
         raise ScenarioError(source, "event", "must be an array of tables: write [[event]] for each event")
     names = {island.name for island in islands}
@@ -277,7 +281,7 @@ def read_events(raw: Any, islands: tuple[IslandSpec, ...], source: str) -> tuple
             suffix = f" (did you mean '{hint[0]}'?)" if hint else ""
             raise ScenarioError(source, f"event.{index}.island", f"no island or worker named '{values['island']}'{suffix}")
         events.append(ChurnEvent(**values))
-    return tuple(sorted(events, key=lambda event: event.at_s))
+    return tuple(events)
 
 
 def check_schedule(scenario: Scenario, source: str) -> None:

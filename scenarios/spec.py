@@ -19,6 +19,27 @@ WIRE_BITS = (32, 16, 8, 4)
 NETWORK_MODELS = ("auto", "alpha-beta", "flow")
 
 
+# Bounds beyond which a value is physically absurd or would defeat float64 time; docs/limits.md
+# gives the reason for each. Sizes of a run (outer steps, workers x syncs) are bounded by the
+# simulator's resource guard (``simulator/budget.py``) instead.
+MIN_PARAMETERS, MAX_PARAMETERS = 1.0, 1e14
+MIN_BYTES_PER_PARAM, MAX_BYTES_PER_PARAM = 0.125, 8.0
+MIN_TOKENS_PER_STEP, MAX_TOKENS_PER_STEP = 1.0, 1e10
+MAX_INNER_STEPS = 10_000_000
+MAX_FRAGMENTS = 10_000
+MAX_DEADLINE_SLACK = 100.0
+MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES = 1024.0, 2.0**30
+MAX_STREAMS = 1024
+MAX_DETECTION_TIMEOUT_S = 86400.0
+MAX_REPLICAS = 100_000  # also the bound on the scenario's workers together
+MIN_STEP_TIME_S, MAX_STEP_TIME_S = 1e-6, 86400.0
+MAX_GPUS = 1_000_000
+MAX_JITTER_CV = 10.0
+MIN_GBPS, MAX_GBPS = 1e-6, 1e6
+MAX_LATENCY_MS = 60_000.0
+MIN_CHURN_S = 1.0
+MAX_EVENT_S = 1e12
+
 def positive(value: float) -> str | None:
     return None if value > 0 else "must be > 0"
 
@@ -37,6 +58,43 @@ def fraction_below_one(value: float) -> str | None:
 
 def fraction_up_to_one(value: float) -> str | None:
     return None if 0 < value <= 1 else "must be in (0, 1]"
+
+
+LIMITS_NOTE = " (see docs/limits.md)"
+NATURAL_LOWER_BOUNDS = (0, 1)  # "must be >= 0" and "must be >= 1" need no reference
+
+
+def between(low: float, high: float, unit: str = "") -> Callable[[float], str | None]:
+    """A bound from docs/limits.md: ``low <= value <= high``; the message names the bound broken."""
+
+    def check(value: float) -> str | None:
+        if value < low:
+            return f"must be >= {low:g}{unit}" + ("" if low in NATURAL_LOWER_BOUNDS else LIMITS_NOTE)
+        if value > high:
+            return f"must be <= {high:g}{unit}{LIMITS_NOTE}"
+        return None
+
+    return check
+
+
+def at_least(low: float, unit: str = "") -> Callable[[float], str | None]:
+    """A lower bound from docs/limits.md."""
+
+    def check(value: float) -> str | None:
+        return None if value >= low else f"must be >= {low:g}{unit}{LIMITS_NOTE}"
+
+    return check
+
+
+def zero_or_between(low: float, high: float, unit: str = "") -> Callable[[float], str | None]:
+    """0 (the feature is off) or a value in [low, high]."""
+
+    def check(value: float) -> str | None:
+        if value == 0 or low <= value <= high:
+            return None
+        return f"must be 0 or in [{low:g}, {high:g}]{unit}{LIMITS_NOTE}"
+
+    return check
 
 
 def one_of(*choices: Any) -> Callable[[Any], str | None]:
@@ -61,60 +119,68 @@ class Key:
 TOP_KEYS = {
     "name": Key("str", doc="scenario name, used in tables and file names"),
     "description": Key("str", "", doc="free text: what the scenario stands for and where its numbers come from"),
-    "seed": Key("int", 0, doc="seed for everything random in a run (same seed, same output)"),
+    "seed": Key("int", 0, non_negative, doc="seed for everything random in a run (same seed, same output)"),
 }
 
 MODEL_KEYS = {
-    "parameters": Key("float", check=positive, doc="parameter count"),
-    "bytes_per_param": Key("float", 2, positive, "bytes per value of a gradient / pseudo-gradient before compression"),
-    "tokens_per_step": Key("float", None, positive,
+    "parameters": Key("float", check=between(MIN_PARAMETERS, MAX_PARAMETERS), doc="parameter count"),
+    "bytes_per_param": Key("float", 2, between(MIN_BYTES_PER_PARAM, MAX_BYTES_PER_PARAM),
+                           "bytes per value of a gradient / pseudo-gradient before compression"),
+    "tokens_per_step": Key("float", None, between(MIN_TOKENS_PER_STEP, MAX_TOKENS_PER_STEP),
                            "tokens one worker processes per inner step (for derived step times and token counts)"),
 }
 
 SCHEDULE_KEYS = {
     "algorithm": Key("str", check=one_of(*ALGORITHMS), doc='"ddp" | "diloco" | "streaming"'),
-    "inner_steps": Key("int", 1, at_least_one, "H, inner steps between syncs (ddp ignores it)"),
+    "inner_steps": Key("int", 1, between(1, MAX_INNER_STEPS), "H, inner steps between syncs (ddp ignores it)"),
     "outer_steps": Key("int", check=at_least_one, doc="syncs to simulate (ddp: steps)"),
-    "fragments": Key("int", 1, at_least_one, "streaming: P, fragments synced at staggered offsets"),
-    "overlap_steps": Key("int", 0, non_negative, "streaming: tau, inner steps a fragment's all-reduce may overlap"),
+    "fragments": Key("int", 1, between(1, MAX_FRAGMENTS), "streaming: P, fragments synced at staggered offsets"),
+    "overlap_steps": Key("int", 0, between(0, MAX_INNER_STEPS),
+                         "streaming: tau, inner steps a fragment's all-reduce may overlap"),
     "bits": Key("int", None, one_of(*WIRE_BITS), "bits per exchanged value on the wire; default bytes_per_param * 8"),
     "backward_overlap": Key("float", 0.0, fraction_below_one,
                             "ddp: fraction of a step's compute that the gradient all-reduce may overlap"),
     "barrier": Key("str", "wait", one_of(*BARRIERS),
                    'diloco outer step: "wait" for all, "deadline" (drop late deltas) or "adaptive" H'),
-    "deadline_slack": Key("float", 0.1, non_negative,
+    "deadline_slack": Key("float", 0.1, between(0, MAX_DEADLINE_SLACK),
                           "deadline barrier: the sync starts at (1 + slack) x the median worker's interval"),
 }
 
 NETWORK_KEYS = {
     "model": Key("str", "auto", one_of(*NETWORK_MODELS),
                  '"alpha-beta" (closed form), "flow" (max-min fair sharing) or "auto"'),
-    "tcp_window_bytes": Key("float", 0.0, non_negative,
+    "tcp_window_bytes": Key("float", 0.0, zero_or_between(MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES, " bytes"),
                             "TCP window per stream; caps a transfer at streams * window / RTT (0: no cap)"),
-    "streams": Key("int", 1, at_least_one, "parallel TCP streams per transfer"),
-    "detection_timeout_s": Key("float", 30.0, non_negative,
+    "streams": Key("int", 1, between(1, MAX_STREAMS), "parallel TCP streams per transfer"),
+    "detection_timeout_s": Key("float", 30.0, between(0, MAX_DETECTION_TIMEOUT_S, " s"),
                                "how long the others take to notice a departed worker and re-form the ring"),
 }
 
 ISLAND_KEYS = {
     "name": Key("str", doc="island name (unique)"),
-    "replicas": Key("int", 1, at_least_one, "this island repeated N times, each a worker with its own link"),
-    "step_time_s": Key("float", None, positive, "one inner step's compute on this island, seconds"),
-    "gpus": Key("int", 1, at_least_one, "accelerators per worker (with gpu and mfu, instead of step_time_s)"),
+    "replicas": Key("int", 1, between(1, MAX_REPLICAS),
+                    "this island repeated N times, each a worker with its own link"),
+    "step_time_s": Key("float", None, between(MIN_STEP_TIME_S, MAX_STEP_TIME_S, " s"),
+                       "one inner step's compute on this island, seconds"),
+    "gpus": Key("int", 1, between(1, MAX_GPUS), "accelerators per worker (with gpu and mfu, instead of step_time_s)"),
     "gpu": Key("str", None, doc="accelerator name from the built-in table or [accelerators]"),
     "mfu": Key("float", None, fraction_up_to_one, "model FLOPs utilisation of the inner step"),
-    "jitter_cv": Key("float", 0.0, non_negative, "coefficient of variation of one step's time (lognormal)"),
-    "bandwidth_gbps": Key("float", None, positive, "WAN access link, each direction, 1 Gbps = 1e9 bit/s"),
-    "upload_gbps": Key("float", None, positive, "uplink, overrides bandwidth_gbps"),
-    "download_gbps": Key("float", None, positive, "downlink, overrides bandwidth_gbps"),
-    "latency_ms": Key("float", 0.0, non_negative, "one-way latency to the WAN core, milliseconds"),
+    "jitter_cv": Key("float", 0.0, between(0, MAX_JITTER_CV),
+                     "coefficient of variation of one step's time (lognormal)"),
+    "bandwidth_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
+                          "WAN access link, each direction, 1 Gbps = 1e9 bit/s"),
+    "upload_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"), "uplink, overrides bandwidth_gbps"),
+    "download_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"), "downlink, overrides bandwidth_gbps"),
+    "latency_ms": Key("float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "one-way latency to the WAN core, milliseconds"),
     "present": Key("bool", True, doc="present at the start (false: enters with a join event)"),
-    "mtbf_s": Key("float", None, positive, "random churn: mean time between departures (exponential)"),
-    "mttr_s": Key("float", None, positive, "random churn: mean time until a departed worker returns"),
+    "mtbf_s": Key("float", None, at_least(MIN_CHURN_S, " s"),
+                  "random churn: mean time between departures (exponential)"),
+    "mttr_s": Key("float", None, at_least(MIN_CHURN_S, " s"),
+                  "random churn: mean time until a departed worker returns"),
 }
 
 EVENT_KEYS = {
-    "at_s": Key("float", check=non_negative, doc="simulated time of the event, seconds"),
+    "at_s": Key("float", check=between(0, MAX_EVENT_S, " s"), doc="simulated time of the event, seconds"),
     "island": Key("str", doc="an island name (all its replicas) or one replica's name, e.g. eu-1"),
     "kind": Key("str", check=one_of(*EVENT_KINDS), doc='"leave" or "join"'),
 }

@@ -6,6 +6,7 @@
     >>> result.summary["compute_utilisation"], len(result.trace)
 """
 
+from .budget import DEFAULT_MAX_EVENTS, BudgetExceeded, guard
 from .engine import SimResult, Simulation, network_model_for, simulate
 
-__all__ = ["SimResult", "Simulation", "network_model_for", "simulate"]
+__all__ = ["DEFAULT_MAX_EVENTS", "BudgetExceeded", "SimResult", "Simulation", "guard", "network_model_for", "simulate"]

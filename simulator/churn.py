@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generator
+from typing import TYPE_CHECKING, Any, Callable, Generator
 
 import simpy
 
@@ -40,6 +40,8 @@ class Churn:
         self.downloads: dict[int, Any] = {}
         self.lost_compute_s = 0.0
         self.counts = {"joins": 0, "leaves": 0, "ignored_events": 0}
+        self.unfired = 0  # scheduled event actions still to come
+        self.last_leave_s = 0.0
 
     def schedule(self) -> None:
         sim = self.sim
@@ -47,12 +49,23 @@ class Churn:
             targets = [s for s in sim.states if event.island in (s.worker.name, s.worker.island)]
             action = self.leave if event.kind == "leave" else self.join
             for state in targets:
+                self.unfired += 1
                 timer = sim.env.timeout(event.at_s)
-                timer.callbacks.append(lambda _event, state=state, action=action: action(state))
+                timer.callbacks.append(lambda _event, state=state, action=action: self.fire(action, state))
         generators = worker_generators(sim.scenario.seed, len(sim.states), CHURN)
         for state, rng in zip(sim.states, generators):
             if state.worker.mtbf_s is not None:
                 sim.env.process(self.random_churn(state, rng))
+
+    def fire(self, action: Callable[[WorkerState], None], state: WorkerState) -> None:
+        self.unfired -= 1
+        action(state)
+
+    def count_unfired(self) -> int:
+        """Scheduled event actions after the run's end were not applied: count them as ignored; return them."""
+        unfired, self.unfired = self.unfired, 0
+        self.counts["ignored_events"] += unfired
+        return unfired
 
     def random_churn(self, state: WorkerState, rng) -> Generator[simpy.Event, Any, None]:
         worker = state.worker
@@ -74,6 +87,7 @@ class Churn:
             self.counts["ignored_events"] += 1
             return
         self.counts["leaves"] += 1
+        self.last_leave_s = sim.env.now
         state.present = False
         rank = state.worker.rank
         if state.process is not None and state.process.is_alive:
@@ -98,10 +112,12 @@ class Churn:
         state.late = None
 
     def detected(self, state: WorkerState) -> None:
-        """The others notice the departure: the ring re-forms without it."""
+        """The others notice the departure: the ring re-forms without it. A worker that has returned
+        meanwhile but is still fetching the weights or waiting for the next outer boundary is not in
+        the ring either (waiting for it would deadlock: it waits for that ring's sync to enter)."""
         sim = self.sim
-        if state.present:
-            return  # it came back before anyone noticed
+        if state.worker.rank in sim.running:
+            return  # it is back and computing again
         sim.members.discard(state.worker.rank)
         for collective in list(sim.pending.values()):
             collective.expected.discard(state.worker.rank)

@@ -11,7 +11,8 @@ adaptive H in ``barriers.py``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any, Generator
 
 import pandas as pd
@@ -21,7 +22,7 @@ from islands.scenarios import Scenario, Worker
 from islands.summary import BITS_PER_BYTE, BITS_PER_GBIT, summarise
 from islands.trace import NO_FRAGMENT, to_frame
 
-from . import barriers
+from . import barriers, budget
 from .churn import DEPARTURE, Churn
 from .collectives import PendingCollective, RingAllReduce, tcp_cap_bytes_per_s
 from .compute import STEP_TIMES, StepClock, worker_generators
@@ -31,15 +32,22 @@ from .schedules import SCHEDULES, SyncPoint
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
 
 
-class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes (for the benchmarks)."""
+class EventLimitReached(Exception):
+    """The run processed more events than it may (``--max-events``)."""
 
-    def __init__(self) -> None:
+
+class CountingEnvironment(simpy.Environment):
+    """A SimPy environment that counts the events it processes and stops past ``max_events``."""
+
+    def __init__(self, max_events: float = math.inf) -> None:
         super().__init__()
         self.events_processed = 0
+        self.max_events = max_events
 
     def step(self) -> None:
         self.events_processed += 1
+        if self.events_processed > self.max_events:
+            raise EventLimitReached
         super().step()
 
 
@@ -50,6 +58,7 @@ class SimResult:
     summary: dict[str, Any]
     trace: pd.DataFrame
     links: pd.DataFrame
+    events_after_end: int = 0  # scheduled event actions (one per worker moved) after the run's end
 
 
 @dataclass(eq=False)
@@ -82,10 +91,11 @@ def network_model_for(scenario: Scenario) -> str:
 class Simulation:
     """One run of one scenario. Build it, call ``run()`` once."""
 
-    def __init__(self, scenario: Scenario):
+    def __init__(self, scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS):
         self.scenario = scenario
+        self.budget = budget.guard(scenario, max_events)
         self.schedule = SCHEDULES[scenario.schedule.algorithm]
-        self.env = CountingEnvironment()
+        self.env = CountingEnvironment(max_events)
         self.workers = scenario.workers()
         self.network_model = network_model_for(scenario)
         self.network = make_network(self.network_model, self.env)
@@ -104,6 +114,7 @@ class Simulation:
         self.running: set[int] = set()
         self.finished = self.env.event()
         self.horizon_reached = False
+        self.incomplete_reason: str | None = None
         self.rows: list[tuple] = []
         self.counts = {"dropped_deltas": 0}
         self.dropped_compute_s = 0.0
@@ -118,31 +129,43 @@ class Simulation:
                 self.members.add(state.worker.rank)
                 self.start_worker(state, first_outer=0)
         self.churn.schedule()
-        self.env.process(self.stop_at_horizon())
+        if self.budget.horizon_s is not None:
+            self.env.process(self.stop_at_horizon(self.budget.horizon_s))
         try:
             self.env.run(until=self.finished)
+        except EventLimitReached:
+            raise self.event_limit_error() from None
         except RuntimeError:
-            pass  # nothing left to happen before the last sync: everyone departed for good
+            if self.env.peek() != math.inf:
+                raise
+            self.incomplete_reason = self.everyone_gone_reason()
+        after_end = self.churn.count_unfired()
         self.close_open_activities()
-        return self.result()
+        return replace(self.result(), events_after_end=after_end)
 
-    def horizon_s(self) -> float:
-        """Ten times a churn-free run's length (compute of the slowest worker plus a ring at the slowest
-        link per outer step, plus a detection timeout), after the last scheduled event."""
-        scenario = self.scenario
-        steps = scenario.schedule.outer_steps * self.schedule.period_steps(scenario)
-        compute_s = max(s.worker.step_time_s * s.steps_scale for s in self.states) * steps
-        slowest_bytes_per_s = min(link.capacity_bytes_per_s for link in self.all_links())
-        sync_s = 2 * scenario.payload_bytes / slowest_bytes_per_s + scenario.network.detection_timeout_s
-        last_event_s = max((event.at_s for event in scenario.events), default=0.0)
-        return last_event_s + 10 * (compute_s + scenario.schedule.outer_steps * sync_s)
-
-    def stop_at_horizon(self) -> Generator[simpy.Event, Any, None]:
-        """Churn can keep a run from ever finishing (workers leave faster than intervals end): stop then."""
-        yield self.env.timeout(self.horizon_s())
+    def stop_at_horizon(self, horizon_s: float) -> Generator[simpy.Event, Any, None]:
+        """Endless churn can keep a run from ever finishing: stop at the horizon and say so."""
+        yield self.env.timeout(horizon_s)
         if not self.finished.triggered:
             self.horizon_reached = True
+            self.incomplete_reason = (
+                f"stopped at the horizon of {horizon_s:.4g} s ({budget.HORIZON_FACTOR}x its churn-free bound) "
+                f"with {self.completed_outer} of {self.scenario.schedule.outer_steps} outer steps done: "
+                f"churn keeps the run from finishing; raise {budget.churniest_key(self.scenario)}")
             self.finished.succeed()
+
+    def everyone_gone_reason(self) -> str:
+        key = budget.churniest_key(self.scenario)
+        advice = f"raise {key} or give that island mttr_s" if key != "event" else "leave someone in the run"
+        return (f"every worker had left by {self.churn.last_leave_s:.4g} s and none returns, after "
+                f"{self.completed_outer} of {self.scenario.schedule.outer_steps} outer steps: {advice}")
+
+    def event_limit_error(self) -> budget.BudgetExceeded:
+        return budget.BudgetExceeded(self.scenario.source, "schedule.outer_steps",
+                                     f"the run passed the limit of {self.env.max_events:g} simulator events at "
+                                     f"{self.env.now:.4g} s with {self.completed_outer} of "
+                                     f"{self.scenario.schedule.outer_steps} outer steps done (estimated "
+                                     f"{self.budget.events:.3g}): lower it, or raise --max-events")
 
     def start_worker(self, state: WorkerState, first_outer: int) -> None:
         position = first_outer * self.schedule.period_steps(self.scenario) * state.steps_scale
@@ -328,6 +351,7 @@ class Simulation:
             "dropped_compute_s": self.dropped_compute_s,
             "dropped_deltas": self.counts["dropped_deltas"],
             "horizon_reached": self.horizon_reached,
+            "incomplete_reason": self.incomplete_reason,
             **self.churn.counts,
             "events": self.env.events_processed,
         }
@@ -361,6 +385,9 @@ class Simulation:
         return frame.sort_values(["time_start_s", "worker", "direction"], kind="stable").reset_index(drop=True)
 
 
-def simulate(scenario: Scenario) -> SimResult:
-    """Play a scenario's schedule through the discrete-event model."""
-    return Simulation(scenario).run()
+def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS) -> SimResult:
+    """Play a scenario's schedule through the discrete-event model.
+
+    Raises ``ScenarioError`` before running when the run would need more than ``max_events`` events
+    (or more time than float64 resolves), and if it passes ``max_events`` all the same."""
+    return Simulation(scenario, max_events).run()

@@ -60,8 +60,8 @@ def test_bundled_worked_example_is_listed_and_loads():
 
 
 @pytest.mark.parametrize("override, key, rule", [
-    ("island.0.bandwidth_gbps=-1", "island.0.bandwidth_gbps", "must be > 0"),
-    ("island.0.bandwidth_gbps=0", "island.0.bandwidth_gbps", "must be > 0"),
+    ("island.0.bandwidth_gbps=-1", "island.0.bandwidth_gbps", "must be >= 1e-06 Gbit/s (see docs/limits.md)"),
+    ("island.0.bandwidth_gbps=0", "island.0.bandwidth_gbps", "must be >= 1e-06 Gbit/s"),
     ("island.0.step_time_s=\"fast\"", "island.0.step_time_s", "must be a finite number"),
     ("schedule.inner_steps=0", "schedule.inner_steps", "must be >= 1"),
     ("schedule.inner_steps=2.5", "schedule.inner_steps", "must be an integer"),
@@ -139,7 +139,7 @@ def test_cli_prints_one_line_and_exits_2(scenario_file, capsys):
     path = scenario_file(GOOD.replace("bandwidth_gbps = 10", "bandwidth_gbps = -10"))
     assert main(["simulate", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"islands simulate: error: {path}: island.1.bandwidth_gbps: must be > 0 (got -10.0)\n"
+    assert err == f"islands simulate: error: {path}: island.1.bandwidth_gbps: must be >= 1e-06 Gbit/s (see docs/limits.md) (got -10.0)\n"
 
 
 def test_cli_override_goes_through_the_same_validation(capsys):

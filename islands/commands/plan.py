@@ -14,6 +14,7 @@ from islands.analysis.scenario_source import ScenarioSource
 from islands.errors import UserError
 
 from .common import add_scenario_arguments
+from .simulate import add_max_events_argument, check_max_events
 
 
 def fractions(text: str) -> tuple[float, ...]:
@@ -39,21 +40,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help=f"worker processes (default: every core, here {default_jobs()})")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
+    check_max_events(args.max_events)
     source = ScenarioSource.read(args.scenario, args.overrides)
     bar = ProgressBar("plan: searches")
     try:
         plan = make_plan(source, args.target_utilisation, args.targets, fragments=args.fragments,
-                         seeds=args.seeds, jobs=args.jobs, progress=bar)
+                         seeds=args.seeds, jobs=args.jobs, progress=bar, max_events=args.max_events)
     finally:
         bar.close()
     if args.json:
-        print(json.dumps(plan_to_dict(plan), indent=2))
+        print(json.dumps(plan_to_dict(plan), indent=2, allow_nan=False))
         return 0
     scenario = plan.scenario
     seeds = f", utilisation averaged over {plan.seeds} seeds" if plan.seeds > 1 else ""

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from islands.errors import UserError
 from islands.io import write_table
 from islands.scenarios import load
-from islands.simulator import simulate
-from islands.tables import churn_line, comparison, islands_table
+from islands.simulator import DEFAULT_MAX_EVENTS, simulate
+from islands.tables import churn_line, comparison, ignored_line, islands_table, partial_line
 
 from .common import add_scenario_arguments
 
@@ -20,27 +21,44 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--trace", metavar="PATH", help="also write the trace (.csv, or .parquet with pyarrow)")
     parser.add_argument("--links", metavar="PATH", help="also write each link's rate over time (.csv/.parquet)")
+    add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
 
+def add_max_events_argument(parser: argparse.ArgumentParser) -> None:
+    """``--max-events``, shared by simulate, sweep and plan."""
+    parser.add_argument("--max-events", type=float, default=DEFAULT_MAX_EVENTS, metavar="N",
+                        help="refuse a run estimated to need more simulator events than this, and stop one "
+                             f"that passes it (default {DEFAULT_MAX_EVENTS:.0e}; memory grows about 1 kB "
+                             "per event; see docs/limits.md)")
+
+
+def check_max_events(max_events: float) -> float:
+    if not max_events >= 1:
+        raise UserError(f"--max-events must be >= 1 (got {max_events:g})")
+    return max_events
+
+
 def run(args: argparse.Namespace) -> int:
+    check_max_events(args.max_events)
     scenario = load(args.scenario, args.overrides)
-    result = simulate(scenario)
+    result = simulate(scenario, max_events=args.max_events)
     if args.trace:
         write_table(result.trace, args.trace)
     if args.links:
         write_table(result.links, args.links)
     if args.json:
-        print(json.dumps(result.summary, indent=2))
+        print(json.dumps(result.summary, indent=2, allow_nan=False))
         return 0
     summary = result.summary
     print(f"{scenario.name}: {summary['algorithm']}, {summary['workers']} workers, "
           f"{summary['outer_steps']} outer steps, {summary['inner_steps']} inner steps each, "
           f"network model {summary['network_model']}")
+    notes = [partial_line(summary), churn_line(summary), ignored_line(summary, result.events_after_end)]
     print(comparison({summary["algorithm"]: summary}))
-    churn = churn_line(summary)
-    if churn:
-        print(churn)
+    for note in notes:
+        if note:
+            print(note)
     print()
     print(islands_table(summary))
     return 0

@@ -11,13 +11,14 @@ from islands.analysis.parallel import default_jobs
 from islands.analysis.progress import ProgressBar
 from islands.analysis.scenario_source import ScenarioSource
 from islands.analysis.sweep import flatten_summary, run_sweep
-from islands.analysis.sweep_table import best_rows, maximised, parameter_columns, write_sweep
+from islands.analysis.sweep_table import best_rows, cut_short, maximised, parameter_columns, write_sweep
 from islands.analysis.units import percent_text, rate_text
 from islands.errors import UserError
 from islands.simulator import simulate
 from islands.tables import duration, render, size
 
 from .common import add_scenario_arguments
+from .simulate import add_max_events_argument, check_max_events
 
 FIGURES = (
     ("utilisation", "compute_utilisation", percent_text),
@@ -49,6 +50,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="summary column that orders the best rows (utilisation: highest first; "
                              "anything else: lowest first)")
     parser.add_argument("--top", type=int, default=5, metavar="N", help="best rows to print (default 5)")
+    add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -75,28 +77,60 @@ def report_invalid(table: pd.DataFrame) -> None:
         print(f"  {example}")
 
 
-def check_rank_by(source: ScenarioSource, column: str) -> None:
+def report_cut_short(table: pd.DataFrame) -> None:
+    short = table[cut_short(table)]
+    if short.empty:
+        return
+    print(f"{len(short)} of {len(table)} runs were cut short by churn (rows with complete=False): they have no "
+          "utilisation and their combinations are not ranked, e.g.:")
+    for example in list(dict.fromkeys(short["incomplete_reason"]))[:INVALID_EXAMPLES]:
+        print(f"  {example}")
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """One line, exit 2, for counts that cannot be."""
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
+    if args.top < 1:
+        raise UserError(f"--top must be >= 1 (got {args.top})")
+    if args.seeds < 1:
+        raise UserError(f"--seeds must be >= 1 (got {args.seeds})")
+    check_max_events(args.max_events)
+
+
+def is_figure(value: Any) -> bool:
+    """A number, or a utilisation left null because the run was cut short."""
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def check_rank_by(source: ScenarioSource, column: str, max_events: float) -> None:
     """Fail before the sweep, not after it, when --rank-by names no numeric summary figure."""
-    summary = flatten_summary(simulate(source.scenario).summary)
-    numeric = [key for key, value in summary.items() if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    summary = flatten_summary(simulate(source.scenario, max_events).summary)
+    numeric = [key for key, value in summary.items() if is_figure(value) and key != "incomplete_reason"]
     if column not in numeric:
         raise UserError(f"--rank-by {column}: not a numeric summary figure (e.g. {', '.join(numeric[:6])})")
 
 
 def run(args: argparse.Namespace) -> int:
+    check_options(args)
     source = ScenarioSource.read(args.scenario, args.overrides)
-    check_rank_by(source, args.rank_by)
+    check_rank_by(source, args.rank_by, args.max_events)
     output = args.output or f"{source.scenario.name}-sweep.csv"
     bar = ProgressBar("sweep")
     try:
-        table = run_sweep(source, args.grid, seeds=args.seeds, jobs=args.jobs, progress=bar)
+        table = run_sweep(source, args.grid, seeds=args.seeds, jobs=args.jobs, progress=bar,
+                          max_events=args.max_events)
     finally:
         bar.close()
     written = write_sweep(table, output)
     runs = int(table["valid"].sum())
     print(f"{runs} runs in {bar.elapsed_s:.1f} s; wrote {', '.join(map(str, written))}")
     report_invalid(table)
+    report_cut_short(table)
     best = best_rows(table, args.rank_by, args.top)
+    if best.empty:
+        print("\nNo combination finished every run: nothing to rank.")
+        return 0
     order = "highest" if maximised(args.rank_by) else "lowest"
     seed_count = table.loc[table["valid"], "seed"].nunique()
     seeds = f", mean over {seed_count} seeds" if seed_count > 1 else ""

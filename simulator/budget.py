@@ -1,0 +1,173 @@
+"""What a run will cost, and how long it may take, worked out from the scenario's physics before it runs.
+
+* ``run_length_s`` is an upper bound on a run without random churn: every outer step's compute at
+  the slowest worker, plus every collective in series (no overlap), each at the ring's own rate:
+  2(M-1) hop latencies plus 2(M-1)/M * S bytes at min(slowest link, streams * window / RTT), with
+  the hop latency and the RTT of the two farthest workers; plus, for each scheduled event, the
+  worst a membership change costs (detection, a weights download, a lost interval, a re-run sync).
+* A run provably ends unless some worker has both ``mtbf_s`` and ``mttr_s``: only that churn makes
+  events forever. Then the run stops at ``horizon_s`` = ``HORIZON_FACTOR`` x run_length_s and is
+  reported cut short: churn that slows a run to more than ten times its churn-free bound is churn
+  the schedule does not survive (every interval broken before its sync), not a figure to rank.
+* ``events``, ``trace_rows`` and ``memory_bytes`` grow with worker-syncs (every worker taking part
+  in every collective) and membership changes; the per-unit costs were measured on this simulator
+  (events 1.0-2.05, trace rows 3-4, peak memory about 1.8 kB per worker-sync) and rounded up.
+* float64 time: a run ``MAX_CLOCK_RANGE`` times longer than its shortest step would resolve that
+  step only to 2e-6 of its length (the clock's relative precision is 2.2e-16), so it is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from islands.scenarios import Scenario, ScenarioError, Worker
+
+from .barriers import steps_scales
+from .collectives import tcp_cap_bytes_per_s
+from .schedules import SCHEDULES
+
+DEFAULT_MAX_EVENTS = 2_000_000
+EVENTS_PER_WORKER_SYNC = 2.5
+ROWS_PER_WORKER_SYNC = 4
+BYTES_PER_WORKER_SYNC = 2000
+EVENTS_PER_CHANGE = 12
+ROWS_PER_CHANGE = 3
+HORIZON_FACTOR = 10
+MAX_CLOCK_RANGE = 1e10
+BYTES_PER_GB = 1e9
+
+
+class BudgetExceeded(ScenarioError):
+    """A run beyond ``max_events`` or float64 time: refused before it runs, or stopped when it passes."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    run_length_s: float        # upper bound of the run without random churn
+    horizon_s: float | None    # where a run with endless churn stops; None: the run provably ends
+    worker_syncs: float
+    membership_changes: float
+    events: float
+    trace_rows: float
+    memory_bytes: float
+
+
+def endless_churn(scenario: Scenario) -> bool:
+    """Workers that leave and come back forever: the only source of events without end."""
+    return any(island.mtbf_s is not None and island.mttr_s is not None for island in scenario.islands)
+
+
+def farthest_hop_latency_s(workers: list[Worker]) -> float:
+    """Sender's plus receiver's one-way latency of the two farthest workers."""
+    latencies = sorted((w.latency_s for w in workers), reverse=True)
+    return latencies[0] + latencies[1]
+
+
+def ring_rate_bytes_per_s(scenario: Scenario, workers: list[Worker]) -> float:
+    """The slowest link, capped by the TCP window at the farthest pair's RTT."""
+    slowest = min(min(w.upload_bytes_per_s, w.download_bytes_per_s) for w in workers)
+    network = scenario.network
+    return min(slowest, tcp_cap_bytes_per_s(network.tcp_window_bytes, network.streams,
+                                            farthest_hop_latency_s(workers)))
+
+
+def collectives_per_outer(scenario: Scenario) -> int:
+    return scenario.schedule.fragments if scenario.schedule.algorithm == "streaming" else 1
+
+
+def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
+    """Every collective of one outer step in series, alone on its links (plus a late worker's download
+    of the averaged pseudo-gradient under a deadline barrier)."""
+    m = len(workers)
+    rate = ring_rate_bytes_per_s(scenario, workers)
+    latency_s = collectives_per_outer(scenario) * 2 * (m - 1) * farthest_hop_latency_s(workers)
+    transfer_s = 2 * (m - 1) / m * scenario.payload_bytes / rate
+    late_s = scenario.payload_bytes / rate if scenario.schedule.barrier == "deadline" else 0.0
+    return latency_s + transfer_s + late_s
+
+
+def interval_s(scenario: Scenario, workers: list[Worker]) -> float:
+    """Compute of one outer step at the slowest worker (adaptive H included)."""
+    period = SCHEDULES[scenario.schedule.algorithm].period_steps(scenario)
+    scales = steps_scales(scenario, workers)
+    return max(w.step_time_s * scale for w, scale in zip(workers, scales)) * period
+
+
+def change_cost_s(scenario: Scenario, workers: list[Worker], outer_s: float, sync_s: float) -> float:
+    """The most one departure or join can delay the run: detection, a weights download, a lost
+    interval and its sync."""
+    download_s = scenario.weights_bytes / ring_rate_bytes_per_s(scenario, workers)
+    return scenario.network.detection_timeout_s + download_s + outer_s + sync_s
+
+
+def scheduled_changes(scenario: Scenario, workers: list[Worker]) -> int:
+    """Workers moved by the scheduled events, plus one departure per worker of random churn."""
+    targets = {island.name: island.replicas for island in scenario.islands}
+    targets.update({w.name: 1 for w in workers})
+    moved = sum(targets[event.island] for event in scenario.events)
+    return moved + sum(1 for w in workers if w.mtbf_s is not None)
+
+
+def estimate(scenario: Scenario) -> Budget:
+    workers = scenario.workers()
+    outer_s, sync_s = interval_s(scenario, workers), sync_s_per_outer(scenario, workers)
+    change_s = change_cost_s(scenario, workers, outer_s, sync_s)
+    changes = scheduled_changes(scenario, workers)
+    length_s = scenario.schedule.outer_steps * (outer_s + sync_s) + changes * change_s
+    length_s += max((event.at_s for event in scenario.events), default=0.0)
+    horizon_s = None
+    if endless_churn(scenario):
+        horizon_s = HORIZON_FACTOR * length_s
+        changes += sum(2 * horizon_s / (w.mtbf_s + w.mttr_s) for w in workers
+                       if w.mtbf_s is not None and w.mttr_s is not None)
+    worker_syncs = float(len(workers)) * scenario.schedule.outer_steps * collectives_per_outer(scenario)
+    return Budget(
+        run_length_s=length_s,
+        horizon_s=horizon_s,
+        worker_syncs=worker_syncs,
+        membership_changes=changes,
+        events=EVENTS_PER_WORKER_SYNC * worker_syncs + EVENTS_PER_CHANGE * changes,
+        trace_rows=ROWS_PER_WORKER_SYNC * worker_syncs + ROWS_PER_CHANGE * changes,
+        memory_bytes=BYTES_PER_WORKER_SYNC * (worker_syncs + changes),
+    )
+
+
+def guard(scenario: Scenario, max_events: float = DEFAULT_MAX_EVENTS) -> Budget:
+    """The scenario's budget, or a ``ScenarioError`` when it is beyond ``max_events`` or float64 time."""
+    budget = estimate(scenario)
+    check(scenario, budget, max_events)
+    return budget
+
+
+def check(scenario: Scenario, budget: Budget, max_events: float) -> None:
+    """Refuse, with one line naming the key to change, a run beyond ``max_events`` or float64 time."""
+    if budget.events > max_events:
+        churn = EVENTS_PER_CHANGE * budget.membership_changes > EVENTS_PER_WORKER_SYNC * budget.worker_syncs
+        key, advice = (churniest_key(scenario), "raise it") if churn else (
+            "schedule.outer_steps", "lower it (or the workers or fragments)")
+        raise BudgetExceeded(scenario.source, key,
+                             f"the run would need about {budget.events:.3g} simulator events, "
+                             f"{budget.trace_rows:.3g} trace rows and {budget.memory_bytes / BYTES_PER_GB:.3g} GB "
+                             f"of memory, above the limit of {max_events:g} events: {advice}, or raise --max-events")
+    longest_s = budget.horizon_s if budget.horizon_s is not None else budget.run_length_s
+    shortest_step_s = min(island.step_time_s for island in scenario.islands)
+    if longest_s / shortest_step_s > MAX_CLOCK_RANGE:
+        raise BudgetExceeded(scenario.source, shortest_step_key(scenario),
+                             f"the run may last {longest_s:.3g} s, {longest_s / shortest_step_s:.3g} steps of "
+                             f"{shortest_step_s:g} s; float64 time resolves a step only in runs up to "
+                             f"{MAX_CLOCK_RANGE:g} steps long: shorten the run (schedule.outer_steps, "
+                             "model.parameters) or widen the links (see docs/limits.md)")
+
+
+def churniest_key(scenario: Scenario) -> str:
+    """The mtbf_s of the island with the most departures per second, or the events when none churns."""
+    churning = [i for i, island in enumerate(scenario.islands) if island.mtbf_s is not None]
+    if not churning:
+        return "event"
+    index = min(churning, key=lambda i: scenario.islands[i].mtbf_s / scenario.islands[i].replicas)
+    return f"island.{index}.mtbf_s"
+
+
+def shortest_step_key(scenario: Scenario) -> str:
+    index = min(range(len(scenario.islands)), key=lambda i: scenario.islands[i].step_time_s)
+    return f"island.{index}.step_time_s"
