@@ -15,13 +15,12 @@ Times are microseconds since the start of the run (the format's unit).
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from islands.io import output_format, write_text
+from islands.io import json_text, output_format, write_text
 from islands.scenarios import Scenario
 from islands.simulator import SimResult
 from islands.trace import NO_FRAGMENT
@@ -120,5 +119,5 @@ TRACE_FORMATS = ("json",)
 def write_chrome_trace(document: dict[str, Any], path: str | Path) -> Path:
     """Write the document to ``path`` (.json; ``-``: stdout)."""
     output_format(path, TRACE_FORMATS)
-    write_text(path, json.dumps(document, separators=(",", ":")))
+    write_text(path, json_text(document, separators=(",", ":")))
     return Path(path)

@@ -27,6 +27,8 @@ def run_tasks(function: Callable[..., Any], arguments: Sequence[tuple], weights:
     """
     weights = list(weights) if weights is not None else [1] * len(arguments)
     total = sum(weights)
+    if progress:
+        progress(0, total)  # a start line with the count of runs, before the first one ends
     if executor is None:
         jobs = min(jobs or default_jobs(), len(arguments))
         if jobs <= 1:

@@ -19,9 +19,9 @@ def time_unit(span_s: float) -> tuple[str, float]:
     return TIME_UNITS[-1]
 
 
-def percent_text(fraction: float) -> str:
-    """0.533%, 72.8%, 100%."""
-    return f"{100 * fraction:.3g}%"
+def percent_text(fraction: float | None) -> str:
+    """0.533%, 72.8%, 100%; "cut short" for the null utilisation of a run that did not finish."""
+    return "cut short" if fraction is None else f"{100 * fraction:.3g}%"
 
 
 def count_text(count: float) -> str:

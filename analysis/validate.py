@@ -17,10 +17,9 @@ run (``validate_churn``), and leaves, joins, lost compute and join time are comp
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
-from islands.io import write_table, write_text
+from islands.io import json_text, write_table, write_text
 from islands.scenarios import Scenario
 from islands.simulator import simulate
 from islands.trainer.config import make_plan
@@ -77,5 +76,5 @@ def validate_case(name: str, scenario: Scenario, options: ScaleOptions, calibrat
         "notes": comparison.notes, "interface_bytes": measured.interface_bytes,
         "predicted": predicted.summary, "measured": measured.summary,
     }
-    write_text(out_dir / "validation.json", json.dumps(document, indent=2, default=str) + "\n")
+    write_text(out_dir / "validation.json", json_text(document, indent=2, default=str) + "\n")
     return comparison

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from islands.errors import UserError
+from islands.io import json_text
 from islands.trainer.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan
 from islands.trainer.quantize import encoded_bytes, padded_length
 
@@ -56,7 +57,7 @@ class Calibration:
     exchange_ratio: dict[int, dict[float, float]]  # by islands, then by configured bits/s
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2) + "\n"
+        return json_text(asdict(self), indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> Calibration:

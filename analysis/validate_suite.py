@@ -7,12 +7,11 @@ transfer / compute per interval), so "several bandwidths" means several transfer
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from islands.io import write_text
+from islands.io import json_text, write_text
 from islands.scenarios import load
 from islands.tables import render
 
@@ -114,4 +113,4 @@ def write_suite_json(path: Path, results: list[tuple[SuiteCase, Comparison]], ca
                    "figures": [f.__dict__ for f in comparison.figures], "notes": comparison.notes}
                   for case, comparison in results],
     }
-    write_text(path, json.dumps(document, indent=2, default=str) + "\n")
+    write_text(path, json_text(document, indent=2, default=str) + "\n")

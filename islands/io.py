@@ -8,12 +8,14 @@ Ctrl+C mid-write leaves the previous file intact, never a truncated one.
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from .errors import UserError
 
@@ -167,3 +169,19 @@ def write_table(frame, target: str | Path) -> None:
             frame.to_json(temporary, orient="records", indent=1)
         else:
             frame.to_csv(temporary, index=False)
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every float that is not finite replaced by None (JSON has no NaN or Infinity)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    return value
+
+
+def json_text(document: Any, **options: Any) -> str:
+    """Strict JSON of ``document``: a value that is not finite becomes null, never ``NaN``."""
+    return json.dumps(finite_json(document), allow_nan=False, **options)

@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import IO, Any
 
-from islands.io import write_table, write_text
+from islands.io import json_text, write_table, write_text
 from islands.summary import summarise
 from islands.trace import NO_FRAGMENT, to_frame
 
@@ -204,7 +204,7 @@ def write_outputs(out_dir: Path, trace: Any, documents: dict[str, Any]) -> None:
     (``summary``, ``run``, and for an elastic run ``churn``)."""
     write_table(trace, out_dir / TRACE_FILE)
     for name, document in documents.items():
-        write_text(out_dir / f"{name}.json", json.dumps(document, indent=2) + "\n")
+        write_text(out_dir / f"{name}.json", json_text(document, indent=2) + "\n")
 
 
 def read_output(out_dir: Path, name: str) -> dict[str, Any]:

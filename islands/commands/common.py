@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from islands.errors import UserError
+from islands.simulator import DEFAULT_MAX_EVENTS
+
 
 def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", metavar="FILE",
@@ -11,3 +14,17 @@ def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario key, e.g. schedule.inner_steps=100 or "
                              "island.0.bandwidth_gbps=10 (island.* sets every island); repeatable")
+
+
+def add_max_events_argument(parser: argparse.ArgumentParser) -> None:
+    """``--max-events``, shared by simulate, sweep and plan."""
+    parser.add_argument("--max-events", type=float, default=DEFAULT_MAX_EVENTS, metavar="N",
+                        help="refuse a run estimated to need more simulator events than this, and stop one "
+                             f"that passes it (default {DEFAULT_MAX_EVENTS:.0e}; memory grows about 1 kB "
+                             "per event; see docs/limits.md)")
+
+
+def check_max_events(max_events: float) -> float:
+    if not max_events >= 1:
+        raise UserError(f"--max-events must be >= 1 (got {max_events:g})")
+    return max_events

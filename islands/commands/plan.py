@@ -13,8 +13,7 @@ from islands.analysis.progress import ProgressBar
 from islands.analysis.scenario_source import ScenarioSource
 from islands.errors import UserError
 
-from .common import add_scenario_arguments
-from .simulate import add_max_events_argument, check_max_events
+from .common import add_max_events_argument, add_scenario_arguments, check_max_events
 
 
 def fractions(text: str) -> tuple[float, ...]:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from islands.errors import UserError
 from islands.io import write_table
 from islands.scenarios import load
-from islands.simulator import DEFAULT_MAX_EVENTS, simulate
+from islands.simulator import simulate
 from islands.tables import churn_line, comparison, ignored_line, islands_table, partial_line
 
-from .common import add_scenario_arguments
+from .common import add_max_events_argument, add_scenario_arguments, check_max_events
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -23,20 +22,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--links", metavar="PATH", help="also write each link's rate over time (.csv/.parquet)")
     add_max_events_argument(parser)
     parser.set_defaults(handler=run)
-
-
-def add_max_events_argument(parser: argparse.ArgumentParser) -> None:
-    """``--max-events``, shared by simulate, sweep and plan."""
-    parser.add_argument("--max-events", type=float, default=DEFAULT_MAX_EVENTS, metavar="N",
-                        help="refuse a run estimated to need more simulator events than this, and stop one "
-                             f"that passes it (default {DEFAULT_MAX_EVENTS:.0e}; memory grows about 1 kB "
-                             "per event; see docs/limits.md)")
-
-
-def check_max_events(max_events: float) -> float:
-    if not max_events >= 1:
-        raise UserError(f"--max-events must be >= 1 (got {max_events:g})")
-    return max_events
 
 
 def run(args: argparse.Namespace) -> int:

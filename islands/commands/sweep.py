@@ -14,11 +14,11 @@ from islands.analysis.sweep import flatten_summary, run_sweep
 from islands.analysis.sweep_table import best_rows, cut_short, maximised, parameter_columns, write_sweep
 from islands.analysis.units import percent_text, rate_text
 from islands.errors import UserError
+from islands.io import safe_name
 from islands.simulator import simulate
 from islands.tables import duration, render, size
 
-from .common import add_scenario_arguments
-from .simulate import add_max_events_argument, check_max_events
+from .common import add_max_events_argument, add_scenario_arguments, check_max_events
 
 FIGURES = (
     ("utilisation", "compute_utilisation", percent_text),
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     check_options(args)
     source = ScenarioSource.read(args.scenario, args.overrides)
     check_rank_by(source, args.rank_by, args.max_events)
-    output = args.output or f"{source.scenario.name}-sweep.csv"
+    output = args.output or f"{safe_name(source.scenario.name)}-sweep.csv"
     bar = ProgressBar("sweep")
     try:
         table = run_sweep(source, args.grid, seeds=args.seeds, jobs=args.jobs, progress=bar,
