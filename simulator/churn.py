@@ -5,10 +5,13 @@
   (the transfer stops). The others notice only after ``network.detection_timeout_s``: until then
   they wait for it at the next collective (under DDP that stalls the step); on detection the ring is
   re-formed among the survivors and a broken collective restarts from scratch.
-* Joining: the worker first downloads the current global weights (parameters * bytes_per_param)
-  from a present peer, over the peer's uplink and its own downlink at their fair share, then waits
-  for the next outer boundary (the end of a sync of the last fragment) and enters the next outer
-  step. With no peer present it starts at once from the last completed outer step.
+* Joining (the trainer's rule, ``trainer/joining.py``): the worker downloads the global state
+  (parameters * bytes_per_param) from the lowest present worker in the background, over that
+  worker's uplink and its own downlink at their fair share, from the moment it joins. Meanwhile it
+  takes part in every collective that has not started yet, contributing nothing (it is one more
+  member of the ring, so the others' bytes per worker grow to 2M/(M+1)), and once the download is
+  in it computes from the outer step after the next outer boundary (the end of a sync of the last
+  fragment). With no peer present it starts at once from the last completed outer step.
 * Random churn: each worker of an island with ``mtbf_s`` stays for an exponential time of that mean,
   leaves, and returns after an exponential time of mean ``mttr_s`` (never, without ``mttr_s``). The
   draws come from the worker's own generator, seeded from the scenario's seed.
@@ -22,13 +25,14 @@ import simpy
 
 from islands.trace import NO_FRAGMENT
 
-from .collectives import tcp_cap_bytes_per_s
+from .collectives import PendingCollective, tcp_cap_bytes_per_s
 from .compute import CHURN, worker_generators
 
 if TYPE_CHECKING:
     from .engine import Simulation, WorkerState
 
 DEPARTURE = object()  # interrupt cause: the worker left
+ORPHANED = object()   # interrupt cause: a passive joiner's collective lost every member holding the state
 
 
 class Churn:
@@ -36,7 +40,8 @@ class Churn:
 
     def __init__(self, sim: Simulation):
         self.sim = sim
-        self.waiting: list[tuple[WorkerState, simpy.Event]] = []
+        self.passive: set[int] = set()  # joiners taking part in collectives before their state is in
+        self.waiting: dict[int, simpy.Event] = {}  # passive joiners waiting for the next collective
         self.downloads: dict[int, Any] = {}
         self.lost_compute_s = 0.0
         self.counts = {"joins": 0, "leaves": 0, "ignored_events": 0}
@@ -106,7 +111,6 @@ class Churn:
         download = self.downloads.pop(state.worker.rank, None)
         if download is not None and not download.done.triggered:
             sim.network.cancel(download)
-        self.waiting = [(s, admitted) for s, admitted in self.waiting if s is not state]
         self.lost_compute_s += state.unsynced_compute_s
         state.unsynced_compute_s = 0.0
         state.late = None
@@ -121,7 +125,23 @@ class Churn:
         sim.members.discard(state.worker.rank)
         for collective in list(sim.pending.values()):
             collective.expected.discard(state.worker.rank)
-            sim.maybe_start(collective)
+            if not (collective.expected | collective.arrived) - self.passive:
+                self.orphan(collective.arrived & self.passive, collective)
+            if collective.expected or collective.arrived:  # an empty collective completes nothing
+                sim.maybe_start(collective)
+        if not self.holders():
+            self.orphan(set(self.waiting))
+
+    def orphan(self, ranks: set[int], collective: PendingCollective | None = None) -> None:
+        """No member holding the state is left for these passive joiners: nobody can give it to them,
+        so they start from the last completed outer step, as a joiner with no peer does."""
+        for rank in sorted(ranks & self.passive):
+            if collective is not None:
+                collective.arrived.discard(rank)
+                collective.expected.discard(rank)
+            self.passive.discard(rank)
+            self.waiting.pop(rank, None)
+            self.sim.states[rank].process.interrupt(ORPHANED)
 
     # --- joining ---------------------------------------------------------------------------------
 
@@ -138,21 +158,60 @@ class Churn:
         sim = self.sim
         try:
             peers = sorted(r for r in sim.members if sim.states[r].present)
+            first_outer = sim.completed_outer
             if peers:
-                yield from self.download_weights(state, peers[0])
-                admitted = sim.env.event()
-                self.waiting.append((state, admitted))
-                state.activity = ("idle", sim.env.now, NO_FRAGMENT, sim.completed_outer)
-                yield admitted
-                sim.close_activity(state)
+                download = sim.env.process(self.download_weights(state, peers[0]))
+                self.passive.add(state.worker.rank)
+                first_outer = yield from self.follow(state, download)
             sim.members.add(state.worker.rank)
-            sim.start_worker(state, first_outer=sim.completed_outer)
+            sim.start_worker(state, first_outer=first_outer)
         except simpy.Interrupt as interrupt:
             if interrupt.cause is not DEPARTURE:
                 raise
             self.departed(state)
 
+    def follow(self, state: WorkerState, download: simpy.Process) -> Generator[simpy.Event, Any, int]:
+        """A passive member of every collective the members start from now on (``enlist``), until
+        the download is in at an outer boundary; returns the outer step it computes from. If every
+        member holding the state is gone meanwhile, it starts at once from the last completed outer
+        step, as a joiner with no peer does."""
+        sim, rank = self.sim, state.worker.rank
+        try:
+            while self.holders():
+                self.waiting[rank] = sim.env.event()
+                state.activity = ("idle", sim.env.now, NO_FRAGMENT, sim.completed_outer)
+                collective = yield self.waiting[rank]
+                sim.close_activity(state)
+                arrived_s = sim.env.now
+                yield collective.done
+                outer_step, fragment = collective.key
+                sim.record_wait(state, arrived_s, collective.first_started_s, fragment, outer_step)
+                if fragment == sim.last_fragment and download.triggered:
+                    return outer_step + 1
+            return sim.completed_outer
+        except simpy.Interrupt as interrupt:
+            if interrupt.cause is not ORPHANED:
+                raise
+            sim.close_activity(state)
+            return sim.completed_outer
+        finally:
+            self.waiting.pop(rank, None)
+            self.passive.discard(rank)
+
+    def holders(self) -> list[int]:
+        """Present members that hold the state (not passive joiners)."""
+        return [rank for rank in self.sim.members - self.passive if self.sim.states[rank].present]
+
+    def enlist(self, collective: PendingCollective) -> None:
+        """A member started ``collective``'s gathering: every passive joiner waiting takes part."""
+        for rank, event in list(self.waiting.items()):
+            del self.waiting[rank]
+            collective.expected.add(rank)
+            collective.arrived.add(rank)
+            event.succeed(collective)
+
     def download_weights(self, state: WorkerState, peer: int) -> Generator[simpy.Event, Any, None]:
+        """The global state from ``peer``, in the background of the joiner's own process."""
         sim = self.sim
         rank = state.worker.rank
         latency_s = sim.latency_s[peer] + sim.latency_s[rank]
@@ -161,22 +220,12 @@ class Churn:
         weights_bytes = sim.scenario.weights_bytes
         started_s = sim.env.now
         download = sim.network.transfer((sim.uplinks[peer], sim.downlinks[rank]), weights_bytes, latency_s, cap)
-        state.activity = ("stall", started_s, NO_FRAGMENT, sim.completed_outer)
         yield from self.fetch(state, download)
         sim.rows.append((started_s, sim.env.now, rank, state.worker.island, "comm", weights_bytes, NO_FRAGMENT,
                          sim.completed_outer))
-        sim.close_activity(state)
 
     def fetch(self, state: WorkerState, download: Any) -> Generator[simpy.Event, Any, None]:
         """Wait for a download to a worker; a departure meanwhile cancels it (see ``departed``)."""
         self.downloads[state.worker.rank] = download
         yield download.done
         del self.downloads[state.worker.rank]
-
-    def admit_joiners(self) -> None:
-        """At an outer boundary, joiners that have the weights enter the next outer step."""
-        sim = self.sim
-        for state, admitted in self.waiting:
-            sim.members.add(state.worker.rank)
-            admitted.succeed()
-        self.waiting = []

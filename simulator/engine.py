@@ -230,6 +230,7 @@ class Simulation:
         if collective is None:
             collective = PendingCollective(key, point.payload_bytes, set(self.members), self.env.event())
             self.pending[key] = collective
+            self.churn.enlist(collective)
         rank = state.worker.rank
         collective.expected.add(rank)
         collective.arrived.add(rank)
@@ -277,7 +278,6 @@ class Simulation:
     def outer_step_completed(self, outer_step: int) -> None:
         self.completed_outer = outer_step + 1
         self.interval_start_s = self.env.now
-        self.churn.admit_joiners()
 
     def wait(self, state: WorkerState, collective: PendingCollective,
              point: SyncPoint) -> Generator[simpy.Event, Any, None]:

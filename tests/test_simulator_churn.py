@@ -59,7 +59,9 @@ def test_ddp_departure_mid_allreduce_stalls_until_the_ring_reforms():
     assert summary["lost_compute_s"] == pytest.approx(1.0)
 
 
-def test_joiner_downloads_the_weights_then_enters_at_the_next_boundary():
+def test_joiner_downloads_in_the_background_takes_part_in_the_next_sync_then_computes():
+    """The trainer's rule (trainer/joining.py): the download starts at the join, the joiner is one
+    more member of the next ring (contributing nothing), then computes from the next outer step."""
     newcomer = {"name": "new", "step_time_s": 1.0, "bandwidth_gbps": 0.5, "present": False}
     doc = with_events({"at_s": 10.0, "island": "new", "kind": "join"}, extra_islands=(newcomer,))
     result = simulate(make_scenario(document=doc))
@@ -69,12 +71,18 @@ def test_joiner_downloads_the_weights_then_enters_at_the_next_boundary():
     assert download["time_start_s"] == 10.0
     assert download["time_end_s"] == pytest.approx(10.0 + 2e9 / (0.5e9 / 8))
     assert download["bytes"] == 2e9 and download["fragment"] == -1
+    # the first sync's ring has five members, the joiner's 0.5 Gbit/s link the slowest of them
+    ring5_via_joiner_s = 2 * 4 / 5 * S / (0.5e9 / 8)
+    syncs = trace[(trace["kind"] == "comm") & (trace["outer_step"] == 0) & (trace["fragment"] == 0)]
+    assert sorted(syncs["worker"]) == [0, 1, 2, 3, 4]
+    assert set(syncs["bytes"]) == {2 * 4 / 5 * S}
     first_compute = trace[(trace["worker"] == 4) & (trace["kind"] == "compute")].iloc[0]
-    assert first_compute["time_start_s"] == pytest.approx(100 + RING4_S) and first_compute["outer_step"] == 1
+    assert first_compute["time_start_s"] == pytest.approx(100 + ring5_via_joiner_s)
+    assert first_compute["outer_step"] == 1
     summary = result.summary
     assert summary["joins"] == 1
-    ring5_slow_s = 1.6 * S / (0.5e9 / 8)  # five workers, paced by the newcomer's 0.5 Gbit/s
-    assert summary["wall_time_s"] == pytest.approx(100 + RING4_S + 2 * (100 + ring5_slow_s))
+    # all three syncs have five members now, each paced by the newcomer's 0.5 Gbit/s
+    assert summary["wall_time_s"] == pytest.approx(3 * (100 + ring5_via_joiner_s))
     downlink = result.links[(result.links["worker"] == 4) & (result.links["direction"] == "down")]
     assert downlink["rate_gbps"].iloc[0] == pytest.approx(0.5)
 

@@ -91,6 +91,16 @@ def test_one_of_three_killed_mid_interval_the_others_finish_and_a_joiner_adopts_
     assert join["island"] == 3 and 0 < join["join_s"] < 5
     downloads = [row.split(",") for row in trace if row.split(",")[4] == "comm" and row.split(",")[6] == "-1"]
     assert [int(d[2]) for d in downloads] == [3] and float(downloads[0][5]) > 4 * 1000  # fp32 weights received
+    # the download starts at the request, before the joiner's first exchange (it is not handed the
+    # state at a boundary), and the joiner takes part in an exchange before it computes
+    rows = [row.split(",") for row in trace]
+    joiner_exchanges = sorted(float(r[0]) for r in rows if r[2] == "3" and r[4] == "comm" and r[6] == "0")
+    joiner_first_compute_s = min(float(r[0]) for r in rows if r[2] == "3" and r[4] == "compute")
+    assert float(downloads[0][0]) < joiner_exchanges[0] < joiner_first_compute_s
+    # from the next boundary the joiner is in the ring, contributing nothing: one comm row per sync
+    joined_syncs = [int(r[7]) for r in map(lambda row: row.split(","), trace) if r[2] == "3" and r[4] == "comm"
+                    and r[6] == "0"]
+    assert joined_syncs == list(range(joined_syncs[0], PERIODS)) and joined_syncs[0] <= 4
 
 
 def test_an_island_killed_mid_all_reduce_is_dropped_and_the_exchange_redone(tmp_path):

@@ -44,6 +44,6 @@ def test_the_local_launcher_gives_each_process_its_own_gpu(monkeypatch):
 def test_the_screening_numbers_live_on_the_deltas_device():
     """NCCL groups refuse CPU tensors: the finite flag and norm must be made where the delta is."""
     stats = contribution_stats(torch.tensor([3.0, 4.0]))
-    assert stats.device == torch.device("cpu") and stats.tolist() == [1.0, 5.0]
+    assert stats.device == torch.device("cpu") and stats.tolist() == [1.0, 5.0, 1.0]
     if torch.cuda.is_available():
         assert contribution_stats(torch.ones(2, device="cuda")).device.type == "cuda"

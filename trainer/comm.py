@@ -16,6 +16,8 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 
+from .faults import kill_point
+
 
 class Group(Protocol):
     rank: int
@@ -215,3 +217,15 @@ class StoreGroup(SteppedCollectives):
             return
         self.handle.abort()
         self.handle = None
+
+
+def broadcast_bytes(group: Group, data: bytes | None, src: int, island: int) -> bytes:
+    """``data`` of member ``src`` on every member (a length, then the bytes)."""
+    length = torch.tensor([len(data) if data is not None else 0], dtype=torch.int64)
+    group.broadcast_(length, src)
+    kill_point("download-source" if group.rank == src else "download-joiner", island)
+    buffer = torch.zeros(int(length.item()), dtype=torch.uint8)
+    if data is not None:
+        buffer.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    group.broadcast_(buffer, src)
+    return buffer.numpy().tobytes()

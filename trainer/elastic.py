@@ -4,11 +4,13 @@ One process per island. Every collective goes through ``membership.Membership.ru
 dies (SIGKILL at any moment) the survivors finish their interval, their exchange fails or is voted
 down, they wait out the detection timeout, re-form the group among themselves and redo the
 exchange: training goes on with a smaller M, the dead island's work since its last applied sync is
-lost. A new or returning island asks to join; at the next outer boundary the members admit it and
-the one with the most progress broadcasts the global fp32 weights, the outer optimizer state, the
-step counters and the run's clock (``sync_state``): the joiner's first pseudo-gradient is taken
-against those weights. Its trace shows the wait (``idle``) and the download (``comm``, fragment -1,
-the bytes received), as the simulator's does.
+lost. A new or returning island asks to join and at once for the global state, which the members'
+leader sends in the background while everyone trains on (``joining.py``); from the next outer
+boundary the joiner takes part in the exchanges, contributing nothing and keeping the averages, and
+once its download is in it replays them onto the downloaded state and trains. Its trace shows the
+wait (``idle``), the download (``comm``, fragment -1, the bytes received) and its exchanges, as the
+simulator's does. (A member without state at the start of a resumed run adopts it from the member
+with the most progress before anyone trains: ``sync_state``.)
 
 Outputs (written by member 0 of the last epoch): the usual files, with ``lost_compute_s``, ``leaves``
 and ``joins`` measured in ``summary.json``, and ``churn.json`` (every leave with its lost compute,
@@ -37,9 +39,10 @@ from islands.io import write_text
 from islands.trace import NO_FRAGMENT
 
 from . import checkpoint
-from .comm import Group
+from .comm import Group, broadcast_bytes
 from .config import RunPlan
 from .faults import kill_point, killable, poisoned
+from .joining import Fetcher, Server
 from .loop import Groups, Trainer, shapes_of
 from .membership import History, LeftOut, Membership, run_time_s
 from .paced import paced_from_environment
@@ -50,18 +53,6 @@ ROWS_FOLDER = "islands"
 
 class RunOver(Exception):
     """A joiner arrived after the last outer boundary: nothing left to train."""
-
-
-def broadcast_bytes(group: Group, data: bytes | None, src: int, island: int) -> bytes:
-    """``data`` of member ``src`` on every member (a length, then the bytes)."""
-    length = torch.tensor([len(data) if data is not None else 0], dtype=torch.int64)
-    group.broadcast_(length, src)
-    kill_point("download-source" if group.rank == src else "download-joiner", island)
-    buffer = torch.zeros(int(length.item()), dtype=torch.uint8)
-    if data is not None:
-        buffer.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
-    group.broadcast_(buffer, src)
-    return buffer.numpy().tobytes()
 
 
 def join_seconds(joins: list[dict[str, Any]], rows: list[tuple]) -> list[dict[str, Any]]:
@@ -85,6 +76,8 @@ class ElasticTrainer(Trainer):
         super().__init__(plan, island, Groups(world=None, cross=None), device, out_dir, resume_dir)
         membership.on_install = self.installed
         membership.now_s = self.clock.now
+        self.server = Server(membership, self.state_payload)
+        self.fetcher: Fetcher | None = None
 
     # ---------------------------------------------------------------- the parts that differ
     def share_initial_weights(self) -> None:
@@ -129,7 +122,8 @@ class ElasticTrainer(Trainer):
         return self.membership.members
 
     def reports(self) -> bool:
-        return self.membership.group is not None and self.membership.group.rank == 0
+        """The leader (the lowest member holding the state) prints and writes metrics."""
+        return self.membership.group is not None and self.membership.leader == self.island
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop_after: int | None = None) -> None:
@@ -154,22 +148,78 @@ class ElasticTrainer(Trainer):
         self.membership.start(self.plan.initial_members())
         self.open_rows_sink(append=False)
         self.membership.run(self.sync_state)
+        self.membership.stateful = set(self.membership.members)
         self.clock.restart(self.resumed_s)
         self.recorder.start_compute()
         self.publish_clock()
 
     def join(self) -> None:
-        """Wait for the join time, ask to join, download the state, then do the period end with the others."""
+        """Wait for the join time, ask to join and for the state (downloaded in the background), take
+        part in the boundaries as a passive member until the state is in, then train."""
         requested_s = self.wait_for_run_time(self.join_at_s)
-        if not self.membership.request_join(requested_s):
+        self.clock.restart(requested_s)
+        self.has_state = False
+        self.fetcher = Fetcher(self.membership, self.clock.now)
+        self.fetcher.start()
+        step = self.membership.request_join(requested_s)
+        if step is None:
             raise RunOver(f"island {self.rank}: the run ended before it could join")
-        self.membership.run(self.sync_state)
-        start_s, end_s, received_bytes = self.download
-        # the request was timed on the published clock: across hosts it may read a little ahead
-        self.recorder.add("idle", min(requested_s, start_s), start_s, self.plan.outer_step(self.step - 1))
-        self.recorder.add("comm", start_s, end_s, self.plan.outer_step(self.step - 1), NO_FRAGMENT, received_bytes)
+        self.recorder.add("idle", requested_s, self.clock.now(), self.plan.outer_step(step))
+        self.follow(step)
         self.recorder.start_compute()
-        self.end_period({"step": self.step, "train_loss": math.nan, "tokens": self.step * self.plan.tokens_per_step})
+
+    def follow(self, step: int) -> None:
+        """Passive member from boundary ``step`` on: each boundary's exchanges with a zero
+        contribution (the averages kept), its evaluation and checkpoint; once the download is in,
+        adopt it and replay the averages it missed."""
+        self.step, kept, first = step, {}, True
+        while True:
+            arrived_s = self.clock.now()
+            if not first:
+                self.wait_for_boundary()
+                arrived_s = self.clock.now()
+                self.membership.admit_joiners(False, self.step)
+            first = False
+            for point in self.applies.get(self.step, ()):
+                zero = torch.zeros(self.fragments[point.fragment].numel)
+                exchange = self.membership.run(lambda group: self.exchange_once(zero, contributes=False))
+                self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
+                kept[(point.outer_step, point.fragment)] = exchange.mean
+                arrived_s = self.clock.now()
+            self.recorder.start_compute()
+            self.end_period({"step": self.step, "outer_step": self.plan.outer_step(self.step - 1),
+                             "train_loss": math.nan, "tokens": self.step * self.plan.tokens_per_step})
+            if self.fetcher.done.is_set():
+                self.adopt_download(kept)
+                return
+            self.step += self.plan.period_steps
+
+    def wait_for_boundary(self) -> None:
+        """Until the leader reaches the boundary at inner step ``self.step`` (outside any collective:
+        an interval may outlast the collective timeout)."""
+        key = self.membership.key("boundary")
+        while True:
+            reached = self.membership.store.get(key).decode() if self.membership.store.check([key]) else "0"
+            if int(reached) >= self.step or self.membership.stopping.is_set():
+                return
+            time.sleep(0.02)
+
+    def adopt_download(self, kept: dict[tuple[int, int], torch.Tensor]) -> None:
+        """The downloaded snapshot, then every kept average of the syncs after it, in order."""
+        download = self.fetcher.result
+        state = torch.load(io.BytesIO(download.data), weights_only=True)
+        done_outer = self.plan.outer_steps_done(state["step"])
+        for fragment, saved in zip(self.fragments, state["fragments"]):
+            fragment.load_state_dict(saved)
+        for (outer_step, index), mean in sorted(kept.items()):
+            if outer_step >= done_outer:
+                self.fragments[index].apply(mean, self.plan.alpha)
+        for fragment in self.fragments:
+            fragment.merge(0.0)
+        self.optimizer.state.clear()
+        self.period_records = []
+        self.has_state = True
+        self.recorder.add("comm", download.started_s, download.done_s, done_outer, NO_FRAGMENT, len(download.data))
 
     def wait_for_run_time(self, at_s: float) -> float:
         """Sleep until the run's clock (published in the store) reads ``at_s``; returns the reading."""
@@ -180,39 +230,40 @@ class ElasticTrainer(Trainer):
             time.sleep(0.05)
 
     def run_step(self) -> None:
+        if self.membership.leader == self.island:
+            self.server.poll()
         super().run_step()
         self.membership.progress.now_s = self.clock.now()
 
     def sync_fragments(self) -> tuple[float, float]:
-        """DiLoCo's sync at the end of a period, redone among the survivors if an island dies; then
-        the joiners are admitted and receive the state."""
+        """DiLoCo's sync at the end of a period: the joiners seen so far are admitted first (they take
+        part in the exchange without contributing), then the exchange, redone among the survivors if
+        an island dies."""
         points = self.applies.get(self.step, ())
         if not points:
             return 0.0, 0.0
         self.recorder.end_compute(points[0].outer_step)
+        arrived_s = self.clock.now()
+        self.membership.store.set(self.membership.key("boundary"), str(self.step))  # passive joiners wait for it
+        self.membership.admit_joiners(True, self.step)
         blocked_s = comm_s = 0.0
         for point in points:
-            arrived_s = self.clock.now()
             delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
             exchange = self.membership.run(lambda group: self.exchange_once(delta))
             blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
             comm_s += exchange.done_s - exchange.started_s
             self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
+            arrived_s = self.clock.now()
         self.membership.progress.synced_s = self.clock.now()
         self.membership.progress.outer_step = points[-1].outer_step + 1
-        self.admit()
         self.recorder.start_compute()
         return blocked_s, comm_s
 
-    def exchange_once(self, delta: torch.Tensor) -> Any:
+    def exchange_once(self, delta: torch.Tensor, contributes: bool = True) -> Any:
         kill_point("exchange-screen", self.island)
-        exchange = self.exchanger.exchange(delta)
+        exchange = self.exchanger.exchange(delta, contributes)
         kill_point("exchange-vote", self.island)
         return exchange
-
-    def admit(self) -> None:
-        if self.membership.admit_joiners():
-            self.membership.run(self.sync_state)
 
     # ---------------------------------------------------------------- state transfer
     def sync_state(self, group: Group) -> None:
@@ -255,7 +306,17 @@ class ElasticTrainer(Trainer):
 
     # ---------------------------------------------------------------- collectives of the period end
     def evaluate(self) -> float:
-        return self.membership.run(self.evaluate_on)
+        return self.membership.run(self.evaluate_holders)
+
+    def evaluate_holders(self, group: Group) -> float:
+        """Evaluation shared out over the members that hold the state; a passive joiner, which has
+        none, takes the members' churn history here instead."""
+        history = vars(self.membership.history) if self.has_state else None
+        views = group.all_gather_object(history)
+        if not self.has_state:
+            self.membership.adopt_history(list(zip(self.membership.members, views)))
+        holders = [member for member, view in enumerate(views) if view is not None]
+        return self.evaluate_on(group, holders)
 
     def end_period(self, record: dict[str, Any]) -> None:
         self.publish_clock(paused=True)
@@ -283,7 +344,8 @@ class ElasticTrainer(Trainer):
     def save_checkpoint(self, period: int) -> None:
         """This island's file; ``LATEST`` moves once every member of the epoch has written."""
         folder = checkpoint.period_dir(self.out_dir, period)
-        checkpoint.write_rank_file(folder, self.rank, self.state_dict())
+        if self.has_state:  # a passive joiner has nothing to save yet; a resume gives it the state
+            checkpoint.write_rank_file(folder, self.rank, self.state_dict())
         self.membership.run(lambda group: group.barrier())
         if self.reports():
             write_text(self.out_dir / checkpoint.FOLDER / checkpoint.LATEST, folder.name + "\n")

@@ -29,13 +29,14 @@ import os
 import signal
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from islands.errors import UserError
 
-from .comm import Group
+if TYPE_CHECKING:
+    from .comm import Group
 
 KILL_VARIABLE = "ISLANDS_KILL_AT"
 FAULT_VARIABLE = "ISLANDS_FAULT"

@@ -32,7 +32,7 @@ from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_ba
 from .faults import kill_point, poisoned
 from .model import GPTConfig, build_model, decay_groups
 from .outer import build_fragments
-from .robust import NOT_FINITE, AggregationRule, Verdict
+from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict
 from .sync import Exchanger
 from .tracing import Clock, MetricsLog, Recorder, build_summary, island_rows, write_outputs
 
@@ -323,6 +323,8 @@ class Trainer:
         drops its inner optimizer state (its moments are poisoned too) and restarts from the merge."""
         islands = self.cross_islands()
         for member, reason in verdict.reasons.items():
+            if reason == JOINING:
+                continue
             entry = {"outer_step": outer_step, "fragment": fragment, "island": islands[member], "reason": reason}
             self.excluded.append(entry)
             if self.reports():
@@ -374,11 +376,14 @@ class Trainer:
     def evaluate(self) -> float:
         return self.evaluate_on(self.groups.world)
 
-    def evaluate_on(self, world: Group) -> float:
-        """Mean validation loss of the global model; the batches are shared out over all processes."""
+    def evaluate_on(self, world: Group, evaluators: list[int] | None = None) -> float:
+        """Mean validation loss of the global model; the batches are shared out over ``evaluators``
+        (the members of ``world`` that hold the model; default all)."""
+        evaluators = list(range(world.size)) if evaluators is None else evaluators
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
+        mine = self.eval_batches[evaluators.index(world.rank)::len(evaluators)] if world.rank in evaluators else []
         with torch.no_grad(), self.global_weights():
-            for x, y in self.eval_batches[world.rank::world.size]:
+            for x, y in mine:
                 totals[0] += self.model(x, y).item()
                 totals[1] += 1
         kill_point("evaluate", self.island)

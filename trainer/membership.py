@@ -23,9 +23,11 @@ the store under the epoch's prefix.
   departed member is then reported with the compute it lost: the time between its last applied sync
   and its last heartbeat (so it errs low by at most ``HEARTBEAT_S``).
 * Joining (``request_join``, ``admit_joiners``): a new or returning island adds itself to
-  ``islands/join/requests``; at each outer boundary the members agree on how many requests they have
-  seen, and if there are new ones all of them move to the next epoch with the joiners, whose state
-  then comes from a live member (``Trainer.sync_state``), not from a checkpoint.
+  ``islands/join/requests``; at the start of each outer boundary the members agree on how many
+  requests they have seen and on who holds the state (the lowest such member is the *leader*, who
+  reports and serves downloads), and if there are new requests all of them move to the next epoch
+  with the joiners, who take part in the boundary's exchange while their state downloads in the
+  background (``joining.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, TypeVar
 
-import torch
 import torch.distributed as dist
 
 from islands.errors import UserError
@@ -99,6 +100,7 @@ class Membership:
         self.timing = timing
         self.epoch = -1
         self.first_epoch = 0
+        self.stateful: set[int] = set()  # members that hold the global state, as of the last boundary
         self.members: list[int] = []
         self.group: StoreGroup | None = None
         self.ops = 0
@@ -170,7 +172,9 @@ class Membership:
         self.install(self.first_epoch, members)
 
     def install(self, epoch: int, members: list[int]) -> None:
-        """Make epoch ``epoch``'s group; a member missing while it forms sends us to the next epoch."""
+        """Make epoch ``epoch``'s group; a member missing while it forms sends us to the next epoch,
+        and is recorded as gone (a joiner that died before its first epoch formed is a leave too)."""
+        wanted = list(members)
         while True:
             self.release_group()
             for island in set(members) - set(self.members):  # a newcomer is alive as of now
@@ -183,6 +187,8 @@ class Membership:
                 self.on_install()
                 if self.group.rank == 0:
                     print(f"membership: epoch {epoch}, islands {members} (M = {len(members)})", flush=True)
+                for island in sorted(set(wanted) - set(members)):
+                    self.record_leave(island)
                 return
             except RuntimeError:
                 epoch, members = self.next_quorum(epoch, members)
@@ -224,8 +230,9 @@ class Membership:
         now, and reaches the quorum within the detection timeout instead of being left out."""
         before = self.members
         self.release_group()
-        self.install(*self.next_quorum(self.epoch, before))
-        for island in sorted(set(before) - set(self.members)):
+        epoch, members = self.next_quorum(self.epoch, before)
+        self.install(epoch, members)
+        for island in sorted(set(before) - set(members)):
             self.record_leave(island)
 
     def next_quorum(self, epoch: int, expected: list[int]) -> tuple[int, list[int]]:
@@ -273,10 +280,17 @@ class Membership:
                   flush=True)
 
     # ------------------------------------------------------------------ joining
-    def request_join(self, requested_s: float) -> bool:
+    @property
+    def leader(self) -> int | None:
+        """The lowest member that holds the global state: it reports and serves downloads."""
+        holders = sorted(set(self.members) & self.stateful)
+        return holders[0] if holders else None
+
+    def request_join(self, requested_s: float) -> int | None:
         """Ask to enter at the next outer boundary and wait until the members admit this island;
-        False if the run finished first. The heartbeat starts only once admitted: until the members have
-        recorded a returning island's departure, its progress key still describes the dead incarnation."""
+        returns the boundary's inner step, or None if the run finished first. The heartbeat starts
+        only once admitted: until the members have recorded a returning island's departure, its
+        progress key still describes the dead incarnation."""
         number = self.store.add(self.key("join", "requests"), 1)
         self.store.set(self.key("join", "request", number), json.dumps({"island": self.island,
                                                                          "requested_s": requested_s}))
@@ -287,13 +301,18 @@ class Membership:
         epoch = int(self.store.get(admitted))
         self.install(epoch, [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")])
         self.start_heartbeat()
-        return True
+        return int(self.get(self.key("epoch", epoch, "step")))
 
-    def admit_joiners(self) -> bool:
-        """At an outer boundary: move to a new epoch with the joiners every member has seen; True if
-        the membership changed."""
-        seen = torch.tensor([self.store.add(self.key("join", "requests"), 0)], dtype=torch.int64)
-        total = int(max(self.run(lambda group: group.all_gather(seen))).item())
+    def admit_joiners(self, has_state: bool, step: int) -> bool:
+        """At the start of an outer boundary (inner step ``step``): agree on who holds the state and
+        on the requests admitted so far, then move to a new epoch with the joiners every member has
+        seen; True if the membership changed."""
+        mine = {"seen": self.store.add(self.key("join", "requests"), 0), "has_state": has_state,
+                "admitted": self.admitted_joins}
+        views = self.run(lambda group: group.all_gather_object(mine))
+        self.stateful = {island for island, view in zip(self.members, views) if view["has_state"]}
+        self.admitted_joins = max(view["admitted"] for view in views)
+        total = max(view["seen"] for view in views)
         if total == self.admitted_joins:
             return False
         numbers = range(self.admitted_joins + 1, total + 1)
@@ -302,6 +321,7 @@ class Membership:
         epoch, members = self.epoch + 1, sorted(set(self.members) | set(joiners))
         if self.group.rank == 0:
             self.store.compare_set(self.key("epoch", epoch, "members"), "", ",".join(map(str, members)))
+            self.store.set(self.key("epoch", epoch, "step"), str(step))
             for number in numbers:
                 self.store.set(self.key("join", "admitted", number), str(epoch))
         members = [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")]
@@ -313,6 +333,13 @@ class Membership:
     def release_group(self) -> None:
         if self.group is not None:
             self.group.close()
+
+    def adopt_history(self, holders: list[tuple[int, dict[str, Any] | None]]) -> None:
+        """A member without the state takes the history of the lowest member that has it
+        (``holders``: each member's island and its history, None where it holds no state)."""
+        histories = sorted((island, history) for island, history in holders if history is not None)
+        if histories:
+            self.history = History(**histories[0][1])
 
     def close(self) -> None:
         self.stopping.set()

@@ -24,6 +24,7 @@ import torch
 from .comm import Group
 from .quantize import decode, encode, padded_length
 NOT_FINITE = "NaN or Inf in the pseudo-gradient"
+JOINING = "joining: it holds no state yet and only receives the average"
 
 
 @dataclass(frozen=True)
@@ -47,23 +48,30 @@ class Verdict:
         return sum(self.accepted)
 
 
-def contribution_stats(delta: torch.Tensor) -> torch.Tensor:
-    """[1 if finite else 0, L2 norm (0 when not finite)] as fp64, the numbers islands share."""
+def contribution_stats(delta: torch.Tensor, contributes: bool = True) -> torch.Tensor:
+    """[1 if finite else 0, L2 norm (0 when not finite), 1 if it contributes at all] as fp64, the
+    numbers islands share (a joiner that has no state yet contributes nothing, ``joining.py``)."""
+    if not contributes:
+        return torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64, device=delta.device)
     finite = bool(torch.isfinite(delta).all())
     norm = torch.linalg.vector_norm(delta.double()).item() if finite else 0.0
-    return torch.tensor([1.0 if finite else 0.0, norm], dtype=torch.float64, device=delta.device)
+    return torch.tensor([1.0 if finite else 0.0, norm, 1.0], dtype=torch.float64, device=delta.device)
 
 
 def screen(stats: list[torch.Tensor], norm_factor: float) -> Verdict:
     """The verdict on every member's delta from everyone's ``contribution_stats``."""
     finite = [bool(s[0].item()) for s in stats]
     norms = [float(s[1].item()) for s in stats]
+    contributes = [bool(s[2].item()) for s in stats]
     reasons: dict[int, str] = {}
     for member, norm in enumerate(norms):
+        if not contributes[member]:
+            reasons[member] = JOINING
+            continue
         if not finite[member]:
             reasons[member] = NOT_FINITE
             continue
-        others = [n for other, n in enumerate(norms) if other != member and finite[other]]
+        others = [n for other, n in enumerate(norms) if other != member and finite[other] and contributes[other]]
         if norm_factor > 0 and others and norm > norm_factor * statistics.median(others):
             reasons[member] = (f"norm {norm:.4g} > {norm_factor:g} x the others' median "
                                f"{statistics.median(others):.4g}")

@@ -63,9 +63,10 @@ class Exchanger:
         """Start averaging ``flat``; the future's result is an ``Exchange``."""
         return self.pool.submit(self.exchange, flat)
 
-    def exchange(self, flat: torch.Tensor) -> Exchange:
-        """Screen, then average (or robustly combine) ``flat`` over the islands."""
-        verdict = screen(self.cross.all_gather(contribution_stats(flat)), self.rule.norm_factor)
+    def exchange(self, flat: torch.Tensor, contributes: bool = True) -> Exchange:
+        """Screen, then average (or robustly combine) ``flat`` over the islands; a member that does
+        not contribute (a joiner without state) sends zeros and still receives the average."""
+        verdict = screen(self.cross.all_gather(contribution_stats(flat, contributes)), self.rule.norm_factor)
         started_s = self.clock.now()
         if not verdict.count:
             return Exchange(torch.zeros_like(flat), started_s, self.clock.now(), 0, verdict)
