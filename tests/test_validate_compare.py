@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from islands.analysis.validate_calibration import Calibration, simulator_overrides, trainer_latency_s
-from islands.analysis.validate_compare import relative_error, sync_rows
-from islands.analysis.validate_scaling import ring_volume_bytes
+from islands.validation.calibration import Calibration, simulator_overrides, trainer_latency_s
+from islands.validation.compare import relative_error, sync_rows
+from islands.validation.scaling import ring_volume_bytes
 from islands.scenarios.loader import from_dict
 from islands.simulator import simulate
 from islands.trace import to_frame

@@ -1,7 +1,7 @@
 """The trainer's exchange over the emulated links, timed once for M = 2 .. N islands.
 
-Run in every island's namespace as ``python -m islands.analysis.validate_probe`` (started by
-``validate_calibration``): each rank joins gloo over its shaped interface, and for every group of the
+Run in every island's namespace as ``python -m islands.validation.probe`` (started by
+``calibration``): each rank joins gloo over its shaped interface, and for every group of the
 first M ranks times ``REPEATS`` exchanges exactly as the trainer's exchange thread does them (a
 one-value barrier, then ``quantize.average`` through the paced cross-island group), of a tiny tensor
 (what remains at latency 0 is the fixed cost: gloo's messages, thread hand-offs, encode and decode)

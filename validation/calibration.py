@@ -5,7 +5,7 @@ Each quantity is probed at every rate of ``PROBE_RATES_BITS_PER_S`` (transfers o
 * ``link_ratio``: the payload rate one TCP stream achieves over the configured rate
   (``measure_link``): tbf charges Ethernet frames, a frame carries 1448 payload bytes of 1514
   (about 95.8%). Reported; in-process shaping paces the payload itself: 1.
-* ``overhead_s[M]``: the trainer's fixed seconds per exchange among M islands (``validate_probe``:
+* ``overhead_s[M]``: the trainer's fixed seconds per exchange among M islands (``probe``:
   tiny exchanges at zero latency).
 * ``exchange_ratio[M][rate]``: the rate the trainer's exchange really moves its bytes at, over the
   configured rate: ring volume 2(M-1)/M * S of a large exchange over (its time - ``overhead_s[M]``).
@@ -31,11 +31,11 @@ from pathlib import Path
 
 from islands.errors import UserError
 from islands.io import json_text
-from islands.trainer.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan
+from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan
 from islands.trainer.quantize import encoded_bytes, padded_length
 
-from .validate_probe import BITS, LARGE_VARIABLE
-from .validate_run import run_all, start_ranks
+from .probe import BITS, LARGE_VARIABLE
+from .run import run_all, start_ranks
 
 PROBE_RATES_BITS_PER_S = (10e6, 100e6)
 # Each probe transfer lasts about this long at the configured rate: long enough that tbf's burst
@@ -94,7 +94,7 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None) ->
     with open_wan(links, prefix="isvcalib", kernel=kernel) as wan:
         kernel_shaped = isinstance(wan, EmulatedWAN)
         rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)] if kernel_shaped else []
-        children = start_ranks(wan, ["-m", "islands.analysis.validate_probe"], max_islands, stdout=subprocess.PIPE,
+        children = start_ranks(wan, ["-m", "islands.validation.probe"], max_islands, stdout=subprocess.PIPE,
                                 extra_env={LARGE_VARIABLE: str(large_values)})
         output = children[0].stdout.read()
         run_all(children, "the calibration probe")
