@@ -86,10 +86,11 @@ def calibration_line(calibration) -> str:
                                              sorted(by_rate.items())) + " Mbit/s"
                        for m, by_rate in sorted(calibration.exchange_ratio.items()))
     overheads = ", ".join(f"M={m}: {1e3 * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items()))
+    screening = ", ".join(f"M={m}: {1e9 * s:.1f} ns" for m, s in sorted(calibration.exchange_cpu_s_per_value.items()))
     stream = (f"one TCP stream gets {100 * calibration.link_ratio:.1f}% of the configured rate"
               if calibration.link_ratios else "no TCP probe (the in-process shaper paces the payload itself)")
     return (f"calibration ({calibration.mode}): {stream}; the trainer's exchange {ratios}; "
-            f"fixed cost per exchange {overheads}")
+            f"fixed cost per exchange {overheads}; screening per value {screening}")
 
 
 def run_one(args: argparse.Namespace, out_dir: Path) -> int:
