@@ -90,4 +90,4 @@ def save_figure(figure: Figure, path: str | Path) -> Path:
     return Path(path)
 
 
-save_png = save_figure  # the name analysis/validate_plot.py imports
+save_png = save_figure  # the name validation/plot.py imports

@@ -36,6 +36,7 @@ class NetworkSpec:
     tcp_window_bytes: float = 0.0
     streams: int = 1
     detection_timeout_s: float = 30.0
+    exchange_cpu_s_per_value: float = 0.0
 
 
 @dataclass(frozen=True)

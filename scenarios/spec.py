@@ -31,6 +31,7 @@ MAX_DEADLINE_SLACK = 100.0
 MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES = 1024.0, 2.0**30
 MAX_STREAMS = 1024
 MAX_DETECTION_TIMEOUT_S = 86400.0
+MAX_EXCHANGE_CPU_S_PER_VALUE = 1e-6
 MAX_REPLICAS = 100_000  # also the bound on the scenario's workers together
 MIN_STEP_TIME_S, MAX_STEP_TIME_S = 1e-6, 86400.0
 MAX_GPUS = 1_000_000
@@ -154,6 +155,9 @@ NETWORK_KEYS = {
     "streams": Key("int", 1, between(1, MAX_STREAMS), "parallel TCP streams per transfer"),
     "detection_timeout_s": Key("float", 30.0, between(0, MAX_DETECTION_TIMEOUT_S, " s"),
                                "how long the others take to notice a departed worker and re-form the ring"),
+    "exchange_cpu_s_per_value": Key("float", 0.0, between(0, MAX_EXCHANGE_CPU_S_PER_VALUE, " s"),
+                                    "CPU seconds per value of the exchanged tensor that each member spends "
+                                    "before a collective's bytes move (screening: finite check, norm)"),
 }
 
 ISLAND_KEYS = {

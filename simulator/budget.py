@@ -2,6 +2,7 @@
 
 * ``run_length_s`` is an upper bound on a run without random churn: every outer step's compute at
   the slowest worker, plus every collective in series (no overlap), each at the ring's own rate:
+  the exchange work before it (``network.exchange_cpu_s_per_value`` x the values exchanged), then
   2(M-1) hop latencies plus 2(M-1)/M * S bytes at min(slowest link, streams * window / RTT), with
   the hop latency and the RTT of the two farthest workers; plus, for each scheduled event, the
   worst a membership change costs (detection, a weights download, a lost interval, a re-run sync).
@@ -11,7 +12,8 @@
   the schedule does not survive (every interval broken before its sync), not a figure to rank.
 * ``events``, ``trace_rows`` and ``memory_bytes`` grow with worker-syncs (every worker taking part
   in every collective) and membership changes; the per-unit costs were measured on this simulator
-  (events 1.0-2.05, trace rows 3-4, peak memory about 1.8 kB per worker-sync) and rounded up.
+  (events 1.0-2.4, one more with ``network.exchange_cpu_s_per_value``, trace rows 3-4, peak memory
+  about 1.8 kB per worker-sync) and rounded up.
 * float64 time: a run ``MAX_CLOCK_RANGE`` times longer than its shortest step would resolve that
   step only to 2e-6 of its length (the clock's relative precision is 2.2e-16), so it is refused.
 """
@@ -28,6 +30,7 @@ from .schedules import SCHEDULES
 
 DEFAULT_MAX_EVENTS = 2_000_000
 EVENTS_PER_WORKER_SYNC = 2.5
+EVENTS_PER_EXCHANGE_WORK = 1  # the timeout of a member's work before it joins a collective
 ROWS_PER_WORKER_SYNC = 4
 BYTES_PER_WORKER_SYNC = 2000
 EVENTS_PER_CHANGE = 12
@@ -76,14 +79,16 @@ def collectives_per_outer(scenario: Scenario) -> int:
 
 
 def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
-    """Every collective of one outer step in series, alone on its links (plus a late worker's download
-    of the averaged pseudo-gradient under a deadline barrier)."""
+    """Every collective of one outer step in series, alone on its links, each after its exchange work
+    (one outer step exchanges every parameter once), plus a late worker's download of the averaged
+    pseudo-gradient under a deadline barrier."""
     m = len(workers)
+    work_s = scenario.network.exchange_cpu_s_per_value * scenario.model.parameters
     rate = ring_rate_bytes_per_s(scenario, workers)
     latency_s = collectives_per_outer(scenario) * 2 * (m - 1) * farthest_hop_latency_s(workers)
     transfer_s = 2 * (m - 1) / m * scenario.payload_bytes / rate
     late_s = scenario.payload_bytes / rate if scenario.schedule.barrier == "deadline" else 0.0
-    return latency_s + transfer_s + late_s
+    return work_s + latency_s + transfer_s + late_s
 
 
 def interval_s(scenario: Scenario, workers: list[Worker]) -> float:
@@ -126,10 +131,15 @@ def estimate(scenario: Scenario) -> Budget:
         horizon_s=horizon_s,
         worker_syncs=worker_syncs,
         membership_changes=changes,
-        events=EVENTS_PER_WORKER_SYNC * worker_syncs + EVENTS_PER_CHANGE * changes,
+        events=events_per_worker_sync(scenario) * worker_syncs + EVENTS_PER_CHANGE * changes,
         trace_rows=ROWS_PER_WORKER_SYNC * worker_syncs + ROWS_PER_CHANGE * changes,
         memory_bytes=BYTES_PER_WORKER_SYNC * (worker_syncs + changes),
     )
+
+
+def events_per_worker_sync(scenario: Scenario) -> float:
+    work = scenario.network.exchange_cpu_s_per_value > 0
+    return EVENTS_PER_WORKER_SYNC + (EVENTS_PER_EXCHANGE_WORK if work else 0)
 
 
 def guard(scenario: Scenario, max_events: float = DEFAULT_MAX_EVENTS) -> Budget:
@@ -142,7 +152,8 @@ def guard(scenario: Scenario, max_events: float = DEFAULT_MAX_EVENTS) -> Budget:
 def check(scenario: Scenario, budget: Budget, max_events: float) -> None:
     """Refuse, with one line naming the key to change, a run beyond ``max_events`` or float64 time."""
     if budget.events > max_events:
-        churn = EVENTS_PER_CHANGE * budget.membership_changes > EVENTS_PER_WORKER_SYNC * budget.worker_syncs
+        sync_events = events_per_worker_sync(scenario) * budget.worker_syncs
+        churn = EVENTS_PER_CHANGE * budget.membership_changes > sync_events
         key, advice = (churniest_key(scenario), "raise it") if churn else (
             "schedule.outer_steps", "lower it (or the workers or fragments)")
         raise BudgetExceeded(scenario.source, key,

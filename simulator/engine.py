@@ -3,8 +3,10 @@
 Each present worker is one SimPy process that walks its schedule's sync points. Between two points it
 computes the steps in between as one timeout whose length is drawn for the whole span (a run's cost
 grows with the number of syncs and fragments, not with H). At a launch point it joins the collective,
-which starts when every expected participant has joined; at an apply point it waits for the
-collective to finish. Waiting for late participants is recorded as ``idle``, waiting for the
+after the work on the exchange path (``network.exchange_cpu_s_per_value`` x the tensor's values:
+the screening of its tensor before any byte moves), which starts when every expected participant has
+arrived; at an apply point it waits for the collective to finish. Waiting for the collective to
+start (the members' exchange work, late participants) is recorded as ``idle``, waiting for the
 transfer itself as ``stall``. Departures and joins live in ``churn.py``; the deadline barrier and
 adaptive H in ``barriers.py``.
 """
@@ -231,13 +233,30 @@ class Simulation:
             collective = PendingCollective(key, point.payload_bytes, set(self.members), self.env.event())
             self.pending[key] = collective
             self.churn.enlist(collective)
-        rank = state.worker.rank
-        collective.expected.add(rank)
-        collective.arrived.add(rank)
+        collective.expected.add(state.worker.rank)
         state.time_to_barrier_s.append(self.env.now - state.last_apply_s)
+        work_s = self.scenario.network.exchange_cpu_s_per_value * point.values
+        if work_s > 0:
+            process = state.process
+            worked = self.env.timeout(work_s)
+            worked.callbacks.append(lambda _event: self.arrive_after_work(state, process, collective))
+        else:
+            self.arrive(state, collective)
+        return collective
+
+    def arrive(self, state: WorkerState, collective: PendingCollective) -> None:
+        """The worker's tensor is ready: it is in the collective, which starts with the last one in."""
+        collective.arrived.add(state.worker.rank)
         barriers.on_arrival(self, collective)
         self.maybe_start(collective)
-        return collective
+
+    def arrive_after_work(self, state: WorkerState, process: simpy.Process | None,
+                          collective: PendingCollective) -> None:
+        """The exchange work (done beside the worker's compute, on the exchange thread) is over:
+        arrive, unless the worker departed meanwhile or the collective went on without it."""
+        still_expected = state.worker.rank in collective.expected and self.pending.get(collective.key) is collective
+        if state.present and state.process is process and still_expected:
+            self.arrive(state, collective)
 
     def maybe_start(self, collective: PendingCollective) -> None:
         if collective.ready():

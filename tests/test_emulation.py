@@ -18,12 +18,12 @@ import pytest
 
 from islands.errors import UserError
 from islands.scenarios import load
-from islands.trainer import emulation_net as net
-from islands.trainer import emulation_state as state
-from islands.trainer.emulation import (EmulatedWAN, InProcessLatency, InProcessShaper, LinkSpec, available,
+from islands.emulation import net
+from islands.emulation import state
+from islands.emulation import (EmulatedWAN, InProcessLatency, InProcessShaper, LinkSpec, available,
                                        links_from_workers, measure_link, open_wan)
-from islands.trainer.emulation_links import check_links
-from islands.trainer.emulation_shaper import pacer_config, pacer_from_config
+from islands.emulation.links import check_links
+from islands.emulation.shaper import pacer_config, pacer_from_config
 
 MBIT = 1e6
 KERNEL_OK, KERNEL_REASON = available()
@@ -253,7 +253,7 @@ def test_links_are_built_as_specified_and_removed_on_normal_exit(no_leftovers):
 
 OWNER = textwrap.dedent("""
     import subprocess, sys, time
-    from islands.trainer.emulation import EmulatedWAN, LinkSpec
+    from islands.emulation import EmulatedWAN, LinkSpec
     with EmulatedWAN([LinkSpec(0, 1e8, 1e8), LinkSpec(1, 1e8, 1e8)], sys.argv[1]) as wan:
         worker = subprocess.Popen(wan.command_prefix(1) + ["sleep", "60"])
         print(worker.pid, flush=True)

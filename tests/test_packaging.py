@@ -34,6 +34,8 @@ def test_wheel_maps_folders_under_one_namespace(wheel):
     assert "islands/simulator/engine.py" in names
     assert "islands/scenarios/library/worked-example.toml" in names
     assert "islands/__main__.py" in names and "islands/commands/list.py" in names
+    assert "islands/emulation/wan.py" in names and "islands/emulation/__main__.py" in names
+    assert "islands/validation/case.py" in names and "islands/validation/cases/churn_m4.toml" in names
     tops = {name.split("/")[0] for name in names if not name.startswith("islands-")}
     assert tops == {"islands"}  # no generic top-level `simulator` or `scenarios` package
 

@@ -7,8 +7,8 @@ import time
 import pytest
 import torch
 
-from islands.trainer.emulation_links import LinkSpec
-from islands.trainer.emulation_shaper import InProcessShaper, pacer_config
+from islands.emulation.links import LinkSpec
+from islands.emulation.shaper import InProcessShaper, pacer_config
 from islands.trainer.inprocess import run_threads, thread_groups
 from islands.trainer.paced import PACER_VARIABLE, PacedGroup, paced_from_environment
 

@@ -7,9 +7,12 @@ import math
 
 import pytest
 
-from islands.analysis.validate_calibration import Calibration, simulator_overrides, trainer_latency_s
-from islands.analysis.validate_compare import relative_error, sync_rows
-from islands.analysis.validate_scaling import ring_volume_bytes
+from islands.trainer.quantize import encoded_bytes, padded_length
+from islands.validation.calibration import (Calibration, exchange_costs, screening_s_per_value,
+                                            simulator_overrides, trainer_latency_s)
+from islands.validation.probe import tiny_values
+from islands.validation.compare import relative_error, sync_rows
+from islands.validation.scaling import ring_volume_bytes
 from islands.scenarios.loader import from_dict
 from islands.simulator import simulate
 from islands.trace import to_frame
@@ -31,22 +34,40 @@ def test_sync_rows_pair_the_same_collective():
     assert row["error"] == pytest.approx(-0.5 / 3.0)
 
 
-def test_the_calibrated_simulator_pays_the_trainer_s_overhead_latency_and_achieved_rate():
-    calibration = Calibration("kernel-tbf", "test", 0.958, (0.958,), {3: 0.012}, {3: {10e6: 0.5, 100e6: 0.7}})
+def test_the_calibrated_simulator_pays_the_trainer_s_overhead_latency_screening_and_achieved_rate():
+    calibration = Calibration("kernel-tbf", "test", 0.958, (0.958,), {3: 0.012}, {3: {10e6: 0.5, 100e6: 0.7}},
+                              {3: 2e-8})
     islands = [{"name": f"i{n}", "step_time_s": 0.2, "upload_gbps": 0.05, "download_gbps": 0.05,
                 "latency_ms": latency} for n, latency in enumerate((1.0, 2.0, 4.0))]
     document = {"name": "t", "model": {"parameters": 1e6, "bytes_per_param": 4},
                 "schedule": {"algorithm": "diloco", "inner_steps": 5, "outer_steps": 1, "bits": 32},
                 "island": islands}
     scenario = from_dict(document, "t", simulator_overrides(calibration, islands))
-    sync_s = simulate(scenario).summary["mean_sync_s"]
+    summary = simulate(scenario).summary
     latency_s = trainer_latency_s([0.001, 0.002, 0.004])
-    assert latency_s == pytest.approx(2 * (0.004 + 0.002))  # two phases, slowest member + farthest peer
+    assert latency_s == pytest.approx(3 * (0.004 + 0.002))  # three phases, slowest member + farthest peer
     ratio = 0.5 + 0.2 * math.log(5) / math.log(10)  # 50 Mbit/s, between the probed 10 and 100
     assert calibration.ratio_at(3, 50e6) == pytest.approx(ratio)
     assert calibration.ratio_at(3, 1e9) == 0.7
     data_s = ring_volume_bytes(3, 4e6) * 8 / (0.05e9 * ratio)
-    assert sync_s == pytest.approx(0.012 + latency_s + data_s)
+    assert summary["mean_sync_s"] == pytest.approx(0.012 + latency_s + data_s)
+    screening_s = 2e-8 * 1e6  # every member screens the 1e6 values before the bytes move: idle
+    assert summary["idle_s"] == pytest.approx(screening_s)
+    assert summary["wall_time_s"] == pytest.approx(5 * 0.2 + screening_s + summary["mean_sync_s"])
+
+
+def test_screening_cost_is_the_slope_in_values_and_the_fixed_cost_keeps_none_of_it():
+    cpu_s, fixed_s, large_values, rate = 1e-8, 0.004, 5_000_000, 100e6
+    tiny = tiny_values(2)
+    data_s = ring_volume_bytes(2, encoded_bytes(padded_length(large_values, 2), 16)) * 8 / (0.9 * rate)
+    timings = {"large_values": large_values,  # screening: 1 ms fixed; the average: 3 ms fixed + bytes
+               "screen": {"tiny": {"2": 0.001 + cpu_s * tiny}, "large": {"2": 0.001 + cpu_s * large_values}},
+               "average": {"tiny": {"2": fixed_s - 0.001}, "large": {"2": fixed_s - 0.001 + data_s}}}
+    measured_cpu_s, overhead_s, ratio = exchange_costs(2, timings, rate)
+    assert measured_cpu_s == pytest.approx(cpu_s)
+    assert overhead_s == pytest.approx(fixed_s)  # the tiny exchange's few values are priced per value
+    assert ratio == pytest.approx(0.9)
+    assert screening_s_per_value(0.003, 0.002, tiny, large_values) == 0.0  # below resolution, never negative
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from islands.analysis.validate_scaling import (ScaleOptions, ring_volume_bytes, scale, scaled_schedule, to_toml,
+from islands.validation.scaling import (ScaleOptions, ring_volume_bytes, scale, scaled_schedule, to_toml,
                                                wire_payload_bytes)
 from islands.scenarios import load
 from islands.trainer.quantize import encoded_bytes, padded_length

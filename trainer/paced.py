@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import torch
 
 from .comm import Group
-from .emulation_shaper import InProcessLatency, InProcessShaper, pacer_from_config
+from islands.emulation.shaper import InProcessLatency, InProcessShaper, pacer_from_config
 
 PACER_VARIABLE = "ISLANDS_WAN_PACER"
 

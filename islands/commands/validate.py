@@ -60,14 +60,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def options(args: argparse.Namespace):
-    from islands.analysis.validate_scaling import ScaleOptions
+    from islands.validation.scaling import ScaleOptions
 
     return ScaleOptions(step_time_s=args.step_time, max_workers=args.workers, target_wall_s=args.target_wall,
                         pace=args.compute == "paced")
 
 
 def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int):
-    from islands.analysis.validate_calibration import PROBE_RATES_BITS_PER_S, load_or_measure
+    from islands.validation.calibration import PROBE_RATES_BITS_PER_S, load_or_measure
     from islands.io import write_text
 
     path = Path(args.calibration) if args.calibration else None
@@ -86,15 +86,16 @@ def calibration_line(calibration) -> str:
                                              sorted(by_rate.items())) + " Mbit/s"
                        for m, by_rate in sorted(calibration.exchange_ratio.items()))
     overheads = ", ".join(f"M={m}: {1e3 * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items()))
+    screening = ", ".join(f"M={m}: {1e9 * s:.1f} ns" for m, s in sorted(calibration.exchange_cpu_s_per_value.items()))
     stream = (f"one TCP stream gets {100 * calibration.link_ratio:.1f}% of the configured rate"
               if calibration.link_ratios else "no TCP probe (the in-process shaper paces the payload itself)")
     return (f"calibration ({calibration.mode}): {stream}; the trainer's exchange {ratios}; "
-            f"fixed cost per exchange {overheads}")
+            f"fixed cost per exchange {overheads}; screening per value {screening}")
 
 
 def run_one(args: argparse.Namespace, out_dir: Path) -> int:
-    from islands.analysis.validate import validate_case
-    from islands.analysis.validate_compare import figures_table, syncs_table
+    from islands.validation.case import validate_case
+    from islands.validation.compare import figures_table, syncs_table
     from islands.scenarios import load
 
     scenario = load(args.scenario, args.overrides)
@@ -112,7 +113,7 @@ def run_one(args: argparse.Namespace, out_dir: Path) -> int:
 
 
 def run_suite(args: argparse.Namespace, out_dir: Path) -> int:
-    from islands.analysis import validate_suite as suite
+    from islands.validation import suite
 
     cases = suite.select(args.quick)
     calibration, kernel = calibrate(args, out_dir, max(case.workers for case in cases))

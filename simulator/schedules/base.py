@@ -18,7 +18,8 @@ class SyncPoint:
     ``launch_step``: the worker has computed this many inner steps when it starts the collective;
     ``apply_step``: it cannot compute past this many steps until the collective has finished
     (``apply_step == launch_step`` is a blocking sync). ``payload_bytes`` is the tensor size S being
-    all-reduced, on the wire.
+    all-reduced, on the wire; ``values`` is how many values that tensor holds (its size before encoding:
+    the work on the exchange path, ``network.exchange_cpu_s_per_value``, scales with it).
     """
 
     outer_step: int
@@ -26,3 +27,4 @@ class SyncPoint:
     launch_step: float
     apply_step: float
     payload_bytes: float
+    values: float

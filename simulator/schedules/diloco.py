@@ -15,7 +15,8 @@ def sync_points(scenario: Scenario) -> Iterator[SyncPoint]:
     for outer in range(scenario.schedule.outer_steps):
         boundary = (outer + 1) * h
         yield SyncPoint(outer_step=outer, fragment=0, launch_step=boundary, apply_step=boundary,
-                        payload_bytes=scenario.payload_bytes)
+                        payload_bytes=scenario.payload_bytes,
+                        values=scenario.model.parameters)
 
 
 def period_steps(scenario: Scenario) -> int:

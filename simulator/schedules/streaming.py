@@ -20,12 +20,12 @@ from .base import SyncPoint
 def sync_points(scenario: Scenario) -> Iterator[SyncPoint]:
     schedule = scenario.schedule
     h, p, tau = schedule.inner_steps, schedule.fragments, schedule.overlap_steps
-    fragment_bytes = scenario.payload_bytes / p
+    fragment_bytes, fragment_values = scenario.payload_bytes / p, scenario.model.parameters / p
     for outer in range(schedule.outer_steps):
         for fragment in range(p):
             due = outer * h + (fragment + 1) * h // p
             yield SyncPoint(outer_step=outer, fragment=fragment, launch_step=due - tau, apply_step=due,
-                            payload_bytes=fragment_bytes)
+                            payload_bytes=fragment_bytes, values=fragment_values)
 
 
 def period_steps(scenario: Scenario) -> int:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.patches import Patch
 
-from .plot_style import KIND_COLOURS, KIND_LABELS, new_figure, save_png
-from .validate_compare import Comparison
+from islands.analysis.plot_style import KIND_COLOURS, KIND_LABELS, new_figure, save_png
+from .compare import Comparison
 
 SIZE_PX = (1400, 1000)
 ROW_HEIGHT = 0.8

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from islands.errors import UserError
 
-from .emulation_net import MAX_LINKS
+from .net import MAX_LINKS
 
 if TYPE_CHECKING:
     from islands.scenarios import Worker

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from islands.errors import UserError
 
-from . import emulation_net as net
+from . import net
 
 STATE_DIR = Path("/run/islands-emulation")
 PREFIX_PATTERN = re.compile(r"[a-z][a-z0-9]{0,15}")

@@ -5,19 +5,32 @@ Each quantity is probed at every rate of ``PROBE_RATES_BITS_PER_S`` (transfers o
 * ``link_ratio``: the payload rate one TCP stream achieves over the configured rate
   (``measure_link``): tbf charges Ethernet frames, a frame carries 1448 payload bytes of 1514
   (about 95.8%). Reported; in-process shaping paces the payload itself: 1.
-* ``overhead_s[M]``: the trainer's fixed seconds per exchange among M islands (``validate_probe``:
-  tiny exchanges at zero latency).
-* ``exchange_ratio[M][rate]``: the rate the trainer's exchange really moves its bytes at, over the
-  configured rate: ring volume 2(M-1)/M * S of a large exchange over (its time - ``overhead_s[M]``).
-  About 0.88-0.91 for 2-4 islands at 10 and 100 Mbit/s, a little below ``link_ratio``: the exchange
-  sends 64 KiB pieces posted together (``comm.PIECE_BYTES``), and pauses between its 2(M-1) steps.
-  (Sent as one large message per peer, as gloo's own all-to-all does, it reached only 0.52-0.80.)
+The probe (``probe``) times the trainer's whole exchange path, ``sync.Exchanger``, of a tiny and a
+large tensor, split as the trainer's trace splits it: ``screen`` (before the average starts: the
+finite check and fp64 norm of every value, and the all-gather of those two numbers) and ``average``
+(``quantize.average``). From them, for M islands:
 
-The simulator gets them through scenario keys, never fitted per case: every link's rate times
-``exchange_ratio[M]`` at the ring's slowest configured rate, and one latency per island that makes
-its ring's 2(M-1) hops of (sender + receiver) latency add up to what the trainer pays per exchange:
-``overhead_s[M]`` plus its emulated latency, two phases (all-to-all, all-gather) of one path
-latency each (``trainer.paced``).
+* ``exchange_cpu_s_per_value[M]``: the screening's seconds per value of the exchanged tensor,
+  (screen(large) - screen(tiny)) / (large values - tiny values). Per value, not per byte: the
+  screen reads the fp32 tensor whatever the wire format, so int8 and bf16 cost it the same. It grows
+  with M here because M processes share the machine's cores.
+* ``overhead_s[M]``: the trainer's fixed seconds per exchange: the whole tiny exchange (screen +
+  average) at zero latency, less the per-value screening of its few values (priced by the key above).
+* ``exchange_ratio[M][rate]``: the rate the average really moves its bytes at, over the configured
+  rate: ring volume 2(M-1)/M * S of the large exchange over (average(large) - average(tiny)). Encoding
+  and decoding are per value too, but they run between the average's passes, inside the sync, so
+  they stay in this ratio. About 0.85-0.93 for 2-4 islands at 10 and 100 Mbit/s, a little below
+  ``link_ratio``: the exchange sends 64 KiB pieces posted together (``comm.PIECE_BYTES``), and pauses
+  between its 2(M-1) steps. (Sent as one large message per peer, as gloo's own all-to-all does, it
+  reached only 0.52-0.80.)
+
+The simulator gets them through scenario keys, never fitted per case:
+``network.exchange_cpu_s_per_value``, paid by every member before the bytes move (the ``idle`` it
+predicts at every sync); every link's rate times ``exchange_ratio[M]`` at the ring's slowest
+configured rate; and one latency per island that makes its ring's 2(M-1) hops of (sender +
+receiver) latency add up to what the trainer pays per exchange: ``overhead_s[M]`` plus its emulated
+latency, three phases (the screening's all-gather, the average's all-to-all and all-gather) of one
+path latency each (``trainer.paced``).
 """
 
 from __future__ import annotations
@@ -31,18 +44,18 @@ from pathlib import Path
 
 from islands.errors import UserError
 from islands.io import json_text
-from islands.trainer.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan
+from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan
 from islands.trainer.quantize import encoded_bytes, padded_length
 
-from .validate_probe import BITS, LARGE_VARIABLE
-from .validate_run import run_all, start_ranks
+from .probe import BITS, LARGE_VARIABLE, tiny_values
+from .run import run_all, start_ranks
 
 PROBE_RATES_BITS_PER_S = (10e6, 100e6)
 # Each probe transfer lasts about this long at the configured rate: long enough that tbf's burst
 # (64 KiB at these rates, a head start of 52 ms at 10 Mbit/s) is a few percent of it.
 PROBE_SECONDS = 1.0
 PROBE_REPEATS = 2
-EXCHANGE_PHASES = 2
+EXCHANGE_PHASES = 3
 BITS_PER_BYTE = 8
 BYTES_PER_LARGE_VALUE = BITS["large"] // BITS_PER_BYTE
 
@@ -55,6 +68,7 @@ class Calibration:
     link_ratios: tuple[float, ...]  # each probe transfer: achieved over configured rate
     overhead_s: dict[int, float]   # fixed seconds per exchange, by number of islands
     exchange_ratio: dict[int, dict[float, float]]  # by islands, then by configured bits/s
+    exchange_cpu_s_per_value: dict[int, float]  # screening seconds per value, by number of islands
 
     def to_json(self) -> str:
         return json_text(asdict(self), indent=2) + "\n"
@@ -62,7 +76,8 @@ class Calibration:
     @classmethod
     def from_json(cls, text: str) -> Calibration:
         values = json.loads(text)
-        values["overhead_s"] = {int(m): v for m, v in values["overhead_s"].items()}
+        for key in ("overhead_s", "exchange_cpu_s_per_value"):
+            values[key] = {int(m): v for m, v in values[key].items()}
         values["exchange_ratio"] = {int(m): {float(r): v for r, v in by_rate.items()}
                                     for m, by_rate in values["exchange_ratio"].items()}
         values["link_ratios"] = tuple(values["link_ratios"])
@@ -94,7 +109,7 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None) ->
     with open_wan(links, prefix="isvcalib", kernel=kernel) as wan:
         kernel_shaped = isinstance(wan, EmulatedWAN)
         rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)] if kernel_shaped else []
-        children = start_ranks(wan, ["-m", "islands.analysis.validate_probe"], max_islands, stdout=subprocess.PIPE,
+        children = start_ranks(wan, ["-m", "islands.validation.probe"], max_islands, stdout=subprocess.PIPE,
                                 extra_env={LARGE_VARIABLE: str(large_values)})
         output = children[0].stdout.read()
         run_all(children, "the calibration probe")
@@ -104,21 +119,41 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None) ->
 
 
 def measure(max_islands: int, kernel: bool | None) -> Calibration:
-    """Probe every rate of ``PROBE_RATES_BITS_PER_S`` with 2 .. ``max_islands`` islands."""
+    """Probe every rate of ``PROBE_RATES_BITS_PER_S`` with 2 .. ``max_islands`` islands; the fixed
+    cost and the per-value cost are medians over the rates, the achieved rate is kept per rate."""
     overheads: dict[int, list[float]] = {}
+    per_value: dict[int, list[float]] = {}
     ratios: dict[int, dict[float, float]] = {}
     achieved: list[float] = []
     for rate in PROBE_RATES_BITS_PER_S:
         timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel)
         achieved += [r / rate for r in link_rates]
-        for key, tiny_s in timings["tiny"].items():
-            m = int(key)
-            overheads.setdefault(m, []).append(tiny_s)
-            data_s = timings["large"][key] - tiny_s
-            ratios.setdefault(m, {})[rate] = exchange_ratio(m, timings["large_values"], data_s, rate)
+        for m in map(int, timings["screen"]["tiny"]):
+            cpu_s, overhead_s, ratio = exchange_costs(m, timings, rate)
+            per_value.setdefault(m, []).append(cpu_s)
+            overheads.setdefault(m, []).append(overhead_s)
+            ratios.setdefault(m, {})[rate] = ratio
     overhead = {m: statistics.median(values) for m, values in overheads.items()}
+    cpu = {m: statistics.median(values) for m, values in per_value.items()}
     link_ratio = sum(achieved) / len(achieved) if achieved else 1.0
-    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios)
+    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios, cpu)
+
+
+def exchange_costs(islands: int, timings: dict, rate_bits_per_s: float) -> tuple[float, float, float]:
+    """(screening seconds per value, fixed seconds per exchange, achieved over configured rate) of an
+    exchange among ``islands`` islands, from one probe's timings at one configured rate."""
+    key, large_values, small_values = str(islands), timings["large_values"], tiny_values(islands)
+    screen, average = timings["screen"], timings["average"]
+    cpu_s = screening_s_per_value(screen["tiny"][key], screen["large"][key], small_values, large_values)
+    overhead_s = screen["tiny"][key] + average["tiny"][key] - cpu_s * small_values
+    data_s = average["large"][key] - average["tiny"][key]
+    return cpu_s, overhead_s, exchange_ratio(islands, large_values, data_s, rate_bits_per_s)
+
+
+def screening_s_per_value(tiny_s: float, large_s: float, tiny_values: int, large_values: int) -> float:
+    """The slope of the screening time in the values screened; 0 where the large tensor screened no
+    slower than the tiny one (the cost is below what the probe resolves)."""
+    return max(0.0, (large_s - tiny_s) / (large_values - tiny_values))
 
 
 def exchange_ratio(islands: int, values: int, data_s: float, rate_bits_per_s: float) -> float:
@@ -141,14 +176,15 @@ def trainer_latency_s(latencies_s: list[float]) -> float:
 
 
 def simulator_overrides(calibration: Calibration, islands: list[dict]) -> list[str]:
-    """``--set`` overrides that give the scaled scenario the achieved rates and the trainer's fixed cost."""
+    """``--set`` overrides that give the scaled scenario the achieved rates, the trainer's fixed cost
+    per exchange and its screening cost per value."""
     m = len(islands)
     calibration.check_covers(m)
     per_exchange_s = calibration.overhead_s[m] + trainer_latency_s([i["latency_ms"] / 1e3 for i in islands])
     slowest_bits_per_s = min(min(i["upload_gbps"], i["download_gbps"]) for i in islands) * 1e9
     ratio = calibration.ratio_at(m, slowest_bits_per_s)
     hop_latency_ms = per_exchange_s / (2 * (m - 1)) / 2 * 1e3  # 2(M-1) hops, sender + receiver
-    overrides = []
+    overrides = [f"network.exchange_cpu_s_per_value={calibration.exchange_cpu_s_per_value[m]!r}"]
     for index, island in enumerate(islands):
         overrides += [f"island.{index}.upload_gbps={island['upload_gbps'] * ratio!r}",
                       f"island.{index}.download_gbps={island['download_gbps'] * ratio!r}",

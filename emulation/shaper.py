@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from .emulation_links import BITS_PER_BYTE, LinkSpec, check_island, check_links
+from .links import BITS_PER_BYTE, LinkSpec, check_island, check_links
 
 LOOPBACK_ADDRESS = "127.0.0.1"
 

@@ -15,10 +15,10 @@ from islands.io import json_text, write_text
 from islands.scenarios import load
 from islands.tables import render
 
-from .validate import validate_case
-from .validate_calibration import Calibration
-from .validate_compare import Comparison, error_text
-from .validate_scaling import ScaleOptions
+from .case import validate_case
+from .calibration import Calibration
+from .compare import Comparison, error_text
+from .scaling import ScaleOptions
 
 TARGET_MEDIAN = 0.03
 TARGET_WORST = 0.10

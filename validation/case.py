@@ -1,7 +1,7 @@
 """One validation case: scale a scenario, train it for real under emulation, simulate exactly that
 scaled scenario (calibrated), compare, and write the comparison as JSON and an overlay plot.
 
-    >>> from islands.analysis.validate import validate_case
+    >>> from islands.validation.case import validate_case
     >>> comparison = validate_case("worked-example", load("worked-example"), ScaleOptions(), calibration,
     ...                            Path("runs/check"), kernel=None)
 
@@ -11,7 +11,7 @@ times (a prediction made before the run); *measured*, steps run unpaced and the 
 island's measured mean compute seconds per inner step (calibrated after the run).
 
 Churn (DiLoCo with ``[[event]]`` entries): the elastic launcher plays the scaled events in the real
-run (``validate_churn``), and leaves, joins, lost compute and join time are compared too.
+run (``churn``), and leaves, joins, lost compute and join time are compared too.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from islands.scenarios import Scenario
 from islands.simulator import simulate
 from islands.trainer.config import make_plan
 
-from .validate_calibration import Calibration, simulator_overrides
-from .validate_churn import churn_figures, train_elastic
-from .validate_compare import Comparison, compare
-from .validate_plot import write_overlay
-from .validate_run import Measured, interface_bytes_per_worker, train_scaled
-from .validate_scaling import ScaledCase, ScaleOptions, scale, to_toml
+from .calibration import Calibration, simulator_overrides
+from .churn import churn_figures, train_elastic
+from .compare import Comparison, compare
+from .plot import write_overlay
+from .run import Measured, interface_bytes_per_worker, train_scaled
+from .scaling import ScaledCase, ScaleOptions, scale, to_toml
 
 
 def measured_step_overrides(measured: Measured) -> list[str]:

@@ -1,6 +1,6 @@
 """An emulated WAN: each island in its own network namespace, its access link shaped by the kernel.
 
-    from islands.trainer.emulation import LinkSpec, open_wan
+    from islands.emulation import LinkSpec, open_wan
 
     links = [LinkSpec(0, 200e6, 200e6, 0.02), LinkSpec(1, 100e6, 100e6, 0.05)]
     with open_wan(links) as wan:         # EmulatedWAN as root, else InProcessShaper (see wan.label)
@@ -16,12 +16,12 @@
     with pacer.transfer(i, sent_bytes, received_bytes, latency_s=alpha, paced_by=ring):
         dist.all_reduce(tensor)
 
-How (see ``emulation_net``): a bridge in a dedicated core namespace, one namespace per island joined
+How (see ``net``): a bridge in a dedicated core namespace, one namespace per island joined
 to it by a veth pair, tbf on the island end (upload) and on the bridge end (download), netem delay in
 front of each tbf where the kernel has netem; otherwise ``latency_mode`` is "in-process" and
 ``transfer`` sleeps the collective's latency before it runs. Everything is removed on exit, on an
 exception, on Ctrl+C, SIGTERM or SIGHUP; after a SIGKILL the next start with the same prefix (or
-``python -m islands.trainer.emulation cleanup``) removes what was left.
+``python -m islands.emulation cleanup``) removes what was left.
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ from contextlib import AbstractContextManager
 
 from islands.errors import UserError
 
-from . import emulation_net as net
-from . import emulation_state as state
-from .emulation_links import LinkSpec, check_island, check_links, links_from_workers
-from .emulation_probe import measure_link
-from .emulation_shaper import InProcessLatency, InProcessShaper, pacer_config, pacer_from_config
+from . import net
+from . import state
+from .links import LinkSpec, check_island, check_links, links_from_workers
+from .probe import measure_link
+from .shaper import InProcessLatency, InProcessShaper, pacer_config, pacer_from_config
 
 __all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "available", "cleanup_leftovers",
            "links_from_workers", "measure_link", "netem_available", "open_wan", "pacer_from_config"]
@@ -233,7 +233,7 @@ class EmulatedWAN:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m islands.trainer.emulation", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m islands.emulation", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["check", "cleanup"],
                         help="check: can the kernel emulate here?  cleanup: remove what a crashed run left")
     parser.add_argument("--prefix", default="islands", help="name prefix of the emulated WAN (default: islands)")
@@ -251,6 +251,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

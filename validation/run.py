@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from islands.errors import UserError
-from islands.trainer.emulation import EmulatedWAN, InProcessShaper, links_from_workers, open_wan
+from islands.emulation import EmulatedWAN, InProcessShaper, links_from_workers, open_wan
 from islands.trainer.launch import free_port, stop_all, wait_all
 from islands.trainer.paced import PACER_VARIABLE
 from islands.trainer.tracing import TRACE_FILE, read_output

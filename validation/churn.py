@@ -4,8 +4,8 @@ time predicted beside measured.
 The real run is started by the elastic launcher (``trainer.launch_elastic``), which hosts the run's
 store and plays the ``[[event]]`` entries. It runs inside island 0's namespace (the islands'
 namespaces reach each other over the emulated bridge, not the host), as
-``python -m islands.analysis.validate_churn SCENARIO OUT SPEC``; each island's process is started in
-its own namespace with the pacer in its environment, as ``validate_run`` does for fixed membership.
+``python -m islands.validation.churn SCENARIO OUT SPEC``; each island's process is started in
+its own namespace with the pacer in its environment, as ``run`` does for fixed membership.
 
 Predicted join time: the joining worker's first compute start at or after the event, in the
 simulator's trace, minus the event's time; measured: ``join_s`` in the run's ``churn.json`` (from
@@ -26,8 +26,8 @@ from islands.trainer.launch_elastic import launch_elastic
 from islands.trainer.paced import PACER_VARIABLE
 from islands.trainer.tracing import TRACE_FILE, read_output
 
-from .validate_compare import Figure, relative_error
-from .validate_run import Measured, rendezvous, run_all, sent_bytes
+from .compare import Figure, relative_error
+from .run import Measured, rendezvous, run_all, sent_bytes
 
 
 def island_launches(wan, islands: int) -> list[dict]:
@@ -38,13 +38,13 @@ def island_launches(wan, islands: int) -> list[dict]:
 
 def train_elastic(scenario_path: Path, plan, out_dir: Path, kernel: bool | None) -> Measured:
     """Train ``scenario_path`` (scaled, with events) under emulation; outputs go to ``out_dir``."""
-    from islands.trainer.emulation import links_from_workers, open_wan
+    from islands.emulation import links_from_workers, open_wan
 
     with open_wan(links_from_workers(plan.workers), prefix="isvchurn", kernel=kernel) as wan:
         before = sent_bytes(wan, plan.islands)
         address, port = rendezvous(wan)
         spec = {"address": address, "port": port, "islands": island_launches(wan, plan.islands)}
-        command = [*wan.command_prefix(0), sys.executable, "-m", "islands.analysis.validate_churn",
+        command = [*wan.command_prefix(0), sys.executable, "-m", "islands.validation.churn",
                    str(scenario_path), str(out_dir), json.dumps(spec)]
         run_all([subprocess.Popen(command, stdout=subprocess.DEVNULL)], "the scaled elastic run")
         after = sent_bytes(wan, plan.islands)

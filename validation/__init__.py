@@ -1,0 +1,12 @@
+"""``islands validate``: a scaled real run over the emulated WAN beside the simulator's prediction of it.
+
+    >>> from islands.validation.case import validate_case
+    >>> from islands.validation.calibration import load_or_measure
+
+Modules, one job each: ``scaling`` (the scaled replica of a scenario), ``calibration`` (what the
+emulated links and the trainer's exchange really achieve, as scenario keys) and ``probe`` (the timed
+exchanges it runs in every island's namespace), ``run`` and ``churn`` (the real run, fixed membership
+or elastic), ``compare`` (predicted beside measured), ``plot`` (the overlay), ``case`` (one case end to
+end) and ``suite`` (the bundled matrix). ``cases/`` holds scenario files that only validation uses.
+This package imports torch (the probe and the trainer); ``islands.analysis`` does not.
+"""

@@ -1,0 +1,96 @@
+"""The trainer's whole exchange path over the emulated links, timed once for M = 2 .. N islands.
+
+Run in every island's namespace as ``python -m islands.validation.probe`` (started by
+``calibration``): each rank joins gloo over its shaped interface, and for every group of the first M
+ranks times ``REPEATS`` exchanges exactly as the trainer runs them: after a one-value barrier,
+``sync.Exchanger`` on its background thread through the paced cross-island group, that is screening
+(``robust.contribution_stats``: finite check and fp64 norm of the tensor, then an all-gather of those
+two numbers) followed by ``quantize.average`` (encode, reduce-scatter, decode and sum, all-gather,
+decode). It does so for a tiny tensor (``tiny_values``: what is left is the fixed cost: gloo's
+messages, thread hand-offs) and a large one (``$ISLANDS_PROBE_LARGE_VALUES`` bf16 values: what
+scales with the values and with the bytes). Each exchange gives two durations, split where the
+trainer's trace splits them:
+
+* ``screen``: from a member handing its tensor over to the average's start (``Exchange.started_s``),
+  the trace's ``idle`` before a sync; the mean over the members;
+* ``average``: from the first member's start to the last member's end, the trace's sync duration
+  (``sync_durations``).
+
+Every rank starts its clock after one barrier, as the trainer does. Rank 0 prints one JSON line:
+{"screen": {"tiny": {M: median s}, "large": {...}}, "average": {"tiny": {...}, "large": {...}}}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from islands.trainer.comm import TorchGroup
+from islands.trainer.paced import paced_from_environment
+from islands.trainer.quantize import BLOCK_VALUES
+from islands.trainer.sync import Exchanger
+from islands.trainer.tracing import Clock
+
+REPEATS = {"tiny": 15, "large": 5}
+BITS = {"tiny": 32, "large": 16}
+LARGE_VARIABLE = "ISLANDS_PROBE_LARGE_VALUES"
+PARTS = ("screen", "average")
+
+
+def tiny_values(members: int) -> int:
+    """One block of values per member: the smallest tensor the average splits into M chunks."""
+    return BLOCK_VALUES * members
+
+
+def timed_exchanges(exchanger: Exchanger, values: int, repeats: int) -> list[tuple[float, float, float]]:
+    """(handed over, average started, average done) of each exchange, on the run's clock."""
+    tensor = torch.randn(values, generator=torch.Generator().manual_seed(0))
+    spans = []
+    for _ in range(repeats):
+        exchanger.cross.barrier()
+        handed_s = exchanger.clock.now()
+        exchange = exchanger.launch(tensor).result()
+        spans.append((handed_s, exchange.started_s, exchange.done_s))
+    return spans
+
+
+def median_durations(world_group: TorchGroup, spans: list[tuple[float, float, float]]) -> dict[str, float]:
+    """Median over repeats of the mean screening time per member and of first start to last end."""
+    everyone = [s for s in world_group.all_gather_object(spans) if s]
+    screen = [statistics.fmean(started - handed for handed, started, _ in repeat) for repeat in zip(*everyone)]
+    average = [max(done for _, _, done in repeat) - min(started for _, started, _ in repeat)
+               for repeat in zip(*everyone)]
+    return {"screen": statistics.median(screen), "average": statistics.median(average)}
+
+
+def main() -> None:
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=120))
+    world_group = TorchGroup(list(range(world)), dist.group.WORLD)
+    world_group.barrier()
+    clock = Clock()
+    medians: dict[str, dict[str, dict[int, float]]] = {part: {"tiny": {}, "large": {}} for part in PARTS}
+    for members in range(2, world + 1):
+        handle = dist.new_group(list(range(members)))
+        cross = paced_from_environment(TorchGroup(list(range(members)), handle)) if rank < members else None
+        for size, values in (("tiny", tiny_values(members)), ("large", int(os.environ[LARGE_VARIABLE]))):
+            spans = []
+            if cross is not None:
+                exchanger = Exchanger(cross, None, BITS[size], clock)
+                spans = timed_exchanges(exchanger, values, REPEATS[size])
+                exchanger.close()
+            for part, seconds in median_durations(world_group, spans).items():
+                medians[part][size][members] = seconds
+    if rank == 0:
+        print(json.dumps(medians), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
