@@ -6,7 +6,7 @@ import pytest
 
 from islands.trainer.membership import LeftOut, Membership, Timing, connect
 
-TIMING = Timing(detection_s=0.3, collective_s=5.0)
+TIMING = Timing(detection_s=0.3, collective_s=1.0)
 
 
 def members_on(store, islands):
@@ -47,3 +47,22 @@ def test_the_quorum_is_who_arrived_within_the_detection_timeout_and_a_late_one_i
     assert quorums == [(1, [0, 1]), (1, [0, 1])]
     with pytest.raises(LeftOut, match="island 2 arrived after the detection timeout"):
         group[2].next_quorum(0, [0, 1, 2])  # it must join again, not train alone
+
+
+def test_a_member_is_gone_once_its_heartbeat_stopped_for_the_detection_timeout():
+    """Detection counts from the last beat this process saw change; an island never seen beating (a
+    slow start) is not taken for dead."""
+    import time
+
+    store = connect("127.0.0.1", 0, True, 5.0)
+    watcher, beating, stopped, _never = members_on(store, [0, 1, 2, 3])
+    for member in (beating, stopped):
+        store.set(member.key("progress", member.island), "beat 1")
+    watcher.watch([1, 2, 3])
+    time.sleep(0.2)
+    store.set(beating.key("progress", 1), "beat 2")
+    watcher.watch([1, 2, 3])
+    assert watcher.gone() == []
+    time.sleep(0.2)
+    watcher.watch([1, 2, 3])
+    assert watcher.gone() == [2]  # silent 0.4 s > 0.3 s; island 1 beat 0.2 s ago; island 3 never seen

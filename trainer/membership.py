@@ -112,7 +112,6 @@ class Membership:
         self.stopping = threading.Event()
         self.beats = 0
         self.last_change: dict[int, tuple[bytes, float]] = {}  # island: (its heartbeat, when it changed)
-        self.watch_started = time.monotonic()
         self.heartbeat = threading.Thread(target=self.beat, daemon=True, name="islands-heartbeat")
 
     # ------------------------------------------------------------------ the store
@@ -136,8 +135,7 @@ class Membership:
 
     def start_heartbeat(self) -> None:
         if not self.heartbeat.is_alive():
-            self.watch_started = time.monotonic()
-            self.heartbeat.start()
+                self.heartbeat.start()
 
     def beat(self) -> None:
         while not self.stopping.wait(HEARTBEAT_S):
@@ -162,8 +160,11 @@ class Membership:
                 if island != self.island and self.silent_s(island) >= self.timing.detection_s]
 
     def silent_s(self, island: int) -> float:
-        """Seconds since ``island``'s heartbeat last changed, as this process saw it."""
-        return time.monotonic() - self.last_change.get(island, (None, self.watch_started))[1]
+        """Seconds since ``island``'s heartbeat last changed, as this process saw it; 0 for an island
+        never seen beating yet (a slow start on a busy machine is not a death: the quorum still gives
+        up on it after the detection and collective timeouts)."""
+        value, changed_s = self.last_change.get(island, (None, time.monotonic()))
+        return 0.0 if value is None else time.monotonic() - changed_s
 
     # ------------------------------------------------------------------ epochs
     def start(self, members: list[int]) -> None:
