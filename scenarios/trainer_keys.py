@@ -7,15 +7,29 @@ Every key has a default, so a scenario written for the simulator alone also trai
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from .spec import Key, at_least_one, non_negative, one_of, positive
+from .spec import Key, between, one_of
 
 OUTER_OPTIMIZERS = ("nesterov", "average", "adamw")
 INNER_OPTIMIZERS = ("adamw", "sgd")
 DATA_SPLITS = ("iid", "files")
 DEVICES = ("auto", "cpu", "cuda")
 AGGREGATIONS = ("mean", "median", "trimmed_mean")
+
+
+def positive_up_to(high: float, unit: str = "") -> Callable[[float], str | None]:
+    """``0 < value <= high`` (the upper bound is in docs/limits.md)."""
+    upper = between(0, high, unit)
+
+    def check(value: float) -> str | None:
+        return "must be > 0" if value <= 0 else upper(value)
+
+    return check
+
+
+def momentum(value: float) -> str | None:
+    return None if 0 <= value < 1 else "must be in [0, 1): momentum of 1 or more never forgets and diverges"
 
 
 def unit_interval(value: float) -> str | None:
@@ -31,40 +45,40 @@ def open_unit_interval(value: float) -> str | None:
 
 
 TRAINER_KEYS = {
-    "ranks_per_island": Key("int", 1, at_least_one, "processes per island (data parallel inside the island)"),
-    "n_layer": Key("int", 2, at_least_one, "transformer blocks of the small GPT"),
-    "n_head": Key("int", 2, at_least_one, "attention heads"),
-    "n_embd": Key("int", 64, at_least_one, "embedding width"),
-    "block_size": Key("int", 64, at_least_one, "context length in bytes (byte-level tokens)"),
-    "batch_size": Key("int", 8, at_least_one, "sequences per rank per inner step"),
+    "ranks_per_island": Key("int", 1, between(1, 1024), "processes per island (data parallel inside the island)"),
+    "n_layer": Key("int", 2, between(1, 1024), "transformer blocks of the small GPT"),
+    "n_head": Key("int", 2, between(1, 1024), "attention heads"),
+    "n_embd": Key("int", 64, between(1, 65536), "embedding width"),
+    "block_size": Key("int", 64, between(1, 65536), "context length in bytes (byte-level tokens)"),
+    "batch_size": Key("int", 8, between(1, 65536), "sequences per rank per inner step"),
     "inner_optimizer": Key("str", "adamw", one_of(*INNER_OPTIMIZERS),
                            '"adamw" (the DiLoCo inner optimizer) or "sgd" (plain, for equivalence checks)'),
-    "lr": Key("float", 3e-3, positive, "inner peak learning rate"),
+    "lr": Key("float", 3e-3, positive_up_to(10), "inner peak learning rate"),
     "min_lr_ratio": Key("float", 0.1, unit_interval, "cosine decay floor as a fraction of lr"),
-    "weight_decay": Key("float", 0.1, non_negative, "inner weight decay (matrices and embeddings only)"),
-    "grad_clip": Key("float", 1.0, non_negative, "gradient-norm clip (0 disables)"),
-    "warmup_steps": Key("int", 10, non_negative, "inner learning-rate warmup steps"),
+    "weight_decay": Key("float", 0.1, between(0, 10), "inner weight decay (matrices and embeddings only)"),
+    "grad_clip": Key("float", 1.0, between(0, 1e6), "gradient-norm clip (0 disables)"),
+    "warmup_steps": Key("int", 10, between(0, 1e9), "inner learning-rate warmup steps"),
     "outer_optimizer": Key("str", "nesterov", one_of(*OUTER_OPTIMIZERS),
                            '"nesterov" (SGD + Nesterov), "average" (lr 1, no momentum) or "adamw"'),
-    "outer_lr": Key("float", 0.7, positive, "outer learning rate"),
-    "outer_momentum": Key("float", 0.9, non_negative, "outer Nesterov momentum (0: plain SGD)"),
+    "outer_lr": Key("float", 0.7, positive_up_to(10), "outer learning rate"),
+    "outer_momentum": Key("float", 0.9, momentum, "outer Nesterov momentum (0: plain SGD)"),
     "fragment_alpha": Key("float", 0.0, unit_interval,
                           "streaming: local = alpha * local + (1 - alpha) * merged global (0 adopts the global)"),
-    "seed": Key("int", 0, non_negative, "seed for initialisation and data order"),
+    "seed": Key("int", 0, between(0, 2**63 - 1), "seed for initialisation and data order"),
     "data_path": Key("str", "", doc="file or folder of your own text (empty: Python's standard-library sources)"),
     "data_split": Key("str", "iid", one_of(*DATA_SPLITS),
                       '"iid" (interleaved chunks per island) or "files" (whole files per island, non-IID)'),
-    "corpus_bytes": Key("int", 2_000_000, at_least_one, "bytes of the standard-library corpus to read"),
+    "corpus_bytes": Key("int", 2_000_000, between(1, 1e10), "bytes of the standard-library corpus to read"),
     "val_fraction": Key("float", 0.05, open_unit_interval, "fraction of the corpus (whole files) held out"),
-    "eval_batches": Key("int", 4, at_least_one, "validation batches per evaluation (same batches every time)"),
-    "checkpoint_every": Key("int", 10, non_negative,
+    "eval_batches": Key("int", 4, between(1, 1e6), "validation batches per evaluation (same batches every time)"),
+    "checkpoint_every": Key("int", 10, between(0, 1e9),
                             "checkpoint every K periods of inner_steps steps (0: only at the end)"),
-    "pace_step_time_s": Key("float", 0.0, non_negative,
+    "pace_step_time_s": Key("float", 0.0, between(0, 86400, " s"),
                             "pad every inner step to this many seconds by sleeping (0: no pacing)"),
     "pace_islands": Key("bool", False, doc="pad each island's inner steps to its island.step_time_s"),
     "device": Key("str", "auto", one_of(*DEVICES), '"auto" (CUDA when present), "cpu" or "cuda"'),
-    "timeout_s": Key("float", 300.0, positive, "seconds before a collective that never completes fails the run"),
-    "screen_norm_factor": Key("float", 10.0, non_negative,
+    "timeout_s": Key("float", 300.0, positive_up_to(604800, " s"), "seconds before a collective that never completes fails the run"),
+    "screen_norm_factor": Key("float", 10.0, between(0, 1e12),
                               "exclude a pseudo-gradient whose norm is above this times the median of the "
                               "others' (0: only NaN/Inf are excluded)"),
     "aggregation": Key("str", "mean", one_of(*AGGREGATIONS),
@@ -73,7 +87,7 @@ TRAINER_KEYS = {
                          "trimmed_mean: fraction of the values dropped at each end of every coordinate"),
     "elastic": Key("bool", False, doc="islands may die and join mid-run (on with [[event]] entries or "
                                       "present = false; needs ranks_per_island = 1)"),
-    "collective_timeout_s": Key("float", 10.0, positive,
+    "collective_timeout_s": Key("float", 10.0, positive_up_to(86400, " s"),
                                 "elastic: seconds before a cross-island collective gives up on a silent peer"),
 }
 

@@ -270,3 +270,16 @@ def test_plan_never_reports_utilisation_from_a_cut_short_run():
     assert all(row[-1] == "cut short" for row in table.rows)
     assert all(not found.reached for row in plan.bandwidth.values() for found in row.values())
     json.dumps(plan_to_dict(plan), allow_nan=False)
+
+
+def test_every_numeric_trainer_key_has_an_upper_bound_and_a_line_in_the_limits_doc():
+    from pathlib import Path
+
+    from islands.scenarios.trainer_keys import TRAINER_KEYS
+
+    doc = (Path(__file__).resolve().parents[1] / LIMITS_DOC).read_text()
+    for name, key in TRAINER_KEYS.items():
+        if key.kind in ("int", "float") and name not in ("min_lr_ratio", "fragment_alpha", "val_fraction",
+                                                          "trim_fraction"):  # bounded by [0, 1] already
+            assert key.check(1e300) is not None, name
+            assert f"`trainer.{name}`" in doc, name
