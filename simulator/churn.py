@@ -42,6 +42,10 @@ class Churn:
         self.sim = sim
         self.passive: set[int] = set()  # joiners taking part in collectives before their state is in
         self.waiting: dict[int, simpy.Event] = {}  # passive joiners waiting for the next collective
+        self.fetchers: dict[int, simpy.Process] = {}  # each passive joiner's background download
+        self.enlisted: set[int] = set()  # passive joiners admitted (from a first fragment's collective on)
+        self.quiet = True  # no collective since the last outer boundary: a snapshot now misses nothing
+        self.quiet_again: simpy.Event | None = None  # made only when a joiner waits for it
         self.downloads: dict[int, Any] = {}
         self.lost_compute_s = 0.0
         self.counts = {"joins": 0, "leaves": 0, "ignored_events": 0}
@@ -111,6 +115,9 @@ class Churn:
         download = self.downloads.pop(state.worker.rank, None)
         if download is not None and not download.done.triggered:
             sim.network.cancel(download)
+        fetcher = self.fetchers.pop(state.worker.rank, None)
+        if fetcher is not None and fetcher.is_alive:
+            fetcher.interrupt(DEPARTURE)
         self.lost_compute_s += state.unsynced_compute_s
         state.unsynced_compute_s = 0.0
         state.late = None
@@ -160,8 +167,9 @@ class Churn:
             peers = sorted(r for r in sim.members if sim.states[r].present)
             first_outer = sim.completed_outer
             if peers:
-                download = sim.env.process(self.download_weights(state, peers[0]))
                 self.passive.add(state.worker.rank)
+                download = sim.env.process(self.download_when_quiet(state))
+                self.fetchers[state.worker.rank] = download
                 first_outer = yield from self.follow(state, download)
             sim.members.add(state.worker.rank)
             sim.start_worker(state, first_outer=first_outer)
@@ -197,18 +205,47 @@ class Churn:
         finally:
             self.waiting.pop(rank, None)
             self.passive.discard(rank)
+            self.enlisted.discard(rank)
 
     def holders(self) -> list[int]:
         """Present members that hold the state (not passive joiners)."""
         return [rank for rank in self.sim.members - self.passive if self.sim.states[rank].present]
 
     def enlist(self, collective: PendingCollective) -> None:
-        """A member started ``collective``'s gathering: every passive joiner waiting takes part."""
+        """A member started ``collective``'s gathering: every passive joiner waiting takes part (one
+        not admitted yet only from a first fragment's collective on, as the trainer admits)."""
+        self.quiet = False
         for rank, event in list(self.waiting.items()):
+            if collective.key[1] != 0 and rank not in self.enlisted:
+                continue
+            self.enlisted.add(rank)
             del self.waiting[rank]
             collective.expected.add(rank)
             collective.arrived.add(rank)
             event.succeed(collective)
+
+    def download_when_quiet(self, state: WorkerState) -> Generator[simpy.Event, Any, None]:
+        """The snapshot is taken once no collective is pending since the last outer boundary (the
+        trainer's leader waits for the same moment), from the lowest present member then; the
+        joiner's departure ends it (``departed``)."""
+        try:
+            while not self.quiet:
+                if self.quiet_again is None:
+                    self.quiet_again = self.sim.env.event()
+                yield self.quiet_again
+            peers = self.holders()
+            if peers:
+                yield from self.download_weights(state, min(peers))
+        except simpy.Interrupt as interrupt:
+            if interrupt.cause is not DEPARTURE:
+                raise
+
+    def outer_boundary(self) -> None:
+        """The last fragment of an outer step is applied: quiet until the next collective forms."""
+        self.quiet = True
+        if self.quiet_again is not None:
+            self.quiet_again.succeed()
+            self.quiet_again = None
 
     def download_weights(self, state: WorkerState, peer: int) -> Generator[simpy.Event, Any, None]:
         """The global state from ``peer``, in the background of the joiner's own process."""

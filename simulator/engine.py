@@ -297,6 +297,7 @@ class Simulation:
     def outer_step_completed(self, outer_step: int) -> None:
         self.completed_outer = outer_step + 1
         self.interval_start_s = self.env.now
+        self.churn.outer_boundary()
 
     def wait(self, state: WorkerState, collective: PendingCollective,
              point: SyncPoint) -> Generator[simpy.Event, Any, None]:

@@ -160,7 +160,7 @@ def test_churn_plans_know_their_members_and_events():
 
 @pytest.mark.parametrize("change, message", [
     ({"trainer__ranks_per_island": 2}, "need one process per island"),
-    ({"schedule__algorithm": "streaming"}, "train \"diloco\" only"),
+    ({"schedule__algorithm": "ddp"}, "train \"diloco\" or \"streaming\""),
 ])
 def test_churn_the_trainer_cannot_run_is_refused(change, message):
     with pytest.raises(Exception, match=message):
@@ -182,3 +182,26 @@ def test_the_churn_history_survives_a_resume(tmp_path):
     assert [(e["epoch"], e["members"]) for e in churn["epochs"]] == [(0, [0, 1, 2]), (1, [0, 1]), (2, [0, 1, 2])]
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, PERIODS * 10 + 1))
+
+
+STREAMING = SCENARIO.replace('algorithm = "diloco"', 'algorithm = "streaming"\nfragments = 2\noverlap_steps = 2')
+
+
+def test_elastic_streaming_loses_an_island_mid_exchange_and_admits_a_joiner(tmp_path):
+    """Streaming DiLoCo (P = 2, tau = 2): island 2 dies inside a fragment's reduce-scatter while the
+    others train on; the exchange is redone among the survivors in the background; a late island
+    joins, takes part in the fragments' exchanges without contributing, then trains."""
+    sets = [*SETS, "trainer.n_layer=2"]
+    stdout = train(tmp_path, STREAMING + LATE_JOINER.replace('island = "a-1"', 'island = "a-0"'),
+                   kill_at="all-reduce:3:2", sets=sets)
+    assert "islands [1, 3] (M = 2)" in stdout  # the joiner entered beside the last survivor
+    run = tmp_path / "run"
+    summary, churn, trace = outputs(run)
+    assert sorted(leave["island"] for leave in churn["leaves"]) == [0, 2]
+    assert summary["joins"] == 1 and summary["outer_steps"] == PERIODS
+    rows = [row.split(",") for row in trace]
+    comms = [(r[2], r[7], r[6]) for r in rows if r[4] == "comm" and int(r[6]) >= 0]
+    assert len(comms) == len(set(comms))  # every (island, outer step, fragment) exchange recorded once
+    survivors = [rank_state(run, PERIODS, island) for island in (1, 3)]
+    assert all(torch.isfinite(global_flat(state)).all() for state in survivors)
+    assert torch.equal(global_flat(survivors[0]), global_flat(survivors[1]))

@@ -150,14 +150,16 @@ def check_supported(scenario: Scenario) -> None:
 
 
 def check_elastic(plan: RunPlan) -> None:
-    """Churn (events, present = false, trainer.elastic) runs DiLoCo with one process per island."""
+    """Churn (events, present = false, trainer.elastic) runs DiLoCo or Streaming DiLoCo with one
+    process per island."""
     source = plan.scenario.source
     if plan.ranks_per_island != 1:
         raise UserError(f"{source}: trainer.ranks_per_island = {plan.ranks_per_island}: islands that leave "
                         f"and join (churn, trainer.elastic) need one process per island")
-    if plan.algorithm != "diloco":
-        raise UserError(f"{source}: schedule.algorithm = {plan.algorithm!r}: islands that leave and join "
-                        f"(churn, trainer.elastic) train \"diloco\" only")
+    if plan.algorithm == "ddp":
+        raise UserError(f"{source}: schedule.algorithm = \"ddp\": islands that leave and join (churn, "
+                        f"trainer.elastic) train \"diloco\" or \"streaming\" (DDP re-forms the group at "
+                        f"every step's all-reduce; not supported)")
     if not plan.initial_members():
         raise UserError(f"{source}: every island has present = false: nobody starts the run")
 

@@ -169,57 +169,67 @@ class ElasticTrainer(Trainer):
         self.recorder.start_compute()
 
     def follow(self, step: int) -> None:
-        """Passive member from boundary ``step`` on: each boundary's exchanges with a zero
-        contribution (the averages kept), its evaluation and checkpoint; once the download is in,
-        adopt it and replay the averages it missed."""
-        self.step, kept, first = step, {}, True
-        while True:
+        """Passive member from inner step ``step`` (where it was admitted) on: every exchange of the
+        schedule with a zero contribution (the averages kept), every evaluation and checkpoint; at the
+        first outer boundary after its download is in, adopt it and replay the averages it missed."""
+        kept: dict[tuple[int, int], torch.Tensor] = {}
+        admitted = True  # at ``step`` the members admitted it right before their launch
+        for sync_step in sorted(s for s in set(self.launches) | set(self.applies) if s >= step):
+            self.step = sync_step
             arrived_s = self.clock.now()
-            if not first:
-                self.wait_for_boundary()
-                arrived_s = self.clock.now()
-                self.membership.admit_joiners(False, self.step)
-            first = False
-            for point in self.applies.get(self.step, ()):
+            for point in self.launches.get(sync_step, ()):
+                if not admitted:
+                    self.wait_for_launch()
+                    arrived_s = self.clock.now()
+                    if point.fragment == 0:
+                        self.membership.admit_joiners(False, sync_step)
+                admitted = False
                 zero = torch.zeros(self.fragments[point.fragment].numel)
-                exchange = self.membership.run(lambda group: self.exchange_once(zero, contributes=False))
+                self.pending[point.fragment] = self.exchanger.pool.submit(
+                    self.membership.run, lambda group, zero=zero: self.exchange_once(zero, contributes=False))
+            for point in self.applies.get(sync_step, ()):
+                exchange = self.pending.pop(point.fragment).result()
                 self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
                 kept[(point.outer_step, point.fragment)] = exchange.mean
                 arrived_s = self.clock.now()
-            self.recorder.start_compute()
-            self.end_period({"step": self.step, "outer_step": self.plan.outer_step(self.step - 1),
-                             "train_loss": math.nan, "tokens": self.step * self.plan.tokens_per_step})
-            if self.fetcher.done.is_set():
-                self.adopt_download(kept)
-                return
-            self.step += self.plan.period_steps
+            if sync_step % self.plan.period_steps == 0 or sync_step == self.plan.total_steps:
+                self.recorder.start_compute()
+                self.end_period({"step": sync_step, "outer_step": self.plan.outer_step(sync_step - 1),
+                                 "train_loss": math.nan, "tokens": sync_step * self.plan.tokens_per_step})
+                if self.fetcher.done.is_set():
+                    self.adopt_download(kept)
+                    return
 
-    def wait_for_boundary(self) -> None:
-        """Until the leader reaches the boundary at inner step ``self.step`` (outside any collective:
-        an interval may outlast the collective timeout)."""
-        key = self.membership.key("boundary")
-        while True:
-            reached = self.membership.store.get(key).decode() if self.membership.store.check([key]) else "0"
-            if int(reached) >= self.step or self.membership.stopping.is_set():
+    def wait_for_launch(self) -> None:
+        """Until the members reach the launch at inner step ``self.step`` (outside any collective:
+        they may be a whole interval away, longer than the collective timeout)."""
+        key = self.membership.key("launch")
+        while not self.membership.stopping.is_set():
+            if self.membership.store.check([key]) and int(self.membership.store.get(key).decode()) >= self.step:
                 return
             time.sleep(0.02)
 
     def adopt_download(self, kept: dict[tuple[int, int], torch.Tensor]) -> None:
         """The downloaded snapshot, then every kept average of the syncs after it, in order."""
-        download = self.fetcher.result
-        state = torch.load(io.BytesIO(download.data), weights_only=True)
-        done_outer = self.plan.outer_steps_done(state["step"])
-        for fragment, saved in zip(self.fragments, state["fragments"]):
-            fragment.load_state_dict(saved)
+        download = self.fragment_download()
         for (outer_step, index), mean in sorted(kept.items()):
-            if outer_step >= done_outer:
+            if outer_step >= self.fragments[index].applied:  # the snapshot holds the averages before
                 self.fragments[index].apply(mean, self.plan.alpha)
         for fragment in self.fragments:
             fragment.merge(0.0)
         self.optimizer.state.clear()
         self.period_records = []
         self.has_state = True
-        self.recorder.add("comm", download.started_s, download.done_s, done_outer, NO_FRAGMENT, len(download.data))
+        self.recorder.add("comm", download.started_s, download.done_s, self.plan.outer_step(self.step - 1),
+                          NO_FRAGMENT, len(download.data))
+
+    def fragment_download(self) -> Any:
+        """Load the downloaded snapshot's fragments (global weights, outer optimizer, syncs applied)."""
+        download = self.fetcher.result
+        state = torch.load(io.BytesIO(download.data), weights_only=True)
+        for fragment, saved in zip(self.fragments, state["fragments"]):
+            fragment.load_state_dict(saved)
+        return download
 
     def wait_for_run_time(self, at_s: float) -> float:
         """Sleep until the run's clock (published in the store) reads ``at_s``; returns the reading."""
@@ -230,34 +240,56 @@ class ElasticTrainer(Trainer):
             time.sleep(0.05)
 
     def run_step(self) -> None:
-        if self.membership.leader == self.island:
+        if self.membership.leader == self.island and self.quiet_until_admission():
             self.server.poll()
         super().run_step()
         self.membership.progress.now_s = self.clock.now()
 
     def sync_fragments(self) -> tuple[float, float]:
-        """DiLoCo's sync at the end of a period: the joiners seen so far are admitted first (they take
-        part in the exchange without contributing), then the exchange, redone among the survivors if
-        an island dies."""
-        points = self.applies.get(self.step, ())
-        if not points:
+        """Launch and apply the fragments the schedule puts after this step (DiLoCo: one, launched and
+        applied at the period's end; Streaming: each at its own step, applied tau steps later). An
+        exchange runs on the exchange thread through the membership, so a death re-forms the group and
+        redoes it among the survivors while this thread trains on; (blocked s, comm s)."""
+        launches, applies = self.launches.get(self.step, ()), self.applies.get(self.step, ())
+        if not launches and not applies:
             return 0.0, 0.0
-        self.recorder.end_compute(points[0].outer_step)
+        self.recorder.end_compute((list(launches) + list(applies))[0].outer_step)
         arrived_s = self.clock.now()
-        self.membership.store.set(self.membership.key("boundary"), str(self.step))  # passive joiners wait for it
-        self.membership.admit_joiners(True, self.step)
+        for point in launches:
+            self.launch(point)
         blocked_s = comm_s = 0.0
-        for point in points:
-            delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
-            exchange = self.membership.run(lambda group: self.exchange_once(delta))
+        for point in applies:
+            exchange = self.pending.pop(point.fragment).result()
             blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
             comm_s += exchange.done_s - exchange.started_s
             self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
             arrived_s = self.clock.now()
-        self.membership.progress.synced_s = self.clock.now()
-        self.membership.progress.outer_step = points[-1].outer_step + 1
+        if applies:
+            self.membership.progress.synced_s = self.clock.now()
+            self.membership.progress.outer_step = applies[-1].outer_step + 1
         self.recorder.start_compute()
         return blocked_s, comm_s
+
+    def launch(self, point: Any) -> None:
+        """Start a fragment's exchange; the first fragment of an outer step first admits the joiners
+        seen so far (no exchange is in flight then: tau < H / P), who take part without contributing.
+        Passive joiners wait for the launch step this publishes before they enter the op."""
+        self.membership.store.set(self.membership.key("launch"), str(self.step))
+        if point.fragment == 0:
+            self.membership.admit_joiners(True, self.step)
+        delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
+        self.pending[point.fragment] = self.exchanger.pool.submit(
+            self.membership.run, lambda group, delta=delta: self.exchange_once(delta))
+
+    def quiet_until_admission(self) -> bool:
+        """Whether a snapshot taken now holds every average applied before the next admission (the
+        next launch of fragment 0): no exchange in flight and none due before it. Always under DiLoCo;
+        under Streaming DiLoCo from an outer boundary to the next period's first launch."""
+        if self.pending:
+            return False
+        admission = min((step for step, points in self.launches.items()
+                         if step > self.step and any(point.fragment == 0 for point in points)), default=None)
+        return admission is None or not any(self.step < step < admission for step in self.applies)
 
     def exchange_once(self, delta: torch.Tensor, contributes: bool = True) -> Any:
         kill_point("exchange-screen", self.island)

@@ -1,20 +1,23 @@
 """A joiner's state arrives in the background while the members train on: the rule both executors play.
 
-1. **Download at once.** A joiner asks for the global state as soon as it asks to join. The members'
-   leader (the lowest member that holds the state) notices at its next inner step, snapshots the
-   global fp32 weights and the outer optimizer state (they change only at syncs, so the snapshot is
-   the state as of the last sync) and sends it on a thread, over a two-member gloo group of its own,
-   paced like every other WAN byte (``paced.PacedGroup``): the leader trains on meanwhile.
-2. **Passive until it has it.** From the next outer boundary the joiner is a member of the ring: it
-   takes part in every exchange with a zero contribution that the screening leaves out of the mean
-   (``robust.JOINING``), so it receives each average it would otherwise miss and keeps it.
+1. **Download from the first quiet moment.** A joiner asks for the global state as soon as it asks
+   to join. The members' leader (the lowest member that holds the state) snapshots the global fp32
+   weights and the outer optimizer state at its first inner step from which no average is due
+   before the next admission (``ElasticTrainer.quiet_until_admission``: at once under DiLoCo, whose
+   weights change only at the syncs; under Streaming DiLoCo from the outer boundary to the next
+   period's first launch), and sends it on a thread, over a two-member gloo group of its own, paced
+   like every other WAN byte (``paced.PacedGroup``): the leader trains on meanwhile.
+2. **Passive until it has it.** At the next launch of fragment 0 the members admit it: from then on
+   it is a member of the ring, takes part in every exchange with a zero contribution that the
+   screening leaves out of the mean (``robust.JOINING``), and keeps each average.
 3. **Active from the first boundary after its download.** It adopts the snapshot, applies the kept
    averages in order (the same outer steps the members took, so its global weights equal theirs bit
    for bit), and trains from the next outer step.
 
 The simulator plays the same rule (``simulator/churn.py``): the download from the lowest present
-worker starts at the join, the joiner is in every collective from the next boundary, and it computes
-from the first outer step after both. If the leader dies mid-download the joiner asks again and the
+worker starts at the first moment after the join with no collective pending since the last outer
+boundary, the joiner is in every collective from the next first fragment's on, and it computes
+from the outer step after the first outer boundary once its download is in. If the leader dies mid-download the joiner asks again and the
 next leader serves it; a joiner that dies is a member that left.
 """
 
