@@ -1,4 +1,5 @@
-"""The ``[trainer]`` section: what the real trainer needs beyond the schedule (the simulator ignores it).
+"""The ``[trainer]`` section: what the real trainer needs beyond the schedule. The simulator reads one
+key of it, ``aggregation``, which changes the traffic: a robust one all-gathers every payload.
 
 Kept in its own module so the trainer's knobs grow here without touching the simulator's keys.
 Every key has a default, so a scenario written for the simulator alone also trains.
@@ -82,7 +83,8 @@ TRAINER_KEYS = {
                               "exclude a pseudo-gradient whose norm is above this times the median of the "
                               "others' (0: only NaN/Inf are excluded)"),
     "aggregation": Key("str", "mean", one_of(*AGGREGATIONS),
-                       '"mean" (ring average), "median" or "trimmed_mean" (coordinate-wise, all-gathered)'),
+                       '"mean" (ring average), "median" or "trimmed_mean" (coordinate-wise, all-gathered: '
+                       'the simulator prices (M-1) whole payloads per worker)'),
     "trim_fraction": Key("float", 0.25, fraction_below_half,
                          "trimmed_mean: fraction of the values dropped at each end of every coordinate"),
     "elastic": Key("bool", False, doc="islands may die and join mid-run (on with [[event]] entries or "

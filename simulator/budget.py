@@ -3,9 +3,10 @@
 * ``run_length_s`` is an upper bound on a run without random churn: every outer step's compute at
   the slowest worker, plus every collective in series (no overlap), each at the ring's own rate:
   the exchange work before it (``network.exchange_cpu_s_per_value`` x the values exchanged), then
-  2(M-1) hop latencies plus 2(M-1)/M * S bytes at min(slowest link, streams * window / RTT), with
-  the hop latency and the RTT of the two farthest workers; plus, for each scheduled event, the
-  worst a membership change costs (detection, a weights download, a lost interval, a re-run sync).
+  its hop latencies (ring all-reduce 2(M-1), all-gather M-1) plus its bytes per worker (2(M-1)/M * S,
+  or (M-1) * S) at min(slowest link, streams * window / RTT), with the hop latency and the RTT of the
+  two farthest workers; plus, for each scheduled event, the worst a membership change costs
+  (detection, a weights download, a lost interval, a re-run sync).
 * A run provably ends unless some worker has both ``mtbf_s`` and ``mttr_s``: only that churn makes
   events forever. Then the run stops at ``horizon_s`` = ``HORIZON_FACTOR`` x run_length_s and is
   reported cut short: churn that slows a run to more than ten times its churn-free bound is churn
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from islands.scenarios import Scenario, ScenarioError, Worker
 
 from .barriers import steps_scales
-from .collectives import tcp_cap_bytes_per_s
+from .collectives import collective_for, tcp_cap_bytes_per_s
 from .schedules import SCHEDULES
 
 DEFAULT_MAX_EVENTS = 2_000_000
@@ -82,11 +83,11 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
     """Every collective of one outer step in series, alone on its links, each after its exchange work
     (one outer step exchanges every parameter once), plus a late worker's download of the averaged
     pseudo-gradient under a deadline barrier."""
-    m = len(workers)
+    m, collective = len(workers), collective_for(scenario)
     work_s = scenario.network.exchange_cpu_s_per_value * scenario.model.parameters
     rate = ring_rate_bytes_per_s(scenario, workers)
-    latency_s = collectives_per_outer(scenario) * 2 * (m - 1) * farthest_hop_latency_s(workers)
-    transfer_s = 2 * (m - 1) / m * scenario.payload_bytes / rate
+    latency_s = collectives_per_outer(scenario) * collective.hops(m) * farthest_hop_latency_s(workers)
+    transfer_s = collective.volume_bytes(m, scenario.payload_bytes) / rate
     late_s = scenario.payload_bytes / rate if scenario.schedule.barrier == "deadline" else 0.0
     return work_s + latency_s + transfer_s + late_s
 

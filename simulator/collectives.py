@@ -12,6 +12,16 @@ slowest link paces the ring. We hand the whole ring to the network as one transf
 participant's uplink and downlink with 2(M-1)/M * S bytes each, after 2(M-1) * alpha of latency; alone
 on its links it takes exactly T, and when transfers overlap the flow model shares the links.
 
+Robust aggregation (``trainer.aggregation = "median" | "trimmed_mean"``) needs every member's whole
+payload, so the trainer all-gathers them around the same ring (``trainer/comm.py``
+``SteppedCollectives.all_gather``): M-1 neighbour steps, in each of which every worker sends one whole
+payload S to its successor. Per worker that is (M-1) * S bytes each way, and
+
+    T = (M-1) * alpha + (M-1) * S / beta
+
+with alpha and beta taken as for the ring all-reduce. ``COLLECTIVES`` maps each aggregation to the
+collective that carries it.
+
 TCP: one stream cannot carry more than window / RTT (the bandwidth-delay product), so a transfer with
 ``streams`` parallel streams is capped at streams * window / RTT, RTT = 2 * (sender's + receiver's
 one-way latency); a ring is capped by its slowest hop.
@@ -19,9 +29,12 @@ one-way latency); a ring is capped by its slowest hop.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import simpy
+
+from islands.scenarios import Scenario
 
 from .network import NO_CAP, Link, Transfer
 
@@ -35,17 +48,27 @@ def tcp_cap_bytes_per_s(window_bytes: float, streams: int, one_way_latency_s: fl
 
 
 @dataclass(frozen=True)
-class RingAllReduce:
-    """The cost of a ring all-reduce of ``payload_bytes`` over some workers' links."""
+class RingCollective(ABC):
+    """A collective around a ring of some workers' links: ``hops(M)`` neighbour steps, each paying the
+    slowest hop's latency, moving ``volume_bytes(M, S)`` through every participant's uplink and downlink."""
 
     participants: tuple[int, ...]
     payload_bytes: float
 
+    @staticmethod
+    @abstractmethod
+    def hops(workers: int) -> int:
+        """Neighbour steps of the collective over ``workers`` workers."""
+
+    @staticmethod
+    @abstractmethod
+    def volume_bytes(workers: int, payload_bytes: float) -> float:
+        """Bytes each of ``workers`` workers sends (and receives) for a payload of ``payload_bytes``."""
+
     @property
     def bytes_per_worker(self) -> float:
-        """Bytes each worker sends (and receives): 2(M-1)/M * S."""
-        m = len(self.participants)
-        return 2 * (m - 1) / m * self.payload_bytes
+        """Bytes each worker sends (and receives)."""
+        return self.volume_bytes(len(self.participants), self.payload_bytes)
 
     def slowest_hop_latency_s(self, latency_by_worker: dict[int, float]) -> float:
         ring = self.participants
@@ -53,11 +76,44 @@ class RingAllReduce:
         return max(latency_by_worker[ring[i]] + latency_by_worker[ring[(i + 1) % m]] for i in range(m))
 
     def latency_s(self, latency_by_worker: dict[int, float]) -> float:
-        """2(M-1) ring steps, each paying the slowest hop's sender + receiver one-way latency."""
-        return 2 * (len(self.participants) - 1) * self.slowest_hop_latency_s(latency_by_worker)
+        """Every ring step pays the slowest hop's sender + receiver one-way latency."""
+        return self.hops(len(self.participants)) * self.slowest_hop_latency_s(latency_by_worker)
 
     def links(self, uplinks: dict[int, Link], downlinks: dict[int, Link]) -> tuple[Link, ...]:
         return tuple(uplinks[w] for w in self.participants) + tuple(downlinks[w] for w in self.participants)
+
+
+class RingAllReduce(RingCollective):
+    """The mean: reduce-scatter then all-gather, 2(M-1) steps of S/M bytes: 2(M-1)/M * S per worker."""
+
+    @staticmethod
+    def hops(workers: int) -> int:
+        return 2 * (workers - 1)
+
+    @staticmethod
+    def volume_bytes(workers: int, payload_bytes: float) -> float:
+        return 2 * (workers - 1) / workers * payload_bytes
+
+
+class RingAllGather(RingCollective):
+    """Every whole payload to every member: M-1 steps of S bytes: (M-1) * S per worker."""
+
+    @staticmethod
+    def hops(workers: int) -> int:
+        return workers - 1
+
+    @staticmethod
+    def volume_bytes(workers: int, payload_bytes: float) -> float:
+        return (workers - 1) * payload_bytes
+
+
+COLLECTIVES: dict[str, type[RingCollective]] = {
+    "mean": RingAllReduce, "median": RingAllGather, "trimmed_mean": RingAllGather}
+
+
+def collective_for(scenario: Scenario) -> type[RingCollective]:
+    """The collective that carries the scenario's exchanges, by ``trainer.aggregation``."""
+    return COLLECTIVES[scenario.trainer.aggregation]
 
 
 @dataclass(eq=False)

@@ -5,9 +5,10 @@ computes the steps in between as one timeout whose length is drawn for the whole
 grows with the number of syncs and fragments, not with H). At a launch point it joins the collective,
 after the work on the exchange path (``network.exchange_cpu_s_per_value`` x the tensor's values:
 the screening of its tensor before any byte moves), which starts when every expected participant has
-arrived; at an apply point it waits for the collective to finish. Waiting for the collective to
-start (the members' exchange work, late participants) is recorded as ``idle``, waiting for the
-transfer itself as ``stall``. Departures and joins live in ``churn.py``; the deadline barrier and
+arrived (a ring all-reduce, or the all-gather of every payload that ``trainer.aggregation`` = median
+or trimmed_mean needs: ``collectives.COLLECTIVES``); at an apply point it waits for it to finish.
+Waiting for the collective to start (the members' exchange work, late participants) is recorded as
+``idle``, waiting for the transfer itself as ``stall``. Departures and joins live in ``churn.py``; the deadline barrier and
 adaptive H in ``barriers.py``.
 """
 
@@ -26,7 +27,7 @@ from islands.trace import NO_FRAGMENT, to_frame
 
 from . import barriers, budget
 from .churn import DEPARTURE, Churn
-from .collectives import PendingCollective, RingAllReduce, tcp_cap_bytes_per_s
+from .collectives import PendingCollective, RingCollective, collective_for, tcp_cap_bytes_per_s
 from .compute import STEP_TIMES, StepClock, worker_generators
 from .network import Link, make_network
 from .schedules import SCHEDULES, SyncPoint
@@ -97,6 +98,7 @@ class Simulation:
         self.scenario = scenario
         self.budget = budget.guard(scenario, max_events)
         self.schedule = SCHEDULES[scenario.schedule.algorithm]
+        self.collective = collective_for(scenario)
         self.env = CountingEnvironment(max_events)
         self.workers = scenario.workers()
         self.network_model = network_model_for(scenario)
@@ -263,7 +265,7 @@ class Simulation:
             self.start(collective)
 
     def start(self, collective: PendingCollective) -> None:
-        ring = RingAllReduce(tuple(sorted(collective.arrived)), collective.payload_bytes)
+        ring = self.collective(tuple(sorted(collective.arrived)), collective.payload_bytes)
         collective.participants = ring.participants
         collective.attempt += 1
         collective.started_at_s = self.env.now
@@ -282,7 +284,7 @@ class Simulation:
         self.network.cancel(collective.transfer)
         collective.transfer = None
 
-    def finish(self, collective: PendingCollective, ring: RingAllReduce, attempt: int) -> None:
+    def finish(self, collective: PendingCollective, ring: RingCollective, attempt: int) -> None:
         if attempt != collective.attempt or collective.transfer is None:
             return
         outer_step, fragment = collective.key

@@ -129,8 +129,10 @@ def measured_extra(plan: RunPlan, steps: int, rows: list[tuple],
     ``leaves`` and ``joins``) replaces the zeros of a run without churn; the trainer always waits at
     the barrier; ``events`` (simulator events processed) has no measured counterpart and is None; a
     real run ends when it is done, so ``horizon_reached`` (the simulator's stop for runs that never
-    finish) is False. Per island: inner steps and tokens of one worker, and the mean
-    compute interval between syncs (the time from one sync's end to arriving at the next)."""
+    finish) is False. Per island: inner steps and tokens of one worker, and the mean compute
+    interval between syncs (the time from one sync's end to arriving at the next): compute seconds
+    over the island's syncs, not over its compute rows, which evaluation also splits (every H steps,
+    inside a DDP step, or right after a DiLoCo sync)."""
     extra = {
         "scenario": plan.scenario.name, "algorithm": plan.algorithm, "network_model": "measured",
         "barrier": "wait", "outer_steps_planned": plan.scenario.schedule.outer_steps, "inner_steps": steps,
@@ -139,11 +141,12 @@ def measured_extra(plan: RunPlan, steps: int, rows: list[tuple],
     }
     island_extra = {}
     for name in dict.fromkeys(worker.island for worker in plan.workers):
-        computes = [row[1] - row[0] for row in rows if row[3] == name and row[4] == "compute"]
+        compute_s = sum(row[1] - row[0] for row in rows if row[3] == name and row[4] == "compute")
+        syncs = sum(1 for row in rows if row[3] == name and row[4] == "comm" and row[6] != NO_FRAGMENT)
         island_extra[name] = {
             "inner_steps": float(steps),
             "tokens": float(steps * plan.tokens_per_step // plan.islands),
-            "time_to_barrier_s": sum(computes) / len(computes) if computes else 0.0,
+            "time_to_barrier_s": compute_s / syncs if syncs else 0.0,
         }
     return extra, island_extra
 
