@@ -16,7 +16,8 @@ the store under the epoch's prefix.
   ``HEARTBEAT_S`` (with a beat counter, so it changes even while the island evaluates) and reads the
   other members' keys, noting when each last changed. A member silent for ``detection_timeout_s`` is
   gone, counted from its last beat: the simulator's rule (a departure is noticed detection_timeout_s
-  after it happens, not after the others reach the next collective).
+  after it happens, not after the others reach the next collective). A member never seen beating (a
+  slow start, or a joiner that died at once) is given the detection timeout from the re-formation.
 * Re-forming (``reform``): the first survivor to arrive at epoch N+1 waits until every member of
   epoch N has arrived or is gone (a member that still beats but never arrives is given up after
   ``collective_timeout_s`` more), then fixes the members of epoch N+1 as those who arrived. A
@@ -159,6 +160,10 @@ class Membership:
         return [island for island in self.members
                 if island != self.island and self.silent_s(island) >= self.timing.detection_s]
 
+    def seen(self, island: int) -> bool:
+        """Whether this process has seen ``island``'s heartbeat at all."""
+        return self.last_change.get(island, (None, 0.0))[0] is not None
+
     def silent_s(self, island: int) -> float:
         """Seconds since ``island``'s heartbeat last changed, as this process saw it; 0 for an island
         never seen beating yet (a slow start on a busy machine is not a death: the quorum still gives
@@ -254,10 +259,12 @@ class Membership:
     def fix_members(self, epoch: int, expected: list[int]) -> None:
         """Wait for every expected member that is not gone (see the module's docstring), then fix
         epoch ``epoch``'s members as those who arrived."""
-        deadline = time.monotonic() + self.timing.detection_s + self.timing.collective_s
+        started = time.monotonic()
+        deadline = started + self.timing.detection_s + self.timing.collective_s
         while True:
             missing = set(expected) - set(self.arrivals(epoch))
-            gone = all(self.silent_s(island) >= self.timing.detection_s for island in missing)
+            gone = all(self.silent_s(island) >= self.timing.detection_s if self.seen(island)
+                       else time.monotonic() - started >= self.timing.detection_s for island in missing)
             if not missing or gone or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)
