@@ -250,6 +250,9 @@ class Membership:
         self.store.set(self.key("epoch", epoch, "arrival", order), str(self.island))
         if order == 1:
             self.fix_members(epoch, expected)
+        fixing_s = 2 * self.timing.detection_s + self.timing.collective_s  # the first arriver's longest wait, and more
+        if not self.wait_key(self.key("epoch", epoch, "members"), fixing_s):
+            self.fix_members(epoch, expected)  # the first arriver died before it fixed them; one of us wins
         members = [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")]
         if self.island not in members:
             raise LeftOut(f"island {self.island} arrived after the detection timeout; it joins again")
@@ -272,8 +275,11 @@ class Membership:
         self.store.compare_set(self.key("epoch", epoch, "members"), "", ",".join(map(str, islands)))
 
     def arrivals(self, epoch: int) -> list[int]:
+        """The islands that arrived at epoch ``epoch``'s quorum (one that died between counting itself
+        and naming itself is not among them)."""
         count = self.store.add(self.key("epoch", epoch, "arrived"), 0)
-        return [int(self.get(self.key("epoch", epoch, "arrival", i))) for i in range(1, count + 1)]
+        keys = [self.key("epoch", epoch, "arrival", i) for i in range(1, count + 1)]
+        return [int(self.store.get(key)) for key in keys if self.store.check([key])]
 
     def record_leave(self, island: int) -> None:
         key = self.key("progress", island)
