@@ -5,5 +5,5 @@ Modules, one job each: ``model`` (small byte-level GPT), ``data`` (corpus, shard
 threads), ``sync`` (averaging across islands on a background thread), ``outer`` (fragments,
 pseudo-gradients, outer optimizers), ``config`` (the run plan), ``loop`` (one rank's training loop),
 ``tracing`` (trace, metrics, summary), ``checkpoint``, ``launch`` (local processes and torchrun),
-``inprocess`` (ranks as threads), ``demo`` and ``results``.
+``inprocess`` (ranks as threads) and ``results``.
 """

@@ -7,6 +7,7 @@ Modules, one job each: ``scaling`` (the scaled replica of a scenario), ``calibra
 emulated links and the trainer's exchange really achieve, as scenario keys) and ``probe`` (the timed
 exchanges it runs in every island's namespace), ``run`` and ``churn`` (the real run, fixed membership
 or elastic), ``compare`` (predicted beside measured), ``plot`` (the overlay), ``case`` (one case end to
-end) and ``suite`` (the bundled matrix). ``cases/`` holds scenario files that only validation uses.
+end), ``suite`` (the bundled matrix) and ``demo`` (the real run that ends ``islands demo``, with the
+smallest calibration it needs). ``cases/`` holds scenario files that only validation uses.
 This package imports torch (the probe and the trainer); ``islands.analysis`` does not.
 """

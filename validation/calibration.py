@@ -47,8 +47,8 @@ from islands.io import json_text
 from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan
 from islands.trainer.quantize import encoded_bytes, padded_length
 
-from .probe import BITS, LARGE_VARIABLE, tiny_values
-from .run import run_all, start_ranks
+from .probe import BITS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, tiny_values
+from .run import VALIDATE_STEM, run_all, start_ranks
 
 PROBE_RATES_BITS_PER_S = (10e6, 100e6)
 # Each probe transfer lasts about this long at the configured rate: long enough that tbf's burst
@@ -85,7 +85,8 @@ class Calibration:
 
     def check_covers(self, islands: int) -> None:
         if islands not in self.overhead_s:
-            raise UserError(f"the calibration covers 2 to {max(self.overhead_s)} islands, not {islands}: "
+            covered = ", ".join(map(str, sorted(self.overhead_s)))
+            raise UserError(f"the calibration covers {covered} islands, not {islands}: "
                             f"calibrate again with --workers {islands}")
 
     def ratio_at(self, islands: int, bits_per_s: float) -> float:
@@ -101,16 +102,18 @@ class Calibration:
         return points[-1][1]
 
 
-def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None) -> tuple[dict, list[float], str, str]:
-    """The probe's timings at one configured rate: (timings, link rates, mode, label)."""
+def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, min_islands: int = 2,
+               stem: str = VALIDATE_STEM) -> tuple[dict, list[float], str, str]:
+    """The probe's timings at one configured rate, for ``min_islands`` to ``max_islands`` islands:
+    (timings, link rates, mode, label)."""
     links = [LinkSpec(i, rate_bits_per_s, rate_bits_per_s, 0.0) for i in range(max_islands)]
     probe_bytes = round(rate_bits_per_s / BITS_PER_BYTE * PROBE_SECONDS)
     large_values = probe_bytes // BYTES_PER_LARGE_VALUE
-    with open_wan(links, prefix="isvcalib", kernel=kernel) as wan:
+    with open_wan(links, prefix=f"{stem}calib", kernel=kernel) as wan:
         kernel_shaped = isinstance(wan, EmulatedWAN)
         rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)] if kernel_shaped else []
         children = start_ranks(wan, ["-m", "islands.validation.probe"], max_islands, stdout=subprocess.PIPE,
-                                extra_env={LARGE_VARIABLE: str(large_values)})
+                                extra_env={LARGE_VARIABLE: str(large_values), MIN_MEMBERS_VARIABLE: str(min_islands)})
         output = children[0].stdout.read()
         run_all(children, "the calibration probe")
         timings = json.loads(output.strip().splitlines()[-1])
@@ -118,15 +121,16 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None) ->
         return timings, rates, "kernel-tbf" if kernel_shaped else "in-process", wan.label
 
 
-def measure(max_islands: int, kernel: bool | None) -> Calibration:
-    """Probe every rate of ``PROBE_RATES_BITS_PER_S`` with 2 .. ``max_islands`` islands; the fixed
-    cost and the per-value cost are medians over the rates, the achieved rate is kept per rate."""
+def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float, ...] = PROBE_RATES_BITS_PER_S,
+            min_islands: int = 2, stem: str = VALIDATE_STEM) -> Calibration:
+    """Probe every rate of ``rates_bits_per_s`` with ``min_islands`` .. ``max_islands`` islands; the
+    fixed cost and the per-value cost are medians over the rates, the achieved rate is kept per rate."""
     overheads: dict[int, list[float]] = {}
     per_value: dict[int, list[float]] = {}
     ratios: dict[int, dict[float, float]] = {}
     achieved: list[float] = []
-    for rate in PROBE_RATES_BITS_PER_S:
-        timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel)
+    for rate in rates_bits_per_s:
+        timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel, min_islands, stem)
         achieved += [r / rate for r in link_rates]
         for m in map(int, timings["screen"]["tiny"]):
             cpu_s, overhead_s, ratio = exchange_costs(m, timings, rate)

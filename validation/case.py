@@ -28,7 +28,7 @@ from .calibration import Calibration, simulator_overrides
 from .churn import churn_figures, train_elastic
 from .compare import Comparison, compare
 from .plot import write_overlay
-from .run import Measured, interface_bytes_per_worker, train_scaled
+from .run import VALIDATE_STEM, Measured, interface_bytes_per_worker, train_scaled
 from .scaling import ScaledCase, ScaleOptions, scale, to_toml
 
 
@@ -49,18 +49,23 @@ def compute_note(case: ScaledCase, measured: Measured, paced: bool) -> str:
 
 def validate_case(name: str, scenario: Scenario, options: ScaleOptions, calibration: Calibration,
                   out_dir: Path, kernel: bool | None) -> Comparison:
+    return validate_scaled(name, scale(scenario, options), options.pace, calibration, out_dir, kernel)
+
+
+def validate_scaled(name: str, case: ScaledCase, paced: bool, calibration: Calibration, out_dir: Path,
+                    kernel: bool | None, stem: str = VALIDATE_STEM) -> Comparison:
+    """Train the scaled ``case`` for real, simulate it calibrated, compare; write the outputs to ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    case = scale(scenario, options)
     scaled_path = out_dir / "scaled.toml"
     write_text(scaled_path, to_toml(case.document))
     elastic = "event" in case.document
     train = train_elastic if elastic else train_scaled
-    measured = train(scaled_path, make_plan(case.scenario()), out_dir / "run", kernel)
+    measured = train(scaled_path, make_plan(case.scenario()), out_dir / "run", kernel, stem)
     overrides = simulator_overrides(calibration, case.document["island"])
-    if not options.pace:
+    if not paced:
         overrides += measured_step_overrides(measured)
     predicted = simulate(case.scenario(tuple(overrides)))
-    notes = [f"WAN: {measured.wan_label}", compute_note(case, measured, options.pace),
+    notes = [f"WAN: {measured.wan_label}", compute_note(case, measured, paced),
              f"time scale k = {case.time_factor:.3g} (scaled interval / original)", *case.notes]
     comparison = compare(name, predicted.summary, predicted.trace, measured.summary, measured.trace,
                          interface_bytes_per_worker(measured), notes)
@@ -69,8 +74,8 @@ def validate_case(name: str, scenario: Scenario, options: ScaleOptions, calibrat
     write_table(predicted.trace, out_dir / "predicted_trace.csv")
     write_overlay(out_dir / "overlay.png", comparison, predicted.trace, measured.trace)
     document = {
-        "case": name, "scenario": scenario.source, "scaled_scenario": case.document,
-        "compute": "paced" if options.pace else "measured", "calibration": dataclasses.asdict(calibration),
+        "case": name, "scenario": case.original.source, "scaled_scenario": case.document,
+        "compute": "paced" if paced else "measured", "calibration": dataclasses.asdict(calibration),
         "simulator_overrides": overrides, "time_factor": case.time_factor, "ratio_change": case.ratio_change,
         "figures": [dataclasses.asdict(f) for f in comparison.figures], "syncs": comparison.syncs,
         "notes": comparison.notes, "interface_bytes": measured.interface_bytes,

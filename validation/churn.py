@@ -27,7 +27,7 @@ from islands.trainer.paced import PACER_VARIABLE
 from islands.trainer.tracing import TRACE_FILE, read_output
 
 from .compare import Figure, relative_error
-from .run import Measured, rendezvous, run_all, sent_bytes
+from .run import VALIDATE_STEM, Measured, rendezvous, run_all, sent_bytes
 
 
 def island_launches(wan, islands: int) -> list[dict]:
@@ -36,11 +36,12 @@ def island_launches(wan, islands: int) -> list[dict]:
             for i in range(islands)]
 
 
-def train_elastic(scenario_path: Path, plan, out_dir: Path, kernel: bool | None) -> Measured:
+def train_elastic(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
+                  stem: str = VALIDATE_STEM) -> Measured:
     """Train ``scenario_path`` (scaled, with events) under emulation; outputs go to ``out_dir``."""
     from islands.emulation import links_from_workers, open_wan
 
-    with open_wan(links_from_workers(plan.workers), prefix="isvchurn", kernel=kernel) as wan:
+    with open_wan(links_from_workers(plan.workers), prefix=f"{stem}churn", kernel=kernel) as wan:
         before = sent_bytes(wan, plan.islands)
         address, port = rendezvous(wan)
         spec = {"address": address, "port": port, "islands": island_launches(wan, plan.islands)}

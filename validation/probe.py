@@ -2,8 +2,8 @@
 
 Run in every island's namespace as ``python -m islands.validation.probe`` (started by
 ``calibration``): each rank joins gloo over its shaped interface, and for every group of the first M
-ranks times ``REPEATS`` exchanges exactly as the trainer runs them: after a one-value barrier,
-``sync.Exchanger`` on its background thread through the paced cross-island group, that is screening
+ranks (M from ``$ISLANDS_PROBE_MIN_MEMBERS``, default 2, to N, the world size) times ``REPEATS``
+exchanges exactly as the trainer runs them: after a one-value barrier, ``sync.Exchanger`` on its background thread through the paced cross-island group, that is screening
 (``robust.contribution_stats``: finite check and fp64 norm of the tensor, then an all-gather of those
 two numbers) followed by ``quantize.average`` (encode, reduce-scatter, decode and sum, all-gather,
 decode). It does so for a tiny tensor (``tiny_values``: what is left is the fixed cost: gloo's
@@ -39,6 +39,7 @@ from islands.trainer.tracing import Clock
 REPEATS = {"tiny": 15, "large": 5}
 BITS = {"tiny": 32, "large": 16}
 LARGE_VARIABLE = "ISLANDS_PROBE_LARGE_VALUES"
+MIN_MEMBERS_VARIABLE = "ISLANDS_PROBE_MIN_MEMBERS"
 PARTS = ("screen", "average")
 
 
@@ -76,7 +77,7 @@ def main() -> None:
     world_group.barrier()
     clock = Clock()
     medians: dict[str, dict[str, dict[int, float]]] = {part: {"tiny": {}, "large": {}} for part in PARTS}
-    for members in range(2, world + 1):
+    for members in range(int(os.environ.get(MIN_MEMBERS_VARIABLE, "2")), world + 1):
         handle = dist.new_group(list(range(members)))
         cross = paced_from_environment(TorchGroup(list(range(members)), handle)) if rank < members else None
         for size, values in (("tiny", tiny_values(members)), ("large", int(os.environ[LARGE_VARIABLE]))):

@@ -27,6 +27,9 @@ from islands.trainer.paced import PACER_VARIABLE
 from islands.trainer.tracing import TRACE_FILE, read_output
 
 RENDEZVOUS_PORT = 29500
+# Every emulated WAN of ``islands validate`` is named <stem><use> (isvcalib, isvrun, isvchurn); the
+# demo uses its own stem, so that it can run beside a validation.
+VALIDATE_STEM = "isv"
 FP32_BYTES = 4
 
 
@@ -75,10 +78,11 @@ def sent_bytes(wan: EmulatedWAN | InProcessShaper, islands: int) -> list[int] | 
     return [wan.counters(i)["tx_bytes"] for i in range(islands)]
 
 
-def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None) -> Measured:
+def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
+                 stem: str = VALIDATE_STEM) -> Measured:
     """Train ``scenario_path`` (already scaled) under emulation; outputs go to ``out_dir``."""
     links = links_from_workers(plan.workers)
-    with open_wan(links, prefix="isvrun", kernel=kernel) as wan:
+    with open_wan(links, prefix=f"{stem}run", kernel=kernel) as wan:
         before = sent_bytes(wan, plan.islands)
         argv = ["-m", "islands.cli", "train", str(scenario_path), "--out", str(out_dir)]
         run_all(start_ranks(wan, argv, plan.world_size, stdout=subprocess.DEVNULL), "the scaled training run")

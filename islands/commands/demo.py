@@ -2,8 +2,9 @@
 
 1. the scenario under DDP, DiLoCo and Streaming DiLoCo, side by side (simulated);
 2. the bandwidth-vs-time plot and the shareable HTML report;
-3. a short real run of the scenario scaled down, its measured summary beside the simulator's
-   prediction of that same scaled run.
+3. a short real run of the scenario scaled down over emulated WAN links (kernel tbf between network
+   namespaces as root, else in-process shaping), beside the simulator's calibrated prediction of that
+   same scaled run: the validation machinery of ``islands validate`` (``islands.validation.demo``).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import argparse
 from pathlib import Path
 
 from islands.errors import UserError
-from islands.tables import comparison, duration, rate
+from islands.scenarios import Scenario
+from islands.tables import duration, rate
 
 DEFAULT_SCENARIO = "worked-example"
 DEFAULT_OUT = "out/demo"
-COMPARED_KEYS = ("wall_time_s", "compute_utilisation", "stall_s", "bytes_per_worker", "mean_sync_s")
+REAL_RUN_FOLDER = "real-run"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help=f"scenario file or bundled name (default: {DEFAULT_SCENARIO})")
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"where to write (default: {DEFAULT_OUT})")
     parser.add_argument("--no-train", action="store_true", help="skip the short real training run")
+    parser.add_argument("--in-process", action="store_true",
+                        help="shape the real run's links in-process over loopback even where namespaces are available")
     parser.set_defaults(handler=run)
 
 
@@ -33,14 +37,6 @@ def check_out_dir(out_dir: Path) -> None:
     """Refuse an ``--out`` that exists as a file before any work is done."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir}: --out must be a folder, and this is a file")
-
-
-def relative_errors(measured: dict, predicted: dict) -> str:
-    parts = []
-    for key in COMPARED_KEYS:
-        if predicted[key]:
-            parts.append(f"{key} {100 * (measured[key] - predicted[key]) / predicted[key]:+.1f}%")
-    return "measured vs predicted: " + ", ".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,18 +65,34 @@ def run(args: argparse.Namespace) -> int:
     print()
     for name, path in written.items():
         print(f"wrote the {name} {'plot' if path.suffix == '.png' else 'page'}: {path}")
-    if args.no_train:
-        return 0
-
-    from islands.trainer.demo import scaled_demo
-
-    print()
-    print(f"A short real run of {scenario.name}, scaled down (torch.distributed, gloo):")
-    measured, predicted = scaled_demo(args.scenario, out_dir / "train")
-    print()
-    print(comparison({"predicted": predicted, "measured": measured}))
-    print(relative_errors(measured, predicted))
-    print("(the demo's run talks over loopback, with every process sharing this machine's cores, so its syncs"
-          " and steps are not the scenario's links; `islands validate` runs the same check over emulated links)")
-    print(f"run outputs (trace, metrics, summary): {out_dir / 'train'}")
+    if not args.no_train:
+        real_run(scenario, out_dir / REAL_RUN_FOLDER, False if args.in_process else None)
     return 0
+
+
+def real_run(scenario: Scenario, out_dir: Path, kernel: bool | None) -> None:
+    """The scenario scaled down, calibrated, trained over emulated links and compared (``islands validate``)."""
+    from islands.commands.validate import calibration_line
+    from islands.io import write_text
+    from islands.validation import demo
+    from islands.validation.case import validate_scaled
+    from islands.validation.compare import figures_table
+
+    case = demo.demo_case(scenario)
+    m, rate_bits_per_s = demo.islands_of(case), demo.slowest_bits_per_s(case)
+    print()
+    print(f"A short real run of {scenario.name}, scaled down, over emulated WAN links, beside its prediction:")
+    print(f"calibrating: the trainer's exchange among {m} islands at {rate(rate_bits_per_s / 1e9)} ...", flush=True)
+    calibration = demo.calibrate_for(case, kernel)
+    print(calibration_line(calibration))
+    schedule = case.document["schedule"]
+    print(f"training: {schedule['algorithm']}, {m} islands, H = {schedule['inner_steps']}, "
+          f"{schedule['outer_steps']} outer steps (torch.distributed, gloo) ...", flush=True)
+    comparison = validate_scaled(scenario.name, case, demo.DEMO_OPTIONS.pace, calibration, out_dir, kernel,
+                                 demo.DEMO_STEM)
+    write_text(out_dir / "calibration.json", calibration.to_json())
+    print()
+    print(figures_table(comparison))
+    print(demo.verdict(comparison))
+    print("\n".join(comparison.notes))
+    print(f"wrote {out_dir / 'validation.json'}, {out_dir / 'overlay.png'}; the run's own outputs in {out_dir / 'run'}")
