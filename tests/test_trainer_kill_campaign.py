@@ -35,8 +35,12 @@ PACE_S = 0.04
 # re-forming after a death: the detection timeout, then one exchange of a tiny model on loopback,
 # with room for a loaded 2-core CI machine
 DEATH_COST_BOUND_S = DETECTION_S + 2.5
+COLLECTIVE_S = 20.0
+# a joiner that dies while the members form the epoch that admits it holds them in gloo's rendezvous,
+# which cannot be abandoned, for up to the collective timeout (README, "Islands that die and join")
+JOINER_DEATH_BOUND_S = DEATH_COST_BOUND_S + COLLECTIVE_S
 RUN_TIMEOUT_S = 240
-SETS = [*TINY, f"trainer.pace_step_time_s={PACE_S}", "trainer.collective_timeout_s=20", "trainer.elastic=true",
+SETS = [*TINY, f"trainer.pace_step_time_s={PACE_S}", f"trainer.collective_timeout_s={COLLECTIVE_S:g}", "trainer.elastic=true",
         "trainer.checkpoint_every=1"]
 
 
@@ -98,7 +102,7 @@ def trace_rows(run):
     return [dict(zip(header, line.split(","))) for line in lines[1:]]
 
 
-def check_trial(run, islands: int, killed: set[int], joined: int = 0) -> dict:
+def check_trial(run, islands: int, killed: set[int], joined: int = 0, bound_s: float = DEATH_COST_BOUND_S) -> dict:
     """The assertions every trial shares; returns the summary."""
     documents = {name: strict_json((run / f"{name}.json").read_text()) for name in ("summary", "run", "churn")}
     summary, churn = documents["summary"], documents["churn"]
@@ -123,7 +127,7 @@ def check_trial(run, islands: int, killed: set[int], joined: int = 0) -> dict:
     for row in rows:
         if row["kind"] in ("idle", "stall") and int(row["fragment"]) >= 0:
             blocked[(row["worker"], row["outer_step"])] += float(row["time_end_s"]) - float(row["time_start_s"])
-    assert max(blocked.values()) <= DEATH_COST_BOUND_S, max(blocked.items(), key=lambda item: item[1])
+    assert max(blocked.values()) <= bound_s, max(blocked.items(), key=lambda item: item[1])
 
     states = [rank_state(run, PERIODS, island) for island in survivors]
     final = global_flat(states[0])
@@ -172,7 +176,8 @@ def test_m4_a_death_during_a_joiners_download(tmp_path, victim, point):
     (island 4) dies mid-download: a source's death sends the joiner to the next one; a joiner's death
     costs only the joiner."""
     stdout = train(tmp_path, scenario(4, joiner_at_s=2 * H * PACE_S), f"{point}:1:{victim}")
-    summary = check_trial(tmp_path / "run", 4, {victim}, joined=1)
+    bound_s = JOINER_DEATH_BOUND_S if point == "download-joiner" else DEATH_COST_BOUND_S
+    summary = check_trial(tmp_path / "run", 4, {victim}, joined=1, bound_s=bound_s)
     assert summary["joins"] == 1
     if victim == 0:
         assert "islands [1, 2, 3, 4] (M = 4)" in stdout
