@@ -299,8 +299,8 @@ class ElasticTrainer(Trainer):
 
     # ---------------------------------------------------------------- state transfer
     def sync_state(self, group: Group) -> None:
-        """Members without the current state adopt it from the member that has the most progress."""
-        started = time.monotonic()
+        """Members without the current state (a resumed run's islands that have no checkpoint file)
+        adopt it from the member that has the most progress, before anyone trains."""
         mine = self.step if self.has_state else -1
         progress = [int(t.item()) for t in group.all_gather(torch.tensor([mine], dtype=torch.int64))]
         best = max(progress)
@@ -311,7 +311,7 @@ class ElasticTrainer(Trainer):
         src = progress.index(best)
         data = broadcast_bytes(group, self.state_payload() if group.rank == src else None, src, self.island)
         if mine < best:
-            self.adopt(torch.load(io.BytesIO(data), weights_only=True), len(data), time.monotonic() - started)
+            self.adopt(torch.load(io.BytesIO(data), weights_only=True))
 
     def state_payload(self) -> bytes:
         history = self.membership.history
@@ -322,8 +322,9 @@ class ElasticTrainer(Trainer):
         torch.save(state, buffer)
         return buffer.getvalue()
 
-    def adopt(self, state: dict[str, Any], received_bytes: int, seconds: float) -> None:
-        """The downloaded global state: local weights = global, a fresh inner optimizer."""
+    def adopt(self, state: dict[str, Any]) -> None:
+        """A resumed run's member without a checkpoint file takes the global state of the member with
+        the most progress (and its clock): local weights = global, a fresh inner optimizer."""
         self.step = state["step"]
         for fragment, saved in zip(self.fragments, state["fragments"]):
             fragment.load_state_dict(saved)
@@ -332,8 +333,7 @@ class ElasticTrainer(Trainer):
         self.period_records = []
         self.membership.admitted_joins = state["admitted_joins"]
         self.membership.history = History(state["leaves"], state["joins"], self.membership.history.epochs)
-        self.clock.restart(state["clock_s"] + seconds)
-        self.download = (state["clock_s"], state["clock_s"] + seconds, received_bytes)
+        self.resumed_s = state["clock_s"]
         self.has_state = True
 
     # ---------------------------------------------------------------- collectives of the period end
