@@ -16,9 +16,10 @@
 
 The simulator plays the same rule (``simulator/churn.py``): the download from the lowest present
 worker starts at the first moment after the join with no collective pending since the last outer
-boundary, the joiner is in every collective from the next first fragment's on, and it computes
-from the outer step after the first outer boundary once its download is in. If the leader dies mid-download the joiner asks again and the
-next leader serves it; a joiner that dies is a member that left.
+boundary, the joiner is in every collective from the next first fragment's on, and it computes from
+the outer step after the first outer boundary once its download is in. If the leader dies
+mid-download the joiner asks again and the next leader serves it; a joiner that dies is a member
+that left.
 """
 
 from __future__ import annotations

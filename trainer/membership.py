@@ -162,14 +162,13 @@ class Membership:
 
     def seen(self, island: int) -> bool:
         """Whether this process has seen ``island``'s heartbeat at all."""
-        return self.last_change.get(island, (None, 0.0))[0] is not None
+        return island in self.last_change
 
     def silent_s(self, island: int) -> float:
         """Seconds since ``island``'s heartbeat last changed, as this process saw it; 0 for an island
         never seen beating yet (a slow start on a busy machine is not a death: the quorum still gives
         up on it after the detection and collective timeouts)."""
-        value, changed_s = self.last_change.get(island, (None, time.monotonic()))
-        return 0.0 if value is None else time.monotonic() - changed_s
+        return time.monotonic() - self.last_change[island][1] if self.seen(island) else 0.0
 
     # ------------------------------------------------------------------ epochs
     def start(self, members: list[int]) -> None:
@@ -183,8 +182,8 @@ class Membership:
         wanted = list(members)
         while True:
             self.release_group()
-            for island in set(members) - set(self.members):  # a newcomer is alive as of now
-                self.last_change[island] = (None, time.monotonic())
+            for island in set(members) - set(self.members):  # a returning island's old beats say nothing
+                self.last_change.pop(island, None)
             self.epoch, self.members, self.ops, self.group = epoch, members, 0, None
             self.history.epochs.append({"epoch": epoch, "members": members, "at_s": self.now_s()})
             try:
@@ -317,10 +316,10 @@ class Membership:
         self.start_heartbeat()
         return int(self.get(self.key("epoch", epoch, "step")))
 
-    def admit_joiners(self, has_state: bool, step: int) -> bool:
+    def admit_joiners(self, has_state: bool, step: int) -> None:
         """At the start of an outer boundary (inner step ``step``): agree on who holds the state and
         on the requests admitted so far, then move to a new epoch with the joiners every member has
-        seen; True if the membership changed."""
+        seen, if there are any."""
         mine = {"seen": self.store.add(self.key("join", "requests"), 0), "has_state": has_state,
                 "admitted": self.admitted_joins}
         views = self.run(lambda group: group.all_gather_object(mine))
@@ -328,7 +327,7 @@ class Membership:
         self.admitted_joins = max(view["admitted"] for view in views)
         total = max(view["seen"] for view in views)
         if total == self.admitted_joins:
-            return False
+            return
         numbers = range(self.admitted_joins + 1, total + 1)
         requests = [json.loads(self.get(self.key("join", "request", n))) for n in numbers]
         joiners = [r["island"] for r in requests if r["island"] not in self.members]
@@ -342,7 +341,6 @@ class Membership:
         self.admitted_joins = total
         self.history.joins.extend({**r, "admitted_s": self.now_s()} for r in requests)
         self.install(epoch, members)
-        return True
 
     def release_group(self) -> None:
         if self.group is not None:
