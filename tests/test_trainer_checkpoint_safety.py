@@ -133,8 +133,11 @@ def test_the_fault_hook_poisons_only_its_island_and_outer_step(monkeypatch, sett
     (faults.FAULT_VARIABLE, "zero@1:1"), (faults.KILL_VARIABLE, "somewhere:1:0"),
     (faults.KILL_VARIABLE, "inner-step:1"),
 ])
-def test_a_malformed_fault_setting_is_one_clear_error(monkeypatch, variable, setting):
+def test_a_malformed_fault_setting_is_one_clear_error(monkeypatch, variable, setting, capsys):
     monkeypatch.setenv(variable, setting)
     with pytest.raises(UserError, match=variable):
         faults.poisoned(torch.zeros(1), 0, 0) if variable == faults.FAULT_VARIABLE else faults.kill_point(
             "inner-step", 0)
+    assert main(["train", "worked-example", "--workers", "2", *sets_args(SETS)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and variable in error

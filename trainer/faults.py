@@ -64,6 +64,15 @@ def parse_kills(setting: str) -> list[KillAt]:
     return kills
 
 
+def check_environment() -> None:
+    """Parse both variables once, before any process starts: a malformed one is one line, not a
+    traceback from whichever thread first passes a point."""
+    if os.environ.get(KILL_VARIABLE):
+        parse_kills(os.environ[KILL_VARIABLE])
+    if os.environ.get(FAULT_VARIABLE):
+        parse_poison(os.environ[FAULT_VARIABLE])
+
+
 def kill_point(point: str, island: int) -> None:
     """SIGKILL this process if ``ISLANDS_KILL_AT`` names this point, this island and this pass."""
     setting = os.environ.get(KILL_VARIABLE)

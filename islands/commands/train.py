@@ -81,12 +81,14 @@ def train(args: argparse.Namespace) -> int:
     from islands.scenarios import load
     from islands.trainer import checkpoint
     from islands.trainer.config import make_plan
+    from islands.trainer.faults import check_environment
     from islands.trainer.outputs import claim_out_dir
     from islands.trainer.launch import distributed_env, launch_local, run_process
     from islands.trainer.loop import default_corpus, model_config, shapes_of
     from islands.trainer.model import build_model
     from islands.trainer.report import print_summary
 
+    check_environment()
     scenario = load(args.scenario, args.overrides)
     plan = make_plan(scenario, args.workers, args.data)
     if args.stop_after is not None and args.stop_after < 1:
