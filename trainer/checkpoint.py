@@ -49,11 +49,11 @@ def rank_file(folder: Path, rank: int) -> Path:
     return folder / f"rank-{rank:04d}.pt"
 
 
-def save(out_dir: Path, period: int, rank: int, state: dict[str, Any], world: Group,
+def save(out_dir: Path, period: int, rank: int, island: int, state: dict[str, Any], world: Group,
          writes_latest: bool) -> None:
     """Write this rank's file; once all have, point ``LATEST`` at the folder and drop older ones."""
     folder = period_dir(out_dir, period)
-    write_rank_file(folder, rank, state)
+    write_rank_file(folder, rank, island, state)
     world.barrier()
     if writes_latest:
         write_text(out_dir / FOLDER / LATEST, folder.name + "\n")
@@ -61,10 +61,11 @@ def save(out_dir: Path, period: int, rank: int, state: dict[str, Any], world: Gr
     remove_older(out_dir / FOLDER, folder.name, rank)
 
 
-def write_rank_file(folder: Path, rank: int, state: dict[str, Any]) -> None:
+def write_rank_file(folder: Path, rank: int, island: int, state: dict[str, Any]) -> None:
+    """Rank ``rank``'s file (``island``: its island, for the ``checkpoint-write`` kill point)."""
     with atomic_path(rank_file(folder, rank)) as temporary:
         torch.save({"format": FORMAT, **state}, temporary)
-        kill_point("checkpoint-write", rank)
+        kill_point("checkpoint-write", island)
 
 
 def remove_older(root: Path, keep: str, rank: int) -> None:

@@ -157,12 +157,9 @@ def check_supported(scenario: Scenario) -> None:
 
 
 def check_elastic(plan: RunPlan) -> None:
-    """Churn (events, present = false, trainer.elastic) runs DiLoCo or Streaming DiLoCo with one
-    process per island."""
+    """Churn (events, present = false, trainer.elastic) runs DiLoCo or Streaming DiLoCo; an island of
+    several ranks leaves and joins as a whole."""
     source = plan.scenario.source
-    if plan.ranks_per_island != 1:
-        raise UserError(f"{source}: trainer.ranks_per_island = {plan.ranks_per_island}: islands that leave "
-                        f"and join (churn, trainer.elastic) need one process per island")
     if plan.algorithm == "ddp":
         raise UserError(f"{source}: schedule.algorithm = \"ddp\": islands that leave and join (churn, "
                         f"trainer.elastic) train \"diloco\" or \"streaming\" (DDP re-forms the group at "

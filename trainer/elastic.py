@@ -1,9 +1,10 @@
 """DiLoCo whose islands may die and join mid-run without stopping the others (``trainer.elastic``).
 
-One process per island. Every collective goes through ``membership.Membership.run``: if an island
-dies (SIGKILL at any moment) the survivors finish their interval, their exchange fails or is voted
-down, they wait out the detection timeout, re-form the group among themselves and redo the
-exchange: training goes on with a smaller M, the dead island's work since its last applied sync is
+One process per island, or an island of several ranks led by its local rank 0, which alone takes
+part in the membership and tells the others what it decided (``island.py``, ``shared``). Every
+cross-island collective goes through ``membership.Membership.run``: if an island dies (SIGKILL at
+any moment) the survivors finish their interval, their exchange fails or is voted down, they wait
+out the detection timeout, re-form the group among themselves and redo the exchange: training goes on with a smaller M, the dead island's work since its last applied sync is
 lost. A new or returning island asks to join and at once for the global state, which the members'
 leader sends in the background while everyone trains on (``joining.py``); from the next outer
 boundary the joiner takes part in the exchanges, contributing nothing and keeping the averages, and
@@ -30,7 +31,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import torch
 
@@ -42,6 +43,7 @@ from . import checkpoint
 from .comm import Group, broadcast_bytes
 from .config import RunPlan
 from .faults import kill_point, killable, poisoned
+from .island import IslandRanks
 from .joining import Fetcher, Server
 from .loop import Groups, Trainer, shapes_of
 from .membership import History, LeftOut, Membership, run_time_s
@@ -49,10 +51,14 @@ from .paced import paced_from_environment
 from .tracing import build_summary, write_outputs
 
 ROWS_FOLDER = "islands"
+T = TypeVar("T")
 
 
 class RunOver(Exception):
     """A joiner arrived after the last outer boundary: nothing left to train."""
+
+
+OUTCOMES = {"LeftOut": LeftOut, "RunOver": RunOver}  # what a leader's followers must also raise
 
 
 def join_seconds(joins: list[dict[str, Any]], rows: list[tuple]) -> list[dict[str, Any]]:
@@ -66,14 +72,17 @@ def join_seconds(joins: list[dict[str, Any]], rows: list[tuple]) -> list[dict[st
 
 
 class ElasticTrainer(Trainer):
-    """A ``Trainer`` (one island, one process) whose collectives survive members that die or join."""
+    """A ``Trainer`` (one rank of one island) whose collectives survive members that die or join.
+    ``ranks``: the island's group when it has several ranks (``island.py``); None with one."""
 
-    def __init__(self, plan: RunPlan, island: int, membership: Membership, device: torch.device | str,
-                 out_dir: Path | None, resume_dir: Path | None, join_at_s: float | None = None):
+    def __init__(self, plan: RunPlan, rank: int, membership: Membership, device: torch.device | str,
+                 out_dir: Path | None, resume_dir: Path | None, join_at_s: float | None = None,
+                 ranks: IslandRanks | None = None):
         self.membership = membership
         self.join_at_s = join_at_s
         self.has_state = join_at_s is None
-        super().__init__(plan, island, Groups(world=None, cross=None), device, out_dir, resume_dir)
+        self.ranks = ranks
+        super().__init__(plan, rank, Groups(world=None, cross=None, intra_grad=ranks), device, out_dir, resume_dir)
         membership.on_install = self.installed
         membership.now_s = self.clock.now
         self.server = Server(membership, self.state_payload)
@@ -84,8 +93,10 @@ class ElasticTrainer(Trainer):
         """Nothing to share: every island builds the model from the same seed (joiners download)."""
 
     def load_checkpoint(self, resume_dir: Path) -> dict[str, Any] | None:
-        """This island's file; an island absent at that checkpoint gets the state from a live one."""
-        if not checkpoint.rank_file(checkpoint.latest_dir(resume_dir), self.rank).is_file():
+        """This rank's file; an island absent at that checkpoint (any of its ranks' files missing: it
+        died while writing) gets the state from a live one."""
+        folder = checkpoint.latest_dir(resume_dir)
+        if not all(checkpoint.rank_file(folder, rank).is_file() for rank in self.ranks_of(self.island)):
             self.has_state = False
             return None
         self.has_state = self.join_at_s is None
@@ -98,24 +109,28 @@ class ElasticTrainer(Trainer):
         return self.resumed_s
 
     def agree_on_resume(self, error: str | None, state: dict[str, Any] | None) -> list[str | None]:
-        """Through the store (there is no group yet): every island started with the run publishes its
-        verdict and the epoch its history ends at; all read all, so they also agree on the first epoch
-        of this run. A joiner only answers for itself: it takes its state from a live island."""
+        """Through the store (there is no group yet): every rank of the islands started with the run
+        publishes its verdict and the epoch its history ends at; all read all, so they also agree on
+        the first epoch of this run. A joiner only answers for itself: it takes its state from a live
+        island."""
         if self.join_at_s is not None:
             return [error]
         membership = self.membership
         epochs = state.get("churn", {}).get("epochs", []) if state else []
         verdict = {"error": error, "next_epoch": epochs[-1]["epoch"] + 1 if epochs else 0}
-        membership.store.set(membership.key("resume", "verdict", self.island), json.dumps(verdict))
-        verdicts = [json.loads(membership.get(membership.key("resume", "verdict", island)))
-                    for island in self.plan.initial_members()]
+        membership.store.set(membership.key("resume", "verdict", self.rank), json.dumps(verdict))
+        verdicts = [json.loads(membership.get(membership.key("resume", "verdict", rank)))
+                    for island in self.plan.initial_members() for rank in self.ranks_of(island)]
         membership.first_epoch = max(verdict["next_epoch"] for verdict in verdicts)
         return [verdict["error"] for verdict in verdicts]
+
+    def ranks_of(self, island: int) -> range:
+        return range(island * self.plan.ranks_per_island, (island + 1) * self.plan.ranks_per_island)
 
     def installed(self) -> None:
         group = self.membership.group
         cross = paced_from_environment(killable(group, self.island), self.membership.members)
-        self.groups = Groups(world=group, cross=cross)
+        self.groups = Groups(world=group, cross=cross, intra_grad=self.ranks)
         self.exchanger.cross = cross
 
     def cross_islands(self) -> list[int]:
@@ -124,6 +139,36 @@ class ElasticTrainer(Trainer):
     def reports(self) -> bool:
         """The leader (the lowest member holding the state) prints and writes metrics."""
         return self.membership.group is not None and self.membership.leader == self.island
+
+    @property
+    def follows(self) -> bool:
+        """Whether this rank follows its island's leader (local rank > 0) instead of taking part in
+        the membership."""
+        return self.ranks is not None and not self.ranks.leads
+
+    def shared(self, decide: Callable[[], T]) -> T:
+        """What the island's leader decides with the other islands, on every rank of the island: the
+        leader runs ``decide()`` and tells its followers the outcome (a value, or that the island was
+        left out or the run is over, raised on them too); a follower only hears it. Calls nested in
+        the leader's ``decide`` (a joiner's passive boundaries) are the leader's alone."""
+        ranks = self.ranks
+        if ranks is None or ranks.speaking:
+            return decide()
+        if not ranks.leads:
+            kind, value = ranks.hear()
+            if kind in OUTCOMES:
+                raise OUTCOMES[kind](value)
+            return value
+        ranks.speaking = True
+        try:
+            value = decide()
+        except tuple(OUTCOMES.values()) as outcome:
+            ranks.tell((type(outcome).__name__, str(outcome)))
+            raise
+        finally:
+            ranks.speaking = False
+        ranks.tell(("value", value))
+        return value
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop_after: int | None = None) -> None:
@@ -135,27 +180,39 @@ class ElasticTrainer(Trainer):
                 super().run(stop_after)
                 return
             except LeftOut as left_out:
-                print(left_out, flush=True)
+                if not self.follows:
+                    print(left_out, flush=True)
                 self.has_state, self.join_at_s = False, 0.0
 
     def enter(self) -> None:
-        """Join, or form the first epoch; the rows file opens only then, once the run's start has
-        shown that every island present passed its checks."""
-        if self.join_at_s is not None:
-            self.open_rows_sink(append=True)
-            self.join()
-            return
+        """Join, or form the first epoch (the leader); its followers then take the state the leader
+        adopted, if it adopted one, and its clock."""
+        clock_s, adopted = self.shared(self.join if self.join_at_s is not None else self.form_first_epoch)
+        if self.follows:
+            if adopted is not None:
+                self.adopt(torch.load(io.BytesIO(adopted), weights_only=True))
+            self.clock.restart(clock_s)
+            self.recorder.start_compute()
+
+    def form_first_epoch(self) -> tuple[float, bytes | None]:
+        """Form the first epoch; the rows file opens only then, once the run's start has shown that
+        every island present passed its checks. Returns the clock and the state adopted (or None)."""
         self.membership.start(self.plan.initial_members())
         self.open_rows_sink(append=False)
-        self.membership.run(self.sync_state)
+        adopted = self.membership.run(self.sync_state)
+        if adopted is not None:
+            self.adopt(torch.load(io.BytesIO(adopted), weights_only=True))
         self.membership.stateful = set(self.membership.members)
         self.clock.restart(self.resumed_s)
         self.recorder.start_compute()
         self.publish_clock()
+        return self.resumed_s, adopted
 
-    def join(self) -> None:
+    def join(self) -> tuple[float, bytes | None]:
         """Wait for the join time, ask to join and for the state (downloaded in the background), take
-        part in the boundaries as a passive member until the state is in, then train."""
+        part in the boundaries as a passive member until the state is in, then train. Returns the
+        clock and the state the island's followers adopt (None: it has none)."""
+        self.open_rows_sink(append=True)
         requested_s = self.wait_for_run_time(self.join_at_s)
         self.clock.restart(requested_s)
         self.has_state = False
@@ -163,10 +220,11 @@ class ElasticTrainer(Trainer):
         self.fetcher.start()
         step = self.membership.request_join(requested_s)
         if step is None:
-            raise RunOver(f"island {self.rank}: the run ended before it could join")
+            raise RunOver(f"island {self.island}: the run ended before it could join")
         self.recorder.add("idle", requested_s, self.clock.now(), self.plan.outer_step(step))
         self.follow(step)
         self.recorder.start_compute()
+        return self.clock.now(), self.state_payload() if self.ranks else None
 
     def follow(self, step: int) -> None:
         """Passive member from inner step ``step`` (where it was admitted) on: every exchange of the
@@ -256,10 +314,10 @@ class ElasticTrainer(Trainer):
         self.recorder.end_compute((list(launches) + list(applies))[0].outer_step)
         arrived_s = self.clock.now()
         for point in launches:
-            self.launch(point)
+            self.shared(lambda point=point: self.launch(point))
         blocked_s = comm_s = 0.0
         for point in applies:
-            exchange = self.pending.pop(point.fragment).result()
+            exchange = self.committed(point.fragment)
             blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
             comm_s += exchange.done_s - exchange.started_s
             self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
@@ -281,6 +339,13 @@ class ElasticTrainer(Trainer):
         self.pending[point.fragment] = self.exchanger.pool.submit(
             self.membership.run, lambda group, delta=delta: self.exchange_once(delta))
 
+    def committed(self, fragment: int) -> Any:
+        """The fragment's committed exchange (a follower hears it, and the members it came from: its
+        membership is only the view its leader gives it)."""
+        exchange, members = self.shared(lambda: (self.pending.pop(fragment).result(), self.membership.members))
+        self.membership.members = members
+        return exchange
+
     def quiet_until_admission(self) -> bool:
         """Whether a snapshot taken now holds every average applied before the next admission (the
         next launch of fragment 0): no exchange in flight and none due before it. Always under DiLoCo;
@@ -298,20 +363,20 @@ class ElasticTrainer(Trainer):
         return exchange
 
     # ---------------------------------------------------------------- state transfer
-    def sync_state(self, group: Group) -> None:
+    def sync_state(self, group: Group) -> bytes | None:
         """Members without the current state (a resumed run's islands that have no checkpoint file)
-        adopt it from the member that has the most progress, before anyone trains."""
+        get it from the member that has the most progress, before anyone trains: the state this
+        member must adopt, or None."""
         mine = self.step if self.has_state else -1
         progress = [int(t.item()) for t in group.all_gather(torch.tensor([mine], dtype=torch.int64))]
         best = max(progress)
         if best < 0:
             raise UserError("no live island holds the global weights; resume from the last checkpoint (--resume)")
         if min(progress) == best:
-            return
+            return None
         src = progress.index(best)
         data = broadcast_bytes(group, self.state_payload() if group.rank == src else None, src, self.island)
-        if mine < best:
-            self.adopt(torch.load(io.BytesIO(data), weights_only=True))
+        return data if mine < best else None
 
     def state_payload(self) -> bytes:
         history = self.membership.history
@@ -338,7 +403,7 @@ class ElasticTrainer(Trainer):
 
     # ---------------------------------------------------------------- collectives of the period end
     def evaluate(self) -> float:
-        return self.membership.run(self.evaluate_holders)
+        return self.shared(lambda: self.membership.run(self.evaluate_holders))
 
     def evaluate_holders(self, group: Group) -> float:
         """Evaluation shared out over the members that hold the state; a passive joiner, which has
@@ -374,21 +439,26 @@ class ElasticTrainer(Trainer):
                                           list(churn.get("epochs", [])))
 
     def save_checkpoint(self, period: int) -> None:
-        """This island's file; ``LATEST`` moves once every member of the epoch has written."""
+        """This rank's file; ``LATEST`` moves once every rank of every member of the epoch has written."""
         folder = checkpoint.period_dir(self.out_dir, period)
         if self.has_state:  # a passive joiner has nothing to save yet; a resume gives it the state
-            checkpoint.write_rank_file(folder, self.rank, self.state_dict())
+            checkpoint.write_rank_file(folder, self.rank, self.island, self.state_dict())
+        if self.ranks is not None and not self.ranks.speaking:
+            self.ranks.barrier()  # the island's files are all written
+        self.shared(lambda: self.commit_checkpoint(folder))
+        checkpoint.remove_older(self.out_dir / checkpoint.FOLDER, folder.name, self.rank)
+
+    def commit_checkpoint(self, folder: Path) -> None:
         self.membership.run(lambda group: group.barrier())
         if self.reports():
             write_text(self.out_dir / checkpoint.FOLDER / checkpoint.LATEST, folder.name + "\n")
         self.membership.run(lambda group: group.barrier())
-        checkpoint.remove_older(self.out_dir / checkpoint.FOLDER, folder.name, self.rank)
 
     # ---------------------------------------------------------------- the end
     def open_rows_sink(self, append: bool) -> None:
         if not self.out_dir or self.recorder.sink:
             return
-        path = rows_path(self.out_dir, self.rank)
+        path = rows_path(self.out_dir, self.island)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.recorder.sink = open(path, "a" if append else "w", encoding="utf-8")
         if not append:
@@ -400,7 +470,9 @@ class ElasticTrainer(Trainer):
         if self.metrics:
             self.metrics.close()
             self.metrics = None
-        gathered = self.membership.run(lambda group: group.all_gather_object((self.rank, self.recorder.rows)))
+        if self.follows:  # its leader's rows are the island's
+            return None
+        gathered = self.membership.run(lambda group: group.all_gather_object((self.island, self.recorder.rows)))
         leader = self.reports()
         self.membership.close()
         if self.recorder.sink:

@@ -3,6 +3,10 @@
 Deaths: ``ISLANDS_KILL_AT = "POINT:COUNT:ISLAND[,POINT:COUNT:ISLAND...]"`` makes island ISLAND's
 process SIGKILL itself (no cleanup, no exception, as a crashed machine) the COUNT-th time (1-based)
 it passes POINT. Several entries kill several islands, or one island at the first entry it reaches.
+With several ranks per island every rank of the island that passes POINT dies there (all of them at
+an inner step; the leader, local rank 0, at the points only it passes: the exchange, evaluation and
+download points); ``ISLAND.LOCAL`` kills only the rank whose ``LOCAL_RANK`` is LOCAL, and its
+island-mates then leave with it (``trainer/island.py``).
 
 | point | where |
 | --- | --- |
@@ -50,6 +54,12 @@ class KillAt:
     point: str
     count: int
     island: int
+    local_rank: int | None = None  # None: every rank of the island
+
+    def hits(self, point: str, island: int) -> bool:
+        """Whether this entry names ``point`` for this process (of ``island``, at its LOCAL_RANK)."""
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        return (self.point, self.island) == (point, island) and self.local_rank in (None, local_rank)
 
 
 def parse_kills(setting: str) -> list[KillAt]:
@@ -57,10 +67,13 @@ def parse_kills(setting: str) -> list[KillAt]:
     kills = []
     for entry in filter(None, (part.strip() for part in setting.split(","))):
         parts = entry.split(":")
-        if len(parts) != 3 or parts[0] not in POINTS or not (parts[1].isdigit() and parts[2].isdigit()):
-            raise UserError(f"{KILL_VARIABLE}={setting!r}: each entry is POINT:COUNT:ISLAND with POINT one of "
-                            f"{', '.join(POINTS)} (got {entry!r})")
-        kills.append(KillAt(parts[0], int(parts[1]), int(parts[2])))
+        where = parts[2].split(".") if len(parts) == 3 else []
+        if (len(parts) != 3 or parts[0] not in POINTS or not parts[1].isdigit() or len(where) > 2
+                or not all(number.isdigit() for number in where)):
+            raise UserError(f"{KILL_VARIABLE}={setting!r}: each entry is POINT:COUNT:ISLAND or "
+                            f"POINT:COUNT:ISLAND.LOCAL_RANK with POINT one of {', '.join(POINTS)} (got {entry!r})")
+        local_rank = int(where[1]) if len(where) == 2 else None
+        kills.append(KillAt(parts[0], int(parts[1]), int(where[0]), local_rank))
     return kills
 
 
@@ -78,7 +91,7 @@ def kill_point(point: str, island: int) -> None:
     setting = os.environ.get(KILL_VARIABLE)
     if not setting:
         return
-    kills = [kill for kill in parse_kills(setting) if kill.point == point and kill.island == island]
+    kills = [kill for kill in parse_kills(setting) if kill.hits(point, island)]
     if not kills:
         return
     passes[point] += 1

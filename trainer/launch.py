@@ -87,9 +87,9 @@ def launch_local(train_args: list[str], plan: RunPlan, master_addr: str = "127.0
     port = port or free_port(master_addr)
     uses_cuda(plan.spec.device, plan.world_size)  # one line before any process starts
     if plan.elastic:
-        def environment(island: int) -> tuple[list[str], dict]:
-            wrap = island_launch(island) if island_launch else IslandLaunch()
-            return list(wrap.prefix), rank_environment(island, plan, master_addr, port, wrap.env)
+        def environment(rank: int) -> tuple[list[str], dict]:
+            wrap = island_launch(rank // plan.ranks_per_island) if island_launch else IslandLaunch()
+            return list(wrap.prefix), rank_environment(rank, plan, master_addr, port, wrap.env)
         return launch_elastic(train_args, plan, master_addr, port, environment)
     children = []
     for rank in range(plan.world_size):

@@ -330,7 +330,7 @@ class Trainer:
             if self.reports():
                 print(f"outer step {outer_step}: island {islands[member]} excluded from the average ({reason})",
                       flush=True)
-        if verdict.reasons.get(self.exchanger.cross.rank) == NOT_FINITE:
+        if verdict.reasons.get(islands.index(self.island)) == NOT_FINITE:
             self.optimizer.state.clear()
 
     def cross_islands(self) -> list[int]:
@@ -423,7 +423,7 @@ class Trainer:
         self.excluded = list(state["excluded"])
 
     def save_checkpoint(self, period: int) -> None:
-        checkpoint.save(self.out_dir, period, self.rank, self.state_dict(), self.groups.world,
+        checkpoint.save(self.out_dir, period, self.rank, self.island, self.state_dict(), self.groups.world,
                         writes_latest=self.local_rank == 0)
 
     # ---------------------------------------------------------------- the end

@@ -310,7 +310,7 @@ class Membership:
         admitted = self.key("join", "admitted", number)
         while not self.wait_key(admitted, JOIN_POLL_S):
             if self.store.check([self.key("run", "finished")]):
-                return False
+                return None
         epoch = int(self.store.get(admitted))
         self.install(epoch, [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")])
         self.start_heartbeat()

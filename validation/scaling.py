@@ -134,7 +134,8 @@ def has_churn(scenario: Scenario) -> bool:
 
 
 def churn_validated(scenario: Scenario) -> bool:
-    """Scripted churn under DiLoCo: what the elastic trainer plays (one rank per island, as scaled)."""
+    """Scripted churn under DiLoCo: what the elastic trainer plays (the scaled replica has one rank
+    per island)."""
     scripted = not any(i.mtbf_s for i in scenario.islands)
     return has_churn(scenario) and scripted and scenario.schedule.algorithm == "diloco"
 

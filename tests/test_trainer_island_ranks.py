@@ -1,0 +1,120 @@
+"""Elastic runs whose islands have 2 ranks each (``trainer/island.py``): an island leaves and joins as a
+whole. MULTI-PROCESS: each run starts 6-8 processes and has a hard timeout; the unit tests below
+start none."""
+
+import json
+
+import pytest
+import torch
+
+from islands.scenarios import from_dict
+from islands.trainer import faults
+from islands.trainer.config import make_plan
+from islands.trainer.launch_elastic import Fleet
+from test_trainer_churn import LATE_JOINER, PERIODS, SCENARIO, SETS, outputs, train
+from test_trainer_multiprocess import global_flat, rank_state
+
+R = 2
+SETS_R2 = [*SETS, f"trainer.ranks_per_island={R}"]
+
+
+def ranks(islands):
+    return [island * R + local for island in islands for local in range(R)]
+
+
+def assert_replicas(run, period, islands):
+    """Every rank of ``islands`` holds the same finite global weights, and an island's ranks the same
+    local model."""
+    states = {rank: rank_state(run, period, rank) for rank in ranks(islands)}
+    first = global_flat(states[ranks(islands)[0]])
+    assert torch.isfinite(first).all()
+    assert all(torch.equal(first, global_flat(state)) for state in states.values())
+    for island in islands:
+        leader, follower = (states[rank]["model"] for rank in ranks([island]))
+        assert all(torch.equal(leader[name], follower[name]) for name in leader)
+
+
+def test_a_two_rank_island_leaves_mid_interval_and_a_two_rank_island_joins(tmp_path):
+    """Island 1 (ranks 2 and 3) is SIGKILLed mid-interval by the launcher; island 3 (ranks 6 and 7)
+    joins later: its leader downloads the state and hands it to its follower, and both train."""
+    stdout = train(tmp_path, SCENARIO + LATE_JOINER, sets=SETS_R2)
+    run = tmp_path / "run"
+    assert "island 1 killed (SIGKILL)" in stdout and "membership: epoch 1, islands [0, 2] (M = 2)" in stdout
+    assert "islands [0, 2, 3] (M = 3)" in stdout
+    final = sorted(path.name for path in (run / "checkpoints" / f"period-{PERIODS:06d}").iterdir())
+    assert final == [f"rank-{rank:04d}.pt" for rank in ranks([0, 2, 3])]
+    assert_replicas(run, PERIODS, [0, 2, 3])
+    summary, churn, trace = outputs(run)
+    assert summary["leaves"] == 1 and summary["joins"] == 1 and summary["outer_steps"] == PERIODS
+    assert [leave["island"] for leave in churn["leaves"]] == [1]
+    assert [join["island"] for join in churn["joins"]] == [3] and 0 < churn["joins"][0]["join_s"] < 5
+    rows = [row.split(",") for row in trace]
+    downloads = [r for r in rows if r[4] == "comm" and r[6] == "-1"]
+    assert [int(r[2]) for r in downloads] == [3]  # the island's leader downloaded, once
+    assert any(r[2] == "3" and r[4] == "compute" for r in rows)
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, PERIODS * 10 + 1))
+
+
+def test_killing_one_rank_takes_down_its_island_and_a_resume_hands_the_state_to_both_ranks(tmp_path):
+    """Island 1's follower (local rank 1) dies at an inner step: its leader's next gradient average
+    fails and the island leaves as one (leaves = 1). Resumed from the next checkpoint, which island 1
+    is missing from, its leader takes the state from a live island and hands it to its follower."""
+    periods = 4
+    sets = [*SETS_R2, "trainer.checkpoint_every=1", f"schedule.outer_steps={periods}"]
+    stdout = train(tmp_path, SCENARIO, "--stop-after", "2", kill_at="inner-step:14:1.1", sets=sets)
+    run = tmp_path / "run"
+    assert "island 1: an island-mate is gone" in stdout and "islands [0, 2] (M = 2)" in stdout
+    summary, churn, _ = outputs(run)
+    assert summary["leaves"] == 1 and [leave["island"] for leave in churn["leaves"]] == [1]
+    assert not any((run / "checkpoints" / "period-000002" / f"rank-{rank:04d}.pt").exists() for rank in ranks([1]))
+    stdout = train(tmp_path, SCENARIO, "--resume", str(run), sets=sets)
+    assert "membership: epoch 2, islands [0, 1, 2] (M = 3)" in stdout
+    assert_replicas(run, periods, [0, 1, 2])
+    summary, churn, _ = outputs(run)
+    assert summary["leaves"] == 1 and summary["outer_steps"] == periods
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, periods * 10 + 1))
+
+
+@pytest.mark.parametrize("setting, local_rank, killed", [
+    ("inner-step:1:1", "0", True), ("inner-step:1:1", "1", True),
+    ("inner-step:1:1.1", "1", True), ("inner-step:1:1.1", "0", False), ("inner-step:1:2.1", "1", False),
+])
+def test_a_kill_entry_names_an_island_or_one_of_its_ranks(monkeypatch, setting, local_rank, killed):
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    assert any(kill.hits("inner-step", 1) for kill in faults.parse_kills(setting)) == killed
+
+
+class FakeProcess:
+    def __init__(self, rank, incarnation):
+        self.rank, self.incarnation, self.returncode = rank, incarnation, None
+
+    def poll(self):
+        return self.returncode
+
+    def send_signal(self, number):
+        self.returncode = -number
+
+    def wait(self):
+        return self.returncode
+
+
+def test_the_launcher_kills_and_restarts_an_island_whole():
+    """A leave kills both ranks of the island and its return starts both again, as a new incarnation;
+    one rank dying by a signal takes its island-mate down with it."""
+    document = {"name": "t", "model": {"parameters": 1e5}, "trainer": {"ranks_per_island": R},
+                "schedule": {"algorithm": "diloco", "inner_steps": 5, "outer_steps": 2},
+                "island": [{"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1.0}],
+                "event": [{"at_s": 1.0, "island": "a-1", "kind": "leave"},
+                          {"at_s": 2.0, "island": "a-1", "kind": "join"}]}
+    fleet = Fleet(make_plan(from_dict(document)), lambda rank, join_at, incarnation: FakeProcess(rank, incarnation))
+    first = fleet.running[1]
+    assert [(p.rank, p.incarnation) for p in first] == [(2, 0), (3, 0)]
+    fleet.play(0.0)  # the first reading of the run clock
+    fleet.play(1.5)
+    assert all(p.returncode == -9 for p in first)
+    assert [(p.rank, p.incarnation) for p in fleet.running[1]] == [(2, 1), (3, 1)]
+    leader, follower = fleet.running[0]
+    follower.returncode = -9
+    assert fleet.status() is None and 0 not in fleet.running and leader.returncode == -9

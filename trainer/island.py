@@ -1,0 +1,99 @@
+"""The ranks of one island in an elastic run with ``trainer.ranks_per_island`` = R > 1: one leader, R - 1
+followers, and an island that lives and dies as a whole.
+
+* **The leader** (local rank 0) is the island's only member of the membership (``membership.py``): it
+  beats, votes, exchanges the island's pseudo-gradient with the other islands' leaders (whole: inside
+  an island the replicas are identical, so there is nothing to shard), evaluates, serves and fetches
+  downloads.
+* **Every rank** trains: after each backward pass the island's ranks average their gradients over
+  the island's own gloo group (plain data parallel, as in a run without churn), so they hold
+  identical replicas.
+* **Followers** never speak to another island. Wherever the leader decides something with the others
+  (an exchange's average, an admission, an evaluation, a checkpoint's commit, the state a returning
+  or resumed island adopts) the leader tells its followers the outcome over the island's group
+  (``ElasticTrainer.shared``), and they apply it exactly as the leader does, so the replicas stay
+  identical. An outcome may be "left out" or "run over": the followers then go the leader's way.
+* **Dying together.** The island's group is made once per incarnation of the island (a returning
+  island gets a fresh one, under its own store prefix). When any collective on it fails (an
+  island-mate died: its sockets closed) the rank SIGKILLs itself, as the crashed machine it belongs
+  to, so the island leaves as one: the others see one departure, its leader's silent heartbeat. The
+  launcher kills all of an island's processes on a ``leave`` event and when one of them dies.
+
+The group's timeout is long on purpose: followers wait in it while their leader re-forms, downloads or
+waits to join; a dead peer fails the wait at once (closed sockets), the timeout only bounds a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+from datetime import timedelta
+from typing import Any, Callable, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from .comm import StoreGroup
+
+INCARNATION_VARIABLE = "ISLANDS_INCARNATION"
+ISLAND_TIMEOUT = timedelta(days=1)
+
+T = TypeVar("T")
+
+
+def incarnation() -> str:
+    """What the ranks of one start of an island share and no other start does: the local launcher's
+    count of the island's starts, or (under torchrun) the node's name and its agent's process id."""
+    return os.environ.get(INCARNATION_VARIABLE) or f"{socket.gethostname()}-{os.getppid()}"
+
+
+class IslandRanks:
+    """This rank's side of its island's group: the per-step gradient average and the leader's word."""
+
+    def __init__(self, store: Any, key: str, island: int, local_rank: int, ranks: int):
+        """Form the island's group (every rank of this incarnation calls this) under ``key`` in ``store``."""
+        self.island = island
+        self.group = self.guarded(lambda: StoreGroup(dist.PrefixStore(key, store), list(range(ranks)), local_rank,
+                                                     ISLAND_TIMEOUT))
+        self.rank, self.size = self.group.rank, self.group.size
+        self.leads = local_rank == 0
+        self.speaking = False  # the leader is computing an outcome it will tell (nested ones are not told)
+
+    def guarded(self, collective: Callable[[], T]) -> T:
+        try:
+            return collective()
+        except RuntimeError as error:
+            self.die(error)
+
+    def die(self, error: RuntimeError) -> None:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"island {self.island}: an island-mate is gone ({reason}); the island leaves as a whole", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
+        self.guarded(lambda: self.group.all_reduce_sum_(tensor))
+
+    def barrier(self) -> None:
+        self.guarded(self.group.barrier)
+
+    def tell(self, message: Any) -> None:
+        """The leader's side of ``hear``."""
+        self.guarded(lambda: broadcast_object(self.group, message))
+
+    def hear(self) -> Any:
+        """What the leader tells (picklable: tensors, numbers, plain containers)."""
+        return self.guarded(lambda: broadcast_object(self.group, None))
+
+
+def broadcast_object(group: StoreGroup, message: Any) -> Any:
+    """Member 0's ``message`` on every member (a length, then the pickled bytes)."""
+    data = pickle.dumps(message) if group.rank == 0 else b""
+    length = torch.tensor([len(data)], dtype=torch.int64)
+    group.broadcast_(length, 0)
+    buffer = torch.zeros(int(length.item()), dtype=torch.uint8)
+    if group.rank == 0:
+        buffer.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    group.broadcast_(buffer, 0)
+    return pickle.loads(buffer.numpy().tobytes())
