@@ -4,12 +4,13 @@ With 3 islands every survivor is a ring neighbour of the dead one; only at M >= 
 on a live peer while the death is discovered elsewhere, which is where a healthy island used to be
 evicted. Each trial is one elastic run (``trainer.faults``: ``ISLANDS_KILL_AT`` picks the points,
 ``ISLANDS_FAULT`` poisons one contribution); the pass at which an island dies is drawn from a seeded
-generator, so a trial is the same on every run of the suite. Every trial asserts:
+generator, so a trial is the same on every run of the suite. One trial has islands of two ranks,
+which die whole. Every trial asserts:
 
 * the islands that left are exactly the ones killed: no healthy island evicted;
 * every outer step is committed, each survivor holds one comm row per outer step it took part in,
   and ``metrics.jsonl`` holds every inner step exactly once, as strict JSON;
-* the survivors' global weights are identical and finite;
+* the survivors' global weights are identical and finite (on every rank, in islands of two ranks);
 * a death costs the survivors at most the detection timeout plus one re-formed exchange;
 * every output is written.
 """
@@ -83,11 +84,11 @@ def strict_json(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-def train(tmp_path, text: str, kills: str, fault: str | None = None) -> str:
+def train(tmp_path, text: str, kills: str, fault: str | None = None, ranks_per_island: int = 1) -> str:
     (tmp_path / "campaign.toml").write_text(text)
     command = [sys.executable, "-m", "islands.cli", "train", str(tmp_path / "campaign.toml"), "--out",
                str(tmp_path / "run")]
-    for override in SETS:
+    for override in [*SETS, f"trainer.ranks_per_island={ranks_per_island}"]:
         command += ["--set", override]
     env = {**os.environ, "ISLANDS_KILL_AT": kills, **({"ISLANDS_FAULT": fault} if fault else {})}
     done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
@@ -102,8 +103,10 @@ def trace_rows(run):
     return [dict(zip(header, line.split(","))) for line in lines[1:]]
 
 
-def check_trial(run, islands: int, killed: set[int], joined: int = 0, bound_s: float = DEATH_COST_BOUND_S) -> dict:
-    """The assertions every trial shares; returns the summary."""
+def check_trial(run, islands: int, killed: set[int], joined: int = 0, bound_s: float = DEATH_COST_BOUND_S,
+                ranks_per_island: int = 1) -> dict:
+    """The assertions every trial shares (the global weights: on every rank of every survivor);
+    returns the summary."""
     documents = {name: strict_json((run / f"{name}.json").read_text()) for name in ("summary", "run", "churn")}
     summary, churn = documents["summary"], documents["churn"]
     assert sorted(leave["island"] for leave in churn["leaves"]) == sorted(killed)
@@ -129,7 +132,8 @@ def check_trial(run, islands: int, killed: set[int], joined: int = 0, bound_s: f
             blocked[(row["worker"], row["outer_step"])] += float(row["time_end_s"]) - float(row["time_start_s"])
     assert max(blocked.values()) <= bound_s, max(blocked.items(), key=lambda item: item[1])
 
-    states = [rank_state(run, PERIODS, island) for island in survivors]
+    states = [rank_state(run, PERIODS, island * ranks_per_island + local) for island in survivors
+              for local in range(ranks_per_island)]
     final = global_flat(states[0])
     assert torch.isfinite(final).all()
     assert all(torch.equal(final, global_flat(state)) for state in states[1:])
@@ -183,3 +187,16 @@ def test_m4_a_death_during_a_joiners_download(tmp_path, victim, point):
         assert "islands [1, 2, 3, 4] (M = 4)" in stdout
         final = rank_state(tmp_path / "run", PERIODS, 4)
         assert math.isfinite(float(global_flat(final).sum()))
+
+
+def test_m4_islands_of_two_ranks_die_whole_a_leader_mid_exchange_then_a_follower_of_the_reporter(tmp_path):
+    """R = 2: island 2's leader dies inside the reduce-scatter and its follower's next gradient
+    average fails; later the follower of island 0 (whose leader writes metrics.jsonl) dies at an
+    inner step and takes its leader with it. Each island leaves once, as one."""
+    exchange_pass, = draw(1, 1, 2)
+    step_pass, = draw(1, H * 3 + 1, H * 4 - 1)
+    stdout = train(tmp_path, scenario(4), f"all-reduce:{exchange_pass}:2,inner-step:{step_pass}:0.1",
+                   ranks_per_island=2)
+    assert "islands [0, 1, 3] (M = 3)" in stdout and "islands [1, 3] (M = 2)" in stdout
+    assert "island 0: an island-mate is gone" in stdout
+    check_trial(tmp_path / "run", 4, {0, 2}, ranks_per_island=2)
