@@ -3,14 +3,26 @@ whole. MULTI-PROCESS: each run starts 6-8 processes and has a hard timeout; the 
 start none."""
 
 import json
+import os
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.distributed as dist
 
+from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.trainer import faults
+from islands.trainer.checkpoint import PeerFailed
 from islands.trainer.config import make_plan
+from islands.trainer.elastic import ElasticTrainer
+from islands.trainer.island import IslandRanks
 from islands.trainer.launch_elastic import Fleet
+from islands.trainer.membership import LeftOut
 from test_trainer_churn import LATE_JOINER, PERIODS, SCENARIO, SETS, outputs, train
 from test_trainer_multiprocess import global_flat, rank_state
 
@@ -64,7 +76,7 @@ def test_killing_one_rank_takes_down_its_island_and_a_resume_hands_the_state_to_
     sets = [*SETS_R2, "trainer.checkpoint_every=1", f"schedule.outer_steps={periods}"]
     stdout = train(tmp_path, SCENARIO, "--stop-after", "2", kill_at="inner-step:14:1.1", sets=sets)
     run = tmp_path / "run"
-    assert "island 1: an island-mate is gone" in stdout and "islands [0, 2] (M = 2)" in stdout
+    assert "island 1 died (signal 9)" in stdout and "islands [0, 2] (M = 2)" in stdout
     summary, churn, _ = outputs(run)
     assert summary["leaves"] == 1 and [leave["island"] for leave in churn["leaves"]] == [1]
     assert not any((run / "checkpoints" / "period-000002" / f"rank-{rank:04d}.pt").exists() for rank in ranks([1]))
@@ -118,3 +130,69 @@ def test_the_launcher_kills_and_restarts_an_island_whole():
     leader, follower = fleet.running[0]
     follower.returncode = -9
     assert fleet.status() is None and 0 not in fleet.running and leader.returncode == -9
+
+
+def island_of_threads(decide):
+    """One island of two ranks as threads: both call ``ElasticTrainer.shared(decide)``; returns what
+    each got (a value or the exception it raised)."""
+    store = dist.HashStore()
+    got = [None, None]
+
+    def rank(local):
+        trainer = SimpleNamespace(ranks=IslandRanks(store, "island/0/test", 0, local, 2))
+        try:
+            got[local] = ElasticTrainer.shared(trainer, lambda: decide(trainer))
+        except Exception as error:  # what the test compares
+            got[local] = error
+
+    threads = [threading.Thread(target=rank, args=(local,)) for local in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return got
+
+
+def test_followers_hear_what_their_leader_decided_and_never_decide_themselves():
+    decided = []
+
+    def decide(trainer):
+        decided.append(trainer.ranks.rank)
+        nested = ElasticTrainer.shared(trainer, lambda: 2.0)  # the leader's alone: nobody hears it
+        return torch.arange(3.0) * nested
+
+    leader, follower = island_of_threads(decide)
+    assert decided == [0] and torch.equal(leader, follower) and torch.equal(follower, torch.tensor([0.0, 2.0, 4.0]))
+
+
+@pytest.mark.parametrize("raised, heard", [(LeftOut, LeftOut), (UserError, PeerFailed)])
+def test_followers_go_their_leaders_way_when_it_is_left_out_or_refuses_the_run(raised, heard):
+    def decide(trainer):
+        raise raised("island 0: the reason")
+
+    leader, follower = island_of_threads(decide)
+    assert type(leader) is raised and type(follower) is heard and str(follower) == "island 0: the reason"
+
+
+RANK_SCRIPT = """
+import os, sys, torch, torch.distributed as dist
+from datetime import timedelta
+from islands.trainer.island import IslandRanks
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=timedelta(seconds=30))
+ranks = IslandRanks(store, "island/1/test", 1, int(sys.argv[2]), 2)
+if ranks.rank == 1:
+    os._exit(0)  # gone without a word, as a crashed process
+ranks.all_reduce_sum_(torch.zeros(1))
+print("not reached")
+"""
+
+
+def test_a_rank_whose_island_mate_is_gone_kills_itself():
+    """Without any launcher (torchrun's case): the island's next collective fails on the dead rank's
+    closed sockets, and the survivor SIGKILLs itself so that its island leaves as one."""
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
+    ranks = [subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, str(store.port), str(local)], text=True,
+                              stdout=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"}) for local in range(2)]
+    outputs = [rank.communicate(timeout=60)[0] for rank in ranks]
+    assert [rank.returncode for rank in ranks] == [-9, 0]
+    assert "island 1: an island-mate is gone" in outputs[0] and "not reached" not in outputs[0]

@@ -198,5 +198,5 @@ def test_m4_islands_of_two_ranks_die_whole_a_leader_mid_exchange_then_a_follower
     stdout = train(tmp_path, scenario(4), f"all-reduce:{exchange_pass}:2,inner-step:{step_pass}:0.1",
                    ranks_per_island=2)
     assert "islands [0, 1, 3] (M = 3)" in stdout and "islands [1, 3] (M = 2)" in stdout
-    assert "island 0: an island-mate is gone" in stdout
+    assert "island 0 died (signal 9)" in stdout and "island 2 died (signal 9)" in stdout
     check_trial(tmp_path / "run", 4, {0, 2}, ranks_per_island=2)

@@ -40,6 +40,7 @@ from islands.io import write_text
 from islands.trace import NO_FRAGMENT
 
 from . import checkpoint
+from .checkpoint import PeerFailed
 from .comm import Group, broadcast_bytes
 from .config import RunPlan
 from .faults import kill_point, killable, poisoned
@@ -58,7 +59,10 @@ class RunOver(Exception):
     """A joiner arrived after the last outer boundary: nothing left to train."""
 
 
-OUTCOMES = {"LeftOut": LeftOut, "RunOver": RunOver}  # what a leader's followers must also raise
+# What a leader tells its followers instead of a value, and what they raise then: the island was left
+# out or the run is over (they go the leader's way), or the leader refused the run with one line
+# (they exit 2 quietly).
+OUTCOMES: dict[type[Exception], type[Exception]] = {LeftOut: LeftOut, RunOver: RunOver, UserError: PeerFailed}
 
 
 def join_seconds(joins: list[dict[str, Any]], rows: list[tuple]) -> list[dict[str, Any]]:
@@ -148,26 +152,26 @@ class ElasticTrainer(Trainer):
 
     def shared(self, decide: Callable[[], T]) -> T:
         """What the island's leader decides with the other islands, on every rank of the island: the
-        leader runs ``decide()`` and tells its followers the outcome (a value, or that the island was
-        left out or the run is over, raised on them too); a follower only hears it. Calls nested in
-        the leader's ``decide`` (a joiner's passive boundaries) are the leader's alone."""
+        leader runs ``decide()`` and tells its followers the outcome: a value, or which of
+        ``OUTCOMES`` it raised and its message, which they raise in turn; a follower only hears it.
+        Calls nested in the leader's ``decide`` (a joiner's passive boundaries) are the leader's alone."""
         ranks = self.ranks
         if ranks is None or ranks.speaking:
             return decide()
         if not ranks.leads:
-            kind, value = ranks.hear()
-            if kind in OUTCOMES:
-                raise OUTCOMES[kind](value)
+            outcome, value = ranks.hear()
+            if outcome is not None:
+                raise list(OUTCOMES.values())[outcome](value)
             return value
         ranks.speaking = True
         try:
             value = decide()
-        except tuple(OUTCOMES.values()) as outcome:
-            ranks.tell((type(outcome).__name__, str(outcome)))
+        except tuple(OUTCOMES) as raised:
+            ranks.tell((next(i for i, cause in enumerate(OUTCOMES) if isinstance(raised, cause)), str(raised)))
             raise
         finally:
             ranks.speaking = False
-        ranks.tell(("value", value))
+        ranks.tell((None, value))
         return value
 
     # ---------------------------------------------------------------- the loop

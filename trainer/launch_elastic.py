@@ -78,7 +78,7 @@ class Fleet:
                     None)
 
     def play(self, now_s: float) -> None:
-        """Kill the islands whose leave is due, starting the process of their next join. Events before
+        """Kill the islands whose leave is due, starting the processes of their next join. Events before
         the first reading of the clock belong to the run a ``--resume`` continues: they are skipped."""
         if not self.clock_seen:
             self.clock_seen = True
