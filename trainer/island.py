@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import socket
 from datetime import timedelta
@@ -68,8 +69,8 @@ class IslandRanks:
             self.die(error)
 
     def die(self, error: RuntimeError) -> None:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        print(f"island {self.island}: an island-mate is gone ({reason}); the island leaves as a whole", flush=True)
+        print(f"island {self.island}: an island-mate is gone ({first_sentence(error)}); the island leaves "
+              f"as a whole", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
 
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
@@ -85,6 +86,12 @@ class IslandRanks:
     def hear(self) -> Any:
         """What the leader tells (picklable: tensors, numbers, plain containers)."""
         return self.guarded(lambda: broadcast_object(self.group, None))
+
+
+def first_sentence(error: Exception) -> str:
+    """gloo's error without its source location and advice: "Connection reset by peer" and the like."""
+    text = re.sub(r"^\[[^\]]*\]\s*", "", str(error).strip())
+    return text.split(". ")[0].splitlines()[0] if text else type(error).__name__
 
 
 def broadcast_object(group: StoreGroup, message: Any) -> Any:
