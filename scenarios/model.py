@@ -12,9 +12,14 @@ BITS_PER_BYTE = 8
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """The model as the scenario gives it; ``layers`` and ``embedding_parameters`` say how it splits
+    into fragments (``schedules/layout.py``)."""
+
     parameters: float
     bytes_per_param: float
     tokens_per_step: float | None = None
+    layers: int | None = None
+    embedding_parameters: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Generator
 import simpy
 
 from islands.scenarios import Scenario, Worker
+from islands.schedules import SyncPoint
 from islands.trace import NO_FRAGMENT
 
 from .collectives import PendingCollective, tcp_cap_bytes_per_s
-from .schedules import SyncPoint
 
 if TYPE_CHECKING:
     from .engine import Simulation, WorkerState

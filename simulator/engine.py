@@ -27,10 +27,10 @@ from islands.trace import NO_FRAGMENT, to_frame
 
 from . import barriers, budget
 from .churn import DEPARTURE, Churn
-from .collectives import PendingCollective, RingCollective, collective_for, tcp_cap_bytes_per_s
+from .collectives import COLLECTIVES, PendingCollective, RingCollective, tcp_cap_bytes_per_s
 from .compute import STEP_TIMES, StepClock, worker_generators
 from .network import Link, make_network
-from .schedules import SCHEDULES, SyncPoint
+from islands.schedules import SyncPoint, schedule_of
 
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
 
@@ -86,8 +86,7 @@ def network_model_for(scenario: Scenario) -> str:
     """The scenario's network model; ``auto`` takes the flow model where transfers may share links."""
     if scenario.network.model != "auto":
         return scenario.network.model
-    schedule = SCHEDULES[scenario.schedule.algorithm]
-    overlap = schedule.transfers_may_overlap(scenario) or scenario.has_churn()
+    overlap = schedule_of(scenario).transfers_may_overlap(scenario.schedule) or scenario.has_churn()
     return "flow" if overlap or scenario.schedule.barrier == "deadline" else "alpha-beta"
 
 
@@ -97,8 +96,7 @@ class Simulation:
     def __init__(self, scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS):
         self.scenario = scenario
         self.budget = budget.guard(scenario, max_events)
-        self.schedule = SCHEDULES[scenario.schedule.algorithm]
-        self.collective = collective_for(scenario)
+        self.schedule = schedule_of(scenario)
         self.env = CountingEnvironment(max_events)
         self.workers = scenario.workers()
         self.network_model = network_model_for(scenario)
@@ -112,7 +110,7 @@ class Simulation:
                        for w, rng, scale in zip(self.workers, rngs, scales)]
         self.members: set[int] = set()
         self.pending: dict[tuple[int, int], PendingCollective] = {}
-        self.last_fragment = scenario.schedule.fragments - 1 if scenario.schedule.algorithm == "streaming" else 0
+        self.last_fragment = self.schedule.fragments(scenario.schedule) - 1
         self.completed_outer = 0
         self.interval_start_s = 0.0
         self.running: set[int] = set()
@@ -172,7 +170,7 @@ class Simulation:
                                      f"{self.budget.events:.3g}): lower it, or raise --max-events")
 
     def start_worker(self, state: WorkerState, first_outer: int) -> None:
-        position = first_outer * self.schedule.period_steps(self.scenario) * state.steps_scale
+        position = first_outer * self.schedule.period_steps(self.scenario.schedule) * state.steps_scale
         state.position_at_apply = position
         state.last_apply_s = self.env.now
         state.unsynced_compute_s = 0.0
@@ -232,7 +230,8 @@ class Simulation:
         key = (point.outer_step, point.fragment)
         collective = self.pending.get(key)
         if collective is None:
-            collective = PendingCollective(key, point.payload_bytes, set(self.members), self.env.event())
+            collective = PendingCollective(key, point.payload_bytes, COLLECTIVES[point.collective], set(self.members),
+                                           self.env.event())
             self.pending[key] = collective
             self.churn.enlist(collective)
         collective.expected.add(state.worker.rank)
@@ -265,7 +264,7 @@ class Simulation:
             self.start(collective)
 
     def start(self, collective: PendingCollective) -> None:
-        ring = self.collective(tuple(sorted(collective.arrived)), collective.payload_bytes)
+        ring = collective.ring(tuple(sorted(collective.arrived)), collective.payload_bytes)
         collective.participants = ring.participants
         collective.attempt += 1
         collective.started_at_s = self.env.now
@@ -368,7 +367,7 @@ class Simulation:
             "network_model": self.network_model,
             "barrier": self.scenario.schedule.barrier,
             "outer_steps_planned": self.scenario.schedule.outer_steps,
-            "inner_steps": self.scenario.schedule.outer_steps * self.schedule.period_steps(self.scenario),
+            "inner_steps": self.schedule.total_steps(self.scenario.schedule),
             "lost_compute_s": self.churn.lost_compute_s,
             "dropped_compute_s": self.dropped_compute_s,
             "dropped_deltas": self.counts["dropped_deltas"],
