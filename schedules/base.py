@@ -26,12 +26,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
+from islands.units import BITS_PER_BYTE
+
 from .layout import fragment_values
 
 if TYPE_CHECKING:
     from islands.scenarios.model import Scenario, ScheduleSpec
 
-BITS_PER_BYTE = 8
 GRADIENT = "gradient"
 PSEUDO_GRADIENT = "pseudo-gradient"
 ALL_REDUCE = "all-reduce"

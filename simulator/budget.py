@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from islands.scenarios import Scenario, ScenarioError, Worker
 from islands.schedules import schedule_of
+from islands.units import BYTES_PER_GB
 
 from .barriers import steps_scales
 from .collectives import collective_for, tcp_cap_bytes_per_s
@@ -38,7 +39,6 @@ EVENTS_PER_CHANGE = 12
 ROWS_PER_CHANGE = 3
 HORIZON_FACTOR = 10
 MAX_CLOCK_RANGE = 1e10
-BYTES_PER_GB = 1e9
 
 
 class BudgetExceeded(ScenarioError):

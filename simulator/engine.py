@@ -15,22 +15,23 @@ adaptive H in ``barriers.py``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Generator
 
 import pandas as pd
 import simpy
 
 from islands.scenarios import Scenario, Worker
-from islands.summary import BITS_PER_BYTE, BITS_PER_GBIT, summarise
-from islands.trace import NO_FRAGMENT, to_frame
+from islands.schedules import SyncPoint, schedule_of
+from islands.summary import summarise
+from islands.trace import NO_FRAGMENT, Row, to_frame
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import barriers, budget
 from .churn import DEPARTURE, Churn
 from .collectives import COLLECTIVES, PendingCollective, RingCollective, tcp_cap_bytes_per_s
 from .compute import STEP_TIMES, StepClock, worker_generators
 from .network import Link, make_network
-from islands.schedules import SyncPoint, schedule_of
 
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
 
@@ -76,9 +77,7 @@ class WorkerState:
     activity: tuple[str, float, int, int] | None = None  # (kind, since_s, fragment, outer_step)
     unsynced_compute_s: float = 0.0    # compute not yet merged by a sync: lost if it departs
     position_at_apply: float = 0.0
-    last_apply_s: float = 0.0
     merged_steps: float = 0.0
-    time_to_barrier_s: list[float] = field(default_factory=list)
     late: PendingCollective | None = None  # deadline barrier: the sync it missed
 
 
@@ -117,7 +116,7 @@ class Simulation:
         self.finished = self.env.event()
         self.horizon_reached = False
         self.incomplete_reason: str | None = None
-        self.rows: list[tuple] = []
+        self.rows: list[Row] = []
         self.counts = {"dropped_deltas": 0}
         self.dropped_compute_s = 0.0
         self.churn = Churn(self)
@@ -172,7 +171,6 @@ class Simulation:
     def start_worker(self, state: WorkerState, first_outer: int) -> None:
         position = first_outer * self.schedule.period_steps(self.scenario.schedule) * state.steps_scale
         state.position_at_apply = position
-        state.last_apply_s = self.env.now
         state.unsynced_compute_s = 0.0
         self.running.add(state.worker.rank)
         state.process = self.env.process(self.worker_process(state, first_outer, position))
@@ -235,7 +233,6 @@ class Simulation:
             self.pending[key] = collective
             self.churn.enlist(collective)
         collective.expected.add(state.worker.rank)
-        state.time_to_barrier_s.append(self.env.now - state.last_apply_s)
         work_s = self.scenario.network.exchange_cpu_s_per_value * point.values
         if work_s > 0:
             process = state.process
@@ -288,7 +285,7 @@ class Simulation:
             return
         outer_step, fragment = collective.key
         for rank in ring.participants:
-            self.rows.append((collective.started_at_s, self.env.now, rank, self.workers[rank].island, "comm",
+            self.rows.append(Row(collective.started_at_s, self.env.now, rank, self.workers[rank].island, "comm",
                               ring.bytes_per_worker, fragment, outer_step))
         del self.pending[collective.key]
         collective.done.succeed()
@@ -315,16 +312,15 @@ class Simulation:
         rank, island, now = state.worker.rank, state.worker.island, self.env.now
         boundary = now if started_s is None else min(now, max(since_s, started_s))
         if boundary > since_s:
-            self.rows.append((since_s, boundary, rank, island, "idle", 0.0, fragment, outer_step))
+            self.rows.append(Row(since_s, boundary, rank, island, "idle", 0.0, fragment, outer_step))
         if now > boundary:
-            self.rows.append((boundary, now, rank, island, "stall", 0.0, fragment, outer_step))
+            self.rows.append(Row(boundary, now, rank, island, "stall", 0.0, fragment, outer_step))
 
     def applied(self, state: WorkerState, position: float) -> None:
         """The worker's work up to ``position`` is merged into the global model."""
         state.merged_steps += position - state.position_at_apply
         state.position_at_apply = position
         state.unsynced_compute_s = 0.0
-        state.last_apply_s = self.env.now
 
     # --- trace -----------------------------------------------------------------------------------
 
@@ -340,7 +336,7 @@ class Simulation:
             self.record_wait(state, since_s, started_s, fragment, outer_step)
             return
         if self.env.now > since_s:
-            self.rows.append((since_s, self.env.now, state.worker.rank, state.worker.island, kind, 0.0, fragment,
+            self.rows.append(Row(since_s, self.env.now, state.worker.rank, state.worker.island, kind, 0.0, fragment,
                               outer_step))
         if kind == "compute":
             state.unsynced_compute_s += self.env.now - since_s
@@ -382,12 +378,10 @@ class Simulation:
         extra: dict[str, dict[str, float]] = {}
         for island in self.scenario.islands:
             states = [s for s in self.states if s.worker.island == island.name]
-            waits = [t for s in states for t in s.time_to_barrier_s]
             merged = sum(s.merged_steps for s in states) / len(states)
             extra[island.name] = {
                 "inner_steps": merged,
                 "tokens": merged * tokens_per_step if tokens_per_step else None,
-                "time_to_barrier_s": sum(waits) / len(waits) if waits else 0.0,
             }
         return extra
 

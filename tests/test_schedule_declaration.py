@@ -80,7 +80,7 @@ def test_the_toy_schedule_runs_in_the_trainer(toy):
     trainers = run_threads(plan.world_size, lambda rank: Trainer(plan, rank, groups[rank]))
     run_threads(plan.world_size, lambda rank: trainers[rank].run())
     summary = run_threads(plan.world_size, lambda rank: trainers[rank].finish())[0]
-    comm_outer = sorted({row[-1] for row in trainers[0].recorder.rows if row[4] == "comm"})
+    comm_outer = sorted({row.outer_step for row in trainers[0].recorder.rows if row.kind == "comm"})
     assert comm_outer == [1, 3]
     assert [fragment.applied for fragment in trainers[0].fragments] == [2]
     globals_ = [torch.cat([g.flatten() for g in t.fragments[0].global_params]) for t in trainers]
@@ -122,3 +122,13 @@ def test_the_scaled_streaming_case_prices_each_fragment_the_trainer_sends():
     priced = [p.payload_bytes for p in declared.sync_points(scenario) if p.outer_step == 0]
     assert sent[0] > 1.05 * sent[1]  # the embeddings make fragment 0 the largest: an equal split is wrong
     assert priced == pytest.approx(sent, rel=2e-3)
+
+
+def test_time_to_barrier_is_compute_per_sync_on_both_sides():
+    # Streaming, H = 4, P = 2, tau = 1, 1 s steps: a sync every H / P = 2 steps of compute, though
+    # each is launched 1 step after the previous one was applied.
+    document = toy_document()
+    document["schedule"] = {"algorithm": "streaming", "inner_steps": 4, "outer_steps": 3, "fragments": 2,
+                            "overlap_steps": 1}
+    summary = simulate(from_dict(document, "s.toml")).summary
+    assert [island["time_to_barrier_s"] for island in summary["islands"]] == [pytest.approx(2.0)]

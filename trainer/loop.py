@@ -181,7 +181,7 @@ class Trainer:
 
     def start_clock(self, state: dict | None) -> None:
         self.clock = Clock(self.agreed_start_s(state))
-        rows = [tuple(row) for row in state["trace_rows"]] if state else []
+        rows = state["trace_rows"] if state else []
         worker = self.plan.workers[self.island]
         self.recorder = Recorder(self.clock, self.island, worker.island, rows)
 

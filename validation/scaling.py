@@ -34,8 +34,8 @@ from islands.scenarios.loader import from_dict
 from islands.schedules import PSEUDO_GRADIENT, Schedule, schedule_of
 from islands.schedules.layout import layer_of, split_by_layer
 from islands.simulator import simulate
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BITS_PER_MBIT, MS_PER_S
 
-BITS_PER_BYTE = 8
 MIN_BITS_PER_S = 5e6
 MAX_BITS_PER_S = 500e6
 MIN_OUTER_STEPS = 2
@@ -189,8 +189,8 @@ def island_entries(workers: list[Worker], step_factor: float, time_factor: float
         wanted_slowest = min(wanted_slowest, *wanted.values())
         clamped_slowest = min(clamped_slowest, *clamped.values())
         entries.append({"name": worker.name, "step_time_s": worker.step_time_s * step_factor,
-                        "upload_gbps": clamped["up"] / 1e9, "download_gbps": clamped["down"] / 1e9,
-                        "latency_ms": worker.latency_s * 1e3 * time_factor})
+                        "upload_gbps": clamped["up"] / BITS_PER_GBIT, "download_gbps": clamped["down"] / BITS_PER_GBIT,
+                        "latency_ms": worker.latency_s * MS_PER_S * time_factor})
     return entries, clamped_slowest / wanted_slowest
 
 
@@ -215,7 +215,7 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
                     / ring_volume_bytes(scenario.worker_count, scenario.payload_bytes))
     islands, kept = island_entries(workers, step_factor, time_factor, volume_ratio / time_factor)
     if abs(kept - 1) > 1e-9:
-        notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / 1e6:.0f}-{MAX_BITS_PER_S / 1e6:.0f} "
+        notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / BITS_PER_MBIT:.0f}-{MAX_BITS_PER_S / BITS_PER_MBIT:.0f} "
                      f"Mbit/s: transfer/compute is {1 / kept:.2f}x the original's")
     document = {
         "name": f"{scenario.name}-scaled", "seed": scenario.seed,
