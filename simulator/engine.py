@@ -14,9 +14,10 @@ adaptive H in ``barriers.py``.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Generator
+from typing import Any, Generator, Iterable, Iterator
 
 import pandas as pd
 import simpy
@@ -33,6 +34,7 @@ from .collectives import COLLECTIVES, PendingCollective, RingCollective, tcp_cap
 from .compute import STEP_TIMES, StepClock, worker_generators
 from .network import Link, make_network
 
+LAUNCH, APPLY = object(), object()
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
 
 
@@ -79,6 +81,23 @@ class WorkerState:
     position_at_apply: float = 0.0
     merged_steps: float = 0.0
     late: PendingCollective | None = None  # deadline barrier: the sync it missed
+
+
+def sync_actions(points: Iterable[SyncPoint], first_outer: int = 0) -> Iterator[tuple[object, SyncPoint]]:
+    """The launches and applies of ``points`` (in launch order, from outer step ``first_outer``) in the
+    order a worker meets them: by position in inner steps, a launch before an apply at the same
+    position (a blocking sync launches, then waits), so an exchange stays in flight over any launches
+    before its apply step. Lazy: a run's points are never all in memory."""
+    due: list[tuple[float, int, SyncPoint]] = []
+    for index, point in enumerate(points):
+        if point.outer_step < first_outer:
+            continue
+        while due and due[0][0] < point.launch_step:
+            yield APPLY, heapq.heappop(due)[2]
+        yield LAUNCH, point
+        heapq.heappush(due, (point.apply_step, index, point))
+    while due:
+        yield APPLY, heapq.heappop(due)[2]
 
 
 def network_model_for(scenario: Scenario) -> str:
@@ -177,20 +196,25 @@ class Simulation:
 
     def worker_process(self, state: WorkerState, first_outer: int,
                        position: float) -> Generator[simpy.Event, Any, None]:
+        """Walk the schedule's launches and applies in the order the worker meets them; an exchange may
+        stay in flight across later launches (``sync_actions``)."""
+        joined: dict[tuple[int, int], PendingCollective] = {}
         try:
-            for point in self.schedule.sync_points(self.scenario):
-                if point.outer_step < first_outer:
-                    continue
-                launch, apply = point.launch_step * state.steps_scale, point.apply_step * state.steps_scale
-                position = yield from self.compute(state, position, launch, point.outer_step)
-                if state.late is not None:
-                    yield from barriers.catch_up(self, state, point)
-                    position = apply
-                    continue
-                collective = self.join(state, point)
-                position = yield from self.compute(state, position, apply, point.outer_step)
-                yield from self.wait(state, collective, point)
-                self.applied(state, position)
+            for action, point in sync_actions(self.schedule.sync_points(self.scenario), first_outer):
+                key = (point.outer_step, point.fragment)
+                if action is LAUNCH:
+                    launch = point.launch_step * state.steps_scale
+                    position = yield from self.compute(state, position, launch, point.outer_step)
+                    if state.late is not None:
+                        yield from barriers.catch_up(self, state, point)
+                        position = point.apply_step * state.steps_scale
+                    else:
+                        joined[key] = self.join(state, point)
+                elif key in joined:
+                    apply = point.apply_step * state.steps_scale
+                    position = yield from self.compute(state, position, apply, point.outer_step)
+                    yield from self.wait(state, joined.pop(key), point)
+                    self.applied(state, position)
         except simpy.Interrupt as interrupt:
             if interrupt.cause is not DEPARTURE:
                 raise

@@ -1,8 +1,9 @@
 """One schedule declaration, two executors.
 
-A toy schedule that exists only in this file ("sync every other period") is registered and run through
-the loader, the simulator and the trainer with nothing else changed; fragments are sized from the
-real layer split on both sides; the simulator's payloads are the trainer's."""
+Toy schedules that exist only in this file ("sync every other period", "apply two periods late") are
+registered and run through the loader, the simulator and the trainer with nothing else changed;
+fragments are sized from the real layer split on both sides; the simulator's payloads are the
+trainer's."""
 
 from __future__ import annotations
 
@@ -44,9 +45,31 @@ class EveryOtherPeriod(Schedule):
         return schedule.inner_steps
 
 
+class TwoPeriodsLate(Schedule):
+    """DiLoCo whose average is applied two periods after it is launched (the last ones at the run's
+    end): every exchange stays in flight over the next launch."""
+
+    name = "two-periods-late"
+    label = "Two periods late"
+    reads = ("inner_steps",)
+
+    def sync_steps(self, schedule) -> Iterator[SyncStep]:
+        h, end = schedule.inner_steps, schedule.outer_steps * schedule.inner_steps
+        for outer in range(schedule.outer_steps):
+            yield SyncStep(outer_step=outer, fragment=0, launch_step=(outer + 1) * h,
+                           apply_step=min((outer + 3) * h, end))
+
+    def period_steps(self, schedule) -> int:
+        return schedule.inner_steps
+
+    def transfers_may_overlap(self, schedule) -> bool:
+        return True
+
+
 @pytest.fixture
 def toy(monkeypatch):
     monkeypatch.setitem(SCHEDULES, EveryOtherPeriod.name, EveryOtherPeriod())
+    monkeypatch.setitem(SCHEDULES, TwoPeriodsLate.name, TwoPeriodsLate())
 
 
 def toy_document(**trainer):
@@ -86,6 +109,35 @@ def test_the_toy_schedule_runs_in_the_trainer(toy):
     globals_ = [torch.cat([g.flatten() for g in t.fragments[0].global_params]) for t in trainers]
     assert torch.equal(globals_[0], globals_[1]) and torch.isfinite(globals_[0]).all()
     assert summary["outer_steps"] == 4
+
+
+def late_document():
+    document = toy_document()
+    document["model"]["parameters"] = 1.25e8  # 2.5e8 B at bf16: a 2-worker ring moves S per worker, 2 s
+    document["schedule"]["algorithm"] = "two-periods-late"
+    return document
+
+
+def test_an_exchange_in_flight_over_the_next_launch_is_simulated(toy):
+    summary = simulate(from_dict(late_document(), "late.toml")).summary
+    # Launches at 4, 8, 12, 16 s, each sync 2 s on its own; applies due at 12, 16, 16, 16 s. Only the
+    # last sync, launched at the run's end, stalls. (Joined only at its apply, each exchange would start
+    # late and the last two would share the link: 20 s.)
+    assert summary["wall_time_s"] == pytest.approx(16 + 2)
+    assert summary["stall_s"] == pytest.approx(2) and summary["syncs"] == 4
+
+
+def test_an_exchange_in_flight_over_the_next_launch_is_trained(toy):
+    """Keyed by fragment alone, the next launch would overwrite an exchange in flight."""
+    plan = make_plan(from_dict(late_document(), "late.toml"))
+    groups = thread_groups(plan.islands, plan.ranks_per_island)
+    trainers = run_threads(plan.world_size, lambda rank: Trainer(plan, rank, groups[rank]))
+    run_threads(plan.world_size, lambda rank: trainers[rank].run())
+    run_threads(plan.world_size, lambda rank: trainers[rank].finish())
+    assert sorted(row.outer_step for row in trainers[0].recorder.rows if row.kind == "comm") == [0, 1, 2, 3]
+    assert [fragment.applied for fragment in trainers[0].fragments] == [4] and not trainers[0].pending
+    globals_ = [torch.cat([g.flatten() for g in t.fragments[0].global_params]) for t in trainers]
+    assert torch.equal(globals_[0], globals_[1])
 
 
 def test_a_planned_models_fragments_follow_its_layers():

@@ -185,10 +185,10 @@ class ElasticTrainer(Trainer):
                         self.membership.admit_joiners(False, sync_step)
                 admitted = False
                 zero = torch.zeros(self.fragments[point.fragment].numel)
-                self.pending[point.fragment] = self.exchanger.pool.submit(
+                self.pending[point.outer_step, point.fragment] = self.exchanger.pool.submit(
                     self.membership.run, lambda group, zero=zero: self.exchange_once(zero, contributes=False))
             for point in self.applies.get(sync_step, ()):
-                exchange = self.pending.pop(point.fragment).result()
+                exchange = self.pending.pop((point.outer_step, point.fragment)).result()
                 self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
                 kept[(point.outer_step, point.fragment)] = exchange.mean
                 arrived_s = self.clock.now()
@@ -259,7 +259,7 @@ class ElasticTrainer(Trainer):
             self.launch(point)
         blocked_s = comm_s = 0.0
         for point in applies:
-            exchange = self.pending.pop(point.fragment).result()
+            exchange = self.pending.pop((point.outer_step, point.fragment)).result()
             blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
             comm_s += exchange.done_s - exchange.started_s
             self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
@@ -278,7 +278,7 @@ class ElasticTrainer(Trainer):
         if point.fragment == 0:
             self.membership.admit_joiners(True, self.step)
         delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
-        self.pending[point.fragment] = self.exchanger.pool.submit(
+        self.pending[point.outer_step, point.fragment] = self.exchanger.pool.submit(
             self.membership.run, lambda group, delta=delta: self.exchange_once(delta))
 
     def quiet_until_admission(self) -> bool:

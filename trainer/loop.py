@@ -145,7 +145,7 @@ class Trainer:
         self.exchanger = Exchanger(groups.cross, groups.intra_sync, plan.scenario.schedule.bits, self.clock,
                                    aggregation_rule(plan))
         self.excluded: list[dict[str, Any]] = []
-        self.pending: dict[int, Any] = {}
+        self.pending: dict[tuple[int, int], Any] = {}  # exchanges in flight by (outer step, fragment)
         if state:
             self.load_state(state)
 
@@ -308,11 +308,11 @@ class Trainer:
         self.recorder.end_compute((list(launches) + list(applies))[0].outer_step)
         for point in launches:
             delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
-            self.pending[point.fragment] = self.exchanger.launch(delta)
+            self.pending[point.outer_step, point.fragment] = self.exchanger.launch(delta)
         blocked_s = comm_s = 0.0
         for point in applies:
             arrived_s = self.clock.now()
-            exchange = self.pending.pop(point.fragment).result()
+            exchange = self.pending.pop((point.outer_step, point.fragment)).result()
             blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
             comm_s += exchange.done_s - exchange.started_s
             self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
