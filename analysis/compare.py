@@ -12,6 +12,7 @@ import math
 from typing import Any, Mapping
 
 from islands.scenarios import Scenario
+from islands.schedules import SCHEDULES, schedule_of
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS, render
 
@@ -21,21 +22,23 @@ from .units import count_text
 
 
 def intervals_of(scenario: Scenario) -> int:
-    """Outer intervals of H inner steps that carry the scenario's work."""
-    schedule = scenario.schedule
-    if schedule.algorithm == "ddp":
-        return math.ceil(schedule.outer_steps / schedule.inner_steps)
-    return schedule.outer_steps
+    """Intervals of H inner steps that carry the scenario's work."""
+    return math.ceil(schedule_of(scenario).total_steps(scenario.schedule) / scenario.schedule.inner_steps)
 
 
 def equal_work_schedules(source: ScenarioSource) -> dict[str, Scenario]:
-    """The scenario once per schedule, each computing H x intervals inner steps per worker."""
+    """The scenario once per schedule, each computing H x intervals inner steps per worker (in
+    outer steps of the schedule's own period: H for the DiLoCo family, one step for DDP)."""
     base = source.scenario
-    intervals = intervals_of(base)
-    steps = {"ddp": intervals * base.schedule.inner_steps}
+    steps = intervals_of(base) * base.schedule.inner_steps
     return {algorithm: source.variant(f"schedule.algorithm={algorithm}",
-                                      f"schedule.outer_steps={steps.get(algorithm, intervals)}")
+                                      f"schedule.outer_steps={math.ceil(steps / period_steps(base, algorithm))}")
             for algorithm in ALGORITHMS}
+
+
+def period_steps(scenario: Scenario, algorithm: str) -> int:
+    """Inner steps per outer step of ``algorithm`` with the scenario's schedule keys."""
+    return SCHEDULES[algorithm].period_steps(scenario.schedule)
 
 
 def simulate_schedules(source: ScenarioSource) -> dict[str, SimResult]:

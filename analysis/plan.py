@@ -24,6 +24,7 @@ from typing import Any, Sequence
 from islands.errors import UserError
 from islands.scenarios import Scenario
 from islands.scenarios.spec import WIRE_BITS
+from islands.schedules import SCHEDULES
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
@@ -31,7 +32,7 @@ from .scenario_source import ALGORITHMS, ScenarioSource, as_source
 from .search import RELATIVE_TOLERANCE, Answer, least_bandwidth, least_inner_steps, measure
 
 DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
-H_SCHEDULES = ("diloco", "streaming")
+H_SCHEDULES = tuple(name for name, schedule in SCHEDULES.items() if "inner_steps" in schedule.reads)
 MAX_FRAGMENTS = 64
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from islands.schedules import SCHEDULES
 from islands.tables import CUT_SHORT, duration, render
 
 from .plan import Plan
 from .search import MAX_GBPS, MAX_INNER_STEPS, Answer
 from .units import percent_text as percent
 from .units import rate_text as rate
+
+KEY_SYMBOLS = {"inner_steps": "H", "fragments": "P", "overlap_steps": "tau"}
 
 UNREACHED = "unreachable"
 
@@ -31,13 +34,11 @@ def link_rates(plan: Plan) -> str:
     return rate(rates[0]) if len(rates) == 1 else f"{rate(rates[0])} to {rate(rates[-1])}"
 
 
-def schedule_label(plan: Plan, algorithm: str) -> str:
-    schedule = plan.scenario.schedule
-    if algorithm == "ddp":
-        return "DDP"
-    if algorithm == "diloco":
-        return f"DiLoCo H={schedule.inner_steps}"
-    return f"Streaming H={schedule.inner_steps} P={schedule.fragments} tau={schedule.overlap_steps}"
+def schedule_label(plan: Plan, algorithm: str, leave_out: tuple[str, ...] = ()) -> str:
+    """The schedule's label and the values of the keys it reads, e.g. "Streaming DiLoCo H=500 P=10 tau=20"."""
+    declared, schedule = SCHEDULES[algorithm], plan.scenario.schedule
+    keys = [key for key in declared.reads if key in KEY_SYMBOLS and key not in leave_out]
+    return " ".join([declared.label, *(f"{KEY_SYMBOLS[key]}={getattr(schedule, key)}" for key in keys)])
 
 
 def bandwidth_cell(found: Answer) -> str:
@@ -77,15 +78,15 @@ def inner_steps_table(plan: Plan) -> Table:
     header = ["schedule", "smallest H", "utilisation there", "compute between syncs"]
     rows = []
     for algorithm, found in plan.inner_steps.items():
-        label = "DiLoCo" if algorithm == "diloco" else (
-            f"Streaming P={plan.scenario.schedule.fragments} tau={plan.scenario.schedule.overlap_steps}")
+        label = schedule_label(plan, algorithm, leave_out=("inner_steps",))
         if found.reached:
             rows.append([label, str(found.value), percent(found.utilisation), duration(found.value * slowest_step_s)])
         else:
             best = f"best {percent(found.utilisation)}, at H={found.tried}" if found.utilisation is not None \
                 else f"every run {CUT_SHORT}"
             rows.append([label, UNREACHED, best, "-"])
-    notes = ["DDP syncs every step: it has no H to raise."]
+    notes = [f"{SCHEDULES[name].label} does not sync every H steps: it has no H to raise."
+             for name in plan.bandwidth if name not in plan.inner_steps]
     if not all(found.reached for found in plan.inner_steps.values()):
         notes.append(f"{UNREACHED}: utilisation stopped growing with H (churn or stragglers cost more as "
                      f"intervals lengthen) or H reached {MAX_INNER_STEPS}.")

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from islands.errors import UserError
 from islands.io import PLOT_FORMATS, output_format, write_bytes
+from islands.schedules import SCHEDULES
 
 DPI = 100
 DEFAULT_SIZE_PX = (1200, 800)
@@ -30,7 +31,7 @@ KIND_LABELS = {
     "idle": "idle (waiting for other workers)",
 }
 SCHEDULE_COLOURS = {"ddp": "#7a4fa0", "diloco": "#2b6cb0", "streaming": "#1b9e77"}
-SCHEDULE_LABELS = {"ddp": "DDP", "diloco": "DiLoCo", "streaming": "Streaming DiLoCo"}
+SCHEDULE_LABELS = {name: schedule.label for name, schedule in SCHEDULES.items()}
 
 PARAMETER_LABELS = {
     "schedule.inner_steps": "inner steps H",

@@ -15,6 +15,7 @@ from matplotlib.patches import Patch
 
 from islands.errors import UserError
 from islands.scenarios import Scenario
+from islands.schedules import schedule_of
 
 from .plot_style import DEFAULT_SIZE_PX, KIND_COLOURS, KIND_LABELS, SCHEDULE_LABELS, new_figure
 from .units import time_unit
@@ -84,7 +85,7 @@ def timeline_figure(trace: pd.DataFrame, scenario: Scenario, intervals: tuple[in
     shown = (f"\nfirst {len(ranks)} of {len(active)} workers shown, {left_out} left out "
              "(islands plot timeline --all-workers shows every one)" if left_out else "")
     algorithm = SCHEDULE_LABELS.get(scenario.schedule.algorithm, scenario.schedule.algorithm)
-    what = "step" if scenario.schedule.algorithm == "ddp" else "outer interval"
+    what = "step" if schedule_of(scenario).period_steps(scenario.schedule) == 1 else "outer interval"
     span = f"{what} {first}" if first == last else f"{what}s {first} to {last}"
     ax.set_title(f"{scenario.name}: {algorithm}, {span}{shown}")
     return figure

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from islands.scenarios import Scenario, from_dict, load, resolve
+from islands.schedules import SCHEDULES
 from islands.simulator import DEFAULT_MAX_EVENTS
 
-ALGORITHMS = ("ddp", "diloco", "streaming")
+ALGORITHMS = tuple(SCHEDULES)  # the schedules an analysis compares: every registered one
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from islands.scenarios.spec import MAX_GBPS, MIN_GBPS
+from islands.schedules import schedule_of
 from islands.simulator import BudgetExceeded, simulate
 
 from .scenario_source import ScenarioSource
@@ -184,9 +185,9 @@ def least_inner_steps(source: ScenarioSource, target: float, *overrides: str, se
     departure), so doubling stops as unreachable as soon as utilisation falls.
     """
     scenario = source.variant(*overrides)
-    streaming = scenario.schedule.algorithm == "streaming"
-    step = scenario.schedule.fragments if streaming else 1
-    first = scenario.schedule.overlap_steps + 1 if streaming else 1
+    declared = schedule_of(scenario)
+    step = declared.fragments(scenario.schedule)
+    first = scenario.schedule.overlap_steps + 1 if "overlap_steps" in declared.reads else 1
     probe = Probe(lambda k: utilisation(source, *overrides, f"schedule.inner_steps={int(k) * step}", seeds=seeds),
                   target)
     limit = MAX_INNER_STEPS // step

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from islands.errors import UserError
+from islands.units import BITS_PER_BYTE
 
 from .net import MAX_LINKS
 
 if TYPE_CHECKING:
     from islands.scenarios import Worker
 
-BITS_PER_BYTE = 8
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,13 @@ import subprocess
 import time
 
 from islands.errors import UserError
+from islands.units import BITS_PER_BYTE
 
 SUBNET = ipaddress.ip_network("10.213.0.0/24")  # private; exists only inside our namespaces
 MAX_LINKS = 250  # host addresses .1 to .250
 BRIDGE = "wanbr"
 NETNS_RUN_DIR = "/var/run/netns"
 
-BITS_PER_BYTE = 8
 # tbf bucket depth: enough tokens for SHAPER_JITTER_S of traffic, so that a dequeue delayed by the
 # scheduler (a few ms on a busy 2-core machine) is caught up instead of lost; never less than one
 # 64 KiB GSO super-packet, which tbf would otherwise have to split in software. The cost: a transfer

@@ -20,11 +20,11 @@ import time
 from typing import TYPE_CHECKING
 
 from islands.errors import UserError
+from islands.units import BITS_PER_BYTE
 
 if TYPE_CHECKING:
     from .wan import EmulatedWAN
 
-BITS_PER_BYTE = 8
 CHUNK_BYTES = 1 << 20
 TIMEOUT_S = 120.0
 

@@ -26,7 +26,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from .links import BITS_PER_BYTE, LinkSpec, check_island, check_links
+from islands.units import BITS_PER_BYTE
+
+from .links import LinkSpec, check_island, check_links
 
 LOOPBACK_ADDRESS = "127.0.0.1"
 

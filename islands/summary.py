@@ -11,10 +11,10 @@ from typing import Any
 
 import pandas as pd
 
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
+
 from .trace import NO_FRAGMENT, check_frame
 
-BITS_PER_BYTE = 8
-BITS_PER_GBIT = 1e9
 
 
 def gbps(byte_count: float, seconds: float) -> float:
@@ -44,17 +44,20 @@ def present_seconds(trace: pd.DataFrame) -> pd.Series:
 
 
 def per_worker(trace: pd.DataFrame) -> pd.DataFrame:
-    """Seconds of each kind, bytes sent and presence (union of its intervals) per worker."""
+    """Seconds of each kind, bytes sent, syncs taken part in and presence (union of its intervals)
+    per worker."""
     seconds = (trace["time_end_s"] - trace["time_start_s"]).rename("seconds")
     by_kind = seconds.groupby([trace["worker"], trace["kind"]]).sum().unstack(fill_value=0.0)
     for kind in ("compute", "stall", "idle"):
         if kind not in by_kind:
             by_kind[kind] = 0.0
     grouped = trace.groupby("worker")
+    is_sync = (trace["kind"] == "comm") & (trace["fragment"] != NO_FRAGMENT)
     table = pd.DataFrame({
         "island": grouped["island"].first(),
         "present_s": present_seconds(trace),
         "bytes_sent": grouped["bytes"].sum(),
+        "syncs": is_sync.groupby(trace["worker"]).sum(),
     })
     return table.join(by_kind[["compute", "stall", "idle"]]).fillna(0.0)
 
@@ -66,10 +69,13 @@ def mean_or_zero(values: pd.Series) -> float:
 
 def island_rows(workers: pd.DataFrame, island_extra: dict[str, dict[str, Any]],
                 complete: bool) -> list[dict[str, Any]]:
+    """Per island; ``time_to_barrier_s`` is its workers' compute seconds over the syncs they took part
+    in: the compute between two syncs (not per compute row: evaluation and late arrivals split those)."""
     rows = []
     for island, group in workers.groupby("island", sort=False):
         present = group["present_s"].sum()
         utilisation = float(group["compute"].sum() / present) if present > 0 else 0.0
+        syncs = group["syncs"].sum()
         rows.append({
             "name": island,
             "workers": int(len(group)),
@@ -78,6 +84,7 @@ def island_rows(workers: pd.DataFrame, island_extra: dict[str, dict[str, Any]],
             "stall_s": float(group["stall"].mean()),
             "idle_s": float(group["idle"].mean()),
             "bytes_per_worker": float(group["bytes_sent"].mean()),
+            "time_to_barrier_s": float(group["compute"].sum() / syncs) if syncs else 0.0,
             **island_extra.get(island, {}),
         })
     return rows

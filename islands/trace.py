@@ -21,7 +21,7 @@ outer_step     outer step (DDP: step) the interval belongs to, 0-based
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import pandas as pd
 
@@ -38,6 +38,19 @@ DTYPES = {
     "outer_step": "int64",
 }
 NO_FRAGMENT = -1
+
+
+class Row(NamedTuple):
+    """One trace row, in ``COLUMNS`` order (a plain tuple of the same order reads the same)."""
+
+    time_start_s: float
+    time_end_s: float
+    worker: int
+    island: str
+    kind: str
+    bytes: float
+    fragment: int = NO_FRAGMENT
+    outer_step: int = 0
 
 
 def to_frame(rows: Iterable[tuple]) -> pd.DataFrame:

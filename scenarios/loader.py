@@ -14,6 +14,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Iterable
 
+from islands.schedules import schedule_of
+
 from .errors import ScenarioError
 from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
 from .model import ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec
@@ -285,23 +287,29 @@ def read_events(raw: Any, islands: tuple[IslandSpec, ...], source: str) -> tuple
 
 
 def check_schedule(scenario: Scenario, source: str) -> None:
-    """Rules that tie keys together (the torchft-style checks of a streaming schedule)."""
-    schedule = scenario.schedule
-    if schedule.barrier != "wait" and schedule.algorithm != "diloco":
+    """Rules that tie keys together: the schedule's own (``Schedule.check``), its barriers, the
+    workers a sync needs and the layers its fragments are made of."""
+    schedule, declared = scenario.schedule, schedule_of(scenario)
+    if schedule.barrier not in declared.barriers:
+        runs = ", ".join(f"'{b}'" for b in declared.barriers)
         raise ScenarioError(source, "schedule.barrier",
-                            f"'{schedule.barrier}' is supported with algorithm = \"diloco\" only")
+                            f"'{schedule.barrier}' is not run by algorithm = \"{schedule.algorithm}\" (it runs {runs})")
     if scenario.worker_count < 2:
         raise ScenarioError(source, "island",
                             f"a sync needs at least 2 workers; the islands give {scenario.worker_count} "
                             "(add an island or set replicas)")
-    if schedule.algorithm != "streaming":
-        return
-    if schedule.inner_steps % schedule.fragments:
+    broken = declared.check(schedule)
+    if broken:
+        raise ScenarioError(source, *broken)
+    check_layers(scenario.model, declared.fragments(schedule), source)
+
+
+def check_layers(model: ModelSpec, fragments: int, source: str) -> None:
+    """Fragments are layer groups: every fragment needs a layer, and the embeddings fit in the model."""
+    if model.embedding_parameters >= model.parameters:
+        raise ScenarioError(source, "model.embedding_parameters",
+                            f"must be below model.parameters ({model.embedding_parameters:g} >= {model.parameters:g})")
+    if model.layers is not None and fragments > model.layers:
         raise ScenarioError(source, "schedule.fragments",
-                            f"inner_steps (H={schedule.inner_steps}) must be divisible by fragments "
-                            f"(P={schedule.fragments})")
-    steps_per_fragment = schedule.inner_steps // schedule.fragments
-    if schedule.overlap_steps >= steps_per_fragment:
-        raise ScenarioError(source, "schedule.overlap_steps",
-                            f"must be below inner_steps / fragments = {steps_per_fragment} "
-                            f"(got {schedule.overlap_steps})")
+                            f"fragments are layer groups: P = {fragments} needs model.layers >= {fragments} "
+                            f"(got {model.layers})")

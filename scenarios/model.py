@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
+
 from .trainer_keys import TrainerSpec, trainer_spec
 
-BITS_PER_GBIT = 1e9
-BITS_PER_BYTE = 8
 
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """The model as the scenario gives it; ``layers`` and ``embedding_parameters`` say how it splits
+    into fragments (``schedules/layout.py``)."""
+
     parameters: float
     bytes_per_param: float
     tokens_per_step: float | None = None
+    layers: int | None = None
+    embedding_parameters: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,7 @@ class Scenario:
                     step_time_s=island.step_time_s,
                     upload_bytes_per_s=island.upload_gbps * BITS_PER_GBIT / BITS_PER_BYTE,
                     download_bytes_per_s=island.download_gbps * BITS_PER_GBIT / BITS_PER_BYTE,
-                    latency_s=island.latency_ms / 1000.0,
+                    latency_s=island.latency_ms / MS_PER_S,
                     jitter_cv=island.jitter_cv,
                     present=island.present,
                     mtbf_s=island.mtbf_s,

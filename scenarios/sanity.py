@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
+
 from .errors import ScenarioError
-from .model import BITS_PER_BYTE, BITS_PER_GBIT, ChurnEvent, Scenario
+from .model import ChurnEvent, Scenario
 from .spec import MAX_REPLICAS, MAX_STEP_TIME_S, MIN_GBPS, MIN_STEP_TIME_S
 
-MS_PER_S = 1000.0
 
 
 def check_step_time(step_time_s: float, key: str, source: str) -> float:

@@ -10,9 +10,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from islands.schedules import SCHEDULES
+
 REQUIRED = object()
 
-ALGORITHMS = ("ddp", "diloco", "streaming")
 BARRIERS = ("wait", "deadline", "adaptive")
 EVENT_KINDS = ("leave", "join")
 WIRE_BITS = (32, 16, 8, 4)
@@ -26,6 +27,7 @@ MIN_PARAMETERS, MAX_PARAMETERS = 1.0, 1e14
 MIN_BYTES_PER_PARAM, MAX_BYTES_PER_PARAM = 0.125, 8.0
 MIN_TOKENS_PER_STEP, MAX_TOKENS_PER_STEP = 1.0, 1e10
 MAX_INNER_STEPS = 10_000_000
+MAX_LAYERS = 100_000
 MAX_FRAGMENTS = 10_000
 MAX_DEADLINE_SLACK = 100.0
 MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES = 1024.0, 2.0**30
@@ -98,6 +100,11 @@ def zero_or_between(low: float, high: float, unit: str = "") -> Callable[[float]
     return check
 
 
+def registered_schedule(value: str) -> str | None:
+    """A name in the schedule registry (read at check time, so a schedule registered later counts)."""
+    return None if value in SCHEDULES else one_of(*SCHEDULES)(value)
+
+
 def one_of(*choices: Any) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         if value in choices:
@@ -125,6 +132,10 @@ TOP_KEYS = {
 
 MODEL_KEYS = {
     "parameters": Key("float", check=between(MIN_PARAMETERS, MAX_PARAMETERS), doc="parameter count"),
+    "layers": Key("int", None, between(1, MAX_LAYERS),
+                  "blocks of the model: fragments are strided layer groups of it (default: P equal parts)"),
+    "embedding_parameters": Key("float", 0.0, between(0, MAX_PARAMETERS),
+                                "parameters outside the blocks (embeddings), in the first layer's fragment"),
     "bytes_per_param": Key("float", 2, between(MIN_BYTES_PER_PARAM, MAX_BYTES_PER_PARAM),
                            "bytes per value of a gradient / pseudo-gradient before compression"),
     "tokens_per_step": Key("float", None, between(MIN_TOKENS_PER_STEP, MAX_TOKENS_PER_STEP),
@@ -132,7 +143,7 @@ MODEL_KEYS = {
 }
 
 SCHEDULE_KEYS = {
-    "algorithm": Key("str", check=one_of(*ALGORITHMS), doc='"ddp" | "diloco" | "streaming"'),
+    "algorithm": Key("str", check=registered_schedule, doc=" | ".join(f'"{name}"' for name in SCHEDULES)),
     "inner_steps": Key("int", 1, between(1, MAX_INNER_STEPS), "H, inner steps between syncs (ddp ignores it)"),
     "outer_steps": Key("int", check=at_least_one, doc="syncs to simulate (ddp: steps)"),
     "fragments": Key("int", 1, between(1, MAX_FRAGMENTS), "streaming: P, fragments synced at staggered offsets"),

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Generator
 import simpy
 
 from islands.scenarios import Scenario, Worker
-from islands.trace import NO_FRAGMENT
+from islands.schedules import SyncPoint
+from islands.trace import NO_FRAGMENT, Row
 
 from .collectives import PendingCollective, tcp_cap_bytes_per_s
-from .schedules import SyncPoint
 
 if TYPE_CHECKING:
     from .engine import Simulation, WorkerState
@@ -83,8 +83,7 @@ def catch_up(sim: Simulation, state: WorkerState, point: SyncPoint) -> Generator
     fetch_start_s = sim.env.now
     state.activity = ("stall", fetch_start_s, point.fragment, point.outer_step)
     yield from sim.churn.fetch(state, download)
-    sim.rows.append((fetch_start_s, sim.env.now, rank, island, "comm", point.payload_bytes, NO_FRAGMENT,
+    sim.rows.append(Row(fetch_start_s, sim.env.now, rank, island, "comm", point.payload_bytes, NO_FRAGMENT,
                      point.outer_step))
     sim.close_activity(state)
     state.position_at_apply = point.apply_step * state.steps_scale
-    state.last_apply_s = sim.env.now

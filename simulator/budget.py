@@ -24,10 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from islands.scenarios import Scenario, ScenarioError, Worker
+from islands.schedules import schedule_of
+from islands.units import BYTES_PER_GB
 
 from .barriers import steps_scales
 from .collectives import collective_for, tcp_cap_bytes_per_s
-from .schedules import SCHEDULES
 
 DEFAULT_MAX_EVENTS = 2_000_000
 EVENTS_PER_WORKER_SYNC = 2.5
@@ -38,7 +39,6 @@ EVENTS_PER_CHANGE = 12
 ROWS_PER_CHANGE = 3
 HORIZON_FACTOR = 10
 MAX_CLOCK_RANGE = 1e10
-BYTES_PER_GB = 1e9
 
 
 class BudgetExceeded(ScenarioError):
@@ -76,7 +76,8 @@ def ring_rate_bytes_per_s(scenario: Scenario, workers: list[Worker]) -> float:
 
 
 def collectives_per_outer(scenario: Scenario) -> int:
-    return scenario.schedule.fragments if scenario.schedule.algorithm == "streaming" else 1
+    """At most one collective per fragment and outer step."""
+    return schedule_of(scenario).fragments(scenario.schedule)
 
 
 def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
@@ -94,7 +95,7 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
 
 def interval_s(scenario: Scenario, workers: list[Worker]) -> float:
     """Compute of one outer step at the slowest worker (adaptive H included)."""
-    period = SCHEDULES[scenario.schedule.algorithm].period_steps(scenario)
+    period = schedule_of(scenario).period_steps(scenario.schedule)
     scales = steps_scales(scenario, workers)
     return max(w.step_time_s * scale for w, scale in zip(workers, scales)) * period
 

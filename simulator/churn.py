@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generator
 
 import simpy
 
-from islands.trace import NO_FRAGMENT
+from islands.trace import NO_FRAGMENT, Row
 
 from .collectives import PendingCollective, tcp_cap_bytes_per_s
 from .compute import CHURN, worker_generators
@@ -258,7 +258,7 @@ class Churn:
         started_s = sim.env.now
         download = sim.network.transfer((sim.uplinks[peer], sim.downlinks[rank]), weights_bytes, latency_s, cap)
         yield from self.fetch(state, download)
-        sim.rows.append((started_s, sim.env.now, rank, state.worker.island, "comm", weights_bytes, NO_FRAGMENT,
+        sim.rows.append(Row(started_s, sim.env.now, rank, state.worker.island, "comm", weights_bytes, NO_FRAGMENT,
                          sim.completed_outer))
 
     def fetch(self, state: WorkerState, download: Any) -> Generator[simpy.Event, Any, None]:

@@ -19,8 +19,8 @@ payload S to its successor. Per worker that is (M-1) * S bytes each way, and
 
     T = (M-1) * alpha + (M-1) * S / beta
 
-with alpha and beta taken as for the ring all-reduce. ``COLLECTIVES`` maps each aggregation to the
-collective that carries it.
+with alpha and beta taken as for the ring all-reduce. A sync point names its collective
+(``schedules.collective_of``); ``COLLECTIVES`` maps that name to its ring.
 
 TCP: one stream cannot carry more than window / RTT (the bandwidth-delay product), so a transfer with
 ``streams`` parallel streams is capped at streams * window / RTT, RTT = 2 * (sender's + receiver's
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from islands.scenarios import Scenario
+from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
 
 from .network import NO_CAP, Link, Transfer
 
@@ -107,13 +108,12 @@ class RingAllGather(RingCollective):
         return (workers - 1) * payload_bytes
 
 
-COLLECTIVES: dict[str, type[RingCollective]] = {
-    "mean": RingAllReduce, "median": RingAllGather, "trimmed_mean": RingAllGather}
+COLLECTIVES: dict[str, type[RingCollective]] = {ALL_REDUCE: RingAllReduce, ALL_GATHER: RingAllGather}
 
 
 def collective_for(scenario: Scenario) -> type[RingCollective]:
-    """The collective that carries the scenario's exchanges, by ``trainer.aggregation``."""
-    return COLLECTIVES[scenario.trainer.aggregation]
+    """The collective that carries the scenario's exchanges (``schedules.collective_of``)."""
+    return COLLECTIVES[collective_of(scenario.trainer.aggregation)]
 
 
 @dataclass(eq=False)
@@ -128,6 +128,7 @@ class PendingCollective:
 
     key: tuple[int, int]  # (outer_step, fragment)
     payload_bytes: float
+    ring: type[RingCollective]
     expected: set[int]
     done: simpy.Event
     arrived: set[int] = field(default_factory=set)

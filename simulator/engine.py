@@ -14,24 +14,27 @@ adaptive H in ``barriers.py``.
 
 from __future__ import annotations
 
+import heapq
 import math
-from dataclasses import dataclass, field, replace
-from typing import Any, Generator
+from dataclasses import dataclass, replace
+from typing import Any, Generator, Iterable, Iterator
 
 import pandas as pd
 import simpy
 
 from islands.scenarios import Scenario, Worker
-from islands.summary import BITS_PER_BYTE, BITS_PER_GBIT, summarise
-from islands.trace import NO_FRAGMENT, to_frame
+from islands.schedules import SyncPoint, schedule_of
+from islands.summary import summarise
+from islands.trace import NO_FRAGMENT, Row, to_frame
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import barriers, budget
 from .churn import DEPARTURE, Churn
-from .collectives import PendingCollective, RingCollective, collective_for, tcp_cap_bytes_per_s
+from .collectives import COLLECTIVES, PendingCollective, RingCollective, tcp_cap_bytes_per_s
 from .compute import STEP_TIMES, StepClock, worker_generators
 from .network import Link, make_network
-from .schedules import SCHEDULES, SyncPoint
 
+LAUNCH, APPLY = object(), object()
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
 
 
@@ -76,18 +79,32 @@ class WorkerState:
     activity: tuple[str, float, int, int] | None = None  # (kind, since_s, fragment, outer_step)
     unsynced_compute_s: float = 0.0    # compute not yet merged by a sync: lost if it departs
     position_at_apply: float = 0.0
-    last_apply_s: float = 0.0
     merged_steps: float = 0.0
-    time_to_barrier_s: list[float] = field(default_factory=list)
     late: PendingCollective | None = None  # deadline barrier: the sync it missed
+
+
+def sync_actions(points: Iterable[SyncPoint], first_outer: int = 0) -> Iterator[tuple[object, SyncPoint]]:
+    """The launches and applies of ``points`` (in launch order, from outer step ``first_outer``) in the
+    order a worker meets them: by position in inner steps, a launch before an apply at the same
+    position (a blocking sync launches, then waits), so an exchange stays in flight over any launches
+    before its apply step. Lazy: a run's points are never all in memory."""
+    due: list[tuple[float, int, SyncPoint]] = []
+    for index, point in enumerate(points):
+        if point.outer_step < first_outer:
+            continue
+        while due and due[0][0] < point.launch_step:
+            yield APPLY, heapq.heappop(due)[2]
+        yield LAUNCH, point
+        heapq.heappush(due, (point.apply_step, index, point))
+    while due:
+        yield APPLY, heapq.heappop(due)[2]
 
 
 def network_model_for(scenario: Scenario) -> str:
     """The scenario's network model; ``auto`` takes the flow model where transfers may share links."""
     if scenario.network.model != "auto":
         return scenario.network.model
-    schedule = SCHEDULES[scenario.schedule.algorithm]
-    overlap = schedule.transfers_may_overlap(scenario) or scenario.has_churn()
+    overlap = schedule_of(scenario).transfers_may_overlap(scenario.schedule) or scenario.has_churn()
     return "flow" if overlap or scenario.schedule.barrier == "deadline" else "alpha-beta"
 
 
@@ -97,8 +114,7 @@ class Simulation:
     def __init__(self, scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS):
         self.scenario = scenario
         self.budget = budget.guard(scenario, max_events)
-        self.schedule = SCHEDULES[scenario.schedule.algorithm]
-        self.collective = collective_for(scenario)
+        self.schedule = schedule_of(scenario)
         self.env = CountingEnvironment(max_events)
         self.workers = scenario.workers()
         self.network_model = network_model_for(scenario)
@@ -112,14 +128,14 @@ class Simulation:
                        for w, rng, scale in zip(self.workers, rngs, scales)]
         self.members: set[int] = set()
         self.pending: dict[tuple[int, int], PendingCollective] = {}
-        self.last_fragment = scenario.schedule.fragments - 1 if scenario.schedule.algorithm == "streaming" else 0
+        self.last_fragment = self.schedule.fragments(scenario.schedule) - 1
         self.completed_outer = 0
         self.interval_start_s = 0.0
         self.running: set[int] = set()
         self.finished = self.env.event()
         self.horizon_reached = False
         self.incomplete_reason: str | None = None
-        self.rows: list[tuple] = []
+        self.rows: list[Row] = []
         self.counts = {"dropped_deltas": 0}
         self.dropped_compute_s = 0.0
         self.churn = Churn(self)
@@ -172,29 +188,33 @@ class Simulation:
                                      f"{self.budget.events:.3g}): lower it, or raise --max-events")
 
     def start_worker(self, state: WorkerState, first_outer: int) -> None:
-        position = first_outer * self.schedule.period_steps(self.scenario) * state.steps_scale
+        position = first_outer * self.schedule.period_steps(self.scenario.schedule) * state.steps_scale
         state.position_at_apply = position
-        state.last_apply_s = self.env.now
         state.unsynced_compute_s = 0.0
         self.running.add(state.worker.rank)
         state.process = self.env.process(self.worker_process(state, first_outer, position))
 
     def worker_process(self, state: WorkerState, first_outer: int,
                        position: float) -> Generator[simpy.Event, Any, None]:
+        """Walk the schedule's launches and applies in the order the worker meets them; an exchange may
+        stay in flight across later launches (``sync_actions``)."""
+        joined: dict[tuple[int, int], PendingCollective] = {}
         try:
-            for point in self.schedule.sync_points(self.scenario):
-                if point.outer_step < first_outer:
-                    continue
-                launch, apply = point.launch_step * state.steps_scale, point.apply_step * state.steps_scale
-                position = yield from self.compute(state, position, launch, point.outer_step)
-                if state.late is not None:
-                    yield from barriers.catch_up(self, state, point)
-                    position = apply
-                    continue
-                collective = self.join(state, point)
-                position = yield from self.compute(state, position, apply, point.outer_step)
-                yield from self.wait(state, collective, point)
-                self.applied(state, position)
+            for action, point in sync_actions(self.schedule.sync_points(self.scenario), first_outer):
+                key = (point.outer_step, point.fragment)
+                if action is LAUNCH:
+                    launch = point.launch_step * state.steps_scale
+                    position = yield from self.compute(state, position, launch, point.outer_step)
+                    if state.late is not None:
+                        yield from barriers.catch_up(self, state, point)
+                        position = point.apply_step * state.steps_scale
+                    else:
+                        joined[key] = self.join(state, point)
+                elif key in joined:
+                    apply = point.apply_step * state.steps_scale
+                    position = yield from self.compute(state, position, apply, point.outer_step)
+                    yield from self.wait(state, joined.pop(key), point)
+                    self.applied(state, position)
         except simpy.Interrupt as interrupt:
             if interrupt.cause is not DEPARTURE:
                 raise
@@ -232,11 +252,11 @@ class Simulation:
         key = (point.outer_step, point.fragment)
         collective = self.pending.get(key)
         if collective is None:
-            collective = PendingCollective(key, point.payload_bytes, set(self.members), self.env.event())
+            collective = PendingCollective(key, point.payload_bytes, COLLECTIVES[point.collective], set(self.members),
+                                           self.env.event())
             self.pending[key] = collective
             self.churn.enlist(collective)
         collective.expected.add(state.worker.rank)
-        state.time_to_barrier_s.append(self.env.now - state.last_apply_s)
         work_s = self.scenario.network.exchange_cpu_s_per_value * point.values
         if work_s > 0:
             process = state.process
@@ -265,7 +285,7 @@ class Simulation:
             self.start(collective)
 
     def start(self, collective: PendingCollective) -> None:
-        ring = self.collective(tuple(sorted(collective.arrived)), collective.payload_bytes)
+        ring = collective.ring(tuple(sorted(collective.arrived)), collective.payload_bytes)
         collective.participants = ring.participants
         collective.attempt += 1
         collective.started_at_s = self.env.now
@@ -289,7 +309,7 @@ class Simulation:
             return
         outer_step, fragment = collective.key
         for rank in ring.participants:
-            self.rows.append((collective.started_at_s, self.env.now, rank, self.workers[rank].island, "comm",
+            self.rows.append(Row(collective.started_at_s, self.env.now, rank, self.workers[rank].island, "comm",
                               ring.bytes_per_worker, fragment, outer_step))
         del self.pending[collective.key]
         collective.done.succeed()
@@ -316,16 +336,15 @@ class Simulation:
         rank, island, now = state.worker.rank, state.worker.island, self.env.now
         boundary = now if started_s is None else min(now, max(since_s, started_s))
         if boundary > since_s:
-            self.rows.append((since_s, boundary, rank, island, "idle", 0.0, fragment, outer_step))
+            self.rows.append(Row(since_s, boundary, rank, island, "idle", 0.0, fragment, outer_step))
         if now > boundary:
-            self.rows.append((boundary, now, rank, island, "stall", 0.0, fragment, outer_step))
+            self.rows.append(Row(boundary, now, rank, island, "stall", 0.0, fragment, outer_step))
 
     def applied(self, state: WorkerState, position: float) -> None:
         """The worker's work up to ``position`` is merged into the global model."""
         state.merged_steps += position - state.position_at_apply
         state.position_at_apply = position
         state.unsynced_compute_s = 0.0
-        state.last_apply_s = self.env.now
 
     # --- trace -----------------------------------------------------------------------------------
 
@@ -341,7 +360,7 @@ class Simulation:
             self.record_wait(state, since_s, started_s, fragment, outer_step)
             return
         if self.env.now > since_s:
-            self.rows.append((since_s, self.env.now, state.worker.rank, state.worker.island, kind, 0.0, fragment,
+            self.rows.append(Row(since_s, self.env.now, state.worker.rank, state.worker.island, kind, 0.0, fragment,
                               outer_step))
         if kind == "compute":
             state.unsynced_compute_s += self.env.now - since_s
@@ -368,7 +387,7 @@ class Simulation:
             "network_model": self.network_model,
             "barrier": self.scenario.schedule.barrier,
             "outer_steps_planned": self.scenario.schedule.outer_steps,
-            "inner_steps": self.scenario.schedule.outer_steps * self.schedule.period_steps(self.scenario),
+            "inner_steps": self.schedule.total_steps(self.scenario.schedule),
             "lost_compute_s": self.churn.lost_compute_s,
             "dropped_compute_s": self.dropped_compute_s,
             "dropped_deltas": self.counts["dropped_deltas"],
@@ -383,12 +402,10 @@ class Simulation:
         extra: dict[str, dict[str, float]] = {}
         for island in self.scenario.islands:
             states = [s for s in self.states if s.worker.island == island.name]
-            waits = [t for s in states for t in s.time_to_barrier_s]
             merged = sum(s.merged_steps for s in states) / len(states)
             extra[island.name] = {
                 "inner_steps": merged,
                 "tokens": merged * tokens_per_step if tokens_per_step else None,
-                "time_to_barrier_s": sum(waits) / len(waits) if waits else 0.0,
             }
         return extra
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from islands.scenarios.trainer_keys import AGGREGATIONS
+from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
 from islands.simulator import budget, simulate
 from islands.simulator.collectives import COLLECTIVES
 
@@ -26,7 +27,8 @@ def comm_bytes(trace) -> list[float]:
 
 
 def test_every_aggregation_has_its_collective():
-    assert set(COLLECTIVES) == set(AGGREGATIONS)
+    assert {collective_of(aggregation) for aggregation in AGGREGATIONS} == set(COLLECTIVES)
+    assert collective_of("mean") == ALL_REDUCE and collective_of("median") == ALL_GATHER
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -17,7 +17,7 @@ def modules(folder: str) -> list[str]:
                   if m.name != "__main__")
 
 
-@pytest.mark.parametrize("folder", ["analysis", "emulation"])
+@pytest.mark.parametrize("folder", ["analysis", "emulation", "schedules"])
 def test_folder_imports_no_torch(folder):
     names = modules(folder)
     assert len(names) >= 5  # the folder was found and listed

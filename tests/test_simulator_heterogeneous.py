@@ -126,5 +126,5 @@ def test_adaptive_h_lets_fast_islands_do_more_steps():
 
 
 def test_barrier_policies_other_than_wait_need_diloco():
-    with pytest.raises(ScenarioError, match=r"schedule.barrier: 'deadline' is supported with algorithm = \"diloco\""):
+    with pytest.raises(ScenarioError, match=r"schedule.barrier: 'deadline' is not run by algorithm = \"ddp\" \(it runs 'wait'\)"):
         make_scenario(["schedule.algorithm=ddp", "schedule.barrier=deadline"])

@@ -10,7 +10,9 @@ from torch import nn
 from islands.scenarios.trainer_keys import trainer_spec
 from islands.trainer.loop import learning_rate
 from islands.trainer.model import GPT, GPTConfig
-from islands.trainer.outer import Fragment, fragment_of, split_fragments
+from islands.schedules import SCHEDULES
+from islands.schedules.layout import layer_of
+from islands.trainer.outer import Fragment, split_fragments
 
 
 def one_tensor_fragment(values, **spec):
@@ -65,11 +67,16 @@ def test_outer_adamw_first_step_moves_each_weight_by_lr():
 
 
 def test_fragments_are_strided_layer_groups():
+    streaming = SCHEDULES["streaming"]
+
+    def fragment_of(name, n_layer, fragments):
+        return streaming.fragment_of_layer(layer_of(name, n_layer), fragments)
+
     assert [fragment_of(f"blocks.{i}.mlp.fc.weight", 4, 2) for i in range(4)] == [0, 1, 0, 1]
     assert fragment_of("wte.weight", 4, 2) == 0 and fragment_of("wpe.weight", 4, 2) == 0
     assert fragment_of("ln_f.weight", 4, 2) == 1 and fragment_of("ln_f.weight", 3, 2) == 0
     model = GPT(GPTConfig(block_size=8, n_layer=4, n_head=1, n_embd=8))
-    groups = split_fragments(model, 4, 2)
+    groups = split_fragments(model, 4, 2, streaming)
     assert sum(p.numel() for group in groups for p in group) == sum(p.numel() for p in model.parameters())
     block = sum(p.numel() for p in model.blocks[0].parameters())
     assert sum(p.numel() for p in groups[1]) == 2 * block + 2 * 8  # blocks 1 and 3, ln_f weight and bias

@@ -6,8 +6,9 @@ import tomllib
 
 import pytest
 
+from islands.schedules import SCHEDULES
 from islands.validation.scaling import (ScaleOptions, ring_volume_bytes, scale, scaled_schedule, to_toml,
-                                               wire_payload_bytes)
+                                        trainer_model_values, wire_payload_bytes)
 from islands.scenarios import load
 from islands.trainer.quantize import encoded_bytes, padded_length
 
@@ -33,15 +34,17 @@ def test_worked_example_keeps_the_brief_ratio_of_transfer_to_compute():
 
 
 def test_the_simulator_payload_is_what_the_trainer_puts_on_the_wire():
-    values = wire_payload_bytes("ddp", 1, 2, 32) // 4  # fp32: 4 bytes per (padded) value
-    int8_bytes = wire_payload_bytes("ddp", 1, 2, 8)
+    layers, _ = trainer_model_values(2)
+    ddp = SCHEDULES["ddp"]
+    values = wire_payload_bytes(layers, ddp, 1, 2, 32) // 4  # fp32: 4 bytes per (padded) value
+    int8_bytes = wire_payload_bytes(layers, ddp, 1, 2, 8)
     assert int8_bytes == encoded_bytes(padded_length(values, 2), 8)
     assert int8_bytes == values + values // 128 * 4  # codes plus one fp32 scale per 128-value block
 
 
 def test_streaming_keeps_p_and_a_valid_tau():
     scenario = load("worked-example", ["schedule.algorithm=streaming"])  # H 500, P 10, tau 20
-    assert scaled_schedule(scenario.schedule, 20)[:3] == (20, 10, 1)
+    assert scaled_schedule(scenario.schedule, SCHEDULES["streaming"], 20)[:3] == (20, 10, 1)
     case = scale(scenario)
     assert case.document["trainer"]["n_layer"] == 10
     assert case.scenario().schedule.fragments == 10

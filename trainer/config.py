@@ -1,9 +1,10 @@
 """The run plan: a validated scenario plus the command line, reduced to what every process needs.
 
-Numbers follow the simulator's schedules: DiLoCo and Streaming DiLoCo train ``outer_steps`` periods
-of H = ``inner_steps`` inner steps; DDP trains ``outer_steps`` steps. Evaluation (and so the console
-line and checkpoints) happens every H inner steps for every algorithm, so runs of different
-algorithms with the same token budget are evaluated at the same token counts.
+Numbers follow the schedule's declaration (``islands.schedules``), which the simulator plays too:
+``outer_steps`` outer steps of ``period_steps`` inner steps each (H for DiLoCo and Streaming DiLoCo,
+1 for DDP). Evaluation (and so the console line and checkpoints) happens every H inner steps for
+every algorithm, so runs of different algorithms with the same token budget are evaluated at the
+same token counts.
 
 ``--workers N`` keeps the first N workers of ``scenario.workers()`` (islands expanded into their
 replicas, in file order): a quick run of a big scenario on a small machine.
@@ -14,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
 from islands.errors import UserError
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.trainer_keys import TrainerSpec
-from islands.simulator.schedules import SCHEDULES, SyncPoint
+from islands.schedules import GRADIENT, Schedule, SyncPoint, schedule_of
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class RunPlan:
     @property
     def algorithm(self) -> str:
         return self.scenario.schedule.algorithm
+
+    @property
+    def schedule(self) -> Schedule:
+        """The declaration this run executes."""
+        return schedule_of(self.scenario)
 
     @property
     def islands(self) -> int:
@@ -56,8 +63,7 @@ class RunPlan:
 
     @property
     def total_steps(self) -> int:
-        schedule = self.scenario.schedule
-        return schedule.outer_steps if self.algorithm == "ddp" else schedule.outer_steps * schedule.inner_steps
+        return self.schedule.total_steps(self.scenario.schedule)
 
     @property
     def periods(self) -> int:
@@ -65,11 +71,16 @@ class RunPlan:
 
     @property
     def fragments(self) -> int:
-        return self.scenario.schedule.fragments if self.algorithm == "streaming" else 1
+        return self.schedule.fragments(self.scenario.schedule)
 
     @property
     def alpha(self) -> float:
-        return self.spec.fragment_alpha if self.algorithm == "streaming" else 0.0
+        return self.schedule.merge_alpha(self.scenario)
+
+    @property
+    def syncs_gradient(self) -> bool:
+        """The schedule averages the gradient inside the step (DDP), not fragments after it."""
+        return self.schedule.exchanged == GRADIENT
 
     @property
     def tokens_per_step(self) -> int:
@@ -78,10 +89,10 @@ class RunPlan:
 
     def outer_step(self, step: int) -> int:
         """The outer step (DDP: the step) that 0-based inner step ``step`` belongs to."""
-        return step if self.algorithm == "ddp" else step // self.period_steps
+        return self.schedule.outer_step_of(step, self.scenario.schedule)
 
     def outer_steps_done(self, steps: int) -> int:
-        return steps if self.algorithm == "ddp" else steps // self.period_steps
+        return steps // self.schedule.period_steps(self.scenario.schedule)
 
     def pace_s(self, island: int) -> float:
         """Target seconds per inner step for this island (0: no pacing)."""
@@ -146,7 +157,7 @@ def check_supported(scenario: Scenario) -> None:
         raise UserError(f"{source}: schedule.barrier: the real trainer only runs \"wait\" "
                         f"(got {scenario.schedule.barrier!r})")
     overlap = scenario.schedule.backward_overlap
-    if scenario.schedule.algorithm == "ddp" and overlap:
+    if schedule_of(scenario).exchanged == GRADIENT and overlap:
         raise UserError(f"{source}: schedule.backward_overlap: the real trainer's DDP averages the gradient "
                         f"after the backward pass, so it trains only 0 (got {overlap:g}); the overlap is "
                         f"simulated only")
@@ -160,22 +171,21 @@ def check_elastic(plan: RunPlan) -> None:
     """Churn (events, present = false, trainer.elastic) runs DiLoCo or Streaming DiLoCo; an island of
     several ranks leaves and joins as a whole."""
     source = plan.scenario.source
-    if plan.algorithm == "ddp":
-        raise UserError(f"{source}: schedule.algorithm = \"ddp\": islands that leave and join (churn, "
-                        f"trainer.elastic) train \"diloco\" or \"streaming\" (DDP re-forms the group at "
-                        f"every step's all-reduce; not supported)")
+    if plan.syncs_gradient:
+        raise UserError(f"{source}: schedule.algorithm = \"{plan.algorithm}\": islands that leave and join "
+                        f"(churn, trainer.elastic) train a schedule that exchanges pseudo-gradients (one that "
+                        f"averages the gradient in every step would re-form the group at every step)")
     if not plan.initial_members():
         raise UserError(f"{source}: every island has present = false: nobody starts the run")
 
 
 def sync_plan(plan: RunPlan) -> tuple[dict[int, list[SyncPoint]], dict[int, list[SyncPoint]]]:
-    """DiLoCo / Streaming sync points from the simulator's own schedule, keyed by steps done:
-    (launches, applies). DDP has none here: it syncs gradients inside every step."""
+    """The schedule's sync points, the very ones the simulator plays, keyed by inner steps done:
+    (launches, applies). A gradient exchange launched at step k happens inside step k (after its
+    backward pass); a fractional launch step (DDP's simulated backward overlap) is refused before."""
     launches: dict[int, list[SyncPoint]] = defaultdict(list)
     applies: dict[int, list[SyncPoint]] = defaultdict(list)
-    if plan.algorithm == "ddp":
-        return launches, applies
-    for point in SCHEDULES[plan.algorithm].sync_points(plan.scenario):
-        launches[int(point.launch_step)].append(point)
+    for point in plan.schedule.sync_points(plan.scenario):
+        launches[math.ceil(point.launch_step)].append(point)
         applies[int(point.apply_step)].append(point)
     return launches, applies

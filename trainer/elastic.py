@@ -247,10 +247,10 @@ class ElasticTrainer(Trainer):
                         self.membership.admit_joiners(False, sync_step)
                 admitted = False
                 zero = torch.zeros(self.fragments[point.fragment].numel)
-                self.pending[point.fragment] = self.exchanger.pool.submit(
+                self.pending[point.outer_step, point.fragment] = self.exchanger.pool.submit(
                     self.membership.run, lambda group, zero=zero: self.exchange_once(zero, contributes=False))
             for point in self.applies.get(sync_step, ()):
-                exchange = self.pending.pop(point.fragment).result()
+                exchange = self.pending.pop((point.outer_step, point.fragment)).result()
                 self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
                 kept[(point.outer_step, point.fragment)] = exchange.mean
                 arrived_s = self.clock.now()
@@ -321,7 +321,7 @@ class ElasticTrainer(Trainer):
             self.shared(lambda point=point: self.launch(point))
         blocked_s = comm_s = 0.0
         for point in applies:
-            exchange = self.committed(point.fragment)
+            exchange = self.committed(point)
             blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
             comm_s += exchange.done_s - exchange.started_s
             self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
@@ -340,13 +340,14 @@ class ElasticTrainer(Trainer):
         if point.fragment == 0:
             self.membership.admit_joiners(True, self.step)
         delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
-        self.pending[point.fragment] = self.exchanger.pool.submit(
+        self.pending[point.outer_step, point.fragment] = self.exchanger.pool.submit(
             self.membership.run, lambda group, delta=delta: self.exchange_once(delta))
 
-    def committed(self, fragment: int) -> Any:
-        """The fragment's committed exchange (a follower hears it, and the members it came from: its
+    def committed(self, point: Any) -> Any:
+        """The point's committed exchange (a follower hears it, and the members it came from: its
         membership is only the view its leader gives it)."""
-        exchange, members = self.shared(lambda: (self.pending.pop(fragment).result(), self.membership.members))
+        key = (point.outer_step, point.fragment)
+        exchange, members = self.shared(lambda: (self.pending.pop(key).result(), self.membership.members))
         self.membership.members = members
         return exchange
 

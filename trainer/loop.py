@@ -1,9 +1,11 @@
 """One process's training loop: inner steps, the schedule's syncs, evaluation, checkpoints.
 
-The loop is an ordinary loop over inner steps. DDP averages the gradient inside every step; DiLoCo
-and Streaming DiLoCo check after each step whether the simulator's schedule (``config.sync_plan``)
-launches a fragment's exchange here (pseudo-gradient computed now, averaged on the background
-thread while training goes on) or applies one (wait if it has not arrived, outer step, merge).
+The loop is an ordinary loop over inner steps that executes the schedule's declaration
+(``islands.schedules``, the one the simulator plays, ``config.sync_plan``). A schedule that
+exchanges the gradient (DDP) averages it inside each step it launches a sync at, before the inner
+optimizer steps; one that exchanges pseudo-gradients (DiLoCo, Streaming DiLoCo) checks after each
+step whether a fragment's exchange is launched here (pseudo-gradient computed now, averaged on the
+background thread while training goes on) or applied (wait if it has not arrived, outer step, merge).
 DiLoCo is the one-fragment, zero-overlap case of the same code.
 
 Inside an island with several ranks the gradient is averaged over the intra-island group after every
@@ -22,6 +24,7 @@ from typing import Any, Iterator
 import torch
 
 from islands.errors import UserError
+from islands.schedules import SyncPoint
 from islands.tables import size
 
 from . import checkpoint
@@ -120,14 +123,17 @@ class Trainer:
         self.share_initial_weights()
         self.params = list(self.model.parameters())
         self.optimizer = make_inner_optimizer(self.model, plan)
-        self.fragments = [] if plan.algorithm == "ddp" else build_fragments(
-            self.model, spec.n_layer, plan.fragments, spec)
+        self.fragments = [] if plan.syncs_gradient else build_fragments(
+            self.model, spec.n_layer, plan.fragments, plan.schedule, spec)
         corpus = corpus or default_corpus(plan)
         self.sampler = BatchSampler(corpus.shards[self.island], spec.batch_size, spec.block_size,
                                     sampler_seed(spec.seed, self.island, self.local_rank), device)
         self.eval_batches = validation_batches(corpus.validation, spec.eval_batches, spec.batch_size,
                                                spec.block_size, spec.seed, device)
-        self.launches, self.applies = sync_plan(plan)
+        launches, applies = sync_plan(plan)
+        # A gradient exchange happens inside the step that launches it; fragments' after their step.
+        self.gradient_syncs = launches if plan.syncs_gradient else {}
+        self.launches, self.applies = ({}, {}) if plan.syncs_gradient else (launches, applies)
         self.step = 0
         self.stop_after: int | None = None
         self.eval_losses: list[tuple[int, float]] = []
@@ -139,7 +145,7 @@ class Trainer:
         self.exchanger = Exchanger(groups.cross, groups.intra_sync, plan.scenario.schedule.bits, self.clock,
                                    aggregation_rule(plan))
         self.excluded: list[dict[str, Any]] = []
-        self.pending: dict[int, Any] = {}
+        self.pending: dict[tuple[int, int], Any] = {}  # exchanges in flight by (outer step, fragment)
         if state:
             self.load_state(state)
 
@@ -175,7 +181,7 @@ class Trainer:
 
     def start_clock(self, state: dict | None) -> None:
         self.clock = Clock(self.agreed_start_s(state))
-        rows = [tuple(row) for row in state["trace_rows"]] if state else []
+        rows = state["trace_rows"] if state else []
         worker = self.plan.workers[self.island]
         self.recorder = Recorder(self.clock, self.island, worker.island, rows)
 
@@ -245,9 +251,9 @@ class Trainer:
         if self.groups.intra_grad is not None:
             self.average_inside_island(grads)
         blocked_s = comm_s = sync_wall_s = 0.0
-        if self.plan.algorithm == "ddp":
+        for point in self.gradient_syncs.get(self.step + 1, ()):
             sync_start = time.monotonic()
-            blocked_s, comm_s = self.sync_gradients(grads)
+            blocked_s, comm_s = self.sync_gradients(grads, point)
             sync_wall_s = time.monotonic() - sync_start
         if spec.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
@@ -284,12 +290,12 @@ class Trainer:
         unflatten_into(flat / self.groups.intra_grad.size, grads)
 
     # ---------------------------------------------------------------- syncs
-    def sync_gradients(self, grads: list[torch.Tensor]) -> tuple[float, float]:
-        """DDP: average the gradient over the islands (blocking, fragment 0, outer step = step)."""
-        self.recorder.end_compute(self.step)
+    def sync_gradients(self, grads: list[torch.Tensor], point: SyncPoint) -> tuple[float, float]:
+        """Average the gradient over the islands (blocking), before the inner optimizer steps."""
+        self.recorder.end_compute(point.outer_step)
         arrived_s = self.clock.now()
-        exchange = self.exchanger.launch(poisoned(flatten(grads), self.island, self.step)).result()
-        blocked_s = self.record_exchange(exchange, arrived_s, self.step, 0)
+        exchange = self.exchanger.launch(poisoned(flatten(grads), self.island, point.outer_step)).result()
+        blocked_s = self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
         unflatten_into(exchange.mean, grads)
         self.recorder.start_compute()
         return blocked_s, exchange.done_s - exchange.started_s
@@ -302,11 +308,11 @@ class Trainer:
         self.recorder.end_compute((list(launches) + list(applies))[0].outer_step)
         for point in launches:
             delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
-            self.pending[point.fragment] = self.exchanger.launch(delta)
+            self.pending[point.outer_step, point.fragment] = self.exchanger.launch(delta)
         blocked_s = comm_s = 0.0
         for point in applies:
             arrived_s = self.clock.now()
-            exchange = self.pending.pop(point.fragment).result()
+            exchange = self.pending.pop((point.outer_step, point.fragment)).result()
             blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
             comm_s += exchange.done_s - exchange.started_s
             self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)

@@ -14,10 +14,10 @@ and with plain averaging (eta = 1, mu = 0) theta_g becomes the mean of the islan
 After the outer step every island adopts the global weights, mixed with its local ones by alpha in
 Streaming DiLoCo: theta_l <- alpha * theta_l + (1 - alpha) * theta_g (alpha = 0: adopt).
 
-Fragments are strided layer groups (Streaming DiLoCo, Douillard et al. 2025, section 2.2): block i
-belongs to fragment i mod P; the token embedding (tied to the output head) and the position
-embedding go with fragment 0, beside the first block; the final LayerNorm goes with the fragment of
-the last block.
+Fragments are the schedule's layer groups (``Schedule.fragment_of_layer``, strided: block i belongs
+to fragment i mod P), with every parameter in its layer by ``schedules.layout.layer_of``: the token
+embedding (tied to the output head) and the position embedding beside the first block, the final
+LayerNorm beside the last. The simulator sizes its fragments by the same rule.
 """
 
 from __future__ import annotations
@@ -26,21 +26,16 @@ import torch
 from torch import nn
 
 from islands.scenarios.trainer_keys import TrainerSpec
+from islands.schedules import Schedule
+from islands.schedules.layout import layer_of
 
 
-def fragment_of(name: str, n_layer: int, fragments: int) -> int:
-    """The fragment a parameter (by its name in ``GPT``) belongs to."""
-    if name.startswith("blocks."):
-        return int(name.split(".")[1]) % fragments
-    if name.startswith("ln_f."):
-        return (n_layer - 1) % fragments
-    return 0
-
-
-def split_fragments(model: nn.Module, n_layer: int, fragments: int) -> list[list[nn.Parameter]]:
+def split_fragments(model: nn.Module, n_layer: int, fragments: int,
+                    schedule: Schedule) -> list[list[nn.Parameter]]:
+    """The model's parameters by fragment, as the schedule splits the layers."""
     groups: list[list[nn.Parameter]] = [[] for _ in range(fragments)]
     for name, param in model.named_parameters():
-        groups[fragment_of(name, n_layer, fragments)].append(param)
+        groups[schedule.fragment_of_layer(layer_of(name, n_layer), fragments)].append(param)
     return groups
 
 
@@ -107,5 +102,7 @@ class Fragment:
         self.applied = state["applied"]
 
 
-def build_fragments(model: nn.Module, n_layer: int, fragments: int, spec: TrainerSpec) -> list[Fragment]:
-    return [Fragment(i, params, spec) for i, params in enumerate(split_fragments(model, n_layer, fragments))]
+def build_fragments(model: nn.Module, n_layer: int, fragments: int, schedule: Schedule,
+                    spec: TrainerSpec) -> list[Fragment]:
+    groups = split_fragments(model, n_layer, fragments, schedule)
+    return [Fragment(i, params, spec) for i, params in enumerate(groups)]

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from islands.schedules import ALL_GATHER, collective_of
+
 from .comm import Group
 from .quantize import average
 from .robust import AggregationRule, Verdict, contribution_stats, robust_average, screen
@@ -80,7 +82,7 @@ class Exchanger:
 
     def combine(self, x: torch.Tensor, verdict: Verdict) -> tuple[torch.Tensor, int]:
         """The accepted members' mean (zeros sent by the others, rescaled) or robust combination."""
-        if self.rule.aggregation != "mean":
+        if collective_of(self.rule.aggregation) == ALL_GATHER:
             return robust_average(x, self.cross, self.bits, verdict, self.rule.aggregation,
                                   self.rule.trim_fraction)
         mean, sent = average(x, self.cross, self.bits)

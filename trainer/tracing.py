@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from islands.io import json_text, write_table, write_text
 from islands.summary import summarise
-from islands.trace import NO_FRAGMENT, to_frame
+from islands.trace import NO_FRAGMENT, Row, to_frame
 
 from .config import RunPlan
 
@@ -55,19 +55,19 @@ class Clock:
 
 
 class Recorder:
-    """One process's trace rows, kept as plain tuples in ``islands.trace.COLUMNS`` order."""
+    """One process's trace rows (``islands.trace.Row``); ``rows`` may come back from a checkpoint as lists."""
 
-    def __init__(self, clock: Clock, worker: int, island: str, rows: list[tuple] | None = None):
+    def __init__(self, clock: Clock, worker: int, island: str, rows: list | None = None):
         self.clock = clock
         self.worker = worker
         self.island = island
-        self.rows: list[tuple] = list(rows or [])
+        self.rows: list[Row] = [Row(*row) for row in rows or []]
         self.segment_start_s = clock.now()
         self.sink: IO[str] | None = None
 
     def add(self, kind: str, start_s: float, end_s: float, outer_step: int, fragment: int = NO_FRAGMENT,
             sent_bytes: float = 0.0) -> None:
-        row = (start_s, end_s, self.worker, self.island, kind, float(sent_bytes), fragment, outer_step)
+        row = Row(start_s, end_s, self.worker, self.island, kind, float(sent_bytes), fragment, outer_step)
         self.rows.append(row)
         if self.sink:
             self.sink.write(json.dumps(row) + "\n")
@@ -93,46 +93,42 @@ class Recorder:
         return done_s - arrived_s
 
     def seconds(self, kind: str) -> float:
-        return sum(row[1] - row[0] for row in self.rows if row[4] == kind)
+        return sum(row.time_end_s - row.time_start_s for row in self.rows if row.kind == kind)
 
     def sent_bytes(self) -> float:
-        return sum(row[5] for row in self.rows)
+        return sum(row.bytes for row in self.rows)
 
     def utilisation(self) -> float:
         """Compute seconds over seconds present so far."""
         if not self.rows:
             return 0.0
-        present = max(row[1] for row in self.rows) - min(row[0] for row in self.rows)
+        present = max(row.time_end_s for row in self.rows) - min(row.time_start_s for row in self.rows)
         return self.seconds("compute") / present if present > 0 else 0.0
 
 
-def island_rows(rows_by_rank: list[list[tuple]], ranks_per_island: int) -> list[tuple]:
+def island_rows(rows_by_rank: list[list[Row]], ranks_per_island: int) -> list[Row]:
     """One row set per island: local rank 0's rows, and each collective's comm rows merged over ranks."""
-    merged: list[tuple] = []
+    merged: list[Row] = []
     for first in range(0, len(rows_by_rank), ranks_per_island):
-        merged.extend(row for row in rows_by_rank[first] if row[4] != "comm")
-        comms: dict[tuple[int, int], list[tuple]] = defaultdict(list)
+        merged.extend(row for row in rows_by_rank[first] if row.kind != "comm")
+        comms: dict[tuple[int, int], list[Row]] = defaultdict(list)
         for rows in rows_by_rank[first: first + ranks_per_island]:
             for row in rows:
-                if row[4] == "comm":
-                    comms[(row[7], row[6])].append(row)
+                if row.kind == "comm":
+                    comms[(row.outer_step, row.fragment)].append(row)
         for (outer_step, fragment), group in comms.items():
-            worker, island = group[0][2], group[0][3]
-            merged.append((min(r[0] for r in group), max(r[1] for r in group), worker, island, "comm",
-                           sum(r[5] for r in group), fragment, outer_step))
+            merged.append(Row(min(r.time_start_s for r in group), max(r.time_end_s for r in group), group[0].worker,
+                              group[0].island, "comm", sum(r.bytes for r in group), fragment, outer_step))
     return merged
 
 
-def measured_extra(plan: RunPlan, steps: int, rows: list[tuple],
+def measured_extra(plan: RunPlan, steps: int, rows: list[Row],
                    churn: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, dict]]:
     """The simulator's extra summary keys, measured. ``churn`` (an elastic run's ``lost_compute_s``,
     ``leaves`` and ``joins``) replaces the zeros of a run without churn; the trainer always waits at
     the barrier; ``events`` (simulator events processed) has no measured counterpart and is None; a
     real run ends when it is done, so ``horizon_reached`` (the simulator's stop for runs that never
-    finish) is False. Per island: inner steps and tokens of one worker, and the mean compute
-    interval between syncs (the time from one sync's end to arriving at the next): compute seconds
-    over the island's syncs, not over its compute rows, which evaluation also splits (every H steps,
-    inside a DDP step, or right after a DiLoCo sync)."""
+    finish) is False. Per island: inner steps and tokens of one worker."""
     extra = {
         "scenario": plan.scenario.name, "algorithm": plan.algorithm, "network_model": "measured",
         "barrier": "wait", "outer_steps_planned": plan.scenario.schedule.outer_steps, "inner_steps": steps,
@@ -141,17 +137,14 @@ def measured_extra(plan: RunPlan, steps: int, rows: list[tuple],
     }
     island_extra = {}
     for name in dict.fromkeys(worker.island for worker in plan.workers):
-        compute_s = sum(row[1] - row[0] for row in rows if row[3] == name and row[4] == "compute")
-        syncs = sum(1 for row in rows if row[3] == name and row[4] == "comm" and row[6] != NO_FRAGMENT)
         island_extra[name] = {
             "inner_steps": float(steps),
             "tokens": float(steps * plan.tokens_per_step // plan.islands),
-            "time_to_barrier_s": compute_s / syncs if syncs else 0.0,
         }
     return extra, island_extra
 
 
-def build_summary(plan: RunPlan, steps: int, rows: list[tuple], churn: dict[str, Any] | None = None):
+def build_summary(plan: RunPlan, steps: int, rows: list[Row], churn: dict[str, Any] | None = None):
     """The trace frame and its summary, with the simulator's keys (``islands.summary.summarise``)."""
     trace = to_frame(rows)
     extra, island_extra = measured_extra(plan, steps, rows, churn)

@@ -46,6 +46,7 @@ from islands.errors import UserError
 from islands.io import json_text
 from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan
 from islands.trainer.quantize import encoded_bytes, padded_length
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .probe import BITS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, tiny_values
 from .run import VALIDATE_STEM, run_all, start_ranks
@@ -56,7 +57,6 @@ PROBE_RATES_BITS_PER_S = (10e6, 100e6)
 PROBE_SECONDS = 1.0
 PROBE_REPEATS = 2
 EXCHANGE_PHASES = 3
-BITS_PER_BYTE = 8
 BYTES_PER_LARGE_VALUE = BITS["large"] // BITS_PER_BYTE
 
 
@@ -184,10 +184,10 @@ def simulator_overrides(calibration: Calibration, islands: list[dict]) -> list[s
     per exchange and its screening cost per value."""
     m = len(islands)
     calibration.check_covers(m)
-    per_exchange_s = calibration.overhead_s[m] + trainer_latency_s([i["latency_ms"] / 1e3 for i in islands])
-    slowest_bits_per_s = min(min(i["upload_gbps"], i["download_gbps"]) for i in islands) * 1e9
+    per_exchange_s = calibration.overhead_s[m] + trainer_latency_s([i["latency_ms"] / MS_PER_S for i in islands])
+    slowest_bits_per_s = min(min(i["upload_gbps"], i["download_gbps"]) for i in islands) * BITS_PER_GBIT
     ratio = calibration.ratio_at(m, slowest_bits_per_s)
-    hop_latency_ms = per_exchange_s / (2 * (m - 1)) / 2 * 1e3  # 2(M-1) hops, sender + receiver
+    hop_latency_ms = per_exchange_s / (2 * (m - 1)) / 2 * MS_PER_S  # 2(M-1) hops, sender + receiver
     overrides = [f"network.exchange_cpu_s_per_value={calibration.exchange_cpu_s_per_value[m]!r}"]
     for index, island in enumerate(islands):
         overrides += [f"island.{index}.upload_gbps={island['upload_gbps'] * ratio!r}",

@@ -16,6 +16,7 @@ choices keep it short on 2 cores:
 from __future__ import annotations
 
 from islands.scenarios import Scenario
+from islands.units import BITS_PER_GBIT
 
 from .calibration import Calibration, measure
 from .compare import Comparison
@@ -39,7 +40,7 @@ def islands_of(case: ScaledCase) -> int:
 
 def slowest_bits_per_s(case: ScaledCase) -> float:
     """The slowest configured rate of the scaled ring, upload or download: the one its exchange runs at."""
-    return min(min(i["upload_gbps"], i["download_gbps"]) for i in case.document["island"]) * 1e9
+    return min(min(i["upload_gbps"], i["download_gbps"]) for i in case.document["island"]) * BITS_PER_GBIT
 
 
 def calibrate_for(case: ScaledCase, kernel: bool | None) -> Calibration:

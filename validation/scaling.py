@@ -31,9 +31,11 @@ from typing import Any
 
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.loader import from_dict
+from islands.schedules import PSEUDO_GRADIENT, Schedule, schedule_of
+from islands.schedules.layout import layer_of, split_by_layer
 from islands.simulator import simulate
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BITS_PER_MBIT, MS_PER_S
 
-BITS_PER_BYTE = 8
 MIN_BITS_PER_S = 5e6
 MAX_BITS_PER_S = 500e6
 MIN_OUTER_STEPS = 2
@@ -53,6 +55,7 @@ MIN_COLLECTIVE_TIMEOUT_S = 10.0
 # per exchanged value: the fp32 global weights and the outer optimizer's fp32 momentum (the simulator
 # downloads parameters * bytes_per_param).
 JOIN_STATE_BYTES_PER_VALUE = 8
+EMBEDDINGS = ("wte.", "wpe.")  # the trainer's GPT's parameters outside its blocks and final norm
 
 
 @dataclass(frozen=True)
@@ -82,25 +85,37 @@ def ring_volume_bytes(workers: int, payload_bytes: float) -> float:
     return 2 * (workers - 1) / workers * payload_bytes
 
 
-def wire_payload_bytes(algorithm: str, fragments: int, workers: int, bits: int) -> float:
+def wire_payload_bytes(layer_values: list[int], schedule: Schedule, fragments: int, workers: int,
+                       bits: int) -> float:
     """Bytes of one full exchange as the trainer encodes it (padding and int scales included)."""
     from islands.trainer.quantize import encoded_bytes, padded_length
 
-    return sum(encoded_bytes(padded_length(values, workers), bits)
-               for values in fragment_values(algorithm, fragments))
+    return sum(encoded_bytes(padded_length(int(values), workers), bits)
+               for values in split_by_layer(layer_values, fragments, schedule.fragment_of_layer))
 
 
-def fragment_values(algorithm: str, fragments: int) -> list[int]:
-    """Values in each exchanged tensor of the scaled model: one per fragment (DDP and DiLoCo: one)."""
+def trainer_model_values(n_layer: int) -> tuple[list[int], int]:
+    """Values per layer of the scaled model, the trainer's GPT (``schedules.layout.layer_of``), and
+    how many of them are its embeddings."""
     from islands.trainer.model import GPTConfig, build_model
-    from islands.trainer.outer import split_fragments
 
-    n_layer = n_layers(fragments if algorithm == "streaming" else 1)
     config = GPTConfig(block_size=TRAINER["block_size"], n_layer=n_layer, n_head=TRAINER["n_head"],
                        n_embd=width(n_layer))
-    model = build_model(config, 0, "cpu")
-    groups = split_fragments(model, n_layer, fragments if algorithm == "streaming" else 1)
-    return [sum(p.numel() for p in group) for group in groups]
+    values, embedding = [0] * n_layer, 0
+    for name, param in build_model(config, 0, "cpu").named_parameters():
+        values[layer_of(name, n_layer)] += param.numel()
+        embedding += param.numel() if name.startswith(EMBEDDINGS) else 0
+    return values, embedding
+
+
+def model_entry(layer_values: list[int], embedding_values: int, payload_bytes: float, bits: int) -> dict[str, Any]:
+    """The scaled ``[model]``: the trainer's GPT's layers with the embeddings beside the first block
+    (``schedules/layout.py``; the final LayerNorm, 2 x n_embd values, is spread over the blocks),
+    sized so that parameters * bits / 8 is the trainer's real payload on the wire."""
+    parameters = payload_bytes * BITS_PER_BYTE / bits
+    wire_per_value = parameters / sum(layer_values)
+    return {"parameters": parameters, "bytes_per_param": 4, "layers": len(layer_values),
+            "embedding_parameters": embedding_values * wire_per_value}
 
 
 def n_layers(fragments: int) -> int:
@@ -112,18 +127,18 @@ def width(n_layer: int) -> int:
     return max(WIDTH_STEP, round(math.sqrt(MODEL_PARAMETERS / (12 * n_layer)) / WIDTH_STEP) * WIDTH_STEP)
 
 
-def scaled_schedule(schedule: Any, max_inner_steps: int) -> tuple[int, int, int, list[str]]:
-    """(H, P, tau) of the scaled run, and notes on what changed."""
-    h, p, tau = schedule.inner_steps, schedule.fragments, schedule.overlap_steps
-    if schedule.algorithm == "ddp":
+def scaled_schedule(schedule: Any, declared: Schedule, max_inner_steps: int) -> tuple[int, int, int, list[str]]:
+    """(H, P, tau) of the scaled run, and notes on what changed: H shrinks to a multiple of P, tau
+    with it (where the schedule reads them)."""
+    h, p, tau = schedule.inner_steps, declared.fragments(schedule), schedule.overlap_steps
+    if "inner_steps" not in declared.reads:
         return 1, 1, 0, []
-    if schedule.algorithm == "diloco":
-        scaled_h = min(h, max_inner_steps)
-        return scaled_h, 1, 0, [f"H {h} -> {scaled_h}"] if scaled_h != h else []
     scaled_h = min(h, max(p, max_inner_steps // p * p))
+    notes = [f"H {h} -> {scaled_h}"] if scaled_h != h else []
+    if "overlap_steps" not in declared.reads:
+        return scaled_h, p, 0, notes
     window = scaled_h // p
     scaled_tau = min(window - 1, max(1 if tau else 0, round(tau * scaled_h / h)))
-    notes = [f"H {h} -> {scaled_h}"] if scaled_h != h else []
     if scaled_tau * h != tau * scaled_h:
         notes.append(f"tau {tau} -> {scaled_tau} (tau/H {tau / h:.3f} -> {scaled_tau / scaled_h:.3f})")
     return scaled_h, p, scaled_tau, notes
@@ -134,10 +149,12 @@ def has_churn(scenario: Scenario) -> bool:
 
 
 def churn_validated(scenario: Scenario) -> bool:
-    """Scripted churn under DiLoCo: what the elastic trainer plays (the scaled replica has one rank
-    per island)."""
+    """Scripted churn under a one-fragment pseudo-gradient schedule (DiLoCo): what the elastic trainer
+    plays and has been measured against (the scaled replica has one rank per island)."""
     scripted = not any(i.mtbf_s for i in scenario.islands)
-    return has_churn(scenario) and scripted and scenario.schedule.algorithm == "diloco"
+    declared = schedule_of(scenario)
+    one_fragment = declared.exchanged == PSEUDO_GRADIENT and declared.fragments(scenario.schedule) == 1
+    return has_churn(scenario) and scripted and one_fragment
 
 
 def not_validated(scenario: Scenario) -> list[str]:
@@ -145,7 +162,7 @@ def not_validated(scenario: Scenario) -> list[str]:
     notes = []
     if has_churn(scenario) and not churn_validated(scenario):
         reason = ("random churn (mtbf_s) is simulated only" if any(i.mtbf_s for i in scenario.islands)
-                  else f"the elastic trainer runs DiLoCo only, not {scenario.schedule.algorithm!r}")
+                  else f"churn is validated under one-fragment DiLoCo only, not {scenario.schedule.algorithm!r}")
         notes.append(f"churn: not validated ({reason}); run without it")
     if scenario.schedule.barrier != "wait":
         notes.append(f"barrier {scenario.schedule.barrier!r}: not validated (the trainer runs 'wait' only)")
@@ -172,8 +189,8 @@ def island_entries(workers: list[Worker], step_factor: float, time_factor: float
         wanted_slowest = min(wanted_slowest, *wanted.values())
         clamped_slowest = min(clamped_slowest, *clamped.values())
         entries.append({"name": worker.name, "step_time_s": worker.step_time_s * step_factor,
-                        "upload_gbps": clamped["up"] / 1e9, "download_gbps": clamped["down"] / 1e9,
-                        "latency_ms": worker.latency_s * 1e3 * time_factor})
+                        "upload_gbps": clamped["up"] / BITS_PER_GBIT, "download_gbps": clamped["down"] / BITS_PER_GBIT,
+                        "latency_ms": worker.latency_s * MS_PER_S * time_factor})
     return entries, clamped_slowest / wanted_slowest
 
 
@@ -184,24 +201,25 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     notes = not_validated(scenario)
     if len(workers) < scenario.worker_count:
         notes.append(f"M {scenario.worker_count} -> {len(workers)} (first workers; ring volume rescaled)")
-    h, p, tau, schedule_notes = scaled_schedule(schedule, options.max_inner_steps)
+    declared = schedule_of(scenario)
+    h, p, tau, schedule_notes = scaled_schedule(schedule, declared, options.max_inner_steps)
     notes += schedule_notes
-    original_h = 1 if schedule.algorithm == "ddp" else schedule.inner_steps
+    original_h = declared.period_steps(schedule)
     fastest_s = min(w.step_time_s for w in workers)
     step_factor = options.step_time_s / fastest_s
     time_factor = step_factor * h / original_h
     m = len(workers)
-    payload_bytes = wire_payload_bytes(schedule.algorithm, p, m, schedule.bits)
+    layer_values, embedding_values = trainer_model_values(n_layers(p))
+    payload_bytes = wire_payload_bytes(layer_values, declared, p, m, schedule.bits)
     volume_ratio = (ring_volume_bytes(m, payload_bytes)
                     / ring_volume_bytes(scenario.worker_count, scenario.payload_bytes))
     islands, kept = island_entries(workers, step_factor, time_factor, volume_ratio / time_factor)
     if abs(kept - 1) > 1e-9:
-        notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / 1e6:.0f}-{MAX_BITS_PER_S / 1e6:.0f} "
+        notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / BITS_PER_MBIT:.0f}-{MAX_BITS_PER_S / BITS_PER_MBIT:.0f} "
                      f"Mbit/s: transfer/compute is {1 / kept:.2f}x the original's")
     document = {
         "name": f"{scenario.name}-scaled", "seed": scenario.seed,
-        # parameters such that parameters * bits / 8 is the trainer's real payload on the wire
-        "model": {"parameters": payload_bytes * BITS_PER_BYTE / schedule.bits, "bytes_per_param": 4},
+        "model": model_entry(layer_values, embedding_values, payload_bytes, schedule.bits),
         "schedule": {"algorithm": schedule.algorithm, "inner_steps": h, "outer_steps": 1, "fragments": p,
                      "overlap_steps": tau, "bits": schedule.bits},
         "trainer": {**TRAINER, "n_layer": n_layers(p), "n_embd": width(n_layers(p)), "pace_islands": options.pace},
@@ -209,7 +227,7 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     }
     case = ScaledCase(scenario, document, time_factor, 1 / kept, notes)
     document["schedule"]["outer_steps"], one_outer_s = fitting_outer_steps(case, schedule, options.target_wall_s)
-    if schedule.algorithm == "ddp":  # the trainer evaluates every H steps; DDP's syncs ignore H
+    if "inner_steps" not in declared.reads:  # the trainer evaluates every H steps; these syncs ignore H
         document["schedule"]["inner_steps"] = document["schedule"]["outer_steps"]
     if churn_validated(scenario):
         add_churn(case, workers, one_outer_s)

@@ -15,6 +15,7 @@ from pathlib import Path
 from islands.errors import UserError
 from islands.scenarios import Scenario
 from islands.tables import duration, rate
+from islands.units import BITS_PER_GBIT, BYTES_PER_GB
 
 DEFAULT_SCENARIO = "worked-example"
 DEFAULT_OUT = "out/demo"
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     print(schedule_table(summaries))
     ddp, diloco = summaries["ddp"], summaries["diloco"]
     print()
-    print(f"DDP moves {ddp['bytes_per_worker'] / ddp['outer_steps'] / 1e9:.3g} GB per worker per step: "
+    print(f"DDP moves {ddp['bytes_per_worker'] / ddp['outer_steps'] / BYTES_PER_GB:.3g} GB per worker per step: "
           f"one all-reduce takes {duration(ddp['mean_sync_s'])} and keeping up would need "
           f"{rate(ddp['bandwidth_needed_gbps'])} per worker.")
     print(f"DiLoCo needs {rate(diloco['bandwidth_needed_gbps'])} on average, but each sync still stalls "
@@ -82,7 +83,7 @@ def real_run(scenario: Scenario, out_dir: Path, kernel: bool | None) -> None:
     m, rate_bits_per_s = demo.islands_of(case), demo.slowest_bits_per_s(case)
     print()
     print(f"A short real run of {scenario.name}, scaled down, over emulated WAN links, beside its prediction:")
-    print(f"calibrating: the trainer's exchange among {m} islands at {rate(rate_bits_per_s / 1e9)} ...", flush=True)
+    print(f"calibrating: the trainer's exchange among {m} islands at {rate(rate_bits_per_s / BITS_PER_GBIT)} ...", flush=True)
     calibration = demo.calibrate_for(case, kernel)
     print(calibration_line(calibration))
     schedule = case.document["schedule"]

@@ -15,6 +15,8 @@ import argparse
 import time
 from pathlib import Path
 
+from islands.units import BITS_PER_MBIT, MS_PER_S, NS_PER_S
+
 RUNS_FOLDER = "runs"
 
 
@@ -72,7 +74,7 @@ def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int):
 
     path = Path(args.calibration) if args.calibration else None
     kernel = False if args.in_process else None
-    rates = ", ".join(f"{rate / 1e6:.0f}" for rate in PROBE_RATES_BITS_PER_S)
+    rates = ", ".join(f"{rate / BITS_PER_MBIT:.0f}" for rate in PROBE_RATES_BITS_PER_S)
     print(f"calibrating: TCP transfers and the trainer's exchange among 2 to {max_islands} islands, "
           f"at {rates} Mbit/s ...", flush=True)
     calibration = load_or_measure(path, max_islands, kernel)
@@ -82,11 +84,11 @@ def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int):
 
 
 def calibration_line(calibration) -> str:
-    ratios = "; ".join(f"M={m}: " + ", ".join(f"{100 * ratio:.0f}% at {rate / 1e6:.0f}" for rate, ratio in
+    ratios = "; ".join(f"M={m}: " + ", ".join(f"{100 * ratio:.0f}% at {rate / BITS_PER_MBIT:.0f}" for rate, ratio in
                                              sorted(by_rate.items())) + " Mbit/s"
                        for m, by_rate in sorted(calibration.exchange_ratio.items()))
-    overheads = ", ".join(f"M={m}: {1e3 * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items()))
-    screening = ", ".join(f"M={m}: {1e9 * s:.1f} ns" for m, s in sorted(calibration.exchange_cpu_s_per_value.items()))
+    overheads = ", ".join(f"M={m}: {MS_PER_S * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items()))
+    screening = ", ".join(f"M={m}: {NS_PER_S * s:.1f} ns" for m, s in sorted(calibration.exchange_cpu_s_per_value.items()))
     stream = (f"one TCP stream gets {100 * calibration.link_ratio:.1f}% of the configured rate"
               if calibration.link_ratios else "no TCP probe (the in-process shaper paces the payload itself)")
     return (f"calibration ({calibration.mode}): {stream}; the trainer's exchange {ratios}; "

@@ -1,0 +1,27 @@
+"""Schedules, declared once for both executors (``base.py`` says what a declaration holds).
+
+``SCHEDULES`` is the registry: ``schedule.algorithm`` names one of its entries. Adding a schedule is
+one new module here and one entry below; nothing else in islands names an algorithm."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .base import ALL_GATHER, ALL_REDUCE, GRADIENT, PSEUDO_GRADIENT, Schedule, SyncPoint, SyncStep, collective_of
+from .ddp import DDP
+from .diloco import DiLoCo
+from .streaming import Streaming
+
+if TYPE_CHECKING:
+    from islands.scenarios.model import Scenario
+
+SCHEDULES: dict[str, Schedule] = {schedule.name: schedule for schedule in (DDP(), DiLoCo(), Streaming())}
+
+
+def schedule_of(scenario: Scenario) -> Schedule:
+    """The declaration of the scenario's ``schedule.algorithm``."""
+    return SCHEDULES[scenario.schedule.algorithm]
+
+
+__all__ = ["ALL_GATHER", "ALL_REDUCE", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES", "Schedule", "SyncPoint",
+           "SyncStep", "collective_of", "schedule_of"]

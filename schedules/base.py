@@ -1,0 +1,124 @@
+"""What a schedule is: the one declaration that the simulator and the trainer both execute.
+
+A schedule is the protocol of one worker's stream of inner steps, apart from the physics. It declares
+
+* ``sync_steps``: every exchange, in order, as the outer step and fragment it carries, where it is
+  launched and where its result must be applied (positions in inner steps since the start of the
+  run; ``apply_step == launch_step`` is a blocking sync);
+* the fragments: how many (``fragments``) and which layer of the model goes in which
+  (``fragment_of_layer``; ``layout.py`` maps parameters to layers on both sides);
+* what is exchanged (``exchanged``): the gradient, inside the step that computed it and before the
+  inner optimizer steps (DDP), or a fragment's pseudo-gradient after the step (the DiLoCo family),
+  which the outer optimizer applies and the worker merges with ``merge_alpha``;
+* the barriers it runs under and the ``schedule.*`` keys it reads (for sweeps and plans).
+
+``sync_points`` prices each exchange the same way for both executors: its values from the real
+fragment split, its bytes on the wire at ``schedule.bits``, the collective that carries it (a ring
+all-reduce of the mean, or the all-gather of every payload that robust aggregation needs,
+``collective_of``) and, through those values, the work on the exchange path
+(``network.exchange_cpu_s_per_value``: screen, encode, decode). A new schedule is one new module
+with one ``Schedule`` subclass, registered in ``schedules/__init__.py``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+from islands.units import BITS_PER_BYTE
+
+from .layout import fragment_values
+
+if TYPE_CHECKING:
+    from islands.scenarios.model import Scenario, ScheduleSpec
+
+GRADIENT = "gradient"
+PSEUDO_GRADIENT = "pseudo-gradient"
+ALL_REDUCE = "all-reduce"
+ALL_GATHER = "all-gather"
+MEAN = "mean"
+
+
+def collective_of(aggregation: str) -> str:
+    """The collective that carries an exchange under ``trainer.aggregation``: the mean is a ring
+    all-reduce; a robust aggregation (median, trimmed mean) needs every member's payload whole."""
+    return ALL_REDUCE if aggregation == MEAN else ALL_GATHER
+
+
+@dataclass(frozen=True)
+class SyncStep:
+    """One exchange of the protocol: the worker has computed ``launch_step`` inner steps when it
+    starts it and cannot compute past ``apply_step`` steps until it has finished."""
+
+    outer_step: int
+    fragment: int
+    launch_step: float
+    apply_step: float
+
+
+@dataclass(frozen=True)
+class SyncPoint(SyncStep):
+    """A ``SyncStep`` priced: ``values`` in the exchanged tensor (its size before encoding: the
+    exchange work scales with it), ``payload_bytes`` of it on the wire, and the ``collective``."""
+
+    payload_bytes: float
+    values: float
+    collective: str = ALL_REDUCE
+
+
+class Schedule(ABC):
+    """One algorithm, declared once. Subclasses set the class attributes and the two abstract methods."""
+
+    name: str = ""                       # the registry key: the value of schedule.algorithm
+    label: str = ""                      # how tables and plots name it
+    exchanged: str = PSEUDO_GRADIENT     # GRADIENT or PSEUDO_GRADIENT
+    barriers: tuple[str, ...] = ("wait",)
+    reads: tuple[str, ...] = ()          # schedule.* keys it reads besides outer_steps and bits
+
+    @abstractmethod
+    def sync_steps(self, schedule: ScheduleSpec) -> Iterator[SyncStep]:
+        """Every exchange of the run, in launch order."""
+
+    @abstractmethod
+    def period_steps(self, schedule: ScheduleSpec) -> int:
+        """Inner steps per outer step."""
+
+    def fragments(self, schedule: ScheduleSpec) -> int:
+        """How many fragments the model is split into (each exchanged on its own)."""
+        return 1
+
+    def fragment_of_layer(self, layer: int, fragments: int) -> int:
+        """The fragment of layer ``layer``: strided layer groups (Streaming DiLoCo, Douillard et al.
+        2025, section 2.2), so every fragment spans the depth of the model."""
+        return layer % fragments
+
+    def merge_alpha(self, scenario: Scenario) -> float:
+        """theta_local <- alpha * theta_local + (1 - alpha) * theta_global after an outer step."""
+        return 0.0
+
+    def transfers_may_overlap(self, schedule: ScheduleSpec) -> bool:
+        """Whether two of a worker's exchanges may be on the wire at once (then the flow model is needed)."""
+        return False
+
+    def check(self, schedule: ScheduleSpec) -> tuple[str, str] | None:
+        """A rule the schedule's keys break together, as (key, rule); None when they are fine."""
+        return None
+
+    def total_steps(self, schedule: ScheduleSpec) -> int:
+        return schedule.outer_steps * self.period_steps(schedule)
+
+    def outer_step_of(self, step: int, schedule: ScheduleSpec) -> int:
+        """The outer step that 0-based inner step ``step`` belongs to."""
+        return step // self.period_steps(schedule)
+
+    def sync_points(self, scenario: Scenario) -> Iterator[SyncPoint]:
+        """Every exchange priced: values from the real split, bytes at ``schedule.bits``, the collective."""
+        schedule = scenario.schedule
+        values = fragment_values(scenario.model, self.fragments(schedule), self.fragment_of_layer)
+        collective = collective_of(scenario.trainer.aggregation)
+        for step in self.sync_steps(schedule):
+            size = values[step.fragment]
+            yield SyncPoint(step.outer_step, step.fragment, step.launch_step, step.apply_step,
+                            payload_bytes=size * schedule.bits / BITS_PER_BYTE, values=size,
+                            collective=collective)

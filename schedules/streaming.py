@@ -1,0 +1,51 @@
+"""Streaming DiLoCo (Douillard et al. 2025, arXiv:2501.18512).
+
+The model is split into P fragments of strided layer groups (``Schedule.fragment_of_layer``). Inside
+every H-step period fragment p is due at step (p + 1) * H / P of the period (staggered, so the
+fragments' syncs are spread evenly). Its all-reduce is launched tau = ``overlap_steps`` steps before
+it is due, training continues meanwhile, and the worker waits at the due step only if the fragment
+has not arrived (the torchft convention: ``fragment_sync_delay`` = tau). With tau = 0 each
+fragment's sync blocks; tau < H / P, so a fragment is always applied before its next launch. After
+the outer step the worker mixes the global fragment into its local one with ``trainer.fragment_alpha``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from .base import Schedule, SyncStep
+
+
+class Streaming(Schedule):
+    name = "streaming"
+    label = "Streaming DiLoCo"
+    reads = ("inner_steps", "fragments", "overlap_steps")
+
+    def sync_steps(self, schedule) -> Iterator[SyncStep]:
+        h, p, tau = schedule.inner_steps, schedule.fragments, schedule.overlap_steps
+        for outer in range(schedule.outer_steps):
+            for fragment in range(p):
+                due = outer * h + (fragment + 1) * h // p
+                yield SyncStep(outer_step=outer, fragment=fragment, launch_step=due - tau, apply_step=due)
+
+    def period_steps(self, schedule) -> int:
+        """Inner steps per outer step: H."""
+        return schedule.inner_steps
+
+    def fragments(self, schedule) -> int:
+        return schedule.fragments
+
+    def merge_alpha(self, scenario) -> float:
+        return scenario.trainer.fragment_alpha
+
+    def transfers_may_overlap(self, schedule) -> bool:
+        return schedule.overlap_steps > 0 or schedule.fragments > 1
+
+    def check(self, schedule) -> tuple[str, str] | None:
+        h, p = schedule.inner_steps, schedule.fragments
+        if h % p:
+            return "schedule.fragments", f"inner_steps (H={h}) must be divisible by fragments (P={p})"
+        if schedule.overlap_steps >= h // p:
+            return ("schedule.overlap_steps",
+                    f"must be below inner_steps / fragments = {h // p} (got {schedule.overlap_steps})")
+        return None
