@@ -12,9 +12,10 @@ the store under the epoch's prefix.
   the detection timeout means abort, decided once by an atomic compare-and-set. On abort the
   survivors re-form and the op runs again among them: a broken all-reduce restarts, as in the
   simulator, and nobody applies a result that somebody else threw away.
-* Failure detection: every island's heartbeat thread writes ``islands/progress/I`` every
-  ``HEARTBEAT_S`` (with a beat counter, so it changes even while the island evaluates) and reads the
-  other members' keys, noting when each last changed. A member silent for ``detection_timeout_s`` is
+* Failure detection: every island's heartbeat thread writes ``islands/alive/I`` every
+  ``HEARTBEAT_S`` (its process and a beat counter, so it changes even while the island evaluates;
+  a joiner from its request on) and, once a member, its progress to ``islands/progress/I``; it reads
+  the other members' alive keys, noting when each last changed. A member silent for ``detection_timeout_s`` is
   gone, counted from its last beat: the simulator's rule (a departure is noticed detection_timeout_s
   after it happens, not after the others reach the next collective). A member never seen beating (a
   slow start, or a joiner that died at once) is given the detection timeout from the re-formation.
@@ -29,11 +30,16 @@ the store under the epoch's prefix.
   reports and serves downloads), and if there are new requests all of them move to the next epoch
   with the joiners, who take part in the boundary's exchange while their state downloads in the
   background (``joining.py``).
+* Forming an epoch's group (``form_group``): gloo's rendezvous cannot be abandoned (it waits in C++
+  for every member), so the members first meet in the store, where a member's heartbeat showing it
+  gone ends the wait (a joiner that died while the members formed the epoch admitting it): that
+  death costs the detection timeout, not ``collective_timeout_s``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -136,18 +142,25 @@ class Membership:
 
     def start_heartbeat(self) -> None:
         if not self.heartbeat.is_alive():
-                self.heartbeat.start()
+            self.beat_once()  # seen from now on, even if this process dies before the thread's first beat
+            self.heartbeat.start()
 
     def beat(self) -> None:
         while not self.stopping.wait(HEARTBEAT_S):
-            self.beats += 1
-            self.beat_store.set(self.key("progress", self.island), json.dumps({**vars(self.progress),
-                                                                              "beat": self.beats}))
+            self.beat_once()
             self.watch(list(self.members))
+
+    def beat_once(self) -> None:
+        """Alive from the start; progress once a member (until the members have recorded a returning
+        island's departure, its progress key must still describe the dead incarnation)."""
+        self.beats += 1
+        self.beat_store.set(self.key("alive", self.island), f"{os.getpid()}:{self.beats}")
+        if self.members:
+            self.beat_store.set(self.key("progress", self.island), json.dumps(vars(self.progress)))
 
     def watch(self, islands: list[int]) -> None:
         """Note when each other member's heartbeat last changed (this process's clock: no skew)."""
-        keys = [self.key("progress", island) for island in islands if island != self.island]
+        keys = [self.key("alive", island) for island in islands if island != self.island]
         present = [key for key in keys if self.beat_store.check([key])]
         now = time.monotonic()
         for key, value in zip(present, self.beat_store.multi_get(present) if present else []):
@@ -187,8 +200,7 @@ class Membership:
             self.epoch, self.members, self.ops, self.group = epoch, members, 0, None
             self.history.epochs.append({"epoch": epoch, "members": members, "at_s": self.now_s()})
             try:
-                prefix = dist.PrefixStore(self.key("epoch", epoch, "group"), self.store)
-                self.group = StoreGroup(prefix, members, self.island, timedelta(seconds=self.timing.collective_s))
+                self.group = self.form_group(epoch, members)
                 self.on_install()
                 if self.group.rank == 0:
                     print(f"membership: epoch {epoch}, islands {members} (M = {len(members)})", flush=True)
@@ -197,6 +209,24 @@ class Membership:
                 return
             except RuntimeError:
                 epoch, members = self.next_quorum(epoch, members)
+
+    def form_group(self, epoch: int, members: list[int]) -> StoreGroup:
+        """Epoch ``epoch``'s group. The members first meet in the store, polled, so that a member's
+        death (its heartbeat silent for the detection timeout) or the collective timeout ends the wait
+        with a RuntimeError; gloo's own rendezvous, which cannot be abandoned (it waits in C++ for
+        every member), then only waits for members that were there a moment ago."""
+        self.store.set(self.key("epoch", epoch, "ready", self.island), "1")
+        ready = [self.key("epoch", epoch, "ready", island) for island in members]
+        deadline = time.monotonic() + self.timing.collective_s
+        while not self.store.check(ready):
+            self.watch(members)
+            if self.gone():
+                raise RuntimeError(f"islands {self.gone()} are gone while epoch {epoch} formed")
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"epoch {epoch}'s members did not all arrive within the collective timeout")
+            time.sleep(POLL_S)
+        prefix = dist.PrefixStore(self.key("epoch", epoch, "group"), self.store)
+        return StoreGroup(prefix, members, self.island, timedelta(seconds=self.timing.collective_s))
 
     def run(self, op: Callable[[StoreGroup], T]) -> T:
         """``op(group)`` completed by every member of one epoch, re-forming until it is (an op that
@@ -302,8 +332,8 @@ class Membership:
     def request_join(self, requested_s: float) -> int | None:
         """Ask to enter at the next outer boundary and wait until the members admit this island;
         returns the boundary's inner step, or None if the run finished first. The heartbeat starts
-        only once admitted: until the members have recorded a returning island's departure, its
-        progress key still describes the dead incarnation."""
+        with the request, so that the members forming the epoch that admits this island see it die."""
+        self.start_heartbeat()
         number = self.store.add(self.key("join", "requests"), 1)
         self.store.set(self.key("join", "request", number), json.dumps({"island": self.island,
                                                                          "requested_s": requested_s}))
@@ -313,7 +343,6 @@ class Membership:
                 return None
         epoch = int(self.store.get(admitted))
         self.install(epoch, [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")])
-        self.start_heartbeat()
         return int(self.get(self.key("epoch", epoch, "step")))
 
     def admit_joiners(self, has_state: bool, step: int) -> None:
