@@ -57,8 +57,9 @@ class RunPlan:
         return self.islands * self.ranks_per_island
 
     @property
-    def period_steps(self) -> int:
-        """H: inner steps between evaluations (and DiLoCo syncs)."""
+    def eval_every_steps(self) -> int:
+        """H: inner steps between evaluations, console lines and checkpoints, whatever the schedule
+        (its own period, ``Schedule.period_steps``, is one step for DDP)."""
         return self.scenario.schedule.inner_steps
 
     @property
@@ -67,7 +68,7 @@ class RunPlan:
 
     @property
     def periods(self) -> int:
-        return -(-self.total_steps // self.period_steps)
+        return -(-self.total_steps // self.eval_every_steps)
 
     @property
     def fragments(self) -> int:

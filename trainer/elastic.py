@@ -254,7 +254,7 @@ class ElasticTrainer(Trainer):
                 self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
                 kept[(point.outer_step, point.fragment)] = exchange.mean
                 arrived_s = self.clock.now()
-            if sync_step % self.plan.period_steps == 0 or sync_step == self.plan.total_steps:
+            if sync_step % self.plan.eval_every_steps == 0 or sync_step == self.plan.total_steps:
                 self.recorder.start_compute()
                 self.end_period({"step": sync_step, "outer_step": self.plan.outer_step(sync_step - 1),
                                  "train_loss": math.nan, "tokens": sync_step * self.plan.tokens_per_step})

@@ -193,7 +193,7 @@ class Trainer:
             self.run_step()
 
     def stopped(self) -> bool:
-        return self.stop_after is not None and self.step >= self.stop_after * self.plan.period_steps
+        return self.stop_after is not None and self.step >= self.stop_after * self.plan.eval_every_steps
 
     def run_steps(self, count: int) -> None:
         for _ in range(count):
@@ -211,7 +211,7 @@ class Trainer:
             "step_time_s": self.clock.now() - start_s, "allreduce_s": grad_comm_s + sync_comm_s,
             "blocked_s": grad_blocked_s + sync_blocked_s, "paced_s": paced_s,
         }
-        if self.step % self.plan.period_steps == 0 or self.step == self.plan.total_steps:
+        if self.step % self.plan.eval_every_steps == 0 or self.step == self.plan.total_steps:
             # DDP's optimizer step and pacing come after the step's sync: close that compute before
             # the clock pauses, or a run's last step (and a checkpoint's trace) would leave it out.
             self.recorder.end_compute(record["outer_step"])
@@ -349,7 +349,7 @@ class Trainer:
         self.clock.pause()
         record["eval_loss"] = self.evaluate()
         self.eval_losses.append((self.step, record["eval_loss"]))
-        period = -(-self.step // self.plan.period_steps)
+        period = -(-self.step // self.plan.eval_every_steps)
         if self.reports():
             self.report(period, record)
         self.log_metrics(record)  # written before the checkpoint, so a resume finds every line up to it
