@@ -135,7 +135,7 @@ def test_an_exchange_in_flight_over_the_next_launch_is_trained(toy):
     run_threads(plan.world_size, lambda rank: trainers[rank].run())
     run_threads(plan.world_size, lambda rank: trainers[rank].finish())
     assert sorted(row.outer_step for row in trainers[0].recorder.rows if row.kind == "comm") == [0, 1, 2, 3]
-    assert [fragment.applied for fragment in trainers[0].fragments] == [4] and not trainers[0].pending
+    assert [fragment.applied for fragment in trainers[0].fragments] == [4] and not trainers[0].diloco.pending
     globals_ = [torch.cat([g.flatten() for g in t.fragments[0].global_params]) for t in trainers]
     assert torch.equal(globals_[0], globals_[1])
 

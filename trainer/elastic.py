@@ -30,6 +30,7 @@ import io
 import json
 import math
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -37,18 +38,20 @@ import torch
 
 from islands.errors import UserError
 from islands.io import write_text
+from islands.schedules import SyncPoint
 from islands.trace import NO_FRAGMENT
 
 from . import checkpoint
 from .checkpoint import PeerFailed
 from .comm import Group, broadcast_bytes
 from .config import RunPlan
-from .faults import kill_point, killable, poisoned
+from .faults import kill_point, killable
 from .island import IslandRanks
 from .joining import Fetcher, Server
 from .loop import Groups, Trainer, shapes_of
 from .membership import History, LeftOut, Membership, run_time_s
 from .paced import paced_from_environment
+from .sync import Exchange, Exchanger
 from .tracing import build_summary, write_outputs
 
 ROWS_FOLDER = "islands"
@@ -77,7 +80,18 @@ def join_seconds(joins: list[dict[str, Any]], rows: list[tuple]) -> list[dict[st
 
 class ElasticTrainer(Trainer):
     """A ``Trainer`` (one rank of one island) whose collectives survive members that die or join.
-    ``ranks``: the island's group when it has several ranks (``island.py``); None with one."""
+    ``ranks``: the island's group when it has several ranks (``island.py``); None with one.
+
+    The exchanges go through ``diloco.DiLoCo`` as in a plain run, over an ``ElasticTransport``
+    (the membership's votes, admissions, the leader's word to its followers). What it still
+    overrides, and why: ``share_initial_weights``, ``agreed_start_s``, ``agree_on_resume`` and
+    ``load_checkpoint`` (there is no world group at the start: the store agrees, and an island
+    absent from the checkpoint takes the state from a live one); ``run`` and ``run_step`` (join or
+    form the first epoch, rejoin when left out; serve downloads, publish progress); ``cross_islands``
+    and ``reports`` (the epoch's members and leader, not fixed ranks); ``evaluate``, ``end_period``,
+    ``save_checkpoint`` and ``finish`` (collectives through the membership, among the members that
+    hold the state; the run's clock for joiners; the dead islands' rows); ``state_dict`` and
+    ``load_state`` (the churn history)."""
 
     def __init__(self, plan: RunPlan, rank: int, membership: Membership, device: torch.device | str,
                  out_dir: Path | None, resume_dir: Path | None, join_at_s: float | None = None,
@@ -86,7 +100,8 @@ class ElasticTrainer(Trainer):
         self.join_at_s = join_at_s
         self.has_state = join_at_s is None
         self.ranks = ranks
-        super().__init__(plan, rank, Groups(world=None, cross=None, intra_grad=ranks), device, out_dir, resume_dir)
+        super().__init__(plan, rank, Groups(world=None, cross=None, intra_grad=ranks), device, out_dir, resume_dir,
+                         transport=lambda exchanger: ElasticTransport(membership, exchanger, self.shared, self.island))
         membership.on_install = self.installed
         membership.now_s = self.clock.now
         self.server = Server(membership, self.state_payload)
@@ -232,54 +247,27 @@ class ElasticTrainer(Trainer):
 
     def follow(self, step: int) -> None:
         """Passive member from inner step ``step`` (where it was admitted) on: every exchange of the
-        schedule with a zero contribution (the averages kept), every evaluation and checkpoint; at the
-        first outer boundary after its download is in, adopt it and replay the averages it missed."""
-        kept: dict[tuple[int, int], torch.Tensor] = {}
-        admitted = True  # at ``step`` the members admitted it right before their launch
-        for sync_step in sorted(s for s in set(self.launches) | set(self.applies) if s >= step):
+        schedule with a zero contribution (the averages kept, ``DiLoCo.kept``), every evaluation and
+        checkpoint; at the first outer boundary after its download is in, adopt it and replay the
+        averages it missed."""
+        self.diloco.kept = {}
+        self.diloco.transport.admitted_at = step
+        for sync_step in self.diloco.sync_steps(step):
             self.step = sync_step
-            arrived_s = self.clock.now()
-            for point in self.launches.get(sync_step, ()):
-                if not admitted:
-                    self.wait_for_launch()
-                    arrived_s = self.clock.now()
-                    if point.fragment == 0:
-                        self.membership.admit_joiners(False, sync_step)
-                admitted = False
-                zero = torch.zeros(self.fragments[point.fragment].numel)
-                self.pending[point.outer_step, point.fragment] = self.exchanger.pool.submit(
-                    self.membership.run, lambda group, zero=zero: self.exchange_once(zero, contributes=False))
-            for point in self.applies.get(sync_step, ()):
-                exchange = self.pending.pop((point.outer_step, point.fragment)).result()
-                self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
-                kept[(point.outer_step, point.fragment)] = exchange.mean
-                arrived_s = self.clock.now()
+            self.record_exchanges(self.diloco.after_step(sync_step))
             if sync_step % self.plan.eval_every_steps == 0 or sync_step == self.plan.total_steps:
                 self.recorder.start_compute()
                 self.end_period({"step": sync_step, "outer_step": self.plan.outer_step(sync_step - 1),
                                  "train_loss": math.nan, "tokens": sync_step * self.plan.tokens_per_step})
                 if self.fetcher.done.is_set():
-                    self.adopt_download(kept)
+                    self.adopt_download()
                     return
 
-    def wait_for_launch(self) -> None:
-        """Until the members reach the launch at inner step ``self.step`` (outside any collective:
-        they may be a whole interval away, longer than the collective timeout)."""
-        key = self.membership.key("launch")
-        while not self.membership.stopping.is_set():
-            if self.membership.store.check([key]) and int(self.membership.store.get(key).decode()) >= self.step:
-                return
-            time.sleep(0.02)
-
-    def adopt_download(self, kept: dict[tuple[int, int], torch.Tensor]) -> None:
+    def adopt_download(self) -> None:
         """The downloaded snapshot, then every kept average of the syncs after it, in order."""
         download = self.fragment_download()
-        for (outer_step, index), mean in sorted(kept.items()):
-            if outer_step >= self.fragments[index].applied:  # the snapshot holds the averages before
-                self.fragments[index].apply(mean, self.plan.alpha)
-        for fragment in self.fragments:
-            fragment.merge(0.0)
-        self.optimizer.state.clear()
+        self.diloco.replay_kept()
+        self.diloco.transport.admitted_at = None
         self.period_records = []
         self.has_state = True
         self.recorder.add("comm", download.started_s, download.done_s, self.plan.outer_step(self.step - 1),
@@ -307,65 +295,16 @@ class ElasticTrainer(Trainer):
         super().run_step()
         self.membership.progress.now_s = self.clock.now()
 
-    def sync_fragments(self) -> tuple[float, float]:
-        """Launch and apply the fragments the schedule puts after this step (DiLoCo: one, launched and
-        applied at the period's end; Streaming: each at its own step, applied tau steps later). An
-        exchange runs on the exchange thread through the membership, so a death re-forms the group and
-        redoes it among the survivors while this thread trains on; (blocked s, comm s)."""
-        launches, applies = self.launches.get(self.step, ()), self.applies.get(self.step, ())
-        if not launches and not applies:
-            return 0.0, 0.0
-        self.recorder.end_compute((list(launches) + list(applies))[0].outer_step)
-        arrived_s = self.clock.now()
-        for point in launches:
-            self.shared(lambda point=point: self.launch(point))
-        blocked_s = comm_s = 0.0
-        for point in applies:
-            exchange = self.committed(point)
-            blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
-            comm_s += exchange.done_s - exchange.started_s
-            self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
-            arrived_s = self.clock.now()
-        if applies:
-            self.membership.progress.synced_s = self.clock.now()
-            self.membership.progress.outer_step = applies[-1].outer_step + 1
-        self.recorder.start_compute()
-        return blocked_s, comm_s
-
-    def launch(self, point: Any) -> None:
-        """Start a fragment's exchange; the first fragment of an outer step first admits the joiners
-        seen so far (no exchange is in flight then: tau < H / P), who take part without contributing.
-        Passive joiners wait for the launch step this publishes before they enter the op."""
-        self.membership.store.set(self.membership.key("launch"), str(self.step))
-        if point.fragment == 0:
-            self.membership.admit_joiners(True, self.step)
-        delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
-        self.pending[point.outer_step, point.fragment] = self.exchanger.pool.submit(
-            self.membership.run, lambda group, delta=delta: self.exchange_once(delta))
-
-    def committed(self, point: Any) -> Any:
-        """The point's committed exchange (a follower hears it, and the members it came from: its
-        membership is only the view its leader gives it)."""
-        key = (point.outer_step, point.fragment)
-        exchange, members = self.shared(lambda: (self.pending.pop(key).result(), self.membership.members))
-        self.membership.members = members
-        return exchange
-
     def quiet_until_admission(self) -> bool:
         """Whether a snapshot taken now holds every average applied before the next admission (the
         next launch of fragment 0): no exchange in flight and none due before it. Always under DiLoCo;
         under Streaming DiLoCo from an outer boundary to the next period's first launch."""
-        if self.pending:
+        diloco = self.diloco
+        if diloco.pending:
             return False
-        admission = min((step for step, points in self.launches.items()
+        admission = min((step for step, points in diloco.launches.items()
                          if step > self.step and any(point.fragment == 0 for point in points)), default=None)
-        return admission is None or not any(self.step < step < admission for step in self.applies)
-
-    def exchange_once(self, delta: torch.Tensor, contributes: bool = True) -> Any:
-        kill_point("exchange-screen", self.island)
-        exchange = self.exchanger.exchange(delta, contributes)
-        kill_point("exchange-vote", self.island)
-        return exchange
+        return admission is None or not any(self.step < step < admission for step in diloco.applies)
 
     # ---------------------------------------------------------------- state transfer
     def sync_state(self, group: Group) -> bytes | None:
@@ -398,8 +337,7 @@ class ElasticTrainer(Trainer):
         self.step = state["step"]
         for fragment, saved in zip(self.fragments, state["fragments"]):
             fragment.load_state_dict(saved)
-            fragment.merge(0.0)
-        self.optimizer.state.clear()
+        self.diloco.restart_from_global()
         self.period_records = []
         self.membership.admitted_joins = state["admitted_joins"]
         self.membership.history = History(state["leaves"], state["joins"], self.membership.history.epochs)
@@ -523,6 +461,73 @@ class ElasticTrainer(Trainer):
                 lost.append((start_s, end_s, island, self.plan.workers[island].island, "compute", 0.0,
                              NO_FRAGMENT, leave["outer_step"]))
         return lost
+
+
+class ElasticTransport:
+    """The exchanges of an elastic run (``diloco.Transport``): each one runs on the exchange thread
+    through ``Membership.run``, so a death re-forms the group and redoes it among the survivors while
+    the training thread goes on. In an island of several ranks only its leader exchanges; the launch
+    and the committed average are the leader's decisions (``ElasticTrainer.shared``)."""
+
+    def __init__(self, membership: Membership, exchanger: Exchanger, shared: Callable[[Callable[[], T]], T],
+                 island: int):
+        self.membership = membership
+        self.exchanger = exchanger
+        self.shared = shared
+        self.island = island
+        self.admitted_at: int | None = None  # a passive joiner: the inner step it was admitted at
+
+    def reach(self, step: int) -> None:
+        """A passive joiner waits for the members to reach the launch after inner step ``step``,
+        outside any collective: they may be a whole interval away, longer than the collective timeout
+        (at its admission they are there already)."""
+        if self.admitted_at is None or step == self.admitted_at:
+            return
+        key = self.membership.key("launch")
+        while not self.membership.stopping.is_set():
+            if self.membership.store.check([key]) and int(self.membership.store.get(key).decode()) >= step:
+                return
+            time.sleep(0.02)
+
+    def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> Future | None:
+        """Start the exchange on the exchange thread (the leader's; its followers get None)."""
+        started: list[Future] = []
+
+        def start() -> None:
+            self.admit(step, point, contributes)
+            started.append(self.exchanger.pool.submit(
+                self.membership.run, lambda group: self.exchange_once(delta, contributes)))
+
+        self.shared(start)
+        return started[0] if started else None
+
+    def admit(self, step: int, point: SyncPoint, contributes: bool) -> None:
+        """The first fragment of an outer step first admits the joiners seen so far (no exchange is in
+        flight then: tau < H / P), who take part without contributing. A member publishes the launch
+        step, which passive joiners wait for (``reach``) before they enter the op."""
+        if contributes:
+            self.membership.store.set(self.membership.key("launch"), str(step))
+        if point.fragment == 0 and step != self.admitted_at:
+            self.membership.admit_joiners(contributes, step)
+
+    def exchange_once(self, delta: torch.Tensor, contributes: bool) -> Exchange:
+        kill_point("exchange-screen", self.island)
+        exchange = self.exchanger.exchange(delta, contributes)
+        kill_point("exchange-vote", self.island)
+        return exchange
+
+    def collect(self, point: SyncPoint, handle: Future | None) -> Exchange:
+        """The committed exchange (a follower hears it, and the members it came from: its membership
+        is only the view its leader gives it)."""
+        exchange, members = self.shared(lambda: (handle.result(), self.membership.members))
+        self.membership.members = members
+        return exchange
+
+    def applied(self, point: SyncPoint) -> None:
+        """What the heartbeat publishes: a departure loses the compute since the last applied sync."""
+        progress = self.membership.progress
+        progress.synced_s = self.membership.now_s()
+        progress.outer_step = point.outer_step + 1
 
 
 def rows_path(out_dir: Path, island: int) -> Path:

@@ -5,8 +5,9 @@ The loop is an ordinary loop over inner steps that executes the schedule's decla
 exchanges the gradient (DDP) averages it inside each step it launches a sync at, before the inner
 optimizer steps; one that exchanges pseudo-gradients (DiLoCo, Streaming DiLoCo) checks after each
 step whether a fragment's exchange is launched here (pseudo-gradient computed now, averaged on the
-background thread while training goes on) or applied (wait if it has not arrived, outer step, merge).
-DiLoCo is the one-fragment, zero-overlap case of the same code.
+background thread while training goes on) or applied (wait if it has not arrived, outer step, merge):
+``diloco.DiLoCo``, over the transport the trainer is built with. DiLoCo is the one-fragment,
+zero-overlap case of the same code.
 
 Inside an island with several ranks the gradient is averaged over the intra-island group after every
 backward pass (plain data parallel), so the island's ranks hold identical replicas.
@@ -19,7 +20,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -32,9 +33,10 @@ from .comm import Group
 from .config import RunPlan, sync_plan
 from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
+from .diloco import DiLoCo, ExchangerTransport, Synced, Transport
 from .faults import kill_point, poisoned
 from .model import GPTConfig, build_model, decay_groups
-from .outer import build_fragments
+from .outer import Fragment, build_fragments
 from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict
 from .sync import Exchanger
 from .tracing import Clock, MetricsLog, Recorder, build_summary, island_rows, write_outputs
@@ -113,7 +115,10 @@ class Trainer:
     """Trains one rank of one island. Build it in every process (or thread), then ``run()``."""
 
     def __init__(self, plan: RunPlan, rank: int, groups: Groups, device: torch.device | str = "cpu",
-                 out_dir: Path | None = None, resume_dir: Path | None = None, corpus: Corpus | None = None):
+                 out_dir: Path | None = None, resume_dir: Path | None = None, corpus: Corpus | None = None,
+                 transport: Callable[[Exchanger], Transport] = ExchangerTransport):
+        """``transport``: how the fragments' exchanges travel, given the exchange thread (default: over
+        the fixed cross-island group)."""
         spec = plan.spec
         self.plan, self.rank, self.groups, self.device, self.out_dir = plan, rank, groups, device, out_dir
         self.island, self.local_rank = divmod(rank, plan.ranks_per_island)
@@ -123,17 +128,13 @@ class Trainer:
         self.share_initial_weights()
         self.params = list(self.model.parameters())
         self.optimizer = make_inner_optimizer(self.model, plan)
-        self.fragments = [] if plan.syncs_gradient else build_fragments(
-            self.model, spec.n_layer, plan.fragments, plan.schedule, spec)
         corpus = corpus or default_corpus(plan)
         self.sampler = BatchSampler(corpus.shards[self.island], spec.batch_size, spec.block_size,
                                     sampler_seed(spec.seed, self.island, self.local_rank), device)
         self.eval_batches = validation_batches(corpus.validation, spec.eval_batches, spec.batch_size,
                                                spec.block_size, spec.seed, device)
-        launches, applies = sync_plan(plan)
         # A gradient exchange happens inside the step that launches it; fragments' after their step.
-        self.gradient_syncs = launches if plan.syncs_gradient else {}
-        self.launches, self.applies = ({}, {}) if plan.syncs_gradient else (launches, applies)
+        self.gradient_syncs = sync_plan(plan)[0] if plan.syncs_gradient else {}
         self.step = 0
         self.stop_after: int | None = None
         self.eval_losses: list[tuple[int, float]] = []
@@ -145,9 +146,16 @@ class Trainer:
         self.exchanger = Exchanger(groups.cross, groups.intra_sync, plan.scenario.schedule.bits, self.clock,
                                    aggregation_rule(plan))
         self.excluded: list[dict[str, Any]] = []
-        self.pending: dict[tuple[int, int], Any] = {}  # exchanges in flight by (outer step, fragment)
+        self.diloco = None if plan.syncs_gradient else DiLoCo(
+            self.optimizer, build_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule, spec),
+            transport(self.exchanger), sync_plan(plan), plan.alpha, self.island, self.clock.now)
         if state:
             self.load_state(state)
+
+    @property
+    def fragments(self) -> list[Fragment]:
+        """The DiLoCo fragments (none under DDP)."""
+        return self.diloco.fragments if self.diloco else []
 
     def agreed_start_s(self, state: dict | None) -> float:
         """Agree on time zero: a barrier, then each process's own reading (resume: the checkpoint's)."""
@@ -295,34 +303,32 @@ class Trainer:
         self.recorder.end_compute(point.outer_step)
         arrived_s = self.clock.now()
         exchange = self.exchanger.launch(poisoned(flatten(grads), self.island, point.outer_step)).result()
-        blocked_s = self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
+        blocked_s, comm_s = self.record_exchanges([Synced(point, exchange, arrived_s, self.clock.now())])
         unflatten_into(exchange.mean, grads)
-        self.recorder.start_compute()
-        return blocked_s, exchange.done_s - exchange.started_s
-
-    def sync_fragments(self) -> tuple[float, float]:
-        """Launch and apply the fragments the schedule puts after this step; (blocked s, comm s)."""
-        launches, applies = self.launches.get(self.step, ()), self.applies.get(self.step, ())
-        if not launches and not applies:
-            return 0.0, 0.0
-        self.recorder.end_compute((list(launches) + list(applies))[0].outer_step)
-        for point in launches:
-            delta = poisoned(self.fragments[point.fragment].pseudo_gradient(), self.island, point.outer_step)
-            self.pending[point.outer_step, point.fragment] = self.exchanger.launch(delta)
-        blocked_s = comm_s = 0.0
-        for point in applies:
-            arrived_s = self.clock.now()
-            exchange = self.pending.pop((point.outer_step, point.fragment)).result()
-            blocked_s += self.record_exchange(exchange, arrived_s, point.outer_step, point.fragment)
-            comm_s += exchange.done_s - exchange.started_s
-            self.fragments[point.fragment].apply(exchange.mean, self.plan.alpha)
         self.recorder.start_compute()
         return blocked_s, comm_s
 
-    def record_exchange(self, exchange: Any, arrived_s: float, outer_step: int, fragment: int) -> float:
-        self.recorder.add("comm", exchange.started_s, exchange.done_s, outer_step, fragment, exchange.sent_bytes)
-        self.note_exclusions(exchange.verdict, outer_step, fragment)
-        return self.recorder.waited(arrived_s, exchange.started_s, self.clock.now(), outer_step, fragment)
+    def sync_fragments(self) -> tuple[float, float]:
+        """Launch and apply the fragments the schedule puts after this step (``DiLoCo.after_step``);
+        (blocked s, comm s)."""
+        points = self.diloco.points(self.step) if self.diloco else []
+        if not points:
+            return 0.0, 0.0
+        self.recorder.end_compute(points[0].outer_step)
+        blocked_s, comm_s = self.record_exchanges(self.diloco.after_step(self.step))
+        self.recorder.start_compute()
+        return blocked_s, comm_s
+
+    def record_exchanges(self, performed: list[Synced]) -> tuple[float, float]:
+        """Each exchange's comm row, exclusions, idle and stall rows; (blocked s, comm s)."""
+        blocked_s = comm_s = 0.0
+        for point, exchange, arrived_s, received_s in performed:
+            outer_step, fragment = point.outer_step, point.fragment
+            self.recorder.add("comm", exchange.started_s, exchange.done_s, outer_step, fragment, exchange.sent_bytes)
+            self.note_exclusions(exchange.verdict, outer_step, fragment)
+            blocked_s += self.recorder.waited(arrived_s, exchange.started_s, received_s, outer_step, fragment)
+            comm_s += exchange.done_s - exchange.started_s
+        return blocked_s, comm_s
 
     def note_exclusions(self, verdict: Verdict, outer_step: int, fragment: int) -> None:
         """Log the islands left out of this average; an island whose own delta was not finite also

@@ -1,0 +1,212 @@
+"""DiLoCo around the inner optimizer (``trainer/diloco.py``) over an in-memory transport: no threads,
+no sockets. The closed forms of one sync, exchanges in flight over a later launch, launches before
+applies at one step, the fault hook and a passive member's kept averages."""
+
+from collections import defaultdict
+from itertools import count
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from islands.schedules import SyncPoint
+from islands.trainer.diloco import DiLoCo
+from islands.trainer.faults import FAULT_VARIABLE
+from islands.trainer.outer import Fragment
+from islands.trainer.robust import Verdict
+from islands.trainer.sync import Exchange
+
+AVERAGE = SimpleNamespace(outer_optimizer="average")
+NESTEROV = SimpleNamespace(outer_optimizer="nesterov", outer_lr=0.7, outer_momentum=0.9)
+
+
+class Board:
+    """What the islands put on the wire, by (outer step, fragment): island -> delta (None: no
+    contribution)."""
+
+    def __init__(self):
+        self.posted: dict[tuple[int, int], dict[int, torch.Tensor | None]] = defaultdict(dict)
+
+
+class FakeTransport:
+    """An island's exchanges through a ``Board``: the mean of the contributions posted so far; every
+    call is logged in order."""
+
+    def __init__(self, board: Board, island: int):
+        self.board, self.island = board, island
+        self.log: list[tuple] = []
+
+    def reach(self, step):
+        self.log.append(("reach", step))
+
+    def launch(self, step, point, delta, contributes):
+        key = (point.outer_step, point.fragment)
+        self.board.posted[key][self.island] = delta.clone() if contributes else None
+        self.log.append(("launch", key))
+        return key
+
+    def collect(self, point, handle):
+        assert handle == (point.outer_step, point.fragment)
+        posted = self.board.posted[handle]
+        deltas = [delta for delta in posted.values() if delta is not None]
+        self.log.append(("collect", handle))
+        verdict = Verdict(tuple(delta is not None for delta in posted.values()), {})
+        return Exchange(torch.stack(deltas).mean(0), 0.0, 0.0, 0, verdict)
+
+    def applied(self, point):
+        self.log.append(("applied", (point.outer_step, point.fragment)))
+
+
+def point(outer_step, launch_step, apply_step, fragment=0):
+    return SyncPoint(outer_step, fragment, launch_step, apply_step, payload_bytes=0.0, values=0.0)
+
+
+def plan_of(points):
+    """``config.sync_plan``'s shape: (launches, applies) keyed by inner step."""
+    launches, applies = defaultdict(list), defaultdict(list)
+    for p in points:
+        launches[p.launch_step].append(p)
+        applies[p.apply_step].append(p)
+    return launches, applies
+
+
+def island(start, board, index, points=(), spec=AVERAGE, alpha=0.0):
+    params = [nn.Parameter(start.clone())]
+    optimizer = torch.optim.AdamW(params, lr=0.1)
+    fragment = Fragment(0, params, spec)
+    clock = count()
+    return DiLoCo(optimizer, [fragment], FakeTransport(board, index), plan_of(points), alpha, index,
+                  lambda: float(next(clock)))
+
+
+def set_local(diloco, weights):
+    with torch.no_grad():
+        diloco.fragments[0].params[0].copy_(weights)
+
+
+def local(diloco):
+    return diloco.fragments[0].params[0].detach()
+
+
+def global_(diloco):
+    return diloco.fragments[0].global_params[0]
+
+
+def one_sync(spec, alpha, islands=3):
+    """Every island moves its local weights, then all prepare, then all perform one sync."""
+    torch.manual_seed(0)
+    start, board = torch.randn(5), Board()
+    sync = point(0, 1, 1)
+    members = [island(start, board, i, [sync], spec, alpha) for i in range(islands)]
+    locals_ = [start + torch.randn(5) for _ in members]
+    for diloco, weights in zip(members, locals_):
+        set_local(diloco, weights)
+    for diloco in members:
+        diloco.syncs[0].prepare(1, sync)
+    for diloco in members:
+        diloco.syncs[0].perform(sync, 0.0)
+    return start, locals_, members, board
+
+
+def test_the_pseudo_gradient_is_global_minus_local():
+    start, locals_, _, board = one_sync(AVERAGE, 0.0)
+    for i, weights in enumerate(locals_):
+        torch.testing.assert_close(board.posted[0, 0][i], start - weights)
+
+
+def test_plain_averaging_makes_the_global_the_mean_of_the_local_weights():
+    # Outer SGD lr 1, momentum 0: theta_g - mean(theta_g - theta_i) = mean(theta_i); alpha 0 adopts it.
+    _, locals_, members, _ = one_sync(AVERAGE, 0.0)
+    mean = torch.stack(locals_).mean(0)
+    for diloco in members:
+        torch.testing.assert_close(global_(diloco), mean)
+        torch.testing.assert_close(local(diloco), mean)
+        assert diloco.fragments[0].applied == 1
+
+
+def test_alpha_mixes_the_local_weights_with_the_global():
+    _, locals_, members, _ = one_sync(AVERAGE, 0.25)
+    mean = torch.stack(locals_).mean(0)
+    for diloco, weights in zip(members, locals_):
+        torch.testing.assert_close(local(diloco), 0.25 * weights + 0.75 * mean)
+
+
+def test_nesterov_first_outer_step_is_lr_times_one_plus_momentum_times_the_mean_delta():
+    # b = delta; theta_g <- theta_g - lr (delta + mu b) = theta_g - lr (1 + mu) mean(delta).
+    start, locals_, members, _ = one_sync(NESTEROV, 0.0)
+    mean_delta = torch.stack([start - weights for weights in locals_]).mean(0)
+    torch.testing.assert_close(global_(members[0]), start - 0.7 * 1.9 * mean_delta)
+
+
+def test_an_exchange_in_flight_over_a_later_launch_is_performed_in_its_turn():
+    # Outer step 0 is launched after step 2 and applied after step 5; outer step 1 is launched
+    # after step 4, while 0 is still in flight, and applied after step 6.
+    start, board = torch.zeros(3), Board()
+    diloco = island(start, board, 0, [point(0, 2, 5), point(1, 4, 6)])
+    for step in range(1, 7):
+        set_local(diloco, torch.full((3,), float(step)))
+        diloco.after_step(step)
+        if step == 4:
+            assert set(diloco.pending) == {(0, 0), (1, 0)}
+    assert diloco.transport.log == [("reach", 2), ("launch", (0, 0)), ("reach", 4), ("launch", (1, 0)),
+                                    ("collect", (0, 0)), ("applied", (0, 0)), ("collect", (1, 0)),
+                                    ("applied", (1, 0))]
+    assert not diloco.pending and diloco.fragments[0].applied == 2
+    # One island, plain averaging: outer step 0 makes the global its weights at step 2 (delta = 0 - 2);
+    # outer step 1's delta was taken at step 4 against the global then (0 - 4): 2 - (0 - 4) = 6.
+    torch.testing.assert_close(global_(diloco), torch.full((3,), 6.0))
+
+
+def test_a_step_with_launches_and_applies_launches_first():
+    start, board = torch.zeros(2), Board()
+    diloco = island(start, board, 0, [point(0, 2, 4), point(1, 4, 4)])
+    diloco.after_step(2)
+    diloco.transport.log.clear()
+    assert [p.outer_step for p in diloco.points(4)] == [1, 0, 1]  # the launch, then the applies
+    performed = diloco.after_step(4)
+    assert diloco.transport.log == [("reach", 4), ("launch", (1, 0)), ("collect", (0, 0)), ("applied", (0, 0)),
+                                    ("collect", (1, 0)), ("applied", (1, 0))]
+    assert [(s.point.outer_step, s.arrived_s <= s.received_s) for s in performed] == [(0, True), (1, True)]
+    assert performed[1].arrived_s > performed[0].received_s  # the next wait starts after the outer step
+
+
+def test_the_fault_hook_poisons_the_island_and_outer_step_it_names(monkeypatch):
+    monkeypatch.setenv(FAULT_VARIABLE, "nan@1:0")
+    board = Board()
+    members = [island(torch.ones(4), board, i, [point(0, 1, 1), point(1, 2, 2)]) for i in range(2)]
+    for diloco in members:
+        diloco.syncs[0].prepare(1, point(0, 1, 1))
+        diloco.syncs[0].prepare(2, point(1, 2, 2))
+    assert torch.isnan(board.posted[0, 0][1]).all() and torch.isfinite(board.posted[0, 0][0]).all()
+    assert torch.isfinite(board.posted[1, 0][1]).all()
+
+
+def test_a_passive_member_sends_zeros_keeps_the_means_and_replays_them():
+    board = Board()
+    active = island(torch.zeros(3), board, 0, [point(0, 1, 1)])
+    passive = island(torch.full((3,), 5.0), board, 1, [point(0, 1, 1)])
+    passive.kept = {}
+    passive.optimizer.state[passive.fragments[0].params[0]] = {"step": torch.tensor(1.0)}
+    set_local(active, torch.full((3,), 2.0))
+    active.syncs[0].prepare(1, point(0, 1, 1))
+    passive.syncs[0].prepare(1, point(0, 1, 1))
+    assert board.posted[0, 0][1] is None  # no contribution
+    active.syncs[0].perform(point(0, 1, 1), 0.0)
+    passive.syncs[0].perform(point(0, 1, 1), 0.0)
+    torch.testing.assert_close(passive.kept[0, 0], torch.full((3,), -2.0))
+    assert passive.fragments[0].applied == 0 and ("applied", (0, 0)) not in passive.transport.log
+    # The snapshot it downloads holds the global weights before outer step 0: replaying the kept mean
+    # gives the members' global weights, adopted locally, with a fresh inner optimizer.
+    snapshot = {"global": [torch.zeros(3)], "optimizer": passive.fragments[0].optimizer.state_dict(), "applied": 0}
+    passive.fragments[0].load_state_dict(snapshot)
+    passive.replay_kept()
+    assert not passive.passive and not passive.optimizer.state
+    torch.testing.assert_close(global_(passive), global_(active))
+    torch.testing.assert_close(local(passive), global_(active))
+
+
+@pytest.mark.parametrize("points,expected", [([point(0, 2, 5), point(1, 4, 6)], [4, 5, 6]),
+                                              ([point(0, 3, 3)], [3])])
+def test_sync_steps_from_a_step_on(points, expected):
+    assert island(torch.zeros(1), Board(), 0, points).sync_steps(3) == expected
