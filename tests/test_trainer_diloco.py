@@ -1,8 +1,11 @@
-"""DiLoCo around the inner optimizer (``trainer/diloco.py``) over an in-memory transport: no threads,
-no sockets. The closed forms of one sync, exchanges in flight over a later launch, launches before
-applies at one step, the fault hook and a passive member's kept averages."""
+"""DiLoCo around the inner optimizer (``trainer/diloco.py``) over an in-memory transport: no sockets.
+The closed forms of one sync, exchanges in flight over a later launch, launches before applies at one
+step, the fault hook and a passive member's kept averages; then the elastic transport over a faked
+membership: launches published, admissions, a passive joiner's wait, a follower's view."""
 
+import threading
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from itertools import count
 from types import SimpleNamespace
 
@@ -12,7 +15,9 @@ from torch import nn
 
 from islands.schedules import SyncPoint
 from islands.trainer.diloco import DiLoCo
+from islands.trainer.elastic import ElasticTransport
 from islands.trainer.faults import FAULT_VARIABLE
+from islands.trainer.membership import Progress
 from islands.trainer.outer import Fragment
 from islands.trainer.robust import Verdict
 from islands.trainer.sync import Exchange
@@ -210,3 +215,95 @@ def test_a_passive_member_sends_zeros_keeps_the_means_and_replays_them():
                                               ([point(0, 3, 3)], [3])])
 def test_sync_steps_from_a_step_on(points, expected):
     assert island(torch.zeros(1), Board(), 0, points).sync_steps(3) == expected
+
+
+# ---------------------------------------------------------------- the elastic transport, membership faked
+class FakeStore:
+    def __init__(self):
+        self.values: dict[str, bytes] = {}
+
+    def set(self, key, value):
+        self.values[key] = value.encode()
+
+    def get(self, key):
+        return self.values[key]
+
+    def check(self, keys):
+        return all(key in self.values for key in keys)
+
+
+class FakeMembership:
+    """The parts of ``membership.Membership`` the transport uses: the store, admissions (logged),
+    ``run`` (the op once, no group), the members and the published progress."""
+
+    def __init__(self, members):
+        self.store, self.members, self.admissions = FakeStore(), members, []
+        self.stopping = threading.Event()
+        self.progress = Progress()
+        self.now_s = lambda: 7.0
+
+    def key(self, *parts):
+        return "/".join(["islands", *map(str, parts)])
+
+    def admit_joiners(self, has_state, step):
+        self.admissions.append((has_state, step))
+
+    def run(self, op):
+        return op(None)
+
+
+class FakeExchanger:
+    """The exchange thread, averaging with nobody: the mean is the tensor sent (zeros: none)."""
+
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.sent: list[tuple[torch.Tensor, bool]] = []
+
+    def exchange(self, delta, contributes=True):
+        self.sent.append((delta, contributes))
+        return Exchange(delta, 1.0, 2.0, 4 * delta.numel(), Verdict((contributes,), {}))
+
+
+def elastic(members=(0, 1), shared=lambda decide: decide()):
+    membership, exchanger = FakeMembership(list(members)), FakeExchanger()
+    return ElasticTransport(membership, exchanger, shared, island=0), membership, exchanger
+
+
+def test_a_member_publishes_its_launch_and_admits_joiners_at_the_first_fragment_only():
+    transport, membership, exchanger = elastic()
+    for p in (point(0, 4, 4, fragment=0), point(0, 6, 6, fragment=1)):
+        handle = transport.launch(int(p.launch_step), p, torch.ones(2), True)
+        exchange = transport.collect(p, handle)
+        transport.applied(p)
+    assert membership.store.get("islands/launch") == b"6" and membership.admissions == [(True, 4)]
+    assert torch.equal(exchange.mean, torch.ones(2)) and [c for _, c in exchanger.sent] == [True, True]
+    assert (membership.progress.synced_s, membership.progress.outer_step) == (7.0, 1)
+    exchanger.pool.shutdown()
+
+
+def test_a_passive_joiner_waits_for_the_members_launch_and_admits_later_joiners_without_state():
+    transport, membership, exchanger = elastic()
+    transport.admitted_at = 4
+    transport.reach(4)  # admitted right at the members' launch: no wait
+    transport.collect(point(0, 4, 4), transport.launch(4, point(0, 4, 4), torch.zeros(2), False))
+    assert membership.admissions == [] and not membership.store.check(["islands/launch"])
+    waiter = threading.Thread(target=transport.reach, args=(10,))
+    waiter.start()
+    waiter.join(0.1)
+    assert waiter.is_alive()  # the members have not launched after step 10 yet
+    membership.store.set("islands/launch", "10")
+    waiter.join(2.0)
+    assert not waiter.is_alive()
+    transport.collect(point(1, 10, 10), transport.launch(10, point(1, 10, 10), torch.zeros(2), False))
+    assert membership.admissions == [(False, 10)] and [c for _, c in exchanger.sent] == [False, False]
+    exchanger.pool.shutdown()
+
+
+def test_a_follower_launches_nothing_and_takes_the_leaders_exchange_and_members():
+    told = Exchange(torch.full((2,), 3.0), 0.0, 1.0, 8, Verdict((True, True), {}))
+    heard = iter([None, (told, [0, 2])])  # what the leader tells: the launch, then the committed exchange
+    transport, membership, exchanger = elastic(shared=lambda decide: next(heard))
+    handle = transport.launch(4, point(0, 4, 4), torch.ones(2), True)
+    assert handle is None and exchanger.sent == [] and membership.admissions == []
+    assert transport.collect(point(0, 4, 4), handle) is told and membership.members == [0, 2]
+    exchanger.pool.shutdown()
