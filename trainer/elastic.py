@@ -39,7 +39,7 @@ import torch
 from islands.errors import UserError
 from islands.io import write_text
 from islands.schedules import SyncPoint
-from islands.trace import NO_FRAGMENT
+from islands.trace import NO_FRAGMENT, Row
 
 from . import checkpoint
 from .checkpoint import PeerFailed
@@ -68,12 +68,12 @@ class RunOver(Exception):
 OUTCOMES: dict[type[Exception], type[Exception]] = {LeftOut: LeftOut, RunOver: RunOver, UserError: PeerFailed}
 
 
-def join_seconds(joins: list[dict[str, Any]], rows: list[tuple]) -> list[dict[str, Any]]:
+def join_seconds(joins: list[dict[str, Any]], rows: list[Row]) -> list[dict[str, Any]]:
     """Each join with ``join_s``: from the join request to the island's first compute after it."""
     measured = []
     for join in joins:
-        starts = [row[0] for row in rows if row[2] == join["island"] and row[4] == "compute"
-                  and row[0] >= join["requested_s"] and row[0] >= join["admitted_s"]]
+        starts = [row.time_start_s for row in rows if row.worker == join["island"] and row.kind == "compute"
+                  and row.time_start_s >= join["requested_s"] and row.time_start_s >= join["admitted_s"]]
         measured.append({**join, "join_s": min(starts) - join["requested_s"] if starts else None})
     return measured
 
@@ -436,30 +436,29 @@ class ElasticTrainer(Trainer):
                 "churn": {"leaves": history.leaves, "joins": joins, "epochs": history.epochs}})
         return summary
 
-    def all_rows(self, gathered: dict[int, list[tuple]]) -> list[tuple]:
+    def all_rows(self, gathered: dict[int, list[Row]]) -> list[Row]:
         """Every island's rows: from its rows file when there is one (it outlives the island), else
         as gathered from the live members."""
-        rows: list[tuple] = []
+        rows: list[Row] = []
         for island in range(self.plan.islands):
             path = rows_path(self.out_dir, island) if self.out_dir else None
             if path and path.is_file():
-                rows.extend(tuple(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines())
+                rows.extend(Row(*json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines())
             else:
-                rows.extend(tuple(row) for row in gathered.get(island, []))
+                rows.extend(Row(*row) for row in gathered.get(island, []))
         return rows
 
-
-    def lost_rows(self, rows: list[tuple]) -> list[tuple]:
+    def lost_rows(self, rows: list[Row]) -> list[Row]:
         """The departed islands' last compute, from their last applied sync to their last heartbeat,
         unless a row of theirs holds it (an island that was only late recorded it itself)."""
         lost = []
         for leave in self.membership.history.leaves:
             island, start_s, end_s = leave["island"], leave["last_sync_s"], leave["last_seen_s"]
-            recorded = any(row[2] == island and row[4] == "compute" and row[0] < end_s and row[1] > start_s
-                           for row in rows)
+            recorded = any(row.worker == island and row.kind == "compute" and row.time_start_s < end_s
+                           and row.time_end_s > start_s for row in rows)
             if end_s > start_s and not recorded:
-                lost.append((start_s, end_s, island, self.plan.workers[island].island, "compute", 0.0,
-                             NO_FRAGMENT, leave["outer_step"]))
+                lost.append(Row(start_s, end_s, island, self.plan.workers[island].island, "compute", 0.0,
+                                NO_FRAGMENT, leave["outer_step"]))
         return lost
 
 
