@@ -114,9 +114,11 @@ class DiLoCo:
     launches and applies by inner step, the exchanges in flight and the transport. The inner
     optimizer is the loop's; this object resets it where the local weights restart from the global."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, fragments: list[Fragment], transport: Transport,
+    def __init__(self, optimizer: torch.optim.Optimizer, fragments: list[Fragment], transport: Transport, *,
                  schedule: tuple[dict[int, list[SyncPoint]], dict[int, list[SyncPoint]]], alpha: float,
                  island: int, now: Callable[[], float]):
+        """``schedule``: (launches, applies) by inner step (``config.sync_plan``); ``alpha``: the merge's
+        mixing; ``island``: this member's (for the fault hook); ``now``: trace seconds."""
         self.optimizer = optimizer
         self.fragments = fragments
         self.syncs = [FragmentSync(fragment, self) for fragment in fragments]

@@ -148,7 +148,8 @@ class Trainer:
         self.excluded: list[dict[str, Any]] = []
         self.diloco = None if plan.syncs_gradient else DiLoCo(
             self.optimizer, build_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule, spec),
-            transport(self.exchanger), sync_plan(plan), plan.alpha, self.island, self.clock.now)
+            transport(self.exchanger), schedule=sync_plan(plan), alpha=plan.alpha, island=self.island,
+            now=self.clock.now)
         if state:
             self.load_state(state)
 
