@@ -16,7 +16,7 @@ from islands.schedules import SCHEDULES, schedule_of
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS, render
 
-from .plot_style import SCHEDULE_LABELS
+from .plot_style import schedule_label
 from .scenario_source import ALGORITHMS, ScenarioSource
 from .units import count_text
 
@@ -50,7 +50,7 @@ def work_line(summaries: Mapping[str, Mapping[str, Any]], tokens_per_step: float
     """One sentence saying how much work each run in ``summaries`` was set: equal, or not, and how much."""
     steps = {name: int(summary["inner_steps"]) for name, summary in summaries.items()}
     if len(set(steps.values())) > 1:
-        each = ", ".join(f"{SCHEDULE_LABELS.get(name, name)} {count:,}" for name, count in steps.items())
+        each = ", ".join(f"{schedule_label(name)} {count:,}" for name, count in steps.items())
         return f"Unequal work, compare wall times with care: inner steps per worker: {each}."
     count = next(iter(steps.values()))
     tokens = f" ({count_text(count * tokens_per_step)} tokens)" if tokens_per_step else ""

@@ -89,11 +89,13 @@ def check_target(target: float) -> float:
 
 def fragment_candidates(scenario: Scenario) -> list[tuple[int, int]]:
     """(P, bits) pairs a streaming schedule at the scenario's H and tau can take: P divides H with
-    tau < H / P (P <= ``MAX_FRAGMENTS``), bits no wider than the model's own values."""
+    tau < H / P (P <= ``MAX_FRAGMENTS``, and at most ``model.layers``: fragments are layer groups),
+    bits no wider than the model's own values."""
     h, tau = scenario.schedule.inner_steps, scenario.schedule.overlap_steps
     native_bits = scenario.model.bytes_per_param * 8
     bits = [b for b in WIRE_BITS if b <= max(native_bits, min(WIRE_BITS))]
-    counts = [p for p in range(1, min(h, MAX_FRAGMENTS) + 1) if h % p == 0 and tau < h // p]
+    most = min(h, MAX_FRAGMENTS, scenario.model.layers or MAX_FRAGMENTS)
+    counts = [p for p in range(1, most + 1) if h % p == 0 and tau < h // p]
     return [(p, b) for p in counts for b in bits]
 
 

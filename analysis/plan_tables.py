@@ -34,7 +34,7 @@ def link_rates(plan: Plan) -> str:
     return rate(rates[0]) if len(rates) == 1 else f"{rate(rates[0])} to {rate(rates[-1])}"
 
 
-def schedule_label(plan: Plan, algorithm: str, leave_out: tuple[str, ...] = ()) -> str:
+def schedule_with_keys(plan: Plan, algorithm: str, leave_out: tuple[str, ...] = ()) -> str:
     """The schedule's label and the values of the keys it reads, e.g. "Streaming DiLoCo H=500 P=10 tau=20"."""
     declared, schedule = SCHEDULES[algorithm], plan.scenario.schedule
     keys = [key for key in declared.reads if key in KEY_SYMBOLS and key not in leave_out]
@@ -61,13 +61,13 @@ def cut_short_note(answers: list[Answer]) -> list[str]:
 
 def bandwidth_table(plan: Plan) -> Table:
     header = ["schedule", *(percent(t) for t in plan.targets), f"utilisation at {link_rates(plan)}"]
-    rows = [[schedule_label(plan, a), *(bandwidth_cell(plan.bandwidth[a][t]) for t in plan.targets),
+    rows = [[schedule_with_keys(plan, a), *(bandwidth_cell(plan.bandwidth[a][t]) for t in plan.targets),
              utilisation_cell(plan.now[a])] for a in plan.bandwidth]
     notes = []
     if any(not found.reached for row in plan.bandwidth.values() for found in row.values()):
         notes.append(f"{UNREACHED}: not reached even at {rate(MAX_GBPS)}: latency, stragglers or churn bound "
                      "the utilisation")
-    notes += [f"{CUT_SHORT} ({schedule_label(plan, a)}): {reason}" for a, reason in plan.now_cut_short.items()]
+    notes += [f"{CUT_SHORT} ({schedule_with_keys(plan, a)}): {reason}" for a, reason in plan.now_cut_short.items()]
     notes += cut_short_note([found for row in plan.bandwidth.values() for found in row.values()])
     return Table("Bandwidth per island needed for each compute utilisation (every island's link at that rate)",
                  header, rows, notes)
@@ -78,7 +78,7 @@ def inner_steps_table(plan: Plan) -> Table:
     header = ["schedule", "smallest H", "utilisation there", "compute between syncs"]
     rows = []
     for algorithm, found in plan.inner_steps.items():
-        label = schedule_label(plan, algorithm, leave_out=("inner_steps",))
+        label = schedule_with_keys(plan, algorithm, leave_out=("inner_steps",))
         if found.reached:
             rows.append([label, str(found.value), percent(found.utilisation), duration(found.value * slowest_step_s)])
         else:
@@ -118,7 +118,7 @@ def fragments_table(plan: Plan) -> Table:
 
 def headline(plan: Plan) -> str:
     """One sentence: what each schedule needs for the target, against what the scenario has."""
-    needs = ", ".join(f"{schedule_label(plan, a).split(' ')[0]} {bandwidth_cell(plan.bandwidth[a][plan.target])}"
+    needs = ", ".join(f"{SCHEDULES[a].label} {bandwidth_cell(plan.bandwidth[a][plan.target])}"
                       for a in plan.bandwidth)
     return f"For {percent(plan.target)} compute utilisation each island needs: {needs} (it has {link_rates(plan)})."
 

@@ -18,7 +18,7 @@ from islands.simulator import SimResult
 from islands.tables import duration
 
 from .link_rates import rate_steps
-from .plot_style import DEFAULT_SIZE_PX, SCHEDULE_COLOURS, SCHEDULE_LABELS, new_figure
+from .plot_style import DEFAULT_SIZE_PX, new_figure, schedule_colour, schedule_label
 from .units import rate_text, rate_unit, time_unit
 
 DIRECTIONS = ("up", "down")
@@ -47,8 +47,8 @@ def bandwidth_figure(results: Mapping[str, SimResult], scenario: Scenario, worke
         summary = results[name].summary
         span_s = summary["wall_time_s"]
         time_name, time_scale = time_unit(span_s)
-        colour = SCHEDULE_COLOURS.get(name, "black")
-        label = (f"{SCHEDULE_LABELS.get(name, name)}: {int(summary['inner_steps']):,} inner steps in "
+        colour = schedule_colour(name)
+        label = (f"{schedule_label(name)}: {int(summary['inner_steps']):,} inner steps in "
                  f"{duration(span_s)}, {summary['syncs']:,} all-reduces, "
                  f"average {rate_text(summary['avg_bandwidth_gbps'])}")
         ax.fill_between(times / time_scale, levels / rate_scale, step="post", color=colour, alpha=0.35, linewidth=0)

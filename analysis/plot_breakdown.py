@@ -14,7 +14,7 @@ from matplotlib.patches import Patch
 
 from islands.tables import duration
 
-from .plot_style import DEFAULT_SIZE_PX, KIND_COLOURS, KIND_LABELS, SCHEDULE_LABELS, new_figure
+from .plot_style import DEFAULT_SIZE_PX, KIND_COLOURS, KIND_LABELS, new_figure, schedule_label
 from .units import percent_text
 
 PARTS = ("compute", "stall", "idle")
@@ -51,7 +51,7 @@ def breakdown_figure(summaries: Mapping[str, Mapping[str, Any]], scenario_name: 
         ax.annotate(f"{utilisation_label(summary)}\n"
                     f"{int(summary['inner_steps']):,} inner steps in {duration(summary['wall_time_s'])}",
                     (position, 100), xytext=(0, 4), textcoords="offset points", ha="center", va="bottom")
-    ax.set_xticks(list(positions), [SCHEDULE_LABELS.get(name, name) for name in names])
+    ax.set_xticks(list(positions), [schedule_label(name) for name in names])
     ax.set_ylim(0, 118)
     ax.set_yticks(range(0, 101, 20))
     ax.set_ylabel("share of each worker's time (%)")

@@ -19,7 +19,7 @@ from islands.errors import UserError
 from islands.scenarios.loader import parse_override_value
 from islands.tables import duration, size
 
-from .plot_style import DEFAULT_SIZE_PX, SCHEDULE_LABELS, new_figure, parameter_label
+from .plot_style import DEFAULT_SIZE_PX, new_figure, parameter_label, schedule_label
 from .sweep_table import numeric_column, parameter_columns
 from .units import percent_text, rate_text, time_unit
 
@@ -152,7 +152,7 @@ def colour_norm(metric: str, shown: np.ndarray) -> Normalize:
 
 def heatmap_title(rows: pd.DataFrame, label: str, x: str, y: str, where: Sequence[str]) -> str:
     facts = [str(rows[key].dropna().iloc[0]) for key in ("scenario", "algorithm") if key in rows and rows[key].nunique() == 1]
-    scenario = f"{', '.join(SCHEDULE_LABELS.get(fact, fact) for fact in facts)}: " if facts else ""
+    scenario = f"{', '.join(schedule_label(fact) for fact in facts)}: " if facts else ""
     seeds = rows["seed"].nunique() if "seed" in rows else 1
     notes = [*where, *([f"mean over {seeds} seeds"] if seeds > 1 else [])]
     suffix = f" ({', '.join(notes)})" if notes else ""

@@ -31,7 +31,22 @@ KIND_LABELS = {
     "idle": "idle (waiting for other workers)",
 }
 SCHEDULE_COLOURS = {"ddp": "#7a4fa0", "diloco": "#2b6cb0", "streaming": "#1b9e77"}
-SCHEDULE_LABELS = {name: schedule.label for name, schedule in SCHEDULES.items()}
+MORE_SCHEDULE_COLOURS = ("#c05621", "#b83280", "#2c7a7b", "#744210", "#4a5568")  # registered later, in order
+
+
+def schedule_label(name: str) -> str:
+    """How plots and tables name a schedule: its declared label (the name for anything else)."""
+    declared = SCHEDULES.get(name)
+    return declared.label if declared else name
+
+
+def schedule_colour(name: str) -> str:
+    """A schedule's colour: its own, or the next of ``MORE_SCHEDULE_COLOURS`` by registry order."""
+    if name in SCHEDULE_COLOURS:
+        return SCHEDULE_COLOURS[name]
+    others = [n for n in SCHEDULES if n not in SCHEDULE_COLOURS]
+    index = others.index(name) if name in others else len(others)
+    return MORE_SCHEDULE_COLOURS[index % len(MORE_SCHEDULE_COLOURS)]
 
 PARAMETER_LABELS = {
     "schedule.inner_steps": "inner steps H",

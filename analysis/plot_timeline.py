@@ -17,7 +17,7 @@ from islands.errors import UserError
 from islands.scenarios import Scenario
 from islands.schedules import schedule_of
 
-from .plot_style import DEFAULT_SIZE_PX, KIND_COLOURS, KIND_LABELS, SCHEDULE_LABELS, new_figure
+from .plot_style import DEFAULT_SIZE_PX, KIND_COLOURS, KIND_LABELS, new_figure, schedule_label
 from .units import time_unit
 
 MAX_WORKERS_SHOWN = 48
@@ -84,7 +84,7 @@ def timeline_figure(trace: pd.DataFrame, scenario: Scenario, intervals: tuple[in
     left_out = len(active) - len(ranks)
     shown = (f"\nfirst {len(ranks)} of {len(active)} workers shown, {left_out} left out "
              "(islands plot timeline --all-workers shows every one)" if left_out else "")
-    algorithm = SCHEDULE_LABELS.get(scenario.schedule.algorithm, scenario.schedule.algorithm)
+    algorithm = schedule_label(scenario.schedule.algorithm)
     what = "step" if schedule_of(scenario).period_steps(scenario.schedule) == 1 else "outer interval"
     span = f"{what} {first}" if first == last else f"{what}s {first} to {last}"
     ax.set_title(f"{scenario.name}: {algorithm}, {span}{shown}")

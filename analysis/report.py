@@ -24,7 +24,7 @@ from .plan_tables import Table, headline, plan_tables
 from .plot_bandwidth import bandwidth_figure
 from .plot_breakdown import breakdown_figure
 from .plot_heatmap import heatmap_figure
-from .plot_style import SCHEDULE_LABELS, png_bytes
+from .plot_style import png_bytes, schedule_label
 from .plot_timeline import timeline_figure
 from .scenario_source import ScenarioSource, as_source
 from .sweep import run_sweep
@@ -70,7 +70,7 @@ def plan_section(table: Table) -> str:
 
 def summary_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     header = ["schedule", "inner steps", *(name for name, _ in COLUMNS)]
-    rows = [[SCHEDULE_LABELS.get(name, name), f"{int(s['inner_steps']):,}", *(cell(s) for _, cell in COLUMNS)]
+    rows = [[schedule_label(name), f"{int(s['inner_steps']):,}", *(cell(s) for _, cell in COLUMNS)]
             for name, s in summaries.items()]
     return html_table(header, rows)
 

@@ -184,3 +184,10 @@ def test_time_to_barrier_is_compute_per_sync_on_both_sides():
                             "overlap_steps": 1}
     summary = simulate(from_dict(document, "s.toml")).summary
     assert [island["time_to_barrier_s"] for island in summary["islands"]] == [pytest.approx(2.0)]
+
+
+def test_the_planner_tries_no_more_fragments_than_the_model_has_layers():
+    from islands.analysis.plan import fragment_candidates
+
+    scenario = load("worked-example", ["model.layers=4", "schedule.overlap_steps=0"])  # H = 500
+    assert sorted({p for p, _ in fragment_candidates(scenario)}) == [1, 2, 4]
