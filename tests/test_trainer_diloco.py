@@ -108,9 +108,9 @@ def one_sync(spec, alpha, islands=3):
     for diloco, weights in zip(members, locals_):
         set_local(diloco, weights)
     for diloco in members:
-        diloco.syncs[0].prepare(1, sync)
+        diloco.syncs[0].prepare(diloco, 1, sync)
     for diloco in members:
-        diloco.syncs[0].perform(sync, 0.0)
+        diloco.syncs[0].perform(diloco, sync, 0.0)
     return start, locals_, members, board
 
 
@@ -181,8 +181,8 @@ def test_the_fault_hook_poisons_the_island_and_outer_step_it_names(monkeypatch):
     board = Board()
     members = [island(torch.ones(4), board, i, [point(0, 1, 1), point(1, 2, 2)]) for i in range(2)]
     for diloco in members:
-        diloco.syncs[0].prepare(1, point(0, 1, 1))
-        diloco.syncs[0].prepare(2, point(1, 2, 2))
+        diloco.syncs[0].prepare(diloco, 1, point(0, 1, 1))
+        diloco.syncs[0].prepare(diloco, 2, point(1, 2, 2))
     assert torch.isnan(board.posted[0, 0][1]).all() and torch.isfinite(board.posted[0, 0][0]).all()
     assert torch.isfinite(board.posted[1, 0][1]).all()
 
@@ -194,11 +194,11 @@ def test_a_passive_member_sends_zeros_keeps_the_means_and_replays_them():
     passive.kept = {}
     passive.optimizer.state[passive.fragments[0].params[0]] = {"step": torch.tensor(1.0)}
     set_local(active, torch.full((3,), 2.0))
-    active.syncs[0].prepare(1, point(0, 1, 1))
-    passive.syncs[0].prepare(1, point(0, 1, 1))
+    active.syncs[0].prepare(active, 1, point(0, 1, 1))
+    passive.syncs[0].prepare(passive, 1, point(0, 1, 1))
     assert board.posted[0, 0][1] is None  # no contribution
-    active.syncs[0].perform(point(0, 1, 1), 0.0)
-    passive.syncs[0].perform(point(0, 1, 1), 0.0)
+    active.syncs[0].perform(active, point(0, 1, 1), 0.0)
+    passive.syncs[0].perform(passive, point(0, 1, 1), 0.0)
     torch.testing.assert_close(passive.kept[0, 0], torch.full((3,), -2.0))
     assert passive.fragments[0].applied == 0 and ("applied", (0, 0)) not in passive.transport.log
     # The snapshot it downloads holds the global weights before outer step 0: replaying the kept mean

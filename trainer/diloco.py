@@ -80,24 +80,22 @@ class Synced(NamedTuple):
 
 
 class FragmentSync:
-    """One fragment's side of DiLoCo: its prepare step and its perform step."""
+    """One fragment's side of DiLoCo: its prepare step and its perform step (``diloco``: the DiLoCo
+    it belongs to, passed in, not kept: no reference cycle keeps the transport's groups alive)."""
 
-    def __init__(self, fragment: Fragment, diloco: DiLoCo):
+    def __init__(self, fragment: Fragment):
         self.fragment = fragment
-        self.diloco = diloco
 
-    def prepare(self, step: int, point: SyncPoint) -> None:
+    def prepare(self, diloco: DiLoCo, step: int, point: SyncPoint) -> None:
         """Pseudo-gradient (zeros for a passive member), fault hook, launch its exchange."""
-        diloco = self.diloco
         if diloco.passive:
             delta, contributes = torch.zeros(self.fragment.numel), False
         else:
             delta, contributes = poisoned(self.fragment.pseudo_gradient(), diloco.island, point.outer_step), True
         diloco.pending[point.outer_step, point.fragment] = diloco.transport.launch(step, point, delta, contributes)
 
-    def perform(self, point: SyncPoint, arrived_s: float) -> Synced:
+    def perform(self, diloco: DiLoCo, point: SyncPoint, arrived_s: float) -> Synced:
         """Wait for the exchange, then the outer step and the merge (a passive member keeps the mean)."""
-        diloco = self.diloco
         key = (point.outer_step, point.fragment)
         exchange = diloco.transport.collect(point, diloco.pending.pop(key))
         synced = Synced(point, exchange, arrived_s, diloco.now())
@@ -121,7 +119,7 @@ class DiLoCo:
         mixing; ``island``: this member's (for the fault hook); ``now``: trace seconds."""
         self.optimizer = optimizer
         self.fragments = fragments
-        self.syncs = [FragmentSync(fragment, self) for fragment in fragments]
+        self.syncs = [FragmentSync(fragment) for fragment in fragments]
         self.transport = transport
         self.launches, self.applies = schedule
         self.alpha = alpha
@@ -151,10 +149,10 @@ class DiLoCo:
             self.transport.reach(step)
         arrived_s = self.now()
         for point in launches:
-            self.syncs[point.fragment].prepare(step, point)
+            self.syncs[point.fragment].prepare(self, step, point)
         performed = []
         for point in self.applies.get(step, ()):
-            performed.append(self.syncs[point.fragment].perform(point, arrived_s))
+            performed.append(self.syncs[point.fragment].perform(self, point, arrived_s))
             arrived_s = self.now()
         return performed
 

@@ -13,6 +13,7 @@ than 127.0.0.1, which is what network emulation needs.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -189,11 +190,19 @@ def run_process(plan: RunPlan, env: DistEnv, out_dir: Path | None, resume_dir: P
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=env.rank,
                             world_size=env.world_size, timeout=timedelta(seconds=plan.spec.timeout_s))
     try:
-        groups = torch_groups(plan, env.rank)
-        groups.cross = paced_from_environment(groups.cross, list(range(plan.islands)))
-        out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])
-        trainer = Trainer(plan, env.rank, groups, device, out_dir, resume_dir)
-        trainer.run(stop_after)
-        return trainer.finish()
+        return train_in_group(plan, env.rank, device, out_dir, resume_dir, stop_after, default_out)
     finally:
         dist.destroy_process_group()
+        # What still holds a group's handle (a reference cycle) is freed now, while the interpreter is
+        # alive: gloo's threads freed at interpreter exit can abort the process ("terminate called").
+        gc.collect()
+
+
+def train_in_group(plan: RunPlan, rank: int, device: torch.device, out_dir: Path | None, resume_dir: Path | None,
+                   stop_after: int | None, default_out: Callable[[], Path]) -> dict | None:
+    groups = torch_groups(plan, rank)
+    groups.cross = paced_from_environment(groups.cross, list(range(plan.islands)))
+    out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])
+    trainer = Trainer(plan, rank, groups, device, out_dir, resume_dir)
+    trainer.run(stop_after)
+    return trainer.finish()
