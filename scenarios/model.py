@@ -9,7 +9,6 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 from .trainer_keys import TrainerSpec, trainer_spec
 
 
-
 @dataclass(frozen=True)
 class ModelSpec:
     """The model as the scenario gives it; ``layers`` and ``embedding_parameters`` say how it splits

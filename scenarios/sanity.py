@@ -23,7 +23,6 @@ from .model import ChurnEvent, Scenario
 from .spec import MAX_REPLICAS, MAX_STEP_TIME_S, MIN_GBPS, MIN_STEP_TIME_S
 
 
-
 def check_step_time(step_time_s: float, key: str, source: str) -> float:
     """A derived step time within the bounds of a given one."""
     if not MIN_STEP_TIME_S <= step_time_s <= MAX_STEP_TIME_S:

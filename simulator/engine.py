@@ -8,8 +8,8 @@ the screening of its tensor before any byte moves), which starts when every expe
 arrived (a ring all-reduce, or the all-gather of every payload that ``trainer.aggregation`` = median
 or trimmed_mean needs: ``collectives.COLLECTIVES``); at an apply point it waits for it to finish.
 Waiting for the collective to start (the members' exchange work, late participants) is recorded as
-``idle``, waiting for the transfer itself as ``stall``. Departures and joins live in ``churn.py``; the deadline barrier and
-adaptive H in ``barriers.py``.
+``idle``, waiting for the transfer itself as ``stall``. Departures and joins live in ``churn.py``;
+the deadline barrier and adaptive H in ``barriers.py``.
 """
 
 from __future__ import annotations
