@@ -15,7 +15,7 @@ from torch import nn
 
 from islands.schedules import SyncPoint
 from islands.trainer.diloco import DiLoCo
-from islands.trainer.elastic import ElasticTransport
+from islands.trainer.elastic_transport import ElasticTransport
 from islands.trainer.faults import FAULT_VARIABLE
 from islands.trainer.membership import Progress
 from islands.trainer.outer import Fragment

@@ -19,7 +19,7 @@ from islands.scenarios import from_dict
 from islands.trainer import faults
 from islands.trainer.checkpoint import PeerFailed
 from islands.trainer.config import make_plan
-from islands.trainer.elastic import ElasticTrainer
+from islands.trainer.elastic import ElasticWorld
 from islands.trainer.island import IslandRanks
 from islands.trainer.launch_elastic import Fleet
 from islands.trainer.membership import LeftOut
@@ -133,15 +133,15 @@ def test_the_launcher_kills_and_restarts_an_island_whole():
 
 
 def island_of_threads(decide):
-    """One island of two ranks as threads: both call ``ElasticTrainer.shared(decide)``; returns what
+    """One island of two ranks as threads: both call ``ElasticWorld.shared(decide)``; returns what
     each got (a value or the exception it raised)."""
     store = dist.HashStore()
     got = [None, None]
 
     def rank(local):
-        trainer = SimpleNamespace(ranks=IslandRanks(store, "island/0/test", 0, local, 2))
+        world = SimpleNamespace(ranks=IslandRanks(store, "island/0/test", 0, local, 2))
         try:
-            got[local] = ElasticTrainer.shared(trainer, lambda: decide(trainer))
+            got[local] = ElasticWorld.shared(world, lambda: decide(world))
         except Exception as error:  # what the test compares
             got[local] = error
 
@@ -156,9 +156,9 @@ def island_of_threads(decide):
 def test_followers_hear_what_their_leader_decided_and_never_decide_themselves():
     decided = []
 
-    def decide(trainer):
-        decided.append(trainer.ranks.rank)
-        nested = ElasticTrainer.shared(trainer, lambda: 2.0)  # the leader's alone: nobody hears it
+    def decide(world):
+        decided.append(world.ranks.rank)
+        nested = ElasticWorld.shared(world, lambda: 2.0)  # the leader's alone: nobody hears it
         return torch.arange(3.0) * nested
 
     leader, follower = island_of_threads(decide)
@@ -167,7 +167,7 @@ def test_followers_hear_what_their_leader_decided_and_never_decide_themselves():
 
 @pytest.mark.parametrize("raised, heard", [(LeftOut, LeftOut), (UserError, PeerFailed)])
 def test_followers_go_their_leaders_way_when_it_is_left_out_or_refuses_the_run(raised, heard):
-    def decide(trainer):
+    def decide(world):
         raise raised("island 0: the reason")
 
     leader, follower = island_of_threads(decide)

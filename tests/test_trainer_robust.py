@@ -8,7 +8,8 @@ import torch
 
 from islands.trainer.comm import ThreadHub
 from islands.trainer.inprocess import run_threads
-from islands.trainer.robust import AggregationRule, combine, contribution_stats, screen
+from islands.trainer.comm import Echo
+from islands.trainer.robust import NORM_CHUNK_VALUES, AggregationRule, combine, contribution_stats, screen
 from islands.trainer.sync import Exchanger
 from islands.trainer.tracing import Clock
 from test_trainer_loop import finish_all, global_weights, in_threads, plan_for, trainers_for
@@ -23,6 +24,30 @@ def test_non_finite_and_outsized_deltas_are_excluded_with_a_reason():
     assert verdict.accepted == (True, False, True, False)
     assert "NaN" in verdict.reasons[1]
     assert verdict.reasons[3] == "norm 500 > 10 x the others' median 5"
+
+
+def test_the_norm_is_summed_in_fp64_across_chunks_and_a_late_nan_is_seen():
+    """Three chunks and a bit: 3.0 everywhere has norm 3 sqrt(n); fp32 accumulation would drift."""
+    values = 3 * NORM_CHUNK_VALUES + 5
+    finite, norm, contributes = contribution_stats(torch.full((values,), 3.0)).tolist()
+    assert (finite, contributes) == (1.0, 1.0)
+    assert norm == pytest.approx(3.0 * math.sqrt(values), rel=1e-12)
+    late = torch.ones(values)
+    late[-1] = float("nan")
+    assert contribution_stats(late).tolist() == [0.0, 0.0, 1.0]
+    assert contribution_stats(torch.full((4,), 3e38))[1].item() == pytest.approx(6e38)  # squares exceed fp32
+
+
+def test_an_exchange_among_echoed_members_does_the_whole_work_of_member_0():
+    """What ``sync.warm_up`` runs: member 0 averages its own chunk (every member gave the same) and
+    gets that chunk back in every member's place: the full-size buffers, the wire bytes counted."""
+    x = torch.arange(1000, dtype=torch.float32)
+    exchange = Exchanger(Echo(4), None, 32, Clock()).exchange(x)
+    chunk = 1024 // 4  # padded to 4 chunks of whole 128-value blocks
+    assert exchange.mean.shape == x.shape
+    assert torch.equal(exchange.mean[:chunk], x[:chunk]) and torch.equal(exchange.mean[chunk:2 * chunk], x[:chunk])
+    assert exchange.sent_bytes == 2 * 3 * chunk * 4
+    assert exchange.verdict.accepted == (True,) * 4
 
 
 def test_norm_rule_off_keeps_every_finite_delta():

@@ -3,7 +3,8 @@
 ``TorchGroup`` wraps a ``torch.distributed`` process group (gloo on CPU, NCCL on CUDA).
 ``ThreadGroup`` runs the members as threads of one process (for the unit tests and the benchmark):
 its collectives meet at a shared ``threading.Barrier``, so a test drives several islands in one
-process without sockets. Both give every member the same result in the same member order.
+process without sockets. Both give every member the same result in the same member order. (``Echo``
+stands for M identical members in one thread; ``StoreGroup`` is an elastic epoch's group.)
 """
 
 from __future__ import annotations
@@ -169,6 +170,35 @@ class ThreadGroup:
 
     def barrier(self) -> None:
         self.hub.swap(self.rank, None)
+
+
+class Echo:
+    """A group of ``size`` members that are all this one (member 0): each collective returns, in every
+    member's place, what this member gave it (``sync.warm_up``: the exchange path's own work at its
+    real sizes, with no byte moved)."""
+
+    rank = 0
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [chunks[self.rank].clone() for _ in range(self.size)]
+
+    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        return [tensor.clone() for _ in range(self.size)]
+
+    def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
+        tensor.mul_(self.size)
+
+    def broadcast_(self, tensor: torch.Tensor, src: int = 0) -> None:
+        pass
+
+    def all_gather_object(self, value: Any) -> list[Any]:
+        return [value] * self.size
+
+    def barrier(self) -> None:
+        pass
 
 
 class StoreGroup(SteppedCollectives):

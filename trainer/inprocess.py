@@ -10,7 +10,7 @@ import threading
 from typing import Any, Callable
 
 from .comm import ThreadHub
-from .loop import Groups
+from .world import Groups
 
 
 def thread_groups(islands: int, ranks_per_island: int, timeout_s: float = 60.0) -> list[Groups]:

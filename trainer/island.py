@@ -11,7 +11,7 @@ followers, and an island that lives and dies as a whole.
 * **Followers** never speak to another island. Wherever the leader decides something with the others
   (an exchange's average, an admission, an evaluation, a checkpoint's commit, the state a returning
   or resumed island adopts) the leader tells its followers the outcome over the island's group
-  (``ElasticTrainer.shared``), and they apply it exactly as the leader does, so the replicas stay
+  (``ElasticWorld.shared``), and they apply it exactly as the leader does, so the replicas stay
   identical. An outcome may be "left out" or "run over": the followers then go the leader's way.
 * **Dying together.** The island's group is made once per incarnation of the island (a returning
   island gets a fresh one, under its own store prefix). When any collective on it fails (an

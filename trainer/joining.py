@@ -3,7 +3,7 @@
 1. **Download from the first quiet moment.** A joiner asks for the global state as soon as it asks
    to join. The members' leader (the lowest member that holds the state) snapshots the global fp32
    weights and the outer optimizer state at its first inner step from which no average is due
-   before the next admission (``ElasticTrainer.quiet_until_admission``: at once under DiLoCo, whose
+   before the next admission (``ElasticWorld.quiet_until_admission``: at once under DiLoCo, whose
    weights change only at the syncs; under Streaming DiLoCo from the outer boundary to the next
    period's first launch), and sends it on a thread, over a two-member gloo group of its own, paced
    like every other WAN byte (``paced.PacedGroup``): the leader trains on meanwhile.

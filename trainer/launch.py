@@ -33,7 +33,8 @@ from islands.errors import UserError
 from .comm import TorchGroup
 from .config import RunPlan
 from .launch_elastic import launch_elastic, run_elastic_process
-from .loop import Groups, Trainer
+from .loop import Trainer
+from .world import Groups
 from .paced import paced_from_environment
 
 POLL_S = 0.2

@@ -35,8 +35,9 @@ import torch
 from islands.errors import UserError
 
 from .config import RunPlan
-from .elastic import ElasticTrainer, RunOver
+from .elastic import ElasticWorld, RunOver
 from .island import INCARNATION_VARIABLE, IslandRanks, incarnation
+from .loop import Trainer
 from .membership import Membership, Timing, connect, run_time_s
 
 JOIN_VARIABLE = "ISLANDS_JOIN_AT_S"
@@ -158,8 +159,8 @@ def run_elastic_process(plan: RunPlan, rank: int, master_addr: str, port: int, o
     out_key = membership.key("run", "out")
     store.compare_set(out_key, "", str(out_dir or default_out()))
     join_at = os.environ.get(JOIN_VARIABLE)
-    trainer = ElasticTrainer(plan, rank, membership, "cpu", Path(store.get(out_key).decode()), resume_dir,
-                             float(join_at) if join_at is not None else None, ranks)
+    world = ElasticWorld(plan, rank, membership, float(join_at) if join_at is not None else None, ranks)
+    trainer = Trainer(plan, rank, world, "cpu", Path(store.get(out_key).decode()), resume_dir)
     try:
         trainer.run(stop_after)
     except RunOver as late:

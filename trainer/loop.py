@@ -18,9 +18,8 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 
@@ -33,28 +32,16 @@ from .comm import Group
 from .config import RunPlan, sync_plan
 from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
-from .diloco import DiLoCo, ExchangerTransport, Synced, Transport
+from .diloco import DiLoCo, Synced
 from .faults import kill_point, poisoned
 from .model import GPTConfig, build_model, decay_groups
 from .outer import Fragment, build_fragments
 from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict
-from .sync import Exchanger
-from .tracing import Clock, MetricsLog, Recorder, build_summary, island_rows, write_outputs
+from .sync import Exchanger, warm_up
+from .tracing import Clock, MetricsLog, Recorder
+from .world import FixedWorld, Groups, World, flatten, unflatten_into
 
 ADAMW_BETAS = (0.9, 0.95)
-
-
-@dataclass
-class Groups:
-    """The collectives one process takes part in (``intra_*`` are None with one rank per island).
-
-    ``world`` and ``intra_grad`` are used by the training thread, ``cross`` and ``intra_sync`` only by
-    the exchange thread, so the two threads never interleave calls on one group."""
-
-    world: Group
-    cross: Group
-    intra_grad: Group | None = None
-    intra_sync: Group | None = None
 
 
 def learning_rate(step: int, total_steps: int, peak: float, warmup_steps: int, min_ratio: float) -> float:
@@ -71,24 +58,6 @@ def make_inner_optimizer(model: torch.nn.Module, plan: RunPlan) -> torch.optim.O
     if spec.inner_optimizer == "sgd":
         return torch.optim.SGD(groups, lr=spec.lr)
     return torch.optim.AdamW(groups, lr=spec.lr, betas=ADAMW_BETAS)
-
-
-def flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.detach().float().flatten() for t in tensors])
-
-
-def unflatten_into(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
-    with torch.no_grad():
-        for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
-            tensor.copy_(part.view_as(tensor))
-
-
-def broadcast_parameters(model: torch.nn.Module, world: Group) -> None:
-    """Every process starts from rank 0's weights (on top of the shared seed)."""
-    params = list(model.parameters())
-    flat = flatten(params)
-    world.broadcast_(flat, 0)
-    unflatten_into(flat, params)
 
 
 def model_config(plan: RunPlan) -> GPTConfig:
@@ -114,18 +83,18 @@ def default_corpus(plan: RunPlan) -> Corpus:
 class Trainer:
     """Trains one rank of one island. Build it in every process (or thread), then ``run()``."""
 
-    def __init__(self, plan: RunPlan, rank: int, groups: Groups, device: torch.device | str = "cpu",
-                 out_dir: Path | None = None, resume_dir: Path | None = None, corpus: Corpus | None = None,
-                 transport: Callable[[Exchanger], Transport] = ExchangerTransport):
-        """``transport``: how the fragments' exchanges travel, given the exchange thread (default: over
-        the fixed cross-island group)."""
+    def __init__(self, plan: RunPlan, rank: int, world: World | Groups, device: torch.device | str = "cpu",
+                 out_dir: Path | None = None, resume_dir: Path | None = None, corpus: Corpus | None = None):
+        """``world``: the processes it trains with (``world.py``; plain ``Groups``: a ``FixedWorld``)."""
         spec = plan.spec
-        self.plan, self.rank, self.groups, self.device, self.out_dir = plan, rank, groups, device, out_dir
+        self.plan, self.rank, self.device, self.out_dir = plan, rank, device, out_dir
+        self.world = FixedWorld(world) if isinstance(world, Groups) else world
+        self.world.attach(self)
         self.island, self.local_rank = divmod(rank, plan.ranks_per_island)
         if out_dir:
             out_dir.mkdir(parents=True, exist_ok=True)
         self.model = build_model(model_config(plan), spec.seed, device)
-        self.share_initial_weights()
+        self.world.share_initial_weights(self.model)
         self.params = list(self.model.parameters())
         self.optimizer = make_inner_optimizer(self.model, plan)
         corpus = corpus or default_corpus(plan)
@@ -142,54 +111,48 @@ class Trainer:
         self.metrics: MetricsLog | None = None
         self.paced_from_s, self.paced_steps = math.nan, 0
         state = self.verified_resume(resume_dir) if resume_dir else None
+        groups = self.groups
+        warm_up(sum(p.numel() for p in self.params), plan.islands, groups.intra_sync, plan.scenario.schedule.bits,
+                aggregation_rule(plan), device)
         self.start_clock(state)
         self.exchanger = Exchanger(groups.cross, groups.intra_sync, plan.scenario.schedule.bits, self.clock,
                                    aggregation_rule(plan))
         self.excluded: list[dict[str, Any]] = []
         self.diloco = None if plan.syncs_gradient else DiLoCo(
             self.optimizer, build_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule, spec),
-            transport(self.exchanger), schedule=sync_plan(plan), alpha=plan.alpha, island=self.island,
+            self.world.transport(self.exchanger), schedule=sync_plan(plan), alpha=plan.alpha, island=self.island,
             now=self.clock.now)
         if state:
             self.load_state(state)
+
+    @property
+    def groups(self) -> Groups:
+        return self.world.groups
 
     @property
     def fragments(self) -> list[Fragment]:
         """The DiLoCo fragments (none under DDP)."""
         return self.diloco.fragments if self.diloco else []
 
-    def agreed_start_s(self, state: dict | None) -> float:
-        """Agree on time zero: a barrier, then each process's own reading (resume: the checkpoint's)."""
-        return max(self.groups.world.all_gather_object(state["clock_s"] if state else 0.0))
-
-    def share_initial_weights(self) -> None:
-        broadcast_parameters(self.model, self.groups.world)
-
     def verified_resume(self, resume_dir: Path) -> dict[str, Any] | None:
         """This rank's checkpoint, verified; no process goes on (or writes anything) unless every
         process's file passed. The one that failed says why in one line; the others exit quietly."""
         state, error = None, None
         try:
-            state = self.load_checkpoint(resume_dir)
+            if self.world.holds_checkpoint(resume_dir):
+                state = checkpoint.load(resume_dir, self.rank, self.plan.world_size, self.plan.fingerprint(),
+                                        shapes_of(self.model))
         except UserError as exc:
             error = str(exc)
-        failed = [reason for reason in self.agree_on_resume(error, state) if reason]
+        failed = [reason for reason in self.world.agree_on_resume(error, state) if reason]
         if error:
             raise UserError(error)
         if failed:
             raise PeerFailed(failed[0])
         return state
 
-    def agree_on_resume(self, error: str | None, state: dict[str, Any] | None) -> list[str | None]:
-        """Every process's verdict on its checkpoint (None: fine)."""
-        return self.groups.world.all_gather_object(error)
-
-    def load_checkpoint(self, resume_dir: Path) -> dict[str, Any] | None:
-        return checkpoint.load(resume_dir, self.rank, self.plan.world_size, self.plan.fingerprint(),
-                               shapes_of(self.model))
-
     def start_clock(self, state: dict | None) -> None:
-        self.clock = Clock(self.agreed_start_s(state))
+        self.clock = Clock(self.world.start_s(state))
         rows = state["trace_rows"] if state else []
         worker = self.plan.workers[self.island]
         self.recorder = Recorder(self.clock, self.island, worker.island, rows)
@@ -198,6 +161,9 @@ class Trainer:
     def run(self, stop_after: int | None = None) -> None:
         """Train to the end, or until ``stop_after`` periods (of H steps) are done, then checkpoint."""
         self.stop_after = stop_after
+        self.world.run(self.train)
+
+    def train(self) -> None:
         while self.step < self.plan.total_steps and not self.stopped():
             self.run_step()
 
@@ -227,6 +193,7 @@ class Trainer:
             self.end_period(record)
         else:
             self.log_metrics(record)
+        self.world.between_steps()
 
     def log_metrics(self, record: dict[str, Any]) -> None:
         """Keep the period's step records; the reporting process (a live one: member 0 of an elastic
@@ -334,7 +301,7 @@ class Trainer:
     def note_exclusions(self, verdict: Verdict, outer_step: int, fragment: int) -> None:
         """Log the islands left out of this average; an island whose own delta was not finite also
         drops its inner optimizer state (its moments are poisoned too) and restarts from the merge."""
-        islands = self.cross_islands()
+        islands = self.world.members()
         for member, reason in verdict.reasons.items():
             if reason == JOINING:
                 continue
@@ -346,24 +313,22 @@ class Trainer:
         if verdict.reasons.get(islands.index(self.island)) == NOT_FINITE:
             self.optimizer.state.clear()
 
-    def cross_islands(self) -> list[int]:
-        """The island of each member of the cross-island group, in member order."""
-        return list(range(self.plan.islands))
-
     # ---------------------------------------------------------------- evaluation, checkpoints
     def end_period(self, record: dict[str, Any]) -> None:
         """Evaluate the global model, report, checkpoint; the trace clock is paused meanwhile."""
+        self.world.publish_clock(paused=True)
         self.clock.pause()
-        record["eval_loss"] = self.evaluate()
+        record["eval_loss"] = self.world.evaluate(self.evaluate_on)
         self.eval_losses.append((self.step, record["eval_loss"]))
         period = -(-self.step // self.plan.eval_every_steps)
         if self.reports():
             self.report(period, record)
         self.log_metrics(record)  # written before the checkpoint, so a resume finds every line up to it
         if self.out_dir and self.checkpoint_due(period):
-            self.save_checkpoint(period)
+            self.world.save_checkpoint(period)
         self.period_records = []
         self.clock.resume()
+        self.world.publish_clock()
 
     @contextlib.contextmanager
     def global_weights(self) -> Iterator[None]:
@@ -383,11 +348,8 @@ class Trainer:
             unflatten_into(flatten(saved), self.params)
 
     def reports(self) -> bool:
-        """Whether this process prints the console line."""
-        return self.rank == 0
-
-    def evaluate(self) -> float:
-        return self.evaluate_on(self.groups.world)
+        """Whether this process prints the console line and writes the metrics."""
+        return self.world.reports()
 
     def evaluate_on(self, world: Group, evaluators: list[int] | None = None) -> float:
         """Mean validation loss of the global model; the batches are shared out over ``evaluators``
@@ -422,6 +384,7 @@ class Trainer:
             "sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state(),
             "clock_s": self.clock.now(), "trace_rows": [list(row) for row in self.recorder.rows],
             "eval_losses": [list(pair) for pair in self.eval_losses], "excluded": self.excluded,
+            **self.world.state_dict(),
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -434,24 +397,17 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         self.eval_losses = [(int(step), float(loss)) for step, loss in state["eval_losses"]]
         self.excluded = list(state["excluded"])
-
-    def save_checkpoint(self, period: int) -> None:
-        checkpoint.save(self.out_dir, period, self.rank, self.island, self.state_dict(), self.groups.world,
-                        writes_latest=self.local_rank == 0)
+        self.world.load_state(state)
 
     # ---------------------------------------------------------------- the end
     def finish(self) -> dict[str, Any] | None:
-        """Stop the exchange thread, gather the trace; rank 0 writes the outputs and returns the summary."""
+        """Stop the exchange thread, gather the trace; the reporting process writes the outputs and
+        returns the summary."""
         self.exchanger.close()
         if self.metrics:
             self.metrics.close()
-        rows_by_rank = self.groups.world.all_gather_object(self.recorder.rows)
-        if self.rank != 0:
-            return None
-        trace, summary = build_summary(self.plan, self.step, island_rows(rows_by_rank, self.plan.ranks_per_island))
-        if self.out_dir:
-            write_outputs(self.out_dir, trace, {"summary": summary, "run": self.run_info()})
-        return summary
+            self.metrics = None
+        return self.world.finish()
 
     def run_info(self) -> dict[str, Any]:
         plan = self.plan

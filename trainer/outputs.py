@@ -14,7 +14,7 @@ from pathlib import Path
 from islands.errors import UserError
 
 from .checkpoint import FOLDER as CHECKPOINTS
-from .elastic import ROWS_FOLDER
+from .elastic_rows import ROWS_FOLDER
 from .tracing import TRACE_FILE
 
 RUN_FILES = ("summary.json", "run.json", "churn.json", TRACE_FILE, "metrics.jsonl")

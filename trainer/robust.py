@@ -23,6 +23,7 @@ import torch
 
 from .comm import Group
 from .quantize import decode, encode, padded_length
+NORM_CHUNK_VALUES = 1 << 16
 NOT_FINITE = "NaN or Inf in the pseudo-gradient"
 JOINING = "joining: it holds no state yet and only receives the average"
 
@@ -53,9 +54,17 @@ def contribution_stats(delta: torch.Tensor, contributes: bool = True) -> torch.T
     numbers islands share (a joiner that has no state yet contributes nothing, ``joining.py``)."""
     if not contributes:
         return torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64, device=delta.device)
-    finite = bool(torch.isfinite(delta).all())
-    norm = torch.linalg.vector_norm(delta.double()).item() if finite else 0.0
+    squares = sum_of_squares(delta)
+    finite = math.isfinite(squares)
+    norm = math.sqrt(squares) if finite else 0.0
     return torch.tensor([1.0 if finite else 0.0, norm, 1.0], dtype=torch.float64, device=delta.device)
+
+
+def sum_of_squares(x: torch.Tensor) -> float:
+    """Sum of the squares of ``x``'s values in fp64, ``NORM_CHUNK_VALUES`` at a time: no fp64 copy of
+    the whole tensor (one the size of a fragment would cost fresh pages at every exchange). Not finite
+    exactly when a value is not: a finite fp32 value squares to at most 1.2e77 in fp64."""
+    return sum(chunk.double().square().sum().item() for chunk in x.detach().flatten().split(NORM_CHUNK_VALUES))
 
 
 def screen(stats: list[torch.Tensor], norm_factor: float) -> Verdict:

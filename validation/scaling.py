@@ -51,7 +51,7 @@ MIN_DETECTION_S = 0.5
 # makes; it must outlast the longest legitimate wait in a collective: a state download or a sync.
 # At least the trainer's default; longer when one scaled outer step (compute and sync) takes longer.
 MIN_COLLECTIVE_TIMEOUT_S = 10.0
-# What the leader's snapshot (``ElasticTrainer.state_payload``, ``trainer/joining.py``) sends a joiner
+# What the leader's snapshot (``ElasticWorld.state_payload``, ``trainer/joining.py``) sends a joiner
 # per exchanged value: the fp32 global weights and the outer optimizer's fp32 momentum (the simulator
 # downloads parameters * bytes_per_param).
 JOIN_STATE_BYTES_PER_VALUE = 8

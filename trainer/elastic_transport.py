@@ -1,0 +1,86 @@
+"""How an elastic run's exchanges travel (``diloco.Transport``): through the membership, on the
+exchange thread, with the votes and admissions of ``membership.py`` and the leader's word to its
+followers (``elastic.ElasticWorld.shared``)."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from typing import Callable, TypeVar
+
+import torch
+
+from islands.schedules import SyncPoint
+
+from .faults import kill_point
+from .membership import Membership
+from .sync import Exchange, Exchanger
+
+T = TypeVar("T")
+
+
+class ElasticTransport:
+    """The exchanges of an elastic run (``diloco.Transport``): each one runs on the exchange thread
+    through ``Membership.run``, so a death re-forms the group and redoes it among the survivors while
+    the training thread goes on. In an island of several ranks only its leader exchanges; the launch
+    and the committed average are the leader's decisions (``ElasticWorld.shared``)."""
+
+    def __init__(self, membership: Membership, exchanger: Exchanger, shared: Callable[[Callable[[], T]], T],
+                 island: int):
+        self.membership = membership
+        self.exchanger = exchanger
+        self.shared = shared
+        self.island = island
+        self.admitted_at: int | None = None  # a passive joiner: the inner step it was admitted at
+
+    def reach(self, step: int) -> None:
+        """A passive joiner waits for the members to reach the launch after inner step ``step``,
+        outside any collective: they may be a whole interval away, longer than the collective timeout
+        (at its admission they are there already)."""
+        if self.admitted_at is None or step == self.admitted_at:
+            return
+        key = self.membership.key("launch")
+        while not self.membership.stopping.is_set():
+            if self.membership.store.check([key]) and int(self.membership.store.get(key).decode()) >= step:
+                return
+            time.sleep(0.02)
+
+    def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> Future | None:
+        """Start the exchange on the exchange thread (the leader's; its followers get None)."""
+        started: list[Future] = []
+
+        def start() -> None:
+            self.admit(step, point, contributes)
+            started.append(self.exchanger.pool.submit(
+                self.membership.run, lambda group: self.exchange_once(delta, contributes)))
+
+        self.shared(start)
+        return started[0] if started else None
+
+    def admit(self, step: int, point: SyncPoint, contributes: bool) -> None:
+        """The first fragment of an outer step first admits the joiners seen so far (no exchange is in
+        flight then: tau < H / P), who take part without contributing. A member publishes the launch
+        step, which passive joiners wait for (``reach``) before they enter the op."""
+        if contributes:
+            self.membership.store.set(self.membership.key("launch"), str(step))
+        if point.fragment == 0 and step != self.admitted_at:
+            self.membership.admit_joiners(contributes, step)
+
+    def exchange_once(self, delta: torch.Tensor, contributes: bool) -> Exchange:
+        kill_point("exchange-screen", self.island)
+        exchange = self.exchanger.exchange(delta, contributes)
+        kill_point("exchange-vote", self.island)
+        return exchange
+
+    def collect(self, point: SyncPoint, handle: Future | None) -> Exchange:
+        """The committed exchange (a follower hears it, and the members it came from: its membership
+        is only the view its leader gives it)."""
+        exchange, members = self.shared(lambda: (handle.result(), self.membership.members))
+        self.membership.members = members
+        return exchange
+
+    def applied(self, point: SyncPoint) -> None:
+        """What the heartbeat publishes: a departure loses the compute since the last applied sync."""
+        progress = self.membership.progress
+        progress.synced_s = self.membership.now_s()
+        progress.outer_step = point.outer_step + 1
