@@ -1,0 +1,80 @@
+"""The elastic world with islands as threads of one process: the real membership (heartbeats, votes,
+epochs, gloo groups, downloads) over an in-memory store (``torch.distributed.HashStore``) instead of
+the launcher's TCPStore. Nothing dies here (``test_trainer_churn.py`` kills processes); these check
+the trainer's side of the membership in seconds: an elastic run without churn computes what a fixed
+run does, and a joiner that downloads while the members train ends with their weights, bit for bit."""
+
+import json
+
+import torch
+import torch.distributed as dist
+
+from islands.scenarios import from_dict
+from islands.trainer.config import make_plan
+from islands.trainer.elastic import ElasticWorld
+from islands.trainer.inprocess import run_threads
+from islands.trainer.loop import Trainer
+from islands.trainer.membership import Membership, Timing
+from test_trainer_loop import TINY, corpus_for, finish_all, global_weights, in_threads, trainers_for
+
+TIMING = Timing(detection_s=2.0, collective_s=30.0)
+
+
+def plan_with(islands, late=0, algorithm="diloco", **schedule):
+    workers = [{"name": "a", "replicas": islands, "step_time_s": 0.01, "bandwidth_gbps": 1.0}]
+    if late:
+        workers.append({"name": "late", "replicas": late, "present": False, "step_time_s": 0.01,
+                        "bandwidth_gbps": 1.0})
+    document = {"name": "tiny", "model": {"parameters": 1e5},
+                "schedule": {"algorithm": algorithm, "outer_steps": 4, "inner_steps": 4, **schedule},
+                "network": {"detection_timeout_s": TIMING.detection_s},
+                "island": workers, "trainer": {**TINY, "elastic": True}}
+    return make_plan(from_dict(document))
+
+
+def elastic_run(plan, out_dir, join_at_s=None):
+    """Every island of ``plan`` as a thread with its own membership on one in-memory store; the
+    islands absent at the start join at ``join_at_s`` (trace seconds). Returns the trainers."""
+    store = dist.HashStore()
+    corpus = corpus_for(plan)
+    present = plan.initial_members()
+
+    def island(rank):
+        membership = Membership(store, store, rank, TIMING)
+        world = ElasticWorld(plan, rank, membership, None if rank in present else join_at_s)
+        trainer = Trainer(plan, rank, world, out_dir=out_dir, corpus=corpus)
+        trainer.run()
+        trainer.summary = trainer.finish()
+        return trainer
+
+    return run_threads(plan.world_size, island, timeout_s=120)
+
+
+def test_an_elastic_run_without_churn_computes_what_a_fixed_run_computes(tmp_path):
+    plan = plan_with(3)
+    elastic = elastic_run(plan, tmp_path / "elastic")
+    fixed = trainers_for(plan)
+    in_threads(fixed, lambda trainer: trainer.run())
+    finish_all(fixed)
+    assert all(torch.equal(global_weights(t), global_weights(fixed[0])) for t in elastic)
+    assert [t.eval_losses for t in elastic] == [fixed[0].eval_losses] * 3
+    summary = json.loads((tmp_path / "elastic" / "summary.json").read_text())
+    assert (summary["leaves"], summary["joins"], summary["lost_compute_s"]) == (0, 0, 0.0)
+    assert summary["syncs"] == plan.scenario.schedule.outer_steps
+
+
+def test_a_joiner_downloads_while_the_members_train_and_ends_with_their_weights(tmp_path):
+    plan = plan_with(3, late=1, algorithm="streaming", fragments=2, overlap_steps=1)
+    trainers = elastic_run(plan, tmp_path / "run", join_at_s=0.0)
+    joiner = trainers[3]
+    assert all(torch.equal(global_weights(t), global_weights(joiner)) for t in trainers[:3])
+    churn = json.loads((tmp_path / "run" / "churn.json").read_text())
+    assert [join["island"] for join in churn["joins"]] == [3] and churn["leaves"] == []
+    assert [epoch["members"] for epoch in churn["epochs"]] == [[0, 1, 2], [0, 1, 2, 3]]
+    rows = [line.split(",") for line in (tmp_path / "run" / "trace.csv").read_text().splitlines()[1:]]
+    download = [r for r in rows if r[2] == "3" and r[4] == "comm" and r[6] == "-1"]
+    parameters = sum(p.numel() for p in joiner.params)
+    assert len(download) == 1 and float(download[0][5]) > 4 * parameters  # fp32 global weights, and more
+    passive = [r for r in rows if r[2] == "3" and r[4] == "comm" and r[6] != "-1"]
+    first_compute_s = min(float(r[0]) for r in rows if r[2] == "3" and r[4] == "compute")
+    assert passive and float(passive[0][0]) < first_compute_s  # in the ring before it computes
