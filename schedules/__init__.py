@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import ALL_GATHER, ALL_REDUCE, GRADIENT, PSEUDO_GRADIENT, Schedule, SyncPoint, SyncStep, collective_of
+from .base import (ALL_GATHER, ALL_REDUCE, AVERAGE, EAGER, GRADIENT, PSEUDO_GRADIENT, Schedule, SyncPoint, SyncStep,
+                   collective_of)
 from .ddp import DDP
 from .diloco import DiLoCo
+from .eager import Eager
 from .streaming import Streaming
 
 if TYPE_CHECKING:
     from islands.scenarios.model import Scenario
 
-SCHEDULES: dict[str, Schedule] = {schedule.name: schedule for schedule in (DDP(), DiLoCo(), Streaming())}
+SCHEDULES: dict[str, Schedule] = {schedule.name: schedule for schedule in (DDP(), DiLoCo(), Streaming(), Eager())}
 
 
 def schedule_of(scenario: Scenario) -> Schedule:
@@ -23,5 +25,5 @@ def schedule_of(scenario: Scenario) -> Schedule:
     return SCHEDULES[scenario.schedule.algorithm]
 
 
-__all__ = ["ALL_GATHER", "ALL_REDUCE", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES", "Schedule", "SyncPoint",
-           "SyncStep", "collective_of", "schedule_of"]
+__all__ = ["ALL_GATHER", "ALL_REDUCE", "AVERAGE", "EAGER", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES", "Schedule",
+           "SyncPoint", "SyncStep", "collective_of", "schedule_of"]

@@ -38,6 +38,8 @@ PSEUDO_GRADIENT = "pseudo-gradient"
 ALL_REDUCE = "all-reduce"
 ALL_GATHER = "all-gather"
 MEAN = "mean"
+AVERAGE = "average"  # the outer step takes the round's average once it has arrived
+EAGER = "eager"      # the outer step at the launch, with the eager proxy (``eager.py``)
 
 
 def collective_of(aggregation: str) -> str:
@@ -75,6 +77,7 @@ class Schedule(ABC):
     exchanged: str = PSEUDO_GRADIENT     # GRADIENT or PSEUDO_GRADIENT
     barriers: tuple[str, ...] = ("wait",)
     reads: tuple[str, ...] = ()          # schedule.* keys it reads besides outer_steps and bits
+    update: str = AVERAGE                # AVERAGE or EAGER: which outer gradient the outer step takes
 
     @abstractmethod
     def sync_steps(self, schedule: ScheduleSpec) -> Iterator[SyncStep]:
@@ -104,6 +107,10 @@ class Schedule(ABC):
     def check(self, schedule: ScheduleSpec) -> tuple[str, str] | None:
         """A rule the schedule's keys break together, as (key, rule); None when they are fine."""
         return None
+
+    def synced_outer_steps(self, schedule: ScheduleSpec) -> int:
+        """Outer steps whose exchanges the run completes (the run is done when the last of them is)."""
+        return schedule.outer_steps
 
     def total_steps(self, schedule: ScheduleSpec) -> int:
         return schedule.outer_steps * self.period_steps(schedule)

@@ -224,7 +224,7 @@ class Simulation:
     def stopped(self, state: WorkerState) -> None:
         """A worker's process ended (schedule done, or departed): the run ends with the last of them."""
         self.running.discard(state.worker.rank)
-        if self.completed_outer == self.scenario.schedule.outer_steps and not self.running:
+        if self.completed_outer == self.schedule.synced_outer_steps(self.scenario.schedule) and not self.running:
             if not self.finished.triggered:
                 self.finished.succeed()
 
@@ -376,7 +376,10 @@ class Simulation:
         trace = to_frame(self.rows)
         links = self.link_table()
         peak_gbps = max(link.peak_bytes_per_s for link in self.all_links()) * BITS_PER_BYTE / BITS_PER_GBIT
-        summary = summarise(trace, self.completed_outer, peak_gbps, self.extra_summary(),
+        schedule = self.scenario.schedule
+        done = self.completed_outer == self.schedule.synced_outer_steps(schedule)
+        summary = summarise(trace, schedule.outer_steps if done else self.completed_outer, peak_gbps,
+                            self.extra_summary(),
                             island_extra=self.island_extra())
         return SimResult(summary=summary, trace=trace, links=links)
 

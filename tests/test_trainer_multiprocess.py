@@ -58,9 +58,13 @@ def test_two_islands_of_two_ranks_train_and_write_every_output(tmp_path):
     assert trace[0] == "time_start_s,time_end_s,worker,island,kind,bytes,fragment,outer_step"
 
 
-def test_resume_reproduces_the_uninterrupted_run_exactly(tmp_path):
-    sets = ["schedule.algorithm=streaming", "schedule.inner_steps=4", "schedule.fragments=2",
-            "schedule.overlap_steps=1", "schedule.outer_steps=3", "schedule.bits=4", "trainer.fragment_alpha=0.5"]
+@pytest.mark.parametrize("schedule", [("schedule.algorithm=streaming", "schedule.overlap_steps=1",
+                                       "trainer.fragment_alpha=0.5"),
+                                      ("schedule.algorithm=eager",)], ids=["streaming", "eager"])
+def test_resume_reproduces_the_uninterrupted_run_exactly(tmp_path, schedule):
+    """Eager has every fragment's exchange in flight at the checkpoint: the resumed run sends again
+    what each island had sent."""
+    sets = [*schedule, "schedule.inner_steps=4", "schedule.fragments=2", "schedule.outer_steps=3", "schedule.bits=4"]
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     train(whole, sets=sets)
     train(parts, "--stop-after", "1", sets=sets)

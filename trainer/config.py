@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from islands.errors import UserError
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.trainer_keys import TrainerSpec
-from islands.schedules import GRADIENT, Schedule, SyncPoint, schedule_of
+from islands.schedules import AVERAGE, GRADIENT, Schedule, SyncPoint, schedule_of
 
 
 @dataclass(frozen=True)
@@ -172,6 +172,10 @@ def check_elastic(plan: RunPlan) -> None:
     """Churn (events, present = false, trainer.elastic) runs DiLoCo or Streaming DiLoCo; an island of
     several ranks leaves and joins as a whole."""
     source = plan.scenario.source
+    if plan.schedule.update != AVERAGE:
+        raise UserError(f"{source}: schedule.algorithm = \"{plan.algorithm}\": under {plan.schedule.label} every "
+                        f"island holds its own global weights, so islands that leave and join (churn, "
+                        f"trainer.elastic) would have no one state to download")
     if plan.syncs_gradient:
         raise UserError(f"{source}: schedule.algorithm = \"{plan.algorithm}\": islands that leave and join "
                         f"(churn, trainer.elastic) train a schedule that exchanges pseudo-gradients (one that "

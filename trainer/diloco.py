@@ -22,11 +22,12 @@ each average instead of applying it (``kept``), to replay them onto its snapshot
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import asdict
 from typing import Any, Callable, NamedTuple, Protocol
 
 import torch
 
-from islands.schedules import SyncPoint
+from islands.schedules import AVERAGE, EAGER, SyncPoint
 
 from .faults import poisoned
 from .outer import Fragment
@@ -92,12 +93,12 @@ class FragmentSync:
             delta, contributes = torch.zeros(self.fragment.numel), False
         else:
             delta, contributes = poisoned(self.fragment.pseudo_gradient(), diloco.island, point.outer_step), True
-        diloco.pending[point.outer_step, point.fragment] = diloco.transport.launch(step, point, delta, contributes)
+        diloco.launch(step, point, delta, contributes)
 
     def perform(self, diloco: DiLoCo, point: SyncPoint, arrived_s: float) -> Synced:
         """Wait for the exchange, then the outer step and the merge (a passive member keeps the mean)."""
         key = (point.outer_step, point.fragment)
-        exchange = diloco.transport.collect(point, diloco.pending.pop(key))
+        exchange = diloco.collect(point)
         synced = Synced(point, exchange, arrived_s, diloco.now())
         if diloco.passive:
             diloco.kept[key] = exchange.mean
@@ -107,6 +108,45 @@ class FragmentSync:
         return synced
 
 
+class EagerFragmentSync(FragmentSync):
+    """One fragment under eager updates (``schedules/eager.py``, Kale et al. 2025, arXiv:2502.12996):
+    the outer step of round t is taken at round t's launch with the proxy
+    mean(t-1) + (Delta_m(t) - Delta_m(t-1)) / M, this worker's fresh delta standing in for the round
+    in flight; the exchange that arrives there is round t-1's. Round 0 steps with Delta_m(0) / M; the
+    last round, not exchanged, steps when round T-2's average arrives. The worker's own previous
+    delta is the fragment's ``own_delta`` (kept in checkpoints)."""
+
+    def __init__(self, fragment: Fragment):
+        super().__init__(fragment)
+        self.fresh: torch.Tensor | None = None  # the delta launched at this step, for this step's perform
+
+    def prepare(self, diloco: DiLoCo, step: int, point: SyncPoint) -> None:
+        super().prepare(diloco, step, point)
+        fresh = self.fragment.pseudo_gradient()
+        if self.fragment.own_delta is None:  # round 0: no average will arrive at this step
+            self.step_with(fresh / diloco.members(), diloco.alpha, fresh)
+        else:
+            self.fresh = fresh
+
+    def perform(self, diloco: DiLoCo, point: SyncPoint, arrived_s: float) -> Synced:
+        """Wait for round t-1's average, then the outer step with the eager proxy."""
+        exchange = diloco.collect(point)
+        synced = Synced(point, exchange, arrived_s, diloco.now())
+        fresh = self.fresh if self.fresh is not None else self.fragment.pseudo_gradient()
+        self.fresh = None
+        self.step_with(exchange.mean + (fresh - self.fragment.own_delta) / max(1, exchange.verdict.count),
+                       diloco.alpha, fresh)
+        diloco.transport.applied(point)
+        return synced
+
+    def step_with(self, outer_gradient: torch.Tensor, alpha: float, own: torch.Tensor) -> None:
+        self.fragment.own_delta = own
+        self.fragment.apply(outer_gradient, alpha)
+
+
+FRAGMENT_SYNCS: dict[str, type[FragmentSync]] = {AVERAGE: FragmentSync, EAGER: EagerFragmentSync}
+
+
 class DiLoCo:
     """The outer loop of DiLoCo / Streaming DiLoCo for one member: the fragments, the schedule's
     launches and applies by inner step, the exchanges in flight and the transport. The inner
@@ -114,19 +154,46 @@ class DiLoCo:
 
     def __init__(self, optimizer: torch.optim.Optimizer, fragments: list[Fragment], transport: Transport, *,
                  schedule: tuple[dict[int, list[SyncPoint]], dict[int, list[SyncPoint]]], alpha: float,
-                 island: int, now: Callable[[], float]):
+                 island: int, now: Callable[[], float], update: str = AVERAGE,
+                 members: Callable[[], int] = lambda: 1):
         """``schedule``: (launches, applies) by inner step (``config.sync_plan``); ``alpha``: the merge's
-        mixing; ``island``: this member's (for the fault hook); ``now``: trace seconds."""
+        mixing; ``island``: this member's (for the fault hook); ``now``: trace seconds; ``update``:
+        the schedule's outer update rule (``Schedule.update``); ``members``: how many islands
+        exchange now (the eager rule's M before any average has arrived)."""
         self.optimizer = optimizer
         self.fragments = fragments
-        self.syncs = [FragmentSync(fragment) for fragment in fragments]
+        self.syncs = [FRAGMENT_SYNCS[update](fragment) for fragment in fragments]
+        self.members = members
         self.transport = transport
         self.launches, self.applies = schedule
         self.alpha = alpha
         self.island = island
         self.now = now
         self.pending: dict[tuple[int, int], Any] = {}  # exchanges in flight by (outer step, fragment)
+        self.sent: dict[tuple[int, int], tuple[int, SyncPoint, torch.Tensor, bool]] = {}  # what they carry
         self.kept: dict[tuple[int, int], torch.Tensor] | None = None  # a passive member's averages
+
+    def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> None:
+        key = (point.outer_step, point.fragment)
+        self.sent[key] = (step, point, delta, contributes)
+        self.pending[key] = self.transport.launch(step, point, delta, contributes)
+
+    def collect(self, point: SyncPoint) -> Exchange:
+        key = (point.outer_step, point.fragment)
+        del self.sent[key]
+        return self.transport.collect(point, self.pending.pop(key))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The exchanges in flight (a schedule whose exchanges span period ends, eager updates): what
+        this member sent, so that a resumed run sends it again."""
+        return {"in_flight": [{"step": step, "point": asdict(point), "delta": delta, "contributes": contributes}
+                              for step, point, delta, contributes in self.sent.values()]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Launch again, in their order, the exchanges that were in flight at the checkpoint (every
+        member resumes from the same one)."""
+        for sent in state.get("in_flight", []):
+            self.launch(sent["step"], SyncPoint(**sent["point"]), sent["delta"], sent["contributes"])
 
     @property
     def passive(self) -> bool:

@@ -121,7 +121,7 @@ class Trainer:
         self.diloco = None if plan.syncs_gradient else DiLoCo(
             self.optimizer, build_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule, spec),
             self.world.transport(self.exchanger), schedule=sync_plan(plan), alpha=plan.alpha, island=self.island,
-            now=self.clock.now)
+            now=self.clock.now, update=plan.schedule.update, members=lambda: len(self.world.members()))
         if state:
             self.load_state(state)
 
@@ -381,6 +381,7 @@ class Trainer:
             "fingerprint": self.plan.fingerprint(), "world_size": self.plan.world_size, "rank": self.rank,
             "step": self.step, "model": self.model.state_dict(), "inner_optimizer": self.optimizer.state_dict(),
             "fragments": [fragment.state_dict() for fragment in self.fragments],
+            "diloco": self.diloco.state_dict() if self.diloco else {},
             "sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state(),
             "clock_s": self.clock.now(), "trace_rows": [list(row) for row in self.recorder.rows],
             "eval_losses": [list(pair) for pair in self.eval_losses], "excluded": self.excluded,
@@ -393,6 +394,8 @@ class Trainer:
         self.optimizer.load_state_dict(state["inner_optimizer"])
         for fragment, saved in zip(self.fragments, state["fragments"]):
             fragment.load_state_dict(saved)
+        if self.diloco:
+            self.diloco.load_state_dict(state.get("diloco", {}))
         self.sampler.load_state_dict(state["sampler"])
         torch.set_rng_state(state["torch_rng"])
         self.eval_losses = [(int(step), float(loss)) for step, loss in state["eval_losses"]]

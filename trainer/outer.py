@@ -59,6 +59,7 @@ class Fragment:
         self.global_params = [p.detach().float().clone() for p in params]
         self.optimizer = make_outer_optimizer(self.global_params, spec)
         self.applied = 0
+        self.own_delta: torch.Tensor | None = None  # eager updates: this island's last delta
 
     @property
     def numel(self) -> int:
@@ -92,7 +93,7 @@ class Fragment:
 
     def state_dict(self) -> dict:
         return {"global": [g.detach().clone() for g in self.global_params],
-                "optimizer": self.optimizer.state_dict(), "applied": self.applied}
+                "optimizer": self.optimizer.state_dict(), "applied": self.applied, "own_delta": self.own_delta}
 
     def load_state_dict(self, state: dict) -> None:
         with torch.no_grad():
@@ -100,6 +101,7 @@ class Fragment:
                 g.copy_(saved)
         self.optimizer.load_state_dict(state["optimizer"])
         self.applied = state["applied"]
+        self.own_delta = state.get("own_delta")
 
 
 def build_fragments(model: nn.Module, n_layer: int, fragments: int, schedule: Schedule,

@@ -39,6 +39,7 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BITS_PER_MBIT, MS_PER_S
 MIN_BITS_PER_S = 5e6
 MAX_BITS_PER_S = 500e6
 MIN_OUTER_STEPS = 2
+PROBE_OUTER_STEPS = 2  # the simulated run that times one outer step
 MODEL_PARAMETERS = 2.5e6  # about 30 ms of forward, backward and AdamW per step on one core here
 WIDTH_STEP = 32
 TRAINER = {"n_head": 4, "block_size": 16, "batch_size": 1, "corpus_bytes": 200_000,
@@ -220,8 +221,8 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     document = {
         "name": f"{scenario.name}-scaled", "seed": scenario.seed,
         "model": model_entry(layer_values, embedding_values, payload_bytes, schedule.bits),
-        "schedule": {"algorithm": schedule.algorithm, "inner_steps": h, "outer_steps": 1, "fragments": p,
-                     "overlap_steps": tau, "bits": schedule.bits},
+        "schedule": {"algorithm": schedule.algorithm, "inner_steps": h, "outer_steps": PROBE_OUTER_STEPS,
+                     "fragments": p, "overlap_steps": tau, "bits": schedule.bits},
         "trainer": {**TRAINER, "n_layer": n_layers(p), "n_embd": width(n_layers(p)), "pace_islands": options.pace},
         "island": islands,
     }
@@ -258,8 +259,8 @@ def add_churn(case: ScaledCase, workers: list[Worker], one_outer_s: float) -> No
 
 def fitting_outer_steps(case: ScaledCase, schedule: Any, target_wall_s: float) -> tuple[int, float]:
     """As many outer steps (DDP: steps) as the simulator says fit in ``target_wall_s``, and the
-    seconds of one."""
-    one_s = simulate(case.scenario()).summary["wall_time_s"]
+    seconds of one: the mean over ``PROBE_OUTER_STEPS`` (eager updates need two to exchange at all)."""
+    one_s = simulate(case.scenario()).summary["wall_time_s"] / PROBE_OUTER_STEPS
     fitting = max(MIN_OUTER_STEPS, math.floor(target_wall_s / one_s))
     return min(schedule.outer_steps, fitting), one_s
 
