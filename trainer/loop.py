@@ -111,12 +111,10 @@ class Trainer:
         self.metrics: MetricsLog | None = None
         self.paced_from_s, self.paced_steps = math.nan, 0
         state = self.verified_resume(resume_dir) if resume_dir else None
-        groups = self.groups
-        warm_up(sum(p.numel() for p in self.params), plan.islands, groups.intra_sync, plan.scenario.schedule.bits,
-                aggregation_rule(plan), device)
+        groups, bits, rule = self.groups, plan.scenario.schedule.bits, aggregation_rule(plan)
+        warm_up(sum(p.numel() for p in self.params), plan.islands, groups.intra_sync, bits, rule, device)
         self.start_clock(state)
-        self.exchanger = Exchanger(groups.cross, groups.intra_sync, plan.scenario.schedule.bits, self.clock,
-                                   aggregation_rule(plan))
+        self.exchanger = Exchanger(groups.cross, groups.intra_sync, bits, self.clock, rule)
         self.excluded: list[dict[str, Any]] = []
         self.diloco = None if plan.syncs_gradient else DiLoCo(
             self.optimizer, build_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule, spec),

@@ -96,12 +96,12 @@ class Exchanger:
 
 def warm_up(values: int, members: int, intra: Group | None, bits: int, rule: AggregationRule,
             device: torch.device | str) -> None:
-    """Run the exchange path once, before the clock starts, on zeros of ``values`` values (the
-    largest tensor the run exchanges) among ``members`` members that echo this one (``comm.Echo``):
-    no byte moves, but the first exchange of the run no longer pays the one-off costs of its first
-    large buffers and first kernel calls. Measured: about 50 ms of CPU for 0.6M int8 values, a quarter
-    of a sync at the validation's scale; a long run amortises them, a short validated one showed them
-    as a first sync 15-35% slower than the rest."""
+    """Run the exchange path once, before the clock starts, on zeros of ``values`` values (the whole
+    model: no exchange is larger) among ``members`` members that echo this one (``comm.Echo``): no
+    byte moves, but the first exchange of the run no longer pays the one-off CPU costs of its first
+    large buffers and first kernel calls (measured: about 50 ms for 0.6M int8 values, a quarter of a
+    sync at the validation's scale). What a first exchange still pays on fresh TCP connections is
+    not warmed up here."""
     echo_intra = Echo(intra.size) if intra is not None else None
     exchanger = Exchanger(Echo(members), echo_intra, bits, Clock(), rule)
     exchanger.exchange(torch.zeros(values, device=device))
