@@ -17,7 +17,7 @@ from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS, render
 
 from .plot_style import schedule_label
-from .scenario_source import ALGORITHMS, ScenarioSource
+from .scenario_source import ScenarioSource, Variants
 from .units import count_text
 
 
@@ -26,14 +26,14 @@ def intervals_of(scenario: Scenario) -> int:
     return math.ceil(schedule_of(scenario).total_steps(scenario.schedule) / scenario.schedule.inner_steps)
 
 
-def equal_work_schedules(source: ScenarioSource) -> dict[str, Scenario]:
+def equal_work_schedules(source: ScenarioSource) -> Variants:
     """The scenario once per schedule, each computing H x intervals inner steps per worker (in
-    outer steps of the schedule's own period: H for the DiLoCo family, one step for DDP)."""
+    outer steps of the schedule's own period: H for the DiLoCo family, one step for DDP); the
+    schedules that cannot run that work (eager updates in a single interval) are left out, with why."""
     base = source.scenario
     steps = intervals_of(base) * base.schedule.inner_steps
-    return {algorithm: source.variant(f"schedule.algorithm={algorithm}",
-                                      f"schedule.outer_steps={math.ceil(steps / period_steps(base, algorithm))}")
-            for algorithm in ALGORITHMS}
+    return source.schedules(
+        lambda algorithm: (f"schedule.outer_steps={math.ceil(steps / period_steps(base, algorithm))}",))
 
 
 def period_steps(scenario: Scenario, algorithm: str) -> int:
@@ -43,7 +43,12 @@ def period_steps(scenario: Scenario, algorithm: str) -> int:
 
 def simulate_schedules(source: ScenarioSource) -> dict[str, SimResult]:
     """One run per schedule at equal work (see ``equal_work_schedules``), in a fixed order."""
-    return {algorithm: simulate(scenario) for algorithm, scenario in equal_work_schedules(source).items()}
+    return {algorithm: simulate(scenario) for algorithm, scenario in equal_work_schedules(source).scenarios.items()}
+
+
+def left_out_notes(source: ScenarioSource) -> list[str]:
+    """One line per schedule that ``simulate_schedules`` leaves out, and why."""
+    return equal_work_schedules(source).notes()
 
 
 def work_line(summaries: Mapping[str, Mapping[str, Any]], tokens_per_step: float | None = None) -> str:

@@ -3,7 +3,7 @@
 For a target compute utilisation it finds
 
 * the least bandwidth per island (every island's access link at the same rate) that reaches it under
-  DDP, DiLoCo and Streaming DiLoCo at the scenario's H, P and tau, for a row of targets;
+  every schedule at the scenario's H, P and tau, for a row of targets;
 * the smallest H that reaches it at the scenario's own bandwidth (DiLoCo, Streaming);
 * the fragment count P and wire precision that need the least peak bandwidth at the scenario's H
   and tau. In the simulator a link runs at its full rate whenever a transfer is on it, so the peak
@@ -28,7 +28,7 @@ from islands.schedules import SCHEDULES
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
-from .scenario_source import ALGORITHMS, ScenarioSource, as_source
+from .scenario_source import ScenarioSource, as_source
 from .search import RELATIVE_TOLERANCE, Answer, least_bandwidth, least_inner_steps, measure
 
 DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
@@ -63,6 +63,7 @@ class Plan:
     inner_steps: dict[str, Answer]                     # schedule -> smallest H at the scenario's bandwidth
     fragments: dict[tuple[int, int], Answer] = field(default_factory=dict)  # (P, bits) -> least Gbit/s
     now_cut_short: dict[str, str] = field(default_factory=dict)  # schedule -> why its run has no utilisation
+    left_out: list[str] = field(default_factory=list)  # one line per schedule the scenario cannot run
 
     @property
     def runs(self) -> int:
@@ -99,15 +100,15 @@ def fragment_candidates(scenario: Scenario) -> list[tuple[int, int]]:
     return [(p, b) for p in counts for b in bits]
 
 
-def questions(scenario: Scenario, target: float, targets: Sequence[float], fragments: bool,
-              seeds: tuple[int, ...]) -> list[tuple[tuple, Question]]:
-    """Every search the plan needs, each with the key its answer is filed under."""
+def questions(scenario: Scenario, algorithms: Sequence[str], target: float, targets: Sequence[float],
+              fragments: bool, seeds: tuple[int, ...]) -> list[tuple[tuple, Question]]:
+    """Every search the plan needs for ``algorithms``, each with the key its answer is filed under."""
     found: list[tuple[tuple, Question]] = []
-    for algorithm in ALGORITHMS:
+    for algorithm in algorithms:
         for goal in targets:
             found.append((("bandwidth", algorithm, goal),
                           Question("bandwidth", goal, (f"schedule.algorithm={algorithm}",), seeds)))
-    for algorithm in H_SCHEDULES:
+    for algorithm in (name for name in H_SCHEDULES if name in algorithms):
         found.append((("inner_steps", algorithm),
                       Question("inner_steps", target, (f"schedule.algorithm={algorithm}",), seeds)))
     if fragments:
@@ -135,17 +136,18 @@ def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
     goals = tuple(sorted({check_target(t) for t in targets} | {target}))
     if seeds < 1:
         raise UserError(f"--seeds must be >= 1 (got {seeds})")
-    for variant in source.schedules().values():  # fail here, in one line, not in a worker
+    variants = source.schedules()
+    for variant in variants.scenarios.values():  # fail here, in one line, not in a worker
         guard(variant, max_events)
-    base = source.scenario
+    base, algorithms = source.scenario, tuple(variants.scenarios)
     seed_list = tuple(range(base.seed, base.seed + seeds)) if seeds > 1 else ()
-    asked = questions(base, target, goals, fragments, seed_list)
+    asked = questions(base, algorithms, target, goals, fragments and "streaming" in algorithms, seed_list)
     answers = run_tasks(answer, [(source, q) for _, q in asked], executor=executor, jobs=jobs, progress=progress)
-    now = {a: measure(source, f"schedule.algorithm={a}", seeds=seed_list) for a in ALGORITHMS}
+    now = {a: measure(source, f"schedule.algorithm={a}", seeds=seed_list) for a in algorithms}
     plan = Plan(scenario=base, target=target, targets=goals, seeds=seeds,
                 now={a: found.utilisation for a, found in now.items()},
                 now_cut_short={a: found.incomplete_reason for a, found in now.items() if found.incomplete_reason},
-                bandwidth={a: {} for a in ALGORITHMS}, inner_steps={})
+                bandwidth={a: {} for a in algorithms}, inner_steps={}, left_out=variants.notes())
     for (kind, *key), found in zip((k for k, _ in asked), answers):
         if kind == "bandwidth":
             plan.bandwidth[key[0]][key[1]] = found
@@ -174,4 +176,5 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "fragments_bits_gbps": [{"fragments": p, "bits": b, **entry(found)} for (p, b), found in plan.fragments.items()],
         "best_fragments_bits": None if best is None else {"fragments": best[0], "bits": best[1]},
         "runs": plan.runs,
+        "schedules_left_out": plan.left_out,
     }

@@ -69,6 +69,7 @@ def bandwidth_table(plan: Plan) -> Table:
                      "the utilisation")
     notes += [f"{CUT_SHORT} ({schedule_with_keys(plan, a)}): {reason}" for a, reason in plan.now_cut_short.items()]
     notes += cut_short_note([found for row in plan.bandwidth.values() for found in row.values()])
+    notes += plan.left_out
     return Table("Bandwidth per island needed for each compute utilisation (every island's link at that rate)",
                  header, rows, notes)
 

@@ -17,7 +17,7 @@ from islands.io import output_format, write_text
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS
 
-from .compare import simulate_schedules, work_line
+from .compare import left_out_notes, simulate_schedules, work_line
 from .parallel import Progress
 from .plan import DEFAULT_TARGETS, make_plan
 from .plan_tables import Table, headline, plan_tables
@@ -131,7 +131,7 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
                      f"P={base.schedule.fragments}, tau={base.schedule.overlap_steps}, "
                      f"{base.schedule.outer_steps} outer steps (DDP: steps).")),
         section("Summary under each schedule", note(work_line(summaries, base.model.tokens_per_step)),
-                summary_table(summaries), note(headline(plan))),
+                summary_table(summaries), *(note(line) for line in left_out_notes(source)), note(headline(plan))),
         section("Bandwidth over time", image(bandwidth_figure(results, base), "bandwidth over time"),
                 note("One worker's uplink under each schedule: DDP sends every step, DiLoCo one burst per "
                      "outer interval, Streaming DiLoCo one fragment at a time while compute goes on.")),

@@ -12,9 +12,9 @@ import copy
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from islands.scenarios import Scenario, from_dict, load, resolve
+from islands.scenarios import Scenario, ScenarioError, from_dict, load, resolve
 from islands.schedules import SCHEDULES
 from islands.simulator import DEFAULT_MAX_EVENTS
 
@@ -64,9 +64,33 @@ class ScenarioSource:
         overrides = tuple(o for o in self.overrides if not o.split("=", 1)[0].strip().endswith(directions))
         return replace(self, document=document, overrides=overrides)
 
-    def schedules(self) -> dict[str, Scenario]:
-        """The scenario once per schedule (DDP reads ``outer_steps`` as its number of steps)."""
-        return {algorithm: self.variant(f"schedule.algorithm={algorithm}") for algorithm in ALGORITHMS}
+    def schedules(self, overrides_of: Callable[[str], Iterable[str]] = lambda algorithm: ()) -> "Variants":
+        """The scenario once per schedule, with ``overrides_of(algorithm)`` on top (DDP reads
+        ``outer_steps`` as its number of steps). A schedule whose own rules refuse the scenario (eager
+        updates need two outer steps) is left out with the loader's reason; if every schedule refuses
+        it, the first refusal is raised."""
+        scenarios: dict[str, Scenario] = {}
+        refused: dict[str, ScenarioError] = {}
+        for algorithm in ALGORITHMS:
+            try:
+                scenarios[algorithm] = self.variant(f"schedule.algorithm={algorithm}", *overrides_of(algorithm))
+            except ScenarioError as error:
+                refused[algorithm] = error
+        if not scenarios:
+            raise next(iter(refused.values()))
+        return Variants(scenarios, {algorithm: f"{error.key}: {error.rule}" for algorithm, error in refused.items()})
+
+
+@dataclass(frozen=True)
+class Variants:
+    """The scenario once per schedule that can run it, and why each other schedule cannot."""
+
+    scenarios: dict[str, Scenario]
+    refused: dict[str, str]  # schedule -> "KEY: RULE"
+
+    def notes(self) -> list[str]:
+        """One line per schedule left out, for every table and figure that compares schedules."""
+        return [f"{SCHEDULES[algorithm].label} not run: {reason}" for algorithm, reason in self.refused.items()]
 
 
 def as_source(scenario: "str | Path | ScenarioSource", overrides: Iterable[str] = ()) -> ScenarioSource:

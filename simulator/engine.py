@@ -81,6 +81,7 @@ class WorkerState:
     position_at_apply: float = 0.0
     merged_steps: float = 0.0
     late: PendingCollective | None = None  # deadline barrier: the sync it missed
+    exchanging: PendingCollective | None = None  # its latest exchange: the next one starts after it
 
 
 def sync_actions(points: Iterable[SyncPoint], first_outer: int = 0) -> Iterator[tuple[object, SyncPoint]]:
@@ -191,6 +192,7 @@ class Simulation:
         position = first_outer * self.schedule.period_steps(self.scenario.schedule) * state.steps_scale
         state.position_at_apply = position
         state.unsynced_compute_s = 0.0
+        state.exchanging = None
         self.running.add(state.worker.rank)
         state.process = self.env.process(self.worker_process(state, first_outer, position))
 
@@ -258,13 +260,24 @@ class Simulation:
             self.churn.enlist(collective)
         collective.expected.add(state.worker.rank)
         work_s = self.scenario.network.exchange_cpu_s_per_value * point.values
-        if work_s > 0:
+        previous, state.exchanging = state.exchanging, collective
+        if previous is not None and not previous.done.triggered:
             process = state.process
+            previous.done.callbacks.append(lambda _event: self.prepare(state, process, collective, work_s))
+        else:
+            self.prepare(state, state.process, collective, work_s)
+        return collective
+
+    def prepare(self, state: WorkerState, process: simpy.Process | None, collective: PendingCollective,
+                work_s: float) -> None:
+        """The worker's exchange thread takes up ``collective``: its exchanges run one at a time, in
+        launch order, as the trainer's single exchange thread runs them. It screens and encodes the
+        tensor (``work_s``), then arrives."""
+        if work_s > 0:
             worked = self.env.timeout(work_s)
             worked.callbacks.append(lambda _event: self.arrive_after_work(state, process, collective))
         else:
-            self.arrive(state, collective)
-        return collective
+            self.arrive_after_work(state, process, collective)
 
     def arrive(self, state: WorkerState, collective: PendingCollective) -> None:
         """The worker's tensor is ready: it is in the collective, which starts with the last one in."""

@@ -120,6 +120,14 @@ def test_plan_has_each_schedule_at_each_target(plan):
     assert plan.inner_steps["diloco"].value == 3547
 
 
+def test_a_schedule_the_scenario_cannot_run_is_named_in_the_plan_not_searched(plan):
+    # one outer step: eager updates apply a round's average one outer step later, so they need two
+    assert "eager" not in plan.bandwidth and "eager" not in plan.now
+    reason = "Eager DiLoCo not run: schedule.outer_steps: eager needs at least 2"
+    assert plan.left_out[0].startswith(reason)
+    assert reason in plan_tables(plan)[0].text()
+
+
 def test_halving_the_bits_halves_the_bandwidth_and_the_best_is_most_fragments_fewest_bits(plan):
     # P must divide 500 with 500 / P > 20: 1, 2, 4, 5, 10, 20; bits at most the model's 16.
     assert sorted({p for p, _ in plan.fragments}) == [1, 2, 4, 5, 10, 20]

@@ -41,7 +41,7 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.compare import schedule_table, simulate_schedules, work_line
+    from islands.analysis.compare import left_out_notes, schedule_table, simulate_schedules, work_line
     from islands.analysis.demo import demo_outputs
     from islands.analysis.scenario_source import ScenarioSource
 
@@ -54,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
     summaries = {name: result.summary for name, result in results.items()}
     print(work_line(summaries, scenario.model.tokens_per_step))
     print(schedule_table(summaries))
+    for line in left_out_notes(source):
+        print(line)
     ddp, diloco = summaries["ddp"], summaries["diloco"]
     print()
     print(f"DDP moves {ddp['bytes_per_worker'] / ddp['outer_steps'] / BYTES_PER_GB:.3g} GB per worker per step: "

@@ -54,7 +54,7 @@ def check_kind(kind: str) -> None:
 
 
 def figure_for(args: argparse.Namespace, size_px: tuple[int, int]):
-    from islands.analysis.compare import simulate_schedules
+    from islands.analysis.compare import left_out_notes, simulate_schedules
     from islands.analysis.plot_bandwidth import bandwidth_figure
     from islands.analysis.plot_breakdown import breakdown_figure
     from islands.analysis.plot_heatmap import heatmap_figure
@@ -74,6 +74,8 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int]):
         max_workers = None if args.all_workers else MAX_WORKERS_SHOWN
         return timeline_figure(simulate(scenario).trace, scenario, intervals, size_px, max_workers)
     results = simulate_schedules(source)
+    for line in left_out_notes(source):
+        print(line, file=sys.stderr)
     if args.kind == "bandwidth":
         return bandwidth_figure(results, scenario, args.worker, args.direction, size_px)
     return breakdown_figure({name: result.summary for name, result in results.items()}, scenario.name, size_px)
