@@ -22,11 +22,13 @@ def gbps(byte_count: float, seconds: float) -> float:
     return byte_count * BITS_PER_BYTE / BITS_PER_GBIT / seconds if seconds > 0 else 0.0
 
 
-def sync_durations(trace: pd.DataFrame) -> pd.Series:
+def sync_durations(trace: pd.DataFrame, per_worker: bool = False) -> pd.Series:
     """Duration of each collective, indexed by (outer_step, fragment): first start to last end.
-    Comm rows without a fragment (weight downloads of joiners and late workers) are not syncs."""
+    Comm rows without a fragment (weight downloads of joiners and late workers) are not syncs.
+    ``per_worker``: each worker's exchange on its own (learners on their own clocks, whose outer
+    steps do not line up), indexed by (outer_step, fragment, worker)."""
     comm = trace[(trace["kind"] == "comm") & (trace["fragment"] != NO_FRAGMENT)]
-    grouped = comm.groupby(["outer_step", "fragment"])
+    grouped = comm.groupby(["outer_step", "fragment", *(["worker"] if per_worker else [])])
     return grouped["time_end_s"].max() - grouped["time_start_s"].min()
 
 
@@ -101,10 +103,11 @@ def utilisations(workers: pd.DataFrame, wall_time_s: float) -> tuple[float, floa
 
 def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float | None = None,
               extra: dict[str, Any] | None = None,
-              island_extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+              island_extra: dict[str, dict[str, Any]] | None = None, syncs_per_worker: bool = False) -> dict[str, Any]:
     """The summary of a run from its trace.
 
-    compute_utilisation = total compute seconds / sum over workers of seconds present
+    compute_utilisation = total compute seconds / sum over workers of seconds present; goodput (where
+    ``extra`` gives ``useful_chip_s`` and ``chips``, see ``goodput``);
     (compute_utilisation_run: over workers * wall time, which counts absent workers as unused);
     avg_bandwidth_gbps = bytes_per_worker * 8 / wall_time_s; bandwidth_needed_gbps =
     bytes_per_worker * 8 / compute seconds per worker (the average rate the schedule needs to keep
@@ -122,7 +125,7 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
     wall_time_s = float(trace["time_end_s"].max() - trace["time_start_s"].min()) if len(trace) else 0.0
     compute_s = mean_or_zero(workers["compute"])
     bytes_per_worker = mean_or_zero(workers["bytes_sent"])
-    durations = sync_durations(trace)
+    durations = sync_durations(trace, syncs_per_worker)
     if peak_bandwidth_gbps is None:
         comm = trace[(trace["kind"] == "comm") & (trace["time_end_s"] > trace["time_start_s"])]
         rates = comm["bytes"] * BITS_PER_BYTE / BITS_PER_GBIT / (comm["time_end_s"] - comm["time_start_s"])
@@ -148,4 +151,13 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
         "islands": island_rows(workers, island_extra or {}, reason is None),
     }
     summary.update(extra)
+    if "useful_chip_s" in extra:
+        summary["goodput"] = goodput(extra["useful_chip_s"], extra["chips"], wall_time_s) if reason is None else None
     return summary
+
+
+def goodput(useful_chip_s: float, chips: int, wall_time_s: float) -> float:
+    """Useful compute over (wall time x chips): the chip-seconds whose work reached the global model
+    (merged inner steps x step time x chips, per worker) over every chip of the fleet for the whole
+    run, present or failed."""
+    return useful_chip_s / (wall_time_s * chips) if wall_time_s > 0 and chips > 0 else 0.0

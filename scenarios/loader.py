@@ -18,7 +18,7 @@ from islands.schedules import schedule_of
 
 from .errors import ScenarioError
 from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
-from .model import ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec
+from .model import ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec, SyncerSpec
 from .sanity import check_runnable, check_step_time
 from .spec import EVENT_KEYS, ISLAND_KEYS, REQUIRED, SECTIONS, TOP_KEYS, Key, is_finite_number
 from .trainer_keys import TRAINER_KEYS, TrainerSpec
@@ -139,6 +139,10 @@ def read_value(table: dict[str, Any], name: str, key: Key, prefix: str, source: 
     elif key.kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ScenarioError(source, where, f"must be an integer (got {value!r})")
+    elif key.kind == "float|str":
+        if not (is_finite_number(value) or isinstance(value, str)):
+            raise ScenarioError(source, where, f"must be a number or a string (got {value!r})")
+        value = value if isinstance(value, str) else float(value)
     elif key.kind == "float":
         if not is_finite_number(value):
             raise ScenarioError(source, where, f"must be a finite number (got {value!r})")
@@ -172,12 +176,14 @@ def build(document: dict[str, Any], source: str) -> Scenario:
         schedule_values["bits"] = default_bits(model, source)
     schedule = ScheduleSpec(**schedule_values)
     network = NetworkSpec(**read_table(document.get("network", {}), SECTIONS["network"], "network.", source))
+    syncer = SyncerSpec(**read_table(document.get("syncer", {}), SECTIONS["syncer"], "syncer.", source))
     trainer = TrainerSpec(**read_table(document.get("trainer", {}), TRAINER_KEYS, "trainer.", source))
     accelerators = read_accelerators(document.get("accelerators", {}), source)
     islands = read_islands(document.get("island"), model, accelerators, source)
     events = read_events(document.get("event", []), islands, source)
     scenario = Scenario(name=top["name"], description=top["description"], seed=top["seed"], model=model,
                         schedule=schedule, network=network, islands=islands, source=source, trainer=trainer,
+                        syncer=syncer,
                         events=tuple(sorted(events, key=lambda event: event.at_s)))
     check_schedule(scenario, source)
     check_runnable(scenario, events)
@@ -225,12 +231,26 @@ def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float],
             present=values["present"],
             mtbf_s=values["mtbf_s"],
             mttr_s=values["mttr_s"],
+            chips=values["gpus"] if values["chips"] is None else values["chips"],
+            chip_mtbf_s=values["chip_mtbf_s"],
+            recovery_s=failure_recovery_s(values, prefix, source),
         ))
     names = [island.name for island in islands]
     for index, name in enumerate(names):
         if name in names[:index]:
             raise ScenarioError(source, f"island.{index}.name", f"'{name}' is used by another island; names must be unique")
     return tuple(islands)
+
+
+def failure_recovery_s(values: dict[str, Any], prefix: str, source: str) -> float | None:
+    """``recovery_s``, required with ``chip_mtbf_s`` (a failed worker must come back some time)."""
+    if values["chip_mtbf_s"] is not None and values["recovery_s"] is None:
+        raise ScenarioError(source, prefix + "recovery_s",
+                            "is required with chip_mtbf_s: how long until a failed worker computes again")
+    if values["chip_mtbf_s"] is not None and values["mtbf_s"] is not None:
+        raise ScenarioError(source, prefix + "chip_mtbf_s",
+                            "give either chip failures (chip_mtbf_s, recovery_s) or random churn (mtbf_s, mttr_s)")
+    return values["recovery_s"]
 
 
 def island_step_time_s(values: dict[str, Any], model: ModelSpec, accelerators: dict[str, float], prefix: str,
@@ -301,6 +321,13 @@ def check_schedule(scenario: Scenario, source: str) -> None:
     broken = declared.check(schedule)
     if broken:
         raise ScenarioError(source, *broken)
+    if scenario.has_failures() and schedule.barrier == "deadline":
+        raise ScenarioError(source, "schedule.barrier",
+                            '"deadline" is not modelled with chip failures (chip_mtbf_s): use "wait" or "adaptive"')
+    if scenario.has_failures() and not schedule.elastic and scenario.has_churn():
+        raise ScenarioError(source, "schedule.elastic",
+                            "false stops every worker on a chip failure, but this scenario's churn (mtbf_s, "
+                            "[[event]] or present = false) lets workers come and go: set elastic = true")
     check_layers(scenario.model, declared.fragments(schedule), source)
 
 

@@ -32,6 +32,9 @@ class ScheduleSpec:
     backward_overlap: float
     barrier: str = "wait"
     deadline_slack: float = 0.1
+    quorum: int = 1
+    grace_window: float | str = "adaptive"
+    elastic: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,14 @@ class NetworkSpec:
     streams: int = 1
     detection_timeout_s: float = 30.0
     exchange_cpu_s_per_value: float = 0.0
+
+
+@dataclass(frozen=True)
+class SyncerSpec:
+    """Decoupled DiLoCo's syncer: its access link (None: a non-blocking core) and latency."""
+
+    bandwidth_gbps: float | None = None
+    latency_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,9 @@ class IslandSpec:
     present: bool = True
     mtbf_s: float | None = None
     mttr_s: float | None = None
+    chips: int = 1
+    chip_mtbf_s: float | None = None
+    recovery_s: float | None = None
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -87,6 +101,14 @@ class Worker:
     present: bool = True
     mtbf_s: float | None = None
     mttr_s: float | None = None
+    chips: int = 1
+    chip_mtbf_s: float | None = None
+    recovery_s: float | None = None
+
+    @property
+    def failure_rate_per_compute_s(self) -> float:
+        """Interruptions per second of compute: chips / chip_mtbf_s (0 without chip failures)."""
+        return self.chips / self.chip_mtbf_s if self.chip_mtbf_s is not None else 0.0
 
 
 @dataclass(frozen=True)
@@ -101,6 +123,7 @@ class Scenario:
     source: str
     trainer: TrainerSpec = field(default_factory=trainer_spec)
     events: tuple[ChurnEvent, ...] = ()
+    syncer: SyncerSpec = field(default_factory=SyncerSpec)
 
     @property
     def payload_bytes(self) -> float:
@@ -129,12 +152,23 @@ class Scenario:
                     present=island.present,
                     mtbf_s=island.mtbf_s,
                     mttr_s=island.mttr_s,
+                    chips=island.chips,
+                    chip_mtbf_s=island.chip_mtbf_s,
+                    recovery_s=island.recovery_s,
                 ))
         return workers
 
     @property
     def worker_count(self) -> int:
         return sum(island.replicas for island in self.islands)
+
+    @property
+    def chips(self) -> int:
+        """Chips of the whole fleet: every worker's, present or not (goodput's denominator)."""
+        return sum(island.chips * island.replicas for island in self.islands)
+
+    def has_failures(self) -> bool:
+        return any(island.chip_mtbf_s is not None for island in self.islands)
 
     def has_churn(self) -> bool:
         return bool(self.events) or any(i.mtbf_s is not None or not i.present for i in self.islands)

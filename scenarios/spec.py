@@ -37,10 +37,13 @@ MAX_EXCHANGE_CPU_S_PER_VALUE = 1e-6
 MAX_REPLICAS = 100_000  # also the bound on the scenario's workers together
 MIN_STEP_TIME_S, MAX_STEP_TIME_S = 1e-6, 86400.0
 MAX_GPUS = 1_000_000
+MAX_CHIPS = 100_000_000  # a learner of a 2.4M-chip fleet split in two holds 1.2M
 MAX_JITTER_CV = 10.0
 MIN_GBPS, MAX_GBPS = 1e-6, 1e6
 MAX_LATENCY_MS = 60_000.0
 MIN_CHURN_S = 1.0
+MAX_GRACE_WINDOW_S = 86400.0
+ADAPTIVE = "adaptive"
 MAX_EVENT_S = 1e12
 
 def positive(value: float) -> str | None:
@@ -100,6 +103,13 @@ def zero_or_between(low: float, high: float, unit: str = "") -> Callable[[float]
     return check
 
 
+def grace_window(value: Any) -> str | None:
+    """``"adaptive"`` or a number of seconds in [0, MAX_GRACE_WINDOW_S]."""
+    if isinstance(value, str):
+        return None if value == ADAPTIVE else f'must be "{ADAPTIVE}" or seconds'
+    return between(0, MAX_GRACE_WINDOW_S, " s")(value)
+
+
 def registered_schedule(value: str) -> str | None:
     """A name in the schedule registry (read at check time, so a schedule registered later counts)."""
     return None if value in SCHEDULES else one_of(*SCHEDULES)(value)
@@ -156,6 +166,14 @@ SCHEDULE_KEYS = {
                    'diloco outer step: "wait" for all, "deadline" (drop late deltas) or "adaptive" H'),
     "deadline_slack": Key("float", 0.1, between(0, MAX_DEADLINE_SLACK),
                           "deadline barrier: the sync starts at (1 + slack) x the median worker's interval"),
+    "quorum": Key("int", 1, between(1, MAX_REPLICAS),
+                  "decoupled: K, reports of a fragment the syncer waits for before it merges"),
+    "grace_window": Key("float|str", ADAPTIVE, grace_window,
+                        'decoupled: after the quorum, how long the syncer waits for more reports: "adaptive" '
+                        "(the slack before the first reporter needs the fragment back) or seconds"),
+    "elastic": Key("bool", False, doc="on a chip failure (island.chip_mtbf_s): false stops every worker until "
+                                      "the failed one recovers and restarts all from the last checkpoint; true: "
+                                      "the survivors shrink and go on, the failed worker rejoins"),
 }
 
 NETWORK_KEYS = {
@@ -192,6 +210,13 @@ ISLAND_KEYS = {
                   "random churn: mean time between departures (exponential)"),
     "mttr_s": Key("float", None, at_least(MIN_CHURN_S, " s"),
                   "random churn: mean time until a departed worker returns"),
+    "chips": Key("int", None, between(1, MAX_CHIPS), "accelerator chips per worker, where failures strike "
+                                                    "(default: gpus)"),
+    "chip_mtbf_s": Key("float", None, at_least(MIN_CHURN_S, " s"),
+                       "mean time between interruptions of one chip: a worker of n chips fails at n / "
+                       "chip_mtbf_s per second it computes (exponential gaps)"),
+    "recovery_s": Key("float", None, between(0, MAX_EVENT_S, " s"),
+                      "time until a failed worker computes again (required with chip_mtbf_s)"),
 }
 
 EVENT_KEYS = {
@@ -200,10 +225,17 @@ EVENT_KEYS = {
     "kind": Key("str", check=one_of(*EVENT_KINDS), doc='"leave" or "join"'),
 }
 
+SYNCER_KEYS = {
+    "bandwidth_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
+                          "decoupled: the syncer's access link, each direction (default: a non-blocking core)"),
+    "latency_ms": Key("float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "decoupled: the syncer's one-way latency"),
+}
+
 SECTIONS = {
     "model": MODEL_KEYS,
     "schedule": SCHEDULE_KEYS,
     "network": NETWORK_KEYS,
+    "syncer": SYNCER_KEYS,
 }
 
 

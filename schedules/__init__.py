@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import (ALL_GATHER, ALL_REDUCE, AVERAGE, EAGER, GRADIENT, PSEUDO_GRADIENT, Schedule, SyncPoint, SyncStep,
-                   collective_of)
+from .base import (ALL_GATHER, ALL_REDUCE, AVERAGE, EAGER, GRADIENT, PSEUDO_GRADIENT, SYNCER, Schedule, SyncPoint,
+                   SyncStep, collective_of)
 from .ddp import DDP
+from .decoupled import Decoupled
 from .diloco import DiLoCo
 from .eager import Eager
 from .streaming import Streaming
@@ -17,7 +18,8 @@ from .streaming import Streaming
 if TYPE_CHECKING:
     from islands.scenarios.model import Scenario
 
-SCHEDULES: dict[str, Schedule] = {schedule.name: schedule for schedule in (DDP(), DiLoCo(), Streaming(), Eager())}
+SCHEDULES: dict[str, Schedule] = {
+    schedule.name: schedule for schedule in (DDP(), DiLoCo(), Streaming(), Eager(), Decoupled())}
 
 
 def schedule_of(scenario: Scenario) -> Schedule:
@@ -25,5 +27,5 @@ def schedule_of(scenario: Scenario) -> Schedule:
     return SCHEDULES[scenario.schedule.algorithm]
 
 
-__all__ = ["ALL_GATHER", "ALL_REDUCE", "AVERAGE", "EAGER", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES", "Schedule",
-           "SyncPoint", "SyncStep", "collective_of", "schedule_of"]
+__all__ = ["ALL_GATHER", "ALL_REDUCE", "AVERAGE", "EAGER", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES", "SYNCER",
+           "Schedule", "SyncPoint", "SyncStep", "collective_of", "schedule_of"]

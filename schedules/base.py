@@ -37,6 +37,7 @@ GRADIENT = "gradient"
 PSEUDO_GRADIENT = "pseudo-gradient"
 ALL_REDUCE = "all-reduce"
 ALL_GATHER = "all-gather"
+SYNCER = "syncer"    # a round trip to Decoupled DiLoCo's syncer: upload the fragment, download the global one
 MEAN = "mean"
 AVERAGE = "average"  # the outer step takes the round's average once it has arrived
 EAGER = "eager"      # the outer step at the launch, with the eager proxy (``eager.py``)
@@ -78,10 +79,11 @@ class Schedule(ABC):
     barriers: tuple[str, ...] = ("wait",)
     reads: tuple[str, ...] = ()          # schedule.* keys it reads besides outer_steps and bits
     update: str = AVERAGE                # AVERAGE or EAGER: which outer gradient the outer step takes
+    coupled: bool = True                 # workers wait for each other at syncs (False: learners on own clocks)
 
     @abstractmethod
-    def sync_steps(self, schedule: ScheduleSpec) -> Iterator[SyncStep]:
-        """Every exchange of the run, in launch order."""
+    def sync_steps(self, schedule: ScheduleSpec, first_outer: int = 0) -> Iterator[SyncStep]:
+        """Every exchange of the run from outer step ``first_outer`` on, in launch order."""
 
     @abstractmethod
     def period_steps(self, schedule: ScheduleSpec) -> int:
@@ -95,6 +97,10 @@ class Schedule(ABC):
         """The fragment of layer ``layer``: strided layer groups (Streaming DiLoCo, Douillard et al.
         2025, section 2.2), so every fragment spans the depth of the model."""
         return layer % fragments
+
+    def collective(self, aggregation: str) -> str:
+        """What carries an exchange under ``trainer.aggregation`` (``collective_of``)."""
+        return collective_of(aggregation)
 
     def merge_alpha(self, scenario: Scenario) -> float:
         """theta_local <- alpha * theta_local + (1 - alpha) * theta_global after an outer step."""
@@ -119,12 +125,15 @@ class Schedule(ABC):
         """The outer step that 0-based inner step ``step`` belongs to."""
         return step // self.period_steps(schedule)
 
-    def sync_points(self, scenario: Scenario) -> Iterator[SyncPoint]:
-        """Every exchange priced: values from the real split, bytes at ``schedule.bits``, the collective."""
+    def sync_points(self, scenario: Scenario, first_outer: int = 0) -> Iterator[SyncPoint]:
+        """Every exchange from outer step ``first_outer`` on, priced: values from the real split, bytes
+        at ``schedule.bits``, the collective."""
         schedule = scenario.schedule
         values = fragment_values(scenario.model, self.fragments(schedule), self.fragment_of_layer)
-        collective = collective_of(scenario.trainer.aggregation)
-        for step in self.sync_steps(schedule):
+        collective = self.collective(scenario.trainer.aggregation)
+        for step in self.sync_steps(schedule, first_outer):
+            if step.outer_step < first_outer:
+                continue
             size = values[step.fragment]
             yield SyncPoint(step.outer_step, step.fragment, step.launch_step, step.apply_step,
                             payload_bytes=size * schedule.bits / BITS_PER_BYTE, values=size,

@@ -14,9 +14,9 @@ class DiLoCo(Schedule):
     barriers = ("wait", "deadline", "adaptive")
     reads = ("inner_steps",)
 
-    def sync_steps(self, schedule) -> Iterator[SyncStep]:
+    def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
         h = schedule.inner_steps
-        for outer in range(schedule.outer_steps):
+        for outer in range(first_outer, schedule.outer_steps):
             boundary = (outer + 1) * h
             yield SyncStep(outer_step=outer, fragment=0, launch_step=boundary, apply_step=boundary)
 

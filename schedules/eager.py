@@ -30,9 +30,9 @@ class Eager(Schedule):
     update = EAGER
     reads = ("inner_steps", "fragments")
 
-    def sync_steps(self, schedule) -> Iterator[SyncStep]:
+    def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
         h, p = schedule.inner_steps, schedule.fragments
-        for outer in range(schedule.outer_steps - 1):
+        for outer in range(first_outer, schedule.outer_steps - 1):
             for fragment in range(p):
                 launch = outer * h + (fragment + 1) * h // p
                 yield SyncStep(outer_step=outer, fragment=fragment, launch_step=launch, apply_step=launch + h)

@@ -21,9 +21,9 @@ class Streaming(Schedule):
     label = "Streaming DiLoCo"
     reads = ("inner_steps", "fragments", "overlap_steps")
 
-    def sync_steps(self, schedule) -> Iterator[SyncStep]:
+    def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
         h, p, tau = schedule.inner_steps, schedule.fragments, schedule.overlap_steps
-        for outer in range(schedule.outer_steps):
+        for outer in range(first_outer, schedule.outer_steps):
             for fragment in range(p):
                 due = outer * h + (fragment + 1) * h // p
                 yield SyncStep(outer_step=outer, fragment=fragment, launch_step=due - tau, apply_step=due)

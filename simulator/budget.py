@@ -7,8 +7,8 @@
   or (M-1) * S) at min(slowest link, streams * window / RTT), with the hop latency and the RTT of the
   two farthest workers; plus, for each scheduled event, the worst a membership change costs
   (detection, a weights download, a lost interval, a re-run sync).
-* A run provably ends unless some worker has both ``mtbf_s`` and ``mttr_s``: only that churn makes
-  events forever. Then the run stops at ``horizon_s`` = ``HORIZON_FACTOR`` x run_length_s and is
+* A run provably ends unless some worker has both ``mtbf_s`` and ``mttr_s``, or chip failures
+  (``chip_mtbf_s``): only those make events forever. Then the run stops at ``horizon_s`` = ``HORIZON_FACTOR`` x run_length_s and is
   reported cut short: churn that slows a run to more than ten times its churn-free bound is churn
   the schedule does not survive (every interval broken before its sync), not a figure to rank.
 * ``events``, ``trace_rows`` and ``memory_bytes`` grow with worker-syncs (every worker taking part
@@ -57,8 +57,10 @@ class Budget:
 
 
 def endless_churn(scenario: Scenario) -> bool:
-    """Workers that leave and come back forever: the only source of events without end."""
-    return any(island.mtbf_s is not None and island.mttr_s is not None for island in scenario.islands)
+    """Workers that leave and come back forever (churn that returns, chip failures): the only
+    sources of events without end."""
+    return any(island.mtbf_s is not None and island.mttr_s is not None for island in scenario.islands) \
+        or scenario.has_failures()
 
 
 def farthest_hop_latency_s(workers: list[Worker]) -> float:
@@ -127,6 +129,7 @@ def estimate(scenario: Scenario) -> Budget:
         horizon_s = HORIZON_FACTOR * length_s
         changes += sum(2 * horizon_s / (w.mtbf_s + w.mttr_s) for w in workers
                        if w.mtbf_s is not None and w.mttr_s is not None)
+        changes += sum(2 * horizon_s * w.failure_rate_per_compute_s for w in workers)
     worker_syncs = float(len(workers)) * scenario.schedule.outer_steps * collectives_per_outer(scenario)
     return Budget(
         run_length_s=length_s,
@@ -173,12 +176,15 @@ def check(scenario: Scenario, budget: Budget, max_events: float) -> None:
 
 
 def churniest_key(scenario: Scenario) -> str:
-    """The mtbf_s of the island with the most departures per second, or the events when none churns."""
-    churning = [i for i, island in enumerate(scenario.islands) if island.mtbf_s is not None]
-    if not churning:
-        return "event"
-    index = min(churning, key=lambda i: scenario.islands[i].mtbf_s / scenario.islands[i].replicas)
-    return f"island.{index}.mtbf_s"
+    """The mtbf_s or chip_mtbf_s of the island with the most departures per second, or the events
+    when none churns."""
+    rates = {}
+    for index, island in enumerate(scenario.islands):
+        if island.mtbf_s is not None:
+            rates[f"island.{index}.mtbf_s"] = island.replicas / island.mtbf_s
+        if island.chip_mtbf_s is not None:
+            rates[f"island.{index}.chip_mtbf_s"] = island.replicas * island.chips / island.chip_mtbf_s
+    return max(rates, key=rates.get) if rates else "event"
 
 
 def shortest_step_key(scenario: Scenario) -> str:

@@ -5,7 +5,9 @@
   (the transfer stops). The others notice only after ``network.detection_timeout_s``: until then
   they wait for it at the next collective (under DDP that stalls the step); on detection the ring is
   re-formed among the survivors and a broken collective restarts from scratch.
-* Joining (the trainer's rule, ``trainer/joining.py``): the worker downloads the global state
+* Joining (the trainer's rule, ``trainer/joining.py``; a Decoupled DiLoCo learner fetches the global
+  state from the syncer instead and goes on from its own outer step, ``syncer.py``): the worker
+  downloads the global state
   (parameters * bytes_per_param) from the lowest present worker in the background, over that
   worker's uplink and its own downlink at their fair share, from the moment it joins. Meanwhile it
   takes part in every collective that has not started yet, contributing nothing (it is one more
@@ -107,6 +109,8 @@ class Churn:
                 sim.break_ring(collective)
         timer = sim.env.timeout(sim.scenario.network.detection_timeout_s)
         timer.callbacks.append(lambda _event: self.detected(state))
+        if sim.syncer is not None:
+            sim.syncer.departed(state)
 
     def departed(self, state: WorkerState) -> None:
         """Called in the departing worker's process: close its trace and count the lost work."""
@@ -159,7 +163,8 @@ class Churn:
             return
         self.counts["joins"] += 1
         state.present = True
-        state.process = sim.env.process(self.joiner(state))
+        joiner = self.joiner(state) if sim.syncer is None else sim.syncer.catch_up(state)
+        state.process = sim.env.process(joiner)
 
     def joiner(self, state: WorkerState) -> Generator[simpy.Event, Any, None]:
         sim = self.sim

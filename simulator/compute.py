@@ -35,10 +35,12 @@ class StepClock:
 
 STEP_TIMES = 0
 CHURN = 1
+FAILURES = 2
 
 
 def worker_generators(seed: int, count: int, stream: int) -> list[np.random.Generator]:
-    """One independent generator per worker for one stream of draws (``STEP_TIMES`` or ``CHURN``),
-    all derived from the scenario's seed, so turning churn on does not change the step-time draws."""
+    """One independent generator per worker for one stream of draws (``STEP_TIMES``, ``CHURN`` or
+    ``FAILURES``), all derived from the scenario's seed, so turning churn on does not change the
+    step-time draws."""
     children = np.random.SeedSequence([seed, stream]).spawn(count)
     return [np.random.default_rng(child) for child in children]

@@ -32,6 +32,8 @@ from . import barriers, budget
 from .churn import DEPARTURE, Churn
 from .collectives import COLLECTIVES, PendingCollective, RingCollective, tcp_cap_bytes_per_s
 from .compute import STEP_TIMES, StepClock, worker_generators
+from .failures import PAUSE, STOP, Failures
+from .syncer import Syncer
 from .network import Link, make_network
 
 LAUNCH, APPLY = object(), object()
@@ -84,15 +86,12 @@ class WorkerState:
     exchanging: PendingCollective | None = None  # its latest exchange: the next one starts after it
 
 
-def sync_actions(points: Iterable[SyncPoint], first_outer: int = 0) -> Iterator[tuple[object, SyncPoint]]:
-    """The launches and applies of ``points`` (in launch order, from outer step ``first_outer``) in the
-    order a worker meets them: by position in inner steps, a launch before an apply at the same
+def sync_actions(points: Iterable[SyncPoint]) -> Iterator[tuple[object, SyncPoint]]:
+    """The launches and applies of ``points`` (in launch order) in the order a worker meets them: by position in inner steps, a launch before an apply at the same
     position (a blocking sync launches, then waits), so an exchange stays in flight over any launches
     before its apply step. Lazy: a run's points are never all in memory."""
     due: list[tuple[float, int, SyncPoint]] = []
     for index, point in enumerate(points):
-        if point.outer_step < first_outer:
-            continue
         while due and due[0][0] < point.launch_step:
             yield APPLY, heapq.heappop(due)[2]
         yield LAUNCH, point
@@ -105,7 +104,8 @@ def network_model_for(scenario: Scenario) -> str:
     """The scenario's network model; ``auto`` takes the flow model where transfers may share links."""
     if scenario.network.model != "auto":
         return scenario.network.model
-    overlap = schedule_of(scenario).transfers_may_overlap(scenario.schedule) or scenario.has_churn()
+    overlap = (schedule_of(scenario).transfers_may_overlap(scenario.schedule) or scenario.has_churn()
+               or scenario.has_failures())
     return "flow" if overlap or scenario.schedule.barrier == "deadline" else "alpha-beta"
 
 
@@ -140,6 +140,8 @@ class Simulation:
         self.counts = {"dropped_deltas": 0}
         self.dropped_compute_s = 0.0
         self.churn = Churn(self)
+        self.failures = Failures(self)
+        self.syncer = None if self.schedule.coupled else Syncer(self)
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -202,7 +204,7 @@ class Simulation:
         stay in flight across later launches (``sync_actions``)."""
         joined: dict[tuple[int, int], PendingCollective] = {}
         try:
-            for action, point in sync_actions(self.schedule.sync_points(self.scenario), first_outer):
+            for action, point in sync_actions(self.schedule.sync_points(self.scenario, first_outer)):
                 key = (point.outer_step, point.fragment)
                 if action is LAUNCH:
                     launch = point.launch_step * state.steps_scale
@@ -217,10 +219,15 @@ class Simulation:
                     position = yield from self.compute(state, position, apply, point.outer_step)
                     yield from self.wait(state, joined.pop(key), point)
                     self.applied(state, position)
+                    if self.syncer is not None and point.fragment == self.last_fragment:
+                        self.syncer.learner_done(state, point.outer_step)
         except simpy.Interrupt as interrupt:
-            if interrupt.cause is not DEPARTURE:
+            if interrupt.cause is DEPARTURE:
+                self.churn.departed(state)
+            elif interrupt.cause is STOP:
+                self.failures.stopped(state)
+            else:
                 raise
-            self.churn.departed(state)
         self.stopped(state)
 
     def stopped(self, state: WorkerState) -> None:
@@ -233,24 +240,37 @@ class Simulation:
     def compute(self, state: WorkerState, position: float, target: float,
                 outer_step: int) -> Generator[simpy.Event, Any, float]:
         """Compute from step ``position`` to ``target`` in one timeout; return the new position.
-        A deadline barrier may cut it short (``barriers.LATE``): the work done so far is dropped."""
+        A deadline barrier may cut it short (``barriers.LATE``): the work done so far is dropped. A
+        chip failure under an elastic schedule pauses it (``failures.PAUSE``): the worker re-forms
+        without the chip, then computes the rest at its reduced rate."""
         steps = target - position
-        if steps <= 0:
-            return position
-        state.activity = ("compute", self.env.now, NO_FRAGMENT, outer_step)
-        try:
-            yield self.env.timeout(state.clock.duration_s(steps))
-        except simpy.Interrupt as interrupt:
-            if interrupt.cause is not barriers.LATE:
-                raise
+        while steps > 0:
+            state.activity = ("compute", self.env.now, NO_FRAGMENT, outer_step)
+            started_s, duration_s = self.env.now, state.clock.duration_s(steps) * self.failures.slowdown(state)
+            self.failures.arm(state, duration_s)
+            try:
+                yield self.env.timeout(duration_s)
+                steps = 0
+            except simpy.Interrupt as interrupt:
+                if interrupt.cause is PAUSE:
+                    steps -= steps * (self.env.now - started_s) / duration_s
+                elif interrupt.cause is not barriers.LATE:
+                    raise
+                else:
+                    self.close_activity(state)
+                    self.dropped_compute_s += state.unsynced_compute_s
+                    state.unsynced_compute_s = 0.0
+                    return position
+            finally:
+                self.failures.disarm(state)
             self.close_activity(state)
-            self.dropped_compute_s += state.unsynced_compute_s
-            state.unsynced_compute_s = 0.0
-            return position
-        self.close_activity(state)
-        return target
+            if steps > 0:
+                yield from self.failures.reform(state, outer_step)
+        return max(position, target)
 
     def join(self, state: WorkerState, point: SyncPoint) -> PendingCollective:
+        if self.syncer is not None:
+            return self.syncer.report(state, point)
         key = (point.outer_step, point.fragment)
         collective = self.pending.get(key)
         if collective is None:
@@ -392,8 +412,8 @@ class Simulation:
         schedule = self.scenario.schedule
         done = self.completed_outer == self.schedule.synced_outer_steps(schedule)
         summary = summarise(trace, schedule.outer_steps if done else self.completed_outer, peak_gbps,
-                            self.extra_summary(),
-                            island_extra=self.island_extra())
+                            self.extra_summary(), island_extra=self.island_extra(),
+                            syncs_per_worker=not self.schedule.coupled)
         return SimResult(summary=summary, trace=trace, links=links)
 
     def extra_summary(self) -> dict[str, Any]:
@@ -404,14 +424,23 @@ class Simulation:
             "barrier": self.scenario.schedule.barrier,
             "outer_steps_planned": self.scenario.schedule.outer_steps,
             "inner_steps": self.schedule.total_steps(self.scenario.schedule),
-            "lost_compute_s": self.churn.lost_compute_s,
+            "lost_compute_s": self.churn.lost_compute_s + self.failures.lost_compute_s,
             "dropped_compute_s": self.dropped_compute_s,
             "dropped_deltas": self.counts["dropped_deltas"],
             "horizon_reached": self.horizon_reached,
             "incomplete_reason": self.incomplete_reason,
             **self.churn.counts,
+            **self.failures.counts,
+            **(self.syncer.counts if self.syncer is not None else {}),
+            "useful_chip_s": self.useful_chip_s(),
+            "chips": self.scenario.chips,
             "events": self.env.events_processed,
         }
+
+    def useful_chip_s(self) -> float:
+        """Chip-seconds of the work that reached the global model: every worker's merged inner steps
+        at its mean step time, times its chips."""
+        return sum(s.merged_steps * s.worker.step_time_s * s.worker.chips for s in self.states)
 
     def island_extra(self) -> dict[str, dict[str, float]]:
         tokens_per_step = self.scenario.model.tokens_per_step

@@ -265,7 +265,7 @@ def test_plan_never_reports_utilisation_from_a_cut_short_run():
     plan = make_plan("worked-example", target=0.5, targets=(0.5,), fragments=False, jobs=1,
                      overrides=["island.0.mtbf_s=1", "schedule.outer_steps=2"])
     assert all(value is None for value in plan.now.values())
-    assert set(plan.now_cut_short) == {"ddp", "diloco", "streaming", "eager"}
+    assert set(plan.now_cut_short) == {"ddp", "diloco", "streaming", "eager", "decoupled"}
     table = bandwidth_table(plan)
     assert all(row[-1] == "cut short" for row in table.rows)
     assert all(not found.reached for row in plan.bandwidth.values() for found in row.values())

@@ -35,9 +35,9 @@ class EveryOtherPeriod(Schedule):
     label = "Every other period"
     reads = ("inner_steps",)
 
-    def sync_steps(self, schedule) -> Iterator[SyncStep]:
+    def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
         h = schedule.inner_steps
-        for outer in range(1, schedule.outer_steps, 2):
+        for outer in range(first_outer | 1, schedule.outer_steps, 2):
             boundary = (outer + 1) * h
             yield SyncStep(outer_step=outer, fragment=0, launch_step=boundary, apply_step=boundary)
 
@@ -53,9 +53,9 @@ class TwoPeriodsLate(Schedule):
     label = "Two periods late"
     reads = ("inner_steps",)
 
-    def sync_steps(self, schedule) -> Iterator[SyncStep]:
+    def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
         h, end = schedule.inner_steps, schedule.outer_steps * schedule.inner_steps
-        for outer in range(schedule.outer_steps):
+        for outer in range(first_outer, schedule.outer_steps):
             yield SyncStep(outer_step=outer, fragment=0, launch_step=(outer + 1) * h,
                            apply_step=min((outer + 3) * h, end))
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from islands.errors import UserError
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.trainer_keys import TrainerSpec
-from islands.schedules import AVERAGE, GRADIENT, Schedule, SyncPoint, schedule_of
+from islands.schedules import AVERAGE, GRADIENT, SCHEDULES, Schedule, SyncPoint, schedule_of
 
 
 @dataclass(frozen=True)
@@ -152,8 +152,12 @@ def check_plan(plan: RunPlan) -> None:
 def check_supported(scenario: Scenario) -> None:
     """Refuse what only the simulator plays: other barriers, DDP's backward overlap (the trainer
     all-reduces the gradient after the whole backward pass, not bucket by bucket during it) and
-    random churn."""
+    random churn, chip failures and schedules without a global barrier (Decoupled DiLoCo's syncer)."""
     source = scenario.source
+    if not schedule_of(scenario).coupled:
+        raise UserError(f"{source}: schedule.algorithm = \"{scenario.schedule.algorithm}\": its syncer is "
+                        "simulated only for now; the trainer runs "
+                        + ", ".join(name for name, s in SCHEDULES.items() if s.coupled))
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
         raise UserError(f"{source}: schedule.barrier: the real trainer only runs \"wait\" "
                         f"(got {scenario.schedule.barrier!r})")
@@ -166,6 +170,9 @@ def check_supported(scenario: Scenario) -> None:
         if getattr(island, "mtbf_s", None):
             raise UserError(f"{source}: island.{index}.mtbf_s: random churn is simulated only; "
                             f"use [[event]] entries to train with churn")
+        if getattr(island, "chip_mtbf_s", None):
+            raise UserError(f"{source}: island.{index}.chip_mtbf_s: chip failures are simulated only; "
+                            f"use [[event]] entries to train with islands that leave and return")
 
 
 def check_elastic(plan: RunPlan) -> None:

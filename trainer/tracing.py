@@ -133,8 +133,10 @@ def measured_extra(plan: RunPlan, steps: int, rows: list[Row],
         "scenario": plan.scenario.name, "algorithm": plan.algorithm, "network_model": "measured",
         "barrier": "wait", "outer_steps_planned": plan.scenario.schedule.outer_steps, "inner_steps": steps,
         "lost_compute_s": 0.0, "dropped_compute_s": 0.0, "dropped_deltas": 0, "joins": 0, "leaves": 0,
-        "ignored_events": 0, "events": None, "horizon_reached": False, **(churn or {}),
+        "ignored_events": 0, "events": None, "horizon_reached": False, "failures": 0, "restarts": 0,
+        **(churn or {}),
     }
+    extra["useful_chip_s"], extra["chips"] = useful_chip_s(plan, rows, extra["lost_compute_s"])
     island_extra = {}
     for name in dict.fromkeys(worker.island for worker in plan.workers):
         island_extra[name] = {
@@ -142,6 +144,15 @@ def measured_extra(plan: RunPlan, steps: int, rows: list[Row],
             "tokens": float(steps * plan.tokens_per_step // plan.islands),
         }
     return extra, island_extra
+
+
+def useful_chip_s(plan: RunPlan, rows: list[Row], lost_compute_s: float) -> tuple[float, int]:
+    """Chip-seconds of compute that reached the global model (every compute row, less the work lost
+    to departures, at the chips of its worker's island), and the fleet's chips: goodput's parts."""
+    chips = {island.name: island.chips for island in plan.scenario.islands}
+    computed = sum((row.time_end_s - row.time_start_s) * chips[row.island] for row in rows if row.kind == "compute")
+    mean_chips = sum(chips[worker.island] for worker in plan.workers) / len(plan.workers)
+    return computed - lost_compute_s * mean_chips, sum(chips[worker.island] for worker in plan.workers)
 
 
 def build_summary(plan: RunPlan, steps: int, rows: list[Row], churn: dict[str, Any] | None = None):

@@ -1,0 +1,106 @@
+"""Goodput under chip failures at fleet scale, beside the table Decoupled DiLoCo published.
+
+Douillard et al. 2026 (arXiv 2604.21428) simulate a fleet of 150k to 2.4M chips, each interrupted
+once a year, under data parallelism (non-elastic: a failure stops the job; elastic: the survivors
+shrink) and Decoupled DiLoCo with M = 2, 4, 8, 16 learners, and report goodput. ``goodput_table``
+plays the same grid through the simulator from one scenario (``chaos`` by default): DP as
+``DP_WORKERS`` data-parallel workers of chips / DP_WORKERS chips each, Decoupled as M learners of
+chips / M; every cell runs long enough for about ``failures`` failures (its compute seconds x its
+failure rate), so the cells are equally precise.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from islands.schedules import SCHEDULES
+
+from .parallel import Progress, run_tasks
+from .scenario_source import ScenarioSource, as_source
+
+CHIPS = (150_000, 300_000, 600_000, 1_200_000, 2_400_000)
+DP_WORKERS = 8
+LEARNERS = (2, 4, 8, 16)
+DEFAULT_FAILURES = 300
+
+# Table 1 of the paper: goodput (%) with one interruption per chip-year, by method and fleet size
+PAPER_GOODPUT_PERCENT = {
+    "DP, non-elastic": (72, 57, 38, 27, 18),
+    "DP, elastic": (88, 80, 69, 58, 40),
+    "Decoupled, M=2": (94, 88, 80, 70, 54),
+    "Decoupled, M=4": (96, 93, 89, 82, 73),
+    "Decoupled, M=8": (98, 96, 94, 88, 80),
+    "Decoupled, M=16": (99, 98, 96, 93, 86),
+}
+
+
+@dataclass(frozen=True)
+class Method:
+    label: str
+    algorithm: str
+    workers: int
+    elastic: bool = False
+
+
+METHODS = (Method("DP, non-elastic", "ddp", DP_WORKERS), Method("DP, elastic", "ddp", DP_WORKERS, elastic=True),
+           *(Method(f"Decoupled, M={m}", "decoupled", m) for m in LEARNERS))
+
+
+def cell_overrides(source: ScenarioSource, method: Method, chips: int, failures: int) -> tuple[str, ...]:
+    """The scenario as ``method`` on a fleet of ``chips``, run for about ``failures`` failures."""
+    base = source.scenario
+    island = base.islands[0]
+    rate_per_s = chips / island.chip_mtbf_s
+    steps = math.ceil(failures / rate_per_s / island.step_time_s)
+    period = 1 if method.algorithm == "ddp" else SCHEDULES[method.algorithm].period_steps(base.schedule)
+    per_step_checkpoint = ("schedule.inner_steps=1",) if method.algorithm == "ddp" else ()
+    return (*per_step_checkpoint, f"schedule.algorithm={method.algorithm}",
+            f"schedule.elastic={str(method.elastic).lower()}",
+            f"island.0.replicas={method.workers}", f"island.0.chips={chips // method.workers}",
+            f"schedule.outer_steps={math.ceil(steps / period)}")
+
+
+def goodput_cell(source: ScenarioSource, overrides: tuple[str, ...]) -> dict:
+    from islands.simulator import simulate
+
+    summary = simulate(source.variant(*overrides), max_events=math.inf).summary
+    return {"goodput": summary["goodput"], "failures": summary["failures"], "wall_time_s": summary["wall_time_s"]}
+
+
+def goodput_table(scenario: "str | Path | ScenarioSource" = "chaos", failures: int = DEFAULT_FAILURES,
+                  chips: tuple[int, ...] = CHIPS, methods: tuple[Method, ...] = METHODS,
+                  executor: Executor | None = None, jobs: int | None = None,
+                  progress: Progress | None = None) -> pd.DataFrame:
+    """One row per (method, chips): simulated goodput, the paper's, their difference in points."""
+    source = as_source(scenario)
+    cells = [(method, n) for method in methods for n in chips]
+    tasks = [(source, cell_overrides(source, method, n, failures)) for method, n in cells]
+    results = run_tasks(goodput_cell, tasks, executor=executor, jobs=jobs, progress=progress)
+    rows = []
+    for (method, n), result in zip(cells, results):
+        paper = PAPER_GOODPUT_PERCENT[method.label][CHIPS.index(n)] if n in CHIPS else None
+        simulated = 100 * result["goodput"]
+        rows.append({"method": method.label, "chips": n, "simulated_percent": simulated, "paper_percent": paper,
+                     "difference_points": None if paper is None else simulated - paper,
+                     "failures": result["failures"], "wall_time_s": result["wall_time_s"]})
+    return pd.DataFrame(rows)
+
+
+def table_text(table: pd.DataFrame) -> str:
+    """Methods down, fleet sizes across: "simulated (paper)" in each cell, then the worst difference."""
+    columns = sorted(table["chips"].unique())
+    lines = ["| method | " + " | ".join(f"{n / 1e6:g}M chips" for n in columns) + " |",
+             "| --- |" + " --- |" * len(columns)]
+    for label, rows in table.groupby("method", sort=False):
+        by_chips = rows.set_index("chips")
+        cells = [f"{by_chips.at[n, 'simulated_percent']:.0f}% ({by_chips.at[n, 'paper_percent']:.0f}%)"
+                 for n in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    worst = table["difference_points"].abs().max()
+    lines.append(f"\nsimulated (paper); worst difference {worst:.1f} points over {len(table)} cells")
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""Decoupled DiLoCo: learners on their own clocks and a syncer that merges what has arrived
+(Douillard et al. 2026, "Decoupled DiLoCo for Resilient Distributed Pre-training", arXiv:2604.21428).
+
+Each worker is a learner. It trains H inner steps per outer step and, as Streaming DiLoCo does,
+sends fragment p's pseudo-gradient tau steps before its due step t * H + (p + 1) * H / P. The
+exchange is not a collective among learners: the learner uploads its fragment to the syncer (a CPU
+process with its own link, ``[syncer]``) and downloads the syncer's current global fragment, which
+it must hold by the due step. The syncer merges a fragment once ``schedule.quorum`` learners (K)
+have reported it since its last merge, then waits at most a grace window for more (``"adaptive"``:
+the paper's slack rule, ``simulator/syncer.py``; or seconds). No learner waits for another, and a
+learner that is down weighs zero; it comes back with stale state and fetches the global model.
+
+The merge weights a learner's pseudo-gradient by its tokens processed times its tokens per step
+(the paper's token weighting), optionally with radial-directional averaging
+(``trainer.aggregation``); the simulator prices only when bytes move and who waits.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from .base import SYNCER, Schedule, SyncStep
+
+
+class Decoupled(Schedule):
+    name = "decoupled"
+    label = "Decoupled DiLoCo"
+    coupled = False
+    reads = ("inner_steps", "fragments", "overlap_steps", "quorum", "grace_window")
+
+    def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
+        h, p, tau = schedule.inner_steps, schedule.fragments, schedule.overlap_steps
+        for outer in range(first_outer, schedule.outer_steps):
+            for fragment in range(p):
+                due = outer * h + (fragment + 1) * h // p
+                yield SyncStep(outer_step=outer, fragment=fragment, launch_step=due - tau, apply_step=due)
+
+    def period_steps(self, schedule) -> int:
+        """Inner steps per outer step: H."""
+        return schedule.inner_steps
+
+    def fragments(self, schedule) -> int:
+        return schedule.fragments
+
+    def collective(self, aggregation: str) -> str:
+        """Every exchange is a round trip to the syncer, whatever the merge rule."""
+        return SYNCER
+
+    def transfers_may_overlap(self, schedule) -> bool:
+        return True
+
+    def check(self, schedule) -> tuple[str, str] | None:
+        h, p, tau = schedule.inner_steps, schedule.fragments, schedule.overlap_steps
+        if h % p:
+            return "schedule.fragments", f"inner_steps (H={h}) must be divisible by fragments (P={p})"
+        if tau >= h:
+            return "schedule.overlap_steps", f"must be below inner_steps = {h} (a fragment is due before it is sent again; got {tau})"
+        return None

@@ -1,0 +1,182 @@
+"""Chip failures at fleet scale: when a worker of many chips fails, and what its failure costs.
+
+* When. A worker of n chips with ``chip_mtbf_s`` fails at n / chip_mtbf_s per second it computes: it
+  draws the compute seconds until its next interruption (exponential) from its own generator, and
+  the clock runs only while it computes (interruptions strike running work; a stopped job's chips
+  are not counted twice). An interruption in the middle of a compute stops it there.
+* ``schedule.elastic = true`` (and every learner of a schedule without a global barrier): a worker
+  of several chips re-forms without the failed one (it stops for ``network.detection_timeout_s``,
+  the time to notice and re-form) and computes on at (n - down) / n of its rate until the chip is
+  back ``recovery_s`` later (a compute in progress keeps its rate; the next one takes the new).
+  A worker whose last chip fails departs as churn departs (``churn.py``: its work since its last
+  applied sync is lost, the others notice after ``detection_timeout_s`` and shrink) and joins again
+  ``recovery_s`` later, fetching the global state.
+* ``schedule.elastic = false``: one failure stops every worker. The collectives in flight are
+  dropped and, once the failed worker has recovered (``recovery_s``), every worker restarts from the
+  last checkpoint, as the trainer resumes after a restart: every ``trainer.checkpoint_every``
+  periods of ``inner_steps`` steps (0: only at the end, so from the start). The work since that
+  checkpoint is lost; the stop is idle time for every worker.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from islands.trace import NO_FRAGMENT, Row
+
+from .compute import FAILURES, worker_generators
+
+if TYPE_CHECKING:
+    from .engine import Simulation, WorkerState
+
+STOP = object()   # interrupt cause: a failure elsewhere stopped the whole (non-elastic) run
+PAUSE = object()  # interrupt cause: one of the worker's chips failed; it re-forms without it
+
+
+class Failures:
+    """The failure clocks of one simulation's workers and the two ways a failure plays out."""
+
+    def __init__(self, sim: Simulation):
+        self.sim = sim
+        workers = sim.workers
+        self.rngs = worker_generators(sim.scenario.seed, len(workers), FAILURES)
+        self.chips_down = [0] * len(workers)
+        self.to_failure_s = [self.draw(w.rank) for w in workers]
+        self.generation = [0] * len(workers)
+        self.started_s = [0.0] * len(workers)
+        self.struck = [False] * len(workers)
+        self.elastic = sim.scenario.schedule.elastic or not sim.schedule.coupled
+        self.counts = {"failures": 0, "restarts": 0}
+        self.lost_compute_s = 0.0
+        self.stopped_since_s: float | None = None
+
+    def draw(self, rank: int) -> float:
+        """Compute seconds until the worker's next interruption, at its chips up now."""
+        worker = self.sim.workers[rank]
+        rate = 0.0 if worker.chip_mtbf_s is None else (worker.chips - self.chips_down[rank]) / worker.chip_mtbf_s
+        return float(self.rngs[rank].exponential(1 / rate)) if rate > 0 else math.inf
+
+    # --- the clock -------------------------------------------------------------------------------
+
+    def arm(self, state: WorkerState, duration_s: float) -> None:
+        """A compute of ``duration_s`` starts now: if the worker's next interruption comes first,
+        it strikes then."""
+        rank = state.worker.rank
+        self.generation[rank] += 1
+        self.started_s[rank] = self.sim.env.now
+        if self.to_failure_s[rank] < duration_s:
+            generation, process = self.generation[rank], state.process
+            timer = self.sim.env.timeout(self.to_failure_s[rank])
+            timer.callbacks.append(lambda _event: self.strike(state, generation, process))
+
+    def disarm(self, state: WorkerState) -> None:
+        """The compute ended (done, or interrupted): its seconds come off the clock."""
+        rank = state.worker.rank
+        self.generation[rank] += 1
+        if self.struck[rank]:
+            self.struck[rank] = False
+            self.to_failure_s[rank] = self.draw(rank)
+        else:
+            self.to_failure_s[rank] -= self.sim.env.now - self.started_s[rank]
+
+    def strike(self, state: WorkerState, generation: int, process) -> None:
+        sim = self.sim
+        rank = state.worker.rank
+        if generation != self.generation[rank] or state.process is not process or sim.finished.triggered:
+            return
+        self.struck[rank] = True
+        self.counts["failures"] += 1
+        if not self.elastic:
+            self.stop_all()
+        elif self.chips_down[rank] + 1 < state.worker.chips:
+            self.lose_chip(state)
+        else:
+            self.depart(state)
+
+    # --- elastic: the worker re-forms without the chip, or leaves and returns ---------------------
+
+    def slowdown(self, state: WorkerState) -> float:
+        """Compute time per step relative to all chips up: n / (n - down)."""
+        chips = state.worker.chips
+        return chips / (chips - self.chips_down[state.worker.rank])
+
+    def lose_chip(self, state: WorkerState) -> None:
+        rank = state.worker.rank
+        self.chips_down[rank] += 1
+        state.process.interrupt(PAUSE)
+        back = self.sim.env.timeout(state.worker.recovery_s)
+        back.callbacks.append(lambda _event: self.chip_back(state))
+
+    def chip_back(self, state: WorkerState) -> None:
+        self.chips_down[state.worker.rank] -= 1
+
+    def reform(self, state: WorkerState, outer_step: int):
+        """The worker notices the failed chip and re-forms without it (idle in the trace)."""
+        sim = self.sim
+        state.activity = ("idle", sim.env.now, NO_FRAGMENT, outer_step)
+        yield sim.env.timeout(sim.scenario.network.detection_timeout_s)
+        sim.close_activity(state)
+
+    def depart(self, state: WorkerState) -> None:
+        sim = self.sim
+        sim.churn.leave(state)
+        back = sim.env.timeout(state.worker.recovery_s)
+        back.callbacks.append(lambda _event: None if sim.finished.triggered else sim.churn.join(state))
+
+    # --- non-elastic: everyone stops, then restarts from the last checkpoint -----------------------
+
+    def checkpoint_outer(self) -> int:
+        """The last checkpointed outer step at or before the last completed one."""
+        sim = self.sim
+        schedule = sim.scenario.schedule
+        every = sim.scenario.trainer.checkpoint_every
+        if every == 0:
+            return 0
+        outer_per_checkpoint = max(1, every * schedule.inner_steps // sim.schedule.period_steps(schedule))
+        return sim.completed_outer // outer_per_checkpoint * outer_per_checkpoint
+
+    def stop_all(self) -> None:
+        sim = self.sim
+        self.stopped_since_s = sim.env.now
+        for collective in list(sim.pending.values()):
+            if collective.transfer is not None:
+                sim.network.cancel(collective.transfer)
+                collective.transfer = None
+        sim.pending.clear()
+        restart_outer = self.checkpoint_outer()
+        sim.completed_outer = restart_outer
+        restart_position = restart_outer * sim.schedule.period_steps(sim.scenario.schedule)
+        for state in sim.states:
+            self.roll_back(state, restart_position * state.steps_scale)
+            if state.process is not None and state.process.is_alive:
+                state.process.interrupt(STOP)
+        recovery_s = max(s.worker.recovery_s or 0.0 for s in sim.states if self.struck[s.worker.rank])
+        restart = sim.env.timeout(recovery_s)
+        restart.callbacks.append(lambda _event: self.restart(restart_outer))
+
+    def roll_back(self, state: WorkerState, position: float) -> None:
+        """The worker's merged work past the checkpoint is lost (at its mean step time)."""
+        undone_steps = max(0.0, state.position_at_apply - position)
+        state.merged_steps -= undone_steps
+        self.lost_compute_s += undone_steps * state.worker.step_time_s
+        state.position_at_apply = position
+
+    def stopped(self, state: WorkerState) -> None:
+        """Called in a stopped worker's process: close its trace; its unsynced work is lost."""
+        self.sim.close_activity(state)
+        self.lost_compute_s += state.unsynced_compute_s
+        state.unsynced_compute_s = 0.0
+        state.late = None
+
+    def restart(self, outer: int) -> None:
+        sim = self.sim
+        if sim.finished.triggered:
+            return
+        self.counts["restarts"] += 1
+        for state in sim.states:
+            if state.present:
+                sim.rows.append(Row(self.stopped_since_s, sim.env.now, state.worker.rank, state.worker.island,
+                                    "idle", 0.0, NO_FRAGMENT, outer))
+                sim.start_worker(state, first_outer=outer)
+        self.stopped_since_s = None

@@ -1,0 +1,224 @@
+"""Decoupled DiLoCo's syncer: each learner's round trip, the quorum and grace window, and returns.
+
+A learner's exchange of fragment p (``schedules/decoupled.py``) is its own: it prepares the tensor
+(``network.exchange_cpu_s_per_value``, after its previous exchange, as the trainer's single exchange
+thread runs them), uploads it over its uplink and the syncer's downlink, and waits there for a merge.
+The syncer merges fragment p once ``schedule.quorum`` (K) reports of it are in since its last merge,
+after a grace window, or at once when every present learner has reported. Every report in the merge
+then downloads the new global fragment over the syncer's uplink and its own downlink; the learner
+holds it at the end of that download. Time before the merge is ``idle`` (waiting for others'
+reports), after it ``stall``.
+
+Grace window (Douillard et al. 2026, eq. 3): the slack of the first reporter, the time left before it
+needs the fragment back, is tau steps of its compute less the time since it sent and less its
+download; the syncer waits ``ADAPTIVE_GRACE_FRACTION`` (gamma < 1) of that slack, or the
+``schedule.grace_window`` seconds given.
+
+A learner that fails (``failures.py``) loses its reports in flight (it weighs zero in merges until
+it is back); ``recovery_s`` later it downloads the global model from the syncer and goes on from its
+own last completed outer step: learners never wait for each other, so each keeps its own count.
+Without a ``[syncer]`` bandwidth the syncer sits on a non-blocking core: only the learners' links
+and latencies count. The syncer's link is not in the run's link table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generator
+
+import simpy
+
+from islands.scenarios.spec import ADAPTIVE
+from islands.trace import NO_FRAGMENT, Row
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
+
+from .churn import DEPARTURE
+from .network import Link, Transfer
+
+if TYPE_CHECKING:
+    from islands.schedules import SyncPoint
+
+    from .engine import Simulation, WorkerState
+
+ADAPTIVE_GRACE_FRACTION = 0.5  # gamma of eq. 3; the paper does not publish its value
+SYNCER_RANK = -1
+
+
+@dataclass(eq=False)
+class Report:
+    """One learner's round trip for one fragment of one of its outer steps."""
+
+    rank: int
+    outer_step: int
+    fragment: int
+    payload_bytes: float
+    launched_s: float
+    done: simpy.Event
+    sent_s: float | None = None           # the upload started
+    first_started_s: float | None = None  # merged: waiting before this is idle, after it stall
+    transfer: Transfer | None = None
+
+
+class Syncer:
+    def __init__(self, sim: Simulation):
+        self.sim = sim
+        spec = sim.scenario.syncer
+        rate = None if spec.bandwidth_gbps is None else spec.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
+        self.links_up = () if rate is None else (Link(SYNCER_RANK, "up", rate),)
+        self.links_down = () if rate is None else (Link(SYNCER_RANK, "down", rate),)
+        self.latency_s = spec.latency_ms / MS_PER_S
+        self.waiting: dict[int, list[Report]] = {}
+        self.armed: dict[int, int] = {}  # fragment -> generation of its armed grace timer
+        self.generation = 0
+        self.in_flight: dict[int, set[Report]] = {}
+        self.learner_outer = {state.worker.rank: 0 for state in sim.states}
+        self.counts = {"merges": 0}
+
+    # --- a learner's round trip ------------------------------------------------------------------
+
+    def report(self, state: WorkerState, point: SyncPoint) -> Report:
+        sim = self.sim
+        report = Report(state.worker.rank, point.outer_step, point.fragment, point.payload_bytes, sim.env.now,
+                        sim.env.event())
+        work_s = sim.scenario.network.exchange_cpu_s_per_value * point.values
+        previous, state.exchanging = state.exchanging, report
+        process = state.process
+        if previous is not None and not previous.done.triggered:
+            previous.done.callbacks.append(lambda _event: self.prepare(state, process, report, work_s))
+        else:
+            self.prepare(state, process, report, work_s)
+        return report
+
+    def prepare(self, state: WorkerState, process: Any, report: Report, work_s: float) -> None:
+        if work_s > 0:
+            worked = self.sim.env.timeout(work_s)
+            worked.callbacks.append(lambda _event: self.send(state, process, report))
+        else:
+            self.send(state, process, report)
+
+    def send(self, state: WorkerState, process: Any, report: Report) -> None:
+        sim = self.sim
+        if not state.present or state.process is not process:
+            return
+        report.sent_s = sim.env.now
+        links = (sim.uplinks[report.rank], *self.links_down)
+        report.transfer = sim.network.transfer(links, report.payload_bytes, self.hop_latency_s(report.rank))
+        self.in_flight.setdefault(report.rank, set()).add(report)
+        transfer = report.transfer
+        transfer.done.callbacks.append(lambda _event: self.arrived(report, transfer))
+
+    def hop_latency_s(self, rank: int) -> float:
+        return self.sim.latency_s[rank] + self.latency_s
+
+    def arrived(self, report: Report, transfer: Transfer) -> None:
+        if report.transfer is not transfer:
+            return
+        report.transfer = None
+        self.in_flight[report.rank].discard(report)
+        self.waiting.setdefault(report.fragment, []).append(report)
+        self.consider(report.fragment)
+
+    # --- merging ---------------------------------------------------------------------------------
+
+    def present_learners(self) -> set[int]:
+        return {rank for rank in self.sim.members if self.sim.states[rank].present}
+
+    def consider(self, fragment: int) -> None:
+        """Merge now if every present learner has reported; arm the grace window at the quorum."""
+        reports = self.waiting.get(fragment, [])
+        if not reports:
+            return
+        if self.present_learners() <= {r.rank for r in reports}:
+            self.merge(fragment)
+        elif len(reports) >= self.sim.scenario.schedule.quorum and fragment not in self.armed:
+            self.generation += 1
+            self.armed[fragment] = self.generation
+            timer = self.sim.env.timeout(self.grace_s(reports[0]))
+            generation = self.generation
+            timer.callbacks.append(lambda _event: self.grace_over(fragment, generation))
+
+    def grace_s(self, first: Report) -> float:
+        """The grace window after the quorum: seconds, or gamma x the first reporter's slack."""
+        window = self.sim.scenario.schedule.grace_window
+        if window != ADAPTIVE:
+            return float(window)
+        sim = self.sim
+        state = sim.states[first.rank]
+        due_s = first.launched_s + sim.scenario.schedule.overlap_steps * state.worker.step_time_s
+        download_s = self.hop_latency_s(first.rank) + first.payload_bytes / self.download_rate(first.rank)
+        return max(0.0, ADAPTIVE_GRACE_FRACTION * (due_s - sim.env.now - download_s))
+
+    def download_rate(self, rank: int) -> float:
+        rates = [self.sim.downlinks[rank].capacity_bytes_per_s, *(link.capacity_bytes_per_s for link in self.links_up)]
+        return min(rates)
+
+    def grace_over(self, fragment: int, generation: int) -> None:
+        if self.armed.get(fragment) == generation:
+            self.merge(fragment)
+
+    def merge(self, fragment: int) -> None:
+        self.armed.pop(fragment, None)
+        reports = self.waiting.pop(fragment, [])
+        if not reports:
+            return
+        self.counts["merges"] += 1
+        for report in reports:
+            report.first_started_s = self.sim.env.now
+            self.send_back(report)
+
+    def send_back(self, report: Report) -> None:
+        sim = self.sim
+        links = (*self.links_up, sim.downlinks[report.rank])
+        report.transfer = sim.network.transfer(links, report.payload_bytes, self.hop_latency_s(report.rank))
+        self.in_flight.setdefault(report.rank, set()).add(report)
+        transfer = report.transfer
+        transfer.done.callbacks.append(lambda _event: self.returned(report, transfer))
+
+    def returned(self, report: Report, transfer: Transfer) -> None:
+        if report.transfer is not transfer:
+            return
+        sim = self.sim
+        report.transfer = None
+        self.in_flight[report.rank].discard(report)
+        state = sim.states[report.rank]
+        sim.rows.append(Row(report.sent_s, sim.env.now, report.rank, state.worker.island, "comm",
+                            report.payload_bytes, report.fragment, report.outer_step))
+        report.done.succeed()
+
+    # --- learners that fail, finish and return ---------------------------------------------------
+
+    def learner_done(self, state: WorkerState, outer_step: int) -> None:
+        """The learner applied the last fragment of ``outer_step``; the run's count is the laggard's."""
+        self.learner_outer[state.worker.rank] = outer_step + 1
+        self.sim.completed_outer = min(self.learner_outer.values())
+
+    def departed(self, state: WorkerState) -> None:
+        """A failed learner's reports in flight or waiting are gone; merges it held up go ahead."""
+        rank = state.worker.rank
+        for report in self.in_flight.pop(rank, set()):
+            if report.transfer is not None:
+                self.sim.network.cancel(report.transfer)
+                report.transfer = None
+        state.exchanging = None
+        for fragment in list(self.waiting):
+            self.waiting[fragment] = [r for r in self.waiting[fragment] if r.rank != rank]
+            self.consider(fragment)
+
+    def catch_up(self, state: WorkerState) -> Generator[simpy.Event, Any, None]:
+        """Fetch the global model from the syncer, then train from the learner's own next outer step."""
+        sim = self.sim
+        rank = state.worker.rank
+        started_s = sim.env.now
+        links = (*self.links_up, sim.downlinks[rank])
+        download = sim.network.transfer(links, sim.scenario.weights_bytes, self.hop_latency_s(rank))
+        try:
+            yield download.done
+        except simpy.Interrupt as interrupt:
+            if interrupt.cause is not DEPARTURE:
+                raise
+            sim.network.cancel(download)
+            return
+        sim.rows.append(Row(started_s, sim.env.now, rank, state.worker.island, "comm", 0.0, NO_FRAGMENT,
+                            self.learner_outer[rank]))
+        sim.members.add(rank)
+        sim.start_worker(state, first_outer=self.learner_outer[rank])
