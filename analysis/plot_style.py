@@ -30,7 +30,8 @@ KIND_LABELS = {
     "stall": "stall (waiting for a transfer)",
     "idle": "idle (waiting for other workers)",
 }
-SCHEDULE_COLOURS = {"ddp": "#7a4fa0", "diloco": "#2b6cb0", "streaming": "#1b9e77", "eager": "#d95f02"}
+SCHEDULE_COLOURS = {"ddp": "#7a4fa0", "diloco": "#2b6cb0", "streaming": "#1b9e77", "eager": "#d95f02",
+                    "decoupled": "#b83280"}
 MORE_SCHEDULE_COLOURS = ("#c05621", "#b83280", "#2c7a7b", "#744210", "#4a5568")  # registered later, in order
 
 

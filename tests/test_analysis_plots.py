@@ -52,16 +52,18 @@ def test_rate_steps_add_overlapping_segments():
 def test_schedules_are_compared_at_equal_work(results):
     # worked example at 2 outer steps of H = 500: DDP runs 1,000 steps, the others 2 intervals
     assert {name: r.summary["inner_steps"] for name, r in results.items()} == {
-        "ddp": 1000, "diloco": 1000, "streaming": 1000, "eager": 1000}
+        "ddp": 1000, "diloco": 1000, "streaming": 1000, "eager": 1000, "decoupled": 1000}
     assert results["ddp"].summary["wall_time_s"] == pytest.approx(1000 * (1.5 + 280))
     assert results["diloco"].summary["wall_time_s"] == pytest.approx(2 * (750 + 280))
     # eager: round 0's 10 fragments of 28 s each go out 75 s apart and overlap interval 1: no stall
     assert results["eager"].summary["wall_time_s"] == pytest.approx(2 * 750)
+    # decoupled: each learner's 2 GB fragment goes 16 s up and 16 s down, 2 s past tau = 30 s
+    assert results["decoupled"].summary["wall_time_s"] == pytest.approx(2 * 750 + 2 * 10 * 2)
 
 
 def test_a_schedule_that_cannot_run_the_work_is_left_out_with_why():
     source = ScenarioSource.read("worked-example", ["schedule.outer_steps=1"])
-    assert list(simulate_schedules(source)) == ["ddp", "diloco", "streaming"]
+    assert list(simulate_schedules(source)) == ["ddp", "diloco", "streaming", "decoupled"]
     assert left_out_notes(source) == [
         "Eager DiLoCo not run: schedule.outer_steps: eager needs at least 2 (a round's average is applied "
         "one outer step later)"]
@@ -70,7 +72,7 @@ def test_a_schedule_that_cannot_run_the_work_is_left_out_with_why():
 def test_a_ddp_scenario_gives_the_others_whole_intervals():
     source = ScenarioSource.read("worked-example", ["schedule.algorithm=ddp", "schedule.outer_steps=501"])
     scenarios = equal_work_schedules(source)
-    assert [s.schedule.outer_steps for s in scenarios.scenarios.values()] == [1000, 2, 2, 2]
+    assert [s.schedule.outer_steps for s in scenarios.scenarios.values()] == [1000, 2, 2, 2, 2]
 
 
 def test_work_line_says_equal_or_unequal_work():
@@ -84,14 +86,15 @@ def test_work_line_says_equal_or_unequal_work():
 def test_bandwidth_plot_has_a_panel_per_schedule_each_on_its_own_time_axis(results, source, tmp_path):
     figure = bandwidth_figure(results, source.scenario, size_px=SIZE)
     axes = figure.axes
-    assert len(axes) == 4
-    assert [ax.get_ylabel() for ax in axes] == ["rate (Gbit/s)"] * 4
+    assert len(axes) == 5
+    assert [ax.get_ylabel() for ax in axes] == ["rate (Gbit/s)"] * 5
     # DDP's 1,000 steps take 1000 * 281.5 s = 3.26 days; DiLoCo's 2 intervals 2 * 1030 s = 34.3 min
     assert [ax.get_xlabel() for ax in axes[:2]] == ["time since start (days)", "time since start (minutes)"]
     assert axes[0].get_xlim() == pytest.approx((0, 1000 * 281.5 / 86400))
     assert axes[1].get_xlim() == pytest.approx((0, 2 * 1030 / 60))
     legends = [ax.get_legend().get_texts()[0].get_text() for ax in axes]
-    assert [text.split(":")[0] for text in legends] == ["DDP", "DiLoCo", "Streaming DiLoCo", "Eager DiLoCo"]
+    assert [text.split(":")[0] for text in legends] == ["DDP", "DiLoCo", "Streaming DiLoCo", "Eager DiLoCo",
+                                                           "Decoupled DiLoCo"]
     assert legends[0].startswith("DDP: 1,000 inner steps in 3.3 d, 1,000 all-reduces")
     path = save_png(figure, tmp_path / "bandwidth.png")
     assert png_size(path) == SIZE
@@ -135,9 +138,11 @@ def test_breakdown_bars_are_each_schedules_shares(results, tmp_path):
     ax = figure.axes[0]
     compute_bars = ax.containers[0]
     # DiLoCo: 750 s compute, 280 s stall per interval; DDP: 1.5 s compute, 280 s stall per step.
-    assert [bar.get_height() for bar in compute_bars] == pytest.approx([100 * 1.5 / 281.5, 100 * 750 / 1030, 100, 100])
+    assert [bar.get_height() for bar in compute_bars] == pytest.approx([100 * 1.5 / 281.5, 100 * 750 / 1030, 100, 100,
+                                                                          100 * 1500 / 1540])
     assert ax.get_ylabel() == "share of each worker's time (%)"
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["DDP", "DiLoCo", "Streaming DiLoCo", "Eager DiLoCo"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["DDP", "DiLoCo", "Streaming DiLoCo", "Eager DiLoCo",
+                                                           "Decoupled DiLoCo"]
     assert png_size(save_png(figure, tmp_path / "breakdown.png")) == SIZE
 
 

@@ -76,3 +76,12 @@ def test_a_clamped_link_says_how_far_the_ratio_moved():
 def test_the_scaled_scenario_round_trips_through_toml():
     case = scale(load("home-lab"), ScaleOptions(max_workers=3))
     assert tomllib.loads(to_toml(case.document)) == case.document
+
+
+def test_decoupled_is_refused_and_chip_failures_are_named_as_left_out():
+    from islands.errors import UserError
+    with pytest.raises(UserError, match="its syncer is simulated only"):
+        scale(load("worked-example", ["schedule.algorithm=decoupled", "schedule.overlap_steps=2"]))
+    case = scale(load("worked-example", ["island.*.chip_mtbf_s=1e6", "island.*.recovery_s=5"]))
+    assert "chip failures (chip_mtbf_s): not validated (simulated only); run without them" in case.notes
+    assert all("chip_mtbf_s" not in island for island in case.document["island"])

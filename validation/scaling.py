@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from islands.errors import UserError
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.loader import from_dict
 from islands.schedules import PSEUDO_GRADIENT, Schedule, schedule_of
@@ -165,6 +166,8 @@ def not_validated(scenario: Scenario) -> list[str]:
         reason = ("random churn (mtbf_s) is simulated only" if any(i.mtbf_s for i in scenario.islands)
                   else f"churn is validated under one-fragment DiLoCo only, not {scenario.schedule.algorithm!r}")
         notes.append(f"churn: not validated ({reason}); run without it")
+    if scenario.has_failures():
+        notes.append("chip failures (chip_mtbf_s): not validated (simulated only); run without them")
     if scenario.schedule.barrier != "wait":
         notes.append(f"barrier {scenario.schedule.barrier!r}: not validated (the trainer runs 'wait' only)")
     if any(i.jitter_cv for i in scenario.islands):
@@ -198,6 +201,9 @@ def island_entries(workers: list[Worker], step_factor: float, time_factor: float
 def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledCase:
     """The scaled replica of ``scenario`` (see the module docstring)."""
     schedule = scenario.schedule
+    if not schedule_of(scenario).coupled:
+        raise UserError(f"{scenario.source}: schedule.algorithm = \"{schedule.algorithm}\": its syncer is simulated "
+                        "only for now, so there is no real run to validate against")
     workers = scenario.workers()[: options.max_workers]
     notes = not_validated(scenario)
     if len(workers) < scenario.worker_count:
