@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from islands.scenarios import Scenario, ScenarioError, Worker
 from islands.schedules import schedule_of
-from islands.units import BYTES_PER_GB
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
 
 from .barriers import steps_scales
 from .collectives import collective_for, tcp_cap_bytes_per_s
@@ -92,7 +92,19 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
     latency_s = collectives_per_outer(scenario) * collective.hops(m) * farthest_hop_latency_s(workers)
     transfer_s = collective.volume_bytes(m, scenario.payload_bytes) / rate
     late_s = scenario.payload_bytes / rate if scenario.schedule.barrier == "deadline" else 0.0
-    return work_s + latency_s + transfer_s + late_s
+    return work_s + latency_s + transfer_s + late_s + syncer_s_per_outer(scenario, m)
+
+
+def syncer_s_per_outer(scenario: Scenario, learners: int) -> float:
+    """Decoupled DiLoCo: every learner's fragments in and out through the syncer's own link, in
+    series, and its latency twice per exchange (0 on a non-blocking core, or for a ring)."""
+    syncer = scenario.syncer
+    if schedule_of(scenario).coupled:
+        return 0.0
+    latency_s = 2 * collectives_per_outer(scenario) * syncer.latency_ms / MS_PER_S
+    if syncer.bandwidth_gbps is None:
+        return latency_s
+    return latency_s + 2 * learners * scenario.payload_bytes / (syncer.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE)
 
 
 def interval_s(scenario: Scenario, workers: list[Worker]) -> float:

@@ -69,3 +69,9 @@ def test_bad_decoupled_keys_get_one_line():
         worked("schedule.grace_window='soon'")
     with pytest.raises(ScenarioError, match="must be below inner_steps"):
         worked("schedule.overlap_steps=500")
+
+
+def test_the_run_length_bound_covers_a_narrow_syncer():
+    from islands.simulator.budget import estimate
+    scenario = worked("syncer.bandwidth_gbps=1")
+    assert estimate(scenario).run_length_s >= simulate(scenario).summary["wall_time_s"]
