@@ -1,4 +1,4 @@
-"""islands: predict, then measure, DDP and the DiLoCo family (Streaming, Eager, Decoupled) across islands of compute.
+"""islands: predict, then measure, DDP and the DiLoCo family across islands of compute.
 
 The command is a thin layer over the Python API, one module per subcommand.
 

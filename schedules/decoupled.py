@@ -17,42 +17,36 @@ The merge weights a learner's pseudo-gradient by its tokens processed times its 
 
 from __future__ import annotations
 
-from typing import Iterator
+from .base import SYNCER
+from .streaming import Streaming
 
-from .base import SYNCER, Schedule, SyncStep
 
+class Decoupled(Streaming):
+    """Streaming DiLoCo's fragment timing (its ``sync_steps``), each exchange a round trip to the
+    syncer; a learner overwrites its local fragment with the global one it takes back."""
 
-class Decoupled(Schedule):
     name = "decoupled"
     label = "Decoupled DiLoCo"
     coupled = False
     reads = ("inner_steps", "fragments", "overlap_steps", "quorum", "grace_window")
 
-    def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
-        h, p, tau = schedule.inner_steps, schedule.fragments, schedule.overlap_steps
-        for outer in range(first_outer, schedule.outer_steps):
-            for fragment in range(p):
-                due = outer * h + (fragment + 1) * h // p
-                yield SyncStep(outer_step=outer, fragment=fragment, launch_step=due - tau, apply_step=due)
-
-    def period_steps(self, schedule) -> int:
-        """Inner steps per outer step: H."""
-        return schedule.inner_steps
-
-    def fragments(self, schedule) -> int:
-        return schedule.fragments
-
     def collective(self, aggregation: str) -> str:
         """Every exchange is a round trip to the syncer, whatever the merge rule."""
         return SYNCER
+
+    def merge_alpha(self, scenario) -> float:
+        return 0.0
 
     def transfers_may_overlap(self, schedule) -> bool:
         return True
 
     def check(self, schedule) -> tuple[str, str] | None:
+        """As Streaming, but tau may pass the next fragment's launch (the paper's tau = 2 with one
+        fragment per step): a fragment need only be due before it is sent again."""
         h, p, tau = schedule.inner_steps, schedule.fragments, schedule.overlap_steps
         if h % p:
             return "schedule.fragments", f"inner_steps (H={h}) must be divisible by fragments (P={p})"
         if tau >= h:
-            return "schedule.overlap_steps", f"must be below inner_steps = {h} (a fragment is due before it is sent again; got {tau})"
+            return ("schedule.overlap_steps",
+                    f"must be below inner_steps = {h} (a fragment is due before it is sent again; got {tau})")
         return None

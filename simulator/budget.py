@@ -8,9 +8,10 @@
   two farthest workers; plus, for each scheduled event, the worst a membership change costs
   (detection, a weights download, a lost interval, a re-run sync).
 * A run provably ends unless some worker has both ``mtbf_s`` and ``mttr_s``, or chip failures
-  (``chip_mtbf_s``): only those make events forever. Then the run stops at ``horizon_s`` = ``HORIZON_FACTOR`` x run_length_s and is
-  reported cut short: churn that slows a run to more than ten times its churn-free bound is churn
-  the schedule does not survive (every interval broken before its sync), not a figure to rank.
+  (``chip_mtbf_s``): only those make events forever. Then the run stops at ``horizon_s`` =
+  ``HORIZON_FACTOR`` x run_length_s and is reported cut short: churn that slows a run to more than
+  ten times its churn-free bound is churn the schedule does not survive (every interval broken
+  before its sync), not a figure to rank.
 * ``events``, ``trace_rows`` and ``memory_bytes`` grow with worker-syncs (every worker taking part
   in every collective) and membership changes; the per-unit costs were measured on this simulator
   (events 1.0-2.4, one more with ``network.exchange_cpu_s_per_value``, trace rows 3-4, peak memory

@@ -87,9 +87,10 @@ class WorkerState:
 
 
 def sync_actions(points: Iterable[SyncPoint]) -> Iterator[tuple[object, SyncPoint]]:
-    """The launches and applies of ``points`` (in launch order) in the order a worker meets them: by position in inner steps, a launch before an apply at the same
-    position (a blocking sync launches, then waits), so an exchange stays in flight over any launches
-    before its apply step. Lazy: a run's points are never all in memory."""
+    """The launches and applies of ``points`` (in launch order) in the order a worker meets them: by
+    position in inner steps, a launch before an apply at the same position (a blocking sync
+    launches, then waits), so an exchange stays in flight over any launches before its apply step.
+    Lazy: a run's points are never all in memory."""
     due: list[tuple[float, int, SyncPoint]] = []
     for index, point in enumerate(points):
         while due and due[0][0] < point.launch_step:

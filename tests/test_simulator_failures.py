@@ -47,7 +47,8 @@ def test_non_elastic_restart_from_the_last_outer_step_matches_the_closed_form():
 def test_a_checkpoint_every_k_periods_loses_the_work_since_it():
     # the same failures with a checkpoint every 5 intervals: each restart goes back further
     common = ("schedule.outer_steps=600", "island.*.chips=10", "island.*.chip_mtbf_s=16000", "island.*.recovery_s=5")
-    every_period, every_five = fleet(*common, "trainer.checkpoint_every=1"), fleet(*common, "trainer.checkpoint_every=5")
+    every_period = fleet(*common, "trainer.checkpoint_every=1")
+    every_five = fleet(*common, "trainer.checkpoint_every=5")
     one, five = simulate(every_period).summary, simulate(every_five).summary
     assert five["lost_compute_s"] > 2 * one["lost_compute_s"] > 0
     assert five["goodput"] < one["goodput"]
