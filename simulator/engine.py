@@ -362,7 +362,10 @@ class Simulation:
             state.activity = ("wait", arrived_s, point.fragment, point.outer_step)
             yield collective.done
             state.activity = None
-        self.record_wait(state, arrived_s, collective.first_started_s, point.fragment, point.outer_step)
+        if self.syncer is not None:
+            self.syncer.record_wait(state, arrived_s, collective)
+        else:
+            self.record_wait(state, arrived_s, collective.first_started_s, point.fragment, point.outer_step)
 
     def record_wait(self, state: WorkerState, since_s: float, started_s: float | None, fragment: int,
                     outer_step: int) -> None:

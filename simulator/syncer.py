@@ -6,8 +6,9 @@ thread runs them), uploads it over its uplink and the syncer's downlink, and wai
 The syncer merges fragment p once ``schedule.quorum`` (K) reports of it are in since its last merge,
 after a grace window, or at once when every present learner has reported. Every report in the merge
 then downloads the new global fragment over the syncer's uplink and its own downlink; the learner
-holds it at the end of that download. Time before the merge is ``idle`` (waiting for others'
-reports), after it ``stall``.
+holds it at the end of that download. A learner waiting for its fragment is ``idle`` while its
+report sits at the syncer waiting for others' (quorum, grace window) and ``stall`` while its own
+bytes move.
 
 Grace window (Douillard et al. 2026, eq. 3): the slack of the first reporter, the time left before it
 needs the fragment back, is tau steps of its compute less the time since it sent and less its
@@ -55,7 +56,8 @@ class Report:
     launched_s: float
     done: simpy.Event
     sent_s: float | None = None           # the upload started
-    first_started_s: float | None = None  # merged: waiting before this is idle, after it stall
+    arrived_s: float | None = None        # the upload is in: from here to the merge it waits for others
+    first_started_s: float | None = None  # merged
     transfer: Transfer | None = None
 
 
@@ -114,6 +116,7 @@ class Syncer:
         if report.transfer is not transfer:
             return
         report.transfer = None
+        report.arrived_s = self.sim.env.now
         self.in_flight[report.rank].discard(report)
         self.waiting.setdefault(report.fragment, []).append(report)
         self.consider(report.fragment)
@@ -184,6 +187,18 @@ class Syncer:
         sim.rows.append(Row(report.sent_s, sim.env.now, report.rank, state.worker.island, "comm",
                             report.payload_bytes, report.fragment, report.outer_step))
         report.done.succeed()
+
+    def record_wait(self, state: WorkerState, since_s: float, report: Report) -> None:
+        """The learner waited from ``since_s`` to now for ``report``: idle while the report sat at the
+        syncer before its merge, stall the rest (its own transfers and exchange work)."""
+        sim = self.sim
+        now = sim.env.now
+        idle_from = min(max(since_s, report.arrived_s), now)
+        idle_to = min(max(idle_from, report.first_started_s), now)
+        rank, island = report.rank, state.worker.island
+        for start, end, kind in ((since_s, idle_from, "stall"), (idle_from, idle_to, "idle"), (idle_to, now, "stall")):
+            if end > start:
+                sim.rows.append(Row(start, end, rank, island, kind, 0.0, report.fragment, report.outer_step))
 
     # --- learners that fail, finish and return ---------------------------------------------------
 

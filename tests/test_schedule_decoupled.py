@@ -75,3 +75,16 @@ def test_the_run_length_bound_covers_a_narrow_syncer():
     from islands.simulator.budget import estimate
     scenario = worked("syncer.bandwidth_gbps=1")
     assert estimate(scenario).run_length_s >= simulate(scenario).summary["wall_time_s"]
+
+
+def test_learners_drift_apart_on_their_own_clocks():
+    # mixed-fleet: H100 learners step about 2.7x faster than the A100s; nobody waits, so each ends
+    # its second outer step when its own compute does (the timeline shows them apart)
+    run = simulate(load("mixed-fleet", ["schedule.algorithm=decoupled", "schedule.outer_steps=2"]))
+    comm = run.trace[(run.trace["kind"] == "comm") & (run.trace["outer_step"] == 1)]
+    ends = comm.groupby("island")["time_end_s"].max()
+    steps = {island.name: island.step_time_s for island in load("mixed-fleet").islands}
+    for name, end_s in ends.items():
+        assert end_s == pytest.approx(2 * 250 * steps[name], rel=0.01)
+    assert ends["a100-cloud"] > 2.5 * ends["h100-dc"]
+    assert run.summary["idle_s"] == pytest.approx(0, abs=0.1)
