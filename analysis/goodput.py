@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from islands.errors import UserError
 from islands.schedules import SCHEDULES
 
 from .parallel import Progress, run_tasks
@@ -58,12 +59,23 @@ def cell_overrides(source: ScenarioSource, method: Method, chips: int, failures:
     island = base.islands[0]
     rate_per_s = chips / island.chip_mtbf_s
     steps = math.ceil(failures / rate_per_s / island.step_time_s)
-    period = 1 if method.algorithm == "ddp" else SCHEDULES[method.algorithm].period_steps(base.schedule)
+    period = SCHEDULES[method.algorithm].period_steps(base.schedule)
     per_step_checkpoint = ("schedule.inner_steps=1",) if method.algorithm == "ddp" else ()
     return (*per_step_checkpoint, f"schedule.algorithm={method.algorithm}",
             f"schedule.elastic={str(method.elastic).lower()}",
             f"island.0.replicas={method.workers}", f"island.0.chips={chips // method.workers}",
             f"schedule.outer_steps={math.ceil(steps / period)}")
+
+
+def check_fleet(source: ScenarioSource) -> None:
+    """The grid splits one island's chips among its workers, at that island's failure rate."""
+    islands = source.scenario.islands
+    if len(islands) != 1:
+        raise UserError(f"{source.source}: island: the goodput grid splits one island's fleet among its "
+                        f"workers; this scenario has {len(islands)} islands")
+    if islands[0].chip_mtbf_s is None:
+        raise UserError(f"{source.source}: island.0.chip_mtbf_s: is required for the goodput grid "
+                        "(one chip's mean time between interruptions)")
 
 
 def goodput_cell(source: ScenarioSource, overrides: tuple[str, ...]) -> dict:
@@ -79,6 +91,7 @@ def goodput_table(scenario: "str | Path | ScenarioSource" = "chaos", failures: i
                   progress: Progress | None = None) -> pd.DataFrame:
     """One row per (method, chips): simulated goodput, the paper's, their difference in points."""
     source = as_source(scenario)
+    check_fleet(source)
     cells = [(method, n) for method in methods for n in chips]
     tasks = [(source, cell_overrides(source, method, n, failures)) for method, n in cells]
     results = run_tasks(goodput_cell, tasks, executor=executor, jobs=jobs, progress=progress)

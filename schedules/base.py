@@ -43,6 +43,14 @@ AVERAGE = "average"  # the outer step takes the round's average once it has arri
 EAGER = "eager"      # the outer step at the launch, with the eager proxy (``eager.py``)
 
 
+def fragments_divide_period(schedule: ScheduleSpec) -> tuple[str, str] | None:
+    """The rule every fragmented schedule keeps: P fragments share an H-step period evenly."""
+    h, p = schedule.inner_steps, schedule.fragments
+    if h % p:
+        return "schedule.fragments", f"inner_steps (H={h}) must be divisible by fragments (P={p})"
+    return None
+
+
 def collective_of(aggregation: str) -> str:
     """The collective that carries an exchange under ``trainer.aggregation``: the mean is a ring
     all-reduce; a robust aggregation (median, trimmed mean) needs every member's payload whole."""

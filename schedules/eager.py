@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .base import EAGER, Schedule, SyncStep
+from .base import EAGER, Schedule, SyncStep, fragments_divide_period
 
 
 class Eager(Schedule):
@@ -52,9 +52,9 @@ class Eager(Schedule):
         return True
 
     def check(self, schedule) -> tuple[str, str] | None:
-        h, p = schedule.inner_steps, schedule.fragments
-        if h % p:
-            return "schedule.fragments", f"inner_steps (H={h}) must be divisible by fragments (P={p})"
+        broken = fragments_divide_period(schedule)
+        if broken:
+            return broken
         if schedule.outer_steps < 2:
             return "schedule.outer_steps", "eager needs at least 2 (a round's average is applied one outer step later)"
         return None

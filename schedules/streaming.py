@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .base import Schedule, SyncStep
+from .base import Schedule, SyncStep, fragments_divide_period
 
 
 class Streaming(Schedule):
@@ -42,10 +42,12 @@ class Streaming(Schedule):
         return schedule.overlap_steps > 0 or schedule.fragments > 1
 
     def check(self, schedule) -> tuple[str, str] | None:
-        h, p = schedule.inner_steps, schedule.fragments
-        if h % p:
-            return "schedule.fragments", f"inner_steps (H={h}) must be divisible by fragments (P={p})"
-        if schedule.overlap_steps >= h // p:
+        return fragments_divide_period(schedule) or self.check_overlap(schedule)
+
+    def check_overlap(self, schedule) -> tuple[str, str] | None:
+        """tau < H / P: a fragment is applied before the next one is launched."""
+        window = schedule.inner_steps // schedule.fragments
+        if schedule.overlap_steps >= window:
             return ("schedule.overlap_steps",
-                    f"must be below inner_steps / fragments = {h // p} (got {schedule.overlap_steps})")
+                    f"must be below inner_steps / fragments = {window} (got {schedule.overlap_steps})")
         return None

@@ -54,7 +54,7 @@ class Failures:
     def draw(self, rank: int) -> float:
         """Compute seconds until the worker's next interruption, at its chips up now."""
         worker = self.sim.workers[rank]
-        rate = 0.0 if worker.chip_mtbf_s is None else (worker.chips - self.chips_down[rank]) / worker.chip_mtbf_s
+        rate = worker.failure_rate_per_compute_s * (worker.chips - self.chips_down[rank]) / worker.chips
         return float(self.rngs[rank].exponential(1 / rate)) if rate > 0 else math.inf
 
     # --- the clock -------------------------------------------------------------------------------

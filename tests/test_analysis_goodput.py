@@ -36,3 +36,12 @@ def test_the_table_shows_the_papers_number_beside_each_cell(corners):
 def test_cli_refuses_a_bad_failure_count(capsys):
     assert main(["goodput", "--failures", "0"]) == 2
     assert "--failures must be >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("scenario", "rule"), [
+    ("worked-example", "island.0.chip_mtbf_s: is required for the goodput grid"),
+    ("home-lab", "splits one island's fleet among its workers; this scenario has"),
+])
+def test_cli_refuses_a_scenario_the_grid_cannot_split(capsys, scenario, rule):
+    assert main(["goodput", scenario]) == 2
+    assert rule in capsys.readouterr().err
