@@ -321,6 +321,11 @@ def check_schedule(scenario: Scenario, source: str) -> None:
     broken = declared.check(schedule)
     if broken:
         raise ScenarioError(source, *broken)
+    if scenario.trainer.aggregation not in declared.aggregations:
+        runs = ", ".join(f'"{rule}"' for rule in declared.aggregations)
+        raise ScenarioError(source, "trainer.aggregation",
+                            f'"{scenario.trainer.aggregation}" is not run by algorithm = "{schedule.algorithm}" '
+                            f"(it merges by {runs})")
     if scenario.has_failures() and schedule.barrier == "deadline":
         raise ScenarioError(source, "schedule.barrier",
                             '"deadline" is not modelled with chip failures (chip_mtbf_s): use "wait" or "adaptive"')

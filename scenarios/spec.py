@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from islands.schedules import SCHEDULES
+from islands.schedules.decoupled import ADAPTIVE
 
 REQUIRED = object()
 
@@ -43,8 +44,8 @@ MIN_GBPS, MAX_GBPS = 1e-6, 1e6
 MAX_LATENCY_MS = 60_000.0
 MIN_CHURN_S = 1.0
 MAX_GRACE_WINDOW_S = 86400.0
-ADAPTIVE = "adaptive"
 MAX_EVENT_S = 1e12
+
 
 def positive(value: float) -> str | None:
     return None if value > 0 else "must be > 0"

@@ -16,7 +16,7 @@ OUTER_OPTIMIZERS = ("nesterov", "average", "adamw")
 INNER_OPTIMIZERS = ("adamw", "sgd")
 DATA_SPLITS = ("iid", "files")
 DEVICES = ("auto", "cpu", "cuda")
-AGGREGATIONS = ("mean", "median", "trimmed_mean")
+AGGREGATIONS = ("mean", "median", "trimmed_mean", "radial_directional")
 
 
 def positive_up_to(high: float, unit: str = "") -> Callable[[float], str | None]:
@@ -84,7 +84,8 @@ TRAINER_KEYS = {
                               "others' (0: only NaN/Inf are excluded)"),
     "aggregation": Key("str", "mean", one_of(*AGGREGATIONS),
                        '"mean" (ring average), "median" or "trimmed_mean" (coordinate-wise, all-gathered: '
-                       'the simulator prices (M-1) whole payloads per worker)'),
+                       'the simulator prices (M-1) whole payloads per worker); decoupled: "mean" or '
+                       '"radial_directional" (the syncer\'s merge)'),
     "trim_fraction": Key("float", 0.25, fraction_below_half,
                          "trimmed_mean: fraction of the values dropped at each end of every coordinate"),
     "elastic": Key("bool", False, doc="islands may die and join mid-run (on with [[event]] entries or "

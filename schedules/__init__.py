@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import (ALL_GATHER, ALL_REDUCE, AVERAGE, EAGER, GRADIENT, PSEUDO_GRADIENT, SYNCER, Schedule, SyncPoint,
+from .base import (ADOPT, ALL_GATHER, ALL_REDUCE, AVERAGE, EAGER, GRADIENT, PSEUDO_GRADIENT, SYNCER, Schedule, SyncPoint,
                    SyncStep, collective_of)
 from .ddp import DDP
 from .decoupled import Decoupled
@@ -27,5 +27,5 @@ def schedule_of(scenario: Scenario) -> Schedule:
     return SCHEDULES[scenario.schedule.algorithm]
 
 
-__all__ = ["ALL_GATHER", "ALL_REDUCE", "AVERAGE", "EAGER", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES", "SYNCER",
+__all__ = ["ADOPT", "ALL_GATHER", "ALL_REDUCE", "AVERAGE", "EAGER", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES", "SYNCER",
            "Schedule", "SyncPoint", "SyncStep", "collective_of", "schedule_of"]

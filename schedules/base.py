@@ -41,6 +41,8 @@ SYNCER = "syncer"    # a round trip to Decoupled DiLoCo's syncer: upload the fra
 MEAN = "mean"
 AVERAGE = "average"  # the outer step takes the round's average once it has arrived
 EAGER = "eager"      # the outer step at the launch, with the eager proxy (``eager.py``)
+ADOPT = "adopt"      # the syncer takes the outer step; the learner adopts the global fragment (``decoupled.py``)
+MERGE_RULES = ("mean", "median", "trimmed_mean")  # trainer.aggregation of the collective schedules
 
 
 def fragments_divide_period(schedule: ScheduleSpec) -> tuple[str, str] | None:
@@ -86,7 +88,8 @@ class Schedule(ABC):
     exchanged: str = PSEUDO_GRADIENT     # GRADIENT or PSEUDO_GRADIENT
     barriers: tuple[str, ...] = ("wait",)
     reads: tuple[str, ...] = ()          # schedule.* keys it reads besides outer_steps and bits
-    update: str = AVERAGE                # AVERAGE or EAGER: which outer gradient the outer step takes
+    update: str = AVERAGE                # AVERAGE, EAGER or ADOPT: which outer step, and where
+    aggregations: tuple[str, ...] = MERGE_RULES  # the trainer.aggregation values it runs
     coupled: bool = True                 # workers wait for each other at syncs (False: learners on own clocks)
 
     @abstractmethod

@@ -12,13 +12,27 @@ learner that is down weighs zero; it comes back with stale state and fetches the
 
 The merge weights a learner's pseudo-gradient by its tokens processed times its tokens per step
 (the paper's token weighting), optionally with radial-directional averaging
-(``trainer.aggregation``); the simulator prices only when bytes move and who waits.
+(``trainer.aggregation``, ``trainer/merge.py``); the simulator prices only when bytes move and who
+waits. Both executors take the grace window from ``grace_window_s``.
 """
 
 from __future__ import annotations
 
-from .base import SYNCER
+from .base import ADOPT, SYNCER
 from .streaming import Streaming
+
+ADAPTIVE = "adaptive"          # schedule.grace_window's rule
+ADAPTIVE_GRACE_FRACTION = 0.5  # gamma of eq. 3; the paper does not publish its value
+
+
+def grace_window_s(window: float | str, first_slack_s: float) -> float:
+    """How long the syncer waits for more reports once the quorum is in: ``window`` seconds, or
+    (``"adaptive"``, Douillard et al. 2026, eq. 3) gamma times the first reporter's slack, the time
+    it has left before it needs the fragment back: tau steps of its compute since it sent, less the
+    time since then and less its download."""
+    if window != ADAPTIVE:
+        return float(window)
+    return max(0.0, ADAPTIVE_GRACE_FRACTION * first_slack_s)
 
 
 class Decoupled(Streaming):
@@ -28,6 +42,8 @@ class Decoupled(Streaming):
     name = "decoupled"
     label = "Decoupled DiLoCo"
     coupled = False
+    update = ADOPT
+    aggregations = ("mean", "radial_directional")
     reads = ("inner_steps", "fragments", "overlap_steps", "quorum", "grace_window")
 
     def collective(self, aggregation: str) -> str:

@@ -12,8 +12,8 @@ bytes move.
 
 Grace window (Douillard et al. 2026, eq. 3): the slack of the first reporter, the time left before it
 needs the fragment back, is tau steps of its compute less the time since it sent and less its
-download; the syncer waits ``ADAPTIVE_GRACE_FRACTION`` (gamma < 1) of that slack, or the
-``schedule.grace_window`` seconds given.
+download; the syncer waits gamma < 1 of that slack, or the ``schedule.grace_window`` seconds given
+(``schedules.decoupled.grace_window_s``, which the trainer's syncer applies too).
 
 A learner that fails (``failures.py``) loses its reports in flight (it weighs zero in merges until
 it is back); ``recovery_s`` later it downloads the global model from the syncer and goes on from its
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Generator
 
 import simpy
 
-from islands.scenarios.spec import ADAPTIVE
+from islands.schedules.decoupled import grace_window_s
 from islands.trace import NO_FRAGMENT, Row
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
     from .engine import Simulation, WorkerState
 
-ADAPTIVE_GRACE_FRACTION = 0.5  # gamma of eq. 3; the paper does not publish its value
 SYNCER_RANK = -1
 
 
@@ -142,14 +141,11 @@ class Syncer:
 
     def grace_s(self, first: Report) -> float:
         """The grace window after the quorum: seconds, or gamma x the first reporter's slack."""
-        window = self.sim.scenario.schedule.grace_window
-        if window != ADAPTIVE:
-            return float(window)
         sim = self.sim
         state = sim.states[first.rank]
         due_s = first.launched_s + sim.scenario.schedule.overlap_steps * state.worker.step_time_s
         download_s = self.hop_latency_s(first.rank) + first.payload_bytes / self.download_rate(first.rank)
-        return max(0.0, ADAPTIVE_GRACE_FRACTION * (due_s - sim.env.now - download_s))
+        return grace_window_s(sim.scenario.schedule.grace_window, due_s - sim.env.now - download_s)
 
     def download_rate(self, rank: int) -> float:
         rates = [self.sim.downlinks[rank].capacity_bytes_per_s, *(link.capacity_bytes_per_s for link in self.links_up)]

@@ -24,6 +24,16 @@ def test_relative_error_is_signed_and_skips_negligible_measurements():
     assert relative_error(1.0, None) is None
 
 
+def test_learners_on_their_own_clocks_are_compared_by_their_own_exchanges():
+    """Two learners exchange fragment 0 of outer step 0 an hour apart, 2 s and 4 s each: the sync
+    is their mean, 3 s, not the 3604 s span from the first start to the last end."""
+    predicted = to_frame([(0.0, 2.0, 0, "a", "comm", 10.0, 0, 0), (3600.0, 3604.0, 1, "b", "comm", 10.0, 0, 0)])
+    measured = to_frame([(0.0, 2.2, 0, "a", "comm", 10.0, 0, 0), (3500.0, 3504.4, 1, "b", "comm", 10.0, 0, 0)])
+    [row] = sync_rows(predicted, measured, per_worker=True)
+    assert (row["predicted_s"], row["measured_s"]) == pytest.approx((3.0, 3.3))
+    assert sync_rows(predicted, measured)[0]["predicted_s"] == pytest.approx(3604.0)
+
+
 def test_sync_rows_pair_the_same_collective():
     predicted = to_frame([(1.0, 3.0, 0, "a", "comm", 10.0, 0, 0), (1.0, 3.5, 1, "b", "comm", 10.0, 0, 0)])
     measured = to_frame([(1.1, 3.4, 0, "a", "comm", 10.0, 0, 0), (1.2, 4.1, 1, "b", "comm", 10.0, 0, 0)])

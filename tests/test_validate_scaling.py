@@ -78,10 +78,29 @@ def test_the_scaled_scenario_round_trips_through_toml():
     assert tomllib.loads(to_toml(case.document)) == case.document
 
 
-def test_decoupled_is_refused_and_chip_failures_are_named_as_left_out():
-    from islands.errors import UserError
-    with pytest.raises(UserError, match="its syncer is simulated only"):
-        scale(load("worked-example", ["schedule.algorithm=decoupled", "schedule.overlap_steps=2"]))
+def test_chip_failures_are_named_as_left_out():
     case = scale(load("worked-example", ["island.*.chip_mtbf_s=1e6", "island.*.recovery_s=5"]))
     assert "chip failures (chip_mtbf_s): not validated (simulated only); run without them" in case.notes
     assert all("chip_mtbf_s" not in island for island in case.document["island"])
+
+
+def test_decoupled_keeps_upload_over_compute_and_scales_the_syncer_link():
+    """A learner moves its payload S once each way whatever M: its rate scales with S, not with
+    the ring volume; the syncer's link and latency scale as the islands' do, a grace window in
+    seconds by k."""
+    overrides = ["schedule.algorithm=decoupled", "schedule.fragments=2", "schedule.overlap_steps=2",
+                 "schedule.bits=8", "schedule.grace_window=30", "syncer.bandwidth_gbps=4", "syncer.latency_ms=100"]
+    original = load("worked-example", overrides)
+    case = scale(original, ScaleOptions(max_workers=3))
+    document, k = case.document, case.time_factor
+    layers, _ = trainer_model_values(2)
+    payload = wire_payload_bytes(layers, SCHEDULES["decoupled"], 2, 1, 8)
+    assert document["model"]["parameters"] * 8 / BITS_PER_BYTE == pytest.approx(payload, rel=0.02)
+    upload_s = payload / (document["island"][0]["upload_gbps"] * 1e9 / BITS_PER_BYTE)
+    original_upload_s = original.payload_bytes / (original.workers()[0].upload_bytes_per_s)
+    assert upload_s / (20 * 0.2) == pytest.approx(original_upload_s / (500 * 1.5), rel=1e-9)
+    assert document["syncer"]["bandwidth_gbps"] == pytest.approx(4 * document["island"][0]["upload_gbps"])
+    assert document["syncer"]["latency_ms"] == pytest.approx(100 * k)
+    assert document["schedule"]["grace_window"] == pytest.approx(30 * k) and document["schedule"]["quorum"] == 1
+    assert "M 8 -> 3 (first workers; payload rescaled)" in case.notes
+    assert tomllib.loads(to_toml(document)) == document

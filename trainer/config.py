@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from islands.errors import UserError
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.trainer_keys import TrainerSpec
-from islands.schedules import AVERAGE, GRADIENT, SCHEDULES, Schedule, SyncPoint, schedule_of
+from islands.schedules import AVERAGE, GRADIENT, Schedule, SyncPoint, schedule_of
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,9 @@ def make_plan(scenario: Scenario, workers: int | None = None, data_path: str | N
 def check_plan(plan: RunPlan) -> None:
     spec, source = plan.spec, plan.scenario.source
     check_supported(plan.scenario)
-    if plan.elastic:
+    if not plan.schedule.coupled:
+        check_decoupled(plan)
+    elif plan.elastic:
         check_elastic(plan)
     if spec.n_embd % spec.n_head:
         raise UserError(f"{source}: trainer.n_embd: must be divisible by trainer.n_head "
@@ -152,12 +154,8 @@ def check_plan(plan: RunPlan) -> None:
 def check_supported(scenario: Scenario) -> None:
     """Refuse what only the simulator plays: other barriers, DDP's backward overlap (the trainer
     all-reduces the gradient after the whole backward pass, not bucket by bucket during it) and
-    random churn, chip failures and schedules without a global barrier (Decoupled DiLoCo's syncer)."""
+    random churn and chip failures."""
     source = scenario.source
-    if not schedule_of(scenario).coupled:
-        raise UserError(f"{source}: schedule.algorithm = \"{scenario.schedule.algorithm}\": its syncer is "
-                        "simulated only for now; the trainer runs "
-                        + ", ".join(name for name, s in SCHEDULES.items() if s.coupled))
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
         raise UserError(f"{source}: schedule.barrier: the real trainer only runs \"wait\" "
                         f"(got {scenario.schedule.barrier!r})")
@@ -173,6 +171,16 @@ def check_supported(scenario: Scenario) -> None:
         if getattr(island, "chip_mtbf_s", None):
             raise UserError(f"{source}: island.{index}.chip_mtbf_s: chip failures are simulated only; "
                             f"use [[event]] entries to train with islands that leave and return")
+
+
+def check_decoupled(plan: RunPlan) -> None:
+    """A Decoupled DiLoCo learner is one process (its island's only rank); someone must start."""
+    source = plan.scenario.source
+    if plan.ranks_per_island != 1:
+        raise UserError(f"{source}: trainer.ranks_per_island: a decoupled learner is one process, so it must "
+                        f"be 1 (got {plan.ranks_per_island})")
+    if not plan.initial_members():
+        raise UserError(f"{source}: every island has present = false: no learner starts the run")
 
 
 def check_elastic(plan: RunPlan) -> None:

@@ -7,7 +7,8 @@ The shape of torchft's ``local_sgd.py``. The loop steps the inner optimizer as u
 * ``FragmentSync.prepare``: the fragment's pseudo-gradient delta = theta_global - theta_local (fp32,
   ``outer.Fragment``), the fault hook (``faults.poisoned``), then its exchange is launched;
 * ``FragmentSync.perform``: wait for the exchange, outer step on the global copy with the averaged
-  delta, merge into the local weights with alpha.
+  delta, merge into the local weights with alpha (eager updates: ``EagerFragmentSync``; Decoupled
+  DiLoCo, whose syncer steps: ``AdoptFragmentSync``).
 
 Exchanges in flight are keyed by (outer step, fragment), so an exchange still in flight when the next
 one is launched is kept (and performed in its own turn). Where the bytes go is the ``Transport``:
@@ -27,7 +28,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 
 import torch
 
-from islands.schedules import AVERAGE, EAGER, SyncPoint
+from islands.schedules import ADOPT, AVERAGE, EAGER, SyncPoint
 
 from .faults import poisoned
 from .outer import Fragment
@@ -144,7 +145,20 @@ class EagerFragmentSync(FragmentSync):
         self.fragment.apply(outer_gradient, alpha)
 
 
-FRAGMENT_SYNCS: dict[str, type[FragmentSync]] = {AVERAGE: FragmentSync, EAGER: EagerFragmentSync}
+class AdoptFragmentSync(FragmentSync):
+    """One fragment under Decoupled DiLoCo (``schedules/decoupled.py``): the syncer took the outer
+    step; the exchange brings back its global fragment, which the learner holds and trains from."""
+
+    def perform(self, diloco: DiLoCo, point: SyncPoint, arrived_s: float) -> Synced:
+        exchange = diloco.collect(point)
+        synced = Synced(point, exchange, arrived_s, diloco.now())
+        self.fragment.adopt(exchange.mean)
+        diloco.transport.applied(point)
+        return synced
+
+
+FRAGMENT_SYNCS: dict[str, type[FragmentSync]] = {AVERAGE: FragmentSync, EAGER: EagerFragmentSync,
+                                                 ADOPT: AdoptFragmentSync}
 
 
 class DiLoCo:

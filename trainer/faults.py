@@ -18,6 +18,7 @@ island-mates then leave with it (``trainer/island.py``).
 | ``checkpoint-write`` | its checkpoint file is written to the temporary name, not yet renamed |
 | ``download-source`` | a member serving the global state to a joiner has sent the length, not the state |
 | ``download-joiner`` | a joiner has received the state's length, not the state |
+| ``syncer-upload`` | a decoupled learner has sent a piece of its report's payload to the syncer, not the report |
 
 Poison: ``ISLANDS_FAULT = "KIND@ISLAND:OUTER_STEP"`` replaces island ISLAND's contribution to outer
 step OUTER_STEP (DDP: the step) before it is screened: ``nan`` (every value NaN), ``inf``, or
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 KILL_VARIABLE = "ISLANDS_KILL_AT"
 FAULT_VARIABLE = "ISLANDS_FAULT"
 POINTS = ("inner-step", "exchange-screen", "all-reduce", "exchange-vote", "evaluate", "checkpoint-write",
-          "download-source", "download-joiner")
+          "download-source", "download-joiner", "syncer-upload")
 passes: Counter = Counter()
 
 

@@ -32,6 +32,7 @@ from islands.errors import UserError
 
 from .comm import TorchGroup
 from .config import RunPlan
+from .launch_decoupled import launch_decoupled, run_learner
 from .launch_elastic import launch_elastic, run_elastic_process
 from .loop import Trainer
 from .world import Groups
@@ -81,13 +82,23 @@ def rank_environment(rank: int, plan: RunPlan, master_addr: str, port: int, extr
 
 
 def launch_local(train_args: list[str], plan: RunPlan, master_addr: str = "127.0.0.1",
-                 island_launch: Callable[[int], IslandLaunch] | None = None, port: int | None = None) -> int:
+                 island_launch: Callable[[int], IslandLaunch] | None = None, port: int | None = None,
+                 syncer_launch: IslandLaunch = IslandLaunch()) -> int:
     """Start every rank of ``plan`` on this machine and wait; returns the first failing exit code or 0.
     ``port`` is the rendezvous port; by default a free one on ``master_addr``, which must then be an
     address of this host's namespace (pass ``port`` for one that exists only inside island 0's).
-    An elastic run (churn) is started by ``launch_elastic.launch_elastic`` instead."""
+    An elastic run (churn) is started by ``launch_elastic.launch_elastic`` instead, a decoupled one
+    (its syncer wrapped by ``syncer_launch``, which hosts the store at ``master_addr``) by
+    ``launch_decoupled.launch_decoupled``."""
     port = port or free_port(master_addr)
     uses_cuda(plan.spec.device, plan.world_size)  # one line before any process starts
+    if not plan.schedule.coupled:
+        def learner(rank: int) -> tuple[list[str], dict]:
+            wrap = island_launch(rank) if island_launch else IslandLaunch()
+            return list(wrap.prefix), rank_environment(rank, plan, master_addr, port, wrap.env)
+        syncer = (list(syncer_launch.prefix),
+                  rank_environment(plan.world_size, plan, master_addr, port, syncer_launch.env))
+        return launch_decoupled(train_args, plan, master_addr, port, learner, syncer)
     if plan.elastic:
         def environment(rank: int) -> tuple[list[str], dict]:
             wrap = island_launch(rank // plan.ranks_per_island) if island_launch else IslandLaunch()
@@ -183,6 +194,8 @@ def run_process(plan: RunPlan, env: DistEnv, out_dir: Path | None, resume_dir: P
     if env.world_size != plan.world_size:
         raise UserError(f"WORLD_SIZE={env.world_size}, but the scenario needs {plan.islands} islands x "
                         f"{plan.ranks_per_island} trainer.ranks_per_island = {plan.world_size} processes")
+    if not plan.schedule.coupled:
+        return run_learner(plan, env.rank, pick_device(plan.spec.device, *host_processes(env)))
     if plan.elastic:
         return run_elastic_process(plan, env.rank, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
                                    out_dir, resume_dir, stop_after, default_out)

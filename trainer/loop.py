@@ -292,7 +292,11 @@ class Trainer:
             outer_step, fragment = point.outer_step, point.fragment
             self.recorder.add("comm", exchange.started_s, exchange.done_s, outer_step, fragment, exchange.sent_bytes)
             self.note_exclusions(exchange.verdict, outer_step, fragment)
-            blocked_s += self.recorder.waited(arrived_s, exchange.started_s, received_s, outer_step, fragment)
+            if exchange.queued is not None:
+                blocked_s += self.recorder.waited_at_syncer(arrived_s, exchange.queued, received_s, outer_step,
+                                                            fragment)
+            else:
+                blocked_s += self.recorder.waited(arrived_s, exchange.started_s, received_s, outer_step, fragment)
             comm_s += exchange.done_s - exchange.started_s
         return blocked_s, comm_s
 

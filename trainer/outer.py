@@ -82,6 +82,15 @@ class Fragment:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
+    def adopt(self, global_flat: torch.Tensor) -> None:
+        """Hold ``global_flat`` as the global weights (Decoupled DiLoCo's syncer stepped them) and
+        train from them: theta_l <- theta_g."""
+        with torch.no_grad():
+            for g, part in zip(self.global_params, global_flat.split(self.numels)):
+                g.copy_(part.view_as(g))
+        self.merge(0.0)
+        self.applied += 1
+
     def merge(self, alpha: float) -> None:
         """theta_l <- alpha * theta_l + (1 - alpha) * theta_g (a plain copy when alpha = 0)."""
         with torch.no_grad():

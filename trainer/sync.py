@@ -30,11 +30,16 @@ from .tracing import Clock
 
 @dataclass(frozen=True)
 class Exchange:
+    """An exchange's result (the mean; Decoupled DiLoCo: the global fragment) and its times: the
+    transfer from ``started_s`` to ``done_s``, of which ``queued`` (when set) is the part it sat at
+    Decoupled DiLoCo's syncer waiting for other learners' reports."""
+
     mean: torch.Tensor
     started_s: float
     done_s: float
     sent_bytes: int
     verdict: Verdict
+    queued: tuple[float, float] | None = None
 
 
 def share(x: torch.Tensor, index: int, parts: int) -> torch.Tensor:

@@ -92,6 +92,19 @@ class Recorder:
             self.add("stall", started_s, done_s, outer_step, fragment)
         return done_s - arrived_s
 
+    def waited_at_syncer(self, arrived_s: float, queued: tuple[float, float], done_s: float, outer_step: int,
+                         fragment: int) -> float:
+        """A decoupled learner waited from ``arrived_s`` to ``done_s``: idle while its report sat at
+        the syncer waiting for others (``queued``), stall while its own bytes moved (the simulator's
+        ``Syncer.record_wait``); returns seconds blocked."""
+        idle_from = min(max(arrived_s, queued[0]), done_s)
+        idle_to = min(max(idle_from, queued[1]), done_s)
+        for start, end, kind in ((arrived_s, idle_from, "stall"), (idle_from, idle_to, "idle"),
+                                 (idle_to, done_s, "stall")):
+            if end > start:
+                self.add(kind, start, end, outer_step, fragment)
+        return max(0.0, done_s - arrived_s)
+
     def seconds(self, kind: str) -> float:
         return sum(row.time_end_s - row.time_start_s for row in self.rows if row.kind == kind)
 
@@ -156,10 +169,12 @@ def useful_chip_s(plan: RunPlan, rows: list[Row], lost_compute_s: float) -> tupl
 
 
 def build_summary(plan: RunPlan, steps: int, rows: list[Row], churn: dict[str, Any] | None = None):
-    """The trace frame and its summary, with the simulator's keys (``islands.summary.summarise``)."""
+    """The trace frame and its summary, with the simulator's keys (``islands.summary.summarise``;
+    sync times per worker where learners sync on their own clocks, as the simulator counts them)."""
     trace = to_frame(rows)
     extra, island_extra = measured_extra(plan, steps, rows, churn)
-    return trace, summarise(trace, plan.outer_steps_done(steps), extra=extra, island_extra=island_extra)
+    return trace, summarise(trace, plan.outer_steps_done(steps), extra=extra, island_extra=island_extra,
+                            syncs_per_worker=not plan.schedule.coupled)
 
 
 class MetricsLog:

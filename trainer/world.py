@@ -9,6 +9,7 @@ what the world adds to a checkpoint.
 * ``FixedWorld``: a plain run, every island from start to end over fixed groups (``launch.py``;
   threads in the unit tests).
 * ``elastic.ElasticWorld``: islands that die and join mid-run, through the membership.
+* ``learner.DecoupledWorld``: a Decoupled DiLoCo learner, which trains with nobody but the syncer.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from islands.schedules import SCHEDULES
 from islands.summary import sync_durations
 from islands.tables import duration, render, size
 
@@ -64,10 +65,18 @@ def figures(predicted: dict, measured: dict, interface_bytes: float | None) -> l
     return [Figure(name, unit, p, m, relative_error(p, m, scale)) for name, unit, p, m, scale in rows]
 
 
-def sync_rows(predicted_trace: pd.DataFrame, measured_trace: pd.DataFrame) -> list[dict[str, Any]]:
+def sync_seconds(trace: pd.DataFrame, per_worker: bool) -> pd.Series:
+    """Each sync's seconds by (outer step, fragment): its span over the workers, or (learners on
+    their own clocks, ``per_worker``) the mean of the learners' own exchanges of it."""
+    durations = sync_durations(trace, per_worker)
+    return durations.groupby(level=["outer_step", "fragment"]).mean() if per_worker else durations
+
+
+def sync_rows(predicted_trace: pd.DataFrame, measured_trace: pd.DataFrame,
+              per_worker: bool = False) -> list[dict[str, Any]]:
     """Each sync (outer step, fragment) present in both traces, in order."""
-    both = pd.concat({"predicted_s": sync_durations(predicted_trace),
-                      "measured_s": sync_durations(measured_trace)}, axis=1).dropna()
+    both = pd.concat({"predicted_s": sync_seconds(predicted_trace, per_worker),
+                      "measured_s": sync_seconds(measured_trace, per_worker)}, axis=1).dropna()
     return [{"outer_step": int(outer), "fragment": int(fragment), "predicted_s": float(row.predicted_s),
              "measured_s": float(row.measured_s), "error": relative_error(row.predicted_s, row.measured_s)}
             for (outer, fragment), row in both.iterrows()]
@@ -75,8 +84,9 @@ def sync_rows(predicted_trace: pd.DataFrame, measured_trace: pd.DataFrame) -> li
 
 def compare(case: str, predicted: dict, predicted_trace: pd.DataFrame, measured: dict,
             measured_trace: pd.DataFrame, interface_bytes: float | None, notes: list[str]) -> Comparison:
+    per_worker = not SCHEDULES[predicted["algorithm"]].coupled
     return Comparison(case, figures(predicted, measured, interface_bytes),
-                      sync_rows(predicted_trace, measured_trace), list(notes))
+                      sync_rows(predicted_trace, measured_trace, per_worker), list(notes))
 
 
 def value_text(value: float | None, unit: str) -> str:

@@ -12,6 +12,7 @@ console silenced). A fresh namespace has every port free, so ``RENDEZVOUS_PORT``
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -21,9 +22,12 @@ from pathlib import Path
 import pandas as pd
 
 from islands.errors import UserError
-from islands.emulation import EmulatedWAN, InProcessShaper, links_from_workers, open_wan
+from islands.emulation import EmulatedWAN, InProcessShaper, LinkSpec, links_from_workers, open_wan
+from islands.schedules import SCHEDULES
 from islands.trainer.launch import free_port, stop_all, wait_all
 from islands.trainer.paced import PACER_VARIABLE
+from islands.trainer.syncer_wire import SYNCER_VARIABLE
+from islands.units import BITS_PER_GBIT, MS_PER_S
 from islands.trainer.tracing import TRACE_FILE, read_output
 
 RENDEZVOUS_PORT = 29500
@@ -42,25 +46,35 @@ class Measured:
     wan_label: str
 
 
-def rendezvous(wan: EmulatedWAN | InProcessShaper) -> tuple[str, int]:
+def rendezvous(wan: EmulatedWAN | InProcessShaper, host: int = 0) -> tuple[str, int]:
     if isinstance(wan, EmulatedWAN):
-        return wan.address(0), RENDEZVOUS_PORT
+        return wan.address(host), RENDEZVOUS_PORT
     return "127.0.0.1", free_port("127.0.0.1")
 
 
 def start_ranks(wan: EmulatedWAN | InProcessShaper, argv: list[str], world_size: int,
-                stdout: int | None = None, extra_env: dict[str, str] | None = None) -> list[subprocess.Popen]:
-    """One process per island (rank = island), inside its namespace, with the pacer in its environment."""
-    address, port = rendezvous(wan)
+                stdout: int | None = None, extra_env: dict[str, str] | None = None,
+                syncer: bool = False) -> list[subprocess.Popen]:
+    """One process per island (rank = island), inside its namespace, with the pacer in its environment;
+    with ``syncer``, Decoupled DiLoCo's syncer first, on the link after the islands', hosting the store."""
+    address, port = rendezvous(wan, world_size if syncer else 0)
     children = []
-    for rank in range(world_size):
+    for rank in range(world_size + 1 if syncer else world_size):
         env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0",
                "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": address, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
                "TORCH_CPP_LOG_LEVEL": "ERROR",
-               PACER_VARIABLE: wan.pacer_config(), **wan.environment(rank), **(extra_env or {})}
+               PACER_VARIABLE: wan.pacer_config(), **wan.environment(rank), **(extra_env or {}),
+               **({SYNCER_VARIABLE: "1"} if rank == world_size else {})}
         command = [*wan.command_prefix(rank), sys.executable, *argv]
         children.append(subprocess.Popen(command, env=env, stdout=stdout if rank == 0 else subprocess.DEVNULL))
     return children
+
+
+def syncer_link(plan) -> LinkSpec:
+    """The syncer's link, after the islands': its ``[syncer]`` rate, or unshaped (a non-blocking core)."""
+    spec = plan.scenario.syncer
+    rate = math.inf if spec.bandwidth_gbps is None else spec.bandwidth_gbps * BITS_PER_GBIT
+    return LinkSpec(plan.islands, rate, rate, spec.latency_ms / MS_PER_S)
 
 
 def run_all(children: list[subprocess.Popen], what: str) -> None:
@@ -81,11 +95,13 @@ def sent_bytes(wan: EmulatedWAN | InProcessShaper, islands: int) -> list[int] | 
 def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
                  stem: str = VALIDATE_STEM) -> Measured:
     """Train ``scenario_path`` (already scaled) under emulation; outputs go to ``out_dir``."""
-    links = links_from_workers(plan.workers)
+    decoupled = not plan.schedule.coupled
+    links = links_from_workers(plan.workers) + ([syncer_link(plan)] if decoupled else [])
     with open_wan(links, prefix=f"{stem}run", kernel=kernel) as wan:
         before = sent_bytes(wan, plan.islands)
         argv = ["-m", "islands.cli", "train", str(scenario_path), "--out", str(out_dir)]
-        run_all(start_ranks(wan, argv, plan.world_size, stdout=subprocess.DEVNULL), "the scaled training run")
+        run_all(start_ranks(wan, argv, plan.world_size, stdout=subprocess.DEVNULL, syncer=decoupled),
+                "the scaled training run")
         after = sent_bytes(wan, plan.islands)
         label = wan.label
     moved = [a - b for a, b in zip(after, before)] if before is not None else None
@@ -98,9 +114,11 @@ def interface_bytes_per_worker(measured: Measured) -> float | None:
     """Mean bytes an island's interface sent, less the start-up broadcast of the fp32 weights.
 
     Whatever tree the broadcast uses, every island but the root receives the weights once over the
-    shaped links, so the islands together send (M-1) * 4 * parameters bytes for it: (M-1)/M per island."""
+    shaped links, so the islands together send (M-1) * 4 * parameters bytes for it: (M-1)/M per island.
+    Decoupled learners broadcast nothing (each builds the model from the seed)."""
     if measured.interface_bytes is None:
         return None
     m = len(measured.interface_bytes)
-    startup = (m - 1) / m * FP32_BYTES * measured.run_info["parameters"]
+    broadcast = SCHEDULES[measured.run_info["algorithm"]].coupled
+    startup = (m - 1) / m * FP32_BYTES * measured.run_info["parameters"] if broadcast else 0.0
     return sum(measured.interface_bytes) / m - startup

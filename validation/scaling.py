@@ -12,6 +12,9 @@ and the ratio of transfer time to compute time per interval. Changed, and said s
 * bandwidth: island i gets bw_i * (V_scaled / V_orig) / k, V = 2(M-1)/M * S the ring volume per
   worker, S the payload on the wire, so transfer / compute per interval is unchanged; rates are
   clamped to what tbf shapes well here (``MIN_BITS_PER_S`` to ``MAX_BITS_PER_S``);
+* Decoupled DiLoCo: a learner moves each fragment once each way whatever M, so the rate factor
+  follows the payload, not the ring volume; the syncer's link scales as the islands' do, its
+  latency and a grace window in seconds by k;
 * outer steps: as many as fit in ``target_wall_s`` (at least ``MIN_OUTER_STEPS``);
 * churn (``[[event]]`` entries, ``present = false``; DiLoCo only, the elastic trainer's one
   combination): the whole timeline shrinks by k, so an event at ``at_s`` happens at ``at_s * k``, the
@@ -29,7 +32,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from islands.errors import UserError
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.loader import from_dict
 from islands.schedules import PSEUDO_GRADIENT, Schedule, schedule_of
@@ -201,13 +203,11 @@ def island_entries(workers: list[Worker], step_factor: float, time_factor: float
 def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledCase:
     """The scaled replica of ``scenario`` (see the module docstring)."""
     schedule = scenario.schedule
-    if not schedule_of(scenario).coupled:
-        raise UserError(f"{scenario.source}: schedule.algorithm = \"{schedule.algorithm}\": its syncer is simulated "
-                        "only for now, so there is no real run to validate against")
     workers = scenario.workers()[: options.max_workers]
     notes = not_validated(scenario)
     if len(workers) < scenario.worker_count:
-        notes.append(f"M {scenario.worker_count} -> {len(workers)} (first workers; ring volume rescaled)")
+        rescaled = "ring volume" if schedule_of(scenario).coupled else "payload"
+        notes.append(f"M {scenario.worker_count} -> {len(workers)} (first workers; {rescaled} rescaled)")
     declared = schedule_of(scenario)
     h, p, tau, schedule_notes = scaled_schedule(schedule, declared, options.max_inner_steps)
     notes += schedule_notes
@@ -217,9 +217,12 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     time_factor = step_factor * h / original_h
     m = len(workers)
     layer_values, embedding_values = trainer_model_values(n_layers(p))
-    payload_bytes = wire_payload_bytes(layer_values, declared, p, m, schedule.bits)
-    volume_ratio = (ring_volume_bytes(m, payload_bytes)
-                    / ring_volume_bytes(scenario.worker_count, scenario.payload_bytes))
+    payload_bytes = wire_payload_bytes(layer_values, declared, p, m if declared.coupled else 1, schedule.bits)
+    if declared.coupled:
+        volume_ratio = (ring_volume_bytes(m, payload_bytes)
+                        / ring_volume_bytes(scenario.worker_count, scenario.payload_bytes))
+    else:  # a learner uploads and downloads each fragment once, whatever M
+        volume_ratio = payload_bytes / scenario.payload_bytes
     islands, kept = island_entries(workers, step_factor, time_factor, volume_ratio / time_factor)
     if abs(kept - 1) > 1e-9:
         notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / BITS_PER_MBIT:.0f}-{MAX_BITS_PER_S / BITS_PER_MBIT:.0f} "
@@ -232,6 +235,8 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
         "trainer": {**TRAINER, "n_layer": n_layers(p), "n_embd": width(n_layers(p)), "pace_islands": options.pace},
         "island": islands,
     }
+    if not declared.coupled:
+        add_syncer(document, scenario, time_factor, volume_ratio / time_factor)
     case = ScaledCase(scenario, document, time_factor, 1 / kept, notes)
     document["schedule"]["outer_steps"], one_outer_s = fitting_outer_steps(case, schedule, options.target_wall_s)
     if "inner_steps" not in declared.reads:  # the trainer evaluates every H steps; these syncs ignore H
@@ -239,6 +244,19 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     if churn_validated(scenario):
         add_churn(case, workers, one_outer_s)
     return case
+
+
+def add_syncer(document: dict[str, Any], scenario: Scenario, time_factor: float, rate_factor: float) -> None:
+    """Decoupled DiLoCo: the quorum, the grace window (seconds shrink by k), and the syncer's link
+    scaled as the islands' are (none stays none: a non-blocking core)."""
+    schedule, syncer = scenario.schedule, scenario.syncer
+    window = schedule.grace_window
+    document["schedule"].update(quorum=schedule.quorum,
+                                grace_window=window if isinstance(window, str) else window * time_factor)
+    document["syncer"] = {"latency_ms": syncer.latency_ms * time_factor}
+    if syncer.bandwidth_gbps is not None:
+        rate = clamp_bits_per_s(syncer.bandwidth_gbps * BITS_PER_GBIT * rate_factor)
+        document["syncer"]["bandwidth_gbps"] = rate / BITS_PER_GBIT
 
 
 def add_churn(case: ScaledCase, workers: list[Worker], one_outer_s: float) -> None:

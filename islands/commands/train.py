@@ -5,7 +5,9 @@ on CUDA); under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) it is 
 Outputs go to --out: trace.csv (the simulator's trace schema), metrics.jsonl, summary.json (the keys
 of ``islands simulate --json``), run.json and checkpoints/. A scenario with churn ([[event]] leave /
 join, islands with present = false) runs elastic: the launcher kills and starts islands at the
-events' times, the others train on, and churn.json records lost compute and join times.
+events' times, the others train on, and churn.json records lost compute and join times. Decoupled
+DiLoCo starts a syncer process too (under torchrun: start it yourself with ISLANDS_SYNCER=1 and
+MASTER_ADDR:MASTER_PORT its own address), which writes the outputs.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def train(args: argparse.Namespace) -> int:
     from islands.trainer.faults import check_environment
     from islands.trainer.outputs import claim_out_dir
     from islands.trainer.launch import distributed_env, launch_local, run_process
+    from islands.trainer.launch_decoupled import is_syncer, run_syncer
     from islands.trainer.loop import default_corpus, model_config, shapes_of
     from islands.trainer.model import build_model
     from islands.trainer.report import print_summary
@@ -93,11 +96,17 @@ def train(args: argparse.Namespace) -> int:
     plan = make_plan(scenario, args.workers, args.data)
     if args.stop_after is not None and args.stop_after < 1:
         raise UserError(f"--stop-after {args.stop_after}: must be >= 1")
+    if not plan.schedule.coupled and (args.resume or args.stop_after is not None):
+        raise UserError(f"{scenario.source}: schedule.algorithm = \"{plan.algorithm}\": its state lives in the "
+                        "syncer and in each learner's own pace, so --resume and --stop-after are not supported")
     resume = Path(args.resume) if args.resume else None
     out_dir = Path(args.out) if args.out else resume
     env = distributed_env()
     if out_dir is not None and out_dir != resume and claims_out_dir(env):
         claim_out_dir(out_dir, args.force)
+    if is_syncer():
+        run_syncer(plan, out_dir or default_out(scenario.name))
+        return 0
     if env is not None:
         summary = run_process(plan, env, out_dir, resume, args.stop_after, lambda: default_out(scenario.name))
         if summary is not None:

@@ -1,0 +1,111 @@
+"""Starting a Decoupled DiLoCo run: the syncer's process, then one process per learner.
+
+Every process runs ``islands train`` with the same arguments. The syncer's has ``ISLANDS_SYNCER=1``
+and hosts the run's ``TCPStore`` at MASTER_ADDR:MASTER_PORT (so that, under an emulated WAN, every
+byte to or from it crosses the syncer's link); each learner connects there. Locally,
+``launch_decoupled`` also plays the scenario's ``[[event]]`` entries as an elastic run does
+(``launch_elastic.Fleet``): a ``leave`` SIGKILLs the learner, a ``join`` starts a new process of it,
+which waits for the event's time and catches up from the syncer. When no learner process is left
+it tells the syncer (``over``), which writes the outputs and exits.
+
+Under torchrun each learner is one node of one process (RANK = its island); start the syncer beside
+them with ``ISLANDS_SYNCER=1 islands train SCENARIO --out DIR`` and MASTER_ADDR:MASTER_PORT naming
+the syncer's own address, and the learners with the same MASTER_ADDR:MASTER_PORT.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Mapping
+
+import torch
+
+from .config import RunPlan
+from .island import INCARNATION_VARIABLE, incarnation
+from .launch_elastic import JOIN_VARIABLE, Fleet
+from .learner import DecoupledWorld, SyncerLink
+from .loop import Trainer
+from .membership import connect, run_time_s
+from .syncer import Syncer
+from .syncer_wire import OVER, SYNCER_VARIABLE
+
+POLL_S = 0.05
+SYNCER_EXIT_S = 600.0
+
+
+def launch_decoupled(train_args: list[str], plan: RunPlan, master_addr: str, port: int,
+                     environment: Callable[[int], tuple[list[str], Mapping[str, str]]],
+                     syncer_environment: tuple[list[str], Mapping[str, str]]) -> int:
+    """Start the syncer and the learners, play the events; returns the first failing exit code or 0.
+    ``environment(rank)`` gives a learner's command prefix and environment, ``syncer_environment``
+    the syncer's."""
+    command = [sys.executable, "-m", "islands.cli", "train", *train_args]
+    prefix, env = syncer_environment
+    syncer = subprocess.Popen([*prefix, *command], env={**env, SYNCER_VARIABLE: "1"})
+
+    def start(rank: int, join_at: float | None, starts: int) -> subprocess.Popen:
+        prefix, env = environment(rank)
+        extra = {INCARNATION_VARIABLE: str(starts), **({JOIN_VARIABLE: str(join_at)} if join_at is not None else {})}
+        return subprocess.Popen([*prefix, *command], env={**env, **extra})
+
+    store = connect(master_addr, port, False, plan.spec.timeout_s)
+    fleet = Fleet(plan, start)
+    origin_s = None  # time.time() at the run's time zero: the syncer's clock never pauses
+    try:
+        while (code := fleet.status()) is None:
+            if syncer.poll() is not None and syncer.returncode:
+                return syncer.returncode  # the syncer failed; the learners are stopped below
+            if origin_s is None and syncer.poll() is None:
+                now_s = run_time_s(store)
+                origin_s = None if now_s is None else time.time() - now_s
+            if origin_s is not None:
+                fleet.play(time.time() - origin_s)
+            time.sleep(POLL_S)  # (a syncer done with every learner exits while they do)
+        if syncer.poll() is None:
+            tell_over(store)
+        return code or syncer.wait(timeout=SYNCER_EXIT_S)
+    finally:
+        for island in list(fleet.running):
+            fleet.kill_island(island)
+        if syncer.poll() is None:
+            syncer.kill()
+            syncer.wait()
+
+
+def tell_over(store) -> None:
+    """No learner process is left: the syncer may finish (it may have, and closed the store)."""
+    try:
+        store.set(OVER, "1")
+    except RuntimeError:
+        pass
+
+
+def is_syncer() -> bool:
+    return os.environ.get(SYNCER_VARIABLE) == "1"
+
+
+def run_syncer(plan: RunPlan, out_dir: Path) -> dict:
+    """The syncer's whole life: host the store at MASTER_ADDR:MASTER_PORT, merge until the learners
+    are done, write the outputs; returns the summary."""
+    torch.set_num_threads(1)
+    store = connect(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), True, plan.spec.timeout_s)
+    return Syncer(plan, store, out_dir).run()
+
+
+def run_learner(plan: RunPlan, rank: int, device: torch.device) -> None:
+    """Learner ``rank``'s whole life on ``device``: hello (and, returning, catch up), train, report
+    done. Its exchanges are staged through the CPU."""
+    torch.set_num_threads(1)
+    join_at = os.environ.get(JOIN_VARIABLE)
+    link = SyncerLink(plan, rank, incarnation(), os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+    world = DecoupledWorld(plan, rank, link, float(join_at) if join_at is not None else None)
+    try:
+        trainer = Trainer(plan, rank, world, device)
+        trainer.run()
+        trainer.finish()
+    finally:
+        link.close()

@@ -1,0 +1,329 @@
+"""A Decoupled DiLoCo learner: one island's process, on its own clock, talking only to the syncer.
+
+The ``Trainer`` runs the same loop as for every schedule; this module is its world
+(``DecoupledWorld``) and its transport (``SyncerTransport``). A learner never meets another: it says
+hello to the syncer (``syncer.py``) and gets the run's clock (and, returning after a failure, the
+global model and the outer step it trains from next); each fragment's exchange is a round trip on
+the learner's one exchange thread: encode the pseudo-gradient at ``schedule.bits``, upload it in
+pieces, push the report, wait until the syncer has merged it (``idle`` for as long as the syncer
+says the report waited for other learners' there; the rest of the wait is the upload), download the
+global fragment as a difference against the copy the learner holds (``stall``: its own
+bytes moving), and the loop adopts it at the due step. It evaluates its own copy of the global model
+alone, and its trace rows go to the store as they are recorded, for the syncer to write the run's
+outputs. Under an emulated WAN each upload and download is paced as one transfer between the
+learner's link and the syncer's (``trainer.paced``'s pacer, the syncer's link last).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from islands.emulation.shaper import pacer_from_config
+from islands.errors import UserError
+from islands.schedules import SyncPoint
+from islands.trace import NO_FRAGMENT
+from islands.units import MS_PER_S
+
+from .comm import Echo
+from .config import RunPlan
+from .faults import kill_point
+from .membership import connect, run_time_s
+from .paced import PACER_VARIABLE
+from .quantize import decode, encode, encoded_bytes, padded_length
+from .robust import Verdict
+from .sync import Exchange
+from .syncer_wire import HEARTBEAT_S, INBOX, from_bytes, key, pack, split_pieces, to_bytes, unpack
+from .tracing import Clock
+from .world import EvaluateOn, Groups, flatten
+
+if TYPE_CHECKING:
+    from .loop import Trainer
+
+JOIN_POLL_S = 0.05
+
+
+@dataclass
+class Start:
+    """The syncer's answer to a hello: the run's clock, the outer step to train from, and (a
+    returning or late learner) the global model, downloaded from ``download_s[0]`` to ``[1]``."""
+
+    trace_s: float
+    outer_step: int
+    weights: torch.Tensor | None
+    download_s: tuple[float, float]
+
+
+class SyncerLink:
+    """A learner's connections to the syncer's store: one per thread that uses it (the training
+    thread, the exchange thread, the heartbeat), so a blocking wait on one never holds up another."""
+
+    def __init__(self, plan: RunPlan, island: int, incarnation: str, host: str, port: int):
+        self.plan, self.island, self.incarnation = plan, island, incarnation
+        self.timeout_s = plan.spec.timeout_s
+        self.main = connect(host, port, False, self.timeout_s)
+        self.exchange = connect(host, port, False, self.timeout_s)
+        self.replies = key("to", island, incarnation)
+        config = os.environ.get(PACER_VARIABLE)
+        self.pacer = pacer_from_config(config) if config else None
+        self.syncer_link = plan.islands  # the syncer's link follows the learners' in the pacer
+        self.hop_latency_s = plan.workers[island].latency_s + plan.scenario.syncer.latency_ms / MS_PER_S
+        self.stopping = threading.Event()
+        self.beat_store = connect(host, port, False, self.timeout_s)
+        self.beating = threading.Thread(target=self.beat, name="islands-learner-beat", daemon=True)
+        self.beating.start()
+
+    def beat(self) -> None:
+        beat = key("beat", self.island)
+        while not self.stopping.wait(HEARTBEAT_S):
+            try:
+                self.beat_store.add(beat, 1)
+            except RuntimeError:
+                return  # the syncer is gone: the exchange thread's wait says so
+
+    def paced(self, sent_bytes: int, received_bytes: int):
+        """One transfer between this learner's link and the syncer's, under an emulated WAN."""
+        if self.pacer is None:
+            return contextlib.nullcontext()
+        return self.pacer.transfer(self.island, sent_bytes, received_bytes, self.hop_latency_s, [self.syncer_link])
+
+    def hello(self, join_at_s: float | None) -> Start:
+        """Wait for the join time (a returning learner), say hello, take the syncer's answer."""
+        while join_at_s is not None and (run_time_s(self.main) or -1.0) < join_at_s:
+            time.sleep(JOIN_POLL_S)
+        self.main.queue_push(INBOX, pack({"kind": "hello", "island": self.island, "incarnation": self.incarnation}))
+        asked = time.monotonic()
+        reply = self.pop(self.main, self.plan.spec.timeout_s)
+        received = time.monotonic()
+        header, payload = unpack(reply)
+        weights = from_bytes(payload).view(torch.float32) if header["weights"] else None
+        return Start(header["trace_s"], header["outer_step"], weights,
+                     (header["trace_s"] - (received - asked), header["trace_s"]))
+
+    def pop(self, store: Any, timeout_s: float) -> bytes:
+        store.set_timeout(timedelta(seconds=timeout_s))
+        try:
+            return store.queue_pop(self.replies)
+        except RuntimeError:
+            raise UserError(f"island {self.island}: the syncer did not answer within trainer.timeout_s = "
+                            f"{timeout_s:g} s") from None
+
+    def wait_ready(self, seq: int) -> None:
+        ready = key("ready", self.island, self.incarnation, seq)
+        try:
+            self.exchange.wait([ready], timedelta(seconds=self.timeout_s))
+        except RuntimeError:
+            raise UserError(f"island {self.island}: the syncer merged nothing within trainer.timeout_s = "
+                            f"{self.timeout_s:g} s") from None
+        self.exchange.delete_key(ready)
+
+    def done(self, document: dict[str, Any]) -> None:
+        """Tell the syncer this learner is done, and stop the heartbeat (joined: a thread still in the
+        store's C++ code when the interpreter exits would abort the process)."""
+        self.main.queue_push(INBOX, pack({"kind": "done", "island": self.island, "incarnation": self.incarnation,
+                                          **document}))
+        self.close()
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.beating.join()
+
+
+class StoreSink:
+    """The recorder's sink: every trace row appended to ``rows/I/N`` in the store as it is recorded."""
+
+    def __init__(self, store: Any, name: str):
+        self.store, self.name = store, name
+
+    def write(self, text: str) -> None:
+        self.store.append(self.name, text)
+
+    def flush(self) -> None:
+        pass
+
+
+class SyncerTransport:
+    """Each exchange a round trip to the syncer on one background thread; the pseudo-gradient is
+    encoded at the launch, on the training thread (a thread that encodes while the training thread
+    computes waited 10-30x the encoding's own time for the interpreter here)."""
+
+    def __init__(self, link: SyncerLink, plan: RunPlan, clock: Clock, held: Callable[[int], torch.Tensor],
+                 first_step: int, step_time_s: Callable[[], float]):
+        self.link, self.plan, self.clock, self.held = link, plan, clock, held
+        self.bits = plan.scenario.schedule.bits
+        self.tokens_per_step = plan.spec.batch_size * plan.spec.block_size * plan.ranks_per_island
+        self.step_time_s = step_time_s
+        self.base_step: dict[int, int] = {p: first_step for p in range(plan.fragments)}
+        self.seq = 0
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="islands-learner")
+
+    def reach(self, step: int) -> None:
+        pass
+
+    def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> Future:
+        steps = step - self.base_step[point.fragment]
+        launched_s = self.clock.now()
+        values = delta.numel()
+        padded = torch.zeros(padded_length(values, 1))
+        padded[:values] = delta.cpu()
+        payload = to_bytes(encode(padded, self.bits))
+        return self.pool.submit(self.round_trip, point, payload, values, launched_s, steps)
+
+    def collect(self, point: SyncPoint, handle: Future) -> Exchange:
+        return handle.result()
+
+    def applied(self, point: SyncPoint) -> None:
+        self.base_step[point.fragment] = int(point.apply_step)
+
+    def round_trip(self, point: SyncPoint, payload: bytes, values: int, launched_s: float, steps: int) -> Exchange:
+        """Upload, wait for the merge, download; the global fragment is the copy held plus the
+        difference the syncer sent."""
+        self.seq += 1
+        started_s = self.clock.now()
+        self.upload(point, payload, values, steps, slack_s=self.slack_s(launched_s, started_s))
+        self.link.wait_ready(self.seq)
+        merged_s = self.clock.now()
+        header, difference = self.download(values)
+        excluded = header.get("excluded")
+        verdict = Verdict((excluded is None,), {0: excluded} if excluded else {})
+        held = self.held(point.fragment)
+        return Exchange(held + difference.to(held.device), started_s, self.clock.now(), len(payload), verdict,
+                        queued=(merged_s - header["queued_s"], merged_s))
+
+    def slack_s(self, launched_s: float, started_s: float) -> float:
+        """What is left of tau steps of this learner's compute when its upload starts (the syncer
+        takes the transfers off for the grace window, ``schedules.decoupled.grace_window_s``)."""
+        return self.plan.scenario.schedule.overlap_steps * self.step_time_s() - (started_s - launched_s)
+
+    def upload(self, point: SyncPoint, payload: bytes, values: int, steps: int, slack_s: float) -> None:
+        """The payload's pieces, then the report that names them (``syncer_wire``)."""
+        link = self.link
+        pieces = split_pieces(payload)
+        with link.paced(len(payload), 0):
+            for index, piece in enumerate(pieces):
+                link.exchange.set(key("up", link.island, link.incarnation, self.seq, index), piece)
+                kill_point("syncer-upload", link.island)
+            link.exchange.queue_push(INBOX, pack({
+                "kind": "report", "island": link.island, "incarnation": link.incarnation, "seq": self.seq,
+                "outer_step": point.outer_step, "fragment": point.fragment, "values": values, "pieces": len(pieces),
+                "tokens": steps * self.tokens_per_step, "steps": steps, "slack_s": slack_s}))
+
+    def download(self, values: int) -> tuple[dict[str, Any], torch.Tensor]:
+        padded = padded_length(values, 1)
+        with self.link.paced(0, encoded_bytes(padded, self.bits)):
+            header, data = unpack(self.link.pop(self.link.exchange, self.link.timeout_s))
+        return header, decode(from_bytes(data), self.bits, padded)[:values]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+class DecoupledWorld:
+    """A learner's world: itself, the syncer, and nobody else (``world.World``)."""
+
+    def __init__(self, plan: RunPlan, island: int, link: SyncerLink, join_at_s: float | None):
+        self.plan, self.island, self.link, self.join_at_s = plan, island, link, join_at_s
+        self.groups = Groups(world=Echo(1), cross=Echo(1))
+        self.start: Start | None = None
+        self.syncer_transport: SyncerTransport | None = None
+
+    def attach(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+
+    def share_initial_weights(self, model: torch.nn.Module) -> None:
+        """Nothing to share: the learners and the syncer build the model from one seed."""
+
+    def holds_checkpoint(self, resume_dir) -> bool:
+        return False
+
+    def agree_on_resume(self, error: str | None, state: dict[str, Any] | None) -> list[str | None]:
+        return [error]
+
+    def start_s(self, state: dict[str, Any] | None) -> float:
+        self.start = self.link.hello(self.join_at_s)
+        return self.start.trace_s
+
+    def transport(self, exchanger) -> SyncerTransport:
+        trainer = self.trainer
+        first_step = self.start.outer_step * self.plan.eval_every_steps
+        self.syncer_transport = SyncerTransport(self.link, self.plan, trainer.clock, self.held, first_step,
+                                                self.step_time_s)
+        return self.syncer_transport
+
+    def held(self, fragment: int) -> torch.Tensor:
+        return flatten(self.trainer.fragments[fragment].global_params)
+
+    def step_time_s(self) -> float:
+        """This learner's seconds per inner step: its pace, or its mean compute so far."""
+        trainer = self.trainer
+        paced = self.plan.pace_s(self.island)
+        if paced > 0:
+            return paced
+        done = trainer.step - self.start.outer_step * self.plan.eval_every_steps
+        return trainer.recorder.seconds("compute") / done if done else 0.0
+
+    def run(self, train: Callable[[], None]) -> None:
+        trainer = self.trainer
+        if self.start.weights is not None:
+            self.catch_up()
+        trainer.recorder.sink = StoreSink(self.link.main, key("rows", self.island, self.link.incarnation))
+        for row in trainer.recorder.rows:
+            trainer.recorder.sink.write(json.dumps(row) + "\n")
+        train()
+
+    def catch_up(self) -> None:
+        """A returning (or late) learner: the global model from the syncer, local = global, a fresh
+        inner optimizer, and its own next outer step."""
+        trainer, start = self.trainer, self.start
+        offset = 0
+        for fragment in trainer.fragments:
+            fragment.adopt(start.weights[offset: offset + fragment.numel])
+            fragment.applied = start.outer_step
+            offset += fragment.numel
+        trainer.optimizer.state.clear()
+        trainer.step = start.outer_step * self.plan.eval_every_steps
+        trainer.recorder.add("comm", *start.download_s, start.outer_step, NO_FRAGMENT)
+        trainer.recorder.start_compute()
+
+    def between_steps(self) -> None:
+        pass
+
+    def members(self) -> list[int]:
+        return [self.island]
+
+    def reports(self) -> bool:
+        return self.island == 0
+
+    def evaluate(self, evaluate_on: EvaluateOn) -> float:
+        """This learner's copy of the global model, on every validation batch, alone."""
+        return evaluate_on(self.groups.world, None)
+
+    def publish_clock(self, paused: bool = False) -> None:
+        pass
+
+    def save_checkpoint(self, period: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        trainer = self.trainer
+        if self.syncer_transport:
+            self.syncer_transport.close()
+        info = trainer.run_info()
+        self.link.done({"steps": trainer.step, "eval_losses": info["eval_losses"],
+                        "mean_step_compute_s": info["mean_step_compute_s"]})
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        pass
