@@ -19,8 +19,8 @@ It hosts the run's ``TCPStore`` (``syncer_wire.py``) and loops over its inbox:
 A learner whose heartbeat stops for ``network.detection_timeout_s`` is gone: its queued reports are
 dropped (it weighs zero) and merges it held up go ahead. The syncer never waits on one learner: a
 merge needs only K reports and the grace window. When every learner is done (or the launcher says
-no learner process is left) it gathers the learners' trace rows, evaluates the final global model
-and writes the run's outputs, as rank 0 of a collective run does.
+no learner process is left) it writes the run's outputs (``syncer_outputs.py``), as rank 0 of a
+collective run does.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import torch
 
 from islands.schedules.decoupled import grace_window_s
 from islands.schedules.layout import layer_of
-from islands.trace import Row
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .config import RunPlan
@@ -48,10 +47,10 @@ from .merge import merge, token_weight
 from .model import build_model
 from .outer import make_outer_optimizer
 from .quantize import decode, encode, encoded_bytes, padded_length
-from .report import print_summary
 from .robust import contribution_stats, screen
 from .syncer_wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack
-from .tracing import Clock, build_summary, write_outputs
+from .syncer_outputs import write_run
+from .tracing import Clock
 
 CHECK_S = 0.05          # how often heartbeats are looked at
 EMBEDDINGS = ("wte.", "wpe.")
@@ -122,9 +121,11 @@ class Ticker:
 
 
 class GlobalFragment:
-    """One fragment's global weights (flat fp32), its outer optimizer, and how RDA splits it."""
+    """One fragment's global weights (flat fp32), its outer optimizer, how RDA splits it, and the
+    model's parameters it stands for (loaded for the final evaluation)."""
 
     def __init__(self, params: list[tuple[str, torch.Tensor]], plan: RunPlan):
+        self.params = [p for _, p in params]
         self.flat = torch.cat([p.detach().float().flatten() for _, p in params])
         self.sizes = [p.numel() for _, p in params]
         self.embeddings = [name.startswith(EMBEDDINGS) for name, _ in params]
@@ -155,8 +156,7 @@ class Syncer:
         self.counts = {"merges": 0, "reports": 0, "dropped_reports": 0, "leaves": 0, "joins": 0}
         self.lost_compute_s = 0.0
         self.excluded: list[dict[str, Any]] = []
-        corpus = default_corpus(plan)
-        self.eval_batches = validation_batches(corpus.validation, spec.eval_batches, spec.batch_size,
+        self.eval_batches = validation_batches(default_corpus(plan).validation, spec.eval_batches, spec.batch_size,
                                                spec.block_size, spec.seed, "cpu")
         self.syncer_rate = (math.inf if plan.scenario.syncer.bandwidth_gbps is None
                             else plan.scenario.syncer.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE)
@@ -358,61 +358,5 @@ class Syncer:
     # --- the end ---------------------------------------------------------------------------------
 
     def finish(self) -> dict[str, Any]:
-        rows = self.gather_rows()
-        period = self.plan.eval_every_steps
-        steps = min(learner.steps if learner.done else learner.outer_done * period
-                    for learner in self.learners.values())
-        unfinished = [island for island, learner in self.learners.items() if not learner.done]
-        churn = {"lost_compute_s": self.lost_compute_s, "dropped_deltas": self.counts["dropped_reports"],
-                 "leaves": self.counts["leaves"], "joins": self.counts["joins"]}
-        if unfinished:
-            churn["incomplete_reason"] = f"learner(s) {unfinished} did not finish"
-        trace, summary = build_summary(self.plan, steps, rows, churn)
-        write_outputs(self.out_dir, trace, {"summary": summary, "run": self.run_info(steps)})
-        print_summary(summary)
-        return summary
-
-    def gather_rows(self) -> list[Row]:
-        rows = []
-        for island, learner in self.learners.items():
-            for incarnation in learner.incarnations:
-                name = key("rows", island, incarnation)
-                if self.store.check([name]):
-                    rows += [Row(*json.loads(line)) for line in self.store.get(name).decode().splitlines() if line]
-        return rows
-
-    def evaluate(self) -> float:
-        """The final global model's mean validation loss."""
-        with torch.no_grad():
-            for fragment, params in zip(self.fragments, self.fragment_params()):
-                offset = 0
-                for param in params:
-                    param.copy_(fragment.flat[offset: offset + param.numel()].view_as(param))
-                    offset += param.numel()
-            losses = [self.model(x, y).item() for x, y in self.eval_batches]
-        return sum(losses) / len(losses)
-
-    def fragment_params(self) -> list[list[torch.Tensor]]:
-        parts: list[list[torch.Tensor]] = [[] for _ in self.fragments]
-        for name, param in self.model.named_parameters():
-            parts[self.plan.schedule.fragment_of_layer(layer_of(name, self.plan.spec.n_layer),
-                                                       len(self.fragments))].append(param)
-        return parts
-
-    def run_info(self, steps: int) -> dict[str, Any]:
-        plan = self.plan
-        final = self.evaluate()
-        learners = {str(island): {"incarnations": len(learner.incarnations), "steps": learner.steps,
-                                  "outer_steps": learner.outer_done, **learner.info}
-                    for island, learner in self.learners.items()}
-        compute = [l.info["mean_step_compute_s"] for l in self.learners.values() if l.info]
-        return {
-            "scenario": plan.scenario.name, "algorithm": plan.algorithm, "islands": plan.islands,
-            "ranks_per_island": plan.ranks_per_island, "world_size": plan.world_size,
-            "parameters": sum(p.numel() for p in self.model.parameters()), "bits": self.bits,
-            "steps": steps, "tokens": steps * plan.tokens_per_step, "final_eval_loss": final,
-            "eval_losses": [[steps, final]], "device": "cpu",
-            "mean_step_compute_s": sum(compute) / len(compute) if compute else 0.0,
-            "excluded_contributions": self.excluded,
-            "syncer": {**self.counts, "lost_compute_s": self.lost_compute_s, "learners": learners},
-        }
+        """The run's outputs (``syncer_outputs.py``); returns the summary."""
+        return write_run(self)
