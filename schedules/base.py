@@ -45,11 +45,13 @@ ADOPT = "adopt"      # the syncer takes the outer step; the learner adopts the g
 MERGE_RULES = ("mean", "median", "trimmed_mean")  # trainer.aggregation of the collective schedules
 
 
-def fragments_divide_period(schedule: ScheduleSpec) -> tuple[str, str] | None:
-    """The rule every fragmented schedule keeps: P fragments share an H-step period evenly."""
+def fragments_fit_period(schedule: ScheduleSpec) -> tuple[str, str] | None:
+    """The rule every fragmented schedule keeps: P fragments share an H-step period, fragment p due
+    at step floor((p + 1) * H / P) of it (evenly spread when P divides H, else as evenly as whole
+    steps allow: H = 100, P = 16 gives 6 or 7 steps apart), so each needs a step of its own."""
     h, p = schedule.inner_steps, schedule.fragments
-    if h % p:
-        return "schedule.fragments", f"inner_steps (H={h}) must be divisible by fragments (P={p})"
+    if p > h:
+        return "schedule.fragments", f"must be at most inner_steps (H={h}): each fragment is due at a step of its own (got P={p})"
     return None
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .base import EAGER, Schedule, SyncStep, fragments_divide_period
+from .base import EAGER, Schedule, SyncStep, fragments_fit_period
 
 
 class Eager(Schedule):
@@ -52,7 +52,7 @@ class Eager(Schedule):
         return True
 
     def check(self, schedule) -> tuple[str, str] | None:
-        broken = fragments_divide_period(schedule)
+        broken = fragments_fit_period(schedule)
         if broken:
             return broken
         if schedule.outer_steps < 2:

@@ -1,8 +1,9 @@
 """Streaming DiLoCo (Douillard et al. 2025, arXiv:2501.18512).
 
 The model is split into P fragments of strided layer groups (``Schedule.fragment_of_layer``). Inside
-every H-step period fragment p is due at step (p + 1) * H / P of the period (staggered, so the
-fragments' syncs are spread evenly). Its all-reduce is launched tau = ``overlap_steps`` steps before
+every H-step period fragment p is due at step floor((p + 1) * H / P) of the period (staggered, so the
+fragments' syncs are spread as evenly as whole steps allow; the paper's 10B set-up has H = 100 and
+P = 16: 6 or 7 steps apart). Its all-reduce is launched tau = ``overlap_steps`` steps before
 it is due, training continues meanwhile, and the worker waits at the due step only if the fragment
 has not arrived (the torchft convention: ``fragment_sync_delay`` = tau). With tau = 0 each
 fragment's sync blocks; tau < H / P, so a fragment is always applied before its next launch. After
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .base import Schedule, SyncStep, fragments_divide_period
+from .base import Schedule, SyncStep, fragments_fit_period
 
 
 class Streaming(Schedule):
@@ -42,10 +43,11 @@ class Streaming(Schedule):
         return schedule.overlap_steps > 0 or schedule.fragments > 1
 
     def check(self, schedule) -> tuple[str, str] | None:
-        return fragments_divide_period(schedule) or self.check_overlap(schedule)
+        return fragments_fit_period(schedule) or self.check_overlap(schedule)
 
     def check_overlap(self, schedule) -> tuple[str, str] | None:
-        """tau < H / P: a fragment is applied before the next one is launched."""
+        """tau < floor(H / P), the shortest gap between two due steps: a fragment is applied before
+        the next one is launched."""
         window = schedule.inner_steps // schedule.fragments
         if schedule.overlap_steps >= window:
             return ("schedule.overlap_steps",

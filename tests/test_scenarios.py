@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from islands.schedules import SCHEDULES
+
 from islands.cli import main
 from islands.scenarios import ScenarioError, bundled_names, load
 
@@ -80,10 +82,15 @@ def test_rule_violations_name_key_and_rule(override, key, rule):
     assert str(caught.value).startswith(f"test.toml: {key}: ")
 
 
-def test_streaming_fragments_must_divide_h():
-    with pytest.raises(ScenarioError, match=r"schedule.fragments: inner_steps \(H=100\) must be divisible by "
-                                            r"fragments \(P=3\)"):
-        make_scenario(["schedule.algorithm=streaming", "schedule.fragments=3"])
+def test_streaming_fragments_need_a_step_each_and_spread_as_evenly_as_whole_steps_allow():
+    """H = 100, P = 16 (Streaming DiLoCo's 10B set-up: fragments of 3 of 48 layers): fragment p is
+    due at floor((p + 1) * 100 / 16), 6 or 7 steps apart; P = 101 > H leaves a fragment no step."""
+    scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=16", "schedule.outer_steps=1"])
+    dues = [step.apply_step for step in SCHEDULES["streaming"].sync_steps(scenario.schedule)]
+    assert dues == [(p + 1) * 100 // 16 for p in range(16)] and dues[0] == 6 and dues[-1] == 100
+    assert {b - a for a, b in zip(dues, dues[1:])} == {6, 7}
+    with pytest.raises(ScenarioError, match=r"schedule.fragments: must be at most inner_steps \(H=100\)"):
+        make_scenario(["schedule.algorithm=streaming", "schedule.fragments=101"])
 
 
 def test_streaming_overlap_must_be_below_h_over_p():
