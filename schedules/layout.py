@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 FragmentOfLayer = Callable[[int, int], int]  # (layer, fragments) -> fragment
 
 
+EMBEDDINGS = ("wte.", "wpe.")  # name prefixes of the trainer's GPT's embeddings (layer 0, outside the blocks)
+
+
 def layer_of(name: str, n_layer: int) -> int:
     """The layer of a parameter of the trainer's GPT, by its name in ``GPT.named_parameters()``."""
     if name.startswith("blocks."):

@@ -48,7 +48,7 @@ from .elastic_transport import ElasticTransport
 from .faults import killable
 from .island import IslandRanks
 from .joining import Fetcher, Server
-from .membership import History, LeftOut, Membership, run_time_s
+from .membership import History, LeftOut, Membership, publish_run_clock, run_time_s
 from .paced import paced_from_environment
 from .sync import Exchanger
 from .tracing import build_summary, write_outputs
@@ -360,8 +360,7 @@ class ElasticWorld:
         """The run's clock for the launcher and joiners: (wall time, trace seconds) now, and whether
         the trace clock is about to stand still (evaluation, checkpoint)."""
         if self.reports():
-            self.membership.store.set(self.membership.key("run", "clock"), json.dumps(
-                {"wall": time.time(), "trace_s": self.trainer.clock.now(), "paused": paused}))
+            publish_run_clock(self.membership.store, self.trainer.clock.now(), paused)
 
     def state_dict(self) -> dict[str, Any]:
         history = self.membership.history

@@ -37,12 +37,12 @@ from islands.units import MS_PER_S
 from .comm import Echo
 from .config import RunPlan
 from .faults import kill_point
-from .membership import connect, run_time_s
+from .membership import HEARTBEAT_S, connect, run_time_s
 from .paced import PACER_VARIABLE
 from .quantize import decode, encode, encoded_bytes, padded_length
 from .robust import Verdict
 from .sync import Exchange
-from .syncer_wire import HEARTBEAT_S, INBOX, from_bytes, key, pack, split_pieces, to_bytes, unpack
+from .syncer_wire import INBOX, from_bytes, key, pack, split_pieces, to_bytes, unpack
 from .tracing import Clock
 from .world import EvaluateOn, Groups, flatten
 
@@ -160,7 +160,7 @@ class SyncerTransport:
                  first_step: int, step_time_s: Callable[[], float]):
         self.link, self.plan, self.clock, self.held = link, plan, clock, held
         self.bits = plan.scenario.schedule.bits
-        self.tokens_per_step = plan.spec.batch_size * plan.spec.block_size * plan.ranks_per_island
+        self.tokens_per_step = plan.tokens_per_step // plan.islands  # this learner's
         self.step_time_s = step_time_s
         self.base_step: dict[int, int] = {p: first_step for p in range(plan.fragments)}
         self.seq = 0
@@ -320,7 +320,6 @@ class DecoupledWorld:
         info = trainer.run_info()
         self.link.done({"steps": trainer.step, "eval_losses": info["eval_losses"],
                         "mean_step_compute_s": info["mean_step_compute_s"]})
-        return None
 
     def state_dict(self) -> dict[str, Any]:
         return {}

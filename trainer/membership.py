@@ -387,13 +387,21 @@ class Membership:
         self.release_group()
 
 
+RUN_CLOCK = "/".join([ROOT, "run", "clock"])
+
+
+def publish_run_clock(store: Any, trace_s: float, paused: bool = False) -> None:
+    """The run's clock for the launcher and joiners: (wall time, trace seconds) now, and whether the
+    trace clock is about to stand still (evaluation, checkpoint)."""
+    store.set(RUN_CLOCK, json.dumps({"wall": time.time(), "trace_s": trace_s, "paused": paused}))
+
+
 def run_time_s(store: Any) -> float | None:
-    """The run's clock now, from the last (wall time, trace seconds) a member published; None before
-    the run started. While the trace clock stands still (evaluation, checkpoints) so does this one."""
-    key = "/".join([ROOT, "run", "clock"])
-    if not store.check([key]):
+    """The run's clock now, from the last (wall time, trace seconds) published; None before the run
+    started. While the trace clock stands still (evaluation, checkpoints) so does this one."""
+    if not store.check([RUN_CLOCK]):
         return None
-    published = json.loads(store.get(key))
+    published = json.loads(store.get(RUN_CLOCK))
     if published.get("paused"):
         return published["trace_s"]
     return published["trace_s"] + time.time() - published["wall"]

@@ -30,13 +30,19 @@ from islands.schedules import Schedule
 from islands.schedules.layout import layer_of
 
 
+def named_fragments(model: nn.Module, n_layer: int, fragments: int,
+                    schedule: Schedule) -> list[list[tuple[str, nn.Parameter]]]:
+    """The model's (name, parameter) pairs by fragment, as the schedule splits the layers."""
+    groups: list[list[tuple[str, nn.Parameter]]] = [[] for _ in range(fragments)]
+    for name, param in model.named_parameters():
+        groups[schedule.fragment_of_layer(layer_of(name, n_layer), fragments)].append((name, param))
+    return groups
+
+
 def split_fragments(model: nn.Module, n_layer: int, fragments: int,
                     schedule: Schedule) -> list[list[nn.Parameter]]:
     """The model's parameters by fragment, as the schedule splits the layers."""
-    groups: list[list[nn.Parameter]] = [[] for _ in range(fragments)]
-    for name, param in model.named_parameters():
-        groups[schedule.fragment_of_layer(layer_of(name, n_layer), fragments)].append(param)
-    return groups
+    return [[param for _, param in group] for group in named_fragments(model, n_layer, fragments, schedule)]
 
 
 def make_outer_optimizer(params: list[torch.Tensor], spec: TrainerSpec) -> torch.optim.Optimizer:

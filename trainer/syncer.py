@@ -25,10 +25,8 @@ collective run does.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -36,16 +34,16 @@ from typing import Any, Callable
 import torch
 
 from islands.schedules.decoupled import grace_window_s
-from islands.schedules.layout import layer_of
+from islands.schedules.layout import EMBEDDINGS
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .config import RunPlan
 from .data import validation_batches
 from .loop import default_corpus, model_config
-from .membership import ROOT as RUN_ROOT
+from .membership import publish_run_clock
 from .merge import merge, token_weight
 from .model import build_model
-from .outer import make_outer_optimizer
+from .outer import make_outer_optimizer, named_fragments
 from .quantize import decode, encode, encoded_bytes, padded_length
 from .robust import contribution_stats, screen
 from .syncer_wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack
@@ -53,7 +51,6 @@ from .syncer_outputs import write_run
 from .tracing import Clock
 
 CHECK_S = 0.05          # how often heartbeats are looked at
-EMBEDDINGS = ("wte.", "wpe.")
 
 
 @dataclass
@@ -144,10 +141,8 @@ class Syncer:
         spec, schedule = plan.spec, plan.scenario.schedule
         self.bits, self.quorum, self.window = schedule.bits, schedule.quorum, schedule.grace_window
         self.model = build_model(model_config(plan), spec.seed, "cpu")
-        parts: list[list[tuple[str, torch.Tensor]]] = [[] for _ in range(plan.fragments)]
-        for name, param in self.model.named_parameters():
-            parts[plan.schedule.fragment_of_layer(layer_of(name, spec.n_layer), plan.fragments)].append((name, param))
-        self.fragments = [GlobalFragment(params, plan) for params in parts]
+        self.fragments = [GlobalFragment(params, plan)
+                          for params in named_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule)]
         self.held = {island: [f.flat.clone() for f in self.fragments] for island in range(plan.islands)}
         self.learners = {island: Learner() for island in range(plan.islands)}
         self.waiting: dict[int, list[Report]] = {p: [] for p in range(plan.fragments)}
@@ -240,8 +235,7 @@ class Syncer:
 
     def start(self) -> None:
         self.clock = Clock()
-        self.store.set("/".join([RUN_ROOT, "run", "clock"]),
-                       json.dumps({"trace_s": 0.0, "wall": time.time(), "paused": False}))
+        publish_run_clock(self.store, 0.0)
         for island in self.plan.initial_members():
             self.learners[island].beat_s = 0.0
             self.reply(island, {"trace_s": self.now(), "outer_step": 0, "weights": False})

@@ -35,7 +35,7 @@ from typing import Any
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.loader import from_dict
 from islands.schedules import PSEUDO_GRADIENT, Schedule, schedule_of
-from islands.schedules.layout import layer_of, split_by_layer
+from islands.schedules.layout import EMBEDDINGS, layer_of, split_by_layer
 from islands.simulator import simulate
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BITS_PER_MBIT, MS_PER_S
 
@@ -59,7 +59,6 @@ MIN_COLLECTIVE_TIMEOUT_S = 10.0
 # per exchanged value: the fp32 global weights and the outer optimizer's fp32 momentum (the simulator
 # downloads parameters * bytes_per_param).
 JOIN_STATE_BYTES_PER_VALUE = 8
-EMBEDDINGS = ("wte.", "wpe.")  # the trainer's GPT's parameters outside its blocks and final norm
 
 
 @dataclass(frozen=True)
