@@ -76,7 +76,7 @@ def island_rows(workers: pd.DataFrame, island_extra: dict[str, dict[str, Any]],
     rows = []
     for island, group in workers.groupby("island", sort=False):
         present = group["present_s"].sum()
-        utilisation = float(group["compute"].sum() / present) if present > 0 else 0.0
+        utilisation = share(float(group["compute"].sum()), float(present))
         syncs = group["syncs"].sum()
         rows.append({
             "name": island,
@@ -92,13 +92,23 @@ def island_rows(workers: pd.DataFrame, island_extra: dict[str, dict[str, Any]],
     return rows
 
 
+# Summing thousands of compute rows (steps cut at fractional launch points) can overshoot the seconds
+# they fill by a few ulps; a share above 1 by less than this is 1, one above it a bug left in sight.
+ROUNDING_SLACK = 1e-9
+
+
+def share(part: float, whole: float) -> float:
+    """``part / whole`` for part <= whole, with summation rounding above 1 read as 1 (0 for no whole)."""
+    if whole <= 0:
+        return 0.0
+    value = part / whole
+    return 1.0 if 1.0 < value <= 1.0 + ROUNDING_SLACK else value
+
+
 def utilisations(workers: pd.DataFrame, wall_time_s: float) -> tuple[float, float]:
     """Compute seconds over seconds present, and over workers * wall time."""
     compute = float(workers["compute"].sum())
-    present = float(workers["present_s"].sum())
-    over_present = compute / present if present > 0 else 0.0
-    over_run = compute / (len(workers) * wall_time_s) if wall_time_s > 0 else 0.0
-    return over_present, over_run
+    return share(compute, float(workers["present_s"].sum())), share(compute, len(workers) * wall_time_s)
 
 
 def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float | None = None,

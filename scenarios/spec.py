@@ -162,7 +162,8 @@ SCHEDULE_KEYS = {
                          "streaming: tau, inner steps a fragment's all-reduce may overlap"),
     "bits": Key("int", None, one_of(*WIRE_BITS), "bits per exchanged value on the wire; default bytes_per_param * 8"),
     "backward_overlap": Key("float", 0.0, fraction_below_one,
-                            "ddp: fraction of a step's compute that the gradient all-reduce may overlap"),
+                            "fraction of a step's compute (its backward pass) that the exchange it produces may overlap: "
+                            "DDP's gradient, the DiLoCo family's pseudo-gradient after the last inner step"),
     "barrier": Key("str", "wait", one_of(*BARRIERS),
                    'diloco outer step: "wait" for all, "deadline" (drop late deltas) or "adaptive" H'),
     "deadline_slack": Key("float", 0.1, between(0, MAX_DEADLINE_SLACK),

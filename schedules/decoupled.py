@@ -44,7 +44,7 @@ class Decoupled(Streaming):
     coupled = False
     update = ADOPT
     aggregations = ("mean", "radial_directional")
-    reads = ("inner_steps", "fragments", "overlap_steps", "quorum", "grace_window")
+    reads = ("inner_steps", "fragments", "overlap_steps", "backward_overlap", "quorum", "grace_window")
 
     def collective(self, aggregation: str) -> str:
         """Every exchange is a round trip to the syncer, whatever the merge rule."""

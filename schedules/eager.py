@@ -28,14 +28,15 @@ class Eager(Schedule):
     name = "eager"
     label = "Eager DiLoCo"
     update = EAGER
-    reads = ("inner_steps", "fragments")
+    reads = ("inner_steps", "fragments", "backward_overlap")
 
     def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
-        h, p = schedule.inner_steps, schedule.fragments
+        h, p, lead = schedule.inner_steps, schedule.fragments, schedule.backward_overlap
         for outer in range(first_outer, schedule.outer_steps - 1):
             for fragment in range(p):
-                launch = outer * h + (fragment + 1) * h // p
-                yield SyncStep(outer_step=outer, fragment=fragment, launch_step=launch, apply_step=launch + h)
+                outer_step_at = outer * h + (fragment + 1) * h // p
+                yield SyncStep(outer_step=outer, fragment=fragment, launch_step=outer_step_at - lead,
+                               apply_step=outer_step_at + h)
 
     def period_steps(self, schedule) -> int:
         """Inner steps per outer step: H."""

@@ -6,7 +6,9 @@ fragments' syncs are spread as evenly as whole steps allow; the paper's 10B set-
 P = 16: 6 or 7 steps apart). Its all-reduce is launched tau = ``overlap_steps`` steps before
 it is due, training continues meanwhile, and the worker waits at the due step only if the fragment
 has not arrived (the torchft convention: ``fragment_sync_delay`` = tau). With tau = 0 each
-fragment's sync blocks; tau < H / P, so a fragment is always applied before its next launch. After
+fragment's sync blocks; tau < H / P, so a fragment is always applied before its next launch.
+``backward_overlap`` = f launches it a further fraction f of a step early, during the backward pass
+of the step that finishes its pseudo-gradient (as ``diloco.py`` explains). After
 the outer step the worker mixes the global fragment into its local one with ``trainer.fragment_alpha``.
 """
 
@@ -20,14 +22,15 @@ from .base import Schedule, SyncStep, fragments_fit_period
 class Streaming(Schedule):
     name = "streaming"
     label = "Streaming DiLoCo"
-    reads = ("inner_steps", "fragments", "overlap_steps")
+    reads = ("inner_steps", "fragments", "overlap_steps", "backward_overlap")
 
     def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
-        h, p, tau = schedule.inner_steps, schedule.fragments, schedule.overlap_steps
+        h, p = schedule.inner_steps, schedule.fragments
+        lead = schedule.overlap_steps + schedule.backward_overlap
         for outer in range(first_outer, schedule.outer_steps):
             for fragment in range(p):
                 due = outer * h + (fragment + 1) * h // p
-                yield SyncStep(outer_step=outer, fragment=fragment, launch_step=due - tau, apply_step=due)
+                yield SyncStep(outer_step=outer, fragment=fragment, launch_step=due - lead, apply_step=due)
 
     def period_steps(self, schedule) -> int:
         """Inner steps per outer step: H."""

@@ -53,6 +53,7 @@ class Report:
     fragment: int
     payload_bytes: float
     launched_s: float
+    lead_steps: float                     # steps of compute from the launch to the due step
     done: simpy.Event
     sent_s: float | None = None           # the upload started
     arrived_s: float | None = None        # the upload is in: from here to the merge it waits for others
@@ -80,7 +81,7 @@ class Syncer:
     def report(self, state: WorkerState, point: SyncPoint) -> Report:
         sim = self.sim
         report = Report(state.worker.rank, point.outer_step, point.fragment, point.payload_bytes, sim.env.now,
-                        sim.env.event())
+                        point.apply_step - point.launch_step, sim.env.event())
         work_s = sim.scenario.network.exchange_cpu_s_per_value * point.values
         previous, state.exchanging = state.exchanging, report
         process = state.process
@@ -143,7 +144,7 @@ class Syncer:
         """The grace window after the quorum: seconds, or gamma x the first reporter's slack."""
         sim = self.sim
         state = sim.states[first.rank]
-        due_s = first.launched_s + sim.scenario.schedule.overlap_steps * state.worker.step_time_s
+        due_s = first.launched_s + first.lead_steps * state.worker.step_time_s
         download_s = self.hop_latency_s(first.rank) + first.payload_bytes / self.download_rate(first.rank)
         return grace_window_s(sim.scenario.schedule.grace_window, due_s - sim.env.now - download_s)
 

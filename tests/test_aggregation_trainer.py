@@ -41,17 +41,20 @@ def test_measured_bytes_of_every_sync_are_the_simulated_ones(algorithm, aggregat
     assert sent[0] == pytest.approx(ring if aggregation == "mean" else (ISLANDS - 1) * padded * 4)
 
 
-def test_ddp_backward_overlap_is_refused_for_training_in_one_line():
+@pytest.mark.parametrize("algorithm, what", [("ddp", "averages the gradient"),
+                                              ("diloco", "sends a pseudo-gradient"),
+                                              ("streaming", "sends a pseudo-gradient")])
+def test_backward_overlap_is_refused_for_training_in_one_line(algorithm, what):
     document = {"name": "t", "model": {"parameters": 1e5},
-                "schedule": {"algorithm": "ddp", "outer_steps": 2, "backward_overlap": 0.5},
+                "schedule": {"algorithm": algorithm, "outer_steps": 2, "backward_overlap": 0.5},
                 "island": [{"name": "a", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 1.0}]}
     with pytest.raises(UserError) as refused:
         make_plan(from_dict(document, "t.toml"))
     message = str(refused.value)
     assert message.startswith("t.toml: schedule.backward_overlap:") and "got 0.5" in message
-    assert "\n" not in message
-    document["schedule"]["algorithm"] = "diloco"  # DiLoCo ignores it on both sides
-    assert make_plan(from_dict(document, "t.toml")).algorithm == "diloco"
+    assert what in message and "\n" not in message
+    document["schedule"]["backward_overlap"] = 0.0
+    assert make_plan(from_dict(document, "t.toml")).algorithm == algorithm
 
 
 def test_ddp_h_is_the_evaluation_period_and_changes_no_compared_key():

@@ -111,6 +111,25 @@ def test_ddp_backward_overlap_hides_part_of_the_allreduce():
     assert summary["stall_s"] == pytest.approx(5 * 9.0)
 
 
+def test_diloco_backward_overlap_starts_the_sync_during_the_last_backward_pass():
+    scenario = make_scenario(["schedule.backward_overlap=0.5", "island.*.step_time_s=10"])
+    summary = simulate(scenario).summary
+    # the ring (24 s) starts with 5 s of the H-th step left: 19 s of stall per outer step, not 24.
+    assert summary["stall_s"] == pytest.approx(OUTER * (RING_S - 5.0))
+    assert summary["wall_time_s"] == pytest.approx(OUTER * (H * 10.0 + RING_S - 5.0))
+
+
+def test_streaming_backward_overlap_adds_to_tau():
+    """P = 4 fragments of S / 4 (6 s each on the ring), tau = 0: each blocks 6 s; launched 0.5 of a
+    4 s step early it blocks 6 - 2 = 4 s."""
+    base = ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=0",
+            "island.*.step_time_s=4", "model.layers=4", "model.embedding_parameters=0"]
+    blocking = simulate(make_scenario(base)).summary
+    overlapped = simulate(make_scenario([*base, "schedule.backward_overlap=0.5"])).summary
+    assert blocking["stall_s"] == pytest.approx(OUTER * 4 * RING_S / 4)
+    assert overlapped["stall_s"] == pytest.approx(OUTER * 4 * (RING_S / 4 - 2.0))
+
+
 def test_trace_rows_tile_each_workers_time():
     trace = simulate(make_scenario()).trace
     own = trace[(trace["worker"] == 2) & (trace["kind"] != "comm")]

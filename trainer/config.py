@@ -152,18 +152,18 @@ def check_plan(plan: RunPlan) -> None:
 
 
 def check_supported(scenario: Scenario) -> None:
-    """Refuse what only the simulator plays: other barriers, DDP's backward overlap (the trainer
-    all-reduces the gradient after the whole backward pass, not bucket by bucket during it) and
-    random churn and chip failures."""
+    """Refuse what only the simulator plays: other barriers, backward overlap (the trainer averages
+    the gradient, or steps the inner optimizer and forms the pseudo-gradient, after the whole
+    backward pass, not layer by layer during it) and random churn and chip failures."""
     source = scenario.source
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
         raise UserError(f"{source}: schedule.barrier: the real trainer only runs \"wait\" "
                         f"(got {scenario.schedule.barrier!r})")
     overlap = scenario.schedule.backward_overlap
-    if schedule_of(scenario).exchanged == GRADIENT and overlap:
-        raise UserError(f"{source}: schedule.backward_overlap: the real trainer's DDP averages the gradient "
-                        f"after the backward pass, so it trains only 0 (got {overlap:g}); the overlap is "
-                        f"simulated only")
+    if overlap:
+        what = "averages the gradient" if schedule_of(scenario).exchanged == GRADIENT else "sends a pseudo-gradient"
+        raise UserError(f"{source}: schedule.backward_overlap: the real trainer {what} after the whole "
+                        f"backward pass, so it trains only 0 (got {overlap:g}); the overlap is simulated only")
     for index, island in enumerate(scenario.islands):
         if getattr(island, "mtbf_s", None):
             raise UserError(f"{source}: island.{index}.mtbf_s: random churn is simulated only; "
