@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 from islands.schedules import AVERAGE, EAGER, GRADIENT, SCHEDULES, Schedule
 
+from .quality_profile import QualityProfile
+
 # Charles et al. 2025, Table 7: L(N) = A * N ** alpha.
 DATA_PARALLEL_LAW = (18.129, -0.0953)
 DILOCO_LAWS = {1: (18.363, -0.0961), 2: (18.768, -0.0969), 4: (19.762, -0.0992), 8: (21.051, -0.1018)}
@@ -98,16 +100,27 @@ def schedule_notes(declared: Schedule, schedule) -> tuple[float, list[str]]:
     return factor, notes
 
 
-def estimate(scenario, algorithm: str | None = None) -> LossEstimate:
-    """The prior for ``scenario`` under ``algorithm`` (default: its own schedule.algorithm)."""
-    declared = SCHEDULES[algorithm or scenario.schedule.algorithm]
+def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | None = None) -> LossEstimate:
+    """The estimate for ``scenario`` under ``algorithm`` (default: its own schedule.algorithm): the
+    measured ``profile``'s penalty where it has points for this setting, else the prior."""
+    name = algorithm or scenario.schedule.algorithm
+    declared = SCHEDULES[name]
     parameters = scenario.model.parameters
     baseline = data_parallel_loss(parameters)
     if declared.exchanged == GRADIENT:
-        loss, notes = baseline, []
-    else:
-        loss, replica_notes = diloco_loss(parameters, scenario.worker_count)
-        factor, notes = schedule_notes(declared, scenario.schedule)
-        loss *= factor
-        notes = [*replica_notes, *notes]
-    return LossEstimate(loss, loss / baseline - 1, tuple(notes))
+        return LossEstimate(baseline, 0.0, ())
+    schedule = scenario.schedule
+    if profile is not None:
+        measured = profile.relative_to_dp(name, schedule.inner_steps, scenario.worker_count, schedule.bits,
+                                          declared.fragments(schedule))
+        if measured is not None:
+            relative, notes = measured
+            return LossEstimate(baseline * (1 + relative), relative,
+                                (f"measured on {profile.scenario}'s model ({profile.model_parameters:,} parameters)",
+                                 *notes))
+    loss, replica_notes = diloco_loss(parameters, scenario.worker_count)
+    factor, notes = schedule_notes(declared, schedule)
+    loss *= factor
+    fallback = [f"the profile has no point for {name}, {schedule.bits} bits, {declared.fragments(schedule)} "
+                "fragments: the prior used"] if profile is not None else []
+    return LossEstimate(loss, loss / baseline - 1, (*fallback, *replica_notes, *notes))

@@ -1,47 +1,109 @@
-"""``islands quality FILE``: what each schedule costs in evaluation loss at equal tokens, by the prior.
+"""``islands quality FILE``: what each schedule costs in evaluation loss at equal tokens.
 
-The prior (``islands.analysis.loss_prior``) reads the published tables: the DiLoCo scaling laws for
-model size and replicas (at H = 30), the eager-updates paper for fragments, overlap and the eager
-update. For the scenario's model size and workers it prints, per schedule, the predicted evaluation
-loss (on the papers' C4 set-up) and the difference from data parallelism, with a note on every
-setting the tables do not cover (H other than 30, tau above 1, more than 8 replicas, an update rule
-no table measured). ``--json`` prints the same as one object.
+Without options, by the prior (``islands.analysis.loss_prior``), which reads the published tables:
+the DiLoCo scaling laws for model size and replicas (at H = 30), the eager-updates paper for
+fragments, overlap and the eager update. For the scenario's model size and workers it prints, per
+schedule, the predicted evaluation loss (on the papers' C4 set-up) and the difference from data
+parallelism, with a note on every setting the tables do not cover (H other than 30, tau above 1,
+more than 8 replicas, an update rule no table measured).
+
+``--grid inner_steps=10,30,100 --grid workers=2,4`` (also ``bits``, ``fragments``) trains the
+scenario's own model instead: for each M one DDP run, and the scenario's schedule at every grid
+point, all ``--steps`` inner steps long, and measures each final evaluation loss against DDP's. The
+measured profile then overrides the prior (``--save FILE.json`` keeps it; ``--profile FILE.json``
+uses a kept one). ``--json`` prints everything as one object.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from islands.errors import UserError
+
+DEFAULT_STEPS = 300
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("quality", description=__doc__,
-                                   help="each schedule's evaluation loss at equal tokens, from the published tables")
+                                   help="each schedule's evaluation loss at equal tokens: the published tables, "
+                                        "or a grid trained for real")
     parser.add_argument("scenario", metavar="FILE", help="scenario TOML file or bundled name")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario key, e.g. schedule.inner_steps=30")
+    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                        help="train this grid for real (inner_steps, workers, bits, fragments); repeatable")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
+                        help=f"inner steps per worker of every grid run (default {DEFAULT_STEPS})")
+    parser.add_argument("--save", metavar="FILE.json", help="write the measured profile here")
+    parser.add_argument("--profile", metavar="FILE.json", help="price with a profile saved by --save")
     parser.add_argument("--json", action="store_true", help="print the estimates as one JSON object")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.loss_prior import estimate
-    from islands.io import json_text
+    from islands.analysis.quality_profile import QualityProfile
+    from islands.io import check_output, write_text
     from islands.scenarios import load
     from islands.schedules import SCHEDULES
 
+    if args.grid and args.profile:
+        raise UserError("--grid measures a profile and --profile reads one: give one of them")
+    if args.save and not args.grid:
+        raise UserError("--save writes the profile that --grid measures: add --grid")
+    if args.steps < 1:
+        raise UserError(f"--steps must be >= 1 (got {args.steps})")
     scenario = load(args.scenario, args.overrides)
-    estimates = {name: estimate(scenario, name) for name in SCHEDULES}
+    profile = None
+    if args.grid:
+        from islands.trainer.quality import measure_profile, parse_grid
+
+        grid = parse_grid(args.grid)
+        if args.save:
+            check_output(args.save, ("json",))
+        profile = measure_profile(args.scenario, args.overrides, grid, args.steps)
+        if args.save:
+            write_text(args.save, profile.to_json())
+    elif args.profile:
+        profile = QualityProfile.read(args.profile)
+    estimates = {name: estimate(scenario, name, profile) for name in SCHEDULES}
     if args.json:
-        print(json_text({"scenario": scenario.name, "parameters": scenario.model.parameters,
-                         "workers": scenario.worker_count,
-                         "schedules": {name: {"loss": e.loss, "relative_to_dp": e.relative_to_dp,
-                                              "notes": list(e.notes)} for name, e in estimates.items()}}))
+        print(json_document(scenario, estimates, profile))
         return 0
-    print(f"{scenario.name}: {scenario.model.parameters:.3g} parameters, {scenario.worker_count} workers; "
-          "evaluation loss at equal tokens (the papers' C4 set-up), by the published tables")
-    width = max(len(SCHEDULES[name].label) for name in estimates)
-    for name, e in estimates.items():
-        print(f"  {SCHEDULES[name].label:<{width}}  {e.loss:.4f}  {100 * e.relative_to_dp:+.2f}% vs DDP")
-        for note in e.notes:
-            print(f"  {'':<{width}}    {note}")
+    print(text(scenario, estimates, profile, SCHEDULES))
+    if args.save:
+        print(f"wrote {args.save}")
     return 0
+
+
+def json_document(scenario, estimates, profile) -> str:
+    from dataclasses import asdict
+
+    from islands.io import json_text
+
+    return json_text({
+        "scenario": scenario.name, "parameters": scenario.model.parameters, "workers": scenario.worker_count,
+        "schedules": {name: {"loss": e.loss, "relative_to_dp": e.relative_to_dp, "notes": list(e.notes)}
+                      for name, e in estimates.items()},
+        "profile": None if profile is None else [{**asdict(p), "relative_to_dp": p.relative_to_dp}
+                                                 for p in profile.points]})
+
+
+def text(scenario, estimates, profile, schedules) -> str:
+    source = "the published tables" if profile is None else "the measured profile where it has points"
+    lines = []
+    if profile is not None:
+        lines.append(f"measured on {profile.scenario}'s model ({profile.model_parameters:,} parameters), "
+                     "final eval loss against DDP's after the same inner steps:")
+        for p in profile.points:
+            lines.append(f"  H {p.inner_steps:>4}  M {p.workers:>2}  bits {p.bits:>2}  P {p.fragments:>2}  "
+                         f"{p.algorithm}: {p.eval_loss:.4f} against {p.ddp_eval_loss:.4f}  "
+                         f"{100 * p.relative_to_dp:+.2f}%")
+        lines.append("")
+    lines.append(f"{scenario.name}: {scenario.model.parameters:.3g} parameters, {scenario.worker_count} workers; "
+                 f"evaluation loss at equal tokens (the papers' C4 set-up), by {source}")
+    width = max(len(schedules[name].label) for name in estimates)
+    for name, e in estimates.items():
+        lines.append(f"  {schedules[name].label:<{width}}  {e.loss:.4f}  {100 * e.relative_to_dp:+.2f}% vs DDP")
+        lines.extend(f"  {'':<{width}}    {note}" for note in e.notes)
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""A measured quality profile: the user's own model trained at equal tokens, overriding the prior.
+
+``islands quality FILE --grid inner_steps=10,30,100 --grid workers=2,4`` (``trainer/quality.py``)
+trains, for every point of the grid, the scenario's schedule and DDP with the same workers for the
+same inner steps, and records each final evaluation loss. The profile is that list of points; it
+prices a schedule at (H, M) by:
+
+* the points of the same algorithm, wire bits and fragments;
+* at each measured M, the penalty relative to DDP linear in log H between the two nearest measured
+  H (outside the measured range: the nearest measured H's, and said so: no extrapolation);
+* between measured M, linear in log M; outside, the nearest measured M (said so).
+
+A setting the profile has no point for (another algorithm, bits or fragment count) falls back to
+the prior (``loss_prior``), also said.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from islands.errors import UserError
+
+PROFILE_KEYS = ("algorithm", "inner_steps", "workers", "bits", "fragments")
+
+
+@dataclass(frozen=True)
+class ProfilePoint:
+    """One grid point: the schedule's and DDP's final evaluation loss after the same inner steps."""
+
+    algorithm: str
+    inner_steps: int
+    workers: int
+    bits: int
+    fragments: int
+    steps: int
+    eval_loss: float
+    ddp_eval_loss: float
+
+    @property
+    def relative_to_dp(self) -> float:
+        return self.eval_loss / self.ddp_eval_loss - 1
+
+
+@dataclass(frozen=True)
+class QualityProfile:
+    scenario: str
+    model_parameters: int
+    points: tuple[ProfilePoint, ...]
+
+    def to_json(self) -> str:
+        return json.dumps({"scenario": self.scenario, "model_parameters": self.model_parameters,
+                           "points": [asdict(point) for point in self.points]}, indent=2) + "\n"
+
+    @classmethod
+    def read(cls, path: str | Path) -> QualityProfile:
+        """A profile file, or one line naming the file and what is wrong with it."""
+        try:
+            document = json.loads(Path(path).read_text(encoding="utf-8"))
+            points = tuple(ProfilePoint(**point) for point in document["points"])
+            profile = cls(str(document["scenario"]), int(document["model_parameters"]), points)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot read the quality profile ({exc.strerror})") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UserError(f"{path}: not a quality profile written by islands quality --grid ({exc})") from None
+        bad = [p for p in points if not (p.eval_loss > 0 and p.ddp_eval_loss > 0 and math.isfinite(p.eval_loss)
+                                         and math.isfinite(p.ddp_eval_loss))]
+        if not points or bad:
+            raise UserError(f"{path}: points: every point needs finite, positive eval_loss and ddp_eval_loss")
+        return profile
+
+    def relative_to_dp(self, algorithm: str, inner_steps: int, workers: int, bits: int,
+                       fragments: int) -> tuple[float, tuple[str, ...]] | None:
+        """The measured penalty relative to DDP at this setting and notes on any extension; None when
+        the profile has no point of this algorithm, bits and fragments."""
+        same = [p for p in self.points if (p.algorithm, p.bits, p.fragments) == (algorithm, bits, fragments)]
+        if not same:
+            return None
+        by_workers: dict[int, list[ProfilePoint]] = {}
+        for point in same:
+            by_workers.setdefault(point.workers, []).append(point)
+        notes: list[str] = []
+        measured = sorted(by_workers)
+        if workers in by_workers:
+            return along_h(by_workers[workers], inner_steps, notes), tuple(notes)
+        if workers < measured[0] or workers > measured[-1]:
+            nearest = min(measured, key=lambda m: abs(math.log(m / workers)))
+            notes.append(f"M = {workers}: outside the measured M {span(measured)}; M = {nearest} used")
+            return along_h(by_workers[nearest], inner_steps, notes), tuple(notes)
+        low = max(m for m in measured if m < workers)
+        high = min(m for m in measured if m > workers)
+        weight = math.log(workers / low) / math.log(high / low)
+        value = ((1 - weight) * along_h(by_workers[low], inner_steps, notes)
+                 + weight * along_h(by_workers[high], inner_steps, notes))
+        return value, tuple(dict.fromkeys(notes))
+
+
+def along_h(points: list[ProfilePoint], inner_steps: int, notes: list[str]) -> float:
+    """The penalty at ``inner_steps``: linear in log H between the measured H on either side."""
+    by_h = {p.inner_steps: p.relative_to_dp for p in points}
+    measured = sorted(by_h)
+    if inner_steps in by_h:
+        return by_h[inner_steps]
+    if inner_steps < measured[0] or inner_steps > measured[-1]:
+        nearest = measured[0] if inner_steps < measured[0] else measured[-1]
+        notes.append(f"H = {inner_steps}: outside the measured H {span(measured)}; H = {nearest} used")
+        return by_h[nearest]
+    (h0, h1) = max(h for h in measured if h < inner_steps), min(h for h in measured if h > inner_steps)
+    v0, v1 = by_h[h0], by_h[h1]
+    return v0 + (v1 - v0) * math.log(inner_steps / h0) / math.log(h1 / h0)
+
+
+def span(values: list[int]) -> str:
+    return f"{values[0]}-{values[-1]}" if len(values) > 1 else str(values[0])

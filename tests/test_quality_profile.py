@@ -1,0 +1,96 @@
+"""The measured quality profile: pricing from its points (closed forms), bad files, and a real grid."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from islands.analysis.loss_prior import data_parallel_loss, estimate
+from islands.analysis.quality_profile import ProfilePoint, QualityProfile
+from islands.cli import main
+from islands.errors import UserError
+from islands.scenarios import load
+from islands.trainer.quality import parse_grid
+
+
+def point(h: int, m: int, loss: float, ddp: float = 2.0, algorithm: str = "diloco") -> ProfilePoint:
+    return ProfilePoint(algorithm=algorithm, inner_steps=h, workers=m, bits=16, fragments=1, steps=300,
+                        eval_loss=loss, ddp_eval_loss=ddp)
+
+
+PROFILE = QualityProfile("toy", 120_576, (point(10, 2, 2.02), point(100, 2, 2.10), point(10, 4, 2.04),
+                                          point(100, 4, 2.20)))
+
+
+def test_a_measured_point_is_its_own_penalty():
+    assert PROFILE.relative_to_dp("diloco", 10, 2, 16, 1) == (pytest.approx(0.01), ())
+
+
+def test_between_measured_h_the_penalty_is_linear_in_log_h():
+    # H = 30 at M = 2: 1% + (5% - 1%) * log(3) / log(10)
+    value, notes = PROFILE.relative_to_dp("diloco", 30, 2, 16, 1)
+    assert value == pytest.approx(0.01 + 0.04 * math.log(3) / math.log(10)) and notes == ()
+
+
+def test_between_measured_m_the_penalty_is_linear_in_log_m():
+    # M = 3, H = 10: 1% (M = 2) and 2% (M = 4), weight log(1.5) / log(2)
+    value, _ = PROFILE.relative_to_dp("diloco", 10, 3, 16, 1)
+    assert value == pytest.approx(0.01 + 0.01 * math.log(1.5) / math.log(2))
+
+
+def test_outside_the_measured_range_the_nearest_point_is_used_and_named():
+    value, notes = PROFILE.relative_to_dp("diloco", 500, 8, 16, 1)
+    assert value == pytest.approx(0.10)  # M = 4, H = 100: 2.20 / 2.0 - 1
+    assert notes == ("M = 8: outside the measured M 2-4; M = 4 used", "H = 500: outside the measured H 10-100; H = 100 used")
+
+
+def test_the_estimate_takes_the_profile_and_falls_back_to_the_prior_where_it_has_no_point():
+    scenario = load("worked-example", ["schedule.inner_steps=10", "island.0.replicas=2"])
+    measured = estimate(scenario, "diloco", PROFILE)
+    assert measured.relative_to_dp == pytest.approx(0.01)
+    assert measured.loss == pytest.approx(data_parallel_loss(10e9) * 1.01)
+    assert measured.notes[0] == "measured on toy's model (120,576 parameters)"
+    fallback = estimate(scenario, "streaming", PROFILE)
+    assert fallback.notes[0].startswith("the profile has no point for streaming, 16 bits, 10 fragments")
+
+
+def test_a_corrupt_profile_is_one_line_naming_the_file(tmp_path):
+    broken = tmp_path / "p.json"
+    broken.write_text('{"scenario": "x", "points": [')
+    with pytest.raises(UserError, match=r"p.json: not a quality profile"):
+        QualityProfile.read(broken)
+    broken.write_text(json.dumps({"scenario": "x", "model_parameters": 1,
+                                  "points": [{**point(10, 2, 2.0).__dict__, "eval_loss": -1.0}]}))
+    with pytest.raises(UserError, match="finite, positive eval_loss"):
+        QualityProfile.read(broken)
+
+
+@pytest.mark.parametrize("items, rule", [(["h=10"], "the key must be one of"),
+                                         (["inner_steps=10,x"], "whole numbers"),
+                                         (["inner_steps=10", "inner_steps=30"], "give each key once")])
+def test_a_bad_grid_is_refused_in_one_line(items, rule):
+    with pytest.raises(UserError, match=rule):
+        parse_grid(items)
+
+
+def test_cli_refuses_steps_that_do_not_end_on_an_outer_step(capsys):
+    assert main(["quality", "worked-example", "--grid", "inner_steps=7,10", "--steps", "30"]) == 2
+    err = capsys.readouterr().err
+    assert "--steps 30: must be a multiple of every H in the grid" in err and err.rstrip().endswith("(not of 7)")
+
+
+def test_a_real_grid_measures_each_point_against_ddp_and_saves_the_profile(tmp_path, capsys):
+    saved = tmp_path / "profile.json"
+    assert main(["quality", "worked-example", "--grid", "inner_steps=5,10", "--grid", "workers=2",
+                 "--steps", "20", "--save", str(saved), "--set", "schedule.inner_steps=5"]) == 0
+    profile = QualityProfile.read(saved)
+    assert [(p.inner_steps, p.workers, p.steps) for p in profile.points] == [(5, 2, 20), (10, 2, 20)]
+    assert len({p.ddp_eval_loss for p in profile.points}) == 1  # one DDP baseline for M = 2
+    out = capsys.readouterr().out
+    assert f"{100 * profile.points[0].relative_to_dp:+.2f}%" in out
+    assert main(["quality", "worked-example", "--profile", str(saved), "--json",
+                 "--set", "schedule.inner_steps=5", "--set", "island.0.replicas=2"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["schedules"]["diloco"]["relative_to_dp"] == pytest.approx(profile.points[0].relative_to_dp)
