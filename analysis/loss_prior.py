@@ -20,6 +20,12 @@ does not price it and says so in the estimate's ``notes``.
   Figure 13): loss rises slowly with H, less for large models. The prior holds H = 30 and marks any
   other H; ``islands quality`` measures it on the user's own model.
 
+**Tokens to DDP's loss** (``extra_tokens_factor``): a schedule whose loss at D tokens is (1 + p) times
+DDP's needs D' tokens to reach DDP's loss at D, from Hoffmann et al. 2022's fit L(N, D) = E + A / N^a
++ B / D^b (arXiv:2203.15556, eq. 10: E = 1.69, A = 406.4, B = 410.7, a = 0.34, b = 0.28), the penalty
+taken to scale the whole loss at any D: (1 + p) L(N, D') = L(N, D). D is Chinchilla-optimal, 20 N,
+as in the scaling-law tables.
+
 A schedule enters through its declaration, never its name: one that averages the gradient every
 step (``exchanged == GRADIENT``) is data-parallel; every other one is DiLoCo with M = the
 scenario's workers, its fragments, its overlap and its update rule.
@@ -43,6 +49,9 @@ PUBLISHED_H = 30
 FRAGMENTED_FACTOR = 2.67 / 2.68                          # Streaming DiLoCo / DiLoCo
 EAGER_FACTOR = {False: 2.69 / 2.68, True: 2.71 / 2.67}   # eager / not, by fragmented
 PUBLISHED_MAX_OVERLAP_STEPS = 1                          # Table 2: tau = 1 gives 2.67, as tau = 0
+# Hoffmann et al. 2022, eq. 10: L(N, D) = E + A / N**ALPHA + B / D**BETA; D = 20 N (Chinchilla-optimal).
+CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+CHINCHILLA_TOKENS_PER_PARAMETER = 20
 
 
 @dataclass(frozen=True)
@@ -115,12 +124,26 @@ def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | N
                                           declared.fragments(schedule))
         if measured is not None:
             relative, notes = measured
-            return LossEstimate(baseline * (1 + relative), relative,
-                                (f"measured on {profile.scenario}'s model ({profile.model_parameters:,} parameters)",
-                                 *notes))
+            where = f"measured on {profile.scenario}'s model ({profile.model_parameters:,} parameters)"
+            if not 0.5 <= parameters / profile.model_parameters <= 2:
+                where += (f", applied at {parameters:.3g}: the scaling-law tables show the penalty "
+                          "shrinking as N grows")
+            return LossEstimate(baseline * (1 + relative), relative, (where, *notes))
     loss, replica_notes = diloco_loss(parameters, scenario.worker_count)
     factor, notes = schedule_notes(declared, schedule)
     loss *= factor
     fallback = [f"the profile has no point for {name}, {schedule.bits} bits, {declared.fragments(schedule)} "
                 "fragments: the prior used"] if profile is not None else []
     return LossEstimate(loss, loss / baseline - 1, (*fallback, *replica_notes, *notes))
+
+
+def extra_tokens_factor(parameters: float, relative_to_dp: float) -> float:
+    """D' / D: the tokens a schedule with loss (1 + p) x DDP's needs to reach DDP's loss at the
+    Chinchilla-optimal D = 20 N (module docstring); infinity where no amount of data reaches it."""
+    c = CHINCHILLA
+    tokens = CHINCHILLA_TOKENS_PER_PARAMETER * parameters
+    target = c["E"] + c["A"] / parameters ** c["alpha"] + c["B"] / tokens ** c["beta"]
+    data_term = target / (1 + relative_to_dp) - c["E"] - c["A"] / parameters ** c["alpha"]
+    if data_term <= 0:
+        return math.inf
+    return (c["B"] / data_term) ** (1 / c["beta"]) / tokens

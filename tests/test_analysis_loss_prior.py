@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
-from islands.analysis.loss_prior import (DILOCO_LAWS, JOINT_M_EXPONENT, data_parallel_loss, diloco_loss,
-                                         estimate)
+from islands.analysis.loss_prior import (CHINCHILLA, DILOCO_LAWS, JOINT_M_EXPONENT, data_parallel_loss,
+                                         diloco_loss, estimate, extra_tokens_factor)
 from islands.cli import main
 from islands.scenarios import load
 
@@ -76,3 +77,20 @@ def test_cli_prints_every_schedule_as_json(capsys):
     assert printed["workers"] == 8 and set(printed["schedules"]) >= {"ddp", "diloco", "streaming"}
     assert printed["schedules"]["diloco"]["relative_to_dp"] == pytest.approx(
         diloco_loss(10e9, 8)[0] / data_parallel_loss(10e9) - 1)
+
+
+def test_tokens_to_reach_ddps_loss_follow_chinchillas_data_term():
+    """(1 + p) L(N, D') = L(N, D): at p = 0 the same tokens; a better schedule needs fewer; and past
+    p* = L(N, D) / (E + A / N^a) - 1 no amount of data reaches DDP's loss."""
+    n = 1e10
+    assert extra_tokens_factor(n, 0.0) == pytest.approx(1.0)
+    assert extra_tokens_factor(n, -0.004) < 1 < extra_tokens_factor(n, 0.001) < extra_tokens_factor(n, 0.01)
+    c = CHINCHILLA
+    floor = c["E"] + c["A"] / n ** c["alpha"]
+    target = floor + c["B"] / (20 * n) ** c["beta"]
+    p_star = target / floor - 1
+    assert math.isfinite(extra_tokens_factor(n, 0.99 * p_star))
+    assert extra_tokens_factor(n, p_star * 1.0001) == math.inf
+    # closed form at p = 1%: D' = (B / (target / 1.01 - floor)) ** (1 / b)
+    expected = (c["B"] / (target / 1.01 - floor)) ** (1 / c["beta"]) / (20 * n)
+    assert extra_tokens_factor(n, 0.01) == pytest.approx(expected)

@@ -51,7 +51,7 @@ def test_the_estimate_takes_the_profile_and_falls_back_to_the_prior_where_it_has
     measured = estimate(scenario, "diloco", PROFILE)
     assert measured.relative_to_dp == pytest.approx(0.01)
     assert measured.loss == pytest.approx(data_parallel_loss(10e9) * 1.01)
-    assert measured.notes[0] == "measured on toy's model (120,576 parameters)"
+    assert measured.notes[0].startswith("measured on toy's model (120,576 parameters), applied at 1e+10")
     fallback = estimate(scenario, "streaming", PROFILE)
     assert fallback.notes[0].startswith("the profile has no point for streaming, 16 bits, 10 fragments")
 

@@ -63,6 +63,9 @@ def test_what_the_trainer_cannot_run_is_reported_not_validated():
     assert any(note.startswith("churn: not validated") for note in case.notes)
     assert any(note.startswith("step-time jitter: not validated") for note in case.notes)
     assert not case.scenario().has_churn()
+    overlapped = scale(load("streaming-diloco-10b"), ScaleOptions(max_workers=2))
+    assert any(note.startswith("backward overlap 0.667: not validated") for note in overlapped.notes)
+    assert overlapped.scenario().schedule.backward_overlap == 0
 
 
 def test_a_clamped_link_says_how_far_the_ratio_moved():

@@ -171,6 +171,9 @@ def not_validated(scenario: Scenario) -> list[str]:
         notes.append("chip failures (chip_mtbf_s): not validated (simulated only); run without them")
     if scenario.schedule.barrier != "wait":
         notes.append(f"barrier {scenario.schedule.barrier!r}: not validated (the trainer runs 'wait' only)")
+    if scenario.schedule.backward_overlap:
+        notes.append(f"backward overlap {scenario.schedule.backward_overlap:.3g}: not validated (the trainer sends "
+                     "after the whole backward pass); run without it")
     if any(i.jitter_cv for i in scenario.islands):
         notes.append("step-time jitter: not validated (paced steps are exact); run without it")
     if scenario.network.tcp_window_bytes:

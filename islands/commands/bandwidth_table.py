@@ -15,6 +15,8 @@ import argparse
 
 from islands.errors import UserError
 
+from .common import print_table
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("bandwidth-table", description=__doc__,
@@ -30,8 +32,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.bandwidth_table import SIZES, bandwidth_table, table_text
-    from islands.analysis.progress import ProgressBar
-    from islands.io import write_table
 
     sizes = tuple(size.strip().lower() for size in args.sizes.split(",") if size.strip())
     unknown = [size for size in sizes if size not in SIZES]
@@ -39,13 +39,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--sizes: each must be one of {', '.join(SIZES)} (got {args.sizes!r})")
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
-    bar = ProgressBar("bandwidth-table")
-    try:
-        table = bandwidth_table(sizes, tuple(args.overrides), jobs=args.jobs, progress=bar)
-    finally:
-        bar.close()
-    print(table_text(table))
-    if args.output:
-        write_table(table, args.output)
-        print(f"wrote {args.output}")
+    print_table("bandwidth-table", lambda bar: bandwidth_table(sizes, tuple(args.overrides), jobs=args.jobs,
+                                                              progress=bar), table_text, args.output)
     return 0

@@ -28,3 +28,20 @@ def check_max_events(max_events: float) -> float:
     if not max_events >= 1:
         raise UserError(f"--max-events must be >= 1 (got {max_events:g})")
     return max_events
+
+
+def print_table(label: str, build, text, output: str | None) -> None:
+    """Build a table with a progress bar (``build(progress)``), print ``text(table)``, and write it to
+    ``output`` (.csv, .parquet or .json) when given: the published-table commands' common ending."""
+    from islands.analysis.progress import ProgressBar
+    from islands.io import write_table
+
+    bar = ProgressBar(label)
+    try:
+        table = build(bar)
+    finally:
+        bar.close()
+    print(text(table))
+    if output:
+        write_table(table, output)
+        print(f"wrote {output}")

@@ -13,6 +13,8 @@ import argparse
 
 from islands.errors import UserError
 
+from .common import print_table
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("goodput", help="goodput under chip failures, beside the Decoupled DiLoCo table",
@@ -30,22 +32,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.goodput import goodput_table, table_text
-    from islands.analysis.progress import ProgressBar
     from islands.analysis.scenario_source import ScenarioSource
-    from islands.io import write_table
 
     if args.failures < 1:
         raise UserError(f"--failures must be >= 1 (got {args.failures})")
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     source = ScenarioSource.read(args.scenario, args.overrides)
-    bar = ProgressBar("goodput")
-    try:
-        table = goodput_table(source, failures=args.failures, jobs=args.jobs, progress=bar)
-    finally:
-        bar.close()
-    print(table_text(table))
-    if args.output:
-        write_table(table, args.output)
-        print(f"wrote {args.output}")
+    print_table("goodput", lambda bar: goodput_table(source, failures=args.failures, jobs=args.jobs, progress=bar),
+                table_text, args.output)
     return 0

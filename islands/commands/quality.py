@@ -5,7 +5,8 @@ the DiLoCo scaling laws for model size and replicas (at H = 30), the eager-updat
 fragments, overlap and the eager update. For the scenario's model size and workers it prints, per
 schedule, the predicted evaluation loss (on the papers' C4 set-up) and the difference from data
 parallelism, with a note on every setting the tables do not cover (H other than 30, tau above 1,
-more than 8 replicas, an update rule no table measured).
+more than 8 replicas, an update rule no table measured), and the tokens it needs to reach DDP's loss
+(Chinchilla's L(N, D) at D = 20 N: "x1.32" is 32% more tokens than DDP).
 
 ``--grid inner_steps=10,30,100 --grid workers=2,4`` (also ``bits``, ``fragments``) trains the
 scenario's own model instead: for each M one DDP run, and the scenario's schedule at every grid
@@ -83,7 +84,8 @@ def json_document(scenario, estimates, profile) -> str:
 
     return json_text({
         "scenario": scenario.name, "parameters": scenario.model.parameters, "workers": scenario.worker_count,
-        "schedules": {name: {"loss": e.loss, "relative_to_dp": e.relative_to_dp, "notes": list(e.notes)}
+        "schedules": {name: {"loss": e.loss, "relative_to_dp": e.relative_to_dp,
+                             "tokens_to_dp_loss": tokens_factor(scenario, e), "notes": list(e.notes)}
                       for name, e in estimates.items()},
         "profile": None if profile is None else [{**asdict(p), "relative_to_dp": p.relative_to_dp}
                                                  for p in profile.points]})
@@ -104,6 +106,18 @@ def text(scenario, estimates, profile, schedules) -> str:
                  f"evaluation loss at equal tokens (the papers' C4 set-up), by {source}")
     width = max(len(schedules[name].label) for name in estimates)
     for name, e in estimates.items():
-        lines.append(f"  {schedules[name].label:<{width}}  {e.loss:.4f}  {100 * e.relative_to_dp:+.2f}% vs DDP")
+        factor = tokens_factor(scenario, e)
+        tokens = "unreachable by more tokens" if factor is None else f"x{factor:.2f} tokens to DDP's loss"
+        lines.append(f"  {schedules[name].label:<{width}}  {e.loss:.4f}  {100 * e.relative_to_dp:+.2f}% vs DDP  {tokens}")
         lines.extend(f"  {'':<{width}}    {note}" for note in e.notes)
     return "\n".join(lines)
+
+
+def tokens_factor(scenario, estimate) -> float | None:
+    """D' / D to reach DDP's loss (``loss_prior.extra_tokens_factor``); None where no D' does."""
+    import math
+
+    from islands.analysis.loss_prior import extra_tokens_factor
+
+    factor = extra_tokens_factor(scenario.model.parameters, estimate.relative_to_dp)
+    return None if math.isinf(factor) else factor
