@@ -14,6 +14,7 @@ agrees with it when the two are within one grid step, a factor of ``GRID_STEP``.
 from __future__ import annotations
 
 from concurrent.futures import Executor
+
 import pandas as pd
 
 from .parallel import Progress, run_tasks

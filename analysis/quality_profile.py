@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from islands.errors import UserError
-
-PROFILE_KEYS = ("algorithm", "inner_steps", "workers", "bits", "fragments")
-
 
 @dataclass(frozen=True)
 class ProfilePoint:
@@ -43,6 +40,19 @@ class ProfilePoint:
     def relative_to_dp(self) -> float:
         return self.eval_loss / self.ddp_eval_loss - 1
 
+    @classmethod
+    def from_dict(cls, values: dict) -> ProfilePoint:
+        """A point from its JSON object, each field converted to its type (ValueError, TypeError or
+        KeyError for a missing or malformed one)."""
+        types = {"str": str, "int": int, "float": float}
+        return cls(**{field.name: types[field.type](values[field.name]) for field in fields(cls)})
+
+    def is_physical(self) -> bool:
+        """Counts of at least one and finite, positive losses."""
+        counts = (self.inner_steps, self.workers, self.bits, self.fragments, self.steps)
+        losses = (self.eval_loss, self.ddp_eval_loss)
+        return min(counts) >= 1 and all(math.isfinite(loss) and loss > 0 for loss in losses)
+
 
 @dataclass(frozen=True)
 class QualityProfile:
@@ -59,16 +69,15 @@ class QualityProfile:
         """A profile file, or one line naming the file and what is wrong with it."""
         try:
             document = json.loads(Path(path).read_text(encoding="utf-8"))
-            points = tuple(ProfilePoint(**point) for point in document["points"])
+            points = tuple(ProfilePoint.from_dict(point) for point in document["points"])
             profile = cls(str(document["scenario"]), int(document["model_parameters"]), points)
         except OSError as exc:
             raise UserError(f"{path}: cannot read the quality profile ({exc.strerror})") from None
         except (ValueError, KeyError, TypeError) as exc:
             raise UserError(f"{path}: not a quality profile written by islands quality --grid ({exc})") from None
-        bad = [p for p in points if not (p.eval_loss > 0 and p.ddp_eval_loss > 0 and math.isfinite(p.eval_loss)
-                                         and math.isfinite(p.ddp_eval_loss))]
-        if not points or bad:
-            raise UserError(f"{path}: points: every point needs finite, positive eval_loss and ddp_eval_loss")
+        if not points or not all(point.is_physical() for point in points):
+            raise UserError(f"{path}: points: every point needs inner_steps, workers, bits, fragments and steps "
+                            f">= 1 and finite, positive eval_loss and ddp_eval_loss")
         return profile
 
     def relative_to_dp(self, algorithm: str, inner_steps: int, workers: int, bits: int,

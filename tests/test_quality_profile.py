@@ -65,6 +65,14 @@ def test_a_corrupt_profile_is_one_line_naming_the_file(tmp_path):
                                   "points": [{**point(10, 2, 2.0).__dict__, "eval_loss": -1.0}]}))
     with pytest.raises(UserError, match="finite, positive eval_loss"):
         QualityProfile.read(broken)
+    broken.write_text(json.dumps({"scenario": "x", "model_parameters": 1,
+                                  "points": [{**point(10, 2, 2.0).__dict__, "workers": 0}]}))
+    with pytest.raises(UserError, match="workers, bits, fragments and steps >= 1"):
+        QualityProfile.read(broken)
+    broken.write_text(json.dumps({"scenario": "x", "model_parameters": 1,
+                                  "points": [{**point(10, 2, 2.0).__dict__, "eval_loss": "low"}]}))
+    with pytest.raises(UserError, match=r"p.json: not a quality profile"):
+        QualityProfile.read(broken)
 
 
 @pytest.mark.parametrize("items, rule", [(["h=10"], "the key must be one of"),
@@ -79,6 +87,11 @@ def test_cli_refuses_steps_that_do_not_end_on_an_outer_step(capsys):
     assert main(["quality", "worked-example", "--grid", "inner_steps=7,10", "--steps", "30"]) == 2
     err = capsys.readouterr().err
     assert "--steps 30: must be a multiple of every H in the grid" in err and err.rstrip().endswith("(not of 7)")
+
+
+def test_cli_refuses_a_worker_count_the_scenario_cannot_train(capsys):
+    assert main(["quality", "worked-example", "--grid", "workers=1,2,9", "--steps", "500"]) == 2
+    assert "--grid workers: each M must be between 2 and the scenario's 8 workers (got 1, 9;" in capsys.readouterr().err
 
 
 def test_a_real_grid_measures_each_point_against_ddp_and_saves_the_profile(tmp_path, capsys):

@@ -96,6 +96,10 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
                         f"set one that is not DDP (got {algorithm!r})")
     axes = {"inner_steps": (base.schedule.inner_steps,), "workers": (min(base.worker_count, 2),),
             "bits": (base.schedule.bits,), "fragments": (SCHEDULES[algorithm].fragments(base.schedule),), **grid}
+    outside = [m for m in axes["workers"] if not 2 <= m <= base.worker_count]
+    if outside:
+        raise UserError(f"--grid workers: each M must be between 2 and the scenario's {base.worker_count} workers "
+                        f"(got {', '.join(map(str, outside))}; raise island.N.replicas for more)")
     bad = [h for h in axes["inner_steps"] if steps % h]
     if bad:
         raise UserError(f"--steps {steps}: must be a multiple of every H in the grid, so that each run ends "
@@ -103,26 +107,24 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
     points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
     total = len(axes["workers"]) + len(points)
     measured: list[ProfilePoint] = []
-    parameters: list[int] = []
     with tempfile.TemporaryDirectory(prefix="islands-quality-") as folder:
         done = 0
 
-        def train(point: dict[str, int], name: str) -> float:
+        def train(point: dict[str, int], name: str) -> dict:
             nonlocal done
             started = time.monotonic()
             run = trained(scenario_name, [*overrides, *run_overrides(point, steps, name)],
                           point["workers"], Path(folder) / f"run-{done}")
-            loss = float(run["final_eval_loss"])
-            parameters.append(int(run["parameters"]))
             done += 1
             shown = ", ".join(f"{key} {value}" for key, value in point.items())
-            print(f"quality: {done} of {total}: {name} ({shown}): eval loss {loss:.4f} "
+            print(f"quality: {done} of {total}: {name} ({shown}): eval loss {run['final_eval_loss']:.4f} "
                   f"({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
-            return loss
+            return run
 
         baselines = {m: train({"workers": m}, "ddp") for m in axes["workers"]}
         for point in points:
-            loss = train(point, algorithm)
-            measured.append(ProfilePoint(algorithm=algorithm, steps=steps, eval_loss=loss,
-                                         ddp_eval_loss=baselines[point["workers"]], **point))
-    return QualityProfile(base.name, parameters[0], tuple(measured))
+            run = train(point, algorithm)
+            measured.append(ProfilePoint(algorithm=algorithm, steps=steps, eval_loss=run["final_eval_loss"],
+                                         ddp_eval_loss=baselines[point["workers"]]["final_eval_loss"], **point))
+    parameters = next(iter(baselines.values()))["parameters"]
+    return QualityProfile(base.name, parameters, tuple(measured))

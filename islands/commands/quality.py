@@ -18,6 +18,7 @@ uses a kept one). ``--json`` prints everything as one object.
 from __future__ import annotations
 
 import argparse
+import math
 
 from islands.errors import UserError
 
@@ -115,8 +116,6 @@ def text(scenario, estimates, profile, schedules) -> str:
 
 def tokens_factor(scenario, estimate) -> float | None:
     """D' / D to reach DDP's loss (``loss_prior.extra_tokens_factor``); None where no D' does."""
-    import math
-
     from islands.analysis.loss_prior import extra_tokens_factor
 
     factor = extra_tokens_factor(scenario.model.parameters, estimate.relative_to_dp)
