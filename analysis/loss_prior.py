@@ -16,9 +16,16 @@ does not price it and says so in the estimate's ``notes``.
   tau above 1 is beyond the table and marked.
 * **Wire precision**: Streaming DiLoCo (arXiv:2501.18512) shows FP8 and FP4 outer gradients
   without a significant loss at billion scale in a figure only (Figure 11): read as no penalty.
-* **H**: both papers show H's effect in figures only (scaling laws, Figure 9; Streaming DiLoCo,
-  Figure 13): loss rises slowly with H, less for large models. The prior holds H = 30 and marks any
-  other H; ``islands quality`` measures it on the user's own model.
+* **H**: the one published number is in the text of Douillard et al. 2023, "DiLoCo" (arXiv:2311.08105),
+  Section 3, "Communication frequency": a 150M model, 8 replicas, non-i.i.d. shards, "when H = 1000
+  the perplexity increases by only 2.9% relative to H = 50". At that run's perplexity of about 15
+  (its Table 3: 15.02) that is ln(1.029) / ln(15.02) = +1.06% of loss over ln(20) of H: the prior adds
+  ``H_PENALTY_PER_LOG_H`` = 0.352% of loss per e-fold of H above the tables' H = 30 (log-linear: the
+  paper's figure, over H = 50 to 2000, is flatter below H = 500 than above). The scaling-law paper
+  shows (Figure 15, a figure only) the rise smaller for larger models, so at billions of parameters
+  this is an upper bound, and the estimate says so; below H = 30 nothing is priced (its tables hold
+  H = 30 and its figure has every H > 1 "comparable"); above the figure's H = 2000 it is extended
+  and marked. ``islands quality`` measures H on the user's own model.
 
 **Tokens to DDP's loss** (``extra_tokens_factor``): a schedule whose loss at D tokens is (1 + p) times
 DDP's needs D' tokens to reach DDP's loss at D, from Hoffmann et al. 2022's fit L(N, D) = E + A / N^a
@@ -52,6 +59,10 @@ PUBLISHED_MAX_OVERLAP_STEPS = 1                          # Table 2: tau = 1 give
 # Hoffmann et al. 2022, eq. 10: L(N, D) = E + A / N**ALPHA + B / D**BETA; D = 20 N (Chinchilla-optimal).
 CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 CHINCHILLA_TOKENS_PER_PARAMETER = 20
+# Douillard et al. 2023, Section 3: perplexity +2.9% from H = 50 to H = 1000 at perplexity 15.02 (Table 3).
+H_PENALTY_PER_LOG_H = math.log(1.029) / math.log(15.02) / math.log(1000 / 50)
+H_PUBLISHED_MAX = 2000      # the range of that paper's figure of H
+H_MEASURED_PARAMETERS = 150e6
 
 
 @dataclass(frozen=True)
@@ -103,9 +114,20 @@ def schedule_notes(declared: Schedule, schedule) -> tuple[float, list[str]]:
         notes.append(f"tau = {schedule.overlap_steps}: beyond the published tau <= {PUBLISHED_MAX_OVERLAP_STEPS}, not priced")
     if declared.update not in (AVERAGE, EAGER):
         notes.append(f"{declared.label}: no published loss table for its update rule; DiLoCo's used")
-    if "inner_steps" in declared.reads and schedule.inner_steps != PUBLISHED_H:
-        notes.append(f"H = {schedule.inner_steps}: the tables hold H = {PUBLISHED_H}; H's effect is "
-                     "published only in figures, not priced")
+    return factor, notes
+
+
+def inner_steps_factor(inner_steps: int, parameters: float) -> tuple[float, list[str]]:
+    """The loss factor of H against the tables' H = 30 (module docstring), and notes."""
+    if inner_steps <= PUBLISHED_H:
+        return 1.0, []
+    factor = 1 + H_PENALTY_PER_LOG_H * math.log(inner_steps / PUBLISHED_H)
+    notes = [f"H = {inner_steps}: +{100 * (factor - 1):.2f}% loss against H = {PUBLISHED_H}, from DiLoCo's "
+             f"150M run (+2.9% perplexity from H = 50 to 1000)"]
+    if parameters > 2 * H_MEASURED_PARAMETERS:
+        notes[0] += "; larger models lose less to H (a figure only): an upper bound here"
+    if inner_steps > H_PUBLISHED_MAX:
+        notes.append(f"H = {inner_steps}: beyond the published H <= {H_PUBLISHED_MAX}, extended log-linearly")
     return factor, notes
 
 
@@ -131,18 +153,30 @@ def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | N
             return LossEstimate(baseline * (1 + relative), relative, (where, *notes))
     loss, replica_notes = diloco_loss(parameters, scenario.worker_count)
     factor, notes = schedule_notes(declared, schedule)
+    if "inner_steps" in declared.reads:
+        h_factor, h_notes = inner_steps_factor(schedule.inner_steps, parameters)
+        factor *= h_factor
+        notes += h_notes
     loss *= factor
     fallback = [f"the profile has no point for {name}, {schedule.bits} bits, {declared.fragments(schedule)} "
                 "fragments: the prior used"] if profile is not None else []
     return LossEstimate(loss, loss / baseline - 1, (*fallback, *replica_notes, *notes))
 
 
+def chinchilla_loss(parameters: float, tokens: float) -> float:
+    """Hoffmann et al.'s L(N, D) (eq. 10)."""
+    c = CHINCHILLA
+    return c["E"] + c["A"] / parameters ** c["alpha"] + c["B"] / tokens ** c["beta"]
+
+
 def extra_tokens_factor(parameters: float, relative_to_dp: float) -> float:
     """D' / D: the tokens a schedule with loss (1 + p) x DDP's needs to reach DDP's loss at the
     Chinchilla-optimal D = 20 N (module docstring); infinity where no amount of data reaches it."""
+    if relative_to_dp == 0:
+        return 1.0
     c = CHINCHILLA
     tokens = CHINCHILLA_TOKENS_PER_PARAMETER * parameters
-    target = c["E"] + c["A"] / parameters ** c["alpha"] + c["B"] / tokens ** c["beta"]
+    target = chinchilla_loss(parameters, tokens)
     data_term = target / (1 + relative_to_dp) - c["E"] - c["A"] / parameters ** c["alpha"]
     if data_term <= 0:
         return math.inf

@@ -111,7 +111,8 @@ def fragments_table(plan: Plan) -> Table:
         notes.append(f"Least peak bandwidth: P={best[0]} at {best[1]}-bit, "
                      f"{rate(plan.fragments[best].value)} per island{against}.")
     notes.append("The simulator charges nothing for quantisation error or for staler fragments: fewer bits "
-                 "and more fragments always look cheaper here; check the loss with the trainer.")
+                 "and more fragments always look cheaper here; --objective time-to-loss prices the loss "
+                 "(published tables, or your model's with islands quality).")
     notes += cut_short_note(list(plan.fragments.values()))
     return Table(f"Streaming at H={schedule.inner_steps}, tau={schedule.overlap_steps}: peak bandwidth per "
                  f"island needed for {percent(plan.target)}, by fragments and wire precision", header, rows, notes)

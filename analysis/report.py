@@ -24,6 +24,7 @@ from .plan_tables import Table, headline, plan_tables
 from .plot_bandwidth import bandwidth_figure
 from .plot_breakdown import breakdown_figure
 from .plot_heatmap import heatmap_figure
+from .plot_loss_time import loss_time_figure
 from .plot_style import png_bytes, schedule_label
 from .plot_timeline import timeline_figure
 from .scenario_source import ScenarioSource, as_source
@@ -139,6 +140,12 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
                 note("One row per worker: compute (green), transfers in flight (blue band), stalls waiting for a "
                      "transfer (red), idle time waiting for other workers (orange).")),
         section("Where the time goes", image(breakdown_figure(summaries, base.name), "time breakdown")),
+        section("Predicted loss against wall-clock time",
+                image(loss_time_figure(summaries, base), "predicted loss against wall-clock time"),
+                note("Each run above taken as 20 N tokens (Chinchilla-optimal), its loss at equal tokens from the "
+                     "published tables (islands quality shows each factor and what is not priced); dashed: the "
+                     "same pace on to DDP's final loss. `islands plan --objective time-to-loss` searches H and "
+                     "wire precision for the soonest.")),
         section("Utilisation by H and bandwidth", heatmap_part(source, sweep_table, where, jobs, executor)),
         section("Plan", note(f"Found by searching the simulator: {plan.runs} runs."),
                 *(plan_section(table) for table in plan_tables(plan))),

@@ -234,6 +234,7 @@ def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float],
             chips=values["gpus"] if values["chips"] is None else values["chips"],
             chip_mtbf_s=values["chip_mtbf_s"],
             recovery_s=failure_recovery_s(values, prefix, source),
+            cost_per_hour=values["cost_per_hour"],
         ))
     names = [island.name for island in islands]
     for index, name in enumerate(names):

@@ -44,6 +44,7 @@ class NetworkSpec:
     streams: int = 1
     detection_timeout_s: float = 30.0
     exchange_cpu_s_per_value: float = 0.0
+    exchange_end_spread_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class IslandSpec:
     chips: int = 1
     chip_mtbf_s: float | None = None
     recovery_s: float | None = None
+    cost_per_hour: float = 0.0
 
     @property
     def bandwidth_gbps(self) -> float:

@@ -35,6 +35,8 @@ MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES = 1024.0, 2.0**30
 MAX_STREAMS = 1024
 MAX_DETECTION_TIMEOUT_S = 86400.0
 MAX_EXCHANGE_CPU_S_PER_VALUE = 1e-6
+MAX_EXCHANGE_END_SPREAD_S = 60.0
+MAX_COST_PER_HOUR = 1e6  # per worker: a rack of accelerators is thousands an hour, not millions
 MAX_REPLICAS = 100_000  # also the bound on the scenario's workers together
 MIN_STEP_TIME_S, MAX_STEP_TIME_S = 1e-6, 86400.0
 MAX_GPUS = 1_000_000
@@ -189,6 +191,9 @@ NETWORK_KEYS = {
     "exchange_cpu_s_per_value": Key("float", 0.0, between(0, MAX_EXCHANGE_CPU_S_PER_VALUE, " s"),
                                     "CPU seconds per value of the exchanged tensor that each member spends "
                                     "before a collective's bytes move (screening: finite check, norm)"),
+    "exchange_end_spread_s": Key("float", 0.0, between(0, MAX_EXCHANGE_END_SPREAD_S, " s"),
+                                 "seconds between the first and the last member finishing a collective, "
+                                 "the members spread evenly over them (0: all finish together)"),
 }
 
 ISLAND_KEYS = {
@@ -219,6 +224,9 @@ ISLAND_KEYS = {
                        "chip_mtbf_s per second it computes (exponential gaps)"),
     "recovery_s": Key("float", None, between(0, MAX_EVENT_S, " s"),
                       "time until a failed worker computes again (required with chip_mtbf_s)"),
+    "cost_per_hour": Key("float", 0.0, between(0, MAX_COST_PER_HOUR),
+                         "what one worker of this island costs per hour of wall-clock time, its link included, "
+                         "in any currency (plan --objective cost)"),
 }
 
 EVENT_KEYS = {

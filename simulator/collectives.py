@@ -25,6 +25,14 @@ with alpha and beta taken as for the ring all-reduce. A sync point names its col
 TCP: one stream cannot carry more than window / RTT (the bandwidth-delay product), so a transfer with
 ``streams`` parallel streams is capped at streams * window / RTT, RTT = 2 * (sender's + receiver's
 one-way latency); a ring is capped by its slowest hop.
+
+Members do not all finish together: one has its last piece first, another some milliseconds
+later (``network.exchange_end_spread_s``, which ``islands validate`` measures: 3-50 ms for 2-4
+islands on the emulated WAN). The transfer's end is the last member's; the others finish spread
+evenly up to that many seconds before it (``end_offsets_s``; the network fires each one's end that
+long before the transfer's, as its rates stand: ``before_end``). A member that finishes first
+computes on first, so in lockstep it waits longer at the next collective: the spread moves time from
+``stall`` to ``idle``, and a collective still lasts until its last member is done.
 """
 
 from __future__ import annotations
@@ -38,6 +46,17 @@ from islands.scenarios import Scenario
 from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
 
 from .network import NO_CAP, Link, Transfer
+
+
+def end_offsets_s(participants: tuple[int, ...], spread_s: float, rotation: int) -> dict[int, float]:
+    """How long before the last each participant finishes: evenly over [0, ``spread_s``] by ring
+    position, the positions turned by ``rotation`` from one collective to the next so that no island
+    is always the last; mean ``spread_s`` / 2."""
+    members = len(participants)
+    if members < 2 or spread_s <= 0:
+        return dict.fromkeys(participants, 0.0)
+    return {rank: spread_s * ((position + rotation) % members) / (members - 1)
+            for position, rank in enumerate(participants)}
 
 
 def tcp_cap_bytes_per_s(window_bytes: float, streams: int, one_way_latency_s: float) -> float:
@@ -138,6 +157,8 @@ class PendingCollective:
     transfer: Transfer | None = None
     attempt: int = 0
     deadline_s: float | None = None
+    member_ends: dict[int, simpy.Event] = field(default_factory=dict)  # each member's own end (end spread)
+    member_end_s: dict[int, float] = field(default_factory=dict)       # when those before the last had it
 
     @property
     def in_flight(self) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Generator, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 import pandas as pd
 import simpy
@@ -30,7 +30,7 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import barriers, budget
 from .churn import DEPARTURE, Churn
-from .collectives import COLLECTIVES, PendingCollective, RingCollective, tcp_cap_bytes_per_s
+from .collectives import COLLECTIVES, PendingCollective, RingCollective, end_offsets_s, tcp_cap_bytes_per_s
 from .compute import STEP_TIMES, StepClock, worker_generators
 from .failures import PAUSE, STOP, Failures
 from .syncer import Syncer
@@ -280,14 +280,32 @@ class Simulation:
             self.pending[key] = collective
             self.churn.enlist(collective)
         collective.expected.add(state.worker.rank)
+        if self.scenario.network.exchange_end_spread_s > 0:
+            collective.member_ends.setdefault(state.worker.rank, self.env.event())
         work_s = self.scenario.network.exchange_cpu_s_per_value * point.values
         previous, state.exchanging = state.exchanging, collective
-        if previous is not None and not previous.done.triggered:
-            process = state.process
-            previous.done.callbacks.append(lambda _event: self.prepare(state, process, collective, work_s))
+        process = state.process
+        if previous is not None:
+            self.after_own_end(previous, state.worker.rank, lambda: self.prepare(state, process, collective, work_s))
         else:
-            self.prepare(state, state.process, collective, work_s)
+            self.prepare(state, process, collective, work_s)
         return collective
+
+    def after_own_end(self, collective: PendingCollective, rank: int, action: Callable[[], None]) -> None:
+        """Run ``action`` once ``rank`` is done with ``collective`` (``own_end``)."""
+        own_end = self.own_end(rank, collective)
+        if own_end.triggered:
+            action()
+        else:
+            own_end.callbacks.append(lambda _event: action())
+
+    def own_end(self, rank: int, collective: PendingCollective) -> simpy.Event:
+        """When ``rank`` is done with ``collective``: under an end spread its own event, which fires up to
+        the spread before the transfer ends (``collectives.end_offsets_s``); else, and always for the
+        decoupled syncer's reports, the collective's end."""
+        if self.syncer is not None:
+            return collective.done
+        return collective.member_ends.get(rank, collective.done)
 
     def prepare(self, state: WorkerState, process: simpy.Process | None, collective: PendingCollective,
                 work_s: float) -> None:
@@ -332,6 +350,20 @@ class Simulation:
                                                     ring.bytes_per_worker, ring.latency_s(self.latency_s), cap)
         attempt = collective.attempt
         collective.transfer.done.callbacks.append(lambda _event: self.finish(collective, ring, attempt))
+        outer_step, fragment = collective.key
+        offsets = end_offsets_s(ring.participants, network.exchange_end_spread_s,
+                                outer_step * (self.last_fragment + 1) + fragment)
+        for rank, offset_s in offsets.items():
+            if offset_s > 0:
+                self.network.before_end(collective.transfer, offset_s,
+                                        lambda rank=rank: self.member_done(collective, rank, attempt))
+
+    def member_done(self, collective: PendingCollective, rank: int, attempt: int) -> None:
+        """``rank`` has everything it needs from ``collective`` before the last member has."""
+        own_end = collective.member_ends.get(rank)
+        if attempt == collective.attempt and own_end is not None and not own_end.triggered:
+            collective.member_end_s[rank] = self.env.now
+            own_end.succeed()
 
     def break_ring(self, collective: PendingCollective) -> None:
         """A participant departed mid-transfer: the ring stops; it restarts once that is detected."""
@@ -343,8 +375,12 @@ class Simulation:
             return
         outer_step, fragment = collective.key
         for rank in ring.participants:
-            self.rows.append(Row(collective.started_at_s, self.env.now, rank, self.workers[rank].island, "comm",
-                              ring.bytes_per_worker, fragment, outer_step))
+            end_s = collective.member_end_s.get(rank, self.env.now)
+            self.rows.append(Row(collective.started_at_s, end_s, rank, self.workers[rank].island, "comm",
+                                 ring.bytes_per_worker, fragment, outer_step))
+        for own_end in collective.member_ends.values():
+            if not own_end.triggered:
+                own_end.succeed()
         del self.pending[collective.key]
         collective.done.succeed()
         if fragment == self.last_fragment:
@@ -358,9 +394,10 @@ class Simulation:
     def wait(self, state: WorkerState, collective: PendingCollective,
              point: SyncPoint) -> Generator[simpy.Event, Any, None]:
         arrived_s = self.env.now
-        if not collective.done.processed:
+        own_end = self.own_end(state.worker.rank, collective)
+        if not own_end.processed:
             state.activity = ("wait", arrived_s, point.fragment, point.outer_step)
-            yield collective.done
+            yield own_end
             state.activity = None
         if self.syncer is not None:
             self.syncer.record_wait(state, arrived_s, collective)

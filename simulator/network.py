@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import simpy
 
@@ -68,6 +69,8 @@ class Transfer:
     active: bool = False      # moving bytes (latency paid)
     cancelled: bool = False
     recorded: list[tuple[Link, int]] = field(default_factory=list)  # alpha-beta: its link segments
+    end_s: float | None = None  # alpha-beta: when it ends
+    marks: list[tuple[float, Callable[[], None]]] = field(default_factory=list)  # flow: (seconds before the end, action)
 
 
 class AlphaBetaNetwork:
@@ -88,9 +91,16 @@ class AlphaBetaNetwork:
             handle.recorded.append((link, len(link.segments)))
             link.segments.append((data_start, data_end, rate))
             link.peak_bytes_per_s = max(link.peak_bytes_per_s, rate)
+        handle.end_s = data_end
         timer = self.env.timeout(data_end - self.env.now)
         timer.callbacks.append(lambda _event: None if handle.cancelled else handle.done.succeed())
         return handle
+
+    def before_end(self, handle: Transfer, offset_s: float, action: Callable[[], None]) -> None:
+        """Run ``action`` ``offset_s`` before the transfer ends (now, if that is past), unless it is
+        cancelled first."""
+        timer = self.env.timeout(max(0.0, handle.end_s - offset_s - self.env.now))
+        timer.callbacks.append(lambda _event: None if handle.cancelled else action())
 
     def cancel(self, handle: Transfer) -> None:
         """Stop a transfer now: its links' recorded use ends here and ``done`` never fires."""
@@ -119,6 +129,14 @@ class FlowNetwork:
         else:
             self.add(handle)
         return handle
+
+    def before_end(self, handle: Transfer, offset_s: float, action: Callable[[], None]) -> None:
+        """Run ``action`` when the transfer, at the rates of the moment, is ``offset_s`` from its end
+        (at once if it is nearer), unless it is cancelled first; rates that change later move it."""
+        handle.marks.append((offset_s, action))
+        if handle.active:
+            self.advance()
+            self.schedule_wakeup()
 
     def cancel(self, handle: Transfer) -> None:
         handle.cancelled = True
@@ -166,9 +184,10 @@ class FlowNetwork:
         self.wakeup_generation += 1
         if not self.flows:
             return
-        next_done_s = min(flow.remaining_bytes / flow.rate_bytes_per_s for flow in self.flows)
+        next_s = min(min([left_s, *(left_s - offset_s for offset_s, _ in flow.marks)])
+                     for flow, left_s in ((f, f.remaining_bytes / f.rate_bytes_per_s) for f in self.flows))
         generation = self.wakeup_generation
-        timer = self.env.timeout(max(next_done_s, 0.0))
+        timer = self.env.timeout(max(next_s, 0.0))
         timer.callbacks.append(lambda _event: self.on_wakeup(generation))
 
     def on_wakeup(self, generation: int) -> None:
@@ -176,6 +195,10 @@ class FlowNetwork:
             return
         self.advance()
         tolerance_s = COMPLETION_TOLERANCE * max(1.0, self.env.now)
+        due = [(flow, mark) for flow in self.flows for mark in flow.marks
+               if flow.remaining_bytes <= flow.rate_bytes_per_s * (mark[0] + tolerance_s)]
+        for flow, mark in due:
+            flow.marks.remove(mark)
         finished = [f for f in self.flows if f.remaining_bytes <= f.rate_bytes_per_s * tolerance_s]
         self.flows = [f for f in self.flows if f not in finished]
         for flow in finished:
@@ -183,6 +206,8 @@ class FlowNetwork:
             for link in flow.links:
                 link.set_rate(self.env.now, 0.0)
         self.reallocate()
+        for _, (_, action) in due:
+            action()
         for flow in finished:
             flow.done.succeed()
 

@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from islands.analysis.loss_prior import (CHINCHILLA, DILOCO_LAWS, JOINT_M_EXPONENT, data_parallel_loss,
+from islands.analysis.loss_prior import (CHINCHILLA, DILOCO_LAWS, H_PENALTY_PER_LOG_H, JOINT_M_EXPONENT,
+                                         data_parallel_loss,
                                          diloco_loss, estimate, extra_tokens_factor)
 from islands.cli import main
 from islands.scenarios import load
@@ -64,9 +65,23 @@ def test_a_schedule_is_priced_from_its_declaration():
     assert eager.loss == pytest.approx(diloco.loss * 2.67 / 2.68 * 2.71 / 2.67)
 
 
+def test_h_costs_diloco_s_published_2_9_percent_of_perplexity_from_50_to_1000_per_log_h():
+    # Douillard et al. 2023: perplexity 15.02 (Table 3) rises 2.9% from H = 50 to H = 1000.
+    per_log_h = (math.log(15.02 * 1.029) - math.log(15.02)) / math.log(15.02) / math.log(20)
+    assert H_PENALTY_PER_LOG_H == pytest.approx(per_log_h)
+    assert per_log_h == pytest.approx(0.00352, abs=1e-5)
+    at = {h: estimate(load("worked-example", [f"schedule.inner_steps={h}"]), "diloco") for h in (10, 30, 300, 3000)}
+    assert at[10].loss == at[30].loss  # nothing priced at or below the tables' H = 30
+    assert at[300].loss == pytest.approx(at[30].loss * (1 + per_log_h * math.log(10)))
+    assert at[3000].loss == pytest.approx(at[30].loss * (1 + per_log_h * math.log(100)))
+    assert "an upper bound here" in at[300].notes[0]  # 10B: larger models lose less (a figure only)
+    assert any("beyond the published H <= 2000" in note for note in at[3000].notes)
+    assert not any("beyond" in note for note in at[300].notes)
+
+
 def test_what_the_tables_do_not_cover_is_named():
     notes = estimate(load("worked-example"), "streaming").notes  # H = 500, tau = 20
-    assert any(note.startswith("H = 500: the tables hold H = 30") for note in notes)
+    assert any(note.startswith("H = 500: +0.99% loss against H = 30") for note in notes)
     assert any(note.startswith("tau = 20: beyond the published tau <= 1") for note in notes)
     assert any("no published loss table" in note for note in estimate(load("worked-example"), "decoupled").notes)
 

@@ -20,9 +20,9 @@ def page() -> str:
     return build_report("worked-example", SMALL, target=0.95, targets=(0.95,), fragments=False, jobs=1)
 
 
-def test_report_embeds_its_four_plots_as_png(page):
+def test_report_embeds_its_five_plots_as_png(page):
     images = re.findall(r"src='data:image/png;base64,([^']+)'", page)
-    assert len(images) == 4
+    assert len(images) == 5  # bandwidth, timeline, breakdown, loss against time, heatmap
     assert all(base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n" for data in images)
 
 

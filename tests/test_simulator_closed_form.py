@@ -102,6 +102,22 @@ def test_a_straggler_makes_the_others_idle():
     assert fast["compute_utilisation"] == pytest.approx(100.0 / (125.0 + RING_S))
 
 
+def test_an_end_spread_moves_stall_into_idle_and_keeps_each_sync_as_long_as_its_last_member():
+    """4 members finish 6, 4, 2 and 0 s before the ring's 24 s end (spread 6 s, even, turned every
+    sync). A member that finishes first computes first and waits at the next barrier for the last:
+    per later sync idle is the mean spread, 3 s; stall is 24 s less each one's own offset."""
+    for model in ("alpha-beta", "flow"):
+        result = simulate(make_scenario(["network.exchange_end_spread_s=6", f"network.model={model}"]))
+        summary, trace = result.summary, result.trace
+        assert summary["mean_sync_s"] == pytest.approx(RING_S)
+        assert summary["wall_time_s"] == pytest.approx(OUTER * (H + RING_S))
+        assert summary["stall_s"] == pytest.approx(OUTER * (RING_S - 3.0))
+        assert summary["idle_s"] == pytest.approx((OUTER - 1) * 3.0)  # none before the first sync
+        stall = trace[trace["kind"] == "stall"].eval("time_end_s - time_start_s").groupby(trace["worker"]).sum()
+        # offsets by sync: worker 0 gets 0, 2, 4 s; worker 1 2, 4, 6; worker 2 4, 6, 0; worker 3 6, 0, 2
+        assert list(OUTER * RING_S - stall) == pytest.approx([6.0, 12.0, 10.0, 8.0])
+
+
 def test_ddp_backward_overlap_hides_part_of_the_allreduce():
     scenario = make_scenario(["schedule.algorithm=ddp", "schedule.outer_steps=5", "schedule.backward_overlap=0.5",
                               "island.*.step_time_s=30"])

@@ -50,6 +50,34 @@ def test_flow_network_two_overlapping_transfers_each_get_half():
     assert sum((end - start) * rate for start, end, rate in shared.segments) == pytest.approx(1250.0)
 
 
+def test_a_mark_before_the_end_moves_when_the_rates_change():
+    env = simpy.Environment()
+    network = FlowNetwork(env)
+    shared = link(10.0)
+    fired = {}
+    first = network.transfer((shared,), 100.0, 0.0)
+    network.before_end(first, 2.0, lambda: fired.setdefault("mark", env.now))
+    network.before_end(first, 50.0, lambda: fired.setdefault("at once", env.now))  # nearer than that already
+    first.done.callbacks.append(lambda _e: fired.setdefault("end", env.now))
+    env.run(until=5.0)  # alone: the mark was due at 8 s
+    network.transfer((shared,), 100.0, 0.0)  # from 5 s each at 5 B/s: 50 B left, 10 s
+    env.run()
+    assert fired == {"at once": 0.0, "mark": pytest.approx(13.0), "end": pytest.approx(15.0)}
+
+
+def test_alpha_beta_marks_its_known_end_and_a_cancelled_transfer_marks_nothing():
+    env = simpy.Environment()
+    network = AlphaBetaNetwork(env)
+    fired = []
+    kept = network.transfer((link(10.0),), 100.0, 1.0)
+    dropped = network.transfer((link(10.0),), 100.0, 0.0)
+    network.before_end(kept, 3.0, lambda: fired.append(("kept", env.now)))
+    network.before_end(dropped, 3.0, lambda: fired.append(("dropped", env.now)))
+    network.cancel(dropped)
+    env.run()
+    assert fired == [("kept", pytest.approx(8.0))]  # 1 s latency + 10 s of bytes, less 3 s
+
+
 def test_flow_network_pays_latency_before_moving_bytes():
     env = simpy.Environment()
     done = FlowNetwork(env).transfer((link(10.0), link(5.0, direction="down")), 50.0, 2.0)

@@ -3,6 +3,7 @@ calibration reaches the simulator (scenario keys only)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -46,7 +47,7 @@ def test_sync_rows_pair_the_same_collective():
 
 def test_the_calibrated_simulator_pays_the_trainer_s_overhead_latency_screening_and_achieved_rate():
     calibration = Calibration("kernel-tbf", "test", 0.958, (0.958,), {3: 0.012}, {3: {10e6: 0.5, 100e6: 0.7}},
-                              {3: 2e-8})
+                              {3: 2e-8}, {3: {10e6: 0.05, 100e6: 0.02}})
     islands = [{"name": f"i{n}", "step_time_s": 0.2, "upload_gbps": 0.05, "download_gbps": 0.05,
                 "latency_ms": latency} for n, latency in enumerate((1.0, 2.0, 4.0))]
     document = {"name": "t", "model": {"parameters": 1e6, "bytes_per_param": 4},
@@ -60,23 +61,36 @@ def test_the_calibrated_simulator_pays_the_trainer_s_overhead_latency_screening_
     assert calibration.ratio_at(3, 50e6) == pytest.approx(ratio)
     assert calibration.ratio_at(3, 1e9) == 0.7
     data_s = ring_volume_bytes(3, 4e6) * 8 / (0.05e9 * ratio)
+    spread_s = 0.05 - 0.03 * math.log(5) / math.log(10)  # at 50 Mbit/s, as the ratio
+    assert calibration.spread_at(3, 50e6) == pytest.approx(spread_s)
+    # the first member ends this long before the last: the sync's span stays the last one's
     assert summary["mean_sync_s"] == pytest.approx(0.012 + latency_s + data_s)
     screening_s = 2e-8 * 1e6  # every member screens the 1e6 values before the bytes move: idle
     assert summary["idle_s"] == pytest.approx(screening_s)
     assert summary["wall_time_s"] == pytest.approx(5 * 0.2 + screening_s + summary["mean_sync_s"])
 
 
+def test_a_calibration_saved_before_the_end_spread_was_measured_reads_as_no_spread():
+    calibration = Calibration("in-process", "test", 1.0, (), {3: 0.01}, {3: {1e7: 0.9}}, {3: 1e-8}, {3: {1e7: 0.02}})
+    old = json.loads(calibration.to_json())
+    del old["end_spread_s"]
+    assert Calibration.from_json(calibration.to_json()).spread_at(3, 1e8) == 0.02
+    assert Calibration.from_json(json.dumps(old)).spread_at(3, 1e8) == 0.0
+
+
 def test_screening_cost_is_the_slope_in_values_and_the_fixed_cost_keeps_none_of_it():
-    cpu_s, fixed_s, large_values, rate = 1e-8, 0.004, 5_000_000, 100e6
+    cpu_s, fixed_s, large_values, rate, spread_s = 1e-8, 0.004, 5_000_000, 100e6, 0.019
     tiny = tiny_values(2)
     data_s = ring_volume_bytes(2, encoded_bytes(padded_length(large_values, 2), 16)) * 8 / (0.9 * rate)
     timings = {"large_values": large_values,  # screening: 1 ms fixed; the average: 3 ms fixed + bytes
                "screen": {"tiny": {"2": 0.001 + cpu_s * tiny}, "large": {"2": 0.001 + cpu_s * large_values}},
-               "average": {"tiny": {"2": fixed_s - 0.001}, "large": {"2": fixed_s - 0.001 + data_s}}}
-    measured_cpu_s, overhead_s, ratio = exchange_costs(2, timings, rate)
+               "average": {"tiny": {"2": fixed_s - 0.001}, "large": {"2": fixed_s - 0.001 + data_s}},
+               "spread": {"tiny": {"2": 0.0002}, "large": {"2": spread_s}}}
+    measured_cpu_s, overhead_s, ratio, measured_spread_s = exchange_costs(2, timings, rate)
     assert measured_cpu_s == pytest.approx(cpu_s)
     assert overhead_s == pytest.approx(fixed_s)  # the tiny exchange's few values are priced per value
-    assert ratio == pytest.approx(0.9)
+    assert ratio == pytest.approx(0.9)  # the last member's: the others finish up to the spread before
+    assert measured_spread_s == pytest.approx(spread_s)
     assert screening_s_per_value(0.003, 0.002, tiny, large_values) == 0.0  # below resolution, never negative
 
 

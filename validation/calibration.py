@@ -23,10 +23,17 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   ``link_ratio``: the exchange sends 64 KiB pieces posted together (``comm.PIECE_BYTES``), and pauses
   between its 2(M-1) steps. (Sent as one large message per peer, as gloo's own all-to-all does, it
   reached only 0.52-0.80.)
+* ``end_spread_s[M][rate]``: how long after the first member the last one finishes the large
+  exchange, median over its repeats: with 2 islands about one 64 KiB piece at the rate (49 ms at 10,
+  6 ms at 100 Mbit/s), with 3 and 4 islands 17-43 ms, the same at 100 Mbit/s in a 0.4 s exchange as
+  in a 1.4 s one. A member that finishes first computes on first and then waits longer at the next
+  collective: without it the simulator put half the ``idle`` of a three-island DDP run into ``stall``.
+  The fixed cost and the rate above are the last member's (the sync's span); the others finish up to
+  the spread before it.
 
 The simulator gets them through scenario keys, never fitted per case:
 ``network.exchange_cpu_s_per_value``, paid by every member before the bytes move (the ``idle`` it
-predicts at every sync); every link's rate times ``exchange_ratio[M]`` at the ring's slowest
+predicts at every sync); ``network.exchange_end_spread_s``; every link's rate times ``exchange_ratio[M]`` at the ring's slowest
 configured rate; and one latency per island that makes its ring's 2(M-1) hops of (sender +
 receiver) latency add up to what the trainer pays per exchange: ``overhead_s[M]`` plus its emulated
 latency, three phases (the screening's all-gather, the average's all-to-all and all-gather) of one
@@ -39,7 +46,7 @@ import json
 import math
 import statistics
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from islands.errors import UserError
@@ -69,6 +76,13 @@ class Calibration:
     overhead_s: dict[int, float]   # fixed seconds per exchange, by number of islands
     exchange_ratio: dict[int, dict[float, float]]  # by islands, then by configured bits/s
     exchange_cpu_s_per_value: dict[int, float]  # screening seconds per value, by number of islands
+    # the last member's end after the first's, by islands, then by configured bits/s
+    end_spread_s: dict[int, dict[float, float]] = field(default_factory=dict)
+
+    def spread_at(self, islands: int, bits_per_s: float) -> float:
+        """``end_spread_s`` at a configured rate, as ``ratio_at``; 0 from a calibration saved before it
+        was measured."""
+        return at_rate(self.end_spread_s[islands], bits_per_s) if islands in self.end_spread_s else 0.0
 
     def to_json(self) -> str:
         return json_text(asdict(self), indent=2) + "\n"
@@ -78,8 +92,9 @@ class Calibration:
         values = json.loads(text)
         for key in ("overhead_s", "exchange_cpu_s_per_value"):
             values[key] = {int(m): v for m, v in values[key].items()}
-        values["exchange_ratio"] = {int(m): {float(r): v for r, v in by_rate.items()}
-                                    for m, by_rate in values["exchange_ratio"].items()}
+        for key in ("exchange_ratio", "end_spread_s"):
+            values[key] = {int(m): {float(r): v for r, v in by_rate.items()}
+                           for m, by_rate in values.get(key, {}).items()}
         values["link_ratios"] = tuple(values["link_ratios"])
         return cls(**values)
 
@@ -90,16 +105,21 @@ class Calibration:
                             f"calibrate again with --workers {islands}")
 
     def ratio_at(self, islands: int, bits_per_s: float) -> float:
-        """``exchange_ratio`` at a configured rate: linear in log(rate) between the probed rates,
-        the nearest probed rate's outside them."""
-        points = sorted(self.exchange_ratio[islands].items())
-        if bits_per_s <= points[0][0]:
-            return points[0][1]
-        for (low, low_ratio), (high, high_ratio) in zip(points, points[1:]):
-            if bits_per_s <= high:
-                weight = math.log(bits_per_s / low) / math.log(high / low)
-                return low_ratio + weight * (high_ratio - low_ratio)
-        return points[-1][1]
+        """``exchange_ratio`` at a configured rate (``at_rate``)."""
+        return at_rate(self.exchange_ratio[islands], bits_per_s)
+
+
+def at_rate(by_rate: dict[float, float], bits_per_s: float) -> float:
+    """A value probed at some rates, at a configured rate: linear in log(rate) between the probed
+    rates, the nearest probed rate's outside them."""
+    points = sorted(by_rate.items())
+    if bits_per_s <= points[0][0]:
+        return points[0][1]
+    for (low, low_value), (high, high_value) in zip(points, points[1:]):
+        if bits_per_s <= high:
+            weight = math.log(bits_per_s / low) / math.log(high / low)
+            return low_value + weight * (high_value - low_value)
+    return points[-1][1]
 
 
 def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, min_islands: int = 2,
@@ -124,34 +144,40 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
 def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float, ...] = PROBE_RATES_BITS_PER_S,
             min_islands: int = 2, stem: str = VALIDATE_STEM) -> Calibration:
     """Probe every rate of ``rates_bits_per_s`` with ``min_islands`` .. ``max_islands`` islands; the
-    fixed cost and the per-value cost are medians over the rates, the achieved rate is kept per rate."""
+    fixed cost and the per-value cost are medians over the rates, the achieved rate and the end spread
+    are kept per rate."""
     overheads: dict[int, list[float]] = {}
     per_value: dict[int, list[float]] = {}
+    spreads: dict[int, dict[float, float]] = {}
     ratios: dict[int, dict[float, float]] = {}
     achieved: list[float] = []
     for rate in rates_bits_per_s:
         timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel, min_islands, stem)
         achieved += [r / rate for r in link_rates]
         for m in map(int, timings["screen"]["tiny"]):
-            cpu_s, overhead_s, ratio = exchange_costs(m, timings, rate)
+            cpu_s, overhead_s, ratio, spread_s = exchange_costs(m, timings, rate)
             per_value.setdefault(m, []).append(cpu_s)
+            spreads.setdefault(m, {})[rate] = spread_s
             overheads.setdefault(m, []).append(overhead_s)
             ratios.setdefault(m, {})[rate] = ratio
     overhead = {m: statistics.median(values) for m, values in overheads.items()}
     cpu = {m: statistics.median(values) for m, values in per_value.items()}
     link_ratio = sum(achieved) / len(achieved) if achieved else 1.0
-    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios, cpu)
+    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios, cpu, spreads)
 
 
-def exchange_costs(islands: int, timings: dict, rate_bits_per_s: float) -> tuple[float, float, float]:
-    """(screening seconds per value, fixed seconds per exchange, achieved over configured rate) of an
-    exchange among ``islands`` islands, from one probe's timings at one configured rate."""
+def exchange_costs(islands: int, timings: dict, rate_bits_per_s: float) -> tuple[float, float, float, float]:
+    """(screening seconds per value, fixed seconds per exchange, achieved over configured rate, end
+    spread seconds) of an exchange among ``islands`` islands, from one probe's timings at one
+    configured rate. The fixed cost and the rate are the last member's: the others finish up to the
+    spread before it."""
     key, large_values, small_values = str(islands), timings["large_values"], tiny_values(islands)
     screen, average = timings["screen"], timings["average"]
     cpu_s = screening_s_per_value(screen["tiny"][key], screen["large"][key], small_values, large_values)
     overhead_s = screen["tiny"][key] + average["tiny"][key] - cpu_s * small_values
     data_s = average["large"][key] - average["tiny"][key]
-    return cpu_s, overhead_s, exchange_ratio(islands, large_values, data_s, rate_bits_per_s)
+    spread_s = timings["spread"]["large"][key]
+    return cpu_s, overhead_s, exchange_ratio(islands, large_values, data_s, rate_bits_per_s), spread_s
 
 
 def screening_s_per_value(tiny_s: float, large_s: float, tiny_values: int, large_values: int) -> float:
@@ -181,14 +207,16 @@ def trainer_latency_s(latencies_s: list[float]) -> float:
 
 def simulator_overrides(calibration: Calibration, islands: list[dict]) -> list[str]:
     """``--set`` overrides that give the scaled scenario the achieved rates, the trainer's fixed cost
-    per exchange and its screening cost per value."""
+    per exchange, its screening cost per value and its members' end spread."""
     m = len(islands)
     calibration.check_covers(m)
     per_exchange_s = calibration.overhead_s[m] + trainer_latency_s([i["latency_ms"] / MS_PER_S for i in islands])
     slowest_bits_per_s = min(min(i["upload_gbps"], i["download_gbps"]) for i in islands) * BITS_PER_GBIT
     ratio = calibration.ratio_at(m, slowest_bits_per_s)
+    spread_s = calibration.spread_at(m, slowest_bits_per_s)
     hop_latency_ms = per_exchange_s / (2 * (m - 1)) / 2 * MS_PER_S  # 2(M-1) hops, sender + receiver
-    overrides = [f"network.exchange_cpu_s_per_value={calibration.exchange_cpu_s_per_value[m]!r}"]
+    overrides = [f"network.exchange_cpu_s_per_value={calibration.exchange_cpu_s_per_value[m]!r}",
+                 f"network.exchange_end_spread_s={spread_s!r}"]
     for index, island in enumerate(islands):
         overrides += [f"island.{index}.upload_gbps={island['upload_gbps'] * ratio!r}",
                       f"island.{index}.download_gbps={island['download_gbps'] * ratio!r}",

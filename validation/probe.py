@@ -14,10 +14,11 @@ trainer's trace splits them:
 * ``screen``: from a member handing its tensor over to the average's start (``Exchange.started_s``),
   the trace's ``idle`` before a sync; the mean over the members;
 * ``average``: from the first member's start to the last member's end, the trace's sync duration
-  (``sync_durations``).
+  (``sync_durations``);
+* ``spread``: from the first member's end to the last one's (``network.exchange_end_spread_s``).
 
 Every rank starts its clock after one barrier, as the trainer does. Rank 0 prints one JSON line:
-{"screen": {"tiny": {M: median s}, "large": {...}}, "average": {"tiny": {...}, "large": {...}}}.
+{"screen": {"tiny": {M: median s}, "large": {...}}, "average": {...}, "spread": {...}}.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ REPEATS = {"tiny": 15, "large": 5}
 BITS = {"tiny": 32, "large": 16}
 LARGE_VARIABLE = "ISLANDS_PROBE_LARGE_VALUES"
 MIN_MEMBERS_VARIABLE = "ISLANDS_PROBE_MIN_MEMBERS"
-PARTS = ("screen", "average")
+PARTS = ("screen", "average", "spread")
 
 
 def tiny_values(members: int) -> int:
@@ -61,12 +62,15 @@ def timed_exchanges(exchanger: Exchanger, values: int, repeats: int) -> list[tup
 
 
 def median_durations(world_group: TorchGroup, spans: list[tuple[float, float, float]]) -> dict[str, float]:
-    """Median over repeats of the mean screening time per member and of first start to last end."""
+    """Median over repeats of the mean screening time per member, of first start to last end and of
+    first end to last end."""
     everyone = [s for s in world_group.all_gather_object(spans) if s]
     screen = [statistics.fmean(started - handed for handed, started, _ in repeat) for repeat in zip(*everyone)]
     average = [max(done for _, _, done in repeat) - min(started for _, started, _ in repeat)
                for repeat in zip(*everyone)]
-    return {"screen": statistics.median(screen), "average": statistics.median(average)}
+    spread = [max(done for _, _, done in repeat) - min(done for _, _, done in repeat) for repeat in zip(*everyone)]
+    return {"screen": statistics.median(screen), "average": statistics.median(average),
+            "spread": statistics.median(spread)}
 
 
 def main() -> None:

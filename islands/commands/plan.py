@@ -1,14 +1,22 @@
 """``islands plan FILE --target-utilisation 0.95``: the bandwidth, H, fragments and precision a target needs,
-found by searching the simulator."""
+found by searching the simulator. ``--objective time-to-loss`` (or ``cost``) also prices loss: the schedule,
+H and wire precision that reach DDP's loss soonest (or most cheaply, from ``island.cost_per_hour``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
+from pathlib import Path
+
+from islands.analysis.objective import (OBJECTIVES, ObjectivePlan, check_objective, make_objective_plan,
+                                        objective_to_dict)
+from islands.analysis.objective_tables import objective_table, why
 from islands.analysis.parallel import default_jobs
-from islands.analysis.plan import DEFAULT_TARGETS, make_plan, plan_to_dict
+from islands.analysis.plan import DEFAULT_TARGETS, Plan, make_plan, plan_to_dict
 from islands.analysis.plan_tables import headline, plan_tables
+from islands.analysis.quality_profile import QualityProfile
 from islands.analysis.progress import ProgressBar
 from islands.analysis.scenario_source import ScenarioSource
 from islands.errors import UserError
@@ -38,6 +46,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="skip the fragments x precision search (the slowest part)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help=f"worker processes (default: every core, here {default_jobs()})")
+    parser.add_argument("--objective", choices=OBJECTIVES, default="utilisation",
+                        help="utilisation (default): the searches above; time-to-loss / cost: also the schedule, H "
+                             "and wire precision reaching DDP's loss soonest / most cheaply (island.cost_per_hour)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
+                        help="with --objective: a quality profile from `islands quality --save` (default: the "
+                             "published prior)")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     add_max_events_argument(parser)
     parser.set_defaults(handler=run)
@@ -47,22 +61,52 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     check_max_events(args.max_events)
-    source = ScenarioSource.read(args.scenario, args.overrides)
+    source = replace(ScenarioSource.read(args.scenario, args.overrides), max_events=args.max_events)
+    check_objective(args.objective, source.scenario)
+    if args.profile is not None and args.objective == "utilisation":
+        raise UserError("--profile prices loss: it goes with --objective time-to-loss or cost")
+    profile = QualityProfile.read(args.profile) if args.profile is not None else None
     bar = ProgressBar("plan: searches")
     try:
         plan = make_plan(source, args.target_utilisation, args.targets, fragments=args.fragments,
                          seeds=args.seeds, jobs=args.jobs, progress=bar, max_events=args.max_events)
     finally:
         bar.close()
+    utilisation_h = {a: int(found.value) for a, found in plan.inner_steps.items() if found.reached}
+    priced = None if args.objective == "utilisation" else price_candidates(args, source, plan, utilisation_h, profile)
     if args.json:
-        print(json.dumps(plan_to_dict(plan), indent=2, allow_nan=False))
+        document = plan_to_dict(plan)
+        if priced is not None:
+            document["objective"] = objective_to_dict(priced)
+        print(json.dumps(document, indent=2, allow_nan=False))
         return 0
+    print_plan(plan, bar.elapsed_s)
+    if priced is not None:
+        print()
+        print(objective_table(priced, utilisation_h).text())
+        print()
+        print(why(priced, utilisation_h))
+    return 0
+
+
+def price_candidates(args: argparse.Namespace, source: ScenarioSource, plan: Plan, utilisation_h: dict[str, int],
+                     profile: QualityProfile | None) -> ObjectivePlan:
+    """The loss-aware search: every (schedule, H, bits) priced, with the utilisation plan's H among them."""
+    seeds = tuple(range(plan.scenario.seed, plan.scenario.seed + args.seeds)) if args.seeds > 1 else ()
+    bar = ProgressBar("plan: candidates priced")
+    try:
+        return make_objective_plan(source, args.objective, tuple(plan.bandwidth), utilisation_h, profile, seeds,
+                                   jobs=args.jobs, progress=bar)
+    finally:
+        bar.close()
+
+
+def print_plan(plan: Plan, elapsed_s: float) -> None:
     scenario = plan.scenario
     seeds = f", utilisation averaged over {plan.seeds} seeds" if plan.seeds > 1 else ""
     print(f"Plan for {scenario.name}: {scenario.worker_count} workers, {scenario.schedule.bits}-bit wire, "
-          f"{plan.runs} simulated runs in {bar.elapsed_s:.1f} s{seeds}")
+          f"{plan.runs} simulated runs in {elapsed_s:.1f} s{seeds}")
     print(headline(plan))
     for table in plan_tables(plan):
         print()
         print(table.text())
-    return 0

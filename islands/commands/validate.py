@@ -89,10 +89,14 @@ def calibration_line(calibration) -> str:
                        for m, by_rate in sorted(calibration.exchange_ratio.items()))
     overheads = ", ".join(f"M={m}: {MS_PER_S * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items()))
     screening = ", ".join(f"M={m}: {NS_PER_S * s:.1f} ns" for m, s in sorted(calibration.exchange_cpu_s_per_value.items()))
+    spreads = "; ".join(f"M={m}: " + ", ".join(f"{MS_PER_S * s:.1f} ms at {rate / BITS_PER_MBIT:.0f}" for rate, s in
+                                             sorted(by_rate.items())) + " Mbit/s"
+                        for m, by_rate in sorted(calibration.end_spread_s.items()))
     stream = (f"one TCP stream gets {100 * calibration.link_ratio:.1f}% of the configured rate"
               if calibration.link_ratios else "no TCP probe (the in-process shaper paces the payload itself)")
     return (f"calibration ({calibration.mode}): {stream}; the trainer's exchange {ratios}; "
-            f"fixed cost per exchange {overheads}; screening per value {screening}")
+            f"fixed cost per exchange {overheads}; screening per value {screening}"
+            + (f"; last member's end after the first's {spreads}" if spreads else ""))
 
 
 def run_one(args: argparse.Namespace, out_dir: Path) -> int:

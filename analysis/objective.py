@@ -1,0 +1,201 @@
+"""Plans that count loss: the schedule, H and wire precision that reach DDP's loss soonest, or cheapest.
+
+A team does not pick H for utilisation alone: a larger H hides more of the network but loses more
+loss per token, so it needs more tokens to reach the same loss. For every candidate (each of the
+scenario's schedules that runs, at each H of ``H_GRID`` up to the run's steps plus the scenario's own H
+and the utilisation plan's answer, at each wire precision no wider than the model's values; DDP has
+no H and keeps the scenario's precision) this
+module takes
+
+* the wall-clock seconds per inner step, from simulating the candidate for the scenario's own number
+  of inner steps (``budget_steps``: the scenario's H x outer steps; equal tokens for every candidate);
+* its loss relative to DDP at equal tokens, p (``loss_prior.estimate``, or a measured quality profile);
+* the tokens it needs to reach DDP's loss, f = ``extra_tokens_factor(N, p)`` (Chinchilla's L(N, D));
+
+and predicts the time to DDP's loss as budget_steps x f x (seconds per inner step), and the cost as
+that time x the fleet's price per hour (``island.cost_per_hour`` x replicas, summed). DDP is the
+reference: p = 0, f = 1, at the scenario's precision. A candidate whose run is cut short, or that no amount of
+tokens brings to DDP's loss, has no time and ranks last.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+from islands.errors import UserError
+from islands.scenarios import Scenario, ScenarioError
+from islands.scenarios.spec import WIRE_BITS
+from islands.schedules import GRADIENT, SCHEDULES, schedule_of
+from islands.simulator import BudgetExceeded, simulate
+from islands.units import S_PER_HOUR
+
+from .loss_prior import estimate, extra_tokens_factor
+from .parallel import Progress, run_tasks
+from .quality_profile import QualityProfile
+from .scenario_source import ScenarioSource
+
+OBJECTIVES = ("utilisation", "time-to-loss", "cost")
+H_GRID = (10, 20, 30, 50, 100, 200, 300, 500, 1000, 2000, 3000, 5000, 10000, 20000, 50000)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    algorithm: str
+    inner_steps: int | None   # None: DDP, which has no H
+    bits: int
+
+    def overrides(self, budget_steps: int) -> tuple[str, ...]:
+        """The candidate's keys, run for ``budget_steps`` inner steps (DDP: one outer step per step)."""
+        steps = 1 if self.inner_steps is None else self.inner_steps
+        keys = [f"schedule.algorithm={self.algorithm}", f"schedule.bits={self.bits}",
+                f"schedule.outer_steps={math.ceil(budget_steps / steps)}"]
+        if self.inner_steps is not None:
+            keys.append(f"schedule.inner_steps={self.inner_steps}")
+        return tuple(keys)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One candidate priced: its simulated utilisation and seconds per inner step, its loss against
+    DDP's, the tokens it needs to reach DDP's loss, and the predicted time and cost to get there."""
+
+    candidate: Candidate
+    utilisation: float | None
+    s_per_step: float | None
+    relative_to_dp: float
+    tokens_factor: float
+    time_s: float | None
+    cost: float | None
+    notes: tuple[str, ...] = ()
+    cut_short: str | None = None
+
+
+@dataclass
+class ObjectivePlan:
+    scenario: Scenario
+    objective: str
+    budget_steps: int
+    fleet_cost_per_hour: float
+    outcomes: list[Outcome]
+    left_out: list[str] = field(default_factory=list)
+
+    def ranked(self) -> list[Outcome]:
+        """Best first by the objective; candidates with no time last."""
+        key = "cost" if self.objective == "cost" else "time_s"
+        return sorted(self.outcomes, key=lambda o: (getattr(o, key) is None, getattr(o, key) or 0.0))
+
+    def best(self, algorithm: str | None = None) -> Outcome | None:
+        """The best candidate, or the best of one schedule; None where none reaches DDP's loss."""
+        ranked = [o for o in self.ranked() if algorithm in (None, o.candidate.algorithm)]
+        return ranked[0] if ranked and ranked[0].time_s is not None else None
+
+    def at(self, algorithm: str, inner_steps: int | None, bits: int) -> Outcome | None:
+        wanted = Candidate(algorithm, inner_steps, bits)
+        return next((o for o in self.outcomes if o.candidate == wanted), None)
+
+
+def fleet_cost_per_hour(scenario: Scenario) -> float:
+    return sum(island.cost_per_hour * island.replicas for island in scenario.islands)
+
+
+def check_objective(objective: str, scenario: Scenario) -> None:
+    if objective not in OBJECTIVES:
+        raise UserError(f"--objective must be one of {', '.join(OBJECTIVES)} (got {objective!r})")
+    if objective == "cost":
+        free = [f"island.{i}.cost_per_hour" for i, island in enumerate(scenario.islands) if island.cost_per_hour <= 0]
+        if free:
+            raise ScenarioError(scenario.source, free[0], "--objective cost needs every island's price per worker-hour "
+                                f"(> 0); {len(free)} of {len(scenario.islands)} islands have none")
+
+
+def candidates(scenario: Scenario, algorithms: Sequence[str], budget_steps: int,
+               extra_h: dict[str, int]) -> list[Candidate]:
+    """Every (schedule, H, bits) to price: H from ``H_GRID`` below the budget plus the scenario's and
+    ``extra_h[schedule]``; bits no wider than the model's values. A schedule that averages gradients
+    (DDP) keeps the scenario's bits: the prior's reading of fewer bits as free is of outer gradients
+    (Streaming DiLoCo's FP4 figure), not of every step's gradient."""
+    native_bits = scenario.model.bytes_per_param * 8
+    bits = [b for b in WIRE_BITS if b <= max(native_bits, min(WIRE_BITS))]
+    found = []
+    for algorithm in algorithms:
+        if SCHEDULES[algorithm].exchanged == GRADIENT:
+            found.append(Candidate(algorithm, None, scenario.schedule.bits))
+            continue
+        grid = {h for h in H_GRID if h <= budget_steps} | {scenario.schedule.inner_steps}
+        grid |= {extra_h[algorithm]} if algorithm in extra_h else set()
+        found += [Candidate(algorithm, h, b) for h in sorted(grid) for b in bits]
+    return found
+
+
+def price(source: ScenarioSource, candidate: Candidate, budget_steps: int, cost_per_hour: float,
+          profile: QualityProfile | None, seeds: Sequence[int] = ()) -> Outcome | str:
+    """Simulate and price one candidate (its seconds per step and utilisation the means over
+    ``seeds``, if given); the loader's one line where its rules refuse it."""
+    try:
+        scenario = source.variant(*candidate.overrides(budget_steps))
+    except ScenarioError as error:
+        return str(error)
+    quality = estimate(scenario, candidate.algorithm, profile)
+    factor = extra_tokens_factor(scenario.model.parameters, quality.relative_to_dp)
+    unpriced = Outcome(candidate, None, None, quality.relative_to_dp, factor, None, None, quality.notes)
+    steps = schedule_of(scenario).total_steps(scenario.schedule)
+    runs = [scenario] if not seeds else [replace(scenario, seed=seed) for seed in seeds]
+    s_per_step, utilisation = [], []
+    for run in runs:
+        try:
+            summary = simulate(run, source.max_events).summary
+        except BudgetExceeded as error:
+            return replace(unpriced, cut_short=str(error))
+        if not summary["complete"]:
+            return replace(unpriced, cut_short=summary["incomplete_reason"])
+        s_per_step.append(summary["wall_time_s"] / steps)
+        utilisation.append(float(summary["compute_utilisation"]))
+    mean_s = sum(s_per_step) / len(s_per_step)
+    time_s = budget_steps * factor * mean_s if math.isfinite(factor) else None
+    cost = time_s / S_PER_HOUR * cost_per_hour if time_s is not None and cost_per_hour > 0 else None
+    return replace(unpriced, utilisation=sum(utilisation) / len(utilisation), s_per_step=mean_s, time_s=time_s,
+                   cost=cost)
+
+
+def make_objective_plan(source: ScenarioSource, objective: str, algorithms: Sequence[str],
+                        extra_h: dict[str, int] | None = None, profile: QualityProfile | None = None,
+                        seeds: Sequence[int] = (), jobs: int | None = None,
+                        progress: Progress | None = None) -> ObjectivePlan:
+    """Price every candidate (in parallel on ``jobs`` processes, each over ``seeds`` if given) for
+    ``objective``."""
+    scenario = source.scenario
+    check_objective(objective, scenario)
+    budget_steps = schedule_of(scenario).total_steps(scenario.schedule)
+    cost_per_hour = fleet_cost_per_hour(scenario)
+    chosen = candidates(scenario, algorithms, budget_steps, extra_h or {})
+    results = run_tasks(price, [(source, c, budget_steps, cost_per_hour, profile, tuple(seeds)) for c in chosen],
+                        jobs=jobs, progress=progress)
+    plan = ObjectivePlan(scenario, objective, budget_steps, cost_per_hour, [])
+    refused: dict[str, str] = {}
+    for candidate, result in zip(chosen, results):
+        if isinstance(result, Outcome):
+            plan.outcomes.append(result)
+        else:
+            refused.setdefault(candidate.algorithm, f"{candidate.algorithm} at H = {candidate.inner_steps}: {result}")
+    plan.left_out = [f"{line} (and any other H its rules refuse)" for line in refused.values()]
+    return plan
+
+
+def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
+    c = outcome.candidate
+    return {"algorithm": c.algorithm, "inner_steps": c.inner_steps, "bits": c.bits,
+            "utilisation": outcome.utilisation, "s_per_inner_step": outcome.s_per_step,
+            "loss_vs_ddp": outcome.relative_to_dp,
+            "tokens_factor": outcome.tokens_factor if math.isfinite(outcome.tokens_factor) else None,
+            "time_to_ddp_loss_s": outcome.time_s, "cost": outcome.cost, "notes": list(outcome.notes),
+            "cut_short": outcome.cut_short}
+
+
+def objective_to_dict(plan: ObjectivePlan) -> dict[str, Any]:
+    best = plan.best()
+    return {"objective": plan.objective, "budget_inner_steps": plan.budget_steps,
+            "fleet_cost_per_hour": plan.fleet_cost_per_hour,
+            "best": None if best is None else outcome_to_dict(best),
+            "candidates": [outcome_to_dict(o) for o in plan.ranked()], "left_out": plan.left_out}

@@ -1,0 +1,92 @@
+"""The loss-aware plan as text: the best candidate of each schedule beside the utilisation plan's
+answer, and one sentence on why they differ."""
+
+from __future__ import annotations
+
+import math
+
+from islands.schedules import SCHEDULES
+from islands.tables import CUT_SHORT, duration
+
+from .objective import ObjectivePlan, Outcome
+from .plan_tables import Table
+from .units import percent_text as percent
+
+OBJECTIVE_WORDS = {"time-to-loss": "soonest", "cost": "most cheaply"}
+
+
+def label(outcome: Outcome) -> str:
+    c = outcome.candidate
+    h = "" if c.inner_steps is None else f" H={c.inner_steps}"
+    return f"{SCHEDULES[c.algorithm].label}{h} {c.bits}-bit"
+
+
+def tokens_text(factor: float) -> str:
+    return "never" if not math.isfinite(factor) else f"x{factor:.3f}"
+
+
+def time_text(outcome: Outcome) -> str:
+    if outcome.cut_short is not None:
+        return CUT_SHORT
+    return "never" if outcome.time_s is None else duration(outcome.time_s)
+
+
+def cost_text(outcome: Outcome) -> str:
+    return "-" if outcome.cost is None else f"{outcome.cost:,.0f}"
+
+
+def shown(plan: ObjectivePlan, utilisation_h: dict[str, int]) -> list[Outcome]:
+    """The best candidate of each schedule, and each schedule's smallest H for the utilisation target
+    at the scenario's own precision, in the objective's order."""
+    bits = plan.scenario.schedule.bits
+    picked = [plan.best(a) for a in dict.fromkeys(o.candidate.algorithm for o in plan.outcomes)]
+    picked += [plan.at(a, h, bits) for a, h in utilisation_h.items()]
+    unique = list(dict.fromkeys(o for o in picked if o is not None))
+    order = {o: i for i, o in enumerate(plan.ranked())}
+    return sorted(unique, key=order.__getitem__)
+
+
+def objective_table(plan: ObjectivePlan, utilisation_h: dict[str, int]) -> Table:
+    header = ["candidate", "utilisation", "loss vs DDP", "tokens to DDP's loss", "time to DDP's loss"]
+    if plan.fleet_cost_per_hour > 0:
+        header.append("cost")
+    rows = []
+    for outcome in shown(plan, utilisation_h):
+        c = outcome.candidate
+        planned = c.algorithm in utilisation_h and utilisation_h[c.algorithm] == c.inner_steps
+        mark = " (utilisation plan)" if planned and c.bits == plan.scenario.schedule.bits else ""
+        row = [label(outcome) + mark, percent(outcome.utilisation) if outcome.cut_short is None else CUT_SHORT,
+               f"{100 * outcome.relative_to_dp:+.2f}%", tokens_text(outcome.tokens_factor), time_text(outcome)]
+        if plan.fleet_cost_per_hour > 0:
+            row.append(cost_text(outcome))
+        rows.append(row)
+    notes = [f"DDP's loss: what DDP reaches in the scenario's {plan.budget_steps:,} inner steps; each candidate "
+             "was simulated for as many, and needs its tokens factor times as many to get there."]
+    if plan.fleet_cost_per_hour > 0:
+        notes.append(f"cost: time x the fleet's {plan.fleet_cost_per_hour:,.4g} per hour (island.cost_per_hour x replicas).")
+    best = plan.best()
+    if best is not None:
+        notes += [f"{label(best)}: {note}" for note in best.notes]
+    notes += plan.left_out
+    word = OBJECTIVE_WORDS.get(plan.objective, "")
+    return Table(f"Reaching DDP's loss {word}: {len(plan.outcomes)} candidates (schedule x H x wire precision) "
+                 "priced by the simulator and the loss model", header, rows, notes)
+
+
+def why(plan: ObjectivePlan, utilisation_h: dict[str, int]) -> str:
+    """Why the objective's answer differs from the utilisation plan's (or that it does not)."""
+    best = plan.best()
+    if best is None:
+        return "No candidate reaches DDP's loss: every run was cut short or needs unbounded tokens."
+    c = best.candidate
+    said = (f"{plan.objective}: {label(best)} reaches DDP's loss {OBJECTIVE_WORDS[plan.objective]}, in "
+            f"{time_text(best)} ({percent(best.utilisation)} utilisation, {tokens_text(best.tokens_factor)} tokens)")
+    if best.cost is not None:
+        said += f" for {cost_text(best)}"
+    target_h = utilisation_h.get(c.algorithm)
+    other = plan.at(c.algorithm, target_h, plan.scenario.schedule.bits) if target_h is not None else None
+    if other is None or other is best:
+        return said + "."
+    return (f"{said}. The utilisation plan's {label(other)} computes {percent(other.utilisation)} of the time but "
+            f"needs {tokens_text(other.tokens_factor)} tokens ({100 * other.relative_to_dp:+.2f}% loss at equal "
+            f"tokens): {time_text(other)}.")
