@@ -38,6 +38,7 @@ from .scenario_source import ScenarioSource
 
 OBJECTIVES = ("utilisation", "time-to-loss", "cost")
 H_GRID = (10, 20, 30, 50, 100, 200, 300, 500, 1000, 2000, 3000, 5000, 10000, 20000, 50000)
+FRAGMENTS_GRID = (1, 2, 5, 10, 20)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,13 @@ class Candidate:
     algorithm: str
     inner_steps: int | None   # None: DDP, which has no H
     bits: int
+    fragments: int | None = None  # None: a schedule that does not split the model
+
+    def settings(self) -> str:
+        """"H=500 P=10 16-bit", what sets it apart from the other candidates of its schedule."""
+        h = "" if self.inner_steps is None else f"H={self.inner_steps} "
+        p = "" if self.fragments is None else f"P={self.fragments} "
+        return f"{h}{p}{self.bits}-bit"
 
     def overrides(self, budget_steps: int) -> tuple[str, ...]:
         """The candidate's keys, run for ``budget_steps`` inner steps (DDP: one outer step per step)."""
@@ -53,6 +61,8 @@ class Candidate:
                 f"schedule.outer_steps={math.ceil(budget_steps / steps)}"]
         if self.inner_steps is not None:
             keys.append(f"schedule.inner_steps={self.inner_steps}")
+        if self.fragments is not None:
+            keys.append(f"schedule.fragments={self.fragments}")
         return tuple(keys)
 
 
@@ -92,7 +102,10 @@ class ObjectivePlan:
         return ranked[0] if ranked and ranked[0].time_s is not None else None
 
     def at(self, algorithm: str, inner_steps: int | None, bits: int) -> Outcome | None:
-        wanted = Candidate(algorithm, inner_steps, bits)
+        """The candidate at the scenario's own fragment count."""
+        declared = SCHEDULES[algorithm]
+        fragments = self.scenario.schedule.fragments if "fragments" in declared.reads else None
+        wanted = Candidate(algorithm, inner_steps, bits, fragments)
         return next((o for o in self.outcomes if o.candidate == wanted), None)
 
 
@@ -112,8 +125,10 @@ def check_objective(objective: str, scenario: Scenario) -> None:
 
 def candidates(scenario: Scenario, algorithms: Sequence[str], budget_steps: int,
                extra_h: dict[str, int]) -> list[Candidate]:
-    """Every (schedule, H, bits) to price: H from ``H_GRID`` below the budget plus the scenario's and
-    ``extra_h[schedule]``; bits no wider than the model's values. A schedule that averages gradients
+    """Every (schedule, H, bits, P) to price: H from ``H_GRID`` below the budget plus the scenario's and
+    ``extra_h[schedule]``; bits no wider than the model's values; P from ``FRAGMENTS_GRID`` and the
+    scenario's, for a schedule that splits the model (the loader refuses what its rules do not
+    allow: P dividing H, tau below H / P). A schedule that averages gradients
     (DDP) keeps the scenario's bits: the prior's reading of fewer bits as free is of outer gradients
     (Streaming DiLoCo's FP4 figure), not of every step's gradient."""
     native_bits = scenario.model.bytes_per_param * 8
@@ -125,7 +140,9 @@ def candidates(scenario: Scenario, algorithms: Sequence[str], budget_steps: int,
             continue
         grid = {h for h in H_GRID if h <= budget_steps} | {scenario.schedule.inner_steps}
         grid |= {extra_h[algorithm]} if algorithm in extra_h else set()
-        found += [Candidate(algorithm, h, b) for h in sorted(grid) for b in bits]
+        counts = sorted(set(FRAGMENTS_GRID) | {scenario.schedule.fragments}) \
+            if "fragments" in SCHEDULES[algorithm].reads else [None]
+        found += [Candidate(algorithm, h, b, p) for h in sorted(grid) for b in bits for p in counts]
     return found
 
 
@@ -173,19 +190,20 @@ def make_objective_plan(source: ScenarioSource, objective: str, algorithms: Sequ
     results = run_tasks(price, [(source, c, budget_steps, cost_per_hour, profile, tuple(seeds)) for c in chosen],
                         jobs=jobs, progress=progress)
     plan = ObjectivePlan(scenario, objective, budget_steps, cost_per_hour, [])
-    refused: dict[str, str] = {}
+    refused: dict[str, list[str]] = {}
     for candidate, result in zip(chosen, results):
         if isinstance(result, Outcome):
             plan.outcomes.append(result)
         else:
-            refused.setdefault(candidate.algorithm, f"{candidate.algorithm} at H = {candidate.inner_steps}: {result}")
-    plan.left_out = [f"{line} (and any other H its rules refuse)" for line in refused.values()]
+            refused.setdefault(candidate.algorithm, []).append(f"{candidate.settings()}: {result}")
+    plan.left_out = [f"{len(lines)} {algorithm} candidates refused by its rules, e.g. at {lines[0]}"
+                     for algorithm, lines in refused.items()]
     return plan
 
 
 def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
     c = outcome.candidate
-    return {"algorithm": c.algorithm, "inner_steps": c.inner_steps, "bits": c.bits,
+    return {"algorithm": c.algorithm, "inner_steps": c.inner_steps, "bits": c.bits, "fragments": c.fragments,
             "utilisation": outcome.utilisation, "s_per_inner_step": outcome.s_per_step,
             "loss_vs_ddp": outcome.relative_to_dp,
             "tokens_factor": outcome.tokens_factor if math.isfinite(outcome.tokens_factor) else None,

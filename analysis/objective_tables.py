@@ -16,9 +16,7 @@ OBJECTIVE_WORDS = {"time-to-loss": "soonest", "cost": "most cheaply"}
 
 
 def label(outcome: Outcome) -> str:
-    c = outcome.candidate
-    h = "" if c.inner_steps is None else f" H={c.inner_steps}"
-    return f"{SCHEDULES[c.algorithm].label}{h} {c.bits}-bit"
+    return f"{SCHEDULES[outcome.candidate.algorithm].label} {outcome.candidate.settings()}"
 
 
 def tokens_text(factor: float) -> str:
@@ -69,7 +67,7 @@ def objective_table(plan: ObjectivePlan, utilisation_h: dict[str, int]) -> Table
         notes += [f"{label(best)}: {note}" for note in best.notes]
     notes += plan.left_out
     word = OBJECTIVE_WORDS.get(plan.objective, "")
-    return Table(f"Reaching DDP's loss {word}: {len(plan.outcomes)} candidates (schedule x H x wire precision) "
+    return Table(f"Reaching DDP's loss {word}: {len(plan.outcomes)} candidates (schedule x H x wire precision x P) "
                  "priced by the simulator and the loss model", header, rows, notes)
 
 

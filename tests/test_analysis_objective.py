@@ -9,7 +9,7 @@ import math
 import pytest
 
 from islands.analysis.loss_prior import H_PENALTY_PER_LOG_H, estimate, extra_tokens_factor
-from islands.analysis.objective import Candidate, make_objective_plan, price
+from islands.analysis.objective import Candidate, candidates, make_objective_plan, price
 from islands.analysis.objective_tables import objective_table, why
 from islands.analysis.scenario_source import ScenarioSource
 from islands.cli import main
@@ -41,6 +41,17 @@ def test_ddp_is_the_reference_and_pays_the_all_reduce_every_step_at_its_precisio
     assert outcome.tokens_factor == 1.0 and outcome.relative_to_dp == 0.0
     assert outcome.s_per_step == pytest.approx(1.5 + RING_S / 2)  # 8-bit: half of bf16's bytes
     assert outcome.time_s == pytest.approx(1000 * (1.5 + RING_S / 2))
+
+
+def test_candidates_span_h_bits_and_fragments_where_a_schedule_reads_them():
+    scenario = load("worked-example")  # H = 500, P = 10, bf16 values; 10,000 inner steps
+    found = candidates(scenario, ("ddp", "diloco", "streaming"), BUDGET_STEPS, {"diloco": 3547})
+    assert [c for c in found if c.algorithm == "ddp"] == [Candidate("ddp", None, 16)]
+    diloco = {(c.inner_steps, c.bits, c.fragments) for c in found if c.algorithm == "diloco"}
+    assert (3547, 16, None) in diloco and (500, 4, None) in diloco and (20000, 16, None) not in diloco
+    streaming = {(c.inner_steps, c.bits, c.fragments) for c in found if c.algorithm == "streaming"}
+    assert {(500, 8, p) for p in (1, 2, 5, 10, 20)} <= streaming
+    assert {c.bits for c in found} == {16, 8, 4}  # no wider than the model's bf16 values
 
 
 def test_cost_is_the_time_times_every_worker_s_price():
