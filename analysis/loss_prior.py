@@ -73,6 +73,7 @@ class LossEstimate:
     loss: float
     relative_to_dp: float
     notes: tuple[str, ...]
+    measured: bool = False  # from a quality profile, not the tables
 
 
 def power_law(law: tuple[float, float], parameters: float) -> float:
@@ -150,7 +151,7 @@ def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | N
             if not 0.5 <= parameters / profile.model_parameters <= 2:
                 where += (f", applied at {parameters:.3g}: the scaling-law tables show the penalty "
                           "shrinking as N grows")
-            return LossEstimate(baseline * (1 + relative), relative, (where, *notes))
+            return LossEstimate(baseline * (1 + relative), relative, (where, *notes), measured=True)
     loss, replica_notes = diloco_loss(parameters, scenario.worker_count)
     factor, notes = schedule_notes(declared, schedule)
     if "inner_steps" in declared.reads:

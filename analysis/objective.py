@@ -80,6 +80,7 @@ class Outcome:
     cost: float | None
     notes: tuple[str, ...] = ()
     cut_short: str | None = None
+    measured: bool = False  # its loss from the quality profile
 
 
 @dataclass
@@ -90,6 +91,7 @@ class ObjectivePlan:
     fleet_cost_per_hour: float
     outcomes: list[Outcome]
     left_out: list[str] = field(default_factory=list)
+    profile_scenario: str | None = None  # the scenario a quality profile was measured on, if one was given
 
     def ranked(self) -> list[Outcome]:
         """Best first by the objective; candidates with no time last."""
@@ -124,15 +126,16 @@ def check_objective(objective: str, scenario: Scenario) -> None:
 
 
 def candidates(scenario: Scenario, algorithms: Sequence[str], budget_steps: int,
-               extra_h: dict[str, int]) -> list[Candidate]:
+               extra_h: dict[str, int], profile: QualityProfile | None = None) -> list[Candidate]:
     """Every (schedule, H, bits, P) to price: H from ``H_GRID`` below the budget plus the scenario's and
     ``extra_h[schedule]``; bits no wider than the model's values; P from ``FRAGMENTS_GRID`` and the
     scenario's, for a schedule that splits the model (the loader refuses what its rules do not
     allow: P dividing H, tau below H / P). A schedule that averages gradients
     (DDP) keeps the scenario's bits: the prior's reading of fewer bits as free is of outer gradients
-    (Streaming DiLoCo's FP4 figure), not of every step's gradient."""
+    (Streaming DiLoCo's FP4 figure), not of every step's gradient. A schedule that ``profile`` measured
+    keeps to the bits and fragment counts it was measured at, so that its candidates are priced alike."""
     native_bits = scenario.model.bytes_per_param * 8
-    bits = [b for b in WIRE_BITS if b <= max(native_bits, min(WIRE_BITS))]
+    all_bits = [b for b in WIRE_BITS if b <= max(native_bits, min(WIRE_BITS))]
     found = []
     for algorithm in algorithms:
         if SCHEDULES[algorithm].exchanged == GRADIENT:
@@ -140,8 +143,12 @@ def candidates(scenario: Scenario, algorithms: Sequence[str], budget_steps: int,
             continue
         grid = {h for h in H_GRID if h <= budget_steps} | {scenario.schedule.inner_steps}
         grid |= {extra_h[algorithm]} if algorithm in extra_h else set()
-        counts = sorted(set(FRAGMENTS_GRID) | {scenario.schedule.fragments}) \
-            if "fragments" in SCHEDULES[algorithm].reads else [None]
+        splits = "fragments" in SCHEDULES[algorithm].reads
+        bits, counts = all_bits, sorted(set(FRAGMENTS_GRID) | {scenario.schedule.fragments}) if splits else [None]
+        measured = [p for p in profile.points if p.algorithm == algorithm] if profile is not None else []
+        if measured:
+            bits = sorted({p.bits for p in measured}, reverse=True)
+            counts = sorted({p.fragments for p in measured}) if splits else [None]
         found += [Candidate(algorithm, h, b, p) for h in sorted(grid) for b in bits for p in counts]
     return found
 
@@ -156,7 +163,8 @@ def price(source: ScenarioSource, candidate: Candidate, budget_steps: int, cost_
         return str(error)
     quality = estimate(scenario, candidate.algorithm, profile)
     factor = extra_tokens_factor(scenario.model.parameters, quality.relative_to_dp)
-    unpriced = Outcome(candidate, None, None, quality.relative_to_dp, factor, None, None, quality.notes)
+    unpriced = Outcome(candidate, None, None, quality.relative_to_dp, factor, None, None, quality.notes,
+                       measured=quality.measured)
     steps = schedule_of(scenario).total_steps(scenario.schedule)
     runs = [scenario] if not seeds else [replace(scenario, seed=seed) for seed in seeds]
     s_per_step, utilisation = [], []
@@ -186,10 +194,11 @@ def make_objective_plan(source: ScenarioSource, objective: str, algorithms: Sequ
     check_objective(objective, scenario)
     budget_steps = schedule_of(scenario).total_steps(scenario.schedule)
     cost_per_hour = fleet_cost_per_hour(scenario)
-    chosen = candidates(scenario, algorithms, budget_steps, extra_h or {})
+    chosen = candidates(scenario, algorithms, budget_steps, extra_h or {}, profile)
     results = run_tasks(price, [(source, c, budget_steps, cost_per_hour, profile, tuple(seeds)) for c in chosen],
                         jobs=jobs, progress=progress)
-    plan = ObjectivePlan(scenario, objective, budget_steps, cost_per_hour, [])
+    plan = ObjectivePlan(scenario, objective, budget_steps, cost_per_hour, [],
+                         profile_scenario=profile.scenario if profile is not None else None)
     refused: dict[str, list[str]] = {}
     for candidate, result in zip(chosen, results):
         if isinstance(result, Outcome):
@@ -207,7 +216,8 @@ def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
             "utilisation": outcome.utilisation, "s_per_inner_step": outcome.s_per_step,
             "loss_vs_ddp": outcome.relative_to_dp,
             "tokens_factor": outcome.tokens_factor if math.isfinite(outcome.tokens_factor) else None,
-            "time_to_ddp_loss_s": outcome.time_s, "cost": outcome.cost, "notes": list(outcome.notes),
+            "time_to_ddp_loss_s": outcome.time_s, "cost": outcome.cost, "loss_measured": outcome.measured,
+            "notes": list(outcome.notes),
             "cut_short": outcome.cut_short}
 
 

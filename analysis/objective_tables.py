@@ -60,6 +60,11 @@ def objective_table(plan: ObjectivePlan, utilisation_h: dict[str, int]) -> Table
         rows.append(row)
     notes = [f"DDP's loss: what DDP reaches in the scenario's {plan.budget_steps:,} inner steps; each candidate "
              "was simulated for as many, and needs its tokens factor times as many to get there."]
+    if plan.profile_scenario is not None:
+        measured = sorted({o.candidate.algorithm for o in plan.outcomes if o.measured})
+        notes.append(f"Loss from the profile measured on {plan.profile_scenario}'s model for "
+                     f"{', '.join(measured) or 'no schedule here'} (its bits and fragments only); "
+                     "from the published tables for the others.")
     if plan.fleet_cost_per_hour > 0:
         notes.append(f"cost: time x the fleet's {plan.fleet_cost_per_hour:,.4g} per hour (island.cost_per_hour x replicas).")
     best = plan.best()

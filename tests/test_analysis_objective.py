@@ -11,6 +11,7 @@ import pytest
 from islands.analysis.loss_prior import H_PENALTY_PER_LOG_H, estimate, extra_tokens_factor
 from islands.analysis.objective import Candidate, candidates, make_objective_plan, price
 from islands.analysis.objective_tables import objective_table, why
+from islands.analysis.quality_profile import ProfilePoint, QualityProfile
 from islands.analysis.scenario_source import ScenarioSource
 from islands.cli import main
 from islands.scenarios import load
@@ -52,6 +53,18 @@ def test_candidates_span_h_bits_and_fragments_where_a_schedule_reads_them():
     streaming = {(c.inner_steps, c.bits, c.fragments) for c in found if c.algorithm == "streaming"}
     assert {(500, 8, p) for p in (1, 2, 5, 10, 20)} <= streaming
     assert {c.bits for c in found} == {16, 8, 4}  # no wider than the model's bf16 values
+
+
+def test_a_measured_schedule_keeps_to_the_bits_and_fragments_it_was_measured_at():
+    points = tuple(ProfilePoint("streaming", h, 2, 16, 2, 300, 2.2, 2.0) for h in (10, 100))
+    profile = QualityProfile("worked-example", 120_576, points)
+    scenario = load("worked-example")
+    found = candidates(scenario, ("diloco", "streaming"), BUDGET_STEPS, {}, profile)
+    assert {(c.bits, c.fragments) for c in found if c.algorithm == "streaming"} == {(16, 2)}
+    assert {c.bits for c in found if c.algorithm == "diloco"} == {16, 8, 4}  # not measured: the prior's
+    outcome = price(ScenarioSource.read("worked-example"), Candidate("streaming", 100, 16, 2), BUDGET_STEPS, 0.0,
+                    profile)
+    assert outcome.measured and outcome.relative_to_dp == pytest.approx(0.1)  # 2.2 / 2.0 - 1 at H = 100
 
 
 def test_cost_is_the_time_times_every_worker_s_price():

@@ -77,7 +77,9 @@ def test_a_corrupt_profile_is_one_line_naming_the_file(tmp_path):
 
 @pytest.mark.parametrize("items, rule", [(["h=10"], "the key must be one of"),
                                          (["inner_steps=10,x"], "whole numbers"),
-                                         (["inner_steps=10", "inner_steps=30"], "give each key once")])
+                                         (["inner_steps=10", "inner_steps=30"], "give each key once"),
+                                         (["algorithm=diloco,ddp"], "'ddp' is not a schedule to compare with DDP"),
+                                         (["algorithm=dilocco"], "'dilocco' is not a schedule")])
 def test_a_bad_grid_is_refused_in_one_line(items, rule):
     with pytest.raises(UserError, match=rule):
         parse_grid(items)
@@ -87,6 +89,16 @@ def test_cli_refuses_steps_that_do_not_end_on_an_outer_step(capsys):
     assert main(["quality", "worked-example", "--grid", "inner_steps=7,10", "--steps", "30"]) == 2
     err = capsys.readouterr().err
     assert "--steps 30: must be a multiple of every H in the grid" in err and err.rstrip().endswith("(not of 7)")
+
+
+def test_a_grid_of_schedules_is_parsed_and_a_point_its_rules_refuse_is_one_line_before_any_run(capsys):
+    assert parse_grid(["algorithm=diloco,streaming", "inner_steps=10"]) == {
+        "algorithm": ("diloco", "streaming"), "inner_steps": (10,)}
+    # the worked example's streaming keys: P = 10, tau = 20, so H = 10 breaks tau < H / P
+    assert main(["quality", "worked-example", "--grid", "algorithm=diloco,streaming", "--grid", "inner_steps=10",
+                 "--steps", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "schedule.overlap_steps: must be below inner_steps / fragments" in err and "quality: 1 of" not in err
 
 
 def test_cli_refuses_a_worker_count_the_scenario_cannot_train(capsys):

@@ -1,8 +1,8 @@
 """The measured layer of the loss model: the scenario's schedule trained for real over a grid.
 
-For each number of workers M in the grid, one DDP run and one run of the scenario's schedule per
-(H, bits, fragments) point, every run ``steps`` inner steps per worker with the same workers, so each
-point and its DDP baseline see the same tokens. The final evaluation loss of each becomes a
+For each number of workers M in the grid, one DDP run and one run per (algorithm, H, bits, fragments)
+point (algorithm: the scenario's schedule unless the grid names others), every run ``steps`` inner
+steps per worker with the same workers, so each point and its DDP baseline see the same tokens. The final evaluation loss of each becomes a
 ``ProfilePoint``; ``analysis.quality_profile`` prices any setting from them. Runs go one after the
 other: each already uses M processes, and a 2-core machine has no cores to spare.
 """
@@ -26,32 +26,52 @@ from .config import make_plan
 from .launch import launch_local
 from .tracing import read_output
 
-GRID_KEYS = {"inner_steps": "schedule.inner_steps", "workers": None, "bits": "schedule.bits",
-             "fragments": "schedule.fragments"}
+GRID_KEYS = {"algorithm": "schedule.algorithm", "inner_steps": "schedule.inner_steps", "workers": None,
+             "bits": "schedule.bits", "fragments": "schedule.fragments"}
+Point = dict[str, "int | str"]
 
 
-def parse_grid(items: list[str]) -> dict[str, tuple[int, ...]]:
-    """``["inner_steps=10,30", "workers=2,4"]`` as {key: values}; one line for a malformed item."""
-    grid: dict[str, tuple[int, ...]] = {}
+def parse_grid(items: list[str]) -> dict[str, tuple]:
+    """``["inner_steps=10,30", "workers=2,4", "algorithm=diloco,streaming"]`` as {key: values}; one
+    line for a malformed item."""
+    grid: dict[str, tuple] = {}
     for item in items:
         key, _, values = item.partition("=")
         key = key.strip()
         if key not in GRID_KEYS:
             raise UserError(f"--grid {item}: the key must be one of {', '.join(GRID_KEYS)}")
-        try:
-            parsed = tuple(int(value) for value in values.split(","))
-        except ValueError:
-            raise UserError(f"--grid {item}: values must be whole numbers separated by commas") from None
-        if not parsed or min(parsed) < 1 or key in grid:
-            raise UserError(f"--grid {item}: give each key once, with values >= 1")
-        grid[key] = tuple(dict.fromkeys(parsed))
+        if key in grid:
+            raise UserError(f"--grid {item}: give each key once")
+        grid[key] = tuple(dict.fromkeys(parse_algorithms(item, values) if key == "algorithm"
+                                        else parse_counts(item, values)))
     return grid
 
 
-def run_overrides(point: dict[str, int], steps: int, algorithm: str) -> list[str]:
+def parse_counts(item: str, values: str) -> tuple[int, ...]:
+    try:
+        parsed = tuple(int(value) for value in values.split(","))
+    except ValueError:
+        raise UserError(f"--grid {item}: values must be whole numbers separated by commas") from None
+    if min(parsed) < 1:
+        raise UserError(f"--grid {item}: give each key once, with values >= 1")
+    return parsed
+
+
+def parse_algorithms(item: str, values: str) -> tuple[str, ...]:
+    """Schedule names that are compared with DDP: every registered one but those averaging gradients."""
+    allowed = [name for name, declared in SCHEDULES.items() if declared.exchanged != GRADIENT]
+    parsed = tuple(value.strip() for value in values.split(","))
+    unknown = [name for name in parsed if name not in allowed]
+    if unknown:
+        raise UserError(f"--grid {item}: {unknown[0]!r} is not a schedule to compare with DDP "
+                        f"(one of {', '.join(allowed)})")
+    return parsed
+
+
+def run_overrides(point: Point, steps: int, algorithm: str) -> list[str]:
     """The ``--set`` list for one run of ``algorithm`` at ``point``, ``steps`` inner steps long."""
     overrides = [f"schedule.algorithm={algorithm}"]
-    overrides += [f"{GRID_KEYS[key]}={value}" for key, value in point.items() if GRID_KEYS[key]]
+    overrides += [f"{GRID_KEYS[key]}={value}" for key, value in point.items() if GRID_KEYS[key] and key != "algorithm"]
     period = 1 if SCHEDULES[algorithm].exchanged == GRADIENT else point["inner_steps"]
     return overrides + [f"schedule.outer_steps={steps // period}"]
 
@@ -86,16 +106,24 @@ def trained(scenario_name: str, overrides: list[str], workers: int, out_dir: Pat
     return run
 
 
-def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tuple[int, ...]],
+def point_fragments(scenario_name: str, overrides: list[str], point: Point, steps: int) -> int:
+    """The fragments a point's run really has (1 for a schedule that does not split the model); the
+    loader's one line if the point's settings break the schedule's rules."""
+    name = str(point["algorithm"])
+    return SCHEDULES[name].fragments(load(scenario_name, [*overrides, *run_overrides(point, steps, name)]).schedule)
+
+
+def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tuple],
                     steps: int) -> QualityProfile:
     """Train the grid (see the module docstring) and return its profile."""
     base = load(scenario_name, overrides)
     algorithm = base.schedule.algorithm
-    if SCHEDULES[algorithm].exchanged == GRADIENT:
+    if "algorithm" not in grid and SCHEDULES[algorithm].exchanged == GRADIENT:
         raise UserError(f"{base.source}: schedule.algorithm: the profile compares a schedule with DDP; "
-                        f"set one that is not DDP (got {algorithm!r})")
-    axes = {"inner_steps": (base.schedule.inner_steps,), "workers": (min(base.worker_count, 2),),
-            "bits": (base.schedule.bits,), "fragments": (SCHEDULES[algorithm].fragments(base.schedule),), **grid}
+                        f"set one that is not DDP, or --grid algorithm=... (got {algorithm!r})")
+    axes = {"algorithm": (algorithm,), "inner_steps": (base.schedule.inner_steps,),
+            "workers": (min(base.worker_count, 2),), "bits": (base.schedule.bits,),
+            "fragments": (base.schedule.fragments,), **grid}
     outside = [m for m in axes["workers"] if not 2 <= m <= base.worker_count]
     if outside:
         raise UserError(f"--grid workers: each M must be between 2 and the scenario's {base.worker_count} workers "
@@ -105,12 +133,13 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
         raise UserError(f"--steps {steps}: must be a multiple of every H in the grid, so that each run ends "
                         f"on an outer step (not of {', '.join(map(str, bad))})")
     points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+    fragments = [point_fragments(scenario_name, overrides, point, steps) for point in points]  # refused up front
     total = len(axes["workers"]) + len(points)
     measured: list[ProfilePoint] = []
     with tempfile.TemporaryDirectory(prefix="islands-quality-") as folder:
         done = 0
 
-        def train(point: dict[str, int], name: str) -> dict:
+        def train(point: Point, name: str) -> dict:
             nonlocal done
             started = time.monotonic()
             run = trained(scenario_name, [*overrides, *run_overrides(point, steps, name)],
@@ -122,9 +151,10 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
             return run
 
         baselines = {m: train({"workers": m}, "ddp") for m in axes["workers"]}
-        for point in points:
-            run = train(point, algorithm)
-            measured.append(ProfilePoint(algorithm=algorithm, steps=steps, eval_loss=run["final_eval_loss"],
-                                         ddp_eval_loss=baselines[point["workers"]]["final_eval_loss"], **point))
+        for point, count in zip(points, fragments):
+            run = train(point, str(point["algorithm"]))
+            measured.append(ProfilePoint(steps=steps, eval_loss=run["final_eval_loss"],
+                                         ddp_eval_loss=baselines[point["workers"]]["final_eval_loss"],
+                                         **{**point, "fragments": count}))
     parameters = next(iter(baselines.values()))["parameters"]
     return QualityProfile(base.name, parameters, tuple(measured))

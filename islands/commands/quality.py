@@ -8,7 +8,7 @@ parallelism, with a note on every setting the tables do not cover (H other than 
 more than 8 replicas, an update rule no table measured), and the tokens it needs to reach DDP's loss
 (Chinchilla's L(N, D) at D = 20 N: "x1.32" is 32% more tokens than DDP).
 
-``--grid inner_steps=10,30,100 --grid workers=2,4`` (also ``bits``, ``fragments``) trains the
+``--grid inner_steps=10,30,100 --grid workers=2,4`` (also ``algorithm``, ``bits``, ``fragments``) trains the
 scenario's own model instead: for each M one DDP run, and the scenario's schedule at every grid
 point, all ``--steps`` inner steps long, and measures each final evaluation loss against DDP's. The
 measured profile then overrides the prior (``--save FILE.json`` keeps it; ``--profile FILE.json``
@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario key, e.g. schedule.inner_steps=30")
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                        help="train this grid for real (inner_steps, workers, bits, fragments); repeatable")
+                        help="train this grid for real (algorithm, inner_steps, workers, bits, fragments); repeatable")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
                         help=f"inner steps per worker of every grid run (default {DEFAULT_STEPS})")
     parser.add_argument("--save", metavar="FILE.json", help="write the measured profile here")
