@@ -1,11 +1,11 @@
 """Plans that count loss: the schedule, H and wire precision that reach DDP's loss soonest, or cheapest.
 
 A team does not pick H for utilisation alone: a larger H hides more of the network but loses more
-loss per token, so it needs more tokens to reach the same loss. For every candidate (each of the
-scenario's schedules that runs, at each H of ``H_GRID`` up to the run's steps plus the scenario's own H
-and the utilisation plan's answer, at each wire precision no wider than the model's values; DDP has
-no H and keeps the scenario's precision) this
-module takes
+loss per token, so it needs more tokens to reach the same loss. The candidates (``candidates``) are
+each of the scenario's schedules that runs, at each H of ``H_GRID`` up to the run's steps plus the
+scenario's own H and the utilisation plan's answer, at each wire precision no wider than the model's
+values, and at each P of ``FRAGMENTS_GRID`` for a schedule that splits the model; DDP has no H and
+keeps the scenario's precision. For each, this module takes
 
 * the wall-clock seconds per inner step, from simulating the candidate for the scenario's own number
   of inner steps (``budget_steps``: the scenario's H x outer steps; equal tokens for every candidate);
@@ -14,8 +14,8 @@ module takes
 
 and predicts the time to DDP's loss as budget_steps x f x (seconds per inner step), and the cost as
 that time x the fleet's price per hour (``island.cost_per_hour`` x replicas, summed). DDP is the
-reference: p = 0, f = 1, at the scenario's precision. A candidate whose run is cut short, or that no amount of
-tokens brings to DDP's loss, has no time and ranks last.
+reference: p = 0, f = 1. A candidate whose run is cut short, or that no amount of tokens brings to
+DDP's loss, has no time and ranks last.
 """
 
 from __future__ import annotations
@@ -119,10 +119,11 @@ def check_objective(objective: str, scenario: Scenario) -> None:
     if objective not in OBJECTIVES:
         raise UserError(f"--objective must be one of {', '.join(OBJECTIVES)} (got {objective!r})")
     if objective == "cost":
-        free = [f"island.{i}.cost_per_hour" for i, island in enumerate(scenario.islands) if island.cost_per_hour <= 0]
+        free = [f"island.{i}.cost_per_hour" for i, island in enumerate(scenario.islands)
+                if island.cost_per_hour <= 0]
         if free:
-            raise ScenarioError(scenario.source, free[0], "--objective cost needs every island's price per worker-hour "
-                                f"(> 0); {len(free)} of {len(scenario.islands)} islands have none")
+            raise ScenarioError(scenario.source, free[0], "--objective cost needs every island's price per "
+                                f"worker-hour (> 0); {len(free)} of {len(scenario.islands)} islands have none")
 
 
 def candidates(scenario: Scenario, algorithms: Sequence[str], budget_steps: int,

@@ -66,7 +66,8 @@ def objective_table(plan: ObjectivePlan, utilisation_h: dict[str, int]) -> Table
                      f"{', '.join(measured) or 'no schedule here'} (its bits and fragments only); "
                      "from the published tables for the others.")
     if plan.fleet_cost_per_hour > 0:
-        notes.append(f"cost: time x the fleet's {plan.fleet_cost_per_hour:,.4g} per hour (island.cost_per_hour x replicas).")
+        notes.append(f"cost: time x the fleet's {plan.fleet_cost_per_hour:,.4g} per hour "
+                     "(island.cost_per_hour x replicas).")
     best = plan.best()
     if best is not None:
         notes += [f"{label(best)}: {note}" for note in best.notes]

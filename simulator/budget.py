@@ -5,8 +5,7 @@
   the exchange work before it (``network.exchange_cpu_s_per_value`` x the values exchanged), then
   its hop latencies (ring all-reduce 2(M-1), all-gather M-1) plus its bytes per worker (2(M-1)/M * S,
   or (M-1) * S) at min(slowest link, streams * window / RTT), with the hop latency and the RTT of the
-  two farthest workers, and the members' end spread (``network.exchange_end_spread_s``); plus, for
-  each scheduled event, the worst a membership change costs
+  two farthest workers; plus, for each scheduled event, the worst a membership change costs
   (detection, a weights download, a lost interval, a re-run sync).
 * A run provably ends unless some worker has both ``mtbf_s`` and ``mttr_s``, or chip failures
   (``chip_mtbf_s``): only those make events forever. Then the run stops at ``horizon_s`` =
@@ -36,7 +35,7 @@ from .collectives import collective_for, tcp_cap_bytes_per_s
 DEFAULT_MAX_EVENTS = 2_000_000
 EVENTS_PER_WORKER_SYNC = 2.5
 EVENTS_PER_EXCHANGE_WORK = 1  # the timeout of a member's work before it joins a collective
-EVENTS_PER_OWN_END = 1  # the timeout of a member finishing after the first (network.exchange_end_spread_s)
+EVENTS_PER_OWN_END = 1  # a member's own end before the last's (network.exchange_end_spread_s)
 ROWS_PER_WORKER_SYNC = 4
 BYTES_PER_WORKER_SYNC = 2000
 EVENTS_PER_CHANGE = 12
@@ -96,8 +95,7 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
     latency_s = collectives_per_outer(scenario) * collective.hops(m) * farthest_hop_latency_s(workers)
     transfer_s = collective.volume_bytes(m, scenario.payload_bytes) / rate
     late_s = scenario.payload_bytes / rate if scenario.schedule.barrier == "deadline" else 0.0
-    spread_s = collectives_per_outer(scenario) * scenario.network.exchange_end_spread_s
-    return work_s + latency_s + transfer_s + spread_s + late_s + syncer_s_per_outer(scenario, m)
+    return work_s + latency_s + transfer_s + late_s + syncer_s_per_outer(scenario, m)
 
 
 def syncer_s_per_outer(scenario: Scenario, learners: int) -> float:

@@ -8,8 +8,9 @@ the screening of its tensor before any byte moves), which starts when every expe
 arrived (a ring all-reduce, or the all-gather of every payload that ``trainer.aggregation`` = median
 or trimmed_mean needs: ``collectives.COLLECTIVES``); at an apply point it waits for it to finish.
 Waiting for the collective to start (the members' exchange work, late participants) is recorded as
-``idle``, waiting for the transfer itself as ``stall``. Departures and joins live in ``churn.py``;
-the deadline barrier and adaptive H in ``barriers.py``.
+``idle``, waiting for the transfer itself as ``stall``; a member may be done up to
+``network.exchange_end_spread_s`` before the last (``collectives.end_offsets_s``). Departures and
+joins live in ``churn.py``; the deadline barrier and adaptive H in ``barriers.py``.
 """
 
 from __future__ import annotations
@@ -375,7 +376,7 @@ class Simulation:
             return
         outer_step, fragment = collective.key
         for rank in ring.participants:
-            end_s = collective.member_end_s.get(rank, self.env.now)
+            end_s = max(collective.started_at_s, collective.member_end_s.get(rank, self.env.now))  # a restart
             self.rows.append(Row(collective.started_at_s, end_s, rank, self.workers[rank].island, "comm",
                                  ring.bytes_per_worker, fragment, outer_step))
         for own_end in collective.member_ends.values():

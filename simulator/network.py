@@ -70,7 +70,7 @@ class Transfer:
     cancelled: bool = False
     recorded: list[tuple[Link, int]] = field(default_factory=list)  # alpha-beta: its link segments
     end_s: float | None = None  # alpha-beta: when it ends
-    marks: list[tuple[float, Callable[[], None]]] = field(default_factory=list)  # flow: (seconds before the end, action)
+    marks: list[tuple[float, Callable[[], None]]] = field(default_factory=list)  # flow: (s before the end, action)
 
 
 class AlphaBetaNetwork:

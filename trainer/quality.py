@@ -2,8 +2,9 @@
 
 For each number of workers M in the grid, one DDP run and one run per (algorithm, H, bits, fragments)
 point (algorithm: the scenario's schedule unless the grid names others), every run ``steps`` inner
-steps per worker with the same workers, so each point and its DDP baseline see the same tokens. The final evaluation loss of each becomes a
-``ProfilePoint``; ``analysis.quality_profile`` prices any setting from them. Runs go one after the
+steps per worker with the same workers, so each point and its DDP baseline see the same tokens. The
+final evaluation loss of each becomes a ``ProfilePoint``; ``analysis.quality_profile`` prices any
+setting from them. Runs go one after the
 other: each already uses M processes, and a 2-core machine has no cores to spare.
 """
 

@@ -33,11 +33,11 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
 
 The simulator gets them through scenario keys, never fitted per case:
 ``network.exchange_cpu_s_per_value``, paid by every member before the bytes move (the ``idle`` it
-predicts at every sync); ``network.exchange_end_spread_s``; every link's rate times ``exchange_ratio[M]`` at the ring's slowest
-configured rate; and one latency per island that makes its ring's 2(M-1) hops of (sender +
-receiver) latency add up to what the trainer pays per exchange: ``overhead_s[M]`` plus its emulated
-latency, three phases (the screening's all-gather, the average's all-to-all and all-gather) of one
-path latency each (``trainer.paced``).
+predicts at every sync); ``network.exchange_end_spread_s`` at the ring's slowest configured rate;
+every link's rate times ``exchange_ratio[M]`` at that rate; and one latency per island that makes
+its ring's 2(M-1) hops of (sender + receiver) latency add up to what the trainer pays per exchange:
+``overhead_s[M]`` plus its emulated latency, three phases (the screening's all-gather, the average's
+all-to-all and all-gather) of one path latency each (``trainer.paced``).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Calibration:
     overhead_s: dict[int, float]   # fixed seconds per exchange, by number of islands
     exchange_ratio: dict[int, dict[float, float]]  # by islands, then by configured bits/s
     exchange_cpu_s_per_value: dict[int, float]  # screening seconds per value, by number of islands
-    # the last member's end after the first's, by islands, then by configured bits/s
+    # the first member's end before the last's, by islands, then by configured bits/s
     end_spread_s: dict[int, dict[float, float]] = field(default_factory=dict)
 
     def spread_at(self, islands: int, bits_per_s: float) -> float:

@@ -3,13 +3,14 @@
 Run in every island's namespace as ``python -m islands.validation.probe`` (started by
 ``calibration``): each rank joins gloo over its shaped interface, and for every group of the first M
 ranks (M from ``$ISLANDS_PROBE_MIN_MEMBERS``, default 2, to N, the world size) times ``REPEATS``
-exchanges exactly as the trainer runs them: after a one-value barrier, ``sync.Exchanger`` on its background thread through the paced cross-island group, that is screening
+exchanges exactly as the trainer runs them: after a one-value barrier, ``sync.Exchanger`` on its
+background thread through the paced cross-island group, that is screening
 (``robust.contribution_stats``: finite check and fp64 norm of the tensor, then an all-gather of those
 two numbers) followed by ``quantize.average`` (encode, reduce-scatter, decode and sum, all-gather,
 decode). It does so for a tiny tensor (``tiny_values``: what is left is the fixed cost: gloo's
 messages, thread hand-offs) and a large one (``$ISLANDS_PROBE_LARGE_VALUES`` bf16 values: what
-scales with the values and with the bytes). Each exchange gives two durations, split where the
-trainer's trace splits them:
+scales with the values and with the bytes). Each exchange gives three durations, the first two
+split where the trainer's trace splits them:
 
 * ``screen``: from a member handing its tensor over to the average's start (``Exchange.started_s``),
   the trace's ``idle`` before a sync; the mean over the members;
