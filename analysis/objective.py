@@ -21,6 +21,7 @@ DDP's loss, has no time and ranks last.
 from __future__ import annotations
 
 import math
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -187,17 +188,17 @@ def price(source: ScenarioSource, candidate: Candidate, budget_steps: int, cost_
 
 def make_objective_plan(source: ScenarioSource, objective: str, algorithms: Sequence[str],
                         extra_h: dict[str, int] | None = None, profile: QualityProfile | None = None,
-                        seeds: Sequence[int] = (), jobs: int | None = None,
+                        seeds: Sequence[int] = (), executor: Executor | None = None, jobs: int | None = None,
                         progress: Progress | None = None) -> ObjectivePlan:
-    """Price every candidate (in parallel on ``jobs`` processes, each over ``seeds`` if given) for
-    ``objective``."""
+    """Price every candidate (on ``executor``, or in parallel on ``jobs`` processes; each over ``seeds``
+    if given) for ``objective``."""
     scenario = source.scenario
     check_objective(objective, scenario)
     budget_steps = schedule_of(scenario).total_steps(scenario.schedule)
     cost_per_hour = fleet_cost_per_hour(scenario)
     chosen = candidates(scenario, algorithms, budget_steps, extra_h or {}, profile)
     results = run_tasks(price, [(source, c, budget_steps, cost_per_hour, profile, tuple(seeds)) for c in chosen],
-                        jobs=jobs, progress=progress)
+                        executor=executor, jobs=jobs, progress=progress)
     plan = ObjectivePlan(scenario, objective, budget_steps, cost_per_hour, [],
                          profile_scenario=profile.scenario if profile is not None else None)
     refused: dict[str, list[str]] = {}

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from concurrent.futures import Executor
+from typing import Iterator
 
 from islands.errors import UserError
 from islands.simulator import DEFAULT_MAX_EVENTS
+
+DASK_CONNECT_TIMEOUT_S = 10
 
 
 def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +27,36 @@ def add_max_events_argument(parser: argparse.ArgumentParser) -> None:
                         help="refuse a run estimated to need more simulator events than this, and stop one "
                              f"that passes it (default {DEFAULT_MAX_EVENTS:.0e}; memory grows about 1 kB "
                              "per event; see docs/limits.md)")
+
+
+def add_dask_argument(parser: argparse.ArgumentParser) -> None:
+    """``--dask``, shared by sweep, plan and report."""
+    parser.add_argument("--dask", default=None, metavar="ADDRESS",
+                        help="run the simulations on a Dask cluster: its scheduler's address (tcp://HOST:8786), "
+                             "or 'local' for a cluster of this machine's cores; needs pip install 'islands[dask]'")
+
+
+@contextlib.contextmanager
+def dask_executor(address: str | None) -> Iterator[Executor | None]:
+    """A ``concurrent.futures`` executor on the Dask cluster at ``address`` ('local': one started here,
+    a worker process per core), or None (the local process pool) without one."""
+    if address is None:
+        yield None
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise UserError("--dask needs the distributed package: pip install 'islands[dask]'") from None
+    with contextlib.ExitStack() as stack:
+        if address == "local":
+            cluster = stack.enter_context(LocalCluster(threads_per_worker=1, dashboard_address=None))
+            client = stack.enter_context(Client(cluster))
+        else:
+            try:
+                client = stack.enter_context(Client(address, timeout=DASK_CONNECT_TIMEOUT_S))
+            except (OSError, TimeoutError, ValueError) as error:
+                raise UserError(f"--dask {address}: cannot reach a Dask scheduler there ({error})") from None
+        yield client.get_executor()
 
 
 def check_max_events(max_events: float) -> float:

@@ -5,6 +5,7 @@ H and wire precision that reach DDP's loss soonest (or most cheaply, from ``isla
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import Executor
 import json
 from dataclasses import replace
 
@@ -21,7 +22,8 @@ from islands.analysis.progress import ProgressBar
 from islands.analysis.scenario_source import ScenarioSource
 from islands.errors import UserError
 
-from .common import add_max_events_argument, add_scenario_arguments, check_max_events
+from .common import (add_dask_argument, add_max_events_argument, add_scenario_arguments, check_max_events,
+                     dask_executor)
 
 
 def fractions(text: str) -> tuple[float, ...]:
@@ -53,6 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="with --objective: a quality profile from `islands quality --save` (default: the "
                              "published prior)")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    add_dask_argument(parser)
     add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
@@ -66,14 +69,17 @@ def run(args: argparse.Namespace) -> int:
     if args.profile is not None and args.objective == "utilisation":
         raise UserError("--profile prices loss: it goes with --objective time-to-loss or cost")
     profile = QualityProfile.read(args.profile) if args.profile is not None else None
-    bar = ProgressBar("plan: searches")
-    try:
-        plan = make_plan(source, args.target_utilisation, args.targets, fragments=args.fragments,
-                         seeds=args.seeds, jobs=args.jobs, progress=bar, max_events=args.max_events)
-    finally:
-        bar.close()
-    utilisation_h = {a: int(found.value) for a, found in plan.inner_steps.items() if found.reached}
-    priced = None if args.objective == "utilisation" else price_candidates(args, source, plan, utilisation_h, profile)
+    with dask_executor(args.dask) as executor:
+        bar = ProgressBar("plan: searches")
+        try:
+            plan = make_plan(source, args.target_utilisation, args.targets, fragments=args.fragments,
+                             seeds=args.seeds, executor=executor, jobs=args.jobs, progress=bar,
+                             max_events=args.max_events)
+        finally:
+            bar.close()
+        utilisation_h = {a: int(found.value) for a, found in plan.inner_steps.items() if found.reached}
+        priced = None if args.objective == "utilisation" else \
+            price_candidates(args, source, plan, utilisation_h, profile, executor)
     if args.json:
         document = plan_to_dict(plan)
         if priced is not None:
@@ -90,13 +96,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def price_candidates(args: argparse.Namespace, source: ScenarioSource, plan: Plan, utilisation_h: dict[str, int],
-                     profile: QualityProfile | None) -> ObjectivePlan:
+                     profile: QualityProfile | None, executor: Executor | None) -> ObjectivePlan:
     """The loss-aware search: every (schedule, H, bits) priced, with the utilisation plan's H among them."""
     seeds = tuple(range(plan.scenario.seed, plan.scenario.seed + args.seeds)) if args.seeds > 1 else ()
     bar = ProgressBar("plan: candidates priced")
     try:
         return make_objective_plan(source, args.objective, tuple(plan.bandwidth), utilisation_h, profile, seeds,
-                                   jobs=args.jobs, progress=bar)
+                                   executor=executor, jobs=args.jobs, progress=bar)
     finally:
         bar.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_scenario_arguments
+from .common import add_dask_argument, add_scenario_arguments, dask_executor
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -27,6 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seeds", type=int, default=1, metavar="N",
                         help="average the plan's utilisations over N seeds (for jitter and churn; default 1)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)")
+    add_dask_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -43,9 +44,10 @@ def run(args: argparse.Namespace) -> int:
     sweep_table = read_sweep(args.sweep) if args.sweep else None
     bar = ProgressBar("report: plan searches")
     try:
-        text = build_report(args.scenario, args.overrides, args.target_utilisation, sweep_table=sweep_table,
-                            fragments=args.fragments, seeds=args.seeds, jobs=args.jobs, progress=bar,
-                            where=args.where)
+        with dask_executor(args.dask) as executor:
+            text = build_report(args.scenario, args.overrides, args.target_utilisation, sweep_table=sweep_table,
+                                fragments=args.fragments, seeds=args.seeds, jobs=args.jobs, progress=bar,
+                                where=args.where, executor=executor)
     finally:
         bar.close()
     path = write_report(args.output, text)

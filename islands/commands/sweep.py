@@ -18,7 +18,8 @@ from islands.io import safe_name
 from islands.simulator import simulate
 from islands.tables import duration, render, size
 
-from .common import add_max_events_argument, add_scenario_arguments, check_max_events
+from .common import (add_dask_argument, add_max_events_argument, add_scenario_arguments, check_max_events,
+                     dask_executor)
 
 FIGURES = (
     ("utilisation", "compute_utilisation", percent_text),
@@ -50,6 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="summary column that orders the best rows (utilisation: highest first; "
                              "anything else: lowest first)")
     parser.add_argument("--top", type=int, default=5, metavar="N", help="best rows to print (default 5)")
+    add_dask_argument(parser)
     add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
@@ -118,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
     output = args.output or f"{safe_name(source.scenario.name)}-sweep.csv"
     bar = ProgressBar("sweep")
     try:
-        table = run_sweep(source, args.grid, seeds=args.seeds, jobs=args.jobs, progress=bar,
-                          max_events=args.max_events)
+        with dask_executor(args.dask) as executor:
+            table = run_sweep(source, args.grid, seeds=args.seeds, jobs=args.jobs, progress=bar,
+                              max_events=args.max_events, executor=executor)
     finally:
         bar.close()
     written = write_sweep(table, output)
