@@ -33,12 +33,17 @@ def cost_text(outcome: Outcome) -> str:
     return "-" if outcome.cost is None else f"{outcome.cost:,.0f}"
 
 
+def planned(plan: ObjectivePlan, utilisation_h: dict[str, int]) -> list[Outcome]:
+    """Each schedule's answer of the utilisation plan (its smallest H for the target) at the scenario's
+    own precision and fragments, where it was priced."""
+    found = [plan.at(a, h, plan.scenario.schedule.bits) for a, h in utilisation_h.items()]
+    return [o for o in found if o is not None]
+
+
 def shown(plan: ObjectivePlan, utilisation_h: dict[str, int]) -> list[Outcome]:
-    """The best candidate of each schedule, and each schedule's smallest H for the utilisation target
-    at the scenario's own precision, in the objective's order."""
-    bits = plan.scenario.schedule.bits
+    """The best candidate of each schedule, and the utilisation plan's answers, in the objective's order."""
     picked = [plan.best(a) for a in dict.fromkeys(o.candidate.algorithm for o in plan.outcomes)]
-    picked += [plan.at(a, h, bits) for a, h in utilisation_h.items()]
+    picked += planned(plan, utilisation_h)
     unique = list(dict.fromkeys(o for o in picked if o is not None))
     order = {o: i for i, o in enumerate(plan.ranked())}
     return sorted(unique, key=order.__getitem__)
@@ -48,11 +53,9 @@ def objective_table(plan: ObjectivePlan, utilisation_h: dict[str, int]) -> Table
     header = ["candidate", "utilisation", "loss vs DDP", "tokens to DDP's loss", "time to DDP's loss"]
     if plan.fleet_cost_per_hour > 0:
         header.append("cost")
-    rows = []
+    rows, answers = [], planned(plan, utilisation_h)
     for outcome in shown(plan, utilisation_h):
-        c = outcome.candidate
-        planned = c.algorithm in utilisation_h and utilisation_h[c.algorithm] == c.inner_steps
-        mark = " (utilisation plan)" if planned and c.bits == plan.scenario.schedule.bits else ""
+        mark = " (utilisation plan)" if outcome in answers else ""
         row = [label(outcome) + mark, percent(outcome.utilisation) if outcome.cut_short is None else CUT_SHORT,
                f"{100 * outcome.relative_to_dp:+.2f}%", tokens_text(outcome.tokens_factor), time_text(outcome)]
         if plan.fleet_cost_per_hour > 0:

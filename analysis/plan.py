@@ -82,6 +82,11 @@ class Plan:
         return min(close, key=lambda key: (-key[1], key[0]))
 
 
+def seed_range(scenario: Scenario, seeds: int) -> tuple[int, ...]:
+    """``seeds`` seeds from the scenario's own; none (its own seed alone) for one."""
+    return tuple(range(scenario.seed, scenario.seed + seeds)) if seeds > 1 else ()
+
+
 def check_target(target: float) -> float:
     if not 0 < target <= 1:
         raise UserError(f"target utilisation must be in (0, 1], e.g. 0.95 for 95% (got {target:g})")
@@ -140,7 +145,7 @@ def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
     for variant in variants.scenarios.values():  # fail here, in one line, not in a worker
         guard(variant, max_events)
     base, algorithms = source.scenario, tuple(variants.scenarios)
-    seed_list = tuple(range(base.seed, base.seed + seeds)) if seeds > 1 else ()
+    seed_list = seed_range(base, seeds)
     asked = questions(base, algorithms, target, goals, fragments and "streaming" in algorithms, seed_list)
     answers = run_tasks(answer, [(source, q) for _, q in asked], executor=executor, jobs=jobs, progress=progress)
     now = {a: measure(source, f"schedule.algorithm={a}", seeds=seed_list) for a in algorithms}

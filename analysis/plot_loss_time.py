@@ -50,13 +50,13 @@ def loss_time_figure(summaries: Mapping[str, Mapping[str, Any]], scenario: Scena
     for name, summary in finished.items():
         relative = estimate(scenario, name).relative_to_dp
         wall_s, colour = float(summary["wall_time_s"]), schedule_colour(name)
-        times, losses = loss_curve(scenario, relative, wall_s, 1.0)
-        ax.plot(times / seconds, losses, color=colour, label=f"{schedule_label(name)} ({100 * relative:+.2f}% loss)")
         factor = extra_tokens_factor(scenario.model.parameters, relative)
+        reach = min(factor, MAX_EXTENSION) if math.isfinite(factor) else MAX_EXTENSION
+        times, losses = loss_curve(scenario, relative, wall_s, max(1.0, reach))
+        run, past = times <= wall_s, times >= wall_s
+        ax.plot(times[run] / seconds, losses[run], color=colour,
+                label=f"{schedule_label(name)} ({100 * relative:+.2f}% loss)")
         if factor > 1:
-            reach = min(factor, MAX_EXTENSION) if math.isfinite(factor) else MAX_EXTENSION
-            times, losses = loss_curve(scenario, relative, wall_s, reach)
-            past = times >= wall_s
             ax.plot(times[past] / seconds, losses[past], color=colour, linestyle="--")
     ax.axhline(target, color="#555", linestyle=":", label="DDP's loss at the end of its run")
     ax.set_xlabel(f"wall-clock time ({unit})")

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from islands.errors import UserError
+from islands.interpolation import log_linear
 
 @dataclass(frozen=True)
 class ProfilePoint:
@@ -109,16 +110,10 @@ class QualityProfile:
 def along_h(points: list[ProfilePoint], inner_steps: int, notes: list[str]) -> float:
     """The penalty at ``inner_steps``: linear in log H between the measured H on either side."""
     by_h = {p.inner_steps: p.relative_to_dp for p in points}
-    measured = sorted(by_h)
-    if inner_steps in by_h:
-        return by_h[inner_steps]
-    if inner_steps < measured[0] or inner_steps > measured[-1]:
-        nearest = measured[0] if inner_steps < measured[0] else measured[-1]
-        notes.append(f"H = {inner_steps}: outside the measured H {span(measured)}; H = {nearest} used")
-        return by_h[nearest]
-    (h0, h1) = max(h for h in measured if h < inner_steps), min(h for h in measured if h > inner_steps)
-    v0, v1 = by_h[h0], by_h[h1]
-    return v0 + (v1 - v0) * math.log(inner_steps / h0) / math.log(h1 / h0)
+    value, nearest = log_linear(by_h, inner_steps)
+    if nearest is not None:
+        notes.append(f"H = {inner_steps}: outside the measured H {span(sorted(by_h))}; H = {nearest} used")
+    return value
 
 
 def span(values: list[int]) -> str:

@@ -9,7 +9,8 @@ import math
 import pytest
 
 from islands.analysis.loss_prior import H_PENALTY_PER_LOG_H, estimate, extra_tokens_factor
-from islands.analysis.objective import Candidate, candidates, make_objective_plan, price
+from islands.analysis.objective import (Candidate, ObjectivePlan, Outcome, candidates, make_objective_plan,
+                                        price)
 from islands.analysis.objective_tables import objective_table, why
 from islands.analysis.quality_profile import ProfilePoint, QualityProfile
 from islands.analysis.scenario_source import ScenarioSource
@@ -110,6 +111,16 @@ def test_time_to_loss_prefers_a_smaller_h_than_the_utilisation_target_and_says_w
     ddp = plan.best("ddp")
     assert ddp.candidate.bits == 16 and ddp.time_s > best.time_s  # DDP keeps its precision, and is slowest
     assert [o.candidate.bits for o in plan.outcomes if o.candidate.algorithm == "ddp"] == [16]
+
+
+def test_only_the_utilisation_plan_s_own_candidate_is_marked_as_its_answer():
+    scenario = load("worked-example")  # P = 10, bf16
+    def outcome(fragments: int, time_s: float) -> Outcome:
+        return Outcome(Candidate("streaming", 210, 16, fragments), 1.0, 1.0, 0.003, 1.08, time_s, None)
+    plan = ObjectivePlan(scenario, "time-to-loss", BUDGET_STEPS, 0.0, [outcome(2, 10.0), outcome(10, 20.0)])
+    rows = [row[0] for row in objective_table(plan, {"streaming": 210}).rows]
+    # the same H and bits at another P is the schedule's best, not the utilisation plan's answer
+    assert rows == ["Streaming DiLoCo H=210 P=2 16-bit", "Streaming DiLoCo H=210 P=10 16-bit (utilisation plan)"]
 
 
 def test_plan_cli_prints_the_objective_in_json(capsys):

@@ -43,7 +43,6 @@ all-to-all and all-gather) of one path latency each (``trainer.paced``).
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import subprocess
 from dataclasses import asdict, dataclass, field
@@ -53,6 +52,7 @@ from islands.errors import UserError
 from islands.io import json_text
 from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan
 from islands.trainer.quantize import encoded_bytes, padded_length
+from islands.interpolation import log_linear
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .probe import BITS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, tiny_values
@@ -112,14 +112,7 @@ class Calibration:
 def at_rate(by_rate: dict[float, float], bits_per_s: float) -> float:
     """A value probed at some rates, at a configured rate: linear in log(rate) between the probed
     rates, the nearest probed rate's outside them."""
-    points = sorted(by_rate.items())
-    if bits_per_s <= points[0][0]:
-        return points[0][1]
-    for (low, low_value), (high, high_value) in zip(points, points[1:]):
-        if bits_per_s <= high:
-            weight = math.log(bits_per_s / low) / math.log(high / low)
-            return low_value + weight * (high_value - low_value)
-    return points[-1][1]
+    return log_linear(by_rate, bits_per_s)[0]
 
 
 def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, min_islands: int = 2,

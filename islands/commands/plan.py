@@ -15,7 +15,7 @@ from islands.analysis.objective import (OBJECTIVES, ObjectivePlan, check_objecti
                                         objective_to_dict)
 from islands.analysis.objective_tables import objective_table, why
 from islands.analysis.parallel import default_jobs
-from islands.analysis.plan import DEFAULT_TARGETS, Plan, make_plan, plan_to_dict
+from islands.analysis.plan import DEFAULT_TARGETS, Plan, make_plan, plan_to_dict, seed_range
 from islands.analysis.plan_tables import headline, plan_tables
 from islands.analysis.quality_profile import QualityProfile
 from islands.analysis.progress import ProgressBar
@@ -98,10 +98,10 @@ def run(args: argparse.Namespace) -> int:
 def price_candidates(args: argparse.Namespace, source: ScenarioSource, plan: Plan, utilisation_h: dict[str, int],
                      profile: QualityProfile | None, executor: Executor | None) -> ObjectivePlan:
     """The loss-aware search: every (schedule, H, bits) priced, with the utilisation plan's H among them."""
-    seeds = tuple(range(plan.scenario.seed, plan.scenario.seed + args.seeds)) if args.seeds > 1 else ()
     bar = ProgressBar("plan: candidates priced")
     try:
-        return make_objective_plan(source, args.objective, tuple(plan.bandwidth), utilisation_h, profile, seeds,
+        return make_objective_plan(source, args.objective, tuple(plan.bandwidth), utilisation_h, profile,
+                                   seed_range(plan.scenario, args.seeds),
                                    executor=executor, jobs=args.jobs, progress=bar)
     finally:
         bar.close()

@@ -1,0 +1,21 @@
+"""Interpolation shared by calibrations and measured profiles: linear in log x, never extrapolated."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+
+def log_linear(by_x: Mapping[float, float], x: float) -> tuple[float, float | None]:
+    """The value at ``x``: linear in log x between the two nearest given x, or the nearest given x's
+    value outside them; and that nearest x when ``x`` was outside (None when inside)."""
+    known = sorted(by_x)
+    if x in by_x:
+        return by_x[x], None
+    if x < known[0] or x > known[-1]:
+        nearest = known[0] if x < known[0] else known[-1]
+        return by_x[nearest], nearest
+    low = max(k for k in known if k < x)
+    high = min(k for k in known if k > x)
+    weight = math.log(x / low) / math.log(high / low)
+    return by_x[low] + weight * (by_x[high] - by_x[low]), None
