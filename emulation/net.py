@@ -111,6 +111,7 @@ def attach_island(core: str, island_namespace: str, index: int) -> None:
 
 
 def tbf_burst_bytes(rate_bits_per_s: float) -> int:
+    """The bucket of a link shaped to ``rate_bits_per_s``: what it sends at once after idling."""
     return max(MIN_BURST_BYTES, round(rate_bits_per_s / BITS_PER_BYTE * SHAPER_JITTER_S))
 
 

@@ -235,6 +235,8 @@ def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float],
             chip_mtbf_s=values["chip_mtbf_s"],
             recovery_s=failure_recovery_s(values, prefix, source),
             cost_per_hour=values["cost_per_hour"],
+            upload_burst_bytes=first_given(values["upload_burst_bytes"], values["burst_bytes"]),
+            download_burst_bytes=first_given(values["download_burst_bytes"], values["burst_bytes"]),
         ))
     names = [island.name for island in islands]
     for index, name in enumerate(names):
@@ -279,6 +281,10 @@ def island_step_time_s(values: dict[str, Any], model: ModelSpec, accelerators: d
     step_time_s = derived_step_time_s(model.parameters, model.tokens_per_step, values["gpus"],
                                       accelerators[values["gpu"]], values["mfu"])
     return check_step_time(step_time_s, prefix + "step_time_s", source)
+
+
+def first_given(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def direction_gbps(values: dict[str, Any], key: str, prefix: str, source: str) -> float:

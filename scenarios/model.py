@@ -74,6 +74,8 @@ class IslandSpec:
     chip_mtbf_s: float | None = None
     recovery_s: float | None = None
     cost_per_hour: float = 0.0
+    upload_burst_bytes: float = 0.0
+    download_burst_bytes: float = 0.0
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -106,6 +108,8 @@ class Worker:
     chips: int = 1
     chip_mtbf_s: float | None = None
     recovery_s: float | None = None
+    upload_burst_bytes: float = 0.0
+    download_burst_bytes: float = 0.0
 
     @property
     def failure_rate_per_compute_s(self) -> float:
@@ -157,6 +161,8 @@ class Scenario:
                     chips=island.chips,
                     chip_mtbf_s=island.chip_mtbf_s,
                     recovery_s=island.recovery_s,
+                    upload_burst_bytes=island.upload_burst_bytes,
+                    download_burst_bytes=island.download_burst_bytes,
                 ))
         return workers
 

@@ -44,6 +44,7 @@ MAX_CHIPS = 100_000_000  # a learner of a 2.4M-chip fleet split in two holds 1.2
 MAX_JITTER_CV = 10.0
 MIN_GBPS, MAX_GBPS = 1e-6, 1e6
 MAX_LATENCY_MS = 60_000.0
+MAX_BURST_BYTES = 1e9
 MIN_CHURN_S = 1.0
 MAX_GRACE_WINDOW_S = 86400.0
 MAX_EVENT_S = 1e12
@@ -212,6 +213,11 @@ ISLAND_KEYS = {
     "upload_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"), "uplink, overrides bandwidth_gbps"),
     "download_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"), "downlink, overrides bandwidth_gbps"),
     "latency_ms": Key("float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "one-way latency to the WAN core, milliseconds"),
+    "burst_bytes": Key("float", 0.0, between(0, MAX_BURST_BYTES, " B"),
+                       "the access link's token bucket, each direction: bytes a transfer sends at once after the "
+                       "link idled (tc tbf's burst, a provider's burst allowance); refills at the spare rate"),
+    "upload_burst_bytes": Key("float", None, between(0, MAX_BURST_BYTES, " B"), "uplink, overrides burst_bytes"),
+    "download_burst_bytes": Key("float", None, between(0, MAX_BURST_BYTES, " B"), "downlink, overrides burst_bytes"),
     "present": Key("bool", True, doc="present at the start (false: enters with a join event)"),
     "mtbf_s": Key("float", None, at_least(MIN_CHURN_S, " s"),
                   "random churn: mean time between departures (exponential)"),

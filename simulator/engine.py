@@ -122,8 +122,10 @@ class Simulation:
         self.workers = scenario.workers()
         self.network_model = network_model_for(scenario)
         self.network = make_network(self.network_model, self.env)
-        self.uplinks = {w.rank: Link(w.rank, "up", w.upload_bytes_per_s) for w in self.workers}
-        self.downlinks = {w.rank: Link(w.rank, "down", w.download_bytes_per_s) for w in self.workers}
+        self.uplinks = {w.rank: Link(w.rank, "up", w.upload_bytes_per_s, burst_bytes=w.upload_burst_bytes)
+                        for w in self.workers}
+        self.downlinks = {w.rank: Link(w.rank, "down", w.download_bytes_per_s, burst_bytes=w.download_burst_bytes)
+                          for w in self.workers}
         self.latency_s = {w.rank: w.latency_s for w in self.workers}
         rngs = worker_generators(scenario.seed, len(self.workers), STEP_TIMES)
         scales = barriers.steps_scales(scenario, self.workers)

@@ -59,6 +59,20 @@ def test_separate_uplink_and_downlink():
         make_scenario(document=document({"name": "a", "replicas": 2, "step_time_s": 1.0, "upload_gbps": 1.0}))
 
 
+def test_a_shaped_uplink_sends_its_burst_at_once_every_sync():
+    doc = document({"name": "a", "replicas": 3, "step_time_s": 1.0, "bandwidth_gbps": 1.0, "burst_bytes": 1e8},
+                   {"name": "b", "step_time_s": 1.0, "upload_gbps": 0.25, "download_gbps": 10.0,
+                    "burst_bytes": 1e8, "upload_burst_bytes": 2e7})
+    scenario = make_scenario(document=doc)
+    assert (scenario.islands[1].upload_burst_bytes, scenario.islands[1].download_burst_bytes) == (2e7, 1e8)
+    # every link sends 2e7 B at once (the smallest bucket on the ring), the rest at the slow uplink's
+    # rate; 100 s of compute refill that bucket (0.64 s at 31.25 MB/s) before every sync.
+    summary = simulate(scenario).summary
+    assert summary["mean_sync_s"] == pytest.approx((1.5 * S - 2e7) / (0.25e9 / 8))
+    with pytest.raises(ScenarioError, match=r"island.1.upload_burst_bytes: must be >= 0 B \(got -1.0\)"):
+        make_scenario(["island.1.upload_burst_bytes=-1"], document=doc)
+
+
 def test_tcp_window_caps_a_long_path():
     # 50 ms each end: RTT per hop 200 ms; one stream of a 4 MB window carries 4e6 / 0.2 = 20 MB/s.
     summary = simulate(make_scenario(["island.0.latency_ms=50", "network.tcp_window_bytes=4e6"])).summary

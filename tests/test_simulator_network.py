@@ -116,3 +116,54 @@ def test_link_table_records_the_transfer_rate():
     assert list(up0["time_start_s"]) == [100.0]
     assert list(up0["time_end_s"]) == pytest.approx([124.0])
     assert list(up0["rate_gbps"]) == pytest.approx([1.0])
+
+
+def ends(network, env, plan: list[tuple[float, tuple[Link, ...], float]]) -> list[float]:
+    """Start each (at_s, links, bytes) transfer at its time; return when each one ends."""
+    finished: list[float] = [0.0] * len(plan)
+
+    def start(index: int, links: tuple[Link, ...], size: float) -> None:
+        handle = network.transfer(links, size, 0.0)
+        handle.done.callbacks.append(lambda _e: finished.__setitem__(index, env.now))
+
+    for index, (at_s, links, size) in enumerate(plan):
+        env.timeout(at_s).callbacks.append(lambda _e, i=index, l=links, b=size: start(i, l, b))
+    env.run()
+    return finished
+
+
+@pytest.mark.parametrize("model", [AlphaBetaNetwork, FlowNetwork])
+def test_a_token_bucket_sends_its_burst_at_once_and_refills_while_the_link_idles(model):
+    env = simpy.Environment()
+    shaped = Link(0, "up", 10.0, burst_bytes=30.0)
+    # a full bucket: 30 of 100 B at once, 70 B at 10 B/s: ends at 7 s. Idle 7-9 s refills 20 B: the
+    # second 100 B end 8 s after 9 s. The third starts 1 s after that (10 B back) with 50 B: 4 s.
+    assert ends(model(env), env, [(0.0, (shaped,), 100.0), (9.0, (shaped,), 100.0),
+                                  (18.0, (shaped,), 50.0)]) == pytest.approx([7.0, 17.0, 22.0])
+
+
+def test_a_burst_is_what_every_link_of_the_transfer_holds_and_refills_at_the_spare_rate():
+    env = simpy.Environment()
+    network = FlowNetwork(env)
+    fast = Link(0, "up", 10.0, burst_bytes=100.0)
+    slow = Link(1, "down", 5.0, burst_bytes=20.0)
+    # 20 B at once (the slow link's bucket; the fast one keeps 80 B), 80 B at 5 B/s: ends at 16 s;
+    # meanwhile the fast link, half used, refills at 5 B/s (back to 100 B). At 16 s a transfer on it
+    # alone sends 100 B at once and 50 B at 10 B/s: ends at 21 s.
+    assert ends(network, env, [(0.0, (fast, slow), 100.0), (16.0, (fast,), 150.0)]) == pytest.approx([16.0, 21.0])
+
+
+def test_a_transfer_within_the_burst_ends_at_once_and_fires_its_marks():
+    env = simpy.Environment()
+    network = FlowNetwork(env)
+    shaped = Link(0, "up", 10.0, burst_bytes=64.0)
+    fired = {}
+    handle = network.transfer((shaped,), 50.0, 1.0)
+    network.before_end(handle, 0.5, lambda: fired.setdefault("mark", env.now))
+    handle.done.callbacks.append(lambda _e: fired.setdefault("done", env.now))
+    env.run()
+    assert fired == {"mark": 1.0, "done": 1.0}
+    late = network.transfer((shaped,), 10.0, 0.0)  # at 1 s too: the 14 B left in the bucket hold it
+    network.before_end(late, 0.5, lambda: fired.setdefault("late mark", env.now))
+    env.run()
+    assert fired["late mark"] == 1.0 and late.done.triggered

@@ -11,7 +11,7 @@ import pytest
 from islands.trainer.quantize import encoded_bytes, padded_length
 from islands.validation.calibration import (Calibration, exchange_costs, screening_s_per_value,
                                             simulator_overrides, trainer_latency_s)
-from islands.validation.probe import tiny_values
+from islands.validation.probe import medium_values, tiny_values
 from islands.validation.compare import relative_error, sync_rows
 from islands.validation.scaling import ring_volume_bytes
 from islands.scenarios.loader import from_dict
@@ -78,6 +78,56 @@ def test_a_calibration_saved_before_the_end_spread_was_measured_reads_as_no_spre
     assert Calibration.from_json(json.dumps(old)).spread_at(3, 1e8) == 0.0
 
 
+def test_with_kernel_tbf_every_link_sends_its_share_of_its_bucket_at_once():
+    calibration = Calibration("kernel-tbf", "test", 0.958, (0.958,), {3: 0.012}, {3: {10e6: 0.9}}, {3: 0.0},
+                              burst_fraction={3: {10e6: 0.5, 100e6: 1.0}})
+    islands = [{"name": f"i{n}", "step_time_s": 0.2, "upload_gbps": 0.0316, "download_gbps": rate_gbps,
+                "latency_ms": 0.0} for n, rate_gbps in enumerate((0.5, 0.166, 0.166))]
+    document = {"name": "t", "model": {"parameters": 1e6, "bytes_per_param": 4},
+                "schedule": {"algorithm": "diloco", "inner_steps": 5, "outer_steps": 1, "bits": 32},
+                "island": islands}
+    overrides = simulator_overrides(calibration, islands)
+    # at the ring's 31.6 Mbit/s, half-way in log between 10 and 100: 0.75 of each link's tbf bucket,
+    # 64 KiB, or 4 ms at the rate above 131 Mbit/s (500 Mbit/s: 250 kB)
+    fraction = 0.5 + 0.5 * math.log10(3.16)
+    assert calibration.burst_bytes(3, 31.6e6, 500e6) == pytest.approx(fraction * 250_000)
+    assert f"island.0.upload_burst_bytes={fraction * 65536!r}" in overrides
+    assert f"island.0.download_burst_bytes={fraction * 250_000!r}" in overrides
+    summary = simulate(from_dict(document, "t", overrides)).summary
+    # that much of the ring volume at once on every link, the rest at 90% of the slowest uplink
+    data_s = (ring_volume_bytes(3, 4e6) - fraction * 65536) * 8 / (0.0316e9 * 0.9)
+    assert summary["mean_sync_s"] == pytest.approx(0.012 + data_s)
+    old = json.loads(calibration.to_json())
+    del old["burst_fraction"]
+    assert Calibration.from_json(calibration.to_json()).burst_fraction == calibration.burst_fraction
+    assert Calibration.from_json(json.dumps(old)).burst_bytes(3, 33e6, 33e6) == 0.0  # saved before: none
+
+
+def probe_timings(large_values: int, rate: float, ratio: float, burst_bytes: float) -> dict:
+    """What two islands' probe reports over links that send ``burst_bytes`` at once, then move at ratio x rate."""
+    def data_s(values: int) -> float:
+        return (ring_volume_bytes(2, encoded_bytes(padded_length(values, 2), 16)) - burst_bytes) * 8 / (ratio * rate)
+    return {"large_values": large_values,
+            "screen": {size: {"2": 0.001} for size in ("tiny", "medium", "large")},
+            "average": {"tiny": {"2": 0.003}, "medium": {"2": 0.003 + data_s(medium_values(large_values))},
+                        "large": {"2": 0.003 + data_s(large_values)}},
+            "spread": {size: {"2": 0.0} for size in ("tiny", "medium", "large")}}
+
+
+def test_the_medium_and_large_exchanges_tell_the_rate_from_what_the_links_sent_at_once():
+    timings = probe_timings(5_000_000, 10e6, 0.85, 30_000)
+    costs = exchange_costs(2, timings, 10e6, bucket_bytes=65536)
+    assert (costs.ratio, costs.burst_fraction) == pytest.approx((0.85, 30_000 / 65536))
+    # a burst beyond the bucket is noise: kept at one bucket, the rate refitted to it
+    beyond = exchange_costs(2, probe_timings(5_000_000, 10e6, 0.85, 100_000), 10e6, bucket_bytes=65536)
+    assert beyond.burst_fraction == 1.0
+    large_bytes = ring_volume_bytes(2, encoded_bytes(padded_length(5_000_000, 2), 16))
+    assert beyond.ratio == pytest.approx(0.85 * (large_bytes - 65536) / (large_bytes - 100_000))
+    # no bucket (in-process shaping): the large exchange's rate, the burst in it
+    alone = exchange_costs(2, timings, 10e6)
+    assert (alone.ratio, alone.burst_fraction) == pytest.approx((0.85 * large_bytes / (large_bytes - 30_000), 0.0))
+
+
 def test_screening_cost_is_the_slope_in_values_and_the_fixed_cost_keeps_none_of_it():
     cpu_s, fixed_s, large_values, rate, spread_s = 1e-8, 0.004, 5_000_000, 100e6, 0.019
     tiny = tiny_values(2)
@@ -86,7 +136,7 @@ def test_screening_cost_is_the_slope_in_values_and_the_fixed_cost_keeps_none_of_
                "screen": {"tiny": {"2": 0.001 + cpu_s * tiny}, "large": {"2": 0.001 + cpu_s * large_values}},
                "average": {"tiny": {"2": fixed_s - 0.001}, "large": {"2": fixed_s - 0.001 + data_s}},
                "spread": {"tiny": {"2": 0.0002}, "large": {"2": spread_s}}}
-    measured_cpu_s, overhead_s, ratio, measured_spread_s = exchange_costs(2, timings, rate)
+    measured_cpu_s, overhead_s, ratio, measured_spread_s, _ = exchange_costs(2, timings, rate)
     assert measured_cpu_s == pytest.approx(cpu_s)
     assert overhead_s == pytest.approx(fixed_s)  # the tiny exchange's few values are priced per value
     assert ratio == pytest.approx(0.9)  # the last member's: the others finish up to the spread before

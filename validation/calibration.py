@@ -16,8 +16,19 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   with M here because M processes share the machine's cores.
 * ``overhead_s[M]``: the trainer's fixed seconds per exchange: the whole tiny exchange (screen +
   average) at zero latency, less the per-value screening of its few values (priced by the key above).
+* ``burst_fraction[M][rate]``: kernel tbf gives every link a token bucket (``emulation.tbf_burst_bytes``:
+  64 KiB, or 4 ms at the rate above 131 Mbit/s), which an exchange starting on idle links sends at
+  once: a tenth of a 0.15 s sync at 33 Mbit/s, which a rate alone priced 10-17% long. How much of it
+  an exchange gains is measured: the medium and the large exchange's data times, (volume - burst) /
+  rate each, give the rate (the slope) and the burst (the intercept), kept as a fraction of one
+  bucket, within [0, 1]. Measured 0.15-0.5 of a bucket at 10 Mbit/s, about 0.9 at 33 Mbit/s (3 and 4
+  islands); at 100 Mbit/s a bucket is 5 ms of data, below what the probe resolves. A prediction gives every link that fraction of
+  its own bucket (``island.upload_burst_bytes``, ``download_burst_bytes``). In-process shaping has no
+  bucket, nor has a calibration saved before buckets were measured: its rates are the large
+  exchange's alone.
 * ``exchange_ratio[M][rate]``: the rate the average really moves its bytes at, over the configured
-  rate: ring volume 2(M-1)/M * S of the large exchange over (average(large) - average(tiny)). Encoding
+  rate: ring volume 2(M-1)/M * S of the large exchange, less what the links send at once
+  (``burst_fraction``), over (average(large) - average(tiny)). Encoding
   and decoding are per value too, but they run between the average's passes, inside the sync, so
   they stay in this ratio. About 0.85-0.93 for 2-4 islands at 10 and 100 Mbit/s, a little below
   ``link_ratio``: the exchange sends 64 KiB pieces posted together (``comm.PIECE_BYTES``), and pauses
@@ -34,7 +45,7 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
 The simulator gets them through scenario keys, never fitted per case:
 ``network.exchange_cpu_s_per_value``, paid by every member before the bytes move (the ``idle`` it
 predicts at every sync); ``network.exchange_end_spread_s`` at the ring's slowest configured rate;
-every link's rate times ``exchange_ratio[M]`` at that rate; and one latency per island that makes
+every link's rate times ``exchange_ratio[M]`` at that rate, and its bucket; and one latency per island that makes
 its ring's 2(M-1) hops of (sender + receiver) latency add up to what the trainer pays per exchange:
 ``overhead_s[M]`` plus its emulated latency, three phases (the screening's all-gather, the average's
 all-to-all and all-gather) of one path latency each (``trainer.paced``).
@@ -47,16 +58,18 @@ import statistics
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from islands.errors import UserError
 from islands.io import json_text
-from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan
+from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan, tbf_burst_bytes
 from islands.trainer.quantize import encoded_bytes, padded_length
 from islands.interpolation import log_linear
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .probe import BITS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, tiny_values
+from .probe import BITS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, medium_values, tiny_values
 from .run import VALIDATE_STEM, run_all, start_ranks
+from .scaling import ring_volume_bytes
 
 PROBE_RATES_BITS_PER_S = (10e6, 100e6)
 # Each probe transfer lasts about this long at the configured rate: long enough that tbf's burst
@@ -78,6 +91,8 @@ class Calibration:
     exchange_cpu_s_per_value: dict[int, float]  # screening seconds per value, by number of islands
     # the first member's end before the last's, by islands, then by configured bits/s
     end_spread_s: dict[int, dict[float, float]] = field(default_factory=dict)
+    # what an exchange sends at once, in buckets of each link's tbf, by islands, then configured bits/s
+    burst_fraction: dict[int, dict[float, float]] = field(default_factory=dict)
 
     def spread_at(self, islands: int, bits_per_s: float) -> float:
         """``end_spread_s`` at a configured rate, as ``ratio_at``; 0 from a calibration saved before it
@@ -92,7 +107,7 @@ class Calibration:
         values = json.loads(text)
         for key in ("overhead_s", "exchange_cpu_s_per_value"):
             values[key] = {int(m): v for m, v in values[key].items()}
-        for key in ("exchange_ratio", "end_spread_s"):
+        for key in ("exchange_ratio", "end_spread_s", "burst_fraction"):
             values[key] = {int(m): {float(r): v for r, v in by_rate.items()}
                            for m, by_rate in values.get(key, {}).items()}
         values["link_ratios"] = tuple(values["link_ratios"])
@@ -107,6 +122,14 @@ class Calibration:
     def ratio_at(self, islands: int, bits_per_s: float) -> float:
         """``exchange_ratio`` at a configured rate (``at_rate``)."""
         return at_rate(self.exchange_ratio[islands], bits_per_s)
+
+    def burst_bytes(self, islands: int, ring_bits_per_s: float, link_bits_per_s: float) -> float:
+        """What a link emulated at ``link_bits_per_s`` sends at once at the start of an exchange among
+        ``islands`` islands whose slowest link is configured at ``ring_bits_per_s``: the burst fraction
+        at the ring's rate (``at_rate``) of the link's own bucket; 0 where none was measured."""
+        if islands not in self.burst_fraction:
+            return 0.0
+        return at_rate(self.burst_fraction[islands], ring_bits_per_s) * tbf_burst_bytes(link_bits_per_s)
 
 
 def at_rate(by_rate: dict[float, float], bits_per_s: float) -> float:
@@ -143,34 +166,44 @@ def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float
     per_value: dict[int, list[float]] = {}
     spreads: dict[int, dict[float, float]] = {}
     ratios: dict[int, dict[float, float]] = {}
+    bursts: dict[int, dict[float, float]] = {}
     achieved: list[float] = []
     for rate in rates_bits_per_s:
         timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel, min_islands, stem)
         achieved += [r / rate for r in link_rates]
+        bucket_bytes = tbf_burst_bytes(rate) if mode == "kernel-tbf" else 0
         for m in map(int, timings["screen"]["tiny"]):
-            cpu_s, overhead_s, ratio, spread_s = exchange_costs(m, timings, rate)
-            per_value.setdefault(m, []).append(cpu_s)
-            spreads.setdefault(m, {})[rate] = spread_s
-            overheads.setdefault(m, []).append(overhead_s)
-            ratios.setdefault(m, {})[rate] = ratio
+            costs = exchange_costs(m, timings, rate, bucket_bytes)
+            per_value.setdefault(m, []).append(costs.cpu_s_per_value)
+            spreads.setdefault(m, {})[rate] = costs.end_spread_s
+            overheads.setdefault(m, []).append(costs.overhead_s)
+            ratios.setdefault(m, {})[rate] = costs.ratio
+            if bucket_bytes:
+                bursts.setdefault(m, {})[rate] = costs.burst_fraction
     overhead = {m: statistics.median(values) for m, values in overheads.items()}
     cpu = {m: statistics.median(values) for m, values in per_value.items()}
     link_ratio = sum(achieved) / len(achieved) if achieved else 1.0
-    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios, cpu, spreads)
+    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios, cpu, spreads, bursts)
 
 
-def exchange_costs(islands: int, timings: dict, rate_bits_per_s: float) -> tuple[float, float, float, float]:
-    """(screening seconds per value, fixed seconds per exchange, achieved over configured rate, end
-    spread seconds) of an exchange among ``islands`` islands, from one probe's timings at one
-    configured rate. The fixed cost and the rate are the last member's: the others finish up to the
-    spread before it."""
+class ExchangeCosts(NamedTuple):
+    cpu_s_per_value: float  # screening
+    overhead_s: float       # fixed, per exchange
+    ratio: float            # achieved over configured rate
+    end_spread_s: float     # the last member's end after the first's
+    burst_fraction: float   # sent at once, in buckets
+
+
+def exchange_costs(islands: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float = 0.0) -> ExchangeCosts:
+    """The costs of an exchange among ``islands`` islands, from one probe's timings at one configured
+    rate over links whose buckets hold ``bucket_bytes``. The fixed cost and the rate are the last
+    member's: the others finish up to the spread before it."""
     key, large_values, small_values = str(islands), timings["large_values"], tiny_values(islands)
     screen, average = timings["screen"], timings["average"]
     cpu_s = screening_s_per_value(screen["tiny"][key], screen["large"][key], small_values, large_values)
     overhead_s = screen["tiny"][key] + average["tiny"][key] - cpu_s * small_values
-    data_s = average["large"][key] - average["tiny"][key]
-    spread_s = timings["spread"]["large"][key]
-    return cpu_s, overhead_s, exchange_ratio(islands, large_values, data_s, rate_bits_per_s), spread_s
+    ratio, burst_fraction = rate_and_burst(islands, timings, rate_bits_per_s, bucket_bytes)
+    return ExchangeCosts(cpu_s, overhead_s, ratio, timings["spread"]["large"][key], burst_fraction)
 
 
 def screening_s_per_value(tiny_s: float, large_s: float, tiny_values: int, large_values: int) -> float:
@@ -179,11 +212,31 @@ def screening_s_per_value(tiny_s: float, large_s: float, tiny_values: int, large
     return max(0.0, (large_s - tiny_s) / (large_values - tiny_values))
 
 
-def exchange_ratio(islands: int, values: int, data_s: float, rate_bits_per_s: float) -> float:
-    """Achieved over configured rate of a large probe exchange among ``islands`` islands."""
-    payload_bytes = encoded_bytes(padded_length(values, islands), BITS["large"])
-    volume_bits = 2 * (islands - 1) / islands * payload_bytes * BITS_PER_BYTE
-    return volume_bits / data_s / rate_bits_per_s
+def probe_volume_bytes(islands: int, values: int) -> float:
+    """Bytes each member sends in a probe exchange of ``values`` bf16 values (the ring volume)."""
+    return ring_volume_bytes(islands, encoded_bytes(padded_length(values, islands), BITS["large"]))
+
+
+def rate_and_burst(islands: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float) -> tuple[float, float]:
+    """(achieved over configured rate, bytes sent at once in buckets) of the probe's exchanges.
+
+    Each exchange's data time (its average less the tiny one's) is (volume - burst) / rate: the
+    medium and the large exchange give the rate (the slope) and the burst (the intercept), the burst
+    kept within [0, 1 bucket]: what the bucket holds when the exchange starts; more is noise (at 100
+    Mbit/s a bucket is 5 ms of data, below what the probe resolves). The rate is then the large
+    exchange's with that burst. Without a bucket the burst is 0 and the rate is the large exchange's."""
+    key, average = str(islands), timings["average"]
+    large_bytes = probe_volume_bytes(islands, timings["large_values"])
+    large_s = average["large"][key] - average["tiny"][key]
+    burst_bytes = 0.0
+    if bucket_bytes > 0:
+        medium_bytes = probe_volume_bytes(islands, medium_values(timings["large_values"]))
+        medium_s = average["medium"][key] - average["tiny"][key]
+        if large_s > medium_s:
+            slope_bytes_per_s = (large_bytes - medium_bytes) / (large_s - medium_s)
+            burst_bytes = min(max(0.0, large_bytes - slope_bytes_per_s * large_s), bucket_bytes)
+    ratio = (large_bytes - burst_bytes) * BITS_PER_BYTE / large_s / rate_bits_per_s
+    return ratio, burst_bytes / bucket_bytes if bucket_bytes > 0 else 0.0
 
 
 def load_or_measure(path: Path | None, max_islands: int, kernel: bool | None) -> Calibration:
@@ -199,8 +252,8 @@ def trainer_latency_s(latencies_s: list[float]) -> float:
 
 
 def simulator_overrides(calibration: Calibration, islands: list[dict]) -> list[str]:
-    """``--set`` overrides that give the scaled scenario the achieved rates, the trainer's fixed cost
-    per exchange, its screening cost per value and its members' end spread."""
+    """``--set`` overrides that give the scaled scenario the achieved rates, the links' buckets, the
+    trainer's fixed cost per exchange, its screening cost per value and its members' end spread."""
     m = len(islands)
     calibration.check_covers(m)
     per_exchange_s = calibration.overhead_s[m] + trainer_latency_s([i["latency_ms"] / MS_PER_S for i in islands])
@@ -211,7 +264,10 @@ def simulator_overrides(calibration: Calibration, islands: list[dict]) -> list[s
     overrides = [f"network.exchange_cpu_s_per_value={calibration.exchange_cpu_s_per_value[m]!r}",
                  f"network.exchange_end_spread_s={spread_s!r}"]
     for index, island in enumerate(islands):
-        overrides += [f"island.{index}.upload_gbps={island['upload_gbps'] * ratio!r}",
-                      f"island.{index}.download_gbps={island['download_gbps'] * ratio!r}",
-                      f"island.{index}.latency_ms={hop_latency_ms!r}"]
+        for direction in ("upload", "download"):
+            link_bits_per_s = island[f"{direction}_gbps"] * BITS_PER_GBIT
+            burst_bytes = calibration.burst_bytes(m, slowest_bits_per_s, link_bits_per_s)
+            overrides += [f"island.{index}.{direction}_gbps={island[f'{direction}_gbps'] * ratio!r}",
+                          f"island.{index}.{direction}_burst_bytes={burst_bytes!r}"]
+        overrides.append(f"island.{index}.latency_ms={hop_latency_ms!r}")
     return overrides

@@ -8,9 +8,10 @@ background thread through the paced cross-island group, that is screening
 (``robust.contribution_stats``: finite check and fp64 norm of the tensor, then an all-gather of those
 two numbers) followed by ``quantize.average`` (encode, reduce-scatter, decode and sum, all-gather,
 decode). It does so for a tiny tensor (``tiny_values``: what is left is the fixed cost: gloo's
-messages, thread hand-offs) and a large one (``$ISLANDS_PROBE_LARGE_VALUES`` bf16 values: what
-scales with the values and with the bytes). Each exchange gives three durations, the first two
-split where the trainer's trace splits them:
+messages, thread hand-offs), a large one (``$ISLANDS_PROBE_LARGE_VALUES`` bf16 values: what
+scales with the values and with the bytes) and a medium one, a quarter of the large (with the large
+one, it tells the rate from what the links send at once at the start). Each exchange gives three
+durations, the first two split where the trainer's trace splits them:
 
 * ``screen``: from a member handing its tensor over to the average's start (``Exchange.started_s``),
   the trace's ``idle`` before a sync; the mean over the members;
@@ -19,7 +20,7 @@ split where the trainer's trace splits them:
 * ``spread``: from the first member's end to the last one's (``network.exchange_end_spread_s``).
 
 Every rank starts its clock after one barrier, as the trainer does. Rank 0 prints one JSON line:
-{"screen": {"tiny": {M: median s}, "large": {...}}, "average": {...}, "spread": {...}}.
+{"screen": {"tiny": {M: median s}, "medium": {...}, "large": {...}}, "average": {...}, "spread": {...}}.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from islands.trainer.quantize import BLOCK_VALUES
 from islands.trainer.sync import Exchanger
 from islands.trainer.tracing import Clock
 
-REPEATS = {"tiny": 15, "large": 5}
-BITS = {"tiny": 32, "large": 16}
+REPEATS = {"tiny": 15, "medium": 5, "large": 5}
+BITS = {"tiny": 32, "medium": 16, "large": 16}
+MEDIUM_FRACTION = 0.25  # the medium tensor's values over the large one's
 LARGE_VARIABLE = "ISLANDS_PROBE_LARGE_VALUES"
 MIN_MEMBERS_VARIABLE = "ISLANDS_PROBE_MIN_MEMBERS"
 PARTS = ("screen", "average", "spread")
@@ -48,6 +50,10 @@ PARTS = ("screen", "average", "spread")
 def tiny_values(members: int) -> int:
     """One block of values per member: the smallest tensor the average splits into M chunks."""
     return BLOCK_VALUES * members
+
+
+def medium_values(large_values: int) -> int:
+    return round(large_values * MEDIUM_FRACTION)
 
 
 def timed_exchanges(exchanger: Exchanger, values: int, repeats: int) -> list[tuple[float, float, float]]:
@@ -81,11 +87,13 @@ def main() -> None:
     world_group = TorchGroup(list(range(world)), dist.group.WORLD)
     world_group.barrier()
     clock = Clock()
-    medians: dict[str, dict[str, dict[int, float]]] = {part: {"tiny": {}, "large": {}} for part in PARTS}
+    medians: dict[str, dict[str, dict[int, float]]] = {part: {size: {} for size in REPEATS} for part in PARTS}
+    large_values = int(os.environ[LARGE_VARIABLE])
     for members in range(int(os.environ.get(MIN_MEMBERS_VARIABLE, "2")), world + 1):
+        sizes = {"tiny": tiny_values(members), "medium": medium_values(large_values), "large": large_values}
         handle = dist.new_group(list(range(members)))
         cross = paced_from_environment(TorchGroup(list(range(members)), handle)) if rank < members else None
-        for size, values in (("tiny", tiny_values(members)), ("large", int(os.environ[LARGE_VARIABLE]))):
+        for size, values in sizes.items():
             spans = []
             if cross is not None:
                 exchanger = Exchanger(cross, None, BITS[size], clock)

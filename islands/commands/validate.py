@@ -83,19 +83,24 @@ def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int):
     return calibration, kernel
 
 
+def per_rate(by_islands: dict[int, dict[float, float]], text) -> str:
+    """``M=2: <text(value)> at 10, ... Mbit/s; M=3: ...``"""
+    return "; ".join(f"M={m}: " + ", ".join(f"{text(value)} at {rate / BITS_PER_MBIT:.0f}" for rate, value in
+                                           sorted(by_rate.items())) + " Mbit/s"
+                     for m, by_rate in sorted(by_islands.items()))
+
+
 def calibration_line(calibration) -> str:
-    ratios = "; ".join(f"M={m}: " + ", ".join(f"{100 * ratio:.0f}% at {rate / BITS_PER_MBIT:.0f}" for rate, ratio in
-                                             sorted(by_rate.items())) + " Mbit/s"
-                       for m, by_rate in sorted(calibration.exchange_ratio.items()))
+    ratios = per_rate(calibration.exchange_ratio, lambda ratio: f"{100 * ratio:.0f}%")
+    bursts = per_rate(calibration.burst_fraction, lambda fraction: f"{fraction:.2f}")
     overheads = ", ".join(f"M={m}: {MS_PER_S * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items()))
     screening = ", ".join(f"M={m}: {NS_PER_S * s:.1f} ns" for m, s in sorted(calibration.exchange_cpu_s_per_value.items()))
-    spreads = "; ".join(f"M={m}: " + ", ".join(f"{MS_PER_S * s:.1f} ms at {rate / BITS_PER_MBIT:.0f}" for rate, s in
-                                             sorted(by_rate.items())) + " Mbit/s"
-                        for m, by_rate in sorted(calibration.end_spread_s.items()))
+    spreads = per_rate(calibration.end_spread_s, lambda spread_s: f"{MS_PER_S * spread_s:.1f} ms")
     stream = (f"one TCP stream gets {100 * calibration.link_ratio:.1f}% of the configured rate"
               if calibration.link_ratios else "no TCP probe (the in-process shaper paces the payload itself)")
     return (f"calibration ({calibration.mode}): {stream}; the trainer's exchange {ratios}; "
             f"fixed cost per exchange {overheads}; screening per value {screening}"
+            + (f"; sent at once, in tbf buckets, {bursts}" if bursts else "")
             + (f"; last member's end after the first's {spreads}" if spreads else ""))
 
 
