@@ -27,15 +27,10 @@ from islands.trainer.config import make_plan
 from .calibration import Calibration, simulator_overrides
 from .churn import churn_figures, train_elastic
 from .compare import Comparison, compare
+from .external import measured_step_overrides
 from .plot import write_overlay
 from .run import VALIDATE_STEM, Measured, interface_bytes_per_worker, train_scaled
 from .scaling import ScaledCase, ScaleOptions, scale, to_toml
-
-
-def measured_step_overrides(measured: Measured) -> list[str]:
-    """Each scaled island's step time set to its measured mean compute seconds per inner step."""
-    return [f"island.{index}.step_time_s={island['compute_s'] / island['inner_steps']!r}"
-            for index, island in enumerate(measured.summary["islands"])]
 
 
 def compute_note(case: ScaledCase, measured: Measured, paced: bool) -> str:
@@ -63,7 +58,7 @@ def validate_scaled(name: str, case: ScaledCase, paced: bool, calibration: Calib
     measured = train(scaled_path, make_plan(case.scenario()), out_dir / "run", kernel, stem)
     overrides = simulator_overrides(calibration, case.document["island"])
     if not paced:
-        overrides += measured_step_overrides(measured)
+        overrides += measured_step_overrides(measured.summary, case.scenario())
     predicted = simulate(case.scenario(tuple(overrides)))
     notes = [f"WAN: {measured.wan_label}", compute_note(case, measured, paced),
              f"time scale k = {case.time_factor:.3g} (scaled interval / original)", *case.notes]

@@ -46,12 +46,14 @@ def draw_syncs(ax, comparison: Comparison) -> None:
     ax.grid(alpha=0.3)
 
 
-def write_overlay(path: Path, comparison: Comparison, predicted: pd.DataFrame, measured: pd.DataFrame) -> Path:
+def write_overlay(path: Path, comparison: Comparison, predicted: pd.DataFrame, measured: pd.DataFrame,
+                  titles: tuple[str, str] = ("predicted (simulator, calibrated)",
+                                             "measured (real run over the emulated WAN)")) -> Path:
     figure = new_figure(SIZE_PX)
     top, middle, bottom = figure.subplots(3, 1, height_ratios=(2, 2, 1.4))
     middle.sharex(top)
-    draw_timeline(top, predicted, f"{comparison.case}: predicted (simulator, calibrated)")
-    draw_timeline(middle, measured, "measured (real run over the emulated WAN)")
+    draw_timeline(top, predicted, f"{comparison.case}: {titles[0]}")
+    draw_timeline(middle, measured, titles[1])
     middle.set_xlabel("time since start (s)")
     draw_syncs(bottom, comparison)
     kinds = [k for k in KIND_COLOURS if k in set(predicted["kind"]) | set(measured["kind"])]

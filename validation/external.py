@@ -1,0 +1,151 @@
+"""A prediction beside a run made anywhere (``islands compare``), without running anything.
+
+A run directory is what ``islands train --out DIR`` writes, wherever it ran (under torchrun on a GPU
+cluster, over a real WAN, or ``islands validate``'s own ``run/``): ``summary.json``, ``run.json`` and
+``trace.csv``. The scenario is simulated as given, or with each island's step time set to the run's
+measured compute seconds per inner step (``measured_steps``), so that what is compared is the network
+and the schedule rather than a guess of the accelerators' speed. The comparison is ``islands
+validate``'s: every figure and every sync, predicted beside measured (``compare.compare``).
+
+Work compared unequally is refused, one line naming the file and the mismatch: another algorithm,
+another number of workers, of inner or outer steps, of wire bits or of fragments, and a run that
+stopped short. The bytes each worker moved are a figure of their own: a scenario whose payload is not
+the run's model shows it there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from islands.errors import UserError
+from islands.scenarios import Scenario
+from islands.simulator import SimResult, simulate
+from islands.trace import COLUMNS, check_frame, to_frame
+
+from .compare import Comparison, compare
+
+RUN_FILES = ("summary.json", "run.json", "trace.csv")
+COMPARED_COUNTS = (("algorithm", "schedule.algorithm"), ("workers", "workers"),
+                   ("outer_steps", "schedule.outer_steps"), ("inner_steps", "inner steps per worker"))
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What ``islands train`` wrote: its summary (the simulator's keys), its run facts and its trace."""
+
+    directory: Path
+    summary: dict[str, Any]
+    run_info: dict[str, Any]
+    trace: pd.DataFrame
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise UserError(f"{path}: must hold one JSON object")
+    return document
+
+
+def read_trace(path: Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path)
+        check_frame(frame)
+        return to_frame(frame[list(COLUMNS)].itertuples(index=False, name=None))
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise UserError(f"{path}: not a trace in the islands schema ({error})") from None
+
+
+def read_run(directory: Path) -> RunRecord:
+    """The three files of a run directory, each checked to be what ``islands train`` writes."""
+    if not directory.is_dir():
+        raise UserError(f"{directory}: no such run directory")
+    missing = [name for name in RUN_FILES if not (directory / name).is_file()]
+    if missing:
+        raise UserError(f"{directory}: no {', '.join(missing)}: not a folder `islands train --out` wrote")
+    return RunRecord(directory, read_json(directory / "summary.json"), read_json(directory / "run.json"),
+                     read_trace(directory / "trace.csv"))
+
+
+def required(document: dict[str, Any], key: str, path: Path) -> Any:
+    if key not in document:
+        raise UserError(f"{path}: no '{key}': not a file `islands train` wrote")
+    return document[key]
+
+
+def measured_step_overrides(summary: dict[str, Any], scenario: Scenario, source: str = "summary.json") -> list[str]:
+    """Each island of the scenario given the run's mean compute seconds per inner step on the island of
+    that name (``summary["islands"]``, as ``islands train`` and the simulator both write it)."""
+    measured = {island["name"]: island for island in summary["islands"]}
+    overrides = []
+    for index, island in enumerate(scenario.islands):
+        if island.name not in measured:
+            raise UserError(f"{source}: no island '{island.name}' in the run (it has "
+                            f"{', '.join(sorted(measured))}): --measured-steps needs the scenario's islands")
+        ran = measured[island.name]
+        if ran["inner_steps"] > 0:
+            overrides.append(f"island.{index}.step_time_s={ran['compute_s'] / ran['inner_steps']!r}")
+    return overrides
+
+
+def fragments(trace: pd.DataFrame) -> list[int]:
+    return sorted(int(f) for f in trace.loc[trace["kind"] == "comm", "fragment"].unique())
+
+
+def check_comparable(scenario: Scenario, predicted: SimResult, run: RunRecord) -> None:
+    """Refuse, in one line, a run that did other work than the scenario prices, or stopped short."""
+    summary_path = run.directory / "summary.json"
+    if not required(run.summary, "complete", summary_path):
+        reason = run.summary.get("incomplete_reason") or "no reason recorded"
+        raise UserError(f"{summary_path}: the run stopped short ({reason}): compare a finished run")
+    for key, name in COMPARED_COUNTS:
+        ran, priced = required(run.summary, key, summary_path), predicted.summary[key]
+        if ran != priced:
+            raise UserError(f"{summary_path}: {key} is {ran}, the scenario's {name} gives {priced}: "
+                            "compare a run of the same work (--set the scenario's keys to the run's)")
+    run_path = run.directory / "run.json"
+    bits = required(run.run_info, "bits", run_path)
+    if bits != scenario.schedule.bits:
+        raise UserError(f"{run_path}: bits is {bits}, the scenario's schedule.bits is {scenario.schedule.bits}: "
+                        f"--set schedule.bits={bits}")
+    ran_fragments, priced_fragments = fragments(run.trace), fragments(predicted.trace)
+    if ran_fragments != priced_fragments:
+        raise UserError(f"{run.directory / 'trace.csv'}: the run exchanged fragments {ran_fragments}, the "
+                        f"scenario {priced_fragments}: --set schedule.fragments={len(ran_fragments)}")
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    comparison: Comparison
+    predicted: SimResult
+    run: RunRecord
+    overrides: list[str]  # what --measured-steps added to the scenario
+
+
+def compare_run(load_scenario: Callable[[list[str]], Scenario], run_dir: Path,
+                measured_steps: bool) -> RunComparison:
+    """Simulate the scenario (``load_scenario(extra overrides)``) and compare it with the run in
+    ``run_dir``; refuse a run of other work."""
+    run = read_run(run_dir)
+    scenario = load_scenario([])
+    overrides = []
+    if measured_steps:
+        summary_path = run_dir / "summary.json"
+        required(run.summary, "islands", summary_path)
+        overrides = measured_step_overrides(run.summary, scenario, str(summary_path))
+        scenario = load_scenario(overrides)
+    predicted = simulate(scenario)
+    check_comparable(scenario, predicted, run)
+    compute = ("the run's measured seconds per inner step" if measured_steps
+               else "the scenario's step times (--measured-steps gives each island the run's)")
+    notes = [f"run: {run_dir}, scenario '{run.run_info.get('scenario', 'not recorded')}' on "
+             f"{run.run_info.get('device', 'a device not recorded')}", f"compute: {compute}"]
+    comparison = compare(scenario.name, predicted.summary, predicted.trace, run.summary, run.trace, None, notes)
+    return RunComparison(comparison, predicted, run, overrides)
