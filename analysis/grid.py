@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from islands.errors import UserError
-from islands.scenarios.loader import parse_override_value, read_value, select_islands
-from islands.scenarios.spec import ISLAND_KEYS, SECTIONS, TOP_KEYS, Key
+from islands.scenarios.loader import parse_override_value, read_value, select_entries
+from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS, Key
 from islands.scenarios.trainer_keys import TRAINER_KEYS
 
 from .scenario_source import ScenarioSource
@@ -63,9 +63,9 @@ def parse_grid_option(text: str) -> tuple[str, list[str]]:
 def key_spec(source: ScenarioSource, key: str) -> tuple[Key, str, str]:
     """The format's description of a dotted key: (Key, its name, its dotted prefix), or a UserError."""
     parts = key.split(".")
-    if parts[0] == "island" and len(parts) == 3:
-        select_islands(source.document, parts[1], key, source.source)
-        table, name, prefix = ISLAND_KEYS, parts[2], f"island.{parts[1]}."
+    if parts[0] in ARRAYS and len(parts) == 3:
+        select_entries(source.document, parts[0], parts[1], key, source.source)
+        table, name, prefix = ARRAYS[parts[0]], parts[2], f"{parts[0]}.{parts[1]}."
     elif len(parts) == 1:
         table, name, prefix = TOP_KEYS, parts[0], ""
     elif len(parts) == 2 and parts[0] in SECTION_KEYS:

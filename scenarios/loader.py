@@ -18,9 +18,11 @@ from islands.schedules import schedule_of
 
 from .errors import ScenarioError
 from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
-from .model import ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec, SyncerSpec
+from .model import BackboneSpec, ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec, SyncerSpec
+from .regions import check_topology
 from .sanity import check_runnable, check_step_time
-from .spec import EVENT_KEYS, ISLAND_KEYS, REQUIRED, SECTIONS, TOP_KEYS, Key, is_finite_number
+from .spec import (ARRAYS, BACKBONE_KEYS, EVENT_KEYS, ISLAND_KEYS, REGION_KEYS, REQUIRED, SECTIONS, TOP_KEYS, Key,
+                   is_finite_number)
 from .trainer_keys import TRAINER_KEYS, TrainerSpec
 
 LIBRARY_PACKAGE = "islands.scenarios"
@@ -83,11 +85,11 @@ def apply_override(document: dict[str, Any], override: str, source: str) -> None
     dotted = dotted.strip()
     value = parse_override_value(raw.strip())
     parts = dotted.split(".")
-    if parts[0] == "island":
+    if parts[0] in ARRAYS:
         if len(parts) != 3:
-            raise ScenarioError(source, dotted, "island overrides look like island.<index|name|*>.<key>")
-        for island in select_islands(document, parts[1], dotted, source):
-            island[parts[2]] = value
+            raise ScenarioError(source, dotted, f"{parts[0]} overrides look like {parts[0]}.<index|name|*>.<key>")
+        for entry in select_entries(document, parts[0], parts[1], dotted, source):
+            entry[parts[2]] = value
         return
     if len(parts) == 1:
         document[parts[0]] = value
@@ -100,18 +102,20 @@ def apply_override(document: dict[str, Any], override: str, source: str) -> None
     section[parts[1]] = value
 
 
-def select_islands(document: dict[str, Any], selector: str, dotted: str, source: str) -> list[dict[str, Any]]:
-    islands = document.get("island", [])
+def select_entries(document: dict[str, Any], array: str, selector: str, dotted: str,
+                   source: str) -> list[dict[str, Any]]:
+    """The entries of ``[[array]]`` that ``selector`` names: an index, a name, or ``*`` (all)."""
+    entries = read_array(document, array, source)
     if selector == "*":
-        return list(islands)
+        return list(entries)
     if selector.isdigit():
         index = int(selector)
-        if index >= len(islands):
-            raise ScenarioError(source, dotted, f"no island {index}: the scenario has {len(islands)}")
-        return [islands[index]]
-    named = [island for island in islands if island.get("name") == selector]
+        if index >= len(entries):
+            raise ScenarioError(source, dotted, f"no {array} {index}: the scenario has {len(entries)}")
+        return [entries[index]]
+    named = [entry for entry in entries if entry.get("name") == selector]
     if not named:
-        raise ScenarioError(source, dotted, f"no island named '{selector}'")
+        raise ScenarioError(source, dotted, f"no {array} named '{selector}'")
     return named
 
 
@@ -147,6 +151,10 @@ def read_value(table: dict[str, Any], name: str, key: Key, prefix: str, source: 
         if not is_finite_number(value):
             raise ScenarioError(source, where, f"must be a finite number (got {value!r})")
         value = float(value)
+    elif key.kind == "pair":
+        if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
+            raise ScenarioError(source, where, f'must be two names, e.g. ["us", "eu"] (got {value!r})')
+        value = tuple(value)
     elif not isinstance(value, str):
         raise ScenarioError(source, where, f"must be a string (got {value!r})")
     if key.check is not None:
@@ -154,6 +162,14 @@ def read_value(table: dict[str, Any], name: str, key: Key, prefix: str, source: 
         if problem:
             raise ScenarioError(source, where, f"{problem} (got {value!r})")
     return value
+
+
+def read_array(document: dict[str, Any], name: str, source: str) -> list[Any]:
+    """An optional ``[[name]]`` array of tables (empty when absent)."""
+    entries = document.get(name, [])
+    if not isinstance(entries, list):
+        raise ScenarioError(source, name, f"must be an array of tables: write [[{name}]] for each entry")
+    return entries
 
 
 def read_table(table: Any, keys: dict[str, Key], prefix: str, source: str) -> dict[str, Any]:
@@ -165,7 +181,7 @@ def read_table(table: Any, keys: dict[str, Key], prefix: str, source: str) -> di
 
 def build(document: dict[str, Any], source: str) -> Scenario:
     check_known_keys(document, TOP_KEYS, "", source,
-                     extra=list(SECTIONS) + ["trainer", "island", "event", "accelerators"])
+                     extra=list(SECTIONS) + ["trainer", "island", "event", "accelerators", "region", "backbone"])
     top = {name: read_value(document, name, key, "", source) for name, key in TOP_KEYS.items()}
     for section in ("model", "schedule"):
         if section not in document:
@@ -181,10 +197,15 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     accelerators = read_accelerators(document.get("accelerators", {}), source)
     islands = read_islands(document.get("island"), model, accelerators, source)
     events = read_events(document.get("event", []), islands, source)
+    regions = tuple(read_table(table, REGION_KEYS, f"region.{index}.", source)["name"]
+                    for index, table in enumerate(read_array(document, "region", source)))
+    backbones = tuple(BackboneSpec(**read_table(table, BACKBONE_KEYS, f"backbone.{index}.", source))
+                      for index, table in enumerate(read_array(document, "backbone", source)))
+    check_topology(regions, backbones, islands, syncer, schedule, source)
     scenario = Scenario(name=top["name"], description=top["description"], seed=top["seed"], model=model,
                         schedule=schedule, network=network, islands=islands, source=source, trainer=trainer,
-                        syncer=syncer,
-                        events=tuple(sorted(events, key=lambda event: event.at_s)))
+                        syncer=syncer, events=tuple(sorted(events, key=lambda event: event.at_s)),
+                        regions=regions, backbones=backbones)
     check_schedule(scenario, source)
     check_runnable(scenario, events)
     return scenario
@@ -237,6 +258,7 @@ def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float],
             cost_per_hour=values["cost_per_hour"],
             upload_burst_bytes=first_given(values["upload_burst_bytes"], values["burst_bytes"]),
             download_burst_bytes=first_given(values["download_burst_bytes"], values["burst_bytes"]),
+            region=values["region"],
         ))
     names = [island.name for island in islands]
     for index, name in enumerate(names):

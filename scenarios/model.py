@@ -45,13 +45,24 @@ class NetworkSpec:
     detection_timeout_s: float = 30.0
     exchange_cpu_s_per_value: float = 0.0
     exchange_end_spread_s: float = 0.0
+    ring_order: str = "listed"
 
 
 @dataclass(frozen=True)
 class SyncerSpec:
-    """Decoupled DiLoCo's syncer: its access link (None: a non-blocking core) and latency."""
+    """Decoupled DiLoCo's syncer: its access link (None: a non-blocking core), latency and region."""
 
     bandwidth_gbps: float | None = None
+    latency_ms: float = 0.0
+    region: str | None = None
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """The link between two regions' cores: ``bandwidth_gbps`` each way, ``latency_ms`` one way."""
+
+    between: tuple[str, str]
+    bandwidth_gbps: float
     latency_ms: float = 0.0
 
 
@@ -76,6 +87,7 @@ class IslandSpec:
     cost_per_hour: float = 0.0
     upload_burst_bytes: float = 0.0
     download_burst_bytes: float = 0.0
+    region: str | None = None
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -110,6 +122,7 @@ class Worker:
     recovery_s: float | None = None
     upload_burst_bytes: float = 0.0
     download_burst_bytes: float = 0.0
+    region: str | None = None
 
     @property
     def failure_rate_per_compute_s(self) -> float:
@@ -130,6 +143,8 @@ class Scenario:
     trainer: TrainerSpec = field(default_factory=trainer_spec)
     events: tuple[ChurnEvent, ...] = ()
     syncer: SyncerSpec = field(default_factory=SyncerSpec)
+    regions: tuple[str, ...] = ()
+    backbones: tuple[BackboneSpec, ...] = ()
 
     @property
     def payload_bytes(self) -> float:
@@ -163,6 +178,7 @@ class Scenario:
                     recovery_s=island.recovery_s,
                     upload_burst_bytes=island.upload_burst_bytes,
                     download_burst_bytes=island.download_burst_bytes,
+                    region=island.region,
                 ))
         return workers
 

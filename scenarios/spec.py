@@ -19,6 +19,7 @@ BARRIERS = ("wait", "deadline", "adaptive")
 EVENT_KINDS = ("leave", "join")
 WIRE_BITS = (32, 16, 8, 4)
 NETWORK_MODELS = ("auto", "alpha-beta", "flow")
+RING_ORDERS = ("listed", "optimised")
 
 
 # Bounds beyond which a value is physically absurd or would defeat float64 time; docs/limits.md
@@ -195,6 +196,10 @@ NETWORK_KEYS = {
     "exchange_end_spread_s": Key("float", 0.0, between(0, MAX_EXCHANGE_END_SPREAD_S, " s"),
                                  "seconds between the first and the last member finishing a collective, "
                                  "the members spread evenly over them (0: all finish together)"),
+    "ring_order": Key("str", "listed", one_of(*RING_ORDERS),
+                      '"listed" (workers in file order) or "optimised" (the members of a region together, the '
+                      "regions in the order whose slowest backbone is widest); the simulator's choice: islands "
+                      "train runs the ring in rank order"),
 }
 
 ISLAND_KEYS = {
@@ -218,6 +223,8 @@ ISLAND_KEYS = {
                        "link idled (tc tbf's burst, a provider's burst allowance); refills at the spare rate"),
     "upload_burst_bytes": Key("float", None, between(0, MAX_BURST_BYTES, " B"), "uplink, overrides burst_bytes"),
     "download_burst_bytes": Key("float", None, between(0, MAX_BURST_BYTES, " B"), "downlink, overrides burst_bytes"),
+    "region": Key("str", None, doc="the [[region]] whose core the access link joins (required once regions are "
+                                   "declared)"),
     "present": Key("bool", True, doc="present at the start (false: enters with a join event)"),
     "mtbf_s": Key("float", None, at_least(MIN_CHURN_S, " s"),
                   "random churn: mean time between departures (exponential)"),
@@ -245,6 +252,24 @@ SYNCER_KEYS = {
     "bandwidth_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
                           "decoupled: the syncer's access link, each direction (default: a non-blocking core)"),
     "latency_ms": Key("float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "decoupled: the syncer's one-way latency"),
+    "region": Key("str", None, doc="decoupled: the [[region]] the syncer sits in (required once regions are declared)"),
+}
+
+REGION_KEYS = {
+    "name": Key("str", doc="region name (unique): islands join its core with their access links"),
+}
+
+BACKBONE_KEYS = {
+    "between": Key("pair", doc='the two regions it joins, e.g. ["us", "eu"]'),
+    "bandwidth_gbps": Key("float", check=between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
+                          doc="each way; every flow between the two regions shares it"),
+    "latency_ms": Key("float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "one-way, between the two cores"),
+}
+
+ARRAYS = {  # arrays of tables: --set and --grid reach an entry by index, name or * (every entry)
+    "island": ISLAND_KEYS,
+    "region": REGION_KEYS,
+    "backbone": BACKBONE_KEYS,
 }
 
 SECTIONS = {

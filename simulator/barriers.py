@@ -76,10 +76,10 @@ def catch_up(sim: Simulation, state: WorkerState, point: SyncPoint) -> Generator
         yield collective.done
         sim.close_activity(state)
     peer = collective.participants[0]
-    latency_s = sim.latency_s[peer] + sim.latency_s[rank]
+    latency_s = sim.topology.hop_latency_s(peer, rank)
     network = sim.scenario.network
     cap = tcp_cap_bytes_per_s(network.tcp_window_bytes, network.streams, latency_s)
-    download = sim.network.transfer((sim.uplinks[peer], sim.downlinks[rank]), point.payload_bytes, latency_s, cap)
+    download = sim.network.transfer(sim.topology.path(peer, rank), point.payload_bytes, latency_s, cap)
     fetch_start_s = sim.env.now
     state.activity = ("stall", fetch_start_s, point.fragment, point.outer_step)
     yield from sim.churn.fetch(state, download)

@@ -256,12 +256,12 @@ class Churn:
         """The global state from ``peer``, in the background of the joiner's own process."""
         sim = self.sim
         rank = state.worker.rank
-        latency_s = sim.latency_s[peer] + sim.latency_s[rank]
+        latency_s = sim.topology.hop_latency_s(peer, rank)
         network = sim.scenario.network
         cap = tcp_cap_bytes_per_s(network.tcp_window_bytes, network.streams, latency_s)
         weights_bytes = sim.scenario.weights_bytes
         started_s = sim.env.now
-        download = sim.network.transfer((sim.uplinks[peer], sim.downlinks[rank]), weights_bytes, latency_s, cap)
+        download = sim.network.transfer(sim.topology.path(peer, rank), weights_bytes, latency_s, cap)
         yield from self.fetch(state, download)
         sim.rows.append(Row(started_s, sim.env.now, rank, state.worker.island, "comm", weights_bytes, NO_FRAGMENT,
                          sim.completed_outer))

@@ -45,7 +45,8 @@ import simpy
 from islands.scenarios import Scenario
 from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
 
-from .network import NO_CAP, Link, Transfer
+from .network import NO_CAP, Transfer
+from .topology import Topology
 
 
 def end_offsets_s(participants: tuple[int, ...], spread_s: float, rotation: int) -> dict[int, float]:
@@ -90,17 +91,13 @@ class RingCollective(ABC):
         """Bytes each worker sends (and receives)."""
         return self.volume_bytes(len(self.participants), self.payload_bytes)
 
-    def slowest_hop_latency_s(self, latency_by_worker: dict[int, float]) -> float:
+    def slowest_hop_latency_s(self, topology: Topology) -> float:
         ring = self.participants
-        m = len(ring)
-        return max(latency_by_worker[ring[i]] + latency_by_worker[ring[(i + 1) % m]] for i in range(m))
+        return max(topology.hop_latency_s(sender, receiver) for sender, receiver in zip(ring, ring[1:] + ring[:1]))
 
-    def latency_s(self, latency_by_worker: dict[int, float]) -> float:
-        """Every ring step pays the slowest hop's sender + receiver one-way latency."""
-        return self.hops(len(self.participants)) * self.slowest_hop_latency_s(latency_by_worker)
-
-    def links(self, uplinks: dict[int, Link], downlinks: dict[int, Link]) -> tuple[Link, ...]:
-        return tuple(uplinks[w] for w in self.participants) + tuple(downlinks[w] for w in self.participants)
+    def latency_s(self, topology: Topology) -> float:
+        """Every ring step pays the slowest hop's one-way latency (sender's, backbone's, receiver's)."""
+        return self.hops(len(self.participants)) * self.slowest_hop_latency_s(topology)
 
 
 class RingAllReduce(RingCollective):

@@ -35,7 +35,8 @@ from .collectives import COLLECTIVES, PendingCollective, RingCollective, end_off
 from .compute import STEP_TIMES, StepClock, worker_generators
 from .failures import PAUSE, STOP, Failures
 from .syncer import Syncer
-from .network import Link, make_network
+from .network import make_network
+from .topology import BACKBONE, BACKBONE_WORKER, Topology
 
 LAUNCH, APPLY = object(), object()
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
@@ -122,11 +123,7 @@ class Simulation:
         self.workers = scenario.workers()
         self.network_model = network_model_for(scenario)
         self.network = make_network(self.network_model, self.env)
-        self.uplinks = {w.rank: Link(w.rank, "up", w.upload_bytes_per_s, burst_bytes=w.upload_burst_bytes)
-                        for w in self.workers}
-        self.downlinks = {w.rank: Link(w.rank, "down", w.download_bytes_per_s, burst_bytes=w.download_burst_bytes)
-                          for w in self.workers}
-        self.latency_s = {w.rank: w.latency_s for w in self.workers}
+        self.topology = Topology.of(scenario, self.workers)
         rngs = worker_generators(scenario.seed, len(self.workers), STEP_TIMES)
         scales = barriers.steps_scales(scenario, self.workers)
         self.states = [WorkerState(w, StepClock(w.step_time_s, w.jitter_cv, rng), scale)
@@ -340,7 +337,8 @@ class Simulation:
             self.start(collective)
 
     def start(self, collective: PendingCollective) -> None:
-        ring = collective.ring(tuple(sorted(collective.arrived)), collective.payload_bytes)
+        ring = collective.ring(self.topology.ring(collective.arrived, self.scenario.network.ring_order),
+                               collective.payload_bytes)
         collective.participants = ring.participants
         collective.attempt += 1
         collective.started_at_s = self.env.now
@@ -348,9 +346,9 @@ class Simulation:
             collective.first_started_s = self.env.now
         network = self.scenario.network
         cap = tcp_cap_bytes_per_s(network.tcp_window_bytes, network.streams,
-                                  ring.slowest_hop_latency_s(self.latency_s))
-        collective.transfer = self.network.transfer(ring.links(self.uplinks, self.downlinks),
-                                                    ring.bytes_per_worker, ring.latency_s(self.latency_s), cap)
+                                  ring.slowest_hop_latency_s(self.topology))
+        collective.transfer = self.network.transfer(self.topology.ring_links(ring.participants),
+                                                    ring.bytes_per_worker, ring.latency_s(self.topology), cap)
         attempt = collective.attempt
         collective.transfer.done.callbacks.append(lambda _event: self.finish(collective, ring, attempt))
         outer_step, fragment = collective.key
@@ -452,7 +450,7 @@ class Simulation:
     def result(self) -> SimResult:
         trace = to_frame(self.rows)
         links = self.link_table()
-        peak_gbps = max(link.peak_bytes_per_s for link in self.all_links()) * BITS_PER_BYTE / BITS_PER_GBIT
+        peak_gbps = max(link.peak_bytes_per_s for link in self.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
         schedule = self.scenario.schedule
         done = self.completed_outer == self.schedule.synced_outer_steps(schedule)
         summary = summarise(trace, schedule.outer_steps if done else self.completed_outer, peak_gbps,
@@ -498,14 +496,11 @@ class Simulation:
             }
         return extra
 
-    def all_links(self) -> list[Link]:
-        return list(self.uplinks.values()) + list(self.downlinks.values())
-
     def link_table(self) -> pd.DataFrame:
         rows = []
-        for link in self.all_links():
+        for link in self.topology.access_links() + self.topology.backbone_links():
             link.set_rate(self.env.now, 0.0)
-            island = self.workers[link.worker].island
+            island = BACKBONE if link.worker == BACKBONE_WORKER else self.workers[link.worker].island
             for start, end, rate in link.segments:
                 if end > start:
                     rows.append((start, end, link.worker, island, link.direction, rate * BITS_PER_BYTE / BITS_PER_GBIT))

@@ -29,6 +29,7 @@ no time, so the link table (rates over time) does not draw it; the trace counts 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -101,15 +102,22 @@ class Transfer:
     marks: list[tuple[float, Callable[[], None]]] = field(default_factory=list)  # flow: (s before the end, action)
 
 
+def crossings(links: tuple[Link, ...]) -> Counter[Link]:
+    """How many times a transfer crosses each of its links (a ring may cross one backbone twice: it
+    pushes its bytes through it twice)."""
+    return Counter(links)
+
+
 def take_burst(links: tuple[Link, ...], now: float, bytes_per_link: float) -> float:
     """Bytes a transfer starting to move at ``now`` sends at once: what every one of its links' token
-    buckets holds, taken from each."""
-    if not links:
+    buckets holds (shared among its crossings of a link), taken from each."""
+    counted = crossings(links)
+    if not counted:
         return 0.0
-    burst = min(bytes_per_link, *(link.tokens_at(now) for link in links))
+    burst = min(bytes_per_link, *(link.tokens_at(now) / count for link, count in counted.items()))
     if burst > 0:
-        for link in links:
-            link.carry(now, now, link.rate_bytes_per_s, burst)
+        for link, count in counted.items():
+            link.carry(now, now, link.rate_bytes_per_s, burst * count)
     return burst
 
 
@@ -123,16 +131,17 @@ class AlphaBetaNetwork:
 
     def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float,
                  cap_bytes_per_s: float = NO_CAP) -> Transfer:
-        rate = min(min(link.capacity_bytes_per_s for link in links), cap_bytes_per_s)
+        counted = crossings(links)
+        rate = min(min(link.capacity_bytes_per_s / count for link, count in counted.items()), cap_bytes_per_s)
         data_start = self.env.now + latency_s
-        burst = min([bytes_per_link, *(link.tokens_at(data_start) for link in links)])
+        burst = min([bytes_per_link, *(link.tokens_at(data_start) / count for link, count in counted.items())])
         data_end = data_start + (bytes_per_link - burst) / rate
         handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s, rate)
-        for link in links:
-            link.carry(data_start, data_end, rate, burst)
+        for link, count in counted.items():
+            link.carry(data_start, data_end, rate * count, burst * count)
             handle.recorded.append((link, len(link.segments)))
-            link.segments.append((data_start, data_end, rate))
-            link.peak_bytes_per_s = max(link.peak_bytes_per_s, rate)
+            link.segments.append((data_start, data_end, rate * count))
+            link.peak_bytes_per_s = max(link.peak_bytes_per_s, rate * count)
         handle.end_s = data_end
         timer = self.env.timeout(data_end - self.env.now)
         timer.callbacks.append(lambda _event: None if handle.cancelled else handle.done.succeed())

@@ -69,6 +69,7 @@ class Syncer:
         self.links_up = () if rate is None else (Link(SYNCER_RANK, "up", rate),)
         self.links_down = () if rate is None else (Link(SYNCER_RANK, "down", rate),)
         self.latency_s = spec.latency_ms / MS_PER_S
+        self.region = spec.region
         self.waiting: dict[int, list[Report]] = {}
         self.armed: dict[int, int] = {}  # fragment -> generation of its armed grace timer
         self.generation = 0
@@ -103,14 +104,26 @@ class Syncer:
         if not state.present or state.process is not process:
             return
         report.sent_s = sim.env.now
-        links = (sim.uplinks[report.rank], *self.links_down)
-        report.transfer = sim.network.transfer(links, report.payload_bytes, self.hop_latency_s(report.rank))
+        report.transfer = sim.network.transfer(self.path_to_syncer(report.rank), report.payload_bytes,
+                                               self.hop_latency_s(report.rank))
         self.in_flight.setdefault(report.rank, set()).add(report)
         transfer = report.transfer
         transfer.done.callbacks.append(lambda _event: self.arrived(report, transfer))
 
     def hop_latency_s(self, rank: int) -> float:
-        return self.sim.latency_s[rank] + self.latency_s
+        """One way between a learner and the syncer: the learner's access, the backbone between their
+        regions, the syncer's."""
+        topology = self.sim.topology
+        return (topology.access_latency_s[rank] + topology.core_latency_s(topology.region[rank], self.region)
+                + self.latency_s)
+
+    def path_to_syncer(self, rank: int) -> tuple[Link, ...]:
+        topology = self.sim.topology
+        return (topology.uplinks[rank], *topology.crossing(topology.region[rank], self.region), *self.links_down)
+
+    def path_from_syncer(self, rank: int) -> tuple[Link, ...]:
+        topology = self.sim.topology
+        return (*self.links_up, *topology.crossing(self.region, topology.region[rank]), topology.downlinks[rank])
 
     def arrived(self, report: Report, transfer: Transfer) -> None:
         if report.transfer is not transfer:
@@ -149,8 +162,7 @@ class Syncer:
         return grace_window_s(sim.scenario.schedule.grace_window, due_s - sim.env.now - download_s)
 
     def download_rate(self, rank: int) -> float:
-        rates = [self.sim.downlinks[rank].capacity_bytes_per_s, *(link.capacity_bytes_per_s for link in self.links_up)]
-        return min(rates)
+        return min(link.capacity_bytes_per_s for link in self.path_from_syncer(rank))
 
     def grace_over(self, fragment: int, generation: int) -> None:
         if self.armed.get(fragment) == generation:
@@ -168,8 +180,8 @@ class Syncer:
 
     def send_back(self, report: Report) -> None:
         sim = self.sim
-        links = (*self.links_up, sim.downlinks[report.rank])
-        report.transfer = sim.network.transfer(links, report.payload_bytes, self.hop_latency_s(report.rank))
+        report.transfer = sim.network.transfer(self.path_from_syncer(report.rank), report.payload_bytes,
+                                               self.hop_latency_s(report.rank))
         self.in_flight.setdefault(report.rank, set()).add(report)
         transfer = report.transfer
         transfer.done.callbacks.append(lambda _event: self.returned(report, transfer))
@@ -221,8 +233,7 @@ class Syncer:
         sim = self.sim
         rank = state.worker.rank
         started_s = sim.env.now
-        links = (*self.links_up, sim.downlinks[rank])
-        download = sim.network.transfer(links, sim.scenario.weights_bytes, self.hop_latency_s(rank))
+        download = sim.network.transfer(self.path_from_syncer(rank), sim.scenario.weights_bytes, self.hop_latency_s(rank))
         try:
             yield download.done
         except simpy.Interrupt as interrupt:

@@ -11,7 +11,7 @@ import pytest
 
 from islands.cli import main
 from islands.scenarios import ScenarioError, load
-from islands.scenarios.spec import ISLAND_KEYS, SECTIONS, TOP_KEYS, EVENT_KEYS
+from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS, EVENT_KEYS
 from islands.simulator import BudgetExceeded, Simulation, guard, simulate
 from islands.simulator.budget import estimate
 
@@ -109,7 +109,7 @@ def test_absurd_values_are_refused_by_key(override, key, rule):
 def test_every_numeric_key_has_a_bound_and_a_line_in_the_limits_doc():
     from pathlib import Path
     doc = (Path(__file__).resolve().parents[1] / LIMITS_DOC).read_text()
-    tables = {"": TOP_KEYS, "island.": ISLAND_KEYS, "event.": EVENT_KEYS,
+    tables = {"": TOP_KEYS, "event.": EVENT_KEYS, **{f"{name}.": keys for name, keys in ARRAYS.items()},
               **{f"{name}.": keys for name, keys in SECTIONS.items()}}
     for prefix, keys in tables.items():
         for name, key in keys.items():

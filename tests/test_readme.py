@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from islands.scenarios import load
-from islands.scenarios.spec import ISLAND_KEYS, SECTIONS, TOP_KEYS
+from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS
 from islands.scenarios.trainer_keys import TRAINER_KEYS
 from islands.simulator import simulate
 
@@ -25,7 +25,7 @@ def test_readme_starts_with_the_two_commands():
 
 
 def test_every_scenario_key_is_documented():
-    keys = list(TOP_KEYS) + [f"island.{key}" for key in ISLAND_KEYS]
+    keys = list(TOP_KEYS) + [f"{array}.{key}" for array, table in ARRAYS.items() for key in table]
     keys += [f"{section}.{key}" for section, table in SECTIONS.items() for key in table]
     assert undocumented(keys) == []
 

@@ -20,7 +20,9 @@ def test_each_bundled_scenario_runs_and_documents_itself(name):
 
 
 def test_intellect_1_lands_in_the_reported_band():
-    summary = simulate(load("intellect-1")).summary
+    scenario = load("intellect-1")
+    assert scenario.regions == ("us", "europe", "asia") and len(scenario.backbones) == 3
+    summary = simulate(scenario).summary
     assert 0.83 <= summary["compute_utilisation"] <= 0.96
     assert summary["leaves"] >= 1 and summary["joins"] >= 1
     assert summary["lost_compute_s"] > 0

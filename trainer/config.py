@@ -154,7 +154,8 @@ def check_plan(plan: RunPlan) -> None:
 def check_supported(scenario: Scenario) -> None:
     """Refuse what only the simulator plays: other barriers, backward overlap (the trainer averages
     the gradient, or steps the inner optimizer and forms the pseudo-gradient, after the whole
-    backward pass, not layer by layer during it) and random churn and chip failures."""
+    backward pass, not layer by layer during it), a ring reordered across regions, and random churn
+    and chip failures."""
     source = scenario.source
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
         raise UserError(f"{source}: schedule.barrier: the real trainer only runs \"wait\" "
@@ -164,6 +165,9 @@ def check_supported(scenario: Scenario) -> None:
         what = "averages the gradient" if schedule_of(scenario).exchanged == GRADIENT else "sends a pseudo-gradient"
         raise UserError(f"{source}: schedule.backward_overlap: the real trainer {what} after the whole "
                         f"backward pass, so it trains only 0 (got {overlap:g}); the overlap is simulated only")
+    if scenario.network.ring_order != "listed" and scenario.regions:
+        raise UserError(f"{source}: network.ring_order: the real trainer runs its ring in rank order, the "
+                        f"islands as listed (got {scenario.network.ring_order!r}): list them in the order you want")
     for index, island in enumerate(scenario.islands):
         if getattr(island, "mtbf_s", None):
             raise UserError(f"{source}: island.{index}.mtbf_s: random churn is simulated only; "

@@ -178,6 +178,8 @@ def not_validated(scenario: Scenario) -> list[str]:
         notes.append("step-time jitter: not validated (paced steps are exact); run without it")
     if scenario.network.tcp_window_bytes:
         notes.append("TCP window cap: not validated (the emulated links use the kernel's own windows)")
+    if scenario.regions:
+        notes.append("regions and backbones: not validated (the emulated WAN is one core); run without them")
     return notes
 
 

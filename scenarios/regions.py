@@ -1,0 +1,78 @@
+"""Regions and backbones: where islands sit, and the links between the regions' cores.
+
+    [[region]]
+    name = "us"
+
+    [[backbone]]
+    between = ["us", "eu"]
+    bandwidth_gbps = 10      # each way, shared by every flow between the two regions
+    latency_ms = 40          # one way, between the two cores
+
+Without ``[[region]]`` entries every island joins one non-blocking core (the star the simulator has
+always had). Once regions are declared, every island names its region, the syncer of a decoupled
+schedule too, and every pair of regions that exchange bytes has a backbone: every pair of regions
+with islands under a coupled schedule (a ring through them may cross any of them), each island's
+region and the syncer's under a decoupled one. A missing backbone is refused rather than imagined
+free.
+"""
+
+from __future__ import annotations
+
+import difflib
+from itertools import combinations
+
+from islands.schedules import SCHEDULES
+
+from .errors import ScenarioError
+from .model import BackboneSpec, IslandSpec, ScheduleSpec, SyncerSpec
+
+
+def check_topology(regions: tuple[str, ...], backbones: tuple[BackboneSpec, ...], islands: tuple[IslandSpec, ...],
+                   syncer: SyncerSpec, schedule: ScheduleSpec, source: str) -> None:
+    """Regions named once, backbones between declared regions, every island (and a decoupled
+    syncer) in a declared region, and a backbone between every two regions that exchange bytes."""
+    for index, name in enumerate(regions):
+        if name in regions[:index]:
+            raise ScenarioError(source, f"region.{index}.name", f"'{name}' is declared twice")
+    check_backbones(backbones, regions, source)
+    for index, island in enumerate(islands):
+        check_region(island.region, regions, f"island.{index}.region", source)
+    coupled = SCHEDULES[schedule.algorithm].coupled
+    if not coupled:
+        check_region(syncer.region, regions, "syncer.region", source)
+    used = sorted({island.region for island in islands if island.region is not None})
+    pairs = combinations(used, 2) if coupled else ((region, syncer.region) for region in used)
+    joined = {frozenset(backbone.between) for backbone in backbones}
+    for a, b in pairs:
+        if a != b and frozenset((a, b)) not in joined:
+            raise ScenarioError(source, "backbone", f"no backbone between regions '{a}' and '{b}', which exchange "
+                                f'bytes: add [[backbone]] between = ["{a}", "{b}"]')
+
+
+def check_backbones(backbones: tuple[BackboneSpec, ...], regions: tuple[str, ...], source: str) -> None:
+    seen: set[frozenset[str]] = set()
+    for index, backbone in enumerate(backbones):
+        where = f"backbone.{index}.between"
+        for name in backbone.between:
+            check_region(name, regions, where, source)
+        if backbone.between[0] == backbone.between[1]:
+            raise ScenarioError(source, where, "must join two different regions (inside a region the core "
+                                               "does not block)")
+        pair = frozenset(backbone.between)
+        if pair in seen:
+            raise ScenarioError(source, where, "a second backbone between the same two regions: give one, "
+                                               "with their bandwidth together")
+        seen.add(pair)
+
+
+def check_region(name: str | None, regions: tuple[str, ...], where: str, source: str) -> None:
+    if not regions:
+        if name is not None:
+            raise ScenarioError(source, where, f"names region '{name}', but no [[region]] is declared")
+        return
+    if name is None:
+        raise ScenarioError(source, where, "is required once [[region]] entries are declared")
+    if name not in regions:
+        hint = difflib.get_close_matches(name, regions, n=1)
+        suffix = f" (did you mean '{hint[0]}'?)" if hint else f" (declared: {', '.join(regions)})"
+        raise ScenarioError(source, where, f"no [[region]] named '{name}'{suffix}")

@@ -1,0 +1,126 @@
+"""Regions joined by backbones: closed forms of rings that cross them, ring order, and the loader's rules."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import simpy
+
+from islands.analysis.grid import key_spec
+from islands.analysis.scenario_source import ScenarioSource
+from islands.scenarios import ScenarioError
+from islands.simulator import simulate
+from islands.simulator.network import FlowNetwork, Link, max_min_rates
+
+from conftest import make_scenario
+
+S = 2e9                     # 1e9 parameters in bf16
+V4 = 1.5 * S                # ring all-reduce over four workers: 2(M-1)/M * S through every hop
+GBPS = 1e9 / 8              # bytes per second in one Gbit/s
+HOP_S = 0.010 + 0.040 + 0.010  # access, backbone, access
+
+
+def document(regions: list[str], backbones: list[dict], **network) -> dict:
+    """One worker per entry of ``regions``, 1 Gbit/s access links with 10 ms of latency."""
+    return {
+        "name": "regions",
+        "model": {"parameters": 1e9, "bytes_per_param": 2},
+        "schedule": {"algorithm": "diloco", "inner_steps": 100, "outer_steps": 2},
+        "network": network,
+        "region": [{"name": name} for name in dict.fromkeys(regions)],
+        "backbone": copy.deepcopy(backbones),
+        "island": [{"name": f"w{i}", "step_time_s": 1.0, "bandwidth_gbps": 1.0, "latency_ms": 10, "region": r}
+                   for i, r in enumerate(regions)],
+    }
+
+
+US_EU = [{"between": ["us", "eu"], "bandwidth_gbps": 0.5, "latency_ms": 40}]
+
+
+@pytest.mark.parametrize("model", ["alpha-beta", "flow"])
+def test_a_ring_through_two_regions_crosses_each_way_once_and_pays_the_backbone(model):
+    scenario = make_scenario(document=document(["us", "us", "eu", "eu"], US_EU, model=model))
+    # hops us->us, us->eu, eu->eu, eu->us: each backbone direction carries the hop's bytes once, at
+    # 0.5 Gbit/s below the 1 Gbit/s access links; every one of the 6 steps pays the slowest hop
+    summary = simulate(scenario).summary
+    assert summary["mean_sync_s"] == pytest.approx(6 * HOP_S + V4 / (0.5 * GBPS))
+    assert summary["peak_bandwidth_gbps"] == pytest.approx(0.5)  # access links only
+
+
+@pytest.mark.parametrize("model", ["alpha-beta", "flow"])
+def test_a_ring_that_alternates_regions_crosses_each_backbone_twice_unless_optimised(model):
+    alternating = document(["us", "eu", "us", "eu"], US_EU, model=model)
+    summary = simulate(make_scenario(document=alternating)).summary
+    assert summary["mean_sync_s"] == pytest.approx(6 * HOP_S + V4 / (0.25 * GBPS))  # half a backbone each hop
+    alternating["network"]["ring_order"] = "optimised"
+    summary = simulate(make_scenario(document=alternating)).summary
+    assert summary["mean_sync_s"] == pytest.approx(6 * HOP_S + V4 / (0.5 * GBPS))
+
+
+def test_the_optimised_ring_takes_the_tour_whose_slowest_backbone_is_widest():
+    # four regions on a fast square (10 Gbit/s) with slow diagonals (1 Gbit/s); listed a, c, b, d the
+    # ring takes both diagonals, optimised it goes round the square
+    backbones = [{"between": pair, "bandwidth_gbps": rate, "latency_ms": 40} for pair, rate in (
+        (["a", "b"], 10.0), (["b", "c"], 10.0), (["c", "d"], 10.0), (["d", "a"], 10.0),
+        (["a", "c"], 1.0), (["b", "d"], 1.0))]
+    doc = document(["a", "c", "b", "d"], backbones)
+    for island in doc["island"]:
+        island["bandwidth_gbps"] = 100.0
+    listed = simulate(make_scenario(document=doc)).summary
+    assert listed["mean_sync_s"] == pytest.approx(6 * HOP_S + V4 / (1.0 * GBPS))
+    optimised = simulate(make_scenario(["network.ring_order=optimised"], document=doc)).summary
+    assert optimised["mean_sync_s"] == pytest.approx(6 * HOP_S + V4 / (10.0 * GBPS))
+
+
+def test_a_flow_that_crosses_a_link_twice_gets_half_of_it_and_shares_it():
+    backbone, other = Link(-1, "us>eu", 12.0), Link(0, "up", 100.0)
+    twice = FlowNetwork(simpy.Environment()).transfer((backbone, backbone), 1.0, 1.0)
+    once = FlowNetwork(simpy.Environment()).transfer((backbone, other), 1.0, 1.0)
+    assert max_min_rates([twice]) == [6.0]
+    assert max_min_rates([twice, once]) == [4.0, 4.0]  # three crossings share 12 B/s
+
+
+def test_the_links_table_draws_each_backbone_direction():
+    result = simulate(make_scenario(document=document(["us", "us", "eu", "eu"], US_EU)))
+    backbone = result.links[result.links["island"] == "backbone"]
+    assert sorted(backbone["direction"].unique()) == ["eu>us", "us>eu"]
+    assert backbone["rate_gbps"].max() == pytest.approx(0.5)
+    assert (backbone["worker"] == -1).all()
+
+
+def test_a_decoupled_learner_reaches_the_syncer_over_the_backbone():
+    doc = document(["us", "eu"], US_EU)
+    doc["schedule"] = {"algorithm": "decoupled", "inner_steps": 100, "outer_steps": 2, "fragments": 1}
+    with pytest.raises(ScenarioError, match="syncer.region: is required once"):
+        make_scenario(document=doc)
+    doc["syncer"] = {"region": "us"}
+    near = simulate(make_scenario(document=doc)).summary
+    slower = simulate(make_scenario(["backbone.0.bandwidth_gbps=0.1"], document=doc)).summary
+    assert slower["wall_time_s"] > near["wall_time_s"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["backbone"].clear(), "backbone: no backbone between regions 'eu' and 'us', which exchange bytes"),
+    (lambda d: d["island"][0].pop("region"), "island.0.region: is required once [[region]] entries are declared"),
+    (lambda d: d["region"].append({"name": "us"}), "region.2.name: 'us' is declared twice"),
+    (lambda d: d["backbone"].append(copy.deepcopy(d["backbone"][0])), "backbone.1.between: a second backbone"),
+    (lambda d: d["backbone"][0].update(between=["us", "asia"]), "backbone.0.between: no [[region]] named 'asia'"),
+    (lambda d: d["backbone"][0].update(between="us"), 'backbone.0.between: must be two names, e.g. ["us", "eu"]'),
+    (lambda d: d["island"][1].update(region="europe"), "island.1.region: no [[region]] named 'europe'"),
+    (lambda d: (d.pop("region"), d.pop("backbone")), "island.0.region: names region 'us', but no [[region]]"),
+])
+def test_a_topology_that_does_not_hold_together_is_refused_in_one_line(change, message):
+    doc = document(["us", "eu"], US_EU)
+    change(doc)
+    with pytest.raises(ScenarioError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        make_scenario(document=doc)
+
+
+def test_set_and_grid_reach_backbones_by_index_and_star():
+    doc = document(["us", "eu"], US_EU)
+    assert make_scenario(["backbone.*.latency_ms=90"], document=doc).backbones[0].latency_ms == 90.0
+    source = ScenarioSource(doc, "regions.toml")
+    assert key_spec(source, "backbone.0.bandwidth_gbps")[1] == "bandwidth_gbps"
+    with pytest.raises(ScenarioError, match="backbone.3.latency_ms: no backbone 3: the scenario has 1"):
+        make_scenario(["backbone.3.latency_ms=1"], document=doc)
