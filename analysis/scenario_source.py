@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from islands.scenarios import Scenario, ScenarioError, from_dict, load, resolve
+from islands.scenarios.latencies import inline_rtt_csv
 from islands.schedules import SCHEDULES
 from islands.simulator import DEFAULT_MAX_EVENTS
 
@@ -37,7 +38,7 @@ class ScenarioSource:
         overrides = tuple(overrides)
         load(path_or_name, overrides)  # validates and reports problems exactly as `islands simulate` does
         document = tomllib.loads(resolve(path_or_name).read_text(encoding="utf-8"))
-        return cls(document, str(path_or_name), overrides)
+        return cls(inline_rtt_csv(document, str(path_or_name)), str(path_or_name), overrides)
 
     def variant(self, *extra: str) -> Scenario:
         """The scenario with this source's overrides, then ``extra`` overrides, validated."""

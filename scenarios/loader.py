@@ -18,11 +18,13 @@ from islands.schedules import schedule_of
 
 from .errors import ScenarioError
 from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
-from .model import BackboneSpec, ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec, SyncerSpec
+from .model import (BackboneSpec, ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, PairLatency, Scenario, ScheduleSpec,
+                    SyncerSpec)
+from .latencies import with_csv
 from .regions import check_topology
 from .sanity import check_runnable, check_step_time
-from .spec import (ARRAYS, BACKBONE_KEYS, EVENT_KEYS, ISLAND_KEYS, REGION_KEYS, REQUIRED, SECTIONS, TOP_KEYS, Key,
-                   is_finite_number)
+from .spec import (ARRAYS, BACKBONE_KEYS, EVENT_KEYS, ISLAND_KEYS, LATENCY_KEYS, REGION_KEYS, REQUIRED, SECTIONS,
+                   TOP_KEYS, Key, is_finite_number)
 from .trainer_keys import TRAINER_KEYS, TrainerSpec
 
 LIBRARY_PACKAGE = "islands.scenarios"
@@ -181,7 +183,7 @@ def read_table(table: Any, keys: dict[str, Key], prefix: str, source: str) -> di
 
 def build(document: dict[str, Any], source: str) -> Scenario:
     check_known_keys(document, TOP_KEYS, "", source,
-                     extra=list(SECTIONS) + ["trainer", "island", "event", "accelerators", "region", "backbone"])
+                     extra=list(SECTIONS) + ["trainer", "event", "accelerators", *ARRAYS])
     top = {name: read_value(document, name, key, "", source) for name, key in TOP_KEYS.items()}
     for section in ("model", "schedule"):
         if section not in document:
@@ -202,10 +204,14 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     backbones = tuple(BackboneSpec(**read_table(table, BACKBONE_KEYS, f"backbone.{index}.", source))
                       for index, table in enumerate(read_array(document, "backbone", source)))
     check_topology(regions, backbones, islands, syncer, schedule, source)
+    latencies = with_csv([(PairLatency(**read_table(table, LATENCY_KEYS, f"latency.{index}.", source)),
+                           f"latency.{index}.between")
+                          for index, table in enumerate(read_array(document, "latency", source))],
+                         network.rtt_csv, islands, source)
     scenario = Scenario(name=top["name"], description=top["description"], seed=top["seed"], model=model,
                         schedule=schedule, network=network, islands=islands, source=source, trainer=trainer,
                         syncer=syncer, events=tuple(sorted(events, key=lambda event: event.at_s)),
-                        regions=regions, backbones=backbones)
+                        regions=regions, backbones=backbones, latencies=latencies)
     check_schedule(scenario, source)
     check_runnable(scenario, events)
     return scenario

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .trainer_keys import TrainerSpec, trainer_spec
+
+MSS_BYTES = 1448           # TCP payload per segment at MTU 1500, timestamps on
+MATHIS_C = math.sqrt(1.5)  # Mathis et al.'s constant: periodic loss, an ACK per segment
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,24 @@ class NetworkSpec:
     model: str
     tcp_window_bytes: float = 0.0
     streams: int = 1
+    loss_rate: float = 0.0
     detection_timeout_s: float = 30.0
     exchange_cpu_s_per_value: float = 0.0
     exchange_end_spread_s: float = 0.0
+    rtt_csv: str = ""
     ring_order: str = "listed"
+
+    def tcp_cap_bytes_per_s(self, one_way_latency_s: float) -> float:
+        """``streams`` times one stream's rate at RTT = 2 x ``one_way_latency_s``: the window over the
+        RTT, and with ``loss_rate`` = p at most MATHIS_C x MSS / (RTT x sqrt(p)) (Mathis, Semke, Mahdavi
+        and Ott 1997, eq. 3); no cap (inf) without latency, or without a window and loss."""
+        rtt_s = 2 * one_way_latency_s
+        if rtt_s <= 0:
+            return math.inf
+        stream_bytes_per_s = self.tcp_window_bytes / rtt_s if self.tcp_window_bytes > 0 else math.inf
+        if self.loss_rate > 0:
+            stream_bytes_per_s = min(stream_bytes_per_s, MATHIS_C * MSS_BYTES / (rtt_s * math.sqrt(self.loss_rate)))
+        return self.streams * stream_bytes_per_s
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,14 @@ class SyncerSpec:
     bandwidth_gbps: float | None = None
     latency_ms: float = 0.0
     region: str | None = None
+
+
+@dataclass(frozen=True)
+class PairLatency:
+    """A measured round trip between the workers of two islands (or between one island's replicas)."""
+
+    between: tuple[str, str]
+    rtt_ms: float
 
 
 @dataclass(frozen=True)
@@ -145,6 +171,7 @@ class Scenario:
     syncer: SyncerSpec = field(default_factory=SyncerSpec)
     regions: tuple[str, ...] = ()
     backbones: tuple[BackboneSpec, ...] = ()
+    latencies: tuple[PairLatency, ...] = ()
 
     @property
     def payload_bytes(self) -> float:

@@ -81,18 +81,20 @@ def check_events_change_something(scenario: Scenario, file_events: Sequence[Chur
 
 
 def check_tcp_floor(scenario: Scenario) -> None:
-    """streams * window / RTT at the largest RTT two workers can have must not fall below ``MIN_GBPS``."""
+    """The TCP cap (window and loss) at the largest RTT two workers can have must not fall below ``MIN_GBPS``."""
     network = scenario.network
-    if network.tcp_window_bytes == 0:
+    if network.tcp_window_bytes == 0 and network.loss_rate == 0:
         return
     latencies_ms = sorted((island.latency_ms for island in scenario.islands for _ in range(min(island.replicas, 2))),
                           reverse=True)
     rtt_s = 2 * (latencies_ms[0] + latencies_ms[1]) / MS_PER_S
     if rtt_s == 0:
         return
-    cap_gbps = network.streams * network.tcp_window_bytes / rtt_s * BITS_PER_BYTE / BITS_PER_GBIT
+    cap_gbps = network.tcp_cap_bytes_per_s(rtt_s / 2) * BITS_PER_BYTE / BITS_PER_GBIT
     if cap_gbps < MIN_GBPS:
-        raise ScenarioError(scenario.source, "network.tcp_window_bytes",
-                            f"streams x window / RTT = {cap_gbps * BITS_PER_GBIT:.3g} bit/s at an RTT of "
-                            f"{rtt_s:g} s, below the least bandwidth a link may have ({MIN_GBPS:g} Gbit/s); "
-                            "raise it or network.streams (see docs/limits.md)")
+        key = "network.tcp_window_bytes" if network.tcp_window_bytes else "network.loss_rate"
+        raise ScenarioError(scenario.source, key,
+                            f"the TCP cap (streams x window / RTT, and the loss's) = {cap_gbps * BITS_PER_GBIT:.3g} "
+                            f"bit/s at an RTT of {rtt_s:g} s, below the least bandwidth a link may have "
+                            f"({MIN_GBPS:g} Gbit/s); raise the window or network.streams, or lower the loss "
+                            "(see docs/limits.md)")

@@ -34,6 +34,7 @@ MAX_FRAGMENTS = 10_000
 MAX_DEADLINE_SLACK = 100.0
 MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES = 1024.0, 2.0**30
 MAX_STREAMS = 1024
+MAX_LOSS_RATE = 0.1  # beyond 10% loss TCP mostly waits out timeouts, which Mathis's formula does not model
 MAX_DETECTION_TIMEOUT_S = 86400.0
 MAX_EXCHANGE_CPU_S_PER_VALUE = 1e-6
 MAX_EXCHANGE_END_SPREAD_S = 60.0
@@ -188,6 +189,9 @@ NETWORK_KEYS = {
     "tcp_window_bytes": Key("float", 0.0, zero_or_between(MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES, " bytes"),
                             "TCP window per stream; caps a transfer at streams * window / RTT (0: no cap)"),
     "streams": Key("int", 1, between(1, MAX_STREAMS), "parallel TCP streams per transfer"),
+    "loss_rate": Key("float", 0.0, between(0, MAX_LOSS_RATE),
+                     "fraction of packets the WAN path loses: caps each TCP stream at sqrt(3/2) x MSS / (RTT x "
+                     "sqrt(loss_rate)) (Mathis et al. 1997; 0: no loss)"),
     "detection_timeout_s": Key("float", 30.0, between(0, MAX_DETECTION_TIMEOUT_S, " s"),
                                "how long the others take to notice a departed worker and re-form the ring"),
     "exchange_cpu_s_per_value": Key("float", 0.0, between(0, MAX_EXCHANGE_CPU_S_PER_VALUE, " s"),
@@ -196,6 +200,8 @@ NETWORK_KEYS = {
     "exchange_end_spread_s": Key("float", 0.0, between(0, MAX_EXCHANGE_END_SPREAD_S, " s"),
                                  "seconds between the first and the last member finishing a collective, "
                                  "the members spread evenly over them (0: all finish together)"),
+    "rtt_csv": Key("str", "", doc="a CSV of measured round trips (columns a, b, rtt_ms: two island names and "
+                                  "milliseconds), read as [[latency]] entries; relative to the scenario's folder"),
     "ring_order": Key("str", "listed", one_of(*RING_ORDERS),
                       '"listed" (workers in file order) or "optimised" (the members of a region together, the '
                       "regions in the order whose slowest backbone is widest); the simulator's choice: islands "
@@ -266,10 +272,18 @@ BACKBONE_KEYS = {
     "latency_ms": Key("float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "one-way, between the two cores"),
 }
 
+LATENCY_KEYS = {
+    "between": Key("pair", doc='two islands, e.g. ["us-dc", "eu-dc"] (the same one twice: between its replicas)'),
+    "rtt_ms": Key("float", check=between(0, 2 * MAX_LATENCY_MS, " ms"),
+                  doc="measured round trip between their workers; half of it is the one-way latency, in place "
+                      "of the access (and backbone) latencies"),
+}
+
 ARRAYS = {  # arrays of tables: --set and --grid reach an entry by index, name or * (every entry)
     "island": ISLAND_KEYS,
     "region": REGION_KEYS,
     "backbone": BACKBONE_KEYS,
+    "latency": LATENCY_KEYS,
 }
 
 SECTIONS = {

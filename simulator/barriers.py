@@ -22,7 +22,7 @@ from islands.scenarios import Scenario, Worker
 from islands.schedules import SyncPoint
 from islands.trace import NO_FRAGMENT, Row
 
-from .collectives import PendingCollective, tcp_cap_bytes_per_s
+from .collectives import PendingCollective
 
 if TYPE_CHECKING:
     from .engine import Simulation, WorkerState
@@ -78,7 +78,7 @@ def catch_up(sim: Simulation, state: WorkerState, point: SyncPoint) -> Generator
     peer = collective.participants[0]
     latency_s = sim.topology.hop_latency_s(peer, rank)
     network = sim.scenario.network
-    cap = tcp_cap_bytes_per_s(network.tcp_window_bytes, network.streams, latency_s)
+    cap = network.tcp_cap_bytes_per_s(latency_s)
     download = sim.network.transfer(sim.topology.path(peer, rank), point.payload_bytes, latency_s, cap)
     fetch_start_s = sim.env.now
     state.activity = ("stall", fetch_start_s, point.fragment, point.outer_step)

@@ -30,7 +30,7 @@ from islands.schedules import schedule_of
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
 
 from .barriers import steps_scales
-from .collectives import collective_for, tcp_cap_bytes_per_s
+from .collectives import collective_for
 
 DEFAULT_MAX_EVENTS = 2_000_000
 EVENTS_PER_WORKER_SYNC = 2.5
@@ -76,8 +76,7 @@ def ring_rate_bytes_per_s(scenario: Scenario, workers: list[Worker]) -> float:
     """The slowest link, capped by the TCP window at the farthest pair's RTT."""
     slowest = min(min(w.upload_bytes_per_s, w.download_bytes_per_s) for w in workers)
     network = scenario.network
-    return min(slowest, tcp_cap_bytes_per_s(network.tcp_window_bytes, network.streams,
-                                            farthest_hop_latency_s(workers)))
+    return min(slowest, network.tcp_cap_bytes_per_s(farthest_hop_latency_s(workers)))
 
 
 def collectives_per_outer(scenario: Scenario) -> int:

@@ -27,7 +27,7 @@ import simpy
 
 from islands.trace import NO_FRAGMENT, Row
 
-from .collectives import PendingCollective, tcp_cap_bytes_per_s
+from .collectives import PendingCollective
 from .compute import CHURN, worker_generators
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ class Churn:
         rank = state.worker.rank
         latency_s = sim.topology.hop_latency_s(peer, rank)
         network = sim.scenario.network
-        cap = tcp_cap_bytes_per_s(network.tcp_window_bytes, network.streams, latency_s)
+        cap = network.tcp_cap_bytes_per_s(latency_s)
         weights_bytes = sim.scenario.weights_bytes
         started_s = sim.env.now
         download = sim.network.transfer(sim.topology.path(peer, rank), weights_bytes, latency_s, cap)

@@ -22,9 +22,11 @@ payload S to its successor. Per worker that is (M-1) * S bytes each way, and
 with alpha and beta taken as for the ring all-reduce. A sync point names its collective
 (``schedules.collective_of``); ``COLLECTIVES`` maps that name to its ring.
 
-TCP: one stream cannot carry more than window / RTT (the bandwidth-delay product), so a transfer with
-``streams`` parallel streams is capped at streams * window / RTT, RTT = 2 * (sender's + receiver's
-one-way latency); a ring is capped by its slowest hop.
+TCP: one stream cannot carry more than window / RTT (the bandwidth-delay product), nor, where the
+path loses a fraction p of its packets, more than sqrt(3/2) x MSS / (RTT x sqrt(p)) (Mathis et al.);
+a transfer with ``streams`` parallel streams is capped at streams times that, RTT = 2 x the hop's
+one-way latency; a ring is capped by its slowest hop. The access link (or a backbone) is the
+ceiling above the streams: many streams fill it, as PCCL's connection pool does.
 
 Members do not all finish together: one has its last piece first, another some milliseconds
 later (``network.exchange_end_spread_s``, which ``islands validate`` measures: 3-50 ms for 2-4
@@ -45,7 +47,7 @@ import simpy
 from islands.scenarios import Scenario
 from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
 
-from .network import NO_CAP, Transfer
+from .network import Transfer
 from .topology import Topology
 
 
@@ -58,14 +60,6 @@ def end_offsets_s(participants: tuple[int, ...], spread_s: float, rotation: int)
         return dict.fromkeys(participants, 0.0)
     return {rank: spread_s * ((position + rotation) % members) / (members - 1)
             for position, rank in enumerate(participants)}
-
-
-def tcp_cap_bytes_per_s(window_bytes: float, streams: int, one_way_latency_s: float) -> float:
-    """streams * window / RTT; no cap without a window or without latency."""
-    rtt_s = 2 * one_way_latency_s
-    if window_bytes <= 0 or rtt_s <= 0:
-        return NO_CAP
-    return streams * window_bytes / rtt_s
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import barriers, budget
 from .churn import DEPARTURE, Churn
-from .collectives import COLLECTIVES, PendingCollective, RingCollective, end_offsets_s, tcp_cap_bytes_per_s
+from .collectives import COLLECTIVES, PendingCollective, RingCollective, end_offsets_s
 from .compute import STEP_TIMES, StepClock, worker_generators
 from .failures import PAUSE, STOP, Failures
 from .syncer import Syncer
@@ -345,8 +345,7 @@ class Simulation:
         if collective.first_started_s is None:
             collective.first_started_s = self.env.now
         network = self.scenario.network
-        cap = tcp_cap_bytes_per_s(network.tcp_window_bytes, network.streams,
-                                  ring.slowest_hop_latency_s(self.topology))
+        cap = network.tcp_cap_bytes_per_s(ring.slowest_hop_latency_s(self.topology))
         collective.transfer = self.network.transfer(self.topology.ring_links(ring.participants),
                                                     ring.bytes_per_worker, ring.latency_s(self.topology), cap)
         attempt = collective.attempt

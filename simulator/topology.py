@@ -5,7 +5,9 @@ blocks. A backbone joins two regions' cores with a link each way (``[[backbone]]
 workers in different regions cross the sender's uplink, the backbone from the sender's region to the
 receiver's, and the receiver's downlink, and under the flow model share each of them with every
 other flow on it. The one-way latency between two workers is the sender's access latency, plus the
-backbone's, plus the receiver's. Without regions there is one core and no backbone: the star.
+backbone's, plus the receiver's, or half the round trip measured between their islands where one is
+given (``[[latency]]``, ``network.rtt_csv``). Without regions there is one core and no backbone: the
+star.
 
 A ring over workers in several regions crosses a backbone at every hop whose two ends are in
 different regions. Every hop of a ring collective carries the same bytes per worker, so a backbone
@@ -39,6 +41,8 @@ class Topology:
     backbones: dict[tuple[str, str], Link] = field(default_factory=dict)  # (from region, to region)
     backbone_latency_s: dict[frozenset[str], float] = field(default_factory=dict)
     cycles: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
+    island: dict[int, str] = field(default_factory=dict)
+    measured_s: dict[frozenset[str], float] = field(default_factory=dict)  # one way, by pair of islands
 
     @classmethod
     def of(cls, scenario: Scenario, workers: list[Worker]) -> Topology:
@@ -48,7 +52,9 @@ class Topology:
             downlinks={w.rank: Link(w.rank, "down", w.download_bytes_per_s, burst_bytes=w.download_burst_bytes)
                        for w in workers},
             access_latency_s={w.rank: w.latency_s for w in workers},
-            region={w.rank: w.region for w in workers})
+            region={w.rank: w.region for w in workers},
+            island={w.rank: w.island for w in workers},
+            measured_s={frozenset(pair.between): pair.rtt_ms / 2 / MS_PER_S for pair in scenario.latencies})
         for backbone in scenario.backbones:
             a, b = backbone.between
             rate_bytes_per_s = backbone.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
@@ -65,7 +71,12 @@ class Topology:
         return 0.0 if source == target else self.backbone_latency_s[frozenset((source, target))]
 
     def hop_latency_s(self, sender: int, receiver: int) -> float:
-        """One-way: the sender's access latency, the backbone's between their regions, the receiver's."""
+        """One-way: half the measured round trip between their islands where one is given (``[[latency]]``),
+        else the sender's access latency, the backbone's between their regions, the receiver's."""
+        if self.measured_s:
+            pair = frozenset((self.island[sender], self.island[receiver]))
+            if pair in self.measured_s:
+                return self.measured_s[pair]
         return (self.access_latency_s[sender] + self.core_latency_s(self.region[sender], self.region[receiver])
                 + self.access_latency_s[receiver])
 

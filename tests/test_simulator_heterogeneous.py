@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 
@@ -81,6 +82,21 @@ def test_tcp_window_caps_a_long_path():
     four_streams = simulate(make_scenario(["island.0.latency_ms=50", "network.tcp_window_bytes=4e6",
                                            "network.streams=4"])).summary
     assert four_streams["peak_bandwidth_gbps"] == pytest.approx(0.64)
+
+
+def test_packet_loss_caps_each_stream_by_mathis_and_streams_add_up_to_the_link():
+    # RTT 200 ms, 1% loss: one stream carries sqrt(1.5) x 1448 B / (0.2 s x 0.1) = 88.7 kB/s, below
+    # its 4 MB window's 20 MB/s; 1,000 streams 88.7 MB/s. At 0.01% loss 1,000 streams would carry 887
+    # MB/s: the 1 Gbit/s link (125 MB/s) is the ceiling
+    lossy = ["island.0.latency_ms=50", "network.tcp_window_bytes=4e6", "network.loss_rate=0.01"]
+    one_stream_bytes_per_s = math.sqrt(1.5) * 1448 / (0.2 * 0.1)
+    summary = simulate(make_scenario(lossy)).summary
+    assert summary["mean_sync_s"] == pytest.approx(6 * 0.1 + 1.5 * S / one_stream_bytes_per_s)
+    many = simulate(make_scenario([*lossy, "network.streams=1000"])).summary
+    assert many["mean_sync_s"] == pytest.approx(6 * 0.1 + 1.5 * S / (1000 * one_stream_bytes_per_s))
+    filled = simulate(make_scenario([*lossy, "network.loss_rate=0.0001", "network.streams=1000"])).summary
+    assert filled["peak_bandwidth_gbps"] == pytest.approx(1.0)
+    assert filled["mean_sync_s"] == pytest.approx(6 * 0.1 + 1.5 * S / 125e6)
 
 
 def test_jitter_same_seed_same_output_other_seed_other_output():

@@ -9,9 +9,10 @@ import simpy
 
 from islands.analysis.grid import key_spec
 from islands.analysis.scenario_source import ScenarioSource
-from islands.scenarios import ScenarioError
+from islands.scenarios import ScenarioError, load
 from islands.simulator import simulate
 from islands.simulator.network import FlowNetwork, Link, max_min_rates
+from islands.validation.scaling import to_toml
 
 from conftest import make_scenario
 
@@ -124,3 +125,53 @@ def test_set_and_grid_reach_backbones_by_index_and_star():
     assert key_spec(source, "backbone.0.bandwidth_gbps")[1] == "bandwidth_gbps"
     with pytest.raises(ScenarioError, match="backbone.3.latency_ms: no backbone 3: the scenario has 1"):
         make_scenario(["backbone.3.latency_ms=1"], document=doc)
+
+
+def measured(doc: dict, tmp_path, csv_text: str | None = None, entries: list[dict] | None = None):
+    """The document written to tmp_path with [[latency]] ``entries`` and an rtts.csv beside it."""
+    if csv_text is not None:
+        (tmp_path / "rtts.csv").write_text(csv_text)
+        doc["network"]["rtt_csv"] = "rtts.csv"
+    doc["latency"] = entries or []
+    return make_scenario_file(doc, tmp_path)
+
+
+def make_scenario_file(doc: dict, tmp_path):
+    path = tmp_path / "scenario.toml"
+    path.write_text(to_toml(doc))
+    return path
+
+
+@pytest.mark.parametrize("how", ["entry", "csv"])
+def test_a_measured_round_trip_replaces_the_additive_latency_of_its_pair(tmp_path, how):
+    doc = document(["us", "eu", "us", "eu"], US_EU)
+    if how == "entry":
+        path = measured(doc, tmp_path, entries=[{"between": ["w0", "w1"], "rtt_ms": 300.0}])
+    else:
+        path = measured(doc, tmp_path, csv_text="a,b,rtt_ms\nw1,w0,300\nw0,w2,1\n")
+    # the hop w0 -> w1 now takes 150 ms one way and is the slowest of the ring's six steps
+    summary = simulate(load(path)).summary
+    assert summary["mean_sync_s"] == pytest.approx(6 * 0.150 + V4 / (0.25 * GBPS))
+
+
+@pytest.mark.parametrize("csv_text, entries, message", [
+    ("a,b,rtt_ms\nw0,w1,fast\n", [], r"rtts.csv:2: rtt_ms must be a number \(got 'fast'\)"),
+    ("a,b,rtt_ms\nw0,w1,-3\n", [], r"rtts.csv:2: rtt_ms must be >= 0 ms"),
+    ("a,b,rtt_ms\nw0,w9,3\n", [], r"rtts.csv:2: no island named 'w9'"),
+    ("a,b\nw0,w1\n", [], "needs a header a,b,rtt_ms"),
+    ("a,b,rtt_ms\nw1,w0,3\n", [{"between": ["w0", "w1"], "rtt_ms": 4.0}],
+     r"rtts.csv:2: the round trip between w1 and w0 is given twice \(also at latency.0.between\)"),
+])
+def test_a_latency_matrix_that_does_not_hold_is_refused_naming_the_file_and_line(tmp_path, csv_text, entries,
+                                                                                    message):
+    path = measured(document(["us", "eu"], US_EU), tmp_path, csv_text=csv_text, entries=entries)
+    with pytest.raises(ScenarioError, match=message):
+        load(path)
+
+
+def test_a_sweep_ships_the_csv_s_rows_not_its_path(tmp_path):
+    path = measured(document(["us", "eu"], US_EU), tmp_path, csv_text="a,b,rtt_ms\nw0,w1,300\n")
+    source = ScenarioSource.read(path)
+    assert "rtt_csv" not in source.document["network"]
+    assert source.document["latency"] == [{"between": ["w0", "w1"], "rtt_ms": 300.0}]
+    assert source.scenario.latencies[0].rtt_ms == 300.0

@@ -180,6 +180,11 @@ def not_validated(scenario: Scenario) -> list[str]:
         notes.append("TCP window cap: not validated (the emulated links use the kernel's own windows)")
     if scenario.regions:
         notes.append("regions and backbones: not validated (the emulated WAN is one core); run without them")
+    if scenario.latencies:
+        notes.append("measured round trips ([[latency]]): not validated (the emulated WAN gives each island one "
+                     "latency); run with the islands' own")
+    if scenario.network.loss_rate:
+        notes.append("packet loss: not validated (this kernel has no netem); run without it")
     return notes
 
 

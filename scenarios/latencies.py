@@ -1,0 +1,96 @@
+"""Measured round trips between islands: ``[[latency]]`` entries, or a CSV of them.
+
+    [[latency]]
+    between = ["us-dc", "eu-dc"]
+    rtt_ms = 83.5
+
+    [network]
+    rtt_csv = "rtts.csv"     # a,b,rtt_ms rows, relative to the scenario's folder
+
+A pair given here replaces the additive model for its workers (the sender's access latency, the
+backbone's, the receiver's) by half its round trip, both ways; every other pair keeps the additive
+model. The CSV is what a ping matrix tool writes (``a,b,rtt_ms`` header, one row per pair), and its
+rows are read as entries of their own: a pair given twice, in the file or beside it, is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+from .errors import ScenarioError
+from .model import IslandSpec, PairLatency
+from .spec import LATENCY_KEYS
+
+CSV_COLUMNS = ("a", "b", "rtt_ms")
+
+
+def csv_path(rtt_csv: str, source: str) -> Path:
+    """``rtt_csv`` as written, or relative to the scenario file's folder."""
+    path = Path(rtt_csv)
+    return path if path.is_absolute() else Path(source).parent / path
+
+
+def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
+    """Each row of the CSV as (a pair's round trip, where it was read: ``file:line``)."""
+    path = csv_path(rtt_csv, source)
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+            header = tuple(rows[0]) if rows else ()
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise ScenarioError(source, "network.rtt_csv", f"cannot read {path}: {error}") from None
+    if not rows or any(column not in header for column in CSV_COLUMNS):
+        raise ScenarioError(source, "network.rtt_csv", f"{path}: needs a header a,b,rtt_ms and a row per pair")
+    pairs = []
+    for line, row in enumerate(rows, start=2):
+        where = f"{path}:{line}"
+        try:
+            rtt_ms = float(row["rtt_ms"])
+        except (TypeError, ValueError):
+            raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms must be a number (got {row['rtt_ms']!r})") \
+                from None
+        problem = LATENCY_KEYS["rtt_ms"].check(rtt_ms) if math.isfinite(rtt_ms) else "must be finite"
+        if problem:
+            raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms {problem} (got {rtt_ms!r})")
+        pairs.append((PairLatency((row["a"] or "", row["b"] or ""), rtt_ms), where))
+    return pairs
+
+
+def check_latencies(entries: list[tuple[PairLatency, str]], islands: tuple[IslandSpec, ...],
+                    source: str) -> tuple[PairLatency, ...]:
+    """Every pair names two islands and is given once; ``entries`` carry where each was read."""
+    names = {island.name for island in islands}
+    seen: dict[frozenset[str], str] = {}
+    for latency, where in entries:
+        for name in latency.between:
+            if name not in names:
+                raise ScenarioError(source, where, f"no island named '{name}'")
+        pair = frozenset(latency.between)
+        if pair in seen:
+            raise ScenarioError(source, where, f"the round trip between {' and '.join(latency.between)} is "
+                                               f"given twice (also at {seen[pair]})")
+        seen[pair] = where
+    return tuple(latency for latency, _ in entries)
+
+
+def inline_rtt_csv(document: dict[str, Any], source: str) -> dict[str, Any]:
+    """The document with its CSV's rows as ``[[latency]]`` tables and no ``network.rtt_csv``: what a
+    sweep ships to its workers (a Dask cluster's may not see the file)."""
+    rtt_csv = document.get("network", {}).get("rtt_csv")
+    if not isinstance(rtt_csv, str) or not rtt_csv:
+        return document
+    inlined = copy.deepcopy(document)
+    del inlined["network"]["rtt_csv"]
+    rows = [{"between": list(pair.between), "rtt_ms": pair.rtt_ms} for pair, _ in read_rtt_csv(rtt_csv, source)]
+    inlined["latency"] = [*inlined.get("latency", []), *rows]
+    return inlined
+
+
+def with_csv(entries: list[tuple[PairLatency, str]], rtt_csv: str, islands: tuple[IslandSpec, ...],
+             source: str) -> tuple[PairLatency, ...]:
+    """The ``[[latency]]`` entries (each with where it was read) and the CSV's rows, checked."""
+    return check_latencies(entries + (read_rtt_csv(rtt_csv, source) if rtt_csv else []), islands, source)
