@@ -78,7 +78,8 @@ class Link:
         """Close the current constant-rate segment and start a new one."""
         if abs(rate - self.rate_bytes_per_s) <= 1e-12 * self.capacity_bytes_per_s:
             return
-        self.carry(now, now, self.rate_bytes_per_s, 0.0)
+        if self.burst_bytes:
+            self.carry(now, now, self.rate_bytes_per_s, 0.0)
         if self.rate_bytes_per_s > 0 and now > self.rate_since_s:
             self.segments.append((self.rate_since_s, now, self.rate_bytes_per_s))
         self.rate_bytes_per_s = rate
@@ -112,7 +113,7 @@ def take_burst(links: tuple[Link, ...], now: float, bytes_per_link: float) -> fl
     """Bytes a transfer starting to move at ``now`` sends at once: what every one of its links' token
     buckets holds (shared among its crossings of a link), taken from each."""
     counted = crossings(links)
-    if not counted:
+    if not counted or not all(link.burst_bytes for link in counted):
         return 0.0
     burst = min(bytes_per_link, *(link.tokens_at(now) / count for link, count in counted.items()))
     if burst > 0:
@@ -134,11 +135,14 @@ class AlphaBetaNetwork:
         counted = crossings(links)
         rate = min(min(link.capacity_bytes_per_s / count for link, count in counted.items()), cap_bytes_per_s)
         data_start = self.env.now + latency_s
-        burst = min([bytes_per_link, *(link.tokens_at(data_start) / count for link, count in counted.items())])
+        bucketed = all(link.burst_bytes for link in counted)  # a link without a bucket sends nothing at once
+        burst = (min([bytes_per_link, *(link.tokens_at(data_start) / count for link, count in counted.items())])
+                 if bucketed else 0.0)
         data_end = data_start + (bytes_per_link - burst) / rate
         handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s, rate)
         for link, count in counted.items():
-            link.carry(data_start, data_end, rate * count, burst * count)
+            if link.burst_bytes:
+                link.carry(data_start, data_end, rate * count, burst * count)
             handle.recorded.append((link, len(link.segments)))
             link.segments.append((data_start, data_end, rate * count))
             link.peak_bytes_per_s = max(link.peak_bytes_per_s, rate * count)
