@@ -104,6 +104,13 @@ def test_a_folder_that_is_not_a_run_is_refused_in_one_line(tmp_path, scenario_pa
     assert main(["compare", str(scenario_path), str(tmp_path / "run")]) == 2
     assert "run.json: not valid JSON" in capsys.readouterr().err
     (tmp_path / "run" / "run.json").write_text("{}")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    (tmp_path / "run" / "summary.json").write_text(json.dumps({**summary, "mean_sync_s": "slow"}))
+    assert main(["compare", str(scenario_path), str(tmp_path / "run")]) == 2
+    assert "summary.json: 'mean_sync_s' must be a number (got 'slow')" in capsys.readouterr().err
+    (tmp_path / "run" / "summary.json").write_text(json.dumps({**summary, "islands": [{"name": "a"}]}))
+    assert main(["compare", str(scenario_path), str(tmp_path / "run"), "--measured-steps"]) == 2
+    assert "'islands' must list each island's name, compute_s and inner_steps" in capsys.readouterr().err
     (tmp_path / "run" / "trace.csv").write_text("time_start_s,worker\n0.0,0\n")
     assert main(["compare", str(scenario_path), str(tmp_path / "run")]) == 2
     assert "trace.csv: not a trace in the islands schema (trace is missing columns" in capsys.readouterr().err

@@ -30,6 +30,7 @@ from islands.trace import COLUMNS, check_frame, to_frame
 from .compare import Comparison, compare
 
 RUN_FILES = ("summary.json", "run.json", "trace.csv")
+FIGURE_KEYS = ("wall_time_s", "compute_utilisation", "stall_s", "idle_s", "bytes_per_worker", "mean_sync_s")
 COMPARED_COUNTS = (("algorithm", "schedule.algorithm"), ("workers", "workers"),
                    ("outer_steps", "schedule.outer_steps"), ("inner_steps", "inner steps per worker"))
 
@@ -83,15 +84,19 @@ def required(document: dict[str, Any], key: str, path: Path) -> Any:
 def measured_step_overrides(summary: dict[str, Any], scenario: Scenario, source: str = "summary.json") -> list[str]:
     """Each island of the scenario given the run's mean compute seconds per inner step on the island of
     that name (``summary["islands"]``, as ``islands train`` and the simulator both write it)."""
-    measured = {island["name"]: island for island in summary["islands"]}
+    try:
+        measured = {island["name"]: (float(island["compute_s"]), float(island["inner_steps"]))
+                    for island in summary["islands"]}
+    except (KeyError, TypeError, ValueError):
+        raise UserError(f"{source}: 'islands' must list each island's name, compute_s and inner_steps") from None
     overrides = []
     for index, island in enumerate(scenario.islands):
         if island.name not in measured:
             raise UserError(f"{source}: no island '{island.name}' in the run (it has "
                             f"{', '.join(sorted(measured))}): --measured-steps needs the scenario's islands")
-        ran = measured[island.name]
-        if ran["inner_steps"] > 0:
-            overrides.append(f"island.{index}.step_time_s={ran['compute_s'] / ran['inner_steps']!r}")
+        compute_s, inner_steps = measured[island.name]
+        if inner_steps > 0:
+            overrides.append(f"island.{index}.step_time_s={compute_s / inner_steps!r}")
     return overrides
 
 
@@ -105,6 +110,9 @@ def check_comparable(scenario: Scenario, predicted: SimResult, run: RunRecord) -
     if not required(run.summary, "complete", summary_path):
         reason = run.summary.get("incomplete_reason") or "no reason recorded"
         raise UserError(f"{summary_path}: the run stopped short ({reason}): compare a finished run")
+    for key in FIGURE_KEYS:
+        if not isinstance(required(run.summary, key, summary_path), (int, float)):
+            raise UserError(f"{summary_path}: '{key}' must be a number (got {run.summary[key]!r})")
     for key, name in COMPARED_COUNTS:
         ran, priced = required(run.summary, key, summary_path), predicted.summary[key]
         if ran != priced:
