@@ -87,7 +87,7 @@ class RingCollective(ABC):
 
     def slowest_hop_latency_s(self, topology: Topology) -> float:
         ring = self.participants
-        return max(topology.hop_latency_s(sender, receiver) for sender, receiver in zip(ring, ring[1:] + ring[:1]))
+        return max(topology.hop_latency_s(sender, receiver) for sender, receiver in topology.hops(ring))
 
     def latency_s(self, topology: Topology) -> float:
         """Every ring step pays the slowest hop's one-way latency (sender's, backbone's, receiver's)."""

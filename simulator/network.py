@@ -109,13 +109,18 @@ def crossings(links: tuple[Link, ...]) -> Counter[Link]:
     return Counter(links)
 
 
-def take_burst(links: tuple[Link, ...], now: float, bytes_per_link: float) -> float:
-    """Bytes a transfer starting to move at ``now`` sends at once: what every one of its links' token
-    buckets holds (shared among its crossings of a link), taken from each."""
-    counted = crossings(links)
+def burst_at(counted: Counter[Link], at_s: float, bytes_per_link: float) -> float:
+    """Bytes a transfer starting to move at ``at_s`` may send at once: what every one of its links' token
+    buckets holds then (shared among its crossings of a link); none if a link has no bucket."""
     if not counted or not all(link.burst_bytes for link in counted):
         return 0.0
-    burst = min(bytes_per_link, *(link.tokens_at(now) / count for link, count in counted.items()))
+    return min(bytes_per_link, *(link.tokens_at(at_s) / count for link, count in counted.items()))
+
+
+def take_burst(links: tuple[Link, ...], now: float, bytes_per_link: float) -> float:
+    """``burst_at`` now, taken from every link's bucket."""
+    counted = crossings(links)
+    burst = burst_at(counted, now, bytes_per_link)
     if burst > 0:
         for link, count in counted.items():
             link.carry(now, now, link.rate_bytes_per_s, burst * count)
@@ -135,9 +140,7 @@ class AlphaBetaNetwork:
         counted = crossings(links)
         rate = min(min(link.capacity_bytes_per_s / count for link, count in counted.items()), cap_bytes_per_s)
         data_start = self.env.now + latency_s
-        bucketed = all(link.burst_bytes for link in counted)  # a link without a bucket sends nothing at once
-        burst = (min([bytes_per_link, *(link.tokens_at(data_start) / count for link, count in counted.items())])
-                 if bucketed else 0.0)
+        burst = burst_at(counted, data_start, bytes_per_link)
         data_end = data_start + (bytes_per_link - burst) / rate
         handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s, rate)
         for link, count in counted.items():

@@ -63,6 +63,11 @@ class Topology:
             topology.backbone_latency_s[frozenset(backbone.between)] = backbone.latency_ms / MS_PER_S
         return topology
 
+    @staticmethod
+    def hops(ring: tuple) -> list[tuple]:
+        """Each member of a ring (of workers or regions) with its successor, the last with the first."""
+        return list(zip(ring, ring[1:] + ring[:1]))
+
     def crossing(self, source: str | None, target: str | None) -> tuple[Link, ...]:
         """The backbone from region ``source`` to region ``target``; none inside a region."""
         return () if source == target else (self.backbones[(source, target)],)
@@ -91,8 +96,7 @@ class Topology:
         access = (*(self.uplinks[w] for w in ring), *(self.downlinks[w] for w in ring))
         if not self.backbones:
             return access
-        hops = zip(ring, ring[1:] + ring[:1])
-        return access + tuple(link for sender, receiver in hops
+        return access + tuple(link for sender, receiver in self.hops(ring)
                               for link in self.crossing(self.region[sender], self.region[receiver]))
 
     def ring(self, members: Iterable[int], order: str) -> tuple[int, ...]:
@@ -118,7 +122,7 @@ class Topology:
         return self.cycles[regions]
 
     def tour_cost(self, tour: tuple[str, ...]) -> tuple[float, float]:
-        hops = list(zip(tour, tour[1:] + tour[:1])) if len(tour) > 1 else []
+        hops = self.hops(tour) if len(tour) > 1 else []
         return (-min((self.backbones[hop].capacity_bytes_per_s for hop in hops), default=math.inf),
                 max((self.core_latency_s(*hop) for hop in hops), default=0.0))
 
