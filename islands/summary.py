@@ -45,9 +45,10 @@ def present_seconds(trace: pd.DataFrame) -> pd.Series:
     return covered.groupby(ordered["worker"]).sum()
 
 
-def per_worker(trace: pd.DataFrame) -> pd.DataFrame:
+def per_worker(trace: pd.DataFrame, weights: dict[int, int] | None = None) -> pd.DataFrame:
     """Seconds of each kind, bytes sent, syncs taken part in and presence (union of its intervals)
-    per worker."""
+    per worker, and how many workers each row stands for (``weights``: a simulator's lead of
+    identical replicas, ``simulator/replicas.py``; 1 elsewhere)."""
     seconds = (trace["time_end_s"] - trace["time_start_s"]).rename("seconds")
     by_kind = seconds.groupby([trace["worker"], trace["kind"]]).sum().unstack(fill_value=0.0)
     for kind in ("compute", "stall", "idle"):
@@ -61,7 +62,20 @@ def per_worker(trace: pd.DataFrame) -> pd.DataFrame:
         "bytes_sent": grouped["bytes"].sum(),
         "syncs": is_sync.groupby(trace["worker"]).sum(),
     })
+    table["count"] = table.index.map(weights).fillna(1).astype("int64") if weights else 1
     return table.join(by_kind[["compute", "stall", "idle"]]).fillna(0.0)
+
+
+def weighted_sum(workers: pd.DataFrame, column: str) -> float:
+    """``column`` summed over the workers the rows stand for."""
+    return float((workers[column] * workers["count"]).sum())
+
+
+def weighted_mean(workers: pd.DataFrame, column: str) -> float:
+    """The mean of ``column`` over the workers the rows stand for; 0.0 for none (a run in which no
+    worker ever computed)."""
+    count = int(workers["count"].sum())
+    return weighted_sum(workers, column) / count if count else 0.0
 
 
 def mean_or_zero(values: pd.Series) -> float:
@@ -75,18 +89,18 @@ def island_rows(workers: pd.DataFrame, island_extra: dict[str, dict[str, Any]],
     in: the compute between two syncs (not per compute row: evaluation and late arrivals split those)."""
     rows = []
     for island, group in workers.groupby("island", sort=False):
-        present = group["present_s"].sum()
-        utilisation = share(float(group["compute"].sum()), float(present))
-        syncs = group["syncs"].sum()
+        compute = weighted_sum(group, "compute")
+        utilisation = share(compute, weighted_sum(group, "present_s"))
+        syncs = weighted_sum(group, "syncs")
         rows.append({
             "name": island,
-            "workers": int(len(group)),
+            "workers": int(group["count"].sum()),
             "compute_utilisation": utilisation if complete else None,
-            "compute_s": float(group["compute"].mean()),
-            "stall_s": float(group["stall"].mean()),
-            "idle_s": float(group["idle"].mean()),
-            "bytes_per_worker": float(group["bytes_sent"].mean()),
-            "time_to_barrier_s": float(group["compute"].sum() / syncs) if syncs else 0.0,
+            "compute_s": weighted_mean(group, "compute"),
+            "stall_s": weighted_mean(group, "stall"),
+            "idle_s": weighted_mean(group, "idle"),
+            "bytes_per_worker": weighted_mean(group, "bytes_sent"),
+            "time_to_barrier_s": compute / syncs if syncs else 0.0,
             **island_extra.get(island, {}),
         })
     return rows
@@ -107,13 +121,15 @@ def share(part: float, whole: float) -> float:
 
 def utilisations(workers: pd.DataFrame, wall_time_s: float) -> tuple[float, float]:
     """Compute seconds over seconds present, and over workers * wall time."""
-    compute = float(workers["compute"].sum())
-    return share(compute, float(workers["present_s"].sum())), share(compute, len(workers) * wall_time_s)
+    compute = weighted_sum(workers, "compute")
+    return (share(compute, weighted_sum(workers, "present_s")),
+            share(compute, int(workers["count"].sum()) * wall_time_s))
 
 
 def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float | None = None,
               extra: dict[str, Any] | None = None,
-              island_extra: dict[str, dict[str, Any]] | None = None, syncs_per_worker: bool = False) -> dict[str, Any]:
+              island_extra: dict[str, dict[str, Any]] | None = None, syncs_per_worker: bool = False,
+              weights: dict[int, int] | None = None) -> dict[str, Any]:
     """The summary of a run from its trace.
 
     compute_utilisation = total compute seconds / sum over workers of seconds present; goodput (where
@@ -127,14 +143,17 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
     A run cut short (``extra["incomplete_reason"]`` set: churn stopped it before its last outer step)
     has ``complete`` False, the reason, and null utilisations: what it did is not the schedule's
     utilisation. Every other figure covers the part that ran.
+
+    ``weights``: how many workers a worker's rows stand for (a simulator's lead of identical replicas);
+    every mean and total counts each of them.
     """
     check_frame(trace)
     extra = extra or {}
     reason = extra.get("incomplete_reason")
-    workers = per_worker(trace)
+    workers = per_worker(trace, weights)
     wall_time_s = float(trace["time_end_s"].max() - trace["time_start_s"].min()) if len(trace) else 0.0
-    compute_s = mean_or_zero(workers["compute"])
-    bytes_per_worker = mean_or_zero(workers["bytes_sent"])
+    compute_s = weighted_mean(workers, "compute")
+    bytes_per_worker = weighted_mean(workers, "bytes_sent")
     durations = sync_durations(trace, syncs_per_worker)
     if peak_bandwidth_gbps is None:
         comm = trace[(trace["kind"] == "comm") & (trace["time_end_s"] > trace["time_start_s"])]
@@ -148,10 +167,10 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
         "compute_utilisation": over_present if reason is None else None,
         "compute_utilisation_run": over_run if reason is None else None,
         "compute_s": compute_s,
-        "stall_s": mean_or_zero(workers["stall"]),
-        "idle_s": mean_or_zero(workers["idle"]),
+        "stall_s": weighted_mean(workers, "stall"),
+        "idle_s": weighted_mean(workers, "idle"),
         "outer_steps": int(outer_steps),
-        "workers": int(len(workers)),
+        "workers": int(workers["count"].sum()),
         "bytes_per_worker": bytes_per_worker,
         "avg_bandwidth_gbps": gbps(bytes_per_worker, wall_time_s),
         "bandwidth_needed_gbps": gbps(bytes_per_worker, compute_s),

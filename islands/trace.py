@@ -38,6 +38,7 @@ DTYPES = {
     "outer_step": "int64",
 }
 NO_FRAGMENT = -1
+TRACE_ORDER = ("time_start_s", "worker", "kind")  # how a trace's rows are sorted
 
 
 class Row(NamedTuple):
@@ -57,7 +58,7 @@ def to_frame(rows: Iterable[tuple]) -> pd.DataFrame:
     """Build a trace DataFrame from tuples in ``COLUMNS`` order, sorted by start time then worker."""
     frame = pd.DataFrame.from_records(list(rows), columns=list(COLUMNS))
     frame = frame.astype(DTYPES)
-    return frame.sort_values(["time_start_s", "worker", "kind"], kind="stable").reset_index(drop=True)
+    return frame.sort_values(list(TRACE_ORDER), kind="stable").reset_index(drop=True)
 
 
 def check_frame(frame: pd.DataFrame) -> None:

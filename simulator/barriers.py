@@ -58,7 +58,7 @@ def on_deadline(sim: Simulation, collective: PendingCollective) -> None:
     late = sorted(collective.expected - collective.arrived)
     collective.expected = set(collective.arrived)
     for rank in late:
-        state = sim.states[rank]
+        state = sim.state_of[rank]
         if state.present and state.process is not None and state.process.is_alive:
             state.late = collective
             sim.counts["dropped_deltas"] += 1

@@ -12,10 +12,11 @@
   ``HORIZON_FACTOR`` x run_length_s and is reported cut short: churn that slows a run to more than
   ten times its churn-free bound is churn the schedule does not survive (every interval broken
   before its sync), not a figure to rank.
-* ``events``, ``trace_rows`` and ``memory_bytes`` grow with worker-syncs (every worker taking part
-  in every collective) and membership changes; the per-unit costs were measured on this simulator
-  (events 1.0-2.4, one more with ``network.exchange_cpu_s_per_value`` and one more with
-  ``network.exchange_end_spread_s``, trace rows 3-4, peak memory
+* ``events``, ``trace_rows`` and ``memory_bytes`` grow with worker-syncs (every simulated worker
+  taking part in every collective: one per island of identical replicas, ``replicas.py``) and
+  membership changes, and events also with collectives; the per-unit costs were measured on this
+  simulator (events 1.2-2 per worker-sync, one more with ``network.exchange_cpu_s_per_value`` and one
+  more with ``network.exchange_end_spread_s``, and 3 per collective; trace rows 3-4, peak memory
   about 1.8 kB per worker-sync) and rounded up.
 * float64 time: a run ``MAX_CLOCK_RANGE`` times longer than its shortest step would resolve that
   step only to 2e-6 of its length (the clock's relative precision is 2.2e-16), so it is refused.
@@ -31,11 +32,13 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
 
 from .barriers import steps_scales
 from .collectives import collective_for
+from .replicas import simulated_workers
 
 DEFAULT_MAX_EVENTS = 2_000_000
 EVENTS_PER_WORKER_SYNC = 2.5
 EVENTS_PER_EXCHANGE_WORK = 1  # the timeout of a member's work before it joins a collective
 EVENTS_PER_OWN_END = 1  # a member's own end before the last's (network.exchange_end_spread_s)
+EVENTS_PER_COLLECTIVE = 3  # its latency, its transfer's end, the end's callbacks: however many take part
 ROWS_PER_WORKER_SYNC = 4
 BYTES_PER_WORKER_SYNC = 2000
 EVENTS_PER_CHANGE = 12
@@ -144,13 +147,15 @@ def estimate(scenario: Scenario) -> Budget:
         changes += sum(2 * horizon_s / (w.mtbf_s + w.mttr_s) for w in workers
                        if w.mtbf_s is not None and w.mttr_s is not None)
         changes += sum(2 * horizon_s * w.failure_rate_per_compute_s for w in workers)
-    worker_syncs = float(len(workers)) * scenario.schedule.outer_steps * collectives_per_outer(scenario)
+    collectives = float(scenario.schedule.outer_steps * collectives_per_outer(scenario))
+    worker_syncs = simulated_workers(scenario) * collectives
     return Budget(
         run_length_s=length_s,
         horizon_s=horizon_s,
         worker_syncs=worker_syncs,
         membership_changes=changes,
-        events=events_per_worker_sync(scenario) * worker_syncs + EVENTS_PER_CHANGE * changes,
+        events=(events_per_worker_sync(scenario) * worker_syncs + EVENTS_PER_COLLECTIVE * collectives
+                + EVENTS_PER_CHANGE * changes),
         trace_rows=ROWS_PER_WORKER_SYNC * worker_syncs + ROWS_PER_CHANGE * changes,
         memory_bytes=BYTES_PER_WORKER_SYNC * (worker_syncs + changes),
     )

@@ -28,7 +28,7 @@ import simpy
 from islands.trace import NO_FRAGMENT, Row
 
 from .collectives import PendingCollective
-from .compute import CHURN, worker_generators
+from .compute import CHURN, worker_generator
 
 if TYPE_CHECKING:
     from .engine import Simulation, WorkerState
@@ -63,9 +63,9 @@ class Churn:
                 self.unfired += 1
                 timer = sim.env.timeout(event.at_s)
                 timer.callbacks.append(lambda _event, state=state, action=action: self.fire(action, state))
-        generators = worker_generators(sim.scenario.seed, len(sim.states), CHURN)
-        for state, rng in zip(sim.states, generators):
+        for state in sim.states:
             if state.worker.mtbf_s is not None:
+                rng = worker_generator(sim.scenario.seed, state.worker.rank, CHURN)
                 sim.env.process(self.random_churn(state, rng))
 
     def fire(self, action: Callable[[WorkerState], None], state: WorkerState) -> None:
@@ -152,7 +152,7 @@ class Churn:
                 collective.expected.discard(rank)
             self.passive.discard(rank)
             self.waiting.pop(rank, None)
-            self.sim.states[rank].process.interrupt(ORPHANED)
+            self.sim.state_of[rank].process.interrupt(ORPHANED)
 
     # --- joining ---------------------------------------------------------------------------------
 
@@ -169,7 +169,7 @@ class Churn:
     def joiner(self, state: WorkerState) -> Generator[simpy.Event, Any, None]:
         sim = self.sim
         try:
-            peers = sorted(r for r in sim.members if sim.states[r].present)
+            peers = sorted(r for r in sim.members if sim.state_of[r].present)
             first_outer = sim.completed_outer
             if peers:
                 self.passive.add(state.worker.rank)
@@ -214,7 +214,7 @@ class Churn:
 
     def holders(self) -> list[int]:
         """Present members that hold the state (not passive joiners)."""
-        return [rank for rank in self.sim.members - self.passive if self.sim.states[rank].present]
+        return [rank for rank in self.sim.members - self.passive if self.sim.state_of[rank].present]
 
     def enlist(self, collective: PendingCollective) -> None:
         """A member started ``collective``'s gathering: every passive joiner waiting takes part (one

@@ -65,10 +65,18 @@ def end_offsets_s(participants: tuple[int, ...], spread_s: float, rotation: int)
 @dataclass(frozen=True)
 class RingCollective(ABC):
     """A collective around a ring of some workers' links: ``hops(M)`` neighbour steps, each paying the
-    slowest hop's latency, moving ``volume_bytes(M, S)`` through every participant's uplink and downlink."""
+    slowest hop's latency, moving ``volume_bytes(M, S)`` through every participant's uplink and downlink.
+    A participant may stand for ``counts`` identical replicas that follow it in the ring
+    (``replicas.py``): M counts them all."""
 
     participants: tuple[int, ...]
     payload_bytes: float
+    counts: tuple[int, ...] = ()  # workers each participant stands for; () means one each
+
+    @property
+    def members(self) -> int:
+        """M: the workers in the ring."""
+        return sum(self.counts) if self.counts else len(self.participants)
 
     @staticmethod
     @abstractmethod
@@ -83,15 +91,17 @@ class RingCollective(ABC):
     @property
     def bytes_per_worker(self) -> float:
         """Bytes each worker sends (and receives)."""
-        return self.volume_bytes(len(self.participants), self.payload_bytes)
+        return self.volume_bytes(self.members, self.payload_bytes)
 
     def slowest_hop_latency_s(self, topology: Topology) -> float:
-        ring = self.participants
-        return max(topology.hop_latency_s(sender, receiver) for sender, receiver in topology.hops(ring))
+        """The slowest hop between participants, and between two replicas of one where it stands for several."""
+        inner = [(rank, rank) for rank, count in zip(self.participants, self.counts) if count > 1]
+        return max(topology.hop_latency_s(sender, receiver)
+                   for sender, receiver in topology.hops(self.participants) + inner)
 
     def latency_s(self, topology: Topology) -> float:
         """Every ring step pays the slowest hop's one-way latency (sender's, backbone's, receiver's)."""
-        return self.hops(len(self.participants)) * self.slowest_hop_latency_s(topology)
+        return self.hops(self.members) * self.slowest_hop_latency_s(topology)
 
 
 class RingAllReduce(RingCollective):

@@ -38,9 +38,9 @@ CHURN = 1
 FAILURES = 2
 
 
-def worker_generators(seed: int, count: int, stream: int) -> list[np.random.Generator]:
-    """One independent generator per worker for one stream of draws (``STEP_TIMES``, ``CHURN`` or
-    ``FAILURES``), all derived from the scenario's seed, so turning churn on does not change the
-    step-time draws."""
-    children = np.random.SeedSequence([seed, stream]).spawn(count)
-    return [np.random.default_rng(child) for child in children]
+def worker_generator(seed: int, rank: int, stream: int) -> np.random.Generator:
+    """Worker ``rank``'s own generator for one stream of draws (``STEP_TIMES``, ``CHURN`` or
+    ``FAILURES``): child ``rank`` of the scenario's seed for that stream (as ``SeedSequence.spawn``
+    numbers its children), so turning churn on does not change the step-time draws, and a worker's
+    draws do not depend on how many others are made."""
+    return np.random.default_rng(np.random.SeedSequence([seed, stream], spawn_key=(rank,)))

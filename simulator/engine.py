@@ -10,14 +10,16 @@ or trimmed_mean needs: ``collectives.COLLECTIVES``); at an apply point it waits 
 Waiting for the collective to start (the members' exchange work, late participants) is recorded as
 ``idle``, waiting for the transfer itself as ``stall``; a member may be done up to
 ``network.exchange_end_spread_s`` before the last (``collectives.end_offsets_s``). Departures and
-joins live in ``churn.py``; the deadline barrier and adaptive H in ``barriers.py``.
+joins live in ``churn.py``; the deadline barrier and adaptive H in ``barriers.py``. An island's
+identical replicas run as one worker that stands for all of them (``replicas.py``).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Callable, Generator, Iterable, Iterator
 
 import pandas as pd
@@ -26,13 +28,13 @@ import simpy
 from islands.scenarios import Scenario, Worker
 from islands.schedules import SyncPoint, schedule_of
 from islands.summary import summarise
-from islands.trace import NO_FRAGMENT, Row, to_frame
+from islands.trace import NO_FRAGMENT, TRACE_ORDER, Row, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
-from . import barriers, budget
+from . import barriers, budget, replicas
 from .churn import DEPARTURE, Churn
 from .collectives import COLLECTIVES, PendingCollective, RingCollective, end_offsets_s
-from .compute import STEP_TIMES, StepClock, worker_generators
+from .compute import STEP_TIMES, StepClock, worker_generator
 from .failures import PAUSE, STOP, Failures
 from .syncer import Syncer
 from .network import make_network
@@ -40,6 +42,7 @@ from .topology import BACKBONE, BACKBONE_WORKER, Topology
 
 LAUNCH, APPLY = object(), object()
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
+LINK_ORDER = ("time_start_s", "worker", "direction")
 
 
 class EventLimitReached(Exception):
@@ -63,12 +66,23 @@ class CountingEnvironment(simpy.Environment):
 
 @dataclass
 class SimResult:
-    """What a simulation returns: the summary dict, the trace and each link's rate over time."""
+    """What a simulation returns: the summary dict, the trace and each link's rate over time. The
+    engine keeps rows only for the workers it ran (``replicas.py``); ``trace`` and ``links`` give every
+    replica its lead's rows, built on first use."""
 
     summary: dict[str, Any]
-    trace: pd.DataFrame
-    links: pd.DataFrame
+    lead_trace: pd.DataFrame
+    lead_links: pd.DataFrame
+    counts: dict[int, int] = field(default_factory=dict)  # workers each simulated worker stands for
     events_after_end: int = 0  # scheduled event actions (one per worker moved) after the run's end
+
+    @cached_property
+    def trace(self) -> pd.DataFrame:
+        return replicas.expand(self.lead_trace, self.counts, list(TRACE_ORDER))
+
+    @cached_property
+    def links(self) -> pd.DataFrame:
+        return replicas.expand(self.lead_links, self.counts, list(LINK_ORDER))
 
 
 @dataclass(eq=False)
@@ -78,6 +92,7 @@ class WorkerState:
     worker: Worker
     clock: StepClock
     steps_scale: float = 1.0           # adaptive H: this worker's inner steps per scheduled step
+    count: int = 1                     # the identical replicas it stands for, itself included
     present: bool = False
     process: simpy.Process | None = None
     activity: tuple[str, float, int, int] | None = None  # (kind, since_s, fragment, outer_step)
@@ -115,7 +130,8 @@ def network_model_for(scenario: Scenario) -> str:
 class Simulation:
     """One run of one scenario. Build it, call ``run()`` once."""
 
-    def __init__(self, scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS):
+    def __init__(self, scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,
+                 group_replicas: bool = True):
         self.scenario = scenario
         self.budget = budget.guard(scenario, max_events)
         self.schedule = schedule_of(scenario)
@@ -123,11 +139,15 @@ class Simulation:
         self.workers = scenario.workers()
         self.network_model = network_model_for(scenario)
         self.network = make_network(self.network_model, self.env)
-        self.topology = Topology.of(scenario, self.workers)
-        rngs = worker_generators(scenario.seed, len(self.workers), STEP_TIMES)
+        groups = replicas.groups(scenario, self.workers, group_replicas)
+        self.replica_counts = {worker.rank: count for worker, count in groups}
+        self.topology = Topology.of(scenario, [worker for worker, _ in groups])
         scales = barriers.steps_scales(scenario, self.workers)
-        self.states = [WorkerState(w, StepClock(w.step_time_s, w.jitter_cv, rng), scale)
-                       for w, rng, scale in zip(self.workers, rngs, scales)]
+        self.states = [WorkerState(w, StepClock(w.step_time_s, w.jitter_cv, worker_generator(scenario.seed, w.rank,
+                                                                                             STEP_TIMES)),
+                                   scales[w.rank], count)
+                       for w, count in groups]
+        self.state_of = {state.worker.rank: state for state in self.states}
         self.members: set[int] = set()
         self.pending: dict[tuple[int, int], PendingCollective] = {}
         self.last_fragment = self.schedule.fragments(scenario.schedule) - 1
@@ -337,8 +357,9 @@ class Simulation:
             self.start(collective)
 
     def start(self, collective: PendingCollective) -> None:
-        ring = collective.ring(self.topology.ring(collective.arrived, self.scenario.network.ring_order),
-                               collective.payload_bytes)
+        participants = self.topology.ring(collective.arrived, self.scenario.network.ring_order)
+        ring = collective.ring(participants, collective.payload_bytes,
+                               tuple(self.replica_counts[rank] for rank in participants))
         collective.participants = ring.participants
         collective.attempt += 1
         collective.started_at_s = self.env.now
@@ -454,8 +475,8 @@ class Simulation:
         done = self.completed_outer == self.schedule.synced_outer_steps(schedule)
         summary = summarise(trace, schedule.outer_steps if done else self.completed_outer, peak_gbps,
                             self.extra_summary(), island_extra=self.island_extra(),
-                            syncs_per_worker=not self.schedule.coupled)
-        return SimResult(summary=summary, trace=trace, links=links)
+                            syncs_per_worker=not self.schedule.coupled, weights=self.replica_counts)
+        return SimResult(summary=summary, lead_trace=trace, lead_links=links, counts=self.replica_counts)
 
     def extra_summary(self) -> dict[str, Any]:
         return {
@@ -481,14 +502,14 @@ class Simulation:
     def useful_chip_s(self) -> float:
         """Chip-seconds of the work that reached the global model: every worker's merged inner steps
         at its mean step time, times its chips."""
-        return sum(s.merged_steps * s.worker.step_time_s * s.worker.chips for s in self.states)
+        return sum(s.merged_steps * s.worker.step_time_s * s.worker.chips * s.count for s in self.states)
 
     def island_extra(self) -> dict[str, dict[str, float]]:
         tokens_per_step = self.scenario.model.tokens_per_step
         extra: dict[str, dict[str, float]] = {}
         for island in self.scenario.islands:
             states = [s for s in self.states if s.worker.island == island.name]
-            merged = sum(s.merged_steps for s in states) / len(states)
+            merged = sum(s.merged_steps * s.count for s in states) / sum(s.count for s in states)
             extra[island.name] = {
                 "inner_steps": merged,
                 "tokens": merged * tokens_per_step if tokens_per_step else None,
@@ -504,12 +525,14 @@ class Simulation:
                 if end > start:
                     rows.append((start, end, link.worker, island, link.direction, rate * BITS_PER_BYTE / BITS_PER_GBIT))
         frame = pd.DataFrame.from_records(rows, columns=list(LINK_COLUMNS))
-        return frame.sort_values(["time_start_s", "worker", "direction"], kind="stable").reset_index(drop=True)
+        return frame.sort_values(list(LINK_ORDER), kind="stable").reset_index(drop=True)
 
 
-def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS) -> SimResult:
+def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,
+             group_replicas: bool = True) -> SimResult:
     """Play a scenario's schedule through the discrete-event model.
 
     Raises ``ScenarioError`` before running when the run would need more than ``max_events`` events
-    (or more time than float64 resolves), and if it passes ``max_events`` all the same."""
-    return Simulation(scenario, max_events).run()
+    (or more time than float64 resolves), and if it passes ``max_events`` all the same.
+    ``group_replicas=False`` runs every replica on its own (``replicas.py``; the same result, slower)."""
+    return Simulation(scenario, max_events, group_replicas).run()

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING
 
 from islands.trace import NO_FRAGMENT, Row
 
-from .compute import FAILURES, worker_generators
+from .compute import FAILURES, worker_generator
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .engine import Simulation, WorkerState
 
 STOP = object()   # interrupt cause: a failure elsewhere stopped the whole (non-elastic) run
@@ -40,7 +42,7 @@ class Failures:
     def __init__(self, sim: Simulation):
         self.sim = sim
         workers = sim.workers
-        self.rngs = worker_generators(sim.scenario.seed, len(workers), FAILURES)
+        self.rngs: dict[int, np.random.Generator] = {}
         self.chips_down = [0] * len(workers)
         self.to_failure_s = [self.draw(w.rank) for w in workers]
         self.generation = [0] * len(workers)
@@ -55,7 +57,11 @@ class Failures:
         """Compute seconds until the worker's next interruption, at its chips up now."""
         worker = self.sim.workers[rank]
         rate = worker.failure_rate_per_compute_s * (worker.chips - self.chips_down[rank]) / worker.chips
-        return float(self.rngs[rank].exponential(1 / rate)) if rate > 0 else math.inf
+        if rate <= 0:
+            return math.inf
+        if rank not in self.rngs:
+            self.rngs[rank] = worker_generator(self.sim.scenario.seed, rank, FAILURES)
+        return float(self.rngs[rank].exponential(1 / rate))
 
     # --- the clock -------------------------------------------------------------------------------
 

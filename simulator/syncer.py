@@ -137,7 +137,7 @@ class Syncer:
     # --- merging ---------------------------------------------------------------------------------
 
     def present_learners(self) -> set[int]:
-        return {rank for rank in self.sim.members if self.sim.states[rank].present}
+        return {rank for rank in self.sim.members if self.sim.state_of[rank].present}
 
     def consider(self, fragment: int) -> None:
         """Merge now if every present learner has reported; arm the grace window at the quorum."""
@@ -156,7 +156,7 @@ class Syncer:
     def grace_s(self, first: Report) -> float:
         """The grace window after the quorum: seconds, or gamma x the first reporter's slack."""
         sim = self.sim
-        state = sim.states[first.rank]
+        state = sim.state_of[first.rank]
         due_s = first.launched_s + first.lead_steps * state.worker.step_time_s
         download_s = self.hop_latency_s(first.rank) + first.payload_bytes / self.download_rate(first.rank)
         return grace_window_s(sim.scenario.schedule.grace_window, due_s - sim.env.now - download_s)
@@ -192,7 +192,7 @@ class Syncer:
         sim = self.sim
         report.transfer = None
         self.in_flight[report.rank].discard(report)
-        state = sim.states[report.rank]
+        state = sim.state_of[report.rank]
         sim.rows.append(Row(report.sent_s, sim.env.now, report.rank, state.worker.island, "comm",
                             report.payload_bytes, report.fragment, report.outer_step))
         report.done.succeed()
