@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import simpy
 
@@ -73,7 +74,7 @@ class RingCollective(ABC):
     payload_bytes: float
     counts: tuple[int, ...] = ()  # workers each participant stands for; () means one each
 
-    @property
+    @cached_property
     def members(self) -> int:
         """M: the workers in the ring."""
         return sum(self.counts) if self.counts else len(self.participants)
@@ -88,7 +89,7 @@ class RingCollective(ABC):
     def volume_bytes(workers: int, payload_bytes: float) -> float:
         """Bytes each of ``workers`` workers sends (and receives) for a payload of ``payload_bytes``."""
 
-    @property
+    @cached_property
     def bytes_per_worker(self) -> float:
         """Bytes each worker sends (and receives)."""
         return self.volume_bytes(self.members, self.payload_bytes)
@@ -99,9 +100,9 @@ class RingCollective(ABC):
         return max(topology.hop_latency_s(sender, receiver)
                    for sender, receiver in topology.hops(self.participants) + inner)
 
-    def latency_s(self, topology: Topology) -> float:
+    def latency_s(self, slowest_hop_s: float) -> float:
         """Every ring step pays the slowest hop's one-way latency (sender's, backbone's, receiver's)."""
-        return self.hops(self.members) * self.slowest_hop_latency_s(topology)
+        return self.hops(self.members) * slowest_hop_s
 
 
 class RingAllReduce(RingCollective):

@@ -37,7 +37,7 @@ from .collectives import COLLECTIVES, PendingCollective, RingCollective, end_off
 from .compute import STEP_TIMES, StepClock, worker_generator
 from .failures import PAUSE, STOP, Failures
 from .syncer import Syncer
-from .network import make_network
+from .network import Link, make_network
 from .topology import BACKBONE, BACKBONE_WORKER, Topology
 
 LAUNCH, APPLY = object(), object()
@@ -72,9 +72,13 @@ class SimResult:
 
     summary: dict[str, Any]
     lead_trace: pd.DataFrame
-    lead_links: pd.DataFrame
+    closed_links: list[tuple[Link, str]] = field(default_factory=list)  # every link, closed at the end, and its island
     counts: dict[int, int] = field(default_factory=dict)  # workers each simulated worker stands for
     events_after_end: int = 0  # scheduled event actions (one per worker moved) after the run's end
+
+    @cached_property
+    def lead_links(self) -> pd.DataFrame:
+        return link_table(self.closed_links)
 
     @cached_property
     def trace(self) -> pd.DataFrame:
@@ -366,9 +370,9 @@ class Simulation:
         if collective.first_started_s is None:
             collective.first_started_s = self.env.now
         network = self.scenario.network
-        cap = network.tcp_cap_bytes_per_s(ring.slowest_hop_latency_s(self.topology))
-        collective.transfer = self.network.transfer(self.topology.ring_links(ring.participants),
-                                                    ring.bytes_per_worker, ring.latency_s(self.topology), cap)
+        hop_s = ring.slowest_hop_latency_s(self.topology)
+        collective.transfer = self.network.transfer(self.topology.ring_links(ring.participants), ring.bytes_per_worker,
+                                                    ring.latency_s(hop_s), network.tcp_cap_bytes_per_s(hop_s))
         attempt = collective.attempt
         collective.transfer.done.callbacks.append(lambda _event: self.finish(collective, ring, attempt))
         outer_step, fragment = collective.key
@@ -469,14 +473,14 @@ class Simulation:
 
     def result(self) -> SimResult:
         trace = to_frame(self.rows)
-        links = self.link_table()
+        links = self.close_links()
         peak_gbps = max(link.peak_bytes_per_s for link in self.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
         schedule = self.scenario.schedule
         done = self.completed_outer == self.schedule.synced_outer_steps(schedule)
         summary = summarise(trace, schedule.outer_steps if done else self.completed_outer, peak_gbps,
                             self.extra_summary(), island_extra=self.island_extra(),
                             syncs_per_worker=not self.schedule.coupled, weights=self.replica_counts)
-        return SimResult(summary=summary, lead_trace=trace, lead_links=links, counts=self.replica_counts)
+        return SimResult(summary=summary, lead_trace=trace, closed_links=links, counts=self.replica_counts)
 
     def extra_summary(self) -> dict[str, Any]:
         return {
@@ -516,16 +520,22 @@ class Simulation:
             }
         return extra
 
-    def link_table(self) -> pd.DataFrame:
-        rows = []
+    def close_links(self) -> list[tuple[Link, str]]:
+        """Every link with its last rate segment closed now, and the island it belongs to."""
+        closed = []
         for link in self.topology.access_links() + self.topology.backbone_links():
             link.set_rate(self.env.now, 0.0)
-            island = BACKBONE if link.worker == BACKBONE_WORKER else self.workers[link.worker].island
-            for start, end, rate in link.segments:
-                if end > start:
-                    rows.append((start, end, link.worker, island, link.direction, rate * BITS_PER_BYTE / BITS_PER_GBIT))
-        frame = pd.DataFrame.from_records(rows, columns=list(LINK_COLUMNS))
-        return frame.sort_values(list(LINK_ORDER), kind="stable").reset_index(drop=True)
+            closed.append((link, BACKBONE if link.worker == BACKBONE_WORKER else self.workers[link.worker].island))
+        return closed
+
+
+def link_table(closed_links: list[tuple[Link, str]]) -> pd.DataFrame:
+    """Each link's rate over time, one row per constant-rate segment (built when asked for: a run with
+    churn may have millions)."""
+    rows = [(start, end, link.worker, island, link.direction, rate * BITS_PER_BYTE / BITS_PER_GBIT)
+            for link, island in closed_links for start, end, rate in link.segments if end > start]
+    frame = pd.DataFrame.from_records(rows, columns=list(LINK_COLUMNS))
+    return frame.sort_values(list(LINK_ORDER), kind="stable").reset_index(drop=True)
 
 
 def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,

@@ -84,7 +84,8 @@ class Link:
             self.segments.append((self.rate_since_s, now, self.rate_bytes_per_s))
         self.rate_bytes_per_s = rate
         self.rate_since_s = now
-        self.peak_bytes_per_s = max(self.peak_bytes_per_s, rate)
+        if rate > self.peak_bytes_per_s:
+            self.peak_bytes_per_s = rate
 
 
 @dataclass(eq=False)
@@ -281,8 +282,13 @@ def max_min_rates(flows: list[Transfer]) -> list[float]:
 
     Repeatedly find the link whose remaining capacity divided by its unfrozen flows is smallest,
     freeze those flows at that share and subtract it from every link they cross (Bertsekas &
-    Gallager, Data Networks, section 6.5.2). A flow's own rate cap acts as a private link.
+    Gallager, Data Networks, section 6.5.2). A flow's own rate cap acts as a private link. A flow
+    alone gets its narrowest link's share of it (a link crossed k times gives it 1/k), or its cap.
     """
+    if len(flows) == 1:
+        alone = flows[0]
+        return [min(alone.cap_bytes_per_s,
+                    min(link.capacity_bytes_per_s / count for link, count in crossings(alone.links).items()))]
     capacity: dict[object, float] = {}
     crossing: dict[object, list[int]] = {}
     for index, flow in enumerate(flows):
