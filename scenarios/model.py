@@ -210,6 +210,17 @@ class Scenario:
         return workers
 
     @property
+    def farthest_hop_latency_s(self) -> float:
+        """An upper bound on one ring hop's one-way latency: the two largest access latencies (an
+        island with replicas counts twice) plus the longest backbone, or half the longest measured
+        round trip (``[[latency]]``, ``network.rtt_csv``) where that is longer."""
+        access_ms = sorted((island.latency_ms for island in self.islands for _ in range(min(island.replicas, 2))),
+                           reverse=True)
+        additive_ms = sum(access_ms[:2]) + max((backbone.latency_ms for backbone in self.backbones), default=0.0)
+        measured_ms = max((pair.rtt_ms / 2 for pair in self.latencies), default=0.0)
+        return max(additive_ms, measured_ms) / MS_PER_S
+
+    @property
     def worker_count(self) -> int:
         return sum(island.replicas for island in self.islands)
 

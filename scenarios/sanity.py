@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from .errors import ScenarioError
 from .model import ChurnEvent, Scenario
@@ -81,13 +81,12 @@ def check_events_change_something(scenario: Scenario, file_events: Sequence[Chur
 
 
 def check_tcp_floor(scenario: Scenario) -> None:
-    """The TCP cap (window and loss) at the largest RTT two workers can have must not fall below ``MIN_GBPS``."""
+    """The TCP cap (window and loss) at the largest RTT two workers can have (backbones and measured
+    round trips included) must not fall below ``MIN_GBPS``."""
     network = scenario.network
     if network.tcp_window_bytes == 0 and network.loss_rate == 0:
         return
-    latencies_ms = sorted((island.latency_ms for island in scenario.islands for _ in range(min(island.replicas, 2))),
-                          reverse=True)
-    rtt_s = 2 * (latencies_ms[0] + latencies_ms[1]) / MS_PER_S
+    rtt_s = 2 * scenario.farthest_hop_latency_s
     if rtt_s == 0:
         return
     cap_gbps = network.tcp_cap_bytes_per_s(rtt_s / 2) * BITS_PER_BYTE / BITS_PER_GBIT

@@ -5,8 +5,9 @@
   the exchange work before it (``network.exchange_cpu_s_per_value`` x the values exchanged), then
   its hop latencies (ring all-reduce 2(M-1), all-gather M-1) plus its bytes per worker (2(M-1)/M * S,
   or (M-1) * S) at min(slowest link, streams * window / RTT), with the hop latency and the RTT of the
-  two farthest workers; plus, for each scheduled event, the worst a membership change costs
-  (detection, a weights download, a lost interval, a re-run sync).
+  two farthest workers (``Scenario.farthest_hop_latency_s``: backbones and measured round trips
+  included); plus, for each scheduled event, the worst a membership change costs (detection, a
+  weights download, a lost interval, a re-run sync).
 * A run provably ends unless some worker has both ``mtbf_s`` and ``mttr_s``, or chip failures
   (``chip_mtbf_s``): only those make events forever. Then the run stops at ``horizon_s`` =
   ``HORIZON_FACTOR`` x run_length_s and is reported cut short: churn that slows a run to more than
@@ -69,17 +70,11 @@ def endless_churn(scenario: Scenario) -> bool:
         or scenario.has_failures()
 
 
-def farthest_hop_latency_s(workers: list[Worker]) -> float:
-    """Sender's plus receiver's one-way latency of the two farthest workers."""
-    latencies = sorted((w.latency_s for w in workers), reverse=True)
-    return latencies[0] + latencies[1]
-
-
 def ring_rate_bytes_per_s(scenario: Scenario, workers: list[Worker]) -> float:
     """The slowest link, capped by the TCP window at the farthest pair's RTT."""
     slowest = min(min(w.upload_bytes_per_s, w.download_bytes_per_s) for w in workers)
     network = scenario.network
-    return min(slowest, network.tcp_cap_bytes_per_s(farthest_hop_latency_s(workers)))
+    return min(slowest, network.tcp_cap_bytes_per_s(scenario.farthest_hop_latency_s))
 
 
 def collectives_per_outer(scenario: Scenario) -> int:
@@ -94,7 +89,7 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
     m, collective = len(workers), collective_for(scenario)
     work_s = scenario.network.exchange_cpu_s_per_value * scenario.model.parameters
     rate = ring_rate_bytes_per_s(scenario, workers)
-    latency_s = collectives_per_outer(scenario) * collective.hops(m) * farthest_hop_latency_s(workers)
+    latency_s = collectives_per_outer(scenario) * collective.hops(m) * scenario.farthest_hop_latency_s
     transfer_s = collective.volume_bytes(m, scenario.payload_bytes) / rate
     late_s = scenario.payload_bytes / rate if scenario.schedule.barrier == "deadline" else 0.0
     return work_s + latency_s + transfer_s + late_s + syncer_s_per_outer(scenario, m)

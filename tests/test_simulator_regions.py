@@ -11,6 +11,7 @@ from islands.analysis.grid import key_spec
 from islands.analysis.scenario_source import ScenarioSource
 from islands.scenarios import ScenarioError, load
 from islands.simulator import simulate
+from islands.simulator.budget import estimate
 from islands.simulator.network import FlowNetwork, Link, max_min_rates
 from islands.validation.scaling import to_toml
 
@@ -175,3 +176,21 @@ def test_a_sweep_ships_the_csv_s_rows_not_its_path(tmp_path):
     assert "rtt_csv" not in source.document["network"]
     assert source.document["latency"] == [{"between": ["w0", "w1"], "rtt_ms": 300.0}]
     assert source.scenario.latencies[0].rtt_ms == 300.0
+
+
+def test_the_budget_and_the_tcp_floor_count_the_backbone_s_latency():
+    # one 10 ms access each side and a 40 ms backbone: a 120 ms round trip, not the access links' 40 ms
+    windowed = document(["us", "eu"], US_EU, tcp_window_bytes=1e6)
+    scenario = make_scenario(document=windowed)
+    assert scenario.farthest_hop_latency_s == pytest.approx(0.060)
+    assert simulate(scenario).summary["wall_time_s"] <= estimate(scenario).run_length_s
+    # a 1 kB window over a 5 s backbone: 8192 bit / 10.04 s = 816 bit/s, below the 1 kbit/s floor
+    far = document(["us", "eu"], [{**US_EU[0], "latency_ms": 5000}], tcp_window_bytes=1024)
+    with pytest.raises(ScenarioError, match=r"network.tcp_window_bytes: the TCP cap .* = 816 bit/s at an RTT of 10.04 s"):
+        make_scenario(document=far)
+
+
+def test_a_measured_round_trip_longer_than_the_sum_sets_the_farthest_hop():
+    measured = document(["us", "eu"], US_EU, tcp_window_bytes=1e6)
+    measured["latency"] = [{"between": ["w0", "w1"], "rtt_ms": 300}]
+    assert make_scenario(document=measured).farthest_hop_latency_s == pytest.approx(0.150)
