@@ -1,4 +1,4 @@
-"""One access link's rate over time, from the simulator's links table (``simulator.engine.LINK_COLUMNS``)."""
+"""One access link's rate over time, from the simulator's links table (``simulator.result.LINK_COLUMNS``)."""
 
 from __future__ import annotations
 

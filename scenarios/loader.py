@@ -21,7 +21,7 @@ from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
 from .model import (BackboneSpec, ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, PairLatency, Scenario, ScheduleSpec,
                     SyncerSpec)
 from .latencies import with_csv
-from .regions import check_topology
+from .regions import check_collective, check_topology
 from .sanity import check_runnable, check_step_time
 from .spec import (ARRAYS, BACKBONE_KEYS, EVENT_KEYS, ISLAND_KEYS, LATENCY_KEYS, REGION_KEYS, REQUIRED, SECTIONS,
                    TOP_KEYS, Key, is_finite_number)
@@ -213,6 +213,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
                         syncer=syncer, events=tuple(sorted(events, key=lambda event: event.at_s)),
                         regions=regions, backbones=backbones, latencies=latencies)
     check_schedule(scenario, source)
+    check_collective(scenario, source)
     check_runnable(scenario, events)
     return scenario
 

@@ -52,6 +52,7 @@ class NetworkSpec:
     exchange_end_spread_s: float = 0.0
     rtt_csv: str = ""
     ring_order: str = "listed"
+    collective: str = "ring"
 
     def tcp_cap_bytes_per_s(self, one_way_latency_s: float) -> float:
         """``streams`` times one stream's rate at RTT = 2 x ``one_way_latency_s``: the window over the

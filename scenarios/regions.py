@@ -24,7 +24,7 @@ from itertools import combinations
 from islands.schedules import SCHEDULES
 
 from .errors import ScenarioError
-from .model import BackboneSpec, IslandSpec, ScheduleSpec, SyncerSpec
+from .model import BackboneSpec, IslandSpec, Scenario, ScheduleSpec, SyncerSpec
 
 
 def check_topology(regions: tuple[str, ...], backbones: tuple[BackboneSpec, ...], islands: tuple[IslandSpec, ...],
@@ -47,6 +47,24 @@ def check_topology(regions: tuple[str, ...], backbones: tuple[BackboneSpec, ...]
         if a != b and frozenset((a, b)) not in joined:
             raise ScenarioError(source, "backbone", f"no backbone between regions '{a}' and '{b}', which exchange "
                                 f'bytes: add [[backbone]] between = ["{a}", "{b}"]')
+
+
+def check_collective(scenario: Scenario, source: str) -> None:
+    """A hierarchical all-reduce averages around regions' leaders: it needs a coupled mean, and its
+    members do not finish spread (the spread is measured on a ring)."""
+    network = scenario.network
+    if network.collective == "ring":
+        return
+    if not SCHEDULES[scenario.schedule.algorithm].coupled:
+        raise ScenarioError(source, "network.collective", f"'{network.collective}' is a collective; "
+                            f"algorithm = \"{scenario.schedule.algorithm}\" exchanges with its syncer point to point")
+    if scenario.trainer.aggregation != "mean":
+        raise ScenarioError(source, "network.collective", f"'{network.collective}' reduces to a mean; "
+                            f"trainer.aggregation = \"{scenario.trainer.aggregation}\" needs every payload whole "
+                            "(an all-gather): use \"ring\"")
+    if network.exchange_end_spread_s > 0:
+        raise ScenarioError(source, "network.exchange_end_spread_s", "is measured on a ring: set it to 0 with "
+                            f"network.collective = \"{network.collective}\"")
 
 
 def check_backbones(backbones: tuple[BackboneSpec, ...], regions: tuple[str, ...], source: str) -> None:

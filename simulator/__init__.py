@@ -7,6 +7,7 @@
 """
 
 from .budget import DEFAULT_MAX_EVENTS, BudgetExceeded, guard
-from .engine import SimResult, Simulation, network_model_for, simulate
+from .engine import Simulation, network_model_for, simulate
+from .result import SimResult
 
 __all__ = ["DEFAULT_MAX_EVENTS", "BudgetExceeded", "SimResult", "Simulation", "guard", "network_model_for", "simulate"]

@@ -40,6 +40,7 @@ EVENTS_PER_WORKER_SYNC = 2.5
 EVENTS_PER_EXCHANGE_WORK = 1  # the timeout of a member's work before it joins a collective
 EVENTS_PER_OWN_END = 1  # a member's own end before the last's (network.exchange_end_spread_s)
 EVENTS_PER_COLLECTIVE = 3  # its latency, its transfer's end, the end's callbacks: however many take part
+EVENTS_PER_STAGED_RUN = 4  # a hierarchical collective's process: its start, a wait per stage
 ROWS_PER_WORKER_SYNC = 4
 BYTES_PER_WORKER_SYNC = 2000
 EVENTS_PER_CHANGE = 12
@@ -91,6 +92,9 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
     rate = ring_rate_bytes_per_s(scenario, workers)
     latency_s = collectives_per_outer(scenario) * collective.hops(m) * scenario.farthest_hop_latency_s
     transfer_s = collective.volume_bytes(m, scenario.payload_bytes) / rate
+    if scenario.network.collective == "hierarchical":  # a chain's reduce and broadcast (S each) around it
+        transfer_s += 2 * scenario.payload_bytes / rate
+        latency_s *= 2
     late_s = scenario.payload_bytes / rate if scenario.schedule.barrier == "deadline" else 0.0
     return work_s + latency_s + transfer_s + late_s + syncer_s_per_outer(scenario, m)
 
@@ -149,11 +153,19 @@ def estimate(scenario: Scenario) -> Budget:
         horizon_s=horizon_s,
         worker_syncs=worker_syncs,
         membership_changes=changes,
-        events=(events_per_worker_sync(scenario) * worker_syncs + EVENTS_PER_COLLECTIVE * collectives
+        events=(events_per_worker_sync(scenario) * worker_syncs + events_per_collective(scenario) * collectives
                 + EVENTS_PER_CHANGE * changes),
         trace_rows=ROWS_PER_WORKER_SYNC * worker_syncs + ROWS_PER_CHANGE * changes,
         memory_bytes=BYTES_PER_WORKER_SYNC * (worker_syncs + changes),
     )
+
+
+def events_per_collective(scenario: Scenario) -> float:
+    """A ring is one transfer; a hierarchical collective a reduce and a broadcast per region, the
+    leaders' ring, and the process that runs the stages."""
+    if scenario.network.collective != "hierarchical":
+        return EVENTS_PER_COLLECTIVE
+    return EVENTS_PER_COLLECTIVE * (1 + 2 * max(1, len(scenario.regions))) + EVENTS_PER_STAGED_RUN
 
 
 def events_per_worker_sync(scenario: Scenario) -> float:

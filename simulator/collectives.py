@@ -156,7 +156,7 @@ class PendingCollective:
     participants: tuple[int, ...] = ()
     first_started_s: float | None = None
     started_at_s: float | None = None
-    transfer: Transfer | None = None
+    transfers: list[Transfer] = field(default_factory=list)  # in flight (a hierarchical stage has several)
     attempt: int = 0
     deadline_s: float | None = None
     member_ends: dict[int, simpy.Event] = field(default_factory=dict)  # each member's own end (end spread)
@@ -164,7 +164,7 @@ class PendingCollective:
 
     @property
     def in_flight(self) -> bool:
-        return self.transfer is not None
+        return bool(self.transfers)
 
     def ready(self) -> bool:
         return not self.in_flight and bool(self.arrived) and self.expected <= self.arrived

@@ -18,31 +18,29 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field, replace
-from functools import cached_property
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator, Iterable, Iterator
 
-import pandas as pd
 import simpy
 
 from islands.scenarios import Scenario, Worker
 from islands.schedules import SyncPoint, schedule_of
 from islands.summary import summarise
-from islands.trace import NO_FRAGMENT, TRACE_ORDER, Row, to_frame
+from islands.trace import NO_FRAGMENT, Row, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import barriers, budget, replicas
 from .churn import DEPARTURE, Churn
-from .collectives import COLLECTIVES, PendingCollective, RingCollective, end_offsets_s
+from .collectives import COLLECTIVES, PendingCollective, end_offsets_s
 from .compute import STEP_TIMES, StepClock, worker_generator
 from .failures import PAUSE, STOP, Failures
-from .syncer import Syncer
+from .hierarchical import StagedCollective, hierarchical_all_reduce
 from .network import Link, make_network
+from .result import SimResult
+from .syncer import Syncer
 from .topology import BACKBONE, BACKBONE_WORKER, Topology
 
 LAUNCH, APPLY = object(), object()
-LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
-LINK_ORDER = ("time_start_s", "worker", "direction")
 
 
 class EventLimitReached(Exception):
@@ -62,31 +60,6 @@ class CountingEnvironment(simpy.Environment):
         if self.events_processed > self.max_events:
             raise EventLimitReached
         super().step()
-
-
-@dataclass
-class SimResult:
-    """What a simulation returns: the summary dict, the trace and each link's rate over time. The
-    engine keeps rows only for the workers it ran (``replicas.py``); ``trace`` and ``links`` give every
-    replica its lead's rows, built on first use."""
-
-    summary: dict[str, Any]
-    lead_trace: pd.DataFrame
-    closed_links: list[tuple[Link, str]] = field(default_factory=list)  # every link, closed at the end, and its island
-    counts: dict[int, int] = field(default_factory=dict)  # workers each simulated worker stands for
-    events_after_end: int = 0  # scheduled event actions (one per worker moved) after the run's end
-
-    @cached_property
-    def lead_links(self) -> pd.DataFrame:
-        return link_table(self.closed_links)
-
-    @cached_property
-    def trace(self) -> pd.DataFrame:
-        return replicas.expand(self.lead_trace, self.counts, list(TRACE_ORDER))
-
-    @cached_property
-    def links(self) -> pd.DataFrame:
-        return replicas.expand(self.lead_links, self.counts, list(LINK_ORDER))
 
 
 @dataclass(eq=False)
@@ -361,27 +334,42 @@ class Simulation:
             self.start(collective)
 
     def start(self, collective: PendingCollective) -> None:
-        participants = self.topology.ring(collective.arrived, self.scenario.network.ring_order)
-        ring = collective.ring(participants, collective.payload_bytes,
-                               tuple(self.replica_counts[rank] for rank in participants))
-        collective.participants = ring.participants
+        network = self.scenario.network
+        participants = self.topology.ring(collective.arrived, network.ring_order)
+        collective.participants = participants
         collective.attempt += 1
         collective.started_at_s = self.env.now
         if collective.first_started_s is None:
             collective.first_started_s = self.env.now
-        network = self.scenario.network
-        hop_s = ring.slowest_hop_latency_s(self.topology)
-        collective.transfer = self.network.transfer(self.topology.ring_links(ring.participants), ring.bytes_per_worker,
-                                                    ring.latency_s(hop_s), network.tcp_cap_bytes_per_s(hop_s))
         attempt = collective.attempt
-        collective.transfer.done.callbacks.append(lambda _event: self.finish(collective, ring, attempt))
+        if network.collective == "hierarchical":
+            staged = hierarchical_all_reduce(participants, collective.payload_bytes, self.topology, network)
+            self.env.process(self.run_stages(collective, staged, attempt))
+            return
+        ring = collective.ring(participants, collective.payload_bytes,
+                               tuple(self.replica_counts[rank] for rank in participants))
+        hop_s = ring.slowest_hop_latency_s(self.topology)
+        transfer = self.network.transfer(self.topology.ring_links(participants), ring.bytes_per_worker,
+                                         ring.latency_s(hop_s), network.tcp_cap_bytes_per_s(hop_s))
+        collective.transfers = [transfer]
+        bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
+        transfer.done.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
         outer_step, fragment = collective.key
-        offsets = end_offsets_s(ring.participants, network.exchange_end_spread_s,
+        offsets = end_offsets_s(participants, network.exchange_end_spread_s,
                                 outer_step * (self.last_fragment + 1) + fragment)
         for rank, offset_s in offsets.items():
             if offset_s > 0:
-                self.network.before_end(collective.transfer, offset_s,
-                                        lambda rank=rank: self.member_done(collective, rank, attempt))
+                self.network.before_end(transfer, offset_s, lambda rank=rank: self.member_done(collective, rank, attempt))
+
+    def run_stages(self, collective: PendingCollective, staged: StagedCollective,
+                   attempt: int) -> Generator[simpy.Event, Any, None]:
+        """A staged collective's stages in turn, each stage's legs at once. A cancelled leg never ends:
+        the collective restarts as a new attempt, and this one waits for ever."""
+        for stage in staged.stages:
+            collective.transfers = [self.network.transfer(leg.links, leg.bytes_per_link, leg.latency_s,
+                                                          leg.cap_bytes_per_s) for leg in stage]
+            yield self.env.all_of([transfer.done for transfer in collective.transfers])
+        self.finish(collective, staged.bytes_sent, attempt)
 
     def member_done(self, collective: PendingCollective, rank: int, attempt: int) -> None:
         """``rank`` has everything it needs from ``collective`` before the last member has."""
@@ -392,17 +380,22 @@ class Simulation:
 
     def break_ring(self, collective: PendingCollective) -> None:
         """A participant departed mid-transfer: the ring stops; it restarts once that is detected."""
-        self.network.cancel(collective.transfer)
-        collective.transfer = None
+        self.cancel_transfers(collective)
 
-    def finish(self, collective: PendingCollective, ring: RingCollective, attempt: int) -> None:
-        if attempt != collective.attempt or collective.transfer is None:
+    def cancel_transfers(self, collective: PendingCollective) -> None:
+        for transfer in collective.transfers:
+            self.network.cancel(transfer)
+        collective.transfers = []
+
+    def finish(self, collective: PendingCollective, bytes_sent: dict[int, float], attempt: int) -> None:
+        """The collective is done: a comm row per participant with the bytes it sent."""
+        if attempt != collective.attempt or not collective.transfers:
             return
         outer_step, fragment = collective.key
-        for rank in ring.participants:
+        for rank, sent in bytes_sent.items():
             end_s = max(collective.started_at_s, collective.member_end_s.get(rank, self.env.now))  # a restart
             self.rows.append(Row(collective.started_at_s, end_s, rank, self.workers[rank].island, "comm",
-                                 ring.bytes_per_worker, fragment, outer_step))
+                                 sent, fragment, outer_step))
         for own_end in collective.member_ends.values():
             if not own_end.triggered:
                 own_end.succeed()
@@ -527,15 +520,6 @@ class Simulation:
             link.set_rate(self.env.now, 0.0)
             closed.append((link, BACKBONE if link.worker == BACKBONE_WORKER else self.workers[link.worker].island))
         return closed
-
-
-def link_table(closed_links: list[tuple[Link, str]]) -> pd.DataFrame:
-    """Each link's rate over time, one row per constant-rate segment (built when asked for: a run with
-    churn may have millions)."""
-    rows = [(start, end, link.worker, island, link.direction, rate * BITS_PER_BYTE / BITS_PER_GBIT)
-            for link, island in closed_links for start, end, rate in link.segments if end > start]
-    frame = pd.DataFrame.from_records(rows, columns=list(LINK_COLUMNS))
-    return frame.sort_values(list(LINK_ORDER), kind="stable").reset_index(drop=True)
 
 
 def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,

@@ -146,9 +146,7 @@ class Failures:
         sim = self.sim
         self.stopped_since_s = sim.env.now
         for collective in list(sim.pending.values()):
-            if collective.transfer is not None:
-                sim.network.cancel(collective.transfer)
-                collective.transfer = None
+            sim.cancel_transfers(collective)
         sim.pending.clear()
         restart_outer = self.checkpoint_outer()
         sim.completed_outer = restart_outer

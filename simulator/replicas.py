@@ -3,7 +3,8 @@
 An island's replicas are indistinguishable when nothing is drawn or happens per worker: no step-time
 jitter (``jitter_cv`` = 0: every replica computes the same seconds), no churn, chip failures or
 deadline barrier (each moves or cuts single workers), no end spread (each ring position has its own
-end) and a coupled schedule (decoupled learners report to the syncer one by one). Then every replica
+end), a coupled schedule (decoupled learners report to the syncer one by one) and a ring (a
+hierarchical collective's leader sends more than the others). Then every replica
 computes, joins and ends each collective at the same instants, and its own access link carries the
 same flows as the others'. The engine runs one of them, the island's *lead* (its first rank), which
 stands for ``count`` workers:
@@ -29,7 +30,8 @@ from islands.schedules import schedule_of
 def groupable(scenario: Scenario) -> bool:
     """Whether nothing in the scenario tells one replica of an island from another, jitter aside."""
     return (schedule_of(scenario).coupled and not scenario.has_churn() and not scenario.has_failures()
-            and scenario.schedule.barrier != "deadline" and scenario.network.exchange_end_spread_s == 0)
+            and scenario.schedule.barrier != "deadline" and scenario.network.exchange_end_spread_s == 0
+            and scenario.network.collective == "ring")
 
 
 def groups(scenario: Scenario, workers: list[Worker], enabled: bool = True) -> list[tuple[Worker, int]]:

@@ -66,6 +66,9 @@ def test_what_the_trainer_cannot_run_is_reported_not_validated():
     overlapped = scale(load("streaming-diloco-10b"), ScaleOptions(max_workers=2))
     assert any(note.startswith("backward overlap 0.667: not validated") for note in overlapped.notes)
     assert overlapped.scenario().schedule.backward_overlap == 0
+    staged = scale(load("worked-example", ["network.collective=hierarchical"]), ScaleOptions(max_workers=2))
+    assert "collective 'hierarchical': not validated (the trainer runs a ring); validated as a ring" in staged.notes
+    assert staged.scenario().network.collective == "ring"
 
 
 def test_a_clamped_link_says_how_far_the_ratio_moved():

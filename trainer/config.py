@@ -154,8 +154,8 @@ def check_plan(plan: RunPlan) -> None:
 def check_supported(scenario: Scenario) -> None:
     """Refuse what only the simulator plays: other barriers, backward overlap (the trainer averages
     the gradient, or steps the inner optimizer and forms the pseudo-gradient, after the whole
-    backward pass, not layer by layer during it), a ring reordered across regions, and random churn
-    and chip failures."""
+    backward pass, not layer by layer during it), a hierarchical collective, a ring reordered across
+    regions, and random churn and chip failures."""
     source = scenario.source
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
         raise UserError(f"{source}: schedule.barrier: the real trainer only runs \"wait\" "
@@ -165,6 +165,9 @@ def check_supported(scenario: Scenario) -> None:
         what = "averages the gradient" if schedule_of(scenario).exchanged == GRADIENT else "sends a pseudo-gradient"
         raise UserError(f"{source}: schedule.backward_overlap: the real trainer {what} after the whole "
                         f"backward pass, so it trains only 0 (got {overlap:g}); the overlap is simulated only")
+    if scenario.network.collective != "ring":
+        raise UserError(f"{source}: network.collective: the real trainer runs a ring all-reduce (got "
+                        f"{scenario.network.collective!r}); the hierarchical collective is simulated only")
     if scenario.network.ring_order != "listed" and scenario.regions:
         raise UserError(f"{source}: network.ring_order: the real trainer runs its ring in rank order, the "
                         f"islands as listed (got {scenario.network.ring_order!r}): list them in the order you want")

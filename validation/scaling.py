@@ -178,6 +178,9 @@ def not_validated(scenario: Scenario) -> list[str]:
         notes.append("step-time jitter: not validated (paced steps are exact); run without it")
     if scenario.network.tcp_window_bytes:
         notes.append("TCP window cap: not validated (the emulated links use the kernel's own windows)")
+    if scenario.network.collective != "ring":
+        notes.append(f"collective {scenario.network.collective!r}: not validated (the trainer runs a ring); "
+                     "validated as a ring")
     if scenario.regions:
         notes.append("regions and backbones: not validated (the emulated WAN is one core); run without them")
     if scenario.latencies:

@@ -1,0 +1,94 @@
+"""The hierarchical all-reduce (``network.collective = "hierarchical"``): reduce inside each region,
+ring across the regions' leaders, broadcast back.
+
+A region's members, in ring order, form a chain whose head is its *leader*. Three stages run one
+after the other; the transfers of a stage run at once:
+
+1. **Reduce.** Each region's members reduce into its leader along the chain, pipelined: every member
+   but the leader sends the whole payload S once, to its predecessor. A region of m members takes
+   (m-1) x the chain's slowest hop latency + S / its slowest link.
+2. **Ring.** The R leaders ring all-reduce the region sums (``RingAllReduce`` over R workers:
+   2(R-1)/R x S per leader, 2(R-1) hops, crossing the backbones between their regions).
+3. **Broadcast.** Each leader sends the result down its chain, pipelined: every member but the tail
+   forwards S once. Same time as the reduce.
+
+Bytes sent per sync: S + S by a member (S by the chain's tail), 2(R-1)/R x S + S by a leader (no S
+when it is alone in its region). Against one ring over all M workers, which pays 2(M-1) hops at the
+slowest hop's latency (a backbone's, once regions are crossed), the hierarchy pays 2(R-1) hops at
+backbone latency and 2(m-1) at access latency, for about the same bytes: it wins where latency
+rules. The stages do not overlap here; an implementation that pipelines chunks across them is faster
+(this is its upper bound). A departure cancels the stage in flight and the collective restarts from
+its first stage among the survivors, as a ring does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from islands.scenarios.model import NetworkSpec
+
+from .collectives import RingAllReduce
+from .network import Link
+from .topology import Topology
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One transfer: ``bytes_per_link`` through each of ``links`` after ``latency_s``, at most at ``cap``."""
+
+    links: tuple[Link, ...]
+    bytes_per_link: float
+    latency_s: float
+    cap_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class StagedCollective:
+    """Stages of legs run in turn, and the bytes each participant sends in all of them."""
+
+    stages: tuple[tuple[Leg, ...], ...]
+    bytes_sent: dict[int, float]
+
+
+def chain_leg(chain: list[int], payload_bytes: float, topology: Topology, network: NetworkSpec,
+              towards_head: bool) -> Leg:
+    """The pipelined chain: each hop carries the whole payload once, towards the head (a reduce) or
+    away from it (a broadcast); it pays each hop's latency at the slowest hop's and moves at its
+    slowest link."""
+    hops = list(zip(chain[1:], chain)) if towards_head else list(zip(chain, chain[1:]))
+    slowest_hop_s = max(topology.hop_latency_s(sender, receiver) for sender, receiver in hops)
+    links = tuple(topology.uplinks[sender] for sender, _ in hops) + tuple(topology.downlinks[r] for _, r in hops)
+    return Leg(links, payload_bytes, len(hops) * slowest_hop_s, network.tcp_cap_bytes_per_s(slowest_hop_s))
+
+
+def region_chains(ring: tuple[int, ...], topology: Topology) -> list[list[int]]:
+    """Each region's members in ring order, the regions in the order their first member appears."""
+    chains: dict[str | None, list[int]] = {}
+    for rank in ring:
+        chains.setdefault(topology.region[rank], []).append(rank)
+    return list(chains.values())
+
+
+def hierarchical_all_reduce(ring: tuple[int, ...], payload_bytes: float, topology: Topology,
+                            network: NetworkSpec) -> StagedCollective:
+    """The three stages over the members of ``ring`` (in ring order) and each member's bytes sent."""
+    chains = region_chains(ring, topology)
+    long_chains = [chain for chain in chains if len(chain) > 1]
+    bytes_sent = {rank: 0.0 for rank in ring}
+    for chain in long_chains:
+        for position, rank in enumerate(chain):
+            bytes_sent[rank] += (payload_bytes if position > 0 else 0.0) + (payload_bytes if rank != chain[-1] else 0.0)
+    stages: list[tuple[Leg, ...]] = []
+    if long_chains:
+        stages.append(tuple(chain_leg(chain, payload_bytes, topology, network, True) for chain in long_chains))
+    leaders = tuple(chain[0] for chain in chains)
+    if len(leaders) > 1:
+        across = RingAllReduce(leaders, payload_bytes)
+        hop_s = across.slowest_hop_latency_s(topology)
+        stages.append((Leg(topology.ring_links(leaders), across.bytes_per_worker, across.latency_s(hop_s),
+                           network.tcp_cap_bytes_per_s(hop_s)),))
+        for leader in leaders:
+            bytes_sent[leader] += across.bytes_per_worker
+    if long_chains:
+        stages.append(tuple(chain_leg(chain, payload_bytes, topology, network, False) for chain in long_chains))
+    return StagedCollective(tuple(stages), bytes_sent)

@@ -1,0 +1,97 @@
+"""The hierarchical all-reduce: closed forms of its three stages, where it beats a ring and where it
+loses, its bytes per member, and the rules around it."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from islands.errors import UserError
+from islands.scenarios import ScenarioError, load
+from islands.simulator import simulate
+from islands.simulator.budget import estimate
+from islands.simulator.replicas import groups
+from islands.trainer.config import check_supported
+
+from conftest import make_scenario
+
+GBPS = 1e9 / 8  # bytes per second in one Gbit/s
+
+
+def two_regions(per_region: int, parameters: float, access_ms: float, backbone_ms: float, **network) -> dict:
+    """``per_region`` workers in us then as many in eu, 1 Gbit/s access links, a 0.5 Gbit/s backbone."""
+    regions = ["us"] * per_region + ["eu"] * per_region
+    return {
+        "name": "hierarchy",
+        "model": {"parameters": parameters, "bytes_per_param": 2},
+        "schedule": {"algorithm": "diloco", "inner_steps": 100, "outer_steps": 2},
+        "network": {"collective": "hierarchical", **network},
+        "region": [{"name": "us"}, {"name": "eu"}],
+        "backbone": [{"between": ["us", "eu"], "bandwidth_gbps": 0.5, "latency_ms": backbone_ms}],
+        "island": [{"name": f"w{i}", "step_time_s": 1.0, "bandwidth_gbps": 1.0, "latency_ms": access_ms, "region": r}
+                   for i, r in enumerate(regions)],
+    }
+
+
+@pytest.mark.parametrize("model", ["alpha-beta", "flow"])
+def test_reduce_ring_broadcast_take_their_closed_forms_and_leaders_send_more(model):
+    s = 2e9  # 1e9 parameters in bf16
+    result = simulate(make_scenario(document=two_regions(2, 1e9, 10, 40, model=model)))
+    # reduce: w1 -> w0 and w3 -> w2 at once, one 20 ms hop and S at 1 Gbit/s; ring of the two leaders
+    # over the 0.5 Gbit/s backbone: 2(R-1)/R S = S, 2 hops of 10 + 40 + 10 ms; broadcast as the reduce
+    chain_s = 0.020 + s / GBPS
+    ring_s = 2 * 0.060 + s / (0.5 * GBPS)
+    assert result.summary["mean_sync_s"] == pytest.approx(2 * chain_s + ring_s)
+    comm = result.trace[result.trace["kind"] == "comm"].groupby("worker")["bytes"].sum()
+    assert comm.to_dict() == pytest.approx({0: 2 * 2 * s, 1: 2 * s, 2: 2 * 2 * s, 3: 2 * s})  # 2 syncs
+
+
+def test_where_latency_rules_the_hierarchy_beats_one_ring():
+    # 1,000 bf16 values over 4 + 4 workers, 1 ms access, a 100 ms backbone: the ring's 14 hops all pay
+    # the backbone; the hierarchy pays it on the leaders' 2 hops only
+    hierarchical = simulate(make_scenario(document=two_regions(4, 1e3, 1, 100))).summary
+    ring = simulate(make_scenario(["network.collective=ring"], document=two_regions(4, 1e3, 1, 100))).summary
+    s = 2e3
+    assert ring["mean_sync_s"] == pytest.approx(14 * 0.102 + 2 * 7 / 8 * s / (0.5 * GBPS))
+    chain_s = 3 * 0.002 + s / GBPS
+    assert hierarchical["mean_sync_s"] == pytest.approx(2 * chain_s + 2 * 0.102 + s / (0.5 * GBPS))
+    assert hierarchical["mean_sync_s"] < ring["mean_sync_s"] / 6
+
+
+def test_without_regions_it_is_a_reduce_and_a_broadcast_along_one_chain():
+    # the worked example: 8 islands at 1 Gbit/s, S = 20 GB, no latency: S / 1 Gbit/s twice, 320 s
+    summary = simulate(load("worked-example", ["network.collective=hierarchical"])).summary
+    assert summary["mean_sync_s"] == pytest.approx(2 * 20e9 / GBPS)
+    assert summary["compute_utilisation"] == pytest.approx(750 / (750 + 320))
+
+
+def test_a_departure_restarts_it_among_the_survivors_and_the_budget_bounds_it():
+    document = two_regions(3, 1e9, 10, 40)
+    document["event"] = [{"at_s": 110.0, "kind": "leave", "island": "w4"}]
+    scenario = make_scenario(document=document)
+    result = simulate(scenario)
+    assert result.summary["complete"] and result.summary["leaves"] == 1
+    budget = estimate(scenario)
+    assert result.summary["events"] <= budget.events
+    assert result.summary["wall_time_s"] <= budget.run_length_s
+    second = result.trace[(result.trace["kind"] == "comm") & (result.trace["outer_step"] == 1)]
+    assert sorted(second["worker"]) == [0, 1, 2, 3, 5]  # w4 left during the first sync's stages
+
+
+def test_every_worker_runs_for_itself_and_only_a_coupled_mean_without_end_spread_takes_it():
+    scenario = load("worked-example", ["network.collective=hierarchical"])
+    assert [count for _, count in groups(scenario, scenario.workers())] == [1] * 8
+    for overrides, key in ((["trainer.aggregation=median"], "network.collective"),
+                           (["schedule.algorithm=decoupled"], "network.collective"),
+                           (["network.exchange_end_spread_s=0.01"], "network.exchange_end_spread_s")):
+        with pytest.raises(ScenarioError, match=key):
+            load("worked-example", ["network.collective=hierarchical", *overrides])
+
+
+def test_the_trainer_refuses_it_in_one_line():
+    with pytest.raises(UserError, match=r"network.collective: the real trainer runs a ring all-reduce"):
+        check_supported(load("worked-example", ["network.collective=hierarchical"]))
+    document = copy.deepcopy(two_regions(2, 1e9, 10, 40))
+    document["network"]["collective"] = "ring"
+    check_supported(make_scenario(document=document))
