@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 
 from islands.scenarios import Scenario, ScenarioError, from_dict, load, resolve
 from islands.scenarios.latencies import inline_rtt_csv
+from islands.scenarios.profile import apply_profile, read_profile
 from islands.schedules import SCHEDULES
 from islands.simulator import DEFAULT_MAX_EVENTS
 
@@ -50,6 +51,13 @@ class ScenarioSource:
 
     def with_overrides(self, *extra: str) -> "ScenarioSource":
         return replace(self, overrides=(*self.overrides, *extra))
+
+    def with_network_profile(self, path: str | Path) -> "ScenarioSource":
+        """The scenario with a measured network profile's links, round trips and exchange costs
+        (``scenarios/profile.py``), the overrides on top; refused in one line if it does not fit."""
+        source = replace(self, document=apply_profile(self.document, read_profile(path), str(path)))
+        source.variant()
+        return source
 
     def with_symmetric_links(self) -> "ScenarioSource":
         """Each island's link as one ``bandwidth_gbps`` both ways (its slower direction), upload_gbps and

@@ -21,6 +21,23 @@ def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
                              "island.0.bandwidth_gbps=10 (island.* sets every island); repeatable")
 
 
+def add_network_profile_argument(parser: argparse.ArgumentParser) -> None:
+    """``--network-profile``, shared by simulate, sweep, plan and report."""
+    parser.add_argument("--network-profile", metavar="FILE", default=None,
+                        help="a network profile written by islands calibrate: every island's links, the round "
+                             "trips between them and the exchange's costs as measured (islands named after the "
+                             "hosts); --set applies on top")
+
+
+def read_source(args: argparse.Namespace):
+    """The scenario of ``args`` as a ``ScenarioSource``, with ``--network-profile`` where given."""
+    from islands.analysis.scenario_source import ScenarioSource
+
+    source = ScenarioSource.read(args.scenario, args.overrides)
+    profile = getattr(args, "network_profile", None)
+    return source.with_network_profile(profile) if profile else source
+
+
 def add_max_events_argument(parser: argparse.ArgumentParser) -> None:
     """``--max-events``, shared by simulate, sweep and plan."""
     parser.add_argument("--max-events", type=float, default=DEFAULT_MAX_EVENTS, metavar="N",

@@ -11,13 +11,14 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from .common import add_scenario_arguments
+from .common import add_network_profile_argument, add_scenario_arguments, read_source
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("compare", help="compare the prediction with a run made anywhere",
                                    description=__doc__)
     add_scenario_arguments(parser)
+    add_network_profile_argument(parser)
     parser.add_argument("run_dir", metavar="RUN_DIR", type=Path,
                         help="a folder `islands train --out` wrote: summary.json, run.json, trace.csv")
     parser.add_argument("--measured-steps", action="store_true",
@@ -31,15 +32,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from islands.io import json_text, write_table, write_text
-    from islands.scenarios import load
     from islands.validation.compare import figures_table, syncs_table
     from islands.validation.external import compare_run
     from islands.validation.plot import write_overlay
 
-    result = compare_run(lambda extra: load(args.scenario, [*args.overrides, *extra]), args.run_dir,
-                         args.measured_steps)
+    source = read_source(args)
+    result = compare_run(lambda extra: source.variant(*extra), args.run_dir, args.measured_steps)
     comparison, predicted = result.comparison, result.predicted
-    document = {"scenario": args.scenario, "run_dir": str(args.run_dir),
+    document = {"scenario": args.scenario, "network_profile": args.network_profile, "run_dir": str(args.run_dir),
                 "overrides": [*args.overrides, *result.overrides],
                 "figures": [dataclasses.asdict(f) for f in comparison.figures], "syncs": comparison.syncs,
                 "notes": comparison.notes, "predicted": predicted.summary, "measured": result.run.summary}

@@ -22,8 +22,8 @@ from islands.analysis.progress import ProgressBar
 from islands.analysis.scenario_source import ScenarioSource
 from islands.errors import UserError
 
-from .common import (add_dask_argument, add_max_events_argument, add_scenario_arguments, check_max_events,
-                     dask_executor)
+from .common import (add_dask_argument, add_max_events_argument, add_network_profile_argument, add_scenario_arguments,
+                     check_max_events, dask_executor, read_source)
 
 
 def fractions(text: str) -> tuple[float, ...]:
@@ -37,6 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("plan", help="find the bandwidth, H, fragments and precision for a target "
                                                 "utilisation", description=__doc__)
     add_scenario_arguments(parser)
+    add_network_profile_argument(parser)
     parser.add_argument("--target-utilisation", type=float, default=0.95, metavar="FRACTION",
                         help="compute utilisation to reach, in (0, 1] (default 0.95)")
     parser.add_argument("--targets", type=fractions, default=DEFAULT_TARGETS, metavar="F1,F2,...",
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     check_max_events(args.max_events)
-    source = replace(ScenarioSource.read(args.scenario, args.overrides), max_events=args.max_events)
+    source = replace(read_source(args), max_events=args.max_events)
     check_objective(args.objective, source.scenario)
     if args.profile is not None and args.objective == "utilisation":
         raise UserError("--profile prices loss: it goes with --objective time-to-loss or cost")

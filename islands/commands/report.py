@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_dask_argument, add_scenario_arguments, dask_executor
+from .common import add_dask_argument, add_network_profile_argument, add_scenario_arguments, dask_executor, read_source
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("report", help="write a self-contained HTML report of a scenario",
                                    description=__doc__)
     add_scenario_arguments(parser)
+    add_network_profile_argument(parser)
     parser.add_argument("-o", "--output", default="report.html", metavar="HTML",
                         help="file to write, .html; - for stdout (default report.html)")
     parser.add_argument("--target-utilisation", type=float, default=0.95, metavar="FRACTION",
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     bar = ProgressBar("report: plan searches")
     try:
         with dask_executor(args.dask) as executor:
-            text = build_report(args.scenario, args.overrides, args.target_utilisation, sweep_table=sweep_table,
+            text = build_report(read_source(args), (), args.target_utilisation, sweep_table=sweep_table,
                                 fragments=args.fragments, seeds=args.seeds, jobs=args.jobs, progress=bar,
                                 where=args.where, executor=executor)
     finally:

@@ -6,17 +6,18 @@ import argparse
 import json
 
 from islands.io import write_table
-from islands.scenarios import load
 from islands.simulator import simulate
 from islands.tables import churn_line, comparison, ignored_line, islands_table, partial_line
 
-from .common import add_max_events_argument, add_scenario_arguments, check_max_events
+from .common import (add_max_events_argument, add_network_profile_argument, add_scenario_arguments, check_max_events,
+                     read_source)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("simulate", help="simulate a scenario and print its summary",
                                    description=__doc__)
     add_scenario_arguments(parser)
+    add_network_profile_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--trace", metavar="PATH", help="also write the trace (.csv, or .parquet with pyarrow)")
     parser.add_argument("--links", metavar="PATH", help="also write each link's rate over time (.csv/.parquet)")
@@ -26,7 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_max_events(args.max_events)
-    scenario = load(args.scenario, args.overrides)
+    scenario = read_source(args).scenario
     result = simulate(scenario, max_events=args.max_events)
     if args.trace:
         write_table(result.trace, args.trace)

@@ -18,8 +18,8 @@ from islands.io import safe_name
 from islands.simulator import simulate
 from islands.tables import duration, render, size
 
-from .common import (add_dask_argument, add_max_events_argument, add_scenario_arguments, check_max_events,
-                     dask_executor)
+from .common import (add_dask_argument, add_max_events_argument, add_network_profile_argument, add_scenario_arguments,
+                     check_max_events, dask_executor, read_source)
 
 FIGURES = (
     ("utilisation", "compute_utilisation", percent_text),
@@ -37,6 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("sweep", help="simulate a grid of scenario variants and tabulate them",
                                    description=__doc__)
     add_scenario_arguments(parser)
+    add_network_profile_argument(parser)
     parser.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2,...",
                         help="a key and its values, e.g. schedule.inner_steps=50,100,500 or "
                              "island.*.bandwidth_gbps=0.1,1,10; repeatable (every combination runs)")
@@ -115,7 +116,7 @@ def check_rank_by(source: ScenarioSource, column: str, max_events: float) -> Non
 
 def run(args: argparse.Namespace) -> int:
     check_options(args)
-    source = ScenarioSource.read(args.scenario, args.overrides)
+    source = read_source(args)
     check_rank_by(source, args.rank_by, args.max_events)
     output = args.output or f"{safe_name(source.scenario.name)}-sweep.csv"
     bar = ProgressBar("sweep")

@@ -1,0 +1,77 @@
+"""``islands calibrate --out profile.json``: measure a network profile among real hosts, or among the
+islands of a scenario over the emulated WAN, for ``--network-profile`` (simulate, plan, sweep, report).
+
+On real hosts, one process per host under torchrun (each host named after its island):
+
+    torchrun --nnodes 3 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint HOST0:29500 \\
+        -m islands calibrate --out profile.json --name us-dc
+
+On this machine, ``--emulate FILE``: one process per island of FILE (one worker each, as the scaled
+scenarios of ``islands validate`` are), each in its own network namespace with its link shaped by
+tc tbf as root, or paced in-process otherwise. It measures each pair's round trip and rate and the
+trainer's own exchange among all of them (``validation/hostprobe.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from islands.errors import UserError
+
+MAX_HOSTS = 8
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("calibrate", help="measure a network profile among hosts (or emulated islands)",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, metavar="JSON", help="where to write the profile")
+    parser.add_argument("--name", default=None, help="under torchrun: this host's name, its island's (default: "
+                                                     "the host name)")
+    parser.add_argument("--emulate", metavar="FILE", default=None,
+                        help="measure the islands of this scenario over the emulated WAN on this machine")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --emulate: override a scenario key; repeatable")
+    parser.add_argument("--in-process", action="store_true",
+                        help="with --emulate: shape in-process even where kernel tbf is available")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if out.is_dir():
+        raise UserError(f"--out {out}: is a folder; give the profile's file name")
+    if args.emulate is None:
+        if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+            raise UserError("calibrate measures among hosts: run it under torchrun, one process per host, or give "
+                            "--emulate FILE to measure a scenario's islands over the emulated WAN here")
+        from islands.validation.hostprobe import main as measure
+        measure(["--out", str(out), *(["--name", args.name] if args.name else [])])
+        return 0
+    emulate(args.emulate, args.overrides, out, kernel=False if args.in_process else None)
+    print(f"wrote {out}")
+    return 0
+
+
+def emulate(scenario_file: str, overrides: list[str], out: Path, kernel: bool | None) -> None:
+    from islands.emulation import links_from_workers, open_wan
+    from islands.scenarios import load
+    from islands.validation.hostprobe import LABEL_VARIABLE, NAMES_VARIABLE
+    from islands.validation.run import run_all, start_ranks
+
+    scenario = load(scenario_file, overrides)
+    crowded = [f"island.{i}.replicas" for i, island in enumerate(scenario.islands) if island.replicas != 1]
+    if crowded:
+        raise UserError(f"{scenario_file}: {crowded[0]}: calibrate --emulate runs one host per island: give each "
+                        "worker an island of its own (islands validate's scaled scenarios do)")
+    if not 2 <= len(scenario.islands) <= MAX_HOSTS:
+        raise UserError(f"{scenario_file}: island: calibrate --emulate runs 2 to {MAX_HOSTS} islands on this "
+                        f"machine (got {len(scenario.islands)})")
+    names = [island.name for island in scenario.islands]
+    with open_wan(links_from_workers(scenario.workers()), prefix="islandscal", kernel=kernel) as wan:
+        label = f"{scenario.name} over the emulated WAN ({wan.label})"
+        children = start_ranks(wan, ["-m", "islands.validation.hostprobe", "--out", str(out.resolve())],
+                               len(names), extra_env={NAMES_VARIABLE: json.dumps(names), LABEL_VARIABLE: label})
+        run_all(children, "the calibration")
