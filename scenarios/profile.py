@@ -19,8 +19,9 @@ A scenario takes it (``apply_profile``) as: every island's upload and download r
 a ``[[latency]]`` entry per pair of islands whose round trip is the measured one plus twice the hop
 overhead, at least 0 (replacing the scenario's own latencies and ``network.rtt_csv``), so that a
 ring of M pays the exchange's fixed cost; every link's token bucket of ``burst_bytes``;
-``network.exchange_cpu_s_per_value`` and ``network.exchange_end_spread_s`` from the exchange. An island with replicas takes its host's figures for each of them; two replicas
-of one island talk at the island's own ``latency_ms`` (one host cannot measure that).
+``network.exchange_cpu_s_per_value`` and ``network.exchange_end_spread_s`` from the exchange. An
+island with replicas takes its host's figures for each of them; two replicas of one island talk at
+the island's own ``latency_ms`` (one host cannot measure that).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from islands.io import json_text, write_text
 from islands.units import MS_PER_S
 
 from .errors import ScenarioError
+from .model import PairLatency
 
 KIND = "islands network profile"
 VERSION = 1
@@ -46,12 +48,6 @@ class Host:
     name: str
     upload_gbps: float
     download_gbps: float
-
-
-@dataclass(frozen=True)
-class PairRtt:
-    between: tuple[str, str]
-    rtt_ms: float
 
 
 @dataclass(frozen=True)
@@ -67,7 +63,7 @@ class ExchangeCost:
 class NetworkProfile:
     label: str                   # where it was measured: real hosts, or how the WAN was emulated
     hosts: tuple[Host, ...]
-    rtt_ms: tuple[PairRtt, ...]
+    rtt_ms: tuple[PairLatency, ...]
     exchange: ExchangeCost
 
     def to_json(self) -> str:
@@ -98,7 +94,7 @@ def read_profile(path: str | Path) -> NetworkProfile:
             label=str(values["label"]),
             hosts=tuple(Host(str(h["name"]), positive(h["upload_gbps"]), positive(h["download_gbps"]))
                         for h in values["hosts"]),
-            rtt_ms=tuple(PairRtt((str(p["between"][0]), str(p["between"][1])), non_negative(p["rtt_ms"]))
+            rtt_ms=tuple(PairLatency((str(p["between"][0]), str(p["between"][1])), non_negative(p["rtt_ms"]))
                          for p in values["rtt_ms"]),
             exchange=ExchangeCost(int(values["exchange"]["members"]),
                                   non_negative(values["exchange"]["cpu_s_per_value"]),
@@ -165,6 +161,7 @@ def latency_entries(profile: NetworkProfile, names: list[str], profile_path: str
     entries = []
     for a, b in combinations(dict.fromkeys(names), 2):
         if frozenset((a, b)) not in measured:
-            raise ScenarioError(profile_path, "rtt_ms", f"no round trip between '{a}' and '{b}': calibrate them together")
+            raise ScenarioError(profile_path, "rtt_ms",
+                                f"no round trip between '{a}' and '{b}': calibrate them together")
         entries.append({"between": [a, b], "rtt_ms": max(0.0, measured[frozenset((a, b))] + overhead_ms)})
     return entries

@@ -50,11 +50,16 @@ def check_topology(regions: tuple[str, ...], backbones: tuple[BackboneSpec, ...]
 
 
 def check_collective(scenario: Scenario, source: str) -> None:
-    """A hierarchical all-reduce averages around regions' leaders: it needs a coupled mean, and its
-    members do not finish spread (the spread is measured on a ring)."""
+    """A staged all-reduce (hierarchical, tree) needs a coupled mean, its members do not finish spread
+    (the spread is measured on a ring), and a tree's siblings share their parent's link, which the
+    alpha-beta model would not price."""
     network = scenario.network
     if network.collective == "ring":
         return
+    if network.collective == "tree" and network.model == "alpha-beta":
+        raise ScenarioError(source, "network.model", "alpha-beta prices each transfer alone, and a tree's two "
+                            "children share their parent's link: use \"flow\" or \"auto\" with "
+                            "network.collective = \"tree\"")
     if not SCHEDULES[scenario.schedule.algorithm].coupled:
         raise ScenarioError(source, "network.collective", f"'{network.collective}' is a collective; "
                             f"algorithm = \"{scenario.schedule.algorithm}\" exchanges with its syncer point to point")

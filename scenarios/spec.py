@@ -20,7 +20,7 @@ EVENT_KINDS = ("leave", "join")
 WIRE_BITS = (32, 16, 8, 4)
 NETWORK_MODELS = ("auto", "alpha-beta", "flow")
 RING_ORDERS = ("listed", "optimised")
-COLLECTIVE_SHAPES = ("ring", "hierarchical")
+COLLECTIVE_SHAPES = ("ring", "hierarchical", "tree")
 
 
 # Bounds beyond which a value is physically absurd or would defeat float64 time; docs/limits.md
@@ -204,9 +204,9 @@ NETWORK_KEYS = {
     "rtt_csv": Key("str", "", doc="a CSV of measured round trips (columns a, b, rtt_ms: two island names and "
                                   "milliseconds), read as [[latency]] entries; relative to the scenario's folder"),
     "collective": Key("str", "ring", one_of(*COLLECTIVE_SHAPES),
-                      '"ring" (one ring over every worker) or "hierarchical" (each region reduces into its '
-                      "first worker, the leaders ring all-reduce, each leader broadcasts back); the "
-                      "simulator's choice: islands train runs a ring"),
+                      '"ring" (one ring over every worker), "hierarchical" (each region reduces into its '
+                      "first worker, the leaders ring all-reduce, each leader broadcasts back) or \"tree\" "
+                      "(a binary tree's reduce and broadcast); the simulator's choice: islands train runs a ring"),
     "ring_order": Key("str", "listed", one_of(*RING_ORDERS),
                       '"listed" (workers in file order) or "optimised" (the members of a region together, the '
                       "regions in the order whose slowest backbone is widest); the simulator's choice: islands "

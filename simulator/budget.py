@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from islands.scenarios import Scenario, ScenarioError, Worker
@@ -40,7 +41,7 @@ EVENTS_PER_WORKER_SYNC = 2.5
 EVENTS_PER_EXCHANGE_WORK = 1  # the timeout of a member's work before it joins a collective
 EVENTS_PER_OWN_END = 1  # a member's own end before the last's (network.exchange_end_spread_s)
 EVENTS_PER_COLLECTIVE = 3  # its latency, its transfer's end, the end's callbacks: however many take part
-EVENTS_PER_STAGED_RUN = 4  # a hierarchical collective's process: its start, a wait per stage
+EVENTS_PER_STAGED_RUN = 4  # a staged collective's process: its start, a wait per stage (and per tree level)
 ROWS_PER_WORKER_SYNC = 4
 BYTES_PER_WORKER_SYNC = 2000
 EVENTS_PER_CHANGE = 12
@@ -95,6 +96,10 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
     if scenario.network.collective == "hierarchical":  # a chain's reduce and broadcast (S each) around it
         transfer_s += 2 * scenario.payload_bytes / rate
         latency_s *= 2
+    elif scenario.network.collective == "tree":  # each level a hop and 2S through a parent's link
+        levels = tree_levels(m)
+        latency_s = collectives_per_outer(scenario) * levels * scenario.farthest_hop_latency_s
+        transfer_s = levels * 2 * scenario.payload_bytes / rate
     late_s = scenario.payload_bytes / rate if scenario.schedule.barrier == "deadline" else 0.0
     return work_s + latency_s + transfer_s + late_s + syncer_s_per_outer(scenario, m)
 
@@ -160,12 +165,22 @@ def estimate(scenario: Scenario) -> Budget:
     )
 
 
+def tree_levels(members: int) -> int:
+    """Stages of a binary tree's reduce and broadcast over ``members`` workers (``staged.py``)."""
+    return 2 * math.ceil(math.log2(members + 1)) - 2
+
+
 def events_per_collective(scenario: Scenario) -> float:
-    """A ring is one transfer; a hierarchical collective a reduce and a broadcast per region, the
-    leaders' ring, and the process that runs the stages."""
-    if scenario.network.collective != "hierarchical":
+    """A ring is one transfer; a hierarchical collective a reduce and a broadcast per region and the
+    leaders' ring; a tree two copies per member; each staged one with the process that runs it."""
+    collective = scenario.network.collective
+    if collective == "hierarchical":
+        legs = 1 + 2 * max(1, len(scenario.regions))
+    elif collective == "tree":
+        legs = 2 * scenario.worker_count + tree_levels(scenario.worker_count)
+    else:
         return EVENTS_PER_COLLECTIVE
-    return EVENTS_PER_COLLECTIVE * (1 + 2 * max(1, len(scenario.regions))) + EVENTS_PER_STAGED_RUN
+    return EVENTS_PER_COLLECTIVE * legs + EVENTS_PER_STAGED_RUN
 
 
 def events_per_worker_sync(scenario: Scenario) -> float:

@@ -156,7 +156,7 @@ class PendingCollective:
     participants: tuple[int, ...] = ()
     first_started_s: float | None = None
     started_at_s: float | None = None
-    transfers: list[Transfer] = field(default_factory=list)  # in flight (a hierarchical stage has several)
+    transfers: list[Transfer] = field(default_factory=list)  # in flight (a stage of a staged one has several)
     attempt: int = 0
     deadline_s: float | None = None
     member_ends: dict[int, simpy.Event] = field(default_factory=dict)  # each member's own end (end spread)

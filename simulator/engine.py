@@ -34,7 +34,7 @@ from .churn import DEPARTURE, Churn
 from .collectives import COLLECTIVES, PendingCollective, end_offsets_s
 from .compute import STEP_TIMES, StepClock, worker_generator
 from .failures import PAUSE, STOP, Failures
-from .hierarchical import StagedCollective, hierarchical_all_reduce
+from .staged import STAGED, StagedCollective
 from .network import Link, make_network
 from .result import SimResult
 from .syncer import Syncer
@@ -100,7 +100,7 @@ def network_model_for(scenario: Scenario) -> str:
     if scenario.network.model != "auto":
         return scenario.network.model
     overlap = (schedule_of(scenario).transfers_may_overlap(scenario.schedule) or scenario.has_churn()
-               or scenario.has_failures())
+               or scenario.has_failures() or scenario.network.collective == "tree")
     return "flow" if overlap or scenario.schedule.barrier == "deadline" else "alpha-beta"
 
 
@@ -342,8 +342,8 @@ class Simulation:
         if collective.first_started_s is None:
             collective.first_started_s = self.env.now
         attempt = collective.attempt
-        if network.collective == "hierarchical":
-            staged = hierarchical_all_reduce(participants, collective.payload_bytes, self.topology, network)
+        if network.collective in STAGED:
+            staged = STAGED[network.collective](participants, collective.payload_bytes, self.topology, network)
             self.env.process(self.run_stages(collective, staged, attempt))
             return
         ring = collective.ring(participants, collective.payload_bytes,
@@ -359,7 +359,8 @@ class Simulation:
                                 outer_step * (self.last_fragment + 1) + fragment)
         for rank, offset_s in offsets.items():
             if offset_s > 0:
-                self.network.before_end(transfer, offset_s, lambda rank=rank: self.member_done(collective, rank, attempt))
+                self.network.before_end(transfer, offset_s,
+                                        lambda rank=rank: self.member_done(collective, rank, attempt))
 
     def run_stages(self, collective: PendingCollective, staged: StagedCollective,
                    attempt: int) -> Generator[simpy.Event, Any, None]:

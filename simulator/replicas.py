@@ -4,7 +4,7 @@ An island's replicas are indistinguishable when nothing is drawn or happens per 
 jitter (``jitter_cv`` = 0: every replica computes the same seconds), no churn, chip failures or
 deadline barrier (each moves or cuts single workers), no end spread (each ring position has its own
 end), a coupled schedule (decoupled learners report to the syncer one by one) and a ring (a
-hierarchical collective's leader sends more than the others). Then every replica
+hierarchical collective's leader, or a tree's parent, sends more than the others). Then every replica
 computes, joins and ends each collective at the same instants, and its own access link carries the
 same flows as the others'. The engine runs one of them, the island's *lead* (its first rank), which
 stands for ``count`` workers:

@@ -11,7 +11,8 @@ import pytest
 from islands.analysis.scenario_source import ScenarioSource
 from islands.cli import main
 from islands.scenarios import ScenarioError
-from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile, PairRtt, apply_profile, read_profile
+from islands.scenarios.model import PairLatency
+from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile, apply_profile, read_profile
 from islands.simulator import simulate
 
 GBPS = 1e9 / 8
@@ -42,7 +43,7 @@ latency_ms = 1
 PROFILE = NetworkProfile(
     label="three hosts",
     hosts=(Host("a", 0.5, 0.8), Host("b", 0.4, 0.9), Host("c", 1.0, 1.0)),
-    rtt_ms=(PairRtt(("a", "b"), 20.0), PairRtt(("a", "c"), 30.0), PairRtt(("b", "c"), 50.0)),
+    rtt_ms=(PairLatency(("a", "b"), 20.0), PairLatency(("a", "c"), 30.0), PairLatency(("b", "c"), 50.0)),
     exchange=ExchangeCost(members=3, cpu_s_per_value=1e-8, hop_overhead_s=0.002, end_spread_s=0.0))
 
 

@@ -105,8 +105,9 @@ def test_only_indistinguishable_replicas_are_grouped():
     jittered = make_scenario(["island.1.jitter_cv=0.1"], document=fleet(TWO_KINDS))
     assert [count for _, count in groups(jittered, jittered.workers())] == [3, 1, 1, 1, 1, 1]
     assert simulated_workers(jittered) == 6
-    for apart in (["island.0.mtbf_s=1000"], ["island.0.chip_mtbf_s=1e6", "island.0.recovery_s=60"], ["schedule.barrier=deadline"],
-                  ["network.exchange_end_spread_s=0.01"], ["schedule.algorithm=decoupled"]):
+    for apart in (["island.0.mtbf_s=1000"], ["island.0.chip_mtbf_s=1e6", "island.0.recovery_s=60"],
+                  ["schedule.barrier=deadline"], ["network.exchange_end_spread_s=0.01"],
+                  ["schedule.algorithm=decoupled"], ["network.collective=tree"]):
         scenario = make_scenario(apart, document=fleet(TWO_KINDS))
         assert [count for _, count in groups(scenario, scenario.workers())] == [1] * 8, apart
         assert simulated_workers(scenario) == 8

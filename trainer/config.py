@@ -154,7 +154,7 @@ def check_plan(plan: RunPlan) -> None:
 def check_supported(scenario: Scenario) -> None:
     """Refuse what only the simulator plays: other barriers, backward overlap (the trainer averages
     the gradient, or steps the inner optimizer and forms the pseudo-gradient, after the whole
-    backward pass, not layer by layer during it), a hierarchical collective, a ring reordered across
+    backward pass, not layer by layer during it), a staged collective, a ring reordered across
     regions, and random churn and chip failures."""
     source = scenario.source
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
@@ -167,7 +167,8 @@ def check_supported(scenario: Scenario) -> None:
                         f"backward pass, so it trains only 0 (got {overlap:g}); the overlap is simulated only")
     if scenario.network.collective != "ring":
         raise UserError(f"{source}: network.collective: the real trainer runs a ring all-reduce (got "
-                        f"{scenario.network.collective!r}); the hierarchical collective is simulated only")
+                        f"{scenario.network.collective!r}); the {scenario.network.collective} collective is "
+                        "simulated only")
     if scenario.network.ring_order != "listed" and scenario.regions:
         raise UserError(f"{source}: network.ring_order: the real trainer runs its ring in rank order, the "
                         f"islands as listed (got {scenario.network.ring_order!r}): list them in the order you want")

@@ -38,7 +38,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile, PairRtt
+from islands.scenarios.model import PairLatency
+from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile
 from islands.trainer.comm import TorchGroup
 from islands.trainer.paced import paced_from_environment
 from islands.trainer.sync import Exchanger
@@ -104,7 +105,8 @@ def copy_rate_bytes_per_s(group, source: int) -> float:
     return slope if group.rank == receiver else float("nan")
 
 
-def measure_pairs(world: int, world_group: TorchGroup) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], float]]:
+def measure_pairs(world: int, world_group: TorchGroup) -> tuple[dict[tuple[int, int], float],
+                                                                 dict[tuple[int, int], float]]:
     """(round trip seconds by pair, bytes per second by ordered pair), known on every rank."""
     groups = {pair: pair_group(pair) for pair in combinations(range(world), 2)}
     rtt, rate = {}, {}
@@ -178,7 +180,7 @@ def profile_of(names: list[str], rtt: dict, rate: dict, timings: dict, label: st
         label=label,
         hosts=tuple(Host(name, up * BITS_PER_BYTE / BITS_PER_GBIT * ratio, down * BITS_PER_BYTE / BITS_PER_GBIT * ratio)
                     for name, (up, down) in zip(names, links)),
-        rtt_ms=tuple(PairRtt((names[a], names[b]), seconds * MS_PER_S) for (a, b), seconds in sorted(rtt.items())),
+        rtt_ms=tuple(PairLatency((names[a], names[b]), seconds * MS_PER_S) for (a, b), seconds in sorted(rtt.items())),
         exchange=ExchangeCost(members=world, cpu_s_per_value=costs.cpu_s_per_value,
                               hop_overhead_s=(costs.overhead_s - hops * slowest_one_way_s) / hops,
                               end_spread_s=costs.end_spread_s, burst_bytes=burst_bytes))

@@ -1,8 +1,8 @@
-"""The hierarchical all-reduce (``network.collective = "hierarchical"``): reduce inside each region,
-ring across the regions' leaders, broadcast back.
+"""Collectives in stages (``network.collective`` = "hierarchical" or "tree"): the stages run one
+after the other, the transfers ("legs") of a stage at once, sharing links under the flow model.
 
-A region's members, in ring order, form a chain whose head is its *leader*. Three stages run one
-after the other; the transfers of a stage run at once:
+**Hierarchical**: reduce inside each region, ring across the regions' leaders, broadcast back. A
+region's members, in ring order, form a chain whose head is its *leader*:
 
 1. **Reduce.** Each region's members reduce into its leader along the chain, pipelined: every member
    but the leader sends the whole payload S once, to its predecessor. A region of m members takes
@@ -15,10 +15,20 @@ after the other; the transfers of a stage run at once:
 Bytes sent per sync: S + S by a member (S by the chain's tail), 2(R-1)/R x S + S by a leader (no S
 when it is alone in its region). Against one ring over all M workers, which pays 2(M-1) hops at the
 slowest hop's latency (a backbone's, once regions are crossed), the hierarchy pays 2(R-1) hops at
-backbone latency and 2(m-1) at access latency, for about the same bytes: it wins where latency
-rules. The stages do not overlap here; an implementation that pipelines chunks across them is faster
-(this is its upper bound). A departure cancels the stage in flight and the collective restarts from
-its first stage among the survivors, as a ring does.
+backbone latency and 2(m-1) at access latency, for about the same bytes: it wins where latency rules.
+
+**Tree**: a binary tree over the members in ring order (member p's parent is member (p-1) // 2),
+reduced level by level from the leaves to the root, then broadcast level by level back down. Every
+copy carries the whole payload S and pays its own hop's latency; the two children of a node share
+its downlink on the way up and its uplink on the way down. Over M members of equal links it takes
+2 x ceil(log2(M+1)) - 2 levels, each one hop's latency plus S (a leaf's level) or 2S (a level of
+siblings) at the link rate: fewer latencies than a ring's 2(M-1), more bytes through a parent's
+link. Bytes sent per sync: S by every member but the root in the reduce, S per child in the
+broadcast.
+
+The stages do not overlap here, nor are the levels of a tree pipelined; an implementation that
+pipelines chunks across them is faster (these are its upper bounds). A departure cancels the stage
+in flight and the collective restarts from its first stage among the survivors, as a ring does.
 """
 
 from __future__ import annotations
@@ -92,3 +102,32 @@ def hierarchical_all_reduce(ring: tuple[int, ...], payload_bytes: float, topolog
     if long_chains:
         stages.append(tuple(chain_leg(chain, payload_bytes, topology, network, False) for chain in long_chains))
     return StagedCollective(tuple(stages), bytes_sent)
+
+
+def tree_all_reduce(ring: tuple[int, ...], payload_bytes: float, topology: Topology,
+                    network: NetworkSpec) -> StagedCollective:
+    """The binary tree's levels, reduced from the leaves up, then broadcast back down."""
+    levels: dict[int, list[int]] = {}
+    for position in range(1, len(ring)):
+        levels.setdefault((position + 1).bit_length() - 1, []).append(position)
+    bytes_sent = {rank: 0.0 for rank in ring}
+    up, down = [], []
+    for depth in sorted(levels, reverse=True):
+        up.append(tuple(copy_leg(ring[p], ring[(p - 1) // 2], payload_bytes, topology, network)
+                        for p in levels[depth]))
+        for position in levels[depth]:
+            bytes_sent[ring[position]] += payload_bytes
+            bytes_sent[ring[(position - 1) // 2]] += payload_bytes
+    for depth in sorted(levels):
+        down.append(tuple(copy_leg(ring[(p - 1) // 2], ring[p], payload_bytes, topology, network)
+                          for p in levels[depth]))
+    return StagedCollective(tuple(up + down), bytes_sent)
+
+
+def copy_leg(sender: int, receiver: int, payload_bytes: float, topology: Topology, network: NetworkSpec) -> Leg:
+    """One point-to-point copy of the payload: its path, its hop's latency and the TCP cap there."""
+    latency_s = topology.hop_latency_s(sender, receiver)
+    return Leg(topology.path(sender, receiver), payload_bytes, latency_s, network.tcp_cap_bytes_per_s(latency_s))
+
+
+STAGED = {"hierarchical": hierarchical_all_reduce, "tree": tree_all_reduce}
