@@ -25,7 +25,8 @@ from islands.trace import NO_FRAGMENT, Row
 from .collectives import PendingCollective
 
 if TYPE_CHECKING:
-    from .engine import Simulation, WorkerState
+    from .engine import Simulation
+    from .workers import WorkerState
 
 LATE = object()  # interrupt cause: the deadline passed before this worker reached the barrier
 

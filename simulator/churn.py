@@ -31,7 +31,8 @@ from .collectives import PendingCollective
 from .compute import CHURN, worker_generator
 
 if TYPE_CHECKING:
-    from .engine import Simulation, WorkerState
+    from .engine import Simulation
+    from .workers import WorkerState
 
 DEPARTURE = object()  # interrupt cause: the worker left
 ORPHANED = object()   # interrupt cause: a passive joiner's collective lost every member holding the state

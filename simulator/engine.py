@@ -16,14 +16,13 @@ identical replicas run as one worker that stands for all of them (``replicas.py`
 
 from __future__ import annotations
 
-import heapq
 import math
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Generator, Iterable, Iterator
+from dataclasses import replace
+from typing import Any, Callable, Generator
 
 import simpy
 
-from islands.scenarios import Scenario, Worker
+from islands.scenarios import Scenario
 from islands.schedules import SyncPoint, schedule_of
 from islands.summary import summarise
 from islands.trace import NO_FRAGMENT, Row, to_frame
@@ -34,14 +33,12 @@ from .churn import DEPARTURE, Churn
 from .collectives import COLLECTIVES, PendingCollective, end_offsets_s
 from .compute import STEP_TIMES, StepClock, worker_generator
 from .failures import PAUSE, STOP, Failures
-from .staged import STAGED, StagedCollective
 from .network import Link, make_network
 from .result import SimResult
+from .staged import STAGED, Leg, StagedCollective
 from .syncer import Syncer
 from .topology import BACKBONE, BACKBONE_WORKER, Topology
-
-LAUNCH, APPLY = object(), object()
-
+from .workers import LAUNCH, WorkerState, sync_actions
 
 class EventLimitReached(Exception):
     """The run processed more events than it may (``--max-events``)."""
@@ -60,39 +57,6 @@ class CountingEnvironment(simpy.Environment):
         if self.events_processed > self.max_events:
             raise EventLimitReached
         super().step()
-
-
-@dataclass(eq=False)
-class WorkerState:
-    """What the engine knows about one worker while it runs."""
-
-    worker: Worker
-    clock: StepClock
-    steps_scale: float = 1.0           # adaptive H: this worker's inner steps per scheduled step
-    count: int = 1                     # the identical replicas it stands for, itself included
-    present: bool = False
-    process: simpy.Process | None = None
-    activity: tuple[str, float, int, int] | None = None  # (kind, since_s, fragment, outer_step)
-    unsynced_compute_s: float = 0.0    # compute not yet merged by a sync: lost if it departs
-    position_at_apply: float = 0.0
-    merged_steps: float = 0.0
-    late: PendingCollective | None = None  # deadline barrier: the sync it missed
-    exchanging: PendingCollective | None = None  # its latest exchange: the next one starts after it
-
-
-def sync_actions(points: Iterable[SyncPoint]) -> Iterator[tuple[object, SyncPoint]]:
-    """The launches and applies of ``points`` (in launch order) in the order a worker meets them: by
-    position in inner steps, a launch before an apply at the same position (a blocking sync
-    launches, then waits), so an exchange stays in flight over any launches before its apply step.
-    Lazy: a run's points are never all in memory."""
-    due: list[tuple[float, int, SyncPoint]] = []
-    for index, point in enumerate(points):
-        while due and due[0][0] < point.launch_step:
-            yield APPLY, heapq.heappop(due)[2]
-        yield LAUNCH, point
-        heapq.heappush(due, (point.apply_step, index, point))
-    while due:
-        yield APPLY, heapq.heappop(due)[2]
 
 
 def network_model_for(scenario: Scenario) -> str:
@@ -344,6 +308,7 @@ class Simulation:
         attempt = collective.attempt
         if network.collective in STAGED:
             staged = STAGED[network.collective](participants, collective.payload_bytes, self.topology, network)
+            self.start_stage(collective, staged.stages[0])  # in flight from now, as a ring is
             self.env.process(self.run_stages(collective, staged, attempt))
             return
         ring = collective.ring(participants, collective.payload_bytes,
@@ -364,13 +329,20 @@ class Simulation:
 
     def run_stages(self, collective: PendingCollective, staged: StagedCollective,
                    attempt: int) -> Generator[simpy.Event, Any, None]:
-        """A staged collective's stages in turn, each stage's legs at once. A cancelled leg never ends:
-        the collective restarts as a new attempt, and this one waits for ever."""
-        for stage in staged.stages:
-            collective.transfers = [self.network.transfer(leg.links, leg.bytes_per_link, leg.latency_s,
-                                                          leg.cap_bytes_per_s) for leg in stage]
+        """A staged collective's stages in turn (the first already started), each stage's legs at once.
+        A cancelled leg never ends, and a stage that ends as its collective is cancelled starts no
+        other: the collective restarts as a new attempt."""
+        for index, stage in enumerate(staged.stages):
+            if index:
+                if attempt != collective.attempt or not collective.transfers:
+                    return
+                self.start_stage(collective, stage)
             yield self.env.all_of([transfer.done for transfer in collective.transfers])
         self.finish(collective, staged.bytes_sent, attempt)
+
+    def start_stage(self, collective: PendingCollective, stage: tuple[Leg, ...]) -> None:
+        collective.transfers = [self.network.transfer(leg.links, leg.bytes_per_link, leg.latency_s,
+                                                      leg.cap_bytes_per_s) for leg in stage]
 
     def member_done(self, collective: PendingCollective, rank: int, attempt: int) -> None:
         """``rank`` has everything it needs from ``collective`` before the last member has."""

@@ -30,7 +30,8 @@ from .compute import FAILURES, worker_generator
 if TYPE_CHECKING:
     import numpy as np
 
-    from .engine import Simulation, WorkerState
+    from .engine import Simulation
+    from .workers import WorkerState
 
 STOP = object()   # interrupt cause: a failure elsewhere stopped the whole (non-elastic) run
 PAUSE = object()  # interrupt cause: one of the worker's chips failed; it re-forms without it

@@ -33,6 +33,7 @@ in flight and the collective restarts from its first stage among the survivors, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from islands.scenarios.model import NetworkSpec
@@ -79,9 +80,17 @@ def region_chains(ring: tuple[int, ...], topology: Topology) -> list[list[int]]:
     return list(chains.values())
 
 
+def alone(rank: int, topology: Topology) -> StagedCollective:
+    """A collective of one member (the last survivor): nothing to move, over its own links."""
+    return StagedCollective(((Leg((topology.uplinks[rank], topology.downlinks[rank]), 0.0, 0.0, math.inf),),),
+                            {rank: 0.0})
+
+
 def hierarchical_all_reduce(ring: tuple[int, ...], payload_bytes: float, topology: Topology,
                             network: NetworkSpec) -> StagedCollective:
     """The three stages over the members of ``ring`` (in ring order) and each member's bytes sent."""
+    if len(ring) == 1:
+        return alone(ring[0], topology)
     chains = region_chains(ring, topology)
     long_chains = [chain for chain in chains if len(chain) > 1]
     bytes_sent = {rank: 0.0 for rank in ring}
@@ -107,6 +116,8 @@ def hierarchical_all_reduce(ring: tuple[int, ...], payload_bytes: float, topolog
 def tree_all_reduce(ring: tuple[int, ...], payload_bytes: float, topology: Topology,
                     network: NetworkSpec) -> StagedCollective:
     """The binary tree's levels, reduced from the leaves up, then broadcast back down."""
+    if len(ring) == 1:
+        return alone(ring[0], topology)
     levels: dict[int, list[int]] = {}
     for position in range(1, len(ring)):
         levels.setdefault((position + 1).bit_length() - 1, []).append(position)

@@ -39,7 +39,8 @@ from .network import Link, Transfer
 if TYPE_CHECKING:
     from islands.schedules import SyncPoint
 
-    from .engine import Simulation, WorkerState
+    from .engine import Simulation
+    from .workers import WorkerState
 
 SYNCER_RANK = -1
 

@@ -9,8 +9,9 @@ import pytest
 
 from islands.errors import UserError
 from islands.scenarios import ScenarioError, load
-from islands.simulator import network_model_for, simulate
+from islands.simulator import Simulation, network_model_for, simulate
 from islands.simulator.budget import estimate
+from islands.simulator.collectives import PendingCollective, RingAllReduce
 from islands.simulator.replicas import groups
 from islands.trainer.config import check_supported
 
@@ -134,3 +135,23 @@ def test_over_many_members_a_tree_pays_fewer_latencies_than_a_ring():
 def test_a_tree_under_the_alpha_beta_model_is_refused():
     with pytest.raises(ScenarioError, match=r"network.model: alpha-beta prices each transfer alone"):
         make_scenario(document=star(4, 1e9, 10, model="alpha-beta"))
+
+
+@pytest.mark.parametrize("collective", ["hierarchical", "tree"])
+def test_a_last_survivor_s_collective_moves_nothing_and_the_run_finishes(collective):
+    document = star(2, 1e9, 10, collective=collective)
+    document["event"] = [{"at_s": 50.0, "kind": "leave", "island": "w1"}]
+    summary = simulate(make_scenario(document=document)).summary
+    assert summary["complete"] and summary["leaves"] == 1
+    assert summary["islands"][0]["bytes_per_worker"] == 0.0  # w0 alone at both syncs
+    assert summary["mean_sync_s"] == 0.0
+
+
+@pytest.mark.parametrize("collective", ["hierarchical", "tree"])
+def test_a_staged_collective_is_in_flight_from_the_instant_it_starts(collective):
+    # so that a departure in that same instant breaks it, and no second start doubles it
+    simulation = Simulation(make_scenario(document=star(4, 1e9, 10, collective=collective)))
+    pending = PendingCollective((0, 0), 2e9, RingAllReduce, {0, 1, 2, 3}, simulation.env.event(), {0, 1, 2, 3})
+    simulation.pending[pending.key] = pending
+    simulation.start(pending)
+    assert pending.in_flight and not pending.ready()

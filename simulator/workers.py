@@ -1,0 +1,51 @@
+"""What the engine knows about each worker it runs, and the order in which a worker meets its
+schedule's launches and applies (``sync_actions``)."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import simpy
+
+from islands.scenarios import Worker
+from islands.schedules import SyncPoint
+
+from .collectives import PendingCollective
+from .compute import StepClock
+
+LAUNCH, APPLY = object(), object()
+
+
+@dataclass(eq=False)
+class WorkerState:
+    """What the engine knows about one worker while it runs."""
+
+    worker: Worker
+    clock: StepClock
+    steps_scale: float = 1.0           # adaptive H: this worker's inner steps per scheduled step
+    count: int = 1                     # the identical replicas it stands for, itself included
+    present: bool = False
+    process: simpy.Process | None = None
+    activity: tuple[str, float, int, int] | None = None  # (kind, since_s, fragment, outer_step)
+    unsynced_compute_s: float = 0.0    # compute not yet merged by a sync: lost if it departs
+    position_at_apply: float = 0.0
+    merged_steps: float = 0.0
+    late: PendingCollective | None = None  # deadline barrier: the sync it missed
+    exchanging: PendingCollective | None = None  # its latest exchange: the next one starts after it
+
+
+def sync_actions(points: Iterable[SyncPoint]) -> Iterator[tuple[object, SyncPoint]]:
+    """The launches and applies of ``points`` (in launch order) in the order a worker meets them: by
+    position in inner steps, a launch before an apply at the same position (a blocking sync
+    launches, then waits), so an exchange stays in flight over any launches before its apply step.
+    Lazy: a run's points are never all in memory."""
+    due: list[tuple[float, int, SyncPoint]] = []
+    for index, point in enumerate(points):
+        while due and due[0][0] < point.launch_step:
+            yield APPLY, heapq.heappop(due)[2]
+        yield LAUNCH, point
+        heapq.heappush(due, (point.apply_step, index, point))
+    while due:
+        yield APPLY, heapq.heappop(due)[2]
