@@ -22,7 +22,7 @@ from islands.scenarios import Scenario, Worker
 from islands.schedules import SyncPoint
 from islands.trace import NO_FRAGMENT, Row
 
-from .collectives import PendingCollective
+from .collectives import PendingCollective, copy_leg
 
 if TYPE_CHECKING:
     from .engine import Simulation
@@ -76,11 +76,8 @@ def catch_up(sim: Simulation, state: WorkerState, point: SyncPoint) -> Generator
         state.activity = ("stall", since_s, point.fragment, point.outer_step)
         yield collective.done
         sim.close_activity(state)
-    peer = collective.participants[0]
-    latency_s = sim.topology.hop_latency_s(peer, rank)
-    network = sim.scenario.network
-    cap = network.tcp_cap_bytes_per_s(latency_s)
-    download = sim.network.transfer(sim.topology.path(peer, rank), point.payload_bytes, latency_s, cap)
+    download = sim.launch(copy_leg(collective.participants[0], rank, point.payload_bytes, sim.topology,
+                                   sim.scenario.network))
     fetch_start_s = sim.env.now
     state.activity = ("stall", fetch_start_s, point.fragment, point.outer_step)
     yield from sim.churn.fetch(state, download)

@@ -34,7 +34,7 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
 
 from .barriers import steps_scales
 from .collectives import collective_for
-from .replicas import simulated_workers
+from .replicas import groups
 
 DEFAULT_MAX_EVENTS = 2_000_000
 EVENTS_PER_WORKER_SYNC = 2.5
@@ -152,7 +152,7 @@ def estimate(scenario: Scenario) -> Budget:
                        if w.mtbf_s is not None and w.mttr_s is not None)
         changes += sum(2 * horizon_s * w.failure_rate_per_compute_s for w in workers)
     collectives = float(scenario.schedule.outer_steps * collectives_per_outer(scenario))
-    worker_syncs = simulated_workers(scenario) * collectives
+    worker_syncs = len(groups(scenario, workers)) * collectives
     return Budget(
         run_length_s=length_s,
         horizon_s=horizon_s,

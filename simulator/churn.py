@@ -27,7 +27,7 @@ import simpy
 
 from islands.trace import NO_FRAGMENT, Row
 
-from .collectives import PendingCollective
+from .collectives import PendingCollective, copy_leg
 from .compute import CHURN, worker_generator
 
 if TYPE_CHECKING:
@@ -257,12 +257,9 @@ class Churn:
         """The global state from ``peer``, in the background of the joiner's own process."""
         sim = self.sim
         rank = state.worker.rank
-        latency_s = sim.topology.hop_latency_s(peer, rank)
-        network = sim.scenario.network
-        cap = network.tcp_cap_bytes_per_s(latency_s)
         weights_bytes = sim.scenario.weights_bytes
         started_s = sim.env.now
-        download = sim.network.transfer(sim.topology.path(peer, rank), weights_bytes, latency_s, cap)
+        download = sim.launch(copy_leg(peer, rank, weights_bytes, sim.topology, sim.scenario.network))
         yield from self.fetch(state, download)
         sim.rows.append(Row(started_s, sim.env.now, rank, state.worker.island, "comm", weights_bytes, NO_FRAGMENT,
                          sim.completed_outer))

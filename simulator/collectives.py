@@ -48,7 +48,9 @@ import simpy
 from islands.scenarios import Scenario
 from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
 
-from .network import Transfer
+from islands.scenarios.model import NetworkSpec
+
+from .network import Link, Transfer
 from .topology import Topology
 
 
@@ -130,6 +132,30 @@ class RingAllGather(RingCollective):
 
 
 COLLECTIVES: dict[str, type[RingCollective]] = {ALL_REDUCE: RingAllReduce, ALL_GATHER: RingAllGather}
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One transfer: ``bytes_per_link`` through each of ``links`` after ``latency_s``, at most at ``cap``."""
+
+    links: tuple[Link, ...]
+    bytes_per_link: float
+    latency_s: float
+    cap_bytes_per_s: float
+
+
+def ring_leg(ring: RingCollective, topology: Topology, network: NetworkSpec) -> Leg:
+    """A ring as one transfer: every participant's links (and backbone crossings), its bytes per worker,
+    its hops at the slowest hop's latency, capped by TCP there."""
+    hop_s = ring.slowest_hop_latency_s(topology)
+    return Leg(topology.ring_links(ring.participants), ring.bytes_per_worker, ring.latency_s(hop_s),
+               network.tcp_cap_bytes_per_s(hop_s))
+
+
+def copy_leg(sender: int, receiver: int, payload_bytes: float, topology: Topology, network: NetworkSpec) -> Leg:
+    """One point-to-point copy of the payload: its path, its hop's latency and the TCP cap there."""
+    latency_s = topology.hop_latency_s(sender, receiver)
+    return Leg(topology.path(sender, receiver), payload_bytes, latency_s, network.tcp_cap_bytes_per_s(latency_s))
 
 
 def collective_for(scenario: Scenario) -> type[RingCollective]:

@@ -30,12 +30,12 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import barriers, budget, replicas
 from .churn import DEPARTURE, Churn
-from .collectives import COLLECTIVES, PendingCollective, end_offsets_s
+from .collectives import COLLECTIVES, Leg, PendingCollective, end_offsets_s, ring_leg
 from .compute import STEP_TIMES, StepClock, worker_generator
 from .failures import PAUSE, STOP, Failures
-from .network import Link, make_network
+from .network import Link, Transfer, make_network
 from .result import SimResult
-from .staged import STAGED, Leg, StagedCollective
+from .staged import STAGED, StagedCollective
 from .syncer import Syncer
 from .topology import BACKBONE, BACKBONE_WORKER, Topology
 from .workers import LAUNCH, WorkerState, sync_actions
@@ -313,9 +313,7 @@ class Simulation:
             return
         ring = collective.ring(participants, collective.payload_bytes,
                                tuple(self.replica_counts[rank] for rank in participants))
-        hop_s = ring.slowest_hop_latency_s(self.topology)
-        transfer = self.network.transfer(self.topology.ring_links(participants), ring.bytes_per_worker,
-                                         ring.latency_s(hop_s), network.tcp_cap_bytes_per_s(hop_s))
+        transfer = self.launch(ring_leg(ring, self.topology, network))
         collective.transfers = [transfer]
         bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
         transfer.done.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
@@ -341,8 +339,11 @@ class Simulation:
         self.finish(collective, staged.bytes_sent, attempt)
 
     def start_stage(self, collective: PendingCollective, stage: tuple[Leg, ...]) -> None:
-        collective.transfers = [self.network.transfer(leg.links, leg.bytes_per_link, leg.latency_s,
-                                                      leg.cap_bytes_per_s) for leg in stage]
+        collective.transfers = [self.launch(leg) for leg in stage]
+
+    def launch(self, leg: Leg) -> Transfer:
+        """Put one transfer on the network."""
+        return self.network.transfer(leg.links, leg.bytes_per_link, leg.latency_s, leg.cap_bytes_per_s)
 
     def member_done(self, collective: PendingCollective, rank: int, attempt: int) -> None:
         """``rank`` has everything it needs from ``collective`` before the last member has."""
@@ -352,10 +353,8 @@ class Simulation:
             own_end.succeed()
 
     def break_ring(self, collective: PendingCollective) -> None:
-        """A participant departed mid-transfer: the ring stops; it restarts once that is detected."""
-        self.cancel_transfers(collective)
-
-    def cancel_transfers(self, collective: PendingCollective) -> None:
+        """A participant departed mid-transfer (or a failure stopped the run): the collective's transfers
+        stop; it restarts once that is detected."""
         for transfer in collective.transfers:
             self.network.cancel(transfer)
         collective.transfers = []

@@ -147,7 +147,7 @@ class Failures:
         sim = self.sim
         self.stopped_since_s = sim.env.now
         for collective in list(sim.pending.values()):
-            sim.cancel_transfers(collective)
+            sim.break_ring(collective)
         sim.pending.clear()
         restart_outer = self.checkpoint_outer()
         sim.completed_outer = restart_outer

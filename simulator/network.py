@@ -110,6 +110,12 @@ def crossings(links: tuple[Link, ...]) -> Counter[Link]:
     return Counter(links)
 
 
+def alone_rate(counted: Counter[Link], cap_bytes_per_s: float) -> float:
+    """The rate of a transfer alone on its links: its narrowest link's share (a link it crosses k times
+    gives it 1/k), at most its own cap."""
+    return min(min(link.capacity_bytes_per_s / count for link, count in counted.items()), cap_bytes_per_s)
+
+
 def burst_at(counted: Counter[Link], at_s: float, bytes_per_link: float) -> float:
     """Bytes a transfer starting to move at ``at_s`` may send at once: what every one of its links' token
     buckets holds then (shared among its crossings of a link); none if a link has no bucket."""
@@ -139,7 +145,7 @@ class AlphaBetaNetwork:
     def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float,
                  cap_bytes_per_s: float = NO_CAP) -> Transfer:
         counted = crossings(links)
-        rate = min(min(link.capacity_bytes_per_s / count for link, count in counted.items()), cap_bytes_per_s)
+        rate = alone_rate(counted, cap_bytes_per_s)
         data_start = self.env.now + latency_s
         burst = burst_at(counted, data_start, bytes_per_link)
         data_end = data_start + (bytes_per_link - burst) / rate
@@ -283,12 +289,10 @@ def max_min_rates(flows: list[Transfer]) -> list[float]:
     Repeatedly find the link whose remaining capacity divided by its unfrozen flows is smallest,
     freeze those flows at that share and subtract it from every link they cross (Bertsekas &
     Gallager, Data Networks, section 6.5.2). A flow's own rate cap acts as a private link. A flow
-    alone gets its narrowest link's share of it (a link crossed k times gives it 1/k), or its cap.
+    alone needs no filling (``alone_rate``).
     """
     if len(flows) == 1:
-        alone = flows[0]
-        return [min(alone.cap_bytes_per_s,
-                    min(link.capacity_bytes_per_s / count for link, count in crossings(alone.links).items()))]
+        return [alone_rate(crossings(flows[0].links), flows[0].cap_bytes_per_s)]
     capacity: dict[object, float] = {}
     crossing: dict[object, list[int]] = {}
     for index, flow in enumerate(flows):

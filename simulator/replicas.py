@@ -50,13 +50,6 @@ def groups(scenario: Scenario, workers: list[Worker], enabled: bool = True) -> l
     return result
 
 
-def simulated_workers(scenario: Scenario) -> int:
-    """How many workers the engine runs for the scenario (``groups``), without listing them."""
-    if not groupable(scenario):
-        return scenario.worker_count
-    return sum(1 if island.jitter_cv == 0 else island.replicas for island in scenario.islands)
-
-
 def expand(frame: pd.DataFrame, counts: dict[int, int], order: list[str]) -> pd.DataFrame:
     """Every lead's rows repeated for each replica it stands for, under ranks lead .. lead + count - 1
     (rows of other workers, such as backbones, unchanged), sorted by ``order`` as the frame was."""

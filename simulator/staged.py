@@ -38,19 +38,8 @@ from dataclasses import dataclass
 
 from islands.scenarios.model import NetworkSpec
 
-from .collectives import RingAllReduce
-from .network import Link
+from .collectives import Leg, RingAllReduce, copy_leg, ring_leg
 from .topology import Topology
-
-
-@dataclass(frozen=True)
-class Leg:
-    """One transfer: ``bytes_per_link`` through each of ``links`` after ``latency_s``, at most at ``cap``."""
-
-    links: tuple[Link, ...]
-    bytes_per_link: float
-    latency_s: float
-    cap_bytes_per_s: float
 
 
 @dataclass(frozen=True)
@@ -103,9 +92,7 @@ def hierarchical_all_reduce(ring: tuple[int, ...], payload_bytes: float, topolog
     leaders = tuple(chain[0] for chain in chains)
     if len(leaders) > 1:
         across = RingAllReduce(leaders, payload_bytes)
-        hop_s = across.slowest_hop_latency_s(topology)
-        stages.append((Leg(topology.ring_links(leaders), across.bytes_per_worker, across.latency_s(hop_s),
-                           network.tcp_cap_bytes_per_s(hop_s)),))
+        stages.append((ring_leg(across, topology, network),))
         for leader in leaders:
             bytes_sent[leader] += across.bytes_per_worker
     if long_chains:
@@ -133,12 +120,6 @@ def tree_all_reduce(ring: tuple[int, ...], payload_bytes: float, topology: Topol
         down.append(tuple(copy_leg(ring[(p - 1) // 2], ring[p], payload_bytes, topology, network)
                           for p in levels[depth]))
     return StagedCollective(tuple(up + down), bytes_sent)
-
-
-def copy_leg(sender: int, receiver: int, payload_bytes: float, topology: Topology, network: NetworkSpec) -> Leg:
-    """One point-to-point copy of the payload: its path, its hop's latency and the TCP cap there."""
-    latency_s = topology.hop_latency_s(sender, receiver)
-    return Leg(topology.path(sender, receiver), payload_bytes, latency_s, network.tcp_cap_bytes_per_s(latency_s))
 
 
 STAGED = {"hierarchical": hierarchical_all_reduce, "tree": tree_all_reduce}

@@ -11,7 +11,7 @@ import pytest
 from islands.scenarios import load
 from islands.simulator import simulate
 from islands.simulator.budget import estimate
-from islands.simulator.replicas import groups, simulated_workers
+from islands.simulator.replicas import groups
 
 from conftest import make_scenario
 
@@ -101,16 +101,17 @@ def test_ten_thousand_replicas_are_one_worker_and_the_ring_is_priced_at_m_ten_th
 def test_only_indistinguishable_replicas_are_grouped():
     scenario = make_scenario(document=fleet(TWO_KINDS))
     assert [(worker.rank, count) for worker, count in groups(scenario, scenario.workers())] == [(0, 3), (3, 5)]
-    assert simulated_workers(scenario) == 2
+    assert estimate(scenario).worker_syncs == 2 * 4  # the budget counts two simulated workers, 4 syncs each
     jittered = make_scenario(["island.1.jitter_cv=0.1"], document=fleet(TWO_KINDS))
     assert [count for _, count in groups(jittered, jittered.workers())] == [3, 1, 1, 1, 1, 1]
-    assert simulated_workers(jittered) == 6
+    assert estimate(jittered).worker_syncs == 6 * 4
     for apart in (["island.0.mtbf_s=1000"], ["island.0.chip_mtbf_s=1e6", "island.0.recovery_s=60"],
                   ["schedule.barrier=deadline"], ["network.exchange_end_spread_s=0.01"],
                   ["schedule.algorithm=decoupled"], ["network.collective=tree"]):
         scenario = make_scenario(apart, document=fleet(TWO_KINDS))
         assert [count for _, count in groups(scenario, scenario.workers())] == [1] * 8, apart
-        assert simulated_workers(scenario) == 8
+        fragments = 2 if apart == ["schedule.algorithm=decoupled"] else 1  # DiLoCo exchanges one
+        assert estimate(scenario).worker_syncs == 8 * 4 * fragments
 
 
 def test_the_budget_counts_the_workers_the_engine_runs():

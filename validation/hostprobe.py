@@ -17,7 +17,7 @@ what the trainer gets. In turn, with every other host waiting at a barrier:
   the built-in calibration derives its keys (``calibration.exchange_costs``): the screening per
   value, the fixed cost and the end spread; and from the medium and large exchanges the rate the
   exchange achieves (over the slowest pair's, which scales every host's rates) and what the links send
-  at once (``exchange_rate_and_burst``).
+  at once (``calibration.rate_and_burst``, the burst within the medium exchange's volume).
 
 Rank 0 writes the profile atomically. Hosts are named by ``--name`` (or ``ISLANDS_HOST_NAMES``, a
 JSON list by rank, which ``calibrate --emulate`` sets), else by host name; the names must differ.
@@ -150,30 +150,16 @@ def exchange_timings(world: int, large_values: int) -> dict:
     return timings
 
 
-def exchange_rate_and_burst(world: int, timings: dict) -> tuple[float, float]:
-    """(bytes per second, bytes sent at once) of the exchange's data: its medium and large data times
-    (less the tiny exchange's, which moves next to nothing) are (volume - burst) / rate each, so the
-    rate is their slope and the burst the intercept, within [0, the medium volume]
-    (``calibration.rate_and_burst`` fits the same within a known tbf bucket)."""
-    key, average, large_values = str(world), timings["average"], timings["large_values"]
-    large_bytes = probe_volume_bytes(world, large_values)
-    medium_bytes = probe_volume_bytes(world, medium_values(large_values))
-    large_s = average["large"][key] - average["tiny"][key]
-    medium_s = average["medium"][key] - average["tiny"][key]
-    if not large_s > medium_s > 0:
-        return large_bytes / large_s, 0.0
-    rate = (large_bytes - medium_bytes) / (large_s - medium_s)
-    return rate, min(max(0.0, large_bytes - rate * large_s), medium_bytes)
-
-
 def profile_of(names: list[str], rtt: dict, rate: dict, timings: dict, label: str) -> NetworkProfile:
     """The profile from the measurements (``scenarios/profile.py`` says how a scenario takes it)."""
     world = len(names)
     links = host_rates(world, rate)
     slowest_bits_per_s = min(min(up, down) for up, down in links) * BITS_PER_BYTE
-    costs = exchange_costs(world, timings, slowest_bits_per_s)
-    exchange_bytes_per_s, burst_bytes = exchange_rate_and_burst(world, timings)
-    ratio = exchange_bytes_per_s * BITS_PER_BYTE / slowest_bits_per_s
+    # the burst is fitted as the built-in calibration fits it, within the medium exchange's volume here
+    # (a real host's token bucket is unknown)
+    medium_bytes = probe_volume_bytes(world, medium_values(timings["large_values"]))
+    costs = exchange_costs(world, timings, slowest_bits_per_s, medium_bytes)
+    ratio, burst_bytes = costs.ratio, costs.burst_fraction * medium_bytes
     hops = 2 * (world - 1)
     slowest_one_way_s = max(rtt.values()) / 2
     return NetworkProfile(
