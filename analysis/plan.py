@@ -29,7 +29,7 @@ from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
 from .scenario_source import ScenarioSource, as_source
-from .search import RELATIVE_TOLERANCE, Answer, least_bandwidth, least_inner_steps, measure
+from .search import RELATIVE_TOLERANCE, Answer, bandwidth_curve, least_bandwidth, least_inner_steps, measure
 
 DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
 H_SCHEDULES = tuple(name for name, schedule in SCHEDULES.items() if "inner_steps" in schedule.reads)
@@ -38,18 +38,40 @@ MAX_FRAGMENTS = 64
 
 @dataclass(frozen=True)
 class Question:
-    """One search: ``kind`` is ``bandwidth`` or ``inner_steps``; ``overrides`` pick the variant."""
+    """One task of the pool. ``bandwidth``: the least bandwidth for each of ``targets`` on one
+    schedule's curve (``overrides`` pick it), which the targets' searches share; ``inner_steps``: the
+    smallest H for the one target; ``fragments``: the least bandwidth for the one target at each wire
+    precision of ``bits`` (``overrides`` pick P)."""
 
     kind: str
-    target: float
+    targets: tuple[float, ...]
     overrides: tuple[str, ...]
     seeds: tuple[int, ...] = ()
+    bits: tuple[int, ...] = ()
 
 
-def answer(source: ScenarioSource, question: Question) -> Answer:
-    """Run one search (a task of the pool)."""
-    search = least_bandwidth if question.kind == "bandwidth" else least_inner_steps
-    return search(source, question.target, *question.overrides, seeds=question.seeds)
+def answer(source: ScenarioSource, question: Question) -> list[Answer]:
+    """Run one task's searches: one answer per target, or per wire precision for ``fragments``."""
+    overrides, seeds = question.overrides, question.seeds
+    if question.kind == "inner_steps":
+        return [least_inner_steps(source, question.targets[0], *overrides, seeds=seeds)]
+    if question.kind == "fragments":
+        return precision_row(source, question.targets[0], overrides, question.bits, seeds)
+    curve = bandwidth_curve(source, *overrides, seeds=seeds)
+    return [least_bandwidth(source, target, *overrides, seeds=seeds, curve=curve) for target in question.targets]
+
+
+def precision_row(source: ScenarioSource, target: float, overrides: tuple[str, ...], bits: tuple[int, ...],
+                  seeds: tuple[int, ...]) -> list[Answer]:
+    """The least bandwidth at each wire precision, widest first, each search warm-started from the
+    previous answer scaled by the payload: where transfers bound the run, the bandwidth needed is in
+    proportion to the bytes moved."""
+    answers: list[Answer] = []
+    for width in bits:
+        previous = answers[-1] if answers else None
+        guess = previous.value * width / bits[len(answers) - 1] if previous and previous.value else None
+        answers.append(least_bandwidth(source, target, *overrides, f"schedule.bits={width}", seeds=seeds, guess=guess))
+    return answers
 
 
 @dataclass
@@ -106,20 +128,22 @@ def fragment_candidates(scenario: Scenario) -> list[tuple[int, int]]:
 
 
 def questions(scenario: Scenario, algorithms: Sequence[str], target: float, targets: Sequence[float],
-              fragments: bool, seeds: tuple[int, ...]) -> list[tuple[tuple, Question]]:
-    """Every search the plan needs for ``algorithms``, each with the key its answer is filed under."""
-    found: list[tuple[tuple, Question]] = []
+              fragments: bool, seeds: tuple[int, ...]) -> list[tuple[list[tuple], Question]]:
+    """Every task the plan needs for ``algorithms``, each with the keys its answers are filed under."""
+    found: list[tuple[list[tuple], Question]] = []
     for algorithm in algorithms:
-        for goal in targets:
-            found.append((("bandwidth", algorithm, goal),
-                          Question("bandwidth", goal, (f"schedule.algorithm={algorithm}",), seeds)))
+        found.append(([("bandwidth", algorithm, goal) for goal in targets],
+                      Question("bandwidth", tuple(targets), (f"schedule.algorithm={algorithm}",), seeds)))
     for algorithm in (name for name in H_SCHEDULES if name in algorithms):
-        found.append((("inner_steps", algorithm),
-                      Question("inner_steps", target, (f"schedule.algorithm={algorithm}",), seeds)))
+        found.append(([("inner_steps", algorithm)],
+                      Question("inner_steps", (target,), (f"schedule.algorithm={algorithm}",), seeds)))
     if fragments:
-        for p, bits in fragment_candidates(scenario):
-            overrides = ("schedule.algorithm=streaming", f"schedule.fragments={p}", f"schedule.bits={bits}")
-            found.append((("fragments", p, bits), Question("bandwidth", target, overrides, seeds)))
+        candidates = fragment_candidates(scenario)
+        for p in dict.fromkeys(p for p, _ in candidates):
+            widths = tuple(sorted((b for q, b in candidates if q == p), reverse=True))
+            overrides = ("schedule.algorithm=streaming", f"schedule.fragments={p}")
+            found.append(([("fragments", p, bits) for bits in widths],
+                          Question("fragments", (target,), overrides, seeds, widths)))
     return found
 
 
@@ -153,7 +177,7 @@ def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
                 now={a: found.utilisation for a, found in now.items()},
                 now_cut_short={a: found.incomplete_reason for a, found in now.items() if found.incomplete_reason},
                 bandwidth={a: {} for a in algorithms}, inner_steps={}, left_out=variants.notes())
-    for (kind, *key), found in zip((k for k, _ in asked), answers):
+    for (kind, *key), found in zip((key for keys, _ in asked for key in keys), (a for row in answers for a in row)):
         if kind == "bandwidth":
             plan.bandwidth[key[0]][key[1]] = found
         elif kind == "inner_steps":

@@ -86,30 +86,54 @@ def score(found: float | None) -> float:
     return -1.0 if found is None else found
 
 
-class Probe:
-    """Utilisation as a function of one value, counting runs and remembering each result."""
+class Curve:
+    """Utilisation as a function of one value (bandwidth or H), each value simulated once: the searches
+    for several targets on one curve share what it has seen."""
 
-    def __init__(self, evaluate: Callable[[float], float | None], target: float):
+    def __init__(self, evaluate: Callable[[float], float | None]):
         self.evaluate = evaluate
-        self.target = target
         self.seen: dict[float, float | None] = {}
+
+
+class Probe:
+    """A search for one target on a curve, counting the runs it makes."""
+
+    def __init__(self, curve: Curve, target: float):
+        self.curve = curve
+        self.target = target
+        self.made: list[float] = []
+
+    @property
+    def seen(self) -> dict[float, float | None]:
+        return self.curve.seen
+
+    def reached(self, value: float) -> bool:
+        return score(self.seen[value]) >= self.target - UTILISATION_SLACK
 
     def reaches(self, value: float) -> bool:
         if value not in self.seen:
-            self.seen[value] = self.evaluate(value)
-        return score(self.seen[value]) >= self.target - UTILISATION_SLACK
+            self.seen[value] = self.curve.evaluate(value)
+            self.made.append(value)
+        return self.reached(value)
+
+    def bracket(self) -> tuple[float | None, float | None]:
+        """The tightest bracket the curve has seen: the greatest value short of the target and the
+        least one reaching it (either None where none is)."""
+        short = [value for value in self.seen if not self.reached(value)]
+        reaching = [value for value in self.seen if self.reached(value)]
+        return max(short, default=None), min(reaching, default=None)
 
     @property
     def cut_short(self) -> int:
-        return sum(1 for found in self.seen.values() if found is None)
+        return sum(1 for value in self.made if self.seen[value] is None)
 
     def answer(self, value: float) -> Answer:
         """The target is reached at ``value``."""
-        return Answer(value, self.seen[value], len(self.seen), value, self.cut_short)
+        return Answer(value, self.seen[value], len(self.made), value, self.cut_short)
 
     def unreachable(self) -> Answer:
         best = max(self.seen, key=lambda value: score(self.seen[value]))
-        return Answer(None, self.seen[best], len(self.seen), best, self.cut_short)
+        return Answer(None, self.seen[best], len(self.made), best, self.cut_short)
 
 
 def link_overrides(gbps: float) -> list[str]:
@@ -117,28 +141,88 @@ def link_overrides(gbps: float) -> list[str]:
     return [f"{key}={gbps!r}" for key in LINK_KEYS]
 
 
-def least_bandwidth(source: ScenarioSource, target: float, *overrides: str, seeds: Sequence[int] = ()) -> Answer:
+def bandwidth_curve(source: ScenarioSource, *overrides: str, seeds: Sequence[int] = ()) -> Curve:
+    """Utilisation against the bandwidth of every island's access link (Gbit/s)."""
+    return Curve(lambda gbps: utilisation(source, *overrides, *link_overrides(gbps), seeds=seeds))
+
+
+def least_bandwidth(source: ScenarioSource, target: float, *overrides: str, seeds: Sequence[int] = (),
+                    curve: Curve | None = None, guess: float | None = None) -> Answer:
     """The least bandwidth (Gbit/s, the same on every island's access link) whose utilisation reaches
     ``target``, to a relative precision of ``RELATIVE_TOLERANCE``.
 
     The bracket [low, high] always has ``high`` reaching the target and ``low`` not; the answer is
-    ``high``, a bandwidth known to reach it. It is narrowed by ``narrow`` in log(bandwidth).
+    ``high``, a bandwidth known to reach it. It is found by ``bracket_bandwidth`` and narrowed by
+    ``narrow`` in log(bandwidth). ``curve``: one already searched for other targets (of
+    ``bandwidth_curve(source, *overrides, seeds=seeds)``), whose runs this search starts from;
+    ``guess``: where the answer is expected (a warm start), else the search starts from what the
+    curve has seen, or from the scenario's own bandwidth.
     """
-    probe = Probe(lambda gbps: utilisation(source, *overrides, *link_overrides(gbps), seeds=seeds), target)
+    probe = Probe(curve or bandwidth_curve(source, *overrides, seeds=seeds), target)
     start = max(island.bandwidth_gbps for island in source.variant(*overrides).islands)
-    if probe.reaches(start):
-        high, low = start, max(start / BRACKET_FACTOR, MIN_GBPS)
-        while probe.reaches(low):
-            if low <= MIN_GBPS * (1 + RELATIVE_TOLERANCE):  # at the bound, give or take rounding
-                return probe.answer(low)
-            high, low = low, max(low / BRACKET_FACTOR, MIN_GBPS)
-    else:
-        low, high = start, min(start * BRACKET_FACTOR, MAX_GBPS)
-        while not probe.reaches(high):
-            if high >= MAX_GBPS * (1 - RELATIVE_TOLERANCE):
-                return probe.unreachable()
-            low, high = high, min(high * BRACKET_FACTOR, MAX_GBPS)
-    return probe.answer(narrow(probe, low, high, math.log1p(RELATIVE_TOLERANCE)))
+    found = bracket_bandwidth(probe, start, guess)
+    if found is None:
+        return probe.unreachable()
+    low, high = found
+    return probe.answer(high if low is None else narrow(probe, low, high, math.log1p(RELATIVE_TOLERANCE)))
+
+
+def expected_at(probe: Probe) -> float | None:
+    """Where the target should be reached, from the two runs nearest to it in overhead (or the one
+    there is): the overhead as a line in 1 / value through them, k / value - hidden seconds
+    (``narrow``), or k / value through one. So it is for bandwidth, and for H: a blocking sync's
+    overhead is sync seconds / (H x step seconds). None where no run has an overhead to go by
+    (every one hid every transfer or was cut short)."""
+    goal = overhead(probe.target)
+    known = [(value, overhead(found)) for value, found in probe.seen.items()]
+    known = sorted(((value, cost) for value, cost in known if 0 < cost < math.inf),
+                   key=lambda pair: abs(math.log(pair[1] / goal)) if goal > 0 else 0.0)
+    if goal <= 0 or not known:
+        return None
+    (value, cost), *others = known
+    expected = value * cost / goal
+    if others:
+        other, other_cost = others[0]
+        slope = (cost - other_cost) / (1 / value - 1 / other)
+        if slope > 0 and goal > cost - slope / value:
+            expected = slope / (goal - (cost - slope / value))
+    return expected
+
+
+def expected_gbps(probe: Probe) -> float | None:
+    expected = expected_at(probe)
+    return None if expected is None else min(max(expected, MIN_GBPS), MAX_GBPS)
+
+
+def bracket_bandwidth(probe: Probe, start: float, guess: float | None) -> tuple[float | None, float] | None:
+    """A bracket (low, high) of the answer, ``low`` None when ``high`` is the least bandwidth there is;
+    None when even ``MAX_GBPS`` falls short.
+
+    The first run is at ``guess`` (a warm start), else where the curve's runs put the answer
+    (``expected_gbps``), else at the scenario's own bandwidth. Each next run is at the expected
+    bandwidth, but at least a step beyond the side already known; the steps start at the search's
+    precision and grow tenfold, so a good guess costs two runs, and they are factors of
+    ``BRACKET_FACTOR`` where nothing is expected (every run so far hid every transfer or was cut short).
+    """
+    near, far = math.log1p(RELATIVE_TOLERANCE), math.log(BRACKET_FACTOR)
+    value = guess if guess is not None else expected_gbps(probe) or start
+    step = near
+    while True:
+        probe.reaches(value)
+        low, high = probe.bracket()
+        if low is not None and high is not None:
+            return low, high
+        if high is not None and high <= MIN_GBPS * (1 + RELATIVE_TOLERANCE):  # at the bound, give or take rounding
+            return None, high
+        if low is not None and low >= MAX_GBPS * (1 - RELATIVE_TOLERANCE):
+            return None
+        expected = expected_gbps(probe)
+        reach = step if expected is not None else far
+        if high is None:
+            value = min(max(expected or 0.0, low * math.exp(reach)), MAX_GBPS)
+        else:
+            value = max(min(expected or math.inf, high / math.exp(reach)), MIN_GBPS)
+        step = min(step * 10, far)
 
 
 def overhead(fraction: float | None) -> float:
@@ -149,61 +233,102 @@ def overhead(fraction: float | None) -> float:
 def narrow(probe: Probe, low: float, high: float, tolerance: float) -> float:
     """Shrink a bracket [low, high] of bandwidths until log(high / low) <= ``tolerance``; return high.
 
-    Each step interpolates the overhead 1/U - 1 linearly in 1/bandwidth between the ends. That is
-    exact for a blocking sync (overhead = sync seconds / compute seconds = k / bandwidth) and for
-    fragments overlapped with compute while they do not share a link (k / bandwidth - hidden
-    seconds), so two steps land on either side of the answer. Probes stay ``tolerance`` / 2 inside
-    the bracket, and whenever an interpolation fails to halve it the next step bisects in
-    log(bandwidth), so the search is never much slower than plain bisection where the curve bends.
+    Each step puts the overhead 1/U - 1 on a line in 1/bandwidth (``interpolate``). That is exact for
+    a blocking sync (overhead = sync seconds / compute seconds = k / bandwidth) and for fragments
+    overlapped with compute while they do not share a link (k / bandwidth - hidden seconds), so a
+    step lands on the answer and the next run, ``tolerance`` across it on the other side, closes the
+    bracket: two runs. That twin run is made only where the step landed near the target (its
+    overhead within ``TWIN_RANGE`` of the target's). Probes stay ``tolerance`` / 2 inside the
+    bracket, and whenever a step fails to halve it the next one bisects in log(bandwidth), so the
+    search is never much slower than plain bisection where the curve bends.
     """
-    goal = overhead(probe.target)
     bisect = False
     while math.log(high / low) > tolerance:
         width = math.log(high / low)
-        at_low, at_high = overhead(probe.seen[low]), overhead(probe.seen[high])
-        if bisect or not math.isfinite(at_low) or at_low <= at_high:
-            offset = width / 2
-        else:
-            share = (at_low - goal) / (at_low - at_high)
-            inverse = 1 / low - share * (1 / low - 1 / high)
-            offset = min(max(math.log(1 / (inverse * low)), tolerance / 2), width - tolerance / 2)
-        middle = low * math.exp(offset)
-        if probe.reaches(middle):
-            high = middle
-        else:
-            low = middle
-        bisect = not bisect and math.log(high / low) > width / 2
+        interpolated = None if bisect else interpolate(probe, low, high, tolerance)
+        middle = low * math.exp(width / 2) if interpolated is None else interpolated
+        low, high = split(probe, low, high, middle)
+        if interpolated is not None and near_target(probe, middle) and math.log(high / low) > tolerance:
+            twin = middle / math.exp(tolerance) if high == middle else middle * math.exp(tolerance)
+            if low < twin < high:
+                low, high = split(probe, low, high, twin)
+        bisect = interpolated is not None and math.log(high / low) > width / 2
     return high
+
+
+# A step whose run has an overhead within this factor of the target's landed near the answer.
+TWIN_RANGE = 0.1
+
+
+def near_target(probe: Probe, value: float) -> bool:
+    cost, goal = overhead(probe.seen[value]), overhead(probe.target)
+    return 0 < cost < math.inf and goal > 0 and abs(math.log(cost / goal)) < TWIN_RANGE
+
+
+def split(probe: Probe, low: float, high: float, middle: float) -> tuple[float, float]:
+    """The half of the bracket the answer is in, after a run at ``middle``."""
+    return (low, middle) if probe.reaches(middle) else (middle, high)
+
+
+def interpolate(probe: Probe, low: float, high: float, tolerance: float) -> float | None:
+    """The next bandwidth to run, kept ``tolerance`` / 2 inside the bracket: where the line through
+    the two runs nearest the target meets it (``expected_gbps``) if that is inside, else where the
+    overhead, linear in 1 / bandwidth between the bracket's ends, meets it; None where neither
+    gives a line (a run cut short, or no fall in overhead between the ends)."""
+    width = math.log(high / low)
+    expected = expected_gbps(probe)
+    if expected is None or not low < expected < high:
+        goal = overhead(probe.target)
+        at_low, at_high = overhead(probe.seen[low]), overhead(probe.seen[high])
+        if not math.isfinite(at_low) or at_low <= at_high:
+            return None
+        share = (at_low - goal) / (at_low - at_high)
+        expected = 1 / (1 / low - share * (1 / low - 1 / high))
+    return low * math.exp(min(max(math.log(expected / low), tolerance / 2), width - tolerance / 2))
 
 
 def least_inner_steps(source: ScenarioSource, target: float, *overrides: str, seeds: Sequence[int] = ()) -> Answer:
     """The smallest H whose utilisation reaches ``target`` at the scenario's bandwidth.
 
     Streaming needs H divisible by P and tau < H / P, so H runs over multiples of P above P * tau
-    (for DiLoCo P is 1 and tau 0, and every H >= 1 is a candidate). Exact: integer bisection.
+    (for DiLoCo P is 1 and tau 0, and every H >= 1 is a candidate). It grows from the scenario's H
+    to where the runs put the answer (``expected_at``), at most doubling each time, then narrows the
+    bracket as ``narrow`` does, in whole multiples of P: exact.
     Churn breaks the premise that utilisation grows with H (a longer interval loses more work to each
-    departure), so doubling stops as unreachable as soon as utilisation falls.
+    departure), so growing stops as unreachable as soon as utilisation falls.
     """
     scenario = source.variant(*overrides)
     declared = schedule_of(scenario)
     step = declared.fragments(scenario.schedule)
     first = scenario.schedule.overlap_steps + 1 if "overlap_steps" in declared.reads else 1
-    probe = Probe(lambda k: utilisation(source, *overrides, f"schedule.inner_steps={int(k) * step}", seeds=seeds),
-                  target)
+    probe = Probe(Curve(lambda k: utilisation(source, *overrides, f"schedule.inner_steps={int(k) * step}",
+                                              seeds=seeds)), target)
     limit = MAX_INNER_STEPS // step
     high, previous = max(scenario.schedule.inner_steps // step, first), None
     while not probe.reaches(high):
         if high >= limit or (previous is not None and score(probe.seen[high]) < score(probe.seen[previous])):
             return scaled(probe.unreachable(), step)
-        high, previous = min(high * 2, limit), high
-    low = first - 1
+        expected = expected_at(probe)
+        grown = 2 * high if expected is None else min(max(math.ceil(expected), high + 1), 2 * high)
+        high, previous = min(grown, limit), high
+    low = max((k for k in probe.seen if k < high and not probe.reached(k)), default=first - 1)
+    return scaled(probe.answer(narrow_steps(probe, low, high)), step)
+
+
+def narrow_steps(probe: Probe, low: int, high: int) -> int:
+    """``narrow`` over whole numbers: shrink [low, high] until they are neighbours; return high."""
+    bisect = False
     while high - low > 1:
-        middle = (low + high) // 2
-        if probe.reaches(middle):
-            high = middle
-        else:
-            low = middle
-    return scaled(probe.answer(high), step)
+        width = high - low
+        expected = None if bisect else expected_at(probe)
+        interpolated = expected is not None and low < expected < high
+        middle = min(max(math.ceil(expected), low + 1), high - 1) if interpolated else (low + high) // 2
+        low, high = split(probe, low, high, middle)
+        if interpolated and near_target(probe, middle) and high - low > 1:
+            twin = middle - 1 if high == middle else middle + 1
+            low, high = split(probe, low, high, twin)
+        bisect = interpolated and high - low > width / 2
+    return high
 
 
 def scaled(answer: Answer, step: int) -> Answer:

@@ -7,8 +7,10 @@ same keys with the same meaning and can be diffed directly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
@@ -16,10 +18,66 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 from .trace import NO_FRAGMENT, check_frame
 
 
-
 def gbps(byte_count: float, seconds: float) -> float:
     """Bytes moved in a time, as Gbit/s (1 Gbit/s = 1e9 bit/s)."""
     return byte_count * BITS_PER_BYTE / BITS_PER_GBIT / seconds if seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A trace's columns as arrays, with each row's worker as an index into ``ranks`` (sorted)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    ranks: np.ndarray
+    worker: np.ndarray   # index into ranks
+    island: np.ndarray
+    kind: np.ndarray
+    bytes: np.ndarray
+    fragment: np.ndarray
+    outer_step: np.ndarray
+
+    @classmethod
+    def of(cls, trace: pd.DataFrame) -> "Columns":
+        ranks, worker = np.unique(trace["worker"].to_numpy(dtype=np.int64), return_inverse=True)
+        return cls(trace["time_start_s"].to_numpy(dtype=float), trace["time_end_s"].to_numpy(dtype=float),
+                   ranks, worker.reshape(-1), trace["island"].to_numpy(dtype=object),
+                   trace["kind"].to_numpy(dtype=object), trace["bytes"].to_numpy(dtype=float),
+                   trace["fragment"].to_numpy(dtype=np.int64), trace["outer_step"].to_numpy(dtype=np.int64))
+
+    def per_worker_sum(self, values: np.ndarray) -> np.ndarray:
+        return np.bincount(self.worker, weights=values, minlength=len(self.ranks))
+
+    def syncs(self) -> np.ndarray:
+        """Which rows are a collective's (comm rows of a fragment; a joiner's download is not a sync)."""
+        return (self.kind == "comm") & (self.fragment != NO_FRAGMENT)
+
+
+def group_spans(keys: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by their integer ``keys`` (rows of one key in ``keys``' sort order): each key
+    once, ascending, and its span, the latest end less the earliest start."""
+    if not len(keys):
+        return keys, np.zeros(0)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    firsts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    spans = np.maximum.reduceat(end[order], firsts) - np.minimum.reduceat(start[order], firsts)
+    return sorted_keys[firsts], spans
+
+
+def sync_spans(columns: Columns, per_worker: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each collective's (outer step, fragment[, worker index]) as rows of a key array, and its
+    duration: first start to last end (``sync_durations``)."""
+    rows = np.flatnonzero(columns.syncs())
+    parts = [columns.outer_step[rows], columns.fragment[rows] - NO_FRAGMENT]
+    if per_worker:
+        parts.append(columns.worker[rows].astype(np.int64))
+    bounds = [int(part.max()) + 1 if len(part) else 1 for part in parts]
+    keys = np.ravel_multi_index(parts, bounds) if len(rows) else np.zeros(0, dtype=np.int64)
+    unique, spans = group_spans(keys, columns.start[rows], columns.end[rows])
+    split = np.stack(np.unravel_index(unique, bounds), axis=1) if len(unique) else np.zeros((0, len(parts)), int)
+    split[:, 1] += NO_FRAGMENT
+    return split, spans
 
 
 def sync_durations(trace: pd.DataFrame, per_worker: bool = False) -> pd.Series:
@@ -27,79 +85,105 @@ def sync_durations(trace: pd.DataFrame, per_worker: bool = False) -> pd.Series:
     Comm rows without a fragment (weight downloads of joiners and late workers) are not syncs.
     ``per_worker``: each worker's exchange on its own (learners on their own clocks, whose outer
     steps do not line up), indexed by (outer_step, fragment, worker)."""
-    comm = trace[(trace["kind"] == "comm") & (trace["fragment"] != NO_FRAGMENT)]
-    grouped = comm.groupby(["outer_step", "fragment", *(["worker"] if per_worker else [])])
-    return grouped["time_end_s"].max() - grouped["time_start_s"].min()
+    columns = Columns.of(trace)
+    keys, spans = sync_spans(columns, per_worker)
+    if per_worker:
+        keys[:, 2] = columns.ranks[keys[:, 2]]
+    names = ["outer_step", "fragment", *(["worker"] if per_worker else [])]
+    index = pd.MultiIndex.from_arrays([keys[:, i] for i in range(len(names))], names=names)
+    return pd.Series(spans, index=index, name="time_end_s")
+
+
+def worker_presence(columns: Columns) -> np.ndarray:
+    """Per worker, the length of the union of its rows' intervals: the time it was there.
+
+    With a worker's rows sorted by start, row i adds max(0, end_i - max(start_i, E)), where E is the
+    latest end among its earlier rows; gaps (a worker away between a departure and a return) add
+    nothing. E is a running maximum within each worker, taken over the ends' ranks offset by the
+    worker's index, so that one pass serves every worker.
+    """
+    if not len(columns.worker):
+        return np.zeros(len(columns.ranks))
+    order = np.lexsort((columns.start, columns.worker))
+    worker, start, end = columns.worker[order], columns.start[order], columns.end[order]
+    by_end = np.argsort(end, kind="stable")
+    end_rank = np.empty(len(end), dtype=np.int64)
+    end_rank[by_end] = np.arange(len(end))
+    latest = np.maximum.accumulate(worker.astype(np.int64) * len(end) + end_rank) - worker * len(end)
+    latest_end = end[by_end[latest]]
+    first = np.r_[True, worker[1:] != worker[:-1]]
+    previous_end = np.where(first, -np.inf, np.r_[-np.inf, latest_end[:-1]])
+    covered = np.clip(end - np.maximum(start, previous_end), 0.0, None)
+    return np.bincount(worker, weights=covered, minlength=len(columns.ranks))
 
 
 def present_seconds(trace: pd.DataFrame) -> pd.Series:
-    """Per worker, the length of the union of its rows' intervals: the time it was there.
-
-    With rows sorted by start, row i adds max(0, end_i - max(start_i, E)), where E is the latest end
-    among the worker's earlier rows; gaps (a worker away between a departure and a return) add nothing.
-    """
-    ordered = trace.sort_values(["worker", "time_start_s"], kind="stable")
-    latest_end = ordered.groupby("worker")["time_end_s"].cummax()
-    previous_end = latest_end.groupby(ordered["worker"]).shift(1).fillna(-float("inf"))
-    covered = (ordered["time_end_s"] - ordered["time_start_s"].combine(previous_end, max)).clip(lower=0.0)
-    return covered.groupby(ordered["worker"]).sum()
+    """Per worker (indexed by rank), the time it was there (``worker_presence``)."""
+    columns = Columns.of(trace)
+    return pd.Series(worker_presence(columns), index=pd.Index(columns.ranks, name="worker"))
 
 
-def per_worker(trace: pd.DataFrame, weights: dict[int, int] | None = None) -> pd.DataFrame:
-    """Seconds of each kind, bytes sent, syncs taken part in and presence (union of its intervals)
-    per worker, and how many workers each row stands for (``weights``: a simulator's lead of
-    identical replicas, ``simulator/replicas.py``; 1 elsewhere)."""
-    seconds = (trace["time_end_s"] - trace["time_start_s"]).rename("seconds")
-    by_kind = seconds.groupby([trace["worker"], trace["kind"]]).sum().unstack(fill_value=0.0)
-    for kind in ("compute", "stall", "idle"):
-        if kind not in by_kind:
-            by_kind[kind] = 0.0
-    grouped = trace.groupby("worker")
-    is_sync = (trace["kind"] == "comm") & (trace["fragment"] != NO_FRAGMENT)
-    table = pd.DataFrame({
-        "island": grouped["island"].first(),
-        "present_s": present_seconds(trace),
-        "bytes_sent": grouped["bytes"].sum(),
-        "syncs": is_sync.groupby(trace["worker"]).sum(),
-    })
-    table["count"] = table.index.map(weights).fillna(1).astype("int64") if weights else 1
-    return table.join(by_kind[["compute", "stall", "idle"]]).fillna(0.0)
+@dataclass(frozen=True)
+class Workers:
+    """Per worker (in rank order): its island, the workers its rows stand for (``count``: a
+    simulator's lead of identical replicas, ``simulator/replicas.py``; 1 elsewhere), seconds of each
+    kind, seconds present (union of its intervals), bytes sent and syncs taken part in."""
+
+    island: np.ndarray
+    count: np.ndarray
+    compute: np.ndarray
+    stall: np.ndarray
+    idle: np.ndarray
+    present_s: np.ndarray
+    bytes_sent: np.ndarray
+    syncs: np.ndarray
+
+    @classmethod
+    def of(cls, columns: Columns, weights: dict[int, int] | None = None) -> "Workers":
+        seconds = columns.end - columns.start
+        first_rows = np.unique(columns.worker, return_index=True)[1] if len(columns.worker) else []
+        weight = weights or {}
+        kinds = {kind: columns.per_worker_sum(np.where(columns.kind == kind, seconds, 0.0))
+                 for kind in ("compute", "stall", "idle")}
+        return cls(island=columns.island[first_rows],
+                   count=np.array([weight.get(int(rank), 1) for rank in columns.ranks], dtype=np.int64),
+                   present_s=worker_presence(columns), bytes_sent=columns.per_worker_sum(columns.bytes),
+                   syncs=columns.per_worker_sum(columns.syncs().astype(float)), **kinds)
+
+    def subset(self, chosen: np.ndarray) -> "Workers":
+        return Workers(**{name: getattr(self, name)[chosen] for name in self.__dataclass_fields__})
+
+    @property
+    def total(self) -> int:
+        return int(self.count.sum())
+
+    def weighted_sum(self, column: str) -> float:
+        """``column`` summed over the workers the rows stand for."""
+        return float((getattr(self, column) * self.count).sum())
+
+    def weighted_mean(self, column: str) -> float:
+        """The mean of ``column`` over the workers the rows stand for; 0.0 for none (a run in which no
+        worker ever computed)."""
+        return self.weighted_sum(column) / self.total if self.total else 0.0
 
 
-def weighted_sum(workers: pd.DataFrame, column: str) -> float:
-    """``column`` summed over the workers the rows stand for."""
-    return float((workers[column] * workers["count"]).sum())
-
-
-def weighted_mean(workers: pd.DataFrame, column: str) -> float:
-    """The mean of ``column`` over the workers the rows stand for; 0.0 for none (a run in which no
-    worker ever computed)."""
-    count = int(workers["count"].sum())
-    return weighted_sum(workers, column) / count if count else 0.0
-
-
-def mean_or_zero(values: pd.Series) -> float:
-    """The mean, or 0.0 for no values (a run in which no worker ever computed)."""
-    return float(values.mean()) if len(values) else 0.0
-
-
-def island_rows(workers: pd.DataFrame, island_extra: dict[str, dict[str, Any]],
-                complete: bool) -> list[dict[str, Any]]:
-    """Per island; ``time_to_barrier_s`` is its workers' compute seconds over the syncs they took part
-    in: the compute between two syncs (not per compute row: evaluation and late arrivals split those)."""
+def island_rows(workers: Workers, island_extra: dict[str, dict[str, Any]], complete: bool) -> list[dict[str, Any]]:
+    """Per island, in order of its first worker; ``time_to_barrier_s`` is its workers' compute
+    seconds over the syncs they took part in: the compute between two syncs (not per compute row:
+    evaluation and late arrivals split those)."""
     rows = []
-    for island, group in workers.groupby("island", sort=False):
-        compute = weighted_sum(group, "compute")
-        utilisation = share(compute, weighted_sum(group, "present_s"))
-        syncs = weighted_sum(group, "syncs")
+    for island in dict.fromkeys(workers.island):
+        group = workers.subset(workers.island == island)
+        compute = group.weighted_sum("compute")
+        syncs = group.weighted_sum("syncs")
         rows.append({
             "name": island,
-            "workers": int(group["count"].sum()),
-            "compute_utilisation": utilisation if complete else None,
-            "compute_s": weighted_mean(group, "compute"),
-            "stall_s": weighted_mean(group, "stall"),
-            "idle_s": weighted_mean(group, "idle"),
-            "bytes_per_worker": weighted_mean(group, "bytes_sent"),
+            "workers": group.total,
+            "compute_utilisation": share(compute, group.weighted_sum("present_s")) if complete else None,
+            "compute_s": group.weighted_mean("compute"),
+            "stall_s": group.weighted_mean("stall"),
+            "idle_s": group.weighted_mean("idle"),
+            "bytes_per_worker": group.weighted_mean("bytes_sent"),
             "time_to_barrier_s": compute / syncs if syncs else 0.0,
             **island_extra.get(island, {}),
         })
@@ -119,11 +203,18 @@ def share(part: float, whole: float) -> float:
     return 1.0 if 1.0 < value <= 1.0 + ROUNDING_SLACK else value
 
 
-def utilisations(workers: pd.DataFrame, wall_time_s: float) -> tuple[float, float]:
+def utilisations(workers: Workers, wall_time_s: float) -> tuple[float, float]:
     """Compute seconds over seconds present, and over workers * wall time."""
-    compute = weighted_sum(workers, "compute")
-    return (share(compute, weighted_sum(workers, "present_s")),
-            share(compute, int(workers["count"].sum()) * wall_time_s))
+    compute = workers.weighted_sum("compute")
+    return share(compute, workers.weighted_sum("present_s")), share(compute, workers.total * wall_time_s)
+
+
+def peak_collective_gbps(columns: Columns) -> float:
+    """The highest mean rate of any single comm row (a collective as one worker saw it)."""
+    seconds = columns.end - columns.start
+    moving = (columns.kind == "comm") & (seconds > 0)
+    rates = columns.bytes[moving] * BITS_PER_BYTE / BITS_PER_GBIT / seconds[moving]
+    return float(rates.max()) if len(rates) else 0.0
 
 
 def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float | None = None,
@@ -145,20 +236,20 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
     utilisation. Every other figure covers the part that ran.
 
     ``weights``: how many workers a worker's rows stand for (a simulator's lead of identical replicas);
-    every mean and total counts each of them.
+    every mean and total counts each of them (and each of their exchanges, for ``syncs_per_worker``).
     """
     check_frame(trace)
     extra = extra or {}
     reason = extra.get("incomplete_reason")
-    workers = per_worker(trace, weights)
-    wall_time_s = float(trace["time_end_s"].max() - trace["time_start_s"].min()) if len(trace) else 0.0
-    compute_s = weighted_mean(workers, "compute")
-    bytes_per_worker = weighted_mean(workers, "bytes_sent")
-    durations = sync_durations(trace, syncs_per_worker)
+    columns = Columns.of(trace)
+    workers = Workers.of(columns, weights)
+    wall_time_s = float(columns.end.max() - columns.start.min()) if len(trace) else 0.0
+    compute_s = workers.weighted_mean("compute")
+    bytes_per_worker = workers.weighted_mean("bytes_sent")
+    keys, durations = sync_spans(columns, syncs_per_worker)
+    span_counts = workers.count[keys[:, 2]] if syncs_per_worker else np.ones(len(durations), dtype=np.int64)
     if peak_bandwidth_gbps is None:
-        comm = trace[(trace["kind"] == "comm") & (trace["time_end_s"] > trace["time_start_s"])]
-        rates = comm["bytes"] * BITS_PER_BYTE / BITS_PER_GBIT / (comm["time_end_s"] - comm["time_start_s"])
-        peak_bandwidth_gbps = float(rates.max()) if len(rates) else 0.0
+        peak_bandwidth_gbps = peak_collective_gbps(columns)
     over_present, over_run = utilisations(workers, wall_time_s)
     summary = {
         "complete": reason is None,
@@ -167,16 +258,16 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
         "compute_utilisation": over_present if reason is None else None,
         "compute_utilisation_run": over_run if reason is None else None,
         "compute_s": compute_s,
-        "stall_s": weighted_mean(workers, "stall"),
-        "idle_s": weighted_mean(workers, "idle"),
+        "stall_s": workers.weighted_mean("stall"),
+        "idle_s": workers.weighted_mean("idle"),
         "outer_steps": int(outer_steps),
-        "workers": int(workers["count"].sum()),
+        "workers": workers.total,
         "bytes_per_worker": bytes_per_worker,
         "avg_bandwidth_gbps": gbps(bytes_per_worker, wall_time_s),
         "bandwidth_needed_gbps": gbps(bytes_per_worker, compute_s),
         "peak_bandwidth_gbps": float(peak_bandwidth_gbps),
-        "mean_sync_s": mean_or_zero(durations),
-        "syncs": int(len(durations)),
+        "mean_sync_s": float(durations @ span_counts / span_counts.sum()) if len(durations) else 0.0,
+        "syncs": int(span_counts.sum()),
         "islands": island_rows(workers, island_extra or {}, reason is None),
     }
     summary.update(extra)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple
 
+import numpy as np
 import pandas as pd
 
 COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "kind", "bytes", "fragment", "outer_step")
@@ -55,10 +56,14 @@ class Row(NamedTuple):
 
 
 def to_frame(rows: Iterable[tuple]) -> pd.DataFrame:
-    """Build a trace DataFrame from tuples in ``COLUMNS`` order, sorted by start time then worker."""
-    frame = pd.DataFrame.from_records(list(rows), columns=list(COLUMNS))
-    frame = frame.astype(DTYPES)
-    return frame.sort_values(list(TRACE_ORDER), kind="stable").reset_index(drop=True)
+    """Build a trace DataFrame from tuples in ``COLUMNS`` order, sorted by start time, worker, kind."""
+    listed = list(rows)
+    values = list(zip(*listed)) if listed else [()] * len(COLUMNS)
+    columns = {name: np.array(column, dtype=DTYPES[name]) for name, column in zip(COLUMNS, values)}
+    rank = {kind: index for index, kind in enumerate(sorted(set(values[4])))}
+    kind_order = np.fromiter((rank[kind] for kind in values[4]), dtype=np.int64, count=len(listed))
+    order = np.lexsort((kind_order, columns["worker"], columns["time_start_s"]))
+    return pd.DataFrame({name: pd.Series(column[order], dtype=DTYPES[name]) for name, column in columns.items()})
 
 
 def check_frame(frame: pd.DataFrame) -> None:

@@ -147,7 +147,8 @@ class Syncer:
             return
         if self.present_learners() <= {r.rank for r in reports}:
             self.merge(fragment)
-        elif len(reports) >= self.sim.scenario.schedule.quorum and fragment not in self.armed:
+        elif sum(self.sim.state_of[r.rank].count for r in reports) >= self.sim.scenario.schedule.quorum \
+                and fragment not in self.armed:
             self.generation += 1
             self.armed[fragment] = self.generation
             timer = self.sim.env.timeout(self.grace_s(reports[0]))

@@ -95,7 +95,10 @@ def test_h_search_stops_when_utilisation_falls(source, monkeypatch):
     monkeypatch.setattr(search, "utilisation", curve)
     found = least_inner_steps(source, 0.95, "schedule.algorithm=diloco")
     assert (found.value, found.tried, found.utilisation) == (None, 1000, pytest.approx(0.9))
-    assert asked == [500, 1000, 2000]
+    # the overhead 1/U - 1 on a line in 1/H through H = 500 (0.25) and 1000 (1/9) meets 1/0.95 - 1 at
+    # H = 1727.3 (within the doubling's 2000); utilisation falls there and the search stops
+    slope = (0.25 - 1 / 9) / (1 / 500 - 1 / 1000)
+    assert asked == [500, 1000, math.ceil(slope / (OVERHEAD_95 - (0.25 - slope / 500)))] == [500, 1000, 1728]
 
 
 def test_bandwidth_search_stops_at_its_lower_bound(source, monkeypatch):

@@ -52,6 +52,13 @@ CASES = {
                             {**TWO_KINDS[0], "name": "dc2", "region": "us"}], REGIONS,
                            ["network.ring_order=optimised", "schedule.algorithm=streaming"]),
     "token buckets": (TWO_KINDS, {}, ["island.*.burst_bytes=2e6", "schedule.algorithm=streaming"]),
+    "decoupled, quorum of 4 and the adaptive grace window": (
+        TWO_KINDS, {}, ["schedule.algorithm=decoupled", "schedule.quorum=4", "network.exchange_cpu_s_per_value=1e-8"]),
+    "decoupled, a 2 s grace window": (TWO_KINDS, {}, ["schedule.algorithm=decoupled", "schedule.quorum=1",
+                                                      "schedule.grace_window=2"]),
+    "decoupled, jitter on one island": (TWO_KINDS, {}, ["schedule.algorithm=decoupled", "island.1.jitter_cv=0.1"]),
+    "decoupled, one island across a backbone": ([{**TWO_KINDS[0], "region": "us"}, {**TWO_KINDS[1], "region": "eu"}],
+                                                 REGIONS, ["schedule.algorithm=decoupled", "syncer.region=us"]),
 }
 
 
@@ -107,11 +114,16 @@ def test_only_indistinguishable_replicas_are_grouped():
     assert estimate(jittered).worker_syncs == 6 * 4
     for apart in (["island.0.mtbf_s=1000"], ["island.0.chip_mtbf_s=1e6", "island.0.recovery_s=60"],
                   ["schedule.barrier=deadline"], ["network.exchange_end_spread_s=0.01"],
-                  ["schedule.algorithm=decoupled"], ["network.collective=tree"]):
+                  ["schedule.algorithm=decoupled", "syncer.bandwidth_gbps=10"], ["network.collective=tree"]):
         scenario = make_scenario(apart, document=fleet(TWO_KINDS))
         assert [count for _, count in groups(scenario, scenario.workers())] == [1] * 8, apart
-        fragments = 2 if apart == ["schedule.algorithm=decoupled"] else 1  # DiLoCo exchanges one
+        fragments = 2 if "schedule.algorithm=decoupled" in apart else 1  # DiLoCo exchanges one
         assert estimate(scenario).worker_syncs == 8 * 4 * fragments
+    learners = make_scenario(["schedule.algorithm=decoupled"], document=fleet(TWO_KINDS))
+    assert [count for _, count in groups(learners, learners.workers())] == [3, 5]  # the syncer on the core
+    apart = make_scenario(["schedule.algorithm=decoupled", "syncer.region=us"],
+                          document=fleet([{**TWO_KINDS[0], "region": "us"}, {**TWO_KINDS[1], "region": "eu"}], **REGIONS))
+    assert [count for _, count in groups(apart, apart.workers())] == [3, 1, 1, 1, 1, 1]  # eu's learners share a backbone
 
 
 def test_the_budget_counts_the_workers_the_engine_runs():
