@@ -30,7 +30,7 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import barriers, budget, replicas
 from .churn import DEPARTURE, Churn
-from .collectives import COLLECTIVES, Leg, PendingCollective, end_offsets_s, ring_leg
+from .collectives import COLLECTIVES, Leg, PendingCollective, RingCollective, end_offsets_s, ring_leg
 from .compute import STEP_TIMES, StepClock, worker_generator
 from .failures import PAUSE, STOP, Failures
 from .network import Link, Transfer, make_network
@@ -91,6 +91,7 @@ class Simulation:
         self.state_of = {state.worker.rank: state for state in self.states}
         self.members: set[int] = set()
         self.pending: dict[tuple[int, int], PendingCollective] = {}
+        self.rings: dict[tuple, tuple[RingCollective, Leg]] = {}
         self.last_fragment = self.schedule.fragments(scenario.schedule) - 1
         self.completed_outer = 0
         self.interval_start_s = 0.0
@@ -311,9 +312,8 @@ class Simulation:
             self.start_stage(collective, staged.stages[0])  # in flight from now, as a ring is
             self.env.process(self.run_stages(collective, staged, attempt))
             return
-        ring = collective.ring(participants, collective.payload_bytes,
-                               tuple(self.replica_counts[rank] for rank in participants))
-        transfer = self.launch(ring_leg(ring, self.topology, network))
+        ring, leg = self.ring_and_leg(collective.ring, participants, collective.payload_bytes)
+        transfer = self.launch(leg)
         collective.transfers = [transfer]
         bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
         transfer.done.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
@@ -324,6 +324,16 @@ class Simulation:
             if offset_s > 0:
                 self.network.before_end(transfer, offset_s,
                                         lambda rank=rank: self.member_done(collective, rank, attempt))
+
+    def ring_and_leg(self, kind: type[RingCollective], participants: tuple[int, ...],
+                     payload_bytes: float) -> tuple[RingCollective, Leg]:
+        """The ring over ``participants`` and its transfer, built once per membership and payload (every
+        fragment of a schedule has one of a few payloads)."""
+        key = (kind, participants, payload_bytes)
+        if key not in self.rings:
+            ring = kind(participants, payload_bytes, tuple(self.replica_counts[rank] for rank in participants))
+            self.rings[key] = ring, ring_leg(ring, self.topology, self.scenario.network)
+        return self.rings[key]
 
     def run_stages(self, collective: PendingCollective, staged: StagedCollective,
                    attempt: int) -> Generator[simpy.Event, Any, None]:

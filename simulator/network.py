@@ -102,6 +102,10 @@ class Transfer:
     recorded: list[tuple[Link, int]] = field(default_factory=list)  # alpha-beta: its link segments
     end_s: float | None = None  # alpha-beta: when it ends
     marks: list[tuple[float, Callable[[], None]]] = field(default_factory=list)  # flow: (s before the end, action)
+    counted: Counter[Link] = field(init=False)  # its crossings of each link (``crossings``)
+
+    def __post_init__(self) -> None:
+        self.counted = crossings(self.links)
 
 
 def crossings(links: tuple[Link, ...]) -> Counter[Link]:
@@ -124,9 +128,8 @@ def burst_at(counted: Counter[Link], at_s: float, bytes_per_link: float) -> floa
     return min(bytes_per_link, *(link.tokens_at(at_s) / count for link, count in counted.items()))
 
 
-def take_burst(links: tuple[Link, ...], now: float, bytes_per_link: float) -> float:
+def take_burst(counted: Counter[Link], now: float, bytes_per_link: float) -> float:
     """``burst_at`` now, taken from every link's bucket."""
-    counted = crossings(links)
     burst = burst_at(counted, now, bytes_per_link)
     if burst > 0:
         for link, count in counted.items():
@@ -144,12 +147,12 @@ class AlphaBetaNetwork:
 
     def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float,
                  cap_bytes_per_s: float = NO_CAP) -> Transfer:
-        counted = crossings(links)
-        rate = alone_rate(counted, cap_bytes_per_s)
+        handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s)
+        counted = handle.counted
+        handle.rate_bytes_per_s = rate = alone_rate(counted, cap_bytes_per_s)
         data_start = self.env.now + latency_s
         burst = burst_at(counted, data_start, bytes_per_link)
         data_end = data_start + (bytes_per_link - burst) / rate
-        handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s, rate)
         for link, count in counted.items():
             if link.burst_bytes:
                 link.carry(data_start, data_end, rate * count, burst * count)
@@ -220,7 +223,7 @@ class FlowNetwork:
         if handle.cancelled:
             return
         self.advance()
-        handle.remaining_bytes -= take_burst(handle.links, self.env.now, handle.remaining_bytes)
+        handle.remaining_bytes -= take_burst(handle.counted, self.env.now, handle.remaining_bytes)
         if handle.remaining_bytes <= 0:
             for _, action in handle.marks:
                 action()
@@ -292,7 +295,7 @@ def max_min_rates(flows: list[Transfer]) -> list[float]:
     alone needs no filling (``alone_rate``).
     """
     if len(flows) == 1:
-        return [alone_rate(crossings(flows[0].links), flows[0].cap_bytes_per_s)]
+        return [alone_rate(flows[0].counted, flows[0].cap_bytes_per_s)]
     capacity: dict[object, float] = {}
     crossing: dict[object, list[int]] = {}
     for index, flow in enumerate(flows):
