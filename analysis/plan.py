@@ -29,7 +29,8 @@ from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
 from .scenario_source import ScenarioSource, as_source
-from .search import RELATIVE_TOLERANCE, Answer, bandwidth_curve, least_bandwidth, least_inner_steps, measure
+from .search import (RELATIVE_TOLERANCE, Answer, Measurement, bandwidth_curve, least_bandwidth, least_inner_steps,
+                     measure)
 
 DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
 H_SCHEDULES = tuple(name for name, schedule in SCHEDULES.items() if "inner_steps" in schedule.reads)
@@ -38,27 +39,43 @@ MAX_FRAGMENTS = 64
 
 @dataclass(frozen=True)
 class Question:
-    """One task of the pool. ``bandwidth``: the least bandwidth for each of ``targets`` on one
-    schedule's curve (``overrides`` pick it), which the targets' searches share; ``inner_steps``: the
-    smallest H for the one target; ``fragments``: the least bandwidth for the one target at each wire
-    precision of ``bits`` (``overrides`` pick P)."""
+    """One task of the pool, and the keys its results are filed under. ``schedule`` (``overrides``
+    pick it): its utilisation as the scenario stands (``now``), the least bandwidth for each of
+    ``targets`` on its curve, which the targets' searches share, and, with ``inner_steps``, the
+    smallest H for ``target``; ``fragments`` (``overrides`` pick P): the least bandwidth for
+    ``target`` at each wire precision of ``bits``."""
 
     kind: str
+    target: float
     targets: tuple[float, ...]
     overrides: tuple[str, ...]
     seeds: tuple[int, ...] = ()
+    inner_steps: bool = False
     bits: tuple[int, ...] = ()
 
+    @property
+    def keys(self) -> list[tuple]:
+        if self.kind == "fragments":
+            p = int(self.overrides[-1].split("=")[1])
+            return [("fragments", p, width) for width in self.bits]
+        algorithm = self.overrides[0].split("=")[1]
+        keys = [("now", algorithm), *(("bandwidth", algorithm, goal) for goal in self.targets)]
+        return keys + [("inner_steps", algorithm)] if self.inner_steps else keys
 
-def answer(source: ScenarioSource, question: Question) -> list[Answer]:
-    """Run one task's searches: one answer per target, or per wire precision for ``fragments``."""
+
+def answer(source: ScenarioSource, question: Question) -> list[Answer | Measurement]:
+    """Run one task's searches, results in the order of its ``keys``. The runs are remembered by
+    scenario (``search.measure``), so a search's run at the scenario as it stands costs nothing
+    after ``now``."""
     overrides, seeds = question.overrides, question.seeds
-    if question.kind == "inner_steps":
-        return [least_inner_steps(source, question.targets[0], *overrides, seeds=seeds)]
     if question.kind == "fragments":
-        return precision_row(source, question.targets[0], overrides, question.bits, seeds)
+        return precision_row(source, question.target, overrides, question.bits, seeds)
     curve = bandwidth_curve(source, *overrides, seeds=seeds)
-    return [least_bandwidth(source, target, *overrides, seeds=seeds, curve=curve) for target in question.targets]
+    found: list[Answer | Measurement] = [measure(source, *overrides, seeds=seeds)]
+    found += [least_bandwidth(source, goal, *overrides, seeds=seeds, curve=curve) for goal in question.targets]
+    if question.inner_steps:
+        found.append(least_inner_steps(source, question.target, *overrides, seeds=seeds))
+    return found
 
 
 def precision_row(source: ScenarioSource, target: float, overrides: tuple[str, ...], bits: tuple[int, ...],
@@ -128,22 +145,16 @@ def fragment_candidates(scenario: Scenario) -> list[tuple[int, int]]:
 
 
 def questions(scenario: Scenario, algorithms: Sequence[str], target: float, targets: Sequence[float],
-              fragments: bool, seeds: tuple[int, ...]) -> list[tuple[list[tuple], Question]]:
-    """Every task the plan needs for ``algorithms``, each with the keys its answers are filed under."""
-    found: list[tuple[list[tuple], Question]] = []
-    for algorithm in algorithms:
-        found.append(([("bandwidth", algorithm, goal) for goal in targets],
-                      Question("bandwidth", tuple(targets), (f"schedule.algorithm={algorithm}",), seeds)))
-    for algorithm in (name for name in H_SCHEDULES if name in algorithms):
-        found.append(([("inner_steps", algorithm)],
-                      Question("inner_steps", (target,), (f"schedule.algorithm={algorithm}",), seeds)))
+              fragments: bool, seeds: tuple[int, ...]) -> list[Question]:
+    """Every task the plan needs for ``algorithms``."""
+    found = [Question("schedule", target, tuple(targets), (f"schedule.algorithm={algorithm}",), seeds,
+                      inner_steps=algorithm in H_SCHEDULES) for algorithm in algorithms]
     if fragments:
         candidates = fragment_candidates(scenario)
         for p in dict.fromkeys(p for p, _ in candidates):
             widths = tuple(sorted((b for q, b in candidates if q == p), reverse=True))
-            overrides = ("schedule.algorithm=streaming", f"schedule.fragments={p}")
-            found.append(([("fragments", p, bits) for bits in widths],
-                          Question("fragments", (target,), overrides, seeds, widths)))
+            found.append(Question("fragments", target, (), ("schedule.algorithm=streaming", f"schedule.fragments={p}"),
+                                  seeds, bits=widths))
     return found
 
 
@@ -171,19 +182,21 @@ def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
     base, algorithms = source.scenario, tuple(variants.scenarios)
     seed_list = seed_range(base, seeds)
     asked = questions(base, algorithms, target, goals, fragments and "streaming" in algorithms, seed_list)
-    answers = run_tasks(answer, [(source, q) for _, q in asked], executor=executor, jobs=jobs, progress=progress)
-    now = {a: measure(source, f"schedule.algorithm={a}", seeds=seed_list) for a in algorithms}
+    answers = run_tasks(answer, [(source, q) for q in asked], executor=executor, jobs=jobs, progress=progress)
+    found = {key: result for question, row in zip(asked, answers) for key, result in zip(question.keys, row)}
+    now = {a: found[("now", a)] for a in algorithms}
     plan = Plan(scenario=base, target=target, targets=goals, seeds=seeds,
-                now={a: found.utilisation for a, found in now.items()},
-                now_cut_short={a: found.incomplete_reason for a, found in now.items() if found.incomplete_reason},
+                now={a: measured.utilisation for a, measured in now.items()},
+                now_cut_short={a: measured.incomplete_reason for a, measured in now.items()
+                               if measured.incomplete_reason},
                 bandwidth={a: {} for a in algorithms}, inner_steps={}, left_out=variants.notes())
-    for (kind, *key), found in zip((key for keys, _ in asked for key in keys), (a for row in answers for a in row)):
+    for (kind, *key), result in found.items():
         if kind == "bandwidth":
-            plan.bandwidth[key[0]][key[1]] = found
+            plan.bandwidth[key[0]][key[1]] = result
         elif kind == "inner_steps":
-            plan.inner_steps[key[0]] = found
-        else:
-            plan.fragments[(key[0], key[1])] = found
+            plan.inner_steps[key[0]] = result
+        elif kind == "fragments":
+            plan.fragments[(key[0], key[1])] = result
     return plan
 
 

@@ -14,10 +14,12 @@ report how many there were.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from islands.scenarios import Scenario
 from islands.scenarios.spec import MAX_GBPS, MIN_GBPS
 from islands.schedules import schedule_of
 from islands.simulator import BudgetExceeded, simulate
@@ -31,6 +33,7 @@ LINK_KEYS = ("island.*.bandwidth_gbps", "island.*.upload_gbps", "island.*.downlo
 MAX_INNER_STEPS = 2**17   # 131072 steps: far beyond any H in use (the DiLoCo paper swept 50 to 2000)
 BRACKET_FACTOR = 10.0
 RELATIVE_TOLERANCE = 1e-3
+MEASUREMENTS_KEPT = 4096  # runs remembered by scenario (a plan makes about 150)
 # Utilisation is a ratio of float sums; a run that hides every transfer may land a hair below 1.
 UTILISATION_SLACK = 1e-9
 
@@ -66,14 +69,25 @@ def measure(source: ScenarioSource, *overrides: str, seeds: Sequence[int] = ()) 
     runs = [list(overrides)] if not seeds else [[*overrides, f"seed={seed}"] for seed in seeds]
     values = []
     for run in runs:
-        try:
-            summary = simulate(source.variant(*run), source.max_events).summary
-        except BudgetExceeded as exc:
-            return Measurement(None, str(exc))
-        if not summary["complete"]:
-            return Measurement(None, summary["incomplete_reason"])
-        values.append(float(summary["compute_utilisation"]))
+        found = measure_scenario(source.variant(*run), source.max_events)
+        if found.utilisation is None:
+            return found
+        values.append(found.utilisation)
     return Measurement(sum(values) / len(values))
+
+
+@functools.lru_cache(maxsize=MEASUREMENTS_KEPT)
+def measure_scenario(scenario: Scenario, max_events: float) -> Measurement:
+    """One run's utilisation, remembered by scenario (a frozen, hashable description of everything
+    the simulator reads, seed included: the same scenario gives the same run). Searches meet the
+    same scenario again: a schedule's run as it stands opens its bandwidth curve and its H search."""
+    try:
+        summary = simulate(scenario, max_events).summary
+    except BudgetExceeded as exc:
+        return Measurement(None, str(exc))
+    if not summary["complete"]:
+        return Measurement(None, summary["incomplete_reason"])
+    return Measurement(float(summary["compute_utilisation"]))
 
 
 def utilisation(source: ScenarioSource, *overrides: str, seeds: Sequence[int] = ()) -> float | None:
@@ -239,25 +253,28 @@ def narrow(probe: Probe, low: float, high: float, tolerance: float) -> float:
     step lands on the answer and the next run, ``tolerance`` across it on the other side, closes the
     bracket: two runs. That twin run is made only where the step landed near the target (its
     overhead within ``TWIN_RANGE`` of the target's). Probes stay ``tolerance`` / 2 inside the
-    bracket, and whenever a step fails to halve it the next one bisects in log(bandwidth), so the
-    search is never much slower than plain bisection where the curve bends.
+    bracket, and after ``STALLS_BEFORE_BISECTING`` steps in a row that fail to halve it the next
+    one bisects in log(bandwidth), so the search is never much slower than plain bisection where the
+    curve bends. (A step that fails may still add the second run the line needs: the first steps
+    often span the bend where every transfer becomes hidden.)
     """
-    bisect = False
+    stalls = 0
     while math.log(high / low) > tolerance:
         width = math.log(high / low)
-        interpolated = None if bisect else interpolate(probe, low, high, tolerance)
+        interpolated = None if stalls >= STALLS_BEFORE_BISECTING else interpolate(probe, low, high, tolerance)
         middle = low * math.exp(width / 2) if interpolated is None else interpolated
         low, high = split(probe, low, high, middle)
         if interpolated is not None and near_target(probe, middle) and math.log(high / low) > tolerance:
             twin = middle / math.exp(tolerance) if high == middle else middle * math.exp(tolerance)
             if low < twin < high:
                 low, high = split(probe, low, high, twin)
-        bisect = interpolated is not None and math.log(high / low) > width / 2
+        stalls = stalls + 1 if interpolated is not None and math.log(high / low) > width / 2 else 0
     return high
 
 
 # A step whose run has an overhead within this factor of the target's landed near the answer.
 TWIN_RANGE = 0.1
+STALLS_BEFORE_BISECTING = 2
 
 
 def near_target(probe: Probe, value: float) -> bool:
@@ -280,7 +297,7 @@ def interpolate(probe: Probe, low: float, high: float, tolerance: float) -> floa
     if expected is None or not low < expected < high:
         goal = overhead(probe.target)
         at_low, at_high = overhead(probe.seen[low]), overhead(probe.seen[high])
-        if not math.isfinite(at_low) or at_low <= at_high:
+        if not math.isfinite(at_low) or at_low <= at_high or at_high == 0:
             return None
         share = (at_low - goal) / (at_low - at_high)
         expected = 1 / (1 / low - share * (1 / low - 1 / high))
@@ -317,17 +334,17 @@ def least_inner_steps(source: ScenarioSource, target: float, *overrides: str, se
 
 def narrow_steps(probe: Probe, low: int, high: int) -> int:
     """``narrow`` over whole numbers: shrink [low, high] until they are neighbours; return high."""
-    bisect = False
+    stalls = 0
     while high - low > 1:
         width = high - low
-        expected = None if bisect else expected_at(probe)
+        expected = None if stalls >= STALLS_BEFORE_BISECTING else expected_at(probe)
         interpolated = expected is not None and low < expected < high
         middle = min(max(math.ceil(expected), low + 1), high - 1) if interpolated else (low + high) // 2
         low, high = split(probe, low, high, middle)
         if interpolated and near_target(probe, middle) and high - low > 1:
             twin = middle - 1 if high == middle else middle + 1
             low, high = split(probe, low, high, twin)
-        bisect = interpolated and high - low > width / 2
+        stalls = stalls + 1 if interpolated and high - low > width / 2 else 0
     return high
 
 

@@ -8,14 +8,16 @@ same keys with the same meaning and can be diffed directly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
-import pandas as pd
 
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
-from .trace import NO_FRAGMENT, check_frame
+from .trace import COLUMNS, DTYPES, NO_FRAGMENT, check_frame, sorted_columns
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def gbps(byte_count: float, seconds: float) -> float:
@@ -39,11 +41,18 @@ class Columns:
 
     @classmethod
     def of(cls, trace: pd.DataFrame) -> "Columns":
-        ranks, worker = np.unique(trace["worker"].to_numpy(dtype=np.int64), return_inverse=True)
-        return cls(trace["time_start_s"].to_numpy(dtype=float), trace["time_end_s"].to_numpy(dtype=float),
-                   ranks, worker.reshape(-1), trace["island"].to_numpy(dtype=object),
-                   trace["kind"].to_numpy(dtype=object), trace["bytes"].to_numpy(dtype=float),
-                   trace["fragment"].to_numpy(dtype=np.int64), trace["outer_step"].to_numpy(dtype=np.int64))
+        return cls.from_arrays({name: trace[name].to_numpy(dtype=DTYPES[name]) for name in COLUMNS})
+
+    @classmethod
+    def of_rows(cls, rows: Iterable[tuple]) -> "Columns":
+        """Straight from trace rows, as ``to_frame`` would order them, without a DataFrame."""
+        return cls.from_arrays(sorted_columns(rows))
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "Columns":
+        ranks, worker = np.unique(arrays["worker"], return_inverse=True)
+        return cls(arrays["time_start_s"], arrays["time_end_s"], ranks, worker.reshape(-1), arrays["island"],
+                   arrays["kind"], arrays["bytes"], arrays["fragment"], arrays["outer_step"])
 
     def per_worker_sum(self, values: np.ndarray) -> np.ndarray:
         return np.bincount(self.worker, weights=values, minlength=len(self.ranks))
@@ -85,6 +94,8 @@ def sync_durations(trace: pd.DataFrame, per_worker: bool = False) -> pd.Series:
     Comm rows without a fragment (weight downloads of joiners and late workers) are not syncs.
     ``per_worker``: each worker's exchange on its own (learners on their own clocks, whose outer
     steps do not line up), indexed by (outer_step, fragment, worker)."""
+    import pandas as pd
+
     columns = Columns.of(trace)
     keys, spans = sync_spans(columns, per_worker)
     if per_worker:
@@ -119,6 +130,8 @@ def worker_presence(columns: Columns) -> np.ndarray:
 
 def present_seconds(trace: pd.DataFrame) -> pd.Series:
     """Per worker (indexed by rank), the time it was there (``worker_presence``)."""
+    import pandas as pd
+
     columns = Columns.of(trace)
     return pd.Series(worker_presence(columns), index=pd.Index(columns.ranks, name="worker"))
 
@@ -239,11 +252,18 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
     every mean and total counts each of them (and each of their exchanges, for ``syncs_per_worker``).
     """
     check_frame(trace)
+    return summarise_columns(Columns.of(trace), outer_steps, peak_bandwidth_gbps, extra, island_extra,
+                             syncs_per_worker, weights)
+
+
+def summarise_columns(columns: Columns, outer_steps: int, peak_bandwidth_gbps: float | None = None,
+                      extra: dict[str, Any] | None = None, island_extra: dict[str, dict[str, Any]] | None = None,
+                      syncs_per_worker: bool = False, weights: dict[int, int] | None = None) -> dict[str, Any]:
+    """``summarise`` of a trace's columns (``Columns.of_rows``: a simulation's rows, no DataFrame)."""
     extra = extra or {}
     reason = extra.get("incomplete_reason")
-    columns = Columns.of(trace)
     workers = Workers.of(columns, weights)
-    wall_time_s = float(columns.end.max() - columns.start.min()) if len(trace) else 0.0
+    wall_time_s = float(columns.end.max() - columns.start.min()) if len(columns.start) else 0.0
     compute_s = workers.weighted_mean("compute")
     bytes_per_worker = workers.weighted_mean("bytes_sent")
     keys, durations = sync_spans(columns, syncs_per_worker)

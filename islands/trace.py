@@ -21,10 +21,12 @@ outer_step     outer step (DDP: step) the interval belongs to, 0-based
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "kind", "bytes", "fragment", "outer_step")
 KINDS = ("compute", "comm", "stall", "idle")
@@ -55,15 +57,24 @@ class Row(NamedTuple):
     outer_step: int = 0
 
 
-def to_frame(rows: Iterable[tuple]) -> pd.DataFrame:
-    """Build a trace DataFrame from tuples in ``COLUMNS`` order, sorted by start time, worker, kind."""
+def sorted_columns(rows: Iterable[tuple]) -> dict[str, np.ndarray]:
+    """Rows (tuples in ``COLUMNS`` order) as one array per column, sorted by start time, worker, kind."""
     listed = list(rows)
     values = list(zip(*listed)) if listed else [()] * len(COLUMNS)
     columns = {name: np.array(column, dtype=DTYPES[name]) for name, column in zip(COLUMNS, values)}
     rank = {kind: index for index, kind in enumerate(sorted(set(values[4])))}
     kind_order = np.fromiter((rank[kind] for kind in values[4]), dtype=np.int64, count=len(listed))
     order = np.lexsort((kind_order, columns["worker"], columns["time_start_s"]))
-    return pd.DataFrame({name: pd.Series(column[order], dtype=DTYPES[name]) for name, column in columns.items()})
+    return {name: column[order] for name, column in columns.items()}
+
+
+def to_frame(rows: Iterable[tuple]) -> pd.DataFrame:
+    """Build a trace DataFrame from tuples in ``COLUMNS`` order, sorted by start time, worker, kind.
+    (pandas is imported here, not with the module: a simulation needs no frame until one is asked
+    for, and every command starts faster without it.)"""
+    import pandas as pd
+
+    return pd.DataFrame({name: pd.Series(column, dtype=DTYPES[name]) for name, column in sorted_columns(rows).items()})
 
 
 def check_frame(frame: pd.DataFrame) -> None:

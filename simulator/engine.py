@@ -24,8 +24,8 @@ import simpy
 
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint, schedule_of
-from islands.summary import summarise
-from islands.trace import NO_FRAGMENT, Row, to_frame
+from islands.summary import Columns, summarise_columns
+from islands.trace import NO_FRAGMENT, Row
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import barriers, budget, replicas
@@ -447,15 +447,14 @@ class Simulation:
     # --- results ---------------------------------------------------------------------------------
 
     def result(self) -> SimResult:
-        trace = to_frame(self.rows)
         links = self.close_links()
         peak_gbps = max(link.peak_bytes_per_s for link in self.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
         schedule = self.scenario.schedule
         done = self.completed_outer == self.schedule.synced_outer_steps(schedule)
-        summary = summarise(trace, schedule.outer_steps if done else self.completed_outer, peak_gbps,
-                            self.extra_summary(), island_extra=self.island_extra(),
-                            syncs_per_worker=not self.schedule.coupled, weights=self.replica_counts)
-        return SimResult(summary=summary, lead_trace=trace, closed_links=links, counts=self.replica_counts)
+        summary = summarise_columns(Columns.of_rows(self.rows), schedule.outer_steps if done else self.completed_outer,
+                                    peak_gbps, self.extra_summary(), island_extra=self.island_extra(),
+                                    syncs_per_worker=not self.schedule.coupled, weights=self.replica_counts)
+        return SimResult(summary=summary, lead_rows=self.rows, closed_links=links, counts=self.replica_counts)
 
     def extra_summary(self) -> dict[str, Any]:
         return {

@@ -22,11 +22,15 @@ its own access link carries the same flows as the others'. The engine runs one o
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from islands.scenarios import IslandSpec, Scenario, Worker
 from islands.schedules import schedule_of
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def groupable(scenario: Scenario) -> bool:

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from islands.analysis.parallel import default_jobs
 from islands.analysis.progress import ProgressBar
 from islands.analysis.scenario_source import ScenarioSource
-from islands.analysis.sweep import flatten_summary, run_sweep
-from islands.analysis.sweep_table import best_rows, cut_short, maximised, parameter_columns, write_sweep
 from islands.analysis.units import percent_text, rate_text
 from islands.errors import UserError
 from islands.io import safe_name
@@ -20,6 +16,9 @@ from islands.tables import duration, render, size
 
 from .common import (add_dask_argument, add_max_events_argument, add_network_profile_argument, add_scenario_arguments,
                      check_max_events, dask_executor, read_source)
+
+if TYPE_CHECKING:  # pandas and the sweep's tables load with the handler (islands/cli.py)
+    import pandas as pd
 
 FIGURES = (
     ("utilisation", "compute_utilisation", percent_text),
@@ -62,6 +61,8 @@ def cell(value: Any) -> str:
 
 
 def best_table(best: pd.DataFrame) -> str:
+    from islands.analysis.sweep_table import parameter_columns
+
     keys = [column for column in parameter_columns(best) if column != "seed"]
     figures = [(label, column, fmt) for label, column, fmt in FIGURES if column in best]
     header = [*keys, *(label for label, _, _ in figures)]
@@ -81,6 +82,8 @@ def report_invalid(table: pd.DataFrame) -> None:
 
 
 def report_cut_short(table: pd.DataFrame) -> None:
+    from islands.analysis.sweep_table import cut_short
+
     short = table[cut_short(table)]
     if short.empty:
         return
@@ -108,6 +111,8 @@ def is_figure(value: Any) -> bool:
 
 def check_rank_by(source: ScenarioSource, column: str, max_events: float) -> None:
     """Fail before the sweep, not after it, when --rank-by names no numeric summary figure."""
+    from islands.analysis.sweep import flatten_summary
+
     summary = flatten_summary(simulate(source.scenario, max_events).summary)
     numeric = [key for key, value in summary.items() if is_figure(value) and key != "incomplete_reason"]
     if column not in numeric:
@@ -115,6 +120,9 @@ def check_rank_by(source: ScenarioSource, column: str, max_events: float) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
+    from islands.analysis.sweep import run_sweep
+    from islands.analysis.sweep_table import best_rows, maximised, write_sweep
+
     check_options(args)
     source = read_source(args)
     check_rank_by(source, args.rank_by, args.max_events)
