@@ -53,6 +53,7 @@ class NetworkSpec:
     rtt_csv: str = ""
     ring_order: str = "listed"
     collective: str = "ring"
+    on_departure: str = "restart"
 
     def tcp_cap_bytes_per_s(self, one_way_latency_s: float) -> float:
         """``streams`` times one stream's rate at RTT = 2 x ``one_way_latency_s``: the window over the

@@ -52,8 +52,9 @@ def check_topology(regions: tuple[str, ...], backbones: tuple[BackboneSpec, ...]
 def check_collective(scenario: Scenario, source: str) -> None:
     """A staged all-reduce (hierarchical, tree) needs a coupled mean, its members do not finish spread
     (the spread is measured on a ring), and a tree's siblings share their parent's link, which the
-    alpha-beta model would not price."""
+    alpha-beta model would not price. A collective that goes on without a departed member is a ring's."""
     network = scenario.network
+    check_departure(scenario, source)
     if network.collective == "ring":
         return
     if network.collective == "tree" and network.model == "alpha-beta":
@@ -70,6 +71,25 @@ def check_collective(scenario: Scenario, source: str) -> None:
     if network.exchange_end_spread_s > 0:
         raise ScenarioError(source, "network.exchange_end_spread_s", "is measured on a ring: set it to 0 with "
                             f"network.collective = \"{network.collective}\"")
+
+
+def check_departure(scenario: Scenario, source: str) -> None:
+    """``on_departure = "partial"``: a ring whose members each hold a share of the result goes on
+    without one; a staged collective routes every payload through its leaders or parents, a
+    learner's exchanges with its syncer are its own, and an end spread is the trainer's, measured."""
+    network = scenario.network
+    if network.on_departure != "partial":
+        return
+    if not SCHEDULES[scenario.schedule.algorithm].coupled:
+        raise ScenarioError(source, "network.on_departure", f"algorithm = \"{scenario.schedule.algorithm}\" exchanges "
+                            "with its syncer point to point, and a departure drops only its own: leave \"restart\"")
+    if network.collective != "ring":
+        raise ScenarioError(source, "network.on_departure", f"\"partial\" goes on with a ring's other members; a "
+                            f"{network.collective} collective passes every payload through its leaders: use "
+                            "\"restart\" or network.collective = \"ring\"")
+    if network.exchange_end_spread_s > 0:
+        raise ScenarioError(source, "network.exchange_end_spread_s", "is measured on the trainer's exchanges, which "
+                            "restart when a member leaves: set it to 0 with network.on_departure = \"partial\"")
 
 
 def check_backbones(backbones: tuple[BackboneSpec, ...], regions: tuple[str, ...], source: str) -> None:

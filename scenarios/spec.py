@@ -21,6 +21,7 @@ WIRE_BITS = (32, 16, 8, 4)
 NETWORK_MODELS = ("auto", "alpha-beta", "flow")
 RING_ORDERS = ("listed", "optimised")
 COLLECTIVE_SHAPES = ("ring", "hierarchical", "tree")
+DEPARTURE_POLICIES = ("restart", "partial")
 
 
 # Bounds beyond which a value is physically absurd or would defeat float64 time; docs/limits.md
@@ -207,6 +208,11 @@ NETWORK_KEYS = {
                       '"ring" (one ring over every worker), "hierarchical" (each region reduces into its '
                       "first worker, the leaders ring all-reduce, each leader broadcasts back) or \"tree\" "
                       "(a binary tree's reduce and broadcast); the simulator's choice: islands train runs a ring"),
+    "on_departure": Key("str", "restart", one_of(*DEPARTURE_POLICIES),
+                        '"restart" (a departure breaks a collective in flight: the survivors restart it from '
+                        'scratch once they notice) or "partial" (it goes on without the departed member, whose '
+                        "contribution is dropped; the others wait detection_timeout_s for its part); the "
+                        "simulator's choice: islands train restarts"),
     "ring_order": Key("str", "listed", one_of(*RING_ORDERS),
                       '"listed" (workers in file order) or "optimised" (the members of a region together, the '
                       "regions in the order whose slowest backbone is widest); the simulator's choice: islands "

@@ -4,7 +4,12 @@
   ``lost_compute_s``). It also leaves any collective it had joined; a ring in flight through it breaks
   (the transfer stops). The others notice only after ``network.detection_timeout_s``: until then
   they wait for it at the next collective (under DDP that stalls the step); on detection the ring is
-  re-formed among the survivors and a broken collective restarts from scratch.
+  re-formed among the survivors and a broken collective restarts from scratch. Under
+  ``network.on_departure = "partial"`` (partial participation with a timeout, as fault-tolerant
+  averagers such as Hivemind's run it) a ring in flight goes on without it instead: its contribution
+  is dropped (``dropped_members``), and the others wait for its part until they notice, so the
+  collective ends no sooner than ``detection_timeout_s`` after the departure. Unless no member
+  holding the state is left: then it breaks.
 * Joining (the trainer's rule, ``trainer/joining.py``; a Decoupled DiLoCo learner fetches the global
   state from the syncer instead and goes on from its own outer step, ``syncer.py``): the worker
   downloads the global state
@@ -21,7 +26,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Generator
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable
 
 import simpy
 
@@ -51,7 +56,7 @@ class Churn:
         self.quiet_again: simpy.Event | None = None  # made only when a joiner waits for it
         self.downloads: dict[int, Any] = {}
         self.lost_compute_s = 0.0
-        self.counts = {"joins": 0, "leaves": 0, "ignored_events": 0}
+        self.counts = {"joins": 0, "leaves": 0, "dropped_members": 0, "ignored_events": 0}
         self.unfired = 0  # scheduled event actions still to come
         self.last_leave_s = 0.0
 
@@ -107,11 +112,21 @@ class Churn:
         for collective in list(sim.pending.values()):
             collective.arrived.discard(rank)
             if collective.in_flight and rank in collective.participants:
-                sim.break_ring(collective)
+                self.leave_collective(collective, rank)
         timer = sim.env.timeout(sim.scenario.network.detection_timeout_s)
         timer.callbacks.append(lambda _event: self.detected(state))
         if sim.syncer is not None:
             sim.syncer.departed(state)
+
+    def leave_collective(self, collective: PendingCollective, rank: int) -> None:
+        """A participant left a collective in flight: the ring breaks, or under ``on_departure =
+        "partial"`` the members holding the state go on without it (if any is left)."""
+        sim = self.sim
+        if sim.scenario.network.on_departure == "partial" and self.any_holder(collective.participants, but=rank):
+            self.counts["dropped_members"] += 1
+            sim.drop_member(collective, rank)
+        else:
+            sim.break_ring(collective)
 
     def departed(self, state: WorkerState) -> None:
         """Called in the departing worker's process: close its trace and count the lost work."""
@@ -141,7 +156,7 @@ class Churn:
                 self.orphan(collective.arrived & self.passive, collective)
             if collective.expected or collective.arrived:  # an empty collective completes nothing
                 sim.maybe_start(collective)
-        if not self.holders():
+        if not self.any_holder():
             self.orphan(set(self.waiting))
 
     def orphan(self, ranks: set[int], collective: PendingCollective | None = None) -> None:
@@ -191,7 +206,7 @@ class Churn:
         step, as a joiner with no peer does."""
         sim, rank = self.sim, state.worker.rank
         try:
-            while self.holders():
+            while self.any_holder():
                 self.waiting[rank] = sim.env.event()
                 state.activity = ("idle", sim.env.now, NO_FRAGMENT, sim.completed_outer)
                 collective = yield self.waiting[rank]
@@ -216,6 +231,12 @@ class Churn:
     def holders(self) -> list[int]:
         """Present members that hold the state (not passive joiners)."""
         return [rank for rank in self.sim.members - self.passive if self.sim.state_of[rank].present]
+
+    def any_holder(self, among: Iterable[int] | None = None, but: int | None = None) -> bool:
+        """Whether a present member (of ``among``, ``but`` aside) holds the state; stops at the first."""
+        state_of, passive = self.sim.state_of, self.passive
+        return any(rank != but and rank not in passive and state_of[rank].present
+                   for rank in (self.sim.members if among is None else among))
 
     def enlist(self, collective: PendingCollective) -> None:
         """A member started ``collective``'s gathering: every passive joiner waiting takes part (one

@@ -170,7 +170,8 @@ class PendingCollective:
     ``expected`` shrinks when a departure is detected (or, under a deadline barrier, to those on
     time); ``arrived`` loses a worker the moment it departs. A departure of a participant while the
     transfer is in flight breaks the ring: the transfer is cancelled and restarted among the
-    survivors once the departure is detected.
+    survivors once the departure is detected; or, under ``network.on_departure = "partial"``, the
+    others go on without it (``dropped_s``) and finish no sooner than ``hold_until_s``.
     """
 
     key: tuple[int, int]  # (outer_step, fragment)
@@ -187,6 +188,9 @@ class PendingCollective:
     deadline_s: float | None = None
     member_ends: dict[int, simpy.Event] = field(default_factory=dict)  # each member's own end (end spread)
     member_end_s: dict[int, float] = field(default_factory=dict)       # when those before the last had it
+    dropped_s: dict[int, float] = field(default_factory=dict)  # members that left mid-flight ("partial"), and when
+    hold_until_s: float = 0.0            # "partial": the others wait for a dropped member's part until then
+    moved_s: float | None = None         # when its transfers were through
 
     @property
     def in_flight(self) -> bool:

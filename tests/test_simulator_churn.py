@@ -6,9 +6,11 @@ import copy
 
 import pytest
 
-from islands.scenarios import ScenarioError
+from islands.errors import UserError
+from islands.scenarios import ScenarioError, load
 from islands.simulator import simulate
 from islands.summary import present_seconds
+from islands.trainer.config import check_supported
 
 from conftest import BASE_DOCUMENT, make_scenario
 
@@ -130,3 +132,76 @@ def test_events_name_an_existing_island():
         make_scenario(document=with_events({"at_s": 1.0, "island": "a-9", "kind": "leave"}))
     with pytest.raises(ScenarioError, match=r"event.0.kind: must be one of 'leave', 'join'"):
         make_scenario(document=with_events({"at_s": 1.0, "island": "a-1", "kind": "crash"}))
+
+
+def partial(*events: dict, timeout_s: float, **schedule):
+    doc = with_events(*events, **schedule)
+    return simulate(make_scenario(["network.on_departure=partial", f"network.detection_timeout_s={timeout_s}"],
+                                  document=doc))
+
+
+def test_partial_participation_finishes_the_ring_without_the_departed_member():
+    # the first sync runs 100 s .. 124 s among four; a-3 leaves at 110 s. Restarted, the three would
+    # redo their ring from the detection at 115 s; under "partial" they go on and end at 124 s
+    # (detection at 115 s is earlier), then run two intervals among three
+    result = partial({"at_s": 110.0, "island": "a-3", "kind": "leave"}, timeout_s=5)
+    summary, trace = result.summary, result.trace
+    assert summary["wall_time_s"] == pytest.approx(100 + RING4_S + 2 * (100 + RING3_S))
+    assert summary["dropped_members"] == 1 and summary["leaves"] == 1
+    assert summary["lost_compute_s"] == pytest.approx(100.0)  # a-3's interval never reached the model
+    comm = trace[(trace["kind"] == "comm") & (trace["outer_step"] == 0)].set_index("worker")
+    assert list(comm["time_end_s"]) == pytest.approx([100 + RING4_S] * 3 + [110.0])
+    # a ring of four moves 2 * 3/4 * S per member; a-3 sent 10 of its 24 s worth before leaving
+    assert list(comm["bytes"]) == pytest.approx([1.5 * S] * 3 + [1.5 * S * 10 / RING4_S])
+    restarted = simulate(make_scenario(["network.detection_timeout_s=5"],
+                                       document=with_events({"at_s": 110.0, "island": "a-3", "kind": "leave"})))
+    assert restarted.summary["wall_time_s"] == pytest.approx(115 + RING3_S + 2 * (100 + RING3_S))
+    assert restarted.summary["dropped_members"] == 0
+
+
+def test_partial_participation_waits_for_the_missing_part_until_the_timeout():
+    # a-2 leaves at 105 s and a-3 at 120 s, mid-ring: the two left wait for their parts until 120 + 30 s,
+    # after the bytes are through at 124 s; then two intervals between two (a ring of 2: S each way)
+    ring2_s = S / 1.25e8
+    result = partial({"at_s": 105.0, "island": "a-2", "kind": "leave"},
+                     {"at_s": 120.0, "island": "a-3", "kind": "leave"}, timeout_s=30)
+    summary, trace = result.summary, result.trace
+    assert summary["dropped_members"] == 2
+    assert summary["wall_time_s"] == pytest.approx(150 + 2 * (100 + ring2_s))
+    first = trace[(trace["kind"] == "comm") & (trace["outer_step"] == 0)].set_index("worker")["time_end_s"]
+    assert list(first) == pytest.approx([150.0, 150.0, 105.0, 120.0])
+    stall = trace[(trace["worker"] == 0) & (trace["kind"] == "stall") & (trace["outer_step"] == 0)]
+    assert stall["time_end_s"].max() == pytest.approx(150.0)  # the survivors stall until the timeout
+
+
+def test_partial_participation_breaks_the_ring_when_no_member_holding_the_state_is_left():
+    doc = with_events({"at_s": 110.0, "island": "a", "kind": "leave"})  # every member at once
+    summary = simulate(make_scenario(["network.on_departure=partial"], document=doc)).summary
+    assert summary["dropped_members"] == 3 and summary["leaves"] == 4  # the last one breaks it
+    assert not summary["complete"]
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (["schedule.algorithm=decoupled"], "network.on_departure"),
+    (["network.collective=tree"], "network.on_departure"),
+    (["network.exchange_end_spread_s=0.1"], "network.exchange_end_spread_s"),
+])
+def test_partial_participation_is_refused_where_it_means_nothing(overrides, key):
+    with pytest.raises(ScenarioError, match=key):
+        make_scenario(["network.on_departure=partial", *overrides])
+
+
+def test_the_real_trainer_refuses_partial_participation():
+    with pytest.raises(UserError, match=r"network.on_departure: the real trainer restarts"):
+        check_supported(make_scenario(["network.on_departure=partial"]))
+
+
+def test_under_heavy_churn_partial_participation_keeps_more_of_the_fleet_computing():
+    # 64 islands, each away every 6,400 s on average for 600 s: a departure every 100 s or so, while a
+    # ring of 64 takes 315 s. Restarted rings rarely finish; partial ones always do.
+    runs = {policy: simulate(load("worked-example", [
+        "island.0.replicas=64", "island.0.mtbf_s=6400", "island.0.mttr_s=600", "schedule.outer_steps=5",
+        f"network.on_departure={policy}"])).summary for policy in ("restart", "partial")}
+    assert runs["partial"]["dropped_members"] > 0 and runs["restart"]["dropped_members"] == 0
+    assert runs["partial"]["wall_time_s"] < runs["restart"]["wall_time_s"] / 1.5
+    assert runs["partial"]["compute_utilisation"] > 1.5 * runs["restart"]["compute_utilisation"]

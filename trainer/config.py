@@ -154,8 +154,8 @@ def check_plan(plan: RunPlan) -> None:
 def check_supported(scenario: Scenario) -> None:
     """Refuse what only the simulator plays: other barriers, backward overlap (the trainer averages
     the gradient, or steps the inner optimizer and forms the pseudo-gradient, after the whole
-    backward pass, not layer by layer during it), a staged collective, a ring reordered across
-    regions, and random churn and chip failures."""
+    backward pass, not layer by layer during it), a staged collective, a collective that goes on
+    without a departed member, a ring reordered across regions, and random churn and chip failures."""
     source = scenario.source
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
         raise UserError(f"{source}: schedule.barrier: the real trainer only runs \"wait\" "
@@ -169,6 +169,9 @@ def check_supported(scenario: Scenario) -> None:
         raise UserError(f"{source}: network.collective: the real trainer runs a ring all-reduce (got "
                         f"{scenario.network.collective!r}); the {scenario.network.collective} collective is "
                         "simulated only")
+    if scenario.network.on_departure != "restart":
+        raise UserError(f"{source}: network.on_departure: the real trainer restarts a broken collective among the "
+                        f"survivors (got {scenario.network.on_departure!r}); \"partial\" is simulated only")
     if scenario.network.ring_order != "listed" and scenario.regions:
         raise UserError(f"{source}: network.ring_order: the real trainer runs its ring in rank order, the "
                         f"islands as listed (got {scenario.network.ring_order!r}): list them in the order you want")
