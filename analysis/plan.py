@@ -30,7 +30,7 @@ from islands.simulator import DEFAULT_MAX_EVENTS, guard
 from .parallel import Progress, run_tasks
 from .scenario_source import ScenarioSource, as_source
 from .search import (RELATIVE_TOLERANCE, Answer, Measurement, bandwidth_curve, least_bandwidth, least_inner_steps,
-                     measure)
+                     measure, rises)
 
 DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
 H_SCHEDULES = tuple(name for name, schedule in SCHEDULES.items() if "inner_steps" in schedule.reads)
@@ -72,7 +72,8 @@ def answer(source: ScenarioSource, question: Question) -> list[Answer | Measurem
         return precision_row(source, question.target, overrides, question.bits, seeds)
     curve = bandwidth_curve(source, *overrides, seeds=seeds)
     found: list[Answer | Measurement] = [measure(source, *overrides, seeds=seeds)]
-    found += [least_bandwidth(source, goal, *overrides, seeds=seeds, curve=curve) for goal in question.targets]
+    row = [least_bandwidth(source, goal, *overrides, seeds=seeds, curve=curve) for goal in question.targets]
+    found += [replace(answer, monotone=rises(curve.seen)) for answer in row]  # judged on every run of the curve
     if question.inner_steps:
         found.append(least_inner_steps(source, question.target, *overrides, seeds=seeds))
     return found
@@ -204,7 +205,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The plan as plain data (for ``islands plan --json``)."""
     def entry(found: Answer) -> dict[str, Any]:
         return {"value": found.value, "utilisation": found.utilisation, "tried": found.tried, "runs": found.runs,
-                "cut_short_runs": found.cut_short}
+                "cut_short_runs": found.cut_short, "monotone": found.monotone}
 
     best = plan.best_fragments()
     return {

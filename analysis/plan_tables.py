@@ -41,8 +41,20 @@ def schedule_with_keys(plan: Plan, algorithm: str, leave_out: tuple[str, ...] = 
     return " ".join([declared.label, *(f"{KEY_SYMBOLS[key]}={getattr(schedule, key)}" for key in keys)])
 
 
+FELL = "~"  # marks an answer whose runs did not rise with the value searched
+
+
 def bandwidth_cell(found: Answer) -> str:
-    return rate(found.value) if found.reached else UNREACHED
+    return (rate(found.value) if found.reached else UNREACHED) + ("" if found.monotone else FELL)
+
+
+def fell_note(answers: list[Answer], value: str) -> list[str]:
+    """A note for answers whose runs did not rise with the value searched."""
+    if all(found.monotone for found in answers):
+        return []
+    return [f"{FELL}: utilisation fell between two runs as {value} grew (one seed's draw of jitter or churn moves "
+            "with it): the value is where one run reached the target, not a threshold; --seeds N averages the "
+            "draws."]
 
 
 def utilisation_cell(fraction: float | None) -> str:
@@ -69,6 +81,7 @@ def bandwidth_table(plan: Plan) -> Table:
                      "the utilisation")
     notes += [f"{CUT_SHORT} ({schedule_with_keys(plan, a)}): {reason}" for a, reason in plan.now_cut_short.items()]
     notes += cut_short_note([found for row in plan.bandwidth.values() for found in row.values()])
+    notes += fell_note([found for row in plan.bandwidth.values() for found in row.values()], "bandwidth")
     notes += plan.left_out
     return Table("Bandwidth per island needed for each compute utilisation (every island's link at that rate)",
                  header, rows, notes)
@@ -81,7 +94,8 @@ def inner_steps_table(plan: Plan) -> Table:
     for algorithm, found in plan.inner_steps.items():
         label = schedule_with_keys(plan, algorithm, leave_out=("inner_steps",))
         if found.reached:
-            rows.append([label, str(found.value), percent(found.utilisation), duration(found.value * slowest_step_s)])
+            rows.append([label, str(found.value) + ("" if found.monotone else FELL), percent(found.utilisation),
+                         duration(found.value * slowest_step_s)])
         else:
             best = f"best {percent(found.utilisation)}, at H={found.tried}" if found.utilisation is not None \
                 else f"every run {CUT_SHORT}"
@@ -92,6 +106,7 @@ def inner_steps_table(plan: Plan) -> Table:
         notes.append(f"{UNREACHED}: utilisation stopped growing with H (churn or stragglers cost more as "
                      f"intervals lengthen) or H reached {MAX_INNER_STEPS}.")
     notes += cut_short_note(list(plan.inner_steps.values()))
+    notes += fell_note([found for found in plan.inner_steps.values() if found.reached], "H")
     return Table(f"Smallest H reaching {percent(plan.target)} at the scenario's bandwidth ({link_rates(plan)})",
                  header, rows, notes)
 
@@ -114,6 +129,7 @@ def fragments_table(plan: Plan) -> Table:
                  "and more fragments always look cheaper here; --objective time-to-loss prices the loss "
                  "(published tables, or your model's with islands quality).")
     notes += cut_short_note(list(plan.fragments.values()))
+    notes += fell_note(list(plan.fragments.values()), "bandwidth")
     return Table(f"Streaming at H={schedule.inner_steps}, tau={schedule.overlap_steps}: peak bandwidth per "
                  f"island needed for {percent(plan.target)}, by fragments and wire precision", header, rows, notes)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from islands.scenarios import Scenario
@@ -42,13 +42,17 @@ UTILISATION_SLACK = 1e-9
 class Answer:
     """The least value that reaches the target (``None``: not reached), the utilisation simulated at
     ``tried`` (the answer itself, or where the best utilisation was seen when not reached; ``None``
-    when every run was cut short), the runs it took and how many of them churn cut short."""
+    when every run was cut short), the runs it took, how many of them churn cut short, and whether the
+    runs on its curve rose with the value (``rises``): where they did not, the premise of the search
+    failed (one seed's draw of jitter or churn moves with the rate) and the value is where a run
+    reached the target, not a threshold."""
 
     value: float | None
     utilisation: float | None
     runs: int
     tried: float
     cut_short: int = 0
+    monotone: bool = True
 
     @property
     def reached(self) -> bool:
@@ -143,11 +147,22 @@ class Probe:
 
     def answer(self, value: float) -> Answer:
         """The target is reached at ``value``."""
-        return Answer(value, self.seen[value], len(self.made), value, self.cut_short)
+        return Answer(value, self.seen[value], len(self.made), value, self.cut_short, rises(self.seen))
 
     def unreachable(self) -> Answer:
         best = max(self.seen, key=lambda value: score(self.seen[value]))
-        return Answer(None, self.seen[best], len(self.made), best, self.cut_short)
+        return Answer(None, self.seen[best], len(self.made), best, self.cut_short, rises(self.seen))
+
+
+# Utilisation falling by less than this between two runs is rounding, not a fall.
+FALL_SLACK = 1e-6
+
+
+def rises(seen: dict[float, float | None]) -> bool:
+    """Whether utilisation never falls as the value grows, over every run seen (a run cut short
+    ranks below every finished one)."""
+    scores = [score(seen[value]) for value in sorted(seen)]
+    return all(later >= earlier - FALL_SLACK for earlier, later in zip(scores, scores[1:]))
 
 
 def link_overrides(gbps: float) -> list[str]:
@@ -351,4 +366,4 @@ def narrow_steps(probe: Probe, low: int, high: int) -> int:
 def scaled(answer: Answer, step: int) -> Answer:
     """An answer in multiples of P, as H."""
     value = None if answer.value is None else int(answer.value) * step
-    return Answer(value, answer.utilisation, answer.runs, int(answer.tried) * step, answer.cut_short)
+    return replace(answer, value=value, tried=int(answer.tried) * step)

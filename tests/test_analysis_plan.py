@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
-from islands.analysis.plan import make_plan
+from islands.analysis.plan import make_plan, plan_to_dict
 from islands.analysis.plan_tables import plan_tables
 from islands.analysis.scenario_source import ScenarioSource
 from islands.analysis import search
@@ -99,6 +100,7 @@ def test_h_search_stops_when_utilisation_falls(source, monkeypatch):
     # H = 1727.3 (within the doubling's 2000); utilisation falls there and the search stops
     slope = (0.25 - 1 / 9) / (1 / 500 - 1 / 1000)
     assert asked == [500, 1000, math.ceil(slope / (OVERHEAD_95 - (0.25 - slope / 500)))] == [500, 1000, 1728]
+    assert not found.monotone  # the curve fell: flagged
 
 
 def test_bandwidth_search_stops_at_its_lower_bound(source, monkeypatch):
@@ -144,6 +146,19 @@ def test_plan_tables_print_the_searched_numbers(plan):
     text = "\n".join(table.text() for table in plan_tables(plan))
     assert f"{SYNC_GBIT / (H * STEP_S * OVERHEAD_95):.3g} Gbit/s" in text  # 7.09 Gbit/s
     assert "3547" in text
+    assert "~" not in text  # every curve rose with the value searched
+
+
+def test_a_curve_that_falls_marks_its_answers(plan):
+    assert search.rises({1.0: 0.5, 2.0: 0.5 - 1e-9, 3.0: 0.7})  # rounding is not a fall
+    assert not search.rises({1.0: 0.5, 2.0: 0.4, 3.0: 0.7})
+    assert not search.rises({1.0: 0.5, 2.0: None})  # a run cut short ranks below every finished one
+    fallen = replace(plan.bandwidth["diloco"][0.95], monotone=False)
+    marked = replace(plan, bandwidth={**plan.bandwidth, "diloco": {**plan.bandwidth["diloco"], 0.95: fallen}})
+    text = plan_tables(marked)[0].text()
+    assert f"{SYNC_GBIT / (H * STEP_S * OVERHEAD_95):.3g} Gbit/s~" in text
+    assert "~: utilisation fell between two runs as bandwidth grew" in text
+    assert plan_to_dict(marked)["bandwidth_gbps"]["diloco"]["0.95"]["monotone"] is False
 
 
 @pytest.mark.parametrize("target", [0.0, 1.5])

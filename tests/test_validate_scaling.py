@@ -69,6 +69,10 @@ def test_what_the_trainer_cannot_run_is_reported_not_validated():
     staged = scale(load("worked-example", ["network.collective=hierarchical"]), ScaleOptions(max_workers=2))
     assert "collective 'hierarchical': not validated (the trainer runs a ring); validated as a ring" in staged.notes
     assert staged.scenario().network.collective == "ring"
+    partial = scale(load("worked-example", ["network.on_departure=partial"]), ScaleOptions(max_workers=2))
+    assert "on_departure 'partial': not validated (the trainer restarts a broken collective); validated restarting" \
+        in partial.notes
+    assert partial.scenario().network.on_departure == "restart"
 
 
 def test_a_clamped_link_says_how_far_the_ratio_moved():

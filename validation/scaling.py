@@ -181,6 +181,9 @@ def not_validated(scenario: Scenario) -> list[str]:
     if scenario.network.collective != "ring":
         notes.append(f"collective {scenario.network.collective!r}: not validated (the trainer runs a ring); "
                      "validated as a ring")
+    if scenario.network.on_departure != "restart":
+        notes.append(f"on_departure {scenario.network.on_departure!r}: not validated (the trainer restarts a broken "
+                     "collective); validated restarting")
     if scenario.regions:
         notes.append("regions and backbones: not validated (the emulated WAN is one core); run without them")
     if scenario.latencies:
