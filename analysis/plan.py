@@ -39,34 +39,38 @@ MAX_FRAGMENTS = 64
 
 @dataclass(frozen=True)
 class Question:
-    """One task of the pool, and the keys its results are filed under. ``schedule`` (``overrides``
-    pick it): its utilisation as the scenario stands (``now``), the least bandwidth for each of
+    """One task of the pool, and the keys its results are filed under. ``schedule`` (``subject``: its
+    name): its utilisation as the scenario stands (``now``), the least bandwidth for each of
     ``targets`` on its curve, which the targets' searches share, and, with ``inner_steps``, the
-    smallest H for ``target``; ``fragments`` (``overrides`` pick P): the least bandwidth for
-    ``target`` at each wire precision of ``bits``."""
+    smallest H for ``target``; ``fragments`` (``subject``: P): the least bandwidth Streaming DiLoCo
+    needs for ``target`` at each wire precision of ``bits``."""
 
     kind: str
+    subject: str | int
     target: float
-    targets: tuple[float, ...]
-    overrides: tuple[str, ...]
+    targets: tuple[float, ...] = ()
     seeds: tuple[int, ...] = ()
     inner_steps: bool = False
     bits: tuple[int, ...] = ()
 
     @property
+    def overrides(self) -> tuple[str, ...]:
+        if self.kind == "fragments":
+            return ("schedule.algorithm=streaming", f"schedule.fragments={self.subject}")
+        return (f"schedule.algorithm={self.subject}",)
+
+    @property
     def keys(self) -> list[tuple]:
         if self.kind == "fragments":
-            p = int(self.overrides[-1].split("=")[1])
-            return [("fragments", p, width) for width in self.bits]
-        algorithm = self.overrides[0].split("=")[1]
-        keys = [("now", algorithm), *(("bandwidth", algorithm, goal) for goal in self.targets)]
-        return keys + [("inner_steps", algorithm)] if self.inner_steps else keys
+            return [("fragments", self.subject, width) for width in self.bits]
+        keys = [("now", self.subject), *(("bandwidth", self.subject, goal) for goal in self.targets)]
+        return keys + [("inner_steps", self.subject)] if self.inner_steps else keys
 
 
 def answer(source: ScenarioSource, question: Question) -> list[Answer | Measurement]:
-    """Run one task's searches, results in the order of its ``keys``. The runs are remembered by
-    scenario (``search.measure``), so a search's run at the scenario as it stands costs nothing
-    after ``now``."""
+    """Run one task's searches, results in the order of its ``keys``. Runs are remembered by scenario
+    (``search.measure_scenario``), so a search's run at the scenario as it stands costs nothing after
+    ``now``."""
     overrides, seeds = question.overrides, question.seeds
     if question.kind == "fragments":
         return precision_row(source, question.target, overrides, question.bits, seeds)
@@ -148,14 +152,13 @@ def fragment_candidates(scenario: Scenario) -> list[tuple[int, int]]:
 def questions(scenario: Scenario, algorithms: Sequence[str], target: float, targets: Sequence[float],
               fragments: bool, seeds: tuple[int, ...]) -> list[Question]:
     """Every task the plan needs for ``algorithms``."""
-    found = [Question("schedule", target, tuple(targets), (f"schedule.algorithm={algorithm}",), seeds,
-                      inner_steps=algorithm in H_SCHEDULES) for algorithm in algorithms]
+    found = [Question("schedule", algorithm, target, tuple(targets), seeds, inner_steps=algorithm in H_SCHEDULES)
+             for algorithm in algorithms]
     if fragments:
         candidates = fragment_candidates(scenario)
         for p in dict.fromkeys(p for p, _ in candidates):
             widths = tuple(sorted((b for q, b in candidates if q == p), reverse=True))
-            found.append(Question("fragments", target, (), ("schedule.algorithm=streaming", f"schedule.fragments={p}"),
-                                  seeds, bits=widths))
+            found.append(Question("fragments", p, target, seeds=seeds, bits=widths))
     return found
 
 

@@ -63,8 +63,8 @@ class Columns:
 
 
 def group_spans(keys: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows grouped by their integer ``keys`` (rows of one key in ``keys``' sort order): each key
-    once, ascending, and its span, the latest end less the earliest start."""
+    """Rows grouped by their integer ``keys``: each key once, ascending, and its span, the latest end
+    less the earliest start among its rows."""
     if not len(keys):
         return keys, np.zeros(0)
     order = np.argsort(keys, kind="stable")

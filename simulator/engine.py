@@ -25,21 +25,20 @@ import simpy
 
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint, schedule_of
-from islands.summary import Columns, summarise_columns
 from islands.trace import NO_FRAGMENT, Row
-from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import barriers, budget, replicas
 from .churn import DEPARTURE, Churn
 from .collectives import COLLECTIVES, Leg, PendingCollective, RingCollective, end_offsets_s, ring_leg
 from .compute import STEP_TIMES, StepClock, worker_generator
 from .failures import PAUSE, STOP, Failures
-from .network import Link, Transfer, make_network
-from .result import SimResult
+from .network import Transfer, make_network
+from .result import SimResult, result_of
 from .staged import STAGED, StagedCollective
 from .syncer import Syncer
-from .topology import BACKBONE, BACKBONE_WORKER, Topology
+from .topology import Topology
 from .workers import LAUNCH, WorkerState, sync_actions
+
 
 class EventLimitReached(Exception):
     """The run processed more events than it may (``--max-events``)."""
@@ -141,7 +140,7 @@ class Simulation:
             self.incomplete_reason = self.everyone_gone_reason()
         after_end = self.churn.count_unfired()
         self.close_open_activities()
-        return replace(self.result(), events_after_end=after_end)
+        return replace(result_of(self), events_after_end=after_end)
 
     def stop_at_horizon(self, horizon_s: float) -> Generator[simpy.Event, Any, None]:
         """Endless churn can keep a run from ever finishing: stop at the horizon and say so."""
@@ -475,65 +474,6 @@ class Simulation:
         for state in self.states:
             if state.present:
                 self.close_activity(state)
-
-    # --- results ---------------------------------------------------------------------------------
-
-    def result(self) -> SimResult:
-        links = self.close_links()
-        peak_gbps = max(link.peak_bytes_per_s for link in self.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
-        schedule = self.scenario.schedule
-        done = self.completed_outer == self.schedule.synced_outer_steps(schedule)
-        summary = summarise_columns(Columns.of_rows(self.rows), schedule.outer_steps if done else self.completed_outer,
-                                    peak_gbps, self.extra_summary(), island_extra=self.island_extra(),
-                                    syncs_per_worker=not self.schedule.coupled, weights=self.replica_counts)
-        return SimResult(summary=summary, lead_rows=self.rows, closed_links=links, counts=self.replica_counts)
-
-    def extra_summary(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario.name,
-            "algorithm": self.scenario.schedule.algorithm,
-            "network_model": self.network_model,
-            "barrier": self.scenario.schedule.barrier,
-            "outer_steps_planned": self.scenario.schedule.outer_steps,
-            "inner_steps": self.schedule.total_steps(self.scenario.schedule),
-            "lost_compute_s": self.churn.lost_compute_s + self.failures.lost_compute_s,
-            "dropped_compute_s": self.dropped_compute_s,
-            "dropped_deltas": self.counts["dropped_deltas"],
-            "horizon_reached": self.horizon_reached,
-            "incomplete_reason": self.incomplete_reason,
-            **self.churn.counts,
-            **self.failures.counts,
-            **(self.syncer.counts if self.syncer is not None else {}),
-            "useful_chip_s": self.useful_chip_s(),
-            "chips": self.scenario.chips,
-            "events": self.env.events_processed,
-        }
-
-    def useful_chip_s(self) -> float:
-        """Chip-seconds of the work that reached the global model: every worker's merged inner steps
-        at its mean step time, times its chips."""
-        return sum(s.merged_steps * s.worker.step_time_s * s.worker.chips * s.count for s in self.states)
-
-    def island_extra(self) -> dict[str, dict[str, float]]:
-        tokens_per_step = self.scenario.model.tokens_per_step
-        extra: dict[str, dict[str, float]] = {}
-        for island in self.scenario.islands:
-            states = [s for s in self.states if s.worker.island == island.name]
-            merged = sum(s.merged_steps * s.count for s in states) / sum(s.count for s in states)
-            extra[island.name] = {
-                "inner_steps": merged,
-                "tokens": merged * tokens_per_step if tokens_per_step else None,
-            }
-        return extra
-
-    def close_links(self) -> list[tuple[Link, str]]:
-        """Every link with its last rate segment closed now, and the island it belongs to."""
-        closed = []
-        for link in self.topology.access_links() + self.topology.backbone_links():
-            link.set_rate(self.env.now, 0.0)
-            closed.append((link, BACKBONE if link.worker == BACKBONE_WORKER else self.workers[link.worker].island))
-        return closed
-
 
 def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,
              group_replicas: bool = True) -> SimResult:

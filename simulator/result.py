@@ -1,4 +1,5 @@
-"""What a simulation returns: its summary, its trace and each link's rate over time.
+"""What a simulation returns, built from the played engine (``result_of``): its summary, its trace
+and each link's rate over time.
 
 The engine keeps rows only for the workers it ran (``replicas.py``): ``trace`` and ``links`` give
 every replica its lead's rows, and the links table is built from the links' rate segments, all on
@@ -12,14 +13,18 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from islands.summary import Columns, summarise_columns
 from islands.trace import TRACE_ORDER, Row, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import replicas
 from .network import Link
+from .topology import BACKBONE, BACKBONE_WORKER
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .engine import Simulation
 
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
 LINK_ORDER = ("time_start_s", "worker", "direction")
@@ -60,3 +65,67 @@ def link_table(closed_links: list[tuple[Link, str]]) -> pd.DataFrame:
             for link, island in closed_links for start, end, rate in link.segments if end > start]
     frame = pd.DataFrame.from_records(rows, columns=list(LINK_COLUMNS))
     return frame.sort_values(list(LINK_ORDER), kind="stable").reset_index(drop=True)
+
+
+def result_of(sim: Simulation) -> SimResult:
+    """A played simulation's result: its summary from its rows (``summary.summarise_columns``) and
+    what the summary does not hold, from the engine's own state."""
+    links = close_links(sim)
+    peak_gbps = max(link.peak_bytes_per_s for link in sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
+    schedule = sim.scenario.schedule
+    done = sim.completed_outer == sim.schedule.synced_outer_steps(schedule)
+    summary = summarise_columns(Columns.of_rows(sim.rows), schedule.outer_steps if done else sim.completed_outer,
+                                peak_gbps, extra_summary(sim), island_extra=island_extra(sim),
+                                syncs_per_worker=not sim.schedule.coupled, weights=sim.replica_counts)
+    return SimResult(summary=summary, lead_rows=sim.rows, closed_links=links, counts=sim.replica_counts)
+
+
+def extra_summary(sim: Simulation) -> dict[str, Any]:
+    scenario = sim.scenario
+    return {
+        "scenario": scenario.name,
+        "algorithm": scenario.schedule.algorithm,
+        "network_model": sim.network_model,
+        "barrier": scenario.schedule.barrier,
+        "outer_steps_planned": scenario.schedule.outer_steps,
+        "inner_steps": sim.schedule.total_steps(scenario.schedule),
+        "lost_compute_s": sim.churn.lost_compute_s + sim.failures.lost_compute_s,
+        "dropped_compute_s": sim.dropped_compute_s,
+        "dropped_deltas": sim.counts["dropped_deltas"],
+        "horizon_reached": sim.horizon_reached,
+        "incomplete_reason": sim.incomplete_reason,
+        **sim.churn.counts,
+        **sim.failures.counts,
+        **(sim.syncer.counts if sim.syncer is not None else {}),
+        "useful_chip_s": useful_chip_s(sim),
+        "chips": scenario.chips,
+        "events": sim.env.events_processed,
+    }
+
+
+def useful_chip_s(sim: Simulation) -> float:
+    """Chip-seconds of the work that reached the global model: every worker's merged inner steps
+    at its mean step time, times its chips."""
+    return sum(s.merged_steps * s.worker.step_time_s * s.worker.chips * s.count for s in sim.states)
+
+
+def island_extra(sim: Simulation) -> dict[str, dict[str, float]]:
+    tokens_per_step = sim.scenario.model.tokens_per_step
+    extra: dict[str, dict[str, float]] = {}
+    for island in sim.scenario.islands:
+        states = [s for s in sim.states if s.worker.island == island.name]
+        merged = sum(s.merged_steps * s.count for s in states) / sum(s.count for s in states)
+        extra[island.name] = {
+            "inner_steps": merged,
+            "tokens": merged * tokens_per_step if tokens_per_step else None,
+        }
+    return extra
+
+
+def close_links(sim: Simulation) -> list[tuple[Link, str]]:
+    """Every link with its last rate segment closed now, and the island it belongs to."""
+    closed = []
+    for link in sim.topology.access_links() + sim.topology.backbone_links():
+        link.set_rate(sim.env.now, 0.0)
+        closed.append((link, BACKBONE if link.worker == BACKBONE_WORKER else sim.workers[link.worker].island))
+    return closed
