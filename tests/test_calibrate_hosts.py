@@ -13,7 +13,9 @@ import pytest
 
 from islands.cli import main
 from islands.scenarios.profile import read_profile
-from islands.validation.hostprobe import host_rates
+from islands.validation.calibration import probe_volume_bytes
+from islands.validation.hostprobe import SCATTER, fitted_burst_bytes, host_rates
+from islands.validation.probe import medium_values
 
 THREE = """name = "three"
 [model]
@@ -50,6 +52,30 @@ def test_a_host_s_links_are_its_fastest_copies_out_and_in():
     rate = {(s, d): min(u, v) for s, u in enumerate((2.0, 1.0, 4.0)) for d, v in enumerate((2.0, 2.0, 4.0)) if s != d}
     # c's 4.0 up and down show as 2.0: no other host sends or receives faster
     assert host_rates(3, rate) == [(2.0, 2.0), (1.0, 2.0), (2.0, 2.0)]
+
+
+def exchange_timings(burst_bytes: float, scatter_s: float, rate_bytes_per_s: float = 25e6) -> dict:
+    """A 3-host probe's timings over links that send ``burst_bytes`` at once, then ``rate_bytes_per_s``:
+    each exchange's data time is (volume - burst) / rate after a 10 ms fixed cost."""
+    large_values = 1 << 22
+    volumes = {"medium": probe_volume_bytes(3, medium_values(large_values)), "large": probe_volume_bytes(3, large_values)}
+    average = {"tiny": 0.01, **{size: 0.01 + (volume - burst_bytes) / rate_bytes_per_s for size, volume in volumes.items()}}
+    return {"average": {size: {"3": seconds} for size, seconds in average.items()},
+            SCATTER: {size: {"3": scatter_s} for size in average}, "large_values": large_values}
+
+
+def test_a_burst_the_repeats_resolve_is_kept_and_one_within_their_scatter_is_not():
+    medium, large = probe_volume_bytes(3, medium_values(1 << 22)), probe_volume_bytes(3, 1 << 22)
+    rate, burst = 25e6, 500e3
+    # the medium exchange d slower and the large one d faster fit a burst of
+    # L - (L - M)(t_L - d) / (t_L - t_M - 2d), none from d* = (L (t_L - t_M) - (L - M) t_L) / (L + M)
+    t_medium, t_large = (medium - burst) / rate, (large - burst) / rate
+    threshold_s = (large * (t_large - t_medium) - (large - medium) * t_large) / (large + medium)
+    assert threshold_s == pytest.approx(0.0120, abs=1e-4)  # 500 kB at 25 MB/s is 20 ms of data
+    for scatter_s, kept in ((0.001, burst), (0.9 * threshold_s, burst), (1.1 * threshold_s, 0.0)):
+        timings = exchange_timings(burst, scatter_s, rate)
+        assert fitted_burst_bytes(3, timings, rate * 8, medium) == pytest.approx(kept), scatter_s
+    assert fitted_burst_bytes(3, exchange_timings(0.0, 0.0), rate * 8, medium) == 0.0
 
 
 def test_calibrate_measures_the_emulated_links_and_the_profile_drives_the_simulator(tmp_path, capsys):

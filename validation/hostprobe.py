@@ -17,7 +17,8 @@ what the trainer gets. In turn, with every other host waiting at a barrier:
   the built-in calibration derives its keys (``calibration.exchange_costs``): the screening per
   value, the fixed cost and the end spread; and from the medium and large exchanges the rate the
   exchange achieves (over the slowest pair's, which scales every host's rates) and what the links send
-  at once (``calibration.rate_and_burst``, the burst within the medium exchange's volume).
+  at once (``calibration.rate_and_burst``, the burst within the medium exchange's volume, and none
+  where the repeats' scatter could fit none: ``fitted_burst_bytes``).
 
 Rank 0 writes the profile atomically. Hosts are named by ``--name`` (or ``ISLANDS_HOST_NAMES``, a
 JSON list by rank, which ``calibrate --emulate`` sets), else by host name; the names must differ.
@@ -26,13 +27,14 @@ JSON list by rank, which ``calibrate --emulate`` sets), else by host name; the n
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import socket
 import statistics
 import time
 from datetime import timedelta
-from itertools import combinations, permutations
+from itertools import combinations, permutations, product
 from pathlib import Path
 
 import torch
@@ -46,8 +48,8 @@ from islands.trainer.sync import Exchanger
 from islands.trainer.tracing import Clock
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .calibration import BYTES_PER_LARGE_VALUE, exchange_costs, probe_volume_bytes
-from .probe import BITS, REPEATS, median_durations, medium_values, timed_exchanges, tiny_values
+from .calibration import BYTES_PER_LARGE_VALUE, exchange_costs, probe_volume_bytes, rate_and_burst
+from .probe import BITS, PARTS, REPEATS, medium_values, repeat_durations, timed_exchanges, tiny_values
 
 NAMES_VARIABLE = "ISLANDS_HOST_NAMES"
 LABEL_VARIABLE = "ISLANDS_PROFILE_LABEL"
@@ -57,6 +59,7 @@ MAX_BYTES = 1 << 28  # the largest copy (256 MiB): on a LAN that is well past RA
 RATE_SECONDS = 0.5
 EXCHANGE_SECONDS = 1.0  # the large exchange's ring volume at the slowest pair's rate
 MAX_EXCHANGE_VALUES = 1 << 24  # and at most this many values (64 MB in fp32)
+SCATTER = "average_scatter"  # the timings' key for each exchange's scatter over its repeats
 
 
 def pair_group(members: tuple[int, int]):
@@ -139,15 +142,39 @@ def exchange_timings(world: int, large_values: int) -> dict:
     cross = paced_from_environment(TorchGroup(list(range(world)), dist.group.WORLD))
     world_group = TorchGroup(list(range(world)), dist.group.WORLD)
     sizes = {"tiny": tiny_values(world), "medium": medium_values(large_values), "large": large_values}
-    timings: dict = {part: {} for part in ("screen", "average", "spread")}
+    timings: dict = {part: {} for part in (*PARTS, SCATTER)}
     for size, values in sizes.items():
         exchanger = Exchanger(cross, None, BITS[size], clock)
         spans = timed_exchanges(exchanger, values, REPEATS[size])
         exchanger.close()
-        for part, seconds in median_durations(world_group, spans).items():
-            timings[part][size] = {str(world): seconds}
+        repeats = repeat_durations(world_group, spans)
+        for part, seconds in repeats.items():
+            timings[part][size] = {str(world): statistics.median(seconds)}
+        timings[SCATTER][size] = {str(world): median_deviation(repeats["average"])}
     timings["large_values"] = large_values
     return timings
+
+
+def median_deviation(values: list[float]) -> float:
+    """The median absolute deviation from the median: the repeats' scatter, robust to one outlier."""
+    middle = statistics.median(values)
+    return statistics.median(abs(value - middle) for value in values)
+
+
+def fitted_burst_bytes(world: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float) -> float:
+    """The burst the exchange's links send at once (``calibration.rate_and_burst``, within
+    ``bucket_bytes``), or 0 where the timings' own scatter could fit none: with the medium and the
+    large exchange each moved by up to its scatter, some fit has no burst (a bucket below what the
+    probe resolves, such as a tbf bucket of 64 KiB at 200 Mbit/s: 3 ms of data)."""
+    key = str(world)
+    burst_fraction = rate_and_burst(world, timings, rate_bits_per_s, bucket_bytes)[1]
+    for medium_sign, large_sign in product((-1, 1), repeat=2):
+        moved = copy.deepcopy(timings)
+        moved["average"]["medium"][key] += medium_sign * timings[SCATTER]["medium"][key]
+        moved["average"]["large"][key] += large_sign * timings[SCATTER]["large"][key]
+        if rate_and_burst(world, moved, rate_bits_per_s, bucket_bytes)[1] <= 0:
+            return 0.0
+    return burst_fraction * bucket_bytes
 
 
 def profile_of(names: list[str], rtt: dict, rate: dict, timings: dict, label: str) -> NetworkProfile:
@@ -156,10 +183,11 @@ def profile_of(names: list[str], rtt: dict, rate: dict, timings: dict, label: st
     links = host_rates(world, rate)
     slowest_bits_per_s = min(min(up, down) for up, down in links) * BITS_PER_BYTE
     # the burst is fitted as the built-in calibration fits it, within the medium exchange's volume here
-    # (a real host's token bucket is unknown)
+    # (a real host's token bucket is unknown), and kept only where the timings resolve it
     medium_bytes = probe_volume_bytes(world, medium_values(timings["large_values"]))
-    costs = exchange_costs(world, timings, slowest_bits_per_s, medium_bytes)
-    ratio, burst_bytes = costs.ratio, costs.burst_fraction * medium_bytes
+    burst_bytes = fitted_burst_bytes(world, timings, slowest_bits_per_s, medium_bytes)
+    costs = exchange_costs(world, timings, slowest_bits_per_s, burst_bytes)
+    ratio = costs.ratio
     hops = 2 * (world - 1)
     slowest_one_way_s = max(rtt.values()) / 2
     return NetworkProfile(

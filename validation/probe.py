@@ -68,16 +68,21 @@ def timed_exchanges(exchanger: Exchanger, values: int, repeats: int) -> list[tup
     return spans
 
 
-def median_durations(world_group: TorchGroup, spans: list[tuple[float, float, float]]) -> dict[str, float]:
-    """Median over repeats of the mean screening time per member, of first start to last end and of
-    first end to last end."""
+def repeat_durations(world_group: TorchGroup, spans: list[tuple[float, float, float]]) -> dict[str, list[float]]:
+    """Per repeat, the mean screening time per member, first start to last end, and first end to last
+    end (``PARTS``)."""
     everyone = [s for s in world_group.all_gather_object(spans) if s]
-    screen = [statistics.fmean(started - handed for handed, started, _ in repeat) for repeat in zip(*everyone)]
-    average = [max(done for _, _, done in repeat) - min(started for _, started, _ in repeat)
-               for repeat in zip(*everyone)]
-    spread = [max(done for _, _, done in repeat) - min(done for _, _, done in repeat) for repeat in zip(*everyone)]
-    return {"screen": statistics.median(screen), "average": statistics.median(average),
-            "spread": statistics.median(spread)}
+    return {
+        "screen": [statistics.fmean(started - handed for handed, started, _ in repeat) for repeat in zip(*everyone)],
+        "average": [max(done for _, _, done in repeat) - min(started for _, started, _ in repeat)
+                    for repeat in zip(*everyone)],
+        "spread": [max(done for _, _, done in repeat) - min(done for _, _, done in repeat) for repeat in zip(*everyone)],
+    }
+
+
+def median_durations(world_group: TorchGroup, spans: list[tuple[float, float, float]]) -> dict[str, float]:
+    """The medians over repeats of ``repeat_durations``."""
+    return {part: statistics.median(values) for part, values in repeat_durations(world_group, spans).items()}
 
 
 def main() -> None:
