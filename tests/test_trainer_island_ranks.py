@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -132,16 +133,15 @@ def test_the_launcher_kills_and_restarts_an_island_whole():
     assert fleet.status() is None and 0 not in fleet.running and leader.returncode == -9
 
 
-def island_of_threads(decide):
-    """One island of two ranks as threads: both call ``ElasticWorld.shared(decide)``; returns what
-    each got (a value or the exception it raised)."""
+def island_of_threads(act):
+    """One island of two ranks as threads, each calling ``act(ranks)`` with its ``IslandRanks``; returns
+    what each got (a value or the exception it raised)."""
     store = dist.HashStore()
     got = [None, None]
 
     def rank(local):
-        world = SimpleNamespace(ranks=IslandRanks(store, "island/0/test", 0, local, 2))
         try:
-            got[local] = ElasticWorld.shared(world, lambda: decide(world))
+            got[local] = act(IslandRanks(store, "island/0/test", 0, local, 2))
         except Exception as error:  # what the test compares
             got[local] = error
 
@@ -153,6 +153,14 @@ def island_of_threads(decide):
     return got
 
 
+def shared(decide):
+    """``island_of_threads``'s ``act``: ``ElasticWorld.shared(decide)`` on a world that has only its ranks."""
+    def act(ranks):
+        world = SimpleNamespace(ranks=ranks)
+        return ElasticWorld.shared(world, lambda: decide(world))
+    return act
+
+
 def test_followers_hear_what_their_leader_decided_and_never_decide_themselves():
     decided = []
 
@@ -161,7 +169,7 @@ def test_followers_hear_what_their_leader_decided_and_never_decide_themselves():
         nested = ElasticWorld.shared(world, lambda: 2.0)  # the leader's alone: nobody hears it
         return torch.arange(3.0) * nested
 
-    leader, follower = island_of_threads(decide)
+    leader, follower = island_of_threads(shared(decide))
     assert decided == [0] and torch.equal(leader, follower) and torch.equal(follower, torch.tensor([0.0, 2.0, 4.0]))
 
 
@@ -170,8 +178,30 @@ def test_followers_go_their_leaders_way_when_it_is_left_out_or_refuses_the_run(r
     def decide(world):
         raise raised("island 0: the reason")
 
-    leader, follower = island_of_threads(decide)
+    leader, follower = island_of_threads(shared(decide))
     assert type(leader) is raised and type(follower) is heard and str(follower) == "island 0: the reason"
+
+
+def test_a_follower_ends_only_once_its_leader_has_written_the_outputs():
+    """The launcher kills an island when one of its ranks dies by a signal: a follower that ended at once
+    and died on its way out took its leader down before it wrote summary.json (a run that exited 0
+    without one)."""
+    events = []
+
+    def write():
+        time.sleep(0.3)  # the leader gathers the rows and writes the outputs
+        events.append("written")
+        return {"outer_steps": PERIODS}
+
+    def finish(ranks):
+        world = ElasticWorld(SimpleNamespace(ranks_per_island=R), ranks.rank, None, ranks=ranks)
+        world.gather_and_write = write
+        summary = world.finish()
+        events.append(ranks.rank)
+        return summary
+
+    assert island_of_threads(finish) == [{"outer_steps": PERIODS}, None]
+    assert events[0] == "written" and sorted(events[1:]) == [0, 1]
 
 
 RANK_SCRIPT = """
@@ -187,12 +217,43 @@ print("not reached")
 """
 
 
+END_SCRIPT = """
+import os, sys, torch, torch.distributed as dist
+from datetime import timedelta
+from islands.trainer.island import IslandRanks
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU, as on a loaded machine
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=timedelta(seconds=30))
+ranks = IslandRanks(store, "island/0/test", 0, int(sys.argv[2]), 2)
+ranks.itself = ranks  # in a reference cycle, as the trainer holds it: not freed before the interpreter exits
+for step in range(3):  # training steps, each with its gradient average
+    ranks.all_reduce_sum_(torch.zeros(1))
+print(ranks.tell("done") if ranks.leads else ranks.hear())
+ranks.close()
+"""
+
+
+def island_processes(script):
+    """An island's two ranks as processes running ``script`` (arguments: the store's port, the local
+    rank); their exit codes and outputs."""
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
+    ranks = [subprocess.Popen([sys.executable, "-c", script, str(store.port), str(local)], text=True,
+                              stdout=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"}) for local in range(2)]
+    outputs = [rank.communicate(timeout=60)[0] for rank in ranks]
+    return [rank.returncode for rank in ranks], outputs
+
+
 def test_a_rank_whose_island_mate_is_gone_kills_itself():
     """Without any launcher (torchrun's case): the island's next collective fails on the dead rank's
     closed sockets, and the survivor SIGKILLs itself so that its island leaves as one."""
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
-    ranks = [subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, str(store.port), str(local)], text=True,
-                              stdout=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"}) for local in range(2)]
-    outputs = [rank.communicate(timeout=60)[0] for rank in ranks]
-    assert [rank.returncode for rank in ranks] == [-9, 0]
+    codes, outputs = island_processes(RANK_SCRIPT)
+    assert codes == [-9, 0]
     assert "island 1: an island-mate is gone" in outputs[0] and "not reached" not in outputs[0]
+
+
+def test_a_rank_that_closes_its_island_s_group_exits_cleanly_right_after_the_last_word():
+    """Left to the interpreter's exit, gloo's worker thread frees the last broadcast's tensors once the
+    interpreter is shutting down whenever the main thread runs on first (on one CPU nearly always, on a
+    loaded machine now and then), and the process aborts ("terminate called"): a death by a signal,
+    which the launcher takes for the whole island's (``IslandRanks.close``)."""
+    codes, outputs = island_processes(END_SCRIPT)
+    assert codes == [0, 0] and [output.split() for output in outputs] == [["None"], ["done"]]

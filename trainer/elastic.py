@@ -393,11 +393,17 @@ class ElasticWorld:
             open_rows_sink(self.trainer.recorder, self.trainer.out_dir, self.island, append)
 
     def finish(self) -> dict[str, Any] | None:
+        """The summary, on the rank that wrote the outputs (None elsewhere). An island ends as one: its
+        followers, whose rows are their leader's, wait for the leader's word that it is done, so that a
+        follower dying on its way out (by a signal: the launcher then kills the whole island) cannot take
+        the leader down before it wrote the outputs."""
+        summary = self.shared(self.gather_and_write)
+        return None if self.follows else summary
+
+    def gather_and_write(self) -> dict[str, Any] | None:
         """The live members gather their rows; the leader adds every island's rows file and the lost
         compute of the departed, and writes the outputs with the churn."""
         trainer = self.trainer
-        if self.follows:  # its leader's rows are the island's
-            return None
         gathered = self.membership.run(lambda group: group.all_gather_object((self.island, trainer.recorder.rows)))
         leader = self.reports()
         self.membership.close()

@@ -17,7 +17,9 @@ followers, and an island that lives and dies as a whole.
   island gets a fresh one, under its own store prefix). When any collective on it fails (an
   island-mate died: its sockets closed) the rank SIGKILLs itself, as the crashed machine it belongs
   to, so the island leaves as one: the others see one departure, its leader's silent heartbeat. The
-  launcher kills all of an island's processes on a ``leave`` event and when one of them dies.
+  launcher kills all of an island's processes on a ``leave`` event and when one of them dies. So an
+  island also ends as one: its followers wait for their leader's word that it is done
+  (``ElasticWorld.finish``), and every rank tears the group down before it exits (``close``).
 
 The group's timeout is long on purpose: followers wait in it while their leader re-forms, downloads or
 waits to join; a dead peer fails the wait at once (closed sockets), the timeout only bounds a hang.
@@ -72,6 +74,14 @@ class IslandRanks:
         print(f"island {self.island}: an island-mate is gone ({first_sentence(error)}); the island leaves "
               f"as a whole", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
+
+    def close(self) -> None:
+        """Tear the island's group down before the process exits. Left alive (the trainer holds it in
+        reference cycles), a gloo worker thread that frees a finished collective's tensors only once the
+        interpreter is shutting down (the main thread ran on first: a loaded machine) aborts the process
+        ("terminate called without an active exception"): a death by a signal, which the launcher takes
+        for the island's, killing its other ranks."""
+        self.group.close()
 
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
         self.guarded(lambda: self.group.all_reduce_sum_(tensor))

@@ -163,9 +163,12 @@ def run_elastic_process(plan: RunPlan, rank: int, master_addr: str, port: int, o
     trainer = Trainer(plan, rank, world, "cpu", Path(store.get(out_key).decode()), resume_dir)
     try:
         trainer.run(stop_after)
+        return trainer.finish()
     except RunOver as late:
         if local_rank == 0:
             print(late, flush=True)
         membership.close()
         return None
-    return trainer.finish()
+    finally:
+        if ranks is not None:
+            ranks.close()
