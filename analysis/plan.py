@@ -30,7 +30,7 @@ from islands.simulator import DEFAULT_MAX_EVENTS, guard
 from .parallel import Progress, run_tasks
 from .scenario_source import ScenarioSource, as_source
 from .search import (RELATIVE_TOLERANCE, Answer, Measurement, bandwidth_curve, least_bandwidth, least_inner_steps,
-                     measure, rises)
+                     measure, remembering, rises)
 
 DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
 H_SCHEDULES = tuple(name for name, schedule in SCHEDULES.items() if "inner_steps" in schedule.reads)
@@ -67,10 +67,15 @@ class Question:
         return keys + [("inner_steps", self.subject)] if self.inner_steps else keys
 
 
-def answer(source: ScenarioSource, question: Question) -> list[Answer | Measurement]:
-    """Run one task's searches, results in the order of its ``keys``. Runs are remembered by scenario
-    (``search.measure_scenario``), so a search's run at the scenario as it stands costs nothing after
-    ``now``."""
+def answer(source: ScenarioSource, question: Question) -> tuple[list[Answer | Measurement], int]:
+    """Run one task's searches: results in the order of its ``keys``, and the runs simulated. The task
+    remembers its runs by scenario (``search.remembering``), so a search's run at the scenario as it
+    stands costs nothing after ``now``."""
+    with remembering() as runs:
+        return searches(source, question), len(runs)
+
+
+def searches(source: ScenarioSource, question: Question) -> list[Answer | Measurement]:
     overrides, seeds = question.overrides, question.seeds
     if question.kind == "fragments":
         return precision_row(source, question.target, overrides, question.bits, seeds)
@@ -108,12 +113,7 @@ class Plan:
     fragments: dict[tuple[int, int], Answer] = field(default_factory=dict)  # (P, bits) -> least Gbit/s
     now_cut_short: dict[str, str] = field(default_factory=dict)  # schedule -> why its run has no utilisation
     left_out: list[str] = field(default_factory=list)  # one line per schedule the scenario cannot run
-
-    @property
-    def runs(self) -> int:
-        answers = [a for row in self.bandwidth.values() for a in row.values()]
-        answers += [*self.inner_steps.values(), *self.fragments.values()]
-        return (sum(a.runs for a in answers) + len(self.now)) * self.seeds
+    runs: int = 0                                       # runs simulated (each seed's; none remembered twice)
 
     def best_fragments(self) -> tuple[int, int] | None:
         """(P, bits) needing the least bandwidth; among near-ties (within the search's precision) the
@@ -187,13 +187,14 @@ def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
     seed_list = seed_range(base, seeds)
     asked = questions(base, algorithms, target, goals, fragments and "streaming" in algorithms, seed_list)
     answers = run_tasks(answer, [(source, q) for q in asked], executor=executor, jobs=jobs, progress=progress)
-    found = {key: result for question, row in zip(asked, answers) for key, result in zip(question.keys, row)}
+    found = {key: result for question, (row, _) in zip(asked, answers) for key, result in zip(question.keys, row)}
     now = {a: found[("now", a)] for a in algorithms}
     plan = Plan(scenario=base, target=target, targets=goals, seeds=seeds,
                 now={a: measured.utilisation for a, measured in now.items()},
                 now_cut_short={a: measured.incomplete_reason for a, measured in now.items()
                                if measured.incomplete_reason},
-                bandwidth={a: {} for a in algorithms}, inner_steps={}, left_out=variants.notes())
+                bandwidth={a: {} for a in algorithms}, inner_steps={}, left_out=variants.notes(),
+                runs=sum(simulated for _, simulated in answers))
     for (kind, *key), result in found.items():
         if kind == "bandwidth":
             plan.bandwidth[key[0]][key[1]] = result

@@ -14,10 +14,11 @@ report how many there were.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import math
+import threading
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from islands.scenarios import Scenario
 from islands.scenarios.spec import MAX_GBPS, MIN_GBPS
@@ -33,7 +34,7 @@ LINK_KEYS = ("island.*.bandwidth_gbps", "island.*.upload_gbps", "island.*.downlo
 MAX_INNER_STEPS = 2**17   # 131072 steps: far beyond any H in use (the DiLoCo paper swept 50 to 2000)
 BRACKET_FACTOR = 10.0
 RELATIVE_TOLERANCE = 1e-3
-MEASUREMENTS_KEPT = 4096  # runs remembered by scenario (a plan makes about 150)
+REMEMBERED = threading.local()  # the runs a thread remembers by scenario (``remembering``)
 # Utilisation is a ratio of float sums; a run that hides every transfer may land a hair below 1.
 UTILISATION_SLACK = 1e-9
 
@@ -80,18 +81,34 @@ def measure(source: ScenarioSource, *overrides: str, seeds: Sequence[int] = ()) 
     return Measurement(sum(values) / len(values))
 
 
-@functools.lru_cache(maxsize=MEASUREMENTS_KEPT)
+@contextlib.contextmanager
+def remembering() -> Iterator[dict]:
+    """Within, this thread remembers its runs by scenario (a frozen, hashable description of everything
+    the simulator reads, seed included: the same scenario gives the same run), so each is simulated
+    once; yields them. Searches meet the same scenario again: a schedule's run as it stands opens its
+    bandwidth curve and its H search."""
+    REMEMBERED.runs = {}
+    try:
+        yield REMEMBERED.runs
+    finally:
+        del REMEMBERED.runs
+
+
 def measure_scenario(scenario: Scenario, max_events: float) -> Measurement:
-    """One run's utilisation, remembered by scenario (a frozen, hashable description of everything
-    the simulator reads, seed included: the same scenario gives the same run). Searches meet the
-    same scenario again: a schedule's run as it stands opens its bandwidth curve and its H search."""
+    """One run's utilisation, or the reason it has none; remembered where ``remembering``."""
+    remembered = getattr(REMEMBERED, "runs", None)
+    key = (scenario, max_events)
+    if remembered is not None and key in remembered:
+        return remembered[key]
     try:
         summary = simulate(scenario, max_events).summary
+        found = (Measurement(float(summary["compute_utilisation"])) if summary["complete"]
+                 else Measurement(None, summary["incomplete_reason"]))
     except BudgetExceeded as exc:
-        return Measurement(None, str(exc))
-    if not summary["complete"]:
-        return Measurement(None, summary["incomplete_reason"])
-    return Measurement(float(summary["compute_utilisation"]))
+        found = Measurement(None, str(exc))
+    if remembered is not None:
+        remembered[key] = found
+    return found
 
 
 def utilisation(source: ScenarioSource, *overrides: str, seeds: Sequence[int] = ()) -> float | None:

@@ -149,6 +149,19 @@ def test_plan_tables_print_the_searched_numbers(plan):
     assert "~" not in text  # every curve rose with the value searched
 
 
+def test_the_plan_counts_the_runs_it_simulated(source, monkeypatch):
+    simulated = []
+    real = search.simulate
+    monkeypatch.setattr(search, "simulate", lambda scenario, *args: simulated.append(scenario) or real(scenario, *args))
+    plan = make_plan(source, target=0.95, targets=(0.5,), jobs=1)
+    assert plan.runs == len(simulated)
+    # within a task, the schedule's run as it stands also opens its bandwidth curve and its H search:
+    # remembered, not rerun (a task remembers its own runs only: a scenario two tasks meet runs in each)
+    evaluated = sum(found.runs for row in plan.bandwidth.values() for found in row.values())
+    evaluated += sum(found.runs for found in [*plan.inner_steps.values(), *plan.fragments.values()]) + len(plan.now)
+    assert len(simulated) < evaluated
+
+
 def test_a_curve_that_falls_marks_its_answers(plan):
     assert search.rises({1.0: 0.5, 2.0: 0.5 - 1e-9, 3.0: 0.7})  # rounding is not a fall
     assert not search.rises({1.0: 0.5, 2.0: 0.4, 3.0: 0.7})
