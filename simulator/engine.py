@@ -316,6 +316,7 @@ class Simulation:
         participants = self.topology.ring(collective.arrived, network.ring_order)
         collective.participants = participants
         collective.attempt += 1
+        collective.dropped_s, collective.hold_until_s, collective.moved_s = {}, 0.0, None  # this attempt's own
         collective.started_at_s = self.env.now
         if collective.first_started_s is None:
             collective.first_started_s = self.env.now

@@ -205,3 +205,17 @@ def test_under_heavy_churn_partial_participation_keeps_more_of_the_fleet_computi
     assert runs["partial"]["dropped_members"] > 0 and runs["restart"]["dropped_members"] == 0
     assert runs["partial"]["wall_time_s"] < runs["restart"]["wall_time_s"] / 1.5
     assert runs["partial"]["compute_utilisation"] > 1.5 * runs["restart"]["compute_utilisation"]
+
+
+def test_a_ring_broken_after_drops_restarts_as_a_new_attempt():
+    # a-3 leaves at 110 s mid-ring and is dropped, then a-0 and a-1 (dropped) and a-2 (the last holder:
+    # the ring breaks) at 115 s. a-0 returns at 116 s with nobody to fetch the state from: it computes
+    # outer step 0 again, 116 s .. 216 s, and restarts the collective alone. Its row is the new
+    # attempt's, not cut at its departure from the broken one (115 s, before the attempt started).
+    doc = with_events({"at_s": 110.0, "island": "a-3", "kind": "leave"},
+                      *({"at_s": 115.0, "island": f"a-{i}", "kind": "leave"} for i in range(3)),
+                      {"at_s": 116.0, "island": "a-0", "kind": "join"}, outer_steps=1)
+    result = simulate(make_scenario(["network.on_departure=partial"], document=doc))
+    assert result.summary["dropped_members"] == 3 and result.summary["wall_time_s"] == pytest.approx(216.0)
+    comm = result.trace[result.trace["kind"] == "comm"]
+    assert list(zip(comm["worker"], comm["time_start_s"], comm["time_end_s"])) == [(0, 216.0, 216.0)]
