@@ -40,6 +40,9 @@ from .topology import Topology
 from .workers import LAUNCH, WorkerState, sync_actions
 
 
+RINGS_KEPT = 64  # rings (membership and payload) kept built at once
+
+
 class EventLimitReached(Exception):
     """The run processed more events than it may (``--max-events``)."""
 
@@ -342,9 +345,12 @@ class Simulation:
     def ring_and_leg(self, kind: type[RingCollective], participants: tuple[int, ...],
                      payload_bytes: float) -> tuple[RingCollective, Leg]:
         """The ring over ``participants`` and its transfer, built once per membership and payload (every
-        fragment of a schedule has one of a few payloads)."""
+        fragment of a schedule has one of a few payloads); under churn, whose memberships seldom
+        return, only the last ``RINGS_KEPT`` are kept."""
         key = (kind, participants, payload_bytes)
         if key not in self.rings:
+            if len(self.rings) >= RINGS_KEPT:
+                self.rings.clear()
             ring = kind(participants, payload_bytes, tuple(self.replica_counts[rank] for rank in participants))
             self.rings[key] = ring, ring_leg(ring, self.topology, self.scenario.network)
         return self.rings[key]
