@@ -152,7 +152,7 @@ class Churn:
         sim.members.discard(state.worker.rank)
         for collective in list(sim.pending.values()):
             collective.expected.discard(state.worker.rank)
-            if not (collective.expected | collective.arrived) - self.passive:
+            if collective.expected <= self.passive and collective.arrived <= self.passive:
                 self.orphan(collective.arrived & self.passive, collective)
             if collective.expected or collective.arrived:  # an empty collective completes nothing
                 sim.maybe_start(collective)

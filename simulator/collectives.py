@@ -98,9 +98,9 @@ class RingCollective(ABC):
 
     def slowest_hop_latency_s(self, topology: Topology) -> float:
         """The slowest hop between participants, and between two replicas of one where it stands for several."""
-        inner = [(rank, rank) for rank, count in zip(self.participants, self.counts) if count > 1]
-        return max(topology.hop_latency_s(sender, receiver)
-                   for sender, receiver in topology.hops(self.participants) + inner)
+        ring = self.participants
+        inner = tuple(rank for rank, count in zip(ring, self.counts) if count > 1)
+        return topology.slowest_hop_s(ring + inner, ring[1:] + ring[:1] + inner)
 
     def latency_s(self, slowest_hop_s: float) -> float:
         """Every ring step pays the slowest hop's one-way latency (sender's, backbone's, receiver's)."""

@@ -82,10 +82,10 @@ class Simulation:
         self.env = CountingEnvironment(max_events)
         self.workers = scenario.workers()
         self.network_model = network_model_for(scenario)
-        self.network = make_network(self.network_model, self.env)
         groups = replicas.groups(scenario, self.workers, group_replicas)
         self.replica_counts = {worker.rank: count for worker, count in groups}
         self.topology = Topology.of(scenario, [worker for worker, _ in groups])
+        self.network = make_network(self.network_model, self.env, self.topology.has_buckets())
         scales = barriers.steps_scales(scenario, self.workers)
         self.states = [WorkerState(w, StepClock(w.step_time_s, w.jitter_cv, worker_generator(scenario.seed, w.rank,
                                                                                              STEP_TIMES)),
@@ -334,6 +334,8 @@ class Simulation:
         collective.transfers = [transfer]
         bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
         transfer.done.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
+        if network.exchange_end_spread_s <= 0:
+            return
         outer_step, fragment = collective.key
         offsets = end_offsets_s(participants, network.exchange_end_spread_s,
                                 outer_step * (self.last_fragment + 1) + fragment)
@@ -351,7 +353,8 @@ class Simulation:
         if key not in self.rings:
             if len(self.rings) >= RINGS_KEPT:
                 self.rings.clear()
-            ring = kind(participants, payload_bytes, tuple(self.replica_counts[rank] for rank in participants))
+            counts = tuple(map(self.replica_counts.__getitem__, participants))
+            ring = kind(participants, payload_bytes, counts if max(counts) > 1 else ())
             self.rings[key] = ring, ring_leg(ring, self.topology, self.scenario.network)
         return self.rings[key]
 

@@ -16,7 +16,13 @@ and ``cancel(transfer)``:
   whenever a transfer starts or ends, every link's capacity is divided max-min fairly among the
   transfers crossing it, so two transfers in flight on one link each get half of it.
 
-Both record each link's rate over time, from which plots and the peak bandwidth are drawn.
+Both record each transfer's rate over time (``Transfer.segments``): a link crossed k times by a
+transfer carries k times its rate, and a link's rate is the sum over the transfers crossing it
+(``link_segments``), from which plots and the peak bandwidth are drawn. The flow model shares links
+only when transfers meet on one: while the transfers in flight cross disjoint links, each moves at
+its rate alone, and no link is visited (a ring of M workers crosses 2M links: under churn its
+restarts would otherwise cost M each). Where a link's own total matters at every change (a token
+bucket's refill, below), the network sums every link at every change (``tracks_links``).
 
 A link may be shaped by a token bucket (``island.burst_bytes``: tc tbf's ``burst``, a provider's burst
 allowance): the bucket holds up to ``burst_bytes`` and refills at the link's spare rate (its capacity
@@ -31,7 +37,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from functools import cached_property
+from operator import attrgetter
+from typing import Callable, Iterable, Iterator
 
 import simpy
 
@@ -40,6 +48,7 @@ import simpy
 # "a residue later" lands on the same instant forever.
 COMPLETION_TOLERANCE = 1e-9
 NO_CAP = math.inf
+CAPACITY = attrgetter("capacity_bytes_per_s")
 
 
 @dataclass(eq=False)
@@ -49,10 +58,8 @@ class Link:
     worker: int
     direction: str  # "up" or "down"
     capacity_bytes_per_s: float
-    rate_bytes_per_s: float = 0.0
-    rate_since_s: float = 0.0
-    segments: list[tuple[float, float, float]] = field(default_factory=list)
-    peak_bytes_per_s: float = 0.0
+    rate_bytes_per_s: float = 0.0  # its total rate, as last summed (``FlowNetwork.settle_links``)
+    peak_bytes_per_s: float = 0.0  # the most it carried at once while transfers shared it
     burst_bytes: float = 0.0    # token bucket depth (0: no bucket)
     tokens_bytes: float = -1.0  # what the bucket held at tokens_since_s; starts full
     tokens_since_s: float = 0.0
@@ -75,15 +82,10 @@ class Link:
         self.tokens_since_s = end_s
 
     def set_rate(self, now: float, rate: float) -> None:
-        """Close the current constant-rate segment and start a new one."""
-        if abs(rate - self.rate_bytes_per_s) <= 1e-12 * self.capacity_bytes_per_s:
-            return
+        """Carry ``rate`` in all from now (the token bucket settled at the old rate up to now)."""
         if self.burst_bytes:
             self.carry(now, now, self.rate_bytes_per_s, 0.0)
-        if self.rate_bytes_per_s > 0 and now > self.rate_since_s:
-            self.segments.append((self.rate_since_s, now, self.rate_bytes_per_s))
         self.rate_bytes_per_s = rate
-        self.rate_since_s = now
         if rate > self.peak_bytes_per_s:
             self.peak_bytes_per_s = rate
 
@@ -99,25 +101,53 @@ class Transfer:
     rate_bytes_per_s: float = 0.0
     active: bool = False      # moving bytes (latency paid)
     cancelled: bool = False
-    recorded: list[tuple[Link, int]] = field(default_factory=list)  # alpha-beta: its link segments
     end_s: float | None = None  # alpha-beta: when it ends
     marks: list[tuple[float, Callable[[], None]]] = field(default_factory=list)  # flow: (s before the end, action)
-    counted: Counter[Link] = field(init=False)  # its crossings of each link (``crossings``)
+    rate_since_s: float = 0.0
+    segments: list[tuple[float, float, float]] = field(default_factory=list)  # (start, end, rate): its rate over time
+    peak_bytes_per_s: float = 0.0
 
-    def __post_init__(self) -> None:
-        self.counted = crossings(self.links)
+    @cached_property
+    def counted(self) -> Counter[Link]:
+        """Its crossings of each link (``crossings``)."""
+        return crossings(self.links)
+
+    @cached_property
+    def distinct(self) -> bool:
+        """Whether it crosses each of its links once (a ring within one region does)."""
+        return len(set(self.links)) == len(self.links)
+
+    @cached_property
+    def alone_bytes_per_s(self) -> float:
+        """Its rate alone on its links: its narrowest link's share (a link it crosses k times gives it
+        1/k), at most its own cap."""
+        if self.distinct:  # the narrowest link, without a loop in Python
+            return min(min(map(CAPACITY, self.links)), self.cap_bytes_per_s)
+        return min(min(link.capacity_bytes_per_s / count for link, count in self.counted.items()),
+                   self.cap_bytes_per_s)
+
+    def set_rate(self, now: float, rate: float) -> None:
+        """Close its current constant-rate segment and start a new one (a change within rounding is none)."""
+        if abs(rate - self.rate_bytes_per_s) <= 1e-12 * max(rate, self.rate_bytes_per_s):
+            return
+        if self.rate_bytes_per_s > 0 and now > self.rate_since_s:
+            self.segments.append((self.rate_since_s, now, self.rate_bytes_per_s))
+        self.rate_bytes_per_s = rate
+        self.rate_since_s = now
+        if rate > self.peak_bytes_per_s:
+            self.peak_bytes_per_s = rate
+
+    def most_access_crossings(self) -> int:
+        """The most times it crosses one worker's access link (that link carries its rate that many times)."""
+        if self.distinct:
+            return int(any(link.worker >= 0 for link in self.links))
+        return max((count for link, count in self.counted.items() if link.worker >= 0), default=0)
 
 
 def crossings(links: tuple[Link, ...]) -> Counter[Link]:
     """How many times a transfer crosses each of its links (a ring may cross one backbone twice: it
     pushes its bytes through it twice)."""
     return Counter(links)
-
-
-def alone_rate(counted: Counter[Link], cap_bytes_per_s: float) -> float:
-    """The rate of a transfer alone on its links: its narrowest link's share (a link it crosses k times
-    gives it 1/k), at most its own cap."""
-    return min(min(link.capacity_bytes_per_s / count for link, count in counted.items()), cap_bytes_per_s)
 
 
 def burst_at(counted: Counter[Link], at_s: float, bytes_per_link: float) -> float:
@@ -138,27 +168,31 @@ def take_burst(counted: Counter[Link], now: float, bytes_per_link: float) -> flo
 
 
 class AlphaBetaNetwork:
-    """Closed form: latency + bytes / min(capacity, cap); exact when transfers do not share links."""
+    """Closed form: latency + bytes / min(capacity, cap); exact when transfers do not share links.
+
+    ``tracks_links``: some link has a token bucket (its transfers settle it).
+    """
 
     name = "alpha-beta"
 
-    def __init__(self, env: simpy.Environment):
+    def __init__(self, env: simpy.Environment, tracks_links: bool = True):
         self.env = env
+        self.tracks_links = tracks_links
+        self.carried: list[Transfer] = []
 
     def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float,
                  cap_bytes_per_s: float = NO_CAP) -> Transfer:
         handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s)
-        counted = handle.counted
-        handle.rate_bytes_per_s = rate = alone_rate(counted, cap_bytes_per_s)
+        handle.rate_bytes_per_s = rate = handle.peak_bytes_per_s = handle.alone_bytes_per_s
         data_start = self.env.now + latency_s
-        burst = burst_at(counted, data_start, bytes_per_link)
+        burst = burst_at(handle.counted, data_start, bytes_per_link) if self.tracks_links else 0.0
         data_end = data_start + (bytes_per_link - burst) / rate
-        for link, count in counted.items():
-            if link.burst_bytes:
-                link.carry(data_start, data_end, rate * count, burst * count)
-            handle.recorded.append((link, len(link.segments)))
-            link.segments.append((data_start, data_end, rate * count))
-            link.peak_bytes_per_s = max(link.peak_bytes_per_s, rate * count)
+        if self.tracks_links:
+            for link, count in handle.counted.items():
+                if link.burst_bytes:
+                    link.carry(data_start, data_end, rate * count, burst * count)
+        handle.segments.append((data_start, data_end, rate))
+        self.carried.append(handle)
         handle.end_s = data_end
         timer = self.env.timeout(data_end - self.env.now)
         timer.callbacks.append(lambda _event: None if handle.cancelled else handle.done.succeed())
@@ -171,21 +205,30 @@ class AlphaBetaNetwork:
         timer.callbacks.append(lambda _event: None if handle.cancelled else action())
 
     def cancel(self, handle: Transfer) -> None:
-        """Stop a transfer now: its links' recorded use ends here and ``done`` never fires."""
+        """Stop a transfer now: its recorded rate ends here and ``done`` never fires."""
         handle.cancelled = True
-        for link, index in handle.recorded:
-            start, end, rate = link.segments[index]
-            link.segments[index] = (start, max(start, min(end, self.env.now)), rate)
+        start, end, rate = handle.segments[0]
+        handle.segments[0] = (start, max(start, min(end, self.env.now)), rate)
+
+    def close(self) -> None:
+        """The run is over: nothing to settle (every transfer's segment was known when it started)."""
 
 
 class FlowNetwork:
-    """Flow-level model: concurrent transfers share every link max-min fairly."""
+    """Flow-level model: concurrent transfers share every link max-min fairly.
+
+    ``tracks_links``: some link has a token bucket, so every link's total is summed at every change
+    (``settle_links``); otherwise only while transfers share a link.
+    """
 
     name = "flow"
 
-    def __init__(self, env: simpy.Environment):
+    def __init__(self, env: simpy.Environment, tracks_links: bool = True):
         self.env = env
+        self.tracks_links = tracks_links
         self.flows: list[Transfer] = []
+        self.carried: list[Transfer] = []  # every transfer that moved bytes at a rate, in start order
+        self.loaded: list[Link] = []  # the links that carried something at the last ``settle_links``
         self.last_update_s = 0.0
         self.wakeup_generation = 0
 
@@ -214,23 +257,34 @@ class FlowNetwork:
         if handle.active:
             self.advance()
             self.flows.remove(handle)
-            handle.active = False
-            for link in handle.links:
-                link.set_rate(self.env.now, 0.0)
+            self.stop(handle)
             self.reallocate()
+
+    def stop(self, flow: Transfer) -> None:
+        flow.active = False
+        flow.set_rate(self.env.now, 0.0)
+
+    def close(self) -> None:
+        """The run is over: every transfer still in flight has its rate recorded up to now."""
+        self.advance()
+        for flow in self.flows:
+            flow.set_rate(self.env.now, 0.0)
 
     def add(self, handle: Transfer) -> None:
         if handle.cancelled:
             return
         self.advance()
-        handle.remaining_bytes -= take_burst(handle.counted, self.env.now, handle.remaining_bytes)
+        if self.tracks_links:
+            handle.remaining_bytes -= take_burst(handle.counted, self.env.now, handle.remaining_bytes)
         if handle.remaining_bytes <= 0:
             for _, action in handle.marks:
                 action()
             handle.done.succeed()
             return
         handle.active = True
+        handle.rate_since_s = self.env.now
         self.flows.append(handle)
+        self.carried.append(handle)
         self.reallocate()
 
     def advance(self) -> None:
@@ -242,17 +296,33 @@ class FlowNetwork:
         self.last_update_s = self.env.now
 
     def reallocate(self) -> None:
-        touched = {link for flow in self.flows for link in flow.links}
-        rates = max_min_rates(self.flows)
+        """Every flow's max-min fair rate from now: its rate alone while no two flows share a link."""
         now = self.env.now
-        link_rates = dict.fromkeys(touched, 0.0)
+        shared = self.sharing()
+        rates = max_min_rates(self.flows) if shared else [flow.alone_bytes_per_s for flow in self.flows]
         for flow, rate in zip(self.flows, rates):
-            flow.rate_bytes_per_s = rate
-            for link in flow.links:
-                link_rates[link] += rate
-        for link, rate in link_rates.items():
-            link.set_rate(now, rate)
+            flow.set_rate(now, rate)
+        if shared or self.tracks_links:
+            self.settle_links(now)
         self.schedule_wakeup()
+
+    def sharing(self) -> bool:
+        """Whether two flows in flight cross one link (a set union, not a walk over the links in Python)."""
+        if len(self.flows) < 2:
+            return False
+        counted = [flow.counted for flow in self.flows]
+        return len(set().union(*counted)) < sum(map(len, counted))
+
+    def settle_links(self, now: float) -> None:
+        """Sum every loaded link's rate now: its peak, and the spare rate that refills its token bucket."""
+        totals = dict.fromkeys(self.loaded, 0.0)
+        for flow in self.flows:
+            rate = flow.rate_bytes_per_s
+            for link in flow.links:
+                totals[link] = totals.get(link, 0.0) + rate
+        for link, total in totals.items():
+            link.set_rate(now, total)
+        self.loaded = [link for link, total in totals.items() if total > 0]
 
     def schedule_wakeup(self) -> None:
         self.wakeup_generation += 1
@@ -276,14 +346,29 @@ class FlowNetwork:
         finished = [f for f in self.flows if f.remaining_bytes <= f.rate_bytes_per_s * tolerance_s]
         self.flows = [f for f in self.flows if f not in finished]
         for flow in finished:
-            flow.active = False
-            for link in flow.links:
-                link.set_rate(self.env.now, 0.0)
+            self.stop(flow)
         self.reallocate()
         for _, (_, action) in due:
             action()
         for flow in finished:
             flow.done.succeed()
+
+
+def link_segments(transfers: Iterable[Transfer]) -> Iterator[tuple[Link, float, float, float]]:
+    """Every link's use, transfer by transfer: (link, start, end, rate), a link crossed k times by a
+    transfer carrying k times its rate (where transfers overlap on a link, their rates add up)."""
+    for transfer in transfers:
+        for link, count in transfer.counted.items():
+            for start, end, rate in transfer.segments:
+                yield link, start, end, rate * count
+
+
+def peak_access_rate(transfers: Iterable[Transfer], links: Iterable[Link]) -> float:
+    """The most any of ``links`` (workers' access links) carried at once: the most a transfer put on one
+    (its peak rate, times its crossings), or a link's total while transfers shared it."""
+    return max([*(link.peak_bytes_per_s for link in links),
+                *(t.peak_bytes_per_s * t.most_access_crossings() for t in transfers if t.peak_bytes_per_s)],
+               default=0.0)
 
 
 def max_min_rates(flows: list[Transfer]) -> list[float]:
@@ -292,10 +377,10 @@ def max_min_rates(flows: list[Transfer]) -> list[float]:
     Repeatedly find the link whose remaining capacity divided by its unfrozen flows is smallest,
     freeze those flows at that share and subtract it from every link they cross (Bertsekas &
     Gallager, Data Networks, section 6.5.2). A flow's own rate cap acts as a private link. A flow
-    alone needs no filling (``alone_rate``).
+    alone needs no filling (``Transfer.alone_bytes_per_s``).
     """
     if len(flows) == 1:
-        return [alone_rate(flows[0].counted, flows[0].cap_bytes_per_s)]
+        return [flows[0].alone_bytes_per_s]
     capacity: dict[object, float] = {}
     crossing: dict[object, list[int]] = {}
     for index, flow in enumerate(flows):
@@ -325,5 +410,5 @@ def max_min_rates(flows: list[Transfer]) -> list[float]:
     return rates
 
 
-def make_network(model: str, env: simpy.Environment) -> AlphaBetaNetwork | FlowNetwork:
-    return {"alpha-beta": AlphaBetaNetwork, "flow": FlowNetwork}[model](env)
+def make_network(model: str, env: simpy.Environment, tracks_links: bool) -> AlphaBetaNetwork | FlowNetwork:
+    return {"alpha-beta": AlphaBetaNetwork, "flow": FlowNetwork}[model](env, tracks_links)

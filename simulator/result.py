@@ -2,8 +2,8 @@
 and each link's rate over time.
 
 The engine keeps rows only for the workers it ran (``replicas.py``): ``trace`` and ``links`` give
-every replica its lead's rows, and the links table is built from the links' rate segments, all on
-first use (a run with churn may have millions of segments that a summary never needs, and a
+every replica its lead's rows, and the links table is built from the transfers' rate segments
+(``network.link_segments``), all on first use (a run with churn may have millions of segments that a summary never needs, and a
 planner's runs need no table at all).
 """
 
@@ -18,7 +18,7 @@ from islands.trace import TRACE_ORDER, Row, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import replicas
-from .network import Link
+from .network import Link, Transfer, link_segments, peak_access_rate
 from .topology import BACKBONE, BACKBONE_WORKER
 
 if TYPE_CHECKING:
@@ -32,11 +32,12 @@ LINK_ORDER = ("time_start_s", "worker", "direction")
 
 @dataclass
 class SimResult:
-    """The summary dict, the rows of the workers the engine ran and every link (closed at the end)."""
+    """The summary dict, the rows of the workers the engine ran and every transfer they made."""
 
     summary: dict[str, Any]
     lead_rows: list[Row]
-    closed_links: list[tuple[Link, str]] = field(default_factory=list)  # every link and the island it serves
+    transfers: list[Transfer] = field(default_factory=list)  # in start order, closed at the end
+    islands: dict[Link, str] = field(default_factory=dict)  # every link of the table and the island it serves
     counts: dict[int, int] = field(default_factory=dict)  # workers each simulated worker stands for
     events_after_end: int = 0  # scheduled event actions (one per worker moved) after the run's end
 
@@ -46,7 +47,7 @@ class SimResult:
 
     @cached_property
     def lead_links(self) -> pd.DataFrame:
-        return link_table(self.closed_links)
+        return link_table(self.transfers, self.islands)
 
     @cached_property
     def trace(self) -> pd.DataFrame:
@@ -57,12 +58,13 @@ class SimResult:
         return replicas.expand(self.lead_links, self.counts, list(LINK_ORDER))
 
 
-def link_table(closed_links: list[tuple[Link, str]]) -> pd.DataFrame:
-    """Each link's rate over time, one row per constant-rate segment."""
+def link_table(transfers: list[Transfer], islands: dict[Link, str]) -> pd.DataFrame:
+    """Each link's rate over time, one row per constant-rate segment of each transfer on it (where
+    transfers overlap on a link, their rows add up: ``analysis.link_rates.rate_steps``)."""
     import pandas as pd
 
-    rows = [(start, end, link.worker, island, link.direction, rate * BITS_PER_BYTE / BITS_PER_GBIT)
-            for link, island in closed_links for start, end, rate in link.segments if end > start]
+    rows = [(start, end, link.worker, islands[link], link.direction, rate * BITS_PER_BYTE / BITS_PER_GBIT)
+            for link, start, end, rate in link_segments(transfers) if end > start and link in islands]
     frame = pd.DataFrame.from_records(rows, columns=list(LINK_COLUMNS))
     return frame.sort_values(list(LINK_ORDER), kind="stable").reset_index(drop=True)
 
@@ -70,14 +72,16 @@ def link_table(closed_links: list[tuple[Link, str]]) -> pd.DataFrame:
 def result_of(sim: Simulation) -> SimResult:
     """A played simulation's result: its summary from its rows (``summary.summarise_columns``) and
     what the summary does not hold, from the engine's own state."""
-    links = close_links(sim)
-    peak_gbps = max(link.peak_bytes_per_s for link in sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
+    sim.network.close()
+    transfers = sim.network.carried
+    peak_gbps = peak_access_rate(transfers, sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
     schedule = sim.scenario.schedule
     done = sim.completed_outer == sim.schedule.synced_outer_steps(schedule)
     summary = summarise_columns(Columns.of_rows(sim.rows), schedule.outer_steps if done else sim.completed_outer,
                                 peak_gbps, extra_summary(sim), island_extra=island_extra(sim),
                                 syncs_per_worker=not sim.schedule.coupled, weights=sim.replica_counts)
-    return SimResult(summary=summary, lead_rows=sim.rows, closed_links=links, counts=sim.replica_counts)
+    return SimResult(summary=summary, lead_rows=sim.rows, transfers=transfers, islands=islands_of_links(sim),
+                     counts=sim.replica_counts)
 
 
 def extra_summary(sim: Simulation) -> dict[str, Any]:
@@ -122,10 +126,7 @@ def island_extra(sim: Simulation) -> dict[str, dict[str, float]]:
     return extra
 
 
-def close_links(sim: Simulation) -> list[tuple[Link, str]]:
-    """Every link with its last rate segment closed now, and the island it belongs to."""
-    closed = []
-    for link in sim.topology.access_links() + sim.topology.backbone_links():
-        link.set_rate(sim.env.now, 0.0)
-        closed.append((link, BACKBONE if link.worker == BACKBONE_WORKER else sim.workers[link.worker].island))
-    return closed
+def islands_of_links(sim: Simulation) -> dict[Link, str]:
+    """Every access link and backbone, and the island it serves (the links table's rows)."""
+    return {link: BACKBONE if link.worker == BACKBONE_WORKER else sim.workers[link.worker].island
+            for link in sim.topology.access_links() + sim.topology.backbone_links()}

@@ -56,7 +56,7 @@ def chain_leg(chain: list[int], payload_bytes: float, topology: Topology, networ
     away from it (a broadcast); it pays each hop's latency at the slowest hop's and moves at its
     slowest link."""
     hops = list(zip(chain[1:], chain)) if towards_head else list(zip(chain, chain[1:]))
-    slowest_hop_s = max(topology.hop_latency_s(sender, receiver) for sender, receiver in hops)
+    slowest_hop_s = topology.slowest_hop_s([sender for sender, _ in hops], [receiver for _, receiver in hops])
     links = tuple(topology.uplinks[sender] for sender, _ in hops) + tuple(topology.downlinks[r] for _, r in hops)
     return Leg(links, payload_bytes, len(hops) * slowest_hop_s, network.tcp_cap_bytes_per_s(slowest_hop_s))
 

@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import permutations
-from typing import Iterable
+from typing import Iterable, Sequence
+
+import numpy as np
 
 from islands.scenarios import Scenario, Worker
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
@@ -75,6 +78,26 @@ class Topology:
     def core_latency_s(self, source: str | None, target: str | None) -> float:
         return 0.0 if source == target else self.backbone_latency_s[frozenset((source, target))]
 
+    @cached_property
+    def arrays(self) -> RankArrays:
+        return RankArrays.of(self)
+
+    def slowest_hop_s(self, senders: Sequence[int], receivers: Sequence[int]) -> float:
+        """The largest ``hop_latency_s`` from ``senders[i]`` to ``receivers[i]``, over arrays (a ring of
+        thousands in microseconds)."""
+        arrays = self.arrays
+        sender = np.fromiter(senders, np.intp, len(senders))
+        receiver = np.fromiter(receivers, np.intp, len(receivers))
+        hop_s = (arrays.latency_s[sender] + arrays.core_latency_s[arrays.region[sender], arrays.region[receiver]]
+                 + arrays.latency_s[receiver])
+        if self.measured_s:
+            measured = arrays.measured_s[arrays.island[sender], arrays.island[receiver]]
+            hop_s = np.where(np.isnan(measured), hop_s, measured)
+        slowest_s = float(hop_s.max())
+        if math.isnan(slowest_s):  # two regions with no backbone: refused as hop_latency_s refuses it
+            return max(map(self.hop_latency_s, senders, receivers))
+        return slowest_s
+
     def hop_latency_s(self, sender: int, receiver: int) -> float:
         """One-way: half the measured round trip between their islands where one is given (``[[latency]]``),
         else the sender's access latency, the backbone's between their regions, the receiver's."""
@@ -93,11 +116,14 @@ class Topology:
     def ring_links(self, ring: tuple[int, ...]) -> tuple[Link, ...]:
         """Every member's uplink and downlink, and the backbone of every hop between regions, once per
         crossing."""
-        access = (*(self.uplinks[w] for w in ring), *(self.downlinks[w] for w in ring))
+        access = (*map(self.uplinks.__getitem__, ring), *map(self.downlinks.__getitem__, ring))
         if not self.backbones:
             return access
-        return access + tuple(link for sender, receiver in self.hops(ring)
-                              for link in self.crossing(self.region[sender], self.region[receiver]))
+        arrays = self.arrays
+        source = arrays.region[np.fromiter(ring, np.intp, len(ring))]
+        target = np.roll(source, -1)
+        return access + tuple(self.backbones[(arrays.regions[source[hop]], arrays.regions[target[hop]])]
+                              for hop in np.flatnonzero(source != target))
 
     def ring(self, members: Iterable[int], order: str) -> tuple[int, ...]:
         """The members in ring order: ranks in file order ("listed"), or ("optimised") each region's
@@ -106,7 +132,11 @@ class Topology:
         if order == "listed" or not self.backbones:
             return tuple(ranked)
         cycle = self.region_cycle(tuple(sorted({self.region[rank] for rank in ranked})))
-        return tuple(rank for region in cycle for rank in ranked if self.region[rank] == region)
+        arrays = self.arrays
+        place = np.full(len(arrays.regions), len(cycle))
+        place[[arrays.regions.index(region) for region in cycle]] = np.arange(len(cycle))
+        ranks = np.fromiter(ranked, np.intp, len(ranked))
+        return tuple(ranks[np.argsort(place[arrays.region[ranks]], kind="stable")].tolist())
 
     def region_cycle(self, regions: tuple[str, ...]) -> tuple[str, ...]:
         """The cyclic order of ``regions`` whose slowest backbone is the widest, ties broken by the
@@ -140,3 +170,45 @@ class Topology:
 
     def backbone_links(self) -> list[Link]:
         return list(self.backbones.values())
+
+    def has_buckets(self) -> bool:
+        """Whether some access link is shaped by a token bucket (``island.burst_bytes``)."""
+        return any(link.burst_bytes for link in self.access_links())
+
+
+@dataclass(frozen=True)
+class RankArrays:
+    """The topology as arrays indexed by rank, for rings of thousands: each worker's access latency,
+    region and island codes, and the one-way latency between two regions' cores and between two
+    islands where a round trip was measured (NaN where none was)."""
+
+    latency_s: np.ndarray
+    region: np.ndarray
+    regions: list[str | None]
+    core_latency_s: np.ndarray
+    island: np.ndarray
+    measured_s: np.ndarray
+
+    @classmethod
+    def of(cls, topology: Topology) -> RankArrays:
+        size = max(topology.access_latency_s, default=-1) + 1
+        regions = sorted(set(topology.region.values()), key=str)
+        region_code = {name: code for code, name in enumerate(regions)}
+        island_code = {name: code for code, name in enumerate(sorted(set(topology.island.values())))}
+        latency_s, region, island = np.full(size, np.nan), np.zeros(size, np.intp), np.zeros(size, np.intp)
+        for rank, latency in topology.access_latency_s.items():
+            latency_s[rank] = latency
+            region[rank] = region_code[topology.region[rank]]
+            island[rank] = island_code.get(topology.island.get(rank), 0)
+        core_latency_s = np.full((len(regions), len(regions)), np.nan)
+        np.fill_diagonal(core_latency_s, 0.0)
+        for pair, latency in topology.backbone_latency_s.items():
+            a, b = (region_code[name] for name in pair)
+            core_latency_s[a, b] = core_latency_s[b, a] = latency
+        measured_s = np.full((max(len(island_code), 1),) * 2, np.nan)
+        for pair, latency in topology.measured_s.items():
+            codes = [island_code[name] for name in pair if name in island_code]
+            if len(codes) == len(pair):  # a pair of islands, or one island with itself
+                a, b = codes[0], codes[-1]
+                measured_s[a, b] = measured_s[b, a] = latency
+        return cls(latency_s, region, regions, core_latency_s, island, measured_s)

@@ -6,7 +6,8 @@ import pytest
 import simpy
 
 from islands.simulator import simulate
-from islands.simulator.network import AlphaBetaNetwork, FlowNetwork, Link, Transfer, max_min_rates
+from islands.simulator.network import (AlphaBetaNetwork, FlowNetwork, Link, Transfer, link_segments, max_min_rates,
+                                       peak_access_rate)
 
 from conftest import make_scenario
 
@@ -31,9 +32,14 @@ def test_max_min_gives_leftover_to_flows_not_bottlenecked():
     assert max_min_rates([flow(a, b), flow(a), flow(b)]) == [2.0, 8.0, 2.0]
 
 
-def test_flow_network_two_overlapping_transfers_each_get_half():
+def rate_at(segments: list[tuple[Link, float, float, float]], at_s: float) -> float:
+    return sum(rate for _, start, end, rate in segments if start <= at_s < end)
+
+
+@pytest.mark.parametrize("tracks_links", [True, False])
+def test_flow_network_two_overlapping_transfers_each_get_half(tracks_links):
     env = simpy.Environment()
-    network = FlowNetwork(env)
+    network = FlowNetwork(env, tracks_links)
     shared = link(100.0)
     finished = {}
     first = network.transfer((shared,), 1000.0, 0.0)
@@ -44,10 +50,27 @@ def test_flow_network_two_overlapping_transfers_each_get_half():
     env.run()
     # both at 50 B/s: the second's 250 B end at 10 s; the first's last 250 B at 100 B/s end at 12.5 s.
     assert finished == {"second": pytest.approx(10.0), "first": pytest.approx(12.5)}
-    # the link runs full the whole time and carries exactly the 1250 bytes
-    assert [rate for _, _, rate in shared.segments] == [100.0, 100.0]
-    assert shared.segments[0][0] == 0.0 and shared.segments[-1][1] == pytest.approx(12.5)
-    assert sum((end - start) * rate for start, end, rate in shared.segments) == pytest.approx(1250.0)
+    # each transfer's rate over time; the link runs full the whole time and carries exactly 1250 bytes
+    first, second = network.carried
+    assert [value for segment in first.segments for value in segment] == pytest.approx(
+        [0.0, 5.0, 100.0, 5.0, 10.0, 50.0, 10.0, 12.5, 100.0])
+    assert [value for segment in second.segments for value in segment] == pytest.approx([5.0, 10.0, 50.0])
+    segments = list(link_segments(network.carried))
+    assert [rate_at(segments, at_s) for at_s in (0.0, 4.9, 5.0, 9.9, 10.0, 12.4, 12.5)] == [100.0] * 6 + [0.0]
+    assert sum((end - start) * rate for _, start, end, rate in segments) == pytest.approx(1250.0)
+    assert peak_access_rate(network.carried, [shared]) == 100.0
+
+
+def test_disjoint_flows_move_at_their_rates_alone_and_a_ring_twice_over_a_link_carries_twice():
+    env = simpy.Environment()
+    network = FlowNetwork(env, tracks_links=False)
+    ring = (link(10.0, 0), link(10.0, 0, "down"), link(8.0, 1), link(8.0, 1, "down"))
+    backbone = link(12.0, 2)
+    twice = (backbone, backbone)  # crossed twice: 6 B/s each time
+    finished = ends(network, env, [(0.0, ring, 80.0), (1.0, twice, 60.0)])
+    assert finished == pytest.approx([10.0, 11.0])
+    assert [flow.segments for flow in network.carried] == [[(0.0, 10.0, 8.0)], [(1.0, 11.0, 6.0)]]
+    assert peak_access_rate(network.carried, [*ring, twice[0]]) == 12.0  # 6 B/s, twice on one link
 
 
 def test_a_mark_before_the_end_moves_when_the_rates_change():
