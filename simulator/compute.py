@@ -10,14 +10,18 @@ overlap) scales a single step: mean f*m, variance f^2*v.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from islands.scenarios import Worker
+
 
 class StepClock:
-    """Step durations of one worker, drawn from its own seeded generator."""
+    """Step durations of one worker, drawn from its own seeded generator (none without jitter)."""
 
-    def __init__(self, step_time_s: float, jitter_cv: float, rng: np.random.Generator):
+    def __init__(self, step_time_s: float, jitter_cv: float, rng: np.random.Generator | None):
         self.step_time_s = step_time_s
         self.jitter_cv = jitter_cv
         self.rng = rng
@@ -44,3 +48,10 @@ def worker_generator(seed: int, rank: int, stream: int) -> np.random.Generator:
     numbers its children), so turning churn on does not change the step-time draws, and a worker's
     draws do not depend on how many others are made."""
     return np.random.default_rng(np.random.SeedSequence([seed, stream], spawn_key=(rank,)))
+
+
+def step_clock(worker: Worker, seed: int) -> StepClock:
+    """The worker's step times, from its own generator where they jitter (a fleet without jitter makes
+    none: thousands of generators would cost more than its run)."""
+    rng = worker_generator(seed, worker.rank, STEP_TIMES) if worker.jitter_cv else None
+    return StepClock(worker.step_time_s, worker.jitter_cv, rng)

@@ -30,7 +30,7 @@ from islands.trace import NO_FRAGMENT, Row
 from . import barriers, budget, replicas
 from .churn import DEPARTURE, Churn
 from .collectives import COLLECTIVES, Leg, PendingCollective, RingCollective, end_offsets_s, ring_leg
-from .compute import STEP_TIMES, StepClock, worker_generator
+from .compute import step_clock
 from .failures import PAUSE, STOP, Failures
 from .network import Transfer, make_network
 from .result import SimResult, result_of
@@ -87,10 +87,7 @@ class Simulation:
         self.topology = Topology.of(scenario, [worker for worker, _ in groups])
         self.network = make_network(self.network_model, self.env, self.topology.has_buckets())
         scales = barriers.steps_scales(scenario, self.workers)
-        self.states = [WorkerState(w, StepClock(w.step_time_s, w.jitter_cv, worker_generator(scenario.seed, w.rank,
-                                                                                             STEP_TIMES)),
-                                   scales[w.rank], count)
-                       for w, count in groups]
+        self.states = [WorkerState(w, step_clock(w, scenario.seed), scales[w.rank], count) for w, count in groups]
         self.state_of = {state.worker.rank: state for state in self.states}
         self.members: set[int] = set()
         self.pending: dict[tuple[int, int], PendingCollective] = {}
