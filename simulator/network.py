@@ -127,8 +127,8 @@ class Transfer:
                    self.cap_bytes_per_s)
 
     def set_rate(self, now: float, rate: float) -> None:
-        """Close its current constant-rate segment and start a new one (a change within rounding is none)."""
-        if abs(rate - self.rate_bytes_per_s) <= 1e-12 * max(rate, self.rate_bytes_per_s):
+        """Close its current constant-rate segment and start a new one."""
+        if rate == self.rate_bytes_per_s:
             return
         if self.rate_bytes_per_s > 0 and now > self.rate_since_s:
             self.segments.append((self.rate_since_s, now, self.rate_bytes_per_s))
