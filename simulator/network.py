@@ -22,7 +22,7 @@ transfer carries k times its rate, and a link's rate is the sum over the transfe
 only when transfers meet on one: while the transfers in flight cross disjoint links, each moves at
 its rate alone, and no link is visited (a ring of M workers crosses 2M links: under churn its
 restarts would otherwise cost M each). Where a link's own total matters at every change (a token
-bucket's refill, below), the network sums every link at every change (``tracks_links``).
+bucket's refill, below), the network fills and sums every link at every change (``tracks_links``).
 
 A link may be shaped by a token bucket (``island.burst_bytes``: tc tbf's ``burst``, a provider's burst
 allowance): the bucket holds up to ``burst_bytes`` and refills at the link's spare rate (its capacity
@@ -217,8 +217,8 @@ class AlphaBetaNetwork:
 class FlowNetwork:
     """Flow-level model: concurrent transfers share every link max-min fairly.
 
-    ``tracks_links``: some link has a token bucket, so every link's total is summed at every change
-    (``settle_links``); otherwise only while transfers share a link.
+    ``tracks_links``: some link has a token bucket, so the rates are filled and every link's total
+    summed at every change (``settle_links``); otherwise only while transfers share a link.
     """
 
     name = "flow"
@@ -296,13 +296,14 @@ class FlowNetwork:
         self.last_update_s = self.env.now
 
     def reallocate(self) -> None:
-        """Every flow's max-min fair rate from now: its rate alone while no two flows share a link."""
+        """Every flow's max-min fair rate from now: its rate alone while no two flows share a link (or,
+        where links are tracked, by progressive filling at every change)."""
         now = self.env.now
-        shared = self.sharing()
+        shared = self.tracks_links or self.sharing()
         rates = max_min_rates(self.flows) if shared else [flow.alone_bytes_per_s for flow in self.flows]
         for flow, rate in zip(self.flows, rates):
             flow.set_rate(now, rate)
-        if shared or self.tracks_links:
+        if shared:
             self.settle_links(now)
         self.schedule_wakeup()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import simpy
 
@@ -10,6 +11,8 @@ from islands.simulator.network import (AlphaBetaNetwork, FlowNetwork, Link, Tran
                                        peak_access_rate)
 
 from conftest import make_scenario
+from test_simulator_regions import US_EU
+from test_simulator_regions import document as regions_document
 
 
 def link(capacity: float, worker: int = 0, direction: str = "up") -> Link:
@@ -190,3 +193,27 @@ def test_a_transfer_within_the_burst_ends_at_once_and_fires_its_marks():
     network.before_end(late, 0.5, lambda: fired.setdefault("late mark", env.now))
     env.run()
     assert fired["late mark"] == 1.0 and late.done.triggered
+
+
+CHURN = ["island.0.replicas=6", "island.0.mtbf_s=400", "island.0.mttr_s=100", "schedule.outer_steps=10"]
+TWO_REGIONS = regions_document(["us", "us", "eu", "eu"], US_EU)
+SHARING_CASES = {  # (document or the base one, overrides): each has flows that share links and flows that do not
+    "churn, rings restarted, joiners downloading": (None, CHURN),
+    "churn, partial participation": (None, [*CHURN, "network.on_departure=partial"]),
+    "decoupled, a syncer link": (None, ["schedule.algorithm=decoupled", "syncer.bandwidth_gbps=0.5"]),
+    "a tree over two regions": (TWO_REGIONS, ["network.collective=tree"]),
+    "hierarchical streaming over two regions": (TWO_REGIONS, ["network.collective=hierarchical",
+                                                              "schedule.algorithm=streaming", "schedule.fragments=2"]),
+}
+
+
+@pytest.mark.parametrize("case", SHARING_CASES)
+def test_flows_on_disjoint_links_move_as_summing_every_link_at_every_change_would_move_them(case, monkeypatch):
+    document, overrides = SHARING_CASES[case]
+    scenario = make_scenario(overrides, document=document)
+    fast = simulate(scenario)
+    monkeypatch.setattr("islands.simulator.topology.Topology.has_buckets", lambda _topology: True)
+    summed = simulate(scenario)
+    assert summed.summary == fast.summary
+    pd.testing.assert_frame_equal(summed.trace, fast.trace)
+    pd.testing.assert_frame_equal(summed.links, fast.links)
