@@ -142,14 +142,16 @@ class Leg:
     bytes_per_link: float
     latency_s: float
     cap_bytes_per_s: float
+    narrowest_bytes_per_s: float | None = None  # its narrowest link's share, where the topology priced it
 
 
 def ring_leg(ring: RingCollective, topology: Topology, network: NetworkSpec) -> Leg:
     """A ring as one transfer: every participant's links (and backbone crossings), its bytes per worker,
     its hops at the slowest hop's latency, capped by TCP there."""
     hop_s = ring.slowest_hop_latency_s(topology)
-    return Leg(topology.ring_links(ring.participants), ring.bytes_per_worker, ring.latency_s(hop_s),
-               network.tcp_cap_bytes_per_s(hop_s))
+    links, narrowest_bytes_per_s = topology.ring_route(ring.participants)
+    return Leg(links, ring.bytes_per_worker, ring.latency_s(hop_s), network.tcp_cap_bytes_per_s(hop_s),
+               narrowest_bytes_per_s)
 
 
 def copy_leg(sender: int, receiver: int, payload_bytes: float, topology: Topology, network: NetworkSpec) -> Leg:

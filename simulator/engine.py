@@ -84,6 +84,7 @@ class Simulation:
         self.network_model = network_model_for(scenario)
         groups = replicas.groups(scenario, self.workers, group_replicas)
         self.replica_counts = {worker.rank: count for worker, count in groups}
+        self.grouped = len(groups) < len(self.workers)  # some worker stands for several
         self.topology = Topology.of(scenario, [worker for worker, _ in groups])
         self.network = make_network(self.network_model, self.env, self.topology.has_buckets())
         scales = barriers.steps_scales(scenario, self.workers)
@@ -350,8 +351,8 @@ class Simulation:
         if key not in self.rings:
             if len(self.rings) >= RINGS_KEPT:
                 self.rings.clear()
-            counts = tuple(map(self.replica_counts.__getitem__, participants))
-            ring = kind(participants, payload_bytes, counts if max(counts) > 1 else ())
+            counts = tuple(map(self.replica_counts.__getitem__, participants)) if self.grouped else ()
+            ring = kind(participants, payload_bytes, counts if counts and max(counts) > 1 else ())
             self.rings[key] = ring, ring_leg(ring, self.topology, self.scenario.network)
         return self.rings[key]
 
@@ -373,7 +374,8 @@ class Simulation:
 
     def launch(self, leg: Leg) -> Transfer:
         """Put one transfer on the network."""
-        return self.network.transfer(leg.links, leg.bytes_per_link, leg.latency_s, leg.cap_bytes_per_s)
+        return self.network.transfer(leg.links, leg.bytes_per_link, leg.latency_s, leg.cap_bytes_per_s,
+                                     leg.narrowest_bytes_per_s)
 
     def member_done(self, collective: PendingCollective, rank: int, attempt: int) -> None:
         """``rank`` has everything it needs from ``collective`` before the last member has."""

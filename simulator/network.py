@@ -98,6 +98,7 @@ class Transfer:
     remaining_bytes: float
     done: simpy.Event
     cap_bytes_per_s: float = NO_CAP
+    narrowest_bytes_per_s: float | None = None  # its narrowest link's share, where the caller knows it
     rate_bytes_per_s: float = 0.0
     active: bool = False      # moving bytes (latency paid)
     cancelled: bool = False
@@ -121,6 +122,8 @@ class Transfer:
     def alone_bytes_per_s(self) -> float:
         """Its rate alone on its links: its narrowest link's share (a link it crosses k times gives it
         1/k), at most its own cap."""
+        if self.narrowest_bytes_per_s is not None:
+            return min(self.narrowest_bytes_per_s, self.cap_bytes_per_s)
         if self.distinct:  # the narrowest link, without a loop in Python
             return min(min(map(CAPACITY, self.links)), self.cap_bytes_per_s)
         return min(min(link.capacity_bytes_per_s / count for link, count in self.counted.items()),
@@ -181,8 +184,8 @@ class AlphaBetaNetwork:
         self.carried: list[Transfer] = []
 
     def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float,
-                 cap_bytes_per_s: float = NO_CAP) -> Transfer:
-        handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s)
+                 cap_bytes_per_s: float = NO_CAP, narrowest_bytes_per_s: float | None = None) -> Transfer:
+        handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s, narrowest_bytes_per_s)
         handle.rate_bytes_per_s = rate = handle.peak_bytes_per_s = handle.alone_bytes_per_s
         data_start = self.env.now + latency_s
         burst = burst_at(handle.counted, data_start, bytes_per_link) if self.tracks_links else 0.0
@@ -233,8 +236,8 @@ class FlowNetwork:
         self.wakeup_generation = 0
 
     def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float,
-                 cap_bytes_per_s: float = NO_CAP) -> Transfer:
-        handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s)
+                 cap_bytes_per_s: float = NO_CAP, narrowest_bytes_per_s: float | None = None) -> Transfer:
+        handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s, narrowest_bytes_per_s)
         if latency_s > 0:
             self.env.timeout(latency_s).callbacks.append(lambda _event: self.add(handle))
         else:

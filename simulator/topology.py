@@ -18,9 +18,11 @@ the closed form) give the ring 1/k of it.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import permutations
+from operator import itemgetter
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -113,17 +115,22 @@ class Topology:
         return (self.uplinks[sender], *self.crossing(self.region[sender], self.region[receiver]),
                 self.downlinks[receiver])
 
-    def ring_links(self, ring: tuple[int, ...]) -> tuple[Link, ...]:
-        """Every member's uplink and downlink, and the backbone of every hop between regions, once per
-        crossing."""
-        access = (*map(self.uplinks.__getitem__, ring), *map(self.downlinks.__getitem__, ring))
-        if not self.backbones:
-            return access
+    def ring_route(self, ring: tuple[int, ...]) -> tuple[tuple[Link, ...], float]:
+        """Every member's uplink and downlink and the backbone of every hop between regions (once per
+        crossing), and the narrowest share of them (a link crossed k times gives 1/k), over arrays."""
         arrays = self.arrays
-        source = arrays.region[np.fromiter(ring, np.intp, len(ring))]
+        ranks = np.fromiter(ring, np.intp, len(ring))
+        access = picked(arrays.uplinks, ring) + picked(arrays.downlinks, ring)
+        narrowest = float(min(arrays.up_capacity[ranks].min(), arrays.down_capacity[ranks].min()))
+        if not self.backbones:
+            return access, narrowest
+        source = arrays.region[ranks]
         target = np.roll(source, -1)
-        return access + tuple(self.backbones[(arrays.regions[source[hop]], arrays.regions[target[hop]])]
-                              for hop in np.flatnonzero(source != target))
+        crossed = tuple(self.backbones[(arrays.regions[source[hop]], arrays.regions[target[hop]])]
+                        for hop in np.flatnonzero(source != target))
+        for backbone, count in Counter(crossed).items():
+            narrowest = min(narrowest, backbone.capacity_bytes_per_s / count)
+        return access + crossed, narrowest
 
     def ring(self, members: Iterable[int], order: str) -> tuple[int, ...]:
         """The members in ring order: ranks in file order ("listed"), or ("optimised") each region's
@@ -176,13 +183,22 @@ class Topology:
         return any(link.burst_bytes for link in self.access_links())
 
 
+def picked(items: list, ranks: tuple[int, ...]) -> tuple:
+    """``items[rank]`` for each of ``ranks``, gathered in C."""
+    return itemgetter(*ranks)(items) if len(ranks) > 1 else (items[ranks[0]],)
+
+
 @dataclass(frozen=True)
 class RankArrays:
     """The topology as arrays indexed by rank, for rings of thousands: each worker's access latency,
-    region and island codes, and the one-way latency between two regions' cores and between two
+    access links and their capacities, region and island codes, and the one-way latency between two regions' cores and between two
     islands where a round trip was measured (NaN where none was)."""
 
     latency_s: np.ndarray
+    uplinks: list[Link | None]
+    downlinks: list[Link | None]
+    up_capacity: np.ndarray
+    down_capacity: np.ndarray
     region: np.ndarray
     regions: list[str | None]
     core_latency_s: np.ndarray
@@ -196,8 +212,13 @@ class RankArrays:
         region_code = {name: code for code, name in enumerate(regions)}
         island_code = {name: code for code, name in enumerate(sorted(set(topology.island.values())))}
         latency_s, region, island = np.full(size, np.nan), np.zeros(size, np.intp), np.zeros(size, np.intp)
+        uplinks, downlinks = [None] * size, [None] * size
+        up_capacity, down_capacity = np.full(size, np.nan), np.full(size, np.nan)
         for rank, latency in topology.access_latency_s.items():
             latency_s[rank] = latency
+            uplinks[rank], downlinks[rank] = topology.uplinks[rank], topology.downlinks[rank]
+            up_capacity[rank] = uplinks[rank].capacity_bytes_per_s
+            down_capacity[rank] = downlinks[rank].capacity_bytes_per_s
             region[rank] = region_code[topology.region[rank]]
             island[rank] = island_code.get(topology.island.get(rank), 0)
         core_latency_s = np.full((len(regions), len(regions)), np.nan)
@@ -211,4 +232,5 @@ class RankArrays:
             if len(codes) == len(pair):  # a pair of islands, or one island with itself
                 a, b = codes[0], codes[-1]
                 measured_s[a, b] = measured_s[b, a] = latency
-        return cls(latency_s, region, regions, core_latency_s, island, measured_s)
+        return cls(latency_s, uplinks, downlinks, up_capacity, down_capacity, region, regions, core_latency_s, island,
+                   measured_s)
