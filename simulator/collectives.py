@@ -50,7 +50,7 @@ from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
 
 from islands.scenarios.model import NetworkSpec
 
-from .network import Link, Transfer
+from .links import Link, Transfer
 from .topology import Topology
 
 

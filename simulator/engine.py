@@ -32,7 +32,8 @@ from .churn import DEPARTURE, Churn
 from .collectives import COLLECTIVES, Leg, PendingCollective, RingCollective, end_offsets_s, ring_leg
 from .compute import step_clock
 from .failures import PAUSE, STOP, Failures
-from .network import Transfer, make_network
+from .links import Transfer
+from .network import make_network
 from .result import SimResult, result_of
 from .staged import STAGED, StagedCollective
 from .syncer import Syncer

@@ -18,7 +18,7 @@ from islands.trace import TRACE_ORDER, Row, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import replicas
-from .network import Link, Transfer, link_segments, peak_access_rate
+from .links import Link, Transfer, link_segments, peak_access_rate
 from .topology import BACKBONE, BACKBONE_WORKER
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from islands.trace import NO_FRAGMENT, Row
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .churn import DEPARTURE
-from .network import Link, Transfer
+from .links import Link, Transfer
 
 if TYPE_CHECKING:
     from islands.schedules import SyncPoint

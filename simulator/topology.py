@@ -30,7 +30,7 @@ import numpy as np
 from islands.scenarios import Scenario, Worker
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .network import Link
+from .links import Link
 
 BACKBONE_WORKER = -1  # the links table's worker column for a backbone
 BACKBONE = "backbone"  # and its island column; the direction column names the two regions, "us>eu"

@@ -7,8 +7,8 @@ import pytest
 import simpy
 
 from islands.simulator import simulate
-from islands.simulator.network import (AlphaBetaNetwork, FlowNetwork, Link, Transfer, link_segments, max_min_rates,
-                                       peak_access_rate)
+from islands.simulator.links import Link, Transfer, link_segments, peak_access_rate
+from islands.simulator.network import AlphaBetaNetwork, FlowNetwork, max_min_rates
 
 from conftest import make_scenario
 from test_simulator_regions import US_EU

@@ -12,7 +12,8 @@ from islands.analysis.scenario_source import ScenarioSource
 from islands.scenarios import ScenarioError, load
 from islands.simulator import simulate
 from islands.simulator.budget import estimate
-from islands.simulator.network import FlowNetwork, Link, max_min_rates
+from islands.simulator.links import Link
+from islands.simulator.network import FlowNetwork, max_min_rates
 from islands.validation.scaling import to_toml
 
 from conftest import make_scenario

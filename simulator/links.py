@@ -1,0 +1,169 @@
+"""Links and the transfers that cross them: what each transfer carries over time, and token buckets.
+
+Every island worker owns a full-duplex access link (an uplink and a downlink) to a non-blocking WAN
+core. A *transfer* crosses a set of links and must push the same number of bytes through each of them
+(a point-to-point copy crosses the sender's uplink and the receiver's downlink; a ring all-reduce
+crosses every participant's uplink and downlink, see ``collectives.py``).
+
+A transfer records its own rate over time (``Transfer.segments``): a link crossed k times by a
+transfer carries k times its rate, and a link's rate is the sum over the transfers crossing it
+(``link_segments``), from which plots and the peak bandwidth are drawn (``peak_access_rate``). A link
+keeps its own total only where the network sums it (``network.FlowNetwork.settle_links``).
+
+A link may be shaped by a token bucket (``island.burst_bytes``: tc tbf's ``burst``, a provider's burst
+allowance): the bucket holds up to ``burst_bytes`` and refills at the link's spare rate (its capacity
+less what it carries). A transfer that starts moving bytes sends at once what every one of its links'
+buckets holds (``take_burst``), and the rest at the shared rates. On the emulated WAN the bucket is
+64 KiB or more (``islands.emulation``): a tenth of a 0.15 s exchange at 33 Mbit/s. A burst is sent in
+no time, so the link table (rates over time) does not draw it; the trace counts its bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from operator import attrgetter
+from typing import Callable, Iterable, Iterator
+
+import simpy
+
+NO_CAP = math.inf
+CAPACITY = attrgetter("capacity_bytes_per_s")
+
+
+@dataclass(eq=False)
+class Link:
+    """One direction of a worker's access link."""
+
+    worker: int
+    direction: str  # "up" or "down"
+    capacity_bytes_per_s: float
+    rate_bytes_per_s: float = 0.0  # its total rate, as last summed (``FlowNetwork.settle_links``)
+    peak_bytes_per_s: float = 0.0  # the most it carried at once while transfers shared it
+    burst_bytes: float = 0.0    # token bucket depth (0: no bucket)
+    tokens_bytes: float = -1.0  # what the bucket held at tokens_since_s; starts full
+    tokens_since_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.tokens_bytes < 0:
+            self.tokens_bytes = self.burst_bytes
+
+    def tokens_at(self, now: float) -> float:
+        """What the token bucket holds at ``now``: refilled at the spare rate since it was last settled."""
+        spare = max(0.0, self.capacity_bytes_per_s - self.rate_bytes_per_s)
+        return max(0.0, min(self.burst_bytes, self.tokens_bytes + spare * max(0.0, now - self.tokens_since_s)))
+
+    def carry(self, start_s: float, end_s: float, rate: float, burst_bytes: float) -> None:
+        """Settle the bucket for a transfer that sends ``burst_bytes`` at once at ``start_s``, then moves
+        at ``rate`` until ``end_s`` (the bucket refills at the spare rate meanwhile)."""
+        left = self.tokens_at(start_s) - burst_bytes
+        spare = max(0.0, self.capacity_bytes_per_s - rate)
+        self.tokens_bytes = max(0.0, min(self.burst_bytes, left + spare * max(0.0, end_s - start_s)))
+        self.tokens_since_s = end_s
+
+    def set_rate(self, now: float, rate: float) -> None:
+        """Carry ``rate`` in all from now (the token bucket settled at the old rate up to now)."""
+        if self.burst_bytes:
+            self.carry(now, now, self.rate_bytes_per_s, 0.0)
+        self.rate_bytes_per_s = rate
+        if rate > self.peak_bytes_per_s:
+            self.peak_bytes_per_s = rate
+
+
+@dataclass(eq=False)
+class Transfer:
+    """Bytes to push through every one of ``links``; ``done`` fires when they are through."""
+
+    links: tuple[Link, ...]
+    remaining_bytes: float
+    done: simpy.Event
+    cap_bytes_per_s: float = NO_CAP
+    narrowest_bytes_per_s: float | None = None  # its narrowest link's share, where the caller knows it
+    rate_bytes_per_s: float = 0.0
+    active: bool = False      # moving bytes (latency paid)
+    cancelled: bool = False
+    end_s: float | None = None  # alpha-beta: when it ends
+    marks: list[tuple[float, Callable[[], None]]] = field(default_factory=list)  # flow: (s before the end, action)
+    rate_since_s: float = 0.0
+    segments: list[tuple[float, float, float]] = field(default_factory=list)  # (start, end, rate): its rate over time
+    peak_bytes_per_s: float = 0.0
+
+    @cached_property
+    def counted(self) -> Counter[Link]:
+        """Its crossings of each link (``crossings``)."""
+        return crossings(self.links)
+
+    @cached_property
+    def distinct(self) -> bool:
+        """Whether it crosses each of its links once (a ring within one region does)."""
+        return len(set(self.links)) == len(self.links)
+
+    @cached_property
+    def alone_bytes_per_s(self) -> float:
+        """Its rate alone on its links: its narrowest link's share (a link it crosses k times gives it
+        1/k), at most its own cap."""
+        if self.narrowest_bytes_per_s is not None:
+            return min(self.narrowest_bytes_per_s, self.cap_bytes_per_s)
+        if self.distinct:  # the narrowest link, without a loop in Python
+            return min(min(map(CAPACITY, self.links)), self.cap_bytes_per_s)
+        return min(min(link.capacity_bytes_per_s / count for link, count in self.counted.items()),
+                   self.cap_bytes_per_s)
+
+    def set_rate(self, now: float, rate: float) -> None:
+        """Close its current constant-rate segment and start a new one."""
+        if rate == self.rate_bytes_per_s:
+            return
+        if self.rate_bytes_per_s > 0 and now > self.rate_since_s:
+            self.segments.append((self.rate_since_s, now, self.rate_bytes_per_s))
+        self.rate_bytes_per_s = rate
+        self.rate_since_s = now
+        if rate > self.peak_bytes_per_s:
+            self.peak_bytes_per_s = rate
+
+    def most_access_crossings(self) -> int:
+        """The most times it crosses one worker's access link (that link carries its rate that many times)."""
+        if self.distinct:
+            return int(any(link.worker >= 0 for link in self.links))
+        return max((count for link, count in self.counted.items() if link.worker >= 0), default=0)
+
+
+def crossings(links: tuple[Link, ...]) -> Counter[Link]:
+    """How many times a transfer crosses each of its links (a ring may cross one backbone twice: it
+    pushes its bytes through it twice)."""
+    return Counter(links)
+
+
+def burst_at(counted: Counter[Link], at_s: float, bytes_per_link: float) -> float:
+    """Bytes a transfer starting to move at ``at_s`` may send at once: what every one of its links' token
+    buckets holds then (shared among its crossings of a link); none if a link has no bucket."""
+    if not counted or not all(link.burst_bytes for link in counted):
+        return 0.0
+    return min(bytes_per_link, *(link.tokens_at(at_s) / count for link, count in counted.items()))
+
+
+def take_burst(counted: Counter[Link], now: float, bytes_per_link: float) -> float:
+    """``burst_at`` now, taken from every link's bucket."""
+    burst = burst_at(counted, now, bytes_per_link)
+    if burst > 0:
+        for link, count in counted.items():
+            link.carry(now, now, link.rate_bytes_per_s, burst * count)
+    return burst
+
+
+def link_segments(transfers: Iterable[Transfer]) -> Iterator[tuple[Link, float, float, float]]:
+    """Every link's use, transfer by transfer: (link, start, end, rate), a link crossed k times by a
+    transfer carrying k times its rate (where transfers overlap on a link, their rates add up)."""
+    for transfer in transfers:
+        for link, count in transfer.counted.items():
+            for start, end, rate in transfer.segments:
+                yield link, start, end, rate * count
+
+
+def peak_access_rate(transfers: Iterable[Transfer], links: Iterable[Link]) -> float:
+    """The most any of ``links`` (workers' access links) carried at once: the most a transfer put on one
+    (its peak rate, times its crossings), or a link's total while transfers shared it."""
+    return max([*(link.peak_bytes_per_s for link in links),
+                *(t.peak_bytes_per_s * t.most_access_crossings() for t in transfers if t.peak_bytes_per_s)],
+               default=0.0)
