@@ -3,8 +3,8 @@ and each link's rate over time.
 
 The engine keeps rows only for the workers it ran (``replicas.py``): ``trace`` and ``links`` give
 every replica its lead's rows, and the links table is built from the transfers' rate segments
-(``network.link_segments``), all on first use (a run with churn may have millions of segments that a summary never needs, and a
-planner's runs need no table at all).
+(``links.link_segments``), all on first use (a run with churn may have millions of segments that a
+summary never needs, and a planner's runs need no table at all).
 """
 
 from __future__ import annotations

@@ -191,8 +191,8 @@ def picked(items: list, ranks: tuple[int, ...]) -> tuple:
 @dataclass(frozen=True)
 class RankArrays:
     """The topology as arrays indexed by rank, for rings of thousands: each worker's access latency,
-    access links and their capacities, region and island codes, and the one-way latency between two regions' cores and between two
-    islands where a round trip was measured (NaN where none was)."""
+    access links and their capacities, region and island codes, and the one-way latency between two
+    regions' cores and between two islands where a round trip was measured (NaN where none was)."""
 
     latency_s: np.ndarray
     uplinks: list[Link | None]
