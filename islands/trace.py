@@ -62,8 +62,7 @@ def sorted_columns(rows: Iterable[tuple]) -> dict[str, np.ndarray]:
     listed = list(rows)
     values = list(zip(*listed)) if listed else [()] * len(COLUMNS)
     columns = {name: np.array(column, dtype=DTYPES[name]) for name, column in zip(COLUMNS, values)}
-    rank = {kind: index for index, kind in enumerate(sorted(set(values[4])))}
-    kind_order = np.fromiter((rank[kind] for kind in values[4]), dtype=np.int64, count=len(listed))
+    kind_order = np.unique(columns["kind"], return_inverse=True)[1].reshape(-1)  # kinds in sorted order
     order = np.lexsort((kind_order, columns["worker"], columns["time_start_s"]))
     return {name: column[order] for name, column in columns.items()}
 
