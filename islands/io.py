@@ -15,13 +15,14 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from .errors import UserError
 
 STDOUT = "-"
 PLOT_FORMATS = ("png", "svg", "pdf")
 TABLE_FORMATS = ("csv", "parquet", "json")
+MAX_INPUT_BYTES = 64 * 2**20  # no scenario, profile, calibration or trace file this reads is near this
 UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+|\.{2,}")  # besides letters, digits, . _ -: runs of dots
 
 
@@ -185,3 +186,55 @@ def finite_json(value: Any) -> Any:
 def json_text(document: Any, **options: Any) -> str:
     """Strict JSON of ``document``: a value that is not finite becomes null, never ``NaN``."""
     return json.dumps(finite_json(document), allow_nan=False, **options)
+
+
+def read_bounded_bytes(path: str | Path, what: str, limit_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the file ``path`` (a ``what``, for messages), refused in one ``UserError`` when it
+    is missing, a folder, unreadable, or longer than ``limit_bytes`` (so ``/dev/zero`` or a huge file
+    costs one bounded read, never gigabytes)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit_bytes + 1)
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder, not a {what}") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read this {what}: {os_reason(exc)}") from None
+    if len(data) > limit_bytes:
+        raise UserError(f"{path}: a {what} is at most {limit_bytes} bytes; this one is longer")
+    return data
+
+
+def read_bounded_text(path: str | Path, what: str, limit_bytes: int = MAX_INPUT_BYTES) -> str:
+    """``read_bounded_bytes`` decoded as UTF-8, with bad bytes refused in one line."""
+    try:
+        return read_bounded_bytes(path, what, limit_bytes).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: this {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+def same_file(first: str | Path, second: str | Path) -> bool:
+    """Whether two paths name one file: the same resolved path, or (both existing) the same inode."""
+    if Path(first).resolve() == Path(second).resolve():
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
+
+
+def refuse_shared_paths(outputs: Mapping[str, str | Path | None],
+                        inputs: Mapping[str, str | Path | None] | None = None) -> None:
+    """Refuse, in one line, an output that is also an input or two outputs on one path.
+
+    ``outputs`` and ``inputs`` map what the user calls each path (``--trace``, ``the scenario``) to the
+    path, or None where it was not given; stdout (``-``) is never a clash."""
+    named_outputs = [(name, path) for name, path in outputs.items() if path is not None and not is_stdout(path)]
+    named_inputs = [(name, path) for name, path in (inputs or {}).items() if path is not None and not is_stdout(path)]
+    for index, (name, path) in enumerate(named_outputs):
+        for input_name, input_path in named_inputs:
+            if same_file(path, input_path):
+                raise UserError(f"{path}: {name} would overwrite {input_name}, which this reads; "
+                                "write it elsewhere")
+        for other_name, other_path in named_outputs[index + 1:]:
+            if same_file(path, other_path):
+                raise UserError(f"{path}: {name} and {other_name} name the same file; give each its own")
