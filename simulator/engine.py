@@ -222,6 +222,8 @@ class Simulation:
         chip failure under an elastic schedule pauses it (``failures.PAUSE``): the worker re-forms
         without the chip, then computes the rest at its reduced rate."""
         steps = target - position
+        if state.late is not None:  # cut off before it began the interval (``barriers.on_deadline``)
+            return position
         while steps > 0:
             state.activity = ("compute", self.env.now, NO_FRAGMENT, outer_step)
             started_s, duration_s = self.env.now, state.clock.duration_s(steps) * self.failures.slowdown(state)
