@@ -12,6 +12,7 @@ to know about a draw: whether it has departures that never come back, churn or f
 
 from __future__ import annotations
 
+import copy
 import json
 import tempfile
 from dataclasses import dataclass
@@ -21,11 +22,18 @@ from typing import Any
 from hypothesis import strategies as st
 
 from islands.scenarios import Scenario, load
+from islands.scenarios.spec import MIN_CHURN_S
+from islands.simulator.budget import estimate
 
 COUPLED = ("ddp", "diloco", "streaming", "eager")
 ALGORITHMS = (*COUPLED, "decoupled")
 STEP_TIMES_S = (0.01, 0.05, 0.2, 1.0)
 GBPS = (0.05, 0.5, 2.0, 10.0)
+# Random churn, in churn-free run lengths (``budget.estimate``): a worker stays 5 to 100 runs on
+# average, so a run sees a departure now and then and finishes within the horizon (10 run lengths) for
+# all but the rarest draws; it is away a tenth of a run or a whole one.
+MTBF_RUNS = (5.0, 100.0)
+MTTR_RUNS = (0.1, 1.0)
 
 
 @dataclass(frozen=True)
@@ -178,12 +186,12 @@ def churn(draw, drawn_islands: list[dict[str, Any]], permanent: bool) -> tuple[l
     kind = draw(st.sampled_from(("none", "events", "random", "absent")))
     if kind == "none":
         return [], False, False
-    if kind == "random":
+    if kind == "random":  # in multiples of the run's length: ``in_seconds`` makes them seconds
         island = draw(st.sampled_from(drawn_islands))
-        island["mtbf_s"] = draw(st.sampled_from((60.0, 300.0, 5000.0)))
+        island["mtbf_s"] = draw(st.sampled_from(MTBF_RUNS))
         returns = not permanent or draw(st.booleans())
         if returns:
-            island["mttr_s"] = draw(st.sampled_from((5.0, 60.0)))
+            island["mttr_s"] = draw(st.sampled_from(MTTR_RUNS))
         return [], not returns, True
     if kind == "absent":
         island = draw(st.sampled_from(drawn_islands[1:] or drawn_islands))
@@ -229,6 +237,16 @@ def regions(draw, document: dict[str, Any]) -> None:
         document["syncer"]["region"] = draw(st.sampled_from(("us", "eu")))
 
 
+@st.composite
+def measured_round_trips(draw, document: dict[str, Any]) -> None:
+    """A ``[[latency]]`` entry between two islands (or one island's replicas), in place."""
+    if draw(st.integers(0, 3)) != 0:
+        return
+    names = [island["name"] for island in document["island"]]
+    document["latency"] = [{"between": [draw(st.sampled_from(names)), draw(st.sampled_from(names))],
+                            "rtt_ms": draw(st.sampled_from((0.5, 80.0)))}]
+
+
 # --- whole scenarios -------------------------------------------------------------------------------
 
 @st.composite
@@ -258,8 +276,9 @@ def scenarios(draw, algorithms: tuple[str, ...] = ALGORITHMS, permanent: bool = 
             document["syncer"]["bandwidth_gbps"] = draw(st.sampled_from(GBPS))
     if schedule.get("bits") is None and document["model"]["bytes_per_param"] * 8 not in (32, 16, 8, 4):
         schedule["bits"] = 16
-    if not equal:  # a backbone between learners and the syncer would make them unequal
+    if not equal:  # a backbone between learners and the syncer, or a measured round trip, makes them unequal
         draw(regions(document))
+        draw(measured_round_trips(document))
     events, permanent_departures, churns = draw(churn(drawn_islands, permanent)) if moves else ([], False, False)
     if events:
         document["event"] = events
@@ -271,7 +290,27 @@ def scenarios(draw, algorithms: tuple[str, ...] = ALGORITHMS, permanent: bool = 
     drawn = Drawn(document, permanent_departures, churns, has_failures)
     if waits_for_decoupled_fix(drawn):
         schedule["quorum"] = 1
+    in_seconds(document)
     return drawn
+
+
+def in_seconds(document: dict[str, Any]) -> None:
+    """Random churn drawn in run lengths (``MTBF_RUNS``, ``MTTR_RUNS``) as seconds, in place: times the
+    simulator's bound on the run without it."""
+    churning = [island for island in document["island"] if "mtbf_s" in island]
+    if not churning:
+        return
+    calm = copy.deepcopy(document)
+    for island in calm["island"]:
+        island.pop("mtbf_s", None)
+        island.pop("mttr_s", None)
+        island["present"] = True
+    calm.pop("event", None)
+    run_s = estimate(load_document(calm)).run_length_s
+    for island in churning:
+        for key in ("mtbf_s", "mttr_s"):
+            if key in island:
+                island[key] = max(MIN_CHURN_S, island[key] * run_s)
 
 
 def waits_for_decoupled_fix(drawn: Drawn) -> bool:
@@ -290,4 +329,4 @@ def decoupled_learners_differ(drawn: Drawn) -> bool:
     figures = {tuple(sorted((k, v) for k, v in island.items() if k not in ("name", "replicas")))
                for island in drawn.document["island"]}
     jitter = any(island.get("jitter_cv", 0) for island in drawn.document["island"])
-    return len(figures) > 1 or jitter or "region" in drawn.document
+    return len(figures) > 1 or jitter or "region" in drawn.document or "latency" in drawn.document
