@@ -5,7 +5,9 @@
   interval_start + (1 + deadline_slack) * (t_med - interval_start). Workers not there by then are
   cut off: their interval's work is dropped (not merged next round), they wait for the sync, fetch
   the averaged pseudo-gradient (S bytes) from a participant, and start the next interval with
-  everyone else's model. The summary counts ``dropped_deltas`` and ``dropped_compute_s``.
+  everyone else's model. A worker that has launched (it is screening its tensor) is there; one that
+  has not begun the interval (still finishing the previous sync) skips it. The summary counts
+  ``dropped_deltas`` and ``dropped_compute_s``.
 * ``adaptive``: heterogeneity-aware H. Each island does floor(H * slowest step time / its step time)
   inner steps per interval, so everyone reaches the barrier at about the same time and fast islands
   process more tokens (reported per island).

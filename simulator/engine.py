@@ -427,12 +427,13 @@ class Simulation:
         del self.pending[collective.key]
         collective.done.succeed()
         if fragment == self.last_fragment:
-            self.outer_step_completed(outer_step)
+            self.outer_step_completed(collective)
 
-    def outer_step_completed(self, outer_step: int) -> None:
-        self.completed_outer = outer_step + 1
+    def outer_step_completed(self, collective: PendingCollective) -> None:
+        """``collective`` carried the last fragment of its outer step."""
+        self.completed_outer = collective.key[0] + 1
         self.interval_start_s = self.env.now
-        self.churn.outer_boundary()
+        self.churn.outer_boundary(collective)
 
     def wait(self, state: WorkerState, collective: PendingCollective,
              point: SyncPoint) -> Generator[simpy.Event, Any, None]:

@@ -63,3 +63,28 @@ def test_a_deadline_cuts_a_worker_still_finishing_the_previous_sync_without_cras
     assert summary["bytes_per_worker"] == pytest.approx((3 * 4 / 3 * PAYLOAD_BYTES + 3 * PAYLOAD_BYTES) / 3)
     compute = result.trace[result.trace["kind"] == "compute"].groupby("worker")["time_end_s"].count()
     assert sorted(compute.tolist()) == [1, 2, 2]  # the cut worker computed round 0 only
+
+
+def test_a_joiner_is_expected_in_the_exchange_that_eager_launched_before_it_was_admitted():
+    """Eager updates launch round t + 1's exchange before round t's ends. A joiner admitted at round
+    t's end (its download in) became a member only when its own process resumed, after the member had
+    formed round t + 1's collective without it; the joiner then formed a second one of the same round
+    that nobody else would join, and the run stalled ("every worker had left"). Now it is made a member
+    at the boundary itself and added to the collectives already formed."""
+    document = {
+        "name": "drawn",
+        "model": {"parameters": 1e6, "bytes_per_param": 1},
+        "schedule": {"algorithm": "eager", "inner_steps": 1, "outer_steps": 3, "fragments": 1, "bits": 32},
+        "network": {"collective": "hierarchical", "detection_timeout_s": 0.0},
+        "island": [{"name": "i0", "replicas": 2, "step_time_s": 1.0, "bandwidth_gbps": 0.05}],
+        "event": [{"at_s": 0.1, "island": "i0-0", "kind": "leave"}, {"at_s": 0.6, "island": "i0-0", "kind": "join"}],
+    }
+    summary = simulate(make_scenario(document=document)).summary
+    assert summary["complete"] and summary["outer_steps"] == 3
+    rate = 0.05e9 / 8
+    exchange_s = 2 * PAYLOAD_BYTES / rate  # a chain of two: reduce S into the first, broadcast S back
+    # round 0: the member computes 1 s and exchanges (the joiner, back at 0.6 s, passive in it); round
+    # 1: the joiner computes its step and launches, the member waiting for it; nothing after
+    assert summary["wall_time_s"] == pytest.approx(2 * (1.0 + exchange_s))
+    weights_bytes = 1e6 * 1
+    assert summary["bytes_per_worker"] == pytest.approx((2 * 2 * PAYLOAD_BYTES + weights_bytes) / 2)
