@@ -69,7 +69,7 @@ def on_deadline(sim: Simulation, collective: PendingCollective) -> None:
     for rank in late:
         state = sim.state_of[rank]
         if state.present and state.process is not None and state.process.is_alive:
-            state.late = collective
+            state.late[collective.key[0]] = collective
             sim.counts["dropped_deltas"] += 1
             if state.activity is not None and state.activity[0] == "compute":
                 state.process.interrupt(LATE)
@@ -78,7 +78,7 @@ def on_deadline(sim: Simulation, collective: PendingCollective) -> None:
 
 def catch_up(sim: Simulation, state: WorkerState, point: SyncPoint) -> Generator[simpy.Event, Any, None]:
     """A late worker waits for the sync it missed, then downloads the averaged pseudo-gradient."""
-    collective, state.late = state.late, None
+    collective = state.late.pop(point.outer_step)
     since_s = sim.env.now
     rank, island = state.worker.rank, state.worker.island
     if not collective.done.processed:

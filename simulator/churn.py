@@ -141,7 +141,7 @@ class Churn:
             fetcher.interrupt(DEPARTURE)
         self.lost_compute_s += state.unsynced_compute_s
         state.unsynced_compute_s = 0.0
-        state.late = None
+        state.late.clear()
 
     def detected(self, state: WorkerState) -> None:
         """The others notice the departure: the ring re-forms without it. A worker that has returned

@@ -187,7 +187,7 @@ class Simulation:
                 if action is LAUNCH:
                     launch = point.launch_step * state.steps_scale
                     position = yield from self.compute(state, position, launch, point.outer_step)
-                    if state.late is not None:
+                    if point.outer_step in state.late:
                         yield from barriers.catch_up(self, state, point)
                         position = point.apply_step * state.steps_scale
                     else:
@@ -222,7 +222,7 @@ class Simulation:
         chip failure under an elastic schedule pauses it (``failures.PAUSE``): the worker re-forms
         without the chip, then computes the rest at its reduced rate."""
         steps = target - position
-        if state.late is not None:  # cut off before it began the interval (``barriers.on_deadline``)
+        if outer_step in state.late:  # cut off before it began the interval (``barriers.on_deadline``)
             return position
         while steps > 0:
             state.activity = ("compute", self.env.now, NO_FRAGMENT, outer_step)

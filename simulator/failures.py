@@ -172,7 +172,7 @@ class Failures:
         self.sim.close_activity(state)
         self.lost_compute_s += state.unsynced_compute_s
         state.unsynced_compute_s = 0.0
-        state.late = None
+        state.late.clear()
 
     def restart(self, outer: int) -> None:
         sim = self.sim

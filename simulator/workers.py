@@ -4,7 +4,7 @@ schedule's launches and applies (``sync_actions``)."""
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import simpy
@@ -32,7 +32,7 @@ class WorkerState:
     unsynced_compute_s: float = 0.0    # compute not yet merged by a sync: lost if it departs
     position_at_apply: float = 0.0
     merged_steps: float = 0.0
-    late: PendingCollective | None = None  # deadline barrier: the sync it missed
+    late: dict[int, PendingCollective] = field(default_factory=dict)  # deadline barrier: syncs it missed, by outer step
     exchanging: PendingCollective | None = None  # its latest exchange: the next one starts after it
 
 

@@ -88,3 +88,30 @@ def test_a_joiner_is_expected_in_the_exchange_that_eager_launched_before_it_was_
     assert summary["wall_time_s"] == pytest.approx(2 * (1.0 + exchange_s))
     weights_bytes = 1e6 * 1
     assert summary["bytes_per_worker"] == pytest.approx((2 * 2 * PAYLOAD_BYTES + weights_bytes) / 2)
+
+
+def test_a_worker_cut_off_from_two_syncs_while_catching_up_skips_both():
+    """Deadline barrier, slack 0, a slow worker behind a slow link: cut from round 0, it is still
+    fetching round 0's average when rounds 1 and 2 pass their deadlines. A worker held one missed
+    sync: round 2's overwrote round 1's, the worker caught up on round 2 in round 1's place, then
+    computed round 2 and waited for a collective that had long ended (the run stalled). Now it holds
+    every sync it missed and skips each."""
+    document = {
+        "name": "drawn",
+        "model": {"parameters": 1e6, "bytes_per_param": 1},
+        "schedule": {"algorithm": "diloco", "inner_steps": 1, "outer_steps": 3, "barrier": "deadline",
+                     "deadline_slack": 0.0},
+        "network": {"detection_timeout_s": 0.0},
+        "island": [{"name": "fast", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 0.05},
+                   {"name": "slow", "step_time_s": 0.05, "bandwidth_gbps": 0.01}],
+    }
+    result = simulate(make_scenario(document=document))
+    summary = result.summary
+    assert summary["complete"] and summary["outer_steps"] == 3
+    assert summary["dropped_deltas"] == 3  # the slow worker, from every round
+    assert summary["dropped_compute_s"] == pytest.approx(0.01)  # round 0's, cut at the fast pair's arrival
+    payload_bytes = 1e6 * 8 / 8
+    # the fast pair: a ring of 2 (S each) per round; the slow worker: S fetched per round
+    assert summary["bytes_per_worker"] == pytest.approx(3 * payload_bytes)
+    slow = result.trace[result.trace["worker"] == 2]
+    assert (slow["kind"] == "compute").sum() == 1  # it never began rounds 1 and 2
