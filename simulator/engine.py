@@ -211,6 +211,12 @@ class Simulation:
     def stopped(self, state: WorkerState) -> None:
         """A worker's process ended (schedule done, or departed): the run ends with the last of them."""
         self.running.discard(state.worker.rank)
+        self.maybe_finish()
+
+    def maybe_finish(self) -> None:
+        """The run ends once its last outer step is complete and no worker runs, whichever comes last:
+        with an end spread every worker may be done with the last collective, and stopped, before it
+        completes (its last member to finish being a joiner that does not compute yet)."""
         if self.completed_outer == self.schedule.synced_outer_steps(self.scenario.schedule) and not self.running:
             if not self.finished.triggered:
                 self.finished.succeed()
@@ -434,6 +440,7 @@ class Simulation:
         self.completed_outer = collective.key[0] + 1
         self.interval_start_s = self.env.now
         self.churn.outer_boundary(collective)
+        self.maybe_finish()
 
     def wait(self, state: WorkerState, collective: PendingCollective,
              point: SyncPoint) -> Generator[simpy.Event, Any, None]:

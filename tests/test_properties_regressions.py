@@ -115,3 +115,28 @@ def test_a_worker_cut_off_from_two_syncs_while_catching_up_skips_both():
     assert summary["bytes_per_worker"] == pytest.approx(3 * payload_bytes)
     slow = result.trace[result.trace["worker"] == 2]
     assert (slow["kind"] == "compute").sum() == 1  # it never began rounds 1 and 2
+
+
+def test_a_run_ends_when_its_last_collective_does_after_every_worker_has_stopped():
+    """With an end spread the members of a collective finish before its last member does. Two joiners
+    (absent at the start, back at 40 s while their weights were still downloading) took part in the
+    last collective passively and were its last to finish: both computing workers had applied it and
+    stopped before it completed, and only a worker stopping checked whether the run was over, so the
+    run never ended ("every worker had left"). The last outer step's completion checks it too."""
+    document = {
+        "name": "drawn",
+        "model": {"parameters": 2e8, "bytes_per_param": 4},
+        "schedule": {"algorithm": "diloco", "inner_steps": 1, "outer_steps": 3, "bits": 8},
+        "network": {"detection_timeout_s": 0.0, "exchange_end_spread_s": 0.01},
+        "island": [{"name": "i0", "step_time_s": 0.01, "bandwidth_gbps": 0.05},
+                   {"name": "i1", "step_time_s": 0.01, "bandwidth_gbps": 0.05},
+                   {"name": "i2", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 0.05, "present": False}],
+        "event": [{"at_s": 40.0, "island": "i2", "kind": "join"}],
+    }
+    result = simulate(make_scenario(document=document))
+    summary = result.summary
+    assert summary["complete"] and summary["outer_steps"] == 3 and summary["joins"] == 2
+    last_sync = result.trace[(result.trace["kind"] == "comm") & (result.trace["outer_step"] == 2)
+                             & (result.trace["fragment"] == 0)]
+    assert sorted(last_sync["worker"]) == [0, 1, 2, 3]  # the joiners in it, passive
+    assert summary["wall_time_s"] == pytest.approx(result.trace["time_end_s"].max())
