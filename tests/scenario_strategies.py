@@ -198,7 +198,8 @@ def churn(draw, drawn_islands: list[dict[str, Any]], permanent: bool) -> tuple[l
         if island is drawn_islands[0] and len(drawn_islands) == 1:
             return [], False, False
         island["present"] = False
-        return [{"at_s": draw(st.sampled_from((0.5, 3.0, 40.0))), "island": island["name"], "kind": "join"}], False, True
+        join = {"at_s": draw(st.sampled_from((0.5, 3.0, 40.0))), "island": island["name"], "kind": "join"}
+        return [join], False, True
     names = [name for island in drawn_islands for name in worker_names(island)]
     name = draw(st.sampled_from(names))
     leave_s = draw(st.sampled_from((0.1, 1.5, 10.0, 60.0)))
