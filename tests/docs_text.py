@@ -1,0 +1,77 @@
+"""What the documentation says, read for the tests that keep it true: its pages (written and
+generated), the `islands` command lines in their code blocks, and the scenario keys they name."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+# A command line in a code block: `islands ...`, `bin/islands ...`, after a `$ ` or `host-0$ ` prompt,
+# or a module run (`-m islands.cli train ...`, `-m islands calibrate ...`, e.g. under torchrun).
+COMMAND = re.compile(r"^(?:[\w.-]*\$ )?(?:bin/|\.venv/bin/)?islands (?P<args>.*)$")
+MODULE_RUN = re.compile(r"-m islands(?:\.cli)? (?P<args>.*)$")
+ERROR_LINE = re.compile(r"^[\w-]+: error: ")  # what a command prints on bad input, after `islands `
+SECTIONS = ("model", "schedule", "network", "syncer", "island", "region", "backbone", "latency", "event",
+            "trainer")
+# a key as the docs name it: `schedule.inner_steps`, `island.0.latency_ms`, `island.*.bandwidth_gbps`,
+# `island.eu.latency_ms`; not a module (`islands.trainer.results`) nor a file (`network.py`)
+KEY = re.compile(r"(?<![\w./-])(?P<section>" + "|".join(SECTIONS) + r")\.(?:(?:\d+|\*|[a-z][\w-]*)\.)?"
+                 r"(?!(?:py|md|toml|csv|json)\b)(?P<key>[a-z][a-z0-9_]*)\b(?![\w(/-])")
+
+
+def gen_reference():
+    """docs/gen_reference.py, the generator the mkdocs hook runs, as a module."""
+    spec = importlib.util.spec_from_file_location("gen_reference", DOCS / "gen_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def written_pages() -> dict[str, str]:
+    return {path.relative_to(DOCS).as_posix(): path.read_text() for path in sorted(DOCS.rglob("*.md"))}
+
+
+def all_pages() -> dict[str, str]:
+    """Every page of the site: the written ones and the generated ones (README as the home page)."""
+    return {**written_pages(), **gen_reference().generated_pages()}
+
+
+def code_blocks(markdown: str) -> list[str]:
+    """The fenced code blocks' text."""
+    return re.findall(r"^```[^\n]*\n(.*?)^```", markdown, flags=re.M | re.S)
+
+
+def logical_lines(block: str) -> list[str]:
+    """A block's lines with backslash continuations joined."""
+    return re.sub(r"\\\n\s*", " ", block).splitlines()
+
+
+def command_examples(markdown: str) -> list[tuple[list[str], str | None]]:
+    """Every `islands` command line in the page's code blocks, as the argument list after `islands`,
+    with the error line the page shows right after it (`islands simulate: error: ...`), if any.
+    A synopsis (`[--set KEY=VALUE ...]`, `|`) is not a command and is left out."""
+    examples: list[tuple[list[str], str | None]] = []
+    for block in code_blocks(markdown):
+        lines = [line.strip() for line in logical_lines(block)]
+        for number, line in enumerate(lines):
+            match = COMMAND.match(line) or MODULE_RUN.search(line)
+            if not match or ERROR_LINE.match(match.group("args")) or re.search(r"\[[-A-Z]|\.\.\.\]| \| ", line):
+                continue
+            following = lines[number + 1] if number + 1 < len(lines) else ""
+            shown_error = following if following.startswith("islands ") and ERROR_LINE.match(following[8:]) else None
+            examples.append((shlex.split(match.group("args"), comments=True), shown_error))
+    return examples
+
+
+def command_lines(markdown: str) -> list[list[str]]:
+    return [args for args, _ in command_examples(markdown)]
+
+
+def named_keys(markdown: str) -> set[str]:
+    """Every scenario or trainer key the page names, as `section.key`."""
+    return {f"{m.group('section')}.{m.group('key')}" for m in KEY.finditer(markdown)}

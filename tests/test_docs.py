@@ -1,0 +1,162 @@
+"""The documentation stays true to the code: every `islands` command line in its code blocks parses
+with the real parser, the quick ones run (and the bad-input examples print the error they show),
+every key it names exists, the generated reference holds every command, option and key, every
+summary key is explained, and the site builds with `mkdocs build --strict`."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from docs_text import ROOT, all_pages, command_examples, gen_reference, named_keys, written_pages
+from islands.cli import build_parser, command_names, main
+from islands.scenarios import load
+from islands.scenarios.spec import ARRAYS, EVENT_KEYS, SECTIONS, TOP_KEYS
+from islands.scenarios.trainer_keys import TRAINER_KEYS
+from islands.simulator import simulate
+
+PAGES = all_pages()
+EXAMPLES = [(page, args, error) for page, text in PAGES.items() for args, error in command_examples(text)]
+# The commands fast enough to run on every `make test` (each well under a few seconds): run when
+# their line names only bundled scenarios, not a placeholder (FILE, my.toml) or a cluster.
+QUICK = {"list", "simulate", "plan"}
+# Keys the docs name on purpose although they do not exist: the bad-input example.
+WRONG_ON_PURPOSE = {"schedule.inner_stepz"}
+
+
+def known_keys() -> set[str]:
+    keys = {f"{section}.{key}" for section, table in {**SECTIONS, **ARRAYS}.items() for key in table}
+    return keys | {f"trainer.{key}" for key in TRAINER_KEYS} | {f"event.{key}" for key in EVENT_KEYS}
+
+
+def parse_error(args: list[str]) -> str | None:
+    """None when the real parser accepts the line, else what it said."""
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            build_parser().parse_args(args)
+    except SystemExit:
+        return stderr.getvalue().strip().splitlines()[-1]
+    return None
+
+
+def run_islands(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            code = main(args)
+    finally:
+        os.chdir(here)
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def is_quick(args: list[str]) -> bool:
+    placeholders = ("FILE", "my.toml", "churn.toml", "--dask", "--network-profile")
+    return args[0] in QUICK and not any(word in placeholders for word in args)
+
+
+def test_the_docs_show_command_lines_of_every_kind():
+    commands = {args[0] for _, args, _ in EXAMPLES}
+    assert len(EXAMPLES) >= 30
+    assert {"demo", "list", "simulate", "sweep", "plan", "plot", "train", "validate", "calibrate"} <= commands
+
+
+def test_every_documented_command_line_parses():
+    refused = [(page, " ".join(args), why) for page, args, _ in EXAMPLES if parse_error(args)
+               for why in [parse_error(args)]]
+    assert refused == []
+
+
+def test_a_wrong_command_line_would_be_caught():
+    assert "invalid choice" in parse_error(["simulat", "worked-example"])
+    assert "unrecognized arguments" in parse_error(["simulate", "worked-example", "--sett", "x=1"])
+
+
+@pytest.mark.parametrize("args", sorted({tuple(args) for _, args, error in EXAMPLES if error is None and is_quick(args)}))
+def test_the_quick_command_lines_run(args, tmp_path):
+    code, stdout, stderr = run_islands(list(args), tmp_path)
+    assert code == 0 and "error" not in stderr, f"islands {' '.join(args)}: {stderr[-2000:]}"
+    assert stdout.strip()
+
+
+@pytest.mark.parametrize("page, args, error", [(page, args, error) for page, args, error in EXAMPLES if error])
+def test_the_bad_input_examples_print_the_error_they_show(page, args, error, tmp_path):
+    code, _, stderr = run_islands(args, tmp_path)
+    assert code == 2
+    assert stderr.strip() == error, page
+
+
+def test_every_key_the_docs_name_exists():
+    named = set().union(*(named_keys(text) for text in PAGES.values()))
+    assert len(named) > 80
+    assert sorted(named - known_keys() - WRONG_ON_PURPOSE) == []
+
+
+def test_the_generated_reference_names_every_key():
+    pages = gen_reference().generated_pages()
+    scenario, trainer = pages["reference/scenario-keys.md"], pages["reference/trainer-keys.md"]
+    keys = list(TOP_KEYS) + [f"{section}.{key}" for section, table in {**SECTIONS, **ARRAYS}.items()
+                             for key in table] + [f"event.{key}" for key in EVENT_KEYS]
+    assert [key for key in keys if f"| `{key}` |" not in scenario] == []
+    assert len(TRAINER_KEYS) >= 32
+    assert [key for key in TRAINER_KEYS if f"| `trainer.{key}` |" not in trainer] == []
+
+
+def test_the_generated_reference_names_every_command_and_option():
+    page = gen_reference().generated_pages()["reference/commands.md"]
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(subparsers.choices) == len(command_names()) >= 15  # every module of islands/commands
+    missing = [f"{name} {option}" for name, sub in subparsers.choices.items()
+               for action in sub._actions if not isinstance(action, argparse._HelpAction)
+               for option in action.option_strings or [action.metavar or action.dest]
+               if f"`{option}" not in page.split(f"## islands {name}\n", 1)[1].split("\n## ", 1)[0]]
+    assert missing == []
+
+
+def test_the_generated_rules_read_from_the_checks():
+    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ")
+            for line in gen_reference().generated_pages()["reference/scenario-keys.md"].splitlines()
+            if line.startswith("| `")}
+    assert rows["island.jitter_cv"][3] == "in [0, 10]"  # MAX_JITTER_CV
+    assert rows["island.latency_ms"][3] == "in [0, 60000] ms"
+    assert rows["network.tcp_window_bytes"][3] == "0, or in [1024, 1073741824] bytes"
+    assert rows["schedule.algorithm"][3].startswith("`ddp`, `diloco`, `streaming`")
+    assert rows["schedule.outer_steps"][2] == "required"
+
+
+def test_an_unknown_kind_of_rule_stops_the_build():
+    with pytest.raises(ValueError, match="no words for the rule"):
+        gen_reference().rule_text(lambda value: None)
+
+
+def test_every_summary_key_is_explained():
+    # home-lab has churn, so the run's summary has every key a simulated run can have
+    outputs = written_pages()["reference/outputs.md"]
+    summary = simulate(load("home-lab", ["schedule.outer_steps=2"])).summary
+    assert len(summary) > 20 and len(summary["islands"][0]) > 8
+    assert [key for key in summary if f"`{key}`" not in outputs] == []
+    assert [key for key in summary["islands"][0] if f"`{key}`" not in outputs] == []
+
+
+def test_the_site_builds_strict(tmp_path):
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
+    if mkdocs is None:
+        pytest.skip("mkdocs is not installed: `pip install -e '.[dev]'` (make does) installs mkdocs-material")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    built = subprocess.run([mkdocs, "build", "--strict", "--quiet", "-d", str(tmp_path / "site")], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    commands = (tmp_path / "site" / "reference" / "commands" / "index.html").read_text()
+    assert [name for name in gen_reference().subcommands() if f"islands {name}" not in commands] == []
+    assert "fonts.googleapis" not in (tmp_path / "site" / "index.html").read_text()
