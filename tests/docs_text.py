@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,6 +16,7 @@ DOCS = ROOT / "docs"
 # or a module run (`-m islands.cli train ...`, `-m islands calibrate ...`, e.g. under torchrun).
 COMMAND = re.compile(r"^(?:[\w.-]*\$ )?(?:bin/|\.venv/bin/)?islands (?P<args>.*)$")
 MODULE_RUN = re.compile(r"-m islands(?:\.cli)? (?P<args>.*)$")
+PROMPT = re.compile(r"^\s*[\w.-]*\$ ")
 ERROR_LINE = re.compile(r"^[\w-]+: error: ")  # what a command prints on bad input, after `islands `
 SECTIONS = ("model", "schedule", "network", "syncer", "island", "region", "backbone", "latency", "event",
             "trainer")
@@ -51,25 +53,43 @@ def logical_lines(block: str) -> list[str]:
     return re.sub(r"\\\n\s*", " ", block).splitlines()
 
 
-def command_examples(markdown: str) -> list[tuple[list[str], str | None]]:
-    """Every `islands` command line in the page's code blocks, as the argument list after `islands`,
-    with the error line the page shows right after it (`islands simulate: error: ...`), if any.
-    A synopsis (`[--set KEY=VALUE ...]`, `|`) is not a command and is left out."""
-    examples: list[tuple[list[str], str | None]] = []
+@dataclass(frozen=True)
+class Example:
+    """One documented command line: the arguments after `islands`, and the lines the page shows it
+    printing (those after a `$ islands ...` prompt, up to the next prompt or the block's end)."""
+
+    args: tuple[str, ...]
+    shown: tuple[str, ...]
+
+    @property
+    def error(self) -> str | None:
+        """The error line the page shows the command printing (`islands simulate: error: ...`)."""
+        first = self.shown[0] if self.shown else ""
+        return first if first.startswith("islands ") and ERROR_LINE.match(first[len("islands "):]) else None
+
+
+def command_examples(markdown: str) -> list[Example]:
+    """Every `islands` command line in the page's code blocks. A synopsis (`[--set KEY=VALUE ...]`,
+    `|`) is not a command and is left out."""
+    examples = []
     for block in code_blocks(markdown):
-        lines = [line.strip() for line in logical_lines(block)]
+        lines = logical_lines(block)
         for number, line in enumerate(lines):
-            match = COMMAND.match(line) or MODULE_RUN.search(line)
+            match = COMMAND.match(line.strip()) or MODULE_RUN.search(line)
             if not match or ERROR_LINE.match(match.group("args")) or re.search(r"\[[-A-Z]|\.\.\.\]| \| ", line):
                 continue
-            following = lines[number + 1] if number + 1 < len(lines) else ""
-            shown_error = following if following.startswith("islands ") and ERROR_LINE.match(following[8:]) else None
-            examples.append((shlex.split(match.group("args"), comments=True), shown_error))
+            shown: list[str] = []
+            if line.lstrip().startswith("$ "):
+                for after in lines[number + 1:]:
+                    if PROMPT.match(after):
+                        break
+                    shown.append(after.rstrip())
+            examples.append(Example(tuple(shlex.split(match.group("args"), comments=True)), tuple(shown)))
     return examples
 
 
 def command_lines(markdown: str) -> list[list[str]]:
-    return [args for args, _ in command_examples(markdown)]
+    return [list(example.args) for example in command_examples(markdown)]
 
 
 def named_keys(markdown: str) -> set[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from docs_text import ROOT, all_pages, command_examples, gen_reference, named_keys, written_pages
+from docs_text import ROOT, Example, all_pages, command_examples, gen_reference, named_keys, written_pages
 from islands.cli import build_parser, command_names, main
 from islands.scenarios import load
 from islands.scenarios.spec import ARRAYS, EVENT_KEYS, SECTIONS, TOP_KEYS
@@ -24,7 +24,7 @@ from islands.scenarios.trainer_keys import TRAINER_KEYS
 from islands.simulator import simulate
 
 PAGES = all_pages()
-EXAMPLES = [(page, args, error) for page, text in PAGES.items() for args, error in command_examples(text)]
+EXAMPLES = [(page, example) for page, text in PAGES.items() for example in command_examples(text)]
 # The commands fast enough to run on every `make test` (each well under a few seconds): run when
 # their line names only bundled scenarios, not a placeholder (FILE, my.toml) or a cluster.
 QUICK = {"list", "simulate", "plan"}
@@ -60,20 +60,20 @@ def run_islands(args: list[str], cwd: Path) -> tuple[int, str, str]:
     return code, stdout.getvalue(), stderr.getvalue()
 
 
-def is_quick(args: list[str]) -> bool:
+def is_quick(example: Example) -> bool:
     placeholders = ("FILE", "my.toml", "churn.toml", "--dask", "--network-profile")
-    return args[0] in QUICK and not any(word in placeholders for word in args)
+    return example.args[0] in QUICK and not any(word in placeholders for word in example.args)
 
 
 def test_the_docs_show_command_lines_of_every_kind():
-    commands = {args[0] for _, args, _ in EXAMPLES}
+    commands = {example.args[0] for _, example in EXAMPLES}
     assert len(EXAMPLES) >= 30
     assert {"demo", "list", "simulate", "sweep", "plan", "plot", "train", "validate", "calibrate"} <= commands
 
 
 def test_every_documented_command_line_parses():
-    refused = [(page, " ".join(args), why) for page, args, _ in EXAMPLES if parse_error(args)
-               for why in [parse_error(args)]]
+    refused = [(page, " ".join(example.args), parse_error(list(example.args))) for page, example in EXAMPLES
+               if parse_error(list(example.args))]
     assert refused == []
 
 
@@ -82,18 +82,20 @@ def test_a_wrong_command_line_would_be_caught():
     assert "unrecognized arguments" in parse_error(["simulate", "worked-example", "--sett", "x=1"])
 
 
-@pytest.mark.parametrize("args", sorted({tuple(args) for _, args, error in EXAMPLES if error is None and is_quick(args)}))
-def test_the_quick_command_lines_run(args, tmp_path):
-    code, stdout, stderr = run_islands(list(args), tmp_path)
-    assert code == 0 and "error" not in stderr, f"islands {' '.join(args)}: {stderr[-2000:]}"
-    assert stdout.strip()
+@pytest.mark.parametrize("example", sorted({example for _, example in EXAMPLES
+                                             if is_quick(example) and example.error is None}, key=str))
+def test_the_quick_command_lines_run_and_print_what_the_page_shows(example, tmp_path):
+    code, stdout, stderr = run_islands(list(example.args), tmp_path)
+    assert code == 0 and "error" not in stderr, f"islands {' '.join(example.args)}: {stderr[-2000:]}"
+    printed = [line.rstrip() for line in stdout.splitlines()]
+    assert printed and [line for line in example.shown if line.strip() and line not in printed] == []
 
 
-@pytest.mark.parametrize("page, args, error", [(page, args, error) for page, args, error in EXAMPLES if error])
-def test_the_bad_input_examples_print_the_error_they_show(page, args, error, tmp_path):
-    code, _, stderr = run_islands(args, tmp_path)
+@pytest.mark.parametrize("example", sorted({example for _, example in EXAMPLES if example.error}, key=str))
+def test_the_bad_input_examples_print_the_error_they_show(example, tmp_path):
+    code, _, stderr = run_islands(list(example.args), tmp_path)
     assert code == 2
-    assert stderr.strip() == error, page
+    assert stderr.strip() == example.error
 
 
 def test_every_key_the_docs_name_exists():
