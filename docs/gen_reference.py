@@ -218,6 +218,7 @@ def expand_nav(nav: list, docs_dir: Path, listed: set[str]) -> list:
             value = expand_nav(value, docs_dir, listed)
         elif isinstance(value, str) and "*" in value:
             value = [path.relative_to(docs_dir).as_posix() for path in sorted(docs_dir.glob(value))]
+            listed.update(value)
         if isinstance(value, str):
             listed.add(value)
         if value == []:

@@ -162,3 +162,16 @@ def test_the_site_builds_strict(tmp_path):
     commands = (tmp_path / "site" / "reference" / "commands" / "index.html").read_text()
     assert [name for name in gen_reference().subcommands() if f"islands {name}" not in commands] == []
     assert "fonts.googleapis" not in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_new_pages_reach_the_nav_without_an_edit(tmp_path):
+    for page in ("index.md", "bad-inputs-run.md", "bad-inputs-simulation.md", "how-to/new-guide.md", "extra.md"):
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / page).write_text("# A page\n")
+    nav = [{"Home": "index.md"}, {"How-to guides": [{"New": "how-to/new-guide.md"}]},
+           {"Reference: bad inputs": "bad-inputs-*.md"}, {"Nothing yet": "none-*.md"}]
+    config = gen_reference().on_config({"nav": nav, "docs_dir": str(tmp_path)})
+    assert config["nav"] == [{"Home": "index.md"}, {"How-to guides": [{"New": "how-to/new-guide.md"}]},
+                             {"Reference: bad inputs": ["bad-inputs-run.md", "bad-inputs-simulation.md"]},
+                             {"More pages": ["extra.md"]}]
+
