@@ -92,6 +92,14 @@ def command_lines(markdown: str) -> list[list[str]]:
     return [list(example.args) for example in command_examples(markdown)]
 
 
+def inline_commands(markdown: str) -> list[tuple[str, list[str]]]:
+    """The `islands COMMAND ...` code spans of the page's prose (often partial: `islands train`,
+    `plan --objective cost`'s options alone), as the command and the options it names."""
+    prose = re.sub(r"^```.*?^```", "", markdown, flags=re.M | re.S)
+    spans = re.findall(r"`(?:bin/)?islands ([a-z][a-z-]*)([^`]*)`", prose)
+    return [(command, re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", rest)) for command, rest in spans]
+
+
 def named_keys(markdown: str) -> set[str]:
     """Every scenario or trainer key the page names, as `section.key`."""
     return {f"{m.group('section')}.{m.group('key')}" for m in KEY.finditer(markdown)}

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from docs_text import ROOT, Example, all_pages, command_examples, gen_reference, named_keys, written_pages
+from docs_text import (ROOT, Example, all_pages, command_examples, gen_reference, inline_commands, named_keys,
+                       written_pages)
 from islands.cli import build_parser, command_names, main
 from islands.scenarios import load
 from islands.scenarios.spec import ARRAYS, EVENT_KEYS, SECTIONS, TOP_KEYS
@@ -43,8 +44,8 @@ def parse_error(args: list[str]) -> str | None:
     try:
         with contextlib.redirect_stderr(stderr):
             build_parser().parse_args(args)
-    except SystemExit:
-        return stderr.getvalue().strip().splitlines()[-1]
+    except SystemExit as stop:
+        return stderr.getvalue().strip().splitlines()[-1] if stop.code else None
     return None
 
 
@@ -75,6 +76,15 @@ def test_every_documented_command_line_parses():
     refused = [(page, " ".join(example.args), parse_error(list(example.args))) for page, example in EXAMPLES
                if parse_error(list(example.args))]
     assert refused == []
+
+
+def test_every_command_and_option_named_in_prose_exists():
+    commands = gen_reference().subcommands()
+    named = [(page, command, options) for page, text in PAGES.items() for command, options in inline_commands(text)]
+    assert len(named) > 50
+    unknown = [(page, command, option) for page, command, options in named for option in [None, *options]
+               if command not in commands or option and option not in commands[command][0]._option_string_actions]
+    assert unknown == []
 
 
 def test_a_wrong_command_line_would_be_caught():
