@@ -46,7 +46,7 @@ KIND_WORDS = {"int": "integer", "float": "number", "str": "string", "bool": "boo
 
 
 def escape(text: str) -> str:
-    """Markdown-safe text for a table cell: code spans kept, everything else escaped."""
+    """Markdown-safe text (a table cell, a list item): code spans kept, everything else escaped."""
     parts = re.split(r"(`[^`]*`)", text.replace("``", "`"))
     out = []
     for part in parts:
@@ -152,7 +152,7 @@ def trainer_keys_page() -> str:
 
 
 def subcommands() -> dict[str, tuple[argparse.ArgumentParser, str]]:
-    """Each command's parser and one-line help, in the order ``islands --help`` lists them."""
+    """Each command's parser and its one-line help, by name."""
     parser = build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
@@ -175,7 +175,8 @@ def option_line(parser: argparse.ArgumentParser, action: argparse.Action) -> str
 
 def command_section(name: str, parser: argparse.ArgumentParser, help_line: str) -> str:
     usage = parser.format_usage().removeprefix("usage: ").strip()
-    description = (parser.description or "").replace("``", "`").strip()
+    description = "\n".join(line if line.startswith("    ") else escape(line)  # indented: a code block
+                            for line in (parser.description or "").strip().splitlines())
     options = [option_line(parser, a) for a in parser._actions if not isinstance(a, argparse._HelpAction)]
     return "\n\n".join(part for part in [
         f"## islands {name}", escape(help_line) if help_line else "", f"```\n{usage}\n```",
