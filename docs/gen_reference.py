@@ -51,7 +51,7 @@ def escape(text: str) -> str:
     out = []
     for part in parts:
         if part.startswith("`"):
-            out.append(part.replace("|", "\\|"))
+            out.append(part)  # a table's pipes inside a code span are no cell border
         else:
             out.append(part.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
                        .replace("<", "&lt;").replace(">", "&gt;"))

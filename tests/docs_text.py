@@ -3,11 +3,15 @@ generated), the `islands` command lines in their code blocks, and the scenario k
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+
+from islands.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -98,6 +102,17 @@ def inline_commands(markdown: str) -> list[tuple[str, list[str]]]:
     prose = re.sub(r"^```.*?^```", "", markdown, flags=re.M | re.S)
     spans = re.findall(r"`(?:bin/)?islands ([a-z][a-z-]*)([^`]*)`", prose)
     return [(command, re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", rest)) for command, rest in spans]
+
+
+def parse_error(args: list[str]) -> str | None:
+    """None when the real parser accepts the line, else what it said."""
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            build_parser().parse_args(args)
+    except SystemExit as stop:
+        return stderr.getvalue().strip().splitlines()[-1] if stop.code else None
+    return None
 
 
 def named_keys(markdown: str) -> set[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from docs_text import (ROOT, Example, all_pages, command_examples, gen_reference, inline_commands, named_keys,
-                       written_pages)
+                       parse_error, written_pages)
 from islands.cli import build_parser, command_names, main
 from islands.scenarios import load
 from islands.scenarios.spec import ARRAYS, EVENT_KEYS, SECTIONS, TOP_KEYS
@@ -36,17 +36,6 @@ WRONG_ON_PURPOSE = {"schedule.inner_stepz"}
 def known_keys() -> set[str]:
     keys = {f"{section}.{key}" for section, table in {**SECTIONS, **ARRAYS}.items() for key in table}
     return keys | {f"trainer.{key}" for key in TRAINER_KEYS} | {f"event.{key}" for key in EVENT_KEYS}
-
-
-def parse_error(args: list[str]) -> str | None:
-    """None when the real parser accepts the line, else what it said."""
-    stderr = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(stderr):
-            build_parser().parse_args(args)
-    except SystemExit as stop:
-        return stderr.getvalue().strip().splitlines()[-1] if stop.code else None
-    return None
 
 
 def run_islands(args: list[str], cwd: Path) -> tuple[int, str, str]:

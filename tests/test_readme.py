@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import re
 
-from docs_text import ROOT, command_lines
-from test_docs import parse_error
+from docs_text import ROOT, command_lines, parse_error
 
 README = (ROOT / "README.md").read_text()
 
