@@ -161,7 +161,8 @@ def subcommands() -> dict[str, tuple[argparse.ArgumentParser, str]]:
 
 def option_line(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     if action.option_strings:
-        metavar = "" if action.nargs == 0 else " " + parser._get_formatter()._format_args(action, action.dest.upper())
+        formatter = parser._get_formatter()
+        metavar = "" if action.nargs == 0 else " " + formatter._format_args(action, action.dest.upper())
         names = ", ".join(f"`{option}{metavar}`" for option in action.option_strings)
     else:
         names = f"`{action.metavar or action.dest}`"
