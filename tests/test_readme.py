@@ -1,12 +1,15 @@
 """The README stays the short front door: it starts with the two commands, fits in 200 lines, its
-command lines parse with the real parser and its links into docs/ lead to pages. The reference it
+command lines parse with the real parser, its demo table is what the demo computes, and its links
+into docs/ lead to pages. The reference it
 used to hold lives in the docs site, kept true by tests/test_docs.py."""
 
 from __future__ import annotations
 
 import re
 
-from docs_text import ROOT, command_lines, parse_error
+from docs_text import ROOT, command_examples, command_lines, parse_error
+from islands.analysis.compare import schedule_table, simulate_schedules, work_line
+from islands.analysis.scenario_source import ScenarioSource
 
 README = (ROOT / "README.md").read_text()
 
@@ -32,3 +35,17 @@ def test_readme_links_lead_to_docs_pages():
     assert {"docs/getting-started.md", "docs/tutorials/simulate.md", "docs/how-to/sweep-and-plan.md",
             "docs/limits.md", "docs/validation.md", "docs/contributing.md"} <= linked
     assert sorted(path for path in linked if not (ROOT / path).is_file()) == []
+
+
+def test_the_demo_table_shown_is_what_the_demo_computes():
+    """The README's and Getting started's (which goes on to the real run's output)."""
+    source = ScenarioSource.read("worked-example")
+    summaries = {name: result.summary for name, result in simulate_schedules(source).items()}
+    scenario = source.scenario
+    computed = [f"Scenario {scenario.name}: {scenario.description}", work_line(summaries),
+                *schedule_table(summaries).splitlines()]
+    started = (ROOT / "docs" / "getting-started.md").read_text()
+    for page in (README, started):
+        shown = next(e.shown for e in command_examples(page) if e.args == ("demo",) and e.shown)
+        assert len(summaries) == 5 and list(shown[:len(computed)]) == computed
+    assert len(next(e.shown for e in command_examples(README) if e.args == ("demo",))) == len(computed)
