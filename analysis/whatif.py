@@ -10,6 +10,11 @@ The bandwidth scale multiplies every island's access link, each direction (``upl
 ``download_gbps``), so asymmetric and mixed fleets keep their shape; M multiplies every island's
 replicas (at least one each). An axis a schedule ignores (P outside the fragmented schedules, H under
 DDP) keeps the scenario's one value and gets no slider.
+
+The grid's cost is estimated before anything runs, from the simulator's own estimate of each run's
+events (``simulator.budget``). Above ``WHATIF_MAX_EVENTS`` together, the axis with the most stops
+loses the stop farthest from the scenario's own value, again until the grid fits (an axis left with
+one stop loses its slider): the page still answers every combination it offers from a run of its own.
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ WORKER_SCALES = (0.5, 1, 2)
 FIGURES = ("compute_utilisation", "stall_s", "bytes_per_worker", "wall_time_s", "avg_bandwidth_gbps")
 PLOT_INTERVALS = 3  # the bandwidth plot spans the first few outer intervals of a run
 SIGNIFICANT_DIGITS = 5  # of the plot's times and rates (the figures above are kept exact)
+# The grid's simulator events together, estimated before it runs: about two minutes of one core at
+# the tens of microseconds an event takes. The full grid of every bundled scenario but the two with
+# churn (chaos, decoupled-fleet) fits.
+WHATIF_MAX_EVENTS = 5e6
 
 
 @dataclass(frozen=True)
@@ -49,14 +58,25 @@ class WhatIfAxis:
     overrides: tuple[tuple[str, ...], ...]
     start: int
 
+    def subset(self, stops: Sequence[int]) -> "WhatIfAxis":
+        """The axis at these of its stops only (``start`` among them)."""
+        return WhatIfAxis(self.key, self.label, tuple(self.values[i] for i in stops),
+                          tuple(self.overrides[i] for i in stops), list(stops).index(self.start))
+
 
 @dataclass(frozen=True)
 class WhatIfGrid:
     """Every combination of the axes (the first axis varying slowest), each one run's figures and
-    the first intervals of worker 0's uplink, or ``error``: why the combination is not a scenario."""
+    the first intervals of worker 0's uplink, or ``error``: why the combination is not a scenario.
+    ``fixed``: the axes the budget left at the scenario's value; ``full_runs``: the combinations
+    before it; ``events``: the estimated simulator events of the runs made, within ``max_events``."""
 
     axes: tuple[WhatIfAxis, ...]
     points: tuple[dict[str, Any], ...]
+    fixed: tuple[WhatIfAxis, ...] = ()
+    full_runs: int = 0
+    events: float = 0.0
+    max_events: float = WHATIF_MAX_EVENTS
 
     def point(self, indices: Sequence[int]) -> dict[str, Any]:
         """The point at one stop of each axis."""
@@ -156,27 +176,57 @@ def whatif_chunk(scenarios: Sequence[Scenario], max_events: float) -> list[dict[
     return [whatif_point(scenario, max_events) for scenario in scenarios]
 
 
-def planned(source: ScenarioSource, axes: Sequence[WhatIfAxis]) -> list[Scenario | str]:
-    """Each combination's scenario, or the loader's (or the resource guard's) reason it is not one."""
-    plans: list[Scenario | str] = []
-    for stops in itertools.product(*(axis.overrides for axis in axes)):
+Plans = dict[tuple[int, ...], "Scenario | str"]
+
+
+def planned(source: ScenarioSource, axes: Sequence[WhatIfAxis]) -> tuple[Plans, dict[tuple[int, ...], float]]:
+    """Each combination's scenario, or the loader's (or the resource guard's) reason it is not one,
+    and its estimated simulator events (0 for one that does not run), by the stops it takes."""
+    plans: Plans = {}
+    events: dict[tuple[int, ...], float] = {}
+    for stops in itertools.product(*(range(len(axis.values)) for axis in axes)):
         try:
-            scenario = source.variant(*(o for stop in stops for o in stop))
-            guard(scenario, source.max_events)
-            plans.append(scenario)
+            scenario = source.variant(*(o for axis, i in zip(axes, stops) for o in axis.overrides[i]))
+            plans[stops], events[stops] = scenario, guard(scenario, source.max_events).events
         except ScenarioError as error:
-            plans.append(f"{error.key}: {error.rule}")
-    return plans
+            plans[stops], events[stops] = f"{error.key}: {error.rule}", 0.0
+    return plans, events
+
+
+def kept_events(kept: Sequence[Sequence[int]], events: dict[tuple[int, ...], float]) -> float:
+    return sum(events[stops] for stops in itertools.product(*kept))
+
+
+def fit_budget(axes: Sequence[WhatIfAxis], events: dict[tuple[int, ...], float],
+               max_events: float) -> list[list[int]]:
+    """The stops of each axis to keep: all of them if the grid's events fit ``max_events``, else
+    fewer, the stop farthest from the scenario's own dropped from the axis with the most first. The
+    scenario's own combination always stays."""
+    kept = [list(range(len(axis.values))) for axis in axes]
+    while kept_events(kept, events) > max_events and any(len(stops) > 1 for stops in kept):
+        widest = max(range(len(kept)), key=lambda a: (len(kept[a]), a))
+        start = axes[widest].start
+        kept[widest].remove(max(kept[widest], key=lambda i: (abs(i - start), i)))
+    return kept
 
 
 def run_whatif(source: ScenarioSource, axes: Sequence[WhatIfAxis], executor: Executor | None = None,
-               jobs: int | None = None, progress: Progress | None = None) -> WhatIfGrid:
-    """Simulate every valid combination (in parallel, as ``run_tasks`` does); ``progress`` counts runs."""
-    plans = planned(source, axes)
-    valid = [plan for plan in plans if not isinstance(plan, str)]
+               jobs: int | None = None, progress: Progress | None = None,
+               max_events: float = WHATIF_MAX_EVENTS) -> WhatIfGrid:
+    """Simulate every valid combination of the axes, or of as many stops as ``max_events`` allows
+    (``fit_budget``), in parallel as ``run_tasks`` does; ``progress`` counts runs."""
+    plans, events = planned(source, axes)
+    kept = fit_budget(axes, events, max_events)
+    combinations = list(itertools.product(*kept))
+    valid = [plans[stops] for stops in combinations if not isinstance(plans[stops], str)]
     batches = chunked(valid, jobs or default_jobs())
     results = run_tasks(whatif_chunk, [(batch, source.max_events) for batch in batches], [len(b) for b in batches],
                         executor=executor, jobs=jobs, progress=progress)
     found = iter(point for batch in results for point in batch)
-    points = tuple({"error": plan} if isinstance(plan, str) else next(found) for plan in plans)
-    return WhatIfGrid(tuple(axes), points)
+    points = tuple({"error": plans[stops]} if isinstance(plans[stops], str) else next(found)
+                   for stops in combinations)
+    shrunk = [axis.subset(stops) for axis, stops in zip(axes, kept)]
+    # a single stop is the scenario's own value: no override, no slider
+    return WhatIfGrid(tuple(a for a in shrunk if len(a.values) > 1), points,
+                      tuple(a for a in shrunk if len(a.values) == 1), grid_runs(axes), kept_events(kept, events),
+                      max_events)

@@ -147,12 +147,22 @@ def figure_rows() -> str:
     return "".join(f"<dt>{html.escape(FIGURE_LABELS[key])}</dt><dd data-figure='{key}'></dd>" for key in FIGURES)
 
 
+def grid_summary(grid: WhatIfGrid) -> str:
+    """How many runs the grid holds and, if the budget shrank it, from how many and which axes it fixed."""
+    runs, valid = grid_runs(grid.axes), sum("error" not in point for point in grid.points)
+    text = f"{runs} combinations, {valid} valid scenarios (the others show the rule they break)."
+    if runs < grid.full_runs:
+        fixed = "".join(f" {axis.label} fixed at {axis_text(axis, axis.values[0])}." for axis in grid.fixed)
+        text += (f" The full grid of {grid.full_runs} combinations would take more than the "
+                 f"{grid.max_events:.3g} simulator events the page allows, so the stops farthest from the "
+                 f"scenario were left out.{fixed}")
+    return text
+
+
 def whatif_section(grid: WhatIfGrid) -> str:
     """The panel's HTML, with its data and script."""
-    valid = sum("error" not in point for point in grid.points)
     caption = (f"Each combination of the sliders is one simulator run, made when this page was written: "
-               f"{grid_runs(grid.axes)} combinations, {valid} valid scenarios (the others show the rule they "
-               f"break). The plot spans the first {PLOT_INTERVALS} outer intervals (or the whole run).")
+               f"{grid_summary(grid)} The plot spans the first {PLOT_INTERVALS} outer intervals (or the whole run).")
     return (f"<div class='whatif'><form id='whatif-form' onsubmit='return false'>"
             f"{''.join(slider(axis) for axis in grid.axes)}</form>"
             f"<div><dl>{figure_rows()}</dl><p id='whatif-error' class='error'></p>"
