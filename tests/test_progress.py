@@ -7,8 +7,7 @@ import io
 
 import pytest
 
-from islands.analysis import progress as progress_module
-from islands.analysis.progress import LOG_INTERVAL_S, ProgressBar, Stages
+from islands.analysis.progress import LOG_INTERVAL_S, LOG_STEPS, ProgressBar, Stages
 from islands.cli import main
 
 
@@ -65,14 +64,16 @@ def test_a_note_off_a_terminal_is_a_plain_line():
 
 
 def test_stages_each_get_a_line_of_their_own():
-    screen = FakeTerminal()
-    stages = Stages("report", stream=screen)
+    screen, clock = FakeTerminal(), FakeClock()
+    stages = Stages("report", stream=screen, clock=clock)
     stages("plan searches")(3, 3)
+    clock.now_s = 2.0
     stages("what-if grid")(2, 4)
     stages.close()
     first, second, end = screen.getvalue().split("\n")
     assert first.startswith("\rreport: plan searches [") and first.endswith("3/3 0.0 s")
-    assert second.startswith("\rreport: what-if grid [" + "#" * 15 + "." * 15 + "] 2/4")
+    assert second == "\rreport: what-if grid [" + "#" * 15 + "." * 15 + "] 2/4 0.0 s"  # its own clock
+    assert stages.elapsed_s == 2.0
     assert end == ""
 
 
@@ -125,4 +126,26 @@ def test_quality_grid_shows_each_run_and_the_count(monkeypatch, capsys):
     assert lines[1].startswith("quality: 1 of 3: ddp (workers 2): eval loss 3.0000")
     assert [line.split(",")[0] for line in lines if line.startswith("quality: runs trained")] == \
         [f"quality: runs trained: {done} of 3 done" for done in range(4)]
-    assert progress_module.LOG_STEPS == 10  # each run of three is a further tenth
+
+
+def plan_objective(small: str) -> int:
+    return main(["plan", small, "--objective", "time-to-loss", "--no-fragments", "--jobs", "1"])
+
+
+def test_plan_objective_off_a_terminal_logs_both_searches(small, capsys):
+    assert plan_objective(small) == 0
+    lines = capsys.readouterr().err.splitlines()
+    starts = [line.split(": 0 of ")[0] for line in lines if ": 0 of " in line]
+    assert starts == ["plan: searches", "plan: candidates priced"]
+    assert len(lines) <= 2 * (1 + LOG_STEPS)  # a start and at most a line per tenth each, in under 30 s
+
+
+def test_plan_objective_on_a_terminal_draws_each_search_on_its_own_line(small, monkeypatch):
+    screen = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", screen)
+    assert plan_objective(small) == 0
+    lines = screen.getvalue().split("\n")
+    assert [line.rsplit("\r", 1)[1].split(" [")[0] for line in lines[:2]] == ["plan: searches",
+                                                                             "plan: candidates priced"]
+    done, total = lines[1].rsplit("] ", 1)[1].split(" ")[0].split("/")
+    assert done == total and lines[2] == ""
