@@ -38,6 +38,7 @@ from .sweep import chunked
 H_FACTORS = (0.5, 1, 2)
 BANDWIDTH_SCALES = (0.1, 0.3, 1, 3, 10)
 WORKER_SCALES = (0.5, 1, 2)
+MIN_WORKERS = 2
 FIGURES = ("compute_utilisation", "stall_s", "bytes_per_worker", "wall_time_s", "avg_bandwidth_gbps")
 PLOT_INTERVALS = 3  # the bandwidth plot spans the first few outer intervals of a run
 SIGNIFICANT_DIGITS = 5  # of the plot's times and rates (the figures above are kept exact)
@@ -119,7 +120,9 @@ def whatif_axes(scenario: Scenario) -> list[WhatIfAxis]:
                         lambda v: [f"schedule.bits={v}"]))
     axes.append(axis_of("bandwidth_scale", "bandwidth, times each island's link", BANDWIDTH_SCALES, 1,
                         lambda f: bandwidth_overrides(scenario, f)))
-    workers = {worker_count(scenario, f): f for f in WORKER_SCALES}
+    # a sync needs two workers: fewer is no scenario
+    workers = {worker_count(scenario, f): f for f in WORKER_SCALES
+               if worker_count(scenario, f) >= min(MIN_WORKERS, scenario.worker_count)}
     axes.append(axis_of("workers", "M, workers (each island's replicas scaled)", workers,
                         scenario.worker_count, lambda m: replica_overrides(scenario, workers.get(m, 1))))
     return axes

@@ -128,3 +128,10 @@ def test_the_embedded_data_cannot_end_its_script_early(grid):
     text = embedded_json(grid_document(hostile))
     assert "</" not in text
     assert json.loads(text)["points"][0]["error"] == "</script><script>alert(1)"
+
+
+def test_m_never_drops_below_the_two_workers_a_sync_needs():
+    # streaming-diloco-1b: one island of two replicas, so half of M would be one worker
+    source = ScenarioSource.read("streaming-diloco-1b")
+    assert source.scenario.worker_count == 2
+    assert stops(whatif_axes(source.scenario))["workers"] == ((2, 4), 0)
