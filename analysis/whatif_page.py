@@ -67,6 +67,7 @@ SCRIPT = r"""
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     var W = 640, H = 240, left = 70, right = 15, top = 15, bottom = 40;
     svg.setAttribute("data-points", p.error ? 0 : p.times_s.length);
+    svg.setAttribute("data-peak-gbps", "");
     if (p.error) { svg.appendChild(node("text", {x: W / 2, y: H / 2, "text-anchor": "middle"}, "not a valid scenario")); return; }
     var peak = Math.max.apply(null, p.rates_gbps.concat([0]));
     svg.setAttribute("data-peak-gbps", String(peak));

@@ -129,6 +129,8 @@ def test_a_combination_the_format_refuses_shows_the_rule(page, source):
     error = page.locator("#whatif-error").text_content()
     assert error == f"Not a valid scenario: {refused.value.key}: {refused.value.rule}"
     assert set(shown(page).values()) == {""}
+    assert page.locator("#whatif-plot").get_attribute("data-points") == "0"
+    assert page.locator("#whatif-plot").get_attribute("data-peak-gbps") == ""
     assert page.locator("[data-figure='compute_utilisation']").text_content() == "n/a"
 
 

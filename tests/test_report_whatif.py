@@ -135,3 +135,8 @@ def test_m_never_drops_below_the_two_workers_a_sync_needs():
     source = ScenarioSource.read("streaming-diloco-1b")
     assert source.scenario.worker_count == 2
     assert stops(whatif_axes(source.scenario))["workers"] == ((2, 4), 0)
+
+
+def test_the_grid_is_the_same_from_one_process_or_a_pool(grid):
+    source = ScenarioSource.read("worked-example", ONE_INTERVAL)
+    assert run_whatif(source, whatif_axes(source.scenario), jobs=2) == grid
