@@ -124,7 +124,7 @@ def whatif_axes(scenario: Scenario) -> list[WhatIfAxis]:
     workers = {worker_count(scenario, f): f for f in WORKER_SCALES
                if worker_count(scenario, f) >= min(MIN_WORKERS, scenario.worker_count)}
     axes.append(axis_of("workers", "M, workers (each island's replicas scaled)", workers,
-                        scenario.worker_count, lambda m: replica_overrides(scenario, workers.get(m, 1))))
+                        scenario.worker_count, lambda m: replica_overrides(scenario, workers[m])))
     return axes
 
 

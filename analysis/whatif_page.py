@@ -151,7 +151,8 @@ def figure_rows() -> str:
 def grid_summary(grid: WhatIfGrid) -> str:
     """How many runs the grid holds and, if the budget shrank it, from how many and which axes it fixed."""
     runs, valid = grid_runs(grid.axes), sum("error" not in point for point in grid.points)
-    text = f"{runs} combinations, {valid} valid scenarios (the others show the rule they break)."
+    text = (f"{runs} combinations, {valid} valid scenarios (the others show the rule they break), "
+            f"about {grid.events:.3g} simulator events by the simulator's own estimate.")
     if runs < grid.full_runs:
         fixed = "".join(f" {axis.label} fixed at {axis_text(axis, axis.values[0])}." for axis in grid.fixed)
         text += (f" The full grid of {grid.full_runs} combinations would take more than the "

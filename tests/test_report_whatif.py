@@ -13,6 +13,7 @@ from islands.analysis.scenario_source import ScenarioSource
 from islands.analysis.whatif import (WhatIfAxis, WhatIfGrid, bandwidth_overrides, fit_budget, run_whatif,
                                      whatif_axes)
 from islands.analysis.whatif_page import embedded_json, grid_document, whatif_section
+from islands.simulator.budget import estimate
 
 ONE_INTERVAL = ["schedule.outer_steps=1"]
 
@@ -112,6 +113,7 @@ def test_a_grid_shrunk_to_one_stop_drops_that_slider_and_says_so():
     page = whatif_section(grid)
     assert "The full grid of 135 combinations would take more than the 1 simulator events" in page
     assert "H, inner steps between syncs fixed at 500." in page and "<input" not in page
+    assert f"about {estimate(source.scenario).events:.3g} simulator events" in page
 
 
 def test_the_panel_has_a_labelled_slider_per_axis_and_an_element_per_figure(grid):
