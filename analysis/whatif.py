@@ -42,9 +42,9 @@ MIN_WORKERS = 2
 FIGURES = ("compute_utilisation", "stall_s", "bytes_per_worker", "wall_time_s", "avg_bandwidth_gbps")
 PLOT_INTERVALS = 3  # the bandwidth plot spans the first few outer intervals of a run
 SIGNIFICANT_DIGITS = 5  # of the plot's times and rates (the figures above are kept exact)
-# The grid's simulator events together, estimated before it runs: about two minutes of one core at
-# the tens of microseconds an event takes. The full grid of every bundled scenario but the two with
-# churn (chaos, decoupled-fleet) fits.
+# The grid's simulator events together, estimated before it runs: at the 6-75 microseconds of one
+# core an estimated event took here (home-lab; decoupled-fleet), half a minute to six minutes. The
+# full grid of every bundled scenario but the two with churn (chaos, decoupled-fleet) fits.
 WHATIF_MAX_EVENTS = 5e6
 
 

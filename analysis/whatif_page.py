@@ -40,18 +40,22 @@ SCRIPT = r"""
   var data = JSON.parse(document.getElementById("whatif-data").textContent);
   var sliders = data.axes.map(function (axis) { return document.getElementById("whatif-" + axis.key); });
   var SVG = "http://www.w3.org/2000/svg";
-  function fixed(x, digits) { return x.toFixed(digits); }
-  function scaled(x, units) {
-    for (var i = units.length - 1; i > 0; i--) { if (Math.abs(x) >= units[i][1]) return fixed(x / units[i][1], x / units[i][1] >= 100 ? 0 : 2) + " " + units[i][0]; }
-    return fixed(x / units[0][1], 2) + " " + units[0][0];
+  var W = 640, H = 240, LEFT = 70, RIGHT = 15, TOP = 15, BOTTOM = 40;
+  function scaled(x, units) {  // in the largest unit it reaches; 2 decimals, none from 100 on
+    var unit = units[0];
+    units.forEach(function (u) { if (Math.abs(x) >= u[1]) unit = u; });
+    var v = x / unit[1];
+    return v.toFixed(Math.abs(v) >= 100 ? 0 : 2) + " " + unit[0];
   }
   var FORMATS = {
-    "fraction": function (x) { return fixed(100 * x, 1) + "%"; },
+    "fraction": function (x) { return (100 * x).toFixed(1) + "%"; },
     "s": function (x) { return scaled(x, [["s", 1], ["min", 60], ["h", 3600], ["days", 86400]]); },
     "B": function (x) { return scaled(x, [["B", 1], ["kB", 1e3], ["MB", 1e6], ["GB", 1e9], ["TB", 1e12]]); },
-    "Gbit/s": function (x) { return scaled(x * 1e9, [["bit/s", 1], ["kbit/s", 1e3], ["Mbit/s", 1e6], ["Gbit/s", 1e9], ["Tbit/s", 1e12]]); }
+    "Gbit/s": function (x) {
+      return scaled(x * 1e9, [["bit/s", 1], ["kbit/s", 1e3], ["Mbit/s", 1e6], ["Gbit/s", 1e9], ["Tbit/s", 1e12]]);
+    }
   };
-  function point(stops) {
+  function point(stops) {  // the first axis varies slowest
     var flat = 0;
     stops.forEach(function (stop, i) { flat = flat * data.axes[i].texts.length + stop; });
     return data.points[flat];
@@ -62,33 +66,32 @@ SCRIPT = r"""
     if (text !== undefined) element.textContent = text;
     return element;
   }
+  function label(x, y, anchor, text) {
+    return node("text", {x: x, y: y, "text-anchor": anchor, "font-size": 11}, text);
+  }
   function plot(p) {
     var svg = document.getElementById("whatif-plot");
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    var W = 640, H = 240, left = 70, right = 15, top = 15, bottom = 40;
     svg.setAttribute("data-points", p.error ? 0 : p.times_s.length);
     svg.setAttribute("data-peak-gbps", "");
-    if (p.error) { svg.appendChild(node("text", {x: W / 2, y: H / 2, "text-anchor": "middle"}, "not a valid scenario")); return; }
+    if (p.error) { svg.appendChild(label(W / 2, H / 2, "middle", "not a valid scenario")); return; }
     var peak = Math.max.apply(null, p.rates_gbps.concat([0]));
     svg.setAttribute("data-peak-gbps", String(peak));
-    var span = p.window_s > 0 ? p.window_s : 1, top_rate = peak > 0 ? peak * 1.15 : 1;
-    function x(t) { return left + (W - left - right) * t / span; }
-    function y(r) { return H - bottom - (H - top - bottom) * r / top_rate; }
-    var d = "M" + x(0).toFixed(1) + " " + y(0).toFixed(1), last = 0;
-    p.times_s.forEach(function (t, i) {
-      d += " H" + x(t).toFixed(1) + " V" + y(p.rates_gbps[i]).toFixed(1); last = p.rates_gbps[i];
-    });
-    d += " H" + x(span).toFixed(1);
-    svg.appendChild(node("path", {d: d + " V" + y(0).toFixed(1) + " Z", fill: "#1f77b4", "fill-opacity": "0.3", stroke: "none"}));
-    svg.appendChild(node("path", {d: d, fill: "none", stroke: "#1f77b4", "stroke-width": "1.2", id: "whatif-line"}));
-    svg.appendChild(node("line", {x1: left, y1: y(0), x2: W - right, y2: y(0), stroke: "#444"}));
-    svg.appendChild(node("line", {x1: left, y1: y(0), x2: left, y2: top, stroke: "#444"}));
-    svg.appendChild(node("text", {x: left - 6, y: y(peak) + 4, "text-anchor": "end", "font-size": 11}, FORMATS["Gbit/s"](peak)));
-    svg.appendChild(node("text", {x: left - 6, y: y(0) + 4, "text-anchor": "end", "font-size": 11}, "0"));
-    svg.appendChild(node("text", {x: left, y: H - bottom + 16, "text-anchor": "middle", "font-size": 11}, "0"));
-    svg.appendChild(node("text", {x: W - right, y: H - bottom + 16, "text-anchor": "end", "font-size": 11}, FORMATS["s"](span)));
-    svg.appendChild(node("text", {x: (W + left) / 2, y: H - 6, "text-anchor": "middle", "font-size": 12},
-                          "time since start; worker 0's uplink rate"));
+    var span = p.window_s > 0 ? p.window_s : 1, ceiling = peak > 0 ? peak * 1.15 : 1;
+    function x(t) { return (LEFT + (W - LEFT - RIGHT) * t / span).toFixed(1); }
+    function y(r) { return (H - BOTTOM - (H - TOP - BOTTOM) * r / ceiling).toFixed(1); }
+    var d = "M" + x(0) + " " + y(0);
+    p.times_s.forEach(function (t, i) { d += " H" + x(t) + " V" + y(p.rates_gbps[i]); });
+    d += " H" + x(span);
+    svg.appendChild(node("path", {d: d + " V" + y(0) + " Z", fill: "#1f77b4", "fill-opacity": "0.3"}));
+    svg.appendChild(node("path", {d: d, fill: "none", stroke: "#1f77b4", "stroke-width": "1.2"}));
+    svg.appendChild(node("path", {d: "M" + LEFT + " " + TOP + " V" + y(0) + " H" + (W - RIGHT), fill: "none",
+                                  stroke: "#444"}));
+    svg.appendChild(label(LEFT - 6, Number(y(peak)) + 4, "end", FORMATS["Gbit/s"](peak)));
+    svg.appendChild(label(LEFT - 6, Number(y(0)) + 4, "end", "0"));
+    svg.appendChild(label(LEFT, H - BOTTOM + 16, "middle", "0"));
+    svg.appendChild(label(W - RIGHT, H - BOTTOM + 16, "end", FORMATS["s"](span)));
+    svg.appendChild(label((W + LEFT) / 2, H - 6, "middle", "time since start; worker 0's uplink rate"));
   }
   function update() {
     var stops = sliders.map(function (slider) { return Number(slider.value); });

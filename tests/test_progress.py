@@ -149,3 +149,18 @@ def test_plan_objective_on_a_terminal_draws_each_search_on_its_own_line(small, m
                                                                              "plan: candidates priced"]
     done, total = lines[1].rsplit("] ", 1)[1].split(" ")[0].split("/")
     assert done == total and lines[2] == ""
+
+
+def test_a_failed_quality_run_ends_the_bar_before_the_error(monkeypatch):
+    from islands.errors import UserError
+
+    def fails(name, overrides, workers, out):
+        raise UserError("the quality run failed")
+
+    screen = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", screen)
+    monkeypatch.setattr("islands.trainer.quality.trained", fails)
+    assert main(["quality", "worked-example", "--grid", "inner_steps=50", "--steps", "100"]) == 2
+    bar, error = screen.getvalue().split("\n")[:2]
+    assert bar.startswith("\rquality: runs trained [") and "] 0/2 " in bar
+    assert "the quality run failed" in error

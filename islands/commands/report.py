@@ -1,5 +1,7 @@
-"""``islands report FILE -o report.html``: one self-contained HTML page (images embedded) with the
-summary under each schedule, the plots and the plan, for sharing with a team."""
+"""``islands report FILE -o report.html``: one self-contained HTML page (images, data and script embedded;
+it fetches nothing) with the summary under each schedule, a what-if panel of sliders over H, P, bits,
+bandwidth and M (every combination simulated when the page is written), the plots and the plan, for
+sharing with a team. See docs/report.md."""
 
 from __future__ import annotations
 
