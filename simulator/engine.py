@@ -156,6 +156,11 @@ class Simulation:
             self.finished.succeed()
 
     def everyone_gone_reason(self) -> str:
+        waiting = [self.state_of[rank].worker.name for rank in sorted(self.running)]
+        if waiting:
+            return (f"the run stalled at {self.env.now:.4g} s after {self.completed_outer} of "
+                    f"{self.scenario.schedule.outer_steps} outer steps: nothing was left to happen while "
+                    f"{', '.join(waiting)} still waited (a simulator bug: please report it)")
         key = budget.churniest_key(self.scenario)
         advice = f"raise {key} or give that island mttr_s" if key != "event" else "leave someone in the run"
         return (f"every worker had left by {self.churn.last_leave_s:.4g} s and none returns, after "
@@ -211,6 +216,8 @@ class Simulation:
     def stopped(self, state: WorkerState) -> None:
         """A worker's process ended (schedule done, or departed): the run ends with the last of them."""
         self.running.discard(state.worker.rank)
+        if self.syncer is not None:
+            self.syncer.learner_stopped()
         if self.completed_outer == self.schedule.synced_outer_steps(self.scenario.schedule) and not self.running:
             if not self.finished.triggered:
                 self.finished.succeed()

@@ -76,7 +76,7 @@ class Syncer:
         self.generation = 0
         self.in_flight: dict[int, set[Report]] = {}
         self.learner_outer = {state.worker.rank: 0 for state in sim.states}
-        self.counts = {"merges": 0}
+        self.counts = {"merges": 0, "merges_below_quorum": 0}
 
     # --- a learner's round trip ------------------------------------------------------------------
 
@@ -137,16 +137,25 @@ class Syncer:
 
     # --- merging ---------------------------------------------------------------------------------
 
-    def present_learners(self) -> set[int]:
-        return {rank for rank in self.sim.members if self.sim.state_of[rank].present}
+    def live_learners(self) -> set[int]:
+        """The learners that may still send a report: present and not done with their schedule."""
+        sim = self.sim
+        return {rank for rank in sim.members if sim.state_of[rank].present and rank in sim.running}
+
+    def queued_learners(self) -> set[int]:
+        """The learners with a report waiting here, whatever its fragment."""
+        return {report.rank for reports in self.waiting.values() for report in reports}
 
     def consider(self, fragment: int) -> None:
-        """Merge now if every present learner has reported; arm the grace window at the quorum."""
+        """Merge every fragment now if no further report can arrive; else arm the grace window at the
+        quorum. A learner's exchanges run one at a time, so one with a report waiting here sends no
+        other until it is answered: once every live learner has one waiting, waiting longer for the
+        quorum would wait for ever (the rule in docs/decoupled.md, which the trainer's syncer applies)."""
         reports = self.waiting.get(fragment, [])
         if not reports:
             return
-        if self.present_learners() <= {r.rank for r in reports}:
-            self.merge(fragment)
+        if self.live_learners() <= self.queued_learners():
+            self.merge_all()
         elif sum(self.sim.state_of[r.rank].count for r in reports) >= self.sim.scenario.schedule.quorum \
                 and fragment not in self.armed:
             self.generation += 1
@@ -170,12 +179,18 @@ class Syncer:
         if self.armed.get(fragment) == generation:
             self.merge(fragment)
 
+    def merge_all(self) -> None:
+        for fragment in sorted(self.waiting):
+            self.merge(fragment)
+
     def merge(self, fragment: int) -> None:
         self.armed.pop(fragment, None)
         reports = self.waiting.pop(fragment, [])
         if not reports:
             return
         self.counts["merges"] += 1
+        if sum(self.sim.state_of[r.rank].count for r in reports) < self.sim.scenario.schedule.quorum:
+            self.counts["merges_below_quorum"] += 1
         for report in reports:
             report.first_started_s = self.sim.env.now
             self.send_back(report)
@@ -217,6 +232,12 @@ class Syncer:
         """The learner applied the last fragment of ``outer_step``; the run's count is the laggard's."""
         self.learner_outer[state.worker.rank] = outer_step + 1
         self.sim.completed_outer = min(self.learner_outer.values())
+
+    def learner_stopped(self) -> None:
+        """A learner's process ended (its schedule done, or it departed): it sends no more reports, so
+        merges that waited for one of its go ahead."""
+        for fragment in sorted(self.waiting):
+            self.consider(fragment)
 
     def departed(self, state: WorkerState) -> None:
         """A failed learner's reports in flight or waiting are gone; merges it held up go ahead."""
