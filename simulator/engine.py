@@ -216,8 +216,6 @@ class Simulation:
     def stopped(self, state: WorkerState) -> None:
         """A worker's process ended (schedule done, or departed): the run ends with the last of them."""
         self.running.discard(state.worker.rank)
-        if self.syncer is not None:
-            self.syncer.learner_stopped()
         if self.completed_outer == self.schedule.synced_outer_steps(self.scenario.schedule) and not self.running:
             if not self.finished.triggered:
                 self.finished.succeed()

@@ -4,7 +4,10 @@ A learner's exchange of fragment p (``schedules/decoupled.py``) is its own: it p
 (``network.exchange_cpu_s_per_value``, after its previous exchange, as the trainer's single exchange
 thread runs them), uploads it over its uplink and the syncer's downlink, and waits there for a merge.
 The syncer merges fragment p once ``schedule.quorum`` (K) reports of it are in since its last merge,
-after a grace window, or at once when every present learner has reported. Every report in the merge
+after a grace window; and every fragment at once when no further report can arrive: every live
+learner (present, its last report not yet merged) has a report waiting here, in any fragment, as
+happens when every present learner has reported p, or when the learners left are fewer than K (a
+learner whose last report is merged sends no more). Every report in the merge
 then downloads the new global fragment over the syncer's uplink and its own downlink; the learner
 holds it at the end of that download. A learner waiting for its fragment is ``idle`` while its
 report sits at the syncer waiting for others' (quorum, grace window) and ``stall`` while its own
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Generator
 
 import simpy
 
-from islands.schedules.decoupled import grace_window_s
+from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
 from islands.trace import NO_FRAGMENT, Row
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
@@ -76,6 +79,8 @@ class Syncer:
         self.generation = 0
         self.in_flight: dict[int, set[Report]] = {}
         self.learner_outer = {state.worker.rank: 0 for state in sim.states}
+        self.last_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule) - 1
+        self.finished: set[int] = set()  # learners whose last report is merged: they send no more
         self.counts = {"merges": 0, "merges_below_quorum": 0}
 
     # --- a learner's round trip ------------------------------------------------------------------
@@ -138,23 +143,21 @@ class Syncer:
     # --- merging ---------------------------------------------------------------------------------
 
     def live_learners(self) -> set[int]:
-        """The learners that may still send a report: present and not done with their schedule."""
+        """The learners that may still send a report: present, and their last report not yet merged."""
         sim = self.sim
-        return {rank for rank in sim.members if sim.state_of[rank].present and rank in sim.running}
+        return {rank for rank in sim.members if sim.state_of[rank].present and rank not in self.finished}
 
     def queued_learners(self) -> set[int]:
         """The learners with a report waiting here, whatever its fragment."""
         return {report.rank for reports in self.waiting.values() for report in reports}
 
     def consider(self, fragment: int) -> None:
-        """Merge every fragment now if no further report can arrive; else arm the grace window at the
-        quorum. A learner's exchanges run one at a time, so one with a report waiting here sends no
-        other until it is answered: once every live learner has one waiting, waiting longer for the
-        quorum would wait for ever (the rule in docs/decoupled.md, which the trainer's syncer applies)."""
+        """Merge every fragment now if no further report can arrive (``no_report_can_arrive``); else
+        arm the grace window at the quorum."""
         reports = self.waiting.get(fragment, [])
         if not reports:
             return
-        if self.live_learners() <= self.queued_learners():
+        if no_report_can_arrive(self.live_learners(), self.queued_learners()):
             self.merge_all()
         elif sum(self.sim.state_of[r.rank].count for r in reports) >= self.sim.scenario.schedule.quorum \
                 and fragment not in self.armed:
@@ -194,6 +197,10 @@ class Syncer:
         for report in reports:
             report.first_started_s = self.sim.env.now
             self.send_back(report)
+        last = {r.rank for r in reports if r.outer_step == self.last_outer and r.fragment == self.sim.last_fragment}
+        if last:
+            self.finished |= last
+            self.consider_all()
 
     def send_back(self, report: Report) -> None:
         sim = self.sim
@@ -233,9 +240,7 @@ class Syncer:
         self.learner_outer[state.worker.rank] = outer_step + 1
         self.sim.completed_outer = min(self.learner_outer.values())
 
-    def learner_stopped(self) -> None:
-        """A learner's process ended (its schedule done, or it departed): it sends no more reports, so
-        merges that waited for one of its go ahead."""
+    def consider_all(self) -> None:
         for fragment in sorted(self.waiting):
             self.consider(fragment)
 
@@ -249,7 +254,7 @@ class Syncer:
         state.exchanging = None
         for fragment in list(self.waiting):
             self.waiting[fragment] = [r for r in self.waiting[fragment] if r.rank != rank]
-            self.consider(fragment)
+        self.consider_all()
 
     def catch_up(self, state: WorkerState) -> Generator[simpy.Event, Any, None]:
         """Fetch the global model from the syncer, then train from the learner's own next outer step."""
@@ -267,4 +272,5 @@ class Syncer:
         sim.rows.append(Row(started_s, sim.env.now, rank, state.worker.island, "comm", 0.0, NO_FRAGMENT,
                             self.learner_outer[rank]))
         sim.members.add(rank)
+        self.finished.discard(rank)  # it trains from its own last applied outer step
         sim.start_worker(state, first_outer=self.learner_outer[rank])

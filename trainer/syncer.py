@@ -7,9 +7,11 @@ It hosts the run's ``TCPStore`` (``syncer_wire.py``) and loops over its inbox:
   global model in fp32 and the outer step after the last one it completed, and trains on from there.
 * ``report``: learner m's pseudo-gradient of fragment p waits in p's queue (how long, its reply
   says: the learner's ``idle``). Fragment p is merged
-  at once when every present learner has reported it, or once ``schedule.quorum`` (K) reports are
-  in and the grace window after that has passed (``schedules.decoupled.grace_window_s``, the same
-  rule the simulator plays). The merge screens the reports (``robust.screen``: NaN, Inf or an
+  once ``schedule.quorum`` (K) reports are in and the grace window after that has passed
+  (``schedules.decoupled.grace_window_s``, the same rule the simulator plays); every fragment is
+  merged at once when no further report can arrive, every learner present and not done having a
+  report waiting (``no_report_can_arrive``: every present learner reported it, or fewer than K are
+  left). The merge screens the reports (``robust.screen``: NaN, Inf or an
   outsized norm is left out), weighs the others by tokens (``merge.py``), takes the outer step on the
   global fragment, and answers every report with the new global fragment, encoded at
   ``schedule.bits`` as the difference against the copy that learner holds (the syncer keeps each
@@ -33,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from islands.schedules.decoupled import grace_window_s
+from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
 from islands.schedules.layout import EMBEDDINGS
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
@@ -148,7 +150,7 @@ class Syncer:
         self.waiting: dict[int, list[Report]] = {p: [] for p in range(plan.fragments)}
         self.deadline: dict[int, float] = {}
         self.clock: Clock | None = None
-        self.counts = {"merges": 0, "reports": 0, "dropped_reports": 0, "leaves": 0, "joins": 0}
+        self.counts = {"merges": 0, "merges_below_quorum": 0, "reports": 0, "dropped_reports": 0, "leaves": 0, "joins": 0}
         self.lost_compute_s = 0.0
         self.excluded: list[dict[str, Any]] = []
         self.eval_batches = validation_batches(default_corpus(plan).validation, spec.eval_batches, spec.batch_size,
@@ -285,20 +287,29 @@ class Syncer:
         self.consider(header["fragment"])
 
     def present(self) -> set[int]:
-        return {island for island, learner in self.learners.items() if learner.present and not learner.done}
+        """The learners that may still send a report: present, and their last report not yet merged."""
+        last = self.plan.scenario.schedule.outer_steps
+        return {island for island, learner in self.learners.items()
+                if learner.present and not learner.done and learner.outer_done < last}
 
     def consider_all(self) -> None:
         for fragment in range(len(self.fragments)):
             self.consider(fragment)
 
+    def queued(self) -> set[int]:
+        """The learners with a report waiting here, whatever its fragment."""
+        return {report.island for reports in self.waiting.values() for report in reports}
+
     def consider(self, fragment: int) -> None:
-        """Merge when every present learner has reported; start the grace window at the quorum."""
+        """Merge every fragment when no further report can arrive (``no_report_can_arrive``); else
+        start the grace window at the quorum."""
         reports = self.waiting[fragment]
         if not reports:
             self.deadline.pop(fragment, None)
             return
-        if self.present() <= {r.island for r in reports}:
-            self.merge(fragment)
+        if no_report_can_arrive(self.present(), self.queued()):
+            for queued in range(len(self.fragments)):
+                self.merge(queued)
         elif len(reports) >= self.quorum and fragment not in self.deadline:
             first = reports[0]
             slack_s = first.slack_s - self.transfers_s(first.island, fragment) - (self.now() - first.arrived_s)
@@ -319,6 +330,8 @@ class Syncer:
         reports, self.waiting[fragment] = self.waiting[fragment], []
         if not reports:
             return
+        if len(reports) < self.quorum:
+            self.counts["merges_below_quorum"] += 1
         verdict = screen([contribution_stats(r.delta) for r in reports], self.plan.spec.screen_norm_factor)
         accepted = [r for r, ok in zip(reports, verdict.accepted) if ok and r.weight > 0]
         target = self.fragments[fragment]
@@ -332,6 +345,8 @@ class Syncer:
                 self.excluded.append({"outer_step": report.outer_step, "fragment": fragment,
                                       "island": report.island, "reason": reason})
             self.send_back(report, reason)
+        if any(self.learners[r.island].outer_done >= self.plan.scenario.schedule.outer_steps for r in reports):
+            self.consider_all()  # a learner sent its last report: merges that waited for it go ahead
 
     def send_back(self, report: Report, reason: str | None) -> None:
         """The new global fragment to the report's learner, as the difference against its copy."""
