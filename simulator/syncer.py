@@ -81,7 +81,9 @@ class Syncer:
         self.learner_outer = {state.worker.rank: 0 for state in sim.states}
         self.last_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule) - 1
         self.finished: set[int] = set()  # learners whose last report is merged: they send no more
-        self.counts = {"merges": 0, "merges_below_quorum": 0}
+        self.open_round: dict[int, int] = {}        # fragment -> the outer step its next merge is for
+        self.late: dict[int, list[Report]] = {}     # fragment -> reports answered late, not yet merged
+        self.counts = {"merges": 0, "merges_below_quorum": 0, "late_reports": 0}
 
     # --- a learner's round trip ------------------------------------------------------------------
 
@@ -137,8 +139,18 @@ class Syncer:
         report.transfer = None
         report.arrived_s = self.sim.env.now
         self.in_flight[report.rank].discard(report)
+        if report.outer_step < self.open_round.get(report.fragment, 0):
+            self.answer_late(report)
+            return
         self.waiting.setdefault(report.fragment, []).append(report)
         self.consider(report.fragment)
+
+    def answer_late(self, report: Report) -> None:
+        """Its round is merged already: the learner takes the newest global fragment at once and its
+        pseudo-gradient joins the fragment's next merge (``late_reports``)."""
+        self.counts["late_reports"] += self.sim.state_of[report.rank].count  # one per learner it stands for
+        self.late.setdefault(report.fragment, []).append(report)
+        self.answer([report])
 
     # --- merging ---------------------------------------------------------------------------------
 
@@ -191,9 +203,19 @@ class Syncer:
         reports = self.waiting.pop(fragment, [])
         if not reports:
             return
+        self.late.pop(fragment, None)
+        self.open_round[fragment] = max(r.outer_step for r in reports) + 1
+        self.count_merge(reports)
+        self.answer(reports)
+
+    def count_merge(self, reports: list[Report]) -> None:
         self.counts["merges"] += 1
         if sum(self.sim.state_of[r.rank].count for r in reports) < self.sim.scenario.schedule.quorum:
             self.counts["merges_below_quorum"] += 1
+
+    def answer(self, reports: list[Report]) -> None:
+        """Send each report's learner the global fragment; a learner whose last report this is sends no
+        more, so merges that waited for it go ahead (and, the last one done, late reports merge)."""
         for report in reports:
             report.first_started_s = self.sim.env.now
             self.send_back(report)
@@ -201,6 +223,14 @@ class Syncer:
         if last:
             self.finished |= last
             self.consider_all()
+
+    def merge_leftover_late(self) -> None:
+        """No learner is left to report: late pseudo-gradients not yet merged are merged now, one
+        merge per fragment, as the trainer's syncer merges them into the final model."""
+        for fragment in sorted(self.late):
+            reports = self.late.pop(fragment)
+            if reports:
+                self.count_merge(reports)
 
     def send_back(self, report: Report) -> None:
         sim = self.sim
@@ -243,6 +273,8 @@ class Syncer:
     def consider_all(self) -> None:
         for fragment in sorted(self.waiting):
             self.consider(fragment)
+        if not self.live_learners() and not any(self.waiting.values()):
+            self.merge_leftover_late()
 
     def departed(self, state: WorkerState) -> None:
         """A failed learner's reports in flight or waiting are gone; merges it held up go ahead."""
