@@ -160,3 +160,20 @@ def test_same_seed_same_output():
     assert first.summary == second.summary
     assert first.trace.equals(second.trace)
     assert run([1.0, 1.1, 1.4, 1.0], 3, **{**keys, "seed": 8}).summary != first.summary
+
+
+# --- validate -----------------------------------------------------------------------------------
+
+def test_validate_compares_an_incomplete_prediction_without_a_type_error():
+    # the regression: an incomplete prediction has no utilisation, and the comparison took None - x;
+    # now that figure has no error and the notes say why
+    from islands.validation.compare import compare, figures_table
+    document = fleet([1.0, 1.0, 1.2], 3)
+    document["event"] = [{"at_s": 5.0, "island": "l2", "kind": "leave"}]
+    predicted = simulate(from_dict(document))
+    measured = run([1.0, 1.0, 1.2], 3)
+    comparison = compare("gone", predicted.summary, predicted.trace, measured.summary, measured.trace, None, [])
+    assert comparison.error("compute utilisation") is None
+    assert comparison.error("wall time") is not None
+    assert comparison.notes[0].startswith("predicted run did not finish: l2 left by 5 s")
+    assert "compute utilisation" in figures_table(comparison)
