@@ -3,11 +3,12 @@
 A learner's exchange of fragment p (``schedules/decoupled.py``) is its own: it prepares the tensor
 (``network.exchange_cpu_s_per_value``, after its previous exchange, as the trainer's single exchange
 thread runs them), uploads it over its uplink and the syncer's downlink, and waits there for a merge.
-The syncer merges fragment p once ``schedule.quorum`` (K) reports of it are in since its last merge,
-after a grace window; and every fragment at once when no further report can arrive: every live
-learner (present, its last report not yet merged) has a report waiting here, in any fragment, as
-happens when every present learner has reported p, or when the learners left are fewer than K (a
-learner whose last report is merged sends no more). Every report in the merge
+The syncer merges fragment p's round t once ``schedule.quorum`` (K) reports of it are in, after a
+grace window; and every fragment at once when no further report can arrive: every live learner
+(present, its last report not yet answered) has a report waiting here, in any fragment, as happens
+when every present learner has reported p, or when the learners left are fewer than K. A report of a
+round merged already is late: it is answered at once, and counts only as traffic (its
+pseudo-gradient joins p's next merge). The rules: ``docs/decoupled.md``. Every report in the merge
 then downloads the new global fragment over the syncer's uplink and its own downlink; the learner
 holds it at the end of that download. A learner waiting for its fragment is ``idle`` while its
 report sits at the syncer waiting for others' (quorum, grace window) and ``stall`` while its own
@@ -80,7 +81,7 @@ class Syncer:
         self.in_flight: dict[int, set[Report]] = {}
         self.learner_outer = {state.worker.rank: 0 for state in sim.states}
         self.last_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule) - 1
-        self.finished: set[int] = set()  # learners whose last report is merged: they send no more
+        self.finished: set[int] = set()  # learners whose last report is answered: they send no more
         self.open_round: dict[int, int] = {}        # fragment -> the outer step its next merge is for
         self.late: dict[int, list[Report]] = {}     # fragment -> reports answered late, not yet merged
         self.counts = {"merges": 0, "merges_below_quorum": 0, "late_reports": 0}
@@ -155,7 +156,7 @@ class Syncer:
     # --- merging ---------------------------------------------------------------------------------
 
     def live_learners(self) -> set[int]:
-        """The learners that may still send a report: present, and their last report not yet merged."""
+        """The learners that may still send a report: present, and their last report not yet answered."""
         sim = self.sim
         return {rank for rank in sim.members if sim.state_of[rank].present and rank not in self.finished}
 

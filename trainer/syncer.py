@@ -303,7 +303,7 @@ class Syncer:
             self.consider_all()  # its last report: merges that waited for it go ahead
 
     def present(self) -> set[int]:
-        """The learners that may still send a report: present, and their last report not yet merged."""
+        """The learners that may still send a report: present, and their last report not yet answered."""
         last = self.plan.scenario.schedule.outer_steps
         return {island for island, learner in self.learners.items()
                 if learner.present and not learner.done and learner.outer_done < last}
