@@ -154,7 +154,8 @@ class Syncer:
         self.open_round = dict.fromkeys(range(plan.fragments), 0)  # the outer step p's next merge is for
         self.deadline: dict[int, float] = {}
         self.clock: Clock | None = None
-        self.counts = {"merges": 0, "merges_below_quorum": 0, "late_reports": 0, "reports": 0, "dropped_reports": 0, "leaves": 0, "joins": 0}
+        self.counts = {"merges": 0, "merges_below_quorum": 0, "late_reports": 0, "reports": 0, "dropped_reports": 0,
+                       "leaves": 0, "joins": 0}
         self.lost_compute_s = 0.0
         self.excluded: list[dict[str, Any]] = []
         self.eval_batches = validation_batches(default_corpus(plan).validation, spec.eval_batches, spec.batch_size,
