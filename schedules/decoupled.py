@@ -41,9 +41,9 @@ def grace_window_s(window: float | str, first_slack_s: float) -> float:
 
 def no_report_can_arrive(live: set[int], queued: set[int]) -> bool:
     """Whether the syncer should merge what it holds now: every live learner (present, its last
-    report not yet answered) has a report waiting at the syncer. A learner's exchanges run one at a time, so it sends no
-    other report until that one is answered; waiting on for the quorum would wait for ever. Both
-    executors apply this rule (``docs/decoupled.md``)."""
+    report not yet answered) has a report waiting at the syncer. A learner's exchanges run one at a
+    time, so it sends no other report until that one is answered; waiting on for the quorum would
+    wait for ever. Both executors apply this rule (``docs/decoupled.md``)."""
     return live <= queued
 
 

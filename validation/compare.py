@@ -46,7 +46,9 @@ class Comparison:
 def relative_error(predicted: float | None, measured: float | None, scale: float | None = None) -> float | None:
     """None where either side has no value (an incomplete run gives no utilisation) or the
     measurement is negligible."""
-    if predicted is None or measured is None or abs(measured) <= (scale or 0.0) * NEGLIGIBLE_FRACTION or measured == 0:
+    if predicted is None or measured is None or measured == 0:
+        return None
+    if abs(measured) <= (scale or 0.0) * NEGLIGIBLE_FRACTION:
         return None
     return (predicted - measured) / measured
 
