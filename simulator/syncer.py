@@ -156,9 +156,10 @@ class Syncer:
     # --- merging ---------------------------------------------------------------------------------
 
     def live_learners(self) -> set[int]:
-        """The learners that may still send a report: present, and their last report not yet answered."""
-        sim = self.sim
-        return {rank for rank in sim.members if sim.state_of[rank].present and rank not in self.finished}
+        """The learners the syncer counts on for a report: members (a departed one until its silence
+        is noticed, ``network.detection_timeout_s`` later, as the trainer's syncer notices it) whose
+        last report is not yet answered."""
+        return self.sim.members - self.finished
 
     def queued_learners(self) -> set[int]:
         """The learners with a report waiting here, whatever its fragment."""
@@ -278,7 +279,8 @@ class Syncer:
             self.merge_leftover_late()
 
     def departed(self, state: WorkerState) -> None:
-        """A failed learner's reports in flight or waiting are gone; merges it held up go ahead."""
+        """A failed learner's reports in flight or waiting are gone; merges it held up go ahead once
+        its departure is noticed (``churn.detected``)."""
         rank = state.worker.rank
         for report in self.in_flight.pop(rank, set()):
             if report.transfer is not None:

@@ -69,15 +69,29 @@ def test_a_learner_5_percent_slower_under_a_quorum_of_two_of_three():
 
 
 def test_a_quorum_of_every_learner_while_one_is_away_merges_what_the_others_send():
-    # K = M = 3 and one learner is away from 5 s to 25 s: no round can reach 3 reports meanwhile;
-    # once both learners left have a report waiting, no other can come and the syncer merges them
+    # K = M = 3 and one learner is away from 5 s to 25 s, noticed at 7 s: no round can reach 3
+    # reports meanwhile; once both learners left have a report waiting (at 8 and 18 s), no other can
+    # come and the syncer merges them
     document = fleet([1.0, 1.0, 1.2], 3)
+    document["network"] = {"detection_timeout_s": 2.0}
     document["event"] = [{"at_s": 5.0, "island": "l2", "kind": "leave"},
                          {"at_s": 25.0, "island": "l2", "kind": "join"}]
     summary = simulate(from_dict(document)).summary
     assert summary["complete"], summary["incomplete_reason"]
     assert summary["outer_steps"] == OUTER
     assert summary["merges_below_quorum"] >= 2  # rounds 0 and 1 (merged at 8 and 18 s) at least
+
+
+def test_the_syncer_counts_on_a_departed_learner_until_it_notices_the_departure():
+    # as the trainer's syncer, which notices a silent learner network.detection_timeout_s later:
+    # K = M = 2, the slow learner leaves at 5 s for good; the fast one's round 0 report (8 s) waits
+    # until the departure is noticed at 5 + 10 s, 5 s past its due step at 10 s
+    document = fleet([1.0, 1.5], 2)
+    document["network"] = {"detection_timeout_s": 10.0}
+    document["event"] = [{"at_s": 5.0, "island": "l1", "kind": "leave"}]
+    result = simulate(from_dict(document))
+    idle = result.trace[(result.trace["kind"] == "idle") & (result.trace["worker"] == 0)]
+    assert (idle["time_end_s"] - idle["time_start_s"]).sum() == pytest.approx(15 - 10, abs=1e-3)
 
 
 def test_a_learner_gone_for_good_is_named_in_the_reason():
