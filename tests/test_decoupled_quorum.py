@@ -61,6 +61,21 @@ def test_unequal_learners_complete_every_outer_step_under_every_quorum(times, da
     assert_every_step_completes(run(times, quorum, fragments=fragments), len(times), fragments)
 
 
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(times=st.lists(st.floats(0.5, 2.0), min_size=2, max_size=5), data=st.data(),
+       leave_s=st.floats(1.0, 40.0), away_s=st.floats(1.0, 20.0), detection_s=st.sampled_from([0.5, 3.0]))
+def test_a_learner_that_leaves_and_returns_does_not_stop_any_quorum(times, data, leave_s, away_s, detection_s):
+    quorum = data.draw(st.integers(1, len(times)), label="quorum")
+    who = data.draw(st.integers(0, len(times) - 1), label="leaver")
+    document = fleet(times, quorum, fragments=2, grace_window="adaptive")
+    document["network"] = {"detection_timeout_s": detection_s}
+    document["event"] = [{"at_s": leave_s, "island": f"l{who}", "kind": "leave"},
+                         {"at_s": leave_s + away_s, "island": f"l{who}", "kind": "join"}]
+    summary = simulate(from_dict(document)).summary
+    assert summary["complete"], summary["incomplete_reason"]
+    assert summary["outer_steps"] == OUTER
+
+
 def test_a_learner_5_percent_slower_under_a_quorum_of_two_of_three():
     # the regression: it used to end "every worker had left by 0 s" after 4 of 5 outer steps
     result = run([1.0, 1.0, 1.05], 2, grace_window="adaptive")
