@@ -153,10 +153,11 @@ def test_an_unknown_kind_of_rule_stops_the_build():
         gen_reference().rule_text(lambda value: None)
 
 
-def test_every_summary_key_is_explained():
-    # home-lab has churn, so the run's summary has every key a simulated run can have
+@pytest.mark.parametrize("scenario", ["home-lab", "decoupled-fleet"])
+def test_every_summary_key_is_explained(scenario):
+    # home-lab has churn and decoupled-fleet a syncer: between them every key a simulated run can have
     outputs = written_pages()["reference/outputs.md"]
-    summary = simulate(load("home-lab", ["schedule.outer_steps=2"])).summary
+    summary = simulate(load(scenario, ["schedule.outer_steps=2"])).summary
     assert len(summary) > 20 and len(summary["islands"][0]) > 8
     assert [key for key in summary if f"`{key}`" not in outputs] == []
     assert [key for key in summary["islands"][0] if f"`{key}`" not in outputs] == []
