@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 from islands.schedules import ALL_GATHER, SYNCER, schedule_of
 from islands.simulator import SimResult, simulate
 
-from scenario_strategies import (COUPLED, Drawn, decoupled_learners_differ, load_document, scenarios,
-                                 waits_for_decoupled_fix)
+from scenario_strategies import COUPLED, Drawn, decoupled_learners_differ, load_document, scenarios
 
 RELATIVE = 1e-9  # summation of many rows may be off by rounding, not by more
 
@@ -163,11 +162,11 @@ def test_a_larger_quorum_never_raises_equal_learners_utilisation(drawn):
         assert larger <= smaller * (1 + RELATIVE)
 
 
-def decoupled_fix_scenarios() -> st.SearchStrategy[Drawn]:
+def decoupled_quorum_scenarios() -> st.SearchStrategy[Drawn]:
     """Decoupled DiLoCo with a quorum 1 < K <= M and learners that differ or come and go (without
-    departures for good): the cases ``waits_for_decoupled_fix`` keeps out of the other properties."""
+    departures for good): the case that once completed no outer step (tests/test_decoupled_quorum.py)."""
     return scenarios(algorithms=("decoupled",), permanent=False).map(with_quorum_above_one).filter(
-        waits_for_decoupled_fix)
+        lambda drawn: decoupled_learners_differ(drawn) or drawn.moves_membership)
 
 
 def with_quorum_above_one(drawn: Drawn) -> Drawn:
@@ -177,15 +176,13 @@ def with_quorum_above_one(drawn: Drawn) -> Drawn:
     return Drawn(document, drawn.permanent_departures, drawn.churn, drawn.failures)
 
 
-@pytest.mark.skip(reason="waits for the decoupled quorum fix on branch decoupled")
-@given(decoupled_fix_scenarios())
+@given(decoupled_quorum_scenarios())
 def test_decoupled_with_a_quorum_and_unequal_or_moving_learners_completes_every_outer_step(drawn):
     summary = run(drawn).summary
     assert summary["complete"], summary["incomplete_reason"]
     assert summary["outer_steps"] == drawn.document["schedule"]["outer_steps"]
 
 
-@pytest.mark.skip(reason="waits for the decoupled quorum fix on branch decoupled")
 @given(scenarios(algorithms=("decoupled",), moves=False, equal_learners=False).filter(decoupled_learners_differ))
 def test_a_larger_quorum_never_raises_the_fast_learners_utilisation_beside_a_straggler(drawn):
     workers = sum(island["replicas"] for island in drawn.document["island"])
