@@ -21,6 +21,7 @@ from islands.tables import duration, render, size
 
 NEGLIGIBLE_FRACTION = 0.01
 SYNC_ROWS_SHOWN = 12
+ERROR_DIGITS_BELOW = 10.0  # relative errors below this (1000%) are shown to 0.1%
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,11 @@ def value_text(value: float | None, unit: str) -> str:
 
 
 def error_text(error: float | None) -> str:
-    return "-" if error is None else f"{100 * error:+.1f}%"
+    """``+12.3%``; beyond +-1000% in three figures (``+2.4e+17%``), so that a tiny measured value
+    cannot widen the table by hundreds of digits."""
+    if error is None:
+        return "-"
+    return f"{100 * error:+.1f}%" if abs(error) < ERROR_DIGITS_BELOW else f"{100 * error:+.3g}%"
 
 
 def figures_table(comparison: Comparison) -> str:
