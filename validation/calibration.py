@@ -114,8 +114,10 @@ class Calibration:
         return cls(**values)
 
     def check_covers(self, islands: int) -> None:
-        if islands not in self.overhead_s:
-            covered = ", ".join(map(str, sorted(self.overhead_s)))
+        """Refuse a number of islands that the fixed cost, the ratio or the screening was not measured at."""
+        tables = (self.overhead_s, self.exchange_ratio, self.exchange_cpu_s_per_value)
+        if any(islands not in table for table in tables):
+            covered = ", ".join(map(str, sorted(set.intersection(*(set(table) for table in tables))))) or "no"
             raise UserError(f"the calibration covers {covered} islands, not {islands}: "
                             f"calibrate again with --workers {islands}")
 
@@ -240,8 +242,11 @@ def rate_and_burst(islands: int, timings: dict, rate_bits_per_s: float, bucket_b
 
 
 def load_or_measure(path: Path | None, max_islands: int, kernel: bool | None) -> Calibration:
+    """The calibration saved in ``path`` (checked: ``calibration_file``), else one measured now."""
+    from .calibration_file import read_calibration
+
     if path and path.exists():
-        return Calibration.from_json(path.read_text(encoding="utf-8"))
+        return read_calibration(path)
     return measure(max_islands, kernel)
 
 
