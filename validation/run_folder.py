@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,8 +111,10 @@ def read_trace(path: Path) -> pd.DataFrame:
     if not text.endswith("\n"):
         raise UserError(f"{path}: its last line has no line end: the file is cut short")
     try:
-        frame = pd.read_csv(io.StringIO(text))
-    except (ValueError, pd.errors.ParserError) as error:  # EmptyDataError is a ValueError
+        with warnings.catch_warnings():  # a first row longer than the header: an error, not a lost cell
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(io.StringIO(text), index_col=False)
+    except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning) as error:  # EmptyDataError: a ValueError
         raise UserError(f"{path}: not a trace in the islands schema ({' '.join(str(error).split())})") from None
     missing = [column for column in COLUMNS if column not in frame.columns]
     if missing:
