@@ -45,6 +45,10 @@ step_time_s = 1.0
 bandwidth_gbps = 1.0
 """
 UNWRITABLE = "/proc/islands-bad-input"  # no one, root included, can create a file there
+LONG_WORK = ("islands.trainer.launch.launch_local", "islands.validation.calibration.measure",
+             "islands.validation.case.train_scaled", "islands.validation.case.train_elastic",
+             "islands.commands.calibrate.emulate", "islands.validation.hostprobe.main",
+             "islands.trainer.quality.measure_profile")
 
 
 def make_workspace(folder: Path) -> None:
@@ -229,9 +233,12 @@ VALIDATE = cases("validate", ("scenario.toml",), [
     ("--suite's file and --calibration on one file", ("--suite", "--out", "v", "--calibration", "v/suite.json"),
      "v/suite.json: --out's suite.json and --calibration name the same file"),
     ("no scenario file", ("nowhere.toml",), "nowhere.toml: no such file or bundled scenario"),
+    ("a prediction that stops short", ("scenario.toml", "--calibration", "calibration.json", "--out", "v"),
+     "test: the prediction of the scaled scenario stopped short (every worker had left", every_worker_leaves),
 ])
 
 CALIBRATE = cases("calibrate", (), [
+    ("unwritable --out, on hosts", ("--out", "/proc/x.json"), "/proc/x.json: cannot write in /proc"),
     ("unwritable --out", ("--out", f"{UNWRITABLE}/profile.json", "--emulate", "scenario.toml"),
      f"{UNWRITABLE}/profile.json: cannot create its folder"),
     ("--out is a folder", ("--out", "run", "--emulate", "scenario.toml"), "run: is a folder; name a file in it"),
@@ -248,6 +255,10 @@ CALIBRATE = cases("calibrate", (), [
      "--name names a real host under torchrun"),
     ("neither torchrun nor --emulate", ("--out", "p.json"), "run it under torchrun, one process per host"),
     ("--emulate missing", ("--out", "p.json", "--emulate", "nowhere.toml"), "nowhere.toml: no such file"),
+    ("--emulate nine islands", ("--out", "p.json", "--emulate", "nine.toml"),
+     "nine.toml: island: calibrate --emulate runs 2 to 8 islands on this machine (got 9)",
+     write("nine.toml", SCENARIO.split("[[island]]")[0] + "".join(
+         f'[[island]]\nname = "i{n}"\nstep_time_s = 1.0\nbandwidth_gbps = 1.0\n' for n in range(9)))),
     ("--emulate an island of 4 workers", ("--out", "p.json", "--emulate", "scenario.toml"),
      "island.0.replicas: calibrate --emulate runs one host per island"),
 ])
@@ -396,9 +407,20 @@ def answer(case: Case, folder: Path) -> tuple[int, str]:
     return code, errors.getvalue()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_a_bad_input_is_one_line_and_exit_code_2(case, tmp_path, monkeypatch):
+def long_work_started(*args, **kwargs):
+    raise AssertionError("the long work started before the bad input was refused")
+
+
+@pytest.fixture
+def no_long_work(monkeypatch):
+    """Training, calibrating and measuring fail the test: every refusal must come before them."""
     monkeypatch.delenv("RANK", raising=False)  # calibrate: not under torchrun
+    for target in LONG_WORK:
+        monkeypatch.setattr(target, long_work_started)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_a_bad_input_is_one_line_and_exit_code_2(case, tmp_path, no_long_work):
     code, stderr = answer(case, tmp_path)
     assert code == 2
     assert len(stderr.splitlines()) == 1, stderr
@@ -435,8 +457,7 @@ def code_cell(text: str) -> str:
     return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
-def test_the_document_shows_every_case_and_its_answer(tmp_path, monkeypatch):
-    monkeypatch.delenv("RANK", raising=False)
+def test_the_document_shows_every_case_and_its_answer(tmp_path, no_long_work):
     assert DOCUMENT.read_text() == document(tmp_path), "regenerate: python tests/test_bad_inputs_run.py > " \
                                                         "docs/bad-inputs-run.md"
 

@@ -69,16 +69,14 @@ def run(args: argparse.Namespace) -> int:
         from islands.validation.hostprobe import main as measure
         measure(["--out", str(out), *(["--name", args.name] if args.name else [])])
         return 0
-    emulate(args.emulate, args.overrides, out, kernel=False if args.in_process else None)
+    emulate(emulated_scenario(args.emulate, args.overrides), out, kernel=False if args.in_process else None)
     print(f"wrote {out}")
     return 0
 
 
-def emulate(scenario_file: str, overrides: list[str], out: Path, kernel: bool | None) -> None:
-    from islands.emulation import links_from_workers, open_wan
+def emulated_scenario(scenario_file: str, overrides: list[str]):
+    """The scenario --emulate names, refused unless each of its 2 to 8 islands is one worker."""
     from islands.scenarios import load
-    from islands.validation.hostprobe import LABEL_VARIABLE, NAMES_VARIABLE
-    from islands.validation.run import run_all, start_ranks
 
     scenario = load(scenario_file, overrides)
     crowded = [f"island.{i}.replicas" for i, island in enumerate(scenario.islands) if island.replicas != 1]
@@ -88,6 +86,15 @@ def emulate(scenario_file: str, overrides: list[str], out: Path, kernel: bool | 
     if not 2 <= len(scenario.islands) <= MAX_HOSTS:
         raise UserError(f"{scenario_file}: island: calibrate --emulate runs 2 to {MAX_HOSTS} islands on this "
                         f"machine (got {len(scenario.islands)})")
+    return scenario
+
+
+def emulate(scenario, out: Path, kernel: bool | None) -> None:
+    """Measure the profile among the scenario's islands, one process each, over the emulated WAN."""
+    from islands.emulation import links_from_workers, open_wan
+    from islands.validation.hostprobe import LABEL_VARIABLE, NAMES_VARIABLE
+    from islands.validation.run import run_all, start_ranks
+
     names = [island.name for island in scenario.islands]
     with open_wan(links_from_workers(scenario.workers()), prefix="islandscal", kernel=kernel) as wan:
         label = f"{scenario.name} over the emulated WAN ({wan.label})"
