@@ -32,6 +32,7 @@ TRACE_LIMIT_BYTES = 2**30  # about 25 million rows: a long run of many workers
 FIGURE_KEYS = ("wall_time_s", "compute_utilisation", "stall_s", "idle_s", "bytes_per_worker", "mean_sync_s")
 WITHIN_WALL_KEYS = ("stall_s", "idle_s", "mean_sync_s")  # seconds per worker or per sync: 0 to the wall time
 NON_NEGATIVE_TRACE_COLUMNS = ("time_start_s", "time_end_s", "bytes", "worker")
+SPAN_TOLERANCE = 1e-6  # relative (and seconds): the CSV keeps every digit, so only a rounding's worth
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,19 @@ def read_run(directory: Path) -> RunRecord:
     summary = read_json(directory / "summary.json")
     if summary.get("complete"):  # a run cut short has no utilisation; compare refuses it, naming why
         check_figures(summary, directory / "summary.json")
-    return RunRecord(directory, summary, read_json(directory / "run.json"), read_trace(directory / "trace.csv"))
+    trace = read_trace(directory / "trace.csv")
+    if summary.get("complete"):
+        check_span(trace, summary["wall_time_s"], directory / "trace.csv")
+    return RunRecord(directory, summary, read_json(directory / "run.json"), trace)
+
+
+def check_span(trace: pd.DataFrame, wall_s: float, path: Path) -> None:
+    """The trace spans the summary's wall time (``summary.summarise`` computes it so, from this very
+    trace): one cut at a line end, losing the run's last rows, is refused too."""
+    span_s = float(trace["time_end_s"].max() - trace["time_start_s"].min())
+    if not math.isclose(span_s, wall_s, rel_tol=SPAN_TOLERANCE, abs_tol=SPAN_TOLERANCE):
+        raise UserError(f"{path}: spans {span_s:g} s, summary.json's wall_time_s {wall_s:g} s: the trace is cut "
+                        "short or from another run")
 
 
 def read_json(path: Path) -> dict[str, Any]:
