@@ -167,6 +167,8 @@ TRAIN = cases("train", ("scenario.toml",), [
     ("--data missing", ("--data", "nowhere"), "nowhere: no such file or folder"),
     ("--data endless", ("--data", "/dev/zero"), "/dev/zero: holds no UTF-8 text file to train on"),
     ("--resume without a checkpoint", ("--resume", "run"), "run: no checkpoint to resume from"),
+    ("--resume no such folder", ("--resume", "nowhere"), "--resume nowhere: no such run folder"),
+    ("--resume a file", ("--resume", "scenario.toml"), "--resume scenario.toml: no such run folder"),
 ]) + cases("train", (), [
     ("no scenario file", ("nowhere.toml",), "nowhere.toml: no such file or bundled scenario"),
 ])

@@ -72,12 +72,16 @@ def claims_out_dir(env) -> bool:
 def check_outputs(args: argparse.Namespace, out_dir: Path) -> None:
     """Refuse, before the run: an output folder where nothing can be written, or whose files would
     overwrite (or --force remove) the scenario or the --data text."""
+    from islands.errors import UserError
     from islands.io import refuse_shared_paths
     from islands.trainer.outputs import RUN_FILES
 
-    refuse_shared_paths({f"--out's {name}": out_dir / name for name in RUN_FILES},
+    flag = "--out" if args.out or not args.resume else "--resume"
+    if flag == "--resume" and not out_dir.is_dir():
+        raise UserError(f"--resume {out_dir}: no such run folder")
+    refuse_shared_paths({f"{flag}'s {name}": out_dir / name for name in RUN_FILES},
                         {"the scenario": args.scenario, "--data": args.data})
-    check_out_folder("--out", out_dir)
+    check_out_folder(flag, out_dir)
 
 
 def run(args: argparse.Namespace) -> int:
