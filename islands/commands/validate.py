@@ -96,6 +96,7 @@ def check_flags(args: argparse.Namespace) -> None:
 def saved_calibration(args: argparse.Namespace):
     """The calibration --calibration names, checked now; None where it is to be measured (and then
     written there: a trial write now)."""
+    from islands.errors import UserError
     from islands.io import check_not_folder, temporary_beside
     from islands.validation.calibration_file import read_calibration
 
@@ -103,7 +104,11 @@ def saved_calibration(args: argparse.Namespace):
         return None
     path = Path(args.calibration)
     if path.exists():
-        return read_calibration(path)
+        calibration = read_calibration(path)
+        if args.in_process and calibration.mode != "in-process":
+            raise UserError(f"{path}: measured with {calibration.mode} shaping; --in-process runs need a "
+                            "calibration measured in-process: give --calibration a new file")
+        return calibration
     check_not_folder(path)
     temporary_beside(path).unlink()
     return None
