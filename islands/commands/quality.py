@@ -68,6 +68,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.loss_prior import estimate
+    from islands.analysis.progress import ProgressBar
     from islands.analysis.quality_profile import QualityProfile
     from islands.io import write_text
     from islands.scenarios import load
@@ -79,7 +80,12 @@ def run(args: argparse.Namespace) -> int:
     if args.grid:
         from islands.trainer.quality import measure_profile, parse_grid
 
-        profile = measure_profile(args.scenario, args.overrides, parse_grid(args.grid), args.steps or DEFAULT_STEPS)
+        bar = ProgressBar("quality: runs trained")
+        try:
+            profile = measure_profile(args.scenario, args.overrides, parse_grid(args.grid),
+                                      args.steps or DEFAULT_STEPS, bar)
+        finally:
+            bar.close()  # the bar's line ends before any error
         if args.save:
             write_text(args.save, profile.to_json())
     elif args.profile:
