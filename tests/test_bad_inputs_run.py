@@ -432,6 +432,32 @@ def test_a_bad_input_is_one_line_and_exit_code_2(case, tmp_path, no_long_work):
     assert stderr.startswith(f"islands {case.command}: error: ") and case.message in stderr, stderr
 
 
+@pytest.mark.parametrize("damage, message", [
+    (cut_trace, "v/run/trace.csv: its last line has no line end: the file is cut short"),
+    (remove("run/summary.json"), "v/run: no summary.json"),
+    (write("run/run.json", "{"), "v/run/run.json: not valid JSON"),
+])
+def test_validate_answers_a_damaged_run_folder_in_one_line(tmp_path, monkeypatch, capsys, damage, message):
+    """The real run replaced by one that leaves a damaged folder (as a rank killed mid-write would):
+    validate reads it through run_folder, as compare does, and says what is wrong with it."""
+    make_workspace(tmp_path)
+    damage(tmp_path)
+
+    def leave_the_damaged_run(wan, argv, *args, **kwargs):
+        shutil.copytree(tmp_path / "run", argv[argv.index("--out") + 1])
+        return []
+
+    monkeypatch.setattr("islands.validation.run.open_wan", lambda *args, **kwargs: contextlib.nullcontext(
+        type("WAN", (), {"label": "none"})()))
+    monkeypatch.setattr("islands.validation.run.start_ranks", leave_the_damaged_run)
+    monkeypatch.setattr("islands.validation.run.run_all", lambda *args: None)
+    monkeypatch.setattr("islands.validation.run.sent_bytes", lambda *args: None)
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "scenario.toml", "--calibration", "calibration.json", "--out", "v"]) == 2
+    stderr = capsys.readouterr().err
+    assert len(stderr.splitlines()) == 1 and message in stderr, stderr
+
+
 def document(folder: Path) -> str:
     """docs/bad-inputs-run.md: per command, each case's input and the line that answers it."""
     lines = [
