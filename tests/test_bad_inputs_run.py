@@ -458,6 +458,34 @@ def test_validate_answers_a_damaged_run_folder_in_one_line(tmp_path, monkeypatch
     assert len(stderr.splitlines()) == 1 and message in stderr, stderr
 
 
+def test_validate_with_good_inputs_still_runs_to_its_comparison(tmp_path, monkeypatch, capsys):
+    """The same stand-in run, whole: the simulation of the scaled scenario written as `islands train`
+    writes it. Every check above passes and validate writes its comparison."""
+    from islands.scenarios import load
+
+    make_workspace(tmp_path)
+
+    def simulate_the_run(wan, argv, *args, **kwargs):
+        out = Path(argv[argv.index("--out") + 1])
+        result = simulate(load(argv[argv.index("train") + 1]))
+        out.mkdir(parents=True)
+        (out / "summary.json").write_text(json_text(result.summary))
+        (out / "run.json").write_text(json.dumps({"algorithm": "diloco", "bits": 16, "mean_step_compute_s": 0.2}))
+        write_table(result.trace, out / "trace.csv")
+        return []
+
+    monkeypatch.setattr("islands.validation.run.open_wan", lambda *args, **kwargs: contextlib.nullcontext(
+        type("WAN", (), {"label": "none"})()))
+    monkeypatch.setattr("islands.validation.run.start_ranks", simulate_the_run)
+    monkeypatch.setattr("islands.validation.run.run_all", lambda *args: None)
+    monkeypatch.setattr("islands.validation.run.sent_bytes", lambda *args: None)
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "scenario.toml", "--calibration", "calibration.json", "--out", "v"]) == 0
+    assert "wall time" in capsys.readouterr().out
+    written = json.loads((tmp_path / "v" / "validation.json").read_text())
+    assert written["measured"]["complete"] and written["predicted"]["complete"]
+
+
 def document(folder: Path) -> str:
     """docs/bad-inputs-run.md: per command, each case's input and the line that answers it."""
     lines = [
