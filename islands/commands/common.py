@@ -22,6 +22,11 @@ def path_text(text: str) -> str:
     return text
 
 
+def path_value(text: str) -> Path:
+    """``path_text`` as a ``Path``."""
+    return Path(path_text(text))
+
+
 def check_out_folder(flag: str, folder: str | Path) -> None:
     """Refuse, before any work, an output folder that is a file or where no file can be written
     (a trial write in it, the folder created if missing)."""

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 
-from .common import add_network_profile_argument, add_scenario_arguments, check_out_folder, path_text, read_source
+from .common import add_network_profile_argument, add_scenario_arguments, check_out_folder, path_value, read_source
 
 OUTPUT_FILES = ("comparison.json", "overlay.png", "predicted_trace.csv")
 
@@ -21,12 +20,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__)
     add_scenario_arguments(parser)
     add_network_profile_argument(parser)
-    parser.add_argument("run_dir", metavar="RUN_DIR", type=lambda text: Path(path_text(text)),
+    parser.add_argument("run_dir", metavar="RUN_DIR", type=path_value,
                         help="a folder `islands train --out` wrote: summary.json, run.json, trace.csv")
     parser.add_argument("--measured-steps", action="store_true",
                         help="give each island the run's measured compute seconds per inner step, so that "
                              "the network and the schedule are what is compared")
-    parser.add_argument("--out", metavar="DIR", type=lambda text: Path(path_text(text)),
+    parser.add_argument("--out", metavar="DIR", type=path_value,
                         help="also write comparison.json, overlay.png and predicted_trace.csv there")
     parser.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     parser.set_defaults(handler=run)
@@ -34,18 +33,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any work, an --out whose files cannot be written or would overwrite an input."""
-    from islands.io import PLOT_FORMATS, TABLE_FORMATS, check_output, refuse_shared_paths
+    from islands.io import refuse_shared_paths
     from islands.validation.run_folder import RUN_FILES
 
     if args.out is None:
         return
     check_out_folder("--out", args.out)
-    outputs = {f"--out's {name}": args.out / name for name in OUTPUT_FILES}
     inputs = {"the scenario": args.scenario, "--network-profile": args.network_profile,
               **{f"RUN_DIR's {name}": args.run_dir / name for name in RUN_FILES}}
-    refuse_shared_paths(outputs, inputs)
-    for path, formats in zip(outputs.values(), (("json",), PLOT_FORMATS, TABLE_FORMATS)):
-        check_output(path, formats)
+    refuse_shared_paths({f"--out's {name}": args.out / name for name in OUTPUT_FILES}, inputs)
 
 
 def run(args: argparse.Namespace) -> int:
