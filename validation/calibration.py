@@ -57,7 +57,6 @@ import json
 import statistics
 import subprocess
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import NamedTuple
 
 from islands.errors import UserError
@@ -239,15 +238,6 @@ def rate_and_burst(islands: int, timings: dict, rate_bits_per_s: float, bucket_b
             burst_bytes = min(max(0.0, large_bytes - slope_bytes_per_s * large_s), bucket_bytes)
     ratio = (large_bytes - burst_bytes) * BITS_PER_BYTE / large_s / rate_bits_per_s
     return ratio, burst_bytes / bucket_bytes if bucket_bytes > 0 else 0.0
-
-
-def load_or_measure(path: Path | None, max_islands: int, kernel: bool | None) -> Calibration:
-    """The calibration saved in ``path`` (checked: ``calibration_file``), else one measured now."""
-    from .calibration_file import read_calibration
-
-    if path and path.exists():
-        return read_calibration(path)
-    return measure(max_islands, kernel)
 
 
 def trainer_latency_s(latencies_s: list[float]) -> float:

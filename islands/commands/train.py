@@ -30,9 +30,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="keep only the first N workers (islands x replicas, in file order)")
     parser.add_argument("--out", type=path_text, metavar="DIR", help="output folder (default: runs/<time>-<scenario>, "
                                                      "or the --resume folder)")
-    parser.add_argument("--data", type=path_text, metavar="PATH", help="train on your own text files (a file or a folder) "
+    parser.add_argument("--data", type=path_text, metavar="PATH",
+                        help="train on your own text files (a file or a folder) "
                                                        "instead of Python's standard-library sources")
-    parser.add_argument("--resume", type=path_text, metavar="DIR", help="continue the run in DIR from its latest checkpoint")
+    parser.add_argument("--resume", type=path_text, metavar="DIR",
+                        help="continue the run in DIR from its latest checkpoint")
     parser.add_argument("--force", action="store_true",
                         help="write into an --out folder that holds a run already, replacing that run's outputs")
     parser.add_argument("--stop-after", type=int, metavar="PERIODS",

@@ -140,7 +140,8 @@ def check_outputs(args: argparse.Namespace, out_dir: Path, folders: list[Path]) 
             raise UserError(f"--out {out_dir}: {folder / 'run'} holds an earlier run; give another --out")
     calibration = Path(args.calibration) if args.calibration else None
     measured = calibration is None or not calibration.exists()
-    files = [folder / name for folder in folders for name in CASE_FILES] + ([out_dir / "suite.json"] if args.suite else [])
+    files = [folder / name for folder in folders for name in CASE_FILES]
+    files += [out_dir / "suite.json"] if args.suite else []
     outputs = {f"--out's {path.relative_to(out_dir)}": path for path in files}
     outputs["--calibration"] = (calibration or out_dir / "calibration.json") if measured else None
     refuse_shared_paths(outputs, {"the scenario": args.scenario, "--calibration": None if measured else calibration})
