@@ -502,9 +502,13 @@ def document(folder: Path) -> str:
         "(one island of 4 workers, DiLoCo), `run/` (what `islands train --out run` writes for that scenario:",
         "`summary.json`, `run.json`, `trace.csv`), `calibration.json` (a calibration `islands validate` saved,",
         "for 2 to 4 islands) and `profile.json` (a network profile), with the one thing the row names damaged.",
-        "Every answer is this one line on stderr, with exit code 2, before any training, calibrating or",
-        "measuring starts. The table is written by `python tests/test_bad_inputs_run.py > docs/bad-inputs-run.md`",
+        "Every answer is one line on stderr, `islands COMMAND: error: ` and then what the table shows, with",
+        "exit code 2, before any training, calibrating or measuring starts (the test fails if any of them",
+        "starts). The table is written by `python tests/test_bad_inputs_run.py > docs/bad-inputs-run.md`",
         "and a test fails when it is out of date.",
+        "",
+        "`--set KEY=VALUE` is checked by the scenario loader, as for every command: its rules are in",
+        "docs/limits.md.",
     ]
     for number, (command, listed) in enumerate(COMMANDS.items()):
         lines += ["", f"## islands {command}", "", "| bad input | command line | answer |", "|---|---|---|"]
@@ -513,7 +517,8 @@ def document(folder: Path) -> str:
             workspace.mkdir()
             _, stderr = answer(case, workspace)
             command_line = " ".join(["islands", command, *(argument or "''" for argument in case.argv)])
-            lines.append(f"| {case.what} | {code_cell(command_line)} | {code_cell(stderr.strip())} |")
+            said = stderr.strip().removeprefix(f"islands {command}: error: ")
+            lines.append(f"| {case.what} | {code_cell(command_line)} | {code_cell(said)} |")
     return "\n".join(lines) + "\n"
 
 
