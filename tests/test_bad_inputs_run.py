@@ -310,6 +310,10 @@ COMPARE = cases("compare", ("scenario.toml", "run"), [
     ("no trace.csv", (), "run: no trace.csv", remove("run/trace.csv")),
     ("trace.csv empty", (), "run/trace.csv: is empty", write("run/trace.csv", "")),
     ("trace.csv cut mid-line", (), "run/trace.csv: its last line has no line end: the file is cut short", cut_trace),
+    ("trace.csv cut at a line end, the last sync lost", (),
+     "run/trace.csv: spans 348 s, summary.json's wall_time_s 372 s: the trace is cut short or from another run",
+     lambda folder: write("run/trace.csv", "".join(
+         (folder / "run" / "trace.csv").read_text().splitlines(keepends=True)[:-8]))(folder)),
     ("trace.csv header only", (), "run/trace.csv: has no rows",
      write("run/trace.csv", "time_start_s,time_end_s,worker,island,kind,bytes,fragment,outer_step\n")),
     ("trace.csv wrong columns", (), "run/trace.csv: no column time_end_s, island, kind, bytes, fragment, outer_step",

@@ -77,6 +77,7 @@ def read_json(path: Path) -> dict[str, Any]:
     text = read_bounded_text(path, "run file")
     if not text.strip():
         raise UserError(f"{path}: is empty: the run did not finish writing it")
+
     def refuse_constant(name: str) -> None:
         raise UserError(f"{path}: holds {name}, which is no number in JSON (islands train writes null)")
 
