@@ -10,6 +10,7 @@ against a predicted 0 is not a 100% miss); its absolute values are still shown.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,12 +47,13 @@ class Comparison:
 
 def relative_error(predicted: float | None, measured: float | None, scale: float | None = None) -> float | None:
     """None where either side has no value (an incomplete run gives no utilisation) or the
-    measurement is negligible."""
+    measurement is negligible, or so small that the ratio overflows (a measured 1e-320 s)."""
     if predicted is None or measured is None or measured == 0:
         return None
     if abs(measured) <= (scale or 0.0) * NEGLIGIBLE_FRACTION:
         return None
-    return (predicted - measured) / measured
+    error = (predicted - measured) / measured
+    return error if math.isfinite(error) else None
 
 
 def figures(predicted: dict, measured: dict, interface_bytes: float | None) -> list[Figure]:
