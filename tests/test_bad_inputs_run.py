@@ -469,9 +469,12 @@ def test_validate_answers_a_damaged_run_folder_in_one_line(tmp_path, monkeypatch
     assert len(stderr.splitlines()) == 1 and message in stderr, stderr
 
 
-def test_validate_with_good_inputs_still_runs_to_its_comparison(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("argv, written", [(("scenario.toml",), "validation.json"),
+                                           (("--suite", "--quick"), "suite.json")])
+def test_validate_with_good_inputs_still_runs_to_its_comparison(tmp_path, monkeypatch, capsys, argv, written):
     """The same stand-in run, whole: the simulation of the scaled scenario written as `islands train`
-    writes it. Every check above passes and validate writes its comparison."""
+    writes it. Every check above passes and validate writes its comparison; run again into the same
+    --out, it refuses to mix its runs with the first ones."""
     from islands.scenarios import load
 
     make_workspace(tmp_path)
@@ -481,7 +484,8 @@ def test_validate_with_good_inputs_still_runs_to_its_comparison(tmp_path, monkey
         result = simulate(load(argv[argv.index("train") + 1]))
         out.mkdir(parents=True)
         (out / "summary.json").write_text(json_text(result.summary))
-        (out / "run.json").write_text(json.dumps({"algorithm": "diloco", "bits": 16, "mean_step_compute_s": 0.2}))
+        facts = {"algorithm": result.summary["algorithm"], "mean_step_compute_s": 0.2}
+        (out / "run.json").write_text(json.dumps(facts))
         write_table(result.trace, out / "trace.csv")
         return []
 
@@ -491,10 +495,12 @@ def test_validate_with_good_inputs_still_runs_to_its_comparison(tmp_path, monkey
     monkeypatch.setattr("islands.validation.run.run_all", lambda *args: None)
     monkeypatch.setattr("islands.validation.run.sent_bytes", lambda *args: None)
     monkeypatch.chdir(tmp_path)
-    assert main(["validate", "scenario.toml", "--calibration", "calibration.json", "--out", "v"]) == 0
-    assert "wall time" in capsys.readouterr().out
-    written = json.loads((tmp_path / "v" / "validation.json").read_text())
-    assert written["measured"]["complete"] and written["predicted"]["complete"]
+    command = ["validate", *argv, "--calibration", "calibration.json", "--out", "v"]
+    assert main(command) == 0
+    assert "wall time" in capsys.readouterr().out or argv[0] == "--suite"
+    assert json.loads((tmp_path / "v" / written).read_text())
+    assert main(command) == 2
+    assert "holds an earlier run; give another --out" in capsys.readouterr().err
 
 
 def document(folder: Path) -> str:
