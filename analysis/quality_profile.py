@@ -23,6 +23,7 @@ from pathlib import Path
 
 from islands.errors import UserError
 from islands.interpolation import log_linear
+from islands.io import read_bounded_text
 
 @dataclass(frozen=True)
 class ProfilePoint:
@@ -68,12 +69,11 @@ class QualityProfile:
     @classmethod
     def read(cls, path: str | Path) -> QualityProfile:
         """A profile file, or one line naming the file and what is wrong with it."""
+        text = read_bounded_text(path, "quality profile")
         try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
+            document = json.loads(text)
             points = tuple(ProfilePoint.from_dict(point) for point in document["points"])
             profile = cls(str(document["scenario"]), int(document["model_parameters"]), points)
-        except OSError as exc:
-            raise UserError(f"{path}: cannot read the quality profile ({exc.strerror})") from None
         except (ValueError, KeyError, TypeError) as exc:
             raise UserError(f"{path}: not a quality profile written by islands quality --grid ({exc})") from None
         if not points or not all(point.is_physical() for point in points):

@@ -55,7 +55,7 @@ def parse_counts(item: str, values: str) -> tuple[int, ...]:
     except ValueError:
         raise UserError(f"--grid {item}: values must be whole numbers separated by commas") from None
     if min(parsed) < 1:
-        raise UserError(f"--grid {item}: give each key once, with values >= 1")
+        raise UserError(f"--grid {item}: values must be 1 or more")
     return parsed
 
 

@@ -10,6 +10,7 @@ against a predicted 0 is not a 100% miss); its absolute values are still shown.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from islands.tables import duration, render, size
 
 NEGLIGIBLE_FRACTION = 0.01
 SYNC_ROWS_SHOWN = 12
+ERROR_DIGITS_BELOW = 10.0  # relative errors below this (1000%) are shown to 0.1%
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,13 @@ class Comparison:
 
 def relative_error(predicted: float | None, measured: float | None, scale: float | None = None) -> float | None:
     """None where either side has no value (an incomplete run gives no utilisation) or the
-    measurement is negligible."""
+    measurement is negligible, or so small that the ratio overflows (a measured 1e-320 s)."""
     if predicted is None or measured is None or measured == 0:
         return None
     if abs(measured) <= (scale or 0.0) * NEGLIGIBLE_FRACTION:
         return None
-    return (predicted - measured) / measured
+    error = (predicted - measured) / measured
+    return error if math.isfinite(error) else None
 
 
 def figures(predicted: dict, measured: dict, interface_bytes: float | None) -> list[Figure]:
@@ -109,7 +112,11 @@ def value_text(value: float | None, unit: str) -> str:
 
 
 def error_text(error: float | None) -> str:
-    return "-" if error is None else f"{100 * error:+.1f}%"
+    """``+12.3%``; beyond +-1000% in three figures (``+2.4e+17%``), so that a tiny measured value
+    cannot widen the table by hundreds of digits."""
+    if error is None:
+        return "-"
+    return f"{100 * error:+.1f}%" if abs(error) < ERROR_DIGITS_BELOW else f"{100 * error:+.3g}%"
 
 
 def figures_table(comparison: Comparison) -> str:
