@@ -9,12 +9,12 @@ a cluster executor can build variants without reading the file again.
 from __future__ import annotations
 
 import copy
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from islands.scenarios import Scenario, ScenarioError, from_dict, load, resolve
+from islands.scenarios import Scenario, ScenarioError, from_dict
+from islands.scenarios.loader import read_document
 from islands.scenarios.latencies import inline_rtt_csv
 from islands.scenarios.profile import apply_profile, read_profile
 from islands.schedules import SCHEDULES
@@ -37,8 +37,8 @@ class ScenarioSource:
     def read(cls, path_or_name: str | Path, overrides: Iterable[str] = ()) -> "ScenarioSource":
         """Read a scenario file or bundled scenario; bad input raises the loader's ``ScenarioError``."""
         overrides = tuple(overrides)
-        load(path_or_name, overrides)  # validates and reports problems exactly as `islands simulate` does
-        document = tomllib.loads(resolve(path_or_name).read_text(encoding="utf-8"))
+        document = read_document(path_or_name)
+        from_dict(document, str(path_or_name), overrides)  # validates and reports problems as `islands simulate` does
         return cls(inline_rtt_csv(document, str(path_or_name)), str(path_or_name), overrides)
 
     def variant(self, *extra: str) -> Scenario:

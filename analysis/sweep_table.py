@@ -8,12 +8,13 @@ dotted key whose first part is a section (``schedule.inner_steps``) or ``island`
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
 
 from islands.errors import UserError
-from islands.io import write_table
+from islands.io import read_bounded_bytes, write_table
 from islands.scenarios.spec import TOP_KEYS
 
 from .grid import SECTION_KEYS
@@ -48,8 +49,9 @@ def write_sweep(table: pd.DataFrame, path: str | Path) -> list[Path]:
 def read_sweep(path: str | Path) -> pd.DataFrame:
     """A sweep table from ``.csv`` or ``.parquet``; anything unreadable is a one-line UserError."""
     path = Path(path)
+    data = io.BytesIO(read_bounded_bytes(path, "sweep table"))
     try:
-        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        table = pd.read_parquet(data) if path.suffix == ".parquet" else pd.read_csv(data)
     except (OSError, ValueError, ImportError) as exc:
         raise UserError(f"{path}: cannot be read as a sweep table ({str(exc).splitlines()[0]})") from None
     missing = [column for column in REQUIRED_COLUMNS if column not in table.columns]

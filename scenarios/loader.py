@@ -56,10 +56,14 @@ def resolve(path_or_name: str | Path) -> Path | Traversable:
 
 def load(path_or_name: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     """Read, override and validate a scenario file (or a bundled scenario by name)."""
+    return from_dict(read_document(path_or_name), str(path_or_name), overrides)
+
+
+def read_document(path_or_name: str | Path) -> dict[str, Any]:
+    """The parsed TOML of a scenario file (read within ``MAX_INPUT_BYTES``) or a bundled scenario."""
     path = resolve(path_or_name)
-    source = str(path_or_name)
     text = read_bounded_text(path, "scenario") if isinstance(path, Path) else path.read_text(encoding="utf-8")
-    return from_dict(parse_toml(text, source), source, overrides)
+    return parse_toml(text, str(path_or_name))
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
