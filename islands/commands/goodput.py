@@ -31,11 +31,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.goodput import goodput_table, table_text
+    from islands.analysis.goodput import check_failures, goodput_table, table_text
     from islands.analysis.scenario_source import ScenarioSource
 
-    if args.failures < 1:
-        raise UserError(f"--failures must be >= 1 (got {args.failures})")
+    check_failures(args.failures)
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     source = ScenarioSource.read(args.scenario, args.overrides)
