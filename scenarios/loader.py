@@ -299,10 +299,12 @@ def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float],
             download_burst_bytes=first_given(values["download_burst_bytes"], values["burst_bytes"]),
             region=values["region"],
         ))
-    names = [island.name for island in islands]
-    for index, name in enumerate(names):
-        if name in names[:index]:
-            raise ScenarioError(source, f"island.{index}.name", f"'{name}' is used by another island; names must be unique")
+    seen: set[str] = set()
+    for index, island in enumerate(islands):
+        if island.name in seen:
+            raise ScenarioError(source, f"island.{index}.name",
+                                f"'{island.name}' is used by another island; names must be unique")
+        seen.add(island.name)
     return tuple(islands)
 
 

@@ -121,10 +121,11 @@ def parse_json(text: str, source: str) -> Any:
 
 def unique_hosts(hosts: tuple[Host, ...], source: str) -> tuple[Host, ...]:
     """Refuse a host listed twice: one entry would win silently."""
-    names = [host.name for host in hosts]
-    for index, name in enumerate(names):
-        if name in names[:index]:
-            raise ScenarioError(source, f"hosts.{index}.name", f"'{name}' is listed twice; each host once")
+    seen: set[str] = set()
+    for index, host in enumerate(hosts):
+        if host.name in seen:
+            raise ScenarioError(source, f"hosts.{index}.name", f"'{host.name}' is listed twice; each host once")
+        seen.add(host.name)
     return hosts
 
 

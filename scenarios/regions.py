@@ -31,9 +31,11 @@ def check_topology(regions: tuple[str, ...], backbones: tuple[BackboneSpec, ...]
                    syncer: SyncerSpec, schedule: ScheduleSpec, source: str) -> None:
     """Regions named once, backbones between declared regions, every island (and a decoupled
     syncer) in a declared region, and a backbone between every two regions that exchange bytes."""
+    seen: set[str] = set()
     for index, name in enumerate(regions):
-        if name in regions[:index]:
+        if name in seen:
             raise ScenarioError(source, f"region.{index}.name", f"'{name}' is declared twice")
+        seen.add(name)
     check_backbones(backbones, regions, source)
     for index, island in enumerate(islands):
         check_region(island.region, regions, f"island.{index}.region", source)
