@@ -1,0 +1,343 @@
+"""Every simulation-side command answers bad input with one line and exit code 2, before any long work.
+
+``CASES`` is the list of bad inputs tried; docs/bad-inputs-simulation.md is written from it
+(``python tests/test_bad_inputs_simulation.py`` rewrites it) and a test checks that the doc matches
+what the commands answer now. In an argument, ``{tmp}`` is a fresh folder holding ``s.toml`` (the
+worked example reading ``rtt.csv``), ``p.json`` (a network profile for it) and the files below.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from islands.cli import main
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "bad-inputs-simulation.md"
+SECONDS_BEFORE_WORK = 10  # every case is refused well within this (most in milliseconds)
+
+HUGE = "1" + "0" * 309  # past float's range
+LONG = "1" * 5000  # past Python's int-to-text limit (4,300 digits)
+PROFILE = ('{"kind": "islands network profile", "version": 1, "label": "t", "hosts": [%s], "rtt_ms": [], '
+           '"exchange": {"members": 1, "cpu_s_per_value": 0, "hop_overhead_s": 0, "end_spread_s": 0}}')
+HOST = '{"name": "dc", "upload_gbps": 1, "download_gbps": 1}'
+FILES = {
+    "rtt.csv": "a,b,rtt_ms\ndc,dc,1\n",
+    "p.json": PROFILE % HOST,
+    "dup.json": PROFILE % f"{HOST}, {HOST}",
+    "deep.json": "[" * 100_000,
+    "digits.json": '{"kind": "islands network profile", "version": %s}' % LONG,
+    "bad.toml": "name = [",
+    "huge.toml": None,  # the worked example with these replacements (see scenario_files)
+    "long.toml": None,
+    "overflow.toml": None,
+    "inf.toml": None,
+    "nan.toml": None,
+}
+REPLACEMENTS = {"huge.toml": ("outer_steps = 20", f"outer_steps = {HUGE}"),
+                "long.toml": ("outer_steps = 20", f"outer_steps = {LONG}"),
+                "overflow.toml": ("step_time_s = 1.5", "step_time_s = 1e999"),
+                "inf.toml": ("step_time_s = 1.5", "step_time_s = inf"),
+                "nan.toml": ("step_time_s = 1.5", "step_time_s = nan")}
+S = "{tmp}/s.toml"
+WE = "worked-example"
+SHORT = ["--set", "schedule.outer_steps=2"]
+
+
+@dataclass(frozen=True)
+class Case:
+    command: str
+    what: str           # the bad input, in words, for the doc
+    argv: tuple[str, ...]
+    expected: str       # a part of the one line the command answers (after {tmp} is filled in)
+
+
+def case(command: str, what: str, argv: list[str], expected: str) -> Case:
+    return Case(command, what, (command, *argv), expected)
+
+
+CASES = [
+    # the scenario file, as every scenario-reading command loads it
+    case("simulate", "no such file", ["{tmp}/missing.toml"], "missing.toml: no such file or bundled scenario"),
+    case("simulate", "a folder", ["{tmp}"], "is a folder: name a scenario TOML file"),
+    case("simulate", "a file that never ends", ["/dev/zero"], "/dev/zero: is not a regular file"),
+    case("simulate", "not TOML", ["{tmp}/bad.toml"], "bad.toml: not valid TOML"),
+    case("simulate", "a 310-digit integer", ["{tmp}/huge.toml"],
+         "schedule.outer_steps: must be an integer within +-2**53 (got an integer of about 310 digits)"),
+    case("simulate", "a 5,000-digit integer", ["{tmp}/long.toml"], "long.toml: has a number too long to read"),
+    case("simulate", "a float that overflows (1e999)", ["{tmp}/overflow.toml"],
+         "island.0.step_time_s: must be a finite number (got inf)"),
+    case("simulate", "inf", ["{tmp}/inf.toml"], "island.0.step_time_s: must be a finite number (got inf)"),
+    case("simulate", "nan", ["{tmp}/nan.toml"], "island.0.step_time_s: must be a finite number (got nan)"),
+    # --set
+    case("simulate", "--set without =", [WE, "--set", "schedule.inner_steps"], "an override must look like key=value"),
+    case("simulate", "--set with no key", [WE, "--set", "=3"], "an override names a key before the ="),
+    case("simulate", "--set of an unknown key", [WE, "--set", "schedule.nonsense=2"],
+         "schedule.nonsense: unknown key (the nearest known keys: inner_steps, outer_steps, overlap_steps)"),
+    case("simulate", "--set of a misspelt key", [WE, "--set", "island.*.bandwith_gbps=3"],
+         "island.0.bandwith_gbps: unknown key (did you mean 'bandwidth_gbps'?)"),
+    case("simulate", "--set that matches no entry", [WE, "--set", "region.*.name=x"],
+         "region.*.name: the scenario has no [[region]] entries, so this would set nothing"),
+    case("simulate", "--set of an island that is not there", [WE, "--set", "island.9.bandwidth_gbps=1"],
+         "island.9.bandwidth_gbps: no island 9: the scenario has 1"),
+    case("simulate", "--set of the wrong type", [WE, "--set", "schedule.inner_steps=abc"],
+         "schedule.inner_steps: must be an integer (got 'abc')"),
+    case("simulate", "--set negative", [WE, "--set", "schedule.inner_steps=-1"], "schedule.inner_steps: must be >= 1"),
+    case("simulate", "--set zero", [WE, "--set", "schedule.outer_steps=0"], "schedule.outer_steps: must be >= 1"),
+    case("simulate", "--set empty", [WE, "--set", "schedule.inner_steps="], "must be an integer (got '')"),
+    case("simulate", "--set nan", [WE, "--set", "model.parameters=nan"], "model.parameters: must be a finite number"),
+    case("simulate", "--set inf", [WE, "--set", "model.parameters=inf"], "model.parameters: must be a finite number"),
+    case("simulate", "--set a 310-digit number", [WE, "--set", f"model.parameters={HUGE}"],
+         "model.parameters: must be a finite number (got an integer of about 310 digits)"),
+    case("simulate", "--set huge", [WE, "--set", "island.*.replicas=1000000"], "island.0.replicas: must be <= 100000"),
+    case("simulate", "a quorum above the learners", [WE, "--set", "schedule.algorithm=decoupled",
+                                                     "--set", "schedule.quorum=9"],
+         "schedule.quorum: must be at most the 8 learners (workers) that report (got 9)"),
+    case("simulate", "alpha-beta where learners share the syncer's link",
+         [WE, "--set", "schedule.algorithm=decoupled", "--set", "syncer.bandwidth_gbps=10",
+          "--set", "network.model=alpha-beta"], "network.model: alpha-beta prices each transfer alone"),
+    case("simulate", "an rtt_csv that never ends", [WE, "--set", 'network.rtt_csv="/dev/zero"'],
+         "network.rtt_csv: cannot read /dev/zero: /dev/zero: a round-trip CSV is at most 16777216 bytes"),
+    case("simulate", "an rtt_csv that is a folder", [WE, "--set", 'network.rtt_csv="{tmp}"'],
+         "is a folder, not a round-trip CSV"),
+    # --network-profile
+    case("simulate", "--network-profile that never ends", [S, "--network-profile", "/dev/zero"],
+         "/dev/zero: a network profile is at most 16777216 bytes"),
+    case("simulate", "--network-profile missing", [S, "--network-profile", "{tmp}/none.json"],
+         "cannot read this network profile: No such file or directory"),
+    case("simulate", "--network-profile nested 100,000 deep", [S, "--network-profile", "{tmp}/deep.json"],
+         "deep.json: nested too deeply to be a network profile"),
+    case("simulate", "--network-profile with a 5,000-digit number", [S, "--network-profile", "{tmp}/digits.json"],
+         "digits.json: has a number too long to read"),
+    case("simulate", "--network-profile listing a host twice", [S, "--network-profile", "{tmp}/dup.json"],
+         "dup.json: hosts.1.name: 'dc' is listed twice"),
+    # outputs
+    case("simulate", "--trace onto the scenario", [S, "--trace", S], "--trace would overwrite the scenario"),
+    case("simulate", "--trace onto its rtt_csv", [S, "--trace", "{tmp}/rtt.csv"],
+         "--trace would overwrite network.rtt_csv"),
+    case("simulate", "--trace onto the profile", [S, "--network-profile", "{tmp}/p.json", "--trace", "{tmp}/p.json"],
+         "--trace would overwrite --network-profile"),
+    case("simulate", "--trace and --links on one file", [S, "--trace", "{tmp}/t.csv", "--links", "{tmp}/t.csv"],
+         "--trace and --links name the same file"),
+    case("simulate", "--trace unwritable", [WE, "--trace", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
+    case("simulate", "--links a folder", [WE, "--links", "{tmp}"], "is a folder; name a file in it"),
+    case("simulate", "--trace with an unknown extension", [WE, "--trace", "{tmp}/t.txt"],
+         "'.txt' is not a format this writes"),
+    case("simulate", "--max-events nan", [WE, "--max-events", "nan"], "--max-events must be >= 1 (got nan)"),
+    case("simulate", "--max-events 0", [WE, "--max-events", "0"], "--max-events must be >= 1 (got 0)"),
+    case("simulate", "--max-events not a number", [WE, "--max-events", "many"],
+         "argument --max-events: invalid float value: 'many'"),
+    case("simulate", "a run beyond --max-events", [WE, "--max-events", "10"],
+         "schedule.outer_steps: the run would need about"),
+    # sweep
+    case("sweep", "--grid without values", [WE, "--grid", "schedule.inner_steps"], "--grid schedule.inner_steps"),
+    case("sweep", "--grid of an unknown key", [WE, "--grid", "schedule.inner_stepz=1,2"],
+         "schedule.inner_stepz: unknown key (did you mean 'schedule.inner_steps'?)"),
+    case("sweep", "--seeds 0", [WE, "--grid", "schedule.inner_steps=1", "--seeds", "0"], "--seeds must be >= 1"),
+    case("sweep", "--top -1", [WE, "--grid", "schedule.inner_steps=1", "--top", "-1"], "--top must be >= 1"),
+    case("sweep", "--jobs 0", [WE, "--grid", "schedule.inner_steps=1", "--jobs", "0"], "--jobs must be >= 1"),
+    case("sweep", "--rank-by nothing known", [WE, *SHORT, "--grid", "schedule.inner_steps=1", "--rank-by", "x"],
+         "--rank-by x: not a numeric summary figure"),
+    case("sweep", "--output unwritable", [WE, "--grid", "schedule.inner_steps=1", "-o", "/proc/x.csv"],
+         "/proc/x.csv: cannot write in /proc"),
+    case("sweep", "--output a folder", [WE, "--grid", "schedule.inner_steps=1", "-o", "{tmp}"], "is a folder"),
+    case("sweep", "--output onto the scenario", [S, "--grid", "schedule.inner_steps=1", "-o", S],
+         "'.toml' is not a format this writes"),
+    case("sweep", "--output onto the rtt_csv", [S, "--grid", "schedule.inner_steps=1", "-o", "{tmp}/rtt.csv"],
+         "--output would overwrite network.rtt_csv"),
+    case("sweep", "--dask at a closed port", [WE, "--grid", "schedule.inner_steps=1", "--dask", "tcp://127.0.0.1:1"],
+         "--dask tcp://127.0.0.1:1: cannot reach a Dask scheduler there"),
+    case("sweep", "--dask without a port", [WE, "--grid", "schedule.inner_steps=1", "--dask", "tcp://127.0.0.1"],
+         "not a scheduler address like tcp://HOST:8786"),
+    # plan
+    case("plan", "--target-utilisation nan", [WE, "--target-utilisation", "nan"], "--target-utilisation"),
+    case("plan", "--target-utilisation 1.5", [WE, "--target-utilisation", "1.5"], "--target-utilisation"),
+    case("plan", "--target-utilisation 0", [WE, "--target-utilisation", "0"], "--target-utilisation"),
+    case("plan", "--targets with a word", [WE, "--targets", "0.5,most"], "expected fractions like 0.5,0.9,0.99"),
+    case("plan", "--targets inf", [WE, "--targets", "inf"], "--targets"),
+    case("plan", "--targets empty", [WE, "--targets", ""], "expected fractions like 0.5,0.9,0.99"),
+    case("plan", "--seeds 0", [WE, "--seeds", "0"], "--seeds must be >= 1"),
+    case("plan", "--jobs -2", [WE, "--jobs", "-2"], "--jobs must be >= 1"),
+    case("plan", "--objective unknown", [WE, "--objective", "speed"], "argument --objective: invalid choice: 'speed'"),
+    case("plan", "--profile without an objective", [WE, "--profile", "{tmp}/p.json"],
+         "--profile prices loss: it goes with --objective time-to-loss or cost"),
+    case("plan", "--max-events -1", [WE, "--max-events", "-1"], "--max-events must be >= 1"),
+    case("plan", "--dask at a closed port", [WE, "--dask", "tcp://127.0.0.1:1"], "cannot reach a Dask scheduler there"),
+    # bandwidth-table
+    case("bandwidth-table", "--sizes unknown", ["--sizes", "2b"], "--sizes: each must be one of 1b, 10b, 100b"),
+    case("bandwidth-table", "--sizes empty", ["--sizes", ""], "--sizes: each must be one of 1b, 10b, 100b"),
+    case("bandwidth-table", "--jobs 0", ["--jobs", "0"], "--jobs must be >= 1"),
+    case("bandwidth-table", "--set of an unknown key", ["--set", "schedule.x=1"], "schedule.x: unknown key"),
+    case("bandwidth-table", "--output unwritable", ["--output", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
+    case("bandwidth-table", "--output a folder", ["--output", "{tmp}"], "is a folder"),
+    case("bandwidth-table", "--output with an unknown extension", ["--output", "{tmp}/t.txt"],
+         "'.txt' is not a format this writes"),
+    # goodput
+    case("goodput", "--failures 0", ["--failures", "0"], "--failures must be in [1, 10000] (got 0)"),
+    case("goodput", "--failures 1000000", ["--failures", "1000000"], "--failures must be in [1, 10000] (got 1000000)"),
+    case("goodput", "--failures not an integer", ["--failures", "1e3"], "argument --failures: invalid int value: '1e3'"),
+    case("goodput", "--jobs 0", ["--jobs", "0"], "--jobs must be >= 1"),
+    case("goodput", "a scenario without chip failures", [WE], "island.0.chip_mtbf_s: is required for the goodput grid"),
+    case("goodput", "--output unwritable", ["--output", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
+    case("goodput", "--output a folder", ["--output", "{tmp}"], "is a folder"),
+    case("goodput", "--output onto the rtt_csv", [S, "--output", "{tmp}/rtt.csv"], "--output would overwrite"),
+    # report
+    case("report", "--output unwritable", [WE, "-o", "/proc/x.html"], "/proc/x.html: cannot write in /proc"),
+    case("report", "--output a folder", [WE, "-o", "{tmp}"], "is a folder"),
+    case("report", "--output onto the sweep table", [WE, "--sweep", "{tmp}/rtt.csv", "-o", "{tmp}/rtt.csv"],
+         "'.csv' is not a format this writes"),
+    case("report", "--sweep that never ends", [WE, "--sweep", "/dev/zero"], "/dev/zero: a sweep table is at most"),
+    case("report", "--sweep missing", [WE, "--sweep", "{tmp}/none.csv"], "cannot read this sweep table"),
+    case("report", "--sweep not a sweep table", [WE, "--sweep", "{tmp}/rtt.csv"], "not a sweep table"),
+    case("report", "--where without --sweep", [WE, "--where", "a=1"], "--where picks rows of a sweep table"),
+    case("report", "--target-utilisation nan", [WE, "--target-utilisation", "nan"], "--target-utilisation"),
+    case("report", "--seeds 0", [WE, "--seeds", "0"], "--seeds must be >= 1"),
+    case("report", "--jobs 0", [WE, "--jobs", "0"], "--jobs must be >= 1"),
+    case("report", "--dask at a closed port", [WE, "--dask", "tcp://127.0.0.1:1"], "cannot reach a Dask scheduler"),
+    # plot
+    case("plot", "an unknown kind", ["bandwith", WE], "unknown plot kind 'bandwith' (did you mean 'bandwidth'?)"),
+    case("plot", "--size 0x0", ["timeline", WE, "--size", "0x0"], "--size 0x0: each side must be"),
+    case("plot", "--size huge", ["timeline", WE, "--size", "100000x100000"], "--size 100000x100000: each side must be"),
+    case("plot", "--size not WxH", ["timeline", WE, "--size", "big"], "--size big: write WIDTHxHEIGHT"),
+    case("plot", "--worker out of range", ["bandwidth", WE, "--worker", "99"],
+         "--worker 99: the scenario has workers 0 to 7"),
+    case("plot", "--worker negative", ["bandwidth", WE, "--worker", "-1"], "--worker -1: the scenario has workers"),
+    case("plot", "--direction unknown", ["bandwidth", WE, "--direction", "sideways"], "--direction sideways: must be"),
+    case("plot", "--intervals backwards", ["timeline", WE, "--intervals", "5:2"], "need 0 <= START < STOP"),
+    case("plot", "--intervals not numbers", ["timeline", WE, "--intervals", "a:b"], "write START:STOP"),
+    case("plot", "--output unwritable", ["timeline", WE, "-o", "/proc/x.png"], "/proc/x.png: cannot write in /proc"),
+    case("plot", "--output a folder", ["timeline", WE, "-o", "{tmp}"], "is a folder"),
+    case("plot", "--output with an unknown extension", ["timeline", WE, "-o", "{tmp}/x.txt"],
+         "'.txt' is not a format this writes"),
+    case("plot", "heatmap of a file that never ends", ["heatmap", "/dev/zero"], "a sweep table is at most"),
+    case("plot", "heatmap with --set", ["heatmap", "{tmp}/rtt.csv", "--set", "a=1"], "--set applies to scenarios"),
+    # list, demo
+    case("list", "an argument it does not take", ["extra"], "unrecognized arguments: extra"),
+    case("demo", "--out unwritable", [WE, "--no-train", "--out", "/proc/demo"], "/proc/demo"),
+    case("demo", "--out a file", [WE, "--no-train", "--out", "{tmp}/rtt.csv"], "--out must be a folder"),
+    case("demo", "a bad scenario", ["{tmp}/bad.toml", "--no-train"], "bad.toml: not valid TOML"),
+]
+
+
+def scenario_files(folder: Path) -> None:
+    """``s.toml`` (the worked example reading rtt.csv) and every file of ``FILES`` in ``folder``."""
+    from islands.scenarios.loader import resolve
+
+    worked = resolve(WE).read_text(encoding="utf-8")
+    (folder / "s.toml").write_text(worked + '\n[network]\nrtt_csv = "rtt.csv"\n')
+    for name, text in FILES.items():
+        if text is None:
+            old, new = REPLACEMENTS[name]
+            text = worked.replace(old, new)
+        (folder / name).write_text(text)
+
+
+def answer(case_: Case, folder: Path) -> tuple[int, str]:
+    """The exit code and what the command printed on stderr."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main([part.replace("{tmp}", str(folder)) for part in case_.argv])
+        except SystemExit as exit_:  # argparse's own errors
+            code = exit_.code
+    return code, err.getvalue()
+
+
+ANSWERS: dict[int, str] = {}  # case index -> the line it answered, with the folder as {tmp}
+
+
+@pytest.fixture
+def folder(tmp_path):
+    scenario_files(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[f"{c.command}: {c.what}" for c in CASES])
+def test_a_bad_input_is_one_line_and_exit_2_before_any_work(index, folder):
+    case_ = CASES[index]
+    started = time.monotonic()
+    code, err = answer(case_, folder)
+    assert time.monotonic() - started < SECONDS_BEFORE_WORK
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith(f"islands {case_.command}: error: "), lines[0]
+    assert case_.expected.replace("{tmp}", str(folder)) in lines[0], lines[0]
+    ANSWERS[index] = lines[0].replace(str(folder), "{tmp}")
+
+
+def doc_text(answers: dict[int, str]) -> str:
+    """docs/bad-inputs-simulation.md: per command, a table of the inputs tried and the line answered."""
+    parts = [DOC_HEAD]
+    for command in dict.fromkeys(c.command for c in CASES):
+        parts.append(f"\n## islands {command}\n\n| bad input | arguments | answer (exit code 2) |\n| --- | --- | --- |")
+        for index, case_ in enumerate(CASES):
+            if case_.command == command:
+                argv = " ".join(shown_argument(part) for part in case_.argv[1:])
+                parts.append(f"| {case_.what} | `{argv}` | `{cell(answers[index])}` |")
+    return "\n".join(parts) + "\n"
+
+
+def shown_argument(part: str) -> str:
+    return part if len(part) <= 40 else f"{part[:20]}...({len(part)} characters)"
+
+
+def cell(line: str) -> str:
+    line = re.sub(r"\d{40,}", lambda m: f"{m.group()[:20]}...", line)
+    return line.replace("|", "\\|").replace("`", "'")
+
+
+DOC_HEAD = """# Bad input on the simulation side: what each command answers
+
+Every command that reads a scenario (simulate, sweep, plan, bandwidth-table, goodput, report, plot,
+demo) answers bad input with **one line on stderr and exit code 2**, before any long work: never a
+traceback, a hang, or a silent wrong number. The tables below list the inputs tried and the line
+each gets, exactly as the commands print it (`{tmp}` is the folder of the test's files: `s.toml` is
+the worked example reading `rtt.csv`, `p.json` a network profile for it).
+
+This file is written from the case list of `tests/test_bad_inputs_simulation.py` by running the
+commands (`python tests/test_bad_inputs_simulation.py` rewrites it), and a test checks that it still
+matches what they answer.
+
+Rules behind the answers:
+
+* every file read is bounded (`islands/io.py`: 64 MB for a scenario, 16 MB for a network profile or
+  a round-trip CSV): `/dev/zero` costs one bounded read;
+* a number must be finite as a float, an integer key within +-2**53; a huge number is shown by its
+  digit count, never printed whole;
+* `--set` that would set nothing (no such key, no such entry) is refused, naming the nearest keys;
+* an output that is also an input (the scenario, its `rtt_csv`, the network profile) or another
+  output, an unwritable path or a folder is refused before the run;
+* `--dask tcp://HOST:PORT` is probed first (5 s): a closed, silent or non-Dask (HTTP) port is one line;
+* the simulator's resource guard refuses a run beyond `--max-events` events, or beyond 1 kB of
+  memory per event, the topology's islands x islands matrix of measured round trips counted;
+* `goodput` runs at most 10,000 failures per cell, and marks a cell a run cut short instead of
+  giving it a number.
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the messages name Linux's /proc and /dev/zero")
+def test_the_doc_lists_every_case_with_its_answer(folder):
+    assert DOC.read_text(encoding="utf-8") == doc_text(all_answers(folder))
+
+
+def all_answers(folder: Path) -> dict[int, str]:
+    """Every case's line, from this session's tests where they ran, else by running it now."""
+    for index, case_ in enumerate(CASES):
+        if index not in ANSWERS:
+            ANSWERS[index] = answer(case_, folder)[1].strip().replace(str(folder), "{tmp}")
+    return ANSWERS
+
+
+if __name__ == "__main__":  # rewrite the doc from the commands' answers
+    with tempfile.TemporaryDirectory() as temporary:
+        scenario_files(Path(temporary))
+        DOC.write_text(doc_text(all_answers(Path(temporary))), encoding="utf-8")
+    print(f"wrote {DOC}")
