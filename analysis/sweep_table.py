@@ -33,16 +33,18 @@ def parquet_available() -> bool:
     return True
 
 
-def write_sweep(table: pd.DataFrame, path: str | Path) -> list[Path]:
-    """Write ``path`` as CSV and, where pyarrow imports, the same name with ``.parquet``; atomically."""
+def sweep_paths(path: str | Path) -> list[Path]:
+    """The files ``write_sweep`` writes for ``path``: its CSV and, where pyarrow imports, its Parquet."""
     path = Path(path)
     csv_path = path if path.suffix == ".csv" else path.with_name(path.name.removesuffix(".parquet") + ".csv")
-    written = [csv_path]
-    write_table(table, csv_path)
-    if parquet_available():
-        parquet_path = csv_path.with_suffix(".parquet")
-        write_table(table, parquet_path)
-        written.append(parquet_path)
+    return [csv_path, csv_path.with_suffix(".parquet")] if parquet_available() else [csv_path]
+
+
+def write_sweep(table: pd.DataFrame, path: str | Path) -> list[Path]:
+    """Write ``path`` as CSV and, where pyarrow imports, the same name with ``.parquet``; atomically."""
+    written = sweep_paths(path)
+    for target in written:
+        write_table(table, target)
     return written
 
 

@@ -35,8 +35,16 @@ def installed_version() -> str:
         return __version__
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument error is one line (``islands CMD: error: ...``) and exit code 2, as every other bad
+    input is; ``--help`` shows the usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="islands", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="islands", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"islands {installed_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in command_names():

@@ -15,7 +15,9 @@ import argparse
 
 from islands.errors import UserError
 
-from .common import print_table
+from islands.io import TABLE_FORMATS
+
+from .common import check_outputs, print_table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -39,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--sizes: each must be one of {', '.join(SIZES)} (got {args.sizes!r})")
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
+    check_outputs({"--output": args.output}, TABLE_FORMATS)
     print_table("bandwidth-table", lambda bar: bandwidth_table(sizes, tuple(args.overrides), jobs=args.jobs,
                                                               progress=bar), table_text, args.output)
     return 0

@@ -7,7 +7,7 @@ import contextlib
 import socket
 import struct
 from concurrent.futures import Executor
-from typing import Iterator
+from typing import Iterable, Iterator, Sequence
 
 from islands.errors import UserError
 from islands.simulator import DEFAULT_MAX_EVENTS
@@ -105,6 +105,17 @@ def probe_dask_scheduler(address: str, timeout_s: float) -> None:
     if len(greeting) < DASK_GREETING.size or DASK_GREETING.unpack(greeting)[0] > MAX_DASK_GREETING_BYTES:
         raise UserError(f"--dask {address}: something answers there, but not a Dask scheduler "
                         f"(it began with {greeting!r})")
+
+
+def check_outputs(outputs: dict[str, str | None], formats: Sequence[str], inputs: Iterable[tuple[str, str]] = ()) -> None:
+    """Before any work: each output given (name -> path) has a format of ``formats`` and a writable
+    folder, and none is an input (``inputs``: (what, path) pairs) or another output."""
+    from islands.io import check_output, refuse_shared_paths
+
+    refuse_shared_paths(outputs, dict(inputs))
+    for path in outputs.values():
+        if path is not None:
+            check_output(path, formats)
 
 
 def check_max_events(max_events: float) -> float:

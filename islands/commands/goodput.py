@@ -13,7 +13,9 @@ import argparse
 
 from islands.errors import UserError
 
-from .common import print_table
+from islands.io import TABLE_FORMATS
+
+from .common import check_outputs, print_table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     source = ScenarioSource.read(args.scenario, args.overrides)
+    check_outputs({"--output": args.output}, TABLE_FORMATS, source.inputs)
     print_table("goodput", lambda bar: goodput_table(source, failures=args.failures, jobs=args.jobs, progress=bar),
                 table_text, args.output)
     return 0
