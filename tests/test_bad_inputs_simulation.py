@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import socket
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from islands.cli import main
+from islands.errors import UserError
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "bad-inputs-simulation.md"
 SECONDS_BEFORE_WORK = 10  # every case is refused well within this (most in milliseconds)
@@ -269,6 +272,114 @@ def test_a_bad_input_is_one_line_and_exit_2_before_any_work(index, folder):
     assert lines[0].startswith((f"islands {case_.command}: error: ", "islands: error: ")), lines[0]
     assert case_.expected.replace("{tmp}", str(folder)) in lines[0], lines[0]
     ANSWERS[index] = lines[0].replace(str(folder), "{tmp}")
+
+
+def test_a_goodput_cell_cut_short_is_marked_not_a_number():
+    from islands.analysis.goodput import METHODS, goodput_table, table_text
+    from islands.analysis.scenario_source import ScenarioSource
+
+    source = ScenarioSource.read("chaos", ["island.0.recovery_s=1e7"])  # a failed DP fleet never recovers in time
+    table = goodput_table(source, failures=3, chips=(150_000,), methods=(METHODS[0],), jobs=1)
+    row = table.iloc[0]
+    assert row["simulated_percent"] is None and row["difference_points"] is None
+    assert "stopped at the horizon" in row["incomplete_reason"]
+    text = table_text(table)
+    assert "| DP, non-elastic | cut short (72%) |" in text
+    assert "worst difference none over 0 complete cells" in text
+
+
+def test_learners_sharing_the_syncer_link_take_n_times_as_long():
+    """8 learners each send S = 2 GB (1e9 bf16 values) up to the syncer's 10 Gbit/s link together, then
+    take the merged fragment back down it: each way takes 8 x 16 Gbit / 10 Gbit/s = 12.8 s, not 1.6 s."""
+    from islands.scenarios import from_dict
+    from islands.simulator import simulate
+
+    learners, payload_bytes, syncer_bits_per_s, compute_s = 8, 2e9, 10e9, 10 * 1.0
+    document = {"name": "shared", "model": {"parameters": 1e9, "bytes_per_param": 2},
+                "schedule": {"algorithm": "decoupled", "inner_steps": 10, "outer_steps": 1, "quorum": learners},
+                "syncer": {"bandwidth_gbps": syncer_bits_per_s / 1e9},
+                "island": [{"name": "l", "replicas": learners, "step_time_s": 1.0, "bandwidth_gbps": 1000}]}
+    summary = simulate(from_dict(document)).summary
+    one_way_s = learners * payload_bytes * 8 / syncer_bits_per_s
+    assert summary["wall_time_s"] == pytest.approx(compute_s + 2 * one_way_s, rel=1e-9)
+
+
+def test_bandwidth_table_rows_are_labelled_by_the_schedule_they_run():
+    from islands.analysis.bandwidth_table import bandwidth_table, table_text
+
+    table = bandwidth_table(("1b",), ("schedule.algorithm=ddp", "schedule.outer_steps=2"), jobs=1)
+    methods = list(dict.fromkeys(table["method"]))
+    assert methods == ["Data-Parallel", "Vanilla DiLoCo", "Streaming DiLoCo run as DDP",
+                       "w/ overlapped com. run as DDP", "w/ overlapped FP4 com. run as DDP"]
+    assert table[table["method"].str.endswith("as DDP")]["paper_gbps"].isna().all()
+    assert "of 10 cells within one grid step" in table_text(table)
+
+
+def test_the_guard_counts_the_islands_by_islands_matrix(tmp_path):
+    """2,000 islands with one measured round trip: a 2,000 x 2,000 float64 matrix, 32 MB, above the
+    10 MB that --max-events 10,000 allows (1 kB per event), though the run needs far fewer events."""
+    islands = "".join(f'[[island]]\nname = "i{i}"\nstep_time_s = 1\nbandwidth_gbps = 10\n' for i in range(2000))
+    path = tmp_path / "wide.toml"
+    path.write_text('name = "wide"\n[model]\nparameters = 1e6\n[schedule]\nalgorithm = "diloco"\nouter_steps = 1\n'
+                    f'{islands}[[latency]]\nbetween = ["i0", "i1"]\nrtt_ms = 10\n')
+    code, err = answer(case("simulate", "", [str(path), "--max-events", "10000"], ""), tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    topology_bytes = 8 * (1 + 2000**2) + 200 * 2000  # the region and island matrices, 200 B per worker
+    memory_bytes = topology_bytes + 2000 * 2000  # and 2 kB per worker-sync: 2,000 workers sync once
+    assert (f"wide.toml: latency: the run would take about {memory_bytes / 1e9:.3g} GB of memory "
+            f"({topology_bytes / 1e9:.3g} GB of it the topology: 2000 islands") in err
+
+
+def serve(reply: bytes | None) -> tuple[socket.socket, str]:
+    """A local port that answers every connection with ``reply`` once it has read a request (None: never)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def handle() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            if reply is not None:
+                connection.recv(1024)
+                connection.sendall(reply)
+            threading.Timer(5, connection.close).start()
+
+    threading.Thread(target=handle, daemon=True).start()
+    return server, f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("reply, expected", [
+    (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", "no Dask scheduler answered within 0.5 s"),
+    (None, "no Dask scheduler answered within 0.5 s"),
+])
+def test_dask_at_a_port_that_is_not_a_scheduler_is_one_line(reply, expected, monkeypatch, tmp_path):
+    from islands.commands import common
+
+    monkeypatch.setattr(common, "DASK_CONNECT_TIMEOUT_S", 0.5)
+    server, address = serve(reply)
+    with server:
+        started = time.monotonic()
+        code, err = answer(case("plan", "", [WE, "--dask", address], ""), tmp_path)
+    assert time.monotonic() - started < SECONDS_BEFORE_WORK
+    assert code == 2 and err.strip() == f"islands plan: error: --dask {address}: {expected}"
+
+
+def test_dask_at_a_port_that_greets_in_http_is_one_line(monkeypatch):
+    from islands.commands import common
+
+    server = socket.create_server(("127.0.0.1", 0))
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+    def greet() -> None:
+        connection, _ = server.accept()
+        connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+        threading.Timer(5, connection.close).start()
+
+    threading.Thread(target=greet, daemon=True).start()
+    with server, pytest.raises(UserError, match=r"something answers there, but not a Dask scheduler "
+                                                r"\(it began with b'HTTP/1.1'\)"):
+        common.probe_dask_scheduler(address, 5)
 
 
 def doc_text(answers: dict[int, str]) -> str:
