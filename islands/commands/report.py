@@ -34,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.plan import check_target
+    from islands.analysis.plan import MAX_SEEDS, check_target
     from islands.analysis.progress import ProgressBar
     from islands.analysis.report import REPORT_FORMATS, build_report, write_report
     from islands.analysis.sweep_table import read_sweep
@@ -43,9 +43,10 @@ def run(args: argparse.Namespace) -> int:
 
     check_output(args.output, REPORT_FORMATS)
     check_target(args.target_utilisation)
-    for option, count in (("--seeds", args.seeds), ("--jobs", args.jobs)):
-        if count is not None and count < 1:
-            raise UserError(f"{option} must be >= 1 (got {count})")
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise UserError(f"--seeds must be in [1, {MAX_SEEDS}] (got {args.seeds})")
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     if args.where and not args.sweep:
         raise UserError("--where picks rows of a sweep table: give one with --sweep TABLE")
     source = read_source(args)
