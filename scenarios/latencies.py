@@ -56,8 +56,8 @@ def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
         try:
             rtt_ms = float(row["rtt_ms"])
         except (TypeError, ValueError):
-            raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms must be a number (got {shown_value(row['rtt_ms'])})") \
-                from None
+            raise ScenarioError(source, "network.rtt_csv",
+                                f"{where}: rtt_ms must be a number (got {shown_value(row['rtt_ms'])})") from None
         problem = LATENCY_KEYS["rtt_ms"].check(rtt_ms) if math.isfinite(rtt_ms) else "must be finite"
         if problem:
             raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms {problem} (got {shown_value(rtt_ms)})")

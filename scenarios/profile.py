@@ -85,14 +85,15 @@ def read_profile(path: str | Path) -> NetworkProfile:
         raise ScenarioError(str(path), "kind", f"not a network profile (no \"kind\": \"{KIND}\"): write one with "
                             "islands calibrate")
     if values.get("version") != VERSION:
-        raise ScenarioError(str(path), "version", f"{shown_value(values.get('version'))} is not {VERSION}: calibrate again")
+        raise ScenarioError(str(path), "version",
+                            f"{shown_value(values.get('version'))} is not {VERSION}: calibrate again")
     try:
         return NetworkProfile(
             label=str(values["label"]),
             hosts=unique_hosts(tuple(Host(str(h["name"]), positive(h["upload_gbps"]), positive(h["download_gbps"]))
                                      for h in values["hosts"]), str(path)),
-            rtt_ms=tuple(PairLatency((str(p["between"][0]), str(p["between"][1])), non_negative(p["rtt_ms"]))
-                         for p in values["rtt_ms"]),
+            rtt_ms=unique_pairs(tuple(PairLatency((str(p["between"][0]), str(p["between"][1])),
+                                                  non_negative(p["rtt_ms"])) for p in values["rtt_ms"]), str(path)),
             exchange=ExchangeCost(int(values["exchange"]["members"]),
                                   non_negative(values["exchange"]["cpu_s_per_value"]),
                                   number(values["exchange"]["hop_overhead_s"]),
@@ -134,6 +135,17 @@ def number(value: Any) -> float:
     if not is_finite_number(value):
         raise ValueError(f"{shown_value(value)} is not a finite number")
     return float(value)
+
+
+def unique_pairs(pairs: tuple[PairLatency, ...], source: str) -> tuple[PairLatency, ...]:
+    """Refuse a pair of hosts measured twice: one round trip would win silently."""
+    seen: set[frozenset[str]] = set()
+    for index, pair in enumerate(pairs):
+        if frozenset(pair.between) in seen:
+            raise ScenarioError(source, f"rtt_ms.{index}", f"the round trip between {' and '.join(pair.between)} "
+                                "is listed twice; each pair once")
+        seen.add(frozenset(pair.between))
+    return pairs
 
 
 def positive(value: Any) -> float:

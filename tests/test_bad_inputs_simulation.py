@@ -36,6 +36,8 @@ FILES = {
     "rtt.csv": "a,b,rtt_ms\ndc,dc,1\n",
     "p.json": PROFILE % HOST,
     "dup.json": PROFILE % f"{HOST}, {HOST}",
+    "dup-rtt.json": (PROFILE % HOST).replace('"rtt_ms": []', '"rtt_ms": [{"between": ["dc", "dc"], "rtt_ms": 1}, '
+                                                           '{"between": ["dc", "dc"], "rtt_ms": 2}]'),
     "deep.json": "[" * 100_000,
     "digits.json": '{"kind": "islands network profile", "version": %s}' % LONG,
     "bad.toml": "name = [",
@@ -53,6 +55,8 @@ REPLACEMENTS = {"huge.toml": ("outer_steps = 20", f"outer_steps = {HUGE}"),
 S = "{tmp}/s.toml"
 WE = "worked-example"
 SHORT = ["--set", "schedule.outer_steps=2"]
+THOUSAND = ",".join(map(str, range(1, 1001)))  # a thousand values of a grid axis
+TARGET = "target utilisation must be in (0, 1]"
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,8 @@ CASES = [
          "digits.json: has a number too long to read"),
     case("simulate", "--network-profile listing a host twice", [S, "--network-profile", "{tmp}/dup.json"],
          "dup.json: hosts.1.name: 'dc' is listed twice"),
+    case("simulate", "--network-profile measuring a pair twice", [S, "--network-profile", "{tmp}/dup-rtt.json"],
+         "dup-rtt.json: rtt_ms.1: the round trip between dc and dc is listed twice"),
     # outputs
     case("simulate", "--trace onto the scenario", [S, "--trace", S], "--trace would overwrite the scenario"),
     case("simulate", "--trace onto its rtt_csv", [S, "--trace", "{tmp}/rtt.csv"],
@@ -144,8 +150,8 @@ CASES = [
     case("sweep", "--grid without values", [WE, "--grid", "schedule.inner_steps"], "--grid schedule.inner_steps"),
     case("sweep", "--grid of an unknown key", [WE, "--grid", "schedule.inner_stepz=1,2"],
          "schedule.inner_stepz: unknown key (did you mean 'schedule.inner_steps'?)"),
-    case("sweep", "a grid of millions of runs", [WE, "--grid", "schedule.inner_steps=" + ",".join(map(str, range(1, 1001))),
-                                                 "--grid", "island.*.bandwidth_gbps=" + ",".join(map(str, range(1, 1001)))],
+    case("sweep", "a grid of millions of runs", [WE, "--grid", f"schedule.inner_steps={THOUSAND}",
+                                                 "--grid", f"island.*.bandwidth_gbps={THOUSAND}"],
          "--grid: 1000 x 1000 = 1,000,000 runs, above the 100,000 a sweep runs"),
     case("sweep", "--seeds huge", [WE, "--grid", "schedule.inner_steps=1", "--seeds", "100000000"],
          "--grid: 1 x 100000000 seeds = 100,000,000 runs"),
@@ -168,11 +174,11 @@ CASES = [
     case("sweep", "--dask without a port", [WE, "--grid", "schedule.inner_steps=1", "--dask", "tcp://127.0.0.1"],
          "not a scheduler address like tcp://HOST:8786"),
     # plan
-    case("plan", "--target-utilisation nan", [WE, "--target-utilisation", "nan"], "target utilisation must be in (0, 1]"),
-    case("plan", "--target-utilisation 1.5", [WE, "--target-utilisation", "1.5"], "target utilisation must be in (0, 1]"),
-    case("plan", "--target-utilisation 0", [WE, "--target-utilisation", "0"], "target utilisation must be in (0, 1]"),
+    case("plan", "--target-utilisation nan", [WE, "--target-utilisation", "nan"], TARGET),
+    case("plan", "--target-utilisation 1.5", [WE, "--target-utilisation", "1.5"], TARGET),
+    case("plan", "--target-utilisation 0", [WE, "--target-utilisation", "0"], TARGET),
     case("plan", "--targets with a word", [WE, "--targets", "0.5,most"], "expected fractions like 0.5,0.9,0.99"),
-    case("plan", "--targets inf", [WE, "--targets", "inf"], "target utilisation must be in (0, 1]"),
+    case("plan", "--targets inf", [WE, "--targets", "inf"], TARGET),
     case("plan", "--targets empty", [WE, "--targets", ""], "expected fractions like 0.5,0.9,0.99"),
     case("plan", "--seeds 0", [WE, "--seeds", "0"], "--seeds must be in [1, 100] (got 0)"),
     case("plan", "--jobs -2", [WE, "--jobs", "-2"], "--jobs must be >= 1"),
@@ -203,7 +209,8 @@ CASES = [
     # goodput
     case("goodput", "--failures 0", ["--failures", "0"], "--failures must be in [1, 10000] (got 0)"),
     case("goodput", "--failures 1000000", ["--failures", "1000000"], "--failures must be in [1, 10000] (got 1000000)"),
-    case("goodput", "--failures not an integer", ["--failures", "1e3"], "argument --failures: invalid int value: '1e3'"),
+    case("goodput", "--failures not an integer", ["--failures", "1e3"],
+         "argument --failures: invalid int value: '1e3'"),
     case("goodput", "--jobs 0", ["--jobs", "0"], "--jobs must be >= 1"),
     case("goodput", "a scenario without chip failures", [WE], "island.0.chip_mtbf_s: is required for the goodput grid"),
     case("goodput", "--output unwritable", ["--output", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
@@ -218,7 +225,7 @@ CASES = [
     case("report", "--sweep missing", [WE, "--sweep", "{tmp}/none.csv"], "cannot read this sweep table"),
     case("report", "--sweep not a sweep table", [WE, "--sweep", "{tmp}/rtt.csv"], "not a sweep table"),
     case("report", "--where without --sweep", [WE, "--where", "a=1"], "--where picks rows of a sweep table"),
-    case("report", "--target-utilisation nan", [WE, "--target-utilisation", "nan"], "target utilisation must be in (0, 1]"),
+    case("report", "--target-utilisation nan", [WE, "--target-utilisation", "nan"], TARGET),
     case("report", "--seeds 0", [WE, "--seeds", "0"], "--seeds must be in [1, 100] (got 0)"),
     case("report", "--seeds huge", [WE, "--seeds", "100000000"], "--seeds must be in [1, 100] (got 100000000)"),
     case("report", "--jobs 0", [WE, "--jobs", "0"], "--jobs must be >= 1"),

@@ -107,7 +107,8 @@ def probe_dask_scheduler(address: str, timeout_s: float) -> None:
                         f"(it began with {greeting!r})")
 
 
-def check_outputs(outputs: dict[str, str | None], formats: Sequence[str], inputs: Iterable[tuple[str, str]] = ()) -> None:
+def check_outputs(outputs: dict[str, str | None], formats: Sequence[str],
+                  inputs: Iterable[tuple[str, str]] = ()) -> None:
     """Before any work: each output given (name -> path) has a format of ``formats`` and a writable
     folder, and none is an input (``inputs``: (what, path) pairs) or another output."""
     from islands.io import check_output, refuse_shared_paths
