@@ -156,8 +156,18 @@ class Simulation:
             self.finished.succeed()
 
     def everyone_gone_reason(self) -> str:
+        waiting = [self.state_of[rank].worker.name for rank in sorted(self.running)]
+        if waiting:
+            return (f"the run stalled at {self.env.now:.4g} s after {self.completed_outer} of "
+                    f"{self.scenario.schedule.outer_steps} outer steps: nothing was left to happen while "
+                    f"{', '.join(waiting)} still waited (a simulator bug: please report it)")
         key = budget.churniest_key(self.scenario)
         advice = f"raise {key} or give that island mttr_s" if key != "event" else "leave someone in the run"
+        gone = [state.worker.name for state in self.states if not state.present]
+        if len(gone) < len(self.states):
+            return (f"{', '.join(gone)} left by {self.churn.last_leave_s:.4g} s and did not return, after "
+                    f"{self.completed_outer} of {self.scenario.schedule.outer_steps} outer steps (a run counts "
+                    f"its laggard's): {advice}")
         return (f"every worker had left by {self.churn.last_leave_s:.4g} s and none returns, after "
                 f"{self.completed_outer} of {self.scenario.schedule.outer_steps} outer steps: {advice}")
 
