@@ -23,6 +23,7 @@ REQUIRED_COLUMNS = ("valid",)
 MAXIMISED_SUFFIX = "utilisation"
 TIE_BREAKERS = ("peak_bandwidth_gbps", "bandwidth_needed_gbps")
 NOT_FIGURES = ("seed", "run", "valid", "complete")
+TEXT_COLUMNS = ("error", "incomplete_reason")
 
 
 def parquet_available() -> bool:
@@ -78,10 +79,16 @@ def maximised(column: str) -> bool:
 
 
 def numeric_column(table: pd.DataFrame, column: str, what: str) -> None:
-    if column not in table.columns or not pd.api.types.is_numeric_dtype(table[column]):
-        numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c]) and not is_parameter(c)]
+    """Refuse a ``column`` that is not a summary figure: missing, a flag, or text (``error`` and
+    ``incomplete_reason`` read back as empty numbers where no run had one)."""
+    if column not in figure_columns(table):
         raise UserError(f"{what} {column}: not a numeric column of the sweep table "
-                        f"(e.g. {', '.join(numeric[:6])})")
+                        f"(e.g. {', '.join(figure_columns(table)[:6])})")
+
+
+def figure_columns(table: pd.DataFrame) -> list[str]:
+    return [c for c in table.columns if c not in (*NOT_FIGURES, *TEXT_COLUMNS) and not is_parameter(c)
+            and pd.api.types.is_numeric_dtype(table[c]) and not pd.api.types.is_bool_dtype(table[c])]
 
 
 def cut_short(table: pd.DataFrame) -> pd.Series:

@@ -32,6 +32,8 @@ LONG = "1" * 5000  # past Python's int-to-text limit (4,300 digits)
 PROFILE = ('{"kind": "islands network profile", "version": 1, "label": "t", "hosts": [%s], "rtt_ms": [], '
            '"exchange": {"members": 1, "cpu_s_per_value": 0, "hop_overhead_s": 0, "end_spread_s": 0}}')
 HOST = '{"name": "dc", "upload_gbps": 1, "download_gbps": 1}'
+SWEEP_CSV = ("run,schedule.inner_steps,island.*.bandwidth_gbps,valid,error,compute_utilisation,wall_time_s\n"
+             "0,10,1,True,,0.5,10\n1,10,10,True,,0.9,9\n2,20,1,True,,0.6,20\n3,20,10,True,,0.95,19\n")
 FILES = {
     "rtt.csv": "a,b,rtt_ms\ndc,dc,1\n",
     "p.json": PROFILE % HOST,
@@ -41,6 +43,7 @@ FILES = {
     "deep.json": "[" * 100_000,
     "digits.json": '{"kind": "islands network profile", "version": %s}' % LONG,
     "bad.toml": "name = [",
+    "sweep.csv": SWEEP_CSV,
     "huge.toml": None,  # the worked example with these replacements (see scenario_files)
     "long.toml": None,
     "overflow.toml": None,
@@ -246,6 +249,15 @@ CASES = [
     case("plot", "--output with an unknown extension", ["timeline", WE, "-o", "{tmp}/x.txt"],
          "'.txt' is not a format this writes"),
     case("plot", "heatmap of a file that never ends", ["heatmap", "/dev/zero"], "a sweep table is at most"),
+    case("plot", "heatmap --metric of text", ["heatmap", "{tmp}/sweep.csv", "--metric", "error"],
+         "--metric error: not a numeric column of the sweep table (e.g. compute_utilisation, wall_time_s)"),
+    case("plot", "heatmap --x and --y the same", ["heatmap", "{tmp}/sweep.csv", "--x", "schedule.inner_steps",
+                                                  "--y", "schedule.inner_steps"],
+         "--x and --y both name schedule.inner_steps"),
+    case("plot", "heatmap --where of no row", ["heatmap", "{tmp}/sweep.csv", "--where", "schedule.inner_steps=7"],
+         "--where schedule.inner_steps=7: no row of the sweep table has schedule.inner_steps = 7"),
+    case("plot", "heatmap --output onto the sweep table", ["heatmap", "{tmp}/sweep.csv", "-o", "{tmp}/sweep.csv"],
+         "'.csv' is not a format this writes"),
     case("plot", "heatmap with --set", ["heatmap", "{tmp}/rtt.csv", "--set", "a=1"], "--set applies to scenarios"),
     # list, demo
     case("list", "an argument it does not take", ["extra"], "unrecognized arguments: extra"),
