@@ -30,6 +30,7 @@ DP_WORKERS = 8
 LEARNERS = (2, 4, 8, 16)
 DEFAULT_FAILURES = 300
 MAX_FAILURES = 10_000  # per cell: about +-0.3 points, some minutes per cell; beyond, the grid runs for hours
+MAX_CELL_EVENTS = 1e8  # the simulator's estimate for one cell (the default grid's largest: about 3e6)
 
 # Table 1 of the paper: goodput (%) with one interruption per chip-year, by method and fleet size, as
 # transcribed in public notes on it (the grid from one; the 1.2M and 2.4M columns confirmed by others)
@@ -83,9 +84,19 @@ def check_fleet(source: ScenarioSource) -> None:
 def goodput_cell(source: ScenarioSource, overrides: tuple[str, ...]) -> dict:
     from islands.simulator import simulate
 
-    summary = simulate(source.variant(*overrides), max_events=math.inf).summary
+    summary = simulate(source.variant(*overrides), max_events=MAX_CELL_EVENTS).summary
     return {"goodput": summary["goodput"], "failures": summary["failures"], "wall_time_s": summary["wall_time_s"],
             "incomplete_reason": summary["incomplete_reason"]}
+
+
+def check_cell_events(source: ScenarioSource, overrides: tuple[str, ...], cell: str) -> None:
+    """Price a cell before any runs: refuse, in one line, one the simulator estimates beyond ``MAX_CELL_EVENTS``."""
+    from islands.simulator.budget import estimate
+
+    events = estimate(source.variant(*overrides)).events
+    if events > MAX_CELL_EVENTS:
+        raise UserError(f"{source.source}: the goodput cell {cell} would need about {events:.3g} simulator events, "
+                        f"above {MAX_CELL_EVENTS:g}: lower --failures, or lengthen island.0.step_time_s")
 
 
 def check_failures(failures: int) -> None:
@@ -104,6 +115,8 @@ def goodput_table(scenario: "str | Path | ScenarioSource" = "chaos", failures: i
     check_fleet(source)
     cells = [(method, n) for method in methods for n in chips]
     tasks = [(source, cell_overrides(source, method, n, failures)) for method, n in cells]
+    for (method, n), (_, overrides) in zip(cells, tasks):
+        check_cell_events(source, overrides, f"{method.label}, {n / 1e6:g}M chips")
     results = run_tasks(goodput_cell, tasks, executor=executor, jobs=jobs, progress=progress)
     rows = []
     for (method, n), result in zip(cells, results):
