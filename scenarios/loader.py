@@ -67,12 +67,14 @@ def read_document(path_or_name: str | Path) -> dict[str, Any]:
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
-    """The TOML document in ``text``; a syntax error, or an integer of more digits than Python converts
-    (4,300), is one ``ScenarioError``."""
+    """The TOML document in ``text``; a syntax error, nesting too deep to parse, or an integer of more
+    digits than Python converts (4,300), is one ``ScenarioError``."""
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(source, "", f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(source, "", "has arrays or tables nested too deeply to read") from None
     except ValueError as exc:
         raise ScenarioError(source, "", f"has a number too long to read: {str(exc).split(';')[0]}") from None
 
@@ -89,7 +91,7 @@ def parse_override_value(raw: str) -> Any:
     """A TOML value if it parses as one (``10``, ``1e9``, ``true``, ``"x"``), else the bare string."""
     try:
         return tomllib.loads(f"value = {raw}")["value"]
-    except ValueError:  # TOMLDecodeError, or an integer of more digits than Python converts
+    except (ValueError, RecursionError):  # not TOML, a number too long to convert, or nesting too deep
         return raw
 
 

@@ -43,6 +43,7 @@ FILES = {
     "deep.json": "[" * 100_000,
     "digits.json": '{"kind": "islands network profile", "version": %s}' % LONG,
     "bad.toml": "name = [",
+    "deep.toml": "name = " + "[" * 100_000 + "]" * 100_000,
     "sweep.csv": SWEEP_CSV,
     "huge.toml": None,  # the worked example with these replacements (see scenario_files)
     "long.toml": None,
@@ -80,6 +81,10 @@ CASES = [
     case("simulate", "a folder", ["{tmp}"], "is a folder: name a scenario TOML file"),
     case("simulate", "a file that never ends", ["/dev/zero"], "/dev/zero: is not a regular file"),
     case("simulate", "not TOML", ["{tmp}/bad.toml"], "bad.toml: not valid TOML"),
+    case("simulate", "arrays nested 100,000 deep", ["{tmp}/deep.toml"],
+         "deep.toml: has arrays or tables nested too deeply to read"),
+    case("simulate", "--set nested 100,000 deep", [WE, "--set", "schedule.inner_steps=" + "[" * 100_000],
+         "schedule.inner_steps: must be an integer (got '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[...)"),
     case("simulate", "a 310-digit integer", ["{tmp}/huge.toml"],
          "schedule.outer_steps: must be an integer within +-2**53 (got an integer of about 310 digits)"),
     case("simulate", "a 5,000-digit integer", ["{tmp}/long.toml"], "long.toml: has a number too long to read"),
