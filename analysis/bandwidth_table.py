@@ -14,10 +14,12 @@ agrees with it when the two are within one grid step, a factor of ``GRID_STEP``.
 from __future__ import annotations
 
 from concurrent.futures import Executor
+from dataclasses import replace
 
 import pandas as pd
 
 from islands.schedules import SCHEDULES
+from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
 from .scenario_source import ScenarioSource
@@ -71,11 +73,15 @@ def cell_gbps(source: ScenarioSource, target: float, overrides: tuple[str, ...])
 
 def bandwidth_table(sizes: tuple[str, ...] = SIZES, overrides: tuple[str, ...] = (),
                     executor: Executor | None = None, jobs: int | None = None,
-                    progress: Progress | None = None) -> pd.DataFrame:
+                    progress: Progress | None = None, max_events: float = DEFAULT_MAX_EVENTS) -> pd.DataFrame:
     """One row per (size, method, target): our Gbit/s, the paper's, their ratio, and whether they are
     within one grid step. ``overrides`` apply to every cell before the row's own."""
     cells = [(size, row, target) for size in sizes for row in ROWS for target in TARGETS]
-    sources = {size: ScenarioSource.read(scenario_name(size), overrides) for size in sizes}
+    sources = {size: replace(ScenarioSource.read(scenario_name(size), overrides), max_events=max_events)
+               for size in sizes}
+    for size in sizes:  # fail here, in one line, rather than call every cell of a row unreachable
+        for row in ROWS:
+            guard(sources[size].variant(*ROWS[row]), sources[size].max_events)
     labels = {(size, row): row_label(sources[size], row) for size in sizes for row in ROWS}
     tasks = [(sources[size], target, ROWS[row]) for size, row, target in cells]
     results = run_tasks(cell_gbps, tasks, executor=executor, jobs=jobs, progress=progress)

@@ -158,7 +158,7 @@ CASES = [
     case("sweep", "--grid without values", [WE, "--grid", "schedule.inner_steps"], "--grid schedule.inner_steps"),
     case("sweep", "--grid of an unknown key", [WE, "--grid", "schedule.inner_stepz=1,2"],
          "schedule.inner_stepz: unknown key (did you mean 'schedule.inner_steps'?)"),
-    case("sweep", "a grid of millions of runs", [WE, "--grid", f"schedule.inner_steps={THOUSAND}",
+    case("sweep", "a grid of a million runs", [WE, "--grid", f"schedule.inner_steps={THOUSAND}",
                                                  "--grid", f"island.*.bandwidth_gbps={THOUSAND}"],
          "--grid: 1000 x 1000 = 1,000,000 runs, above the 100,000 a sweep runs"),
     case("sweep", "--seeds huge", [WE, "--grid", "schedule.inner_steps=1", "--seeds", "100000000"],
@@ -209,7 +209,11 @@ CASES = [
     case("bandwidth-table", "--sizes unknown", ["--sizes", "2b"], "--sizes: each must be one of 1b, 10b, 100b"),
     case("bandwidth-table", "--sizes empty", ["--sizes", ""], "--sizes: each must be one of 1b, 10b, 100b"),
     case("bandwidth-table", "--jobs 0", ["--jobs", "0"], "--jobs must be >= 1"),
+    case("bandwidth-table", "--max-events nan", ["--max-events", "nan"], "--max-events must be >= 1 (got nan)"),
     case("bandwidth-table", "--set of an unknown key", ["--set", "schedule.x=1"], "schedule.x: unknown key"),
+    case("bandwidth-table", "--set beyond the simulator's bound",
+         ["--sizes", "1b", "--set", "schedule.outer_steps=10000000"],
+         "schedule.outer_steps: the run would need about 5.5e+07 simulator events"),
     case("bandwidth-table", "--output unwritable", ["--output", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
     case("bandwidth-table", "--output a folder", ["--output", "{tmp}"], "is a folder"),
     case("bandwidth-table", "--output with an unknown extension", ["--output", "{tmp}/t.txt"],
@@ -437,12 +441,16 @@ def doc_text(answers: dict[int, str]) -> str:
         for index, case_ in enumerate(CASES):
             if case_.command == command:
                 argv = " ".join(shown_argument(part) for part in case_.argv[1:])
-                parts.append(f"| {case_.what} | `{argv}` | `{cell(answers[index])}` |")
+                parts.append(f"| {case_.what} | `{argv}` | `{cell(answers[index].removeprefix('islands '))}` |")
     return "\n".join(parts) + "\n"
 
 
 def shown_argument(part: str) -> str:
-    return part if len(part) <= 40 else f"{part[:20]}...({len(part)} characters)"
+    """An argument as the doc shows it: a long value cut to its first characters and its length."""
+    if len(part) <= 40:
+        return part
+    key, equals, value = part.rpartition("=")
+    return f"{key}{equals}{value[:10]}...({len(value)} characters)"
 
 
 def cell(line: str) -> str:
@@ -455,7 +463,7 @@ DOC_HEAD = """# Bad input on the simulation side: what each command answers
 Every command that reads a scenario (simulate, sweep, plan, bandwidth-table, goodput, report, plot,
 demo) answers bad input with **one line on stderr and exit code 2**, before any long work: never a
 traceback, a hang, or a silent wrong number. The tables below list the inputs tried and the line
-each gets, exactly as the commands print it (`{tmp}` is the folder of the test's files: `s.toml` is
+each gets, exactly as the commands print it after `islands ` (`{tmp}` is the folder of the test's files: `s.toml` is
 the worked example reading `rtt.csv`, `p.json` a network profile for it).
 
 This file is written from the case list of `tests/test_bad_inputs_simulation.py` by running the
