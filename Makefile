@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 WRAPPER := bin/islands
 
 .DEFAULT_GOAL := $(WRAPPER)
-.PHONY: demo test bench docs clean
+.PHONY: demo test fuzz bench docs clean
 
 $(STAMP): pyproject.toml
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
@@ -38,6 +38,11 @@ demo: $(WRAPPER)
 
 test: $(WRAPPER)
 	$(BIN)/python -m pytest -q
+
+# The property tests (tests/test_properties*.py) with thousands of random examples each instead of the
+# few derandomized ones `make test` runs (HYPOTHESIS_PROFILE, tests/conftest.py): tens of minutes.
+fuzz: $(WRAPPER)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q tests/test_properties.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_simulator.py

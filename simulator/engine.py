@@ -232,6 +232,8 @@ class Simulation:
         chip failure under an elastic schedule pauses it (``failures.PAUSE``): the worker re-forms
         without the chip, then computes the rest at its reduced rate."""
         steps = target - position
+        if state.late is not None:  # cut off before it began the interval (``barriers.on_deadline``)
+            return position
         while steps > 0:
             state.activity = ("compute", self.env.now, NO_FRAGMENT, outer_step)
             started_s, duration_s = self.env.now, state.clock.duration_s(steps) * self.failures.slowdown(state)
@@ -435,12 +437,13 @@ class Simulation:
         del self.pending[collective.key]
         collective.done.succeed()
         if fragment == self.last_fragment:
-            self.outer_step_completed(outer_step)
+            self.outer_step_completed(collective)
 
-    def outer_step_completed(self, outer_step: int) -> None:
-        self.completed_outer = outer_step + 1
+    def outer_step_completed(self, collective: PendingCollective) -> None:
+        """``collective`` carried the last fragment of its outer step."""
+        self.completed_outer = collective.key[0] + 1
         self.interval_start_s = self.env.now
-        self.churn.outer_boundary()
+        self.churn.outer_boundary(collective)
 
     def wait(self, state: WorkerState, collective: PendingCollective,
              point: SyncPoint) -> Generator[simpy.Event, Any, None]:
