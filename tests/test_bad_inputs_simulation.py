@@ -79,6 +79,7 @@ CASES = [
     # the scenario file, as every scenario-reading command loads it
     case("simulate", "no such file", ["{tmp}/missing.toml"], "missing.toml: no such file or bundled scenario"),
     case("simulate", "a folder", ["{tmp}"], "is a folder: name a scenario TOML file"),
+    case("simulate", "an empty name", [""], "argument FILE: is empty"),
     case("simulate", "a file that never ends", ["/dev/zero"], "/dev/zero: is not a regular file"),
     case("simulate", "not TOML", ["{tmp}/bad.toml"], "bad.toml: not valid TOML"),
     case("simulate", "arrays nested 100,000 deep", ["{tmp}/deep.toml"],
@@ -93,6 +94,7 @@ CASES = [
     case("simulate", "inf", ["{tmp}/inf.toml"], "island.0.step_time_s: must be a finite number (got inf)"),
     case("simulate", "nan", ["{tmp}/nan.toml"], "island.0.step_time_s: must be a finite number (got nan)"),
     # --set
+    case("simulate", "--set empty string", [WE, "--set", ""], "argument --set: is empty"),
     case("simulate", "--set without =", [WE, "--set", "schedule.inner_steps"], "an override must look like key=value"),
     case("simulate", "--set with no key", [WE, "--set", "=3"], "an override names a key before the ="),
     case("simulate", "--set of an unknown key", [WE, "--set", "schedule.nonsense=2"],
@@ -126,6 +128,7 @@ CASES = [
     # --network-profile
     case("simulate", "--network-profile that never ends", [S, "--network-profile", "/dev/zero"],
          "/dev/zero: a network profile is at most 16777216 bytes"),
+    case("simulate", "--network-profile empty", [S, "--network-profile", ""], "argument --network-profile: is empty"),
     case("simulate", "--network-profile missing", [S, "--network-profile", "{tmp}/none.json"],
          "cannot read this network profile: No such file or directory"),
     case("simulate", "--network-profile nested 100,000 deep", [S, "--network-profile", "{tmp}/deep.json"],
@@ -145,6 +148,7 @@ CASES = [
     case("simulate", "--trace and --links on one file", [S, "--trace", "{tmp}/t.csv", "--links", "{tmp}/t.csv"],
          "--trace and --links name the same file"),
     case("simulate", "--trace unwritable", [WE, "--trace", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
+    case("simulate", "--trace empty", [WE, "--trace", ""], "argument --trace: is empty"),
     case("simulate", "--links a folder", [WE, "--links", "{tmp}"], "is a folder; name a file in it"),
     case("simulate", "--trace with an unknown extension", [WE, "--trace", "{tmp}/t.txt"],
          "'.txt' is not a format this writes"),
@@ -174,6 +178,8 @@ CASES = [
          "--rank-by x: not a numeric summary figure"),
     case("sweep", "--output unwritable", [WE, "--grid", "schedule.inner_steps=1", "-o", "/proc/x.csv"],
          "/proc/x.csv: cannot write in /proc"),
+    case("sweep", "--output empty", [WE, "--grid", "schedule.inner_steps=1", "-o", ""],
+         "argument -o/--output: is empty"),
     case("sweep", "--output a folder", [WE, "--grid", "schedule.inner_steps=1", "-o", "{tmp}"], "is a folder"),
     case("sweep", "--output onto the rtt_csv", [S, "--grid", "schedule.inner_steps=1", "-o", "{tmp}/rtt.csv"],
          "--output would overwrite network.rtt_csv"),
@@ -204,10 +210,12 @@ CASES = [
     case("plan", "--profile missing", [WE, "--objective", "time-to-loss", "--profile", "{tmp}/none.json"],
          "cannot read this quality profile: No such file or directory"),
     case("plan", "--max-events -1", [WE, "--max-events", "-1"], "--max-events must be >= 1"),
+    case("plan", "--dask empty", [WE, "--dask", ""], "argument --dask: is empty"),
     case("plan", "--dask at a closed port", [WE, "--dask", "tcp://127.0.0.1:1"], "cannot reach a Dask scheduler there"),
     # bandwidth-table
     case("bandwidth-table", "--sizes unknown", ["--sizes", "2b"], "--sizes: each must be one of 1b, 10b, 100b"),
-    case("bandwidth-table", "--sizes empty", ["--sizes", ""], "--sizes: each must be one of 1b, 10b, 100b"),
+    case("bandwidth-table", "--sizes empty", ["--sizes", ""], "argument --sizes: is empty"),
+    case("bandwidth-table", "--sizes of commas", ["--sizes", ",,"], "--sizes: each must be one of 1b, 10b, 100b"),
     case("bandwidth-table", "--jobs 0", ["--jobs", "0"], "--jobs must be >= 1"),
     case("bandwidth-table", "--max-events nan", ["--max-events", "nan"], "--max-events must be >= 1 (got nan)"),
     case("bandwidth-table", "--set of an unknown key", ["--set", "schedule.x=1"], "schedule.x: unknown key"),
@@ -257,6 +265,7 @@ CASES = [
     case("plot", "--intervals backwards", ["timeline", WE, "--intervals", "5:2"], "need 0 <= START < STOP"),
     case("plot", "--intervals not numbers", ["timeline", WE, "--intervals", "a:b"], "write START:STOP"),
     case("plot", "--output unwritable", ["timeline", WE, "-o", "/proc/x.png"], "/proc/x.png: cannot write in /proc"),
+    case("plot", "--output empty", ["timeline", WE, "-o", ""], "argument -o/--output: is empty"),
     case("plot", "--output a folder", ["timeline", WE, "-o", "{tmp}"], "is a folder"),
     case("plot", "--output with an unknown extension", ["timeline", WE, "-o", "{tmp}/x.txt"],
          "'.txt' is not a format this writes"),
@@ -274,6 +283,7 @@ CASES = [
     # list, demo
     case("list", "an argument it does not take", ["extra"], "unrecognized arguments: extra"),
     case("demo", "--out unwritable", [WE, "--no-train", "--out", "/proc/demo"], "/proc/demo"),
+    case("demo", "--out empty", [WE, "--no-train", "--out", ""], "argument --out: is empty"),
     case("demo", "--out a file", [WE, "--no-train", "--out", "{tmp}/rtt.csv"], "--out must be a folder"),
     case("demo", "a bad scenario", ["{tmp}/bad.toml", "--no-train"], "bad.toml: not valid TOML"),
 ]
