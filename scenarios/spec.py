@@ -325,6 +325,9 @@ def shown_value(value: Any) -> str:
     """``value`` as a message shows it: its repr, shortened; a huge integer by its digit count (one of
     5,000 digits cannot even be turned into text by default)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_SHOWN_CHARACTERS:
-        return f"an integer of about {int(abs(value).bit_length() * LOG10_2) + 1} digits"
+        try:
+            return f"an integer of {len(str(abs(value)))} digits"
+        except ValueError:  # past Python's int-to-text limit (4,300 digits)
+            return f"an integer of about {int(abs(value).bit_length() * LOG10_2) + 1} digits"
     text = repr(value)
     return text if len(text) <= MAX_SHOWN_CHARACTERS else text[:MAX_SHOWN_CHARACTERS - 3] + "..."
