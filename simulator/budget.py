@@ -80,10 +80,18 @@ def endless_churn(scenario: Scenario) -> bool:
 
 
 def ring_rate_bytes_per_s(scenario: Scenario, workers: list[Worker]) -> float:
-    """The slowest link, capped by the TCP window at the farthest pair's RTT."""
+    """The slowest link, capped by the TCP window at the farthest pair's RTT, and by the slowest
+    backbone shared by every worker's flow (an upper bound's rate: no ring puts more on it)."""
     slowest = min(min(w.upload_bytes_per_s, w.download_bytes_per_s) for w in workers)
     network = scenario.network
-    return min(slowest, network.tcp_cap_bytes_per_s(scenario.farthest_hop_latency_s))
+    rate = min(slowest, network.tcp_cap_bytes_per_s(scenario.farthest_hop_latency_s))
+    return min(rate, slowest_backbone_bytes_per_s(scenario) / len(workers))
+
+
+def slowest_backbone_bytes_per_s(scenario: Scenario) -> float:
+    """The slowest backbone between regions (infinite without backbones)."""
+    return min((backbone.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE for backbone in scenario.backbones),
+               default=math.inf)
 
 
 def collectives_per_outer(scenario: Scenario) -> int:
@@ -112,15 +120,16 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
 
 
 def syncer_s_per_outer(scenario: Scenario, learners: int) -> float:
-    """Decoupled DiLoCo: every learner's fragments in and out through the syncer's own link, in
-    series, and its latency twice per exchange (0 on a non-blocking core, or for a ring)."""
+    """Decoupled DiLoCo: every learner's fragments in and out through the syncer's own link and the
+    slowest backbone, in series, and its latency twice per exchange (0 on a non-blocking core with no
+    backbone, or for a ring)."""
     syncer = scenario.syncer
     if schedule_of(scenario).coupled:
         return 0.0
     latency_s = 2 * collectives_per_outer(scenario) * syncer.latency_ms / MS_PER_S
-    if syncer.bandwidth_gbps is None:
-        return latency_s
-    return latency_s + 2 * learners * scenario.payload_bytes / (syncer.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE)
+    syncer_bytes_per_s = math.inf if syncer.bandwidth_gbps is None else syncer.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
+    bottleneck_bytes_per_s = min(syncer_bytes_per_s, slowest_backbone_bytes_per_s(scenario))
+    return latency_s + 2 * learners * scenario.payload_bytes / bottleneck_bytes_per_s
 
 
 def interval_s(scenario: Scenario, workers: list[Worker]) -> float:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from islands.schedules import ALL_GATHER, SYNCER, schedule_of
 from islands.simulator import SimResult, simulate
+from islands.simulator.budget import estimate
 
 from scenario_strategies import COUPLED, Drawn, decoupled_learners_differ, load_document, scenarios
 
@@ -83,6 +84,13 @@ def test_a_run_without_permanent_departures_completes_every_outer_step(drawn):
     summary = run(drawn).summary
     assert summary["complete"], summary["incomplete_reason"]
     assert summary["outer_steps"] == drawn.document["schedule"]["outer_steps"]
+
+
+@given(scenarios(moves=False))
+def test_the_churn_free_bound_is_never_below_the_run(drawn):
+    """``budget.run_length_s`` bounds a run without random churn: the horizon and the property
+    strategies' churn (drawn in multiples of it) both lean on it."""
+    assert estimate(drawn.scenario()).run_length_s >= run(drawn).summary["wall_time_s"] * (1 - RELATIVE)
 
 
 @given(scenarios())
