@@ -279,6 +279,9 @@ def scenarios(draw, algorithms: tuple[str, ...] = ALGORITHMS, permanent: bool = 
     if not equal:  # a backbone between learners and the syncer, or a measured round trip, makes them unequal
         draw(regions(document))
         draw(measured_round_trips(document))
+    if not coupled and document["network"]["model"] == "alpha-beta" and (
+            "bandwidth_gbps" in document["syncer"] or document.get("backbone")):
+        document["network"]["model"] = "flow"  # learners sharing the syncer's path: alpha-beta is refused there
     events, permanent_departures, churns = draw(churn(drawn_islands, permanent)) if moves else ([], False, False)
     if events:
         document["event"] = events

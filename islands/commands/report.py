@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_dask_argument, add_network_profile_argument, add_scenario_arguments, dask_executor, read_source
+from .common import (add_dask_argument, add_network_profile_argument, add_scenario_arguments, check_outputs,
+                     dask_executor, read_source)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -35,6 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from islands.analysis.plan import MAX_SEEDS, check_target
     from islands.analysis.progress import Stages
     from islands.analysis.report import REPORT_FORMATS, build_report, write_report
     from islands.analysis.sweep_table import read_sweep
@@ -42,13 +44,20 @@ def run(args: argparse.Namespace) -> int:
     from islands.io import check_output, is_stdout, shown
 
     check_output(args.output, REPORT_FORMATS)
+    check_target(args.target_utilisation)
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise UserError(f"--seeds must be in [1, {MAX_SEEDS}] (got {args.seeds})")
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     if args.where and not args.sweep:
         raise UserError("--where picks rows of a sweep table: give one with --sweep TABLE")
+    source = read_source(args)
+    check_outputs({"--output": args.output}, REPORT_FORMATS, [*source.inputs, ("--sweep", args.sweep)])
     sweep_table = read_sweep(args.sweep) if args.sweep else None
     stages = Stages("report")
     try:
         with dask_executor(args.dask) as executor:
-            text = build_report(read_source(args), (), args.target_utilisation, sweep_table=sweep_table,
+            text = build_report(source, (), args.target_utilisation, sweep_table=sweep_table,
                                 fragments=args.fragments, seeds=args.seeds, jobs=args.jobs, progress=stages,
                                 where=args.where, executor=executor)
     finally:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from islands.io import write_table
+from islands.io import TABLE_FORMATS, write_table
 from islands.simulator import simulate
 from islands.tables import churn_line, comparison, ignored_line, islands_table, partial_line
 
 from .common import (add_max_events_argument, add_network_profile_argument, add_scenario_arguments, check_max_events,
-                     read_source)
+                     check_outputs, read_source)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_max_events(args.max_events)
-    scenario = read_source(args).scenario
+    source = read_source(args)
+    check_outputs({"--trace": args.trace, "--links": args.links}, TABLE_FORMATS, source.inputs)
+    scenario = source.scenario
     result = simulate(scenario, max_events=args.max_events)
     if args.trace:
         write_table(result.trace, args.trace)
