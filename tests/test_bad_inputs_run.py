@@ -256,7 +256,8 @@ CALIBRATE = cases("calibrate", (), [
     ("no --out", ("--emulate", "scenario.toml"), "the following arguments are required: --out"),
     ("--set without --emulate", ("--out", "p.json", "--set", "schedule.bits=8"), "--set goes with --emulate FILE"),
     ("--in-process without --emulate", ("--out", "p.json", "--in-process"), "--in-process goes with --emulate FILE"),
-    ("--name empty", ("--out", "p.json", "--name", ""), "--name is empty: give this host's island name"),
+    ("--name empty", ("--out", "p.json", "--name", ""), "argument --name: is empty"),
+    ("--name blank", ("--out", "p.json", "--name", "  "), "--name is empty: give this host's island name"),
     ("--name with --emulate", ("--out", "p.json", "--name", "a", "--emulate", "scenario.toml"),
      "--name names a real host under torchrun"),
     ("neither torchrun nor --emulate", ("--out", "p.json"), "run it under torchrun, one process per host"),
@@ -349,7 +350,7 @@ COMPARE = cases("compare", ("scenario.toml", "run"), [
     ("unwritable --out", ("--out", UNWRITABLE), f"--out {UNWRITABLE}: cannot write there"),
     ("--out is a file", ("--out", "scenario.toml"), "--out scenario.toml: is a file; name a folder"),
     ("--out is empty", ("--out", ""), "argument --out: is empty: give a path"),
-    ("--network-profile is a folder", ("--network-profile", "run"), "run: cannot be read"),
+    ("--network-profile is a folder", ("--network-profile", "run"), "run: is a folder, not a network profile"),
 ]) + cases("compare", (), [
     ("a prediction that stops short", ("scenario.toml", "run"),
      "scenario.toml: the prediction stopped short (every worker had left by 50 s", every_worker_leaves),
@@ -391,7 +392,7 @@ QUALITY = cases("quality", ("scenario.toml",), [
     ("--save not .json", ("--grid", "workers=2", "--save", "p.csv"), "p.csv: '.csv' is not a format this writes"),
     ("--profile missing", ("--profile", "nowhere.json"), "nowhere.json: cannot read this quality profile"),
     ("--profile is a folder", ("--profile", "run"), "run: is a folder, not a quality profile"),
-    ("--profile endless", ("--profile", "/dev/zero"), "/dev/zero: a quality profile is at most 67108864 bytes"),
+    ("--profile endless", ("--profile", "/dev/zero"), "/dev/zero: a quality profile is at most 16777216 bytes"),
     ("--profile another JSON file", ("--profile", "run/summary.json"), "run/summary.json: not a quality profile"),
     ("--profile with a NaN loss", ("--profile", "p.json"), "p.json: points: every point needs",
      write("p.json", json.dumps({"scenario": "x", "model_parameters": 5, "points": [
