@@ -77,6 +77,10 @@ def assert_summaries_match(grouped: dict[str, Any], each: dict[str, Any]) -> Non
             assert grouped[key] == value, key
 
 
+def jitters(drawn: Drawn) -> bool:
+    return any(island.get("jitter_cv", 0) for island in drawn.document["island"])
+
+
 # --- every schedule ---------------------------------------------------------------------------------
 
 @given(scenarios(permanent=False))
@@ -86,10 +90,11 @@ def test_a_run_without_permanent_departures_completes_every_outer_step(drawn):
     assert summary["outer_steps"] == drawn.document["schedule"]["outer_steps"]
 
 
-@given(scenarios(moves=False))
+@given(scenarios(moves=False).filter(lambda drawn: not jitters(drawn)))
 def test_the_churn_free_bound_is_never_below_the_run(drawn):
     """``budget.run_length_s`` bounds a run without random churn: the horizon and the property
-    strategies' churn (drawn in multiples of it) both lean on it."""
+    strategies' churn (drawn in multiples of it) both lean on it. It prices the mean step time, so a
+    jittered worker's draws above the mean may pass it (by far less than the horizon's ten times)."""
     assert estimate(drawn.scenario()).run_length_s >= run(drawn).summary["wall_time_s"] * (1 - RELATIVE)
 
 
@@ -191,7 +196,16 @@ def test_decoupled_with_a_quorum_and_unequal_or_moving_learners_completes_every_
     assert summary["outer_steps"] == drawn.document["schedule"]["outer_steps"]
 
 
-@given(scenarios(algorithms=("decoupled",), moves=False, equal_learners=False).filter(decoupled_learners_differ))
+def shares_no_link(drawn: Drawn) -> bool:
+    """No link carries two learners' reports: a syncer on a non-blocking core, no backbone. Where they
+    share one, a learner held back by a larger quorum leaves its share of the link to the others, and
+    the fastest can gain a little (0.065248 at K = 1, 0.065327 at K = 2 on a 0.5 Gbit/s syncer link:
+    ``test_properties_regressions.py``)."""
+    return "bandwidth_gbps" not in drawn.document.get("syncer", {}) and "backbone" not in drawn.document
+
+
+@given(scenarios(algorithms=("decoupled",), moves=False, equal_learners=False).filter(
+    lambda drawn: decoupled_learners_differ(drawn) and shares_no_link(drawn)))
 def test_a_larger_quorum_never_raises_the_fast_learners_utilisation_beside_a_straggler(drawn):
     workers = sum(island["replicas"] for island in drawn.document["island"])
     shares = utilisation_by_quorum(drawn, range(1, workers + 1))
