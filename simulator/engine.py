@@ -79,7 +79,7 @@ class Simulation:
                  group_replicas: bool = True, arrays: bool = True):
         self.scenario = scenario
         self.schedule = schedule_of(scenario)
-        self.lockstep = arrays and lockstep.applies(scenario, network_model_for(scenario), self.schedule.coupled)
+        self.lockstep = arrays and lockstep.applies(scenario, self.schedule.coupled)
         self.budget = lockstep.guard(scenario, max_events) if self.lockstep else budget.guard(scenario, max_events)
         self.group_replicas = group_replicas
         self.env = CountingEnvironment(max_events)

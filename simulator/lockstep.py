@@ -1,9 +1,9 @@
 """Runs in lockstep, played with arrays instead of events.
 
 Where nothing moves a worker's timeline but its own compute and the collectives every worker joins
-(``applies``: a coupled schedule on the closed-form network, every worker there from the start and
-with the same steps per scheduled step; no churn, chip failures, deadline or adaptive barrier,
-exchange work, end spread, token bucket or staged collective), the event model's run is a recursion
+(``applies``: a coupled schedule, every worker there from the start and with the same steps per
+scheduled step; no churn, chip failures, deadline or adaptive barrier, exchange work, end spread,
+token bucket or staged collective), the event model's run is a recursion
 over the launches and applies that every worker meets in the same order (``workers.sync_actions``),
 which numpy plays for every worker at once:
 
@@ -50,10 +50,14 @@ ACTIONS_PER_CHUNK = 1024  # launches and applies whose compute spans each worker
 DRAWS_PER_CHUNK = 32_000_000  # durations held at once, all workers together: 256 MB at most
 
 
-def applies(scenario: Scenario, network_model: str, coupled: bool) -> bool:
-    """Whether the scenario's run is a lockstep recursion (see the module's docstring)."""
+def applies(scenario: Scenario, coupled: bool) -> bool:
+    """Whether the scenario's run is a lockstep recursion (see the module's docstring). The flow model
+    that ``network.model = "auto"`` takes for exchanges that may overlap gives the closed form here:
+    each worker's exchanges run one at a time and every worker is in every ring, so a collective starts
+    after the one before it ended and no two transfers ever share a link (``network.model = "flow"``
+    given by hand keeps the event model)."""
     network = scenario.network
-    return (coupled and network_model == "alpha-beta" and not scenario.has_churn() and not scenario.has_failures()
+    return (coupled and network.model != "flow" and not scenario.has_churn() and not scenario.has_failures()
             and scenario.schedule.barrier == "wait" and network.collective == "ring"
             and network.exchange_cpu_s_per_value == 0 and network.exchange_end_spread_s == 0
             and not any(island.upload_burst_bytes or island.download_burst_bytes

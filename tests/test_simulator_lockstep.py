@@ -24,6 +24,10 @@ CASES = {
     "regions, optimised ring": ([{**JITTERED[0], "region": "us"}, {**JITTERED[1], "region": "eu"},
                                  {**JITTERED[0], "name": "dc2", "region": "us"}], REGIONS,
                                 ["network.ring_order=optimised"]),
+    "streaming under the flow model, jitter": (JITTERED, {}, ["schedule.algorithm=streaming"]),
+    "eager, jitter": (JITTERED, {}, ["schedule.algorithm=eager"]),
+    "streaming, all-gather, regions": ([{**JITTERED[0], "region": "us"}, {**JITTERED[1], "region": "eu"}], REGIONS,
+                                       ["schedule.algorithm=streaming", "trainer.aggregation=trimmed_mean"]),
     "ungrouped, more syncs than a chunk": (JITTERED, {}, ["schedule.outer_steps=300", "schedule.inner_steps=3"]),
 }
 
@@ -54,7 +58,7 @@ def test_lockstep_arrays_give_the_event_models_run_rank_for_rank(case, grouped):
     pd.testing.assert_frame_equal(arrays.links, events.links, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("overrides", [["schedule.algorithm=streaming"], ["island.0.mtbf_s=1000"],
+@pytest.mark.parametrize("overrides", [["network.model=flow"], ["island.0.mtbf_s=1000"],
                                        ["schedule.barrier=adaptive"], ["network.exchange_cpu_s_per_value=1e-9"],
                                        ["island.*.burst_bytes=2e6"], ["network.collective=tree"]])
 def test_what_moves_one_worker_alone_is_played_event_by_event(overrides):
