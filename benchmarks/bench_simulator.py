@@ -112,9 +112,10 @@ def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: floa
     doubled, doubled_summary = best_of(repeat, fleet.scenario, fleet.overrides(2 * fleet.islands, syncs))
     events = summary["events"]
     rate = (f"{events} events, {events / seconds:.4g} events/s" if events else "played with arrays, no events")
+    more_events = f" (events x{doubled_summary['events'] / events:.2f})" if events else ""
     print(f"{fleet.label}{'' if syncs == fleet.syncs else f' (syncs scaled to {syncs})'}: {seconds:.3f} s "
-          f"(target < {fleet.target_s:g} s); doubling the islands x{doubled / seconds:.2f} (events "
-          f"x{doubled_summary['events'] / max(events, 1):.2f}; target at most x2.2); {rate} (plain SimPy "
+          f"(target < {fleet.target_s:g} s); doubling the islands x{doubled / seconds:.2f}{more_events} "
+          f"(target at most x2.2); {rate} (plain SimPy "
           f"{simpy_rate:.4g} events/s); {admitted(fleet.scenario, overrides)}")
 
 
