@@ -1,7 +1,8 @@
 """The scenario format as plain data: every section's keys, their types, defaults and rules.
 
 A key is described once here; the loader checks a parsed TOML document against these tables and the
-README's key reference is written from them. Adding a key to the format is adding one ``Key`` line.
+key reference of the docs is generated from them (docs/gen_reference.py). Adding a key to the format
+is adding one ``Key`` line.
 """
 
 from __future__ import annotations

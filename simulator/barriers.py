@@ -5,7 +5,9 @@
   interval_start + (1 + deadline_slack) * (t_med - interval_start). Workers not there by then are
   cut off: their interval's work is dropped (not merged next round), they wait for the sync, fetch
   the averaged pseudo-gradient (S bytes) from a participant, and start the next interval with
-  everyone else's model. The summary counts ``dropped_deltas`` and ``dropped_compute_s``.
+  everyone else's model. A worker that has launched (it is screening its tensor) is there; one that
+  has not begun the interval (still finishing the previous sync) skips it. The summary counts
+  ``dropped_deltas`` and ``dropped_compute_s``.
 * ``adaptive``: heterogeneity-aware H. Each island does floor(H * slowest step time / its step time)
   inner steps per interval, so everyone reaches the barrier at about the same time and fast islands
   process more tokens (reported per island).
@@ -54,16 +56,23 @@ def on_arrival(sim: Simulation, collective: PendingCollective) -> None:
 
 
 def on_deadline(sim: Simulation, collective: PendingCollective) -> None:
+    """Cut off the workers that have not launched the collective by its deadline. One computing its
+    interval stops there (``LATE``: the engine drops the work). One not computing yet (still waiting
+    for its previous exchange, or catching up on a sync it missed) is marked late and skips the
+    interval when it gets to it. One that has launched but is still screening its tensor (exchange
+    work) is there: the collective waits for it."""
     if collective.in_flight or collective.first_started_s is not None or collective.key not in sim.pending:
         return
-    late = sorted(collective.expected - collective.arrived)
-    collective.expected = set(collective.arrived)
+    launched = {rank for rank in collective.expected if sim.state_of[rank].exchanging is collective}
+    late = sorted(collective.expected - collective.arrived - launched)
+    collective.expected = set(collective.arrived) | launched
     for rank in late:
         state = sim.state_of[rank]
         if state.present and state.process is not None and state.process.is_alive:
             state.late = collective
             sim.counts["dropped_deltas"] += 1
-            state.process.interrupt(LATE)
+            if state.activity is not None and state.activity[0] == "compute":
+                state.process.interrupt(LATE)
     sim.maybe_start(collective)
 
 

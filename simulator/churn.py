@@ -52,6 +52,7 @@ class Churn:
         self.waiting: dict[int, simpy.Event] = {}  # passive joiners waiting for the next collective
         self.fetchers: dict[int, simpy.Process] = {}  # each passive joiner's background download
         self.enlisted: set[int] = set()  # passive joiners admitted (from a first fragment's collective on)
+        self.admitted: dict[int, int] = {}  # joiners made members at an outer boundary: the outer step they start at
         self.quiet = True  # no collective since the last outer boundary: a snapshot now misses nothing
         self.quiet_again: simpy.Event | None = None  # made only when a joiner waits for it
         self.downloads: dict[int, Any] = {}
@@ -158,6 +159,8 @@ class Churn:
                 sim.maybe_start(collective)
         if not self.any_holder():
             self.orphan(set(self.waiting))
+        if sim.syncer is not None:
+            sim.syncer.consider_all()  # merges that waited for its report go ahead
 
     def orphan(self, ranks: set[int], collective: PendingCollective | None = None) -> None:
         """No member holding the state is left for these passive joiners: nobody can give it to them,
@@ -215,8 +218,8 @@ class Churn:
                 yield collective.done
                 outer_step, fragment = collective.key
                 sim.record_wait(state, arrived_s, collective.first_started_s, fragment, outer_step)
-                if fragment == sim.last_fragment and download.triggered:
-                    return outer_step + 1
+                if rank in self.admitted:  # at the outer boundary (``outer_boundary``)
+                    return self.admitted.pop(rank)
             return sim.completed_outer
         except simpy.Interrupt as interrupt:
             if interrupt.cause is not ORPHANED:
@@ -225,6 +228,7 @@ class Churn:
             return sim.completed_outer
         finally:
             self.waiting.pop(rank, None)
+            self.admitted.pop(rank, None)
             self.passive.discard(rank)
             self.enlisted.discard(rank)
 
@@ -267,12 +271,32 @@ class Churn:
             if interrupt.cause is not DEPARTURE:
                 raise
 
-    def outer_boundary(self) -> None:
-        """The last fragment of an outer step is applied: quiet until the next collective forms."""
+    def outer_boundary(self, collective: PendingCollective) -> None:
+        """The last fragment of an outer step is applied: quiet until the next collective forms. A
+        passive joiner of ``collective`` whose download is in is a member from now on, before any
+        member goes on to launch the next collective (which must then wait for it): its own process,
+        resumed later, would be too late for a member that launches at once (eager updates do)."""
+        for rank in sorted(collective.arrived & self.passive):
+            fetcher = self.fetchers.get(rank)
+            if fetcher is not None and fetcher.triggered:
+                self.admit(rank, collective.key[0] + 1)
         self.quiet = True
         if self.quiet_again is not None:
             self.quiet_again.succeed()
             self.quiet_again = None
+
+    def admit(self, rank: int, first_outer: int) -> None:
+        """A joiner becomes a member that computes from ``first_outer``, or past the last outer step
+        whose collective has started without it: it is expected in every collective from there on,
+        those already formed (a member launches the next exchange before this one ends) included."""
+        sim = self.sim
+        started = [pending.key[0] + 1 for pending in sim.pending.values() if pending.first_started_s is not None]
+        first_outer = max([first_outer, *started])
+        sim.members.add(rank)
+        for pending in sim.pending.values():
+            if pending.key[0] >= first_outer:
+                pending.expected.add(rank)
+        self.admitted[rank] = first_outer
 
     def download_weights(self, state: WorkerState, peer: int) -> Generator[simpy.Event, Any, None]:
         """The global state from ``peer``, in the background of the joiner's own process."""

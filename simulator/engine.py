@@ -168,8 +168,18 @@ class Simulation:
             self.finished.succeed()
 
     def everyone_gone_reason(self) -> str:
+        waiting = [self.state_of[rank].worker.name for rank in sorted(self.running)]
+        if waiting:
+            return (f"the run stalled at {self.env.now:.4g} s after {self.completed_outer} of "
+                    f"{self.scenario.schedule.outer_steps} outer steps: nothing was left to happen while "
+                    f"{', '.join(waiting)} still waited (a simulator bug: please report it)")
         key = budget.churniest_key(self.scenario)
         advice = f"raise {key} or give that island mttr_s" if key != "event" else "leave someone in the run"
+        gone = [state.worker.name for state in self.states if not state.present]
+        if len(gone) < len(self.states):
+            return (f"{', '.join(gone)} left by {self.churn.last_leave_s:.4g} s and did not return, after "
+                    f"{self.completed_outer} of {self.scenario.schedule.outer_steps} outer steps (a run counts "
+                    f"its laggard's): {advice}")
         return (f"every worker had left by {self.churn.last_leave_s:.4g} s and none returns, after "
                 f"{self.completed_outer} of {self.scenario.schedule.outer_steps} outer steps: {advice}")
 
@@ -234,6 +244,8 @@ class Simulation:
         chip failure under an elastic schedule pauses it (``failures.PAUSE``): the worker re-forms
         without the chip, then computes the rest at its reduced rate."""
         steps = target - position
+        if state.late is not None:  # cut off before it began the interval (``barriers.on_deadline``)
+            return position
         while steps > 0:
             state.activity = ("compute", self.env.now, NO_FRAGMENT, outer_step)
             started_s, duration_s = self.env.now, state.clock.duration_s(steps) * self.failures.slowdown(state)
@@ -437,12 +449,13 @@ class Simulation:
         del self.pending[collective.key]
         collective.done.succeed()
         if fragment == self.last_fragment:
-            self.outer_step_completed(outer_step)
+            self.outer_step_completed(collective)
 
-    def outer_step_completed(self, outer_step: int) -> None:
-        self.completed_outer = outer_step + 1
+    def outer_step_completed(self, collective: PendingCollective) -> None:
+        """``collective`` carried the last fragment of its outer step."""
+        self.completed_outer = collective.key[0] + 1
         self.interval_start_s = self.env.now
-        self.churn.outer_boundary()
+        self.churn.outer_boundary(collective)
 
     def wait(self, state: WorkerState, collective: PendingCollective,
              point: SyncPoint) -> Generator[simpy.Event, Any, None]:

@@ -192,7 +192,9 @@ def picked(items: list, ranks: tuple[int, ...]) -> tuple:
 class RankArrays:
     """The topology as arrays indexed by rank, for rings of thousands: each worker's access latency,
     access links and their capacities, region and island codes, and the one-way latency between two
-    regions' cores and between two islands where a round trip was measured (NaN where none was)."""
+    regions' cores and between two islands where a round trip was measured (NaN where none was). Only
+    the workers' regions have codes: a declared region that no worker is in (a decoupled syncer's, or
+    one left empty) is on no hop between workers."""
 
     latency_s: np.ndarray
     uplinks: list[Link | None]
@@ -224,8 +226,9 @@ class RankArrays:
         core_latency_s = np.full((len(regions), len(regions)), np.nan)
         np.fill_diagonal(core_latency_s, 0.0)
         for pair, latency in topology.backbone_latency_s.items():
-            a, b = (region_code[name] for name in pair)
-            core_latency_s[a, b] = core_latency_s[b, a] = latency
+            if all(name in region_code for name in pair):  # a backbone to a region without workers joins no hop
+                a, b = (region_code[name] for name in pair)
+                core_latency_s[a, b] = core_latency_s[b, a] = latency
         measured_s = np.full((max(len(island_code), 1),) * 2, np.nan)
         for pair, latency in topology.measured_s.items():
             codes = [island_code[name] for name in pair if name in island_code]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from islands.scenarios import Scenario, from_dict
 
@@ -30,3 +32,13 @@ def scenario_file(tmp_path):
         path.write_text(text)
         return path
     return write
+
+
+# Hypothesis profiles for the property tests (test_properties*.py): "ci", the default, is what `make
+# test` runs: few examples, derandomized so every run draws the same ones; "fuzz" is `make fuzz`:
+# thousands of random examples per property. HYPOTHESIS_PROFILE picks one.
+settings.register_profile("ci", max_examples=25, derandomize=True, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("fuzz", max_examples=2000, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -27,7 +27,7 @@ SYNC_ROWS_SHOWN = 12
 class Figure:
     name: str
     unit: str  # "s", "fraction", "bytes", "count"
-    predicted: float
+    predicted: float | None
     measured: float | None
     error: float | None
 
@@ -43,8 +43,12 @@ class Comparison:
         return next(f.error for f in self.figures if f.name == name)
 
 
-def relative_error(predicted: float, measured: float | None, scale: float | None = None) -> float | None:
-    if measured is None or abs(measured) <= (scale or 0.0) * NEGLIGIBLE_FRACTION or measured == 0:
+def relative_error(predicted: float | None, measured: float | None, scale: float | None = None) -> float | None:
+    """None where either side has no value (an incomplete run gives no utilisation) or the
+    measurement is negligible."""
+    if predicted is None or measured is None or measured == 0:
+        return None
+    if abs(measured) <= (scale or 0.0) * NEGLIGIBLE_FRACTION:
         return None
     return (predicted - measured) / measured
 
@@ -85,8 +89,11 @@ def sync_rows(predicted_trace: pd.DataFrame, measured_trace: pd.DataFrame,
 def compare(case: str, predicted: dict, predicted_trace: pd.DataFrame, measured: dict,
             measured_trace: pd.DataFrame, interface_bytes: float | None, notes: list[str]) -> Comparison:
     per_worker = not SCHEDULES[predicted["algorithm"]].coupled
+    cut_short = [f"{side} run did not finish: {summary['incomplete_reason']}"
+                 for side, summary in (("predicted", predicted), ("measured", measured))
+                 if summary.get("complete") is False]
     return Comparison(case, figures(predicted, measured, interface_bytes),
-                      sync_rows(predicted_trace, measured_trace, per_worker), list(notes))
+                      sync_rows(predicted_trace, measured_trace, per_worker), [*cut_short, *notes])
 
 
 def value_text(value: float | None, unit: str) -> str:

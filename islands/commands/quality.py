@@ -44,6 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.loss_prior import estimate
+    from islands.analysis.progress import ProgressBar
     from islands.analysis.quality_profile import QualityProfile
     from islands.io import check_output, write_text
     from islands.scenarios import load
@@ -63,7 +64,11 @@ def run(args: argparse.Namespace) -> int:
         grid = parse_grid(args.grid)
         if args.save:
             check_output(args.save, ("json",))
-        profile = measure_profile(args.scenario, args.overrides, grid, args.steps)
+        bar = ProgressBar("quality: runs trained")
+        try:
+            profile = measure_profile(args.scenario, args.overrides, grid, args.steps, bar)
+        finally:
+            bar.close()  # the bar's line ends before any error
         if args.save:
             write_text(args.save, profile.to_json())
     elif args.profile:
