@@ -89,3 +89,14 @@ def test_a_fleet_beyond_the_event_budget_runs_but_its_trace_is_refused_in_one_li
     assert result.summary["idle_s"] > 0  # the jitter makes every worker but the slowest wait
     with pytest.raises(BudgetExceeded, match="schedule.outer_steps: the trace would have about 1.2e"):
         result.trace
+
+
+def test_simulate_refuses_a_trace_too_large_before_the_run_and_writes_nothing(capsys, tmp_path):
+    from islands.cli import main
+
+    out = tmp_path / "trace.csv"
+    code = main(["simulate", "worked-example", "--set", "island.0.replicas=10000", "--set", "schedule.outer_steps=300",
+                 "--set", "island.0.jitter_cv=0.05", "--trace", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert err.count("\n") == 1 and "schedule.outer_steps: the trace would have about 1.2e+07 rows" in err

@@ -6,7 +6,8 @@ import argparse
 import json
 
 from islands.io import write_table
-from islands.simulator import simulate
+from islands.simulator.engine import Simulation
+from islands.simulator.lockstep import check_rows
 from islands.tables import churn_line, comparison, ignored_line, islands_table, partial_line
 
 from .common import (add_max_events_argument, add_network_profile_argument, add_scenario_arguments, check_max_events,
@@ -28,7 +29,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     check_max_events(args.max_events)
     scenario = read_source(args).scenario
-    result = simulate(scenario, max_events=args.max_events)
+    simulation = Simulation(scenario, max_events=args.max_events)
+    if args.trace and simulation.lockstep:
+        check_rows(simulation)  # a trace too large to write is refused before the run
+    result = simulation.run()
     if args.trace:
         write_table(result.trace, args.trace)
     if args.links:
