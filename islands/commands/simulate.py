@@ -6,7 +6,8 @@ import argparse
 import json
 
 from islands.io import TABLE_FORMATS, write_table
-from islands.simulator import simulate
+from islands.simulator.engine import Simulation
+from islands.simulator.lockstep import check_rows
 from islands.tables import churn_line, comparison, ignored_line, islands_table, partial_line
 
 from .common import (add_max_events_argument, add_network_profile_argument, add_scenario_arguments, check_max_events,
@@ -29,8 +30,10 @@ def run(args: argparse.Namespace) -> int:
     check_max_events(args.max_events)
     source = read_source(args)
     check_outputs({"--trace": args.trace, "--links": args.links}, TABLE_FORMATS, source.inputs)
-    scenario = source.scenario
-    result = simulate(scenario, max_events=args.max_events)
+    simulation = Simulation(source.scenario, max_events=args.max_events)
+    if args.trace and simulation.lockstep:
+        check_rows(simulation)  # a trace too large to write is refused before the run
+    result = simulation.run()
     if args.trace:
         write_table(result.trace, args.trace)
     if args.links:
