@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.summary, indent=2, allow_nan=False))
         return 0
     summary = result.summary
-    print(f"{scenario.name}: {summary['algorithm']}, {summary['workers']} workers, "
+    print(f"{source.scenario.name}: {summary['algorithm']}, {summary['workers']} workers, "
           f"{summary['outer_steps']} outer steps, {summary['inner_steps']} inner steps each, "
           f"network model {summary['network_model']}")
     notes = [partial_line(summary), churn_line(summary), ignored_line(summary, result.events_after_end)]
