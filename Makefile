@@ -2,6 +2,7 @@
 # A virtual environment in .venv gets the CPU build of torch (a local file on our machines, about a
 # minute); a machine that already has torch importable from python3 (e.g. a GPU box with its own CUDA
 # build) keeps it: the venv then sees the system site-packages instead.
+# `make docs` builds the documentation site into site/ (`.venv/bin/mkdocs serve` to read it live).
 # `make` alone sets up .venv and leaves bin/islands, a wrapper that runs the venv's `islands` from any
 # shell without activating the venv (the repository's islands/ folder is the package, hence bin/).
 
@@ -13,7 +14,7 @@ STAMP := $(VENV)/.installed
 WRAPPER := bin/islands
 
 .DEFAULT_GOAL := $(WRAPPER)
-.PHONY: demo test fuzz bench clean
+.PHONY: demo test fuzz bench docs clean
 
 $(STAMP): pyproject.toml
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
@@ -47,5 +48,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_simulator.py
 	$(BIN)/python benchmarks/bench_trainer.py
 
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) build *.egg-info $(WRAPPER)
+	rm -rf $(VENV) build *.egg-info $(WRAPPER) site

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from islands.errors import UserError
+from islands.tables import CUT_SHORT
 from islands.schedules import SCHEDULES
 
 from .parallel import Progress, run_tasks
@@ -28,6 +29,8 @@ CHIPS = (150_000, 300_000, 600_000, 1_200_000, 2_400_000)
 DP_WORKERS = 8
 LEARNERS = (2, 4, 8, 16)
 DEFAULT_FAILURES = 300
+MAX_FAILURES = 10_000  # per cell: about +-0.3 points, some minutes per cell; beyond, the grid runs for hours
+MAX_CELL_EVENTS = 1e8  # the simulator's estimate for one cell (the default grid's largest: about 3e6)
 
 # Table 1 of the paper: goodput (%) with one interruption per chip-year, by method and fleet size, as
 # transcribed in public notes on it (the grid from one; the 1.2M and 2.4M columns confirmed by others)
@@ -81,8 +84,25 @@ def check_fleet(source: ScenarioSource) -> None:
 def goodput_cell(source: ScenarioSource, overrides: tuple[str, ...]) -> dict:
     from islands.simulator import simulate
 
-    summary = simulate(source.variant(*overrides), max_events=math.inf).summary
-    return {"goodput": summary["goodput"], "failures": summary["failures"], "wall_time_s": summary["wall_time_s"]}
+    summary = simulate(source.variant(*overrides), max_events=MAX_CELL_EVENTS).summary
+    return {"goodput": summary["goodput"], "failures": summary["failures"], "wall_time_s": summary["wall_time_s"],
+            "incomplete_reason": summary["incomplete_reason"]}
+
+
+def check_cell_events(source: ScenarioSource, overrides: tuple[str, ...], cell: str) -> None:
+    """Price a cell before any runs: refuse, in one line, one the simulator estimates beyond ``MAX_CELL_EVENTS``."""
+    from islands.simulator.budget import estimate
+
+    events = estimate(source.variant(*overrides)).events
+    if events > MAX_CELL_EVENTS:
+        raise UserError(f"{source.source}: the goodput cell {cell} would need about {events:.3g} simulator events, "
+                        f"above {MAX_CELL_EVENTS:g}: lower --failures, or lengthen island.0.step_time_s")
+
+
+def check_failures(failures: int) -> None:
+    if not 1 <= failures <= MAX_FAILURES:
+        raise UserError(f"--failures must be in [1, {MAX_FAILURES}] (got {failures}): each cell runs for about "
+                        "that many failures")
 
 
 def goodput_table(scenario: "str | Path | ScenarioSource" = "chaos", failures: int = DEFAULT_FAILURES,
@@ -90,18 +110,22 @@ def goodput_table(scenario: "str | Path | ScenarioSource" = "chaos", failures: i
                   executor: Executor | None = None, jobs: int | None = None,
                   progress: Progress | None = None) -> pd.DataFrame:
     """One row per (method, chips): simulated goodput, the paper's, their difference in points."""
+    check_failures(failures)
     source = as_source(scenario)
     check_fleet(source)
     cells = [(method, n) for method in methods for n in chips]
     tasks = [(source, cell_overrides(source, method, n, failures)) for method, n in cells]
+    for (method, n), (_, overrides) in zip(cells, tasks):
+        check_cell_events(source, overrides, f"{method.label}, {n / 1e6:g}M chips")
     results = run_tasks(goodput_cell, tasks, executor=executor, jobs=jobs, progress=progress)
     rows = []
     for (method, n), result in zip(cells, results):
         paper = PAPER_GOODPUT_PERCENT[method.label][CHIPS.index(n)] if n in CHIPS else None
-        simulated = 100 * result["goodput"]
+        simulated = None if result["goodput"] is None else 100 * result["goodput"]
         rows.append({"method": method.label, "chips": n, "simulated_percent": simulated, "paper_percent": paper,
-                     "difference_points": None if paper is None else simulated - paper,
-                     "failures": result["failures"], "wall_time_s": result["wall_time_s"]})
+                     "difference_points": None if paper is None or simulated is None else simulated - paper,
+                     "failures": result["failures"], "wall_time_s": result["wall_time_s"],
+                     "incomplete_reason": result["incomplete_reason"]})
     return pd.DataFrame(rows)
 
 
@@ -112,9 +136,22 @@ def table_text(table: pd.DataFrame) -> str:
              "| --- |" + " --- |" * len(columns)]
     for label, rows in table.groupby("method", sort=False):
         by_chips = rows.set_index("chips")
-        cells = [f"{by_chips.at[n, 'simulated_percent']:.0f}% ({by_chips.at[n, 'paper_percent']:.0f}%)"
+        cells = [f"{percent(by_chips.at[n, 'simulated_percent'])} ({percent(by_chips.at[n, 'paper_percent'])})"
                  for n in columns]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    worst = table["difference_points"].abs().max()
-    lines.append(f"\nsimulated (paper); worst difference {worst:.1f} points over {len(table)} cells")
+    complete = table[table["simulated_percent"].notna()]
+    worst = complete["difference_points"].abs().max()
+    lines.append(f"\nsimulated (paper); worst difference {percent_points(worst)} over {len(complete)} "
+                 f"complete cells")
+    for row in table[table["simulated_percent"].isna()].itertuples():
+        lines.append(f"{row.method}, {row.chips / 1e6:g}M chips: {CUT_SHORT} ({row.incomplete_reason}), "
+                     "so no goodput")
     return "\n".join(lines)
+
+
+def percent(value: float | None) -> str:
+    return CUT_SHORT if value is None or pd.isna(value) else f"{value:.0f}%"
+
+
+def percent_points(value: float) -> str:
+    return "none" if pd.isna(value) else f"{value:.1f} points"

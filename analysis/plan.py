@@ -35,6 +35,7 @@ from .search import (RELATIVE_TOLERANCE, Answer, Measurement, bandwidth_curve, l
 DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
 H_SCHEDULES = tuple(name for name, schedule in SCHEDULES.items() if "inner_steps" in schedule.reads)
 MAX_FRAGMENTS = 64
+MAX_SEEDS = 100  # seeds per point of every search: beyond, a plan takes hours for a mean already steady
 
 
 @dataclass(frozen=True)
@@ -178,8 +179,9 @@ def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
     source = replace(as_source(scenario, overrides), max_events=max_events)
     check_target(target)
     goals = tuple(sorted({check_target(t) for t in targets} | {target}))
-    if seeds < 1:
-        raise UserError(f"--seeds must be >= 1 (got {seeds})")
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise UserError(f"--seeds must be in [1, {MAX_SEEDS}] (got {seeds}): every search runs each point that "
+                        "many times")
     variants = source.schedules()
     for variant in variants.scenarios.values():  # fail here, in one line, not in a worker
         guard(variant, max_events)

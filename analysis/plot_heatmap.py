@@ -86,7 +86,9 @@ def choose_axes(table: pd.DataFrame, x: str | None, y: str | None) -> tuple[str,
         x = rest.pop(0)
     if y is None and rest:
         y = rest.pop(0)
-    if x is None or y is None or x == y:
+    if x is not None and x == y:
+        raise UserError(f"--x and --y both name {x}: a heatmap needs two different parameters")
+    if x is None or y is None:
         raise UserError(f"a heatmap needs two parameters that vary; this sweep varies "
                         f"{', '.join(varying) or 'none'} (sweep two keys with --grid)")
     if rest:

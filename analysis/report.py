@@ -1,5 +1,6 @@
-"""One self-contained HTML page about a scenario, for sharing: the summary under each schedule, the
-plots (PNG embedded as data URIs, no external files or scripts) and the plan."""
+"""One self-contained HTML page about a scenario, for sharing: the summary under each schedule, a
+what-if panel of sliders over a simulated grid (``whatif_page``: inline data and script), the plots
+(PNG embedded as data URIs) and the plan. It fetches nothing: no external file, script, style or font."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import base64
 import html
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -30,6 +31,8 @@ from .plot_timeline import timeline_figure
 from .scenario_source import ScenarioSource, as_source
 from .sweep import run_sweep
 from .units import count_text, rate_text
+from .whatif import run_whatif, whatif_axes
+from .whatif_page import STYLE as WHATIF_STYLE, whatif_section
 
 TIMELINE_INTERVALS = (0, 2)
 HEATMAP_H_FACTORS = (0.1, 0.25, 0.5, 1, 2)
@@ -96,12 +99,12 @@ def heatmap_grid(source: ScenarioSource) -> dict[str, list[float]]:
 
 
 def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, where: Sequence[str],
-                 jobs: int | None, executor: Executor | None) -> str:
+                 jobs: int | None, executor: Executor | None, progress: Progress | None = None) -> str:
     if sweep_table is not None:
         caption = "Compute utilisation over the two parameters of the given sweep table (mean over seeds)."
         return image(heatmap_figure(sweep_table, where=where), "heatmap of the sweep") + note(caption)
     diloco = source.with_symmetric_links().with_overrides("schedule.algorithm=diloco")
-    table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor)
+    table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor, progress=progress)
     caption = ("DiLoCo compute utilisation by H and bandwidth per island (every island's link at that rate): "
                "move right for a longer sync interval, up for a faster link.")
     return image(heatmap_figure(table), "heatmap of utilisation by H and bandwidth") + note(caption)
@@ -110,18 +113,22 @@ def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, where
 def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[str] = (), target: float = 0.95,
                  targets: Sequence[float] = DEFAULT_TARGETS, sweep_table: pd.DataFrame | None = None,
                  fragments: bool = True, seeds: int = 1, jobs: int | None = None, executor: Executor | None = None,
-                 progress: Progress | None = None, where: Sequence[str] = (),
+                 progress: Callable[[str], Progress | None] | None = None, where: Sequence[str] = (),
                  results: Mapping[str, SimResult] | None = None) -> str:
     """The report as an HTML string. ``sweep_table`` (from ``islands sweep``) replaces the default
     heatmap sweep, ``where`` pins its other parameters (``KEY=VALUE``); ``fragments`` and ``seeds``
     are the plan's (see ``make_plan``); ``results``: the schedules already simulated at equal work
-    (``simulate_schedules``), if at hand."""
+    (``simulate_schedules``), if at hand; ``progress(stage)``: the progress callback of each long
+    stage (``progress.Stages``)."""
+    stage = progress or (lambda name: None)
     source = as_source(scenario, overrides)
     base = source.scenario
     results = results or simulate_schedules(source)
     summaries = {name: result.summary for name, result in results.items()}
     plan = make_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs, executor=executor,
-                     progress=progress)
+                     progress=stage("plan searches"))
+    whatif = run_whatif(source, whatif_axes(base), executor=executor, jobs=jobs, progress=stage("what-if grid"))
+    heatmap = heatmap_part(source, sweep_table, where, jobs, executor, stage("heatmap sweep"))
     timeline_run = simulate(base)
     parts = [
         f"<h1>{html.escape(base.name)}</h1>",
@@ -133,6 +140,7 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
                      f"{base.schedule.outer_steps} outer steps (DDP: steps).")),
         section("Summary under each schedule", note(work_line(summaries, base.model.tokens_per_step)),
                 summary_table(summaries), *(note(line) for line in left_out_notes(source)), note(headline(plan))),
+        section("What if", whatif_section(whatif)),
         section("Bandwidth over time", image(bandwidth_figure(results, base), "bandwidth over time"),
                 note("One worker's uplink under each schedule: DDP sends every step, DiLoCo one burst per "
                      "outer interval, Streaming DiLoCo one fragment at a time while compute goes on.")),
@@ -146,7 +154,7 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
                      "published tables (islands quality shows each factor and what is not priced); dashed: the "
                      "same pace on to DDP's final loss. `islands plan --objective time-to-loss` searches H and "
                      "wire precision for the soonest.")),
-        section("Utilisation by H and bandwidth", heatmap_part(source, sweep_table, where, jobs, executor)),
+        section("Utilisation by H and bandwidth", heatmap),
         section("Plan", note(f"Found by searching the simulator: {plan.runs} runs."),
                 *(plan_section(table) for table in plan_tables(plan))),
         note(f"Written by islands {__version__} from {source.source}"
@@ -154,7 +162,7 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
     ]
     title = html.escape(f"islands report: {base.name}")
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
+            f"<style>{STYLE}{WHATIF_STYLE}</style></head><body>{''.join(parts)}</body></html>")
 
 
 REPORT_FORMATS = ("html", "htm")

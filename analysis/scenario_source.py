@@ -9,13 +9,13 @@ a cluster executor can build variants without reading the file again.
 from __future__ import annotations
 
 import copy
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from islands.scenarios import Scenario, ScenarioError, from_dict, load, resolve
-from islands.scenarios.latencies import inline_rtt_csv
+from islands.scenarios import Scenario, ScenarioError, from_dict
+from islands.scenarios.loader import read_document
+from islands.scenarios.latencies import csv_path, inline_rtt_csv
 from islands.scenarios.profile import apply_profile, read_profile
 from islands.schedules import SCHEDULES
 from islands.simulator import DEFAULT_MAX_EVENTS
@@ -32,14 +32,18 @@ class ScenarioSource:
     source: str
     overrides: tuple[str, ...] = ()
     max_events: float = DEFAULT_MAX_EVENTS
+    inputs: tuple[tuple[str, str], ...] = ()  # (what, path) of each file read: no output may overwrite one
 
     @classmethod
     def read(cls, path_or_name: str | Path, overrides: Iterable[str] = ()) -> "ScenarioSource":
         """Read a scenario file or bundled scenario; bad input raises the loader's ``ScenarioError``."""
-        overrides = tuple(overrides)
-        load(path_or_name, overrides)  # validates and reports problems exactly as `islands simulate` does
-        document = tomllib.loads(resolve(path_or_name).read_text(encoding="utf-8"))
-        return cls(inline_rtt_csv(document, str(path_or_name)), str(path_or_name), overrides)
+        overrides, source = tuple(overrides), str(path_or_name)
+        document = read_document(path_or_name)
+        scenario = from_dict(document, source, overrides)  # validates and reports problems as `islands simulate` does
+        inputs = (("the scenario", source),) if Path(path_or_name).is_file() else ()
+        if scenario.network.rtt_csv:
+            inputs += (("network.rtt_csv", str(csv_path(scenario.network.rtt_csv, source))),)
+        return cls(inline_rtt_csv(document, source), source, overrides, inputs=inputs)
 
     def variant(self, *extra: str) -> Scenario:
         """The scenario with this source's overrides, then ``extra`` overrides, validated."""
@@ -55,7 +59,8 @@ class ScenarioSource:
     def with_network_profile(self, path: str | Path) -> "ScenarioSource":
         """The scenario with a measured network profile's links, round trips and exchange costs
         (``scenarios/profile.py``), the overrides on top; refused in one line if it does not fit."""
-        source = replace(self, document=apply_profile(self.document, read_profile(path), str(path)))
+        source = replace(self, document=apply_profile(self.document, read_profile(path), str(path)),
+                         inputs=(*self.inputs, ("--network-profile", str(path))))
         source.variant()
         return source
 

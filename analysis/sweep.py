@@ -35,6 +35,7 @@ from .scenario_source import ScenarioSource, as_source
 # inter-process overhead small next to a 10-50 ms run.
 CHUNKS_PER_JOB = 8
 MAX_CHUNK_RUNS = 16
+MAX_RUNS = 100_000  # a sweep's combinations x seeds: about a day of runs at a second each on one core
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ def planned_runs(source: ScenarioSource, axes: Sequence[Axis], seeds: int,
     """Every combination of the grid and the seeds, validated and within the resource guard; invalid
     ones carry their reason."""
     runs = []
+    check_run_count(axes, seeds)
     seed_list = seed_values(source, axes, seeds)
     for params, overrides in combinations(axes):
         for seed in seed_list or [None]:
@@ -101,6 +103,15 @@ def planned_runs(source: ScenarioSource, axes: Sequence[Axis], seeds: int,
             except ScenarioError as exc:
                 runs.append(PlannedRun(row, None, str(exc)))
     return runs
+
+
+def check_run_count(axes: Sequence[Axis], seeds: int) -> None:
+    """Refuse, before any run is planned, a grid whose combinations x seeds pass ``MAX_RUNS``."""
+    runs = math.prod(len(axis.values) for axis in axes) * seeds
+    if runs > MAX_RUNS:
+        sizes = " x ".join([*(str(len(axis.values)) for axis in axes), *([f"{seeds} seeds"] if seeds > 1 else [])])
+        raise UserError(f"--grid: {sizes} = {runs:,} runs, above the {MAX_RUNS:,} a sweep runs: "
+                        "fewer values or seeds, or several sweeps")
 
 
 def chunked(items: list[Any], jobs: int) -> list[list[Any]]:

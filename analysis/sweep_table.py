@@ -8,12 +8,13 @@ dotted key whose first part is a section (``schedule.inner_steps``) or ``island`
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
 
 from islands.errors import UserError
-from islands.io import write_table
+from islands.io import read_bounded_bytes, write_table
 from islands.scenarios.spec import TOP_KEYS
 
 from .grid import SECTION_KEYS
@@ -22,6 +23,7 @@ REQUIRED_COLUMNS = ("valid",)
 MAXIMISED_SUFFIX = "utilisation"
 TIE_BREAKERS = ("peak_bandwidth_gbps", "bandwidth_needed_gbps")
 NOT_FIGURES = ("seed", "run", "valid", "complete")
+TEXT_COLUMNS = ("error", "incomplete_reason")
 
 
 def parquet_available() -> bool:
@@ -32,24 +34,27 @@ def parquet_available() -> bool:
     return True
 
 
-def write_sweep(table: pd.DataFrame, path: str | Path) -> list[Path]:
-    """Write ``path`` as CSV and, where pyarrow imports, the same name with ``.parquet``; atomically."""
+def sweep_paths(path: str | Path) -> list[Path]:
+    """The files ``write_sweep`` writes for ``path``: its CSV and, where pyarrow imports, its Parquet."""
     path = Path(path)
     csv_path = path if path.suffix == ".csv" else path.with_name(path.name.removesuffix(".parquet") + ".csv")
-    written = [csv_path]
-    write_table(table, csv_path)
-    if parquet_available():
-        parquet_path = csv_path.with_suffix(".parquet")
-        write_table(table, parquet_path)
-        written.append(parquet_path)
+    return [csv_path, csv_path.with_suffix(".parquet")] if parquet_available() else [csv_path]
+
+
+def write_sweep(table: pd.DataFrame, path: str | Path) -> list[Path]:
+    """Write ``path`` as CSV and, where pyarrow imports, the same name with ``.parquet``; atomically."""
+    written = sweep_paths(path)
+    for target in written:
+        write_table(table, target)
     return written
 
 
 def read_sweep(path: str | Path) -> pd.DataFrame:
     """A sweep table from ``.csv`` or ``.parquet``; anything unreadable is a one-line UserError."""
     path = Path(path)
+    data = io.BytesIO(read_bounded_bytes(path, "sweep table"))
     try:
-        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        table = pd.read_parquet(data) if path.suffix == ".parquet" else pd.read_csv(data)
     except (OSError, ValueError, ImportError) as exc:
         raise UserError(f"{path}: cannot be read as a sweep table ({str(exc).splitlines()[0]})") from None
     missing = [column for column in REQUIRED_COLUMNS if column not in table.columns]
@@ -74,10 +79,16 @@ def maximised(column: str) -> bool:
 
 
 def numeric_column(table: pd.DataFrame, column: str, what: str) -> None:
-    if column not in table.columns or not pd.api.types.is_numeric_dtype(table[column]):
-        numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c]) and not is_parameter(c)]
+    """Refuse a ``column`` that is not a summary figure: missing, a flag, or text (``error`` and
+    ``incomplete_reason`` read back as empty numbers where no run had one)."""
+    if column not in figure_columns(table):
         raise UserError(f"{what} {column}: not a numeric column of the sweep table "
-                        f"(e.g. {', '.join(numeric[:6])})")
+                        f"(e.g. {', '.join(figure_columns(table)[:6])})")
+
+
+def figure_columns(table: pd.DataFrame) -> list[str]:
+    return [c for c in table.columns if c not in (*NOT_FIGURES, *TEXT_COLUMNS) and not is_parameter(c)
+            and pd.api.types.is_numeric_dtype(table[c]) and not pd.api.types.is_bool_dtype(table[c])]
 
 
 def cut_short(table: pd.DataFrame) -> pd.Series:

@@ -35,8 +35,17 @@ def installed_version() -> str:
         return __version__
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad usage answered in one line, as every other refusal (``islands train: error: argument
+    --workers: invalid int value: 'two' (see islands train --help)``), exit code 2; its subcommands'
+    parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="islands", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="islands", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"islands {installed_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in command_names():
@@ -44,8 +53,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def refuse_empty_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """An empty argument (``--trace ""``, a FILE of ``""``) names nothing: refused in one line, never taken
+    as the current folder or left unset."""
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = subparsers.choices[args.command]
+    for action in command._actions:
+        value = getattr(args, action.dest, None)
+        if value == "" or (isinstance(value, list) and "" in value):
+            command.error(f"argument {'/'.join(action.option_strings) or action.metavar or action.dest}: is empty")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    refuse_empty_values(parser, args)
     try:
         return args.handler(args) or 0
     except UserError as exc:

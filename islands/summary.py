@@ -260,16 +260,25 @@ def summarise_columns(columns: Columns, outer_steps: int, peak_bandwidth_gbps: f
                       extra: dict[str, Any] | None = None, island_extra: dict[str, dict[str, Any]] | None = None,
                       syncs_per_worker: bool = False, weights: dict[int, int] | None = None) -> dict[str, Any]:
     """``summarise`` of a trace's columns (``Columns.of_rows``: a simulation's rows, no DataFrame)."""
-    extra = extra or {}
-    reason = extra.get("incomplete_reason")
     workers = Workers.of(columns, weights)
     wall_time_s = float(columns.end.max() - columns.start.min()) if len(columns.start) else 0.0
-    compute_s = workers.weighted_mean("compute")
-    bytes_per_worker = workers.weighted_mean("bytes_sent")
     keys, durations = sync_spans(columns, syncs_per_worker)
     span_counts = workers.count[keys[:, 2]] if syncs_per_worker else np.ones(len(durations), dtype=np.int64)
     if peak_bandwidth_gbps is None:
         peak_bandwidth_gbps = peak_collective_gbps(columns)
+    return summary_of(workers, wall_time_s, durations, span_counts, outer_steps, peak_bandwidth_gbps, extra,
+                      island_extra)
+
+
+def summary_of(workers: Workers, wall_time_s: float, durations: np.ndarray, span_counts: np.ndarray,
+               outer_steps: int, peak_bandwidth_gbps: float, extra: dict[str, Any] | None = None,
+               island_extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The summary from its parts, however they were gathered (from a trace's rows, or as a run
+    goes): per-worker totals, the wall time, each collective's duration and the exchanges it counts for."""
+    extra = extra or {}
+    reason = extra.get("incomplete_reason")
+    compute_s = workers.weighted_mean("compute")
+    bytes_per_worker = workers.weighted_mean("bytes_sent")
     over_present, over_run = utilisations(workers, wall_time_s)
     summary = {
         "complete": reason is None,

@@ -17,15 +17,20 @@ from __future__ import annotations
 
 import copy
 import csv
+import io
 import math
 from pathlib import Path
 from typing import Any
 
+from islands.errors import UserError
+from islands.io import read_bounded_text
+
 from .errors import ScenarioError
 from .model import IslandSpec, PairLatency
-from .spec import LATENCY_KEYS
+from .spec import LATENCY_KEYS, shown_value
 
 CSV_COLUMNS = ("a", "b", "rtt_ms")
+MAX_RTT_CSV_BYTES = 16 * 2**20  # about 400k rows of a,b,rtt_ms: a matrix of some 900 islands
 
 
 def csv_path(rtt_csv: str, source: str) -> Path:
@@ -38,10 +43,10 @@ def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
     """Each row of the CSV as (a pair's round trip, where it was read: ``file:line``)."""
     path = csv_path(rtt_csv, source)
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
-            header = tuple(rows[0]) if rows else ()
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        text = read_bounded_text(path, "round-trip CSV", MAX_RTT_CSV_BYTES)
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+        header = tuple(rows[0]) if rows else ()
+    except (UserError, csv.Error) as error:
         raise ScenarioError(source, "network.rtt_csv", f"cannot read {path}: {error}") from None
     if not rows or any(column not in header for column in CSV_COLUMNS):
         raise ScenarioError(source, "network.rtt_csv", f"{path}: needs a header a,b,rtt_ms and a row per pair")
@@ -51,11 +56,11 @@ def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
         try:
             rtt_ms = float(row["rtt_ms"])
         except (TypeError, ValueError):
-            raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms must be a number (got {row['rtt_ms']!r})") \
-                from None
+            raise ScenarioError(source, "network.rtt_csv",
+                                f"{where}: rtt_ms must be a number (got {shown_value(row['rtt_ms'])})") from None
         problem = LATENCY_KEYS["rtt_ms"].check(rtt_ms) if math.isfinite(rtt_ms) else "must be finite"
         if problem:
-            raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms {problem} (got {rtt_ms!r})")
+            raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms {problem} (got {shown_value(rtt_ms)})")
         pairs.append((PairLatency((row["a"] or "", row["b"] or ""), rtt_ms), where))
     return pairs
 

@@ -14,6 +14,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Iterable
 
+from islands.io import read_bounded_text
 from islands.schedules import schedule_of
 
 from .errors import ScenarioError
@@ -24,7 +25,7 @@ from .latencies import with_csv
 from .regions import check_collective, check_topology
 from .sanity import check_runnable, check_step_time
 from .spec import (ARRAYS, BACKBONE_KEYS, EVENT_KEYS, ISLAND_KEYS, LATENCY_KEYS, REGION_KEYS, REQUIRED, SECTIONS,
-                   TOP_KEYS, Key, is_finite_number)
+                   TOP_KEYS, MAX_INTEGER, Key, is_finite_number, shown_value)
 from .trainer_keys import TRAINER_KEYS, TrainerSpec
 
 LIBRARY_PACKAGE = "islands.scenarios"
@@ -42,6 +43,9 @@ def resolve(path_or_name: str | Path) -> Path | Traversable:
     path = Path(path_or_name)
     if path.is_file():
         return path
+    if path.exists():
+        kind = "a folder" if path.is_dir() else "not a regular file"
+        raise ScenarioError(str(path_or_name), "", f"is {kind}: name a scenario TOML file or a bundled scenario")
     bundled = resources.files(LIBRARY_PACKAGE) / LIBRARY_FOLDER / f"{path_or_name}.toml"
     if bundled.is_file():
         return bundled
@@ -52,15 +56,27 @@ def resolve(path_or_name: str | Path) -> Path | Traversable:
 
 def load(path_or_name: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     """Read, override and validate a scenario file (or a bundled scenario by name)."""
+    return from_dict(read_document(path_or_name), str(path_or_name), overrides)
+
+
+def read_document(path_or_name: str | Path) -> dict[str, Any]:
+    """The parsed TOML of a scenario file (read within ``MAX_INPUT_BYTES``) or a bundled scenario."""
     path = resolve(path_or_name)
-    source = str(path_or_name)
+    text = read_bounded_text(path, "scenario") if isinstance(path, Path) else path.read_text(encoding="utf-8")
+    return parse_toml(text, str(path_or_name))
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """The TOML document in ``text``; a syntax error, nesting too deep to parse, or an integer of more
+    digits than Python converts (4,300), is one ``ScenarioError``."""
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(source, "", f"not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(source, "", f"cannot be read: {exc}") from None
-    return from_dict(document, source, overrides)
+    except RecursionError:
+        raise ScenarioError(source, "", "has arrays or tables nested too deeply to read") from None
+    except ValueError as exc:
+        raise ScenarioError(source, "", f"has a number too long to read: {str(exc).split(';')[0]}") from None
 
 
 def from_dict(document: dict[str, Any], source: str = "<scenario>", overrides: Iterable[str] = ()) -> Scenario:
@@ -75,7 +91,7 @@ def parse_override_value(raw: str) -> Any:
     """A TOML value if it parses as one (``10``, ``1e9``, ``true``, ``"x"``), else the bare string."""
     try:
         return tomllib.loads(f"value = {raw}")["value"]
-    except tomllib.TOMLDecodeError:
+    except (ValueError, RecursionError):  # not TOML, a number too long to convert, or nesting too deep
         return raw
 
 
@@ -85,6 +101,8 @@ def apply_override(document: dict[str, Any], override: str, source: str) -> None
         raise ScenarioError(source, override, "an override must look like key=value, e.g. schedule.inner_steps=100")
     dotted, raw = override.split("=", 1)
     dotted = dotted.strip()
+    if not dotted or "" in dotted.split("."):
+        raise ScenarioError(source, override, "an override names a key before the =, e.g. schedule.inner_steps=100")
     value = parse_override_value(raw.strip())
     parts = dotted.split(".")
     if parts[0] in ARRAYS:
@@ -108,6 +126,8 @@ def select_entries(document: dict[str, Any], array: str, selector: str, dotted: 
                    source: str) -> list[dict[str, Any]]:
     """The entries of ``[[array]]`` that ``selector`` names: an index, a name, or ``*`` (all)."""
     entries = read_array(document, array, source)
+    if not entries:
+        raise ScenarioError(source, dotted, f"the scenario has no [[{array}]] entries, so this would set nothing")
     if selector == "*":
         return list(entries)
     if selector.isdigit():
@@ -126,9 +146,16 @@ def check_known_keys(table: dict[str, Any], keys: dict[str, Key], prefix: str, s
     known = list(keys) + list(extra)
     for key in table:
         if key not in known:
-            hint = difflib.get_close_matches(key, known, n=1)
-            suffix = f" (did you mean '{hint[0]}'?)" if hint else ""
-            raise ScenarioError(source, prefix + key, f"unknown key{suffix}")
+            raise ScenarioError(source, prefix + key, f"unknown key{key_hint(str(key), known)}")
+
+
+def key_hint(key: str, known: list[str]) -> str:
+    """The closest known key, or failing one the three nearest, as a message's suffix."""
+    hint = difflib.get_close_matches(key, known, n=1)
+    if hint:
+        return f" (did you mean '{hint[0]}'?)"
+    nearest = difflib.get_close_matches(key, known, n=3, cutoff=0)
+    return f" (the nearest known keys: {', '.join(nearest)})" if nearest else ""
 
 
 def read_value(table: dict[str, Any], name: str, key: Key, prefix: str, source: str) -> Any:
@@ -138,31 +165,38 @@ def read_value(table: dict[str, Any], name: str, key: Key, prefix: str, source: 
         if key.default is REQUIRED:
             raise ScenarioError(source, where, "is required")
         return key.default
-    value = table[name]
-    if key.kind == "bool":
-        if not isinstance(value, bool):
-            raise ScenarioError(source, where, f"must be true or false (got {value!r})")
-    elif key.kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ScenarioError(source, where, f"must be an integer (got {value!r})")
-    elif key.kind == "float|str":
-        if not (is_finite_number(value) or isinstance(value, str)):
-            raise ScenarioError(source, where, f"must be a number or a string (got {value!r})")
-        value = value if isinstance(value, str) else float(value)
-    elif key.kind == "float":
-        if not is_finite_number(value):
-            raise ScenarioError(source, where, f"must be a finite number (got {value!r})")
-        value = float(value)
-    elif key.kind == "pair":
-        if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-            raise ScenarioError(source, where, f'must be two names, e.g. ["us", "eu"] (got {value!r})')
-        value = tuple(value)
-    elif not isinstance(value, str):
-        raise ScenarioError(source, where, f"must be a string (got {value!r})")
+    value = typed_value(table[name], key.kind, where, source)
     if key.check is not None:
         problem = key.check(value)
         if problem:
-            raise ScenarioError(source, where, f"{problem} (got {value!r})")
+            raise ScenarioError(source, where, f"{problem} (got {shown_value(value)})")
+    return value
+
+
+def typed_value(value: Any, kind: str, where: str, source: str) -> Any:
+    """``value`` as a key of ``kind`` takes it ('int' within +-2**53, 'float' finite), or one error."""
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ScenarioError(source, where, f"must be true or false (got {shown_value(value)})")
+    elif kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(source, where, f"must be an integer (got {shown_value(value)})")
+        if abs(value) > MAX_INTEGER:
+            raise ScenarioError(source, where, f"must be an integer within +-2**53 (got {shown_value(value)})")
+    elif kind == "float|str":
+        if not (is_finite_number(value) or isinstance(value, str)):
+            raise ScenarioError(source, where, f"must be a finite number or a string (got {shown_value(value)})")
+        value = value if isinstance(value, str) else float(value)
+    elif kind == "float":
+        if not is_finite_number(value):
+            raise ScenarioError(source, where, f"must be a finite number (got {shown_value(value)})")
+        value = float(value)
+    elif kind == "pair":
+        if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
+            raise ScenarioError(source, where, f'must be two names, e.g. ["us", "eu"] (got {shown_value(value)})')
+        value = tuple(value)
+    elif not isinstance(value, str):
+        raise ScenarioError(source, where, f"must be a string (got {shown_value(value)})")
     return value
 
 
@@ -233,7 +267,7 @@ def read_accelerators(table: Any, source: str) -> dict[str, float]:
     peaks = dict(PEAK_BF16_FLOPS)
     for name, value in table.items():
         if not is_finite_number(value) or value <= 0:
-            raise ScenarioError(source, f"accelerators.{name}", f"must be a peak FLOP/s > 0 (got {value!r})")
+            raise ScenarioError(source, f"accelerators.{name}", f"must be a peak FLOP/s > 0 (got {shown_value(value)})")
         peaks[name] = float(value)
     return peaks
 
@@ -267,10 +301,12 @@ def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float],
             download_burst_bytes=first_given(values["download_burst_bytes"], values["burst_bytes"]),
             region=values["region"],
         ))
-    names = [island.name for island in islands]
-    for index, name in enumerate(names):
-        if name in names[:index]:
-            raise ScenarioError(source, f"island.{index}.name", f"'{name}' is used by another island; names must be unique")
+    seen: set[str] = set()
+    for index, island in enumerate(islands):
+        if island.name in seen:
+            raise ScenarioError(source, f"island.{index}.name",
+                                f"'{island.name}' is used by another island; names must be unique")
+        seen.add(island.name)
     return tuple(islands)
 
 
@@ -354,6 +390,10 @@ def check_schedule(scenario: Scenario, source: str) -> None:
         raise ScenarioError(source, "island",
                             f"a sync needs at least 2 workers; the islands give {scenario.worker_count} "
                             "(add an island or set replicas)")
+    if "quorum" in declared.reads and schedule.quorum > scenario.worker_count:
+        raise ScenarioError(source, "schedule.quorum",
+                            f"must be at most the {scenario.worker_count} learners (workers) that report "
+                            f"(got {schedule.quorum})")
     broken = declared.check(schedule)
     if broken:
         raise ScenarioError(source, *broken)

@@ -33,14 +33,16 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from islands.io import json_text, write_text
+from islands.io import json_text, read_bounded_text, write_text
 from islands.units import MS_PER_S
 
 from .errors import ScenarioError
 from .model import PairLatency
+from .spec import is_finite_number, shown_value
 
 KIND = "islands network profile"
 VERSION = 1
+MAX_PROFILE_BYTES = 16 * 2**20  # a profile of thousands of hosts is a few MB
 
 
 @dataclass(frozen=True)
@@ -78,53 +80,86 @@ class NetworkProfile:
 
 def read_profile(path: str | Path) -> NetworkProfile:
     """The profile in ``path``; a missing, corrupt or foreign file is refused in one line."""
-    try:
-        values = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScenarioError(str(path), "", f"cannot be read: {error}") from None
-    except json.JSONDecodeError as error:
-        raise ScenarioError(str(path), "", f"not valid JSON ({error}): write it with islands calibrate --out") from None
+    values = parse_json(read_bounded_text(path, "network profile", MAX_PROFILE_BYTES), str(path))
     if not isinstance(values, dict) or values.get("kind") != KIND:
         raise ScenarioError(str(path), "kind", f"not a network profile (no \"kind\": \"{KIND}\"): write one with "
                             "islands calibrate")
     if values.get("version") != VERSION:
-        raise ScenarioError(str(path), "version", f"{values.get('version')!r} is not {VERSION}: calibrate again")
+        raise ScenarioError(str(path), "version",
+                            f"{shown_value(values.get('version'))} is not {VERSION}: calibrate again")
     try:
         return NetworkProfile(
             label=str(values["label"]),
-            hosts=tuple(Host(str(h["name"]), positive(h["upload_gbps"]), positive(h["download_gbps"]))
-                        for h in values["hosts"]),
-            rtt_ms=tuple(PairLatency((str(p["between"][0]), str(p["between"][1])), non_negative(p["rtt_ms"]))
-                         for p in values["rtt_ms"]),
+            hosts=unique_hosts(tuple(Host(str(h["name"]), positive(h["upload_gbps"]), positive(h["download_gbps"]))
+                                     for h in values["hosts"]), str(path)),
+            rtt_ms=unique_pairs(tuple(PairLatency((str(p["between"][0]), str(p["between"][1])),
+                                                  non_negative(p["rtt_ms"])) for p in values["rtt_ms"]), str(path)),
             exchange=ExchangeCost(int(values["exchange"]["members"]),
                                   non_negative(values["exchange"]["cpu_s_per_value"]),
-                                  finite(values["exchange"]["hop_overhead_s"]),
+                                  number(values["exchange"]["hop_overhead_s"]),
                                   non_negative(values["exchange"]["end_spread_s"]),
                                   non_negative(values["exchange"].get("burst_bytes", 0.0))))
-    except (KeyError, TypeError, ValueError, IndexError) as error:
+    except ScenarioError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError) as error:
         raise ScenarioError(str(path), "", f"{describe(error)}: the profile is incomplete or has a value out of "
                             "range; calibrate again") from None
 
 
+def parse_json(text: str, source: str) -> Any:
+    """The JSON document in ``text``; bad syntax, nesting too deep to parse or an integer of more digits
+    than Python converts is one ``ScenarioError``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ScenarioError(source, "", f"not valid JSON ({error}): write it with islands calibrate --out") from None
+    except RecursionError:
+        raise ScenarioError(source, "", "nested too deeply to be a network profile: write it with islands "
+                                        "calibrate --out") from None
+    except ValueError as error:
+        raise ScenarioError(source, "", f"has a number too long to read ({str(error).split(';')[0]})") from None
+
+
+def unique_hosts(hosts: tuple[Host, ...], source: str) -> tuple[Host, ...]:
+    """Refuse a host listed twice: one entry would win silently."""
+    seen: set[str] = set()
+    for index, host in enumerate(hosts):
+        if host.name in seen:
+            raise ScenarioError(source, f"hosts.{index}.name", f"'{host.name}' is listed twice; each host once")
+        seen.add(host.name)
+    return hosts
+
+
+def number(value: Any) -> float:
+    """A JSON number that is finite as a float (not a string, a boolean or null)."""
+    if not is_finite_number(value):
+        raise ValueError(f"{shown_value(value)} is not a finite number")
+    return float(value)
+
+
+def unique_pairs(pairs: tuple[PairLatency, ...], source: str) -> tuple[PairLatency, ...]:
+    """Refuse a pair of hosts measured twice: one round trip would win silently."""
+    seen: set[frozenset[str]] = set()
+    for index, pair in enumerate(pairs):
+        if frozenset(pair.between) in seen:
+            raise ScenarioError(source, f"rtt_ms.{index}", f"the round trip between {' and '.join(pair.between)} "
+                                "is listed twice; each pair once")
+        seen.add(frozenset(pair.between))
+    return pairs
+
+
 def positive(value: Any) -> float:
-    number = float(value)
-    if not number > 0 or number == float("inf"):
-        raise ValueError(f"{value!r} is not a rate > 0")
-    return number
+    rate = number(value)
+    if not rate > 0:
+        raise ValueError(f"{shown_value(value)} is not a rate > 0")
+    return rate
 
 
 def non_negative(value: Any) -> float:
-    number = float(value)
-    if not 0 <= number < float("inf"):
-        raise ValueError(f"{value!r} is not a finite number >= 0")
-    return number
-
-
-def finite(value: Any) -> float:
-    number = float(value)
-    if not abs(number) < float("inf"):
-        raise ValueError(f"{value!r} is not a finite number")
-    return number
+    figure = number(value)
+    if not figure >= 0:
+        raise ValueError(f"{shown_value(value)} is not a finite number >= 0")
+    return figure
 
 
 def describe(error: Exception) -> str:

@@ -31,9 +31,11 @@ def check_topology(regions: tuple[str, ...], backbones: tuple[BackboneSpec, ...]
                    syncer: SyncerSpec, schedule: ScheduleSpec, source: str) -> None:
     """Regions named once, backbones between declared regions, every island (and a decoupled
     syncer) in a declared region, and a backbone between every two regions that exchange bytes."""
+    seen: set[str] = set()
     for index, name in enumerate(regions):
-        if name in regions[:index]:
+        if name in seen:
             raise ScenarioError(source, f"region.{index}.name", f"'{name}' is declared twice")
+        seen.add(name)
     check_backbones(backbones, regions, source)
     for index, island in enumerate(islands):
         check_region(island.region, regions, f"island.{index}.region", source)
@@ -55,6 +57,7 @@ def check_collective(scenario: Scenario, source: str) -> None:
     alpha-beta model would not price. A collective that goes on without a departed member is a ring's."""
     network = scenario.network
     check_departure(scenario, source)
+    check_shared_syncer_path(scenario, source)
     if network.collective == "ring":
         return
     if network.collective == "tree" and network.model == "alpha-beta":
@@ -71,6 +74,17 @@ def check_collective(scenario: Scenario, source: str) -> None:
     if network.exchange_end_spread_s > 0:
         raise ScenarioError(source, "network.exchange_end_spread_s", "is measured on a ring: set it to 0 with "
                             f"network.collective = \"{network.collective}\"")
+
+
+def check_shared_syncer_path(scenario: Scenario, source: str) -> None:
+    """Decoupled learners report over one syncer link (and the backbones to its region): the alpha-beta
+    model would price each report as if alone on it, N times too fast; the flow model shares it."""
+    if scenario.network.model != "alpha-beta" or SCHEDULES[scenario.schedule.algorithm].coupled:
+        return
+    if scenario.syncer.bandwidth_gbps is not None or scenario.backbones:
+        shared = "the syncer's link" if scenario.syncer.bandwidth_gbps is not None else "the backbones to the syncer"
+        raise ScenarioError(source, "network.model", f"alpha-beta prices each transfer alone, and the learners' "
+                            f"reports share {shared}: use \"flow\" or \"auto\", which divide it among them")
 
 
 def check_departure(scenario: Scenario, source: str) -> None:

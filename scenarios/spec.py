@@ -1,7 +1,8 @@
 """The scenario format as plain data: every section's keys, their types, defaults and rules.
 
 A key is described once here; the loader checks a parsed TOML document against these tables and the
-README's key reference is written from them. Adding a key to the format is adding one ``Key`` line.
+key reference of the docs is generated from them (docs/gen_reference.py). Adding a key to the format
+is adding one ``Key`` line.
 """
 
 from __future__ import annotations
@@ -305,5 +306,28 @@ SECTIONS = {
 }
 
 
+MAX_INTEGER = 2**53  # every integer up to here is exact as a float; larger integer keys are refused
+MAX_SHOWN_CHARACTERS = 40
+LOG10_2 = math.log10(2)
+
+
 def is_finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """An int or float that is finite as a float (an integer past float's range is not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def shown_value(value: Any) -> str:
+    """``value`` as a message shows it: its repr, shortened; a huge integer by its digit count (one of
+    5,000 digits cannot even be turned into text by default)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_SHOWN_CHARACTERS:
+        try:
+            return f"an integer of {len(str(abs(value)))} digits"
+        except ValueError:  # past Python's int-to-text limit (4,300 digits)
+            return f"an integer of about {int(abs(value).bit_length() * LOG10_2) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN_CHARACTERS else text[:MAX_SHOWN_CHARACTERS - 3] + "..."

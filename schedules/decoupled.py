@@ -5,10 +5,14 @@ Each worker is a learner. It trains H inner steps per outer step and, as Streami
 sends fragment p's pseudo-gradient tau steps before its due step t * H + (p + 1) * H / P. The
 exchange is not a collective among learners: the learner uploads its fragment to the syncer (a CPU
 process with its own link, ``[syncer]``) and downloads the syncer's current global fragment, which
-it must hold by the due step. The syncer merges a fragment once ``schedule.quorum`` learners (K)
-have reported it since its last merge, then waits at most a grace window for more (``"adaptive"``:
-the paper's slack rule, ``simulator/syncer.py``; or seconds). No learner waits for another, and a
-learner that is down weighs zero; it comes back with stale state and fetches the global model.
+it must hold by the due step. The syncer merges a fragment's round once ``schedule.quorum``
+learners (K) have reported it, then waits at most a grace window for more (``"adaptive"``: the
+paper's slack rule, ``simulator/syncer.py``; or seconds). A report whose round is merged already is
+answered at once with the newest global fragment and joins the next merge, so a learner waits only
+for K - 1 others of its own round, and with K = 1 for none; a learner that is down weighs zero, and
+one whose last report is answered sends nothing more: once every live learner has a report waiting,
+the syncer merges what it holds, below the quorum if need be (``no_report_can_arrive``). The rules:
+``docs/decoupled.md``. A learner that comes back has stale state and fetches the global model.
 
 The merge weights a learner's pseudo-gradient by its tokens processed times its tokens per step
 (the paper's token weighting), optionally with radial-directional averaging
@@ -33,6 +37,14 @@ def grace_window_s(window: float | str, first_slack_s: float) -> float:
     if window != ADAPTIVE:
         return float(window)
     return max(0.0, ADAPTIVE_GRACE_FRACTION * first_slack_s)
+
+
+def no_report_can_arrive(live: set[int], queued: set[int]) -> bool:
+    """Whether the syncer should merge what it holds now: every live learner (present, its last
+    report not yet answered) has a report waiting at the syncer. A learner's exchanges run one at a
+    time, so it sends no other report until that one is answered; waiting on for the quorum would
+    wait for ever. Both executors apply this rule (``docs/decoupled.md``)."""
+    return live <= queued
 
 
 class Decoupled(Streaming):

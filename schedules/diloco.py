@@ -5,8 +5,8 @@ pseudo-gradient (the whole model), an outer step, and the next interval.
 layer's pseudo-gradient is final once the backward pass has produced its last gradient and the inner
 optimizer has stepped it, so an implementation that steps each layer during the backward pass (and
 sends it at once) hides up to the backward pass, 2/3 of a step by Kaplan et al.'s 2ND forward + 4ND
-backward. The Streaming DiLoCo paper's simulated bandwidth tables match this (README, "Published
-tables reproduced")."""
+backward. The Streaming DiLoCo paper's simulated bandwidth tables match this
+(docs/explanation/published-tables.md)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,10 @@
   membership changes, and events also with collectives; the per-unit costs were measured on this
   simulator (events 1.2-2 per worker-sync, one more with ``network.exchange_cpu_s_per_value`` and one
   more with ``network.exchange_end_spread_s``, and 3 per collective; trace rows 3-4, peak memory
-  about 1.8 kB per worker-sync) and rounded up.
+  about 1.8 kB per worker-sync) and rounded up. Memory also counts the topology's arrays
+  (``topology_bytes``): per worker, per pair of regions, and per pair of islands where any round trip
+  is measured (a matrix: 3.2 GB at 20,000 islands). A run whose memory passes ``BYTES_PER_EVENT``
+  x ``max_events`` (2 GB by default) is refused like one with too many events.
 * float64 time: a run ``MAX_CLOCK_RANGE`` times longer than its shortest step would resolve that
   step only to 2e-6 of its length (the clock's relative precision is 2.2e-16), so it is refused.
 """
@@ -47,6 +50,9 @@ BYTES_PER_WORKER_SYNC = 2000
 EVENTS_PER_CHANGE = 12
 ROWS_PER_CHANGE = 3
 HORIZON_FACTOR = 10
+BYTES_PER_EVENT = 1000  # the memory a run may take per event of --max-events: 2 GB by default
+BYTES_PER_MATRIX_CELL = 8  # a float64 latency between two regions, or two islands
+BYTES_PER_RANK = 200  # a worker's entries in the topology's arrays, lists and dicts (measured, rounded up)
 MAX_CLOCK_RANGE = 1e10
 
 
@@ -62,7 +68,8 @@ class Budget:
     membership_changes: float
     events: float
     trace_rows: float
-    memory_bytes: float
+    memory_bytes: float        # the run's rows and events, and topology_bytes
+    topology_bytes: float = 0.0
 
 
 def endless_churn(scenario: Scenario) -> bool:
@@ -73,10 +80,18 @@ def endless_churn(scenario: Scenario) -> bool:
 
 
 def ring_rate_bytes_per_s(scenario: Scenario, workers: list[Worker]) -> float:
-    """The slowest link, capped by the TCP window at the farthest pair's RTT."""
+    """The slowest link, capped by the TCP window at the farthest pair's RTT, and by the slowest
+    backbone shared by every worker's flow (an upper bound's rate: no ring puts more on it)."""
     slowest = min(min(w.upload_bytes_per_s, w.download_bytes_per_s) for w in workers)
     network = scenario.network
-    return min(slowest, network.tcp_cap_bytes_per_s(scenario.farthest_hop_latency_s))
+    rate = min(slowest, network.tcp_cap_bytes_per_s(scenario.farthest_hop_latency_s))
+    return min(rate, slowest_backbone_bytes_per_s(scenario) / len(workers))
+
+
+def slowest_backbone_bytes_per_s(scenario: Scenario) -> float:
+    """The slowest backbone between regions (infinite without backbones)."""
+    return min((backbone.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE for backbone in scenario.backbones),
+               default=math.inf)
 
 
 def collectives_per_outer(scenario: Scenario) -> int:
@@ -105,15 +120,16 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
 
 
 def syncer_s_per_outer(scenario: Scenario, learners: int) -> float:
-    """Decoupled DiLoCo: every learner's fragments in and out through the syncer's own link, in
-    series, and its latency twice per exchange (0 on a non-blocking core, or for a ring)."""
+    """Decoupled DiLoCo: every learner's fragments in and out through the syncer's own link and the
+    slowest backbone, in series, and its latency twice per exchange (0 on a non-blocking core with no
+    backbone, or for a ring)."""
     syncer = scenario.syncer
     if schedule_of(scenario).coupled:
         return 0.0
     latency_s = 2 * collectives_per_outer(scenario) * syncer.latency_ms / MS_PER_S
-    if syncer.bandwidth_gbps is None:
-        return latency_s
-    return latency_s + 2 * learners * scenario.payload_bytes / (syncer.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE)
+    syncer_bytes_per_s = math.inf if syncer.bandwidth_gbps is None else syncer.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
+    bottleneck_bytes_per_s = min(syncer_bytes_per_s, slowest_backbone_bytes_per_s(scenario))
+    return latency_s + 2 * learners * scenario.payload_bytes / bottleneck_bytes_per_s
 
 
 def interval_s(scenario: Scenario, workers: list[Worker]) -> float:
@@ -153,6 +169,7 @@ def estimate(scenario: Scenario) -> Budget:
         changes += sum(2 * horizon_s * w.failure_rate_per_compute_s for w in workers)
     collectives = float(scenario.schedule.outer_steps * collectives_per_outer(scenario))
     worker_syncs = len(groups(scenario, workers)) * collectives
+    topology = topology_bytes(scenario)
     return Budget(
         run_length_s=length_s,
         horizon_s=horizon_s,
@@ -161,8 +178,17 @@ def estimate(scenario: Scenario) -> Budget:
         events=(events_per_worker_sync(scenario) * worker_syncs + events_per_collective(scenario) * collectives
                 + EVENTS_PER_CHANGE * changes),
         trace_rows=ROWS_PER_WORKER_SYNC * worker_syncs + ROWS_PER_CHANGE * changes,
-        memory_bytes=BYTES_PER_WORKER_SYNC * (worker_syncs + changes),
+        memory_bytes=BYTES_PER_WORKER_SYNC * (worker_syncs + changes) + topology,
+        topology_bytes=topology,
     )
+
+
+def topology_bytes(scenario: Scenario) -> float:
+    """The topology's arrays (``topology.py``): per worker, a region-by-region latency matrix, and an
+    island-by-island one where any round trip is measured."""
+    islands = len(scenario.islands) if scenario.latencies else 0
+    cells = max(1, len(scenario.regions)) ** 2 + islands**2
+    return BYTES_PER_MATRIX_CELL * cells + BYTES_PER_RANK * scenario.worker_count
 
 
 def tree_levels(members: int) -> int:
@@ -207,6 +233,7 @@ def check(scenario: Scenario, budget: Budget, max_events: float) -> None:
                              f"the run would need about {budget.events:.3g} simulator events, "
                              f"{budget.trace_rows:.3g} trace rows and {budget.memory_bytes / BYTES_PER_GB:.3g} GB "
                              f"of memory, above the limit of {max_events:g} events: {advice}, or raise --max-events")
+    check_memory(scenario, budget, max_events)
     longest_s = budget.horizon_s if budget.horizon_s is not None else budget.run_length_s
     shortest_step_s = min(island.step_time_s for island in scenario.islands)
     if longest_s / shortest_step_s > MAX_CLOCK_RANGE:
@@ -215,6 +242,23 @@ def check(scenario: Scenario, budget: Budget, max_events: float) -> None:
                              f"{shortest_step_s:g} s; float64 time resolves a step only in runs up to "
                              f"{MAX_CLOCK_RANGE:g} steps long: shorten the run (schedule.outer_steps, "
                              "model.parameters) or widen the links (see docs/limits.md)")
+
+
+def check_memory(scenario: Scenario, budget: Budget, max_events: float) -> None:
+    """Refuse a run whose memory, the topology's matrices included, passes ``BYTES_PER_EVENT`` x max_events."""
+    limit_bytes = BYTES_PER_EVENT * max_events
+    if budget.memory_bytes <= limit_bytes:
+        return
+    if budget.topology_bytes > budget.memory_bytes / 2:
+        key, cause = "latency", (f"{budget.topology_bytes / BYTES_PER_GB:.3g} GB of it the topology: "
+                                 f"{len(scenario.islands)} islands with measured round trips make an islands x "
+                                 "islands matrix; fewer islands or no [[latency]] entries")
+    else:
+        key, cause = "schedule.outer_steps", "its rows and events; fewer outer steps, workers or fragments"
+    raise BudgetExceeded(scenario.source, key,
+                         f"the run would take about {budget.memory_bytes / BYTES_PER_GB:.3g} GB of memory ({cause}), "
+                         f"above {limit_bytes / BYTES_PER_GB:.3g} GB ({BYTES_PER_EVENT} B per event of "
+                         "--max-events): shrink it, or raise --max-events")
 
 
 def churniest_key(scenario: Scenario) -> str:

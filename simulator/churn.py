@@ -159,6 +159,8 @@ class Churn:
                 sim.maybe_start(collective)
         if not self.any_holder():
             self.orphan(set(self.waiting))
+        if sim.syncer is not None:
+            sim.syncer.consider_all()  # merges that waited for its report go ahead
 
     def orphan(self, ranks: set[int], collective: PendingCollective | None = None) -> None:
         """No member holding the state is left for these passive joiners: nobody can give it to them,

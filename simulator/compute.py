@@ -27,14 +27,37 @@ class StepClock:
         self.rng = rng
 
     def duration_s(self, steps: float) -> float:
-        mean = steps * self.step_time_s
         if self.jitter_cv == 0 or steps <= 0:
-            return mean
+            return steps * self.step_time_s
+        mu, sigma = self.lognormal_parameters(steps)
+        return float(self.rng.lognormal(mu, sigma))
+
+    def lognormal_parameters(self, steps: float) -> tuple[float, float]:
+        """The Fenton-Wilkinson lognormal's mu and sigma for ``steps`` > 0 steps."""
+        mean = steps * self.step_time_s
         one_step_variance = (self.jitter_cv * self.step_time_s) ** 2
         variance = steps * one_step_variance if steps >= 1 else steps * steps * one_step_variance
         sigma_squared = math.log1p(variance / (mean * mean))
-        mu = math.log(mean) - sigma_squared / 2
-        return float(self.rng.lognormal(mu, math.sqrt(sigma_squared)))
+        return math.log(mean) - sigma_squared / 2, math.sqrt(sigma_squared)
+
+    def durations_s(self, steps: np.ndarray, parameters: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """``duration_s`` of each of ``steps`` (every one > 0) in turn, in one call: the same draws
+        from the same generator (numpy draws an array of lognormals one after another, as it draws
+        one). ``parameters``: ``lognormal_parameters`` of each, where the caller shares them between
+        workers of one island."""
+        if self.jitter_cv == 0:
+            return steps * self.step_time_s
+        mu, sigma = self.parameter_arrays(steps) if parameters is None else parameters
+        if np.ndim(mu) == 0:
+            return self.rng.lognormal(mu, sigma, len(steps))
+        return self.rng.lognormal(mu, sigma)
+
+    def parameter_arrays(self, steps: np.ndarray) -> tuple[np.ndarray | float, np.ndarray | float]:
+        """``lognormal_parameters`` of each of ``steps``: two floats where every one is the same."""
+        if len(steps) and (steps == steps[0]).all():
+            return self.lognormal_parameters(float(steps[0]))
+        mu, sigma = zip(*map(self.lognormal_parameters, steps.tolist()))
+        return np.array(mu), np.array(sigma)
 
 
 STEP_TIMES = 0

@@ -27,14 +27,14 @@ from islands.scenarios import Scenario
 from islands.schedules import SyncPoint, schedule_of
 from islands.trace import NO_FRAGMENT, Row
 
-from . import barriers, budget, replicas
+from . import barriers, budget, lockstep, replicas
 from .churn import DEPARTURE, Churn
 from .collectives import COLLECTIVES, Leg, PendingCollective, RingCollective, end_offsets_s, ring_leg
 from .compute import step_clock
 from .failures import PAUSE, STOP, Failures
 from .links import Transfer
 from .network import make_network
-from .result import SimResult, result_of
+from .result import SimResult, lockstep_result, result_of
 from .staged import STAGED, StagedCollective
 from .syncer import Syncer
 from .topology import Topology
@@ -76,10 +76,12 @@ class Simulation:
     """One run of one scenario. Build it, call ``run()`` once."""
 
     def __init__(self, scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,
-                 group_replicas: bool = True):
+                 group_replicas: bool = True, arrays: bool = True):
         self.scenario = scenario
-        self.budget = budget.guard(scenario, max_events)
         self.schedule = schedule_of(scenario)
+        self.lockstep = arrays and lockstep.applies(scenario, self.schedule.coupled)
+        self.budget = lockstep.guard(scenario, max_events) if self.lockstep else budget.guard(scenario, max_events)
+        self.group_replicas = group_replicas
         self.env = CountingEnvironment(max_events)
         self.workers = scenario.workers()
         self.network_model = network_model_for(scenario)
@@ -124,6 +126,8 @@ class Simulation:
                 gc.enable()
 
     def play(self) -> SimResult:
+        if self.lockstep:
+            return lockstep_result(self, self.replayed_rows)
         for state in self.states:
             if state.worker.present:
                 state.present = True
@@ -144,6 +148,14 @@ class Simulation:
         self.close_open_activities()
         return replace(result_of(self), events_after_end=after_end)
 
+    def replayed_rows(self) -> list[Row]:
+        """A lockstep run's rows, played again with the same draws (``lockstep.py``)."""
+        lockstep.check_rows(self)
+        replay = Simulation(self.scenario, self.env.max_events, self.group_replicas)
+        run = lockstep.Lockstep(replay, rows=[])
+        run.play()
+        return run.rows
+
     def stop_at_horizon(self, horizon_s: float) -> Generator[simpy.Event, Any, None]:
         """Endless churn can keep a run from ever finishing: stop at the horizon and say so."""
         yield self.env.timeout(horizon_s)
@@ -156,8 +168,18 @@ class Simulation:
             self.finished.succeed()
 
     def everyone_gone_reason(self) -> str:
+        waiting = [self.state_of[rank].worker.name for rank in sorted(self.running)]
+        if waiting:
+            return (f"the run stalled at {self.env.now:.4g} s after {self.completed_outer} of "
+                    f"{self.scenario.schedule.outer_steps} outer steps: nothing was left to happen while "
+                    f"{', '.join(waiting)} still waited (a simulator bug: please report it)")
         key = budget.churniest_key(self.scenario)
         advice = f"raise {key} or give that island mttr_s" if key != "event" else "leave someone in the run"
+        gone = [state.worker.name for state in self.states if not state.present]
+        if len(gone) < len(self.states):
+            return (f"{', '.join(gone)} left by {self.churn.last_leave_s:.4g} s and did not return, after "
+                    f"{self.completed_outer} of {self.scenario.schedule.outer_steps} outer steps (a run counts "
+                    f"its laggard's): {advice}")
         return (f"every worker had left by {self.churn.last_leave_s:.4g} s and none returns, after "
                 f"{self.completed_outer} of {self.scenario.schedule.outer_steps} outer steps: {advice}")
 
@@ -496,10 +518,12 @@ class Simulation:
                 self.close_activity(state)
 
 def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,
-             group_replicas: bool = True) -> SimResult:
+             group_replicas: bool = True, arrays: bool = True) -> SimResult:
     """Play a scenario's schedule through the discrete-event model.
 
     Raises ``ScenarioError`` before running when the run would need more than ``max_events`` events
     (or more time than float64 resolves), and if it passes ``max_events`` all the same.
-    ``group_replicas=False`` runs every replica on its own (``replicas.py``; the same result, slower)."""
-    return Simulation(scenario, max_events, group_replicas).run()
+    ``group_replicas=False`` runs every replica on its own (``replicas.py``; the same result, slower);
+    ``arrays=False`` plays a lockstep run event by event (``lockstep.py``; the same result, slower,
+    and its ``events`` counted: a lockstep run has none)."""
+    return Simulation(scenario, max_events, group_replicas, arrays).run()

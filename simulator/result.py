@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from islands.summary import Columns, summarise_columns
+import numpy as np
+
+from islands.summary import Columns, summarise_columns, summary_of
 from islands.trace import TRACE_ORDER, Row, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import replicas
 from .links import Link, Transfer, link_segments, peak_access_rate
+from .lockstep import Lockstep
 from .topology import BACKBONE, BACKBONE_WORKER
 
 if TYPE_CHECKING:
@@ -32,14 +35,19 @@ LINK_ORDER = ("time_start_s", "worker", "direction")
 
 @dataclass
 class SimResult:
-    """The summary dict, the rows of the workers the engine ran and every transfer they made."""
+    """The summary dict, the rows of the workers the engine ran (kept from the run, or made when asked
+    for: ``lockstep.py``) and every transfer they made."""
 
     summary: dict[str, Any]
-    lead_rows: list[Row]
+    row_source: Callable[[], list[Row]]
     transfers: list[Transfer] = field(default_factory=list)  # in start order, closed at the end
     islands: dict[Link, str] = field(default_factory=dict)  # every link of the table and the island it serves
     counts: dict[int, int] = field(default_factory=dict)  # workers each simulated worker stands for
     events_after_end: int = 0  # scheduled event actions (one per worker moved) after the run's end
+
+    @cached_property
+    def lead_rows(self) -> list[Row]:
+        return self.row_source()
 
     @cached_property
     def lead_trace(self) -> pd.DataFrame:
@@ -80,7 +88,21 @@ def result_of(sim: Simulation) -> SimResult:
     summary = summarise_columns(Columns.of_rows(sim.rows), schedule.outer_steps if done else sim.completed_outer,
                                 peak_gbps, extra_summary(sim), island_extra=island_extra(sim),
                                 syncs_per_worker=not sim.schedule.coupled, weights=sim.replica_counts)
-    return SimResult(summary=summary, lead_rows=sim.rows, transfers=transfers, islands=islands_of_links(sim),
+    rows = sim.rows
+    return SimResult(summary=summary, row_source=lambda: rows, transfers=transfers, islands=islands_of_links(sim),
+                     counts=sim.replica_counts)
+
+
+def lockstep_result(sim: Simulation, replay: Callable[[], list[Row]]) -> SimResult:
+    """A lockstep run's result (``lockstep.py``): its summary gathered as it ran; ``replay`` makes its
+    rows when they are asked for."""
+    run = Lockstep(sim)
+    run.play()
+    peak_gbps = peak_access_rate(run.transfers, sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
+    durations = np.array(run.sync_durations_s)
+    summary = summary_of(run.workers(), float(run.now.max()), durations, np.ones(len(durations), dtype=np.int64),
+                         sim.scenario.schedule.outer_steps, peak_gbps, extra_summary(sim), island_extra(sim))
+    return SimResult(summary=summary, row_source=replay, transfers=run.transfers, islands=islands_of_links(sim),
                      counts=sim.replica_counts)
 
 

@@ -3,8 +3,12 @@
 A learner's exchange of fragment p (``schedules/decoupled.py``) is its own: it prepares the tensor
 (``network.exchange_cpu_s_per_value``, after its previous exchange, as the trainer's single exchange
 thread runs them), uploads it over its uplink and the syncer's downlink, and waits there for a merge.
-The syncer merges fragment p once ``schedule.quorum`` (K) reports of it are in since its last merge,
-after a grace window, or at once when every present learner has reported. Every report in the merge
+The syncer merges fragment p's round t once ``schedule.quorum`` (K) reports of it are in, after a
+grace window; and every fragment at once when no further report can arrive: every live learner
+(present, its last report not yet answered) has a report waiting here, in any fragment, as happens
+when every present learner has reported p, or when the learners left are fewer than K. A report of a
+round merged already is late: it is answered at once, and counts only as traffic (its
+pseudo-gradient joins p's next merge). The rules: ``docs/decoupled.md``. Every report in the merge
 then downloads the new global fragment over the syncer's uplink and its own downlink; the learner
 holds it at the end of that download. A learner waiting for its fragment is ``idle`` while its
 report sits at the syncer waiting for others' (quorum, grace window) and ``stall`` while its own
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Generator
 
 import simpy
 
-from islands.schedules.decoupled import grace_window_s
+from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
 from islands.trace import NO_FRAGMENT, Row
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
@@ -76,7 +80,11 @@ class Syncer:
         self.generation = 0
         self.in_flight: dict[int, set[Report]] = {}
         self.learner_outer = {state.worker.rank: 0 for state in sim.states}
-        self.counts = {"merges": 0}
+        self.last_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule) - 1
+        self.finished: set[int] = set()  # learners whose last report is answered: they send no more
+        self.open_round: dict[int, int] = {}        # fragment -> the outer step its next merge is for
+        self.late: dict[int, list[Report]] = {}     # fragment -> reports answered late, not yet merged
+        self.counts = {"merges": 0, "merges_below_quorum": 0, "late_reports": 0}
 
     # --- a learner's round trip ------------------------------------------------------------------
 
@@ -132,21 +140,39 @@ class Syncer:
         report.transfer = None
         report.arrived_s = self.sim.env.now
         self.in_flight[report.rank].discard(report)
+        if report.outer_step < self.open_round.get(report.fragment, 0):
+            self.answer_late(report)
+            return
         self.waiting.setdefault(report.fragment, []).append(report)
         self.consider(report.fragment)
 
+    def answer_late(self, report: Report) -> None:
+        """Its round is merged already: the learner takes the newest global fragment at once and its
+        pseudo-gradient joins the fragment's next merge (``late_reports``)."""
+        self.counts["late_reports"] += self.sim.state_of[report.rank].count  # one per learner it stands for
+        self.late.setdefault(report.fragment, []).append(report)
+        self.answer([report])
+
     # --- merging ---------------------------------------------------------------------------------
 
-    def present_learners(self) -> set[int]:
-        return {rank for rank in self.sim.members if self.sim.state_of[rank].present}
+    def live_learners(self) -> set[int]:
+        """The learners the syncer counts on for a report: members (a departed one until its silence
+        is noticed, ``network.detection_timeout_s`` later, as the trainer's syncer notices it) whose
+        last report is not yet answered."""
+        return self.sim.members - self.finished
+
+    def queued_learners(self) -> set[int]:
+        """The learners with a report waiting here, whatever its fragment."""
+        return {report.rank for reports in self.waiting.values() for report in reports}
 
     def consider(self, fragment: int) -> None:
-        """Merge now if every present learner has reported; arm the grace window at the quorum."""
+        """Merge every fragment now if no further report can arrive (``no_report_can_arrive``); else
+        arm the grace window at the quorum."""
         reports = self.waiting.get(fragment, [])
         if not reports:
             return
-        if self.present_learners() <= {r.rank for r in reports}:
-            self.merge(fragment)
+        if no_report_can_arrive(self.live_learners(), self.queued_learners()):
+            self.merge_all()
         elif sum(self.sim.state_of[r.rank].count for r in reports) >= self.sim.scenario.schedule.quorum \
                 and fragment not in self.armed:
             self.generation += 1
@@ -170,15 +196,43 @@ class Syncer:
         if self.armed.get(fragment) == generation:
             self.merge(fragment)
 
+    def merge_all(self) -> None:
+        for fragment in sorted(self.waiting):
+            self.merge(fragment)
+
     def merge(self, fragment: int) -> None:
         self.armed.pop(fragment, None)
         reports = self.waiting.pop(fragment, [])
         if not reports:
             return
+        self.late.pop(fragment, None)
+        self.open_round[fragment] = max(r.outer_step for r in reports) + 1
+        self.count_merge(reports)
+        self.answer(reports)
+
+    def count_merge(self, reports: list[Report]) -> None:
         self.counts["merges"] += 1
+        if sum(self.sim.state_of[r.rank].count for r in reports) < self.sim.scenario.schedule.quorum:
+            self.counts["merges_below_quorum"] += 1
+
+    def answer(self, reports: list[Report]) -> None:
+        """Send each report's learner the global fragment; a learner whose last report this is sends no
+        more, so merges that waited for it go ahead (and, the last one done, late reports merge)."""
         for report in reports:
             report.first_started_s = self.sim.env.now
             self.send_back(report)
+        last = {r.rank for r in reports if r.outer_step == self.last_outer and r.fragment == self.sim.last_fragment}
+        if last:
+            self.finished |= last
+            self.consider_all()
+
+    def merge_leftover_late(self) -> None:
+        """No learner is left to report: late pseudo-gradients not yet merged are merged now, one
+        merge per fragment, as the trainer's syncer merges them into the final model."""
+        for fragment in sorted(self.late):
+            reports = self.late.pop(fragment)
+            if reports:
+                self.count_merge(reports)
 
     def send_back(self, report: Report) -> None:
         sim = self.sim
@@ -218,8 +272,15 @@ class Syncer:
         self.learner_outer[state.worker.rank] = outer_step + 1
         self.sim.completed_outer = min(self.learner_outer.values())
 
+    def consider_all(self) -> None:
+        for fragment in sorted(self.waiting):
+            self.consider(fragment)
+        if not self.live_learners() and not any(self.waiting.values()):
+            self.merge_leftover_late()
+
     def departed(self, state: WorkerState) -> None:
-        """A failed learner's reports in flight or waiting are gone; merges it held up go ahead."""
+        """A failed learner's reports in flight or waiting are gone; merges it held up go ahead once
+        its departure is noticed (``churn.detected``)."""
         rank = state.worker.rank
         for report in self.in_flight.pop(rank, set()):
             if report.transfer is not None:
@@ -228,7 +289,7 @@ class Syncer:
         state.exchanging = None
         for fragment in list(self.waiting):
             self.waiting[fragment] = [r for r in self.waiting[fragment] if r.rank != rank]
-            self.consider(fragment)
+        self.consider_all()
 
     def catch_up(self, state: WorkerState) -> Generator[simpy.Event, Any, None]:
         """Fetch the global model from the syncer, then train from the learner's own next outer step."""
@@ -246,4 +307,5 @@ class Syncer:
         sim.rows.append(Row(started_s, sim.env.now, rank, state.worker.island, "comm", 0.0, NO_FRAGMENT,
                             self.learner_outer[rank]))
         sim.members.add(rank)
+        self.finished.discard(rank)  # it trains from its own last applied outer step
         sim.start_worker(state, first_outer=self.learner_outer[rank])

@@ -229,7 +229,7 @@ class RankArrays:
             if all(name in region_code for name in pair):  # a backbone to a region without workers joins no hop
                 a, b = (region_code[name] for name in pair)
                 core_latency_s[a, b] = core_latency_s[b, a] = latency
-        measured_s = np.full((max(len(island_code), 1),) * 2, np.nan)
+        measured_s = np.full((len(island_code) if topology.measured_s else 1,) * 2, np.nan)  # read only if any
         for pair, latency in topology.measured_s.items():
             codes = [island_code[name] for name in pair if name in island_code]
             if len(codes) == len(pair):  # a pair of islands, or one island with itself

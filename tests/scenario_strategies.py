@@ -255,7 +255,7 @@ def scenarios(draw, algorithms: tuple[str, ...] = ALGORITHMS, permanent: bool = 
               equal_learners: bool | None = None) -> Drawn:
     """A valid scenario of one of ``algorithms``. ``permanent``: departures may be for good;
     ``moves``: churn and chip failures may be drawn; ``equal_learners``: every island has the
-    same figures (None: drawn). Decoupled DiLoCo's quorum is 1 where ``waits_for_decoupled_fix``."""
+    same figures (None: drawn)."""
     algorithm = draw(st.sampled_from(algorithms))
     coupled = algorithm in COUPLED
     equal = draw(st.booleans()) if equal_learners is None else equal_learners
@@ -280,6 +280,9 @@ def scenarios(draw, algorithms: tuple[str, ...] = ALGORITHMS, permanent: bool = 
     if not equal:  # a backbone between learners and the syncer, or a measured round trip, makes them unequal
         draw(regions(document))
         draw(measured_round_trips(document))
+    if not coupled and document["network"]["model"] == "alpha-beta" and (
+            "bandwidth_gbps" in document["syncer"] or document.get("backbone")):
+        document["network"]["model"] = "flow"  # learners sharing the syncer's path: alpha-beta is refused there
     events, permanent_departures, churns = draw(churn(drawn_islands, permanent)) if moves else ([], False, False)
     if events:
         document["event"] = events
@@ -288,11 +291,8 @@ def scenarios(draw, algorithms: tuple[str, ...] = ALGORITHMS, permanent: bool = 
         schedule["elastic"] = True
     elif has_failures:
         schedule["elastic"] = draw(st.booleans())
-    drawn = Drawn(document, permanent_departures, churns, has_failures)
-    if waits_for_decoupled_fix(drawn):
-        schedule["quorum"] = 1
     in_seconds(document)
-    return drawn
+    return Drawn(document, permanent_departures, churns, has_failures)
 
 
 def in_seconds(document: dict[str, Any]) -> None:
@@ -312,17 +312,6 @@ def in_seconds(document: dict[str, Any]) -> None:
         for key in ("mtbf_s", "mttr_s"):
             if key in island:
                 island[key] = max(MIN_CHURN_S, island[key] * run_s)
-
-
-def waits_for_decoupled_fix(drawn: Drawn) -> bool:
-    """Decoupled DiLoCo with a quorum K > 1 whose learners differ (step time, links, latency, jitter)
-    or come and go: a learner that has finished its outer steps, or is behind, is still waited for
-    (the run completes no outer step with 1 < K < M and a straggler). The fix is on branch
-    ``decoupled``; until then ``scenarios`` draws K = 1 there, and the skipped properties of
-    ``test_properties.py`` draw these cases."""
-    if drawn.algorithm != "decoupled" or drawn.document["schedule"]["quorum"] == 1:
-        return False
-    return decoupled_learners_differ(drawn) or drawn.moves_membership
 
 
 def decoupled_learners_differ(drawn: Drawn) -> bool:

@@ -8,8 +8,9 @@ from islands.analysis.bandwidth_table import GRID_STEP, PAPER_GBPS, ROWS, TARGET
 from islands.analysis.search import RELATIVE_TOLERANCE
 from islands.cli import main
 
-# The three cells the README explains: at 99% the paper's per-layer all-reduces leave the layer the
-# backward pass produces last with nothing to hide behind; our overlap is fluid.
+# The three cells docs/explanation/published-tables.md explains: at 99% the paper's per-layer
+# all-reduces leave the layer the backward pass produces last with nothing to hide behind; our
+# overlap is fluid.
 EXPLAINED_MISSES = {("1b", "Data-Parallel", 0.99), ("10b", "Data-Parallel", 0.99), ("100b", "Streaming DiLoCo", 0.99)}
 
 

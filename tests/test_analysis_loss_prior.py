@@ -37,7 +37,7 @@ def test_diloco_vs_dp_differences_are_within_0_3_points_of_table_4(parameters):
 
 
 def test_the_extrapolated_4b_and_10b_runs_are_within_0_7_points():
-    """The README states this wider band: the laws were fitted on 35M-2.4B."""
+    """docs/explanation/quality.md states this wider band: the laws were fitted on 35M-2.4B."""
     for parameters, (dp, *diloco) in PUBLISHED_EXTRAPOLATED.items():
         for replicas, published in zip((1, 2, 4), diloco):
             prior = diloco_loss(parameters, replicas)[0] / data_parallel_loss(parameters) - 1

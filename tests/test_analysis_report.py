@@ -27,8 +27,10 @@ def test_report_embeds_its_five_plots_as_png(page):
 
 
 def test_report_is_self_contained(page):
+    # its only scripts are inline: the what-if panel's data and the code that reads it
     assert not re.search(r"(src|href)=['\"](?!data:)", page)
-    assert "<script" not in page
+    assert re.findall(r"<script[^>]*>", page) == ["<script type='application/json' id='whatif-data'>", "<script>"]
+    assert not re.search(r"<link|@import|url\(", page)
 
 
 def test_report_compares_the_schedules_at_equal_work(page):

@@ -116,7 +116,7 @@ def test_unreadable_sweep_table(tmp_path):
     junk.write_text("a,b\n1,2\n")
     with pytest.raises(UserError, match="junk.csv: not a sweep table"):
         read_sweep(junk)
-    with pytest.raises(UserError, match="missing.parquet: cannot be read"):
+    with pytest.raises(UserError, match="missing.parquet: cannot read this sweep table: No such file"):
         read_sweep(tmp_path / "missing.parquet")
 
 

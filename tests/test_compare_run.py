@@ -95,7 +95,7 @@ def test_a_run_of_other_work_is_refused_in_one_line(tmp_path, scenario_path, cap
 
 def test_a_folder_that_is_not_a_run_is_refused_in_one_line(tmp_path, scenario_path, capsys):
     assert main(["compare", str(scenario_path), str(tmp_path / "nowhere")]) == 2
-    assert "no such run directory" in capsys.readouterr().err
+    assert "no such run folder" in capsys.readouterr().err
     write_run(tmp_path / "run", [])
     (tmp_path / "run" / "run.json").unlink()
     assert main(["compare", str(scenario_path), str(tmp_path / "run")]) == 2
@@ -107,10 +107,10 @@ def test_a_folder_that_is_not_a_run_is_refused_in_one_line(tmp_path, scenario_pa
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     (tmp_path / "run" / "summary.json").write_text(json.dumps({**summary, "mean_sync_s": "slow"}))
     assert main(["compare", str(scenario_path), str(tmp_path / "run")]) == 2
-    assert "summary.json: 'mean_sync_s' must be a number (got 'slow')" in capsys.readouterr().err
+    assert "summary.json: 'mean_sync_s' must be a finite number (got 'slow')" in capsys.readouterr().err
     (tmp_path / "run" / "summary.json").write_text(json.dumps({**summary, "islands": [{"name": "a"}]}))
     assert main(["compare", str(scenario_path), str(tmp_path / "run"), "--measured-steps"]) == 2
     assert "'islands' must list each island's name, compute_s and inner_steps" in capsys.readouterr().err
     (tmp_path / "run" / "trace.csv").write_text("time_start_s,worker\n0.0,0\n")
     assert main(["compare", str(scenario_path), str(tmp_path / "run")]) == 2
-    assert "trace.csv: not a trace in the islands schema (trace is missing columns" in capsys.readouterr().err
+    assert "trace.csv: no column time_end_s, island, kind, bytes, fragment, outer_step" in capsys.readouterr().err

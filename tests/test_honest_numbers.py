@@ -196,7 +196,7 @@ def test_float64_time_is_guarded():
 
 
 def test_a_run_that_passes_max_events_stops_with_one_line():
-    simulation = Simulation(load("worked-example"))
+    simulation = Simulation(load("worked-example"), arrays=False)
     simulation.env.max_events = 40  # as if the estimate had been too low (the run takes 82)
     with pytest.raises(BudgetExceeded, match=r"schedule.outer_steps: the run passed the limit of 40 simulator "
                                              r"events at .* outer steps done .* raise --max-events"):

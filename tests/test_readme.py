@@ -1,56 +1,51 @@
-"""The README stays true to the code: its first commands, its key reference (scenario and trainer
-keys), every summary key explained, and the docs it links to."""
+"""The README stays the short front door: it starts with the two commands, fits in 200 lines, its
+command lines parse with the real parser, its demo table is what the demo computes, and its links
+into docs/ lead to pages. The reference it
+used to hold lives in the docs site, kept true by tests/test_docs.py."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from islands.scenarios import load
-from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS
-from islands.scenarios.trainer_keys import TRAINER_KEYS
-from islands.simulator import simulate
+from docs_text import ROOT, command_examples, command_lines, parse_error
+from islands.analysis.compare import schedule_table, simulate_schedules, work_line
+from islands.analysis.scenario_source import ScenarioSource
 
-ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
 
-def undocumented(keys) -> list[str]:
-    return [key for key in keys if f"`{key}`" not in README]
-
-
 def test_readme_starts_with_the_two_commands():
-    first_block = README.split("```")[1]
-    assert "make demo" in first_block and "make test" in first_block
+    before_first_block, first_block = README.split("```")[:2]
+    assert before_first_block.strip() == "# islands"
+    assert first_block.split()[:2] == ["make", "demo"] and "make test" in first_block
 
 
-def test_every_scenario_key_is_documented():
-    keys = list(TOP_KEYS) + [f"{array}.{key}" for array, table in ARRAYS.items() for key in table]
-    keys += [f"{section}.{key}" for section, table in SECTIONS.items() for key in table]
-    assert undocumented(keys) == []
+def test_readme_is_at_most_200_lines():
+    assert len(README.splitlines()) <= 200
 
 
-def test_every_trainer_key_is_documented():
-    assert len(TRAINER_KEYS) >= 32
-    assert undocumented(f"trainer.{key}" for key in TRAINER_KEYS) == []
+def test_readme_command_lines_parse():
+    lines = command_lines(README)
+    assert len(lines) >= 6 and {"demo", "list", "simulate", "plan", "report"} <= {args[0] for args in lines}
+    assert [" ".join(args) for args in lines if parse_error(args)] == []
 
 
-def test_every_summary_key_is_documented():
-    # home-lab has churn, so the run's summary has every key a simulated run can have
-    summary = simulate(load("home-lab", ["schedule.outer_steps=2"])).summary
-    assert len(summary) > 20 and len(summary["islands"][0]) > 8
-    assert undocumented(summary) == []
-    assert undocumented(summary["islands"][0]) == []
-
-
-def test_links_to_docs_lead_to_files():
+def test_readme_links_lead_to_docs_pages():
     linked = set(re.findall(r"\]\((docs/[^)#]+)", README))
-    assert {"docs/limits.md", "docs/validation.md", "docs/emulation.md", "docs/training.md"} <= linked
-    assert [path for path in linked if not (ROOT / path).is_file() and path != "docs/limits.md"] == []
+    assert {"docs/getting-started.md", "docs/tutorials/simulate.md", "docs/how-to/sweep-and-plan.md",
+            "docs/limits.md", "docs/validation.md", "docs/contributing.md"} <= linked
+    assert sorted(path for path in linked if not (ROOT / path).is_file()) == []
 
 
-def test_the_contents_link_to_headings_that_exist():
-    anchors = {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-               for heading in re.findall(r"^#+ (.+)$", README, flags=re.M)}
-    contents = README.split("## Contents", 1)[1].split("\n## ", 1)[0]
-    assert [a for a in re.findall(r"\]\(#([^)]+)\)", contents) if a not in anchors] == []
+def test_the_demo_table_shown_is_what_the_demo_computes():
+    """The README's and Getting started's (which goes on to the real run's output)."""
+    source = ScenarioSource.read("worked-example")
+    summaries = {name: result.summary for name, result in simulate_schedules(source).items()}
+    scenario = source.scenario
+    computed = [f"Scenario {scenario.name}: {scenario.description}", work_line(summaries),
+                *schedule_table(summaries).splitlines()]
+    started = (ROOT / "docs" / "getting-started.md").read_text()
+    for page in (README, started):
+        shown = next(e.shown for e in command_examples(page) if e.args == ("demo",) and e.shown)
+        assert len(summaries) == 5 and list(shown[:len(computed)]) == computed
+    assert len(next(e.shown for e in command_examples(README) if e.args == ("demo",))) == len(computed)

@@ -8,10 +8,13 @@ import math
 import os
 import subprocess
 import sys
+import tomllib
 
 import pandas as pd
 import pytest
 
+from islands.scenarios import from_dict
+from islands.simulator import simulate
 from islands.trainer.quantize import encoded_bytes, padded_length
 from test_trainer_multiprocess import TINY
 
@@ -149,3 +152,19 @@ def test_quorum_and_grace_window_decide_how_long_the_fast_learner_waits(tmp_path
                                                               "schedule.grace_window=0.1"], base=PACED)
     assert summary["complete"]
     assert idle_per_sync(trace, 0) == pytest.approx([expected_idle_s] * 2, abs=0.04)
+
+
+def test_a_straggler_behind_a_quorum_of_the_others_never_waits_and_the_simulator_agrees(tmp_path):
+    """Two fast learners (0.05 s steps) and one 100% slower (0.1 s), quorum 2, no grace window: the
+    fast pair is every round's quorum; the straggler's reports, each a round behind, are late:
+    answered at once (no idle), merged with the pair's next round or, the last two, together once
+    nobody is left to report: 3 + 1 merges, 3 late reports, as the simulator counts them."""
+    text = TWO_SPEEDS.replace('name = "fast"', 'name = "fast"\nreplicas = 2')
+    text = text.replace("outer_steps = 2", "outer_steps = 3")
+    sets = ["schedule.quorum=2", "schedule.grace_window=0"]
+    _, summary, run, trace = train(tmp_path, text, sets=sets, base=PACED)
+    assert summary["complete"]
+    assert sum(idle_per_sync(trace, 2)) == pytest.approx(0, abs=0.03)
+    predicted = simulate(from_dict(tomllib.loads(text), overrides=sets)).summary
+    measured = run["syncer"]["merges"], run["syncer"]["late_reports"]
+    assert measured == (predicted["merges"], predicted["late_reports"]) == (4, 3)

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from islands.analysis.progress import ProgressBar
 from islands.analysis.quality_profile import ProfilePoint, QualityProfile
 from islands.errors import UserError
 from islands.scenarios import load
@@ -54,7 +55,7 @@ def parse_counts(item: str, values: str) -> tuple[int, ...]:
     except ValueError:
         raise UserError(f"--grid {item}: values must be whole numbers separated by commas") from None
     if min(parsed) < 1:
-        raise UserError(f"--grid {item}: give each key once, with values >= 1")
+        raise UserError(f"--grid {item}: values must be 1 or more")
     return parsed
 
 
@@ -115,8 +116,9 @@ def point_fragments(scenario_name: str, overrides: list[str], point: Point, step
 
 
 def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tuple],
-                    steps: int) -> QualityProfile:
-    """Train the grid (see the module docstring) and return its profile."""
+                    steps: int, progress: ProgressBar | None = None) -> QualityProfile:
+    """Train the grid (see the module docstring) and return its profile; ``progress`` counts the runs
+    and shows each one's loss (default: a bar on stderr)."""
     base = load(scenario_name, overrides)
     algorithm = base.schedule.algorithm
     if "algorithm" not in grid and SCHEDULES[algorithm].exchanged == GRADIENT:
@@ -137,6 +139,8 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
     fragments = [point_fragments(scenario_name, overrides, point, steps) for point in points]  # refused up front
     total = len(axes["workers"]) + len(points)
     measured: list[ProfilePoint] = []
+    progress = progress or ProgressBar("quality: runs trained")
+    progress(0, total)
     with tempfile.TemporaryDirectory(prefix="islands-quality-") as folder:
         done = 0
 
@@ -147,8 +151,9 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
                           point["workers"], Path(folder) / f"run-{done}")
             done += 1
             shown = ", ".join(f"{key} {value}" for key, value in point.items())
-            print(f"quality: {done} of {total}: {name} ({shown}): eval loss {run['final_eval_loss']:.4f} "
-                  f"({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+            progress.note(f"quality: {done} of {total}: {name} ({shown}): eval loss {run['final_eval_loss']:.4f} "
+                          f"({time.monotonic() - started:.0f} s)")
+            progress(done, total)
             return run
 
         baselines = {m: train({"workers": m}, "ddp") for m in axes["workers"]}
@@ -157,5 +162,6 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
             measured.append(ProfilePoint(steps=steps, eval_loss=run["final_eval_loss"],
                                          ddp_eval_loss=baselines[point["workers"]]["final_eval_loss"],
                                          **{**point, "fragments": count}))
+    progress.close()
     parameters = next(iter(baselines.values()))["parameters"]
     return QualityProfile(base.name, parameters, tuple(measured))

@@ -1,5 +1,5 @@
-"""The README's results table: DDP, DiLoCo, Streaming DiLoCo and plain averaging, trained for real
-on the same scenario with the same token budget, evaluated at the same token counts.
+"""The results table of docs/tutorials/train.md: DDP, DiLoCo, Streaming DiLoCo and plain averaging,
+trained for real on the same scenario with the same token budget, evaluated at the same token counts.
 
     python -m islands.trainer.results --out runs/results [--workers 2] [--inner-steps 50] [--outer-steps 20]
 

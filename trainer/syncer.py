@@ -5,11 +5,15 @@ It hosts the run's ``TCPStore`` (``syncer_wire.py``) and loops over its inbox:
 * ``hello``: once every learner present at the start has said hello, the run's clock starts and each
   gets time zero; a learner that says hello later (returning after a failure, or joining) gets the
   global model in fp32 and the outer step after the last one it completed, and trains on from there.
-* ``report``: learner m's pseudo-gradient of fragment p waits in p's queue (how long, its reply
-  says: the learner's ``idle``). Fragment p is merged
-  at once when every present learner has reported it, or once ``schedule.quorum`` (K) reports are
-  in and the grace window after that has passed (``schedules.decoupled.grace_window_s``, the same
-  rule the simulator plays). The merge screens the reports (``robust.screen``: NaN, Inf or an
+* ``report``: learner m's pseudo-gradient of fragment p for outer step t. If p's round t is merged
+  already, the report is late: it is answered at once with the global fragment and joins p's next
+  merge. Else it waits in p's queue (how long, its reply says: the learner's ``idle``). Fragment p's
+  round is merged once ``schedule.quorum`` (K) reports are in and the grace window after that has
+  passed (``schedules.decoupled.grace_window_s``, the same rule the simulator plays); every fragment
+  is merged at once when no further report can arrive, every learner present whose last report is
+  not yet answered having a report waiting (``no_report_can_arrive``: every present learner
+  reported it, or fewer than K are left; docs/decoupled.md). Late reports left when nobody can
+  report any more are merged into the final model. The merge screens the reports (``robust.screen``: NaN, Inf or an
   outsized norm is left out), weighs the others by tokens (``merge.py``), takes the outer step on the
   global fragment, and answers every report with the new global fragment, encoded at
   ``schedule.bits`` as the difference against the copy that learner holds (the syncer keeps each
@@ -29,11 +33,11 @@ import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
-from islands.schedules.decoupled import grace_window_s
+from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
 from islands.schedules.layout import EMBEDDINGS
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
@@ -145,10 +149,13 @@ class Syncer:
                           for params in named_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule)]
         self.held = {island: [f.flat.clone() for f in self.fragments] for island in range(plan.islands)}
         self.learners = {island: Learner() for island in range(plan.islands)}
-        self.waiting: dict[int, list[Report]] = {p: [] for p in range(plan.fragments)}
+        self.waiting: dict[int, list[Report]] = {p: [] for p in range(plan.fragments)}  # the open round's
+        self.late: dict[int, list[Report]] = {p: [] for p in range(plan.fragments)}     # answered, to merge
+        self.open_round = dict.fromkeys(range(plan.fragments), 0)  # the outer step p's next merge is for
         self.deadline: dict[int, float] = {}
         self.clock: Clock | None = None
-        self.counts = {"merges": 0, "reports": 0, "dropped_reports": 0, "leaves": 0, "joins": 0}
+        self.counts = {"merges": 0, "merges_below_quorum": 0, "late_reports": 0, "reports": 0, "dropped_reports": 0,
+                       "leaves": 0, "joins": 0}
         self.lost_compute_s = 0.0
         self.excluded: list[dict[str, Any]] = []
         self.eval_batches = validation_batches(default_corpus(plan).validation, spec.eval_batches, spec.batch_size,
@@ -279,26 +286,52 @@ class Syncer:
         fragment = self.fragments[header["fragment"]]
         delta = decode(from_bytes(payload), self.bits, fragment.padded)[: header["values"]]
         self.counts["reports"] += 1
-        self.waiting[header["fragment"]].append(Report(
-            island, incarnation, seq, header["outer_step"], header["fragment"], delta,
-            token_weight(header["tokens"], header["steps"]), self.now(), header["slack_s"]))
-        self.consider(header["fragment"])
+        report = Report(island, incarnation, seq, header["outer_step"], header["fragment"], delta,
+                        token_weight(header["tokens"], header["steps"]), self.now(), header["slack_s"])
+        if report.outer_step < self.open_round[report.fragment]:
+            self.answer_late(report)
+            return
+        self.waiting[report.fragment].append(report)
+        self.consider(report.fragment)
+
+    def answer_late(self, report: Report) -> None:
+        """Its round is merged already: the learner gets the newest global fragment at once and its
+        pseudo-gradient joins the fragment's next merge (``late_reports``)."""
+        self.counts["late_reports"] += 1
+        self.late[report.fragment].append(report)
+        self.send_back(report, None)
+        if self.learners[report.island].outer_done >= self.plan.scenario.schedule.outer_steps:
+            self.consider_all()  # its last report: merges that waited for it go ahead
 
     def present(self) -> set[int]:
-        return {island for island, learner in self.learners.items() if learner.present and not learner.done}
+        """The learners that may still send a report: present, and their last report not yet answered."""
+        last = self.plan.scenario.schedule.outer_steps
+        return {island for island, learner in self.learners.items()
+                if learner.present and not learner.done and learner.outer_done < last}
 
     def consider_all(self) -> None:
         for fragment in range(len(self.fragments)):
             self.consider(fragment)
+        if not self.present() and not self.queued():
+            for fragment, late in self.late.items():
+                if late:  # nobody is left to report: late pseudo-gradients go into the final model
+                    self.late[fragment] = []
+                    self.outer_step(fragment, late)
+
+    def queued(self) -> set[int]:
+        """The learners with a report waiting here, whatever its fragment."""
+        return {report.island for reports in self.waiting.values() for report in reports}
 
     def consider(self, fragment: int) -> None:
-        """Merge when every present learner has reported; start the grace window at the quorum."""
+        """Merge every fragment when no further report can arrive (``no_report_can_arrive``); else
+        start the grace window at the quorum."""
         reports = self.waiting[fragment]
         if not reports:
             self.deadline.pop(fragment, None)
             return
-        if self.present() <= {r.island for r in reports}:
-            self.merge(fragment)
+        if no_report_can_arrive(self.present(), self.queued()):
+            for queued in range(len(self.fragments)):
+                self.merge(queued)
         elif len(reports) >= self.quorum and fragment not in self.deadline:
             first = reports[0]
             slack_s = first.slack_s - self.transfers_s(first.island, fragment) - (self.now() - first.arrived_s)
@@ -315,10 +348,27 @@ class Syncer:
         return 2 * latency_s + fragment_bytes / up + fragment_bytes / down
 
     def merge(self, fragment: int) -> None:
+        """Merge fragment ``fragment``'s open round (with the late reports since its last merge) and
+        answer the round's reports."""
         self.deadline.pop(fragment, None)
         reports, self.waiting[fragment] = self.waiting[fragment], []
         if not reports:
             return
+        self.open_round[fragment] = max(r.outer_step for r in reports) + 1
+        late, self.late[fragment] = self.late[fragment], []
+        reasons = self.outer_step(fragment, reports, late)
+        for index, report in enumerate(reports):
+            self.send_back(report, reasons.get(index))
+        if any(self.learners[r.island].outer_done >= self.plan.scenario.schedule.outer_steps for r in reports):
+            self.consider_all()  # a learner sent its last report: merges that waited for it go ahead
+
+    def outer_step(self, fragment: int, reports: list[Report], late: Sequence[Report] = ()) -> dict[int, str]:
+        """Screen ``reports`` and ``late`` together, weigh the rest by tokens and take the outer step
+        on the global fragment; the reasons for those left out, by index. Below the quorum: fewer
+        than K of ``reports``."""
+        if len(reports) < self.quorum:
+            self.counts["merges_below_quorum"] += 1
+        reports = [*reports, *late]
         verdict = screen([contribution_stats(r.delta) for r in reports], self.plan.spec.screen_norm_factor)
         accepted = [r for r, ok in zip(reports, verdict.accepted) if ok and r.weight > 0]
         target = self.fragments[fragment]
@@ -326,12 +376,11 @@ class Syncer:
             target.step(merge([r.delta for r in accepted], [r.weight for r in accepted],
                               self.plan.spec.aggregation, target.sizes, target.embeddings))
         self.counts["merges"] += 1
-        for index, report in enumerate(reports):
-            reason = verdict.reasons.get(index)
-            if reason:
-                self.excluded.append({"outer_step": report.outer_step, "fragment": fragment,
-                                      "island": report.island, "reason": reason})
-            self.send_back(report, reason)
+        for index, reason in verdict.reasons.items():
+            report = reports[index]
+            self.excluded.append({"outer_step": report.outer_step, "fragment": fragment,
+                                  "island": report.island, "reason": reason})
+        return verdict.reasons
 
     def send_back(self, report: Report, reason: str | None) -> None:
         """The new global fragment to the report's learner, as the difference against its copy."""

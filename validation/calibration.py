@@ -57,7 +57,6 @@ import json
 import statistics
 import subprocess
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import NamedTuple
 
 from islands.errors import UserError
@@ -114,8 +113,10 @@ class Calibration:
         return cls(**values)
 
     def check_covers(self, islands: int) -> None:
-        if islands not in self.overhead_s:
-            covered = ", ".join(map(str, sorted(self.overhead_s)))
+        """Refuse a number of islands that the fixed cost, the ratio or the screening was not measured at."""
+        tables = (self.overhead_s, self.exchange_ratio, self.exchange_cpu_s_per_value)
+        if any(islands not in table for table in tables):
+            covered = ", ".join(map(str, sorted(set.intersection(*(set(table) for table in tables))))) or "no"
             raise UserError(f"the calibration covers {covered} islands, not {islands}: "
                             f"calibrate again with --workers {islands}")
 
@@ -237,12 +238,6 @@ def rate_and_burst(islands: int, timings: dict, rate_bits_per_s: float, bucket_b
             burst_bytes = min(max(0.0, large_bytes - slope_bytes_per_s * large_s), bucket_bytes)
     ratio = (large_bytes - burst_bytes) * BITS_PER_BYTE / large_s / rate_bits_per_s
     return ratio, burst_bytes / bucket_bytes if bucket_bytes > 0 else 0.0
-
-
-def load_or_measure(path: Path | None, max_islands: int, kernel: bool | None) -> Calibration:
-    if path and path.exists():
-        return Calibration.from_json(path.read_text(encoding="utf-8"))
-    return measure(max_islands, kernel)
 
 
 def trainer_latency_s(latencies_s: list[float]) -> float:

@@ -19,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from islands.errors import UserError
 from islands.io import json_text, write_table, write_text
 from islands.scenarios import Scenario
-from islands.simulator import simulate
+from islands.simulator import SimResult, simulate
 from islands.trainer.config import make_plan
 
 from .calibration import Calibration, simulator_overrides
@@ -42,6 +43,15 @@ def compute_note(case: ScaledCase, measured: Measured, paced: bool) -> str:
     return f"compute: unpaced; simulator calibrated from measured step times (rank 0: {per_step_s:.4f} s)"
 
 
+def complete_prediction(name: str, case: ScaledCase, overrides: list[str]) -> SimResult:
+    """The calibrated simulation of the scaled case, refused in one line if it stopped short."""
+    predicted = simulate(case.scenario(tuple(overrides)))
+    if not predicted.summary["complete"]:
+        raise UserError(f"{name}: the prediction of the scaled scenario stopped short "
+                        f"({predicted.summary['incomplete_reason']}): nothing to compare a run with")
+    return predicted
+
+
 def validate_case(name: str, scenario: Scenario, options: ScaleOptions, calibration: Calibration,
                   out_dir: Path, kernel: bool | None) -> Comparison:
     return validate_scaled(name, scale(scenario, options), options.pace, calibration, out_dir, kernel)
@@ -55,11 +65,12 @@ def validate_scaled(name: str, case: ScaledCase, paced: bool, calibration: Calib
     write_text(scaled_path, to_toml(case.document))
     elastic = "event" in case.document
     train = train_elastic if elastic else train_scaled
+    overrides = simulator_overrides(calibration, case.document["island"])  # refuses an M not calibrated
+    predicted = complete_prediction(name, case, overrides)  # before the run: a prediction cut short is refused
     measured = train(scaled_path, make_plan(case.scenario()), out_dir / "run", kernel, stem)
-    overrides = simulator_overrides(calibration, case.document["island"])
     if not paced:
         overrides += measured_step_overrides(measured.summary, case.scenario())
-    predicted = simulate(case.scenario(tuple(overrides)))
+        predicted = complete_prediction(name, case, overrides)
     notes = [f"WAN: {measured.wan_label}", compute_note(case, measured, paced),
              f"time scale k = {case.time_factor:.3g} (scaled interval / original)", *case.notes]
     comparison = compare(name, predicted.summary, predicted.trace, measured.summary, measured.trace,

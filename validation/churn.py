@@ -24,9 +24,9 @@ import pandas as pd
 from islands.trainer.launch import rank_environment
 from islands.trainer.launch_elastic import launch_elastic
 from islands.trainer.paced import PACER_VARIABLE
-from islands.trainer.tracing import TRACE_FILE, read_output
 
 from .compare import Figure, relative_error
+from .run_folder import read_json, read_run
 from .run import VALIDATE_STEM, Measured, rendezvous, run_all, sent_bytes
 
 
@@ -51,9 +51,10 @@ def train_elastic(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
         after = sent_bytes(wan, plan.islands)
         label = wan.label
     moved = [a - b for a, b in zip(after, before)] if before is not None else None
-    summary = {**read_output(out_dir, "summary"), "churn": read_output(out_dir, "churn")}
-    return Measured(summary=summary, trace=pd.read_csv(out_dir / TRACE_FILE),
-                    run_info=read_output(out_dir, "run"), interface_bytes=moved, wan_label=label)
+    run = read_run(out_dir)
+    summary = {**run.summary, "churn": read_json(out_dir / "churn.json")}
+    return Measured(summary=summary, trace=run.trace, run_info=run.run_info, interface_bytes=moved,
+                    wan_label=label)
 
 
 def predicted_join_s(trace: pd.DataFrame, events: list[dict], names: list[str]) -> list[float | None]:

@@ -10,6 +10,7 @@ against a predicted 0 is not a 100% miss); its absolute values are still shown.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,13 +22,14 @@ from islands.tables import duration, render, size
 
 NEGLIGIBLE_FRACTION = 0.01
 SYNC_ROWS_SHOWN = 12
+ERROR_DIGITS_BELOW = 10.0  # relative errors below this (1000%) are shown to 0.1%
 
 
 @dataclass(frozen=True)
 class Figure:
     name: str
     unit: str  # "s", "fraction", "bytes", "count"
-    predicted: float
+    predicted: float | None
     measured: float | None
     error: float | None
 
@@ -43,10 +45,15 @@ class Comparison:
         return next(f.error for f in self.figures if f.name == name)
 
 
-def relative_error(predicted: float, measured: float | None, scale: float | None = None) -> float | None:
-    if measured is None or abs(measured) <= (scale or 0.0) * NEGLIGIBLE_FRACTION or measured == 0:
+def relative_error(predicted: float | None, measured: float | None, scale: float | None = None) -> float | None:
+    """None where either side has no value (an incomplete run gives no utilisation) or the
+    measurement is negligible, or so small that the ratio overflows (a measured 1e-320 s)."""
+    if predicted is None or measured is None or measured == 0:
         return None
-    return (predicted - measured) / measured
+    if abs(measured) <= (scale or 0.0) * NEGLIGIBLE_FRACTION:
+        return None
+    error = (predicted - measured) / measured
+    return error if math.isfinite(error) else None
 
 
 def figures(predicted: dict, measured: dict, interface_bytes: float | None) -> list[Figure]:
@@ -85,8 +92,11 @@ def sync_rows(predicted_trace: pd.DataFrame, measured_trace: pd.DataFrame,
 def compare(case: str, predicted: dict, predicted_trace: pd.DataFrame, measured: dict,
             measured_trace: pd.DataFrame, interface_bytes: float | None, notes: list[str]) -> Comparison:
     per_worker = not SCHEDULES[predicted["algorithm"]].coupled
+    cut_short = [f"{side} run did not finish: {summary['incomplete_reason']}"
+                 for side, summary in (("predicted", predicted), ("measured", measured))
+                 if summary.get("complete") is False]
     return Comparison(case, figures(predicted, measured, interface_bytes),
-                      sync_rows(predicted_trace, measured_trace, per_worker), list(notes))
+                      sync_rows(predicted_trace, measured_trace, per_worker), [*cut_short, *notes])
 
 
 def value_text(value: float | None, unit: str) -> str:
@@ -102,7 +112,11 @@ def value_text(value: float | None, unit: str) -> str:
 
 
 def error_text(error: float | None) -> str:
-    return "-" if error is None else f"{100 * error:+.1f}%"
+    """``+12.3%``; beyond +-1000% in three figures (``+2.4e+17%``), so that a tiny measured value
+    cannot widen the table by hundreds of digits."""
+    if error is None:
+        return "-"
+    return f"{100 * error:+.1f}%" if abs(error) < ERROR_DIGITS_BELOW else f"{100 * error:+.3g}%"
 
 
 def figures_table(comparison: Comparison) -> str:

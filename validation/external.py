@@ -15,7 +15,7 @@ the run's model shows it there.
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -25,60 +25,12 @@ import pandas as pd
 from islands.errors import UserError
 from islands.scenarios import Scenario
 from islands.simulator import SimResult, simulate
-from islands.trace import COLUMNS, check_frame, to_frame
 
 from .compare import Comparison, compare
+from .run_folder import RunRecord, read_run, required
 
-RUN_FILES = ("summary.json", "run.json", "trace.csv")
-FIGURE_KEYS = ("wall_time_s", "compute_utilisation", "stall_s", "idle_s", "bytes_per_worker", "mean_sync_s")
 COMPARED_COUNTS = (("algorithm", "schedule.algorithm"), ("workers", "workers"),
                    ("outer_steps", "schedule.outer_steps"), ("inner_steps", "inner steps per worker"))
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """What ``islands train`` wrote: its summary (the simulator's keys), its run facts and its trace."""
-
-    directory: Path
-    summary: dict[str, Any]
-    run_info: dict[str, Any]
-    trace: pd.DataFrame
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(document, dict):
-        raise UserError(f"{path}: must hold one JSON object")
-    return document
-
-
-def read_trace(path: Path) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(path)
-        check_frame(frame)
-        return to_frame(frame[list(COLUMNS)].itertuples(index=False, name=None))
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise UserError(f"{path}: not a trace in the islands schema ({error})") from None
-
-
-def read_run(directory: Path) -> RunRecord:
-    """The three files of a run directory, each checked to be what ``islands train`` writes."""
-    if not directory.is_dir():
-        raise UserError(f"{directory}: no such run directory")
-    missing = [name for name in RUN_FILES if not (directory / name).is_file()]
-    if missing:
-        raise UserError(f"{directory}: no {', '.join(missing)}: not a folder `islands train --out` wrote")
-    return RunRecord(directory, read_json(directory / "summary.json"), read_json(directory / "run.json"),
-                     read_trace(directory / "trace.csv"))
-
-
-def required(document: dict[str, Any], key: str, path: Path) -> Any:
-    if key not in document:
-        raise UserError(f"{path}: no '{key}': not a file `islands train` wrote")
-    return document[key]
 
 
 def measured_step_overrides(summary: dict[str, Any], scenario: Scenario, source: str = "summary.json") -> list[str]:
@@ -89,6 +41,10 @@ def measured_step_overrides(summary: dict[str, Any], scenario: Scenario, source:
                     for island in summary["islands"]}
     except (KeyError, TypeError, ValueError):
         raise UserError(f"{source}: 'islands' must list each island's name, compute_s and inner_steps") from None
+    for name, (compute_s, inner_steps) in measured.items():
+        if not (math.isfinite(compute_s) and math.isfinite(inner_steps) and compute_s >= 0 and inner_steps >= 0):
+            raise UserError(f"{source}: island '{name}': compute_s and inner_steps must be finite and 0 or more "
+                            f"(got {compute_s:g} and {inner_steps:g})")
     overrides = []
     for index, island in enumerate(scenario.islands):
         if island.name not in measured:
@@ -110,9 +66,9 @@ def check_comparable(scenario: Scenario, predicted: SimResult, run: RunRecord) -
     if not required(run.summary, "complete", summary_path):
         reason = run.summary.get("incomplete_reason") or "no reason recorded"
         raise UserError(f"{summary_path}: the run stopped short ({reason}): compare a finished run")
-    for key in FIGURE_KEYS:
-        if not isinstance(required(run.summary, key, summary_path), (int, float)):
-            raise UserError(f"{summary_path}: '{key}' must be a number (got {run.summary[key]!r})")
+    if not predicted.summary["complete"]:
+        raise UserError(f"{scenario.source}: the prediction stopped short ({predicted.summary['incomplete_reason']}): "
+                        "nothing to compare a finished run with")
     for key, name in COMPARED_COUNTS:
         ran, priced = required(run.summary, key, summary_path), predicted.summary[key]
         if ran != priced:

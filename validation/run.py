@@ -28,7 +28,8 @@ from islands.trainer.launch import free_port, stop_all, wait_all
 from islands.trainer.paced import PACER_VARIABLE
 from islands.trainer.syncer_wire import SYNCER_VARIABLE
 from islands.units import BITS_PER_GBIT, MS_PER_S
-from islands.trainer.tracing import TRACE_FILE, read_output
+
+from .run_folder import read_run
 
 RENDEZVOUS_PORT = 29500
 # Every emulated WAN of ``islands validate`` is named <stem><use> (isvcalib, isvrun, isvchurn); the
@@ -105,9 +106,9 @@ def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
         after = sent_bytes(wan, plan.islands)
         label = wan.label
     moved = [a - b for a, b in zip(after, before)] if before is not None else None
-    return Measured(summary=read_output(out_dir, "summary"), trace=pd.read_csv(out_dir / TRACE_FILE),
-                    run_info=read_output(out_dir, "run"),
-                    interface_bytes=moved, wan_label=label)
+    run = read_run(out_dir)
+    return Measured(summary=run.summary, trace=run.trace, run_info=run.run_info, interface_bytes=moved,
+                    wan_label=label)
 
 
 def interface_bytes_per_worker(measured: Measured) -> float | None:

@@ -15,7 +15,9 @@ import argparse
 
 from islands.errors import UserError
 
-from .common import print_table
+from islands.io import TABLE_FORMATS
+
+from .common import add_max_events_argument, check_max_events, check_outputs, print_table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -27,6 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="override a scenario key in every cell, before the row's own")
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)")
     parser.add_argument("--output", metavar="PATH", help="also write the table (.csv, .parquet, .json)")
+    add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -39,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--sizes: each must be one of {', '.join(SIZES)} (got {args.sizes!r})")
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
+    check_max_events(args.max_events)
+    check_outputs({"--output": args.output}, TABLE_FORMATS)
     print_table("bandwidth-table", lambda bar: bandwidth_table(sizes, tuple(args.overrides), jobs=args.jobs,
-                                                              progress=bar), table_text, args.output)
+                                                              progress=bar, max_events=args.max_events),
+                table_text, args.output)
     return 0

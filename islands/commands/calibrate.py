@@ -21,16 +21,18 @@ from pathlib import Path
 
 from islands.errors import UserError
 
+from .common import path_text
+
 MAX_HOSTS = 8
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("calibrate", help="measure a network profile among hosts (or emulated islands)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, metavar="JSON", help="where to write the profile")
+    parser.add_argument("--out", required=True, type=path_text, metavar="JSON", help="where to write the profile")
     parser.add_argument("--name", default=None, help="under torchrun: this host's name, its island's (default: "
                                                      "the host name)")
-    parser.add_argument("--emulate", metavar="FILE", default=None,
+    parser.add_argument("--emulate", metavar="FILE", default=None, type=path_text,
                         help="measure the islands of this scenario over the emulated WAN on this machine")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="with --emulate: override a scenario key; repeatable")
@@ -39,10 +41,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Every flag and the output, before anything is measured: the profile is written only at the
+    end, so an unwritable --out would otherwise fail after the whole measurement."""
+    from islands.io import check_output, output_format, refuse_shared_paths
+
+    if args.emulate is None and (args.overrides or args.in_process):
+        raise UserError(f"{'--set' if args.overrides else '--in-process'} goes with --emulate FILE")
+    if args.emulate is not None and args.name is not None:
+        raise UserError("--name names a real host under torchrun; with --emulate the hosts are the scenario's islands")
+    if args.name is not None and not args.name.strip():
+        raise UserError("--name is empty: give this host's island name")
+    refuse_shared_paths({"--out": args.out}, {"--emulate": args.emulate})
+    if os.environ.get("RANK", "0") == "0":  # rank 0 writes the profile; the other hosts only check its name
+        check_output(args.out, ("json",))
+    else:
+        output_format(args.out, ("json",))
+
+
 def run(args: argparse.Namespace) -> int:
+    check_arguments(args)
     out = Path(args.out)
-    if out.is_dir():
-        raise UserError(f"--out {out}: is a folder; give the profile's file name")
     if args.emulate is None:
         if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
             raise UserError("calibrate measures among hosts: run it under torchrun, one process per host, or give "
@@ -50,16 +69,14 @@ def run(args: argparse.Namespace) -> int:
         from islands.validation.hostprobe import main as measure
         measure(["--out", str(out), *(["--name", args.name] if args.name else [])])
         return 0
-    emulate(args.emulate, args.overrides, out, kernel=False if args.in_process else None)
+    emulate(emulated_scenario(args.emulate, args.overrides), out, kernel=False if args.in_process else None)
     print(f"wrote {out}")
     return 0
 
 
-def emulate(scenario_file: str, overrides: list[str], out: Path, kernel: bool | None) -> None:
-    from islands.emulation import links_from_workers, open_wan
+def emulated_scenario(scenario_file: str, overrides: list[str]):
+    """The scenario --emulate names, refused unless each of its 2 to 8 islands is one worker."""
     from islands.scenarios import load
-    from islands.validation.hostprobe import LABEL_VARIABLE, NAMES_VARIABLE
-    from islands.validation.run import run_all, start_ranks
 
     scenario = load(scenario_file, overrides)
     crowded = [f"island.{i}.replicas" for i, island in enumerate(scenario.islands) if island.replicas != 1]
@@ -69,6 +86,15 @@ def emulate(scenario_file: str, overrides: list[str], out: Path, kernel: bool | 
     if not 2 <= len(scenario.islands) <= MAX_HOSTS:
         raise UserError(f"{scenario_file}: island: calibrate --emulate runs 2 to {MAX_HOSTS} islands on this "
                         f"machine (got {len(scenario.islands)})")
+    return scenario
+
+
+def emulate(scenario, out: Path, kernel: bool | None) -> None:
+    """Measure the profile among the scenario's islands, one process each, over the emulated WAN."""
+    from islands.emulation import links_from_workers, open_wan
+    from islands.validation.hostprobe import LABEL_VARIABLE, NAMES_VARIABLE
+    from islands.validation.run import run_all, start_ranks
+
     names = [island.name for island in scenario.islands]
     with open_wan(links_from_workers(scenario.workers()), prefix="islandscal", kernel=kernel) as wan:
         label = f"{scenario.name} over the emulated WAN ({wan.label})"

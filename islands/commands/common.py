@@ -4,13 +4,47 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import socket
+import struct
+import tempfile
 from concurrent.futures import Executor
-from typing import Iterator
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
 
 from islands.errors import UserError
 from islands.simulator import DEFAULT_MAX_EVENTS
 
-DASK_CONNECT_TIMEOUT_S = 10
+DASK_CONNECT_TIMEOUT_S = 5
+DASK_GREETING = struct.Struct("<Q")  # a scheduler's first frame on a new connection opens with its length
+MAX_DASK_GREETING_BYTES = 2**20  # its handshake is a few hundred bytes
+
+
+def path_text(text: str) -> str:
+    """An argparse ``type`` for a path: refuses an empty one, which would name the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a path")
+    return text
+
+
+def path_value(text: str) -> Path:
+    """``path_text`` as a ``Path``."""
+    return Path(path_text(text))
+
+
+def check_out_folder(flag: str, folder: str | Path) -> None:
+    """Refuse, before any work, an output folder that is a file or where no file can be written
+    (a trial write in it, the folder created if missing)."""
+    from islands.io import os_reason
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{flag} {folder}: is a file; name a folder for the outputs")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise UserError(f"{flag} {folder}: cannot write there: {os_reason(exc)}") from None
 
 
 def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,11 +103,50 @@ def dask_executor(address: str | None) -> Iterator[Executor | None]:
             cluster = stack.enter_context(LocalCluster(threads_per_worker=1, dashboard_address=None))
             client = stack.enter_context(Client(cluster))
         else:
+            probe_dask_scheduler(address, DASK_CONNECT_TIMEOUT_S)
             try:
                 client = stack.enter_context(Client(address, timeout=DASK_CONNECT_TIMEOUT_S))
             except (OSError, TimeoutError, ValueError) as error:
                 raise UserError(f"--dask {address}: cannot reach a Dask scheduler there ({error})") from None
         yield client.get_executor()
+
+
+def probe_dask_scheduler(address: str, timeout_s: float) -> None:
+    """Refuse, in one line, a TCP address where no Dask scheduler listens: a closed port, a port that
+    says nothing for ``timeout_s``, or one that speaks another protocol (an HTTP server). A scheduler
+    greets every new connection with its handshake, whose first 8 bytes give its length; Dask's own
+    client would take an HTTP reply's first bytes for that length and try to allocate exabytes."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme != "tcp":
+            return
+        host, port = parse_host_port(location)
+    except ValueError as error:
+        raise UserError(f"--dask {address}: not a scheduler address like tcp://HOST:8786 ({error})") from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as connection:
+            greeting = connection.recv(DASK_GREETING.size, socket.MSG_WAITALL)
+    except TimeoutError:
+        raise UserError(f"--dask {address}: no Dask scheduler answered within {timeout_s:g} s") from None
+    except OSError as error:
+        raise UserError(f"--dask {address}: cannot reach a Dask scheduler there ({error.strerror or error})") from None
+    if len(greeting) < DASK_GREETING.size or DASK_GREETING.unpack(greeting)[0] > MAX_DASK_GREETING_BYTES:
+        raise UserError(f"--dask {address}: something answers there, but not a Dask scheduler "
+                        f"(it began with {greeting!r})")
+
+
+def check_outputs(outputs: dict[str, str | None], formats: Sequence[str],
+                  inputs: Iterable[tuple[str, str]] = ()) -> None:
+    """Before any work: each output given (name -> path) has a format of ``formats`` and a writable
+    folder, and none is an input (``inputs``: (what, path) pairs) or another output."""
+    from islands.io import check_output, refuse_shared_paths
+
+    refuse_shared_paths(outputs, dict(inputs))
+    for path in outputs.values():
+        if path is not None:
+            check_output(path, formats)
 
 
 def check_max_events(max_events: float) -> float:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 
-from .common import add_network_profile_argument, add_scenario_arguments, read_source
+from .common import add_network_profile_argument, add_scenario_arguments, check_out_folder, path_value, read_source
+
+OUTPUT_FILES = ("comparison.json", "overlay.png", "predicted_trace.csv")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -19,15 +20,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__)
     add_scenario_arguments(parser)
     add_network_profile_argument(parser)
-    parser.add_argument("run_dir", metavar="RUN_DIR", type=Path,
+    parser.add_argument("run_dir", metavar="RUN_DIR", type=path_value,
                         help="a folder `islands train --out` wrote: summary.json, run.json, trace.csv")
     parser.add_argument("--measured-steps", action="store_true",
                         help="give each island the run's measured compute seconds per inner step, so that "
                              "the network and the schedule are what is compared")
-    parser.add_argument("--out", metavar="DIR", type=Path,
+    parser.add_argument("--out", metavar="DIR", type=path_value,
                         help="also write comparison.json, overlay.png and predicted_trace.csv there")
     parser.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     parser.set_defaults(handler=run)
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an --out whose files cannot be written or would overwrite an input."""
+    from islands.io import refuse_shared_paths
+    from islands.validation.run_folder import RUN_FILES
+
+    if args.out is None:
+        return
+    check_out_folder("--out", args.out)
+    inputs = {"the scenario": args.scenario, "--network-profile": args.network_profile,
+              **{f"RUN_DIR's {name}": args.run_dir / name for name in RUN_FILES}}
+    refuse_shared_paths({f"--out's {name}": args.out / name for name in OUTPUT_FILES}, inputs)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from islands.validation.external import compare_run
     from islands.validation.plot import write_overlay
 
+    check_outputs(args)
     source = read_source(args)
     result = compare_run(lambda extra: source.variant(*extra), args.run_dir, args.measured_steps)
     comparison, predicted = result.comparison, result.predicted
@@ -44,7 +59,6 @@ def run(args: argparse.Namespace) -> int:
                 "figures": [dataclasses.asdict(f) for f in comparison.figures], "syncs": comparison.syncs,
                 "notes": comparison.notes, "predicted": predicted.summary, "measured": result.run.summary}
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
         write_text(args.out / "comparison.json", json_text(document, indent=2) + "\n")
         write_table(predicted.trace, args.out / "predicted_trace.csv")
         write_overlay(args.out / "overlay.png", comparison, predicted.trace, result.run.trace,

@@ -35,9 +35,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def check_out_dir(out_dir: Path) -> None:
-    """Refuse an ``--out`` that exists as a file before any work is done."""
+    """Refuse an ``--out`` that exists as a file, or where nothing can be written, before any work."""
+    from islands.io import temporary_beside
+
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir}: --out must be a folder, and this is a file")
+    temporary_beside(out_dir / "trial").unlink()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
     from islands.analysis.demo import demo_outputs
     from islands.analysis.scenario_source import ScenarioSource
 
-    source = ScenarioSource.read(args.scenario)
-    scenario = source.scenario
     out_dir = Path(args.out)
     check_out_dir(out_dir)
+    source = ScenarioSource.read(args.scenario)
+    scenario = source.scenario
     print(f"Scenario {scenario.name}: {scenario.description}")
     results = simulate_schedules(source)
     summaries = {name: result.summary for name, result in results.items()}

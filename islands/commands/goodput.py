@@ -13,7 +13,9 @@ import argparse
 
 from islands.errors import UserError
 
-from .common import print_table
+from islands.io import TABLE_FORMATS
+
+from .common import check_outputs, print_table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,14 +33,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.goodput import goodput_table, table_text
+    from islands.analysis.goodput import check_failures, goodput_table, table_text
     from islands.analysis.scenario_source import ScenarioSource
 
-    if args.failures < 1:
-        raise UserError(f"--failures must be >= 1 (got {args.failures})")
+    check_failures(args.failures)
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     source = ScenarioSource.read(args.scenario, args.overrides)
+    check_outputs({"--output": args.output}, TABLE_FORMATS, source.inputs)
     print_table("goodput", lambda bar: goodput_table(source, failures=args.failures, jobs=args.jobs, progress=bar),
                 table_text, args.output)
     return 0

@@ -53,22 +53,27 @@ def check_kind(kind: str) -> None:
         raise UserError(f"unknown plot kind '{kind}'{suffix}; kinds: {', '.join(KINDS)}")
 
 
-def figure_for(args: argparse.Namespace, size_px: tuple[int, int]):
+def figure_for(args: argparse.Namespace, size_px: tuple[int, int], output: str):
     from islands.analysis.compare import left_out_notes, simulate_schedules
-    from islands.analysis.plot_bandwidth import bandwidth_figure
+    from islands.analysis.plot_bandwidth import bandwidth_figure, check_link
     from islands.analysis.plot_breakdown import breakdown_figure
     from islands.analysis.plot_heatmap import heatmap_figure
     from islands.analysis.plot_timeline import MAX_WORKERS_SHOWN, parse_intervals, timeline_figure
     from islands.analysis.scenario_source import ScenarioSource
     from islands.analysis.sweep_table import read_sweep
+    from islands.io import refuse_shared_paths
     from islands.simulator import simulate
 
     if args.kind == "heatmap":
         if args.overrides:
             raise UserError("--set applies to scenarios; a heatmap reads a sweep table")
+        refuse_shared_paths({"--output": output}, {"the sweep table": args.scenario})
         return heatmap_figure(read_sweep(args.scenario), args.x, args.y, args.metric, args.where, size_px)
     source = ScenarioSource.read(args.scenario, args.overrides)
+    refuse_shared_paths({"--output": output}, dict(source.inputs))
     scenario = source.scenario
+    if args.kind == "bandwidth":
+        check_link(scenario, args.worker, args.direction)
     if args.kind == "timeline":
         intervals = parse_intervals(args.intervals)
         max_workers = None if args.all_workers else MAX_WORKERS_SHOWN
@@ -89,6 +94,6 @@ def run(args: argparse.Namespace) -> int:
     output = args.output or f"{args.kind}.png"
     check_output(output, PLOT_FORMATS)
     size_px = parse_size(args.size)
-    path = save_figure(figure_for(args, size_px), output)
+    path = save_figure(figure_for(args, size_px, output), output)
     print(f"wrote {shown(path)}", file=sys.stderr if is_stdout(path) else sys.stdout)
     return 0

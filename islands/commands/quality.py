@@ -22,7 +22,10 @@ import math
 
 from islands.errors import UserError
 
+from .common import path_text
+
 DEFAULT_STEPS = 300
+MAX_STEPS = 100_000
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -34,36 +37,55 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="override a scenario key, e.g. schedule.inner_steps=30")
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                         help="train this grid for real (algorithm, inner_steps, workers, bits, fragments); repeatable")
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
+    parser.add_argument("--steps", type=int, default=None, metavar="N",
                         help=f"inner steps per worker of every grid run (default {DEFAULT_STEPS})")
-    parser.add_argument("--save", metavar="FILE.json", help="write the measured profile here")
-    parser.add_argument("--profile", metavar="FILE.json", help="price with a profile saved by --save")
+    parser.add_argument("--save", metavar="FILE.json", type=path_text, help="write the measured profile here")
+    parser.add_argument("--profile", metavar="FILE.json", type=path_text, help="price with a profile saved by --save")
     parser.add_argument("--json", action="store_true", help="print the estimates as one JSON object")
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from islands.analysis.loss_prior import estimate
-    from islands.analysis.quality_profile import QualityProfile
-    from islands.io import check_output, write_text
-    from islands.scenarios import load
-    from islands.schedules import SCHEDULES
+def check_arguments(args: argparse.Namespace) -> None:
+    """Every flag and --save's path, before the scenario is read or anything trained."""
+    from islands.io import check_output, refuse_shared_paths
 
     if args.grid and args.profile:
         raise UserError("--grid measures a profile and --profile reads one: give one of them")
     if args.save and not args.grid:
         raise UserError("--save writes the profile that --grid measures: add --grid")
-    if args.steps < 1:
-        raise UserError(f"--steps must be >= 1 (got {args.steps})")
+    if args.steps is not None and not args.grid:
+        raise UserError("--steps is the length of each --grid run: add --grid")
+    if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
+        raise UserError(f"--steps {args.steps}: must be 1 to {MAX_STEPS} (every grid point trains this many steps)")
+    if args.grid:
+        from islands.trainer.quality import parse_grid
+
+        parse_grid(args.grid)
+    if args.save:
+        refuse_shared_paths({"--save": args.save}, {"the scenario": args.scenario})
+        check_output(args.save, ("json",))
+
+
+def run(args: argparse.Namespace) -> int:
+    from islands.analysis.loss_prior import estimate
+    from islands.analysis.progress import ProgressBar
+    from islands.analysis.quality_profile import QualityProfile
+    from islands.io import write_text
+    from islands.scenarios import load
+    from islands.schedules import SCHEDULES
+
+    check_arguments(args)
     scenario = load(args.scenario, args.overrides)
     profile = None
     if args.grid:
         from islands.trainer.quality import measure_profile, parse_grid
 
-        grid = parse_grid(args.grid)
-        if args.save:
-            check_output(args.save, ("json",))
-        profile = measure_profile(args.scenario, args.overrides, grid, args.steps)
+        bar = ProgressBar("quality: runs trained")
+        try:
+            profile = measure_profile(args.scenario, args.overrides, parse_grid(args.grid),
+                                      args.steps or DEFAULT_STEPS, bar)
+        finally:
+            bar.close()  # the bar's line ends before any error
         if args.save:
             write_text(args.save, profile.to_json())
     elif args.profile:

@@ -1,12 +1,15 @@
-"""``islands report FILE -o report.html``: one self-contained HTML page (images embedded) with the
-summary under each schedule, the plots and the plan, for sharing with a team."""
+"""``islands report FILE -o report.html``: one self-contained HTML page (images, data and script embedded;
+it fetches nothing) with the summary under each schedule, a what-if panel of sliders over H, P, bits,
+bandwidth and M (every combination simulated when the page is written), the plots and the plan, for
+sharing with a team. See docs/report.md."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .common import add_dask_argument, add_network_profile_argument, add_scenario_arguments, dask_executor, read_source
+from .common import (add_dask_argument, add_network_profile_argument, add_scenario_arguments, check_outputs,
+                     dask_executor, read_source)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -33,25 +36,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.progress import ProgressBar
+    from islands.analysis.plan import MAX_SEEDS, check_target
+    from islands.analysis.progress import Stages
     from islands.analysis.report import REPORT_FORMATS, build_report, write_report
     from islands.analysis.sweep_table import read_sweep
     from islands.errors import UserError
     from islands.io import check_output, is_stdout, shown
 
     check_output(args.output, REPORT_FORMATS)
+    check_target(args.target_utilisation)
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise UserError(f"--seeds must be in [1, {MAX_SEEDS}] (got {args.seeds})")
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     if args.where and not args.sweep:
         raise UserError("--where picks rows of a sweep table: give one with --sweep TABLE")
+    source = read_source(args)
+    check_outputs({"--output": args.output}, REPORT_FORMATS, [*source.inputs, ("--sweep", args.sweep)])
     sweep_table = read_sweep(args.sweep) if args.sweep else None
-    bar = ProgressBar("report: plan searches")
+    stages = Stages("report")
     try:
         with dask_executor(args.dask) as executor:
-            text = build_report(read_source(args), (), args.target_utilisation, sweep_table=sweep_table,
-                                fragments=args.fragments, seeds=args.seeds, jobs=args.jobs, progress=bar,
+            text = build_report(source, (), args.target_utilisation, sweep_table=sweep_table,
+                                fragments=args.fragments, seeds=args.seeds, jobs=args.jobs, progress=stages,
                                 where=args.where, executor=executor)
     finally:
-        bar.close()
+        stages.close()
     path = write_report(args.output, text)
-    print(f"wrote {shown(path)} ({len(text) / 1e6:.2f} MB, {bar.elapsed_s:.1f} s)",
+    print(f"wrote {shown(path)} ({len(text) / 1e6:.2f} MB, {stages.elapsed_s:.1f} s)",
           file=sys.stderr if is_stdout(path) else sys.stdout)
     return 0

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from islands.io import write_table
-from islands.simulator import simulate
+from islands.io import TABLE_FORMATS, write_table
+from islands.simulator.engine import Simulation
+from islands.simulator.lockstep import check_rows
 from islands.tables import churn_line, comparison, ignored_line, islands_table, partial_line
 
 from .common import (add_max_events_argument, add_network_profile_argument, add_scenario_arguments, check_max_events,
-                     read_source)
+                     check_outputs, read_source)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -27,8 +28,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_max_events(args.max_events)
-    scenario = read_source(args).scenario
-    result = simulate(scenario, max_events=args.max_events)
+    source = read_source(args)
+    check_outputs({"--trace": args.trace, "--links": args.links}, TABLE_FORMATS, source.inputs)
+    simulation = Simulation(source.scenario, max_events=args.max_events)
+    if args.trace and simulation.lockstep:
+        check_rows(simulation)  # a trace too large to write is refused before the run
+    result = simulation.run()
     if args.trace:
         write_table(result.trace, args.trace)
     if args.links:
@@ -37,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.summary, indent=2, allow_nan=False))
         return 0
     summary = result.summary
-    print(f"{scenario.name}: {summary['algorithm']}, {summary['workers']} workers, "
+    print(f"{source.scenario.name}: {summary['algorithm']}, {summary['workers']} workers, "
           f"{summary['outer_steps']} outer steps, {summary['inner_steps']} inner steps each, "
           f"network model {summary['network_model']}")
     notes = [partial_line(summary), churn_line(summary), ignored_line(summary, result.events_after_end)]

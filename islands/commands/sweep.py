@@ -10,12 +10,12 @@ from islands.analysis.progress import ProgressBar
 from islands.analysis.scenario_source import ScenarioSource
 from islands.analysis.units import percent_text, rate_text
 from islands.errors import UserError
-from islands.io import safe_name
+from islands.io import TABLE_FORMATS, check_not_folder, safe_name
 from islands.simulator import simulate
 from islands.tables import duration, render, size
 
 from .common import (add_dask_argument, add_max_events_argument, add_network_profile_argument, add_scenario_arguments,
-                     check_max_events, dask_executor, read_source)
+                     check_max_events, check_outputs, dask_executor, read_source)
 
 if TYPE_CHECKING:  # pandas and the sweep's tables load with the handler (islands/cli.py)
     import pandas as pd
@@ -121,12 +121,15 @@ def check_rank_by(source: ScenarioSource, column: str, max_events: float) -> Non
 
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.sweep import run_sweep
-    from islands.analysis.sweep_table import best_rows, maximised, write_sweep
+    from islands.analysis.sweep_table import best_rows, maximised, sweep_paths, write_sweep
 
     check_options(args)
     source = read_source(args)
-    check_rank_by(source, args.rank_by, args.max_events)
     output = args.output or f"{safe_name(source.scenario.name)}-sweep.csv"
+    check_not_folder(output)
+    check_outputs(dict(zip(("--output", "--output's Parquet copy"), map(str, sweep_paths(output)))), TABLE_FORMATS,
+                  source.inputs)
+    check_rank_by(source, args.rank_by, args.max_events)
     bar = ProgressBar("sweep")
     try:
         with dask_executor(args.dask) as executor:

@@ -6,24 +6,25 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_scenario_arguments
+from .common import add_scenario_arguments, path_text
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("trace", help="export a simulated run as Chrome trace JSON (Perfetto)",
                                    description=__doc__)
     add_scenario_arguments(parser)
-    parser.add_argument("-o", "--output", default="trace.json", metavar="JSON",
+    parser.add_argument("-o", "--output", default="trace.json", metavar="JSON", type=path_text,
                         help="file to write, .json; - for stdout (default trace.json)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.chrome_trace import TRACE_FORMATS, chrome_trace, write_chrome_trace
-    from islands.io import check_output, is_stdout, shown
+    from islands.io import check_output, is_stdout, refuse_shared_paths, shown
     from islands.scenarios import load
     from islands.simulator import simulate
 
+    refuse_shared_paths({"--output": args.output}, {"the scenario": args.scenario})
     check_output(args.output, TRACE_FORMATS)
     scenario = load(args.scenario, args.overrides)
     document = chrome_trace(simulate(scenario), scenario)

@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-from .common import add_scenario_arguments
+from .common import add_scenario_arguments, check_out_folder, path_text
 
 RUNS_FOLDER = "runs"
 
@@ -28,11 +28,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_scenario_arguments(parser)
     parser.add_argument("--workers", type=int, metavar="N",
                         help="keep only the first N workers (islands x replicas, in file order)")
-    parser.add_argument("--out", metavar="DIR", help="output folder (default: runs/<time>-<scenario>, "
+    parser.add_argument("--out", type=path_text, metavar="DIR", help="output folder (default: runs/<time>-<scenario>, "
                                                      "or the --resume folder)")
-    parser.add_argument("--data", metavar="PATH", help="train on your own text files (a file or a folder) "
+    parser.add_argument("--data", type=path_text, metavar="PATH",
+                        help="train on your own text files (a file or a folder) "
                                                        "instead of Python's standard-library sources")
-    parser.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
+    parser.add_argument("--resume", type=path_text, metavar="DIR",
+                        help="continue the run in DIR from its latest checkpoint")
     parser.add_argument("--force", action="store_true",
                         help="write into an --out folder that holds a run already, replacing that run's outputs")
     parser.add_argument("--stop-after", type=int, metavar="PERIODS",
@@ -69,6 +71,21 @@ def claims_out_dir(env) -> bool:
     return env.rank == 0 and LAUNCHED_VARIABLE not in os.environ and JOIN_VARIABLE not in os.environ
 
 
+def check_outputs(args: argparse.Namespace, out_dir: Path) -> None:
+    """Refuse, before the run: an output folder where nothing can be written, or whose files would
+    overwrite (or --force remove) the scenario or the --data text."""
+    from islands.errors import UserError
+    from islands.io import refuse_shared_paths
+    from islands.trainer.outputs import RUN_FILES
+
+    flag = "--out" if args.out or not args.resume else "--resume"
+    if flag == "--resume" and not out_dir.is_dir():
+        raise UserError(f"--resume {out_dir}: no such run folder")
+    refuse_shared_paths({f"{flag}'s {name}": out_dir / name for name in RUN_FILES},
+                        {"the scenario": args.scenario, "--data": args.data})
+    check_out_folder(flag, out_dir)
+
+
 def run(args: argparse.Namespace) -> int:
     from islands.trainer.checkpoint import PeerFailed
 
@@ -91,19 +108,21 @@ def train(args: argparse.Namespace) -> int:
     from islands.trainer.model import build_model
     from islands.trainer.report import print_summary
 
+    if args.stop_after is not None and args.stop_after < 1:
+        raise UserError(f"--stop-after {args.stop_after}: must be >= 1")
     check_environment()
     scenario = load(args.scenario, args.overrides)
     plan = make_plan(scenario, args.workers, args.data)
-    if args.stop_after is not None and args.stop_after < 1:
-        raise UserError(f"--stop-after {args.stop_after}: must be >= 1")
     if not plan.schedule.coupled and (args.resume or args.stop_after is not None):
         raise UserError(f"{scenario.source}: schedule.algorithm = \"{plan.algorithm}\": its state lives in the "
                         "syncer and in each learner's own pace, so --resume and --stop-after are not supported")
     resume = Path(args.resume) if args.resume else None
     out_dir = Path(args.out) if args.out else resume
     env = distributed_env()
-    if out_dir is not None and out_dir != resume and claims_out_dir(env):
-        claim_out_dir(out_dir, args.force)
+    if out_dir is not None and claims_out_dir(env):
+        check_outputs(args, out_dir)
+        if out_dir != resume:
+            claim_out_dir(out_dir, args.force)
     if is_syncer():
         run_syncer(plan, out_dir or default_out(scenario.name))
         return 0
@@ -116,7 +135,9 @@ def train(args: argparse.Namespace) -> int:
     if resume:
         shapes = shapes_of(build_model(model_config(plan), plan.spec.seed, "cpu"))
         checkpoint.verify_all(resume, plan.world_size, plan.fingerprint(), shapes)
-    out_dir = out_dir or default_out(scenario.name)
+    if out_dir is None:
+        out_dir = default_out(scenario.name)
+        check_outputs(args, out_dir)
     print(f"islands train: {plan.islands} islands x {plan.ranks_per_island} ranks, {plan.algorithm}, "
           f"{plan.total_steps} inner steps; writing {out_dir}", flush=True)
     return launch_local(child_arguments(args, out_dir), plan)

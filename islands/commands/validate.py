@@ -17,7 +17,12 @@ from pathlib import Path
 
 from islands.units import BITS_PER_MBIT, MS_PER_S, NS_PER_S
 
+from .common import check_out_folder, path_text
+
 RUNS_FOLDER = "runs"
+MAX_WORKERS = 8
+MAX_TARGET_WALL_S = 86400.0
+CASE_FILES = ("validation.json", "overlay.png", "scaled.toml", "predicted_trace.csv")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -40,25 +45,106 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "measured: run unpaced and calibrate the simulator from measured step times")
     parser.add_argument("--in-process", action="store_true",
                         help="shape in-process over loopback even where namespaces are available")
-    parser.add_argument("--calibration", metavar="FILE",
+    parser.add_argument("--calibration", metavar="FILE", type=path_text,
                         help="reuse this calibration if it exists, else measure and save it there")
-    parser.add_argument("--out", metavar="DIR", help="output folder (default runs/<time>-validate)")
+    parser.add_argument("--out", metavar="DIR", type=path_text, help="output folder (default runs/<time>-validate)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    check_flags(args)
+    out_dir = Path(args.out or Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-validate")
+    saved = saved_calibration(args)
+    if args.suite:
+        from islands.validation import suite
+
+        cases = suite.select(args.quick)
+        max_islands, folders = max(case.workers for case in cases), [out_dir / case.name for case in cases]
+    else:
+        from islands.scenarios import load
+
+        scenario = load(args.scenario, args.overrides)
+        max_islands, folders = min(args.workers, scenario.worker_count), [out_dir]
+    if saved is not None:
+        check_covers(args.calibration, saved, max_islands)
+    check_outputs(args, out_dir, folders)
+    calibration, kernel = calibrate(args, out_dir, max_islands, saved)
+    return run_suite(args, out_dir, cases, calibration, kernel) if args.suite else \
+        run_one(args, out_dir, scenario, calibration, kernel)
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Every flag, before any scenario is read or anything measured; NaN fails every comparison."""
     from islands.errors import UserError
 
     if args.suite == bool(args.scenario):
         raise UserError("give a scenario FILE or --suite (not both)")
     if args.quick and not args.suite:
         raise UserError("--quick goes with --suite")
-    if not 2 <= args.workers <= 8:
-        raise UserError(f"--workers {args.workers}: must be 2 to 8 (one process per island on this machine)")
+    if args.suite and args.overrides:
+        raise UserError("--set goes with a scenario FILE; the suite's cases set their own keys")
+    if not 2 <= args.workers <= MAX_WORKERS:
+        raise UserError(f"--workers {args.workers}: must be 2 to {MAX_WORKERS} (one process per island on this "
+                        "machine)")
     if not 0.05 <= args.step_time <= 5:
-        raise UserError(f"--step-time {args.step_time}: must be 0.05 to 5 seconds")
-    out_dir = Path(args.out or Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-validate")
-    return run_suite(args, out_dir) if args.suite else run_one(args, out_dir)
+        raise UserError(f"--step-time {args.step_time:g}: must be 0.05 to 5 seconds")
+    if not 0 < args.target_wall <= MAX_TARGET_WALL_S:
+        raise UserError(f"--target-wall {args.target_wall:g}: must be above 0 and at most {MAX_TARGET_WALL_S:g} "
+                        "seconds (a day)")
+
+
+def saved_calibration(args: argparse.Namespace):
+    """The calibration --calibration names, checked now; None where it is to be measured (and then
+    written there: a trial write now)."""
+    from islands.errors import UserError
+    from islands.io import check_not_folder, temporary_beside
+    from islands.validation.calibration_file import read_calibration
+
+    if not args.calibration:
+        return None
+    path = Path(args.calibration)
+    if path.exists():
+        calibration = read_calibration(path)
+        if args.in_process and calibration.mode != "in-process":
+            raise UserError(f"{path}: measured with {calibration.mode} shaping; --in-process runs need a "
+                            "calibration measured in-process: give --calibration a new file")
+        return calibration
+    check_not_folder(path)
+    temporary_beside(path).unlink()
+    return None
+
+
+def check_covers(path: str, calibration, max_islands: int) -> None:
+    """Refuse a saved calibration that lacks a number of islands the runs will have, before any run."""
+    from islands.errors import UserError
+
+    for islands in range(2, max_islands + 1):
+        try:
+            calibration.check_covers(islands)
+        except UserError:
+            raise UserError(f"{path}: measured for {', '.join(map(str, sorted(calibration.overhead_s)))} islands, "
+                            f"not {islands}: give --calibration a new file to measure 2 to {max_islands} islands "
+                            "into") from None
+
+
+def check_outputs(args: argparse.Namespace, out_dir: Path, folders: list[Path]) -> None:
+    """Refuse, before any work: an --out that cannot be written, holds an earlier validation's run,
+    or whose files would overwrite an input (the scenario, --calibration) or one another."""
+    from islands.errors import UserError
+    from islands.io import refuse_shared_paths
+    from islands.trainer.outputs import run_outputs
+
+    check_out_folder("--out", out_dir)
+    for folder in folders:
+        if run_outputs(folder / "run"):
+            raise UserError(f"--out {out_dir}: {folder / 'run'} holds an earlier run; give another --out")
+    calibration = Path(args.calibration) if args.calibration else None
+    measured = calibration is None or not calibration.exists()
+    files = [folder / name for folder in folders for name in CASE_FILES]
+    files += [out_dir / "suite.json"] if args.suite else []
+    outputs = {f"--out's {path.relative_to(out_dir)}": path for path in files}
+    outputs["--calibration"] = (calibration or out_dir / "calibration.json") if measured else None
+    refuse_shared_paths(outputs, {"the scenario": args.scenario, "--calibration": None if measured else calibration})
 
 
 def options(args: argparse.Namespace):
@@ -68,17 +154,20 @@ def options(args: argparse.Namespace):
                         pace=args.compute == "paced")
 
 
-def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int):
-    from islands.validation.calibration import PROBE_RATES_BITS_PER_S, load_or_measure
+def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved):
+    """``saved`` (read and checked by ``saved_calibration``), or one measured now and written to
+    --calibration (else into --out)."""
+    from islands.validation.calibration import PROBE_RATES_BITS_PER_S, measure
     from islands.io import write_text
 
-    path = Path(args.calibration) if args.calibration else None
     kernel = False if args.in_process else None
-    rates = ", ".join(f"{rate / BITS_PER_MBIT:.0f}" for rate in PROBE_RATES_BITS_PER_S)
-    print(f"calibrating: TCP transfers and the trainer's exchange among 2 to {max_islands} islands, "
-          f"at {rates} Mbit/s ...", flush=True)
-    calibration = load_or_measure(path, max_islands, kernel)
-    write_text(path or out_dir / "calibration.json", calibration.to_json())
+    calibration = saved
+    if calibration is None:
+        rates = ", ".join(f"{rate / BITS_PER_MBIT:.0f}" for rate in PROBE_RATES_BITS_PER_S)
+        print(f"calibrating: TCP transfers and the trainer's exchange among 2 to {max_islands} islands, "
+              f"at {rates} Mbit/s ...", flush=True)
+        calibration = measure(max_islands, kernel)
+        write_text(args.calibration or out_dir / "calibration.json", calibration.to_json())
     print(calibration_line(calibration), flush=True)
     return calibration, kernel
 
@@ -104,13 +193,10 @@ def calibration_line(calibration) -> str:
             + (f"; last member's end after the first's {spreads}" if spreads else ""))
 
 
-def run_one(args: argparse.Namespace, out_dir: Path) -> int:
+def run_one(args: argparse.Namespace, out_dir: Path, scenario, calibration, kernel: bool | None) -> int:
     from islands.validation.case import validate_case
     from islands.validation.compare import figures_table, syncs_table
-    from islands.scenarios import load
 
-    scenario = load(args.scenario, args.overrides)
-    calibration, kernel = calibrate(args, out_dir, min(args.workers, scenario.worker_count))
     comparison = validate_case(scenario.name, scenario, options(args), calibration, out_dir, kernel)
     print()
     print(f"{scenario.name}: predicted (simulator, calibrated) vs measured (real run, scaled)")
@@ -123,11 +209,9 @@ def run_one(args: argparse.Namespace, out_dir: Path) -> int:
     return 0
 
 
-def run_suite(args: argparse.Namespace, out_dir: Path) -> int:
+def run_suite(args: argparse.Namespace, out_dir: Path, cases, calibration, kernel: bool | None) -> int:
     from islands.validation import suite
 
-    cases = suite.select(args.quick)
-    calibration, kernel = calibrate(args, out_dir, max(case.workers for case in cases))
     results = suite.run_suite(cases, options(args), calibration, out_dir, kernel,
                               progress=lambda line: print(line, flush=True))
     suite.write_suite_json(out_dir / "suite.json", results, calibration)

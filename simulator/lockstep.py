@@ -1,0 +1,255 @@
+"""Runs in lockstep, played with arrays instead of events.
+
+Where nothing moves a worker's timeline but its own compute and the collectives every worker joins
+(``applies``: a coupled schedule, every worker there from the start and with the same steps per
+scheduled step; no churn, chip failures, deadline or adaptive barrier, exchange work, end spread,
+token bucket or staged collective), the event model's run is a recursion
+over the launches and applies that every worker meets in the same order (``workers.sync_actions``),
+which numpy plays for every worker at once:
+
+* a launch: each worker computes up to the launch step (its own draw), then arrives once its
+  previous exchange is over; the collective starts at the last arrival and ends after the ring's
+  closed form, computed operation for operation as ``AlphaBetaNetwork`` and SimPy's clock do;
+* an apply: each worker computes up to the apply step, then waits for the collective's end:
+  ``idle`` before it started, ``stall`` after.
+
+The draws are the event model's own (each worker's generator, in the same order:
+``StepClock.durations_s``), so the result is the event model's rank for rank
+(``tests/test_simulator_lockstep.py``). The summary is gathered as the run goes (per-worker totals,
+each collective's span: ``summary.summary_of``), in memory that grows with the workers, not with
+worker-syncs; the trace's rows are made only when asked for, by playing the run again with the same
+draws, and refused in one line when they would need more memory than an event run the budget admits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+import numpy as np
+
+from islands.scenarios import Scenario
+from islands.schedules import SyncPoint
+from islands.summary import Workers
+from islands.trace import NO_FRAGMENT, Row
+
+from . import budget
+from .collectives import COLLECTIVES
+from .links import Transfer
+from .workers import LAUNCH, sync_actions
+
+if TYPE_CHECKING:
+    from .engine import Simulation
+
+# What a lockstep run costs, in the event model's events of the same time (measured: a launch and an
+# apply in Python about 75 us, a worker's share of the arrays' work about 0.4 us, an event 10-30 us),
+# so that ``--max-events`` bounds its time as it bounds an event run's.
+EVENTS_PER_COLLECTIVE = 8
+EVENTS_PER_WORKER_SYNC = 0.05
+ACTIONS_PER_CHUNK = 1024  # launches and applies whose compute spans each worker draws in one call
+DRAWS_PER_CHUNK = 32_000_000  # durations held at once, all workers together: 256 MB at most
+
+
+def applies(scenario: Scenario, coupled: bool) -> bool:
+    """Whether the scenario's run is a lockstep recursion (see the module's docstring). The flow model
+    that ``network.model = "auto"`` takes for exchanges that may overlap gives the closed form here:
+    each worker's exchanges run one at a time and every worker is in every ring, so a collective starts
+    after the one before it ended and no two transfers ever share a link (``network.model = "flow"``
+    given by hand keeps the event model)."""
+    network = scenario.network
+    return (coupled and network.model != "flow" and not scenario.has_churn() and not scenario.has_failures()
+            and scenario.schedule.barrier == "wait" and network.collective == "ring"
+            and network.exchange_cpu_s_per_value == 0 and network.exchange_end_spread_s == 0
+            and not any(island.upload_burst_bytes or island.download_burst_bytes
+                        for island in scenario.islands))
+
+
+def guard(scenario: Scenario, max_events: float) -> budget.Budget:
+    """The scenario's budget (float64 time checked), refused in one line when its lockstep run would
+    take longer than ``max_events`` events of the event model."""
+    estimate = budget.estimate(scenario)
+    collectives = scenario.schedule.outer_steps * budget.collectives_per_outer(scenario)
+    cost = EVENTS_PER_COLLECTIVE * collectives + EVENTS_PER_WORKER_SYNC * estimate.worker_syncs
+    if cost > max_events:
+        raise budget.BudgetExceeded(
+            scenario.source, "schedule.outer_steps",
+            f"the run would take as long as about {cost:.3g} simulator events ({collectives:.3g} collectives "
+            f"played with arrays), above the limit of {max_events:g} events: lower it (or the fragments), "
+            "or raise --max-events")
+    budget.check(scenario, estimate, math.inf)  # float64 time
+    return estimate
+
+
+class Lockstep:
+    """One lockstep play of a built ``Simulation``: its workers' clocks and totals as arrays."""
+
+    def __init__(self, sim: Simulation, rows: list[Row] | None = None):
+        self.sim = sim
+        self.rows = rows  # filled when the trace is asked for
+        states = sim.states
+        count = len(states)
+        self.ranks = [state.worker.rank for state in states]
+        self.islands = [state.worker.island for state in states]
+        self.now = np.zeros(count)  # each worker's clock
+        self.compute = np.zeros(count)
+        self.idle = np.zeros(count)
+        self.stall = np.zeros(count)
+        self.bytes_sent = np.zeros(count)
+        self.spans: dict[tuple[int, int], tuple[float, float]] = {}  # each collective in flight: (start, end)
+        self.sync_durations_s: list[float] = []  # each collective's, in launch order
+        self.last_end_s = -math.inf  # the latest collective's end: each worker's exchanges run in turn
+        self.position = 0.0
+        self.merged_steps = 0.0
+        self.applied_position = 0.0
+        self.syncs = 0
+        self.transfers: list[Transfer] = []
+        self.participants = sim.topology.ring(self.ranks, sim.scenario.network.ring_order)  # never changes
+        self.rings: dict[tuple, tuple] = {}  # (collective, payload) -> its ring, leg and first transfer
+
+    def play(self) -> None:
+        sim = self.sim
+        actions = sync_actions(sim.schedule.sync_points(sim.scenario, 0))
+        per_chunk = max(2, min(ACTIONS_PER_CHUNK, DRAWS_PER_CHUNK // len(sim.states)))
+        for chunk in chunks(actions, per_chunk):
+            durations = iter(self.draw(chunk).T)
+            for action, point in chunk:
+                target = point.launch_step if action is LAUNCH else point.apply_step
+                if target > self.position:
+                    self.computed(next(durations), point.outer_step)
+                    self.position = target
+                if action is LAUNCH:
+                    self.launch(point)
+                else:
+                    self.apply(point)
+        for state in sim.states:
+            state.merged_steps = self.merged_steps
+        sim.completed_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule)
+
+    def draw(self, chunk: list[tuple[object, SyncPoint]]) -> np.ndarray:
+        """Every worker's durations of the chunk's compute spans (workers x spans), from its own
+        generator in the event model's order; an island's lognormal parameters computed once."""
+        steps, position = [], self.position
+        for action, point in chunk:
+            target = point.launch_step if action is LAUNCH else point.apply_step
+            if target > position:
+                steps.append(target - position)
+                position = target
+        spans = np.array(steps)
+        durations = np.empty((len(self.sim.states), len(spans)))
+        shared: dict[tuple[float, float], tuple] = {}
+        for row, state in enumerate(self.sim.states):
+            clock = state.clock
+            parameters = None
+            if clock.jitter_cv and len(spans):
+                key = (clock.step_time_s, clock.jitter_cv)
+                if key not in shared:
+                    shared[key] = clock.parameter_arrays(spans)
+                parameters = shared[key]
+            durations[row] = clock.durations_s(spans, parameters)
+        return durations
+
+    def ring(self, point: SyncPoint) -> tuple:
+        """The collective's ring, its leg and a transfer over it (whose rate, links and crossings every
+        later one copies: thousands of links are counted once)."""
+        key = (point.collective, point.payload_bytes)
+        if key not in self.rings:
+            sim = self.sim
+            ring, leg = sim.ring_and_leg(COLLECTIVES[point.collective], self.participants, point.payload_bytes)
+            transfer = Transfer(leg.links, leg.bytes_per_link, sim.env.event(), leg.cap_bytes_per_s,
+                                leg.narrowest_bytes_per_s)
+            transfer.rate_bytes_per_s = transfer.peak_bytes_per_s = transfer.alone_bytes_per_s
+            transfer.most_access_crossings()
+            self.rings[key] = ring, leg, transfer
+        return self.rings[key]
+
+    def computed(self, duration_s: np.ndarray, outer_step: int) -> None:
+        since = self.now
+        self.now = since + duration_s
+        self.compute += self.now - since  # a row's seconds (0 where the clock absorbs a step: no row)
+        if self.rows is not None:
+            self.record("compute", since, self.now, NO_FRAGMENT, outer_step)
+
+    def launch(self, point: SyncPoint) -> None:
+        """Every worker arrives (after its previous exchange); the ring starts with the last and ends
+        after its closed form."""
+        start_s = max(float(self.now.max()), self.last_end_s)
+        ring, leg, first = self.ring(point)
+        transfer = object.__new__(Transfer)  # a copy of the first, its counted links included
+        transfer.__dict__.update(first.__dict__)
+        rate = transfer.rate_bytes_per_s
+        data_start = start_s + leg.latency_s
+        data_end = data_start + leg.bytes_per_link / rate
+        transfer.segments = [(data_start, data_end, rate)]
+        transfer.end_s = data_end
+        self.transfers.append(transfer)
+        end_s = start_s + (data_end - start_s)  # SimPy's clock: now + the timeout's delay
+        key = (point.outer_step, point.fragment)
+        self.spans[key] = (start_s, end_s)
+        self.sync_durations_s.append(end_s - start_s)
+        self.last_end_s = end_s
+        self.bytes_sent += ring.bytes_per_worker
+        self.syncs += 1
+        if self.rows is not None:
+            sent = ring.bytes_per_worker
+            self.rows.extend(Row(start_s, end_s, rank, island, "comm", sent, point.fragment, point.outer_step)
+                             for rank, island in zip(self.ranks, self.islands))
+
+    def apply(self, point: SyncPoint) -> None:
+        """Every worker waits for the collective's end (``Simulation.record_wait``), then merges."""
+        start_s, end_s = self.spans.pop((point.outer_step, point.fragment))
+        since = self.now
+        if float(since.max()) < end_s:  # everyone waits (a blocking sync): adding 0.0 is no row
+            boundary = np.maximum(since, start_s)
+            self.idle += boundary - since
+            self.stall += end_s - boundary
+            self.now = np.full(len(since), end_s)
+        else:
+            waiting = end_s > since
+            boundary = np.minimum(end_s, np.maximum(since, start_s))
+            self.idle += np.where(waiting, boundary - since, 0.0)
+            self.stall += np.where(waiting, end_s - boundary, 0.0)
+            self.now = np.where(waiting, end_s, since)
+        if self.rows is not None:
+            self.record_waits(point, since, np.minimum(end_s, np.maximum(since, start_s)), end_s)
+        self.merged_steps += self.position - self.applied_position
+        self.applied_position = self.position
+
+    def record(self, kind: str, since: np.ndarray, until: np.ndarray, fragment: int, outer_step: int) -> None:
+        self.rows.extend(Row(start, end, rank, island, kind, 0.0, fragment, outer_step)
+                         for start, end, rank, island in zip(since.tolist(), until.tolist(), self.ranks, self.islands)
+                         if end > start)
+
+    def record_waits(self, point: SyncPoint, since: np.ndarray, boundary: np.ndarray, end_s: float) -> None:
+        waiting = end_s > since
+        until = np.where(waiting, end_s, since)
+        self.record("idle", since, np.where(waiting, boundary, since), point.fragment, point.outer_step)
+        self.record("stall", np.where(waiting, boundary, until), until, point.fragment, point.outer_step)
+
+    def workers(self) -> Workers:
+        """The per-worker totals ``summary.summary_of`` takes: every worker there from 0 to its last row."""
+        states = self.sim.states
+        return Workers(island=np.array(self.islands, dtype=object),
+                       count=np.array([state.count for state in states], dtype=np.int64),
+                       compute=self.compute, stall=self.stall, idle=self.idle, present_s=self.now.copy(),
+                       bytes_sent=self.bytes_sent, syncs=np.full(len(states), float(self.syncs)))
+
+
+def chunks(items: Iterable, size: int) -> Iterator[list]:
+    chunk: list = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def check_rows(sim: Simulation) -> None:
+    """Refuse, in one line, a trace whose rows need more memory than an event run the budget admits."""
+    limit = sim.env.max_events * budget.ROWS_PER_WORKER_SYNC / budget.EVENTS_PER_WORKER_SYNC
+    if sim.budget.trace_rows > limit:
+        raise budget.BudgetExceeded(
+            sim.scenario.source, "schedule.outer_steps",
+            f"the trace would have about {sim.budget.trace_rows:.3g} rows, above the {limit:.3g} that "
+            f"--max-events {sim.env.max_events:g} admits: lower it (the summary needs no trace), or raise --max-events")

@@ -1,0 +1,553 @@
+"""Every bad input to the run-side commands (train, validate, calibrate, compare, trace, quality) is
+answered in one line with exit code 2, before any training, calibrating or measuring: a test of
+each case, with a copy of a small workspace (a scenario, a finished run folder, a calibration)
+damaged as the case says, each command run from inside it.
+
+The same cases are docs/bad-inputs-run.md, each with the line it is answered with:
+``python tests/test_bad_inputs_run.py > docs/bad-inputs-run.md`` writes it, and
+``test_the_document_shows_every_case_and_its_answer`` fails when it is out of date.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from islands.cli import main
+from islands.io import json_text, write_table
+from islands.simulator import simulate
+from islands.validation.calibration import Calibration
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import make_scenario  # noqa: E402  (run as a script too, to write the document)
+
+DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "bad-inputs-run.md"
+SCENARIO = """name = "test"
+[model]
+parameters = 1e9
+bytes_per_param = 2
+[schedule]
+algorithm = "diloco"
+inner_steps = 100
+outer_steps = 3
+[[island]]
+name = "a"
+replicas = 4
+step_time_s = 1.0
+bandwidth_gbps = 1.0
+"""
+UNWRITABLE = "/proc/islands-bad-input"  # no one, root included, can create a file there
+LONG_WORK = ("islands.trainer.launch.launch_local", "islands.validation.calibration.measure",
+             "islands.validation.case.train_scaled", "islands.validation.case.train_elastic",
+             "islands.commands.calibrate.emulate", "islands.validation.hostprobe.main",
+             "islands.trainer.quality.measure_profile")
+
+
+def make_workspace(folder: Path) -> None:
+    """scenario.toml (4 workers), run/ (what `islands train` writes for a run that went exactly as
+    predicted), calibration.json (for 2 to 4 islands) and profile.json (a network profile)."""
+    (folder / "scenario.toml").write_text(SCENARIO)
+    result = simulate(make_scenario())
+    (folder / "run").mkdir()
+    (folder / "run" / "summary.json").write_text(json_text(result.summary))
+    (folder / "run" / "run.json").write_text(json.dumps({"scenario": "test", "algorithm": "diloco", "bits": 16}))
+    write_table(result.trace, folder / "run" / "trace.csv")
+    by_islands = range(2, 5)
+    calibration = Calibration("in-process", "test", 1.0, (), {m: 0.01 for m in by_islands},
+                              {m: {1e7: 0.9} for m in by_islands}, {m: 1e-8 for m in by_islands})
+    (folder / "calibration.json").write_text(calibration.to_json())
+    (folder / "profile.json").write_text(json.dumps({"kind": "islands network profile", "version": 1, "hosts": []}))
+
+
+# damages: each takes the workspace folder and changes one thing
+
+def write(name: str, text: str | bytes) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return damage
+
+
+def remove(name: str) -> Callable[[Path], None]:
+    return lambda folder: (folder / name).unlink()
+
+
+def folder_for(name: str) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        (folder / name).unlink()
+        (folder / name).mkdir()
+    return damage
+
+
+def edit_json(name: str, change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        document = json.loads((folder / name).read_text())
+        change(document)
+        (folder / name).write_text(json.dumps(document))
+    return damage
+
+
+def setting(key: str, value) -> Callable[[dict], None]:
+    return lambda document: document.__setitem__(key, value)
+
+
+def calibration_value(table: str, islands: str, value) -> Callable[[dict], None]:
+    return lambda document: document[table].__setitem__(islands, value)
+
+
+def trace_line(line: int, text: str) -> Callable[[Path], None]:
+    """Replace line ``line`` (1: the header) of run/trace.csv."""
+    def damage(folder: Path) -> None:
+        path = folder / "run" / "trace.csv"
+        lines = path.read_text().splitlines(keepends=True)
+        lines[line - 1] = text + "\n"
+        path.write_text("".join(lines))
+    return damage
+
+
+def cut_trace(folder: Path) -> None:
+    """run/trace.csv cut in the middle of a line, as a full disk or a killed copy leaves it."""
+    path = folder / "run" / "trace.csv"
+    path.write_bytes(path.read_bytes()[:1005])
+
+
+def every_worker_leaves(folder: Path) -> None:
+    with open(folder / "scenario.toml", "a") as scenario:
+        scenario.write('[[event]]\nat_s = 50\nisland = "a"\nkind = "leave"\n')
+
+
+def copy(source: str, target: str) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        (folder / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(folder / source, folder / target)
+    return damage
+
+
+@dataclass(frozen=True)
+class Case:
+    command: str
+    what: str  # the bad input, in words
+    argv: tuple[str, ...]  # after the command's name, run inside the workspace
+    message: str  # a part of the one line that answers it
+    damage: Callable[[Path], None] | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.command}: {self.what}"
+
+
+def cases(command: str, base: tuple[str, ...], rows) -> list[Case]:
+    """``rows``: (what, extra arguments, message[, damage]); each case runs ``command *base *extra``."""
+    return [Case(command, row[0], (*base, *row[1]), row[2], *row[3:]) for row in rows]
+
+
+TRAIN = cases("train", ("scenario.toml",), [
+    ("unwritable --out", ("--out", UNWRITABLE), f"--out {UNWRITABLE}: cannot write there"),
+    ("--out is a file", ("--out", "scenario.toml"), "--out scenario.toml: is a file; name a folder"),
+    ("--out is empty", ("--out", ""), "argument --out: is empty: give a path"),
+    ("--out holds a run", ("--out", "run"), "--out run: holds a run already"),
+    ("--out --force would remove the --data text", ("--out", "run", "--force", "--data", "run/trace.csv"),
+     "--out's trace.csv would overwrite --data"),
+    ("--workers not a number", ("--workers", "two"), "argument --workers: invalid int value: 'two'"),
+    ("--workers 0", ("--workers", "0"), "--workers 0: must be between 2 and the scenario's 4 workers"),
+    ("--workers negative", ("--workers", "-3"), "--workers -3: must be between 2"),
+    ("--workers huge", ("--workers", "99999"), "--workers 99999: must be between 2"),
+    ("--stop-after 0", ("--stop-after", "0"), "--stop-after 0: must be >= 1"),
+    ("--stop-after negative", ("--stop-after", "-1"), "--stop-after -1: must be >= 1"),
+    ("--stop-after NaN", ("--stop-after", "nan"), "argument --stop-after: invalid int value: 'nan'"),
+    ("--data missing", ("--data", "nowhere"), "nowhere: no such file or folder"),
+    ("--data endless", ("--data", "/dev/zero"), "/dev/zero: holds no UTF-8 text file to train on"),
+    ("--resume without a checkpoint", ("--resume", "run"), "run: no checkpoint to resume from"),
+    ("--resume no such folder", ("--resume", "nowhere"), "--resume nowhere: no such run folder"),
+    ("--resume a file", ("--resume", "scenario.toml"), "--resume scenario.toml: no such run folder"),
+]) + cases("train", (), [
+    ("no scenario file", ("nowhere.toml",), "nowhere.toml: no such file or bundled scenario"),
+])
+
+VALIDATE = cases("validate", ("scenario.toml",), [
+    ("--target-wall NaN", ("--target-wall", "nan"), "--target-wall nan: must be above 0 and at most 86400 seconds"),
+    ("--target-wall infinite", ("--target-wall", "inf"), "--target-wall inf: must be above 0"),
+    ("--target-wall overflowing", ("--target-wall", "1e999"), "--target-wall inf: must be above 0"),
+    ("--target-wall negative", ("--target-wall", "-1"), "--target-wall -1: must be above 0"),
+    ("--target-wall 0", ("--target-wall", "0"), "--target-wall 0: must be above 0"),
+    ("--target-wall not a number", ("--target-wall", "ten"), "argument --target-wall: invalid float value: 'ten'"),
+    ("--step-time NaN", ("--step-time", "nan"), "--step-time nan: must be 0.05 to 5 seconds"),
+    ("--step-time 0", ("--step-time", "0"), "--step-time 0: must be 0.05 to 5 seconds"),
+    ("--step-time negative", ("--step-time", "-0.2"), "--step-time -0.2: must be 0.05 to 5 seconds"),
+    ("--step-time huge", ("--step-time", "1e9"), "--step-time 1e+09: must be 0.05 to 5 seconds"),
+    ("--workers 1", ("--workers", "1"), "--workers 1: must be 2 to 8"),
+    ("--workers huge", ("--workers", "99999"), "--workers 99999: must be 2 to 8"),
+    ("--workers not a whole number", ("--workers", "2.5"), "argument --workers: invalid int value: '2.5'"),
+    ("--compute unknown", ("--compute", "fast"), "argument --compute: invalid choice: 'fast'"),
+    ("--calibration is a folder", ("--calibration", "run"), "run: is a folder, not a calibration"),
+    ("--calibration empty file", ("--calibration", "calibration.json"), "calibration.json: not valid JSON",
+     write("calibration.json", "")),
+    ("--calibration broken JSON", ("--calibration", "calibration.json"), "calibration.json: not valid JSON",
+     write("calibration.json", '{"mode": ')),
+    ("--calibration is a network profile", ("--calibration", "profile.json"),
+     "profile.json: is a network profile (islands calibrate writes it for --network-profile), not a calibration"),
+    ("--calibration is another JSON file", ("--calibration", "run/summary.json"),
+     "run/summary.json: no mode, label, link_ratio"),
+    ("--calibration not UTF-8", ("--calibration", "calibration.json"),
+     "calibration.json: this calibration is not UTF-8",
+     write("calibration.json", b"\xff\xfe")),
+    ("--calibration with NaN", ("--calibration", "calibration.json"), "calibration.json: holds NaN",
+     write("calibration.json", '{"link_ratio": NaN}')),
+    ("--calibration with a null ratio", ("--calibration", "calibration.json"),
+     "calibration.json: exchange_ratio.2.10000000.0 must be a finite number, above 0 (got None)",
+     edit_json("calibration.json", calibration_value("exchange_ratio", "2", {"10000000.0": None}))),
+    ("--calibration with a zero ratio", ("--calibration", "calibration.json"),
+     "calibration.json: exchange_ratio.2.10000000.0 must be a finite number, above 0 (got 0)",
+     edit_json("calibration.json", calibration_value("exchange_ratio", "2", {"10000000.0": 0}))),
+    ("--calibration with a negative cost", ("--calibration", "calibration.json"),
+     "calibration.json: overhead_s.3 must be a finite number, 0 or more (got -0.5)",
+     edit_json("calibration.json", calibration_value("overhead_s", "3", -0.5))),
+    ("--calibration without rates", ("--calibration", "calibration.json"),
+     "calibration.json: exchange_ratio.2: give its values by probed rates",
+     edit_json("calibration.json", calibration_value("exchange_ratio", "2", {}))),
+    ("--calibration for fewer islands", ("--calibration", "calibration.json"),
+     "calibration.json: measured for 2, 3 islands, not 4: give --calibration a new file",
+     edit_json("calibration.json", lambda document: document["overhead_s"].pop("4"))),
+    ("--calibration of kernel shaping for --in-process", ("--calibration", "calibration.json", "--in-process"),
+     "calibration.json: measured with kernel-tbf shaping; --in-process runs need a calibration measured in-process",
+     edit_json("calibration.json", setting("mode", "kernel-tbf"))),
+    ("--calibration unwritable", ("--calibration", f"{UNWRITABLE}/calibration.json"),
+     f"{UNWRITABLE}/calibration.json: cannot create its folder"),
+    ("--calibration empty", ("--calibration", ""), "argument --calibration: is empty: give a path"),
+    ("unwritable --out", ("--out", UNWRITABLE), f"--out {UNWRITABLE}: cannot write there"),
+    ("--out is a file", ("--out", "scenario.toml"), "--out scenario.toml: is a file; name a folder"),
+    ("--out holds an earlier validation", ("--out", "earlier"), "--out earlier: earlier/run holds an earlier run",
+     copy("run/summary.json", "earlier/run/summary.json")),
+    ("--out and --calibration on one file", ("--out", "v", "--calibration", "v/validation.json"),
+     "v/validation.json: --out's validation.json and --calibration name the same file"),
+]) + cases("validate", (), [
+    ("--out would overwrite the scenario", ("v/scaled.toml", "--out", "v"),
+     "v/scaled.toml: --out's scaled.toml would overwrite the scenario", copy("scenario.toml", "v/scaled.toml")),
+    ("neither FILE nor --suite", (), "give a scenario FILE or --suite (not both)"),
+    ("both FILE and --suite", ("scenario.toml", "--suite"), "give a scenario FILE or --suite (not both)"),
+    ("--quick without --suite", ("scenario.toml", "--quick"), "--quick goes with --suite"),
+    ("--set with --suite", ("--suite", "--set", "schedule.bits=8"), "--set goes with a scenario FILE"),
+    ("--suite's file and --calibration on one file", ("--suite", "--out", "v", "--calibration", "v/suite.json"),
+     "v/suite.json: --out's suite.json and --calibration name the same file"),
+    ("no scenario file", ("nowhere.toml",), "nowhere.toml: no such file or bundled scenario"),
+    ("a prediction that stops short", ("scenario.toml", "--calibration", "calibration.json", "--out", "v"),
+     "test: the prediction of the scaled scenario stopped short (every worker had left", every_worker_leaves),
+])
+
+CALIBRATE = cases("calibrate", (), [
+    ("unwritable --out, on hosts", ("--out", "/proc/x.json"), "/proc/x.json: cannot write in /proc"),
+    ("unwritable --out", ("--out", f"{UNWRITABLE}/profile.json", "--emulate", "scenario.toml"),
+     f"{UNWRITABLE}/profile.json: cannot create its folder"),
+    ("--out is a folder", ("--out", "run", "--emulate", "scenario.toml"), "run: is a folder; name a file in it"),
+    ("--out not .json", ("--out", "profile.txt", "--emulate", "scenario.toml"),
+     "profile.txt: '.txt' is not a format this writes; end the name with .json"),
+    ("--out is the --emulate scenario", ("--out", "s.json", "--emulate", "s.json"),
+     "s.json: --out would overwrite --emulate", copy("scenario.toml", "s.json")),
+    ("--out is empty", ("--out", ""), "argument --out: is empty: give a path"),
+    ("no --out", ("--emulate", "scenario.toml"), "the following arguments are required: --out"),
+    ("--set without --emulate", ("--out", "p.json", "--set", "schedule.bits=8"), "--set goes with --emulate FILE"),
+    ("--in-process without --emulate", ("--out", "p.json", "--in-process"), "--in-process goes with --emulate FILE"),
+    ("--name empty", ("--out", "p.json", "--name", ""), "argument --name: is empty"),
+    ("--name blank", ("--out", "p.json", "--name", "  "), "--name is empty: give this host's island name"),
+    ("--name with --emulate", ("--out", "p.json", "--name", "a", "--emulate", "scenario.toml"),
+     "--name names a real host under torchrun"),
+    ("neither torchrun nor --emulate", ("--out", "p.json"), "run it under torchrun, one process per host"),
+    ("--emulate missing", ("--out", "p.json", "--emulate", "nowhere.toml"), "nowhere.toml: no such file"),
+    ("--emulate nine islands", ("--out", "p.json", "--emulate", "nine.toml"),
+     "nine.toml: island: calibrate --emulate runs 2 to 8 islands on this machine (got 9)",
+     write("nine.toml", SCENARIO.split("[[island]]")[0] + "".join(
+         f'[[island]]\nname = "i{n}"\nstep_time_s = 1.0\nbandwidth_gbps = 1.0\n' for n in range(9)))),
+    ("--emulate an island of 4 workers", ("--out", "p.json", "--emulate", "scenario.toml"),
+     "island.0.replicas: calibrate --emulate runs one host per island"),
+])
+
+COMPARE = cases("compare", ("scenario.toml", "run"), [
+    ("no such run folder", (), "run: no such run folder", lambda folder: shutil.rmtree(folder / "run")),
+    ("the run folder is a file", (), "run: is a file, not a run folder",
+     lambda folder: (shutil.rmtree(folder / "run"), (folder / "run").write_text("x"))),
+    ("no summary.json", (), "run: no summary.json: not a folder `islands train --out` wrote",
+     remove("run/summary.json")),
+    ("summary.json is a folder", (), "run/summary.json: is a folder, not a run file", folder_for("run/summary.json")),
+    ("summary.json empty", (), "run/summary.json: is empty: the run did not finish writing it",
+     write("run/summary.json", "")),
+    ("summary.json cut short", (), "run/summary.json: not valid JSON", write("run/summary.json", '{"complete": tr')),
+    ("summary.json with NaN", (), "run/summary.json: holds NaN, which is no number in JSON",
+     write("run/summary.json", '{"complete": true, "wall_time_s": NaN}')),
+    ("summary.json with Infinity", (), "run/summary.json: holds Infinity",
+     write("run/summary.json", '{"complete": true, "mean_sync_s": Infinity}')),
+    ("summary.json not an object", (), "run/summary.json: must hold one JSON object", write("run/summary.json", "[]")),
+    ("a figure missing", (), "run/summary.json: no 'mean_sync_s'",
+     edit_json("run/summary.json", lambda document: document.pop("mean_sync_s"))),
+    ("a figure that is text", (), "run/summary.json: 'mean_sync_s' must be a finite number (got 'slow')",
+     edit_json("run/summary.json", setting("mean_sync_s", "slow"))),
+    ("a figure that is true", (), "run/summary.json: 'stall_s' must be a finite number (got True)",
+     edit_json("run/summary.json", setting("stall_s", True))),
+    ("wall time 0", (), "run/summary.json: 'wall_time_s' must be above 0 s (got 0)",
+     edit_json("run/summary.json", setting("wall_time_s", 0))),
+    ("negative stall", (), "run/summary.json: 'stall_s' must be 0 to the run's wall_time_s, 372 s (got -50)",
+     edit_json("run/summary.json", setting("stall_s", -50))),
+    ("stall longer than the run", (), "'stall_s' must be 0 to the run's wall_time_s, 372 s (got 400)",
+     edit_json("run/summary.json", setting("stall_s", 400))),
+    ("utilisation above 1", (), "run/summary.json: 'compute_utilisation' is a fraction, 0 to 1 (got 1.5)",
+     edit_json("run/summary.json", setting("compute_utilisation", 1.5))),
+    ("negative bytes", (), "run/summary.json: 'bytes_per_worker' must be 0 or more (got -1)",
+     edit_json("run/summary.json", setting("bytes_per_worker", -1))),
+    ("a run that stopped short", (), "run/summary.json: the run stopped short (killed): compare a finished run",
+     edit_json("run/summary.json", lambda document: document.update(complete=False, incomplete_reason="killed"))),
+    ("a run of other work", (), "run/summary.json: workers is 3, the scenario's workers gives 4",
+     edit_json("run/summary.json", setting("workers", 3))),
+    ("run.json empty", (), "run/run.json: is empty", write("run/run.json", "")),
+    ("run.json not UTF-8", (), "run/run.json: this run file is not UTF-8 text (byte 0)",
+     write("run/run.json", b"\xff")),
+    ("no trace.csv", (), "run: no trace.csv", remove("run/trace.csv")),
+    ("trace.csv empty", (), "run/trace.csv: is empty", write("run/trace.csv", "")),
+    ("trace.csv cut mid-line", (), "run/trace.csv: its last line has no line end: the file is cut short", cut_trace),
+    ("trace.csv cut at a line end, the last sync lost", (),
+     "run/trace.csv: spans 348 s, summary.json's wall_time_s 372 s: the trace is cut short or from another run",
+     lambda folder: write("run/trace.csv", "".join(
+         (folder / "run" / "trace.csv").read_text().splitlines(keepends=True)[:-8]))(folder)),
+    ("trace.csv header only", (), "run/trace.csv: has no rows",
+     write("run/trace.csv", "time_start_s,time_end_s,worker,island,kind,bytes,fragment,outer_step\n")),
+    ("trace.csv wrong columns", (), "run/trace.csv: no column time_end_s, island, kind, bytes, fragment, outer_step",
+     write("run/trace.csv", "time_start_s,worker\n0.0,0\n")),
+    ("trace.csv an empty cell", (), "run/trace.csv: line 2 has no bytes: the file is damaged or cut short",
+     trace_line(2, "0.0,100.0,0,a,compute,,-1,0")),
+    ("trace.csv a short line", (), "run/trace.csv: line 2 has no outer_step",
+     trace_line(2, "0.0,100.0,0,a,compute,0.0,-1")),
+    ("trace.csv a long line", (),
+     "run/trace.csv: not a trace in the islands schema (Length of header or names does not match",
+     trace_line(2, "0.0,100.0,0,a,compute,0.0,-1,0,7")),
+    ("trace.csv a long line further down", (),
+     "run/trace.csv: not a trace in the islands schema (Error tokenizing data",
+     trace_line(5, "0.0,100.0,3,a,compute,0.0,-1,0,7")),
+    ("trace.csv a NaN time", (), "run/trace.csv: line 2 has no time_end_s",
+     trace_line(2, "0.0,nan,0,a,compute,0.0,-1,0")),
+    ("trace.csv an infinite time", (), "run/trace.csv: time_end_s must be finite and 0 or more (got inf)",
+     trace_line(2, "0.0,inf,0,a,compute,0.0,-1,0")),
+    ("trace.csv a negative time", (), "run/trace.csv: time_start_s must be finite and 0 or more (got -5)",
+     trace_line(2, "-5.0,100.0,0,a,compute,0.0,-1,0")),
+    ("trace.csv a worker that is text", (), "run/trace.csv: not a trace in the islands schema",
+     trace_line(2, "0.0,100.0,x,a,compute,0.0,-1,0")),
+    ("trace.csv an unknown kind", (), "run/trace.csv: not a trace in the islands schema (trace has unknown kinds: nap",
+     trace_line(2, "0.0,100.0,0,a,nap,0.0,-1,0")),
+    ("trace.csv a row that ends first", (), "trace has rows that end before they start",
+     trace_line(2, "100.0,0.0,0,a,compute,0.0,-1,0")),
+    ("--measured-steps without compute", ("--measured-steps",),
+     "run/summary.json: 'islands' must list each island's name, compute_s and inner_steps",
+     edit_json("run/summary.json", setting("islands", [{"name": "a", "compute_s": None, "inner_steps": 300}]))),
+    ("--measured-steps negative compute", ("--measured-steps",),
+     "run/summary.json: island 'a': compute_s and inner_steps must be finite and 0 or more (got -1 and 300)",
+     edit_json("run/summary.json", setting("islands", [{"name": "a", "compute_s": -1, "inner_steps": 300}]))),
+    ("unwritable --out", ("--out", UNWRITABLE), f"--out {UNWRITABLE}: cannot write there"),
+    ("--out is a file", ("--out", "scenario.toml"), "--out scenario.toml: is a file; name a folder"),
+    ("--out is empty", ("--out", ""), "argument --out: is empty: give a path"),
+    ("--network-profile is a folder", ("--network-profile", "run"), "run: is a folder, not a network profile"),
+]) + cases("compare", (), [
+    ("a prediction that stops short", ("scenario.toml", "run"),
+     "scenario.toml: the prediction stopped short (every worker had left by 50 s", every_worker_leaves),
+    ("--out would overwrite the scenario", ("v/comparison.json", "run", "--out", "v"),
+     "v/comparison.json: --out's comparison.json would overwrite the scenario",
+     copy("scenario.toml", "v/comparison.json")),
+    ("RUN_DIR empty", ("scenario.toml", ""), "argument RUN_DIR: is empty: give a path"),
+    ("no scenario file", ("nowhere.toml", "run"), "nowhere.toml: no such file or bundled scenario"),
+])
+
+TRACE = cases("trace", ("scenario.toml",), [
+    ("unwritable -o", ("-o", f"{UNWRITABLE}/trace.json"), f"{UNWRITABLE}/trace.json: cannot create its folder"),
+    ("-o is a folder", ("-o", "run"), "run: is a folder; name a file in it"),
+    ("-o not .json", ("-o", "trace.csv"), "trace.csv: '.csv' is not a format this writes"),
+    ("-o is empty", ("-o", ""), "argument -o/--output: is empty: give a path"),
+]) + cases("trace", (), [
+    ("-o is the scenario", ("s.json", "-o", "s.json"), "s.json: --output would overwrite the scenario",
+     copy("scenario.toml", "s.json")),
+    ("no scenario file", ("nowhere.toml",), "nowhere.toml: no such file or bundled scenario"),
+])
+
+QUALITY = cases("quality", ("scenario.toml",), [
+    ("--steps 0", ("--grid", "workers=2", "--steps", "0"), "--steps 0: must be 1 to 100000"),
+    ("--steps negative", ("--grid", "workers=2", "--steps", "-5"), "--steps -5: must be 1 to 100000"),
+    ("--steps huge", ("--grid", "workers=2", "--steps", "99999999900"), "--steps 99999999900: must be 1 to 100000"),
+    ("--steps NaN", ("--grid", "workers=2", "--steps", "nan"), "argument --steps: invalid int value: 'nan'"),
+    ("--steps without --grid", ("--steps", "30"), "--steps is the length of each --grid run: add --grid"),
+    ("--grid unknown key", ("--grid", "speed=1"), "--grid speed=1: the key must be one of"),
+    ("--grid 0 workers", ("--grid", "workers=0"), "--grid workers=0: values must be 1 or more"),
+    ("--grid no values", ("--grid", "workers="), "--grid workers=: values must be whole numbers"),
+    ("--grid NaN", ("--grid", "inner_steps=nan"), "--grid inner_steps=nan: values must be whole numbers"),
+    ("--grid unknown schedule", ("--grid", "algorithm=fast"), "--grid algorithm=fast: 'fast' is not a schedule"),
+    ("--grid with --profile", ("--grid", "workers=2", "--profile", "p.json"),
+     "--grid measures a profile and --profile"),
+    ("--save without --grid", ("--save", "p.json"), "--save writes the profile that --grid measures: add --grid"),
+    ("unwritable --save", ("--grid", "workers=2", "--save", f"{UNWRITABLE}/p.json"),
+     f"{UNWRITABLE}/p.json: cannot create its folder"),
+    ("--save is a folder", ("--grid", "workers=2", "--save", "run"), "run: is a folder; name a file in it"),
+    ("--save not .json", ("--grid", "workers=2", "--save", "p.csv"), "p.csv: '.csv' is not a format this writes"),
+    ("--profile missing", ("--profile", "nowhere.json"), "nowhere.json: cannot read this quality profile"),
+    ("--profile is a folder", ("--profile", "run"), "run: is a folder, not a quality profile"),
+    ("--profile endless", ("--profile", "/dev/zero"), "/dev/zero: a quality profile is at most 16777216 bytes"),
+    ("--profile another JSON file", ("--profile", "run/summary.json"), "run/summary.json: not a quality profile"),
+    ("--profile with a NaN loss", ("--profile", "p.json"), "p.json: points: every point needs",
+     write("p.json", json.dumps({"scenario": "x", "model_parameters": 5, "points": [
+         {"algorithm": "diloco", "inner_steps": 1, "workers": 2, "bits": 16, "fragments": 1, "steps": 10,
+          "eval_loss": float("nan"), "ddp_eval_loss": 1.0}]}))),
+    ("--profile empty", ("--profile", ""), "argument --profile: is empty: give a path"),
+]) + cases("quality", (), [
+    ("--save is the scenario", ("s.json", "--grid", "workers=2", "--save", "s.json"),
+     "s.json: --save would overwrite the scenario", copy("scenario.toml", "s.json")),
+    ("no scenario file", ("nowhere.toml",), "nowhere.toml: no such file or bundled scenario"),
+])
+
+COMMANDS = {"train": TRAIN, "validate": VALIDATE, "calibrate": CALIBRATE, "compare": COMPARE, "trace": TRACE,
+            "quality": QUALITY}
+CASES = [case for listed in COMMANDS.values() for case in listed]
+
+
+def answer(case: Case, folder: Path) -> tuple[int, str]:
+    """The exit code and what ``islands <case>`` wrote to stderr, run in a fresh, damaged workspace."""
+    make_workspace(folder)
+    if case.damage:
+        case.damage(folder)
+    errors = io.StringIO()
+    with contextlib.chdir(folder), contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main([case.command, *case.argv])
+        except SystemExit as done:  # argparse's refusals
+            code = done.code
+    return code, errors.getvalue()
+
+
+def long_work_started(*args, **kwargs):
+    raise AssertionError("the long work started before the bad input was refused")
+
+
+@pytest.fixture
+def no_long_work(monkeypatch):
+    """Training, calibrating and measuring fail the test: every refusal must come before them."""
+    monkeypatch.delenv("RANK", raising=False)  # calibrate: not under torchrun
+    for target in LONG_WORK:
+        monkeypatch.setattr(target, long_work_started)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_a_bad_input_is_one_line_and_exit_code_2(case, tmp_path, no_long_work):
+    code, stderr = answer(case, tmp_path)
+    assert code == 2
+    assert len(stderr.splitlines()) == 1, stderr
+    assert stderr.startswith(f"islands {case.command}: error: ") and case.message in stderr, stderr
+
+
+@pytest.mark.parametrize("damage, message", [
+    (cut_trace, "v/run/trace.csv: its last line has no line end: the file is cut short"),
+    (remove("run/summary.json"), "v/run: no summary.json"),
+    (write("run/run.json", "{"), "v/run/run.json: not valid JSON"),
+])
+def test_validate_answers_a_damaged_run_folder_in_one_line(tmp_path, monkeypatch, capsys, damage, message):
+    """The real run replaced by one that leaves a damaged folder (as a rank killed mid-write would):
+    validate reads it through run_folder, as compare does, and says what is wrong with it."""
+    make_workspace(tmp_path)
+    damage(tmp_path)
+
+    def leave_the_damaged_run(wan, argv, *args, **kwargs):
+        shutil.copytree(tmp_path / "run", argv[argv.index("--out") + 1])
+        return []
+
+    monkeypatch.setattr("islands.validation.run.open_wan", lambda *args, **kwargs: contextlib.nullcontext(
+        type("WAN", (), {"label": "none"})()))
+    monkeypatch.setattr("islands.validation.run.start_ranks", leave_the_damaged_run)
+    monkeypatch.setattr("islands.validation.run.run_all", lambda *args: None)
+    monkeypatch.setattr("islands.validation.run.sent_bytes", lambda *args: None)
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "scenario.toml", "--calibration", "calibration.json", "--out", "v"]) == 2
+    stderr = capsys.readouterr().err
+    assert len(stderr.splitlines()) == 1 and message in stderr, stderr
+
+
+@pytest.mark.parametrize("argv, written", [(("scenario.toml",), "validation.json"),
+                                           (("--suite", "--quick"), "suite.json")])
+def test_validate_with_good_inputs_still_runs_to_its_comparison(tmp_path, monkeypatch, capsys, argv, written):
+    """The same stand-in run, whole: the simulation of the scaled scenario written as `islands train`
+    writes it. Every check above passes and validate writes its comparison; run again into the same
+    --out, it refuses to mix its runs with the first ones."""
+    from islands.scenarios import load
+
+    make_workspace(tmp_path)
+
+    def simulate_the_run(wan, argv, *args, **kwargs):
+        out = Path(argv[argv.index("--out") + 1])
+        result = simulate(load(argv[argv.index("train") + 1]))
+        out.mkdir(parents=True)
+        (out / "summary.json").write_text(json_text(result.summary))
+        facts = {"algorithm": result.summary["algorithm"], "mean_step_compute_s": 0.2}
+        (out / "run.json").write_text(json.dumps(facts))
+        write_table(result.trace, out / "trace.csv")
+        return []
+
+    monkeypatch.setattr("islands.validation.run.open_wan", lambda *args, **kwargs: contextlib.nullcontext(
+        type("WAN", (), {"label": "none"})()))
+    monkeypatch.setattr("islands.validation.run.start_ranks", simulate_the_run)
+    monkeypatch.setattr("islands.validation.run.run_all", lambda *args: None)
+    monkeypatch.setattr("islands.validation.run.sent_bytes", lambda *args: None)
+    monkeypatch.chdir(tmp_path)
+    command = ["validate", *argv, "--calibration", "calibration.json", "--out", "v"]
+    assert main(command) == 0
+    assert "wall time" in capsys.readouterr().out or argv[0] == "--suite"
+    assert json.loads((tmp_path / "v" / written).read_text())
+    assert main(command) == 2
+    assert "holds an earlier run; give another --out" in capsys.readouterr().err
+
+
+def document(folder: Path) -> str:
+    """docs/bad-inputs-run.md: per command, each case's input and the line that answers it."""
+    lines = [
+        "# Bad input to the run-side commands, and the one line each gets",
+        "",
+        "Each row is a case of `tests/test_bad_inputs_run.py`, run inside a small workspace: `scenario.toml`",
+        "(one island of 4 workers, DiLoCo), `run/` (what `islands train --out run` writes for that scenario:",
+        "`summary.json`, `run.json`, `trace.csv`), `calibration.json` (a calibration `islands validate` saved,",
+        "for 2 to 4 islands) and `profile.json` (a network profile), with the one thing the row names damaged.",
+        "Every answer is one line on stderr, `islands COMMAND: error: ` and then what the table shows, with",
+        "exit code 2, before any training, calibrating or measuring starts (the test fails if any of them",
+        "starts). The table is written by `python tests/test_bad_inputs_run.py > docs/bad-inputs-run.md`",
+        "and a test fails when it is out of date.",
+        "",
+        "`--set KEY=VALUE` is checked by the scenario loader, as for every command: its rules are in",
+        "docs/limits.md.",
+    ]
+    for number, (command, listed) in enumerate(COMMANDS.items()):
+        lines += ["", f"## islands {command}", "", "| bad input | command line | answer |", "|---|---|---|"]
+        for index, case in enumerate(listed):
+            workspace = folder / f"{number}-{index}"
+            workspace.mkdir()
+            _, stderr = answer(case, workspace)
+            command_line = " ".join(["islands", command, *(argument or "''" for argument in case.argv)])
+            said = stderr.strip().removeprefix(f"islands {command}: error: ")
+            lines.append(f"| {case.what} | {code_cell(command_line)} | {code_cell(said)} |")
+    return "\n".join(lines) + "\n"
+
+
+def code_cell(text: str) -> str:
+    """``text`` as code in a Markdown table cell: a backtick in it takes a double-backtick span."""
+    text = text.replace("|", "\\|")
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+def test_the_document_shows_every_case_and_its_answer(tmp_path, no_long_work):
+    assert DOCUMENT.read_text() == document(tmp_path), "regenerate: python tests/test_bad_inputs_run.py > " \
+                                                        "docs/bad-inputs-run.md"
+
+
+if __name__ == "__main__":
+    import os
+    import tempfile
+
+    os.environ.pop("RANK", None)
+    with tempfile.TemporaryDirectory() as scratch:
+        sys.stdout.write(document(Path(scratch)))

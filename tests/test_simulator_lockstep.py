@@ -1,0 +1,102 @@
+"""Lockstep runs played with arrays (``simulator/lockstep.py``) give the event model's result rank for
+rank: the same draws from the same generators, the same trace, links and summary."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from islands.scenarios import load
+from islands.simulator import simulate
+from islands.simulator.budget import BudgetExceeded
+from islands.simulator.engine import Simulation
+
+from conftest import make_scenario
+from test_simulator_replicas import GBPS, REGIONS, TWO_KINDS, fleet
+
+JITTERED = [{**TWO_KINDS[0], "jitter_cv": 0.05}, {**TWO_KINDS[1], "jitter_cv": 0.2}]
+CASES = {
+    "diloco, identical replicas": (TWO_KINDS, {}, []),
+    "diloco, jitter on both islands": (JITTERED, {}, []),
+    "diloco, backward overlap": (JITTERED, {}, ["schedule.backward_overlap=0.5"]),
+    "ddp, jitter": (JITTERED, {}, ["schedule.algorithm=ddp", "schedule.outer_steps=6"]),
+    "all-gather (median)": (JITTERED, {}, ["trainer.aggregation=median"]),
+    "regions, optimised ring": ([{**JITTERED[0], "region": "us"}, {**JITTERED[1], "region": "eu"},
+                                 {**JITTERED[0], "name": "dc2", "region": "us"}], REGIONS,
+                                ["network.ring_order=optimised"]),
+    "streaming under the flow model, jitter": (JITTERED, {}, ["schedule.algorithm=streaming"]),
+    "eager, jitter": (JITTERED, {}, ["schedule.algorithm=eager"]),
+    "streaming, all-gather, regions": ([{**JITTERED[0], "region": "us"}, {**JITTERED[1], "region": "eu"}], REGIONS,
+                                       ["schedule.algorithm=streaming", "trainer.aggregation=trimmed_mean"]),
+    "ungrouped, more syncs than a chunk": (JITTERED, {}, ["schedule.outer_steps=300", "schedule.inner_steps=3"]),
+}
+
+
+def assert_same_summary(arrays: dict, events: dict) -> None:
+    for key, value in events.items():
+        if key == "islands":
+            for island_arrays, island_events in zip(arrays[key], value):
+                assert_same_summary(island_arrays, island_events)
+        elif key == "events":
+            assert arrays[key] == 0 and value > 0
+        elif isinstance(value, float):
+            assert arrays[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+        else:
+            assert arrays[key] == value, key
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("grouped", [True, False])
+def test_lockstep_arrays_give_the_event_models_run_rank_for_rank(case, grouped):
+    islands, sections, overrides = CASES[case]
+    scenario = make_scenario(overrides, document=fleet(islands, **sections))
+    assert Simulation(scenario).lockstep
+    arrays = simulate(scenario, group_replicas=grouped)
+    events = simulate(scenario, group_replicas=grouped, arrays=False)
+    assert_same_summary(arrays.summary, events.summary)
+    pd.testing.assert_frame_equal(arrays.trace, events.trace, rtol=0, atol=0)
+    pd.testing.assert_frame_equal(arrays.links, events.links, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("overrides", [["network.model=flow"], ["island.0.mtbf_s=1000"],
+                                       ["schedule.barrier=adaptive"], ["network.exchange_cpu_s_per_value=1e-9"],
+                                       ["island.*.burst_bytes=2e6"], ["network.collective=tree"]])
+def test_what_moves_one_worker_alone_is_played_event_by_event(overrides):
+    scenario = make_scenario(overrides, document=fleet(TWO_KINDS))
+    assert not Simulation(scenario).lockstep
+
+
+def test_the_slowest_worker_sets_the_pace_by_hand():
+    # 3 + 5 workers at 0.5 s and 0.8 s per step, H = 20: every interval waits 16 s for the slow island,
+    # then the ring over M = 8 at the 0.2 Gbit/s uplink moves 2 * 7/8 * 2e8 B, after 14 hops of 40 ms
+    # (the slowest hop: two lab workers, 20 ms each).
+    scenario = make_scenario(["schedule.fragments=1", "schedule.overlap_steps=0"], document=fleet(TWO_KINDS))
+    summary = simulate(scenario).summary
+    sync_s = 14 * 0.040 + 2 * 7 / 8 * 2e8 / (0.2 * GBPS)
+    assert summary["events"] == 0
+    assert summary["mean_sync_s"] == pytest.approx(sync_s)
+    assert summary["wall_time_s"] == pytest.approx(4 * (16 + sync_s))
+    assert summary["idle_s"] == pytest.approx(4 * (16 - 10) * 3 / 8)  # the fast island's 3 workers wait 6 s
+    assert summary["stall_s"] == pytest.approx(4 * sync_s)
+
+
+def test_a_fleet_beyond_the_event_budget_runs_but_its_trace_is_refused_in_one_line():
+    # 10,000 jittered workers x 300 syncs would be 7.5 million events: no events at all with arrays
+    scenario = load("worked-example", ["island.0.replicas=10000", "schedule.outer_steps=300",
+                                       "island.0.jitter_cv=0.05"])
+    result = simulate(scenario)
+    assert result.summary["workers"] == 10_000 and result.summary["syncs"] == 300
+    assert result.summary["idle_s"] > 0  # the jitter makes every worker but the slowest wait
+    with pytest.raises(BudgetExceeded, match="schedule.outer_steps: the trace would have about 1.2e"):
+        result.trace
+
+
+def test_simulate_refuses_a_trace_too_large_before_the_run_and_writes_nothing(capsys, tmp_path):
+    from islands.cli import main
+
+    out = tmp_path / "trace.csv"
+    code = main(["simulate", "worked-example", "--set", "island.0.replicas=10000", "--set", "schedule.outer_steps=300",
+                 "--set", "island.0.jitter_cv=0.05", "--trace", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert err.count("\n") == 1 and "schedule.outer_steps: the trace would have about 1.2e+07 rows" in err

@@ -1,0 +1,96 @@
+"""A calibration saved by ``islands validate`` (``--calibration FILE``), read back checked.
+
+It is read before any measuring or training, so a broken file, a folder, a network profile (what
+``islands calibrate`` writes, for ``--network-profile``) or a value outside its physical range is
+refused in one line naming the file and the key, never after a run, never as a traceback. A value
+saved as null (``io.json_text`` writes a NaN so) is refused as not a number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from islands.errors import UserError
+from islands.io import read_bounded_text
+
+from .calibration import Calibration
+
+PROFILE_KIND = "islands network profile"  # scenarios/profile.py's KIND
+REQUIRED = ("mode", "label", "link_ratio", "link_ratios", "overhead_s", "exchange_ratio", "exchange_cpu_s_per_value")
+OPTIONAL = ("end_spread_s", "burst_fraction")  # measured later than the others: absent from older files
+ISLAND_TABLES = ("overhead_s", "exchange_cpu_s_per_value")  # by number of islands
+RATE_TABLES = ("exchange_ratio", "end_spread_s", "burst_fraction")  # by number of islands, then by rate
+# what each key's numbers must be, in words and as a test of a finite float
+RULES: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "link_ratio": ("above 0", lambda value: value > 0),
+    "link_ratios": ("above 0", lambda value: value > 0),
+    "overhead_s": ("0 or more", lambda value: value >= 0),
+    "exchange_ratio": ("above 0", lambda value: value > 0),
+    "exchange_cpu_s_per_value": ("0 or more", lambda value: value >= 0),
+    "end_spread_s": ("0 or more", lambda value: value >= 0),
+    "burst_fraction": ("0 to 1", lambda value: 0 <= value <= 1),
+}
+
+
+def read_calibration(path: Path) -> Calibration:
+    """The calibration in ``path``, or one ``UserError`` naming the file and what is wrong."""
+    document = parse(path)
+    if document.get("kind") == PROFILE_KIND:
+        raise UserError(f"{path}: is a network profile (islands calibrate writes it for --network-profile), not a "
+                        "calibration: --calibration takes the calibration.json islands validate writes")
+    missing = [key for key in REQUIRED if key not in document]
+    unknown = sorted(set(document) - set(REQUIRED) - set(OPTIONAL))
+    if missing or unknown:
+        problem = f"no {', '.join(missing)}" if missing else f"unknown key {', '.join(unknown)}"
+        raise UserError(f"{path}: {problem}: not a calibration islands validate wrote")
+    for key, (rule, holds) in RULES.items():
+        for where, value in numbers(document.get(key, {}), key):
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                    and holds(value)):
+                raise UserError(f"{path}: {where} must be a finite number, {rule} (got {value!r})")
+    if not all(isinstance(document[key], str) for key in ("mode", "label")):
+        raise UserError(f"{path}: mode and label must be text")
+    try:
+        calibration = Calibration.from_json(json.dumps(document))
+    except (ValueError, TypeError, AttributeError) as error:  # a key that is no number of islands or rate
+        raise UserError(f"{path}: not a calibration islands validate wrote ({error})") from None
+    check_keys(calibration, path)
+    return calibration
+
+
+def check_keys(calibration: Calibration, path: Path) -> None:
+    """Numbers of islands 2 or more; rates above 0 and finite, at least one per number of islands."""
+    for key in ISLAND_TABLES + RATE_TABLES:
+        for islands, by_rate in getattr(calibration, key).items():
+            if islands < 2:
+                raise UserError(f"{path}: {key}.{islands}: an exchange has 2 islands or more")
+            if key in RATE_TABLES and not (by_rate and all(0 < rate < math.inf for rate in by_rate)):
+                raise UserError(f"{path}: {key}.{islands}: give its values by probed rates, in bits/s above 0")
+
+
+def parse(path: Path) -> dict[str, Any]:
+    def refuse_constant(name: str) -> None:
+        raise UserError(f"{path}: holds {name}, which is no number in JSON")
+
+    try:
+        document = json.loads(read_bounded_text(path, "calibration"), parse_constant=refuse_constant)
+    except ValueError as error:
+        raise UserError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise UserError(f"{path}: must hold one JSON object, the calibration islands validate wrote")
+    return document
+
+
+def numbers(value: Any, where: str) -> Iterator[tuple[str, Any]]:
+    """Every leaf of ``value`` (a number, or lists and objects of them) with its dotted key."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from numbers(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from numbers(item, f"{where}.{index}")
+    else:
+        yield where, value

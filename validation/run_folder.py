@@ -1,0 +1,163 @@
+"""A run folder read back, every file checked to be what ``islands train --out DIR`` writes.
+
+``islands compare`` reads a folder made anywhere, ``islands validate`` the one its own scaled run just
+wrote; both go through here, so a damaged folder (a file missing, empty or cut short, JSON with NaN,
+a trace with missing columns or cells, a figure outside its physical range) is refused in one line
+naming the file and what is wrong, never compared into a silent wrong number or a traceback.
+
+``islands train`` writes every file atomically and whole: JSON without NaN (``io.json_text`` writes
+null), a trace that ends with a line end. So a trace whose last line has no end was cut short, even
+where the cut left a line that parses (``...,1`` of ``...,12``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from islands.errors import UserError
+from islands.io import read_bounded_text
+from islands.trace import COLUMNS, check_frame, to_frame
+
+RUN_FILES = ("summary.json", "run.json", "trace.csv")
+TRACE_LIMIT_BYTES = 2**30  # about 25 million rows: a long run of many workers
+FIGURE_KEYS = ("wall_time_s", "compute_utilisation", "stall_s", "idle_s", "bytes_per_worker", "mean_sync_s")
+WITHIN_WALL_KEYS = ("stall_s", "idle_s", "mean_sync_s")  # seconds per worker or per sync: 0 to the wall time
+NON_NEGATIVE_TRACE_COLUMNS = ("time_start_s", "time_end_s", "bytes", "worker")
+SPAN_TOLERANCE = 1e-6  # relative (and seconds): the CSV keeps every digit, so only a rounding's worth
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What ``islands train`` wrote: its summary (the simulator's keys), its run facts and its trace."""
+
+    directory: Path
+    summary: dict[str, Any]
+    run_info: dict[str, Any]
+    trace: pd.DataFrame
+
+
+def read_run(directory: Path) -> RunRecord:
+    """The three files of a run folder, each checked (see the module's docstring)."""
+    if not directory.exists():
+        raise UserError(f"{directory}: no such run folder")
+    if not directory.is_dir():
+        raise UserError(f"{directory}: is a file, not a run folder: give the folder `islands train --out` wrote")
+    missing = [name for name in RUN_FILES if not (directory / name).exists()]
+    if missing:
+        raise UserError(f"{directory}: no {', '.join(missing)}: not a folder `islands train --out` wrote "
+                        "(or the run did not finish writing it)")
+    summary = read_json(directory / "summary.json")
+    if summary.get("complete"):  # a run cut short has no utilisation; compare refuses it, naming why
+        check_figures(summary, directory / "summary.json")
+    trace = read_trace(directory / "trace.csv")
+    if summary.get("complete"):
+        check_span(trace, summary["wall_time_s"], directory / "trace.csv")
+    return RunRecord(directory, summary, read_json(directory / "run.json"), trace)
+
+
+def check_span(trace: pd.DataFrame, wall_s: float, path: Path) -> None:
+    """The trace spans the summary's wall time (``summary.summarise`` computes it so, from this very
+    trace): one cut at a line end, losing the run's last rows, is refused too."""
+    span_s = float(trace["time_end_s"].max() - trace["time_start_s"].min())
+    if not math.isclose(span_s, wall_s, rel_tol=SPAN_TOLERANCE, abs_tol=SPAN_TOLERANCE):
+        raise UserError(f"{path}: spans {span_s:g} s, summary.json's wall_time_s {wall_s:g} s: the trace is cut "
+                        "short or from another run")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    text = read_bounded_text(path, "run file")
+    if not text.strip():
+        raise UserError(f"{path}: is empty: the run did not finish writing it")
+
+    def refuse_constant(name: str) -> None:
+        raise UserError(f"{path}: holds {name}, which is no number in JSON (islands train writes null)")
+
+    try:
+        document = json.loads(text, parse_constant=refuse_constant)
+    except ValueError as error:  # json.JSONDecodeError is one
+        raise UserError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise UserError(f"{path}: must hold one JSON object")
+    return document
+
+
+def required(document: dict[str, Any], key: str, path: Path) -> Any:
+    if key not in document:
+        raise UserError(f"{path}: no '{key}': not a file `islands train` wrote")
+    return document[key]
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_figures(summary: dict[str, Any], path: Path) -> None:
+    """Refuse a compared figure that is not a finite number within its physical range."""
+    for key in FIGURE_KEYS:
+        value = required(summary, key, path)
+        if not is_number(value):
+            raise UserError(f"{path}: '{key}' must be a finite number (got {value!r})")
+    wall_s = summary["wall_time_s"]
+    if wall_s <= 0:
+        raise UserError(f"{path}: 'wall_time_s' must be above 0 s (got {wall_s!r})")
+    if not 0 <= summary["compute_utilisation"] <= 1:
+        raise UserError(f"{path}: 'compute_utilisation' is a fraction, 0 to 1 (got {summary['compute_utilisation']!r})")
+    for key in WITHIN_WALL_KEYS:
+        if not 0 <= summary[key] <= wall_s:
+            raise UserError(f"{path}: '{key}' must be 0 to the run's wall_time_s, {wall_s:g} s (got {summary[key]!r})")
+    if summary["bytes_per_worker"] < 0:
+        raise UserError(f"{path}: 'bytes_per_worker' must be 0 or more (got {summary['bytes_per_worker']!r})")
+
+
+def read_trace(path: Path) -> pd.DataFrame:
+    text = read_bounded_text(path, "trace", TRACE_LIMIT_BYTES)
+    if not text.strip():
+        raise UserError(f"{path}: is empty: the run did not finish writing it")
+    if not text.endswith("\n"):
+        raise UserError(f"{path}: its last line has no line end: the file is cut short")
+    try:
+        with warnings.catch_warnings():  # a first row longer than the header: an error, not a lost cell
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(io.StringIO(text), index_col=False)
+    except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning) as error:  # EmptyDataError: a ValueError
+        raise UserError(f"{path}: not a trace in the islands schema ({' '.join(str(error).split())})") from None
+    missing = [column for column in COLUMNS if column not in frame.columns]
+    if missing:
+        raise UserError(f"{path}: no column {', '.join(missing)}: not a trace in the islands schema")
+    if frame.empty:
+        raise UserError(f"{path}: has no rows: the run recorded nothing")
+    check_cells(frame, path)
+    try:
+        check_frame(frame)
+        trace = to_frame(frame[list(COLUMNS)].itertuples(index=False, name=None))
+    except ValueError as error:
+        raise UserError(f"{path}: not a trace in the islands schema ({error})") from None
+    check_values(trace, path)
+    return trace
+
+
+def check_cells(frame: pd.DataFrame, path: Path) -> None:
+    """Refuse an empty cell, naming its line (the header is line 1)."""
+    empty = frame[list(COLUMNS)].isna()
+    if empty.to_numpy().any():
+        row = int(empty.any(axis=1).to_numpy().argmax())
+        column = empty.columns[empty.iloc[row].to_numpy().argmax()]
+        raise UserError(f"{path}: line {row + 2} has no {column}: the file is damaged or cut short")
+
+
+def check_values(trace: pd.DataFrame, path: Path) -> None:
+    """Refuse a time or byte count that is not finite, or is negative."""
+    for column in NON_NEGATIVE_TRACE_COLUMNS:
+        values = trace[column].to_numpy()
+        bad = ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            raise UserError(f"{path}: {column} must be finite and 0 or more (got {float(values[bad.argmax()]):g})")
