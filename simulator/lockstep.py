@@ -23,6 +23,7 @@ draws, and refused in one line when they would need more memory than an event ru
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING, Iterable, Iterator
 
@@ -66,7 +67,8 @@ def applies(scenario: Scenario, coupled: bool) -> bool:
 
 def guard(scenario: Scenario, max_events: float) -> budget.Budget:
     """The scenario's budget (float64 time checked), refused in one line when its lockstep run would
-    take longer than ``max_events`` events of the event model."""
+    take longer than ``max_events`` events of the event model, or hold more memory than they admit
+    (its memory does not grow with the syncs: the topology and one sync's state per worker)."""
     estimate = budget.estimate(scenario)
     collectives = scenario.schedule.outer_steps * budget.collectives_per_outer(scenario)
     cost = EVENTS_PER_COLLECTIVE * collectives + EVENTS_PER_WORKER_SYNC * estimate.worker_syncs
@@ -77,7 +79,10 @@ def guard(scenario: Scenario, max_events: float) -> budget.Budget:
             f"played with arrays), above the limit of {max_events:g} events: lower it (or the fragments), "
             "or raise --max-events")
     budget.check(scenario, estimate, math.inf)  # float64 time
-    return estimate
+    held = dataclasses.replace(estimate, memory_bytes=estimate.topology_bytes
+                               + budget.BYTES_PER_WORKER_SYNC * scenario.worker_count)
+    budget.check_memory(scenario, held, max_events)  # one sync's state per worker, and the topology
+    return held
 
 
 class Lockstep:

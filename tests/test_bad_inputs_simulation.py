@@ -160,7 +160,9 @@ CASES = [
     case("simulate", "--max-events 0", [WE, "--max-events", "0"], "--max-events must be >= 1 (got 0)"),
     case("simulate", "--max-events not a number", [WE, "--max-events", "many"],
          "argument --max-events: invalid float value: 'many'"),
-    case("simulate", "a run beyond --max-events", [WE, "--max-events", "10"],
+    case("simulate", "a run played with arrays beyond --max-events", [WE, "--max-events", "10"],
+         "schedule.outer_steps: the run would take as long as about"),
+    case("simulate", "a run played event by event beyond --max-events", ["decoupled-fleet", "--max-events", "10"],
          "schedule.outer_steps: the run would need about"),
     # sweep
     case("sweep", "--grid without values", [WE, "--grid", "schedule.inner_steps"], "--grid schedule.inner_steps"),
