@@ -186,3 +186,27 @@ def test_a_larger_quorum_holds_back_the_fastest_learner_only_through_a_shared_sy
         shares.append(simulate(make_scenario(document=copy.deepcopy(document))).summary["islands"][0]["compute_utilisation"])
     assert all(larger <= smaller for smaller, larger in zip(shares, shares[1:]))
     assert shares[-1] < shares[0] / 5  # lockstep waits for the 0.05 Gbit/s learner every round
+
+
+@pytest.mark.skip(reason="open: a tree all-reduce through token buckets under a TCP loss cap is slower with twice "
+                         "the bandwidth (16.41 s -> 18.38 s); the root cause (bucket refill at the spare rate vs "
+                         "the cap, simulator/links.py) is not found yet")
+def test_twice_the_bandwidth_is_not_slower_through_token_buckets_under_a_loss_cap():
+    """Shrunk by ``make fuzz`` from the bandwidth property: a tree all-reduce over 4 workers whose
+    links have a 10 MB token bucket, the TCP loss cap (Mathis, 1e-4 at 40 ms RTT) below every link.
+    Without the buckets the run takes 36.43 s at any bandwidth (the cap rules); with them, 16.41 s,
+    and 18.38 s once every link is twice as wide."""
+    document = {
+        "name": "drawn",
+        "model": {"parameters": 1e7, "bytes_per_param": 1},
+        "schedule": {"algorithm": "diloco", "inner_steps": 1, "outer_steps": 2},
+        "network": {"collective": "tree", "detection_timeout_s": 0.0, "loss_rate": 0.0001},
+        "island": [{"name": "i0", "step_time_s": 0.01, "upload_gbps": 0.5, "download_gbps": 0.05,
+                    "latency_ms": 20.0, "burst_bytes": 1e7},
+                   {"name": "i1", "replicas": 3, "step_time_s": 0.01, "upload_gbps": 0.5, "download_gbps": 0.05,
+                    "latency_ms": 20.0, "burst_bytes": 1e7}],
+    }
+    narrow = simulate(make_scenario(document=document)).summary["wall_time_s"]
+    wide = simulate(make_scenario(["island.*.upload_gbps=1.0", "island.*.download_gbps=0.1"],
+                                  document=document)).summary["wall_time_s"]
+    assert wide <= narrow
