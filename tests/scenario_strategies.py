@@ -13,7 +13,6 @@ to know about a draw: whether it has departures that never come back, churn or f
 from __future__ import annotations
 
 import copy
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from hypothesis import strategies as st
 from islands.scenarios import Scenario, load
 from islands.scenarios.spec import MIN_CHURN_S
 from islands.simulator.budget import estimate
+from islands.validation.scaling import to_toml
 
 COUPLED = ("ddp", "diloco", "streaming", "eager")
 ALGORITHMS = (*COUPLED, "decoupled")
@@ -55,26 +55,6 @@ class Drawn:
 
     def scenario(self) -> Scenario:
         return load_document(self.document)
-
-
-def to_toml(document: dict[str, Any]) -> str:
-    """Top-level values, then tables, then arrays of tables (the subset of TOML a scenario uses)."""
-    lines = [f"{key} = {toml_value(value)}" for key, value in document.items() if not isinstance(value, (dict, list))]
-    for key, value in document.items():
-        if isinstance(value, dict):
-            lines += ["", f"[{key}]", *(f"{k} = {toml_value(v)}" for k, v in value.items())]
-        elif isinstance(value, list):
-            for entry in value:
-                lines += ["", f"[[{key}]]", *(f"{k} = {toml_value(v)}" for k, v in entry.items())]
-    return "\n".join(lines) + "\n"
-
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (str, list)):
-        return json.dumps(value)
-    return repr(value)
 
 
 def load_document(document: dict[str, Any]) -> Scenario:

@@ -305,7 +305,8 @@ def fitting_outer_steps(case: ScaledCase, schedule: Any, target_wall_s: float) -
 
 
 def to_toml(document: dict[str, Any]) -> str:
-    """The scaled document as TOML (flat values, tables and one array of tables, ``island``)."""
+    """A scenario document as TOML: top-level values, then tables, then arrays of tables (the subset
+    of TOML a scenario uses)."""
     lines = [f"{key} = {toml_value(value)}" for key, value in document.items() if not isinstance(value, (dict, list))]
     for key, value in document.items():
         if isinstance(value, dict):
@@ -319,6 +320,6 @@ def to_toml(document: dict[str, Any]) -> str:
 def toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str):
+    if isinstance(value, (str, list)):  # a JSON string or array of strings and numbers is TOML too
         return json.dumps(value)
     return repr(value)
