@@ -22,7 +22,7 @@ from islands.schedules import SCHEDULES
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
-from .scenario_source import ScenarioSource
+from islands.scenarios import ScenarioSource
 from .search import least_bandwidth
 
 TARGETS = (0.5, 0.8, 0.9, 0.95, 0.99)

@@ -23,7 +23,7 @@ from islands.tables import CUT_SHORT
 from islands.schedules import SCHEDULES
 
 from .parallel import Progress, run_tasks
-from .scenario_source import ScenarioSource, as_source
+from islands.scenarios import ScenarioSource, as_source
 
 CHIPS = (150_000, 300_000, 600_000, 1_200_000, 2_400_000)
 DP_WORKERS = 8

@@ -9,8 +9,8 @@ For a target compute utilisation it finds
   and tau. In the simulator a link runs at its full rate whenever a transfer is on it, so the peak
   bandwidth a schedule needs is the link rate it needs: the same search, over (P, bits).
 
-    >>> from islands.analysis.plan import make_plan
-    >>> plan = make_plan("worked-example", target=0.95)
+    >>> from islands.analysis.plan import make_utilisation_plan
+    >>> plan = make_utilisation_plan("worked-example", target=0.95)
     >>> plan.bandwidth["diloco"][0.95].value      # Gbit/s per island, about 7.09
 """
 
@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from islands.errors import UserError
-from islands.scenarios import Scenario
+from islands.scenarios import Scenario, ScenarioSource, as_source
 from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import SCHEDULES
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
-from .scenario_source import ScenarioSource, as_source
 from .search import (RELATIVE_TOLERANCE, Answer, Measurement, bandwidth_curve, least_bandwidth, least_inner_steps,
                      measure, remembering, rises)
 
@@ -163,7 +162,7 @@ def questions(scenario: Scenario, algorithms: Sequence[str], target: float, targ
     return found
 
 
-def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
+def make_utilisation_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
               targets: Sequence[float] = DEFAULT_TARGETS, overrides: Sequence[str] = (), fragments: bool = True,
               seeds: int = 1, executor: Executor | None = None, jobs: int | None = None,
               progress: Progress | None = None, max_events: float = DEFAULT_MAX_EVENTS) -> Plan:

@@ -24,7 +24,7 @@ from islands.errors import UserError
 from islands.scenarios import load
 from islands.schedules import GRADIENT, SCHEDULES
 
-from .config import make_plan
+from .config import make_run_plan
 from .launch import launch_local
 from .tracing import read_output
 
@@ -95,7 +95,7 @@ def quiet_stdout():
 
 def trained(scenario_name: str, overrides: list[str], workers: int, out_dir: Path) -> dict:
     """Train once; the run's ``run.json``, which must hold a final evaluation loss."""
-    plan = make_plan(load(scenario_name, overrides), workers)
+    plan = make_run_plan(load(scenario_name, overrides), workers)
     arguments = [scenario_name, "--workers", str(workers), *[a for s in overrides for a in ("--set", s)],
                  "--out", str(out_dir)]
     with quiet_stdout():

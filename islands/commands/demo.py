@@ -46,7 +46,7 @@ def check_out_dir(out_dir: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.compare import left_out_notes, schedule_table, simulate_schedules, work_line
     from islands.analysis.demo import demo_outputs
-    from islands.analysis.scenario_source import ScenarioSource
+    from islands.scenarios import ScenarioSource
 
     out_dir = Path(args.out)
     check_out_dir(out_dir)
