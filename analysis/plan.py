@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from islands.errors import UserError
 from islands.scenarios import Scenario, ScenarioSource, as_source
 from islands.scenarios.spec import WIRE_BITS
-from islands.schedules import SCHEDULES
+from islands.schedules import SCHEDULES, Streaming
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
@@ -56,7 +56,7 @@ class Question:
     @property
     def overrides(self) -> tuple[str, ...]:
         if self.kind == "fragments":
-            return ("schedule.algorithm=streaming", f"schedule.fragments={self.subject}")
+            return (f"schedule.algorithm={Streaming.name}", f"schedule.fragments={self.subject}")
         return (f"schedule.algorithm={self.subject}",)
 
     @property
@@ -163,9 +163,10 @@ def questions(scenario: Scenario, algorithms: Sequence[str], target: float, targ
 
 
 def make_utilisation_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
-              targets: Sequence[float] = DEFAULT_TARGETS, overrides: Sequence[str] = (), fragments: bool = True,
-              seeds: int = 1, executor: Executor | None = None, jobs: int | None = None,
-              progress: Progress | None = None, max_events: float = DEFAULT_MAX_EVENTS) -> Plan:
+                          targets: Sequence[float] = DEFAULT_TARGETS, overrides: Sequence[str] = (),
+                          fragments: bool = True, seeds: int = 1, executor: Executor | None = None,
+                          jobs: int | None = None, progress: Progress | None = None,
+                          max_events: float = DEFAULT_MAX_EVENTS) -> Plan:
     """Answer the planning questions for ``target`` (and the bandwidth row for each of ``targets``).
 
     The searches are independent and run on ``executor`` or a local pool of ``jobs`` processes;
@@ -186,7 +187,7 @@ def make_utilisation_plan(scenario: "str | Path | ScenarioSource", target: float
         guard(variant, max_events)
     base, algorithms = source.scenario, tuple(variants.scenarios)
     seed_list = seed_range(base, seeds)
-    asked = questions(base, algorithms, target, goals, fragments and "streaming" in algorithms, seed_list)
+    asked = questions(base, algorithms, target, goals, fragments and Streaming.name in algorithms, seed_list)
     answers = run_tasks(answer, [(source, q) for q in asked], executor=executor, jobs=jobs, progress=progress)
     found = {key: result for question, (row, _) in zip(asked, answers) for key, result in zip(question.keys, row)}
     now = {a: found[("now", a)] for a in algorithms}

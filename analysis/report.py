@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from islands import __version__
 from islands.io import output_format, write_text
+from islands.scenarios import ScenarioSource, as_source
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS
 
@@ -28,7 +29,6 @@ from .plot_heatmap import heatmap_figure
 from .plot_loss_time import loss_time_figure
 from .plot_style import png_bytes, schedule_label
 from .plot_timeline import timeline_figure
-from islands.scenarios import ScenarioSource, as_source
 from .sweep import run_sweep
 from .units import count_text, rate_text
 from .whatif import run_whatif, whatif_axes
@@ -125,8 +125,8 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
     base = source.scenario
     results = results or simulate_schedules(source)
     summaries = {name: result.summary for name, result in results.items()}
-    plan = make_utilisation_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs, executor=executor,
-                     progress=stage("plan searches"))
+    plan = make_utilisation_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs,
+                                 executor=executor, progress=stage("plan searches"))
     whatif = run_whatif(source, whatif_axes(base), executor=executor, jobs=jobs, progress=stage("what-if grid"))
     heatmap = heatmap_part(source, sweep_table, where, jobs, executor, stage("heatmap sweep"))
     timeline_run = simulate(base)

@@ -22,7 +22,7 @@ from islands.analysis.progress import ProgressBar
 from islands.analysis.quality_profile import ProfilePoint, QualityProfile
 from islands.errors import UserError
 from islands.scenarios import load
-from islands.schedules import GRADIENT, SCHEDULES
+from islands.schedules import DDP, GRADIENT, SCHEDULES
 
 from .config import make_run_plan
 from .launch import launch_local
@@ -156,7 +156,7 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
             progress(done, total)
             return run
 
-        baselines = {m: train({"workers": m}, "ddp") for m in axes["workers"]}
+        baselines = {m: train({"workers": m}, DDP.name) for m in axes["workers"]}
         for point, count in zip(points, fragments):
             run = train(point, str(point["algorithm"]))
             measured.append(ProfilePoint(steps=steps, eval_loss=run["final_eval_loss"],

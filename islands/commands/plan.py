@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
         bar = ProgressBar("plan: searches")
         try:
             plan = make_utilisation_plan(source, args.target_utilisation, args.targets, fragments=args.fragments,
-                             seeds=args.seeds, executor=executor, jobs=args.jobs, progress=bar,
-                             max_events=args.max_events)
+                                         seeds=args.seeds, executor=executor, jobs=args.jobs, progress=bar,
+                                         max_events=args.max_events)
         finally:
             bar.close()
         utilisation_h = {a: int(found.value) for a, found in plan.inner_steps.items() if found.reached}
