@@ -1,7 +1,7 @@
 """Analyses built on the simulator: sweeps, the planner, plots, Chrome traces and the HTML report.
 
     >>> from islands.analysis.sweep import run_sweep
-    >>> from islands.analysis.plan import make_plan
+    >>> from islands.analysis.plan import make_utilisation_plan
     >>> from islands.analysis import demo_outputs
 
 Submodules import matplotlib only where they draw, so ``islands.analysis.sweep`` stays light.

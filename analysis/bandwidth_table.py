@@ -18,11 +18,11 @@ from dataclasses import replace
 
 import pandas as pd
 
-from islands.schedules import SCHEDULES
+from islands.scenarios import ScenarioSource
+from islands.schedules import DDP, SCHEDULES, DiLoCo, Streaming
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
-from .scenario_source import ScenarioSource
 from .search import least_bandwidth
 
 TARGETS = (0.5, 0.8, 0.9, 0.95, 0.99)
@@ -39,8 +39,8 @@ ROWS = {
 }
 
 # The schedule each row stands for: a --set that changes it makes the row another method.
-ROW_ALGORITHMS = {"Data-Parallel": "ddp", "Vanilla DiLoCo": "diloco"}
-DEFAULT_ROW_ALGORITHM = "streaming"
+ROW_ALGORITHMS = {"Data-Parallel": DDP.name, "Vanilla DiLoCo": DiLoCo.name}
+DEFAULT_ROW_ALGORITHM = Streaming.name
 
 # Table 4, Gbit/s for CU = 50 / 80 / 90 / 95 / 99%, as the arXiv HTML rendering prints it.
 PAPER_GBPS = {

@@ -11,13 +11,12 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from islands.scenarios import Scenario
+from islands.scenarios import Scenario, ScenarioSource, Variants
 from islands.schedules import SCHEDULES, schedule_of
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS, render
 
 from .plot_style import schedule_label
-from .scenario_source import ScenarioSource, Variants
 from .units import count_text
 
 

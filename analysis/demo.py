@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Mapping
 
 from islands.io import safe_name
+from islands.scenarios import ScenarioSource, as_source
 from islands.simulator import SimResult
 
 from .compare import simulate_schedules
 from .plot_bandwidth import bandwidth_figure
 from .plot_style import save_figure
 from .report import build_report, write_report
-from .scenario_source import ScenarioSource, as_source
 
 
 def demo_outputs(scenario: "str | Path | ScenarioSource", out_dir: Path,

@@ -19,11 +19,11 @@ from pathlib import Path
 import pandas as pd
 
 from islands.errors import UserError
+from islands.scenarios import ScenarioSource, as_source
 from islands.tables import CUT_SHORT
-from islands.schedules import SCHEDULES
+from islands.schedules import DDP, SCHEDULES, Decoupled
 
 from .parallel import Progress, run_tasks
-from .scenario_source import ScenarioSource, as_source
 
 CHIPS = (150_000, 300_000, 600_000, 1_200_000, 2_400_000)
 DP_WORKERS = 8
@@ -52,8 +52,8 @@ class Method:
     elastic: bool = False
 
 
-METHODS = (Method("DP, non-elastic", "ddp", DP_WORKERS), Method("DP, elastic", "ddp", DP_WORKERS, elastic=True),
-           *(Method(f"Decoupled, M={m}", "decoupled", m) for m in LEARNERS))
+METHODS = (Method("DP, non-elastic", DDP.name, DP_WORKERS), Method("DP, elastic", DDP.name, DP_WORKERS, elastic=True),
+           *(Method(f"Decoupled, M={m}", Decoupled.name, m) for m in LEARNERS))
 
 
 def cell_overrides(source: ScenarioSource, method: Method, chips: int, failures: int) -> tuple[str, ...]:
@@ -63,7 +63,7 @@ def cell_overrides(source: ScenarioSource, method: Method, chips: int, failures:
     rate_per_s = chips / island.chip_mtbf_s
     steps = math.ceil(failures / rate_per_s / island.step_time_s)
     period = SCHEDULES[method.algorithm].period_steps(base.schedule)
-    per_step_checkpoint = ("schedule.inner_steps=1",) if method.algorithm == "ddp" else ()
+    per_step_checkpoint = ("schedule.inner_steps=1",) if method.algorithm == DDP.name else ()
     return (*per_step_checkpoint, f"schedule.algorithm={method.algorithm}",
             f"schedule.elastic={str(method.elastic).lower()}",
             f"island.0.replicas={method.workers}", f"island.0.chips={chips // method.workers}",

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from islands.errors import UserError
+from islands.scenarios import ScenarioSource
 from islands.scenarios.loader import parse_override_value, read_value, select_entries
 from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS, Key
 from islands.scenarios.trainer_keys import TRAINER_KEYS
 
-from .scenario_source import ScenarioSource
+from islands.scenarios import ScenarioSource
 
 SECTION_KEYS: dict[str, dict[str, Key]] = {**SECTIONS, "trainer": TRAINER_KEYS}
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from islands.errors import UserError
-from islands.scenarios import Scenario, ScenarioError
+from islands.scenarios import Scenario, ScenarioError, ScenarioSource
 from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import GRADIENT, SCHEDULES, schedule_of
 from islands.simulator import BudgetExceeded, simulate
@@ -35,7 +35,6 @@ from islands.units import S_PER_HOUR
 from .loss_prior import estimate, extra_tokens_factor
 from .parallel import Progress, run_tasks
 from .quality_profile import QualityProfile
-from .scenario_source import ScenarioSource
 
 OBJECTIVES = ("utilisation", "time-to-loss", "cost")
 H_GRID = (10, 20, 30, 50, 100, 200, 300, 500, 1000, 2000, 3000, 5000, 10000, 20000, 50000)

@@ -9,8 +9,8 @@ For a target compute utilisation it finds
   and tau. In the simulator a link runs at its full rate whenever a transfer is on it, so the peak
   bandwidth a schedule needs is the link rate it needs: the same search, over (P, bits).
 
-    >>> from islands.analysis.plan import make_plan
-    >>> plan = make_plan("worked-example", target=0.95)
+    >>> from islands.analysis.plan import make_utilisation_plan
+    >>> plan = make_utilisation_plan("worked-example", target=0.95)
     >>> plan.bandwidth["diloco"][0.95].value      # Gbit/s per island, about 7.09
 """
 
@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from islands.errors import UserError
-from islands.scenarios import Scenario
+from islands.scenarios import Scenario, ScenarioSource, as_source
 from islands.scenarios.spec import WIRE_BITS
-from islands.schedules import SCHEDULES
+from islands.schedules import SCHEDULES, Streaming
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
-from .scenario_source import ScenarioSource, as_source
 from .search import (RELATIVE_TOLERANCE, Answer, Measurement, bandwidth_curve, least_bandwidth, least_inner_steps,
                      measure, remembering, rises)
 
@@ -57,7 +56,7 @@ class Question:
     @property
     def overrides(self) -> tuple[str, ...]:
         if self.kind == "fragments":
-            return ("schedule.algorithm=streaming", f"schedule.fragments={self.subject}")
+            return (f"schedule.algorithm={Streaming.name}", f"schedule.fragments={self.subject}")
         return (f"schedule.algorithm={self.subject}",)
 
     @property
@@ -163,10 +162,11 @@ def questions(scenario: Scenario, algorithms: Sequence[str], target: float, targ
     return found
 
 
-def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
-              targets: Sequence[float] = DEFAULT_TARGETS, overrides: Sequence[str] = (), fragments: bool = True,
-              seeds: int = 1, executor: Executor | None = None, jobs: int | None = None,
-              progress: Progress | None = None, max_events: float = DEFAULT_MAX_EVENTS) -> Plan:
+def make_utilisation_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
+                          targets: Sequence[float] = DEFAULT_TARGETS, overrides: Sequence[str] = (),
+                          fragments: bool = True, seeds: int = 1, executor: Executor | None = None,
+                          jobs: int | None = None, progress: Progress | None = None,
+                          max_events: float = DEFAULT_MAX_EVENTS) -> Plan:
     """Answer the planning questions for ``target`` (and the bandwidth row for each of ``targets``).
 
     The searches are independent and run on ``executor`` or a local pool of ``jobs`` processes;
@@ -187,7 +187,7 @@ def make_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
         guard(variant, max_events)
     base, algorithms = source.scenario, tuple(variants.scenarios)
     seed_list = seed_range(base, seeds)
-    asked = questions(base, algorithms, target, goals, fragments and "streaming" in algorithms, seed_list)
+    asked = questions(base, algorithms, target, goals, fragments and Streaming.name in algorithms, seed_list)
     answers = run_tasks(answer, [(source, q) for q in asked], executor=executor, jobs=jobs, progress=progress)
     found = {key: result for question, (row, _) in zip(asked, answers) for key, result in zip(question.keys, row)}
     now = {a: found[("now", a)] for a in algorithms}

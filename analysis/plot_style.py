@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from islands.errors import UserError
 from islands.io import PLOT_FORMATS, output_format, write_bytes
-from islands.schedules import SCHEDULES
+from islands.schedules import DDP, SCHEDULES, Decoupled, DiLoCo, Eager, Streaming
 
 DPI = 100
 DEFAULT_SIZE_PX = (1200, 800)
@@ -30,8 +30,8 @@ KIND_LABELS = {
     "stall": "stall (waiting for a transfer)",
     "idle": "idle (waiting for other workers)",
 }
-SCHEDULE_COLOURS = {"ddp": "#7a4fa0", "diloco": "#2b6cb0", "streaming": "#1b9e77", "eager": "#d95f02",
-                    "decoupled": "#b83280"}
+SCHEDULE_COLOURS = {DDP.name: "#7a4fa0", DiLoCo.name: "#2b6cb0", Streaming.name: "#1b9e77", Eager.name: "#d95f02",
+                    Decoupled.name: "#b83280"}
 MORE_SCHEDULE_COLOURS = ("#c05621", "#b83280", "#2c7a7b", "#744210", "#4a5568")  # registered later, in order
 
 

@@ -15,12 +15,13 @@ from matplotlib.figure import Figure
 
 from islands import __version__
 from islands.io import output_format, write_text
+from islands.scenarios import ScenarioSource, as_source
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS
 
 from .compare import left_out_notes, simulate_schedules, work_line
 from .parallel import Progress
-from .plan import DEFAULT_TARGETS, make_plan
+from .plan import DEFAULT_TARGETS, make_utilisation_plan
 from .plan_tables import Table, headline, plan_tables
 from .plot_bandwidth import bandwidth_figure
 from .plot_breakdown import breakdown_figure
@@ -28,7 +29,6 @@ from .plot_heatmap import heatmap_figure
 from .plot_loss_time import loss_time_figure
 from .plot_style import png_bytes, schedule_label
 from .plot_timeline import timeline_figure
-from .scenario_source import ScenarioSource, as_source
 from .sweep import run_sweep
 from .units import count_text, rate_text
 from .whatif import run_whatif, whatif_axes
@@ -117,7 +117,7 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
                  results: Mapping[str, SimResult] | None = None) -> str:
     """The report as an HTML string. ``sweep_table`` (from ``islands sweep``) replaces the default
     heatmap sweep, ``where`` pins its other parameters (``KEY=VALUE``); ``fragments`` and ``seeds``
-    are the plan's (see ``make_plan``); ``results``: the schedules already simulated at equal work
+    are the plan's (see ``make_utilisation_plan``); ``results``: the schedules already simulated at equal work
     (``simulate_schedules``), if at hand; ``progress(stage)``: the progress callback of each long
     stage (``progress.Stages``)."""
     stage = progress or (lambda name: None)
@@ -125,8 +125,8 @@ def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[st
     base = source.scenario
     results = results or simulate_schedules(source)
     summaries = {name: result.summary for name, result in results.items()}
-    plan = make_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs, executor=executor,
-                     progress=stage("plan searches"))
+    plan = make_utilisation_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs,
+                                 executor=executor, progress=stage("plan searches"))
     whatif = run_whatif(source, whatif_axes(base), executor=executor, jobs=jobs, progress=stage("what-if grid"))
     heatmap = heatmap_part(source, sweep_table, where, jobs, executor, stage("heatmap sweep"))
     timeline_run = simulate(base)

@@ -20,12 +20,11 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Sequence
 
-from islands.scenarios import Scenario
+from islands.scenarios import Scenario, ScenarioSource
 from islands.scenarios.spec import MAX_GBPS, MIN_GBPS
 from islands.schedules import schedule_of
 from islands.simulator import BudgetExceeded, simulate
 
-from .scenario_source import ScenarioSource
 
 # Every island's access link at one rate, both ways (upload_gbps / download_gbps override bandwidth_gbps).
 # The search spans every rate a scenario may have: MIN_GBPS (1 kbit/s) to MAX_GBPS (1 Pbit/s); a

@@ -24,12 +24,11 @@ import numpy as np
 import pandas as pd
 
 from islands.errors import UserError
-from islands.scenarios import Scenario, ScenarioError
+from islands.scenarios import Scenario, ScenarioError, ScenarioSource, as_source
 from islands.simulator import DEFAULT_MAX_EVENTS, guard, simulate
 
 from .grid import Axis, combinations, make_axes
 from .parallel import Progress, default_jobs, run_tasks
-from .scenario_source import ScenarioSource, as_source
 
 # Chunks per process: enough for a smooth progress bar and load balance, few enough to keep
 # inter-process overhead small next to a 10-50 ms run.

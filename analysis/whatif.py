@@ -25,14 +25,13 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from islands.scenarios import Scenario, ScenarioError
+from islands.scenarios import Scenario, ScenarioError, ScenarioSource
 from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import GRADIENT, SCHEDULES
 from islands.simulator import guard, simulate
 
 from .link_rates import rate_steps
 from .parallel import Progress, default_jobs, run_tasks
-from .scenario_source import ScenarioSource
 from .sweep import chunked
 
 H_FACTORS = (0.5, 1, 2)

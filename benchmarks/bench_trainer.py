@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from islands.scenarios import load
-from islands.trainer.config import make_plan
+from islands.trainer.config import make_run_plan
 from islands.trainer.data import BatchSampler, sampler_seed
 from islands.trainer.inprocess import thread_groups
 from islands.trainer.loop import Trainer, default_corpus, learning_rate, make_inner_optimizer
@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    plan = make_plan(load("worked-example", NEVER_SYNC), workers=2)
+    plan = make_run_plan(load("worked-example", NEVER_SYNC), workers=2)
     corpus = default_corpus(plan)
     plain, ours = [], []
     with tempfile.TemporaryDirectory() as folder:

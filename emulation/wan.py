@@ -44,11 +44,10 @@ from islands.errors import UserError
 from . import net
 from . import state
 from .links import LinkSpec, check_island, check_links, links_from_workers
-from .probe import measure_link
 from .shaper import InProcessLatency, InProcessShaper, pacer_config, pacer_from_config
 
 __all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "available", "cleanup_leftovers",
-           "links_from_workers", "measure_link", "netem_available", "open_wan", "pacer_from_config"]
+           "links_from_workers", "netem_available", "open_wan", "pacer_from_config"]
 
 cleanup_leftovers = state.cleanup_leftovers
 CLEANUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

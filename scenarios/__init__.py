@@ -7,8 +7,10 @@
 from .errors import ScenarioError
 from .loader import bundled_names, from_dict, load, resolve
 from .model import IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec, Worker
+from .source import ScenarioSource, Variants, as_source
 
 __all__ = [
-    "IslandSpec", "ModelSpec", "NetworkSpec", "Scenario", "ScenarioError", "ScheduleSpec", "Worker",
+    "IslandSpec", "ModelSpec", "NetworkSpec", "Scenario", "ScenarioError", "ScenarioSource", "ScheduleSpec",
+    "Variants", "Worker", "as_source",
     "bundled_names", "from_dict", "load", "resolve",
 ]

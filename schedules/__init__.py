@@ -27,5 +27,6 @@ def schedule_of(scenario: Scenario) -> Schedule:
     return SCHEDULES[scenario.schedule.algorithm]
 
 
-__all__ = ["ADOPT", "ALL_GATHER", "ALL_REDUCE", "AVERAGE", "EAGER", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES", "SYNCER",
-           "Schedule", "SyncPoint", "SyncStep", "collective_of", "schedule_of"]
+__all__ = ["ADOPT", "ALL_GATHER", "ALL_REDUCE", "AVERAGE", "DDP", "EAGER", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES",
+           "SYNCER", "DiLoCo", "Decoupled", "Eager", "Schedule", "Streaming", "SyncPoint", "SyncStep", "collective_of",
+           "schedule_of"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from islands.limits import DEFAULT_MAX_EVENTS
 from islands.scenarios import Scenario, ScenarioError, Worker
 from islands.schedules import schedule_of
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
@@ -39,7 +40,6 @@ from .barriers import steps_scales
 from .collectives import collective_for
 from .replicas import groups
 
-DEFAULT_MAX_EVENTS = 2_000_000
 EVENTS_PER_WORKER_SYNC = 2.5
 EVENTS_PER_EXCHANGE_WORK = 1  # the timeout of a member's work before it joins a collective
 EVENTS_PER_OWN_END = 1  # a member's own end before the last's (network.exchange_end_spread_s)

@@ -10,7 +10,7 @@ import pytest
 from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.simulator import simulate
-from islands.trainer.config import make_plan
+from islands.trainer.config import make_run_plan
 from islands.trainer.quantize import padded_length
 from test_trainer_loop import finish_all, in_threads, plan_for, trainers_for
 
@@ -49,12 +49,12 @@ def test_backward_overlap_is_refused_for_training_in_one_line(algorithm, what):
                 "schedule": {"algorithm": algorithm, "outer_steps": 2, "backward_overlap": 0.5},
                 "island": [{"name": "a", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 1.0}]}
     with pytest.raises(UserError) as refused:
-        make_plan(from_dict(document, "t.toml"))
+        make_run_plan(from_dict(document, "t.toml"))
     message = str(refused.value)
     assert message.startswith("t.toml: schedule.backward_overlap:") and "got 0.5" in message
     assert what in message and "\n" not in message
     document["schedule"]["backward_overlap"] = 0.0
-    assert make_plan(from_dict(document, "t.toml")).algorithm == algorithm
+    assert make_run_plan(from_dict(document, "t.toml")).algorithm == algorithm
 
 
 def test_ddp_h_is_the_evaluation_period_and_changes_no_compared_key():

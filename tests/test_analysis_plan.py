@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from islands.analysis.plan import make_plan, plan_to_dict
+from islands.analysis.plan import make_utilisation_plan, plan_to_dict
 from islands.analysis.plan_tables import plan_tables
-from islands.analysis.scenario_source import ScenarioSource
+from islands.scenarios import ScenarioSource
 from islands.analysis import search
 from islands.analysis.search import least_bandwidth, least_inner_steps, utilisation
 from islands.cli import main
@@ -114,7 +114,7 @@ def test_bandwidth_search_stops_at_its_lower_bound(source, monkeypatch):
 @pytest.fixture(scope="module")
 def plan():
     one_interval = ScenarioSource.read("worked-example", ["schedule.outer_steps=1"])
-    return make_plan(one_interval, target=0.95, targets=(0.5,), jobs=1)
+    return make_utilisation_plan(one_interval, target=0.95, targets=(0.5,), jobs=1)
 
 
 def test_plan_has_each_schedule_at_each_target(plan):
@@ -153,7 +153,7 @@ def test_the_plan_counts_the_runs_it_simulated(source, monkeypatch):
     simulated = []
     real = search.simulate
     monkeypatch.setattr(search, "simulate", lambda scenario, *args: simulated.append(scenario) or real(scenario, *args))
-    plan = make_plan(source, target=0.95, targets=(0.5,), jobs=1)
+    plan = make_utilisation_plan(source, target=0.95, targets=(0.5,), jobs=1)
     assert plan.runs == len(simulated)
     # within a task, the schedule's run as it stands also opens its bandwidth curve and its H search:
     # remembered, not rerun (a task remembers its own runs only: a scenario two tasks meet runs in each)
@@ -177,7 +177,7 @@ def test_a_curve_that_falls_marks_its_answers(plan):
 @pytest.mark.parametrize("target", [0.0, 1.5])
 def test_targets_outside_0_1_are_rejected(source, target):
     with pytest.raises(UserError, match="target utilisation must be in"):
-        make_plan(source, target=target, jobs=1)
+        make_utilisation_plan(source, target=target, jobs=1)
 
 
 def test_cli_plan_json(capsys):

@@ -15,7 +15,7 @@ from islands.analysis.plot_breakdown import breakdown_figure
 from islands.analysis.plot_heatmap import heatmap_figure
 from islands.analysis.plot_style import parse_size, save_figure, save_png
 from islands.analysis.plot_timeline import timeline_figure
-from islands.analysis.scenario_source import ScenarioSource
+from islands.scenarios import ScenarioSource
 from islands.analysis.sweep import run_sweep
 from islands.cli import main
 from islands.errors import UserError

@@ -9,7 +9,7 @@ import pytest
 
 from islands.analysis import demo_outputs
 from islands.analysis.report import build_report
-from islands.analysis.scenario_source import ScenarioSource
+from islands.scenarios import ScenarioSource
 from islands.cli import main
 
 SMALL = ["schedule.outer_steps=1"]

@@ -343,7 +343,7 @@ def test_a_bad_input_is_one_line_and_exit_2_before_any_work(index, folder):
 
 def test_a_goodput_cell_cut_short_is_marked_not_a_number():
     from islands.analysis.goodput import METHODS, goodput_table, table_text
-    from islands.analysis.scenario_source import ScenarioSource
+    from islands.scenarios import ScenarioSource
 
     source = ScenarioSource.read("chaos", ["island.0.recovery_s=1e7"])  # a failed DP fleet never recovers in time
     table = goodput_table(source, failures=3, chips=(150_000,), methods=(METHODS[0],), jobs=1)

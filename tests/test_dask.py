@@ -9,7 +9,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from islands.analysis.scenario_source import ScenarioSource  # noqa: E402
+from islands.scenarios import ScenarioSource  # noqa: E402
 from islands.analysis.sweep import run_sweep  # noqa: E402
 from islands.cli import main  # noqa: E402
 from islands.commands import common  # noqa: E402

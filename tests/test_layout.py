@@ -1,7 +1,9 @@
-"""The folders show the parts: the simulator's analyses and the emulated WAN import no torch."""
+"""The folders show the parts: the simulator's analyses and the emulated WAN import no torch, and only the
+schedule registry spells a schedule's name."""
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import subprocess
 import sys
@@ -26,3 +28,37 @@ def test_folder_imports_no_torch(folder):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+SKIPPED_FOLDERS = {"tests", "docs", "schedules", "build", "dist"}
+MOST_NAME_LITERALS_OUTSIDE = 6  # what stays: checkpoint and store keys that old runs and the syncer share
+
+
+def schedule_name_literals(files: list[Path]) -> list[str]:
+    """Every string constant in ``files`` that is a registered schedule's name, as 'path:line: name'."""
+    from islands.schedules import SCHEDULES
+
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SCHEDULES:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
+    return found
+
+
+def source_files() -> dict[str, list[Path]]:
+    """The project's Python files by top folder (hidden and egg-info folders left out)."""
+    folders: dict[str, list[Path]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = path.relative_to(ROOT).parts
+        if not any(part.startswith(".") or part.endswith(".egg-info") for part in parts):
+            folders.setdefault(parts[0], []).append(path)
+    return folders
+
+
+def test_schedule_names_are_spelled_in_the_registry():
+    folders = source_files()
+    assert len(schedule_name_literals(folders["schedules"])) >= 5  # the count finds each declaration's name
+    outside = schedule_name_literals([path for folder, files in folders.items() if folder not in SKIPPED_FOLDERS
+                                      for path in files])
+    assert len(outside) <= MOST_NAME_LITERALS_OUTSIDE, "\n".join(outside)

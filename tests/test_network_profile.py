@@ -8,9 +8,8 @@ import re
 
 import pytest
 
-from islands.analysis.scenario_source import ScenarioSource
+from islands.scenarios import ScenarioError, ScenarioSource
 from islands.cli import main
-from islands.scenarios import ScenarioError
 from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile, apply_profile, read_profile
 from islands.simulator import simulate

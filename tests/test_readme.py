@@ -9,7 +9,7 @@ import re
 
 from docs_text import ROOT, command_examples, command_lines, parse_error
 from islands.analysis.compare import schedule_table, simulate_schedules, work_line
-from islands.analysis.scenario_source import ScenarioSource
+from islands.scenarios import ScenarioSource
 
 README = (ROOT / "README.md").read_text()
 

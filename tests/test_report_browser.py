@@ -11,8 +11,7 @@ import pytest
 
 from islands.analysis.link_rates import rate_steps
 from islands.analysis.report import build_report
-from islands.analysis.scenario_source import ScenarioSource
-from islands.scenarios import ScenarioError
+from islands.scenarios import ScenarioError, ScenarioSource
 from islands.simulator import simulate
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

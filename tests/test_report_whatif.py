@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from islands.analysis.scenario_source import ScenarioSource
+from islands.scenarios import ScenarioSource
 from islands.analysis.whatif import (WhatIfAxis, WhatIfGrid, bandwidth_overrides, fit_budget, run_whatif,
                                      whatif_axes)
 from islands.analysis.whatif_page import embedded_json, grid_document, whatif_section

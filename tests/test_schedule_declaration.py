@@ -15,7 +15,7 @@ import torch
 from islands.scenarios import ScenarioError, from_dict, load
 from islands.schedules import SCHEDULES, Schedule, SyncStep, schedule_of
 from islands.simulator import simulate
-from islands.trainer.config import make_plan
+from islands.trainer.config import make_run_plan
 from islands.trainer.inprocess import run_threads, thread_groups
 from islands.trainer.loop import Trainer
 from islands.trainer.model import GPTConfig, build_model
@@ -97,7 +97,7 @@ def test_the_toy_schedule_runs_in_the_simulator(toy):
 
 
 def test_the_toy_schedule_runs_in_the_trainer(toy):
-    plan = make_plan(from_dict(toy_document(), "toy.toml"))
+    plan = make_run_plan(from_dict(toy_document(), "toy.toml"))
     assert plan.total_steps == 16 and plan.fragments == 1
     groups = thread_groups(plan.islands, plan.ranks_per_island)
     trainers = run_threads(plan.world_size, lambda rank: Trainer(plan, rank, groups[rank]))
@@ -129,7 +129,7 @@ def test_an_exchange_in_flight_over_the_next_launch_is_simulated(toy):
 
 def test_an_exchange_in_flight_over_the_next_launch_is_trained(toy):
     """Keyed by fragment alone, the next launch would overwrite an exchange in flight."""
-    plan = make_plan(from_dict(late_document(), "late.toml"))
+    plan = make_run_plan(from_dict(late_document(), "late.toml"))
     groups = thread_groups(plan.islands, plan.ranks_per_island)
     trainers = run_threads(plan.world_size, lambda rank: Trainer(plan, rank, groups[rank]))
     run_threads(plan.world_size, lambda rank: trainers[rank].run())

@@ -8,8 +8,7 @@ import pytest
 import simpy
 
 from islands.analysis.grid import key_spec
-from islands.analysis.scenario_source import ScenarioSource
-from islands.scenarios import ScenarioError, load
+from islands.scenarios import ScenarioError, ScenarioSource, load
 from islands.simulator import simulate
 from islands.simulator.budget import estimate
 from islands.simulator.links import Link

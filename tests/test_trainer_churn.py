@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from islands.cli import main
-from islands.trainer.config import make_plan
+from islands.trainer.config import make_run_plan
 from islands.scenarios import from_dict
 from test_trainer_multiprocess import TINY, global_flat, rank_state
 
@@ -150,7 +150,7 @@ def plan_with(**changes):
     for key, value in changes.items():
         section, name = key.split("__")
         document[section][name] = value
-    return make_plan(from_dict(document))
+    return make_run_plan(from_dict(document))
 
 
 def test_churn_plans_know_their_members_and_events():

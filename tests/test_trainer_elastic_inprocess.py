@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 from islands.scenarios import from_dict
-from islands.trainer.config import make_plan
+from islands.trainer.config import make_run_plan
 from islands.trainer.elastic import ElasticWorld
 from islands.trainer.inprocess import run_threads
 from islands.trainer.loop import Trainer
@@ -29,7 +29,7 @@ def plan_with(islands, late=0, algorithm="diloco", **schedule):
                 "schedule": {"algorithm": algorithm, "outer_steps": 4, "inner_steps": 4, **schedule},
                 "network": {"detection_timeout_s": TIMING.detection_s},
                 "island": workers, "trainer": {**TINY, "elastic": True}}
-    return make_plan(from_dict(document))
+    return make_run_plan(from_dict(document))
 
 
 def elastic_run(plan, out_dir, join_at_s=None):

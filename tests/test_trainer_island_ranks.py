@@ -19,7 +19,7 @@ from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.trainer import faults
 from islands.trainer.checkpoint import PeerFailed
-from islands.trainer.config import make_plan
+from islands.trainer.config import make_run_plan
 from islands.trainer.elastic import ElasticWorld
 from islands.trainer.island import IslandRanks
 from islands.trainer.launch_elastic import Fleet
@@ -121,7 +121,7 @@ def test_the_launcher_kills_and_restarts_an_island_whole():
                 "island": [{"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1.0}],
                 "event": [{"at_s": 1.0, "island": "a-1", "kind": "leave"},
                           {"at_s": 2.0, "island": "a-1", "kind": "join"}]}
-    fleet = Fleet(make_plan(from_dict(document)), lambda rank, join_at, incarnation: FakeProcess(rank, incarnation))
+    fleet = Fleet(make_run_plan(from_dict(document)), lambda rank, join_at, incarnation: FakeProcess(rank, incarnation))
     first = fleet.running[1]
     assert [(p.rank, p.incarnation) for p in first] == [(2, 0), (3, 0)]
     fleet.play(0.0)  # the first reading of the run clock

@@ -8,7 +8,7 @@ import torch
 
 from islands.scenarios import from_dict
 from islands.simulator import simulate
-from islands.trainer.config import make_plan
+from islands.trainer.config import make_run_plan
 from islands.trainer.inprocess import run_threads, thread_groups
 from islands.trainer.loop import Trainer, default_corpus
 from islands.trainer.quantize import encoded_bytes, padded_length
@@ -24,7 +24,7 @@ def plan_for(schedule, islands=2, **trainer):
                 "schedule": {"outer_steps": 2, "inner_steps": 2, **schedule},
                 "island": [{"name": "a", "replicas": islands, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
                 "trainer": {**TINY, **trainer}}
-    return make_plan(from_dict(document))
+    return make_run_plan(from_dict(document))
 
 
 def corpus_for(plan):

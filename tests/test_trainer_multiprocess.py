@@ -130,10 +130,10 @@ class StartedRank:
 
 def test_launch_local_uses_the_given_rendezvous_port_and_island_prefix(monkeypatch):
     from islands.trainer import launch
-    from islands.trainer.config import make_plan
+    from islands.trainer.config import make_run_plan
     monkeypatch.setattr(launch.subprocess, "Popen", StartedRank)
     StartedRank.started.clear()
-    plan = make_plan(load("worked-example", ["trainer.ranks_per_island=2"]), 2)
+    plan = make_run_plan(load("worked-example", ["trainer.ranks_per_island=2"]), 2)
     wrap = lambda island: launch.IslandLaunch(("ip", "netns", "exec", f"ns{island}"), {"ISLAND": str(island)})
     assert launch.launch_local(["x"], plan, "10.213.0.1", wrap, port=29555) == 0
     assert len(StartedRank.started) == plan.world_size

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from islands.scenarios import from_dict
-from islands.trainer.config import make_plan
+from islands.trainer.config import make_run_plan
 from islands.trainer.quantize import encode
 from islands.trainer.syncer import Syncer
 from islands.trainer.syncer_wire import from_bytes, key, to_bytes, unpack
@@ -48,7 +48,7 @@ def syncer(tmp_path: Path, learners: int, quorum: int) -> Syncer:
                      "overlap_steps": 2, "quorum": quorum, "grace_window": 0.0, "bits": 16},
         "island": [{"name": f"l{i}", "step_time_s": 0.05, "bandwidth_gbps": 1.0} for i in range(learners)],
     }
-    plan = make_plan(from_dict(document, overrides=TINY))
+    plan = make_run_plan(from_dict(document, overrides=TINY))
     made = Syncer(plan, FakeStore(), tmp_path)
     made.clock = Clock()
     for island, learner in made.learners.items():

@@ -4,7 +4,8 @@
 ``ThreadGroup`` runs the members as threads of one process (for the unit tests and the benchmark):
 its collectives meet at a shared ``threading.Barrier``, so a test drives several islands in one
 process without sockets. Both give every member the same result in the same member order. (``Echo``
-stands for M identical members in one thread; ``StoreGroup`` is an elastic epoch's group.)
+stands for M identical members in one thread; ``StoreGroup`` is an elastic epoch's group.) The
+interface itself, ``Group``, is in ``group.py``.
 """
 
 from __future__ import annotations
@@ -12,35 +13,13 @@ from __future__ import annotations
 import pickle
 import threading
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from .faults import kill_point
-
-
-class Group(Protocol):
-    rank: int
-    size: int
-
-    def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Send ``chunks[j]`` to member j; return what each member j sent to this one."""
-
-    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
-        """Every member's ``tensor`` (same shape on all members), in member order."""
-
-    def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
-        """Replace ``tensor`` by its sum over the members."""
-
-    def broadcast_(self, tensor: torch.Tensor, src: int = 0) -> None:
-        """Replace ``tensor`` by member ``src``'s."""
-
-    def all_gather_object(self, value: Any) -> list[Any]:
-        """Every member's picklable ``value``, in member order."""
-
-    def barrier(self) -> None:
-        """Return once every member has called it."""
+from .group import Group
 
 
 # Messages are cut into pieces of at most this many bytes, all posted at once: a shaped link then

@@ -126,7 +126,7 @@ class RunPlan:
         return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def make_plan(scenario: Scenario, workers: int | None = None, data_path: str | None = None) -> RunPlan:
+def make_run_plan(scenario: Scenario, workers: int | None = None, data_path: str | None = None) -> RunPlan:
     all_workers = tuple(scenario.workers())
     if workers is not None and not 2 <= workers <= len(all_workers):
         raise UserError(f"--workers {workers}: must be between 2 and the scenario's {len(all_workers)} workers "

@@ -41,7 +41,8 @@ from islands.trace import NO_FRAGMENT
 
 from . import checkpoint
 from .checkpoint import PeerFailed
-from .comm import Group, broadcast_bytes
+from .comm import broadcast_bytes
+from .group import Group
 from .config import RunPlan
 from .elastic_rows import all_rows, join_seconds, lost_rows, open_rows_sink
 from .elastic_transport import ElasticTransport

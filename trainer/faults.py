@@ -34,14 +34,13 @@ import os
 import signal
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from islands.errors import UserError
 
-if TYPE_CHECKING:
-    from .comm import Group
+from .group import Group
 
 KILL_VARIABLE = "ISLANDS_KILL_AT"
 FAULT_VARIABLE = "ISLANDS_FAULT"

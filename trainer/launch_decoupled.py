@@ -31,6 +31,7 @@ from .learner import DecoupledWorld, SyncerLink
 from .loop import Trainer
 from .membership import connect, run_time_s
 from .syncer import Syncer
+from .syncer_outputs import write_run
 from .syncer_wire import OVER, SYNCER_VARIABLE
 
 POLL_S = 0.05
@@ -93,7 +94,9 @@ def run_syncer(plan: RunPlan, out_dir: Path) -> dict:
     are done, write the outputs; returns the summary."""
     torch.set_num_threads(1)
     store = connect(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), True, plan.spec.timeout_s)
-    return Syncer(plan, store, out_dir).run()
+    syncer = Syncer(plan, store, out_dir)
+    syncer.run()
+    return write_run(syncer)
 
 
 def run_learner(plan: RunPlan, rank: int, device: torch.device) -> None:

@@ -28,12 +28,12 @@ from islands.schedules import SyncPoint
 from islands.tables import size
 
 from . import checkpoint
-from .comm import Group
 from .config import RunPlan, sync_plan
 from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
 from .diloco import DiLoCo, Synced
 from .faults import kill_point, poisoned
+from .group import Group
 from .model import GPTConfig, build_model, decay_groups
 from .outer import Fragment, build_fragments
 from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict

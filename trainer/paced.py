@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .comm import Group
+from .group import Group
 from islands.emulation.shaper import InProcessLatency, InProcessShaper, pacer_from_config
 
 PACER_VARIABLE = "ISLANDS_WAN_PACER"

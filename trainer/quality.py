@@ -22,9 +22,9 @@ from islands.analysis.progress import ProgressBar
 from islands.analysis.quality_profile import ProfilePoint, QualityProfile
 from islands.errors import UserError
 from islands.scenarios import load
-from islands.schedules import GRADIENT, SCHEDULES
+from islands.schedules import DDP, GRADIENT, SCHEDULES
 
-from .config import make_plan
+from .config import make_run_plan
 from .launch import launch_local
 from .tracing import read_output
 
@@ -95,7 +95,7 @@ def quiet_stdout():
 
 def trained(scenario_name: str, overrides: list[str], workers: int, out_dir: Path) -> dict:
     """Train once; the run's ``run.json``, which must hold a final evaluation loss."""
-    plan = make_plan(load(scenario_name, overrides), workers)
+    plan = make_run_plan(load(scenario_name, overrides), workers)
     arguments = [scenario_name, "--workers", str(workers), *[a for s in overrides for a in ("--set", s)],
                  "--out", str(out_dir)]
     with quiet_stdout():
@@ -156,7 +156,7 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
             progress(done, total)
             return run
 
-        baselines = {m: train({"workers": m}, "ddp") for m in axes["workers"]}
+        baselines = {m: train({"workers": m}, DDP.name) for m in axes["workers"]}
         for point, count in zip(points, fragments):
             run = train(point, str(point["algorithm"]))
             measured.append(ProfilePoint(steps=steps, eval_loss=run["final_eval_loss"],

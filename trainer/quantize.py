@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from .comm import Group
+from .group import Group
 
 BLOCK_VALUES = 128
 SCALE_BYTES = 4

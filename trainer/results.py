@@ -16,7 +16,7 @@ from islands.errors import UserError
 from islands.scenarios import load
 from islands.tables import size
 
-from .config import make_plan
+from .config import make_run_plan
 from .launch import launch_local
 from .tracing import read_output
 
@@ -37,7 +37,7 @@ def variants(h: int, outer: int) -> dict[str, list[str]]:
 
 
 def train(label: str, overrides: list[str], workers: int, out_dir: Path) -> dict:
-    plan = make_plan(load(SCENARIO, overrides), workers)
+    plan = make_run_plan(load(SCENARIO, overrides), workers)
     arguments = [SCENARIO, "--workers", str(workers), *[a for s in overrides for a in ("--set", s)],
                  "--out", str(out_dir)]
     if launch_local(arguments, plan):

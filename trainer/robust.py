@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .comm import Group
+from .group import Group
 from .quantize import decode, encode, padded_length
 NORM_CHUNK_VALUES = 1 << 16
 NOT_FINITE = "NaN or Inf in the pseudo-gradient"

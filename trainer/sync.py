@@ -22,7 +22,8 @@ import torch
 
 from islands.schedules import ALL_GATHER, collective_of
 
-from .comm import Echo, Group
+from .comm import Echo
+from .group import Group
 from .quantize import average
 from .robust import AggregationRule, Verdict, contribution_stats, robust_average, screen
 from .tracing import Clock

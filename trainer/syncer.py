@@ -51,7 +51,6 @@ from .outer import make_outer_optimizer, named_fragments
 from .quantize import decode, encode, encoded_bytes, padded_length
 from .robust import contribution_stats, screen
 from .syncer_wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack
-from .syncer_outputs import write_run
 from .tracing import Clock
 
 CHECK_S = 0.05          # how often heartbeats are looked at
@@ -168,7 +167,9 @@ class Syncer:
 
     # --- the loop --------------------------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> None:
+        """Merge the learners' reports until every learner is done (``syncer_outputs.write_run``
+        then writes the run's outputs)."""
         ticker = Ticker(self.store.clone(), self.now)
         checked_s = -math.inf
         try:
@@ -185,7 +186,6 @@ class Syncer:
                     self.check_heartbeats()
         finally:
             ticker.stop()
-        return self.finish()
 
     def pop(self) -> bytes | None:
         """The next message (the ticker's wake-ups among them); None if even those stopped coming."""
@@ -397,9 +397,3 @@ class Syncer:
         learner.replied_s = self.now()
         if report.fragment == len(self.fragments) - 1:
             learner.outer_done = report.outer_step + 1
-
-    # --- the end ---------------------------------------------------------------------------------
-
-    def finish(self) -> dict[str, Any]:
-        """The run's outputs (``syncer_outputs.py``); returns the summary."""
-        return write_run(self)

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import torch
 
 from . import checkpoint
-from .comm import Group
 from .diloco import ExchangerTransport, Transport
+from .group import Group
 from .sync import Exchanger
 from .tracing import build_summary, island_rows, write_outputs
 

@@ -23,7 +23,7 @@ from islands.errors import UserError
 from islands.io import json_text, write_table, write_text
 from islands.scenarios import Scenario
 from islands.simulator import SimResult, simulate
-from islands.trainer.config import make_plan
+from islands.trainer.config import make_run_plan
 
 from .calibration import Calibration, simulator_overrides
 from .churn import churn_figures, train_elastic
@@ -67,7 +67,7 @@ def validate_scaled(name: str, case: ScaledCase, paced: bool, calibration: Calib
     train = train_elastic if elastic else train_scaled
     overrides = simulator_overrides(calibration, case.document["island"])  # refuses an M not calibrated
     predicted = complete_prediction(name, case, overrides)  # before the run: a prediction cut short is refused
-    measured = train(scaled_path, make_plan(case.scenario()), out_dir / "run", kernel, stem)
+    measured = train(scaled_path, make_run_plan(case.scenario()), out_dir / "run", kernel, stem)
     if not paced:
         overrides += measured_step_overrides(measured.summary, case.scenario())
         predicted = complete_prediction(name, case, overrides)

@@ -88,10 +88,10 @@ def churn_figures(predicted: dict, predicted_trace: pd.DataFrame, measured: dict
 def main(argv: list[str]) -> int:
     """The launcher inside island 0's namespace: ``SCENARIO OUT SPEC`` (SPEC: JSON from ``train_elastic``)."""
     from islands.scenarios import load
-    from islands.trainer.config import make_plan
+    from islands.trainer.config import make_run_plan
 
     scenario_path, out_dir, spec = argv[0], argv[1], json.loads(argv[2])
-    plan = make_plan(load(scenario_path))
+    plan = make_run_plan(load(scenario_path))
 
     def environment(island: int) -> tuple[list[str], dict]:
         launch = spec["islands"][island]

@@ -76,9 +76,9 @@ def run(args: argparse.Namespace) -> int:
 
 def emulated_scenario(scenario_file: str, overrides: list[str]):
     """The scenario --emulate names, refused unless each of its 2 to 8 islands is one worker."""
-    from islands.scenarios import load
+    from islands.scenarios import ScenarioSource
 
-    scenario = load(scenario_file, overrides)
+    scenario = ScenarioSource.read(scenario_file, overrides).scenario
     crowded = [f"island.{i}.replicas" for i, island in enumerate(scenario.islands) if island.replicas != 1]
     if crowded:
         raise UserError(f"{scenario_file}: {crowded[0]}: calibrate --emulate runs one host per island: give each "

@@ -64,8 +64,9 @@ def add_network_profile_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def read_source(args: argparse.Namespace):
-    """The scenario of ``args`` as a ``ScenarioSource``, with ``--network-profile`` where given."""
-    from islands.analysis.scenario_source import ScenarioSource
+    """The scenario of ``args`` as a ``ScenarioSource``, with ``--network-profile`` where given: the
+    one way every command reads its scenario."""
+    from islands.scenarios import ScenarioSource
 
     source = ScenarioSource.read(args.scenario, args.overrides)
     profile = getattr(args, "network_profile", None)

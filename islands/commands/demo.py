@@ -14,6 +14,7 @@ from pathlib import Path
 
 from islands.errors import UserError
 from islands.scenarios import Scenario
+from islands.schedules import DDP, DiLoCo
 from islands.tables import duration, rate
 from islands.units import BITS_PER_GBIT, BYTES_PER_GB
 
@@ -46,7 +47,7 @@ def check_out_dir(out_dir: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.compare import left_out_notes, schedule_table, simulate_schedules, work_line
     from islands.analysis.demo import demo_outputs
-    from islands.analysis.scenario_source import ScenarioSource
+    from islands.scenarios import ScenarioSource
 
     out_dir = Path(args.out)
     check_out_dir(out_dir)
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     print(schedule_table(summaries))
     for line in left_out_notes(source):
         print(line)
-    ddp, diloco = summaries["ddp"], summaries["diloco"]
+    ddp, diloco = summaries[DDP.name], summaries[DiLoCo.name]
     print()
     print(f"DDP moves {ddp['bytes_per_worker'] / ddp['outer_steps'] / BYTES_PER_GB:.3g} GB per worker per step: "
           f"one all-reduce takes {duration(ddp['mean_sync_s'])} and keeping up would need "

@@ -34,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.goodput import check_failures, goodput_table, table_text
-    from islands.analysis.scenario_source import ScenarioSource
+    from islands.scenarios import ScenarioSource
 
     check_failures(args.failures)
     if args.jobs is not None and args.jobs < 1:

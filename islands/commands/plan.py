@@ -15,11 +15,11 @@ from islands.analysis.objective import (OBJECTIVES, ObjectivePlan, check_objecti
                                         objective_to_dict)
 from islands.analysis.objective_tables import objective_table, why
 from islands.analysis.parallel import default_jobs
-from islands.analysis.plan import DEFAULT_TARGETS, Plan, make_plan, plan_to_dict, seed_range
+from islands.analysis.plan import DEFAULT_TARGETS, Plan, make_utilisation_plan, plan_to_dict, seed_range
 from islands.analysis.plan_tables import headline, plan_tables
 from islands.analysis.quality_profile import QualityProfile
 from islands.analysis.progress import ProgressBar
-from islands.analysis.scenario_source import ScenarioSource
+from islands.scenarios import ScenarioSource
 from islands.errors import UserError
 
 from .common import (add_dask_argument, add_max_events_argument, add_network_profile_argument, add_scenario_arguments,
@@ -73,9 +73,9 @@ def run(args: argparse.Namespace) -> int:
     with dask_executor(args.dask) as executor:
         bar = ProgressBar("plan: searches")
         try:
-            plan = make_plan(source, args.target_utilisation, args.targets, fragments=args.fragments,
-                             seeds=args.seeds, executor=executor, jobs=args.jobs, progress=bar,
-                             max_events=args.max_events)
+            plan = make_utilisation_plan(source, args.target_utilisation, args.targets, fragments=args.fragments,
+                                         seeds=args.seeds, executor=executor, jobs=args.jobs, progress=bar,
+                                         max_events=args.max_events)
         finally:
             bar.close()
         utilisation_h = {a: int(found.value) for a, found in plan.inner_steps.items() if found.reached}

@@ -22,7 +22,7 @@ import math
 
 from islands.errors import UserError
 
-from .common import path_text
+from .common import path_text, read_source
 
 DEFAULT_STEPS = 300
 MAX_STEPS = 100_000
@@ -71,11 +71,10 @@ def run(args: argparse.Namespace) -> int:
     from islands.analysis.progress import ProgressBar
     from islands.analysis.quality_profile import QualityProfile
     from islands.io import write_text
-    from islands.scenarios import load
     from islands.schedules import SCHEDULES
 
     check_arguments(args)
-    scenario = load(args.scenario, args.overrides)
+    scenario = read_source(args).scenario
     profile = None
     if args.grid:
         from islands.trainer.quality import measure_profile, parse_grid

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from islands.analysis.parallel import default_jobs
 from islands.analysis.progress import ProgressBar
-from islands.analysis.scenario_source import ScenarioSource
+from islands.scenarios import ScenarioSource
 from islands.analysis.units import percent_text, rate_text
 from islands.errors import UserError
 from islands.io import TABLE_FORMATS, check_not_folder, safe_name

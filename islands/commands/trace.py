@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_scenario_arguments, path_text
+from .common import add_scenario_arguments, path_text, read_source
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,12 +21,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.chrome_trace import TRACE_FORMATS, chrome_trace, write_chrome_trace
     from islands.io import check_output, is_stdout, refuse_shared_paths, shown
-    from islands.scenarios import load
     from islands.simulator import simulate
 
     refuse_shared_paths({"--output": args.output}, {"the scenario": args.scenario})
     check_output(args.output, TRACE_FORMATS)
-    scenario = load(args.scenario, args.overrides)
+    scenario = read_source(args).scenario
     document = chrome_trace(simulate(scenario), scenario)
     path = write_chrome_trace(document, args.output)
     print(f"wrote {shown(path)}: {len(document['traceEvents'])} events; open it in https://ui.perfetto.dev "

@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-from .common import add_scenario_arguments, check_out_folder, path_text
+from .common import add_scenario_arguments, check_out_folder, path_text, read_source
 
 RUNS_FOLDER = "runs"
 
@@ -97,9 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
 def train(args: argparse.Namespace) -> int:
     from islands.errors import UserError
-    from islands.scenarios import load
     from islands.trainer import checkpoint
-    from islands.trainer.config import make_plan
+    from islands.trainer.config import make_run_plan
     from islands.trainer.faults import check_environment
     from islands.trainer.outputs import claim_out_dir
     from islands.trainer.launch import distributed_env, launch_local, run_process
@@ -111,8 +110,8 @@ def train(args: argparse.Namespace) -> int:
     if args.stop_after is not None and args.stop_after < 1:
         raise UserError(f"--stop-after {args.stop_after}: must be >= 1")
     check_environment()
-    scenario = load(args.scenario, args.overrides)
-    plan = make_plan(scenario, args.workers, args.data)
+    scenario = read_source(args).scenario
+    plan = make_run_plan(scenario, args.workers, args.data)
     if not plan.schedule.coupled and (args.resume or args.stop_after is not None):
         raise UserError(f"{scenario.source}: schedule.algorithm = \"{plan.algorithm}\": its state lives in the "
                         "syncer and in each learner's own pace, so --resume and --stop-after are not supported")

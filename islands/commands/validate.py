@@ -17,7 +17,7 @@ from pathlib import Path
 
 from islands.units import BITS_PER_MBIT, MS_PER_S, NS_PER_S
 
-from .common import check_out_folder, path_text
+from .common import check_out_folder, path_text, read_source
 
 RUNS_FOLDER = "runs"
 MAX_WORKERS = 8
@@ -61,9 +61,7 @@ def run(args: argparse.Namespace) -> int:
         cases = suite.select(args.quick)
         max_islands, folders = max(case.workers for case in cases), [out_dir / case.name for case in cases]
     else:
-        from islands.scenarios import load
-
-        scenario = load(args.scenario, args.overrides)
+        scenario = read_source(args).scenario
         max_islands, folders = min(args.workers, scenario.worker_count), [out_dir]
     if saved is not None:
         check_covers(args.calibration, saved, max_islands)

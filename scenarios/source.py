@@ -1,24 +1,27 @@
 """A scenario kept as its parsed document, so that analyses can derive many variants of it.
 
 A sweep or a planner needs the same scenario under many overrides (another H, another bandwidth).
-``ScenarioSource`` holds the parsed TOML document and the user's own overrides; ``variant(...)`` adds
-more overrides and validates the result with the scenario loader. It pickles, so a worker process or
+``ScenarioSource`` holds the parsed TOML document, the user's own overrides and the scenario they
+make (validated once, when read); ``variant(...)`` adds more overrides and validates the result with
+the scenario loader. Every command reads its scenario through ``ScenarioSource.read``. It pickles, so a worker process or
 a cluster executor can build variants without reading the file again.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from islands.scenarios import Scenario, ScenarioError, from_dict
-from islands.scenarios.loader import read_document
-from islands.scenarios.latencies import csv_path, inline_rtt_csv
-from islands.scenarios.profile import apply_profile, read_profile
+from islands.limits import DEFAULT_MAX_EVENTS
 from islands.schedules import SCHEDULES
-from islands.simulator import DEFAULT_MAX_EVENTS
+
+from .errors import ScenarioError
+from .latencies import csv_path, inline_rtt_csv
+from .loader import from_dict, read_document
+from .model import Scenario
+from .profile import apply_profile, read_profile
 
 ALGORITHMS = tuple(SCHEDULES)  # the schedules an analysis compares: every registered one
 
@@ -33,6 +36,7 @@ class ScenarioSource:
     overrides: tuple[str, ...] = ()
     max_events: float = DEFAULT_MAX_EVENTS
     inputs: tuple[tuple[str, str], ...] = ()  # (what, path) of each file read: no output may overwrite one
+    built: Scenario | None = field(default=None, compare=False)  # the scenario as read, until a change
 
     @classmethod
     def read(cls, path_or_name: str | Path, overrides: Iterable[str] = ()) -> "ScenarioSource":
@@ -43,7 +47,7 @@ class ScenarioSource:
         inputs = (("the scenario", source),) if Path(path_or_name).is_file() else ()
         if scenario.network.rtt_csv:
             inputs += (("network.rtt_csv", str(csv_path(scenario.network.rtt_csv, source))),)
-        return cls(inline_rtt_csv(document, source), source, overrides, inputs=inputs)
+        return cls(inline_rtt_csv(document, source), source, overrides, inputs=inputs, built=scenario)
 
     def variant(self, *extra: str) -> Scenario:
         """The scenario with this source's overrides, then ``extra`` overrides, validated."""
@@ -51,18 +55,18 @@ class ScenarioSource:
 
     @property
     def scenario(self) -> Scenario:
-        return self.variant()
+        """The scenario as read (validated once, by ``read``), or as changed since."""
+        return self.built if self.built is not None else self.variant()
 
     def with_overrides(self, *extra: str) -> "ScenarioSource":
-        return replace(self, overrides=(*self.overrides, *extra))
+        return replace(self, overrides=(*self.overrides, *extra), built=None if extra else self.built)
 
     def with_network_profile(self, path: str | Path) -> "ScenarioSource":
         """The scenario with a measured network profile's links, round trips and exchange costs
         (``scenarios/profile.py``), the overrides on top; refused in one line if it does not fit."""
         source = replace(self, document=apply_profile(self.document, read_profile(path), str(path)),
-                         inputs=(*self.inputs, ("--network-profile", str(path))))
-        source.variant()
-        return source
+                         inputs=(*self.inputs, ("--network-profile", str(path))), built=None)
+        return replace(source, built=source.variant())
 
     def with_symmetric_links(self) -> "ScenarioSource":
         """Each island's link as one ``bandwidth_gbps`` both ways (its slower direction), upload_gbps and
@@ -76,7 +80,7 @@ class ScenarioSource:
                 table.pop(key, None)
             table["bandwidth_gbps"] = island.bandwidth_gbps
         overrides = tuple(o for o in self.overrides if not o.split("=", 1)[0].strip().endswith(directions))
-        return replace(self, document=document, overrides=overrides)
+        return replace(self, document=document, overrides=overrides, built=None)
 
     def schedules(self, overrides_of: Callable[[str], Iterable[str]] = lambda algorithm: ()) -> "Variants":
         """The scenario once per schedule, with ``overrides_of(algorithm)`` on top (DDP reads

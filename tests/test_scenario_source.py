@@ -1,0 +1,48 @@
+"""The one door every command reads a scenario through: validated once when read, again only after a change."""
+
+from __future__ import annotations
+
+import pytest
+
+import islands.scenarios.source as source_module
+from islands.scenarios import ScenarioSource, load
+
+
+@pytest.fixture
+def validations(monkeypatch) -> list[str]:
+    """The source of every scenario ``ScenarioSource`` validates from here on."""
+    seen: list[str] = []
+    validate = source_module.from_dict
+
+    def counted(document, source="<scenario>", overrides=()):
+        seen.append(source)
+        return validate(document, source, overrides)
+
+    monkeypatch.setattr(source_module, "from_dict", counted)
+    return seen
+
+
+def test_reading_validates_once_and_gives_what_load_gives(validations):
+    source = ScenarioSource.read("worked-example", ["schedule.inner_steps=100"])
+    first, second = source.scenario, source.scenario
+    assert validations == ["worked-example"]  # read validated it; .scenario did not again
+    assert first is second
+    assert first == load("worked-example", ["schedule.inner_steps=100"])
+
+
+def test_a_change_is_validated_again(validations):
+    source = ScenarioSource.read("worked-example")
+    assert source.scenario.schedule.inner_steps == 500
+    changed = source.with_overrides("schedule.inner_steps=100")
+    assert changed.scenario.schedule.inner_steps == 100
+    assert source.scenario.schedule.inner_steps == 500  # the original keeps its own
+    assert len(validations) == 2
+    assert source.with_overrides().scenario is source.scenario  # no override, no change
+
+
+def test_symmetric_links_are_validated_from_the_new_document():
+    source = ScenarioSource.read("home-lab")
+    assert [(i.upload_gbps, i.download_gbps) for i in source.scenario.islands] == [(0.1, 1.0), (0.02, 0.1)]
+    symmetric = source.with_symmetric_links().scenario
+    assert [island.bandwidth_gbps for island in symmetric.islands] == [0.1, 0.02]  # each link's slower way
+    assert all(island.upload_gbps == island.download_gbps == island.bandwidth_gbps for island in symmetric.islands)
