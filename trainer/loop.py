@@ -99,7 +99,8 @@ class Trainer:
         self.optimizer = make_inner_optimizer(self.model, plan)
         corpus = corpus or default_corpus(plan)
         self.sampler = BatchSampler(corpus.shards[self.island], spec.batch_size, spec.block_size,
-                                    sampler_seed(spec.seed, self.island, self.local_rank), device)
+                                    sampler_seed(spec.seed, self.island), device, self.local_rank,
+                                    plan.ranks_per_island)
         self.eval_batches = validation_batches(corpus.validation, spec.eval_batches, spec.batch_size,
                                                spec.block_size, spec.seed, device)
         # A gradient exchange happens inside the step that launches it; fragments' after their step.
