@@ -159,3 +159,21 @@ def test_a_profile_without_outer_lr_still_reads_and_one_with_it_keeps_it(tmp_pat
     tuned = QualityProfile("toy", 1, (ProfilePoint("diloco", 10, 2, 16, 1, 300, 2.0, 2.0, outer_lr=0.5),))
     path.write_text(tuned.to_json())
     assert QualityProfile.read(path).points[0].outer_lr == 0.5
+
+
+def test_tuning_the_outer_lr_keeps_the_best_of_the_sweep_and_says_which_won(monkeypatch, capsys):
+    from islands.trainer import quality
+
+    def fake_trained(scenario_name, overrides, workers, out_dir):
+        lr = next((float(o.split("=")[1]) for o in overrides if o.startswith("trainer.outer_lr=")), None)
+        loss = 2.0 if lr is None else 2.1 + abs(lr - 0.5)  # DDP 2.0; the sweep's best at 0.5
+        return {"final_eval_loss": loss, "parameters": 1000}
+
+    monkeypatch.setattr(quality, "trained", fake_trained)
+    profile = quality.measure_profile("worked-example", ["island.0.replicas=2", "schedule.inner_steps=10"],
+                                      {"workers": (2,)}, None, tune_outer_lr=True)
+    (tuned,) = profile.points
+    assert tuned.outer_lr == 0.5 and tuned.eval_loss == pytest.approx(2.1) and tuned.steps == 200
+    err = capsys.readouterr().err
+    assert "quality: 200 inner steps per worker for every run, DDP at equal tokens; outer steps H = 10: 20" in err
+    assert "outer lr 0.5 won" in err and "(of 0.3, 0.5, 0.7, 1)" in err
