@@ -27,6 +27,12 @@ does not price it and says so in the estimate's ``notes``.
   H = 30 and its figure has every H > 1 "comparable"); above the figure's H = 2000 it is extended
   and marked. ``islands quality`` measures H on the user's own model.
 
+**Bounds**: the laws are pure power laws without an irreducible term, so at about 6.5e10 parameters
+the data-parallel law falls below Chinchilla's irreducible loss E = 1.69 (and at 1e14 it would
+predict 0.84). The prior never goes below E: the loss is clamped there and the estimate says so (E is
+Hoffmann et al.'s, fitted on MassiveText, not C4: a stand-in floor, marked as one). Sizes outside the
+fitted 35M-2.4B and the paper's own check runs up to 10B (Table 5) are marked as extrapolated.
+
 **Tokens to DDP's loss** (``extra_tokens_factor``): a schedule whose loss at D tokens is (1 + p) times
 DDP's needs D' tokens to reach DDP's loss at D, from Hoffmann et al. 2022's fit L(N, D) = E + A / N^a
 + B / D^b (arXiv:2203.15556, eq. 10: E = 1.69, A = 406.4, B = 410.7, a = 0.34, b = 0.28), the penalty
@@ -63,6 +69,7 @@ CHINCHILLA_TOKENS_PER_PARAMETER = 20
 H_PENALTY_PER_LOG_H = math.log(1.029) / math.log(15.02) / math.log(1000 / 50)
 H_PUBLISHED_MAX = 2000      # the range of that paper's figure of H
 H_MEASURED_PARAMETERS = 150e6
+FITTED_PARAMETERS = (35e6, 10e9)  # Table 7's fit (35M-2.4B) and its checked extrapolation (Table 5)
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,27 @@ def power_law(law: tuple[float, float], parameters: float) -> float:
 
 def data_parallel_loss(parameters: float) -> float:
     return power_law(DATA_PARALLEL_LAW, parameters)
+
+
+def irreducible_loss() -> float:
+    """The floor no estimate goes below: Chinchilla's irreducible term E."""
+    return CHINCHILLA["E"]
+
+
+def bounded(loss: float) -> tuple[float, tuple[str, ...]]:
+    """``loss``, or the irreducible loss and a note where the power law went below it."""
+    floor = irreducible_loss()
+    if loss >= floor:
+        return loss, ()
+    return floor, (f"the power law gives {loss:.3f}, below the irreducible loss E = {floor:g} "
+                   f"(Chinchilla's, MassiveText): clamped at E",)
+
+
+def size_notes(parameters: float) -> tuple[str, ...]:
+    low, high = FITTED_PARAMETERS
+    if low <= parameters <= high:
+        return ()
+    return (f"N = {parameters:.3g}: outside the fitted {low:.3g}-{high:.3g} parameters, the laws extrapolated",)
 
 
 def diloco_loss(parameters: float, replicas: int) -> tuple[float, tuple[str, ...]]:
@@ -134,13 +162,16 @@ def inner_steps_factor(inner_steps: int, parameters: float) -> tuple[float, list
 
 def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | None = None) -> LossEstimate:
     """The estimate for ``scenario`` under ``algorithm`` (default: its own schedule.algorithm): the
-    measured ``profile``'s penalty where it has points for this setting, else the prior."""
+    measured ``profile``'s penalty where it has points for this setting, else the prior; never below
+    the irreducible loss (``bounded``), sizes outside the fitted range marked."""
     name = algorithm or scenario.schedule.algorithm
     declared = SCHEDULES[name]
     parameters = scenario.model.parameters
-    baseline = data_parallel_loss(parameters)
+    law_baseline = data_parallel_loss(parameters)
+    baseline, floor_notes = bounded(law_baseline)
+    marks = (*size_notes(parameters), *floor_notes)
     if declared.exchanged == GRADIENT:
-        return LossEstimate(baseline, 0.0, ())
+        return LossEstimate(baseline, 0.0, marks)
     schedule = scenario.schedule
     if profile is not None:
         measured = profile.relative_to_dp(name, schedule.inner_steps, scenario.worker_count, schedule.bits,
@@ -151,17 +182,23 @@ def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | N
             if not 0.5 <= parameters / profile.model_parameters <= 2:
                 where += (f", applied at {parameters:.3g}: the scaling-law tables show the penalty "
                           "shrinking as N grows")
-            return LossEstimate(baseline * (1 + relative), relative, (where, *notes), measured=True)
+            return finished(baseline, baseline * (1 + relative), (where, *notes, *marks), measured=True)
     loss, replica_notes = diloco_loss(parameters, scenario.worker_count)
     factor, notes = schedule_notes(declared, schedule)
     if "inner_steps" in declared.reads:
         h_factor, h_notes = inner_steps_factor(schedule.inner_steps, parameters)
         factor *= h_factor
         notes += h_notes
-    loss *= factor
     fallback = [f"the profile has no point for {name}, {schedule.bits} bits, {declared.fragments(schedule)} "
                 "fragments: the prior used"] if profile is not None else []
-    return LossEstimate(loss, loss / baseline - 1, (*fallback, *replica_notes, *notes))
+    return finished(baseline, baseline * loss / law_baseline * factor, (*fallback, *replica_notes, *notes, *marks))
+
+
+def finished(baseline: float, loss: float, notes: tuple[str, ...], measured: bool = False) -> LossEstimate:
+    """The estimate with its loss bounded below (a note where it was clamped)."""
+    loss, floor_notes = bounded(loss)
+    notes = tuple(dict.fromkeys((*notes, *floor_notes)))
+    return LossEstimate(loss, loss / baseline - 1, notes, measured)
 
 
 def chinchilla_loss(parameters: float, tokens: float) -> float:

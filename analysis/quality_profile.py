@@ -8,7 +8,9 @@ prices a schedule at (H, M) by:
 * the points of the same algorithm, wire bits and fragments;
 * at each measured M, the penalty relative to DDP linear in log H between the two nearest measured
   H (outside the measured range: the nearest measured H's, and said so: no extrapolation);
-* between measured M, linear in log M; outside, the nearest measured M (said so).
+* between measured M, linear in log M; outside, the nearest measured M (said so);
+* a point measured over fewer than ``MIN_OUTER_STEPS`` outer steps is outside the papers' regime
+  (their runs take hundreds): it is marked wherever it is shown or used.
 
 A setting the profile has no point for (another algorithm, bits or fragment count) falls back to
 the prior (``loss_prior``), also said.
@@ -28,6 +30,8 @@ from islands.io import read_bounded_text
 MAX_PROFILE_BYTES = 16 * 2**20  # a profile holds tens of points, a few kB
 
 
+MIN_OUTER_STEPS = 20  # fewer outer steps: the outer optimizer's momentum has not settled (docs/training.md)
+
 @dataclass(frozen=True)
 class ProfilePoint:
     """One grid point: the schedule's and DDP's final evaluation loss after the same inner steps."""
@@ -40,17 +44,31 @@ class ProfilePoint:
     steps: int
     eval_loss: float
     ddp_eval_loss: float
+    outer_lr: float | None = None  # the outer learning rate that won the sweep (--tune-outer-lr)
 
     @property
     def relative_to_dp(self) -> float:
         return self.eval_loss / self.ddp_eval_loss - 1
 
+    @property
+    def outer_steps(self) -> int:
+        return self.steps // self.inner_steps
+
+    def regime_mark(self) -> str | None:
+        """Why the point is outside the papers' regime (too few outer steps), or None."""
+        if self.outer_steps >= MIN_OUTER_STEPS:
+            return None
+        return (f"H = {self.inner_steps}, M = {self.workers}: {self.outer_steps} outer steps, fewer than "
+                f"{MIN_OUTER_STEPS}: outside the papers' regime")
+
     @classmethod
     def from_dict(cls, values: dict) -> ProfilePoint:
         """A point from its JSON object, each field converted to its type (ValueError, TypeError or
-        KeyError for a missing or malformed one)."""
+        KeyError for a missing or malformed one; ``outer_lr`` may be absent or null)."""
         types = {"str": str, "int": int, "float": float}
-        return cls(**{field.name: types[field.type](values[field.name]) for field in fields(cls)})
+        lr = values.get("outer_lr")
+        return cls(**{field.name: types[field.type](values[field.name]) for field in fields(cls)
+                      if field.name != "outer_lr"}, outer_lr=None if lr is None else float(lr))
 
     def is_physical(self) -> bool:
         """Counts of at least one and finite, positive losses."""
@@ -118,7 +136,18 @@ def along_h(points: list[ProfilePoint], inner_steps: int, notes: list[str]) -> f
     value, nearest = log_linear(by_h, inner_steps)
     if nearest is not None:
         notes.append(f"H = {inner_steps}: outside the measured H {span(sorted(by_h))}; H = {nearest} used")
+    used = used_h(sorted(by_h), inner_steps, nearest)
+    notes.extend(mark for mark in (p.regime_mark() for p in points if p.inner_steps in used) if mark)
     return value
+
+
+def used_h(measured: list[int], inner_steps: int, nearest: int | None) -> tuple[int, ...]:
+    """The measured H that the value at ``inner_steps`` comes from."""
+    if nearest is not None:
+        return (nearest,)
+    if inner_steps in measured:
+        return (inner_steps,)
+    return max(h for h in measured if h < inner_steps), min(h for h in measured if h > inner_steps)
 
 
 def span(values: list[int]) -> str:

@@ -37,7 +37,7 @@ def plain_loop(plan, corpus, steps: int) -> float:
     spec = plan.spec
     model = build_model(GPTConfig(spec.block_size, spec.n_layer, spec.n_head, spec.n_embd), spec.seed)
     optimizer = make_inner_optimizer(model, plan)
-    sampler = BatchSampler(corpus.shards[0], spec.batch_size, spec.block_size, sampler_seed(spec.seed, 0, 0))
+    sampler = BatchSampler(corpus.shards[0], spec.batch_size, spec.block_size, sampler_seed(spec.seed, 0))
     start = time.perf_counter()
     for step in range(steps):
         x, y = sampler.next_batch()

@@ -26,7 +26,7 @@ from .regions import check_collective, check_topology
 from .sanity import check_runnable, check_step_time
 from .spec import (ARRAYS, BACKBONE_KEYS, EVENT_KEYS, ISLAND_KEYS, LATENCY_KEYS, REGION_KEYS, REQUIRED, SECTIONS,
                    TOP_KEYS, MAX_INTEGER, Key, is_finite_number, shown_value)
-from .trainer_keys import TRAINER_KEYS, TrainerSpec
+from .trainer_keys import TRAINER_KEYS, TrainerSpec, outer_error, with_outer_defaults
 
 LIBRARY_PACKAGE = "islands.scenarios"
 LIBRARY_FOLDER = "library"
@@ -215,6 +215,15 @@ def read_table(table: Any, keys: dict[str, Key], prefix: str, source: str) -> di
     return {name: read_value(table, name, key, prefix, source) for name, key in keys.items()}
 
 
+def read_trainer(table: Any, source: str) -> TrainerSpec:
+    """The [trainer] section, the outer optimizer's own defaults filled in (``trainer_keys``)."""
+    trainer = TrainerSpec(**with_outer_defaults(read_table(table, TRAINER_KEYS, "trainer.", source)))
+    error = outer_error(trainer)
+    if error:
+        raise ScenarioError(source, f"trainer.{error[0]}", error[1])
+    return trainer
+
+
 def build(document: dict[str, Any], source: str) -> Scenario:
     check_known_keys(document, TOP_KEYS, "", source,
                      extra=list(SECTIONS) + ["trainer", "event", "accelerators", *ARRAYS])
@@ -229,7 +238,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     schedule = ScheduleSpec(**schedule_values)
     network = NetworkSpec(**read_table(document.get("network", {}), SECTIONS["network"], "network.", source))
     syncer = SyncerSpec(**read_table(document.get("syncer", {}), SECTIONS["syncer"], "syncer.", source))
-    trainer = TrainerSpec(**read_table(document.get("trainer", {}), TRAINER_KEYS, "trainer.", source))
+    trainer = read_trainer(document.get("trainer", {}), source)
     accelerators = read_accelerators(document.get("accelerators", {}), source)
     islands = read_islands(document.get("island"), model, accelerators, source)
     events = read_events(document.get("event", []), islands, source)

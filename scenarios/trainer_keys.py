@@ -13,6 +13,14 @@ from typing import Any, Callable
 from .spec import Key, between, one_of
 
 OUTER_OPTIMIZERS = ("nesterov", "average", "adamw")
+# Each outer optimizer's published defaults, (outer_lr, outer_momentum), taken where the scenario sets
+# neither. Nesterov: DiLoCo (Douillard et al. 2023, arXiv:2311.08105, section 3: lr 0.7, momentum
+# 0.9). Plain averaging is FedAvg's (McMahan et al. 2017): the new global weights are the mean of the
+# local ones, lr 1 and no momentum. AdamW: FedAdam's server optimizer (Reddi et al. 2021, "Adaptive
+# Federated Optimization", arXiv:2003.00295, whose tuned server learning rates lie in 1e-3 to 1e-2):
+# an Adam step moves every weight by about lr, so its lr is a distance per outer step, not a factor
+# on the pseudo-gradient as SGD's is; 1e-3 is also a typical AdamW peak lr (momentum unused).
+OUTER_DEFAULTS = {"nesterov": (0.7, 0.9), "average": (1.0, 0.0), "adamw": (1e-3, 0.0)}
 INNER_OPTIMIZERS = ("adamw", "sgd")
 DATA_SPLITS = ("iid", "files")
 DEVICES = ("auto", "cpu", "cuda")
@@ -61,8 +69,10 @@ TRAINER_KEYS = {
     "warmup_steps": Key("int", 10, between(0, 1e9), "inner learning-rate warmup steps"),
     "outer_optimizer": Key("str", "nesterov", one_of(*OUTER_OPTIMIZERS),
                            '"nesterov" (SGD + Nesterov), "average" (lr 1, no momentum) or "adamw"'),
-    "outer_lr": Key("float", 0.7, positive_up_to(10), "outer learning rate"),
-    "outer_momentum": Key("float", 0.9, momentum, "outer Nesterov momentum (0: plain SGD)"),
+    "outer_lr": Key("float", None, positive_up_to(10),
+                    "outer learning rate (default: the outer optimizer's own, ``OUTER_DEFAULTS``)"),
+    "outer_momentum": Key("float", None, momentum,
+                          "outer Nesterov momentum, 0: plain SGD (default: the outer optimizer's own)"),
     "fragment_alpha": Key("float", 0.0, unit_interval,
                           "streaming: local = alpha * local + (1 - alpha) * merged global (0 adopts the global)"),
     "seed": Key("int", 0, between(0, 2**63 - 1), "seed for initialisation and data order"),
@@ -133,6 +143,24 @@ class TrainerSpec:
     collective_timeout_s: float
 
 
+def with_outer_defaults(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with the outer optimizer's own default (``OUTER_DEFAULTS``) for an unset
+    ``outer_lr`` or ``outer_momentum``."""
+    lr, beta = OUTER_DEFAULTS[values["outer_optimizer"]]
+    return {**values, "outer_lr": lr if values["outer_lr"] is None else values["outer_lr"],
+            "outer_momentum": beta if values["outer_momentum"] is None else values["outer_momentum"]}
+
+
+def outer_error(spec: TrainerSpec) -> tuple[str, str] | None:
+    """(key, rule) where the outer settings contradict the optimizer: plain averaging is lr 1 with no
+    momentum by definition (SGD with ``outer_lr`` and ``outer_momentum`` is "nesterov")."""
+    if spec.outer_optimizer == "average" and (spec.outer_lr, spec.outer_momentum) != OUTER_DEFAULTS["average"]:
+        key = "outer_lr" if spec.outer_lr != 1.0 else "outer_momentum"
+        return key, ('"average" sets the global weights to the mean of the islands\' (lr 1, momentum 0); for '
+                     'another lr or momentum set outer_optimizer = "nesterov" (outer_momentum = 0: plain SGD)')
+    return None
+
+
 def trainer_spec(**values: Any) -> TrainerSpec:
     """A ``TrainerSpec`` with every key's default, updated by ``values``."""
-    return TrainerSpec(**{**{name: key.default for name, key in TRAINER_KEYS.items()}, **values})
+    return TrainerSpec(**with_outer_defaults({**{name: key.default for name, key in TRAINER_KEYS.items()}, **values}))

@@ -109,3 +109,20 @@ def test_tokens_to_reach_ddps_loss_follow_chinchillas_data_term():
     # closed form at p = 1%: D' = (B / (target / 1.01 - floor)) ** (1 / b)
     expected = (c["B"] / (target / 1.01 - floor)) ** (1 / c["beta"]) / (20 * n)
     assert extra_tokens_factor(n, 0.01) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("algorithm", ["ddp", "diloco"])
+def test_no_estimate_goes_below_the_irreducible_loss_unmarked(algorithm):
+    """At 1e14 parameters the data-parallel law alone gives 18.129 x 1e14^-0.0953 = 0.84."""
+    assert data_parallel_loss(1e14) == pytest.approx(0.840, abs=0.002)
+    estimated = estimate(load("worked-example", ["model.parameters=1e14"]), algorithm)
+    assert estimated.loss == CHINCHILLA["E"] == 1.69
+    assert any("below the irreducible loss E = 1.69" in note for note in estimated.notes)
+    assert any(note.startswith("N = 1e+14: outside the fitted 3.5e+07-1e+10") for note in estimated.notes)
+
+
+def test_sizes_outside_the_fitted_range_are_marked_and_inside_are_not():
+    small = estimate(load("worked-example", ["model.parameters=1.2e5"]), "diloco")
+    assert any(note.startswith("N = 1.2e+05: outside the fitted") for note in small.notes)
+    assert small.loss > data_parallel_loss(1.2e5) > CHINCHILLA["E"]  # no clamp where the law is above E
+    assert not any("outside the fitted" in note for note in estimate(load("worked-example"), "diloco").notes)

@@ -12,11 +12,13 @@ from islands.analysis.quality_profile import ProfilePoint, QualityProfile
 from islands.cli import main
 from islands.errors import UserError
 from islands.scenarios import load
-from islands.trainer.quality import parse_grid
+from islands.schedules import SCHEDULES
+from islands.commands.quality import text
+from islands.trainer.quality import check_steps, default_steps, parse_grid, regime
 
 
 def point(h: int, m: int, loss: float, ddp: float = 2.0, algorithm: str = "diloco") -> ProfilePoint:
-    return ProfilePoint(algorithm=algorithm, inner_steps=h, workers=m, bits=16, fragments=1, steps=300,
+    return ProfilePoint(algorithm=algorithm, inner_steps=h, workers=m, bits=16, fragments=1, steps=2000,
                         eval_loss=loss, ddp_eval_loss=ddp)
 
 
@@ -119,3 +121,59 @@ def test_a_real_grid_measures_each_point_against_ddp_and_saves_the_profile(tmp_p
                  "--set", "schedule.inner_steps=5", "--set", "island.0.replicas=2"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["schedules"]["diloco"]["relative_to_dp"] == pytest.approx(profile.points[0].relative_to_dp)
+
+
+def test_the_default_steps_give_every_h_20_outer_steps_and_end_on_an_outer_step():
+    assert default_steps((100,)) == 2000 and default_steps((10, 30, 100)) == 2100  # lcm 300 x 7
+    assert "H = 100: 3" in regime(300, (10, 100)) and "H = 100 below 20 outer steps: marked" in regime(300, (10, 100))
+    assert "marked" not in regime(2000, (10, 100))
+
+
+def test_an_h_beyond_the_run_is_refused_in_one_line():
+    with pytest.raises(UserError, match=r"--steps 300: H = 500 is beyond the run's 300 inner steps per worker"):
+        check_steps(300, (10, 500))
+
+
+def test_a_point_with_too_few_outer_steps_is_marked_where_it_is_used_and_shown(capsys):
+    few = ProfilePoint(algorithm="diloco", inner_steps=100, workers=2, bits=16, fragments=1, steps=300,
+                       eval_loss=2.1, ddp_eval_loss=2.0)
+    enough = ProfilePoint(algorithm="diloco", inner_steps=10, workers=2, bits=16, fragments=1, steps=300,
+                          eval_loss=2.02, ddp_eval_loss=2.0)
+    profile = QualityProfile("toy", 1000, (few, enough))
+    assert profile.relative_to_dp("diloco", 10, 2, 16, 1)[1] == ()
+    assert profile.relative_to_dp("diloco", 100, 2, 16, 1)[1] == (
+        "H = 100, M = 2: 3 outer steps, fewer than 20: outside the papers' regime",)
+    scenario = load("worked-example", ["island.0.replicas=2"])
+    lines = text(scenario, {"ddp": estimate(scenario, "ddp")}, profile, SCHEDULES).splitlines()
+    assert lines[1].endswith("+5.00%  [H = 100, M = 2: 3 outer steps, fewer than 20: outside the papers' regime]")
+    assert lines[2].endswith("+1.00%")
+
+
+def test_a_profile_without_outer_lr_still_reads_and_one_with_it_keeps_it(tmp_path):
+    document = json.loads(PROFILE.to_json())
+    for entry in document["points"]:
+        del entry["outer_lr"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(document))
+    assert QualityProfile.read(path).points[0].outer_lr is None
+    tuned = QualityProfile("toy", 1, (ProfilePoint("diloco", 10, 2, 16, 1, 300, 2.0, 2.0, outer_lr=0.5),))
+    path.write_text(tuned.to_json())
+    assert QualityProfile.read(path).points[0].outer_lr == 0.5
+
+
+def test_tuning_the_outer_lr_keeps_the_best_of_the_sweep_and_says_which_won(monkeypatch, capsys):
+    from islands.trainer import quality
+
+    def fake_trained(scenario_name, overrides, workers, out_dir):
+        lr = next((float(o.split("=")[1]) for o in overrides if o.startswith("trainer.outer_lr=")), None)
+        loss = 2.0 if lr is None else 2.1 + abs(lr - 0.5)  # DDP 2.0; the sweep's best at 0.5
+        return {"final_eval_loss": loss, "parameters": 1000}
+
+    monkeypatch.setattr(quality, "trained", fake_trained)
+    profile = quality.measure_profile("worked-example", ["island.0.replicas=2", "schedule.inner_steps=10"],
+                                      {"workers": (2,)}, None, tune_outer_lr=True)
+    (tuned,) = profile.points
+    assert tuned.outer_lr == 0.5 and tuned.eval_loss == pytest.approx(2.1) and tuned.steps == 200
+    err = capsys.readouterr().err
+    assert "quality: 200 inner steps per worker for every run, DDP at equal tokens; outer steps H = 10: 20" in err
+    assert "outer lr 0.5 won" in err and "(of 0.3, 0.5, 0.7, 1)" in err

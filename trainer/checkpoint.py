@@ -41,6 +41,20 @@ FOLDER = "checkpoints"
 LATEST = "LATEST"
 
 
+def cuda_rng_state() -> list[torch.Tensor] | None:
+    """Every GPU's RNG state where CUDA is available (dropout or sampling on the GPU resumes
+    bit-for-bit), else None."""
+    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """The CPU RNG, and the GPUs' where the checkpoint holds them and CUDA is available."""
+    torch.set_rng_state(state["torch_rng"])
+    cuda = state.get("cuda_rng")
+    if cuda is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
+
+
 def period_dir(out_dir: Path, period: int) -> Path:
     return out_dir / FOLDER / f"period-{period:06d}"
 

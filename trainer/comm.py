@@ -96,6 +96,41 @@ class TorchGroup(SteppedCollectives):
         self.all_reduce_sum_(torch.zeros(1, device=device_of(self.handle)))
 
 
+class StagedGroup:
+    """A gloo group that takes tensors on any device: each collective copies them to the CPU, runs
+    there and copies the result back (islands that share a GPU cannot share an NCCL group)."""
+
+    def __init__(self, group: TorchGroup):
+        self.group = group
+        self.rank, self.size = group.rank, group.size
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.group, name)
+
+    def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
+        device = chunks[0].device
+        return [chunk.to(device) for chunk in self.group.all_to_all([chunk.cpu() for chunk in chunks])]
+
+    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        return [part.to(tensor.device) for part in self.group.all_gather(tensor.cpu())]
+
+    def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
+        staged = tensor.cpu()
+        self.group.all_reduce_sum_(staged)
+        tensor.copy_(staged)
+
+    def broadcast_(self, tensor: torch.Tensor, src: int = 0) -> None:
+        staged = tensor.cpu()
+        self.group.broadcast_(staged, src)
+        tensor.copy_(staged)
+
+    def all_gather_object(self, value: Any) -> list[Any]:
+        return self.group.all_gather_object(value)
+
+    def barrier(self) -> None:
+        self.group.barrier()
+
+
 def device_of(handle: Any) -> torch.device:
     backend = dist.get_backend(handle)
     return torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")

@@ -2,9 +2,9 @@
 
 Whole files are held out for validation. The rest is split into one shard per island, either IID
 (the text cut into chunks dealt round-robin to the islands) or non-IID (whole files per island, in
-path order, so each island sees different packages). Inside an island every rank samples random
-windows from the island's shard with its own generator, whose state is the data position saved in a
-checkpoint.
+path order, so each island sees different packages). Each island reads its shard in epochs of
+whole windows in a seeded random order, no window twice within an epoch (``BatchSampler``), its
+ranks sharing the order; the sampler's state is the data position saved in a checkpoint.
 
 The standard-library corpus depends on the Python version: machines of a multi-machine run must
 use the same one (or pass the same ``trainer.data_path``).
@@ -167,31 +167,62 @@ def windows(text: torch.Tensor, offsets: torch.Tensor, block_size: int,
 
 
 class BatchSampler:
-    """Random windows of one shard; the generator state is the data position."""
+    """Windows of one shard in epochs without repeats, as the papers' data loaders read their shards:
+    each epoch cuts the shard into whole windows of ``block_size`` + 1 bytes at a fresh random phase
+    and deals them in a seeded random order; an island's ``ranks`` ranks share the order, rank
+    ``rank`` taking its own ``batch_size`` windows of every step's ``ranks x batch_size``. The state
+    (generator, this epoch's order, the position in it) is the data position."""
 
     def __init__(self, shard: torch.Tensor, batch_size: int, block_size: int, seed: int,
-                 device: torch.device | str = "cpu"):
+                 device: torch.device | str = "cpu", rank: int = 0, ranks: int = 1):
         self.shard = shard
         self.batch_size = batch_size
         self.block_size = block_size
         self.device = device
+        self.rank, self.ranks = rank, ranks
         self.generator = torch.Generator().manual_seed(seed)
+        self.order = torch.zeros(0, dtype=torch.long)
+        self.position = 0
+
+    def new_epoch(self) -> None:
+        """This epoch's window starts: phase + k x block_size for a random phase, in random order."""
+        phase = int(torch.randint(0, self.block_size, (1,), generator=self.generator))
+        windows = max(1, (self.shard.numel() - 1 - phase) // self.block_size)
+        if (windows - 1) * self.block_size + phase + self.block_size + 1 > self.shard.numel():
+            phase = 0  # a shard of about one window: the window from its start
+        self.order = phase + self.block_size * torch.randperm(windows, generator=self.generator)
+        self.position = 0
+
+    def next_offsets(self) -> torch.Tensor:
+        """The step's ``ranks x batch_size`` window starts (across epochs when this one runs out), this
+        rank's part of them."""
+        taken = []
+        needed = self.ranks * self.batch_size
+        while needed:
+            if self.position >= self.order.numel():
+                self.new_epoch()
+            piece = self.order[self.position: self.position + needed]
+            taken.append(piece)
+            self.position += piece.numel()
+            needed -= piece.numel()
+        step = torch.cat(taken)
+        return step[self.rank * self.batch_size: (self.rank + 1) * self.batch_size]
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        high = self.shard.numel() - self.block_size - 1
-        offsets = torch.randint(0, high, (self.batch_size,), generator=self.generator)
-        return windows(self.shard, offsets, self.block_size, self.device)
+        return windows(self.shard, self.next_offsets(), self.block_size, self.device)
 
     def state_dict(self) -> dict:
-        return {"generator": self.generator.get_state()}
+        return {"generator": self.generator.get_state(), "order": self.order.clone(), "position": self.position}
 
     def load_state_dict(self, state: dict) -> None:
         self.generator.set_state(state["generator"])
+        self.order = state["order"].clone()
+        self.position = int(state["position"])
 
 
-def sampler_seed(seed: int, island: int, local_rank: int) -> int:
-    """A distinct, reproducible stream per (island, local rank)."""
-    return seed * 1_000_003 + island * 1_009 + local_rank + 1
+def sampler_seed(seed: int, island: int) -> int:
+    """A distinct, reproducible stream per island (its ranks share it, each taking its own windows)."""
+    return seed * 1_000_003 + island * 1_009 + 1
 
 
 def validation_batches(text: torch.Tensor, count: int, batch_size: int, block_size: int, seed: int,

@@ -30,7 +30,7 @@ import torch.distributed as dist
 
 from islands.errors import UserError
 
-from .comm import TorchGroup
+from .comm import StagedGroup, TorchGroup
 from .config import RunPlan
 from .launch_decoupled import launch_decoupled, run_learner
 from .launch_elastic import launch_elastic, run_elastic_process
@@ -91,7 +91,7 @@ def launch_local(train_args: list[str], plan: RunPlan, master_addr: str = "127.0
     (its syncer wrapped by ``syncer_launch``, which hosts the store at ``master_addr``) by
     ``launch_decoupled.launch_decoupled``."""
     port = port or free_port(master_addr)
-    uses_cuda(plan.spec.device, plan.world_size)  # one line before any process starts
+    uses_cuda(plan.spec.device, plan.ranks_per_island)  # one line before any process starts
     if not plan.schedule.coupled:
         def learner(rank: int) -> tuple[list[str], dict]:
             wrap = island_launch(rank) if island_launch else IslandLaunch()
@@ -138,24 +138,41 @@ def stop_all(children: list[subprocess.Popen]) -> None:
             child.kill()
 
 
-def uses_cuda(choice: str, gpus_needed: int) -> bool:
-    """Whether this host's processes train on CUDA: NCCL needs one GPU per process, so ``auto`` takes
-    CUDA only when the host has a GPU for each of its ``gpus_needed`` processes (every process of the
-    host decides alike), and ``cuda`` without enough GPUs is one clear error."""
+def uses_cuda(choice: str, ranks_per_island: int) -> bool:
+    """Whether this host's processes train on CUDA. Islands may share a GPU (the exchange between
+    islands goes over gloo on CPU-staged tensors, ``torch_groups``); only an island's own ranks, whose
+    gradients NCCL averages, need a GPU each. ``auto`` takes CUDA when the host has that many,
+    ``cuda`` without them is one clear error."""
     available = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if choice == "cuda" and available < gpus_needed:
-        raise UserError(f"trainer.device = \"cuda\": NCCL needs one GPU per process and this host runs "
-                        f"{gpus_needed} processes with {available} GPU(s); set trainer.device = \"cpu\", "
-                        f"or train fewer --workers / trainer.ranks_per_island here")
-    return choice == "cuda" or (choice == "auto" and 0 < gpus_needed <= available)
+    needed = max(1, ranks_per_island)
+    if choice == "cuda" and available < needed:
+        raise UserError(f"trainer.device = \"cuda\": an island's {ranks_per_island} ranks average gradients over "
+                        f"NCCL, one GPU each, and this host has {available} GPU(s); set trainer.device = \"cpu\" "
+                        f"or lower trainer.ranks_per_island")
+    return choice == "cuda" or (choice == "auto" and needed <= available)
 
 
-def pick_device(choice: str, gpu_index: int, gpus_needed: int) -> torch.device:
-    """This process's device; ``gpu_index`` is its GPU on this host when CUDA is used."""
-    if not uses_cuda(choice, gpus_needed):
+def gpu_index(host_index: int, available: int) -> int:
+    """This process's GPU: processes dealt round-robin over the host's GPUs, so islands share GPUs
+    when there are fewer than processes and an island's consecutive ranks (``ranks_per_island`` <=
+    ``available``) land on distinct ones."""
+    return host_index % available
+
+
+def pick_device(choice: str, host_index: int, ranks_per_island: int) -> torch.device:
+    """This process's device; ``host_index`` is its index among its host's processes."""
+    if not uses_cuda(choice, ranks_per_island):
         return torch.device("cpu")
-    torch.cuda.set_device(gpu_index)
-    return torch.device("cuda", gpu_index)
+    index = gpu_index(host_index, torch.cuda.device_count())
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def group_backends(device: torch.device) -> tuple[str, str]:
+    """(the world's and the islands' exchange backend, the backend inside an island): gloo between
+    islands, always (its tensors staged on the CPU, so islands may share a GPU), NCCL inside an island
+    on CUDA."""
+    return "gloo", "nccl" if device.type == "cuda" else "gloo"
 
 
 def host_processes(env: DistEnv) -> tuple[int, int]:
@@ -167,22 +184,25 @@ def host_processes(env: DistEnv) -> tuple[int, int]:
     return env.local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", env.local_rank + 1))
 
 
-def torch_groups(plan: RunPlan, rank: int) -> Groups:
-    """Create every group in the same order on every rank (``new_group`` is collective)."""
+def torch_groups(plan: RunPlan, rank: int, device: torch.device = torch.device("cpu")) -> Groups:
+    """Create every group in the same order on every rank (``new_group`` is collective): the world and
+    the cross-island groups over gloo, their tensors staged on the CPU (``comm.StagedGroup``), the
+    intra-island ones over NCCL on CUDA (``group_backends``)."""
     r, m = plan.ranks_per_island, plan.islands
-    world = TorchGroup(list(range(plan.world_size)), dist.group.WORLD)
+    between, inside = group_backends(device)
+    world = StagedGroup(TorchGroup(list(range(plan.world_size)), dist.group.WORLD))
     groups = Groups(world=world, cross=world)
     for local in range(r):
         ranks = [island * r + local for island in range(m)]
-        handle = dist.new_group(ranks)
+        handle = dist.new_group(ranks, backend=between)
         if rank in ranks:
-            groups.cross = TorchGroup(ranks, handle)
+            groups.cross = StagedGroup(TorchGroup(ranks, handle))
     if r == 1:
         return groups
     for purpose in ("intra_grad", "intra_sync"):
         for island in range(m):
             ranks = list(range(island * r, island * r + r))
-            handle = dist.new_group(ranks)
+            handle = dist.new_group(ranks, backend=inside)
             if rank in ranks:
                 setattr(groups, purpose, TorchGroup(ranks, handle))
     return groups
@@ -195,13 +215,13 @@ def run_process(plan: RunPlan, env: DistEnv, out_dir: Path | None, resume_dir: P
         raise UserError(f"WORLD_SIZE={env.world_size}, but the scenario needs {plan.islands} islands x "
                         f"{plan.ranks_per_island} trainer.ranks_per_island = {plan.world_size} processes")
     if not plan.schedule.coupled:
-        return run_learner(plan, env.rank, pick_device(plan.spec.device, *host_processes(env)))
+        return run_learner(plan, env.rank, pick_device(plan.spec.device, host_processes(env)[0], 1))
     if plan.elastic:
         return run_elastic_process(plan, env.rank, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
                                    out_dir, resume_dir, stop_after, default_out)
     torch.set_num_threads(1)
-    device = pick_device(plan.spec.device, *host_processes(env))
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=env.rank,
+    device = pick_device(plan.spec.device, host_processes(env)[0], plan.ranks_per_island)
+    dist.init_process_group(group_backends(device)[0], rank=env.rank,
                             world_size=env.world_size, timeout=timedelta(seconds=plan.spec.timeout_s))
     try:
         return train_in_group(plan, env.rank, device, out_dir, resume_dir, stop_after, default_out)
@@ -214,7 +234,7 @@ def run_process(plan: RunPlan, env: DistEnv, out_dir: Path | None, resume_dir: P
 
 def train_in_group(plan: RunPlan, rank: int, device: torch.device, out_dir: Path | None, resume_dir: Path | None,
                    stop_after: int | None, default_out: Callable[[], Path]) -> dict | None:
-    groups = torch_groups(plan, rank)
+    groups = torch_groups(plan, rank, device)
     groups.cross = paced_from_environment(groups.cross, list(range(plan.islands)))
     out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])
     trainer = Trainer(plan, rank, groups, device, out_dir, resume_dir)

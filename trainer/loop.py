@@ -99,7 +99,8 @@ class Trainer:
         self.optimizer = make_inner_optimizer(self.model, plan)
         corpus = corpus or default_corpus(plan)
         self.sampler = BatchSampler(corpus.shards[self.island], spec.batch_size, spec.block_size,
-                                    sampler_seed(spec.seed, self.island, self.local_rank), device)
+                                    sampler_seed(spec.seed, self.island), device, self.local_rank,
+                                    plan.ranks_per_island)
         self.eval_batches = validation_batches(corpus.validation, spec.eval_batches, spec.batch_size,
                                                spec.block_size, spec.seed, device)
         # A gradient exchange happens inside the step that launches it; fragments' after their step.
@@ -114,7 +115,7 @@ class Trainer:
         groups, bits, rule = self.groups, plan.scenario.schedule.bits, aggregation_rule(plan)
         warm_up(sum(p.numel() for p in self.params), plan.islands, groups.intra_sync, bits, rule, device)
         self.start_clock(state)
-        self.exchanger = Exchanger(groups.cross, groups.intra_sync, bits, self.clock, rule)
+        self.exchanger = Exchanger(groups.cross, groups.intra_sync, bits, self.clock, rule, device)
         self.excluded: list[dict[str, Any]] = []
         self.diloco = None if plan.syncs_gradient else DiLoCo(
             self.optimizer, build_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule, spec),
@@ -385,6 +386,7 @@ class Trainer:
             "fragments": [fragment.state_dict() for fragment in self.fragments],
             "diloco": self.diloco.state_dict() if self.diloco else {},
             "sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state(),
+            "cuda_rng": checkpoint.cuda_rng_state(),
             "clock_s": self.clock.now(), "trace_rows": [list(row) for row in self.recorder.rows],
             "eval_losses": [list(pair) for pair in self.eval_losses], "excluded": self.excluded,
             **self.world.state_dict(),
@@ -399,7 +401,7 @@ class Trainer:
         if self.diloco:
             self.diloco.load_state_dict(state.get("diloco", {}))
         self.sampler.load_state_dict(state["sampler"])
-        torch.set_rng_state(state["torch_rng"])
+        checkpoint.restore_rng(state)
         self.eval_losses = [(int(step), float(loss)) for step, loss in state["eval_losses"]]
         self.excluded = list(state["excluded"])
         self.world.load_state(state)

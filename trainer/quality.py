@@ -6,12 +6,20 @@ steps per worker with the same workers, so each point and its DDP baseline see t
 final evaluation loss of each becomes a ``ProfilePoint``; ``analysis.quality_profile`` prices any
 setting from them. Runs go one after the
 other: each already uses M processes, and a 2-core machine has no cores to spare.
+
+The regime is stated before the first run: the steps per worker (by default the fewest that give
+every point ``MIN_OUTER_STEPS`` outer steps and end on an outer step at every H) and each H's outer
+steps; a point with fewer is marked wherever it is shown. With ``tune_outer_lr`` every point is
+trained once per outer learning rate of ``OUTER_LR_SWEEP`` and the best kept, as the papers tune the
+outer learning rate per setting (Charles et al. 2025, arXiv:2503.09799, section 3: a sweep per model
+size and M; DiLoCo 2023 likewise for its outer optimizers).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import sys
 import tempfile
@@ -19,7 +27,7 @@ import time
 from pathlib import Path
 
 from islands.analysis.progress import ProgressBar
-from islands.analysis.quality_profile import ProfilePoint, QualityProfile
+from islands.analysis.quality_profile import MIN_OUTER_STEPS, ProfilePoint, QualityProfile
 from islands.errors import UserError
 from islands.scenarios import load
 from islands.schedules import DDP, GRADIENT, SCHEDULES
@@ -31,6 +39,36 @@ from .tracing import read_output
 GRID_KEYS = {"algorithm": "schedule.algorithm", "inner_steps": "schedule.inner_steps", "workers": None,
              "bits": "schedule.bits", "fragments": "schedule.fragments"}
 Point = dict[str, "int | str"]
+# The outer learning rates a tuned point tries: around each optimizer's default (OUTER_DEFAULTS).
+OUTER_LR_SWEEP = {"nesterov": (0.3, 0.5, 0.7, 1.0), "adamw": (3e-4, 1e-3, 3e-3, 1e-2), "average": (1.0,)}
+
+
+def default_steps(inner_steps: tuple[int, ...]) -> int:
+    """The fewest steps per worker giving every H at least ``MIN_OUTER_STEPS`` outer steps, a
+    multiple of every H (each run ends on an outer step)."""
+    unit = math.lcm(*inner_steps)
+    return -(-MIN_OUTER_STEPS * max(inner_steps) // unit) * unit
+
+
+def check_steps(steps: int, inner_steps: tuple[int, ...]) -> None:
+    """One line for an H beyond the run, or steps that do not end on an outer step."""
+    beyond = [h for h in inner_steps if h > steps]
+    if beyond:
+        raise UserError(f"--steps {steps}: H = {beyond[0]} is beyond the run's {steps} inner steps per worker "
+                        f"(no outer step); raise --steps to {default_steps(inner_steps)} or drop that H")
+    bad = [h for h in inner_steps if steps % h]
+    if bad:
+        raise UserError(f"--steps {steps}: must be a multiple of every H in the grid, so that each run ends "
+                        f"on an outer step (not of {', '.join(map(str, bad))})")
+
+
+def regime(steps: int, inner_steps: tuple[int, ...]) -> str:
+    """The line that states the regime every point is measured in."""
+    outer = ", ".join(f"H = {h}: {steps // h}" for h in inner_steps)
+    few = [h for h in inner_steps if steps // h < MIN_OUTER_STEPS]
+    mark = (f"; H = {', '.join(map(str, few))} below {MIN_OUTER_STEPS} outer steps: marked, outside the "
+            "papers' regime") if few else ""
+    return f"quality: {steps} inner steps per worker for every run, DDP at equal tokens; outer steps {outer}{mark}"
 
 
 def parse_grid(items: list[str]) -> dict[str, tuple]:
@@ -116,9 +154,10 @@ def point_fragments(scenario_name: str, overrides: list[str], point: Point, step
 
 
 def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tuple],
-                    steps: int, progress: ProgressBar | None = None) -> QualityProfile:
-    """Train the grid (see the module docstring) and return its profile; ``progress`` counts the runs
-    and shows each one's loss (default: a bar on stderr)."""
+                    steps: int | None, tune_outer_lr: bool = False,
+                    progress: ProgressBar | None = None) -> QualityProfile:
+    """Train the grid (see the module docstring) and return its profile (``steps`` None: the default);
+    ``progress`` counts the runs and shows each one's loss (default: a bar on stderr)."""
     base = load(scenario_name, overrides)
     algorithm = base.schedule.algorithm
     if "algorithm" not in grid and SCHEDULES[algorithm].exchanged == GRADIENT:
@@ -131,26 +170,28 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
     if outside:
         raise UserError(f"--grid workers: each M must be between 2 and the scenario's {base.worker_count} workers "
                         f"(got {', '.join(map(str, outside))}; raise island.N.replicas for more)")
-    bad = [h for h in axes["inner_steps"] if steps % h]
-    if bad:
-        raise UserError(f"--steps {steps}: must be a multiple of every H in the grid, so that each run ends "
-                        f"on an outer step (not of {', '.join(map(str, bad))})")
+    steps = steps or default_steps(axes["inner_steps"])
+    check_steps(steps, axes["inner_steps"])
+    sweep = OUTER_LR_SWEEP[base.trainer.outer_optimizer] if tune_outer_lr else (None,)
     points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
     fragments = [point_fragments(scenario_name, overrides, point, steps) for point in points]  # refused up front
-    total = len(axes["workers"]) + len(points)
+    total = len(axes["workers"]) + len(points) * len(sweep)
     measured: list[ProfilePoint] = []
     progress = progress or ProgressBar("quality: runs trained")
+    progress.note(regime(steps, axes["inner_steps"]))
     progress(0, total)
     with tempfile.TemporaryDirectory(prefix="islands-quality-") as folder:
         done = 0
 
-        def train(point: Point, name: str) -> dict:
+        def train(point: Point, name: str, outer_lr: float | None = None) -> dict:
             nonlocal done
             started = time.monotonic()
-            run = trained(scenario_name, [*overrides, *run_overrides(point, steps, name)],
+            tuned = [] if outer_lr is None else [f"trainer.outer_lr={outer_lr:g}"]
+            run = trained(scenario_name, [*overrides, *run_overrides(point, steps, name), *tuned],
                           point["workers"], Path(folder) / f"run-{done}")
             done += 1
             shown = ", ".join(f"{key} {value}" for key, value in point.items())
+            shown += "" if outer_lr is None else f", outer lr {outer_lr:g}"
             progress.note(f"quality: {done} of {total}: {name} ({shown}): eval loss {run['final_eval_loss']:.4f} "
                           f"({time.monotonic() - started:.0f} s)")
             progress(done, total)
@@ -158,8 +199,11 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
 
         baselines = {m: train({"workers": m}, DDP.name) for m in axes["workers"]}
         for point, count in zip(points, fragments):
-            run = train(point, str(point["algorithm"]))
-            measured.append(ProfilePoint(steps=steps, eval_loss=run["final_eval_loss"],
+            losses = {lr: train(point, str(point["algorithm"]), lr)["final_eval_loss"] for lr in sweep}
+            best = min(losses, key=losses.get)
+            if tune_outer_lr:
+                progress.note(f"quality: outer lr {best:g} won at {point} (of {', '.join(f'{lr:g}' for lr in sweep)})")
+            measured.append(ProfilePoint(steps=steps, eval_loss=losses[best], outer_lr=best,
                                          ddp_eval_loss=baselines[point["workers"]]["final_eval_loss"],
                                          **{**point, "fragments": count}))
     progress.close()

@@ -59,13 +59,16 @@ class Exchanger:
     """Averages flat fp32 tensors over the islands, one at a time, on one background thread."""
 
     def __init__(self, cross: Group, intra: Group | None, bits: int, clock: Clock,
-                 rule: AggregationRule = AggregationRule()):
+                 rule: AggregationRule = AggregationRule(), device: torch.device | str = "cpu"):
+        """``device``: the training thread's; the exchange thread makes it its own current CUDA device
+        (a new thread starts on GPU 0, where NCCL calls and new tensors would otherwise go)."""
         self.cross = cross
         self.intra = intra
         self.bits = bits
         self.clock = clock
         self.rule = rule
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="islands-sync")
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="islands-sync",
+                                       initializer=use_device, initargs=(torch.device(device),))
 
     def launch(self, flat: torch.Tensor) -> Future:
         """Start averaging ``flat``; the future's result is an ``Exchange``."""
@@ -100,6 +103,12 @@ class Exchanger:
         self.pool.shutdown(wait=True)
 
 
+def use_device(device: torch.device) -> None:
+    """Make ``device`` this thread's current CUDA device (nothing on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+
+
 def warm_up(values: int, members: int, intra: Group | None, bits: int, rule: AggregationRule,
             device: torch.device | str) -> None:
     """Run the exchange path once, before the clock starts, on zeros of ``values`` values (the whole
@@ -109,6 +118,6 @@ def warm_up(values: int, members: int, intra: Group | None, bits: int, rule: Agg
     sync at the validation's scale). What a first exchange still pays on fresh TCP connections is
     not warmed up here."""
     echo_intra = Echo(intra.size) if intra is not None else None
-    exchanger = Exchanger(Echo(members), echo_intra, bits, Clock(), rule)
+    exchanger = Exchanger(Echo(members), echo_intra, bits, Clock(), rule, device)
     exchanger.exchange(torch.zeros(values, device=device))
     exchanger.close()

@@ -10,7 +10,10 @@ more than 8 replicas, an update rule no table measured), and the tokens it needs
 
 ``--grid inner_steps=10,30,100 --grid workers=2,4`` (also ``algorithm``, ``bits``, ``fragments``) trains the
 scenario's own model instead: for each M one DDP run, and the scenario's schedule at every grid
-point, all ``--steps`` inner steps long, and measures each final evaluation loss against DDP's. The
+point, all ``--steps`` inner steps long (default: the fewest giving every H at least 20 outer steps;
+a point with fewer is marked as outside the papers' regime), and measures each final evaluation
+loss against DDP's at equal tokens. ``--tune-outer-lr`` trains every point at a small sweep of outer
+learning rates and keeps the best, as the papers do, saying which won. The
 measured profile then overrides the prior (``--save FILE.json`` keeps it; ``--profile FILE.json``
 uses a kept one). ``--json`` prints everything as one object.
 """
@@ -24,7 +27,6 @@ from islands.errors import UserError
 
 from .common import path_text, read_source
 
-DEFAULT_STEPS = 300
 MAX_STEPS = 100_000
 
 
@@ -38,7 +40,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                         help="train this grid for real (algorithm, inner_steps, workers, bits, fragments); repeatable")
     parser.add_argument("--steps", type=int, default=None, metavar="N",
-                        help=f"inner steps per worker of every grid run (default {DEFAULT_STEPS})")
+                        help="inner steps per worker of every grid run (default: the fewest giving every H "
+                             "at least 20 outer steps)")
+    parser.add_argument("--tune-outer-lr", action="store_true",
+                        help="train every grid point at a small sweep of outer learning rates, keep the best")
     parser.add_argument("--save", metavar="FILE.json", type=path_text, help="write the measured profile here")
     parser.add_argument("--profile", metavar="FILE.json", type=path_text, help="price with a profile saved by --save")
     parser.add_argument("--json", action="store_true", help="print the estimates as one JSON object")
@@ -53,6 +58,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UserError("--grid measures a profile and --profile reads one: give one of them")
     if args.save and not args.grid:
         raise UserError("--save writes the profile that --grid measures: add --grid")
+    if args.tune_outer_lr and not args.grid:
+        raise UserError("--tune-outer-lr tunes the runs that --grid trains: add --grid")
     if args.steps is not None and not args.grid:
         raise UserError("--steps is the length of each --grid run: add --grid")
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
@@ -81,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
         bar = ProgressBar("quality: runs trained")
         try:
-            profile = measure_profile(args.scenario, args.overrides, parse_grid(args.grid),
-                                      args.steps or DEFAULT_STEPS, bar)
+            profile = measure_profile(args.scenario, args.overrides, parse_grid(args.grid), args.steps,
+                                      args.tune_outer_lr, bar)
         finally:
             bar.close()  # the bar's line ends before any error
         if args.save:
@@ -120,9 +127,11 @@ def text(scenario, estimates, profile, schedules) -> str:
         lines.append(f"measured on {profile.scenario}'s model ({profile.model_parameters:,} parameters), "
                      "final eval loss against DDP's after the same inner steps:")
         for p in profile.points:
+            tuned = "" if p.outer_lr is None else f"  (outer lr {p.outer_lr:g} won)"
+            mark = f"  [{p.regime_mark()}]" if p.regime_mark() else ""
             lines.append(f"  H {p.inner_steps:>4}  M {p.workers:>2}  bits {p.bits:>2}  P {p.fragments:>2}  "
                          f"{p.algorithm}: {p.eval_loss:.4f} against {p.ddp_eval_loss:.4f}  "
-                         f"{100 * p.relative_to_dp:+.2f}%")
+                         f"{100 * p.relative_to_dp:+.2f}%{tuned}{mark}")
         lines.append("")
     lines.append(f"{scenario.name}: {scenario.model.parameters:.3g} parameters, {scenario.worker_count} workers; "
                  f"evaluation loss at equal tokens (the papers' C4 set-up), by {source}")
