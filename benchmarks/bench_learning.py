@@ -21,7 +21,7 @@ import torch
 
 from islands.scenarios import from_dict
 from islands.scenarios.trainer_keys import TRAINER_KEYS
-from islands.trainer.config import make_plan
+from islands.trainer.config import make_run_plan
 from islands.trainer.inprocess import run_threads, thread_groups
 from islands.trainer.data import BatchSampler, sampler_seed, validation_batches
 from islands.trainer.loop import Trainer, default_corpus, learning_rate, make_inner_optimizer, model_config
@@ -38,7 +38,7 @@ def plan_for(algorithm: str, workers: int, inner_steps: int, steps: int, trainer
                              "bits": 32},
                 "island": [{"name": "a", "replicas": workers, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
                 "trainer": {"eval_batches": EVAL_BATCHES, "checkpoint_every": 0, **trainer}}
-    return make_plan(from_dict(document))
+    return make_run_plan(from_dict(document))
 
 
 def final_loss(plan) -> float:

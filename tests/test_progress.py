@@ -122,8 +122,10 @@ def test_quality_grid_shows_each_run_and_the_count(monkeypatch, capsys):
                         lambda name, overrides, workers, out: {"final_eval_loss": next(losses), "parameters": 1000})
     assert main(["quality", "worked-example", "--grid", "inner_steps=50,100", "--steps", "100"]) == 0
     lines = capsys.readouterr().err.splitlines()
-    assert lines[0].startswith("quality: runs trained: 0 of 3 done")
-    assert lines[1].startswith("quality: 1 of 3: ddp (workers 2): eval loss 3.0000")
+    assert lines[0] == ("quality: 100 inner steps per worker for every run, DDP at equal tokens; outer steps "
+                        "H = 50: 2, H = 100: 1; H = 50, 100 below 20 outer steps: marked, outside the papers' regime")
+    assert lines[1].startswith("quality: runs trained: 0 of 3 done")
+    assert lines[2].startswith("quality: 1 of 3: ddp (workers 2): eval loss 3.0000")
     assert [line.split(",")[0] for line in lines if line.startswith("quality: runs trained")] == \
         [f"quality: runs trained: {done} of 3 done" for done in range(4)]
 
@@ -161,6 +163,7 @@ def test_a_failed_quality_run_ends_the_bar_before_the_error(monkeypatch):
     monkeypatch.setattr("sys.stderr", screen)
     monkeypatch.setattr("islands.trainer.quality.trained", fails)
     assert main(["quality", "worked-example", "--grid", "inner_steps=50", "--steps", "100"]) == 2
-    bar, error = screen.getvalue().split("\n")[:2]
+    regime, bar, error = screen.getvalue().split("\n")[:3]
+    assert regime.startswith("quality: 100 inner steps per worker for every run")
     assert bar.startswith("\rquality: runs trained [") and "] 0/2 " in bar
     assert "the quality run failed" in error

@@ -56,7 +56,7 @@ def test_a_set_outer_lr_is_kept_and_averaging_refuses_one():
 
 
 def tiny_trainers(**trainer):
-    from islands.trainer.config import make_plan
+    from islands.trainer.config import make_run_plan
     from islands.trainer.inprocess import run_threads, thread_groups
     from islands.trainer.loop import Trainer, default_corpus
 
@@ -65,7 +65,7 @@ def tiny_trainers(**trainer):
                 "island": [{"name": "a", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
                 "trainer": {"n_layer": 1, "n_head": 1, "n_embd": 8, "block_size": 8, "batch_size": 2,
                             "corpus_bytes": 30_000, "eval_batches": 1, "warmup_steps": 2, **trainer}}
-    plan = make_plan(from_dict(document))
+    plan = make_run_plan(from_dict(document))
     groups, corpus = thread_groups(2, 1), default_corpus(plan)
     return plan, run_threads(2, lambda rank: Trainer(plan, rank, groups[rank], corpus=corpus))
 
