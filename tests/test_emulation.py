@@ -251,8 +251,11 @@ def test_links_are_built_as_specified_and_removed_on_normal_exit(no_leftovers):
         assert "default" not in net.run(["ip", "-n", wan.namespace(0), "route", "show"])
 
 
+# Ctrl+C as at a terminal: a suite started in the background (no job control) starts its children
+# with SIGINT ignored, and Python then raises no KeyboardInterrupt
 OWNER = textwrap.dedent("""
-    import subprocess, sys, time
+    import signal, subprocess, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from islands.emulation import EmulatedWAN, LinkSpec
     with EmulatedWAN([LinkSpec(0, 1e8, 1e8), LinkSpec(1, 1e8, 1e8)], sys.argv[1]) as wan:
         worker = subprocess.Popen(wan.command_prefix(1) + ["sleep", "60"])
