@@ -212,6 +212,27 @@ def read_bounded_text(path: str | Path, what: str, limit_bytes: int = MAX_INPUT_
         raise UserError(f"{path}: this {what} is not UTF-8 text (byte {exc.start})") from None
 
 
+def read_bounded_json(path: str | Path, what: str) -> Any:
+    """The JSON document in the file ``path`` (a ``what``), read bounded (``parse_json``)."""
+    return parse_json(read_bounded_text(path, what), path, what)
+
+
+def parse_json(text: str, path: str | Path, what: str, constant_hint: str = "") -> Any:
+    """The JSON document ``text`` read from ``path`` (a ``what``): bad syntax, a number too long to
+    convert, nesting too deep, and NaN or Infinity (no numbers in JSON) are one ``UserError`` each.
+    ``constant_hint`` follows the NaN message (e.g. what the writer writes instead)."""
+
+    def refuse_constant(name: str) -> None:
+        raise UserError(f"{path}: holds {name}, which is no number in JSON{constant_hint}")
+
+    try:
+        return json.loads(text, parse_constant=refuse_constant)
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply to be a {what}") from None
+    except ValueError as error:  # json.JSONDecodeError is one, as is an integer too long to convert
+        raise UserError(f"{path}: not valid JSON ({error})") from None
+
+
 def same_file(first: str | Path, second: str | Path) -> bool:
     """Whether two paths name one file: the same resolved path, or (both existing) the same inode."""
     if Path(first).resolve() == Path(second).resolve():

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from islands.errors import UserError
-from islands.io import read_bounded_text
+from islands.io import read_bounded_json
 
 from .calibration import Calibration
 
@@ -72,13 +72,7 @@ def check_keys(calibration: Calibration, path: Path) -> None:
 
 
 def parse(path: Path) -> dict[str, Any]:
-    def refuse_constant(name: str) -> None:
-        raise UserError(f"{path}: holds {name}, which is no number in JSON")
-
-    try:
-        document = json.loads(read_bounded_text(path, "calibration"), parse_constant=refuse_constant)
-    except ValueError as error:
-        raise UserError(f"{path}: not valid JSON ({error})") from None
+    document = read_bounded_json(path, "calibration")
     if not isinstance(document, dict):
         raise UserError(f"{path}: must hold one JSON object, the calibration islands validate wrote")
     return document

@@ -13,7 +13,6 @@ where the cut left a line that parses (``...,1`` of ``...,12``).
 from __future__ import annotations
 
 import io
-import json
 import math
 import warnings
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from islands.errors import UserError
-from islands.io import read_bounded_text
+from islands.io import parse_json, read_bounded_text
 from islands.trace import COLUMNS, check_frame, to_frame
 
 RUN_FILES = ("summary.json", "run.json", "trace.csv")
@@ -77,14 +76,7 @@ def read_json(path: Path) -> dict[str, Any]:
     text = read_bounded_text(path, "run file")
     if not text.strip():
         raise UserError(f"{path}: is empty: the run did not finish writing it")
-
-    def refuse_constant(name: str) -> None:
-        raise UserError(f"{path}: holds {name}, which is no number in JSON (islands train writes null)")
-
-    try:
-        document = json.loads(text, parse_constant=refuse_constant)
-    except ValueError as error:  # json.JSONDecodeError is one
-        raise UserError(f"{path}: not valid JSON ({error})") from None
+    document = parse_json(text, path, "run file", " (islands train writes null)")
     if not isinstance(document, dict):
         raise UserError(f"{path}: must hold one JSON object")
     return document
