@@ -9,7 +9,7 @@ and ``tc`` commands: namespaces, veth pairs, tbf), ``state`` (who owns which nam
 after a dead owner), ``probe`` (one TCP transfer's achieved rate), ``shaper`` (in-process pacing,
 where the kernel cannot shape, and the pacer handed to worker processes) and ``wan`` (``open_wan``,
 ``EmulatedWAN`` and ``python -m islands.emulation check|cleanup``). The trainer's side is
-``islands.trainer.paced``, which wraps the cross-island collectives in a pacer.
+``islands.trainer.runtime.paced``, which wraps the cross-island collectives in a pacer.
 """
 
 from __future__ import annotations

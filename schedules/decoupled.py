@@ -16,7 +16,7 @@ the syncer merges what it holds, below the quorum if need be (``no_report_can_ar
 
 The merge weights a learner's pseudo-gradient by its tokens processed times its tokens per step
 (the paper's token weighting), optionally with radial-directional averaging
-(``trainer.aggregation``, ``trainer/merge.py``); the simulator prices only when bytes move and who
+(``trainer.aggregation``, ``trainer/decoupled/merge.py``); the simulator prices only when bytes move and who
 waits. Both executors take the grace window from ``grace_window_s``.
 """
 

@@ -14,7 +14,7 @@ just arrived: for worker m at round t
 at round t + 1's, one period later: training never waits for an exchange that one period of
 compute covers. The last round's outer step takes its proxy and nothing consumes its average, so
 it is not exchanged: T outer steps make (T - 1) * P exchanges. Each worker holds its own global
-weights and outer optimizer state (``trainer/diloco.py``, ``EagerFragmentSync``).
+weights and outer optimizer state (``trainer/core/diloco.py``, ``EagerFragmentSync``).
 """
 
 from __future__ import annotations

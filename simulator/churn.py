@@ -10,7 +10,7 @@
   is dropped (``dropped_members``), and the others wait for its part until they notice, so the
   collective ends no sooner than ``detection_timeout_s`` after the departure. Unless no member
   holding the state is left: then it breaks.
-* Joining (the trainer's rule, ``trainer/joining.py``; a Decoupled DiLoCo learner fetches the global
+* Joining (the trainer's rule, ``trainer/elastic/joining.py``; a Decoupled DiLoCo learner fetches the global
   state from the syncer instead and goes on from its own outer step, ``syncer.py``): the worker
   downloads the global state
   (parameters * bytes_per_param) from the lowest present worker in the background, over that

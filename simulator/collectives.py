@@ -13,7 +13,7 @@ participant's uplink and downlink with 2(M-1)/M * S bytes each, after 2(M-1) * a
 on its links it takes exactly T, and when transfers overlap the flow model shares the links.
 
 Robust aggregation (``trainer.aggregation = "median" | "trimmed_mean"``) needs every member's whole
-payload, so the trainer all-gathers them around the same ring (``trainer/comm.py``
+payload, so the trainer all-gathers them around the same ring (``trainer/core/comm.py``
 ``SteppedCollectives.all_gather``): M-1 neighbour steps, in each of which every worker sends one whole
 payload S to its successor. Per worker that is (M-1) * S bytes each way, and
 

@@ -25,7 +25,7 @@ ERROR_LINE = re.compile(r"^[\w-]+: error: ")  # what a command prints on bad inp
 SECTIONS = ("model", "schedule", "network", "syncer", "island", "region", "backbone", "latency", "event",
             "trainer")
 # a key as the docs name it: `schedule.inner_steps`, `island.0.latency_ms`, `island.*.bandwidth_gbps`,
-# `island.eu.latency_ms`; not a module (`islands.trainer.results`) nor a file (`network.py`)
+# `island.eu.latency_ms`; not a module (`islands.trainer.launch`) nor a file (`network.py`)
 KEY = re.compile(r"(?<![\w./-])(?P<section>" + "|".join(SECTIONS) + r")\.(?:(?:\d+|\*|[a-z][\w-]*)\.)?"
                  r"(?!(?:py|md|toml|csv|json)\b)(?P<key>[a-z][a-z0-9_]*)\b(?![\w(/-])")
 

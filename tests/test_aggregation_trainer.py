@@ -10,8 +10,8 @@ import pytest
 from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.simulator import simulate
-from islands.trainer.config import make_run_plan
-from islands.trainer.quantize import padded_length
+from islands.trainer.kinds import make_run_plan
+from islands.trainer.core.quantize import padded_length
 from test_trainer_loop import finish_all, in_threads, plan_for, trainers_for
 
 ISLANDS = 3

@@ -14,7 +14,7 @@ from islands.errors import UserError
 from islands.scenarios import load
 from islands.schedules import SCHEDULES
 from islands.commands.quality import text
-from islands.trainer.quality import check_steps, default_steps, parse_grid, regime
+from islands.analysis.quality_runs import check_steps, default_steps, parse_grid, regime
 
 
 def point(h: int, m: int, loss: float, ddp: float = 2.0, algorithm: str = "diloco") -> ProfilePoint:
@@ -162,7 +162,7 @@ def test_a_profile_without_outer_lr_still_reads_and_one_with_it_keeps_it(tmp_pat
 
 
 def test_tuning_the_outer_lr_keeps_the_best_of_the_sweep_and_says_which_won(monkeypatch, capsys):
-    from islands.trainer import quality
+    from islands.analysis import quality_runs as quality
 
     def fake_trained(scenario_name, overrides, workers, out_dir):
         lr = next((float(o.split("=")[1]) for o in overrides if o.startswith("trainer.outer_lr=")), None)

@@ -9,8 +9,8 @@ from islands.errors import UserError
 from islands.scenarios import load
 from islands.schedules import EAGER
 from islands.simulator import simulate
-from islands.trainer.diloco import DiLoCo
-from islands.trainer.outer import Fragment
+from islands.trainer.core.diloco import DiLoCo
+from islands.trainer.core.outer import Fragment
 from test_trainer_diloco import AVERAGE, Board, FakeTransport, global_, plan_of, point, set_local
 from test_trainer_loop import finish_all, in_threads, plan_for, trainers_for
 

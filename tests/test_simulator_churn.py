@@ -62,7 +62,7 @@ def test_ddp_departure_mid_allreduce_stalls_until_the_ring_reforms():
 
 
 def test_joiner_downloads_in_the_background_takes_part_in_the_next_sync_then_computes():
-    """The trainer's rule (trainer/joining.py): the download starts at the join, the joiner is one
+    """The trainer's rule (trainer/elastic/joining.py): the download starts at the join, the joiner is one
     more member of the next ring (contributing nothing), then computes from the next outer step."""
     newcomer = {"name": "new", "step_time_s": 1.0, "bandwidth_gbps": 0.5, "present": False}
     doc = with_events({"at_s": 10.0, "island": "new", "kind": "join"}, extra_islands=(newcomer,))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from islands.cli import main
-from islands.trainer.config import make_run_plan
+from islands.trainer.kinds import make_run_plan
 from islands.scenarios import from_dict
 from test_trainer_multiprocess import TINY, global_flat, rank_state
 

@@ -15,7 +15,7 @@ import pytest
 
 from islands.scenarios import from_dict
 from islands.simulator import simulate
-from islands.trainer.quantize import encoded_bytes, padded_length
+from islands.trainer.core.quantize import encoded_bytes, padded_length
 from test_trainer_multiprocess import TINY
 
 RUN_TIMEOUT_S = 150

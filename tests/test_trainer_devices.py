@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from islands.errors import UserError
-from islands.trainer import launch
-from islands.trainer import checkpoint
-from islands.trainer.comm import Echo, StagedGroup
-from islands.trainer.launch import DistEnv, gpu_index, group_backends, host_processes, pick_device, uses_cuda
-from islands.trainer.sync import Exchanger
-from islands.trainer.tracing import Clock
-from islands.trainer.robust import contribution_stats
+from islands.trainer.core import checkpoint
+from islands.trainer.core.comm import Echo, StagedGroup
+from islands.trainer.fixed import group_backends
+from islands.trainer.runtime.processes import LAUNCHED_VARIABLE, DistEnv, gpu_index, host_processes, pick_device, uses_cuda
+from islands.trainer.core.sync import Exchanger
+from islands.trainer.core.tracing import Clock
+from islands.trainer.core.robust import contribution_stats
 
 
 @pytest.fixture
@@ -126,9 +126,9 @@ def test_checkpoints_carry_every_gpus_rng_state_when_cuda_is_there(monkeypatch):
 def test_the_local_launcher_gives_each_process_its_own_gpu(monkeypatch):
     """Its processes share one host: the GPU index is the global rank, not the island-local rank."""
     env = DistEnv(rank=3, world_size=4, local_rank=1)
-    monkeypatch.setenv(launch.LAUNCHED_VARIABLE, "1")
+    monkeypatch.setenv(LAUNCHED_VARIABLE, "1")
     assert host_processes(env) == (3, 4)
-    monkeypatch.delenv(launch.LAUNCHED_VARIABLE)
+    monkeypatch.delenv(LAUNCHED_VARIABLE)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     assert host_processes(env) == (1, 2)  # torchrun: one node's processes
 

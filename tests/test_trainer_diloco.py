@@ -1,4 +1,4 @@
-"""DiLoCo around the inner optimizer (``trainer/diloco.py``) over an in-memory transport: no sockets.
+"""DiLoCo around the inner optimizer (``trainer/core/diloco.py``) over an in-memory transport: no sockets.
 The closed forms of one sync, exchanges in flight over a later launch, launches before applies at one
 step, the fault hook and a passive member's kept averages; then the elastic transport over a faked
 membership: launches published, admissions, a passive joiner's wait, a follower's view."""
@@ -14,13 +14,13 @@ import torch
 from torch import nn
 
 from islands.schedules import SyncPoint
-from islands.trainer.diloco import DiLoCo
-from islands.trainer.elastic_transport import ElasticTransport
-from islands.trainer.faults import FAULT_VARIABLE
-from islands.trainer.membership import Progress
-from islands.trainer.outer import Fragment
-from islands.trainer.robust import Verdict
-from islands.trainer.sync import Exchange
+from islands.trainer.core.diloco import DiLoCo
+from islands.trainer.elastic.transport import ElasticTransport
+from islands.trainer.core.faults import FAULT_VARIABLE
+from islands.trainer.elastic.membership import Progress
+from islands.trainer.core.outer import Fragment
+from islands.trainer.core.robust import Verdict
+from islands.trainer.core.sync import Exchange
 
 AVERAGE = SimpleNamespace(outer_optimizer="average")
 NESTEROV = SimpleNamespace(outer_optimizer="nesterov", outer_lr=0.7, outer_momentum=0.9)

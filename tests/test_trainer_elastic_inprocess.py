@@ -10,11 +10,11 @@ import torch
 import torch.distributed as dist
 
 from islands.scenarios import from_dict
-from islands.trainer.config import make_run_plan
-from islands.trainer.elastic import ElasticWorld
-from islands.trainer.inprocess import run_threads
-from islands.trainer.loop import Trainer
-from islands.trainer.membership import Membership, Timing
+from islands.trainer.kinds import make_run_plan
+from islands.trainer.elastic.world import ElasticWorld
+from islands.trainer.core.inprocess import run_threads
+from islands.trainer.core.loop import Trainer
+from islands.trainer.elastic.membership import Membership, Timing
 from test_trainer_loop import TINY, corpus_for, finish_all, global_weights, in_threads, trainers_for
 
 TIMING = Timing(detection_s=2.0, collective_s=30.0)

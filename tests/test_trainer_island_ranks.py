@@ -1,4 +1,4 @@
-"""Elastic runs whose islands have 2 ranks each (``trainer/island.py``): an island leaves and joins as a
+"""Elastic runs whose islands have 2 ranks each (``trainer/runtime/island.py``): an island leaves and joins as a
 whole. MULTI-PROCESS: each run starts 6-8 processes and has a hard timeout; the unit tests below
 start none."""
 
@@ -17,13 +17,13 @@ import torch.distributed as dist
 
 from islands.errors import UserError
 from islands.scenarios import from_dict
-from islands.trainer import faults
-from islands.trainer.checkpoint import PeerFailed
-from islands.trainer.config import make_run_plan
-from islands.trainer.elastic import ElasticWorld
-from islands.trainer.island import IslandRanks
-from islands.trainer.launch_elastic import Fleet
-from islands.trainer.membership import LeftOut
+from islands.trainer.core import faults
+from islands.trainer.core.checkpoint import PeerFailed
+from islands.trainer.kinds import make_run_plan
+from islands.trainer.elastic.world import ElasticWorld
+from islands.trainer.runtime.island import IslandRanks
+from islands.trainer.runtime.fleet import Fleet
+from islands.trainer.elastic.membership import LeftOut
 from test_trainer_churn import LATE_JOINER, PERIODS, SCENARIO, SETS, outputs, train
 from test_trainer_multiprocess import global_flat, rank_state
 
@@ -207,7 +207,7 @@ def test_a_follower_ends_only_once_its_leader_has_written_the_outputs():
 RANK_SCRIPT = """
 import os, sys, torch, torch.distributed as dist
 from datetime import timedelta
-from islands.trainer.island import IslandRanks
+from islands.trainer.runtime.island import IslandRanks
 store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=timedelta(seconds=30))
 ranks = IslandRanks(store, "island/1/test", 1, int(sys.argv[2]), 2)
 if ranks.rank == 1:
@@ -220,7 +220,7 @@ print("not reached")
 END_SCRIPT = """
 import os, sys, torch, torch.distributed as dist
 from datetime import timedelta
-from islands.trainer.island import IslandRanks
+from islands.trainer.runtime.island import IslandRanks
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU, as on a loaded machine
 store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=timedelta(seconds=30))
 ranks = IslandRanks(store, "island/0/test", 0, int(sys.argv[2]), 2)

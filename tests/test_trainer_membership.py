@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from islands.trainer.membership import LeftOut, Membership, Timing, connect
+from islands.trainer.elastic.membership import LeftOut, Membership, Timing
+from islands.trainer.runtime.store import connect
 
 TIMING = Timing(detection_s=0.3, collective_s=1.0)
 

@@ -1,11 +1,11 @@
-"""Decoupled DiLoCo's merge rules (``trainer/merge.py``), computed by hand."""
+"""Decoupled DiLoCo's merge rules (``trainer/decoupled/merge.py``), computed by hand."""
 
 import math
 
 import pytest
 import torch
 
-from islands.trainer.merge import merge, radial_directional, token_weight, weighted_mean
+from islands.trainer.decoupled.merge import merge, radial_directional, token_weight, weighted_mean
 
 
 def test_token_weight_is_tokens_times_tokens_per_step():

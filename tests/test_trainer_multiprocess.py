@@ -130,11 +130,12 @@ class StartedRank:
 
 def test_launch_local_uses_the_given_rendezvous_port_and_island_prefix(monkeypatch):
     from islands.trainer import launch
-    from islands.trainer.config import make_run_plan
-    monkeypatch.setattr(launch.subprocess, "Popen", StartedRank)
+    from islands.trainer.runtime.processes import IslandLaunch
+    from islands.trainer.kinds import make_run_plan
+    monkeypatch.setattr(subprocess, "Popen", StartedRank)
     StartedRank.started.clear()
     plan = make_run_plan(load("worked-example", ["trainer.ranks_per_island=2"]), 2)
-    wrap = lambda island: launch.IslandLaunch(("ip", "netns", "exec", f"ns{island}"), {"ISLAND": str(island)})
+    wrap = lambda island: IslandLaunch(("ip", "netns", "exec", f"ns{island}"), {"ISLAND": str(island)})
     assert launch.launch_local(["x"], plan, "10.213.0.1", wrap, port=29555) == 0
     assert len(StartedRank.started) == plan.world_size
     for rank, (command, env) in enumerate(StartedRank.started):
@@ -146,7 +147,7 @@ def test_launch_local_uses_the_given_rendezvous_port_and_island_prefix(monkeypat
 
 MEMBER = textwrap.dedent("""
     import os, sys, torch, torch.distributed as dist
-    from islands.trainer.comm import TorchGroup
+    from islands.trainer.core.comm import TorchGroup
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=size)
     group = TorchGroup(list(range(size)), dist.group.WORLD)
@@ -164,7 +165,7 @@ MEMBER = textwrap.dedent("""
 
 
 def test_torch_group_collectives_deliver_every_piece_to_the_right_member():
-    from islands.trainer.launch import free_port
+    from islands.trainer.runtime.processes import free_port
     env = {**os.environ, "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port("127.0.0.1"))}
     members = [subprocess.Popen([sys.executable, "-c", MEMBER], env={**env, "RANK": str(rank)}) for rank in range(3)]
     assert [member.wait(timeout=RUN_TIMEOUT_S) for member in members] == [0, 0, 0]

@@ -9,8 +9,8 @@ import torch
 
 from islands.emulation.links import LinkSpec
 from islands.emulation.shaper import InProcessShaper, pacer_config
-from islands.trainer.inprocess import run_threads, thread_groups
-from islands.trainer.paced import PACER_VARIABLE, PacedGroup, paced_from_environment
+from islands.trainer.core.inprocess import run_threads, thread_groups
+from islands.trainer.runtime.paced import PACER_VARIABLE, PacedGroup, paced_from_environment
 
 RATE_BITS_PER_S = 80e6
 LATENCY_S = 0.01

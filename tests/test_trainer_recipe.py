@@ -7,7 +7,7 @@ import torch
 from islands.scenarios import from_dict
 from islands.scenarios.errors import ScenarioError
 from islands.scenarios.trainer_keys import trainer_spec
-from islands.trainer.data import BatchSampler
+from islands.trainer.core.data import BatchSampler
 
 
 def test_an_epoch_deals_every_whole_window_once_and_the_ranks_share_it_out():
@@ -56,9 +56,9 @@ def test_a_set_outer_lr_is_kept_and_averaging_refuses_one():
 
 
 def tiny_trainers(**trainer):
-    from islands.trainer.config import make_run_plan
-    from islands.trainer.inprocess import run_threads, thread_groups
-    from islands.trainer.loop import Trainer, default_corpus
+    from islands.trainer.kinds import make_run_plan
+    from islands.trainer.core.inprocess import run_threads, thread_groups
+    from islands.trainer.core.loop import Trainer, default_corpus
 
     document = {"name": "tiny", "model": {"parameters": 1e5},
                 "schedule": {"algorithm": "diloco", "inner_steps": 3, "outer_steps": 3, "bits": 32},
@@ -73,8 +73,8 @@ def tiny_trainers(**trainer):
 def test_across_an_outer_step_the_inner_adamw_keeps_its_state_and_the_schedule_runs_on():
     """Warm-up once and one cosine over the whole run (not restarted per inner phase); the inner
     optimizer's moments survive the outer step; every island starts from the one new global."""
-    from islands.trainer.inprocess import run_threads
-    from islands.trainer.loop import learning_rate
+    from islands.trainer.core.inprocess import run_threads
+    from islands.trainer.core.loop import learning_rate
 
     plan, trainers = tiny_trainers()
     run_threads(2, lambda rank: trainers[rank].run_steps(3))  # one inner phase, then the outer step

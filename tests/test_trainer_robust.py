@@ -6,12 +6,12 @@ import math
 import pytest
 import torch
 
-from islands.trainer.comm import ThreadHub
-from islands.trainer.inprocess import run_threads
-from islands.trainer.comm import Echo
-from islands.trainer.robust import NORM_CHUNK_VALUES, AggregationRule, combine, contribution_stats, screen
-from islands.trainer.sync import Exchanger
-from islands.trainer.tracing import Clock
+from islands.trainer.core.comm import ThreadHub
+from islands.trainer.core.inprocess import run_threads
+from islands.trainer.core.comm import Echo
+from islands.trainer.core.robust import NORM_CHUNK_VALUES, AggregationRule, combine, contribution_stats, screen
+from islands.trainer.core.sync import Exchanger
+from islands.trainer.core.tracing import Clock
 from test_trainer_loop import finish_all, global_weights, in_threads, plan_for, trainers_for
 
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from islands.scenarios import from_dict
-from islands.trainer.config import make_run_plan
-from islands.trainer.quantize import encode
-from islands.trainer.syncer import Syncer
-from islands.trainer.syncer_wire import from_bytes, key, to_bytes, unpack
-from islands.trainer.tracing import Clock
+from islands.trainer.kinds import make_run_plan
+from islands.trainer.core.quantize import encode
+from islands.trainer.decoupled.syncer import Syncer
+from islands.trainer.decoupled.wire import from_bytes, key, to_bytes, unpack
+from islands.trainer.core.tracing import Clock
 from test_trainer_multiprocess import TINY
 
 OUTER = 3

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from islands.trainer.quantize import encoded_bytes, padded_length
+from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.validation.calibration import (Calibration, exchange_costs, screening_s_per_value,
                                             simulator_overrides, trainer_latency_s)
 from islands.validation.probe import medium_values, tiny_values

@@ -10,7 +10,7 @@ from islands.schedules import SCHEDULES
 from islands.validation.scaling import (ScaleOptions, ring_volume_bytes, scale, scaled_schedule, to_toml,
                                         trainer_model_values, wire_payload_bytes)
 from islands.scenarios import load
-from islands.trainer.quantize import encoded_bytes, padded_length
+from islands.trainer.core.quantize import encoded_bytes, padded_length
 
 BITS_PER_BYTE = 8
 

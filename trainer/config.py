@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from islands.errors import UserError
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.trainer_keys import TrainerSpec
-from islands.schedules import AVERAGE, GRADIENT, Schedule, SyncPoint, schedule_of
+from islands.schedules import GRADIENT, Schedule, SyncPoint, schedule_of
 
 
 @dataclass(frozen=True)
@@ -126,23 +126,9 @@ class RunPlan:
         return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def make_run_plan(scenario: Scenario, workers: int | None = None, data_path: str | None = None) -> RunPlan:
-    all_workers = tuple(scenario.workers())
-    if workers is not None and not 2 <= workers <= len(all_workers):
-        raise UserError(f"--workers {workers}: must be between 2 and the scenario's {len(all_workers)} workers "
-                        f"(raise island.N.replicas for more)")
-    plan = RunPlan(scenario, all_workers[:workers] if workers else all_workers, data_path or "")
-    check_plan(plan)
-    return plan
-
-
-def check_plan(plan: RunPlan) -> None:
+def check_model(plan: RunPlan) -> None:
+    """The model's shape fits its heads and the schedule's fragments."""
     spec, source = plan.spec, plan.scenario.source
-    check_supported(plan.scenario)
-    if not plan.schedule.coupled:
-        check_decoupled(plan)
-    elif plan.elastic:
-        check_elastic(plan)
     if spec.n_embd % spec.n_head:
         raise UserError(f"{source}: trainer.n_embd: must be divisible by trainer.n_head "
                         f"({spec.n_embd} % {spec.n_head} != 0)")
@@ -182,32 +168,6 @@ def check_supported(scenario: Scenario) -> None:
         if getattr(island, "chip_mtbf_s", None):
             raise UserError(f"{source}: island.{index}.chip_mtbf_s: chip failures are simulated only; "
                             f"use [[event]] entries to train with islands that leave and return")
-
-
-def check_decoupled(plan: RunPlan) -> None:
-    """A Decoupled DiLoCo learner is one process (its island's only rank); someone must start."""
-    source = plan.scenario.source
-    if plan.ranks_per_island != 1:
-        raise UserError(f"{source}: trainer.ranks_per_island: a decoupled learner is one process, so it must "
-                        f"be 1 (got {plan.ranks_per_island})")
-    if not plan.initial_members():
-        raise UserError(f"{source}: every island has present = false: no learner starts the run")
-
-
-def check_elastic(plan: RunPlan) -> None:
-    """Churn (events, present = false, trainer.elastic) runs DiLoCo or Streaming DiLoCo; an island of
-    several ranks leaves and joins as a whole."""
-    source = plan.scenario.source
-    if plan.schedule.update != AVERAGE:
-        raise UserError(f"{source}: schedule.algorithm = \"{plan.algorithm}\": under {plan.schedule.label} every "
-                        f"island holds its own global weights, so islands that leave and join (churn, "
-                        f"trainer.elastic) would have no one state to download")
-    if plan.syncs_gradient:
-        raise UserError(f"{source}: schedule.algorithm = \"{plan.algorithm}\": islands that leave and join "
-                        f"(churn, trainer.elastic) train a schedule that exchanges pseudo-gradients (one that "
-                        f"averages the gradient in every step would re-form the group at every step)")
-    if not plan.initial_members():
-        raise UserError(f"{source}: every island has present = false: nobody starts the run")
 
 
 def sync_plan(plan: RunPlan) -> tuple[dict[int, list[SyncPoint]], dict[int, list[SyncPoint]]]:

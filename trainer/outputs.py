@@ -13,9 +13,9 @@ from pathlib import Path
 
 from islands.errors import UserError
 
-from .checkpoint import FOLDER as CHECKPOINTS
-from .elastic_rows import ROWS_FOLDER
-from .tracing import TRACE_FILE
+from .core.checkpoint import FOLDER as CHECKPOINTS
+from .elastic.rows import ROWS_FOLDER
+from .core.tracing import TRACE_FILE
 
 RUN_FILES = ("summary.json", "run.json", "churn.json", TRACE_FILE, "metrics.jsonl")
 RUN_FOLDERS = (CHECKPOINTS, ROWS_FOLDER)

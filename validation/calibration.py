@@ -62,7 +62,7 @@ from typing import NamedTuple
 from islands.errors import UserError
 from islands.io import json_text
 from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan, tbf_burst_bytes
-from islands.trainer.quantize import encoded_bytes, padded_length
+from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.interpolation import log_linear
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 

@@ -23,7 +23,7 @@ from islands.errors import UserError
 from islands.io import json_text, write_table, write_text
 from islands.scenarios import Scenario
 from islands.simulator import SimResult, simulate
-from islands.trainer.config import make_run_plan
+from islands.trainer.kinds import make_run_plan
 
 from .calibration import Calibration, simulator_overrides
 from .churn import churn_figures, train_elastic

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from islands.trainer.launch import rank_environment
-from islands.trainer.launch_elastic import launch_elastic
-from islands.trainer.paced import PACER_VARIABLE
+from islands.trainer.runtime.processes import rank_environment
+from islands.trainer.elastic.launch import launch_elastic
+from islands.trainer.runtime.paced import PACER_VARIABLE
 
 from .compare import Figure, relative_error
 from .run_folder import read_json, read_run
@@ -87,11 +87,11 @@ def churn_figures(predicted: dict, predicted_trace: pd.DataFrame, measured: dict
 
 def main(argv: list[str]) -> int:
     """The launcher inside island 0's namespace: ``SCENARIO OUT SPEC`` (SPEC: JSON from ``train_elastic``)."""
-    from islands.scenarios import load
-    from islands.trainer.config import make_run_plan
+    from islands.scenarios import ScenarioSource
+    from islands.trainer.kinds import make_run_plan
 
     scenario_path, out_dir, spec = argv[0], argv[1], json.loads(argv[2])
-    plan = make_run_plan(load(scenario_path))
+    plan = make_run_plan(ScenarioSource.read(scenario_path).scenario)
 
     def environment(island: int) -> tuple[list[str], dict]:
         launch = spec["islands"][island]

@@ -42,10 +42,10 @@ import torch.distributed as dist
 
 from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile
-from islands.trainer.comm import TorchGroup
-from islands.trainer.paced import paced_from_environment
-from islands.trainer.sync import Exchanger
-from islands.trainer.tracing import Clock
+from islands.trainer.core.comm import TorchGroup
+from islands.trainer.runtime.paced import paced_from_environment
+from islands.trainer.core.sync import Exchanger
+from islands.trainer.core.tracing import Clock
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .calibration import BYTES_PER_LARGE_VALUE, exchange_costs, probe_volume_bytes, rate_and_burst

@@ -33,11 +33,11 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from islands.trainer.comm import TorchGroup
-from islands.trainer.paced import paced_from_environment
-from islands.trainer.quantize import BLOCK_VALUES
-from islands.trainer.sync import Exchanger
-from islands.trainer.tracing import Clock
+from islands.trainer.core.comm import TorchGroup
+from islands.trainer.runtime.paced import paced_from_environment
+from islands.trainer.core.quantize import BLOCK_VALUES
+from islands.trainer.core.sync import Exchanger
+from islands.trainer.core.tracing import Clock
 
 REPEATS = {"tiny": 15, "medium": 5, "large": 5}
 BITS = {"tiny": 32, "medium": 16, "large": 16}

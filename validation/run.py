@@ -24,9 +24,10 @@ import pandas as pd
 from islands.errors import UserError
 from islands.emulation import EmulatedWAN, InProcessShaper, LinkSpec, links_from_workers, open_wan
 from islands.schedules import SCHEDULES
-from islands.trainer.launch import free_port, stop_all, wait_all
-from islands.trainer.paced import PACER_VARIABLE
-from islands.trainer.syncer_wire import SYNCER_VARIABLE
+from islands.trainer.runtime.processes import free_port, stop_all, wait_all
+from islands.trainer.runtime.paced import PACER_VARIABLE
+from islands.trainer.decoupled.wire import SYNCER_VARIABLE
+from islands.trainer.kinds import kind_of
 from islands.units import BITS_PER_GBIT, MS_PER_S
 
 from .run_folder import read_run
@@ -96,7 +97,7 @@ def sent_bytes(wan: EmulatedWAN | InProcessShaper, islands: int) -> list[int] | 
 def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
                  stem: str = VALIDATE_STEM) -> Measured:
     """Train ``scenario_path`` (already scaled) under emulation; outputs go to ``out_dir``."""
-    decoupled = not plan.schedule.coupled
+    decoupled = kind_of(plan).has_syncer
     links = links_from_workers(plan.workers) + ([syncer_link(plan)] if decoupled else [])
     with open_wan(links, prefix=f"{stem}run", kernel=kernel) as wan:
         before = sent_bytes(wan, plan.islands)

@@ -55,7 +55,7 @@ MIN_DETECTION_S = 0.5
 # makes; it must outlast the longest legitimate wait in a collective: a state download or a sync.
 # At least the trainer's default; longer when one scaled outer step (compute and sync) takes longer.
 MIN_COLLECTIVE_TIMEOUT_S = 10.0
-# What the leader's snapshot (``ElasticWorld.state_payload``, ``trainer/joining.py``) sends a joiner
+# What the leader's snapshot (``ElasticWorld.state_payload``, ``trainer/elastic/joining.py``) sends a joiner
 # per exchanged value: the fp32 global weights and the outer optimizer's fp32 momentum (the simulator
 # downloads parameters * bytes_per_param).
 JOIN_STATE_BYTES_PER_VALUE = 8
@@ -91,7 +91,7 @@ def ring_volume_bytes(workers: int, payload_bytes: float) -> float:
 def wire_payload_bytes(layer_values: list[int], schedule: Schedule, fragments: int, workers: int,
                        bits: int) -> float:
     """Bytes of one full exchange as the trainer encodes it (padding and int scales included)."""
-    from islands.trainer.quantize import encoded_bytes, padded_length
+    from islands.trainer.core.quantize import encoded_bytes, padded_length
 
     return sum(encoded_bytes(padded_length(int(values), workers), bits)
                for values in split_by_layer(layer_values, fragments, schedule.fragment_of_layer))
@@ -100,7 +100,7 @@ def wire_payload_bytes(layer_values: list[int], schedule: Schedule, fragments: i
 def trainer_model_values(n_layer: int) -> tuple[list[int], int]:
     """Values per layer of the scaled model, the trainer's GPT (``schedules.layout.layer_of``), and
     how many of them are its embeddings."""
-    from islands.trainer.model import GPTConfig, build_model
+    from islands.trainer.core.model import GPTConfig, build_model
 
     config = GPTConfig(block_size=TRAINER["block_size"], n_layer=n_layer, n_head=TRAINER["n_head"],
                        n_embd=width(n_layer))

@@ -65,7 +65,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         raise UserError(f"--steps {args.steps}: must be 1 to {MAX_STEPS} (every grid point trains this many steps)")
     if args.grid:
-        from islands.trainer.quality import parse_grid
+        from islands.analysis.quality_runs import parse_grid
 
         parse_grid(args.grid)
     if args.save:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     scenario = read_source(args).scenario
     profile = None
     if args.grid:
-        from islands.trainer.quality import measure_profile, parse_grid
+        from islands.analysis.quality_runs import measure_profile, parse_grid
 
         bar = ProgressBar("quality: runs trained")
         try:

@@ -63,8 +63,8 @@ def child_arguments(args: argparse.Namespace, out_dir: Path) -> list[str]:
 def claims_out_dir(env) -> bool:
     """Who checks that --out holds no other run: the local launcher, or under torchrun rank 0 at its
     start (before the rendezvous, so before any rank writes), but not a process that joins later."""
-    from islands.trainer.launch import LAUNCHED_VARIABLE
-    from islands.trainer.launch_elastic import JOIN_VARIABLE
+    from islands.trainer.runtime.fleet import JOIN_VARIABLE
+    from islands.trainer.runtime.processes import LAUNCHED_VARIABLE
 
     if env is None:
         return True
@@ -87,7 +87,7 @@ def check_outputs(args: argparse.Namespace, out_dir: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.trainer.checkpoint import PeerFailed
+    from islands.trainer.core.checkpoint import PeerFailed
 
     try:
         return train(args)
@@ -97,22 +97,23 @@ def run(args: argparse.Namespace) -> int:
 
 def train(args: argparse.Namespace) -> int:
     from islands.errors import UserError
-    from islands.trainer import checkpoint
-    from islands.trainer.config import make_run_plan
-    from islands.trainer.faults import check_environment
+    from islands.trainer.core import checkpoint
+    from islands.trainer.core.faults import check_environment
+    from islands.trainer.core.loop import default_corpus, model_config, shapes_of
+    from islands.trainer.core.model import build_model
+    from islands.trainer.kinds import kind_of, make_run_plan
+    from islands.trainer.launch import launch_local, run_process
     from islands.trainer.outputs import claim_out_dir
-    from islands.trainer.launch import distributed_env, launch_local, run_process
-    from islands.trainer.launch_decoupled import is_syncer, run_syncer
-    from islands.trainer.loop import default_corpus, model_config, shapes_of
-    from islands.trainer.model import build_model
     from islands.trainer.report import print_summary
+    from islands.trainer.runtime.processes import distributed_env
 
     if args.stop_after is not None and args.stop_after < 1:
         raise UserError(f"--stop-after {args.stop_after}: must be >= 1")
     check_environment()
     scenario = read_source(args).scenario
     plan = make_run_plan(scenario, args.workers, args.data)
-    if not plan.schedule.coupled and (args.resume or args.stop_after is not None):
+    kind = kind_of(plan)
+    if not kind.resumes and (args.resume or args.stop_after is not None):
         raise UserError(f"{scenario.source}: schedule.algorithm = \"{plan.algorithm}\": its state lives in the "
                         "syncer and in each learner's own pace, so --resume and --stop-after are not supported")
     resume = Path(args.resume) if args.resume else None
@@ -122,10 +123,7 @@ def train(args: argparse.Namespace) -> int:
         check_outputs(args, out_dir)
         if out_dir != resume:
             claim_out_dir(out_dir, args.force)
-    if is_syncer():
-        run_syncer(plan, out_dir or default_out(scenario.name))
-        return 0
-    if env is not None:
+    if kind.runs_here(env):
         summary = run_process(plan, env, out_dir, resume, args.stop_after, lambda: default_out(scenario.name))
         if summary is not None:
             print_summary(summary)

@@ -29,12 +29,8 @@ from pathlib import Path
 from islands.analysis.progress import ProgressBar
 from islands.analysis.quality_profile import MIN_OUTER_STEPS, ProfilePoint, QualityProfile
 from islands.errors import UserError
-from islands.scenarios import load
+from islands.scenarios import ScenarioSource
 from islands.schedules import DDP, GRADIENT, SCHEDULES
-
-from .config import make_run_plan
-from .launch import launch_local
-from .tracing import read_output
 
 GRID_KEYS = {"algorithm": "schedule.algorithm", "inner_steps": "schedule.inner_steps", "workers": None,
              "bits": "schedule.bits", "fragments": "schedule.fragments"}
@@ -132,8 +128,13 @@ def quiet_stdout():
 
 
 def trained(scenario_name: str, overrides: list[str], workers: int, out_dir: Path) -> dict:
-    """Train once; the run's ``run.json``, which must hold a final evaluation loss."""
-    plan = make_run_plan(load(scenario_name, overrides), workers)
+    """Train once; the run's ``run.json``, which must hold a final evaluation loss. (The trainer is
+    imported here: this folder imports no torch until a run is trained.)"""
+    from islands.trainer.kinds import make_run_plan
+    from islands.trainer.core.tracing import read_output
+    from islands.trainer.launch import launch_local
+
+    plan = make_run_plan(ScenarioSource.read(scenario_name, overrides).scenario, workers)
     arguments = [scenario_name, "--workers", str(workers), *[a for s in overrides for a in ("--set", s)],
                  "--out", str(out_dir)]
     with quiet_stdout():
@@ -150,7 +151,8 @@ def point_fragments(scenario_name: str, overrides: list[str], point: Point, step
     """The fragments a point's run really has (1 for a schedule that does not split the model); the
     loader's one line if the point's settings break the schedule's rules."""
     name = str(point["algorithm"])
-    return SCHEDULES[name].fragments(load(scenario_name, [*overrides, *run_overrides(point, steps, name)]).schedule)
+    scenario = ScenarioSource.read(scenario_name, [*overrides, *run_overrides(point, steps, name)]).scenario
+    return SCHEDULES[name].fragments(scenario.schedule)
 
 
 def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tuple],
@@ -158,7 +160,7 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
                     progress: ProgressBar | None = None) -> QualityProfile:
     """Train the grid (see the module docstring) and return its profile (``steps`` None: the default);
     ``progress`` counts the runs and shows each one's loss (default: a bar on stderr)."""
-    base = load(scenario_name, overrides)
+    base = ScenarioSource.read(scenario_name, overrides).scenario
     algorithm = base.schedule.algorithm
     if "algorithm" not in grid and SCHEDULES[algorithm].exchanged == GRADIENT:
         raise UserError(f"{base.source}: schedule.algorithm: the profile compares a schedule with DDP; "

@@ -4,7 +4,7 @@ Every process runs ``islands train`` with the same arguments. The syncer's has `
 and hosts the run's ``TCPStore`` at MASTER_ADDR:MASTER_PORT (so that, under an emulated WAN, every
 byte to or from it crosses the syncer's link); each learner connects there. Locally,
 ``launch_decoupled`` also plays the scenario's ``[[event]]`` entries as an elastic run does
-(``launch_elastic.Fleet``): a ``leave`` SIGKILLs the learner, a ``join`` starts a new process of it,
+(``runtime.fleet.Fleet``): a ``leave`` SIGKILLs the learner, a ``join`` starts a new process of it,
 which waits for the event's time and catches up from the syncer. When no learner process is left
 it tells the syncer (``over``), which writes the outputs and exits.
 
@@ -17,22 +17,22 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Mapping
 
 import torch
 
-from .config import RunPlan
-from .island import INCARNATION_VARIABLE, incarnation
-from .launch_elastic import JOIN_VARIABLE, Fleet
+from ..config import RunPlan
+from ..runtime.fleet import JOIN_VARIABLE, Fleet
+from ..runtime.island import INCARNATION_VARIABLE, incarnation
+from ..runtime.processes import LocalLaunch, RankRun, check_world_size, host_processes, pick_device, train_command
 from .learner import DecoupledWorld, SyncerLink
-from .loop import Trainer
-from .membership import connect, run_time_s
+from ..core.loop import Trainer
+from ..runtime.store import connect, run_time_s
 from .syncer import Syncer
-from .syncer_outputs import write_run
-from .syncer_wire import OVER, SYNCER_VARIABLE
+from .outputs import write_run
+from .wire import OVER, SYNCER_VARIABLE
 
 POLL_S = 0.05
 SYNCER_EXIT_S = 600.0
@@ -44,7 +44,7 @@ def launch_decoupled(train_args: list[str], plan: RunPlan, master_addr: str, por
     """Start the syncer and the learners, play the events; returns the first failing exit code or 0.
     ``environment(rank)`` gives a learner's command prefix and environment, ``syncer_environment``
     the syncer's."""
-    command = [sys.executable, "-m", "islands.cli", "train", *train_args]
+    command = train_command(train_args)
     prefix, env = syncer_environment
     syncer = subprocess.Popen([*prefix, *command], env={**env, SYNCER_VARIABLE: "1"})
 
@@ -75,6 +75,24 @@ def launch_decoupled(train_args: list[str], plan: RunPlan, master_addr: str, por
         if syncer.poll() is None:
             syncer.kill()
             syncer.wait()
+
+
+def launch(request: LocalLaunch) -> int:
+    """The decoupled kind's local launcher (``kinds.py``): the syncer wrapped by the request's
+    ``syncer_launch``, each learner as its island."""
+    return launch_decoupled(request.train_args, request.plan, request.master_addr, request.port,
+                            request.environment, request.syncer_environment())
+
+
+def run_rank(run: RankRun) -> None:
+    """The decoupled kind's process (``kinds.py``): the syncer (``ISLANDS_SYNCER=1``), which writes the
+    outputs and prints the summary, or a learner on its device."""
+    plan = run.plan
+    if is_syncer():
+        run_syncer(plan, run.out_dir or run.default_out())
+        return None
+    check_world_size(plan, run.env)
+    return run_learner(plan, run.env.rank, pick_device(plan.spec.device, host_processes(run.env)[0], 1))
 
 
 def tell_over(store) -> None:

@@ -50,12 +50,11 @@ import torch.distributed as dist
 
 from islands.errors import UserError
 
-from .comm import StoreGroup
+from ..core.comm import StoreGroup
+from ..runtime.store import HEARTBEAT_S, ROOT
 
-ROOT = "islands"
 POLL_S = 0.02
 FIRST_POLL_S = 0.0005
-HEARTBEAT_S = 0.05
 STORE_WAIT_S = 600.0
 JOIN_POLL_S = 0.5
 MAX_FAILURES = 5
@@ -90,11 +89,6 @@ class History:
     leaves: list[dict[str, Any]] = field(default_factory=list)
     joins: list[dict[str, Any]] = field(default_factory=list)
     epochs: list[dict[str, Any]] = field(default_factory=list)
-
-
-def connect(host: str, port: int, hosts: bool, timeout_s: float) -> Any:
-    """A client of the run's store (or its host, when no other process provides one)."""
-    return dist.TCPStore(host, port, is_master=hosts, wait_for_workers=False, timeout=timedelta(seconds=timeout_s))
 
 
 class Membership:
@@ -385,23 +379,3 @@ class Membership:
     def close(self) -> None:
         self.stopping.set()
         self.release_group()
-
-
-RUN_CLOCK = "/".join([ROOT, "run", "clock"])
-
-
-def publish_run_clock(store: Any, trace_s: float, paused: bool = False) -> None:
-    """The run's clock for the launcher and joiners: (wall time, trace seconds) now, and whether the
-    trace clock is about to stand still (evaluation, checkpoint)."""
-    store.set(RUN_CLOCK, json.dumps({"wall": time.time(), "trace_s": trace_s, "paused": paused}))
-
-
-def run_time_s(store: Any) -> float | None:
-    """The run's clock now, from the last (wall time, trace seconds) published; None before the run
-    started. While the trace clock stands still (evaluation, checkpoints) so does this one."""
-    if not store.check([RUN_CLOCK]):
-        return None
-    published = json.loads(store.get(RUN_CLOCK))
-    if published.get("paused"):
-        return published["trace_s"]
-    return published["trace_s"] + time.time() - published["wall"]

@@ -41,17 +41,17 @@ from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
 from islands.schedules.layout import EMBEDDINGS
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .config import RunPlan
-from .data import validation_batches
-from .loop import default_corpus, model_config
-from .membership import publish_run_clock
+from ..config import RunPlan
+from ..core.data import validation_batches
+from ..core.loop import default_corpus, model_config
+from ..runtime.store import publish_run_clock
 from .merge import merge, token_weight
-from .model import build_model
-from .outer import make_outer_optimizer, named_fragments
-from .quantize import decode, encode, encoded_bytes, padded_length
-from .robust import contribution_stats, screen
-from .syncer_wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack
-from .tracing import Clock
+from ..core.model import build_model
+from ..core.outer import make_outer_optimizer, named_fragments
+from ..core.quantize import decode, encode, encoded_bytes, padded_length
+from ..core.robust import contribution_stats, screen
+from .wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack
+from ..core.tracing import Clock
 
 CHECK_S = 0.05          # how often heartbeats are looked at
 

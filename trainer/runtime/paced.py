@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .group import Group
+from ..core.group import Group
 from islands.emulation.shaper import InProcessLatency, InProcessShaper, pacer_from_config
 
 PACER_VARIABLE = "ISLANDS_WAN_PACER"

@@ -39,24 +39,25 @@ from islands.errors import UserError
 from islands.io import write_text
 from islands.trace import NO_FRAGMENT
 
-from . import checkpoint
-from .checkpoint import PeerFailed
-from .comm import broadcast_bytes
-from .group import Group
-from .config import RunPlan
-from .elastic_rows import all_rows, join_seconds, lost_rows, open_rows_sink
-from .elastic_transport import ElasticTransport
-from .faults import killable
-from .island import IslandRanks
+from ..core import checkpoint
+from ..core.checkpoint import PeerFailed
+from ..core.comm import broadcast_bytes
+from ..core.group import Group
+from ..config import RunPlan
+from .rows import all_rows, join_seconds, lost_rows, open_rows_sink
+from .transport import ElasticTransport
+from ..core.faults import killable
+from ..runtime.island import IslandRanks
 from .joining import Fetcher, Server
-from .membership import History, LeftOut, Membership, publish_run_clock, run_time_s
-from .paced import paced_from_environment
-from .sync import Exchanger
-from .tracing import build_summary, write_outputs
-from .world import EvaluateOn, Groups
+from .membership import History, LeftOut, Membership
+from ..runtime.store import publish_run_clock, run_time_s
+from ..runtime.paced import paced_from_environment
+from ..core.sync import Exchanger
+from ..core.tracing import build_summary, write_outputs
+from ..core.world import EvaluateOn, Groups
 
 if TYPE_CHECKING:
-    from .loop import Trainer
+    from ..core.loop import Trainer
 
 T = TypeVar("T")
 

@@ -34,20 +34,20 @@ from islands.schedules import SyncPoint
 from islands.trace import NO_FRAGMENT
 from islands.units import MS_PER_S
 
-from .comm import Echo
-from .config import RunPlan
-from .faults import kill_point
-from .membership import HEARTBEAT_S, connect, run_time_s
-from .paced import PACER_VARIABLE
-from .quantize import decode, encode, encoded_bytes, padded_length
-from .robust import Verdict
-from .sync import Exchange
-from .syncer_wire import INBOX, from_bytes, key, pack, split_pieces, to_bytes, unpack
-from .tracing import Clock
-from .world import EvaluateOn, Groups, flatten
+from ..core.comm import Echo
+from ..config import RunPlan
+from ..core.faults import kill_point
+from ..runtime.store import HEARTBEAT_S, connect, run_time_s
+from ..runtime.paced import PACER_VARIABLE
+from ..core.quantize import decode, encode, encoded_bytes, padded_length
+from ..core.robust import Verdict
+from ..core.sync import Exchange
+from .wire import INBOX, from_bytes, key, pack, split_pieces, to_bytes, unpack
+from ..core.tracing import Clock
+from ..core.world import EvaluateOn, Groups, flatten
 
 if TYPE_CHECKING:
-    from .loop import Trainer
+    from ..core.loop import Trainer
 
 JOIN_POLL_S = 0.05
 

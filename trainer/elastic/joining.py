@@ -32,9 +32,9 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
-from .comm import StoreGroup, broadcast_bytes
+from ..core.comm import StoreGroup, broadcast_bytes
 from .membership import Membership
-from .paced import paced_from_environment
+from ..runtime.paced import paced_from_environment
 
 RETRY_PAUSE_S = 0.2
 

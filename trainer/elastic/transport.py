@@ -12,9 +12,9 @@ import torch
 
 from islands.schedules import SyncPoint
 
-from .faults import kill_point
+from ..core.faults import kill_point
 from .membership import Membership
-from .sync import Exchange, Exchanger
+from ..core.sync import Exchange, Exchanger
 
 T = TypeVar("T")
 

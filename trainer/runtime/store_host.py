@@ -1,6 +1,6 @@
 """Host an elastic run's store on a machine that does not train, for torchrun across machines.
 
-    python -m islands.trainer.store_host --port 29400        # on the head machine; Ctrl+C ends it
+    python -m islands.trainer.runtime.store_host --port 29400        # on the head machine; Ctrl+C ends it
 
 then every island's node runs ``torchrun ... --rdzv-backend=c10d --rdzv-endpoint=HEAD:29400
 --max-restarts=0``: torchrun's rendezvous and the islands' membership both live in this process, so
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from .membership import connect
+from .store import connect
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The results table of docs/tutorials/train.md: DDP, DiLoCo, Streaming DiLoCo and plain averaging,
 trained for real on the same scenario with the same token budget, evaluated at the same token counts.
 
-    python -m islands.trainer.results --out runs/results [--workers 2] [--inner-steps 50] [--outer-steps 20]
+    python benchmarks/train_results.py --out runs/results [--workers 2] [--inner-steps 50] [--outer-steps 20]
 
 prints a Markdown table: eval loss at a quarter, half and all of the tokens, bytes each worker sent
 (measured, on the wire) and measured compute utilisation.
@@ -13,12 +13,11 @@ import argparse
 from pathlib import Path
 
 from islands.errors import UserError
-from islands.scenarios import load
+from islands.scenarios import ScenarioSource
 from islands.tables import size
-
-from .config import make_run_plan
-from .launch import launch_local
-from .tracing import read_output
+from islands.trainer.kinds import make_run_plan
+from islands.trainer.core.tracing import read_output
+from islands.trainer.launch import launch_local
 
 SCENARIO = "worked-example"
 
@@ -37,7 +36,7 @@ def variants(h: int, outer: int) -> dict[str, list[str]]:
 
 
 def train(label: str, overrides: list[str], workers: int, out_dir: Path) -> dict:
-    plan = make_run_plan(load(SCENARIO, overrides), workers)
+    plan = make_run_plan(ScenarioSource.read(SCENARIO, overrides).scenario, workers)
     arguments = [SCENARIO, "--workers", str(workers), *[a for s in overrides for a in ("--set", s)],
                  "--out", str(out_dir)]
     if launch_local(arguments, plan):

@@ -6,7 +6,7 @@ it passes POINT. Several entries kill several islands, or one island at the firs
 With several ranks per island every rank of the island that passes POINT dies there (all of them at
 an inner step; the leader, local rank 0, at the points only it passes: the exchange, evaluation and
 download points); ``ISLAND.LOCAL`` kills only the rank whose ``LOCAL_RANK`` is LOCAL, and its
-island-mates then leave with it (``trainer/island.py``).
+island-mates then leave with it (``trainer/runtime/island.py``).
 
 | point | where |
 | --- | --- |

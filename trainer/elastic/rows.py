@@ -9,7 +9,7 @@ from typing import Any
 
 from islands.trace import NO_FRAGMENT, Row
 
-from .tracing import Recorder
+from ..core.tracing import Recorder
 
 ROWS_FOLDER = "islands"
 

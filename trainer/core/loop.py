@@ -28,7 +28,7 @@ from islands.schedules import SyncPoint
 from islands.tables import size
 
 from . import checkpoint
-from .config import RunPlan, sync_plan
+from ..config import RunPlan, sync_plan
 from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
 from .diloco import DiLoCo, Synced

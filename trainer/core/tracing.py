@@ -27,7 +27,7 @@ from islands.io import json_text, write_table, write_text
 from islands.summary import summarise
 from islands.trace import NO_FRAGMENT, Row, to_frame
 
-from .config import RunPlan
+from ..config import RunPlan
 
 
 class Clock:

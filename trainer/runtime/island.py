@@ -38,7 +38,7 @@ from typing import Any, Callable, TypeVar
 import torch
 import torch.distributed as dist
 
-from .comm import StoreGroup
+from ..core.comm import StoreGroup
 
 INCARNATION_VARIABLE = "ISLANDS_INCARNATION"
 ISLAND_TIMEOUT = timedelta(days=1)

@@ -1,0 +1,95 @@
+"""A fixed run: every island from start to end over fixed torch.distributed groups.
+
+Locally ``launch`` starts one process per rank (``islands train`` with the launcher's arguments);
+``run_rank`` is one rank's whole life: join the process group, build the groups (gloo between
+islands, NCCL inside an island on CUDA), train, write the outputs (rank 0), leave.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from .config import RunPlan
+from .core.comm import StagedGroup, TorchGroup
+from .core.loop import Trainer
+from .core.world import Groups
+from .runtime.paced import paced_from_environment
+from .runtime.processes import (LocalLaunch, RankRun, check_world_size, host_processes, pick_device, stop_all,
+                                train_command, wait_all)
+
+
+def launch(request: LocalLaunch) -> int:
+    """Start every rank on this machine and wait; returns the first failing exit code or 0."""
+    children = []
+    for rank in range(request.plan.world_size):
+        prefix, env = request.environment(rank)
+        children.append(subprocess.Popen([*prefix, *train_command(request.train_args)], env=env))
+    try:
+        return wait_all(children)
+    finally:
+        stop_all(children)
+
+
+def run_rank(run: RankRun) -> dict | None:
+    """One rank's whole life: join the group, train, write outputs (rank 0), leave."""
+    plan, env = run.plan, run.env
+    check_world_size(plan, env)
+    torch.set_num_threads(1)
+    device = pick_device(plan.spec.device, host_processes(env)[0], plan.ranks_per_island)
+    dist.init_process_group(group_backends(device)[0], rank=env.rank,
+                            world_size=env.world_size, timeout=timedelta(seconds=plan.spec.timeout_s))
+    try:
+        return train_in_group(plan, env.rank, device, run.out_dir, run.resume_dir, run.stop_after, run.default_out)
+    finally:
+        dist.destroy_process_group()
+        # What still holds a group's handle (a reference cycle) is freed now, while the interpreter is
+        # alive: gloo's threads freed at interpreter exit can abort the process ("terminate called").
+        gc.collect()
+
+
+def group_backends(device: torch.device) -> tuple[str, str]:
+    """(the world's and the islands' exchange backend, the backend inside an island): gloo between
+    islands, always (its tensors staged on the CPU, so islands may share a GPU), NCCL inside an island
+    on CUDA."""
+    return "gloo", "nccl" if device.type == "cuda" else "gloo"
+
+
+def torch_groups(plan: RunPlan, rank: int, device: torch.device = torch.device("cpu")) -> Groups:
+    """Create every group in the same order on every rank (``new_group`` is collective): the world and
+    the cross-island groups over gloo, their tensors staged on the CPU (``comm.StagedGroup``), the
+    intra-island ones over NCCL on CUDA (``group_backends``)."""
+    r, m = plan.ranks_per_island, plan.islands
+    between, inside = group_backends(device)
+    world = StagedGroup(TorchGroup(list(range(plan.world_size)), dist.group.WORLD))
+    groups = Groups(world=world, cross=world)
+    for local in range(r):
+        ranks = [island * r + local for island in range(m)]
+        handle = dist.new_group(ranks, backend=between)
+        if rank in ranks:
+            groups.cross = StagedGroup(TorchGroup(ranks, handle))
+    if r == 1:
+        return groups
+    for purpose in ("intra_grad", "intra_sync"):
+        for island in range(m):
+            ranks = list(range(island * r, island * r + r))
+            handle = dist.new_group(ranks, backend=inside)
+            if rank in ranks:
+                setattr(groups, purpose, TorchGroup(ranks, handle))
+    return groups
+
+
+def train_in_group(plan: RunPlan, rank: int, device: torch.device, out_dir: Path | None, resume_dir: Path | None,
+                   stop_after: int | None, default_out: Callable[[], Path]) -> dict | None:
+    groups = torch_groups(plan, rank, device)
+    groups.cross = paced_from_environment(groups.cross, list(range(plan.islands)))
+    out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])
+    trainer = Trainer(plan, rank, groups, device, out_dir, resume_dir)
+    trainer.run(stop_after)
+    return trainer.finish()
