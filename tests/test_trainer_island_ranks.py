@@ -20,6 +20,7 @@ from islands.scenarios import from_dict
 from islands.trainer.core import faults
 from islands.trainer.core.checkpoint import PeerFailed
 from islands.trainer.kinds import make_run_plan
+from islands.trainer.core.world import Ending
 from islands.trainer.elastic.world import ElasticWorld
 from islands.trainer.runtime.island import IslandRanks
 from islands.trainer.runtime.fleet import Fleet
@@ -188,7 +189,7 @@ def test_a_follower_ends_only_once_its_leader_has_written_the_outputs():
     without one)."""
     events = []
 
-    def write():
+    def write(ending):
         time.sleep(0.3)  # the leader gathers the rows and writes the outputs
         events.append("written")
         return {"outer_steps": PERIODS}
@@ -196,7 +197,7 @@ def test_a_follower_ends_only_once_its_leader_has_written_the_outputs():
     def finish(ranks):
         world = ElasticWorld(SimpleNamespace(ranks_per_island=R), ranks.rank, None, ranks=ranks)
         world.gather_and_write = write
-        summary = world.finish()
+        summary = world.finish(Ending(PERIODS, [], {}, None))
         events.append(ranks.rank)
         return summary
 

@@ -1,9 +1,14 @@
 """The real trainer: the scenario's schedule run with torch.distributed, measured in the trace schema.
 
-Modules, one job each: ``model`` (small byte-level GPT), ``data`` (corpus, shards, batches),
-``quantize`` (wire formats and the quantised average), ``comm`` (collective interface: torch or
-threads), ``sync`` (averaging across islands on a background thread), ``outer`` (fragments,
-pseudo-gradients, outer optimizers), ``config`` (the run plan), ``loop`` (one rank's training loop),
-``tracing`` (trace, metrics, summary), ``checkpoint``, ``launch`` (local processes and torchrun),
-``inprocess`` (ranks as threads) and ``results``.
+A plan (``config.RunPlan``, made by ``kinds.make_run_plan``) runs as one of three kinds, chosen in one
+place (``kinds.kind_of``): ``fixed`` (``fixed.py``: every island from start to end over fixed groups),
+``elastic`` (``elastic/``: islands that leave and join) or Decoupled DiLoCo (``decoupled/``: learners
+and a syncer). ``launch`` starts a run's processes locally or is one of them under torchrun.
+
+* ``core/``: what every kind trains with: the loop (``loop.py``), DiLoCo's fragment syncs, the outer
+  optimizers, quantised averaging, the model, data, checkpoints, the trace, and what the loop asks of
+  the processes it trains with (``world.py``);
+* ``runtime/``: what the kinds with processes share: the store and the run's clock, the fleet of
+  island processes, a rank's environment and device, islands of several ranks, WAN pacing;
+* ``outputs`` and ``report``: the run folder's files and the summary table.
 """

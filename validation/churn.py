@@ -1,7 +1,7 @@
 """Churn in a validation: the scaled elastic run with its events played, and lost compute and join
 time predicted beside measured.
 
-The real run is started by the elastic launcher (``trainer.launch_elastic``), which hosts the run's
+The real run is started by the elastic launcher (``islands.trainer.elastic.launch``), which hosts the run's
 store and plays the ``[[event]]`` entries. It runs inside island 0's namespace (the islands'
 namespaces reach each other over the emulated bridge, not the host), as
 ``python -m islands.validation.churn SCENARIO OUT SPEC``; each island's process is started in

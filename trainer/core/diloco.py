@@ -13,7 +13,7 @@ The shape of torchft's ``local_sgd.py``. The loop steps the inner optimizer as u
 Exchanges in flight are keyed by (outer step, fragment), so an exchange still in flight when the next
 one is launched is kept (and performed in its own turn). Where the bytes go is the ``Transport``:
 over the exchange thread for a plain run (``ExchangerTransport``), through the membership for an
-elastic one (``elastic_transport.ElasticTransport``), in memory in the unit tests. DDP does not use this
+elastic one (``elastic/transport.py``'s ``ElasticTransport``), in memory in the unit tests. DDP does not use this
 object: its gradient average sits inside the inner step.
 
 A passive member (an elastic joiner whose state is still downloading) contributes zeros and keeps

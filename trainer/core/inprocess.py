@@ -1,7 +1,7 @@
 """A whole run's ranks as threads of this process: for unit tests, the benchmark and debugging.
 
 The threads talk through ``comm.ThreadGroup``s laid out exactly as the processes' groups are
-(``launch.torch_groups``): world, per-island intra groups, per-local-rank cross groups.
+(``fixed.torch_groups``): world, per-island intra groups, per-local-rank cross groups.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ backward pass (plain data parallel), so the island's ranks hold identical replic
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ import torch
 from islands.errors import UserError
 from islands.schedules import SyncPoint
 from islands.tables import size
+from islands.trace import NO_FRAGMENT
 
 from . import checkpoint
 from ..config import RunPlan, sync_plan
@@ -39,7 +41,7 @@ from .outer import Fragment, build_fragments
 from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict
 from .sync import Exchanger, warm_up
 from .tracing import Clock, MetricsLog, Recorder
-from .world import FixedWorld, Groups, World, flatten, unflatten_into
+from .world import Ending, Entry, FixedWorld, Groups, World, flatten, unflatten_into
 
 ADAMW_BETAS = (0.9, 0.95)
 
@@ -88,8 +90,7 @@ class Trainer:
         """``world``: the processes it trains with (``world.py``; plain ``Groups``: a ``FixedWorld``)."""
         spec = plan.spec
         self.plan, self.rank, self.device, self.out_dir = plan, rank, device, out_dir
-        self.world = FixedWorld(world) if isinstance(world, Groups) else world
-        self.world.attach(self)
+        self.world = FixedWorld(world, plan, rank) if isinstance(world, Groups) else world
         self.island, self.local_rank = divmod(rank, plan.ranks_per_island)
         if out_dir:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -117,12 +118,16 @@ class Trainer:
         self.start_clock(state)
         self.exchanger = Exchanger(groups.cross, groups.intra_sync, bits, self.clock, rule, device)
         self.excluded: list[dict[str, Any]] = []
-        self.diloco = None if plan.syncs_gradient else DiLoCo(
-            self.optimizer, build_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule, spec),
-            self.world.transport(self.exchanger), schedule=sync_plan(plan), alpha=plan.alpha, island=self.island,
-            now=self.clock.now, update=plan.schedule.update, members=lambda: len(self.world.members()))
+        self.diloco = None if plan.syncs_gradient else self.build_diloco()
         if state:
             self.load_state(state)
+
+    def build_diloco(self) -> DiLoCo:
+        plan, world = self.plan, self.world
+        fragments = build_fragments(self.model, plan.spec.n_layer, plan.fragments, plan.schedule, plan.spec)
+        return DiLoCo(self.optimizer, fragments, world.transport(self.exchanger, self.recorder, fragments),
+                      schedule=sync_plan(plan), alpha=plan.alpha, island=self.island, now=self.clock.now,
+                      update=plan.schedule.update, members=lambda: len(world.members()))
 
     @property
     def groups(self) -> Groups:
@@ -160,7 +165,28 @@ class Trainer:
     def run(self, stop_after: int | None = None) -> None:
         """Train to the end, or until ``stop_after`` periods (of H steps) are done, then checkpoint."""
         self.stop_after = stop_after
+        entry = self.world.enter()
+        if entry is not None:
+            self.catch_up(entry)
+        sink = self.world.rows_sink()
+        if sink is not None:
+            self.recorder.sink = sink
+            for row in self.recorder.rows:
+                sink.write(json.dumps(row) + "\n")
         self.world.run(self.train)
+
+    def catch_up(self, entry: Entry) -> None:
+        """Enter a run under way (a returning learner): the global model its world handed over, local =
+        global, a fresh inner optimizer, from the outer step it trains next."""
+        offset = 0
+        for fragment in self.fragments:
+            fragment.adopt(entry.weights[offset: offset + fragment.numel])
+            fragment.applied = entry.outer_step
+            offset += fragment.numel
+        self.optimizer.state.clear()
+        self.step = entry.outer_step * self.plan.eval_every_steps
+        self.recorder.add("comm", *entry.download_s, entry.outer_step, NO_FRAGMENT)
+        self.recorder.start_compute()
 
     def train(self) -> None:
         while self.step < self.plan.total_steps and not self.stopped():
@@ -328,7 +354,7 @@ class Trainer:
             self.report(period, record)
         self.log_metrics(record)  # written before the checkpoint, so a resume finds every line up to it
         if self.out_dir and self.checkpoint_due(period):
-            self.world.save_checkpoint(period)
+            self.world.save_checkpoint(period, self.out_dir, self.state_dict())
         self.period_records = []
         self.clock.resume()
         self.world.publish_clock()
@@ -414,7 +440,7 @@ class Trainer:
         if self.metrics:
             self.metrics.close()
             self.metrics = None
-        return self.world.finish()
+        return self.world.finish(Ending(self.step, self.recorder.rows, self.run_info(), self.out_dir))
 
     def run_info(self) -> dict[str, Any]:
         plan = self.plan

@@ -6,28 +6,27 @@ zero), how the fragments' exchanges travel (``transport``), which islands the cr
 members are, who reports, how evaluation, checkpoints and the end of the run gather everyone, and
 what the world adds to a checkpoint.
 
-* ``FixedWorld``: a plain run, every island from start to end over fixed groups (``launch.py``;
+* ``FixedWorld``: a plain run, every island from start to end over fixed groups (``fixed.py``;
   threads in the unit tests).
-* ``elastic.ElasticWorld``: islands that die and join mid-run, through the membership.
-* ``learner.DecoupledWorld``: a Decoupled DiLoCo learner, which trains with nobody but the syncer.
+* ``elastic/world.py``'s ``ElasticWorld``: islands that die and join mid-run, through the membership.
+* ``decoupled/learner.py``'s ``DecoupledWorld``: a Decoupled DiLoCo learner, which trains with nobody but the syncer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import IO, Any, Callable, Protocol
 
 import torch
 
+from ..config import RunPlan
 from . import checkpoint
 from .diloco import ExchangerTransport, Transport
 from .group import Group
+from .outer import Fragment
 from .sync import Exchanger
-from .tracing import build_summary, island_rows, write_outputs
-
-if TYPE_CHECKING:
-    from .loop import Trainer
+from .tracing import Recorder, build_summary, island_rows, write_outputs
 
 
 @dataclass
@@ -47,11 +46,34 @@ class Groups:
 EvaluateOn = Callable[[Group, "list[int] | None"], float]
 
 
-class World(Protocol):
-    groups: Groups  # the groups of now (an elastic world replaces them at every new epoch)
+@dataclass(frozen=True)
+class Entry:
+    """What a world hands the trainer that enters a run mid-way (a Decoupled DiLoCo learner that
+    returns): the global weights to adopt (local = global, a fresh inner optimizer), the outer step
+    it trains from next and the trace seconds their download took."""
 
-    def attach(self, trainer: Trainer) -> None:
-        """Called once, first thing, by the trainer this world serves."""
+    weights: torch.Tensor
+    outer_step: int
+    download_s: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What the trainer hands its world at the end: the steps it trained, its trace rows, its
+    ``run.json`` document and where the outputs go."""
+
+    step: int
+    rows: list
+    run_info: dict[str, Any]
+    out_dir: Path | None
+
+
+class World(Protocol):
+    """What the trainer asks of the processes it trains with. The trainer calls out, with what each
+    call needs; a world holds no reference to the trainer (an elastic world, ``elastic/world.py``,
+    is the one exception left: it still drives the trainer through ``attach``)."""
+
+    groups: Groups  # the groups of now (an elastic world replaces them at every new epoch)
 
     def share_initial_weights(self, model: torch.nn.Module) -> None:
         """Every process starts from the same weights."""
@@ -65,8 +87,15 @@ class World(Protocol):
     def start_s(self, state: dict[str, Any] | None) -> float:
         """Time zero of the trace clock (a resume: the checkpoint's clock)."""
 
-    def transport(self, exchanger: Exchanger) -> Transport:
-        """How the fragments' exchanges travel."""
+    def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> Transport:
+        """How the fragments' exchanges travel (``recorder``: the trace so far; ``fragments``: the
+        global copies the trainer holds)."""
+
+    def enter(self) -> Entry | None:
+        """What the trainer adopts before its first step, if it enters a run already under way."""
+
+    def rows_sink(self) -> IO[str] | None:
+        """Where the trainer's trace rows go as they are recorded, besides its own list (None: nowhere)."""
 
     def run(self, train: Callable[[], None]) -> None:
         """Enter the run, then ``train()`` to the end (again, if the world requires it)."""
@@ -86,10 +115,11 @@ class World(Protocol):
     def publish_clock(self, paused: bool = False) -> None:
         """The trace clock is about to stand still (``paused``) or runs again."""
 
-    def save_checkpoint(self, period: int) -> None:
-        """Write this rank's checkpoint file; the run's ``LATEST`` moves once every rank's is written."""
+    def save_checkpoint(self, period: int, out_dir: Path, state: dict[str, Any]) -> None:
+        """Write this rank's checkpoint file (``state``); the run's ``LATEST`` moves once every rank's
+        is written."""
 
-    def finish(self) -> dict[str, Any] | None:
+    def finish(self, ending: Ending) -> dict[str, Any] | None:
         """Gather every process's trace rows; the reporting process writes the outputs and returns the
         summary."""
 
@@ -121,11 +151,8 @@ def broadcast_parameters(model: torch.nn.Module, world: Group) -> None:
 class FixedWorld:
     """A plain run: the same processes from start to end, over fixed groups."""
 
-    def __init__(self, groups: Groups):
-        self.groups = groups
-
-    def attach(self, trainer: Trainer) -> None:
-        self.trainer = trainer
+    def __init__(self, groups: Groups, plan: RunPlan, rank: int):
+        self.groups, self.plan, self.rank = groups, plan, rank
 
     def share_initial_weights(self, model: torch.nn.Module) -> None:
         broadcast_parameters(model, self.groups.world)
@@ -140,8 +167,14 @@ class FixedWorld:
         """A barrier, then the latest of the processes' readings (resume: the checkpoint's)."""
         return max(self.groups.world.all_gather_object(state["clock_s"] if state else 0.0))
 
-    def transport(self, exchanger: Exchanger) -> Transport:
+    def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> Transport:
         return ExchangerTransport(exchanger)
+
+    def enter(self) -> Entry | None:
+        return None
+
+    def rows_sink(self) -> IO[str] | None:
+        return None
 
     def run(self, train: Callable[[], None]) -> None:
         train()
@@ -150,10 +183,10 @@ class FixedWorld:
         pass
 
     def members(self) -> list[int]:
-        return list(range(self.trainer.plan.islands))
+        return list(range(self.plan.islands))
 
     def reports(self) -> bool:
-        return self.trainer.rank == 0
+        return self.rank == 0
 
     def evaluate(self, evaluate_on: EvaluateOn) -> float:
         return evaluate_on(self.groups.world, None)
@@ -161,20 +194,17 @@ class FixedWorld:
     def publish_clock(self, paused: bool = False) -> None:
         pass
 
-    def save_checkpoint(self, period: int) -> None:
-        trainer = self.trainer
-        checkpoint.save(trainer.out_dir, period, trainer.rank, trainer.island, trainer.state_dict(),
-                        self.groups.world, writes_latest=trainer.local_rank == 0)
+    def save_checkpoint(self, period: int, out_dir: Path, state: dict[str, Any]) -> None:
+        island, local_rank = divmod(self.rank, self.plan.ranks_per_island)
+        checkpoint.save(out_dir, period, self.rank, island, state, self.groups.world, writes_latest=local_rank == 0)
 
-    def finish(self) -> dict[str, Any] | None:
-        trainer = self.trainer
-        rows_by_rank = self.groups.world.all_gather_object(trainer.recorder.rows)
-        if trainer.rank != 0:
+    def finish(self, ending: Ending) -> dict[str, Any] | None:
+        rows_by_rank = self.groups.world.all_gather_object(ending.rows)
+        if self.rank != 0:
             return None
-        trace, summary = build_summary(trainer.plan, trainer.step,
-                                       island_rows(rows_by_rank, trainer.plan.ranks_per_island))
-        if trainer.out_dir:
-            write_outputs(trainer.out_dir, trace, {"summary": summary, "run": trainer.run_info()})
+        trace, summary = build_summary(self.plan, ending.step, island_rows(rows_by_rank, self.plan.ranks_per_island))
+        if ending.out_dir:
+            write_outputs(ending.out_dir, trace, {"summary": summary, "run": ending.run_info})
         return summary
 
     def state_dict(self) -> dict[str, Any]:

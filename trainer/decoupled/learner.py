@@ -17,21 +17,19 @@ learner's link and the syncer's (``trainer.paced``'s pacer, the syncer's link la
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import torch
 
 from islands.emulation.shaper import pacer_from_config
 from islands.errors import UserError
 from islands.schedules import SyncPoint
-from islands.trace import NO_FRAGMENT
 from islands.units import MS_PER_S
 
 from ..core.comm import Echo
@@ -44,10 +42,9 @@ from ..core.robust import Verdict
 from ..core.sync import Exchange
 from .wire import INBOX, from_bytes, key, pack, split_pieces, to_bytes, unpack
 from ..core.tracing import Clock
-from ..core.world import EvaluateOn, Groups, flatten
-
-if TYPE_CHECKING:
-    from ..core.loop import Trainer
+from ..core.outer import Fragment
+from ..core.tracing import Recorder
+from ..core.world import Ending, Entry, EvaluateOn, Groups, flatten
 
 JOIN_POLL_S = 0.05
 
@@ -151,13 +148,30 @@ class StoreSink:
         pass
 
 
+@dataclass
+class StepTime:
+    """A learner's seconds per inner step: its pace, or its mean compute over the steps it trained
+    (from ``first_step``, where it entered) up to the latest launch."""
+
+    paced_s: float
+    recorder: Recorder
+    first_step: int
+    step: int = 0
+
+    def __call__(self) -> float:
+        if self.paced_s > 0:
+            return self.paced_s
+        done = self.step - self.first_step
+        return self.recorder.seconds("compute") / done if done else 0.0
+
+
 class SyncerTransport:
     """Each exchange a round trip to the syncer on one background thread; the pseudo-gradient is
     encoded at the launch, on the training thread (a thread that encodes while the training thread
     computes waited 10-30x the encoding's own time for the interpreter here)."""
 
     def __init__(self, link: SyncerLink, plan: RunPlan, clock: Clock, held: Callable[[int], torch.Tensor],
-                 first_step: int, step_time_s: Callable[[], float]):
+                 first_step: int, step_time_s: StepTime):
         self.link, self.plan, self.clock, self.held = link, plan, clock, held
         self.bits = plan.scenario.schedule.bits
         self.tokens_per_step = plan.tokens_per_step // plan.islands  # this learner's
@@ -170,6 +184,7 @@ class SyncerTransport:
         pass
 
     def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> Future:
+        self.step_time_s.step = step
         steps = step - self.base_step[point.fragment]
         launched_s = self.clock.now()
         values = delta.numel()
@@ -205,7 +220,7 @@ class SyncerTransport:
         return self.plan.scenario.schedule.overlap_steps * self.step_time_s() - (started_s - launched_s)
 
     def upload(self, point: SyncPoint, payload: bytes, values: int, steps: int, slack_s: float) -> None:
-        """The payload's pieces, then the report that names them (``syncer_wire``)."""
+        """The payload's pieces, then the report that names them (``wire``)."""
         link = self.link
         pieces = split_pieces(payload)
         with link.paced(len(payload), 0):
@@ -228,16 +243,13 @@ class SyncerTransport:
 
 
 class DecoupledWorld:
-    """A learner's world: itself, the syncer, and nobody else (``world.World``)."""
+    """A learner's world: itself, the syncer, and nobody else (``core/world.py``'s ``World``)."""
 
     def __init__(self, plan: RunPlan, island: int, link: SyncerLink, join_at_s: float | None):
         self.plan, self.island, self.link, self.join_at_s = plan, island, link, join_at_s
         self.groups = Groups(world=Echo(1), cross=Echo(1))
         self.start: Start | None = None
         self.syncer_transport: SyncerTransport | None = None
-
-    def attach(self, trainer: Trainer) -> None:
-        self.trainer = trainer
 
     def share_initial_weights(self, model: torch.nn.Module) -> None:
         """Nothing to share: the learners and the syncer build the model from one seed."""
@@ -252,47 +264,23 @@ class DecoupledWorld:
         self.start = self.link.hello(self.join_at_s)
         return self.start.trace_s
 
-    def transport(self, exchanger) -> SyncerTransport:
-        trainer = self.trainer
+    def transport(self, exchanger, recorder: Recorder, fragments: list[Fragment]) -> SyncerTransport:
         first_step = self.start.outer_step * self.plan.eval_every_steps
-        self.syncer_transport = SyncerTransport(self.link, self.plan, trainer.clock, self.held, first_step,
-                                                self.step_time_s)
+        held = lambda fragment: flatten(fragments[fragment].global_params)  # noqa: E731
+        self.syncer_transport = SyncerTransport(self.link, self.plan, recorder.clock, held, first_step,
+                                                StepTime(self.plan.pace_s(self.island), recorder, first_step))
         return self.syncer_transport
 
-    def held(self, fragment: int) -> torch.Tensor:
-        return flatten(self.trainer.fragments[fragment].global_params)
+    def enter(self) -> Entry | None:
+        """A returning (or late) learner: the global model the syncer sent with its answer to hello."""
+        start = self.start
+        return None if start.weights is None else Entry(start.weights, start.outer_step, start.download_s)
 
-    def step_time_s(self) -> float:
-        """This learner's seconds per inner step: its pace, or its mean compute so far."""
-        trainer = self.trainer
-        paced = self.plan.pace_s(self.island)
-        if paced > 0:
-            return paced
-        done = trainer.step - self.start.outer_step * self.plan.eval_every_steps
-        return trainer.recorder.seconds("compute") / done if done else 0.0
+    def rows_sink(self) -> StoreSink:
+        return StoreSink(self.link.main, key("rows", self.island, self.link.incarnation))
 
     def run(self, train: Callable[[], None]) -> None:
-        trainer = self.trainer
-        if self.start.weights is not None:
-            self.catch_up()
-        trainer.recorder.sink = StoreSink(self.link.main, key("rows", self.island, self.link.incarnation))
-        for row in trainer.recorder.rows:
-            trainer.recorder.sink.write(json.dumps(row) + "\n")
         train()
-
-    def catch_up(self) -> None:
-        """A returning (or late) learner: the global model from the syncer, local = global, a fresh
-        inner optimizer, and its own next outer step."""
-        trainer, start = self.trainer, self.start
-        offset = 0
-        for fragment in trainer.fragments:
-            fragment.adopt(start.weights[offset: offset + fragment.numel])
-            fragment.applied = start.outer_step
-            offset += fragment.numel
-        trainer.optimizer.state.clear()
-        trainer.step = start.outer_step * self.plan.eval_every_steps
-        trainer.recorder.add("comm", *start.download_s, start.outer_step, NO_FRAGMENT)
-        trainer.recorder.start_compute()
 
     def between_steps(self) -> None:
         pass
@@ -310,16 +298,14 @@ class DecoupledWorld:
     def publish_clock(self, paused: bool = False) -> None:
         pass
 
-    def save_checkpoint(self, period: int) -> None:
+    def save_checkpoint(self, period: int, out_dir, state: dict[str, Any]) -> None:
         pass
 
-    def finish(self) -> None:
-        trainer = self.trainer
+    def finish(self, ending: Ending) -> None:
         if self.syncer_transport:
             self.syncer_transport.close()
-        info = trainer.run_info()
-        self.link.done({"steps": trainer.step, "eval_losses": info["eval_losses"],
-                        "mean_step_compute_s": info["mean_step_compute_s"]})
+        self.link.done({"steps": ending.step, "eval_losses": ending.run_info["eval_losses"],
+                        "mean_step_compute_s": ending.run_info["mean_step_compute_s"]})
 
     def state_dict(self) -> dict[str, Any]:
         return {}

@@ -1,6 +1,6 @@
 """What Decoupled DiLoCo's syncer writes when the run is over (``syncer.py``).
 
-* ``trace.csv``: every learner's rows, gathered from the store (``syncer_wire``: ``rows/I/N``, one
+* ``trace.csv``: every learner's rows, gathered from the store (``wire``: ``rows/I/N``, one
   list per start of each learner, so a killed learner's rows survive it);
 * ``summary.json``: the simulator's keys (``tracing.build_summary``, syncs counted per learner),
   steps and outer steps the slowest learner's; a learner that never finished marks it incomplete;

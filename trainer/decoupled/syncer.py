@@ -1,6 +1,6 @@
 """Decoupled DiLoCo's syncer: a CPU process that holds the global fragments and the outer optimizer.
 
-It hosts the run's ``TCPStore`` (``syncer_wire.py``) and loops over its inbox:
+It hosts the run's ``TCPStore`` (``wire.py``) and loops over its inbox:
 
 * ``hello``: once every learner present at the start has said hello, the run's clock starts and each
   gets time zero; a learner that says hello later (returning after a failure, or joining) gets the
@@ -23,7 +23,7 @@ It hosts the run's ``TCPStore`` (``syncer_wire.py``) and loops over its inbox:
 A learner whose heartbeat stops for ``network.detection_timeout_s`` is gone: its queued reports are
 dropped (it weighs zero) and merges it held up go ahead. The syncer never waits on one learner: a
 merge needs only K reports and the grace window. When every learner is done (or the launcher says
-no learner process is left) it writes the run's outputs (``syncer_outputs.py``), as rank 0 of a
+no learner process is left) it writes the run's outputs (``outputs.py``), as rank 0 of a
 collective run does.
 """
 
@@ -168,7 +168,7 @@ class Syncer:
     # --- the loop --------------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Merge the learners' reports until every learner is done (``syncer_outputs.write_run``
+        """Merge the learners' reports until every learner is done (``outputs.write_run``
         then writes the run's outputs)."""
         ticker = Ticker(self.store.clone(), self.now)
         checked_s = -math.inf

@@ -3,7 +3,7 @@
 Locally, ``launch_elastic`` hosts the run's ``TCPStore`` in this launcher process, which trains
 nothing, so no island is a single point of failure. It starts the processes of every island present
 at the start (``trainer.ranks_per_island`` each), and plays the scenario's ``[[event]]`` entries
-against the run's clock (``membership.run_time_s``): a ``leave`` SIGKILLs the island's processes at
+against the run's clock (``runtime.store.run_time_s``, the fleet in ``runtime.fleet``): a ``leave`` SIGKILLs the island's processes at
 once (no cleanup, as a crashed machine); a ``join`` is served by processes started ahead of time with
 ``ISLANDS_JOIN_AT_S`` (at launch for an island with ``present = false``, right after the kill for a
 returning one), which load their data and then ask to join when the clock reads the event's time, so
@@ -106,6 +106,7 @@ def run_elastic_process(plan: RunPlan, rank: int, master_addr: str, port: int, o
     join_at = os.environ.get(JOIN_VARIABLE)
     world = ElasticWorld(plan, rank, membership, float(join_at) if join_at is not None else None, ranks)
     trainer = Trainer(plan, rank, world, "cpu", Path(store.get(out_key).decode()), resume_dir)
+    world.attach(trainer)
     try:
         trainer.run(stop_after)
         return trainer.finish()

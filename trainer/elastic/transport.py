@@ -1,6 +1,6 @@
 """How an elastic run's exchanges travel (``diloco.Transport``): through the membership, on the
 exchange thread, with the votes and admissions of ``membership.py`` and the leader's word to its
-followers (``elastic.ElasticWorld.shared``)."""
+followers (``world.ElasticWorld.shared``)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ every join with its join time, every epoch's members). Each island's trace rows 
 ``metrics.jsonl`` is written by member 0 of the current epoch, whoever that is. The churn history is
 part of every checkpoint and goes on in a resumed run.
 
-The run's clock (``membership.run_time_s``) is published with the trace clock's pauses: a joiner's
+The run's clock (``runtime.store.run_time_s``) is published with the trace clock's pauses: a joiner's
 request and the launcher's events are timed on the same clock as the trace.
 """
 
@@ -54,7 +54,9 @@ from ..runtime.store import publish_run_clock, run_time_s
 from ..runtime.paced import paced_from_environment
 from ..core.sync import Exchanger
 from ..core.tracing import build_summary, write_outputs
-from ..core.world import EvaluateOn, Groups
+from ..core.outer import Fragment
+from ..core.tracing import Recorder
+from ..core.world import Ending, EvaluateOn, Groups
 
 if TYPE_CHECKING:
     from ..core.loop import Trainer
@@ -97,6 +99,8 @@ class ElasticWorld:
         self.fetcher: Fetcher | None = None
 
     def attach(self, trainer: Trainer) -> None:
+        """The trainer this world drives (its start, a joiner's passive phase, the state it serves and
+        adopts); called once the trainer is built. The one world left that holds its trainer."""
         self.trainer = trainer
         self.membership.on_install = self.installed
         self.membership.now_s = lambda: trainer.clock.now()
@@ -119,8 +123,14 @@ class ElasticWorld:
         self.resumed_s = state["clock_s"] if state else 0.0
         return self.resumed_s
 
-    def transport(self, exchanger: Exchanger) -> ElasticTransport:
+    def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> ElasticTransport:
         return ElasticTransport(self.membership, exchanger, self.shared, self.island)
+
+    def enter(self) -> None:
+        """Entering is part of ``run`` (the start barrier, or joining), which an island left out repeats."""
+
+    def rows_sink(self) -> None:
+        """The rows file opens in ``run``, once the start has shown that every island passed its checks."""
 
     def agree_on_resume(self, error: str | None, state: dict[str, Any] | None) -> list[str | None]:
         """Through the store (there is no group yet): every rank of the islands started with the run
@@ -190,7 +200,7 @@ class ElasticWorld:
         joins again, without state."""
         while True:
             try:
-                self.enter()
+                self.start_or_join()
                 train()
                 return
             except LeftOut as left_out:
@@ -198,7 +208,7 @@ class ElasticWorld:
                     print(left_out, flush=True)
                 self.has_state, self.join_at_s = False, 0.0
 
-    def enter(self) -> None:
+    def start_or_join(self) -> None:
         """Join, or form the first epoch (the leader); its followers then take the state the leader
         adopted, if it adopted one, and its clock."""
         clock_s, adopted = self.shared(self.join if self.join_at_s is not None else self.form_first_epoch)
@@ -373,20 +383,20 @@ class ElasticWorld:
         self.membership.history = History(list(churn.get("leaves", [])), list(churn.get("joins", [])),
                                           list(churn.get("epochs", [])))
 
-    def save_checkpoint(self, period: int) -> None:
+    def save_checkpoint(self, period: int, out_dir: Path, state: dict[str, Any]) -> None:
         """This rank's file; ``LATEST`` moves once every rank of every member of the epoch has written."""
-        folder = checkpoint.period_dir(self.trainer.out_dir, period)
+        folder = checkpoint.period_dir(out_dir, period)
         if self.has_state:  # a passive joiner has nothing to save yet; a resume gives it the state
-            checkpoint.write_rank_file(folder, self.rank, self.island, self.trainer.state_dict())
+            checkpoint.write_rank_file(folder, self.rank, self.island, state)
         if self.ranks is not None and not self.ranks.speaking:
             self.ranks.barrier()  # the island's files are all written
-        self.shared(lambda: self.commit_checkpoint(folder))
-        checkpoint.remove_older(self.trainer.out_dir / checkpoint.FOLDER, folder.name, self.rank)
+        self.shared(lambda: self.commit_checkpoint(out_dir, folder))
+        checkpoint.remove_older(out_dir / checkpoint.FOLDER, folder.name, self.rank)
 
-    def commit_checkpoint(self, folder: Path) -> None:
+    def commit_checkpoint(self, out_dir: Path, folder: Path) -> None:
         self.membership.run(lambda group: group.barrier())
         if self.reports():
-            write_text(self.trainer.out_dir / checkpoint.FOLDER / checkpoint.LATEST, folder.name + "\n")
+            write_text(out_dir / checkpoint.FOLDER / checkpoint.LATEST, folder.name + "\n")
         self.membership.run(lambda group: group.barrier())
 
     # ---------------------------------------------------------------- the end
@@ -394,19 +404,19 @@ class ElasticWorld:
         if self.trainer.out_dir:
             open_rows_sink(self.trainer.recorder, self.trainer.out_dir, self.island, append)
 
-    def finish(self) -> dict[str, Any] | None:
+    def finish(self, ending: Ending) -> dict[str, Any] | None:
         """The summary, on the rank that wrote the outputs (None elsewhere). An island ends as one: its
         followers, whose rows are their leader's, wait for the leader's word that it is done, so that a
         follower dying on its way out (by a signal: the launcher then kills the whole island) cannot take
         the leader down before it wrote the outputs."""
-        summary = self.shared(self.gather_and_write)
+        summary = self.shared(lambda: self.gather_and_write(ending))
         return None if self.follows else summary
 
-    def gather_and_write(self) -> dict[str, Any] | None:
+    def gather_and_write(self, ending: Ending) -> dict[str, Any] | None:
         """The live members gather their rows; the leader adds every island's rows file and the lost
         compute of the departed, and writes the outputs with the churn."""
-        trainer = self.trainer
-        gathered = self.membership.run(lambda group: group.all_gather_object((self.island, trainer.recorder.rows)))
+        trainer, out_dir = self.trainer, ending.out_dir
+        gathered = self.membership.run(lambda group: group.all_gather_object((self.island, ending.rows)))
         leader = self.reports()
         self.membership.close()
         if trainer.recorder.sink:
@@ -415,14 +425,14 @@ class ElasticWorld:
             return None
         self.membership.store.set(self.membership.key("run", "finished"), "1")
         history = self.membership.history
-        rows = all_rows(trainer.out_dir, self.plan.islands, dict(gathered))
+        rows = all_rows(out_dir, self.plan.islands, dict(gathered))
         rows += lost_rows(history.leaves, rows, self.plan.workers)
         joins = join_seconds(history.joins, rows)
         churn = {"lost_compute_s": sum(leave["lost_compute_s"] for leave in history.leaves),
                  "leaves": len(history.leaves), "joins": len(joins)}
-        trace, summary = build_summary(self.plan, trainer.step, rows, churn)
-        if trainer.out_dir:
-            write_outputs(trainer.out_dir, trace, {
-                "summary": summary, "run": trainer.run_info(),
+        trace, summary = build_summary(self.plan, ending.step, rows, churn)
+        if out_dir:
+            write_outputs(out_dir, trace, {
+                "summary": summary, "run": ending.run_info,
                 "churn": {"leaves": history.leaves, "joins": joins, "epochs": history.epochs}})
         return summary

@@ -5,7 +5,7 @@ latency is added here when the kernel has no netem) or, without root, entirely i
 way the pacer comes from the process that owns the WAN as one string in ``PACER_VARIABLE``
 (``wan.pacer_config()``), and every collective of the cross-island group is wrapped in
 ``pacer.transfer(island, sent, received, latency, paced_by)``. The caller names the island of each
-member of the group, in member order: the whole fleet at launch (``launch.torch_groups``), the
+member of the group, in member order: the whole fleet at launch (``fixed.torch_groups``), the
 epoch's members in an elastic run, where after a departure member 1 may be island 2. Intra-island
 groups are never paced.
 
