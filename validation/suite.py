@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from islands.io import json_text, write_text
-from islands.scenarios import load
+from islands.scenarios import ScenarioSource
 from islands.tables import render
 
 from .case import validate_case
@@ -79,8 +79,8 @@ def run_suite(cases: tuple[SuiteCase, ...], options: ScaleOptions, calibration: 
     for number, case in enumerate(cases, 1):
         progress(f"[{number}/{len(cases)}] {case.name}: {case.what}")
         case_options = ScaleOptions(**{**options.__dict__, "max_workers": case.workers})
-        comparison = validate_case(case.name, load(case.scenario, case.overrides), case_options, calibration,
-                                   out_dir / case.name, kernel)
+        scenario = ScenarioSource.read(case.scenario, case.overrides).scenario
+        comparison = validate_case(case.name, scenario, case_options, calibration, out_dir / case.name, kernel)
         results.append((case, comparison))
     return results
 

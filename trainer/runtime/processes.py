@@ -103,9 +103,9 @@ class RankRun:
     plan: RunPlan
     env: DistEnv | None
     out_dir: Path | None
-    resume_dir: Path | None = None
-    stop_after: int | None = None
-    default_out: Callable[[], Path] = Path
+    resume_dir: Path | None
+    stop_after: int | None
+    default_out: Callable[[], Path]  # the output folder when none was given
 
 
 def train_command(train_args: list[str]) -> list[str]:
