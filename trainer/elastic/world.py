@@ -102,9 +102,6 @@ class ElasticWorld:
         """The trainer this world drives (its start, a joiner's passive phase, the state it serves and
         adopts); called once the trainer is built. The one world left that holds its trainer."""
         self.trainer = trainer
-        self.membership.on_install = self.installed
-        self.membership.now_s = lambda: trainer.clock.now()
-        self.server = Server(self.membership, self.state_payload)
 
     # ---------------------------------------------------------------- the start
     def share_initial_weights(self, model: torch.nn.Module) -> None:
@@ -124,6 +121,12 @@ class ElasticWorld:
         return self.resumed_s
 
     def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> ElasticTransport:
+        """The exchanges through the membership; the exchanger's cross-island group is replaced at every
+        new epoch (``installed``), and the membership times its epochs on the trace clock."""
+        self.exchanger = exchanger
+        self.membership.on_install = self.installed
+        self.membership.now_s = recorder.clock.now
+        self.server = Server(self.membership, self.state_payload)
         return ElasticTransport(self.membership, exchanger, self.shared, self.island)
 
     def enter(self) -> None:
@@ -155,7 +158,7 @@ class ElasticWorld:
         group = self.membership.group
         cross = paced_from_environment(killable(group, self.island), self.membership.members)
         self.groups = Groups(world=group, cross=cross, intra_grad=self.ranks)
-        self.trainer.exchanger.cross = cross
+        self.exchanger.cross = cross
 
     def members(self) -> list[int]:
         return self.membership.members
