@@ -27,7 +27,7 @@ from islands.scenarios import Scenario
 from islands.schedules import SyncPoint, schedule_of
 from islands.trace import NO_FRAGMENT, Row
 
-from . import barriers, budget, lockstep, replicas
+from . import barriers, budget, lockstep, one_learner, replicas
 from .churn import DEPARTURE, Churn
 from .collectives import COLLECTIVES, Leg, PendingCollective, RingCollective, end_offsets_s, ring_leg
 from .compute import step_clock
@@ -109,6 +109,7 @@ class Simulation:
         self.churn = Churn(self)
         self.failures = Failures(self)
         self.syncer = None if self.schedule.coupled else Syncer(self)
+        self.one_learner = arrays and one_learner.applies(self)  # played without events (``one_learner.py``)
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -128,6 +129,8 @@ class Simulation:
     def play(self) -> SimResult:
         if self.lockstep:
             return lockstep_result(self, self.replayed_rows)
+        if self.one_learner and one_learner.play(self):
+            return result_of(self)
         for state in self.states:
             if state.worker.present:
                 state.present = True
