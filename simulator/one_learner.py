@@ -25,6 +25,8 @@ network model) runs event by event.
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from typing import TYPE_CHECKING
 
 from islands.trace import NO_FRAGMENT, Row
@@ -35,8 +37,6 @@ from .workers import LAUNCH, sync_actions
 
 if TYPE_CHECKING:
     from .engine import Simulation
-
-COMPUTE_ROW, COMM_ROW, WAIT_ROW = 0, 1, 2  # at one instant the engine appends a compute row first
 
 
 class NotAlone(Exception):
@@ -81,51 +81,54 @@ class OneLearner:
         self.step_time_s = state.worker.step_time_s
         syncer = sim.syncer
         self.latency_s = syncer.hop_latency_s(self.rank)
-        self.up_links = syncer.path_to_syncer(self.rank)
-        self.down_links = syncer.path_from_syncer(self.rank)
-        self.keyed: list[tuple[float, int, int, Row]] = []  # (appended at, kind order, sequence, row)
+        self.up = self.first(syncer.path_to_syncer(self.rank))
+        self.down = self.first(syncer.path_from_syncer(self.rank))
+        self.rows: list[Row] = []
+        self.comm_rows: deque[Row] = deque()  # rows of round trips back, appended at their ends
         self.transfers: list[Transfer] = []
-        self.firsts: dict[tuple, Transfer] = {}
-
-    def append(self, at_s: float, order: int, row: Row) -> None:
-        self.keyed.append((at_s, order, len(self.keyed), row))
 
     def play(self) -> tuple[list[Row], list[Transfer], float]:
         sim = self.sim
+        rank, island, step_time_s = self.rank, self.island, self.step_time_s
         now = position = applied_position = merged_steps = 0.0
         back_s = -1.0  # when the previous round trip is back
-        reports: dict[tuple[int, int], tuple[float, float, float]] = {}  # (sent, arrived, back)
+        reports: dict[tuple[int, int], tuple[float, float]] = {}  # (arrived, back)
         for action, point in sync_actions(sim.schedule.sync_points(sim.scenario, 0)):
             target = float(point.launch_step if action is LAUNCH else point.apply_step)
             if target - position > 0:
-                since, now = now, now + (target - position) * self.step_time_s
+                since, now = now, now + (target - position) * step_time_s
                 if now > since:
-                    self.append(now, COMPUTE_ROW, Row(since, now, self.rank, self.island, "compute", 0.0,
-                                                      NO_FRAGMENT, point.outer_step))
-            position = max(position, target)
-            key = (point.outer_step, point.fragment)
+                    self.flush(now, inclusive=False)  # at one instant the engine appends a compute row first
+                    self.rows.append(Row(since, now, rank, island, "compute", 0.0, NO_FRAGMENT, point.outer_step))
+                position = target
             if action is LAUNCH:
                 sent_s = now if now >= back_s else back_s
-                arrived_s = self.carry(self.up_links, point.payload_bytes, sent_s)
-                back_s = self.carry(self.down_links, point.payload_bytes, arrived_s)
-                reports[key] = sent_s, arrived_s, back_s
-                self.append(back_s, COMM_ROW, Row(sent_s, back_s, self.rank, self.island, "comm", point.payload_bytes,
-                                                  point.fragment, point.outer_step))
+                arrived_s = self.carry(self.up, point.payload_bytes, sent_s)
+                back_s = self.carry(self.down, point.payload_bytes, arrived_s)
+                reports[point.outer_step, point.fragment] = arrived_s, back_s
+                self.comm_rows.append(Row(sent_s, back_s, rank, island, "comm", point.payload_bytes, point.fragment,
+                                          point.outer_step))
                 continue
-            sent_s, arrived_s, done_s = reports.pop(key)
+            arrived_s, done_s = reports.pop((point.outer_step, point.fragment))
             since = now
-            now = max(now, done_s)
+            now = now if now >= done_s else done_s
+            self.flush(now, inclusive=True)
             self.record_wait(since, now, arrived_s, point.fragment, point.outer_step)
             merged_steps += position - applied_position
             applied_position = position
-        rows = [row for *_, row in sorted(self.keyed, key=lambda item: item[:3])]
-        return rows, self.transfers, merged_steps
+        self.flush(math.inf, inclusive=True)
+        return self.rows, self.transfers, merged_steps
 
-    def carry(self, links: tuple, payload_bytes: float, at_s: float) -> float:
+    def flush(self, at_s: float, inclusive: bool) -> None:
+        """Append the rows of the round trips back before ``at_s`` (or at it), in the engine's order."""
+        comm_rows = self.comm_rows
+        while comm_rows and (comm_rows[0].time_end_s < at_s or inclusive and comm_rows[0].time_end_s == at_s):
+            self.rows.append(comm_rows.popleft())
+
+    def carry(self, first: Transfer, payload_bytes: float, at_s: float) -> float:
         """One transfer alone on the flow network from ``at_s``: its end, as ``FlowNetwork`` times it
         (added after the latency, its wake-up at its bytes over its rate alone, its bytes moved then)."""
         start_s = at_s + self.latency_s if self.latency_s > 0 else at_s  # SimPy: now + the timeout's delay
-        first = self.first(links)
         rate = first.alone_bytes_per_s
         remaining = payload_bytes
         wake_s = start_s + max(remaining / rate, 0.0)
@@ -133,7 +136,7 @@ class OneLearner:
             remaining -= rate * (wake_s - start_s)
         if remaining > rate * (COMPLETION_TOLERANCE * max(1.0, wake_s)):  # ``FlowNetwork.on_wakeup``
             raise NotAlone
-        transfer = object.__new__(Transfer)  # a copy of the first over these links, its counted links included
+        transfer = object.__new__(Transfer)  # a copy of the first over its links, its counted links included
         transfer.__dict__.update(first.__dict__)
         transfer.remaining_bytes = remaining
         transfer.segments = [(start_s, wake_s, rate)] if wake_s > start_s else []  # ``Transfer.set_rate`` twice
@@ -144,11 +147,9 @@ class OneLearner:
 
     def first(self, links: tuple) -> Transfer:
         """A transfer over ``links`` whose rate alone and crossings every later one copies."""
-        if links not in self.firsts:
-            transfer = Transfer(links, 0.0, self.sim.env.event())
-            transfer.most_access_crossings()
-            self.firsts[links] = transfer
-        return self.firsts[links]
+        transfer = Transfer(links, 0.0, self.sim.env.event())
+        transfer.most_access_crossings()
+        return transfer
 
     def record_wait(self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int) -> None:
         """``Syncer.record_wait``: the report merged on arrival (its first start is its arrival)."""
@@ -156,4 +157,4 @@ class OneLearner:
         idle_to = min(max(idle_from, arrived_s), now)
         for start, end, kind in ((since_s, idle_from, "stall"), (idle_from, idle_to, "idle"), (idle_to, now, "stall")):
             if end > start:
-                self.append(now, WAIT_ROW, Row(start, end, self.rank, self.island, kind, 0.0, fragment, outer_step))
+                self.rows.append(Row(start, end, self.rank, self.island, kind, 0.0, fragment, outer_step))
