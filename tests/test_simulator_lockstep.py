@@ -128,3 +128,28 @@ def test_one_simulated_worker_played_with_floats_gives_the_event_models_bits(cas
         {key: value for key, value in events.summary.items() if key != "events"}  # to the last bit
     pd.testing.assert_frame_equal(floats.links, events.links, rtol=0, atol=0)
     pd.testing.assert_frame_equal(floats.trace, events.trace, rtol=0, atol=0)  # replayed with arrays
+
+
+def test_the_worked_examples_plan_candidates_played_with_floats_give_the_event_models_summary():
+    # every coupled candidate of `islands plan worked-example --objective time-to-loss` with H >= 300 (214)
+    # (all 343 agree; the smaller H have thousands of collectives each, slow event by event)
+    from islands.analysis.objective import candidates
+    from islands.scenarios import ScenarioError, ScenarioSource
+    from islands.schedules import schedule_of
+
+    source = ScenarioSource.read("worked-example")
+    budget_steps = schedule_of(source.scenario).total_steps(source.scenario.schedule)
+    played = 0
+    for candidate in candidates(source.scenario, ["ddp", "diloco", "streaming", "eager"], budget_steps, {}):
+        if candidate.inner_steps is not None and candidate.inner_steps < 300:
+            continue
+        try:
+            scenario = source.variant(*candidate.overrides(budget_steps))
+        except ScenarioError:
+            continue  # refused by the schedule's rules, as the plan refuses it
+        assert len(Simulation(scenario).states) == 1
+        floats, events = simulate(scenario).summary, simulate(scenario, arrays=False).summary
+        assert {k: v for k, v in floats.items() if k != "events"} == \
+            {k: v for k, v in events.items() if k != "events"}, candidate
+        played += 1
+    assert played == 214
