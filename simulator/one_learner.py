@@ -74,6 +74,8 @@ def play(sim: Simulation) -> bool:
 
 
 class OneLearner:
+    """One play of the recursion: the learner's clock, its round trips and the rows they leave."""
+
     def __init__(self, sim: Simulation):
         self.sim = sim
         state = sim.states[0]
