@@ -35,6 +35,8 @@ from islands.trace import NO_FRAGMENT, Row
 from . import barriers, budget, lockstep, replicas
 from .churn import DEPARTURE, Churn
 from .collectives import Leg, PendingCollective, RingCollective
+from .endings import event_limit_error, everyone_gone_reason, horizon_reason
+from .events import CountingEnvironment, EventLimitReached
 from .exchanges import Collectives, Exchanges, StagedCollectives
 from .failures import PAUSE, STOP, Failures
 from .fleet import Fleet
@@ -46,25 +48,6 @@ from .syncer import Syncer
 from .topology import Topology
 from .tracelog import TraceLog
 from .workers import LAUNCH, WorkerState, sync_actions
-
-
-class EventLimitReached(Exception):
-    """The run processed more events than it may (``--max-events``)."""
-
-
-class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes and stops past ``max_events``."""
-
-    def __init__(self, max_events: float = math.inf) -> None:
-        super().__init__()
-        self.events_processed = 0
-        self.max_events = max_events
-
-    def step(self) -> None:
-        self.events_processed += 1
-        if self.events_processed > self.max_events:
-            raise EventLimitReached
-        super().step()
 
 
 def network_model_for(scenario: Scenario) -> str:
@@ -97,7 +80,8 @@ class Simulation:
         self.horizon_reached = False
         self.incomplete_reason: str | None = None
         self.trace = trace = TraceLog(env)
-        self.progress = progress = Progress(env, self.schedule.synced_outer_steps(scenario.schedule), fleet.state_of)
+        synced_outer_steps = self.schedule.synced_outer_steps(scenario.schedule)
+        self.progress = progress = Progress(env, synced_outer_steps, fleet.state_of.keys())
         self.exchanges = exchanges = self.exchanges_of_schedule()
         trace.wait_started_s = exchanges.started_s
         self.churn = Churn(env, scenario, network, topology, fleet, exchanges, progress, trace, self.start_worker)
@@ -170,11 +154,12 @@ class Simulation:
         try:
             self.env.run(until=self.progress.finished)
         except EventLimitReached:
-            raise self.event_limit_error() from None
+            raise event_limit_error(self.progress, self.scenario, self.env.max_events, self.budget.events) from None
         except RuntimeError:
             if self.env.peek() != math.inf:
                 raise
-            self.incomplete_reason = self.everyone_gone_reason()
+            self.incomplete_reason = everyone_gone_reason(self.progress, self.scenario, self.fleet,
+                                                          self.churn.last_leave_s)
         after_end = self.churn.count_unfired()
         self.trace.close_all(self.fleet.states)
         return replace(result_of(self), events_after_end=after_end)
@@ -192,32 +177,8 @@ class Simulation:
         yield self.env.timeout(horizon_s)
         if not self.progress.over:
             self.horizon_reached = True
-            self.incomplete_reason = (
-                f"stopped at the horizon of {horizon_s:.4g} s ({budget.HORIZON_FACTOR}x its churn-free bound) "
-                f"with {self.completed_outer} of {self.scenario.schedule.outer_steps} outer steps done: "
-                f"churn keeps the run from finishing; raise {budget.churniest_key(self.scenario)}")
+            self.incomplete_reason = horizon_reason(self.progress, self.scenario, horizon_s)
             self.progress.finish()
-
-    def everyone_gone_reason(self) -> str:
-        waiting = [self.fleet.state_of[rank].worker.name for rank in sorted(self.fleet.running)]
-        done = f"{self.completed_outer} of {self.scenario.schedule.outer_steps} outer steps"
-        if waiting:
-            return (f"the run stalled at {self.env.now:.4g} s after {done}: nothing was left to happen while "
-                    f"{', '.join(waiting)} still waited (a simulator bug: please report it)")
-        key = budget.churniest_key(self.scenario)
-        advice = f"raise {key} or give that island mttr_s" if key != "event" else "leave someone in the run"
-        gone = [state.worker.name for state in self.fleet.states if not state.present]
-        if len(gone) < len(self.fleet.states):
-            return (f"{', '.join(gone)} left by {self.churn.last_leave_s:.4g} s and did not return, after "
-                    f"{done} (a run counts its laggard's): {advice}")
-        return f"every worker had left by {self.churn.last_leave_s:.4g} s and none returns, after {done}: {advice}"
-
-    def event_limit_error(self) -> budget.BudgetExceeded:
-        return budget.BudgetExceeded(self.scenario.source, "schedule.outer_steps",
-                                     f"the run passed the limit of {self.env.max_events:g} simulator events at "
-                                     f"{self.env.now:.4g} s with {self.completed_outer} of "
-                                     f"{self.scenario.schedule.outer_steps} outer steps done (estimated "
-                                     f"{self.budget.events:.3g}): lower it, or raise --max-events")
 
     def start_worker(self, state: WorkerState, first_outer: int) -> None:
         position = first_outer * self.schedule.period_steps(self.scenario.schedule) * state.steps_scale

@@ -3,7 +3,8 @@
 A coupled schedule completes an outer step when the collective of its last fragment is done
 (``outer_step_done``); Decoupled DiLoCo's learners each keep their own count and the run's is the
 laggard's (``learner_done``); a non-elastic restart rolls it back to the last checkpoint
-(``roll_back``). The run ends (``finished``) once every outer step is complete and no worker runs.
+(``roll_back``). The run ends (``finished``) once every outer step is complete and no worker runs;
+a run that ends otherwise says why in one line (``endings.py``).
 """
 
 from __future__ import annotations
@@ -54,3 +55,4 @@ class Progress:
     def finish(self) -> None:
         if not self.finished.triggered:
             self.finished.succeed()
+
