@@ -40,11 +40,10 @@ from .fleet import Fleet
 from .progress import Progress
 from .topology import Topology
 from .tracelog import TraceLog
-from .workers import WorkerState
+from .workers import Start, WorkerState
 
 DEPARTURE = object()  # interrupt cause: the worker left
 ORPHANED = object()   # interrupt cause: a passive joiner's collective lost every member holding the state
-Start = Callable[[WorkerState, int], None]  # start a worker's process from an outer step (the engine's)
 
 
 class Churn:

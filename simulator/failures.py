@@ -29,13 +29,13 @@ from islands.scenarios import Scenario
 from islands.schedules import Schedule
 from islands.trace import NO_FRAGMENT
 
-from .churn import Churn, Start
+from .churn import Churn
 from .compute import FAILURES, worker_generator
 from .exchanges import Exchanges
 from .fleet import Fleet
 from .progress import Progress
 from .tracelog import TraceLog
-from .workers import WorkerState
+from .workers import Start, WorkerState
 
 if TYPE_CHECKING:
     import numpy as np

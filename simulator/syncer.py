@@ -39,14 +39,14 @@ from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
 from islands.trace import NO_FRAGMENT
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .churn import DEPARTURE, Start
+from .churn import DEPARTURE
 from .exchanges import Exchanges
 from .fleet import Fleet
 from .links import Link, Transfer
 from .progress import Progress
 from .topology import Topology
 from .tracelog import TraceLog
-from .workers import WorkerState
+from .workers import Start, WorkerState
 
 SYNCER_RANK = -1
 
