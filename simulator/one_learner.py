@@ -3,7 +3,7 @@
 A planner's Decoupled DiLoCo candidates are one island of identical replicas (``replicas.py``): one
 simulated learner standing for all of them, whose reports the syncer merges as soon as they arrive
 (every live learner then has a report waiting: ``no_report_can_arrive``). Its exchanges run one at a
-time (the trainer's single exchange thread, ``Syncer.report``), so one transfer at most is ever on
+time (the trainer's single exchange thread, ``Syncer.join``), so one transfer at most is ever on
 the network, alone on its links: the flow model moves it at its rate alone. The event model's run is
 then a recursion that Python plays directly, operation for operation as the engine, the syncer and
 ``FlowNetwork`` compute it (SimPy's clock adds each timeout's delay to now; the flow model moves a
@@ -47,7 +47,7 @@ def applies(sim: Simulation) -> bool:
     """Whether ``sim`` is a Decoupled DiLoCo run of one simulated learner that nothing but its own
     compute and round trips moves (see the module's docstring)."""
     scenario = sim.scenario
-    return (sim.syncer is not None and len(sim.states) == 1 and sim.network_model == "flow"
+    return (not sim.schedule.coupled and len(sim.states) == 1 and sim.network_model == "flow"
             and not sim.network.tracks_links and not scenario.has_churn() and not scenario.has_failures()
             and scenario.schedule.barrier == "wait" and scenario.network.exchange_cpu_s_per_value == 0
             and sim.states[0].steps_scale == 1 and sim.states[0].clock.jitter_cv == 0)
@@ -61,14 +61,14 @@ def play(sim: Simulation) -> bool:
     except NotAlone:
         return False
     state = sim.states[0]
-    sim.rows.extend(rows)
+    sim.trace.rows.extend(rows)
     sim.network.carried.extend(transfers)
     state.merged_steps = merged_steps
-    syncer = sim.syncer
+    syncer = sim.exchanges
     syncer.counts["merges"] = len(transfers) // 2  # one per report; none below the quorum (K <= the learners)
-    outer = sim.schedule.synced_outer_steps(sim.scenario.schedule)
-    syncer.learner_outer[state.worker.rank] = outer
     syncer.finished.add(state.worker.rank)
+    outer = sim.progress.synced_outer_steps
+    sim.progress.learner_outer[state.worker.rank] = outer
     sim.completed_outer = outer
     return True
 
@@ -81,7 +81,7 @@ class OneLearner:
         state = sim.states[0]
         self.rank, self.island = state.worker.rank, state.worker.island
         self.step_time_s = state.worker.step_time_s
-        syncer = sim.syncer
+        syncer = sim.exchanges  # ``syncer.Syncer``
         self.latency_s = syncer.hop_latency_s(self.rank)
         self.up = self.first(syncer.path_to_syncer(self.rank))
         self.down = self.first(syncer.path_from_syncer(self.rank))
