@@ -90,7 +90,7 @@ class Simulation:
         self.barrier = barriers.Barrier(env, scenario, network, topology, fleet, exchanges, progress, trace,
                                         self.churn.fetch)
         exchanges.connect(self.churn.enlist, self.barrier.on_arrival, self.outer_step_done)
-        self.one_learner = arrays and one_learner.applies(self)  # played without events (``one_learner.py``)
+        self.one_learner = arrays and one_learner.applies(self)  # Decoupled, one learner (``one_learner.py``)
 
     def exchanges_of_schedule(self) -> Exchanges:
         """A collective per sync (a ring, or staged), or for a schedule without one Decoupled DiLoCo's syncer."""
@@ -142,10 +142,8 @@ class Simulation:
                 gc.enable()
 
     def play(self) -> SimResult:
-        if self.lockstep:
-            return lockstep_result(self, self.replayed_rows)
-        if self.one_learner and one_learner.play(self):
-            return result_of(self)
+        if self.lockstep or self.one_learner and one_learner.play(self):  # played without events
+            return lockstep_result(self, self.replayed_rows) if self.lockstep else result_of(self)
         for state in self.fleet.states:
             if state.worker.present:
                 state.present = True

@@ -16,7 +16,7 @@ transfer's bytes forward at each wake-up and ends it within its completion toler
   download takes the same way back;
 * an apply: the learner waits for the download's end, ``stall`` (the merge is immediate: no idle).
 
-The rows, transfers and counts are the event model's, appended in its order, and the summary is made
+The rows (through a ``TraceLog``), transfers and counts are the event model's, added in its order, and the summary is made
 from them as for an event run (``result.result_of``): the same result, ``events`` aside (0 here;
 ``tests/test_simulator_one_learner.py`` plays every Decoupled candidate of the worked example's plan
 both ways). Anything else (several learners, churn, failures, exchange work, token buckets, a hand-set
@@ -29,13 +29,16 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
-from islands.trace import NO_FRAGMENT, Row
+from islands.trace import NO_FRAGMENT
 
 from .links import Transfer
 from .network import COMPLETION_TOLERANCE
+from .tracelog import TraceLog
 from .workers import LAUNCH, sync_actions
 
 if TYPE_CHECKING:
+    from islands.trace import Row
+
     from .engine import Simulation
 
 
@@ -69,7 +72,7 @@ def play(sim: Simulation) -> bool:
     syncer.finished.add(state.worker.rank)
     outer = sim.progress.synced_outer_steps
     sim.progress.learner_outer[state.worker.rank] = outer
-    sim.completed_outer = outer
+    sim.progress.reach(outer)
     return True
 
 
@@ -85,8 +88,8 @@ class OneLearner:
         self.latency_s = syncer.hop_latency_s(self.rank)
         self.up = self.first(syncer.path_to_syncer(self.rank))
         self.down = self.first(syncer.path_from_syncer(self.rank))
-        self.rows: list[Row] = []
-        self.comm_rows: deque[Row] = deque()  # rows of round trips back, appended at their ends
+        self.log = TraceLog(sim.env)  # the run's rows, handed to its own TraceLog once the play is through
+        self.comm_rows: deque[tuple] = deque()  # rows of round trips back, added at their ends
         self.transfers: list[Transfer] = []
 
     def play(self) -> tuple[list[Row], list[Transfer], float]:
@@ -101,15 +104,15 @@ class OneLearner:
                 since, now = now, now + (target - position) * step_time_s
                 if now > since:
                     self.flush(now, inclusive=False)  # at one instant the engine appends a compute row first
-                    self.rows.append(Row(since, now, rank, island, "compute", 0.0, NO_FRAGMENT, point.outer_step))
+                    self.log.add(since, now, rank, island, "compute", 0.0, NO_FRAGMENT, point.outer_step)
                 position = target
             if action is LAUNCH:
                 sent_s = now if now >= back_s else back_s
                 arrived_s = self.carry(self.up, point.payload_bytes, sent_s)
                 back_s = self.carry(self.down, point.payload_bytes, arrived_s)
                 reports[point.outer_step, point.fragment] = arrived_s, back_s
-                self.comm_rows.append(Row(sent_s, back_s, rank, island, "comm", point.payload_bytes, point.fragment,
-                                          point.outer_step))
+                self.comm_rows.append((sent_s, back_s, rank, island, "comm", point.payload_bytes, point.fragment,
+                                       point.outer_step))
                 continue
             arrived_s, done_s = reports.pop((point.outer_step, point.fragment))
             since = now
@@ -119,13 +122,13 @@ class OneLearner:
             merged_steps += position - applied_position
             applied_position = position
         self.flush(math.inf, inclusive=True)
-        return self.rows, self.transfers, merged_steps
+        return self.log.rows, self.transfers, merged_steps
 
     def flush(self, at_s: float, inclusive: bool) -> None:
         """Append the rows of the round trips back before ``at_s`` (or at it), in the engine's order."""
         comm_rows = self.comm_rows
-        while comm_rows and (comm_rows[0].time_end_s < at_s or inclusive and comm_rows[0].time_end_s == at_s):
-            self.rows.append(comm_rows.popleft())
+        while comm_rows and (comm_rows[0][1] < at_s or inclusive and comm_rows[0][1] == at_s):  # its end
+            self.log.add(*comm_rows.popleft())
 
     def carry(self, first: Transfer, payload_bytes: float, at_s: float) -> float:
         """One transfer alone on the flow network from ``at_s``: its end, as ``FlowNetwork`` times it
@@ -159,4 +162,4 @@ class OneLearner:
         idle_to = min(max(idle_from, arrived_s), now)
         for start, end, kind in ((since_s, idle_from, "stall"), (idle_from, idle_to, "idle"), (idle_to, now, "stall")):
             if end > start:
-                self.rows.append(Row(start, end, self.rank, self.island, kind, 0.0, fragment, outer_step))
+                self.log.add(start, end, self.rank, self.island, kind, 0.0, fragment, outer_step)
