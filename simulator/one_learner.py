@@ -16,11 +16,11 @@ transfer's bytes forward at each wake-up and ends it within its completion toler
   download takes the same way back;
 * an apply: the learner waits for the download's end, ``stall`` (the merge is immediate: no idle).
 
-The rows (through a ``TraceLog``), transfers and counts are the event model's, added in its order, and the summary is made
-from them as for an event run (``result.result_of``): the same result, ``events`` aside (0 here;
-``tests/test_simulator_one_learner.py`` plays every Decoupled candidate of the worked example's plan
-both ways). Anything else (several learners, churn, failures, exchange work, token buckets, a hand-set
-network model) runs event by event.
+The rows (through a ``TraceLog``), transfers and counts are the event model's, added in its order,
+and the summary is made from them as for an event run (``result.result_of``): the same result,
+``events`` aside (0 here; ``tests/test_simulator_one_learner.py`` plays every Decoupled candidate of
+the worked example's plan both ways). Anything else (several learners, churn, failures, exchange
+work, token buckets, a hand-set network model) runs event by event.
 """
 
 from __future__ import annotations
