@@ -17,7 +17,8 @@ CASES = {
     "the worked example": [],
     "latencies to the syncer": ["island.0.latency_ms=35", "syncer.latency_ms=12"],
     "quorum of every learner, a grace window": ["schedule.quorum=8", "schedule.grace_window=5"],
-    "backward overlap, one fragment": ["schedule.backward_overlap=0.5", "schedule.fragments=1", "schedule.overlap_steps=5"],
+    "backward overlap, one fragment": ["schedule.backward_overlap=0.5", "schedule.fragments=1",
+                                       "schedule.overlap_steps=5"],
     "transfers longer than the overlap": ["island.0.bandwidth_gbps=0.2", "schedule.fragments=2",
                                           "schedule.overlap_steps=2", "schedule.inner_steps=50"],
 }
@@ -64,7 +65,8 @@ def test_a_transfer_not_over_at_its_first_wake_up_leaves_the_run_to_the_event_mo
 
 @pytest.mark.parametrize("overrides", [["island.0.jitter_cv=0.05"], ["island.0.mtbf_s=1e5"],
                                        ["syncer.bandwidth_gbps=1"], ["network.exchange_cpu_s_per_value=1e-9"],
-                                       ["network.model=alpha-beta"], ["island.0.chip_mtbf_s=1e6", "island.0.recovery_s=60"]])
+                                       ["network.model=alpha-beta"],
+                                       ["island.0.chip_mtbf_s=1e6", "island.0.recovery_s=60"]])
 def test_what_the_recursion_does_not_hold_is_played_event_by_event(overrides):
     scenario = load("worked-example", [*DECOUPLED, *overrides])
     assert not Simulation(scenario).one_learner
