@@ -138,7 +138,7 @@ CASES = [
     case("simulate", "--network-profile nested 100,000 deep", [S, "--network-profile", "{tmp}/deep.json"],
          "deep.json: nested too deeply to be a network profile"),
     case("simulate", "--network-profile with a 5,000-digit number", [S, "--network-profile", "{tmp}/digits.json"],
-         "digits.json: has a number too long to read"),
+         "digits.json: not valid JSON (Exceeds the limit"),
     case("simulate", "--network-profile listing a host twice", [S, "--network-profile", "{tmp}/dup.json"],
          "dup.json: hosts.1.name: 'dc' is listed twice"),
     case("simulate", "--network-profile measuring a pair twice", [S, "--network-profile", "{tmp}/dup-rtt.json"],

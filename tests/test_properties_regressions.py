@@ -188,13 +188,6 @@ def test_a_larger_quorum_holds_back_the_fastest_learner_only_through_a_shared_sy
     assert shares[-1] < shares[0] / 5  # lockstep waits for the 0.05 Gbit/s learner every round
 
 
-@pytest.mark.skip(reason="open: a tree all-reduce through token buckets under a TCP loss cap is slower with twice "
-                         "the bandwidth (16.41 s -> 18.38 s). Cause: two transfers that start at the same instant "
-                         "on one bucket (a parent's downlink in the reduce, its uplink in the broadcast) do not "
-                         "share its burst: the first added takes all of it (simulator/links.py take_burst), the "
-                         "other none, where tbf would spend it on both flows' packets; the widths move which "
-                         "transfer is first and whether refill splits it. Fix: allocate the burst jointly "
-                         "among the transfers starting together")
 def test_twice_the_bandwidth_is_not_slower_through_token_buckets_under_a_loss_cap():
     """Shrunk by ``make fuzz`` from the bandwidth property: a tree all-reduce over 4 workers whose
     links have a 10 MB token bucket, the TCP loss cap (Mathis, 1e-4 at 40 ms RTT) below every link.
