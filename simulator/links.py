@@ -13,10 +13,11 @@ keeps its own total only where the network sums it (``network.FlowNetwork.settle
 A link may be shaped by a token bucket (``island.burst_bytes``: tc tbf's ``burst``, a provider's burst
 allowance): the bucket holds up to ``burst_bytes`` and refills at the link's spare rate (its capacity
 less what it carries). A transfer that starts moving bytes sends at once what every one of its links'
-buckets holds (``burst_at``), and the rest at the shared rates; transfers that start together
-share a bucket's burst max-min fairly, whatever order they were started in (``take_bursts``). On the emulated WAN the bucket is
-64 KiB or more (``islands.emulation``): a tenth of a 0.15 s exchange at 33 Mbit/s. A burst is sent in
-no time, so the link table (rates over time) does not draw it; the trace counts its bytes.
+buckets holds (``burst_at``), and the rest at the shared rates; transfers that start together share
+a bucket's burst max-min fairly, whatever order they were started in (``take_bursts``). On the
+emulated WAN the bucket is 64 KiB or more (``islands.emulation``): a tenth of a 0.15 s exchange at
+33 Mbit/s. A burst is sent in no time, so the link table (rates over time) does not draw it; the
+trace counts its bytes.
 """
 
 from __future__ import annotations

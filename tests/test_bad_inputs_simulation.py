@@ -122,6 +122,9 @@ CASES = [
     case("simulate", "a quorum above the learners", [WE, "--set", "schedule.algorithm=decoupled",
                                                      "--set", "schedule.quorum=9"],
          "schedule.quorum: must be at most the 8 learners (workers) that report (got 9)"),
+    case("simulate", "a quorum on a schedule that syncs everyone", [WE, "--set", "schedule.quorum=3"],
+         'schedule.quorum: 3 has no effect: algorithm = "diloco" syncs every worker each round; a quorum is '
+         'read by "decoupled" only (remove it, or set it to 1)'),
     case("simulate", "alpha-beta where learners share the syncer's link",
          [WE, "--set", "schedule.algorithm=decoupled", "--set", "syncer.bandwidth_gbps=10",
           "--set", "network.model=alpha-beta"], "network.model: alpha-beta prices each transfer alone"),
@@ -237,6 +240,9 @@ CASES = [
     case("goodput", "--failures 1000000", ["--failures", "1000000"], "--failures must be in [1, 10000] (got 1000000)"),
     case("goodput", "--failures not an integer", ["--failures", "1e3"],
          "argument --failures: invalid int value: '1e3'"),
+    case("goodput", "--failures 10000 (the most one cell takes): the grid would run for hours", ["--failures", "10000"],
+         "chaos: --failures 10000: the goodput grid would need about 6.14e+08 simulator events in all, above the 6e+07 "
+         "(about an hour of CPU) it allows: use --failures 976 or fewer"),
     case("goodput", "cells priced beyond the simulator's bound",
          ["--failures", "3000", "--set", "island.0.step_time_s=0.01"],
          "the goodput cell DP, non-elastic, 0.15M chips would need about 1.45e+09 simulator events, above 1e+08"),
@@ -498,8 +504,9 @@ Rules behind the answers:
 * `--dask tcp://HOST:PORT` is probed first (5 s): a closed, silent or non-Dask (HTTP) port is one line;
 * the simulator's resource guard refuses a run beyond `--max-events` events, or beyond 1 kB of
   memory per event, the topology's islands x islands matrix of measured round trips counted;
-* `goodput` runs at most 10,000 failures per cell, and marks a cell a run cut short instead of
-  giving it a number.
+* `goodput` runs at most 10,000 failures per cell and at most 6e7 simulator events for its whole
+  grid (the default, 300 failures, is about 1.8e7; 10,000 would take hours), priced before any cell
+  runs, and marks a cell a run cut short instead of giving it a number.
 """
 
 
