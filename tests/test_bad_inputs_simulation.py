@@ -122,6 +122,10 @@ CASES = [
     case("simulate", "a quorum above the learners", [WE, "--set", "schedule.algorithm=decoupled",
                                                      "--set", "schedule.quorum=9"],
          "schedule.quorum: must be at most the 8 learners (workers) that report (got 9)"),
+    case("simulate", "alpha-beta under churn", [WE, "--set", "network.model=alpha-beta", "--set",
+                                                "island.0.mtbf_s=100"],
+         "network.model: alpha-beta prices each transfer alone, and under churn (mtbf_s, [[event]], present = "
+         "false) a joining worker's download shares links"),
     case("simulate", "a quorum on a schedule that syncs everyone", [WE, "--set", "schedule.quorum=3"],
          'schedule.quorum: 3 has no effect: algorithm = "diloco" syncs every worker each round; a quorum is '
          'read by "decoupled" only (remove it, or set it to 1)'),
@@ -221,6 +225,8 @@ CASES = [
     case("plan", "--max-events -1", [WE, "--max-events", "-1"], "--max-events must be >= 1"),
     case("plan", "--dask empty", [WE, "--dask", ""], "argument --dask: is empty"),
     case("plan", "--dask at a closed port", [WE, "--dask", "tcp://127.0.0.1:1"], "cannot reach a Dask scheduler there"),
+    case("plan", "--dask a tls:// address", [WE, "--dask", "tls://127.0.0.1:1"],
+         "--dask tls://127.0.0.1:1: islands connects to tcp:// schedulers only (tls:// is not supported)"),
     # bandwidth-table
     case("bandwidth-table", "--sizes unknown", ["--sizes", "2b"], "--sizes: each must be one of 1b, 10b, 100b"),
     case("bandwidth-table", "--sizes empty", ["--sizes", ""], "argument --sizes: is empty"),
@@ -502,6 +508,7 @@ Rules behind the answers:
 * an output that is also an input (the scenario, its `rtt_csv`, the network profile) or another
   output, an unwritable path or a folder is refused before the run;
 * `--dask tcp://HOST:PORT` is probed first (5 s): a closed, silent or non-Dask (HTTP) port is one line;
+  another scheme (`tls://`, which needs certificates islands does not configure) is refused;
 * the simulator's resource guard refuses a run beyond `--max-events` events, or beyond 1 kB of
   memory per event, the topology's islands x islands matrix of measured round trips counted;
 * `goodput` runs at most 10,000 failures per cell and at most 6e7 simulator events for its whole
