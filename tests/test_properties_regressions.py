@@ -207,3 +207,26 @@ def test_twice_the_bandwidth_is_not_slower_through_token_buckets_under_a_loss_ca
     wide = simulate(make_scenario(["island.*.upload_gbps=1.0", "island.*.download_gbps=0.1"],
                                   document=document)).summary["wall_time_s"]
     assert wide <= narrow
+
+
+def test_the_churn_free_bound_counts_a_decoupled_learner_s_fragment_up_and_back_down():
+    """Shrunk by ``make fuzz`` from the churn-free bound: 2 learners, S = 4 MB (1e6 parameters at 32
+    bits) over 0.05 Gbit/s (6.25 MB/s) links, a syncer with no link of its own. Each learner uploads S
+    (0.64 s) and then downloads the merge (0.64 s): 0.01 + 2 x 0.64 = 1.29 s. The bound priced the
+    exchange as a ring all-reduce of 2 learners (S each way at once: 0.65 s), below the run."""
+    document = {
+        "name": "drawn",
+        "model": {"parameters": 1e6, "bytes_per_param": 1},
+        "schedule": {"algorithm": "decoupled", "inner_steps": 1, "outer_steps": 1, "bits": 32},
+        "network": {"detection_timeout_s": 0.0},
+        "island": [{"name": "i0", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 0.05}],
+    }
+    scenario = make_scenario(document=document)
+    wall_s = 0.01 + 2 * 4e6 / 6.25e6
+    assert simulate(scenario).summary["wall_time_s"] == pytest.approx(wall_s)
+    assert estimate(scenario).run_length_s >= wall_s * (1 - 1e-9)
+    burst = copy.deepcopy(document)  # as drawn: a 100 kB bucket, and the TCP loss cap above the link
+    burst["island"][0]["burst_bytes"] = 1e5
+    burst["network"]["loss_rate"] = 1e-4
+    bursting = make_scenario(document=burst)
+    assert estimate(bursting).run_length_s >= simulate(bursting).summary["wall_time_s"]
