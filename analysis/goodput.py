@@ -12,6 +12,7 @@ failure rate), so the cells are equally precise.
 from __future__ import annotations
 
 import math
+import re
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,20 @@ def check_fleet(source: ScenarioSource) -> None:
                         "(one chip's mean time between interruptions)")
 
 
+GRID_KEYS = re.compile(r"(island\.[^.=]+\.(chips|replicas)|schedule\.(algorithm|elastic|outer_steps))$")
+
+
+def check_grid_keys(source: ScenarioSource) -> None:
+    """Refuse, in one line, a ``--set`` of a key every cell sets itself (the fleet's split, the method,
+    the run's length): it would be overwritten, silently."""
+    for override in source.overrides:
+        key = override.split("=", 1)[0].strip()
+        if GRID_KEYS.match(key):
+            raise UserError(f"--set {override}: the goodput grid sets {key} itself in every cell (chips split "
+                            "among the method's workers, its schedule, a run of about --failures failures); "
+                            "leave it out")
+
+
 def goodput_cell(source: ScenarioSource, overrides: tuple[str, ...]) -> dict:
     from islands.simulator import simulate
 
@@ -128,6 +143,7 @@ def goodput_table(scenario: "str | Path | ScenarioSource" = "chaos", failures: i
     """One row per (method, chips): simulated goodput, the paper's, their difference in points."""
     check_failures(failures)
     source = as_source(scenario)
+    check_grid_keys(source)
     check_fleet(source)
     cells = [(method, n) for method in methods for n in chips]
     tasks = [(source, cell_overrides(source, method, n, failures)) for method, n in cells]

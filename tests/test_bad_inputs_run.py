@@ -401,7 +401,8 @@ QUALITY = cases("quality", ("scenario.toml",), [
     ("--profile is a folder", ("--profile", "run"), "run: is a folder, not a quality profile"),
     ("--profile endless", ("--profile", "/dev/zero"), "/dev/zero: a quality profile is at most 16777216 bytes"),
     ("--profile another JSON file", ("--profile", "run/summary.json"), "run/summary.json: not a quality profile"),
-    ("--profile with a NaN loss", ("--profile", "p.json"), "p.json: points: every point needs",
+    ("--profile with a NaN loss", ("--profile", "p.json"),
+     "p.json: holds NaN, which is no number in JSON: write it with islands quality --grid --save",
      write("p.json", json.dumps({"scenario": "x", "model_parameters": 5, "points": [
          {"algorithm": "diloco", "inner_steps": 1, "workers": 2, "bits": 16, "fragments": 1, "steps": 10,
           "eval_loss": float("nan"), "ddp_eval_loss": 1.0}]}))),
