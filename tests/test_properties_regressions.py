@@ -230,3 +230,24 @@ def test_the_churn_free_bound_counts_a_decoupled_learner_s_fragment_up_and_back_
     burst["network"]["loss_rate"] = 1e-4
     bursting = make_scenario(document=burst)
     assert estimate(bursting).run_length_s >= simulate(bursting).summary["wall_time_s"]
+
+
+def test_the_churn_free_bound_counts_every_late_worker_s_download_under_a_deadline():
+    """Shrunk by ``make fuzz`` from the churn-free bound: DiLoCo, deadline barrier with slack 0 and a
+    10 ms end spread, 5 workers at 0.05 Gbit/s. The ring's last finishers set no deadline in time and
+    are late for the next sync; the two late ones fetch the average (1 MB) through one member's uplink
+    while the others' ring uses it too (0.48 s, not the 0.16 s of one download alone). The bound
+    priced one late download per outer step (1.278 s against a 1.338 s run); it now prices m - 1."""
+    document = {
+        "name": "drawn",
+        "model": {"parameters": 1e6, "bytes_per_param": 1},
+        "schedule": {"algorithm": "diloco", "inner_steps": 1, "outer_steps": 3, "barrier": "deadline",
+                     "deadline_slack": 0.0},
+        "network": {"detection_timeout_s": 0.0, "ring_order": "listed", "exchange_end_spread_s": 0.01},
+        "island": [{"name": name, "replicas": replicas, "step_time_s": 0.01, "bandwidth_gbps": 0.05}
+                   for name, replicas in (("i0", 1), ("i1", 1), ("i2", 3))],
+    }
+    scenario = make_scenario(document=document)
+    summary = simulate(scenario).summary
+    assert summary["complete"] and summary["wall_time_s"] == pytest.approx(1.3376666666666668)
+    assert estimate(scenario).run_length_s >= summary["wall_time_s"]
