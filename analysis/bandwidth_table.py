@@ -19,7 +19,7 @@ from dataclasses import replace
 import pandas as pd
 
 from islands.scenarios import ScenarioSource
-from islands.schedules import DDP, SCHEDULES, DiLoCo, Streaming
+from islands.schedules import DDP, SCHEDULES, DiLoCo, Streaming, switch_to
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
@@ -31,8 +31,8 @@ SIZES = ("1b", "10b", "100b")
 
 # The table's rows, each as the overrides that turn the bundled scenario into it.
 ROWS = {
-    "Data-Parallel": ("schedule.algorithm=ddp",),
-    "Vanilla DiLoCo": ("schedule.algorithm=diloco",),
+    "Data-Parallel": switch_to(DDP.name),
+    "Vanilla DiLoCo": switch_to(DiLoCo.name),
     "Streaming DiLoCo": ("schedule.overlap_steps=0",),
     "w/ overlapped com.": (),
     "w/ overlapped FP4 com.": ("schedule.bits=4",),

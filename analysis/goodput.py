@@ -12,6 +12,7 @@ failure rate), so the cells are equally precise.
 from __future__ import annotations
 
 import math
+import re
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ import pandas as pd
 from islands.errors import UserError
 from islands.scenarios import ScenarioSource, as_source
 from islands.tables import CUT_SHORT
-from islands.schedules import DDP, SCHEDULES, Decoupled
+from islands.schedules import DDP, SCHEDULES, Decoupled, switch_to
 
 from .parallel import Progress, run_tasks
 
@@ -29,8 +30,11 @@ CHIPS = (150_000, 300_000, 600_000, 1_200_000, 2_400_000)
 DP_WORKERS = 8
 LEARNERS = (2, 4, 8, 16)
 DEFAULT_FAILURES = 300
-MAX_FAILURES = 10_000  # per cell: about +-0.3 points, some minutes per cell; beyond, the grid runs for hours
+MAX_FAILURES = 10_000  # per cell: about +-0.3 points, if the grid's events allow it (MAX_GRID_EVENTS)
 MAX_CELL_EVENTS = 1e8  # the simulator's estimate for one cell (the default grid's largest: about 3e6)
+# The simulator's estimate for the whole grid: the default (chaos, 300 failures) is about 1.8e7, some
+# CPU-minutes; chaos at 10,000 failures would be 6e8, hours. This allows chaos about 1,000 failures.
+MAX_GRID_EVENTS = 6e7
 
 # Table 1 of the paper: goodput (%) with one interruption per chip-year, by method and fleet size, as
 # transcribed in public notes on it (the grid from one; the 1.2M and 2.4M columns confirmed by others)
@@ -64,7 +68,7 @@ def cell_overrides(source: ScenarioSource, method: Method, chips: int, failures:
     steps = math.ceil(failures / rate_per_s / island.step_time_s)
     period = SCHEDULES[method.algorithm].period_steps(base.schedule)
     per_step_checkpoint = ("schedule.inner_steps=1",) if method.algorithm == DDP.name else ()
-    return (*per_step_checkpoint, f"schedule.algorithm={method.algorithm}",
+    return (*per_step_checkpoint, *switch_to(method.algorithm),
             f"schedule.elastic={str(method.elastic).lower()}",
             f"island.0.replicas={method.workers}", f"island.0.chips={chips // method.workers}",
             f"schedule.outer_steps={math.ceil(steps / period)}")
@@ -81,6 +85,20 @@ def check_fleet(source: ScenarioSource) -> None:
                         "(one chip's mean time between interruptions)")
 
 
+GRID_KEYS = re.compile(r"(island\.[^.=]+\.(chips|replicas)|schedule\.(algorithm|elastic|outer_steps))$")
+
+
+def check_grid_keys(source: ScenarioSource) -> None:
+    """Refuse, in one line, a ``--set`` of a key every cell sets itself (the fleet's split, the method,
+    the run's length): it would be overwritten, silently."""
+    for override in source.overrides:
+        key = override.split("=", 1)[0].strip()
+        if GRID_KEYS.match(key):
+            raise UserError(f"--set {override}: the goodput grid sets {key} itself in every cell (chips split "
+                            "among the method's workers, its schedule, a run of about --failures failures); "
+                            "leave it out")
+
+
 def goodput_cell(source: ScenarioSource, overrides: tuple[str, ...]) -> dict:
     from islands.simulator import simulate
 
@@ -89,14 +107,27 @@ def goodput_cell(source: ScenarioSource, overrides: tuple[str, ...]) -> dict:
             "incomplete_reason": summary["incomplete_reason"]}
 
 
-def check_cell_events(source: ScenarioSource, overrides: tuple[str, ...], cell: str) -> None:
-    """Price a cell before any runs: refuse, in one line, one the simulator estimates beyond ``MAX_CELL_EVENTS``."""
+def check_cell_events(source: ScenarioSource, overrides: tuple[str, ...], cell: str) -> float:
+    """Price a cell before any runs: refuse, in one line, one the simulator estimates beyond
+    ``MAX_CELL_EVENTS``; else its estimated events."""
     from islands.simulator.budget import estimate
 
     events = estimate(source.variant(*overrides)).events
     if events > MAX_CELL_EVENTS:
         raise UserError(f"{source.source}: the goodput cell {cell} would need about {events:.3g} simulator events, "
                         f"above {MAX_CELL_EVENTS:g}: lower --failures, or lengthen island.0.step_time_s")
+    return events
+
+
+def check_grid_events(source: ScenarioSource, failures: int, events: float) -> None:
+    """Refuse, in one line, a grid the simulator estimates beyond ``MAX_GRID_EVENTS`` in all (hours of
+    CPU), naming the --failures that fits (the events grow in proportion to the failures)."""
+    if events > MAX_GRID_EVENTS:
+        fits = math.floor(failures * MAX_GRID_EVENTS / events)
+        advice = f"use --failures {fits} or fewer" if fits >= 1 else "lengthen island.0.step_time_s"
+        raise UserError(f"{source.source}: --failures {failures}: the goodput grid would need about {events:.3g} "
+                        f"simulator events in all, above the {MAX_GRID_EVENTS:g} (about an hour of CPU) it "
+                        f"allows: {advice}")
 
 
 def check_failures(failures: int) -> None:
@@ -112,11 +143,13 @@ def goodput_table(scenario: "str | Path | ScenarioSource" = "chaos", failures: i
     """One row per (method, chips): simulated goodput, the paper's, their difference in points."""
     check_failures(failures)
     source = as_source(scenario)
+    check_grid_keys(source)
     check_fleet(source)
     cells = [(method, n) for method in methods for n in chips]
     tasks = [(source, cell_overrides(source, method, n, failures)) for method, n in cells]
-    for (method, n), (_, overrides) in zip(cells, tasks):
-        check_cell_events(source, overrides, f"{method.label}, {n / 1e6:g}M chips")
+    events = [check_cell_events(source, overrides, f"{method.label}, {n / 1e6:g}M chips")
+              for (method, n), (_, overrides) in zip(cells, tasks)]
+    check_grid_events(source, failures, sum(events))
     results = run_tasks(goodput_cell, tasks, executor=executor, jobs=jobs, progress=progress)
     rows = []
     for (method, n), result in zip(cells, results):

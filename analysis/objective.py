@@ -28,7 +28,7 @@ from typing import Any, Sequence
 from islands.errors import UserError
 from islands.scenarios import Scenario, ScenarioError, ScenarioSource
 from islands.scenarios.spec import WIRE_BITS
-from islands.schedules import GRADIENT, SCHEDULES, schedule_of
+from islands.schedules import GRADIENT, SCHEDULES, schedule_of, switch_to
 from islands.simulator import BudgetExceeded, simulate
 from islands.units import S_PER_HOUR
 
@@ -57,7 +57,7 @@ class Candidate:
     def overrides(self, budget_steps: int) -> tuple[str, ...]:
         """The candidate's keys, run for ``budget_steps`` inner steps (DDP: one outer step per step)."""
         steps = 1 if self.inner_steps is None else self.inner_steps
-        keys = [f"schedule.algorithm={self.algorithm}", f"schedule.bits={self.bits}",
+        keys = [*switch_to(self.algorithm), f"schedule.bits={self.bits}",
                 f"schedule.outer_steps={math.ceil(budget_steps / steps)}"]
         if self.inner_steps is not None:
             keys.append(f"schedule.inner_steps={self.inner_steps}")

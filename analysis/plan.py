@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from islands.errors import UserError
 from islands.scenarios import Scenario, ScenarioSource, as_source
 from islands.scenarios.spec import WIRE_BITS
-from islands.schedules import SCHEDULES, Streaming
+from islands.schedules import SCHEDULES, Streaming, switch_to
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from .parallel import Progress, run_tasks
@@ -56,8 +56,8 @@ class Question:
     @property
     def overrides(self) -> tuple[str, ...]:
         if self.kind == "fragments":
-            return (f"schedule.algorithm={Streaming.name}", f"schedule.fragments={self.subject}")
-        return (f"schedule.algorithm={self.subject}",)
+            return (*switch_to(Streaming.name), f"schedule.fragments={self.subject}")
+        return switch_to(self.subject)
 
     @property
     def keys(self) -> list[tuple]:

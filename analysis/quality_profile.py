@@ -25,7 +25,7 @@ from pathlib import Path
 
 from islands.errors import UserError
 from islands.interpolation import log_linear
-from islands.io import read_bounded_text
+from islands.io import parse_json, read_bounded_text
 
 MAX_PROFILE_BYTES = 16 * 2**20  # a profile holds tens of points, a few kB
 
@@ -90,13 +90,11 @@ class QualityProfile:
     @classmethod
     def read(cls, path: str | Path) -> QualityProfile:
         """A profile file, or one line naming the file and what is wrong with it."""
-        text = read_bounded_text(path, "quality profile", MAX_PROFILE_BYTES)
+        document = parse_json(read_bounded_text(path, "quality profile", MAX_PROFILE_BYTES), path, "quality profile",
+                              ": write it with islands quality --grid --save")
         try:
-            document = json.loads(text)
             points = tuple(ProfilePoint.from_dict(point) for point in document["points"])
             profile = cls(str(document["scenario"]), int(document["model_parameters"]), points)
-        except RecursionError:
-            raise UserError(f"{path}: nested too deeply to be a quality profile") from None
         except (ValueError, KeyError, TypeError, OverflowError) as exc:
             raise UserError(f"{path}: not a quality profile written by islands quality --grid ({exc})") from None
         if not points or not all(point.is_physical() for point in points):

@@ -30,7 +30,7 @@ from islands.analysis.progress import ProgressBar
 from islands.analysis.quality_profile import MIN_OUTER_STEPS, ProfilePoint, QualityProfile
 from islands.errors import UserError
 from islands.scenarios import ScenarioSource
-from islands.schedules import DDP, GRADIENT, SCHEDULES
+from islands.schedules import DDP, GRADIENT, SCHEDULES, switch_to
 
 GRID_KEYS = {"algorithm": "schedule.algorithm", "inner_steps": "schedule.inner_steps", "workers": None,
              "bits": "schedule.bits", "fragments": "schedule.fragments"}
@@ -106,7 +106,7 @@ def parse_algorithms(item: str, values: str) -> tuple[str, ...]:
 
 def run_overrides(point: Point, steps: int, algorithm: str) -> list[str]:
     """The ``--set`` list for one run of ``algorithm`` at ``point``, ``steps`` inner steps long."""
-    overrides = [f"schedule.algorithm={algorithm}"]
+    overrides = list(switch_to(algorithm))
     overrides += [f"{GRID_KEYS[key]}={value}" for key, value in point.items() if GRID_KEYS[key] and key != "algorithm"]
     period = 1 if SCHEDULES[algorithm].exchanged == GRADIENT else point["inner_steps"]
     return overrides + [f"schedule.outer_steps={steps // period}"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from islands.io import read_bounded_text
-from islands.schedules import schedule_of
+from islands.schedules import SCHEDULES, schedule_of
 
 from .errors import ScenarioError
 from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
@@ -399,6 +399,11 @@ def check_schedule(scenario: Scenario, source: str) -> None:
         raise ScenarioError(source, "island",
                             f"a sync needs at least 2 workers; the islands give {scenario.worker_count} "
                             "(add an island or set replicas)")
+    if "quorum" not in declared.reads and schedule.quorum > 1:
+        readers = ", ".join(f'"{name}"' for name, other in SCHEDULES.items() if "quorum" in other.reads)
+        raise ScenarioError(source, "schedule.quorum",
+                            f'{schedule.quorum} has no effect: algorithm = "{schedule.algorithm}" syncs every '
+                            f"worker each round; a quorum is read by {readers} only (remove it, or set it to 1)")
     if "quorum" in declared.reads and schedule.quorum > scenario.worker_count:
         raise ScenarioError(source, "schedule.quorum",
                             f"must be at most the {scenario.worker_count} learners (workers) that report "

@@ -27,13 +27,12 @@ the island's own ``latency_ms`` (one host cannot measure that).
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import asdict, dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from islands.io import json_text, read_bounded_text, write_text
+from islands.io import json_text, parse_json, read_bounded_text, write_text
 from islands.units import MS_PER_S
 
 from .errors import ScenarioError
@@ -80,7 +79,8 @@ class NetworkProfile:
 
 def read_profile(path: str | Path) -> NetworkProfile:
     """The profile in ``path``; a missing, corrupt or foreign file is refused in one line."""
-    values = parse_json(read_bounded_text(path, "network profile", MAX_PROFILE_BYTES), str(path))
+    values = parse_json(read_bounded_text(path, "network profile", MAX_PROFILE_BYTES), path, "network profile",
+                        ": write it with islands calibrate --out")
     if not isinstance(values, dict) or values.get("kind") != KIND:
         raise ScenarioError(str(path), "kind", f"not a network profile (no \"kind\": \"{KIND}\"): write one with "
                             "islands calibrate")
@@ -104,20 +104,6 @@ def read_profile(path: str | Path) -> NetworkProfile:
     except (KeyError, TypeError, ValueError, IndexError, OverflowError) as error:
         raise ScenarioError(str(path), "", f"{describe(error)}: the profile is incomplete or has a value out of "
                             "range; calibrate again") from None
-
-
-def parse_json(text: str, source: str) -> Any:
-    """The JSON document in ``text``; bad syntax, nesting too deep to parse or an integer of more digits
-    than Python converts is one ``ScenarioError``."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ScenarioError(source, "", f"not valid JSON ({error}): write it with islands calibrate --out") from None
-    except RecursionError:
-        raise ScenarioError(source, "", "nested too deeply to be a network profile: write it with islands "
-                                        "calibrate --out") from None
-    except ValueError as error:
-        raise ScenarioError(source, "", f"has a number too long to read ({str(error).split(';')[0]})") from None
 
 
 def unique_hosts(hosts: tuple[Host, ...], source: str) -> tuple[Host, ...]:

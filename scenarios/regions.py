@@ -58,6 +58,7 @@ def check_collective(scenario: Scenario, source: str) -> None:
     network = scenario.network
     check_departure(scenario, source)
     check_shared_syncer_path(scenario, source)
+    check_churn_sharing(scenario, source)
     if network.collective == "ring":
         return
     if network.collective == "tree" and network.model == "alpha-beta":
@@ -85,6 +86,16 @@ def check_shared_syncer_path(scenario: Scenario, source: str) -> None:
         shared = "the syncer's link" if scenario.syncer.bandwidth_gbps is not None else "the backbones to the syncer"
         raise ScenarioError(source, "network.model", f"alpha-beta prices each transfer alone, and the learners' "
                             f"reports share {shared}: use \"flow\" or \"auto\", which divide it among them")
+
+
+def check_churn_sharing(scenario: Scenario, source: str) -> None:
+    """Under churn a joining worker downloads the model while the others exchange, over links they
+    share: the alpha-beta model would price each transfer as if alone on them; the flow model shares them."""
+    if scenario.network.model == "alpha-beta" and scenario.has_churn():
+        raise ScenarioError(source, "network.model", "alpha-beta prices each transfer alone, and under churn "
+                            "(mtbf_s, [[event]], present = false) a joining worker's download shares links with the "
+                            "others' exchanges: use \"flow\" or "
+                            "\"auto\", which divide them")
 
 
 def check_departure(scenario: Scenario, source: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from islands.limits import DEFAULT_MAX_EVENTS
-from islands.schedules import SCHEDULES
+from islands.schedules import SCHEDULES, switch_to
 
 from .errors import ScenarioError
 from .latencies import csv_path, inline_rtt_csv
@@ -91,7 +91,7 @@ class ScenarioSource:
         refused: dict[str, ScenarioError] = {}
         for algorithm in ALGORITHMS:
             try:
-                scenarios[algorithm] = self.variant(f"schedule.algorithm={algorithm}", *overrides_of(algorithm))
+                scenarios[algorithm] = self.variant(*switch_to(algorithm), *overrides_of(algorithm))
             except ScenarioError as error:
                 refused[algorithm] = error
         if not scenarios:

@@ -177,7 +177,8 @@ SCHEDULE_KEYS = {
     "deadline_slack": Key("float", 0.1, between(0, MAX_DEADLINE_SLACK),
                           "deadline barrier: the sync starts at (1 + slack) x the median worker's interval"),
     "quorum": Key("int", 1, between(1, MAX_REPLICAS),
-                  "decoupled: K, reports of a fragment the syncer waits for before it merges"),
+                  "decoupled: K, reports of a fragment the syncer waits for before it merges (the other "
+                  "schedules sync every worker: above 1 there, it is refused)"),
     "grace_window": Key("float|str", ADAPTIVE, grace_window,
                         'decoupled: after the quorum, how long the syncer waits for more reports: "adaptive" '
                         "(the slack before the first reporter needs the fragment back) or seconds"),

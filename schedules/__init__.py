@@ -27,6 +27,13 @@ def schedule_of(scenario: Scenario) -> Schedule:
     return SCHEDULES[scenario.schedule.algorithm]
 
 
+def switch_to(algorithm: str) -> tuple[str, ...]:
+    """The ``--set`` overrides that run a scenario as ``algorithm``: a quorum (which only some schedules
+    read, and the loader refuses on the others) goes back to 1 where ``algorithm`` does not read it."""
+    reset = () if "quorum" in SCHEDULES[algorithm].reads else ("schedule.quorum=1",)
+    return (f"schedule.algorithm={algorithm}", *reset)
+
+
 __all__ = ["ADOPT", "ALL_GATHER", "ALL_REDUCE", "AVERAGE", "DDP", "EAGER", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES",
            "SYNCER", "DiLoCo", "Decoupled", "Eager", "Schedule", "Streaming", "SyncPoint", "SyncStep", "collective_of",
-           "schedule_of"]
+           "schedule_of", "switch_to"]

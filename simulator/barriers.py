@@ -16,21 +16,24 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Generator
+from typing import Any, Callable, Generator
 
 import simpy
 
 from islands.scenarios import Scenario, Worker
 from islands.schedules import SyncPoint
-from islands.trace import NO_FRAGMENT, Row
+from islands.trace import NO_FRAGMENT
 
-from .collectives import PendingCollective, copy_leg
-
-if TYPE_CHECKING:
-    from .engine import Simulation
-    from .workers import WorkerState
+from .collectives import PendingCollective, copy_leg, launch
+from .exchanges import Exchanges
+from .fleet import Fleet
+from .progress import Progress
+from .topology import Topology
+from .tracelog import TraceLog
+from .workers import WorkerState
 
 LATE = object()  # interrupt cause: the deadline passed before this worker reached the barrier
+Fetch = Callable[[WorkerState, Any], Generator[simpy.Event, Any, None]]
 
 
 def steps_scales(scenario: Scenario, workers: list[Worker]) -> list[float]:
@@ -42,55 +45,70 @@ def steps_scales(scenario: Scenario, workers: list[Worker]) -> list[float]:
     return [max(1, math.floor(h * slowest_s / worker.step_time_s + 1e-9)) / h for worker in workers]
 
 
-def on_arrival(sim: Simulation, collective: PendingCollective) -> None:
-    """Under a deadline barrier, set the deadline once half the expected workers have arrived."""
-    schedule = sim.scenario.schedule
-    if schedule.barrier != "deadline" or collective.deadline_s is not None:
-        return
-    if len(collective.arrived) < math.ceil(len(collective.expected) / 2):
-        return
-    start_s = sim.interval_start_s
-    collective.deadline_s = start_s + (1 + schedule.deadline_slack) * (sim.env.now - start_s)
-    timer = sim.env.timeout(collective.deadline_s - sim.env.now)
-    timer.callbacks.append(lambda _event: on_deadline(sim, collective))
+class Barrier:
+    """The outer step's barrier of one run: the deadline, and the work it drops."""
 
+    def __init__(self, env: simpy.Environment, scenario: Scenario, network: Any, topology: Topology, fleet: Fleet,
+                 exchanges: Exchanges, progress: Progress, trace: TraceLog, fetch: Fetch):
+        self.env, self.scenario, self.network, self.topology = env, scenario, network, topology
+        self.fleet, self.exchanges, self.progress, self.trace = fleet, exchanges, progress, trace
+        self.fetch = fetch  # a download to a worker that its departure cancels (``churn.Churn.fetch``)
+        self.counts = {"dropped_deltas": 0}
+        self.dropped_compute_s = 0.0
 
-def on_deadline(sim: Simulation, collective: PendingCollective) -> None:
-    """Cut off the workers that have not launched the collective by its deadline. One computing its
-    interval stops there (``LATE``: the engine drops the work). One not computing yet (still waiting
-    for its previous exchange, or catching up on a sync it missed) is marked late and skips the
-    interval when it gets to it. One that has launched but is still screening its tensor (exchange
-    work) is there: the collective waits for it."""
-    if collective.in_flight or collective.first_started_s is not None or collective.key not in sim.pending:
-        return
-    launched = {rank for rank in collective.expected if sim.state_of[rank].exchanging is collective}
-    late = sorted(collective.expected - collective.arrived - launched)
-    collective.expected = set(collective.arrived) | launched
-    for rank in late:
-        state = sim.state_of[rank]
-        if state.present and state.process is not None and state.process.is_alive:
-            state.late[collective.key[0]] = collective
-            sim.counts["dropped_deltas"] += 1
-            if state.activity is not None and state.activity[0] == "compute":
-                state.process.interrupt(LATE)
-    sim.maybe_start(collective)
+    def on_arrival(self, collective: PendingCollective) -> None:
+        """Under a deadline barrier, set the deadline once half the expected workers have arrived."""
+        schedule = self.scenario.schedule
+        if schedule.barrier != "deadline" or collective.deadline_s is not None:
+            return
+        if len(collective.arrived) < math.ceil(len(collective.expected) / 2):
+            return
+        start_s = self.progress.interval_start_s
+        collective.deadline_s = start_s + (1 + schedule.deadline_slack) * (self.env.now - start_s)
+        timer = self.env.timeout(collective.deadline_s - self.env.now)
+        timer.callbacks.append(lambda _event: self.on_deadline(collective))
 
+    def on_deadline(self, collective: PendingCollective) -> None:
+        """Cut off the workers that have not launched the collective by its deadline. One computing its
+        interval stops there (``LATE``: the engine drops the work, ``drop``). One not computing yet
+        (still waiting for its previous exchange, or catching up on a sync it missed) is marked late
+        and skips the interval when it gets to it. One that has launched but is still screening its
+        tensor (exchange work) is there: the collective waits for it."""
+        if collective.in_flight or collective.first_started_s is not None or collective.key not in self.exchanges.pending:
+            return
+        state_of = self.fleet.state_of
+        launched = {rank for rank in collective.expected if state_of[rank].exchanging is collective}
+        late = sorted(collective.expected - collective.arrived - launched)
+        collective.expected = set(collective.arrived) | launched
+        for rank in late:
+            state = state_of[rank]
+            if state.present and state.process is not None and state.process.is_alive:
+                state.late[collective.key[0]] = collective
+                self.counts["dropped_deltas"] += 1
+                if state.activity is not None and state.activity[0] == "compute":
+                    state.process.interrupt(LATE)
+        self.exchanges.maybe_start(collective)
 
-def catch_up(sim: Simulation, state: WorkerState, point: SyncPoint) -> Generator[simpy.Event, Any, None]:
-    """A late worker waits for the sync it missed, then downloads the averaged pseudo-gradient."""
-    collective = state.late.pop(point.outer_step)
-    since_s = sim.env.now
-    rank, island = state.worker.rank, state.worker.island
-    if not collective.done.processed:
-        state.activity = ("stall", since_s, point.fragment, point.outer_step)
-        yield collective.done
-        sim.close_activity(state)
-    download = sim.launch(copy_leg(collective.participants[0], rank, point.payload_bytes, sim.topology,
-                                   sim.scenario.network))
-    fetch_start_s = sim.env.now
-    state.activity = ("stall", fetch_start_s, point.fragment, point.outer_step)
-    yield from sim.churn.fetch(state, download)
-    sim.rows.append(Row(fetch_start_s, sim.env.now, rank, island, "comm", point.payload_bytes, NO_FRAGMENT,
-                     point.outer_step))
-    sim.close_activity(state)
-    state.position_at_apply = point.apply_step * state.steps_scale
+    def drop(self, state: WorkerState) -> None:
+        """The worker was cut off computing: its work since its last applied sync is dropped."""
+        self.dropped_compute_s += state.unsynced_compute_s
+        state.unsynced_compute_s = 0.0
+
+    def catch_up(self, state: WorkerState, point: SyncPoint) -> Generator[simpy.Event, Any, None]:
+        """A late worker waits for the sync it missed, then downloads the averaged pseudo-gradient."""
+        collective = state.late.pop(point.outer_step)
+        trace = self.trace
+        rank, island = state.worker.rank, state.worker.island
+        if not collective.done.processed:
+            trace.open(state, "stall", point.fragment, point.outer_step)
+            yield collective.done
+            trace.close(state)
+        download = launch(self.network, copy_leg(collective.participants[0], rank, point.payload_bytes,
+                                                 self.topology, self.scenario.network))
+        fetch_start_s = self.env.now
+        trace.open(state, "stall", point.fragment, point.outer_step)
+        yield from self.fetch(state, download)
+        trace.add(fetch_start_s, self.env.now, rank, island, "comm", point.payload_bytes, NO_FRAGMENT,
+                  point.outer_step)
+        trace.close(state)
+        state.position_at_apply = point.apply_step * state.steps_scale

@@ -101,8 +101,9 @@ def collectives_per_outer(scenario: Scenario) -> int:
 
 def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
     """Every collective of one outer step in series, alone on its links, each after its exchange work
-    (one outer step exchanges every parameter once), plus a late worker's download of the averaged
-    pseudo-gradient under a deadline barrier."""
+    (one outer step exchanges every parameter once; a Decoupled learner's S up to the syncer and S back
+    down, in series), plus the late workers' downloads of the averaged pseudo-gradient under a
+    deadline barrier (every worker but one late, each fetching from one member, in the worst case)."""
     m, collective = len(workers), collective_for(scenario)
     work_s = scenario.network.exchange_cpu_s_per_value * scenario.model.parameters
     rate = ring_rate_bytes_per_s(scenario, workers)
@@ -115,7 +116,10 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker]) -> float:
         levels = tree_levels(m)
         latency_s = collectives_per_outer(scenario) * levels * scenario.farthest_hop_latency_s
         transfer_s = levels * 2 * scenario.payload_bytes / rate
-    late_s = scenario.payload_bytes / rate if scenario.schedule.barrier == "deadline" else 0.0
+    if not schedule_of(scenario).coupled:  # a learner sends its fragments up, then takes the merge back down
+        transfer_s = max(transfer_s, 2 * scenario.payload_bytes / rate)
+    # up to m - 1 late workers, whose downloads may all come through one member's uplink, beside the ring
+    late_s = (m - 1) * scenario.payload_bytes / rate if scenario.schedule.barrier == "deadline" else 0.0
     return work_s + latency_s + transfer_s + late_s + syncer_s_per_outer(scenario, m)
 
 

@@ -26,18 +26,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable
+from typing import Any, Callable, Generator, Iterable
 
 import simpy
 
-from islands.trace import NO_FRAGMENT, Row
+from islands.scenarios import Scenario
+from islands.trace import NO_FRAGMENT
 
-from .collectives import PendingCollective, copy_leg
+from .collectives import PendingCollective, copy_leg, launch
 from .compute import CHURN, worker_generator
-
-if TYPE_CHECKING:
-    from .engine import Simulation
-    from .workers import WorkerState
+from .exchanges import Exchanges
+from .fleet import Fleet
+from .progress import Progress
+from .topology import Topology
+from .tracelog import TraceLog
+from .workers import Start, WorkerState
 
 DEPARTURE = object()  # interrupt cause: the worker left
 ORPHANED = object()   # interrupt cause: a passive joiner's collective lost every member holding the state
@@ -46,8 +49,10 @@ ORPHANED = object()   # interrupt cause: a passive joiner's collective lost ever
 class Churn:
     """Membership changes of one simulation."""
 
-    def __init__(self, sim: Simulation):
-        self.sim = sim
+    def __init__(self, env: simpy.Environment, scenario: Scenario, network: Any, topology: Topology, fleet: Fleet,
+                 exchanges: Exchanges, progress: Progress, trace: TraceLog, start: Start):
+        self.env, self.scenario, self.network, self.topology = env, scenario, network, topology
+        self.fleet, self.exchanges, self.progress, self.trace, self.start = fleet, exchanges, progress, trace, start
         self.passive: set[int] = set()  # joiners taking part in collectives before their state is in
         self.waiting: dict[int, simpy.Event] = {}  # passive joiners waiting for the next collective
         self.fetchers: dict[int, simpy.Process] = {}  # each passive joiner's background download
@@ -62,18 +67,17 @@ class Churn:
         self.last_leave_s = 0.0
 
     def schedule(self) -> None:
-        sim = self.sim
-        for event in sim.scenario.events:
-            targets = [s for s in sim.states if event.island in (s.worker.name, s.worker.island)]
+        for event in self.scenario.events:
+            targets = [s for s in self.fleet.states if event.island in (s.worker.name, s.worker.island)]
             action = self.leave if event.kind == "leave" else self.join
             for state in targets:
                 self.unfired += 1
-                timer = sim.env.timeout(event.at_s)
+                timer = self.env.timeout(event.at_s)
                 timer.callbacks.append(lambda _event, state=state, action=action: self.fire(action, state))
-        for state in sim.states:
+        for state in self.fleet.states:
             if state.worker.mtbf_s is not None:
-                rng = worker_generator(sim.scenario.seed, state.worker.rank, CHURN)
-                sim.env.process(self.random_churn(state, rng))
+                rng = worker_generator(self.scenario.seed, state.worker.rank, CHURN)
+                self.env.process(self.random_churn(state, rng))
 
     def fire(self, action: Callable[[WorkerState], None], state: WorkerState) -> None:
         self.unfired -= 1
@@ -89,53 +93,50 @@ class Churn:
         worker = state.worker
         while True:
             if state.present:
-                yield self.sim.env.timeout(rng.exponential(worker.mtbf_s))
+                yield self.env.timeout(rng.exponential(worker.mtbf_s))
                 self.leave(state)
             elif worker.mttr_s is None:
                 return
             else:
-                yield self.sim.env.timeout(rng.exponential(worker.mttr_s))
+                yield self.env.timeout(rng.exponential(worker.mttr_s))
                 self.join(state)
 
     # --- leaving ---------------------------------------------------------------------------------
 
     def leave(self, state: WorkerState) -> None:
-        sim = self.sim
-        if not state.present or sim.finished.triggered:
+        if not state.present or self.progress.over:
             self.counts["ignored_events"] += 1
             return
         self.counts["leaves"] += 1
-        self.last_leave_s = sim.env.now
+        self.last_leave_s = self.env.now
         state.present = False
         rank = state.worker.rank
         if state.process is not None and state.process.is_alive:
             state.process.interrupt(DEPARTURE)
-        for collective in list(sim.pending.values()):
+        for collective in list(self.exchanges.pending.values()):
             collective.arrived.discard(rank)
             if collective.in_flight and rank in collective.participants:
                 self.leave_collective(collective, rank)
-        timer = sim.env.timeout(sim.scenario.network.detection_timeout_s)
+        timer = self.env.timeout(self.scenario.network.detection_timeout_s)
         timer.callbacks.append(lambda _event: self.detected(state))
-        if sim.syncer is not None:
-            sim.syncer.departed(state)
+        self.exchanges.departed(state)
 
     def leave_collective(self, collective: PendingCollective, rank: int) -> None:
         """A participant left a collective in flight: the ring breaks, or under ``on_departure =
         "partial"`` the members holding the state go on without it (if any is left)."""
-        sim = self.sim
-        if sim.scenario.network.on_departure == "partial" and self.any_holder(collective.participants, but=rank):
+        exchanges = self.exchanges
+        if self.scenario.network.on_departure == "partial" and self.any_holder(collective.participants, but=rank):
             self.counts["dropped_members"] += 1
-            sim.drop_member(collective, rank)
+            exchanges.drop_member(collective, rank)
         else:
-            sim.break_ring(collective)
+            exchanges.break_ring(collective)
 
     def departed(self, state: WorkerState) -> None:
         """Called in the departing worker's process: close its trace and count the lost work."""
-        sim = self.sim
-        sim.close_activity(state)
+        self.trace.close(state)
         download = self.downloads.pop(state.worker.rank, None)
         if download is not None and not download.done.triggered:
-            sim.network.cancel(download)
+            self.network.cancel(download)
         fetcher = self.fetchers.pop(state.worker.rank, None)
         if fetcher is not None and fetcher.is_alive:
             fetcher.interrupt(DEPARTURE)
@@ -147,20 +148,18 @@ class Churn:
         """The others notice the departure: the ring re-forms without it. A worker that has returned
         meanwhile but is still fetching the weights or waiting for the next outer boundary is not in
         the ring either (waiting for it would deadlock: it waits for that ring's sync to enter)."""
-        sim = self.sim
-        if state.worker.rank in sim.running:
+        if state.worker.rank in self.fleet.running:
             return  # it is back and computing again
-        sim.members.discard(state.worker.rank)
-        for collective in list(sim.pending.values()):
+        self.fleet.forget(state.worker.rank)
+        for collective in list(self.exchanges.pending.values()):
             collective.expected.discard(state.worker.rank)
             if collective.expected <= self.passive and collective.arrived <= self.passive:
                 self.orphan(collective.arrived & self.passive, collective)
             if collective.expected or collective.arrived:  # an empty collective completes nothing
-                sim.maybe_start(collective)
+                self.exchanges.maybe_start(collective)
         if not self.any_holder():
             self.orphan(set(self.waiting))
-        if sim.syncer is not None:
-            sim.syncer.consider_all()  # merges that waited for its report go ahead
+        self.exchanges.noticed()  # a syncer's merges that waited for its report go ahead
 
     def orphan(self, ranks: set[int], collective: PendingCollective | None = None) -> None:
         """No member holding the state is left for these passive joiners: nobody can give it to them,
@@ -171,32 +170,29 @@ class Churn:
                 collective.expected.discard(rank)
             self.passive.discard(rank)
             self.waiting.pop(rank, None)
-            self.sim.state_of[rank].process.interrupt(ORPHANED)
+            self.fleet.state_of[rank].process.interrupt(ORPHANED)
 
     # --- joining ---------------------------------------------------------------------------------
 
     def join(self, state: WorkerState) -> None:
-        sim = self.sim
-        if state.present or sim.finished.triggered:
+        if state.present or self.progress.over:
             self.counts["ignored_events"] += 1
             return
         self.counts["joins"] += 1
         state.present = True
-        joiner = self.joiner(state) if sim.syncer is None else sim.syncer.catch_up(state)
-        state.process = sim.env.process(joiner)
+        state.process = self.env.process(self.exchanges.joiner(state, self.joiner(state)))
 
     def joiner(self, state: WorkerState) -> Generator[simpy.Event, Any, None]:
-        sim = self.sim
         try:
-            peers = sorted(r for r in sim.members if sim.state_of[r].present)
-            first_outer = sim.completed_outer
+            peers = self.fleet.present_members()
+            first_outer = self.progress.completed_outer
             if peers:
                 self.passive.add(state.worker.rank)
-                download = sim.env.process(self.download_when_quiet(state))
+                download = self.env.process(self.download_when_quiet(state))
                 self.fetchers[state.worker.rank] = download
                 first_outer = yield from self.follow(state, download)
-            sim.members.add(state.worker.rank)
-            sim.start_worker(state, first_outer=first_outer)
+            self.fleet.admit(state.worker.rank)
+            self.start(state, first_outer)
         except simpy.Interrupt as interrupt:
             if interrupt.cause is not DEPARTURE:
                 raise
@@ -207,25 +203,25 @@ class Churn:
         the download is in at an outer boundary; returns the outer step it computes from. If every
         member holding the state is gone meanwhile, it starts at once from the last completed outer
         step, as a joiner with no peer does."""
-        sim, rank = self.sim, state.worker.rank
+        rank, trace, progress = state.worker.rank, self.trace, self.progress
         try:
             while self.any_holder():
-                self.waiting[rank] = sim.env.event()
-                state.activity = ("idle", sim.env.now, NO_FRAGMENT, sim.completed_outer)
+                self.waiting[rank] = self.env.event()
+                trace.open(state, "idle", NO_FRAGMENT, progress.completed_outer)
                 collective = yield self.waiting[rank]
-                sim.close_activity(state)
-                arrived_s = sim.env.now
+                trace.close(state)
+                arrived_s = self.env.now
                 yield collective.done
                 outer_step, fragment = collective.key
-                sim.record_wait(state, arrived_s, collective.first_started_s, fragment, outer_step)
+                trace.wait(state, arrived_s, collective.first_started_s, fragment, outer_step)
                 if rank in self.admitted:  # at the outer boundary (``outer_boundary``)
                     return self.admitted.pop(rank)
-            return sim.completed_outer
+            return progress.completed_outer
         except simpy.Interrupt as interrupt:
             if interrupt.cause is not ORPHANED:
                 raise
-            sim.close_activity(state)
-            return sim.completed_outer
+            trace.close(state)
+            return progress.completed_outer
         finally:
             self.waiting.pop(rank, None)
             self.admitted.pop(rank, None)
@@ -234,13 +230,13 @@ class Churn:
 
     def holders(self) -> list[int]:
         """Present members that hold the state (not passive joiners)."""
-        return [rank for rank in self.sim.members - self.passive if self.sim.state_of[rank].present]
+        return [rank for rank in self.fleet.members - self.passive if self.fleet.state_of[rank].present]
 
     def any_holder(self, among: Iterable[int] | None = None, but: int | None = None) -> bool:
         """Whether a present member (of ``among``, ``but`` aside) holds the state; stops at the first."""
-        state_of, passive = self.sim.state_of, self.passive
+        state_of, passive = self.fleet.state_of, self.passive
         return any(rank != but and rank not in passive and state_of[rank].present
-                   for rank in (self.sim.members if among is None else among))
+                   for rank in (self.fleet.members if among is None else among))
 
     def enlist(self, collective: PendingCollective) -> None:
         """A member started ``collective``'s gathering: every passive joiner waiting takes part (one
@@ -262,7 +258,7 @@ class Churn:
         try:
             while not self.quiet:
                 if self.quiet_again is None:
-                    self.quiet_again = self.sim.env.event()
+                    self.quiet_again = self.env.event()
                 yield self.quiet_again
             peers = self.holders()
             if peers:
@@ -289,25 +285,24 @@ class Churn:
         """A joiner becomes a member that computes from ``first_outer``, or past the last outer step
         whose collective has started without it: it is expected in every collective from there on,
         those already formed (a member launches the next exchange before this one ends) included."""
-        sim = self.sim
-        started = [pending.key[0] + 1 for pending in sim.pending.values() if pending.first_started_s is not None]
+        pending_collectives = self.exchanges.pending.values()
+        started = [pending.key[0] + 1 for pending in pending_collectives if pending.first_started_s is not None]
         first_outer = max([first_outer, *started])
-        sim.members.add(rank)
-        for pending in sim.pending.values():
+        self.fleet.admit(rank)
+        for pending in pending_collectives:
             if pending.key[0] >= first_outer:
                 pending.expected.add(rank)
         self.admitted[rank] = first_outer
 
     def download_weights(self, state: WorkerState, peer: int) -> Generator[simpy.Event, Any, None]:
         """The global state from ``peer``, in the background of the joiner's own process."""
-        sim = self.sim
         rank = state.worker.rank
-        weights_bytes = sim.scenario.weights_bytes
-        started_s = sim.env.now
-        download = sim.launch(copy_leg(peer, rank, weights_bytes, sim.topology, sim.scenario.network))
+        weights_bytes = self.scenario.weights_bytes
+        started_s = self.env.now
+        download = launch(self.network, copy_leg(peer, rank, weights_bytes, self.topology, self.scenario.network))
         yield from self.fetch(state, download)
-        sim.rows.append(Row(started_s, sim.env.now, rank, state.worker.island, "comm", weights_bytes, NO_FRAGMENT,
-                         sim.completed_outer))
+        self.trace.add(started_s, self.env.now, rank, state.worker.island, "comm", weights_bytes, NO_FRAGMENT,
+                       self.progress.completed_outer)
 
     def fetch(self, state: WorkerState, download: Any) -> Generator[simpy.Event, Any, None]:
         """Wait for a download to a worker; a departure meanwhile cancels it (see ``departed``)."""

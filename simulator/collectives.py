@@ -42,6 +42,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import simpy
 
@@ -200,3 +201,9 @@ class PendingCollective:
 
     def ready(self) -> bool:
         return not self.in_flight and bool(self.arrived) and self.expected <= self.arrived
+
+
+def launch(network: Any, leg: Leg) -> Transfer:
+    """Put one transfer on ``network`` (``network.make_network``'s)."""
+    return network.transfer(leg.links, leg.bytes_per_link, leg.latency_s, leg.cap_bytes_per_s,
+                            leg.narrowest_bytes_per_s)

@@ -21,17 +21,24 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generator
 
-from islands.trace import NO_FRAGMENT, Row
+import simpy
 
+from islands.scenarios import Scenario
+from islands.schedules import Schedule
+from islands.trace import NO_FRAGMENT
+
+from .churn import Churn
 from .compute import FAILURES, worker_generator
+from .exchanges import Exchanges
+from .fleet import Fleet
+from .progress import Progress
+from .tracelog import TraceLog
+from .workers import Start, WorkerState
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from .engine import Simulation
-    from .workers import WorkerState
 
 STOP = object()   # interrupt cause: a failure elsewhere stopped the whole (non-elastic) run
 PAUSE = object()  # interrupt cause: one of the worker's chips failed; it re-forms without it
@@ -40,28 +47,30 @@ PAUSE = object()  # interrupt cause: one of the worker's chips failed; it re-for
 class Failures:
     """The failure clocks of one simulation's workers and the two ways a failure plays out."""
 
-    def __init__(self, sim: Simulation):
-        self.sim = sim
-        workers = sim.workers
+    def __init__(self, env: simpy.Environment, scenario: Scenario, schedule: Schedule, fleet: Fleet,
+                 exchanges: Exchanges, progress: Progress, trace: TraceLog, churn: Churn, start: Start):
+        self.env, self.scenario, self.schedule, self.fleet = env, scenario, schedule, fleet
+        self.exchanges, self.progress, self.trace, self.churn, self.start = exchanges, progress, trace, churn, start
+        workers = fleet.workers
         self.rngs: dict[int, np.random.Generator] = {}
         self.chips_down = [0] * len(workers)
         self.to_failure_s = [self.draw(w.rank) for w in workers]
         self.generation = [0] * len(workers)
         self.started_s = [0.0] * len(workers)
         self.struck = [False] * len(workers)
-        self.elastic = sim.scenario.schedule.elastic or not sim.schedule.coupled
+        self.elastic = scenario.schedule.elastic or not schedule.coupled
         self.counts = {"failures": 0, "restarts": 0}
         self.lost_compute_s = 0.0
         self.stopped_since_s: float | None = None
 
     def draw(self, rank: int) -> float:
         """Compute seconds until the worker's next interruption, at its chips up now."""
-        worker = self.sim.workers[rank]
+        worker = self.fleet.workers[rank]
         rate = worker.failure_rate_per_compute_s * (worker.chips - self.chips_down[rank]) / worker.chips
         if rate <= 0:
             return math.inf
         if rank not in self.rngs:
-            self.rngs[rank] = worker_generator(self.sim.scenario.seed, rank, FAILURES)
+            self.rngs[rank] = worker_generator(self.scenario.seed, rank, FAILURES)
         return float(self.rngs[rank].exponential(1 / rate))
 
     # --- the clock -------------------------------------------------------------------------------
@@ -71,10 +80,10 @@ class Failures:
         it strikes then."""
         rank = state.worker.rank
         self.generation[rank] += 1
-        self.started_s[rank] = self.sim.env.now
+        self.started_s[rank] = self.env.now
         if self.to_failure_s[rank] < duration_s:
             generation, process = self.generation[rank], state.process
-            timer = self.sim.env.timeout(self.to_failure_s[rank])
+            timer = self.env.timeout(self.to_failure_s[rank])
             timer.callbacks.append(lambda _event: self.strike(state, generation, process))
 
     def disarm(self, state: WorkerState) -> None:
@@ -85,12 +94,11 @@ class Failures:
             self.struck[rank] = False
             self.to_failure_s[rank] = self.draw(rank)
         else:
-            self.to_failure_s[rank] -= self.sim.env.now - self.started_s[rank]
+            self.to_failure_s[rank] -= self.env.now - self.started_s[rank]
 
     def strike(self, state: WorkerState, generation: int, process) -> None:
-        sim = self.sim
         rank = state.worker.rank
-        if generation != self.generation[rank] or state.process is not process or sim.finished.triggered:
+        if generation != self.generation[rank] or state.process is not process or self.progress.over:
             return
         self.struck[rank] = True
         self.counts["failures"] += 1
@@ -112,52 +120,47 @@ class Failures:
         rank = state.worker.rank
         self.chips_down[rank] += 1
         state.process.interrupt(PAUSE)
-        back = self.sim.env.timeout(state.worker.recovery_s)
+        back = self.env.timeout(state.worker.recovery_s)
         back.callbacks.append(lambda _event: self.chip_back(state))
 
     def chip_back(self, state: WorkerState) -> None:
         self.chips_down[state.worker.rank] -= 1
 
-    def reform(self, state: WorkerState, outer_step: int):
+    def reform(self, state: WorkerState, outer_step: int) -> Generator[simpy.Event, Any, None]:
         """The worker notices the failed chip and re-forms without it (idle in the trace)."""
-        sim = self.sim
-        state.activity = ("idle", sim.env.now, NO_FRAGMENT, outer_step)
-        yield sim.env.timeout(sim.scenario.network.detection_timeout_s)
-        sim.close_activity(state)
+        self.trace.open(state, "idle", NO_FRAGMENT, outer_step)
+        yield self.env.timeout(self.scenario.network.detection_timeout_s)
+        self.trace.close(state)
 
     def depart(self, state: WorkerState) -> None:
-        sim = self.sim
-        sim.churn.leave(state)
-        back = sim.env.timeout(state.worker.recovery_s)
-        back.callbacks.append(lambda _event: None if sim.finished.triggered else sim.churn.join(state))
+        self.churn.leave(state)
+        back = self.env.timeout(state.worker.recovery_s)
+        back.callbacks.append(lambda _event: None if self.progress.over else self.churn.join(state))
 
     # --- non-elastic: everyone stops, then restarts from the last checkpoint -----------------------
 
     def checkpoint_outer(self) -> int:
         """The last checkpointed outer step at or before the last completed one."""
-        sim = self.sim
-        schedule = sim.scenario.schedule
-        every = sim.scenario.trainer.checkpoint_every
+        schedule = self.scenario.schedule
+        every = self.scenario.trainer.checkpoint_every
         if every == 0:
             return 0
-        outer_per_checkpoint = max(1, every * schedule.inner_steps // sim.schedule.period_steps(schedule))
-        return sim.completed_outer // outer_per_checkpoint * outer_per_checkpoint
+        outer_per_checkpoint = max(1, every * schedule.inner_steps // self.schedule.period_steps(schedule))
+        return self.progress.completed_outer // outer_per_checkpoint * outer_per_checkpoint
 
     def stop_all(self) -> None:
-        sim = self.sim
-        self.stopped_since_s = sim.env.now
-        for collective in list(sim.pending.values()):
-            sim.break_ring(collective)
-        sim.pending.clear()
+        self.stopped_since_s = self.env.now
+        self.exchanges.drop_all()
         restart_outer = self.checkpoint_outer()
-        sim.completed_outer = restart_outer
-        restart_position = restart_outer * sim.schedule.period_steps(sim.scenario.schedule)
-        for state in sim.states:
+        self.progress.roll_back(restart_outer)
+        restart_position = restart_outer * self.schedule.period_steps(self.scenario.schedule)
+        states = self.fleet.states
+        for state in states:
             self.roll_back(state, restart_position * state.steps_scale)
             if state.process is not None and state.process.is_alive:
                 state.process.interrupt(STOP)
-        recovery_s = max(s.worker.recovery_s or 0.0 for s in sim.states if self.struck[s.worker.rank])
-        restart = sim.env.timeout(recovery_s)
+        recovery_s = max(s.worker.recovery_s or 0.0 for s in states if self.struck[s.worker.rank])
+        restart = self.env.timeout(recovery_s)
         restart.callbacks.append(lambda _event: self.restart(restart_outer))
 
     def roll_back(self, state: WorkerState, position: float) -> None:
@@ -169,19 +172,18 @@ class Failures:
 
     def stopped(self, state: WorkerState) -> None:
         """Called in a stopped worker's process: close its trace; its unsynced work is lost."""
-        self.sim.close_activity(state)
+        self.trace.close(state)
         self.lost_compute_s += state.unsynced_compute_s
         state.unsynced_compute_s = 0.0
         state.late.clear()
 
     def restart(self, outer: int) -> None:
-        sim = self.sim
-        if sim.finished.triggered:
+        if self.progress.over:
             return
         self.counts["restarts"] += 1
-        for state in sim.states:
+        for state in self.fleet.states:
             if state.present:
-                sim.rows.append(Row(self.stopped_since_s, sim.env.now, state.worker.rank, state.worker.island,
-                                    "idle", 0.0, NO_FRAGMENT, outer))
-                sim.start_worker(state, first_outer=outer)
+                self.trace.add(self.stopped_since_s, self.env.now, state.worker.rank, state.worker.island,
+                               "idle", 0.0, NO_FRAGMENT, outer)
+                self.start(state, outer)
         self.stopped_since_s = None

@@ -13,9 +13,11 @@ keeps its own total only where the network sums it (``network.FlowNetwork.settle
 A link may be shaped by a token bucket (``island.burst_bytes``: tc tbf's ``burst``, a provider's burst
 allowance): the bucket holds up to ``burst_bytes`` and refills at the link's spare rate (its capacity
 less what it carries). A transfer that starts moving bytes sends at once what every one of its links'
-buckets holds (``take_burst``), and the rest at the shared rates. On the emulated WAN the bucket is
-64 KiB or more (``islands.emulation``): a tenth of a 0.15 s exchange at 33 Mbit/s. A burst is sent in
-no time, so the link table (rates over time) does not draw it; the trace counts its bytes.
+buckets holds (``burst_at``), and the rest at the shared rates; transfers that start together share
+a bucket's burst max-min fairly, whatever order they were started in (``take_bursts``). On the
+emulated WAN the bucket is 64 KiB or more (``islands.emulation``): a tenth of a 0.15 s exchange at
+33 Mbit/s. A burst is sent in no time, so the link table (rates over time) does not draw it; the
+trace counts its bytes.
 """
 
 from __future__ import annotations
@@ -143,13 +145,49 @@ def burst_at(counted: Counter[Link], at_s: float, bytes_per_link: float) -> floa
     return min(bytes_per_link, *(link.tokens_at(at_s) / count for link, count in counted.items()))
 
 
-def take_burst(counted: Counter[Link], now: float, bytes_per_link: float) -> float:
-    """``burst_at`` now, taken from every link's bucket."""
-    burst = burst_at(counted, now, bytes_per_link)
-    if burst > 0:
-        for link, count in counted.items():
-            link.carry(now, now, link.rate_bytes_per_s, burst * count)
-    return burst
+def take_bursts(crossed: list[Counter[Link]], now: float, wanted_bytes: list[float]) -> list[float]:
+    """The bursts of transfers that start moving together at ``now``, taken from their links' buckets.
+
+    They share each bucket max-min fairly (progressive filling, as ``network.max_min_rates`` shares
+    rates): every transfer's burst grows at one pace until a bucket it crosses runs dry (a transfer
+    crossing a link k times draws k times its burst from it) or it has all it wants, so the split does
+    not depend on the order they were started in. Alone, a transfer gets ``burst_at``."""
+    eligible = [i for i, counted in enumerate(crossed)
+                if counted and wanted_bytes[i] > 0 and all(link.burst_bytes for link in counted)]
+    tokens = {link: link.tokens_at(now) for i in eligible for link in crossed[i]}
+    bursts = [0.0] * len(crossed)
+    growing = eligible
+    while growing:
+        weight: Counter[Link] = Counter()
+        for i in growing:
+            weight.update(crossed[i])
+        emptiest = min(weight, key=lambda link: tokens[link] / weight[link])
+        nearest = min(growing, key=lambda i: wanted_bytes[i] - bursts[i])
+        gap = wanted_bytes[nearest] - bursts[nearest]
+        sated = gap <= tokens[emptiest] / weight[emptiest]
+        step = gap if sated else tokens[emptiest] / weight[emptiest]
+        for i in growing:
+            bursts[i] += step
+        for link, count in weight.items():
+            tokens[link] = max(0.0, tokens[link] - step * count)
+        if sated:  # the nearest has all it wants
+            bursts[nearest] = wanted_bytes[nearest]
+            growing = [i for i in growing if i != nearest]
+        else:  # the emptiest bucket ran dry: whoever crosses it stops growing
+            growing = [i for i in growing if emptiest not in crossed[i]]
+    draw(crossed, bursts, now)
+    return bursts
+
+
+def draw(crossed: list[Counter[Link]], bursts: list[float], now: float) -> None:
+    """Take each transfer's burst, once per crossing, from its links' buckets at ``now``."""
+    taken: Counter[Link] = Counter()
+    for counted, burst in zip(crossed, bursts):
+        if burst > 0:
+            for link, count in counted.items():
+                taken[link] += burst * count
+    for link, burst in taken.items():
+        link.carry(now, now, link.rate_bytes_per_s, burst)
 
 
 def link_segments(transfers: Iterable[Transfer]) -> Iterator[tuple[Link, float, float, float]]:

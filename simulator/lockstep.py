@@ -114,6 +114,9 @@ class Lockstep:
     def play(self) -> None:
         sim = self.sim
         actions = sync_actions(sim.schedule.sync_points(sim.scenario, 0))
+        if self.rows is None and len(sim.states) == 1 and not sim.states[0].clock.jitter_cv:
+            self.play_one(actions)
+            return
         per_chunk = max(2, min(ACTIONS_PER_CHUNK, DRAWS_PER_CHUNK // len(sim.states)))
         for chunk in chunks(actions, per_chunk):
             durations = iter(self.draw(chunk).T)
@@ -128,6 +131,59 @@ class Lockstep:
                     self.apply(point)
         for state in sim.states:
             state.merged_steps = self.merged_steps
+        sim.completed_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule)
+
+    def play_one(self, actions: Iterable[tuple[object, SyncPoint]]) -> None:
+        """``play`` for a run of one simulated worker without jitter (an island's replicas grouped: a
+        planner's runs), with Python floats instead of arrays of one: the same operations in the same
+        order, so the same bits (``tests/test_simulator_lockstep.py``), at a few microseconds per launch
+        and apply instead of tens (numpy's cost per call). Each compute span takes its steps x the step
+        time, as ``StepClock.durations_s`` does without jitter. No trace rows: a trace replays with arrays."""
+        sim = self.sim
+        step_time_s = sim.states[0].clock.step_time_s
+        now = compute = idle = stall = sent = 0.0
+        last_end_s, position, applied_position, merged_steps = self.last_end_s, 0.0, 0.0, 0.0
+        spans, sync_durations, transfers = self.spans, self.sync_durations_s, self.transfers
+        for action, point in actions:
+            if action is LAUNCH:
+                if point.launch_step > position:
+                    since, now = now, now + (point.launch_step - position) * step_time_s
+                    compute += now - since
+                    position = point.launch_step
+                start_s = now if now > last_end_s else last_end_s  # max(): the first when equal
+                ring, leg, first = self.ring(point)
+                transfer = object.__new__(Transfer)
+                transfer.__dict__.update(first.__dict__)
+                rate = transfer.rate_bytes_per_s
+                data_start = start_s + leg.latency_s
+                data_end = data_start + leg.bytes_per_link / rate
+                transfer.segments = [(data_start, data_end, rate)]
+                transfer.end_s = data_end
+                transfers.append(transfer)
+                end_s = start_s + (data_end - start_s)
+                spans[(point.outer_step, point.fragment)] = (start_s, end_s)
+                sync_durations.append(end_s - start_s)
+                last_end_s = end_s
+                sent += ring.bytes_per_worker
+                self.syncs += 1
+                continue
+            if point.apply_step > position:
+                since, now = now, now + (point.apply_step - position) * step_time_s
+                compute += now - since
+                position = point.apply_step
+            start_s, end_s = spans.pop((point.outer_step, point.fragment))
+            if now < end_s:
+                boundary = now if now > start_s else start_s
+                idle += boundary - now
+                stall += end_s - boundary
+                now = end_s
+            merged_steps += position - applied_position
+            applied_position = position
+        self.now, self.compute, self.idle, self.stall, self.bytes_sent = (
+            np.array([value]) for value in (now, compute, idle, stall, sent))
+        self.last_end_s, self.position, self.applied_position = last_end_s, position, applied_position
+        self.merged_steps = merged_steps
+        sim.states[0].merged_steps = merged_steps
         sim.completed_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule)
 
     def draw(self, chunk: list[tuple[object, SyncPoint]]) -> np.ndarray:

@@ -24,7 +24,7 @@ from typing import Callable
 
 import simpy
 
-from .links import NO_CAP, Link, Transfer, burst_at, take_burst
+from .links import NO_CAP, Link, Transfer, burst_at, take_bursts
 
 # A transfer whose remaining time is below this fraction of the clock (at least 1 ns) is complete: it
 # absorbs floating-point residue, which must stay above the clock's resolution, or a wake-up scheduled
@@ -94,6 +94,7 @@ class FlowNetwork:
         self.flows: list[Transfer] = []
         self.carried: list[Transfer] = []  # every transfer that moved bytes at a rate, in start order
         self.loaded: list[Link] = []  # the links that carried something at the last ``settle_links``
+        self.starting: list[Transfer] = []  # transfers to start together at this instant (token buckets)
         self.last_update_s = 0.0
         self.wakeup_generation = 0
 
@@ -136,21 +137,46 @@ class FlowNetwork:
             flow.set_rate(self.env.now, 0.0)
 
     def add(self, handle: Transfer) -> None:
-        if handle.cancelled:
+        """Start moving ``handle``'s bytes now. A transfer whose links all have token buckets starts with
+        the others that reach them at this instant, once the events already due now have run, so that
+        they share the buckets' bursts whatever order they came in (``links.take_bursts``)."""
+        if not (self.tracks_links and all(link.burst_bytes for link in handle.counted)):
+            self.start([handle])
+            return
+        self.starting.append(handle)
+        if len(self.starting) == 1:
+            self.env.timeout(0).callbacks.append(lambda _event: self.start(self.take_starting()))
+
+    def take_starting(self) -> list[Transfer]:
+        starting, self.starting = self.starting, []
+        return starting
+
+    def start(self, handles: list[Transfer]) -> None:
+        handles = [handle for handle in handles if not handle.cancelled]
+        if not handles:
             return
         self.advance()
         if self.tracks_links:
-            handle.remaining_bytes -= take_burst(handle.counted, self.env.now, handle.remaining_bytes)
-        if handle.remaining_bytes <= 0:
-            for _, action in handle.marks:
-                action()
-            handle.done.succeed()
-            return
+            bursts = take_bursts([h.counted for h in handles], self.env.now, [h.remaining_bytes for h in handles])
+            for handle, burst in zip(handles, bursts):
+                handle.remaining_bytes -= burst
+        moving = [handle for handle in handles if handle.remaining_bytes > 0]
+        for handle in moving:
+            self.begin(handle)
+        if moving:
+            self.reallocate()
+        for handle in handles:
+            if handle.remaining_bytes <= 0:  # its burst carried it all: it ends now
+                for _, action in handle.marks:
+                    action()
+                handle.done.succeed()
+
+    def begin(self, handle: Transfer) -> None:
+        """Start moving ``handle``'s remaining bytes at a shared rate."""
         handle.active = True
         handle.rate_since_s = self.env.now
         self.flows.append(handle)
         self.carried.append(handle)
-        self.reallocate()
 
     def advance(self) -> None:
         """Move every flow forward at its current rate up to now."""

@@ -83,14 +83,13 @@ def result_of(sim: Simulation) -> SimResult:
     sim.network.close()
     transfers = sim.network.carried
     peak_gbps = peak_access_rate(transfers, sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
-    schedule = sim.scenario.schedule
-    done = sim.completed_outer == sim.schedule.synced_outer_steps(schedule)
-    summary = summarise_columns(Columns.of_rows(sim.rows), schedule.outer_steps if done else sim.completed_outer,
-                                peak_gbps, extra_summary(sim), island_extra=island_extra(sim),
-                                syncs_per_worker=not sim.schedule.coupled, weights=sim.replica_counts)
-    rows = sim.rows
+    schedule, progress, counts = sim.scenario.schedule, sim.progress, sim.fleet.replica_counts
+    rows = sim.trace.rows
+    summary = summarise_columns(Columns.of_rows(rows), schedule.outer_steps if progress.complete else
+                                progress.completed_outer, peak_gbps, extra_summary(sim), island_extra=island_extra(sim),
+                                syncs_per_worker=not sim.schedule.coupled, weights=counts)
     return SimResult(summary=summary, row_source=lambda: rows, transfers=transfers, islands=islands_of_links(sim),
-                     counts=sim.replica_counts)
+                     counts=counts)
 
 
 def lockstep_result(sim: Simulation, replay: Callable[[], list[Row]]) -> SimResult:
@@ -103,7 +102,7 @@ def lockstep_result(sim: Simulation, replay: Callable[[], list[Row]]) -> SimResu
     summary = summary_of(run.workers(), float(run.now.max()), durations, np.ones(len(durations), dtype=np.int64),
                          sim.scenario.schedule.outer_steps, peak_gbps, extra_summary(sim), island_extra(sim))
     return SimResult(summary=summary, row_source=replay, transfers=run.transfers, islands=islands_of_links(sim),
-                     counts=sim.replica_counts)
+                     counts=sim.fleet.replica_counts)
 
 
 def extra_summary(sim: Simulation) -> dict[str, Any]:
@@ -116,13 +115,13 @@ def extra_summary(sim: Simulation) -> dict[str, Any]:
         "outer_steps_planned": scenario.schedule.outer_steps,
         "inner_steps": sim.schedule.total_steps(scenario.schedule),
         "lost_compute_s": sim.churn.lost_compute_s + sim.failures.lost_compute_s,
-        "dropped_compute_s": sim.dropped_compute_s,
-        "dropped_deltas": sim.counts["dropped_deltas"],
+        "dropped_compute_s": sim.barrier.dropped_compute_s,
+        "dropped_deltas": sim.barrier.counts["dropped_deltas"],
         "horizon_reached": sim.horizon_reached,
         "incomplete_reason": sim.incomplete_reason,
         **sim.churn.counts,
         **sim.failures.counts,
-        **(sim.syncer.counts if sim.syncer is not None else {}),
+        **sim.exchanges.counts,
         "useful_chip_s": useful_chip_s(sim),
         "chips": scenario.chips,
         "events": sim.env.events_processed,
@@ -132,14 +131,14 @@ def extra_summary(sim: Simulation) -> dict[str, Any]:
 def useful_chip_s(sim: Simulation) -> float:
     """Chip-seconds of the work that reached the global model: every worker's merged inner steps
     at its mean step time, times its chips."""
-    return sum(s.merged_steps * s.worker.step_time_s * s.worker.chips * s.count for s in sim.states)
+    return sum(s.merged_steps * s.worker.step_time_s * s.worker.chips * s.count for s in sim.fleet.states)
 
 
 def island_extra(sim: Simulation) -> dict[str, dict[str, float]]:
     tokens_per_step = sim.scenario.model.tokens_per_step
     extra: dict[str, dict[str, float]] = {}
     for island in sim.scenario.islands:
-        states = [s for s in sim.states if s.worker.island == island.name]
+        states = [s for s in sim.fleet.states if s.worker.island == island.name]
         merged = sum(s.merged_steps * s.count for s in states) / sum(s.count for s in states)
         extra[island.name] = {
             "inner_steps": merged,
@@ -150,5 +149,5 @@ def island_extra(sim: Simulation) -> dict[str, dict[str, float]]:
 
 def islands_of_links(sim: Simulation) -> dict[Link, str]:
     """Every access link and backbone, and the island it serves (the links table's rows)."""
-    return {link: BACKBONE if link.worker == BACKBONE_WORKER else sim.workers[link.worker].island
+    return {link: BACKBONE if link.worker == BACKBONE_WORKER else sim.fleet.workers[link.worker].island
             for link in sim.topology.access_links() + sim.topology.backbone_links()}

@@ -29,22 +29,24 @@ and latencies count. The syncer's link is not in the run's link table.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generator
+from typing import Any, Generator
 
 import simpy
 
+from islands.scenarios import Scenario
+from islands.schedules import SyncPoint
 from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
-from islands.trace import NO_FRAGMENT, Row
+from islands.trace import NO_FRAGMENT
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .churn import DEPARTURE
+from .exchanges import Exchanges
+from .fleet import Fleet
 from .links import Link, Transfer
-
-if TYPE_CHECKING:
-    from islands.schedules import SyncPoint
-
-    from .engine import Simulation
-    from .workers import WorkerState
+from .progress import Progress
+from .topology import Topology
+from .tracelog import TraceLog
+from .workers import Start, WorkerState
 
 SYNCER_RANK = -1
 
@@ -66,10 +68,15 @@ class Report:
     transfer: Transfer | None = None
 
 
-class Syncer:
-    def __init__(self, sim: Simulation):
-        self.sim = sim
-        spec = sim.scenario.syncer
+class Syncer(Exchanges):
+    """The exchanges of Decoupled DiLoCo's learners: each a round trip to the syncer (``Exchanges``)."""
+
+    def __init__(self, env: simpy.Environment, scenario: Scenario, network: Any, topology: Topology, fleet: Fleet,
+                 trace: TraceLog, progress: Progress, last_outer: int, last_fragment: int, start: Start):
+        self.env, self.scenario, self.network, self.topology = env, scenario, network, topology
+        self.fleet, self.trace, self.progress, self.start = fleet, trace, progress, start
+        self.pending: dict = {}  # no collectives: every round trip is its learner's own
+        spec = scenario.syncer
         rate = None if spec.bandwidth_gbps is None else spec.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
         self.links_up = () if rate is None else (Link(SYNCER_RANK, "up", rate),)
         self.links_down = () if rate is None else (Link(SYNCER_RANK, "down", rate),)
@@ -79,8 +86,7 @@ class Syncer:
         self.armed: dict[int, int] = {}  # fragment -> generation of its armed grace timer
         self.generation = 0
         self.in_flight: dict[int, set[Report]] = {}
-        self.learner_outer = {state.worker.rank: 0 for state in sim.states}
-        self.last_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule) - 1
+        self.last_outer, self.last_fragment = last_outer, last_fragment
         self.finished: set[int] = set()  # learners whose last report is answered: they send no more
         self.open_round: dict[int, int] = {}        # fragment -> the outer step its next merge is for
         self.late: dict[int, list[Report]] = {}     # fragment -> reports answered late, not yet merged
@@ -88,11 +94,12 @@ class Syncer:
 
     # --- a learner's round trip ------------------------------------------------------------------
 
-    def report(self, state: WorkerState, point: SyncPoint) -> Report:
-        sim = self.sim
-        report = Report(state.worker.rank, point.outer_step, point.fragment, point.payload_bytes, sim.env.now,
-                        point.apply_step - point.launch_step, sim.env.event())
-        work_s = sim.scenario.network.exchange_cpu_s_per_value * point.values
+    def join(self, state: WorkerState, point: SyncPoint) -> Report:
+        """The learner's report of ``point``: prepared after its previous exchange, then sent."""
+        env = self.env
+        report = Report(state.worker.rank, point.outer_step, point.fragment, point.payload_bytes, env.now,
+                        point.apply_step - point.launch_step, env.event())
+        work_s = self.scenario.network.exchange_cpu_s_per_value * point.values
         previous, state.exchanging = state.exchanging, report
         process = state.process
         if previous is not None and not previous.done.triggered:
@@ -103,17 +110,16 @@ class Syncer:
 
     def prepare(self, state: WorkerState, process: Any, report: Report, work_s: float) -> None:
         if work_s > 0:
-            worked = self.sim.env.timeout(work_s)
+            worked = self.env.timeout(work_s)
             worked.callbacks.append(lambda _event: self.send(state, process, report))
         else:
             self.send(state, process, report)
 
     def send(self, state: WorkerState, process: Any, report: Report) -> None:
-        sim = self.sim
         if not state.present or state.process is not process:
             return
-        report.sent_s = sim.env.now
-        report.transfer = sim.network.transfer(self.path_to_syncer(report.rank), report.payload_bytes,
+        report.sent_s = self.env.now
+        report.transfer = self.network.transfer(self.path_to_syncer(report.rank), report.payload_bytes,
                                                self.hop_latency_s(report.rank))
         self.in_flight.setdefault(report.rank, set()).add(report)
         transfer = report.transfer
@@ -122,23 +128,23 @@ class Syncer:
     def hop_latency_s(self, rank: int) -> float:
         """One way between a learner and the syncer: the learner's access, the backbone between their
         regions, the syncer's."""
-        topology = self.sim.topology
+        topology = self.topology
         return (topology.access_latency_s[rank] + topology.core_latency_s(topology.region[rank], self.region)
                 + self.latency_s)
 
     def path_to_syncer(self, rank: int) -> tuple[Link, ...]:
-        topology = self.sim.topology
+        topology = self.topology
         return (topology.uplinks[rank], *topology.crossing(topology.region[rank], self.region), *self.links_down)
 
     def path_from_syncer(self, rank: int) -> tuple[Link, ...]:
-        topology = self.sim.topology
+        topology = self.topology
         return (*self.links_up, *topology.crossing(self.region, topology.region[rank]), topology.downlinks[rank])
 
     def arrived(self, report: Report, transfer: Transfer) -> None:
         if report.transfer is not transfer:
             return
         report.transfer = None
-        report.arrived_s = self.sim.env.now
+        report.arrived_s = self.env.now
         self.in_flight[report.rank].discard(report)
         if report.outer_step < self.open_round.get(report.fragment, 0):
             self.answer_late(report)
@@ -149,7 +155,7 @@ class Syncer:
     def answer_late(self, report: Report) -> None:
         """Its round is merged already: the learner takes the newest global fragment at once and its
         pseudo-gradient joins the fragment's next merge (``late_reports``)."""
-        self.counts["late_reports"] += self.sim.state_of[report.rank].count  # one per learner it stands for
+        self.counts["late_reports"] += self.fleet.state_of[report.rank].count  # one per learner it stands for
         self.late.setdefault(report.fragment, []).append(report)
         self.answer([report])
 
@@ -159,7 +165,7 @@ class Syncer:
         """The learners the syncer counts on for a report: members (a departed one until its silence
         is noticed, ``network.detection_timeout_s`` later, as the trainer's syncer notices it) whose
         last report is not yet answered."""
-        return self.sim.members - self.finished
+        return self.fleet.members - self.finished
 
     def queued_learners(self) -> set[int]:
         """The learners with a report waiting here, whatever its fragment."""
@@ -173,21 +179,20 @@ class Syncer:
             return
         if no_report_can_arrive(self.live_learners(), self.queued_learners()):
             self.merge_all()
-        elif sum(self.sim.state_of[r.rank].count for r in reports) >= self.sim.scenario.schedule.quorum \
+        elif sum(self.fleet.state_of[r.rank].count for r in reports) >= self.scenario.schedule.quorum \
                 and fragment not in self.armed:
             self.generation += 1
             self.armed[fragment] = self.generation
-            timer = self.sim.env.timeout(self.grace_s(reports[0]))
+            timer = self.env.timeout(self.grace_s(reports[0]))
             generation = self.generation
             timer.callbacks.append(lambda _event: self.grace_over(fragment, generation))
 
     def grace_s(self, first: Report) -> float:
         """The grace window after the quorum: seconds, or gamma x the first reporter's slack."""
-        sim = self.sim
-        state = sim.state_of[first.rank]
+        state = self.fleet.state_of[first.rank]
         due_s = first.launched_s + first.lead_steps * state.worker.step_time_s
         download_s = self.hop_latency_s(first.rank) + first.payload_bytes / self.download_rate(first.rank)
-        return grace_window_s(sim.scenario.schedule.grace_window, due_s - sim.env.now - download_s)
+        return grace_window_s(self.scenario.schedule.grace_window, due_s - self.env.now - download_s)
 
     def download_rate(self, rank: int) -> float:
         return min(link.capacity_bytes_per_s for link in self.path_from_syncer(rank))
@@ -212,16 +217,16 @@ class Syncer:
 
     def count_merge(self, reports: list[Report]) -> None:
         self.counts["merges"] += 1
-        if sum(self.sim.state_of[r.rank].count for r in reports) < self.sim.scenario.schedule.quorum:
+        if sum(self.fleet.state_of[r.rank].count for r in reports) < self.scenario.schedule.quorum:
             self.counts["merges_below_quorum"] += 1
 
     def answer(self, reports: list[Report]) -> None:
         """Send each report's learner the global fragment; a learner whose last report this is sends no
         more, so merges that waited for it go ahead (and, the last one done, late reports merge)."""
         for report in reports:
-            report.first_started_s = self.sim.env.now
+            report.first_started_s = self.env.now
             self.send_back(report)
-        last = {r.rank for r in reports if r.outer_step == self.last_outer and r.fragment == self.sim.last_fragment}
+        last = {r.rank for r in reports if r.outer_step == self.last_outer and r.fragment == self.last_fragment}
         if last:
             self.finished |= last
             self.consider_all()
@@ -235,8 +240,7 @@ class Syncer:
                 self.count_merge(reports)
 
     def send_back(self, report: Report) -> None:
-        sim = self.sim
-        report.transfer = sim.network.transfer(self.path_from_syncer(report.rank), report.payload_bytes,
+        report.transfer = self.network.transfer(self.path_from_syncer(report.rank), report.payload_bytes,
                                                self.hop_latency_s(report.rank))
         self.in_flight.setdefault(report.rank, set()).add(report)
         transfer = report.transfer
@@ -245,32 +249,37 @@ class Syncer:
     def returned(self, report: Report, transfer: Transfer) -> None:
         if report.transfer is not transfer:
             return
-        sim = self.sim
         report.transfer = None
         self.in_flight[report.rank].discard(report)
-        state = sim.state_of[report.rank]
-        sim.rows.append(Row(report.sent_s, sim.env.now, report.rank, state.worker.island, "comm",
-                            report.payload_bytes, report.fragment, report.outer_step))
+        state = self.fleet.state_of[report.rank]
+        self.trace.add(report.sent_s, self.env.now, report.rank, state.worker.island, "comm",
+                       report.payload_bytes, report.fragment, report.outer_step)
         report.done.succeed()
 
-    def record_wait(self, state: WorkerState, since_s: float, report: Report) -> None:
-        """The learner waited from ``since_s`` to now for ``report``: idle while the report sat at the
+    def own_end(self, rank: int, exchange: Report) -> simpy.Event:
+        return exchange.done
+
+    def record_wait(self, state: WorkerState, since_s: float, exchange: Report, point: SyncPoint) -> None:
+        """The learner waited from ``since_s`` to now for its report: idle while the report sat at the
         syncer before its merge, stall the rest (its own transfers and exchange work)."""
-        sim = self.sim
-        now = sim.env.now
+        report = exchange
+        now = self.env.now
         idle_from = min(max(since_s, report.arrived_s), now)
         idle_to = min(max(idle_from, report.first_started_s), now)
         rank, island = report.rank, state.worker.island
         for start, end, kind in ((since_s, idle_from, "stall"), (idle_from, idle_to, "idle"), (idle_to, now, "stall")):
             if end > start:
-                sim.rows.append(Row(start, end, rank, island, kind, 0.0, report.fragment, report.outer_step))
+                self.trace.add(start, end, rank, island, kind, 0.0, report.fragment, report.outer_step)
 
     # --- learners that fail, finish and return ---------------------------------------------------
 
-    def learner_done(self, state: WorkerState, outer_step: int) -> None:
-        """The learner applied the last fragment of ``outer_step``; the run's count is the laggard's."""
-        self.learner_outer[state.worker.rank] = outer_step + 1
-        self.sim.completed_outer = min(self.learner_outer.values())
+    def applied(self, state: WorkerState, point: SyncPoint) -> None:
+        """A learner that applied the last fragment of an outer step completed it (``Progress``)."""
+        if point.fragment == self.last_fragment:
+            self.progress.learner_done(state.worker.rank, point.outer_step)
+
+    def noticed(self) -> None:
+        self.consider_all()  # merges that waited for the departed learner's report go ahead
 
     def consider_all(self) -> None:
         for fragment in sorted(self.waiting):
@@ -284,28 +293,33 @@ class Syncer:
         rank = state.worker.rank
         for report in self.in_flight.pop(rank, set()):
             if report.transfer is not None:
-                self.sim.network.cancel(report.transfer)
+                self.network.cancel(report.transfer)
                 report.transfer = None
         state.exchanging = None
         for fragment in list(self.waiting):
             self.waiting[fragment] = [r for r in self.waiting[fragment] if r.rank != rank]
         self.consider_all()
 
+    def joiner(self, state: WorkerState,
+               from_peers: Generator[simpy.Event, Any, None]) -> Generator[simpy.Event, Any, None]:
+        """A returning learner fetches the global model from the syncer, not from its peers."""
+        return self.catch_up(state)
+
     def catch_up(self, state: WorkerState) -> Generator[simpy.Event, Any, None]:
         """Fetch the global model from the syncer, then train from the learner's own next outer step."""
-        sim = self.sim
         rank = state.worker.rank
-        started_s = sim.env.now
-        download = sim.network.transfer(self.path_from_syncer(rank), sim.scenario.weights_bytes, self.hop_latency_s(rank))
+        started_s = self.env.now
+        download = self.network.transfer(self.path_from_syncer(rank), self.scenario.weights_bytes,
+                                         self.hop_latency_s(rank))
         try:
             yield download.done
         except simpy.Interrupt as interrupt:
             if interrupt.cause is not DEPARTURE:
                 raise
-            sim.network.cancel(download)
+            self.network.cancel(download)
             return
-        sim.rows.append(Row(started_s, sim.env.now, rank, state.worker.island, "comm", 0.0, NO_FRAGMENT,
-                            self.learner_outer[rank]))
-        sim.members.add(rank)
+        learner_outer = self.progress.learner_outer[rank]
+        self.trace.add(started_s, self.env.now, rank, state.worker.island, "comm", 0.0, NO_FRAGMENT, learner_outer)
+        self.fleet.admit(rank)
         self.finished.discard(rank)  # it trains from its own last applied outer step
-        sim.start_worker(state, first_outer=self.learner_outer[rank])
+        self.start(state, learner_outer)

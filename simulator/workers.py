@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import simpy
 
@@ -34,6 +34,9 @@ class WorkerState:
     merged_steps: float = 0.0
     late: dict[int, PendingCollective] = field(default_factory=dict)  # deadline barrier: syncs it missed, by outer step
     exchanging: PendingCollective | None = None  # its latest exchange: the next one starts after it
+
+
+Start = Callable[[WorkerState, int], None]  # start a worker's process from an outer step (the engine's)
 
 
 def sync_actions(points: Iterable[SyncPoint]) -> Iterator[tuple[object, SyncPoint]]:

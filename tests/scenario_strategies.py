@@ -266,6 +266,8 @@ def scenarios(draw, algorithms: tuple[str, ...] = ALGORITHMS, permanent: bool = 
     events, permanent_departures, churns = draw(churn(drawn_islands, permanent)) if moves else ([], False, False)
     if events:
         document["event"] = events
+    if churns and document["network"]["model"] == "alpha-beta":
+        document["network"]["model"] = "flow"  # a joiner's download shares links: alpha-beta is refused there
     has_failures = moves and schedule.get("barrier") != "deadline" and draw(failures(drawn_islands))
     if has_failures and churns:
         schedule["elastic"] = True

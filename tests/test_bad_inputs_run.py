@@ -347,6 +347,13 @@ COMPARE = cases("compare", ("scenario.toml", "run"), [
     ("--measured-steps negative compute", ("--measured-steps",),
      "run/summary.json: island 'a': compute_s and inner_steps must be finite and 0 or more (got -1 and 300)",
      edit_json("run/summary.json", setting("islands", [{"name": "a", "compute_s": -1, "inner_steps": 300}]))),
+    ("--measured-steps an island that ran no step", ("--measured-steps",),
+     "run/summary.json: island 'a' ran 0 inner steps in 0 s: no step time to measure; compare without "
+     "--measured-steps",
+     edit_json("run/summary.json", setting("islands", [{"name": "a", "compute_s": 0, "inner_steps": 0}]))),
+    ("--measured-steps an island with steps but no compute", ("--measured-steps",),
+     "run/summary.json: island 'a' ran 300 inner steps in 0 s: no step time to measure",
+     edit_json("run/summary.json", setting("islands", [{"name": "a", "compute_s": 0, "inner_steps": 300}]))),
     ("unwritable --out", ("--out", UNWRITABLE), f"--out {UNWRITABLE}: cannot write there"),
     ("--out is a file", ("--out", "scenario.toml"), "--out scenario.toml: is a file; name a folder"),
     ("--out is empty", ("--out", ""), "argument --out: is empty: give a path"),
@@ -394,7 +401,8 @@ QUALITY = cases("quality", ("scenario.toml",), [
     ("--profile is a folder", ("--profile", "run"), "run: is a folder, not a quality profile"),
     ("--profile endless", ("--profile", "/dev/zero"), "/dev/zero: a quality profile is at most 16777216 bytes"),
     ("--profile another JSON file", ("--profile", "run/summary.json"), "run/summary.json: not a quality profile"),
-    ("--profile with a NaN loss", ("--profile", "p.json"), "p.json: points: every point needs",
+    ("--profile with a NaN loss", ("--profile", "p.json"),
+     "p.json: holds NaN, which is no number in JSON: write it with islands quality --grid --save",
      write("p.json", json.dumps({"scenario": "x", "model_parameters": 5, "points": [
          {"algorithm": "diloco", "inner_steps": 1, "workers": 2, "bits": 16, "fragments": 1, "steps": 10,
           "eval_loss": float("nan"), "ddp_eval_loss": 1.0}]}))),

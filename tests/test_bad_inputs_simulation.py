@@ -122,6 +122,13 @@ CASES = [
     case("simulate", "a quorum above the learners", [WE, "--set", "schedule.algorithm=decoupled",
                                                      "--set", "schedule.quorum=9"],
          "schedule.quorum: must be at most the 8 learners (workers) that report (got 9)"),
+    case("simulate", "alpha-beta under churn", [WE, "--set", "network.model=alpha-beta", "--set",
+                                                "island.0.mtbf_s=100"],
+         "network.model: alpha-beta prices each transfer alone, and under churn (mtbf_s, [[event]], present = "
+         "false) a joining worker's download shares links"),
+    case("simulate", "a quorum on a schedule that syncs everyone", [WE, "--set", "schedule.quorum=3"],
+         'schedule.quorum: 3 has no effect: algorithm = "diloco" syncs every worker each round; a quorum is '
+         'read by "decoupled" only (remove it, or set it to 1)'),
     case("simulate", "alpha-beta where learners share the syncer's link",
          [WE, "--set", "schedule.algorithm=decoupled", "--set", "syncer.bandwidth_gbps=10",
           "--set", "network.model=alpha-beta"], "network.model: alpha-beta prices each transfer alone"),
@@ -138,7 +145,7 @@ CASES = [
     case("simulate", "--network-profile nested 100,000 deep", [S, "--network-profile", "{tmp}/deep.json"],
          "deep.json: nested too deeply to be a network profile"),
     case("simulate", "--network-profile with a 5,000-digit number", [S, "--network-profile", "{tmp}/digits.json"],
-         "digits.json: has a number too long to read"),
+         "digits.json: not valid JSON (Exceeds the limit"),
     case("simulate", "--network-profile listing a host twice", [S, "--network-profile", "{tmp}/dup.json"],
          "dup.json: hosts.1.name: 'dc' is listed twice"),
     case("simulate", "--network-profile measuring a pair twice", [S, "--network-profile", "{tmp}/dup-rtt.json"],
@@ -218,10 +225,14 @@ CASES = [
     case("plan", "--max-events -1", [WE, "--max-events", "-1"], "--max-events must be >= 1"),
     case("plan", "--dask empty", [WE, "--dask", ""], "argument --dask: is empty"),
     case("plan", "--dask at a closed port", [WE, "--dask", "tcp://127.0.0.1:1"], "cannot reach a Dask scheduler there"),
+    case("plan", "--dask a tls:// address", [WE, "--dask", "tls://127.0.0.1:1"],
+         "--dask tls://127.0.0.1:1: islands connects to tcp:// schedulers only (tls:// is not supported)"),
     # bandwidth-table
     case("bandwidth-table", "--sizes unknown", ["--sizes", "2b"], "--sizes: each must be one of 1b, 10b, 100b"),
     case("bandwidth-table", "--sizes empty", ["--sizes", ""], "argument --sizes: is empty"),
     case("bandwidth-table", "--sizes of commas", ["--sizes", ",,"], "--sizes: each must be one of 1b, 10b, 100b"),
+    case("bandwidth-table", "--sizes with a size twice", ["--sizes", "1b,1b"],
+         "--sizes: 1b is listed twice (got '1b,1b'); name each size once"),
     case("bandwidth-table", "--jobs 0", ["--jobs", "0"], "--jobs must be >= 1"),
     case("bandwidth-table", "--max-events nan", ["--max-events", "nan"], "--max-events must be >= 1 (got nan)"),
     case("bandwidth-table", "--set of an unknown key", ["--set", "schedule.x=1"], "schedule.x: unknown key"),
@@ -237,9 +248,16 @@ CASES = [
     case("goodput", "--failures 1000000", ["--failures", "1000000"], "--failures must be in [1, 10000] (got 1000000)"),
     case("goodput", "--failures not an integer", ["--failures", "1e3"],
          "argument --failures: invalid int value: '1e3'"),
+    case("goodput", "--failures 10000 (the most one cell takes): the grid would run for hours", ["--failures", "10000"],
+         "chaos: --failures 10000: the goodput grid would need about 6.14e+08 simulator events in all, above the 6e+07 "
+         "(about an hour of CPU) it allows: use --failures 976 or fewer"),
     case("goodput", "cells priced beyond the simulator's bound",
          ["--failures", "3000", "--set", "island.0.step_time_s=0.01"],
          "the goodput cell DP, non-elastic, 0.15M chips would need about 1.45e+09 simulator events, above 1e+08"),
+    case("goodput", "--set of a key every cell sets", ["--set", "island.0.chips=1"],
+         "--set island.0.chips=1: the goodput grid sets island.0.chips itself in every cell"),
+    case("goodput", "--set of the method", ["--set", "schedule.algorithm=ddp"],
+         "--set schedule.algorithm=ddp: the goodput grid sets schedule.algorithm itself in every cell"),
     case("goodput", "--jobs 0", ["--jobs", "0"], "--jobs must be >= 1"),
     case("goodput", "a scenario without chip failures", [WE], "island.0.chip_mtbf_s: is required for the goodput grid"),
     case("goodput", "--output unwritable", ["--output", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
@@ -496,10 +514,12 @@ Rules behind the answers:
 * an output that is also an input (the scenario, its `rtt_csv`, the network profile) or another
   output, an unwritable path or a folder is refused before the run;
 * `--dask tcp://HOST:PORT` is probed first (5 s): a closed, silent or non-Dask (HTTP) port is one line;
+  another scheme (`tls://`, which needs certificates islands does not configure) is refused;
 * the simulator's resource guard refuses a run beyond `--max-events` events, or beyond 1 kB of
   memory per event, the topology's islands x islands matrix of measured round trips counted;
-* `goodput` runs at most 10,000 failures per cell, and marks a cell a run cut short instead of
-  giving it a number.
+* `goodput` runs at most 10,000 failures per cell and at most 6e7 simulator events for its whole
+  grid (the default, 300 failures, is about 1.8e7; 10,000 would take hours), priced before any cell
+  runs, and marks a cell a run cut short instead of giving it a number.
 """
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from islands.schedules import ALL_GATHER, SYNCER, schedule_of
 from islands.simulator import SimResult, simulate
 from islands.simulator.budget import estimate
+from islands.simulator.links import Link, burst_at, take_bursts
 
 from scenario_strategies import COUPLED, Drawn, decoupled_learners_differ, load_document, scenarios
 
@@ -211,3 +213,42 @@ def test_a_larger_quorum_never_raises_the_fast_learners_utilisation_beside_a_str
     shares = utilisation_by_quorum(drawn, range(1, workers + 1))
     for smaller, larger in zip(shares, shares[1:]):
         assert larger <= smaller * (1 + RELATIVE)
+
+
+@st.composite
+def bursts_drawn(draw) -> tuple[list[float], list[list[int]], list[float]]:
+    """Token buckets (their depths; 0: no bucket) and transfers starting together: the buckets each
+    crosses (a bucket may be crossed twice) and the bytes each wants."""
+    depths = draw(st.lists(st.sampled_from((0.0, 5.0, 40.0, 100.0)) | st.floats(1.0, 1e3), min_size=1, max_size=4))
+    crossing = st.lists(st.integers(0, len(depths) - 1), min_size=1, max_size=3)
+    transfers = draw(st.lists(st.tuples(crossing, st.floats(0.0, 300.0)), min_size=1, max_size=5))
+    return depths, [links for links, _ in transfers], [wanted for _, wanted in transfers]
+
+
+def shared_bursts(depths: list[float], crossed: list[list[int]], wanted: list[float]) -> list[float]:
+    """``take_bursts`` from full buckets of these depths."""
+    links = [Link(index, "down", 10.0, burst_bytes=depth) for index, depth in enumerate(depths)]
+    return take_bursts([Counter(links[i] for i in route) for route in crossed], 0.0, wanted)
+
+
+@given(bursts_drawn())
+def test_transfers_starting_together_share_the_buckets_max_min_fairly_whatever_their_order(drawn):
+    """The bursts fit the buckets and the wants; each transfer short of what it wants crosses a bucket
+    that ran dry and on which no one got more (max-min fairness); the split follows the transfers,
+    not their order; alone, a transfer gets what ``burst_at`` says."""
+    depths, crossed, wanted = drawn
+    bursts = shared_bursts(depths, crossed, wanted)
+    tolerance = 1e-9 * max(1.0, *depths, *wanted)
+    taken = [sum(bursts[t] * route.count(i) for t, route in enumerate(crossed)) for i in range(len(depths))]
+    assert all(0.0 <= burst <= want + tolerance for burst, want in zip(bursts, wanted))
+    assert all(used <= depth + tolerance for used, depth in zip(taken, depths))
+    for t, route in enumerate(crossed):
+        if bursts[t] < wanted[t] - tolerance:
+            assert any(taken[i] >= depths[i] - tolerance
+                       and all(bursts[t] >= bursts[u] - tolerance for u, other in enumerate(crossed) if i in other)
+                       for i in route)
+    reversed_bursts = shared_bursts(depths, crossed[::-1], wanted[::-1])
+    assert reversed_bursts[::-1] == pytest.approx(bursts, rel=1e-12, abs=tolerance)
+    alone = shared_bursts(depths, crossed[:1], wanted[:1])
+    fresh = [Link(index, "down", 10.0, burst_bytes=depth) for index, depth in enumerate(depths)]
+    assert alone[0] == pytest.approx(burst_at(Counter(fresh[i] for i in crossed[0]), 0.0, wanted[0]), abs=tolerance)

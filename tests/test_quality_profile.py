@@ -61,6 +61,13 @@ def test_the_estimate_takes_the_profile_and_falls_back_to_the_prior_where_it_has
 def test_a_corrupt_profile_is_one_line_naming_the_file(tmp_path):
     broken = tmp_path / "p.json"
     broken.write_text('{"scenario": "x", "points": [')
+    with pytest.raises(UserError, match=r"p.json: not valid JSON"):
+        QualityProfile.read(broken)
+    broken.write_text('{"scenario": "x", "model_parameters": 1, "points": [{"outer_lr": NaN}]}')
+    with pytest.raises(UserError, match=r"p.json: holds NaN, which is no number in JSON: write it with islands "
+                                        r"quality --grid --save"):
+        QualityProfile.read(broken)
+    broken.write_text('{"scenario": "x", "points": []}')
     with pytest.raises(UserError, match=r"p.json: not a quality profile"):
         QualityProfile.read(broken)
     broken.write_text(json.dumps({"scenario": "x", "model_parameters": 1,

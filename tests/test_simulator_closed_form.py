@@ -72,6 +72,21 @@ def test_streaming_with_too_little_overlap_stalls_the_difference():
     assert summary["wall_time_s"] == pytest.approx(OUTER * H + OUTER * 4 * (fragment_s - 2.0))
 
 
+@pytest.mark.parametrize("model", ["alpha-beta", "flow"])
+@pytest.mark.parametrize("gbps", [1.0, 0.1])
+def test_streaming_fragments_are_never_on_the_wire_together_so_both_network_models_give_the_closed_form(model, gbps):
+    # P = 4 fragments of S/4, tau = 2 steps: a worker applies fragment p 2 s after launching it, waiting
+    # for its ring if need be, and launches p + 1 H/P = 25 steps later: never two fragments on a link
+    # at once, so alpha-beta (each transfer alone) prices what flow (sharing) does. At 0.1 Gbit/s a
+    # fragment's ring takes 60 s, longer than the 25 s between launches: still one at a time.
+    fragment_s = RING_S / 4 * (1.0 / gbps)
+    scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=2",
+                              f"island.0.bandwidth_gbps={gbps}", f"network.model={model}"])
+    summary = simulate(scenario).summary
+    assert summary["mean_sync_s"] == pytest.approx(fragment_s)
+    assert summary["wall_time_s"] == pytest.approx(OUTER * H + OUTER * 4 * (fragment_s - 2.0))
+
+
 def test_streaming_without_overlap_blocks_on_every_fragment():
     scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=0"])
     summary = simulate(scenario).summary

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 import pytest
 import simpy
 
 from islands.simulator import simulate
-from islands.simulator.links import Link, Transfer, link_segments, peak_access_rate
+from islands.simulator.links import Link, Transfer, link_segments, peak_access_rate, take_bursts
 from islands.simulator.network import AlphaBetaNetwork, FlowNetwork, max_min_rates
 
 from conftest import make_scenario
@@ -193,6 +195,51 @@ def test_a_transfer_within_the_burst_ends_at_once_and_fires_its_marks():
     network.before_end(late, 0.5, lambda: fired.setdefault("late mark", env.now))
     env.run()
     assert fired["late mark"] == 1.0 and late.done.triggered
+
+
+def two_into_one(parent_bucket_bytes: float, first_bucket_bytes: float = 1000.0):
+    """Two uplinks (A, B) into one downlink (D), each 10 B/s; D's bucket holds ``parent_bucket_bytes``."""
+    a = Link(0, "up", 10.0, burst_bytes=first_bucket_bytes)
+    b = Link(1, "up", 10.0, burst_bytes=1000.0)
+    d = Link(2, "down", 10.0, burst_bytes=parent_bucket_bytes)
+    return a, b, d
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_transfers_starting_together_share_a_bucket_whatever_their_order(order):
+    env = simpy.Environment()
+    a, b, d = two_into_one(40.0)
+    plan = [(0.0, (a, d), 60.0), (0.0, (b, d), 60.0)]
+    # D's 40 B split evenly: 20 B each at once, the other 40 B each at 5 B/s (D shared): both end at 8 s.
+    # (Before: the first started took all 40 B and ended at 4 s, the other at 8 s.)
+    assert ends(FlowNetwork(env), env, [plan[i] for i in order]) == pytest.approx([8.0, 8.0])
+
+
+def test_a_transfer_wanting_less_than_its_share_leaves_the_rest_of_the_burst_to_the_others():
+    env = simpy.Environment()
+    a, b, d = two_into_one(40.0)
+    # Both grow at one pace: the 10 B transfer is done at 10 B (ends at once); the other takes the
+    # 20 B left as well, 30 B, and sends its other 70 B alone at 10 B/s: 7 s.
+    assert ends(FlowNetwork(env), env, [(0.0, (a, d), 10.0), (0.0, (b, d), 100.0)]) == pytest.approx([0.0, 7.0])
+
+
+def test_a_transfer_held_by_its_own_bucket_leaves_the_shared_one_to_the_other():
+    env = simpy.Environment()
+    a, b, d = two_into_one(40.0, first_bucket_bytes=10.0)
+    # At one pace, A's 10 B bucket runs dry first: that transfer bursts 10 B; the other takes the 30 B
+    # D still holds. 90 B and 70 B then share D at 5 B/s: the second ends at 14 s, the first, 20 B
+    # left, moves alone at 10 B/s and ends at 16 s.
+    assert ends(FlowNetwork(env), env, [(0.0, (a, d), 100.0), (0.0, (b, d), 100.0)]) == pytest.approx([16.0, 14.0])
+
+
+def test_a_transfer_crossing_a_bucket_twice_draws_twice_its_burst_from_it():
+    d = Link(2, "down", 10.0, burst_bytes=60.0)
+    a = Link(0, "up", 10.0, burst_bytes=1000.0)
+    b = Link(1, "up", 10.0, burst_bytes=1000.0)
+    # One pace x: 2x (twice across D) + x = 60 B: x = 20 B each; D is dry.
+    assert take_bursts([Counter((a, d, d)), Counter((b, d))], 0.0, [100.0, 100.0]) == pytest.approx([20.0, 20.0])
+    assert d.tokens_at(0.0) == pytest.approx(0.0)
+    assert a.tokens_at(0.0) == b.tokens_at(0.0) == pytest.approx(980.0)
 
 
 CHURN = ["island.0.replicas=6", "island.0.mtbf_s=400", "island.0.mttr_s=100", "schedule.outer_steps=10"]

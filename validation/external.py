@@ -51,8 +51,10 @@ def measured_step_overrides(summary: dict[str, Any], scenario: Scenario, source:
             raise UserError(f"{source}: no island '{island.name}' in the run (it has "
                             f"{', '.join(sorted(measured))}): --measured-steps needs the scenario's islands")
         compute_s, inner_steps = measured[island.name]
-        if inner_steps > 0:
-            overrides.append(f"island.{index}.step_time_s={compute_s / inner_steps!r}")
+        if inner_steps == 0 or compute_s == 0:
+            raise UserError(f"{source}: island '{island.name}' ran {inner_steps:g} inner steps in {compute_s:g} s: "
+                            "no step time to measure; compare without --measured-steps")
+        overrides.append(f"island.{index}.step_time_s={compute_s / inner_steps!r}")
     return overrides
 
 

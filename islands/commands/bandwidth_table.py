@@ -40,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
     unknown = [size for size in sizes if size not in SIZES]
     if unknown or not sizes:
         raise UserError(f"--sizes: each must be one of {', '.join(SIZES)} (got {args.sizes!r})")
+    twice = sorted({size for size in sizes if sizes.count(size) > 1})
+    if twice:
+        raise UserError(f"--sizes: {', '.join(twice)} is listed twice (got {args.sizes!r}); name each size once")
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     check_max_events(args.max_events)

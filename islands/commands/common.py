@@ -121,11 +121,12 @@ def probe_dask_scheduler(address: str, timeout_s: float) -> None:
 
     try:
         scheme, location = parse_address(address)
-        if scheme != "tcp":
-            return
         host, port = parse_host_port(location)
     except ValueError as error:
         raise UserError(f"--dask {address}: not a scheduler address like tcp://HOST:8786 ({error})") from None
+    if scheme != "tcp":  # tls:// needs certificates (a Security object) that islands does not configure
+        raise UserError(f"--dask {address}: islands connects to tcp:// schedulers only ({scheme}:// is not "
+                        "supported): give tcp://HOST:PORT (a TLS scheduler through an SSH tunnel) or 'local'")
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as connection:
             greeting = connection.recv(DASK_GREETING.size, socket.MSG_WAITALL)

@@ -1,0 +1,290 @@
+"""How workers exchange at a sync point: one interface, as the trainer's ``Transport`` is one, with
+a collective per sync (``Collectives``: a ring, or ``StagedCollectives``: the stages of a hierarchical
+or tree collective) and Decoupled DiLoCo's syncer (``syncer.Syncer``). The engine joins, waits and
+applies through it alone.
+
+A collective of (outer step, fragment) forms when its first member joins, expecting every member then
+(``fleet.Fleet``); each member screens its tensor first (``network.exchange_cpu_s_per_value`` x its
+values, on its single exchange thread, after its previous exchange), then arrives; the collective
+starts with the last expected arrival and its transfers go on the network. Churn, the deadline
+barrier and failures change a pending collective through ``pending``, ``maybe_start``,
+``drop_member`` and ``break_ring``; the engine hears of three moments through hooks (``connect``):
+a collective formed, a member arrived, and the last fragment of an outer step is done.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Generator
+
+import simpy
+
+from islands.scenarios import Scenario
+from islands.schedules import SyncPoint
+
+from .collectives import COLLECTIVES, Leg, PendingCollective, RingCollective, end_offsets_s, launch, ring_leg
+from .fleet import Fleet
+from .staged import STAGED, StagedCollective
+from .topology import Topology
+from .tracelog import TraceLog
+from .workers import WorkerState
+
+RINGS_KEPT = 64  # rings (membership and payload) kept built at once
+Hook = Callable[[PendingCollective], None]
+
+
+def no_hook(_collective: PendingCollective) -> None:
+    return None
+
+
+class Exchanges(ABC):
+    """The exchanges of one run. ``pending`` holds the collectives gathering or in flight, by (outer
+    step, fragment): the syncer has none (its learners' round trips are their own)."""
+
+    pending: dict[tuple[int, int], PendingCollective]
+    counts: dict[str, int]
+
+    @abstractmethod
+    def join(self, state: WorkerState, point: SyncPoint) -> Any:
+        """The worker launches its exchange of ``point``; returns what it then waits for."""
+
+    @abstractmethod
+    def own_end(self, rank: int, exchange: Any) -> simpy.Event:
+        """When ``rank`` holds the result of ``exchange``."""
+
+    @abstractmethod
+    def record_wait(self, state: WorkerState, since_s: float, exchange: Any, point: SyncPoint) -> None:
+        """The worker waited from ``since_s`` to now for ``exchange``: its trace rows."""
+
+    def connect(self, on_form: Hook, on_arrival: Hook, on_outer_done: Hook) -> None:
+        """Who hears that a collective formed (the churn's joiners), that a member arrived (the barrier)
+        and that the last fragment of an outer step is done (the engine): none of it, without collectives."""
+
+    def applied(self, state: WorkerState, point: SyncPoint) -> None:
+        """The worker applied ``point``'s result."""
+
+    def started_s(self, key: tuple[int, int]) -> float | None:
+        """When the collective of ``key`` (outer step, fragment) first started, if it is pending and has."""
+        return None
+
+    def departed(self, state: WorkerState) -> None:
+        """The worker left (after the churn has taken it out of the pending collectives)."""
+
+    def noticed(self) -> None:
+        """The others noticed a departure: what waited for the departed may go ahead."""
+
+    def joiner(self, state: WorkerState,
+               from_peers: Generator[simpy.Event, Any, None]) -> Generator[simpy.Event, Any, None]:
+        """How a returning worker gets the global state: from its peers (``churn.Churn.joiner``) by default."""
+        return from_peers
+
+
+class Collectives(Exchanges):
+    """One ring collective per (outer step, fragment), every member in it."""
+
+    def __init__(self, env: simpy.Environment, scenario: Scenario, network: Any, topology: Topology, fleet: Fleet,
+                 trace: TraceLog, last_fragment: int):
+        self.env, self.spec, self.network, self.topology = env, scenario.network, network, topology
+        self.fleet, self.trace, self.last_fragment = fleet, trace, last_fragment
+        self.pending: dict[tuple[int, int], PendingCollective] = {}
+        self.rings: dict[tuple, tuple[RingCollective, Leg]] = {}
+        self.counts: dict[str, int] = {}
+        self.on_form: Hook = no_hook
+        self.on_arrival: Hook = no_hook
+        self.on_outer_done: Hook = no_hook
+
+    def connect(self, on_form: Hook, on_arrival: Hook, on_outer_done: Hook) -> None:
+        self.on_form, self.on_arrival, self.on_outer_done = on_form, on_arrival, on_outer_done
+
+    # --- joining ---------------------------------------------------------------------------------
+
+    def join(self, state: WorkerState, point: SyncPoint) -> PendingCollective:
+        key = (point.outer_step, point.fragment)
+        collective = self.pending.get(key)
+        if collective is None:
+            collective = PendingCollective(key, point.payload_bytes, COLLECTIVES[point.collective],
+                                           set(self.fleet.members), self.env.event())
+            self.pending[key] = collective
+            self.on_form(collective)
+        collective.expected.add(state.worker.rank)
+        if self.spec.exchange_end_spread_s > 0:
+            collective.member_ends.setdefault(state.worker.rank, self.env.event())
+        work_s = self.spec.exchange_cpu_s_per_value * point.values
+        previous, state.exchanging = state.exchanging, collective
+        process = state.process
+        if previous is not None:
+            self.after_own_end(previous, state.worker.rank, lambda: self.prepare(state, process, collective, work_s))
+        else:
+            self.prepare(state, process, collective, work_s)
+        return collective
+
+    def after_own_end(self, collective: PendingCollective, rank: int, action: Callable[[], None]) -> None:
+        """Run ``action`` once ``rank`` is done with ``collective`` (``own_end``)."""
+        own_end = self.own_end(rank, collective)
+        if own_end.triggered:
+            action()
+        else:
+            own_end.callbacks.append(lambda _event: action())
+
+    def own_end(self, rank: int, exchange: PendingCollective) -> simpy.Event:
+        """Under an end spread the member's own event, which fires up to the spread before the transfer
+        ends (``collectives.end_offsets_s``); else the collective's end."""
+        return exchange.member_ends.get(rank, exchange.done)
+
+    def prepare(self, state: WorkerState, process: simpy.Process | None, collective: PendingCollective,
+                work_s: float) -> None:
+        """The worker's exchange thread takes up ``collective``: its exchanges run one at a time, in
+        launch order, as the trainer's single exchange thread runs them. It screens and encodes the
+        tensor (``work_s``), then arrives."""
+        if work_s > 0:
+            worked = self.env.timeout(work_s)
+            worked.callbacks.append(lambda _event: self.arrive_after_work(state, process, collective))
+        else:
+            self.arrive_after_work(state, process, collective)
+
+    def arrive_after_work(self, state: WorkerState, process: simpy.Process | None,
+                          collective: PendingCollective) -> None:
+        """The exchange work is over: arrive, unless the worker departed meanwhile or the collective
+        went on without it. The collective starts with the last one in."""
+        still_expected = state.worker.rank in collective.expected and self.pending.get(collective.key) is collective
+        if state.present and state.process is process and still_expected:
+            collective.arrived.add(state.worker.rank)
+            self.on_arrival(collective)
+            self.maybe_start(collective)
+
+    def maybe_start(self, collective: PendingCollective) -> None:
+        if collective.ready():
+            self.start(collective)
+
+    # --- moving the bytes ------------------------------------------------------------------------
+
+    def start(self, collective: PendingCollective) -> None:
+        participants = self.topology.ring(collective.arrived, self.spec.ring_order)
+        collective.participants = participants
+        collective.attempt += 1
+        collective.dropped_s, collective.hold_until_s, collective.moved_s = {}, 0.0, None  # this attempt's own
+        collective.started_at_s = self.env.now
+        if collective.first_started_s is None:
+            collective.first_started_s = self.env.now
+        self.transmit(collective, participants, collective.attempt)
+
+    def transmit(self, collective: PendingCollective, participants: tuple[int, ...], attempt: int) -> None:
+        """The ring as one transfer; under an end spread each member's own end before the last's."""
+        ring, leg = self.ring_and_leg(collective.ring, participants, collective.payload_bytes)
+        transfer = launch(self.network, leg)
+        collective.transfers = [transfer]
+        bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
+        transfer.done.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
+        if self.spec.exchange_end_spread_s <= 0:
+            return
+        outer_step, fragment = collective.key
+        offsets = end_offsets_s(participants, self.spec.exchange_end_spread_s,
+                                outer_step * (self.last_fragment + 1) + fragment)
+        for rank, offset_s in offsets.items():
+            if offset_s > 0:
+                self.network.before_end(transfer, offset_s,
+                                        lambda rank=rank: self.member_done(collective, rank, attempt))
+
+    def ring_and_leg(self, kind: type[RingCollective], participants: tuple[int, ...],
+                     payload_bytes: float) -> tuple[RingCollective, Leg]:
+        """The ring over ``participants`` and its transfer, built once per membership and payload (every
+        fragment of a schedule has one of a few payloads); under churn, whose memberships seldom
+        return, only the last ``RINGS_KEPT`` are kept."""
+        key = (kind, participants, payload_bytes)
+        if key not in self.rings:
+            if len(self.rings) >= RINGS_KEPT:
+                self.rings.clear()
+            counts = tuple(map(self.fleet.replica_counts.__getitem__, participants)) if self.fleet.grouped else ()
+            ring = kind(participants, payload_bytes, counts if counts and max(counts) > 1 else ())
+            self.rings[key] = ring, ring_leg(ring, self.topology, self.spec)
+        return self.rings[key]
+
+    def member_done(self, collective: PendingCollective, rank: int, attempt: int) -> None:
+        """``rank`` has everything it needs from ``collective`` before the last member has."""
+        own_end = collective.member_ends.get(rank)
+        if attempt == collective.attempt and own_end is not None and not own_end.triggered:
+            collective.member_end_s[rank] = self.env.now
+            own_end.succeed()
+
+    def drop_member(self, collective: PendingCollective, rank: int) -> None:
+        """``on_departure = "partial"``: ``rank`` left mid-flight; the others go on without its share and
+        finish no sooner than they notice that it is missing."""
+        collective.dropped_s[rank] = self.env.now
+        notice_s = self.env.now + self.spec.detection_timeout_s
+        collective.hold_until_s = max(collective.hold_until_s, notice_s)
+
+    def break_ring(self, collective: PendingCollective) -> None:
+        """A participant departed mid-transfer (or a failure stopped the run): the collective's transfers
+        stop; it restarts once that is detected."""
+        for transfer in collective.transfers:
+            self.network.cancel(transfer)
+        collective.transfers = []
+
+    def drop_all(self) -> None:
+        """A failure stopped every worker: every collective is dropped."""
+        for collective in list(self.pending.values()):
+            self.break_ring(collective)
+        self.pending.clear()
+
+    def finish(self, collective: PendingCollective, bytes_sent: dict[int, float], attempt: int) -> None:
+        """The collective is done (or, with a dropped member, its bytes are through and it waits for the
+        others to notice): a comm row per participant with the bytes it sent; a dropped member's row
+        ends at its departure, with the share of its bytes sent by then."""
+        if attempt != collective.attempt or not collective.transfers:
+            return
+        if collective.moved_s is None:
+            collective.moved_s = self.env.now
+        if collective.hold_until_s > self.env.now:
+            timer = self.env.timeout(collective.hold_until_s - self.env.now)
+            timer.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
+            return
+        outer_step, fragment = collective.key
+        started_s, moved_s = collective.started_at_s, collective.moved_s
+        workers = self.fleet.workers
+        for rank, sent in bytes_sent.items():
+            end_s = max(started_s, collective.member_end_s.get(rank, self.env.now))  # a restart
+            if rank in collective.dropped_s:
+                end_s = collective.dropped_s[rank]
+                sent *= min(1.0, (end_s - started_s) / (moved_s - started_s)) if moved_s > started_s else 1.0
+            self.trace.add(started_s, end_s, rank, workers[rank].island, "comm", sent, fragment, outer_step)
+        for own_end in collective.member_ends.values():
+            if not own_end.triggered:
+                own_end.succeed()
+        del self.pending[collective.key]
+        collective.done.succeed()
+        if fragment == self.last_fragment:
+            self.on_outer_done(collective)
+
+    # --- waiting ---------------------------------------------------------------------------------
+
+    def record_wait(self, state: WorkerState, since_s: float, exchange: PendingCollective, point: SyncPoint) -> None:
+        self.trace.wait(state, since_s, exchange.first_started_s, point.fragment, point.outer_step)
+
+    def started_s(self, key: tuple[int, int]) -> float | None:
+        collective = self.pending.get(key)
+        return collective.first_started_s if collective else None
+
+
+class StagedCollectives(Collectives):
+    """Hierarchical and tree collectives: their stages in turn, each stage's legs at once (``staged.py``)."""
+
+    def transmit(self, collective: PendingCollective, participants: tuple[int, ...], attempt: int) -> None:
+        staged = STAGED[self.spec.collective](participants, collective.payload_bytes, self.topology, self.spec)
+        self.start_stage(collective, staged.stages[0])  # in flight from now, as a ring is
+        self.env.process(self.run_stages(collective, staged, attempt))
+
+    def run_stages(self, collective: PendingCollective, staged: StagedCollective,
+                   attempt: int) -> Generator[simpy.Event, Any, None]:
+        """A staged collective's stages in turn (the first already started), each stage's legs at once.
+        A cancelled leg never ends, and a stage that ends as its collective is cancelled starts no
+        other: the collective restarts as a new attempt."""
+        for index, stage in enumerate(staged.stages):
+            if index:
+                if attempt != collective.attempt or not collective.transfers:
+                    return
+                self.start_stage(collective, stage)
+            yield self.env.all_of([transfer.done for transfer in collective.transfers])
+        self.finish(collective, staged.bytes_sent, attempt)
+
+    def start_stage(self, collective: PendingCollective, stage: tuple[Leg, ...]) -> None:
+        collective.transfers = [launch(self.network, leg) for leg in stage]
