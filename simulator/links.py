@@ -33,6 +33,7 @@ import simpy
 
 NO_CAP = math.inf
 CAPACITY = attrgetter("capacity_bytes_per_s")
+FEW_LINKS = 4  # a transfer this short is walked link by link; a longer one (a ring) keeps its links sorted
 
 
 @dataclass(eq=False)
@@ -132,10 +133,13 @@ class Transfer:
         them): the narrowest capacity and its place, the first listed among equals; None if none."""
         links = self.links
         found: tuple[float, int] | None = None
-        for place in self.by_capacity:
-            if links[place] not in shared:
-                found = (links[place].capacity_bytes_per_s, place)
-                break
+        if len(links) <= FEW_LINKS:  # a copy: no sort
+            for place, link in enumerate(links):
+                if link not in shared and (found is None or link.capacity_bytes_per_s < found[0]):
+                    found = (link.capacity_bytes_per_s, place)
+        else:
+            place = next((place for place in self.by_capacity if links[place] not in shared), None)
+            found = None if place is None else (links[place].capacity_bytes_per_s, place)
         if self.cap_bytes_per_s < NO_CAP and (found is None or self.cap_bytes_per_s < found[0]):
             found = (self.cap_bytes_per_s, len(links))
         return found

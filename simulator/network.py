@@ -301,19 +301,19 @@ def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = 
     capacity = {link: link.capacity_bytes_per_s for link in shared}
     unfrozen = {link: len(crossing) for link, crossing in shared.items()}
     place = {link: (crossing[0], flows[crossing[0]].position(link)) for link, crossing in shared.items()}
-    private: dict[int, tuple[float, int]] = {}  # flow index: (its narrowest private capacity, its place)
+    private: dict[int, tuple[float, int, int]] = {}  # flow index: (narrowest private capacity, index, place)
     for index, flow in enumerate(flows):
         narrowest = flow.narrowest_private(shared)
         if narrowest is not None:
-            private[index] = narrowest
+            private[index] = (narrowest[0], index, narrowest[1])
     rates = [0.0] * len(flows)
     frozen = [False] * len(flows)
     while unfrozen or private:
         link_key = min(unfrozen, key=lambda link: (capacity[link] / unfrozen[link], place[link]), default=None)
-        flow_key = min(private, key=lambda index: (private[index][0], (index, private[index][1])), default=None)
-        if flow_key is not None and (link_key is None or (private[flow_key][0], (flow_key, private[flow_key][1]))
-                                     < (capacity[link_key] / unfrozen[link_key], place[link_key])):
-            share, members = private[flow_key][0], (flow_key,)
+        narrowest = min(private.values(), default=None)
+        if narrowest is not None and (link_key is None or narrowest < (
+                capacity[link_key] / unfrozen[link_key], *place[link_key])):
+            share, members = narrowest[0], (narrowest[1],)
         else:
             share, members = capacity[link_key] / unfrozen[link_key], shared[link_key]
         for index in members:
