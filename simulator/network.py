@@ -20,11 +20,12 @@ every change (a token bucket's refill), the network fills and sums every link at
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import simpy
 
-from .links import NO_CAP, Link, Transfer, burst_at, take_bursts
+from .links import FEW_LINKS, NO_CAP, Link, Transfer, burst_at, take_bursts
 
 # A transfer whose remaining time is below this fraction of the clock (at least 1 ns) is complete: it
 # absorbs floating-point residue, which must stay above the clock's resolution, or a wake-up scheduled
@@ -219,8 +220,13 @@ class FlowNetwork:
         self.wakeup_generation += 1
         if not self.flows:
             return
-        next_s = min(min([left_s, *(left_s - offset_s for offset_s, _ in flow.marks)])
-                     for flow, left_s in ((f, f.remaining_bytes / f.rate_bytes_per_s) for f in self.flows))
+        next_s = math.inf
+        for flow in self.flows:  # the nearest end, or mark before an end, at the rates of the moment
+            left_s = flow.remaining_bytes / flow.rate_bytes_per_s
+            if flow.marks:
+                left_s = min([left_s, *(left_s - offset_s for offset_s, _ in flow.marks)])
+            if left_s < next_s:
+                next_s = left_s
         generation = self.wakeup_generation
         timer = self.env.timeout(max(next_s, 0.0))
         timer.callbacks.append(lambda _event: self.on_wakeup(generation))
@@ -263,11 +269,17 @@ def shared_links(flows: list[Transfer]) -> dict[Link, list[int]]:
     if len(flows) < 2:
         widest = flows[0] if flows else None
         return {link: [0] * count for link, count in widest.repeated.items()} if widest else {}
-    widest = max(range(len(flows)), key=lambda index: len(flows[index].counted))
+    sizes = [len(flow.links) for flow in flows]
+    widest = sizes.index(max(sizes))
     wide = flows[widest].counted
     met: dict[Link, list[int]] = {}
     for index, flow in enumerate(flows):
-        if index != widest:
+        if index == widest:
+            continue
+        if sizes[index] <= FEW_LINKS:  # a copy: its links in order (a link listed twice, twice)
+            for link in flow.links:
+                met.setdefault(link, []).append(index)
+        else:
             for link, count in flow.counted.items():
                 met.setdefault(link, []).extend([index] * count)
     shared: dict[Link, list[int]] = {}
@@ -278,6 +290,20 @@ def shared_links(flows: list[Transfer]) -> dict[Link, list[int]]:
     for link, count in flows[widest].repeated.items():
         shared.setdefault(link, sorted(met.get(link, []) + [widest] * count))
     return shared
+
+
+def few_links_private(flow: Transfer, shared: dict[Link, list[int]]) -> tuple[tuple[float, int] | None, list[Link]]:
+    """``Transfer.narrowest_private`` and ``Transfer.crossings_of`` of a copy, in one walk of its few links."""
+    found: tuple[float, int] | None = None
+    crossed = []
+    for place, link in enumerate(flow.links):
+        if link in shared:
+            crossed.append(link)
+        elif found is None or link.capacity_bytes_per_s < found[0]:
+            found = (link.capacity_bytes_per_s, place)
+    if flow.cap_bytes_per_s < NO_CAP and (found is None or flow.cap_bytes_per_s < found[0]):
+        found = (flow.cap_bytes_per_s, len(flow.links))
+    return found, crossed
 
 
 def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = None) -> list[float]:
@@ -302,8 +328,12 @@ def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = 
     unfrozen = {link: len(crossing) for link, crossing in shared.items()}
     place = {link: (crossing[0], flows[crossing[0]].position(link)) for link, crossing in shared.items()}
     private: dict[int, tuple[float, int, int]] = {}  # flow index: (narrowest private capacity, index, place)
+    crossed: list[list[Link] | None] = [None] * len(flows)  # a copy's crossings of shared links
     for index, flow in enumerate(flows):
-        narrowest = flow.narrowest_private(shared)
+        if len(flow.links) <= FEW_LINKS:
+            narrowest, crossed[index] = few_links_private(flow, shared)
+        else:
+            narrowest = flow.narrowest_private(shared)
         if narrowest is not None:
             private[index] = (narrowest[0], index, narrowest[1])
     rates = [0.0] * len(flows)
@@ -322,7 +352,7 @@ def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = 
             frozen[index] = True
             rates[index] = share
             private.pop(index, None)
-            for link in flows[index].crossings_of(shared):
+            for link in flows[index].crossings_of(shared) if crossed[index] is None else crossed[index]:
                 capacity[link] -= share
                 unfrozen[link] -= 1
                 if unfrozen[link] == 0:
