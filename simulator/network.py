@@ -13,9 +13,12 @@ latency_s, cap) -> Transfer`` and ``cancel(transfer)``:
 
 The flow model shares links only when transfers meet on one: while the transfers in flight cross
 disjoint links, each moves at its rate alone, and no link is visited (a ring of M workers crosses 2M
-links: under churn its restarts would otherwise cost M each). Where a link's own total matters at
-every change (a token bucket's refill), the network fills and sums every link at every change
-(``tracks_links``).
+links: under churn its restarts would otherwise cost M each). When they meet, only the links crossed
+more than once are filled one by one and summed (``shared_links``): a link one transfer crosses once
+only bounds that transfer, by its narrowest such link, and carries its rate, whose peak the transfer
+keeps; a ring's 2M links are never walked while a joiner's download shares one of them. Where a
+link's own total matters at every change (a token bucket's refill), the network fills and sums every
+link at every change (``tracks_links``).
 """
 
 from __future__ import annotations
