@@ -33,7 +33,7 @@ import simpy
 
 NO_CAP = math.inf
 CAPACITY = attrgetter("capacity_bytes_per_s")
-FEW_LINKS = 4  # a transfer this short is walked link by link; a longer one (a ring) keeps its links sorted
+FEW_LINKS = 4  # a transfer this short is walked link by link when filled; a longer one (a ring) is not
 
 
 @dataclass(eq=False)
@@ -132,14 +132,8 @@ class Transfer:
         """Of the links it alone crosses, once (those not in ``shared``), and its cap (listed after
         them): the narrowest capacity and its place, the first listed among equals; None if none."""
         links = self.links
-        found: tuple[float, int] | None = None
-        if len(links) <= FEW_LINKS:  # a copy: no sort
-            for place, link in enumerate(links):
-                if link not in shared and (found is None or link.capacity_bytes_per_s < found[0]):
-                    found = (link.capacity_bytes_per_s, place)
-        else:
-            place = next((place for place in self.by_capacity if links[place] not in shared), None)
-            found = None if place is None else (links[place].capacity_bytes_per_s, place)
+        place = next((place for place in self.by_capacity if links[place] not in shared), None)
+        found = None if place is None else (links[place].capacity_bytes_per_s, place)
         if self.cap_bytes_per_s < NO_CAP and (found is None or self.cap_bytes_per_s < found[0]):
             found = (self.cap_bytes_per_s, len(links))
         return found
