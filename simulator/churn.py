@@ -184,9 +184,8 @@ class Churn:
 
     def joiner(self, state: WorkerState) -> Generator[simpy.Event, Any, None]:
         try:
-            peers = self.fleet.present_members()
             first_outer = self.progress.completed_outer
-            if peers:
+            if self.fleet.any_present_member():
                 self.passive.add(state.worker.rank)
                 download = self.env.process(self.download_when_quiet(state))
                 self.fetchers[state.worker.rank] = download
@@ -228,9 +227,11 @@ class Churn:
             self.passive.discard(rank)
             self.enlisted.discard(rank)
 
-    def holders(self) -> list[int]:
-        """Present members that hold the state (not passive joiners)."""
-        return [rank for rank in self.fleet.members - self.passive if self.fleet.state_of[rank].present]
+    def lowest_holder(self) -> int | None:
+        """The lowest present member that holds the state, found from rank 0 up (not a walk over all)."""
+        members, passive, state_of = self.fleet.members, self.passive, self.fleet.state_of
+        return next((rank for rank in self.fleet.ranks
+                     if rank in members and rank not in passive and state_of[rank].present), None)
 
     def any_holder(self, among: Iterable[int] | None = None, but: int | None = None) -> bool:
         """Whether a present member (of ``among``, ``but`` aside) holds the state; stops at the first."""
@@ -260,9 +261,9 @@ class Churn:
                 if self.quiet_again is None:
                     self.quiet_again = self.env.event()
                 yield self.quiet_again
-            peers = self.holders()
-            if peers:
-                yield from self.download_weights(state, min(peers))
+            peer = self.lowest_holder()
+            if peer is not None:
+                yield from self.download_weights(state, peer)
         except simpy.Interrupt as interrupt:
             if interrupt.cause is not DEPARTURE:
                 raise

@@ -25,6 +25,7 @@ class Fleet:
         self.states = [WorkerState(worker, step_clock(worker, seed), steps_scales[worker.rank], count)
                        for worker, count in groups]
         self.state_of = {state.worker.rank: state for state in self.states}
+        self.ranks = sorted(self.state_of)  # the simulated workers' ranks, lowest first
         self.members: set[int] = set()  # the workers every new collective expects
         self.running: set[int] = set()  # the workers whose processes walk their schedule
 
@@ -39,3 +40,8 @@ class Fleet:
     def present_members(self) -> list[int]:
         """The members present now, in rank order."""
         return sorted(rank for rank in self.members if self.state_of[rank].present)
+
+    def any_present_member(self) -> bool:
+        """Whether a member is present now (stops at the first)."""
+        state_of = self.state_of
+        return any(state_of[rank].present for rank in self.members)

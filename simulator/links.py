@@ -33,6 +33,7 @@ import simpy
 
 NO_CAP = math.inf
 CAPACITY = attrgetter("capacity_bytes_per_s")
+FEW_LINKS = 4  # a transfer this short is walked link by link when filled; a longer one (a ring) is not
 
 
 @dataclass(eq=False)
@@ -112,6 +113,37 @@ class Transfer:
             return min(min(map(CAPACITY, self.links)), self.cap_bytes_per_s)
         return min(min(link.capacity_bytes_per_s / count for link, count in self.counted.items()),
                    self.cap_bytes_per_s)
+
+    @cached_property
+    def repeated(self) -> dict[Link, int]:
+        """The links it crosses more than once, and how many times (none for a distinct transfer)."""
+        return {} if self.distinct else {link: count for link, count in self.counted.items() if count > 1}
+
+    @cached_property
+    def by_capacity(self) -> list[int]:
+        """Its links' places, narrowest first, in listed order among equals (sorted once, in C)."""
+        return sorted(range(len(self.links)), key=list(map(CAPACITY, self.links)).__getitem__)
+
+    def position(self, link: Link) -> int:
+        """Where ``link`` is first listed among its links."""
+        return self.links.index(link)
+
+    def narrowest_private(self, shared: dict[Link, list[int]]) -> tuple[float, int] | None:
+        """Of the links it alone crosses, once (those not in ``shared``), and its cap (listed after
+        them): the narrowest capacity and its place, the first listed among equals; None if none."""
+        links = self.links
+        place = next((place for place in self.by_capacity if links[place] not in shared), None)
+        found = None if place is None else (links[place].capacity_bytes_per_s, place)
+        if self.cap_bytes_per_s < NO_CAP and (found is None or self.cap_bytes_per_s < found[0]):
+            found = (self.cap_bytes_per_s, len(links))
+        return found
+
+    def crossings_of(self, shared: dict[Link, list[int]]) -> list[Link]:
+        """Its crossings of the ``shared`` links, once per crossing."""
+        if len(shared) < len(self.links):
+            counted = self.counted
+            return [link for link in shared for _ in range(counted.get(link, 0))]
+        return [link for link in self.links if link in shared]
 
     def set_rate(self, now: float, rate: float) -> None:
         """Close its current constant-rate segment and start a new one."""

@@ -13,18 +13,22 @@ latency_s, cap) -> Transfer`` and ``cancel(transfer)``:
 
 The flow model shares links only when transfers meet on one: while the transfers in flight cross
 disjoint links, each moves at its rate alone, and no link is visited (a ring of M workers crosses 2M
-links: under churn its restarts would otherwise cost M each). Where a link's own total matters at
-every change (a token bucket's refill), the network fills and sums every link at every change
-(``tracks_links``).
+links: under churn its restarts would otherwise cost M each). When they meet, only the links crossed
+more than once are filled one by one and summed (``shared_links``): a link one transfer crosses once
+only bounds that transfer, by its narrowest such link, and carries its rate, whose peak the transfer
+keeps; a ring's 2M links are never walked while a joiner's download shares one of them. Where a
+link's own total matters at every change (a token bucket's refill), the network fills and sums every
+link at every change (``tracks_links``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import simpy
 
-from .links import NO_CAP, Link, Transfer, burst_at, take_bursts
+from .links import FEW_LINKS, NO_CAP, Link, Transfer, burst_at, take_bursts
 
 # A transfer whose remaining time is below this fraction of the clock (at least 1 ns) is complete: it
 # absorbs floating-point residue, which must stay above the clock's resolution, or a wake-up scheduled
@@ -189,21 +193,20 @@ class FlowNetwork:
     def reallocate(self) -> None:
         """Every flow's max-min fair rate from now: its rate alone while no two flows share a link (or,
         where links are tracked, by progressive filling at every change)."""
-        now = self.env.now
-        shared = self.tracks_links or self.sharing()
-        rates = max_min_rates(self.flows) if shared else [flow.alone_bytes_per_s for flow in self.flows]
-        for flow, rate in zip(self.flows, rates):
+        now, flows = self.env.now, self.flows
+        if self.tracks_links:
+            rates = max_min_rates(flows)
+        else:
+            shared = shared_links(flows) if len(flows) > 1 else {}
+            sharing = any(crossing[0] != crossing[-1] for crossing in shared.values())
+            rates = max_min_rates(flows, shared) if sharing else [flow.alone_bytes_per_s for flow in flows]
+        for flow, rate in zip(flows, rates):
             flow.set_rate(now, rate)
-        if shared:
+        if self.tracks_links:
             self.settle_links(now)
+        elif sharing:
+            settle_shared(flows, shared, now)
         self.schedule_wakeup()
-
-    def sharing(self) -> bool:
-        """Whether two flows in flight cross one link (a set union, not a walk over the links in Python)."""
-        if len(self.flows) < 2:
-            return False
-        counted = [flow.counted for flow in self.flows]
-        return len(set().union(*counted)) < sum(map(len, counted))
 
     def settle_links(self, now: float) -> None:
         """Sum every loaded link's rate now: its peak, and the spare rate that refills its token bucket."""
@@ -220,8 +223,13 @@ class FlowNetwork:
         self.wakeup_generation += 1
         if not self.flows:
             return
-        next_s = min(min([left_s, *(left_s - offset_s for offset_s, _ in flow.marks)])
-                     for flow, left_s in ((f, f.remaining_bytes / f.rate_bytes_per_s) for f in self.flows))
+        next_s = math.inf
+        for flow in self.flows:  # the nearest end, or mark before an end, at the rates of the moment
+            left_s = flow.remaining_bytes / flow.rate_bytes_per_s
+            if flow.marks:
+                left_s = min([left_s, *(left_s - offset_s for offset_s, _ in flow.marks)])
+            if left_s < next_s:
+                next_s = left_s
         generation = self.wakeup_generation
         timer = self.env.timeout(max(next_s, 0.0))
         timer.callbacks.append(lambda _event: self.on_wakeup(generation))
@@ -246,38 +254,108 @@ class FlowNetwork:
             flow.done.succeed()
 
 
-def max_min_rates(flows: list[Transfer]) -> list[float]:
+def settle_shared(flows: list[Transfer], shared: dict[Link, list[int]], now: float) -> None:
+    """Without token buckets a link's total matters only for its peak, and a link that one flow
+    crosses once carries that flow's rate, whose own peak counts (``links.peak_access_rate``): sum
+    the ``shared`` links alone, flow by flow as ``FlowNetwork.settle_links`` sums them."""
+    for link, crossing in shared.items():
+        total = 0.0
+        for index in crossing:
+            total += flows[index].rate_bytes_per_s
+        link.set_rate(now, total)
+
+
+def shared_links(flows: list[Transfer]) -> dict[Link, list[int]]:
+    """The links crossed more than once in all (by two flows, or twice by one), each with the indices
+    of the flows crossing it, once per crossing, in flow order. The flow with the most links (a ring
+    of M workers crosses 2M) is never walked: the others' links are looked up in its counts."""
+    if len(flows) < 2:
+        widest = flows[0] if flows else None
+        return {link: [0] * count for link, count in widest.repeated.items()} if widest else {}
+    sizes = [len(flow.links) for flow in flows]
+    widest = sizes.index(max(sizes))
+    wide = flows[widest].counted
+    met: dict[Link, list[int]] = {}
+    for index, flow in enumerate(flows):
+        if index == widest:
+            continue
+        if sizes[index] <= FEW_LINKS:  # a copy: its links in order (a link listed twice, twice)
+            for link in flow.links:
+                met.setdefault(link, []).append(index)
+        else:
+            for link, count in flow.counted.items():
+                met.setdefault(link, []).extend([index] * count)
+    shared: dict[Link, list[int]] = {}
+    for link, crossing in met.items():
+        count = wide.get(link, 0)
+        if count or len(crossing) > 1:
+            shared[link] = sorted(crossing + [widest] * count) if count else crossing
+    for link, count in flows[widest].repeated.items():
+        shared.setdefault(link, sorted(met.get(link, []) + [widest] * count))
+    return shared
+
+
+def few_links_private(flow: Transfer, shared: dict[Link, list[int]]) -> tuple[tuple[float, int] | None, list[Link]]:
+    """``Transfer.narrowest_private`` and ``Transfer.crossings_of`` of a copy, in one walk of its few links."""
+    found: tuple[float, int] | None = None
+    crossed = []
+    for place, link in enumerate(flow.links):
+        if link in shared:
+            crossed.append(link)
+        elif found is None or link.capacity_bytes_per_s < found[0]:
+            found = (link.capacity_bytes_per_s, place)
+    if flow.cap_bytes_per_s < NO_CAP and (found is None or flow.cap_bytes_per_s < found[0]):
+        found = (flow.cap_bytes_per_s, len(flow.links))
+    return found, crossed
+
+
+def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = None) -> list[float]:
     """Max-min fair rates by progressive filling.
 
     Repeatedly find the link whose remaining capacity divided by its unfrozen flows is smallest,
     freeze those flows at that share and subtract it from every link they cross (Bertsekas &
     Gallager, Data Networks, section 6.5.2). A flow's own rate cap acts as a private link. A flow
     alone needs no filling (``Transfer.alone_bytes_per_s``).
+
+    Only the links crossed more than once (``shared_links``) are filled one by one: a link that one
+    flow crosses once keeps its capacity until that flow is frozen, so of a flow's private links (its
+    cap included) only the narrowest can be the bottleneck, the first of them in the order the links
+    are listed where several are as narrow (``Transfer.narrowest_private``). Ties between links are
+    broken by that order, flow by flow, as a walk over every link would break them.
     """
     if len(flows) == 1:
         return [flows[0].alone_bytes_per_s]
-    capacity: dict[object, float] = {}
-    crossing: dict[object, list[int]] = {}
+    if shared is None:
+        shared = shared_links(flows)
+    capacity = {link: link.capacity_bytes_per_s for link in shared}
+    unfrozen = {link: len(crossing) for link, crossing in shared.items()}
+    place = {link: (crossing[0], flows[crossing[0]].position(link)) for link, crossing in shared.items()}
+    private: dict[int, tuple[float, int, int]] = {}  # flow index: (narrowest private capacity, index, place)
+    crossed: list[list[Link] | None] = [None] * len(flows)  # a copy's crossings of shared links
     for index, flow in enumerate(flows):
-        for link in flow.links:
-            capacity[link] = link.capacity_bytes_per_s
-            crossing.setdefault(link, []).append(index)
-        if flow.cap_bytes_per_s < NO_CAP:
-            capacity[("cap", index)] = flow.cap_bytes_per_s
-            crossing[("cap", index)] = [index]
-    unfrozen = {link: len(members) for link, members in crossing.items()}
+        if len(flow.links) <= FEW_LINKS:
+            narrowest, crossed[index] = few_links_private(flow, shared)
+        else:
+            narrowest = flow.narrowest_private(shared)
+        if narrowest is not None:
+            private[index] = (narrowest[0], index, narrowest[1])
     rates = [0.0] * len(flows)
     frozen = [False] * len(flows)
-    while unfrozen:
-        bottleneck = min(unfrozen, key=lambda link: capacity[link] / unfrozen[link])
-        share = capacity[bottleneck] / unfrozen[bottleneck]
-        for index in crossing[bottleneck]:
+    while unfrozen or private:
+        link_key = min(unfrozen, key=lambda link: (capacity[link] / unfrozen[link], place[link]), default=None)
+        narrowest = min(private.values(), default=None)
+        if narrowest is not None and (link_key is None or narrowest < (
+                capacity[link_key] / unfrozen[link_key], *place[link_key])):
+            share, members = narrowest[0], (narrowest[1],)
+        else:
+            share, members = capacity[link_key] / unfrozen[link_key], shared[link_key]
+        for index in members:
             if frozen[index]:
                 continue
             frozen[index] = True
             rates[index] = share
-            private = [("cap", index)] if ("cap", index) in capacity else []
-            for link in [*flows[index].links, *private]:
+            private.pop(index, None)
+            for link in flows[index].crossings_of(shared) if crossed[index] is None else crossed[index]:
                 capacity[link] -= share
                 unfrozen[link] -= 1
                 if unfrozen[link] == 0:
