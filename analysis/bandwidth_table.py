@@ -31,8 +31,8 @@ SIZES = ("1b", "10b", "100b")
 
 # The table's rows, each as the overrides that turn the bundled scenario into it.
 ROWS = {
-    "Data-Parallel": switch_to("ddp"),
-    "Vanilla DiLoCo": switch_to("diloco"),
+    "Data-Parallel": switch_to(DDP.name),
+    "Vanilla DiLoCo": switch_to(DiLoCo.name),
     "Streaming DiLoCo": ("schedule.overlap_steps=0",),
     "w/ overlapped com.": (),
     "w/ overlapped FP4 com.": ("schedule.bits=4",),

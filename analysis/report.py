@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from islands import __version__
 from islands.io import output_format, write_text
 from islands.scenarios import ScenarioSource, as_source
-from islands.schedules import switch_to
+from islands.schedules import DiLoCo, switch_to
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS
 
@@ -104,7 +104,7 @@ def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, where
     if sweep_table is not None:
         caption = "Compute utilisation over the two parameters of the given sweep table (mean over seeds)."
         return image(heatmap_figure(sweep_table, where=where), "heatmap of the sweep") + note(caption)
-    diloco = source.with_symmetric_links().with_overrides(*switch_to("diloco"))
+    diloco = source.with_symmetric_links().with_overrides(*switch_to(DiLoCo.name))
     table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor, progress=progress)
     caption = ("DiLoCo compute utilisation by H and bandwidth per island (every island's link at that rate): "
                "move right for a longer sync interval, up for a faster link.")
