@@ -206,8 +206,17 @@ def shares_no_link(drawn: Drawn) -> bool:
     return "bandwidth_gbps" not in drawn.document.get("syncer", {}) and "backbone" not in drawn.document
 
 
+def fixed_grace_window(drawn: Drawn) -> bool:
+    """A grace window of given seconds. The adaptive one is half the *first* reporter's slack (the
+    paper's eq. 3, as the trainer's syncer applies it): a larger quorum can change which learner
+    reports first, and a fast first reporter (no slack) ends the window sooner than a slow one would
+    have, so the fastest can gain a little (0.017239 at K = 2, 0.017386 at K = 3:
+    ``test_properties_regressions.py``)."""
+    return drawn.document["schedule"].get("grace_window", "adaptive") != "adaptive"
+
+
 @given(scenarios(algorithms=("decoupled",), moves=False, equal_learners=False).filter(
-    lambda drawn: decoupled_learners_differ(drawn) and shares_no_link(drawn)))
+    lambda drawn: decoupled_learners_differ(drawn) and shares_no_link(drawn) and fixed_grace_window(drawn)))
 def test_a_larger_quorum_never_raises_the_fast_learners_utilisation_beside_a_straggler(drawn):
     workers = sum(island["replicas"] for island in drawn.document["island"])
     shares = utilisation_by_quorum(drawn, range(1, workers + 1))
