@@ -143,7 +143,7 @@ class Lockstep:
         step_time_s = sim.states[0].clock.step_time_s
         now = compute = idle = stall = sent = 0.0
         last_end_s, position, applied_position, merged_steps = self.last_end_s, 0.0, 0.0, 0.0
-        spans, sync_durations, transfers = self.spans, self.sync_durations_s, self.transfers
+        sync_durations = self.sync_durations_s
         for action, point in actions:
             if action is LAUNCH:
                 if point.launch_step > position:
@@ -151,17 +151,7 @@ class Lockstep:
                     compute += now - since
                     position = point.launch_step
                 start_s = now if now > last_end_s else last_end_s  # max(): the first when equal
-                ring, leg, first = self.ring(point)
-                transfer = object.__new__(Transfer)
-                transfer.__dict__.update(first.__dict__)
-                rate = transfer.rate_bytes_per_s
-                data_start = start_s + leg.latency_s
-                data_end = data_start + leg.bytes_per_link / rate
-                transfer.segments = [(data_start, data_end, rate)]
-                transfer.end_s = data_end
-                transfers.append(transfer)
-                end_s = start_s + (data_end - start_s)
-                spans[(point.outer_step, point.fragment)] = (start_s, end_s)
+                ring, end_s = self.collective(point, start_s)
                 sync_durations.append(end_s - start_s)
                 last_end_s = end_s
                 sent += ring.bytes_per_worker
@@ -171,7 +161,7 @@ class Lockstep:
                 since, now = now, now + (point.apply_step - position) * step_time_s
                 compute += now - since
                 position = point.apply_step
-            start_s, end_s = spans.pop((point.outer_step, point.fragment))
+            start_s, end_s = self.spans.pop((point.outer_step, point.fragment))
             if now < end_s:
                 boundary = now if now > start_s else start_s
                 idle += boundary - now
@@ -230,12 +220,11 @@ class Lockstep:
         if self.rows is not None:
             self.record("compute", since, self.now, NO_FRAGMENT, outer_step)
 
-    def launch(self, point: SyncPoint) -> None:
-        """Every worker arrives (after its previous exchange); the ring starts with the last and ends
-        after its closed form."""
-        start_s = max(float(self.now.max()), self.last_end_s)
+    def collective(self, point: SyncPoint, start_s: float) -> tuple:
+        """The ring of ``point`` started at ``start_s``: its transfer (a copy of the ring's first, its
+        counted links included) and span recorded; returns the ring and when it ends."""
         ring, leg, first = self.ring(point)
-        transfer = object.__new__(Transfer)  # a copy of the first, its counted links included
+        transfer = object.__new__(Transfer)
         transfer.__dict__.update(first.__dict__)
         rate = transfer.rate_bytes_per_s
         data_start = start_s + leg.latency_s
@@ -244,8 +233,14 @@ class Lockstep:
         transfer.end_s = data_end
         self.transfers.append(transfer)
         end_s = start_s + (data_end - start_s)  # SimPy's clock: now + the timeout's delay
-        key = (point.outer_step, point.fragment)
-        self.spans[key] = (start_s, end_s)
+        self.spans[(point.outer_step, point.fragment)] = (start_s, end_s)
+        return ring, end_s
+
+    def launch(self, point: SyncPoint) -> None:
+        """Every worker arrives (after its previous exchange); the ring starts with the last and ends
+        after its closed form."""
+        start_s = max(float(self.now.max()), self.last_end_s)
+        ring, end_s = self.collective(point, start_s)
         self.sync_durations_s.append(end_s - start_s)
         self.last_end_s = end_s
         self.bytes_sent += ring.bytes_per_worker
