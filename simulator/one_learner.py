@@ -25,20 +25,17 @@ work, token buckets, a hand-set network model) runs event by event.
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
-from islands.trace import NO_FRAGMENT
+from islands.trace import NO_FRAGMENT, Row
 
 from .links import Transfer
 from .network import COMPLETION_TOLERANCE
-from .tracelog import TraceLog
-from .workers import LAUNCH, sync_actions
+from .result import SimResult, played_result
+from .timeline import timeline_of
 
 if TYPE_CHECKING:
-    from islands.trace import Row
-
     from .engine import Simulation
 
 
@@ -56,105 +53,77 @@ def applies(sim: Simulation) -> bool:
             and sim.states[0].steps_scale == 1 and sim.states[0].clock.jitter_cv == 0)
 
 
-def play(sim: Simulation) -> bool:
-    """Fill ``sim``'s rows, transfers and counts as its event run would; False (``sim`` untouched)
-    where a transfer would not end at its first wake-up."""
+def play(sim: Simulation) -> SimResult | None:
+    """``sim``'s result as its event run would give it; None (``sim`` untouched) where a transfer
+    would not end at its first wake-up."""
     try:
-        rows, transfers, merged_steps = OneLearner(sim).play()
+        run = OneLearner(sim)
+        run.play()
     except NotAlone:
-        return False
+        return None
     state = sim.states[0]
-    sim.trace.rows.extend(rows)
-    sim.network.carried.extend(transfers)
-    state.merged_steps = merged_steps
+    state.merged_steps = run.merged_steps
     syncer = sim.exchanges
-    syncer.counts["merges"] = len(transfers) // 2  # one per report; none below the quorum (K <= the learners)
+    syncer.counts["merges"] = len(run.round_trips)  # one per report; none below the quorum (K <= the learners)
     syncer.finished.add(state.worker.rank)
     outer = sim.progress.synced_outer_steps
     sim.progress.learner_outer[state.worker.rank] = outer
     sim.progress.reach(outer)
-    return True
+    return played_result(sim, run)
 
 
 class OneLearner:
-    """One play of the recursion: the learner's clock, its round trips and the rows they leave."""
+    """One play of the recursion over the schedule's ``Timeline``: the learner's clock, its round trips
+    and the rows they leave, kept as plain tuples (a trace row without its worker and island) until
+    the trace or the links table asks for them."""
 
     def __init__(self, sim: Simulation):
         self.sim = sim
         state = sim.states[0]
         self.rank, self.island = state.worker.rank, state.worker.island
-        self.step_time_s = state.worker.step_time_s
         syncer = sim.exchanges  # ``syncer.Syncer``
         self.latency_s = syncer.hop_latency_s(self.rank)
         self.up = self.first(syncer.path_to_syncer(self.rank))
         self.down = self.first(syncer.path_from_syncer(self.rank))
-        self.log = TraceLog(sim.env)  # the run's rows, handed to its own TraceLog once the play is through
-        self.comm_rows: deque[tuple] = deque()  # rows of round trips back, added at their ends
-        self.transfers: list[Transfer] = []
+        self.timeline = timeline_of(sim.schedule, sim.scenario.schedule)
+        self.payloads = sim.schedule.priced_fragments(sim.scenario)[1]
+        self.rows: list[tuple] = []  # (start, end, kind, bytes, fragment, outer step), in the engine's order
+        self.round_trips: list[tuple[float, float]] = []  # each launch's (sent, arrived at the syncer)
+        self.merged_steps = 0.0
 
-    def play(self) -> tuple[list[Row], list[Transfer], float]:
-        sim = self.sim
-        rank, island, step_time_s = self.rank, self.island, self.step_time_s
-        now = position = applied_position = merged_steps = 0.0
+    def play(self) -> None:
+        timeline, rows, latency_s = self.timeline, self.rows, self.latency_s
+        add, round_trips = rows.append, self.round_trips
+        step_time_s = self.sim.states[0].worker.step_time_s
+        up_rate, down_rate = self.up.alone_bytes_per_s, self.down.alone_bytes_per_s
+        now = 0.0
         back_s = -1.0  # when the previous round trip is back
-        reports: dict[tuple[int, int], tuple[float, float]] = {}  # (arrived, back)
-        for action, point in sync_actions(sim.schedule.sync_points(sim.scenario, 0)):
-            target = float(point.launch_step if action is LAUNCH else point.apply_step)
-            if target - position > 0:
-                since, now = now, now + (target - position) * step_time_s
-                if now > since:
-                    self.flush(now, inclusive=False)  # at one instant the engine appends a compute row first
-                    self.log.add(since, now, rank, island, "compute", 0.0, NO_FRAGMENT, point.outer_step)
-                position = target
-            if action is LAUNCH:
+        backs: list[float] = [0.0] * len(timeline.fragments)
+        comm_rows: deque[tuple] = deque()  # rows of round trips back, added at their ends
+        for action, steps in zip(timeline.actions, timeline.steps):
+            launch = action if action >= 0 else ~action
+            fragment, outer_step = timeline.fragments[launch], timeline.outer_steps[launch]
+            if steps:
+                since, now = now, now + steps * step_time_s
+                if now > since:  # at one instant the engine appends a compute row first
+                    while comm_rows and comm_rows[0][1] < now:
+                        add(comm_rows.popleft())
+                    add((since, now, "compute", 0.0, NO_FRAGMENT, outer_step))
+            if action >= 0:
+                payload_bytes = self.payloads[fragment]
                 sent_s = now if now >= back_s else back_s
-                arrived_s = self.carry(self.up, point.payload_bytes, sent_s)
-                back_s = self.carry(self.down, point.payload_bytes, arrived_s)
-                reports[point.outer_step, point.fragment] = arrived_s, back_s
-                self.comm_rows.append((sent_s, back_s, rank, island, "comm", point.payload_bytes, point.fragment,
-                                       point.outer_step))
+                arrived_s = moved(sent_s, latency_s, payload_bytes, up_rate)[1]
+                back_s = backs[launch] = moved(arrived_s, latency_s, payload_bytes, down_rate)[1]
+                round_trips.append((sent_s, arrived_s))
+                comm_rows.append((sent_s, back_s, "comm", payload_bytes, fragment, outer_step))
                 continue
-            arrived_s, done_s = reports.pop((point.outer_step, point.fragment))
-            since = now
+            since, done_s = now, backs[launch]
             now = now if now >= done_s else done_s
-            self.flush(now, inclusive=True)
-            self.record_wait(since, now, arrived_s, point.fragment, point.outer_step)
-            merged_steps += position - applied_position
-            applied_position = position
-        self.flush(math.inf, inclusive=True)
-        return self.log.rows, self.transfers, merged_steps
-
-    def flush(self, at_s: float, inclusive: bool) -> None:
-        """Append the rows of the round trips back before ``at_s`` (or at it), in the engine's order."""
-        comm_rows = self.comm_rows
-        while comm_rows and (comm_rows[0][1] < at_s or inclusive and comm_rows[0][1] == at_s):  # its end
-            self.log.add(*comm_rows.popleft())
-
-    def carry(self, first: Transfer, payload_bytes: float, at_s: float) -> float:
-        """One transfer alone on the flow network from ``at_s``: its end, as ``FlowNetwork`` times it
-        (added after the latency, its wake-up at its bytes over its rate alone, its bytes moved then)."""
-        start_s = at_s + self.latency_s if self.latency_s > 0 else at_s  # SimPy: now + the timeout's delay
-        rate = first.alone_bytes_per_s
-        remaining = payload_bytes
-        wake_s = start_s + max(remaining / rate, 0.0)
-        if wake_s - start_s > 0:
-            remaining -= rate * (wake_s - start_s)
-        if remaining > rate * (COMPLETION_TOLERANCE * max(1.0, wake_s)):  # ``FlowNetwork.on_wakeup``
-            raise NotAlone
-        transfer = object.__new__(Transfer)  # a copy of the first over its links, its counted links included
-        transfer.__dict__.update(first.__dict__)
-        transfer.remaining_bytes = remaining
-        transfer.segments = [(start_s, wake_s, rate)] if wake_s > start_s else []  # ``Transfer.set_rate`` twice
-        transfer.rate_since_s = wake_s
-        transfer.peak_bytes_per_s = rate
-        self.transfers.append(transfer)
-        return wake_s
-
-    def first(self, links: tuple) -> Transfer:
-        """A transfer over ``links`` whose rate alone and crossings every later one copies."""
-        transfer = Transfer(links, 0.0, self.sim.env.event())
-        transfer.most_access_crossings()
-        return transfer
+            while comm_rows and comm_rows[0][1] <= now:
+                add(comm_rows.popleft())
+            self.record_wait(since, now, round_trips[launch][1], fragment, outer_step)
+        rows.extend(comm_rows)
+        self.merged_steps = timeline.merged_steps
 
     def record_wait(self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int) -> None:
         """``Syncer.record_wait``: the report merged on arrival (its first start is its arrival)."""
@@ -162,4 +131,61 @@ class OneLearner:
         idle_to = min(max(idle_from, arrived_s), now)
         for start, end, kind in ((since_s, idle_from, "stall"), (idle_from, idle_to, "idle"), (idle_to, now, "stall")):
             if end > start:
-                self.log.add(start, end, self.rank, self.island, kind, 0.0, fragment, outer_step)
+                self.rows.append((start, end, kind, 0.0, fragment, outer_step))
+
+    def trace_rows(self) -> list[Row]:
+        rank, island = self.rank, self.island
+        return [Row(start, end, rank, island, kind, sent, fragment, outer_step)
+                for start, end, kind, sent, fragment, outer_step in self.rows]
+
+    def columns(self) -> list[Sequence]:
+        """The rows as one sequence per trace column (``trace.COLUMNS``)."""
+        count = len(self.rows)
+        start, end, kind, sent, fragment, outer_step = zip(*self.rows) if count else [()] * 6
+        return [start, end, [self.rank] * count, [self.island] * count, kind, sent, fragment, outer_step]
+
+    def transfers(self, round_trips: int | None = None) -> list[Transfer]:
+        """The uploads and downloads (of the first ``round_trips``), as ``FlowNetwork`` leaves them: copies
+        of the first over their links (their counted links included), moving from the latency's end at
+        their rate alone."""
+        made = []
+        for (sent_s, arrived_s), fragment in zip(self.round_trips[:round_trips], self.timeline.fragments):
+            payload_bytes = self.payloads[fragment]
+            made.append(self.transfer(self.up, sent_s, payload_bytes))
+            made.append(self.transfer(self.down, arrived_s, payload_bytes))
+        return made
+
+    def peak_transfers(self) -> list[Transfer]:
+        """Transfers with every upload's and every download's peak (all move at their rate alone)."""
+        return self.transfers(1)
+
+    def transfer(self, first: Transfer, at_s: float, payload_bytes: float) -> Transfer:
+        start_s, wake_s, remaining = moved(at_s, self.latency_s, payload_bytes, first.alone_bytes_per_s)
+        transfer = object.__new__(Transfer)  # a copy of the first over its links, its counted links included
+        transfer.__dict__.update(first.__dict__)
+        transfer.remaining_bytes = remaining
+        rate = first.alone_bytes_per_s
+        transfer.segments = [(start_s, wake_s, rate)] if wake_s > start_s else []  # ``Transfer.set_rate`` twice
+        transfer.rate_since_s = wake_s
+        transfer.peak_bytes_per_s = rate
+        return transfer
+
+    def first(self, links: tuple) -> Transfer:
+        """A transfer over ``links`` whose rate alone and crossings every later one copies."""
+        transfer = Transfer(links, 0.0, self.sim.env.event())
+        transfer.most_access_crossings()
+        return transfer
+
+
+def moved(at_s: float, latency_s: float, payload_bytes: float, rate: float) -> tuple[float, float, float]:
+    """One transfer alone on the flow network from ``at_s``, as ``FlowNetwork`` times it (added after the
+    latency, its wake-up at its bytes over its rate alone, its bytes moved then): its start, its end and
+    the bytes left (within the completion tolerance, else ``NotAlone``)."""
+    start_s = at_s + latency_s if latency_s > 0 else at_s  # SimPy: now + the timeout's delay
+    remaining = payload_bytes
+    wake_s = start_s + max(remaining / rate, 0.0)
+    if wake_s - start_s > 0:
+        remaining -= rate * (wake_s - start_s)
+    if remaining > rate * (COMPLETION_TOLERANCE * max(1.0, wake_s)):  # ``FlowNetwork.on_wakeup``
+        raise NotAlone
+    return start_s, wake_s, remaining

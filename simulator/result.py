@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from islands.summary import Columns, summarise_columns, summary_of
-from islands.trace import TRACE_ORDER, Row, to_frame
+from islands.trace import TRACE_ORDER, Row, sort_columns, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import replicas
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .engine import Simulation
+    from .one_learner import OneLearner
 
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
 LINK_ORDER = ("time_start_s", "worker", "direction")
@@ -110,6 +111,21 @@ def lockstep_result(sim: Simulation, replay: Callable[[], list[Row]]) -> SimResu
     transfers = (lambda: run.transfers) if run.one_run is None else run.one_transfers
     return SimResult(summary=summary, row_source=replay, transfer_source=transfers, islands=islands_of_links(sim),
                      counts=sim.fleet.replica_counts)
+
+
+def played_result(sim: Simulation, run: OneLearner) -> SimResult:
+    """A Decoupled run of one learner played without events (``one_learner.py``): its summary from its
+    rows' columns, as ``result_of`` makes it from an event run's rows; its rows and transfers made when
+    they are asked for."""
+    sim.network.close()
+    peak_gbps = peak_access_rate(run.peak_transfers(), sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
+    schedule, progress, counts = sim.scenario.schedule, sim.progress, sim.fleet.replica_counts
+    summary = summarise_columns(Columns.from_arrays(sort_columns(run.columns())), schedule.outer_steps
+                                if progress.complete else progress.completed_outer, peak_gbps, extra_summary(sim),
+                                island_extra=island_extra(sim), syncs_per_worker=not sim.schedule.coupled,
+                                weights=counts)
+    return SimResult(summary=summary, row_source=run.trace_rows, transfer_source=run.transfers,
+                     islands=islands_of_links(sim), counts=counts)
 
 
 def extra_summary(sim: Simulation) -> dict[str, Any]:
