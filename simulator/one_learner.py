@@ -5,9 +5,10 @@ simulated learner standing for all of them, whose reports the syncer merges as s
 (every live learner then has a report waiting: ``no_report_can_arrive``). Its exchanges run one at a
 time (the trainer's single exchange thread, ``Syncer.join``), so one transfer at most is ever on
 the network, alone on its links: the flow model moves it at its rate alone. The event model's run is
-then a recursion that Python plays directly, operation for operation as the engine, the syncer and
-``FlowNetwork`` compute it (SimPy's clock adds each timeout's delay to now; the flow model moves a
-transfer's bytes forward at each wake-up and ends it within its completion tolerance):
+then a recursion that Python plays directly over the schedule's ``Timeline``, operation for operation
+as the engine, the syncer and ``FlowNetwork`` compute it (SimPy's clock adds each timeout's delay to
+now; the flow model moves a transfer's bytes forward at each wake-up and ends it within its
+completion tolerance):
 
 * compute: the learner's clock advances by each span's steps x its step time (no jitter: the
   replicas are alike);
@@ -16,17 +17,20 @@ transfer's bytes forward at each wake-up and ends it within its completion toler
   download takes the same way back;
 * an apply: the learner waits for the download's end, ``stall`` (the merge is immediate: no idle).
 
-The rows (through a ``TraceLog``), transfers and counts are the event model's, added in its order,
-and the summary is made from them as for an event run (``result.result_of``): the same result,
-``events`` aside (0 here; ``tests/test_simulator_one_learner.py`` plays every Decoupled candidate of
-the worked example's plan both ways). Anything else (several learners, churn, failures, exchange
-work, token buckets, a hand-set network model) runs event by event.
+The summary is gathered as the run goes (``Totals``): each sum the one ``summary.summarise_columns``
+takes over the event run's rows, added in the order it adds them (the rows sorted by start, a comm
+row before the learner's own row at one instant). The rows, in the event model's order, and the
+transfers are made when they are asked for, by playing the run again. The same result, ``events``
+aside (0 here; ``tests/test_simulator_one_learner.py`` plays every Decoupled candidate of the worked
+example's plan both ways). Anything else (several learners, churn, failures, exchange work, token
+buckets, a hand-set network model) runs event by event.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from islands.trace import NO_FRAGMENT, Row
 
@@ -62,9 +66,9 @@ def play(sim: Simulation) -> SimResult | None:
     except NotAlone:
         return None
     state = sim.states[0]
-    state.merged_steps = run.merged_steps
+    state.merged_steps = run.timeline.merged_steps
     syncer = sim.exchanges
-    syncer.counts["merges"] = len(run.round_trips)  # one per report; none below the quorum (K <= the learners)
+    syncer.counts["merges"] = len(run.sent_s)  # one per report; none below the quorum (K <= the learners)
     syncer.finished.add(state.worker.rank)
     outer = sim.progress.synced_outer_steps
     sim.progress.learner_outer[state.worker.rank] = outer
@@ -72,12 +76,55 @@ def play(sim: Simulation) -> SimResult | None:
     return played_result(sim, run)
 
 
-class OneLearner:
-    """One play of the recursion over the schedule's ``Timeline``: the learner's clock, its round trips
-    and the rows they leave, kept as plain tuples (a trace row without its worker and island) until
-    the trace or the links table asks for them."""
+class Totals:
+    """The summary's sums over the run's rows, each added in the order ``summary.summarise_columns``
+    adds it: the rows sorted by start (a comm row first at one instant: kinds in name order). The
+    learner's own rows (compute, stall, idle) tile its clock and come in that order; a comm row starts
+    at or after the learner's clock when it is made, so it waits in ``pending`` for the first own row
+    that starts no sooner. ``present_s`` is ``summary.worker_presence``: each row adds what it covers
+    past the latest end before it."""
 
-    def __init__(self, sim: Simulation):
+    def __init__(self) -> None:
+        self.seconds = {"compute": 0.0, "stall": 0.0, "idle": 0.0}
+        self.bytes_sent = self.present_s = 0.0
+        self.first_start_s: float | None = None
+        self.latest_end_s = -math.inf
+        self.pending: deque[tuple[float, float, float]] = deque()  # comm rows (start, end, bytes)
+
+    def own(self, start_s: float, end_s: float, kind: str) -> None:
+        """One of the learner's own rows (its length > 0)."""
+        pending = self.pending
+        while pending and pending[0][0] <= start_s:
+            self.comm(*pending.popleft())
+        self.cover(start_s, end_s)
+        self.seconds[kind] += end_s - start_s
+
+    def comm(self, start_s: float, end_s: float, sent_bytes: float) -> None:
+        self.cover(start_s, end_s)
+        self.bytes_sent += sent_bytes
+
+    def cover(self, start_s: float, end_s: float) -> None:
+        if self.first_start_s is None:
+            self.first_start_s = start_s
+        covered = end_s - (start_s if start_s >= self.latest_end_s else self.latest_end_s)
+        self.present_s += covered if covered > 0.0 else 0.0
+        self.latest_end_s = end_s if end_s > self.latest_end_s else self.latest_end_s
+
+    def close(self) -> None:
+        while self.pending:
+            self.comm(*self.pending.popleft())
+
+    @property
+    def wall_time_s(self) -> float:
+        """The latest end less the earliest start (0 for no rows)."""
+        return 0.0 if self.first_start_s is None else self.latest_end_s - self.first_start_s
+
+
+class OneLearner:
+    """One play of the recursion over the schedule's ``Timeline``: the learner's clock, its round trips,
+    the summary's sums (``Totals``) and, when ``keep_rows``, the rows in the event model's order."""
+
+    def __init__(self, sim: Simulation, keep_rows: bool = False):
         self.sim = sim
         state = sim.states[0]
         self.rank, self.island = state.worker.rank, state.worker.island
@@ -87,72 +134,87 @@ class OneLearner:
         self.down = self.first(syncer.path_from_syncer(self.rank))
         self.timeline = timeline_of(sim.schedule, sim.scenario.schedule)
         self.payloads = sim.schedule.priced_fragments(sim.scenario)[1]
-        self.rows: list[tuple] = []  # (start, end, kind, bytes, fragment, outer step), in the engine's order
-        self.round_trips: list[tuple[float, float]] = []  # each launch's (sent, arrived at the syncer)
-        self.merged_steps = 0.0
+        self.totals = Totals()
+        self.rows: list[Row] | None = [] if keep_rows else None
+        self.comm_rows: deque[Row] = deque()  # with ``keep_rows``: rows of round trips back, added at their ends
+        count = len(self.timeline.fragments)
+        self.sent_s, self.arrived_s, self.back_s = [0.0] * count, [0.0] * count, [0.0] * count  # by launch
 
     def play(self) -> None:
-        timeline, rows, latency_s = self.timeline, self.rows, self.latency_s
-        add, round_trips = rows.append, self.round_trips
+        timeline, totals, latency_s, payloads = self.timeline, self.totals, self.latency_s, self.payloads
+        sent, arrived, back = self.sent_s, self.arrived_s, self.back_s
         step_time_s = self.sim.states[0].worker.step_time_s
         up_rate, down_rate = self.up.alone_bytes_per_s, self.down.alone_bytes_per_s
         now = 0.0
         back_s = -1.0  # when the previous round trip is back
-        backs: list[float] = [0.0] * len(timeline.fragments)
-        comm_rows: deque[tuple] = deque()  # rows of round trips back, added at their ends
         for action, steps in zip(timeline.actions, timeline.steps):
             launch = action if action >= 0 else ~action
-            fragment, outer_step = timeline.fragments[launch], timeline.outer_steps[launch]
             if steps:
                 since, now = now, now + steps * step_time_s
                 if now > since:  # at one instant the engine appends a compute row first
-                    while comm_rows and comm_rows[0][1] < now:
-                        add(comm_rows.popleft())
-                    add((since, now, "compute", 0.0, NO_FRAGMENT, outer_step))
+                    self.flush(now, inclusive=False)
+                    self.own(since, now, "compute", NO_FRAGMENT, timeline.outer_steps[launch])
             if action >= 0:
-                payload_bytes = self.payloads[fragment]
-                sent_s = now if now >= back_s else back_s
-                arrived_s = moved(sent_s, latency_s, payload_bytes, up_rate)[1]
-                back_s = backs[launch] = moved(arrived_s, latency_s, payload_bytes, down_rate)[1]
-                round_trips.append((sent_s, arrived_s))
-                comm_rows.append((sent_s, back_s, "comm", payload_bytes, fragment, outer_step))
+                payload_bytes = payloads[timeline.fragments[launch]]
+                sent_s = sent[launch] = now if now >= back_s else back_s
+                arrived_s = arrived[launch] = moved(sent_s, latency_s, payload_bytes, up_rate)[1]
+                back_s = back[launch] = moved(arrived_s, latency_s, payload_bytes, down_rate)[1]
+                totals.pending.append((sent_s, back_s, payload_bytes))
+                if self.rows is not None:
+                    self.comm_rows.append(Row(sent_s, back_s, self.rank, self.island, "comm", payload_bytes,
+                                              timeline.fragments[launch], timeline.outer_steps[launch]))
                 continue
-            since, done_s = now, backs[launch]
+            since, done_s = now, back[launch]
             now = now if now >= done_s else done_s
-            while comm_rows and comm_rows[0][1] <= now:
-                add(comm_rows.popleft())
-            self.record_wait(since, now, round_trips[launch][1], fragment, outer_step)
-        rows.extend(comm_rows)
-        self.merged_steps = timeline.merged_steps
+            self.flush(now, inclusive=True)
+            if now > since:
+                self.waited(since, now, arrived[launch], timeline.fragments[launch], timeline.outer_steps[launch])
+        totals.close()
+        if self.rows is not None:
+            self.rows.extend(self.comm_rows)
 
-    def record_wait(self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int) -> None:
+    def own(self, start_s: float, end_s: float, kind: str, fragment: int, outer_step: int) -> None:
+        """A row of the learner's own clock."""
+        self.totals.own(start_s, end_s, kind)
+        if self.rows is not None:
+            self.rows.append(Row(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step))
+
+    def flush(self, at_s: float, inclusive: bool) -> None:
+        """With the rows kept: append the rows of the round trips back before ``at_s`` (or at it), in the
+        engine's order."""
+        comm_rows = self.comm_rows
+        while comm_rows and (comm_rows[0][1] < at_s or inclusive and comm_rows[0][1] == at_s):
+            self.rows.append(comm_rows.popleft())
+
+    def waited(self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int) -> None:
         """``Syncer.record_wait``: the report merged on arrival (its first start is its arrival)."""
         idle_from = min(max(since_s, arrived_s), now)
         idle_to = min(max(idle_from, arrived_s), now)
         for start, end, kind in ((since_s, idle_from, "stall"), (idle_from, idle_to, "idle"), (idle_to, now, "stall")):
             if end > start:
-                self.rows.append((start, end, kind, 0.0, fragment, outer_step))
+                self.own(start, end, kind, fragment, outer_step)
+
+    def sync_durations_s(self) -> list[float]:
+        """Each round trip's span, by (outer step, fragment) as ``summary.sync_spans`` orders them."""
+        outer_steps, fragments = self.timeline.outer_steps, self.timeline.fragments
+        order = sorted(range(len(fragments)), key=lambda launch: (outer_steps[launch], fragments[launch]))
+        return [self.back_s[launch] - self.sent_s[launch] for launch in order]
 
     def trace_rows(self) -> list[Row]:
-        rank, island = self.rank, self.island
-        return [Row(start, end, rank, island, kind, sent, fragment, outer_step)
-                for start, end, kind, sent, fragment, outer_step in self.rows]
-
-    def columns(self) -> list[Sequence]:
-        """The rows as one sequence per trace column (``trace.COLUMNS``)."""
-        count = len(self.rows)
-        start, end, kind, sent, fragment, outer_step = zip(*self.rows) if count else [()] * 6
-        return [start, end, [self.rank] * count, [self.island] * count, kind, sent, fragment, outer_step]
+        """The rows, in the event model's order: the run played again, keeping them."""
+        again = OneLearner(self.sim, keep_rows=True)
+        again.play()
+        return again.rows
 
     def transfers(self, round_trips: int | None = None) -> list[Transfer]:
         """The uploads and downloads (of the first ``round_trips``), as ``FlowNetwork`` leaves them: copies
         of the first over their links (their counted links included), moving from the latency's end at
         their rate alone."""
         made = []
-        for (sent_s, arrived_s), fragment in zip(self.round_trips[:round_trips], self.timeline.fragments):
+        for launch, fragment in enumerate(self.timeline.fragments[:round_trips]):
             payload_bytes = self.payloads[fragment]
-            made.append(self.transfer(self.up, sent_s, payload_bytes))
-            made.append(self.transfer(self.down, arrived_s, payload_bytes))
+            made.append(self.transfer(self.up, self.sent_s[launch], payload_bytes))
+            made.append(self.transfer(self.down, self.arrived_s[launch], payload_bytes))
         return made
 
     def peak_transfers(self) -> list[Transfer]:

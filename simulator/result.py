@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from islands.summary import Columns, summarise_columns, summary_of
-from islands.trace import TRACE_ORDER, Row, sort_columns, to_frame
+from islands.summary import Columns, Workers, summarise_columns, summary_of
+from islands.trace import TRACE_ORDER, Row, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import replicas
@@ -114,16 +114,21 @@ def lockstep_result(sim: Simulation, replay: Callable[[], list[Row]]) -> SimResu
 
 
 def played_result(sim: Simulation, run: OneLearner) -> SimResult:
-    """A Decoupled run of one learner played without events (``one_learner.py``): its summary from its
-    rows' columns, as ``result_of`` makes it from an event run's rows; its rows and transfers made when
-    they are asked for."""
+    """A Decoupled run of one learner played without events (``one_learner.py``): its summary from the
+    sums it gathered as it went (those ``summarise_columns`` takes over an event run's rows, in its
+    order); its rows and transfers made when they are asked for."""
     sim.network.close()
     peak_gbps = peak_access_rate(run.peak_transfers(), sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
-    schedule, progress, counts = sim.scenario.schedule, sim.progress, sim.fleet.replica_counts
-    summary = summarise_columns(Columns.from_arrays(sort_columns(run.columns())), schedule.outer_steps
-                                if progress.complete else progress.completed_outer, peak_gbps, extra_summary(sim),
-                                island_extra=island_extra(sim), syncs_per_worker=not sim.schedule.coupled,
-                                weights=counts)
+    schedule, progress, counts, totals = sim.scenario.schedule, sim.progress, sim.fleet.replica_counts, run.totals
+    count = np.array([counts.get(run.rank, 1)], dtype=np.int64)
+    durations = np.array(run.sync_durations_s())
+    workers = Workers(island=np.array([run.island], dtype=object), count=count,
+                      compute=np.array([totals.seconds["compute"]]), stall=np.array([totals.seconds["stall"]]),
+                      idle=np.array([totals.seconds["idle"]]), present_s=np.array([totals.present_s]),
+                      bytes_sent=np.array([totals.bytes_sent]), syncs=np.array([float(len(durations))]))
+    summary = summary_of(workers, totals.wall_time_s, durations, np.repeat(count, len(durations)),
+                         schedule.outer_steps if progress.complete else progress.completed_outer, peak_gbps,
+                         extra_summary(sim), island_extra(sim))
     return SimResult(summary=summary, row_source=run.trace_rows, transfer_source=run.transfers,
                      islands=islands_of_links(sim), counts=counts)
 
