@@ -91,28 +91,33 @@ class Totals:
         self.latest_end_s = -math.inf
         self.pending: deque[tuple[float, float, float]] = deque()  # comm rows (start, end, bytes)
 
-    def own(self, start_s: float, end_s: float, kind: str) -> None:
-        """One of the learner's own rows (its length > 0)."""
-        pending = self.pending
-        while pending and pending[0][0] <= start_s:
-            self.comm(*pending.popleft())
-        self.cover(start_s, end_s)
-        self.seconds[kind] += end_s - start_s
-
-    def comm(self, start_s: float, end_s: float, sent_bytes: float) -> None:
-        self.cover(start_s, end_s)
-        self.bytes_sent += sent_bytes
-
-    def cover(self, start_s: float, end_s: float) -> None:
+    def own(self, start_s: float, end_s: float, kind: str, fragment: int = NO_FRAGMENT, outer_step: int = 0) -> None:
+        """One of the learner's own rows (its length > 0; no sum reads its fragment and outer step)."""
+        if self.pending and self.pending[0][0] <= start_s:
+            self.comm_before(start_s)
+        latest_s = self.latest_end_s
         if self.first_start_s is None:
             self.first_start_s = start_s
-        covered = end_s - (start_s if start_s >= self.latest_end_s else self.latest_end_s)
+        covered = end_s - (start_s if start_s >= latest_s else latest_s)
         self.present_s += covered if covered > 0.0 else 0.0
-        self.latest_end_s = end_s if end_s > self.latest_end_s else self.latest_end_s
+        self.latest_end_s = end_s if end_s > latest_s else latest_s
+        self.seconds[kind] += end_s - start_s
+
+    def comm_before(self, at_s: float) -> None:
+        """Add the comm rows that start no later than ``at_s``."""
+        pending = self.pending
+        while pending and pending[0][0] <= at_s:
+            start_s, end_s, sent_bytes = pending.popleft()
+            latest_s = self.latest_end_s
+            if self.first_start_s is None:
+                self.first_start_s = start_s
+            covered = end_s - (start_s if start_s >= latest_s else latest_s)
+            self.present_s += covered if covered > 0.0 else 0.0
+            self.latest_end_s = end_s if end_s > latest_s else latest_s
+            self.bytes_sent += sent_bytes
 
     def close(self) -> None:
-        while self.pending:
-            self.comm(*self.pending.popleft())
+        self.comm_before(math.inf)
 
     @property
     def wall_time_s(self) -> float:
@@ -136,6 +141,7 @@ class OneLearner:
         self.payloads = sim.schedule.priced_fragments(sim.scenario)[1]
         self.totals = Totals()
         self.rows: list[Row] | None = [] if keep_rows else None
+        self.own = self.totals.own if not keep_rows else self.own_kept  # a row of the learner's own clock
         self.comm_rows: deque[Row] = deque()  # with ``keep_rows``: rows of round trips back, added at their ends
         count = len(self.timeline.fragments)
         self.sent_s, self.arrived_s, self.back_s = [0.0] * count, [0.0] * count, [0.0] * count  # by launch
@@ -152,7 +158,8 @@ class OneLearner:
             if steps:
                 since, now = now, now + steps * step_time_s
                 if now > since:  # at one instant the engine appends a compute row first
-                    self.flush(now, inclusive=False)
+                    if self.rows is not None:
+                        self.flush(now, inclusive=False)
                     self.own(since, now, "compute", NO_FRAGMENT, timeline.outer_steps[launch])
             if action >= 0:
                 payload_bytes = payloads[timeline.fragments[launch]]
@@ -166,18 +173,19 @@ class OneLearner:
                 continue
             since, done_s = now, back[launch]
             now = now if now >= done_s else done_s
-            self.flush(now, inclusive=True)
+            if self.rows is not None:
+                self.flush(now, inclusive=True)
             if now > since:
                 self.waited(since, now, arrived[launch], timeline.fragments[launch], timeline.outer_steps[launch])
         totals.close()
         if self.rows is not None:
             self.rows.extend(self.comm_rows)
 
-    def own(self, start_s: float, end_s: float, kind: str, fragment: int, outer_step: int) -> None:
-        """A row of the learner's own clock."""
+    def own_kept(self, start_s: float, end_s: float, kind: str, fragment: int = NO_FRAGMENT,
+                 outer_step: int = 0) -> None:
+        """``Totals.own``, the row kept."""
         self.totals.own(start_s, end_s, kind)
-        if self.rows is not None:
-            self.rows.append(Row(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step))
+        self.rows.append(Row(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step))
 
     def flush(self, at_s: float, inclusive: bool) -> None:
         """With the rows kept: append the rows of the round trips back before ``at_s`` (or at it), in the
@@ -190,9 +198,12 @@ class OneLearner:
         """``Syncer.record_wait``: the report merged on arrival (its first start is its arrival)."""
         idle_from = min(max(since_s, arrived_s), now)
         idle_to = min(max(idle_from, arrived_s), now)
-        for start, end, kind in ((since_s, idle_from, "stall"), (idle_from, idle_to, "idle"), (idle_to, now, "stall")):
-            if end > start:
-                self.own(start, end, kind, fragment, outer_step)
+        if idle_from > since_s:
+            self.own(since_s, idle_from, "stall", fragment, outer_step)
+        if idle_to > idle_from:
+            self.own(idle_from, idle_to, "idle", fragment, outer_step)
+        if now > idle_to:
+            self.own(idle_to, now, "stall", fragment, outer_step)
 
     def sync_durations_s(self) -> list[float]:
         """Each round trip's span, by (outer step, fragment) as ``summary.sync_spans`` orders them."""
