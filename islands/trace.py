@@ -21,7 +21,7 @@ outer_step     outer step (DDP: step) the interval belongs to, 0-based
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 import numpy as np
 
@@ -60,12 +60,7 @@ class Row(NamedTuple):
 def sorted_columns(rows: Iterable[tuple]) -> dict[str, np.ndarray]:
     """Rows (tuples in ``COLUMNS`` order) as one array per column, sorted by start time, worker, kind."""
     listed = list(rows)
-    return sort_columns(list(zip(*listed)) if listed else [()] * len(COLUMNS))
-
-
-def sort_columns(values: Sequence[Sequence]) -> dict[str, np.ndarray]:
-    """Rows given as one sequence per column (in ``COLUMNS`` order) as arrays, sorted as ``sorted_columns``
-    sorts them."""
+    values = list(zip(*listed)) if listed else [()] * len(COLUMNS)
     columns = {name: np.array(column, dtype=DTYPES[name]) for name, column in zip(COLUMNS, values)}
     # kinds in sorted order: np.unique's inverse, through a dict (no sort of thousands of str objects)
     kinds = values[COLUMNS.index("kind")]

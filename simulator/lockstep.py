@@ -186,7 +186,7 @@ class Lockstep:
     def legs(self) -> list[tuple[float, float, float, Transfer]]:
         """Each fragment's collective as ``play_one`` takes it: the latency before its data moves, the
         seconds its bytes take at its ring's rate, the bytes each worker sends, and its first transfer."""
-        values, payloads, collective = self.sim.schedule.priced_fragments(self.sim.scenario)
+        _, payloads, collective = self.sim.schedule.priced_fragments(self.sim.scenario)
         legs = []
         for payload_bytes in payloads:
             ring, leg, first = self.ring(collective, payload_bytes)

@@ -32,14 +32,17 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
-from islands.trace import NO_FRAGMENT, Row
+from islands.trace import NO_FRAGMENT
 
 from .links import Transfer
 from .network import COMPLETION_TOLERANCE
 from .result import SimResult, played_result
 from .timeline import timeline_of
+from .tracelog import TraceLog
 
 if TYPE_CHECKING:
+    from islands.trace import Row
+
     from .engine import Simulation
 
 
@@ -140,9 +143,9 @@ class OneLearner:
         self.timeline = timeline_of(sim.schedule, sim.scenario.schedule)
         self.payloads = sim.schedule.priced_fragments(sim.scenario)[1]
         self.totals = Totals()
-        self.rows: list[Row] | None = [] if keep_rows else None
+        self.log = TraceLog(sim.env) if keep_rows else None  # the rows, in the event model's order
         self.own = self.totals.own if not keep_rows else self.own_kept  # a row of the learner's own clock
-        self.comm_rows: deque[Row] = deque()  # with ``keep_rows``: rows of round trips back, added at their ends
+        self.comm_rows: deque[tuple] = deque()  # with ``keep_rows``: rows of round trips back, added at their ends
         count = len(self.timeline.fragments)
         self.sent_s, self.arrived_s, self.back_s = [0.0] * count, [0.0] * count, [0.0] * count  # by launch
 
@@ -158,7 +161,7 @@ class OneLearner:
             if steps:
                 since, now = now, now + steps * step_time_s
                 if now > since:  # at one instant the engine appends a compute row first
-                    if self.rows is not None:
+                    if self.log is not None:
                         self.flush(now, inclusive=False)
                     self.own(since, now, "compute", NO_FRAGMENT, timeline.outer_steps[launch])
             if action >= 0:
@@ -167,32 +170,32 @@ class OneLearner:
                 arrived_s = arrived[launch] = moved(sent_s, latency_s, payload_bytes, up_rate)[1]
                 back_s = back[launch] = moved(arrived_s, latency_s, payload_bytes, down_rate)[1]
                 totals.pending.append((sent_s, back_s, payload_bytes))
-                if self.rows is not None:
-                    self.comm_rows.append(Row(sent_s, back_s, self.rank, self.island, "comm", payload_bytes,
-                                              timeline.fragments[launch], timeline.outer_steps[launch]))
+                if self.log is not None:
+                    self.comm_rows.append((sent_s, back_s, self.rank, self.island, "comm", payload_bytes,
+                                           timeline.fragments[launch], timeline.outer_steps[launch]))
                 continue
             since, done_s = now, back[launch]
             now = now if now >= done_s else done_s
-            if self.rows is not None:
+            if self.log is not None:
                 self.flush(now, inclusive=True)
             if now > since:
                 self.waited(since, now, arrived[launch], timeline.fragments[launch], timeline.outer_steps[launch])
         totals.close()
-        if self.rows is not None:
-            self.rows.extend(self.comm_rows)
+        if self.log is not None:
+            self.flush(math.inf, inclusive=True)
 
     def own_kept(self, start_s: float, end_s: float, kind: str, fragment: int = NO_FRAGMENT,
                  outer_step: int = 0) -> None:
         """``Totals.own``, the row kept."""
         self.totals.own(start_s, end_s, kind)
-        self.rows.append(Row(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step))
+        self.log.add(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step)
 
     def flush(self, at_s: float, inclusive: bool) -> None:
         """With the rows kept: append the rows of the round trips back before ``at_s`` (or at it), in the
         engine's order."""
         comm_rows = self.comm_rows
         while comm_rows and (comm_rows[0][1] < at_s or inclusive and comm_rows[0][1] == at_s):
-            self.rows.append(comm_rows.popleft())
+            self.log.add(*comm_rows.popleft())
 
     def waited(self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int) -> None:
         """``Syncer.record_wait``: the report merged on arrival (its first start is its arrival)."""
@@ -215,7 +218,7 @@ class OneLearner:
         """The rows, in the event model's order: the run played again, keeping them."""
         again = OneLearner(self.sim, keep_rows=True)
         again.play()
-        return again.rows
+        return again.log.rows
 
     def transfers(self, round_trips: int | None = None) -> list[Transfer]:
         """The uploads and downloads (of the first ``round_trips``), as ``FlowNetwork`` leaves them: copies
