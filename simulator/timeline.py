@@ -6,14 +6,14 @@ an action but which exchange it is, and how many inner steps it computes first. 
 schedule's keys alone, not on the physics: a planner prices one (schedule, H, P) at three wire
 precisions and a search at a dozen bandwidths, so ``timeline_of`` computes them once per schedule
 and ``ScheduleSpec`` (its ``bits`` aside: they price a payload, ``Schedule.sync_points``, and place
-no exchange) and keeps the last few. The tuples are made from ``sync_actions`` itself, so a run
-played from them meets its actions in the event model's order.
+no exchange) and keeps the last ones, up to a number of actions in all. The tuples are made from
+``sync_actions`` itself, so a run played from them meets its actions in the event model's order.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .workers import LAUNCH, sync_actions
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from islands.scenarios.model import ScheduleSpec
     from islands.schedules import Schedule
 
-SHAPES_KEPT = 32  # timelines kept: a planner's candidates come by H, then bits, then fragments
+# Actions of the timelines kept, all together (an action costs about 90 bytes: 40 MB at most): a
+# planner's largest (DDP at 10,000 steps, Eager at H = 10 and P = 10) have 20,000 each.
+KEPT_ACTIONS = 400_000
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,44 @@ class Timeline:
     merged_steps: float
 
 
+class Kept:
+    """The timelines made last, up to ``KEPT_ACTIONS`` actions in all (a larger one is not kept)."""
+
+    def __init__(self, actions: int):
+        self.actions = actions
+        self.timelines: OrderedDict[tuple, Timeline] = OrderedDict()
+        self.held = 0  # their actions
+
+    def get(self, key: tuple) -> Timeline | None:
+        timeline = self.timelines.get(key)
+        if timeline is not None:
+            self.timelines.move_to_end(key)
+        return timeline
+
+    def keep(self, key: tuple, timeline: Timeline) -> None:
+        if len(timeline.actions) > self.actions:
+            return
+        self.timelines[key] = timeline
+        self.held += len(timeline.actions)
+        while self.held > self.actions:
+            self.held -= len(self.timelines.popitem(last=False)[1].actions)
+
+
+KEPT = Kept(KEPT_ACTIONS)
+
+
 def timeline_of(schedule: Schedule, spec: ScheduleSpec) -> Timeline:
     """``schedule``'s timeline under ``spec`` (shared by every ``bits``)."""
-    return shaped(schedule, replace(spec, bits=0) if spec.bits else spec)
+    key = (schedule, replace(spec, bits=0) if spec.bits else spec)
+    timeline = KEPT.get(key)
+    if timeline is None:
+        timeline = shaped(*key)
+        KEPT.keep(key, timeline)
+    return timeline
 
 
-@lru_cache(maxsize=SHAPES_KEPT)
 def shaped(schedule: Schedule, spec: ScheduleSpec) -> Timeline:
+    """The timeline, made from ``sync_actions``."""
     actions: list[int] = []
     steps: list[float] = []
     fragments: list[int] = []

@@ -8,7 +8,7 @@ import pytest
 
 from islands.scenarios import load
 from islands.schedules import schedule_of
-from islands.simulator.timeline import timeline_of
+from islands.simulator.timeline import Kept, Timeline, timeline_of
 from islands.simulator.workers import LAUNCH, sync_actions
 
 SHAPES = {
@@ -52,3 +52,19 @@ def test_one_timeline_serves_every_wire_precision_and_bandwidth():
     assert all(timeline is made[0] for timeline in made)  # made once, kept
     other = load("worked-example", ["schedule.algorithm=eager", "schedule.fragments=5"])
     assert timeline_of(schedule_of(other), other.schedule) != made[0]
+
+
+def test_the_timelines_kept_hold_at_most_their_actions_the_latest_first():
+    def timeline(launches: int) -> Timeline:
+        return Timeline(tuple(range(launches)) + tuple(~i for i in range(launches)), (0.0,) * 2 * launches,
+                        (0,) * launches, tuple(range(launches)), 0.0)
+
+    kept = Kept(actions=10)
+    kept.keep("a", timeline(2))
+    kept.keep("b", timeline(3))
+    assert kept.get("a") is not None  # used: now the latest
+    kept.keep("c", timeline(2))  # 14 actions: the least recently used goes
+    assert kept.get("b") is None and kept.get("a") is not None and kept.get("c") is not None
+    assert kept.held == 8
+    kept.keep("d", timeline(6))  # larger than all it may hold: not kept
+    assert kept.get("d") is None and kept.held == 8
