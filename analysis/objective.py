@@ -185,6 +185,22 @@ def price(source: ScenarioSource, candidate: Candidate, budget_steps: int, cost_
                    cost=cost)
 
 
+def same_shape(chosen: Sequence[Candidate]) -> list[tuple[Candidate, ...]]:
+    """The candidates grouped by schedule, H and P (they differ in bits alone), in order of first
+    appearance: a group is one task, whose runs place their exchanges alike and share that work
+    (``simulator/timeline.py``), and a process pool passes a third as many messages."""
+    groups: dict[tuple, list[Candidate]] = {}
+    for candidate in chosen:
+        groups.setdefault((candidate.algorithm, candidate.inner_steps, candidate.fragments), []).append(candidate)
+    return [tuple(group) for group in groups.values()]
+
+
+def price_all(source: ScenarioSource, chosen: Sequence[Candidate], budget_steps: int, cost_per_hour: float,
+              profile: QualityProfile | None, seeds: Sequence[int] = ()) -> list[Outcome | str]:
+    """``price`` of each of ``chosen``, in one task."""
+    return [price(source, candidate, budget_steps, cost_per_hour, profile, seeds) for candidate in chosen]
+
+
 def make_objective_plan(source: ScenarioSource, objective: str, algorithms: Sequence[str],
                         extra_h: dict[str, int] | None = None, profile: QualityProfile | None = None,
                         seeds: Sequence[int] = (), executor: Executor | None = None, jobs: int | None = None,
@@ -196,8 +212,12 @@ def make_objective_plan(source: ScenarioSource, objective: str, algorithms: Sequ
     budget_steps = schedule_of(scenario).total_steps(scenario.schedule)
     cost_per_hour = fleet_cost_per_hour(scenario)
     chosen = candidates(scenario, algorithms, budget_steps, extra_h or {}, profile)
-    results = run_tasks(price, [(source, c, budget_steps, cost_per_hour, profile, tuple(seeds)) for c in chosen],
-                        executor=executor, jobs=jobs, progress=progress)
+    shapes = same_shape(chosen)
+    priced = run_tasks(price_all, [(source, group, budget_steps, cost_per_hour, profile, tuple(seeds))
+                                   for group in shapes], weights=[len(group) for group in shapes],
+                       executor=executor, jobs=jobs, progress=progress)
+    found = {candidate: result for group, results in zip(shapes, priced) for candidate, result in zip(group, results)}
+    results = [found[candidate] for candidate in chosen]
     plan = ObjectivePlan(scenario, objective, budget_steps, cost_per_hour, [],
                          profile_scenario=profile.scenario if profile is not None else None)
     refused: dict[str, list[str]] = {}

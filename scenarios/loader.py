@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import tomllib
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -27,6 +28,8 @@ from .sanity import check_runnable, check_step_time
 from .spec import (ARRAYS, BACKBONE_KEYS, EVENT_KEYS, ISLAND_KEYS, LATENCY_KEYS, REGION_KEYS, REQUIRED, SECTIONS,
                    TOP_KEYS, MAX_INTEGER, Key, is_finite_number, shown_value)
 from .trainer_keys import TRAINER_KEYS, TrainerSpec, outer_error, with_outer_defaults
+
+OVERRIDES_KEPT = 1024  # parsed override values kept (``parsed_value``)
 
 LIBRARY_PACKAGE = "islands.scenarios"
 LIBRARY_FOLDER = "library"
@@ -88,7 +91,14 @@ def from_dict(document: dict[str, Any], source: str = "<scenario>", overrides: I
 
 
 def parse_override_value(raw: str) -> Any:
-    """A TOML value if it parses as one (``10``, ``1e9``, ``true``, ``"x"``), else the bare string."""
+    """A TOML value if it parses as one (``10``, ``1e9``, ``true``, ``"x"``), else the bare string (a
+    copy of its own: an array or table may be changed in the document it goes into)."""
+    return copy.deepcopy(parsed_value(raw))
+
+
+@functools.lru_cache(maxsize=OVERRIDES_KEPT)
+def parsed_value(raw: str) -> Any:
+    """``parse_override_value``, kept: a planner sets the same few values in hundreds of variants."""
     try:
         return tomllib.loads(f"value = {raw}")["value"]
     except (ValueError, RecursionError):  # not TOML, a number too long to convert, or nesting too deep

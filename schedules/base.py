@@ -96,7 +96,9 @@ class Schedule(ABC):
 
     @abstractmethod
     def sync_steps(self, schedule: ScheduleSpec, first_outer: int = 0) -> Iterator[SyncStep]:
-        """Every exchange of the run from outer step ``first_outer`` on, in launch order."""
+        """Every exchange of the run from outer step ``first_outer`` on, in launch order. It places the
+        exchanges from the schedule's keys other than ``bits`` (which price them: ``sync_points``), so a
+        run's timeline serves every wire precision (``simulator/timeline.py``)."""
 
     @abstractmethod
     def period_steps(self, schedule: ScheduleSpec) -> int:
@@ -141,13 +143,18 @@ class Schedule(ABC):
     def sync_points(self, scenario: Scenario, first_outer: int = 0) -> Iterator[SyncPoint]:
         """Every exchange from outer step ``first_outer`` on, priced: values from the real split, bytes
         at ``schedule.bits``, the collective."""
-        schedule = scenario.schedule
-        values = fragment_values(scenario.model, self.fragments(schedule), self.fragment_of_layer)
-        collective = self.collective(scenario.trainer.aggregation)
-        for step in self.sync_steps(schedule, first_outer):
+        values, payloads, collective = self.priced_fragments(scenario)
+        for step in self.sync_steps(scenario.schedule, first_outer):
             if step.outer_step < first_outer:
                 continue
-            size = values[step.fragment]
             yield SyncPoint(step.outer_step, step.fragment, step.launch_step, step.apply_step,
-                            payload_bytes=size * schedule.bits / BITS_PER_BYTE, values=size,
+                            payload_bytes=payloads[step.fragment], values=values[step.fragment],
                             collective=collective)
+
+    def priced_fragments(self, scenario: Scenario) -> tuple[list[float], list[float], str]:
+        """Each fragment's values (from the real split), its bytes on the wire at ``schedule.bits``, and
+        the collective that carries every exchange: what ``sync_points`` prices each exchange with."""
+        schedule = scenario.schedule
+        values = fragment_values(scenario.model, self.fragments(schedule), self.fragment_of_layer)
+        payloads = [size * schedule.bits / BITS_PER_BYTE for size in values]
+        return values, payloads, self.collective(scenario.trainer.aggregation)

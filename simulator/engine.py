@@ -142,8 +142,8 @@ class Simulation:
                 gc.enable()
 
     def play(self) -> SimResult:
-        if self.lockstep or self.one_learner and one_learner.play(self):  # played without events
-            return lockstep_result(self, self.replayed_rows) if self.lockstep else result_of(self)
+        if self.lockstep or (played := self.one_learner and one_learner.play(self)):  # played without events
+            return lockstep_result(self, self.replayed_rows) if self.lockstep else played
         for state in self.fleet.states:
             if state.worker.present:
                 state.present = True

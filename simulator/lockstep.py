@@ -37,6 +37,7 @@ from islands.trace import NO_FRAGMENT, Row
 from . import budget
 from .collectives import COLLECTIVES
 from .links import Transfer
+from .timeline import Timeline, timeline_of
 from .workers import LAUNCH, sync_actions
 
 if TYPE_CHECKING:
@@ -108,15 +109,17 @@ class Lockstep:
         self.applied_position = 0.0
         self.syncs = 0
         self.transfers: list[Transfer] = []
+        self.one_run: tuple[Timeline, list[float]] | None = None  # ``play_one``'s timeline and collective starts
+        self.peak_transfers: list[Transfer] = []  # ``play_one``: each ring's first transfer
         self.participants = sim.topology.ring(self.ranks, sim.scenario.network.ring_order)  # never changes
         self.rings: dict[tuple, tuple] = {}  # (collective, payload) -> its ring, leg and first transfer
 
     def play(self) -> None:
         sim = self.sim
-        actions = sync_actions(sim.schedule.sync_points(sim.scenario, 0))
         if self.rows is None and len(sim.states) == 1 and not sim.states[0].clock.jitter_cv:
-            self.play_one(actions)
+            self.play_one(timeline_of(sim.schedule, sim.scenario.schedule))
             return
+        actions = sync_actions(sim.schedule.sync_points(sim.scenario, 0))
         per_chunk = max(2, min(ACTIONS_PER_CHUNK, DRAWS_PER_CHUNK // len(sim.states)))
         for chunk in chunks(actions, per_chunk):
             durations = iter(self.draw(chunk).T)
@@ -133,48 +136,78 @@ class Lockstep:
             state.merged_steps = self.merged_steps
         sim.completed_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule)
 
-    def play_one(self, actions: Iterable[tuple[object, SyncPoint]]) -> None:
+    def play_one(self, timeline: Timeline) -> None:
         """``play`` for a run of one simulated worker without jitter (an island's replicas grouped: a
-        planner's runs), with Python floats instead of arrays of one: the same operations in the same
-        order, so the same bits (``tests/test_simulator_lockstep.py``), at a few microseconds per launch
-        and apply instead of tens (numpy's cost per call). Each compute span takes its steps x the step
-        time, as ``StepClock.durations_s`` does without jitter. No trace rows: a trace replays with arrays."""
+        planner's runs), with Python floats instead of arrays of one, over the schedule's ``Timeline``:
+        the same operations in the same order, so the same bits (``tests/test_simulator_lockstep.py``),
+        at about a microsecond per launch and apply instead of tens (numpy's cost per call). Each compute
+        span takes its steps x the step time, as ``StepClock.durations_s`` does without jitter; each
+        collective starts when the worker is there and its previous one is over, and ends after its
+        ring's closed form (``launch``). The transfers are made when the links table asks for them
+        (``one_transfers``). No trace rows: a trace replays with arrays."""
         sim = self.sim
         step_time_s = sim.states[0].clock.step_time_s
-        now = compute = idle = stall = sent = 0.0
-        last_end_s, position, applied_position, merged_steps = self.last_end_s, 0.0, 0.0, 0.0
-        sync_durations = self.sync_durations_s
-        for action, point in actions:
-            if action is LAUNCH:
-                if point.launch_step > position:
-                    since, now = now, now + (point.launch_step - position) * step_time_s
-                    compute += now - since
-                    position = point.launch_step
-                start_s = now if now > last_end_s else last_end_s  # max(): the first when equal
-                ring, end_s = self.collective(point, start_s)
-                sync_durations.append(end_s - start_s)
-                last_end_s = end_s
-                sent += ring.bytes_per_worker
-                self.syncs += 1
-                continue
-            if point.apply_step > position:
-                since, now = now, now + (point.apply_step - position) * step_time_s
+        legs = self.legs()
+        now = compute = idle = stall = 0.0
+        last_end_s = self.last_end_s
+        launches = len(timeline.fragments)
+        starts, ends = [0.0] * launches, [0.0] * launches
+        leg_of = [legs[fragment] for fragment in timeline.fragments]
+        for action, steps in zip(timeline.actions, timeline.steps):
+            if steps:
+                since, now = now, now + steps * step_time_s
                 compute += now - since
-                position = point.apply_step
-            start_s, end_s = self.spans.pop((point.outer_step, point.fragment))
+            if action >= 0:
+                start_s = now if now > last_end_s else last_end_s  # max(): the first when equal
+                latency_s, transfer_s = leg_of[action][:2]
+                data_end = start_s + latency_s + transfer_s  # the data starts after the latency
+                last_end_s = ends[action] = start_s + (data_end - start_s)  # SimPy: now + the timeout's delay
+                starts[action] = start_s
+                continue
+            end_s = ends[~action]
             if now < end_s:
+                start_s = starts[~action]
                 boundary = now if now > start_s else start_s
                 idle += boundary - now
                 stall += end_s - boundary
                 now = end_s
-            merged_steps += position - applied_position
-            applied_position = position
+        sent = 0.0
+        for leg in leg_of:
+            sent += leg[2]
         self.now, self.compute, self.idle, self.stall, self.bytes_sent = (
             np.array([value]) for value in (now, compute, idle, stall, sent))
-        self.last_end_s, self.position, self.applied_position = last_end_s, position, applied_position
-        self.merged_steps = merged_steps
-        sim.states[0].merged_steps = merged_steps
+        self.last_end_s, self.syncs = last_end_s, launches
+        self.sync_durations_s = np.array(ends) - np.array(starts)
+        self.merged_steps = sim.states[0].merged_steps = timeline.merged_steps
+        self.one_run = timeline, starts
+        self.peak_transfers = [legs[fragment][3] for fragment in sorted(set(timeline.fragments))]
         sim.completed_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule)
+
+    def legs(self) -> list[tuple[float, float, float, Transfer]]:
+        """Each fragment's collective as ``play_one`` takes it: the latency before its data moves, the
+        seconds its bytes take at its ring's rate, the bytes each worker sends, and its first transfer."""
+        _, payloads, collective = self.sim.schedule.priced_fragments(self.sim.scenario)
+        legs = []
+        for payload_bytes in payloads:
+            ring, leg, first = self.ring(collective, payload_bytes)
+            legs.append((leg.latency_s, leg.bytes_per_link / first.rate_bytes_per_s, ring.bytes_per_worker, first))
+        return legs
+
+    def one_transfers(self) -> list[Transfer]:
+        """``play_one``'s transfers, as ``launch`` makes them: each a copy of its ring's first (its counted
+        links included), moving from the latency's end at its rate alone."""
+        timeline, starts = self.one_run
+        legs = self.legs()
+        transfers = []
+        for fragment, start_s in zip(timeline.fragments, starts):
+            latency_s, transfer_s, _, first = legs[fragment]
+            transfer = object.__new__(Transfer)
+            transfer.__dict__.update(first.__dict__)
+            data_start = start_s + latency_s
+            transfer.segments = [(data_start, data_start + transfer_s, transfer.rate_bytes_per_s)]
+            transfer.end_s = data_start + transfer_s
+            transfers.append(transfer)
+        return transfers
 
     def draw(self, chunk: list[tuple[object, SyncPoint]]) -> np.ndarray:
         """Every worker's durations of the chunk's compute spans (workers x spans), from its own
@@ -199,13 +232,13 @@ class Lockstep:
             durations[row] = clock.durations_s(spans, parameters)
         return durations
 
-    def ring(self, point: SyncPoint) -> tuple:
+    def ring(self, collective: str, payload_bytes: float) -> tuple:
         """The collective's ring, its leg and a transfer over it (whose rate, links and crossings every
         later one copies: thousands of links are counted once)."""
-        key = (point.collective, point.payload_bytes)
+        key = (collective, payload_bytes)
         if key not in self.rings:
             sim = self.sim
-            ring, leg = sim.ring_and_leg(COLLECTIVES[point.collective], self.participants, point.payload_bytes)
+            ring, leg = sim.ring_and_leg(COLLECTIVES[collective], self.participants, payload_bytes)
             transfer = Transfer(leg.links, leg.bytes_per_link, sim.env.event(), leg.cap_bytes_per_s,
                                 leg.narrowest_bytes_per_s)
             transfer.rate_bytes_per_s = transfer.peak_bytes_per_s = transfer.alone_bytes_per_s
@@ -220,11 +253,12 @@ class Lockstep:
         if self.rows is not None:
             self.record("compute", since, self.now, NO_FRAGMENT, outer_step)
 
-    def collective(self, point: SyncPoint, start_s: float) -> tuple:
-        """The ring of ``point`` started at ``start_s``: its transfer (a copy of the ring's first, its
-        counted links included) and span recorded; returns the ring and when it ends."""
-        ring, leg, first = self.ring(point)
-        transfer = object.__new__(Transfer)
+    def launch(self, point: SyncPoint) -> None:
+        """Every worker arrives (after its previous exchange); the ring starts with the last and ends
+        after its closed form."""
+        start_s = max(float(self.now.max()), self.last_end_s)
+        ring, leg, first = self.ring(point.collective, point.payload_bytes)
+        transfer = object.__new__(Transfer)  # a copy of the first, its counted links included
         transfer.__dict__.update(first.__dict__)
         rate = transfer.rate_bytes_per_s
         data_start = start_s + leg.latency_s
@@ -233,14 +267,8 @@ class Lockstep:
         transfer.end_s = data_end
         self.transfers.append(transfer)
         end_s = start_s + (data_end - start_s)  # SimPy's clock: now + the timeout's delay
-        self.spans[(point.outer_step, point.fragment)] = (start_s, end_s)
-        return ring, end_s
-
-    def launch(self, point: SyncPoint) -> None:
-        """Every worker arrives (after its previous exchange); the ring starts with the last and ends
-        after its closed form."""
-        start_s = max(float(self.now.max()), self.last_end_s)
-        ring, end_s = self.collective(point, start_s)
+        key = (point.outer_step, point.fragment)
+        self.spans[key] = (start_s, end_s)
         self.sync_durations_s.append(end_s - start_s)
         self.last_end_s = end_s
         self.bytes_sent += ring.bytes_per_worker

@@ -5,9 +5,10 @@ simulated learner standing for all of them, whose reports the syncer merges as s
 (every live learner then has a report waiting: ``no_report_can_arrive``). Its exchanges run one at a
 time (the trainer's single exchange thread, ``Syncer.join``), so one transfer at most is ever on
 the network, alone on its links: the flow model moves it at its rate alone. The event model's run is
-then a recursion that Python plays directly, operation for operation as the engine, the syncer and
-``FlowNetwork`` compute it (SimPy's clock adds each timeout's delay to now; the flow model moves a
-transfer's bytes forward at each wake-up and ends it within its completion tolerance):
+then a recursion that Python plays directly over the schedule's ``Timeline``, operation for operation
+as the engine, the syncer and ``FlowNetwork`` compute it (SimPy's clock adds each timeout's delay to
+now; the flow model moves a transfer's bytes forward at each wake-up and ends it within its
+completion tolerance):
 
 * compute: the learner's clock advances by each span's steps x its step time (no jitter: the
   replicas are alike);
@@ -16,11 +17,13 @@ transfer's bytes forward at each wake-up and ends it within its completion toler
   download takes the same way back;
 * an apply: the learner waits for the download's end, ``stall`` (the merge is immediate: no idle).
 
-The rows (through a ``TraceLog``), transfers and counts are the event model's, added in its order,
-and the summary is made from them as for an event run (``result.result_of``): the same result,
-``events`` aside (0 here; ``tests/test_simulator_one_learner.py`` plays every Decoupled candidate of
-the worked example's plan both ways). Anything else (several learners, churn, failures, exchange
-work, token buckets, a hand-set network model) runs event by event.
+The summary is gathered as the run goes (``Totals``): each sum the one ``summary.summarise_columns``
+takes over the event run's rows, added in the order it adds them (the rows sorted by start, a comm
+row before the learner's own row at one instant). The rows, in the event model's order, and the
+transfers are made when they are asked for, by playing the run again. The same result, ``events``
+aside (0 here; ``tests/test_simulator_one_learner.py`` plays every Decoupled candidate of the worked
+example's plan both ways). Anything else (several learners, churn, failures, exchange work, token
+buckets, a hand-set network model) runs event by event.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from islands.trace import NO_FRAGMENT
 
 from .links import Transfer
 from .network import COMPLETION_TOLERANCE
+from .result import SimResult, played_result
+from .timeline import timeline_of
 from .tracelog import TraceLog
-from .workers import LAUNCH, sync_actions
 
 if TYPE_CHECKING:
     from islands.trace import Row
@@ -56,99 +60,191 @@ def applies(sim: Simulation) -> bool:
             and sim.states[0].steps_scale == 1 and sim.states[0].clock.jitter_cv == 0)
 
 
-def play(sim: Simulation) -> bool:
-    """Fill ``sim``'s rows, transfers and counts as its event run would; False (``sim`` untouched)
-    where a transfer would not end at its first wake-up."""
+def play(sim: Simulation) -> SimResult | None:
+    """``sim``'s result as its event run would give it; None (``sim`` untouched) where a transfer
+    would not end at its first wake-up."""
     try:
-        rows, transfers, merged_steps = OneLearner(sim).play()
+        run = OneLearner(sim)
+        run.play()
     except NotAlone:
-        return False
+        return None
     state = sim.states[0]
-    sim.trace.rows.extend(rows)
-    sim.network.carried.extend(transfers)
-    state.merged_steps = merged_steps
+    state.merged_steps = run.timeline.merged_steps
     syncer = sim.exchanges
-    syncer.counts["merges"] = len(transfers) // 2  # one per report; none below the quorum (K <= the learners)
+    syncer.counts["merges"] = len(run.sent_s)  # one per report; none below the quorum (K <= the learners)
     syncer.finished.add(state.worker.rank)
     outer = sim.progress.synced_outer_steps
     sim.progress.learner_outer[state.worker.rank] = outer
     sim.progress.reach(outer)
-    return True
+    return played_result(sim, run)
+
+
+class Totals:
+    """The summary's sums over the run's rows, each added in the order ``summary.summarise_columns``
+    adds it: the rows sorted by start (a comm row first at one instant: kinds in name order). The
+    learner's own rows (compute, stall, idle) tile its clock and come in that order; a comm row starts
+    at or after the learner's clock when it is made, so it waits in ``pending`` for the first own row
+    that starts no sooner. ``present_s`` is ``summary.worker_presence``: each row adds what it covers
+    past the latest end before it."""
+
+    def __init__(self) -> None:
+        self.seconds = {"compute": 0.0, "stall": 0.0, "idle": 0.0}
+        self.bytes_sent = self.present_s = 0.0
+        self.first_start_s: float | None = None
+        self.latest_end_s = -math.inf
+        self.pending: deque[tuple[float, float, float]] = deque()  # comm rows (start, end, bytes)
+
+    def own(self, start_s: float, end_s: float, kind: str, fragment: int = NO_FRAGMENT, outer_step: int = 0) -> None:
+        """One of the learner's own rows (its length > 0; no sum reads its fragment and outer step)."""
+        if self.pending and self.pending[0][0] <= start_s:
+            self.comm_before(start_s)
+        latest_s = self.latest_end_s
+        if self.first_start_s is None:
+            self.first_start_s = start_s
+        covered = end_s - (start_s if start_s >= latest_s else latest_s)
+        self.present_s += covered if covered > 0.0 else 0.0
+        self.latest_end_s = end_s if end_s > latest_s else latest_s
+        self.seconds[kind] += end_s - start_s
+
+    def comm_before(self, at_s: float) -> None:
+        """Add the comm rows that start no later than ``at_s``."""
+        pending = self.pending
+        while pending and pending[0][0] <= at_s:
+            start_s, end_s, sent_bytes = pending.popleft()
+            latest_s = self.latest_end_s
+            if self.first_start_s is None:
+                self.first_start_s = start_s
+            covered = end_s - (start_s if start_s >= latest_s else latest_s)
+            self.present_s += covered if covered > 0.0 else 0.0
+            self.latest_end_s = end_s if end_s > latest_s else latest_s
+            self.bytes_sent += sent_bytes
+
+    def close(self) -> None:
+        self.comm_before(math.inf)
+
+    @property
+    def wall_time_s(self) -> float:
+        """The latest end less the earliest start (0 for no rows)."""
+        return 0.0 if self.first_start_s is None else self.latest_end_s - self.first_start_s
 
 
 class OneLearner:
-    """One play of the recursion: the learner's clock, its round trips and the rows they leave."""
+    """One play of the recursion over the schedule's ``Timeline``: the learner's clock, its round trips,
+    the summary's sums (``Totals``) and, when ``keep_rows``, the rows in the event model's order."""
 
-    def __init__(self, sim: Simulation):
+    def __init__(self, sim: Simulation, keep_rows: bool = False):
         self.sim = sim
         state = sim.states[0]
         self.rank, self.island = state.worker.rank, state.worker.island
-        self.step_time_s = state.worker.step_time_s
         syncer = sim.exchanges  # ``syncer.Syncer``
         self.latency_s = syncer.hop_latency_s(self.rank)
         self.up = self.first(syncer.path_to_syncer(self.rank))
         self.down = self.first(syncer.path_from_syncer(self.rank))
-        self.log = TraceLog(sim.env)  # the run's rows, handed to its own TraceLog once the play is through
-        self.comm_rows: deque[tuple] = deque()  # rows of round trips back, added at their ends
-        self.transfers: list[Transfer] = []
+        self.timeline = timeline_of(sim.schedule, sim.scenario.schedule)
+        self.payloads = sim.schedule.priced_fragments(sim.scenario)[1]
+        self.totals = Totals()
+        self.log = TraceLog(sim.env) if keep_rows else None  # the rows, in the event model's order
+        self.own = self.totals.own if not keep_rows else self.own_kept  # a row of the learner's own clock
+        self.comm_rows: deque[tuple] = deque()  # with ``keep_rows``: rows of round trips back, added at their ends
+        count = len(self.timeline.fragments)
+        self.sent_s, self.arrived_s, self.back_s = [0.0] * count, [0.0] * count, [0.0] * count  # by launch
 
-    def play(self) -> tuple[list[Row], list[Transfer], float]:
-        sim = self.sim
-        rank, island, step_time_s = self.rank, self.island, self.step_time_s
-        now = position = applied_position = merged_steps = 0.0
+    def play(self) -> None:
+        timeline, totals, latency_s, payloads = self.timeline, self.totals, self.latency_s, self.payloads
+        sent, arrived, back = self.sent_s, self.arrived_s, self.back_s
+        step_time_s = self.sim.states[0].worker.step_time_s
+        up_rate, down_rate = self.up.alone_bytes_per_s, self.down.alone_bytes_per_s
+        now = 0.0
         back_s = -1.0  # when the previous round trip is back
-        reports: dict[tuple[int, int], tuple[float, float]] = {}  # (arrived, back)
-        for action, point in sync_actions(sim.schedule.sync_points(sim.scenario, 0)):
-            target = float(point.launch_step if action is LAUNCH else point.apply_step)
-            if target - position > 0:
-                since, now = now, now + (target - position) * step_time_s
-                if now > since:
-                    self.flush(now, inclusive=False)  # at one instant the engine appends a compute row first
-                    self.log.add(since, now, rank, island, "compute", 0.0, NO_FRAGMENT, point.outer_step)
-                position = target
-            if action is LAUNCH:
-                sent_s = now if now >= back_s else back_s
-                arrived_s = self.carry(self.up, point.payload_bytes, sent_s)
-                back_s = self.carry(self.down, point.payload_bytes, arrived_s)
-                reports[point.outer_step, point.fragment] = arrived_s, back_s
-                self.comm_rows.append((sent_s, back_s, rank, island, "comm", point.payload_bytes, point.fragment,
-                                       point.outer_step))
+        for action, steps in zip(timeline.actions, timeline.steps):
+            launch = action if action >= 0 else ~action
+            if steps:
+                since, now = now, now + steps * step_time_s
+                if now > since:  # at one instant the engine appends a compute row first
+                    if self.log is not None:
+                        self.flush(now, inclusive=False)
+                    self.own(since, now, "compute", NO_FRAGMENT, timeline.outer_steps[launch])
+            if action >= 0:
+                payload_bytes = payloads[timeline.fragments[launch]]
+                sent_s = sent[launch] = now if now >= back_s else back_s
+                arrived_s = arrived[launch] = moved(sent_s, latency_s, payload_bytes, up_rate)[1]
+                back_s = back[launch] = moved(arrived_s, latency_s, payload_bytes, down_rate)[1]
+                totals.pending.append((sent_s, back_s, payload_bytes))
+                if self.log is not None:
+                    self.comm_rows.append((sent_s, back_s, self.rank, self.island, "comm", payload_bytes,
+                                           timeline.fragments[launch], timeline.outer_steps[launch]))
                 continue
-            arrived_s, done_s = reports.pop((point.outer_step, point.fragment))
-            since = now
+            since, done_s = now, back[launch]
             now = now if now >= done_s else done_s
-            self.flush(now, inclusive=True)
-            self.record_wait(since, now, arrived_s, point.fragment, point.outer_step)
-            merged_steps += position - applied_position
-            applied_position = position
-        self.flush(math.inf, inclusive=True)
-        return self.log.rows, self.transfers, merged_steps
+            if self.log is not None:
+                self.flush(now, inclusive=True)
+            if now > since:
+                self.waited(since, now, arrived[launch], timeline.fragments[launch], timeline.outer_steps[launch])
+        totals.close()
+        if self.log is not None:
+            self.flush(math.inf, inclusive=True)
+
+    def own_kept(self, start_s: float, end_s: float, kind: str, fragment: int = NO_FRAGMENT,
+                 outer_step: int = 0) -> None:
+        """``Totals.own``, the row kept."""
+        self.totals.own(start_s, end_s, kind)
+        self.log.add(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step)
 
     def flush(self, at_s: float, inclusive: bool) -> None:
-        """Append the rows of the round trips back before ``at_s`` (or at it), in the engine's order."""
+        """With the rows kept: append the rows of the round trips back before ``at_s`` (or at it), in the
+        engine's order."""
         comm_rows = self.comm_rows
-        while comm_rows and (comm_rows[0][1] < at_s or inclusive and comm_rows[0][1] == at_s):  # its end
+        while comm_rows and (comm_rows[0][1] < at_s or inclusive and comm_rows[0][1] == at_s):
             self.log.add(*comm_rows.popleft())
 
-    def carry(self, first: Transfer, payload_bytes: float, at_s: float) -> float:
-        """One transfer alone on the flow network from ``at_s``: its end, as ``FlowNetwork`` times it
-        (added after the latency, its wake-up at its bytes over its rate alone, its bytes moved then)."""
-        start_s = at_s + self.latency_s if self.latency_s > 0 else at_s  # SimPy: now + the timeout's delay
-        rate = first.alone_bytes_per_s
-        remaining = payload_bytes
-        wake_s = start_s + max(remaining / rate, 0.0)
-        if wake_s - start_s > 0:
-            remaining -= rate * (wake_s - start_s)
-        if remaining > rate * (COMPLETION_TOLERANCE * max(1.0, wake_s)):  # ``FlowNetwork.on_wakeup``
-            raise NotAlone
+    def waited(self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int) -> None:
+        """``Syncer.record_wait``: the report merged on arrival (its first start is its arrival)."""
+        idle_from = min(max(since_s, arrived_s), now)
+        idle_to = min(max(idle_from, arrived_s), now)
+        if idle_from > since_s:
+            self.own(since_s, idle_from, "stall", fragment, outer_step)
+        if idle_to > idle_from:
+            self.own(idle_from, idle_to, "idle", fragment, outer_step)
+        if now > idle_to:
+            self.own(idle_to, now, "stall", fragment, outer_step)
+
+    def sync_durations_s(self) -> list[float]:
+        """Each round trip's span, by (outer step, fragment) as ``summary.sync_spans`` orders them."""
+        outer_steps, fragments = self.timeline.outer_steps, self.timeline.fragments
+        order = sorted(range(len(fragments)), key=lambda launch: (outer_steps[launch], fragments[launch]))
+        return [self.back_s[launch] - self.sent_s[launch] for launch in order]
+
+    def trace_rows(self) -> list[Row]:
+        """The rows, in the event model's order: the run played again, keeping them."""
+        again = OneLearner(self.sim, keep_rows=True)
+        again.play()
+        return again.log.rows
+
+    def transfers(self, round_trips: int | None = None) -> list[Transfer]:
+        """The uploads and downloads (of the first ``round_trips``), as ``FlowNetwork`` leaves them: copies
+        of the first over their links (their counted links included), moving from the latency's end at
+        their rate alone."""
+        made = []
+        for launch, fragment in enumerate(self.timeline.fragments[:round_trips]):
+            payload_bytes = self.payloads[fragment]
+            made.append(self.transfer(self.up, self.sent_s[launch], payload_bytes))
+            made.append(self.transfer(self.down, self.arrived_s[launch], payload_bytes))
+        return made
+
+    def peak_transfers(self) -> list[Transfer]:
+        """Transfers with every upload's and every download's peak (all move at their rate alone)."""
+        return self.transfers(1)
+
+    def transfer(self, first: Transfer, at_s: float, payload_bytes: float) -> Transfer:
+        start_s, wake_s, remaining = moved(at_s, self.latency_s, payload_bytes, first.alone_bytes_per_s)
         transfer = object.__new__(Transfer)  # a copy of the first over its links, its counted links included
         transfer.__dict__.update(first.__dict__)
         transfer.remaining_bytes = remaining
+        rate = first.alone_bytes_per_s
         transfer.segments = [(start_s, wake_s, rate)] if wake_s > start_s else []  # ``Transfer.set_rate`` twice
         transfer.rate_since_s = wake_s
         transfer.peak_bytes_per_s = rate
-        self.transfers.append(transfer)
-        return wake_s
+        return transfer
 
     def first(self, links: tuple) -> Transfer:
         """A transfer over ``links`` whose rate alone and crossings every later one copies."""
@@ -156,10 +252,16 @@ class OneLearner:
         transfer.most_access_crossings()
         return transfer
 
-    def record_wait(self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int) -> None:
-        """``Syncer.record_wait``: the report merged on arrival (its first start is its arrival)."""
-        idle_from = min(max(since_s, arrived_s), now)
-        idle_to = min(max(idle_from, arrived_s), now)
-        for start, end, kind in ((since_s, idle_from, "stall"), (idle_from, idle_to, "idle"), (idle_to, now, "stall")):
-            if end > start:
-                self.log.add(start, end, self.rank, self.island, kind, 0.0, fragment, outer_step)
+
+def moved(at_s: float, latency_s: float, payload_bytes: float, rate: float) -> tuple[float, float, float]:
+    """One transfer alone on the flow network from ``at_s``, as ``FlowNetwork`` times it (added after the
+    latency, its wake-up at its bytes over its rate alone, its bytes moved then): its start, its end and
+    the bytes left (within the completion tolerance, else ``NotAlone``)."""
+    start_s = at_s + latency_s if latency_s > 0 else at_s  # SimPy: now + the timeout's delay
+    remaining = payload_bytes
+    wake_s = start_s + max(remaining / rate, 0.0)
+    if wake_s - start_s > 0:
+        remaining -= rate * (wake_s - start_s)
+    if remaining > rate * (COMPLETION_TOLERANCE * max(1.0, wake_s)):  # ``FlowNetwork.on_wakeup``
+        raise NotAlone
+    return start_s, wake_s, remaining

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from islands.summary import Columns, summarise_columns, summary_of
+from islands.summary import Columns, Workers, summarise_columns, summary_of
 from islands.trace import TRACE_ORDER, Row, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .engine import Simulation
+    from .one_learner import OneLearner
 
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
 LINK_ORDER = ("time_start_s", "worker", "direction")
@@ -40,7 +41,7 @@ class SimResult:
 
     summary: dict[str, Any]
     row_source: Callable[[], list[Row]]
-    transfers: list[Transfer] = field(default_factory=list)  # in start order, closed at the end
+    transfer_source: Callable[[], list[Transfer]] = list  # the transfers in start order, closed at the end
     islands: dict[Link, str] = field(default_factory=dict)  # every link of the table and the island it serves
     counts: dict[int, int] = field(default_factory=dict)  # workers each simulated worker stands for
     events_after_end: int = 0  # scheduled event actions (one per worker moved) after the run's end
@@ -48,6 +49,10 @@ class SimResult:
     @cached_property
     def lead_rows(self) -> list[Row]:
         return self.row_source()
+
+    @cached_property
+    def transfers(self) -> list[Transfer]:
+        return self.transfer_source()
 
     @cached_property
     def lead_trace(self) -> pd.DataFrame:
@@ -88,8 +93,8 @@ def result_of(sim: Simulation) -> SimResult:
     summary = summarise_columns(Columns.of_rows(rows), schedule.outer_steps if progress.complete else
                                 progress.completed_outer, peak_gbps, extra_summary(sim), island_extra=island_extra(sim),
                                 syncs_per_worker=not sim.schedule.coupled, weights=counts)
-    return SimResult(summary=summary, row_source=lambda: rows, transfers=transfers, islands=islands_of_links(sim),
-                     counts=counts)
+    return SimResult(summary=summary, row_source=lambda: rows, transfer_source=lambda: transfers,
+                     islands=islands_of_links(sim), counts=counts)
 
 
 def lockstep_result(sim: Simulation, replay: Callable[[], list[Row]]) -> SimResult:
@@ -97,12 +102,35 @@ def lockstep_result(sim: Simulation, replay: Callable[[], list[Row]]) -> SimResu
     rows when they are asked for."""
     run = Lockstep(sim)
     run.play()
-    peak_gbps = peak_access_rate(run.transfers, sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
+    # a run of one worker makes its transfers when asked for; its rings' first transfers have their peaks
+    peak_transfers = run.transfers if run.one_run is None else run.peak_transfers
+    peak_gbps = peak_access_rate(peak_transfers, sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
     durations = np.array(run.sync_durations_s)
     summary = summary_of(run.workers(), float(run.now.max()), durations, np.ones(len(durations), dtype=np.int64),
                          sim.scenario.schedule.outer_steps, peak_gbps, extra_summary(sim), island_extra(sim))
-    return SimResult(summary=summary, row_source=replay, transfers=run.transfers, islands=islands_of_links(sim),
+    transfers = (lambda: run.transfers) if run.one_run is None else run.one_transfers
+    return SimResult(summary=summary, row_source=replay, transfer_source=transfers, islands=islands_of_links(sim),
                      counts=sim.fleet.replica_counts)
+
+
+def played_result(sim: Simulation, run: OneLearner) -> SimResult:
+    """A Decoupled run of one learner played without events (``one_learner.py``): its summary from the
+    sums it gathered as it went (those ``summarise_columns`` takes over an event run's rows, in its
+    order); its rows and transfers made when they are asked for."""
+    sim.network.close()
+    peak_gbps = peak_access_rate(run.peak_transfers(), sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
+    schedule, progress, counts, totals = sim.scenario.schedule, sim.progress, sim.fleet.replica_counts, run.totals
+    count = np.array([counts.get(run.rank, 1)], dtype=np.int64)
+    durations = np.array(run.sync_durations_s())
+    workers = Workers(island=np.array([run.island], dtype=object), count=count,
+                      compute=np.array([totals.seconds["compute"]]), stall=np.array([totals.seconds["stall"]]),
+                      idle=np.array([totals.seconds["idle"]]), present_s=np.array([totals.present_s]),
+                      bytes_sent=np.array([totals.bytes_sent]), syncs=np.array([float(len(durations))]))
+    summary = summary_of(workers, totals.wall_time_s, durations, np.repeat(count, len(durations)),
+                         schedule.outer_steps if progress.complete else progress.completed_outer, peak_gbps,
+                         extra_summary(sim), island_extra(sim))
+    return SimResult(summary=summary, row_source=run.trace_rows, transfer_source=run.transfers,
+                     islands=islands_of_links(sim), counts=counts)
 
 
 def extra_summary(sim: Simulation) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from islands.scenarios import load
 from islands.simulator import simulate
@@ -153,3 +155,23 @@ def test_the_worked_examples_plan_candidates_played_with_floats_give_the_event_m
             {k: v for k, v in events.items() if k != "events"}, candidate
         played += 1
     assert played == 214
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.sampled_from([["schedule.algorithm=ddp", "schedule.outer_steps=30"], ["schedule.outer_steps=5"],
+                        ["schedule.algorithm=streaming", "schedule.inner_steps=50", "schedule.fragments=5",
+                         "schedule.overlap_steps=4", "schedule.outer_steps=4"],
+                        ["schedule.algorithm=eager", "schedule.inner_steps=20", "schedule.fragments=2",
+                         "schedule.outer_steps=6"]]),
+       st.floats(0.02, 40.0), st.floats(0.0, 90.0), st.sampled_from([0.0, 0.5]), st.sampled_from(["mean", "median"]))
+def test_drawn_runs_of_one_worker_played_with_floats_give_the_event_models_bits(schedule, gbps, latency_ms, lead,
+                                                                                 aggregation):
+    # odd rates and latencies make collectives that end mid-compute or keep the worker waiting
+    scenario = load("worked-example", [*schedule, f"island.0.bandwidth_gbps={gbps}",
+                                       f"island.0.latency_ms={latency_ms}", f"schedule.backward_overlap={lead}",
+                                       f"trainer.aggregation={aggregation}"])
+    assert len(Simulation(scenario).states) == 1 and Simulation(scenario).lockstep
+    floats, events = simulate(scenario), simulate(scenario, arrays=False)
+    assert {key: value for key, value in floats.summary.items() if key != "events"} == \
+        {key: value for key, value in events.summary.items() if key != "events"}  # to the last bit
+    pd.testing.assert_frame_equal(floats.links, events.links, rtol=0, atol=0)

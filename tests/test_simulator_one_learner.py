@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from islands.analysis.objective import candidates
 from islands.scenarios import ScenarioError, ScenarioSource, load
@@ -70,3 +72,22 @@ def test_a_transfer_not_over_at_its_first_wake_up_leaves_the_run_to_the_event_mo
 def test_what_the_recursion_does_not_hold_is_played_event_by_event(overrides):
     scenario = load("worked-example", [*DECOUPLED, *overrides])
     assert not Simulation(scenario).one_learner
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.sampled_from([(10, 1), (20, 5), (24, 24), (50, 2)]), st.integers(0, 8), st.floats(0.02, 4.0),
+       st.floats(0.0, 90.0), st.floats(0.0, 30.0), st.sampled_from([0.0, 0.5]))
+def test_drawn_single_learner_runs_give_the_event_models_summary(shape, tau, gbps, latency_ms, syncer_ms, lead):
+    # slow links make a learner wait mid-compute, latencies and odd rates make ends that fall between
+    # rows: the sums (``one_learner.Totals``) must add the rows in the event run's order to the last bit
+    h, fragments = shape
+    scenario = load("worked-example", [*DECOUPLED, f"schedule.inner_steps={h}", f"schedule.fragments={fragments}",
+                                       f"schedule.overlap_steps={min(tau, h - 1)}", "schedule.outer_steps=4",
+                                       f"schedule.backward_overlap={lead}", f"island.0.bandwidth_gbps={gbps}",
+                                       f"island.0.latency_ms={latency_ms}", f"syncer.latency_ms={syncer_ms}"])
+    assume(Simulation(scenario).one_learner)
+    fast, events = simulate(scenario), simulate(scenario, arrays=False)
+    if fast.summary["events"]:  # a transfer not over at its first wake-up: both played event by event
+        assert fast.summary == events.summary
+        return
+    assert_same_run(fast, events)
