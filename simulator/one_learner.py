@@ -98,12 +98,7 @@ class Totals:
         """One of the learner's own rows (its length > 0; no sum reads its fragment and outer step)."""
         if self.pending and self.pending[0][0] <= start_s:
             self.comm_before(start_s)
-        latest_s = self.latest_end_s
-        if self.first_start_s is None:
-            self.first_start_s = start_s
-        covered = end_s - (start_s if start_s >= latest_s else latest_s)
-        self.present_s += covered if covered > 0.0 else 0.0
-        self.latest_end_s = end_s if end_s > latest_s else latest_s
+        self.cover(start_s, end_s)
         self.seconds[kind] += end_s - start_s
 
     def comm_before(self, at_s: float) -> None:
@@ -111,13 +106,18 @@ class Totals:
         pending = self.pending
         while pending and pending[0][0] <= at_s:
             start_s, end_s, sent_bytes = pending.popleft()
-            latest_s = self.latest_end_s
-            if self.first_start_s is None:
-                self.first_start_s = start_s
-            covered = end_s - (start_s if start_s >= latest_s else latest_s)
-            self.present_s += covered if covered > 0.0 else 0.0
-            self.latest_end_s = end_s if end_s > latest_s else latest_s
+            self.cover(start_s, end_s)
             self.bytes_sent += sent_bytes
+
+    def cover(self, start_s: float, end_s: float) -> None:
+        """A row from ``start_s`` to ``end_s`` adds to the time present what no earlier row covered
+        (rows come by start: ``summary.worker_presence``'s running maximum of the ends)."""
+        latest_s = self.latest_end_s
+        if self.first_start_s is None:
+            self.first_start_s = start_s
+        covered = end_s - (start_s if start_s >= latest_s else latest_s)
+        self.present_s += covered if covered > 0.0 else 0.0
+        self.latest_end_s = end_s if end_s > latest_s else latest_s
 
     def close(self) -> None:
         self.comm_before(math.inf)
