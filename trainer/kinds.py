@@ -12,6 +12,7 @@ The launchers import torch when called, so a plan is made (and refused) without 
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -77,54 +78,22 @@ def check_decoupled(plan: RunPlan) -> None:
         raise UserError(f"{source}: every island has present = false: no learner starts the run")
 
 
-# The launchers, imported when a run starts (they import torch).
-def launch_fixed(request: LocalLaunch) -> int:
-    from .fixed import launch
-
-    return launch(request)
-
-
-def run_fixed(run: RankRun) -> dict | None:
-    from .fixed import run_rank
-
-    return run_rank(run)
-
-
-def launch_elastic(request: LocalLaunch) -> int:
-    from .elastic.launch import launch
-
-    return launch(request)
-
-
-def run_elastic(run: RankRun) -> dict | None:
-    from .elastic.launch import run_rank
-
-    return run_rank(run)
-
-
-def launch_decoupled(request: LocalLaunch) -> int:
-    from .decoupled.launch import launch
-
-    return launch(request)
-
-
-def run_decoupled(run: RankRun) -> dict | None:
-    from .decoupled.launch import run_rank
-
-    return run_rank(run)
-
-
-def is_syncer() -> bool:
-    from .decoupled.launch import is_syncer
-
-    return is_syncer()
+def imported_when_called(module: str, name: str) -> Callable:
+    """``module.name``, imported at its first call: the launchers import torch, and a plan is made (and
+    refused) without it."""
+    def call(*args: object) -> object:
+        return getattr(importlib.import_module(module, __package__), name)(*args)
+    return call
 
 
 KINDS = {kind.name: kind for kind in (
-    RunKind(FIXED, check_fixed, launch_fixed, run_fixed),
-    RunKind(ELASTIC, check_elastic, launch_elastic, run_elastic),
-    RunKind(DECOUPLED, check_decoupled, launch_decoupled, run_decoupled, resumes=False, has_syncer=True,
-            is_syncer=is_syncer),
+    RunKind(FIXED, check_fixed, imported_when_called(".fixed", "launch"),
+            imported_when_called(".fixed", "run_rank")),
+    RunKind(ELASTIC, check_elastic, imported_when_called(".elastic.launch", "launch"),
+            imported_when_called(".elastic.launch", "run_rank")),
+    RunKind(DECOUPLED, check_decoupled, imported_when_called(".decoupled.launch", "launch"),
+            imported_when_called(".decoupled.launch", "run_rank"), resumes=False, has_syncer=True,
+            is_syncer=imported_when_called(".decoupled.launch", "is_syncer")),
 )}
 
 
