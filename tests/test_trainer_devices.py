@@ -10,7 +10,8 @@ from islands.errors import UserError
 from islands.trainer.core import checkpoint
 from islands.trainer.core.comm import Echo, StagedGroup
 from islands.trainer.fixed import group_backends
-from islands.trainer.runtime.processes import LAUNCHED_VARIABLE, DistEnv, gpu_index, host_processes, pick_device, uses_cuda
+from islands.trainer.runtime.processes import DistEnv, gpu_index, host_processes, pick_device, uses_cuda
+from islands.trainer.runtime.spec import LaunchSpec
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
 from islands.trainer.core.robust import contribution_stats
@@ -126,11 +127,9 @@ def test_checkpoints_carry_every_gpus_rng_state_when_cuda_is_there(monkeypatch):
 def test_the_local_launcher_gives_each_process_its_own_gpu(monkeypatch):
     """Its processes share one host: the GPU index is the global rank, not the island-local rank."""
     env = DistEnv(rank=3, world_size=4, local_rank=1)
-    monkeypatch.setenv(LAUNCHED_VARIABLE, "1")
-    assert host_processes(env) == (3, 4)
-    monkeypatch.delenv(LAUNCHED_VARIABLE)
+    assert host_processes(env, LaunchSpec(launched=True)) == (3, 4)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    assert host_processes(env) == (1, 2)  # torchrun: one node's processes
+    assert host_processes(env, LaunchSpec()) == (1, 2)  # torchrun: one node's processes
 
 
 def test_the_screening_numbers_live_on_the_deltas_device():

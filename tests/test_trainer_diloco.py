@@ -42,7 +42,7 @@ class FakeTransport:
         self.board, self.island = board, island
         self.log: list[tuple] = []
 
-    def reach(self, step):
+    def reach(self, step, contributes):
         self.log.append(("reach", step))
 
     def launch(self, step, point, delta, contributes):
@@ -284,10 +284,10 @@ def test_a_member_publishes_its_launch_and_admits_joiners_at_the_first_fragment_
 def test_a_passive_joiner_waits_for_the_members_launch_and_admits_later_joiners_without_state():
     transport, membership, exchanger = elastic()
     transport.admitted_at = 4
-    transport.reach(4)  # admitted right at the members' launch: no wait
+    transport.reach(4, False)  # admitted right at the members' launch: no wait
     transport.collect(point(0, 4, 4), transport.launch(4, point(0, 4, 4), torch.zeros(2), False))
     assert membership.admissions == [] and not membership.store.check(["islands/launch"])
-    waiter = threading.Thread(target=transport.reach, args=(10,))
+    waiter = threading.Thread(target=transport.reach, args=(10, False))
     waiter.start()
     waiter.join(0.1)
     assert waiter.is_alive()  # the members have not launched after step 10 yet

@@ -41,9 +41,8 @@ def elastic_run(plan, out_dir, join_at_s=None):
 
     def island(rank):
         membership = Membership(store, store, rank, TIMING)
-        world = ElasticWorld(plan, rank, membership, None if rank in present else join_at_s)
+        world = ElasticWorld(plan, rank, membership, None if rank in present else join_at_s, out_dir=out_dir)
         trainer = Trainer(plan, rank, world, out_dir=out_dir, corpus=corpus)
-        world.attach(trainer)
         trainer.run()
         trainer.summary = trainer.finish()
         return trainer

@@ -157,8 +157,8 @@ def island_of_threads(act):
 def shared(decide):
     """``island_of_threads``'s ``act``: ``ElasticWorld.shared(decide)`` on a world that has only its ranks."""
     def act(ranks):
-        world = SimpleNamespace(ranks=ranks)
-        return ElasticWorld.shared(world, lambda: decide(world))
+        world = ElasticWorld(SimpleNamespace(ranks_per_island=R), ranks.rank, None, ranks=ranks)
+        return world.shared(lambda: decide(world))
     return act
 
 
@@ -167,7 +167,7 @@ def test_followers_hear_what_their_leader_decided_and_never_decide_themselves():
 
     def decide(world):
         decided.append(world.ranks.rank)
-        nested = ElasticWorld.shared(world, lambda: 2.0)  # the leader's alone: nobody hears it
+        nested = world.shared(lambda: 2.0)  # the leader's alone: nobody hears it
         return torch.arange(3.0) * nested
 
     leader, follower = island_of_threads(shared(decide))

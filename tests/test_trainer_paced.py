@@ -10,7 +10,7 @@ import torch
 from islands.emulation.links import LinkSpec
 from islands.emulation.shaper import InProcessShaper, pacer_config
 from islands.trainer.core.inprocess import run_threads, thread_groups
-from islands.trainer.runtime.paced import PACER_VARIABLE, PacedGroup, paced_from_environment
+from islands.trainer.runtime.paced import PacedGroup, paced
 
 RATE_BITS_PER_S = 80e6
 LATENCY_S = 0.01
@@ -51,12 +51,10 @@ def test_all_to_all_counts_only_what_leaves_the_island():
     assert run_threads(2, body) == [{"tx_bytes": 1000, "rx_bytes": 1000}] * 2
 
 
-def test_environment_variable_switches_pacing_on(monkeypatch):
+def test_the_launch_specs_pacer_switches_pacing_on():
     group = thread_groups(2, 1)[0].cross
-    monkeypatch.delenv(PACER_VARIABLE, raising=False)
-    assert paced_from_environment(group) is group
-    monkeypatch.setenv(PACER_VARIABLE, pacer_config(links(2), "in-process", "in-process"))
-    wrapped = paced_from_environment(group)
+    assert paced(group, None) is group
+    wrapped = paced(group, pacer_config(links(2), "in-process", "in-process"))
     assert isinstance(wrapped, PacedGroup)
     assert wrapped.latency_s == pytest.approx(2 * LATENCY_S)
 

@@ -2,6 +2,8 @@
 in-process fake world records each call and hands back what a real one would. One island, one
 process (``Echo`` groups), no sockets."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -10,7 +12,7 @@ from islands.trainer.core.comm import Echo
 from islands.trainer.core.diloco import ExchangerTransport
 from islands.trainer.core.loop import Trainer
 from islands.trace import NO_FRAGMENT
-from islands.trainer.core.world import Ending, Entry, FixedWorld, Groups
+from islands.trainer.core.world import Ending, Entry, FixedWorld, Groups, Start
 from islands.trainer.kinds import make_run_plan
 from test_trainer_loop import TINY, corpus_for
 
@@ -42,8 +44,8 @@ class FakeWorld:
     def transport(self, exchanger, recorder, fragments):
         return ExchangerTransport(exchanger)
 
-    def enter(self):
-        return self.entry
+    def entering(self, local):
+        return contextlib.nullcontext(self.entry and Start(catch_up=self.entry))
 
     def rows_sink(self):
         return self
@@ -54,10 +56,7 @@ class FakeWorld:
     def flush(self):
         pass
 
-    def run(self, train):
-        train()
-
-    def between_steps(self):
+    def between_steps(self, local):
         pass
 
     def members(self):
@@ -139,7 +138,9 @@ def test_a_fixed_world_keeps_its_groups_and_plan_but_not_the_trainer():
     assert isinstance(trainer.world, FixedWorld) and trainer.world.groups is groups
     assert not holds_trainer(trainer.world, trainer)
     assert trainer.world.members() == [0, 1] and trainer.world.reports()
-    assert trainer.world.enter() is None and trainer.world.rows_sink() is None
+    with trainer.world.entering(trainer.local) as start:
+        assert start is None
+    assert trainer.world.rows_sink() is None
 
 
 @pytest.mark.parametrize("paced_s, expected", [(0.5, 0.5), (0.0, 0.0)])

@@ -20,7 +20,7 @@ from .config import RunPlan
 from .core.comm import StagedGroup, TorchGroup
 from .core.loop import Trainer
 from .core.world import Groups
-from .runtime.paced import paced_from_environment
+from .runtime.paced import paced
 from .runtime.processes import (LocalLaunch, RankRun, check_world_size, host_processes, pick_device, stop_all,
                                 train_command, wait_all)
 
@@ -42,11 +42,12 @@ def run_rank(run: RankRun) -> dict | None:
     plan, env = run.plan, run.env
     check_world_size(plan, env)
     torch.set_num_threads(1)
-    device = pick_device(plan.spec.device, host_processes(env)[0], plan.ranks_per_island)
+    device = pick_device(plan.spec.device, host_processes(env, run.spec)[0], plan.ranks_per_island)
     dist.init_process_group(group_backends(device)[0], rank=env.rank,
                             world_size=env.world_size, timeout=timedelta(seconds=plan.spec.timeout_s))
     try:
-        return train_in_group(plan, env.rank, device, run.out_dir, run.resume_dir, run.stop_after, run.default_out)
+        return train_in_group(plan, env.rank, device, run.out_dir, run.resume_dir, run.stop_after, run.default_out,
+                              run.spec.wan_pacer)
     finally:
         dist.destroy_process_group()
         # What still holds a group's handle (a reference cycle) is freed now, while the interpreter is
@@ -86,9 +87,9 @@ def torch_groups(plan: RunPlan, rank: int, device: torch.device = torch.device("
 
 
 def train_in_group(plan: RunPlan, rank: int, device: torch.device, out_dir: Path | None, resume_dir: Path | None,
-                   stop_after: int | None, default_out: Callable[[], Path]) -> dict | None:
+                   stop_after: int | None, default_out: Callable[[], Path], wan_pacer: str | None = None) -> dict | None:
     groups = torch_groups(plan, rank, device)
-    groups.cross = paced_from_environment(groups.cross, list(range(plan.islands)))
+    groups.cross = paced(groups.cross, wan_pacer, list(range(plan.islands)))
     out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])
     trainer = Trainer(plan, rank, groups, device, out_dir, resume_dir)
     trainer.run(stop_after)

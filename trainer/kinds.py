@@ -24,6 +24,7 @@ from .config import RunPlan, check_model, check_supported
 
 if TYPE_CHECKING:
     from .runtime.processes import DistEnv, LocalLaunch, RankRun
+    from .runtime.spec import LaunchSpec
 
 FIXED, ELASTIC, DECOUPLED = "fixed", "elastic", "learners-and-syncer"  # (not a schedule's name)
 
@@ -40,12 +41,11 @@ class RunKind:
     run_rank: Callable[[RankRun], "dict | None"]
     resumes: bool = True  # --resume and --stop-after: the state lives in the ranks' checkpoints
     has_syncer: bool = False  # a process besides the ranks: started with them, writes the outputs
-    is_syncer: Callable[[], bool] = lambda: False  # whether this process is that one
 
-    def runs_here(self, env: DistEnv | None) -> bool:
+    def runs_here(self, env: DistEnv | None, spec: LaunchSpec) -> bool:
         """Whether this process is one of the run's (a rank: torchrun's environment or the local
-        launcher's; or the syncer) rather than the launcher."""
-        return env is not None or self.is_syncer()
+        launcher's; or the syncer, as its launch spec says) rather than the launcher."""
+        return env is not None or (self.has_syncer and spec.syncer)
 
 
 def check_fixed(plan: RunPlan) -> None:
@@ -92,8 +92,7 @@ KINDS = {kind.name: kind for kind in (
     RunKind(ELASTIC, check_elastic, imported_when_called(".elastic.launch", "launch"),
             imported_when_called(".elastic.launch", "run_rank")),
     RunKind(DECOUPLED, check_decoupled, imported_when_called(".decoupled.launch", "launch"),
-            imported_when_called(".decoupled.launch", "run_rank"), resumes=False, has_syncer=True,
-            is_syncer=imported_when_called(".decoupled.launch", "is_syncer")),
+            imported_when_called(".decoupled.launch", "run_rank"), resumes=False, has_syncer=True),
 )}
 
 

@@ -20,6 +20,7 @@ from typing import Callable
 from .config import RunPlan
 from .kinds import kind_of
 from .runtime.processes import DistEnv, IslandLaunch, LocalLaunch, RankRun, free_port, uses_cuda
+from .runtime.spec import LaunchSpec
 
 
 def launch_local(train_args: list[str], plan: RunPlan, master_addr: str = "127.0.0.1",
@@ -35,8 +36,8 @@ def launch_local(train_args: list[str], plan: RunPlan, master_addr: str = "127.0
     return kind_of(plan).launch(LocalLaunch(train_args, plan, master_addr, port, island_launch, syncer_launch))
 
 
-def run_process(plan: RunPlan, env: DistEnv | None, out_dir: Path | None, resume_dir: Path | None,
-                stop_after: int | None, default_out: Callable[[], Path]) -> dict | None:
-    """One process's whole life (a rank, or the syncer): train, write the outputs (the process that
-    reports), leave; returns the summary on the process that wrote it."""
-    return kind_of(plan).run_rank(RankRun(plan, env, out_dir, resume_dir, stop_after, default_out))
+def run_process(plan: RunPlan, env: DistEnv | None, spec: LaunchSpec, out_dir: Path | None,
+                resume_dir: Path | None, stop_after: int | None, default_out: Callable[[], Path]) -> dict | None:
+    """One process's whole life (a rank, or the syncer, as its launch ``spec`` says): train, write the
+    outputs (the process that reports), leave; returns the summary on the process that wrote it."""
+    return kind_of(plan).run_rank(RankRun(plan, env, spec, out_dir, resume_dir, stop_after, default_out))

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from islands.trainer.runtime.processes import rank_environment
+from islands.trainer.runtime.processes import IslandLaunch, rank_environment
 from islands.trainer.elastic.launch import launch_elastic
-from islands.trainer.runtime.paced import PACER_VARIABLE
 
 from .compare import Figure, relative_error
 from .run_folder import read_json, read_run
@@ -31,9 +30,8 @@ from .run import VALIDATE_STEM, Measured, rendezvous, run_all, sent_bytes
 
 
 def island_launches(wan, islands: int) -> list[dict]:
-    return [{"prefix": wan.command_prefix(i),
-             "env": {PACER_VARIABLE: wan.pacer_config(), "TORCH_CPP_LOG_LEVEL": "ERROR", **wan.environment(i)}}
-            for i in range(islands)]
+    return [{"prefix": wan.command_prefix(i), "env": {"TORCH_CPP_LOG_LEVEL": "ERROR", **wan.environment(i)},
+             "wan_pacer": wan.pacer_config()} for i in range(islands)]
 
 
 def train_elastic(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
@@ -89,13 +87,14 @@ def main(argv: list[str]) -> int:
     """The launcher inside island 0's namespace: ``SCENARIO OUT SPEC`` (SPEC: JSON from ``train_elastic``)."""
     from islands.scenarios import ScenarioSource
     from islands.trainer.kinds import make_run_plan
+    from islands.trainer.runtime.spec import LaunchSpec
 
     scenario_path, out_dir, spec = argv[0], argv[1], json.loads(argv[2])
     plan = make_run_plan(ScenarioSource.read(scenario_path).scenario)
 
-    def environment(island: int) -> tuple[list[str], dict]:
-        launch = spec["islands"][island]
-        return launch["prefix"], rank_environment(island, plan, spec["address"], spec["port"], launch["env"])
+    def environment(island: int, launch_spec: LaunchSpec) -> tuple[list[str], dict]:
+        launch = IslandLaunch(**spec["islands"][island])
+        return list(launch.prefix), rank_environment(island, plan, spec["address"], spec["port"], launch, launch_spec)
 
     return launch_elastic([scenario_path, "--out", out_dir], plan, spec["address"], spec["port"], environment)
 

@@ -1,7 +1,7 @@
 """``islands calibrate``'s measurement: one process per host, under torchrun or in every island's
 namespace of an emulated WAN, writing a network profile (``scenarios/profile.py``).
 
-Every collective goes through the group the trainer uses (``paced_from_environment``: the emulated
+Every collective goes through the group the trainer uses (``paced``, with the launch spec's pacer: the emulated
 WAN's pacer where there is one, the plain gloo group over a real network), so the profile measures
 what the trainer gets. In turn, with every other host waiting at a barrier:
 
@@ -43,7 +43,8 @@ import torch.distributed as dist
 from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile
 from islands.trainer.core.comm import TorchGroup
-from islands.trainer.runtime.paced import paced_from_environment
+from islands.trainer.runtime.paced import paced
+from islands.trainer.runtime.spec import launch_spec
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
@@ -67,7 +68,7 @@ def pair_group(members: tuple[int, int]):
     handle = dist.new_group(list(members))
     if dist.get_rank() not in members:
         return None
-    return paced_from_environment(TorchGroup(list(members), handle), islands=list(members))
+    return paced(TorchGroup(list(members), handle), launch_spec().wan_pacer, islands=list(members))
 
 
 def copy_s(group, source: int, nbytes: int) -> float:
@@ -139,7 +140,7 @@ def host_rates(world: int, rate: dict[tuple[int, int], float]) -> list[tuple[flo
 def exchange_timings(world: int, large_values: int) -> dict:
     """The probe's medians for the exchange among all hosts (``validation/probe.py``'s format)."""
     clock = Clock()
-    cross = paced_from_environment(TorchGroup(list(range(world)), dist.group.WORLD))
+    cross = paced(TorchGroup(list(range(world)), dist.group.WORLD), launch_spec().wan_pacer)
     world_group = TorchGroup(list(range(world)), dist.group.WORLD)
     sizes = {"tiny": tiny_values(world), "medium": medium_values(large_values), "large": large_values}
     timings: dict = {part: {} for part in (*PARTS, SCATTER)}

@@ -34,7 +34,8 @@ import torch
 import torch.distributed as dist
 
 from islands.trainer.core.comm import TorchGroup
-from islands.trainer.runtime.paced import paced_from_environment
+from islands.trainer.runtime.paced import paced
+from islands.trainer.runtime.spec import launch_spec
 from islands.trainer.core.quantize import BLOCK_VALUES
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
@@ -94,10 +95,11 @@ def main() -> None:
     clock = Clock()
     medians: dict[str, dict[str, dict[int, float]]] = {part: {size: {} for size in REPEATS} for part in PARTS}
     large_values = int(os.environ[LARGE_VARIABLE])
+    pacer = launch_spec().wan_pacer
     for members in range(int(os.environ.get(MIN_MEMBERS_VARIABLE, "2")), world + 1):
         sizes = {"tiny": tiny_values(members), "medium": medium_values(large_values), "large": large_values}
         handle = dist.new_group(list(range(members)))
-        cross = paced_from_environment(TorchGroup(list(range(members)), handle)) if rank < members else None
+        cross = paced(TorchGroup(list(range(members)), handle), pacer) if rank < members else None
         for size, values in sizes.items():
             spans = []
             if cross is not None:

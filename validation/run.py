@@ -2,7 +2,7 @@
 
 Each island's rank runs inside its network namespace (kernel tbf shaping, ``EmulatedWAN``) or, where
 namespaces are unavailable, over loopback with the in-process shaper; either way the cross-island
-collectives are paced through ``ISLANDS_WAN_PACER`` (``trainer.paced``). Bytes per island are read
+collectives are paced by the launch spec's ``wan_pacer`` (``trainer/runtime/paced.py``). Bytes per island are read
 from the shaped interface's own kernel counters before and after the run.
 
 Ranks are started here rather than by ``launch.launch_local`` because the same starter serves the
@@ -25,8 +25,7 @@ from islands.errors import UserError
 from islands.emulation import EmulatedWAN, InProcessShaper, LinkSpec, links_from_workers, open_wan
 from islands.schedules import SCHEDULES
 from islands.trainer.runtime.processes import free_port, stop_all, wait_all
-from islands.trainer.runtime.paced import PACER_VARIABLE
-from islands.trainer.decoupled.wire import SYNCER_VARIABLE
+from islands.trainer.runtime.spec import LaunchSpec
 from islands.trainer.kinds import kind_of
 from islands.units import BITS_PER_GBIT, MS_PER_S
 
@@ -65,8 +64,8 @@ def start_ranks(wan: EmulatedWAN | InProcessShaper, argv: list[str], world_size:
         env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0",
                "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": address, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
                "TORCH_CPP_LOG_LEVEL": "ERROR",
-               PACER_VARIABLE: wan.pacer_config(), **wan.environment(rank), **(extra_env or {}),
-               **({SYNCER_VARIABLE: "1"} if rank == world_size else {})}
+               **wan.environment(rank), **(extra_env or {}),
+               **LaunchSpec(wan_pacer=wan.pacer_config(), syncer=rank == world_size).environment()}
         command = [*wan.command_prefix(rank), sys.executable, *argv]
         children.append(subprocess.Popen(command, env=env, stdout=stdout if rank == 0 else subprocess.DEVNULL))
     return children

@@ -13,7 +13,6 @@ MASTER_ADDR:MASTER_PORT its own address), which writes the outputs.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -60,15 +59,12 @@ def child_arguments(args: argparse.Namespace, out_dir: Path) -> list[str]:
     return argv + ["--out", str(out_dir)]
 
 
-def claims_out_dir(env) -> bool:
+def claims_out_dir(env, spec) -> bool:
     """Who checks that --out holds no other run: the local launcher, or under torchrun rank 0 at its
     start (before the rendezvous, so before any rank writes), but not a process that joins later."""
-    from islands.trainer.runtime.fleet import JOIN_VARIABLE
-    from islands.trainer.runtime.processes import LAUNCHED_VARIABLE
-
     if env is None:
         return True
-    return env.rank == 0 and LAUNCHED_VARIABLE not in os.environ and JOIN_VARIABLE not in os.environ
+    return env.rank == 0 and not spec.launched and spec.join_at_s is None
 
 
 def check_outputs(args: argparse.Namespace, out_dir: Path) -> None:
@@ -106,6 +102,7 @@ def train(args: argparse.Namespace) -> int:
     from islands.trainer.outputs import claim_out_dir
     from islands.trainer.report import print_summary
     from islands.trainer.runtime.processes import distributed_env
+    from islands.trainer.runtime.spec import launch_spec
 
     if args.stop_after is not None and args.stop_after < 1:
         raise UserError(f"--stop-after {args.stop_after}: must be >= 1")
@@ -118,13 +115,13 @@ def train(args: argparse.Namespace) -> int:
                         "syncer and in each learner's own pace, so --resume and --stop-after are not supported")
     resume = Path(args.resume) if args.resume else None
     out_dir = Path(args.out) if args.out else resume
-    env = distributed_env()
-    if out_dir is not None and claims_out_dir(env):
+    env, spec = distributed_env(), launch_spec()
+    if out_dir is not None and claims_out_dir(env, spec):
         check_outputs(args, out_dir)
         if out_dir != resume:
             claim_out_dir(out_dir, args.force)
-    if kind.runs_here(env):
-        summary = run_process(plan, env, out_dir, resume, args.stop_after, lambda: default_out(scenario.name))
+    if kind.runs_here(env, spec):
+        summary = run_process(plan, env, spec, out_dir, resume, args.stop_after, lambda: default_out(scenario.name))
         if summary is not None:
             print_summary(summary)
         return 0

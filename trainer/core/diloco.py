@@ -38,8 +38,9 @@ from .sync import Exchange, Exchanger
 class Transport(Protocol):
     """How one member's exchanges travel (every member calls each method at the same point)."""
 
-    def reach(self, step: int) -> None:
-        """Block until this member may take part in the launches after inner step ``step``."""
+    def reach(self, step: int, contributes: bool) -> None:
+        """Block until this member may take part in the launches after inner step ``step``
+        (``contributes`` False: a member without state)."""
 
     def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> Any:
         """Start averaging ``delta`` over the islands (``contributes`` False: a member without state
@@ -58,7 +59,7 @@ class ExchangerTransport:
     def __init__(self, exchanger: Exchanger):
         self.exchanger = exchanger
 
-    def reach(self, step: int) -> None:
+    def reach(self, step: int, contributes: bool) -> None:
         pass
 
     def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> Future:
@@ -213,6 +214,20 @@ class DiLoCo:
     def passive(self) -> bool:
         return self.kept is not None
 
+    def become_passive(self) -> None:
+        """A member without state from now on: it sends zeros and keeps each average (``replay_kept``)."""
+        self.kept = {}
+
+    def quiet_until_admission(self, step: int) -> bool:
+        """Whether a snapshot taken after inner step ``step`` holds every average applied before the next
+        admission (the next launch of fragment 0): no exchange in flight and none due before it. Always
+        under DiLoCo; under Streaming DiLoCo from an outer boundary to the next period's first launch."""
+        if self.pending:
+            return False
+        admission = min((later for later, points in self.launches.items()
+                         if later > step and any(point.fragment == 0 for point in points)), default=None)
+        return admission is None or not any(step < applied < admission for applied in self.applies)
+
     def points(self, step: int) -> list[SyncPoint]:
         """The sync points after inner step ``step``, launches first."""
         return [*self.launches.get(step, ()), *self.applies.get(step, ())]
@@ -227,7 +242,7 @@ class DiLoCo:
         perform) on."""
         launches = self.launches.get(step, ())
         if launches:
-            self.transport.reach(step)
+            self.transport.reach(step, not self.passive)
         arrived_s = self.now()
         for point in launches:
             self.syncs[point.fragment].prepare(self, step, point)

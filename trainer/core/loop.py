@@ -41,7 +41,8 @@ from .outer import Fragment, build_fragments
 from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict
 from .sync import Exchanger, warm_up
 from .tracing import Clock, MetricsLog, Recorder
-from .world import Ending, Entry, FixedWorld, Groups, World, flatten, unflatten_into
+from .world import (Downloaded, Ending, Entry, FixedWorld, Groups, Local, Passive, Rejoin, Start, World, flatten,
+                    unflatten_into)
 
 ADAMW_BETAS = (0.9, 0.95)
 
@@ -119,6 +120,7 @@ class Trainer:
         self.exchanger = Exchanger(groups.cross, groups.intra_sync, bits, self.clock, rule, device)
         self.excluded: list[dict[str, Any]] = []
         self.diloco = None if plan.syncs_gradient else self.build_diloco()
+        self.local = Local(self.global_state, self.quiet_until_admission)  # what the world may read
         if state:
             self.load_state(state)
 
@@ -163,17 +165,50 @@ class Trainer:
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop_after: int | None = None) -> None:
-        """Train to the end, or until ``stop_after`` periods (of H steps) are done, then checkpoint."""
+        """Enter the run (again, without state, whenever the world leaves this rank out), then train to
+        the end, or until ``stop_after`` periods (of H steps) are done, then checkpoint."""
         self.stop_after = stop_after
-        entry = self.world.enter()
-        if entry is not None:
-            self.catch_up(entry)
+        while True:
+            try:
+                with self.world.entering(self.local) as start:
+                    if start is not None:
+                        self.begin(start)
+                self.open_rows_sink()
+                self.train()
+                return
+            except Rejoin as left_out:
+                if self.local_rank == 0:
+                    print(left_out, flush=True)
+
+    def open_rows_sink(self) -> None:
+        """The world's sink for the trace rows, if it has one: the rows so far, then each as recorded."""
+        if self.recorder.sink is not None:
+            return
         sink = self.world.rows_sink()
         if sink is not None:
             self.recorder.sink = sink
             for row in self.recorder.rows:
                 sink.write(json.dumps(row) + "\n")
-        self.world.run(self.train)
+
+    def begin(self, start: Start) -> None:
+        """Enter a run as the world decided: adopt a global state, catch up (a returning learner), or
+        take part as a passive member until the download is in; compute starts from here."""
+        if start.adopt is not None:
+            self.adopt(start.adopt)
+        if start.catch_up is not None:
+            self.catch_up(start.catch_up)
+        if start.passive is not None:
+            self.follow(start.passive)
+        self.recorder.start_compute()
+
+    def adopt(self, state: dict[str, Any]) -> None:
+        """Take another member's global state (``global_state``'s form) at its step: local = global, a
+        fresh inner optimizer."""
+        self.step = state["step"]
+        for fragment, saved in zip(self.fragments, state["fragments"]):
+            fragment.load_state_dict(saved)
+        self.diloco.restart_from_global()
+        self.period_records = []
 
     def catch_up(self, entry: Entry) -> None:
         """Enter a run under way (a returning learner): the global model its world handed over, local =
@@ -186,7 +221,42 @@ class Trainer:
         self.optimizer.state.clear()
         self.step = entry.outer_step * self.plan.eval_every_steps
         self.recorder.add("comm", *entry.download_s, entry.outer_step, NO_FRAGMENT)
-        self.recorder.start_compute()
+
+    def follow(self, passive: Passive) -> None:
+        """A joiner's passive phase (``elastic/joining.py``), from the inner step it was admitted at:
+        every exchange of the schedule with a zero contribution (DiLoCo keeps the averages), every
+        evaluation and checkpoint; at the first outer boundary after its download is in, it adopts the
+        download and replays the averages it missed."""
+        self.diloco.become_passive()
+        for step in self.diloco.sync_steps(passive.step):
+            self.step = step
+            self.record_exchanges(self.diloco.after_step(step))
+            if step % self.plan.eval_every_steps == 0 or step == self.plan.total_steps:
+                self.recorder.start_compute()
+                self.end_period({"step": step, "outer_step": self.plan.outer_step(step - 1), "train_loss": math.nan,
+                                 "tokens": step * self.plan.tokens_per_step})
+                download = passive.arrived()
+                if download is not None:
+                    self.adopt_download(download)
+                    return
+
+    def adopt_download(self, download: Downloaded) -> None:
+        """The downloaded snapshot, then every kept average of the syncs after it, in order."""
+        for fragment, saved in zip(self.fragments, download.state["fragments"]):
+            fragment.load_state_dict(saved)
+        self.diloco.replay_kept()
+        self.period_records = []
+        self.recorder.add("comm", download.started_s, download.done_s, self.plan.outer_step(self.step - 1),
+                          NO_FRAGMENT, download.size_bytes)
+
+    def global_state(self) -> dict[str, Any]:
+        """The state another member adopts from this one: the step, the fragments' global weights and
+        outer optimizers, the trace clock."""
+        return {"step": self.step, "fragments": [fragment.state_dict() for fragment in self.fragments],
+                "clock_s": self.clock.now()}
+
+    def quiet_until_admission(self) -> bool:
+        return self.diloco is None or self.diloco.quiet_until_admission(self.step)
 
     def train(self) -> None:
         while self.step < self.plan.total_steps and not self.stopped():
@@ -218,7 +288,7 @@ class Trainer:
             self.end_period(record)
         else:
             self.log_metrics(record)
-        self.world.between_steps()
+        self.world.between_steps(self.local)
 
     def log_metrics(self, record: dict[str, Any]) -> None:
         """Keep the period's step records; the reporting process (a live one: member 0 of an elastic

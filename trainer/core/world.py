@@ -2,7 +2,7 @@
 
 The ``Trainer`` (``loop.py``) runs the inner steps and the schedule; whatever else involves the other
 processes it asks its world: how the run starts (initial weights, agreeing on a resume and on time
-zero), how the fragments' exchanges travel (``transport``), which islands the cross-island group's
+zero, entering: ``entering``, what to adopt), how the fragments' exchanges travel (``transport``), which islands the cross-island group's
 members are, who reports, how evaluation, checkpoints and the end of the run gather everyone, and
 what the world adds to a checkpoint.
 
@@ -14,9 +14,10 @@ what the world adds to a checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Protocol
+from typing import IO, Any, Callable, ContextManager, Protocol
 
 import torch
 
@@ -48,13 +49,58 @@ EvaluateOn = Callable[[Group, "list[int] | None"], float]
 
 @dataclass(frozen=True)
 class Entry:
-    """What a world hands the trainer that enters a run mid-way (a Decoupled DiLoCo learner that
-    returns): the global weights to adopt (local = global, a fresh inner optimizer), the outer step
-    it trains from next and the trace seconds their download took."""
+    """A Decoupled DiLoCo learner that returns: the global weights to adopt (local = global, a fresh
+    inner optimizer), the outer step it trains from next and the trace seconds their download took."""
 
     weights: torch.Tensor
     outer_step: int
     download_s: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    """A joiner's download of the global state: the state (``Local.global_state``'s form), its size on
+    the wire and the trace seconds it took."""
+
+    state: dict[str, Any]
+    size_bytes: int
+    started_s: float
+    done_s: float
+
+
+@dataclass(frozen=True)
+class Passive:
+    """An elastic joiner admitted after inner step ``step``: a member without state, in every exchange
+    with a zero contribution, until ``arrived()`` gives its download (None: not yet)."""
+
+    step: int
+    arrived: Callable[[], "Downloaded | None"]
+
+
+@dataclass(frozen=True)
+class Start:
+    """How this rank enters the run, as its world decided (``World.entering``): a global state to adopt
+    (an elastic member without a checkpoint, or an island's follower), a returning learner's catch-up,
+    or a joiner's passive phase. The trace clock has been set; compute starts once it is entered."""
+
+    adopt: dict[str, Any] | None = None
+    catch_up: Entry | None = None
+    passive: Passive | None = None
+
+
+@dataclass(frozen=True)
+class Local:
+    """What a world may read of the rank it serves, during a call and only then (no world keeps it):
+    the global state (``{"step", "fragments", "clock_s"}``) and whether a snapshot taken now holds
+    every average applied before the next admission (``DiLoCo.quiet_until_admission``)."""
+
+    global_state: Callable[[], dict[str, Any]]
+    quiet: Callable[[], bool]
+
+
+class Rejoin(Exception):
+    """The world left this rank out of the run (an elastic island too late for a new epoch): it
+    enters again, without state (``Trainer.run``)."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +116,8 @@ class Ending:
 
 class World(Protocol):
     """What the trainer asks of the processes it trains with. The trainer calls out, with what each
-    call needs; a world holds no reference to the trainer (an elastic world, ``elastic/world.py``,
-    is the one exception left: it still drives the trainer through ``attach``)."""
+    call needs (what it may read of the trainer's state: ``Local``, passed in); no world holds a
+    reference to the trainer."""
 
     groups: Groups  # the groups of now (an elastic world replaces them at every new epoch)
 
@@ -91,16 +137,14 @@ class World(Protocol):
         """How the fragments' exchanges travel (``recorder``: the trace so far; ``fragments``: the
         global copies the trainer holds)."""
 
-    def enter(self) -> Entry | None:
-        """What the trainer adopts before its first step, if it enters a run already under way."""
+    def entering(self, local: Local) -> ContextManager[Start | None]:
+        """Enter the run: the block gets how (None: from the start, nothing to adopt) and runs the
+        trainer's side of it (``Trainer.begin``); the world's part of the entry ends with the block."""
 
     def rows_sink(self) -> IO[str] | None:
         """Where the trainer's trace rows go as they are recorded, besides its own list (None: nowhere)."""
 
-    def run(self, train: Callable[[], None]) -> None:
-        """Enter the run, then ``train()`` to the end (again, if the world requires it)."""
-
-    def between_steps(self) -> None:
+    def between_steps(self, local: Local) -> None:
         """After every inner step and its syncs."""
 
     def members(self) -> list[int]:
@@ -170,16 +214,13 @@ class FixedWorld:
     def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> Transport:
         return ExchangerTransport(exchanger)
 
-    def enter(self) -> Entry | None:
-        return None
+    def entering(self, local: Local) -> ContextManager[None]:
+        return contextlib.nullcontext()
 
     def rows_sink(self) -> IO[str] | None:
         return None
 
-    def run(self, train: Callable[[], None]) -> None:
-        train()
-
-    def between_steps(self) -> None:
+    def between_steps(self, local: Local) -> None:
         pass
 
     def members(self) -> list[int]:

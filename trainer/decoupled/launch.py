@@ -1,7 +1,7 @@
 """Starting a Decoupled DiLoCo run: the syncer's process, then one process per learner.
 
-Every process runs ``islands train`` with the same arguments. The syncer's has ``ISLANDS_SYNCER=1``
-and hosts the run's ``TCPStore`` at MASTER_ADDR:MASTER_PORT (so that, under an emulated WAN, every
+Every process runs ``islands train`` with the same arguments. The syncer's launch spec says so
+(``runtime/spec.py``; ``ISLANDS_SYNCER=1`` under torchrun) and it hosts the run's ``TCPStore`` at MASTER_ADDR:MASTER_PORT (so that, under an emulated WAN, every
 byte to or from it crosses the syncer's link); each learner connects there. Locally,
 ``launch_decoupled`` also plays the scenario's ``[[event]]`` entries as an elastic run does
 (``runtime.fleet.Fleet``): a ``leave`` SIGKILLs the learner, a ``join`` starts a new process of it,
@@ -24,34 +24,34 @@ from typing import Callable, Mapping
 import torch
 
 from ..config import RunPlan
-from ..runtime.fleet import JOIN_VARIABLE, Fleet
-from ..runtime.island import INCARNATION_VARIABLE, incarnation
+from ..runtime.fleet import Fleet
+from ..runtime.island import incarnation
 from ..runtime.processes import LocalLaunch, RankRun, check_world_size, host_processes, pick_device, train_command
+from ..runtime.spec import LaunchSpec
 from .learner import DecoupledWorld, SyncerLink
 from ..core.loop import Trainer
 from ..runtime.store import connect, run_time_s
 from .syncer import Syncer
 from .outputs import write_run
-from .wire import OVER, SYNCER_VARIABLE
+from .wire import OVER
 
 POLL_S = 0.05
 SYNCER_EXIT_S = 600.0
 
 
 def launch_decoupled(train_args: list[str], plan: RunPlan, master_addr: str, port: int,
-                     environment: Callable[[int], tuple[list[str], Mapping[str, str]]],
+                     environment: Callable[[int, LaunchSpec], tuple[list[str], Mapping[str, str]]],
                      syncer_environment: tuple[list[str], Mapping[str, str]]) -> int:
     """Start the syncer and the learners, play the events; returns the first failing exit code or 0.
-    ``environment(rank)`` gives a learner's command prefix and environment, ``syncer_environment``
-    the syncer's."""
+    ``environment(rank, spec)`` gives a learner's command prefix and environment,
+    ``syncer_environment`` the syncer's (its launch spec says ``syncer``)."""
     command = train_command(train_args)
     prefix, env = syncer_environment
-    syncer = subprocess.Popen([*prefix, *command], env={**env, SYNCER_VARIABLE: "1"})
+    syncer = subprocess.Popen([*prefix, *command], env=env)
 
     def start(rank: int, join_at: float | None, starts: int) -> subprocess.Popen:
-        prefix, env = environment(rank)
-        extra = {INCARNATION_VARIABLE: str(starts), **({JOIN_VARIABLE: str(join_at)} if join_at is not None else {})}
-        return subprocess.Popen([*prefix, *command], env={**env, **extra})
+        prefix, env = environment(rank, LaunchSpec(incarnation=str(starts), join_at_s=join_at))
+        return subprocess.Popen([*prefix, *command], env=env)
 
     store = connect(master_addr, port, False, plan.spec.timeout_s)
     fleet = Fleet(plan, start)
@@ -85,14 +85,15 @@ def launch(request: LocalLaunch) -> int:
 
 
 def run_rank(run: RankRun) -> None:
-    """The decoupled kind's process (``kinds.py``): the syncer (``ISLANDS_SYNCER=1``), which writes the
-    outputs and prints the summary, or a learner on its device."""
+    """The decoupled kind's process (``kinds.py``): the syncer (its launch spec says so), which writes
+    the outputs and prints the summary, or a learner on its device."""
     plan = run.plan
-    if is_syncer():
+    if run.spec.syncer:
         run_syncer(plan, run.out_dir or run.default_out())
         return None
     check_world_size(plan, run.env)
-    return run_learner(plan, run.env.rank, pick_device(plan.spec.device, host_processes(run.env)[0], 1))
+    return run_learner(plan, run.env.rank, pick_device(plan.spec.device, host_processes(run.env, run.spec)[0], 1),
+                       run.spec)
 
 
 def tell_over(store) -> None:
@@ -101,10 +102,6 @@ def tell_over(store) -> None:
         store.set(OVER, "1")
     except RuntimeError:
         pass
-
-
-def is_syncer() -> bool:
-    return os.environ.get(SYNCER_VARIABLE) == "1"
 
 
 def run_syncer(plan: RunPlan, out_dir: Path) -> dict:
@@ -117,13 +114,13 @@ def run_syncer(plan: RunPlan, out_dir: Path) -> dict:
     return write_run(syncer)
 
 
-def run_learner(plan: RunPlan, rank: int, device: torch.device) -> None:
+def run_learner(plan: RunPlan, rank: int, device: torch.device, spec: LaunchSpec) -> None:
     """Learner ``rank``'s whole life on ``device``: hello (and, returning, catch up), train, report
     done. Its exchanges are staged through the CPU."""
     torch.set_num_threads(1)
-    join_at = os.environ.get(JOIN_VARIABLE)
-    link = SyncerLink(plan, rank, incarnation(), os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
-    world = DecoupledWorld(plan, rank, link, float(join_at) if join_at is not None else None)
+    link = SyncerLink(plan, rank, incarnation(spec), os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                      spec.wan_pacer)
+    world = DecoupledWorld(plan, rank, link, spec.join_at_s)
     try:
         trainer = Trainer(plan, rank, world, device)
         trainer.run()

@@ -17,13 +17,12 @@ learner's link and the syncer's (``trainer.paced``'s pacer, the syncer's link la
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 import torch
 
@@ -36,7 +35,6 @@ from ..core.comm import Echo
 from ..config import RunPlan
 from ..core.faults import kill_point
 from ..runtime.store import HEARTBEAT_S, connect, run_time_s
-from ..runtime.paced import PACER_VARIABLE
 from ..core.quantize import decode, encode, encoded_bytes, padded_length
 from ..core.robust import Verdict
 from ..core.sync import Exchange
@@ -44,13 +42,13 @@ from .wire import INBOX, from_bytes, key, pack, split_pieces, to_bytes, unpack
 from ..core.tracing import Clock
 from ..core.outer import Fragment
 from ..core.tracing import Recorder
-from ..core.world import Ending, Entry, EvaluateOn, Groups, flatten
+from ..core.world import Ending, Entry, EvaluateOn, Groups, Local, Start, flatten
 
 JOIN_POLL_S = 0.05
 
 
 @dataclass
-class Start:
+class Welcome:
     """The syncer's answer to a hello: the run's clock, the outer step to train from, and (a
     returning or late learner) the global model, downloaded from ``download_s[0]`` to ``[1]``."""
 
@@ -64,14 +62,13 @@ class SyncerLink:
     """A learner's connections to the syncer's store: one per thread that uses it (the training
     thread, the exchange thread, the heartbeat), so a blocking wait on one never holds up another."""
 
-    def __init__(self, plan: RunPlan, island: int, incarnation: str, host: str, port: int):
+    def __init__(self, plan: RunPlan, island: int, incarnation: str, host: str, port: int, pacer: str | None):
         self.plan, self.island, self.incarnation = plan, island, incarnation
         self.timeout_s = plan.spec.timeout_s
         self.main = connect(host, port, False, self.timeout_s)
         self.exchange = connect(host, port, False, self.timeout_s)
         self.replies = key("to", island, incarnation)
-        config = os.environ.get(PACER_VARIABLE)
-        self.pacer = pacer_from_config(config) if config else None
+        self.pacer = pacer_from_config(pacer) if pacer else None
         self.syncer_link = plan.islands  # the syncer's link follows the learners' in the pacer
         self.hop_latency_s = plan.workers[island].latency_s + plan.scenario.syncer.latency_ms / MS_PER_S
         self.stopping = threading.Event()
@@ -93,7 +90,7 @@ class SyncerLink:
             return contextlib.nullcontext()
         return self.pacer.transfer(self.island, sent_bytes, received_bytes, self.hop_latency_s, [self.syncer_link])
 
-    def hello(self, join_at_s: float | None) -> Start:
+    def hello(self, join_at_s: float | None) -> Welcome:
         """Wait for the join time (a returning learner), say hello, take the syncer's answer."""
         while join_at_s is not None and (run_time_s(self.main) or -1.0) < join_at_s:
             time.sleep(JOIN_POLL_S)
@@ -103,7 +100,7 @@ class SyncerLink:
         received = time.monotonic()
         header, payload = unpack(reply)
         weights = from_bytes(payload).view(torch.float32) if header["weights"] else None
-        return Start(header["trace_s"], header["outer_step"], weights,
+        return Welcome(header["trace_s"], header["outer_step"], weights,
                      (header["trace_s"] - (received - asked), header["trace_s"]))
 
     def pop(self, store: Any, timeout_s: float) -> bytes:
@@ -180,7 +177,7 @@ class SyncerTransport:
         self.seq = 0
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="islands-learner")
 
-    def reach(self, step: int) -> None:
+    def reach(self, step: int, contributes: bool) -> None:
         pass
 
     def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> Future:
@@ -248,7 +245,7 @@ class DecoupledWorld:
     def __init__(self, plan: RunPlan, island: int, link: SyncerLink, join_at_s: float | None):
         self.plan, self.island, self.link, self.join_at_s = plan, island, link, join_at_s
         self.groups = Groups(world=Echo(1), cross=Echo(1))
-        self.start: Start | None = None
+        self.welcome: Welcome | None = None
         self.syncer_transport: SyncerTransport | None = None
 
     def share_initial_weights(self, model: torch.nn.Module) -> None:
@@ -261,28 +258,28 @@ class DecoupledWorld:
         return [error]
 
     def start_s(self, state: dict[str, Any] | None) -> float:
-        self.start = self.link.hello(self.join_at_s)
-        return self.start.trace_s
+        self.welcome = self.link.hello(self.join_at_s)
+        return self.welcome.trace_s
 
     def transport(self, exchanger, recorder: Recorder, fragments: list[Fragment]) -> SyncerTransport:
-        first_step = self.start.outer_step * self.plan.eval_every_steps
+        first_step = self.welcome.outer_step * self.plan.eval_every_steps
         held = lambda fragment: flatten(fragments[fragment].global_params)  # noqa: E731
         self.syncer_transport = SyncerTransport(self.link, self.plan, recorder.clock, held, first_step,
                                                 StepTime(self.plan.pace_s(self.island), recorder, first_step))
         return self.syncer_transport
 
-    def enter(self) -> Entry | None:
-        """A returning (or late) learner: the global model the syncer sent with its answer to hello."""
-        start = self.start
-        return None if start.weights is None else Entry(start.weights, start.outer_step, start.download_s)
+    def entering(self, local: Local) -> ContextManager[Start | None]:
+        """A returning (or late) learner catches up: the global model the syncer sent with its answer to
+        hello."""
+        welcome = self.welcome
+        if welcome.weights is None:
+            return contextlib.nullcontext()
+        return contextlib.nullcontext(Start(catch_up=Entry(welcome.weights, welcome.outer_step, welcome.download_s)))
 
     def rows_sink(self) -> StoreSink:
         return StoreSink(self.link.main, key("rows", self.island, self.link.incarnation))
 
-    def run(self, train: Callable[[], None]) -> None:
-        train()
-
-    def between_steps(self) -> None:
+    def between_steps(self, local: Local) -> None:
         pass
 
     def members(self) -> list[int]:

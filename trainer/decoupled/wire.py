@@ -29,7 +29,6 @@ ROOT = "decoupled"
 INBOX = f"{ROOT}/inbox"
 OVER = f"{ROOT}/over"
 PIECE_BYTES = 1 << 20
-SYNCER_VARIABLE = "ISLANDS_SYNCER"  # set (to 1) in the process that runs the syncer
 LENGTH = struct.Struct(">I")
 
 

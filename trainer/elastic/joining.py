@@ -3,7 +3,7 @@
 1. **Download from the first quiet moment.** A joiner asks for the global state as soon as it asks
    to join. The members' leader (the lowest member that holds the state) snapshots the global fp32
    weights and the outer optimizer state at its first inner step from which no average is due
-   before the next admission (``ElasticWorld.quiet_until_admission``: at once under DiLoCo, whose
+   before the next admission (``DiLoCo.quiet_until_admission``: at once under DiLoCo, whose
    weights change only at the syncs; under Streaming DiLoCo from the outer boundary to the next
    period's first launch), and sends it on a thread, over a two-member gloo group of its own, paced
    like every other WAN byte (``paced.PacedGroup``): the leader trains on meanwhile.
@@ -34,7 +34,7 @@ import torch.distributed as dist
 
 from ..core.comm import StoreGroup, broadcast_bytes
 from .membership import Membership
-from ..runtime.paced import paced_from_environment
+from ..runtime.paced import paced
 
 RETRY_PAUSE_S = 0.2
 
@@ -48,23 +48,24 @@ class Download:
     done_s: float
 
 
-def transfer_group(membership: Membership, number: int, server: int, joiner: int) -> Any:
+def transfer_group(membership: Membership, number: int, server: int, joiner: int, pacer: str | None) -> Any:
     """The two-member group of download ``number`` (member 0 the server), paced as WAN traffic."""
     store = dist.PrefixStore(membership.key("download", number, "group"), membership.store)
     group = StoreGroup(store, [server, joiner], membership.island, timedelta(seconds=membership.timing.collective_s))
-    return group, paced_from_environment(group, [server, joiner])
+    return group, paced(group, pacer, [server, joiner])
 
 
 class Server:
     """The leader's side: serves every download request once, each on its own thread."""
 
-    def __init__(self, membership: Membership, snapshot: Callable[[], bytes]):
+    def __init__(self, membership: Membership, pacer: str | None):
         self.membership = membership
-        self.snapshot = snapshot
+        self.pacer = pacer
         self.seen = 0
 
-    def poll(self) -> None:
-        """Called by the leader between inner steps: claim and serve the requests not yet served."""
+    def poll(self, snapshot: Callable[[], bytes]) -> None:
+        """Called by the leader between inner steps: claim and serve the requests not yet served, each
+        with a ``snapshot()`` of the global state taken now."""
         membership = self.membership
         total = membership.store.add(membership.key("download", "requests"), 0)
         for number in range(self.seen + 1, total + 1):
@@ -72,7 +73,7 @@ class Server:
             if membership.store.compare_set(claim, "", str(membership.island)).decode() != str(membership.island):
                 continue
             joiner = int(membership.get(membership.key("download", number, "joiner")))
-            data = self.snapshot()
+            data = snapshot()
             threading.Thread(target=self.serve, args=(number, joiner, data), daemon=True,
                              name=f"islands-serve-{number}").start()
         self.seen = total
@@ -80,7 +81,7 @@ class Server:
     def serve(self, number: int, joiner: int, data: bytes) -> None:
         group = None
         try:
-            group, paced = transfer_group(self.membership, number, self.membership.island, joiner)
+            group, paced = transfer_group(self.membership, number, self.membership.island, joiner, self.pacer)
             broadcast_bytes(paced, data, 0, self.membership.island)
         except RuntimeError as error:
             print(f"download {number} to island {joiner} broke off ({error}); it asks again", flush=True)
@@ -93,9 +94,10 @@ class Fetcher:
     """The joiner's side: asks for the state and receives it on a thread, asking again if the
     leader dies mid-way."""
 
-    def __init__(self, membership: Membership, now_s: Callable[[], float]):
+    def __init__(self, membership: Membership, now_s: Callable[[], float], pacer: str | None):
         self.membership = membership
         self.now_s = now_s
+        self.pacer = pacer
         self.result: Download | None = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.fetch, daemon=True, name="islands-fetch")
@@ -109,7 +111,8 @@ class Fetcher:
             started_s = self.now_s()
             group = None
             try:
-                group, paced = transfer_group(self.membership, number, self.server_of(number), self.membership.island)
+                group, paced = transfer_group(self.membership, number, self.server_of(number), self.membership.island,
+                                              self.pacer)
                 data = broadcast_bytes(paced, None, 0, self.membership.island)
             except RuntimeError:
                 time.sleep(RETRY_PAUSE_S)

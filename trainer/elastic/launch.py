@@ -5,16 +5,17 @@ nothing, so no island is a single point of failure. It starts the processes of e
 at the start (``trainer.ranks_per_island`` each), and plays the scenario's ``[[event]]`` entries
 against the run's clock (``runtime.store.run_time_s``, the fleet in ``runtime.fleet``): a ``leave`` SIGKILLs the island's processes at
 once (no cleanup, as a crashed machine); a ``join`` is served by processes started ahead of time with
-``ISLANDS_JOIN_AT_S`` (at launch for an island with ``present = false``, right after the kill for a
-returning one), which load their data and then ask to join when the clock reads the event's time, so
+a launch spec's ``join_at_s`` (``runtime/spec.py``; at launch for an island with ``present = false``,
+right after the kill for a returning one), which load their data and then ask to join when the clock reads the event's time, so
 the join time measured is the protocol's, not Python's start-up. An island lives and dies whole: when
 one of its processes dies the launcher kills the others (``island.py``: they also kill themselves),
-and each start of an island gets its own ``ISLANDS_INCARNATION``.
+and each start of an island gets its own ``incarnation``.
 
 Under torchrun each process connects to the store at MASTER_ADDR:MASTER_PORT, which torchrun's agent
 hosts (TORCHELASTIC_USE_AGENT_STORE); without an agent store, rank 0 hosts it and is then the one
 island whose death ends the run. Run torchrun with ``--max-restarts=0`` so that the agents do not
-restart the survivors when an island dies; a returning machine is started with ``ISLANDS_JOIN_AT_S=0``.
+restart the survivors when an island dies; a returning machine is started with ``ISLANDS_JOIN_AT_S=0``
+(torchrun starts the processes, so there is no launch spec: the variable gives ``join_at_s``).
 One node is one island: ``--nproc-per-node`` = ``trainer.ranks_per_island``, so RANK // R is the
 node's island and LOCAL_RANK 0 its leader; when one of a node's processes dies, its agent stops the
 others (and they stop themselves), so the node leaves as one island.
@@ -34,28 +35,26 @@ from islands.errors import UserError
 
 from ..config import RunPlan
 from .world import ElasticWorld, RunOver
-from ..runtime.island import INCARNATION_VARIABLE, IslandRanks, incarnation
+from ..runtime.island import IslandRanks, incarnation
 from ..core.loop import Trainer
 from .membership import Membership, Timing
-from ..runtime.fleet import JOIN_VARIABLE, Fleet
+from ..runtime.fleet import Fleet
 from ..runtime.processes import LocalLaunch, RankRun, check_world_size, train_command
+from ..runtime.spec import LaunchSpec
 from ..runtime.store import connect, run_time_s
 
-HOSTED_VARIABLE = "ISLANDS_STORE_HOSTED"
 POLL_S = 0.05
 
 
 def launch_elastic(train_args: list[str], plan: RunPlan, master_addr: str, port: int,
-                   environment: Callable[[int], tuple[list[str], Mapping[str, str]]]) -> int:
+                   environment: Callable[[int, LaunchSpec], tuple[list[str], Mapping[str, str]]]) -> int:
     """Host the store, start the islands, play the events; returns the first failing exit code or 0.
-    ``environment(rank)`` gives the command prefix and environment of a rank's process."""
+    ``environment(rank, spec)`` gives the command prefix and environment of a rank's process."""
     store = connect(master_addr, port, True, plan.spec.collective_timeout_s)
 
     def start(rank: int, join_at: float | None, incarnation: int) -> subprocess.Popen:
-        prefix, env = environment(rank)
-        extra = {HOSTED_VARIABLE: "1", INCARNATION_VARIABLE: str(incarnation),
-                 **({JOIN_VARIABLE: str(join_at)} if join_at is not None else {})}
-        return subprocess.Popen([*prefix, *train_command(train_args)], env={**env, **extra})
+        prefix, env = environment(rank, LaunchSpec(store_hosted=True, incarnation=str(incarnation), join_at_s=join_at))
+        return subprocess.Popen([*prefix, *train_command(train_args)], env=env)
 
     fleet = Fleet(plan, start)
     try:
@@ -80,11 +79,11 @@ def run_rank(run: RankRun) -> dict | None:
     """The elastic kind's process (``kinds.py``): ``run_elastic_process`` at torchrun's address."""
     check_world_size(run.plan, run.env)
     return run_elastic_process(run.plan, run.env.rank, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                               run.out_dir, run.resume_dir, run.stop_after, run.default_out)
+                               run.spec, run.out_dir, run.resume_dir, run.stop_after, run.default_out)
 
 
-def run_elastic_process(plan: RunPlan, rank: int, master_addr: str, port: int, out_dir: Path | None,
-                        resume_dir: Path | None, stop_after: int | None,
+def run_elastic_process(plan: RunPlan, rank: int, master_addr: str, port: int, spec: LaunchSpec,
+                        out_dir: Path | None, resume_dir: Path | None, stop_after: int | None,
                         default_out: Callable[[], Path]) -> dict | None:
     """One rank's whole life in an elastic run: form its island's group (several ranks per island),
     join the membership (the island's leader) or follow the leader, train, and (the last epoch's
@@ -93,20 +92,18 @@ def run_elastic_process(plan: RunPlan, rank: int, master_addr: str, port: int, o
         raise UserError("trainer.elastic: islands that leave and join train on CPU (gloo) only; "
                         "set trainer.device = \"cpu\"")
     torch.set_num_threads(1)
-    hosted = os.environ.get(HOSTED_VARIABLE) == "1" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     timeout_s = plan.spec.collective_timeout_s
-    store = connect(master_addr, port, rank == 0 and not hosted, timeout_s)
+    store = connect(master_addr, port, rank == 0 and not spec.store_hosted, timeout_s)
     island, local_rank = divmod(rank, plan.ranks_per_island)
     membership = Membership(store, connect(master_addr, port, False, timeout_s), island,
                             Timing(plan.scenario.network.detection_timeout_s, timeout_s))
     ranks = None if plan.ranks_per_island == 1 else IslandRanks(
-        store, membership.key("island", island, incarnation()), island, local_rank, plan.ranks_per_island)
+        store, membership.key("island", island, incarnation(spec)), island, local_rank, plan.ranks_per_island)
     out_key = membership.key("run", "out")
     store.compare_set(out_key, "", str(out_dir or default_out()))
-    join_at = os.environ.get(JOIN_VARIABLE)
-    world = ElasticWorld(plan, rank, membership, float(join_at) if join_at is not None else None, ranks)
-    trainer = Trainer(plan, rank, world, "cpu", Path(store.get(out_key).decode()), resume_dir)
-    world.attach(trainer)
+    out_dir = Path(store.get(out_key).decode())
+    world = ElasticWorld(plan, rank, membership, spec.join_at_s, ranks, out_dir, spec.wan_pacer)
+    trainer = Trainer(plan, rank, world, "cpu", out_dir, resume_dir)
     try:
         trainer.run(stop_after)
         return trainer.finish()

@@ -51,6 +51,7 @@ import torch.distributed as dist
 from islands.errors import UserError
 
 from ..core.comm import StoreGroup
+from ..core.world import Rejoin
 from ..runtime.store import HEARTBEAT_S, ROOT
 
 POLL_S = 0.02
@@ -62,7 +63,7 @@ MAX_FAILURES = 5
 T = TypeVar("T")
 
 
-class LeftOut(Exception):
+class LeftOut(Rejoin):
     """This island was too late for the new epoch: the others count it as gone; it must join again."""
 
 

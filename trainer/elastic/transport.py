@@ -13,6 +13,7 @@ import torch
 from islands.schedules import SyncPoint
 
 from ..core.faults import kill_point
+from ..core.group import Group
 from .membership import Membership
 from ..core.sync import Exchange, Exchanger
 
@@ -31,13 +32,17 @@ class ElasticTransport:
         self.exchanger = exchanger
         self.shared = shared
         self.island = island
-        self.admitted_at: int | None = None  # a passive joiner: the inner step it was admitted at
+        self.admitted_at: int | None = None  # a joiner: the inner step it was last admitted at
 
-    def reach(self, step: int) -> None:
-        """A passive joiner waits for the members to reach the launch after inner step ``step``,
-        outside any collective: they may be a whole interval away, longer than the collective timeout
-        (at its admission they are there already)."""
-        if self.admitted_at is None or step == self.admitted_at:
+    def cross_group(self, cross: Group) -> None:
+        """The cross-island group of a new epoch."""
+        self.exchanger.cross = cross
+
+    def reach(self, step: int, contributes: bool) -> None:
+        """A passive joiner (``contributes`` False) waits for the members to reach the launch after
+        inner step ``step``, outside any collective: they may be a whole interval away, longer than
+        the collective timeout (at its admission they are there already)."""
+        if contributes or step == self.admitted_at:
             return
         key = self.membership.key("launch")
         while not self.membership.stopping.is_set():
@@ -63,7 +68,7 @@ class ElasticTransport:
         step, which passive joiners wait for (``reach``) before they enter the op."""
         if contributes:
             self.membership.store.set(self.membership.key("launch"), str(step))
-        if point.fragment == 0 and step != self.admitted_at:
+        if point.fragment == 0 and (contributes or step != self.admitted_at):
             self.membership.admit_joiners(contributes, step)
 
     def exchange_once(self, delta: torch.Tensor, contributes: bool) -> Exchange:

@@ -26,18 +26,17 @@ request and the launcher's events are timed on the same clock as the trace.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
-import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 
 from islands.errors import UserError
 from islands.io import write_text
-from islands.trace import NO_FRAGMENT
 
 from ..core import checkpoint
 from ..core.checkpoint import PeerFailed
@@ -51,15 +50,12 @@ from ..runtime.island import IslandRanks
 from .joining import Fetcher, Server
 from .membership import History, LeftOut, Membership
 from ..runtime.store import publish_run_clock, run_time_s
-from ..runtime.paced import paced_from_environment
+from ..runtime.paced import paced
 from ..core.sync import Exchanger
 from ..core.tracing import build_summary, write_outputs
 from ..core.outer import Fragment
 from ..core.tracing import Recorder
-from ..core.world import Ending, EvaluateOn, Groups
-
-if TYPE_CHECKING:
-    from ..core.loop import Trainer
+from ..core.world import Downloaded, Ending, EvaluateOn, Groups, Local, Passive, Start
 
 T = TypeVar("T")
 
@@ -83,10 +79,14 @@ class ElasticWorld:
     is no world group: the store agrees, and an island absent from the checkpoint takes the state
     from a live one), joining and rejoining when left out, serving downloads, evaluation, the
     checkpoint's commit and the end (among the members that hold the state; the run's clock for
-    joiners; the dead islands' rows). The churn history goes into every checkpoint."""
+    joiners; the dead islands' rows). The churn history goes into every checkpoint. It keeps the
+    trace's recorder (``transport``) and reads the trainer's state only through the ``Local`` each
+    call is given."""
 
     def __init__(self, plan: RunPlan, rank: int, membership: Membership, join_at_s: float | None = None,
-                 ranks: IslandRanks | None = None):
+                 ranks: IslandRanks | None = None, out_dir: Path | None = None, wan_pacer: str | None = None):
+        """``join_at_s``: it joins once the run's clock reads this (None: it starts with the run);
+        ``wan_pacer``: the emulated WAN's (the launch spec's)."""
         self.plan = plan
         self.rank = rank
         self.island = rank // plan.ranks_per_island
@@ -94,14 +94,12 @@ class ElasticWorld:
         self.join_at_s = join_at_s
         self.has_state = join_at_s is None
         self.ranks = ranks
+        self.out_dir = out_dir
+        self.wan_pacer = wan_pacer
         self.groups = Groups(world=None, cross=None, intra_grad=ranks)
         self.resumed_s = 0.0
+        self.entered = False
         self.fetcher: Fetcher | None = None
-
-    def attach(self, trainer: Trainer) -> None:
-        """The trainer this world drives (its start, a joiner's passive phase, the state it serves and
-        adopts); called once the trainer is built. The one world left that holds its trainer."""
-        self.trainer = trainer
 
     # ---------------------------------------------------------------- the start
     def share_initial_weights(self, model: torch.nn.Module) -> None:
@@ -116,24 +114,22 @@ class ElasticWorld:
         return holds
 
     def start_s(self, state: dict | None) -> float:
-        """Time 0 is read at the start barrier in ``run`` (a joiner takes the peer's clock)."""
+        """Time 0 is read at the start barrier in ``entering`` (a joiner takes the peer's clock)."""
         self.resumed_s = state["clock_s"] if state else 0.0
         return self.resumed_s
 
     def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> ElasticTransport:
         """The exchanges through the membership; the exchanger's cross-island group is replaced at every
         new epoch (``installed``), and the membership times its epochs on the trace clock."""
-        self.exchanger = exchanger
+        self.recorder = recorder
         self.membership.on_install = self.installed
         self.membership.now_s = recorder.clock.now
-        self.server = Server(self.membership, self.state_payload)
-        return ElasticTransport(self.membership, exchanger, self.shared, self.island)
-
-    def enter(self) -> None:
-        """Entering is part of ``run`` (the start barrier, or joining), which an island left out repeats."""
+        self.server = Server(self.membership, self.wan_pacer)
+        self.elastic = ElasticTransport(self.membership, exchanger, self.shared, self.island)
+        return self.elastic
 
     def rows_sink(self) -> None:
-        """The rows file opens in ``run``, once the start has shown that every island passed its checks."""
+        """The rows file opens in ``entering``, once the start has shown that every island passed its checks."""
 
     def agree_on_resume(self, error: str | None, state: dict[str, Any] | None) -> list[str | None]:
         """Through the store (there is no group yet): every rank of the islands started with the run
@@ -156,9 +152,9 @@ class ElasticWorld:
 
     def installed(self) -> None:
         group = self.membership.group
-        cross = paced_from_environment(killable(group, self.island), self.membership.members)
+        cross = paced(killable(group, self.island), self.wan_pacer, self.membership.members)
         self.groups = Groups(world=group, cross=cross, intra_grad=self.ranks)
-        self.exchanger.cross = cross
+        self.elastic.cross_group(cross)
 
     def members(self) -> list[int]:
         return self.membership.members
@@ -182,115 +178,95 @@ class ElasticWorld:
         if ranks is None or ranks.speaking:
             return decide()
         if not ranks.leads:
-            outcome, value = ranks.hear()
-            if outcome is not None:
-                raise list(OUTCOMES.values())[outcome](value)
-            return value
+            return self.hear()
+        with self.speaking():
+            value = decide()
+        ranks.tell((None, value))
+        return value
+
+    def hear(self) -> Any:
+        """A follower: the value its leader decided, or the outcome it raised, raised here."""
+        outcome, value = self.ranks.hear()
+        if outcome is not None:
+            raise list(OUTCOMES.values())[outcome](value)
+        return value
+
+    @contextlib.contextmanager
+    def speaking(self) -> Iterator[None]:
+        """The leader decides (what it calls inside is its alone); an outcome of ``OUTCOMES`` raised
+        inside is told to its followers."""
+        ranks = self.ranks
         ranks.speaking = True
         try:
-            value = decide()
+            yield
         except tuple(OUTCOMES) as raised:
             ranks.tell((next(i for i, cause in enumerate(OUTCOMES) if isinstance(raised, cause)), str(raised)))
             raise
         finally:
             ranks.speaking = False
-        ranks.tell((None, value))
-        return value
 
-    # ---------------------------------------------------------------- the loop
-    def run(self, train: Callable[[], None]) -> None:
-        """Start (or join), then train; an island left out of a new epoch (even while it was joining)
-        joins again, without state."""
-        while True:
-            try:
-                self.start_or_join()
-                train()
-                return
-            except LeftOut as left_out:
-                if not self.follows:
-                    print(left_out, flush=True)
-                self.has_state, self.join_at_s = False, 0.0
-
-    def start_or_join(self) -> None:
-        """Join, or form the first epoch (the leader); its followers then take the state the leader
-        adopted, if it adopted one, and its clock."""
-        clock_s, adopted = self.shared(self.join if self.join_at_s is not None else self.form_first_epoch)
+    # ---------------------------------------------------------------- entering
+    @contextlib.contextmanager
+    def entering(self, local: Local) -> Iterator[Start]:
+        """Form the first epoch, or join (an island left out of a new epoch joins again, without
+        state); the block is the trainer's side (adopting, a joiner's passive phase). An island's
+        leader then tells its followers the clock and the state it holds, which they adopt."""
+        if self.entered:
+            self.has_state, self.join_at_s = False, 0.0
+        self.entered = True
         if self.follows:
-            if adopted is not None:
-                self.adopt(torch.load(io.BytesIO(adopted), weights_only=True))
-            self.trainer.clock.restart(clock_s)
-            self.trainer.recorder.start_compute()
+            clock_s, state = self.hear()
+            adopted = self.adopt(torch.load(io.BytesIO(state), weights_only=True)) if state is not None else None
+            self.recorder.clock.restart(clock_s)
+            yield Start(adopt=adopted)
+            return
+        with self.speaking() if self.ranks is not None else contextlib.nullcontext():
+            joining = self.join_at_s is not None
+            start, told = self.join(local) if joining else self.form_first_epoch(local)
+            yield start
+            if joining:
+                told = (self.recorder.clock.now(), self.state_payload(local) if self.ranks else None)
+        if self.ranks is not None:
+            self.ranks.tell((None, told))
 
-    def form_first_epoch(self) -> tuple[float, bytes | None]:
+    def form_first_epoch(self, local: Local) -> tuple[Start, tuple[float, bytes | None]]:
         """Form the first epoch; the rows file opens only then, once the run's start has shown that
-        every island present passed its checks. Returns the clock and the state adopted (or None)."""
+        every island present passed its checks. Returns the start and what the island's followers are
+        told: the clock and the state adopted (or None)."""
         self.membership.start(self.plan.initial_members())
         self.open_rows_sink(append=False)
-        adopted = self.membership.run(self.sync_state)
-        if adopted is not None:
-            self.adopt(torch.load(io.BytesIO(adopted), weights_only=True))
+        adopted = self.membership.run(lambda group: self.sync_state(group, local))
+        state = self.adopt(torch.load(io.BytesIO(adopted), weights_only=True)) if adopted is not None else None
         self.membership.stateful = set(self.membership.members)
-        self.trainer.clock.restart(self.resumed_s)
-        self.trainer.recorder.start_compute()
+        self.recorder.clock.restart(self.resumed_s)
         self.publish_clock()
-        return self.resumed_s, adopted
+        return Start(adopt=state), (self.resumed_s, adopted)
 
-    def join(self) -> tuple[float, bytes | None]:
-        """Wait for the join time, ask to join and for the state (downloaded in the background), take
-        part in the boundaries as a passive member until the state is in, then train. Returns the
-        clock and the state the island's followers adopt (None: it has none)."""
-        trainer = self.trainer
+    def join(self, local: Local) -> tuple[Start, None]:
+        """Wait for the join time, ask to join and for the state (downloaded in the background), and
+        enter as a passive member (the trainer takes part in the boundaries until the state is in)."""
+        clock = self.recorder.clock
         self.open_rows_sink(append=True)
         requested_s = self.wait_for_run_time(self.join_at_s)
-        trainer.clock.restart(requested_s)
+        clock.restart(requested_s)
         self.has_state = False
-        self.fetcher = Fetcher(self.membership, trainer.clock.now)
+        self.fetcher = Fetcher(self.membership, clock.now, self.wan_pacer)
         self.fetcher.start()
         step = self.membership.request_join(requested_s)
         if step is None:
             raise RunOver(f"island {self.island}: the run ended before it could join")
-        trainer.recorder.add("idle", requested_s, trainer.clock.now(), self.plan.outer_step(step))
-        self.follow(step)
-        trainer.recorder.start_compute()
-        return trainer.clock.now(), self.state_payload() if self.ranks else None
+        self.recorder.add("idle", requested_s, clock.now(), self.plan.outer_step(step))
+        self.elastic.admitted_at = step
+        return Start(passive=Passive(step, self.arrived)), None
 
-    def follow(self, step: int) -> None:
-        """Passive member from inner step ``step`` (where it was admitted) on: every exchange of the
-        schedule with a zero contribution (the averages kept, ``DiLoCo.kept``), every evaluation and
-        checkpoint; at the first outer boundary after its download is in, adopt it and replay the
-        averages it missed."""
-        trainer, diloco = self.trainer, self.trainer.diloco
-        diloco.kept = {}
-        diloco.transport.admitted_at = step
-        for sync_step in diloco.sync_steps(step):
-            trainer.step = sync_step
-            trainer.record_exchanges(diloco.after_step(sync_step))
-            if sync_step % self.plan.eval_every_steps == 0 or sync_step == self.plan.total_steps:
-                trainer.recorder.start_compute()
-                trainer.end_period({"step": sync_step, "outer_step": self.plan.outer_step(sync_step - 1),
-                                    "train_loss": math.nan, "tokens": sync_step * self.plan.tokens_per_step})
-                if self.fetcher.done.is_set():
-                    self.adopt_download()
-                    return
-
-    def adopt_download(self) -> None:
-        """The downloaded snapshot, then every kept average of the syncs after it, in order."""
-        trainer = self.trainer
-        download = self.fragment_download()
-        trainer.diloco.replay_kept()
-        trainer.diloco.transport.admitted_at = None
-        trainer.period_records = []
-        self.has_state = True
-        trainer.recorder.add("comm", download.started_s, download.done_s, self.plan.outer_step(trainer.step - 1),
-                             NO_FRAGMENT, len(download.data))
-
-    def fragment_download(self) -> Any:
-        """Load the downloaded snapshot's fragments (global weights, outer optimizer, syncs applied)."""
+    def arrived(self) -> Downloaded | None:
+        """The joiner's download, once it is in (from then on the island holds the state)."""
+        if not self.fetcher.done.is_set():
+            return None
         download = self.fetcher.result
-        state = torch.load(io.BytesIO(download.data), weights_only=True)
-        for fragment, saved in zip(self.trainer.fragments, state["fragments"]):
-            fragment.load_state_dict(saved)
-        return download
+        self.has_state = True
+        return Downloaded(torch.load(io.BytesIO(download.data), weights_only=True), len(download.data),
+                          download.started_s, download.done_s)
 
     def wait_for_run_time(self, at_s: float) -> float:
         """Sleep until the run's clock (published in the store) reads ``at_s``; returns the reading."""
@@ -300,29 +276,18 @@ class ElasticWorld:
                 return now_s
             time.sleep(0.05)
 
-    def between_steps(self) -> None:
+    def between_steps(self, local: Local) -> None:
         """Publish progress; the leader serves a waiting download while no sync is in flight."""
-        self.membership.progress.now_s = self.trainer.clock.now()
-        if self.membership.leader == self.island and self.quiet_until_admission():
-            self.server.poll()
-
-    def quiet_until_admission(self) -> bool:
-        """Whether a snapshot taken now holds every average applied before the next admission (the
-        next launch of fragment 0): no exchange in flight and none due before it. Always under DiLoCo;
-        under Streaming DiLoCo from an outer boundary to the next period's first launch."""
-        diloco, now = self.trainer.diloco, self.trainer.step
-        if diloco.pending:
-            return False
-        admission = min((step for step, points in diloco.launches.items()
-                         if step > now and any(point.fragment == 0 for point in points)), default=None)
-        return admission is None or not any(now < step < admission for step in diloco.applies)
+        self.membership.progress.now_s = self.recorder.clock.now()
+        if self.membership.leader == self.island and local.quiet():
+            self.server.poll(lambda: self.state_payload(local))
 
     # ---------------------------------------------------------------- state transfer
-    def sync_state(self, group: Group) -> bytes | None:
+    def sync_state(self, group: Group, local: Local) -> bytes | None:
         """Members without the current state (a resumed run's islands that have no checkpoint file)
         get it from the member that has the most progress, before anyone trains: the state this
         member must adopt, or None."""
-        mine = self.trainer.step if self.has_state else -1
+        mine = local.global_state()["step"] if self.has_state else -1
         progress = [int(t.item()) for t in group.all_gather(torch.tensor([mine], dtype=torch.int64))]
         best = max(progress)
         if best < 0:
@@ -330,32 +295,26 @@ class ElasticWorld:
         if min(progress) == best:
             return None
         src = progress.index(best)
-        data = broadcast_bytes(group, self.state_payload() if group.rank == src else None, src, self.island)
+        data = broadcast_bytes(group, self.state_payload(local) if group.rank == src else None, src, self.island)
         return data if mine < best else None
 
-    def state_payload(self) -> bytes:
+    def state_payload(self, local: Local) -> bytes:
+        """The global state as another member adopts it: the trainer's, with the churn history."""
         history = self.membership.history
-        trainer = self.trainer
-        state = {"step": trainer.step, "fragments": [f.state_dict() for f in trainer.fragments],
-                 "clock_s": trainer.clock.now(), "admitted_joins": self.membership.admitted_joins,
+        state = {**local.global_state(), "admitted_joins": self.membership.admitted_joins,
                  "leaves": history.leaves, "joins": history.joins, "epochs": history.epochs}
         buffer = io.BytesIO()
         torch.save(state, buffer)
         return buffer.getvalue()
 
-    def adopt(self, state: dict[str, Any]) -> None:
-        """A resumed run's member without a checkpoint file takes the global state of the member with
-        the most progress (and its clock): local weights = global, a fresh inner optimizer."""
-        trainer = self.trainer
-        trainer.step = state["step"]
-        for fragment, saved in zip(trainer.fragments, state["fragments"]):
-            fragment.load_state_dict(saved)
-        trainer.diloco.restart_from_global()
-        trainer.period_records = []
+    def adopt(self, state: dict[str, Any]) -> dict[str, Any]:
+        """A member without the state takes another's (and its clock, and the churn history); returns
+        what the trainer adopts."""
         self.membership.admitted_joins = state["admitted_joins"]
         self.membership.history = History(state["leaves"], state["joins"], self.membership.history.epochs)
         self.resumed_s = state["clock_s"]
         self.has_state = True
+        return state
 
     # ---------------------------------------------------------------- collectives of the period end
     def evaluate(self, evaluate_on: EvaluateOn) -> float:
@@ -375,7 +334,7 @@ class ElasticWorld:
         """The run's clock for the launcher and joiners: (wall time, trace seconds) now, and whether
         the trace clock is about to stand still (evaluation, checkpoint)."""
         if self.reports():
-            publish_run_clock(self.membership.store, self.trainer.clock.now(), paused)
+            publish_run_clock(self.membership.store, self.recorder.clock.now(), paused)
 
     def state_dict(self) -> dict[str, Any]:
         history = self.membership.history
@@ -404,8 +363,8 @@ class ElasticWorld:
 
     # ---------------------------------------------------------------- the end
     def open_rows_sink(self, append: bool) -> None:
-        if self.trainer.out_dir:
-            open_rows_sink(self.trainer.recorder, self.trainer.out_dir, self.island, append)
+        if self.out_dir:
+            open_rows_sink(self.recorder, self.out_dir, self.island, append)
 
     def finish(self, ending: Ending) -> dict[str, Any] | None:
         """The summary, on the rank that wrote the outputs (None elsewhere). An island ends as one: its
@@ -418,12 +377,12 @@ class ElasticWorld:
     def gather_and_write(self, ending: Ending) -> dict[str, Any] | None:
         """The live members gather their rows; the leader adds every island's rows file and the lost
         compute of the departed, and writes the outputs with the churn."""
-        trainer, out_dir = self.trainer, ending.out_dir
+        out_dir = ending.out_dir
         gathered = self.membership.run(lambda group: group.all_gather_object((self.island, ending.rows)))
         leader = self.reports()
         self.membership.close()
-        if trainer.recorder.sink:
-            trainer.recorder.sink.close()
+        if self.recorder.sink:
+            self.recorder.sink.close()
         if not leader:
             return None
         self.membership.store.set(self.membership.key("run", "finished"), "1")

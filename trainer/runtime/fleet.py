@@ -2,7 +2,7 @@
 
 An elastic run and a Decoupled DiLoCo run both start each island's processes through a ``Fleet``: a
 ``leave`` event SIGKILLs the island's processes at once (no cleanup, as a crashed machine); a ``join``
-is served by processes started ahead of time with ``ISLANDS_JOIN_AT_S`` (at launch for an island with
+is served by processes started ahead of time with a launch spec's ``join_at_s`` (at launch for an island with
 ``present = false``, right after the kill for a returning one), which wait for the run's clock to read
 the event's time. An island lives and dies whole: when one of its processes dies the others are killed.
 """
@@ -14,8 +14,6 @@ import subprocess
 from typing import Callable
 
 from ..config import RunPlan
-
-JOIN_VARIABLE = "ISLANDS_JOIN_AT_S"
 
 
 class Fleet:

@@ -39,17 +39,18 @@ import torch
 import torch.distributed as dist
 
 from ..core.comm import StoreGroup
+from .spec import LaunchSpec
 
-INCARNATION_VARIABLE = "ISLANDS_INCARNATION"
 ISLAND_TIMEOUT = timedelta(days=1)
 
 T = TypeVar("T")
 
 
-def incarnation() -> str:
+def incarnation(spec: LaunchSpec) -> str:
     """What the ranks of one start of an island share and no other start does: the local launcher's
-    count of the island's starts, or (under torchrun) the node's name and its agent's process id."""
-    return os.environ.get(INCARNATION_VARIABLE) or f"{socket.gethostname()}-{os.getppid()}"
+    count of the island's starts (the launch spec's), or (under torchrun) the node's name and its
+    agent's process id."""
+    return spec.incarnation or f"{socket.gethostname()}-{os.getppid()}"
 
 
 class IslandRanks:

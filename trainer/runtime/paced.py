@@ -2,8 +2,8 @@
 
 Under ``islands validate`` each island's link is emulated: by the kernel (tbf shapes the bytes; the
 latency is added here when the kernel has no netem) or, without root, entirely in-process. Either
-way the pacer comes from the process that owns the WAN as one string in ``PACER_VARIABLE``
-(``wan.pacer_config()``), and every collective of the cross-island group is wrapped in
+way the pacer comes from the process that owns the WAN as one string, the launch spec's
+``wan_pacer`` (``wan.pacer_config()``, ``spec.py``), and every collective of the cross-island group is wrapped in
 ``pacer.transfer(island, sent, received, latency, paced_by)``. The caller names the island of each
 member of the group, in member order: the whole fleet at launch (``fixed.torch_groups``), the
 epoch's members in an elastic run, where after a departure member 1 may be island 2. Intra-island
@@ -16,16 +16,12 @@ so each pays one path latency: this member's one-way latency plus the farthest p
 
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 import torch
 
 from ..core.group import Group
 from islands.emulation.shaper import InProcessLatency, InProcessShaper, pacer_from_config
-
-PACER_VARIABLE = "ISLANDS_WAN_PACER"
-
 
 class PacedGroup:
     """A cross-island group whose data collectives wait as the emulated links would make them."""
@@ -73,8 +69,7 @@ class PacedGroup:
         self.inner.barrier()
 
 
-def paced_from_environment(group: Group, islands: Sequence[int] | None = None) -> Group:
-    """``group`` (whose member i is island ``islands[i]``; default: island i) wrapped in the pacer
-    named by ``PACER_VARIABLE``, or unchanged when it is not set."""
-    config = os.environ.get(PACER_VARIABLE)
-    return PacedGroup(group, pacer_from_config(config), islands) if config else group
+def paced(group: Group, pacer: str | None, islands: Sequence[int] | None = None) -> Group:
+    """``group`` (whose member i is island ``islands[i]``; default: island i) wrapped in ``pacer`` (the
+    launch spec's ``wan_pacer``), or unchanged without one."""
+    return PacedGroup(group, pacer_from_config(pacer), islands) if pacer else group

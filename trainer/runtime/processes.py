@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -23,9 +23,9 @@ import torch
 from islands.errors import UserError
 
 from ..config import RunPlan
+from .spec import LaunchSpec
 
 POLL_S = 0.2
-LAUNCHED_VARIABLE = "ISLANDS_LAUNCHED"  # set in the processes that ``launch_local`` starts
 DIST_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -38,10 +38,12 @@ class DistEnv:
 
 @dataclass(frozen=True)
 class IslandLaunch:
-    """How to start one island's processes: a command prefix and extra environment variables."""
+    """How to start one island's processes: a command prefix, extra environment variables and the
+    emulated WAN's pacer (``paced.py``; None: no pacing)."""
 
     prefix: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    wan_pacer: str | None = None
 
 
 def distributed_env(environ: Mapping[str, str] = os.environ) -> DistEnv | None:
@@ -60,11 +62,15 @@ def free_port(host: str) -> int:
         return probe.getsockname()[1]
 
 
-def rank_environment(rank: int, plan: RunPlan, master_addr: str, port: int, extra: Mapping[str, str]) -> dict:
+def rank_environment(rank: int, plan: RunPlan, master_addr: str, port: int, wrap: IslandLaunch,
+                     spec: LaunchSpec = LaunchSpec()) -> dict:
+    """The environment of a process a local launcher starts: torchrun's variables, the island's own
+    and the launch spec (``launched``, with the island's pacer)."""
+    spec = replace(spec, launched=True, wan_pacer=wrap.wan_pacer)
     return {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(plan.world_size),
             "LOCAL_RANK": str(rank % plan.ranks_per_island), "LOCAL_WORLD_SIZE": str(plan.ranks_per_island),
             "MASTER_ADDR": master_addr, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
-            LAUNCHED_VARIABLE: "1", **extra}
+            **wrap.env, **spec.environment()}
 
 
 @dataclass(frozen=True)
@@ -83,25 +89,26 @@ class LocalLaunch:
     def wrap(self, island: int) -> IslandLaunch:
         return self.island_launch(island) if self.island_launch else IslandLaunch()
 
-    def environment(self, rank: int) -> tuple[list[str], dict]:
-        """(command prefix, environment) of ``rank``'s process, wrapped as its island's."""
+    def environment(self, rank: int, spec: LaunchSpec = LaunchSpec()) -> tuple[list[str], dict]:
+        """(command prefix, environment) of ``rank``'s process, wrapped as its island's, with ``spec``."""
         wrap = self.wrap(rank // self.plan.ranks_per_island)
-        return list(wrap.prefix), rank_environment(rank, self.plan, self.master_addr, self.port, wrap.env)
+        return list(wrap.prefix), rank_environment(rank, self.plan, self.master_addr, self.port, wrap, spec)
 
     def syncer_environment(self) -> tuple[list[str], dict]:
         """(command prefix, environment) of the syncer's process, which follows the ranks."""
         wrap = self.syncer_launch
         return list(wrap.prefix), rank_environment(self.plan.world_size, self.plan, self.master_addr, self.port,
-                                                    wrap.env)
+                                                    wrap, LaunchSpec(syncer=True))
 
 
 @dataclass(frozen=True)
 class RankRun:
     """What one process of a run gets: the plan, torchrun's environment (None: started by hand, the
-    Decoupled DiLoCo syncer), where to write and resume from, and when to stop."""
+    Decoupled DiLoCo syncer), its launch spec, where to write and resume from, and when to stop."""
 
     plan: RunPlan
     env: DistEnv | None
+    spec: LaunchSpec
     out_dir: Path | None
     resume_dir: Path | None
     stop_after: int | None
@@ -172,10 +179,10 @@ def pick_device(choice: str, host_index: int, ranks_per_island: int) -> torch.de
     return torch.device("cuda", index)
 
 
-def host_processes(env: DistEnv) -> tuple[int, int]:
+def host_processes(env: DistEnv, spec: LaunchSpec) -> tuple[int, int]:
     """(this process's index among its host's processes, how many its host runs): every rank for
     the local launcher, which runs the whole world on one host; torchrun's LOCAL_RANK and
     LOCAL_WORLD_SIZE otherwise."""
-    if os.environ.get(LAUNCHED_VARIABLE):
+    if spec.launched:
         return env.rank, env.world_size
     return env.local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", env.local_rank + 1))
