@@ -132,13 +132,11 @@ def trained(scenario_name: str, overrides: list[str], workers: int, out_dir: Pat
     imported here: this folder imports no torch until a run is trained.)"""
     from islands.trainer.kinds import make_run_plan
     from islands.trainer.core.tracing import read_output
-    from islands.trainer.launch import launch_local
+    from islands.trainer.launch import TrainOptions, train
 
     plan = make_run_plan(ScenarioSource.read(scenario_name, overrides).scenario, workers)
-    arguments = [scenario_name, "--workers", str(workers), *[a for s in overrides for a in ("--set", s)],
-                 "--out", str(out_dir)]
     with quiet_stdout():
-        failed = launch_local(arguments, plan)
+        failed = train(plan, TrainOptions(out_dir=out_dir)).exit_code
     if failed:
         raise UserError(f"the quality run {' '.join(overrides)} at M = {workers} failed (its output is above)")
     run = read_output(out_dir, "run")

@@ -17,7 +17,8 @@ from islands.scenarios import ScenarioSource
 from islands.tables import size
 from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.tracing import read_output
-from islands.trainer.launch import launch_local
+from islands.trainer.launch import TrainOptions
+from islands.trainer.launch import train as train_plan
 
 SCENARIO = "worked-example"
 
@@ -37,9 +38,7 @@ def variants(h: int, outer: int) -> dict[str, list[str]]:
 
 def train(label: str, overrides: list[str], workers: int, out_dir: Path) -> dict:
     plan = make_run_plan(ScenarioSource.read(SCENARIO, overrides).scenario, workers)
-    arguments = [SCENARIO, "--workers", str(workers), *[a for s in overrides for a in ("--set", s)],
-                 "--out", str(out_dir)]
-    if launch_local(arguments, plan):
+    if train_plan(plan, TrainOptions(out_dir=out_dir)).exit_code:
         raise UserError(f"the {label} run failed (its output is above)")
     return {name: read_output(out_dir, name) for name in ("summary", "run")}
 

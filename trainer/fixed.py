@@ -22,7 +22,7 @@ from .core.loop import Trainer
 from .core.world import Groups
 from .runtime.paced import paced
 from .runtime.processes import (LocalLaunch, RankRun, check_world_size, host_processes, pick_device, stop_all,
-                                train_command, wait_all)
+                                rank_command, wait_all)
 
 
 def launch(request: LocalLaunch) -> int:
@@ -30,7 +30,7 @@ def launch(request: LocalLaunch) -> int:
     children = []
     for rank in range(request.plan.world_size):
         prefix, env = request.environment(rank)
-        children.append(subprocess.Popen([*prefix, *train_command(request.train_args)], env=env))
+        children.append(subprocess.Popen([*prefix, *rank_command()], env=env))
     try:
         return wait_all(children)
     finally:

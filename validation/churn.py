@@ -15,9 +15,13 @@ the join request to the island's first compute). Both are trace seconds.
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
+import tempfile
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -87,16 +91,22 @@ def main(argv: list[str]) -> int:
     """The launcher inside island 0's namespace: ``SCENARIO OUT SPEC`` (SPEC: JSON from ``train_elastic``)."""
     from islands.scenarios import ScenarioSource
     from islands.trainer.kinds import make_run_plan
+    from islands.trainer.launch import PLAN_FILE
     from islands.trainer.runtime.spec import LaunchSpec
 
     scenario_path, out_dir, spec = argv[0], argv[1], json.loads(argv[2])
     plan = make_run_plan(ScenarioSource.read(scenario_path).scenario)
+    with tempfile.TemporaryDirectory(prefix="islands-churn-") as folder:
+        plan_file = Path(folder) / PLAN_FILE
+        plan_file.write_bytes(pickle.dumps(plan))
+        run = LaunchSpec(plan_file=str(plan_file), out_dir=out_dir)
 
-    def environment(island: int, launch_spec: LaunchSpec) -> tuple[list[str], dict]:
-        launch = IslandLaunch(**spec["islands"][island])
-        return list(launch.prefix), rank_environment(island, plan, spec["address"], spec["port"], launch, launch_spec)
+        def environment(island: int, **process: Any) -> tuple[list[str], dict]:
+            launch = IslandLaunch(**spec["islands"][island])
+            return list(launch.prefix), rank_environment(island, plan, spec["address"], spec["port"], launch,
+                                                         replace(run, **process))
 
-    return launch_elastic([scenario_path, "--out", out_dir], plan, spec["address"], spec["port"], environment)
+        return launch_elastic(plan, spec["address"], spec["port"], environment)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,9 @@ MASTER_ADDR:MASTER_PORT its own address), which writes the outputs.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 from .common import add_scenario_arguments, check_out_folder, path_text, read_source
-
-RUNS_FOLDER = "runs"
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help="train the scenario for real and measure it",
@@ -39,24 +35,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--stop-after", type=int, metavar="PERIODS",
                         help="stop (with a checkpoint) once this many periods of inner_steps steps are done")
     parser.set_defaults(handler=run)
-
-
-def default_out(scenario_name: str) -> Path:
-    from islands.io import safe_name
-
-    return Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-{safe_name(scenario_name)}"
-
-
-def child_arguments(args: argparse.Namespace, out_dir: Path) -> list[str]:
-    """The command line every rank gets: the user's, with the output folder made explicit."""
-    argv = [args.scenario]
-    for override in args.overrides:
-        argv += ["--set", override]
-    for flag, value in (("--workers", args.workers), ("--data", args.data), ("--resume", args.resume),
-                        ("--stop-after", args.stop_after)):
-        if value is not None:
-            argv += [flag, str(value)]
-    return argv + ["--out", str(out_dir)]
 
 
 def claims_out_dir(env, spec) -> bool:
@@ -92,13 +70,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def train(args: argparse.Namespace) -> int:
+    """Under torchrun: this process is one of the run's. Otherwise: the output folder checked against
+    the command's files, then ``islands.trainer.train`` (the API) runs the plan on this machine."""
     from islands.errors import UserError
-    from islands.trainer.core import checkpoint
     from islands.trainer.core.faults import check_environment
-    from islands.trainer.core.loop import default_corpus, model_config, shapes_of
-    from islands.trainer.core.model import build_model
     from islands.trainer.kinds import kind_of, make_run_plan
-    from islands.trainer.launch import launch_local, run_process
+    from islands.trainer.launch import TrainOptions, check_resumable, default_out, run_process
+    from islands.trainer.launch import train as train_plan
     from islands.trainer.outputs import claim_out_dir
     from islands.trainer.report import print_summary
     from islands.trainer.runtime.processes import distributed_env
@@ -109,29 +87,19 @@ def train(args: argparse.Namespace) -> int:
     check_environment()
     scenario = read_source(args).scenario
     plan = make_run_plan(scenario, args.workers, args.data)
-    kind = kind_of(plan)
-    if not kind.resumes and (args.resume or args.stop_after is not None):
-        raise UserError(f"{scenario.source}: schedule.algorithm = \"{plan.algorithm}\": its state lives in the "
-                        "syncer and in each learner's own pace, so --resume and --stop-after are not supported")
     resume = Path(args.resume) if args.resume else None
+    check_resumable(plan, resume, args.stop_after)
     out_dir = Path(args.out) if args.out else resume
     env, spec = distributed_env(), launch_spec()
+    if not kind_of(plan).runs_here(env, spec):
+        out_dir = out_dir or default_out(scenario.name)
+        check_outputs(args, out_dir)
+        return train_plan(plan, TrainOptions(out_dir, resume, args.stop_after, args.force)).exit_code
     if out_dir is not None and claims_out_dir(env, spec):
         check_outputs(args, out_dir)
         if out_dir != resume:
             claim_out_dir(out_dir, args.force)
-    if kind.runs_here(env, spec):
-        summary = run_process(plan, env, spec, out_dir, resume, args.stop_after, lambda: default_out(scenario.name))
-        if summary is not None:
-            print_summary(summary)
-        return 0
-    default_corpus(plan)  # a data path without text fails here, before any process starts
-    if resume:
-        shapes = shapes_of(build_model(model_config(plan), plan.spec.seed, "cpu"))
-        checkpoint.verify_all(resume, plan.world_size, plan.fingerprint(), shapes)
-    if out_dir is None:
-        out_dir = default_out(scenario.name)
-        check_outputs(args, out_dir)
-    print(f"islands train: {plan.islands} islands x {plan.ranks_per_island} ranks, {plan.algorithm}, "
-          f"{plan.total_steps} inner steps; writing {out_dir}", flush=True)
-    return launch_local(child_arguments(args, out_dir), plan)
+    summary = run_process(plan, env, spec, out_dir, resume, args.stop_after)
+    if summary is not None:
+        print_summary(summary)
+    return 0

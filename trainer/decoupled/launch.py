@@ -26,7 +26,7 @@ import torch
 from ..config import RunPlan
 from ..runtime.fleet import Fleet
 from ..runtime.island import incarnation
-from ..runtime.processes import LocalLaunch, RankRun, check_world_size, host_processes, pick_device, train_command
+from ..runtime.processes import LocalLaunch, RankRun, check_world_size, host_processes, pick_device, rank_command
 from ..runtime.spec import LaunchSpec
 from .learner import DecoupledWorld, SyncerLink
 from ..core.loop import Trainer
@@ -39,18 +39,18 @@ POLL_S = 0.05
 SYNCER_EXIT_S = 600.0
 
 
-def launch_decoupled(train_args: list[str], plan: RunPlan, master_addr: str, port: int,
-                     environment: Callable[[int, LaunchSpec], tuple[list[str], Mapping[str, str]]],
+def launch_decoupled(plan: RunPlan, master_addr: str, port: int,
+                     environment: Callable[..., tuple[list[str], Mapping[str, str]]],
                      syncer_environment: tuple[list[str], Mapping[str, str]]) -> int:
     """Start the syncer and the learners, play the events; returns the first failing exit code or 0.
-    ``environment(rank, spec)`` gives a learner's command prefix and environment,
-    ``syncer_environment`` the syncer's (its launch spec says ``syncer``)."""
-    command = train_command(train_args)
+    ``environment(rank, **process)`` gives a learner's command prefix and environment (``process``:
+    its own fields of the launch spec), ``syncer_environment`` the syncer's (its spec says ``syncer``)."""
+    command = rank_command()
     prefix, env = syncer_environment
     syncer = subprocess.Popen([*prefix, *command], env=env)
 
     def start(rank: int, join_at: float | None, starts: int) -> subprocess.Popen:
-        prefix, env = environment(rank, LaunchSpec(incarnation=str(starts), join_at_s=join_at))
+        prefix, env = environment(rank, incarnation=str(starts), join_at_s=join_at)
         return subprocess.Popen([*prefix, *command], env=env)
 
     store = connect(master_addr, port, False, plan.spec.timeout_s)
@@ -80,7 +80,7 @@ def launch_decoupled(train_args: list[str], plan: RunPlan, master_addr: str, por
 def launch(request: LocalLaunch) -> int:
     """The decoupled kind's local launcher (``kinds.py``): the syncer wrapped by the request's
     ``syncer_launch``, each learner as its island."""
-    return launch_decoupled(request.train_args, request.plan, request.master_addr, request.port,
+    return launch_decoupled(request.plan, request.master_addr, request.port,
                             request.environment, request.syncer_environment())
 
 

@@ -39,22 +39,23 @@ from ..runtime.island import IslandRanks, incarnation
 from ..core.loop import Trainer
 from .membership import Membership, Timing
 from ..runtime.fleet import Fleet
-from ..runtime.processes import LocalLaunch, RankRun, check_world_size, train_command
+from ..runtime.processes import LocalLaunch, RankRun, check_world_size, rank_command
 from ..runtime.spec import LaunchSpec
 from ..runtime.store import connect, run_time_s
 
 POLL_S = 0.05
 
 
-def launch_elastic(train_args: list[str], plan: RunPlan, master_addr: str, port: int,
-                   environment: Callable[[int, LaunchSpec], tuple[list[str], Mapping[str, str]]]) -> int:
+def launch_elastic(plan: RunPlan, master_addr: str, port: int,
+                   environment: Callable[..., tuple[list[str], Mapping[str, str]]]) -> int:
     """Host the store, start the islands, play the events; returns the first failing exit code or 0.
-    ``environment(rank, spec)`` gives the command prefix and environment of a rank's process."""
+    ``environment(rank, **process)`` gives the command prefix and environment of a rank's process,
+    with ``process``: its own fields of the launch spec."""
     store = connect(master_addr, port, True, plan.spec.collective_timeout_s)
 
     def start(rank: int, join_at: float | None, incarnation: int) -> subprocess.Popen:
-        prefix, env = environment(rank, LaunchSpec(store_hosted=True, incarnation=str(incarnation), join_at_s=join_at))
-        return subprocess.Popen([*prefix, *train_command(train_args)], env=env)
+        prefix, env = environment(rank, store_hosted=True, incarnation=str(incarnation), join_at_s=join_at)
+        return subprocess.Popen([*prefix, *rank_command()], env=env)
 
     fleet = Fleet(plan, start)
     try:
@@ -72,7 +73,7 @@ def launch_elastic(train_args: list[str], plan: RunPlan, master_addr: str, port:
 def launch(request: LocalLaunch) -> int:
     """The elastic kind's local launcher (``kinds.py``): ``launch_elastic`` with every island's
     processes wrapped as the request says."""
-    return launch_elastic(request.train_args, request.plan, request.master_addr, request.port, request.environment)
+    return launch_elastic(request.plan, request.master_addr, request.port, request.environment)
 
 
 def run_rank(run: RankRun) -> dict | None:

@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -63,7 +63,7 @@ def free_port(host: str) -> int:
 
 
 def rank_environment(rank: int, plan: RunPlan, master_addr: str, port: int, wrap: IslandLaunch,
-                     spec: LaunchSpec = LaunchSpec()) -> dict:
+                     spec: LaunchSpec) -> dict:
     """The environment of a process a local launcher starts: torchrun's variables, the island's own
     and the launch spec (``launched``, with the island's pacer)."""
     spec = replace(spec, launched=True, wan_pacer=wrap.wan_pacer)
@@ -75,11 +75,11 @@ def rank_environment(rank: int, plan: RunPlan, master_addr: str, port: int, wrap
 
 @dataclass(frozen=True)
 class LocalLaunch:
-    """What a run kind's local launcher gets: the command line every process gets, the plan, the
-    rendezvous (``master_addr``:``port``), how each island's processes are wrapped and (Decoupled
-    DiLoCo) how the syncer's is."""
+    """What a run kind's local launcher gets: the run's launch spec (the plan's file, the folders, when
+    to stop), the plan, the rendezvous (``master_addr``:``port``), how each island's processes are
+    wrapped and (Decoupled DiLoCo) how the syncer's is."""
 
-    train_args: list[str]
+    run: LaunchSpec
     plan: RunPlan
     master_addr: str
     port: int
@@ -89,16 +89,18 @@ class LocalLaunch:
     def wrap(self, island: int) -> IslandLaunch:
         return self.island_launch(island) if self.island_launch else IslandLaunch()
 
-    def environment(self, rank: int, spec: LaunchSpec = LaunchSpec()) -> tuple[list[str], dict]:
-        """(command prefix, environment) of ``rank``'s process, wrapped as its island's, with ``spec``."""
+    def environment(self, rank: int, **process: Any) -> tuple[list[str], dict]:
+        """(command prefix, environment) of ``rank``'s process, wrapped as its island's; ``process``:
+        its own fields of the launch spec (``incarnation``, ``join_at_s``...)."""
         wrap = self.wrap(rank // self.plan.ranks_per_island)
-        return list(wrap.prefix), rank_environment(rank, self.plan, self.master_addr, self.port, wrap, spec)
+        return list(wrap.prefix), rank_environment(rank, self.plan, self.master_addr, self.port, wrap,
+                                                   replace(self.run, **process))
 
     def syncer_environment(self) -> tuple[list[str], dict]:
         """(command prefix, environment) of the syncer's process, which follows the ranks."""
         wrap = self.syncer_launch
         return list(wrap.prefix), rank_environment(self.plan.world_size, self.plan, self.master_addr, self.port,
-                                                    wrap, LaunchSpec(syncer=True))
+                                                    wrap, replace(self.run, syncer=True))
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,9 @@ class RankRun:
     default_out: Callable[[], Path]  # the output folder when none was given
 
 
-def train_command(train_args: list[str]) -> list[str]:
-    """The command every process of a run runs: ``islands train`` with the launcher's arguments."""
-    return [sys.executable, "-m", "islands.cli", "train", *train_args]
+def rank_command() -> list[str]:
+    """The command every process a local launcher starts runs (its launch spec says the rest)."""
+    return [sys.executable, "-m", "islands.trainer"]
 
 
 def check_world_size(plan: RunPlan, env: DistEnv) -> None:

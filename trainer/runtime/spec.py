@@ -1,8 +1,10 @@
 """What a launcher tells each process it starts: one typed ``LaunchSpec``, in one variable.
 
-The local launchers (``launch_local`` for every run kind, the elastic and decoupled fleets, validate's
-emulated WAN) start each process with ``ISLANDS_LAUNCH`` holding the spec as JSON. A process reads it
-once (``launch_spec``, in ``islands train``) and hands each field to what needs it.
+The local launchers (``launch.train`` for every run kind, the elastic and decoupled fleets, validate's
+emulated WAN) start each process with ``ISLANDS_LAUNCH`` holding the spec as JSON: the run (the plan's
+file, the output and resume folders, when to stop) and the process's own part (its island's
+incarnation, its join time, the WAN's pacer...). Such a process runs ``python -m islands.trainer``,
+which reads it once (``launch_spec``) and hands each field to what needs it.
 
 Under torchrun, which starts the processes itself, there is no spec; the two fields a person may have
 to set come from their own variables: ``ISLANDS_SYNCER=1`` (the Decoupled DiLoCo syncer's process)
@@ -28,7 +30,9 @@ AGENT_STORE_VARIABLE = "TORCHELASTIC_USE_AGENT_STORE"
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """One process's launch: ``launched`` by a local launcher (the whole world on this host);
+    """One process's launch. The run: ``plan_file`` (the pickled ``RunPlan``, written by the launcher),
+    ``out_dir``, ``resume_dir`` and ``stop_after`` (periods). The process: ``launched`` by a local
+    launcher (the whole world on this host);
     ``join_at_s``: it joins a run under way once the run's clock reads this (None: it starts with the
     run); ``incarnation``: this start of its island (each start its own; None: the node's name and
     its agent's process id); ``store_hosted``: the run's store is hosted outside the ranks (by the
@@ -41,6 +45,10 @@ class LaunchSpec:
     store_hosted: bool = False
     syncer: bool = False
     wan_pacer: str | None = None
+    plan_file: str | None = None
+    out_dir: str | None = None
+    resume_dir: str | None = None
+    stop_after: int | None = None
 
     def environment(self) -> dict[str, str]:
         """The variable that carries this spec to the process."""
@@ -48,7 +56,9 @@ class LaunchSpec:
 
 
 TYPES = {"launched": (bool,), "join_at_s": (int, float, type(None)), "incarnation": (str, type(None)),
-         "store_hosted": (bool,), "syncer": (bool,), "wan_pacer": (str, type(None))}
+         "store_hosted": (bool,), "syncer": (bool,), "wan_pacer": (str, type(None)),
+         "plan_file": (str, type(None)), "out_dir": (str, type(None)), "resume_dir": (str, type(None)),
+         "stop_after": (int, type(None))}
 
 
 def launch_spec(environ: Mapping[str, str] = os.environ) -> LaunchSpec:
@@ -65,9 +75,18 @@ def launch_spec(environ: Mapping[str, str] = os.environ) -> LaunchSpec:
     if not isinstance(document, dict) or set(document) - names:
         raise UserError(f"{SPEC_VARIABLE}: must be an object with keys among {', '.join(sorted(names))}")
     for name, value in document.items():
-        if not isinstance(value, TYPES[name]) or (name == "join_at_s" and not valid_join(value)):
+        if not valid(name, value):
             raise UserError(f"{SPEC_VARIABLE}: {name} = {value!r} is not valid")
     return LaunchSpec(**document)
+
+
+def valid(name: str, value: object) -> bool:
+    """Of the field's type; a number (not a boolean) that is finite and >= 0 (``stop_after`` >= 1)."""
+    if not isinstance(value, TYPES[name]):
+        return False
+    if name == "join_at_s":
+        return valid_join(value)
+    return name != "stop_after" or value is None or (not isinstance(value, bool) and value >= 1)
 
 
 def valid_join(value: float | None) -> bool:
