@@ -1,89 +1,18 @@
-"""The trainer calls out to its world (``trainer/core/world.py``) and no world holds the trainer: an
-in-process fake world records each call and hands back what a real one would. One island, one
-process (``Echo`` groups), no sockets."""
-
-import contextlib
+"""The trainer calls out to its world's four ports (``trainer/core/world.py``) and no world holds the
+trainer: the in-process fakes of ``world_fakes.py`` record each call and hand back what a real world
+would. One island, one process (``Echo`` groups), no sockets."""
 
 import pytest
 import torch
 
 from islands.scenarios import from_dict
 from islands.trainer.core.comm import Echo
-from islands.trainer.core.diloco import ExchangerTransport
 from islands.trainer.core.loop import Trainer
 from islands.trace import NO_FRAGMENT
-from islands.trainer.core.world import Ending, Entry, FixedWorld, Groups, Start
+from islands.trainer.core.world import Downloaded, Entry, FixedWorld, Groups, Passive, Start
 from islands.trainer.kinds import make_run_plan
 from test_trainer_loop import TINY, corpus_for
-
-
-class FakeWorld:
-    """A world of one process that hands over ``entry`` (None: a run from the start) and keeps every
-    call's arguments."""
-
-    def __init__(self, entry=None):
-        self.groups = Groups(world=Echo(1), cross=Echo(1))
-        self.entry = entry
-        self.sink = []
-        self.saved: list[tuple[int, dict]] = []
-        self.ending: Ending | None = None
-        self.evaluations = 0
-
-    def share_initial_weights(self, model):
-        pass
-
-    def holds_checkpoint(self, resume_dir):
-        return False
-
-    def agree_on_resume(self, error, state):
-        return [error]
-
-    def start_s(self, state):
-        return 0.0
-
-    def transport(self, exchanger, recorder, fragments):
-        return ExchangerTransport(exchanger)
-
-    def entering(self, local):
-        return contextlib.nullcontext(self.entry and Start(catch_up=self.entry))
-
-    def rows_sink(self):
-        return self
-
-    def write(self, text):
-        self.sink.append(text)
-
-    def flush(self):
-        pass
-
-    def between_steps(self, local):
-        pass
-
-    def members(self):
-        return [0]
-
-    def reports(self):
-        return False
-
-    def evaluate(self, evaluate_on):
-        self.evaluations += 1
-        return evaluate_on(self.groups.world, None)
-
-    def publish_clock(self, paused=False):
-        pass
-
-    def save_checkpoint(self, period, out_dir, state):
-        self.saved.append((period, state))
-
-    def finish(self, ending):
-        self.ending = ending
-        return {"steps": ending.step}
-
-    def state_dict(self):
-        return {}
-
-    def load_state(self, state):
-        pass
+from world_fakes import FakeWorld
 
 
 def plan(outer_steps=2, inner_steps=3):
@@ -118,7 +47,7 @@ def test_a_world_that_hands_over_the_global_model_starts_the_trainer_from_it():
     trainer = Trainer(run_plan, 0, FakeWorld(), corpus=corpus_for(run_plan))
     numel = sum(fragment.numel for fragment in trainer.fragments)
     weights = torch.arange(numel, dtype=torch.float32) / numel
-    world = FakeWorld(Entry(weights, outer_step=2, download_s=(0.0, 0.25)))
+    world = FakeWorld(Start(catch_up=Entry(weights, outer_step=2, download_s=(0.0, 0.25))))
     joiner = Trainer(run_plan, 0, world, corpus=corpus_for(run_plan))
     joiner.optimizer.state[joiner.params[0]] = {"step": torch.tensor(5.0)}
     joiner.run(stop_after=2)  # it enters at outer step 2 (step 6), past the stop: nothing left to train
@@ -129,6 +58,38 @@ def test_a_world_that_hands_over_the_global_model_starts_the_trainer_from_it():
     assert torch.equal(torch.cat([p.detach().flatten() for p in joiner.params]), weights)  # local = global
     comm = [row for row in joiner.recorder.rows if row.kind == "comm"]
     assert [(row.time_start_s, row.time_end_s, row.outer_step, row.fragment) for row in comm] == [(0.0, 0.25, 2, NO_FRAGMENT)]
+
+
+def test_a_passive_joiner_keeps_the_averages_until_its_download_then_replays_the_missing_one():
+    """Admitted after step 3 of 3 x 4: it exchanges zeros at steps 3 and 6, keeping both averages; the
+    download is in at the second boundary and holds outer step 0 (the donor's state after step 3), so
+    only outer step 1's kept average is replayed onto it: with a zero mean, Nesterov's step is the
+    momentum's alone, theta - lr * mu^2 * b (buf <- mu b + 0; p <- p - lr (0 + mu buf))."""
+    run_plan = plan(outer_steps=4)
+    donor = Trainer(run_plan, 0, FakeWorld(), corpus=corpus_for(run_plan))
+    donor.run(stop_after=1)
+    snapshot = donor.global_state()
+    (saved,) = snapshot["fragments"]
+    buffers = [state["momentum_buffer"].clone() for state in saved["optimizer"]["state"].values()]
+    polls = []
+
+    def arrived():
+        polls.append(joiner.step)
+        return Downloaded(snapshot, 1234, 0.5, 0.75) if len(polls) == 2 else None
+
+    world = FakeWorld(Start(passive=Passive(step=3, arrived=arrived)))
+    joiner = Trainer(run_plan, 0, world, corpus=corpus_for(run_plan))
+    joiner.run(stop_after=2)
+    assert polls == [3, 6] and joiner.step == 6 and world.evaluations == 2
+    assert joiner.diloco.kept is None and not joiner.optimizer.state  # active again, a fresh inner optimizer
+    group = joiner.fragments[0].optimizer.param_groups[0]
+    lr, mu = group["lr"], group["momentum"]
+    assert group["nesterov"] and saved["applied"] == 1 and joiner.fragments[0].applied == 2
+    expected = [g - lr * mu * mu * b for g, b in zip(saved["global"], buffers)]
+    for held, want, local in zip(joiner.fragments[0].global_params, expected, joiner.fragments[0].params):
+        assert torch.allclose(held, want, atol=1e-6) and torch.equal(local.detach(), held.to(local.dtype))
+    download = [row for row in joiner.recorder.rows if row.kind == "comm" and row.fragment == NO_FRAGMENT]
+    assert [(row.time_start_s, row.time_end_s, row.outer_step, row.bytes) for row in download] == [(0.5, 0.75, 1, 1234)]
 
 
 def test_a_fixed_world_keeps_its_groups_and_plan_but_not_the_trainer():

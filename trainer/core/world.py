@@ -1,10 +1,9 @@
 """The processes a trainer trains with, behind one interface: ``World``.
 
 The ``Trainer`` (``loop.py``) runs the inner steps and the schedule; whatever else involves the other
-processes it asks its world: how the run starts (initial weights, agreeing on a resume and on time
-zero, entering: ``entering``, what to adopt), how the fragments' exchanges travel (``transport``), which islands the cross-island group's
-members are, who reports, how evaluation, checkpoints and the end of the run gather everyone, and
-what the world adds to a checkpoint.
+processes it asks its world, through four ports: ``Peers`` (the groups, the members, who reports, how
+the exchanges travel), ``Door`` (initial weights, agreeing on a resume and on time zero, entering and
+what to adopt), ``Rounds`` (between steps, evaluation, the end) and ``Commits`` (checkpoints).
 
 * ``FixedWorld``: a plain run, every island from start to end over fixed groups (``fixed.py``;
   threads in the unit tests).
@@ -114,12 +113,26 @@ class Ending:
     out_dir: Path | None
 
 
-class World(Protocol):
-    """What the trainer asks of the processes it trains with. The trainer calls out, with what each
-    call needs (what it may read of the trainer's state: ``Local``, passed in); no world holds a
-    reference to the trainer."""
+class Peers(Protocol):
+    """Who the trainer exchanges with: the groups of now (an elastic world replaces them at every new
+    epoch), the island of each member, who reports, and how the fragments' exchanges travel."""
 
-    groups: Groups  # the groups of now (an elastic world replaces them at every new epoch)
+    groups: Groups
+
+    def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> Transport:
+        """How the fragments' exchanges travel (``recorder``: the trace, whose clock the world may
+        read and whose rows it may add to; ``fragments``: the global copies the trainer holds)."""
+
+    def members(self) -> list[int]:
+        """The island of each member of the cross-island group, in member order."""
+
+    def reports(self) -> bool:
+        """Whether this process prints the console line and writes the metrics."""
+
+
+class Door(Protocol):
+    """How the trainer enters the run: the same initial weights, a resume everyone agrees on, time
+    zero, what to adopt, and where its trace rows go."""
 
     def share_initial_weights(self, model: torch.nn.Module) -> None:
         """Every process starts from the same weights."""
@@ -133,10 +146,6 @@ class World(Protocol):
     def start_s(self, state: dict[str, Any] | None) -> float:
         """Time zero of the trace clock (a resume: the checkpoint's clock)."""
 
-    def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> Transport:
-        """How the fragments' exchanges travel (``recorder``: the trace so far; ``fragments``: the
-        global copies the trainer holds)."""
-
     def entering(self, local: Local) -> ContextManager[Start | None]:
         """Enter the run: the block gets how (None: from the start, nothing to adopt) and runs the
         trainer's side of it (``Trainer.begin``); the world's part of the entry ends with the block."""
@@ -144,34 +153,43 @@ class World(Protocol):
     def rows_sink(self) -> IO[str] | None:
         """Where the trainer's trace rows go as they are recorded, besides its own list (None: nowhere)."""
 
+
+class Rounds(Protocol):
+    """What the trainer does with the others between steps and at the ends of periods and of the run."""
+
     def between_steps(self, local: Local) -> None:
         """After every inner step and its syncs."""
-
-    def members(self) -> list[int]:
-        """The island of each member of the cross-island group, in member order."""
-
-    def reports(self) -> bool:
-        """Whether this process prints the console line and writes the metrics."""
-
-    def evaluate(self, evaluate_on: EvaluateOn) -> float:
-        """The global model's validation loss, shared out over the processes that hold it."""
 
     def publish_clock(self, paused: bool = False) -> None:
         """The trace clock is about to stand still (``paused``) or runs again."""
 
-    def save_checkpoint(self, period: int, out_dir: Path, state: dict[str, Any]) -> None:
-        """Write this rank's checkpoint file (``state``); the run's ``LATEST`` moves once every rank's
-        is written."""
+    def evaluate(self, evaluate_on: EvaluateOn) -> float:
+        """The global model's validation loss, shared out over the processes that hold it."""
 
     def finish(self, ending: Ending) -> dict[str, Any] | None:
         """Gather every process's trace rows; the reporting process writes the outputs and returns the
         summary."""
+
+
+class Commits(Protocol):
+    """Checkpoints: this rank's file committed with everyone's, and what the world adds to it."""
+
+    def save_checkpoint(self, period: int, out_dir: Path, state: dict[str, Any]) -> None:
+        """Write this rank's checkpoint file (``state``); the run's ``LATEST`` moves once every rank's
+        is written."""
 
     def state_dict(self) -> dict[str, Any]:
         """What the world adds to this rank's checkpoint."""
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Take back what ``state_dict`` added."""
+
+
+class World(Peers, Door, Rounds, Commits, Protocol):
+    """What the trainer asks of the processes it trains with, as four narrow ports (the shape of
+    torchft's Manager; each has an in-process fake in the tests, ``tests/world_fakes.py``). The
+    trainer calls out, with what each call needs (what a world may read of the trainer's state:
+    ``Local``, passed in); no world holds a reference to the trainer."""
 
 
 def flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
