@@ -15,6 +15,7 @@ from islands.trainer.elastic.world import ElasticWorld
 from islands.trainer.core.inprocess import run_threads
 from islands.trainer.core.loop import Trainer
 from islands.trainer.elastic.membership import Membership, Timing
+from world_fakes import reaches
 from test_trainer_loop import TINY, corpus_for, finish_all, global_weights, in_threads, trainers_for
 
 TIMING = Timing(detection_s=2.0, collective_s=30.0)
@@ -57,6 +58,7 @@ def test_an_elastic_run_without_churn_computes_what_a_fixed_run_computes(tmp_pat
     in_threads(fixed, lambda trainer: trainer.run())
     finish_all(fixed)
     assert all(torch.equal(global_weights(t), global_weights(fixed[0])) for t in elastic)
+    assert not any(reaches(t.world, t) for t in elastic)  # no elastic world holds its trainer
     assert [t.eval_losses for t in elastic] == [fixed[0].eval_losses] * 3
     summary = json.loads((tmp_path / "elastic" / "summary.json").read_text())
     assert (summary["leaves"], summary["joins"], summary["lost_compute_s"]) == (0, 0, 0.0)

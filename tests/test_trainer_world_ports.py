@@ -12,7 +12,7 @@ from islands.trace import NO_FRAGMENT
 from islands.trainer.core.world import Downloaded, Entry, FixedWorld, Groups, Passive, Start
 from islands.trainer.kinds import make_run_plan
 from test_trainer_loop import TINY, corpus_for
-from world_fakes import FakeWorld
+from world_fakes import FakeWorld, reaches
 
 
 def plan(outer_steps=2, inner_steps=3):
@@ -24,7 +24,7 @@ def plan(outer_steps=2, inner_steps=3):
 
 
 def holds_trainer(world, trainer) -> bool:
-    return any(value is trainer for value in vars(world).values())
+    return reaches(world, trainer)
 
 
 def test_the_trainer_hands_its_world_the_state_and_the_end_and_the_world_keeps_no_trainer(tmp_path):
@@ -90,6 +90,17 @@ def test_a_passive_joiner_keeps_the_averages_until_its_download_then_replays_the
         assert torch.allclose(held, want, atol=1e-6) and torch.equal(local.detach(), held.to(local.dtype))
     download = [row for row in joiner.recorder.rows if row.kind == "comm" and row.fragment == NO_FRAGMENT]
     assert [(row.time_start_s, row.time_end_s, row.outer_step, row.bytes) for row in download] == [(0.5, 0.75, 1, 1234)]
+
+
+def test_a_world_that_keeps_the_trainer_however_deep_is_caught():
+    run_plan = plan()
+    world = FakeWorld()
+    trainer = Trainer(run_plan, 0, world, corpus=corpus_for(run_plan))
+    assert not holds_trainer(world, trainer)
+    world.later = [{"serve": lambda: trainer.step}]  # a closure in a dict in a list
+    assert holds_trainer(world, trainer)
+    world.later = [{"serve": trainer.global_state}]  # a bound method
+    assert holds_trainer(world, trainer)
 
 
 def test_a_fixed_world_keeps_its_groups_and_plan_but_not_the_trainer():

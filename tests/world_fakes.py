@@ -3,6 +3,7 @@ process (``Echo`` groups), no sockets. Each records what the trainer asked and h
 world would; ``FakeWorld`` is the four together."""
 
 import contextlib
+import types
 
 from islands.trainer.core.comm import Echo
 from islands.trainer.core.diloco import ExchangerTransport
@@ -106,3 +107,44 @@ class FakeWorld(FakePeers, FakeDoor, FakeRounds, FakeCommits):
         FakeDoor.__init__(self, start)
         FakeRounds.__init__(self)
         FakeCommits.__init__(self)
+
+
+def reaches(start, target, limit=100_000) -> bool:
+    """Whether ``target`` can be reached from ``start`` through the project's own objects (and the
+    tests'): their
+    attributes, the lists, tuples, sets and dicts they hold, bound methods and closures (torch's and
+    the standard library's objects are not entered)."""
+    seen, todo = set(), [start]
+    while todo and len(seen) < limit:
+        value = todo.pop()
+        if value is target:
+            return True
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        todo.extend(parts_of(value))
+    assert not todo, f"gave up after {limit} objects"
+    return False
+
+
+def parts_of(value):
+    if isinstance(value, dict):
+        return [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return list(value)
+    if isinstance(value, types.MethodType):
+        return [value.__self__]
+    if isinstance(value, types.FunctionType):
+        return [cell.cell_contents for cell in value.__closure__ or () if cell_filled(cell)]
+    if type(value).__module__.startswith(("islands.", "world_fakes", "test_")):
+        return [*getattr(value, "__dict__", {}).values(),
+                *(getattr(value, name) for name in getattr(type(value), "__slots__", ()) if hasattr(value, name))]
+    return []
+
+
+def cell_filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
