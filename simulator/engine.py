@@ -32,7 +32,7 @@ from islands.scenarios import Scenario
 from islands.schedules import SyncPoint, schedule_of
 from islands.trace import NO_FRAGMENT, Row
 
-from . import barriers, budget, lockstep, one_learner, replicas
+from . import barriers, budget, lockstep, one_learner, replicas, returning
 from .churn import DEPARTURE, Churn
 from .collectives import Leg, PendingCollective, RingCollective
 from .endings import event_limit_error, everyone_gone_reason, horizon_reason
@@ -67,11 +67,14 @@ class Simulation:
         self.scenario = scenario
         self.schedule = schedule_of(scenario)
         self.lockstep = arrays and lockstep.applies(scenario, self.schedule.coupled)
-        self.budget = lockstep.guard(scenario, max_events) if self.lockstep else budget.guard(scenario, max_events)
+        self.network_model = network_model_for(scenario)
+        self.counted = (arrays and not self.lockstep and returning.applies(scenario, self.schedule, self.network_model)
+                        and returning.worth_it(scenario))  # churn that returns, on counts (``returning.py``)
+        self.budget = (lockstep.guard(scenario, max_events) if self.lockstep else
+                       returning.guard(scenario, max_events) if self.counted else budget.guard(scenario, max_events))
         self.group_replicas = group_replicas
         self.env = env = CountingEnvironment(max_events)
         workers = scenario.workers()
-        self.network_model = network_model_for(scenario)
         groups = replicas.groups(scenario, workers, group_replicas)
         self.topology = topology = Topology.of(scenario, [worker for worker, _ in groups])
         self.network = network = make_network(self.network_model, env, topology.has_buckets())
@@ -144,6 +147,10 @@ class Simulation:
     def play(self) -> SimResult:
         if self.lockstep or (played := self.one_learner and one_learner.play(self)):  # played without events
             return lockstep_result(self, self.replayed_rows) if self.lockstep else played
+        if self.counted:
+            if played := returning.play(self):
+                return played
+            self.budget = budget.guard(self.scenario, self.env.max_events)  # a state the counts do not cover
         for state in self.fleet.states:
             if state.worker.present:
                 state.present = True

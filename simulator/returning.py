@@ -1,0 +1,588 @@
+"""Coupled DiLoCo under churn that returns, played with counts instead of workers: a statistical fast path.
+
+A fleet of identical workers that leave and come back (``mtbf_s`` and ``mttr_s``) makes the event
+model's work grow faster than the fleet: every departure breaks the ring (or, under ``on_departure =
+"partial"``, drops a member), so an outer step lasts until a ring gets through without one
+(exp(-M x ring time / mtbf_s) per try: 2.5% at 1,000 workers of the worked example) and the leaves,
+returns and downloads during it grow with M x its length. Nothing in such a run tells one worker
+from another but what it is doing, so this module plays the same rules on counts (``applies`` says
+where):
+
+* **who is where**: members (computing, or in the collective), the departed that the others have
+  not noticed yet (only their notice times matter), joiners by download (not begun, in flight from
+  a holder, in) and whether the collective forming took them in, and the absent;
+* **when things happen**: every present worker leaves at rate 1 / ``mtbf_s`` and every absent one
+  returns at rate 1 / ``mttr_s``, so the next change is one draw from their sum and its kind a second
+  draw in proportion (a continuous-time Markov chain over the counts, the same law as the event
+  model's per-worker exponential clocks, drawn in another order); compute periods, notices after
+  ``network.detection_timeout_s``, ring ends and download ends are timers, as in the event model;
+* **the network**: a ring crosses every participant's links; joiners download the weights from the
+  lowest present member (a *holder*) over its uplink, so the ring and every download from a holder in
+  the ring share that uplink; the rates are the flow model's max-min fair shares (progressive filling,
+  ``fill``) over the few kinds of link that carry more than one flow, recomputed when a flow starts or ends;
+* **the rules** of ``churn.py``: a joiner downloads once no collective is pending since the last outer
+  boundary, takes part in the next collective that forms, and computes from the outer boundary after
+  its download is in; a departure breaks the ring in flight (or drops the member, ``partial``), which
+  restarts once every departure is noticed; the work since a worker's last sync is lost.
+
+The summary is gathered as the run goes (each worker's seconds of compute, idle, stall and presence
+as its rows would add them, the bytes, each collective's last try). It draws differently from the
+event model (one generator for the run, not one per worker), so it is checked against it over many
+seeds with a statistical test (``tests/test_simulator_returning.py``); without departures it is the
+event model's run to the last bit. One approximation: a holder that leaves and is readmitted is not
+the lowest holder again (the event model's lowest rank may be). A state the counts do not cover (no
+member left: a joiner would start alone) hands the run back to the event model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from islands.summary import Workers, summary_of
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
+
+from . import budget
+from .collectives import collective_for
+from .endings import horizon_reason
+from .timeline import timeline_of
+
+if TYPE_CHECKING:
+    from islands.scenarios import Scenario
+    from islands.schedules import Schedule
+
+    from .engine import Simulation
+    from .result import SimResult
+
+# The event model's estimated events above which the counts play the run (below, the event model is
+# fast and exact, draw for draw): a fleet of a few dozen churning workers, or a long run of a few.
+FAST_FROM_EVENTS = 100_000
+DRAWS = 8192  # exponential and uniform draws taken from the generator at once
+STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
+# A counted change costs about 5 us (an event of the event model 10-30 us) and may change rates
+EVENTS_PER_CHANGE = 0.5
+
+
+class Unmodelled(Exception):
+    """A state the counts do not cover: the event model plays the run."""
+
+
+def applies(scenario: Scenario, schedule: Schedule, network_model: str) -> bool:
+    """Whether the scenario is a coupled run of one island of identical workers, all there from the
+    start, that leave and return at random, with one blocking exchange per outer step over a ring on
+    links without latency, and nothing else that moves a worker (see the module's docstring)."""
+    if len(scenario.islands) != 1 or not schedule.coupled:
+        return False
+    island, network = scenario.islands[0], scenario.network
+    return (island.mtbf_s is not None and island.mttr_s is not None and island.present and island.jitter_cv == 0
+            and island.latency_ms == 0 and island.upload_gbps == island.download_gbps
+            and not island.upload_burst_bytes and not island.download_burst_bytes
+            and not scenario.events and not scenario.has_failures() and not scenario.regions
+            and not scenario.backbones and not scenario.latencies and not network.rtt_csv
+            and network_model == "flow" and network.collective == "ring"
+            and network.exchange_cpu_s_per_value == 0 and network.exchange_end_spread_s == 0
+            and scenario.schedule.barrier == "wait" and network.on_departure in ("restart", "partial")
+            and blocking_period_steps(scenario, schedule) is not None)
+
+
+def blocking_period_steps(scenario: Scenario, schedule: Schedule) -> float | None:
+    """The inner steps between two exchanges where every outer step is one exchange that the workers
+    launch after computing them and wait for at once (DiLoCo); None for any other timeline."""
+    timeline = timeline_of(schedule, scenario.schedule)
+    actions, steps = timeline.actions, timeline.steps
+    if not actions or len(actions) != 2 * len(timeline.fragments) or set(timeline.fragments) != {0}:
+        return None
+    period = steps[0]
+    for index in range(0, len(actions), 2):
+        if actions[index] != index // 2 or actions[index + 1] != ~(index // 2) or steps[index] != period \
+                or steps[index + 1] != 0:
+            return None
+    return period if period > 0 else None
+
+
+def worth_it(scenario: Scenario) -> bool:
+    """Whether the event model's run would be long enough for the counts to play it instead."""
+    return budget.estimate(scenario).events > FAST_FROM_EVENTS
+
+
+def guard(scenario: Scenario, max_events: float) -> budget.Budget:
+    """The scenario's budget: the counts hold no rows and a few numbers per flow, and cost about
+    ``EVENTS_PER_CHANGE`` events of the event model per membership change; refused in one line past
+    ``max_events`` (or float64 time)."""
+    estimate = budget.estimate(scenario)
+    cost = EVENTS_PER_CHANGE * estimate.membership_changes
+    if cost > max_events:
+        raise budget.BudgetExceeded(scenario.source, budget.churniest_key(scenario),
+                                    f"the run would take as long as about {cost:.3g} simulator events "
+                                    f"({estimate.membership_changes:.3g} membership changes counted), above the "
+                                    f"limit of {max_events:g} events: raise it, or raise --max-events")
+    held = dataclasses.replace(estimate, events=cost, trace_rows=0.0,
+                               memory_bytes=estimate.topology_bytes + budget.BYTES_PER_WORKER_SYNC)
+    budget.check(scenario, held, max_events)
+    return held
+
+
+# --- the network: max-min fair rates over the links that carry more than one flow ------------------
+
+RING = -1  # the ring's key among the flows (a holder's downloads are keyed by the holder's number)
+
+
+def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]) -> dict[int, float]:
+    """Each flow's max-min fair rate by progressive filling (``network.max_min_rates``), every link of
+    ``capacity``: the ring (if on) and each holder's downloads ``(holder, downloads, downloads to
+    joiners in the ring, holder in the ring)``. The links that may bind: a holder's uplink (its
+    downloads, and the ring if it is in it), a joiner's downlink in the ring (the ring and its download),
+    and each flow's own links."""
+    links: list[dict[int, int]] = []
+    for holder, downloads, in_ring_joiners, in_ring in loads:
+        links.append({holder: downloads, RING: 1} if ring_on and in_ring else {holder: downloads})
+        if ring_on and in_ring_joiners:
+            links.append({holder: 1, RING: 1})
+        links.append({holder: 1})
+    if ring_on:
+        links.append({RING: 1})
+    rates: dict[int, float] = {}
+    while True:
+        level, binding = math.inf, None
+        for link in links:
+            unfrozen = sum(count for flow, count in link.items() if flow not in rates)
+            if unfrozen:
+                used = sum(count * rates[flow] for flow, count in link.items() if flow in rates)
+                if (capacity - used) / unfrozen < level:
+                    level, binding = (capacity - used) / unfrozen, link
+        if binding is None:
+            return rates
+        for flow in binding:
+            rates.setdefault(flow, level)
+
+
+# --- the run ------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Group:
+    """Joiners whose downloads began together from one holder: ``enlisted`` in the collective forming
+    or in flight, ``waiting`` for the next; the download is in once the holder's progress reaches ``done_at``."""
+
+    holder: Holder
+    done_at: float
+    enlisted: int = 0
+    waiting: int = 0
+
+
+@dataclass(eq=False)
+class Holder:
+    """A member that joiners download the weights from (the lowest present member, ``Churn.lowest_holder``)."""
+
+    number: int
+    present: bool = True
+    progress: float = 0.0  # bytes each of its downloads has moved since it began sending
+    rate: float = 0.0
+    groups: list[tuple[float, int, Group]] = field(default_factory=list)  # a heap by done_at
+    downloads: int = 0
+    enlisted: int = 0  # downloads to joiners in the collective
+
+
+class Counts:
+    """One run played on counts (see the module's docstring)."""
+
+    def __init__(self, sim: Simulation, period_steps: float):
+        scenario = sim.scenario
+        island = scenario.islands[0]
+        worker = sim.fleet.workers[0]
+        self.sim, self.scenario = sim, scenario
+        self.fleet_size = scenario.worker_count
+        self.leave_rate = 1.0 / island.mtbf_s
+        self.return_rate = 1.0 / island.mttr_s
+        self.period_steps = period_steps
+        self.period_s = period_steps * worker.step_time_s
+        self.capacity = worker.upload_bytes_per_s
+        self.detect_s = scenario.network.detection_timeout_s
+        self.partial = scenario.network.on_departure == "partial"
+        self.weights_bytes = scenario.weights_bytes
+        self.payload_bytes = scenario.payload_bytes
+        self.volume = collective_for(scenario).volume_bytes
+        self.outer_steps = sim.schedule.synced_outer_steps(scenario.schedule)
+        self.horizon_s = sim.budget.horizon_s if sim.budget.horizon_s is not None else math.inf
+        self.rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, STREAM]))
+        self.exponentials: list[float] = []
+        self.uniforms: list[float] = []
+        self.drawn = DRAWS
+        # who is where
+        self.members = self.fleet_size
+        self.absent = 0
+        self.unstarted = 0  # joiners whose download waits for the next outer boundary
+        self.loaded = 0  # joiners whose download is in and who wait for a collective (not in one)
+        self.loaded_enlisted = 0  # joiners whose download is in, in the collective
+        self.extension_s = 0.0  # of those, seconds their download rows reach past the collective's forming
+        self.holders: list[Holder] = []
+        self.current: Holder | None = None
+        # the period
+        self.now = 0.0
+        self.boundary_s = 0.0
+        self.computing = True
+        self.formed_s = 0.0
+        self.first_start_s: float | None = None
+        self.last_start_s = 0.0
+        self.blocked_until_s = -math.inf  # the last departure the others have not noticed, + the timeout
+        self.ring_on = False
+        self.ring_left = 0.0
+        self.ring_rate = 0.0
+        self.ring_bytes = 0.0
+        self.hold_until_s = -math.inf  # partial: the ring ends no sooner than this
+        self.dropped_in_flight: list[float] = []  # partial: when each dropped participant left
+        self.moved_s: float | None = None  # partial: when the ring's bytes were through
+        self.completed = 0
+        # the totals
+        self.compute = self.idle = self.stall = self.present = self.bytes_sent = self.sync_rows = 0.0
+        self.lost_s = 0.0
+        self.merged_steps = 0.0
+        self.durations: list[float] = []
+        self.joins = self.leaves = self.dropped_members = 0
+        self.horizon_reached = False
+
+    # --- draws ----------------------------------------------------------------------------------
+
+    def draw(self) -> tuple[float, float]:
+        """A standard exponential and a uniform, from the run's generator, taken in batches."""
+        if self.drawn == DRAWS:
+            self.exponentials = self.rng.standard_exponential(DRAWS).tolist()
+            self.uniforms = self.rng.random(DRAWS).tolist()
+            self.drawn = 0
+        index = self.drawn
+        self.drawn += 1
+        return self.exponentials[index], self.uniforms[index]
+
+    # --- counts -----------------------------------------------------------------------------------
+
+    def downloading(self) -> tuple[int, int]:
+        """Joiners with a download in flight: waiting, and in the collective."""
+        enlisted = sum(holder.enlisted for holder in self.holders)
+        return sum(holder.downloads for holder in self.holders) - enlisted, enlisted
+
+    def play(self) -> None:
+        while self.completed < self.outer_steps:
+            self.step()
+
+    def step(self) -> None:
+        """Move to the next change: a departure or a return, or a timer, whichever comes first."""
+        waiting_dl, enlisted_dl = self.downloading()
+        present = self.members + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
+        total_rate = present * self.leave_rate + self.absent * self.return_rate
+        exponential, uniform = self.draw()
+        random_at = self.now + exponential / total_rate if total_rate > 0 else math.inf
+        timer_at, timer = self.next_timer()
+        at = min(random_at, timer_at)
+        if at > self.horizon_s:
+            self.advance(self.horizon_s)
+            self.horizon_reached = True
+            self.completed = self.outer_steps  # stop; ``play`` reports how far it got
+            return
+        self.advance(at)
+        if random_at < timer_at:
+            self.change(uniform * total_rate, present, waiting_dl, enlisted_dl)
+        else:
+            timer()
+
+    def next_timer(self):
+        """The next timer: the end of the compute, a (re)start, the ring's end, a download's end."""
+        if self.computing:
+            best, action = self.boundary_s + self.period_s, self.form
+        elif self.ring_on:
+            end_s = self.now + self.ring_left / self.ring_rate if self.ring_left > 0 else self.now
+            best, action = max(end_s, self.hold_until_s), self.ring_done
+            if end_s < self.hold_until_s and self.ring_left > 0:
+                best, action = end_s, self.bytes_through
+        else:
+            best, action = max(self.now, self.blocked_until_s), self.start_ring
+        for holder in self.holders:
+            if holder.downloads:
+                done_at = holder.groups[0][0]
+                at = self.now + max(0.0, done_at - holder.progress) / holder.rate
+                if at < best:
+                    best, action = at, (lambda holder=holder: self.download_done(holder))
+        return best, action
+
+    def advance(self, at: float) -> None:
+        """Everything that runs at a rate, and every presence, from now to ``at``."""
+        dt = at - self.now
+        if dt <= 0:
+            self.now = max(self.now, at)
+            return
+        waiting_dl, _ = self.downloading()
+        waiting = self.unstarted + self.loaded + waiting_dl
+        self.idle += waiting * dt
+        self.present += (self.members + waiting) * dt
+        if self.computing:
+            self.compute += self.members * dt
+        elif self.first_start_s is None:
+            self.idle += self.members * dt
+        else:
+            self.stall += self.members * dt
+        if self.ring_on:
+            self.ring_left = max(0.0, self.ring_left - self.ring_rate * dt)
+        for holder in self.holders:
+            holder.progress += holder.rate * dt
+        self.now = at
+
+    # --- random changes ---------------------------------------------------------------------------
+
+    def change(self, pick: float, present: int, waiting_dl: int, enlisted_dl: int) -> None:
+        """The ``pick``-th of the departures and returns (weighted by their rates) happens now."""
+        pick /= self.leave_rate
+        if pick >= present:
+            self.returned()
+        elif pick < self.members:
+            self.member_left(pick / self.members)
+        else:
+            pick -= self.members
+            self.joiner_left(int(pick), waiting_dl, enlisted_dl)
+
+    def returned(self) -> None:
+        self.joins += 1
+        self.absent -= 1
+        if self.computing:  # quiet: its download begins now
+            self.begin_downloads(1)
+        else:
+            self.unstarted += 1
+
+    def member_left(self, which: float) -> None:
+        """A member leaves: the holder with chance 1 / members."""
+        self.leaves += 1
+        self.absent += 1
+        if self.current is not None and which * self.members < 1.0:
+            self.current.present = False
+            self.current = None
+        self.members -= 1
+        if self.computing:
+            self.lost_s += self.now - self.boundary_s
+        else:
+            self.lost_s += self.period_s
+            self.participant_left()
+        self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
+        if self.members == 0:
+            raise Unmodelled("no member left")
+        self.rates()
+
+    def joiner_left(self, index: int, waiting_dl: int, enlisted_dl: int) -> None:
+        """The ``index``-th present joiner leaves (in the order: not begun, in, in the collective, in
+        flight waiting, in flight in the collective)."""
+        self.leaves += 1
+        self.absent += 1
+        if index < self.unstarted:
+            self.unstarted -= 1
+            return
+        index -= self.unstarted
+        if index < self.loaded:
+            self.loaded -= 1
+            return
+        index -= self.loaded
+        if index < self.loaded_enlisted:
+            share = self.extension_s / self.loaded_enlisted
+            self.present += share
+            self.extension_s -= share
+            self.loaded_enlisted -= 1
+            self.enlisted_left()
+            return
+        index -= self.loaded_enlisted
+        enlisted = index >= waiting_dl
+        self.cancel(index - waiting_dl if enlisted else index, enlisted)
+        if enlisted:
+            self.enlisted_left()
+        self.rates()
+
+    def enlisted_left(self) -> None:
+        """A joiner in the collective leaves: its wait since the collective formed has no row."""
+        self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
+        self.participant_left()
+
+    def participant_left(self) -> None:
+        """A participant of the collective leaves: the ring in flight breaks, or goes on without it."""
+        if not self.ring_on:
+            return
+        if self.partial:
+            self.dropped_members += 1
+            self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
+            self.dropped_in_flight.append(self.now)
+        else:
+            self.ring_on = False
+            self.rates()
+
+    def cancel(self, index: int, enlisted: bool) -> None:
+        """The ``index``-th download in flight (of those to joiners in the collective, or not) stops."""
+        for holder in self.holders:
+            count = holder.enlisted if enlisted else holder.downloads - holder.enlisted
+            if index >= count:
+                index -= count
+                continue
+            for _, _, group in holder.groups:
+                count = group.enlisted if enlisted else group.waiting
+                if index < count:
+                    if enlisted:
+                        group.enlisted -= 1
+                        holder.enlisted -= 1
+                    else:
+                        group.waiting -= 1
+                    holder.downloads -= 1
+                    return
+                index -= count
+        raise AssertionError("no such download")
+
+    # --- downloads --------------------------------------------------------------------------------
+
+    def begin_downloads(self, count: int) -> None:
+        """``count`` joiners begin downloading the weights from the lowest present member now."""
+        if self.members == 0:
+            raise Unmodelled("a joiner with no member to download from")
+        if self.current is None:
+            self.current = Holder(len(self.holders))
+            self.holders.append(self.current)
+        holder = self.current
+        group = Group(holder, holder.progress + self.weights_bytes, waiting=count)
+        heapq.heappush(holder.groups, (group.done_at, id(group), group))
+        holder.downloads += count
+        self.rates()
+
+    def download_done(self, holder: Holder) -> None:
+        """The downloads of ``holder``'s first group are in: each a comm row of the weights."""
+        _, _, group = heapq.heappop(holder.groups)
+        count = group.waiting + group.enlisted
+        holder.downloads -= count
+        holder.enlisted -= group.enlisted
+        self.bytes_sent += count * self.weights_bytes
+        self.loaded += group.waiting
+        self.loaded_enlisted += group.enlisted
+        if not self.computing:
+            self.extension_s += group.enlisted * (self.now - self.formed_s)
+        if not holder.downloads and not holder.present:
+            self.holders.remove(holder)
+        self.rates()
+
+    # --- the network ------------------------------------------------------------------------------
+
+    def rates(self) -> None:
+        """Every flow's rate now (``fill``)."""
+        loads = [(holder.number, holder.downloads, holder.enlisted, holder.present)
+                 for holder in self.holders if holder.downloads]
+        if not loads and not self.ring_on:
+            return
+        filled = fill(self.capacity, self.ring_on, loads)
+        for holder in self.holders:
+            holder.rate = filled.get(holder.number, 0.0)
+        self.ring_rate = filled.get(RING, 0.0)
+
+    # --- the period -------------------------------------------------------------------------------
+
+    def form(self) -> None:
+        """The members have computed the period: the collective forms, taking in every joiner present
+        (whose downloads began at the last boundary or since)."""
+        self.computing = False
+        self.formed_s = self.now
+        self.first_start_s = None
+        self.loaded_enlisted, self.loaded = self.loaded, 0
+        self.extension_s = 0.0
+        for holder in self.holders:
+            for _, _, group in holder.groups:
+                group.enlisted += group.waiting
+                group.waiting = 0
+            holder.enlisted = holder.downloads
+
+    def participants(self) -> int:
+        return self.members + self.loaded_enlisted + sum(holder.enlisted for holder in self.holders)
+
+    def start_ring(self) -> None:
+        """Every departure is noticed: the ring starts (again) among the participants present."""
+        participants = self.participants()
+        self.ring_bytes = self.volume(participants, self.payload_bytes)
+        self.ring_left = self.ring_bytes
+        self.ring_on = True
+        self.hold_until_s, self.dropped_in_flight, self.moved_s = -math.inf, [], None  # this try's own
+        self.last_start_s = self.now
+        if self.first_start_s is None:
+            self.first_start_s = self.now
+        self.rates()
+
+    def bytes_through(self) -> None:
+        """``partial``: the bytes are through; the ring waits until the others notice the dropped member."""
+        self.ring_left = 0.0
+        self.moved_s = self.now
+
+    def ring_done(self) -> None:
+        """The outer step is done: rows for the collective, the joiners whose download is in become
+        members and compute with the others from now, the others wait for the next collective."""
+        end_s = self.now
+        participants = self.participants()
+        enlisted = participants - self.members
+        self.durations.append(end_s - self.last_start_s)
+        self.bytes_sent += participants * self.ring_bytes
+        self.sync_rows += participants
+        moved_s = end_s if self.moved_s is None else self.moved_s
+        for left_s in self.dropped_in_flight:  # a dropped member's comm row: its share sent by then
+            share = min(1.0, (left_s - self.last_start_s) / (moved_s - self.last_start_s)) \
+                if moved_s > self.last_start_s else 1.0
+            self.bytes_sent += share * self.ring_bytes
+            self.sync_rows += 1
+        self.idle += enlisted * (self.first_start_s - self.formed_s)
+        self.stall += enlisted * (end_s - self.first_start_s)
+        self.present += enlisted * (end_s - self.formed_s)
+        self.merged_steps += self.members * self.period_steps
+        self.completed += 1
+        self.ring_on = False
+        self.members += self.loaded_enlisted
+        self.loaded_enlisted, self.extension_s = 0, 0.0
+        for holder in self.holders:
+            for _, _, group in holder.groups:
+                group.waiting += group.enlisted
+                group.enlisted = 0
+            holder.enlisted = 0
+        self.computing = True
+        self.boundary_s = end_s
+        if self.completed < self.outer_steps and self.unstarted:
+            count, self.unstarted = self.unstarted, 0
+            self.begin_downloads(count)
+        self.rates()
+
+
+def play(sim: Simulation) -> SimResult | None:
+    """Play ``sim`` on counts; None where the counts meet a state they do not cover (``Unmodelled``)."""
+    counts = Counts(sim, blocking_period_steps(sim.scenario, sim.schedule))
+    try:
+        counts.play()
+    except Unmodelled:
+        return None
+    return result(sim, counts)
+
+
+def result(sim: Simulation, counts: Counts) -> SimResult:
+    """The summary from the counts' totals, as ``summary.summary_of`` takes it from an event run's rows."""
+    from .result import SimResult, extra_summary, island_extra, islands_of_links
+
+    scenario, fleet = sim.scenario, sim.fleet
+    size = counts.fleet_size
+    complete = not counts.horizon_reached
+    sim.churn.counts.update(joins=counts.joins, leaves=counts.leaves, dropped_members=counts.dropped_members)
+    sim.churn.lost_compute_s = counts.lost_s
+    for state in fleet.states:
+        state.merged_steps = counts.merged_steps / size
+    sim.completed_outer = counts.completed if complete else len(counts.durations)
+    if not complete:
+        sim.horizon_reached = True
+        sim.incomplete_reason = horizon_reason(sim.progress, scenario, counts.horizon_s)
+    island = scenario.islands[0].name
+    workers = Workers(island=np.array([island], dtype=object), count=np.array([size], dtype=np.int64),
+                      compute=np.array([counts.compute / size]), stall=np.array([counts.stall / size]),
+                      idle=np.array([counts.idle / size]), present_s=np.array([counts.present / size]),
+                      bytes_sent=np.array([counts.bytes_sent / size]), syncs=np.array([counts.sync_rows / size]))
+    durations = np.array(counts.durations)
+    peak_gbps = counts.capacity * BITS_PER_BYTE / BITS_PER_GBIT
+    extra = extra_summary(sim)
+    extra["played"] = "counts (simulator/returning.py: a statistical fast path)"
+    summary = summary_of(workers, counts.now, durations, np.ones(len(durations), dtype=np.int64),
+                         scenario.schedule.outer_steps if complete else len(durations), peak_gbps, extra,
+                         island_extra(sim))
+    return SimResult(summary=summary, row_source=list, islands=islands_of_links(sim), counts=fleet.replica_counts)
