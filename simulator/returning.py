@@ -164,23 +164,33 @@ def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]
 # --- the run ------------------------------------------------------------------------------------------
 
 
+MEMBER, ABSENT, UNSTARTED, DOWNLOADING, LOADED, ENLISTED = range(6)  # a tracked holder's place in the counts
+
+
 @dataclass(eq=False)
 class Group:
-    """Joiners whose downloads began together from one holder: ``enlisted`` in the collective forming
-    or in flight, ``waiting`` for the next; the download is in once the holder's progress reaches ``done_at``."""
+    """Joiners whose downloads began together from one holder (``source``), all in the collective
+    (``enlisted``) or all waiting for the next; the downloads are in once the source's progress
+    reaches ``done_at``. ``tracked``: the holders among them (they are counted in ``count`` too)."""
 
-    holder: Holder
+    source: Holder
     done_at: float
-    enlisted: int = 0
-    waiting: int = 0
+    count: int
+    enlisted: bool = False
+    tracked: list[Holder] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class Holder:
-    """A member that joiners download the weights from (the lowest present member, ``Churn.lowest_holder``)."""
+    """A worker that joiners download the weights from (the lowest present member then,
+    ``Churn.lowest_holder``), followed on its own while its uplink carries downloads: where it is in the
+    counts (``place``: a member, absent, a joiner...), so that the ring crosses its uplink exactly when
+    it takes part, and so that, back among the members, it is the lowest holder again."""
 
-    number: int
-    present: bool = True
+    number: int  # the order they became holders in: the lower, the lower its rank
+    place: int = MEMBER
+    group: Group | None = None  # where it downloads the weights itself, once back as a joiner
+    in_ring: bool = False  # its uplink is one of the ring's in flight (the ring keeps the links it started on)
     progress: float = 0.0  # bytes each of its downloads has moved since it began sending
     rate: float = 0.0
     groups: list[tuple[float, int, Group]] = field(default_factory=list)  # a heap by done_at
@@ -220,8 +230,8 @@ class Counts:
         self.loaded = 0  # joiners whose download is in and who wait for a collective (not in one)
         self.loaded_enlisted = 0  # joiners whose download is in, in the collective
         self.extension_s = 0.0  # of those, seconds their download rows reach past the collective's forming
-        self.holders: list[Holder] = []
-        self.current: Holder | None = None
+        self.holders: list[Holder] = []  # in the order they became holders
+        self.holder_numbers = 0
         # the period
         self.now = 0.0
         self.boundary_s = 0.0
@@ -336,28 +346,37 @@ class Counts:
         """The ``pick``-th of the departures and returns (weighted by their rates) happens now."""
         pick /= self.leave_rate
         if pick >= present:
-            self.returned()
+            self.returned((pick - present) * self.leave_rate / self.return_rate)
         elif pick < self.members:
-            self.member_left(pick / self.members)
+            self.member_left(pick)
         else:
-            pick -= self.members
-            self.joiner_left(int(pick), waiting_dl, enlisted_dl)
+            self.joiner_left(int(pick - self.members), waiting_dl)
 
-    def returned(self) -> None:
+    def tracked_at(self, place: int) -> list[Holder]:
+        return [holder for holder in self.holders if holder.place == place]
+
+    def hit(self, place: int, index: float) -> Holder | None:
+        """The tracked holder that the ``index``-th worker of ``place`` is (they come first), if any."""
+        tracked = self.tracked_at(place)
+        return tracked[int(index)] if index < len(tracked) else None
+
+    def returned(self, index: float) -> None:
+        """The ``index``-th absent worker returns."""
         self.joins += 1
         self.absent -= 1
+        holder = self.hit(ABSENT, index)
         if self.computing:  # quiet: its download begins now
-            self.begin_downloads(1)
+            self.begin_downloads(1, [holder] if holder else [])
         else:
             self.unstarted += 1
+            if holder:
+                holder.place = UNSTARTED
 
-    def member_left(self, which: float) -> None:
-        """A member leaves: the holder with chance 1 / members."""
+    def member_left(self, index: float) -> None:
+        """The ``index``-th member leaves."""
         self.leaves += 1
         self.absent += 1
-        if self.current is not None and which * self.members < 1.0:
-            self.current.present = False
-            self.current = None
+        self.gone(self.hit(MEMBER, index))
         self.members -= 1
         if self.computing:
             self.lost_s += self.now - self.boundary_s
@@ -369,17 +388,26 @@ class Counts:
             raise Unmodelled("no member left")
         self.rates()
 
-    def joiner_left(self, index: int, waiting_dl: int, enlisted_dl: int) -> None:
+    def gone(self, holder: Holder | None) -> None:
+        if holder is not None:
+            holder.place = ABSENT
+            if holder.group is not None:
+                holder.group.tracked.remove(holder)
+                holder.group = None
+
+    def joiner_left(self, index: int, waiting_dl: int) -> None:
         """The ``index``-th present joiner leaves (in the order: not begun, in, in the collective, in
         flight waiting, in flight in the collective)."""
         self.leaves += 1
         self.absent += 1
         if index < self.unstarted:
             self.unstarted -= 1
+            self.gone(self.hit(UNSTARTED, index))
             return
         index -= self.unstarted
         if index < self.loaded:
             self.loaded -= 1
+            self.gone(self.hit(LOADED, index))
             return
         index -= self.loaded
         if index < self.loaded_enlisted:
@@ -387,6 +415,7 @@ class Counts:
             self.present += share
             self.extension_s -= share
             self.loaded_enlisted -= 1
+            self.gone(self.hit(ENLISTED, index))
             self.enlisted_left()
             return
         index -= self.loaded_enlisted
@@ -421,53 +450,71 @@ class Counts:
                 index -= count
                 continue
             for _, _, group in holder.groups:
-                count = group.enlisted if enlisted else group.waiting
-                if index < count:
-                    if enlisted:
-                        group.enlisted -= 1
-                        holder.enlisted -= 1
-                    else:
-                        group.waiting -= 1
-                    holder.downloads -= 1
-                    return
-                index -= count
+                if group.enlisted != enlisted or index >= group.count:
+                    index -= group.count if group.enlisted == enlisted else 0
+                    continue
+                if index < len(group.tracked):
+                    self.gone(group.tracked[index])
+                group.count -= 1
+                holder.downloads -= 1
+                holder.enlisted -= enlisted
+                return
         raise AssertionError("no such download")
 
     # --- downloads --------------------------------------------------------------------------------
 
-    def begin_downloads(self, count: int) -> None:
-        """``count`` joiners begin downloading the weights from the lowest present member now."""
+    def source(self) -> Holder:
+        """The lowest present member: the first holder back among the members, or a new one."""
+        for holder in self.holders:
+            if holder.place == MEMBER:
+                return holder
         if self.members == 0:
             raise Unmodelled("a joiner with no member to download from")
-        if self.current is None:
-            self.current = Holder(len(self.holders))
-            self.holders.append(self.current)
-        holder = self.current
-        group = Group(holder, holder.progress + self.weights_bytes, waiting=count)
-        heapq.heappush(holder.groups, (group.done_at, id(group), group))
-        holder.downloads += count
+        holder = Holder(self.holder_numbers)
+        self.holder_numbers += 1
+        self.holders.append(holder)
+        return holder
+
+    def begin_downloads(self, count: int, tracked: list[Holder]) -> None:
+        """``count`` joiners (``tracked`` among them) begin downloading the weights from the lowest present
+        member now."""
+        source = self.source()
+        group = Group(source, source.progress + self.weights_bytes, count, tracked=tracked)
+        for holder in tracked:
+            holder.place, holder.group = DOWNLOADING, group
+        heapq.heappush(source.groups, (group.done_at, id(group), group))
+        source.downloads += count
         self.rates()
 
-    def download_done(self, holder: Holder) -> None:
-        """The downloads of ``holder``'s first group are in: each a comm row of the weights."""
-        _, _, group = heapq.heappop(holder.groups)
-        count = group.waiting + group.enlisted
-        holder.downloads -= count
-        holder.enlisted -= group.enlisted
-        self.bytes_sent += count * self.weights_bytes
-        self.loaded += group.waiting
-        self.loaded_enlisted += group.enlisted
-        if not self.computing:
-            self.extension_s += group.enlisted * (self.now - self.formed_s)
-        if not holder.downloads and not holder.present:
-            self.holders.remove(holder)
+    def download_done(self, source: Holder) -> None:
+        """The downloads of ``source``'s first group are in: each a comm row of the weights."""
+        _, _, group = heapq.heappop(source.groups)
+        source.downloads -= group.count
+        self.bytes_sent += group.count * self.weights_bytes
+        if group.enlisted:
+            source.enlisted -= group.count
+            self.loaded_enlisted += group.count
+            self.extension_s += group.count * (self.now - self.formed_s)
+        else:
+            self.loaded += group.count
+        for holder in group.tracked:
+            holder.place, holder.group = ENLISTED if group.enlisted else LOADED, None
         self.rates()
+
+    def prune(self) -> None:
+        """Stop following the holders whose uplinks carry nothing, but the lowest member among them."""
+        lowest = next((holder for holder in self.holders if holder.place == MEMBER), None)
+        for holder in [holder for holder in self.holders if not holder.downloads and holder is not lowest]:
+            self.holders.remove(holder)
+            if holder.group is not None:
+                holder.group.tracked.remove(holder)
 
     # --- the network ------------------------------------------------------------------------------
 
     def rates(self) -> None:
         """Every flow's rate now (``fill``)."""
-        loads = [(holder.number, holder.downloads, holder.enlisted, holder.present)
+        self.prune()
+        loads = [(holder.number, holder.downloads, holder.enlisted, holder.in_ring)
                  for holder in self.holders if holder.downloads]
         if not loads and not self.ring_on:
             return
@@ -488,9 +535,10 @@ class Counts:
         self.extension_s = 0.0
         for holder in self.holders:
             for _, _, group in holder.groups:
-                group.enlisted += group.waiting
-                group.waiting = 0
+                group.enlisted = True
             holder.enlisted = holder.downloads
+            if holder.place == LOADED:
+                holder.place = ENLISTED
 
     def participants(self) -> int:
         return self.members + self.loaded_enlisted + sum(holder.enlisted for holder in self.holders)
@@ -503,6 +551,8 @@ class Counts:
         self.ring_on = True
         self.hold_until_s, self.dropped_in_flight, self.moved_s = -math.inf, [], None  # this try's own
         self.last_start_s = self.now
+        for holder in self.holders:
+            holder.in_ring = holder.place in (MEMBER, ENLISTED) or (holder.place == DOWNLOADING and holder.group.enlisted)
         if self.first_start_s is None:
             self.first_start_s = self.now
         self.rates()
@@ -537,14 +587,15 @@ class Counts:
         self.loaded_enlisted, self.extension_s = 0, 0.0
         for holder in self.holders:
             for _, _, group in holder.groups:
-                group.waiting += group.enlisted
-                group.enlisted = 0
+                group.enlisted = False
             holder.enlisted = 0
+            if holder.place == ENLISTED:
+                holder.place = MEMBER
         self.computing = True
         self.boundary_s = end_s
         if self.completed < self.outer_steps and self.unstarted:
             count, self.unstarted = self.unstarted, 0
-            self.begin_downloads(count)
+            self.begin_downloads(count, self.tracked_at(UNSTARTED))
         self.rates()
 
 
