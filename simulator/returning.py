@@ -245,7 +245,11 @@ class Counts:
         self.ring_rate = 0.0
         self.ring_bytes = 0.0
         self.hold_until_s = -math.inf  # partial: the ring ends no sooner than this
-        self.dropped_in_flight: list[float] = []  # partial: when each dropped participant left
+        # partial: when each participant dropped from the ring in flight left, those away and those back
+        # (a participant back and leaving again is dropped again, as ``Churn.leave`` drops it: its row
+        # then ends at its last departure); those back, with when they came back
+        self.dropped_away: list[float] = []
+        self.dropped_back: list[tuple[float, float]] = []
         self.moved_s: float | None = None  # partial: when the ring's bytes were through
         self.completed = 0
         # the totals
@@ -362,6 +366,7 @@ class Counts:
 
     def returned(self, index: float) -> None:
         """The ``index``-th absent worker returns."""
+        away = self.absent - int(index)  # the dropped participants away come last among the absent
         self.joins += 1
         self.absent -= 1
         holder = self.hit(ABSENT, index)
@@ -371,6 +376,8 @@ class Counts:
             self.unstarted += 1
             if holder:
                 holder.place = UNSTARTED
+            if away <= len(self.dropped_away):
+                self.dropped_back.append((self.dropped_away.pop(away - 1), self.now))
 
     def member_left(self, index: float) -> None:
         """The ``index``-th member leaves."""
@@ -401,8 +408,11 @@ class Counts:
         self.leaves += 1
         self.absent += 1
         if index < self.unstarted:
+            back = self.unstarted - index  # the dropped participants back come last among them
             self.unstarted -= 1
             self.gone(self.hit(UNSTARTED, index))
+            if back <= len(self.dropped_back):
+                self.dropped_again(back - 1)
             return
         index -= self.unstarted
         if index < self.loaded:
@@ -411,24 +421,36 @@ class Counts:
             return
         index -= self.loaded
         if index < self.loaded_enlisted:
-            share = self.extension_s / self.loaded_enlisted
+            share = self.extension_s / self.loaded_enlisted  # its download's row past the forming (on average)
             self.present += share
             self.extension_s -= share
             self.loaded_enlisted -= 1
             self.gone(self.hit(ENLISTED, index))
-            self.enlisted_left()
+            self.enlisted_left(self.formed_s + share)
             return
         index -= self.loaded_enlisted
         enlisted = index >= waiting_dl
         self.cancel(index - waiting_dl if enlisted else index, enlisted)
         if enlisted:
-            self.enlisted_left()
+            self.enlisted_left(self.formed_s)
         self.rates()
 
-    def enlisted_left(self) -> None:
-        """A joiner in the collective leaves: its wait since the collective formed has no row."""
+    def enlisted_left(self, covered_until_s: float) -> None:
+        """A joiner in the collective leaves: its wait since the collective formed has no row (its rows
+        cover it up to ``covered_until_s``); under ``partial`` the ring in flight gives it a comm row."""
         self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
+        if self.partial and self.ring_on:
+            self.present += self.now - max(self.last_start_s, min(covered_until_s, self.now))
         self.participant_left()
+
+    def dropped_again(self, which: int) -> None:
+        """``partial``: a participant dropped from the ring in flight came back and leaves again: it is
+        dropped again; its comm row now ends here, over its time away."""
+        left_s, back_s = self.dropped_back.pop(which)
+        self.present += back_s - left_s
+        self.dropped_members += 1
+        self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
+        self.dropped_away.append(self.now)
 
     def participant_left(self) -> None:
         """A participant of the collective leaves: the ring in flight breaks, or goes on without it."""
@@ -437,7 +459,7 @@ class Counts:
         if self.partial:
             self.dropped_members += 1
             self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
-            self.dropped_in_flight.append(self.now)
+            self.dropped_away.append(self.now)
         else:
             self.ring_on = False
             self.rates()
@@ -549,7 +571,7 @@ class Counts:
         self.ring_bytes = self.volume(participants, self.payload_bytes)
         self.ring_left = self.ring_bytes
         self.ring_on = True
-        self.hold_until_s, self.dropped_in_flight, self.moved_s = -math.inf, [], None  # this try's own
+        self.hold_until_s, self.dropped_away, self.dropped_back, self.moved_s = -math.inf, [], [], None  # this try's
         self.last_start_s = self.now
         for holder in self.holders:
             holder.in_ring = holder.place in (MEMBER, ENLISTED) or (holder.place == DOWNLOADING and holder.group.enlisted)
@@ -572,7 +594,7 @@ class Counts:
         self.bytes_sent += participants * self.ring_bytes
         self.sync_rows += participants
         moved_s = end_s if self.moved_s is None else self.moved_s
-        for left_s in self.dropped_in_flight:  # a dropped member's comm row: its share sent by then
+        for left_s in self.dropped_away + [left_s for left_s, _ in self.dropped_back]:  # its share sent by then
             share = min(1.0, (left_s - self.last_start_s) / (moved_s - self.last_start_s)) \
                 if moved_s > self.last_start_s else 1.0
             self.bytes_sent += share * self.ring_bytes
