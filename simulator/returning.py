@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 # The event model's estimated events above which the counts play the run (below, the event model is
 # fast and exact, draw for draw): a fleet of a few dozen churning workers, or a long run of a few.
 FAST_FROM_EVENTS = 100_000
+FILLS_KEPT = 100_000  # ``fill``'s answers kept (the loads recur: a holder's downloads count up and down)
 DRAWS = 8192  # exponential and uniform draws taken from the generator at once
 STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
 # A counted change costs about 5 us (an event of the event model 10-30 us) and may change rates
@@ -232,6 +233,7 @@ class Counts:
         self.extension_s = 0.0  # of those, seconds their download rows reach past the collective's forming
         self.holders: list[Holder] = []  # in the order they became holders
         self.holder_numbers = 0
+        self.filled: dict[tuple, dict[int, float]] = {}  # ``fill``'s rates, by its loads
         # the period
         self.now = 0.0
         self.boundary_s = 0.0
@@ -293,11 +295,11 @@ class Counts:
         timer_at, timer = self.next_timer()
         at = min(random_at, timer_at)
         if at > self.horizon_s:
-            self.advance(self.horizon_s)
+            self.advance(self.horizon_s, waiting_dl)
             self.horizon_reached = True
             self.completed = self.outer_steps  # stop; ``play`` reports how far it got
             return
-        self.advance(at)
+        self.advance(at, waiting_dl)
         if random_at < timer_at:
             self.change(uniform * total_rate, present, waiting_dl, enlisted_dl)
         else:
@@ -322,13 +324,13 @@ class Counts:
                     best, action = at, (lambda holder=holder: self.download_done(holder))
         return best, action
 
-    def advance(self, at: float) -> None:
-        """Everything that runs at a rate, and every presence, from now to ``at``."""
+    def advance(self, at: float, waiting_dl: int) -> None:
+        """Everything that runs at a rate, and every presence, from now to ``at`` (``waiting_dl``: the
+        joiners downloading while they wait for a collective)."""
         dt = at - self.now
         if dt <= 0:
             self.now = max(self.now, at)
             return
-        waiting_dl, _ = self.downloading()
         waiting = self.unstarted + self.loaded + waiting_dl
         self.idle += waiting * dt
         self.present += (self.members + waiting) * dt
@@ -393,7 +395,6 @@ class Counts:
         self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
         if self.members == 0:
             raise Unmodelled("no member left")
-        self.rates()
 
     def gone(self, holder: Holder | None) -> None:
         if holder is not None:
@@ -540,7 +541,12 @@ class Counts:
                  for holder in self.holders if holder.downloads]
         if not loads and not self.ring_on:
             return
-        filled = fill(self.capacity, self.ring_on, loads)
+        key = (self.ring_on, tuple(loads))
+        filled = self.filled.get(key)
+        if filled is None:
+            if len(self.filled) > FILLS_KEPT:
+                self.filled.clear()
+            filled = self.filled[key] = fill(self.capacity, self.ring_on, loads)
         for holder in self.holders:
             holder.rate = filled.get(holder.number, 0.0)
         self.ring_rate = filled.get(RING, 0.0)
