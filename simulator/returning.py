@@ -59,9 +59,9 @@ if TYPE_CHECKING:
     from .engine import Simulation
     from .result import SimResult
 
-# The event model's estimated events above which the counts play the run (below, the event model is
-# fast and exact, draw for draw): a fleet of a few dozen churning workers, or a long run of a few.
-FAST_FROM_EVENTS = 100_000
+# The event model's estimated events above which the counts play the run: a quarter of the default
+# budget, an event run of 5-20 s (below, the event model is fast enough and draws worker by worker).
+FAST_FROM_EVENTS = 500_000
 FILLS_KEPT = 100_000  # ``fill``'s answers kept (the loads recur: a holder's downloads count up and down)
 DRAWS = 8192  # exponential and uniform draws taken from the generator at once
 STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
@@ -664,4 +664,14 @@ def result(sim: Simulation, counts: Counts) -> SimResult:
     summary = summary_of(workers, counts.now, durations, np.ones(len(durations), dtype=np.int64),
                          scenario.schedule.outer_steps if complete else len(durations), peak_gbps, extra,
                          island_extra(sim))
-    return SimResult(summary=summary, row_source=list, islands=islands_of_links(sim), counts=fleet.replica_counts)
+    refuse = lambda: no_rows(scenario)  # noqa: E731
+    return SimResult(summary=summary, row_source=refuse, transfer_source=refuse, islands=islands_of_links(sim),
+                     counts=fleet.replica_counts)
+
+
+def no_rows(scenario: Scenario) -> list:
+    """A counted run has a summary and nothing per worker: refuse its trace and links in one line."""
+    raise budget.BudgetExceeded(
+        scenario.source, "island.0.replicas",
+        "a run of this many churning workers is played on counts (simulator/returning.py) and keeps no rows "
+        "per worker: its summary only; for a trace, simulate fewer workers or outer steps (docs/performance.md)")
