@@ -68,10 +68,9 @@ class Simulation:
         self.schedule = schedule_of(scenario)
         self.lockstep = arrays and lockstep.applies(scenario, self.schedule.coupled)
         self.network_model = network_model_for(scenario)
-        self.counted = (arrays and not self.lockstep and returning.applies(scenario, self.schedule, self.network_model)
-                        and returning.worth_it(scenario))  # churn that returns, on counts (``returning.py``)
-        self.budget = (lockstep.guard(scenario, max_events) if self.lockstep else
-                       returning.guard(scenario, max_events) if self.counted else budget.guard(scenario, max_events))
+        self.counted = arrays and returning.chosen(scenario, self.schedule, self.network_model)  # churn that returns
+        guard = lockstep.guard if self.lockstep else returning.guard if self.counted else budget.guard
+        self.budget = guard(scenario, max_events)
         self.group_replicas = group_replicas
         self.env = env = CountingEnvironment(max_events)
         workers = scenario.workers()
@@ -147,10 +146,8 @@ class Simulation:
     def play(self) -> SimResult:
         if self.lockstep or (played := self.one_learner and one_learner.play(self)):  # played without events
             return lockstep_result(self, self.replayed_rows) if self.lockstep else played
-        if self.counted:
-            if played := returning.play(self):
-                return played
-            self.budget = budget.guard(self.scenario, self.env.max_events)  # a state the counts do not cover
+        if self.counted and (played := returning.play(self)):  # on counts, or back to events (``returning.py``)
+            return played
         for state in self.fleet.states:
             if state.worker.present:
                 state.present = True
@@ -303,5 +300,6 @@ def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,
     (or more time than float64 resolves), and if it passes ``max_events`` all the same.
     ``group_replicas=False`` runs every replica on its own (``replicas.py``; the same result, slower);
     ``arrays=False`` plays a lockstep run event by event (``lockstep.py``; the same result, slower,
-    and its ``events`` counted: a lockstep run has none)."""
+    and its ``events`` counted: a lockstep run has none), and a large fleet whose churn returns too
+    (``returning.py`` plays it on counts otherwise: the summary's ``played`` says so)."""
     return Simulation(scenario, max_events, group_replicas, arrays).run()

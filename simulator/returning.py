@@ -106,9 +106,10 @@ def blocking_period_steps(scenario: Scenario, schedule: Schedule) -> float | Non
     return period if period > 0 else None
 
 
-def worth_it(scenario: Scenario) -> bool:
-    """Whether the event model's run would be long enough for the counts to play it instead."""
-    return budget.estimate(scenario).events > FAST_FROM_EVENTS
+def chosen(scenario: Scenario, schedule: Schedule, network_model: str) -> bool:
+    """Whether the counts play the run: they apply, and the event model's would be long (lockstep,
+    which needs no churn, never applies then)."""
+    return applies(scenario, schedule, network_model) and budget.estimate(scenario).events > FAST_FROM_EVENTS
 
 
 def guard(scenario: Scenario, max_events: float) -> budget.Budget:
@@ -628,11 +629,13 @@ class Counts:
 
 
 def play(sim: Simulation) -> SimResult | None:
-    """Play ``sim`` on counts; None where the counts meet a state they do not cover (``Unmodelled``)."""
+    """Play ``sim`` on counts; None where the counts meet a state they do not cover (``Unmodelled``):
+    then ``sim`` takes the event model's budget, refused in one line if the event run is beyond it."""
     counts = Counts(sim, blocking_period_steps(sim.scenario, sim.schedule))
     try:
         counts.play()
     except Unmodelled:
+        sim.budget = budget.guard(sim.scenario, sim.env.max_events)
         return None
     return result(sim, counts)
 
