@@ -69,8 +69,7 @@ class Simulation:
         self.lockstep = arrays and lockstep.applies(scenario, self.schedule.coupled)
         self.network_model = network_model_for(scenario)
         self.counted = arrays and returning.chosen(scenario, self.schedule, self.network_model)  # churn that returns
-        guard = lockstep.guard if self.lockstep else returning.guard if self.counted else budget.guard
-        self.budget = guard(scenario, max_events)
+        self.budget = (lockstep.guard if self.lockstep else returning.guard if self.counted else budget.guard)(scenario, max_events)
         self.group_replicas = group_replicas
         self.env = env = CountingEnvironment(max_events)
         workers = scenario.workers()
@@ -144,10 +143,8 @@ class Simulation:
                 gc.enable()
 
     def play(self) -> SimResult:
-        if self.lockstep or (played := self.one_learner and one_learner.play(self)):  # played without events
+        if self.lockstep or (played := (self.one_learner and one_learner.play(self)) or (self.counted and returning.play(self))):
             return lockstep_result(self, self.replayed_rows) if self.lockstep else played
-        if self.counted and (played := returning.play(self)):  # on counts, or back to events (``returning.py``)
-            return played
         for state in self.fleet.states:
             if state.worker.present:
                 state.present = True
@@ -296,10 +293,8 @@ def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,
              group_replicas: bool = True, arrays: bool = True) -> SimResult:
     """Play a scenario's schedule through the discrete-event model.
 
-    Raises ``ScenarioError`` before running when the run would need more than ``max_events`` events
-    (or more time than float64 resolves), and if it passes ``max_events`` all the same.
+    Raises ``ScenarioError`` before a run beyond ``max_events`` events (or float64 time), or past them.
     ``group_replicas=False`` runs every replica on its own (``replicas.py``; the same result, slower);
-    ``arrays=False`` plays a lockstep run event by event (``lockstep.py``; the same result, slower,
-    and its ``events`` counted: a lockstep run has none), and a large fleet whose churn returns too
-    (``returning.py`` plays it on counts otherwise: the summary's ``played`` says so)."""
+    ``arrays=False`` plays a lockstep run event by event (``lockstep.py``; the same result, slower, and
+    its ``events`` counted), and a large fleet whose churn returns (else on counts: ``returning.py``)."""
     return Simulation(scenario, max_events, group_replicas, arrays).run()

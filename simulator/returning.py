@@ -226,7 +226,7 @@ class Counts:
         self.uniforms: list[float] = []
         self.drawn = DRAWS
         # who is where
-        self.members = self.fleet_size
+        self.member_count = self.fleet_size
         self.absent = 0
         self.unstarted = 0  # joiners whose download waits for the next outer boundary
         self.loaded = 0  # joiners whose download is in and who wait for a collective (not in one)
@@ -289,7 +289,7 @@ class Counts:
     def step(self) -> None:
         """Move to the next change: a departure or a return, or a timer, whichever comes first."""
         waiting_dl, enlisted_dl = self.downloading()
-        present = self.members + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
+        present = self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
         total_rate = present * self.leave_rate + self.absent * self.return_rate
         exponential, uniform = self.draw()
         random_at = self.now + exponential / total_rate if total_rate > 0 else math.inf
@@ -334,13 +334,13 @@ class Counts:
             return
         waiting = self.unstarted + self.loaded + waiting_dl
         self.idle += waiting * dt
-        self.present += (self.members + waiting) * dt
+        self.present += (self.member_count + waiting) * dt
         if self.computing:
-            self.compute += self.members * dt
+            self.compute += self.member_count * dt
         elif self.first_start_s is None:
-            self.idle += self.members * dt
+            self.idle += self.member_count * dt
         else:
-            self.stall += self.members * dt
+            self.stall += self.member_count * dt
         if self.ring_on:
             self.ring_left = max(0.0, self.ring_left - self.ring_rate * dt)
         for holder in self.holders:
@@ -354,10 +354,10 @@ class Counts:
         pick /= self.leave_rate
         if pick >= present:
             self.returned((pick - present) * self.leave_rate / self.return_rate)
-        elif pick < self.members:
+        elif pick < self.member_count:
             self.member_left(pick)
         else:
-            self.joiner_left(int(pick - self.members), waiting_dl)
+            self.joiner_left(int(pick - self.member_count), waiting_dl)
 
     def tracked_at(self, place: int) -> list[Holder]:
         return [holder for holder in self.holders if holder.place == place]
@@ -387,14 +387,14 @@ class Counts:
         self.leaves += 1
         self.absent += 1
         self.gone(self.hit(MEMBER, index))
-        self.members -= 1
+        self.member_count -= 1
         if self.computing:
             self.lost_s += self.now - self.boundary_s
         else:
             self.lost_s += self.period_s
             self.participant_left()
         self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
-        if self.members == 0:
+        if self.member_count == 0:
             raise Unmodelled("no member left")
 
     def gone(self, holder: Holder | None) -> None:
@@ -492,7 +492,7 @@ class Counts:
         for holder in self.holders:
             if holder.place == MEMBER:
                 return holder
-        if self.members == 0:
+        if self.member_count == 0:
             raise Unmodelled("a joiner with no member to download from")
         holder = Holder(self.holder_numbers)
         self.holder_numbers += 1
@@ -570,7 +570,7 @@ class Counts:
                 holder.place = ENLISTED
 
     def participants(self) -> int:
-        return self.members + self.loaded_enlisted + sum(holder.enlisted for holder in self.holders)
+        return self.member_count + self.loaded_enlisted + sum(holder.enlisted for holder in self.holders)
 
     def start_ring(self) -> None:
         """Every departure is noticed: the ring starts (again) among the participants present."""
@@ -596,7 +596,7 @@ class Counts:
         members and compute with the others from now, the others wait for the next collective."""
         end_s = self.now
         participants = self.participants()
-        enlisted = participants - self.members
+        enlisted = participants - self.member_count
         self.durations.append(end_s - self.last_start_s)
         self.bytes_sent += participants * self.ring_bytes
         self.sync_rows += participants
@@ -609,10 +609,10 @@ class Counts:
         self.idle += enlisted * (self.first_start_s - self.formed_s)
         self.stall += enlisted * (end_s - self.first_start_s)
         self.present += enlisted * (end_s - self.formed_s)
-        self.merged_steps += self.members * self.period_steps
+        self.merged_steps += self.member_count * self.period_steps
         self.completed += 1
         self.ring_on = False
-        self.members += self.loaded_enlisted
+        self.member_count += self.loaded_enlisted
         self.loaded_enlisted, self.extension_s = 0, 0.0
         for holder in self.holders:
             for _, _, group in holder.groups:
@@ -651,7 +651,7 @@ def result(sim: Simulation, counts: Counts) -> SimResult:
     sim.churn.lost_compute_s = counts.lost_s
     for state in fleet.states:
         state.merged_steps = counts.merged_steps / size
-    sim.completed_outer = counts.completed if complete else len(counts.durations)
+    sim.progress.reach(counts.completed if complete else len(counts.durations))
     if not complete:
         sim.horizon_reached = True
         sim.incomplete_reason = horizon_reason(sim.progress, scenario, counts.horizon_s)
