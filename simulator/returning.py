@@ -140,30 +140,82 @@ def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]
     joiners in the ring, holder in the ring)``. The links that may bind: a holder's uplink (its
     downloads, and the ring if it is in it), a joiner's downlink in the ring (the ring and its download),
     and each flow's own links."""
-    links: list[dict[int, int]] = []
-    for holder, downloads, in_ring_joiners, in_ring in loads:
-        links.append({holder: downloads, RING: 1} if ring_on and in_ring else {holder: downloads})
+    ring = len(loads)  # the flows by place: each holder's downloads, then the ring
+    links: list[tuple[tuple[int, int], ...]] = []  # each link's (flow, crossings)
+    for place, (_, downloads, in_ring_joiners, in_ring) in enumerate(loads):
+        links.append(((place, downloads), (ring, 1)) if ring_on and in_ring else ((place, downloads),))
         if ring_on and in_ring_joiners:
-            links.append({holder: 1, RING: 1})
-        links.append({holder: 1})
+            links.append(((place, 1), (ring, 1)))
+        links.append(((place, 1),))
     if ring_on:
-        links.append({RING: 1})
-    rates: dict[int, float] = {}
+        links.append(((ring, 1),))
+    rates: list[float | None] = [None] * (ring + 1)
     while True:
         level, binding = math.inf, None
         for link in links:
-            unfrozen = sum(count for flow, count in link.items() if flow not in rates)
-            if unfrozen:
-                used = sum(count * rates[flow] for flow, count in link.items() if flow in rates)
-                if (capacity - used) / unfrozen < level:
-                    level, binding = (capacity - used) / unfrozen, link
+            unfrozen, used = 0, 0.0
+            for flow, count in link:
+                rate = rates[flow]
+                if rate is None:
+                    unfrozen += count
+                else:
+                    used += count * rate
+            if unfrozen and (capacity - used) / unfrozen < level:
+                level, binding = (capacity - used) / unfrozen, link
         if binding is None:
-            return rates
-        for flow in binding:
-            rates.setdefault(flow, level)
+            filled = {load[0]: rate for load, rate in zip(loads, rates)}
+            if ring_on:
+                filled[RING] = rates[ring]
+            return filled
+        for flow, _ in binding:
+            if rates[flow] is None:
+                rates[flow] = level
+
+
+def fill_one(capacity: float, ring_on: bool, holder: int, downloads: int, in_ring_joiners: int,
+             in_ring: bool) -> dict[int, float]:
+    """``fill`` for one holder's downloads, in closed form (the common case: no holder has left):
+    through a holder in the ring, the ring and each download take 1/(n + 1) of the uplink; through
+    one out of it, the downloads take 1/n and the ring what a joiner's downlink in the ring leaves."""
+    if not ring_on:
+        return {holder: capacity / downloads}
+    if in_ring:
+        share = capacity / (downloads + 1)
+        return {holder: share, RING: share}
+    if downloads == 1:
+        share = capacity / 2 if in_ring_joiners else capacity
+        return {holder: share, RING: share}
+    share = capacity / downloads
+    return {holder: share, RING: capacity - share if in_ring_joiners else capacity}
 
 
 # --- the run ------------------------------------------------------------------------------------------
+
+
+def alternate(rng: np.random.Generator, since: np.ndarray, end_s: float, return_rate: float,
+              leave_rate: float) -> tuple[np.ndarray, int, int, float]:
+    """Workers that went away at ``since``, each on its own until ``end_s``: back after an exponential
+    time (``return_rate``), away again after another (``leave_rate``), and so on, drawn for all at once,
+    a round of draws per change. Returns who is back at the end, the returns, the departures, and the
+    seconds they were back in all."""
+    t, back = since.copy(), np.zeros(len(since), dtype=bool)
+    joins = leaves = 0
+    back_s = 0.0
+    active = np.arange(len(since))
+    while active.size:
+        was_back = back[active]
+        t_now = t[active]
+        t_next = t_now + rng.standard_exponential(active.size) / np.where(was_back, leave_rate, return_rate)
+        back_s += float(np.where(was_back, np.minimum(t_next, end_s) - t_now, 0.0).sum())
+        changing = t_next < end_s
+        flipped = active[changing]
+        returning_now = int((~was_back[changing]).sum())
+        joins += returning_now
+        leaves += flipped.size - returning_now
+        back[flipped] = ~back[flipped]
+        t[flipped] = t_next[changing]
+        active = flipped
+    return back, joins, leaves, back_s
 
 
 MEMBER, ABSENT, UNSTARTED, DOWNLOADING, LOADED, ENLISTED = range(6)  # a tracked holder's place in the counts
@@ -216,6 +268,10 @@ class Counts:
         self.capacity = worker.upload_bytes_per_s
         self.detect_s = scenario.network.detection_timeout_s
         self.partial = scenario.network.on_departure == "partial"
+        # restart: the workers away while a collective is pending are played at its end (``settle_pool``);
+        # under partial each one's return may matter to the ring in flight (``dropped_again``)
+        self.pooled = not self.partial
+        self.pool_since: list[float] = []
         self.weights_bytes = scenario.weights_bytes
         self.payload_bytes = scenario.payload_bytes
         self.volume = collective_for(scenario).volume_bytes
@@ -297,6 +353,8 @@ class Counts:
         at = min(random_at, timer_at)
         if at > self.horizon_s:
             self.advance(self.horizon_s, waiting_dl)
+            if not self.computing:
+                self.settle_pool(self.horizon_s)
             self.horizon_reached = True
             self.completed = self.outer_steps  # stop; ``play`` reports how far it got
             return
@@ -385,7 +443,6 @@ class Counts:
     def member_left(self, index: float) -> None:
         """The ``index``-th member leaves."""
         self.leaves += 1
-        self.absent += 1
         self.gone(self.hit(MEMBER, index))
         self.member_count -= 1
         if self.computing:
@@ -398,17 +455,22 @@ class Counts:
             raise Unmodelled("no member left")
 
     def gone(self, holder: Holder | None) -> None:
+        """A worker left (``holder``, if it is one followed): absent; while a collective is pending,
+        among those that ``settle_pool`` plays at the next outer boundary."""
         if holder is not None:
-            holder.place = ABSENT
+            holder.place, holder.away_since = ABSENT, self.now
             if holder.group is not None:
                 holder.group.tracked.remove(holder)
                 holder.group = None
+        if not self.pooled or self.computing:
+            self.absent += 1
+        elif holder is None:
+            self.pool_since.append(self.now)
 
     def joiner_left(self, index: int, waiting_dl: int) -> None:
         """The ``index``-th present joiner leaves (in the order: not begun, in, in the collective, in
         flight waiting, in flight in the collective)."""
         self.leaves += 1
-        self.absent += 1
         if index < self.unstarted:
             back = self.unstarted - index  # the dropped participants back come last among them
             self.unstarted -= 1
@@ -432,7 +494,7 @@ class Counts:
             return
         index -= self.loaded_enlisted
         enlisted = index >= waiting_dl
-        self.cancel(index - waiting_dl if enlisted else index, enlisted)
+        self.gone(self.cancel(index - waiting_dl if enlisted else index, enlisted))
         if enlisted:
             self.enlisted_left(self.formed_s)
         self.rates()
@@ -466,8 +528,9 @@ class Counts:
             self.ring_on = False
             self.rates()
 
-    def cancel(self, index: int, enlisted: bool) -> None:
-        """The ``index``-th download in flight (of those to joiners in the collective, or not) stops."""
+    def cancel(self, index: int, enlisted: bool) -> Holder | None:
+        """The ``index``-th download in flight (of those to joiners in the collective, or not) stops;
+        the holder that downloaded it, if it is one followed."""
         for holder in self.holders:
             count = holder.enlisted if enlisted else holder.downloads - holder.enlisted
             if index >= count:
@@ -477,12 +540,10 @@ class Counts:
                 if group.enlisted != enlisted or index >= group.count:
                     index -= group.count if group.enlisted == enlisted else 0
                     continue
-                if index < len(group.tracked):
-                    self.gone(group.tracked[index])
                 group.count -= 1
                 holder.downloads -= 1
                 holder.enlisted -= enlisted
-                return
+                return group.tracked[index] if index < len(group.tracked) else None
         raise AssertionError("no such download")
 
     # --- downloads --------------------------------------------------------------------------------
@@ -538,19 +599,25 @@ class Counts:
     def rates(self) -> None:
         """Every flow's rate now (``fill``)."""
         self.prune()
-        loads = [(holder.number, holder.downloads, holder.enlisted, holder.in_ring)
-                 for holder in self.holders if holder.downloads]
+        loads = [(holder.downloads, holder.enlisted, holder.in_ring) for holder in self.holders if holder.downloads]
         if not loads and not self.ring_on:
             return
+        filled = fill_one(self.capacity, self.ring_on, 0, *loads[0]) if len(loads) == 1 else self.shared_fill(loads)
+        loaded = iter(range(len(loads)))
+        for holder in self.holders:
+            holder.rate = filled[next(loaded)] if holder.downloads else 0.0
+        self.ring_rate = filled.get(RING, 0.0)
+
+    def shared_fill(self, loads: list[tuple[int, int, bool]]) -> dict[int, float]:
+        """``fill`` for several holders (numbered by their place in ``loads``), kept by their loads (they recur)."""
         key = (self.ring_on, tuple(loads))
         filled = self.filled.get(key)
         if filled is None:
             if len(self.filled) > FILLS_KEPT:
                 self.filled.clear()
-            filled = self.filled[key] = fill(self.capacity, self.ring_on, loads)
-        for holder in self.holders:
-            holder.rate = filled.get(holder.number, 0.0)
-        self.ring_rate = filled.get(RING, 0.0)
+            filled = self.filled[key] = fill(self.capacity, self.ring_on,
+                                             [(place, *load) for place, load in enumerate(loads)])
+        return filled
 
     # --- the period -------------------------------------------------------------------------------
 
@@ -568,6 +635,32 @@ class Counts:
             holder.enlisted = holder.downloads
             if holder.place == LOADED:
                 holder.place = ENLISTED
+        if self.pooled:  # the absent: nothing they do matters before the next outer boundary
+            tracked = self.tracked_at(ABSENT)
+            for holder in tracked:
+                holder.away_since = self.now
+            self.pool_since.extend([self.now] * (self.absent - len(tracked)))
+            self.absent = 0
+
+    def settle_pool(self, end_s: float) -> None:
+        """The returns and departures of the workers that went away while the collective was pending,
+        from when each went, up to ``end_s``, drawn now (``alternate``): those back are joiners whose
+        download waits for this outer boundary."""
+        if not self.pooled:
+            return
+        tracked = self.tracked_at(ABSENT)
+        since = np.array(self.pool_since + [holder.away_since for holder in tracked])
+        self.pool_since = []
+        back, joins, leaves, present_s = alternate(self.rng, since, end_s, self.return_rate, self.leave_rate)
+        self.joins += joins
+        self.leaves += leaves
+        self.idle += present_s
+        self.present += present_s
+        self.unstarted += int(back.sum())
+        self.absent += len(back) - int(back.sum())
+        for holder, is_back in zip(tracked, back[len(back) - len(tracked):].tolist()):
+            if is_back:
+                holder.place = UNSTARTED
 
     def participants(self) -> int:
         return self.member_count + self.loaded_enlisted + sum(holder.enlisted for holder in self.holders)
@@ -620,6 +713,7 @@ class Counts:
             holder.enlisted = 0
             if holder.place == ENLISTED:
                 holder.place = MEMBER
+        self.settle_pool(end_s)
         self.computing = True
         self.boundary_s = end_s
         if self.completed < self.outer_steps and self.unstarted:

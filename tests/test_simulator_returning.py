@@ -116,6 +116,12 @@ def test_rates_of_the_ring_and_the_downloads_worked_by_hand():
     rates = returning.fill(C, True, [(0, 4, 0, True), (1, 1, 0, True)])
     assert rates[returning.RING] == C / 5 and rates[0] == C / 5 and rates[1] == C - C / 5
     assert returning.fill(C, False, [(0, 5, 0, True)]) == {0: C / 5}  # no ring: a fair share of the uplink
+    for ring_on in (False, True):  # one holder's closed form is the filling's
+        for downloads in range(1, 7):
+            for in_ring_joiners in range(downloads + 1):
+                for in_ring in (False, True):
+                    load = (0, downloads, in_ring_joiners, in_ring)
+                    assert returning.fill_one(C, ring_on, *load) == pytest.approx(returning.fill(C, ring_on, [load]))
 
 
 # --- against the event model, over many seeds ---------------------------------------------------------
