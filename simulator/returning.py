@@ -244,6 +244,7 @@ class Holder:
     number: int  # the order they became holders in: the lower, the lower its rank
     place: int = MEMBER
     group: Group | None = None  # where it downloads the weights itself, once back as a joiner
+    away_since: float = 0.0  # when it last went away
     in_ring: bool = False  # its uplink is one of the ring's in flight (the ring keeps the links it started on)
     progress: float = 0.0  # bytes each of its downloads has moved since it began sending
     rate: float = 0.0
@@ -337,6 +338,13 @@ class Counts:
         """Joiners with a download in flight: waiting, and in the collective."""
         enlisted = sum(holder.enlisted for holder in self.holders)
         return sum(holder.downloads for holder in self.holders) - enlisted, enlisted
+
+    def counted(self) -> int:
+        """Every worker, wherever it is (the fleet's size, whatever happened: ``tests``)."""
+        waiting_dl, enlisted_dl = self.downloading()
+        pooled = len(self.pool_since) + (len(self.tracked_at(ABSENT)) if self.pooled and not self.computing else 0)
+        return (self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
+                + self.absent + pooled)
 
     def play(self) -> None:
         while self.completed < self.outer_steps:
@@ -593,6 +601,8 @@ class Counts:
             self.holders.remove(holder)
             if holder.group is not None:
                 holder.group.tracked.remove(holder)
+            if holder.place == ABSENT and self.pooled and not self.computing:  # counted among the absent again
+                self.pool_since.append(holder.away_since)
 
     # --- the network ------------------------------------------------------------------------------
 

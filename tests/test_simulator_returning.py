@@ -74,6 +74,21 @@ def test_a_state_the_counts_do_not_cover_goes_back_to_the_event_model(monkeypatc
     assert sim.run().summary == event_run(few)
 
 
+def test_every_worker_stays_counted(monkeypatch):
+    step = returning.Counts.step
+    sizes = set()
+
+    def counted_step(counts):
+        step(counts)
+        sizes.add(counts.counted())
+
+    monkeypatch.setattr(returning.Counts, "step", counted_step)
+    for seed in range(10):
+        for policy in ("restart", "partial"):
+            returning.play(Simulation(scenario(50, 4, 4320, 180, f"network.on_departure={policy}", seed=seed)))
+    assert sizes == {50}
+
+
 # --- closed forms --------------------------------------------------------------------------------------
 
 
