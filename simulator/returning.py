@@ -19,19 +19,27 @@ where):
 * **the network**: a ring crosses every participant's links; joiners download the weights from the
   lowest present member (a *holder*) over its uplink, so the ring and every download from a holder in
   the ring share that uplink; the rates are the flow model's max-min fair shares (progressive filling,
-  ``fill``) over the few kinds of link that carry more than one flow, recomputed when a flow starts or ends;
+  ``fill``) over the few kinds of link that carry more than one flow, recomputed when a flow starts or
+  ends. Downloads begun together are one group; a holder is followed on its own (``Holder.place``)
+  while its uplink carries downloads, so the ring crosses it again when it is back in it and, back
+  among the members, it is the lowest holder again;
 * **the rules** of ``churn.py``: a joiner downloads once no collective is pending since the last outer
   boundary, takes part in the next collective that forms, and computes from the outer boundary after
-  its download is in; a departure breaks the ring in flight (or drops the member, ``partial``), which
-  restarts once every departure is noticed; the work since a worker's last sync is lost.
+  its download is in; a departure breaks the ring in flight (or drops the member, ``partial``, and a
+  dropped member back and leaving again is dropped again), which restarts once every departure is
+  noticed; the work since a worker's last sync is lost;
+* **grouped**: a worker that leaves while a collective is pending matters to nobody before the next
+  outer boundary but by its presence (restart), so their returns and departures are drawn there, for
+  all of them at once (``alternate``), not one step each.
 
 The summary is gathered as the run goes (each worker's seconds of compute, idle, stall and presence
 as its rows would add them, the bytes, each collective's last try). It draws differently from the
 event model (one generator for the run, not one per worker), so it is checked against it over many
-seeds with a statistical test (``tests/test_simulator_returning.py``); without departures it is the
-event model's run to the last bit. One approximation: a holder that leaves and is readmitted is not
-the lowest holder again (the event model's lowest rank may be). A state the counts do not cover (no
-member left: a joiner would start alone) hands the run back to the event model.
+seeds with a statistical test (``tests/test_simulator_returning.py``, docs/performance.md); without
+departures it is the event model's run. Approximated: a holder's rank is the order it became one in,
+a holder whose uplink carries nothing is no longer followed, and a departing joiner's download row
+past the collective's forming is the average of theirs. A state the counts do not cover (no member
+left: a joiner would start alone) hands the run back to the event model.
 """
 
 from __future__ import annotations
@@ -291,6 +299,7 @@ class Counts:
         self.extension_s = 0.0  # of those, seconds their download rows reach past the collective's forming
         self.holders: list[Holder] = []  # in the order they became holders
         self.holder_numbers = 0
+        self.group_numbers = 0
         self.filled: dict[tuple, dict[int, float]] = {}  # ``fill``'s rates, by its loads
         # the period
         self.now = 0.0
@@ -575,7 +584,8 @@ class Counts:
         group = Group(source, source.progress + self.weights_bytes, count, tracked=tracked)
         for holder in tracked:
             holder.place, holder.group = DOWNLOADING, group
-        heapq.heappush(source.groups, (group.done_at, id(group), group))
+        self.group_numbers += 1  # ties broken by the order the groups began in, not by address
+        heapq.heappush(source.groups, (group.done_at, self.group_numbers, group))
         source.downloads += count
         self.rates()
 
