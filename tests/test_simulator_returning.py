@@ -1,4 +1,4 @@
-"""Churn that returns, played on counts (``simulator/returning.py``): the event model's run without
+"""Churn that returns, played on counts (``simulator/returning.py``, ``simulator/counts.py``): the event model's run without
 departures to the last bit, a departure worked by hand, the rates of ring and downloads worked by hand,
 and the summary figures against the event model's over many seeds (a statistical fast path draws
 differently: its means must lie within the event model's sampling error)."""
@@ -12,7 +12,7 @@ import pytest
 
 from islands.scenarios import ScenarioError, load
 from islands.simulator import simulate
-from islands.simulator import returning
+from islands.simulator import counts, returning
 from islands.simulator.engine import Simulation
 
 S = 20e9  # the worked example's payload: 10B parameters in bf16
@@ -75,14 +75,14 @@ def test_a_state_the_counts_do_not_cover_goes_back_to_the_event_model(monkeypatc
 
 
 def test_every_worker_stays_counted(monkeypatch):
-    step = returning.Counts.step
+    step = counts.Counts.step
     sizes = set()
 
-    def counted_step(counts):
-        step(counts)
-        sizes.add(counts.counted())
+    def counted_step(run):
+        step(run)
+        sizes.add(run.counted())
 
-    monkeypatch.setattr(returning.Counts, "step", counted_step)
+    monkeypatch.setattr(counts.Counts, "step", counted_step)
     for seed in range(10):
         for policy in ("restart", "partial"):
             returning.play(Simulation(scenario(50, 4, 4320, 180, f"network.on_departure={policy}", seed=seed)))
@@ -94,11 +94,11 @@ def test_every_worker_stays_counted(monkeypatch):
 
 def test_without_departures_the_counts_are_the_event_models_run():
     still = scenario(40, 6, 1e15, 3600)  # nobody leaves before the end
-    counts, events = counted(still), event_run(still)
+    on_counts, events = counted(still), event_run(still)
     ring_s = 2 * 39 / 40 * S / C
-    assert counts["wall_time_s"] == events["wall_time_s"] == pytest.approx(6 * (PERIOD_S + ring_s), rel=1e-12)
+    assert on_counts["wall_time_s"] == events["wall_time_s"] == pytest.approx(6 * (PERIOD_S + ring_s), rel=1e-12)
     for key in FIGURES:
-        assert counts[key] == pytest.approx(events[key], rel=1e-12, abs=1e-9), key
+        assert on_counts[key] == pytest.approx(events[key], rel=1e-12, abs=1e-9), key
 
 
 def test_one_departure_worked_by_hand(monkeypatch):
@@ -106,7 +106,7 @@ def test_one_departure_worked_by_hand(monkeypatch):
     130 s, and at 750 s the ring of three moves 2 x 2/3 x S at 1 Gbit/s."""
     four = scenario(4, 1, 1e6, 1e6)
     draws = iter([(100 * 4 / 1e6, 0.0)])  # the first change at 100 s: member 0 leaves; then none
-    monkeypatch.setattr(returning.Counts, "draw", lambda self: next(draws, (1e30, 0.0)))
+    monkeypatch.setattr(counts.Counts, "draw", lambda self: next(draws, (1e30, 0.0)))
     summary = counted(four)
     ring_s = 2 * 2 / 3 * S / C
     wall_s = PERIOD_S + ring_s
@@ -122,46 +122,46 @@ def test_one_departure_worked_by_hand(monkeypatch):
 
 def test_rates_of_the_ring_and_the_downloads_worked_by_hand():
     # the ring and k downloads through a holder in the ring: C / (k + 1) each
-    assert returning.fill(C, True, [(0, 3, 0, True)]) == {0: C / 4, returning.RING: C / 4}
+    assert counts.fill(C, True, [(0, 3, 0, True)]) == {0: C / 4, counts.RING: C / 4}
     # the holder left the ring: its downloads share its uplink alone; the ring moves at its own rate
-    assert returning.fill(C, True, [(0, 3, 0, False)]) == {0: C / 3, returning.RING: C}
+    assert counts.fill(C, True, [(0, 3, 0, False)]) == {0: C / 3, counts.RING: C}
     # one download to a joiner in the ring, from a holder out of it: the joiner's downlink is shared
-    assert returning.fill(C, True, [(0, 1, 1, False)]) == {0: C / 2, returning.RING: C / 2}
+    assert counts.fill(C, True, [(0, 1, 1, False)]) == {0: C / 2, counts.RING: C / 2}
     # two holders in the ring: the busier binds the ring, the other's downloads take what is left
-    rates = returning.fill(C, True, [(0, 4, 0, True), (1, 1, 0, True)])
-    assert rates[returning.RING] == C / 5 and rates[0] == C / 5 and rates[1] == C - C / 5
-    assert returning.fill(C, False, [(0, 5, 0, True)]) == {0: C / 5}  # no ring: a fair share of the uplink
+    rates = counts.fill(C, True, [(0, 4, 0, True), (1, 1, 0, True)])
+    assert rates[counts.RING] == C / 5 and rates[0] == C / 5 and rates[1] == C - C / 5
+    assert counts.fill(C, False, [(0, 5, 0, True)]) == {0: C / 5}  # no ring: a fair share of the uplink
     for ring_on in (False, True):  # one holder's closed form is the filling's
         for downloads in range(1, 7):
             for in_ring_joiners in range(downloads + 1):
                 for in_ring in (False, True):
                     load = (0, downloads, in_ring_joiners, in_ring)
-                    assert returning.fill_one(C, ring_on, *load) == pytest.approx(returning.fill(C, ring_on, [load]))
+                    assert counts.fill_one(C, ring_on, *load) == pytest.approx(counts.fill(C, ring_on, [load]))
 
 
 # --- against the event model, over many seeds ---------------------------------------------------------
 
 
-def welch_z(counts: np.ndarray, events: np.ndarray) -> np.ndarray:
+def welch_z(counted: np.ndarray, events: np.ndarray) -> np.ndarray:
     """Per figure, the difference of the means over its standard error (0 where both never vary)."""
-    error = np.sqrt(counts.var(axis=0, ddof=1) / len(counts) + events.var(axis=0, ddof=1) / len(events))
-    difference = counts.mean(axis=0) - events.mean(axis=0)
+    error = np.sqrt(counted.var(axis=0, ddof=1) / len(counted) + events.var(axis=0, ddof=1) / len(events))
+    difference = counted.mean(axis=0) - events.mean(axis=0)
     return np.divide(difference, error, out=np.zeros_like(difference), where=error > 0)
 
 
 def compare(seeds: int, *args, **kwargs) -> dict[str, float]:
     """The Welch statistic of every figure over ``seeds`` seeds (the runs the counts hand back, skipped)."""
-    counts, events = [], []
+    counted_figures, event_figures = [], []
     for seed in range(seeds):
         chosen = scenario(*args, seed=seed, **kwargs)
         played = returning.play(Simulation(chosen))
         if played is None:
             continue
         event_summary = event_run(chosen)
-        counts.append([played.summary[key] for key in FIGURES])
-        events.append([event_summary[key] for key in FIGURES])
-    assert len(counts) > 0.9 * seeds
-    return dict(zip(FIGURES, welch_z(np.array(counts, float), np.array(events, float))))
+        counted_figures.append([played.summary[key] for key in FIGURES])
+        event_figures.append([event_summary[key] for key in FIGURES])
+    assert len(counted_figures) > 0.9 * seeds
+    return dict(zip(FIGURES, welch_z(np.array(counted_figures, float), np.array(event_figures, float))))
 
 
 # Every figure's mean within this many standard errors of the event model's (deterministic: the seeds

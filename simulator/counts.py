@@ -1,0 +1,630 @@
+"""The counts that ``returning.py`` plays a run of churn that returns on: who is where, when the next
+change comes, the rates of the ring and of the downloads, and the totals of the summary (see
+``returning.py`` for the rules and what they approximate)."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .collectives import collective_for
+
+if TYPE_CHECKING:
+    from .engine import Simulation
+
+FILLS_KEPT = 100_000  # ``fill``'s answers kept (the loads recur: a holder's downloads count up and down)
+DRAWS = 8192  # exponential and uniform draws taken from the generator at once
+STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
+
+
+class Unmodelled(Exception):
+    """A state the counts do not cover: the event model plays the run."""
+
+
+# --- the network: max-min fair rates over the links that carry more than one flow ------------------
+
+RING = -1  # the ring's key among the flows (a holder's downloads are keyed by the holder's number)
+
+
+def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]) -> dict[int, float]:
+    """Each flow's max-min fair rate by progressive filling (``network.max_min_rates``), every link of
+    ``capacity``: the ring (if on) and each holder's downloads ``(holder, downloads, downloads to
+    joiners in the ring, holder in the ring)``. The links that may bind: a holder's uplink (its
+    downloads, and the ring if it is in it), a joiner's downlink in the ring (the ring and its download),
+    and each flow's own links."""
+    ring = len(loads)  # the flows by place: each holder's downloads, then the ring
+    links: list[tuple[tuple[int, int], ...]] = []  # each link's (flow, crossings)
+    for place, (_, downloads, in_ring_joiners, in_ring) in enumerate(loads):
+        links.append(((place, downloads), (ring, 1)) if ring_on and in_ring else ((place, downloads),))
+        if ring_on and in_ring_joiners:
+            links.append(((place, 1), (ring, 1)))
+        links.append(((place, 1),))
+    if ring_on:
+        links.append(((ring, 1),))
+    rates: list[float | None] = [None] * (ring + 1)
+    while True:
+        level, binding = math.inf, None
+        for link in links:
+            unfrozen, used = 0, 0.0
+            for flow, count in link:
+                rate = rates[flow]
+                if rate is None:
+                    unfrozen += count
+                else:
+                    used += count * rate
+            if unfrozen and (capacity - used) / unfrozen < level:
+                level, binding = (capacity - used) / unfrozen, link
+        if binding is None:
+            filled = {load[0]: rate for load, rate in zip(loads, rates)}
+            if ring_on:
+                filled[RING] = rates[ring]
+            return filled
+        for flow, _ in binding:
+            if rates[flow] is None:
+                rates[flow] = level
+
+
+def fill_one(capacity: float, ring_on: bool, holder: int, downloads: int, in_ring_joiners: int,
+             in_ring: bool) -> dict[int, float]:
+    """``fill`` for one holder's downloads, in closed form (the common case: no holder has left):
+    through a holder in the ring, the ring and each download take 1/(n + 1) of the uplink; through
+    one out of it, the downloads take 1/n and the ring what a joiner's downlink in the ring leaves."""
+    if not ring_on:
+        return {holder: capacity / downloads}
+    if in_ring:
+        share = capacity / (downloads + 1)
+        return {holder: share, RING: share}
+    if downloads == 1:
+        share = capacity / 2 if in_ring_joiners else capacity
+        return {holder: share, RING: share}
+    share = capacity / downloads
+    return {holder: share, RING: capacity - share if in_ring_joiners else capacity}
+
+
+# --- the run ------------------------------------------------------------------------------------------
+
+
+def alternate(rng: np.random.Generator, since: np.ndarray, end_s: float, return_rate: float,
+              leave_rate: float) -> tuple[np.ndarray, int, int, float]:
+    """Workers that went away at ``since``, each on its own until ``end_s``: back after an exponential
+    time (``return_rate``), away again after another (``leave_rate``), and so on, drawn for all at once,
+    a round of draws per change. Returns who is back at the end, the returns, the departures, and the
+    seconds they were back in all."""
+    t, back = since.copy(), np.zeros(len(since), dtype=bool)
+    joins = leaves = 0
+    back_s = 0.0
+    active = np.arange(len(since))
+    while active.size:
+        was_back = back[active]
+        t_now = t[active]
+        t_next = t_now + rng.standard_exponential(active.size) / np.where(was_back, leave_rate, return_rate)
+        back_s += float(np.where(was_back, np.minimum(t_next, end_s) - t_now, 0.0).sum())
+        changing = t_next < end_s
+        flipped = active[changing]
+        returning_now = int((~was_back[changing]).sum())
+        joins += returning_now
+        leaves += flipped.size - returning_now
+        back[flipped] = ~back[flipped]
+        t[flipped] = t_next[changing]
+        active = flipped
+    return back, joins, leaves, back_s
+
+
+MEMBER, ABSENT, UNSTARTED, DOWNLOADING, LOADED, ENLISTED = range(6)  # a tracked holder's place in the counts
+
+
+@dataclass(eq=False)
+class Group:
+    """Joiners whose downloads began together from one holder (``source``), all in the collective
+    (``enlisted``) or all waiting for the next; the downloads are in once the source's progress
+    reaches ``done_at``. ``tracked``: the holders among them (they are counted in ``count`` too)."""
+
+    source: Holder
+    done_at: float
+    count: int
+    enlisted: bool = False
+    tracked: list[Holder] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Holder:
+    """A worker that joiners download the weights from (the lowest present member then,
+    ``Churn.lowest_holder``), followed on its own while its uplink carries downloads: where it is in the
+    counts (``place``: a member, absent, a joiner...), so that the ring crosses its uplink exactly when
+    it takes part, and so that, back among the members, it is the lowest holder again."""
+
+    number: int  # the order they became holders in: the lower, the lower its rank
+    place: int = MEMBER
+    group: Group | None = None  # where it downloads the weights itself, once back as a joiner
+    away_since: float = 0.0  # when it last went away
+    in_ring: bool = False  # its uplink is one of the ring's in flight (the ring keeps the links it started on)
+    progress: float = 0.0  # bytes each of its downloads has moved since it began sending
+    rate: float = 0.0
+    groups: list[tuple[float, int, Group]] = field(default_factory=list)  # a heap by done_at
+    downloads: int = 0
+    enlisted: int = 0  # downloads to joiners in the collective
+
+
+class Counts:
+    """One run played on counts (see the module's docstring)."""
+
+    def __init__(self, sim: Simulation, period_steps: float):
+        scenario = sim.scenario
+        island = scenario.islands[0]
+        worker = sim.fleet.workers[0]
+        self.sim, self.scenario = sim, scenario
+        self.fleet_size = scenario.worker_count
+        self.leave_rate = 1.0 / island.mtbf_s
+        self.return_rate = 1.0 / island.mttr_s
+        self.period_steps = period_steps
+        self.period_s = period_steps * worker.step_time_s
+        self.capacity = worker.upload_bytes_per_s
+        self.detect_s = scenario.network.detection_timeout_s
+        self.partial = scenario.network.on_departure == "partial"
+        # restart: the workers away while a collective is pending are played at its end (``settle_pool``);
+        # under partial each one's return may matter to the ring in flight (``dropped_again``)
+        self.pooled = not self.partial
+        self.pool_since: list[float] = []
+        self.weights_bytes = scenario.weights_bytes
+        self.payload_bytes = scenario.payload_bytes
+        self.volume = collective_for(scenario).volume_bytes
+        self.outer_steps = sim.schedule.synced_outer_steps(scenario.schedule)
+        self.horizon_s = sim.budget.horizon_s if sim.budget.horizon_s is not None else math.inf
+        self.rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, STREAM]))
+        self.exponentials: list[float] = []
+        self.uniforms: list[float] = []
+        self.drawn = DRAWS
+        # who is where
+        self.member_count = self.fleet_size
+        self.absent = 0
+        self.unstarted = 0  # joiners whose download waits for the next outer boundary
+        self.loaded = 0  # joiners whose download is in and who wait for a collective (not in one)
+        self.loaded_enlisted = 0  # joiners whose download is in, in the collective
+        self.extension_s = 0.0  # of those, seconds their download rows reach past the collective's forming
+        self.holders: list[Holder] = []  # in the order they became holders
+        self.holder_numbers = 0
+        self.group_numbers = 0
+        self.filled: dict[tuple, dict[int, float]] = {}  # ``fill``'s rates, by its loads
+        # the period
+        self.now = 0.0
+        self.boundary_s = 0.0
+        self.computing = True
+        self.formed_s = 0.0
+        self.first_start_s: float | None = None
+        self.last_start_s = 0.0
+        self.blocked_until_s = -math.inf  # the last departure the others have not noticed, + the timeout
+        self.ring_on = False
+        self.ring_left = 0.0
+        self.ring_rate = 0.0
+        self.ring_bytes = 0.0
+        self.hold_until_s = -math.inf  # partial: the ring ends no sooner than this
+        # partial: when each participant dropped from the ring in flight left, those away and those back
+        # (a participant back and leaving again is dropped again, as ``Churn.leave`` drops it: its row
+        # then ends at its last departure); those back, with when they came back
+        self.dropped_away: list[float] = []
+        self.dropped_back: list[tuple[float, float]] = []
+        self.moved_s: float | None = None  # partial: when the ring's bytes were through
+        self.completed = 0
+        # the totals
+        self.compute = self.idle = self.stall = self.present = self.bytes_sent = self.sync_rows = 0.0
+        self.lost_s = 0.0
+        self.merged_steps = 0.0
+        self.durations: list[float] = []
+        self.joins = self.leaves = self.dropped_members = 0
+        self.horizon_reached = False
+
+    # --- draws ----------------------------------------------------------------------------------
+
+    def draw(self) -> tuple[float, float]:
+        """A standard exponential and a uniform, from the run's generator, taken in batches."""
+        if self.drawn == DRAWS:
+            self.exponentials = self.rng.standard_exponential(DRAWS).tolist()
+            self.uniforms = self.rng.random(DRAWS).tolist()
+            self.drawn = 0
+        index = self.drawn
+        self.drawn += 1
+        return self.exponentials[index], self.uniforms[index]
+
+    # --- counts -----------------------------------------------------------------------------------
+
+    def downloading(self) -> tuple[int, int]:
+        """Joiners with a download in flight: waiting, and in the collective."""
+        enlisted = sum(holder.enlisted for holder in self.holders)
+        return sum(holder.downloads for holder in self.holders) - enlisted, enlisted
+
+    def counted(self) -> int:
+        """Every worker, wherever it is (the fleet's size, whatever happened: ``tests``)."""
+        waiting_dl, enlisted_dl = self.downloading()
+        pooled = len(self.pool_since) + (len(self.tracked_at(ABSENT)) if self.pooled and not self.computing else 0)
+        return (self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
+                + self.absent + pooled)
+
+    def play(self) -> None:
+        while self.completed < self.outer_steps:
+            self.step()
+
+    def step(self) -> None:
+        """Move to the next change: a departure or a return, or a timer, whichever comes first."""
+        waiting_dl, enlisted_dl = self.downloading()
+        present = self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
+        total_rate = present * self.leave_rate + self.absent * self.return_rate
+        exponential, uniform = self.draw()
+        random_at = self.now + exponential / total_rate if total_rate > 0 else math.inf
+        timer_at, timer = self.next_timer()
+        at = min(random_at, timer_at)
+        if at > self.horizon_s:
+            self.advance(self.horizon_s, waiting_dl)
+            if not self.computing:
+                self.settle_pool(self.horizon_s)
+            self.horizon_reached = True
+            self.completed = self.outer_steps  # stop; ``play`` reports how far it got
+            return
+        self.advance(at, waiting_dl)
+        if random_at < timer_at:
+            self.change(uniform * total_rate, present, waiting_dl, enlisted_dl)
+        else:
+            timer()
+
+    def next_timer(self):
+        """The next timer: the end of the compute, a (re)start, the ring's end, a download's end."""
+        if self.computing:
+            best, action = self.boundary_s + self.period_s, self.form
+        elif self.ring_on:
+            end_s = self.now + self.ring_left / self.ring_rate if self.ring_left > 0 else self.now
+            best, action = max(end_s, self.hold_until_s), self.ring_done
+            if end_s < self.hold_until_s and self.ring_left > 0:
+                best, action = end_s, self.bytes_through
+        else:
+            best, action = max(self.now, self.blocked_until_s), self.start_ring
+        for holder in self.holders:
+            if holder.downloads:
+                done_at = holder.groups[0][0]
+                at = self.now + max(0.0, done_at - holder.progress) / holder.rate
+                if at < best:
+                    best, action = at, (lambda holder=holder: self.download_done(holder))
+        return best, action
+
+    def advance(self, at: float, waiting_dl: int) -> None:
+        """Everything that runs at a rate, and every presence, from now to ``at`` (``waiting_dl``: the
+        joiners downloading while they wait for a collective)."""
+        dt = at - self.now
+        if dt <= 0:
+            self.now = max(self.now, at)
+            return
+        waiting = self.unstarted + self.loaded + waiting_dl
+        self.idle += waiting * dt
+        self.present += (self.member_count + waiting) * dt
+        if self.computing:
+            self.compute += self.member_count * dt
+        elif self.first_start_s is None:
+            self.idle += self.member_count * dt
+        else:
+            self.stall += self.member_count * dt
+        if self.ring_on:
+            self.ring_left = max(0.0, self.ring_left - self.ring_rate * dt)
+        for holder in self.holders:
+            holder.progress += holder.rate * dt
+        self.now = at
+
+    # --- random changes ---------------------------------------------------------------------------
+
+    def change(self, pick: float, present: int, waiting_dl: int, enlisted_dl: int) -> None:
+        """The ``pick``-th of the departures and returns (weighted by their rates) happens now."""
+        pick /= self.leave_rate
+        if pick >= present:
+            self.returned((pick - present) * self.leave_rate / self.return_rate)
+        elif pick < self.member_count:
+            self.member_left(pick)
+        else:
+            self.joiner_left(int(pick - self.member_count), waiting_dl)
+
+    def tracked_at(self, place: int) -> list[Holder]:
+        return [holder for holder in self.holders if holder.place == place]
+
+    def hit(self, place: int, index: float) -> Holder | None:
+        """The tracked holder that the ``index``-th worker of ``place`` is (they come first), if any."""
+        tracked = self.tracked_at(place)
+        return tracked[int(index)] if index < len(tracked) else None
+
+    def returned(self, index: float) -> None:
+        """The ``index``-th absent worker returns."""
+        away = self.absent - int(index)  # the dropped participants away come last among the absent
+        self.joins += 1
+        self.absent -= 1
+        holder = self.hit(ABSENT, index)
+        if self.computing:  # quiet: its download begins now
+            self.begin_downloads(1, [holder] if holder else [])
+        else:
+            self.unstarted += 1
+            if holder:
+                holder.place = UNSTARTED
+            if away <= len(self.dropped_away):
+                self.dropped_back.append((self.dropped_away.pop(away - 1), self.now))
+
+    def member_left(self, index: float) -> None:
+        """The ``index``-th member leaves."""
+        self.leaves += 1
+        self.gone(self.hit(MEMBER, index))
+        self.member_count -= 1
+        if self.computing:
+            self.lost_s += self.now - self.boundary_s
+        else:
+            self.lost_s += self.period_s
+            self.participant_left()
+        self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
+        if self.member_count == 0:
+            raise Unmodelled("no member left")
+
+    def gone(self, holder: Holder | None) -> None:
+        """A worker left (``holder``, if it is one followed): absent; while a collective is pending,
+        among those that ``settle_pool`` plays at the next outer boundary."""
+        if holder is not None:
+            holder.place, holder.away_since = ABSENT, self.now
+            if holder.group is not None:
+                holder.group.tracked.remove(holder)
+                holder.group = None
+        if not self.pooled or self.computing:
+            self.absent += 1
+        elif holder is None:
+            self.pool_since.append(self.now)
+
+    def joiner_left(self, index: int, waiting_dl: int) -> None:
+        """The ``index``-th present joiner leaves (in the order: not begun, in, in the collective, in
+        flight waiting, in flight in the collective)."""
+        self.leaves += 1
+        if index < self.unstarted:
+            back = self.unstarted - index  # the dropped participants back come last among them
+            self.unstarted -= 1
+            self.gone(self.hit(UNSTARTED, index))
+            if back <= len(self.dropped_back):
+                self.dropped_again(back - 1)
+            return
+        index -= self.unstarted
+        if index < self.loaded:
+            self.loaded -= 1
+            self.gone(self.hit(LOADED, index))
+            return
+        index -= self.loaded
+        if index < self.loaded_enlisted:
+            share = self.extension_s / self.loaded_enlisted  # its download's row past the forming (on average)
+            self.present += share
+            self.extension_s -= share
+            self.loaded_enlisted -= 1
+            self.gone(self.hit(ENLISTED, index))
+            self.enlisted_left(self.formed_s + share)
+            return
+        index -= self.loaded_enlisted
+        enlisted = index >= waiting_dl
+        self.gone(self.cancel(index - waiting_dl if enlisted else index, enlisted))
+        if enlisted:
+            self.enlisted_left(self.formed_s)
+        self.rates()
+
+    def enlisted_left(self, covered_until_s: float) -> None:
+        """A joiner in the collective leaves: its wait since the collective formed has no row (its rows
+        cover it up to ``covered_until_s``); under ``partial`` the ring in flight gives it a comm row."""
+        self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
+        if self.partial and self.ring_on:
+            self.present += self.now - max(self.last_start_s, min(covered_until_s, self.now))
+        self.participant_left()
+
+    def dropped_again(self, which: int) -> None:
+        """``partial``: a participant dropped from the ring in flight came back and leaves again: it is
+        dropped again; its comm row now ends here, over its time away."""
+        left_s, back_s = self.dropped_back.pop(which)
+        self.present += back_s - left_s
+        self.dropped_members += 1
+        self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
+        self.dropped_away.append(self.now)
+
+    def participant_left(self) -> None:
+        """A participant of the collective leaves: the ring in flight breaks, or goes on without it."""
+        if not self.ring_on:
+            return
+        if self.partial:
+            self.dropped_members += 1
+            self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
+            self.dropped_away.append(self.now)
+        else:
+            self.ring_on = False
+            self.rates()
+
+    def cancel(self, index: int, enlisted: bool) -> Holder | None:
+        """The ``index``-th download in flight (of those to joiners in the collective, or not) stops;
+        the holder that downloaded it, if it is one followed."""
+        for holder in self.holders:
+            count = holder.enlisted if enlisted else holder.downloads - holder.enlisted
+            if index >= count:
+                index -= count
+                continue
+            for _, _, group in holder.groups:
+                if group.enlisted != enlisted or index >= group.count:
+                    index -= group.count if group.enlisted == enlisted else 0
+                    continue
+                group.count -= 1
+                holder.downloads -= 1
+                holder.enlisted -= enlisted
+                return group.tracked[index] if index < len(group.tracked) else None
+        raise AssertionError("no such download")
+
+    # --- downloads --------------------------------------------------------------------------------
+
+    def source(self) -> Holder:
+        """The lowest present member: the first holder back among the members, or a new one."""
+        for holder in self.holders:
+            if holder.place == MEMBER:
+                return holder
+        if self.member_count == 0:
+            raise Unmodelled("a joiner with no member to download from")
+        holder = Holder(self.holder_numbers)
+        self.holder_numbers += 1
+        self.holders.append(holder)
+        return holder
+
+    def begin_downloads(self, count: int, tracked: list[Holder]) -> None:
+        """``count`` joiners (``tracked`` among them) begin downloading the weights from the lowest present
+        member now."""
+        source = self.source()
+        group = Group(source, source.progress + self.weights_bytes, count, tracked=tracked)
+        for holder in tracked:
+            holder.place, holder.group = DOWNLOADING, group
+        self.group_numbers += 1  # ties broken by the order the groups began in, not by address
+        heapq.heappush(source.groups, (group.done_at, self.group_numbers, group))
+        source.downloads += count
+        self.rates()
+
+    def download_done(self, source: Holder) -> None:
+        """The downloads of ``source``'s first group are in: each a comm row of the weights."""
+        _, _, group = heapq.heappop(source.groups)
+        source.downloads -= group.count
+        self.bytes_sent += group.count * self.weights_bytes
+        if group.enlisted:
+            source.enlisted -= group.count
+            self.loaded_enlisted += group.count
+            self.extension_s += group.count * (self.now - self.formed_s)
+        else:
+            self.loaded += group.count
+        for holder in group.tracked:
+            holder.place, holder.group = ENLISTED if group.enlisted else LOADED, None
+        self.rates()
+
+    def prune(self) -> None:
+        """Stop following the holders whose uplinks carry nothing, but the lowest member among them."""
+        lowest = next((holder for holder in self.holders if holder.place == MEMBER), None)
+        for holder in [holder for holder in self.holders if not holder.downloads and holder is not lowest]:
+            self.holders.remove(holder)
+            if holder.group is not None:
+                holder.group.tracked.remove(holder)
+            if holder.place == ABSENT and self.pooled and not self.computing:  # counted among the absent again
+                self.pool_since.append(holder.away_since)
+
+    # --- the network ------------------------------------------------------------------------------
+
+    def rates(self) -> None:
+        """Every flow's rate now (``fill``)."""
+        self.prune()
+        loads = [(holder.downloads, holder.enlisted, holder.in_ring) for holder in self.holders if holder.downloads]
+        if not loads and not self.ring_on:
+            return
+        filled = fill_one(self.capacity, self.ring_on, 0, *loads[0]) if len(loads) == 1 else self.shared_fill(loads)
+        loaded = iter(range(len(loads)))
+        for holder in self.holders:
+            holder.rate = filled[next(loaded)] if holder.downloads else 0.0
+        self.ring_rate = filled.get(RING, 0.0)
+
+    def shared_fill(self, loads: list[tuple[int, int, bool]]) -> dict[int, float]:
+        """``fill`` for several holders (numbered by their place in ``loads``), kept by their loads (they recur)."""
+        key = (self.ring_on, tuple(loads))
+        filled = self.filled.get(key)
+        if filled is None:
+            if len(self.filled) > FILLS_KEPT:
+                self.filled.clear()
+            filled = self.filled[key] = fill(self.capacity, self.ring_on,
+                                             [(place, *load) for place, load in enumerate(loads)])
+        return filled
+
+    # --- the period -------------------------------------------------------------------------------
+
+    def form(self) -> None:
+        """The members have computed the period: the collective forms, taking in every joiner present
+        (whose downloads began at the last boundary or since)."""
+        self.computing = False
+        self.formed_s = self.now
+        self.first_start_s = None
+        self.loaded_enlisted, self.loaded = self.loaded, 0
+        self.extension_s = 0.0
+        for holder in self.holders:
+            for _, _, group in holder.groups:
+                group.enlisted = True
+            holder.enlisted = holder.downloads
+            if holder.place == LOADED:
+                holder.place = ENLISTED
+        if self.pooled:  # the absent: nothing they do matters before the next outer boundary
+            tracked = self.tracked_at(ABSENT)
+            for holder in tracked:
+                holder.away_since = self.now
+            self.pool_since.extend([self.now] * (self.absent - len(tracked)))
+            self.absent = 0
+
+    def settle_pool(self, end_s: float) -> None:
+        """The returns and departures of the workers that went away while the collective was pending,
+        from when each went, up to ``end_s``, drawn now (``alternate``): those back are joiners whose
+        download waits for this outer boundary."""
+        if not self.pooled:
+            return
+        tracked = self.tracked_at(ABSENT)
+        since = np.array(self.pool_since + [holder.away_since for holder in tracked])
+        self.pool_since = []
+        back, joins, leaves, present_s = alternate(self.rng, since, end_s, self.return_rate, self.leave_rate)
+        self.joins += joins
+        self.leaves += leaves
+        self.idle += present_s
+        self.present += present_s
+        self.unstarted += int(back.sum())
+        self.absent += len(back) - int(back.sum())
+        for holder, is_back in zip(tracked, back[len(back) - len(tracked):].tolist()):
+            if is_back:
+                holder.place = UNSTARTED
+
+    def participants(self) -> int:
+        return self.member_count + self.loaded_enlisted + sum(holder.enlisted for holder in self.holders)
+
+    def start_ring(self) -> None:
+        """Every departure is noticed: the ring starts (again) among the participants present."""
+        participants = self.participants()
+        self.ring_bytes = self.volume(participants, self.payload_bytes)
+        self.ring_left = self.ring_bytes
+        self.ring_on = True
+        self.hold_until_s, self.dropped_away, self.dropped_back, self.moved_s = -math.inf, [], [], None  # this try's
+        self.last_start_s = self.now
+        for holder in self.holders:
+            holder.in_ring = holder.place in (MEMBER, ENLISTED) or (holder.place == DOWNLOADING and holder.group.enlisted)
+        if self.first_start_s is None:
+            self.first_start_s = self.now
+        self.rates()
+
+    def bytes_through(self) -> None:
+        """``partial``: the bytes are through; the ring waits until the others notice the dropped member."""
+        self.ring_left = 0.0
+        self.moved_s = self.now
+
+    def ring_done(self) -> None:
+        """The outer step is done: rows for the collective, the joiners whose download is in become
+        members and compute with the others from now, the others wait for the next collective."""
+        end_s = self.now
+        participants = self.participants()
+        enlisted = participants - self.member_count
+        self.durations.append(end_s - self.last_start_s)
+        self.bytes_sent += participants * self.ring_bytes
+        self.sync_rows += participants
+        moved_s = end_s if self.moved_s is None else self.moved_s
+        for left_s in self.dropped_away + [left_s for left_s, _ in self.dropped_back]:  # its share sent by then
+            share = min(1.0, (left_s - self.last_start_s) / (moved_s - self.last_start_s)) \
+                if moved_s > self.last_start_s else 1.0
+            self.bytes_sent += share * self.ring_bytes
+            self.sync_rows += 1
+        self.idle += enlisted * (self.first_start_s - self.formed_s)
+        self.stall += enlisted * (end_s - self.first_start_s)
+        self.present += enlisted * (end_s - self.formed_s)
+        self.merged_steps += self.member_count * self.period_steps
+        self.completed += 1
+        self.ring_on = False
+        self.member_count += self.loaded_enlisted
+        self.loaded_enlisted, self.extension_s = 0, 0.0
+        for holder in self.holders:
+            for _, _, group in holder.groups:
+                group.enlisted = False
+            holder.enlisted = 0
+            if holder.place == ENLISTED:
+                holder.place = MEMBER
+        self.settle_pool(end_s)
+        self.computing = True
+        self.boundary_s = end_s
+        if self.completed < self.outer_steps and self.unstarted:
+            count, self.unstarted = self.unstarted, 0
+            self.begin_downloads(count, self.tracked_at(UNSTARTED))
+        self.rates()
