@@ -176,4 +176,4 @@ def no_rows(scenario: Scenario) -> list:
     raise budget.BudgetExceeded(
         scenario.source, "island.0.replicas",
         "a run of this many churning workers is played on counts (simulator/returning.py) and keeps no rows "
-        "per worker: its summary only; for a trace, simulate fewer workers or outer steps (docs/performance.md)")
+        "per worker: its summary only; for a trace or links, simulate fewer workers or outer steps (docs/performance.md)")

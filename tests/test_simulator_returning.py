@@ -5,6 +5,7 @@ differently: its means must lie within the event model's sampling error)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -87,6 +88,21 @@ def test_every_worker_stays_counted(monkeypatch):
         for policy in ("restart", "partial"):
             returning.play(Simulation(scenario(50, 4, 4320, 180, f"network.on_departure={policy}", seed=seed)))
     assert sizes == {50}
+
+
+def test_a_run_stopped_at_its_horizon_says_so_as_the_event_model_does():
+    results = []
+    for on_counts in (True, False):
+        sim = Simulation(scenario(50, 10, 4320, 180))
+        sim.budget = dataclasses.replace(sim.budget, horizon_s=5_000.0)  # two outer steps or so
+        if on_counts:
+            results.append(returning.play(sim).summary)
+        else:
+            sim.counted = False
+            results.append(sim.run().summary)
+    for summary in results:
+        assert not summary["complete"] and "horizon of 5000 s" in summary["incomplete_reason"]
+        assert summary["horizon_reached"] and summary["wall_time_s"] == 5_000.0 and summary["outer_steps"] < 10
 
 
 # --- closed forms --------------------------------------------------------------------------------------
