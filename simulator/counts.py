@@ -188,6 +188,7 @@ class Counts:
         self.holders: list[Holder] = []  # in the order they became holders
         self.holder_numbers = 0
         self.group_numbers = 0
+        self.dirty = False  # a flow started or ended since the rates were filled
         self.filled: dict[tuple, dict[int, float]] = {}  # ``fill``'s rates, by its loads
         # the period
         self.now = 0.0
@@ -249,6 +250,8 @@ class Counts:
 
     def step(self) -> None:
         """Move to the next change: a departure or a return, or a timer, whichever comes first."""
+        if self.dirty:
+            self.refill()
         waiting_dl, enlisted_dl = self.downloading()
         present = self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
         total_rate = present * self.leave_rate + self.absent * self.return_rate
@@ -505,7 +508,12 @@ class Counts:
     # --- the network ------------------------------------------------------------------------------
 
     def rates(self) -> None:
+        """A flow started or ended: the rates are filled again before time moves on (``refill``)."""
+        self.dirty = True
+
+    def refill(self) -> None:
         """Every flow's rate now (``fill``)."""
+        self.dirty = False
         self.prune()
         loads = [(holder.downloads, holder.enlisted, holder.in_ring) for holder in self.holders if holder.downloads]
         if not loads and not self.ring_on:
