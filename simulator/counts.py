@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import chain
+from .chain import alternate
 from .collectives import collective_for
+from .holders import ABSENT, DOWNLOADING, ENLISTED, LOADED, MEMBER, RING, UNSTARTED, Group, Holder, fill, fill_one
 
 if TYPE_CHECKING:
     from .engine import Simulation
@@ -23,130 +25,6 @@ STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_ge
 
 class Unmodelled(Exception):
     """A state the counts do not cover: the event model plays the run."""
-
-
-# --- the network: max-min fair rates over the links that carry more than one flow ------------------
-
-RING = -1  # the ring's key among the flows (a holder's downloads are keyed by the holder's number)
-
-
-def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]) -> dict[int, float]:
-    """Each flow's max-min fair rate by progressive filling (``network.max_min_rates``), every link of
-    ``capacity``: the ring (if on) and each holder's downloads ``(holder, downloads, downloads to
-    joiners in the ring, holder in the ring)``. The links that may bind: a holder's uplink (its
-    downloads, and the ring if it is in it), a joiner's downlink in the ring (the ring and its download),
-    and each flow's own links."""
-    ring = len(loads)  # the flows by place: each holder's downloads, then the ring
-    links: list[tuple[tuple[int, int], ...]] = []  # each link's (flow, crossings)
-    for place, (_, downloads, in_ring_joiners, in_ring) in enumerate(loads):
-        links.append(((place, downloads), (ring, 1)) if ring_on and in_ring else ((place, downloads),))
-        if ring_on and in_ring_joiners:
-            links.append(((place, 1), (ring, 1)))
-        links.append(((place, 1),))
-    if ring_on:
-        links.append(((ring, 1),))
-    rates: list[float | None] = [None] * (ring + 1)
-    while True:
-        level, binding = math.inf, None
-        for link in links:
-            unfrozen, used = 0, 0.0
-            for flow, count in link:
-                rate = rates[flow]
-                if rate is None:
-                    unfrozen += count
-                else:
-                    used += count * rate
-            if unfrozen and (capacity - used) / unfrozen < level:
-                level, binding = (capacity - used) / unfrozen, link
-        if binding is None:
-            filled = {load[0]: rate for load, rate in zip(loads, rates)}
-            if ring_on:
-                filled[RING] = rates[ring]
-            return filled
-        for flow, _ in binding:
-            if rates[flow] is None:
-                rates[flow] = level
-
-
-def fill_one(capacity: float, ring_on: bool, holder: int, downloads: int, in_ring_joiners: int,
-             in_ring: bool) -> dict[int, float]:
-    """``fill`` for one holder's downloads, in closed form (the common case: no holder has left):
-    through a holder in the ring, the ring and each download take 1/(n + 1) of the uplink; through
-    one out of it, the downloads take 1/n and the ring what a joiner's downlink in the ring leaves."""
-    if not ring_on:
-        return {holder: capacity / downloads}
-    if in_ring:
-        share = capacity / (downloads + 1)
-        return {holder: share, RING: share}
-    if downloads == 1:
-        share = capacity / 2 if in_ring_joiners else capacity
-        return {holder: share, RING: share}
-    share = capacity / downloads
-    return {holder: share, RING: capacity - share if in_ring_joiners else capacity}
-
-
-# --- the run ------------------------------------------------------------------------------------------
-
-
-def alternate(rng: np.random.Generator, since: np.ndarray, end_s: float, return_rate: float,
-              leave_rate: float) -> tuple[np.ndarray, int, int, float]:
-    """Workers that went away at ``since``, each on its own until ``end_s``: back after an exponential
-    time (``return_rate``), away again after another (``leave_rate``), and so on, drawn for all at once,
-    a round of draws per change. Returns who is back at the end, the returns, the departures, and the
-    seconds they were back in all."""
-    t, back = since.copy(), np.zeros(len(since), dtype=bool)
-    joins = leaves = 0
-    back_s = 0.0
-    active = np.arange(len(since))
-    while active.size:
-        was_back = back[active]
-        t_now = t[active]
-        t_next = t_now + rng.standard_exponential(active.size) / np.where(was_back, leave_rate, return_rate)
-        back_s += float(np.where(was_back, np.minimum(t_next, end_s) - t_now, 0.0).sum())
-        changing = t_next < end_s
-        flipped = active[changing]
-        returning_now = int((~was_back[changing]).sum())
-        joins += returning_now
-        leaves += flipped.size - returning_now
-        back[flipped] = ~back[flipped]
-        t[flipped] = t_next[changing]
-        active = flipped
-    return back, joins, leaves, back_s
-
-
-MEMBER, ABSENT, UNSTARTED, DOWNLOADING, LOADED, ENLISTED = range(6)  # a tracked holder's place in the counts
-
-
-@dataclass(eq=False)
-class Group:
-    """Joiners whose downloads began together from one holder (``source``), all in the collective
-    (``enlisted``) or all waiting for the next; the downloads are in once the source's progress
-    reaches ``done_at``. ``tracked``: the holders among them (they are counted in ``count`` too)."""
-
-    source: Holder
-    done_at: float
-    count: int
-    enlisted: bool = False
-    tracked: list[Holder] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class Holder:
-    """A worker that joiners download the weights from (the lowest present member then,
-    ``Churn.lowest_holder``), followed on its own while its uplink carries downloads: where it is in the
-    counts (``place``: a member, absent, a joiner...), so that the ring crosses its uplink exactly when
-    it takes part, and so that, back among the members, it is the lowest holder again."""
-
-    number: int  # the order they became holders in: the lower, the lower its rank
-    place: int = MEMBER
-    group: Group | None = None  # where it downloads the weights itself, once back as a joiner
-    away_since: float = 0.0  # when it last went away
-    in_ring: bool = False  # its uplink is one of the ring's in flight (the ring keeps the links it started on)
-    progress: float = 0.0  # bytes each of its downloads has moved since it began sending
-    rate: float = 0.0
-    groups: list[tuple[float, int, Group]] = field(default_factory=list)  # a heap by done_at
-    downloads: int = 0
-    enlisted: int = 0  # downloads to joiners in the collective
 
 
 class Counts:
@@ -189,6 +67,7 @@ class Counts:
         self.holder_numbers = 0
         self.group_numbers = 0
         self.dirty = False  # a flow started or ended since the rates were filled
+        self.timer_due = False  # ``chain`` stopped at a timer that ``step`` plays next
         self.filled: dict[tuple, dict[int, float]] = {}  # ``fill``'s rates, by its loads
         # the period
         self.now = 0.0
@@ -252,6 +131,8 @@ class Counts:
         """Move to the next change: a departure or a return, or a timer, whichever comes first."""
         if self.dirty:
             self.refill()
+        if chain.play(self):  # a run of departures and broken rings, at once
+            return
         waiting_dl, enlisted_dl = self.downloading()
         present = self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
         total_rate = present * self.leave_rate + self.absent * self.return_rate
@@ -590,7 +471,7 @@ class Counts:
         self.hold_until_s, self.dropped_away, self.dropped_back, self.moved_s = -math.inf, [], [], None  # this try's
         self.last_start_s = self.now
         for holder in self.holders:
-            holder.in_ring = holder.place in (MEMBER, ENLISTED) or (holder.place == DOWNLOADING and holder.group.enlisted)
+            holder.in_ring = chain.in_ring_at_start(holder)
         if self.first_start_s is None:
             self.first_start_s = self.now
         self.rates()

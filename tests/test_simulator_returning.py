@@ -13,7 +13,7 @@ import pytest
 
 from islands.scenarios import ScenarioError, load
 from islands.simulator import simulate
-from islands.simulator import counts, returning
+from islands.simulator import chain, counts, holders, returning
 from islands.simulator.engine import Simulation
 
 S = 20e9  # the worked example's payload: 10B parameters in bf16
@@ -138,21 +138,21 @@ def test_one_departure_worked_by_hand(monkeypatch):
 
 def test_rates_of_the_ring_and_the_downloads_worked_by_hand():
     # the ring and k downloads through a holder in the ring: C / (k + 1) each
-    assert counts.fill(C, True, [(0, 3, 0, True)]) == {0: C / 4, counts.RING: C / 4}
+    assert holders.fill(C, True, [(0, 3, 0, True)]) == {0: C / 4, holders.RING: C / 4}
     # the holder left the ring: its downloads share its uplink alone; the ring moves at its own rate
-    assert counts.fill(C, True, [(0, 3, 0, False)]) == {0: C / 3, counts.RING: C}
+    assert holders.fill(C, True, [(0, 3, 0, False)]) == {0: C / 3, holders.RING: C}
     # one download to a joiner in the ring, from a holder out of it: the joiner's downlink is shared
-    assert counts.fill(C, True, [(0, 1, 1, False)]) == {0: C / 2, counts.RING: C / 2}
+    assert holders.fill(C, True, [(0, 1, 1, False)]) == {0: C / 2, holders.RING: C / 2}
     # two holders in the ring: the busier binds the ring, the other's downloads take what is left
-    rates = counts.fill(C, True, [(0, 4, 0, True), (1, 1, 0, True)])
-    assert rates[counts.RING] == C / 5 and rates[0] == C / 5 and rates[1] == C - C / 5
-    assert counts.fill(C, False, [(0, 5, 0, True)]) == {0: C / 5}  # no ring: a fair share of the uplink
+    rates = holders.fill(C, True, [(0, 4, 0, True), (1, 1, 0, True)])
+    assert rates[holders.RING] == C / 5 and rates[0] == C / 5 and rates[1] == C - C / 5
+    assert holders.fill(C, False, [(0, 5, 0, True)]) == {0: C / 5}  # no ring: a fair share of the uplink
     for ring_on in (False, True):  # one holder's closed form is the filling's
         for downloads in range(1, 7):
             for in_ring_joiners in range(downloads + 1):
                 for in_ring in (False, True):
                     load = (0, downloads, in_ring_joiners, in_ring)
-                    assert counts.fill_one(C, ring_on, *load) == pytest.approx(counts.fill(C, ring_on, [load]))
+                    assert holders.fill_one(C, ring_on, *load) == pytest.approx(holders.fill(C, ring_on, [load]))
 
 
 # --- against the event model, over many seeds ---------------------------------------------------------
