@@ -223,8 +223,11 @@ class Chain:
             counts.present += share * loaded_left
             counts.extension_s -= share * loaded_left
             counts.loaded_enlisted -= loaded_left
+        left_by_label = np.bincount(label, minlength=self.first_tracked).tolist()
         for g, (_, group) in enumerate(self.groups):
-            gone = int((label == g + 2).sum())
+            gone = left_by_label[g + 2]
+            if not gone:
+                continue
             group.count -= gone
             group.source.downloads -= gone
             group.source.enlisted -= gone
