@@ -14,7 +14,7 @@ The chain stops at the first thing it does not play itself, always at a time tha
 drawn after it (the departures it had drawn past it are dropped; they are exponential, so nothing is
 biased): a ring or a download that gets through (left to ``Counts.step``'s timers at that instant), a
 departure of a holder that ``Counts`` follows (played by ``Counts``'s own handlers), the last download
-of a holder gone, ``CHUNK`` departures, or the horizon."""
+of a holder gone, the departures drawn (``FIRST_CHUNK``), or the horizon."""
 
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 
 from .holders import DOWNLOADING, ENLISTED, MEMBER
 
-CHUNK = 128  # departures drawn at once (a chain between two stops is a few dozen at 1,000-2,000 islands)
+# Departures drawn at once: from FIRST_CHUNK, four times more after a chain that used them all, half
+# after one that stopped sooner (half the chains stop before a departure: a download gets through)
+FIRST_CHUNK = 16
+MOST_CHUNK = 4096
 
 
 def in_ring_at_start(holder: Holder) -> bool:
@@ -119,7 +122,7 @@ class Chain:
                  sizes: list[int], participants: int):
         self.counts, self.loaded, self.groups, self.tracked = counts, loaded, groups, tracked
         rng, now = counts.rng, counts.now
-        k = min(CHUNK, participants)
+        k = min(counts.chain_chunk, participants)
         self.k = k
         left = participants - np.arange(k)
         self.tau = now + np.cumsum(rng.standard_exponential(k) / (left * counts.leave_rate))
@@ -255,6 +258,8 @@ class Chain:
             counts.hold_until_s, counts.dropped_away, counts.dropped_back, counts.moved_s = -np.inf, [], [], None
             for holder in counts.holders:
                 holder.in_ring = in_ring_at_start(holder)
+        counts.chain_chunk = min(MOST_CHUNK, 4 * self.k) if played == self.k \
+            else max(FIRST_CHUNK, counts.chain_chunk // 2)
         counts.now = at
         counts.timer_due = timer_kind is not None
         counts.rates()

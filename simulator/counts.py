@@ -68,6 +68,7 @@ class Counts:
         self.group_numbers = 0
         self.dirty = False  # a flow started or ended since the rates were filled
         self.timer_due = False  # ``chain`` stopped at a timer that ``step`` plays next
+        self.chain_chunk = chain.FIRST_CHUNK  # departures ``chain`` draws at once
         self.filled: dict[tuple, dict[int, float]] = {}  # ``fill``'s rates, by its loads
         # the period
         self.now = 0.0

@@ -204,3 +204,63 @@ def test_heavy_churn_matches_the_event_model():
 def test_heavy_churn_with_partial_participation_matches_the_event_model():
     z = compare(80, 50, 4, 4320, 180, "network.on_departure=partial")
     assert max(map(abs, z.values())) < Z_LIMIT, z
+
+
+# --- the chain of failed rings (simulator/chain.py) ----------------------------------------------------
+
+
+def test_the_chains_closed_form_rates_are_the_filling_for_several_holders():
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        holders_n = int(rng.integers(1, 5))
+        downloads = rng.integers(0, 7, holders_n)
+        in_ring = rng.random(holders_n) < 0.5
+        ring, own = chain.rates(C, downloads[:, None], in_ring)
+        loads = [(h, int(downloads[h]), int(downloads[h]), bool(in_ring[h])) for h in range(holders_n) if downloads[h]]
+        filled = holders.fill(C, True, loads)
+        assert ring[0] == pytest.approx(filled[holders.RING], rel=1e-12)
+        for h, _, _, _ in loads:
+            assert own[h, 0] == pytest.approx(filled[h], rel=1e-12)
+    # by hand: 4 downloads through a holder in the ring bind the ring at C/5; 1 through one out of it, C/2
+    ring, own = chain.rates(C, np.array([[4], [1]]), np.array([True, False]))
+    assert ring[0] == C / 5 and own[0, 0] == C / 5 and own[1, 0] == C - C / 5
+
+
+def test_a_chain_plays_a_collectives_departures_at_once(monkeypatch):
+    """At 300 islands a collective's broken rings are a few chains, not one step each, and every
+    worker stays counted through them."""
+    steps, chains, sizes = [0], [0], set()
+    step, play = counts.Counts.step, chain.play
+
+    def counted_step(run):
+        steps[0] += 1
+        step(run)
+        sizes.add(run.counted())
+
+    def counted_play(run):
+        played = play(run)
+        chains[0] += played
+        return played
+
+    monkeypatch.setattr(counts.Counts, "step", counted_step)
+    monkeypatch.setattr(counts.chain, "play", counted_play)
+    summary = counted(scenario(300, 5, 86400 / 4, 3600))
+    assert sizes == {300} and chains[0] > 0
+    assert summary["leaves"] > 2 * steps[0]  # most departures played in chains
+
+
+def test_chains_draw_the_same_law_as_step_by_step(monkeypatch):
+    """The counts with chains against the counts one step per change, over seeds (restart: the chain's
+    case), at a regime where most departures fall in chains and a holder has dozens of downloads."""
+    figures = {}
+    for on in (True, False):
+        if not on:
+            monkeypatch.setattr(counts.chain, "play", lambda run: False)
+        rows = []
+        for seed in range(120):
+            played = returning.play(Simulation(scenario(50, 4, 4320, 180, seed=seed)))
+            if played is not None:
+                rows.append([played.summary[key] for key in FIGURES])
+        figures[on] = np.array(rows, float)
+    z = dict(zip(FIGURES, welch_z(figures[True], figures[False])))
+    assert max(map(abs, z.values())) < Z_LIMIT, z
