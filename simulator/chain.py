@@ -129,7 +129,7 @@ class Chain:
         slots = np.repeat(np.arange(len(sizes)), sizes)
         self.label = slots[rng.permutation(participants)[:k]]
         self.first_tracked = 2 + len(groups)
-        self.members = np.cumsum(self.label == 0)  # member departures by each departure
+        self.members_left = np.cumsum(self.label == 0)  # member departures by each departure
         self.loaded_left = np.cumsum(self.label == 1)
         group_of = np.array([h for h, _ in groups], dtype=np.int64)
         downloads = np.array([holder.downloads for holder in loaded], dtype=np.int64)
@@ -176,7 +176,7 @@ class Chain:
         if emptied.size:
             stops.append(int(emptied[0]) + 1)
         structural = np.flatnonzero((self.label >= self.first_tracked)
-                                    | ((self.label == 0) & (self.members == counts.member_count)))
+                                    | ((self.label == 0) & (self.members_left == counts.member_count)))
         by_departure = min(stops)
         first_structural = int(structural[0]) + 1 if structural.size else k + 1
         first_timer = int(timed[0]) if timed.size else k + 1  # the gap
@@ -210,13 +210,13 @@ class Chain:
         counts = self.counts
         label = self.label[:played]
         # presence and stall of the members, gap by gap
-        members_in_gap = counts.member_count - np.concatenate([[0], self.members[:played]])
+        members_in_gap = counts.member_count - np.concatenate([[0], self.members_left[:played]])
         starts = np.concatenate([[counts.now], self.tau[:played]])
         ends = np.concatenate([self.tau[:played], [at]])
         waited = float((members_in_gap * (ends - starts)).sum())
         counts.present += waited
         counts.stall += waited
-        member_left = int(self.members[played - 1]) if played else 0
+        member_left = int(self.members_left[played - 1]) if played else 0
         loaded_left = int(self.loaded_left[played - 1]) if played else 0
         counts.leaves += played
         counts.lost_s += member_left * counts.period_s
