@@ -30,7 +30,11 @@ where):
   noticed; the work since a worker's last sync is lost;
 * **grouped**: a worker that leaves while a collective is pending matters to nobody before the next
   outer boundary but by its presence (restart), so their returns and departures are drawn there, for
-  all of them at once (``alternate``), not one step each.
+  all of them at once (``chain.alternate``), not one step each;
+* **chained**: while a collective is pending (restart), its participants only leave, so a run of
+  departures, restarts and broken rings is drawn at once (``chain.py``: the gaps, who leaves, each
+  gap's ring and download progress in closed form) up to the first ring or download that gets through
+  or the first departure of a followed holder.
 
 The summary is gathered as the run goes (each worker's seconds of compute, idle, stall and presence
 as its rows would add them, the bytes, each collective's last try). It draws differently from the
