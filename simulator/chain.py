@@ -31,7 +31,7 @@ from .holders import DOWNLOADING, ENLISTED, MEMBER
 # Departures drawn at once: from FIRST_CHUNK, four times more after a chain that used them all, half
 # after one that stopped sooner (half the chains stop before a departure: a download gets through)
 FIRST_CHUNK = 16
-MOST_CHUNK = 4096
+MOST_CHUNK = 1024
 
 
 def in_ring_at_start(holder: Holder) -> bool:
@@ -164,12 +164,13 @@ class Chain:
         ring_done = self.ring_from + self.ring_bytes / self.ring_rate
         timer = np.where(ring_done < self.ends, ring_done, np.inf)
         kind = np.zeros(k, dtype=np.int64)  # 0: the ring, h + 1: holder h's first download
-        for h, holder in enumerate(self.loaded):
-            done_at = holder.groups[0][0]
-            done = self.done_time(h, done_at)
+        if self.loaded:
+            done = self.done_times(np.array([holder.groups[0][0] for holder in self.loaded]))
+            first = done.argmin(axis=0)
+            done = done[first, np.arange(k)]
             earlier = done < timer
             timer = np.where(earlier, done, timer)
-            kind = np.where(earlier, h + 1, kind)
+            kind = np.where(earlier, first + 1, kind)
         timed = np.flatnonzero(timer < np.inf)
         stops = [k]  # departures that end the chain, after they are played (1-based)
         emptied = np.flatnonzero((self.downloads[:, 1:] == 0).any(axis=0))  # a holder's last download gone
@@ -195,13 +196,15 @@ class Chain:
         else:
             self.apply(played, at, timer_kind)
 
-    def done_time(self, h: int, done_at: float) -> np.ndarray:
-        """When holder ``h``'s first group is in, in each gap (inf where it is not in that gap)."""
-        start, end = self.progress_start[h], self.progress_end[h]
-        off_end = start + self.off_rate[h] * (self.ring_from - self.starts)
+    def done_times(self, done_at: np.ndarray) -> np.ndarray:
+        """When each holder's first group is in (``done_at``: its progress then), holders x gaps (inf
+        where it is not in that gap)."""
+        start, end = self.progress_start, self.progress_end
+        done_at = done_at[:, None]
+        off_end = start + self.off_rate * (self.ring_from - self.starts)
         with np.errstate(divide="ignore", invalid="ignore"):
-            in_off = self.starts + (done_at - start) / self.off_rate[h]
-            in_on = self.ring_from + (done_at - off_end) / self.on_rate[h]
+            in_off = self.starts + (done_at - start) / self.off_rate
+            in_on = self.ring_from + (done_at - off_end) / self.on_rate
         at = np.where(off_end >= done_at, in_off, in_on)
         return np.where((end >= done_at) & (start < done_at), np.maximum(at, self.starts), np.inf)
 
