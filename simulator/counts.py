@@ -14,12 +14,11 @@ from . import chain
 from .chain import alternate
 from .changes import Changes, Unmodelled
 from .collectives import collective_for
-from .holders import ABSENT, DOWNLOADING, ENLISTED, LOADED, MEMBER, RING, UNSTARTED, Group, Holder, fill, fill_one
+from .holders import ABSENT, DOWNLOADING, ENLISTED, LOADED, MEMBER, RING, UNSTARTED, Group, Holder, fill_closed
 
 if TYPE_CHECKING:
     from .engine import Simulation
 
-FILLS_KEPT = 100_000  # ``fill``'s answers kept (the loads recur: a holder's downloads count up and down)
 DRAWS = 8192  # exponential and uniform draws taken from the generator at once
 STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
 
@@ -67,7 +66,6 @@ class Counts(Changes):
         self.dirty = False  # a flow started or ended since the rates were filled
         self.timer_due = False  # ``chain`` stopped at a timer that ``step`` plays next
         self.chain_chunk = chain.FIRST_CHUNK  # departures ``chain`` draws at once
-        self.filled: dict[tuple, dict[int, float]] = {}  # ``fill``'s rates, by its loads
         # the period
         self.now = 0.0
         self.boundary_s = 0.0
@@ -251,28 +249,17 @@ class Counts(Changes):
         self.dirty = True
 
     def refill(self) -> None:
-        """Every flow's rate now (``fill``)."""
+        """Every flow's rate now (``fill_closed``: the max-min fair shares)."""
         self.dirty = False
         self.prune()
         loads = [(holder.downloads, holder.enlisted, holder.in_ring) for holder in self.holders if holder.downloads]
         if not loads and not self.ring_on:
             return
-        filled = fill_one(self.capacity, self.ring_on, 0, *loads[0]) if len(loads) == 1 else self.shared_fill(loads)
+        filled = fill_closed(self.capacity, self.ring_on, loads)
         loaded = iter(range(len(loads)))
         for holder in self.holders:
             holder.rate = filled[next(loaded)] if holder.downloads else 0.0
         self.ring_rate = filled.get(RING, 0.0)
-
-    def shared_fill(self, loads: list[tuple[int, int, bool]]) -> dict[int, float]:
-        """``fill`` for several holders (numbered by their place in ``loads``), kept by their loads (they recur)."""
-        key = (self.ring_on, tuple(loads))
-        filled = self.filled.get(key)
-        if filled is None:
-            if len(self.filled) > FILLS_KEPT:
-                self.filled.clear()
-            filled = self.filled[key] = fill(self.capacity, self.ring_on,
-                                             [(place, *load) for place, load in enumerate(loads)])
-        return filled
 
     # --- the period -------------------------------------------------------------------------------
 

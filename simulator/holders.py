@@ -15,7 +15,7 @@ def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]
     ``capacity``: the ring (if on) and each holder's downloads ``(holder, downloads, downloads to
     joiners in the ring, holder in the ring)``. The links that may bind: a holder's uplink (its
     downloads, and the ring if it is in it), a joiner's downlink in the ring (the ring and its download),
-    and each flow's own links."""
+    and each flow's own links. The reference that ``fill_closed`` (the one the counts use) is checked against."""
     ring = len(loads)  # the flows by place: each holder's downloads, then the ring
     links: list[tuple[tuple[int, int], ...]] = []  # each link's (flow, crossings)
     for place, (_, downloads, in_ring_joiners, in_ring) in enumerate(loads):
@@ -46,23 +46,6 @@ def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]
         for flow, _ in binding:
             if rates[flow] is None:
                 rates[flow] = level
-
-
-def fill_one(capacity: float, ring_on: bool, holder: int, downloads: int, in_ring_joiners: int,
-             in_ring: bool) -> dict[int, float]:
-    """``fill`` for one holder's downloads, in closed form (the common case: no holder has left):
-    through a holder in the ring, the ring and each download take 1/(n + 1) of the uplink; through
-    one out of it, the downloads take 1/n and the ring what a joiner's downlink in the ring leaves."""
-    if not ring_on:
-        return {holder: capacity / downloads}
-    if in_ring:
-        share = capacity / (downloads + 1)
-        return {holder: share, RING: share}
-    if downloads == 1:
-        share = capacity / 2 if in_ring_joiners else capacity
-        return {holder: share, RING: share}
-    share = capacity / downloads
-    return {holder: share, RING: capacity - share if in_ring_joiners else capacity}
 
 
 MEMBER, ABSENT, UNSTARTED, DOWNLOADING, LOADED, ENLISTED = range(6)  # a tracked holder's place in the counts
@@ -99,3 +82,24 @@ class Holder:
     downloads: int = 0
     enlisted: int = 0  # downloads to joiners in the collective
 
+
+
+def fill_closed(capacity: float, ring_on: bool, loads: list[tuple[int, int, bool]]) -> dict[int, float]:
+    """``fill`` in closed form, holders numbered by their place in ``loads`` (``(downloads, downloads to
+    joiners in the ring, holder in the ring)``, each with a download): the ring takes the tightest of
+    C / (n + 1) on the uplink of a holder in it and, for a holder out of it with a joiner in it,
+    C - C / n (C / 2 for one download) on that joiner's downlink; each holder's downloads share what
+    the ring leaves of its uplink, or out of the ring C / n up to what it leaves of the downlink."""
+    if not ring_on:
+        return {place: capacity / downloads for place, (downloads, _, _) in enumerate(loads)}
+    ring = capacity
+    for downloads, in_ring_joiners, in_ring in loads:
+        if in_ring:
+            ring = min(ring, capacity / (downloads + 1))
+        elif in_ring_joiners:
+            ring = min(ring, max(capacity - capacity / downloads, capacity / 2))
+    filled = {place: (capacity - ring) / downloads if in_ring
+              else min(capacity / downloads, capacity - ring) if in_ring_joiners else capacity / downloads
+              for place, (downloads, in_ring_joiners, in_ring) in enumerate(loads)}
+    filled[RING] = ring
+    return filled

@@ -147,12 +147,18 @@ def test_rates_of_the_ring_and_the_downloads_worked_by_hand():
     rates = holders.fill(C, True, [(0, 4, 0, True), (1, 1, 0, True)])
     assert rates[holders.RING] == C / 5 and rates[0] == C / 5 and rates[1] == C - C / 5
     assert holders.fill(C, False, [(0, 5, 0, True)]) == {0: C / 5}  # no ring: a fair share of the uplink
-    for ring_on in (False, True):  # one holder's closed form is the filling's
-        for downloads in range(1, 7):
-            for in_ring_joiners in range(downloads + 1):
-                for in_ring in (False, True):
-                    load = (0, downloads, in_ring_joiners, in_ring)
-                    assert holders.fill_one(C, ring_on, *load) == pytest.approx(holders.fill(C, ring_on, [load]))
+    rng = np.random.default_rng(11)
+    for _ in range(2000):  # the closed form the counts use is the filling, for one to four holders
+        ring_on = bool(rng.random() < 0.8)
+        loads = []
+        for _ in range(int(rng.integers(1, 5))):
+            downloads = int(rng.integers(1, 8))
+            loads.append((downloads, int(rng.integers(0, downloads + 1)), bool(rng.random() < 0.5)))
+        filled = holders.fill(C, ring_on, [(place, *load) for place, load in enumerate(loads)])
+        closed = holders.fill_closed(C, ring_on, loads)
+        assert closed.keys() == filled.keys()
+        for key, rate in filled.items():
+            assert closed[key] == pytest.approx(rate, rel=1e-12)
 
 
 # --- against the event model, over many seeds ---------------------------------------------------------
