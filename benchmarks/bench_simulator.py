@@ -129,7 +129,8 @@ def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: floa
         changes = [run["joins"] + run["leaves"] for run in (summary, doubled_summary)]
         more_events = f" (joins and leaves x{changes[1] / changes[0]:.2f})"
     print(f"{fleet.label}{'' if syncs == fleet.syncs else f' (syncs scaled to {syncs})'}: {seconds:.3f} s "
-          f"(target < {fleet.target_s:g} s); doubling the islands x{doubled / seconds:.2f}{more_events} "
+          f"(target < {fleet.target_s:g} s); doubling the islands x{doubled / seconds:.2f} "
+          f"({doubled:.3f} s at {2 * fleet.islands:,}){more_events} "
           f"(target at most x2.2); {rate} (plain SimPy "
           f"{simpy_rate:.4g} events/s); {admitted(fleet.scenario, overrides)}")
 
