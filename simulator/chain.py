@@ -93,11 +93,10 @@ def applies(counts: Counts) -> bool:
             and all(holder.enlisted == holder.downloads for holder in counts.holders))
 
 
-def play(counts: Counts) -> bool:
-    """Play departures (and the rings they break) until the next stop; False if it does not apply."""
-    if counts.timer_due:  # the chain stopped at a timer: ``Counts.step`` plays it first
-        counts.timer_due = False
-        return False
+def play(counts: Counts, first_at: float) -> bool:
+    """Play departures (and the rings they break) from the first, at ``first_at`` (``Counts.step``'s
+    draw: it comes before every timer but the ring's restart), until the next stop; False if the
+    chain does not apply."""
     if not applies(counts):
         return False
     loaded = [holder for holder in counts.holders if holder.downloads]
@@ -110,7 +109,7 @@ def play(counts: Counts) -> bool:
     participants = sum(sizes)
     if participants <= 1 or min(sizes) < 0:
         return False
-    chain = Chain(counts, loaded, groups, tracked, sizes, participants)
+    chain = Chain(counts, loaded, groups, tracked, sizes, participants, first_at)
     chain.run()
     return True
 
@@ -119,13 +118,15 @@ class Chain:
     """The drawn departures and every gap's ring and downloads (see the module's docstring)."""
 
     def __init__(self, counts: Counts, loaded: list[Holder], groups: list, tracked: list[Holder],
-                 sizes: list[int], participants: int):
+                 sizes: list[int], participants: int, first_at: float):
         self.counts, self.loaded, self.groups, self.tracked = counts, loaded, groups, tracked
         rng, now = counts.rng, counts.now
         k = min(counts.chain_chunk, participants)
         self.k = k
         left = participants - np.arange(k)
-        self.tau = now + np.cumsum(rng.standard_exponential(k) / (left * counts.leave_rate))
+        gaps = rng.standard_exponential(k) / (left * counts.leave_rate)
+        gaps[0] = first_at - now
+        self.tau = now + np.cumsum(gaps)
         slots = np.repeat(np.arange(len(sizes)), sizes)
         self.label = slots[rng.permutation(participants)[:k]]
         self.first_tracked = 2 + len(groups)

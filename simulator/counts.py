@@ -128,8 +128,7 @@ class Counts(Changes):
         """Move to the next change: a departure or a return, or a timer, whichever comes first."""
         if self.dirty:
             self.refill()
-        if chain.play(self):  # a run of departures and broken rings, at once
-            return
+        due, self.timer_due = self.timer_due, False
         waiting_dl, enlisted_dl = self.downloading()
         present = self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
         total_rate = present * self.leave_rate + self.absent * self.return_rate
@@ -144,6 +143,8 @@ class Counts(Changes):
             self.horizon_reached = True
             self.completed = self.outer_steps  # stop; ``play`` reports how far it got
             return
+        if not due and (random_at < timer_at or timer == self.start_ring) and chain.play(self, random_at):
+            return  # the departure at random_at, and those after it, played at once (a chain of broken rings)
         self.advance(at, waiting_dl)
         if random_at < timer_at:
             self.change(uniform * total_rate, present, waiting_dl, enlisted_dl)

@@ -233,26 +233,24 @@ def test_the_chains_closed_form_rates_are_the_filling_for_several_holders():
 
 
 def test_a_chain_plays_a_collectives_departures_at_once(monkeypatch):
-    """At 300 islands a collective's broken rings are a few chains, not one step each, and every
-    worker stays counted through them."""
-    steps, chains, sizes = [0], [0], set()
-    step, play = counts.Counts.step, chain.play
+    """At 300 islands most departures are played in chains, not one step each, and every worker stays
+    counted through them."""
+    in_chains, sizes = [0], set()
+    step, apply = counts.Counts.step, chain.Chain.apply
 
     def counted_step(run):
-        steps[0] += 1
         step(run)
         sizes.add(run.counted())
 
-    def counted_play(run):
-        played = play(run)
-        chains[0] += played
-        return played
+    def counted_apply(played_chain, played, at, timer_kind):
+        in_chains[0] += played
+        apply(played_chain, played, at, timer_kind)
 
     monkeypatch.setattr(counts.Counts, "step", counted_step)
-    monkeypatch.setattr(counts.chain, "play", counted_play)
+    monkeypatch.setattr(chain.Chain, "apply", counted_apply)
     summary = counted(scenario(300, 5, 86400 / 4, 3600))
-    assert sizes == {300} and chains[0] > 0
-    assert summary["leaves"] > 2 * steps[0]  # most departures played in chains
+    assert sizes == {300}
+    assert in_chains[0] > summary["leaves"] / 2
 
 
 def test_chains_draw_the_same_law_as_step_by_step(monkeypatch):
@@ -261,7 +259,7 @@ def test_chains_draw_the_same_law_as_step_by_step(monkeypatch):
     figures = {}
     for on in (True, False):
         if not on:
-            monkeypatch.setattr(counts.chain, "play", lambda run: False)
+            monkeypatch.setattr(counts.chain, "play", lambda run, first_at: False)
         rows = []
         for seed in range(120):
             played = returning.play(Simulation(scenario(50, 4, 4320, 180, seed=seed)))
