@@ -1,4 +1,6 @@
-"""A chain of failed rings played in one vectorised draw (``Counts``, restart only).
+"""What the counts (``counts.py``) draw in bulk, in numpy: the returns and departures of the workers
+pooled while a collective was pending, at its end (``alternate``), and a chain of failed rings
+(``Chain``, restart only).
 
 While a collective is pending under ``on_departure = "restart"``, nobody joins it (the absent are
 pooled until the outer boundary, ``Counts.settle_pool``): its participants are a pure-death process.
@@ -6,7 +8,8 @@ Each leaves at 1 / ``mtbf_s``, so the gaps between departures are exponential wi
 left) / ``mtbf_s`` and the order in which they leave is a uniformly random permutation of them (the
 same law as ``Counts.step``'s draws, drawn in another order). Every departure breaks the ring in
 flight, which restarts ``detection_timeout_s`` after the last one; between departures the rates of the
-ring and of the downloads are closed forms of the downloads in flight per holder (``rates``). So a
+ring and of the downloads are closed forms of the downloads in flight per holder (``rates``, as
+``holders.fill_closed``). A chain begins at a departure that ``Counts.step`` drew. So a
 run of departures, restarts and broken rings is a few numpy calls: the gaps, who leaves, each gap's
 ring start, rates, download progress and whether the ring or a download gets through in it.
 
@@ -22,14 +25,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .holders import DOWNLOADING, ENLISTED, MEMBER
+
 if TYPE_CHECKING:
     from .counts import Counts
     from .holders import Holder
 
-from .holders import DOWNLOADING, ENLISTED, MEMBER
-
 # Departures drawn at once: from FIRST_CHUNK, four times more after a chain that used them all, half
-# after one that stopped sooner (half the chains stop before a departure: a download gets through)
+# after one that stopped sooner (most chains stop within a few dozen: a download or a ring gets through)
 FIRST_CHUNK = 16
 MOST_CHUNK = 1024
 
@@ -41,7 +44,7 @@ def in_ring_at_start(holder: Holder) -> bool:
 
 def rates(capacity: float, downloads: np.ndarray, in_ring: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ring's rate and each holder's download rate with the ring on, in closed form (``fill``'s
-    answer when every download goes to a joiner in the ring): ``downloads`` is holders x gaps, a holder
+    answer when every download goes to a joiner in the ring, as ``holders.fill_closed`` for one gap): ``downloads`` is holders x gaps, a holder
     with none bounds nothing. The ring is held by its tightest link: a holder's uplink that it crosses,
     C / (n + 1); the downlink of a joiner of a holder out of the ring, C - C / n (C / 2 for one
     download). A holder's downloads then share what the ring leaves of its uplink, (C - ring) / n, or,

@@ -18,11 +18,12 @@ where):
   ``network.detection_timeout_s``, ring ends and download ends are timers, as in the event model;
 * **the network**: a ring crosses every participant's links; joiners download the weights from the
   lowest present member (a *holder*) over its uplink, so the ring and every download from a holder in
-  the ring share that uplink; the rates are the flow model's max-min fair shares (progressive filling,
-  ``fill``) over the few kinds of link that carry more than one flow, recomputed when a flow starts or
-  ends. Downloads begun together are one group; a holder is followed on its own (``Holder.place``)
-  while its uplink carries downloads, so the ring crosses it again when it is back in it and, back
-  among the members, it is the lowest holder again;
+  the ring share that uplink; the rates are the flow model's max-min fair shares over the few kinds
+  of link that carry more than one flow, in closed form (``holders.fill_closed``, checked against
+  progressive filling, ``holders.fill``), recomputed when a flow starts or ends. Downloads begun
+  together are one group; a holder is followed on its own (``Holder.place``) while its uplink
+  carries downloads, so the ring crosses it again when it is back in it and, back among the
+  members, it is the lowest holder again;
 * **the rules** of ``churn.py``: a joiner downloads once no collective is pending since the last outer
   boundary, takes part in the next collective that forms, and computes from the outer boundary after
   its download is in; a departure breaks the ring in flight (or drops the member, ``partial``, and a
