@@ -268,3 +268,25 @@ def test_chains_draw_the_same_law_as_step_by_step(monkeypatch):
         figures[on] = np.array(rows, float)
     z = dict(zip(FIGURES, welch_z(figures[True], figures[False])))
     assert max(map(abs, z.values())) < Z_LIMIT, z
+
+
+def test_a_followed_holder_a_chain_draws_is_the_one_that_leaves(monkeypatch):
+    """A chain hands the departure of a followed holder (a member, a joiner in, or one downloading) to
+    the counts' own handlers by its place in their order: that holder, and no other, is then away."""
+    leave = chain.Chain.leave
+    places = []
+
+    def checked_leave(played_chain, label):
+        holder = None if label == 0 else played_chain.tracked[label - played_chain.first_tracked]
+        place = holder.place if holder else None
+        others = [(other, other.place) for other in played_chain.counts.holders if other is not holder]
+        leave(played_chain, label)
+        if holder is not None:
+            places.append(place)
+            assert holder.place == holders.ABSENT
+            assert all(other.place == before for other, before in others)
+
+    monkeypatch.setattr(chain.Chain, "leave", checked_leave)
+    for seed in range(120):
+        returning.play(Simulation(scenario(50, 4, 4320, 180, seed=seed)))
+    assert {holders.MEMBER, holders.ENLISTED, holders.DOWNLOADING} <= set(places)
