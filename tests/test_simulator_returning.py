@@ -1,7 +1,8 @@
 """Churn that returns, played on counts (``simulator/returning.py``, ``simulator/counts.py``): the event model's run without
 departures to the last bit, a departure worked by hand, the rates of ring and downloads worked by hand,
 and the summary figures against the event model's over many seeds (a statistical fast path draws
-differently: its means must lie within the event model's sampling error)."""
+differently: its means must lie within the event model's sampling error); the chains of broken rings
+(``simulator/chain.py``): their rates, their handing over, and against one change at a time."""
 
 from __future__ import annotations
 
