@@ -11,7 +11,8 @@ ratio when its islands double (target at most x2.2), its events per second besid
 * 10,000 identical islands x 1,000 DiLoCo syncs (under 10 s);
 * 10,000 islands with 5% step-time jitter x 1,000 DiLoCo syncs (under 10 s);
 * 1,000 islands that leave and come back (``mtbf_s`` one day, ``mttr_s`` one hour) x 100 syncs
-  (under 2 s), with rings restarted from scratch and with partial participation;
+  (under 2 s), with rings restarted from scratch and with partial participation (played on counts,
+  ``simulator/returning.py``: the ratio of their joins and leaves is printed beside the time's);
 * 2,000 islands of four kinds (``benchmarks/fleet-four-kinds.toml``: H100, A100, home, far) x 200
   Streaming syncs (20 outer steps of 10 fragments; under 2 s);
 
@@ -105,8 +106,12 @@ def admitted(scenario_name: str, overrides: list[str]) -> str:
 
 
 def event_rate(summary: dict, seconds: float) -> str:
-    """Events per second of an event run; a run played with arrays has none (``simulator/lockstep.py``)."""
+    """Events per second of an event run; a run played with arrays (``simulator/lockstep.py``) or on
+    counts (``simulator/returning.py``: then its membership changes per second) has none."""
     events = summary["events"]
+    if "played" in summary:
+        changes = summary["joins"] + summary["leaves"]
+        return f"played on counts, no events ({changes / seconds:.4g} joins and leaves/s, {changes} in all)"
     return f"{events / seconds:.4g} events/s ({events} events)" if events else "played with arrays, no events"
 
 
@@ -120,8 +125,12 @@ def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: floa
     events = summary["events"]
     rate = event_rate(summary, seconds)
     more_events = f" (events x{doubled_summary['events'] / events:.2f})" if events else ""
+    if "played" in summary:  # on counts: their work is the joins and leaves
+        changes = [run["joins"] + run["leaves"] for run in (summary, doubled_summary)]
+        more_events = f" (joins and leaves x{changes[1] / changes[0]:.2f})"
     print(f"{fleet.label}{'' if syncs == fleet.syncs else f' (syncs scaled to {syncs})'}: {seconds:.3f} s "
-          f"(target < {fleet.target_s:g} s); doubling the islands x{doubled / seconds:.2f}{more_events} "
+          f"(target < {fleet.target_s:g} s); doubling the islands x{doubled / seconds:.2f} "
+          f"({doubled:.3f} s at {2 * fleet.islands:,}){more_events} "
           f"(target at most x2.2); {rate} (plain SimPy "
           f"{simpy_rate:.4g} events/s); {admitted(fleet.scenario, overrides)}")
 

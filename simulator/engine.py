@@ -32,7 +32,7 @@ from islands.scenarios import Scenario
 from islands.schedules import SyncPoint, schedule_of
 from islands.trace import NO_FRAGMENT, Row
 
-from . import barriers, budget, lockstep, one_learner, replicas
+from . import barriers, budget, lockstep, one_learner, replicas, returning
 from .churn import DEPARTURE, Churn
 from .collectives import Leg, PendingCollective, RingCollective
 from .endings import event_limit_error, everyone_gone_reason, horizon_reason
@@ -67,11 +67,12 @@ class Simulation:
         self.scenario = scenario
         self.schedule = schedule_of(scenario)
         self.lockstep = arrays and lockstep.applies(scenario, self.schedule.coupled)
-        self.budget = lockstep.guard(scenario, max_events) if self.lockstep else budget.guard(scenario, max_events)
+        self.network_model = network_model_for(scenario)
+        self.counted = arrays and returning.chosen(scenario, self.schedule, self.network_model)  # churn that returns
+        self.budget = (lockstep.guard if self.lockstep else returning.guard if self.counted else budget.guard)(scenario, max_events)
         self.group_replicas = group_replicas
         self.env = env = CountingEnvironment(max_events)
         workers = scenario.workers()
-        self.network_model = network_model_for(scenario)
         groups = replicas.groups(scenario, workers, group_replicas)
         self.topology = topology = Topology.of(scenario, [worker for worker, _ in groups])
         self.network = network = make_network(self.network_model, env, topology.has_buckets())
@@ -142,7 +143,7 @@ class Simulation:
                 gc.enable()
 
     def play(self) -> SimResult:
-        if self.lockstep or (played := self.one_learner and one_learner.play(self)):  # played without events
+        if self.lockstep or (played := (self.one_learner and one_learner.play(self)) or (self.counted and returning.play(self))):
             return lockstep_result(self, self.replayed_rows) if self.lockstep else played
         for state in self.fleet.states:
             if state.worker.present:
@@ -292,9 +293,8 @@ def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,
              group_replicas: bool = True, arrays: bool = True) -> SimResult:
     """Play a scenario's schedule through the discrete-event model.
 
-    Raises ``ScenarioError`` before running when the run would need more than ``max_events`` events
-    (or more time than float64 resolves), and if it passes ``max_events`` all the same.
+    Raises ``ScenarioError`` before a run beyond ``max_events`` events (or float64 time), or past them.
     ``group_replicas=False`` runs every replica on its own (``replicas.py``; the same result, slower);
-    ``arrays=False`` plays a lockstep run event by event (``lockstep.py``; the same result, slower,
-    and its ``events`` counted: a lockstep run has none)."""
+    ``arrays=False`` plays a lockstep run event by event (``lockstep.py``; the same result, slower, and
+    its ``events`` counted), and a large fleet whose churn returns (else on counts: ``returning.py``)."""
     return Simulation(scenario, max_events, group_replicas, arrays).run()

@@ -8,6 +8,7 @@ import json
 from islands.io import TABLE_FORMATS, write_table
 from islands.simulator.engine import Simulation
 from islands.simulator.lockstep import check_rows
+from islands.simulator.returning import no_rows
 from islands.tables import churn_line, comparison, ignored_line, islands_table, partial_line
 
 from .common import (add_max_events_argument, add_network_profile_argument, add_scenario_arguments, check_max_events,
@@ -33,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
     simulation = Simulation(source.scenario, max_events=args.max_events)
     if args.trace and simulation.lockstep:
         check_rows(simulation)  # a trace too large to write is refused before the run
+    if (args.trace or args.links) and simulation.counted:
+        no_rows(source.scenario)  # a run on counts keeps none: refused before the run
     result = simulation.run()
     if args.trace:
         write_table(result.trace, args.trace)
@@ -45,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{source.scenario.name}: {summary['algorithm']}, {summary['workers']} workers, "
           f"{summary['outer_steps']} outer steps, {summary['inner_steps']} inner steps each, "
           f"network model {summary['network_model']}")
-    notes = [partial_line(summary), churn_line(summary), ignored_line(summary, result.events_after_end)]
+    notes = [partial_line(summary), churn_line(summary), ignored_line(summary, result.events_after_end),
+             summary.get("played") and f"played on {summary['played']}"]
     print(comparison({summary["algorithm"]: summary}))
     for note in notes:
         if note:

@@ -1,0 +1,155 @@
+"""The departures and returns that ``Counts`` plays one at a time (``counts.py``): which worker a change
+picks, in the counts' order (members, then joiners not begun, in, in the collective, in flight), and
+what its leaving does to the ring, the downloads and the totals (see ``returning.py`` for the rules)."""
+
+from __future__ import annotations
+
+from .holders import ABSENT, ENLISTED, LOADED, MEMBER, UNSTARTED, Holder
+
+
+class Unmodelled(Exception):
+    """A state the counts do not cover: the event model plays the run."""
+
+
+class Changes:
+    """A ``Counts``'s departures and returns (the counts are its own attributes)."""
+
+    def change(self, pick: float, present: int, waiting_dl: int, enlisted_dl: int) -> None:
+        """The ``pick``-th of the departures and returns (weighted by their rates) happens now."""
+        pick /= self.leave_rate
+        if pick >= present:
+            self.returned((pick - present) * self.leave_rate / self.return_rate)
+        elif pick < self.member_count:
+            self.member_left(pick)
+        else:
+            self.joiner_left(int(pick - self.member_count), waiting_dl)
+
+    def tracked_at(self, place: int) -> list[Holder]:
+        return [holder for holder in self.holders if holder.place == place]
+
+    def hit(self, place: int, index: float) -> Holder | None:
+        """The tracked holder that the ``index``-th worker of ``place`` is (they come first), if any."""
+        tracked = self.tracked_at(place)
+        return tracked[int(index)] if index < len(tracked) else None
+
+    def returned(self, index: float) -> None:
+        """The ``index``-th absent worker returns."""
+        away = self.absent - int(index)  # the dropped participants away come last among the absent
+        self.joins += 1
+        self.absent -= 1
+        holder = self.hit(ABSENT, index)
+        if self.computing:  # quiet: its download begins now
+            self.begin_downloads(1, [holder] if holder else [])
+        else:
+            self.unstarted += 1
+            if holder:
+                holder.place = UNSTARTED
+            if away <= len(self.dropped_away):
+                self.dropped_back.append((self.dropped_away.pop(away - 1), self.now))
+
+    def member_left(self, index: float) -> None:
+        """The ``index``-th member leaves."""
+        self.leaves += 1
+        self.gone(self.hit(MEMBER, index))
+        self.member_count -= 1
+        if self.computing:
+            self.lost_s += self.now - self.boundary_s
+        else:
+            self.lost_s += self.period_s
+            self.participant_left()
+        self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
+        if self.member_count == 0:
+            raise Unmodelled("no member left")
+
+    def gone(self, holder: Holder | None) -> None:
+        """A worker left (``holder``, if it is one followed): absent; while a collective is pending,
+        among those that ``settle_pool`` plays at the next outer boundary."""
+        if holder is not None:
+            holder.place, holder.away_since = ABSENT, self.now
+            if holder.group is not None:
+                holder.group.tracked.remove(holder)
+                holder.group = None
+        if not self.pooled or self.computing:
+            self.absent += 1
+        elif holder is None:
+            self.pool_since.append(self.now)
+
+    def joiner_left(self, index: int, waiting_dl: int) -> None:
+        """The ``index``-th present joiner leaves (in the order: not begun, in, in the collective, in
+        flight waiting, in flight in the collective)."""
+        self.leaves += 1
+        if index < self.unstarted:
+            back = self.unstarted - index  # the dropped participants back come last among them
+            self.unstarted -= 1
+            self.gone(self.hit(UNSTARTED, index))
+            if back <= len(self.dropped_back):
+                self.dropped_again(back - 1)
+            return
+        index -= self.unstarted
+        if index < self.loaded:
+            self.loaded -= 1
+            self.gone(self.hit(LOADED, index))
+            return
+        index -= self.loaded
+        if index < self.loaded_enlisted:
+            share = self.extension_s / self.loaded_enlisted  # its download's row past the forming (on average)
+            self.present += share
+            self.extension_s -= share
+            self.loaded_enlisted -= 1
+            self.gone(self.hit(ENLISTED, index))
+            self.enlisted_left(self.formed_s + share)
+            return
+        index -= self.loaded_enlisted
+        enlisted = index >= waiting_dl
+        self.gone(self.cancel(index - waiting_dl if enlisted else index, enlisted))
+        if enlisted:
+            self.enlisted_left(self.formed_s)
+        self.rates()
+
+    def enlisted_left(self, covered_until_s: float) -> None:
+        """A joiner in the collective leaves: its wait since the collective formed has no row (its rows
+        cover it up to ``covered_until_s``); under ``partial`` the ring in flight gives it a comm row."""
+        self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
+        if self.partial and self.ring_on:
+            self.present += self.now - max(self.last_start_s, min(covered_until_s, self.now))
+        self.participant_left()
+
+    def dropped_again(self, which: int) -> None:
+        """``partial``: a participant dropped from the ring in flight came back and leaves again: it is
+        dropped again; its comm row now ends here, over its time away."""
+        left_s, back_s = self.dropped_back.pop(which)
+        self.present += back_s - left_s
+        self.dropped_members += 1
+        self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
+        self.dropped_away.append(self.now)
+
+    def participant_left(self) -> None:
+        """A participant of the collective leaves: the ring in flight breaks, or goes on without it."""
+        if not self.ring_on:
+            return
+        if self.partial:
+            self.dropped_members += 1
+            self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
+            self.dropped_away.append(self.now)
+        else:
+            self.ring_on = False
+            self.rates()
+
+    def cancel(self, index: int, enlisted: bool) -> Holder | None:
+        """The ``index``-th download in flight (of those to joiners in the collective, or not) stops;
+        the holder that downloaded it, if it is one followed."""
+        for holder in self.holders:
+            count = holder.enlisted if enlisted else holder.downloads - holder.enlisted
+            if index >= count:
+                index -= count
+                continue
+            for _, _, group in holder.groups:
+                if group.enlisted != enlisted or index >= group.count:
+                    index -= group.count if group.enlisted == enlisted else 0
+                    continue
+                group.count -= 1
+                holder.downloads -= 1
+                holder.enlisted -= enlisted
+                return group.tracked[index] if index < len(group.tracked) else None
+        raise AssertionError("no such download")
+

@@ -1,0 +1,365 @@
+"""The counts that ``returning.py`` plays a run of churn that returns on: who is where, when the next
+change comes, the rates of the ring and of the downloads, and the totals of the summary (see
+``returning.py`` for the rules and what they approximate)."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import chain
+from .chain import alternate
+from .changes import Changes, Unmodelled
+from .collectives import collective_for
+from .holders import ABSENT, DOWNLOADING, ENLISTED, LOADED, MEMBER, RING, UNSTARTED, Group, Holder, fill_closed
+
+if TYPE_CHECKING:
+    from .engine import Simulation
+
+DRAWS = 8192  # exponential and uniform draws taken from the generator at once
+STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
+
+
+
+class Counts(Changes):
+    """One run played on counts (see the module's docstring)."""
+
+    def __init__(self, sim: Simulation, period_steps: float):
+        scenario = sim.scenario
+        island = scenario.islands[0]
+        worker = sim.fleet.workers[0]
+        self.sim, self.scenario = sim, scenario
+        self.fleet_size = scenario.worker_count
+        self.leave_rate = 1.0 / island.mtbf_s
+        self.return_rate = 1.0 / island.mttr_s
+        self.period_steps = period_steps
+        self.period_s = period_steps * worker.step_time_s
+        self.capacity = worker.upload_bytes_per_s
+        self.detect_s = scenario.network.detection_timeout_s
+        self.partial = scenario.network.on_departure == "partial"
+        # restart: the workers away while a collective is pending are played at its end (``settle_pool``);
+        # under partial each one's return may matter to the ring in flight (``dropped_again``)
+        self.pooled = not self.partial
+        self.pool_since: list[float] = []
+        self.weights_bytes = scenario.weights_bytes
+        self.payload_bytes = scenario.payload_bytes
+        self.volume = collective_for(scenario).volume_bytes
+        self.outer_steps = sim.schedule.synced_outer_steps(scenario.schedule)
+        self.horizon_s = sim.budget.horizon_s if sim.budget.horizon_s is not None else math.inf
+        self.rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, STREAM]))
+        self.exponentials: list[float] = []
+        self.uniforms: list[float] = []
+        self.drawn = DRAWS
+        # who is where
+        self.member_count = self.fleet_size
+        self.absent = 0
+        self.unstarted = 0  # joiners whose download waits for the next outer boundary
+        self.loaded = 0  # joiners whose download is in and who wait for a collective (not in one)
+        self.loaded_enlisted = 0  # joiners whose download is in, in the collective
+        self.extension_s = 0.0  # of those, seconds their download rows reach past the collective's forming
+        self.holders: list[Holder] = []  # in the order they became holders
+        self.holder_numbers = 0
+        self.group_numbers = 0
+        self.dirty = False  # a flow started or ended since the rates were filled
+        self.timer_due = False  # ``chain`` stopped at a timer that ``step`` plays next
+        self.chain_chunk = chain.FIRST_CHUNK  # departures ``chain`` draws at once
+        # the period
+        self.now = 0.0
+        self.boundary_s = 0.0
+        self.computing = True
+        self.formed_s = 0.0
+        self.first_start_s: float | None = None
+        self.last_start_s = 0.0
+        self.blocked_until_s = -math.inf  # the last departure the others have not noticed, + the timeout
+        self.ring_on = False
+        self.ring_left = 0.0
+        self.ring_rate = 0.0
+        self.ring_bytes = 0.0
+        self.hold_until_s = -math.inf  # partial: the ring ends no sooner than this
+        # partial: when each participant dropped from the ring in flight left, those away and those back
+        # (a participant back and leaving again is dropped again, as ``Churn.leave`` drops it: its row
+        # then ends at its last departure); those back, with when they came back
+        self.dropped_away: list[float] = []
+        self.dropped_back: list[tuple[float, float]] = []
+        self.moved_s: float | None = None  # partial: when the ring's bytes were through
+        self.completed = 0
+        # the totals
+        self.compute = self.idle = self.stall = self.present = self.bytes_sent = self.sync_rows = 0.0
+        self.lost_s = 0.0
+        self.merged_steps = 0.0
+        self.durations: list[float] = []
+        self.joins = self.leaves = self.dropped_members = 0
+        self.horizon_reached = False
+
+    # --- draws ----------------------------------------------------------------------------------
+
+    def draw(self) -> tuple[float, float]:
+        """A standard exponential and a uniform, from the run's generator, taken in batches."""
+        if self.drawn == DRAWS:
+            self.exponentials = self.rng.standard_exponential(DRAWS).tolist()
+            self.uniforms = self.rng.random(DRAWS).tolist()
+            self.drawn = 0
+        index = self.drawn
+        self.drawn += 1
+        return self.exponentials[index], self.uniforms[index]
+
+    # --- counts -----------------------------------------------------------------------------------
+
+    def downloading(self) -> tuple[int, int]:
+        """Joiners with a download in flight: waiting, and in the collective."""
+        enlisted = sum(holder.enlisted for holder in self.holders)
+        return sum(holder.downloads for holder in self.holders) - enlisted, enlisted
+
+    def counted(self) -> int:
+        """Every worker, wherever it is (the fleet's size, whatever happened: ``tests``)."""
+        waiting_dl, enlisted_dl = self.downloading()
+        pooled = len(self.pool_since) + (len(self.tracked_at(ABSENT)) if self.pooled and not self.computing else 0)
+        return (self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
+                + self.absent + pooled)
+
+    def play(self) -> None:
+        while self.completed < self.outer_steps:
+            self.step()
+
+    def step(self) -> None:
+        """Move to the next change: a departure or a return, or a timer, whichever comes first."""
+        if self.dirty:
+            self.refill()
+        due, self.timer_due = self.timer_due, False
+        waiting_dl, enlisted_dl = self.downloading()
+        present = self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
+        total_rate = present * self.leave_rate + self.absent * self.return_rate
+        exponential, uniform = self.draw()
+        random_at = self.now + exponential / total_rate if total_rate > 0 else math.inf
+        timer_at, timer = self.next_timer()
+        at = min(random_at, timer_at)
+        if at > self.horizon_s:
+            self.advance(self.horizon_s, waiting_dl)
+            if not self.computing:
+                self.settle_pool(self.horizon_s)
+            self.horizon_reached = True
+            self.completed = self.outer_steps  # stop; ``play`` reports how far it got
+            return
+        if not due and (random_at < timer_at or timer == self.start_ring) and chain.play(self, random_at):
+            return  # the departure at random_at, and those after it, played at once (a chain of broken rings)
+        self.advance(at, waiting_dl)
+        if random_at < timer_at:
+            self.change(uniform * total_rate, present, waiting_dl, enlisted_dl)
+        else:
+            timer()
+
+    def next_timer(self):
+        """The next timer: the end of the compute, a (re)start, the ring's end, a download's end."""
+        if self.computing:
+            best, action = self.boundary_s + self.period_s, self.form
+        elif self.ring_on:
+            end_s = self.now + self.ring_left / self.ring_rate if self.ring_left > 0 else self.now
+            best, action = max(end_s, self.hold_until_s), self.ring_done
+            if end_s < self.hold_until_s and self.ring_left > 0:
+                best, action = end_s, self.bytes_through
+        else:
+            best, action = max(self.now, self.blocked_until_s), self.start_ring
+        for holder in self.holders:
+            if holder.downloads:
+                done_at = holder.groups[0][0]
+                at = self.now + max(0.0, done_at - holder.progress) / holder.rate
+                if at < best:
+                    best, action = at, (lambda holder=holder: self.download_done(holder))
+        return best, action
+
+    def advance(self, at: float, waiting_dl: int) -> None:
+        """Everything that runs at a rate, and every presence, from now to ``at`` (``waiting_dl``: the
+        joiners downloading while they wait for a collective)."""
+        dt = at - self.now
+        if dt <= 0:
+            self.now = max(self.now, at)
+            return
+        waiting = self.unstarted + self.loaded + waiting_dl
+        self.idle += waiting * dt
+        self.present += (self.member_count + waiting) * dt
+        if self.computing:
+            self.compute += self.member_count * dt
+        elif self.first_start_s is None:
+            self.idle += self.member_count * dt
+        else:
+            self.stall += self.member_count * dt
+        if self.ring_on:
+            self.ring_left = max(0.0, self.ring_left - self.ring_rate * dt)
+        for holder in self.holders:
+            holder.progress += holder.rate * dt
+        self.now = at
+
+    # --- downloads --------------------------------------------------------------------------------
+
+    def source(self) -> Holder:
+        """The lowest present member: the first holder back among the members, or a new one."""
+        for holder in self.holders:
+            if holder.place == MEMBER:
+                return holder
+        if self.member_count == 0:
+            raise Unmodelled("a joiner with no member to download from")
+        holder = Holder(self.holder_numbers)
+        self.holder_numbers += 1
+        self.holders.append(holder)
+        return holder
+
+    def begin_downloads(self, count: int, tracked: list[Holder]) -> None:
+        """``count`` joiners (``tracked`` among them) begin downloading the weights from the lowest present
+        member now."""
+        source = self.source()
+        group = Group(source, source.progress + self.weights_bytes, count, tracked=tracked)
+        for holder in tracked:
+            holder.place, holder.group = DOWNLOADING, group
+        self.group_numbers += 1  # ties broken by the order the groups began in, not by address
+        heapq.heappush(source.groups, (group.done_at, self.group_numbers, group))
+        source.downloads += count
+        self.rates()
+
+    def download_done(self, source: Holder) -> None:
+        """The downloads of ``source``'s first group are in: each a comm row of the weights."""
+        _, _, group = heapq.heappop(source.groups)
+        source.downloads -= group.count
+        self.bytes_sent += group.count * self.weights_bytes
+        if group.enlisted:
+            source.enlisted -= group.count
+            self.loaded_enlisted += group.count
+            self.extension_s += group.count * (self.now - self.formed_s)
+        else:
+            self.loaded += group.count
+        for holder in group.tracked:
+            holder.place, holder.group = ENLISTED if group.enlisted else LOADED, None
+        self.rates()
+
+    def prune(self) -> None:
+        """Stop following the holders whose uplinks carry nothing, but the lowest member among them."""
+        lowest = next((holder for holder in self.holders if holder.place == MEMBER), None)
+        for holder in [holder for holder in self.holders if not holder.downloads and holder is not lowest]:
+            self.holders.remove(holder)
+            if holder.group is not None:
+                holder.group.tracked.remove(holder)
+            if holder.place == ABSENT and self.pooled and not self.computing:  # counted among the absent again
+                self.pool_since.append(holder.away_since)
+
+    # --- the network ------------------------------------------------------------------------------
+
+    def rates(self) -> None:
+        """A flow started or ended: the rates are filled again before time moves on (``refill``)."""
+        self.dirty = True
+
+    def refill(self) -> None:
+        """Every flow's rate now (``fill_closed``: the max-min fair shares)."""
+        self.dirty = False
+        self.prune()
+        loads = [(holder.downloads, holder.enlisted, holder.in_ring) for holder in self.holders if holder.downloads]
+        if not loads and not self.ring_on:
+            return
+        filled = fill_closed(self.capacity, self.ring_on, loads)
+        loaded = iter(range(len(loads)))
+        for holder in self.holders:
+            holder.rate = filled[next(loaded)] if holder.downloads else 0.0
+        self.ring_rate = filled.get(RING, 0.0)
+
+    # --- the period -------------------------------------------------------------------------------
+
+    def form(self) -> None:
+        """The members have computed the period: the collective forms, taking in every joiner present
+        (whose downloads began at the last boundary or since)."""
+        self.computing = False
+        self.formed_s = self.now
+        self.first_start_s = None
+        self.loaded_enlisted, self.loaded = self.loaded, 0
+        self.extension_s = 0.0
+        for holder in self.holders:
+            for _, _, group in holder.groups:
+                group.enlisted = True
+            holder.enlisted = holder.downloads
+            if holder.place == LOADED:
+                holder.place = ENLISTED
+        if self.pooled:  # the absent: nothing they do matters before the next outer boundary
+            tracked = self.tracked_at(ABSENT)
+            for holder in tracked:
+                holder.away_since = self.now
+            self.pool_since.extend([self.now] * (self.absent - len(tracked)))
+            self.absent = 0
+
+    def settle_pool(self, end_s: float) -> None:
+        """The returns and departures of the workers that went away while the collective was pending,
+        from when each went, up to ``end_s``, drawn now (``alternate``): those back are joiners whose
+        download waits for this outer boundary."""
+        if not self.pooled:
+            return
+        tracked = self.tracked_at(ABSENT)
+        since = np.array(self.pool_since + [holder.away_since for holder in tracked])
+        self.pool_since = []
+        back, joins, leaves, present_s = alternate(self.rng, since, end_s, self.return_rate, self.leave_rate)
+        self.joins += joins
+        self.leaves += leaves
+        self.idle += present_s
+        self.present += present_s
+        self.unstarted += int(back.sum())
+        self.absent += len(back) - int(back.sum())
+        for holder, is_back in zip(tracked, back[len(back) - len(tracked):].tolist()):
+            if is_back:
+                holder.place = UNSTARTED
+
+    def participants(self) -> int:
+        return self.member_count + self.loaded_enlisted + sum(holder.enlisted for holder in self.holders)
+
+    def start_ring(self) -> None:
+        """Every departure is noticed: the ring starts (again) among the participants present."""
+        participants = self.participants()
+        self.ring_bytes = self.volume(participants, self.payload_bytes)
+        self.ring_left = self.ring_bytes
+        self.ring_on = True
+        self.hold_until_s, self.dropped_away, self.dropped_back, self.moved_s = -math.inf, [], [], None  # this try's
+        self.last_start_s = self.now
+        for holder in self.holders:
+            holder.in_ring = chain.in_ring_at_start(holder)
+        if self.first_start_s is None:
+            self.first_start_s = self.now
+        self.rates()
+
+    def bytes_through(self) -> None:
+        """``partial``: the bytes are through; the ring waits until the others notice the dropped member."""
+        self.ring_left = 0.0
+        self.moved_s = self.now
+
+    def ring_done(self) -> None:
+        """The outer step is done: rows for the collective, the joiners whose download is in become
+        members and compute with the others from now, the others wait for the next collective."""
+        end_s = self.now
+        participants = self.participants()
+        enlisted = participants - self.member_count
+        self.durations.append(end_s - self.last_start_s)
+        self.bytes_sent += participants * self.ring_bytes
+        self.sync_rows += participants
+        moved_s = end_s if self.moved_s is None else self.moved_s
+        for left_s in self.dropped_away + [left_s for left_s, _ in self.dropped_back]:  # its share sent by then
+            share = min(1.0, (left_s - self.last_start_s) / (moved_s - self.last_start_s)) \
+                if moved_s > self.last_start_s else 1.0
+            self.bytes_sent += share * self.ring_bytes
+            self.sync_rows += 1
+        self.idle += enlisted * (self.first_start_s - self.formed_s)
+        self.stall += enlisted * (end_s - self.first_start_s)
+        self.present += enlisted * (end_s - self.formed_s)
+        self.merged_steps += self.member_count * self.period_steps
+        self.completed += 1
+        self.ring_on = False
+        self.member_count += self.loaded_enlisted
+        self.loaded_enlisted, self.extension_s = 0, 0.0
+        for holder in self.holders:
+            for _, _, group in holder.groups:
+                group.enlisted = False
+            holder.enlisted = 0
+            if holder.place == ENLISTED:
+                holder.place = MEMBER
+        self.settle_pool(end_s)
+        self.computing = True
+        self.boundary_s = end_s
+        if self.completed < self.outer_steps and self.unstarted:
+            count, self.unstarted = self.unstarted, 0
+            self.begin_downloads(count, self.tracked_at(UNSTARTED))
+        self.rates()
