@@ -222,7 +222,7 @@ class ElasticWorld:
             return
         with self.speaking() if self.ranks is not None else contextlib.nullcontext():
             joining = self.join_at_s is not None
-            start, told = self.join(local) if joining else self.form_first_epoch(local)
+            start, told = self.join() if joining else self.form_first_epoch(local)
             yield start
             if joining:
                 told = (self.recorder.clock.now(), self.state_payload(local) if self.ranks else None)
@@ -242,7 +242,7 @@ class ElasticWorld:
         self.publish_clock()
         return Start(adopt=state), (self.resumed_s, adopted)
 
-    def join(self, local: Local) -> tuple[Start, None]:
+    def join(self) -> tuple[Start, None]:
         """Wait for the join time, ask to join and for the state (downloaded in the background), and
         enter as a passive member (the trainer takes part in the boundaries until the state is in)."""
         clock = self.recorder.clock
