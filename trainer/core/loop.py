@@ -205,10 +205,8 @@ class Trainer:
         """Take another member's global state (``global_state``'s form) at its step: local = global, a
         fresh inner optimizer."""
         self.step = state["step"]
-        for fragment, saved in zip(self.fragments, state["fragments"]):
-            fragment.load_state_dict(saved)
+        self.load_global(state)
         self.diloco.restart_from_global()
-        self.period_records = []
 
     def catch_up(self, entry: Entry) -> None:
         """Enter a run under way (a returning learner): the global model its world handed over, local =
@@ -242,12 +240,17 @@ class Trainer:
 
     def adopt_download(self, download: Downloaded) -> None:
         """The downloaded snapshot, then every kept average of the syncs after it, in order."""
-        for fragment, saved in zip(self.fragments, download.state["fragments"]):
-            fragment.load_state_dict(saved)
+        self.load_global(download.state)
         self.diloco.replay_kept()
-        self.period_records = []
         self.recorder.add("comm", download.started_s, download.done_s, self.plan.outer_step(self.step - 1),
                           NO_FRAGMENT, download.size_bytes)
+
+    def load_global(self, state: dict[str, Any]) -> None:
+        """The fragments of another member's ``global_state`` (global weights, outer optimizers); this
+        period's step records were not trained from them and go."""
+        for fragment, saved in zip(self.fragments, state["fragments"]):
+            fragment.load_state_dict(saved)
+        self.period_records = []
 
     def global_state(self) -> dict[str, Any]:
         """The state another member adopts from this one: the step, the fragments' global weights and
