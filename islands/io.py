@@ -78,6 +78,20 @@ def os_reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def check_out_folder(flag: str, folder: str | Path) -> None:
+    """Refuse, before any work, an output folder that is a file or where no file can be written
+    (a trial write in it, the folder created if missing)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{flag} {folder}: is a file; name a folder for the outputs")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise UserError(f"{flag} {folder}: cannot write there: {os_reason(exc)}") from None
+
+
 def temporary_beside(target: Path) -> Path:
     """A new empty file in ``target``'s folder (created if missing), readable as the umask allows."""
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from islands.errors import UserError
-from islands.io import safe_name
+from islands.io import check_out_folder, refuse_shared_paths, safe_name
 
 from .config import RunPlan
 from .kinds import kind_of
@@ -79,25 +79,29 @@ def train(plan: RunPlan, options: TrainOptions = TrainOptions()) -> Trained:
 
 
 def check_run(plan: RunPlan, options: TrainOptions) -> Path:
-    """Refuse what would fail later, in one line: a resume or a stop the kind cannot do, a folder that
-    holds another run, data without text, checkpoints that do not fit; returns the output folder."""
+    """Refuse what would fail later, in one line: a resume or a stop the kind cannot do, an output folder
+    where nothing can be written or whose files would overwrite the data, a folder that holds another
+    run, data without text, checkpoints that do not fit; returns the output folder."""
     from .core import checkpoint
     from .core.loop import default_corpus, model_config, shapes_of
     from .core.model import build_model
-    from .outputs import claim_out_dir
+    from .outputs import RUN_FILES, claim_out_dir
 
     resume = options.resume_dir
     check_resumable(plan, resume, options.stop_after)
     if resume is not None and not resume.is_dir():
         raise UserError(f"--resume {resume}: no such run folder")
-    out_dir = options.out_dir or resume
-    if out_dir is not None and out_dir != resume:
+    out_dir = options.out_dir or resume or default_out(plan.scenario.name)
+    flag = "--resume" if out_dir == resume else "--out"
+    refuse_shared_paths({f"{flag}'s {name}": out_dir / name for name in RUN_FILES}, {"--data": plan.data_path or None})
+    check_out_folder(flag, out_dir)
+    if out_dir != resume:
         claim_out_dir(out_dir, options.force)
     default_corpus(plan)  # a data path without text fails here, before any process starts
     if resume:
         shapes = shapes_of(build_model(model_config(plan), plan.spec.seed, "cpu"))
         checkpoint.verify_all(resume, plan.world_size, plan.fingerprint(), shapes)
-    return out_dir or default_out(plan.scenario.name)
+    return out_dir
 
 
 def check_resumable(plan: RunPlan, resume_dir: Path | None, stop_after: int | None) -> None:

@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import socket
 import struct
-import tempfile
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -29,22 +28,6 @@ def path_text(text: str) -> str:
 def path_value(text: str) -> Path:
     """``path_text`` as a ``Path``."""
     return Path(path_text(text))
-
-
-def check_out_folder(flag: str, folder: str | Path) -> None:
-    """Refuse, before any work, an output folder that is a file or where no file can be written
-    (a trial write in it, the folder created if missing)."""
-    from islands.io import os_reason
-
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"{flag} {folder}: is a file; name a folder for the outputs")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise UserError(f"{flag} {folder}: cannot write there: {os_reason(exc)}") from None
 
 
 def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from .common import add_network_profile_argument, add_scenario_arguments, check_out_folder, path_value, read_source
+from islands.io import check_out_folder
+
+from .common import add_network_profile_argument, add_scenario_arguments, path_value, read_source
 
 OUTPUT_FILES = ("comparison.json", "overlay.png", "predicted_trace.csv")
 

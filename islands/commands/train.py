@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import add_scenario_arguments, check_out_folder, path_text, read_source
+from islands.io import check_out_folder
+
+from .common import add_scenario_arguments, path_text, read_source
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help="train the scenario for real and measure it",

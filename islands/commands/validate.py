@@ -17,7 +17,9 @@ from pathlib import Path
 
 from islands.units import BITS_PER_MBIT, MS_PER_S, NS_PER_S
 
-from .common import check_out_folder, path_text, read_source
+from islands.io import check_out_folder
+
+from .common import path_text, read_source
 
 RUNS_FOLDER = "runs"
 MAX_WORKERS = 8
