@@ -74,6 +74,9 @@ class FakeRounds:
     def publish_clock(self, paused=False):
         pass
 
+    def pause_s(self, paused_s):
+        return paused_s
+
     def evaluate(self, evaluate_on):
         self.evaluations += 1
         return evaluate_on(Echo(1), None)

@@ -429,7 +429,7 @@ class Trainer:
         if self.out_dir and self.checkpoint_due(period):
             self.world.save_checkpoint(period, self.out_dir, self.state_dict())
         self.period_records = []
-        self.clock.resume()
+        self.clock.resume_after(self.world.pause_s(self.clock.paused_for_s()))
         self.world.publish_clock()
 
     @contextlib.contextmanager

@@ -3,8 +3,14 @@
 Time: every process reads ``time.monotonic()``; after an initial barrier each process takes its
 own reading as time 0, so on one machine the origins agree to within the barrier's exit skew (and
 across machines to within about one network latency). The clock pauses during evaluation and
-checkpointing (both start right after a sync point, where the processes are aligned), so the trace
-shows training only.
+checkpointing, so the trace shows training only. The processes reach a pause at different moments
+(an exchange's members do not all finish together: on unequal links one may finish half a second
+before another), and the evaluation's collectives end together; so every process stands still for
+the same length, the longest any of them needed (``Rounds.pause_s``), and resumes that long after
+its own pause. Their clocks then keep one origin, and the run after the pause goes on from the
+offsets it had, as it would have without the evaluation. (Each process pausing for its own length
+would resume at its own pause reading while all really resume together: the trace's offsets would
+drift by the exchange's end skew at every evaluation.)
 
 Rows: one ``compute`` row per interval between sync points; per collective one ``comm`` row (from
 the moment every member had joined to its end, with the bytes this process sent), an ``idle`` row
@@ -30,6 +36,12 @@ from islands.trace import NO_FRAGMENT, Row, to_frame
 from ..config import RunPlan
 
 
+# What a common pause adds to the longest process's: the all-gather that agrees on it (a few ms on one
+# machine, more on a busy one). A process that overruns it resumes at once and its trace shows the
+# overrun as time passing, so the processes keep one origin either way.
+PAUSE_MARGIN_S = 0.05
+
+
 class Clock:
     """Seconds since the run started, excluding paused intervals."""
 
@@ -49,8 +61,16 @@ class Clock:
     def pause(self) -> None:
         self.paused_at = time.monotonic()
 
-    def resume(self) -> None:
-        self.origin += time.monotonic() - self.paused_at
+    def paused_for_s(self) -> float:
+        """Seconds since the clock paused."""
+        return time.monotonic() - self.paused_at
+
+    def resume_after(self, pause_s: float) -> None:
+        """Run again ``pause_s`` after the pause began: wait for that moment if it is still ahead
+        (a process that paused late); one already past it resumes now, and its trace shows the
+        overrun as time passing."""
+        time.sleep(max(0.0, self.paused_at + pause_s - time.monotonic()))
+        self.origin += pause_s
         self.paused_at = None
 
 

@@ -26,7 +26,7 @@ from .diloco import ExchangerTransport, Transport
 from .group import Group
 from .outer import Fragment
 from .sync import Exchanger
-from .tracing import Recorder, build_summary, island_rows, write_outputs
+from .tracing import PAUSE_MARGIN_S, Recorder, build_summary, island_rows, write_outputs
 
 
 @dataclass
@@ -163,6 +163,10 @@ class Rounds(Protocol):
     def publish_clock(self, paused: bool = False) -> None:
         """The trace clock is about to stand still (``paused``) or runs again."""
 
+    def pause_s(self, paused_s: float) -> float:
+        """How long the trace clock stands still on every process that shares it, given this one's
+        pause so far (evaluation, checkpoint): the longest of theirs and a margin for this call."""
+
     def evaluate(self, evaluate_on: EvaluateOn) -> float:
         """The global model's validation loss, shared out over the processes that hold it."""
 
@@ -252,6 +256,9 @@ class FixedWorld:
 
     def publish_clock(self, paused: bool = False) -> None:
         pass
+
+    def pause_s(self, paused_s: float) -> float:
+        return max(self.groups.world.all_gather_object(paused_s)) + PAUSE_MARGIN_S
 
     def save_checkpoint(self, period: int, out_dir: Path, state: dict[str, Any]) -> None:
         island, local_rank = divmod(self.rank, self.plan.ranks_per_island)

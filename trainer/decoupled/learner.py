@@ -295,6 +295,10 @@ class DecoupledWorld:
     def publish_clock(self, paused: bool = False) -> None:
         pass
 
+    def pause_s(self, paused_s: float) -> float:
+        """A learner's clock is its own: it stands still for as long as this learner paused."""
+        return paused_s
+
     def save_checkpoint(self, period: int, out_dir, state: dict[str, Any]) -> None:
         pass
 

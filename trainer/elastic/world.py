@@ -54,7 +54,7 @@ from ..runtime.paced import paced
 from ..core.sync import Exchanger
 from ..core.tracing import build_summary, write_outputs
 from ..core.outer import Fragment
-from ..core.tracing import Recorder
+from ..core.tracing import PAUSE_MARGIN_S, Recorder
 from ..core.world import Downloaded, Ending, EvaluateOn, Groups, Local, Passive, Start
 
 T = TypeVar("T")
@@ -329,6 +329,11 @@ class ElasticWorld:
             self.membership.adopt_history(list(zip(self.membership.members, views)))
         holders = [member for member, view in enumerate(views) if view is not None]
         return evaluate_on(group, holders)
+
+    def pause_s(self, paused_s: float) -> float:
+        """The members' longest pause (an island's leader speaks for its ranks) and the margin."""
+        longest_s = self.shared(lambda: self.membership.run(lambda group: max(group.all_gather_object(paused_s))))
+        return longest_s + PAUSE_MARGIN_S
 
     def publish_clock(self, paused: bool = False) -> None:
         """The run's clock for the launcher and joiners: (wall time, trace seconds) now, and whether
