@@ -31,22 +31,32 @@ MAX_LINKS = 250  # host addresses .1 to .250
 BRIDGE = "wanbr"
 NETNS_RUN_DIR = "/var/run/netns"
 
-# tbf bucket depth: enough tokens for SHAPER_JITTER_S of traffic, so that a dequeue delayed by the
+# The shaper's bucket depth: enough tokens for SHAPER_JITTER_S of traffic, so that a dequeue delayed by the
 # scheduler (a few ms on a busy 2-core machine) is caught up instead of lost; never less than one
-# 64 KiB GSO super-packet, which tbf would otherwise have to split in software. The cost: a transfer
+# 64 KiB GSO super-packet, which the shaper would otherwise have to split in software. The cost: a transfer
 # that starts on an idle link gets at most SHAPER_JITTER_S of head start.
 SHAPER_JITTER_S = 0.004
 MIN_BURST_BYTES = 65536
 # TCP small queues: a socket keeps at most this many bytes in the qdiscs below it (the kernel's
-# default, 4 MB, lets each flow dump megabytes into a tbf queue that holds far less, and the
+# default, 4 MB, lets each flow dump megabytes into a queue that holds far less, and the
 # overflow is dropped and retransmitted). Set inside every namespace; the host's value is untouched.
 TSQ_LIMIT_BYTES = 65536
-# tbf queue beyond the burst: QUEUE_LATENCY_S of traffic at the link's rate, and never less than
+# The bulk queue beyond the burst: QUEUE_LATENCY_S of traffic at the link's rate, and never less than
 # QUEUE_MIN_FLOWS sockets' TSQ allowance. With TSQ bounding what each flow queues, the queue's depth
 # is set by the flows, so the floor costs no standing delay; it only stops drops between gloo's
 # several connections per pair (at 10 Mbit/s 20 ms is 25 000 B, less than one GSO packet).
 QUEUE_LATENCY_S = 0.020
 QUEUE_MIN_FLOWS = 4
+# A bottleneck router that queues per flow (fq_codel, RFC 8290, Linux's default qdisc and most
+# routers' SQM; cake) serves a sparse flow, such as the ACKs of an upload, before the bulk flows
+# queued there, so the ACKs of an island's uploads never wait behind the data that faster islands
+# pour into its downlink. With one FIFO they did (up to 200 ms at 13 Mbit/s), the island's uplink,
+# the ring's bottleneck, went window-limited and a ring of unequal links ran 15-20% slower than its
+# slowest link (issue 29, docs/validation.md). This kernel has no fq_codel or prio qdisc, so htb
+# gives packets shorter than ACK_MAX_BYTES their own class, served first (``shaper_commands``).
+ACK_MAX_BYTES = 256
+ACK_SHARE = 0.1
+ACK_QUEUE_PACKETS = 1000
 # netem holds every packet for the whole delay, so its queue (1000 packets by default) must hold
 # twice a delay's worth of full-size packets at the link's rate, or it drops them.
 NETEM_MIN_LIMIT_PACKETS = 1000
@@ -110,15 +120,15 @@ def attach_island(core: str, island_namespace: str, index: int) -> None:
     run(["ip", "-n", island_namespace, "link", "set", "dev", wan, "up"])
 
 
-def tbf_burst_bytes(rate_bits_per_s: float) -> int:
+def burst_bytes(rate_bits_per_s: float) -> int:
     """The bucket of a link shaped to ``rate_bits_per_s``: what it sends at once after idling."""
     return max(MIN_BURST_BYTES, round(rate_bits_per_s / BITS_PER_BYTE * SHAPER_JITTER_S))
 
 
-def tbf_limit_bytes(rate_bits_per_s: float) -> int:
-    """tbf's queue in bytes: the burst plus the larger of QUEUE_LATENCY_S at the rate and the flows' TSQ."""
+def queue_limit_bytes(rate_bits_per_s: float) -> int:
+    """The bulk queue in bytes: the burst plus the larger of QUEUE_LATENCY_S at the rate and the flows' TSQ."""
     queue_bytes = max(round(rate_bits_per_s / BITS_PER_BYTE * QUEUE_LATENCY_S), QUEUE_MIN_FLOWS * TSQ_LIMIT_BYTES)
-    return tbf_burst_bytes(rate_bits_per_s) + queue_bytes
+    return burst_bytes(rate_bits_per_s) + queue_bytes
 
 
 def netem_limit_packets(rate_bits_per_s: float, delay_s: float) -> int:
@@ -127,16 +137,50 @@ def netem_limit_packets(rate_bits_per_s: float, delay_s: float) -> int:
 
 
 def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | None) -> None:
-    """Shape the egress of ``device`` to the rate; with ``delay_s``, a netem delay in front of it."""
-    tbf = ["tbf", "rate", f"{round(rate_bits_per_s)}bit", "burst", str(tbf_burst_bytes(rate_bits_per_s)),
-           "limit", str(tbf_limit_bytes(rate_bits_per_s))]
+    """Shape the egress of ``device`` to the rate, ACKs first (``shaper_commands``); with ``delay_s``,
+    a netem delay in front of it."""
     qdisc = ["tc", "-n", namespace, "qdisc", "add", "dev", device]
     if delay_s is None:
-        run(qdisc + ["root", "handle", "1:"] + tbf)
-        return
-    run(qdisc + ["root", "handle", "1:", "netem", "delay", f"{round(delay_s * 1e6)}us",
-                 "limit", str(netem_limit_packets(rate_bits_per_s, delay_s))])
-    run(qdisc + ["parent", "1:", "handle", "10:"] + tbf)
+        parent = ["root"]
+    else:
+        run(qdisc + ["root", "handle", "1:", "netem", "delay", f"{round(delay_s * 1e6)}us",
+                     "limit", str(netem_limit_packets(rate_bits_per_s, delay_s))])
+        parent = ["parent", "1:"]
+    for command in shaper_commands(device, rate_bits_per_s, parent):
+        run(["tc", "-n", namespace, *command])
+
+
+def shaper_commands(device: str, rate_bits_per_s: float, parent: list[str]) -> list[list[str]]:
+    """``tc`` arguments for an htb shaper at the rate with two classes under it: packets shorter than
+    ACK_MAX_BYTES (TCP's ACKs) served before bulk data, each class free to use the whole rate.
+
+    The bulk class is guaranteed all but ACK_SHARE of the rate, the ACK class ACK_SHARE (an ACK
+    stream needs about 3% of the data it acknowledges); each borrows what the other leaves, the ACK
+    class first. The bulk queue holds ``queue_limit_bytes``. The bucket is ``burst_bytes``: htb
+    sends a whole GSO super-packet (up to 64 KiB) on any positive balance, so its own burst is set
+    that much lower, at least one frame (with the full bucket, 0.15 s exchanges at 33 Mbit/s took
+    10% less than their bytes at the rate)."""
+    rate = round(rate_bits_per_s)
+    ack_rate = max(1, round(rate * ACK_SHARE))
+    burst = str(max(FULL_PACKET_BYTES, burst_bytes(rate_bits_per_s) - MIN_BURST_BYTES))
+    on_device = ["dev", device]
+
+    def klass(parent_id: str, class_id: str, class_rate: int, *extra: str) -> list[str]:
+        return ["class", "add", *on_device, "parent", parent_id, "classid", class_id, "htb", "rate", f"{class_rate}bit",
+                "ceil", f"{rate}bit", "burst", burst, "cburst", burst, *extra]
+
+    return [
+        ["qdisc", "add", *on_device, *parent, "handle", "2:", "htb", "default", "20"],
+        klass("2:", "2:1", rate),
+        klass("2:1", "2:10", ack_rate, "prio", "0"),
+        klass("2:1", "2:20", rate - ack_rate, "prio", "1"),
+        ["qdisc", "add", *on_device, "parent", "2:10", "handle", "10:", "pfifo", "limit", str(ACK_QUEUE_PACKETS)],
+        ["qdisc", "add", *on_device, "parent", "2:20", "handle", "20:", "bfifo", "limit",
+         str(queue_limit_bytes(rate_bits_per_s))],
+        # IPv4 total length (bytes 2-3 of the header) below 256: the high byte is 0
+        ["filter", "add", *on_device, "parent", "2:", "protocol", "ip", "prio", "1", "u32",
+         "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", "0xff00", "at", "2", "flowid", "2:10"],
+    ]
 
 
 def interface_counters(namespace: str, device: str) -> dict[str, int]:

@@ -17,8 +17,8 @@
         dist.all_reduce(tensor)
 
 How (see ``net``): a bridge in a dedicated core namespace, one namespace per island joined
-to it by a veth pair, tbf on the island end (upload) and on the bridge end (download), netem delay in
-front of each tbf where the kernel has netem; otherwise ``latency_mode`` is "in-process" and
+to it by a veth pair, an htb shaper (ACKs served first) on the island end (upload) and on the bridge
+end (download), netem delay in front of each shaper where the kernel has netem; otherwise ``latency_mode`` is "in-process" and
 ``transfer`` sleeps the collective's latency before it runs. Everything is removed on exit, on an
 exception, on Ctrl+C, SIGTERM or SIGHUP; after a SIGKILL the next start with the same prefix (or
 ``python -m islands.emulation cleanup``) removes what was left.
@@ -54,7 +54,8 @@ CLEANUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # The probe runs in an unnamed namespace (unshare --net), which vanishes with its shell: no leftovers.
 PROBE_SCRIPT = (
     "ip link add name probe0 type veth peer name probe1 && ip link set dev probe0 up && "
-    "tc qdisc add dev probe0 root tbf rate 1000000bit burst 65536 latency 20ms || exit 1; "
+    "tc qdisc add dev probe0 root handle 2: htb default 20 && "
+    "tc filter add dev probe0 parent 2: protocol ip prio 1 u32 match ip protocol 6 0xff flowid 2:10 || exit 1; "
     "tc qdisc add dev probe1 root netem delay 1ms 2>/dev/null && echo netem || echo no-netem"
 )
 
@@ -72,7 +73,7 @@ def _probe() -> tuple[bool, str, bool]:
     done = subprocess.run(["unshare", "--net", "sh", "-c", PROBE_SCRIPT], capture_output=True, text=True)
     if done.returncode != 0:
         detail = (done.stderr.strip().splitlines() or ["no detail"])[-1]
-        return False, f"veth pairs or tbf do not work in a new namespace: {detail}", False
+        return False, f"veth pairs, htb or u32 filters do not work in a new namespace: {detail}", False
     return True, "", done.stdout.strip() == "netem"
 
 
@@ -106,7 +107,7 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 class EmulatedWAN:
     """Kernel-shaped links between per-island network namespaces; a context manager."""
 
-    mode = "kernel-tbf"
+    mode = "kernel-htb"
 
     def __init__(self, links: Sequence[LinkSpec], prefix: str = "islands"):
         state.check_prefix(prefix)
@@ -122,7 +123,7 @@ class EmulatedWAN:
     @property
     def label(self) -> str:
         latency = "netem delay" if self.latency_mode == "netem" else "in-process sleeps (this kernel has no netem)"
-        return f"kernel tbf shaping on veth pairs between network namespaces, latency by {latency}"
+        return f"kernel htb shaping on veth pairs between network namespaces, latency by {latency}"
 
     def namespace(self, island: int) -> str:
         return state.island_namespace(self.prefix, self._index(island))

@@ -218,8 +218,11 @@ VALIDATE = cases("validate", ("scenario.toml",), [
      "calibration.json: measured for 2, 3 islands, not 4: give --calibration a new file",
      edit_json("calibration.json", lambda document: document["overhead_s"].pop("4"))),
     ("--calibration of kernel shaping for --in-process", ("--calibration", "calibration.json", "--in-process"),
-     "calibration.json: measured with kernel-tbf shaping; --in-process runs need a calibration measured in-process",
-     edit_json("calibration.json", setting("mode", "kernel-tbf"))),
+     "calibration.json: measured with kernel-htb shaping; --in-process runs need a calibration measured in-process",
+     edit_json("calibration.json", setting("mode", "kernel-htb"))),
+    ("--calibration of an older shaper", ("--calibration", "calibration.json"),
+     "calibration.json: measured with kernel-tbf shaping, which this version no longer builds: give --calibration "
+     "a new file", edit_json("calibration.json", setting("mode", "kernel-tbf"))),
     ("--calibration unwritable", ("--calibration", f"{UNWRITABLE}/calibration.json"),
      f"{UNWRITABLE}/calibration.json: cannot create its folder"),
     ("--calibration empty", ("--calibration", ""), "argument --calibration: is empty: give a path"),

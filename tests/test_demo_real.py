@@ -1,4 +1,4 @@
-"""`islands demo` end to end with its real run: in-process shaping everywhere, kernel tbf between
+"""`islands demo` end to end with its real run: in-process shaping everywhere, kernel htb between
 network namespaces where this machine allows it (root, iproute2); about 30 s each on 2 cores."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ SMALL = ('name = "small"\n[model]\nparameters = 1e9\n[schedule]\nalgorithm = "di
 # the demo's own target is 5%; other jobs share this machine's two cores, so the test allows 10%
 TOLERANCE = 0.10
 PATHS = [pytest.param(["--in-process"], "in-process", id="in-process"),
-         pytest.param([], "kernel-tbf", id="kernel-tbf",
+         pytest.param([], "kernel-htb", id="kernel-htb",
                       marks=pytest.mark.skipif(not KERNEL_OK, reason=f"kernel WAN emulation unavailable: {WHY_NOT}"))]
 
 

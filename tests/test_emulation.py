@@ -1,4 +1,4 @@
-"""The emulated WAN: in-process shaper arithmetic everywhere; namespaces, tbf and cleanup as root.
+"""The emulated WAN: in-process shaper arithmetic everywhere; namespaces, htb and cleanup as root.
 
 The kernel tests build real namespaces with prefixes unique to this test process, keep rates at
 100-200 Mbit/s and transfers at a few MB (the machine is shared), and check after every test that
@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -90,7 +92,7 @@ def test_transfer_sleeps_only_what_the_collective_did_not_already_take():
                          [("in-process", ["sleep 0.2", "collective"]), ("netem", ["collective"])])
 def test_kernel_pacer_sleeps_the_latency_before_the_collective_only_without_netem(latency_mode, expected):
     links = [LinkSpec(0, 1e8, 1e8, latency_s=0.03), LinkSpec(1, 1e8, 1e8, latency_s=0.07)]
-    received = pacer_from_config(pacer_config(links, "kernel-tbf", latency_mode))
+    received = pacer_from_config(pacer_config(links, "kernel-htb", latency_mode))
     assert isinstance(received, InProcessLatency)
     events: list[str] = []
     pacer = InProcessLatency(links, sleep_latency=received.sleep_latency,
@@ -129,15 +131,35 @@ def test_links_from_workers_match_the_simulated_workers():
     assert links[0].upload_bits_per_s == workers[0].upload_bytes_per_s * 8 == 1e9
 
 
-def test_tbf_burst_covers_four_ms_and_at_least_one_gso_packet():
-    assert net.tbf_burst_bytes(100 * MBIT) == 65536  # 4 ms would be 50 000 B
-    assert net.tbf_burst_bytes(1000 * MBIT) == 500_000
+def test_the_shaper_serves_short_packets_first_and_lets_either_class_use_the_whole_rate():
+    commands = net.shaper_commands("wan0", 10 * MBIT, ["root"])
+    assert commands[0] == ["qdisc", "add", "dev", "wan0", "root", "handle", "2:", "htb", "default", "20"]
+    rates = {c[c.index("classid") + 1]: (c[c.index("rate") + 1], c[c.index("ceil") + 1], c[-1])
+             for c in commands if c[0] == "class"}
+    bursts = {c[c.index("burst") + 1] for c in commands if c[0] == "class"}
+    assert bursts == {"1514"}  # the 64 KiB bucket less the GSO super-packet htb lets through, at least a frame
+    assert {c[c.index("burst") + 1] for c in net.shaper_commands("wan0", 1000 * MBIT, ["root"])
+            if c[0] == "class"} == {str(500_000 - 65536)}
+    assert rates == {"2:1": ("10000000bit", "10000000bit", "1514"),
+                     "2:10": ("1000000bit", "10000000bit", "0"),  # ACKs: 10% guaranteed, prio 0
+                     "2:20": ("9000000bit", "10000000bit", "1")}
+    assert commands[5][-1] == str(65536 + 4 * 65536)  # the bulk queue as before: burst + 4 flows' TSQ
+    flt = commands[-1]
+    assert flt[flt.index("u16") + 1:flt.index("u16") + 4] == ["0x0000", "0xff00", "at"]  # total length < 256
+    assert flt[-1] == "2:10"
+    behind_netem = net.shaper_commands("port0", 10 * MBIT, ["parent", "1:"])
+    assert behind_netem[0][4:8] == ["parent", "1:", "handle", "2:"]
+
+
+def test_the_burst_covers_four_ms_and_at_least_one_gso_packet():
+    assert net.burst_bytes(100 * MBIT) == 65536  # 4 ms would be 50 000 B
+    assert net.burst_bytes(1000 * MBIT) == 500_000
     assert net.netem_limit_packets(1000 * MBIT, 0.05) == 8257  # 2 x 125 MB/s x 50 ms / 1514 B
 
 
-def test_tbf_queue_holds_the_burst_and_four_flows_small_queues_at_low_rates():
-    assert net.tbf_limit_bytes(10 * MBIT) == 65536 + 4 * 65536  # 20 ms would be 25 000 B
-    assert net.tbf_limit_bytes(1000 * MBIT) == 500_000 + 2_500_000  # 20 ms of 125 MB/s
+def test_the_bulk_queue_holds_the_burst_and_four_flows_small_queues_at_low_rates():
+    assert net.queue_limit_bytes(10 * MBIT) == 65536 + 4 * 65536  # 20 ms would be 25 000 B
+    assert net.queue_limit_bytes(1000 * MBIT) == 500_000 + 2_500_000  # 20 ms of 125 MB/s
 
 
 def test_owner_liveness_uses_pid_and_start_time():
@@ -186,6 +208,23 @@ def test_tcp_transfer_achieves_the_shaped_rate(no_leftovers):
     assert 0.90 <= to_150 / (150 * MBIT) <= 1.02
     assert 0.90 <= to_100 / (100 * MBIT) <= 1.02
     assert sent_bytes >= 7_000_000
+
+
+@needs_kernel
+def test_an_upload_keeps_its_rate_while_faster_islands_fill_its_downlink(no_leftovers):
+    """Issue 29: with one FIFO per direction the upload's ACKs queued behind the download (a 320 KB
+    queue is 260 ms at 10 Mbit/s) and the upload went window-limited; ACKs first, it keeps its rate."""
+    links = [LinkSpec(0, 10 * MBIT, 10 * MBIT), LinkSpec(1, 100 * MBIT, 100 * MBIT),
+             LinkSpec(2, 100 * MBIT, 100 * MBIT)]
+    no_leftovers(prefix := unique_prefix("acks"))
+    with EmulatedWAN(links, prefix) as wan:
+        with ThreadPoolExecutor(1) as pool:
+            downlink_filled = pool.submit(measure_link, wan, 2, 0, 6_000_000)  # 4.8 s at 10 Mbit/s
+            time.sleep(1.0)  # the download's queue is full
+            upload_bits_per_s = measure_link(wan, 0, 1, 2_500_000)  # 2 s at 10 Mbit/s
+            download_bits_per_s = downlink_filled.result()
+    assert 0.90 <= upload_bits_per_s / (10 * MBIT) <= 1.02
+    assert 0.90 <= download_bits_per_s / (10 * MBIT) <= 1.02
 
 
 GLOO_WORKER = textwrap.dedent("""
@@ -243,8 +282,14 @@ def test_links_are_built_as_specified_and_removed_on_normal_exit(no_leftovers):
         assert namespaces_of(prefix) == [f"{prefix}-core", f"{prefix}-island0"]
         upload = net.run(["tc", "-n", wan.namespace(0), "qdisc", "show", "dev", wan.interface(0)])
         download = net.run(["tc", "-n", f"{prefix}-core", "qdisc", "show", "dev", "port0"])
-        assert "tbf" in upload and "rate 120Mbit" in upload
-        assert "tbf" in download and "rate 80Mbit" in download
+        for namespace, device, rate in ((wan.namespace(0), wan.interface(0), "120Mbit"),
+                                        (f"{prefix}-core", "port0", "80Mbit")):
+            classes = net.run(["tc", "-n", namespace, "class", "show", "dev", device])
+            assert f"class htb 2:1 root rate {rate} ceil {rate}" in classes
+            assert "class htb 2:10 parent 2:1 leaf 10: prio 0" in classes  # ACKs first
+            assert "class htb 2:20 parent 2:1 leaf 20: prio 1" in classes
+            filters = net.run(["tc", "-n", namespace, "filter", "show", "dev", device])
+            assert "flowid 2:10" in filters and "match 00000000/ff000000 at 0" not in filters
         limit = net.run(["ip", "netns", "exec", wan.namespace(0), "sysctl", "-n", "net.ipv4.tcp_limit_output_bytes"])
         assert int(limit) == net.TSQ_LIMIT_BYTES == 65536
         assert f"inet {wan.address(0)}/24" in net.run(["ip", "-n", wan.namespace(0), "addr", "show", "dev", "wan0"])

@@ -16,7 +16,7 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   with M here because M processes share the machine's cores.
 * ``overhead_s[M]``: the trainer's fixed seconds per exchange: the whole tiny exchange (screen +
   average) at zero latency, less the per-value screening of its few values (priced by the key above).
-* ``burst_fraction[M][rate]``: kernel tbf gives every link a token bucket (``emulation.tbf_burst_bytes``:
+* ``burst_fraction[M][rate]``: kernel htb gives every link a token bucket (``emulation.burst_bytes``:
   64 KiB, or 4 ms at the rate above 131 Mbit/s), which an exchange starting on idle links sends at
   once: a tenth of a 0.15 s sync at 33 Mbit/s, which a rate alone priced 10-17% long. How much of it
   an exchange gains is measured: the medium and the large exchange's data times, (volume - burst) /
@@ -61,7 +61,7 @@ from typing import NamedTuple
 
 from islands.errors import UserError
 from islands.io import json_text
-from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan, tbf_burst_bytes
+from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan, burst_bytes
 from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.interpolation import log_linear
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
@@ -81,7 +81,7 @@ BYTES_PER_LARGE_VALUE = BITS["large"] // BITS_PER_BYTE
 
 @dataclass(frozen=True)
 class Calibration:
-    mode: str                      # "kernel-tbf" or "in-process"
+    mode: str                      # "kernel-htb" or "in-process"
     label: str                     # how the WAN was emulated, in words
     link_ratio: float              # one TCP stream's payload rate over the configured rate (mean)
     link_ratios: tuple[float, ...]  # each probe transfer: achieved over configured rate
@@ -130,7 +130,7 @@ class Calibration:
         at the ring's rate (``at_rate``) of the link's own bucket; 0 where none was measured."""
         if islands not in self.burst_fraction:
             return 0.0
-        return at_rate(self.burst_fraction[islands], ring_bits_per_s) * tbf_burst_bytes(link_bits_per_s)
+        return at_rate(self.burst_fraction[islands], ring_bits_per_s) * burst_bytes(link_bits_per_s)
 
 
 def at_rate(by_rate: dict[float, float], bits_per_s: float) -> float:
@@ -155,7 +155,7 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
         run_all(children, "the calibration probe")
         timings = json.loads(output.strip().splitlines()[-1])
         timings["large_values"] = large_values
-        return timings, rates, "kernel-tbf" if kernel_shaped else "in-process", wan.label
+        return timings, rates, "kernel-htb" if kernel_shaped else "in-process", wan.label
 
 
 def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float, ...] = PROBE_RATES_BITS_PER_S,
@@ -172,7 +172,7 @@ def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float
     for rate in rates_bits_per_s:
         timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel, min_islands, stem)
         achieved += [r / rate for r in link_rates]
-        bucket_bytes = tbf_burst_bytes(rate) if mode == "kernel-tbf" else 0
+        bucket_bytes = burst_bytes(rate) if mode == "kernel-htb" else 0
         for m in map(int, timings["screen"]["tiny"]):
             costs = exchange_costs(m, timings, rate, bucket_bytes)
             per_value.setdefault(m, []).append(costs.cpu_s_per_value)

@@ -1,7 +1,7 @@
 """The demo's real run: one validation case, with the smallest calibration that case needs.
 
 ``islands demo`` ends as ``islands validate`` does, on its own scenario: scaled down (``scaling``),
-trained for real over the emulated WAN (kernel tbf between namespaces as root, else in-process
+trained for real over the emulated WAN (kernel htb between namespaces as root, else in-process
 shaping), simulated with a calibration, predicted beside measured (``case.validate_scaled``). Two
 choices keep it short on 2 cores:
 

@@ -1,6 +1,6 @@
 """The measured side of a validation: the scaled scenario trained for real over an emulated WAN.
 
-Each island's rank runs inside its network namespace (kernel tbf shaping, ``EmulatedWAN``) or, where
+Each island's rank runs inside its network namespace (kernel htb shaping, ``EmulatedWAN``) or, where
 namespaces are unavailable, over loopback with the in-process shaper; either way the cross-island
 collectives are paced by the launch spec's ``wan_pacer`` (``trainer/runtime/paced.py``). Bytes per island are read
 from the shaped interface's own kernel counters before and after the run.

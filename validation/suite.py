@@ -65,6 +65,10 @@ CASES = (
     SuiteCase("straggler-diloco-m3", "mixed-fleet", ("island.*.bandwidth_gbps=0.5",), 3,
               "DiLoCo, one island 2.7x slower (paced)"),
     SuiteCase("home-lab-streaming-m3", "home-lab", (), 3, "Streaming int8, asymmetric home links"),
+    SuiteCase("unequal-diloco-m3", "unequal-links", ("island.*.latency_ms=0",), 3,
+              "DiLoCo int8, links 4:2:1, no latency: the slow island's downlink queue fills"),
+    SuiteCase("unequal-diloco-m4-latency", "unequal-links", (), 4,
+              "DiLoCo int8, links 8:4:2:1, 40-120 ms one-way latency"),
 )
 QUICK = ("diloco-int8-m2-h50", "streaming-starved-p5-m2")
 

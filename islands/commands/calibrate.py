@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="with --emulate: override a scenario key; repeatable")
     parser.add_argument("--in-process", action="store_true",
-                        help="with --emulate: shape in-process even where kernel tbf is available")
+                        help="with --emulate: shape in-process even where kernel htb is available")
     parser.set_defaults(handler=run)
 
 

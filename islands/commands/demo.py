@@ -2,7 +2,7 @@
 
 1. the scenario under DDP, DiLoCo and Streaming DiLoCo, side by side (simulated);
 2. the bandwidth-vs-time plot and the shareable HTML report;
-3. a short real run of the scenario scaled down over emulated WAN links (kernel tbf between network
+3. a short real run of the scenario scaled down over emulated WAN links (kernel htb between network
    namespaces as root, else in-process shaping), beside the simulator's calibrated prediction of that
    same scaled run: the validation machinery of ``islands validate`` (``islands.validation.demo``).
 """

@@ -1,7 +1,7 @@
 """``islands validate FILE``: check the simulator against a real run of the scenario, scaled down.
 
 The scenario is scaled to a run of some seconds (same algorithm, M up to --workers, P, bits and the
-same transfer / compute per interval), trained for real over an emulated WAN (kernel tbf between
+same transfer / compute per interval), trained for real over an emulated WAN (kernel htb between
 network namespaces as root, else in-process shaping, said in the output), and the simulator plays
 exactly that scaled scenario, calibrated once per invocation from measurements of the emulated links
 and the trainer's exchange. Prints predicted beside measured with relative errors; writes
@@ -96,6 +96,7 @@ def check_flags(args: argparse.Namespace) -> None:
 def saved_calibration(args: argparse.Namespace):
     """The calibration --calibration names, checked now; None where it is to be measured (and then
     written there: a trial write now)."""
+    from islands.emulation import EmulatedWAN, InProcessShaper
     from islands.errors import UserError
     from islands.io import check_not_folder, temporary_beside
     from islands.validation.calibration_file import read_calibration
@@ -105,6 +106,9 @@ def saved_calibration(args: argparse.Namespace):
     path = Path(args.calibration)
     if path.exists():
         calibration = read_calibration(path)
+        if calibration.mode not in (EmulatedWAN.mode, InProcessShaper.mode):
+            raise UserError(f"{path}: measured with {calibration.mode} shaping, which this version no longer "
+                            "builds: give --calibration a new file")
         if args.in_process and calibration.mode != "in-process":
             raise UserError(f"{path}: measured with {calibration.mode} shaping; --in-process runs need a "
                             "calibration measured in-process: give --calibration a new file")
@@ -189,7 +193,7 @@ def calibration_line(calibration) -> str:
               if calibration.link_ratios else "no TCP probe (the in-process shaper paces the payload itself)")
     return (f"calibration ({calibration.mode}): {stream}; the trainer's exchange {ratios}; "
             f"fixed cost per exchange {overheads}; screening per value {screening}"
-            + (f"; sent at once, in tbf buckets, {bursts}" if bursts else "")
+            + (f"; sent at once, in the shapers' buckets, {bursts}" if bursts else "")
             + (f"; last member's end after the first's {spreads}" if spreads else ""))
 
 
