@@ -2,6 +2,7 @@
 (threaded) DiLoCo run whose global model stays finite."""
 
 import math
+import threading
 
 import pytest
 import torch
@@ -39,7 +40,7 @@ def test_the_norm_is_summed_in_fp64_across_chunks_and_a_late_nan_is_seen():
 
 
 def test_an_exchange_among_echoed_members_does_the_whole_work_of_member_0():
-    """What ``sync.warm_up`` runs: member 0 averages its own chunk (every member gave the same) and
+    """What ``Exchanger.warm_up`` runs: member 0 averages its own chunk (every member gave the same) and
     gets that chunk back in every member's place: the full-size buffers, the wire bytes counted."""
     x = torch.arange(1000, dtype=torch.float32)
     exchange = Exchanger(Echo(4), None, 32, Clock()).exchange(x)
@@ -48,6 +49,24 @@ def test_an_exchange_among_echoed_members_does_the_whole_work_of_member_0():
     assert torch.equal(exchange.mean[:chunk], x[:chunk]) and torch.equal(exchange.mean[chunk:2 * chunk], x[:chunk])
     assert exchange.sent_bytes == 2 * 3 * chunk * 4
     assert exchange.verdict.accepted == (True,) * 4
+
+
+def test_the_warm_up_runs_on_the_exchange_thread_that_the_run_then_uses(monkeypatch):
+    """glibc keeps freed buffers per thread: a warm-up on another thread leaves the first exchange's
+    one-off costs in place (issue 29: the first sync of a run measured 5-15% long)."""
+    threads = []
+    exchange = Exchanger.exchange
+
+    def recording(self, flat, contributes=True):
+        threads.append(threading.current_thread())
+        return exchange(self, flat, contributes)
+
+    monkeypatch.setattr(Exchanger, "exchange", recording)
+    exchanger = Exchanger(Echo(3), None, 8, Clock())
+    exchanger.warm_up(3000)
+    exchanger.launch(torch.ones(3000)).result()
+    exchanger.close()
+    assert len(threads) == 2 and threads[0] is threads[1] and threads[0].name.startswith("islands-sync")
 
 
 def test_norm_rule_off_keeps_every_finite_delta():

@@ -188,7 +188,7 @@ class ThreadGroup:
 
 class Echo:
     """A group of ``size`` members that are all this one (member 0): each collective returns, in every
-    member's place, what this member gave it (``sync.warm_up``: the exchange path's own work at its
+    member's place, what this member gave it (``Exchanger.warm_up``: the exchange path's own work at its
     real sizes, with no byte moved)."""
 
     rank = 0

@@ -39,7 +39,7 @@ from .group import Group
 from .model import GPTConfig, build_model, decay_groups
 from .outer import Fragment, build_fragments
 from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict
-from .sync import Exchanger, warm_up
+from .sync import Exchanger
 from .tracing import Clock, MetricsLog, Recorder
 from .world import (Downloaded, Ending, Entry, FixedWorld, Groups, Local, Passive, Rejoin, Start, World, flatten,
                     unflatten_into)
@@ -115,9 +115,10 @@ class Trainer:
         self.paced_from_s, self.paced_steps = math.nan, 0
         state = self.verified_resume(resume_dir) if resume_dir else None
         groups, bits, rule = self.groups, plan.scenario.schedule.bits, aggregation_rule(plan)
-        warm_up(sum(p.numel() for p in self.params), plan.islands, groups.intra_sync, bits, rule, device)
-        self.start_clock(state)
+        self.clock = Clock()
         self.exchanger = Exchanger(groups.cross, groups.intra_sync, bits, self.clock, rule, device)
+        self.exchanger.warm_up(sum(p.numel() for p in self.params))
+        self.start_clock(state)
         self.excluded: list[dict[str, Any]] = []
         self.diloco = None if plan.syncs_gradient else self.build_diloco()
         self.local = Local(self.global_state, self.quiet_until_admission)  # what the world may read
@@ -158,7 +159,7 @@ class Trainer:
         return state
 
     def start_clock(self, state: dict | None) -> None:
-        self.clock = Clock(self.world.start_s(state))
+        self.clock.restart(self.world.start_s(state))
         rows = state["trace_rows"] if state else []
         worker = self.plan.workers[self.island]
         self.recorder = Recorder(self.clock, self.island, worker.island, rows)

@@ -67,8 +67,22 @@ class Exchanger:
         self.bits = bits
         self.clock = clock
         self.rule = rule
+        self.device = torch.device(device)
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="islands-sync",
-                                       initializer=use_device, initargs=(torch.device(device),))
+                                       initializer=use_device, initargs=(self.device,))
+
+    def warm_up(self, values: int) -> None:
+        """Run the exchange path once, before the clock starts, on this exchanger's own thread, on zeros
+        of ``values`` values (the whole model: no exchange is larger) among members that echo this one
+        (``comm.Echo``): no byte moves, but the run's first exchange no longer pays the one-off CPU
+        costs of its first large buffers and first kernel calls. It must be this thread: the
+        allocator keeps freed buffers per thread (glibc's arenas), so a warm-up on another thread
+        left the first exchange 0.05-0.1 s longer than the next ones (2.6M int8 values, three
+        processes; a quarter of a sync at the validation's scale)."""
+        echo_intra = Echo(self.intra.size) if self.intra is not None else None
+        echo = Exchanger(Echo(self.cross.size), echo_intra, self.bits, Clock(), self.rule, self.device)
+        self.pool.submit(echo.exchange, torch.zeros(values, device=self.device)).result()
+        echo.close()
 
     def launch(self, flat: torch.Tensor) -> Future:
         """Start averaging ``flat``; the future's result is an ``Exchange``."""
@@ -107,17 +121,3 @@ def use_device(device: torch.device) -> None:
     """Make ``device`` this thread's current CUDA device (nothing on the CPU)."""
     if device.type == "cuda":
         torch.cuda.set_device(device)
-
-
-def warm_up(values: int, members: int, intra: Group | None, bits: int, rule: AggregationRule,
-            device: torch.device | str) -> None:
-    """Run the exchange path once, before the clock starts, on zeros of ``values`` values (the whole
-    model: no exchange is larger) among ``members`` members that echo this one (``comm.Echo``): no
-    byte moves, but the first exchange of the run no longer pays the one-off CPU costs of its first
-    large buffers and first kernel calls (measured: about 50 ms for 0.6M int8 values, a quarter of a
-    sync at the validation's scale). What a first exchange still pays on fresh TCP connections is
-    not warmed up here."""
-    echo_intra = Echo(intra.size) if intra is not None else None
-    exchanger = Exchanger(Echo(members), echo_intra, bits, Clock(), rule, device)
-    exchanger.exchange(torch.zeros(values, device=device))
-    exchanger.close()
