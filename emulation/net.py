@@ -54,7 +54,7 @@ QUEUE_MIN_FLOWS = 4
 # the ring's bottleneck, went window-limited and a ring of unequal links ran 15-20% slower than its
 # slowest link (issue 29, docs/validation.md). This kernel has no fq_codel or prio qdisc, so htb
 # gives packets shorter than ACK_MAX_BYTES their own class, served first (``shaper_commands``).
-ACK_MAX_BYTES = 256
+ACK_MAX_BYTES = 256  # a power of two: the filter masks the length's high bits
 ACK_SHARE = 0.1
 ACK_QUEUE_PACKETS = 1000
 # netem holds every packet for the whole delay, so its queue (1000 packets by default) must hold
@@ -177,9 +177,10 @@ def shaper_commands(device: str, rate_bits_per_s: float, parent: list[str]) -> l
         ["qdisc", "add", *on_device, "parent", "2:10", "handle", "10:", "pfifo", "limit", str(ACK_QUEUE_PACKETS)],
         ["qdisc", "add", *on_device, "parent", "2:20", "handle", "20:", "bfifo", "limit",
          str(queue_limit_bytes(rate_bits_per_s))],
-        # IPv4 total length (bytes 2-3 of the header) below 256: the high byte is 0
+        # TCP, IPv4 total length (bytes 2-3 of the header) below ACK_MAX_BYTES: its high bits are 0
         ["filter", "add", *on_device, "parent", "2:", "protocol", "ip", "prio", "1", "u32",
-         "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", "0xff00", "at", "2", "flowid", "2:10"],
+         "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", f"0x{0x10000 - ACK_MAX_BYTES:04x}",
+         "at", "2", "flowid", "2:10"],
     ]
 
 
