@@ -117,7 +117,7 @@ class Trainer:
         groups, bits, rule = self.groups, plan.scenario.schedule.bits, aggregation_rule(plan)
         self.clock = Clock()
         self.exchanger = Exchanger(groups.cross, groups.intra_sync, bits, self.clock, rule, device)
-        self.exchanger.warm_up(sum(p.numel() for p in self.params))
+        self.exchanger.warm_up(sum(p.numel() for p in self.params), plan.islands)
         self.start_clock(state)
         self.excluded: list[dict[str, Any]] = []
         self.diloco = None if plan.syncs_gradient else self.build_diloco()
