@@ -74,11 +74,11 @@ class Exchanger:
     def warm_up(self, values: int, members: int) -> None:
         """Run the exchange path once, before the clock starts, on this exchanger's own thread, on zeros
         of ``values`` values (the whole model: no exchange is larger) among ``members`` members that
-        echo this one (``comm.Echo``; an elastic run has no cross group yet): no byte moves, but the run's first exchange no longer pays the one-off CPU
-        costs of its first large buffers and first kernel calls. It must be this thread: the
-        allocator keeps freed buffers per thread (glibc's arenas), so a warm-up on another thread
-        left the first exchange 0.05-0.1 s longer than the next ones (2.6M int8 values, three
-        processes; a quarter of a sync at the validation's scale)."""
+        echo this one (``comm.Echo``; an elastic run has no cross group yet): no byte moves, but the
+        run's first exchange no longer pays the one-off CPU costs of its first large buffers and
+        first kernel calls. It must be this thread: the allocator keeps freed buffers per thread
+        (glibc's arenas), so a warm-up on another thread left the first exchange 0.05-0.1 s longer
+        than the next ones (2.6M int8 values, three processes: 5-15% of a sync at validation scale)."""
         echo_intra = Echo(self.intra.size) if self.intra is not None else None
         echo = Exchanger(Echo(members), echo_intra, self.bits, Clock(), self.rule, self.device)
         self.pool.submit(echo.exchange, torch.zeros(values, device=self.device)).result()
