@@ -18,10 +18,10 @@
 
 How (see ``net``): a bridge in a dedicated core namespace, one namespace per island joined
 to it by a veth pair, an htb shaper (ACKs served first) on the island end (upload) and on the bridge
-end (download), netem delay in front of each shaper where the kernel has netem; otherwise ``latency_mode`` is "in-process" and
-``transfer`` sleeps the collective's latency before it runs. Everything is removed on exit, on an
-exception, on Ctrl+C, SIGTERM or SIGHUP; after a SIGKILL the next start with the same prefix (or
-``python -m islands.emulation cleanup``) removes what was left.
+end (download), netem delay in front of each shaper where the kernel has netem; otherwise
+``latency_mode`` is "in-process" and ``transfer`` sleeps the collective's latency before it runs.
+Everything is removed on exit, on an exception, on Ctrl+C, SIGTERM or SIGHUP; after a SIGKILL the
+next start with the same prefix (or ``python -m islands.emulation cleanup``) removes what was left.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ BYTES_PER_LARGE_VALUE = BITS["large"] // BITS_PER_BYTE
 
 @dataclass(frozen=True)
 class Calibration:
-    mode: str                      # "kernel-htb" or "in-process"
+    mode: str                      # EmulatedWAN.mode or InProcessShaper.mode
     label: str                     # how the WAN was emulated, in words
     link_ratio: float              # one TCP stream's payload rate over the configured rate (mean)
     link_ratios: tuple[float, ...]  # each probe transfer: achieved over configured rate
@@ -155,7 +155,7 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
         run_all(children, "the calibration probe")
         timings = json.loads(output.strip().splitlines()[-1])
         timings["large_values"] = large_values
-        return timings, rates, "kernel-htb" if kernel_shaped else "in-process", wan.label
+        return timings, rates, wan.mode, wan.label
 
 
 def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float, ...] = PROBE_RATES_BITS_PER_S,
@@ -172,7 +172,7 @@ def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float
     for rate in rates_bits_per_s:
         timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel, min_islands, stem)
         achieved += [r / rate for r in link_rates]
-        bucket_bytes = burst_bytes(rate) if mode == "kernel-htb" else 0
+        bucket_bytes = burst_bytes(rate) if mode == EmulatedWAN.mode else 0
         for m in map(int, timings["screen"]["tiny"]):
             costs = exchange_costs(m, timings, rate, bucket_bytes)
             per_value.setdefault(m, []).append(costs.cpu_s_per_value)

@@ -109,7 +109,7 @@ def saved_calibration(args: argparse.Namespace):
         if calibration.mode not in (EmulatedWAN.mode, InProcessShaper.mode):
             raise UserError(f"{path}: measured with {calibration.mode} shaping, which this version no longer "
                             "builds: give --calibration a new file")
-        if args.in_process and calibration.mode != "in-process":
+        if args.in_process and calibration.mode != InProcessShaper.mode:
             raise UserError(f"{path}: measured with {calibration.mode} shaping; --in-process runs need a "
                             "calibration measured in-process: give --calibration a new file")
         return calibration
