@@ -42,10 +42,14 @@ MIN_BURST_BYTES = 65536
 # overflow is dropped and retransmitted). Set inside every namespace; the host's value is untouched.
 TSQ_LIMIT_BYTES = 65536
 # The bulk queue beyond the burst: QUEUE_LATENCY_S of traffic at the link's rate, and never less than
-# QUEUE_MIN_FLOWS sockets' TSQ allowance. With TSQ bounding what each flow queues, the queue's depth
-# is set by the flows, so the floor costs no standing delay; it only stops drops between gloo's
-# several connections per pair (at 10 Mbit/s 20 ms is 25 000 B, less than one GSO packet).
-QUEUE_LATENCY_S = 0.020
+# QUEUE_MIN_FLOWS sockets' TSQ allowance. On equal links TSQ bounds what each flow queues at its own
+# uplink, so the depth costs no standing delay. It matters where faster islands overfill a slower
+# island's downlink: the queue there is a real path's bottleneck buffer, sized by the usual rule, one
+# round trip at the rate (a 200 ms round trip: islands 40-120 ms from the core); access links and WAN
+# edge routers hold as much or more. With 20 ms it overflowed in every exchange, dropping whole
+# 64 KiB GSO packets (about 45 segments), and TCP's recovery made a 4:1 pair's syncs scatter by
+# -2% to +12%, and now and then +70% (issue 29, docs/emulation.md).
+QUEUE_LATENCY_S = 0.200
 QUEUE_MIN_FLOWS = 4
 # A bottleneck router that queues per flow (fq_codel, RFC 8290, Linux's default qdisc and most
 # routers' SQM; cake) serves a sparse flow, such as the ACKs of an upload, before the bulk flows

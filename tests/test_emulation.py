@@ -157,9 +157,10 @@ def test_the_burst_covers_four_ms_and_at_least_one_gso_packet():
     assert net.netem_limit_packets(1000 * MBIT, 0.05) == 8257  # 2 x 125 MB/s x 50 ms / 1514 B
 
 
-def test_the_bulk_queue_holds_the_burst_and_four_flows_small_queues_at_low_rates():
-    assert net.queue_limit_bytes(10 * MBIT) == 65536 + 4 * 65536  # 20 ms would be 25 000 B
-    assert net.queue_limit_bytes(1000 * MBIT) == 500_000 + 2_500_000  # 20 ms of 125 MB/s
+def test_the_bulk_queue_holds_the_burst_and_a_round_trip_of_200_ms_or_four_flows_small_queues():
+    assert net.queue_limit_bytes(10 * MBIT) == 65536 + 4 * 65536  # 200 ms would be 250 000 B
+    assert net.queue_limit_bytes(100 * MBIT) == 65536 + 2_500_000  # 200 ms of 12.5 MB/s
+    assert net.queue_limit_bytes(1000 * MBIT) == 500_000 + 25_000_000  # 200 ms of 125 MB/s
 
 
 def test_owner_liveness_uses_pid_and_start_time():
