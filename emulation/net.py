@@ -46,9 +46,9 @@ TSQ_LIMIT_BYTES = 65536
 # uplink, so the depth costs no standing delay. It matters where faster islands overfill a slower
 # island's downlink: the queue there is a real path's bottleneck buffer, sized by the usual rule, one
 # round trip at the rate (a 200 ms round trip: islands 40-120 ms from the core); access links and WAN
-# edge routers hold as much or more. With 20 ms it overflowed in every exchange, dropping whole
-# 64 KiB GSO packets (about 45 segments), and TCP's recovery made a 4:1 pair's syncs scatter by
-# -2% to +12%, and now and then +70% (issue 29, docs/emulation.md).
+# edge routers hold as much or more. With 20 ms (52 ms with its floor at 49 Mbit/s) it overflowed,
+# dropping whole 64 KiB GSO packets (about 45 segments each), and TCP's recovery made a 4:1 pair's
+# exchanges scatter by -2% to +12%, and now and then +70% (issue 29, docs/emulation.md).
 QUEUE_LATENCY_S = 0.200
 QUEUE_MIN_FLOWS = 4
 # A bottleneck router that queues per flow (fq_codel, RFC 8290, Linux's default qdisc and most
