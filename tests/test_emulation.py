@@ -7,6 +7,7 @@ nothing they created is left.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -226,6 +227,27 @@ def test_an_upload_keeps_its_rate_while_faster_islands_fill_its_downlink(no_left
             download_bits_per_s = downlink_filled.result()
     assert 0.90 <= upload_bits_per_s / (10 * MBIT) <= 1.02
     assert 0.90 <= download_bits_per_s / (10 * MBIT) <= 1.02
+
+
+def downlink_drops(wan: EmulatedWAN, island: int) -> int:
+    """Packets dropped by the qdiscs of ``island``'s downlink (its bridge port in the core)."""
+    shown = subprocess.run(["tc", "-n", state.core_namespace(wan.prefix), "-s", "-j", "qdisc", "show", "dev",
+                            net.bridge_port(island)], capture_output=True, text=True, check=True).stdout
+    return sum(qdisc.get("drops", 0) for qdisc in json.loads(shown))
+
+
+@needs_kernel
+def test_two_faster_islands_filling_a_slower_downlink_lose_nothing(no_leftovers):
+    """Issue 29: a downlink queue of 20 ms (52 ms with its floor at 50 Mbit/s) overflowed when two
+    200 Mbit/s islands sent 3 MB each into a 50 Mbit/s one (172 packets dropped in one try); a round
+    trip's worth (200 ms) holds what their windows put in it."""
+    links = [LinkSpec(0, 200 * MBIT, 200 * MBIT), LinkSpec(1, 50 * MBIT, 50 * MBIT),
+             LinkSpec(2, 200 * MBIT, 200 * MBIT)]
+    no_leftovers(prefix := unique_prefix("deep"))
+    with EmulatedWAN(links, prefix) as wan:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda sender: measure_link(wan, sender, 1, 3_000_000), (0, 2)))
+        assert downlink_drops(wan, 1) == 0
 
 
 GLOO_WORKER = textwrap.dedent("""
