@@ -78,7 +78,7 @@ def test_a_calibration_saved_before_the_end_spread_was_measured_reads_as_no_spre
     assert Calibration.from_json(json.dumps(old)).spread_at(3, 1e8) == 0.0
 
 
-def test_with_kernel_tbf_every_link_sends_its_share_of_its_bucket_at_once():
+def test_with_kernel_shaping_every_link_sends_its_share_of_its_bucket_at_once():
     calibration = Calibration("kernel-htb", "test", 0.958, (0.958,), {3: 0.012}, {3: {10e6: 0.9}}, {3: 0.0},
                               burst_fraction={3: {10e6: 0.5, 100e6: 1.0}})
     islands = [{"name": f"i{n}", "step_time_s": 0.2, "upload_gbps": 0.0316, "download_gbps": rate_gbps,

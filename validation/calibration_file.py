@@ -2,7 +2,8 @@
 
 It is read before any measuring or training, so a broken file, a folder, a network profile (what
 ``islands calibrate`` writes, for ``--network-profile``) or a value outside its physical range is
-refused in one line naming the file and the key, never after a run, never as a traceback. A value
+refused in one line naming the file and the key, never after a run, never as a traceback; so is a
+calibration of a shaper this version no longer builds (``kernel-tbf``). A value
 saved as null (``io.json_text`` writes a NaN so) is refused as not a number.
 """
 
@@ -13,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from islands.emulation import EmulatedWAN, InProcessShaper
 from islands.errors import UserError
 from islands.io import read_bounded_json
 
@@ -53,6 +55,9 @@ def read_calibration(path: Path) -> Calibration:
                 raise UserError(f"{path}: {where} must be a finite number, {rule} (got {value!r})")
     if not all(isinstance(document[key], str) for key in ("mode", "label")):
         raise UserError(f"{path}: mode and label must be text")
+    if document["mode"] not in (EmulatedWAN.mode, InProcessShaper.mode):
+        raise UserError(f"{path}: measured with {document['mode']} shaping, which this version no longer builds: "
+                        "give --calibration a new file")
     try:
         calibration = Calibration.from_json(json.dumps(document))
     except (ValueError, TypeError, AttributeError) as error:  # a key that is no number of islands or rate

@@ -96,7 +96,7 @@ def check_flags(args: argparse.Namespace) -> None:
 def saved_calibration(args: argparse.Namespace):
     """The calibration --calibration names, checked now; None where it is to be measured (and then
     written there: a trial write now)."""
-    from islands.emulation import EmulatedWAN, InProcessShaper
+    from islands.emulation import InProcessShaper
     from islands.errors import UserError
     from islands.io import check_not_folder, temporary_beside
     from islands.validation.calibration_file import read_calibration
@@ -106,9 +106,6 @@ def saved_calibration(args: argparse.Namespace):
     path = Path(args.calibration)
     if path.exists():
         calibration = read_calibration(path)
-        if calibration.mode not in (EmulatedWAN.mode, InProcessShaper.mode):
-            raise UserError(f"{path}: measured with {calibration.mode} shaping, which this version no longer "
-                            "builds: give --calibration a new file")
         if args.in_process and calibration.mode != InProcessShaper.mode:
             raise UserError(f"{path}: measured with {calibration.mode} shaping; --in-process runs need a "
                             "calibration measured in-process: give --calibration a new file")
