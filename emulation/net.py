@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 
 from islands.errors import UserError
 from islands.units import BITS_PER_BYTE
@@ -32,11 +33,21 @@ BRIDGE = "wanbr"
 NETNS_RUN_DIR = "/var/run/netns"
 
 # The shaper's bucket depth: enough tokens for SHAPER_JITTER_S of traffic, so that a dequeue delayed by the
-# scheduler (a few ms on a busy 2-core machine) is caught up instead of lost; never less than one
-# 64 KiB GSO super-packet, which the shaper would otherwise have to split in software. The cost: a transfer
-# that starts on an idle link gets at most SHAPER_JITTER_S of head start.
+# scheduler (a few ms on a busy 2-core machine) is caught up instead of lost; never less than one GSO
+# packet of TCP's minimum two segments (tcp_min_tso_segs), which the shaper would otherwise have to
+# split in software. The cost: a transfer that starts on an idle link gets at most SHAPER_JITTER_S of
+# head start.
 SHAPER_JITTER_S = 0.004
-MIN_BURST_BYTES = 65536
+FULL_PACKET_BYTES = 1514
+MIN_BURST_BYTES = 2 * FULL_PACKET_BYTES
+# TCP hands a link GSO super-packets of up to 64 KiB, which the shaper sends whole: 0.5 ms of a real
+# 1 Gbit/s link, but 52 ms of the 10 Mbit/s that validation scales it to. A socket whose packet waits in
+# the shaper holds back its next small write until that packet has left (TCP small queues and
+# autocorking), so gloo's "ready to receive" waited up to 150 ms behind its flow's last data, and
+# three islands' exchanges at 10 Mbit/s took 1.07-1.27 s for 1.00 s of data. GSO packets are
+# therefore capped at the link's bucket (``gso_bytes``): at most SHAPER_JITTER_S of its rate, as at
+# real rates (issue 29, docs/emulation.md).
+GSO_MAX_BYTES = 65536
 # TCP small queues: a socket keeps at most this many bytes in the qdiscs below it (the kernel's
 # default, 4 MB, lets each flow dump megabytes into a queue that holds far less, and the
 # overflow is dropped and retransmitted). Set inside every namespace; the host's value is untouched.
@@ -61,10 +72,20 @@ QUEUE_MIN_FLOWS = 4
 ACK_MAX_BYTES = 256  # a power of two: the filter masks the length's high bits
 ACK_SHARE = 0.1
 ACK_QUEUE_PACKETS = 1000
+ACK_CLASS, BULK_CLASS = "2:10", "2:20"
+# The same routers queue the bulk data per flow and serve the queues in turn, so a short message,
+# such as gloo's "ready to receive" (Op::NOTIFY_RECV_READY, 48 bytes per piece, several coalesced
+# into one packet above ACK_MAX_BYTES), waits for one packet of each busy flow, not behind all the
+# data another island queued there. With one FIFO it waited behind the whole queue (up to 260 ms at
+# 10 Mbit/s): the peer's data to that island started that much late, every member of the exchange
+# after it waited, and three islands' exchanges at 10 Mbit/s took 1.05-1.42 s for 1.00 s of data
+# (issue 29, docs/emulation.md). htb stands in for fq_codel: a class per peer island, and one for
+# everything else (OTHER_CLASS, htb's default).
+PEER_CLASS_BASE = 0x100
+OTHER_CLASS = "2:21"
 # netem holds every packet for the whole delay, so its queue (1000 packets by default) must hold
 # twice a delay's worth of full-size packets at the link's rate, or it drops them.
 NETEM_MIN_LIMIT_PACKETS = 1000
-FULL_PACKET_BYTES = 1514
 PROCESS_EXIT_WAIT_S = 2.0
 
 
@@ -129,6 +150,11 @@ def burst_bytes(rate_bits_per_s: float) -> int:
     return max(MIN_BURST_BYTES, round(rate_bits_per_s / BITS_PER_BYTE * SHAPER_JITTER_S))
 
 
+def gso_bytes(rate_bits_per_s: float) -> int:
+    """The largest GSO packet a link shaped to ``rate_bits_per_s`` is handed: its bucket, at most 64 KiB."""
+    return min(GSO_MAX_BYTES, burst_bytes(rate_bits_per_s))
+
+
 def queue_limit_bytes(rate_bits_per_s: float) -> int:
     """The bulk queue in bytes: the burst plus the larger of QUEUE_LATENCY_S at the rate and the flows' TSQ."""
     queue_bytes = max(round(rate_bits_per_s / BITS_PER_BYTE * QUEUE_LATENCY_S), QUEUE_MIN_FLOWS * TSQ_LIMIT_BYTES)
@@ -140,9 +166,10 @@ def netem_limit_packets(rate_bits_per_s: float, delay_s: float) -> int:
     return max(NETEM_MIN_LIMIT_PACKETS, math.ceil(2 * in_flight_packets))
 
 
-def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | None) -> None:
-    """Shape the egress of ``device`` to the rate, ACKs first (``shaper_commands``); with ``delay_s``,
-    a netem delay in front of it."""
+def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | None,
+          peers: Sequence[str] = (), match: str = "dst") -> None:
+    """Shape the egress of ``device`` to the rate, ACKs first and a queue per peer (``shaper_commands``);
+    with ``delay_s``, a netem delay in front of it."""
     qdisc = ["tc", "-n", namespace, "qdisc", "add", "dev", device]
     if delay_s is None:
         parent = ["root"]
@@ -150,41 +177,61 @@ def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | 
         run(qdisc + ["root", "handle", "1:", "netem", "delay", f"{round(delay_s * 1e6)}us",
                      "limit", str(netem_limit_packets(rate_bits_per_s, delay_s))])
         parent = ["parent", "1:"]
-    for command in shaper_commands(device, rate_bits_per_s, parent):
+    run(["ip", "-n", namespace, "link", "set", "dev", device, "gso_max_size", str(gso_bytes(rate_bits_per_s))])
+    for command in shaper_commands(device, rate_bits_per_s, parent, peers, match):
         run(["tc", "-n", namespace, *command])
 
 
-def shaper_commands(device: str, rate_bits_per_s: float, parent: list[str]) -> list[list[str]]:
-    """``tc`` arguments for an htb shaper at the rate with two classes under it: packets shorter than
-    ACK_MAX_BYTES (TCP's ACKs) served before bulk data, each class free to use the whole rate.
+def peer_class(position: int) -> str:
+    """The htb class of the ``position``-th peer's queue (tc reads class minors in hex)."""
+    return f"2:{PEER_CLASS_BASE + position:x}"
 
-    The bulk class is guaranteed all but ACK_SHARE of the rate, the ACK class ACK_SHARE (an ACK
-    stream needs about 3% of the data it acknowledges); each borrows what the other leaves, the ACK
-    class first. The bulk queue holds ``queue_limit_bytes``. The bucket is ``burst_bytes``: htb
-    sends a whole GSO super-packet (up to 64 KiB) on any positive balance, so its own burst is set
-    that much lower, at least one frame (with the full bucket, 0.15 s exchanges at 33 Mbit/s took
-    10% less than their bytes at the rate)."""
+
+def shaper_commands(device: str, rate_bits_per_s: float, parent: list[str],
+                    peers: Sequence[str] = (), match: str = "dst") -> list[list[str]]:
+    """``tc`` arguments for an htb shaper at the rate: packets shorter than ACK_MAX_BYTES (TCP's
+    ACKs) served before bulk data, and the bulk data queued per peer, the peers served in turn.
+
+    The ACK class is guaranteed ACK_SHARE of the rate, the bulk class the rest, each free to borrow
+    what the other leaves, the ACK class first. Under the bulk class each address in ``peers`` (the
+    packets' ``match``: "dst" on an upload, "src" on a download) has its own queue, and everything
+    else one more; each is guaranteed an equal share and may use the whole rate, and while two or
+    more have data they take turns, FULL_PACKET_BYTES at a time (PEER_CLASS_BASE). Each queue holds
+    ``queue_limit_bytes``. The bucket is ``burst_bytes``: htb sends a whole GSO packet (up to
+    ``gso_bytes``) on any positive balance, so its own burst is set that much lower, at least one frame
+    (with the full bucket, 0.15 s exchanges at 33 Mbit/s took 10% less than their bytes at the rate)."""
     rate = round(rate_bits_per_s)
     ack_rate = max(1, round(rate * ACK_SHARE))
-    burst = str(max(FULL_PACKET_BYTES, burst_bytes(rate_bits_per_s) - MIN_BURST_BYTES))
+    bulk_rate = rate - ack_rate
+    queues = [OTHER_CLASS, *(peer_class(position) for position in range(len(peers)))]
+    queue_rate = max(1, bulk_rate // len(queues))
+    burst = str(max(FULL_PACKET_BYTES, burst_bytes(rate_bits_per_s) - gso_bytes(rate_bits_per_s)))
     on_device = ["dev", device]
 
     def klass(parent_id: str, class_id: str, class_rate: int, *extra: str) -> list[str]:
         return ["class", "add", *on_device, "parent", parent_id, "classid", class_id, "htb", "rate", f"{class_rate}bit",
                 "ceil", f"{rate}bit", "burst", burst, "cburst", burst, *extra]
 
+    def queue(class_id: str) -> list[list[str]]:
+        return [klass(BULK_CLASS, class_id, queue_rate, "prio", "1", "quantum", str(FULL_PACKET_BYTES)),
+                ["qdisc", "add", *on_device, "parent", class_id, "bfifo", "limit", str(queue_limit_bytes(rate_bits_per_s))]]
+
+    def to_peer(position: int, peer: str) -> list[str]:
+        return ["filter", "add", *on_device, "parent", "2:", "protocol", "ip", "prio", "2", "u32",
+                "match", "ip", match, f"{peer}/32", "flowid", peer_class(position)]
+
     return [
-        ["qdisc", "add", *on_device, *parent, "handle", "2:", "htb", "default", "20"],
+        ["qdisc", "add", *on_device, *parent, "handle", "2:", "htb", "default", OTHER_CLASS.split(":")[1]],
         klass("2:", "2:1", rate),
-        klass("2:1", "2:10", ack_rate, "prio", "0"),
-        klass("2:1", "2:20", rate - ack_rate, "prio", "1"),
-        ["qdisc", "add", *on_device, "parent", "2:10", "handle", "10:", "pfifo", "limit", str(ACK_QUEUE_PACKETS)],
-        ["qdisc", "add", *on_device, "parent", "2:20", "handle", "20:", "bfifo", "limit",
-         str(queue_limit_bytes(rate_bits_per_s))],
+        klass("2:1", ACK_CLASS, ack_rate, "prio", "0"),
+        ["qdisc", "add", *on_device, "parent", ACK_CLASS, "handle", "10:", "pfifo", "limit", str(ACK_QUEUE_PACKETS)],
+        klass("2:1", BULK_CLASS, bulk_rate, "prio", "1"),
+        *[command for class_id in queues for command in queue(class_id)],
         # TCP, IPv4 total length (bytes 2-3 of the header) below ACK_MAX_BYTES: its high bits are 0
         ["filter", "add", *on_device, "parent", "2:", "protocol", "ip", "prio", "1", "u32",
          "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", f"0x{0x10000 - ACK_MAX_BYTES:04x}",
-         "at", "2", "flowid", "2:10"],
+         "at", "2", "flowid", ACK_CLASS],
+        *[to_peer(position, peer) for position, peer in enumerate(peers)],
     ]
 
 

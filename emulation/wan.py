@@ -206,10 +206,13 @@ class EmulatedWAN:
             island = self.namespace(index)
             net.add_namespace(island)
             net.attach_island(core, island, index)
+            peers = [net.address(other) for other in range(len(self.links)) if other != index]
             if math.isfinite(link.upload_bits_per_s):  # an infinite rate: a non-blocking link, unshaped
-                net.shape(island, net.wan_interface(index), link.upload_bits_per_s, self._netem_delay_s(link))
+                net.shape(island, net.wan_interface(index), link.upload_bits_per_s, self._netem_delay_s(link),
+                          peers, match="dst")
             if math.isfinite(link.download_bits_per_s):
-                net.shape(core, net.bridge_port(index), link.download_bits_per_s, self._netem_delay_s(link))
+                net.shape(core, net.bridge_port(index), link.download_bits_per_s, self._netem_delay_s(link),
+                          peers, match="src")
 
     def _netem_delay_s(self, link: LinkSpec) -> float | None:
         """One-way latency on each direction of the link, so a hop pays sender's + receiver's latency."""
