@@ -218,11 +218,14 @@ VALIDATE = cases("validate", ("scenario.toml",), [
      "calibration.json: measured for 2, 3 islands, not 4: give --calibration a new file",
      edit_json("calibration.json", lambda document: document["overhead_s"].pop("4"))),
     ("--calibration of kernel shaping for --in-process", ("--calibration", "calibration.json", "--in-process"),
-     "calibration.json: measured with kernel-htb shaping; --in-process runs need a calibration measured in-process",
-     edit_json("calibration.json", setting("mode", "kernel-htb"))),
+     "calibration.json: measured with kernel-htb-fq shaping; --in-process runs need a calibration measured in-process",
+     edit_json("calibration.json", setting("mode", "kernel-htb-fq"))),
     ("--calibration of an older shaper", ("--calibration", "calibration.json"),
      "calibration.json: measured with kernel-tbf shaping, which this version no longer builds: give --calibration "
      "a new file", edit_json("calibration.json", setting("mode", "kernel-tbf"))),
+    ("--calibration of the shaper with one FIFO per direction", ("--calibration", "calibration.json"),
+     "calibration.json: measured with kernel-htb shaping, which this version no longer builds: give --calibration "
+     "a new file", edit_json("calibration.json", setting("mode", "kernel-htb"))),
     ("--calibration unwritable", ("--calibration", f"{UNWRITABLE}/calibration.json"),
      f"{UNWRITABLE}/calibration.json: cannot create its folder"),
     ("--calibration empty", ("--calibration", ""), "argument --calibration: is empty: give a path"),

@@ -19,7 +19,7 @@ SMALL = ('name = "small"\n[model]\nparameters = 1e9\n[schedule]\nalgorithm = "di
 # the demo's own target is 5%; other jobs share this machine's two cores, so the test allows 10%
 TOLERANCE = 0.10
 PATHS = [pytest.param(["--in-process"], "in-process", id="in-process"),
-         pytest.param([], "kernel-htb", id="kernel-htb",
+         pytest.param([], "kernel-htb-fq", id="kernel-htb-fq",
                       marks=pytest.mark.skipif(not KERNEL_OK, reason=f"kernel WAN emulation unavailable: {WHY_NOT}"))]
 
 

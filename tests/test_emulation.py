@@ -93,7 +93,7 @@ def test_transfer_sleeps_only_what_the_collective_did_not_already_take():
                          [("in-process", ["sleep 0.2", "collective"]), ("netem", ["collective"])])
 def test_kernel_pacer_sleeps_the_latency_before_the_collective_only_without_netem(latency_mode, expected):
     links = [LinkSpec(0, 1e8, 1e8, latency_s=0.03), LinkSpec(1, 1e8, 1e8, latency_s=0.07)]
-    received = pacer_from_config(pacer_config(links, "kernel-htb", latency_mode))
+    received = pacer_from_config(pacer_config(links, "kernel-htb-fq", latency_mode))
     assert isinstance(received, InProcessLatency)
     events: list[str] = []
     pacer = InProcessLatency(links, sleep_latency=received.sleep_latency,

@@ -46,7 +46,7 @@ def test_sync_rows_pair_the_same_collective():
 
 
 def test_the_calibrated_simulator_pays_the_trainer_s_overhead_latency_screening_and_achieved_rate():
-    calibration = Calibration("kernel-htb", "test", 0.958, (0.958,), {3: 0.012}, {3: {10e6: 0.5, 100e6: 0.7}},
+    calibration = Calibration("kernel-htb-fq", "test", 0.958, (0.958,), {3: 0.012}, {3: {10e6: 0.5, 100e6: 0.7}},
                               {3: 2e-8}, {3: {10e6: 0.05, 100e6: 0.02}})
     islands = [{"name": f"i{n}", "step_time_s": 0.2, "upload_gbps": 0.05, "download_gbps": 0.05,
                 "latency_ms": latency} for n, latency in enumerate((1.0, 2.0, 4.0))]
@@ -79,7 +79,7 @@ def test_a_calibration_saved_before_the_end_spread_was_measured_reads_as_no_spre
 
 
 def test_with_kernel_shaping_every_link_sends_its_share_of_its_bucket_at_once():
-    calibration = Calibration("kernel-htb", "test", 0.958, (0.958,), {3: 0.012}, {3: {10e6: 0.9}}, {3: 0.0},
+    calibration = Calibration("kernel-htb-fq", "test", 0.958, (0.958,), {3: 0.012}, {3: {10e6: 0.9}}, {3: 0.0},
                               burst_fraction={3: {10e6: 0.5, 100e6: 1.0}})
     islands = [{"name": f"i{n}", "step_time_s": 0.2, "upload_gbps": 0.0316, "download_gbps": rate_gbps,
                 "latency_ms": 0.0} for n, rate_gbps in enumerate((0.5, 0.166, 0.166))]

@@ -3,7 +3,8 @@
 It is read before any measuring or training, so a broken file, a folder, a network profile (what
 ``islands calibrate`` writes, for ``--network-profile``) or a value outside its physical range is
 refused in one line naming the file and the key, never after a run, never as a traceback; so is a
-calibration of a shaper this version no longer builds (``kernel-tbf``). A value
+calibration of a shaper this version no longer builds (``kernel-tbf``; ``kernel-htb``, one FIFO
+per direction, before issue 29's third round). A value
 saved as null (``io.json_text`` writes a NaN so) is refused as not a number.
 """
 
