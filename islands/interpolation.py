@@ -1,4 +1,5 @@
-"""Interpolation shared by calibrations and measured profiles: linear in log x, never extrapolated."""
+"""Interpolation shared by calibrations and measured profiles: linear in log x or in x, never
+extrapolated."""
 
 from __future__ import annotations
 
@@ -19,3 +20,14 @@ def log_linear(by_x: Mapping[float, float], x: float) -> tuple[float, float | No
     high = min(k for k in known if k > x)
     weight = math.log(x / low) / math.log(high / low)
     return by_x[low] + weight * (by_x[high] - by_x[low]), None
+
+
+def linear(by_x: Mapping[float, float], x: float) -> float:
+    """The value at ``x``: linear in x between the two nearest given x, or the nearest given x's value
+    outside them."""
+    known = sorted(by_x)
+    if x <= known[0] or x >= known[-1]:
+        return by_x[known[0] if x <= known[0] else known[-1]]
+    low = max(k for k in known if k <= x)
+    high = min(k for k in known if k > x)
+    return by_x[low] + (x - low) / (high - low) * (by_x[high] - by_x[low])

@@ -39,7 +39,7 @@ def test_the_demo_scales_to_two_islands_and_calibrates_only_them_at_their_slowes
     assert demo.calibrate_for(case, False) is CALIBRATION
     [(args, kwargs)] = calls
     assert args == (2, False, (case.document["island"][0]["upload_gbps"] * 1e9,))
-    assert kwargs == {"min_islands": 2, "stem": "isdemo"}
+    assert kwargs == {"min_islands": 2, "stem": "isdemo", "wire_bits": (case.scenario().schedule.bits,)}
 
 
 def test_the_slowest_rate_is_the_slowest_direction_of_any_island():

@@ -9,9 +9,9 @@ import math
 import pytest
 
 from islands.trainer.core.quantize import encoded_bytes, padded_length
-from islands.validation.calibration import (Calibration, exchange_costs, screening_s_per_value,
+from islands.validation.calibration import (Calibration, exchange_costs, screening_s_per_value, wire_ratio,
                                             simulator_overrides, trainer_latency_s)
-from islands.validation.probe import medium_values, tiny_values
+from islands.validation.probe import medium_values, probe_sizes, tiny_values, wire_values
 from islands.validation.compare import relative_error, sync_rows
 from islands.validation.scaling import ring_volume_bytes
 from islands.scenarios.loader import from_dict
@@ -57,7 +57,8 @@ def test_the_calibrated_simulator_pays_the_trainer_s_overhead_latency_screening_
     summary = simulate(scenario).summary
     latency_s = trainer_latency_s([0.001, 0.002, 0.004])
     assert latency_s == pytest.approx(3 * (0.004 + 0.002))  # three phases, slowest member + farthest peer
-    ratio = 0.5 + 0.2 * math.log(5) / math.log(10)  # 50 Mbit/s, between the probed 10 and 100
+    # 50 Mbit/s, between the probed 10 and 100: 1 / ratio linear in the rate (CPU work per byte in series)
+    ratio = 1 / (1 / 0.5 + (50 - 10) / (100 - 10) * (1 / 0.7 - 1 / 0.5))
     assert calibration.ratio_at(3, 50e6) == pytest.approx(ratio)
     assert calibration.ratio_at(3, 1e9) == 0.7
     data_s = ring_volume_bytes(3, 4e6) * 8 / (0.05e9 * ratio)
@@ -87,15 +88,15 @@ def test_with_kernel_shaping_every_link_sends_its_share_of_its_bucket_at_once():
                 "schedule": {"algorithm": "diloco", "inner_steps": 5, "outer_steps": 1, "bits": 32},
                 "island": islands}
     overrides = simulator_overrides(calibration, islands)
-    # at the ring's 31.6 Mbit/s, half-way in log between 10 and 100: 0.75 of each link's tbf bucket,
-    # 64 KiB, or 4 ms at the rate above 131 Mbit/s (500 Mbit/s: 250 kB)
+    # at the ring's 31.6 Mbit/s, half-way in log between 10 and 100: 0.75 of each link's bucket,
+    # 4 ms at its rate (31.6 Mbit/s: 15 800 B; 500 Mbit/s: 250 kB)
     fraction = 0.5 + 0.5 * math.log10(3.16)
     assert calibration.burst_bytes(3, 31.6e6, 500e6) == pytest.approx(fraction * 250_000)
-    assert f"island.0.upload_burst_bytes={fraction * 65536!r}" in overrides
+    assert f"island.0.upload_burst_bytes={fraction * 15_800!r}" in overrides
     assert f"island.0.download_burst_bytes={fraction * 250_000!r}" in overrides
     summary = simulate(from_dict(document, "t", overrides)).summary
     # that much of the ring volume at once on every link, the rest at 90% of the slowest uplink
-    data_s = (ring_volume_bytes(3, 4e6) - fraction * 65536) * 8 / (0.0316e9 * 0.9)
+    data_s = (ring_volume_bytes(3, 4e6) - fraction * 15_800) * 8 / (0.0316e9 * 0.9)
     assert summary["mean_sync_s"] == pytest.approx(0.012 + data_s)
     old = json.loads(calibration.to_json())
     del old["burst_fraction"]
@@ -142,6 +143,33 @@ def test_screening_cost_is_the_slope_in_values_and_the_fixed_cost_keeps_none_of_
     assert ratio == pytest.approx(0.9)  # the last member's: the others finish up to the spread before
     assert measured_spread_s == pytest.approx(spread_s)
     assert screening_s_per_value(0.003, 0.002, tiny, large_values) == 0.0  # below resolution, never negative
+
+
+def test_an_int8_exchange_is_probed_at_the_bytes_of_the_bf16_one_and_priced_at_its_own_rate():
+    """Issue 29: int8 carries twice the values of bf16 per byte, and the exchange's CPU work goes by
+    values: a bf16 calibration priced every int8 sync short."""
+    sizes = probe_sizes(2, 1_000_000, [8, 32])
+    assert sizes["large@8"] == (2_000_000, 8, sizes["large"][2]) and sizes["large@32"][:2] == (500_000, 32)
+    assert probe_sizes(2, 6_250_000, [8])["large@8"][0] == 1 << 23  # 100 Mbit/s: under glibc's mmap threshold
+    large_values, rate, burst_bytes = 1_000_000, 10e6, 20_000
+    int8_bytes = ring_volume_bytes(2, encoded_bytes(padded_length(wire_values(large_values, 8), 2), 8))
+    timings = probe_timings(large_values, rate, 0.9, burst_bytes)
+    timings["average"]["large@8"] = {"2": 0.003 + (int8_bytes - burst_bytes) * 8 / (0.8 * rate)}
+    assert wire_ratio(2, timings, rate, 8, burst_bytes) == pytest.approx(0.8)
+    calibration = Calibration("kernel-htb", "test", 0.958, (0.958,), {2: 0.004}, {2: {10e6: 0.92, 100e6: 0.91}},
+                              {2: 0.0}, exchange_ratio_by_bits={8: {2: {10e6: 0.93, 100e6: 0.82}}})
+    assert calibration.ratio_at(2, 100e6, 8) == pytest.approx(0.82)
+    assert calibration.ratio_at(2, 100e6, 32) == pytest.approx(0.91)  # not measured in fp32: bf16's
+    assert calibration.ratio_at(2, 100e6) == pytest.approx(0.91)
+    assert (calibration.measured_bits(8, 2), calibration.measured_bits(16, 2)) == (True, True)
+    assert (calibration.measured_bits(32, 2), calibration.measured_bits(8, 3)) == (False, False)
+    islands = [{"name": f"i{n}", "step_time_s": 0.2, "upload_gbps": 0.1, "download_gbps": 0.1, "latency_ms": 0.0}
+               for n in range(2)]
+    def upload_gbps(wire_bits: int) -> float:
+        overrides = dict(o.split("=") for o in simulator_overrides(calibration, islands, wire_bits))
+        return float(overrides["island.0.upload_gbps"])
+    assert (upload_gbps(8), upload_gbps(32)) == pytest.approx((0.1 * 0.82, 0.1 * 0.91))
+    assert Calibration.from_json(calibration.to_json()) == calibration
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -34,6 +34,13 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   ``link_ratio``: the exchange sends 64 KiB pieces posted together (``comm.PIECE_BYTES``), and pauses
   between its 2(M-1) steps. (Sent as one large message per peer, as gloo's own all-to-all does, it
   reached only 0.52-0.80.)
+* ``exchange_ratio_by_bits[bits][M][rate]``: the same rate for an exchange in another wire format
+  (int8, fp32, int4) than the probe's bf16, from a large exchange of about the same bytes (at most
+  ``probe.MAX_WIRE_VALUES`` values), with the bf16 exchange's burst. The exchange's CPU work (copying, encoding, decoding, summing) goes by
+  values, and int8 carries twice the values of bf16 per byte: at 49 Mbit/s, 0.44 s exchanges on two
+  islands reached 0.89-0.90 of the rate in int8 against 0.92-0.93 in bf16 (three runs each), so a
+  bf16 calibration predicted every int8 sync 3% short. Measured for the formats ``islands validate``
+  is about to run (``measure``'s ``wire_bits``); a format not measured is priced at bf16's rate.
 * ``end_spread_s[M][rate]``: how long after the first member the last one finishes the large
   exchange, median over its repeats: with 2 islands about one 64 KiB piece at the rate (49 ms at 10,
   6 ms at 100 Mbit/s), with 3 and 4 islands 17-43 ms, the same at 100 Mbit/s in a 0.4 s exchange as
@@ -63,10 +70,11 @@ from islands.errors import UserError
 from islands.io import json_text
 from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan, burst_bytes
 from islands.trainer.core.quantize import encoded_bytes, padded_length
-from islands.interpolation import log_linear
+from islands.interpolation import linear, log_linear
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .probe import BITS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, medium_values, tiny_values
+from .probe import (BITS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, WIRE_BITS_VARIABLE, medium_values, tiny_values,
+                    wire_size, wire_values)
 from .run import VALIDATE_STEM, run_all, start_ranks
 from .scaling import ring_volume_bytes
 
@@ -92,6 +100,8 @@ class Calibration:
     end_spread_s: dict[int, dict[float, float]] = field(default_factory=dict)
     # what an exchange sends at once, in buckets of each link's tbf, by islands, then configured bits/s
     burst_fraction: dict[int, dict[float, float]] = field(default_factory=dict)
+    # exchange_ratio in other wire formats than bf16: by bits, then islands, then configured bits/s
+    exchange_ratio_by_bits: dict[int, dict[int, dict[float, float]]] = field(default_factory=dict)
 
     def spread_at(self, islands: int, bits_per_s: float) -> float:
         """``end_spread_s`` at a configured rate, as ``ratio_at``; 0 from a calibration saved before it
@@ -109,6 +119,9 @@ class Calibration:
         for key in ("exchange_ratio", "end_spread_s", "burst_fraction"):
             values[key] = {int(m): {float(r): v for r, v in by_rate.items()}
                            for m, by_rate in values.get(key, {}).items()}
+        values["exchange_ratio_by_bits"] = {
+            int(bits): {int(m): {float(r): v for r, v in by_rate.items()} for m, by_rate in by_islands.items()}
+            for bits, by_islands in values.get("exchange_ratio_by_bits", {}).items()}
         values["link_ratios"] = tuple(values["link_ratios"])
         return cls(**values)
 
@@ -120,9 +133,15 @@ class Calibration:
             raise UserError(f"the calibration covers {covered} islands, not {islands}: "
                             f"calibrate again with --workers {islands}")
 
-    def ratio_at(self, islands: int, bits_per_s: float) -> float:
-        """``exchange_ratio`` at a configured rate (``at_rate``)."""
-        return at_rate(self.exchange_ratio[islands], bits_per_s)
+    def ratio_at(self, islands: int, bits_per_s: float, wire_bits: int = BITS["large"]) -> float:
+        """``exchange_ratio`` at a configured rate (``in_series``), in wire format ``wire_bits`` where that
+        was measured, else bf16's."""
+        by_rate = self.exchange_ratio_by_bits.get(wire_bits, {}).get(islands, self.exchange_ratio[islands])
+        return in_series(by_rate, bits_per_s)
+
+    def measured_bits(self, wire_bits: int, islands: int) -> bool:
+        """Whether the exchange's rate was measured in wire format ``wire_bits`` among ``islands``."""
+        return wire_bits == BITS["large"] or islands in self.exchange_ratio_by_bits.get(wire_bits, {})
 
     def burst_bytes(self, islands: int, ring_bits_per_s: float, link_bits_per_s: float) -> float:
         """What a link emulated at ``link_bits_per_s`` sends at once at the start of an exchange among
@@ -133,6 +152,18 @@ class Calibration:
         return at_rate(self.burst_fraction[islands], ring_bits_per_s) * burst_bytes(link_bits_per_s)
 
 
+def in_series(ratio_by_rate: dict[float, float], bits_per_s: float) -> float:
+    """An exchange ratio probed at some rates, at a configured rate: 1 / ratio linear in the rate
+    between the probed rates, the nearest probed rate's outside them. The exchange's time per byte is
+    the link's, 1 / (rate x e), plus CPU work per byte c in series with it, so 1 / ratio = 1 / e +
+    c x rate: the work costs more of the rate the faster the link (int8: 93% of 10 Mbit/s, 82% of
+    100; at 49 Mbit/s the exchange measured 0.89-0.90, where linear in log rate gave 0.86 and this 0.88)."""
+    known = sorted(ratio_by_rate)
+    if not known[0] < bits_per_s < known[-1]:
+        return ratio_by_rate[known[0] if bits_per_s <= known[0] else known[-1]]
+    return 1 / linear({rate: 1 / ratio for rate, ratio in ratio_by_rate.items()}, bits_per_s)
+
+
 def at_rate(by_rate: dict[float, float], bits_per_s: float) -> float:
     """A value probed at some rates, at a configured rate: linear in log(rate) between the probed
     rates, the nearest probed rate's outside them."""
@@ -140,9 +171,9 @@ def at_rate(by_rate: dict[float, float], bits_per_s: float) -> float:
 
 
 def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, min_islands: int = 2,
-               stem: str = VALIDATE_STEM) -> tuple[dict, list[float], str, str]:
-    """The probe's timings at one configured rate, for ``min_islands`` to ``max_islands`` islands:
-    (timings, link rates, mode, label)."""
+               stem: str = VALIDATE_STEM, wire_bits: tuple[int, ...] = ()) -> tuple[dict, list[float], str, str]:
+    """The probe's timings at one configured rate, for ``min_islands`` to ``max_islands`` islands, and
+    a large exchange in each format of ``wire_bits`` too: (timings, link rates, mode, label)."""
     links = [LinkSpec(i, rate_bits_per_s, rate_bits_per_s, 0.0) for i in range(max_islands)]
     probe_bytes = round(rate_bits_per_s / BITS_PER_BYTE * PROBE_SECONDS)
     large_values = probe_bytes // BYTES_PER_LARGE_VALUE
@@ -150,7 +181,8 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
         kernel_shaped = isinstance(wan, EmulatedWAN)
         rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)] if kernel_shaped else []
         children = start_ranks(wan, ["-m", "islands.validation.probe"], max_islands, stdout=subprocess.PIPE,
-                                extra_env={LARGE_VARIABLE: str(large_values), MIN_MEMBERS_VARIABLE: str(min_islands)})
+                                extra_env={LARGE_VARIABLE: str(large_values), MIN_MEMBERS_VARIABLE: str(min_islands),
+                                           WIRE_BITS_VARIABLE: ",".join(map(str, wire_bits))})
         output = children[0].stdout.read()
         run_all(children, "the calibration probe")
         timings = json.loads(output.strip().splitlines()[-1])
@@ -159,18 +191,20 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
 
 
 def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float, ...] = PROBE_RATES_BITS_PER_S,
-            min_islands: int = 2, stem: str = VALIDATE_STEM) -> Calibration:
+            min_islands: int = 2, stem: str = VALIDATE_STEM, wire_bits: tuple[int, ...] = ()) -> Calibration:
     """Probe every rate of ``rates_bits_per_s`` with ``min_islands`` .. ``max_islands`` islands; the
     fixed cost and the per-value cost are medians over the rates, the achieved rate and the end spread
-    are kept per rate."""
+    are kept per rate; the rate in each other wire format of ``wire_bits`` too."""
+    wire_bits = tuple(sorted(set(wire_bits) - {BITS["large"]}))
     overheads: dict[int, list[float]] = {}
     per_value: dict[int, list[float]] = {}
     spreads: dict[int, dict[float, float]] = {}
     ratios: dict[int, dict[float, float]] = {}
     bursts: dict[int, dict[float, float]] = {}
+    by_bits: dict[int, dict[int, dict[float, float]]] = {}
     achieved: list[float] = []
     for rate in rates_bits_per_s:
-        timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel, min_islands, stem)
+        timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel, min_islands, stem, wire_bits)
         achieved += [r / rate for r in link_rates]
         bucket_bytes = burst_bytes(rate) if mode == EmulatedWAN.mode else 0
         for m in map(int, timings["screen"]["tiny"]):
@@ -181,10 +215,13 @@ def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float
             ratios.setdefault(m, {})[rate] = costs.ratio
             if bucket_bytes:
                 bursts.setdefault(m, {})[rate] = costs.burst_fraction
+            for bits in wire_bits:
+                ratio = wire_ratio(m, timings, rate, bits, costs.burst_fraction * bucket_bytes)
+                by_bits.setdefault(bits, {}).setdefault(m, {})[rate] = ratio
     overhead = {m: statistics.median(values) for m, values in overheads.items()}
     cpu = {m: statistics.median(values) for m, values in per_value.items()}
     link_ratio = sum(achieved) / len(achieved) if achieved else 1.0
-    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios, cpu, spreads, bursts)
+    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios, cpu, spreads, bursts, by_bits)
 
 
 class ExchangeCosts(NamedTuple):
@@ -213,9 +250,19 @@ def screening_s_per_value(tiny_s: float, large_s: float, tiny_values: int, large
     return max(0.0, (large_s - tiny_s) / (large_values - tiny_values))
 
 
-def probe_volume_bytes(islands: int, values: int) -> float:
-    """Bytes each member sends in a probe exchange of ``values`` bf16 values (the ring volume)."""
-    return ring_volume_bytes(islands, encoded_bytes(padded_length(values, islands), BITS["large"]))
+def probe_volume_bytes(islands: int, values: int, bits: int = BITS["large"]) -> float:
+    """Bytes each member sends in a probe exchange of ``values`` values in wire format ``bits`` (bf16
+    by default; the ring volume)."""
+    return ring_volume_bytes(islands, encoded_bytes(padded_length(values, islands), bits))
+
+
+def wire_ratio(islands: int, timings: dict, rate_bits_per_s: float, bits: int, burst_bytes: float) -> float:
+    """``exchange_ratio`` in wire format ``bits``: its large exchange's bytes, less what the links send
+    at once (``burst_bytes``, as measured in bf16), over its data time (its average less the tiny one's)."""
+    key, average = str(islands), timings["average"]
+    volume_bytes = probe_volume_bytes(islands, wire_values(timings["large_values"], bits), bits)
+    data_s = average[wire_size(bits)][key] - average["tiny"][key]
+    return (volume_bytes - burst_bytes) * BITS_PER_BYTE / data_s / rate_bits_per_s
 
 
 def rate_and_burst(islands: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float) -> tuple[float, float]:
@@ -246,14 +293,15 @@ def trainer_latency_s(latencies_s: list[float]) -> float:
     return EXCHANGE_PHASES * (ordered[0] + ordered[1])
 
 
-def simulator_overrides(calibration: Calibration, islands: list[dict]) -> list[str]:
-    """``--set`` overrides that give the scaled scenario the achieved rates, the links' buckets, the
-    trainer's fixed cost per exchange, its screening cost per value and its members' end spread."""
+def simulator_overrides(calibration: Calibration, islands: list[dict], wire_bits: int = BITS["large"]) -> list[str]:
+    """``--set`` overrides that give the scaled scenario the achieved rates (of its wire format
+    ``wire_bits``), the links' buckets, the trainer's fixed cost per exchange, its screening cost per
+    value and its members' end spread."""
     m = len(islands)
     calibration.check_covers(m)
     per_exchange_s = calibration.overhead_s[m] + trainer_latency_s([i["latency_ms"] / MS_PER_S for i in islands])
     slowest_bits_per_s = min(min(i["upload_gbps"], i["download_gbps"]) for i in islands) * BITS_PER_GBIT
-    ratio = calibration.ratio_at(m, slowest_bits_per_s)
+    ratio = calibration.ratio_at(m, slowest_bits_per_s, wire_bits)
     spread_s = calibration.spread_at(m, slowest_bits_per_s)
     hop_latency_ms = per_exchange_s / (2 * (m - 1)) / 2 * MS_PER_S  # 2(M-1) hops, sender + receiver
     overrides = [f"network.exchange_cpu_s_per_value={calibration.exchange_cpu_s_per_value[m]!r}",

@@ -18,12 +18,13 @@ from typing import Any, Callable, Iterator
 from islands.emulation import EmulatedWAN, InProcessShaper
 from islands.errors import UserError
 from islands.io import read_bounded_json
+from islands.trainer.core.quantize import WIRE_BITS
 
 from .calibration import Calibration
 
 PROFILE_KIND = "islands network profile"  # scenarios/profile.py's KIND
 REQUIRED = ("mode", "label", "link_ratio", "link_ratios", "overhead_s", "exchange_ratio", "exchange_cpu_s_per_value")
-OPTIONAL = ("end_spread_s", "burst_fraction")  # measured later than the others: absent from older files
+OPTIONAL = ("end_spread_s", "burst_fraction", "exchange_ratio_by_bits")  # measured later than the others: absent from older files
 ISLAND_TABLES = ("overhead_s", "exchange_cpu_s_per_value")  # by number of islands
 RATE_TABLES = ("exchange_ratio", "end_spread_s", "burst_fraction")  # by number of islands, then by rate
 # what each key's numbers must be, in words and as a test of a finite float
@@ -35,6 +36,7 @@ RULES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "exchange_cpu_s_per_value": ("0 or more", lambda value: value >= 0),
     "end_spread_s": ("0 or more", lambda value: value >= 0),
     "burst_fraction": ("0 to 1", lambda value: 0 <= value <= 1),
+    "exchange_ratio_by_bits": ("above 0", lambda value: value > 0),
 }
 
 
@@ -75,6 +77,14 @@ def check_keys(calibration: Calibration, path: Path) -> None:
                 raise UserError(f"{path}: {key}.{islands}: an exchange has 2 islands or more")
             if key in RATE_TABLES and not (by_rate and all(0 < rate < math.inf for rate in by_rate)):
                 raise UserError(f"{path}: {key}.{islands}: give its values by probed rates, in bits/s above 0")
+    for bits, by_islands in calibration.exchange_ratio_by_bits.items():
+        if bits not in WIRE_BITS:
+            raise UserError(f"{path}: exchange_ratio_by_bits.{bits}: a wire format is one of "
+                            f"{', '.join(map(str, WIRE_BITS))} bits")
+        for islands, by_rate in by_islands.items():
+            if islands < 2 or not (by_rate and all(0 < rate < math.inf for rate in by_rate)):
+                raise UserError(f"{path}: exchange_ratio_by_bits.{bits}.{islands}: give ratios by 2 islands or "
+                                "more, then by probed rates in bits/s above 0")
 
 
 def parse(path: Path) -> dict[str, Any]:

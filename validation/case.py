@@ -65,14 +65,18 @@ def validate_scaled(name: str, case: ScaledCase, paced: bool, calibration: Calib
     write_text(scaled_path, to_toml(case.document))
     elastic = "event" in case.document
     train = train_elastic if elastic else train_scaled
-    overrides = simulator_overrides(calibration, case.document["island"])  # refuses an M not calibrated
+    islands, wire_bits = case.document["island"], case.scenario().schedule.bits
+    overrides = simulator_overrides(calibration, islands, wire_bits)  # refuses an M not calibrated
     predicted = complete_prediction(name, case, overrides)  # before the run: a prediction cut short is refused
     measured = train(scaled_path, make_run_plan(case.scenario()), out_dir / "run", kernel, stem)
     if not paced:
         overrides += measured_step_overrides(measured.summary, case.scenario())
         predicted = complete_prediction(name, case, overrides)
     notes = [f"WAN: {measured.wan_label}", compute_note(case, measured, paced),
-             f"time scale k = {case.time_factor:.3g} (scaled interval / original)", *case.notes]
+             f"time scale k = {case.time_factor:.3g} (scaled interval / original)", *case.notes,
+             *([] if calibration.measured_bits(wire_bits, len(islands)) else
+               [f"exchange priced at bf16's rate: the calibration did not measure {wire_bits}-bit exchanges "
+                f"among {len(islands)} islands (give --calibration a new file)"])]
     comparison = compare(name, predicted.summary, predicted.trace, measured.summary, measured.trace,
                          interface_bytes_per_worker(measured), notes)
     if elastic:

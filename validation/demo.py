@@ -44,9 +44,11 @@ def slowest_bits_per_s(case: ScaledCase) -> float:
 
 
 def calibrate_for(case: ScaledCase, kernel: bool | None) -> Calibration:
-    """Probe the trainer's exchange among the case's M islands at its slowest link's rate only."""
+    """Probe the trainer's exchange among the case's M islands at its slowest link's rate only, in its
+    wire format."""
     m = islands_of(case)
-    return measure(m, kernel, (slowest_bits_per_s(case),), min_islands=m, stem=DEMO_STEM)
+    return measure(m, kernel, (slowest_bits_per_s(case),), min_islands=m, stem=DEMO_STEM,
+                   wire_bits=(case.scenario().schedule.bits,))
 
 
 def verdict(comparison: Comparison) -> str:

@@ -10,8 +10,11 @@ two numbers) followed by ``quantize.average`` (encode, reduce-scatter, decode an
 decode). It does so for a tiny tensor (``tiny_values``: what is left is the fixed cost: gloo's
 messages, thread hand-offs), a large one (``$ISLANDS_PROBE_LARGE_VALUES`` bf16 values: what
 scales with the values and with the bytes) and a medium one, a quarter of the large (with the large
-one, it tells the rate from what the links send at once at the start). Each exchange gives three
-durations, the first two split where the trainer's trace splits them:
+one, it tells the rate from what the links send at once at the start); and for each other wire
+format of ``$ISLANDS_PROBE_WIRE_BITS`` (say ``8,32``) a large exchange in that format (``large@8``,
+``wire_values``), since the exchange's CPU work goes by values, not bytes: int8 moves twice the
+values of bf16 per byte. Each exchange gives three durations, the first two split where
+the trainer's trace splits them:
 
 * ``screen``: from a member handing its tensor over to the average's start (``Exchange.started_s``),
   the trace's ``idle`` before a sync; the mean over the members;
@@ -20,7 +23,8 @@ durations, the first two split where the trainer's trace splits them:
 * ``spread``: from the first member's end to the last one's (``network.exchange_end_spread_s``).
 
 Every rank starts its clock after one barrier, as the trainer does. Rank 0 prints one JSON line:
-{"screen": {"tiny": {M: median s}, "medium": {...}, "large": {...}}, "average": {...}, "spread": {...}}.
+{"screen": {"tiny": {M: median s}, "medium": {...}, "large": {...}, "large@8": {...}}, "average": {...},
+"spread": {...}}.
 """
 
 from __future__ import annotations
@@ -45,7 +49,13 @@ BITS = {"tiny": 32, "medium": 16, "large": 16}
 MEDIUM_FRACTION = 0.25  # the medium tensor's values over the large one's
 LARGE_VARIABLE = "ISLANDS_PROBE_LARGE_VALUES"
 MIN_MEMBERS_VARIABLE = "ISLANDS_PROBE_MIN_MEMBERS"
+WIRE_BITS_VARIABLE = "ISLANDS_PROBE_WIRE_BITS"
 PARTS = ("screen", "average", "spread")
+# glibc maps a freed buffer above its largest mmap threshold (32 MiB: 8M fp32 values) afresh each
+# time, and each exchange then pays its page faults, which the trainer's exchanges at validation scale
+# (a few million values) do not: at 100 Mbit/s an int8 exchange of the bf16 one's bytes (12M values)
+# reached 74% and 82% of the rate in two calibrations.
+MAX_WIRE_VALUES = 1 << 23
 
 
 def tiny_values(members: int) -> int:
@@ -55,6 +65,24 @@ def tiny_values(members: int) -> int:
 
 def medium_values(large_values: int) -> int:
     return round(large_values * MEDIUM_FRACTION)
+
+
+def wire_size(bits: int) -> str:
+    """The probe's name for its large exchange in wire format ``bits`` (other than bf16's)."""
+    return f"large@{bits}"
+
+
+def wire_values(large_values: int, bits: int) -> int:
+    """The values of ``wire_size(bits)``: as many bytes as the large bf16 exchange (int8: twice its
+    values), never more than ``MAX_WIRE_VALUES``."""
+    return min(large_values * BITS["large"] // bits, MAX_WIRE_VALUES)
+
+
+def probe_sizes(members: int, large_values: int, wire_bits: list[int]) -> dict[str, tuple[int, int, int]]:
+    """Each exchange the probe times among ``members``: name -> (values, bits, repeats)."""
+    sizes = {"tiny": tiny_values(members), "medium": medium_values(large_values), "large": large_values}
+    timed = {size: (values, BITS[size], REPEATS[size]) for size, values in sizes.items()}
+    return timed | {wire_size(bits): (wire_values(large_values, bits), bits, REPEATS["large"]) for bits in wire_bits}
 
 
 def timed_exchanges(exchanger: Exchanger, values: int, repeats: int) -> list[tuple[float, float, float]]:
@@ -93,21 +121,21 @@ def main() -> None:
     world_group = TorchGroup(list(range(world)), dist.group.WORLD)
     world_group.barrier()
     clock = Clock()
-    medians: dict[str, dict[str, dict[int, float]]] = {part: {size: {} for size in REPEATS} for part in PARTS}
+    medians: dict[str, dict[str, dict[int, float]]] = {part: {} for part in PARTS}
     large_values = int(os.environ[LARGE_VARIABLE])
+    wire_bits = [int(bits) for bits in os.environ.get(WIRE_BITS_VARIABLE, "").split(",") if bits]
     pacer = launch_spec().wan_pacer
     for members in range(int(os.environ.get(MIN_MEMBERS_VARIABLE, "2")), world + 1):
-        sizes = {"tiny": tiny_values(members), "medium": medium_values(large_values), "large": large_values}
         handle = dist.new_group(list(range(members)))
         cross = paced(TorchGroup(list(range(members)), handle), pacer) if rank < members else None
-        for size, values in sizes.items():
+        for size, (values, bits, repeats) in probe_sizes(members, large_values, wire_bits).items():
             spans = []
             if cross is not None:
-                exchanger = Exchanger(cross, None, BITS[size], clock)
-                spans = timed_exchanges(exchanger, values, REPEATS[size])
+                exchanger = Exchanger(cross, None, bits, clock)
+                spans = timed_exchanges(exchanger, values, repeats)
                 exchanger.close()
             for part, seconds in median_durations(world_group, spans).items():
-                medians[part][size][members] = seconds
+                medians[part].setdefault(size, {})[members] = seconds
     if rank == 0:
         print(json.dumps(medians), flush=True)
     dist.destroy_process_group()

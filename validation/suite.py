@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from islands.io import json_text, write_text
-from islands.scenarios import ScenarioSource
+from islands.scenarios import Scenario, ScenarioSource
 from islands.tables import render
 
 from .case import validate_case
@@ -77,13 +77,18 @@ def select(quick: bool) -> tuple[SuiteCase, ...]:
     return tuple(c for c in CASES if c.name in QUICK) if quick else CASES
 
 
+def case_scenario(case: SuiteCase) -> Scenario:
+    """The case's scenario: its bundled file with its overrides."""
+    return ScenarioSource.read(case.scenario, case.overrides).scenario
+
+
 def run_suite(cases: tuple[SuiteCase, ...], options: ScaleOptions, calibration: Calibration, out_dir: Path,
               kernel: bool | None, progress=print) -> list[tuple[SuiteCase, Comparison]]:
     results = []
     for number, case in enumerate(cases, 1):
         progress(f"[{number}/{len(cases)}] {case.name}: {case.what}")
         case_options = ScaleOptions(**{**options.__dict__, "max_workers": case.workers})
-        scenario = ScenarioSource.read(case.scenario, case.overrides).scenario
+        scenario = case_scenario(case)
         comparison = validate_case(case.name, scenario, case_options, calibration, out_dir / case.name, kernel)
         results.append((case, comparison))
     return results

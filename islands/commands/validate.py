@@ -62,13 +62,15 @@ def run(args: argparse.Namespace) -> int:
 
         cases = suite.select(args.quick)
         max_islands, folders = max(case.workers for case in cases), [out_dir / case.name for case in cases]
+        wire_bits = {suite.case_scenario(case).schedule.bits for case in cases}
     else:
         scenario = read_source(args).scenario
         max_islands, folders = min(args.workers, scenario.worker_count), [out_dir]
+        wire_bits = {scenario.schedule.bits}
     if saved is not None:
         check_covers(args.calibration, saved, max_islands)
     check_outputs(args, out_dir, folders)
-    calibration, kernel = calibrate(args, out_dir, max_islands, saved)
+    calibration, kernel = calibrate(args, out_dir, max_islands, saved, tuple(sorted(wire_bits)))
     return run_suite(args, out_dir, cases, calibration, kernel) if args.suite else \
         run_one(args, out_dir, scenario, calibration, kernel)
 
@@ -155,9 +157,9 @@ def options(args: argparse.Namespace):
                         pace=args.compute == "paced")
 
 
-def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved):
-    """``saved`` (read and checked by ``saved_calibration``), or one measured now and written to
-    --calibration (else into --out)."""
+def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, wire_bits: tuple[int, ...]):
+    """``saved`` (read and checked by ``saved_calibration``), or one measured now, in the wire formats
+    ``wire_bits``, and written to --calibration (else into --out)."""
     from islands.validation.calibration import PROBE_RATES_BITS_PER_S, measure
     from islands.io import write_text
 
@@ -165,9 +167,10 @@ def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved):
     calibration = saved
     if calibration is None:
         rates = ", ".join(f"{rate / BITS_PER_MBIT:.0f}" for rate in PROBE_RATES_BITS_PER_S)
-        print(f"calibrating: TCP transfers and the trainer's exchange among 2 to {max_islands} islands, "
-              f"at {rates} Mbit/s ...", flush=True)
-        calibration = measure(max_islands, kernel)
+        formats = ", ".join(f"{bits}-bit" for bits in wire_bits)
+        print(f"calibrating: TCP transfers and the trainer's exchange ({formats}) among 2 to {max_islands} "
+              f"islands, at {rates} Mbit/s ...", flush=True)
+        calibration = measure(max_islands, kernel, wire_bits=wire_bits)
         write_text(args.calibration or out_dir / "calibration.json", calibration.to_json())
     print(calibration_line(calibration), flush=True)
     return calibration, kernel
@@ -182,6 +185,8 @@ def per_rate(by_islands: dict[int, dict[float, float]], text) -> str:
 
 def calibration_line(calibration) -> str:
     ratios = per_rate(calibration.exchange_ratio, lambda ratio: f"{100 * ratio:.0f}%")
+    for bits, by_islands in sorted(calibration.exchange_ratio_by_bits.items()):
+        ratios += f"; {bits}-bit {per_rate(by_islands, lambda ratio: f'{100 * ratio:.0f}%')}"
     bursts = per_rate(calibration.burst_fraction, lambda fraction: f"{fraction:.2f}")
     overheads = ", ".join(f"M={m}: {MS_PER_S * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items()))
     screening = ", ".join(f"M={m}: {NS_PER_S * s:.1f} ns" for m, s in sorted(calibration.exchange_cpu_s_per_value.items()))
