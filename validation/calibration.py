@@ -36,7 +36,7 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   reached only 0.52-0.80.)
 * ``exchange_ratio_by_bits[bits][M][rate]``: the same rate for an exchange in another wire format
   (int8, fp32, int4) than the probe's bf16, from a large exchange of about the same bytes (at most
-  ``probe.MAX_WIRE_VALUES`` values), with the bf16 exchange's burst. The exchange's CPU work (copying, encoding, decoding, summing) goes by
+  ``probe.MAX_WIRE_VALUES`` values, the replica's model), with the bf16 exchange's burst. The exchange's CPU work (copying, encoding, decoding, summing) goes by
   values, and int8 carries twice the values of bf16 per byte: at 49 Mbit/s, 0.44 s exchanges on two
   islands reached 0.89-0.90 of the rate in int8 against 0.92-0.93 in bf16 (three runs each), so a
   bf16 calibration predicted every int8 sync 3% short. Measured for the formats ``islands validate``

@@ -51,11 +51,13 @@ LARGE_VARIABLE = "ISLANDS_PROBE_LARGE_VALUES"
 MIN_MEMBERS_VARIABLE = "ISLANDS_PROBE_MIN_MEMBERS"
 WIRE_BITS_VARIABLE = "ISLANDS_PROBE_WIRE_BITS"
 PARTS = ("screen", "average", "spread")
-# glibc maps a freed buffer above its largest mmap threshold (32 MiB: 8M fp32 values) afresh each
-# time, and each exchange then pays its page faults, which the trainer's exchanges at validation scale
-# (a few million values) do not: at 100 Mbit/s an int8 exchange of the bf16 one's bytes (12M values)
-# reached 74% and 82% of the rate in two calibrations.
-MAX_WIRE_VALUES = 1 << 23
+# The trainer's exchanges at validation scale are at most its model (scaling.MODEL_PARAMETERS, 2.5M
+# values; tests/test_validate_compare.py holds the two equal), and the exchange's CPU work per value
+# grows with the tensor (caches; above glibc's largest mmap threshold, 32 MiB, page faults on every
+# exchange too): int8 among three islands at 100 Mbit/s reached 0.68-0.83 of the rate with 8.4M
+# values and 0.77-0.88 with 2.5M, and a calibration probed at 8.4M predicted the int8 cases' syncs
+# 2-8% long (issue 29).
+MAX_WIRE_VALUES = 2_500_000
 
 
 def tiny_values(members: int) -> int:
