@@ -43,10 +43,10 @@ MIN_BURST_BYTES = 2 * FULL_PACKET_BYTES
 # TCP hands a link GSO super-packets of up to 64 KiB, which the shaper sends whole: 0.5 ms of a real
 # 1 Gbit/s link, but 52 ms of the 10 Mbit/s that validation scales it to. A socket whose packet waits in
 # the shaper holds back its next small write until that packet has left (TCP small queues and
-# autocorking), so gloo's "ready to receive" waited up to 150 ms behind its flow's last data, and
-# three islands' exchanges at 10 Mbit/s took 1.07-1.27 s for 1.00 s of data. GSO packets are
-# therefore capped at the link's bucket (``gso_bytes``): at most SHAPER_JITTER_S of its rate, as at
-# real rates (issue 29, docs/emulation.md).
+# autocorking), so gloo's "ready to receive" waited up to 150 ms behind its flow's last data: with a
+# queue per peer but 64 KiB packets, three islands' exchanges at 10 Mbit/s took 1.12-1.27 s for 1.00 s
+# of data, with 4 ms packets 1.07-1.08 s. GSO packets are therefore capped at the link's bucket
+# (``gso_bytes``): at most SHAPER_JITTER_S of its rate, as at real rates (issue 29, docs/emulation.md).
 GSO_MAX_BYTES = 65536
 # TCP small queues: a socket keeps at most this many bytes in the qdiscs below it (the kernel's
 # default, 4 MB, lets each flow dump megabytes into a queue that holds far less, and the
@@ -89,10 +89,11 @@ NETEM_MIN_LIMIT_PACKETS = 1000
 PROCESS_EXIT_WAIT_S = 2.0
 
 
-def run(args: list[str]) -> str:
-    """Run a command; return its stdout, or raise UserError with the command's first error line."""
+def run(args: list[str], stdin: str | None = None) -> str:
+    """Run a command (with ``stdin``); return its stdout, or raise UserError with the command's first
+    error line."""
     try:
-        done = subprocess.run(args, capture_output=True, text=True, check=False)
+        done = subprocess.run(args, input=stdin, capture_output=True, text=True, check=False)
     except FileNotFoundError:
         raise UserError(f"`{args[0]}` is not installed (needed for the emulated WAN)") from None
     if done.returncode != 0:
@@ -178,8 +179,9 @@ def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | 
                      "limit", str(netem_limit_packets(rate_bits_per_s, delay_s))])
         parent = ["parent", "1:"]
     run(["ip", "-n", namespace, "link", "set", "dev", device, "gso_max_size", str(gso_bytes(rate_bits_per_s))])
-    for command in shaper_commands(device, rate_bits_per_s, parent, peers, match):
-        run(["tc", "-n", namespace, *command])
+    # one tc for them all: a link of M islands has 3(M + 1) of them
+    commands = shaper_commands(device, rate_bits_per_s, parent, peers, match)
+    run(["tc", "-n", namespace, "-batch", "-"], stdin="".join(" ".join(command) + "\n" for command in commands))
 
 
 def peer_class(position: int) -> str:
@@ -196,7 +198,7 @@ def shaper_commands(device: str, rate_bits_per_s: float, parent: list[str],
     what the other leaves, the ACK class first. Under the bulk class each address in ``peers`` (the
     packets' ``match``: "dst" on an upload, "src" on a download) has its own queue, and everything
     else one more; each is guaranteed an equal share and may use the whole rate, and while two or
-    more have data they take turns, FULL_PACKET_BYTES at a time (PEER_CLASS_BASE). Each queue holds
+    more have data they take turns, FULL_PACKET_BYTES at a time, as fq_codel's flows do. Each queue holds
     ``queue_limit_bytes``. The bucket is ``burst_bytes``: htb sends a whole GSO packet (up to
     ``gso_bytes``) on any positive balance, so its own burst is set that much lower, at least one frame
     (with the full bucket, 0.15 s exchanges at 33 Mbit/s took 10% less than their bytes at the rate)."""
