@@ -17,13 +17,13 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
 * ``overhead_s[M]``: the trainer's fixed seconds per exchange: the whole tiny exchange (screen +
   average) at zero latency, less the per-value screening of its few values (priced by the key above).
 * ``burst_fraction[M][rate]``: kernel htb gives every link a token bucket (``emulation.burst_bytes``:
-  64 KiB, or 4 ms at the rate above 131 Mbit/s), which an exchange starting on idle links sends at
-  once: a tenth of a 0.15 s sync at 33 Mbit/s, which a rate alone priced 10-17% long. How much of it
-  an exchange gains is measured: the medium and the large exchange's data times, (volume - burst) /
-  rate each, give the rate (the slope) and the burst (the intercept), kept as a fraction of one
-  bucket, within [0, 1]. Measured 0.15-0.5 of a bucket at 10 Mbit/s, about 0.9 at 33 Mbit/s (3 and 4
-  islands); at 100 Mbit/s a bucket is 5 ms of data, below what the probe resolves. A prediction gives every link that fraction of
-  its own bucket (``island.upload_burst_bytes``, ``download_burst_bytes``). In-process shaping has no
+  4 ms of its rate; 64 KiB at least until issue 29, a tenth of a 0.15 s sync at 33 Mbit/s, which a
+  rate alone priced 10-17% long), which an exchange starting on idle links sends at once. How much
+  of it an exchange gains is measured: the medium and the large exchange's data times, (volume -
+  burst) / rate each, give the rate (the slope) and the burst (the intercept), kept as a fraction of
+  one bucket, within [0, 1]. A bucket of 4 ms is below what the probe resolves (about 10 ms), so the
+  fraction is mostly noise and costs a link at most 4 ms. A prediction gives every link that
+  fraction of its own bucket (``island.upload_burst_bytes``, ``download_burst_bytes``). In-process shaping has no
   bucket, nor has a calibration saved before buckets were measured: its rates are the large
   exchange's alone.
 * ``exchange_ratio[M][rate]``: the rate the average really moves its bytes at, over the configured
@@ -36,25 +36,27 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   reached only 0.52-0.80.)
 * ``exchange_ratio_by_bits[bits][M][rate]``: the same rate for an exchange in another wire format
   (int8, fp32, int4) than the probe's bf16, from a large exchange of about the same bytes (at most
-  ``probe.MAX_WIRE_VALUES`` values, the replica's model), with the bf16 exchange's burst. The exchange's CPU work (copying, encoding, decoding, summing) goes by
-  values, and int8 carries twice the values of bf16 per byte: at 49 Mbit/s, 0.44 s exchanges on two
+  ``probe.MAX_WIRE_VALUES`` values, the replica's model), with the bf16 exchange's burst. The
+  exchange's CPU work (copying, encoding, decoding, summing) goes by values, and int8 carries twice
+  the values of bf16 per byte: at 49 Mbit/s, 0.44 s exchanges on two
   islands reached 0.89-0.90 of the rate in int8 against 0.92-0.93 in bf16 (three runs each), so a
   bf16 calibration predicted every int8 sync 3% short. Measured for the formats ``islands validate``
   is about to run (``measure``'s ``wire_bits``); a format not measured is priced at bf16's rate.
 * ``end_spread_s[M][rate]``: how long after the first member the last one finishes the large
-  exchange, median over its repeats: with 2 islands about one 64 KiB piece at the rate (49 ms at 10,
-  6 ms at 100 Mbit/s), with 3 and 4 islands 17-43 ms, the same at 100 Mbit/s in a 0.4 s exchange as
-  in a 1.4 s one. A member that finishes first computes on first and then waits longer at the next
-  collective: without it the simulator put half the ``idle`` of a three-island DDP run into ``stall``.
+  exchange, median over its repeats: 2-5 ms at 10 Mbit/s and 20-60 ms at 100 for 2 to 4 islands
+  (42-49 ms at 10 Mbit/s, about one 64 KiB piece, while gloo's notices waited behind data: issue
+  29). A member that finishes first computes on first and then waits longer at the next collective:
+  without it the simulator put half the ``idle`` of a three-island DDP run into ``stall``.
   The fixed cost and the rate above are the last member's (the sync's span); the others finish up to
   the spread before it.
 
 The simulator gets them through scenario keys, never fitted per case:
 ``network.exchange_cpu_s_per_value``, paid by every member before the bytes move (the ``idle`` it
 predicts at every sync); ``network.exchange_end_spread_s`` at the ring's slowest configured rate;
-every link's rate times ``exchange_ratio[M]`` at that rate, and its bucket; and one latency per island that makes
-its ring's 2(M-1) hops of (sender + receiver) latency add up to what the trainer pays per exchange:
-``overhead_s[M]`` plus its emulated latency, three phases (the screening's all-gather, the average's
+every link's rate times ``exchange_ratio[M]`` (``exchange_ratio_by_bits`` in another wire format) at
+that rate, and its bucket; and one latency per island that makes its ring's 2(M-1) hops of (sender
++ receiver) latency add up to what the trainer pays per exchange: ``overhead_s[M]`` plus its
+emulated latency, three phases (the screening's all-gather, the average's
 all-to-all and all-gather) of one path latency each (``trainer.paced``).
 """
 
@@ -98,7 +100,7 @@ class Calibration:
     exchange_cpu_s_per_value: dict[int, float]  # screening seconds per value, by number of islands
     # the first member's end before the last's, by islands, then by configured bits/s
     end_spread_s: dict[int, dict[float, float]] = field(default_factory=dict)
-    # what an exchange sends at once, in buckets of each link's tbf, by islands, then configured bits/s
+    # what an exchange sends at once, in buckets of each link's shaper, by islands, then configured bits/s
     burst_fraction: dict[int, dict[float, float]] = field(default_factory=dict)
     # exchange_ratio in other wire formats than bf16: by bits, then islands, then configured bits/s
     exchange_ratio_by_bits: dict[int, dict[int, dict[float, float]]] = field(default_factory=dict)
