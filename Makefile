@@ -33,8 +33,10 @@ $(WRAPPER): $(STAMP)
 	@chmod +x $@
 	@echo "wrote $@: run ./$@ COMMAND, or activate the venv (. $(BIN)/activate) and run islands COMMAND"
 
+# the demo's real run starts afresh each time (islands demo itself refuses to replace a run)
 demo: $(WRAPPER)
-	$(BIN)/islands demo
+	rm -rf out/demo/real-run
+	$(BIN)/islands demo --out out/demo
 
 test: $(WRAPPER)
 	$(BIN)/python -m pytest -q

@@ -27,3 +27,15 @@ def test_demo_refuses_an_out_that_is_a_file(tmp_path, capsys):
     blocker.write_text("")
     assert main(["demo", "--no-train", "--out", str(blocker)]) == 2
     assert capsys.readouterr().err.strip() == f"islands demo: error: {blocker}: --out must be a folder, and this is a file"
+
+
+def test_demo_refuses_before_any_work_an_out_holding_an_earlier_demos_run(tmp_path, capsys):
+    """Found running `make demo` twice: the trainer refused the earlier run's folder after the
+    calibration, 30 s in; now the demo says so first (`make demo` starts from a fresh real run)."""
+    earlier = tmp_path / "out" / "real-run" / "run"
+    earlier.mkdir(parents=True)
+    (earlier / "summary.json").write_text("{}")
+    assert main(["demo", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr() == ("", f"islands demo: error: {tmp_path / 'out'}: {earlier} holds an earlier demo's run: "
+                                       f"remove {tmp_path / 'out' / 'real-run'} or give --out another folder\n")
+    assert main(["demo", "--no-train", "--out", str(tmp_path / "out")]) == 0  # no real run: nothing in its way

@@ -35,13 +35,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def check_out_dir(out_dir: Path) -> None:
-    """Refuse an ``--out`` that exists as a file, or where nothing can be written, before any work."""
+def check_out_dir(out_dir: Path, train: bool) -> None:
+    """Refuse, before any work, an ``--out`` that exists as a file, where nothing can be written, or
+    (with the real run) that holds an earlier demo's run, which the trainer would refuse to replace."""
     from islands.io import temporary_beside
+    from islands.trainer.outputs import run_outputs
 
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir}: --out must be a folder, and this is a file")
     temporary_beside(out_dir / "trial").unlink()
+    earlier_run = out_dir / REAL_RUN_FOLDER / "run"
+    if train and run_outputs(earlier_run):
+        raise UserError(f"{out_dir}: {earlier_run} holds an earlier demo's run: remove {out_dir / REAL_RUN_FOLDER} "
+                        "or give --out another folder")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from islands.scenarios import ScenarioSource
 
     out_dir = Path(args.out)
-    check_out_dir(out_dir)
+    check_out_dir(out_dir, train=not args.no_train)
     source = ScenarioSource.read(args.scenario)
     scenario = source.scenario
     print(f"Scenario {scenario.name}: {scenario.description}")
