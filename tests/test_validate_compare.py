@@ -7,9 +7,11 @@ import json
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from islands.trainer.core.quantize import encoded_bytes, padded_length
-from islands.validation.calibration import (Calibration, exchange_costs, screening_s_per_value, wire_ratio,
+from islands.validation.calibration import (Calibration, exchange_costs, in_series, screening_s_per_value, wire_ratio,
                                             simulator_overrides, trainer_latency_s)
 from islands.validation.probe import MAX_WIRE_VALUES, medium_values, probe_sizes, tiny_values, wire_values
 from islands.validation.compare import relative_error, sync_rows
@@ -184,3 +186,17 @@ def test_bad_validate_arguments_get_one_line(argv, message, capsys):
 
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@given(st.floats(0.05, 1.0), st.floats(0.05, 1.0), st.floats(1e6, 1e9))
+def test_a_ratio_between_the_probed_rates_is_the_link_and_cpu_work_in_series(at_10, at_100, bits_per_s):
+    """1 / ratio is linear in the rate (time per byte: the link's plus CPU work per byte): between
+    the probes it lies between their ratios, at a probe it is that probe's, outside the nearest's."""
+    probed = {10e6: at_10, 100e6: at_100}
+    ratio = in_series(probed, bits_per_s)
+    if bits_per_s <= 10e6 or bits_per_s >= 100e6:
+        assert ratio == probed[10e6 if bits_per_s <= 10e6 else 100e6]
+    else:
+        assert min(at_10, at_100) - 1e-12 <= ratio <= max(at_10, at_100) + 1e-12
+        weight = (bits_per_s - 10e6) / 90e6
+        assert 1 / ratio == pytest.approx((1 - weight) / at_10 + weight / at_100)

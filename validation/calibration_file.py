@@ -24,7 +24,8 @@ from .calibration import Calibration
 
 PROFILE_KIND = "islands network profile"  # scenarios/profile.py's KIND
 REQUIRED = ("mode", "label", "link_ratio", "link_ratios", "overhead_s", "exchange_ratio", "exchange_cpu_s_per_value")
-OPTIONAL = ("end_spread_s", "burst_fraction", "exchange_ratio_by_bits")  # measured later than the others: absent from older files
+# measured later than the others: absent from older files
+OPTIONAL = ("end_spread_s", "burst_fraction", "exchange_ratio_by_bits")
 ISLAND_TABLES = ("overhead_s", "exchange_cpu_s_per_value")  # by number of islands
 RATE_TABLES = ("exchange_ratio", "end_spread_s", "burst_fraction")  # by number of islands, then by rate
 # what each key's numbers must be, in words and as a test of a finite float
