@@ -76,16 +76,21 @@ def check_keys(calibration: Calibration, path: Path) -> None:
         for islands, by_rate in getattr(calibration, key).items():
             if islands < 2:
                 raise UserError(f"{path}: {key}.{islands}: an exchange has 2 islands or more")
-            if key in RATE_TABLES and not (by_rate and all(0 < rate < math.inf for rate in by_rate)):
+            if key in RATE_TABLES and not probed(by_rate):
                 raise UserError(f"{path}: {key}.{islands}: give its values by probed rates, in bits/s above 0")
     for bits, by_islands in calibration.exchange_ratio_by_bits.items():
         if bits not in WIRE_BITS:
             raise UserError(f"{path}: exchange_ratio_by_bits.{bits}: a wire format is one of "
                             f"{', '.join(map(str, WIRE_BITS))} bits")
         for islands, by_rate in by_islands.items():
-            if islands < 2 or not (by_rate and all(0 < rate < math.inf for rate in by_rate)):
+            if islands < 2 or not probed(by_rate):
                 raise UserError(f"{path}: exchange_ratio_by_bits.{bits}.{islands}: give ratios by 2 islands or "
                                 "more, then by probed rates in bits/s above 0")
+
+
+def probed(by_rate: dict[float, float]) -> bool:
+    """Values given by probed rates: at least one, each in bits/s above 0 and finite."""
+    return bool(by_rate) and all(0 < rate < math.inf for rate in by_rate)
 
 
 def parse(path: Path) -> dict[str, Any]:
