@@ -19,6 +19,7 @@ import torch.distributed as dist
 from .config import RunPlan
 from .core.comm import StagedGroup, TorchGroup
 from .core.loop import Trainer
+from .core.memory import start_rank_process
 from .core.world import Groups
 from .runtime.paced import paced
 from .runtime.processes import (LocalLaunch, RankRun, check_world_size, host_processes, pick_device, stop_all,
@@ -41,7 +42,7 @@ def run_rank(run: RankRun) -> dict | None:
     """One rank's whole life: join the group, train, write outputs (rank 0), leave."""
     plan, env = run.plan, run.env
     check_world_size(plan, env)
-    torch.set_num_threads(1)
+    start_rank_process()
     device = pick_device(plan.spec.device, host_processes(env, run.spec)[0], plan.ranks_per_island)
     dist.init_process_group(group_backends(device)[0], rank=env.rank,
                             world_size=env.world_size, timeout=timedelta(seconds=plan.spec.timeout_s))

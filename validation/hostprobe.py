@@ -43,6 +43,7 @@ import torch.distributed as dist
 from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile
 from islands.trainer.core.comm import TorchGroup
+from islands.trainer.core.memory import start_rank_process
 from islands.trainer.runtime.paced import paced
 from islands.trainer.runtime.spec import launch_spec
 from islands.trainer.core.sync import Exchanger
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default=None)
     args = parser.parse_args(argv)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.set_num_threads(1)
+    start_rank_process()
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=600))
     world_group = TorchGroup(list(range(world)), dist.group.WORLD)
     names = world_group.all_gather_object(host_name(rank, args.name))

@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 
 from islands.trainer.core.comm import TorchGroup
+from islands.trainer.core.memory import start_rank_process
 from islands.trainer.runtime.paced import paced
 from islands.trainer.runtime.spec import launch_spec
 from islands.trainer.core.quantize import BLOCK_VALUES
@@ -118,7 +119,7 @@ def median_durations(world_group: TorchGroup, spans: list[tuple[float, float, fl
 
 def main() -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.set_num_threads(1)
+    start_rank_process()
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=120))
     world_group = TorchGroup(list(range(world)), dist.group.WORLD)
     world_group.barrier()

@@ -24,9 +24,13 @@ from islands.schedules import ALL_GATHER, collective_of
 
 from .comm import Echo
 from .group import Group
+from .memory import fresh_pages_of
 from .quantize import average
 from .robust import AggregationRule, Verdict, contribution_stats, robust_average, screen
 from .tracing import Clock
+
+WARM_UP_ROUNDS = 5
+STEADY_FRESH_PAGES = 64  # 256 KiB: a round that grew the heap by less reuses its buffers
 
 
 @dataclass(frozen=True)
@@ -72,16 +76,22 @@ class Exchanger:
                                        initializer=use_device, initargs=(self.device,))
 
     def warm_up(self, values: int, members: int) -> None:
-        """Run the exchange path once, before the clock starts, on this exchanger's own thread, on zeros
-        of ``values`` values (the whole model: no exchange is larger) among ``members`` members that
-        echo this one (``comm.Echo``; an elastic run has no cross group yet): no byte moves, but the
-        run's first exchange no longer pays the one-off CPU costs of its first large buffers and
-        first kernel calls. It must be this thread: the allocator keeps freed buffers per thread
-        (glibc's arenas), so a warm-up on another thread left the first exchange 0.05-0.1 s longer
-        than the next ones (2.6M int8 values, three processes: 5-15% of a sync at validation scale)."""
+        """Run the exchange path before the clock starts, on this exchanger's own thread, on zeros of
+        ``values`` values (the whole model: no exchange is larger) among ``members`` members that echo
+        this one (``comm.Echo``; an elastic run has no cross group yet): no byte moves, but the run's
+        first exchange no longer pays the one-off CPU costs of its first large buffers and first
+        kernel calls. It must be this thread: the allocator keeps freed buffers per thread (glibc's
+        arenas). It repeats (at most ``WARM_UP_ROUNDS``) until a round faults in fewer than
+        ``STEADY_FRESH_PAGES`` fresh pages: with freed pages kept (``memory.keep_freed_pages``) the
+        heap stops growing after two or three rounds; before, the first exchange of a run at 8:4:2:1
+        (2.6M int8 values, four processes on two cores) faulted 15,000-20,000 pages after its last
+        byte arrived and measured 7-10% long."""
         echo_intra = Echo(self.intra.size) if self.intra is not None else None
         echo = Exchanger(Echo(members), echo_intra, self.bits, Clock(), self.rule, self.device)
-        self.pool.submit(echo.exchange, torch.zeros(values, device=self.device)).result()
+        zeros = torch.zeros(values, device=self.device)
+        for _ in range(WARM_UP_ROUNDS):
+            if self.pool.submit(fresh_pages_of, echo.exchange, zeros).result() < STEADY_FRESH_PAGES:
+                break
         echo.close()
 
     def launch(self, flat: torch.Tensor) -> Future:

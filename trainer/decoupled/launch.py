@@ -30,6 +30,7 @@ from ..runtime.processes import LocalLaunch, RankRun, check_world_size, host_pro
 from ..runtime.spec import LaunchSpec
 from .learner import DecoupledWorld, SyncerLink
 from ..core.loop import Trainer
+from ..core.memory import start_rank_process
 from ..runtime.store import connect, run_time_s
 from .syncer import Syncer
 from .outputs import write_run
@@ -107,7 +108,7 @@ def tell_over(store) -> None:
 def run_syncer(plan: RunPlan, out_dir: Path) -> dict:
     """The syncer's whole life: host the store at MASTER_ADDR:MASTER_PORT, merge until the learners
     are done, write the outputs; returns the summary."""
-    torch.set_num_threads(1)
+    start_rank_process()
     store = connect(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), True, plan.spec.timeout_s)
     syncer = Syncer(plan, store, out_dir)
     syncer.run()
@@ -117,7 +118,7 @@ def run_syncer(plan: RunPlan, out_dir: Path) -> dict:
 def run_learner(plan: RunPlan, rank: int, device: torch.device, spec: LaunchSpec) -> None:
     """Learner ``rank``'s whole life on ``device``: hello (and, returning, catch up), train, report
     done. Its exchanges are staged through the CPU."""
-    torch.set_num_threads(1)
+    start_rank_process()
     link = SyncerLink(plan, rank, incarnation(spec), os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
                       spec.wan_pacer)
     world = DecoupledWorld(plan, rank, link, spec.join_at_s)

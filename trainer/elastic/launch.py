@@ -37,6 +37,7 @@ from ..config import RunPlan
 from .world import ElasticWorld, RunOver
 from ..runtime.island import IslandRanks, incarnation
 from ..core.loop import Trainer
+from ..core.memory import start_rank_process
 from .membership import Membership, Timing
 from ..runtime.fleet import Fleet
 from ..runtime.processes import LocalLaunch, RankRun, check_world_size, rank_command
@@ -92,7 +93,7 @@ def run_elastic_process(plan: RunPlan, rank: int, master_addr: str, port: int, s
     if torch.cuda.is_available() and plan.spec.device != "cpu":
         raise UserError("trainer.elastic: islands that leave and join train on CPU (gloo) only; "
                         "set trainer.device = \"cpu\"")
-    torch.set_num_threads(1)
+    start_rank_process()
     timeout_s = plan.spec.collective_timeout_s
     store = connect(master_addr, port, rank == 0 and not spec.store_hosted, timeout_s)
     island, local_rank = divmod(rank, plan.ranks_per_island)
