@@ -200,3 +200,92 @@ def test_a_ratio_between_the_probed_rates_is_the_link_and_cpu_work_in_series(at_
         assert min(at_10, at_100) - 1e-12 <= ratio <= max(at_10, at_100) + 1e-12
         weight = (bits_per_s - 10e6) / 90e6
         assert 1 / ratio == pytest.approx((1 - weight) / at_10 + weight / at_100)
+
+
+def test_each_suite_case_is_read_once_however_often_it_is_asked_for(monkeypatch):
+    """``islands validate --suite`` asks for every case's scenario twice (the wire formats to
+    calibrate, then the run): one read each."""
+    from islands.scenarios import ScenarioSource
+    from islands.validation import suite
+
+    reads = []
+    read = ScenarioSource.read
+
+    def counted(*args, **kwargs):
+        reads.append(args)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(ScenarioSource, "read", counted)
+    suite.case_scenario.cache_clear()
+    first = [suite.case_scenario(case) for case in suite.CASES]
+    again = [suite.case_scenario(case) for case in suite.CASES]
+    assert len(reads) == len(suite.CASES) == 16
+    assert all(a is b for a, b in zip(first, again))
+    assert {s.schedule.bits for s in first} == {8, 16, 32}
+    suite.case_scenario.cache_clear()
+
+
+VALID_BITS_KEYS, BAD_BITS_KEYS = st.sampled_from(["4", "8", "16", "32"]), st.sampled_from(["12", "0", "-8", "x", "8.0"])
+VALID_ISLANDS_KEYS, BAD_ISLANDS_KEYS = st.sampled_from(["2", "3", "4"]), st.sampled_from(["1", "2.5", "", "a", "-3"])
+VALID_RATE_KEYS = st.sampled_from(["1e7", "10000000.0", "100000000.0", "2.5e8"])
+BAD_RATE_KEYS = st.sampled_from(["0", "-5", "nan", "inf", "x"])
+RATIOS = st.floats(0.05, 1.5)
+NOT_RATIOS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10), st.booleans(),
+                       st.none(), st.text(max_size=3))
+VALID_BY_BITS = st.dictionaries(VALID_BITS_KEYS, st.dictionaries(
+    VALID_ISLANDS_KEYS, st.dictionaries(VALID_RATE_KEYS, RATIOS, min_size=1, max_size=3), min_size=1, max_size=3),
+    max_size=4)
+LEAVES = st.one_of(RATIOS, NOT_RATIOS)
+RATES = st.one_of(st.dictionaries(st.one_of(VALID_RATE_KEYS, BAD_RATE_KEYS), LEAVES, max_size=3), LEAVES,
+                  st.lists(LEAVES, max_size=2))
+BY_ISLANDS = st.one_of(st.dictionaries(st.one_of(VALID_ISLANDS_KEYS, BAD_ISLANDS_KEYS), RATES, max_size=3), LEAVES)
+ANY_BY_BITS = st.one_of(VALID_BY_BITS, st.dictionaries(st.one_of(VALID_BITS_KEYS, BAD_BITS_KEYS), BY_ISLANDS,
+                                                       max_size=3), LEAVES, st.lists(LEAVES, max_size=2))
+
+
+def calibration_with_ratios_by_bits(by_bits):
+    """``read_calibration`` of a saved calibration whose ``exchange_ratio_by_bits`` is ``by_bits``:
+    the calibration, or the ``UserError``, and the file's path."""
+    import tempfile
+    from pathlib import Path
+
+    from islands.errors import UserError
+    from islands.validation.calibration_file import read_calibration
+
+    base = Calibration("kernel-htb-fq", "test", 0.958, (0.958,), {2: 0.004}, {2: {10e6: 0.92}}, {2: 0.0})
+    document = json.loads(base.to_json())
+    document["exchange_ratio_by_bits"] = by_bits
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "calibration.json"
+        path.write_text(json.dumps(document))
+        try:
+            return read_calibration(path), path
+        except UserError as error:
+            return error, path
+
+
+@given(VALID_BY_BITS)
+def test_a_saved_calibrations_ratios_by_wire_format_are_read_back_as_written(by_bits):
+    calibration, _ = calibration_with_ratios_by_bits(by_bits)
+    assert calibration.exchange_ratio_by_bits == {
+        int(bits): {int(m): {float(rate): ratio for rate, ratio in by_rate.items()} for m, by_rate in by_m.items()}
+        for bits, by_m in by_bits.items()}
+
+
+@given(ANY_BY_BITS)
+def test_any_exchange_ratio_by_bits_is_read_as_physical_ratios_or_refused_in_one_line(by_bits):
+    """The per-wire-format ratios of a saved calibration, whatever a user or an old file put there:
+    every ratio the reader keeps is of a wire format, 2 islands or more, a probed rate and above 0,
+    all finite; anything else is one ``UserError`` line naming the file (never another exception)."""
+    from islands.errors import UserError
+    from islands.trainer.core.quantize import WIRE_BITS
+
+    calibration, path = calibration_with_ratios_by_bits(by_bits)
+    if isinstance(calibration, UserError):
+        assert str(calibration).startswith(str(path)) and "\n" not in str(calibration)
+        return
+    for bits, by_islands in calibration.exchange_ratio_by_bits.items():
+        assert bits in WIRE_BITS
+        for islands, by_rate in by_islands.items():
+            assert islands >= 2 and by_rate
+            assert all(0 < rate < math.inf and 0 < ratio < math.inf for rate, ratio in by_rate.items())

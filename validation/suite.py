@@ -7,6 +7,7 @@ transfer / compute per interval), so "several bandwidths" means several transfer
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +78,10 @@ def select(quick: bool) -> tuple[SuiteCase, ...]:
     return tuple(c for c in CASES if c.name in QUICK) if quick else CASES
 
 
+@functools.cache
 def case_scenario(case: SuiteCase) -> Scenario:
-    """The case's scenario: its bundled file with its overrides."""
+    """The case's scenario: its bundled file with its overrides, read once (``islands validate
+    --suite`` asks for it first for the wire formats to calibrate, then to run the case)."""
     return ScenarioSource.read(case.scenario, case.overrides).scenario
 
 
