@@ -56,7 +56,7 @@ def train_elastic(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
     run = read_run(out_dir)
     summary = {**run.summary, "churn": read_json(out_dir / "churn.json")}
     return Measured(summary=summary, trace=run.trace, run_info=run.run_info, interface_bytes=moved,
-                    wan_label=label)
+                    wan_label=label, weights_broadcast=False)  # trainer.elastic: every island from the seed
 
 
 def predicted_join_s(trace: pd.DataFrame, events: list[dict], names: list[str]) -> list[float | None]:

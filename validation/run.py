@@ -45,6 +45,7 @@ class Measured:
     run_info: dict
     interface_bytes: list[int] | None  # per island, sent on its shaped interface; None in-process
     wan_label: str
+    weights_broadcast: bool  # whether the islands got the initial fp32 weights over the shaped links
 
 
 def rendezvous(wan: EmulatedWAN | InProcessShaper, host: int = 0) -> tuple[str, int]:
@@ -108,7 +109,7 @@ def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
     moved = [a - b for a, b in zip(after, before)] if before is not None else None
     run = read_run(out_dir)
     return Measured(summary=run.summary, trace=run.trace, run_info=run.run_info, interface_bytes=moved,
-                    wan_label=label)
+                    wan_label=label, weights_broadcast=SCHEDULES[run.run_info["algorithm"]].coupled)
 
 
 def interface_bytes_per_worker(measured: Measured) -> float | None:
@@ -116,10 +117,10 @@ def interface_bytes_per_worker(measured: Measured) -> float | None:
 
     Whatever tree the broadcast uses, every island but the root receives the weights once over the
     shaped links, so the islands together send (M-1) * 4 * parameters bytes for it: (M-1)/M per island.
-    Decoupled learners broadcast nothing (each builds the model from the seed)."""
+    Decoupled learners and the elastic trainer's islands broadcast nothing (each builds the model
+    from the seed; an elastic joiner's download is in both the prediction and the trainer's count)."""
     if measured.interface_bytes is None:
         return None
     m = len(measured.interface_bytes)
-    broadcast = SCHEDULES[measured.run_info["algorithm"]].coupled
-    startup = (m - 1) / m * FP32_BYTES * measured.run_info["parameters"] if broadcast else 0.0
+    startup = (m - 1) / m * FP32_BYTES * measured.run_info["parameters"] if measured.weights_broadcast else 0.0
     return sum(measured.interface_bytes) / m - startup
