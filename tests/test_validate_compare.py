@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.validation.calibration import (Calibration, exchange_costs, in_series, screening_s_per_value, wire_ratio,
                                             simulator_overrides, trainer_latency_s)
-from islands.validation.probe import MAX_WIRE_VALUES, medium_values, probe_sizes, tiny_values, wire_values
+from islands.validation.probe import (MAX_PROBE_VALUES, large_probe_values, medium_values, probe_sizes, tiny_values,
+                                     wire_values)
 from islands.validation.compare import relative_error, sync_rows
 from islands.validation.scaling import MODEL_PARAMETERS, ring_volume_bytes
 from islands.scenarios.loader import from_dict
@@ -153,7 +154,9 @@ def test_an_int8_exchange_is_probed_at_the_bytes_of_the_bf16_one_and_priced_at_i
     sizes = probe_sizes(2, 1_000_000, [8, 32])
     assert sizes["large@8"] == (2_000_000, 8, sizes["large"][2]) and sizes["large@32"][:2] == (500_000, 32)
     # 100 Mbit/s: no larger than the replica's model, as the trainer's exchanges are
-    assert probe_sizes(2, 6_250_000, [8])["large@8"][0] == MAX_WIRE_VALUES == round(MODEL_PARAMETERS)
+    assert probe_sizes(2, 6_250_000, [8])["large@8"][0] == MAX_PROBE_VALUES == round(MODEL_PARAMETERS)
+    # and the bf16 exchange too: a second of bytes at 10 Mbit/s, the replica's model at 100 Mbit/s
+    assert (large_probe_values(1_250_000), large_probe_values(12_500_000)) == (625_000, MAX_PROBE_VALUES)
     large_values, rate, burst_bytes = 1_000_000, 10e6, 20_000
     int8_bytes = ring_volume_bytes(2, encoded_bytes(padded_length(wire_values(large_values, 8), 2), 8))
     timings = probe_timings(large_values, rate, 0.9, burst_bytes)
@@ -289,3 +292,17 @@ def test_any_exchange_ratio_by_bits_is_read_as_physical_ratios_or_refused_in_one
         for islands, by_rate in by_islands.items():
             assert islands >= 2 and by_rate
             assert all(0 < rate < math.inf and 0 < ratio < math.inf for rate, ratio in by_rate.items())
+
+
+@pytest.mark.parametrize("weights_broadcast, expected", [(True, 4_000 - 3 / 4 * 4 * 1_000), (False, 4_000)])
+def test_interface_bytes_less_the_start_up_broadcast_only_where_the_run_made_one(weights_broadcast, expected):
+    """Four islands sent 5, 5, 1 (it died) and 5 kB: 4 kB each on average. A run that broadcast the
+    1,000 fp32 weights at its start sent 3/4 x 4 kB of that per island; the elastic trainer builds
+    every island from the seed and broadcasts nothing (subtracting it read 34% low at M = 4)."""
+    import pandas as pd
+
+    from islands.validation.run import Measured, interface_bytes_per_worker
+
+    measured = Measured({}, pd.DataFrame(), {"algorithm": "diloco", "parameters": 1_000}, [5_000, 5_000, 1_000, 5_000],
+                        "kernel", weights_broadcast)
+    assert interface_bytes_per_worker(measured) == pytest.approx(expected)

@@ -36,7 +36,7 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   reached only 0.52-0.80.)
 * ``exchange_ratio_by_bits[bits][M][rate]``: the same rate for an exchange in another wire format
   (int8, fp32, int4) than the probe's bf16, from a large exchange of about the same bytes (at most
-  ``probe.MAX_WIRE_VALUES`` values, the replica's model), with the bf16 exchange's burst. The
+  ``probe.MAX_PROBE_VALUES`` values, the replica's model), with the bf16 exchange's burst. The
   exchange's CPU work (copying, encoding, decoding, summing) goes by values, and int8 carries twice
   the values of bf16 per byte: at 49 Mbit/s, 0.44 s exchanges on two
   islands reached 0.89-0.90 of the rate in int8 against 0.92-0.93 in bf16 (three runs each), so a
@@ -75,14 +75,15 @@ from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.interpolation import linear, log_linear
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .probe import (BITS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, WIRE_BITS_VARIABLE, medium_values, tiny_values,
-                    wire_size, wire_values)
+from .probe import (BITS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, WIRE_BITS_VARIABLE, large_probe_values,
+                    medium_values, tiny_values, wire_size, wire_values)
 from .run import VALIDATE_STEM, run_all, start_ranks
 from .scaling import ring_volume_bytes
 
 PROBE_RATES_BITS_PER_S = (10e6, 100e6)
-# Each probe transfer lasts about this long at the configured rate: long enough that tbf's burst
-# (64 KiB at these rates, a head start of 52 ms at 10 Mbit/s) is a few percent of it.
+# Each probe transfer lasts about this long at the configured rate: long enough that the links'
+# buckets (4 ms of their rate) are under 1% of it; the trainer's large exchange is also at most the
+# replica's model (``probe.MAX_PROBE_VALUES``): 0.4-0.6 s of bytes at 100 Mbit/s.
 PROBE_SECONDS = 1.0
 PROBE_REPEATS = 2
 EXCHANGE_PHASES = 3
@@ -178,17 +179,17 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
     a large exchange in each format of ``wire_bits`` too: (timings, link rates, mode, label)."""
     links = [LinkSpec(i, rate_bits_per_s, rate_bits_per_s, 0.0) for i in range(max_islands)]
     probe_bytes = round(rate_bits_per_s / BITS_PER_BYTE * PROBE_SECONDS)
-    large_values = probe_bytes // BYTES_PER_LARGE_VALUE
+    large = large_probe_values(probe_bytes)
     with open_wan(links, prefix=f"{stem}calib", kernel=kernel) as wan:
         kernel_shaped = isinstance(wan, EmulatedWAN)
         rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)] if kernel_shaped else []
         children = start_ranks(wan, ["-m", "islands.validation.probe"], max_islands, stdout=subprocess.PIPE,
-                                extra_env={LARGE_VARIABLE: str(large_values), MIN_MEMBERS_VARIABLE: str(min_islands),
+                                extra_env={LARGE_VARIABLE: str(large), MIN_MEMBERS_VARIABLE: str(min_islands),
                                            WIRE_BITS_VARIABLE: ",".join(map(str, wire_bits))})
         output = children[0].stdout.read()
         run_all(children, "the calibration probe")
         timings = json.loads(output.strip().splitlines()[-1])
-        timings["large_values"] = large_values
+        timings["large_values"] = large
         return timings, rates, wan.mode, wan.label
 
 

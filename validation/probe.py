@@ -44,6 +44,7 @@ from islands.trainer.runtime.spec import launch_spec
 from islands.trainer.core.quantize import BLOCK_VALUES
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.units import BITS_PER_BYTE
 
 REPEATS = {"tiny": 15, "medium": 5, "large": 5}
 BITS = {"tiny": 32, "medium": 16, "large": 16}
@@ -55,10 +56,18 @@ PARTS = ("screen", "average", "spread")
 # The trainer's exchanges at validation scale are at most its model (scaling.MODEL_PARAMETERS, 2.5M
 # values; tests/test_validate_compare.py holds the two equal), and the exchange's CPU work per value
 # grows with the tensor (caches; above glibc's largest mmap threshold, 32 MiB, page faults on every
-# exchange too): int8 among three islands at 100 Mbit/s reached 0.68-0.83 of the rate with 8.4M
-# values and 0.77-0.88 with 2.5M, and a calibration probed at 8.4M predicted the int8 cases' syncs
-# 2-8% long (issue 29).
-MAX_WIRE_VALUES = 2_500_000
+# exchange too), so no probe exchange is larger: int8 among three islands at 100 Mbit/s reached
+# 0.68-0.83 of the rate with 8.4M values and 0.77-0.88 with 2.5M, and a calibration probed at 8.4M
+# predicted the int8 cases' syncs 2-8% long; bf16 among four islands at 100 Mbit/s reached 0.83 with
+# a second of bytes (6.25M values) and 0.92 with 2.5M, and the first predicted a four-island bf16
+# run's syncs at 128 Mbit/s 9-12% long (issue 29).
+MAX_PROBE_VALUES = 2_500_000
+
+
+def large_probe_values(probe_bytes: int) -> int:
+    """The bf16 values of the large exchange: ``probe_bytes`` of them, never more than
+    ``MAX_PROBE_VALUES``."""
+    return min(probe_bytes // (BITS["large"] // BITS_PER_BYTE), MAX_PROBE_VALUES)
 
 
 def tiny_values(members: int) -> int:
@@ -77,8 +86,8 @@ def wire_size(bits: int) -> str:
 
 def wire_values(large_values: int, bits: int) -> int:
     """The values of ``wire_size(bits)``: as many bytes as the large bf16 exchange (int8: twice its
-    values), never more than ``MAX_WIRE_VALUES``."""
-    return min(large_values * BITS["large"] // bits, MAX_WIRE_VALUES)
+    values), never more than ``MAX_PROBE_VALUES``."""
+    return min(large_values * BITS["large"] // bits, MAX_PROBE_VALUES)
 
 
 def probe_sizes(members: int, large_values: int, wire_bits: list[int]) -> dict[str, tuple[int, int, int]]:
