@@ -30,7 +30,7 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   rate: ring volume 2(M-1)/M * S of the large exchange, less what the links send at once
   (``burst_fraction``), over (average(large) - average(tiny)). Encoding
   and decoding are per value too, but they run between the average's passes, inside the sync, so
-  they stay in this ratio. About 0.85-0.93 for 2-4 islands at 10 and 100 Mbit/s, a little below
+  they stay in this ratio. About 0.88-0.94 for 2-4 islands at 10 and 100 Mbit/s, a little below
   ``link_ratio``: the exchange sends 64 KiB pieces posted together (``comm.PIECE_BYTES``), and pauses
   between its 2(M-1) steps. (Sent as one large message per peer, as gloo's own all-to-all does, it
   reached only 0.52-0.80.)
@@ -43,9 +43,9 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   bf16 calibration predicted every int8 sync 3% short. Measured for the formats ``islands validate``
   is about to run (``measure``'s ``wire_bits``); a format not measured is priced at bf16's rate.
 * ``end_spread_s[M][rate]``: how long after the first member the last one finishes the large
-  exchange, median over its repeats: 2-5 ms at 10 Mbit/s and 20-60 ms at 100 for 2 to 4 islands
-  (42-49 ms at 10 Mbit/s, about one 64 KiB piece, while gloo's notices waited behind data: issue
-  29). A member that finishes first computes on first and then waits longer at the next collective:
+  exchange, median over its repeats: 1-7 ms at 10 Mbit/s and 5-13 ms at 100 for 2 to 4 islands
+  (42-49 ms at 10 Mbit/s, about one 64 KiB piece, while gloo's notices waited behind data, and
+  20-60 ms at 100 while the probe's tensor there was 2.5 times the replica's model: issue 29). A member that finishes first computes on first and then waits longer at the next collective:
   without it the simulator put half the ``idle`` of a three-island DDP run into ``stall``.
   The fixed cost and the rate above are the last member's (the sync's span); the others finish up to
   the spread before it.
