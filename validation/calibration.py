@@ -45,7 +45,8 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
 * ``end_spread_s[M][rate]``: how long after the first member the last one finishes the large
   exchange, median over its repeats: 1-7 ms at 10 Mbit/s and 5-13 ms at 100 for 2 to 4 islands
   (42-49 ms at 10 Mbit/s, about one 64 KiB piece, while gloo's notices waited behind data, and
-  20-60 ms at 100 while the probe's tensor there was 2.5 times the replica's model: issue 29). A member that finishes first computes on first and then waits longer at the next collective:
+  20-60 ms at 100 while the probe's tensor there was 2.5 times the replica's model: issue 29). A
+  member that finishes first computes on first and then waits longer at the next collective:
   without it the simulator put half the ``idle`` of a three-island DDP run into ``stall``.
   The fixed cost and the rate above are the last member's (the sync's span); the others finish up to
   the spread before it.
