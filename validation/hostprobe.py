@@ -50,8 +50,9 @@ from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .calibration import BYTES_PER_LARGE_VALUE, exchange_costs, probe_volume_bytes, rate_and_burst
-from .probe import BITS, PARTS, REPEATS, medium_values, repeat_durations, timed_exchanges, tiny_values
+from .calibration import exchange_costs, probe_volume_bytes, rate_and_burst
+from .probe import (BITS, BYTES_PER_LARGE_VALUE, PARTS, REPEATS, medium_values, repeat_durations, timed_exchanges,
+                    tiny_values)
 
 NAMES_VARIABLE = "ISLANDS_HOST_NAMES"
 LABEL_VARIABLE = "ISLANDS_PROFILE_LABEL"

@@ -48,6 +48,7 @@ from islands.units import BITS_PER_BYTE
 
 REPEATS = {"tiny": 15, "medium": 5, "large": 5}
 BITS = {"tiny": 32, "medium": 16, "large": 16}
+BYTES_PER_LARGE_VALUE = BITS["large"] // BITS_PER_BYTE
 MEDIUM_FRACTION = 0.25  # the medium tensor's values over the large one's
 LARGE_VARIABLE = "ISLANDS_PROBE_LARGE_VALUES"
 MIN_MEMBERS_VARIABLE = "ISLANDS_PROBE_MIN_MEMBERS"
@@ -67,7 +68,7 @@ MAX_PROBE_VALUES = 2_500_000
 def large_probe_values(probe_bytes: int) -> int:
     """The bf16 values of the large exchange: ``probe_bytes`` of them, never more than
     ``MAX_PROBE_VALUES``."""
-    return min(probe_bytes // (BITS["large"] // BITS_PER_BYTE), MAX_PROBE_VALUES)
+    return min(probe_bytes // BYTES_PER_LARGE_VALUE, MAX_PROBE_VALUES)
 
 
 def tiny_values(members: int) -> int:
