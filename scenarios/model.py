@@ -77,13 +77,15 @@ BYTES_PER_MIB = 2**20
 @dataclass(frozen=True)
 class ExchangeSpec:
     """How the training stack makes one exchange: its collective calls and their fixed costs
-    (``[exchange]``). An exchange of C calls over a ring of M pays C x (``call_overhead_s`` + 2(M-1) x
-    the slowest hop's latency) besides its bytes; the run's first call also pays ``first_call_s``."""
+    (``[exchange]``). An exchange of C calls over a ring of M pays ``sync_overhead_s`` + C x
+    (``call_overhead_s`` + 2(M-1) x the slowest hop's latency) besides its bytes; the run's first call
+    also pays ``first_call_s``."""
 
     calls: str = "flat"
     bucket_cap_mb: float | None = None
     tensors: int | None = None
     call_overhead_s: float = 0.0
+    sync_overhead_s: float = 0.0
     first_call_s: float = 0.0
     outer_step_s: float = 0.0
 

@@ -247,6 +247,9 @@ EXCHANGE_KEYS = {
     "call_overhead_s": Key("float", 0.0, between(0, MAX_CALL_OVERHEAD_S, " s"),
                            "fixed seconds each collective call costs beyond its ring's hop latencies (launch, "
                            "synchronisation); islands calibrate measures it"),
+    "sync_overhead_s": Key("float", 0.0, between(0, MAX_CALL_OVERHEAD_S, " s"),
+                           "fixed seconds of each exchange besides its calls (a quorum or screening round, the "
+                           "hand-off to the exchange thread); islands validate measures the trainer's"),
     "first_call_s": Key("float", 0.0, between(0, MAX_FIRST_CALL_S, " s"),
                         "extra seconds of the run's first collective: the communicator set up at the first call "
                         "(NCCL: 0.4-0.8 s)"),

@@ -148,13 +148,14 @@ class Leg:
 
 
 def ring_leg(ring: RingCollective, topology: Topology, network: NetworkSpec, calls: int = 1,
-             call_overhead_s: float = 0.0) -> Leg:
+             call_overhead_s: float = 0.0, sync_overhead_s: float = 0.0) -> Leg:
     """A ring as one transfer: every participant's links (and backbone crossings), its bytes per worker,
-    and before them, for each of its ``calls`` collective calls, the hops at the slowest hop's latency
-    and the call's fixed cost; capped by TCP there and by ``network.ring_efficiency`` of its slowest link.
+    and before them the exchange's fixed cost and, for each of its ``calls`` collective calls, the hops
+    at the slowest hop's latency and the call's fixed cost; capped by TCP there and by
+    ``network.ring_efficiency`` of its slowest link.
 
     An exchange split into C calls issued back to back (buckets, one per tensor) takes, alone on its
-    links, C x (2(M-1) alpha + c) + 2(M-1)/M x S / (e x beta): the calls' bytes add up to the one
+    links, f + C x (2(M-1) alpha + c) + 2(M-1)/M x S / (e x beta): the calls' bytes add up to the one
     buffer's, their latencies and fixed costs do not share."""
     hop_s = ring.slowest_hop_latency_s(topology)
     links, narrowest_bytes_per_s = topology.ring_route(ring.participants)
@@ -162,7 +163,7 @@ def ring_leg(ring: RingCollective, topology: Topology, network: NetworkSpec, cal
     if network.ring_efficiency < 1:
         slowest = min(link.capacity_bytes_per_s for link in links)
         cap_bytes_per_s = min(cap_bytes_per_s, network.ring_efficiency * slowest)
-    latency_s = calls * (ring.latency_s(hop_s) + call_overhead_s)
+    latency_s = sync_overhead_s + calls * (ring.latency_s(hop_s) + call_overhead_s)
     return Leg(links, ring.bytes_per_worker, latency_s, cap_bytes_per_s, narrowest_bytes_per_s)
 
 

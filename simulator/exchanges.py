@@ -208,8 +208,9 @@ class Collectives(Exchanges):
                 self.rings.clear()
             counts = tuple(map(self.fleet.replica_counts.__getitem__, participants)) if self.fleet.grouped else ()
             ring = kind(participants, payload_bytes, counts if counts and max(counts) > 1 else ())
+            exchange = self.scenario.exchange
             self.rings[key] = ring, ring_leg(ring, self.topology, self.spec, calls_of(self.scenario, payload_bytes),
-                                             self.scenario.exchange.call_overhead_s)
+                                             exchange.call_overhead_s, exchange.sync_overhead_s)
         return self.rings[key]
 
     def member_done(self, collective: PendingCollective, rank: int, attempt: int) -> None:

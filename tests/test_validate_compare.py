@@ -113,7 +113,8 @@ def probe_timings(large_values: int, rate: float, ratio: float, burst_bytes: flo
         return (ring_volume_bytes(2, encoded_bytes(padded_length(values, 2), 16)) - burst_bytes) * 8 / (ratio * rate)
     return {"large_values": large_values,
             "screen": {size: {"2": 0.001} for size in ("tiny", "medium", "large")},
-            "average": {"tiny": {"2": 0.003}, "medium": {"2": 0.003 + data_s(medium_values(large_values))},
+            "average": {"tiny": {"2": 0.003}, "calls": {"2": 0.003 + 7 * 0.0015},
+                        "medium": {"2": 0.003 + data_s(medium_values(large_values))},
                         "large": {"2": 0.003 + data_s(large_values)}},
             "spread": {size: {"2": 0.0} for size in ("tiny", "medium", "large")}}
 
@@ -121,7 +122,7 @@ def probe_timings(large_values: int, rate: float, ratio: float, burst_bytes: flo
 def test_the_medium_and_large_exchanges_tell_the_rate_from_what_the_links_sent_at_once():
     timings = probe_timings(5_000_000, 10e6, 0.85, 30_000)
     costs = exchange_costs(2, timings, 10e6, bucket_bytes=65536)
-    assert (costs.ratio, costs.burst_fraction) == pytest.approx((0.85, 30_000 / 65536))
+    assert (costs.ratio, costs.burst_fraction, costs.call_s) == pytest.approx((0.85, 30_000 / 65536, 0.0015))
     # a burst beyond the bucket is noise: kept at one bucket, the rate refitted to it
     beyond = exchange_costs(2, probe_timings(5_000_000, 10e6, 0.85, 100_000), 10e6, bucket_bytes=65536)
     assert beyond.burst_fraction == 1.0
@@ -138,9 +139,11 @@ def test_screening_cost_is_the_slope_in_values_and_the_fixed_cost_keeps_none_of_
     data_s = ring_volume_bytes(2, encoded_bytes(padded_length(large_values, 2), 16)) * 8 / (0.9 * rate)
     timings = {"large_values": large_values,  # screening: 1 ms fixed; the average: 3 ms fixed + bytes
                "screen": {"tiny": {"2": 0.001 + cpu_s * tiny}, "large": {"2": 0.001 + cpu_s * large_values}},
-               "average": {"tiny": {"2": fixed_s - 0.001}, "large": {"2": fixed_s - 0.001 + data_s}},
+               "average": {"tiny": {"2": fixed_s - 0.001}, "calls": {"2": fixed_s - 0.001 + 7 * 0.002},
+                           "large": {"2": fixed_s - 0.001 + data_s}},
                "spread": {"tiny": {"2": 0.0002}, "large": {"2": spread_s}}}
-    measured_cpu_s, overhead_s, ratio, measured_spread_s, _ = exchange_costs(2, timings, rate)
+    measured_cpu_s, overhead_s, ratio, measured_spread_s, _, call_s = exchange_costs(2, timings, rate)
+    assert call_s == pytest.approx(0.002)  # 8 calls of a tiny tensor: 7 more calls than the tiny exchange
     assert measured_cpu_s == pytest.approx(cpu_s)
     assert overhead_s == pytest.approx(fixed_s)  # the tiny exchange's few values are priced per value
     assert ratio == pytest.approx(0.9)  # the last member's: the others finish up to the spread before

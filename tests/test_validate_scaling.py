@@ -114,3 +114,13 @@ def test_decoupled_keeps_upload_over_compute_and_scales_the_syncer_link():
     assert document["schedule"]["grace_window"] == pytest.approx(30 * k) and document["schedule"]["quorum"] == 1
     assert "M 8 -> 3 (first workers; payload rescaled)" in case.notes
     assert tomllib.loads(to_toml(document)) == document
+
+
+def test_the_scaled_run_makes_the_originals_calls_per_exchange():
+    # 10B bf16 in 25 MiB buckets of unencoded bf16 values: ceil(2e10 / 26,214,400) = 763 calls per sync
+    case = scale(load("worked-example", ['exchange.calls="buckets"', "exchange.call_overhead_s=0.01"]))
+    assert case.document["exchange"] == {"calls": "per_tensor", "tensors": 763}
+    assert "buckets: validated as their 763 calls per whole-model exchange, each fragment its share" in case.notes
+    assert "exchange.call_overhead_s: the trainer's own are measured, not the scenario's" in case.notes
+    flat = scale(load("worked-example"))
+    assert "exchange" not in flat.document

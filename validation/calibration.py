@@ -16,6 +16,10 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   with M here because M processes share the machine's cores.
 * ``overhead_s[M]``: the trainer's fixed seconds per exchange: the whole tiny exchange (screen +
   average) at zero latency, less the per-value screening of its few values (priced by the key above).
+* ``call_s[M]``: the seconds one more collective call adds to an exchange (``exchange.calls``): the
+  average of ``probe.CALLS`` tiny tensors in as many calls less the tiny one's, over ``CALLS`` - 1, at
+  zero latency. About 2 ms here where the whole exchange's fixed cost is 12-25 ms: the screening's
+  round and the hand-off to the exchange thread come once per exchange, not per call.
 * ``burst_fraction[M][rate]``: kernel htb gives every link a token bucket (``emulation.burst_bytes``:
   4 ms of its rate; 64 KiB at least until issue 29, a tenth of a 0.15 s sync at 33 Mbit/s, which a
   rate alone priced 10-17% long), which an exchange starting on idle links sends at once. How much
@@ -76,7 +80,7 @@ from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.interpolation import linear, log_linear
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .probe import (BITS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, WIRE_BITS_VARIABLE, large_probe_values,
+from .probe import (BITS, CALLS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, WIRE_BITS_VARIABLE, large_probe_values,
                     medium_values, tiny_values, wire_size, wire_values)
 from .run import VALIDATE_STEM, run_all, start_ranks
 from .scaling import ring_volume_bytes
@@ -88,6 +92,7 @@ PROBE_RATES_BITS_PER_S = (10e6, 100e6)
 PROBE_SECONDS = 1.0
 PROBE_REPEATS = 2
 EXCHANGE_PHASES = 3
+CALL_PHASES = 2  # a call of the average: its all-to-all and its all-gather (the screening's is once per exchange)
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,7 @@ class Calibration:
     burst_fraction: dict[int, dict[float, float]] = field(default_factory=dict)
     # exchange_ratio in other wire formats than bf16: by bits, then islands, then configured bits/s
     exchange_ratio_by_bits: dict[int, dict[int, dict[float, float]]] = field(default_factory=dict)
+    call_s: dict[int, float] = field(default_factory=dict)  # one more call's seconds, by number of islands
 
     def spread_at(self, islands: int, bits_per_s: float) -> float:
         """``end_spread_s`` at a configured rate, as ``ratio_at``; 0 from a calibration saved before it
@@ -117,8 +123,8 @@ class Calibration:
     @classmethod
     def from_json(cls, text: str) -> Calibration:
         values = json.loads(text)
-        for key in ("overhead_s", "exchange_cpu_s_per_value"):
-            values[key] = {int(m): v for m, v in values[key].items()}
+        for key in ("overhead_s", "exchange_cpu_s_per_value", "call_s"):
+            values[key] = {int(m): v for m, v in values.get(key, {}).items()}
         for key in ("exchange_ratio", "end_spread_s", "burst_fraction"):
             values[key] = {int(m): {float(r): v for r, v in by_rate.items()}
                            for m, by_rate in values.get(key, {}).items()}
@@ -200,6 +206,7 @@ def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float
     are kept per rate; the rate in each other wire format of ``wire_bits`` too."""
     wire_bits = tuple(sorted(set(wire_bits) - {BITS["large"]}))
     overheads: dict[int, list[float]] = {}
+    per_call: dict[int, list[float]] = {}
     per_value: dict[int, list[float]] = {}
     spreads: dict[int, dict[float, float]] = {}
     ratios: dict[int, dict[float, float]] = {}
@@ -215,6 +222,7 @@ def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float
             per_value.setdefault(m, []).append(costs.cpu_s_per_value)
             spreads.setdefault(m, {})[rate] = costs.end_spread_s
             overheads.setdefault(m, []).append(costs.overhead_s)
+            per_call.setdefault(m, []).append(costs.call_s)
             ratios.setdefault(m, {})[rate] = costs.ratio
             if bucket_bytes:
                 bursts.setdefault(m, {})[rate] = costs.burst_fraction
@@ -224,7 +232,9 @@ def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float
     overhead = {m: statistics.median(values) for m, values in overheads.items()}
     cpu = {m: statistics.median(values) for m, values in per_value.items()}
     link_ratio = sum(achieved) / len(achieved) if achieved else 1.0
-    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios, cpu, spreads, bursts, by_bits)
+    call = {m: statistics.median(values) for m, values in per_call.items()}
+    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios, cpu, spreads, bursts, by_bits,
+                       call)
 
 
 class ExchangeCosts(NamedTuple):
@@ -233,6 +243,7 @@ class ExchangeCosts(NamedTuple):
     ratio: float            # achieved over configured rate
     end_spread_s: float     # the last member's end after the first's
     burst_fraction: float   # sent at once, in buckets
+    call_s: float           # one more collective call
 
 
 def exchange_costs(islands: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float = 0.0) -> ExchangeCosts:
@@ -244,7 +255,8 @@ def exchange_costs(islands: int, timings: dict, rate_bits_per_s: float, bucket_b
     cpu_s = screening_s_per_value(screen["tiny"][key], screen["large"][key], small_values, large_values)
     overhead_s = screen["tiny"][key] + average["tiny"][key] - cpu_s * small_values
     ratio, burst_fraction = rate_and_burst(islands, timings, rate_bits_per_s, bucket_bytes)
-    return ExchangeCosts(cpu_s, overhead_s, ratio, timings["spread"]["large"][key], burst_fraction)
+    call_s = max(0.0, (average["calls"][key] - average["tiny"][key]) / (CALLS - 1))
+    return ExchangeCosts(cpu_s, overhead_s, ratio, timings["spread"]["large"][key], burst_fraction, call_s)
 
 
 def screening_s_per_value(tiny_s: float, large_s: float, tiny_values: int, large_values: int) -> float:
@@ -290,25 +302,37 @@ def rate_and_burst(islands: int, timings: dict, rate_bits_per_s: float, bucket_b
     return ratio, burst_bytes / bucket_bytes if bucket_bytes > 0 else 0.0
 
 
-def trainer_latency_s(latencies_s: list[float]) -> float:
-    """Emulated latency one exchange pays: per phase, the slowest member's own + farthest peer's."""
+def trainer_latency_s(latencies_s: list[float], phases: int = EXCHANGE_PHASES) -> float:
+    """Emulated latency one exchange (or call) pays: per phase, the slowest member's own + farthest peer's."""
     ordered = sorted(latencies_s, reverse=True)
-    return EXCHANGE_PHASES * (ordered[0] + ordered[1])
+    return phases * (ordered[0] + ordered[1])
 
 
-def simulator_overrides(calibration: Calibration, islands: list[dict], wire_bits: int = BITS["large"]) -> list[str]:
+def simulator_overrides(calibration: Calibration, islands: list[dict], wire_bits: int = BITS["large"],
+                        calls: bool = False) -> list[str]:
     """``--set`` overrides that give the scaled scenario the achieved rates (of its wire format
     ``wire_bits``), the links' buckets, the trainer's fixed cost per exchange, its screening cost per
-    value and its members' end spread."""
+    value and its members' end spread. An exchange of several ``calls`` pays the fixed cost apart: each
+    call its ``call_s`` and two phases of latency through the ring's hops, the rest once
+    (``exchange.sync_overhead_s``)."""
     m = len(islands)
     calibration.check_covers(m)
-    per_exchange_s = calibration.overhead_s[m] + trainer_latency_s([i["latency_ms"] / MS_PER_S for i in islands])
+    latencies_s = [i["latency_ms"] / MS_PER_S for i in islands]
+    per_exchange_s = calibration.overhead_s[m] + trainer_latency_s(latencies_s)
+    extra = []
+    if calls:
+        if m not in calibration.call_s:
+            raise UserError(f"the calibration has no cost per collective call among {m} islands (saved before "
+                            "calls were measured): give --calibration a new file")
+        per_call_s = calibration.call_s[m] + trainer_latency_s(latencies_s, CALL_PHASES)
+        extra = [f"exchange.sync_overhead_s={max(0.0, per_exchange_s - per_call_s)!r}"]
+        per_exchange_s = per_call_s
     slowest_bits_per_s = min(min(i["upload_gbps"], i["download_gbps"]) for i in islands) * BITS_PER_GBIT
     ratio = calibration.ratio_at(m, slowest_bits_per_s, wire_bits)
     spread_s = calibration.spread_at(m, slowest_bits_per_s)
     hop_latency_ms = per_exchange_s / (2 * (m - 1)) / 2 * MS_PER_S  # 2(M-1) hops, sender + receiver
     overrides = [f"network.exchange_cpu_s_per_value={calibration.exchange_cpu_s_per_value[m]!r}",
-                 f"network.exchange_end_spread_s={spread_s!r}"]
+                 f"network.exchange_end_spread_s={spread_s!r}", *extra]
     for index, island in enumerate(islands):
         for direction in ("upload", "download"):
             link_bits_per_s = island[f"{direction}_gbps"] * BITS_PER_GBIT

@@ -25,8 +25,8 @@ from .calibration import Calibration
 PROFILE_KIND = "islands network profile"  # scenarios/profile.py's KIND
 REQUIRED = ("mode", "label", "link_ratio", "link_ratios", "overhead_s", "exchange_ratio", "exchange_cpu_s_per_value")
 # measured later than the others: absent from older files
-OPTIONAL = ("end_spread_s", "burst_fraction", "exchange_ratio_by_bits")
-ISLAND_TABLES = ("overhead_s", "exchange_cpu_s_per_value")  # by number of islands
+OPTIONAL = ("end_spread_s", "burst_fraction", "exchange_ratio_by_bits", "call_s")
+ISLAND_TABLES = ("overhead_s", "exchange_cpu_s_per_value", "call_s")  # by number of islands
 RATE_TABLES = ("exchange_ratio", "end_spread_s", "burst_fraction")  # by number of islands, then by rate
 # what each key's numbers must be, in words and as a test of a finite float
 RULES: dict[str, tuple[str, Callable[[float], bool]]] = {
@@ -38,6 +38,7 @@ RULES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "end_spread_s": ("0 or more", lambda value: value >= 0),
     "burst_fraction": ("0 to 1", lambda value: 0 <= value <= 1),
     "exchange_ratio_by_bits": ("above 0", lambda value: value > 0),
+    "call_s": ("0 or more", lambda value: value >= 0),
 }
 
 

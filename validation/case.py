@@ -66,7 +66,8 @@ def validate_scaled(name: str, case: ScaledCase, paced: bool, calibration: Calib
     elastic = "event" in case.document
     train = train_elastic if elastic else train_scaled
     islands, wire_bits = case.document["island"], case.scenario().schedule.bits
-    overrides = simulator_overrides(calibration, islands, wire_bits)  # refuses an M not calibrated
+    calls = "exchange" in case.document  # the original's calls per exchange (``scaling.scaled_calls``)
+    overrides = simulator_overrides(calibration, islands, wire_bits, calls)  # refuses an M not calibrated
     predicted = complete_prediction(name, case, overrides)  # before the run: a prediction cut short is refused
     measured = train(scaled_path, make_run_plan(case.scenario()), out_dir / "run", kernel, stem)
     if not paced:

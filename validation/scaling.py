@@ -37,6 +37,7 @@ from islands.scenarios.loader import from_dict
 from islands.schedules import PSEUDO_GRADIENT, Schedule, schedule_of
 from islands.schedules.layout import EMBEDDINGS, layer_of, split_by_layer
 from islands.simulator import simulate
+from islands.simulator.collectives import calls_of
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BITS_PER_MBIT, MS_PER_S
 
 MIN_BITS_PER_S = 5e6
@@ -160,6 +161,14 @@ def churn_validated(scenario: Scenario) -> bool:
     return has_churn(scenario) and scripted and one_fragment
 
 
+def scaled_calls(scenario: Scenario) -> dict[str, Any]:
+    """The original's collective calls per exchange, made by the trainer on its own model: as many calls
+    per whole-model exchange (``calls_of``), each fragment its share (``calls = "per_tensor"``, which
+    the trainer and the simulator count alike from shares of values). The calls' fixed costs are the
+    trainer's own, which the calibration measures, not the scenario's."""
+    return {"calls": "per_tensor", "tensors": calls_of(scenario, scenario.payload_bytes)}
+
+
 def not_validated(scenario: Scenario) -> list[str]:
     """What the scaled run leaves out because the trainer cannot apply it yet."""
     notes = []
@@ -169,6 +178,13 @@ def not_validated(scenario: Scenario) -> list[str]:
         notes.append(f"churn: not validated ({reason}); run without it")
     if scenario.has_failures():
         notes.append("chip failures (chip_mtbf_s): not validated (simulated only); run without them")
+    exchange = scenario.exchange
+    costs = [key for key in ("call_overhead_s", "sync_overhead_s", "first_call_s", "outer_step_s") if getattr(exchange, key)]
+    if costs:
+        notes.append(f"exchange.{', exchange.'.join(costs)}: the trainer's own are measured, not the scenario's")
+    if exchange.calls == "buckets":
+        notes.append(f"buckets: validated as their {calls_of(scenario, scenario.payload_bytes)} calls per "
+                     "whole-model exchange, each fragment its share")
     if scenario.schedule.barrier != "wait":
         notes.append(f"barrier {scenario.schedule.barrier!r}: not validated (the trainer runs 'wait' only)")
     if scenario.schedule.backward_overlap:
@@ -252,6 +268,8 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     }
     if not declared.coupled:
         add_syncer(document, scenario, time_factor, volume_ratio / time_factor)
+    if scenario.exchange.calls != "flat":
+        document["exchange"] = scaled_calls(scenario)
     case = ScaledCase(scenario, document, time_factor, 1 / kept, notes)
     document["schedule"]["outer_steps"], one_outer_s = fitting_outer_steps(case, schedule, options.target_wall_s)
     if "inner_steps" not in declared.reads:  # the trainer evaluates every H steps; these syncs ignore H
