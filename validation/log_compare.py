@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import statistics
 from dataclasses import dataclass, field
 from itertools import islice
@@ -52,7 +53,7 @@ def detect(path: Path) -> str:
     CSV with a step column."""
     text = read_text(path)
     head = text.lstrip()[:4096]
-    if head.startswith("[") or (head.startswith("{") and '"traceEvents"' in head):
+    if re.match(r"\[\s*[{\]]", head) or (head.startswith("{") and '"traceEvents"' in head):
         return "chrome"
     if head.startswith("{"):
         return "steps"
@@ -220,7 +221,7 @@ def sync_split(syncs: dict[int, float], window: Window) -> tuple[float | None, f
 
 def figures(predicted: Rates, measured: Rates, window: Window) -> list[Figure]:
     (p_sync, p_setup), (m_sync, m_setup) = sync_split(predicted.syncs, window), sync_split(measured.syncs, window)
-    m_syncs = len(measured.syncs) if measured.utilisation is not None else None
+    m_syncs = float(len(measured.syncs)) if measured.utilisation is not None else None
     rows = [
         ("mean step time", "s", predicted.mean_step_s, measured.mean_step_s, None),
         ("compute utilisation", "fraction", predicted.utilisation, measured.utilisation, None),
@@ -248,7 +249,7 @@ def syncs_table(syncs: list[dict]) -> str:
         lines.append(f"... {len(syncs) - SYNC_ROWS_SHOWN} more in the JSON")
     errors = [abs(s["error"]) for s in syncs if s["error"] is not None]
     if errors:
-        lines.append(f"worst |error| {100 * max(errors):.1f}% over {len(errors)} syncs")
+        lines.append(f"worst |error| {100 * max(errors):.1f}% over {len(errors)} sync{'s' if len(errors) > 1 else ''}")
     return "\n".join(lines)
 
 
@@ -284,7 +285,7 @@ def measured_step_overrides(log: StepLog, scenario: Scenario) -> tuple[list[str]
     if rows["compute_s"].isna().any():
         raise UserError(f"{log.path}: a {log.format} log gives no compute seconds per step: compare without "
                         "--measured-steps")
-    compute_s = rows["compute_s"].sum() / rows["steps"].sum()
+    compute_s = float(rows["compute_s"].sum() / rows["steps"].sum())
     if compute_s <= 0:
         raise UserError(f"{log.path}: its steps computed for 0 s: no step time to measure; compare without "
                         "--measured-steps")

@@ -158,6 +158,7 @@ def csv_rows(text: str, path: Path) -> Iterator[tuple[dict[str, Any], str]]:
         header = next(reader)
         if len(set(header)) < len(header):
             raise UserError(f"{path}: line 1 names a column twice: {', '.join(header)}")
+        clock_keys(dict.fromkeys(header), path)  # the columns, before any row
         for cells in reader:
             where = f"{path}: line {reader.line_num}"
             if not cells or cells == [""]:
