@@ -33,6 +33,7 @@ from typing import Callable
 import pandas as pd
 
 from islands.errors import UserError
+from islands.io import read_bounded_text
 from islands.scenarios import Scenario
 from islands.schedules import SCHEDULES
 from islands.simulator import SimResult, simulate
@@ -40,7 +41,7 @@ from islands.tables import render
 
 from .chrome_trace import COMM_EVENTS, read_chrome
 from .compare import Comparison, Figure, error_text, relative_error, value_text
-from .step_log import StepLog, read_steps, read_text
+from .step_log import LOG_LIMIT_BYTES, StepLog, read_steps
 from .torchtitan_log import STEP_LINE, read_torchtitan
 
 BLOCKED_KINDS = ("stall", "idle")
@@ -51,7 +52,9 @@ def detect(path: Path) -> str:
     """The format of the log at ``path`` from its first bytes: a Chrome trace (a JSON object with
     traceEvents, or a JSON array), JSON lines, a torchtitan log (a line with ``step: N  loss:``), or
     CSV with a step column."""
-    text = read_text(path)
+    text = read_bounded_text(path, "log", LOG_LIMIT_BYTES)
+    if not text.strip():
+        raise UserError(f"{path}: is empty: the run logged nothing")
     head = text.lstrip()[:4096]
     if re.match(r"\[\s*[{\]]", head) or (head.startswith("{") and '"traceEvents"' in head):
         return "chrome"

@@ -122,6 +122,12 @@ def csv_value(text: str) -> Any:
     return text
 
 
+def step_number(value: Any, where: str) -> int:
+    if value == 0 and not isinstance(value, bool):
+        raise UserError(f"{where}: step must be 1 to {MAX_STEP} (got 0): the format counts the run's first step as 1")
+    return whole(value, where, "step", 1, MAX_STEP)
+
+
 def step_record(cells: dict[str, Any], keys: tuple[str, ...], where: str) -> dict[str, Any]:
     """One row of the per-step format, each cell checked; ``keys``: the optional and clock columns
     the log's first row holds, which every row must hold."""
@@ -129,7 +135,7 @@ def step_record(cells: dict[str, Any], keys: tuple[str, ...], where: str) -> dic
     if missing:
         raise UserError(f"{where}: no {', '.join(missing)} (every row holds {', '.join((*REQUIRED, *keys))})")
     record = {"rank": whole(cells["rank"], where, "rank", 0, MAX_RANK) if "rank" in keys else 0,
-              "step": whole(cells["step"], where, "step", 1, MAX_STEP), "steps": 1,
+              "step": step_number(cells["step"], where), "steps": 1,
               "compute_s": number(cells["compute_s"], where, "compute_s", 0, MAX_STEP_S),
               "blocked_s": number(cells["blocked_s"], where, "blocked_s", 0, MAX_STEP_S),
               "synced": float(flag(cells["synced"], where, "synced")),

@@ -1,7 +1,7 @@
-"""``islands compare FILE RUN``: the scenario's prediction beside a run made anywhere, without
-running anything. RUN is a folder ``islands train --out`` wrote (under torchrun on a GPU cluster,
+"""``islands compare FILE RUN_DIR``: the scenario's prediction beside a run made anywhere, without
+running anything. RUN_DIR is a folder ``islands train --out`` wrote (under torchrun on a GPU cluster,
 over a real WAN, or the ``run/`` folder of ``islands validate``): every figure and every sync,
-predicted beside measured with relative errors, as ``validate`` does. Or RUN is a log file of any
+predicted beside measured with relative errors, as ``validate`` does. Or RUN_DIR is a log file of any
 training stack (a per-step CSV or JSON lines log, a PyTorch profiler / Chrome trace, a torchtitan
 log; docs/how-to/compare-any-stack.md): per-step rates over the steps it holds, beside the
 prediction over the same steps. --out writes comparison.json, the predicted trace and (for a run
@@ -28,11 +28,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__)
     add_scenario_arguments(parser)
     add_network_profile_argument(parser)
-    parser.add_argument("run_dir", metavar="RUN", type=path_value,
+    parser.add_argument("run_dir", metavar="RUN_DIR", type=path_value,
                         help="a folder `islands train --out` wrote (summary.json, run.json, trace.csv), or a log "
                              "file of any stack (see --format)")
     parser.add_argument("--format", dest="log_format", choices=LOG_FORMATS, default=None,
-                        help="RUN is a log in this format: steps (per-step CSV or JSON lines), chrome (a PyTorch "
+                        help="RUN_DIR is a log in this format: steps (per-step CSV or JSON lines), chrome (a PyTorch "
                              "profiler trace) or torchtitan (its console log); default: told from the file")
     parser.add_argument("--comm-event", dest="comm_events", action="append", default=None, metavar="NAME",
                         help="with a Chrome trace: a span whose name contains NAME is communication (repeatable; "
@@ -56,7 +56,7 @@ def check_outputs(args: argparse.Namespace) -> None:
         return
     check_out_folder("--out", args.out)
     is_folder = args.run_dir.is_dir()
-    run_files = {f"RUN's {name}": args.run_dir / name for name in RUN_FILES} if is_folder else {"the log": args.run_dir}
+    run_files = {f"RUN_DIR's {name}": args.run_dir / name for name in RUN_FILES} if is_folder else {"the log": args.run_dir}
     inputs = {"the scenario": args.scenario, "--network-profile": args.network_profile, **run_files}
     outputs = OUTPUT_FILES if is_folder else LOG_OUTPUT_FILES
     refuse_shared_paths({f"--out's {name}": args.out / name for name in outputs}, inputs)
