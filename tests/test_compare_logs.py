@@ -9,6 +9,7 @@ and 2e9 bytes on each of steps 4, 8 and 12."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -186,3 +187,18 @@ def test_format_names_the_reader_whatever_the_content(scenario_path, capsys):
     assert "no 'step: N  loss:' lines: not a torchtitan log" in refused(
         capsys, scenario_path, DATA / "steps-clock.csv", "--format", "torchtitan")
     assert "not valid JSON" in refused(capsys, scenario_path, DATA / "steps-clock.csv", "--format", "chrome")
+
+
+def test_the_how_to_page_s_worked_example_prints_what_the_page_shows(tmp_path, monkeypatch, capsys):
+    """docs/how-to/compare-any-stack.md: the files it says to save, and the one command it runs."""
+    from docs_text import ROOT, command_examples
+
+    page = (ROOT / "docs" / "how-to" / "compare-any-stack.md").read_text()
+    files = re.findall(r"as `([\w.]+)`:\n\n```\w*\n(.*?)```", page, flags=re.S)
+    assert [name for name, _ in files] == ["scenario.toml", "steps.csv"]
+    for name, text in files:
+        (tmp_path / name).write_text(text)
+    [example] = [e for e in command_examples(page) if e.args == ("compare", "scenario.toml", "steps.csv")]
+    monkeypatch.chdir(tmp_path)
+    assert main(list(example.args)) == 0
+    assert capsys.readouterr().out.rstrip("\n").splitlines() == list(example.shown)
