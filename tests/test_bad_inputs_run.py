@@ -418,7 +418,7 @@ COMPARE = cases("compare", ("scenario.toml", "run"), [
      "step's wall time 1 s", write("steps.csv", steps_log().replace("\n2,1,1,0,0\n", "\n2,1,1,2,0\n"))),
     ("a step twice", (), "steps.csv: line 4: step 2 after step 2: steps twice",
      write("steps.csv", steps_log().replace("\n3,1,1,0,0\n", "\n2,1,1,0,0\n"))),
-    ("a step missing", (), "steps.csv: line 3: step 3 after step 1: one row per step (step 2 is missing)",
+    ("a step missing", (), "steps.csv: line 3: step 3 after step 1: every step is logged (step 2 is missing)",
      write("steps.csv", steps_log().replace("\n2,1,1,0,0\n", "\n"))),
     ("a clock that goes back", (), "steps.csv: line 3: time_s 4 is before the rank's previous step's 5",
      write("steps.csv", "step,time_s,compute_s,blocked_s,synced\n1,5,1,0,0\n2,4,1,0,0\n")),

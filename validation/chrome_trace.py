@@ -16,6 +16,7 @@ well formed is refused in one line naming its index.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from pathlib import Path
@@ -63,15 +64,27 @@ def trace_rank(document: Any, path: Path) -> int | None:
     return rank
 
 
-def covered_s(spans: list[tuple[float, float]], start_s: float, end_s: float) -> float:
-    """Seconds of [start_s, end_s] covered by the union of ``spans`` (sorted by start)."""
-    total_s, reach_s = 0.0, start_s
-    for first_s, last_s in spans:
-        first_s, last_s = max(first_s, reach_s), min(last_s, end_s)
-        if last_s > first_s:
-            total_s += last_s - first_s
-            reach_s = last_s
-    return total_s
+def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``spans`` as disjoint spans in order."""
+    union: list[tuple[float, float]] = []
+    for first_s, last_s in sorted(spans):
+        if union and first_s <= union[-1][1]:
+            union[-1] = (union[-1][0], max(union[-1][1], last_s))
+        else:
+            union.append((first_s, last_s))
+    return union
+
+
+def overlap(union: list[tuple[float, float]], ends: list[float], start_s: float, end_s: float) -> tuple[float, bool]:
+    """Seconds of [start_s, end_s] that the disjoint ``union`` (``ends``: its spans' ends) covers, and
+    whether any of its spans falls in it (one of no length too)."""
+    covered_s, touched = 0.0, False
+    index = bisect.bisect_right(ends, start_s)
+    while index < len(union) and union[index][0] < end_s:
+        covered_s += min(union[index][1], end_s) - max(union[index][0], start_s)
+        touched = True
+        index += 1
+    return covered_s, touched
 
 
 def read_chrome(path: Path, comm_events: tuple[str, ...] = COMM_EVENTS) -> StepLog:
@@ -93,12 +106,12 @@ def read_chrome(path: Path, comm_events: tuple[str, ...] = COMM_EVENTS) -> StepL
     if not steps:
         raise UserError(f"{path}: no ProfilerStep#N events: record the trace with torch.profiler and call "
                         "prof.step() after each training step")
-    comm.sort()
+    union = merged(comm)
+    ends = [last_s for _, last_s in union]
     rank = trace_rank(document, path)
     records = []
     for start_s, end_s, step, where in sorted(steps):
-        blocked_s = covered_s(comm, start_s, end_s)
-        synced = any(first_s < end_s and last_s > start_s for first_s, last_s in comm)
+        blocked_s, synced = overlap(union, ends, start_s, end_s)
         records.append({"rank": rank or 0, "step": step, "steps": 1, "wall_s": end_s - start_s,
                         "compute_s": max(end_s - start_s - blocked_s, 0.0), "blocked_s": blocked_s,
                         "synced": float(synced), "bytes": math.nan, "where": where})

@@ -255,5 +255,5 @@ def check_order(rows: pd.DataFrame) -> None:
         if first <= previous:
             what = "twice" if record.step == previous else "out of order"
             raise UserError(f"{record.where}: step {record.step} after step {previous}{rank}: steps {what}")
-        raise UserError(f"{record.where}: step {record.step} after step {previous}{rank}: one row per step "
+        raise UserError(f"{record.where}: step {record.step} after step {previous}{rank}: every step is logged "
                         f"(step {previous + 1} is missing)")
