@@ -165,9 +165,9 @@ def test_what_no_log_can_be_compared_with_is_refused(scenario_path, scenario_fil
     streaming = scenario_file(SCENARIO.replace('"diloco"', '"streaming"\nfragments = 2'), "streaming.toml")
     assert "schedule.algorithm is streaming: a step log is compared with schedules of one blocking sync" in refused(
         capsys, streaming, DATA / "steps-two-ranks.csv")
-    lines = (DATA / "steps-two-ranks.csv").read_text().splitlines()
-    (tmp_path / "rank2.csv").write_text("\n".join([lines[0], *(line.replace(",1,", ",2,", 1) if line.split(",")[1] == "1"
-                                                              else line for line in lines[1:])]) + "\n")
+    header, *rows = (DATA / "steps-two-ranks.csv").read_text().splitlines()
+    rank_2 = [row.replace(",1,", ",2,", 1) if row.split(",")[1] == "1" else row for row in rows]  # rank 1 -> 2
+    (tmp_path / "rank2.csv").write_text("\n".join([header, *rank_2]) + "\n")
     assert "rank 2 logged, the scenario has 2 workers (ranks 0-1): compare a run of the same workers" in refused(
         capsys, scenario_path, tmp_path / "rank2.csv")
     assert "a torchtitan log gives no compute seconds per step: compare without --measured-steps" in refused(

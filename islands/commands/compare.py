@@ -56,7 +56,8 @@ def check_outputs(args: argparse.Namespace) -> None:
         return
     check_out_folder("--out", args.out)
     is_folder = args.run_dir.is_dir()
-    run_files = {f"RUN_DIR's {name}": args.run_dir / name for name in RUN_FILES} if is_folder else {"the log": args.run_dir}
+    run_files = ({f"RUN_DIR's {name}": args.run_dir / name for name in RUN_FILES} if is_folder
+                 else {"the log": args.run_dir})
     inputs = {"the scenario": args.scenario, "--network-profile": args.network_profile, **run_files}
     outputs = OUTPUT_FILES if is_folder else LOG_OUTPUT_FILES
     refuse_shared_paths({f"--out's {name}": args.out / name for name in outputs}, inputs)
