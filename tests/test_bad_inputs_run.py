@@ -120,6 +120,23 @@ def cut_trace(folder: Path) -> None:
     path.write_bytes(path.read_bytes()[:1005])
 
 
+def steps_log(steps=range(1, 301), every: int = 100, rank: str = "", shift: int = 0) -> str:
+    """A per-step log of the workspace's run: 1 s per step, a 24 s sync after every ``every``-th step
+    (of steps numbered ``shift`` more)."""
+    rows = ["step,wall_s,compute_s,blocked_s,synced" + (",rank" if rank else "")]
+    synced = [(s + shift) % every == 0 for s in steps]
+    rows += [f"{s},{25 if sync else 1},1,{24 if sync else 0},{int(sync)}" + (f",{rank}" if rank else "")
+             for s, sync in zip(steps, synced)]
+    return "\n".join(rows) + "\n"
+
+
+def chrome_trace(*events: dict) -> str:
+    return json.dumps({"traceEvents": [{"ph": "X", "name": "ProfilerStep#0", "ts": 0, "dur": 1000}, *events]}) + "\n"
+
+
+TITAN_LINE = "[rank0]:[titan] 2025-01-22 10:00:{:02d},000 - root - INFO - step: {}  loss:  7.1234  tps: 1,234\n"
+
+
 def every_worker_leaves(folder: Path) -> None:
     with open(folder / "scenario.toml", "a") as scenario:
         scenario.write('[[event]]\nat_s = 50\nisland = "a"\nkind = "leave"\n')
@@ -381,6 +398,65 @@ COMPARE = cases("compare", ("scenario.toml", "run"), [
      copy("scenario.toml", "v/comparison.json")),
     ("RUN_DIR empty", ("scenario.toml", ""), "argument RUN_DIR: is empty: give a path"),
     ("no scenario file", ("nowhere.toml", "run"), "nowhere.toml: no such file or bundled scenario"),
+]) + cases("compare", ("scenario.toml", "steps.csv"), [
+    ("a log in no format islands reads", (), "steps.csv: is a file, not a run folder, nor a log in a format islands "
+     "reads", write("steps.csv", "hello\n")),
+    ("a log that is empty", (), "steps.csv: is empty: the run logged nothing", write("steps.csv", "")),
+    ("a per-step log without compute_s", (), "steps.csv: no column compute_s: not a per-step log",
+     write("steps.csv", "step,wall_s,blocked_s,synced\n1,1,0,0\n")),
+    ("a per-step log cut mid-line", (), "steps.csv: its last line has no line end: the file is cut short",
+     write("steps.csv", steps_log()[:-3])),
+    ("a per-step log with a short line", (), "steps.csv: line 3: 4 cells, the header names 5 columns",
+     write("steps.csv", steps_log().replace("\n2,1,1,0,0\n", "\n2,1,1,0\n"))),
+    ("a NaN step time", (), "steps.csv: line 3: wall_s must be a finite number (got nan)",
+     write("steps.csv", steps_log().replace("\n2,1,1,0,0\n", "\n2,nan,1,0,0\n"))),
+    ("a negative blocked time", (), "steps.csv: line 3: blocked_s must be 0 to 1e+06 (got -1)",
+     write("steps.csv", steps_log().replace("\n2,1,1,0,0\n", "\n2,1,1,-1,0\n"))),
+    ("synced neither 0 nor 1", (), "steps.csv: line 3: synced must be 0 or 1, false or true (got 2)",
+     write("steps.csv", steps_log().replace("\n2,1,1,0,0\n", "\n2,1,1,0,2\n"))),
+    ("a step longer than its wall time", (), "steps.csv: line 3: compute_s + blocked_s is 3 s, more than the "
+     "step's wall time 1 s", write("steps.csv", steps_log().replace("\n2,1,1,0,0\n", "\n2,1,1,2,0\n"))),
+    ("a step twice", (), "steps.csv: line 4: step 2 after step 2: steps twice",
+     write("steps.csv", steps_log().replace("\n3,1,1,0,0\n", "\n2,1,1,0,0\n"))),
+    ("a step missing", (), "steps.csv: line 3: step 3 after step 1: every step is logged (step 2 is missing)",
+     write("steps.csv", steps_log().replace("\n2,1,1,0,0\n", "\n"))),
+    ("a clock that goes back", (), "steps.csv: line 3: time_s 4 is before the rank's previous step's 5",
+     write("steps.csv", "step,time_s,compute_s,blocked_s,synced\n1,5,1,0,0\n2,4,1,0,0\n")),
+    ("a JSON lines log with a step that is text", ("--format", "steps"),
+     "steps.csv: line 1: step must be a whole number (got '1')", write("steps.csv", json.dumps(
+         {"step": "1", "wall_s": 1, "compute_s": 1, "blocked_s": 0, "synced": 0}) + "\n")),
+    ("syncs every 50 steps, the scenario's H is 100", (), "steps.csv: line 51: step 50 ends in a sync, the "
+     "scenario syncs after every 100th step: the log syncs every 50 steps", write("steps.csv", steps_log(every=50))),
+    ("steps counted from 0", (), "steps.csv: line 100: step 99 ends in a sync, the scenario syncs after every "
+     "100th step: its steps look counted from 0", write("steps.csv", steps_log(range(1, 300), shift=1))),
+    ("a step 0", (), "steps.csv: line 2: step must be 1 to 9007199254740992 (got 0): the format counts the run's "
+     "first step as 1", write("steps.csv", steps_log(range(0, 300), shift=1))),
+    ("a window without a sync", (), "steps.csv: the window, steps 1-50, holds no sync: the scenario syncs after "
+     "every 100th step; log a window that holds one", write("steps.csv", steps_log(range(1, 51)))),
+    ("a log past the scenario's steps", (), "steps.csv: runs to step 400, the scenario's 3 outer steps of 100 make "
+     "300: --set schedule.outer_steps=4", write("steps.csv", steps_log(range(1, 401)))),
+    ("a rank the scenario has not", (), "steps.csv: rank 4 logged, the scenario has 4 workers (ranks 0-3)",
+     write("steps.csv", steps_log(rank="4"))),
+    ("a Chrome trace without steps", ("--format", "chrome"), "steps.csv: no ProfilerStep#N events",
+     write("steps.csv", json.dumps({"traceEvents": []}) + "\n")),
+    ("a Chrome trace with a duration that is text", (), "steps.csv: traceEvents[1] (ProfilerStep#1): 'dur' must be "
+     "a finite number of microseconds, 0 or more (got 'x')",
+     write("steps.csv", chrome_trace({"ph": "X", "name": "ProfilerStep#1", "ts": 1000, "dur": "x"}))),
+    ("a Chrome trace with a rank that is text", (), "steps.csv: distributedInfo.rank must be a whole number",
+     write("steps.csv", json.dumps({"distributedInfo": {"rank": "0"}, **json.loads(chrome_trace())}) + "\n")),
+    ("a torchtitan log of one step line", (), "steps.csv: one step line (step 1) for rank 0: the step time is the "
+     "time between two logged steps", write("steps.csv", TITAN_LINE.format(0, 1))),
+    ("a torchtitan log without time stamps", (), "steps.csv: line 1: a step line with no time stamp",
+     write("steps.csv", "step: 1  loss: 7.1\nstep: 10  loss: 6.9\n")),
+    ("a torchtitan log whose steps go back", (), "steps.csv: line 2: step 1 after step 10: steps out of order",
+     write("steps.csv", TITAN_LINE.format(0, 10) + TITAN_LINE.format(9, 1))),
+    ("--measured-steps with a torchtitan log", ("--measured-steps",), "steps.csv: a torchtitan log gives no compute "
+     "seconds per step: compare without --measured-steps",
+     write("steps.csv", TITAN_LINE.format(0, 1) + TITAN_LINE.format(9, 100))),
+    ("--comm-event with a per-step log", ("--comm-event", "gloo"), "steps.csv: --comm-event goes with a Chrome "
+     "trace; this is a steps log", write("steps.csv", steps_log())),
+]) + cases("compare", ("scenario.toml", "run"), [
+    ("--format with a run folder", ("--format", "steps"), "--format goes with a log file; run is a run folder"),
 ])
 
 TRACE = cases("trace", ("scenario.toml",), [
@@ -535,7 +611,9 @@ def document(folder: Path) -> str:
         "Each row is a case of `tests/test_bad_inputs_run.py`, run inside a small workspace: `scenario.toml`",
         "(one island of 4 workers, DiLoCo), `run/` (what `islands train --out run` writes for that scenario:",
         "`summary.json`, `run.json`, `trace.csv`), `calibration.json` (a calibration `islands validate` saved,",
-        "for 2 to 4 islands) and `profile.json` (a network profile), with the one thing the row names damaged.",
+        "for 2 to 4 islands) and `profile.json` (a network profile), with the one thing the row names damaged;",
+        "the rows of `islands compare scenario.toml steps.csv` write `steps.csv` as a log of another stack (a",
+        "per-step log, a Chrome trace or a torchtitan log, whatever its name; docs/how-to/compare-any-stack.md).",
         "Every answer is one line on stderr, `islands COMMAND: error: ` and then what the table shows, with",
         "exit code 2, before any training, calibrating or measuring starts (the test fails if any of them",
         "starts). The table is written by `python tests/test_bad_inputs_run.py > docs/bad-inputs-run.md`",

@@ -1,20 +1,26 @@
 """``islands compare FILE RUN_DIR``: the scenario's prediction beside a run made anywhere, without
-running anything: a run of ``islands train`` under torchrun on a GPU cluster, over a real WAN, or the
-``run/`` folder of ``islands validate``. Prints every figure and every sync, predicted beside measured
-with relative errors, as ``validate`` does; --out writes comparison.json, overlay.png and the
-predicted trace. A run of other work (another algorithm, number of workers, steps, wire bits or
-fragments) or one that stopped short is refused."""
+running anything. RUN_DIR is a folder ``islands train --out`` wrote (under torchrun on a GPU cluster,
+over a real WAN, or the ``run/`` folder of ``islands validate``): every figure and every sync,
+predicted beside measured with relative errors, as ``validate`` does. Or RUN_DIR is a log file of any
+training stack (a per-step CSV or JSON lines log, a PyTorch profiler / Chrome trace, a torchtitan
+log; docs/how-to/compare-any-stack.md): per-step rates over the steps it holds, beside the
+prediction over the same steps. --out writes comparison.json, the predicted trace and (for a run
+folder) overlay.png. A run of other work (another algorithm, number of workers, steps, wire bits,
+fragments or sync spacing) or one that stopped short is refused."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 
+from islands.errors import UserError
 from islands.io import check_out_folder
 
 from .common import add_network_profile_argument, add_scenario_arguments, path_value, read_source
 
 OUTPUT_FILES = ("comparison.json", "overlay.png", "predicted_trace.csv")
+LOG_OUTPUT_FILES = ("comparison.json", "predicted_trace.csv")
+LOG_FORMATS = ("steps", "chrome", "torchtitan")  # validation.log_compare.LOG_FORMATS, without its imports
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -23,7 +29,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_scenario_arguments(parser)
     add_network_profile_argument(parser)
     parser.add_argument("run_dir", metavar="RUN_DIR", type=path_value,
-                        help="a folder `islands train --out` wrote: summary.json, run.json, trace.csv")
+                        help="a folder `islands train --out` wrote (summary.json, run.json, trace.csv), or a log "
+                             "file of any stack (see --format)")
+    parser.add_argument("--format", dest="log_format", choices=LOG_FORMATS, default=None,
+                        help="RUN_DIR is a log in this format: steps (per-step CSV or JSON lines), chrome (a PyTorch "
+                             "profiler trace) or torchtitan (its console log); default: told from the file")
+    parser.add_argument("--comm-event", dest="comm_events", action="append", default=None, metavar="NAME",
+                        help="with a Chrome trace: a span whose name contains NAME is communication (repeatable; "
+                             "replaces the defaults: gloo:all_reduce, nccl:all_reduce, c10d::allreduce_, "
+                             "ncclDevKernel_AllReduce, ncclKernel_AllReduce)")
     parser.add_argument("--measured-steps", action="store_true",
                         help="give each island the run's measured compute seconds per inner step, so that "
                              "the network and the schedule are what is compared")
@@ -41,9 +55,23 @@ def check_outputs(args: argparse.Namespace) -> None:
     if args.out is None:
         return
     check_out_folder("--out", args.out)
-    inputs = {"the scenario": args.scenario, "--network-profile": args.network_profile,
-              **{f"RUN_DIR's {name}": args.run_dir / name for name in RUN_FILES}}
-    refuse_shared_paths({f"--out's {name}": args.out / name for name in OUTPUT_FILES}, inputs)
+    is_folder = args.run_dir.is_dir()
+    run_files = ({f"RUN_DIR's {name}": args.run_dir / name for name in RUN_FILES} if is_folder
+                 else {"the log": args.run_dir})
+    inputs = {"the scenario": args.scenario, "--network-profile": args.network_profile, **run_files}
+    outputs = OUTPUT_FILES if is_folder else LOG_OUTPUT_FILES
+    refuse_shared_paths({f"--out's {name}": args.out / name for name in outputs}, inputs)
+
+
+def check_log_flags(args: argparse.Namespace) -> None:
+    """--format and --comm-event go with a log file; --comm-event with a Chrome trace."""
+    if args.run_dir.is_dir() and (args.log_format or args.comm_events):
+        flag = "--format" if args.log_format else "--comm-event"
+        raise UserError(f"{flag} goes with a log file; {args.run_dir} is a run folder")
+    if args.comm_events and args.log_format not in (None, "chrome"):
+        raise UserError(f"--comm-event goes with a Chrome trace (--format chrome), not --format {args.log_format}")
+    if args.comm_events and not all(name.strip() for name in args.comm_events):
+        raise UserError("--comm-event is empty: give a part of the communication spans' names")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,8 +80,13 @@ def run(args: argparse.Namespace) -> int:
     from islands.validation.external import compare_run
     from islands.validation.plot import write_overlay
 
+    check_log_flags(args)
     check_outputs(args)
     source = read_source(args)
+    if not args.run_dir.exists():
+        raise UserError(f"{args.run_dir}: no such run folder or log file")
+    if not args.run_dir.is_dir():
+        return run_log(args, source)
     result = compare_run(lambda extra: source.variant(*extra), args.run_dir, args.measured_steps)
     comparison, predicted = result.comparison, result.predicted
     document = {"scenario": args.scenario, "network_profile": args.network_profile, "run_dir": str(args.run_dir),
@@ -77,4 +110,41 @@ def run(args: argparse.Namespace) -> int:
         print(note)
     if args.out:
         print(f"wrote {args.out / 'comparison.json'}, {args.out / 'overlay.png'}, {args.out / 'predicted_trace.csv'}")
+    return 0
+
+
+def run_log(args: argparse.Namespace, source) -> int:
+    """``islands compare FILE LOG``: the prediction beside a log of any stack, over the log's steps."""
+    from islands.io import json_text, write_table, write_text
+    from islands.validation.compare import figures_table
+    from islands.validation.log_compare import compare_log, read_log, syncs_table
+
+    log = read_log(args.run_dir, args.log_format, tuple(args.comm_events) if args.comm_events else None)
+    if log.format != "chrome" and args.comm_events:
+        raise UserError(f"{args.run_dir}: --comm-event goes with a Chrome trace; this is a {log.format} log")
+    result = compare_log(lambda extra: source.variant(*extra), log, args.measured_steps)
+    comparison, window = result.comparison, result.window
+    document = {"scenario": args.scenario, "network_profile": args.network_profile, "log": str(args.run_dir),
+                "format": log.format, "window": {"first_step": window.first_step, "last_step": window.last_step,
+                                                 "steps": window.steps, "sync_steps": window.sync_steps,
+                                                 "ranks": log.ranks},
+                "assumptions": result.assumptions, "overrides": [*args.overrides, *result.overrides],
+                "figures": [dataclasses.asdict(f) for f in comparison.figures], "syncs": comparison.syncs,
+                "notes": comparison.notes, "predicted": result.predicted.summary}
+    if args.out:
+        write_text(args.out / "comparison.json", json_text(document, indent=2) + "\n")
+        write_table(result.predicted.trace, args.out / "predicted_trace.csv")
+    if args.json:
+        print(json_text(document, indent=2))
+        return 0
+    print(f"{comparison.case} predicted, against the {log.format} log {args.run_dir}, over {window.text()}")
+    print(figures_table(comparison))
+    if comparison.syncs:
+        print()
+        print(syncs_table(comparison.syncs))
+    print()
+    for note in comparison.notes:
+        print(note)
+    if args.out:
+        print(f"wrote {args.out / 'comparison.json'}, {args.out / 'predicted_trace.csv'}")
     return 0
