@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from islands.cli import main
 from islands.errors import UserError
-from islands.validation.log_compare import read_log
-from islands.validation.step_log import MAX_STEP_S, SUM_TOLERANCE, StepLog
+from islands.validation.logs.compare_log import read_log
+from islands.validation.logs.steps import MAX_STEP_S, SUM_TOLERANCE, StepLog
 
 from test_compare_logs import DATA, SCENARIO
 

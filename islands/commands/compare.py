@@ -20,7 +20,7 @@ from .common import add_network_profile_argument, add_scenario_arguments, path_v
 
 OUTPUT_FILES = ("comparison.json", "overlay.png", "predicted_trace.csv")
 LOG_OUTPUT_FILES = ("comparison.json", "predicted_trace.csv")
-LOG_FORMATS = ("steps", "chrome", "torchtitan")  # validation.log_compare.LOG_FORMATS, without its imports
+LOG_FORMATS = ("steps", "chrome", "torchtitan")  # validation.logs.compare_log.LOG_FORMATS, without its imports
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -117,7 +117,7 @@ def run_log(args: argparse.Namespace, source) -> int:
     """``islands compare FILE LOG``: the prediction beside a log of any stack, over the log's steps."""
     from islands.io import json_text, write_table, write_text
     from islands.validation.compare import figures_table
-    from islands.validation.log_compare import compare_log, read_log, syncs_table
+    from islands.validation.logs.compare_log import compare_log, read_log, syncs_table
 
     log = read_log(args.run_dir, args.log_format, tuple(args.comm_events) if args.comm_events else None)
     if log.format != "chrome" and args.comm_events:

@@ -1,4 +1,4 @@
-"""A PyTorch profiler trace (Chrome trace JSON) as a per-step log (``step_log``).
+"""A PyTorch profiler trace (Chrome trace JSON) as a per-step log (``steps``).
 
 Read: the complete events (``"ph": "X"``, with ``name``, ``ts`` and ``dur`` in microseconds) of
 ``traceEvents``. A step is a ``ProfilerStep#N`` span: the profiler counts from 0 the steps it has
@@ -25,7 +25,7 @@ from typing import Any
 from islands.errors import UserError
 from islands.io import parse_json
 
-from .step_log import MAX_RANK, MAX_STEP, StepLog, checked, log_frame, read_text
+from .steps import MAX_RANK, MAX_STEP, StepLog, checked, log_frame, read_text
 
 COMM_EVENTS = ("gloo:all_reduce", "nccl:all_reduce", "c10d::allreduce_", "ncclDevKernel_AllReduce",
                "ncclKernel_AllReduce")

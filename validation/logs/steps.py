@@ -14,7 +14,7 @@ Other columns (a loss, a learning rate) are read past. Every row holds every col
 holds; a rank's steps follow one another, one row each; every rank logs the same steps. Whatever
 breaks a rule is refused in one line naming the file, the line and the rule.
 
-Each reader (this one, ``chrome_trace``, ``torchtitan_log``) gives a ``StepLog``: rows of
+Each reader (this one, ``profiler``, ``torchtitan``) gives a ``StepLog``: rows of
 ``LOG_COLUMNS``, a row standing for ``steps`` steps that end at ``step`` (one, but for a torchtitan
 log, which times the steps between two logged ones), with NaN where the format does not say.
 """

@@ -1,4 +1,4 @@
-"""A torchtitan training log (its console output) as a per-step log (``step_log``).
+"""A torchtitan training log (its console output) as a per-step log (``steps``).
 
 torchtitan's ``MetricsProcessor.log`` writes one line at step 1 and every ``metrics.log_freq`` steps:
 ``step: 10  loss:  7.1234  grad_norm: ...  memory: 12.30GiB(15.60%)  tps: 1,234  tflops: 56.70
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from islands.errors import UserError
 
-from .step_log import MAX_STEP, StepLog, checked, log_frame, read_text
+from .steps import MAX_STEP, StepLog, checked, log_frame, read_text
 
 STEP_LINE = re.compile(r"(?<!validate )\bstep:\s*(\d+)\s+loss:")
 TIME_STAMP = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")

@@ -1,6 +1,6 @@
 """A prediction beside a run of any stack, over the steps its log holds (``islands compare SCENARIO LOG``).
 
-The log (``step_log``: per-step rows, a Chrome trace or a torchtitan log) covers a window of the run's
+The log (``steps``: per-step rows, a Chrome trace or a torchtitan log) covers a window of the run's
 steps, first to last, which need not be whole outer steps. Both sides are reduced to the same rates
 over that window: the mean step time (wall seconds per step), the compute utilisation (compute
 seconds over wall seconds), the blocked seconds per step, the mean sync (the blocked seconds of a
@@ -39,10 +39,10 @@ from islands.schedules import SCHEDULES
 from islands.simulator import SimResult, simulate
 from islands.tables import render
 
-from .chrome_trace import COMM_EVENTS, read_chrome
-from .compare import Comparison, Figure, error_text, relative_error, value_text
-from .step_log import LOG_LIMIT_BYTES, StepLog, read_steps
-from .torchtitan_log import STEP_LINE, read_torchtitan
+from ..compare import Comparison, Figure, error_text, relative_error, value_text
+from .profiler import COMM_EVENTS, read_chrome
+from .steps import LOG_LIMIT_BYTES, StepLog, read_steps
+from .torchtitan import STEP_LINE, read_torchtitan
 
 BLOCKED_KINDS = ("stall", "idle")
 SYNC_ROWS_SHOWN = 12
