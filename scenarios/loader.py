@@ -17,11 +17,12 @@ from typing import Any, Iterable
 
 from islands.io import read_bounded_text
 from islands.schedules import SCHEDULES, schedule_of
+from islands.schedules.base import GRADIENT
 
 from .errors import ScenarioError
 from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
-from .model import (BackboneSpec, ChurnEvent, IslandSpec, ModelSpec, NetworkSpec, PairLatency, Scenario, ScheduleSpec,
-                    SyncerSpec)
+from .model import (BackboneSpec, ChurnEvent, ExchangeSpec, IslandSpec, ModelSpec, NetworkSpec, PairLatency, Scenario,
+                    ScheduleSpec, SyncerSpec)
 from .latencies import with_csv
 from .regions import check_collective, check_topology
 from .sanity import check_runnable, check_step_time
@@ -248,6 +249,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     schedule = ScheduleSpec(**schedule_values)
     network = NetworkSpec(**read_table(document.get("network", {}), SECTIONS["network"], "network.", source))
     syncer = SyncerSpec(**read_table(document.get("syncer", {}), SECTIONS["syncer"], "syncer.", source))
+    exchange = ExchangeSpec(**read_table(document.get("exchange", {}), SECTIONS["exchange"], "exchange.", source))
     trainer = read_trainer(document.get("trainer", {}), source)
     accelerators = read_accelerators(document.get("accelerators", {}), source)
     islands = read_islands(document.get("island"), model, accelerators, source)
@@ -264,8 +266,9 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     scenario = Scenario(name=top["name"], description=top["description"], seed=top["seed"], model=model,
                         schedule=schedule, network=network, islands=islands, source=source, trainer=trainer,
                         syncer=syncer, events=tuple(sorted(events, key=lambda event: event.at_s)),
-                        regions=regions, backbones=backbones, latencies=latencies)
+                        regions=regions, backbones=backbones, latencies=latencies, exchange=exchange)
     check_schedule(scenario, source)
+    check_exchange(scenario, source)
     check_collective(scenario, source)
     check_runnable(scenario, events)
     return scenario
@@ -434,6 +437,35 @@ def check_schedule(scenario: Scenario, source: str) -> None:
                             "false stops every worker on a chip failure, but this scenario's churn (mtbf_s, "
                             "[[event]] or present = false) lets workers come and go: set elastic = true")
     check_layers(scenario.model, declared.fragments(schedule), source)
+
+
+def check_exchange(scenario: Scenario, source: str) -> None:
+    """``[exchange]`` keys that do nothing, or miss what they need, are refused."""
+    exchange, declared = scenario.exchange, schedule_of(scenario)
+    if exchange.bucket_cap_mb is not None and exchange.calls != "buckets":
+        raise ScenarioError(source, "exchange.bucket_cap_mb",
+                            f'has no effect with calls = "{exchange.calls}": set calls = "buckets" or remove it')
+    if exchange.tensors is not None and exchange.calls != "per_tensor":
+        raise ScenarioError(source, "exchange.tensors",
+                            f'has no effect with calls = "{exchange.calls}": set calls = "per_tensor" or remove it')
+    if exchange.calls == "per_tensor" and exchange.tensors is None:
+        raise ScenarioError(source, "exchange.tensors",
+                            'is required with calls = "per_tensor": the model\'s parameter tensors, '
+                            "len(list(model.parameters()))")
+    if exchange.is_default:
+        return
+    if not declared.coupled:
+        raise ScenarioError(source, "[exchange]",
+                            f'prices collective calls; algorithm = "{scenario.schedule.algorithm}" has none (its '
+                            "learners' round trips to the syncer): remove the section")
+    if scenario.network.collective != "ring":
+        raise ScenarioError(source, "[exchange]",
+                            f'prices a ring\'s calls; network.collective = "{scenario.network.collective}" is '
+                            'not priced by it: use collective = "ring" or remove the section')
+    if exchange.outer_step_s > 0 and declared.exchanged == GRADIENT:
+        raise ScenarioError(source, "exchange.outer_step_s",
+                            f'has no effect: algorithm = "{scenario.schedule.algorithm}" takes no outer step '
+                            "(set it to 0)")
 
 
 def check_layers(model: ModelSpec, fragments: int, source: str) -> None:

@@ -55,6 +55,8 @@ class NetworkSpec:
     collective: str = "ring"
     on_departure: str = "restart"
 
+    ring_efficiency: float = 1.0
+
     def tcp_cap_bytes_per_s(self, one_way_latency_s: float) -> float:
         """``streams`` times one stream's rate at RTT = 2 x ``one_way_latency_s``: the window over the
         RTT, and with ``loss_rate`` = p at most MATHIS_C x MSS / (RTT x sqrt(p)) (Mathis, Semke, Mahdavi
@@ -66,6 +68,40 @@ class NetworkSpec:
         if self.loss_rate > 0:
             stream_bytes_per_s = min(stream_bytes_per_s, MATHIS_C * MSS_BYTES / (rtt_s * math.sqrt(self.loss_rate)))
         return self.streams * stream_bytes_per_s
+
+
+DEFAULT_BUCKET_CAP_MB = 25.0  # PyTorch DDP's bucket_cap_mb
+BYTES_PER_MIB = 2**20
+
+
+@dataclass(frozen=True)
+class ExchangeSpec:
+    """How the training stack makes one exchange: its collective calls and their fixed costs
+    (``[exchange]``). An exchange of C calls over a ring of M pays C x (``call_overhead_s`` + 2(M-1) x
+    the slowest hop's latency) besides its bytes; the run's first call also pays ``first_call_s``."""
+
+    calls: str = "flat"
+    bucket_cap_mb: float | None = None
+    tensors: int | None = None
+    call_overhead_s: float = 0.0
+    first_call_s: float = 0.0
+    outer_step_s: float = 0.0
+
+    def calls_of(self, values: float, total_values: float, bytes_per_value: float) -> int:
+        """Collective calls of an exchange of ``values`` (of the model's ``total_values``): one flat
+        buffer; ceil(values x bytes_per_value / bucket) buckets, the bucket in MiB of unencoded values
+        as PyTorch counts it; or the fragment's share of the model's tensors, at least one."""
+        if self.calls == "buckets":
+            bucket_bytes = (self.bucket_cap_mb or DEFAULT_BUCKET_CAP_MB) * BYTES_PER_MIB
+            return max(1, math.ceil(values * bytes_per_value / bucket_bytes))
+        if self.calls == "per_tensor" and self.tensors is not None:
+            return max(1, round(self.tensors * values / total_values))
+        return 1
+
+    @property
+    def is_default(self) -> bool:
+        """One flat call at no fixed cost: what a scenario without ``[exchange]`` prices."""
+        return self == ExchangeSpec()
 
 
 @dataclass(frozen=True)
@@ -168,6 +204,7 @@ class Scenario:
     network: NetworkSpec
     islands: tuple[IslandSpec, ...]
     source: str
+    exchange: ExchangeSpec = field(default_factory=ExchangeSpec)
     trainer: TrainerSpec = field(default_factory=trainer_spec)
     events: tuple[ChurnEvent, ...] = ()
     syncer: SyncerSpec = field(default_factory=SyncerSpec)

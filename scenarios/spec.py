@@ -23,6 +23,7 @@ NETWORK_MODELS = ("auto", "alpha-beta", "flow")
 RING_ORDERS = ("listed", "optimised")
 COLLECTIVE_SHAPES = ("ring", "hierarchical", "tree")
 DEPARTURE_POLICIES = ("restart", "partial")
+EXCHANGE_CALLS = ("flat", "buckets", "per_tensor")
 
 
 # Bounds beyond which a value is physically absurd or would defeat float64 time; docs/limits.md
@@ -41,6 +42,11 @@ MAX_LOSS_RATE = 0.1  # beyond 10% loss TCP mostly waits out timeouts, which Math
 MAX_DETECTION_TIMEOUT_S = 86400.0
 MAX_EXCHANGE_CPU_S_PER_VALUE = 1e-6
 MAX_EXCHANGE_END_SPREAD_S = 60.0
+MIN_BUCKET_CAP_MB, MAX_BUCKET_CAP_MB = 1.0 / 1024, 1e6  # 1 KiB to a terabyte: beyond, one bucket holds any model
+MAX_TENSORS = 10_000_000
+MAX_CALL_OVERHEAD_S = 60.0
+MAX_FIRST_CALL_S = 3600.0
+MAX_OUTER_STEP_S = 3600.0
 MAX_COST_PER_HOUR = 1e6  # per worker: a rack of accelerators is thousands an hour, not millions
 MAX_REPLICAS = 100_000  # also the bound on the scenario's workers together
 MIN_STEP_TIME_S, MAX_STEP_TIME_S = 1e-6, 86400.0
@@ -215,10 +221,38 @@ NETWORK_KEYS = {
                         'scratch once they notice) or "partial" (it goes on without the departed member, whose '
                         "contribution is dropped; the others wait detection_timeout_s for its part); the "
                         "simulator's choice: islands train restarts"),
+    "ring_efficiency": Key("float", 1.0, fraction_up_to_one,
+                           "the fraction of its slowest link's rate a ring collective achieves (1: all of it); "
+                           "below 1 where one FIFO per egress queues each node's acknowledgements behind its "
+                           "uploads (nccl-tests' bus bandwidth over iperf3's rate: 0.79 at 50 Mbit/s, 0.90 at 200 "
+                           "in real runs through tc tbf); islands calibrate measures it"),
     "ring_order": Key("str", "listed", one_of(*RING_ORDERS),
                       '"listed" (workers in file order) or "optimised" (the members of a region together, the '
                       "regions in the order whose slowest backbone is widest); the simulator's choice: islands "
                       "train runs the ring in rank order"),
+}
+
+EXCHANGE_KEYS = {
+    "calls": Key("str", "flat", one_of(*EXCHANGE_CALLS),
+                 'how the stack splits one exchange into collective calls: "flat" (one call on one buffer, as '
+                 'islands train does), "buckets" (calls of bucket_cap_mb, as PyTorch DDP) or "per_tensor" (one '
+                 "call per parameter tensor, issued back to back); each call pays call_overhead_s and the "
+                 "ring's 2(M-1) hop latencies"),
+    "bucket_cap_mb": Key("float", None, between(MIN_BUCKET_CAP_MB, MAX_BUCKET_CAP_MB, " MiB"),
+                         'calls = "buckets": MiB of unencoded values per call (PyTorch DDP\'s bucket_cap_mb; '
+                         "default 25)"),
+    "tensors": Key("int", None, between(1, MAX_TENSORS),
+                   'calls = "per_tensor": the parameter tensors of the model (len(list(model.parameters()))), '
+                   "each fragment taking its share"),
+    "call_overhead_s": Key("float", 0.0, between(0, MAX_CALL_OVERHEAD_S, " s"),
+                           "fixed seconds each collective call costs beyond its ring's hop latencies (launch, "
+                           "synchronisation); islands calibrate measures it"),
+    "first_call_s": Key("float", 0.0, between(0, MAX_FIRST_CALL_S, " s"),
+                        "extra seconds of the run's first collective: the communicator set up at the first call "
+                        "(NCCL: 0.4-0.8 s)"),
+    "outer_step_s": Key("float", 0.0, between(0, MAX_OUTER_STEP_S, " s"),
+                        "the DiLoCo family's outer step (and merge) on the critical path after each sync, for the "
+                        "whole model; a fragment takes its share"),
 }
 
 ISLAND_KEYS = {
@@ -303,6 +337,7 @@ SECTIONS = {
     "model": MODEL_KEYS,
     "schedule": SCHEDULE_KEYS,
     "network": NETWORK_KEYS,
+    "exchange": EXCHANGE_KEYS,
     "syncer": SYNCER_KEYS,
 }
 

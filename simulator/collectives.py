@@ -48,6 +48,7 @@ import simpy
 
 from islands.scenarios import Scenario
 from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
+from islands.units import BITS_PER_BYTE
 
 from islands.scenarios.model import NetworkSpec
 
@@ -146,13 +147,34 @@ class Leg:
     narrowest_bytes_per_s: float | None = None  # its narrowest link's share, where the topology priced it
 
 
-def ring_leg(ring: RingCollective, topology: Topology, network: NetworkSpec) -> Leg:
+def ring_leg(ring: RingCollective, topology: Topology, network: NetworkSpec, calls: int = 1,
+             call_overhead_s: float = 0.0) -> Leg:
     """A ring as one transfer: every participant's links (and backbone crossings), its bytes per worker,
-    its hops at the slowest hop's latency, capped by TCP there."""
+    and before them, for each of its ``calls`` collective calls, the hops at the slowest hop's latency
+    and the call's fixed cost; capped by TCP there and by ``network.ring_efficiency`` of its slowest link.
+
+    An exchange split into C calls issued back to back (buckets, one per tensor) takes, alone on its
+    links, C x (2(M-1) alpha + c) + 2(M-1)/M x S / (e x beta): the calls' bytes add up to the one
+    buffer's, their latencies and fixed costs do not share."""
     hop_s = ring.slowest_hop_latency_s(topology)
     links, narrowest_bytes_per_s = topology.ring_route(ring.participants)
-    return Leg(links, ring.bytes_per_worker, ring.latency_s(hop_s), network.tcp_cap_bytes_per_s(hop_s),
-               narrowest_bytes_per_s)
+    cap_bytes_per_s = network.tcp_cap_bytes_per_s(hop_s)
+    if network.ring_efficiency < 1:
+        slowest = min(link.capacity_bytes_per_s for link in links)
+        cap_bytes_per_s = min(cap_bytes_per_s, network.ring_efficiency * slowest)
+    latency_s = calls * (ring.latency_s(hop_s) + call_overhead_s)
+    return Leg(links, ring.bytes_per_worker, latency_s, cap_bytes_per_s, narrowest_bytes_per_s)
+
+
+def outer_step_s(scenario: Scenario, values: float) -> float:
+    """The outer step and merge after an exchange of ``values``: its share of ``exchange.outer_step_s``."""
+    return scenario.exchange.outer_step_s * values / scenario.model.parameters
+
+
+def calls_of(scenario: Scenario, payload_bytes: float) -> int:
+    """The collective calls of an exchange of ``payload_bytes`` on the wire (``ExchangeSpec.calls_of``)."""
+    values = payload_bytes * BITS_PER_BYTE / scenario.schedule.bits
+    return scenario.exchange.calls_of(values, scenario.model.parameters, scenario.model.bytes_per_param)
 
 
 def copy_leg(sender: int, receiver: int, payload_bytes: float, topology: Topology, network: NetworkSpec) -> Leg:

@@ -1,22 +1,21 @@
 """The discrete-event engine: workers compute, schedules call collectives, the network times them.
 
-Each present worker is one SimPy process that walks its schedule's sync points. Between two points it
-computes the steps in between as one timeout whose length is drawn for the whole span (a run's cost
-grows with the number of syncs and fragments, not with H). At a launch point it joins the collective,
-after the work on the exchange path (``network.exchange_cpu_s_per_value`` x the tensor's values:
-the screening of its tensor before any byte moves), which starts when every expected participant has
-arrived (a ring all-reduce, or the all-gather of every payload that ``trainer.aggregation`` = median
-or trimmed_mean needs: ``collectives.COLLECTIVES``); at an apply point it waits for it to finish.
-Waiting for the collective to start (the members' exchange work, late participants) is recorded as
-``idle``, waiting for the transfer itself as ``stall``; a member may be done up to
-``network.exchange_end_spread_s`` before the last (``collectives.end_offsets_s``). Departures and
-joins live in ``churn.py``; the deadline barrier and adaptive H in ``barriers.py``. An island's
-identical replicas run as one worker that stands for all of them (``replicas.py``).
+Each present worker is one SimPy process that walks its schedule's sync points. Between two points it computes
+the steps in between as one timeout whose length is drawn for the whole span (a run's cost grows with the number
+of syncs and fragments, not with H). At a launch point it joins the collective, after the work on the exchange
+path (``network.exchange_cpu_s_per_value`` x the tensor's values: the screening of its tensor before any byte
+moves), which starts when every expected participant has arrived (a ring all-reduce, or the all-gather of every
+payload that ``trainer.aggregation`` = median or trimmed_mean needs: ``collectives.COLLECTIVES``); at an apply
+point it waits for it to finish. Waiting for the collective to start (the members' exchange work, late
+participants) is recorded as ``idle``, waiting for the transfer itself as ``stall``; a member may be done up to
+``network.exchange_end_spread_s`` before the last (``collectives.end_offsets_s``). Departures and joins live in
+``churn.py``; the deadline barrier and adaptive H in ``barriers.py``. An island's identical replicas run as one
+worker that stands for all of them (``replicas.py``).
 
-This module holds the process loop alone; its parts each have one job: ``fleet.Fleet`` (who is present,
-the workers' states), ``exchanges.Exchanges`` (a collective per sync, staged or not, or Decoupled
-DiLoCo's syncer: ``syncer.Syncer``), ``tracelog.TraceLog`` (the rows), ``progress.Progress`` (the
-completed outer steps and the run's end); churn, failures and the barrier each take the parts they use.
+This module holds the process loop alone; its parts each have one job: ``fleet.Fleet`` (who is present, the
+workers' states), ``exchanges.Exchanges`` (a collective per sync, staged or not, or Decoupled DiLoCo's syncer:
+``syncer.Syncer``), ``tracelog.TraceLog`` (the rows), ``progress.Progress`` (the completed outer steps and the
+run's end); churn, failures and the barrier each take the parts they use.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from islands.trace import NO_FRAGMENT, Row
 
 from . import barriers, budget, lockstep, one_learner, replicas, returning
 from .churn import DEPARTURE, Churn
-from .collectives import Leg, PendingCollective, RingCollective
+from .collectives import Leg, PendingCollective, RingCollective, outer_step_s
 from .endings import event_limit_error, everyone_gone_reason, horizon_reason
 from .events import CountingEnvironment, EventLimitReached
 from .exchanges import Collectives, Exchanges, StagedCollectives
@@ -101,8 +100,6 @@ class Simulation:
                           self.start_worker)
         kind = StagedCollectives if self.scenario.network.collective in STAGED else Collectives
         return kind(*parts, self.last_fragment)
-
-    # --- what lockstep.py, result.py and the tests read ------------------------------------------
 
     @property
     def states(self) -> list[WorkerState]:
@@ -273,12 +270,15 @@ class Simulation:
         return max(position, target)
 
     def wait(self, state: WorkerState, exchange: Any, point: SyncPoint) -> Generator[simpy.Event, Any, None]:
-        """Wait for the worker's own end of ``exchange``; its exchanges record the wait's rows."""
-        arrived_s = self.env.now
+        """Wait for the worker's own end of ``exchange``, then its outer step (a ``stall``); record the rows."""
+        arrived_s, outer_s = self.env.now, outer_step_s(self.scenario, point.values)
         own_end = self.exchanges.own_end(state.worker.rank, exchange)
-        if not own_end.processed:
+        if not own_end.processed or outer_s:
             self.trace.open(state, "wait", point.fragment, point.outer_step)
-            yield own_end
+            if not own_end.processed:
+                yield own_end
+            if outer_s:
+                yield self.env.timeout(outer_s)
             self.trace.cancel(state)
         self.exchanges.record_wait(state, arrived_s, exchange, point)
 

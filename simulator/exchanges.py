@@ -15,6 +15,7 @@ a collective formed, a member arrived, and the last fragment of an outer step is
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import Any, Callable, Generator
 
 import simpy
@@ -22,7 +23,8 @@ import simpy
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 
-from .collectives import COLLECTIVES, Leg, PendingCollective, RingCollective, end_offsets_s, launch, ring_leg
+from .collectives import (COLLECTIVES, Leg, PendingCollective, RingCollective, calls_of, end_offsets_s, launch,
+                          ring_leg)
 from .fleet import Fleet
 from .staged import STAGED, StagedCollective
 from .topology import Topology
@@ -35,6 +37,12 @@ Hook = Callable[[PendingCollective], None]
 
 def no_hook(_collective: PendingCollective) -> None:
     return None
+
+
+def with_set_up(leg: Leg, scenario: Scenario) -> Leg:
+    """The run's first collective: its calls' latency after the communicator's set-up
+    (``exchange.first_call_s``), which the first call of a process pays once."""
+    return replace(leg, latency_s=leg.latency_s + scenario.exchange.first_call_s)
 
 
 class Exchanges(ABC):
@@ -85,7 +93,9 @@ class Collectives(Exchanges):
     def __init__(self, env: simpy.Environment, scenario: Scenario, network: Any, topology: Topology, fleet: Fleet,
                  trace: TraceLog, last_fragment: int):
         self.env, self.spec, self.network, self.topology = env, scenario.network, network, topology
+        self.scenario = scenario
         self.fleet, self.trace, self.last_fragment = fleet, trace, last_fragment
+        self.set_up = scenario.exchange.first_call_s == 0  # the run's first call sets the communicator up
         self.pending: dict[tuple[int, int], PendingCollective] = {}
         self.rings: dict[tuple, tuple[RingCollective, Leg]] = {}
         self.counts: dict[str, int] = {}
@@ -171,6 +181,8 @@ class Collectives(Exchanges):
     def transmit(self, collective: PendingCollective, participants: tuple[int, ...], attempt: int) -> None:
         """The ring as one transfer; under an end spread each member's own end before the last's."""
         ring, leg = self.ring_and_leg(collective.ring, participants, collective.payload_bytes)
+        if not self.set_up:
+            leg, self.set_up = with_set_up(leg, self.scenario), True
         transfer = launch(self.network, leg)
         collective.transfers = [transfer]
         bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
@@ -196,7 +208,8 @@ class Collectives(Exchanges):
                 self.rings.clear()
             counts = tuple(map(self.fleet.replica_counts.__getitem__, participants)) if self.fleet.grouped else ()
             ring = kind(participants, payload_bytes, counts if counts and max(counts) > 1 else ())
-            self.rings[key] = ring, ring_leg(ring, self.topology, self.spec)
+            self.rings[key] = ring, ring_leg(ring, self.topology, self.spec, calls_of(self.scenario, payload_bytes),
+                                             self.scenario.exchange.call_overhead_s)
         return self.rings[key]
 
     def member_done(self, collective: PendingCollective, rank: int, attempt: int) -> None:

@@ -35,7 +35,7 @@ from islands.summary import Workers
 from islands.trace import NO_FRAGMENT, Row
 
 from . import budget
-from .collectives import COLLECTIVES
+from .collectives import COLLECTIVES, outer_step_s
 from .links import Transfer
 from .timeline import Timeline, timeline_of
 from .workers import LAUNCH, sync_actions
@@ -113,6 +113,7 @@ class Lockstep:
         self.peak_transfers: list[Transfer] = []  # ``play_one``: each ring's first transfer
         self.participants = sim.topology.ring(self.ranks, sim.scenario.network.ring_order)  # never changes
         self.rings: dict[tuple, tuple] = {}  # (collective, payload) -> its ring, leg and first transfer
+        self.set_up_s = sim.scenario.exchange.first_call_s  # paid by the run's first collective
 
     def play(self) -> None:
         sim = self.sim
@@ -153,6 +154,8 @@ class Lockstep:
         launches = len(timeline.fragments)
         starts, ends = [0.0] * launches, [0.0] * launches
         leg_of = [legs[fragment] for fragment in timeline.fragments]
+        set_up_s = self.sim.scenario.exchange.first_call_s
+        outer_of = [legs[fragment][4] for fragment in timeline.fragments]
         for action, steps in zip(timeline.actions, timeline.steps):
             if steps:
                 since, now = now, now + steps * step_time_s
@@ -160,6 +163,8 @@ class Lockstep:
             if action >= 0:
                 start_s = now if now > last_end_s else last_end_s  # max(): the first when equal
                 latency_s, transfer_s = leg_of[action][:2]
+                if set_up_s:  # the run's first call sets the communicator up
+                    latency_s, set_up_s = latency_s + set_up_s, 0.0
                 data_end = start_s + latency_s + transfer_s  # the data starts after the latency
                 last_end_s = ends[action] = start_s + (data_end - start_s)  # SimPy: now + the timeout's delay
                 starts[action] = start_s
@@ -171,6 +176,9 @@ class Lockstep:
                 idle += boundary - now
                 stall += end_s - boundary
                 now = end_s
+            if outer_of[~action]:
+                stall += outer_of[~action]
+                now += outer_of[~action]
         sent = 0.0
         for leg in leg_of:
             sent += leg[2]
@@ -183,14 +191,16 @@ class Lockstep:
         self.peak_transfers = [legs[fragment][3] for fragment in sorted(set(timeline.fragments))]
         sim.completed_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule)
 
-    def legs(self) -> list[tuple[float, float, float, Transfer]]:
+    def legs(self) -> list[tuple[float, float, float, Transfer, float]]:
         """Each fragment's collective as ``play_one`` takes it: the latency before its data moves, the
-        seconds its bytes take at its ring's rate, the bytes each worker sends, and its first transfer."""
-        _, payloads, collective = self.sim.schedule.priced_fragments(self.sim.scenario)
+        seconds its bytes take at its ring's rate, the bytes each worker sends, its first transfer, and
+        the outer step after it (``outer_step_s``)."""
+        values, payloads, collective = self.sim.schedule.priced_fragments(self.sim.scenario)
         legs = []
-        for payload_bytes in payloads:
+        for fragment_values, payload_bytes in zip(values, payloads):
             ring, leg, first = self.ring(collective, payload_bytes)
-            legs.append((leg.latency_s, leg.bytes_per_link / first.rate_bytes_per_s, ring.bytes_per_worker, first))
+            legs.append((leg.latency_s, leg.bytes_per_link / first.rate_bytes_per_s, ring.bytes_per_worker, first,
+                         outer_step_s(self.sim.scenario, fragment_values)))
         return legs
 
     def one_transfers(self) -> list[Transfer]:
@@ -199,8 +209,10 @@ class Lockstep:
         timeline, starts = self.one_run
         legs = self.legs()
         transfers = []
+        set_up_s = self.sim.scenario.exchange.first_call_s
         for fragment, start_s in zip(timeline.fragments, starts):
-            latency_s, transfer_s, _, first = legs[fragment]
+            latency_s, transfer_s, _, first, _ = legs[fragment]
+            latency_s, set_up_s = latency_s + set_up_s, 0.0
             transfer = object.__new__(Transfer)
             transfer.__dict__.update(first.__dict__)
             data_start = start_s + latency_s
@@ -261,7 +273,8 @@ class Lockstep:
         transfer = object.__new__(Transfer)  # a copy of the first, its counted links included
         transfer.__dict__.update(first.__dict__)
         rate = transfer.rate_bytes_per_s
-        data_start = start_s + leg.latency_s
+        latency_s, self.set_up_s = leg.latency_s + self.set_up_s, 0.0  # the first call sets up the communicator
+        data_start = start_s + latency_s
         data_end = data_start + leg.bytes_per_link / rate
         transfer.segments = [(data_start, data_end, rate)]
         transfer.end_s = data_end
@@ -295,6 +308,13 @@ class Lockstep:
             self.now = np.where(waiting, end_s, since)
         if self.rows is not None:
             self.record_waits(point, since, np.minimum(end_s, np.maximum(since, start_s)), end_s)
+        outer_s = outer_step_s(self.sim.scenario, point.values)
+        if outer_s:  # the outer step and merge, on every worker's critical path
+            waited = self.now
+            self.now = waited + outer_s
+            self.stall += outer_s
+            if self.rows is not None:
+                self.record("stall", waited, self.now, point.fragment, point.outer_step)
         self.merged_steps += self.position - self.applied_position
         self.applied_position = self.position
 

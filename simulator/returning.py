@@ -90,6 +90,7 @@ def applies(scenario: Scenario, schedule: Schedule, network_model: str) -> bool:
             and not scenario.backbones and not scenario.latencies and not network.rtt_csv
             and network_model == "flow" and network.collective == "ring"
             and network.exchange_cpu_s_per_value == 0 and network.exchange_end_spread_s == 0
+            and network.ring_efficiency == 1 and scenario.exchange.is_default
             and scenario.schedule.barrier == "wait" and network.on_departure in ("restart", "partial")
             and blocking_period_steps(scenario, schedule) is not None)
 

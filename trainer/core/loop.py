@@ -39,7 +39,7 @@ from .group import Group
 from .model import GPTConfig, build_model, decay_groups
 from .outer import Fragment, build_fragments
 from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict
-from .sync import Exchanger
+from .sync import Exchanger, exchange_calls
 from .tracing import Clock, MetricsLog, Recorder
 from .world import (Downloaded, Ending, Entry, FixedWorld, Groups, Local, Passive, Rejoin, Start, World, flatten,
                     unflatten_into)
@@ -116,7 +116,8 @@ class Trainer:
         state = self.verified_resume(resume_dir) if resume_dir else None
         groups, bits, rule = self.groups, plan.scenario.schedule.bits, aggregation_rule(plan)
         self.clock = Clock()
-        self.exchanger = Exchanger(groups.cross, groups.intra_sync, bits, self.clock, rule, device)
+        self.exchanger = Exchanger(groups.cross, groups.intra_sync, bits, self.clock, rule, device,
+                                   exchange_calls(plan.scenario, sum(p.numel() for p in self.params)))
         self.exchanger.warm_up(sum(p.numel() for p in self.params), plan.islands)
         self.start_clock(state)
         self.excluded: list[dict[str, Any]] = []

@@ -17,15 +17,17 @@ from __future__ import annotations
 import math
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
+from islands.scenarios import Scenario
 from islands.schedules import ALL_GATHER, collective_of
 
 from .comm import Echo
 from .group import Group
 from .memory import fresh_pages_of
-from .quantize import average
+from .quantize import average, padded_length
 from .robust import AggregationRule, Verdict, contribution_stats, robust_average, screen
 from .tracing import Clock
 
@@ -59,14 +61,38 @@ def share(x: torch.Tensor, index: int, parts: int) -> torch.Tensor:
     return padded
 
 
+def exchange_calls(scenario: Scenario, total_values: int) -> Callable[[int], int]:
+    """The collective calls of an exchange of so many values of a model of ``total_values``, as the
+    simulator counts them (``ExchangeSpec.calls_of``)."""
+    exchange, bytes_per_value = scenario.exchange, scenario.model.bytes_per_param
+    return lambda values: exchange.calls_of(values, total_values, bytes_per_value)
+
+
+def one_call(values: int) -> int:
+    """One collective call however many values: the flat buffer."""
+    return 1
+
+
+def call_pieces(x: torch.Tensor, calls: int, unit: int) -> tuple[torch.Tensor, ...]:
+    """``x`` in ``calls`` contiguous pieces, each but the last a whole number of ``unit`` values (the
+    quantised average pads every call to whole units: aligned, only the last call pads), or equal
+    pieces where the tensor is too small for ``calls`` aligned ones."""
+    length = math.ceil(x.numel() / calls / unit) * unit
+    pieces = torch.split(x, length)
+    return pieces if len(pieces) == calls else torch.tensor_split(x, calls)
+
+
 class Exchanger:
     """Averages flat fp32 tensors over the islands, one at a time, on one background thread."""
 
     def __init__(self, cross: Group, intra: Group | None, bits: int, clock: Clock,
-                 rule: AggregationRule = AggregationRule(), device: torch.device | str = "cpu"):
+                 rule: AggregationRule = AggregationRule(), device: torch.device | str = "cpu",
+                 calls: Callable[[int], int] = one_call):
         """``device``: the training thread's; the exchange thread makes it its own current CUDA device
-        (a new thread starts on GPU 0, where NCCL calls and new tensors would otherwise go)."""
+        (a new thread starts on GPU 0, where NCCL calls and new tensors would otherwise go). ``calls``:
+        how many collective calls the mean of so many values takes (``exchange.calls``)."""
         self.cross = cross
+        self.calls = calls
         self.intra = intra
         self.bits = bits
         self.clock = clock
@@ -118,10 +144,23 @@ class Exchanger:
         if collective_of(self.rule.aggregation) == ALL_GATHER:
             return robust_average(x, self.cross, self.bits, verdict, self.rule.aggregation,
                                   self.rule.trim_fraction)
-        mean, sent = average(x, self.cross, self.bits)
+        mean, sent = self.average_in_calls(x)
         if verdict.count < self.cross.size:
             mean = mean * (self.cross.size / verdict.count)
         return mean, sent
+
+    def average_in_calls(self, x: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """The mean of ``x`` as ``calls`` collective calls issued back to back, each on its own piece
+        (``call_pieces``), as a stack that all-reduces bucket by bucket or tensor by tensor does."""
+        calls = self.calls(x.numel())
+        if calls == 1:
+            return average(x, self.cross, self.bits)
+        means, sent = [], 0
+        for piece in call_pieces(x, calls, padded_length(1, self.cross.size)):
+            mean, piece_sent = average(piece, self.cross, self.bits)
+            means.append(mean)
+            sent += piece_sent
+        return torch.cat(means), sent
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
