@@ -28,7 +28,8 @@ overhead, at least 0 (replacing the scenario's own latencies and ``network.rtt_c
 ring of M pays the exchange's fixed cost; every link's token bucket of ``burst_bytes``;
 ``network.exchange_cpu_s_per_value`` and ``network.exchange_end_spread_s`` from the exchange (a
 profile without one leaves the scenario's own costs and buckets). An island with replicas takes its host's figures for each of them; two replicas of one island talk at
-the island's own ``latency_ms`` (one host cannot measure that).
+the island's own ``latency_ms`` (one host cannot measure that). A collective sets
+``exchange.call_overhead_s`` and ``network.ring_efficiency`` (``ring_terms``).
 """
 
 from __future__ import annotations
@@ -222,6 +223,10 @@ def apply_profile(document: dict[str, Any], profile: NetworkProfile, profile_pat
     if profile.exchange is not None:
         network["exchange_cpu_s_per_value"] = profile.exchange.cpu_s_per_value
         network["exchange_end_spread_s"] = profile.exchange.end_spread_s
+    if profile.collective is not None:
+        terms = ring_terms(profile, profile_path)
+        document.setdefault("exchange", {})["call_overhead_s"] = terms.call_overhead_s
+        network["ring_efficiency"] = terms.ring_efficiency
     return document
 
 

@@ -208,3 +208,27 @@ def test_the_text_readers_say_what_they_used():
     assert table.rows[0].time_s == pytest.approx(0.100002)
     gather = read_nccl_tests(SAMPLES / "nccl-all-gather-3.txt")
     assert (gather.test, gather.test_from, gather.ranks) == ("all_gather", "its rows reduce nothing", None)
+
+
+def test_the_simulator_remakes_the_largest_all_reduce_from_the_profile(samples):
+    """A flat exchange of the largest size among the three islands, priced with the profile's call
+    overhead and ring efficiency, takes what nccl-tests measured: c + 2(M-1) alpha is the per-call
+    latency, and the bytes move at e x the slowest link, the data's bus rate."""
+    from islands.simulator import simulate
+
+    calibrate(*PINGS, "--nccl-tests", "nccl-all-reduce-3.txt")
+    size = ALL_REDUCE_SIZES[-1]
+    (samples / "three.toml").write_text(f"""name = "three"
+[model]
+parameters = {size // 4}
+bytes_per_param = 4
+[schedule]
+algorithm = "diloco"
+inner_steps = 10
+outer_steps = 2
+""" + "".join(f'[[island]]\nname = "{name}"\nstep_time_s = 1\nbandwidth_gbps = 1\n' for name in "abc"))
+    scenario = ScenarioSource.read(samples / "three.toml").with_network_profile(samples / "profile.json").scenario
+    assert scenario.exchange.call_overhead_s == pytest.approx(0.1 - 4 * 0.02005)
+    assert scenario.network.ring_efficiency == pytest.approx(4 / 3 * 8 / 0.25e-6 / 48e6)
+    # the row: (8488611 + 8488605) / 2 microseconds
+    assert simulate(scenario).summary["mean_sync_s"] == pytest.approx(8.488608, rel=1e-9)
