@@ -84,8 +84,9 @@ def iperf3_links(paths: tuple[str, ...], book: dict[str, str]) -> tuple[dict[tup
             raise UserError(f"{path}: start.connected.0.local_host: {run.local_host} (the client) is no --host's "
                             f"address: add it to its host's --host NAME=ADDRESS,... ({given(book)})")
         if server is None:
-            raise UserError(f"{path}: start.connected.0.remote_host: neither {run.remote_host} nor "
-                            f"{run.target} (the server) is a --host's address ({given(book)})")
+            names = run.remote_host if run.target == run.remote_host else f"neither {run.remote_host} nor {run.target}"
+            raise UserError(f"{path}: start.connected.0.remote_host: {names} (the server) is no --host's address: "
+                            f"add it to its host's --host NAME=ADDRESS,... ({given(book)})")
         if client == server:
             raise UserError(f"{path}: start.connected: both ends are --host {client}: one file per pair of hosts")
         for direction, bits_per_s in (((client, server), run.sent_bits_per_s),

@@ -63,8 +63,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-FILE_FLAGS = {"hosts": "--host", "iperf3": "--iperf3", "pings": "--ping", "nccl_tests": "--nccl-tests",
-              "nccl_ranks": "--nccl-ranks"}
+FILE_FLAGS = {"iperf3": "--iperf3", "pings": "--ping", "nccl_tests": "--nccl-tests", "nccl_ranks": "--nccl-ranks",
+              "hosts": "--host"}
 MEASURING_FLAGS = {"emulate": "--emulate", "overrides": "--set", "in_process": "--in-process", "name": "--name"}
 
 
