@@ -232,3 +232,40 @@ outer_steps = 2
     assert scenario.network.ring_efficiency == pytest.approx(4 / 3 * 8 / 0.25e-6 / 48e6)
     # the row: (8488611 + 8488605) / 2 microseconds
     assert simulate(scenario).summary["mean_sync_s"] == pytest.approx(8.488608, rel=1e-9)
+
+
+def test_calibrate_from_files_is_refused_under_torchrun(samples, capsys, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    assert main(["calibrate", "--out", "p.json", *HOSTS, *IPERF3]) == 2
+    assert "run it once, not under torchrun" in capsys.readouterr().err
+
+
+OLD_ALL_GATHER = """# nThread 1 nGpus 1 minBytes 64 maxBytes 4194304 step: 64(factor) warmup iters: 5 iters: 20 validation: 1
+#
+# Using devices
+#   Rank  0 Pid  20311 on     west device  0 [0x3b] Tesla V100-SXM2-16GB
+#   Rank  1 Pid  18302 on     east device  0 [0x3b] Tesla V100-SXM2-16GB
+#
+#                                             out-of-place                       in-place
+#       size         count    type     time   algbw   busbw  error     time   algbw   busbw  error
+#        (B)    (elements)             (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+          64             8   float    20010    0.00    0.00  0e+00    20010    0.00    0.00  0e+00
+        4096           512   float    20640    0.00    0.00  0e+00    20640    0.00    0.00  0e+00
+      262144         32768   float    60320    0.00    0.00  0e+00    60320    0.00    0.00  0e+00
+     4194304        524288   float   660000    0.01    0.00  0e+00   660000    0.01    0.00  0e+00
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 0.00142
+"""
+
+
+def test_an_old_all_gather_table_without_redop_or_root_reads(tmp_path):
+    """nccl-tests before 2.10: no start line, no redop and root columns, an 'error' column of the
+    largest deviation (0e+00) where newer ones count '#wrong'; Rank lines 'Pid N on HOST device'."""
+    (tmp_path / "old.txt").write_text(OLD_ALL_GATHER)
+    table = read_nccl_tests(tmp_path / "old.txt")
+    assert (table.test, table.ranks, table.members) == ("all_gather", 2, 2)
+    assert [row.time_s for row in table.rows] == [0.02001, 0.02064, 0.06032, 0.66]
+    (tmp_path / "old.txt").write_text(OLD_ALL_GATHER.replace(": 0 OK", ": 2 FAILED"))
+    with pytest.raises(UserError, match="'Out of bounds values : 2 FAILED': the collective gave wrong results"):
+        read_nccl_tests(tmp_path / "old.txt")

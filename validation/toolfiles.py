@@ -89,7 +89,7 @@ def read_iperf3(path: str | Path) -> Iperf3Run:
     return Iperf3Run(str(path), local_host, remote_host, target,
                      sent_bits_per_s=None if reverse else forward,
                      received_bits_per_s=forward if reverse else back,
-                     min_rtt_s=sending_min_rtt_s(end, path))
+                     min_rtt_s=sending_min_rtt_s(end, reverse, path))
 
 
 def field(values: dict, key: str, kind: type, path: str | Path, prefix: str = "") -> Any:
@@ -138,16 +138,17 @@ def received_rate(end: dict, key: str, path: str | Path) -> float:
     return float(rate)
 
 
-def sending_min_rtt_s(end: dict, path: str | Path) -> float | None:
+def sending_min_rtt_s(end: dict, reverse: bool, path: str | Path) -> float | None:
     """The smallest ``min_rtt`` (microseconds) of the streams the client sent, or None (a client
-    that only received, or a system whose iperf3 reports none: 0)."""
+    that only received, or a system whose iperf3 reports none: 0). A stream's ``sender.sender`` says
+    whether the client sent it; before iperf 3.7 there is none, and the client sent unless -R."""
     streams = end.get("streams", [])
     if not isinstance(streams, list):
         raise refuse(path, "end.streams", f"{shown_value(streams)} is not a list")
     seen = []
     for index, stream in enumerate(streams):
         sender = stream.get("sender") if isinstance(stream, dict) else None
-        if not isinstance(sender, dict) or sender.get("sender") is not True or "min_rtt" not in sender:
+        if not isinstance(sender, dict) or sender.get("sender", not reverse) is not True or "min_rtt" not in sender:
             continue
         rtt = sender["min_rtt"]
         if not is_finite_number(rtt) or rtt < 0 or rtt > MAX_LATENCY_MS * 1e3:
@@ -183,6 +184,9 @@ def read_nccl_tests(path: str | Path) -> NcclTable:
     header = table_header(lines, path)
     times = [index for index, name in enumerate(header) if name == "time"]
     rows, reductions = [], set()
+    failed = next((line for line in lines if re.match(r"#\s*Out of bounds values\s*:.*FAILED", line)), None)
+    if failed:
+        raise refuse(path, "", f"'{failed.lstrip('# ').strip()}': the collective gave wrong results")
     for number, line in enumerate(lines, 1):
         tokens = line.split()
         if not tokens or line.lstrip().startswith("#") or not re.fullmatch("[0-9]+", tokens[0]):
@@ -227,11 +231,13 @@ def table_header(lines: list[str], path: str | Path) -> list[str]:
 
 def nccl_row(tokens: list[str], times: list[int], path: str | Path, number: int) -> NcclRow:
     """One size's row: its bytes and the mean of its two times, each > 0 microseconds; a row whose
-    results were wrong is refused (its #wrong column: N/A where the run did not check)."""
+    results were wrong is refused (its #wrong column: N/A where the run did not check; before
+    nccl-tests 2.10 an ``error`` column held the largest deviation, which rounding makes non-zero:
+    those runs say FAILED on their ``Out of bounds values`` line instead)."""
     seconds = []
     for index in times:
         wrong = tokens[index + 3]
-        if wrong not in ("0", "N/A"):
+        if wrong not in ("0", "N/A") and not re.fullmatch(r"[0-9.]+e[+-][0-9]+", wrong):
             raise refuse(path, f"line {number}", f"#wrong is {wrong}: the collective gave wrong results")
         seconds.append(positive_number(tokens[index], path, f"line {number}: time") / MICROSECONDS_PER_S)
     size = int(tokens[0]) if len(tokens[0]) <= 16 else 0  # 2^53 has 16 digits

@@ -83,6 +83,8 @@ def tool_files(args: argparse.Namespace):
     if not args.iperf3:
         raise UserError(f"{given_flags(args, FILE_FLAGS)[0]} needs --iperf3 FILE...: the hosts' rates come from "
                         "iperf3 files")
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        raise UserError("--iperf3 reads files measured on the hosts: run it once, not under torchrun")
     if args.nccl_ranks is not None and (args.nccl_tests is None or args.nccl_ranks < 2):
         raise UserError(f"--nccl-ranks {args.nccl_ranks}: " + ("goes with --nccl-tests FILE" if args.nccl_tests is None
                                                                else "a collective has at least 2 ranks"))
