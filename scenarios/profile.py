@@ -27,9 +27,10 @@ a ``[[latency]]`` entry per pair of islands whose round trip is the measured one
 overhead, at least 0 (replacing the scenario's own latencies and ``network.rtt_csv``), so that a
 ring of M pays the exchange's fixed cost; every link's token bucket of ``burst_bytes``;
 ``network.exchange_cpu_s_per_value`` and ``network.exchange_end_spread_s`` from the exchange (a
-profile without one leaves the scenario's own costs and buckets). An island with replicas takes its host's figures for each of them; two replicas of one island talk at
-the island's own ``latency_ms`` (one host cannot measure that). A collective sets
-``exchange.call_overhead_s`` and ``network.ring_efficiency`` (``ring_terms``).
+profile without one leaves the scenario's own costs and buckets). An island with replicas takes its
+host's figures for each of them; two replicas of one island talk at the island's own
+``latency_ms`` (one host cannot measure that). A collective sets ``exchange.call_overhead_s`` and
+``network.ring_efficiency`` (``ring_terms``).
 """
 
 from __future__ import annotations

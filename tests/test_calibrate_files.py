@@ -241,7 +241,7 @@ def test_calibrate_from_files_is_refused_under_torchrun(samples, capsys, monkeyp
     assert "run it once, not under torchrun" in capsys.readouterr().err
 
 
-OLD_ALL_GATHER = """# nThread 1 nGpus 1 minBytes 64 maxBytes 4194304 step: 64(factor) warmup iters: 5 iters: 20 validation: 1
+OLD_ALL_GATHER = """# nThread 1 nGpus 1 minBytes 64 maxBytes 4194304 step: 64(factor) warmup iters: 5 iters: 20
 #
 # Using devices
 #   Rank  0 Pid  20311 on     west device  0 [0x3b] Tesla V100-SXM2-16GB
