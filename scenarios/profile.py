@@ -14,14 +14,23 @@ The file (JSON) holds, for hosts named after the scenario's islands:
   three phases of latency however many members, where a ring pays 2(M-1) hops; and ``burst_bytes``,
   what the links sent at once when an exchange started on them idle (a token bucket: tc tbf's
   burst, a provider's allowance), fitted as the intercept of the exchange's data time in its bytes.
+  Optional: a profile built from a user's own tool files (``validation/fromtools.py``) has none;
+* ``collective`` (optional): a collective benchmark among the hosts (nccl-tests' ``all_reduce_perf``
+  or ``all_gather_perf``): its ``test``, the ``members`` (hosts) and ``ranks`` it ran on, the
+  ``call_latency_s`` fitted as the intercept of its time against message size at small sizes, and
+  ``bus_gbps``, its bus bandwidth at each message size (``size_bytes``; all_gather's is the gathered
+  total, as nccl-tests prints it). ``ring_terms`` turns it into what a ring pays beyond the model's
+  hop latencies and the slowest link's rate.
 
 A scenario takes it (``apply_profile``) as: every island's upload and download rate from its host;
 a ``[[latency]]`` entry per pair of islands whose round trip is the measured one plus twice the hop
 overhead, at least 0 (replacing the scenario's own latencies and ``network.rtt_csv``), so that a
 ring of M pays the exchange's fixed cost; every link's token bucket of ``burst_bytes``;
-``network.exchange_cpu_s_per_value`` and ``network.exchange_end_spread_s`` from the exchange. An
-island with replicas takes its host's figures for each of them; two replicas of one island talk at
-the island's own ``latency_ms`` (one host cannot measure that).
+``network.exchange_cpu_s_per_value`` and ``network.exchange_end_spread_s`` from the exchange (a
+profile without one leaves the scenario's own costs and buckets). An island with replicas takes its
+host's figures for each of them; two replicas of one island talk at the island's own
+``latency_ms`` (one host cannot measure that). A collective sets ``exchange.call_overhead_s`` and
+``network.ring_efficiency`` (``ring_terms``).
 """
 
 from __future__ import annotations
@@ -30,16 +39,17 @@ import copy
 from dataclasses import asdict, dataclass
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, Hashable, Iterable
 
 from islands.io import json_text, parse_json, read_bounded_text, write_text
-from islands.units import MS_PER_S
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .errors import ScenarioError
 from .model import PairLatency
 from .spec import is_finite_number, shown_value
 
 KIND = "islands network profile"
+COLLECTIVE_TESTS = ("all_reduce", "all_gather")
 VERSION = 1
 MAX_PROFILE_BYTES = 16 * 2**20  # a profile of thousands of hosts is a few MB
 
@@ -61,14 +71,31 @@ class ExchangeCost:
 
 
 @dataclass(frozen=True)
+class BusRate:
+    size_bytes: float            # the message size nccl-tests prints
+    bus_gbps: float              # its bus bandwidth: the rate each link of the ring carried
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    test: str                    # COLLECTIVE_TESTS: what was timed
+    members: int                 # M: the hosts it ran among
+    ranks: int                   # n: its processes (the bus bandwidth's 2(n-1)/n or (n-1)/n is in n)
+    call_latency_s: float        # the intercept of its time against message size, at small sizes
+    bus_gbps: tuple[BusRate, ...]  # by message size, smallest first
+
+
+@dataclass(frozen=True)
 class NetworkProfile:
     label: str                   # where it was measured: real hosts, or how the WAN was emulated
     hosts: tuple[Host, ...]
     rtt_ms: tuple[PairLatency, ...]
-    exchange: ExchangeCost
+    exchange: ExchangeCost | None = None
+    collective: CollectiveCost | None = None
 
     def to_json(self) -> str:
-        return json_text({"kind": KIND, "version": VERSION, **asdict(self)}, indent=2) + "\n"
+        blocks = {key: value for key, value in asdict(self).items() if value is not None}
+        return json_text({"kind": KIND, "version": VERSION, **blocks}, indent=2) + "\n"
 
     def save(self, path: Path) -> None:
         write_text(path, self.to_json())
@@ -94,16 +121,39 @@ def read_profile(path: str | Path) -> NetworkProfile:
                                      for h in values["hosts"]), str(path)),
             rtt_ms=unique_pairs(tuple(PairLatency((str(p["between"][0]), str(p["between"][1])),
                                                   non_negative(p["rtt_ms"])) for p in values["rtt_ms"]), str(path)),
-            exchange=ExchangeCost(int(values["exchange"]["members"]),
-                                  non_negative(values["exchange"]["cpu_s_per_value"]),
-                                  number(values["exchange"]["hop_overhead_s"]),
-                                  non_negative(values["exchange"]["end_spread_s"]),
-                                  non_negative(values["exchange"].get("burst_bytes", 0.0))))
+            exchange=exchange_cost(values["exchange"]) if "exchange" in values else None,
+            collective=collective_cost(values["collective"]) if "collective" in values else None)
     except ScenarioError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, OverflowError) as error:
         raise ScenarioError(str(path), "", f"{describe(error)}: the profile is incomplete or has a value out of "
                             "range; calibrate again") from None
+
+
+def exchange_cost(values: dict[str, Any]) -> ExchangeCost:
+    return ExchangeCost(int(values["members"]), non_negative(values["cpu_s_per_value"]),
+                        number(values["hop_overhead_s"]), non_negative(values["end_spread_s"]),
+                        non_negative(values.get("burst_bytes", 0.0)))
+
+
+def collective_cost(values: dict[str, Any]) -> CollectiveCost:
+    """The ``collective`` block, each figure in range; its sizes strictly rising."""
+    if values["test"] not in COLLECTIVE_TESTS:
+        raise ValueError(f"collective.test {shown_value(values['test'])} is not one of {', '.join(COLLECTIVE_TESTS)}")
+    members, ranks = whole(values["members"]), whole(values["ranks"])
+    if not 2 <= members <= ranks:
+        raise ValueError(f"collective: {members} members on {ranks} ranks: at least 2 hosts, each with a rank")
+    rates = tuple(BusRate(positive(row["size_bytes"]), positive(row["bus_gbps"])) for row in values["bus_gbps"])
+    if not rates or any(later.size_bytes <= earlier.size_bytes for earlier, later in zip(rates, rates[1:])):
+        raise ValueError("collective.bus_gbps: the sizes must be listed, smallest first, each once")
+    return CollectiveCost(values["test"], members, ranks, non_negative(values["call_latency_s"]), rates)
+
+
+def whole(value: Any) -> int:
+    """A JSON integer (not a float, a string or a boolean)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{shown_value(value)} is not a whole number")
+    return value
 
 
 def unique_hosts(hosts: tuple[Host, ...], source: str) -> tuple[Host, ...]:
@@ -166,19 +216,25 @@ def apply_profile(document: dict[str, Any], profile: NetworkProfile, profile_pat
         host = profile.host(str(table["name"]))
         table.pop("bandwidth_gbps", None)
         table["upload_gbps"], table["download_gbps"] = host.upload_gbps, host.download_gbps
-        table["upload_burst_bytes"] = table["download_burst_bytes"] = profile.exchange.burst_bytes
+        if profile.exchange is not None:
+            table["upload_burst_bytes"] = table["download_burst_bytes"] = profile.exchange.burst_bytes
     document["latency"] = latency_entries(profile, names, profile_path)
     network = document.setdefault("network", {})
     network.pop("rtt_csv", None)
-    network["exchange_cpu_s_per_value"] = profile.exchange.cpu_s_per_value
-    network["exchange_end_spread_s"] = profile.exchange.end_spread_s
+    if profile.exchange is not None:
+        network["exchange_cpu_s_per_value"] = profile.exchange.cpu_s_per_value
+        network["exchange_end_spread_s"] = profile.exchange.end_spread_s
+    if profile.collective is not None:
+        terms = ring_terms(profile, profile_path)
+        document.setdefault("exchange", {})["call_overhead_s"] = terms.call_overhead_s
+        network["ring_efficiency"] = terms.ring_efficiency
     return document
 
 
 def latency_entries(profile: NetworkProfile, names: list[str], profile_path: str) -> list[dict[str, Any]]:
     """A ``[[latency]]`` entry per pair of islands: the measured round trip plus two hop overheads."""
     measured = {frozenset(pair.between): pair.rtt_ms for pair in profile.rtt_ms}
-    overhead_ms = 2 * profile.exchange.hop_overhead_s * MS_PER_S
+    overhead_ms = 2 * profile.exchange.hop_overhead_s * MS_PER_S if profile.exchange is not None else 0.0
     entries = []
     for a, b in combinations(dict.fromkeys(names), 2):
         if frozenset((a, b)) not in measured:
@@ -186,3 +242,52 @@ def latency_entries(profile: NetworkProfile, names: list[str], profile_path: str
                                 f"no round trip between '{a}' and '{b}': calibrate them together")
         entries.append({"between": [a, b], "rtt_ms": max(0.0, measured[frozenset((a, b))] + overhead_ms)})
     return entries
+
+
+def host_rates(hosts: Iterable[Hashable], rate: dict[tuple[Hashable, Hashable], float]) -> list[tuple[float, float]]:
+    """(uplink, downlink) of each host from the rates of copies by (sender, receiver): alone, a copy
+    moves at min(sender's uplink, receiver's downlink), so a host's uplink is the fastest copy it
+    sent and its downlink the fastest it received."""
+    return [(max(r for (s, _), r in rate.items() if s == host), max(r for (_, d), r in rate.items() if d == host))
+            for host in hosts]
+
+
+@dataclass(frozen=True)
+class RingTerms:
+    """What a ring collective pays beyond the model's hops and the slowest link (``ring_terms``)."""
+    call_overhead_s: float       # the per-call latency less 2(M-1) one-way hops, at least 0
+    ring_efficiency: float       # the data's bus rate over the slowest host's, clamped into (0, 1]
+    measured_efficiency: float   # before the clamp
+    slowest_one_way_s: float
+    slowest_gbps: float
+    data_bus_gbps: float         # the largest message's bus rate, its per-call latency taken out
+
+
+def bus_factor(test: str, ranks: int) -> float:
+    """nccl-tests' bus bandwidth over its algorithm bandwidth: what each link carries per message
+    byte, 2(n-1)/n in an all-reduce's ring, (n-1)/n in an all-gather's (of the gathered total)."""
+    return (2 if test == "all_reduce" else 1) * (ranks - 1) / ranks
+
+
+def ring_terms(profile: NetworkProfile, source: str) -> RingTerms:
+    """The profile's collective as a ring's fixed cost per call and its share of the slowest link.
+
+    The per-call latency L holds the ring's 2(M-1) one-way hops: the call overhead is L less 2(M-1)
+    x the slowest pair's one-way latency (half its round trip), at least 0. The largest message of
+    size S took t = S f / B (B its bus bandwidth, f ``bus_factor``), of which t - L moved data: its
+    links carried S f / (t - L), over the slowest host's rate (min over hosts of their uplink and
+    downlink) the ring's efficiency. A model that charges L and the data at that rate remakes t."""
+    collective = profile.collective
+    slowest_one_way_s = max(pair.rtt_ms for pair in profile.rtt_ms) / MS_PER_S / 2
+    overhead_s = max(0.0, collective.call_latency_s - 2 * (collective.members - 1) * slowest_one_way_s)
+    largest = collective.bus_gbps[-1]
+    carried_gbit = largest.size_bytes * bus_factor(collective.test, collective.ranks) * BITS_PER_BYTE / BITS_PER_GBIT
+    data_s = carried_gbit / largest.bus_gbps - collective.call_latency_s
+    if not data_s > 0:
+        raise ScenarioError(source, "collective", f"its largest message ({largest.size_bytes:.0f} bytes) took no "
+                            f"longer than its per-call latency ({collective.call_latency_s:.6g} s): measure to larger "
+                            "sizes (nccl-tests -e)")
+    slowest_gbps = min(min(host.upload_gbps, host.download_gbps) for host in profile.hosts)
+    efficiency = carried_gbit / data_s / slowest_gbps
+    return RingTerms(overhead_s, min(efficiency, 1.0), efficiency, slowest_one_way_s, slowest_gbps,
+                     carried_gbit / data_s)

@@ -302,6 +302,92 @@ CALIBRATE = cases("calibrate", (), [
      "island.0.replicas: calibrate --emulate runs one host per island"),
 ])
 
+TOOL_SAMPLES = Path(__file__).resolve().parent / "data" / "calibrate"
+TOOL_FILES = {"a-c.json": "iperf3-a-c-bidir.json", "a-b.json": "iperf3-a-b-P2.json", "ping.txt": "ping-a-c-quiet.txt",
+              "reduce.txt": "nccl-all-reduce-3.txt", "gather.txt": "nccl-all-gather-3.txt"}
+TWO_HOSTS = ("--host", "a=10.0.0.1", "--host", "c=10.0.0.3")
+
+
+def tool_files(name: str | None = None, edit: Callable[[str], str] = str) -> Callable[[Path], None]:
+    """The samples of tests/data/calibrate under short names (``TOOL_FILES``), ``name`` edited."""
+    def damage(folder: Path) -> None:
+        for short, sample in TOOL_FILES.items():
+            text = (TOOL_SAMPLES / sample).read_text()
+            (folder / short).write_text(edit(text) if short == name else text)
+    return damage
+
+
+NO_REPLY = "PING 10.0.0.3 (10.0.0.3) 56(84) bytes of data.\n\n--- 10.0.0.3 ping statistics ---\n" \
+           "5 packets transmitted, 0 received, 100% packet loss, time 4097ms\n"
+CALIBRATE += cases("calibrate", ("--out", "p.json", *TWO_HOSTS), [
+    (f"{what} (*calibrate from files*)", extra, message, damage) for what, extra, message, damage in [
+        ("--iperf3 with --emulate", ("--iperf3", "a-c.json", "--emulate", "scenario.toml"),
+         "--emulate measures with islands on the hosts; --iperf3 reads files measured without it", tool_files()),
+        ("--ping without --iperf3", ("--ping", "a:c=ping.txt"), "--ping needs --iperf3 FILE...", tool_files()),
+        ("--nccl-ranks without --nccl-tests", ("--iperf3", "a-c.json", "--nccl-ranks", "3"),
+         "--nccl-ranks 3: goes with --nccl-tests FILE", tool_files()),
+        ("--nccl-ranks 1", ("--iperf3", "a-c.json", "--nccl-tests", "reduce.txt", "--nccl-ranks", "1"),
+         "--nccl-ranks 1: a collective has at least 2 ranks", tool_files()),
+        ("--host without an address", ("--host", "b=", "--iperf3", "a-c.json"),
+         "--host b=: give NAME=ADDRESS[,ADDRESS...]", tool_files()),
+        ("--host with another's address", ("--host", "b=10.0.0.1", "--iperf3", "a-c.json"),
+         "--host b: 10.0.0.1 is also --host a's address", tool_files()),
+        ("--ping of no --host", ("--iperf3", "a-c.json", "--ping", "a:z=ping.txt"), "z is no --host name (a, c)",
+         tool_files()),
+        ("--ping of a host and itself", ("--iperf3", "a-c.json", "--ping", "a:a=ping.txt"),
+         "a host and itself; name two hosts", tool_files()),
+        ("--ping of a pair twice", ("--iperf3", "a-c.json", "--ping", "a:c=ping.txt", "--ping", "c:a=ping.txt"),
+         "--ping c:a: given twice", tool_files()),
+        ("--out is an --iperf3 file", ("--iperf3", "a-c.json", "--out", "a-c.json"),
+         "a-c.json: --out would overwrite --iperf3 a-c.json", tool_files()),
+        ("--iperf3 missing", ("--iperf3", "nowhere.json"), "nowhere.json: cannot read this iperf3 -J file",
+         tool_files()),
+        ("--iperf3 cut short", ("--iperf3", "a-c.json"), "a-c.json: not valid JSON",
+         tool_files("a-c.json", lambda text: text[:len(text) // 2])),
+        ("--iperf3 with NaN", ("--iperf3", "a-c.json"), "a-c.json: holds NaN, which is no number in JSON",
+         tool_files("a-c.json", lambda text: text.replace("47500000.0", "NaN"))),
+        ("--iperf3 a rate of text", ("--iperf3", "a-c.json"),
+         "a-c.json: end.sum_received.bits_per_second: '47500000.0' is not a rate > 0",
+         tool_files("a-c.json", lambda text: text.replace("\t47500000.0", '\t"47500000.0"'))),
+        ("--iperf3 the server's file", ("--iperf3", "a-c.json"),
+         "a-c.json: start.connecting_to: missing (it is the server's: give the client's",
+         tool_files("a-c.json", lambda text: text.replace("connecting_to", "accepted_connection"))),
+        ("--iperf3 a UDP test", ("--iperf3", "a-c.json"),
+         "a-c.json: start.test_start.protocol: 'UDP': calibrate reads TCP tests",
+         tool_files("a-c.json", lambda text: text.replace('"TCP"', '"UDP"'))),
+        ("--iperf3 a failed test", ("--iperf3", "a-c.json"),
+         "a-c.json: error: iperf3 reported 'unable to connect to server",
+         tool_files("a-c.json", lambda text: '{"start": {}, "intervals": [], "end": {}, '
+                    '"error": "unable to connect to server - server may have stopped running or use a different '
+                    'port, firewall issue, etc.: Connection refused"}\n')),
+        ("--iperf3 an address no --host has", ("--iperf3", "a-b.json"),
+         "a-b.json: start.connected.0.remote_host: 198.51.100.2 (the server) is no --host's address",
+         tool_files()),
+        ("--iperf3 a host that never sends", ("--host", "b=198.51.100.2", "--iperf3", "a-b.json", "a-c.json"),
+         "--iperf3: no file has host b sending", tool_files()),
+        ("--ping with no reply", ("--iperf3", "a-c.json", "--ping", "a:c=ping.txt"),
+         "ping.txt: no reply in it", tool_files("ping.txt", lambda text: NO_REPLY)),
+        ("--ping cut short", ("--iperf3", "a-c.json", "--ping", "a:c=ping.txt"),
+         "ping.txt: its last line has no line end: the file is cut short",
+         tool_files("ping.txt", lambda text: text[:-20])),
+        ("--nccl-tests no table", ("--iperf3", "a-c.json", "--nccl-tests", "reduce.txt"),
+         "reduce.txt: header: no '# size count type ...' line: not nccl-tests output",
+         tool_files("reduce.txt", lambda text: "mpirun: command not found\n")),
+        ("--nccl-tests cut short", ("--iperf3", "a-c.json", "--nccl-tests", "reduce.txt"),
+         "reduce.txt: its last line has no line end: the file is cut short",
+         tool_files("reduce.txt", lambda text: text[:1800])),
+        ("--nccl-tests wrong results", ("--iperf3", "a-c.json", "--nccl-tests", "reduce.txt"),
+         "reduce.txt: line 14: #wrong is 12: the collective gave wrong results",
+         tool_files("reduce.txt", lambda text: text.replace("0.00      0    99999", "0.00     12    99999"))),
+        ("--nccl-tests a broadcast", ("--iperf3", "a-c.json", "--nccl-tests", "reduce.txt"),
+         "reduce.txt: a broadcast_perf run: calibrate reads all_reduce_perf and all_gather_perf",
+         tool_files("reduce.txt", lambda text: text.replace("starting: all_reduce_perf", "starting: broadcast_perf"))),
+        ("--nccl-tests without its ranks", ("--iperf3", "a-c.json", "--nccl-tests", "gather.txt"),
+         "gather.txt: ranks: no '#  Rank N ... on HOST' or NCCL 'nranks N' line: give --nccl-ranks N", tool_files()),
+        ("--nccl-tests among other hosts", ("--iperf3", "a-c.json", "--nccl-tests", "reduce.txt"),
+         "reduce.txt: ranks: the run was among 3 hosts, the profile's --host names 2", tool_files()),
+    ]])
+
 COMPARE = cases("compare", ("scenario.toml", "run"), [
     ("no such run folder", (), "run: no such run folder", lambda folder: shutil.rmtree(folder / "run")),
     ("the run folder is a file", (), "run: is a file, not a run folder",
@@ -621,6 +707,10 @@ def document(folder: Path) -> str:
         "",
         "`--set KEY=VALUE` is checked by the scenario loader, as for every command: its rules are in",
         "docs/limits.md.",
+        "",
+        "The rows marked *calibrate from files* also have copies of the samples in `tests/data/calibrate`:",
+        "`a-c.json` and `a-b.json` (clients' `iperf3 -J` files), `ping.txt` (`ping -q`), `reduce.txt` and",
+        "`gather.txt` (nccl-tests' `all_reduce_perf` and `all_gather_perf`; docs/how-to/calibrate.md).",
     ]
     for number, (command, listed) in enumerate(COMMANDS.items()):
         lines += ["", f"## islands {command}", "", "| bad input | command line | answer |", "|---|---|---|"]

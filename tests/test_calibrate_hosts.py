@@ -12,9 +12,9 @@ import sys
 import pytest
 
 from islands.cli import main
-from islands.scenarios.profile import read_profile
+from islands.scenarios.profile import host_rates, read_profile
 from islands.validation.calibration import probe_volume_bytes
-from islands.validation.hostprobe import SCATTER, fitted_burst_bytes, host_rates
+from islands.validation.hostprobe import SCATTER, fitted_burst_bytes
 from islands.validation.probe import medium_values
 
 THREE = """name = "three"
@@ -51,7 +51,7 @@ def test_a_host_s_links_are_its_fastest_copies_out_and_in():
     # a copy alone moves at min(sender's uplink, receiver's downlink)
     rate = {(s, d): min(u, v) for s, u in enumerate((2.0, 1.0, 4.0)) for d, v in enumerate((2.0, 2.0, 4.0)) if s != d}
     # c's 4.0 up and down show as 2.0: no other host sends or receives faster
-    assert host_rates(3, rate) == [(2.0, 2.0), (1.0, 2.0), (2.0, 2.0)]
+    assert host_rates(range(3), rate) == [(2.0, 2.0), (1.0, 2.0), (2.0, 2.0)]
 
 
 def exchange_timings(burst_bytes: float, scatter_s: float, rate_bytes_per_s: float = 25e6) -> dict:

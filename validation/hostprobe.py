@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 
 from islands.scenarios.model import PairLatency
-from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile
+from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile, host_rates
 from islands.trainer.core.comm import TorchGroup
 from islands.trainer.core.memory import start_rank_process
 from islands.trainer.runtime.paced import paced
@@ -133,12 +133,6 @@ def measure_pairs(world: int, world_group: TorchGroup) -> tuple[dict[tuple[int, 
     return merged_rtt, merged_rate
 
 
-def host_rates(world: int, rate: dict[tuple[int, int], float]) -> list[tuple[float, float]]:
-    """(uplink, downlink) bytes per second of each host: the fastest copy it sent, and received."""
-    return [(max(r for (s, _), r in rate.items() if s == host), max(r for (_, d), r in rate.items() if d == host))
-            for host in range(world)]
-
-
 def exchange_timings(world: int, large_values: int) -> dict:
     """The probe's medians for the exchange among all hosts (``validation/probe.py``'s format)."""
     clock = Clock()
@@ -184,7 +178,7 @@ def fitted_burst_bytes(world: int, timings: dict, rate_bits_per_s: float, bucket
 def profile_of(names: list[str], rtt: dict, rate: dict, timings: dict, label: str) -> NetworkProfile:
     """The profile from the measurements (``scenarios/profile.py`` says how a scenario takes it)."""
     world = len(names)
-    links = host_rates(world, rate)
+    links = host_rates(range(world), rate)  # bytes per second
     slowest_bits_per_s = min(min(up, down) for up, down in links) * BITS_PER_BYTE
     # the burst is fitted as the built-in calibration fits it, within the medium exchange's volume here
     # (a real host's token bucket is unknown), and kept only where the timings resolve it

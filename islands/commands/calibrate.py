@@ -10,6 +10,17 @@ On this machine, ``--emulate FILE``: one process per island of FILE (one worker 
 scenarios of ``islands validate`` are), each in its own network namespace with its link shaped by
 tc tbf as root, or paced in-process otherwise. It measures each pair's round trip and rate and the
 trainer's own exchange among all of them (``validation/hostprobe.py``).
+
+From files measured on your own hosts, with no islands on them (``validation/fromtools.py``):
+
+    islands calibrate --out profile.json --host a=10.0.0.1 --host b=10.0.0.2,198.51.100.7 \
+        --iperf3 iperf3/*.json --ping a:b=ping-a-b.txt --nccl-tests all_reduce.txt
+
+``--host`` names each host after its island with every address it appears under in the iperf3 files;
+``--iperf3`` takes clients' ``iperf3 -J`` files (-R, --bidir and -P read as such); ``--ping A:B=FILE``
+a pair's ping output (else iperf3's TCP round trip, taken under load); ``--nccl-tests`` an
+``all_reduce_perf`` or ``all_gather_perf`` run among all the hosts (``--nccl-ranks`` where its output
+does not say how many ranks).
 """
 
 from __future__ import annotations
@@ -38,14 +49,101 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="with --emulate: override a scenario key; repeatable")
     parser.add_argument("--in-process", action="store_true",
                         help="with --emulate: shape in-process even where kernel htb is available")
+    files = parser.add_argument_group("from your own tools' files (no islands on the hosts)")
+    files.add_argument("--host", dest="hosts", action="append", default=[], metavar="NAME=ADDRESS[,ADDRESS...]",
+                       help="a host, named after its island, and every address it has in the iperf3 files; repeatable")
+    files.add_argument("--iperf3", action="extend", nargs="+", default=[], type=path_text, metavar="FILE",
+                       help="clients' iperf3 -J files, one pair of hosts each (-R, --bidir, -P)")
+    files.add_argument("--ping", dest="pings", action="append", default=[], metavar="A:B=FILE",
+                       help="ping output between hosts A and B; repeatable (default: iperf3's TCP round trip)")
+    files.add_argument("--nccl-tests", default=None, type=path_text, metavar="FILE",
+                       help="all_reduce_perf or all_gather_perf output, run among all the hosts")
+    files.add_argument("--nccl-ranks", type=int, default=None, metavar="N",
+                       help="its ranks, where its output has no Rank or nranks lines")
     parser.set_defaults(handler=run)
 
 
-def check_arguments(args: argparse.Namespace) -> None:
+FILE_FLAGS = {"iperf3": "--iperf3", "pings": "--ping", "nccl_tests": "--nccl-tests", "nccl_ranks": "--nccl-ranks",
+              "hosts": "--host"}
+MEASURING_FLAGS = {"emulate": "--emulate", "overrides": "--set", "in_process": "--in-process", "name": "--name"}
+
+
+def given_flags(args: argparse.Namespace, flags: dict[str, str]) -> list[str]:
+    return [flag for key, flag in flags.items() if getattr(args, key) not in (None, [], False)]
+
+
+def tool_files(args: argparse.Namespace):
+    """The files to read and the hosts they name (``fromtools.ToolFiles``), every flag checked."""
+    from islands.validation.fromtools import ToolFiles
+
+    measuring = given_flags(args, MEASURING_FLAGS)
+    if measuring:
+        raise UserError(f"{measuring[0]} measures with islands on the hosts; {given_flags(args, FILE_FLAGS)[0]} reads "
+                        "files measured without it: give one or the other")
+    if not args.iperf3:
+        raise UserError(f"{given_flags(args, FILE_FLAGS)[0]} needs --iperf3 FILE...: the hosts' rates come from "
+                        "iperf3 files")
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        raise UserError("--iperf3 reads files measured on the hosts: run it once, not under torchrun")
+    if args.nccl_ranks is not None and (args.nccl_tests is None or args.nccl_ranks < 2):
+        raise UserError(f"--nccl-ranks {args.nccl_ranks}: " + ("goes with --nccl-tests FILE" if args.nccl_tests is None
+                                                               else "a collective has at least 2 ranks"))
+    hosts = host_addresses(args.hosts)
+    pings = tuple(ping_pair(text, hosts) for text in args.pings)
+    twice = next((pair for index, pair in enumerate(pings) if {*pair[:2]} in [{*p[:2]} for p in pings[:index]]), None)
+    if twice:
+        raise UserError(f"--ping {twice[0]}:{twice[1]}: given twice; one ping file per pair")
+    return ToolFiles(hosts, tuple(args.iperf3), pings, args.nccl_tests, args.nccl_ranks)
+
+
+def host_addresses(given: list[str]) -> dict[str, tuple[str, ...]]:
+    """--host NAME=ADDRESS[,ADDRESS...]: at least two hosts, each named once, no address under two."""
+    hosts: dict[str, tuple[str, ...]] = {}
+    owner: dict[str, str] = {}
+    for text in given:
+        name, _, listed = text.partition("=")
+        addresses = tuple(address.strip() for address in listed.split(","))
+        if not name.strip() or not all(addresses):
+            raise UserError(f"--host {text}: give NAME=ADDRESS[,ADDRESS...], a host's island name and its addresses")
+        if name in hosts:
+            raise UserError(f"--host {name}: given twice; list all its addresses in one, comma-separated")
+        for address in addresses:
+            key = address.lower().removeprefix("::ffff:")
+            if key in owner:
+                raise UserError(f"--host {name}: {address} is also --host {owner[key]}'s address")
+            owner[key] = name
+        hosts[name] = addresses
+    if len(hosts) < 2:
+        raise UserError("--host: name at least two hosts (NAME=ADDRESS), one per island")
+    return hosts
+
+
+def ping_pair(text: str, hosts: dict[str, tuple[str, ...]]) -> tuple[str, str, str]:
+    """--ping A:B=FILE, A and B two hosts --host names."""
+    pair, _, path = text.partition("=")
+    a, _, b = pair.partition(":")
+    if not path.strip() or not a or not b:
+        raise UserError(f"--ping {text}: give A:B=FILE, two --host names and the ping output between them")
+    unknown = [name for name in (a, b) if name not in hosts]
+    if unknown or a == b:
+        raise UserError(f"--ping {text}: " + (f"{unknown[0]} is no --host name ({', '.join(hosts)})" if unknown
+                                              else "a host and itself; name two hosts"))
+    return a, b, path
+
+
+def check_arguments(args: argparse.Namespace):
     """Every flag and the output, before anything is measured: the profile is written only at the
-    end, so an unwritable --out would otherwise fail after the whole measurement."""
+    end, so an unwritable --out would otherwise fail after the whole measurement. Returns the tool
+    files to read (``tool_files``), or None where calibrate measures."""
     from islands.io import check_output, output_format, refuse_shared_paths
 
+    if given_flags(args, FILE_FLAGS):
+        files = tool_files(args)
+        refuse_shared_paths({"--out": args.out}, {**{f"--iperf3 {path}": path for path in files.iperf3},
+                                                  **{f"--ping {a}:{b}": path for a, b, path in files.pings},
+                                                  "--nccl-tests": files.nccl_tests})
+        check_output(args.out, ("json",))
+        return files
     if args.emulate is None and (args.overrides or args.in_process):
         raise UserError(f"{'--set' if args.overrides else '--in-process'} goes with --emulate FILE")
     if args.emulate is not None and args.name is not None:
@@ -57,11 +155,19 @@ def check_arguments(args: argparse.Namespace) -> None:
         check_output(args.out, ("json",))
     else:
         output_format(args.out, ("json",))
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
-    check_arguments(args)
+    files = check_arguments(args)
     out = Path(args.out)
+    if files is not None:
+        from islands.validation.fromtools import profile_from_files
+
+        profile, lines = profile_from_files(files)
+        profile.save(out)
+        print("\n".join([*lines, f"wrote {out}"]))
+        return 0
     if args.emulate is None:
         if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
             raise UserError("calibrate measures among hosts: run it under torchrun, one process per host, or give "
