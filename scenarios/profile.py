@@ -14,7 +14,7 @@ The file (JSON) holds, for hosts named after the scenario's islands:
   three phases of latency however many members, where a ring pays 2(M-1) hops; and ``burst_bytes``,
   what the links sent at once when an exchange started on them idle (a token bucket: tc tbf's
   burst, a provider's allowance), fitted as the intercept of the exchange's data time in its bytes.
-  Optional: a profile built from a user's own tool files (``validation/fromtools.py``) has none;
+  Optional: a profile built from a user's own tool files (``validation/toolfiles/hosts_profile.py``) has none;
 * ``collective`` (optional): a collective benchmark among the hosts (nccl-tests' ``all_reduce_perf``
   or ``all_gather_perf``): its ``test``, the ``members`` (hosts) and ``ranks`` it ran on, the
   ``call_latency_s`` fitted as the intercept of its time against message size at small sizes, and

@@ -29,7 +29,7 @@ from islands.scenarios import ScenarioSource
 from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import (BusRate, CollectiveCost, Host, NetworkProfile, apply_profile, read_profile,
                                        ring_terms)
-from islands.validation.toolfiles import read_iperf3, read_nccl_tests, read_ping
+from islands.validation.toolfiles.readers import read_iperf3, read_nccl_tests, read_ping
 
 SAMPLES = Path(__file__).parent / "data" / "calibrate"
 HOSTS = ["--host", "a=10.0.0.1", "--host", "b=10.0.0.2,198.51.100.2", "--host", "c=10.0.0.3"]

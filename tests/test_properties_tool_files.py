@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from islands.errors import UserError
-from islands.validation.fromtools import ToolFiles, profile_from_files
-from islands.validation.toolfiles import read_iperf3, read_nccl_tests, read_ping
+from islands.validation.toolfiles.hosts_profile import ToolFiles, profile_from_files
+from islands.validation.toolfiles.readers import read_iperf3, read_nccl_tests, read_ping
 
 SAMPLES = Path(__file__).parent / "data" / "calibrate"
 IPERF3 = sorted(SAMPLES.glob("iperf3-*.json"))

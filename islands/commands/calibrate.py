@@ -11,7 +11,7 @@ scenarios of ``islands validate`` are), each in its own network namespace with i
 tc tbf as root, or paced in-process otherwise. It measures each pair's round trip and rate and the
 trainer's own exchange among all of them (``validation/hostprobe.py``).
 
-From files measured on your own hosts, with no islands on them (``validation/fromtools.py``):
+From files measured on your own hosts, with no islands on them (``validation/toolfiles/hosts_profile.py``):
 
     islands calibrate --out profile.json --host a=10.0.0.1 --host b=10.0.0.2,198.51.100.7 \
         --iperf3 iperf3/*.json --ping a:b=ping-a-b.txt --nccl-tests all_reduce.txt
@@ -73,8 +73,8 @@ def given_flags(args: argparse.Namespace, flags: dict[str, str]) -> list[str]:
 
 
 def tool_files(args: argparse.Namespace):
-    """The files to read and the hosts they name (``fromtools.ToolFiles``), every flag checked."""
-    from islands.validation.fromtools import ToolFiles
+    """The files to read and the hosts they name (``hosts_profile.ToolFiles``), every flag checked."""
+    from islands.validation.toolfiles.hosts_profile import ToolFiles
 
     measuring = given_flags(args, MEASURING_FLAGS)
     if measuring:
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     files = check_arguments(args)
     out = Path(args.out)
     if files is not None:
-        from islands.validation.fromtools import profile_from_files
+        from islands.validation.toolfiles.hosts_profile import profile_from_files
 
         profile, lines = profile_from_files(files)
         profile.save(out)

@@ -1,5 +1,5 @@
 """Readers of what users measure their own hosts with: ``iperf3 -J`` (a client's JSON), nccl-tests'
-``all_reduce_perf`` / ``all_gather_perf`` stdout, and ``ping`` output (``fromtools.py`` makes a network
+``all_reduce_perf`` / ``all_gather_perf`` stdout, and ``ping`` output (``hosts_profile.py`` makes a network
 profile of them). Each file is checked whole and refused in one line naming it, the key or line, and
 the rule (``UserError``); nothing here needs torch.
 

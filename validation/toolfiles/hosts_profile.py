@@ -1,6 +1,6 @@
 """A network profile from files a user measured on their own hosts, with no islands trainer on them
 (``islands calibrate --host ... --iperf3 ... [--ping ...] [--nccl-tests FILE]``; the files are read by
-``toolfiles.py``, the profile is ``scenarios/profile.py``'s).
+``readers.py``, the profile is ``scenarios/profile.py``'s).
 
 * **Hosts.** ``--host NAME=ADDRESS[,ADDRESS...]`` names each host after its island and lists every
   address or host name it appears under in the iperf3 files (behind NAT a client sees itself at its
@@ -32,7 +32,7 @@ from islands.scenarios.profile import (BusRate, CollectiveCost, Host, NetworkPro
                                        host_rates, ring_terms)
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .toolfiles import NcclTable, read_iperf3, read_nccl_tests, read_ping
+from .readers import NcclTable, read_iperf3, read_nccl_tests, read_ping
 
 SMALL_BYTES = 1 << 20  # the per-call latency is fitted over the sizes up to 1 MiB
 
