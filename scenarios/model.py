@@ -100,6 +100,15 @@ class ExchangeSpec:
             return max(1, round(self.tensors * values / total_values))
         return 1
 
+    def last_bucket_fraction(self, values: float, bytes_per_value: float) -> float:
+        """The share of an exchange's values in its last bucket: what is left after C - 1 full buckets
+        (all of them in one call); 0 unless ``calls = "buckets"``."""
+        if self.calls != "buckets":
+            return 0.0
+        total_bytes = values * bytes_per_value
+        bucket_bytes = (self.bucket_cap_mb or DEFAULT_BUCKET_CAP_MB) * BYTES_PER_MIB
+        return (total_bytes - (self.calls_of(values, values, bytes_per_value) - 1) * bucket_bytes) / total_bytes
+
     @property
     def is_default(self) -> bool:
         """One flat call at no fixed cost: what a scenario without ``[exchange]`` prices."""

@@ -47,7 +47,7 @@ from typing import Any
 import simpy
 
 from islands.scenarios import Scenario
-from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
+from islands.schedules import ALL_GATHER, ALL_REDUCE, GRADIENT, collective_of, schedule_of
 from islands.units import BITS_PER_BYTE
 
 from islands.scenarios.model import NetworkSpec
@@ -172,6 +172,25 @@ def outer_step_s(scenario: Scenario, values: float) -> float:
     return scenario.exchange.outer_step_s * values / scenario.model.parameters
 
 
+def exposed_tail_s(scenario: Scenario, payload_bytes: float, leg: Leg, calls: int, rate_bytes_per_s: float) -> float:
+    """The least a worker waits after its backward pass for a gradient exchanged in buckets during it
+    (PyTorch DDP, ``schedule.backward_overlap`` > 0): its last bucket, ready only then, alone on the
+    ring: one call's latency and fixed cost, and its share of the bytes. 0 for any other exchange.
+
+    With buckets ready at r_1 < ... < r_C = t during the backward pass, each taking c, the last ends at
+    max_k (r_k + (C - k + 1) c): linear in k, so at k = 1 (the calls back to back from the first
+    bucket: the collective launched where ``backward_overlap`` says) or at k = C (t + c: this tail)."""
+    schedule = scenario.schedule
+    if schedule.backward_overlap == 0 or schedule_of(scenario).exchanged != GRADIENT:
+        return 0.0
+    values = payload_bytes * BITS_PER_BYTE / schedule.bits
+    fraction = scenario.exchange.last_bucket_fraction(values, scenario.model.bytes_per_param)
+    if fraction == 0.0:
+        return 0.0
+    per_call_s = (leg.latency_s - scenario.exchange.sync_overhead_s) / calls
+    return per_call_s + fraction * leg.bytes_per_link / rate_bytes_per_s
+
+
 def calls_of(scenario: Scenario, payload_bytes: float) -> int:
     """The collective calls of an exchange of ``payload_bytes`` on the wire (``ExchangeSpec.calls_of``)."""
     values = payload_bytes * BITS_PER_BYTE / scenario.schedule.bits
@@ -217,6 +236,7 @@ class PendingCollective:
     dropped_s: dict[int, float] = field(default_factory=dict)  # members that left mid-flight ("partial"), and when
     hold_until_s: float = 0.0            # "partial": the others wait for a dropped member's part until then
     moved_s: float | None = None         # when its transfers were through
+    tail_s: float = 0.0                  # the exposed last bucket after a member's backward pass
 
     @property
     def in_flight(self) -> bool:

@@ -39,7 +39,7 @@ from .events import CountingEnvironment, EventLimitReached
 from .exchanges import Collectives, Exchanges, StagedCollectives
 from .failures import PAUSE, STOP, Failures
 from .fleet import Fleet
-from .network import make_network
+from .network import make_network, network_model_for
 from .progress import Progress
 from .result import SimResult, lockstep_result, result_of
 from .staged import STAGED
@@ -47,15 +47,6 @@ from .syncer import Syncer
 from .topology import Topology
 from .tracelog import TraceLog
 from .workers import LAUNCH, WorkerState, sync_actions
-
-
-def network_model_for(scenario: Scenario) -> str:
-    """The scenario's network model; ``auto`` takes the flow model where transfers may share links."""
-    if scenario.network.model != "auto":
-        return scenario.network.model
-    overlap = (schedule_of(scenario).transfers_may_overlap(scenario.schedule) or scenario.has_churn()
-               or scenario.has_failures() or scenario.network.collective == "tree")
-    return "flow" if overlap or scenario.schedule.barrier == "deadline" else "alpha-beta"
 
 
 class Simulation:
@@ -270,15 +261,17 @@ class Simulation:
         return max(position, target)
 
     def wait(self, state: WorkerState, exchange: Any, point: SyncPoint) -> Generator[simpy.Event, Any, None]:
-        """Wait for the worker's own end of ``exchange``, then its outer step (a ``stall``); record the rows."""
+        """Wait for the worker's own end of ``exchange`` (at least its exposed last bucket after the worker
+        got here), then its outer step (a ``stall``); its exchanges record the wait's rows."""
         arrived_s, outer_s = self.env.now, outer_step_s(self.scenario, point.values)
-        own_end = self.exchanges.own_end(state.worker.rank, exchange)
-        if not own_end.processed or outer_s:
+        own_end, tail_s = self.exchanges.own_end(state.worker.rank, exchange), getattr(exchange, "tail_s", 0.0)
+        if not own_end.processed or outer_s or tail_s:
             self.trace.open(state, "wait", point.fragment, point.outer_step)
             if not own_end.processed:
                 yield own_end
-            if outer_s:
-                yield self.env.timeout(outer_s)
+            held_s = outer_s + max(0.0, arrived_s + tail_s - self.env.now)  # ``collectives.exposed_tail_s``
+            if held_s > 0:
+                yield self.env.timeout(held_s)
             self.trace.cancel(state)
         self.exchanges.record_wait(state, arrived_s, exchange, point)
 

@@ -23,8 +23,8 @@ import simpy
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 
-from .collectives import (COLLECTIVES, Leg, PendingCollective, RingCollective, calls_of, end_offsets_s, launch,
-                          ring_leg)
+from .collectives import (COLLECTIVES, Leg, PendingCollective, RingCollective, calls_of, end_offsets_s,
+                          exposed_tail_s, launch, ring_leg)
 from .fleet import Fleet
 from .staged import STAGED, StagedCollective
 from .topology import Topology
@@ -181,9 +181,10 @@ class Collectives(Exchanges):
     def transmit(self, collective: PendingCollective, participants: tuple[int, ...], attempt: int) -> None:
         """The ring as one transfer; under an end spread each member's own end before the last's."""
         ring, leg = self.ring_and_leg(collective.ring, participants, collective.payload_bytes)
-        if not self.set_up:
-            leg, self.set_up = with_set_up(leg, self.scenario), True
-        transfer = launch(self.network, leg)
+        transfer = launch(self.network, leg if self.set_up else with_set_up(leg, self.scenario))
+        self.set_up = True
+        collective.tail_s = exposed_tail_s(self.scenario, collective.payload_bytes, leg,
+                                           calls_of(self.scenario, collective.payload_bytes), transfer.alone_bytes_per_s)
         collective.transfers = [transfer]
         bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
         transfer.done.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))

@@ -35,7 +35,7 @@ from islands.summary import Workers
 from islands.trace import NO_FRAGMENT, Row
 
 from . import budget
-from .collectives import COLLECTIVES, outer_step_s
+from .collectives import COLLECTIVES, calls_of, exposed_tail_s, outer_step_s
 from .links import Transfer
 from .timeline import Timeline, timeline_of
 from .workers import LAUNCH, sync_actions
@@ -156,6 +156,7 @@ class Lockstep:
         leg_of = [legs[fragment] for fragment in timeline.fragments]
         set_up_s = self.sim.scenario.exchange.first_call_s
         outer_of = [legs[fragment][4] for fragment in timeline.fragments]
+        tail_of = [legs[fragment][5] for fragment in timeline.fragments]
         for action, steps in zip(timeline.actions, timeline.steps):
             if steps:
                 since, now = now, now + steps * step_time_s
@@ -169,16 +170,17 @@ class Lockstep:
                 last_end_s = ends[action] = start_s + (data_end - start_s)  # SimPy: now + the timeout's delay
                 starts[action] = start_s
                 continue
-            end_s = ends[~action]
+            arrived_s, end_s = now, ends[~action]
             if now < end_s:
                 start_s = starts[~action]
                 boundary = now if now > start_s else start_s
                 idle += boundary - now
                 stall += end_s - boundary
                 now = end_s
-            if outer_of[~action]:
-                stall += outer_of[~action]
-                now += outer_of[~action]
+            held_s = outer_of[~action] + max(0.0, arrived_s + tail_of[~action] - now)
+            if held_s > 0:
+                stall += held_s
+                now += held_s
         sent = 0.0
         for leg in leg_of:
             sent += leg[2]
@@ -191,16 +193,16 @@ class Lockstep:
         self.peak_transfers = [legs[fragment][3] for fragment in sorted(set(timeline.fragments))]
         sim.completed_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule)
 
-    def legs(self) -> list[tuple[float, float, float, Transfer, float]]:
+    def legs(self) -> list[tuple[float, float, float, Transfer, float, float]]:
         """Each fragment's collective as ``play_one`` takes it: the latency before its data moves, the
-        seconds its bytes take at its ring's rate, the bytes each worker sends, its first transfer, and
-        the outer step after it (``outer_step_s``)."""
+        seconds its bytes take at its ring's rate, the bytes each worker sends, its first transfer, the
+        outer step after it (``outer_step_s``) and its exposed last bucket (``exposed_tail_s``)."""
         values, payloads, collective = self.sim.schedule.priced_fragments(self.sim.scenario)
         legs = []
         for fragment_values, payload_bytes in zip(values, payloads):
             ring, leg, first = self.ring(collective, payload_bytes)
             legs.append((leg.latency_s, leg.bytes_per_link / first.rate_bytes_per_s, ring.bytes_per_worker, first,
-                         outer_step_s(self.sim.scenario, fragment_values)))
+                         outer_step_s(self.sim.scenario, fragment_values), self.tail_s(collective, payload_bytes)))
         return legs
 
     def one_transfers(self) -> list[Transfer]:
@@ -211,7 +213,7 @@ class Lockstep:
         transfers = []
         set_up_s = self.sim.scenario.exchange.first_call_s
         for fragment, start_s in zip(timeline.fragments, starts):
-            latency_s, transfer_s, _, first, _ = legs[fragment]
+            latency_s, transfer_s, _, first, _, _ = legs[fragment]
             latency_s, set_up_s = latency_s + set_up_s, 0.0
             transfer = object.__new__(Transfer)
             transfer.__dict__.update(first.__dict__)
@@ -257,6 +259,12 @@ class Lockstep:
             transfer.most_access_crossings()
             self.rings[key] = ring, leg, transfer
         return self.rings[key]
+
+    def tail_s(self, collective: str, payload_bytes: float) -> float:
+        """The exposed last bucket of the collective's exchanges (``collectives.exposed_tail_s``)."""
+        ring, leg, first = self.ring(collective, payload_bytes)
+        scenario = self.sim.scenario
+        return exposed_tail_s(scenario, payload_bytes, leg, calls_of(scenario, payload_bytes), first.rate_bytes_per_s)
 
     def computed(self, duration_s: np.ndarray, outer_step: int) -> None:
         since = self.now
@@ -308,11 +316,11 @@ class Lockstep:
             self.now = np.where(waiting, end_s, since)
         if self.rows is not None:
             self.record_waits(point, since, np.minimum(end_s, np.maximum(since, start_s)), end_s)
-        outer_s = outer_step_s(self.sim.scenario, point.values)
-        if outer_s:  # the outer step and merge, on every worker's critical path
+        outer_s, tail_s = outer_step_s(self.sim.scenario, point.values), self.tail_s(point.collective, point.payload_bytes)
+        if outer_s or tail_s:  # the exposed last bucket after the backward pass, then the outer step and merge
             waited = self.now
-            self.now = waited + outer_s
-            self.stall += outer_s
+            self.now = waited + outer_s + np.maximum(0.0, since + tail_s - waited)
+            self.stall += self.now - waited
             if self.rows is not None:
                 self.record("stall", waited, self.now, point.fragment, point.outer_step)
         self.merged_steps += self.position - self.applied_position

@@ -28,12 +28,24 @@ from typing import Callable
 
 import simpy
 
+from islands.scenarios import Scenario
+from islands.schedules import schedule_of
+
 from .links import FEW_LINKS, NO_CAP, Link, Transfer, burst_at, take_bursts
 
 # A transfer whose remaining time is below this fraction of the clock (at least 1 ns) is complete: it
 # absorbs floating-point residue, which must stay above the clock's resolution, or a wake-up scheduled
 # "a residue later" lands on the same instant forever.
 COMPLETION_TOLERANCE = 1e-9
+
+
+def network_model_for(scenario: Scenario) -> str:
+    """The scenario's network model; ``auto`` takes the flow model where transfers may share links."""
+    if scenario.network.model != "auto":
+        return scenario.network.model
+    overlap = (schedule_of(scenario).transfers_may_overlap(scenario.schedule) or scenario.has_churn()
+               or scenario.has_failures() or scenario.network.collective == "tree")
+    return "flow" if overlap or scenario.schedule.barrier == "deadline" else "alpha-beta"
 
 
 class AlphaBetaNetwork:

@@ -158,3 +158,25 @@ def test_the_trainer_counts_the_calls_the_simulator_prices():
     calls = exchange_calls(scenario, int(PARAMETERS))
     assert calls(int(PARAMETERS)) == math.ceil(S / 2**20) == 118
     assert calls(int(PARAMETERS) // 4) == math.ceil(S / 4 / 2**20)
+
+
+def test_ddp_buckets_during_the_backward_pass_leave_the_last_one_exposed():
+    # 123.2 MB of fp32 gradient in 25 MiB buckets: 4 full, the last 123.2e6 - 4 x 26,214,400 B = 14.9%.
+    # The exchange is launched with 0.4 x 0.3 s of the step done (backward_overlap = 0.6) and takes
+    # 5 x (12 + 0.2) ms + its bytes; the last bucket, ready only at the step's end, one call and its share.
+    last = (S - 4 * 25 * 2**20) / S
+    ddp = ['schedule.algorithm="ddp"', "schedule.outer_steps=20", 'exchange.calls="buckets"',
+           "exchange.call_overhead_s=0.0002", "schedule.backward_overlap=0.6"]
+    # at 50 Gbit/s the step is compute-bound: every step waits for the last bucket alone
+    bytes_s = 2 * (M - 1) / M * S / (50e9 / 8)
+    for summary in both(ddp + ["island.0.bandwidth_gbps=50"]):
+        assert summary["mean_sync_s"] == pytest.approx(5 * (RING_LATENCY_S + 0.0002) + bytes_s)
+        assert 0.12 + summary["mean_sync_s"] < 0.3
+        assert summary["stall_s"] == pytest.approx(20 * (RING_LATENCY_S + 0.0002 + last * bytes_s))
+    # at 5 Gbit/s it is bound by the calls back to back from the launch
+    bytes_s = 2 * (M - 1) / M * S / (5e9 / 8)
+    for summary in both(ddp + ["island.0.bandwidth_gbps=5"]):
+        assert summary["stall_s"] == pytest.approx(20 * (0.12 + 5 * (RING_LATENCY_S + 0.0002) + bytes_s - 0.3))
+    # without the overlap nothing is exposed beyond the calls themselves
+    for summary in both(ddp[:-1] + ["island.0.bandwidth_gbps=50"]):
+        assert summary["stall_s"] == pytest.approx(20 * (5 * (RING_LATENCY_S + 0.0002) + 2 * 3 / 4 * S / 6.25e9))
