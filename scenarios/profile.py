@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Hashable, Iterable
 
 from islands.io import json_text, parse_json, read_bounded_text, write_text
+from islands.schedules import SCHEDULES
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .errors import ScenarioError
@@ -224,11 +225,19 @@ def apply_profile(document: dict[str, Any], profile: NetworkProfile, profile_pat
     if profile.exchange is not None:
         network["exchange_cpu_s_per_value"] = profile.exchange.cpu_s_per_value
         network["exchange_end_spread_s"] = profile.exchange.end_spread_s
-    if profile.collective is not None:
+    if profile.collective is not None and rings_collectives(document):
         terms = ring_terms(profile, profile_path)
         document.setdefault("exchange", {})["call_overhead_s"] = terms.call_overhead_s
         network["ring_efficiency"] = terms.ring_efficiency
     return document
+
+
+def rings_collectives(document: dict[str, Any]) -> bool:
+    """Whether the scenario's exchanges are ring collectives, which a collective's costs price: not a
+    Decoupled learner's round trips to its syncer, nor a staged collective."""
+    schedule = SCHEDULES.get(str(document.get("schedule", {}).get("algorithm")))
+    coupled = schedule is None or schedule.coupled  # an unknown algorithm is refused by the loader
+    return coupled and document.get("network", {}).get("collective", "ring") == "ring"
 
 
 def latency_entries(profile: NetworkProfile, names: list[str], profile_path: str) -> list[dict[str, Any]]:

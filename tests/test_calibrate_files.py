@@ -148,6 +148,19 @@ def test_a_profile_with_a_collective_reads_back_the_same(tmp_path):
             read_profile(tmp_path / "bad.json")
 
 
+def test_a_collective_prices_ring_collectives_only():
+    collective = CollectiveCost("all_reduce", 2, 2, 0.05, (BusRate(8, 1e-6), BusRate(1e8, 0.5)))
+    profile = NetworkProfile("x", (Host("a", 1.0, 1.0), Host("b", 1.0, 1.0)), (PairLatency(("a", "b"), 10.0),),
+                             collective=collective)
+    islands = [{"name": "a"}, {"name": "b"}]
+    ring = apply_profile({"schedule": {"algorithm": "diloco"}, "island": islands}, profile, "p.json")
+    assert ring["exchange"]["call_overhead_s"] == pytest.approx(0.05 - 2 * 0.005)
+    for other in ({"schedule": {"algorithm": "decoupled"}, "island": islands},
+                  {"schedule": {"algorithm": "diloco"}, "network": {"collective": "tree"}, "island": islands}):
+        applied = apply_profile(other, profile, "p.json")  # a learner's round trips, a tree: not a ring's calls
+        assert "exchange" not in applied and "ring_efficiency" not in applied["network"]
+
+
 def test_a_scenario_takes_a_profile_from_files(samples):
     calibrate(*PINGS)
     (samples / "three.toml").write_text("""name = "three"
