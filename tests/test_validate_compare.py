@@ -113,7 +113,7 @@ def probe_timings(large_values: int, rate: float, ratio: float, burst_bytes: flo
         return (ring_volume_bytes(2, encoded_bytes(padded_length(values, 2), 16)) - burst_bytes) * 8 / (ratio * rate)
     return {"large_values": large_values,
             "screen": {size: {"2": 0.001} for size in ("tiny", "medium", "large")},
-            "average": {"tiny": {"2": 0.003}, "calls": {"2": 0.003 + 7 * 0.0015},
+            "average": {"tiny": {"2": 0.003}, "calls": {"2": 0.003 + data_s(medium_values(large_values)) + 15 * 0.0015},
                         "medium": {"2": 0.003 + data_s(medium_values(large_values))},
                         "large": {"2": 0.003 + data_s(large_values)}},
             "spread": {size: {"2": 0.0} for size in ("tiny", "medium", "large")}}
@@ -139,11 +139,12 @@ def test_screening_cost_is_the_slope_in_values_and_the_fixed_cost_keeps_none_of_
     data_s = ring_volume_bytes(2, encoded_bytes(padded_length(large_values, 2), 16)) * 8 / (0.9 * rate)
     timings = {"large_values": large_values,  # screening: 1 ms fixed; the average: 3 ms fixed + bytes
                "screen": {"tiny": {"2": 0.001 + cpu_s * tiny}, "large": {"2": 0.001 + cpu_s * large_values}},
-               "average": {"tiny": {"2": fixed_s - 0.001}, "calls": {"2": fixed_s - 0.001 + 7 * 0.002},
+               "average": {"tiny": {"2": fixed_s - 0.001}, "medium": {"2": fixed_s - 0.001 + data_s / 4},
+                           "calls": {"2": fixed_s - 0.001 + data_s / 4 + 15 * 0.002},
                            "large": {"2": fixed_s - 0.001 + data_s}},
                "spread": {"tiny": {"2": 0.0002}, "large": {"2": spread_s}}}
     measured_cpu_s, overhead_s, ratio, measured_spread_s, _, call_s = exchange_costs(2, timings, rate)
-    assert call_s == pytest.approx(0.002)  # 8 calls of a tiny tensor: 7 more calls than the tiny exchange
+    assert call_s == pytest.approx(0.002)  # the medium tensor in 16 calls: 15 more than in one
     assert measured_cpu_s == pytest.approx(cpu_s)
     assert overhead_s == pytest.approx(fixed_s)  # the tiny exchange's few values are priced per value
     assert ratio == pytest.approx(0.9)  # the last member's: the others finish up to the spread before

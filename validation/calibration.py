@@ -17,9 +17,11 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
 * ``overhead_s[M]``: the trainer's fixed seconds per exchange: the whole tiny exchange (screen +
   average) at zero latency, less the per-value screening of its few values (priced by the key above).
 * ``call_s[M]``: the seconds one more collective call adds to an exchange (``exchange.calls``): the
-  average of ``probe.CALLS`` tiny tensors in as many calls less the tiny one's, over ``CALLS`` - 1, at
-  zero latency. About 2 ms here where the whole exchange's fixed cost is 12-25 ms: the screening's
-  round and the hand-off to the exchange thread come once per exchange, not per call.
+  medium tensor's average in ``probe.CALLS`` calls less its average in one, over ``CALLS`` - 1, at
+  zero latency. Calls that carry data, as a split exchange's do: four islands' calls of a tiny
+  tensor each took 5.7 ms more, where a 2.5M-value exchange in 80 calls took 1.8 ms per call more
+  than in one; the whole exchange's fixed cost is 12-25 ms, its screening round and the hand-off to
+  the exchange thread coming once per exchange, not per call.
 * ``burst_fraction[M][rate]``: kernel htb gives every link a token bucket (``emulation.burst_bytes``:
   4 ms of its rate; 64 KiB at least until issue 29, a tenth of a 0.15 s sync at 33 Mbit/s, which a
   rate alone priced 10-17% long), which an exchange starting on idle links sends at once. How much
@@ -255,7 +257,7 @@ def exchange_costs(islands: int, timings: dict, rate_bits_per_s: float, bucket_b
     cpu_s = screening_s_per_value(screen["tiny"][key], screen["large"][key], small_values, large_values)
     overhead_s = screen["tiny"][key] + average["tiny"][key] - cpu_s * small_values
     ratio, burst_fraction = rate_and_burst(islands, timings, rate_bits_per_s, bucket_bytes)
-    call_s = max(0.0, (average["calls"][key] - average["tiny"][key]) / (CALLS - 1))
+    call_s = max(0.0, (average["calls"][key] - average["medium"][key]) / (CALLS - 1))
     return ExchangeCosts(cpu_s, overhead_s, ratio, timings["spread"]["large"][key], burst_fraction, call_s)
 
 

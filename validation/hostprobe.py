@@ -51,7 +51,7 @@ from islands.trainer.core.tracing import Clock
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .calibration import exchange_costs, probe_volume_bytes, rate_and_burst
-from .probe import (BITS, BYTES_PER_LARGE_VALUE, CALLS, PARTS, REPEATS, calls_of_size, medium_values,
+from .probe import (BITS, BYTES_PER_LARGE_VALUE, PARTS, REPEATS, calls_of_size, medium_values,
                     repeat_durations, timed_exchanges, tiny_values)
 
 NAMES_VARIABLE = "ISLANDS_HOST_NAMES"
@@ -138,7 +138,7 @@ def exchange_timings(world: int, large_values: int) -> dict:
     clock = Clock()
     cross = paced(TorchGroup(list(range(world)), dist.group.WORLD), launch_spec().wan_pacer)
     world_group = TorchGroup(list(range(world)), dist.group.WORLD)
-    sizes = {"tiny": tiny_values(world), "calls": CALLS * tiny_values(world), "medium": medium_values(large_values),
+    sizes = {"tiny": tiny_values(world), "calls": medium_values(large_values), "medium": medium_values(large_values),
              "large": large_values}
     timings: dict = {part: {} for part in (*PARTS, SCATTER)}
     for size, values in sizes.items():

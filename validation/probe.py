@@ -8,10 +8,11 @@ background thread through the paced cross-island group, that is screening
 (``robust.contribution_stats``: finite check and fp64 norm of the tensor, then an all-gather of those
 two numbers) followed by ``quantize.average`` (encode, reduce-scatter, decode and sum, all-gather,
 decode). It does so for a tiny tensor (``tiny_values``: what is left is the fixed cost: gloo's
-messages, thread hand-offs), ``CALLS`` tiny tensors' worth averaged in as many calls (``calls``: the
-cost of one more call, ``exchange.calls``), a large one (``$ISLANDS_PROBE_LARGE_VALUES`` bf16 values: what
+messages, thread hand-offs), a large one (``$ISLANDS_PROBE_LARGE_VALUES`` bf16 values: what
 scales with the values and with the bytes) and a medium one, a quarter of the large (with the large
-one, it tells the rate from what the links send at once at the start); and for each other wire
+one, it tells the rate from what the links send at once at the start), the medium one again averaged in
+``CALLS`` calls (``calls``: what one more call costs an exchange whose calls carry data,
+``exchange.calls``); and for each other wire
 format of ``$ISLANDS_PROBE_WIRE_BITS`` (say ``8,32``) a large exchange in that format (``large@8``,
 ``wire_values``), since the exchange's CPU work goes by values, not bytes: int8 moves twice the
 values of bf16 per byte. Each exchange gives three durations, the first two split where
@@ -48,9 +49,9 @@ from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
 from islands.units import BITS_PER_BYTE
 
-REPEATS = {"tiny": 15, "calls": 15, "medium": 5, "large": 5}
-BITS = {"tiny": 32, "calls": 32, "medium": 16, "large": 16}
-CALLS = 8  # the ``calls`` exchange's collective calls, each of a tiny tensor
+REPEATS = {"tiny": 15, "calls": 5, "medium": 5, "large": 5}
+BITS = {"tiny": 32, "calls": 16, "medium": 16, "large": 16}
+CALLS = 16  # the ``calls`` exchange's collective calls, on the medium tensor's values
 BYTES_PER_LARGE_VALUE = BITS["large"] // BITS_PER_BYTE
 MEDIUM_FRACTION = 0.25  # the medium tensor's values over the large one's
 LARGE_VARIABLE = "ISLANDS_PROBE_LARGE_VALUES"
@@ -96,7 +97,7 @@ def wire_values(large_values: int, bits: int) -> int:
 
 def probe_sizes(members: int, large_values: int, wire_bits: list[int]) -> dict[str, tuple[int, int, int]]:
     """Each exchange the probe times among ``members``: name -> (values, bits, repeats)."""
-    sizes = {"tiny": tiny_values(members), "calls": CALLS * tiny_values(members), "medium": medium_values(large_values),
+    sizes = {"tiny": tiny_values(members), "calls": medium_values(large_values), "medium": medium_values(large_values),
              "large": large_values}
     timed = {size: (values, BITS[size], REPEATS[size]) for size, values in sizes.items()}
     return timed | {wire_size(bits): (wire_values(large_values, bits), bits, REPEATS["large"]) for bits in wire_bits}
