@@ -47,9 +47,9 @@ class Shaper:
     """How every access link's bottleneck queues, as a real router does (docs/emulation.md).
 
     ``fair``: ACKs first and a queue per peer island served in turn (fq_codel, cake, SQM home
-    routers); ``fifo``: one tbf FIFO per island's egress holding ``queue_ms`` of the link's rate (a
-    home router's uplink without SQM, a cloud or ``tc tbf`` shaper), so an island's ACKs and short
-    messages wait behind its own uploads. ``queue_ms`` is the fifo's depth only; the fair queues hold
+    routers); ``fifo``: one tbf FIFO per island's egress holding ``queue_ms`` of the link's rate
+    (``tc tbf`` on a host's egress, a cloud shaper), so an island's ACKs and short messages wait
+    behind its own uploads. ``queue_ms`` is the fifo's depth only; the fair queues hold
     ``net.QUEUE_LATENCY_S`` each."""
 
     kind: str = FAIR
@@ -59,7 +59,8 @@ class Shaper:
         if self.kind not in SHAPERS:
             raise UserError(f"shaper {self.kind!r}: must be one of {', '.join(SHAPERS)}")
         low, high = QUEUE_MS_RANGE
-        if not (isinstance(self.queue_ms, (int, float)) and math.isfinite(self.queue_ms)
+        if not (isinstance(self.queue_ms, (int, float)) and not isinstance(self.queue_ms, bool)
+                and math.isfinite(self.queue_ms)
                 and low <= self.queue_ms <= high):
             raise UserError(f"queue depth {self.queue_ms!r} ms: must be {low:g} to {high:g} ms")
 

@@ -1,8 +1,9 @@
 """``islands validate FILE``: check the simulator against a real run of the scenario, scaled down.
 
 The scenario is scaled to a run of some seconds (same algorithm, M up to --workers, P, bits and the
-same transfer / compute per interval), trained for real over an emulated WAN (kernel htb between
-network namespaces as root, else in-process shaping, said in the output), and the simulator plays
+same transfer / compute per interval), trained for real over an emulated WAN (kernel shaping between
+network namespaces as root, fair queues or with --shaper fifo one FIFO per island's egress, else
+in-process shaping, said in the output), and the simulator plays
 exactly that scaled scenario, calibrated once per invocation from measurements of the emulated links
 and the trainer's exchange. Prints predicted beside measured with relative errors; writes
 validation.json, overlay.png, the scaled scenario and both traces to --out. ``--suite`` runs the
@@ -49,8 +50,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="shape in-process over loopback even where namespaces are available")
     parser.add_argument("--shaper", choices=("fair", "fifo"), default="fair",
                         help="how each emulated link queues: fair, ACKs first and a queue per peer (fq_codel, "
-                             "SQM routers; default); fifo, one tbf FIFO per island's egress (a home router's "
-                             "uplink, a cloud or tc tbf shaper); see docs/emulation.md")
+                             "SQM routers; default); fifo, one tbf FIFO per island's egress (tc tbf on each "
+                             "host, a cloud shaper); see docs/emulation.md")
     parser.add_argument("--queue-ms", type=float, metavar="MS",
                         help="with --shaper fifo: the FIFO's depth in ms of the link's rate (default 200)")
     parser.add_argument("--calibration", metavar="FILE", type=path_text,
