@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -30,6 +32,47 @@ class LinkSpec:
             raise UserError(f"link of island {self.island}: rates must be positive bits/s")
         if self.latency_s < 0:
             raise UserError(f"link of island {self.island}: latency_s must be >= 0, got {self.latency_s}")
+
+
+FAIR, FIFO = "fair", "fifo"
+SHAPERS = (FAIR, FIFO)
+FAIR_MODE = "kernel-htb-fq"  # "kernel-htb" until issue 29's third round: one bulk FIFO per direction
+FIFO_MODE = re.compile(r"kernel-tbf-fifo-(\d+(?:\.\d+)?)ms")
+DEFAULT_QUEUE_MS = 200.0  # the fair shaper's depth too (net.QUEUE_LATENCY_S)
+QUEUE_MS_RANGE = (1.0, 2000.0)
+
+
+@dataclass(frozen=True)
+class Shaper:
+    """How every access link's bottleneck queues, as a real router does (docs/emulation.md).
+
+    ``fair``: ACKs first and a queue per peer island served in turn (fq_codel, cake, SQM home
+    routers); ``fifo``: one tbf FIFO per island's egress holding ``queue_ms`` of the link's rate
+    (``tc tbf`` on a host's egress, a cloud shaper), so an island's ACKs and short messages wait
+    behind its own uploads. ``queue_ms`` is the fifo's depth only; the fair queues hold
+    ``net.QUEUE_LATENCY_S`` each."""
+
+    kind: str = FAIR
+    queue_ms: float = DEFAULT_QUEUE_MS
+
+    def __post_init__(self) -> None:
+        if self.kind not in SHAPERS:
+            raise UserError(f"shaper {self.kind!r}: must be one of {', '.join(SHAPERS)}")
+        low, high = QUEUE_MS_RANGE
+        if not (isinstance(self.queue_ms, (int, float)) and not isinstance(self.queue_ms, bool)
+                and math.isfinite(self.queue_ms)
+                and low <= self.queue_ms <= high):
+            raise UserError(f"queue depth {self.queue_ms!r} ms: must be {low:g} to {high:g} ms")
+
+    @property
+    def mode(self) -> str:
+        """What a calibration records: one made under one shaper is refused under another."""
+        return FAIR_MODE if self.kind == FAIR else f"kernel-tbf-fifo-{self.queue_ms:g}ms"
+
+
+def is_kernel_mode(mode: str) -> bool:
+    """Whether ``mode`` is one this version builds: the fair shaper's, or a fifo of any depth."""
+    return mode == FAIR_MODE or FIFO_MODE.fullmatch(mode) is not None
 
 
 def check_links(links: Sequence[LinkSpec]) -> tuple[LinkSpec, ...]:

@@ -87,6 +87,7 @@ OTHER_CLASS = "2:21"
 # twice a delay's worth of full-size packets at the link's rate, or it drops them.
 NETEM_MIN_LIMIT_PACKETS = 1000
 PROCESS_EXIT_WAIT_S = 2.0
+UNSHAPED_QDISCS = ("noqueue", "pfifo_fast")  # what a veth has before it is shaped
 
 
 def run(args: list[str], stdin: str | None = None) -> str:
@@ -167,10 +168,25 @@ def netem_limit_packets(rate_bits_per_s: float, delay_s: float) -> int:
     return max(NETEM_MIN_LIMIT_PACKETS, math.ceil(2 * in_flight_packets))
 
 
+def fifo_limit_bytes(rate_bits_per_s: float, queue_s: float) -> int:
+    """One FIFO's depth in bytes: the bucket plus ``queue_s`` at the rate, and at least one GSO packet
+    beyond the bucket (tbf refuses a packet larger than its queue)."""
+    queue_bytes = max(round(rate_bits_per_s / BITS_PER_BYTE * queue_s), gso_bytes(rate_bits_per_s))
+    return burst_bytes(rate_bits_per_s) + queue_bytes
+
+
+def fifo_commands(device: str, rate_bits_per_s: float, parent: list[str], queue_s: float) -> list[list[str]]:
+    """``tc`` arguments for one tbf FIFO at the rate: every packet, ACK or data, to whichever peer, in
+    one queue of ``fifo_limit_bytes``; the bucket is ``burst_bytes``, as the fair shaper's."""
+    return [["qdisc", "add", "dev", device, *parent, "handle", "2:", "tbf", "rate", f"{round(rate_bits_per_s)}bit",
+             "burst", str(burst_bytes(rate_bits_per_s)), "limit", str(fifo_limit_bytes(rate_bits_per_s, queue_s))]]
+
+
 def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | None,
-          peers: Sequence[str] = (), match: str = "dst") -> None:
-    """Shape the egress of ``device`` to the rate, ACKs first and a queue per peer (``shaper_commands``);
-    with ``delay_s``, a netem delay in front of it."""
+          peers: Sequence[str] = (), match: str = "dst", fifo_queue_s: float | None = None) -> None:
+    """Shape the egress of ``device`` to the rate, ACKs first and a queue per peer (``shaper_commands``),
+    or with ``fifo_queue_s`` one FIFO of that depth (``fifo_commands``); with ``delay_s``, a netem
+    delay in front of it."""
     qdisc = ["tc", "-n", namespace, "qdisc", "add", "dev", device]
     if delay_s is None:
         parent = ["root"]
@@ -180,8 +196,16 @@ def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | 
         parent = ["parent", "1:"]
     run(["ip", "-n", namespace, "link", "set", "dev", device, "gso_max_size", str(gso_bytes(rate_bits_per_s))])
     # one tc for them all: a link of M islands has 3(M + 1) of them
-    commands = shaper_commands(device, rate_bits_per_s, parent, peers, match)
+    commands = (shaper_commands(device, rate_bits_per_s, parent, peers, match) if fifo_queue_s is None
+                else fifo_commands(device, rate_bits_per_s, parent, fifo_queue_s))
     run(["tc", "-n", namespace, "-batch", "-"], stdin="".join(" ".join(command) + "\n" for command in commands))
+
+
+def unshape(namespace: str, device: str) -> None:
+    """Remove the device's shaper, if it has one (deleting the root qdisc deletes everything under it)."""
+    roots = json.loads(run(["tc", "-n", namespace, "-j", "qdisc", "show", "dev", device, "root"]) or "[]")
+    if any(root["kind"] not in UNSHAPED_QDISCS for root in roots):
+        run(["tc", "-n", namespace, "qdisc", "del", "dev", device, "root"])
 
 
 def peer_class(position: int) -> str:

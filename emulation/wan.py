@@ -40,14 +40,15 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
 from islands.errors import UserError
+from islands.units import MS_PER_S
 
 from . import net
 from . import state
-from .links import LinkSpec, check_island, check_links, links_from_workers
+from .links import FAIR_MODE, FIFO, LinkSpec, Shaper, check_island, check_links, links_from_workers
 from .shaper import InProcessLatency, InProcessShaper, pacer_config, pacer_from_config
 
-__all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "available", "cleanup_leftovers",
-           "links_from_workers", "netem_available", "open_wan", "pacer_from_config"]
+__all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "Shaper", "available",
+           "cleanup_leftovers", "links_from_workers", "netem_available", "open_wan", "pacer_from_config"]
 
 cleanup_leftovers = state.cleanup_leftovers
 CLEANUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -87,14 +88,15 @@ def netem_available() -> bool:
     return _probe()[2]
 
 
-def open_wan(links: Sequence[LinkSpec], prefix: str = "islands",
-             kernel: bool | None = None) -> EmulatedWAN | InProcessShaper:
-    """The kernel emulation where available (``kernel=None``) or required (True), else in-process."""
+def open_wan(links: Sequence[LinkSpec], prefix: str = "islands", kernel: bool | None = None,
+             shaper: Shaper = Shaper()) -> EmulatedWAN | InProcessShaper:
+    """The kernel emulation where available (``kernel=None``) or required (True), else in-process;
+    ``shaper`` says how the kernel's links queue (the in-process shaper has no queue)."""
     ok, reason = available()
     if kernel is False:
         return InProcessShaper(links, reason="in-process shaping requested")
     if ok:
-        return EmulatedWAN(links, prefix)
+        return EmulatedWAN(links, prefix, shaper)
     if kernel:
         raise UserError(f"kernel WAN emulation is not available: {reason}")
     return InProcessShaper(links, reason=reason)
@@ -107,14 +109,16 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 class EmulatedWAN:
     """Kernel-shaped links between per-island network namespaces; a context manager."""
 
-    # "kernel-htb" until issue 29's third round: one bulk FIFO per direction and 64 KiB GSO packets.
-    # A calibration saved under another mode is refused (validation/calibration_file.py).
-    mode = "kernel-htb-fq"
+    # The fair shaper's mode; an instance's is its shaper's (``Shaper.mode``). A calibration saved
+    # under another mode is refused (validation/calibration_file.py, islands validate).
+    mode = FAIR_MODE
 
-    def __init__(self, links: Sequence[LinkSpec], prefix: str = "islands"):
+    def __init__(self, links: Sequence[LinkSpec], prefix: str = "islands", shaper: Shaper = Shaper()):
         state.check_prefix(prefix)
         self.links = check_links(links)
         self.prefix = prefix
+        self.shaper = shaper
+        self.mode = shaper.mode
         self.latency_mode = "netem" if netem_available() else "in-process"
         self._pacer = InProcessLatency(self.links, sleep_latency=self.latency_mode == "in-process")
         self.removed_leftovers: list[str] = []
@@ -125,8 +129,11 @@ class EmulatedWAN:
     @property
     def label(self) -> str:
         latency = "netem delay" if self.latency_mode == "netem" else "in-process sleeps (this kernel has no netem)"
-        return (f"kernel htb shaping on veth pairs between network namespaces, a queue per peer, "
-                f"latency by {latency}")
+        if self.shaper.kind == FIFO:
+            qdisc, queues = "tbf", f"one FIFO of {self.shaper.queue_ms:g} ms per egress"
+        else:
+            qdisc, queues = "htb", "a queue per peer"
+        return f"kernel {qdisc} shaping on veth pairs between network namespaces, {queues}, latency by {latency}"
 
     def namespace(self, island: int) -> str:
         return state.island_namespace(self.prefix, self._index(island))
@@ -205,17 +212,43 @@ class EmulatedWAN:
         core = state.core_namespace(self.prefix)
         net.add_namespace(core)
         net.add_bridge(core)
-        for index, link in enumerate(self.links):
+        for index in range(len(self.links)):
             island = self.namespace(index)
             net.add_namespace(island)
             net.attach_island(core, island, index)
-            peers = [net.address(other) for other in range(len(self.links)) if other != index]
-            if math.isfinite(link.upload_bits_per_s):  # an infinite rate: a non-blocking link, unshaped
-                net.shape(island, net.wan_interface(index), link.upload_bits_per_s, self._netem_delay_s(link),
-                          peers, match="dst")
-            if math.isfinite(link.download_bits_per_s):
-                net.shape(core, net.bridge_port(index), link.download_bits_per_s, self._netem_delay_s(link),
-                          peers, match="src")
+            self._shape(index)
+
+    def reshape(self, shaper: Shaper) -> None:
+        """Replace every link's shaper while the namespaces and the processes inside stay (a benchmark
+        compares shapers on the same connections: benchmarks/fifo_exchange.py)."""
+        self.shaper, self.mode = shaper, shaper.mode
+        for index in range(len(self.links)):
+            net.unshape(self.namespace(index), net.wan_interface(index))
+            net.unshape(state.core_namespace(self.prefix), net.bridge_port(index))
+            self._shape(index)
+
+    def _shape(self, index: int) -> None:
+        link, core = self.links[index], state.core_namespace(self.prefix)
+        peers = [net.address(other) for other in range(len(self.links)) if other != index]
+        fifo_queue_s = self.shaper.queue_ms / MS_PER_S if self.shaper.kind == FIFO else None
+        if math.isfinite(link.upload_bits_per_s):  # an infinite rate: a non-blocking link, unshaped
+            net.shape(self.namespace(index), net.wan_interface(index), link.upload_bits_per_s,
+                      self._netem_delay_s(link), peers, match="dst", fifo_queue_s=fifo_queue_s)
+        if self._shapes_download(index):
+            net.shape(core, net.bridge_port(index), link.download_bits_per_s, self._netem_delay_s(link),
+                      peers, match="src", fifo_queue_s=fifo_queue_s)
+
+    def _shapes_download(self, index: int) -> bool:
+        """The fair shaper shapes every finite download. The fifo stands for ``tc tbf`` on each
+        node's egress: what enters an island is paced by its senders' egress, so its download gets a
+        FIFO of its own only where a faster island could send more than it takes (an ISP's
+        downstream shaper); on equal links only the egress queues, as in such runs."""
+        download = self.links[index].download_bits_per_s
+        if not math.isfinite(download):
+            return False
+        if self.shaper.kind != FIFO:
+            return True
+        return any(other.upload_bits_per_s > download for other in self.links if other.island != index)
 
     def _netem_delay_s(self, link: LinkSpec) -> float | None:
         """One-way latency on each direction of the link, so a hop pays sender's + receiver's latency."""

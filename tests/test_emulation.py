@@ -8,6 +8,7 @@ nothing they created is left.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -18,6 +19,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from islands.errors import UserError
 from islands.scenarios import load
@@ -25,7 +28,7 @@ from islands.emulation import net
 from islands.emulation import state
 from islands.emulation import (EmulatedWAN, InProcessLatency, InProcessShaper, LinkSpec, available,
                                        links_from_workers, measure_link, open_wan)
-from islands.emulation.links import check_links
+from islands.emulation.links import Shaper, check_links, is_kernel_mode
 from islands.emulation.shaper import pacer_config, pacer_from_config
 
 MBIT = 1e6
@@ -182,6 +185,41 @@ def test_the_bulk_queue_holds_the_burst_and_a_round_trip_of_200_ms_or_four_flows
     assert net.queue_limit_bytes(1000 * MBIT) == 500_000 + 25_000_000  # 200 ms of 125 MB/s
 
 
+def test_the_fifo_is_one_tbf_holding_the_burst_and_its_depth_of_the_rate():
+    [command] = net.fifo_commands("wan0", 10 * MBIT, ["root"], queue_s=0.1)
+    assert command == ["qdisc", "add", "dev", "wan0", "root", "handle", "2:", "tbf", "rate", "10000000bit",
+                       "burst", "5000", "limit", str(5000 + 125_000)]  # 4 ms and 100 ms of 1.25 MB/s
+    assert net.fifo_limit_bytes(200 * MBIT, 0.02) == 100_000 + 500_000
+    assert net.fifo_limit_bytes(10 * MBIT, 0.001) == 5000 + 5000  # 1 ms is less than a GSO packet (4 ms)
+
+
+def test_each_shaper_has_its_own_calibration_mode_and_bad_depths_are_refused():
+    assert Shaper().mode == "kernel-htb-fq" == EmulatedWAN.mode
+    assert Shaper("fifo", 20).mode == "kernel-tbf-fifo-20ms"
+    assert Shaper("fifo", 12.5).mode == "kernel-tbf-fifo-12.5ms"
+    assert all(map(is_kernel_mode, ("kernel-htb-fq", "kernel-tbf-fifo-20ms", "kernel-tbf-fifo-12.5ms")))
+    assert not any(map(is_kernel_mode, ("kernel-htb", "kernel-tbf", "kernel-tbf-fifo-ms", "in-process")))
+    for depth in (0, 0.5, 2001, math.nan, math.inf, "20"):
+        with pytest.raises(UserError, match="queue depth .* ms: must be 1 to 2000 ms"):
+            Shaper("fifo", depth)
+    with pytest.raises(UserError, match="shaper 'red': must be one of fair, fifo"):
+        Shaper("red")
+
+
+@given(st.floats(1.0, 2000.0))
+def test_every_fifo_depth_has_a_mode_that_calibrations_accept_and_no_other_shaper_shares(queue_ms):
+    mode = Shaper("fifo", queue_ms).mode
+    assert is_kernel_mode(mode) and mode != Shaper().mode
+    assert float(mode.removeprefix("kernel-tbf-fifo-").removesuffix("ms")) == pytest.approx(queue_ms, rel=1e-5)
+
+
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True).filter(lambda q: not 1 <= q <= 2000),
+                 st.integers(-10**30, 0), st.integers(2001, 10**30), st.text(), st.none(), st.booleans()))
+def test_a_fifo_depth_out_of_range_or_not_a_number_is_one_user_error(queue_ms):
+    with pytest.raises(UserError, match=r"^queue depth .* ms: must be 1 to 2000 ms$"):
+        Shaper("fifo", queue_ms)
+
+
 def test_owner_liveness_uses_pid_and_start_time():
     me = {"pid": os.getpid(), "start_ticks": state.process_start_ticks(os.getpid())}
     assert state.owner_alive(me)
@@ -331,6 +369,64 @@ def test_a_short_message_from_an_idle_island_passes_another_islands_full_queue(n
             assert flood.wait(timeout=30) == 0
     assert backlog_bytes > 0.8 * net.queue_limit_bytes(10 * MBIT)  # the flood's queue is full
     assert float(client.stdout) < 0.020  # one FIFO: 0.2 s and more
+
+
+def root_qdiscs(namespace: str, device: str) -> list[str]:
+    shown = subprocess.run(["tc", "-n", namespace, "-j", "qdisc", "show", "dev", device], capture_output=True,
+                           text=True, check=True).stdout
+    return [qdisc["kind"] for qdisc in json.loads(shown)]
+
+
+UPLINK_FLOOD = textwrap.dedent("""
+    import socket, sys, time
+    address, port = sys.argv[1], int(sys.argv[2])
+    SO_SNDBUFFORCE = 32  # Linux's; Python does not name it. A send buffer above the FIFO's depth, past wmem_max
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as flood:
+        flood.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 4 << 20)
+        for tick in range(400):  # 18 x 1400 bytes per 10 ms: 20 Mbit/s, twice the uplink, for 4 s
+            for _ in range(18):
+                flood.sendto(bytes(1400), (address, port))
+            time.sleep(0.01)
+""")
+
+
+@needs_kernel
+@pytest.mark.parametrize("kind", ["fifo", "fair"])
+def test_through_one_fifo_a_short_message_waits_behind_its_own_islands_upload(no_leftovers, kind):
+    """Issue 44: with one FIFO per egress (``--shaper fifo``), a 600-byte message from an island
+    (gloo's "ready to receive", an ACK) waits behind everything that island is uploading to another
+    one: a full FIFO of 100 ms at 10 Mbit/s delays its round trip by the whole 100 ms. The fair
+    shaper queues per peer and serves them in turn, so the message waits for a frame of the upload.
+    Only the slow island's download gets a FIFO (a faster island could overfill it); the others'
+    downloads stay unshaped, as with ``tc tbf`` on each node's egress."""
+    links = [LinkSpec(0, 10 * MBIT, 10 * MBIT), LinkSpec(1, 100 * MBIT, 100 * MBIT),
+             LinkSpec(2, 100 * MBIT, 100 * MBIT)]
+    no_leftovers(prefix := unique_prefix(f"own{kind}"))
+    queue_s = 0.1
+    with EmulatedWAN(links, prefix, Shaper(kind, queue_s * 1000)) as wan:
+        uplinks = [root_qdiscs(wan.namespace(i), net.wan_interface(i)) for i in range(3)]
+        downlinks = [root_qdiscs(state.core_namespace(prefix), net.bridge_port(i)) for i in range(3)]
+        echo = [sys.executable, "-c", ECHO]
+        with subprocess.Popen(wan.command_prefix(1) + echo + ["serve", wan.address(1), "29613"],
+                              stdout=subprocess.PIPE, text=True) as server, \
+                subprocess.Popen(wan.command_prefix(0) + [sys.executable, "-c", UPLINK_FLOOD, wan.address(2),
+                                                         "29614"]) as flood:
+            assert server.stdout.readline().strip() == "ready"
+            time.sleep(0.5)
+            backlog_bytes = sum(qdisc.get("backlog", 0) for qdisc in json.loads(net.run(
+                ["tc", "-n", wan.namespace(0), "-s", "-j", "qdisc", "show", "dev", net.wan_interface(0)])))
+            client = subprocess.run(wan.command_prefix(0) + echo + ["ask", wan.address(1), "29613"],
+                                    capture_output=True, text=True, timeout=60, check=True)
+            assert flood.wait(timeout=30) == 0
+    round_trip_s = float(client.stdout)
+    if kind == "fifo":
+        assert uplinks == [["tbf"]] * 3
+        assert downlinks == [["tbf"], ["noqueue"], ["noqueue"]]
+        assert backlog_bytes > 0.8 * net.fifo_limit_bytes(10 * MBIT, queue_s)  # the upload fills the FIFO
+        assert round_trip_s > 0.8 * queue_s  # 100 ms of the island's own upload ahead of it
+    else:
+        assert uplinks[0][0] == "htb" and downlinks[1][0] == "htb"
+        assert round_trip_s < 0.020
 
 
 STEPS_WORKER = textwrap.dedent("""

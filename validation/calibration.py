@@ -77,7 +77,7 @@ from typing import NamedTuple
 
 from islands.errors import UserError
 from islands.io import json_text
-from islands.emulation import EmulatedWAN, LinkSpec, measure_link, open_wan, burst_bytes
+from islands.emulation import EmulatedWAN, InProcessShaper, LinkSpec, Shaper, measure_link, open_wan, burst_bytes
 from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.interpolation import linear, log_linear
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
@@ -99,7 +99,7 @@ CALL_PHASES = 2  # a call of the average: its all-to-all and its all-gather (the
 
 @dataclass(frozen=True)
 class Calibration:
-    mode: str                      # EmulatedWAN.mode or InProcessShaper.mode
+    mode: str                      # the kernel shaper's (Shaper.mode) or InProcessShaper.mode
     label: str                     # how the WAN was emulated, in words
     link_ratio: float              # one TCP stream's payload rate over the configured rate (mean)
     link_ratios: tuple[float, ...]  # each probe transfer: achieved over configured rate
@@ -182,13 +182,14 @@ def at_rate(by_rate: dict[float, float], bits_per_s: float) -> float:
 
 
 def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, min_islands: int = 2,
-               stem: str = VALIDATE_STEM, wire_bits: tuple[int, ...] = ()) -> tuple[dict, list[float], str, str]:
+               stem: str = VALIDATE_STEM, wire_bits: tuple[int, ...] = (),
+               shaper: Shaper = Shaper()) -> tuple[dict, list[float], str, str]:
     """The probe's timings at one configured rate, for ``min_islands`` to ``max_islands`` islands, and
     a large exchange in each format of ``wire_bits`` too: (timings, link rates, mode, label)."""
     links = [LinkSpec(i, rate_bits_per_s, rate_bits_per_s, 0.0) for i in range(max_islands)]
     probe_bytes = round(rate_bits_per_s / BITS_PER_BYTE * PROBE_SECONDS)
     large = large_probe_values(probe_bytes)
-    with open_wan(links, prefix=f"{stem}calib", kernel=kernel) as wan:
+    with open_wan(links, prefix=f"{stem}calib", kernel=kernel, shaper=shaper) as wan:
         kernel_shaped = isinstance(wan, EmulatedWAN)
         rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)] if kernel_shaped else []
         children = start_ranks(wan, ["-m", "islands.validation.probe"], max_islands, stdout=subprocess.PIPE,
@@ -202,7 +203,8 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
 
 
 def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float, ...] = PROBE_RATES_BITS_PER_S,
-            min_islands: int = 2, stem: str = VALIDATE_STEM, wire_bits: tuple[int, ...] = ()) -> Calibration:
+            min_islands: int = 2, stem: str = VALIDATE_STEM, wire_bits: tuple[int, ...] = (),
+            shaper: Shaper = Shaper()) -> Calibration:
     """Probe every rate of ``rates_bits_per_s`` with ``min_islands`` .. ``max_islands`` islands; the
     fixed cost and the per-value cost are medians over the rates, the achieved rate and the end spread
     are kept per rate; the rate in each other wire format of ``wire_bits`` too."""
@@ -216,9 +218,10 @@ def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float
     by_bits: dict[int, dict[int, dict[float, float]]] = {}
     achieved: list[float] = []
     for rate in rates_bits_per_s:
-        timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel, min_islands, stem, wire_bits)
+        timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel, min_islands, stem, wire_bits,
+                                                      shaper)
         achieved += [r / rate for r in link_rates]
-        bucket_bytes = burst_bytes(rate) if mode == EmulatedWAN.mode else 0
+        bucket_bytes = burst_bytes(rate) if mode != InProcessShaper.mode else 0
         for m in map(int, timings["screen"]["tiny"]):
             costs = exchange_costs(m, timings, rate, bucket_bytes)
             per_value.setdefault(m, []).append(costs.cpu_s_per_value)

@@ -4,7 +4,8 @@ It is read before any measuring or training, so a broken file, a folder, a netwo
 ``islands calibrate`` writes, for ``--network-profile``) or a value outside its physical range is
 refused in one line naming the file and the key, never after a run, never as a traceback; so is a
 calibration of a shaper this version no longer builds (``kernel-tbf``; ``kernel-htb``, one FIFO
-per direction, before issue 29's third round). A value
+per direction, before issue 29's third round; ``islands validate`` also refuses one measured under
+another shaper than the run's, ``--shaper``). A value
 saved as null (``io.json_text`` writes a NaN so) is refused as not a number.
 """
 
@@ -15,7 +16,8 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from islands.emulation import EmulatedWAN, InProcessShaper
+from islands.emulation import InProcessShaper
+from islands.emulation.links import is_kernel_mode
 from islands.errors import UserError
 from islands.io import read_bounded_json
 from islands.trainer.core.quantize import WIRE_BITS
@@ -60,7 +62,7 @@ def read_calibration(path: Path) -> Calibration:
                 raise UserError(f"{path}: {where} must be a finite number, {rule} (got {value!r})")
     if not all(isinstance(document[key], str) for key in ("mode", "label")):
         raise UserError(f"{path}: mode and label must be text")
-    if document["mode"] not in (EmulatedWAN.mode, InProcessShaper.mode):
+    if not (is_kernel_mode(document["mode"]) or document["mode"] == InProcessShaper.mode):
         raise UserError(f"{path}: measured with {document['mode']} shaping, which this version no longer builds: "
                         "give --calibration a new file")
     try:

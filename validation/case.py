@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from islands.emulation import Shaper
 from islands.errors import UserError
 from islands.io import json_text, write_table, write_text
 from islands.scenarios import Scenario
@@ -53,12 +54,13 @@ def complete_prediction(name: str, case: ScaledCase, overrides: list[str]) -> Si
 
 
 def validate_case(name: str, scenario: Scenario, options: ScaleOptions, calibration: Calibration,
-                  out_dir: Path, kernel: bool | None) -> Comparison:
-    return validate_scaled(name, scale(scenario, options), options.pace, calibration, out_dir, kernel)
+                  out_dir: Path, kernel: bool | None, shaper: Shaper = Shaper()) -> Comparison:
+    return validate_scaled(name, scale(scenario, options), options.pace, calibration, out_dir, kernel,
+                           shaper=shaper)
 
 
 def validate_scaled(name: str, case: ScaledCase, paced: bool, calibration: Calibration, out_dir: Path,
-                    kernel: bool | None, stem: str = VALIDATE_STEM) -> Comparison:
+                    kernel: bool | None, stem: str = VALIDATE_STEM, shaper: Shaper = Shaper()) -> Comparison:
     """Train the scaled ``case`` for real, simulate it calibrated, compare; write the outputs to ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     scaled_path = out_dir / "scaled.toml"
@@ -69,7 +71,7 @@ def validate_scaled(name: str, case: ScaledCase, paced: bool, calibration: Calib
     calls = "exchange" in case.document  # the original's calls per exchange (``scaling.scaled_calls``)
     overrides = simulator_overrides(calibration, islands, wire_bits, calls)  # refuses an M not calibrated
     predicted = complete_prediction(name, case, overrides)  # before the run: a prediction cut short is refused
-    measured = train(scaled_path, make_run_plan(case.scenario()), out_dir / "run", kernel, stem)
+    measured = train(scaled_path, make_run_plan(case.scenario()), out_dir / "run", kernel, stem, shaper)
     if not paced:
         overrides += measured_step_overrides(measured.summary, case.scenario())
         predicted = complete_prediction(name, case, overrides)

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from islands.emulation.links import Shaper
 from islands.trainer.runtime.processes import IslandLaunch, rank_environment
 from islands.trainer.elastic.launch import launch_elastic
 
@@ -39,11 +40,11 @@ def island_launches(wan, islands: int) -> list[dict]:
 
 
 def train_elastic(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
-                  stem: str = VALIDATE_STEM) -> Measured:
+                  stem: str = VALIDATE_STEM, shaper: Shaper = Shaper()) -> Measured:
     """Train ``scenario_path`` (scaled, with events) under emulation; outputs go to ``out_dir``."""
     from islands.emulation import links_from_workers, open_wan
 
-    with open_wan(links_from_workers(plan.workers), prefix=f"{stem}churn", kernel=kernel) as wan:
+    with open_wan(links_from_workers(plan.workers), prefix=f"{stem}churn", kernel=kernel, shaper=shaper) as wan:
         before = sent_bytes(wan, plan.islands)
         address, port = rendezvous(wan)
         spec = {"address": address, "port": port, "islands": island_launches(wan, plan.islands)}

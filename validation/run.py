@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from islands.errors import UserError
-from islands.emulation import EmulatedWAN, InProcessShaper, LinkSpec, links_from_workers, open_wan
+from islands.emulation import EmulatedWAN, InProcessShaper, LinkSpec, Shaper, links_from_workers, open_wan
 from islands.schedules import SCHEDULES
 from islands.trainer.runtime.processes import free_port, stop_all, wait_all
 from islands.trainer.runtime.spec import LaunchSpec
@@ -95,11 +95,11 @@ def sent_bytes(wan: EmulatedWAN | InProcessShaper, islands: int) -> list[int] | 
 
 
 def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
-                 stem: str = VALIDATE_STEM) -> Measured:
+                 stem: str = VALIDATE_STEM, shaper: Shaper = Shaper()) -> Measured:
     """Train ``scenario_path`` (already scaled) under emulation; outputs go to ``out_dir``."""
     decoupled = kind_of(plan).has_syncer
     links = links_from_workers(plan.workers) + ([syncer_link(plan)] if decoupled else [])
-    with open_wan(links, prefix=f"{stem}run", kernel=kernel) as wan:
+    with open_wan(links, prefix=f"{stem}run", kernel=kernel, shaper=shaper) as wan:
         before = sent_bytes(wan, plan.islands)
         argv = ["-m", "islands.cli", "train", str(scenario_path), "--out", str(out_dir)]
         run_all(start_ranks(wan, argv, plan.world_size, stdout=subprocess.DEVNULL, syncer=decoupled),

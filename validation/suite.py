@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from islands.emulation import Shaper
 from islands.io import json_text, write_text
 from islands.scenarios import Scenario, ScenarioSource
 from islands.tables import render
@@ -86,13 +87,14 @@ def case_scenario(case: SuiteCase) -> Scenario:
 
 
 def run_suite(cases: tuple[SuiteCase, ...], options: ScaleOptions, calibration: Calibration, out_dir: Path,
-              kernel: bool | None, progress=print) -> list[tuple[SuiteCase, Comparison]]:
+              kernel: bool | None, progress=print, shaper: Shaper = Shaper()) -> list[tuple[SuiteCase, Comparison]]:
     results = []
     for number, case in enumerate(cases, 1):
         progress(f"[{number}/{len(cases)}] {case.name}: {case.what}")
         case_options = ScaleOptions(**{**options.__dict__, "max_workers": case.workers})
         scenario = case_scenario(case)
-        comparison = validate_case(case.name, scenario, case_options, calibration, out_dir / case.name, kernel)
+        comparison = validate_case(case.name, scenario, case_options, calibration, out_dir / case.name, kernel,
+                                   shaper)
         results.append((case, comparison))
     return results
 

@@ -1,8 +1,9 @@
 """``islands validate FILE``: check the simulator against a real run of the scenario, scaled down.
 
 The scenario is scaled to a run of some seconds (same algorithm, M up to --workers, P, bits and the
-same transfer / compute per interval), trained for real over an emulated WAN (kernel htb between
-network namespaces as root, else in-process shaping, said in the output), and the simulator plays
+same transfer / compute per interval), trained for real over an emulated WAN (kernel shaping between
+network namespaces as root, fair queues or with --shaper fifo one FIFO per island's egress, else
+in-process shaping, said in the output), and the simulator plays
 exactly that scaled scenario, calibrated once per invocation from measurements of the emulated links
 and the trainer's exchange. Prints predicted beside measured with relative errors; writes
 validation.json, overlay.png, the scaled scenario and both traces to --out. ``--suite`` runs the
@@ -47,6 +48,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "measured: run unpaced and calibrate the simulator from measured step times")
     parser.add_argument("--in-process", action="store_true",
                         help="shape in-process over loopback even where namespaces are available")
+    parser.add_argument("--shaper", choices=("fair", "fifo"), default="fair",
+                        help="how each emulated link queues: fair, ACKs first and a queue per peer (fq_codel, "
+                             "SQM routers; default); fifo, one tbf FIFO per island's egress (tc tbf on each "
+                             "host, a cloud shaper); see docs/emulation.md")
+    parser.add_argument("--queue-ms", type=float, metavar="MS",
+                        help="with --shaper fifo: the FIFO's depth in ms of the link's rate (default 200)")
     parser.add_argument("--calibration", metavar="FILE", type=path_text,
                         help="reuse this calibration if it exists, else measure and save it there")
     parser.add_argument("--out", metavar="DIR", type=path_text, help="output folder (default runs/<time>-validate)")
@@ -55,8 +62,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_flags(args)
+    shaper = chosen_shaper(args)
     out_dir = Path(args.out or Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-validate")
-    saved = saved_calibration(args)
+    saved = saved_calibration(args, shaper)
     if args.suite:
         from islands.validation import suite
 
@@ -70,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
     if saved is not None:
         check_covers(args.calibration, saved, max_islands)
     check_outputs(args, out_dir, folders)
-    calibration, kernel = calibrate(args, out_dir, max_islands, saved, tuple(sorted(wire_bits)))
-    return run_suite(args, out_dir, cases, calibration, kernel) if args.suite else \
-        run_one(args, out_dir, scenario, calibration, kernel)
+    calibration, kernel = calibrate(args, out_dir, max_islands, saved, tuple(sorted(wire_bits)), shaper)
+    return run_suite(args, out_dir, cases, calibration, kernel, shaper) if args.suite else \
+        run_one(args, out_dir, scenario, calibration, kernel, shaper)
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -95,9 +103,26 @@ def check_flags(args: argparse.Namespace) -> None:
                         "seconds (a day)")
 
 
-def saved_calibration(args: argparse.Namespace):
+def chosen_shaper(args: argparse.Namespace):
+    """The kernel shaper of --shaper and --queue-ms, refused in one line where they do not go together."""
+    from islands.emulation import Shaper
+    from islands.emulation.links import DEFAULT_QUEUE_MS, FIFO
+    from islands.errors import UserError
+
+    if args.queue_ms is not None and args.shaper != FIFO:
+        raise UserError("--queue-ms goes with --shaper fifo (the fair shaper's queues hold 200 ms each)")
+    if args.in_process and args.shaper == FIFO:
+        raise UserError("--shaper fifo needs the kernel's shaping, not --in-process (which has no queue)")
+    try:
+        return Shaper(args.shaper, DEFAULT_QUEUE_MS if args.queue_ms is None else args.queue_ms)
+    except UserError as error:
+        raise UserError(f"--queue-ms: {error}") from None
+
+
+def saved_calibration(args: argparse.Namespace, shaper):
     """The calibration --calibration names, checked now; None where it is to be measured (and then
-    written there: a trial write now)."""
+    written there: a trial write now). One measured under another kernel shaper than ``shaper`` is
+    refused: a FIFO's exchange is slower than fair queues' (docs/emulation.md)."""
     from islands.emulation import InProcessShaper
     from islands.errors import UserError
     from islands.io import check_not_folder, temporary_beside
@@ -111,6 +136,9 @@ def saved_calibration(args: argparse.Namespace):
         if args.in_process and calibration.mode != InProcessShaper.mode:
             raise UserError(f"{path}: measured with {calibration.mode} shaping; --in-process runs need a "
                             "calibration measured in-process: give --calibration a new file")
+        if calibration.mode not in (InProcessShaper.mode, shaper.mode):
+            raise UserError(f"{path}: measured with {calibration.mode} shaping; this run shapes with {shaper.mode} "
+                            f"(--shaper {shaper.kind}): give --calibration a new file")
         return calibration
     check_not_folder(path)
     temporary_beside(path).unlink()
@@ -157,7 +185,7 @@ def options(args: argparse.Namespace):
                         pace=args.compute == "paced")
 
 
-def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, wire_bits: tuple[int, ...]):
+def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, wire_bits: tuple[int, ...], shaper):
     """``saved`` (read and checked by ``saved_calibration``), or one measured now, in the wire formats
     ``wire_bits``, and written to --calibration (else into --out)."""
     from islands.validation.calibration import PROBE_RATES_BITS_PER_S, measure
@@ -170,7 +198,7 @@ def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, 
         formats = ", ".join(f"{bits}-bit" for bits in wire_bits)
         print(f"calibrating: TCP transfers and the trainer's exchange ({formats}) among 2 to {max_islands} "
               f"islands, at {rates} Mbit/s ...", flush=True)
-        calibration = measure(max_islands, kernel, wire_bits=wire_bits)
+        calibration = measure(max_islands, kernel, wire_bits=wire_bits, shaper=shaper)
         write_text(args.calibration or out_dir / "calibration.json", calibration.to_json())
     print(calibration_line(calibration), flush=True)
     return calibration, kernel
@@ -199,11 +227,11 @@ def calibration_line(calibration) -> str:
             + (f"; last member's end after the first's {spreads}" if spreads else ""))
 
 
-def run_one(args: argparse.Namespace, out_dir: Path, scenario, calibration, kernel: bool | None) -> int:
+def run_one(args: argparse.Namespace, out_dir: Path, scenario, calibration, kernel: bool | None, shaper) -> int:
     from islands.validation.case import validate_case
     from islands.validation.compare import figures_table, syncs_table
 
-    comparison = validate_case(scenario.name, scenario, options(args), calibration, out_dir, kernel)
+    comparison = validate_case(scenario.name, scenario, options(args), calibration, out_dir, kernel, shaper)
     print()
     print(f"{scenario.name}: predicted (simulator, calibrated) vs measured (real run, scaled)")
     print(figures_table(comparison))
@@ -215,11 +243,11 @@ def run_one(args: argparse.Namespace, out_dir: Path, scenario, calibration, kern
     return 0
 
 
-def run_suite(args: argparse.Namespace, out_dir: Path, cases, calibration, kernel: bool | None) -> int:
+def run_suite(args: argparse.Namespace, out_dir: Path, cases, calibration, kernel: bool | None, shaper) -> int:
     from islands.validation import suite
 
     results = suite.run_suite(cases, options(args), calibration, out_dir, kernel,
-                              progress=lambda line: print(line, flush=True))
+                              progress=lambda line: print(line, flush=True), shaper=shaper)
     suite.write_suite_json(out_dir / "suite.json", results, calibration)
     print()
     print(suite.suite_table(results))
