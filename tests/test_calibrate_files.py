@@ -161,17 +161,22 @@ def test_a_collective_prices_ring_collectives_only():
         assert "exchange" not in applied and "ring_efficiency" not in applied["network"]
 
 
-def test_a_scenario_takes_a_profile_from_files(samples):
-    calibrate(*PINGS)
-    (samples / "three.toml").write_text("""name = "three"
+def three_islands(parameters: float) -> str:
+    """A DiLoCo scenario of islands a, b and c (the samples' hosts) with fp32 values."""
+    return f"""name = "three"
 [model]
-parameters = 1e6
+parameters = {parameters}
 bytes_per_param = 4
 [schedule]
 algorithm = "diloco"
 inner_steps = 10
 outer_steps = 2
-""" + "".join(f'[[island]]\nname = "{name}"\nstep_time_s = 1\nbandwidth_gbps = 1\n' for name in "abc"))
+""" + "".join(f'[[island]]\nname = "{name}"\nstep_time_s = 1\nbandwidth_gbps = 1\n' for name in "abc")
+
+
+def test_a_scenario_takes_a_profile_from_files(samples):
+    calibrate(*PINGS)
+    (samples / "three.toml").write_text(three_islands(1e6))
     scenario = ScenarioSource.read(samples / "three.toml").with_network_profile(samples / "profile.json").scenario
     assert [island.upload_gbps for island in scenario.islands] == pytest.approx([0.048, 0.049, 0.096])
 
@@ -231,15 +236,7 @@ def test_the_simulator_remakes_the_largest_all_reduce_from_the_profile(samples):
 
     calibrate(*PINGS, "--nccl-tests", "nccl-all-reduce-3.txt")
     size = ALL_REDUCE_SIZES[-1]
-    (samples / "three.toml").write_text(f"""name = "three"
-[model]
-parameters = {size // 4}
-bytes_per_param = 4
-[schedule]
-algorithm = "diloco"
-inner_steps = 10
-outer_steps = 2
-""" + "".join(f'[[island]]\nname = "{name}"\nstep_time_s = 1\nbandwidth_gbps = 1\n' for name in "abc"))
+    (samples / "three.toml").write_text(three_islands(size // 4))
     scenario = ScenarioSource.read(samples / "three.toml").with_network_profile(samples / "profile.json").scenario
     assert scenario.exchange.call_overhead_s == pytest.approx(0.1 - 4 * 0.02005)
     assert scenario.network.ring_efficiency == pytest.approx(4 / 3 * 8 / 0.25e-6 / 48e6)

@@ -98,18 +98,25 @@ def run(args: argparse.Namespace) -> int:
         write_table(predicted.trace, args.out / "predicted_trace.csv")
         write_overlay(args.out / "overlay.png", comparison, predicted.trace, result.run.trace,
                       ("predicted (simulator)", f"measured ({args.run_dir})"))
+    return shown(args, document, f"{comparison.case} predicted, against the run in {args.run_dir}",
+                 [figures_table(comparison), syncs_table(comparison)], comparison.notes, OUTPUT_FILES)
+
+
+def shown(args: argparse.Namespace, document: dict, header: str, tables: list[str], notes: list[str],
+          written: tuple[str, ...]) -> int:
+    """The comparison as one JSON object (--json), or its header, tables and notes, and what --out wrote."""
+    from islands.io import json_text
+
     if args.json:
         print(json_text(document, indent=2))
         return 0
-    print(f"{comparison.case} predicted, against the run in {args.run_dir}")
-    print(figures_table(comparison))
+    print(header)
+    print("\n\n".join(tables))
     print()
-    print(syncs_table(comparison))
-    print()
-    for note in comparison.notes:
+    for note in notes:
         print(note)
     if args.out:
-        print(f"wrote {args.out / 'comparison.json'}, {args.out / 'overlay.png'}, {args.out / 'predicted_trace.csv'}")
+        print("wrote " + ", ".join(str(args.out / name) for name in written))
     return 0
 
 
@@ -134,17 +141,6 @@ def run_log(args: argparse.Namespace, source) -> int:
     if args.out:
         write_text(args.out / "comparison.json", json_text(document, indent=2) + "\n")
         write_table(result.predicted.trace, args.out / "predicted_trace.csv")
-    if args.json:
-        print(json_text(document, indent=2))
-        return 0
-    print(f"{comparison.case} predicted, against the {log.format} log {args.run_dir}, over {window.text()}")
-    print(figures_table(comparison))
-    if comparison.syncs:
-        print()
-        print(syncs_table(comparison.syncs))
-    print()
-    for note in comparison.notes:
-        print(note)
-    if args.out:
-        print(f"wrote {args.out / 'comparison.json'}, {args.out / 'predicted_trace.csv'}")
-    return 0
+    tables = [figures_table(comparison), *([syncs_table(comparison.syncs)] if comparison.syncs else [])]
+    return shown(args, document, f"{comparison.case} predicted, against the {log.format} log {args.run_dir}, over "
+                 f"{window.text()}", tables, comparison.notes, LOG_OUTPUT_FILES)
