@@ -180,3 +180,26 @@ def test_ddp_buckets_during_the_backward_pass_leave_the_last_one_exposed():
     # without the overlap nothing is exposed beyond the calls themselves
     for summary in both(ddp[:-1] + ["island.0.bandwidth_gbps=50"]):
         assert summary["stall_s"] == pytest.approx(20 * (5 * (RING_LATENCY_S + 0.0002) + 2 * 3 / 4 * S / 6.25e9))
+
+
+@given(workers=st.integers(2, 6), mbit=st.floats(1, 10_000), latency_ms=st.floats(0, 100),
+       tensors=st.integers(1, 500), overhead_s=st.floats(0, 0.05), set_up_s=st.floats(0, 2),
+       efficiency=st.floats(0.05, 1))
+def test_fixed_costs_add_exactly_and_efficiency_divides_the_bytes(workers, mbit, latency_ms, tensors, overhead_s,
+                                                                  set_up_s, efficiency):
+    """Against the flat exchange at full rate: C calls of fixed cost c add C x (c + 2(M-1) hop latencies)
+    less the one flat call's, the first call's set-up adds to the wall once, and e divides the bytes' time."""
+    common = [f"island.0.replicas={workers}", f"island.0.bandwidth_gbps={mbit / 1000}",
+              f"island.0.latency_ms={latency_ms}", "schedule.outer_steps=3"]
+    flat = simulate(make_scenario(common)).summary
+    priced = simulate(make_scenario(common + ['exchange.calls="per_tensor"', f"exchange.tensors={tensors}",
+                                              f"exchange.call_overhead_s={overhead_s}",
+                                              f"exchange.first_call_s={set_up_s}",
+                                              f"network.ring_efficiency={efficiency}"])).summary
+    hops_s = 2 * (workers - 1) * 2 * latency_ms / 1000
+    bytes_s = flat["mean_sync_s"] - hops_s
+    expected_sync_s = tensors * (hops_s + overhead_s) + bytes_s / efficiency
+    assert priced["mean_sync_s"] == pytest.approx(expected_sync_s + set_up_s / 3, rel=1e-9, abs=1e-9)
+    assert priced["wall_time_s"] - flat["wall_time_s"] == pytest.approx(
+        3 * (expected_sync_s - flat["mean_sync_s"]) + set_up_s, rel=1e-9, abs=1e-6)
+    assert priced["bytes_per_worker"] == flat["bytes_per_worker"]
