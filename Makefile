@@ -44,7 +44,7 @@ test: $(WRAPPER)
 # The property tests (tests/test_properties*.py) with thousands of random examples each instead of the
 # few derandomized ones `make test` runs (HYPOTHESIS_PROFILE, tests/conftest.py): tens of minutes.
 fuzz: $(WRAPPER)
-	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q tests/test_properties.py
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q tests/test_properties*.py tests/test_exchange_calls.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_simulator.py
