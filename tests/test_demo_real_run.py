@@ -51,7 +51,7 @@ def test_the_slowest_rate_is_the_slowest_direction_of_any_island():
     case = demo.demo_case(scenario)
     a, b = case.document["island"]
     assert a["upload_gbps"] < b["download_gbps"] < a["download_gbps"]
-    assert demo.slowest_bits_per_s(case) == a["upload_gbps"] * 1e9
+    assert case.slowest_bits_per_s == a["upload_gbps"] * 1e9
 
 
 def test_a_calibration_at_one_rate_gives_the_simulator_that_rate_s_ratio():
@@ -89,7 +89,7 @@ def test_demo_prints_the_calibration_the_comparison_and_the_verdict(tmp_path, sc
     assert runs == [False, ("small", 2, True, CALIBRATION, False, "isdemo")]
     lines = capsys.readouterr().out.splitlines()
     start = lines.index("A short real run of small, scaled down, over emulated WAN links, beside its prediction:")
-    rate_mbit_s = demo.slowest_bits_per_s(demo.demo_case(load(str(scenario_file(SMALL))))) / 1e6
+    rate_mbit_s = demo.demo_case(load(str(scenario_file(SMALL)))).slowest_bits_per_s / 1e6
     assert lines[start + 1] == f"calibrating: the trainer's exchange among 2 islands at {rate_mbit_s:.3g} Mbit/s ..."
     assert lines[start + 2].startswith("calibration (in-process): no TCP probe")
     assert lines[start + 3].startswith("training: diloco, 2 islands, H = 20, ")

@@ -124,3 +124,13 @@ def test_the_scaled_run_makes_the_originals_calls_per_exchange():
     assert "exchange.call_overhead_s: the trainer's own are measured, not the scenario's" in case.notes
     flat = scale(load("worked-example"))
     assert "exchange" not in flat.document
+
+
+def test_a_case_is_calibrated_at_its_own_rate_too():
+    from islands.commands.validate import probe_rates
+
+    case = scale(load("worked-example"), ScaleOptions(max_workers=4))
+    # the slowest scaled link, where the exchange runs: the rate the calibration probes beside 10 and 100 Mbit/s
+    assert case.slowest_bits_per_s == min(i["upload_gbps"] for i in case.document["island"]) * 1e9
+    assert probe_rates({case.slowest_bits_per_s}) == (10e6, round(case.slowest_bits_per_s), 100e6)
+    assert probe_rates({10e6, 100e6}) == (10e6, 100e6)

@@ -16,7 +16,6 @@ choices keep it short on 2 cores:
 from __future__ import annotations
 
 from islands.scenarios import Scenario
-from islands.units import BITS_PER_GBIT
 
 from .calibration import Calibration, measure
 from .compare import Comparison
@@ -38,16 +37,11 @@ def islands_of(case: ScaledCase) -> int:
     return len(case.document["island"])
 
 
-def slowest_bits_per_s(case: ScaledCase) -> float:
-    """The slowest configured rate of the scaled ring, upload or download: the one its exchange runs at."""
-    return min(min(i["upload_gbps"], i["download_gbps"]) for i in case.document["island"]) * BITS_PER_GBIT
-
-
 def calibrate_for(case: ScaledCase, kernel: bool | None) -> Calibration:
     """Probe the trainer's exchange among the case's M islands at its slowest link's rate only, in its
     wire format."""
     m = islands_of(case)
-    return measure(m, kernel, (slowest_bits_per_s(case),), min_islands=m, stem=DEMO_STEM,
+    return measure(m, kernel, (case.slowest_bits_per_s,), min_islands=m, stem=DEMO_STEM,
                    wire_bits=(case.scenario().schedule.bits,))
 
 

@@ -84,6 +84,11 @@ class ScaledCase:
     def scenario(self, overrides: tuple[str, ...] = ()) -> Scenario:
         return from_dict(self.document, f"{self.original.name} (scaled)", overrides)
 
+    @property
+    def slowest_bits_per_s(self) -> float:
+        """The slowest configured rate of the scaled ring, upload or download: the one its exchange runs at."""
+        return min(min(i["upload_gbps"], i["download_gbps"]) for i in self.document["island"]) * BITS_PER_GBIT
+
 
 def ring_volume_bytes(workers: int, payload_bytes: float) -> float:
     return 2 * (workers - 1) / workers * payload_bytes

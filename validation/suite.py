@@ -86,14 +86,18 @@ def case_scenario(case: SuiteCase) -> Scenario:
     return ScenarioSource.read(case.scenario, case.overrides).scenario
 
 
+def case_options(options: ScaleOptions, case: SuiteCase) -> ScaleOptions:
+    """The invocation's scaling options with the case's own number of workers."""
+    return ScaleOptions(**{**options.__dict__, "max_workers": case.workers})
+
+
 def run_suite(cases: tuple[SuiteCase, ...], options: ScaleOptions, calibration: Calibration, out_dir: Path,
               kernel: bool | None, progress=print, shaper: Shaper = Shaper()) -> list[tuple[SuiteCase, Comparison]]:
     results = []
     for number, case in enumerate(cases, 1):
         progress(f"[{number}/{len(cases)}] {case.name}: {case.what}")
-        case_options = ScaleOptions(**{**options.__dict__, "max_workers": case.workers})
         scenario = case_scenario(case)
-        comparison = validate_case(case.name, scenario, case_options, calibration, out_dir / case.name, kernel,
+        comparison = validate_case(case.name, scenario, case_options(options, case), calibration, out_dir / case.name, kernel,
                                    shaper)
         results.append((case, comparison))
     return results

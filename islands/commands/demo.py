@@ -92,7 +92,7 @@ def real_run(scenario: Scenario, out_dir: Path, kernel: bool | None) -> None:
     from islands.validation.compare import figures_table
 
     case = demo.demo_case(scenario)
-    m, rate_bits_per_s = demo.islands_of(case), demo.slowest_bits_per_s(case)
+    m, rate_bits_per_s = demo.islands_of(case), case.slowest_bits_per_s
     print()
     print(f"A short real run of {scenario.name}, scaled down, over emulated WAN links, beside its prediction:")
     print(f"calibrating: the trainer's exchange among {m} islands at {rate(rate_bits_per_s / BITS_PER_GBIT)} ...", flush=True)

@@ -65,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
     shaper = chosen_shaper(args)
     out_dir = Path(args.out or Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-validate")
     saved = saved_calibration(args, shaper)
+    from islands.emulation.links import FIFO
+    from islands.validation.scaling import scale
+
     if args.suite:
         from islands.validation import suite
 
@@ -78,7 +81,13 @@ def run(args: argparse.Namespace) -> int:
     if saved is not None:
         check_covers(args.calibration, saved, max_islands)
     check_outputs(args, out_dir, folders)
-    calibration, kernel = calibrate(args, out_dir, max_islands, saved, tuple(sorted(wire_bits)), shaper)
+    if args.suite:  # under one FIFO the exchange's rate is not smooth in the link's rate: probe each case's own
+        own_rates = {scale(suite.case_scenario(case), suite.case_options(options(args), case)).slowest_bits_per_s
+                     for case in cases} if shaper.kind == FIFO else set()
+    else:
+        own_rates = {scale(scenario, options(args)).slowest_bits_per_s}
+    calibration, kernel = calibrate(args, out_dir, max_islands, saved, tuple(sorted(wire_bits)), shaper,
+                                    probe_rates(own_rates))
     return run_suite(args, out_dir, cases, calibration, kernel, shaper) if args.suite else \
         run_one(args, out_dir, scenario, calibration, kernel, shaper)
 
@@ -185,20 +194,29 @@ def options(args: argparse.Namespace):
                         pace=args.compute == "paced")
 
 
-def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, wire_bits: tuple[int, ...], shaper):
-    """``saved`` (read and checked by ``saved_calibration``), or one measured now, in the wire formats
-    ``wire_bits``, and written to --calibration (else into --out)."""
-    from islands.validation.calibration import PROBE_RATES_BITS_PER_S, measure
+def probe_rates(own_rates: set[float]) -> tuple[float, ...]:
+    """The calibration's rates: 10 and 100 Mbit/s, between which the rate of an exchange is read, and
+    the cases' own slowest rates, where it is read as measured (``calibration.in_series``)."""
+    from islands.validation.calibration import PROBE_RATES_BITS_PER_S
+
+    return tuple(sorted({*PROBE_RATES_BITS_PER_S, *(round(rate) for rate in own_rates)}))
+
+
+def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, wire_bits: tuple[int, ...], shaper,
+              rates_bits_per_s: tuple[float, ...]):
+    """``saved`` (read and checked by ``saved_calibration``), or one measured now at ``rates_bits_per_s``,
+    in the wire formats ``wire_bits``, and written to --calibration (else into --out)."""
+    from islands.validation.calibration import measure
     from islands.io import write_text
 
     kernel = False if args.in_process else None
     calibration = saved
     if calibration is None:
-        rates = ", ".join(f"{rate / BITS_PER_MBIT:.0f}" for rate in PROBE_RATES_BITS_PER_S)
+        rates = ", ".join(f"{rate / BITS_PER_MBIT:.3g}" for rate in rates_bits_per_s)
         formats = ", ".join(f"{bits}-bit" for bits in wire_bits)
         print(f"calibrating: TCP transfers and the trainer's exchange ({formats}) among 2 to {max_islands} "
               f"islands, at {rates} Mbit/s ...", flush=True)
-        calibration = measure(max_islands, kernel, wire_bits=wire_bits, shaper=shaper)
+        calibration = measure(max_islands, kernel, rates_bits_per_s, wire_bits=wire_bits, shaper=shaper)
         write_text(args.calibration or out_dir / "calibration.json", calibration.to_json())
     print(calibration_line(calibration), flush=True)
     return calibration, kernel
