@@ -54,7 +54,6 @@ class NetworkSpec:
     ring_order: str = "listed"
     collective: str = "ring"
     on_departure: str = "restart"
-
     ring_efficiency: float = 1.0
 
     def tcp_cap_bytes_per_s(self, one_way_latency_s: float) -> float:

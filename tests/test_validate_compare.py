@@ -310,3 +310,51 @@ def test_interface_bytes_less_the_start_up_broadcast_only_where_the_run_made_one
     measured = Measured({}, pd.DataFrame(), {"algorithm": "diloco", "parameters": 1_000}, [5_000, 5_000, 1_000, 5_000],
                         "kernel", weights_broadcast)
     assert interface_bytes_per_worker(measured) == pytest.approx(expected)
+
+
+CALL_COSTS = st.one_of(
+    st.dictionaries(st.one_of(st.sampled_from(["2", "3", "4", "17"]), st.sampled_from(["1", "0", "-2", "x", "2.5", ""])),
+                    st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**400, 10**400),
+                              st.text(max_size=3), st.none(), st.booleans(), st.lists(st.floats(), max_size=2)),
+                    max_size=4),
+    st.floats(), st.text(max_size=3), st.none(), st.lists(st.integers(), max_size=2))
+
+
+@given(CALL_COSTS)
+def test_any_saved_call_cost_is_read_as_seconds_by_islands_or_refused_in_one_line(call_s):
+    """A saved calibration's ``call_s`` (one more collective call's seconds, by number of islands),
+    whatever a user or an old file put there: kept only as finite seconds >= 0 for 2 islands or more,
+    else one ``UserError`` line naming the file."""
+    import tempfile
+    from pathlib import Path
+
+    from islands.errors import UserError
+    from islands.validation.calibration_file import read_calibration
+
+    base = Calibration("kernel-htb-fq", "test", 0.958, (0.958,), {2: 0.004}, {2: {10e6: 0.92}}, {2: 0.0})
+    document = json.loads(base.to_json())
+    document["call_s"] = call_s
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "calibration.json"
+        path.write_text(json.dumps(document))
+        try:
+            calibration = read_calibration(path)
+        except UserError as error:
+            assert str(error).startswith(str(path)) and "\n" not in str(error)
+            return
+    assert all(islands >= 2 and 0 <= seconds < math.inf for islands, seconds in calibration.call_s.items())
+
+
+def test_a_saved_calibration_with_a_number_past_floats_range_is_refused_in_one_line(tmp_path):
+    """Found by the property above: ``math.isfinite`` of a 309-digit integer raised OverflowError, and
+    its repr past 4,300 digits ValueError, instead of one line."""
+    from islands.errors import UserError
+    from islands.validation.calibration_file import read_calibration
+
+    base = Calibration("kernel-htb-fq", "test", 0.958, (0.958,), {2: 0.004}, {2: {10e6: 0.92}}, {2: 0.0})
+    for digits, message in ((310, r"call_s\.2 must be a finite number, 0 or more \(got an integer of 310 digits\)"),
+                            (5001, r"not valid JSON \(Exceeds the limit \(4300 digits\)")):
+        document = json.loads(base.to_json()) | {"call_s": {"2": "HUGE"}}
+        (tmp_path / "calibration.json").write_text(json.dumps(document).replace('"HUGE"', "1" + "0" * (digits - 1)))
+        with pytest.raises(UserError, match=message):
+            read_calibration(tmp_path / "calibration.json")

@@ -134,3 +134,5 @@ def test_a_case_is_calibrated_at_its_own_rate_too():
     assert case.slowest_bits_per_s == min(i["upload_gbps"] for i in case.document["island"]) * 1e9
     assert probe_rates({case.slowest_bits_per_s}) == (10e6, round(case.slowest_bits_per_s), 100e6)
     assert probe_rates({10e6, 100e6}) == (10e6, 100e6)
+    # within 10% of a probed rate: read there (41 and 41.1 Mbit/s probe once, 10.5 at 10)
+    assert probe_rates({41e6, 41.1e6, 10.5e6, 60e6}) == (10e6, 41e6, 60e6, 100e6)

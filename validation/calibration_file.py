@@ -20,6 +20,7 @@ from islands.emulation import InProcessShaper
 from islands.emulation.links import is_kernel_mode
 from islands.errors import UserError
 from islands.io import read_bounded_json
+from islands.scenarios.spec import is_finite_number, shown_value
 from islands.trainer.core.quantize import WIRE_BITS
 
 from .calibration import Calibration
@@ -57,9 +58,8 @@ def read_calibration(path: Path) -> Calibration:
         raise UserError(f"{path}: {problem}: not a calibration islands validate wrote")
     for key, (rule, holds) in RULES.items():
         for where, value in numbers(document.get(key, {}), key):
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-                    and holds(value)):
-                raise UserError(f"{path}: {where} must be a finite number, {rule} (got {value!r})")
+            if not (is_finite_number(value) and holds(value)):
+                raise UserError(f"{path}: {where} must be a finite number, {rule} (got {shown_value(value)})")
     if not all(isinstance(document[key], str) for key in ("mode", "label")):
         raise UserError(f"{path}: mode and label must be text")
     if not (is_kernel_mode(document["mode"]) or document["mode"] == InProcessShaper.mode):

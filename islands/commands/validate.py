@@ -24,6 +24,7 @@ from .common import path_text, read_source
 
 RUNS_FOLDER = "runs"
 MAX_WORKERS = 8
+NEAR_RATE = 0.1  # a case's rate this close (relative) to a probed one is read at it
 MAX_TARGET_WALL_S = 86400.0
 CASE_FILES = ("validation.json", "overlay.png", "scaled.toml", "predicted_trace.csv")
 
@@ -196,10 +197,15 @@ def options(args: argparse.Namespace):
 
 def probe_rates(own_rates: set[float]) -> tuple[float, ...]:
     """The calibration's rates: 10 and 100 Mbit/s, between which the rate of an exchange is read, and
-    the cases' own slowest rates, where it is read as measured (``calibration.in_series``)."""
+    the cases' own slowest rates, where it is read as measured (``calibration.in_series``); a case's
+    rate within ``NEAR_RATE`` of one already probed is read there (each rate costs about a minute)."""
     from islands.validation.calibration import PROBE_RATES_BITS_PER_S
 
-    return tuple(sorted({*PROBE_RATES_BITS_PER_S, *(round(rate) for rate in own_rates)}))
+    kept = list(PROBE_RATES_BITS_PER_S)
+    for rate in sorted(round(rate) for rate in own_rates):
+        if all(abs(rate / other - 1) > NEAR_RATE for other in kept):
+            kept.append(rate)
+    return tuple(sorted(kept))
 
 
 def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, wire_bits: tuple[int, ...], shaper,
