@@ -345,9 +345,9 @@ def test_any_saved_call_cost_is_read_as_seconds_by_islands_or_refused_in_one_lin
     assert all(islands >= 2 and 0 <= seconds < math.inf for islands, seconds in calibration.call_s.items())
 
 
-def test_a_saved_calibration_with_a_number_past_floats_range_is_refused_in_one_line(tmp_path):
-    """Found by the property above: ``math.isfinite`` of a 309-digit integer raised OverflowError, and
-    its repr past 4,300 digits ValueError, instead of one line."""
+def test_a_saved_calibration_with_a_number_past_floats_range_or_a_list_for_a_cost_is_refused_in_one_line(tmp_path):
+    """Found by the property above: ``math.isfinite`` of a 309-digit integer raised OverflowError
+    instead of one line, and an empty list for a number of islands' cost was read as a cost."""
     from islands.errors import UserError
     from islands.validation.calibration_file import read_calibration
 
@@ -357,4 +357,8 @@ def test_a_saved_calibration_with_a_number_past_floats_range_is_refused_in_one_l
         document = json.loads(base.to_json()) | {"call_s": {"2": "HUGE"}}
         (tmp_path / "calibration.json").write_text(json.dumps(document).replace('"HUGE"', "1" + "0" * (digits - 1)))
         with pytest.raises(UserError, match=message):
+            read_calibration(tmp_path / "calibration.json")
+    for key in ("call_s", "overhead_s"):
+        (tmp_path / "calibration.json").write_text(json.dumps(json.loads(base.to_json()) | {key: {"2": []}}))
+        with pytest.raises(UserError, match=rf"{key}\.2: give one number of seconds \(got \[\]\)"):
             read_calibration(tmp_path / "calibration.json")

@@ -74,11 +74,14 @@ def read_calibration(path: Path) -> Calibration:
 
 
 def check_keys(calibration: Calibration, path: Path) -> None:
-    """Numbers of islands 2 or more; rates above 0 and finite, at least one per number of islands."""
+    """Numbers of islands 2 or more, each with one number (``ISLAND_TABLES``) or its values by rate
+    (``RATE_TABLES``): rates above 0 and finite, at least one per number of islands."""
     for key in ISLAND_TABLES + RATE_TABLES:
         for islands, by_rate in getattr(calibration, key).items():
             if islands < 2:
                 raise UserError(f"{path}: {key}.{islands}: an exchange has 2 islands or more")
+            if key in ISLAND_TABLES and not is_finite_number(by_rate):
+                raise UserError(f"{path}: {key}.{islands}: give one number of seconds (got {shown_value(by_rate)})")
             if key in RATE_TABLES and not probed(by_rate):
                 raise UserError(f"{path}: {key}.{islands}: give its values by probed rates, in bits/s above 0")
     for bits, by_islands in calibration.exchange_ratio_by_bits.items():
