@@ -251,8 +251,13 @@ ANY_BY_BITS = st.one_of(VALID_BY_BITS, st.dictionaries(st.one_of(VALID_BITS_KEYS
 
 
 def calibration_with_ratios_by_bits(by_bits):
-    """``read_calibration`` of a saved calibration whose ``exchange_ratio_by_bits`` is ``by_bits``:
-    the calibration, or the ``UserError``, and the file's path."""
+    """``read_calibration`` of a saved calibration whose ``exchange_ratio_by_bits`` is ``by_bits``."""
+    return calibration_with(exchange_ratio_by_bits=by_bits)
+
+
+def calibration_with(**values):
+    """``read_calibration`` of a saved calibration with these keys set to ``values``: the calibration,
+    or the ``UserError``, and the file's path."""
     import tempfile
     from pathlib import Path
 
@@ -260,8 +265,7 @@ def calibration_with_ratios_by_bits(by_bits):
     from islands.validation.calibration_file import read_calibration
 
     base = Calibration("kernel-htb-fq", "test", 0.958, (0.958,), {2: 0.004}, {2: {10e6: 0.92}}, {2: 0.0})
-    document = json.loads(base.to_json())
-    document["exchange_ratio_by_bits"] = by_bits
+    document = json.loads(base.to_json()) | values
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "calibration.json"
         path.write_text(json.dumps(document))
@@ -325,23 +329,12 @@ def test_any_saved_call_cost_is_read_as_seconds_by_islands_or_refused_in_one_lin
     """A saved calibration's ``call_s`` (one more collective call's seconds, by number of islands),
     whatever a user or an old file put there: kept only as finite seconds >= 0 for 2 islands or more,
     else one ``UserError`` line naming the file."""
-    import tempfile
-    from pathlib import Path
-
     from islands.errors import UserError
-    from islands.validation.calibration_file import read_calibration
 
-    base = Calibration("kernel-htb-fq", "test", 0.958, (0.958,), {2: 0.004}, {2: {10e6: 0.92}}, {2: 0.0})
-    document = json.loads(base.to_json())
-    document["call_s"] = call_s
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "calibration.json"
-        path.write_text(json.dumps(document))
-        try:
-            calibration = read_calibration(path)
-        except UserError as error:
-            assert str(error).startswith(str(path)) and "\n" not in str(error)
-            return
+    calibration, path = calibration_with(call_s=call_s)
+    if isinstance(calibration, UserError):
+        assert str(calibration).startswith(str(path)) and "\n" not in str(calibration)
+        return
     assert all(islands >= 2 and 0 <= seconds < math.inf for islands, seconds in calibration.call_s.items())
 
 
