@@ -16,6 +16,7 @@ from islands.scenarios import ScenarioError
 from islands.scenarios.model import ExchangeSpec
 from islands.simulator import simulate
 from islands.trainer.core.comm import ThreadHub
+from islands.trainer.core.robust import AggregationRule
 from islands.trainer.core.sync import Exchanger, call_pieces, exchange_calls
 from islands.trainer.core.tracing import Clock
 
@@ -143,14 +144,16 @@ def test_the_trainer_averages_in_calls_to_the_same_mean_and_bytes(bits):
     # so the bytes are the single call's; blocks sit where they sat, so int8 too gives the same bits
     tensors = [torch.randn(10_000, generator=torch.Generator().manual_seed(rank)) for rank in range(3)]
 
-    def mean_in(calls):
+    def mean_in(calls, aggregation="mean"):
         members = ThreadHub(3).members()
-        exchangers = [Exchanger(member, None, bits, Clock(), calls=lambda values: calls) for member in members]
-        return run_threads(3, lambda rank: exchangers[rank].average_in_calls(tensors[rank]))
+        exchangers = [Exchanger(member, None, bits, Clock(), AggregationRule(aggregation=aggregation), calls=lambda values: calls)
+                      for member in members]
+        return run_threads(3, lambda rank: exchangers[rank].exchange(tensors[rank]))
 
-    one, seven = mean_in(1), mean_in(7)
-    assert all(torch.equal(a[0], b[0]) for a, b in zip(one, seven))
-    assert [sent for _, sent in one] == [sent for _, sent in seven]
+    for aggregation in ("mean", "median"):  # the median is taken value by value too
+        one, seven = mean_in(1, aggregation), mean_in(7, aggregation)
+        assert all(torch.equal(a.mean, b.mean) for a, b in zip(one, seven))
+        assert [a.sent_bytes for a in one] == [b.sent_bytes for b in seven]
 
 
 def test_the_trainer_counts_the_calls_the_simulator_prices():

@@ -132,35 +132,36 @@ class Exchanger:
         if not verdict.count:
             return Exchange(torch.zeros_like(flat), started_s, self.clock.now(), 0, verdict)
         mine = flat if verdict.accepted[self.cross.rank] else torch.zeros_like(flat)
+        calls = self.calls(flat.numel())  # an island's ranks each make them on their shares
         if self.intra is None:
-            mean, sent = self.combine(mine, verdict)
+            mean, sent = self.combine_in_calls(mine, verdict, calls)
         else:
-            part, sent = self.combine(share(mine, self.intra.rank, self.intra.size), verdict)
+            part, sent = self.combine_in_calls(share(mine, self.intra.rank, self.intra.size), verdict, calls)
             mean = torch.cat(self.intra.all_gather(part))[: flat.numel()]
         return Exchange(mean, started_s, self.clock.now(), sent, verdict)
+
+    def combine_in_calls(self, x: torch.Tensor, verdict: Verdict, calls: int) -> tuple[torch.Tensor, int]:
+        """``combine`` as ``calls`` collective calls issued back to back, each on its own piece
+        (``call_pieces``), as a stack that all-reduces bucket by bucket or tensor by tensor does: the
+        mean and the robust rules are taken value by value, so the pieces' results are the whole's."""
+        if calls == 1:
+            return self.combine(x, verdict)
+        results, sent = [], 0
+        for piece in call_pieces(x, calls, padded_length(1, self.cross.size)):
+            result, piece_sent = self.combine(piece, verdict)
+            results.append(result)
+            sent += piece_sent
+        return torch.cat(results), sent
 
     def combine(self, x: torch.Tensor, verdict: Verdict) -> tuple[torch.Tensor, int]:
         """The accepted members' mean (zeros sent by the others, rescaled) or robust combination."""
         if collective_of(self.rule.aggregation) == ALL_GATHER:
             return robust_average(x, self.cross, self.bits, verdict, self.rule.aggregation,
                                   self.rule.trim_fraction)
-        mean, sent = self.average_in_calls(x)
+        mean, sent = average(x, self.cross, self.bits)
         if verdict.count < self.cross.size:
             mean = mean * (self.cross.size / verdict.count)
         return mean, sent
-
-    def average_in_calls(self, x: torch.Tensor) -> tuple[torch.Tensor, int]:
-        """The mean of ``x`` as ``calls`` collective calls issued back to back, each on its own piece
-        (``call_pieces``), as a stack that all-reduces bucket by bucket or tensor by tensor does."""
-        calls = self.calls(x.numel())
-        if calls == 1:
-            return average(x, self.cross, self.bits)
-        means, sent = [], 0
-        for piece in call_pieces(x, calls, padded_length(1, self.cross.size)):
-            mean, piece_sent = average(piece, self.cross, self.bits)
-            means.append(mean)
-            sent += piece_sent
-        return torch.cat(means), sent
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
