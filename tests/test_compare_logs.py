@@ -202,3 +202,35 @@ def test_the_how_to_page_s_worked_example_prints_what_the_page_shows(tmp_path, m
     monkeypatch.chdir(tmp_path)
     assert main(list(example.args)) == 0
     assert capsys.readouterr().out.rstrip("\n").splitlines() == list(example.shown)
+
+
+def test_an_integer_past_floats_range_in_a_log_is_refused_in_one_line(scenario_path, tmp_path, capsys):
+    """Found reading the change: ``math.isfinite`` of a 401-digit integer raised OverflowError, a
+    traceback, in a JSON lines log and in a Chrome trace (the generated cases stopped at 30 digits)."""
+    huge = "1" + "0" * 400
+    (tmp_path / "big.jsonl").write_text(
+        '{"step": 1, "wall_s": 1, "compute_s": %s, "blocked_s": 0, "synced": 0}\n' % huge)
+    (tmp_path / "big.json").write_text(
+        '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": %s, "dur": 1}]}\n' % huge)
+    for name, message in (("big.jsonl", "big.jsonl: line 1: compute_s must be a finite number (got an integer of "
+                                        "401 digits)"),
+                          ("big.json", "'ts' must be a finite number of microseconds, 0 or more (got an integer of "
+                                       "401 digits)")):
+        assert main(["compare", str(scenario_path), str(tmp_path / name)]) == 2
+        error = capsys.readouterr().err.strip()
+        assert message in error and "\n" not in error
+
+
+def test_a_trace_step_longer_than_any_training_step_and_a_stray_carriage_return_are_refused(scenario_path, tmp_path,
+                                                                                           capsys):
+    """Found by the generated cases at the fuzz profile: a ProfilerStep of 1e12 + 1 us, past
+    ``MAX_STEP_S`` (which only the per-step format bounded), was read (here: a second past it); and a
+    log whose first line holds a bare carriage return raised csv.Error while its format was told."""
+    (tmp_path / "long.json").write_text(
+        '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#0", "ts": 0, "dur": 1000001000000}]}\n')
+    assert main(["compare", str(scenario_path), str(tmp_path / "long.json")]) == 2
+    assert "ProfilerStep#0): a step of 1000001 s: no training step lasts more than 1,000,000 s" in capsys.readouterr().err
+    (tmp_path / "cr.log").write_text("[rank0]:\r\n")
+    assert main(["compare", str(scenario_path), str(tmp_path / "cr.log")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "cr.log: is a file, not a run folder, nor a log in a format islands reads" in error and "\n" not in error

@@ -62,11 +62,19 @@ def detect(path: Path) -> str:
         return "steps"
     if any(STEP_LINE.search(line) for line in text.splitlines()[:10_000]):
         return "torchtitan"
-    if "step" in next(csv.reader(io.StringIO(head)), []):
+    if "step" in csv_header(head):
         return "steps"
     raise UserError(f"{path}: is a file, not a run folder, nor a log in a format islands reads (a per-step CSV or "
                     "JSON lines log, a Chrome trace, a torchtitan log): see docs/how-to/compare-any-stack.md, "
                     "or give --format")
+
+
+def csv_header(head: str) -> list[str]:
+    """The first row of ``head`` read as CSV; none where it is no CSV (a bare carriage return in it)."""
+    try:
+        return next(csv.reader(io.StringIO(head)), [])
+    except csv.Error:
+        return []
 
 
 def read_log(path: Path, log_format: str | None = None, comm_events: tuple[str, ...] | None = None) -> StepLog:

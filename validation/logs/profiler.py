@@ -24,6 +24,7 @@ from typing import Any
 
 from islands.errors import UserError
 from islands.io import parse_json
+from islands.scenarios.spec import is_finite_number, shown_value
 
 from .steps import MAX_RANK, MAX_STEP, StepLog, checked, log_frame, read_text
 
@@ -46,9 +47,9 @@ def span(event: dict[str, Any], where: str) -> tuple[float, float]:
     values = []
     for key in ("ts", "dur"):
         value = event.get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                or not 0 <= value <= MAX_TIME_US:
-            raise UserError(f"{where}: '{key}' must be a finite number of microseconds, 0 or more (got {value!r})")
+        if not is_finite_number(value) or not 0 <= value <= MAX_TIME_US:
+            raise UserError(f"{where}: '{key}' must be a finite number of microseconds, 0 or more "
+                            f"(got {shown_value(value)})")
         values.append(float(value))
     start_us, duration_us = values
     return start_us / US_PER_S, (start_us + duration_us) / US_PER_S

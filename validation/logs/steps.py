@@ -32,6 +32,7 @@ import pandas as pd
 
 from islands.errors import UserError
 from islands.io import parse_json, read_bounded_text
+from islands.scenarios.spec import is_finite_number, shown_value
 
 LOG_LIMIT_BYTES = 2**30
 LOG_COLUMNS = ("rank", "step", "steps", "wall_s", "compute_s", "blocked_s", "synced", "bytes", "where")
@@ -86,8 +87,8 @@ def read_text(path: Path) -> str:
 # one cell, by kind: each takes the value as read (CSV: text; JSON: its type) and a prefix for messages
 
 def number(value: Any, where: str, key: str, low: float, high: float) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise UserError(f"{where}: {key} must be a finite number (got {value!r})")
+    if not is_finite_number(value):
+        raise UserError(f"{where}: {key} must be a finite number (got {shown_value(value)})")
     if not low <= value <= high:
         raise UserError(f"{where}: {key} must be {low:g} to {high:g} (got {value:g})")
     return float(value)
@@ -224,9 +225,13 @@ def durations_from_clock(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def checked(log: StepLog) -> StepLog:
-    """Refuse steps out of order, twice or missing on a rank, ranks that logged other steps, and a
-    step whose compute and blocked seconds pass its wall time."""
+    """Refuse steps out of order, twice or missing on a rank, ranks that logged other steps, a step
+    longer than ``MAX_STEP_S`` (whatever the reader timed it from: a clock, a trace's span) and a step
+    whose compute and blocked seconds pass its wall time."""
     for record in log.rows.itertuples(index=False):
+        if record.wall_s > MAX_STEP_S * record.steps:
+            raise UserError(f"{record.where}: a step of {record.wall_s / record.steps:.12g} s: no training step lasts "
+                            f"more than {MAX_STEP_S:,.0f} s")
         if record.compute_s + record.blocked_s > record.wall_s * (1 + SUM_TOLERANCE) + SUM_TOLERANCE:
             raise UserError(f"{record.where}: compute_s + blocked_s is {record.compute_s + record.blocked_s:g} s, "
                             f"more than the step's wall time {record.wall_s:g} s")
