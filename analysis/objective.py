@@ -188,7 +188,7 @@ def price(source: ScenarioSource, candidate: Candidate, budget_steps: int, cost_
 def same_shape(chosen: Sequence[Candidate]) -> list[tuple[Candidate, ...]]:
     """The candidates grouped by schedule, H and P (they differ in bits alone), in order of first
     appearance: a group is one task, whose runs place their exchanges alike and share that work
-    (``simulator/timeline.py``), and a process pool passes a third as many messages."""
+    (``simulator/fast/timeline.py``), and a process pool passes a third as many messages."""
     groups: dict[tuple, list[Candidate]] = {}
     for candidate in chosen:
         groups.setdefault((candidate.algorithm, candidate.inner_steps, candidate.fragments), []).append(candidate)

@@ -12,7 +12,7 @@ ratio when its islands double (target at most x2.2), its events per second besid
 * 10,000 islands with 5% step-time jitter x 1,000 DiLoCo syncs (under 10 s);
 * 1,000 islands that leave and come back (``mtbf_s`` one day, ``mttr_s`` one hour) x 100 syncs
   (under 2 s), with rings restarted from scratch and with partial participation (played on counts,
-  ``simulator/returning.py``: the ratio of their joins and leaves is printed beside the time's);
+  ``simulator/fast/returning.py``: the ratio of their joins and leaves is printed beside the time's);
 * 2,000 islands of four kinds (``benchmarks/fleet-four-kinds.toml``: H100, A100, home, far) x 200
   Streaming syncs (20 outer steps of 10 fragments; under 2 s);
 
@@ -39,7 +39,7 @@ import simpy
 
 from islands.scenarios import ScenarioError, load
 from islands.simulator import simulate
-from islands.simulator.engine import Simulation
+from islands.simulator import RunSetup, chosen
 
 HERE = Path(__file__).resolve().parent
 FOUR_KINDS = str(HERE / "fleet-four-kinds.toml")
@@ -97,19 +97,20 @@ def best_of(repeat: int, scenario_name: str, overrides: list[str]) -> tuple[floa
 
 
 def admitted(scenario_name: str, overrides: list[str]) -> str:
-    """Whether the default event budget admits the run, or the line refusing it."""
+    """Whether the default budget of the player that would play it admits the run, or the line refusing it."""
     try:
-        Simulation(load(scenario_name, overrides))  # the guard of the run it would play
+        setup = RunSetup.of(load(scenario_name, overrides))
+        chosen(setup).budget(setup)
     except ScenarioError as error:
         return f"refused by the default budget: {error}"
     return "admitted by the default budget"
 
 
 def event_rate(summary: dict, seconds: float) -> str:
-    """Events per second of an event run; a run played with arrays (``simulator/lockstep.py``) or on
-    counts (``simulator/returning.py``: then its membership changes per second) has none."""
+    """Events per second of an event run; a run played with arrays (``simulator/fast/lockstep.py``) or on
+    counts (``simulator/fast/returning.py``: then its membership changes per second) has none."""
     events = summary["events"]
-    if "played" in summary:
+    if summary["player"] == "counts":
         changes = summary["joins"] + summary["leaves"]
         return f"played on counts, no events ({changes / seconds:.4g} joins and leaves/s, {changes} in all)"
     return f"{events / seconds:.4g} events/s ({events} events)" if events else "played with arrays, no events"
@@ -125,7 +126,7 @@ def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: floa
     events = summary["events"]
     rate = event_rate(summary, seconds)
     more_events = f" (events x{doubled_summary['events'] / events:.2f})" if events else ""
-    if "played" in summary:  # on counts: their work is the joins and leaves
+    if summary["player"] == "counts":  # on counts: their work is the joins and leaves
         changes = [run["joins"] + run["leaves"] for run in (summary, doubled_summary)]
         more_events = f" (joins and leaves x{changes[1] / changes[0]:.2f})"
     print(f"{fleet.label}{'' if syncs == fleet.syncs else f' (syncs scaled to {syncs})'}: {seconds:.3f} s "

@@ -260,14 +260,23 @@ def summarise_columns(columns: Columns, outer_steps: int, peak_bandwidth_gbps: f
                       extra: dict[str, Any] | None = None, island_extra: dict[str, dict[str, Any]] | None = None,
                       syncs_per_worker: bool = False, weights: dict[int, int] | None = None) -> dict[str, Any]:
     """``summarise`` of a trace's columns (``Columns.of_rows``: a simulation's rows, no DataFrame)."""
-    workers = Workers.of(columns, weights)
-    wall_time_s = float(columns.end.max() - columns.start.min()) if len(columns.start) else 0.0
-    keys, durations = sync_spans(columns, syncs_per_worker)
-    span_counts = workers.count[keys[:, 2]] if syncs_per_worker else np.ones(len(durations), dtype=np.int64)
+    workers, wall_time_s, durations, span_counts = totals_of_columns(columns, syncs_per_worker, weights)
     if peak_bandwidth_gbps is None:
         peak_bandwidth_gbps = peak_collective_gbps(columns)
     return summary_of(workers, wall_time_s, durations, span_counts, outer_steps, peak_bandwidth_gbps, extra,
                       island_extra)
+
+
+def totals_of_columns(columns: Columns, syncs_per_worker: bool = False, weights: dict[int, int] | None = None
+                      ) -> tuple[Workers, float, np.ndarray, np.ndarray]:
+    """What ``summary_of`` takes, from a trace's columns: the per-worker totals, the wall time, each
+    sync span's duration and the exchanges it counts for (one, or the worker's replicas when every
+    worker's syncs are its own: ``syncs_per_worker``)."""
+    workers = Workers.of(columns, weights)
+    wall_time_s = float(columns.end.max() - columns.start.min()) if len(columns.start) else 0.0
+    keys, durations = sync_spans(columns, syncs_per_worker)
+    span_counts = workers.count[keys[:, 2]] if syncs_per_worker else np.ones(len(durations), dtype=np.int64)
+    return workers, wall_time_s, durations, span_counts
 
 
 def summary_of(workers: Workers, wall_time_s: float, durations: np.ndarray, span_counts: np.ndarray,

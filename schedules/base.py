@@ -98,7 +98,7 @@ class Schedule(ABC):
     def sync_steps(self, schedule: ScheduleSpec, first_outer: int = 0) -> Iterator[SyncStep]:
         """Every exchange of the run from outer step ``first_outer`` on, in launch order. It places the
         exchanges from the schedule's keys other than ``bits`` (which price them: ``sync_points``), so a
-        run's timeline serves every wire precision (``simulator/timeline.py``)."""
+        run's timeline serves every wire precision (``simulator/fast/timeline.py``)."""
 
     @abstractmethod
     def period_steps(self, schedule: ScheduleSpec) -> int:

@@ -7,7 +7,7 @@ exchange is not a collective among learners: the learner uploads its fragment to
 process with its own link, ``[syncer]``) and downloads the syncer's current global fragment, which
 it must hold by the due step. The syncer merges a fragment's round once ``schedule.quorum``
 learners (K) have reported it, then waits at most a grace window for more (``"adaptive"``: the
-paper's slack rule, ``simulator/syncer.py``; or seconds). A report whose round is merged already is
+paper's slack rule, ``simulator/events/syncer.py``; or seconds). A report whose round is merged already is
 answered at once with the newest global fragment and joins the next merge, so a learner waits only
 for K - 1 others of its own round, and with K = 1 for none; a learner that is down weighs zero, and
 one whose last report is answered sends nothing more: once every live learner has a report waiting,

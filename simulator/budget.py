@@ -36,8 +36,8 @@ from islands.scenarios import Scenario, ScenarioError, Worker
 from islands.schedules import schedule_of
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
 
-from .barriers import steps_scales
-from .collectives import collective_for
+from .fleet import steps_scales
+from .network.collectives import collective_for
 from .replicas import groups
 
 EVENTS_PER_WORKER_SYNC = 2.5
@@ -280,3 +280,14 @@ def churniest_key(scenario: Scenario) -> str:
 def shortest_step_key(scenario: Scenario) -> str:
     index = min(range(len(scenario.islands)), key=lambda i: scenario.islands[i].step_time_s)
     return f"island.{index}.step_time_s"
+
+
+def done_of(completed_outer: int, scenario: Scenario) -> str:
+    return f"{completed_outer} of {scenario.schedule.outer_steps} outer steps"
+
+
+def horizon_reason(completed_outer: int, scenario: Scenario, horizon_s: float) -> str:
+    """Why a run stopped at its horizon (``Budget.horizon_s``), in one line naming the key to change."""
+    return (f"stopped at the horizon of {horizon_s:.4g} s ({HORIZON_FACTOR}x its churn-free bound) "
+            f"with {done_of(completed_outer, scenario)} done: churn keeps the run from finishing; "
+            f"raise {churniest_key(scenario)}")

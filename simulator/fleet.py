@@ -7,7 +7,9 @@ when a joiner is admitted (``churn.py``, ``syncer.py``), until the others notice
 
 from __future__ import annotations
 
-from islands.scenarios import Worker
+import math
+
+from islands.scenarios import Scenario, Worker
 
 from .compute import step_clock
 from .workers import WorkerState
@@ -45,3 +47,12 @@ class Fleet:
         """Whether a member is present now (stops at the first)."""
         state_of = self.state_of
         return any(state_of[rank].present for rank in self.members)
+
+
+def steps_scales(scenario: Scenario, workers: list[Worker]) -> list[float]:
+    """Per worker, inner steps done per scheduled step: 1, or under adaptive H floor(H*slowest/own)/H."""
+    if scenario.schedule.barrier != "adaptive":
+        return [1.0] * len(workers)
+    h = scenario.schedule.inner_steps
+    slowest_s = max(worker.step_time_s for worker in workers)
+    return [max(1, math.floor(h * slowest_s / worker.step_time_s + 1e-9)) / h for worker in workers]

@@ -1,7 +1,7 @@
-"""What a simulation returns, built from the played engine (``result_of``): its summary, its trace
-and each link's rate over time.
+"""What a simulation returns, built in one place (``result_of``) from the setup and whatever player
+played it (``players.py``): its summary, its trace and each link's rate over time.
 
-The engine keeps rows only for the workers it ran (``replicas.py``): ``trace`` and ``links`` give
+The players keep rows only for the workers they ran (``replicas.py``): ``trace`` and ``links`` give
 every replica its lead's rows, and the links table is built from the transfers' rate segments
 (``links.link_segments``), all on first use (a run with churn may have millions of segments that a
 summary never needs, and a planner's runs need no table at all).
@@ -13,22 +13,18 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
-
-from islands.summary import Columns, Workers, summarise_columns, summary_of
+from islands.summary import summary_of
 from islands.trace import TRACE_ORDER, Row, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from . import replicas
-from .links import Link, Transfer, link_segments, peak_access_rate
-from .lockstep import Lockstep
-from .topology import BACKBONE, BACKBONE_WORKER
+from .network.links import Link, Transfer, link_segments
+from .network.topology import BACKBONE, BACKBONE_WORKER
+from .played import Played
+from .setup import RunSetup
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from .engine import Simulation
-    from .one_learner import OneLearner
 
 LINK_COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "direction", "rate_gbps")
 LINK_ORDER = ("time_start_s", "worker", "direction")
@@ -36,8 +32,8 @@ LINK_ORDER = ("time_start_s", "worker", "direction")
 
 @dataclass
 class SimResult:
-    """The summary dict, the rows of the workers the engine ran (kept from the run, or made when asked
-    for: ``lockstep.py``) and every transfer they made."""
+    """The summary dict, the rows of the workers the player ran (kept from the run, or made when asked
+    for) and every transfer they made."""
 
     summary: dict[str, Any]
     row_source: Callable[[], list[Row]]
@@ -82,92 +78,52 @@ def link_table(transfers: list[Transfer], islands: dict[Link, str]) -> pd.DataFr
     return frame.sort_values(list(LINK_ORDER), kind="stable").reset_index(drop=True)
 
 
-def result_of(sim: Simulation) -> SimResult:
-    """A played simulation's result: its summary from its rows (``summary.summarise_columns``) and
-    what the summary does not hold, from the engine's own state."""
-    sim.network.close()
-    transfers = sim.network.carried
-    peak_gbps = peak_access_rate(transfers, sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
-    schedule, progress, counts = sim.scenario.schedule, sim.progress, sim.fleet.replica_counts
-    rows = sim.trace.rows
-    summary = summarise_columns(Columns.of_rows(rows), schedule.outer_steps if progress.complete else
-                                progress.completed_outer, peak_gbps, extra_summary(sim), island_extra=island_extra(sim),
-                                syncs_per_worker=not sim.schedule.coupled, weights=counts)
-    return SimResult(summary=summary, row_source=lambda: rows, transfer_source=lambda: transfers,
-                     islands=islands_of_links(sim), counts=counts)
+def result_of(setup: RunSetup, played: Played) -> SimResult:
+    """The run's result: its summary from the totals the player gathered (``summary.summary_of``) and
+    what the summary does not hold, from the setup."""
+    summary = summary_of(played.totals, played.wall_time_s, played.sync_durations_s, played.sync_counts,
+                         played.outer_steps, played.peak_gbps, extra_summary(setup, played),
+                         island_extra(setup, played))
+    return SimResult(summary=summary, row_source=played.row_source, transfer_source=played.transfer_source,
+                     islands=islands_of_links(setup), counts=setup.replica_counts,
+                     events_after_end=played.events_after_end)
 
 
-def lockstep_result(sim: Simulation, replay: Callable[[], list[Row]]) -> SimResult:
-    """A lockstep run's result (``lockstep.py``): its summary gathered as it ran; ``replay`` makes its
-    rows when they are asked for."""
-    run = Lockstep(sim)
-    run.play()
-    # a run of one worker makes its transfers when asked for; its rings' first transfers have their peaks
-    peak_transfers = run.transfers if run.one_run is None else run.peak_transfers
-    peak_gbps = peak_access_rate(peak_transfers, sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
-    durations = np.array(run.sync_durations_s)
-    summary = summary_of(run.workers(), float(run.now.max()), durations, np.ones(len(durations), dtype=np.int64),
-                         sim.scenario.schedule.outer_steps, peak_gbps, extra_summary(sim), island_extra(sim))
-    transfers = (lambda: run.transfers) if run.one_run is None else run.one_transfers
-    return SimResult(summary=summary, row_source=replay, transfer_source=transfers, islands=islands_of_links(sim),
-                     counts=sim.fleet.replica_counts)
-
-
-def played_result(sim: Simulation, run: OneLearner) -> SimResult:
-    """A Decoupled run of one learner played without events (``one_learner.py``): its summary from the
-    sums it gathered as it went (those ``summarise_columns`` takes over an event run's rows, in its
-    order); its rows and transfers made when they are asked for."""
-    sim.network.close()
-    peak_gbps = peak_access_rate(run.peak_transfers(), sim.topology.access_links()) * BITS_PER_BYTE / BITS_PER_GBIT
-    schedule, progress, counts, totals = sim.scenario.schedule, sim.progress, sim.fleet.replica_counts, run.totals
-    count = np.array([counts.get(run.rank, 1)], dtype=np.int64)
-    durations = np.array(run.sync_durations_s())
-    workers = Workers(island=np.array([run.island], dtype=object), count=count,
-                      compute=np.array([totals.seconds["compute"]]), stall=np.array([totals.seconds["stall"]]),
-                      idle=np.array([totals.seconds["idle"]]), present_s=np.array([totals.present_s]),
-                      bytes_sent=np.array([totals.bytes_sent]), syncs=np.array([float(len(durations))]))
-    summary = summary_of(workers, totals.wall_time_s, durations, np.repeat(count, len(durations)),
-                         schedule.outer_steps if progress.complete else progress.completed_outer, peak_gbps,
-                         extra_summary(sim), island_extra(sim))
-    return SimResult(summary=summary, row_source=run.trace_rows, transfer_source=run.transfers,
-                     islands=islands_of_links(sim), counts=counts)
-
-
-def extra_summary(sim: Simulation) -> dict[str, Any]:
-    scenario = sim.scenario
+def extra_summary(setup: RunSetup, played: Played) -> dict[str, Any]:
+    scenario = setup.scenario
     return {
         "scenario": scenario.name,
         "algorithm": scenario.schedule.algorithm,
-        "network_model": sim.network_model,
+        "network_model": setup.network_model,
         "barrier": scenario.schedule.barrier,
         "outer_steps_planned": scenario.schedule.outer_steps,
-        "inner_steps": sim.schedule.total_steps(scenario.schedule),
-        "lost_compute_s": sim.churn.lost_compute_s + sim.failures.lost_compute_s,
-        "dropped_compute_s": sim.barrier.dropped_compute_s,
-        "dropped_deltas": sim.barrier.counts["dropped_deltas"],
-        "horizon_reached": sim.horizon_reached,
-        "incomplete_reason": sim.incomplete_reason,
-        **sim.churn.counts,
-        **sim.failures.counts,
-        **sim.exchanges.counts,
-        "useful_chip_s": useful_chip_s(sim),
+        "inner_steps": setup.schedule.total_steps(scenario.schedule),
+        "lost_compute_s": played.lost_compute_s,
+        "dropped_compute_s": played.dropped_compute_s,
+        "dropped_deltas": played.dropped_deltas,
+        "horizon_reached": played.horizon_reached,
+        "incomplete_reason": played.incomplete_reason,
+        **played.counts,
+        "useful_chip_s": useful_chip_s(setup, played),
         "chips": scenario.chips,
-        "events": sim.env.events_processed,
+        "events": played.events,
+        "player": played.player,
     }
 
 
-def useful_chip_s(sim: Simulation) -> float:
+def useful_chip_s(setup: RunSetup, played: Played) -> float:
     """Chip-seconds of the work that reached the global model: every worker's merged inner steps
     at its mean step time, times its chips."""
-    return sum(s.merged_steps * s.worker.step_time_s * s.worker.chips * s.count for s in sim.fleet.states)
+    merged = played.merged_steps
+    return sum(merged[w.rank] * w.step_time_s * w.chips * count for w, count in setup.groups)
 
 
-def island_extra(sim: Simulation) -> dict[str, dict[str, float]]:
-    tokens_per_step = sim.scenario.model.tokens_per_step
+def island_extra(setup: RunSetup, played: Played) -> dict[str, dict[str, float]]:
+    tokens_per_step = setup.scenario.model.tokens_per_step
     extra: dict[str, dict[str, float]] = {}
-    for island in sim.scenario.islands:
-        states = [s for s in sim.fleet.states if s.worker.island == island.name]
-        merged = sum(s.merged_steps * s.count for s in states) / sum(s.count for s in states)
+    for island in setup.scenario.islands:
+        groups = [(worker, count) for worker, count in setup.groups if worker.island == island.name]
+        merged = sum(played.merged_steps[w.rank] * count for w, count in groups) / sum(c for _, c in groups)
         extra[island.name] = {
             "inner_steps": merged,
             "tokens": merged * tokens_per_step if tokens_per_step else None,
@@ -175,7 +131,8 @@ def island_extra(sim: Simulation) -> dict[str, dict[str, float]]:
     return extra
 
 
-def islands_of_links(sim: Simulation) -> dict[Link, str]:
+def islands_of_links(setup: RunSetup) -> dict[Link, str]:
     """Every access link and backbone, and the island it serves (the links table's rows)."""
-    return {link: BACKBONE if link.worker == BACKBONE_WORKER else sim.fleet.workers[link.worker].island
-            for link in sim.topology.access_links() + sim.topology.backbone_links()}
+    workers, topology = setup.workers, setup.topology
+    return {link: BACKBONE if link.worker == BACKBONE_WORKER else workers[link.worker].island
+            for link in topology.access_links() + topology.backbone_links()}

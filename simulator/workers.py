@@ -12,7 +12,7 @@ import simpy
 from islands.scenarios import Worker
 from islands.schedules import SyncPoint
 
-from .collectives import PendingCollective
+from .network.collectives import PendingCollective
 from .compute import StepClock
 
 LAUNCH, APPLY = object(), object()

@@ -10,7 +10,7 @@ import pytest
 from islands.scenarios.trainer_keys import AGGREGATIONS
 from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
 from islands.simulator import budget, simulate
-from islands.simulator.collectives import COLLECTIVES
+from islands.simulator.network.collectives import COLLECTIVES
 
 from conftest import make_scenario
 from test_simulator_closed_form import H, M, OUTER, RING_S, S, island, with_islands

@@ -37,7 +37,7 @@ RING_LATENCY_S = 2 * (M - 1) * HOP_S     # 12 ms per call
 
 def both(overrides: list[str]) -> list[dict]:
     scenario = make_scenario(BASE + overrides)
-    return [simulate(scenario).summary, simulate(scenario, arrays=False).summary]
+    return [simulate(scenario).summary, simulate(scenario, player="events").summary]
 
 
 def test_a_flat_exchange_is_one_ring():
@@ -92,7 +92,7 @@ def test_a_jittered_run_agrees_between_the_players_rank_for_rank():
     scenario = make_scenario(BASE + ["island.0.jitter_cv=0.2", 'exchange.calls="per_tensor"', "exchange.tensors=40",
                                      "exchange.first_call_s=0.5", "exchange.outer_step_s=0.02",
                                      "network.ring_efficiency=0.9"])
-    arrays, events = simulate(scenario), simulate(scenario, arrays=False, group_replicas=False)
+    arrays, events = simulate(scenario), simulate(scenario, player="events", group_replicas=False)
     for key in ("wall_time_s", "stall_s", "idle_s", "mean_sync_s", "bytes_per_worker"):
         assert arrays.summary[key] == pytest.approx(events.summary[key], rel=1e-12)
 

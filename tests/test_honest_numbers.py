@@ -12,7 +12,8 @@ import pytest
 from islands.cli import main
 from islands.scenarios import ScenarioError, load
 from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS, EVENT_KEYS
-from islands.simulator import BudgetExceeded, Simulation, guard, simulate
+from islands.simulator import BudgetExceeded, RunSetup, guard, simulate
+from islands.simulator.events.engine import Simulation
 from islands.simulator.budget import estimate
 
 from conftest import BASE_DOCUMENT, make_scenario
@@ -196,11 +197,11 @@ def test_float64_time_is_guarded():
 
 
 def test_a_run_that_passes_max_events_stops_with_one_line():
-    simulation = Simulation(load("worked-example"), arrays=False)
-    simulation.env.max_events = 40  # as if the estimate had been too low (the run takes 82)
+    scenario = load("worked-example")
+    simulation = Simulation(RunSetup.of(scenario, max_events=40), estimate(scenario))  # as if the estimate were too low
     with pytest.raises(BudgetExceeded, match=r"schedule.outer_steps: the run passed the limit of 40 simulator "
                                              r"events at .* outer steps done .* raise --max-events"):
-        simulation.run()
+        simulation.play()
 
 
 def test_the_estimate_bounds_real_runs():

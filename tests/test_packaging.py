@@ -31,7 +31,7 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_wheel_maps_folders_under_one_namespace(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    assert "islands/simulator/engine.py" in names
+    assert "islands/simulator/events/engine.py" in names
     assert "islands/scenarios/library/worked-example.toml" in names
     assert "islands/__main__.py" in names and "islands/commands/list.py" in names
     assert "islands/emulation/wan.py" in names and "islands/emulation/__main__.py" in names

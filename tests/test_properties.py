@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from islands.schedules import ALL_GATHER, SYNCER, schedule_of
 from islands.simulator import SimResult, simulate
 from islands.simulator.budget import estimate
-from islands.simulator.links import Link, burst_at, take_bursts
+from islands.simulator.network.links import Link, burst_at, take_bursts
 
 from scenario_strategies import COUPLED, Drawn, decoupled_learners_differ, load_document, scenarios
 

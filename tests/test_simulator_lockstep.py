@@ -1,4 +1,4 @@
-"""Lockstep runs played with arrays (``simulator/lockstep.py``) give the event model's result rank for
+"""Lockstep runs played with arrays (``simulator/fast/lockstep.py``) give the event model's result rank for
 rank: the same draws from the same generators, the same trace, links and summary."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from islands.scenarios import load
 from islands.simulator import simulate
 from islands.simulator.budget import BudgetExceeded
-from islands.simulator.engine import Simulation
+from islands.simulator import RunSetup, chosen
 
 from conftest import make_scenario
 from test_simulator_replicas import GBPS, REGIONS, TWO_KINDS, fleet
@@ -34,6 +34,11 @@ CASES = {
 }
 
 
+def player_of(scenario) -> str:
+    """The player ``simulate`` takes for the scenario."""
+    return chosen(RunSetup.of(scenario)).name
+
+
 def assert_same_summary(arrays: dict, events: dict) -> None:
     for key, value in events.items():
         if key == "islands":
@@ -41,6 +46,8 @@ def assert_same_summary(arrays: dict, events: dict) -> None:
                 assert_same_summary(island_arrays, island_events)
         elif key == "events":
             assert arrays[key] == 0 and value > 0
+        elif key == "player":
+            assert (arrays[key], value) == ("lockstep", "events")
         elif isinstance(value, float):
             assert arrays[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
         else:
@@ -52,9 +59,9 @@ def assert_same_summary(arrays: dict, events: dict) -> None:
 def test_lockstep_arrays_give_the_event_models_run_rank_for_rank(case, grouped):
     islands, sections, overrides = CASES[case]
     scenario = make_scenario(overrides, document=fleet(islands, **sections))
-    assert Simulation(scenario).lockstep
+    assert player_of(scenario) == "lockstep"
     arrays = simulate(scenario, group_replicas=grouped)
-    events = simulate(scenario, group_replicas=grouped, arrays=False)
+    events = simulate(scenario, group_replicas=grouped, player="events")
     assert_same_summary(arrays.summary, events.summary)
     pd.testing.assert_frame_equal(arrays.trace, events.trace, rtol=0, atol=0)
     pd.testing.assert_frame_equal(arrays.links, events.links, rtol=0, atol=0)
@@ -65,7 +72,7 @@ def test_lockstep_arrays_give_the_event_models_run_rank_for_rank(case, grouped):
                                        ["island.*.burst_bytes=2e6"], ["network.collective=tree"]])
 def test_what_moves_one_worker_alone_is_played_event_by_event(overrides):
     scenario = make_scenario(overrides, document=fleet(TWO_KINDS))
-    assert not Simulation(scenario).lockstep
+    assert player_of(scenario) != "lockstep"
 
 
 def test_the_slowest_worker_sets_the_pace_by_hand():
@@ -123,11 +130,11 @@ ONE_WORKER = {  # one simulated worker: an island's replicas grouped, or one rep
 @pytest.mark.parametrize("case", ONE_WORKER)
 def test_one_simulated_worker_played_with_floats_gives_the_event_models_bits(case):
     scenario = load("worked-example", ONE_WORKER[case])
-    assert len(Simulation(scenario).states) == 1 and Simulation(scenario).lockstep
+    assert len(RunSetup.of(scenario).groups) == 1 and player_of(scenario) == "lockstep"
     floats = simulate(scenario)
-    events = simulate(scenario, arrays=False)
-    assert {key: value for key, value in floats.summary.items() if key != "events"} == \
-        {key: value for key, value in events.summary.items() if key != "events"}  # to the last bit
+    events = simulate(scenario, player="events")
+    assert {key: value for key, value in floats.summary.items() if key not in ("events", "player")} == \
+        {key: value for key, value in events.summary.items() if key not in ("events", "player")}  # to the last bit
     pd.testing.assert_frame_equal(floats.links, events.links, rtol=0, atol=0)
     pd.testing.assert_frame_equal(floats.trace, events.trace, rtol=0, atol=0)  # replayed with arrays
 
@@ -149,10 +156,10 @@ def test_the_worked_examples_plan_candidates_played_with_floats_give_the_event_m
             scenario = source.variant(*candidate.overrides(budget_steps))
         except ScenarioError:
             continue  # refused by the schedule's rules, as the plan refuses it
-        assert len(Simulation(scenario).states) == 1
-        floats, events = simulate(scenario).summary, simulate(scenario, arrays=False).summary
-        assert {k: v for k, v in floats.items() if k != "events"} == \
-            {k: v for k, v in events.items() if k != "events"}, candidate
+        assert len(RunSetup.of(scenario).groups) == 1
+        floats, events = simulate(scenario).summary, simulate(scenario, player="events").summary
+        assert {k: v for k, v in floats.items() if k not in ("events", "player")} == \
+            {k: v for k, v in events.items() if k not in ("events", "player")}, candidate
         played += 1
     assert played == 214
 
@@ -170,8 +177,8 @@ def test_drawn_runs_of_one_worker_played_with_floats_give_the_event_models_bits(
     scenario = load("worked-example", [*schedule, f"island.0.bandwidth_gbps={gbps}",
                                        f"island.0.latency_ms={latency_ms}", f"schedule.backward_overlap={lead}",
                                        f"trainer.aggregation={aggregation}"])
-    assert len(Simulation(scenario).states) == 1 and Simulation(scenario).lockstep
-    floats, events = simulate(scenario), simulate(scenario, arrays=False)
-    assert {key: value for key, value in floats.summary.items() if key != "events"} == \
-        {key: value for key, value in events.summary.items() if key != "events"}  # to the last bit
+    assert len(RunSetup.of(scenario).groups) == 1 and player_of(scenario) == "lockstep"
+    floats, events = simulate(scenario), simulate(scenario, player="events")
+    assert {key: value for key, value in floats.summary.items() if key not in ("events", "player")} == \
+        {key: value for key, value in events.summary.items() if key not in ("events", "player")}  # to the last bit
     pd.testing.assert_frame_equal(floats.links, events.links, rtol=0, atol=0)

@@ -9,8 +9,8 @@ import pytest
 import simpy
 
 from islands.simulator import simulate
-from islands.simulator.links import Link, Transfer, link_segments, peak_access_rate, take_bursts
-from islands.simulator.network import AlphaBetaNetwork, FlowNetwork, max_min_rates
+from islands.simulator.network.links import Link, Transfer, link_segments, peak_access_rate, take_bursts
+from islands.simulator.network.flows import AlphaBetaNetwork, FlowNetwork, max_min_rates
 
 from conftest import make_scenario
 from test_simulator_regions import US_EU
@@ -259,7 +259,7 @@ def test_flows_on_disjoint_links_move_as_summing_every_link_at_every_change_woul
     document, overrides = SHARING_CASES[case]
     scenario = make_scenario(overrides, document=document)
     fast = simulate(scenario)
-    monkeypatch.setattr("islands.simulator.topology.Topology.has_buckets", lambda _topology: True)
+    monkeypatch.setattr("islands.simulator.network.topology.Topology.has_buckets", lambda _topology: True)
     summed = simulate(scenario)
     assert summed.summary == fast.summary
     pd.testing.assert_frame_equal(summed.trace, fast.trace)

@@ -1,4 +1,4 @@
-"""Decoupled DiLoCo with one simulated learner, played without events (``simulator/one_learner.py``),
+"""Decoupled DiLoCo with one simulated learner, played without events (``simulator/fast/one_learner.py``),
 gives the event model's run: the same summary to the last bit, the same trace and link table."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from islands.analysis.objective import candidates
 from islands.scenarios import ScenarioError, ScenarioSource, load
 from islands.schedules import schedule_of
-from islands.simulator import one_learner, simulate
-from islands.simulator.engine import Simulation
+from islands.simulator import RunSetup, chosen, simulate
+from islands.simulator.fast import one_learner
 
 DECOUPLED = ["schedule.algorithm=decoupled"]
 CASES = {
@@ -28,8 +28,8 @@ CASES = {
 
 def assert_same_run(fast, events) -> None:
     assert fast.summary["events"] == 0 and events.summary["events"] > 0
-    assert {k: v for k, v in fast.summary.items() if k != "events"} == \
-        {k: v for k, v in events.summary.items() if k != "events"}  # to the last bit
+    assert {k: v for k, v in fast.summary.items() if k not in ("events", "player")} == \
+        {k: v for k, v in events.summary.items() if k not in ("events", "player")}  # to the last bit
     pd.testing.assert_frame_equal(fast.trace, events.trace, rtol=0, atol=0)
     pd.testing.assert_frame_equal(fast.links, events.links, rtol=0, atol=0)
 
@@ -37,8 +37,8 @@ def assert_same_run(fast, events) -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_one_learner_without_events_gives_the_event_models_run(case):
     scenario = load("worked-example", [*DECOUPLED, *CASES[case]])
-    assert Simulation(scenario).one_learner
-    assert_same_run(simulate(scenario), simulate(scenario, arrays=False))
+    assert chosen(RunSetup.of(scenario)).name == "one learner"
+    assert_same_run(simulate(scenario), simulate(scenario, player="events"))
 
 
 def test_every_decoupled_candidate_of_the_worked_examples_plan_gives_the_event_models_summary():
@@ -50,16 +50,16 @@ def test_every_decoupled_candidate_of_the_worked_examples_plan_gives_the_event_m
             scenario = source.variant(*candidate.overrides(budget_steps))
         except ScenarioError:
             continue  # refused by the schedule's rules, as the plan refuses it
-        fast, events = simulate(scenario).summary, simulate(scenario, arrays=False).summary
-        assert {k: v for k, v in fast.items() if k != "events"} == \
-            {k: v for k, v in events.items() if k != "events"}, candidate
+        fast, events = simulate(scenario).summary, simulate(scenario, player="events").summary
+        assert {k: v for k, v in fast.items() if k not in ("events", "player")} == \
+            {k: v for k, v in events.items() if k not in ("events", "player")}, candidate
         played += 1
     assert played == 165
 
 
 def test_a_transfer_not_over_at_its_first_wake_up_leaves_the_run_to_the_event_model(monkeypatch):
     scenario = load("worked-example", DECOUPLED)
-    expected = simulate(scenario, arrays=False).summary
+    expected = simulate(scenario, player="events").summary
     monkeypatch.setattr(one_learner, "COMPLETION_TOLERANCE", -1.0)  # no transfer is ever within it
     summary = simulate(scenario).summary
     assert summary == expected  # played event by event, its events counted
@@ -71,7 +71,7 @@ def test_a_transfer_not_over_at_its_first_wake_up_leaves_the_run_to_the_event_mo
                                        ["island.0.chip_mtbf_s=1e6", "island.0.recovery_s=60"]])
 def test_what_the_recursion_does_not_hold_is_played_event_by_event(overrides):
     scenario = load("worked-example", [*DECOUPLED, *overrides])
-    assert not Simulation(scenario).one_learner
+    assert chosen(RunSetup.of(scenario)).name != "one learner"
 
 
 @settings(max_examples=12, deadline=None, derandomize=True)
@@ -85,8 +85,8 @@ def test_drawn_single_learner_runs_give_the_event_models_summary(shape, tau, gbp
                                        f"schedule.overlap_steps={min(tau, h - 1)}", "schedule.outer_steps=4",
                                        f"schedule.backward_overlap={lead}", f"island.0.bandwidth_gbps={gbps}",
                                        f"island.0.latency_ms={latency_ms}", f"syncer.latency_ms={syncer_ms}"])
-    assume(Simulation(scenario).one_learner)
-    fast, events = simulate(scenario), simulate(scenario, arrays=False)
+    assume(chosen(RunSetup.of(scenario)).name == "one learner")
+    fast, events = simulate(scenario), simulate(scenario, player="events")
     if fast.summary["events"]:  # a transfer not over at its first wake-up: both played event by event
         assert fast.summary == events.summary
         return

@@ -11,12 +11,14 @@ import pytest
 import simpy
 
 from islands.simulator.compute import step_clock
-from islands.simulator.engine import Simulation
-from islands.simulator.exchanges import Collectives, Exchanges, StagedCollectives
+from islands.simulator import RunSetup
+from islands.simulator.budget import estimate
+from islands.simulator.events.engine import Simulation
+from islands.simulator.events.exchanges import Collectives, Exchanges, StagedCollectives
 from islands.simulator.fleet import Fleet
-from islands.simulator.progress import Progress
-from islands.simulator.syncer import Syncer
-from islands.simulator.tracelog import TraceLog
+from islands.simulator.events.progress import Progress
+from islands.simulator.events.syncer import Syncer
+from islands.simulator.events.tracelog import TraceLog
 from islands.simulator.workers import WorkerState
 
 from conftest import make_scenario
@@ -83,19 +85,20 @@ def test_the_fleet_admits_and_forgets_members():
     (["schedule.algorithm=decoupled"], Syncer),
 ])
 def test_each_schedule_exchanges_through_one_interface(overrides, kind):
-    simulation = Simulation(make_scenario(overrides), arrays=False)
+    scenario = make_scenario(overrides)
+    simulation = Simulation(RunSetup.of(scenario), estimate(scenario))
     assert type(simulation.exchanges) is kind and isinstance(simulation.exchanges, Exchanges)
 
 
-def tree(name: str) -> ast.Module:
-    return ast.parse((SIMULATOR / name).read_text(encoding="utf-8"))
+def tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def writers(attribute: str, methods: tuple[str, ...] = ()) -> set[str]:
     """The simulator's files that assign ``x.attribute`` (or call one of ``methods`` on it)."""
     found = set()
-    for path in sorted(SIMULATOR.glob("*.py")):
-        for node in ast.walk(tree(path.name)):
+    for path in sorted(SIMULATOR.rglob("*.py")):
+        for node in ast.walk(tree(path)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
                 node, ast.AugAssign) else []
             if any(isinstance(t, ast.Attribute) and t.attr == attribute for t in targets):
@@ -109,13 +112,12 @@ def writers(attribute: str, methods: tuple[str, ...] = ()) -> set[str]:
 
 def test_each_part_has_one_writer():
     assert writers("members", ("add", "discard", "remove", "clear")) == {"fleet.py"}
-    # lockstep.py sets a Simulation's count through Progress (``Simulation.completed_outer``)
-    assert writers("completed_outer") == {"progress.py", "lockstep.py"}
-    rows = {path.name for path in SIMULATOR.glob("*.py") if "Row(" in path.read_text(encoding="utf-8")}
-    assert rows == {"tracelog.py", "lockstep.py"}  # lockstep.py's rows are a replay's own
+    assert writers("completed_outer") == {"progress.py"}
+    rows = {path.name for path in SIMULATOR.rglob("*.py") if "Row(" in path.read_text(encoding="utf-8")}
+    assert rows == {"tracelog.py", "lockstep.py", "one_learner.py"}  # a fast path's rows are a replay's own
 
 
 def test_the_engine_is_the_process_loop_with_no_syncer_branch():
-    source = (SIMULATOR / "engine.py").read_text(encoding="utf-8")
+    source = (SIMULATOR / "events" / "engine.py").read_text(encoding="utf-8")
     assert len(source.splitlines()) <= 300
     assert "self.syncer" not in source and "syncer is None" not in source

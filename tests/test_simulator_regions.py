@@ -11,8 +11,8 @@ from islands.analysis.grid import key_spec
 from islands.scenarios import ScenarioError, ScenarioSource, load
 from islands.simulator import simulate
 from islands.simulator.budget import estimate
-from islands.simulator.links import Link
-from islands.simulator.network import FlowNetwork, max_min_rates
+from islands.simulator.network.links import Link
+from islands.simulator.network.flows import FlowNetwork, max_min_rates
 from islands.validation.scaling import to_toml
 
 from conftest import make_scenario

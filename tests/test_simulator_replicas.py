@@ -73,7 +73,7 @@ def assert_same(grouped: float | None, each: float | None) -> None:
 def test_grouped_replicas_give_what_every_replica_run_on_its_own_gives(case):
     islands, sections, overrides = CASES[case]
     scenario = make_scenario(overrides, document=fleet(islands, **sections))
-    grouped, each = simulate(scenario, arrays=False), simulate(scenario, group_replicas=False, arrays=False)
+    grouped, each = simulate(scenario, player="events"), simulate(scenario, group_replicas=False, player="events")
     assert grouped.summary["events"] < each.summary["events"]
     for key, value in each.summary.items():
         if key == "islands":

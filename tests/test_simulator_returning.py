@@ -1,8 +1,8 @@
-"""Churn that returns, played on counts (``simulator/returning.py``, ``simulator/counts.py``): the event model's run without
+"""Churn that returns, played on counts (``simulator/fast/returning.py``, ``simulator/fast/counts.py``): the event model's run without
 departures to the last bit, a departure worked by hand, the rates of ring and downloads worked by hand,
 and the summary figures against the event model's over many seeds (a statistical fast path draws
 differently: its means must lie within the event model's sampling error); the chains of broken rings
-(``simulator/chain.py``): their rates, their handing over, and against one change at a time."""
+(``simulator/fast/chain.py``): their rates, their handing over, and against one change at a time."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from islands.scenarios import ScenarioError, load
-from islands.simulator import simulate
-from islands.simulator import chain, counts, holders, returning
-from islands.simulator.engine import Simulation
+from islands.simulator import RunSetup, SimResult, chosen, play, simulate
+from islands.simulator.events.player import EVENT_PLAYER
+from islands.simulator.fast import chain, counts, holders, returning
+from islands.simulator.result import result_of
 
 S = 20e9  # the worked example's payload: 10B parameters in bf16
 C = 0.125e9  # its links: 1 Gbit/s
@@ -29,38 +30,49 @@ def scenario(islands: int, outer_steps: int, mtbf_s: float, mttr_s: float, *extr
                                    f"island.0.mtbf_s={mtbf_s}", f"island.0.mttr_s={mttr_s}", f"seed={seed}", *extra])
 
 
-def counted(chosen) -> dict:
-    result = returning.play(Simulation(chosen))
+def counts_result(case, horizon_s: float | None = None) -> SimResult | None:
+    """The run played on counts (``horizon_s``: its budget's horizon instead), or None where they hand it back."""
+    setup = RunSetup.of(case)
+    budget = returning.RETURNING.budget(setup)
+    if horizon_s is not None:
+        budget = dataclasses.replace(budget, horizon_s=horizon_s)
+    played = returning.RETURNING.play(setup, budget)
+    return None if played is None else result_of(setup, played)
+
+
+def counted(case) -> dict:
+    result = counts_result(case)
     assert result is not None
     return result.summary
 
 
-def event_run(chosen) -> dict:
-    sim = Simulation(chosen)
-    sim.counted = False
-    return sim.run().summary
+def event_run(case) -> dict:
+    return simulate(case, max_events=math.inf, player="events").summary
+
+
+def player_of(case, **kwargs) -> str:
+    return chosen(RunSetup.of(case, **kwargs)).name
 
 
 # --- what simulate() chooses -------------------------------------------------------------------------
 
 
 def test_a_thousand_islands_that_return_are_counted_and_admitted_by_the_default_budget():
-    sim = Simulation(scenario(1000, 100, 86400, 3600))  # the event model's estimate: 3.9e6 events, refused
-    assert sim.counted and sim.budget.events < 2e6
+    setup = RunSetup.of(scenario(1000, 100, 86400, 3600))  # the event model's estimate: 3.9e6 events, refused
+    assert chosen(setup).name == "counts" and returning.RETURNING.budget(setup).events < 2e6
 
 
 def test_small_fleets_and_other_churn_keep_the_event_model():
-    assert not Simulation(scenario(64, 5, 6400, 600)).counted  # cheap for the event model: exact draws
+    assert player_of(scenario(64, 5, 6400, 600)) == "events"  # cheap for the event model: exact draws
     unlimited = {"max_events": math.inf}
-    assert not Simulation(load("worked-example", ["island.0.replicas=1000", "island.0.mtbf_s=86400"]),
-                          **unlimited).counted  # leaving for good
-    assert not Simulation(scenario(1000, 100, 86400, 3600, "schedule.algorithm=streaming"), **unlimited).counted
-    assert not Simulation(scenario(1000, 100, 86400, 3600), arrays=False, **unlimited).counted
+    assert player_of(load("worked-example", ["island.0.replicas=1000", "island.0.mtbf_s=86400"]),
+                     **unlimited) == "events"  # leaving for good
+    assert player_of(scenario(1000, 100, 86400, 3600, "schedule.algorithm=streaming"), **unlimited) == "events"
 
 
 def test_a_counted_run_says_so_is_deterministic_and_keeps_no_rows():
     first, second = simulate(scenario(600, 5, 86400, 3600)), simulate(scenario(600, 5, 86400, 3600))
-    assert first.summary["played"].startswith("counts")
+    assert first.summary["player"] == "counts"
     assert first.summary == second.summary
     assert first.summary["events"] == 0 and first.summary["syncs"] == 5
     with pytest.raises(ScenarioError, match="no rows"):
@@ -69,11 +81,12 @@ def test_a_counted_run_says_so_is_deterministic_and_keeps_no_rows():
 
 def test_a_state_the_counts_do_not_cover_goes_back_to_the_event_model(monkeypatch):
     few = scenario(3, 20, 300, 3000)  # every member gone at times: a joiner would start alone
-    assert returning.play(Simulation(few)) is None
+    assert counts_result(few) is None
     monkeypatch.setattr(returning, "FAST_FROM_EVENTS", 0)
-    sim = Simulation(few)
-    assert sim.counted
-    assert sim.run().summary == event_run(few)
+    assert player_of(few) == "counts"
+    summary = simulate(few).summary
+    assert summary["player"] == "events"  # the player that ran, named
+    assert summary == event_run(few)
 
 
 def test_every_worker_stays_counted(monkeypatch):
@@ -87,20 +100,20 @@ def test_every_worker_stays_counted(monkeypatch):
     monkeypatch.setattr(counts.Counts, "step", counted_step)
     for seed in range(10):
         for policy in ("restart", "partial"):
-            returning.play(Simulation(scenario(50, 4, 4320, 180, f"network.on_departure={policy}", seed=seed)))
+            counts_result(scenario(50, 4, 4320, 180, f"network.on_departure={policy}", seed=seed))
     assert sizes == {50}
 
 
 def test_a_run_stopped_at_its_horizon_says_so_as_the_event_model_does():
     results = []
     for on_counts in (True, False):
-        sim = Simulation(scenario(50, 10, 4320, 180))
-        sim.budget = dataclasses.replace(sim.budget, horizon_s=5_000.0)  # two outer steps or so
+        case = scenario(50, 10, 4320, 180)
         if on_counts:
-            results.append(returning.play(sim).summary)
+            results.append(counts_result(case, horizon_s=5_000.0).summary)  # two outer steps or so
         else:
-            sim.counted = False
-            results.append(sim.run().summary)
+            setup = RunSetup.of(case)
+            results.append(play(setup, EVENT_PLAYER, dataclasses.replace(EVENT_PLAYER.budget(setup),
+                                                                         horizon_s=5_000.0)).summary)
     for summary in results:
         assert not summary["complete"] and "horizon of 5000 s" in summary["incomplete_reason"]
         assert summary["horizon_reached"] and summary["wall_time_s"] == 5_000.0 and summary["outer_steps"] < 10
@@ -177,7 +190,7 @@ def compare(seeds: int, *args, **kwargs) -> dict[str, float]:
     counted_figures, event_figures = [], []
     for seed in range(seeds):
         chosen = scenario(*args, seed=seed, **kwargs)
-        played = returning.play(Simulation(chosen))
+        played = counts_result(chosen)
         if played is None:
             continue
         event_summary = event_run(chosen)
@@ -213,7 +226,7 @@ def test_heavy_churn_with_partial_participation_matches_the_event_model():
     assert max(map(abs, z.values())) < Z_LIMIT, z
 
 
-# --- the chain of failed rings (simulator/chain.py) ----------------------------------------------------
+# --- the chain of failed rings (simulator/fast/chain.py) ----------------------------------------------------
 
 
 def test_the_chains_closed_form_rates_are_the_filling_for_several_holders():
@@ -263,7 +276,7 @@ def test_chains_draw_the_same_law_as_step_by_step(monkeypatch):
             monkeypatch.setattr(counts.chain, "play", lambda run, first_at: False)
         rows = []
         for seed in range(120):
-            played = returning.play(Simulation(scenario(50, 4, 4320, 180, seed=seed)))
+            played = counts_result(scenario(50, 4, 4320, 180, seed=seed))
             if played is not None:
                 rows.append([played.summary[key] for key in FIGURES])
         figures[on] = np.array(rows, float)
@@ -289,5 +302,5 @@ def test_a_followed_holder_a_chain_draws_is_the_one_that_leaves(monkeypatch):
 
     monkeypatch.setattr(chain.Chain, "leave", checked_leave)
     for seed in range(120):
-        returning.play(Simulation(scenario(50, 4, 4320, 180, seed=seed)))
+        counts_result(scenario(50, 4, 4320, 180, seed=seed))
     assert {holders.MEMBER, holders.ENLISTED, holders.DOWNLOADING} <= set(places)

@@ -9,9 +9,11 @@ import pytest
 
 from islands.errors import UserError
 from islands.scenarios import ScenarioError, load
-from islands.simulator import Simulation, network_model_for, simulate
+from islands.simulator import RunSetup, network_model_for, simulate
 from islands.simulator.budget import estimate
-from islands.simulator.collectives import PendingCollective, RingAllReduce
+from islands.simulator.events.engine import Simulation
+from islands.simulator.budget import estimate
+from islands.simulator.network.collectives import PendingCollective, RingAllReduce
 from islands.simulator.replicas import groups
 from islands.trainer.config import check_supported
 
@@ -150,8 +152,9 @@ def test_a_last_survivor_s_collective_moves_nothing_and_the_run_finishes(collect
 @pytest.mark.parametrize("collective", ["hierarchical", "tree"])
 def test_a_staged_collective_is_in_flight_from_the_instant_it_starts(collective):
     # so that a departure in that same instant breaks it, and no second start doubles it
-    simulation = Simulation(make_scenario(document=star(4, 1e9, 10, collective=collective)))
+    scenario = make_scenario(document=star(4, 1e9, 10, collective=collective))
+    simulation = Simulation(RunSetup.of(scenario), estimate(scenario))
     pending = PendingCollective((0, 0), 2e9, RingAllReduce, {0, 1, 2, 3}, simulation.env.event(), {0, 1, 2, 3})
-    simulation.pending[pending.key] = pending
-    simulation.start(pending)
+    simulation.exchanges.pending[pending.key] = pending
+    simulation.exchanges.start(pending)
     assert pending.in_flight and not pending.ready()

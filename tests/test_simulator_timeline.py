@@ -1,4 +1,4 @@
-"""A schedule's ``Timeline`` (``simulator/timeline.py``) holds the worker's launches and applies in
+"""A schedule's ``Timeline`` (``simulator/fast/timeline.py``) holds the worker's launches and applies in
 ``sync_actions``' order, with the steps computed before each, and one timeline serves every wire
 precision."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from islands.scenarios import load
 from islands.schedules import schedule_of
-from islands.simulator.timeline import Kept, Timeline, timeline_of
+from islands.simulator.fast.timeline import Kept, Timeline, timeline_of
 from islands.simulator.workers import LAUNCH, sync_actions
 
 SHAPES = {

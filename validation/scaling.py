@@ -37,7 +37,7 @@ from islands.scenarios.loader import from_dict
 from islands.schedules import PSEUDO_GRADIENT, Schedule, schedule_of
 from islands.schedules.layout import EMBEDDINGS, layer_of, split_by_layer
 from islands.simulator import simulate
-from islands.simulator.collectives import calls_of
+from islands.simulator.network.collectives import calls_of
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BITS_PER_MBIT, MS_PER_S
 
 MIN_BITS_PER_S = 5e6

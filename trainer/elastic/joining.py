@@ -14,7 +14,7 @@
    averages in order (the same outer steps the members took, so its global weights equal theirs bit
    for bit), and trains from the next outer step.
 
-The simulator plays the same rule (``simulator/churn.py``): the download from the lowest present
+The simulator plays the same rule (``simulator/events/churn.py``): the download from the lowest present
 worker starts at the first moment after the join with no collective pending since the last outer
 boundary, the joiner is in every collective from the next first fragment's on, and it computes from
 the outer step after the first outer boundary once its download is in. If the leader dies

@@ -20,59 +20,53 @@ run's end); churn, failures and the barrier each take the parts they use.
 
 from __future__ import annotations
 
-import gc
 import math
-from dataclasses import replace
 from typing import Any, Generator
 
 import simpy
 
-from islands.scenarios import Scenario
-from islands.schedules import SyncPoint, schedule_of
-from islands.trace import NO_FRAGMENT, Row
+from islands.schedules import SyncPoint
+from islands.summary import Columns, totals_of_columns
+from islands.trace import NO_FRAGMENT
 
-from . import barriers, budget, lockstep, one_learner, replicas, returning
+from ..budget import Budget, horizon_reason
+from ..network.collectives import PendingCollective, outer_step_s
+from ..network.flows import make_network
+from ..network.staged import STAGED
+from ..played import Played, counts_for, peak_gbps
+from ..setup import RunSetup
+from ..workers import LAUNCH, WorkerState, sync_actions
+from . import barriers
 from .churn import DEPARTURE, Churn
-from .collectives import Leg, PendingCollective, RingCollective, outer_step_s
-from .endings import event_limit_error, everyone_gone_reason, horizon_reason
-from .events import CountingEnvironment, EventLimitReached
+from .endings import event_limit_error, everyone_gone_reason
+from .environment import CountingEnvironment, EventLimitReached
 from .exchanges import Collectives, Exchanges, StagedCollectives
 from .failures import PAUSE, STOP, Failures
-from .fleet import Fleet
-from .network import make_network, network_model_for
 from .progress import Progress
-from .result import SimResult, lockstep_result, result_of
-from .staged import STAGED
 from .syncer import Syncer
-from .topology import Topology
 from .tracelog import TraceLog
-from .workers import LAUNCH, WorkerState, sync_actions
+
+EVENTS = "events"
 
 
 class Simulation:
-    """One run of one scenario. Build it, call ``run()`` once."""
+    """One event run of one setup (``setup.RunSetup``). Build it, call ``play()`` once."""
 
-    def __init__(self, scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,
-                 group_replicas: bool = True, arrays: bool = True):
-        self.scenario = scenario
-        self.schedule = schedule_of(scenario)
-        self.lockstep = arrays and lockstep.applies(scenario, self.schedule.coupled)
-        self.network_model = network_model_for(scenario)
-        self.counted = arrays and returning.chosen(scenario, self.schedule, self.network_model)  # churn that returns
-        self.budget = (lockstep.guard if self.lockstep else returning.guard if self.counted else budget.guard)(scenario, max_events)
-        self.group_replicas = group_replicas
-        self.env = env = CountingEnvironment(max_events)
-        workers = scenario.workers()
-        groups = replicas.groups(scenario, workers, group_replicas)
-        self.topology = topology = Topology.of(scenario, [worker for worker, _ in groups])
-        self.network = network = make_network(self.network_model, env, topology.has_buckets())
-        self.fleet = fleet = Fleet(workers, groups, barriers.steps_scales(scenario, workers), scenario.seed)
-        self.last_fragment = self.schedule.fragments(scenario.schedule) - 1
+    def __init__(self, setup: RunSetup, budget: Budget):
+        self.setup = setup
+        self.scenario = scenario = setup.scenario
+        self.schedule = setup.schedule
+        self.network_model = setup.network_model
+        self.budget = budget
+        self.env = env = CountingEnvironment(setup.max_events)
+        self.topology = topology = setup.topology
+        self.network = network = make_network(self.network_model, env, setup.tracks_links)
+        self.fleet = fleet = setup.fleet()
+        self.last_fragment = setup.last_fragment
         self.horizon_reached = False
         self.incomplete_reason: str | None = None
         self.trace = trace = TraceLog(env)
-        synced_outer_steps = self.schedule.synced_outer_steps(scenario.schedule)
-        self.progress = progress = Progress(env, synced_outer_steps, fleet.state_of.keys())
+        self.progress = progress = Progress(env, setup.synced_outer_steps, fleet.state_of.keys())
         self.exchanges = exchanges = self.exchanges_of_schedule()
         trace.wait_started_s = exchanges.started_s
         self.churn = Churn(env, scenario, network, topology, fleet, exchanges, progress, trace, self.start_worker)
@@ -81,7 +75,6 @@ class Simulation:
         self.barrier = barriers.Barrier(env, scenario, network, topology, fleet, exchanges, progress, trace,
                                         self.churn.fetch)
         exchanges.connect(self.churn.enlist, self.barrier.on_arrival, self.outer_step_done)
-        self.one_learner = arrays and one_learner.applies(self)  # Decoupled, one learner (``one_learner.py``)
 
     def exchanges_of_schedule(self) -> Exchanges:
         """A collective per sync (a ring, or staged), or for a schedule without one Decoupled DiLoCo's syncer."""
@@ -92,47 +85,9 @@ class Simulation:
         kind = StagedCollectives if self.scenario.network.collective in STAGED else Collectives
         return kind(*parts, self.last_fragment)
 
-    @property
-    def states(self) -> list[WorkerState]:
-        return self.fleet.states
-
-    @property
-    def completed_outer(self) -> int:
-        return self.progress.completed_outer
-
-    @completed_outer.setter
-    def completed_outer(self, value: int) -> None:
-        self.progress.reach(value)
-
-    @property
-    def pending(self) -> dict[tuple[int, int], PendingCollective]:
-        return self.exchanges.pending
-
-    def start(self, collective: PendingCollective) -> None:
-        self.exchanges.start(collective)
-
-    def ring_and_leg(self, kind: type[RingCollective], participants: tuple[int, ...],
-                     payload_bytes: float) -> tuple[RingCollective, Leg]:
-        return self.exchanges.ring_and_leg(kind, participants, payload_bytes)
-
     # --- running ---------------------------------------------------------------------------------
 
-    def run(self) -> SimResult:
-        """Play the scenario to its end. Python's cyclic garbage collector is off meanwhile: a run
-        allocates millions of events and rows and frees them by reference counting alone, and
-        collections scanning the ever larger heap made a run's time grow faster than its size (a
-        fleet of 2,000 islands under churn: 25% of the time, the same peak memory without them)."""
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            return self.play()
-        finally:
-            if collecting:
-                gc.enable()
-
-    def play(self) -> SimResult:
-        if self.lockstep or (played := (self.one_learner and one_learner.play(self)) or (self.counted and returning.play(self))):
-            return lockstep_result(self, self.replayed_rows) if self.lockstep else played
+    def play(self) -> Played:
         for state in self.fleet.states:
             if state.worker.present:
                 state.present = True
@@ -152,22 +107,34 @@ class Simulation:
                                                           self.churn.last_leave_s)
         after_end = self.churn.count_unfired()
         self.trace.close_all(self.fleet.states)
-        return replace(result_of(self), events_after_end=after_end)
+        return self.played(after_end)
 
-    def replayed_rows(self) -> list[Row]:
-        """A lockstep run's rows, played again with the same draws (``lockstep.py``)."""
-        lockstep.check_rows(self)
-        replay = Simulation(self.scenario, self.env.max_events, self.group_replicas)
-        run = lockstep.Lockstep(replay, rows=[])
-        run.play()
-        return run.rows
+    def played(self, events_after_end: int) -> Played:
+        """What the run gathered: its totals from its rows (``summary.totals_of_columns``)."""
+        self.network.close()
+        transfers, rows = self.network.carried, self.trace.rows
+        totals, wall_time_s, durations, span_counts = totals_of_columns(
+            Columns.of_rows(rows), not self.schedule.coupled, self.fleet.replica_counts)
+        progress = self.progress
+        counts = {**self.churn.counts, **self.failures.counts, **self.exchanges.counts}
+        return Played(
+            player=EVENTS, totals=totals, wall_time_s=wall_time_s, sync_durations_s=durations, sync_counts=span_counts,
+            outer_steps=self.scenario.schedule.outer_steps if progress.complete else progress.completed_outer,
+            peak_gbps=peak_gbps(transfers, self.topology),
+            merged_steps={state.worker.rank: state.merged_steps for state in self.fleet.states},
+            counts=counts_for(self.schedule.coupled, **counts), row_source=lambda: rows,
+            transfer_source=lambda: transfers,
+            lost_compute_s=self.churn.lost_compute_s + self.failures.lost_compute_s,
+            dropped_compute_s=self.barrier.dropped_compute_s, dropped_deltas=self.barrier.counts["dropped_deltas"],
+            horizon_reached=self.horizon_reached, incomplete_reason=self.incomplete_reason,
+            events=self.env.events_processed, events_after_end=events_after_end)
 
     def stop_at_horizon(self, horizon_s: float) -> Generator[simpy.Event, Any, None]:
         """Endless churn can keep a run from ever finishing: stop at the horizon and say so."""
         yield self.env.timeout(horizon_s)
         if not self.progress.over:
             self.horizon_reached = True
-            self.incomplete_reason = horizon_reason(self.progress, self.scenario, horizon_s)
+            self.incomplete_reason = horizon_reason(self.progress.completed_outer, self.scenario, horizon_s)
             self.progress.finish()
 
     def start_worker(self, state: WorkerState, first_outer: int) -> None:
@@ -280,14 +247,3 @@ class Simulation:
         state.merged_steps += position - state.position_at_apply
         state.position_at_apply = position
         state.unsynced_compute_s = 0.0
-
-
-def simulate(scenario: Scenario, max_events: float = budget.DEFAULT_MAX_EVENTS,
-             group_replicas: bool = True, arrays: bool = True) -> SimResult:
-    """Play a scenario's schedule through the discrete-event model.
-
-    Raises ``ScenarioError`` before a run beyond ``max_events`` events (or float64 time), or past them.
-    ``group_replicas=False`` runs every replica on its own (``replicas.py``; the same result, slower);
-    ``arrays=False`` plays a lockstep run event by event (``lockstep.py``; the same result, slower, and
-    its ``events`` counted), and a large fleet whose churn returns (else on counts: ``returning.py``)."""
-    return Simulation(scenario, max_events, group_replicas, arrays).run()

@@ -33,14 +33,14 @@ import simpy
 from islands.scenarios import Scenario
 from islands.trace import NO_FRAGMENT
 
-from .collectives import PendingCollective, copy_leg, launch
-from .compute import CHURN, worker_generator
+from ..network.collectives import PendingCollective, copy_leg, launch
+from ..compute import CHURN, worker_generator
 from .exchanges import Exchanges
-from .fleet import Fleet
+from ..fleet import Fleet
 from .progress import Progress
-from .topology import Topology
+from ..network.topology import Topology
 from .tracelog import TraceLog
-from .workers import Start, WorkerState
+from ..workers import Start, WorkerState
 
 DEPARTURE = object()  # interrupt cause: the worker left
 ORPHANED = object()   # interrupt cause: a passive joiner's collective lost every member holding the state

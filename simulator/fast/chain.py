@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .changes import Changes
 from .holders import DOWNLOADING, ENLISTED, MEMBER
 
 if TYPE_CHECKING:
-    from .counts import Counts
     from .holders import Holder
 
 # Departures drawn at once: from FIRST_CHUNK, four times more after a chain that used them all, half
@@ -88,7 +88,7 @@ def alternate(rng: np.random.Generator, since: np.ndarray, end_s: float, return_
     return back, joins, leaves, back_s
 
 
-def applies(counts: Counts) -> bool:
+def applies(counts: Changes) -> bool:
     """A collective pending under restart, its ring off and tried before, nobody waiting or away in the
     counts (the pool holds them) and every download in flight to a joiner in the collective."""
     return (counts.pooled and not counts.computing and not counts.ring_on and counts.first_start_s is not None
@@ -96,7 +96,7 @@ def applies(counts: Counts) -> bool:
             and all(holder.enlisted == holder.downloads for holder in counts.holders))
 
 
-def play(counts: Counts, first_at: float) -> bool:
+def play(counts: Changes, first_at: float) -> bool:
     """Play departures (and the rings they break) from the first, at ``first_at`` (``Counts.step``'s
     draw: it comes before every timer but the ring's restart), until the next stop; False if the
     chain does not apply."""
@@ -120,7 +120,7 @@ def play(counts: Counts, first_at: float) -> bool:
 class Chain:
     """The drawn departures and every gap's ring and downloads (see the module's docstring)."""
 
-    def __init__(self, counts: Counts, loaded: list[Holder], groups: list, tracked: list[Holder],
+    def __init__(self, counts: Changes, loaded: list[Holder], groups: list, tracked: list[Holder],
                  sizes: list[int], participants: int, first_at: float):
         self.counts, self.loaded, self.groups, self.tracked = counts, loaded, groups, tracked
         rng, now = counts.rng, counts.now

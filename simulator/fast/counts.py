@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import chain
 from .chain import alternate
+from ..setup import RunSetup
 from .changes import Changes, Unmodelled
-from .collectives import collective_for
+from ..network.collectives import collective_for
 from .holders import ABSENT, DOWNLOADING, ENLISTED, LOADED, MEMBER, RING, UNSTARTED, Group, Holder, fill_closed
 
-if TYPE_CHECKING:
-    from .engine import Simulation
 
 DRAWS = 8192  # exponential and uniform draws taken from the generator at once
 STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
@@ -27,11 +25,11 @@ STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_ge
 class Counts(Changes):
     """One run played on counts (see the module's docstring)."""
 
-    def __init__(self, sim: Simulation, period_steps: float):
-        scenario = sim.scenario
+    def __init__(self, setup: RunSetup, period_steps: float, horizon_s: float | None):
+        scenario = setup.scenario
         island = scenario.islands[0]
-        worker = sim.fleet.workers[0]
-        self.sim, self.scenario = sim, scenario
+        worker = setup.workers[0]
+        self.scenario = scenario
         self.fleet_size = scenario.worker_count
         self.leave_rate = 1.0 / island.mtbf_s
         self.return_rate = 1.0 / island.mttr_s
@@ -47,8 +45,8 @@ class Counts(Changes):
         self.weights_bytes = scenario.weights_bytes
         self.payload_bytes = scenario.payload_bytes
         self.volume = collective_for(scenario).volume_bytes
-        self.outer_steps = sim.schedule.synced_outer_steps(scenario.schedule)
-        self.horizon_s = sim.budget.horizon_s if sim.budget.horizon_s is not None else math.inf
+        self.outer_steps = setup.synced_outer_steps
+        self.horizon_s = horizon_s if horizon_s is not None else math.inf
         self.rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, STREAM]))
         self.exponentials: list[float] = []
         self.uniforms: list[float] = []

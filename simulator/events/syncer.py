@@ -37,18 +37,17 @@ from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
 from islands.trace import NO_FRAGMENT
-from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .churn import DEPARTURE
 from .exchanges import Exchanges
-from .fleet import Fleet
-from .links import Link, Transfer
+from ..fleet import Fleet
+from ..network.links import Link, Transfer
+from ..network.syncer_paths import SyncerPaths
 from .progress import Progress
-from .topology import Topology
+from ..network.topology import Topology
 from .tracelog import TraceLog
-from .workers import Start, WorkerState
+from ..workers import Start, WorkerState
 
-SYNCER_RANK = -1
 
 
 @dataclass(eq=False)
@@ -76,12 +75,7 @@ class Syncer(Exchanges):
         self.env, self.scenario, self.network, self.topology = env, scenario, network, topology
         self.fleet, self.trace, self.progress, self.start = fleet, trace, progress, start
         self.pending: dict = {}  # no collectives: every round trip is its learner's own
-        spec = scenario.syncer
-        rate = None if spec.bandwidth_gbps is None else spec.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
-        self.links_up = () if rate is None else (Link(SYNCER_RANK, "up", rate),)
-        self.links_down = () if rate is None else (Link(SYNCER_RANK, "down", rate),)
-        self.latency_s = spec.latency_ms / MS_PER_S
-        self.region = spec.region
+        self.paths = SyncerPaths.of(scenario)
         self.waiting: dict[int, list[Report]] = {}
         self.armed: dict[int, int] = {}  # fragment -> generation of its armed grace timer
         self.generation = 0
@@ -126,19 +120,13 @@ class Syncer(Exchanges):
         transfer.done.callbacks.append(lambda _event: self.arrived(report, transfer))
 
     def hop_latency_s(self, rank: int) -> float:
-        """One way between a learner and the syncer: the learner's access, the backbone between their
-        regions, the syncer's."""
-        topology = self.topology
-        return (topology.access_latency_s[rank] + topology.core_latency_s(topology.region[rank], self.region)
-                + self.latency_s)
+        return self.paths.hop_latency_s(self.topology, rank)
 
     def path_to_syncer(self, rank: int) -> tuple[Link, ...]:
-        topology = self.topology
-        return (topology.uplinks[rank], *topology.crossing(topology.region[rank], self.region), *self.links_down)
+        return self.paths.to_syncer(self.topology, rank)
 
     def path_from_syncer(self, rank: int) -> tuple[Link, ...]:
-        topology = self.topology
-        return (*self.links_up, *topology.crossing(self.region, topology.region[rank]), topology.downlinks[rank])
+        return self.paths.from_syncer(self.topology, rank)
 
     def arrived(self, report: Report, transfer: Transfer) -> None:
         if report.transfer is not transfer:

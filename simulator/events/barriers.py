@@ -24,25 +24,16 @@ from islands.scenarios import Scenario, Worker
 from islands.schedules import SyncPoint
 from islands.trace import NO_FRAGMENT
 
-from .collectives import PendingCollective, copy_leg, launch
+from ..network.collectives import PendingCollective, copy_leg, launch
 from .exchanges import Exchanges
-from .fleet import Fleet
+from ..fleet import Fleet
 from .progress import Progress
-from .topology import Topology
+from ..network.topology import Topology
 from .tracelog import TraceLog
-from .workers import WorkerState
+from ..workers import WorkerState
 
 LATE = object()  # interrupt cause: the deadline passed before this worker reached the barrier
 Fetch = Callable[[WorkerState, Any], Generator[simpy.Event, Any, None]]
-
-
-def steps_scales(scenario: Scenario, workers: list[Worker]) -> list[float]:
-    """Per worker, inner steps done per scheduled step: 1, or under adaptive H floor(H*slowest/own)/H."""
-    if scenario.schedule.barrier != "adaptive":
-        return [1.0] * len(workers)
-    h = scenario.schedule.inner_steps
-    slowest_s = max(worker.step_time_s for worker in workers)
-    return [max(1, math.floor(h * slowest_s / worker.step_time_s + 1e-9)) / h for worker in workers]
 
 
 class Barrier:

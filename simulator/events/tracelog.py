@@ -15,7 +15,7 @@ import simpy
 
 from islands.trace import Row
 
-from .workers import WorkerState
+from ..workers import WorkerState
 
 
 def never_started(_key: tuple[int, int]) -> float | None:

@@ -4,6 +4,11 @@ what its leaving does to the ring, the downloads and the totals (see ``returning
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from typing import Callable
+
+import numpy as np
+
 from .holders import ABSENT, ENLISTED, LOADED, MEMBER, UNSTARTED, Holder
 
 
@@ -11,8 +16,54 @@ class Unmodelled(Exception):
     """A state the counts do not cover: the event model plays the run."""
 
 
-class Changes:
-    """A ``Counts``'s departures and returns (the counts are its own attributes)."""
+class Changes(ABC):
+    """A ``Counts``'s departures and returns (the counts are its own attributes, declared here: the
+    state that ``Counts`` plays and ``chain.py`` reads and moves)."""
+
+    # the run
+    rng: np.random.Generator
+    leave_rate: float
+    return_rate: float
+    period_s: float
+    capacity: float
+    detect_s: float
+    pooled: bool
+    pool_since: list[float]
+    payload_bytes: float
+    volume: Callable[[int, float], float]
+    horizon_s: float
+    # who is where
+    member_count: int
+    absent: int
+    unstarted: int
+    loaded: int
+    loaded_enlisted: int
+    extension_s: float
+    holders: list[Holder]
+    timer_due: bool
+    chain_chunk: int
+    # the period
+    now: float
+    computing: bool
+    first_start_s: float | None
+    last_start_s: float
+    blocked_until_s: float
+    ring_on: bool
+    ring_left: float
+    ring_bytes: float
+    hold_until_s: float
+    dropped_away: list[float]
+    dropped_back: list[tuple[float, float]]
+    moved_s: float | None
+    # the totals
+    stall: float
+    present: float
+    lost_s: float
+    leaves: int
+
+    @abstractmethod
+    def rates(self) -> None:
+        """Fill the flows' rates after a change (``Counts.rates``)."""
 
     def change(self, pick: float, present: int, waiting_dl: int, enlisted_dl: int) -> None:
         """The ``pick``-th of the departures and returns (weighted by their rates) happens now."""

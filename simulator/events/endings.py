@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from islands.scenarios import Scenario
 
-from . import budget
-from .fleet import Fleet
+from .. import budget
+from ..fleet import Fleet
 from .progress import Progress
 
 
 def done_of(progress: Progress, scenario: Scenario) -> str:
-    return f"{progress.completed_outer} of {scenario.schedule.outer_steps} outer steps"
-
-
-def horizon_reason(progress: Progress, scenario: Scenario, horizon_s: float) -> str:
-    return (f"stopped at the horizon of {horizon_s:.4g} s ({budget.HORIZON_FACTOR}x its churn-free bound) "
-            f"with {done_of(progress, scenario)} done: churn keeps the run from finishing; "
-            f"raise {budget.churniest_key(scenario)}")
+    return budget.done_of(progress.completed_outer, scenario)
 
 
 def everyone_gone_reason(progress: Progress, scenario: Scenario, fleet: Fleet, last_leave_s: float) -> str:

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .workers import LAUNCH, sync_actions
+from ..workers import LAUNCH, sync_actions
 
 if TYPE_CHECKING:
     from islands.scenarios.model import ScheduleSpec

@@ -5,7 +5,7 @@ model's work grow faster than the fleet: every departure breaks the ring (or, un
 "partial"``, drops a member), so an outer step lasts until a ring gets through without one
 (exp(-M x ring time / mtbf_s) per try: 2.5% at 1,000 workers of the worked example) and the leaves,
 returns and downloads during it grow with M x its length. Nothing in such a run tells one worker
-from another but what it is doing, so this module plays the same rules on counts (``applies`` says
+from another but what it is doing, so this module plays the same rules on counts (``why_not`` says
 where):
 
 * **who is where**: members (computing, or in the collective), the departed that the others have
@@ -50,24 +50,19 @@ left: a joiner would start alone) hands the run back to the event model.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from islands.summary import Workers, summary_of
-from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
+from islands.scenarios import Scenario
+from islands.schedules import Schedule
+from islands.summary import Workers
 
-from . import budget
+from .. import budget
+from ..played import Played, counts_for
+from ..setup import RunSetup
 from .counts import Counts, Unmodelled
-from .endings import horizon_reason
 from .timeline import timeline_of
-
-if TYPE_CHECKING:
-    from islands.scenarios import Scenario
-    from islands.schedules import Schedule
-
-    from .engine import Simulation
-    from .result import SimResult
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 # The event model's estimated events above which the counts play the run: a quarter of the default
 # budget, an event run of 5-20 s (below, the event model is fast enough and draws worker by worker).
@@ -76,23 +71,33 @@ FAST_FROM_EVENTS = 500_000
 EVENTS_PER_CHANGE = 0.5
 
 
-def applies(scenario: Scenario, schedule: Schedule, network_model: str) -> bool:
-    """Whether the scenario is a coupled run of one island of identical workers, all there from the
+def why_not(setup: RunSetup) -> str | None:
+    """Why the scenario is not a coupled run of one island of identical workers, all there from the
     start, that leave and return at random, with one blocking exchange per outer step over a ring on
-    links without latency, and nothing else that moves a worker (see the module's docstring)."""
+    links without latency, and nothing else that moves a worker (see the module's docstring), or None."""
+    scenario, schedule = setup.scenario, setup.schedule
     if len(scenario.islands) != 1 or not schedule.coupled:
-        return False
+        return "not a coupled schedule over one island"
     island, network = scenario.islands[0], scenario.network
-    return (island.mtbf_s is not None and island.mttr_s is not None and island.present and island.jitter_cv == 0
-            and island.latency_ms == 0 and island.upload_gbps == island.download_gbps
-            and not island.upload_burst_bytes and not island.download_burst_bytes
-            and not scenario.events and not scenario.has_failures() and not scenario.regions
-            and not scenario.backbones and not scenario.latencies and not network.rtt_csv
-            and network_model == "flow" and network.collective == "ring"
-            and network.exchange_cpu_s_per_value == 0 and network.exchange_end_spread_s == 0
-            and network.ring_efficiency == 1 and scenario.exchange.is_default
-            and scenario.schedule.barrier == "wait" and network.on_departure in ("restart", "partial")
-            and blocking_period_steps(scenario, schedule) is not None)
+    reasons = (
+        (island.mtbf_s is None or island.mttr_s is None, "its workers do not leave and return at random"),
+        (not island.present or scenario.events, "workers join by scheduled events"),
+        (island.jitter_cv != 0, "its step times are jittered"),
+        (island.latency_ms != 0 or scenario.regions or scenario.backbones or scenario.latencies or network.rtt_csv,
+         "its links have latency or regions"),
+        (island.upload_gbps != island.download_gbps, "its uplink and downlink differ"),
+        (bool(island.upload_burst_bytes or island.download_burst_bytes), "its links have token buckets"),
+        (scenario.has_failures(), "chips fail"),
+        (setup.network_model != "flow", f"network.model = {setup.network_model!r}"),
+        (network.collective != "ring", f"a {network.collective} collective"),
+        (network.exchange_cpu_s_per_value != 0 or network.exchange_end_spread_s != 0,
+         "exchange work or an end spread"),
+        (network.ring_efficiency != 1 or not scenario.exchange.is_default, "an [exchange] or ring efficiency"),
+        (scenario.schedule.barrier != "wait", f"the {scenario.schedule.barrier} barrier"),
+        (network.on_departure not in ("restart", "partial"), f"network.on_departure = {network.on_departure!r}"),
+        (blocking_period_steps(scenario, schedule) is None, "not one blocking exchange per outer step"),
+    )
+    return next((why for failed, why in reasons if failed), None)
 
 
 def blocking_period_steps(scenario: Scenario, schedule: Schedule) -> float | None:
@@ -110,76 +115,83 @@ def blocking_period_steps(scenario: Scenario, schedule: Schedule) -> float | Non
     return period if period > 0 else None
 
 
-def chosen(scenario: Scenario, schedule: Schedule, network_model: str) -> bool:
-    """Whether the counts play the run: they apply, and the event model's would be long (lockstep,
-    which needs no churn, never applies then)."""
-    return applies(scenario, schedule, network_model) and budget.estimate(scenario).events > FAST_FROM_EVENTS
+class ReturningPlayer:
+    """Coupled DiLoCo under churn that returns, on counts: a statistical fast path (see the module's
+    docstring)."""
+
+    name = "counts"
+
+    def fits(self, setup: RunSetup) -> str | None:
+        """It fits where it applies and the event model's run would be long (lockstep, which needs no
+        churn, never fits then)."""
+        why = why_not(setup)
+        if why is None and (events := budget.estimate(setup.scenario).events) <= FAST_FROM_EVENTS:
+            why = f"the event model's run is short (about {events:.3g} events): it draws worker by worker"
+        return why
+
+    def budget(self, setup: RunSetup) -> budget.Budget:
+        """The counts hold no rows and a few numbers per flow, and cost about ``EVENTS_PER_CHANGE``
+        events of the event model per membership change; refused in one line past ``max_events`` (or
+        float64 time)."""
+        scenario, max_events = setup.scenario, setup.max_events
+        estimate = budget.estimate(scenario)
+        cost = EVENTS_PER_CHANGE * estimate.membership_changes
+        if cost > max_events:
+            raise budget.BudgetExceeded(scenario.source, budget.churniest_key(scenario),
+                                        f"the run would take as long as about {cost:.3g} simulator events "
+                                        f"({estimate.membership_changes:.3g} membership changes counted), above the "
+                                        f"limit of {max_events:g} events: raise it, or raise --max-events")
+        held = dataclasses.replace(estimate, events=cost, trace_rows=0.0,
+                                   memory_bytes=estimate.topology_bytes + budget.BYTES_PER_WORKER_SYNC)
+        budget.check(scenario, held, max_events)
+        return held
+
+    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+        if trace or links:
+            no_rows(setup.scenario)
+
+    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played | None:
+        """The run on counts; None where the counts meet a state they do not cover (``Unmodelled``): the
+        event model then plays it, under its own budget."""
+        counts = Counts(setup, blocking_period_steps(setup.scenario, setup.schedule), budget_.horizon_s)
+        try:
+            counts.play()
+        except Unmodelled:
+            return None
+        return played_of(setup, counts)
 
 
-def guard(scenario: Scenario, max_events: float) -> budget.Budget:
-    """The scenario's budget: the counts hold no rows and a few numbers per flow, and cost about
-    ``EVENTS_PER_CHANGE`` events of the event model per membership change; refused in one line past
-    ``max_events`` (or float64 time)."""
-    estimate = budget.estimate(scenario)
-    cost = EVENTS_PER_CHANGE * estimate.membership_changes
-    if cost > max_events:
-        raise budget.BudgetExceeded(scenario.source, budget.churniest_key(scenario),
-                                    f"the run would take as long as about {cost:.3g} simulator events "
-                                    f"({estimate.membership_changes:.3g} membership changes counted), above the "
-                                    f"limit of {max_events:g} events: raise it, or raise --max-events")
-    held = dataclasses.replace(estimate, events=cost, trace_rows=0.0,
-                               memory_bytes=estimate.topology_bytes + budget.BYTES_PER_WORKER_SYNC)
-    budget.check(scenario, held, max_events)
-    return held
-
-
-def play(sim: Simulation) -> SimResult | None:
-    """Play ``sim`` on counts; None where the counts meet a state they do not cover (``Unmodelled``):
-    then ``sim`` takes the event model's budget, refused in one line if the event run is beyond it."""
-    counts = Counts(sim, blocking_period_steps(sim.scenario, sim.schedule))
-    try:
-        counts.play()
-    except Unmodelled:
-        sim.budget = budget.guard(sim.scenario, sim.env.max_events)
-        return None
-    return result(sim, counts)
-
-
-def result(sim: Simulation, counts: Counts) -> SimResult:
-    """The summary from the counts' totals, as ``summary.summary_of`` takes it from an event run's rows."""
-    from .result import SimResult, extra_summary, island_extra, islands_of_links
-
-    scenario, fleet = sim.scenario, sim.fleet
+def played_of(setup: RunSetup, counts: Counts) -> Played:
+    """The totals of the counts, as an event run's rows would give them (``summary.summary_of``)."""
+    scenario = setup.scenario
     size = counts.fleet_size
     complete = not counts.horizon_reached
-    sim.churn.counts.update(joins=counts.joins, leaves=counts.leaves, dropped_members=counts.dropped_members)
-    sim.churn.lost_compute_s = counts.lost_s
-    for state in fleet.states:
-        state.merged_steps = counts.merged_steps / size
-    sim.progress.reach(counts.completed if complete else len(counts.durations))
-    if not complete:
-        sim.horizon_reached = True
-        sim.incomplete_reason = horizon_reason(sim.progress, scenario, counts.horizon_s)
     island = scenario.islands[0].name
     workers = Workers(island=np.array([island], dtype=object), count=np.array([size], dtype=np.int64),
                       compute=np.array([counts.compute / size]), stall=np.array([counts.stall / size]),
                       idle=np.array([counts.idle / size]), present_s=np.array([counts.present / size]),
                       bytes_sent=np.array([counts.bytes_sent / size]), syncs=np.array([counts.sync_rows / size]))
     durations = np.array(counts.durations)
-    peak_gbps = counts.capacity * BITS_PER_BYTE / BITS_PER_GBIT
-    extra = extra_summary(sim)
-    extra["played"] = "counts (simulator/returning.py: a statistical fast path)"
-    summary = summary_of(workers, counts.now, durations, np.ones(len(durations), dtype=np.int64),
-                         scenario.schedule.outer_steps if complete else len(durations), peak_gbps, extra,
-                         island_extra(sim))
+    completed = counts.completed if complete else len(counts.durations)
     refuse = lambda: no_rows(scenario)  # noqa: E731
-    return SimResult(summary=summary, row_source=refuse, transfer_source=refuse, islands=islands_of_links(sim),
-                     counts=fleet.replica_counts)
+    return Played(
+        player=RETURNING.name, totals=workers, wall_time_s=counts.now, sync_durations_s=durations,
+        sync_counts=np.ones(len(durations), dtype=np.int64),
+        outer_steps=scenario.schedule.outer_steps if complete else len(durations),
+        peak_gbps=counts.capacity * BITS_PER_BYTE / BITS_PER_GBIT,
+        merged_steps={worker.rank: counts.merged_steps / size for worker, _ in setup.groups},
+        counts=counts_for(True, joins=counts.joins, leaves=counts.leaves, dropped_members=counts.dropped_members),
+        row_source=refuse, transfer_source=refuse, lost_compute_s=counts.lost_s,
+        horizon_reached=not complete,
+        incomplete_reason=None if complete else budget.horizon_reason(completed, scenario, counts.horizon_s))
 
 
 def no_rows(scenario: Scenario) -> list:
     """A counted run has a summary and nothing per worker: refuse its trace and links in one line."""
     raise budget.BudgetExceeded(
         scenario.source, "island.0.replicas",
-        "a run of this many churning workers is played on counts (simulator/returning.py) and keeps no rows "
+        "a run of this many churning workers is played on counts (simulator/fast/returning.py) and keeps no rows "
         "per worker: its summary only; for a trace or links, simulate fewer workers or outer steps (docs/performance.md)")
+
+
+RETURNING = ReturningPlayer()

@@ -30,53 +30,81 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import TYPE_CHECKING
 
-from islands.trace import NO_FRAGMENT
+import numpy as np
 
-from .links import Transfer
-from .network import COMPLETION_TOLERANCE
-from .result import SimResult, played_result
+from islands.summary import Workers
+from islands.trace import NO_FRAGMENT, Row
+
+from .. import budget
+from ..network.flows import COMPLETION_TOLERANCE
+from ..network.links import Transfer
+from ..network.syncer_paths import SyncerPaths
+from ..played import Played, counts_for, peak_gbps
+from ..setup import RunSetup
 from .timeline import timeline_of
-from .tracelog import TraceLog
-
-if TYPE_CHECKING:
-    from islands.trace import Row
-
-    from .engine import Simulation
 
 
 class NotAlone(Exception):
     """A transfer did not end at its first wake-up: leave the run to the event model."""
 
 
-def applies(sim: Simulation) -> bool:
-    """Whether ``sim`` is a Decoupled DiLoCo run of one simulated learner that nothing but its own
-    compute and round trips moves (see the module's docstring)."""
-    scenario = sim.scenario
-    return (not sim.schedule.coupled and len(sim.states) == 1 and sim.network_model == "flow"
-            and not sim.network.tracks_links and not scenario.has_churn() and not scenario.has_failures()
-            and scenario.schedule.barrier == "wait" and scenario.network.exchange_cpu_s_per_value == 0
-            and sim.states[0].steps_scale == 1 and sim.states[0].clock.jitter_cv == 0)
+def why_not(setup: RunSetup) -> str | None:
+    """Why ``setup`` is not a Decoupled DiLoCo run of one simulated learner that nothing but its own
+    compute and round trips moves (see the module's docstring), or None."""
+    scenario = setup.scenario
+    worker = setup.groups[0][0]
+    reasons = (
+        (setup.schedule.coupled, "not Decoupled DiLoCo"),
+        (len(setup.groups) != 1, f"{len(setup.groups)} learners are simulated"),
+        (setup.network_model != "flow", f"network.model = {setup.network_model!r} given by hand"),
+        (setup.tracks_links, "token buckets fill and drain between exchanges"),
+        (scenario.has_churn(), "workers join or leave"),
+        (scenario.has_failures(), "chips fail"),
+        (scenario.schedule.barrier != "wait", f"the {scenario.schedule.barrier} barrier"),
+        (scenario.network.exchange_cpu_s_per_value != 0, "exchange work"),
+        (setup.steps_scales[worker.rank] != 1, "adaptive H"),
+        (worker.jitter_cv != 0, "its step times are jittered"),
+    )
+    return next((why for failed, why in reasons if failed), None)
 
 
-def play(sim: Simulation) -> SimResult | None:
-    """``sim``'s result as its event run would give it; None (``sim`` untouched) where a transfer
-    would not end at its first wake-up."""
-    try:
-        run = OneLearner(sim)
-        run.play()
-    except NotAlone:
-        return None
-    state = sim.states[0]
-    state.merged_steps = run.timeline.merged_steps
-    syncer = sim.exchanges
-    syncer.counts["merges"] = len(run.sent_s)  # one per report; none below the quorum (K <= the learners)
-    syncer.finished.add(state.worker.rank)
-    outer = sim.progress.synced_outer_steps
-    sim.progress.learner_outer[state.worker.rank] = outer
-    sim.progress.reach(outer)
-    return played_result(sim, run)
+class OneLearnerPlayer:
+    """Decoupled DiLoCo with one simulated learner, without events (see the module's docstring)."""
+
+    name = "one learner"
+
+    def fits(self, setup: RunSetup) -> str | None:
+        return why_not(setup)
+
+    def budget(self, setup: RunSetup) -> budget.Budget:
+        return budget.guard(setup.scenario, setup.max_events)
+
+    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+        """Its rows and transfers are the event run's, played again: as many as the budget admits."""
+
+    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played | None:
+        """The run as its event run would give it; None where a transfer would not end at its first
+        wake-up (the event model then plays it)."""
+        try:
+            run = OneLearner(setup)
+            run.play()
+        except NotAlone:
+            return None
+        totals, count = run.totals, setup.replica_counts[run.rank]
+        durations = np.array(run.sync_durations_s())
+        workers = Workers(island=np.array([run.island], dtype=object), count=np.array([count], dtype=np.int64),
+                          compute=np.array([totals.seconds["compute"]]), stall=np.array([totals.seconds["stall"]]),
+                          idle=np.array([totals.seconds["idle"]]), present_s=np.array([totals.present_s]),
+                          bytes_sent=np.array([totals.bytes_sent]), syncs=np.array([float(len(durations))]))
+        return Played(player=self.name, totals=workers, wall_time_s=totals.wall_time_s, sync_durations_s=durations,
+                      sync_counts=np.repeat(np.array([count], dtype=np.int64), len(durations)),
+                      outer_steps=setup.scenario.schedule.outer_steps,
+                      peak_gbps=peak_gbps(run.peak_transfers(), setup.topology),
+                      merged_steps={run.rank: run.timeline.merged_steps},
+                      # one merge per report; none below the quorum (K <= the learners)
+                      counts=counts_for(False, merges=len(run.sent_s)),
+                      row_source=run.trace_rows, transfer_source=run.transfers)
 
 
 class Totals:
@@ -132,18 +160,20 @@ class OneLearner:
     """One play of the recursion over the schedule's ``Timeline``: the learner's clock, its round trips,
     the summary's sums (``Totals``) and, when ``keep_rows``, the rows in the event model's order."""
 
-    def __init__(self, sim: Simulation, keep_rows: bool = False):
-        self.sim = sim
-        state = sim.states[0]
-        self.rank, self.island = state.worker.rank, state.worker.island
-        syncer = sim.exchanges  # ``syncer.Syncer``
-        self.latency_s = syncer.hop_latency_s(self.rank)
-        self.up = self.first(syncer.path_to_syncer(self.rank))
-        self.down = self.first(syncer.path_from_syncer(self.rank))
-        self.timeline = timeline_of(sim.schedule, sim.scenario.schedule)
-        self.payloads = sim.schedule.priced_fragments(sim.scenario)[1]
+    def __init__(self, setup: RunSetup, keep_rows: bool = False):
+        self.setup = setup
+        worker = setup.groups[0][0]
+        self.rank, self.island = worker.rank, worker.island
+        self.step_time_s = worker.step_time_s
+        syncer = SyncerPaths.of(setup.scenario)
+        topology = setup.topology
+        self.latency_s = syncer.hop_latency_s(topology, self.rank)
+        self.up = self.first(syncer.to_syncer(topology, self.rank))
+        self.down = self.first(syncer.from_syncer(topology, self.rank))
+        self.timeline = timeline_of(setup.schedule, setup.scenario.schedule)
+        self.payloads = setup.schedule.priced_fragments(setup.scenario)[1]
         self.totals = Totals()
-        self.log = TraceLog(sim.env) if keep_rows else None  # the rows, in the event model's order
+        self.log: list[Row] | None = [] if keep_rows else None  # the rows, in the event model's order
         self.own = self.totals.own if not keep_rows else self.own_kept  # a row of the learner's own clock
         self.comm_rows: deque[tuple] = deque()  # with ``keep_rows``: rows of round trips back, added at their ends
         count = len(self.timeline.fragments)
@@ -152,7 +182,7 @@ class OneLearner:
     def play(self) -> None:
         timeline, totals, latency_s, payloads = self.timeline, self.totals, self.latency_s, self.payloads
         sent, arrived, back = self.sent_s, self.arrived_s, self.back_s
-        step_time_s = self.sim.states[0].worker.step_time_s
+        step_time_s = self.step_time_s
         up_rate, down_rate = self.up.alone_bytes_per_s, self.down.alone_bytes_per_s
         now = 0.0
         back_s = -1.0  # when the previous round trip is back
@@ -188,14 +218,14 @@ class OneLearner:
                  outer_step: int = 0) -> None:
         """``Totals.own``, the row kept."""
         self.totals.own(start_s, end_s, kind)
-        self.log.add(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step)
+        self.log.append(Row(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step))
 
     def flush(self, at_s: float, inclusive: bool) -> None:
         """With the rows kept: append the rows of the round trips back before ``at_s`` (or at it), in the
         engine's order."""
         comm_rows = self.comm_rows
         while comm_rows and (comm_rows[0][1] < at_s or inclusive and comm_rows[0][1] == at_s):
-            self.log.add(*comm_rows.popleft())
+            self.log.append(Row(*comm_rows.popleft()))
 
     def waited(self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int) -> None:
         """``Syncer.record_wait``: the report merged on arrival (its first start is its arrival)."""
@@ -216,9 +246,9 @@ class OneLearner:
 
     def trace_rows(self) -> list[Row]:
         """The rows, in the event model's order: the run played again, keeping them."""
-        again = OneLearner(self.sim, keep_rows=True)
+        again = OneLearner(self.setup, keep_rows=True)
         again.play()
-        return again.log.rows
+        return again.log
 
     def transfers(self, round_trips: int | None = None) -> list[Transfer]:
         """The uploads and downloads (of the first ``round_trips``), as ``FlowNetwork`` leaves them: copies
@@ -248,7 +278,7 @@ class OneLearner:
 
     def first(self, links: tuple) -> Transfer:
         """A transfer over ``links`` whose rate alone and crossings every later one copies."""
-        transfer = Transfer(links, 0.0, self.sim.env.event())
+        transfer = Transfer(links, 0.0, None)
         transfer.most_access_crossings()
         return transfer
 
@@ -265,3 +295,6 @@ def moved(at_s: float, latency_s: float, payload_bytes: float, rate: float) -> t
     if remaining > rate * (COMPLETION_TOLERANCE * max(1.0, wake_s)):  # ``FlowNetwork.on_wakeup``
         raise NotAlone
     return start_s, wake_s, remaining
+
+
+ONE_LEARNER = OneLearnerPlayer()

@@ -23,13 +23,13 @@ import simpy
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 
-from .collectives import (COLLECTIVES, Leg, PendingCollective, RingCollective, calls_of, end_offsets_s,
-                          exposed_tail_s, launch, ring_leg)
-from .fleet import Fleet
-from .staged import STAGED, StagedCollective
-from .topology import Topology
+from ..network.collectives import (COLLECTIVES, Leg, PendingCollective, RingCollective, calls_of, end_offsets_s,
+                                   exposed_tail_s, launch, ring_and_leg)
+from ..fleet import Fleet
+from ..network.staged import STAGED, StagedCollective
+from ..network.topology import Topology
 from .tracelog import TraceLog
-from .workers import WorkerState
+from ..workers import WorkerState
 
 RINGS_KEPT = 64  # rings (membership and payload) kept built at once
 Hook = Callable[[PendingCollective], None]
@@ -207,11 +207,9 @@ class Collectives(Exchanges):
         if key not in self.rings:
             if len(self.rings) >= RINGS_KEPT:
                 self.rings.clear()
-            counts = tuple(map(self.fleet.replica_counts.__getitem__, participants)) if self.fleet.grouped else ()
-            ring = kind(participants, payload_bytes, counts if counts and max(counts) > 1 else ())
-            exchange = self.scenario.exchange
-            self.rings[key] = ring, ring_leg(ring, self.topology, self.spec, calls_of(self.scenario, payload_bytes),
-                                             exchange.call_overhead_s, exchange.sync_overhead_s)
+            fleet = self.fleet
+            self.rings[key] = ring_and_leg(self.scenario, self.topology, fleet.replica_counts, fleet.grouped, kind,
+                                           participants, payload_bytes)
         return self.rings[key]
 
     def member_done(self, collective: PendingCollective, rank: int, attempt: int) -> None:

@@ -1,7 +1,7 @@
 """Runs in lockstep, played with arrays instead of events.
 
 Where nothing moves a worker's timeline but its own compute and the collectives every worker joins
-(``applies``: a coupled schedule, every worker there from the start and with the same steps per
+(``why_not``: a coupled schedule, every worker there from the start and with the same steps per
 scheduled step; no churn, chip failures, deadline or adaptive barrier, exchange work, end spread,
 token bucket or staged collective), the event model's run is a recursion
 over the launches and applies that every worker meets in the same order (``workers.sync_actions``),
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -34,14 +34,14 @@ from islands.schedules import SyncPoint
 from islands.summary import Workers
 from islands.trace import NO_FRAGMENT, Row
 
-from . import budget
-from .collectives import COLLECTIVES, calls_of, exposed_tail_s, outer_step_s
-from .links import Transfer
+from .. import budget
+from ..network.collectives import COLLECTIVES, ring_and_leg, calls_of, exposed_tail_s, outer_step_s
+from ..network.links import Transfer
+from ..played import Played, counts_for, peak_gbps
+from ..setup import RunSetup
 from .timeline import Timeline, timeline_of
-from .workers import LAUNCH, sync_actions
+from ..workers import LAUNCH, sync_actions
 
-if TYPE_CHECKING:
-    from .engine import Simulation
 
 # What a lockstep run costs, in the event model's events of the same time (measured: a launch and an
 # apply in Python about 75 us, a worker's share of the arrays' work about 0.4 us, an event 10-30 us),
@@ -52,18 +52,26 @@ ACTIONS_PER_CHUNK = 1024  # launches and applies whose compute spans each worker
 DRAWS_PER_CHUNK = 32_000_000  # durations held at once, all workers together: 256 MB at most
 
 
-def applies(scenario: Scenario, coupled: bool) -> bool:
-    """Whether the scenario's run is a lockstep recursion (see the module's docstring). The flow model
-    that ``network.model = "auto"`` takes for exchanges that may overlap gives the closed form here:
-    each worker's exchanges run one at a time and every worker is in every ring, so a collective starts
-    after the one before it ended and no two transfers ever share a link (``network.model = "flow"``
-    given by hand keeps the event model)."""
+def why_not(scenario: Scenario, coupled: bool) -> str | None:
+    """Why the scenario's run is not a lockstep recursion (see the module's docstring), or None. The
+    flow model that ``network.model = "auto"`` takes for exchanges that may overlap gives the closed form
+    here: each worker's exchanges run one at a time and every worker is in every ring, so a collective
+    starts after the one before it ended and no two transfers ever share a link (``network.model =
+    "flow"`` given by hand keeps the event model)."""
     network = scenario.network
-    return (coupled and network.model != "flow" and not scenario.has_churn() and not scenario.has_failures()
-            and scenario.schedule.barrier == "wait" and network.collective == "ring"
-            and network.exchange_cpu_s_per_value == 0 and network.exchange_end_spread_s == 0
-            and not any(island.upload_burst_bytes or island.download_burst_bytes
-                        for island in scenario.islands))
+    reasons = (
+        (not coupled, "its learners exchange on their own (Decoupled DiLoCo)"),
+        (network.model == "flow", 'network.model = "flow" given by hand keeps the event model'),
+        (scenario.has_churn(), "workers join or leave"),
+        (scenario.has_failures(), "chips fail"),
+        (scenario.schedule.barrier != "wait", f"the {scenario.schedule.barrier} barrier moves workers apart"),
+        (network.collective != "ring", f"a {network.collective} collective is staged"),
+        (network.exchange_cpu_s_per_value != 0, "exchange work moves each member's arrival"),
+        (network.exchange_end_spread_s != 0, "members end a collective apart"),
+        (any(island.upload_burst_bytes or island.download_burst_bytes for island in scenario.islands),
+         "token buckets fill and drain between exchanges"),
+    )
+    return next((why for failed, why in reasons if failed), None)
 
 
 def guard(scenario: Scenario, max_events: float) -> budget.Budget:
@@ -87,12 +95,13 @@ def guard(scenario: Scenario, max_events: float) -> budget.Budget:
 
 
 class Lockstep:
-    """One lockstep play of a built ``Simulation``: its workers' clocks and totals as arrays."""
+    """One lockstep play of a setup: its workers' clocks and totals as arrays."""
 
-    def __init__(self, sim: Simulation, rows: list[Row] | None = None):
-        self.sim = sim
+    def __init__(self, setup: RunSetup, rows: list[Row] | None = None):
+        self.setup = setup
+        self.fleet = setup.fleet()  # its own states and clocks: a replay draws what the run drew
         self.rows = rows  # filled when the trace is asked for
-        states = sim.states
+        self.states = states = self.fleet.states
         count = len(states)
         self.ranks = [state.worker.rank for state in states]
         self.islands = [state.worker.island for state in states]
@@ -111,17 +120,17 @@ class Lockstep:
         self.transfers: list[Transfer] = []
         self.one_run: tuple[Timeline, list[float]] | None = None  # ``play_one``'s timeline and collective starts
         self.peak_transfers: list[Transfer] = []  # ``play_one``: each ring's first transfer
-        self.participants = sim.topology.ring(self.ranks, sim.scenario.network.ring_order)  # never changes
+        self.participants = setup.topology.ring(self.ranks, setup.scenario.network.ring_order)  # never changes
         self.rings: dict[tuple, tuple] = {}  # (collective, payload) -> its ring, leg and first transfer
-        self.set_up_s = sim.scenario.exchange.first_call_s  # paid by the run's first collective
+        self.set_up_s = setup.scenario.exchange.first_call_s  # paid by the run's first collective
 
     def play(self) -> None:
-        sim = self.sim
-        if self.rows is None and len(sim.states) == 1 and not sim.states[0].clock.jitter_cv:
-            self.play_one(timeline_of(sim.schedule, sim.scenario.schedule))
+        setup = self.setup
+        if self.rows is None and len(self.states) == 1 and not self.states[0].clock.jitter_cv:
+            self.play_one(timeline_of(setup.schedule, setup.scenario.schedule))
             return
-        actions = sync_actions(sim.schedule.sync_points(sim.scenario, 0))
-        per_chunk = max(2, min(ACTIONS_PER_CHUNK, DRAWS_PER_CHUNK // len(sim.states)))
+        actions = sync_actions(setup.schedule.sync_points(setup.scenario, 0))
+        per_chunk = max(2, min(ACTIONS_PER_CHUNK, DRAWS_PER_CHUNK // len(self.states)))
         for chunk in chunks(actions, per_chunk):
             durations = iter(self.draw(chunk).T)
             for action, point in chunk:
@@ -133,9 +142,6 @@ class Lockstep:
                     self.launch(point)
                 else:
                     self.apply(point)
-        for state in sim.states:
-            state.merged_steps = self.merged_steps
-        sim.completed_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule)
 
     def play_one(self, timeline: Timeline) -> None:
         """``play`` for a run of one simulated worker without jitter (an island's replicas grouped: a
@@ -146,15 +152,15 @@ class Lockstep:
         collective starts when the worker is there and its previous one is over, and ends after its
         ring's closed form (``launch``). The transfers are made when the links table asks for them
         (``one_transfers``). No trace rows: a trace replays with arrays."""
-        sim = self.sim
-        step_time_s = sim.states[0].clock.step_time_s
+        setup = self.setup
+        step_time_s = self.states[0].clock.step_time_s
         legs = self.legs()
         now = compute = idle = stall = 0.0
         last_end_s = self.last_end_s
         launches = len(timeline.fragments)
         starts, ends = [0.0] * launches, [0.0] * launches
         leg_of = [legs[fragment] for fragment in timeline.fragments]
-        set_up_s = self.sim.scenario.exchange.first_call_s
+        set_up_s = self.setup.scenario.exchange.first_call_s
         outer_of = [legs[fragment][4] for fragment in timeline.fragments]
         tail_of = [legs[fragment][5] for fragment in timeline.fragments]
         for action, steps in zip(timeline.actions, timeline.steps):
@@ -188,21 +194,20 @@ class Lockstep:
             np.array([value]) for value in (now, compute, idle, stall, sent))
         self.last_end_s, self.syncs = last_end_s, launches
         self.sync_durations_s = np.array(ends) - np.array(starts)
-        self.merged_steps = sim.states[0].merged_steps = timeline.merged_steps
+        self.merged_steps = timeline.merged_steps
         self.one_run = timeline, starts
         self.peak_transfers = [legs[fragment][3] for fragment in sorted(set(timeline.fragments))]
-        sim.completed_outer = sim.schedule.synced_outer_steps(sim.scenario.schedule)
 
     def legs(self) -> list[tuple[float, float, float, Transfer, float, float]]:
         """Each fragment's collective as ``play_one`` takes it: the latency before its data moves, the
         seconds its bytes take at its ring's rate, the bytes each worker sends, its first transfer, the
         outer step after it (``outer_step_s``) and its exposed last bucket (``exposed_tail_s``)."""
-        values, payloads, collective = self.sim.schedule.priced_fragments(self.sim.scenario)
+        values, payloads, collective = self.setup.schedule.priced_fragments(self.setup.scenario)
         legs = []
         for fragment_values, payload_bytes in zip(values, payloads):
             ring, leg, first = self.ring(collective, payload_bytes)
             legs.append((leg.latency_s, leg.bytes_per_link / first.rate_bytes_per_s, ring.bytes_per_worker, first,
-                         outer_step_s(self.sim.scenario, fragment_values), self.tail_s(collective, payload_bytes)))
+                         outer_step_s(self.setup.scenario, fragment_values), self.tail_s(collective, payload_bytes)))
         return legs
 
     def one_transfers(self) -> list[Transfer]:
@@ -211,7 +216,7 @@ class Lockstep:
         timeline, starts = self.one_run
         legs = self.legs()
         transfers = []
-        set_up_s = self.sim.scenario.exchange.first_call_s
+        set_up_s = self.setup.scenario.exchange.first_call_s
         for fragment, start_s in zip(timeline.fragments, starts):
             latency_s, transfer_s, _, first, _, _ = legs[fragment]
             latency_s, set_up_s = latency_s + set_up_s, 0.0
@@ -233,9 +238,9 @@ class Lockstep:
                 steps.append(target - position)
                 position = target
         spans = np.array(steps)
-        durations = np.empty((len(self.sim.states), len(spans)))
+        durations = np.empty((len(self.states), len(spans)))
         shared: dict[tuple[float, float], tuple] = {}
-        for row, state in enumerate(self.sim.states):
+        for row, state in enumerate(self.states):
             clock = state.clock
             parameters = None
             if clock.jitter_cv and len(spans):
@@ -251,9 +256,10 @@ class Lockstep:
         later one copies: thousands of links are counted once)."""
         key = (collective, payload_bytes)
         if key not in self.rings:
-            sim = self.sim
-            ring, leg = sim.ring_and_leg(COLLECTIVES[collective], self.participants, payload_bytes)
-            transfer = Transfer(leg.links, leg.bytes_per_link, sim.env.event(), leg.cap_bytes_per_s,
+            setup = self.setup
+            ring, leg = ring_and_leg(setup.scenario, setup.topology, setup.replica_counts, self.fleet.grouped,
+                                     COLLECTIVES[collective], self.participants, payload_bytes)
+            transfer = Transfer(leg.links, leg.bytes_per_link, None, leg.cap_bytes_per_s,
                                 leg.narrowest_bytes_per_s)
             transfer.rate_bytes_per_s = transfer.peak_bytes_per_s = transfer.alone_bytes_per_s
             transfer.most_access_crossings()
@@ -263,7 +269,7 @@ class Lockstep:
     def tail_s(self, collective: str, payload_bytes: float) -> float:
         """The exposed last bucket of the collective's exchanges (``collectives.exposed_tail_s``)."""
         ring, leg, first = self.ring(collective, payload_bytes)
-        scenario = self.sim.scenario
+        scenario = self.setup.scenario
         return exposed_tail_s(scenario, payload_bytes, leg, calls_of(scenario, payload_bytes), first.rate_bytes_per_s)
 
     def computed(self, duration_s: np.ndarray, outer_step: int) -> None:
@@ -300,7 +306,7 @@ class Lockstep:
                              for rank, island in zip(self.ranks, self.islands))
 
     def apply(self, point: SyncPoint) -> None:
-        """Every worker waits for the collective's end (``Simulation.record_wait``), then merges."""
+        """Every worker waits for the collective's end (``Exchanges.record_wait``), then merges."""
         start_s, end_s = self.spans.pop((point.outer_step, point.fragment))
         since = self.now
         if float(since.max()) < end_s:  # everyone waits (a blocking sync): adding 0.0 is no row
@@ -316,7 +322,7 @@ class Lockstep:
             self.now = np.where(waiting, end_s, since)
         if self.rows is not None:
             self.record_waits(point, since, np.minimum(end_s, np.maximum(since, start_s)), end_s)
-        outer_s, tail_s = outer_step_s(self.sim.scenario, point.values), self.tail_s(point.collective, point.payload_bytes)
+        outer_s, tail_s = outer_step_s(self.setup.scenario, point.values), self.tail_s(point.collective, point.payload_bytes)
         if outer_s or tail_s:  # the exposed last bucket after the backward pass, then the outer step and merge
             waited = self.now
             self.now = waited + outer_s + np.maximum(0.0, since + tail_s - waited)
@@ -339,7 +345,7 @@ class Lockstep:
 
     def workers(self) -> Workers:
         """The per-worker totals ``summary.summary_of`` takes: every worker there from 0 to its last row."""
-        states = self.sim.states
+        states = self.states
         return Workers(island=np.array(self.islands, dtype=object),
                        count=np.array([state.count for state in states], dtype=np.int64),
                        compute=self.compute, stall=self.stall, idle=self.idle, present_s=self.now.copy(),
@@ -357,11 +363,52 @@ def chunks(items: Iterable, size: int) -> Iterator[list]:
         yield chunk
 
 
-def check_rows(sim: Simulation) -> None:
+def check_rows(setup: RunSetup, budget_: budget.Budget) -> None:
     """Refuse, in one line, a trace whose rows need more memory than an event run the budget admits."""
-    limit = sim.env.max_events * budget.ROWS_PER_WORKER_SYNC / budget.EVENTS_PER_WORKER_SYNC
-    if sim.budget.trace_rows > limit:
+    limit = setup.max_events * budget.ROWS_PER_WORKER_SYNC / budget.EVENTS_PER_WORKER_SYNC
+    if budget_.trace_rows > limit:
         raise budget.BudgetExceeded(
-            sim.scenario.source, "schedule.outer_steps",
-            f"the trace would have about {sim.budget.trace_rows:.3g} rows, above the {limit:.3g} that "
-            f"--max-events {sim.env.max_events:g} admits: lower it (the summary needs no trace), or raise --max-events")
+            setup.scenario.source, "schedule.outer_steps",
+            f"the trace would have about {budget_.trace_rows:.3g} rows, above the {limit:.3g} that "
+            f"--max-events {setup.max_events:g} admits: lower it (the summary needs no trace), or raise --max-events")
+
+
+class LockstepPlayer:
+    """Runs in lockstep, with arrays (see the module's docstring)."""
+
+    name = "lockstep"
+
+    def fits(self, setup: RunSetup) -> str | None:
+        return why_not(setup.scenario, setup.schedule.coupled)
+
+    def budget(self, setup: RunSetup) -> budget.Budget:
+        return guard(setup.scenario, setup.max_events)
+
+    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+        """A trace replays the run with its rows: refused when they would not fit (``check_rows``)."""
+        if trace:
+            check_rows(setup, budget_)
+
+    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played:
+        run = Lockstep(setup)
+        run.play()
+        # a run of one worker makes its transfers when asked for; its rings' first transfers have their peaks
+        peak_transfers = run.transfers if run.one_run is None else run.peak_transfers
+        durations = np.array(run.sync_durations_s)
+        transfers = (lambda: run.transfers) if run.one_run is None else run.one_transfers
+        return Played(player=self.name, totals=run.workers(), wall_time_s=float(run.now.max()),
+                      sync_durations_s=durations, sync_counts=np.ones(len(durations), dtype=np.int64),
+                      outer_steps=setup.scenario.schedule.outer_steps, peak_gbps=peak_gbps(peak_transfers, setup.topology),
+                      merged_steps=dict.fromkeys(run.ranks, run.merged_steps), counts=counts_for(True),
+                      row_source=lambda: replayed_rows(setup, budget_), transfer_source=transfers)
+
+
+def replayed_rows(setup: RunSetup, budget_: budget.Budget) -> list[Row]:
+    """A lockstep run's rows, played again with the same draws."""
+    check_rows(setup, budget_)
+    replay = Lockstep(setup, rows=[])
+    replay.play()
+    return replay.rows
+
+
+LOCKSTEP = LockstepPlayer()

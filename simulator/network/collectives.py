@@ -147,6 +147,18 @@ class Leg:
     narrowest_bytes_per_s: float | None = None  # its narrowest link's share, where the topology priced it
 
 
+def ring_and_leg(scenario: Scenario, topology: Topology, replica_counts: dict[int, int], grouped: bool,
+                 kind: type[RingCollective], participants: tuple[int, ...],
+                 payload_bytes: float) -> tuple[RingCollective, Leg]:
+    """The ring of ``kind`` over ``participants`` (each standing for its replicas when ``grouped``) and
+    its one transfer (``ring_leg``) with the scenario's exchange calls and their costs."""
+    counts = tuple(map(replica_counts.__getitem__, participants)) if grouped else ()
+    ring = kind(participants, payload_bytes, counts if counts and max(counts) > 1 else ())
+    exchange = scenario.exchange
+    return ring, ring_leg(ring, topology, scenario.network, calls_of(scenario, payload_bytes),
+                          exchange.call_overhead_s, exchange.sync_overhead_s)
+
+
 def ring_leg(ring: RingCollective, topology: Topology, network: NetworkSpec, calls: int = 1,
              call_overhead_s: float = 0.0, sync_overhead_s: float = 0.0) -> Leg:
     """A ring as one transfer: every participant's links (and backbone crossings), its bytes per worker,

@@ -30,12 +30,12 @@ from islands.schedules import Schedule
 from islands.trace import NO_FRAGMENT
 
 from .churn import Churn
-from .compute import FAILURES, worker_generator
+from ..compute import FAILURES, worker_generator
 from .exchanges import Exchanges
-from .fleet import Fleet
+from ..fleet import Fleet
 from .progress import Progress
 from .tracelog import TraceLog
-from .workers import Start, WorkerState
+from ..workers import Start, WorkerState
 
 if TYPE_CHECKING:
     import numpy as np
