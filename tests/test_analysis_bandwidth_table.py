@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from islands.analysis.bandwidth_table import GRID_STEP, PAPER_GBPS, ROWS, TARGETS, bandwidth_table, table_text
-from islands.analysis.search import RELATIVE_TOLERANCE
+from islands.analysis.planner.bandwidth_table import GRID_STEP, PAPER_GBPS, ROWS, TARGETS, bandwidth_table, table_text
+from islands.analysis.planner.search import RELATIVE_TOLERANCE
 from islands.cli import main
 
 # The three cells docs/explanation/published-tables.md explains: at 99% the paper's per-layer

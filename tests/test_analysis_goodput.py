@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from islands.analysis.goodput import METHODS, PAPER_GOODPUT_PERCENT, goodput_table, table_text
+from islands.analysis.sweep.goodput import METHODS, PAPER_GOODPUT_PERCENT, goodput_table, table_text
 from islands.cli import main
 
 

@@ -48,7 +48,7 @@ UNWRITABLE = "/proc/islands-bad-input"  # no one, root included, can create a fi
 LONG_WORK = ("islands.trainer.launch.launch_local", "islands.validation.calibration.measure",
              "islands.validation.case.train_scaled", "islands.validation.case.train_elastic",
              "islands.commands.calibrate.emulate", "islands.validation.hostprobe.main",
-             "islands.analysis.quality_runs.measure_profile")
+             "islands.analysis.quality.quality_runs.measure_profile")
 
 
 def make_workspace(folder: Path) -> None:

@@ -374,7 +374,7 @@ def test_a_bad_input_is_one_line_and_exit_2_before_any_work(index, folder):
 
 
 def test_a_goodput_cell_cut_short_is_marked_not_a_number():
-    from islands.analysis.goodput import METHODS, goodput_table, table_text
+    from islands.analysis.sweep.goodput import METHODS, goodput_table, table_text
     from islands.scenarios import ScenarioSource
 
     source = ScenarioSource.read("chaos", ["island.0.recovery_s=1e7"])  # a failed DP fleet never recovers in time
@@ -404,7 +404,7 @@ def test_learners_sharing_the_syncer_link_take_n_times_as_long():
 
 
 def test_bandwidth_table_rows_are_labelled_by_the_schedule_they_run():
-    from islands.analysis.bandwidth_table import bandwidth_table, table_text
+    from islands.analysis.planner.bandwidth_table import bandwidth_table, table_text
 
     table = bandwidth_table(("1b",), ("schedule.algorithm=ddp", "schedule.outer_steps=2"), jobs=1)
     methods = list(dict.fromkeys(table["method"]))

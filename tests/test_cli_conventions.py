@@ -10,7 +10,7 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-from islands.analysis.progress import ProgressBar
+from islands.analysis.progress_bar import ProgressBar
 from islands.cli import main
 from islands.scenarios import bundled_names
 

@@ -262,8 +262,8 @@ def test_sweep_flags_and_does_not_rank_cut_short_runs(capsys, tmp_path):
 
 
 def test_plan_never_reports_utilisation_from_a_cut_short_run():
-    from islands.analysis.plan import make_utilisation_plan, plan_to_dict
-    from islands.analysis.plan_tables import bandwidth_table
+    from islands.analysis.planner.plan import make_utilisation_plan, plan_to_dict
+    from islands.analysis.planner.plan_tables import bandwidth_table
     plan = make_utilisation_plan("worked-example", target=0.5, targets=(0.5,), fragments=False, jobs=1,
                                  overrides=["island.0.mtbf_s=1", "schedule.outer_steps=2"])
     assert all(value is None for value in plan.now.values())

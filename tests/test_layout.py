@@ -1,5 +1,6 @@
-"""The folders show the parts: the simulator's analyses and the emulated WAN import no torch, and only the
-schedule registry spells a schedule's name."""
+"""The folders show the parts: the simulator's analyses and the emulated WAN import no torch, only the
+schedule registry spells a schedule's name, no folder holds more modules than a reader takes in, and an
+analysis module's name means one thing in the whole codebase."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def modules(folder: str) -> list[str]:
-    return sorted(f"islands.{folder}.{m.name}" for m in pkgutil.iter_modules([str(ROOT / folder)])
-                  if m.name != "__main__")
+    """Every module of a top folder, its sub-packages' included, by installed name."""
+    return sorted(m.name for m in pkgutil.walk_packages([str(ROOT / folder)], prefix=f"islands.{folder}.")
+                  if not m.name.endswith(".__main__"))
 
 
 @pytest.mark.parametrize("folder", ["analysis", "emulation", "schedules"])
@@ -62,3 +64,65 @@ def test_schedule_names_are_spelled_in_the_registry():
     outside = schedule_name_literals([path for folder, files in folders.items() if folder not in SKIPPED_FOLDERS
                                       for path in files])
     assert len(outside) <= MOST_NAME_LITERALS_OUTSIDE, "\n".join(outside)
+
+
+MOST_MODULES_PER_FOLDER = 15  # torchtitan keeps at most 18 modules in a folder, torchft 20
+
+
+def crowded_folders(top: Path) -> list[str]:
+    """The folders under ``top`` (itself included) that hold more than the most modules, with their counts."""
+    counts: dict[Path, int] = {}
+    for path in top.rglob("*.py"):
+        counts[path.parent] = counts.get(path.parent, 0) + 1
+    return [f"{folder.relative_to(top.parent)}: {count}" for folder, count in sorted(counts.items())
+            if count > MOST_MODULES_PER_FOLDER]
+
+
+@pytest.mark.parametrize("top", ["analysis",
+                                 pytest.param("simulator", marks=pytest.mark.xfail(
+                                     strict=False, reason="simulator restructure in progress"))])
+def test_no_folder_holds_more_than_fifteen_modules(top):
+    assert crowded_folders(ROOT / top) == []
+
+
+def test_a_crowded_folder_is_found(tmp_path):
+    inner = tmp_path / "flat" / "inner"
+    inner.mkdir(parents=True)
+    for name in range(MOST_MODULES_PER_FOLDER + 1):
+        (inner / f"m{name}.py").write_text("")
+    (tmp_path / "flat" / "one.py").write_text("")  # a folder of one module is not crowded
+    assert crowded_folders(tmp_path / "flat") == [f"flat/inner: {MOST_MODULES_PER_FOLDER + 1}"]
+
+
+def shared_analysis_names(folders: dict[str, list[Path]]) -> list[str]:
+    """Each file name that an analysis module shares with another module of the codebase, analysis or not,
+    as 'name: every path that has it'. The commands in islands/commands/ are left out: each is
+    named after its command, which an analysis module may mirror."""
+    def named(paths: list[Path]) -> dict[str, list[str]]:
+        names: dict[str, list[str]] = {}
+        for path in paths:
+            if path.stem not in ("__init__", "__main__"):
+                names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+        return names
+
+    analysis = named(folders.get("analysis", []))
+    rest = named([path for folder, files in folders.items() if folder not in ("analysis", "tests")
+                  for path in files if path.parent != ROOT / "islands" / "commands"])
+    return [f"{name}: {', '.join(paths + rest.get(name, []))}" for name, paths in sorted(analysis.items())
+            if len(paths) > 1 or name in rest]
+
+
+def test_an_analysis_module_name_means_one_thing():
+    folders = source_files()
+    assert len(folders["analysis"]) >= 25  # the folder and its sub-folders were found
+    assert shared_analysis_names(folders) == []
+
+
+def test_a_shared_module_name_is_found():
+    folders = {"analysis": [ROOT / "analysis" / "progress.py", ROOT / "analysis" / "a" / "plan.py",
+                            ROOT / "analysis" / "b" / "plan.py", ROOT / "analysis" / "demo.py"],
+               "simulator": [ROOT / "simulator" / "progress.py"],
+               "islands": [ROOT / "islands" / "commands" / "demo.py"],
+               "tests": [ROOT / "tests" / "demo.py"]}
+    assert shared_analysis_names(folders) == ["plan.py: analysis/a/plan.py, analysis/b/plan.py",
+                                              "progress.py: analysis/progress.py, simulator/progress.py"]

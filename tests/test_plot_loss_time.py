@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from islands.analysis.loss_prior import chinchilla_loss, estimate, extra_tokens_factor
-from islands.analysis.plot_loss_time import loss_curve, loss_time_figure
+from islands.analysis.plots.loss_time import loss_curve, loss_time_figure
+from islands.analysis.quality.loss_prior import chinchilla_loss, estimate, extra_tokens_factor
 from islands.scenarios import load
 
 N = 10e9

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from islands.analysis.progress import LOG_INTERVAL_S, LOG_STEPS, ProgressBar, Stages
+from islands.analysis.progress_bar import LOG_INTERVAL_S, LOG_STEPS, ProgressBar, Stages
 from islands.cli import main
 
 
@@ -118,7 +118,7 @@ def test_report_on_a_terminal_draws_a_bar_per_stage(small, tmp_path, monkeypatch
 def test_quality_grid_shows_each_run_and_the_count(monkeypatch, capsys):
     # the training itself replaced by a stand-in: three runs (DDP at M = 2, then H = 50 and 100)
     losses = iter([3.0, 3.2, 3.1])
-    monkeypatch.setattr("islands.analysis.quality_runs.trained",
+    monkeypatch.setattr("islands.analysis.quality.quality_runs.trained",
                         lambda name, overrides, workers, out: {"final_eval_loss": next(losses), "parameters": 1000})
     assert main(["quality", "worked-example", "--grid", "inner_steps=50,100", "--steps", "100"]) == 0
     lines = capsys.readouterr().err.splitlines()
@@ -161,7 +161,7 @@ def test_a_failed_quality_run_ends_the_bar_before_the_error(monkeypatch):
 
     screen = FakeTerminal()
     monkeypatch.setattr("sys.stderr", screen)
-    monkeypatch.setattr("islands.analysis.quality_runs.trained", fails)
+    monkeypatch.setattr("islands.analysis.quality.quality_runs.trained", fails)
     assert main(["quality", "worked-example", "--grid", "inner_steps=50", "--steps", "100"]) == 2
     regime, bar, error = screen.getvalue().split("\n")[:3]
     assert regime.startswith("quality: 100 inner steps per worker for every run")

@@ -7,14 +7,14 @@ import math
 
 import pytest
 
-from islands.analysis.loss_prior import data_parallel_loss, estimate
-from islands.analysis.quality_profile import ProfilePoint, QualityProfile
+from islands.analysis.quality.loss_prior import data_parallel_loss, estimate
+from islands.analysis.quality.quality_profile import ProfilePoint, QualityProfile
+from islands.analysis.quality.quality_runs import check_steps, default_steps, parse_grid, regime
 from islands.cli import main
+from islands.commands.quality import text
 from islands.errors import UserError
 from islands.scenarios import load
 from islands.schedules import SCHEDULES
-from islands.commands.quality import text
-from islands.analysis.quality_runs import check_steps, default_steps, parse_grid, regime
 
 
 def point(h: int, m: int, loss: float, ddp: float = 2.0, algorithm: str = "diloco") -> ProfilePoint:
@@ -169,7 +169,7 @@ def test_a_profile_without_outer_lr_still_reads_and_one_with_it_keeps_it(tmp_pat
 
 
 def test_tuning_the_outer_lr_keeps_the_best_of_the_sweep_and_says_which_won(monkeypatch, capsys):
-    from islands.analysis import quality_runs as quality
+    from islands.analysis.quality import quality_runs as quality
 
     def fake_trained(scenario_name, overrides, workers, out_dir):
         lr = next((float(o.split("=")[1]) for o in overrides if o.startswith("trainer.outer_lr=")), None)

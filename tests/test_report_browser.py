@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from islands.analysis.link_rates import rate_steps
-from islands.analysis.report import build_report
+from islands.analysis.report.html_report import build_report
 from islands.scenarios import ScenarioError, ScenarioSource
 from islands.simulator import simulate
 

@@ -15,12 +15,12 @@ import torch
 from islands.scenarios import ScenarioError, from_dict, load
 from islands.schedules import SCHEDULES, Schedule, SyncStep, schedule_of
 from islands.simulator import simulate
-from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.core.loop import Trainer
 from islands.trainer.core.model import GPTConfig, build_model
 from islands.trainer.core.outer import split_fragments
 from islands.trainer.core.quantize import encoded_bytes, padded_length
+from islands.trainer.kinds import make_run_plan
 from islands.validation.scaling import scale
 
 BITS_PER_BYTE = 8
@@ -187,7 +187,7 @@ def test_time_to_barrier_is_compute_per_sync_on_both_sides():
 
 
 def test_the_planner_tries_no_more_fragments_than_the_model_has_layers():
-    from islands.analysis.plan import fragment_candidates
+    from islands.analysis.planner.plan import fragment_candidates
 
     scenario = load("worked-example", ["model.layers=4", "schedule.overlap_steps=0"])  # H = 500
     assert sorted({p for p, _ in fragment_candidates(scenario)}) == [1, 2, 4]

@@ -142,7 +142,7 @@ def test_one_simulated_worker_played_with_floats_gives_the_event_models_bits(cas
 def test_the_worked_examples_plan_candidates_played_with_floats_give_the_event_models_summary():
     # every coupled candidate of `islands plan worked-example --objective time-to-loss` with H >= 300 (214)
     # (all 343 agree; the smaller H have thousands of collectives each, slow event by event)
-    from islands.analysis.objective import candidates
+    from islands.analysis.planner.objective import candidates
     from islands.scenarios import ScenarioError, ScenarioSource
     from islands.schedules import schedule_of
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from islands.analysis.objective import candidates
+from islands.analysis.planner.objective import candidates
 from islands.scenarios import ScenarioError, ScenarioSource, load
 from islands.schedules import schedule_of
 from islands.simulator import RunSetup, chosen, simulate

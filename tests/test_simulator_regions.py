@@ -7,7 +7,7 @@ import copy
 import pytest
 import simpy
 
-from islands.analysis.grid import key_spec
+from islands.analysis.sweep.grid import key_spec
 from islands.scenarios import ScenarioError, ScenarioSource, load
 from islands.simulator import simulate
 from islands.simulator.budget import estimate

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.patches import Patch
 
-from islands.analysis.plot_style import KIND_COLOURS, KIND_LABELS, new_figure, save_png
+from islands.analysis.plots.style import KIND_COLOURS, KIND_LABELS, new_figure, save_png
 from .compare import Comparison
 
 SIZE_PX = (1400, 1000)

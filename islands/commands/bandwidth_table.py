@@ -34,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.bandwidth_table import SIZES, bandwidth_table, table_text
+    from islands.analysis.planner.bandwidth_table import SIZES, bandwidth_table, table_text
 
     sizes = tuple(size.strip().lower() for size in args.sizes.split(",") if size.strip())
     unknown = [size for size in sizes if size not in SIZES]

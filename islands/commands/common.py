@@ -143,7 +143,7 @@ def check_max_events(max_events: float) -> float:
 def print_table(label: str, build, text, output: str | None) -> None:
     """Build a table with a progress bar (``build(progress)``), print ``text(table)``, and write it to
     ``output`` (.csv, .parquet or .json) when given: the published-table commands' common ending."""
-    from islands.analysis.progress import ProgressBar
+    from islands.analysis.progress_bar import ProgressBar
     from islands.io import write_table
 
     bar = ProgressBar(label)

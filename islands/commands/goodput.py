@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.goodput import check_failures, goodput_table, table_text
+    from islands.analysis.sweep.goodput import check_failures, goodput_table, table_text
     from islands.scenarios import ScenarioSource
 
     check_failures(args.failures)

@@ -54,14 +54,14 @@ def check_kind(kind: str) -> None:
 
 
 def figure_for(args: argparse.Namespace, size_px: tuple[int, int], output: str):
-    from islands.analysis.compare import left_out_notes, simulate_schedules
-    from islands.analysis.plot_bandwidth import bandwidth_figure, check_link
-    from islands.analysis.plot_breakdown import breakdown_figure
-    from islands.analysis.plot_heatmap import heatmap_figure
-    from islands.analysis.plot_timeline import MAX_WORKERS_SHOWN, parse_intervals, timeline_figure
-    from islands.scenarios import ScenarioSource
-    from islands.analysis.sweep_table import read_sweep
+    from islands.analysis.plots.bandwidth import bandwidth_figure, check_link
+    from islands.analysis.plots.breakdown import breakdown_figure
+    from islands.analysis.plots.heatmap import heatmap_figure
+    from islands.analysis.plots.worker_timeline import MAX_WORKERS_SHOWN, parse_intervals, timeline_figure
+    from islands.analysis.side_by_side import left_out_notes, simulate_schedules
+    from islands.analysis.sweep.sweep_table import read_sweep
     from islands.io import refuse_shared_paths
+    from islands.scenarios import ScenarioSource
     from islands.simulator import simulate
 
     if args.kind == "heatmap":
@@ -87,7 +87,7 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int], output: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.plot_style import parse_size, save_figure
+    from islands.analysis.plots.style import parse_size, save_figure
     from islands.io import PLOT_FORMATS, check_output, is_stdout, shown
 
     check_kind(args.kind)

@@ -1,6 +1,6 @@
 """``islands quality FILE``: what each schedule costs in evaluation loss at equal tokens.
 
-Without options, by the prior (``islands.analysis.loss_prior``), which reads the published tables:
+Without options, by the prior (``islands.analysis.quality.loss_prior``), which reads the published tables:
 the DiLoCo scaling laws for model size and replicas (at H = 30), the eager-updates paper for
 fragments, overlap and the eager update. For the scenario's model size and workers it prints, per
 schedule, the predicted evaluation loss (on the papers' C4 set-up) and the difference from data
@@ -65,7 +65,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         raise UserError(f"--steps {args.steps}: must be 1 to {MAX_STEPS} (every grid point trains this many steps)")
     if args.grid:
-        from islands.analysis.quality_runs import parse_grid
+        from islands.analysis.quality.quality_runs import parse_grid
 
         parse_grid(args.grid)
     if args.save:
@@ -74,9 +74,9 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.loss_prior import estimate
-    from islands.analysis.progress import ProgressBar
-    from islands.analysis.quality_profile import QualityProfile
+    from islands.analysis.progress_bar import ProgressBar
+    from islands.analysis.quality.loss_prior import estimate
+    from islands.analysis.quality.quality_profile import QualityProfile
     from islands.io import write_text
     from islands.schedules import SCHEDULES
 
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     scenario = read_source(args).scenario
     profile = None
     if args.grid:
-        from islands.analysis.quality_runs import measure_profile, parse_grid
+        from islands.analysis.quality.quality_runs import measure_profile, parse_grid
 
         bar = ProgressBar("quality: runs trained")
         try:
@@ -146,7 +146,7 @@ def text(scenario, estimates, profile, schedules) -> str:
 
 def tokens_factor(scenario, estimate) -> float | None:
     """D' / D to reach DDP's loss (``loss_prior.extra_tokens_factor``); None where no D' does."""
-    from islands.analysis.loss_prior import extra_tokens_factor
+    from islands.analysis.quality.loss_prior import extra_tokens_factor
 
     factor = extra_tokens_factor(scenario.model.parameters, estimate.relative_to_dp)
     return None if math.isinf(factor) else factor

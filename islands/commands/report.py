@@ -36,10 +36,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.plan import MAX_SEEDS, check_target
-    from islands.analysis.progress import Stages
-    from islands.analysis.report import REPORT_FORMATS, build_report, write_report
-    from islands.analysis.sweep_table import read_sweep
+    from islands.analysis.planner.plan import MAX_SEEDS, check_target
+    from islands.analysis.progress_bar import Stages
+    from islands.analysis.report.html_report import REPORT_FORMATS, build_report, write_report
+    from islands.analysis.sweep.sweep_table import read_sweep
     from islands.errors import UserError
     from islands.io import check_output, is_stdout, shown
 

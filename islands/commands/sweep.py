@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from islands.analysis.display_units import percent_text, rate_text
 from islands.analysis.parallel import default_jobs
-from islands.analysis.progress import ProgressBar
-from islands.scenarios import ScenarioSource
-from islands.analysis.units import percent_text, rate_text
+from islands.analysis.progress_bar import ProgressBar
 from islands.errors import UserError
 from islands.io import TABLE_FORMATS, check_not_folder, safe_name
+from islands.scenarios import ScenarioSource
 from islands.simulator import simulate
 from islands.tables import duration, render, size
 
@@ -61,7 +61,7 @@ def cell(value: Any) -> str:
 
 
 def best_table(best: pd.DataFrame) -> str:
-    from islands.analysis.sweep_table import parameter_columns
+    from islands.analysis.sweep.sweep_table import parameter_columns
 
     keys = [column for column in parameter_columns(best) if column != "seed"]
     figures = [(label, column, fmt) for label, column, fmt in FIGURES if column in best]
@@ -82,7 +82,7 @@ def report_invalid(table: pd.DataFrame) -> None:
 
 
 def report_cut_short(table: pd.DataFrame) -> None:
-    from islands.analysis.sweep_table import cut_short
+    from islands.analysis.sweep.sweep_table import cut_short
 
     short = table[cut_short(table)]
     if short.empty:
@@ -111,7 +111,7 @@ def is_figure(value: Any) -> bool:
 
 def check_rank_by(source: ScenarioSource, column: str, max_events: float) -> None:
     """Fail before the sweep, not after it, when --rank-by names no numeric summary figure."""
-    from islands.analysis.sweep import flatten_summary
+    from islands.analysis.sweep.runner import flatten_summary
 
     summary = flatten_summary(simulate(source.scenario, max_events).summary)
     numeric = [key for key, value in summary.items() if is_figure(value) and key != "incomplete_reason"]
@@ -120,8 +120,8 @@ def check_rank_by(source: ScenarioSource, column: str, max_events: float) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.sweep import run_sweep
-    from islands.analysis.sweep_table import best_rows, maximised, sweep_paths, write_sweep
+    from islands.analysis.sweep.runner import run_sweep
+    from islands.analysis.sweep.sweep_table import best_rows, maximised, sweep_paths, write_sweep
 
     check_options(args)
     source = read_source(args)

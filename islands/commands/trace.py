@@ -19,7 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.chrome_trace import TRACE_FORMATS, chrome_trace, write_chrome_trace
+    from islands.analysis.report.chrome_trace import TRACE_FORMATS, chrome_trace, write_chrome_trace
     from islands.io import check_output, is_stdout, refuse_shared_paths, shown
     from islands.simulator import simulate
 

@@ -1,6 +1,6 @@
 """Bandwidth over time on one access link, one panel per schedule, each on its own time axis.
 
-The schedules run the same work (``compare.simulate_schedules``), so the panels' time axes end at
+The schedules run the same work (``side_by_side.simulate_schedules``), so the panels' time axes end at
 each schedule's wall time for that work: DDP a dense sawtooth (a transfer every step) over a long
 axis, DiLoCo one spike per outer interval, Streaming DiLoCo many small transfers spread over the
 interval while compute goes on. Each panel's legend says its inner steps and wall time.
@@ -17,9 +17,9 @@ from islands.scenarios import Scenario
 from islands.simulator import SimResult
 from islands.tables import duration
 
-from .link_rates import rate_steps
-from .plot_style import DEFAULT_SIZE_PX, new_figure, schedule_colour, schedule_label
-from .units import rate_text, rate_unit, time_unit
+from ..display_units import rate_text, rate_unit, time_unit
+from ..link_rates import rate_steps
+from .style import DEFAULT_SIZE_PX, new_figure, schedule_colour, schedule_label
 
 DIRECTIONS = ("up", "down")
 HEADROOM = 1.35  # room above the tallest transfer for the legend

@@ -21,10 +21,10 @@ import pandas as pd
 
 from islands.errors import UserError
 from islands.scenarios import ScenarioSource, as_source
-from islands.tables import CUT_SHORT
 from islands.schedules import DDP, SCHEDULES, Decoupled, switch_to
+from islands.tables import CUT_SHORT
 
-from .parallel import Progress, run_tasks
+from ..parallel import Progress, run_tasks
 
 CHIPS = (150_000, 300_000, 600_000, 1_200_000, 2_400_000)
 DP_WORKERS = 8

@@ -17,8 +17,8 @@ from islands.errors import UserError
 from islands.scenarios import Scenario
 from islands.schedules import schedule_of
 
-from .plot_style import DEFAULT_SIZE_PX, KIND_COLOURS, KIND_LABELS, new_figure, schedule_label
-from .units import time_unit
+from ..display_units import time_unit
+from .style import DEFAULT_SIZE_PX, KIND_COLOURS, KIND_LABELS, new_figure, schedule_label
 
 MAX_WORKERS_SHOWN = 48
 ROW_HEIGHT = 0.8

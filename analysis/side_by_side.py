@@ -16,8 +16,8 @@ from islands.schedules import SCHEDULES, schedule_of
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS, render
 
-from .plot_style import schedule_label
-from .units import count_text
+from .display_units import count_text
+from .plots.style import schedule_label
 
 
 def intervals_of(scenario: Scenario) -> int:

@@ -22,7 +22,7 @@ from islands.scenarios import ScenarioSource
 from islands.schedules import DDP, SCHEDULES, DiLoCo, Streaming, switch_to
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
-from .parallel import Progress, run_tasks
+from ..parallel import Progress, run_tasks
 from .search import least_bandwidth
 
 TARGETS = (0.5, 0.8, 0.9, 0.95, 0.99)

@@ -25,7 +25,7 @@ from islands.scenarios import Scenario
 from islands.simulator import SimResult
 from islands.trace import NO_FRAGMENT
 
-from .link_rates import rate_steps
+from ..link_rates import rate_steps
 
 WORKERS_PID, LINKS_PID, COLLECTIVES_PID = 1, 2, 3
 MICROSECONDS_PER_S = 1e6

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from islands.schedules import SCHEDULES
 from islands.tables import CUT_SHORT, duration, render
 
+from ..display_units import percent_text as percent
+from ..display_units import rate_text as rate
 from .plan import Plan
 from .search import MAX_GBPS, MAX_INNER_STEPS, Answer
-from .units import percent_text as percent
-from .units import rate_text as rate
 
 KEY_SYMBOLS = {"inner_steps": "H", "fragments": "P", "overlap_steps": "tau"}
 

@@ -32,9 +32,9 @@ from islands.schedules import GRADIENT, SCHEDULES, schedule_of, switch_to
 from islands.simulator import BudgetExceeded, simulate
 from islands.units import S_PER_HOUR
 
-from .loss_prior import estimate, extra_tokens_factor
-from .parallel import Progress, run_tasks
-from .quality_profile import QualityProfile
+from ..parallel import Progress, run_tasks
+from ..quality.loss_prior import estimate, extra_tokens_factor
+from ..quality.quality_profile import QualityProfile
 
 OBJECTIVES = ("utilisation", "time-to-loss", "cost")
 H_GRID = (10, 20, 30, 50, 100, 200, 300, 500, 1000, 2000, 3000, 5000, 10000, 20000, 50000)

@@ -1,7 +1,7 @@
 """Predicted loss against wall-clock time, one curve per schedule: where a faster schedule that loses
 a little per token overtakes a slower exact one, and how long each takes to DDP's final loss.
 
-Each schedule's run (``compare.simulate_schedules``: equal inner steps) is taken as the Chinchilla-
+Each schedule's run (``side_by_side.simulate_schedules``: equal inner steps) is taken as the Chinchilla-
 optimal D = 20 N tokens, consumed evenly over its wall time; its loss at the tokens D(t) seen by time t
 is (1 + p) L(N, D(t)), Hoffmann et al.'s L(N, D) and p the schedule's loss against DDP at equal tokens
 (``loss_prior.estimate``). A schedule with p > 0 is drawn on past its run, dashed, at the same pace,
@@ -19,9 +19,9 @@ from matplotlib.figure import Figure
 
 from islands.scenarios import Scenario
 
-from .loss_prior import CHINCHILLA_TOKENS_PER_PARAMETER, chinchilla_loss, estimate, extra_tokens_factor
-from .plot_style import DEFAULT_SIZE_PX, new_figure, schedule_colour, schedule_label
-from .units import time_unit
+from ..display_units import time_unit
+from ..quality.loss_prior import CHINCHILLA_TOKENS_PER_PARAMETER, chinchilla_loss, estimate, extra_tokens_factor
+from .style import DEFAULT_SIZE_PX, new_figure, schedule_colour, schedule_label
 
 FIRST_FRACTION = 0.1   # the curves start at a tenth of the run: L(N, D) has no meaning near D = 0
 MAX_EXTENSION = 3.0

@@ -1,6 +1,6 @@
 """A measured quality profile: the user's own model trained at equal tokens, overriding the prior.
 
-``islands quality FILE --grid inner_steps=10,30,100 --grid workers=2,4`` (``analysis/quality_runs.py``)
+``islands quality FILE --grid inner_steps=10,30,100 --grid workers=2,4`` (``analysis/quality/quality_runs.py``)
 trains, for every point of the grid, the scenario's schedule and DDP with the same workers for the
 same inner steps, and records each final evaluation loss. The profile is that list of points; it
 prices a schedule at (H, M) by:

@@ -26,11 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from islands.analysis.progress import ProgressBar
-from islands.analysis.quality_profile import MIN_OUTER_STEPS, ProfilePoint, QualityProfile
 from islands.errors import UserError
 from islands.scenarios import ScenarioSource
 from islands.schedules import DDP, GRADIENT, SCHEDULES, switch_to
+
+from ..progress_bar import ProgressBar
+from .quality_profile import MIN_OUTER_STEPS, ProfilePoint, QualityProfile
 
 GRID_KEYS = {"algorithm": "schedule.algorithm", "inner_steps": "schedule.inner_steps", "workers": None,
              "bits": "schedule.bits", "fragments": "schedule.fragments"}
@@ -130,8 +131,8 @@ def quiet_stdout():
 def trained(scenario_name: str, overrides: list[str], workers: int, out_dir: Path) -> dict:
     """Train once; the run's ``run.json``, which must hold a final evaluation loss. (The trainer is
     imported here: this folder imports no torch until a run is trained.)"""
-    from islands.trainer.kinds import make_run_plan
     from islands.trainer.core.tracing import read_output
+    from islands.trainer.kinds import make_run_plan
     from islands.trainer.launch import TrainOptions, train
 
     plan = make_run_plan(ScenarioSource.read(scenario_name, overrides).scenario, workers)

@@ -20,18 +20,18 @@ from islands.schedules import DiLoCo, switch_to
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS
 
-from .compare import left_out_notes, simulate_schedules, work_line
-from .parallel import Progress
-from .plan import DEFAULT_TARGETS, make_utilisation_plan
-from .plan_tables import Table, headline, plan_tables
-from .plot_bandwidth import bandwidth_figure
-from .plot_breakdown import breakdown_figure
-from .plot_heatmap import heatmap_figure
-from .plot_loss_time import loss_time_figure
-from .plot_style import png_bytes, schedule_label
-from .plot_timeline import timeline_figure
-from .sweep import run_sweep
-from .units import count_text, rate_text
+from ..display_units import count_text, rate_text
+from ..parallel import Progress
+from ..planner.plan import DEFAULT_TARGETS, make_utilisation_plan
+from ..planner.plan_tables import Table, headline, plan_tables
+from ..plots.bandwidth import bandwidth_figure
+from ..plots.breakdown import breakdown_figure
+from ..plots.heatmap import heatmap_figure
+from ..plots.loss_time import loss_time_figure
+from ..plots.style import png_bytes, schedule_label
+from ..plots.worker_timeline import timeline_figure
+from ..side_by_side import left_out_notes, simulate_schedules, work_line
+from ..sweep.runner import run_sweep
 from .whatif import run_whatif, whatif_axes
 from .whatif_page import STYLE as WHATIF_STYLE, whatif_section
 

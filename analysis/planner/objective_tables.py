@@ -8,9 +8,9 @@ import math
 from islands.schedules import SCHEDULES
 from islands.tables import CUT_SHORT, duration
 
+from ..display_units import percent_text as percent
 from .objective import ObjectivePlan, Outcome
 from .plan_tables import Table
-from .units import percent_text as percent
 
 OBJECTIVE_WORDS = {"time-to-loss": "soonest", "cost": "most cheaply"}
 

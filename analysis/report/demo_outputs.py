@@ -9,10 +9,10 @@ from islands.io import safe_name
 from islands.scenarios import ScenarioSource, as_source
 from islands.simulator import SimResult
 
-from .compare import simulate_schedules
-from .plot_bandwidth import bandwidth_figure
-from .plot_style import save_figure
-from .report import build_report, write_report
+from ..plots.bandwidth import bandwidth_figure
+from ..plots.style import save_figure
+from ..side_by_side import simulate_schedules
+from .html_report import build_report, write_report
 
 
 def demo_outputs(scenario: "str | Path | ScenarioSource", out_dir: Path,

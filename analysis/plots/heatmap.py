@@ -19,9 +19,9 @@ from islands.errors import UserError
 from islands.scenarios.loader import parse_override_value
 from islands.tables import duration, size
 
-from .plot_style import DEFAULT_SIZE_PX, new_figure, parameter_label, schedule_label
-from .sweep_table import numeric_column, parameter_columns
-from .units import percent_text, rate_text, time_unit
+from ..display_units import percent_text, rate_text, time_unit
+from ..sweep.sweep_table import numeric_column, parameter_columns
+from .style import DEFAULT_SIZE_PX, new_figure, parameter_label, schedule_label
 
 METRIC_NAMES = {
     "compute_utilisation": "compute utilisation",

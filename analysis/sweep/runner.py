@@ -1,6 +1,6 @@
 """Sweeps: play a scenario over every combination of a grid and a number of seeds, one row per run.
 
-    >>> from islands.analysis.sweep import run_sweep
+    >>> from islands.analysis.sweep.runner import run_sweep
     >>> table = run_sweep("worked-example", {"schedule.inner_steps": [100, 500], "schedule.fragments": [1, 10]})
 
 The table is tidy: column ``run``, one column per grid key (named as the key, e.g.
@@ -27,8 +27,8 @@ from islands.errors import UserError
 from islands.scenarios import Scenario, ScenarioError, ScenarioSource, as_source
 from islands.simulator import DEFAULT_MAX_EVENTS, guard, simulate
 
+from ..parallel import Progress, default_jobs, run_tasks
 from .grid import Axis, combinations, make_axes
-from .parallel import Progress, default_jobs, run_tasks
 
 # Chunks per process: enough for a smooth progress bar and load balance, few enough to keep
 # inter-process overhead small next to a 10-50 ms run.

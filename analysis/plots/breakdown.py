@@ -2,7 +2,7 @@
 
 Bars are shares of a worker's time (compute + stall + idle, means per worker); each bar is labelled
 with its compute utilisation, the inner steps per worker it ran and its wall time, so runs of equal
-work (``compare.simulate_schedules``) compare their wall times directly.
+work (``side_by_side.simulate_schedules``) compare their wall times directly.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from matplotlib.patches import Patch
 
 from islands.tables import duration
 
-from .plot_style import DEFAULT_SIZE_PX, KIND_COLOURS, KIND_LABELS, new_figure, schedule_label
-from .units import percent_text
+from ..display_units import percent_text
+from .style import DEFAULT_SIZE_PX, KIND_COLOURS, KIND_LABELS, new_figure, schedule_label
 
 PARTS = ("compute", "stall", "idle")
 BAR_WIDTH = 0.6

@@ -3,7 +3,7 @@ fragments P, the wire bits, a bandwidth scale and the workers M, for a page whos
 answers up (``whatif_page``). Every combination the page offers is one simulator run, or the reason
 the scenario format refuses it.
 
-    >>> from islands.analysis.whatif import whatif_axes, run_whatif
+    >>> from islands.analysis.report.whatif import whatif_axes, run_whatif
     >>> grid = run_whatif(source, whatif_axes(source.scenario))   # doctest: +SKIP
 
 The bandwidth scale multiplies every island's access link, each direction (``upload_gbps`` and
@@ -30,9 +30,9 @@ from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import GRADIENT, SCHEDULES
 from islands.simulator import guard, simulate
 
-from .link_rates import rate_steps
-from .parallel import Progress, default_jobs, run_tasks
-from .sweep import chunked
+from ..link_rates import rate_steps
+from ..parallel import Progress, default_jobs, run_tasks
+from ..sweep.runner import chunked
 
 H_FACTORS = (0.5, 1, 2)
 BANDWIDTH_SCALES = (0.1, 0.3, 1, 3, 10)

@@ -9,7 +9,7 @@ For a target compute utilisation it finds
   and tau. In the simulator a link runs at its full rate whenever a transfer is on it, so the peak
   bandwidth a schedule needs is the link rate it needs: the same search, over (P, bits).
 
-    >>> from islands.analysis.plan import make_utilisation_plan
+    >>> from islands.analysis.planner.plan import make_utilisation_plan
     >>> plan = make_utilisation_plan("worked-example", target=0.95)
     >>> plan.bandwidth["diloco"][0.95].value      # Gbit/s per island, about 7.09
 """
@@ -27,7 +27,7 @@ from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import SCHEDULES, Streaming, switch_to
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
-from .parallel import Progress, run_tasks
+from ..parallel import Progress, run_tasks
 from .search import (RELATIVE_TOLERANCE, Answer, Measurement, bandwidth_curve, least_bandwidth, least_inner_steps,
                      measure, remembering, rises)
 
