@@ -78,9 +78,7 @@ def crowded_folders(top: Path) -> list[str]:
             if count > MOST_MODULES_PER_FOLDER]
 
 
-@pytest.mark.parametrize("top", ["analysis",
-                                 pytest.param("simulator", marks=pytest.mark.xfail(
-                                     strict=False, reason="simulator restructure in progress"))])
+@pytest.mark.parametrize("top", ["analysis", "simulator"])
 def test_no_folder_holds_more_than_fifteen_modules(top):
     assert crowded_folders(ROOT / top) == []
 
