@@ -161,13 +161,14 @@ def measured_extra(plan: RunPlan, steps: int, rows: list[Row],
     ``leaves`` and ``joins``) replaces the zeros of a run without churn; the trainer always waits at
     the barrier and restarts a broken collective (no ``dropped_members``); ``events`` (simulator events
     processed) has no measured counterpart and is None; a real run ends when it is done, so
-    ``horizon_reached`` (the simulator's stop for runs that never finish) is False. Per island: inner steps and tokens of one worker."""
+    ``horizon_reached`` (the simulator's stop for runs that never finish) is False, and the ``player`` that ran
+it is "measured". Per island: inner steps and tokens of one worker."""
     extra = {
         "scenario": plan.scenario.name, "algorithm": plan.algorithm, "network_model": "measured",
         "barrier": "wait", "outer_steps_planned": plan.scenario.schedule.outer_steps, "inner_steps": steps,
         "lost_compute_s": 0.0, "dropped_compute_s": 0.0, "dropped_deltas": 0, "joins": 0, "leaves": 0,
         "dropped_members": 0, "ignored_events": 0, "events": None, "horizon_reached": False, "failures": 0,
-        "restarts": 0,
+        "restarts": 0, "player": "measured",
         **(churn or {}),
     }
     extra["useful_chip_s"], extra["chips"] = useful_chip_s(plan, rows, extra["lost_compute_s"])
