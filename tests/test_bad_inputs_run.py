@@ -434,6 +434,8 @@ COMPARE = cases("compare", ("scenario.toml", "run"), [
      edit_json("run/summary.json", setting("mean_sync_s", "slow"))),
     ("a figure that is true", (), "run/summary.json: 'stall_s' must be a finite number (got True)",
      edit_json("run/summary.json", setting("stall_s", True))),
+    ("a figure past float's range", (), "run/summary.json: 'idle_s' must be a finite number (got an integer of 401 "
+     "digits)", edit_json("run/summary.json", setting("idle_s", 10**400))),
     ("wall time 0", (), "run/summary.json: 'wall_time_s' must be above 0 s (got 0)",
      edit_json("run/summary.json", setting("wall_time_s", 0))),
     ("negative stall", (), "run/summary.json: 'stall_s' must be 0 to the run's wall_time_s, 372 s (got -50)",

@@ -20,7 +20,8 @@ from islands.emulation import InProcessShaper
 from islands.emulation.links import is_kernel_mode
 from islands.errors import UserError
 from islands.io import read_bounded_json
-from islands.scenarios.spec import is_finite_number, shown_value
+from islands.numbers import is_finite_number
+from islands.scenarios.spec import shown_value
 from islands.trainer.core.quantize import WIRE_BITS
 
 from .calibration import Calibration
