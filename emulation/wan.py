@@ -44,7 +44,7 @@ from islands.units import MS_PER_S
 
 from . import net
 from . import state
-from .links import FAIR_MODE, FIFO, LinkSpec, Shaper, check_island, check_links, links_from_workers
+from .link_specs import FAIR_MODE, FIFO, LinkSpec, Shaper, check_island, check_links, links_from_workers
 from .shaper import InProcessLatency, InProcessShaper, pacer_config, pacer_from_config
 
 __all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "Shaper", "available",

@@ -8,7 +8,7 @@ The file (JSON) holds, for hosts named after the scenario's islands:
   fastest copy it sent and its downlink the fastest it received (``host_rates``);
 * ``rtt_ms``: the measured round trip of every pair of hosts;
 * ``exchange``: the project's own exchange among all the hosts, timed as the trainer runs it
-  (``validation/probe.py``): the screening's seconds per value, the members' end spread, and
+  (``validation/exchange_probe.py``): the screening's seconds per value, the members' end spread, and
   ``hop_overhead_s``, the exchange's fixed cost less its ring's round trips, per hop: (fixed seconds
   - 2(M-1) x the slowest one-way latency) / 2(M-1). It may be negative: the trainer's exchange pays
   three phases of latency however many members, where a ring pays 2(M-1) hops; and ``burst_bytes``,

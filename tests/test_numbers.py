@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from islands.emulation.links import Shaper
+from islands.emulation.link_specs import Shaper
 from islands.errors import UserError
 from islands.numbers import (is_finite_number, is_non_negative_number, is_number, is_number_between,
                              is_positive_number, is_whole_number)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from islands.emulation import InProcessShaper
-from islands.emulation.links import is_kernel_mode
+from islands.emulation.link_specs import is_kernel_mode
 from islands.errors import UserError
 from islands.io import read_bounded_json
 from islands.numbers import is_finite_number
