@@ -27,23 +27,9 @@ from islands.simulator import simulate
 from islands.validation.calibration import Calibration
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import make_scenario  # noqa: E402  (run as a script too, to write the document)
+from helpers.scenarios import SCENARIO, make_scenario  # noqa: E402  (run as a script too: it writes the docs)
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "bad-inputs-run.md"
-SCENARIO = """name = "test"
-[model]
-parameters = 1e9
-bytes_per_param = 2
-[schedule]
-algorithm = "diloco"
-inner_steps = 100
-outer_steps = 3
-[[island]]
-name = "a"
-replicas = 4
-step_time_s = 1.0
-bandwidth_gbps = 1.0
-"""
 UNWRITABLE = "/proc/islands-bad-input"  # no one, root included, can create a file there
 LONG_WORK = ("islands.trainer.launch.launch_local", "islands.validation.calibration.measure",
              "islands.validation.case.train_scaled", "islands.validation.case.train_elastic",

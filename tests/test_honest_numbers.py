@@ -15,7 +15,7 @@ from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS, EVENT_KEYS
 from islands.simulator import BudgetExceeded, Simulation, guard, simulate
 from islands.simulator.budget import estimate
 
-from conftest import BASE_DOCUMENT, make_scenario
+from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
 LIMITS_DOC = "docs/limits.md"
 

@@ -20,7 +20,7 @@ from islands.trainer.runtime.spec import SPEC_VARIABLE, launch_spec
 from islands.validation.external import measured_step_overrides
 from islands.validation.run_folder import FIGURE_KEYS, check_figures
 
-from conftest import make_scenario
+from helpers.scenarios import make_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
