@@ -28,7 +28,7 @@ from contextlib import contextmanager
 
 from islands.units import BITS_PER_BYTE
 
-from .links import LinkSpec, check_island, check_links
+from .link_specs import LinkSpec, check_island, check_links
 
 LOOPBACK_ADDRESS = "127.0.0.1"
 

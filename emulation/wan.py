@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import functools
-import math
 import os
 import shutil
 import signal
@@ -40,11 +39,12 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
 from islands.errors import UserError
+from islands.numbers import is_finite_number
 from islands.units import MS_PER_S
 
 from . import net
 from . import state
-from .links import FAIR_MODE, FIFO, LinkSpec, Shaper, check_island, check_links, links_from_workers
+from .link_specs import FAIR_MODE, FIFO, LinkSpec, Shaper, check_island, check_links, links_from_workers
 from .shaper import InProcessLatency, InProcessShaper, pacer_config, pacer_from_config
 
 __all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "Shaper", "available",
@@ -231,7 +231,7 @@ class EmulatedWAN:
         link, core = self.links[index], state.core_namespace(self.prefix)
         peers = [net.address(other) for other in range(len(self.links)) if other != index]
         fifo_queue_s = self.shaper.queue_ms / MS_PER_S if self.shaper.kind == FIFO else None
-        if math.isfinite(link.upload_bits_per_s):  # an infinite rate: a non-blocking link, unshaped
+        if is_finite_number(link.upload_bits_per_s):  # an infinite rate: a non-blocking link, unshaped
             net.shape(self.namespace(index), net.wan_interface(index), link.upload_bits_per_s,
                       self._netem_delay_s(link), peers, match="dst", fifo_queue_s=fifo_queue_s)
         if self._shapes_download(index):
@@ -244,7 +244,7 @@ class EmulatedWAN:
         FIFO of its own only where a faster island could send more than it takes (an ISP's
         downstream shaper); on equal links only the egress queues, as in such runs."""
         download = self.links[index].download_bits_per_s
-        if not math.isfinite(download):
+        if not is_finite_number(download):
             return False
         if self.shaper.kind != FIFO:
             return True

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from .errors import UserError
+from .numbers import is_finite_number
 
 STDOUT = "-"
 PLOT_FORMATS = ("png", "svg", "pdf")
@@ -189,7 +189,7 @@ def write_table(frame, target: str | Path) -> None:
 def finite_json(value: Any) -> Any:
     """``value`` with every float that is not finite replaced by None (JSON has no NaN or Infinity)."""
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return value if is_finite_number(value) else None
     if isinstance(value, dict):
         return {key: finite_json(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

@@ -18,12 +18,12 @@ from __future__ import annotations
 import copy
 import csv
 import io
-import math
 from pathlib import Path
 from typing import Any
 
 from islands.errors import UserError
 from islands.io import read_bounded_text
+from islands.numbers import is_finite_number
 
 from .errors import ScenarioError
 from .model import IslandSpec, PairLatency
@@ -58,7 +58,7 @@ def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
         except (TypeError, ValueError):
             raise ScenarioError(source, "network.rtt_csv",
                                 f"{where}: rtt_ms must be a number (got {shown_value(row['rtt_ms'])})") from None
-        problem = LATENCY_KEYS["rtt_ms"].check(rtt_ms) if math.isfinite(rtt_ms) else "must be finite"
+        problem = LATENCY_KEYS["rtt_ms"].check(rtt_ms) if is_finite_number(rtt_ms) else "must be finite"
         if problem:
             raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms {problem} (got {shown_value(rtt_ms)})")
         pairs.append((PairLatency((row["a"] or "", row["b"] or ""), rtt_ms), where))

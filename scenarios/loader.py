@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from islands.io import read_bounded_text
+from islands.numbers import is_finite_number, is_positive_number, is_whole_number
 from islands.schedules import SCHEDULES, schedule_of
 from islands.schedules.base import GRADIENT
 
@@ -27,7 +28,7 @@ from .latencies import with_csv
 from .regions import check_collective, check_topology
 from .sanity import check_runnable, check_step_time
 from .spec import (ARRAYS, BACKBONE_KEYS, EVENT_KEYS, ISLAND_KEYS, LATENCY_KEYS, REGION_KEYS, REQUIRED, SECTIONS,
-                   TOP_KEYS, MAX_INTEGER, Key, is_finite_number, shown_value)
+                   TOP_KEYS, MAX_INTEGER, Key, shown_value)
 from .trainer_keys import TRAINER_KEYS, TrainerSpec, outer_error, with_outer_defaults
 
 OVERRIDES_KEPT = 1024  # parsed override values kept (``parsed_value``)
@@ -190,7 +191,7 @@ def typed_value(value: Any, kind: str, where: str, source: str) -> Any:
         if not isinstance(value, bool):
             raise ScenarioError(source, where, f"must be true or false (got {shown_value(value)})")
     elif kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not is_whole_number(value):
             raise ScenarioError(source, where, f"must be an integer (got {shown_value(value)})")
         if abs(value) > MAX_INTEGER:
             raise ScenarioError(source, where, f"must be an integer within +-2**53 (got {shown_value(value)})")
@@ -288,7 +289,7 @@ def read_accelerators(table: Any, source: str) -> dict[str, float]:
         raise ScenarioError(source, "accelerators", "must be a table of name = peak FLOP/s")
     peaks = dict(PEAK_BF16_FLOPS)
     for name, value in table.items():
-        if not is_finite_number(value) or value <= 0:
+        if not is_positive_number(value):
             raise ScenarioError(source, f"accelerators.{name}", f"must be a peak FLOP/s > 0 (got {shown_value(value)})")
         peaks[name] = float(value)
     return peaks

@@ -8,7 +8,7 @@ The file (JSON) holds, for hosts named after the scenario's islands:
   fastest copy it sent and its downlink the fastest it received (``host_rates``);
 * ``rtt_ms``: the measured round trip of every pair of hosts;
 * ``exchange``: the project's own exchange among all the hosts, timed as the trainer runs it
-  (``validation/probe.py``): the screening's seconds per value, the members' end spread, and
+  (``validation/exchange_probe.py``): the screening's seconds per value, the members' end spread, and
   ``hop_overhead_s``, the exchange's fixed cost less its ring's round trips, per hop: (fixed seconds
   - 2(M-1) x the slowest one-way latency) / 2(M-1). It may be negative: the trainer's exchange pays
   three phases of latency however many members, where a ring pays 2(M-1) hops; and ``burst_bytes``,
@@ -42,12 +42,13 @@ from pathlib import Path
 from typing import Any, Hashable, Iterable
 
 from islands.io import json_text, parse_json, read_bounded_text, write_text
+from islands.numbers import is_finite_number, is_whole_number
 from islands.schedules import SCHEDULES
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .errors import ScenarioError
 from .model import PairLatency
-from .spec import is_finite_number, shown_value
+from .spec import shown_value
 
 KIND = "islands network profile"
 COLLECTIVE_TESTS = ("all_reduce", "all_gather")
@@ -152,7 +153,7 @@ def collective_cost(values: dict[str, Any]) -> CollectiveCost:
 
 def whole(value: Any) -> int:
     """A JSON integer (not a float, a string or a boolean)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_whole_number(value):
         raise ValueError(f"{shown_value(value)} is not a whole number")
     return value
 

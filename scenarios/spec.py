@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from islands.numbers import is_whole_number
 from islands.schedules import SCHEDULES
 from islands.schedules.decoupled import ADAPTIVE
 
@@ -350,20 +351,10 @@ MAX_SHOWN_CHARACTERS = 40
 LOG10_2 = math.log10(2)
 
 
-def is_finite_number(value: Any) -> bool:
-    """An int or float that is finite as a float (an integer past float's range is not)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
-
-
 def shown_value(value: Any) -> str:
     """``value`` as a message shows it: its repr, shortened; a huge integer by its digit count (one of
     5,000 digits cannot even be turned into text by default)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_SHOWN_CHARACTERS:
+    if is_whole_number(value) and abs(value) >= 10**MAX_SHOWN_CHARACTERS:
         try:
             return f"an integer of {len(str(abs(value)))} digits"
         except ValueError:  # past Python's int-to-text limit (4,300 digits)

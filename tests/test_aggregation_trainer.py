@@ -12,7 +12,7 @@ from islands.scenarios import from_dict
 from islands.simulator import simulate
 from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.quantize import padded_length
-from test_trainer_loop import finish_all, in_threads, plan_for, trainers_for
+from helpers.inprocess import finish_all, in_threads, plan_for, trainers_for
 
 ISLANDS = 3
 

@@ -27,23 +27,9 @@ from islands.simulator import simulate
 from islands.validation.calibration import Calibration
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import make_scenario  # noqa: E402  (run as a script too, to write the document)
+from helpers.scenarios import SCENARIO, make_scenario  # noqa: E402  (run as a script too: it writes the docs)
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "bad-inputs-run.md"
-SCENARIO = """name = "test"
-[model]
-parameters = 1e9
-bytes_per_param = 2
-[schedule]
-algorithm = "diloco"
-inner_steps = 100
-outer_steps = 3
-[[island]]
-name = "a"
-replicas = 4
-step_time_s = 1.0
-bandwidth_gbps = 1.0
-"""
 UNWRITABLE = "/proc/islands-bad-input"  # no one, root included, can create a file there
 LONG_WORK = ("islands.trainer.launch.launch_local", "islands.validation.calibration.measure",
              "islands.validation.case.train_scaled", "islands.validation.case.train_elastic",
@@ -434,6 +420,8 @@ COMPARE = cases("compare", ("scenario.toml", "run"), [
      edit_json("run/summary.json", setting("mean_sync_s", "slow"))),
     ("a figure that is true", (), "run/summary.json: 'stall_s' must be a finite number (got True)",
      edit_json("run/summary.json", setting("stall_s", True))),
+    ("a figure past float's range", (), "run/summary.json: 'idle_s' must be a finite number (got an integer of 401 "
+     "digits)", edit_json("run/summary.json", setting("idle_s", 10**400))),
     ("wall time 0", (), "run/summary.json: 'wall_time_s' must be above 0 s (got 0)",
      edit_json("run/summary.json", setting("wall_time_s", 0))),
     ("negative stall", (), "run/summary.json: 'stall_s' must be 0 to the run's wall_time_s, 372 s (got -50)",

@@ -15,7 +15,7 @@ from islands.cli import main
 from islands.scenarios.profile import host_rates, read_profile
 from islands.validation.calibration import probe_volume_bytes
 from islands.validation.hostprobe import SCATTER, fitted_burst_bytes
-from islands.validation.probe import medium_values
+from islands.validation.exchange_probe import medium_values
 
 THREE = """name = "three"
 [model]

@@ -17,22 +17,9 @@ import pytest
 
 from islands.cli import main
 
-DATA = Path(__file__).parent / "data"
+from helpers.step_logs import DATA, SCENARIO
+
 SYNC_S = 16.0
-SCENARIO = """name = "test"
-[model]
-parameters = 1e9
-bytes_per_param = 2
-[schedule]
-algorithm = "diloco"
-inner_steps = 4
-outer_steps = 3
-[[island]]
-name = "a"
-replicas = 2
-step_time_s = 1.0
-bandwidth_gbps = 1.0
-"""
 
 
 @pytest.fixture
@@ -191,7 +178,7 @@ def test_format_names_the_reader_whatever_the_content(scenario_path, capsys):
 
 def test_the_how_to_page_s_worked_example_prints_what_the_page_shows(tmp_path, monkeypatch, capsys):
     """docs/how-to/compare-any-stack.md: the files it says to save, and the one command it runs."""
-    from docs_text import ROOT, command_examples
+    from helpers.docs_text import ROOT, command_examples
 
     page = (ROOT / "docs" / "how-to" / "compare-any-stack.md").read_text()
     files = re.findall(r"as `([\w.]+)`:\n\n```\w*\n(.*?)```", page, flags=re.S)

@@ -28,7 +28,7 @@ from islands.emulation import net
 from islands.emulation import state
 from islands.emulation import (EmulatedWAN, InProcessLatency, InProcessShaper, LinkSpec, available,
                                        links_from_workers, measure_link, open_wan)
-from islands.emulation.links import Shaper, check_links, is_kernel_mode
+from islands.emulation.link_specs import Shaper, check_links, is_kernel_mode
 from islands.emulation.shaper import pacer_config, pacer_from_config
 
 MBIT = 1e6

@@ -16,7 +16,7 @@ from islands.simulator import BudgetExceeded, RunSetup, guard, simulate
 from islands.simulator.events.engine import Simulation
 from islands.simulator.budget import estimate
 
-from conftest import BASE_DOCUMENT, make_scenario
+from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
 LIMITS_DOC = "docs/limits.md"
 

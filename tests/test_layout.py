@@ -124,3 +124,42 @@ def test_a_shared_module_name_is_found():
                "tests": [ROOT / "tests" / "demo.py"]}
     assert shared_analysis_names(folders) == ["plan.py: analysis/a/plan.py, analysis/b/plan.py",
                                               "progress.py: analysis/progress.py, simulator/progress.py"]
+
+
+PACKAGE_FOLDERS = ("islands", "scenarios", "schedules", "trainer", "analysis", "emulation", "validation")
+
+
+def test_no_module_shares_a_name_with_a_simulator_module():
+    """A name means one thing: outside the simulator a module is not named as one of the simulator's
+    (``validation/churn.py`` beside ``simulator/churn.py`` read as the same churn). A command's module
+    in ``islands/commands/`` is named for the command."""
+    folders = source_files()
+    simulator = {path.stem for path in folders["simulator"]} - {"__init__", "__main__"}
+    assert {"churn", "links", "fleet", "syncer"} <= simulator  # the simulator's modules were found
+    shared = {str(path.relative_to(ROOT)) for folder in PACKAGE_FOLDERS for path in folders[folder]
+              if path.stem in simulator and path.parent.name != "commands"}
+    assert shared == set(), sorted(shared)
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every absolute import in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def test_no_test_file_imports_another_and_shared_fixtures_live_in_helpers():
+    """What test files share is in tests/helpers/ (``from helpers.scenarios import make_scenario``): a
+    test file imports neither another test file nor conftest.py, whose fixtures pytest hands over."""
+    tests = ROOT / "tests"
+    test_modules = {path.stem for path in tests.glob("test_*.py")} | {"conftest"}
+    assert len(test_modules) > 50 and len(list((tests / "helpers").glob("*.py"))) >= 5
+    imports = [f"{path.relative_to(ROOT)}:{line}: {module}" for path in sorted(tests.rglob("*.py"))
+               for line, module in imported_modules(path) if module.split(".")[0] in test_modules]
+    assert imports == [], "\n".join(imports)
+    loose = sorted(path.name for path in tests.glob("*.py") if not path.name.startswith("test_"))
+    assert loose == ["conftest.py"], "a module test files share goes in tests/helpers/"

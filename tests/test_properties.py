@@ -1,4 +1,4 @@
-"""Invariants of the simulator over drawn scenarios (hypothesis, ``scenario_strategies.py``).
+"""Invariants of the simulator over drawn scenarios (hypothesis, ``helpers/strategies.py``).
 
 Each property holds for every valid scenario of its kind, whatever the schedule, collective, network
 model, barrier, churn or failures. `make test` runs a few derandomized examples of each (profile
@@ -22,7 +22,7 @@ from islands.simulator import SimResult, simulate
 from islands.simulator.budget import estimate
 from islands.simulator.network.links import Link, burst_at, take_bursts
 
-from scenario_strategies import COUPLED, Drawn, decoupled_learners_differ, load_document, scenarios
+from helpers.strategies import COUPLED, Drawn, decoupled_learners_differ, load_document, scenarios
 
 RELATIVE = 1e-9  # summation of many rows may be off by rounding, not by more
 

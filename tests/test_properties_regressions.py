@@ -10,7 +10,7 @@ import pytest
 from islands.simulator import simulate
 from islands.simulator.budget import estimate
 
-from conftest import make_scenario
+from helpers.scenarios import make_scenario
 
 PAYLOAD_BYTES = 1e6 * 32 / 8  # parameters x bits / 8
 

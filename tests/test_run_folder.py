@@ -19,8 +19,7 @@ from islands.simulator import simulate
 from islands.validation.compare import error_text, relative_error
 from islands.validation.run_folder import read_run
 
-from conftest import make_scenario
-from test_bad_inputs_run import SCENARIO
+from helpers.scenarios import SCENARIO, make_scenario
 
 
 @pytest.fixture

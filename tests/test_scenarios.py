@@ -12,7 +12,7 @@ from islands.schedules import SCHEDULES
 from islands.cli import main
 from islands.scenarios import ScenarioError, bundled_names, load
 
-from conftest import make_scenario
+from helpers.scenarios import make_scenario
 
 GOOD = """
 name = "two"

@@ -21,7 +21,7 @@ from islands.simulator.events.syncer import Syncer
 from islands.simulator.events.tracelog import TraceLog
 from islands.simulator.workers import WorkerState
 
-from conftest import make_scenario
+from helpers.scenarios import make_scenario
 
 SIMULATOR = Path(__file__).resolve().parents[1] / "simulator"
 

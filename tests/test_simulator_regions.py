@@ -15,29 +15,13 @@ from islands.simulator.network.links import Link
 from islands.simulator.network.flows import FlowNetwork, max_min_rates
 from islands.validation.scaling import to_toml
 
-from conftest import make_scenario
+from helpers.regions import US_EU, document
+from helpers.scenarios import make_scenario
 
 S = 2e9                     # 1e9 parameters in bf16
 V4 = 1.5 * S                # ring all-reduce over four workers: 2(M-1)/M * S through every hop
 GBPS = 1e9 / 8              # bytes per second in one Gbit/s
 HOP_S = 0.010 + 0.040 + 0.010  # access, backbone, access
-
-
-def document(regions: list[str], backbones: list[dict], **network) -> dict:
-    """One worker per entry of ``regions``, 1 Gbit/s access links with 10 ms of latency."""
-    return {
-        "name": "regions",
-        "model": {"parameters": 1e9, "bytes_per_param": 2},
-        "schedule": {"algorithm": "diloco", "inner_steps": 100, "outer_steps": 2},
-        "network": network,
-        "region": [{"name": name} for name in dict.fromkeys(regions)],
-        "backbone": copy.deepcopy(backbones),
-        "island": [{"name": f"w{i}", "step_time_s": 1.0, "bandwidth_gbps": 1.0, "latency_ms": 10, "region": r}
-                   for i, r in enumerate(regions)],
-    }
-
-
-US_EU = [{"between": ["us", "eu"], "bandwidth_gbps": 0.5, "latency_ms": 40}]
 
 
 @pytest.mark.parametrize("model", ["alpha-beta", "flow"])

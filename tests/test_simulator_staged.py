@@ -17,7 +17,7 @@ from islands.simulator.network.collectives import PendingCollective, RingAllRedu
 from islands.simulator.replicas import groups
 from islands.trainer.config import check_supported
 
-from conftest import make_scenario
+from helpers.scenarios import make_scenario
 
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
 

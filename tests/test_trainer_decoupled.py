@@ -16,7 +16,7 @@ import pytest
 from islands.scenarios import from_dict
 from islands.simulator import simulate
 from islands.trainer.core.quantize import encoded_bytes, padded_length
-from test_trainer_multiprocess import TINY
+from helpers.multiprocess import TINY
 
 RUN_TIMEOUT_S = 150
 H, OUTER, P, TAU = 10, 4, 2, 2

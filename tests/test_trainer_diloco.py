@@ -4,98 +4,25 @@ step, the fault hook and a passive member's kept averages; then the elastic tran
 membership: launches published, admissions, a passive joiner's wait, a follower's view."""
 
 import threading
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from itertools import count
 from types import SimpleNamespace
 
 import pytest
 import torch
-from torch import nn
 
-from islands.schedules import SyncPoint
-from islands.trainer.core.diloco import DiLoCo
 from islands.trainer.elastic.transport import ElasticTransport
 from islands.trainer.core.faults import FAULT_VARIABLE
 from islands.trainer.elastic.membership import Progress
-from islands.trainer.core.outer import Fragment
 from islands.trainer.core.robust import Verdict
 from islands.trainer.core.sync import Exchange
 
-AVERAGE = SimpleNamespace(outer_optimizer="average")
+from helpers.diloco_fakes import AVERAGE, Board, global_, island, point, set_local
+
 NESTEROV = SimpleNamespace(outer_optimizer="nesterov", outer_lr=0.7, outer_momentum=0.9)
-
-
-class Board:
-    """What the islands put on the wire, by (outer step, fragment): island -> delta (None: no
-    contribution)."""
-
-    def __init__(self):
-        self.posted: dict[tuple[int, int], dict[int, torch.Tensor | None]] = defaultdict(dict)
-
-
-class FakeTransport:
-    """An island's exchanges through a ``Board``: the mean of the contributions posted so far; every
-    call is logged in order."""
-
-    def __init__(self, board: Board, island: int):
-        self.board, self.island = board, island
-        self.log: list[tuple] = []
-
-    def reach(self, step, contributes):
-        self.log.append(("reach", step))
-
-    def launch(self, step, point, delta, contributes):
-        key = (point.outer_step, point.fragment)
-        self.board.posted[key][self.island] = delta.clone() if contributes else None
-        self.log.append(("launch", key))
-        return key
-
-    def collect(self, point, handle):
-        assert handle == (point.outer_step, point.fragment)
-        posted = self.board.posted[handle]
-        deltas = [delta for delta in posted.values() if delta is not None]
-        self.log.append(("collect", handle))
-        verdict = Verdict(tuple(delta is not None for delta in posted.values()), {})
-        return Exchange(torch.stack(deltas).mean(0), 0.0, 0.0, 0, verdict)
-
-    def applied(self, point):
-        self.log.append(("applied", (point.outer_step, point.fragment)))
-
-
-def point(outer_step, launch_step, apply_step, fragment=0):
-    return SyncPoint(outer_step, fragment, launch_step, apply_step, payload_bytes=0.0, values=0.0)
-
-
-def plan_of(points):
-    """``config.sync_plan``'s shape: (launches, applies) keyed by inner step."""
-    launches, applies = defaultdict(list), defaultdict(list)
-    for p in points:
-        launches[p.launch_step].append(p)
-        applies[p.apply_step].append(p)
-    return launches, applies
-
-
-def island(start, board, index, points=(), spec=AVERAGE, alpha=0.0):
-    params = [nn.Parameter(start.clone())]
-    optimizer = torch.optim.AdamW(params, lr=0.1)
-    fragment = Fragment(0, params, spec)
-    clock = count()
-    return DiLoCo(optimizer, [fragment], FakeTransport(board, index), schedule=plan_of(points), alpha=alpha,
-                  island=index, now=lambda: float(next(clock)))
-
-
-def set_local(diloco, weights):
-    with torch.no_grad():
-        diloco.fragments[0].params[0].copy_(weights)
 
 
 def local(diloco):
     return diloco.fragments[0].params[0].detach()
-
-
-def global_(diloco):
-    return diloco.fragments[0].global_params[0]
 
 
 def one_sync(spec, alpha, islands=3):

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from islands.emulation.links import LinkSpec
+from islands.emulation.link_specs import LinkSpec
 from islands.emulation.shaper import InProcessShaper, pacer_config
 from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.runtime.paced import PacedGroup, paced

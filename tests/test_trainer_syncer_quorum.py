@@ -13,10 +13,10 @@ import torch
 from islands.scenarios import from_dict
 from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.quantize import encode
-from islands.trainer.decoupled.syncer import Syncer
+from islands.trainer.decoupled.syncer_process import Syncer
 from islands.trainer.decoupled.wire import key, to_bytes, unpack
 from islands.trainer.core.tracing import Clock
-from test_trainer_multiprocess import TINY
+from helpers.multiprocess import TINY
 
 OUTER = 3
 

@@ -1,5 +1,5 @@
 """The trainer calls out to its world's four ports (``trainer/core/world.py``) and no world holds the
-trainer: the in-process fakes of ``world_fakes.py`` record each call and hand back what a real world
+trainer: the in-process fakes of ``helpers/world_fakes.py`` record each call and hand back what a real world
 would. One island, one process (``Echo`` groups), no sockets."""
 
 import pytest
@@ -11,8 +11,8 @@ from islands.trainer.core.loop import Trainer
 from islands.trace import NO_FRAGMENT
 from islands.trainer.core.world import Downloaded, Entry, FixedWorld, Groups, Passive, Start
 from islands.trainer.kinds import make_run_plan
-from test_trainer_loop import TINY, corpus_for
-from world_fakes import FakeWorld, reaches
+from helpers.inprocess import TINY, corpus_for
+from helpers.world_fakes import FakeWorld, reaches
 
 
 def plan(outer_steps=2, inner_steps=3):

@@ -82,7 +82,7 @@ from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.interpolation import linear, log_linear
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .probe import (BITS, CALLS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, WIRE_BITS_VARIABLE, large_probe_values,
+from .exchange_probe import (BITS, CALLS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, WIRE_BITS_VARIABLE, large_probe_values,
                     medium_values, tiny_values, wire_size, wire_values)
 from .run import VALIDATE_STEM, run_all, start_ranks
 from .scaling import ring_volume_bytes
@@ -192,7 +192,7 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
     with open_wan(links, prefix=f"{stem}calib", kernel=kernel, shaper=shaper) as wan:
         kernel_shaped = isinstance(wan, EmulatedWAN)
         rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)] if kernel_shaped else []
-        children = start_ranks(wan, ["-m", "islands.validation.probe"], max_islands, stdout=subprocess.PIPE,
+        children = start_ranks(wan, ["-m", "islands.validation.exchange_probe"], max_islands, stdout=subprocess.PIPE,
                                 extra_env={LARGE_VARIABLE: str(large), MIN_MEMBERS_VARIABLE: str(min_islands),
                                            WIRE_BITS_VARIABLE: ",".join(map(str, wire_bits))})
         output = children[0].stdout.read()

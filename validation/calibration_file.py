@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from islands.emulation import InProcessShaper
-from islands.emulation.links import is_kernel_mode
+from islands.emulation.link_specs import is_kernel_mode
 from islands.errors import UserError
 from islands.io import read_bounded_json
-from islands.scenarios.spec import is_finite_number, shown_value
+from islands.numbers import is_finite_number
+from islands.scenarios.spec import shown_value
 from islands.trainer.core.quantize import WIRE_BITS
 
 from .calibration import Calibration

@@ -27,7 +27,7 @@ from islands.simulator import SimResult, simulate
 from islands.trainer.kinds import make_run_plan
 
 from .calibration import Calibration, simulator_overrides
-from .churn import churn_figures, train_elastic
+from .churn_run import churn_figures, train_elastic
 from .compare import Comparison, compare
 from .external import measured_step_overrides
 from .plot import write_overlay

@@ -10,12 +10,12 @@ against a predicted 0 is not a 100% miss); its absolute values are still shown.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from islands.numbers import is_finite_number
 from islands.schedules import SCHEDULES
 from islands.summary import sync_durations
 from islands.tables import duration, render, size
@@ -53,7 +53,7 @@ def relative_error(predicted: float | None, measured: float | None, scale: float
     if abs(measured) <= (scale or 0.0) * NEGLIGIBLE_FRACTION:
         return None
     error = (predicted - measured) / measured
-    return error if math.isfinite(error) else None
+    return error if is_finite_number(error) else None
 
 
 def figures(predicted: dict, measured: dict, interface_bytes: float | None) -> list[Figure]:

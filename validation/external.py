@@ -15,7 +15,6 @@ the run's model shows it there.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +22,9 @@ from typing import Any, Callable
 import pandas as pd
 
 from islands.errors import UserError
+from islands.numbers import is_non_negative_number, is_number
 from islands.scenarios import Scenario
+from islands.scenarios.spec import shown_value
 from islands.simulator import SimResult, simulate
 
 from .compare import Comparison, compare
@@ -36,15 +37,17 @@ COMPARED_COUNTS = (("algorithm", "schedule.algorithm"), ("workers", "workers"),
 def measured_step_overrides(summary: dict[str, Any], scenario: Scenario, source: str = "summary.json") -> list[str]:
     """Each island of the scenario given the run's mean compute seconds per inner step on the island of
     that name (``summary["islands"]``, as ``islands train`` and the simulator both write it)."""
+    unlisted = UserError(f"{source}: 'islands' must list each island's name, compute_s and inner_steps")
     try:
-        measured = {island["name"]: (float(island["compute_s"]), float(island["inner_steps"]))
-                    for island in summary["islands"]}
-    except (KeyError, TypeError, ValueError):
-        raise UserError(f"{source}: 'islands' must list each island's name, compute_s and inner_steps") from None
+        measured = {island["name"]: (island["compute_s"], island["inner_steps"]) for island in summary["islands"]}
+    except (KeyError, TypeError):
+        raise unlisted from None
+    if not all(is_number(value) for pair in measured.values() for value in pair):
+        raise unlisted
     for name, (compute_s, inner_steps) in measured.items():
-        if not (math.isfinite(compute_s) and math.isfinite(inner_steps) and compute_s >= 0 and inner_steps >= 0):
+        if not (is_non_negative_number(compute_s) and is_non_negative_number(inner_steps)):
             raise UserError(f"{source}: island '{name}': compute_s and inner_steps must be finite and 0 or more "
-                            f"(got {compute_s:g} and {inner_steps:g})")
+                            f"(got {shown_value(compute_s)} and {shown_value(inner_steps)})")
     overrides = []
     for index, island in enumerate(scenario.islands):
         if island.name not in measured:

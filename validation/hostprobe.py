@@ -13,7 +13,7 @@ what the trainer gets. In turn, with every other host waiting at a barrier:
   receiver's downlink);
 * **the exchange**: the trainer's own (``sync.Exchanger``: screening, then the quantised average)
   among all hosts, of a tiny, a medium and a large tensor (the large one about ``EXCHANGE_SECONDS`` of
-  ring volume at the slowest pair's rate), timed as ``validation/probe.py`` times it. From them, as
+  ring volume at the slowest pair's rate), timed as ``validation/exchange_probe.py`` times it. From them, as
   the built-in calibration derives its keys (``calibration.exchange_costs``): the screening per
   value, the fixed cost and the end spread; and from the medium and large exchanges the rate the
   exchange achieves (over the slowest pair's, which scales every host's rates) and what the links send
@@ -51,7 +51,7 @@ from islands.trainer.core.tracing import Clock
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .calibration import exchange_costs, probe_volume_bytes, rate_and_burst
-from .probe import (BITS, BYTES_PER_LARGE_VALUE, PARTS, REPEATS, calls_of_size, medium_values,
+from .exchange_probe import (BITS, BYTES_PER_LARGE_VALUE, PARTS, REPEATS, calls_of_size, medium_values,
                     repeat_durations, timed_exchanges, tiny_values)
 
 NAMES_VARIABLE = "ISLANDS_HOST_NAMES"
@@ -134,7 +134,7 @@ def measure_pairs(world: int, world_group: TorchGroup) -> tuple[dict[tuple[int, 
 
 
 def exchange_timings(world: int, large_values: int) -> dict:
-    """The probe's medians for the exchange among all hosts (``validation/probe.py``'s format)."""
+    """The probe's medians for the exchange among all hosts (``validation/exchange_probe.py``'s format)."""
     clock = Clock()
     cross = paced(TorchGroup(list(range(world)), dist.group.WORLD), launch_spec().wan_pacer)
     world_group = TorchGroup(list(range(world)), dist.group.WORLD)

@@ -24,6 +24,8 @@ import pandas as pd
 
 from islands.errors import UserError
 from islands.io import parse_json, read_bounded_text
+from islands.numbers import is_finite_number
+from islands.scenarios.spec import shown_value
 from islands.trace import COLUMNS, check_frame, to_frame
 
 RUN_FILES = ("summary.json", "run.json", "trace.csv")
@@ -88,16 +90,12 @@ def required(document: dict[str, Any], key: str, path: Path) -> Any:
     return document[key]
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def check_figures(summary: dict[str, Any], path: Path) -> None:
     """Refuse a compared figure that is not a finite number within its physical range."""
     for key in FIGURE_KEYS:
         value = required(summary, key, path)
-        if not is_number(value):
-            raise UserError(f"{path}: '{key}' must be a finite number (got {value!r})")
+        if not is_finite_number(value):
+            raise UserError(f"{path}: '{key}' must be a finite number (got {shown_value(value)})")
     wall_s = summary["wall_time_s"]
     if wall_s <= 0:
         raise UserError(f"{path}: 'wall_time_s' must be above 0 s (got {wall_s!r})")

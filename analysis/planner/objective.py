@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from islands.errors import UserError
+from islands.numbers import is_finite_number
 from islands.scenarios import Scenario, ScenarioError, ScenarioSource
 from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import GRADIENT, SCHEDULES, schedule_of, switch_to
@@ -179,7 +180,7 @@ def price(source: ScenarioSource, candidate: Candidate, budget_steps: int, cost_
         s_per_step.append(summary["wall_time_s"] / steps)
         utilisation.append(float(summary["compute_utilisation"]))
     mean_s = sum(s_per_step) / len(s_per_step)
-    time_s = budget_steps * factor * mean_s if math.isfinite(factor) else None
+    time_s = budget_steps * factor * mean_s if is_finite_number(factor) else None
     cost = time_s / S_PER_HOUR * cost_per_hour if time_s is not None and cost_per_hour > 0 else None
     return replace(unpriced, utilisation=sum(utilisation) / len(utilisation), s_per_step=mean_s, time_s=time_s,
                    cost=cost)
@@ -236,7 +237,7 @@ def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
     return {"algorithm": c.algorithm, "inner_steps": c.inner_steps, "bits": c.bits, "fragments": c.fragments,
             "utilisation": outcome.utilisation, "s_per_inner_step": outcome.s_per_step,
             "loss_vs_ddp": outcome.relative_to_dp,
-            "tokens_factor": outcome.tokens_factor if math.isfinite(outcome.tokens_factor) else None,
+            "tokens_factor": outcome.tokens_factor if is_finite_number(outcome.tokens_factor) else None,
             "time_to_ddp_loss_s": outcome.time_s, "cost": outcome.cost, "loss_measured": outcome.measured,
             "notes": list(outcome.notes),
             "cut_short": outcome.cut_short}

@@ -3,8 +3,7 @@ answer, and one sentence on why they differ."""
 
 from __future__ import annotations
 
-import math
-
+from islands.numbers import is_finite_number
 from islands.schedules import SCHEDULES
 from islands.tables import CUT_SHORT, duration
 
@@ -20,7 +19,7 @@ def label(outcome: Outcome) -> str:
 
 
 def tokens_text(factor: float) -> str:
-    return "never" if not math.isfinite(factor) else f"x{factor:.3f}"
+    return "never" if not is_finite_number(factor) else f"x{factor:.3f}"
 
 
 def time_text(outcome: Outcome) -> str:

@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Sequence
 
+from islands.numbers import is_finite_number
 from islands.scenarios import Scenario, ScenarioSource
 from islands.scenarios.spec import MAX_GBPS, MIN_GBPS
 from islands.schedules import schedule_of
@@ -328,7 +329,7 @@ def interpolate(probe: Probe, low: float, high: float, tolerance: float) -> floa
     if expected is None or not low < expected < high:
         goal = overhead(probe.target)
         at_low, at_high = overhead(probe.seen[low]), overhead(probe.seen[high])
-        if not math.isfinite(at_low) or at_low <= at_high or at_high == 0:
+        if not is_finite_number(at_low) or at_low <= at_high or at_high == 0:
             return None
         share = (at_low - goal) / (at_low - at_high)
         expected = 1 / (1 / low - share * (1 / low - 1 / high))

@@ -16,6 +16,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 
 from islands.errors import UserError
+from islands.numbers import is_finite_number
 from islands.scenarios.loader import parse_override_value
 from islands.tables import duration, size
 
@@ -66,7 +67,7 @@ def apply_where(table: pd.DataFrame, where: Sequence[str]) -> pd.DataFrame:
                             f"{', '.join(parameter_columns(table))}")
         wanted = parse_override_value(raw)
         column = table[key]
-        if isinstance(wanted, (int, float)) and pd.api.types.is_numeric_dtype(column):
+        if is_finite_number(wanted) and pd.api.types.is_numeric_dtype(column):
             table = table[np.isclose(column.astype(float), float(wanted))]
         else:
             table = table[column.astype(str) == str(wanted)]

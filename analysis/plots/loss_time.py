@@ -11,12 +11,12 @@ its run.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from islands.numbers import is_finite_number
 from islands.scenarios import Scenario
 
 from ..display_units import time_unit
@@ -51,7 +51,7 @@ def loss_time_figure(summaries: Mapping[str, Mapping[str, Any]], scenario: Scena
         relative = estimate(scenario, name).relative_to_dp
         wall_s, colour = float(summary["wall_time_s"]), schedule_colour(name)
         factor = extra_tokens_factor(scenario.model.parameters, relative)
-        reach = min(factor, MAX_EXTENSION) if math.isfinite(factor) else MAX_EXTENSION
+        reach = min(factor, MAX_EXTENSION) if is_finite_number(factor) else MAX_EXTENSION
         times, losses = loss_curve(scenario, relative, wall_s, max(1.0, reach))
         run, past = times <= wall_s, times >= wall_s
         ax.plot(times[run] / seconds, losses[run], color=colour,

@@ -26,6 +26,7 @@ from pathlib import Path
 from islands.errors import UserError
 from islands.interpolation import log_linear
 from islands.io import parse_json, read_bounded_text
+from islands.numbers import is_positive_number
 
 MAX_PROFILE_BYTES = 16 * 2**20  # a profile holds tens of points, a few kB
 
@@ -74,7 +75,7 @@ class ProfilePoint:
         """Counts of at least one and finite, positive losses."""
         counts = (self.inner_steps, self.workers, self.bits, self.fragments, self.steps)
         losses = (self.eval_loss, self.ddp_eval_loss)
-        return min(counts) >= 1 and all(math.isfinite(loss) and loss > 0 for loss in losses)
+        return min(counts) >= 1 and all(is_positive_number(loss) for loss in losses)
 
 
 @dataclass(frozen=True)

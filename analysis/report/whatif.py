@@ -25,6 +25,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from islands.numbers import is_finite_number
 from islands.scenarios import Scenario, ScenarioError, ScenarioSource
 from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import GRADIENT, SCHEDULES
@@ -159,7 +160,7 @@ def json_number(value: Any) -> Any:
     """A figure as JSON takes it: a finite float or int, else None (a run churn cut short)."""
     if value is None or isinstance(value, bool):
         return value
-    return value if math.isfinite(value) else None
+    return value if is_finite_number(value) else None
 
 
 def whatif_point(scenario: Scenario, max_events: float) -> dict[str, Any]:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
-import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from islands.errors import UserError
+from islands.numbers import is_finite_number
 from islands.scenarios import ScenarioSource
 from islands.scenarios.loader import parse_override_value, read_value, select_entries
-from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS, Key
+from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS, Key, shown_value
 from islands.scenarios.trainer_keys import TRAINER_KEYS
 
 from islands.scenarios import ScenarioSource
@@ -42,9 +42,9 @@ def toml_literal(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value)
-    if isinstance(value, (int, float)) and not (isinstance(value, float) and not math.isfinite(value)):
+    if is_finite_number(value):
         return repr(value)
-    raise UserError(f"--grid: {value!r} is not a number, string or boolean")
+    raise UserError(f"--grid: {shown_value(value)} is not a finite number, a string or a boolean")
 
 
 def parse_grid_option(text: str) -> tuple[str, list[str]]:

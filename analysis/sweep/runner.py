@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from islands.errors import UserError
+from islands.numbers import is_whole_number
 from islands.scenarios import Scenario, ScenarioError, ScenarioSource, as_source
 from islands.simulator import DEFAULT_MAX_EVENTS, guard, simulate
 
@@ -160,4 +161,4 @@ def is_float_or_null(value: Any) -> bool:
 
 
 def is_integer(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    return is_whole_number(value) or isinstance(value, np.integer)

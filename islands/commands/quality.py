@@ -21,9 +21,9 @@ uses a kept one). ``--json`` prints everything as one object.
 from __future__ import annotations
 
 import argparse
-import math
 
 from islands.errors import UserError
+from islands.numbers import is_finite_number
 
 from .common import path_text, read_source
 
@@ -149,4 +149,4 @@ def tokens_factor(scenario, estimate) -> float | None:
     from islands.analysis.quality.loss_prior import extra_tokens_factor
 
     factor = extra_tokens_factor(scenario.model.parameters, estimate.relative_to_dp)
-    return None if math.isinf(factor) else factor
+    return factor if is_finite_number(factor) else None

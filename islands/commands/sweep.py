@@ -10,6 +10,7 @@ from islands.analysis.parallel import default_jobs
 from islands.analysis.progress_bar import ProgressBar
 from islands.errors import UserError
 from islands.io import TABLE_FORMATS, check_not_folder, safe_name
+from islands.numbers import is_number
 from islands.scenarios import ScenarioSource
 from islands.simulator import simulate
 from islands.tables import duration, render, size
@@ -106,7 +107,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 def is_figure(value: Any) -> bool:
     """A number, or a utilisation left null because the run was cut short."""
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+    return value is None or is_number(value)
 
 
 def check_rank_by(source: ScenarioSource, column: str, max_events: float) -> None:

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     shaper = chosen_shaper(args)
     out_dir = Path(args.out or Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-validate")
     saved = saved_calibration(args, shaper)
-    from islands.emulation.links import FIFO
+    from islands.emulation.link_specs import FIFO
     from islands.validation.scaling import scale
 
     if args.suite:
@@ -116,7 +116,7 @@ def check_flags(args: argparse.Namespace) -> None:
 def chosen_shaper(args: argparse.Namespace):
     """The kernel shaper of --shaper and --queue-ms, refused in one line where they do not go together."""
     from islands.emulation import Shaper
-    from islands.emulation.links import DEFAULT_QUEUE_MS, FIFO
+    from islands.emulation.link_specs import DEFAULT_QUEUE_MS, FIFO
     from islands.errors import UserError
 
     if args.queue_ms is not None and args.shaper != FIFO:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from islands.numbers import is_finite_number
+
 from .group import Group
 from .quantize import decode, encode, padded_length
 NORM_CHUNK_VALUES = 1 << 16
@@ -55,7 +57,7 @@ def contribution_stats(delta: torch.Tensor, contributes: bool = True) -> torch.T
     if not contributes:
         return torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64, device=delta.device)
     squares = sum_of_squares(delta)
-    finite = math.isfinite(squares)
+    finite = is_finite_number(squares)
     norm = math.sqrt(squares) if finite else 0.0
     return torch.tensor([1.0 if finite else 0.0, norm, 1.0], dtype=torch.float64, device=delta.device)
 

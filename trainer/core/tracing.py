@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from islands.io import json_text, write_table, write_text
+from islands.numbers import is_finite_number
 from islands.summary import summarise
 from islands.trace import NO_FRAGMENT, Row, to_frame
 
@@ -236,7 +237,7 @@ def parsed(line: str) -> dict[str, Any] | None:
 
 
 def finite_or_none(record: dict[str, Any]) -> dict[str, Any]:
-    return {key: None if isinstance(value, float) and not math.isfinite(value) else value
+    return {key: None if isinstance(value, float) and not is_finite_number(value) else value
             for key, value in record.items()}
 
 

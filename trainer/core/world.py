@@ -191,7 +191,7 @@ class Commits(Protocol):
 
 class World(Peers, Door, Rounds, Commits, Protocol):
     """What the trainer asks of the processes it trains with, as four narrow ports (the shape of
-    torchft's Manager; each has an in-process fake in the tests, ``tests/world_fakes.py``). The
+    torchft's Manager; each has an in-process fake in the tests, ``tests/helpers/world_fakes.py``). The
     trainer calls out, with what each call needs (what a world may read of the trainer's state:
     ``Local``, passed in); no world holds a reference to the trainer."""
 

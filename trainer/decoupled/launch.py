@@ -4,7 +4,7 @@ Every process runs ``islands train`` with the same arguments. The syncer's launc
 (``runtime/spec.py``; ``ISLANDS_SYNCER=1`` under torchrun) and it hosts the run's ``TCPStore`` at MASTER_ADDR:MASTER_PORT (so that, under an emulated WAN, every
 byte to or from it crosses the syncer's link); each learner connects there. Locally,
 ``launch_decoupled`` also plays the scenario's ``[[event]]`` entries as an elastic run does
-(``runtime.fleet.Fleet``): a ``leave`` SIGKILLs the learner, a ``join`` starts a new process of it,
+(``runtime.island_processes.Fleet``): a ``leave`` SIGKILLs the learner, a ``join`` starts a new process of it,
 which waits for the event's time and catches up from the syncer. When no learner process is left
 it tells the syncer (``over``), which writes the outputs and exits.
 
@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 import torch
 
 from ..config import RunPlan
-from ..runtime.fleet import Fleet
+from ..runtime.island_processes import Fleet
 from ..runtime.island import incarnation
 from ..runtime.processes import LocalLaunch, RankRun, check_world_size, host_processes, pick_device, rank_command
 from ..runtime.spec import LaunchSpec
@@ -32,7 +32,7 @@ from .learner import DecoupledWorld, SyncerLink
 from ..core.loop import Trainer
 from ..core.memory import start_rank_process
 from ..runtime.store import connect, run_time_s
-from .syncer import Syncer
+from .syncer_process import Syncer
 from .outputs import write_run
 from .wire import OVER
 

@@ -2,7 +2,7 @@
 
 The ``Trainer`` runs the same loop as for every schedule; this module is its world
 (``DecoupledWorld``) and its transport (``SyncerTransport``). A learner never meets another: it says
-hello to the syncer (``syncer.py``) and gets the run's clock (and, returning after a failure, the
+hello to the syncer (``syncer_process.py``) and gets the run's clock (and, returning after a failure, the
 global model and the outer step it trains from next); each fragment's exchange is a round trip on
 the learner's one exchange thread: encode the pseudo-gradient at ``schedule.bits``, upload it in
 pieces, push the report, wait until the syncer has merged it (``idle`` for as long as the syncer

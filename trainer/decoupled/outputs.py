@@ -1,4 +1,4 @@
-"""What Decoupled DiLoCo's syncer writes when the run is over (``syncer.py``).
+"""What Decoupled DiLoCo's syncer writes when the run is over (``syncer_process.py``).
 
 * ``trace.csv``: every learner's rows, gathered from the store (``wire``: ``rows/I/N``, one
   list per start of each learner, so a killed learner's rows survive it);
@@ -23,7 +23,7 @@ from ..core.tracing import build_summary, write_outputs
 from ..core.world import unflatten_into
 
 if TYPE_CHECKING:
-    from .syncer import Syncer
+    from .syncer_process import Syncer
 
 
 def write_run(syncer: Syncer) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 Locally, ``launch_elastic`` hosts the run's ``TCPStore`` in this launcher process, which trains
 nothing, so no island is a single point of failure. It starts the processes of every island present
 at the start (``trainer.ranks_per_island`` each), and plays the scenario's ``[[event]]`` entries
-against the run's clock (``runtime.store.run_time_s``, the fleet in ``runtime.fleet``): a ``leave`` SIGKILLs the island's processes at
-once (no cleanup, as a crashed machine); a ``join`` is served by processes started ahead of time with
+against the run's clock (``runtime.store.run_time_s``, the fleet in ``runtime.island_processes``): a
+``leave`` SIGKILLs the island's processes at once (no cleanup, as a crashed machine); a ``join`` is served by processes started ahead of time with
 a launch spec's ``join_at_s`` (``runtime/spec.py``; at launch for an island with ``present = false``,
 right after the kill for a returning one), which load their data and then ask to join when the clock reads the event's time, so
 the join time measured is the protocol's, not Python's start-up. An island lives and dies whole: when
@@ -39,7 +39,7 @@ from ..runtime.island import IslandRanks, incarnation
 from ..core.loop import Trainer
 from ..core.memory import start_rank_process
 from .membership import Membership, Timing
-from ..runtime.fleet import Fleet
+from ..runtime.island_processes import Fleet
 from ..runtime.processes import LocalLaunch, RankRun, check_world_size, rank_command
 from ..runtime.spec import LaunchSpec
 from ..runtime.store import connect, run_time_s

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Mapping
 
 from islands.errors import UserError
+from islands.numbers import is_non_negative_number, is_whole_number
 
 SPEC_VARIABLE = "ISLANDS_LAUNCH"
 SYNCER_VARIABLE = "ISLANDS_SYNCER"  # torchrun: set (to 1) in the process that runs the syncer
@@ -86,11 +87,11 @@ def valid(name: str, value: object) -> bool:
         return False
     if name == "join_at_s":
         return valid_join(value)
-    return name != "stop_after" or value is None or (not isinstance(value, bool) and value >= 1)
+    return name != "stop_after" or value is None or (is_whole_number(value) and value >= 1)
 
 
 def valid_join(value: float | None) -> bool:
-    return value is None or (not isinstance(value, bool) and math.isfinite(value) and value >= 0)
+    return value is None or is_non_negative_number(value)
 
 
 def user_spec(environ: Mapping[str, str]) -> LaunchSpec:

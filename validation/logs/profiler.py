@@ -24,7 +24,8 @@ from typing import Any
 
 from islands.errors import UserError
 from islands.io import parse_json
-from islands.scenarios.spec import is_finite_number, shown_value
+from islands.numbers import is_number_between, is_whole_number
+from islands.scenarios.spec import shown_value
 
 from .steps import MAX_RANK, MAX_STEP, StepLog, checked, log_frame, read_text
 
@@ -47,7 +48,7 @@ def span(event: dict[str, Any], where: str) -> tuple[float, float]:
     values = []
     for key in ("ts", "dur"):
         value = event.get(key)
-        if not is_finite_number(value) or not 0 <= value <= MAX_TIME_US:
+        if not is_number_between(value, 0, MAX_TIME_US):
             raise UserError(f"{where}: '{key}' must be a finite number of microseconds, 0 or more "
                             f"(got {shown_value(value)})")
         values.append(float(value))
@@ -60,7 +61,7 @@ def trace_rank(document: Any, path: Path) -> int | None:
     if not isinstance(info, dict) or "rank" not in info:
         return None
     rank = info["rank"]
-    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank <= MAX_RANK:
+    if not (is_whole_number(rank) and 0 <= rank <= MAX_RANK):
         raise UserError(f"{path}: distributedInfo.rank must be a whole number, 0 or more (got {rank!r})")
     return rank
 

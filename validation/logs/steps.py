@@ -32,7 +32,8 @@ import pandas as pd
 
 from islands.errors import UserError
 from islands.io import parse_json, read_bounded_text
-from islands.scenarios.spec import is_finite_number, shown_value
+from islands.numbers import is_finite_number, is_number, is_whole_number
+from islands.scenarios.spec import shown_value
 
 LOG_LIMIT_BYTES = 2**30
 LOG_COLUMNS = ("rank", "step", "steps", "wall_s", "compute_s", "blocked_s", "synced", "bytes", "where")
@@ -97,7 +98,7 @@ def number(value: Any, where: str, key: str, low: float, high: float) -> float:
 def whole(value: Any, where: str, key: str, low: int, high: int) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not is_whole_number(value):
         raise UserError(f"{where}: {key} must be a whole number (got {value!r})")
     if not low <= value <= high:
         raise UserError(f"{where}: {key} must be {low} to {high} (got {value})")
@@ -105,7 +106,7 @@ def whole(value: Any, where: str, key: str, low: int, high: int) -> int:
 
 
 def flag(value: Any, where: str, key: str) -> bool:
-    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+    if isinstance(value, bool) or (is_whole_number(value) and value in (0, 1)):
         return bool(value)
     raise UserError(f"{where}: {key} must be 0 or 1, false or true (got {value!r})")
 
@@ -124,7 +125,7 @@ def csv_value(text: str) -> Any:
 
 
 def step_number(value: Any, where: str) -> int:
-    if value == 0 and not isinstance(value, bool):
+    if is_number(value) and value == 0:
         raise UserError(f"{where}: step must be 1 to {MAX_STEP} (got 0): the format counts the run's first step as 1")
     return whole(value, where, "step", 1, MAX_STEP)
 

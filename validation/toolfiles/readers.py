@@ -26,7 +26,6 @@ reads as the shorter run it then is (the summary names how many replies and size
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from dataclasses import dataclass
@@ -35,7 +34,8 @@ from typing import Any
 
 from islands.errors import UserError
 from islands.io import parse_json, read_bounded_text
-from islands.scenarios.spec import MAX_LATENCY_MS, is_finite_number, shown_value
+from islands.numbers import is_number, is_number_between, is_positive_number
+from islands.scenarios.spec import MAX_LATENCY_MS, shown_value
 
 MICROSECONDS_PER_S = 1e6
 MAX_TOOL_FILE_BYTES = 16 * 2**20  # an iperf3 -J run of a day at 1 s intervals is a few MB
@@ -107,7 +107,7 @@ KIND_NAMES = {dict: "an object", list: "a list", str: "text", bool: "true or fal
 def flag(test: dict, key: str, path: str | Path) -> bool:
     """iperf3's 0/1 flags in ``start.test_start`` (``bidir`` is absent before iperf 3.7: 0)."""
     value = test.get(key, 0)
-    if isinstance(value, bool) or value not in (0, 1):
+    if not (is_number(value) and value in (0, 1)):
         raise refuse(path, f"start.test_start.{key}", f"{shown_value(value)} is not 0 or 1")
     return value == 1
 
@@ -133,7 +133,7 @@ def received_rate(end: dict, key: str, path: str | Path) -> float:
     if "bits_per_second" not in block:
         raise refuse(path, f"end.{key}.bits_per_second", "missing")
     rate = block["bits_per_second"]
-    if not is_finite_number(rate) or not rate > 0:
+    if not is_positive_number(rate):
         raise refuse(path, f"end.{key}.bits_per_second", f"{shown_value(rate)} is not a rate > 0")
     return float(rate)
 
@@ -151,7 +151,7 @@ def sending_min_rtt_s(end: dict, reverse: bool, path: str | Path) -> float | Non
         if not isinstance(sender, dict) or sender.get("sender", not reverse) is not True or "min_rtt" not in sender:
             continue
         rtt = sender["min_rtt"]
-        if not is_finite_number(rtt) or rtt < 0 or rtt > MAX_LATENCY_MS * 1e3:
+        if not is_number_between(rtt, 0, MAX_LATENCY_MS * 1e3):
             raise refuse(path, f"end.streams.{index}.sender.min_rtt", f"{shown_value(rtt)} is not a round trip of "
                          f"0 to {MAX_LATENCY_MS * 1e3:.0f} microseconds")
         if rtt > 0:
@@ -251,7 +251,7 @@ def positive_number(token: str, path: str | Path, key: str) -> float:
         value = float(token)
     except ValueError:
         raise refuse(path, key, f"{token!r} is not a number") from None
-    if not math.isfinite(value) or not value > 0:
+    if not is_positive_number(value):
         raise refuse(path, key, f"{token} is not a number > 0")
     return value
 

@@ -4,7 +4,7 @@ time predicted beside measured.
 The real run is started by the elastic launcher (``islands.trainer.elastic.launch``), which hosts the run's
 store and plays the ``[[event]]`` entries. It runs inside island 0's namespace (the islands'
 namespaces reach each other over the emulated bridge, not the host), as
-``python -m islands.validation.churn SCENARIO OUT SPEC``; each island's process is started in
+``python -m islands.validation.churn_run SCENARIO OUT SPEC``; each island's process is started in
 its own namespace with the pacer in its environment, as ``run`` does for fixed membership.
 
 Predicted join time: the joining worker's first compute start at or after the event, in the
@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from islands.emulation.links import Shaper
+from islands.emulation.link_specs import Shaper
 from islands.trainer.runtime.processes import IslandLaunch, rank_environment
 from islands.trainer.elastic.launch import launch_elastic
 
@@ -48,7 +48,7 @@ def train_elastic(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
         before = sent_bytes(wan, plan.islands)
         address, port = rendezvous(wan)
         spec = {"address": address, "port": port, "islands": island_launches(wan, plan.islands)}
-        command = [*wan.command_prefix(0), sys.executable, "-m", "islands.validation.churn",
+        command = [*wan.command_prefix(0), sys.executable, "-m", "islands.validation.churn_run",
                    str(scenario_path), str(out_dir), json.dumps(spec)]
         run_all([subprocess.Popen(command, stdout=subprocess.DEVNULL)], "the scaled elastic run")
         after = sent_bytes(wan, plan.islands)

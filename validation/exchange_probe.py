@@ -1,6 +1,6 @@
 """The trainer's whole exchange path over the emulated links, timed once for M = 2 .. N islands.
 
-Run in every island's namespace as ``python -m islands.validation.probe`` (started by
+Run in every island's namespace as ``python -m islands.validation.exchange_probe`` (started by
 ``calibration``): each rank joins gloo over its shaped interface, and for every group of the first M
 ranks (M from ``$ISLANDS_PROBE_MIN_MEMBERS``, default 2, to N, the world size) times ``REPEATS``
 exchanges exactly as the trainer runs them: after a one-value barrier, ``sync.Exchanger`` on its

@@ -7,8 +7,8 @@ the TCP/IP and Ethernet headers (about 4.4% at MTU 1500) and above it by the tbf
 
 Run as a module it is that receiver or sender:
 
-    python -m islands.emulation.probe receive ADDRESS          # prints its port, then the count
-    python -m islands.emulation.probe send ADDRESS PORT BYTES  # prints the seconds it took
+    python -m islands.emulation.link_probe receive ADDRESS          # prints its port, then the count
+    python -m islands.emulation.link_probe send ADDRESS PORT BYTES  # prints the seconds it took
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def send(address: str, port: int, payload_bytes: int) -> None:
 
 def measure_link(wan: EmulatedWAN, sender: int, receiver: int, payload_bytes: int) -> float:
     """Achieved goodput in bits/s of one TCP transfer from island ``sender`` to island ``receiver``."""
-    module = [sys.executable, "-m", "islands.emulation.probe"]
+    module = [sys.executable, "-m", "islands.emulation.link_probe"]
     with subprocess.Popen(wan.command_prefix(receiver) + module + ["receive", wan.address(receiver)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as receiving:
         try:

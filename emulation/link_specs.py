@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from islands.errors import UserError
+from islands.numbers import is_number_between
 from islands.units import BITS_PER_BYTE
 
 from .net import MAX_LINKS
@@ -59,9 +59,7 @@ class Shaper:
         if self.kind not in SHAPERS:
             raise UserError(f"shaper {self.kind!r}: must be one of {', '.join(SHAPERS)}")
         low, high = QUEUE_MS_RANGE
-        if not (isinstance(self.queue_ms, (int, float)) and not isinstance(self.queue_ms, bool)
-                and math.isfinite(self.queue_ms)
-                and low <= self.queue_ms <= high):
+        if not is_number_between(self.queue_ms, low, high):
             raise UserError(f"queue depth {self.queue_ms!r} ms: must be {low:g} to {high:g} ms")
 
     @property

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from islands.cli import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 # A command line in a code block: `islands ...`, `bin/islands ...`, after a `$ ` or `host-0$ ` prompt,
