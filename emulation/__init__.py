@@ -17,8 +17,18 @@ from __future__ import annotations
 from .links import Shaper
 from .net import burst_bytes
 from .probe import measure_link
-from .wan import (EmulatedWAN, InProcessLatency, InProcessShaper, LinkSpec, available, cleanup_leftovers,
-                  links_from_workers, netem_available, open_wan, pacer_from_config)
+from .wan import (
+                  EmulatedWAN,
+                  InProcessLatency,
+                  InProcessShaper,
+                  LinkSpec,
+                  available,
+                  cleanup_leftovers,
+                  links_from_workers,
+                  netem_available,
+                  open_wan,
+                  pacer_from_config,
+)
 
 __all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "available", "cleanup_leftovers",
            "links_from_workers", "measure_link", "netem_available", "open_wan", "pacer_from_config", "burst_bytes",

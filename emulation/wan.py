@@ -42,8 +42,7 @@ from contextlib import AbstractContextManager
 from islands.errors import UserError
 from islands.units import MS_PER_S
 
-from . import net
-from . import state
+from . import net, state
 from .links import FAIR_MODE, FIFO, LinkSpec, Shaper, check_island, check_links, links_from_workers
 from .shaper import InProcessLatency, InProcessShaper, pacer_config, pacer_from_config
 

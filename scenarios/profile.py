@@ -36,10 +36,11 @@ host's figures for each of them; two replicas of one island talk at the island's
 from __future__ import annotations
 
 import copy
+from collections.abc import Hashable, Iterable
 from dataclasses import asdict, dataclass
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Hashable, Iterable
+from typing import Any
 
 from islands.io import json_text, parse_json, read_bounded_text, write_text
 from islands.schedules import SCHEDULES

@@ -14,7 +14,8 @@ Both executors split the model by layers, and the schedule maps layer l to a fra
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from islands.scenarios.model import ModelSpec

@@ -14,7 +14,7 @@ the outer step the worker mixes the global fragment into its local one with ``tr
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from .base import Schedule, SyncStep, fragments_fit_period
 

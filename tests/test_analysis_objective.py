@@ -9,12 +9,18 @@ import math
 import pytest
 
 from islands.analysis.loss_prior import H_PENALTY_PER_LOG_H, estimate, extra_tokens_factor
-from islands.analysis.objective import (Candidate, ObjectivePlan, Outcome, candidates, make_objective_plan,
-                                        price)
+from islands.analysis.objective import (
+    Candidate,
+    ObjectivePlan,
+    Outcome,
+    candidates,
+    make_objective_plan,
+    price,
+)
 from islands.analysis.objective_tables import objective_table, why
 from islands.analysis.quality_profile import ProfilePoint, QualityProfile
-from islands.scenarios import ScenarioSource, load
 from islands.cli import main
+from islands.scenarios import ScenarioSource, load
 
 # The worked example: 10B parameters, bf16 (S = 20 GB), 8 workers at 1 Gbit/s, 1.5 s per step,
 # H = 500 x 20 outer steps = 10,000 inner steps. A ring all-reduce moves 2 * 7/8 * 20 GB = 35 GB: 280 s.

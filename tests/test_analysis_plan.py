@@ -11,13 +11,13 @@ from dataclasses import replace
 
 import pytest
 
+from islands.analysis import search
 from islands.analysis.plan import make_utilisation_plan, plan_to_dict
 from islands.analysis.plan_tables import plan_tables
-from islands.scenarios import ScenarioSource
-from islands.analysis import search
 from islands.analysis.search import least_bandwidth, least_inner_steps, utilisation
 from islands.cli import main
 from islands.errors import UserError
+from islands.scenarios import ScenarioSource
 
 SYNC_GBIT = 35 * 8          # Gbit each worker moves per full all-reduce
 STEP_S = 1.5

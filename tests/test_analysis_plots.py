@@ -8,17 +8,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from islands.analysis.compare import equal_work_schedules, left_out_notes, simulate_schedules, work_line
+from islands.analysis.compare import (
+    equal_work_schedules,
+    left_out_notes,
+    simulate_schedules,
+    work_line,
+)
 from islands.analysis.link_rates import rate_steps
 from islands.analysis.plot_bandwidth import bandwidth_figure
 from islands.analysis.plot_breakdown import breakdown_figure
 from islands.analysis.plot_heatmap import heatmap_figure
 from islands.analysis.plot_style import parse_size, save_figure, save_png
 from islands.analysis.plot_timeline import timeline_figure
-from islands.scenarios import ScenarioSource
 from islands.analysis.sweep import run_sweep
 from islands.cli import main
 from islands.errors import UserError
+from islands.scenarios import ScenarioSource
 from islands.simulator import simulate
 
 SIZE = (900, 600)

@@ -9,8 +9,8 @@ import pytest
 
 from islands.analysis import demo_outputs
 from islands.analysis.report import build_report
-from islands.scenarios import ScenarioSource
 from islands.cli import main
+from islands.scenarios import ScenarioSource
 
 SMALL = ["schedule.outer_steps=1"]
 

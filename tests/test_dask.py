@@ -9,10 +9,10 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from islands.scenarios import ScenarioSource  # noqa: E402
 from islands.analysis.sweep import run_sweep  # noqa: E402
 from islands.cli import main  # noqa: E402
 from islands.commands import common  # noqa: E402
+from islands.scenarios import ScenarioSource  # noqa: E402
 
 
 def test_a_sweep_on_a_local_cluster_equals_the_local_pool():

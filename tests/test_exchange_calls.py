@@ -9,8 +9,10 @@ import math
 
 import pytest
 import torch
+from conftest import make_scenario
 from hypothesis import given
 from hypothesis import strategies as st
+from test_trainer_robust import run_threads
 
 from islands.scenarios import ScenarioError
 from islands.scenarios.model import ExchangeSpec
@@ -19,9 +21,6 @@ from islands.trainer.core.comm import ThreadHub
 from islands.trainer.core.robust import AggregationRule
 from islands.trainer.core.sync import Exchanger, call_pieces, exchange_calls
 from islands.trainer.core.tracing import Clock
-
-from conftest import make_scenario
-from test_trainer_robust import run_threads
 
 # 30.8M fp32 parameters (the held-out runs' model) over 4 workers at 50 Mbit/s, 1 ms one way each.
 PARAMETERS = 30.8e6

@@ -9,12 +9,12 @@ import pytest
 
 from islands.analysis.loss_prior import data_parallel_loss, estimate
 from islands.analysis.quality_profile import ProfilePoint, QualityProfile
+from islands.analysis.quality_runs import check_steps, default_steps, parse_grid, regime
 from islands.cli import main
+from islands.commands.quality import text
 from islands.errors import UserError
 from islands.scenarios import load
 from islands.schedules import SCHEDULES
-from islands.commands.quality import text
-from islands.analysis.quality_runs import check_steps, default_steps, parse_grid, regime
 
 
 def point(h: int, m: int, loss: float, ddp: float = 2.0, algorithm: str = "diloco") -> ProfilePoint:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from docs_text import ROOT, command_examples, command_lines, parse_error
+
 from islands.analysis.compare import schedule_table, simulate_schedules, work_line
 from islands.scenarios import ScenarioSource
 

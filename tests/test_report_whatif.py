@@ -9,10 +9,16 @@ import re
 
 import pytest
 
-from islands.scenarios import ScenarioSource
-from islands.analysis.whatif import (WhatIfAxis, WhatIfGrid, bandwidth_overrides, fit_budget, run_whatif,
-                                     whatif_axes)
+from islands.analysis.whatif import (
+    WhatIfAxis,
+    WhatIfGrid,
+    bandwidth_overrides,
+    fit_budget,
+    run_whatif,
+    whatif_axes,
+)
 from islands.analysis.whatif_page import embedded_json, grid_document, whatif_section
+from islands.scenarios import ScenarioSource
 from islands.simulator.budget import estimate
 
 ONE_INTERVAL = ["schedule.outer_steps=1"]

@@ -9,8 +9,10 @@ import json
 import re
 
 import pytest
+from conftest import make_scenario
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_bad_inputs_run import SCENARIO
 
 from islands.cli import main
 from islands.errors import UserError
@@ -18,9 +20,6 @@ from islands.io import json_text, write_table
 from islands.simulator import simulate
 from islands.validation.compare import error_text, relative_error
 from islands.validation.run_folder import read_run
-
-from conftest import make_scenario
-from test_bad_inputs_run import SCENARIO
 
 
 @pytest.fixture

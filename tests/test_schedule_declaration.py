@@ -7,7 +7,7 @@ trainer's."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -15,12 +15,12 @@ import torch
 from islands.scenarios import ScenarioError, from_dict, load
 from islands.schedules import SCHEDULES, Schedule, SyncStep, schedule_of
 from islands.simulator import simulate
-from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.core.loop import Trainer
 from islands.trainer.core.model import GPTConfig, build_model
 from islands.trainer.core.outer import split_fragments
 from islands.trainer.core.quantize import encoded_bytes, padded_length
+from islands.trainer.kinds import make_run_plan
 from islands.validation.scaling import scale
 
 BITS_PER_BYTE = 8

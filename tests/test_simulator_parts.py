@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import simpy
+from conftest import make_scenario
 
 from islands.simulator.compute import step_clock
 from islands.simulator.engine import Simulation
@@ -18,8 +19,6 @@ from islands.simulator.progress import Progress
 from islands.simulator.syncer import Syncer
 from islands.simulator.tracelog import TraceLog
 from islands.simulator.workers import WorkerState
-
-from conftest import make_scenario
 
 SIMULATOR = Path(__file__).resolve().parents[1] / "simulator"
 

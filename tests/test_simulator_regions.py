@@ -6,6 +6,7 @@ import copy
 
 import pytest
 import simpy
+from conftest import make_scenario
 
 from islands.analysis.grid import key_spec
 from islands.scenarios import ScenarioError, ScenarioSource, load
@@ -14,8 +15,6 @@ from islands.simulator.budget import estimate
 from islands.simulator.links import Link
 from islands.simulator.network import FlowNetwork, max_min_rates
 from islands.validation.scaling import to_toml
-
-from conftest import make_scenario
 
 S = 2e9                     # 1e9 parameters in bf16
 V4 = 1.5 * S                # ring all-reduce over four workers: 2(M-1)/M * S through every hop

@@ -7,13 +7,12 @@ import math
 
 import pandas as pd
 import pytest
+from conftest import make_scenario
 
 from islands.scenarios import load
 from islands.simulator import simulate
 from islands.simulator.budget import estimate
 from islands.simulator.replicas import groups
-
-from conftest import make_scenario
 
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
 

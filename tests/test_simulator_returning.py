@@ -1,8 +1,9 @@
-"""Churn that returns, played on counts (``simulator/returning.py``, ``simulator/counts.py``): the event model's run without
-departures to the last bit, a departure worked by hand, the rates of ring and downloads worked by hand,
-and the summary figures against the event model's over many seeds (a statistical fast path draws
-differently: its means must lie within the event model's sampling error); the chains of broken rings
-(``simulator/chain.py``): their rates, their handing over, and against one change at a time."""
+"""Churn that returns, played on counts (``simulator/returning.py``, ``simulator/counts.py``): the
+event model's run without departures to the last bit, a departure worked by hand, the rates of ring
+and downloads worked by hand, and the summary figures against the event model's over many seeds (a
+statistical fast path draws differently: its means must lie within the event model's sampling
+error); the chains of broken rings (``simulator/chain.py``): their rates, their handing over, and
+against one change at a time."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ import numpy as np
 import pytest
 
 from islands.scenarios import ScenarioError, load
-from islands.simulator import simulate
-from islands.simulator import chain, counts, holders, returning
+from islands.simulator import chain, counts, holders, returning, simulate
 from islands.simulator.engine import Simulation
 
 S = 20e9  # the worked example's payload: 10B parameters in bf16

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from conftest import make_scenario
 
 from islands.errors import UserError
 from islands.scenarios import ScenarioError, load
@@ -14,8 +15,6 @@ from islands.simulator.budget import estimate
 from islands.simulator.collectives import PendingCollective, RingAllReduce
 from islands.simulator.replicas import groups
 from islands.trainer.config import check_supported
-
-from conftest import make_scenario
 
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
 

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 import torch
+from test_trainer_multiprocess import TINY, global_flat, rank_state
 
 from islands.cli import main
-from islands.trainer.kinds import make_run_plan
 from islands.scenarios import from_dict
-from test_trainer_multiprocess import TINY, global_flat, rank_state
+from islands.trainer.kinds import make_run_plan
 
 RUN_TIMEOUT_S = 150
 PERIODS = 6

@@ -15,12 +15,12 @@ from torch import nn
 
 from islands.schedules import SyncPoint
 from islands.trainer.core.diloco import DiLoCo
-from islands.trainer.elastic.transport import ElasticTransport
 from islands.trainer.core.faults import FAULT_VARIABLE
-from islands.trainer.elastic.membership import Progress
 from islands.trainer.core.outer import Fragment
 from islands.trainer.core.robust import Verdict
 from islands.trainer.core.sync import Exchange
+from islands.trainer.elastic.membership import Progress
+from islands.trainer.elastic.transport import ElasticTransport
 
 AVERAGE = SimpleNamespace(outer_optimizer="average")
 NESTEROV = SimpleNamespace(outer_optimizer="nesterov", outer_lr=0.7, outer_momentum=0.9)

@@ -8,11 +8,11 @@ import torch
 
 from islands.scenarios import from_dict
 from islands.simulator import simulate
-from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.core.loop import Trainer, default_corpus
 from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.trainer.core.sync import share
+from islands.trainer.kinds import make_run_plan
 
 TINY = {"n_layer": 2, "n_head": 1, "n_embd": 16, "block_size": 16, "batch_size": 2, "corpus_bytes": 60_000,
         "eval_batches": 2, "warmup_steps": 2}

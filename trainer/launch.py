@@ -18,9 +18,10 @@ from __future__ import annotations
 import pickle
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from islands.errors import UserError
 from islands.io import check_out_folder, refuse_shared_paths, safe_name

@@ -75,15 +75,33 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
+from islands.emulation import (
+    EmulatedWAN,
+    InProcessShaper,
+    LinkSpec,
+    Shaper,
+    burst_bytes,
+    measure_link,
+    open_wan,
+)
 from islands.errors import UserError
-from islands.io import json_text
-from islands.emulation import EmulatedWAN, InProcessShaper, LinkSpec, Shaper, measure_link, open_wan, burst_bytes
-from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.interpolation import linear, log_linear
+from islands.io import json_text
+from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .probe import (BITS, CALLS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, WIRE_BITS_VARIABLE, large_probe_values,
-                    medium_values, tiny_values, wire_size, wire_values)
+from .probe import (
+    BITS,
+    CALLS,
+    LARGE_VARIABLE,
+    MIN_MEMBERS_VARIABLE,
+    WIRE_BITS_VARIABLE,
+    large_probe_values,
+    medium_values,
+    tiny_values,
+    wire_size,
+    wire_values,
+)
 from .run import VALIDATE_STEM, run_all, start_ranks
 from .scaling import ring_volume_bytes
 

@@ -26,12 +26,12 @@ from typing import Any
 import pandas as pd
 
 from islands.emulation.links import Shaper
-from islands.trainer.runtime.processes import IslandLaunch, rank_environment
 from islands.trainer.elastic.launch import launch_elastic
+from islands.trainer.runtime.processes import IslandLaunch, rank_environment
 
 from .compare import Figure, relative_error
-from .run_folder import read_json, read_run
 from .run import VALIDATE_STEM, Measured, rendezvous, run_all, sent_bytes
+from .run_folder import read_json, read_run
 
 
 def island_launches(wan, islands: int) -> list[dict]:

@@ -21,12 +21,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from islands.emulation import (
+    EmulatedWAN,
+    InProcessShaper,
+    LinkSpec,
+    Shaper,
+    links_from_workers,
+    open_wan,
+)
 from islands.errors import UserError
-from islands.emulation import EmulatedWAN, InProcessShaper, LinkSpec, Shaper, links_from_workers, open_wan
 from islands.schedules import SCHEDULES
+from islands.trainer.kinds import kind_of
 from islands.trainer.runtime.processes import free_port, stop_all, wait_all
 from islands.trainer.runtime.spec import LaunchSpec
-from islands.trainer.kinds import kind_of
 from islands.units import BITS_PER_GBIT, MS_PER_S
 
 from .run_folder import read_run

@@ -261,8 +261,8 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
         volume_ratio = payload_bytes / scenario.payload_bytes
     islands, kept = island_entries(workers, step_factor, time_factor, volume_ratio / time_factor)
     if abs(kept - 1) > 1e-9:
-        notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / BITS_PER_MBIT:.0f}-{MAX_BITS_PER_S / BITS_PER_MBIT:.0f} "
-                     f"Mbit/s: transfer/compute is {1 / kept:.2f}x the original's")
+        notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / BITS_PER_MBIT:.0f}-"
+                     f"{MAX_BITS_PER_S / BITS_PER_MBIT:.0f} Mbit/s: transfer/compute is {1 / kept:.2f}x the original's")
     document = {
         "name": f"{scenario.name}-scaled", "seed": scenario.seed,
         "model": model_entry(layer_values, embedding_values, payload_bytes, schedule.bits),

@@ -17,8 +17,8 @@ from islands.io import json_text, write_text
 from islands.scenarios import Scenario, ScenarioSource
 from islands.tables import render
 
-from .case import validate_case
 from .calibration import Calibration
+from .case import validate_case
 from .compare import Comparison, error_text
 from .scaling import ScaleOptions
 

@@ -51,7 +51,12 @@ def check_out_dir(out_dir: Path, train: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from islands.analysis.compare import left_out_notes, schedule_table, simulate_schedules, work_line
+    from islands.analysis.compare import (
+        left_out_notes,
+        schedule_table,
+        simulate_schedules,
+        work_line,
+    )
     from islands.analysis.demo import demo_outputs
     from islands.scenarios import ScenarioSource
 

@@ -59,9 +59,9 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int], output: str):
     from islands.analysis.plot_breakdown import breakdown_figure
     from islands.analysis.plot_heatmap import heatmap_figure
     from islands.analysis.plot_timeline import MAX_WORKERS_SHOWN, parse_intervals, timeline_figure
-    from islands.scenarios import ScenarioSource
     from islands.analysis.sweep_table import read_sweep
     from islands.io import refuse_shared_paths
+    from islands.scenarios import ScenarioSource
     from islands.simulator import simulate
 
     if args.kind == "heatmap":

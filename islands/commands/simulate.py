@@ -11,8 +11,14 @@ from islands.simulator.lockstep import check_rows
 from islands.simulator.returning import no_rows
 from islands.tables import churn_line, comparison, ignored_line, islands_table, partial_line
 
-from .common import (add_max_events_argument, add_network_profile_argument, add_scenario_arguments, check_max_events,
-                     check_outputs, read_source)
+from .common import (
+    add_max_events_argument,
+    add_network_profile_argument,
+    add_scenario_arguments,
+    check_max_events,
+    check_outputs,
+    read_source,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

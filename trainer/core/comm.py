@@ -21,7 +21,6 @@ import torch.distributed as dist
 from .faults import kill_point
 from .group import Group
 
-
 # Messages are cut into pieces of at most this many bytes, all posted at once: a shaped link then
 # stays busy in both directions. One large message per peer and direction (gloo's all-to-all, and
 # its all-gather with two members) reached only 53-70% of a tbf-shaped rate; 64 KiB pieces 88-94%.

@@ -22,9 +22,10 @@ each average instead of applying it (``kept``), to replay them onto its snapshot
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict
-from typing import Any, Callable, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 

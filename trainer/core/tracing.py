@@ -35,7 +35,6 @@ from islands.trace import NO_FRAGMENT, Row, to_frame
 
 from ..config import RunPlan
 
-
 # What a common pause adds to the longest process's: the all-gather that agrees on it (a few ms on one
 # machine, more on a busy one). A process that overruns it resumes at once and its trace shows the
 # overrun as time passing, so the processes keep one origin either way.
@@ -161,7 +160,8 @@ def measured_extra(plan: RunPlan, steps: int, rows: list[Row],
     ``leaves`` and ``joins``) replaces the zeros of a run without churn; the trainer always waits at
     the barrier and restarts a broken collective (no ``dropped_members``); ``events`` (simulator events
     processed) has no measured counterpart and is None; a real run ends when it is done, so
-    ``horizon_reached`` (the simulator's stop for runs that never finish) is False. Per island: inner steps and tokens of one worker."""
+    ``horizon_reached`` (the simulator's stop for runs that never finish) is False. Per island: inner
+    steps and tokens of one worker."""
     extra = {
         "scenario": plan.scenario.name, "algorithm": plan.algorithm, "network_model": "measured",
         "barrier": "wait", "outer_steps_planned": plan.scenario.schedule.outer_steps, "inner_steps": steps,

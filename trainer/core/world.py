@@ -14,9 +14,10 @@ what to adopt), ``Rounds`` (between steps, evaluation, the end) and ``Commits`` 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, ContextManager, Protocol
+from typing import IO, Any, Protocol
 
 import torch
 
@@ -73,7 +74,7 @@ class Passive:
     with a zero contribution, until ``arrived()`` gives its download (None: not yet)."""
 
     step: int
-    arrived: Callable[[], "Downloaded | None"]
+    arrived: Callable[[], Downloaded | None]
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ class Door(Protocol):
     def start_s(self, state: dict[str, Any] | None) -> float:
         """Time zero of the trace clock (a resume: the checkpoint's clock)."""
 
-    def entering(self, local: Local) -> ContextManager[Start | None]:
+    def entering(self, local: Local) -> contextlib.AbstractContextManager[Start | None]:
         """Enter the run: the block gets how (None: from the start, nothing to adopt) and runs the
         trainer's side of it (``Trainer.begin``); the world's part of the entry ends with the block."""
 
@@ -236,7 +237,7 @@ class FixedWorld:
     def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> Transport:
         return ExchangerTransport(exchanger)
 
-    def entering(self, local: Local) -> ContextManager[None]:
+    def entering(self, local: Local) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
     def rows_sink(self) -> IO[str] | None:

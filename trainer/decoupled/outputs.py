@@ -17,10 +17,10 @@ import torch
 
 from islands.trace import Row
 
-from ..report import print_summary
-from .wire import key
 from ..core.tracing import build_summary, write_outputs
 from ..core.world import unflatten_into
+from ..report import print_summary
+from .wire import key
 
 if TYPE_CHECKING:
     from .syncer import Syncer

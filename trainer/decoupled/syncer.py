@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -44,14 +45,14 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 from ..config import RunPlan
 from ..core.data import validation_batches
 from ..core.loop import default_corpus, model_config
-from ..runtime.store import publish_run_clock
-from .merge import merge, token_weight
 from ..core.model import build_model
 from ..core.outer import make_outer_optimizer, named_fragments
 from ..core.quantize import decode, encode, encoded_bytes, padded_length
 from ..core.robust import contribution_stats, screen
-from .wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack
 from ..core.tracing import Clock
+from ..runtime.store import publish_run_clock
+from .merge import merge, token_weight
+from .wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack
 
 CHECK_S = 0.05          # how often heartbeats are looked at
 

@@ -5,8 +5,9 @@ followers (``world.ElasticWorld.shared``)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import torch
 
@@ -14,8 +15,8 @@ from islands.schedules import SyncPoint
 
 from ..core.faults import kill_point
 from ..core.group import Group
-from .membership import Membership
 from ..core.sync import Exchange, Exchanger
+from .membership import Membership
 
 T = TypeVar("T")
 

@@ -32,8 +32,9 @@ import pickle
 import re
 import signal
 import socket
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist

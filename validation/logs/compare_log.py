@@ -25,10 +25,10 @@ import csv
 import io
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 

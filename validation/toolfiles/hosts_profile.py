@@ -28,8 +28,16 @@ from pathlib import Path
 
 from islands.errors import UserError
 from islands.scenarios.model import PairLatency
-from islands.scenarios.profile import (BusRate, CollectiveCost, Host, NetworkProfile, RingTerms, bus_factor,
-                                       host_rates, ring_terms)
+from islands.scenarios.profile import (
+    BusRate,
+    CollectiveCost,
+    Host,
+    NetworkProfile,
+    RingTerms,
+    bus_factor,
+    host_rates,
+    ring_terms,
+)
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .readers import NcclTable, read_iperf3, read_nccl_tests, read_ping
