@@ -155,7 +155,7 @@ class Workers:
     @classmethod
     def of(cls, columns: Columns, weights: dict[int, int] | None = None) -> Workers:
         seconds = columns.end - columns.start
-        first_rows = np.unique(columns.worker, return_index=True)[1] if len(columns.worker) else []
+        first_rows = np.unique(columns.worker, return_index=True)[1] if len(columns.worker) else np.array([], int)
         weight = weights or {}
         kinds = {kind: columns.per_worker_sum(np.where(columns.kind == kind, seconds, 0.0))
                  for kind in ("compute", "stall", "idle")}

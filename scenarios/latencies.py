@@ -50,6 +50,8 @@ def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
         raise ScenarioError(source, "network.rtt_csv", f"cannot read {path}: {error}") from None
     if not rows or any(column not in header for column in CSV_COLUMNS):
         raise ScenarioError(source, "network.rtt_csv", f"{path}: needs a header a,b,rtt_ms and a row per pair")
+    rtt_check = LATENCY_KEYS["rtt_ms"].check
+    assert rtt_check is not None  # the key has a rule (scenarios/spec.py)
     pairs = []
     for line, row in enumerate(rows, start=2):
         where = f"{path}:{line}"
@@ -58,7 +60,7 @@ def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
         except (TypeError, ValueError):
             raise ScenarioError(source, "network.rtt_csv",
                                 f"{where}: rtt_ms must be a number (got {shown_value(row['rtt_ms'])})") from None
-        problem = LATENCY_KEYS["rtt_ms"].check(rtt_ms) if math.isfinite(rtt_ms) else "must be finite"
+        problem = rtt_check(rtt_ms) if math.isfinite(rtt_ms) else "must be finite"
         if problem:
             raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms {problem} (got {shown_value(rtt_ms)})")
         pairs.append((PairLatency((row["a"] or "", row["b"] or ""), rtt_ms), where))

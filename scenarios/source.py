@@ -45,7 +45,7 @@ class ScenarioSource:
         overrides, source = tuple(overrides), str(path_or_name)
         document = read_document(path_or_name)
         scenario = from_dict(document, source, overrides)  # validates and reports problems as `islands simulate` does
-        inputs = (("the scenario", source),) if Path(path_or_name).is_file() else ()
+        inputs: tuple[tuple[str, str], ...] = (("the scenario", source),) if Path(path_or_name).is_file() else ()
         if scenario.network.rtt_csv:
             inputs += (("network.rtt_csv", str(csv_path(scenario.network.rtt_csv, source))),)
         return cls(inline_rtt_csv(document, source), source, overrides, inputs=inputs, built=scenario)

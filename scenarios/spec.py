@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from islands.schedules import SCHEDULES
 from islands.schedules.decoupled import ADAPTIVE
@@ -351,7 +351,7 @@ MAX_SHOWN_CHARACTERS = 40
 LOG10_2 = math.log10(2)
 
 
-def is_finite_number(value: Any) -> bool:
+def is_finite_number(value: Any) -> TypeGuard[float]:
     """An int or float that is finite as a float (an integer past float's range is not)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False

@@ -245,6 +245,25 @@ def test_each_suite_case_is_read_once_however_often_it_is_asked_for(monkeypatch)
     suite.case_scenario.cache_clear()
 
 
+def test_the_suite_table_shows_a_missing_utilisation_as_a_dash():
+    """A case whose run gives no compute utilisation (an incomplete run) is a row with "-" there,
+    and the statistics come from the cases that have one (the table raised a TypeError on None)."""
+    from islands.validation.compare import Comparison, Figure
+    from islands.validation.suite import CASES, suite_table
+
+    def comparison(util_measured):
+        util_error = relative_error(0.5, util_measured)
+        return Comparison("c", [Figure("wall time", "s", 11.0, 10.0, relative_error(11.0, 10.0)),
+                                Figure("compute utilisation", "fraction", 0.5, util_measured, util_error),
+                                Figure("mean sync", "s", None, None, None)], [])
+
+    table = suite_table([(CASES[0], comparison(0.4)), (CASES[1], comparison(None))])
+    rows = [line.split() for line in table.splitlines()]
+    assert rows[3][-4:] == ["50.0%", "-", "-", "-"]  # the second case: predicted 50%, the rest missing
+    assert rows[4][-2:] == ["10.0%", "25.0%"]  # median |error|: wall 11/10, utilisation 0.5/0.4
+    assert table.count("25.0%") == 3  # the first case's utilisation error, and its median and worst
+
+
 VALID_BITS_KEYS, BAD_BITS_KEYS = st.sampled_from(["4", "8", "16", "32"]), st.sampled_from(["12", "0", "-8", "x", "8.0"])
 VALID_ISLANDS_KEYS, BAD_ISLANDS_KEYS = st.sampled_from(["2", "3", "4"]), st.sampled_from(["1", "2.5", "", "a", "-3"])
 VALID_RATE_KEYS = st.sampled_from(["1e7", "10000000.0", "100000000.0", "2.5e8"])

@@ -208,11 +208,13 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
     probe_bytes = round(rate_bits_per_s / BITS_PER_BYTE * PROBE_SECONDS)
     large = large_probe_values(probe_bytes)
     with open_wan(links, prefix=f"{stem}calib", kernel=kernel, shaper=shaper) as wan:
-        kernel_shaped = isinstance(wan, EmulatedWAN)
-        rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)] if kernel_shaped else []
+        rates: list[float] = []
+        if isinstance(wan, EmulatedWAN):  # kernel shaping: a TCP transfer's achieved rate is measured too
+            rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)]
         children = start_ranks(wan, ["-m", "islands.validation.probe"], max_islands, stdout=subprocess.PIPE,
                                 extra_env={LARGE_VARIABLE: str(large), MIN_MEMBERS_VARIABLE: str(min_islands),
                                            WIRE_BITS_VARIABLE: ",".join(map(str, wire_bits))})
+        assert children[0].stdout is not None  # piped
         output = children[0].stdout.read()
         run_all(children, "the calibration probe")
         timings = json.loads(output.strip().splitlines()[-1])

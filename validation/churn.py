@@ -53,7 +53,7 @@ def train_elastic(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
         run_all([subprocess.Popen(command, stdout=subprocess.DEVNULL)], "the scaled elastic run")
         after = sent_bytes(wan, plan.islands)
         label = wan.label
-    moved = [a - b for a, b in zip(after, before)] if before is not None else None
+    moved = [a - b for a, b in zip(after, before)] if before is not None and after is not None else None
     run = read_run(out_dir)
     summary = {**run.summary, "churn": read_json(out_dir / "churn.json")}
     return Measured(summary=summary, trace=run.trace, run_info=run.run_info, interface_bytes=moved,

@@ -113,7 +113,7 @@ def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
                 "the scaled training run")
         after = sent_bytes(wan, plan.islands)
         label = wan.label
-    moved = [a - b for a, b in zip(after, before)] if before is not None else None
+    moved = [a - b for a, b in zip(after, before)] if before is not None and after is not None else None
     run = read_run(out_dir)
     return Measured(summary=run.summary, trace=run.trace, run_info=run.run_info, interface_bytes=moved,
                     wan_label=label, weights_broadcast=SCHEDULES[run.run_info["algorithm"]].coupled)

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                                          max_events=args.max_events)
         finally:
             bar.close()
-        utilisation_h = {a: int(found.value) for a, found in plan.inner_steps.items() if found.reached}
+        utilisation_h = {a: int(found.value) for a, found in plan.inner_steps.items() if found.value is not None}
         priced = None if args.objective == "utilisation" else \
             price_candidates(args, source, plan, utilisation_h, profile, executor)
     if args.json:

@@ -182,7 +182,7 @@ def check_outputs(args: argparse.Namespace, out_dir: Path, folders: list[Path]) 
     measured = calibration is None or not calibration.exists()
     files = [folder / name for folder in folders for name in CASE_FILES]
     files += [out_dir / "suite.json"] if args.suite else []
-    outputs = {f"--out's {path.relative_to(out_dir)}": path for path in files}
+    outputs: dict[str, Path | None] = {f"--out's {path.relative_to(out_dir)}": path for path in files}
     outputs["--calibration"] = (calibration or out_dir / "calibration.json") if measured else None
     refuse_shared_paths(outputs, {"the scenario": args.scenario, "--calibration": None if measured else calibration})
 

@@ -190,6 +190,7 @@ def call_latency_s(table: NcclTable) -> float:
 def collective_lines(profile: NetworkProfile, table: NcclTable) -> list[str]:
     """What the collective block says, and the scenario keys it makes (``ring_terms``)."""
     collective = profile.collective
+    assert collective is not None, "collective_lines needs a profile with a collective"
     terms: RingTerms = ring_terms(profile, table.path)
     largest = collective.bus_gbps[-1]
     small = sum(1 for row in table.rows if row.size_bytes <= SMALL_BYTES)
