@@ -62,12 +62,14 @@ class Clock:
 
     def paused_for_s(self) -> float:
         """Seconds since the clock paused."""
+        assert self.paused_at is not None, "the clock is not paused"
         return time.monotonic() - self.paused_at
 
     def resume_after(self, pause_s: float) -> None:
         """Run again ``pause_s`` after the pause began: wait for that moment if it is still ahead
         (a process that paused late); one already past it resumes now, and its trace shows the
         overrun as time passing."""
+        assert self.paused_at is not None, "the clock is not paused"
         time.sleep(max(0.0, self.paused_at + pause_s - time.monotonic()))
         self.origin += pause_s
         self.paused_at = None

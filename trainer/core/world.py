@@ -14,7 +14,7 @@ what to adopt), ``Rounds`` (between steps, evaluation, the end) and ``Commits`` 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -197,11 +197,11 @@ class World(Peers, Door, Rounds, Commits, Protocol):
     ``Local``, passed in); no world holds a reference to the trainer."""
 
 
-def flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+def flatten(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.detach().float().flatten() for t in tensors])
 
 
-def unflatten_into(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+def unflatten_into(flat: torch.Tensor, tensors: Sequence[torch.Tensor]) -> None:
     with torch.no_grad():
         for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
             tensor.copy_(part.view_as(tensor))

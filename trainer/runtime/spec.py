@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
 from islands.errors import UserError
+from islands.scenarios.spec import is_finite_number
 
 SPEC_VARIABLE = "ISLANDS_LAUNCH"
 SYNCER_VARIABLE = "ISLANDS_SYNCER"  # torchrun: set (to 1) in the process that runs the syncer
@@ -86,11 +87,14 @@ def valid(name: str, value: object) -> bool:
         return False
     if name == "join_at_s":
         return valid_join(value)
-    return name != "stop_after" or value is None or (not isinstance(value, bool) and value >= 1)
+    if name == "stop_after":
+        return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+    return True
 
 
-def valid_join(value: float | None) -> bool:
-    return value is None or (not isinstance(value, bool) and math.isfinite(value) and value >= 0)
+def valid_join(value: object) -> bool:
+    """None, or a number of seconds >= 0 (an integer past float's range is refused, not raised on)."""
+    return value is None or (is_finite_number(value) and value >= 0)
 
 
 def user_spec(environ: Mapping[str, str]) -> LaunchSpec:
