@@ -49,6 +49,7 @@ def launch(request: LocalLaunch) -> int:
 def run_rank(run: RankRun) -> dict | None:
     """One rank's whole life: join the group, train, write outputs (rank 0), leave."""
     plan, env = run.plan, run.env
+    assert env is not None, "a rank has torchrun's or the launcher's environment (Kind.runs_here)"
     check_world_size(plan, env)
     start_rank_process()
     device = pick_device(plan.spec.device, host_processes(env, run.spec)[0], plan.ranks_per_island)

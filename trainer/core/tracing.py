@@ -27,7 +27,7 @@ import math
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from islands.io import json_text, write_table, write_text
 from islands.summary import summarise
@@ -75,6 +75,14 @@ class Clock:
         self.paused_at = None
 
 
+class RowsSink(Protocol):
+    """Where the trace rows go as text as they are recorded: a file, or a Decoupled learner's store."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+
 class Recorder:
     """One process's trace rows (``islands.trace.Row``); ``rows`` may come back from a checkpoint as lists."""
 
@@ -84,7 +92,7 @@ class Recorder:
         self.island = island
         self.rows: list[Row] = [Row(*row) for row in rows or []]
         self.segment_start_s = clock.now()
-        self.sink: IO[str] | None = None
+        self.sink: RowsSink | None = None
 
     def add(self, kind: str, start_s: float, end_s: float, outer_step: int, fragment: int = NO_FRAGMENT,
             sent_bytes: float = 0.0) -> None:

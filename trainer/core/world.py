@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -27,7 +27,7 @@ from .diloco import ExchangerTransport, Transport
 from .group import Group
 from .outer import Fragment
 from .sync import Exchanger
-from .tracing import PAUSE_MARGIN_S, Recorder, build_summary, island_rows, write_outputs
+from .tracing import PAUSE_MARGIN_S, Recorder, RowsSink, build_summary, island_rows, write_outputs
 
 
 @dataclass
@@ -151,7 +151,7 @@ class Door(Protocol):
         """Enter the run: the block gets how (None: from the start, nothing to adopt) and runs the
         trainer's side of it (``Trainer.begin``); the world's part of the entry ends with the block."""
 
-    def rows_sink(self) -> IO[str] | None:
+    def rows_sink(self) -> RowsSink | None:
         """Where the trainer's trace rows go as they are recorded, besides its own list (None: nowhere)."""
 
 
@@ -240,7 +240,7 @@ class FixedWorld:
     def entering(self, local: Local) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
-    def rows_sink(self) -> IO[str] | None:
+    def rows_sink(self) -> RowsSink | None:
         return None
 
     def between_steps(self, local: Local) -> None:

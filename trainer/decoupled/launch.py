@@ -100,9 +100,10 @@ def run_rank(run: RankRun) -> None:
     if run.spec.syncer:
         run_syncer(plan, run.out_dir or run.default_out())
         return None
-    check_world_size(plan, run.env)
-    return run_learner(plan, run.env.rank, pick_device(plan.spec.device, host_processes(run.env, run.spec)[0], 1),
-                       run.spec)
+    env = run.env
+    assert env is not None, "a learner has torchrun's or the launcher's environment (Kind.runs_here)"
+    check_world_size(plan, env)
+    return run_learner(plan, env.rank, pick_device(plan.spec.device, host_processes(env, run.spec)[0], 1), run.spec)
 
 
 def tell_over(store) -> None:

@@ -262,6 +262,7 @@ class DecoupledWorld:
         return self.welcome.trace_s
 
     def transport(self, exchanger, recorder: Recorder, fragments: list[Fragment]) -> SyncerTransport:
+        assert self.welcome is not None, "start_s said hello first"
         first_step = self.welcome.outer_step * self.plan.eval_every_steps
         held = lambda fragment: flatten(fragments[fragment].global_params)  # noqa: E731
         self.syncer_transport = SyncerTransport(self.link, self.plan, recorder.clock, held, first_step,
@@ -272,6 +273,7 @@ class DecoupledWorld:
         """A returning (or late) learner catches up: the global model the syncer sent with its answer to
         hello."""
         welcome = self.welcome
+        assert welcome is not None, "start_s said hello first"
         if welcome.weights is None:
             return contextlib.nullcontext()
         return contextlib.nullcontext(Start(catch_up=Entry(welcome.weights, welcome.outer_step, welcome.download_s)))

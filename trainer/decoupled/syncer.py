@@ -125,7 +125,7 @@ class GlobalFragment:
     """One fragment's global weights (flat fp32), its outer optimizer, how RDA splits it, and the
     model's parameters it stands for (loaded for the final evaluation)."""
 
-    def __init__(self, params: list[tuple[str, torch.Tensor]], plan: RunPlan):
+    def __init__(self, params: Sequence[tuple[str, torch.Tensor]], plan: RunPlan):
         self.params = [p for _, p in params]
         self.flat = torch.cat([p.detach().float().flatten() for _, p in params])
         self.sizes = [p.numel() for _, p in params]
@@ -207,9 +207,10 @@ class Syncer:
             for learner in learners)
 
     def handle(self, header: dict[str, Any], payload: bytes) -> None:
-        kind, island = header["kind"], header.get("island")
+        kind = header["kind"]
         if kind == "tick":
             return
+        island = header["island"]
         if kind == "hello":
             self.hello(island, header["incarnation"])
             return

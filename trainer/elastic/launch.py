@@ -80,8 +80,10 @@ def launch(request: LocalLaunch) -> int:
 
 def run_rank(run: RankRun) -> dict | None:
     """The elastic kind's process (``kinds.py``): ``run_elastic_process`` at torchrun's address."""
-    check_world_size(run.plan, run.env)
-    return run_elastic_process(run.plan, run.env.rank, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+    env = run.env
+    assert env is not None, "a rank has torchrun's or the launcher's environment (Kind.runs_here)"
+    check_world_size(run.plan, env)
+    return run_elastic_process(run.plan, env.rank, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
                                run.spec, run.out_dir, run.resume_dir, run.stop_after, run.default_out)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import torch
 
@@ -21,13 +21,19 @@ from .membership import Membership
 T = TypeVar("T")
 
 
+class Shared(Protocol):
+    """``ElasticWorld.shared``: the leader's ``decide()``, its outcome on every rank of the island."""
+
+    def __call__(self, decide: Callable[[], T], /) -> T: ...
+
+
 class ElasticTransport:
     """The exchanges of an elastic run (``diloco.Transport``): each one runs on the exchange thread
     through ``Membership.run``, so a death re-forms the group and redoes it among the survivors while
     the training thread goes on. In an island of several ranks only its leader exchanges; the launch
     and the committed average are the leader's decisions (``ElasticWorld.shared``)."""
 
-    def __init__(self, membership: Membership, exchanger: Exchanger, shared: Callable[[Callable[[], T]], T],
+    def __init__(self, membership: Membership, exchanger: Exchanger, shared: Shared,
                  island: int):
         self.membership = membership
         self.exchanger = exchanger
@@ -81,7 +87,11 @@ class ElasticTransport:
     def collect(self, point: SyncPoint, handle: Future | None) -> Exchange:
         """The committed exchange (a follower hears it, and the members it came from: its membership
         is only the view its leader gives it)."""
-        exchange, members = self.shared(lambda: (handle.result(), self.membership.members))
+        def decide() -> tuple[Exchange, list[int]]:  # the leader's: it launched the exchange
+            assert handle is not None, "only the island's leader decides, and it launched the exchange"
+            return handle.result(), self.membership.members
+
+        exchange, members = self.shared(decide)
         self.membership.members = members
         return exchange
 

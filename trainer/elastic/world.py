@@ -33,7 +33,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 import torch
 
@@ -388,7 +388,7 @@ class ElasticWorld:
         leader = self.reports()
         self.membership.close()
         if self.recorder.sink:
-            self.recorder.sink.close()
+            cast(IO[str], self.recorder.sink).close()  # the rows file rows.open_rows_sink opened
         if not leader:
             return None
         self.membership.store.set(self.membership.key("run", "finished"), "1")
