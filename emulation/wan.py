@@ -35,8 +35,10 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from types import FrameType
+from typing import Any
 
 from islands.errors import UserError
 from islands.numbers import is_finite_number
@@ -123,7 +125,7 @@ class EmulatedWAN:
         self._pacer = InProcessLatency(self.links, sleep_latency=self.latency_mode == "in-process")
         self.removed_leftovers: list[str] = []
         self._claimed = False
-        self._replaced_handlers: dict[int, object] = {}
+        self._replaced_handlers: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
 
     # --- what the trainer and validator use -------------------------------------------------
     @property

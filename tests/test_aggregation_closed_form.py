@@ -6,6 +6,8 @@ network models."""
 from __future__ import annotations
 
 import pytest
+from conftest import make_scenario
+from test_simulator_closed_form import OUTER, RING_S, H, M, S, island, with_islands
 
 from islands.scenarios.trainer_keys import AGGREGATIONS
 from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of

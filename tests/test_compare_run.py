@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import make_scenario
 
 from islands.cli import main
 from islands.io import json_text, write_table

@@ -15,6 +15,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from docs_text import (
+    ROOT,
+    Example,
+    all_pages,
+    command_examples,
+    gen_reference,
+    inline_commands,
+    named_keys,
+    parse_error,
+    written_pages,
+)
 
 from islands.cli import build_parser, command_names, main
 from islands.scenarios import load

@@ -9,8 +9,10 @@ import math
 
 import pytest
 import torch
+from conftest import make_scenario
 from hypothesis import given
 from hypothesis import strategies as st
+from test_trainer_robust import run_threads
 
 from islands.scenarios import ScenarioError
 from islands.scenarios.model import ExchangeSpec

@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+from conftest import BASE_DOCUMENT, make_scenario
 
 from islands.cli import main
 from islands.scenarios import ScenarioError, load

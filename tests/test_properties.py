@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scenario_strategies import COUPLED, Drawn, decoupled_learners_differ, load_document, scenarios
 
 from islands.schedules import ALL_GATHER, SYNCER, schedule_of
 from islands.simulator import SimResult, simulate

@@ -9,8 +9,10 @@ import json
 import re
 
 import pytest
+from conftest import make_scenario
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_bad_inputs_run import SCENARIO
 
 from islands.cli import main
 from islands.errors import UserError

@@ -4,6 +4,8 @@ threads."""
 
 import pytest
 import torch
+from test_trainer_diloco import AVERAGE, Board, FakeTransport, global_, plan_of, point, set_local
+from test_trainer_loop import finish_all, in_threads, plan_for, trainers_for
 
 from islands.errors import UserError
 from islands.scenarios import load

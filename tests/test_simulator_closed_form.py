@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import BASE_DOCUMENT, make_scenario
 
 from islands.simulator import simulate
 

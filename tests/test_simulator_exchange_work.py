@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from conftest import BASE_DOCUMENT, make_scenario
 
 from islands.simulator import simulate
 from islands.simulator.budget import estimate

@@ -6,6 +6,7 @@ import copy
 import math
 
 import pytest
+from conftest import BASE_DOCUMENT, make_scenario
 
 from islands.scenarios import ScenarioError
 from islands.simulator import simulate

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import make_scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_simulator_replicas import GBPS, REGIONS, TWO_KINDS, fleet
 
 from islands.scenarios import load
 from islands.simulator import simulate
@@ -97,7 +99,7 @@ def test_a_fleet_beyond_the_event_budget_runs_but_its_trace_is_refused_in_one_li
     assert result.summary["workers"] == 10_000 and result.summary["syncs"] == 300
     assert result.summary["idle_s"] > 0  # the jitter makes every worker but the slowest wait
     with pytest.raises(BudgetExceeded, match="schedule.outer_steps: the trace would have about 1.2e"):
-        result.trace
+        _ = result.trace
 
 
 def test_simulate_refuses_a_trace_too_large_before_the_run_and_writes_nothing(capsys, tmp_path):

@@ -7,6 +7,9 @@ from collections import Counter
 import pandas as pd
 import pytest
 import simpy
+from conftest import make_scenario
+from test_simulator_regions import US_EU
+from test_simulator_regions import document as regions_document
 
 from islands.simulator import simulate
 from islands.simulator.network.links import Link, Transfer, link_segments, peak_access_rate, take_bursts
@@ -155,7 +158,7 @@ def ends(network, env, plan: list[tuple[float, tuple[Link, ...], float]]) -> lis
         handle.done.callbacks.append(lambda _e: finished.__setitem__(index, env.now))
 
     for index, (at_s, links, size) in enumerate(plan):
-        env.timeout(at_s).callbacks.append(lambda _e, i=index, l=links, b=size: start(i, l, b))
+        env.timeout(at_s).callbacks.append(lambda _e, i=index, ls=links, b=size: start(i, ls, b))
     env.run()
     return finished
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import simpy
+from conftest import make_scenario
 
 from islands.simulator.compute import step_clock
 from islands.simulator import RunSetup

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 import simpy
+from conftest import make_scenario
 
 from islands.analysis.sweep.grid import key_spec
 from islands.scenarios import ScenarioError, ScenarioSource, load

@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 import pytest
+from conftest import make_scenario
 
 from islands.scenarios import load
 from islands.simulator import simulate

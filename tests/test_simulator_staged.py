@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from conftest import make_scenario
 
 from islands.errors import UserError
 from islands.scenarios import ScenarioError, load

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+from test_trainer_multiprocess import TINY, train
 
 from islands.cli import main
 from islands.errors import UserError

@@ -6,9 +6,9 @@ import json
 
 import pytest
 import torch
+from test_trainer_multiprocess import TINY, global_flat, rank_state
 
 from islands.cli import main
-from islands.trainer.kinds import make_run_plan
 from islands.scenarios import from_dict
 
 from helpers.churn_runs import LATE_JOINER, PERIODS, SCENARIO, SETS, outputs, train

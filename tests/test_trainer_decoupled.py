@@ -12,6 +12,7 @@ import tomllib
 
 import pandas as pd
 import pytest
+from test_trainer_multiprocess import TINY
 
 from islands.scenarios import from_dict
 from islands.simulator import simulate

@@ -15,6 +15,8 @@ from islands.trainer.core.faults import FAULT_VARIABLE
 from islands.trainer.elastic.membership import Progress
 from islands.trainer.core.robust import Verdict
 from islands.trainer.core.sync import Exchange
+from islands.trainer.elastic.membership import Progress
+from islands.trainer.elastic.transport import ElasticTransport
 
 from helpers.diloco_fakes import AVERAGE, Board, global_, island, point, set_local
 

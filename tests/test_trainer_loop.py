@@ -9,6 +9,7 @@ import torch
 from islands.simulator import simulate
 from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.trainer.core.sync import share
+from islands.trainer.kinds import make_run_plan
 
 from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
 

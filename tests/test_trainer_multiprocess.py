@@ -110,13 +110,16 @@ class StartedRank:
 
 def test_launch_local_uses_the_given_rendezvous_port_and_island_prefix(monkeypatch):
     from islands.trainer import launch
+    from islands.trainer.kinds import make_run_plan
     from islands.trainer.runtime.processes import IslandLaunch
     from islands.trainer.runtime.spec import LaunchSpec
-    from islands.trainer.kinds import make_run_plan
     monkeypatch.setattr(subprocess, "Popen", StartedRank)
     StartedRank.started.clear()
     plan = make_run_plan(load("worked-example", ["trainer.ranks_per_island=2"]), 2)
-    wrap = lambda island: IslandLaunch(("ip", "netns", "exec", f"ns{island}"), {"ISLAND": str(island)})
+
+    def wrap(island):
+        return IslandLaunch(("ip", "netns", "exec", f"ns{island}"), {"ISLAND": str(island)})
+
     assert launch.launch_local(plan, LaunchSpec(out_dir="x"), "10.213.0.1", wrap, port=29555) == 0
     assert len(StartedRank.started) == plan.world_size
     for rank, (command, env) in enumerate(StartedRank.started):

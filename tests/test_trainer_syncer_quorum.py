@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_trainer_multiprocess import TINY
 
 from islands.scenarios import from_dict
-from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.quantize import encode
 from islands.trainer.decoupled.syncer_process import Syncer
 from islands.trainer.decoupled.wire import key, to_bytes, unpack

@@ -44,10 +44,10 @@ from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile, host_rates
 from islands.trainer.core.comm import TorchGroup
 from islands.trainer.core.memory import start_rank_process
-from islands.trainer.runtime.paced import paced
-from islands.trainer.runtime.spec import launch_spec
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.trainer.runtime.paced import paced
+from islands.trainer.runtime.spec import launch_spec
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .calibration import exchange_costs, probe_volume_bytes, rate_and_burst
