@@ -38,8 +38,7 @@ from pathlib import Path
 import simpy
 
 from islands.scenarios import ScenarioError, load
-from islands.simulator import simulate
-from islands.simulator import RunSetup, chosen
+from islands.simulator import RunSetup, chosen, simulate
 
 HERE = Path(__file__).resolve().parent
 FOUR_KINDS = str(HERE / "fleet-four-kinds.toml")

@@ -44,9 +44,16 @@ from islands.errors import UserError
 from islands.numbers import is_finite_number
 from islands.units import MS_PER_S
 
-from . import net
-from . import state
-from .link_specs import FAIR_MODE, FIFO, LinkSpec, Shaper, check_island, check_links, links_from_workers
+from . import net, state
+from .link_specs import (
+    FAIR_MODE,
+    FIFO,
+    LinkSpec,
+    Shaper,
+    check_island,
+    check_links,
+    links_from_workers,
+)
 from .shaper import InProcessLatency, InProcessShaper, pacer_config, pacer_from_config
 
 __all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "Shaper", "available",

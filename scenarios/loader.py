@@ -38,8 +38,20 @@ from .model import (
 )
 from .regions import check_collective, check_topology
 from .sanity import check_runnable, check_step_time
-from .spec import (ARRAYS, BACKBONE_KEYS, EVENT_KEYS, ISLAND_KEYS, LATENCY_KEYS, REGION_KEYS, REQUIRED, SECTIONS,
-                   TOP_KEYS, MAX_INTEGER, Key, shown_value)
+from .spec import (
+    ARRAYS,
+    BACKBONE_KEYS,
+    EVENT_KEYS,
+    ISLAND_KEYS,
+    LATENCY_KEYS,
+    MAX_INTEGER,
+    REGION_KEYS,
+    REQUIRED,
+    SECTIONS,
+    TOP_KEYS,
+    Key,
+    shown_value,
+)
 from .trainer_keys import TRAINER_KEYS, TrainerSpec, outer_error, with_outer_defaults
 
 OVERRIDES_KEPT = 1024  # parsed override values kept (``parsed_value``)

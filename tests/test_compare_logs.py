@@ -14,10 +14,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.step_logs import DATA, SCENARIO
 
 from islands.cli import main
-
-from helpers.step_logs import DATA, SCENARIO
 
 SYNC_S = 16.0
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docs_text import (
+from helpers.docs_text import (
     ROOT,
     Example,
     all_pages,
@@ -32,9 +32,6 @@ from islands.scenarios import load
 from islands.scenarios.spec import ARRAYS, EVENT_KEYS, SECTIONS, TOP_KEYS
 from islands.scenarios.trainer_keys import TRAINER_KEYS
 from islands.simulator import simulate
-
-from helpers.docs_text import (ROOT, Example, all_pages, command_examples, gen_reference, inline_commands,
-                               named_keys, parse_error, written_pages)
 
 PAGES = all_pages()
 EXAMPLES = [(page, example) for page, text in PAGES.items() for example in command_examples(text)]

@@ -22,12 +22,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from islands.errors import UserError
-from islands.scenarios import load
-from islands.emulation import net
-from islands.emulation import state
-from islands.emulation import (EmulatedWAN, InProcessLatency, InProcessShaper, LinkSpec, available,
-                                       links_from_workers, measure_link, open_wan)
+from islands.emulation import (
+    EmulatedWAN,
+    InProcessLatency,
+    InProcessShaper,
+    LinkSpec,
+    available,
+    links_from_workers,
+    measure_link,
+    net,
+    open_wan,
+    state,
+)
 from islands.emulation.link_specs import Shaper, check_links, is_kernel_mode
 from islands.emulation.shaper import pacer_config, pacer_from_config
 from islands.errors import UserError

@@ -13,16 +13,14 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers.step_logs import DATA, SCENARIO
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_compare_logs import DATA, SCENARIO
 
 from islands.cli import main
 from islands.errors import UserError
 from islands.validation.logs.compare_log import read_log
 from islands.validation.logs.steps import MAX_STEP_S, SUM_TOLERANCE, StepLog
-
-from helpers.step_logs import DATA, SCENARIO
 
 SAMPLES = [("steps-two-ranks.csv", "steps"), ("steps-rank0-window.jsonl", "steps"), ("steps-clock.csv", "steps"),
            ("chrome-trace.json", "chrome"), ("torchtitan.log", "torchtitan")]

@@ -6,12 +6,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import make_scenario
+from helpers.scenarios import make_scenario
 
 from islands.cli import main
 from islands.scenarios import ScenarioError, bundled_names, load
-
-from helpers.scenarios import make_scenario
+from islands.schedules import SCHEDULES
 
 GOOD = """
 name = "two"

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import make_scenario
+from helpers.replicas import GBPS, REGIONS, TWO_KINDS, fleet
+from helpers.scenarios import make_scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_simulator_replicas import GBPS, REGIONS, TWO_KINDS, fleet
 
 from islands.scenarios import load
-from islands.simulator import simulate
+from islands.simulator import RunSetup, chosen, simulate
 from islands.simulator.budget import BudgetExceeded
-from islands.simulator import RunSetup, chosen
-
-from helpers.scenarios import make_scenario
-from helpers.replicas import GBPS, REGIONS, TWO_KINDS, fleet
 
 JITTERED = [{**TWO_KINDS[0], "jitter_cv": 0.05}, {**TWO_KINDS[1], "jitter_cv": 0.2}]
 CASES = {

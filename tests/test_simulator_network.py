@@ -7,17 +7,19 @@ from collections import Counter
 import pandas as pd
 import pytest
 import simpy
-from conftest import make_scenario
-from test_simulator_regions import US_EU
-from test_simulator_regions import document as regions_document
-
-from islands.simulator import simulate
-from islands.simulator.network.links import Link, Transfer, link_segments, peak_access_rate, take_bursts
-from islands.simulator.network.flows import AlphaBetaNetwork, FlowNetwork, max_min_rates
-
-from helpers.scenarios import make_scenario
 from helpers.regions import US_EU
 from helpers.regions import document as regions_document
+from helpers.scenarios import make_scenario
+
+from islands.simulator import simulate
+from islands.simulator.network.flows import AlphaBetaNetwork, FlowNetwork, max_min_rates
+from islands.simulator.network.links import (
+    Link,
+    Transfer,
+    link_segments,
+    peak_access_rate,
+    take_bursts,
+)
 
 
 def link(capacity: float, worker: int = 0, direction: str = "up") -> Link:

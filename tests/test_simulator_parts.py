@@ -9,20 +9,18 @@ from pathlib import Path
 
 import pytest
 import simpy
-from conftest import make_scenario
+from helpers.scenarios import make_scenario
 
-from islands.simulator.compute import step_clock
 from islands.simulator import RunSetup
 from islands.simulator.budget import estimate
+from islands.simulator.compute import step_clock
 from islands.simulator.events.engine import Simulation
 from islands.simulator.events.exchanges import Collectives, Exchanges, StagedCollectives
-from islands.simulator.fleet import Fleet
 from islands.simulator.events.progress import Progress
 from islands.simulator.events.syncer import Syncer
 from islands.simulator.events.tracelog import TraceLog
+from islands.simulator.fleet import Fleet
 from islands.simulator.workers import WorkerState
-
-from helpers.scenarios import make_scenario
 
 SIMULATOR = Path(__file__).resolve().parents[1] / "simulator"
 

@@ -5,7 +5,6 @@ and for every scenario key the players that accept it (a new key must be added h
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 import pytest

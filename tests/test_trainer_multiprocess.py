@@ -12,12 +12,11 @@ import textwrap
 
 import pytest
 import torch
+from helpers.multiprocess import RUN_TIMEOUT_S, TINY, global_flat, rank_state, train
 
 from islands.cli import main
 from islands.scenarios import load
 from islands.simulator import simulate
-
-from helpers.multiprocess import RUN_TIMEOUT_S, TINY, global_flat, rank_state, train
 
 
 def test_two_islands_of_two_ranks_train_and_write_every_output(tmp_path):

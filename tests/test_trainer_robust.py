@@ -6,7 +6,7 @@ import threading
 
 import pytest
 import torch
-from test_trainer_loop import finish_all, global_weights, in_threads, plan_for, trainers_for
+from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
 
 from islands.trainer.core.comm import Echo, ThreadHub
 from islands.trainer.core.inprocess import run_threads
@@ -19,7 +19,6 @@ from islands.trainer.core.robust import (
 )
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
-from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
 
 
 def stats_of(*deltas):

@@ -10,13 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from islands.trainer.core.quantize import encoded_bytes, padded_length
-from islands.validation.calibration import (Calibration, exchange_costs, in_series, screening_s_per_value, wire_ratio,
-                                            simulator_overrides, trainer_latency_s)
-from islands.validation.exchange_probe import (MAX_PROBE_VALUES, large_probe_values, medium_values, probe_sizes,
-                                              tiny_values, wire_values)
-from islands.validation.compare import relative_error, sync_rows
-from islands.validation.scaling import MODEL_PARAMETERS, ring_volume_bytes
 from islands.scenarios.loader import from_dict
 from islands.simulator import simulate
 from islands.trace import to_frame
@@ -31,7 +24,7 @@ from islands.validation.calibration import (
     wire_ratio,
 )
 from islands.validation.compare import relative_error, sync_rows
-from islands.validation.probe import (
+from islands.validation.exchange_probe import (
     MAX_PROBE_VALUES,
     large_probe_values,
     medium_values,

@@ -90,8 +90,18 @@ from islands.io import json_text
 from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .exchange_probe import (BITS, CALLS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, WIRE_BITS_VARIABLE, large_probe_values,
-                    medium_values, tiny_values, wire_size, wire_values)
+from .exchange_probe import (
+    BITS,
+    CALLS,
+    LARGE_VARIABLE,
+    MIN_MEMBERS_VARIABLE,
+    WIRE_BITS_VARIABLE,
+    large_probe_values,
+    medium_values,
+    tiny_values,
+    wire_size,
+    wire_values,
+)
 from .run import VALIDATE_STEM, run_all, start_ranks
 from .scaling import ring_volume_bytes
 

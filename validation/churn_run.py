@@ -26,7 +26,6 @@ from typing import Any
 import pandas as pd
 
 from islands.emulation.link_specs import Shaper
-from islands.trainer.runtime.processes import IslandLaunch, rank_environment
 from islands.trainer.elastic.launch import launch_elastic
 from islands.trainer.runtime.processes import IslandLaunch, rank_environment
 

@@ -51,8 +51,17 @@ from islands.trainer.runtime.spec import launch_spec
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .calibration import exchange_costs, probe_volume_bytes, rate_and_burst
-from .exchange_probe import (BITS, BYTES_PER_LARGE_VALUE, PARTS, REPEATS, calls_of_size, medium_values,
-                    repeat_durations, timed_exchanges, tiny_values)
+from .exchange_probe import (
+    BITS,
+    BYTES_PER_LARGE_VALUE,
+    PARTS,
+    REPEATS,
+    calls_of_size,
+    medium_values,
+    repeat_durations,
+    timed_exchanges,
+    tiny_values,
+)
 
 NAMES_VARIABLE = "ISLANDS_HOST_NAMES"
 LABEL_VARIABLE = "ISLANDS_PROFILE_LABEL"

@@ -11,10 +11,21 @@ from dataclasses import replace
 from pathlib import Path
 
 from islands.analysis.parallel import default_jobs
-from islands.analysis.planner.objective import (OBJECTIVES, ObjectivePlan, check_objective, make_objective_plan,
-                                                objective_to_dict)
+from islands.analysis.planner.objective import (
+    OBJECTIVES,
+    ObjectivePlan,
+    check_objective,
+    make_objective_plan,
+    objective_to_dict,
+)
 from islands.analysis.planner.objective_tables import objective_table, why
-from islands.analysis.planner.plan import DEFAULT_TARGETS, Plan, make_utilisation_plan, plan_to_dict, seed_range
+from islands.analysis.planner.plan import (
+    DEFAULT_TARGETS,
+    Plan,
+    make_utilisation_plan,
+    plan_to_dict,
+    seed_range,
+)
 from islands.analysis.planner.plan_tables import headline, plan_tables
 from islands.analysis.progress_bar import ProgressBar
 from islands.analysis.quality.quality_profile import QualityProfile

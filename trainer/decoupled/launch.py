@@ -25,15 +25,10 @@ from pathlib import Path
 import torch
 
 from ..config import RunPlan
-from ..runtime.island_processes import Fleet
-from ..runtime.island import incarnation
-from ..runtime.processes import LocalLaunch, RankRun, check_world_size, host_processes, pick_device, rank_command
-from ..runtime.spec import LaunchSpec
-from .learner import DecoupledWorld, SyncerLink
 from ..core.loop import Trainer
 from ..core.memory import start_rank_process
-from ..runtime.fleet import Fleet
 from ..runtime.island import incarnation
+from ..runtime.island_processes import Fleet
 from ..runtime.processes import (
     LocalLaunch,
     RankRun,
@@ -44,9 +39,9 @@ from ..runtime.processes import (
 )
 from ..runtime.spec import LaunchSpec
 from ..runtime.store import connect, run_time_s
-from .syncer_process import Syncer
+from .learner import DecoupledWorld, SyncerLink
 from .outputs import write_run
-from .syncer import Syncer
+from .syncer_process import Syncer
 from .wire import OVER
 
 POLL_S = 0.05

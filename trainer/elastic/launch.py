@@ -37,13 +37,13 @@ from islands.errors import UserError
 from ..config import RunPlan
 from ..core.loop import Trainer
 from ..core.memory import start_rank_process
-from .membership import Membership, Timing
 from ..runtime.island_processes import Fleet
 from ..runtime.processes import LocalLaunch, RankRun, check_world_size, rank_command
 from ..runtime.spec import LaunchSpec
 from ..runtime.store import connect, run_time_s
 from .membership import Membership, Timing
 from .world import ElasticWorld, RunOver
+from ..runtime.island import IslandRanks, incarnation
 
 POLL_S = 0.05
 
