@@ -14,8 +14,8 @@ the event model's callback at that instant does:
 
 * a learner's compute spans (its own ``StepClock``, the same spans in the same order: the same
   draws), its launches and applies (``workers.sync_actions`` of the schedule's sync points, from the
-  outer step it (re)starts at), the wait at an apply (``idle`` while its report waited for others,
-  ``stall`` the rest: ``Syncer.record_wait``) and the outer step's share of ``exchange.outer_step_s``;
+  outer step it (re)starts at) and the wait at an apply (``idle`` while its report waited for
+  others, ``stall`` the rest: ``Syncer.record_wait``);
 * its reports: exchange work after the previous round trip, the upload, the syncer's rules (a
   round's quorum and grace window, late reports answered at once, every fragment merged once no
   report can arrive, late pseudo-gradients merged when no learner is live), the download back;
@@ -54,7 +54,6 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from .. import budget
 from ..compute import CHURN, worker_generator
-from ..network.collectives import outer_step_s
 from ..network.links import Transfer
 from ..network.syncer_paths import SyncerPaths
 from ..played import Played, counts_for
@@ -232,6 +231,7 @@ class Learners:
         for index in range(len(self.actions) - 1, -1, -1):
             self.first_action[self.actions[index][3]] = index
         self.heap: list[tuple] = []
+        self.lognormals: dict[tuple[float, float, float], tuple[float, float]] = {}
         self.seq = 0
         self.now = 0.0
         self.events = 0
@@ -332,17 +332,29 @@ class Learners:
                 learner.computed = True
                 if steps > 0:
                     learner.activity = ("compute", now, NO_FRAGMENT, outer)
-                    self.at(now + learner.clock.duration_s(steps), self.computed, learner, learner.generation)
+                    self.at(now + self.duration_s(learner, steps), self.computed, learner, learner.generation)
                     return
             learner.computed = False
             if launch:
                 learner.joined[(outer, fragment)] = self.join(learner, outer, fragment, lead, values, payload)
-            elif not self.wait(learner, learner.joined.pop((outer, fragment)), values):
+            elif not self.wait(learner, learner.joined.pop((outer, fragment))):
                 return
             else:
                 self.applied(learner, fragment, outer)
             learner.cursor += 1
         self.stopped(learner)
+
+    def duration_s(self, learner: Learner, steps: float) -> float:
+        """``StepClock.duration_s``: the same draw from the learner's generator, its lognormal's
+        parameters kept by step time, jitter and steps (a fleet has few of each)."""
+        clock = learner.clock
+        if clock.jitter_cv == 0:
+            return steps * clock.step_time_s
+        key = (clock.step_time_s, clock.jitter_cv, steps)
+        parameters = self.lognormals.get(key)
+        if parameters is None:
+            parameters = self.lognormals[key] = clock.lognormal_parameters(steps)
+        return float(clock.rng.lognormal(*parameters))
 
     def computed(self, learner: Learner, generation: int) -> None:
         if generation != learner.generation:
@@ -366,31 +378,19 @@ class Learners:
         if kind == "compute":
             learner.unsynced_s += now - since_s
 
-    def wait(self, learner: Learner, report: Report, values: float) -> bool:
-        """``Simulation.wait``: True when the learner goes on at once."""
-        held_s = outer_step_s(self.scenario, values)
-        if report.done and not held_s:
+    def wait(self, learner: Learner, report: Report) -> bool:
+        """``Simulation.wait``: True when the report is back and the learner goes on at once (a
+        Decoupled scenario has no ``[exchange]``, so no outer step's share to hold)."""
+        if report.done:
             self.record_wait(learner, self.now, report)
             return True
         learner.activity = ("wait", self.now, report.fragment, report.outer_step)
         learner.waiting_for = report
-        if not report.done:
-            report.on_done.append((self.resume, learner, learner.generation))
-        else:
-            self.at(self.now + held_s, self.held, learner, learner.generation)
+        report.on_done.append((self.resume, learner, learner.generation))
         return False
 
     def resume(self, learner: Learner, generation: int) -> None:
-        """The learner's report is back: it holds the outer step's share, then applies."""
-        if generation != learner.generation:
-            return
-        held_s = outer_step_s(self.scenario, self.actions[learner.cursor][5])
-        if held_s > 0:
-            self.at(self.now + held_s, self.held, learner, generation)
-        else:
-            self.held(learner, generation)
-
-    def held(self, learner: Learner, generation: int) -> None:
+        """The learner's report is back: it applies it and goes on."""
         if generation != learner.generation:
             return
         report, since_s = learner.waiting_for, learner.activity[1]
@@ -704,8 +704,10 @@ class Learners:
     def row(self, learner: Learner, start_s: float, end_s: float, kind: str, payload: float, fragment: int,
             outer: int) -> None:
         learner.has_rows = True
-        self.first_start_s = min(self.first_start_s, start_s)
-        self.last_end_s = max(self.last_end_s, end_s)
+        if start_s < self.first_start_s:
+            self.first_start_s = start_s
+        if end_s > self.last_end_s:
+            self.last_end_s = end_s
         if self.rows is not None:
             self.rows.append(Row(start_s, end_s, learner.rank, learner.island, kind, payload, fragment, outer))
 
