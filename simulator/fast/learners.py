@@ -80,13 +80,14 @@ def why_not(setup: RunSetup) -> str | None:
     """Why ``setup`` is not Decoupled DiLoCo whose learners meet only at the syncer's merges (see the
     module's docstring), with churn, if any, that leaves and returns at random, or None."""
     scenario = setup.scenario
+    if setup.schedule.coupled:
+        return "not Decoupled DiLoCo"
     syncer = SyncerPaths.of(scenario)
     topology = setup.topology
     own_links = all(syncer.to_syncer(topology, w.rank) == (topology.uplinks[w.rank],)
                     and syncer.from_syncer(topology, w.rank) == (topology.downlinks[w.rank],)
                     for w, _ in setup.groups)
     reasons = (
-        (setup.schedule.coupled, "not Decoupled DiLoCo"),
         (scenario.syncer.bandwidth_gbps is not None, "the syncer's own link ([syncer] bandwidth) is shared"),
         (not own_links, "the learners' way to the syncer crosses a shared backbone"),
         (setup.tracks_links, "token buckets fill and drain between exchanges"),
@@ -248,7 +249,7 @@ class Learners:
         # progress: each learner's next outer step, and the laggard's (``Progress``)
         self.at_outer = [0] * (self.outer_steps + 1)
         self.at_outer[0] = len(self.learners)
-        self.completed_outer = 0
+        self.laggard_outer = 0
         self.running = 0
         self.lost_s = 0.0
         self.horizon_reached = False
@@ -300,7 +301,7 @@ class Learners:
 
     def stop_at_horizon(self) -> None:
         self.horizon_reached = True
-        self.incomplete_reason = budget.horizon_reason(self.completed_outer, self.scenario, self.horizon_s)
+        self.incomplete_reason = budget.horizon_reason(self.laggard_outer, self.scenario, self.horizon_s)
         self.over = True
 
     # --- a learner's process (``engine.worker_process``) -----------------------------------------
@@ -421,13 +422,13 @@ class Learners:
         self.at_outer[learner.learner_outer] -= 1
         learner.learner_outer = outer + 1
         self.at_outer[outer + 1] += 1
-        while self.completed_outer < self.outer_steps and not self.at_outer[self.completed_outer]:
-            self.completed_outer += 1
+        while self.laggard_outer < self.outer_steps and not self.at_outer[self.laggard_outer]:
+            self.laggard_outer += 1
 
     def stopped(self, learner: Learner) -> None:
         learner.running = False
         self.running -= 1
-        if self.completed_outer == self.outer_steps and not self.running:
+        if self.laggard_outer == self.outer_steps and not self.running:
             self.over = True
 
     # --- a learner's round trip (``Syncer``) ----------------------------------------------------
@@ -726,13 +727,13 @@ class Learners:
                           syncs=column([float(lr.syncs) for lr in with_rows]))
         counts = {learner.rank: learner.count for learner in self.learners}
         keys = sorted(self.spans)
-        complete = self.completed_outer == self.outer_steps
+        complete = self.laggard_outer == self.outer_steps
         return Played(
             player=LEARNERS.name, totals=workers,
             wall_time_s=self.last_end_s - self.first_start_s if with_rows else 0.0,
             sync_durations_s=column([self.spans[key][1] - self.spans[key][0] for key in keys]),
             sync_counts=column([counts[key[2]] for key in keys], np.int64),
-            outer_steps=self.scenario.schedule.outer_steps if complete else self.completed_outer,
+            outer_steps=self.scenario.schedule.outer_steps if complete else self.laggard_outer,
             peak_gbps=self.peak_bytes_per_s * BITS_PER_BYTE / BITS_PER_GBIT,
             merged_steps={learner.rank: learner.merged_steps for learner in self.learners},
             counts=counts_for(False, **self.counts), row_source=rows, transfer_source=transfers,
