@@ -182,9 +182,9 @@ CASES = [
     case("simulate", "--max-events not a number", [WE, "--max-events", "many"],
          "argument --max-events: invalid float value: 'many'"),
     case("simulate", "a run played with arrays beyond --max-events", [WE, "--max-events", "10"],
-         "schedule.outer_steps: the run would take as long as about"),
+         "--max-events: the run would take as long as about"),
     case("simulate", "a run played event by event beyond --max-events", ["decoupled-fleet", "--max-events", "10"],
-         "schedule.outer_steps: the run would need about"),
+         "--max-events: the run would need about"),
     # sweep
     case("sweep", "--grid without values", [WE, "--grid", "schedule.inner_steps"], "--grid schedule.inner_steps"),
     case("sweep", "--grid of an unknown key", [WE, "--grid", "schedule.inner_stepz=1,2"],
@@ -252,7 +252,7 @@ CASES = [
     case("bandwidth-table", "--set of an unknown key", ["--set", "schedule.x=1"], "schedule.x: unknown key"),
     case("bandwidth-table", "--set beyond the simulator's bound",
          ["--sizes", "1b", "--set", "schedule.outer_steps=10000000"],
-         "schedule.outer_steps: the run would need about 5.5e+07 simulator events"),
+         "--max-events: the run would need about 5.5e+07 simulator events"),
     case("bandwidth-table", "--output unwritable", ["--output", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
     case("bandwidth-table", "--output a folder", ["--output", "{tmp}"], "is a folder"),
     case("bandwidth-table", "--output with an unknown extension", ["--output", "{tmp}/t.txt"],
@@ -262,12 +262,15 @@ CASES = [
     case("goodput", "--failures 1000000", ["--failures", "1000000"], "--failures must be in [1, 10000] (got 1000000)"),
     case("goodput", "--failures not an integer", ["--failures", "1e3"],
          "argument --failures: invalid int value: '1e3'"),
-    case("goodput", "--failures 10000 (the most one cell takes): the grid would run for hours", ["--failures", "10000"],
-         "chaos: --failures 10000: the goodput grid would need about 6.14e+08 simulator events in all, above the 6e+07 "
-         "(about an hour of CPU) it allows: use --failures 976 or fewer"),
+    case("goodput", "--failures 2000: the grid would run for hours", ["--failures", "2000"],
+         "chaos: --failures 2000: the goodput grid would need about 2.89e+08 simulator events in all, above the 6e+07 "
+         "(about an hour of CPU) it allows: use --failures 414 or fewer"),
+    case("goodput", "--failures 10000 (the most a cell takes): a cell beyond the simulator's bound",
+         ["--failures", "10000"], "the goodput cell Decoupled, M=8, 0.15M chips would need about 1.76e+08 simulator "
+         "events, above 1e+08: lower --failures"),
     case("goodput", "cells priced beyond the simulator's bound",
          ["--failures", "3000", "--set", "island.0.step_time_s=0.01"],
-         "the goodput cell DP, non-elastic, 0.15M chips would need about 1.45e+09 simulator events, above 1e+08"),
+         "the goodput cell DP, non-elastic, 0.15M chips would need about 1.23e+09 simulator events, above 1e+08"),
     case("goodput", "--set of a key every cell sets", ["--set", "island.0.chips=1"],
          "--set island.0.chips=1: the goodput grid sets island.0.chips itself in every cell"),
     case("goodput", "--set of the method", ["--set", "schedule.algorithm=ddp"],
@@ -425,7 +428,7 @@ def test_the_guard_counts_the_islands_by_islands_matrix(tmp_path):
     assert code == 2 and len(err.strip().splitlines()) == 1
     topology_bytes = 8 * (1 + 2000**2) + 200 * 2000  # the region and island matrices, 200 B per worker
     memory_bytes = topology_bytes + 2000 * 2000  # and 2 kB per worker-sync: 2,000 workers sync once
-    assert (f"wide.toml: latency: the run would take about {memory_bytes / 1e9:.3g} GB of memory "
+    assert (f"wide.toml: --max-events: the run would take about {memory_bytes / 1e9:.3g} GB of memory "
             f"({topology_bytes / 1e9:.3g} GB of it the topology: 2000 islands") in err
 
 
