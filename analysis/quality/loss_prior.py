@@ -226,13 +226,14 @@ def chinchilla_loss(parameters: float, tokens: float) -> float:
     return c["E"] + c["A"] / parameters ** c["alpha"] + c["B"] / tokens ** c["beta"]
 
 
-def extra_tokens_factor(parameters: float, relative_to_dp: float) -> float:
-    """D' / D: the tokens a schedule with loss (1 + p) x DDP's needs to reach DDP's loss at the
-    Chinchilla-optimal D = 20 N (module docstring); infinity where no amount of data reaches it."""
+def extra_tokens_factor(parameters: float, relative_to_dp: float, tokens: float | None = None) -> float:
+    """D' / D: the tokens a schedule with loss (1 + p) x DDP's needs to reach DDP's loss at D =
+    ``tokens`` (default the Chinchilla-optimal 20 N; module docstring); infinity where no amount of
+    data reaches it."""
     if relative_to_dp == 0:
         return 1.0
     c = CHINCHILLA
-    tokens = CHINCHILLA_TOKENS_PER_PARAMETER * parameters
+    tokens = tokens or CHINCHILLA_TOKENS_PER_PARAMETER * parameters
     target = chinchilla_loss(parameters, tokens)
     data_term = target / (1 + relative_to_dp) - c["E"] - c["A"] / parameters ** c["alpha"]
     if data_term <= 0:

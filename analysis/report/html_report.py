@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from islands import __version__
 from islands.io import output_format, write_text
-from islands.scenarios import ScenarioSource, as_source
+from islands.scenarios import Scenario, ScenarioSource, as_source
 from islands.schedules import DiLoCo, switch_to
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS
@@ -113,6 +113,13 @@ def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, where
     return image(heatmap_figure(table), "heatmap of utilisation by H and bandwidth") + note(caption)
 
 
+def tokens_text(scenario: Scenario) -> str:
+    """What the loss plot takes each run to consume."""
+    if scenario.model.tokens_per_step:
+        return "the scenario's tokens (model.tokens_per_step x inner steps x workers)"
+    return "20 N tokens (Chinchilla-optimal: the scenario gives no model.tokens_per_step)"
+
+
 def build_report(scenario: str | Path | ScenarioSource, overrides: Sequence[str] = (), target: float = 0.95,
                  targets: Sequence[float] = DEFAULT_TARGETS, sweep_table: pd.DataFrame | None = None,
                  fragments: bool = True, seeds: int = 1, jobs: int | None = None, executor: Executor | None = None,
@@ -153,10 +160,10 @@ def build_report(scenario: str | Path | ScenarioSource, overrides: Sequence[str]
         section("Where the time goes", image(breakdown_figure(summaries, base.name), "time breakdown")),
         section("Predicted loss against wall-clock time",
                 image(loss_time_figure(summaries, base), "predicted loss against wall-clock time"),
-                note("Each run above taken as 20 N tokens (Chinchilla-optimal), its loss at equal tokens from the "
-                     "published tables (islands quality shows each factor and what is not priced); dashed: the "
-                     "same pace on to DDP's final loss. `islands plan --objective time-to-loss` searches H and "
-                     "wire precision for the soonest.")),
+                note(f"Each run above consumes {tokens_text(base)} evenly over its wall time (log axis), its loss "
+                     "at equal tokens from the published tables (islands quality shows each factor and what is not "
+                     "priced); dashed: the same pace on to DDP's final loss. `islands plan --objective "
+                     "time-to-loss` searches H and wire precision for the soonest.")),
         section("Utilisation by H and bandwidth", heatmap),
         section("Plan", note(f"Found by searching the simulator: {plan.runs} runs."),
                 *(plan_section(table) for table in plan_tables(plan))),
