@@ -107,7 +107,8 @@ def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, where
         caption = "Compute utilisation over the two parameters of the given sweep table (mean over seeds)."
         return image(heatmap_figure(sweep_table, where=where), "heatmap of the sweep") + note(caption)
     diloco = source.with_symmetric_links().with_overrides(*switch_to(DiLoCo.name))
-    table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor, progress=progress)
+    table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor, progress=progress,
+                      max_events=source.max_events)
     caption = ("DiLoCo compute utilisation by H and bandwidth per island (every island's link at that rate): "
                "move right for a longer sync interval, up for a faster link.")
     return image(heatmap_figure(table), "heatmap of utilisation by H and bandwidth") + note(caption)
@@ -127,19 +128,20 @@ def build_report(scenario: str | Path | ScenarioSource, overrides: Sequence[str]
                  results: Mapping[str, SimResult] | None = None) -> str:
     """The report as an HTML string. ``sweep_table`` (from ``islands sweep``) replaces the default
     heatmap sweep, ``where`` pins its other parameters (``KEY=VALUE``); ``fragments`` and ``seeds``
-    are the plan's (see ``make_utilisation_plan``); ``results``: the schedules already simulated at equal work
-    (``simulate_schedules``), if at hand; ``progress(stage)``: the progress callback of each long
-    stage (``progress.Stages``)."""
+    are the plan's (see ``make_utilisation_plan``); every run is held to the source's ``max_events``;
+    ``results``: the schedules already simulated at equal work (``simulate_schedules``), if at hand;
+    ``progress(stage)``: the progress callback of each long stage (``progress.Stages``)."""
     stage = progress or (lambda name: None)
     source = as_source(scenario, overrides)
     base = source.scenario
+    # first: a given sweep table is drawn at once, so a --where or axis it lacks is refused before any work
+    heatmap = heatmap_part(source, sweep_table, where, jobs, executor, stage("heatmap sweep"))
     results = results or simulate_schedules(source)
     summaries = {name: result.summary for name, result in results.items()}
     plan = make_utilisation_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs,
-                                 executor=executor, progress=stage("plan searches"))
+                                 executor=executor, progress=stage("plan searches"), max_events=source.max_events)
     whatif = run_whatif(source, whatif_axes(base), executor=executor, jobs=jobs, progress=stage("what-if grid"))
-    heatmap = heatmap_part(source, sweep_table, where, jobs, executor, stage("heatmap sweep"))
-    timeline_run = simulate(base)
+    timeline_run = simulate(base, source.max_events)
     parts = [
         f"<h1>{html.escape(base.name)}</h1>",
         note(base.description) if base.description else "",

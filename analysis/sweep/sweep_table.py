@@ -64,6 +64,17 @@ def read_sweep(path: str | Path) -> pd.DataFrame:
     return table
 
 
+def check_sweep_of(table: pd.DataFrame, scenario: str, path: str | Path) -> None:
+    """Refuse, in one line, a sweep table whose runs name another scenario than ``scenario`` (its
+    ``scenario`` column, as ``islands sweep`` writes it; a table without one is not checked)."""
+    if "scenario" not in table.columns:
+        return
+    names = sorted({str(name) for name in table["scenario"].dropna()})
+    if names and names != [scenario]:
+        raise UserError(f"{path}: a sweep of {', '.join(map(repr, names))}, not of {scenario!r} (the scenario "
+                        "given): sweep this one with `islands sweep`")
+
+
 def is_parameter(column: str) -> bool:
     first = column.split(".")[0]
     return column in TOP_KEYS or first in SECTION_KEYS or (first == "island" and column.count(".") == 2)
