@@ -104,7 +104,8 @@ def heatmap_grid(source: ScenarioSource) -> dict[str, list[float]]:
 def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, where: Sequence[str],
                  jobs: int | None, executor: Executor | None, progress: Progress | None = None) -> str:
     if sweep_table is not None:
-        caption = "Compute utilisation over the two parameters of the given sweep table (mean over seeds)."
+        caption = ("Compute utilisation over the two parameters of the given sweep table (the mean over seeds, "
+                   "with its sample standard deviation where the sweep ran several).")
         return image(heatmap_figure(sweep_table, where=where), "heatmap of the sweep") + note(caption)
     diloco = source.with_symmetric_links().with_overrides(*switch_to(DiLoCo.name))
     table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor, progress=progress,
