@@ -101,12 +101,16 @@ def heatmap_grid(source: ScenarioSource) -> dict[str, list[float]]:
     }
 
 
-def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, where: Sequence[str],
-                 jobs: int | None, executor: Executor | None, progress: Progress | None = None) -> str:
-    if sweep_table is not None:
-        caption = ("Compute utilisation over the two parameters of the given sweep table (the mean over seeds, "
-                   "with its sample standard deviation where the sweep ran several).")
-        return image(heatmap_figure(sweep_table, where=where), "heatmap of the sweep") + note(caption)
+def table_heatmap(sweep_table: pd.DataFrame, where: Sequence[str]) -> str:
+    """The heatmap of a given sweep table (``islands sweep``), its other parameters pinned by ``where``."""
+    caption = ("Compute utilisation over the two parameters of the given sweep table (the mean over seeds, "
+               "with its sample standard deviation where the sweep ran several).")
+    return image(heatmap_figure(sweep_table, where=where), "heatmap of the sweep") + note(caption)
+
+
+def swept_heatmap(source: ScenarioSource, jobs: int | None, executor: Executor | None,
+                  progress: Progress | None = None) -> str:
+    """DiLoCo's utilisation over H and bandwidth (``heatmap_grid``), swept here."""
     diloco = source.with_symmetric_links().with_overrides(*switch_to(DiLoCo.name))
     table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor, progress=progress,
                       max_events=source.max_events)
@@ -135,13 +139,14 @@ def build_report(scenario: str | Path | ScenarioSource, overrides: Sequence[str]
     stage = progress or (lambda name: None)
     source = as_source(scenario, overrides)
     base = source.scenario
-    # first: a given sweep table is drawn at once, so a --where or axis it lacks is refused before any work
-    heatmap = heatmap_part(source, sweep_table, where, jobs, executor, stage("heatmap sweep"))
+    # a given sweep table is drawn first, so that a --where or an axis it lacks is refused before any work
+    given = table_heatmap(sweep_table, where) if sweep_table is not None else None
     results = results or simulate_schedules(source)
     summaries = {name: result.summary for name, result in results.items()}
     plan = make_utilisation_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs,
                                  executor=executor, progress=stage("plan searches"), max_events=source.max_events)
     whatif = run_whatif(source, whatif_axes(base), executor=executor, jobs=jobs, progress=stage("what-if grid"))
+    heatmap = given or swept_heatmap(source, jobs, executor, stage("heatmap sweep"))
     timeline_run = simulate(base, source.max_events)
     parts = [
         f"<h1>{html.escape(base.name)}</h1>",
