@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from islands.analysis.display_units import percent_text, rate_text
@@ -75,7 +76,8 @@ def best_table(best: pd.DataFrame, rank_by: str = "compute_utilisation", seeds: 
     from islands.analysis.sweep.sweep_table import SPREAD_SUFFIX, parameter_columns
 
     keys = [column for column in parameter_columns(best) if column != "seed"]
-    figures = [(label, column, fmt) for label, column, fmt in FIGURES if column in best]
+    figures: list[tuple[str, str, Callable[[Any], str]]] = [(label, column, fmt) for label, column, fmt in FIGURES
+                                                          if column in best]
     if seeds > 1:
         fmt = next((f for _, c, f in FIGURES if c == rank_by), cell)
         figures.append((f"sd of {rank_by} over seeds", rank_by + SPREAD_SUFFIX, fmt))
