@@ -51,12 +51,19 @@ FILES = {
     "overflow.toml": None,
     "inf.toml": None,
     "nan.toml": None,
+    "absent.toml": None,
+    "clash.toml": None,
 }
+EXTRA_ISLAND = '\n[[island]]\nname = "%s"\nstep_time_s = 1.5\nbandwidth_gbps = 1.0\n%s'
+
 REPLACEMENTS = {"huge.toml": ("outer_steps = 20", f"outer_steps = {HUGE}"),
                 "long.toml": ("outer_steps = 20", f"outer_steps = {LONG}"),
                 "overflow.toml": ("step_time_s = 1.5", "step_time_s = 1e999"),
                 "inf.toml": ("step_time_s = 1.5", "step_time_s = inf"),
-                "nan.toml": ("step_time_s = 1.5", "step_time_s = nan")}
+                "nan.toml": ("step_time_s = 1.5", "step_time_s = nan"),
+                "absent.toml": ("latency_ms = 0.0",
+                                "latency_ms = 0.0\n" + EXTRA_ISLAND % ("late", "present = false\n")),
+                "clash.toml": ("latency_ms = 0.0", "latency_ms = 0.0\n" + EXTRA_ISLAND % ("dc-1", ""))}
 S = "{tmp}/s.toml"
 WE = "worked-example"
 SHORT = ["--set", "schedule.outer_steps=2"]
@@ -144,6 +151,24 @@ CASES = [
     case("simulate", "a quorum on a schedule that syncs everyone", [WE, "--set", "schedule.quorum=3"],
          'schedule.quorum: 3 has no effect: algorithm = "diloco" syncs every worker each round; a quorum is '
          'read by "decoupled" only (remove it, or set it to 1)'),
+    case("simulate", "a return time without departures", [WE, "--set", "island.0.mttr_s=3600"],
+         "island.0.mttr_s: has no effect without mtbf_s"),
+    case("simulate", "a recovery time without failures", [WE, "--set", "island.0.recovery_s=60"],
+         "island.0.recovery_s: has no effect without chip_mtbf_s"),
+    case("simulate", "a deadline's slack under the wait barrier", [WE, "--set", "schedule.deadline_slack=0.5"],
+         'schedule.deadline_slack: 0.5 has no effect under barrier = "wait"'),
+    case("simulate", "a syncer under a coupled schedule", [WE, "--set", "syncer.latency_ms=5"],
+         'syncer.latency_ms: has no effect: algorithm = "diloco" has no syncer'),
+    case("simulate", "an absent island that nothing brings in", ["{tmp}/absent.toml"],
+         "island.1.present: false, and nothing ever brings worker 'late' in"),
+    case("simulate", "an island named as another island's replica", ["{tmp}/clash.toml"],
+         "island.1.name: 'dc-1' names both a replica of island 0 ('dc') and island 1: names must be unique"),
+    case("simulate", "an empty island name", [WE, "--set", 'island.0.name=""'],
+         "island.0.name: must not be empty (got '')"),
+    case("simulate", "a replica that does not fit its accelerators", [WE, "--set", "island.0.memory_gb=80"],
+         "island.0.gpus: a replica of island 'dc' does not fit: it needs 240 GB per accelerator"),
+    case("simulate", "an accelerator of no memory", [WE, "--set", "island.0.memory_gb=0"],
+         "island.0.memory_gb: must be >= 0.001 GB"),
     case("simulate", "alpha-beta where learners share the syncer's link",
          [WE, "--set", "schedule.algorithm=decoupled", "--set", "syncer.bandwidth_gbps=10",
           "--set", "network.model=alpha-beta"], "network.model: alpha-beta prices each transfer alone"),
