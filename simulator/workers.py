@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Protocol
 
 import simpy
 
@@ -16,6 +16,13 @@ from .network.collectives import PendingCollective
 from .compute import StepClock
 
 LAUNCH, APPLY = object(), object()
+
+
+class Exchange(Protocol):
+    """A worker's exchange in flight: a pending collective, or a learner's report to Decoupled
+    DiLoCo's syncer (``events.syncer.Report``). ``done`` fires when it is over."""
+
+    done: simpy.Event
 
 
 @dataclass(eq=False)
@@ -33,7 +40,7 @@ class WorkerState:
     position_at_apply: float = 0.0
     merged_steps: float = 0.0
     late: dict[int, PendingCollective] = field(default_factory=dict)  # deadline barrier: syncs it missed, by outer step
-    exchanging: PendingCollective | None = None  # its latest exchange: the next one starts after it
+    exchanging: Exchange | None = None  # its latest exchange: the next one starts after it
 
 
 Start = Callable[[WorkerState, int], None]  # start a worker's process from an outer step (the engine's)
