@@ -53,6 +53,7 @@ from islands.trace import NO_FRAGMENT, Row
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from .. import budget
+from ..budget import Budget
 from ..compute import CHURN, worker_generator
 from ..network.links import Transfer
 from ..network.syncer_paths import SyncerPaths
@@ -126,7 +127,7 @@ class LearnersPlayer:
             why = f"the event model's run is short (about {events:.3g} events): it plays it to the last bit"
         return why
 
-    def budget(self, setup: RunSetup) -> budget.Budget:
+    def budget(self, setup: RunSetup) -> Budget:
         """Its timers (``estimated_events``), refused in one line past ``--max-events`` at what they
         cost in the event model's events; memory for the learners and their spans, not for rows."""
         scenario, max_events = setup.scenario, setup.max_events
@@ -144,19 +145,19 @@ class LearnersPlayer:
         budget.check(scenario, dataclasses.replace(held, events=cost), max_events)
         return held
 
-    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+    def check_outputs(self, setup: RunSetup, budget_: Budget, trace: bool, links: bool) -> None:
         """The rows and transfers are the run's, played again with the same draws: refused when the
         rows would not fit (``lockstep.check_rows``)."""
         if trace or links:
             check_rows(setup, budget_)
 
-    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played:
+    def play(self, setup: RunSetup, budget_: Budget) -> Played:
         run = Learners(setup, budget_.horizon_s)
         run.play()
         return run.played(lambda: replayed(setup, budget_).rows, lambda: replayed(setup, budget_).transfers)
 
 
-def replayed(setup: RunSetup, budget_: budget.Budget) -> Learners:
+def replayed(setup: RunSetup, budget_: Budget) -> Learners:
     check_rows(setup, budget_)
     run = Learners(setup, budget_.horizon_s, keep_rows=True)
     run.play()

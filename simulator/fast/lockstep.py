@@ -35,6 +35,7 @@ from islands.summary import Workers
 from islands.trace import NO_FRAGMENT, Row
 
 from .. import budget
+from ..budget import Budget
 from ..network.collectives import COLLECTIVES, ring_and_leg, calls_of, exposed_tail_s, outer_step_s
 from ..network.links import Transfer
 from ..played import Played, counts_for, peak_gbps
@@ -74,7 +75,7 @@ def why_not(scenario: Scenario, coupled: bool) -> str | None:
     return next((why for failed, why in reasons if failed), None)
 
 
-def guard(scenario: Scenario, max_events: float) -> budget.Budget:
+def guard(scenario: Scenario, max_events: float) -> Budget:
     """The scenario's budget (float64 time checked), refused in one line when its lockstep run would
     take longer than ``max_events`` events of the event model, or hold more memory than they admit
     (its memory does not grow with the syncs: the topology and one sync's state per worker)."""
@@ -361,7 +362,7 @@ def chunks(items: Iterable, size: int) -> Iterator[list]:
         yield chunk
 
 
-def check_rows(setup: RunSetup, budget_: budget.Budget) -> None:
+def check_rows(setup: RunSetup, budget_: Budget) -> None:
     """Refuse, in one line, a trace whose rows need more memory than an event run the budget admits."""
     limit = setup.max_events * budget.ROWS_PER_WORKER_SYNC / budget.EVENTS_PER_WORKER_SYNC
     if budget_.trace_rows > limit:
@@ -379,15 +380,15 @@ class LockstepPlayer:
     def fits(self, setup: RunSetup) -> str | None:
         return why_not(setup.scenario, setup.schedule.coupled)
 
-    def budget(self, setup: RunSetup) -> budget.Budget:
+    def budget(self, setup: RunSetup) -> Budget:
         return guard(setup.scenario, setup.max_events)
 
-    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+    def check_outputs(self, setup: RunSetup, budget_: Budget, trace: bool, links: bool) -> None:
         """A trace replays the run with its rows: refused when they would not fit (``check_rows``)."""
         if trace:
             check_rows(setup, budget_)
 
-    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played:
+    def play(self, setup: RunSetup, budget_: Budget) -> Played:
         run = Lockstep(setup)
         run.play()
         # a run of one worker makes its transfers when asked for; its rings' first transfers have their peaks
@@ -401,7 +402,7 @@ class LockstepPlayer:
                       row_source=lambda: replayed_rows(setup, budget_), transfer_source=transfers)
 
 
-def replayed_rows(setup: RunSetup, budget_: budget.Budget) -> list[Row]:
+def replayed_rows(setup: RunSetup, budget_: Budget) -> list[Row]:
     """A lockstep run's rows, played again with the same draws."""
     check_rows(setup, budget_)
     replay = Lockstep(setup, rows=[])

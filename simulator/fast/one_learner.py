@@ -37,6 +37,7 @@ from islands.summary import Workers
 from islands.trace import NO_FRAGMENT, Row
 
 from .. import budget
+from ..budget import Budget
 from ..network.flows import COMPLETION_TOLERANCE
 from ..network.links import Transfer
 from ..network.syncer_paths import SyncerPaths
@@ -77,13 +78,13 @@ class OneLearnerPlayer:
     def fits(self, setup: RunSetup) -> str | None:
         return why_not(setup)
 
-    def budget(self, setup: RunSetup) -> budget.Budget:
+    def budget(self, setup: RunSetup) -> Budget:
         return budget.guard(setup.scenario, setup.max_events)
 
-    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+    def check_outputs(self, setup: RunSetup, budget_: Budget, trace: bool, links: bool) -> None:
         """Its rows and transfers are the event run's, played again: as many as the budget admits."""
 
-    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played | None:
+    def play(self, setup: RunSetup, budget_: Budget) -> Played | None:
         """The run as its event run would give it; None where a transfer would not end at its first
         wake-up (the event model then plays it)."""
         try:
