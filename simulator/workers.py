@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Callable, Iterable, Iterator, Protocol, TypeVar
 
 import simpy
 
 from islands.scenarios import Worker
-from islands.schedules import SyncPoint
+from islands.schedules import SyncStep
 
 from .network.collectives import PendingCollective
 from .compute import StepClock
 
 LAUNCH, APPLY = object(), object()
+Step = TypeVar("Step", bound=SyncStep)  # a sync step, priced (SyncPoint: the engine's) or not (a timeline's)
 
 
 class Exchange(Protocol):
@@ -46,12 +47,12 @@ class WorkerState:
 Start = Callable[[WorkerState, int], None]  # start a worker's process from an outer step (the engine's)
 
 
-def sync_actions(points: Iterable[SyncPoint]) -> Iterator[tuple[object, SyncPoint]]:
+def sync_actions(points: Iterable[Step]) -> Iterator[tuple[object, Step]]:
     """The launches and applies of ``points`` (in launch order) in the order a worker meets them: by
     position in inner steps, a launch before an apply at the same position (a blocking sync
     launches, then waits), so an exchange stays in flight over any launches before its apply step.
     Lazy: a run's points are never all in memory."""
-    due: list[tuple[float, int, SyncPoint]] = []
+    due: list[tuple[float, int, Step]] = []
     for index, point in enumerate(points):
         while due and due[0][0] < point.launch_step:
             yield APPLY, heapq.heappop(due)[2]

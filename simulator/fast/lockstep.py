@@ -37,7 +37,7 @@ from islands.trace import NO_FRAGMENT, Row
 from .. import budget
 from ..budget import Budget
 from ..network.collectives import COLLECTIVES, ring_and_leg, calls_of, exposed_tail_s, outer_step_s
-from ..network.links import Transfer
+from ..network.links import UNCLOCKED, Transfer
 from ..played import Played, counts_for, peak_gbps
 from ..setup import RunSetup
 from .timeline import Timeline, timeline_of
@@ -212,6 +212,7 @@ class Lockstep:
     def one_transfers(self) -> list[Transfer]:
         """``play_one``'s transfers, as ``launch`` makes them: each a copy of its ring's first (its counted
         links included), moving from the latency's end at its rate alone."""
+        assert self.one_run is not None, "asked of a run that play_one played (LockstepPlayer.play)"
         timeline, starts = self.one_run
         legs = self.legs()
         transfers = []
@@ -258,7 +259,7 @@ class Lockstep:
             setup = self.setup
             ring, leg = ring_and_leg(setup.scenario, setup.topology, setup.replica_counts, self.fleet.grouped,
                                      COLLECTIVES[collective], self.participants, payload_bytes)
-            transfer = Transfer(leg.links, leg.bytes_per_link, None, leg.cap_bytes_per_s,
+            transfer = Transfer(leg.links, leg.bytes_per_link, UNCLOCKED, leg.cap_bytes_per_s,
                                 leg.narrowest_bytes_per_s)
             transfer.rate_bytes_per_s = transfer.peak_bytes_per_s = transfer.alone_bytes_per_s
             transfer.most_access_crossings()
@@ -332,6 +333,7 @@ class Lockstep:
         self.applied_position = self.position
 
     def record(self, kind: str, since: np.ndarray, until: np.ndarray, fragment: int, outer_step: int) -> None:
+        assert self.rows is not None, "rows are recorded only by a run that keeps them"
         self.rows.extend(Row(start, end, rank, island, kind, 0.0, fragment, outer_step)
                          for start, end, rank, island in zip(since.tolist(), until.tolist(), self.ranks, self.islands)
                          if end > start)
@@ -405,9 +407,9 @@ class LockstepPlayer:
 def replayed_rows(setup: RunSetup, budget_: Budget) -> list[Row]:
     """A lockstep run's rows, played again with the same draws."""
     check_rows(setup, budget_)
-    replay = Lockstep(setup, rows=[])
-    replay.play()
-    return replay.rows
+    rows: list[Row] = []
+    Lockstep(setup, rows=rows).play()
+    return rows
 
 
 LOCKSTEP = LockstepPlayer()

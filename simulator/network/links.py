@@ -33,6 +33,9 @@ import simpy
 
 NO_CAP = math.inf
 CAPACITY = attrgetter("capacity_bytes_per_s")
+# ``Transfer.done`` of a transfer that a fast path plays without a clock (its rate and segments set by
+# hand): an event of an environment that never runs, so it never fires and nothing waits on it
+UNCLOCKED = simpy.Environment().event()
 FEW_LINKS = 4  # a transfer this short is walked link by link when filled; a longer one (a ring) is not
 
 
