@@ -18,7 +18,7 @@ def is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def is_whole_number(value: Any) -> bool:
+def is_whole_number(value: Any) -> TypeGuard[int]:
     """An int, not a bool (a float such as 2.0 is not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
