@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from islands.scenarios import Worker
-
 from islands.trace import NO_FRAGMENT, Row
 
 from ..core.tracing import Recorder
