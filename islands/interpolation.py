@@ -5,22 +5,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+X = TypeVar("X", bound=float)  # the given x: floats, or whole numbers (a profile's H)
 
 
-def log_linear(by_x: Mapping[float, float], x: float) -> tuple[float, float | None]:
+def log_linear(by_x: Mapping[X, float], x: X) -> tuple[float, X | None]:
     """The value at ``x``: linear in log x between the two nearest given x, or the nearest given x's
     value outside them; and that nearest x when ``x`` was outside (None when inside)."""
     return interpolated(by_x, x, lambda low, high: math.log(x / low) / math.log(high / low))
 
 
-def linear(by_x: Mapping[float, float], x: float) -> float:
+def linear(by_x: Mapping[X, float], x: X) -> float:
     """The value at ``x``: linear in x between the two nearest given x, or the nearest given x's value
     outside them."""
     return interpolated(by_x, x, lambda low, high: (x - low) / (high - low))[0]
 
 
-def interpolated(by_x: Mapping[float, float], x: float,
-                 weight: Callable[[float, float], float]) -> tuple[float, float | None]:
+def interpolated(by_x: Mapping[X, float], x: X,
+                 weight: Callable[[float, float], float]) -> tuple[float, X | None]:
     """The value at ``x`` between the two nearest given x, ``low`` and ``high``, at ``weight(low, high)``
     of the way from low's value to high's; outside them the nearest given x's value, and that x."""
     known = sorted(by_x)

@@ -18,7 +18,7 @@ def is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def is_whole_number(value: Any) -> bool:
+def is_whole_number(value: Any) -> TypeGuard[int]:
     """An int, not a bool (a float such as 2.0 is not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -43,6 +43,6 @@ def is_non_negative_number(value: Any) -> bool:
     return is_finite_number(value) and value >= 0
 
 
-def is_number_between(value: Any, low: float, high: float) -> bool:
+def is_number_between(value: Any, low: float, high: float) -> TypeGuard[float]:
     """A finite number from ``low`` to ``high``, both included."""
     return is_finite_number(value) and low <= value <= high

@@ -60,7 +60,7 @@ def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
         except (TypeError, ValueError):
             raise ScenarioError(source, "network.rtt_csv",
                                 f"{where}: rtt_ms must be a number (got {shown_value(row['rtt_ms'])})") from None
-        problem = LATENCY_KEYS["rtt_ms"].check(rtt_ms) if is_finite_number(rtt_ms) else "must be finite"
+        problem = rtt_check(rtt_ms) if is_finite_number(rtt_ms) else "must be finite"
         if problem:
             raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms {problem} (got {shown_value(rtt_ms)})")
         pairs.append((PairLatency((row["a"] or "", row["b"] or ""), rtt_ms), where))

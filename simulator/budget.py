@@ -172,7 +172,7 @@ def estimate(scenario: Scenario) -> Budget:
     workers = scenario.workers()
     outer_s, sync_s = interval_s(scenario, workers), sync_s_per_outer(scenario, workers)
     change_s = change_cost_s(scenario, workers, outer_s, sync_s)
-    changes = scheduled_changes(scenario, workers)
+    changes: float = scheduled_changes(scenario, workers)
     length_s = scenario.schedule.outer_steps * (outer_s + sync_s) + changes * change_s
     length_s += max((event.at_s for event in scenario.events), default=0.0)
     horizon_s = None
@@ -322,13 +322,13 @@ def check_memory(scenario: Scenario, budget: Budget, max_events: float) -> None:
 def churniest_key(scenario: Scenario) -> str:
     """The mtbf_s or chip_mtbf_s of the island with the most departures per second, or the events
     when none churns."""
-    rates = {}
+    rates: dict[str, float] = {}
     for index, island in enumerate(scenario.islands):
         if island.mtbf_s is not None:
             rates[f"island.{index}.mtbf_s"] = island.replicas / island.mtbf_s
         if island.chip_mtbf_s is not None:
             rates[f"island.{index}.chip_mtbf_s"] = island.replicas * island.chips / island.chip_mtbf_s
-    return max(rates, key=rates.get) if rates else "event"
+    return max(rates, key=rates.__getitem__) if rates else "event"
 
 
 def shortest_step_key(scenario: Scenario) -> str:

@@ -30,7 +30,12 @@ class StepClock:
         if self.jitter_cv == 0 or steps <= 0:
             return steps * self.step_time_s
         mu, sigma = self.lognormal_parameters(steps)
-        return float(self.rng.lognormal(mu, sigma))
+        return float(self.generator().lognormal(mu, sigma))
+
+    def generator(self) -> np.random.Generator:
+        """The generator it draws from, which a jittered clock has (``step_clock``)."""
+        assert self.rng is not None, "a clock draws only where it jitters, and a jittered clock has a generator"
+        return self.rng
 
     def lognormal_parameters(self, steps: float) -> tuple[float, float]:
         """The Fenton-Wilkinson lognormal's mu and sigma for ``steps`` > 0 steps."""
@@ -48,9 +53,10 @@ class StepClock:
         if self.jitter_cv == 0:
             return steps * self.step_time_s
         mu, sigma = self.parameter_arrays(steps) if parameters is None else parameters
+        rng = self.generator()
         if np.ndim(mu) == 0:
-            return self.rng.lognormal(mu, sigma, len(steps))
-        return self.rng.lognormal(mu, sigma)
+            return rng.lognormal(mu, sigma, len(steps))
+        return rng.lognormal(mu, sigma)
 
     def parameter_arrays(self, steps: np.ndarray) -> tuple[np.ndarray | float, np.ndarray | float]:
         """``lognormal_parameters`` of each of ``steps``: two floats where every one is the same."""

@@ -73,6 +73,7 @@ def play(setup: RunSetup, player: Player, budget_: Budget) -> SimResult:
             if played is not None:
                 break
             played = fallback.play(setup, fallback.budget(setup))
+        assert played is not None, "the event model, the last player, fits and plays every run"
         return result_of(setup, played)
     finally:
         if collecting:

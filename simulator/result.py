@@ -118,9 +118,9 @@ def useful_chip_s(setup: RunSetup, played: Played) -> float:
     return sum(merged[w.rank] * w.step_time_s * w.chips * count for w, count in setup.groups)
 
 
-def island_extra(setup: RunSetup, played: Played) -> dict[str, dict[str, float]]:
+def island_extra(setup: RunSetup, played: Played) -> dict[str, dict[str, float | None]]:
     tokens_per_step = setup.scenario.model.tokens_per_step
-    extra: dict[str, dict[str, float]] = {}
+    extra: dict[str, dict[str, float | None]] = {}
     for island in setup.scenario.islands:
         groups = [(worker, count) for worker, count in setup.groups if worker.island == island.name]
         merged = sum(played.merged_steps[w.rank] * count for w, count in groups) / sum(c for _, c in groups)

@@ -5,17 +5,25 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Protocol, TypeVar
 
 import simpy
 
 from islands.scenarios import Worker
-from islands.schedules import SyncPoint
+from islands.schedules import SyncStep
 
 from .network.collectives import PendingCollective
 from .compute import StepClock
 
 LAUNCH, APPLY = object(), object()
+Step = TypeVar("Step", bound=SyncStep)  # a sync step, priced (SyncPoint: the engine's) or not (a timeline's)
+
+
+class Exchange(Protocol):
+    """A worker's exchange in flight: a pending collective, or a learner's report to Decoupled
+    DiLoCo's syncer (``events.syncer.Report``). ``done`` fires when it is over."""
+
+    done: simpy.Event
 
 
 @dataclass(eq=False)
@@ -33,18 +41,18 @@ class WorkerState:
     position_at_apply: float = 0.0
     merged_steps: float = 0.0
     late: dict[int, PendingCollective] = field(default_factory=dict)  # deadline barrier: syncs it missed, by outer step
-    exchanging: PendingCollective | None = None  # its latest exchange: the next one starts after it
+    exchanging: Exchange | None = None  # its latest exchange: the next one starts after it
 
 
 Start = Callable[[WorkerState, int], None]  # start a worker's process from an outer step (the engine's)
 
 
-def sync_actions(points: Iterable[SyncPoint]) -> Iterator[tuple[object, SyncPoint]]:
+def sync_actions(points: Iterable[Step]) -> Iterator[tuple[object, Step]]:
     """The launches and applies of ``points`` (in launch order) in the order a worker meets them: by
     position in inner steps, a launch before an apply at the same position (a blocking sync
     launches, then waits), so an exchange stays in flight over any launches before its apply step.
     Lazy: a run's points are never all in memory."""
-    due: list[tuple[float, int, SyncPoint]] = []
+    due: list[tuple[float, int, Step]] = []
     for index, point in enumerate(points):
         while due and due[0][0] < point.launch_step:
             yield APPLY, heapq.heappop(due)[2]

@@ -67,6 +67,7 @@ class Question:
     def overrides(self) -> tuple[str, ...]:
         if self.kind == "fragments":
             return (*switch_to(Streaming.name), f"schedule.fragments={self.subject}")
+        assert isinstance(self.subject, str), "a schedule's question is about its algorithm, by name"
         return switch_to(self.subject)
 
     @property
@@ -77,7 +78,7 @@ class Question:
         return keys + [("inner_steps", self.subject)] if self.inner_steps else keys
 
 
-def answer(source: ScenarioSource, question: Question) -> tuple[list[Answer | Measurement], int]:
+def answer(source: ScenarioSource, question: Question) -> tuple[Sequence[Answer | Measurement], int]:
     """Run one task's searches: results in the order of its ``keys``, and the runs simulated. The task
     remembers its runs by scenario (``search.remembering``), so a search's run at the scenario as it
     stands costs nothing after ``now``."""
@@ -85,7 +86,7 @@ def answer(source: ScenarioSource, question: Question) -> tuple[list[Answer | Me
         return searches(source, question), len(runs)
 
 
-def searches(source: ScenarioSource, question: Question) -> list[Answer | Measurement]:
+def searches(source: ScenarioSource, question: Question) -> Sequence[Answer | Measurement]:
     overrides, seeds = question.overrides, question.seeds
     if question.kind == "fragments":
         return precision_row(source, question.target, overrides, question.bits, seeds)

@@ -45,7 +45,7 @@ FELL = "~"  # marks an answer whose runs did not rise with the value searched
 
 
 def bandwidth_cell(found: Answer) -> str:
-    return (rate(found.value) if found.reached else UNREACHED) + ("" if found.monotone else FELL)
+    return (rate(found.value) if found.value is not None else UNREACHED) + ("" if found.monotone else FELL)
 
 
 def fell_note(answers: list[Answer], value: str) -> list[str]:
@@ -93,7 +93,7 @@ def inner_steps_table(plan: Plan) -> Table:
     rows = []
     for algorithm, found in plan.inner_steps.items():
         label = schedule_with_keys(plan, algorithm, leave_out=("inner_steps",))
-        if found.reached:
+        if found.value is not None:
             rows.append([label, str(found.value) + ("" if found.monotone else FELL), percent(found.utilisation),
                          duration(found.value * slowest_step_s)])
         else:
@@ -120,11 +120,13 @@ def fragments_table(plan: Plan) -> Table:
     best = plan.best_fragments()
     notes = []
     if best is not None:
+        least_gbps = plan.fragments[best].value
+        assert least_gbps is not None, "the best is among the answers that reached the target (best_fragments)"
         own = plan.fragments.get((schedule.fragments, schedule.bits))
-        needs = f"needs {rate(own.value)}" if own and own.reached else "cannot reach it"
+        needs = f"needs {rate(own.value)}" if own and own.value is not None else "cannot reach it"
         against = f"; the scenario's P={schedule.fragments} at {schedule.bits}-bit {needs}" if own else ""
         notes.append(f"Least peak bandwidth: P={best[0]} at {best[1]}-bit, "
-                     f"{rate(plan.fragments[best].value)} per island{against}.")
+                     f"{rate(least_gbps)} per island{against}.")
     notes.append("The simulator charges nothing for quantisation error or for staler fragments: fewer bits "
                  "and more fragments always look cheaper here; --objective time-to-loss prices the loss "
                  "(published tables, or your model's with islands quality).")

@@ -19,6 +19,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from islands.numbers import is_finite_number
 from islands.scenarios import Scenario, ScenarioSource
@@ -36,6 +37,7 @@ RELATIVE_TOLERANCE = 1e-3
 REMEMBERED = threading.local()  # the runs a thread remembers by scenario (``remembering``)
 # Utilisation is a ratio of float sums; a run that hides every transfer may land a hair below 1.
 UTILISATION_SLACK = 1e-9
+Value = TypeVar("Value", int, float)  # a bracket's ends: whole numbers (H / P), or any (a bandwidth)
 
 
 @dataclass(frozen=True)
@@ -264,6 +266,7 @@ def bracket_bandwidth(probe: Probe, start: float, guess: float | None) -> tuple[
         expected = expected_gbps(probe)
         reach = step if expected is not None else far
         if high is None:
+            assert low is not None, "every run made fell short of the target, so the least one is low"
             value = min(max(expected or 0.0, low * math.exp(reach)), MAX_GBPS)
         else:
             value = max(min(expected or math.inf, high / math.exp(reach)), MIN_GBPS)
@@ -313,7 +316,7 @@ def near_target(probe: Probe, value: float) -> bool:
     return 0 < cost < math.inf and goal > 0 and abs(math.log(cost / goal)) < TWIN_RANGE
 
 
-def split(probe: Probe, low: float, high: float, middle: float) -> tuple[float, float]:
+def split(probe: Probe, low: Value, high: Value, middle: Value) -> tuple[Value, Value]:
     """The half of the bracket the answer is in, after a run at ``middle``."""
     return (low, middle) if probe.reaches(middle) else (middle, high)
 
@@ -359,7 +362,7 @@ def least_inner_steps(source: ScenarioSource, target: float, *overrides: str, se
         expected = expected_at(probe)
         grown = 2 * high if expected is None else min(max(math.ceil(expected), high + 1), 2 * high)
         high, previous = min(grown, limit), high
-    low = max((k for k in probe.seen if k < high and not probe.reached(k)), default=first - 1)
+    low = max((int(k) for k in probe.seen if k < high and not probe.reached(k)), default=first - 1)  # k: an H / P
     return scaled(probe.answer(narrow_steps(probe, low, high)), step)
 
 
@@ -369,8 +372,10 @@ def narrow_steps(probe: Probe, low: int, high: int) -> int:
     while high - low > 1:
         width = high - low
         expected = None if stalls >= STALLS_BEFORE_BISECTING else expected_at(probe)
-        interpolated = expected is not None and low < expected < high
-        middle = min(max(math.ceil(expected), low + 1), high - 1) if interpolated else (low + high) // 2
+        if expected is not None and low < expected < high:
+            interpolated, middle = True, min(max(math.ceil(expected), low + 1), high - 1)
+        else:
+            interpolated, middle = False, (low + high) // 2
         low, high = split(probe, low, high, middle)
         if interpolated and near_target(probe, middle) and high - low > 1:
             twin = middle - 1 if high == middle else middle + 1

@@ -195,12 +195,12 @@ def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | N
         measured = profile.relative_to_dp(name, schedule.inner_steps, scenario.worker_count, schedule.bits,
                                           declared.fragments(schedule))
         if measured is not None:
-            relative, notes = measured
+            relative, measured_notes = measured
             where = f"measured on {profile.scenario}'s model ({profile.model_parameters:,} parameters)"
             if not 0.5 <= parameters / profile.model_parameters <= 2:
                 where += (f", applied at {parameters:.3g}: the scaling-law tables show the penalty "
                           "shrinking as N grows")
-            return finished(baseline, baseline * (1 + relative), (where, *notes, *marks), measured=True)
+            return finished(baseline, baseline * (1 + relative), (where, *measured_notes, *marks), measured=True)
     m_factor, replica_notes = replicas_factor(parameters, scenario.worker_count)
     factor, notes = schedule_notes(declared, schedule)
     if "inner_steps" in declared.reads:

@@ -66,9 +66,9 @@ class ProfilePoint:
     def from_dict(cls, values: dict) -> ProfilePoint:
         """A point from its JSON object, each field converted to its type (ValueError, TypeError or
         KeyError for a missing or malformed one; ``outer_lr`` may be absent or null)."""
-        types = {"str": str, "int": int, "float": float}
+        types = {"str": str, "int": int, "float": float}  # by a field's annotation, a string (postponed)
         lr = values.get("outer_lr")
-        return cls(**{field.name: types[field.type](values[field.name]) for field in fields(cls)
+        return cls(**{field.name: types[str(field.type)](values[field.name]) for field in fields(cls)
                       if field.name != "outer_lr"}, outer_lr=None if lr is None else float(lr))
 
     def is_physical(self) -> bool:

@@ -105,11 +105,18 @@ def parse_algorithms(item: str, values: str) -> tuple[str, ...]:
     return parsed
 
 
+def whole(point: Point, key: str) -> int:
+    """A whole-number axis of ``point`` (workers, inner_steps: ``GRID_KEYS``)."""
+    value = point[key]
+    assert isinstance(value, int), f"{key} is a whole-number axis"
+    return value
+
+
 def run_overrides(point: Point, steps: int, algorithm: str) -> list[str]:
     """The ``--set`` list for one run of ``algorithm`` at ``point``, ``steps`` inner steps long."""
     overrides = list(switch_to(algorithm))
     overrides += [f"{GRID_KEYS[key]}={value}" for key, value in point.items() if GRID_KEYS[key] and key != "algorithm"]
-    period = 1 if SCHEDULES[algorithm].exchanged == GRADIENT else point["inner_steps"]
+    period = 1 if SCHEDULES[algorithm].exchanged == GRADIENT else whole(point, "inner_steps")
     return overrides + [f"schedule.outer_steps={steps // period}"]
 
 
@@ -189,7 +196,7 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
             started = time.monotonic()
             tuned = [] if outer_lr is None else [f"trainer.outer_lr={outer_lr:g}"]
             run = trained(scenario_name, [*overrides, *run_overrides(point, steps, name), *tuned],
-                          point["workers"], Path(folder) / f"run-{done}")
+                          whole(point, "workers"), Path(folder) / f"run-{done}")
             done += 1
             shown = ", ".join(f"{key} {value}" for key, value in point.items())
             shown += "" if outer_lr is None else f", outer lr {outer_lr:g}"
@@ -201,7 +208,7 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
         baselines = {m: train({"workers": m}, DDP.name) for m in axes["workers"]}
         for point, count in zip(points, fragments):
             losses = {lr: train(point, str(point["algorithm"]), lr)["final_eval_loss"] for lr in sweep}
-            best = min(losses, key=losses.get)
+            best = min(losses, key=losses.__getitem__)
             if tune_outer_lr:
                 progress.note(f"quality: outer lr {best:g} won at {point} (of {', '.join(f'{lr:g}' for lr in sweep)})")
             measured.append(ProfilePoint(steps=steps, eval_loss=losses[best], outer_lr=best,

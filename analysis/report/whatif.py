@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -95,7 +95,7 @@ class WhatIfGrid:
         return [o for axis, index in zip(self.axes, indices) for o in axis.overrides[index]]
 
 
-def axis_of(key: str, label: str, values: Sequence[Any], current: Any, overrides_of) -> WhatIfAxis:
+def axis_of(key: str, label: str, values: Iterable[Any], current: Any, overrides_of) -> WhatIfAxis:
     """An axis over the distinct ``values``, sorted, with the scenario's ``current`` among them (which
     needs no override)."""
     stops = sorted(set(values) | {current})

@@ -64,6 +64,7 @@ def cell_overrides(source: ScenarioSource, method: Method, chips: int, failures:
     """The scenario as ``method`` on a fleet of ``chips``, run for about ``failures`` failures."""
     base = source.scenario
     island = base.islands[0]
+    assert island.chip_mtbf_s is not None, "the grid's fleet has chip failures (check_fleet)"
     rate_per_s = chips / island.chip_mtbf_s
     steps = math.ceil(failures / rate_per_s / island.step_time_s)
     period = SCHEDULES[method.algorithm].period_steps(base.schedule)

@@ -92,9 +92,9 @@ def planned_runs(source: ScenarioSource, axes: Sequence[Axis], seeds: int,
     ones carry their reason."""
     runs = []
     check_run_count(axes, seeds)
-    seed_list = seed_values(source, axes, seeds)
+    seed_list: list[int | None] = [*seed_values(source, axes, seeds)] or [None]
     for params, overrides in combinations(axes):
-        for seed in seed_list or [None]:
+        for seed in seed_list:
             row = dict(params) if seed is None else {**params, "seed": seed}
             extra = overrides if seed is None else [*overrides, f"seed={seed}"]
             try:

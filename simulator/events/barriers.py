@@ -25,7 +25,7 @@ from islands.trace import NO_FRAGMENT
 
 from .context import RunContext
 from ..network.collectives import PendingCollective, copy_leg, launch
-from .exchanges import Exchanges
+from .exchanges import Exchanges, collectives_of
 from ..workers import WorkerState
 
 LATE = object()  # interrupt cause: the deadline passed before this worker reached the barrier
@@ -75,7 +75,7 @@ class Barrier:
                 self.counts["dropped_deltas"] += 1
                 if state.activity is not None and state.activity[0] == "compute":
                     state.process.interrupt(LATE)
-        self.exchanges.maybe_start(collective)
+        collectives_of(self.exchanges).maybe_start(collective)
 
     def drop(self, state: WorkerState) -> None:
         """The worker was cut off computing: its work since its last applied sync is dropped."""

@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, Generator, Iterable
 
 import simpy
@@ -35,7 +36,7 @@ from islands.trace import NO_FRAGMENT
 from .context import RunContext
 from ..network.collectives import PendingCollective, copy_leg, launch
 from ..compute import CHURN, worker_generator
-from .exchanges import Exchanges
+from .exchanges import Exchanges, collectives_of
 from ..workers import WorkerState
 
 DEPARTURE = object()  # interrupt cause: the worker left
@@ -70,13 +71,14 @@ class Churn:
             for state in targets:
                 self.unfired += 1
                 timer = self.env.timeout(event.at_s)
-                timer.callbacks.append(lambda _event, state=state, action=action: self.fire(action, state))
+                timer.callbacks.append(partial(self.fire, action, state))
         for state in self.fleet.states:
             if state.worker.mtbf_s is not None:
                 rng = worker_generator(self.scenario.seed, state.worker.rank, CHURN)
                 self.env.process(self.random_churn(state, rng))
 
-    def fire(self, action: Callable[[WorkerState], None], state: WorkerState) -> None:
+    def fire(self, action: Callable[[WorkerState], None], state: WorkerState, _event: simpy.Event) -> None:
+        """A scheduled ``[[event]]`` comes due (``_event``: its timer)."""
         self.unfired -= 1
         action(state)
 
@@ -121,7 +123,7 @@ class Churn:
     def leave_collective(self, collective: PendingCollective, rank: int) -> None:
         """A participant left a collective in flight: the ring breaks, or under ``on_departure =
         "partial"`` the members holding the state go on without it (if any is left)."""
-        exchanges = self.exchanges
+        exchanges = collectives_of(self.exchanges)
         if self.scenario.network.on_departure == "partial" and self.any_holder(collective.participants, but=rank):
             self.counts["dropped_members"] += 1
             exchanges.drop_member(collective, rank)
@@ -153,7 +155,7 @@ class Churn:
             if collective.expected <= self.passive and collective.arrived <= self.passive:
                 self.orphan(collective.arrived & self.passive, collective)
             if collective.expected or collective.arrived:  # an empty collective completes nothing
-                self.exchanges.maybe_start(collective)
+                collectives_of(self.exchanges).maybe_start(collective)
         if not self.any_holder():
             self.orphan(set(self.waiting))
         self.exchanges.noticed()  # a syncer's merges that waited for its report go ahead
@@ -167,7 +169,9 @@ class Churn:
                 collective.expected.discard(rank)
             self.passive.discard(rank)
             self.waiting.pop(rank, None)
-            self.fleet.state_of[rank].process.interrupt(ORPHANED)
+            process = self.fleet.state_of[rank].process
+            assert process is not None, "a passive joiner waits in its own process (join)"
+            process.interrupt(ORPHANED)
 
     # --- joining ---------------------------------------------------------------------------------
 

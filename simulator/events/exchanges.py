@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import replace
+from functools import partial
 from typing import Any, Callable, Generator
 
 import simpy
@@ -119,6 +120,7 @@ class Collectives(Exchanges):
         work_s = self.spec.exchange_cpu_s_per_value * point.values
         previous, state.exchanging = state.exchanging, collective
         process = state.process
+        assert previous is None or isinstance(previous, PendingCollective), "a run exchanges by collectives or none"
         if previous is not None:
             self.after_own_end(previous, state.worker.rank, lambda: self.prepare(state, process, collective, work_s))
         else:
@@ -192,8 +194,7 @@ class Collectives(Exchanges):
                                 outer_step * (self.last_fragment + 1) + fragment)
         for rank, offset_s in offsets.items():
             if offset_s > 0:
-                self.network.before_end(transfer, offset_s,
-                                        lambda rank=rank: self.member_done(collective, rank, attempt))
+                self.network.before_end(transfer, offset_s, partial(self.member_done, collective, rank, attempt))
 
     def ring_and_leg(self, kind: type[RingCollective], participants: tuple[int, ...],
                      payload_bytes: float) -> tuple[RingCollective, Leg]:
@@ -250,6 +251,7 @@ class Collectives(Exchanges):
             return
         outer_step, fragment = collective.key
         started_s, moved_s = collective.started_at_s, collective.moved_s
+        assert started_s is not None and moved_s is not None, "a collective that finishes was started and moved"
         workers = self.fleet.workers
         for rank, sent in bytes_sent.items():
             end_s = max(started_s, collective.member_end_s.get(rank, self.env.now))  # a restart
@@ -273,6 +275,13 @@ class Collectives(Exchanges):
     def started_s(self, key: tuple[int, int]) -> float | None:
         collective = self.pending.get(key)
         return collective.first_started_s if collective else None
+
+
+def collectives_of(exchanges: Exchanges) -> Collectives:
+    """The run's exchanges as the collectives they are wherever a collective is pending (a syncer,
+    ``syncer.Syncer``, never holds one) or a failure stops every worker (a coupled schedule's)."""
+    assert isinstance(exchanges, Collectives), "only collectives hold pending collectives"
+    return exchanges
 
 
 class StagedCollectives(Collectives):

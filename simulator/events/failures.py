@@ -30,7 +30,7 @@ from islands.trace import NO_FRAGMENT
 from .context import RunContext
 from .churn import Churn
 from ..compute import FAILURES, worker_generator
-from .exchanges import Exchanges
+from .exchanges import Exchanges, collectives_of
 from ..workers import WorkerState
 
 if TYPE_CHECKING:
@@ -116,8 +116,9 @@ class Failures:
     def lose_chip(self, state: WorkerState) -> None:
         rank = state.worker.rank
         self.chips_down[rank] += 1
+        assert state.process is not None, "a chip fails while its worker computes, in its process (arm)"
         state.process.interrupt(PAUSE)
-        back = self.env.timeout(state.worker.recovery_s)
+        back = self.env.timeout(recovery_s(state))
         back.callbacks.append(lambda _event: self.chip_back(state))
 
     def chip_back(self, state: WorkerState) -> None:
@@ -131,7 +132,7 @@ class Failures:
 
     def depart(self, state: WorkerState) -> None:
         self.churn.leave(state)
-        back = self.env.timeout(state.worker.recovery_s)
+        back = self.env.timeout(recovery_s(state))
         back.callbacks.append(lambda _event: None if self.progress.over else self.churn.join(state))
 
     # --- non-elastic: everyone stops, then restarts from the last checkpoint -----------------------
@@ -147,7 +148,7 @@ class Failures:
 
     def stop_all(self) -> None:
         self.stopped_since_s = self.env.now
-        self.exchanges.drop_all()
+        collectives_of(self.exchanges).drop_all()  # only a coupled schedule stops everyone (self.elastic)
         restart_outer = self.checkpoint_outer()
         self.progress.roll_back(restart_outer)
         restart_position = restart_outer * self.schedule.period_steps(self.scenario.schedule)
@@ -178,9 +179,17 @@ class Failures:
         if self.progress.over:
             return
         self.counts["restarts"] += 1
+        assert self.stopped_since_s is not None, "a restart follows the stop (stop_all)"
         for state in self.fleet.states:
             if state.present:
                 self.trace.add(self.stopped_since_s, self.env.now, state.worker.rank, state.worker.island,
                                "idle", 0.0, NO_FRAGMENT, outer)
                 self.start(state, outer)
         self.stopped_since_s = None
+
+
+def recovery_s(state: WorkerState) -> float:
+    """How long the worker's failed chip is down: ``recovery_s``, which a worker that fails has."""
+    recovery = state.worker.recovery_s
+    assert recovery is not None, "recovery_s is required with chip_mtbf_s (scenarios.loader)"
+    return recovery

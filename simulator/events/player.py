@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import budget
+from ..budget import Budget
 from ..played import Played
 from ..setup import RunSetup
 from .engine import EVENTS, Simulation
@@ -16,13 +17,13 @@ class EventPlayer:
     def fits(self, setup: RunSetup) -> str | None:
         return None
 
-    def budget(self, setup: RunSetup) -> budget.Budget:
+    def budget(self, setup: RunSetup) -> Budget:
         return budget.guard(setup.scenario, setup.max_events)
 
-    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+    def check_outputs(self, setup: RunSetup, budget_: Budget, trace: bool, links: bool) -> None:
         """An event run keeps its rows and transfers: the budget bounded them."""
 
-    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played:
+    def play(self, setup: RunSetup, budget_: Budget) -> Played:
         return Simulation(setup, budget_).play()
 
 

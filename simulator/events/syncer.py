@@ -236,6 +236,7 @@ class Syncer(Exchanges):
         report.transfer = None
         self.in_flight[report.rank].discard(report)
         state = self.fleet.state_of[report.rank]
+        assert report.sent_s is not None, "a report comes back after it was sent (send)"
         self.trace.add(report.sent_s, self.env.now, report.rank, state.worker.island, "comm",
                        report.payload_bytes, report.fragment, report.outer_step)
         report.done.succeed()
@@ -248,6 +249,8 @@ class Syncer(Exchanges):
         syncer before its merge, stall the rest (its own transfers and exchange work)."""
         report = exchange
         now = self.env.now
+        assert report.arrived_s is not None and report.first_started_s is not None, \
+            "its learner waited until the report was answered (returned), so it arrived and was merged"
         idle_from = min(max(since_s, report.arrived_s), now)
         idle_to = min(max(idle_from, report.first_started_s), now)
         rank, island = report.rank, state.worker.island

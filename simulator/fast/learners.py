@@ -47,14 +47,16 @@ from typing import Any, Callable
 
 import numpy as np
 
+from islands.scenarios import Worker
 from islands.schedules.decoupled import grace_window_s
 from islands.summary import Workers
 from islands.trace import NO_FRAGMENT, Row
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from .. import budget
+from ..budget import Budget
 from ..compute import CHURN, worker_generator
-from ..network.links import Transfer
+from ..network.links import UNCLOCKED, Transfer
 from ..network.syncer_paths import SyncerPaths
 from ..played import Played, counts_for
 from ..setup import RunSetup
@@ -110,9 +112,16 @@ def estimated_events(setup: RunSetup) -> float:
     fragments = schedule.fragments(scenario.schedule)
     exchanges = sum(count for _, count in setup.groups) * scenario.schedule.outer_steps * fragments
     length_s = max(w.step_time_s * schedule.period_steps(scenario.schedule) * scenario.schedule.outer_steps
-                   * (1.0 if w.mtbf_s is None else (w.mtbf_s + w.mttr_s) / w.mtbf_s) for w in setup.workers)
-    changes = sum(2 * length_s / (w.mtbf_s + w.mttr_s) for w in setup.workers if w.mtbf_s is not None)
+                   * (1.0 if w.mtbf_s is None else churn_cycle_s(w) / w.mtbf_s) for w in setup.workers)
+    changes = sum(2 * length_s / churn_cycle_s(w) for w in setup.workers if w.mtbf_s is not None)
     return EVENTS_PER_EXCHANGE * (exchanges + changes * fragments / 2) + EVENTS_PER_CHANGE * changes
+
+
+def churn_cycle_s(worker: Worker) -> float:
+    """A churning learner's mean time there and away: mtbf_s + mttr_s, both given where this loop
+    plays (``why_not``)."""
+    assert worker.mtbf_s is not None and worker.mttr_s is not None, "a learner that leaves returns (why_not)"
+    return worker.mtbf_s + worker.mttr_s
 
 
 class LearnersPlayer:
@@ -126,7 +135,7 @@ class LearnersPlayer:
             why = f"the event model's run is short (about {events:.3g} events): it plays it to the last bit"
         return why
 
-    def budget(self, setup: RunSetup) -> budget.Budget:
+    def budget(self, setup: RunSetup) -> Budget:
         """Its timers (``estimated_events``), refused in one line past ``--max-events`` at what they
         cost in the event model's events; memory for the learners and their spans, not for rows."""
         scenario, max_events = setup.scenario, setup.max_events
@@ -144,19 +153,19 @@ class LearnersPlayer:
         budget.check(scenario, dataclasses.replace(held, events=cost), max_events)
         return held
 
-    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+    def check_outputs(self, setup: RunSetup, budget_: Budget, trace: bool, links: bool) -> None:
         """The rows and transfers are the run's, played again with the same draws: refused when the
         rows would not fit (``lockstep.check_rows``)."""
         if trace or links:
             check_rows(setup, budget_)
 
-    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played:
+    def play(self, setup: RunSetup, budget_: Budget) -> Played:
         run = Learners(setup, budget_.horizon_s)
         run.play()
-        return run.played(lambda: replayed(setup, budget_).rows, lambda: replayed(setup, budget_).transfers)
+        return run.played(lambda: replayed(setup, budget_).kept_rows(), lambda: replayed(setup, budget_).transfers)
 
 
-def replayed(setup: RunSetup, budget_: budget.Budget) -> Learners:
+def replayed(setup: RunSetup, budget_: Budget) -> Learners:
     check_rows(setup, budget_)
     run = Learners(setup, budget_.horizon_s, keep_rows=True)
     run.play()
@@ -177,6 +186,11 @@ class Report:
         self.transfer: list | None = None  # [start moving, end, rate, up]: the transfer in flight
         self.done = False
         self.on_done: list[tuple] = []  # what waits for its end: its learner, its learner's next report
+
+    def moving(self) -> list:
+        """Its transfer, which a report in its learner's ``in_flight`` has."""
+        assert self.transfer is not None, "a report in flight has its transfer (Learners.transfer)"
+        return self.transfer
 
 
 class Learner:
@@ -200,7 +214,7 @@ class Learner:
         self.queued = 0  # its reports waiting at the syncer
         self.catching_up: list | None = None  # the model's download on its return: [started_s, transfer]
         self.leaves_next = True
-        self.churn_rng = None
+        self.churn_rng: np.random.Generator | None = None
         self.learner_outer = 0
         self.seconds = {"compute": 0.0, "stall": 0.0, "idle": 0.0}
         self.present_s = self.bytes_sent = 0.0
@@ -283,8 +297,8 @@ class Learners:
         for learner in self.learners:
             worker = learner.worker
             if worker.mtbf_s is not None:
-                learner.churn_rng = worker_generator(self.scenario.seed, learner.rank, CHURN)
-                self.at(float(learner.churn_rng.exponential(worker.mtbf_s)), self.churn, learner)
+                learner.churn_rng = rng = worker_generator(self.scenario.seed, learner.rank, CHURN)
+                self.at(float(rng.exponential(worker.mtbf_s)), self.churn, learner)
         if self.horizon_s is not None:
             self.at(self.horizon_s, self.stop_at_horizon)
         heap = self.heap
@@ -301,6 +315,7 @@ class Learners:
 
     def stop_at_horizon(self) -> None:
         self.horizon_reached = True
+        assert self.horizon_s is not None, "the horizon is set before it is reached (play)"
         self.incomplete_reason = budget.horizon_reason(self.laggard_outer, self.scenario, self.horizon_s)
         self.over = True
 
@@ -394,7 +409,9 @@ class Learners:
         """The learner's report is back: it applies it and goes on."""
         if generation != learner.generation:
             return
-        report, since_s = learner.waiting_for, learner.activity[1]
+        report, activity = learner.waiting_for, learner.activity
+        assert report is not None and activity is not None, "a learner resumes from its wait (wait)"
+        since_s = activity[1]
         learner.activity = learner.waiting_for = None
         self.record_wait(learner, since_s, report)
         self.applied(learner, report.fragment, report.outer_step)
@@ -471,7 +488,7 @@ class Learners:
     def arrived(self, report: Report, transfer: list) -> None:
         if report.transfer is not transfer:
             return
-        self.transfer_over(report)
+        self.transfer_over(report, transfer)
         report.arrived_s = self.now
         fragment = report.fragment
         if report.outer_step < self.open_round.get(fragment, 0):
@@ -484,9 +501,9 @@ class Learners:
         self.queue(report.learner, 1)
         self.consider(fragment)
 
-    def transfer_over(self, report: Report) -> None:
-        """The report's transfer ended: its rate was its peak."""
-        transfer, learner = report.transfer, report.learner
+    def transfer_over(self, report: Report, transfer: list) -> None:
+        """The report's ``transfer`` ended: its rate was its peak."""
+        learner = report.learner
         report.transfer = None
         learner.in_flight.discard(report)
         self.moved_at(learner, transfer, self.now)
@@ -503,7 +520,7 @@ class Learners:
     def returned(self, report: Report, transfer: list) -> None:
         if report.transfer is not transfer:
             return
-        self.transfer_over(report)
+        self.transfer_over(report, transfer)
         learner = report.learner
         self.comm_row(learner, report.sent_s, self.now, report.payload_bytes, report.fragment, report.outer_step)
         report.done = True
@@ -610,6 +627,7 @@ class Learners:
             self.come_back(learner)
         learner.leaves_next = not learner.leaves_next
         mean_s = worker.mtbf_s if learner.leaves_next else worker.mttr_s
+        assert learner.churn_rng is not None, "a learner churns from its own generator (play)"
         self.at(self.now + float(learner.churn_rng.exponential(mean_s)), self.churn, learner)
 
     def leave(self, learner: Learner) -> None:
@@ -617,7 +635,7 @@ class Learners:
         learner.present = False
         self.at(self.now + self.detection_s, self.detected, learner)
         for report in learner.in_flight:
-            self.moved_at(learner, report.transfer, self.now)
+            self.moved_at(learner, report.moving(), self.now)
             report.transfer = None
         learner.in_flight.clear()
         learner.exchanging = None
@@ -673,7 +691,7 @@ class Learners:
     def settle_peaks(self, learner: Learner) -> None:
         """The run is over: transfers still in flight carried their rates up to now."""
         for report in learner.in_flight:
-            self.moved_at(learner, report.transfer, self.now)
+            self.moved_at(learner, report.moving(), self.now)
         if learner.catching_up is not None:
             self.moved_at(learner, learner.catching_up[1], self.now)
 
@@ -740,14 +758,20 @@ class Learners:
             lost_compute_s=self.lost_s, horizon_reached=self.horizon_reached,
             incomplete_reason=self.incomplete_reason, events=self.events)
 
+    def kept_rows(self) -> list[Row]:
+        """The rows, which a run made with ``keep_rows`` keeps."""
+        assert self.rows is not None, "rows are kept only by a run made with keep_rows"
+        return self.rows
+
     @property
     def transfers(self) -> list[Transfer]:
         """The transfers as ``FlowNetwork`` leaves them (each at its rate alone over its one link), in the
         order they started moving."""
-        topology = self.setup.topology
+        topology, moved = self.setup.topology, self.moved
+        assert moved is not None, "transfers are kept only by a run made with keep_rows"
         made = []
-        for rank, up, start_s, end_s, rate in sorted(self.moved, key=lambda moved: moved[2]):
-            transfer = Transfer(((topology.uplinks if up else topology.downlinks)[rank],), 0.0, None)
+        for rank, up, start_s, end_s, rate in sorted(moved, key=lambda moved: moved[2]):
+            transfer = Transfer(((topology.uplinks if up else topology.downlinks)[rank],), 0.0, UNCLOCKED)
             transfer.segments = [(start_s, end_s, rate)]
             transfer.rate_bytes_per_s, transfer.peak_bytes_per_s = 0.0, rate
             made.append(transfer)

@@ -35,8 +35,9 @@ from islands.summary import Workers
 from islands.trace import NO_FRAGMENT, Row
 
 from .. import budget
+from ..budget import Budget
 from ..network.collectives import COLLECTIVES, ring_and_leg, calls_of, exposed_tail_s, outer_step_s
-from ..network.links import Transfer
+from ..network.links import UNCLOCKED, Transfer
 from ..played import Played, counts_for, peak_gbps
 from ..setup import RunSetup
 from .timeline import Timeline, timeline_of
@@ -74,7 +75,7 @@ def why_not(scenario: Scenario, coupled: bool) -> str | None:
     return next((why for failed, why in reasons if failed), None)
 
 
-def guard(scenario: Scenario, max_events: float) -> budget.Budget:
+def guard(scenario: Scenario, max_events: float) -> Budget:
     """The scenario's budget (float64 time checked), refused in one line when its lockstep run would
     take longer than ``max_events`` events of the event model, or hold more memory than they admit
     (its memory does not grow with the syncs: the topology and one sync's state per worker)."""
@@ -211,6 +212,7 @@ class Lockstep:
     def one_transfers(self) -> list[Transfer]:
         """``play_one``'s transfers, as ``launch`` makes them: each a copy of its ring's first (its counted
         links included), moving from the latency's end at its rate alone."""
+        assert self.one_run is not None, "asked of a run that play_one played (LockstepPlayer.play)"
         timeline, starts = self.one_run
         legs = self.legs()
         transfers = []
@@ -257,7 +259,7 @@ class Lockstep:
             setup = self.setup
             ring, leg = ring_and_leg(setup.scenario, setup.topology, setup.replica_counts, self.fleet.grouped,
                                      COLLECTIVES[collective], self.participants, payload_bytes)
-            transfer = Transfer(leg.links, leg.bytes_per_link, None, leg.cap_bytes_per_s,
+            transfer = Transfer(leg.links, leg.bytes_per_link, UNCLOCKED, leg.cap_bytes_per_s,
                                 leg.narrowest_bytes_per_s)
             transfer.rate_bytes_per_s = transfer.peak_bytes_per_s = transfer.alone_bytes_per_s
             transfer.most_access_crossings()
@@ -331,6 +333,7 @@ class Lockstep:
         self.applied_position = self.position
 
     def record(self, kind: str, since: np.ndarray, until: np.ndarray, fragment: int, outer_step: int) -> None:
+        assert self.rows is not None, "rows are recorded only by a run that keeps them"
         self.rows.extend(Row(start, end, rank, island, kind, 0.0, fragment, outer_step)
                          for start, end, rank, island in zip(since.tolist(), until.tolist(), self.ranks, self.islands)
                          if end > start)
@@ -361,7 +364,7 @@ def chunks(items: Iterable, size: int) -> Iterator[list]:
         yield chunk
 
 
-def check_rows(setup: RunSetup, budget_: budget.Budget) -> None:
+def check_rows(setup: RunSetup, budget_: Budget) -> None:
     """Refuse, in one line, a trace whose rows need more memory than an event run the budget admits."""
     limit = setup.max_events * budget.ROWS_PER_WORKER_SYNC / budget.EVENTS_PER_WORKER_SYNC
     if budget_.trace_rows > limit:
@@ -379,15 +382,15 @@ class LockstepPlayer:
     def fits(self, setup: RunSetup) -> str | None:
         return why_not(setup.scenario, setup.schedule.coupled)
 
-    def budget(self, setup: RunSetup) -> budget.Budget:
+    def budget(self, setup: RunSetup) -> Budget:
         return guard(setup.scenario, setup.max_events)
 
-    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+    def check_outputs(self, setup: RunSetup, budget_: Budget, trace: bool, links: bool) -> None:
         """A trace replays the run with its rows: refused when they would not fit (``check_rows``)."""
         if trace:
             check_rows(setup, budget_)
 
-    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played:
+    def play(self, setup: RunSetup, budget_: Budget) -> Played:
         run = Lockstep(setup)
         run.play()
         # a run of one worker makes its transfers when asked for; its rings' first transfers have their peaks
@@ -401,12 +404,12 @@ class LockstepPlayer:
                       row_source=lambda: replayed_rows(setup, budget_), transfer_source=transfers)
 
 
-def replayed_rows(setup: RunSetup, budget_: budget.Budget) -> list[Row]:
+def replayed_rows(setup: RunSetup, budget_: Budget) -> list[Row]:
     """A lockstep run's rows, played again with the same draws."""
     check_rows(setup, budget_)
-    replay = Lockstep(setup, rows=[])
-    replay.play()
-    return replay.rows
+    rows: list[Row] = []
+    Lockstep(setup, rows=rows).play()
+    return rows
 
 
 LOCKSTEP = LockstepPlayer()

@@ -37,8 +37,9 @@ from islands.summary import Workers
 from islands.trace import NO_FRAGMENT, Row
 
 from .. import budget
+from ..budget import Budget
 from ..network.flows import COMPLETION_TOLERANCE
-from ..network.links import Transfer
+from ..network.links import UNCLOCKED, Transfer
 from ..network.syncer_paths import SyncerPaths
 from ..played import Played, counts_for, peak_gbps
 from ..setup import RunSetup
@@ -77,13 +78,13 @@ class OneLearnerPlayer:
     def fits(self, setup: RunSetup) -> str | None:
         return why_not(setup)
 
-    def budget(self, setup: RunSetup) -> budget.Budget:
+    def budget(self, setup: RunSetup) -> Budget:
         return budget.guard(setup.scenario, setup.max_events)
 
-    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+    def check_outputs(self, setup: RunSetup, budget_: Budget, trace: bool, links: bool) -> None:
         """Its rows and transfers are the event run's, played again: as many as the budget admits."""
 
-    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played | None:
+    def play(self, setup: RunSetup, budget_: Budget) -> Played | None:
         """The run as its event run would give it; None where a transfer would not end at its first
         wake-up (the event model then plays it)."""
         try:
@@ -218,14 +219,19 @@ class OneLearner:
                  outer_step: int = 0) -> None:
         """``Totals.own``, the row kept."""
         self.totals.own(start_s, end_s, kind)
-        self.log.append(Row(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step))
+        self.kept().append(Row(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step))
 
     def flush(self, at_s: float, inclusive: bool) -> None:
         """With the rows kept: append the rows of the round trips back before ``at_s`` (or at it), in the
         engine's order."""
-        comm_rows = self.comm_rows
+        comm_rows, log = self.comm_rows, self.kept()
         while comm_rows and (comm_rows[0][1] < at_s or inclusive and comm_rows[0][1] == at_s):
-            self.log.append(Row(*comm_rows.popleft()))
+            log.append(Row(*comm_rows.popleft()))
+
+    def kept(self) -> list[Row]:
+        """The rows, which a run made with ``keep_rows`` keeps."""
+        assert self.log is not None, "rows are kept only by a run made with keep_rows"
+        return self.log
 
     def waited(self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int) -> None:
         """``Syncer.record_wait``: the report merged on arrival (its first start is its arrival)."""
@@ -248,7 +254,7 @@ class OneLearner:
         """The rows, in the event model's order: the run played again, keeping them."""
         again = OneLearner(self.setup, keep_rows=True)
         again.play()
-        return again.log
+        return again.kept()
 
     def transfers(self, round_trips: int | None = None) -> list[Transfer]:
         """The uploads and downloads (of the first ``round_trips``), as ``FlowNetwork`` leaves them: copies
@@ -278,7 +284,7 @@ class OneLearner:
 
     def first(self, links: tuple) -> Transfer:
         """A transfer over ``links`` whose rate alone and crossings every later one copies."""
-        transfer = Transfer(links, 0.0, None)
+        transfer = Transfer(links, 0.0, UNCLOCKED)
         transfer.most_access_crossings()
         return transfer
 

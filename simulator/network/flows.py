@@ -76,12 +76,18 @@ class AlphaBetaNetwork:
         self.carried.append(handle)
         handle.end_s = data_end
         timer = self.env.timeout(data_end - self.env.now)
-        timer.callbacks.append(lambda _event: None if handle.cancelled else handle.done.succeed())
+
+        def end(_event: simpy.Event) -> None:
+            if not handle.cancelled:
+                handle.done.succeed()
+
+        timer.callbacks.append(end)
         return handle
 
     def before_end(self, handle: Transfer, offset_s: float, action: Callable[[], None]) -> None:
         """Run ``action`` ``offset_s`` before the transfer ends (now, if that is past), unless it is
         cancelled first."""
+        assert handle.end_s is not None, "an alpha-beta transfer knows its end from its start (transfer)"
         timer = self.env.timeout(max(0.0, handle.end_s - offset_s - self.env.now))
         timer.callbacks.append(lambda _event: None if handle.cancelled else action())
 
@@ -282,8 +288,8 @@ def shared_links(flows: list[Transfer]) -> dict[Link, list[int]]:
     of the flows crossing it, once per crossing, in flow order. The flow with the most links (a ring
     of M workers crosses 2M) is never walked: the others' links are looked up in its counts."""
     if len(flows) < 2:
-        widest = flows[0] if flows else None
-        return {link: [0] * count for link, count in widest.repeated.items()} if widest else {}
+        alone = flows[0] if flows else None
+        return {link: [0] * count for link, count in alone.repeated.items()} if alone else {}
     sizes = [len(flow.links) for flow in flows]
     widest = sizes.index(max(sizes))
     wide = flows[widest].counted
@@ -346,11 +352,11 @@ def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = 
     crossed: list[list[Link] | None] = [None] * len(flows)  # a copy's crossings of shared links
     for index, flow in enumerate(flows):
         if len(flow.links) <= FEW_LINKS:
-            narrowest, crossed[index] = few_links_private(flow, shared)
+            own, crossed[index] = few_links_private(flow, shared)
         else:
-            narrowest = flow.narrowest_private(shared)
-        if narrowest is not None:
-            private[index] = (narrowest[0], index, narrowest[1])
+            own = flow.narrowest_private(shared)
+        if own is not None:
+            private[index] = (own[0], index, own[1])
     rates = [0.0] * len(flows)
     frozen = [False] * len(flows)
     while unfrozen or private:
@@ -358,8 +364,9 @@ def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = 
         narrowest = min(private.values(), default=None)
         if narrowest is not None and (link_key is None or narrowest < (
                 capacity[link_key] / unfrozen[link_key], *place[link_key])):
-            share, members = narrowest[0], (narrowest[1],)
+            share, members = narrowest[0], [narrowest[1]]
         else:
+            assert link_key is not None, "a flow is unfrozen while a shared link or a private one is left"
             share, members = capacity[link_key] / unfrozen[link_key], shared[link_key]
         for index in members:
             if frozen[index]:
@@ -367,7 +374,8 @@ def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = 
             frozen[index] = True
             rates[index] = share
             private.pop(index, None)
-            for link in flows[index].crossings_of(shared) if crossed[index] is None else crossed[index]:
+            copy_crossed = crossed[index]
+            for link in flows[index].crossings_of(shared) if copy_crossed is None else copy_crossed:
                 capacity[link] -= share
                 unfrozen[link] -= 1
                 if unfrozen[link] == 0:
@@ -376,4 +384,6 @@ def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = 
 
 
 def make_network(model: str, env: simpy.Environment, tracks_links: bool) -> AlphaBetaNetwork | FlowNetwork:
-    return {"alpha-beta": AlphaBetaNetwork, "flow": FlowNetwork}[model](env, tracks_links)
+    models: dict[str, type[AlphaBetaNetwork] | type[FlowNetwork]] = {"alpha-beta": AlphaBetaNetwork,
+                                                                      "flow": FlowNetwork}
+    return models[model](env, tracks_links)

@@ -33,6 +33,9 @@ import simpy
 
 NO_CAP = math.inf
 CAPACITY = attrgetter("capacity_bytes_per_s")
+# ``Transfer.done`` of a transfer that a fast path plays without a clock (its rate and segments set by
+# hand): an event of an environment that never runs, so it never fires and nothing waits on it
+UNCLOCKED = simpy.Environment().event()
 FEW_LINKS = 4  # a transfer this short is walked link by link when filled; a longer one (a ring) is not
 
 
@@ -213,11 +216,11 @@ def take_bursts(crossed: list[Counter[Link]], now: float, wanted_bytes: list[flo
 
 def draw(crossed: list[Counter[Link]], bursts: list[float], now: float) -> None:
     """Take each transfer's burst, once per crossing, from its links' buckets at ``now``."""
-    taken: Counter[Link] = Counter()
+    taken: dict[Link, float] = {}
     for counted, burst in zip(crossed, bursts):
         if burst > 0:
             for link, count in counted.items():
-                taken[link] += burst * count
+                taken[link] = taken.get(link, 0) + burst * count
     for link, burst in taken.items():
         link.carry(now, now, link.rate_bytes_per_s, burst)
 

@@ -35,6 +35,8 @@ from .links import Link
 BACKBONE_WORKER = -1  # the links table's worker column for a backbone
 BACKBONE = "backbone"  # and its island column; the direction column names the two regions, "us>eu"
 EXACT_REGIONS = 7  # an optimised ring tries every order of up to this many regions (720 tours)
+# regions and backbones are declared for every island (and a decoupled syncer) or for none (scenarios.regions)
+DECLARED_EVERYWHERE = "a region is None where regions are declared"
 
 
 @dataclass
@@ -75,10 +77,22 @@ class Topology:
 
     def crossing(self, source: str | None, target: str | None) -> tuple[Link, ...]:
         """The backbone from region ``source`` to region ``target``; none inside a region."""
-        return () if source == target else (self.backbones[(source, target)],)
+        if source == target:
+            return ()
+        assert source is not None and target is not None, DECLARED_EVERYWHERE
+        return (self.backbones[(source, target)],)
 
     def core_latency_s(self, source: str | None, target: str | None) -> float:
-        return 0.0 if source == target else self.backbone_latency_s[frozenset((source, target))]
+        if source == target:
+            return 0.0
+        assert source is not None and target is not None, DECLARED_EVERYWHERE
+        return self.backbone_latency_s[frozenset((source, target))]
+
+    def named_region(self, rank: int) -> str:
+        """The region of ``rank``, where regions are declared."""
+        region = self.region[rank]
+        assert region is not None, DECLARED_EVERYWHERE
+        return region
 
     @cached_property
     def arrays(self) -> RankArrays:
@@ -138,7 +152,7 @@ class Topology:
         ranked = sorted(members)
         if order == "listed" or not self.backbones:
             return tuple(ranked)
-        cycle = self.region_cycle(tuple(sorted({self.region[rank] for rank in ranked})))
+        cycle = self.region_cycle(tuple(sorted({self.named_region(rank) for rank in ranked})))
         arrays = self.arrays
         place = np.full(len(arrays.regions), len(cycle))
         place[[arrays.regions.index(region) for region in cycle]] = np.arange(len(cycle))
@@ -214,15 +228,16 @@ class RankArrays:
         region_code = {name: code for code, name in enumerate(regions)}
         island_code = {name: code for code, name in enumerate(sorted(set(topology.island.values())))}
         latency_s, region, island = np.full(size, np.nan), np.zeros(size, np.intp), np.zeros(size, np.intp)
-        uplinks, downlinks = [None] * size, [None] * size
+        uplinks: list[Link | None] = [None] * size
+        downlinks: list[Link | None] = [None] * size
         up_capacity, down_capacity = np.full(size, np.nan), np.full(size, np.nan)
         for rank, latency in topology.access_latency_s.items():
             latency_s[rank] = latency
-            uplinks[rank], downlinks[rank] = topology.uplinks[rank], topology.downlinks[rank]
-            up_capacity[rank] = uplinks[rank].capacity_bytes_per_s
-            down_capacity[rank] = downlinks[rank].capacity_bytes_per_s
+            up, down = uplinks[rank], downlinks[rank] = topology.uplinks[rank], topology.downlinks[rank]
+            up_capacity[rank] = up.capacity_bytes_per_s
+            down_capacity[rank] = down.capacity_bytes_per_s
             region[rank] = region_code[topology.region[rank]]
-            island[rank] = island_code.get(topology.island.get(rank), 0)
+            island[rank] = island_code[topology.island[rank]] if rank in topology.island else 0
         core_latency_s = np.full((len(regions), len(regions)), np.nan)
         np.fill_diagonal(core_latency_s, 0.0)
         for pair, latency in topology.backbone_latency_s.items():

@@ -28,3 +28,13 @@ class Group(Protocol):
 
     def barrier(self) -> None:
         """Return once every member has called it."""
+
+
+class Summing(Protocol):
+    """What averages the gradients inside an island each step: a group's sum and size (an elastic
+    island's ranks, ``runtime.island.IslandRanks``, offer these alone)."""
+
+    size: int
+
+    def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
+        """Replace ``tensor`` by its sum over the members."""

@@ -36,7 +36,7 @@ from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
 from .diloco import DiLoCo, Synced
 from .faults import kill_point, poisoned
-from .group import Group
+from .group import Group, Summing
 from .model import GPTConfig, build_model, decay_groups
 from .outer import Fragment, build_fragments
 from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict
@@ -216,12 +216,18 @@ class Trainer:
             self.follow(start.passive)
         self.recorder.start_compute()
 
+    def elastic_outer(self) -> DiLoCo:
+        """The outer loop, which a run whose islands leave and join has: it trains DiLoCo or Streaming
+        DiLoCo (``kinds.check_elastic``)."""
+        assert self.diloco is not None, "an elastic run exchanges pseudo-gradients (kinds.check_elastic)"
+        return self.diloco
+
     def adopt(self, state: dict[str, Any]) -> None:
         """Take another member's global state (``global_state``'s form) at its step: local = global, a
         fresh inner optimizer."""
         self.step = state["step"]
         self.load_global(state)
-        self.diloco.restart_from_global()
+        self.elastic_outer().restart_from_global()
 
     def catch_up(self, entry: Entry) -> None:
         """Enter a run under way (a returning learner): the global model its world handed over, local =
@@ -240,10 +246,11 @@ class Trainer:
         every exchange of the schedule with a zero contribution (DiLoCo keeps the averages), every
         evaluation and checkpoint; at the first outer boundary after its download is in, it adopts the
         download and replays the averages it missed."""
-        self.diloco.become_passive()
-        for step in self.diloco.sync_steps(passive.step):
+        diloco = self.elastic_outer()
+        diloco.become_passive()
+        for step in diloco.sync_steps(passive.step):
             self.step = step
-            self.record_exchanges(self.diloco.after_step(step))
+            self.record_exchanges(diloco.after_step(step))
             if step % self.plan.eval_every_steps == 0 or step == self.plan.total_steps:
                 self.recorder.start_compute()
                 self.end_period({"step": step, "outer_step": self.plan.outer_step(step - 1), "train_loss": math.nan,
@@ -256,7 +263,7 @@ class Trainer:
     def adopt_download(self, download: Downloaded) -> None:
         """The downloaded snapshot, then every kept average of the syncs after it, in order."""
         self.load_global(download.state)
-        self.diloco.replay_kept()
+        self.elastic_outer().replay_kept()
         self.recorder.add("comm", download.started_s, download.done_s, self.plan.outer_step(self.step - 1),
                           NO_FRAGMENT, download.size_bytes)
 
@@ -293,8 +300,9 @@ class Trainer:
         self.step += 1
         kill_point("inner-step", self.island)
         sync_blocked_s, sync_comm_s = self.sync_fragments()
+        outer_step = self.plan.outer_step(self.step - 1)
         record = {
-            "step": self.step, "outer_step": self.plan.outer_step(self.step - 1), "train_loss": loss,
+            "step": self.step, "outer_step": outer_step, "train_loss": loss,
             "eval_loss": None, "tokens": self.step * self.plan.tokens_per_step,
             "step_time_s": self.clock.now() - start_s, "allreduce_s": grad_comm_s + sync_comm_s,
             "blocked_s": grad_blocked_s + sync_blocked_s, "paced_s": paced_s,
@@ -302,7 +310,7 @@ class Trainer:
         if self.step % self.plan.eval_every_steps == 0 or self.step == self.plan.total_steps:
             # DDP's optimizer step and pacing come after the step's sync: close that compute before
             # the clock pauses, or a run's last step (and a checkpoint's trace) would leave it out.
-            self.recorder.end_compute(record["outer_step"])
+            self.recorder.end_compute(outer_step)
             self.end_period(record)
         else:
             self.log_metrics(record)
@@ -337,12 +345,13 @@ class Trainer:
         loss = self.model(x, y)
         loss.backward()
         grads = [p.grad for p in self.params]
-        if self.groups.intra_grad is not None:
-            self.average_inside_island(grads)
+        intra = self.groups.intra_grad
+        if intra is not None:
+            self.average_inside_island(present(grads), intra)
         blocked_s = comm_s = sync_wall_s = 0.0
         for point in self.gradient_syncs.get(self.step + 1, ()):
             sync_start = time.monotonic()
-            blocked_s, comm_s = self.sync_gradients(grads, point)
+            blocked_s, comm_s = self.sync_gradients(present(grads), point)
             sync_wall_s = time.monotonic() - sync_start
         if spec.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
@@ -373,10 +382,10 @@ class Trainer:
             time.sleep(sleep_s)
         return sleep_s
 
-    def average_inside_island(self, grads: list[torch.Tensor]) -> None:
+    def average_inside_island(self, grads: list[torch.Tensor], intra: Summing) -> None:
         flat = flatten(grads)
-        self.groups.intra_grad.all_reduce_sum_(flat)
-        unflatten_into(flat / self.groups.intra_grad.size, grads)
+        intra.all_reduce_sum_(flat)
+        unflatten_into(flat / intra.size, grads)
 
     # ---------------------------------------------------------------- syncs
     def sync_gradients(self, grads: list[torch.Tensor], point: SyncPoint) -> tuple[float, float]:
@@ -392,7 +401,9 @@ class Trainer:
     def sync_fragments(self) -> tuple[float, float]:
         """Launch and apply the fragments the schedule puts after this step (``DiLoCo.after_step``);
         (blocked s, comm s)."""
-        points = self.diloco.points(self.step) if self.diloco else []
+        if self.diloco is None:
+            return 0.0, 0.0
+        points = self.diloco.points(self.step)
         if not points:
             return 0.0, 0.0
         self.recorder.end_compute(points[0].outer_step)
@@ -542,3 +553,11 @@ class Trainer:
             "mean_step_compute_s": self.recorder.seconds("compute") / self.step if self.step else 0.0,
             "excluded_contributions": self.excluded,
         }
+
+
+def present(grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
+    """The gradients of a backward pass that are averaged or exchanged, every one there (flattening
+    them needs each): the model's loss depends on every parameter."""
+    kept = [grad for grad in grads if grad is not None]
+    assert len(kept) == len(grads), "a parameter has no gradient after the backward pass"
+    return kept

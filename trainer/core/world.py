@@ -24,7 +24,7 @@ import torch
 from ..config import RunPlan
 from . import checkpoint
 from .diloco import ExchangerTransport, Transport
-from .group import Group
+from .group import Group, Summing
 from .outer import Fragment
 from .sync import Exchanger
 from .tracing import PAUSE_MARGIN_S, Recorder, RowsSink, build_summary, island_rows, write_outputs
@@ -39,7 +39,7 @@ class Groups:
 
     world: Group
     cross: Group
-    intra_grad: Group | None = None
+    intra_grad: Summing | None = None
     intra_sync: Group | None = None
 
 

@@ -4,9 +4,11 @@ islands gathered at the end, the compute the departed lost, and each join's time
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from islands.scenarios import Worker
 from islands.trace import NO_FRAGMENT, Row
 
 from ..core.tracing import Recorder
@@ -44,7 +46,7 @@ def all_rows(out_dir: Path | None, islands: int, gathered: dict[int, list[Row]])
     return rows
 
 
-def lost_rows(leaves: list[dict[str, Any]], rows: list[Row], workers: list[Any]) -> list[Row]:
+def lost_rows(leaves: list[dict[str, Any]], rows: list[Row], workers: Sequence[Worker]) -> list[Row]:
     """The departed islands' last compute, from their last applied sync to their last heartbeat,
     unless a row of theirs holds it (an island that was only late recorded it itself)."""
     lost = []

@@ -97,7 +97,10 @@ class ElasticWorld:
         self.ranks = ranks
         self.out_dir = out_dir
         self.wan_pacer = wan_pacer
-        self.groups = Groups(world=None, cross=None, intra_grad=ranks)
+        # no world or cross group until the first epoch forms (installed sets both): the trainer's
+        # exchanger is built before and warms up on echoes, nothing reads them before (a Groups of
+        # groups that may be missing would cost every fixed run a check)
+        self.groups = Groups(world=None, cross=None, intra_grad=ranks)  # type: ignore[arg-type]
         self.resumed_s = 0.0
         self.entered = False
         self.fetcher: Fetcher | None = None
@@ -153,6 +156,7 @@ class ElasticWorld:
 
     def installed(self) -> None:
         group = self.membership.group
+        assert group is not None, "installed once the membership formed an epoch's group"
         cross = paced(killable(group, self.island), self.wan_pacer, self.membership.members)
         self.groups = Groups(world=group, cross=cross, intra_grad=self.ranks)
         self.elastic.cross_group(cross)
@@ -187,16 +191,22 @@ class ElasticWorld:
 
     def hear(self) -> Any:
         """A follower: the value its leader decided, or the outcome it raised, raised here."""
-        outcome, value = self.ranks.hear()
+        outcome, value = self.island_ranks().hear()
         if outcome is not None:
             raise list(OUTCOMES.values())[outcome](value)
         return value
+
+    def island_ranks(self) -> IslandRanks:
+        """The island's group, which an island of several ranks has: only there does its leader
+        speak and its followers hear."""
+        assert self.ranks is not None, "an island of one rank neither speaks nor hears"
+        return self.ranks
 
     @contextlib.contextmanager
     def speaking(self) -> Iterator[None]:
         """The leader decides (what it calls inside is its alone); an outcome of ``OUTCOMES`` raised
         inside is told to its followers."""
-        ranks = self.ranks
+        ranks = self.island_ranks()
         ranks.speaking = True
         try:
             yield
@@ -248,6 +258,7 @@ class ElasticWorld:
         enter as a passive member (the trainer takes part in the boundaries until the state is in)."""
         clock = self.recorder.clock
         self.open_rows_sink(append=True)
+        assert self.join_at_s is not None, "only a joiner joins (entering)"
         requested_s = self.wait_for_run_time(self.join_at_s)
         clock.restart(requested_s)
         self.has_state = False
@@ -262,9 +273,12 @@ class ElasticWorld:
 
     def arrived(self) -> Downloaded | None:
         """The joiner's download, once it is in (from then on the island holds the state)."""
-        if not self.fetcher.done.is_set():
+        fetcher = self.fetcher
+        assert fetcher is not None, "a joiner's download starts as it joins (join)"
+        if not fetcher.done.is_set():
             return None
-        download = self.fetcher.result
+        download = fetcher.result
+        assert download is not None, "the fetcher is done once its download is in (Fetcher.fetch)"
         self.has_state = True
         return Downloaded(torch.load(io.BytesIO(download.data), weights_only=True), len(download.data),
                           download.started_s, download.done_s)

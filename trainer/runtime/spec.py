@@ -90,7 +90,7 @@ def valid(name: str, value: object) -> bool:
     return name != "stop_after" or value is None or (is_whole_number(value) and value >= 1)
 
 
-def valid_join(value: float | None) -> bool:
+def valid_join(value: object) -> bool:
     return value is None or is_non_negative_number(value)
 
 
