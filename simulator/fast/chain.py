@@ -90,9 +90,10 @@ def alternate(rng: np.random.Generator, since: np.ndarray, end_s: float, return_
 
 def applies(counts: Changes) -> bool:
     """A collective pending under restart, its ring off and tried before, nobody waiting or away in the
-    counts (the pool holds them) and every download in flight to a joiner in the collective."""
+    counts (the pool holds them) and every download in flight to a joiner in the collective (none to a
+    member, ``holders.Group.ghost``)."""
     return (counts.pooled and not counts.computing and not counts.ring_on and counts.first_start_s is not None
-            and counts.absent == 0 and counts.unstarted == 0 and counts.loaded == 0
+            and counts.absent == 0 and counts.unstarted == 0 and counts.loaded == 0 and counts.ghost_unstarted == 0
             and all(holder.enlisted == holder.downloads for holder in counts.holders))
 
 
@@ -242,6 +243,8 @@ class Chain:
             group.source.downloads -= gone
             group.source.enlisted -= gone
         counts.pool_since.extend(self.tau[:played].tolist())
+        noticed = self.tau[:played] + counts.detect_s
+        counts.detections.extend(noticed[noticed >= at].tolist())  # the notices still to come (``Counts.orphan``)
         if played:
             counts.blocked_until_s = max(counts.blocked_until_s, float(self.tau[played - 1]) + counts.detect_s)
         # the downloads' progress and the ring, in the gap the chain stops in
