@@ -71,7 +71,7 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 FAST_FROM_EVENTS = 500_000
 # A counted change costs about 5 us (an event of the event model 10-30 us) and may change rates
 EVENTS_PER_CHANGE = 0.5
-WALL_ROUNDS = 3  # rounds of ``expected_wall_s``'s fixed point (the present workers, then the rings they make)
+WALL_ROUNDS = 3  # rounds of ``expected_wall_s``'s fixed point
 
 
 def why_not(setup: RunSetup) -> str | None:
@@ -177,11 +177,12 @@ def expected_changes(setup: RunSetup, horizon_s: float | None) -> float:
 
 def expected_wall_s(setup: RunSetup, horizon_s: float | None) -> float:
     """The run's expected length, up to its horizon: each outer step the compute period, then the ring
-    among the workers present on average (``present_share``) at the flow rate of one uplink, through
-    their departures at rate n / mtbf_s. Under restart each departure breaks the try, which restarts
-    once noticed: (exp(L r) - 1) (1 / L + detection) for a ring of r seconds; under partial the
-    ring ends no sooner than the notice of its last drop: r + detection (1 - exp(-L r)). A fixed point
-    over ``WALL_ROUNDS`` rounds (the length sets the presence, the presence the rings)."""
+    among the workers present on average (``present_share``) at the rate of one uplink, through their
+    departures at rate n / mtbf_s. Under restart each departure breaks the try, which restarts once
+    noticed: (exp(L r) - 1) (1 / L + detection) for a ring of r seconds; under partial the ring ends
+    no sooner than the notice of its last drop: r + detection (1 - exp(-L r)). A fixed point over
+    ``WALL_ROUNDS`` rounds (the length sets the presence, the presence the rings). It leaves out the
+    downloads that share the holder's uplink with the ring, and a fleet that empties (docs/limits.md)."""
     scenario = setup.scenario
     island, network = scenario.islands[0], scenario.network
     fleet, volume = scenario.worker_count, collective_for(scenario).volume_bytes
