@@ -278,7 +278,7 @@ class Chain:
         """A departure the chain does not play (a followed holder, or the last member): ``Counts``'s own."""
         counts = self.counts
         if label == 0:
-            counts.member_left(len(counts.tracked_at(MEMBER)))  # the last member: the counts do not cover it
+            counts.member_left(len(counts.tracked_at(MEMBER)))  # the last member: ``Changes.emptied``
             return
         holder = self.tracked[label - self.first_tracked]
         if holder.place == MEMBER:

@@ -43,8 +43,16 @@ event model (one generator for the run, not one per worker), so it is checked ag
 seeds with a statistical test (``tests/test_simulator_returning.py``, docs/performance.md); without
 departures it is the event model's run. Approximated: a holder's rank is the order it became one in,
 a holder whose uplink carries nothing is no longer followed, and a departing joiner's download row
-past the collective's forming is the average of theirs. A state the counts do not cover (no member
-left: a joiner would start alone) hands the run back to the event model.
+past the collective's forming is the average of theirs.
+
+**No member left** (``Changes.emptied``, ``Counts.orphan``): the counts play on, as ``churn.py`` does. A
+worker back while no member is present starts at once, the only member; a ring in flight breaks
+(partial too: no member holding the state is left in it), the collective stays formed with its joiners,
+and the members compute again; the joiners waiting start alone at the first departure noticed from
+then on, those in the collective at the notice of the last member's departure if no member is back
+(approximated: the event model starts them alone even then); their downloads go on
+(``holders.Group.ghost``). So ``play`` finishes every run it is given, and whether it is admitted
+depends on the scenario alone.
 """
 
 from __future__ import annotations
