@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 WRAPPER := bin/islands
 
 .DEFAULT_GOAL := $(WRAPPER)
-.PHONY: demo test fuzz bench docs clean
+.PHONY: demo test lint fuzz bench docs clean
 
 $(STAMP): pyproject.toml
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
@@ -38,8 +38,15 @@ demo: $(WRAPPER)
 	rm -rf out/demo/real-run
 	$(BIN)/islands demo --out out/demo
 
-test: $(WRAPPER)
+test: $(WRAPPER) lint
 	$(BIN)/python -m pytest -q
+
+# ruff's rules and format, then mypy over the package as installed (tools/typecheck.py): settings in
+# pyproject.toml. `make test` runs it first.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python tools/typecheck.py
 
 # The property tests (tests/test_properties*.py) with thousands of random examples each instead of the
 # few derandomized ones `make test` runs (HYPOTHESIS_PROFILE, tests/conftest.py): tens of minutes.
@@ -54,4 +61,4 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(WRAPPER) site
+	rm -rf $(VENV) build *.egg-info $(WRAPPER) site .mypy_cache .ruff_cache

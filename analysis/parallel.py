@@ -8,8 +8,9 @@ cluster's ``concurrent.futures`` adapter) can be passed instead; it needs only `
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
-from typing import Any, Callable, Sequence
+from typing import Any
 
 Progress = Callable[[int, int], None]
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 BAR_WIDTH = 30
 LOG_STEPS = 10  # plain lines per run when stderr is not a terminal, besides the first

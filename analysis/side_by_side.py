@@ -9,7 +9,8 @@ steps (and tokens) per worker, and their wall times compare directly. A scenario
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from islands.scenarios import Scenario, ScenarioSource, Variants
 from islands.schedules import SCHEDULES, schedule_of

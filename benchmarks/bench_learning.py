@@ -21,11 +21,17 @@ import torch
 
 from islands.scenarios import from_dict
 from islands.scenarios.trainer_keys import TRAINER_KEYS
-from islands.trainer.kinds import make_run_plan
-from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.core.data import BatchSampler, sampler_seed, validation_batches
-from islands.trainer.core.loop import Trainer, default_corpus, learning_rate, make_inner_optimizer, model_config
+from islands.trainer.core.inprocess import run_threads, thread_groups
+from islands.trainer.core.loop import (
+    Trainer,
+    default_corpus,
+    learning_rate,
+    make_inner_optimizer,
+    model_config,
+)
 from islands.trainer.core.model import build_model
+from islands.trainer.kinds import make_run_plan
 
 EVAL_BATCHES = 16
 RUN_TIMEOUT_S = 3600.0

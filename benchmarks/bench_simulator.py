@@ -16,6 +16,10 @@ ratio when its islands double (target at most x2.2), its events per second besid
   and the joins and leaves its budget expected beside those that came, target within x2);
 * 2,000 islands of four kinds (``benchmarks/fleet-four-kinds.toml``: H100, A100, home, far) x 200
   Streaming syncs (20 outer steps of 10 fragments; under 2 s);
+* 1,000 Decoupled DiLoCo learners of two kinds (``benchmarks/fleet-decoupled-two-kinds.toml``: 600 in
+  datacentres, 400 at home at half the speed), jittered, that leave and return (MTBF 2-12 h, MTTR 15-30
+  min) x 50 outer steps (under 3 s; played on a heap of timers, ``simulator/fast/learners.py``: its
+  estimated timers are printed beside those it spent);
 
 then the peak memory of a 20,000-island run (a child process's peak resident set; under 2 GB), and
 the command ``islands plan worked-example --objective time-to-loss`` from start to end (under 2 s).
@@ -39,12 +43,13 @@ from pathlib import Path
 import simpy
 
 from islands.scenarios import ScenarioError, load
-from islands.simulator import simulate
-from islands.simulator import RunSetup, chosen
+from islands.simulator import RunSetup, chosen, simulate
 
 HERE = Path(__file__).resolve().parent
 FOUR_KINDS = str(HERE / "fleet-four-kinds.toml")
 FOUR_KINDS_FRAGMENTS = 10
+DECOUPLED_TWO_KINDS = str(HERE / "fleet-decoupled-two-kinds.toml")
+DATACENTRE_SHARE = 0.6  # of the Decoupled fleet's learners; the rest at home
 SLOW_RUN_S = 30.0  # a run this long is timed once: the machine's noise is small beside it
 
 STREAMING_64 = ["schedule.algorithm=streaming", "island.0.replicas=64", "schedule.outer_steps=50",
@@ -61,8 +66,10 @@ class Fleet:
     target_s: float
 
     def overrides(self, islands: int, syncs: int) -> list[str]:
-        return [key.format(islands=islands, syncs=syncs, quarter=islands // 4,
-                           outer=max(1, syncs // FOUR_KINDS_FRAGMENTS)) for key in self.keys]
+        datacentre = round(islands * DATACENTRE_SHARE)
+        return [key.format(islands=islands, syncs=syncs, quarter=islands // 4, datacentre=datacentre,
+                           home=islands - datacentre, outer=max(1, syncs // FOUR_KINDS_FRAGMENTS))
+                for key in self.keys]
 
 
 DILOCO = ("schedule.outer_steps={syncs}", "island.0.replicas={islands}")
@@ -77,6 +84,9 @@ FLEETS = (
           1000, 100, 2.0),
     Fleet("2,000 islands of four kinds x 200 Streaming syncs", FOUR_KINDS,
           ("schedule.outer_steps={outer}", *(f"island.{i}.replicas={{quarter}}" for i in range(4))), 2000, 200, 2.0),
+    Fleet("1,000 Decoupled learners of two kinds that leave and return (MTBF 2-12 h, MTTR 15-30 min) x 50 outer "
+          "steps", DECOUPLED_TWO_KINDS,
+          ("schedule.outer_steps={syncs}", "island.0.replicas={datacentre}", "island.1.replicas={home}"), 1000, 50, 3.0),
 )
 MEMORY_FLEET = Fleet("20,000 islands, 5% step-time jitter x 10 DiLoCo syncs", "worked-example",
                      (*DILOCO, "island.0.jitter_cv=0.05"), 20_000, 10, 0.0)
@@ -107,10 +117,19 @@ def admitted(scenario_name: str, overrides: list[str]) -> str:
     return "admitted by the default budget"
 
 
+def estimated_timers(scenario_name: str, overrides: list[str], summary: dict) -> str:
+    """A run on the learners' heap of timers: the timers its budget estimated against those it spent."""
+    setup = RunSetup.of(load(scenario_name, overrides))
+    estimate = chosen(setup).budget(setup).events
+    return f"; timers estimated {estimate:.4g}, spent {summary['events']} (x{estimate / summary['events']:.2f})"
+
+
 def event_rate(summary: dict, seconds: float) -> str:
     """Events per second of an event run; a run played with arrays (``simulator/fast/lockstep.py``) or on
     counts (``simulator/fast/returning.py``: then its membership changes per second) has none."""
     events = summary["events"]
+    if summary["player"] == "learners":
+        return f"played by the learners player on a heap of timers ({events} timers)"
     if summary["player"] == "counts":
         changes = summary["joins"] + summary["leaves"]
         return f"played on counts, no events ({changes / seconds:.4g} joins and leaves/s, {changes} in all)"
@@ -132,6 +151,8 @@ def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: floa
         estimate = expected_changes(fleet.scenario, overrides)
         more_events = (f" (joins and leaves x{changes[1] / changes[0]:.2f}; the budget expected {estimate:.4g} "
                        f"of them, {changes[0]} came: x{estimate / changes[0]:.2f}, target within x2 either way)")
+    if summary["player"] == "learners":
+        rate += estimated_timers(fleet.scenario, overrides, summary)
     print(f"{fleet.label}{'' if syncs == fleet.syncs else f' (syncs scaled to {syncs})'}: {seconds:.3f} s "
           f"(target < {fleet.target_s:g} s); doubling the islands x{doubled / seconds:.2f} "
           f"({doubled:.3f} s at {2 * fleet.islands:,}){more_events} "

@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 
 from islands.scenarios import load
-from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.data import BatchSampler, sampler_seed
 from islands.trainer.core.inprocess import thread_groups
 from islands.trainer.core.loop import Trainer, default_corpus, learning_rate, make_inner_optimizer
 from islands.trainer.core.model import GPTConfig, build_model
+from islands.trainer.kinds import make_run_plan
 
 OUTER_REPEATS = 20
 NEVER_SYNC = ["schedule.algorithm=diloco", "schedule.inner_steps=1000000", "schedule.outer_steps=1"]

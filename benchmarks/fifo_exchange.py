@@ -188,7 +188,6 @@ class Sampler(threading.Thread):
         self.wan, self.samples, self.halt = wan, [], threading.Event()
 
     def run(self) -> None:
-        from islands.emulation import net
 
         while not self.halt.wait(SAMPLE_EVERY_S):
             for i in range(len(self.wan.links)):

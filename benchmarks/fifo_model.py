@@ -1,6 +1,7 @@
 """Fit the one-FIFO-per-egress model to fifo_exchange.py's results; print each cell, measured beside fitted.
 
-    python benchmarks/fifo_model.py benchmarks/results/fifo-exchange-cubic.json benchmarks/results/fifo-streams-cubic.json
+    python benchmarks/fifo_model.py benchmarks/results/fifo-exchange-cubic.json \
+        benchmarks/results/fifo-streams-cubic.json
     python benchmarks/fifo_model.py summary benchmarks/results/fifo-*.json   # one row per condition
 
 The model (docs/emulation.md, "One FIFO per egress"), fitted per TCP congestion control: relative to
@@ -72,7 +73,8 @@ def fit(rows: list[dict]) -> None:
         fitted = 1 - columns @ np.array([k_s, k_so])
         errors = fitted - y
         print(f"{cc}: k_s = {k_s:.4f}, k_so = {k_so:.4f}; {len(mine)} cells, residual rms "
-              f"{100 * np.sqrt(np.mean(errors ** 2)):.1f} points (fifo = fair: {100 * np.sqrt(np.mean((1 - y) ** 2)):.1f}), "
+              f"{100 * np.sqrt(np.mean(errors ** 2)):.1f} points "
+              f"(fifo = fair: {100 * np.sqrt(np.mean((1 - y) ** 2)):.1f}), "
               f"worst {100 * np.max(np.abs(errors)):.1f}; a(r) = " +
               ", ".join(f"{1e3 * s:.1f} ms at {rate / 1e6:g}" for (c, rate), s in sorted(standing.items()) if c == cc)
               + " Mbit/s")

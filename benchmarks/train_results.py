@@ -15,8 +15,8 @@ from pathlib import Path
 from islands.errors import UserError
 from islands.scenarios import ScenarioSource
 from islands.tables import size
-from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.tracing import read_output
+from islands.trainer.kinds import make_run_plan
 from islands.trainer.launch import TrainOptions
 from islands.trainer.launch import train as train_plan
 

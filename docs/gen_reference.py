@@ -14,8 +14,9 @@ import argparse
 import inspect
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from islands.cli import build_parser
 from islands.scenarios import spec

@@ -14,11 +14,21 @@ where the kernel cannot shape, and the pacer handed to worker processes) and ``w
 
 from __future__ import annotations
 
+from .link_probe import measure_link
 from .link_specs import Shaper
 from .net import burst_bytes
-from .link_probe import measure_link
-from .wan import (EmulatedWAN, InProcessLatency, InProcessShaper, LinkSpec, available, cleanup_leftovers,
-                  links_from_workers, netem_available, open_wan, pacer_from_config)
+from .wan import (
+                  EmulatedWAN,
+                  InProcessLatency,
+                  InProcessShaper,
+                  LinkSpec,
+                  available,
+                  cleanup_leftovers,
+                  links_from_workers,
+                  netem_available,
+                  open_wan,
+                  pacer_from_config,
+)
 
 __all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "available", "cleanup_leftovers",
            "links_from_workers", "measure_link", "netem_available", "open_wan", "pacer_from_config", "burst_bytes",

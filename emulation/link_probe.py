@@ -61,6 +61,7 @@ def measure_link(wan: EmulatedWAN, sender: int, receiver: int, payload_bytes: in
     module = [sys.executable, "-m", "islands.emulation.link_probe"]
     with subprocess.Popen(wan.command_prefix(receiver) + module + ["receive", wan.address(receiver)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as receiving:
+        assert receiving.stdout is not None and receiving.stderr is not None  # both piped
         try:
             port = receiving.stdout.readline().strip()
             if not port:

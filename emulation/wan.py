@@ -35,16 +35,25 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from types import FrameType
+from typing import Any
 
 from islands.errors import UserError
 from islands.numbers import is_finite_number
 from islands.units import MS_PER_S
 
-from . import net
-from . import state
-from .link_specs import FAIR_MODE, FIFO, LinkSpec, Shaper, check_island, check_links, links_from_workers
+from . import net, state
+from .link_specs import (
+    FAIR_MODE,
+    FIFO,
+    LinkSpec,
+    Shaper,
+    check_island,
+    check_links,
+    links_from_workers,
+)
 from .shaper import InProcessLatency, InProcessShaper, pacer_config, pacer_from_config
 
 __all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "Shaper", "available",
@@ -123,7 +132,7 @@ class EmulatedWAN:
         self._pacer = InProcessLatency(self.links, sleep_latency=self.latency_mode == "in-process")
         self.removed_leftovers: list[str] = []
         self._claimed = False
-        self._replaced_handlers: dict[int, object] = {}
+        self._replaced_handlers: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
 
     # --- what the trainer and validator use -------------------------------------------------
     @property

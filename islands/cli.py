@@ -2,9 +2,10 @@
 
 The command is a thin layer over the Python API, one module per subcommand.
 
-Each module in ``islands.commands`` (but ``common``) is a subcommand and provides ``add_parser(subparsers)``, which registers its
-arguments and sets ``handler``. Modules import heavy dependencies (torch, matplotlib, pandas) inside
-their handlers, so ``islands simulate`` does not pay for the trainer, nor ``islands plan`` for pandas.
+Each module in ``islands.commands`` (but ``common``) is a subcommand and provides
+``add_parser(subparsers)``, which registers its arguments and sets ``handler``. Modules import heavy
+dependencies (torch, matplotlib, pandas) inside their handlers, so ``islands simulate`` does not pay
+for the trainer, nor ``islands plan`` for pandas.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ extrapolated."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 
 def log_linear(by_x: Mapping[float, float], x: float) -> tuple[float, float | None]:

@@ -13,8 +13,9 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from .errors import UserError
 from .numbers import is_finite_number

@@ -10,10 +10,10 @@ them to a reference definition and keeps the hand-written forms out of the rest 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[int | float]:
     """An int or a float, not a bool; NaN and the infinities count."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -23,7 +23,7 @@ def is_whole_number(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_finite_number(value: Any) -> bool:
+def is_finite_number(value: Any) -> TypeGuard[float]:
     """A number that is finite as a float (an integer past float's range is not)."""
     if not is_number(value):
         return False

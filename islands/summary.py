@@ -7,8 +7,9 @@ same keys with the same meaning and can be diffed directly.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,16 +41,16 @@ class Columns:
     outer_step: np.ndarray
 
     @classmethod
-    def of(cls, trace: pd.DataFrame) -> "Columns":
+    def of(cls, trace: pd.DataFrame) -> Columns:
         return cls.from_arrays({name: trace[name].to_numpy(dtype=DTYPES[name]) for name in COLUMNS})
 
     @classmethod
-    def of_rows(cls, rows: Iterable[tuple]) -> "Columns":
+    def of_rows(cls, rows: Iterable[tuple]) -> Columns:
         """Straight from trace rows, as ``to_frame`` would order them, without a DataFrame."""
         return cls.from_arrays(sorted_columns(rows))
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "Columns":
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Columns:
         ranks, worker = np.unique(arrays["worker"], return_inverse=True)
         return cls(arrays["time_start_s"], arrays["time_end_s"], ranks, worker.reshape(-1), arrays["island"],
                    arrays["kind"], arrays["bytes"], arrays["fragment"], arrays["outer_step"])
@@ -152,9 +153,9 @@ class Workers:
     syncs: np.ndarray
 
     @classmethod
-    def of(cls, columns: Columns, weights: dict[int, int] | None = None) -> "Workers":
+    def of(cls, columns: Columns, weights: dict[int, int] | None = None) -> Workers:
         seconds = columns.end - columns.start
-        first_rows = np.unique(columns.worker, return_index=True)[1] if len(columns.worker) else []
+        first_rows = np.unique(columns.worker, return_index=True)[1] if len(columns.worker) else np.array([], int)
         weight = weights or {}
         kinds = {kind: columns.per_worker_sum(np.where(columns.kind == kind, seconds, 0.0))
                  for kind in ("compute", "stall", "idle")}
@@ -163,7 +164,7 @@ class Workers:
                    present_s=worker_presence(columns), bytes_sent=columns.per_worker_sum(columns.bytes),
                    syncs=columns.per_worker_sum(columns.syncs().astype(float)), **kinds)
 
-    def subset(self, chosen: np.ndarray) -> "Workers":
+    def subset(self, chosen: np.ndarray) -> Workers:
         return Workers(**{name: getattr(self, name)[chosen] for name in self.__dataclass_fields__})
 
     @property

@@ -103,7 +103,7 @@ SUMMARY_ROWS: tuple[tuple[tuple[str, ...], str], ...] = (
     (('merges', 'merges_below_quorum', 'late_reports'), "Decoupled DiLoCo: the syncer's merges, those with fewer than `schedule.quorum` reports of their round, and reports answered at once because their round was merged already ([when the syncer merges](../decoupled.md))"),
     (('horizon_reached',), 'true when the simulator stopped the run at its time horizon (churn that never lets it finish)'),
     (('events',), 'simulator events processed (null in a real run)'),
-    (('player',), "the simulator's player that ran the prediction (`players.py`): `lockstep` or `one learner` (fast paths that give the event model's figures to the last bit), `counts` (a large fleet whose churn returns: its figures are drawn from the same rules, checked against the event model's over many seeds, not draw for draw; [performance](../performance.md)) or `events`; `measured` in a real run"),
+    (('player',), "the simulator's player that ran the prediction (`players.py`): `lockstep` or `one learner` (fast paths that give the event model's figures to the last bit), `learners` (many Decoupled DiLoCo learners that meet only at the syncer's merges, churn that returns included: the event model's run rank for rank, its figures to about 1e-12, and `events` counts its timers), `counts` (a large fleet whose churn returns: its figures are drawn from the same rules, checked against the event model's over many seeds, not draw for draw; [performance](../performance.md)) or `events`; `measured` in a real run"),
     (('islands',), 'one entry per island, below'),
 )
 

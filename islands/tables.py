@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
+from collections.abc import Mapping
+from typing import Any
 
 SECONDS_PER_DAY = 86400
 SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY

@@ -21,7 +21,8 @@ outer_step     outer step (DDP: step) the interval belongs to, 0-based
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 

@@ -50,6 +50,8 @@ def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
         raise ScenarioError(source, "network.rtt_csv", f"cannot read {path}: {error}") from None
     if not rows or any(column not in header for column in CSV_COLUMNS):
         raise ScenarioError(source, "network.rtt_csv", f"{path}: needs a header a,b,rtt_ms and a row per pair")
+    rtt_check = LATENCY_KEYS["rtt_ms"].check
+    assert rtt_check is not None  # the key has a rule (scenarios/spec.py)
     pairs = []
     for line, row in enumerate(rows, start=2):
         where = f"{path}:{line}"

@@ -10,25 +10,48 @@ import copy
 import difflib
 import functools
 import tomllib
+from collections.abc import Iterable
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from islands.io import read_bounded_text
 from islands.numbers import is_finite_number, is_positive_number, is_whole_number
 from islands.schedules import SCHEDULES, schedule_of
 from islands.schedules.base import GRADIENT
 
-from .errors import ScenarioError
 from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
-from .model import (BackboneSpec, ChurnEvent, ExchangeSpec, IslandSpec, ModelSpec, NetworkSpec, PairLatency, Scenario,
-                    ScheduleSpec, SyncerSpec)
+from .errors import ScenarioError
 from .latencies import with_csv
+from .model import (
+    BackboneSpec,
+    ChurnEvent,
+    ExchangeSpec,
+    IslandSpec,
+    ModelSpec,
+    NetworkSpec,
+    PairLatency,
+    Scenario,
+    ScheduleSpec,
+    SyncerSpec,
+)
 from .regions import check_collective, check_topology
 from .sanity import check_runnable, check_step_time
-from .spec import (ARRAYS, BACKBONE_KEYS, EVENT_KEYS, ISLAND_KEYS, LATENCY_KEYS, REGION_KEYS, REQUIRED, SECTIONS,
-                   TOP_KEYS, MAX_INTEGER, Key, shown_value)
+from .spec import (
+    ARRAYS,
+    BACKBONE_KEYS,
+    EVENT_KEYS,
+    ISLAND_KEYS,
+    LATENCY_KEYS,
+    MAX_INTEGER,
+    REGION_KEYS,
+    REQUIRED,
+    SECTIONS,
+    TOP_KEYS,
+    Key,
+    shown_value,
+)
 from .trainer_keys import TRAINER_KEYS, TrainerSpec, outer_error, with_outer_defaults
 
 OVERRIDES_KEPT = 1024  # parsed override values kept (``parsed_value``)

@@ -36,10 +36,11 @@ host's figures for each of them; two replicas of one island talk at the island's
 from __future__ import annotations
 
 import copy
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Hashable, Iterable
+from typing import Any, TypeVar
 
 from islands.io import json_text, parse_json, read_bounded_text, write_text
 from islands.numbers import is_finite_number, is_whole_number
@@ -214,8 +215,9 @@ def apply_profile(document: dict[str, Any], profile: NetworkProfile, profile_pat
         raise ScenarioError(profile_path, "hosts", f"no host named {', '.join(repr(n) for n in missing)} (it measured "
                             f"{', '.join(h.name for h in profile.hosts)}): name each host after its island "
                             "(islands calibrate --name)")
+    hosts = {host.name: host for host in profile.hosts}
     for table in islands:
-        host = profile.host(str(table["name"]))
+        host = hosts[str(table["name"])]
         table.pop("bandwidth_gbps", None)
         table["upload_gbps"], table["download_gbps"] = host.upload_gbps, host.download_gbps
         if profile.exchange is not None:
@@ -254,7 +256,10 @@ def latency_entries(profile: NetworkProfile, names: list[str], profile_path: str
     return entries
 
 
-def host_rates(hosts: Iterable[Hashable], rate: dict[tuple[Hashable, Hashable], float]) -> list[tuple[float, float]]:
+HostName = TypeVar("HostName", bound=Hashable)
+
+
+def host_rates(hosts: Iterable[HostName], rate: Mapping[tuple[HostName, HostName], float]) -> list[tuple[float, float]]:
     """(uplink, downlink) of each host from the rates of copies by (sender, receiver): alone, a copy
     moves at min(sender's uplink, receiver's downlink), so a host's uplink is the fastest copy it
     sent and its downlink the fastest it received."""
@@ -288,6 +293,7 @@ def ring_terms(profile: NetworkProfile, source: str) -> RingTerms:
     links carried S f / (t - L), over the slowest host's rate (min over hosts of their uplink and
     downlink) the ring's efficiency. A model that charges L and the data at that rate remakes t."""
     collective = profile.collective
+    assert collective is not None, "ring_terms needs a profile with a collective"
     slowest_one_way_s = max(pair.rtt_ms for pair in profile.rtt_ms) / MS_PER_S / 2
     overhead_s = max(0.0, collective.call_latency_s - 2 * (collective.members - 1) * slowest_one_way_s)
     largest = collective.bus_gbps[-1]

@@ -14,7 +14,7 @@ Each key's own bound lives in ``spec.py``; these rules need several keys at once
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 

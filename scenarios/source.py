@@ -3,16 +3,17 @@
 A sweep or a planner needs the same scenario under many overrides (another H, another bandwidth).
 ``ScenarioSource`` holds the parsed TOML document, the user's own overrides and the scenario they
 make (validated once, when read); ``variant(...)`` adds more overrides and validates the result with
-the scenario loader. Every command reads its scenario through ``ScenarioSource.read``. It pickles, so a worker process or
-a cluster executor can build variants without reading the file again.
+the scenario loader. Every command reads its scenario through ``ScenarioSource.read``. It pickles,
+so a worker process or a cluster executor can build variants without reading the file again.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from islands.limits import DEFAULT_MAX_EVENTS
 from islands.schedules import SCHEDULES, switch_to
@@ -39,12 +40,12 @@ class ScenarioSource:
     built: Scenario | None = field(default=None, compare=False)  # the scenario as read, until a change
 
     @classmethod
-    def read(cls, path_or_name: str | Path, overrides: Iterable[str] = ()) -> "ScenarioSource":
+    def read(cls, path_or_name: str | Path, overrides: Iterable[str] = ()) -> ScenarioSource:
         """Read a scenario file or bundled scenario; bad input raises the loader's ``ScenarioError``."""
         overrides, source = tuple(overrides), str(path_or_name)
         document = read_document(path_or_name)
         scenario = from_dict(document, source, overrides)  # validates and reports problems as `islands simulate` does
-        inputs = (("the scenario", source),) if Path(path_or_name).is_file() else ()
+        inputs: tuple[tuple[str, str], ...] = (("the scenario", source),) if Path(path_or_name).is_file() else ()
         if scenario.network.rtt_csv:
             inputs += (("network.rtt_csv", str(csv_path(scenario.network.rtt_csv, source))),)
         return cls(inline_rtt_csv(document, source), source, overrides, inputs=inputs, built=scenario)
@@ -58,17 +59,17 @@ class ScenarioSource:
         """The scenario as read (validated once, by ``read``), or as changed since."""
         return self.built if self.built is not None else self.variant()
 
-    def with_overrides(self, *extra: str) -> "ScenarioSource":
+    def with_overrides(self, *extra: str) -> ScenarioSource:
         return replace(self, overrides=(*self.overrides, *extra), built=None if extra else self.built)
 
-    def with_network_profile(self, path: str | Path) -> "ScenarioSource":
+    def with_network_profile(self, path: str | Path) -> ScenarioSource:
         """The scenario with a measured network profile's links, round trips and exchange costs
         (``scenarios/profile.py``), the overrides on top; refused in one line if it does not fit."""
         source = replace(self, document=apply_profile(self.document, read_profile(path), str(path)),
                          inputs=(*self.inputs, ("--network-profile", str(path))), built=None)
         return replace(source, built=source.variant())
 
-    def with_symmetric_links(self) -> "ScenarioSource":
+    def with_symmetric_links(self) -> ScenarioSource:
         """Each island's link as one ``bandwidth_gbps`` both ways (its slower direction), upload_gbps and
         download_gbps dropped from the document and the overrides: then ``island.*.bandwidth_gbps``
         alone sets every link, as a sweep's bandwidth axis needs."""
@@ -82,7 +83,7 @@ class ScenarioSource:
         overrides = tuple(o for o in self.overrides if not o.split("=", 1)[0].strip().endswith(directions))
         return replace(self, document=document, overrides=overrides, built=None)
 
-    def schedules(self, overrides_of: Callable[[str], Iterable[str]] = lambda algorithm: ()) -> "Variants":
+    def schedules(self, overrides_of: Callable[[str], Iterable[str]] = lambda algorithm: ()) -> Variants:
         """The scenario once per schedule, with ``overrides_of(algorithm)`` on top (DDP reads
         ``outer_steps`` as its number of steps). A schedule whose own rules refuse the scenario (eager
         updates need two outer steps) is left out with the loader's reason; if every schedule refuses
@@ -111,7 +112,7 @@ class Variants:
         return [f"{SCHEDULES[algorithm].label} not run: {reason}" for algorithm, reason in self.refused.items()]
 
 
-def as_source(scenario: "str | Path | ScenarioSource", overrides: Iterable[str] = ()) -> ScenarioSource:
+def as_source(scenario: str | Path | ScenarioSource, overrides: Iterable[str] = ()) -> ScenarioSource:
     """Accept a path, a bundled name or a ``ScenarioSource`` wherever the API takes a scenario."""
     if isinstance(scenario, ScenarioSource):
         return scenario.with_overrides(*overrides)

@@ -8,8 +8,9 @@ is adding one ``Key`` line.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from islands.numbers import is_whole_number
 from islands.schedules import SCHEDULES

@@ -7,8 +7,9 @@ Every key has a default, so a scenario written for the simulator alone also trai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .spec import Key, between, one_of
 

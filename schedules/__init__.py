@@ -7,8 +7,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import (ADOPT, ALL_GATHER, ALL_REDUCE, AVERAGE, EAGER, GRADIENT, PSEUDO_GRADIENT, SYNCER, Schedule, SyncPoint,
-                   SyncStep, collective_of)
+from .base import (
+    ADOPT,
+    ALL_GATHER,
+    ALL_REDUCE,
+    AVERAGE,
+    EAGER,
+    GRADIENT,
+    PSEUDO_GRADIENT,
+    SYNCER,
+    Schedule,
+    SyncPoint,
+    SyncStep,
+    collective_of,
+)
 from .ddp import DDP
 from .decoupled import Decoupled
 from .diloco import DiLoCo

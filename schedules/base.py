@@ -23,8 +23,9 @@ with one ``Schedule`` subclass, registered in ``schedules/__init__.py``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from islands.units import BITS_PER_BYTE
 

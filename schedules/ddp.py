@@ -7,7 +7,7 @@ work being the exchange work on the gradient (``network.exchange_cpu_s_per_value
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from .base import GRADIENT, Schedule, SyncStep
 

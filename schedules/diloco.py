@@ -10,7 +10,7 @@ backward. The Streaming DiLoCo paper's simulated bandwidth tables match this
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from .base import Schedule, SyncStep
 

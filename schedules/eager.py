@@ -19,7 +19,7 @@ weights and outer optimizer state (``trainer/core/diloco.py``, ``EagerFragmentSy
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from .base import EAGER, Schedule, SyncStep, fragments_fit_period
 

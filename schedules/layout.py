@@ -14,7 +14,8 @@ Both executors split the model by layers, and the schedule maps layer l to a fra
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from islands.scenarios.model import ModelSpec
@@ -42,7 +43,7 @@ def planned_layer_values(model: ModelSpec) -> list[float] | None:
     return [block + (model.embedding_parameters if layer == 0 else 0.0) for layer in range(model.layers)]
 
 
-def split_by_layer(layer_values: list[float], fragments: int, fragment_of_layer: FragmentOfLayer) -> list[float]:
+def split_by_layer(layer_values: Sequence[float], fragments: int, fragment_of_layer: FragmentOfLayer) -> list[float]:
     """Values per fragment, given the values of each layer."""
     totals = [0.0] * fragments
     for layer, values in enumerate(layer_values):

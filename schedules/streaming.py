@@ -14,7 +14,7 @@ the outer step the worker mixes the global fragment into its local one with ``tr
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from .base import Schedule, SyncStep, fragments_fit_period
 
@@ -22,7 +22,7 @@ from .base import Schedule, SyncStep, fragments_fit_period
 class Streaming(Schedule):
     name = "streaming"
     label = "Streaming DiLoCo"
-    reads = ("inner_steps", "fragments", "overlap_steps", "backward_overlap")
+    reads: tuple[str, ...] = ("inner_steps", "fragments", "overlap_steps", "backward_overlap")
 
     def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
         h, p = schedule.inner_steps, schedule.fragments

@@ -19,6 +19,7 @@ from islands.scenarios import Scenario, ScenarioError
 
 from .budget import Budget
 from .events.player import EVENT_PLAYER
+from .fast.learners import LEARNERS
 from .fast.lockstep import LOCKSTEP
 from .fast.one_learner import ONE_LEARNER
 from .fast.returning import RETURNING
@@ -39,7 +40,7 @@ class Player(Protocol):
     def play(self, setup: RunSetup, budget_: Budget) -> Played | None: ...
 
 
-PLAYERS: tuple[Player, ...] = (LOCKSTEP, ONE_LEARNER, RETURNING, EVENT_PLAYER)
+PLAYERS: tuple[Player, ...] = (LOCKSTEP, ONE_LEARNER, LEARNERS, RETURNING, EVENT_PLAYER)
 PLAYER_NAMES = tuple(player.name for player in PLAYERS)
 
 

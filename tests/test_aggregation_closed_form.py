@@ -6,14 +6,13 @@ network models."""
 from __future__ import annotations
 
 import pytest
+from helpers.closed_form import OUTER, RING_S, H, M, S, island, with_islands
+from helpers.scenarios import make_scenario
 
 from islands.scenarios.trainer_keys import AGGREGATIONS
 from islands.schedules import ALL_GATHER, ALL_REDUCE, collective_of
 from islands.simulator import budget, simulate
 from islands.simulator.network.collectives import COLLECTIVES
-
-from helpers.scenarios import make_scenario
-from helpers.closed_form import H, M, OUTER, RING_S, S, island, with_islands
 
 BYTES_PER_S = 1e9 / 8
 GATHER_BYTES = (M - 1) * S                # 6e9 B per worker per sync, against the ring's 1.5 S = 3e9

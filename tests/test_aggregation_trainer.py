@@ -6,13 +6,13 @@ Islands run as threads of one process (``test_trainer_loop``)."""
 from dataclasses import replace
 
 import pytest
+from helpers.inprocess import finish_all, in_threads, plan_for, trainers_for
 
 from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.simulator import simulate
-from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.quantize import padded_length
-from helpers.inprocess import finish_all, in_threads, plan_for, trainers_for
+from islands.trainer.kinds import make_run_plan
 
 ISLANDS = 3
 

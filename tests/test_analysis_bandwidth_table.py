@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from islands.analysis.planner.bandwidth_table import GRID_STEP, PAPER_GBPS, ROWS, TARGETS, bandwidth_table, table_text
+from islands.analysis.planner.bandwidth_table import (
+    GRID_STEP,
+    PAPER_GBPS,
+    ROWS,
+    TARGETS,
+    bandwidth_table,
+    table_text,
+)
 from islands.analysis.planner.search import RELATIVE_TOLERANCE
 from islands.cli import main
 

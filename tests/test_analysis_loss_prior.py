@@ -7,9 +7,16 @@ import math
 
 import pytest
 
-from islands.analysis.quality.loss_prior import (CHINCHILLA, DILOCO_LAWS, H_PENALTY_PER_LOG_H, JOINT_M_EXPONENT,
-                                                 data_parallel_loss,
-                                                 diloco_loss, estimate, extra_tokens_factor)
+from islands.analysis.quality.loss_prior import (
+    CHINCHILLA,
+    DILOCO_LAWS,
+    H_PENALTY_PER_LOG_H,
+    JOINT_M_EXPONENT,
+    data_parallel_loss,
+    diloco_loss,
+    estimate,
+    extra_tokens_factor,
+)
 from islands.cli import main
 from islands.scenarios import load
 

@@ -8,8 +8,14 @@ import math
 
 import pytest
 
-from islands.analysis.planner.objective import (Candidate, ObjectivePlan, Outcome, candidates, make_objective_plan,
-                                                price)
+from islands.analysis.planner.objective import (
+    Candidate,
+    ObjectivePlan,
+    Outcome,
+    candidates,
+    make_objective_plan,
+    price,
+)
 from islands.analysis.planner.objective_tables import objective_table, why
 from islands.analysis.quality.loss_prior import H_PENALTY_PER_LOG_H, estimate, extra_tokens_factor
 from islands.analysis.quality.quality_profile import ProfilePoint, QualityProfile

@@ -14,7 +14,12 @@ from islands.analysis.plots.breakdown import breakdown_figure
 from islands.analysis.plots.heatmap import heatmap_figure
 from islands.analysis.plots.style import parse_size, save_figure, save_png
 from islands.analysis.plots.worker_timeline import timeline_figure
-from islands.analysis.side_by_side import equal_work_schedules, left_out_notes, simulate_schedules, work_line
+from islands.analysis.side_by_side import (
+    equal_work_schedules,
+    left_out_notes,
+    simulate_schedules,
+    work_line,
+)
 from islands.analysis.sweep.runner import run_sweep
 from islands.cli import main
 from islands.errors import UserError

@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 
 from islands.analysis.sweep.runner import flatten_summary, run_sweep
-from islands.analysis.sweep.sweep_table import best_rows, parameter_columns, parquet_available, read_sweep, write_sweep
+from islands.analysis.sweep.sweep_table import (
+    best_rows,
+    parameter_columns,
+    parquet_available,
+    read_sweep,
+    write_sweep,
+)
 from islands.cli import main
 from islands.errors import UserError
 from islands.scenarios import load

@@ -7,7 +7,12 @@ from collections import Counter
 
 import pytest
 
-from islands.analysis.report.chrome_trace import COLLECTIVES_PID, LINKS_PID, WORKERS_PID, chrome_trace
+from islands.analysis.report.chrome_trace import (
+    COLLECTIVES_PID,
+    LINKS_PID,
+    WORKERS_PID,
+    chrome_trace,
+)
 from islands.cli import main
 from islands.scenarios import load
 from islands.simulator import simulate

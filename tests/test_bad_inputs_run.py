@@ -15,9 +15,9 @@ import io
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -230,25 +230,26 @@ VALIDATE = cases("validate", ("scenario.toml",), [
      "calibration.json: measured for 2, 3 islands, not 4: give --calibration a new file",
      edit_json("calibration.json", lambda document: document["overhead_s"].pop("4"))),
     ("--calibration of kernel shaping for --in-process", ("--calibration", "calibration.json", "--in-process"),
-     "calibration.json: measured with kernel-htb-fq shaping; --in-process runs need a calibration measured in-process",
+     "calibration.json: measured with kernel-htb-fq shaping; --in-process runs need a calibration "
+     "measured in-process",
      edit_json("calibration.json", setting("mode", "kernel-htb-fq"))),
     ("--calibration of an older shaper", ("--calibration", "calibration.json"),
-     "calibration.json: measured with kernel-tbf shaping, which this version no longer builds: give --calibration "
-     "a new file", edit_json("calibration.json", setting("mode", "kernel-tbf"))),
+     "calibration.json: measured with kernel-tbf shaping, which this version no longer builds: "
+     "give --calibration a new file", edit_json("calibration.json", setting("mode", "kernel-tbf"))),
     ("--calibration of the shaper with one FIFO per direction", ("--calibration", "calibration.json"),
-     "calibration.json: measured with kernel-htb shaping, which this version no longer builds: give --calibration "
-     "a new file", edit_json("calibration.json", setting("mode", "kernel-htb"))),
+     "calibration.json: measured with kernel-htb shaping, which this version no longer builds: "
+     "give --calibration a new file", edit_json("calibration.json", setting("mode", "kernel-htb"))),
     ("--calibration of the fair shaper for --shaper fifo", ("--calibration", "calibration.json", "--shaper", "fifo"),
-     "calibration.json: measured with kernel-htb-fq shaping; this run shapes with kernel-tbf-fifo-200ms (--shaper "
-     "fifo): give --calibration a new file", edit_json("calibration.json", setting("mode", "kernel-htb-fq"))),
+     "calibration.json: measured with kernel-htb-fq shaping; this run shapes with "
+     "kernel-tbf-fifo-200ms (--shaper fifo): give --calibration a new file", edit_json("calibration.json", setting("mode", "kernel-htb-fq"))),
     ("--calibration of a FIFO of another depth", ("--calibration", "calibration.json", "--shaper", "fifo",
                                                   "--queue-ms", "50"),
-     "calibration.json: measured with kernel-tbf-fifo-200ms shaping; this run shapes with kernel-tbf-fifo-50ms "
-     "(--shaper fifo): give --calibration a new file",
+     "calibration.json: measured with kernel-tbf-fifo-200ms shaping; this run shapes with "
+     "kernel-tbf-fifo-50ms (--shaper fifo): give --calibration a new file",
      edit_json("calibration.json", setting("mode", "kernel-tbf-fifo-200ms"))),
     ("--calibration of a FIFO for the fair shaper", ("--calibration", "calibration.json"),
-     "calibration.json: measured with kernel-tbf-fifo-20ms shaping; this run shapes with kernel-htb-fq (--shaper "
-     "fair): give --calibration a new file", edit_json("calibration.json", setting("mode", "kernel-tbf-fifo-20ms"))),
+     "calibration.json: measured with kernel-tbf-fifo-20ms shaping; this run shapes with "
+     "kernel-htb-fq (--shaper fair): give --calibration a new file", edit_json("calibration.json", setting("mode", "kernel-tbf-fifo-20ms"))),
     ("--calibration of a FIFO of no depth", ("--calibration", "calibration.json"),
      "calibration.json: measured with kernel-tbf-fifo-ms shaping, which this version no longer builds",
      edit_json("calibration.json", setting("mode", "kernel-tbf-fifo-ms"))),
@@ -443,7 +444,8 @@ COMPARE = cases("compare", ("scenario.toml", "run"), [
     ("trace.csv empty", (), "run/trace.csv: is empty", write("run/trace.csv", "")),
     ("trace.csv cut mid-line", (), "run/trace.csv: its last line has no line end: the file is cut short", cut_trace),
     ("trace.csv cut at a line end, the last sync lost", (),
-     "run/trace.csv: spans 348 s, summary.json's wall_time_s 372 s: the trace is cut short or from another run",
+     "run/trace.csv: spans 348 s, summary.json's wall_time_s 372 s: the trace is cut short or from "
+     "another run",
      lambda folder: write("run/trace.csv", "".join(
          (folder / "run" / "trace.csv").read_text().splitlines(keepends=True)[:-8]))(folder)),
     ("trace.csv header only", (), "run/trace.csv: has no rows",

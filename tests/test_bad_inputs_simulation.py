@@ -41,7 +41,7 @@ FILES = {
     "dup-rtt.json": (PROFILE % HOST).replace('"rtt_ms": []', '"rtt_ms": [{"between": ["dc", "dc"], "rtt_ms": 1}, '
                                                            '{"between": ["dc", "dc"], "rtt_ms": 2}]'),
     "deep.json": "[" * 100_000,
-    "digits.json": '{"kind": "islands network profile", "version": %s}' % LONG,
+    "digits.json": '{"kind": "islands network profile", "version": ' + LONG + '}',
     "bad.toml": "name = [",
     "deep.toml": "name = " + "[" * 100_000 + "]" * 100_000,
     "sweep.csv": SWEEP_CSV,

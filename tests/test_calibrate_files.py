@@ -27,8 +27,15 @@ from islands.cli import main
 from islands.errors import UserError
 from islands.scenarios import ScenarioSource
 from islands.scenarios.model import PairLatency
-from islands.scenarios.profile import (BusRate, CollectiveCost, Host, NetworkProfile, apply_profile, read_profile,
-                                       ring_terms)
+from islands.scenarios.profile import (
+    BusRate,
+    CollectiveCost,
+    Host,
+    NetworkProfile,
+    apply_profile,
+    read_profile,
+    ring_terms,
+)
 from islands.validation.toolfiles.readers import read_iperf3, read_nccl_tests, read_ping
 
 SAMPLES = Path(__file__).parent / "data" / "calibrate"

@@ -14,8 +14,8 @@ import pytest
 from islands.cli import main
 from islands.scenarios.profile import host_rates, read_profile
 from islands.validation.calibration import probe_volume_bytes
-from islands.validation.hostprobe import SCATTER, fitted_burst_bytes
 from islands.validation.exchange_probe import medium_values
+from islands.validation.hostprobe import SCATTER, fitted_burst_bytes
 
 THREE = """name = "three"
 [model]

@@ -14,10 +14,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.step_logs import DATA, SCENARIO
 
 from islands.cli import main
-
-from helpers.step_logs import DATA, SCENARIO
 
 SYNC_S = 16.0
 
@@ -196,9 +195,9 @@ def test_an_integer_past_floats_range_in_a_log_is_refused_in_one_line(scenario_p
     traceback, in a JSON lines log and in a Chrome trace (the generated cases stopped at 30 digits)."""
     huge = "1" + "0" * 400
     (tmp_path / "big.jsonl").write_text(
-        '{"step": 1, "wall_s": 1, "compute_s": %s, "blocked_s": 0, "synced": 0}\n' % huge)
+        '{"step": 1, "wall_s": 1, "compute_s": ' + huge + ', "blocked_s": 0, "synced": 0}\n')
     (tmp_path / "big.json").write_text(
-        '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": %s, "dur": 1}]}\n' % huge)
+        '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": ' + huge + ', "dur": 1}]}\n')
     for name, message in (("big.jsonl", "big.jsonl: line 1: compute_s must be a finite number (got an integer of "
                                         "401 digits)"),
                           ("big.json", "'ts' must be a finite number of microseconds, 0 or more (got an integer of "

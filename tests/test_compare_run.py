@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.scenarios import make_scenario
 
 from islands.cli import main
 from islands.io import json_text, write_table
 from islands.simulator import simulate
-
-from helpers.scenarios import make_scenario
 
 S = 2e9                    # 1e9 parameters in bf16
 SYNC_S = 1.5 * S / 1.25e8  # ring all-reduce over four 1 Gbit/s workers: 24 s

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.scenarios import make_scenario
 
 from islands.cli import main
 from islands.errors import UserError
@@ -14,8 +15,6 @@ from islands.scenarios import load
 from islands.validation import demo
 from islands.validation.calibration import Calibration, simulator_overrides
 from islands.validation.compare import Comparison, figures
-
-from helpers.scenarios import make_scenario
 
 CALIBRATION = Calibration("in-process", "test", 1.0, (), {2: 0.004}, {2: {27.36e6: 0.9}}, {2: 1e-8})
 SMALL = ('name = "small"\n[model]\nparameters = 1e9\n[schedule]\nalgorithm = "diloco"\ninner_steps = 100\n'

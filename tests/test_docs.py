@@ -15,15 +15,23 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.docs_text import (
+    ROOT,
+    Example,
+    all_pages,
+    command_examples,
+    gen_reference,
+    inline_commands,
+    named_keys,
+    parse_error,
+    written_pages,
+)
 
 from islands.cli import build_parser, command_names, main
 from islands.scenarios import load
 from islands.scenarios.spec import ARRAYS, EVENT_KEYS, SECTIONS, TOP_KEYS
 from islands.scenarios.trainer_keys import TRAINER_KEYS
 from islands.simulator import simulate
-
-from helpers.docs_text import (ROOT, Example, all_pages, command_examples, gen_reference, inline_commands,
-                               named_keys, parse_error, written_pages)
 
 PAGES = all_pages()
 EXAMPLES = [(page, example) for page, text in PAGES.items() for example in command_examples(text)]

@@ -22,14 +22,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from islands.errors import UserError
-from islands.scenarios import load
-from islands.emulation import net
-from islands.emulation import state
-from islands.emulation import (EmulatedWAN, InProcessLatency, InProcessShaper, LinkSpec, available,
-                                       links_from_workers, measure_link, open_wan)
+from islands.emulation import (
+    EmulatedWAN,
+    InProcessLatency,
+    InProcessShaper,
+    LinkSpec,
+    available,
+    links_from_workers,
+    measure_link,
+    net,
+    open_wan,
+    state,
+)
 from islands.emulation.link_specs import Shaper, check_links, is_kernel_mode
 from islands.emulation.shaper import pacer_config, pacer_from_config
+from islands.errors import UserError
+from islands.scenarios import load
 
 MBIT = 1e6
 KERNEL_OK, KERNEL_REASON = available()
@@ -525,8 +533,6 @@ def test_links_are_built_as_specified_and_removed_on_normal_exit(no_leftovers):
     no_leftovers(prefix := unique_prefix("ok"))
     with EmulatedWAN([LinkSpec(0, upload_bits_per_s=120 * MBIT, download_bits_per_s=80 * MBIT)], prefix) as wan:
         assert namespaces_of(prefix) == [f"{prefix}-core", f"{prefix}-island0"]
-        upload = net.run(["tc", "-n", wan.namespace(0), "qdisc", "show", "dev", wan.interface(0)])
-        download = net.run(["tc", "-n", f"{prefix}-core", "qdisc", "show", "dev", "port0"])
         for namespace, device, rate in ((wan.namespace(0), wan.interface(0), "120Mbit"),
                                         (f"{prefix}-core", "port0", "80Mbit")):
             classes = net.run(["tc", "-n", namespace, "class", "show", "dev", device])

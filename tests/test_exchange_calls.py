@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from helpers.scenarios import make_scenario
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,8 +21,6 @@ from islands.trainer.core.inprocess import run_threads
 from islands.trainer.core.robust import AggregationRule
 from islands.trainer.core.sync import Exchanger, call_pieces, exchange_calls
 from islands.trainer.core.tracing import Clock
-
-from helpers.scenarios import make_scenario
 
 # 30.8M fp32 parameters (the held-out runs' model) over 4 workers at 50 Mbit/s, 1 ms one way each.
 PARAMETERS = 30.8e6

@@ -8,15 +8,14 @@ import json
 import math
 
 import pytest
+from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
 from islands.cli import main
 from islands.scenarios import ScenarioError, load
-from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS, EVENT_KEYS
+from islands.scenarios.spec import ARRAYS, EVENT_KEYS, SECTIONS, TOP_KEYS
 from islands.simulator import BudgetExceeded, RunSetup, guard, simulate
-from islands.simulator.events.engine import Simulation
 from islands.simulator.budget import estimate
-
-from helpers.scenarios import BASE_DOCUMENT, make_scenario
+from islands.simulator.events.engine import Simulation
 
 LIMITS_DOC = "docs/limits.md"
 

@@ -8,10 +8,16 @@ import re
 
 import pytest
 
-from islands.scenarios import ScenarioError, ScenarioSource
 from islands.cli import main
+from islands.scenarios import ScenarioError, ScenarioSource
 from islands.scenarios.model import PairLatency
-from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile, apply_profile, read_profile
+from islands.scenarios.profile import (
+    ExchangeCost,
+    Host,
+    NetworkProfile,
+    apply_profile,
+    read_profile,
+)
 from islands.simulator import simulate
 
 GBPS = 1e9 / 8

@@ -9,18 +9,23 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers.scenarios import make_scenario
 from hypothesis import given
 from hypothesis import strategies as st
 
 from islands.emulation.link_specs import Shaper
 from islands.errors import UserError
-from islands.numbers import (is_finite_number, is_non_negative_number, is_number, is_number_between,
-                             is_positive_number, is_whole_number)
+from islands.numbers import (
+    is_finite_number,
+    is_non_negative_number,
+    is_number,
+    is_number_between,
+    is_positive_number,
+    is_whole_number,
+)
 from islands.trainer.runtime.spec import SPEC_VARIABLE, launch_spec
 from islands.validation.external import measured_step_overrides
 from islands.validation.run_folder import FIGURE_KEYS, check_figures
-
-from helpers.scenarios import make_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

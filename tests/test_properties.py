@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from helpers.strategies import COUPLED, Drawn, decoupled_learners_differ, load_document, scenarios
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,8 +22,6 @@ from islands.schedules import ALL_GATHER, SYNCER, schedule_of
 from islands.simulator import SimResult, simulate
 from islands.simulator.budget import estimate
 from islands.simulator.network.links import Link, burst_at, take_bursts
-
-from helpers.strategies import COUPLED, Drawn, decoupled_learners_differ, load_document, scenarios
 
 RELATIVE = 1e-9  # summation of many rows may be off by rounding, not by more
 

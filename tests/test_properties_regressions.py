@@ -6,11 +6,10 @@ from __future__ import annotations
 import copy
 
 import pytest
+from helpers.scenarios import make_scenario
 
 from islands.simulator import simulate
 from islands.simulator.budget import estimate
-
-from helpers.scenarios import make_scenario
 
 PAYLOAD_BYTES = 1e6 * 32 / 8  # parameters x bits / 8
 

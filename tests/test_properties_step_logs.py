@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers.step_logs import DATA, SCENARIO
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +21,6 @@ from islands.cli import main
 from islands.errors import UserError
 from islands.validation.logs.compare_log import read_log
 from islands.validation.logs.steps import MAX_STEP_S, SUM_TOLERANCE, StepLog
-
-from helpers.step_logs import DATA, SCENARIO
 
 SAMPLES = [("steps-two-ranks.csv", "steps"), ("steps-rank0-window.jsonl", "steps"), ("steps-clock.csv", "steps"),
            ("chrome-trace.json", "chrome"), ("torchtitan.log", "torchtitan")]
@@ -75,8 +74,12 @@ def test_a_log_cut_at_any_byte_is_refused_or_read_at_a_line_end(tmp_path, name, 
 def csv_text(rows: list[dict]) -> str:
     """The rows as plain CSV: a cell's comma, quote and line ends replaced, so one line is one record."""
     header = list(dict.fromkeys(key for row in rows for key in row))
-    cell = lambda value: "" if value is None else (str(value).replace(",", ";").replace('"', "'")  # noqa: E731
-                                                   .replace("\n", " ").replace("\r", " "))
+
+    def cell(value) -> str:
+        if value is None:
+            return ""
+        return str(value).replace(",", ";").replace('"', "'").replace("\n", " ").replace("\r", " ")
+
     return "\n".join([",".join(header), *(",".join(cell(row.get(key)) for key in header) for row in rows)]) + "\n"
 
 

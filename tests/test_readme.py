@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 
+from helpers.docs_text import ROOT, command_examples, command_lines, parse_error
+
 from islands.analysis.side_by_side import schedule_table, simulate_schedules, work_line
 from islands.scenarios import ScenarioSource
-
-from helpers.docs_text import ROOT, command_examples, command_lines, parse_error
 
 README = (ROOT / "README.md").read_text()
 

@@ -9,8 +9,14 @@ import re
 
 import pytest
 
-from islands.analysis.report.whatif import (WhatIfAxis, WhatIfGrid, bandwidth_overrides, fit_budget, run_whatif,
-                                            whatif_axes)
+from islands.analysis.report.whatif import (
+    WhatIfAxis,
+    WhatIfGrid,
+    bandwidth_overrides,
+    fit_budget,
+    run_whatif,
+    whatif_axes,
+)
 from islands.analysis.report.whatif_page import embedded_json, grid_document, whatif_section
 from islands.scenarios import ScenarioSource
 from islands.simulator.budget import estimate

@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+from helpers.scenarios import SCENARIO, make_scenario
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,8 +19,6 @@ from islands.io import json_text, write_table
 from islands.simulator import simulate
 from islands.validation.compare import error_text, relative_error
 from islands.validation.run_folder import read_run
-
-from helpers.scenarios import SCENARIO, make_scenario
 
 
 @pytest.fixture

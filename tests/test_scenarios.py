@@ -6,13 +6,11 @@ import subprocess
 import sys
 
 import pytest
-
-from islands.schedules import SCHEDULES
+from helpers.scenarios import make_scenario
 
 from islands.cli import main
 from islands.scenarios import ScenarioError, bundled_names, load
-
-from helpers.scenarios import make_scenario
+from islands.schedules import SCHEDULES
 
 GOOD = """
 name = "two"
@@ -146,7 +144,8 @@ def test_cli_prints_one_line_and_exits_2(scenario_file, capsys):
     path = scenario_file(GOOD.replace("bandwidth_gbps = 10", "bandwidth_gbps = -10"))
     assert main(["simulate", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"islands simulate: error: {path}: island.1.bandwidth_gbps: must be >= 1e-06 Gbit/s (see docs/limits.md) (got -10.0)\n"
+    assert err == (f"islands simulate: error: {path}: island.1.bandwidth_gbps: must be >= 1e-06 Gbit/s "
+                   "(see docs/limits.md) (got -10.0)\n")
 
 
 def test_cli_override_goes_through_the_same_validation(capsys):

@@ -4,6 +4,8 @@ threads."""
 
 import pytest
 import torch
+from helpers.diloco_fakes import AVERAGE, Board, FakeTransport, global_, plan_of, point, set_local
+from helpers.inprocess import finish_all, in_threads, plan_for, trainers_for
 
 from islands.errors import UserError
 from islands.scenarios import load
@@ -11,8 +13,6 @@ from islands.schedules import EAGER
 from islands.simulator import simulate
 from islands.trainer.core.diloco import DiLoCo
 from islands.trainer.core.outer import Fragment
-from helpers.diloco_fakes import AVERAGE, Board, FakeTransport, global_, plan_of, point, set_local
-from helpers.inprocess import finish_all, in_threads, plan_for, trainers_for
 
 H, T, STEP_S = 500, 20, 1.5
 RING_BYTES = 2 * 7 / 8 * 20e9  # each worker's share of a 20 GB all-reduce among 8

@@ -5,14 +5,13 @@ from __future__ import annotations
 import copy
 
 import pytest
+from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
 from islands.errors import UserError
 from islands.scenarios import ScenarioError, load
 from islands.simulator import simulate
 from islands.summary import present_seconds
 from islands.trainer.config import check_supported
-
-from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
 S = 2e9
 RING4_S = 1.5 * S / 1.25e8

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from helpers.closed_form import OUTER, RING_S, H, M, S, island, with_islands
+from helpers.scenarios import make_scenario
 
 from islands.simulator import simulate
-
-from helpers.closed_form import H, M, OUTER, RING_S, S, island, with_islands
-from helpers.scenarios import make_scenario
 
 
 def test_ring_time_is_24_s_here():

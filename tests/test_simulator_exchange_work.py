@@ -10,11 +10,10 @@ from __future__ import annotations
 import copy
 
 import pytest
+from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
 from islands.simulator import simulate
 from islands.simulator.budget import estimate
-
-from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
 # BASE: 1e9 params, bf16 -> S = 2e9 B; 4 workers at 1 Gbit/s; 1 s per step; H = 100; 3 outer steps.
 PARAMETERS = 1e9

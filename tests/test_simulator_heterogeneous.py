@@ -6,11 +6,10 @@ import copy
 import math
 
 import pytest
+from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
 from islands.scenarios import ScenarioError
 from islands.simulator import simulate
-
-from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
 S = 2e9                      # 1e9 params in bf16
 RING4_S = 1.5 * S / 1.25e8   # 24 s over four 1 Gbit/s workers

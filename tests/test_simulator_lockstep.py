@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from helpers.replicas import GBPS, REGIONS, TWO_KINDS, fleet
+from helpers.scenarios import make_scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from islands.scenarios import load
-from islands.simulator import simulate
+from islands.simulator import RunSetup, chosen, simulate
 from islands.simulator.budget import BudgetExceeded
-from islands.simulator import RunSetup, chosen
-
-from helpers.scenarios import make_scenario
-from helpers.replicas import GBPS, REGIONS, TWO_KINDS, fleet
 
 JITTERED = [{**TWO_KINDS[0], "jitter_cv": 0.05}, {**TWO_KINDS[1], "jitter_cv": 0.2}]
 CASES = {
@@ -97,7 +95,7 @@ def test_a_fleet_beyond_the_event_budget_runs_but_its_trace_is_refused_in_one_li
     assert result.summary["workers"] == 10_000 and result.summary["syncs"] == 300
     assert result.summary["idle_s"] > 0  # the jitter makes every worker but the slowest wait
     with pytest.raises(BudgetExceeded, match="schedule.outer_steps: the trace would have about 1.2e"):
-        result.trace
+        _ = result.trace
 
 
 def test_simulate_refuses_a_trace_too_large_before_the_run_and_writes_nothing(capsys, tmp_path):

@@ -7,14 +7,19 @@ from collections import Counter
 import pandas as pd
 import pytest
 import simpy
-
-from islands.simulator import simulate
-from islands.simulator.network.links import Link, Transfer, link_segments, peak_access_rate, take_bursts
-from islands.simulator.network.flows import AlphaBetaNetwork, FlowNetwork, max_min_rates
-
-from helpers.scenarios import make_scenario
 from helpers.regions import US_EU
 from helpers.regions import document as regions_document
+from helpers.scenarios import make_scenario
+
+from islands.simulator import simulate
+from islands.simulator.network.flows import AlphaBetaNetwork, FlowNetwork, max_min_rates
+from islands.simulator.network.links import (
+    Link,
+    Transfer,
+    link_segments,
+    peak_access_rate,
+    take_bursts,
+)
 
 
 def link(capacity: float, worker: int = 0, direction: str = "up") -> Link:
@@ -155,7 +160,7 @@ def ends(network, env, plan: list[tuple[float, tuple[Link, ...], float]]) -> lis
         handle.done.callbacks.append(lambda _e: finished.__setitem__(index, env.now))
 
     for index, (at_s, links, size) in enumerate(plan):
-        env.timeout(at_s).callbacks.append(lambda _e, i=index, l=links, b=size: start(i, l, b))
+        env.timeout(at_s).callbacks.append(lambda _e, i=index, ls=links, b=size: start(i, ls, b))
     env.run()
     return finished
 

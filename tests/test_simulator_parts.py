@@ -9,19 +9,18 @@ from pathlib import Path
 
 import pytest
 import simpy
+from helpers.scenarios import make_scenario
 
-from islands.simulator.compute import step_clock
 from islands.simulator import RunSetup
 from islands.simulator.budget import estimate
+from islands.simulator.compute import step_clock
 from islands.simulator.events.engine import Simulation
 from islands.simulator.events.exchanges import Collectives, Exchanges, StagedCollectives
-from islands.simulator.fleet import Fleet
 from islands.simulator.events.progress import Progress
 from islands.simulator.events.syncer import Syncer
 from islands.simulator.events.tracelog import TraceLog
+from islands.simulator.fleet import Fleet
 from islands.simulator.workers import WorkerState
-
-from helpers.scenarios import make_scenario
 
 SIMULATOR = Path(__file__).resolve().parents[1] / "simulator"
 
@@ -114,7 +113,7 @@ def test_each_part_has_one_writer():
     assert writers("members", ("add", "discard", "remove", "clear")) == {"fleet.py"}
     assert writers("completed_outer") == {"progress.py"}
     rows = {path.name for path in SIMULATOR.rglob("*.py") if "Row(" in path.read_text(encoding="utf-8")}
-    assert rows == {"tracelog.py", "lockstep.py", "one_learner.py"}  # a fast path's rows are a replay's own
+    assert rows == {"tracelog.py", "lockstep.py", "one_learner.py", "learners.py"}  # a fast path's rows are a replay's own
 
 
 def test_the_engine_is_the_process_loop_with_no_syncer_branch():

@@ -5,7 +5,6 @@ and for every scenario key the players that accept it (a new key must be added h
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 import pytest
@@ -104,7 +103,7 @@ def test_no_other_package_imports_a_player():
 
 
 def test_the_players_are_listed_once_fast_paths_first():
-    assert PLAYER_NAMES == ("lockstep", "one learner", "counts", "events")
+    assert PLAYER_NAMES == ("lockstep", "one learner", "learners", "counts", "events")
     assert [player.name for player in PLAYERS] == list(PLAYER_NAMES)
 
 
@@ -121,6 +120,8 @@ def test_a_named_player_that_does_not_fit_is_refused_in_one_line():
 BASES = {  # a scenario each player plays
     "lockstep": [],
     "one learner": ["schedule.algorithm=decoupled"],
+    "learners": ["schedule.algorithm=decoupled", "island.0.replicas=2000", "schedule.outer_steps=100",
+                 "island.0.jitter_cv=0.05"],
     "counts": ["island.0.replicas=1000", "schedule.outer_steps=100", "island.0.mtbf_s=86400", "island.0.mttr_s=3600"],
 }
 
@@ -128,38 +129,38 @@ BASES = {  # a scenario each player plays
 # (None: set through a document, its players stated), and the players (besides the event model, which
 # plays everything) that still play the run. A new key fails ``test_every_scenario_key_is_listed``.
 KEY_PLAYERS = {
-    'seed': ('seed=3', ('counts', 'lockstep', 'one learner')),
-    'name': ('name=other', ('counts', 'lockstep', 'one learner')),
-    'description': ('description=text', ('counts', 'lockstep', 'one learner')),
-    'model.parameters': ('model.parameters=2e10', ('counts', 'lockstep', 'one learner')),
-    'model.layers': ('model.layers=40', ('counts', 'lockstep', 'one learner')),
-    'model.embedding_parameters': ('model.embedding_parameters=1e8', ('counts', 'lockstep', 'one learner')),
-    'model.bytes_per_param': ('model.bytes_per_param=4', ('counts', 'lockstep', 'one learner')),
-    'model.tokens_per_step': ('model.tokens_per_step=1e6', ('counts', 'lockstep', 'one learner')),
+    'seed': ('seed=3', ('counts', 'lockstep', 'one learner', 'learners')),
+    'name': ('name=other', ('counts', 'lockstep', 'one learner', 'learners')),
+    'description': ('description=text', ('counts', 'lockstep', 'one learner', 'learners')),
+    'model.parameters': ('model.parameters=2e10', ('counts', 'lockstep', 'one learner', 'learners')),
+    'model.layers': ('model.layers=40', ('counts', 'lockstep', 'one learner', 'learners')),
+    'model.embedding_parameters': ('model.embedding_parameters=1e8', ('counts', 'lockstep', 'one learner', 'learners')),
+    'model.bytes_per_param': ('model.bytes_per_param=4', ('counts', 'lockstep', 'one learner', 'learners')),
+    'model.tokens_per_step': ('model.tokens_per_step=1e6', ('counts', 'lockstep', 'one learner', 'learners')),
     'schedule.algorithm': ('schedule.algorithm=streaming', ('lockstep',)),
-    'schedule.inner_steps': ('schedule.inner_steps=250', ('counts', 'lockstep', 'one learner')),
-    'schedule.outer_steps': ('schedule.outer_steps=7', ('counts', 'lockstep', 'one learner')),
-    'schedule.fragments': ('schedule.fragments=2', ('counts', 'lockstep', 'one learner')),
-    'schedule.overlap_steps': ('schedule.overlap_steps=5', ('counts', 'lockstep', 'one learner')),
-    'schedule.bits': ('schedule.bits=8', ('counts', 'lockstep', 'one learner')),
-    'schedule.backward_overlap': ('schedule.backward_overlap=0.5', ('lockstep', 'one learner')),
+    'schedule.inner_steps': ('schedule.inner_steps=250', ('counts', 'lockstep', 'one learner', 'learners')),
+    'schedule.outer_steps': ('schedule.outer_steps=7', ('counts', 'lockstep', 'one learner', 'learners')),
+    'schedule.fragments': ('schedule.fragments=2', ('counts', 'lockstep', 'one learner', 'learners')),
+    'schedule.overlap_steps': ('schedule.overlap_steps=5', ('counts', 'lockstep', 'one learner', 'learners')),
+    'schedule.bits': ('schedule.bits=8', ('counts', 'lockstep', 'one learner', 'learners')),
+    'schedule.backward_overlap': ('schedule.backward_overlap=0.5', ('lockstep', 'one learner', 'learners')),
     'schedule.barrier': ('schedule.barrier=deadline', ()),
-    'schedule.deadline_slack': ('schedule.deadline_slack=0.2', ('counts', 'lockstep', 'one learner')),
-    'schedule.quorum': ('schedule.quorum=2', ('one learner',)),
-    'schedule.grace_window': ('schedule.grace_window=5', ('counts', 'lockstep', 'one learner')),
-    'schedule.elastic': ('schedule.elastic=true', ('counts', 'lockstep', 'one learner')),
-    'network.model': ('network.model=flow', ('counts', 'one learner')),
-    'network.tcp_window_bytes': ('network.tcp_window_bytes=4e6', ('counts', 'lockstep', 'one learner')),
-    'network.streams': ('network.streams=4', ('counts', 'lockstep', 'one learner')),
-    'network.loss_rate': ('network.loss_rate=1e-4', ('counts', 'lockstep', 'one learner')),
-    'network.detection_timeout_s': ('network.detection_timeout_s=10', ('counts', 'lockstep', 'one learner')),
-    'network.exchange_cpu_s_per_value': ('network.exchange_cpu_s_per_value=1e-10', ()),
-    'network.exchange_end_spread_s': ('network.exchange_end_spread_s=0.5', ()),
-    'network.rtt_csv': (None, ('lockstep', 'one learner')),
+    'schedule.deadline_slack': ('schedule.deadline_slack=0.2', ('counts', 'lockstep', 'one learner', 'learners')),
+    'schedule.quorum': ('schedule.quorum=2', ('one learner', 'learners')),
+    'schedule.grace_window': ('schedule.grace_window=5', ('counts', 'lockstep', 'one learner', 'learners')),
+    'schedule.elastic': ('schedule.elastic=true', ('counts', 'lockstep', 'one learner', 'learners')),
+    'network.model': ('network.model=flow', ('counts', 'one learner', 'learners')),
+    'network.tcp_window_bytes': ('network.tcp_window_bytes=4e6', ('counts', 'lockstep', 'one learner', 'learners')),
+    'network.streams': ('network.streams=4', ('counts', 'lockstep', 'one learner', 'learners')),
+    'network.loss_rate': ('network.loss_rate=1e-4', ('counts', 'lockstep', 'one learner', 'learners')),
+    'network.detection_timeout_s': ('network.detection_timeout_s=10', ('counts', 'lockstep', 'one learner', 'learners')),
+    'network.exchange_cpu_s_per_value': ('network.exchange_cpu_s_per_value=1e-10', ('learners',)),
+    'network.exchange_end_spread_s': ('network.exchange_end_spread_s=0.5', ('learners',)),
+    'network.rtt_csv': (None, ('lockstep', 'one learner', 'learners')),
     'network.collective': ('network.collective=tree', ()),
     'network.on_departure': ('network.on_departure=partial', ('counts', 'lockstep')),
-    'network.ring_efficiency': ('network.ring_efficiency=0.8', ('lockstep', 'one learner')),
-    'network.ring_order': ('network.ring_order=optimised', ('counts', 'lockstep', 'one learner')),
+    'network.ring_efficiency': ('network.ring_efficiency=0.8', ('lockstep', 'one learner', 'learners')),
+    'network.ring_order': ('network.ring_order=optimised', ('counts', 'lockstep', 'one learner', 'learners')),
     'exchange.calls': ('exchange.calls=per_tensor', ()),
     'exchange.bucket_cap_mb': (None, ('lockstep',)),
     'exchange.tensors': (None, ('lockstep',)),
@@ -167,31 +168,31 @@ KEY_PLAYERS = {
     'exchange.sync_overhead_s': ('exchange.sync_overhead_s=0.01', ('lockstep',)),
     'exchange.first_call_s': ('exchange.first_call_s=0.5', ('lockstep',)),
     'exchange.outer_step_s': ('exchange.outer_step_s=0.1', ('lockstep',)),
-    'island.name': ('island.0.name=x', ('counts', 'lockstep', 'one learner')),
+    'island.name': ('island.0.name=x', ('counts', 'lockstep', 'one learner', 'learners')),
     'island.replicas': ('island.0.replicas=4', ('lockstep', 'one learner')),
-    'island.step_time_s': ('island.0.step_time_s=2', ('counts', 'lockstep', 'one learner')),
-    'island.gpus': (None, ('lockstep', 'one learner', 'counts')),
-    'island.gpu': (None, ('lockstep', 'one learner', 'counts')),
-    'island.mfu': (None, ('lockstep', 'one learner', 'counts')),
-    'island.jitter_cv': ('island.0.jitter_cv=0.05', ('lockstep',)),
-    'island.bandwidth_gbps': ('island.0.bandwidth_gbps=2', ('counts', 'lockstep', 'one learner')),
-    'island.upload_gbps': ('island.0.upload_gbps=0.5', ('lockstep', 'one learner')),
-    'island.download_gbps': ('island.0.download_gbps=0.5', ('lockstep', 'one learner')),
-    'island.latency_ms': ('island.0.latency_ms=10', ('lockstep', 'one learner')),
+    'island.step_time_s': ('island.0.step_time_s=2', ('counts', 'lockstep', 'one learner', 'learners')),
+    'island.gpus': (None, ('lockstep', 'one learner', 'counts', 'learners')),
+    'island.gpu': (None, ('lockstep', 'one learner', 'counts', 'learners')),
+    'island.mfu': (None, ('lockstep', 'one learner', 'counts', 'learners')),
+    'island.jitter_cv': ('island.0.jitter_cv=0.05', ('lockstep', 'learners')),
+    'island.bandwidth_gbps': ('island.0.bandwidth_gbps=2', ('counts', 'lockstep', 'one learner', 'learners')),
+    'island.upload_gbps': ('island.0.upload_gbps=0.5', ('lockstep', 'one learner', 'learners')),
+    'island.download_gbps': ('island.0.download_gbps=0.5', ('lockstep', 'one learner', 'learners')),
+    'island.latency_ms': ('island.0.latency_ms=10', ('lockstep', 'one learner', 'learners')),
     'island.burst_bytes': ('island.0.burst_bytes=1e6', ()),
     'island.upload_burst_bytes': ('island.0.upload_burst_bytes=1e6', ()),
     'island.download_burst_bytes': ('island.0.download_burst_bytes=1e6', ()),
-    'island.region': (None, ('lockstep', 'one learner')),
+    'island.region': (None, ('lockstep', 'one learner', 'learners')),
     'island.present': (None, ()),
     'island.mtbf_s': ('island.0.mtbf_s=50000', ('counts',)),
-    'island.mttr_s': ('island.0.mttr_s=5000', ('counts', 'lockstep', 'one learner')),
-    'island.chips': ('island.0.chips=2', ('counts', 'lockstep', 'one learner')),
+    'island.mttr_s': ('island.0.mttr_s=5000', ('counts', 'lockstep', 'one learner', 'learners')),
+    'island.chips': ('island.0.chips=2', ('counts', 'lockstep', 'one learner', 'learners')),
     'island.chip_mtbf_s': (None, ()),
-    'island.recovery_s': (None, ('lockstep', 'one learner', 'counts')),
-    'island.cost_per_hour': ('island.0.cost_per_hour=3', ('counts', 'lockstep', 'one learner')),
+    'island.recovery_s': (None, ('lockstep', 'one learner', 'counts', 'learners')),
+    'island.cost_per_hour': ('island.0.cost_per_hour=3', ('counts', 'lockstep', 'one learner', 'learners')),
     'syncer.bandwidth_gbps': ('syncer.bandwidth_gbps=10', ('counts', 'lockstep')),
-    'syncer.latency_ms': ('syncer.latency_ms=5', ('counts', 'lockstep', 'one learner')),
-    'syncer.region': (None, ('lockstep', 'one learner')),
+    'syncer.latency_ms': ('syncer.latency_ms=5', ('counts', 'lockstep', 'one learner', 'learners')),
+    'syncer.region': (None, ('lockstep', 'one learner', 'learners')),
 }
 
 

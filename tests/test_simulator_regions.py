@@ -6,17 +6,16 @@ import copy
 
 import pytest
 import simpy
+from helpers.regions import US_EU, document
+from helpers.scenarios import make_scenario
 
 from islands.analysis.sweep.grid import key_spec
 from islands.scenarios import ScenarioError, ScenarioSource, load
 from islands.simulator import simulate
 from islands.simulator.budget import estimate
-from islands.simulator.network.links import Link
 from islands.simulator.network.flows import FlowNetwork, max_min_rates
+from islands.simulator.network.links import Link
 from islands.validation.scaling import to_toml
-
-from helpers.regions import US_EU, document
-from helpers.scenarios import make_scenario
 
 S = 2e9                     # 1e9 parameters in bf16
 V4 = 1.5 * S                # ring all-reduce over four workers: 2(M-1)/M * S through every hop

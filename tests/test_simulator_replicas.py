@@ -7,15 +7,13 @@ import math
 
 import pandas as pd
 import pytest
+from helpers.replicas import GBPS, REGIONS, TWO_KINDS, fleet
+from helpers.scenarios import make_scenario
 
 from islands.scenarios import load
 from islands.simulator import simulate
 from islands.simulator.budget import estimate
 from islands.simulator.replicas import groups
-
-from helpers.replicas import GBPS, REGIONS, TWO_KINDS, fleet
-from helpers.scenarios import make_scenario
-
 
 CASES = {
     "diloco": (TWO_KINDS, {}, []),

@@ -1,8 +1,9 @@
-"""Churn that returns, played on counts (``simulator/fast/returning.py``, ``simulator/fast/counts.py``): the event model's run without
-departures to the last bit, a departure worked by hand, the rates of ring and downloads worked by hand,
-and the summary figures against the event model's over many seeds (a statistical fast path draws
-differently: its means must lie within the event model's sampling error); the chains of broken rings
-(``simulator/fast/chain.py``): their rates, their handing over, and against one change at a time."""
+"""Churn that returns, played on counts (``simulator/fast/returning.py``, ``simulator/fast/counts.py``):
+the event model's run without departures to the last bit, a departure worked by hand, the rates of
+ring and downloads worked by hand, and the summary figures against the event model's over many seeds
+(a statistical fast path draws differently: its means must lie within the event model's sampling
+error); the chains of broken rings (``simulator/fast/chain.py``): their rates, their handing over,
+and against one change at a time."""
 
 from __future__ import annotations
 

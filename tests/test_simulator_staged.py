@@ -6,18 +6,16 @@ from __future__ import annotations
 import copy
 
 import pytest
+from helpers.scenarios import make_scenario
 
 from islands.errors import UserError
 from islands.scenarios import ScenarioError, load
 from islands.simulator import RunSetup, network_model_for, simulate
 from islands.simulator.budget import estimate
 from islands.simulator.events.engine import Simulation
-from islands.simulator.budget import estimate
 from islands.simulator.network.collectives import PendingCollective, RingAllReduce
 from islands.simulator.replicas import groups
 from islands.trainer.config import check_supported
-
-from helpers.scenarios import make_scenario
 
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
 

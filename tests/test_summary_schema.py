@@ -10,7 +10,14 @@ import pytest
 
 from islands.scenarios import load
 from islands.simulator import simulate
-from islands.summary_schema import ISLAND_ROWS, OUTPUTS_DOC, SUMMARY_ROWS, IslandSummary, Summary, with_keys_section
+from islands.summary_schema import (
+    ISLAND_ROWS,
+    OUTPUTS_DOC,
+    SUMMARY_ROWS,
+    IslandSummary,
+    Summary,
+    with_keys_section,
+)
 
 RUNS = {  # one run per player, and one of a kind each player leaves out
     "lockstep": ("worked-example", []),

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 import torch
+from helpers.multiprocess import TINY, train
 
 from islands.cli import main
 from islands.errors import UserError
 from islands.trainer.core import faults
 from islands.trainer.core.data import Document, split_validation
 from islands.trainer.runtime.processes import free_port
-from helpers.multiprocess import TINY, train
 
 SETS = ["schedule.inner_steps=2", "schedule.outer_steps=2", "trainer.checkpoint_every=1"]
 

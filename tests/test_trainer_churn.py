@@ -6,13 +6,12 @@ import json
 
 import pytest
 import torch
-
-from islands.cli import main
-from islands.trainer.kinds import make_run_plan
-from islands.scenarios import from_dict
-
 from helpers.churn_runs import LATE_JOINER, PERIODS, SCENARIO, SETS, outputs, train
 from helpers.multiprocess import TINY, global_flat, rank_state
+
+from islands.cli import main
+from islands.scenarios import from_dict
+from islands.trainer.kinds import make_run_plan
 
 
 def test_one_of_three_killed_mid_interval_the_others_finish_and_a_joiner_adopts_the_weights(tmp_path):

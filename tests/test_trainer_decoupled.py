@@ -12,11 +12,11 @@ import tomllib
 
 import pandas as pd
 import pytest
+from helpers.multiprocess import TINY
 
 from islands.scenarios import from_dict
 from islands.simulator import simulate
 from islands.trainer.core.quantize import encoded_bytes, padded_length
-from helpers.multiprocess import TINY
 
 RUN_TIMEOUT_S = 150
 H, OUTER, P, TAU = 10, 4, 2, 2

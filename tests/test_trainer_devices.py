@@ -9,12 +9,18 @@ import torch
 from islands.errors import UserError
 from islands.trainer.core import checkpoint
 from islands.trainer.core.comm import Echo, StagedGroup
-from islands.trainer.fixed import group_backends
-from islands.trainer.runtime.processes import DistEnv, gpu_index, host_processes, pick_device, uses_cuda
-from islands.trainer.runtime.spec import LaunchSpec
+from islands.trainer.core.robust import contribution_stats
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
-from islands.trainer.core.robust import contribution_stats
+from islands.trainer.fixed import group_backends
+from islands.trainer.runtime.processes import (
+    DistEnv,
+    gpu_index,
+    host_processes,
+    pick_device,
+    uses_cuda,
+)
+from islands.trainer.runtime.spec import LaunchSpec
 
 
 @pytest.fixture

@@ -8,15 +8,15 @@ import json
 
 import torch
 import torch.distributed as dist
+from helpers.inprocess import TINY, corpus_for, finish_all, global_weights, in_threads, trainers_for
+from helpers.world_fakes import reaches
 
 from islands.scenarios import from_dict
-from islands.trainer.kinds import make_run_plan
-from islands.trainer.elastic.world import ElasticWorld
 from islands.trainer.core.inprocess import run_threads
 from islands.trainer.core.loop import Trainer
 from islands.trainer.elastic.membership import Membership, Timing
-from helpers.world_fakes import reaches
-from helpers.inprocess import TINY, corpus_for, finish_all, global_weights, in_threads, trainers_for
+from islands.trainer.kinds import make_run_plan
+from islands.trainer.elastic.world import ElasticWorld
 
 TIMING = Timing(detection_s=2.0, collective_s=30.0)
 

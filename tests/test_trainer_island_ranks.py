@@ -14,19 +14,19 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.distributed as dist
+from helpers.churn_runs import LATE_JOINER, PERIODS, SCENARIO, SETS, outputs, train
+from helpers.multiprocess import global_flat, rank_state
 
 from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.trainer.core import faults
 from islands.trainer.core.checkpoint import PeerFailed
-from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.world import Ending
+from islands.trainer.elastic.membership import LeftOut
 from islands.trainer.elastic.world import ElasticWorld
 from islands.trainer.runtime.island import IslandRanks
 from islands.trainer.runtime.island_processes import Fleet
-from islands.trainer.elastic.membership import LeftOut
-from helpers.churn_runs import LATE_JOINER, PERIODS, SCENARIO, SETS, outputs, train
-from helpers.multiprocess import global_flat, rank_state
+from islands.trainer.kinds import make_run_plan
 
 R = 2
 SETS_R2 = [*SETS, f"trainer.ranks_per_island={R}"]

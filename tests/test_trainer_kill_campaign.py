@@ -25,7 +25,6 @@ from collections import Counter, defaultdict
 
 import pytest
 import torch
-
 from helpers.multiprocess import TINY, global_flat, rank_state
 
 SEED = 20261130

@@ -41,6 +41,7 @@ def test_under_torchrun_the_users_variables_give_the_spec():
     ('{"join_at_s": -1}', "ISLANDS_LAUNCH: join_at_s = -1 is not valid"),
     ('{"join_at_s": NaN}', "ISLANDS_LAUNCH: join_at_s = nan is not valid"),
     ('{"join_at_s": true}', "ISLANDS_LAUNCH: join_at_s = True is not valid"),
+    ('{"join_at_s": 1' + "0" * 400 + "}", "ISLANDS_LAUNCH: join_at_s = 1000"),  # past float's range
     ('{"stop_after": 0}', "ISLANDS_LAUNCH: stop_after = 0 is not valid"),
     ('{"stop_after": 2.5}', "ISLANDS_LAUNCH: stop_after = 2.5 is not valid"),
     ('{"plan_file": 7}', "ISLANDS_LAUNCH: plan_file = 7 is not valid"),

@@ -5,12 +5,11 @@ import json
 
 import pytest
 import torch
+from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
 
 from islands.simulator import simulate
 from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.trainer.core.sync import share
-
-from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
 
 
 def weights(trainer):

@@ -8,10 +8,10 @@ import torch
 from torch import nn
 
 from islands.scenarios.trainer_keys import trainer_spec
-from islands.trainer.core.loop import learning_rate
-from islands.trainer.core.model import GPT, GPTConfig
 from islands.schedules import SCHEDULES
 from islands.schedules.layout import layer_of
+from islands.trainer.core.loop import learning_rate
+from islands.trainer.core.model import GPT, GPTConfig
 from islands.trainer.core.outer import Fragment, split_fragments
 
 

@@ -12,12 +12,11 @@ import textwrap
 
 import pytest
 import torch
+from helpers.multiprocess import RUN_TIMEOUT_S, TINY, global_flat, rank_state, train
 
 from islands.cli import main
 from islands.scenarios import load
 from islands.simulator import simulate
-
-from helpers.multiprocess import RUN_TIMEOUT_S, TINY, global_flat, rank_state, train
 
 
 def test_two_islands_of_two_ranks_train_and_write_every_output(tmp_path):
@@ -110,13 +109,16 @@ class StartedRank:
 
 def test_launch_local_uses_the_given_rendezvous_port_and_island_prefix(monkeypatch):
     from islands.trainer import launch
+    from islands.trainer.kinds import make_run_plan
     from islands.trainer.runtime.processes import IslandLaunch
     from islands.trainer.runtime.spec import LaunchSpec
-    from islands.trainer.kinds import make_run_plan
     monkeypatch.setattr(subprocess, "Popen", StartedRank)
     StartedRank.started.clear()
     plan = make_run_plan(load("worked-example", ["trainer.ranks_per_island=2"]), 2)
-    wrap = lambda island: IslandLaunch(("ip", "netns", "exec", f"ns{island}"), {"ISLAND": str(island)})
+
+    def wrap(island):
+        return IslandLaunch(("ip", "netns", "exec", f"ns{island}"), {"ISLAND": str(island)})
+
     assert launch.launch_local(plan, LaunchSpec(out_dir="x"), "10.213.0.1", wrap, port=29555) == 0
     assert len(StartedRank.started) == plan.world_size
     for rank, (command, env) in enumerate(StartedRank.started):

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from islands.trainer.core.inprocess import run_threads
 from islands.trainer.core.comm import ThreadHub
+from islands.trainer.core.inprocess import run_threads
 from islands.trainer.core.quantize import BLOCK_VALUES, average, decode, encode, encoded_bytes
 
 

@@ -56,9 +56,9 @@ def test_a_set_outer_lr_is_kept_and_averaging_refuses_one():
 
 
 def tiny_trainers(**trainer):
-    from islands.trainer.kinds import make_run_plan
     from islands.trainer.core.inprocess import run_threads, thread_groups
     from islands.trainer.core.loop import Trainer, default_corpus
+    from islands.trainer.kinds import make_run_plan
 
     document = {"name": "tiny", "model": {"parameters": 1e5},
                 "schedule": {"algorithm": "diloco", "inner_steps": 3, "outer_steps": 3, "bits": 32},

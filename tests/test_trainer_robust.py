@@ -6,14 +6,19 @@ import threading
 
 import pytest
 import torch
+from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
 
-from islands.trainer.core.comm import ThreadHub
+from islands.trainer.core.comm import Echo, ThreadHub
 from islands.trainer.core.inprocess import run_threads
-from islands.trainer.core.comm import Echo
-from islands.trainer.core.robust import NORM_CHUNK_VALUES, AggregationRule, combine, contribution_stats, screen
+from islands.trainer.core.robust import (
+    NORM_CHUNK_VALUES,
+    AggregationRule,
+    combine,
+    contribution_stats,
+    screen,
+)
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
-from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
 
 
 def stats_of(*deltas):

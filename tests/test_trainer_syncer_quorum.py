@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.multiprocess import TINY
 
 from islands.scenarios import from_dict
-from islands.trainer.kinds import make_run_plan
 from islands.trainer.core.quantize import encode
+from islands.trainer.core.tracing import Clock
 from islands.trainer.decoupled.syncer_process import Syncer
 from islands.trainer.decoupled.wire import key, to_bytes, unpack
-from islands.trainer.core.tracing import Clock
-from helpers.multiprocess import TINY
+from islands.trainer.kinds import make_run_plan
 
 OUTER = 3
 

@@ -4,15 +4,15 @@ would. One island, one process (``Echo`` groups), no sockets."""
 
 import pytest
 import torch
-
-from islands.scenarios import from_dict
-from islands.trainer.core.comm import Echo
-from islands.trainer.core.loop import Trainer
-from islands.trace import NO_FRAGMENT
-from islands.trainer.core.world import Downloaded, Entry, FixedWorld, Groups, Passive, Start
-from islands.trainer.kinds import make_run_plan
 from helpers.inprocess import TINY, corpus_for
 from helpers.world_fakes import FakeWorld, reaches
+
+from islands.scenarios import from_dict
+from islands.trace import NO_FRAGMENT
+from islands.trainer.core.comm import Echo
+from islands.trainer.core.loop import Trainer
+from islands.trainer.core.world import Downloaded, Entry, FixedWorld, Groups, Passive, Start
+from islands.trainer.kinds import make_run_plan
 
 
 def plan(outer_steps=2, inner_steps=3):

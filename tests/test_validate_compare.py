@@ -10,16 +10,29 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from islands.trainer.core.quantize import encoded_bytes, padded_length
-from islands.validation.calibration import (Calibration, exchange_costs, in_series, screening_s_per_value, wire_ratio,
-                                            simulator_overrides, trainer_latency_s)
-from islands.validation.exchange_probe import (MAX_PROBE_VALUES, large_probe_values, medium_values, probe_sizes,
-                                              tiny_values, wire_values)
-from islands.validation.compare import relative_error, sync_rows
-from islands.validation.scaling import MODEL_PARAMETERS, ring_volume_bytes
 from islands.scenarios.loader import from_dict
 from islands.simulator import simulate
 from islands.trace import to_frame
+from islands.trainer.core.quantize import encoded_bytes, padded_length
+from islands.validation.calibration import (
+    Calibration,
+    exchange_costs,
+    in_series,
+    screening_s_per_value,
+    simulator_overrides,
+    trainer_latency_s,
+    wire_ratio,
+)
+from islands.validation.compare import relative_error, sync_rows
+from islands.validation.exchange_probe import (
+    MAX_PROBE_VALUES,
+    large_probe_values,
+    medium_values,
+    probe_sizes,
+    tiny_values,
+    wire_values,
+)
+from islands.validation.scaling import MODEL_PARAMETERS, ring_volume_bytes
 
 
 def test_relative_error_is_signed_and_skips_negligible_measurements():
@@ -230,6 +243,25 @@ def test_each_suite_case_is_read_once_however_often_it_is_asked_for(monkeypatch)
     assert all(a is b for a, b in zip(first, again))
     assert {s.schedule.bits for s in first} == {8, 16, 32}
     suite.case_scenario.cache_clear()
+
+
+def test_the_suite_table_shows_a_missing_utilisation_as_a_dash():
+    """A case whose run gives no compute utilisation (an incomplete run) is a row with "-" there,
+    and the statistics come from the cases that have one (the table raised a TypeError on None)."""
+    from islands.validation.compare import Comparison, Figure
+    from islands.validation.suite import CASES, suite_table
+
+    def comparison(util_measured):
+        util_error = relative_error(0.5, util_measured)
+        return Comparison("c", [Figure("wall time", "s", 11.0, 10.0, relative_error(11.0, 10.0)),
+                                Figure("compute utilisation", "fraction", 0.5, util_measured, util_error),
+                                Figure("mean sync", "s", None, None, None)], [])
+
+    table = suite_table([(CASES[0], comparison(0.4)), (CASES[1], comparison(None))])
+    rows = [line.split() for line in table.splitlines()]
+    assert rows[3][-4:] == ["50.0%", "-", "-", "-"]  # the second case: predicted 50%, the rest missing
+    assert rows[4][-2:] == ["10.0%", "25.0%"]  # median |error|: wall 11/10, utilisation 0.5/0.4
+    assert table.count("25.0%") == 3  # the first case's utilisation error, and its median and worst
 
 
 VALID_BITS_KEYS, BAD_BITS_KEYS = st.sampled_from(["4", "8", "16", "32"]), st.sampled_from(["12", "0", "-8", "x", "8.0"])

@@ -11,10 +11,10 @@ import subprocess
 
 import pytest
 
+from islands.emulation import available
 from islands.validation import suite
 from islands.validation.calibration import measure
 from islands.validation.scaling import ScaleOptions
-from islands.emulation import available
 
 KERNEL_OK, WHY_NOT = available()
 pytestmark = pytest.mark.skipif(not KERNEL_OK, reason=f"kernel WAN emulation unavailable: {WHY_NOT}")

@@ -6,11 +6,18 @@ import tomllib
 
 import pytest
 
-from islands.schedules import SCHEDULES
-from islands.validation.scaling import (ScaleOptions, ring_volume_bytes, scale, scaled_schedule, to_toml,
-                                        trainer_model_values, wire_payload_bytes)
 from islands.scenarios import load
+from islands.schedules import SCHEDULES
 from islands.trainer.core.quantize import encoded_bytes, padded_length
+from islands.validation.scaling import (
+    ScaleOptions,
+    ring_volume_bytes,
+    scale,
+    scaled_schedule,
+    to_toml,
+    trainer_model_values,
+    wire_payload_bytes,
+)
 
 BITS_PER_BYTE = 8
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 def train(plan: RunPlan, options: TrainOptions | None = None) -> Trained:
     """Run ``plan`` (``kinds.make_run_plan``) on this machine, as ``simulate(scenario)`` predicts it:
     ``launch.train``; torch is imported only here."""
-    from .launch import TrainOptions, train as run
+    from .launch import TrainOptions
+    from .launch import train as run
 
     return run(plan, options or TrainOptions())

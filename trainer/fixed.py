@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import gc
 import subprocess
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -22,8 +22,16 @@ from .core.loop import Trainer
 from .core.memory import start_rank_process
 from .core.world import Groups
 from .runtime.paced import paced
-from .runtime.processes import (LocalLaunch, RankRun, check_world_size, host_processes, pick_device, stop_all,
-                                rank_command, wait_all)
+from .runtime.processes import (
+    LocalLaunch,
+    RankRun,
+    check_world_size,
+    host_processes,
+    pick_device,
+    rank_command,
+    stop_all,
+    wait_all,
+)
 
 
 def launch(request: LocalLaunch) -> int:
@@ -41,6 +49,7 @@ def launch(request: LocalLaunch) -> int:
 def run_rank(run: RankRun) -> dict | None:
     """One rank's whole life: join the group, train, write outputs (rank 0), leave."""
     plan, env = run.plan, run.env
+    assert env is not None, "a rank has torchrun's or the launcher's environment (Kind.runs_here)"
     check_world_size(plan, env)
     start_rank_process()
     device = pick_device(plan.spec.device, host_processes(env, run.spec)[0], plan.ranks_per_island)

@@ -13,8 +13,9 @@ The launchers import torch when called, so a plan is made (and refused) without 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from islands.errors import UserError
 from islands.scenarios import Scenario
@@ -38,7 +39,7 @@ class RunKind:
     name: str
     check: Callable[[RunPlan], None]
     launch: Callable[[LocalLaunch], int]
-    run_rank: Callable[[RankRun], "dict | None"]
+    run_rank: Callable[[RankRun], dict | None]
     resumes: bool = True  # --resume and --stop-after: the state lives in the ranks' checkpoints
     has_syncer: bool = False  # a process besides the ranks: started with them, writes the outputs
 

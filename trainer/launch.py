@@ -18,9 +18,10 @@ from __future__ import annotations
 import pickle
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from islands.errors import UserError
 from islands.io import check_out_folder, refuse_shared_paths, safe_name
@@ -138,6 +139,10 @@ def run_process(plan: RunPlan, env: DistEnv | None, spec: LaunchSpec, out_dir: P
 def launched_process(spec: LaunchSpec, env: DistEnv | None) -> dict | None:
     """A process a local launcher started (``python -m islands.trainer``): the plan and the run as its
     spec says."""
+    assert spec.plan_file is not None, "__main__ refuses a spec without a plan file"
     plan = pickle.loads(Path(spec.plan_file).read_bytes())
-    as_path = lambda text: Path(text) if text else None  # noqa: E731
+
+    def as_path(text: str | None) -> Path | None:
+        return Path(text) if text else None
+
     return run_process(plan, env, spec, as_path(spec.out_dir), as_path(spec.resume_dir), spec.stop_after)

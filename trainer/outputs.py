@@ -14,8 +14,8 @@ from pathlib import Path
 from islands.errors import UserError
 
 from .core.checkpoint import FOLDER as CHECKPOINTS
-from .elastic.rows import ROWS_FOLDER
 from .core.tracing import TRACE_FILE
+from .elastic.rows import ROWS_FOLDER
 
 RUN_FILES = ("summary.json", "run.json", "churn.json", TRACE_FILE, "metrics.jsonl")
 RUN_FOLDERS = (CHECKPOINTS, ROWS_FOLDER)

@@ -75,15 +75,33 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
+from islands.emulation import (
+    EmulatedWAN,
+    InProcessShaper,
+    LinkSpec,
+    Shaper,
+    burst_bytes,
+    measure_link,
+    open_wan,
+)
 from islands.errors import UserError
-from islands.io import json_text
-from islands.emulation import EmulatedWAN, InProcessShaper, LinkSpec, Shaper, measure_link, open_wan, burst_bytes
-from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.interpolation import linear, log_linear
+from islands.io import json_text
+from islands.trainer.core.quantize import encoded_bytes, padded_length
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
-from .exchange_probe import (BITS, CALLS, LARGE_VARIABLE, MIN_MEMBERS_VARIABLE, WIRE_BITS_VARIABLE, large_probe_values,
-                    medium_values, tiny_values, wire_size, wire_values)
+from .exchange_probe import (
+    BITS,
+    CALLS,
+    LARGE_VARIABLE,
+    MIN_MEMBERS_VARIABLE,
+    WIRE_BITS_VARIABLE,
+    large_probe_values,
+    medium_values,
+    tiny_values,
+    wire_size,
+    wire_values,
+)
 from .run import VALIDATE_STEM, run_all, start_ranks
 from .scaling import ring_volume_bytes
 
@@ -190,11 +208,13 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
     probe_bytes = round(rate_bits_per_s / BITS_PER_BYTE * PROBE_SECONDS)
     large = large_probe_values(probe_bytes)
     with open_wan(links, prefix=f"{stem}calib", kernel=kernel, shaper=shaper) as wan:
-        kernel_shaped = isinstance(wan, EmulatedWAN)
-        rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)] if kernel_shaped else []
+        rates: list[float] = []
+        if isinstance(wan, EmulatedWAN):  # kernel shaping: a TCP transfer's achieved rate is measured too
+            rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)]
         children = start_ranks(wan, ["-m", "islands.validation.exchange_probe"], max_islands, stdout=subprocess.PIPE,
                                 extra_env={LARGE_VARIABLE: str(large), MIN_MEMBERS_VARIABLE: str(min_islands),
                                            WIRE_BITS_VARIABLE: ",".join(map(str, wire_bits))})
+        assert children[0].stdout is not None  # piped
         output = children[0].stdout.read()
         run_all(children, "the calibration probe")
         timings = json.loads(output.strip().splitlines()[-1])

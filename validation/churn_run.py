@@ -26,12 +26,12 @@ from typing import Any
 import pandas as pd
 
 from islands.emulation.link_specs import Shaper
-from islands.trainer.runtime.processes import IslandLaunch, rank_environment
 from islands.trainer.elastic.launch import launch_elastic
+from islands.trainer.runtime.processes import IslandLaunch, rank_environment
 
 from .compare import Figure, relative_error
-from .run_folder import read_json, read_run
 from .run import VALIDATE_STEM, Measured, rendezvous, run_all, sent_bytes
+from .run_folder import read_json, read_run
 
 
 def island_launches(wan, islands: int) -> list[dict]:
@@ -53,7 +53,7 @@ def train_elastic(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
         run_all([subprocess.Popen(command, stdout=subprocess.DEVNULL)], "the scaled elastic run")
         after = sent_bytes(wan, plan.islands)
         label = wan.label
-    moved = [a - b for a, b in zip(after, before)] if before is not None else None
+    moved = [a - b for a, b in zip(after, before)] if before is not None and after is not None else None
     run = read_run(out_dir)
     summary = {**run.summary, "churn": read_json(out_dir / "churn.json")}
     return Measured(summary=summary, trace=run.trace, run_info=run.run_info, interface_bytes=moved,

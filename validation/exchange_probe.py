@@ -34,19 +34,19 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Callable
 
 import torch
 import torch.distributed as dist
 
 from islands.trainer.core.comm import TorchGroup
 from islands.trainer.core.memory import start_rank_process
-from islands.trainer.runtime.paced import paced
-from islands.trainer.runtime.spec import launch_spec
 from islands.trainer.core.quantize import BLOCK_VALUES
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.trainer.runtime.paced import paced
+from islands.trainer.runtime.spec import launch_spec
 from islands.units import BITS_PER_BYTE
 
 REPEATS = {"tiny": 15, "calls": 5, "medium": 5, "large": 5}

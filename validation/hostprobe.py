@@ -44,15 +44,24 @@ from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile, host_rates
 from islands.trainer.core.comm import TorchGroup
 from islands.trainer.core.memory import start_rank_process
-from islands.trainer.runtime.paced import paced
-from islands.trainer.runtime.spec import launch_spec
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.trainer.runtime.paced import paced
+from islands.trainer.runtime.spec import launch_spec
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .calibration import exchange_costs, probe_volume_bytes, rate_and_burst
-from .exchange_probe import (BITS, BYTES_PER_LARGE_VALUE, PARTS, REPEATS, calls_of_size, medium_values,
-                    repeat_durations, timed_exchanges, tiny_values)
+from .exchange_probe import (
+    BITS,
+    BYTES_PER_LARGE_VALUE,
+    PARTS,
+    REPEATS,
+    calls_of_size,
+    medium_values,
+    repeat_durations,
+    timed_exchanges,
+    tiny_values,
+)
 
 NAMES_VARIABLE = "ISLANDS_HOST_NAMES"
 LABEL_VARIABLE = "ISLANDS_PROFILE_LABEL"

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from islands.analysis.plots.style import KIND_COLOURS, KIND_LABELS, new_figure, save_png
+
 from .compare import Comparison
 
 SIZE_PX = (1400, 1000)

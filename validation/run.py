@@ -21,12 +21,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from islands.emulation import (
+    EmulatedWAN,
+    InProcessShaper,
+    LinkSpec,
+    Shaper,
+    links_from_workers,
+    open_wan,
+)
 from islands.errors import UserError
-from islands.emulation import EmulatedWAN, InProcessShaper, LinkSpec, Shaper, links_from_workers, open_wan
 from islands.schedules import SCHEDULES
+from islands.trainer.kinds import kind_of
 from islands.trainer.runtime.processes import free_port, stop_all, wait_all
 from islands.trainer.runtime.spec import LaunchSpec
-from islands.trainer.kinds import kind_of
 from islands.units import BITS_PER_GBIT, MS_PER_S
 
 from .run_folder import read_run
@@ -106,7 +113,7 @@ def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
                 "the scaled training run")
         after = sent_bytes(wan, plan.islands)
         label = wan.label
-    moved = [a - b for a, b in zip(after, before)] if before is not None else None
+    moved = [a - b for a, b in zip(after, before)] if before is not None and after is not None else None
     run = read_run(out_dir)
     return Measured(summary=run.summary, trace=run.trace, run_info=run.run_info, interface_bytes=moved,
                     wan_label=label, weights_broadcast=SCHEDULES[run.run_info["algorithm"]].coupled)

@@ -46,7 +46,7 @@ MIN_OUTER_STEPS = 2
 PROBE_OUTER_STEPS = 2  # the simulated run that times one outer step
 MODEL_PARAMETERS = 2.5e6  # about 30 ms of forward, backward and AdamW per step on one core here
 WIDTH_STEP = 32
-TRAINER = {"n_head": 4, "block_size": 16, "batch_size": 1, "corpus_bytes": 200_000,
+TRAINER: dict[str, Any] = {"n_head": 4, "block_size": 16, "batch_size": 1, "corpus_bytes": 200_000,
            "eval_batches": 1, "checkpoint_every": 0, "warmup_steps": 2, "timeout_s": 120.0}
 # The elastic trainer's survivors must all reach the re-forming within the detection timeout: their
 # exchanges fail at once on the dead peer's closed sockets, so only store polling (20 ms) and the
@@ -261,9 +261,9 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
         volume_ratio = payload_bytes / scenario.payload_bytes
     islands, kept = island_entries(workers, step_factor, time_factor, volume_ratio / time_factor)
     if abs(kept - 1) > 1e-9:
-        notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / BITS_PER_MBIT:.0f}-{MAX_BITS_PER_S / BITS_PER_MBIT:.0f} "
-                     f"Mbit/s: transfer/compute is {1 / kept:.2f}x the original's")
-    document = {
+        notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / BITS_PER_MBIT:.0f}-"
+                     f"{MAX_BITS_PER_S / BITS_PER_MBIT:.0f} Mbit/s: transfer/compute is {1 / kept:.2f}x the original's")
+    document: dict[str, Any] = {
         "name": f"{scenario.name}-scaled", "seed": scenario.seed,
         "model": model_entry(layer_values, embedding_values, payload_bytes, schedule.bits),
         "schedule": {"algorithm": schedule.algorithm, "inner_steps": h, "outer_steps": PROBE_OUTER_STEPS,

@@ -17,9 +17,9 @@ from islands.io import json_text, write_text
 from islands.scenarios import Scenario, ScenarioSource
 from islands.tables import render
 
-from .case import validate_case
 from .calibration import Calibration
-from .compare import Comparison, error_text
+from .case import validate_case
+from .compare import Comparison, error_text, value_text
 from .scaling import ScaleOptions
 
 TARGET_MEDIAN = 0.03
@@ -107,7 +107,7 @@ def error_summary(results: list[tuple[SuiteCase, Comparison]]) -> dict[str, dict
     """Median and worst absolute relative error per column."""
     summary = {}
     for column in ERROR_COLUMNS:
-        errors = [abs(c.error(column)) for _, c in results if c.error(column) is not None]
+        errors = [abs(error) for _, c in results if (error := c.error(column)) is not None]
         summary[column] = {"median": statistics.median(errors), "worst": max(errors)}
     return summary
 
@@ -117,7 +117,7 @@ def suite_table(results: list[tuple[SuiteCase, Comparison]]) -> str:
     for case, comparison in results:
         wall, util = (next(f for f in comparison.figures if f.name == n) for n in ERROR_COLUMNS)
         rows.append([case.name, f"{wall.predicted:.2f} s", f"{wall.measured:.2f} s", error_text(wall.error),
-                     f"{100 * util.predicted:.1f}%", f"{100 * util.measured:.1f}%", error_text(util.error),
+                     value_text(util.predicted, util.unit), value_text(util.measured, util.unit), error_text(util.error),
                      error_text(comparison.error("mean sync"))])
     summary = error_summary(results)
     for statistic in ("median", "worst"):

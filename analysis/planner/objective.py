@@ -21,9 +21,10 @@ DDP's loss, has no time and ranks last.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 from islands.errors import UserError
 from islands.numbers import is_finite_number

@@ -16,10 +16,11 @@ For a target compute utilisation it finds
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from islands.errors import UserError
 from islands.scenarios import Scenario, ScenarioSource, as_source
@@ -28,8 +29,17 @@ from islands.schedules import SCHEDULES, Streaming, switch_to
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from ..parallel import Progress, run_tasks
-from .search import (RELATIVE_TOLERANCE, Answer, Measurement, bandwidth_curve, least_bandwidth, least_inner_steps,
-                     measure, remembering, rises)
+from .search import (
+    RELATIVE_TOLERANCE,
+    Answer,
+    Measurement,
+    bandwidth_curve,
+    least_bandwidth,
+    least_inner_steps,
+    measure,
+    remembering,
+    rises,
+)
 
 DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
 H_SCHEDULES = tuple(name for name, schedule in SCHEDULES.items() if "inner_steps" in schedule.reads)
@@ -162,7 +172,7 @@ def questions(scenario: Scenario, algorithms: Sequence[str], target: float, targ
     return found
 
 
-def make_utilisation_plan(scenario: "str | Path | ScenarioSource", target: float = 0.95,
+def make_utilisation_plan(scenario: str | Path | ScenarioSource, target: float = 0.95,
                           targets: Sequence[float] = DEFAULT_TARGETS, overrides: Sequence[str] = (),
                           fragments: bool = True, seeds: int = 1, executor: Executor | None = None,
                           jobs: int | None = None, progress: Progress | None = None,

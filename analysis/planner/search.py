@@ -17,15 +17,14 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator, Sequence
 
 from islands.numbers import is_finite_number
 from islands.scenarios import Scenario, ScenarioSource
 from islands.scenarios.spec import MAX_GBPS, MIN_GBPS
 from islands.schedules import schedule_of
 from islands.simulator import BudgetExceeded, simulate
-
 
 # Every island's access link at one rate, both ways (upload_gbps / download_gbps override bandwidth_gbps).
 # The search spans every rate a scenario may have: MIN_GBPS (1 kbit/s) to MAX_GBPS (1 Pbit/s); a

@@ -8,7 +8,7 @@ interval while compute goes on. Each panel's legend says its inner steps and wal
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from matplotlib.figure import Figure
 

@@ -7,7 +7,8 @@ work (``side_by_side.simulate_schedules``) compare their wall times directly.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch

@@ -7,7 +7,7 @@ cell never silently averages over, say, three bandwidths.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import matplotlib
 import numpy as np

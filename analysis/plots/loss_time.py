@@ -11,7 +11,8 @@ its run.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -20,7 +21,12 @@ from islands.numbers import is_finite_number
 from islands.scenarios import Scenario
 
 from ..display_units import time_unit
-from ..quality.loss_prior import CHINCHILLA_TOKENS_PER_PARAMETER, chinchilla_loss, estimate, extra_tokens_factor
+from ..quality.loss_prior import (
+    CHINCHILLA_TOKENS_PER_PARAMETER,
+    chinchilla_loss,
+    estimate,
+    extra_tokens_factor,
+)
 from .style import DEFAULT_SIZE_PX, new_figure, schedule_colour, schedule_label
 
 FIRST_FRACTION = 0.1   # the curves start at a tenth of the run: L(N, D) has no meaning near D = 0

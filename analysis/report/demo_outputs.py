@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from islands.io import safe_name
 from islands.scenarios import ScenarioSource, as_source
@@ -15,7 +15,7 @@ from ..side_by_side import simulate_schedules
 from .html_report import build_report, write_report
 
 
-def demo_outputs(scenario: "str | Path | ScenarioSource", out_dir: Path,
+def demo_outputs(scenario: str | Path | ScenarioSource, out_dir: Path,
                  results: Mapping[str, SimResult] | None = None) -> dict[str, Path]:
     """Write ``<name>-bandwidth.png`` and ``<name>-report.html`` into ``out_dir``; return their paths.
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -33,7 +34,8 @@ from ..plots.worker_timeline import timeline_figure
 from ..side_by_side import left_out_notes, simulate_schedules, work_line
 from ..sweep.runner import run_sweep
 from .whatif import run_whatif, whatif_axes
-from .whatif_page import STYLE as WHATIF_STYLE, whatif_section
+from .whatif_page import STYLE as WHATIF_STYLE
+from .whatif_page import whatif_section
 
 TIMELINE_INTERVALS = (0, 2)
 HEATMAP_H_FACTORS = (0.1, 0.25, 0.5, 1, 2)
@@ -111,7 +113,7 @@ def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, where
     return image(heatmap_figure(table), "heatmap of utilisation by H and bandwidth") + note(caption)
 
 
-def build_report(scenario: "str | Path | ScenarioSource", overrides: Sequence[str] = (), target: float = 0.95,
+def build_report(scenario: str | Path | ScenarioSource, overrides: Sequence[str] = (), target: float = 0.95,
                  targets: Sequence[float] = DEFAULT_TARGETS, sweep_table: pd.DataFrame | None = None,
                  fragments: bool = True, seeds: int = 1, jobs: int | None = None, executor: Executor | None = None,
                  progress: Callable[[str], Progress | None] | None = None, where: Sequence[str] = (),

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 from islands.numbers import is_finite_number
 from islands.scenarios import Scenario, ScenarioError, ScenarioSource
@@ -59,7 +60,7 @@ class WhatIfAxis:
     overrides: tuple[tuple[str, ...], ...]
     start: int
 
-    def subset(self, stops: Sequence[int]) -> "WhatIfAxis":
+    def subset(self, stops: Sequence[int]) -> WhatIfAxis:
         """The axis at these of its stops only (``start`` among them)."""
         return WhatIfAxis(self.key, self.label, tuple(self.values[i] for i in stops),
                           tuple(self.overrides[i] for i in stops), list(stops).index(self.start))

@@ -136,7 +136,7 @@ def check_failures(failures: int) -> None:
                         "that many failures")
 
 
-def goodput_table(scenario: "str | Path | ScenarioSource" = "chaos", failures: int = DEFAULT_FAILURES,
+def goodput_table(scenario: str | Path | ScenarioSource = "chaos", failures: int = DEFAULT_FAILURES,
                   chips: tuple[int, ...] = CHIPS, methods: tuple[Method, ...] = METHODS,
                   executor: Executor | None = None, jobs: int | None = None,
                   progress: Progress | None = None) -> pd.DataFrame:

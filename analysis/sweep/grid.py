@@ -12,8 +12,9 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from islands.errors import UserError
 from islands.numbers import is_finite_number
@@ -21,8 +22,6 @@ from islands.scenarios import ScenarioSource
 from islands.scenarios.loader import parse_override_value, read_value, select_entries
 from islands.scenarios.spec import ARRAYS, SECTIONS, TOP_KEYS, Key, shown_value
 from islands.scenarios.trainer_keys import TRAINER_KEYS
-
-from islands.scenarios import ScenarioSource
 
 SECTION_KEYS: dict[str, dict[str, Key]] = {**SECTIONS, "trainer": TRAINER_KEYS}
 

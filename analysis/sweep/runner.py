@@ -15,10 +15,11 @@ the simulator's resource guard refuses (more than ``max_events`` events), is not
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -119,7 +120,7 @@ def chunked(items: list[Any], jobs: int) -> list[list[Any]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def run_sweep(scenario: "str | Path | ScenarioSource", grid: Mapping[str, Sequence[Any]] | Sequence[str],
+def run_sweep(scenario: str | Path | ScenarioSource, grid: Mapping[str, Sequence[Any]] | Sequence[str],
               seeds: int = 1, overrides: Sequence[str] = (), executor: Executor | None = None,
               jobs: int | None = None, progress: Progress | None = None,
               max_events: float = DEFAULT_MAX_EVENTS) -> pd.DataFrame:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 
 from islands.errors import UserError
-
 from islands.io import TABLE_FORMATS
 
 from .common import add_max_events_argument, check_max_events, check_outputs, print_table

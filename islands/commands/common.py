@@ -6,9 +6,9 @@ import argparse
 import contextlib
 import socket
 import struct
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from islands.errors import UserError
 from islands.simulator import DEFAULT_MAX_EVENTS

@@ -52,7 +52,12 @@ def check_out_dir(out_dir: Path, train: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from islands.analysis.report.demo_outputs import demo_outputs
-    from islands.analysis.side_by_side import left_out_notes, schedule_table, simulate_schedules, work_line
+    from islands.analysis.side_by_side import (
+        left_out_notes,
+        schedule_table,
+        simulate_schedules,
+        work_line,
+    )
     from islands.scenarios import ScenarioSource
 
     out_dir = Path(args.out)

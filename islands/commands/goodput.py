@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 
 from islands.errors import UserError
-
 from islands.io import TABLE_FORMATS
 
 from .common import check_outputs, print_table

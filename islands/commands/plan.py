@@ -5,25 +5,42 @@ H and wire precision that reach DDP's loss soonest (or most cheaply, from ``isla
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import Executor
 import json
+from concurrent.futures import Executor
 from dataclasses import replace
-
 from pathlib import Path
 
 from islands.analysis.parallel import default_jobs
-from islands.analysis.planner.objective import (OBJECTIVES, ObjectivePlan, check_objective, make_objective_plan,
-                                                objective_to_dict)
+from islands.analysis.planner.objective import (
+    OBJECTIVES,
+    ObjectivePlan,
+    check_objective,
+    make_objective_plan,
+    objective_to_dict,
+)
 from islands.analysis.planner.objective_tables import objective_table, why
-from islands.analysis.planner.plan import DEFAULT_TARGETS, Plan, make_utilisation_plan, plan_to_dict, seed_range
+from islands.analysis.planner.plan import (
+    DEFAULT_TARGETS,
+    Plan,
+    make_utilisation_plan,
+    plan_to_dict,
+    seed_range,
+)
 from islands.analysis.planner.plan_tables import headline, plan_tables
 from islands.analysis.progress_bar import ProgressBar
 from islands.analysis.quality.quality_profile import QualityProfile
 from islands.errors import UserError
 from islands.scenarios import ScenarioSource
 
-from .common import (add_dask_argument, add_max_events_argument, add_network_profile_argument, add_scenario_arguments,
-                     check_max_events, dask_executor, read_source)
+from .common import (
+    add_dask_argument,
+    add_max_events_argument,
+    add_network_profile_argument,
+    add_scenario_arguments,
+    check_max_events,
+    dask_executor,
+    read_source,
+)
 
 
 def fractions(text: str) -> tuple[float, ...]:
@@ -78,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                                          max_events=args.max_events)
         finally:
             bar.close()
-        utilisation_h = {a: int(found.value) for a, found in plan.inner_steps.items() if found.reached}
+        utilisation_h = {a: int(found.value) for a, found in plan.inner_steps.items() if found.value is not None}
         priced = None if args.objective == "utilisation" else \
             price_candidates(args, source, plan, utilisation_h, profile, executor)
     if args.json:

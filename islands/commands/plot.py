@@ -57,7 +57,11 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int], output: str):
     from islands.analysis.plots.bandwidth import bandwidth_figure, check_link
     from islands.analysis.plots.breakdown import breakdown_figure
     from islands.analysis.plots.heatmap import heatmap_figure
-    from islands.analysis.plots.worker_timeline import MAX_WORKERS_SHOWN, parse_intervals, timeline_figure
+    from islands.analysis.plots.worker_timeline import (
+        MAX_WORKERS_SHOWN,
+        parse_intervals,
+        timeline_figure,
+    )
     from islands.analysis.side_by_side import left_out_notes, simulate_schedules
     from islands.analysis.sweep.sweep_table import read_sweep
     from islands.io import refuse_shared_paths

@@ -8,8 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import (add_dask_argument, add_network_profile_argument, add_scenario_arguments, check_outputs,
-                     dask_executor, read_source)
+from .common import (
+    add_dask_argument,
+    add_network_profile_argument,
+    add_scenario_arguments,
+    check_outputs,
+    dask_executor,
+    read_source,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

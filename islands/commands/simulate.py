@@ -9,8 +9,14 @@ from islands.io import TABLE_FORMATS, write_table
 from islands.simulator import PLAYER_NAMES, RunSetup, chosen, play
 from islands.tables import churn_line, comparison, ignored_line, islands_table, partial_line
 
-from .common import (add_max_events_argument, add_network_profile_argument, add_scenario_arguments, check_max_events,
-                     check_outputs, read_source)
+from .common import (
+    add_max_events_argument,
+    add_network_profile_argument,
+    add_scenario_arguments,
+    check_max_events,
+    check_outputs,
+    read_source,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

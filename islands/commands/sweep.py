@@ -15,8 +15,16 @@ from islands.scenarios import ScenarioSource
 from islands.simulator import simulate
 from islands.tables import duration, render, size
 
-from .common import (add_dask_argument, add_max_events_argument, add_network_profile_argument, add_scenario_arguments,
-                     check_max_events, check_outputs, dask_executor, read_source)
+from .common import (
+    add_dask_argument,
+    add_max_events_argument,
+    add_network_profile_argument,
+    add_scenario_arguments,
+    check_max_events,
+    check_outputs,
+    dask_executor,
+    read_source,
+)
 
 if TYPE_CHECKING:  # pandas and the sweep's tables load with the handler (islands/cli.py)
     import pandas as pd

@@ -19,6 +19,7 @@ from islands.io import check_out_folder
 
 from .common import add_scenario_arguments, path_text, read_source
 
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help="train the scenario for real and measure it",
                                    description=__doc__)

@@ -16,9 +16,8 @@ import argparse
 import time
 from pathlib import Path
 
-from islands.units import BITS_PER_MBIT, MS_PER_S, NS_PER_S
-
 from islands.io import check_out_folder
+from islands.units import BITS_PER_MBIT, MS_PER_S, NS_PER_S
 
 from .common import path_text, read_source
 
@@ -183,7 +182,7 @@ def check_outputs(args: argparse.Namespace, out_dir: Path, folders: list[Path]) 
     measured = calibration is None or not calibration.exists()
     files = [folder / name for folder in folders for name in CASE_FILES]
     files += [out_dir / "suite.json"] if args.suite else []
-    outputs = {f"--out's {path.relative_to(out_dir)}": path for path in files}
+    outputs: dict[str, Path | None] = {f"--out's {path.relative_to(out_dir)}": path for path in files}
     outputs["--calibration"] = (calibration or out_dir / "calibration.json") if measured else None
     refuse_shared_paths(outputs, {"the scenario": args.scenario, "--calibration": None if measured else calibration})
 
@@ -212,8 +211,8 @@ def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, 
               rates_bits_per_s: tuple[float, ...]):
     """``saved`` (read and checked by ``saved_calibration``), or one measured now at ``rates_bits_per_s``,
     in the wire formats ``wire_bits``, and written to --calibration (else into --out)."""
-    from islands.validation.calibration import measure
     from islands.io import write_text
+    from islands.validation.calibration import measure
 
     kernel = False if args.in_process else None
     calibration = saved

@@ -20,7 +20,7 @@ from typing import Any, Callable, Generator
 
 import simpy
 
-from islands.scenarios import Scenario, Worker
+from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 from islands.trace import NO_FRAGMENT
 

@@ -152,7 +152,6 @@ class Lockstep:
         collective starts when the worker is there and its previous one is over, and ends after its
         ring's closed form (``launch``). The transfers are made when the links table asks for them
         (``one_transfers``). No trace rows: a trace replays with arrays."""
-        setup = self.setup
         step_time_s = self.states[0].clock.step_time_s
         legs = self.legs()
         now = compute = idle = stall = 0.0

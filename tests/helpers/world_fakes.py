@@ -147,7 +147,7 @@ def parts_of(value):
 
 def cell_filled(cell) -> bool:
     try:
-        cell.cell_contents
+        _ = cell.cell_contents
     except ValueError:
         return False
     return True

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +21,6 @@ import torch.distributed as dist
 
 from .faults import kill_point
 from .group import Group
-
 
 # Messages are cut into pieces of at most this many bytes, all posted at once: a shaped link then
 # stays busy in both directions. One large message per peer and direction (gloo's all-to-all, and
@@ -49,6 +49,7 @@ class SteppedCollectives:
 
     rank: int
     size: int
+    swap_pieces: Callable[[torch.Tensor, int, torch.Tensor, int], None]
 
     def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
         received = [torch.empty_like(chunk, memory_format=torch.contiguous_format) for chunk in chunks]
@@ -235,7 +236,8 @@ class StoreGroup(SteppedCollectives):
         self.members = members
         self.rank = members.index(member)
         self.size = len(members)
-        self.handle = dist.ProcessGroupGloo(store, self.rank, self.size, timeout)
+        # Any: torch's stubs give ProcessGroupGloo none of its Backend's send, recv and collectives
+        self.handle: Any = dist.ProcessGroupGloo(store, self.rank, self.size, timeout)
 
     def swap_pieces(self, sent: torch.Tensor, to: int, into: torch.Tensor, source: int) -> None:
         works = [self.handle.recv([incoming], source, tag) for tag, incoming in enumerate(pieces(into))]

@@ -49,7 +49,7 @@ def stdlib_documents(max_bytes: int, seed: int) -> list[Document]:
 
 def python_files(root: Path) -> list[Path]:
     """``.py`` files under ``root``, not descending into installed packages."""
-    found = []
+    found: list[Path] = []
     for folder, subfolders, files in os.walk(root):
         subfolders[:] = [name for name in subfolders if name not in SKIPPED_FOLDERS]
         found.extend(Path(folder) / name for name in files if name.endswith(".py"))

@@ -22,9 +22,10 @@ each average instead of applying it (``kept``), to replay them onto its snapshot
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict
-from typing import Any, Callable, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
@@ -102,7 +103,7 @@ class FragmentSync:
         key = (point.outer_step, point.fragment)
         exchange = diloco.collect(point)
         synced = Synced(point, exchange, arrived_s, diloco.now())
-        if diloco.passive:
+        if diloco.kept is not None:  # passive
             diloco.kept[key] = exchange.mean
         else:
             self.fragment.apply(exchange.mean, diloco.alpha)
@@ -136,7 +137,9 @@ class EagerFragmentSync(FragmentSync):
         synced = Synced(point, exchange, arrived_s, diloco.now())
         fresh = self.fresh if self.fresh is not None else self.fragment.pseudo_gradient()
         self.fresh = None
-        self.step_with(exchange.mean + (fresh - self.fragment.own_delta) / max(1, exchange.verdict.count),
+        own_delta = self.fragment.own_delta
+        assert own_delta is not None, "round 0's prepare took a step and kept its delta"
+        self.step_with(exchange.mean + (fresh - own_delta) / max(1, exchange.verdict.count),
                        diloco.alpha, fresh)
         diloco.transport.applied(point)
         return synced
@@ -262,6 +265,7 @@ class DiLoCo:
         """A passive member that adopted a snapshot: apply every kept average the snapshot does not
         hold yet, in order (the members' very outer steps), restart from the global weights and
         become active."""
+        assert self.kept is not None, "only a passive member replays"
         for (outer_step, index), mean in sorted(self.kept.items()):
             if outer_step >= self.fragments[index].applied:
                 self.fragments[index].apply(mean, self.alpha)

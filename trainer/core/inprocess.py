@@ -7,7 +7,8 @@ The threads talk through ``comm.ThreadGroup``s laid out exactly as the processes
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .comm import ThreadHub
 from .world import Groups

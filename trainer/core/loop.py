@@ -19,8 +19,9 @@ import contextlib
 import json
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -29,8 +30,8 @@ from islands.schedules import SyncPoint
 from islands.tables import size
 from islands.trace import NO_FRAGMENT
 
-from . import checkpoint
 from ..config import RunPlan, sync_plan
+from . import checkpoint
 from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
 from .diloco import DiLoCo, Synced
@@ -41,8 +42,20 @@ from .outer import Fragment, build_fragments
 from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict
 from .sync import Exchanger, exchange_calls
 from .tracing import Clock, MetricsLog, Recorder
-from .world import (Downloaded, Ending, Entry, FixedWorld, Groups, Local, Passive, Rejoin, Start, World, flatten,
-                    unflatten_into)
+from .world import (
+    Downloaded,
+    Ending,
+    Entry,
+    FixedWorld,
+    Groups,
+    Local,
+    Passive,
+    Rejoin,
+    Start,
+    World,
+    flatten,
+    unflatten_into,
+)
 
 ADAMW_BETAS = (0.9, 0.95)
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import ctypes
 import platform
 import resource
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

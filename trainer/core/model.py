@@ -40,8 +40,8 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, width = x.shape
         q, k, v = self.qkv(x).split(width, dim=2)
-        heads = [t.view(batch, length, self.n_head, width // self.n_head).transpose(1, 2) for t in (q, k, v)]
-        y = F.scaled_dot_product_attention(*heads, is_causal=True)
+        q, k, v = (t.view(batch, length, self.n_head, width // self.n_head).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(batch, length, width))
 
 

@@ -25,6 +25,7 @@ from islands.numbers import is_finite_number
 
 from .group import Group
 from .quantize import decode, encode, padded_length
+
 NORM_CHUNK_VALUES = 1 << 16
 NOT_FINITE = "NaN or Inf in the pseudo-gradient"
 JOINING = "joining: it holds no state yet and only receives the average"

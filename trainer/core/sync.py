@@ -15,9 +15,9 @@ aggregation the deltas are all-gathered whole instead (``robust.robust_average``
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

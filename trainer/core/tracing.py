@@ -27,7 +27,7 @@ import math
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from islands.io import json_text, write_table, write_text
 from islands.numbers import is_finite_number
@@ -35,7 +35,6 @@ from islands.summary import summarise
 from islands.trace import NO_FRAGMENT, Row, to_frame
 
 from ..config import RunPlan
-
 
 # What a common pause adds to the longest process's: the all-gather that agrees on it (a few ms on one
 # machine, more on a busy one). A process that overruns it resumes at once and its trace shows the
@@ -64,15 +63,25 @@ class Clock:
 
     def paused_for_s(self) -> float:
         """Seconds since the clock paused."""
+        assert self.paused_at is not None, "the clock is not paused"
         return time.monotonic() - self.paused_at
 
     def resume_after(self, pause_s: float) -> None:
         """Run again ``pause_s`` after the pause began: wait for that moment if it is still ahead
         (a process that paused late); one already past it resumes now, and its trace shows the
         overrun as time passing."""
+        assert self.paused_at is not None, "the clock is not paused"
         time.sleep(max(0.0, self.paused_at + pause_s - time.monotonic()))
         self.origin += pause_s
         self.paused_at = None
+
+
+class RowsSink(Protocol):
+    """Where the trace rows go as text as they are recorded: a file, or a Decoupled learner's store."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> None: ...
 
 
 class Recorder:
@@ -84,7 +93,7 @@ class Recorder:
         self.island = island
         self.rows: list[Row] = [Row(*row) for row in rows or []]
         self.segment_start_s = clock.now()
-        self.sink: IO[str] | None = None
+        self.sink: RowsSink | None = None
 
     def add(self, kind: str, start_s: float, end_s: float, outer_step: int, fragment: int = NO_FRAGMENT,
             sent_bytes: float = 0.0) -> None:
@@ -162,8 +171,8 @@ def measured_extra(plan: RunPlan, steps: int, rows: list[Row],
     ``leaves`` and ``joins``) replaces the zeros of a run without churn; the trainer always waits at
     the barrier and restarts a broken collective (no ``dropped_members``); ``events`` (simulator events
     processed) has no measured counterpart and is None; a real run ends when it is done, so
-    ``horizon_reached`` (the simulator's stop for runs that never finish) is False, and the ``player`` that ran
-it is "measured". Per island: inner steps and tokens of one worker."""
+    ``horizon_reached`` (the simulator's stop for runs that never finish) is False, and the ``player``
+    that ran it is "measured". Per island: inner steps and tokens of one worker."""
     extra = {
         "scenario": plan.scenario.name, "algorithm": plan.algorithm, "network_model": "measured",
         "barrier": "wait", "outer_steps_planned": plan.scenario.schedule.outer_steps, "inner_steps": steps,

@@ -14,9 +14,10 @@ what to adopt), ``Rounds`` (between steps, evaluation, the end) and ``Commits`` 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, ContextManager, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -26,7 +27,7 @@ from .diloco import ExchangerTransport, Transport
 from .group import Group
 from .outer import Fragment
 from .sync import Exchanger
-from .tracing import PAUSE_MARGIN_S, Recorder, build_summary, island_rows, write_outputs
+from .tracing import PAUSE_MARGIN_S, Recorder, RowsSink, build_summary, island_rows, write_outputs
 
 
 @dataclass
@@ -73,7 +74,7 @@ class Passive:
     with a zero contribution, until ``arrived()`` gives its download (None: not yet)."""
 
     step: int
-    arrived: Callable[[], "Downloaded | None"]
+    arrived: Callable[[], Downloaded | None]
 
 
 @dataclass(frozen=True)
@@ -146,11 +147,11 @@ class Door(Protocol):
     def start_s(self, state: dict[str, Any] | None) -> float:
         """Time zero of the trace clock (a resume: the checkpoint's clock)."""
 
-    def entering(self, local: Local) -> ContextManager[Start | None]:
+    def entering(self, local: Local) -> contextlib.AbstractContextManager[Start | None]:
         """Enter the run: the block gets how (None: from the start, nothing to adopt) and runs the
         trainer's side of it (``Trainer.begin``); the world's part of the entry ends with the block."""
 
-    def rows_sink(self) -> IO[str] | None:
+    def rows_sink(self) -> RowsSink | None:
         """Where the trainer's trace rows go as they are recorded, besides its own list (None: nowhere)."""
 
 
@@ -196,11 +197,11 @@ class World(Peers, Door, Rounds, Commits, Protocol):
     ``Local``, passed in); no world holds a reference to the trainer."""
 
 
-def flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+def flatten(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.detach().float().flatten() for t in tensors])
 
 
-def unflatten_into(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+def unflatten_into(flat: torch.Tensor, tensors: Sequence[torch.Tensor]) -> None:
     with torch.no_grad():
         for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
             tensor.copy_(part.view_as(tensor))
@@ -236,10 +237,10 @@ class FixedWorld:
     def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> Transport:
         return ExchangerTransport(exchanger)
 
-    def entering(self, local: Local) -> ContextManager[None]:
+    def entering(self, local: Local) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
-    def rows_sink(self) -> IO[str] | None:
+    def rows_sink(self) -> RowsSink | None:
         return None
 
     def between_steps(self, local: Local) -> None:

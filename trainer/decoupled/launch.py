@@ -1,12 +1,13 @@
 """Starting a Decoupled DiLoCo run: the syncer's process, then one process per learner.
 
 Every process runs ``islands train`` with the same arguments. The syncer's launch spec says so
-(``runtime/spec.py``; ``ISLANDS_SYNCER=1`` under torchrun) and it hosts the run's ``TCPStore`` at MASTER_ADDR:MASTER_PORT (so that, under an emulated WAN, every
-byte to or from it crosses the syncer's link); each learner connects there. Locally,
-``launch_decoupled`` also plays the scenario's ``[[event]]`` entries as an elastic run does
-(``runtime.island_processes.Fleet``): a ``leave`` SIGKILLs the learner, a ``join`` starts a new process of it,
-which waits for the event's time and catches up from the syncer. When no learner process is left
-it tells the syncer (``over``), which writes the outputs and exits.
+(``runtime/spec.py``; ``ISLANDS_SYNCER=1`` under torchrun) and it hosts the run's ``TCPStore`` at
+MASTER_ADDR:MASTER_PORT (so that, under an emulated WAN, every byte to or from it crosses the
+syncer's link); each learner connects there. Locally, ``launch_decoupled`` also plays the scenario's
+``[[event]]`` entries as an elastic run does (``runtime.island_processes.Fleet``): a ``leave`` SIGKILLs the
+learner, a ``join`` starts a new process of it, which waits for the event's time and catches up from
+the syncer. When no learner process is left it tells the syncer (``over``), which writes the outputs
+and exits.
 
 Under torchrun each learner is one node of one process (RANK = its island); start the syncer beside
 them with ``ISLANDS_SYNCER=1 islands train SCENARIO --out DIR`` and MASTER_ADDR:MASTER_PORT naming
@@ -18,22 +19,29 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 import torch
 
 from ..config import RunPlan
-from ..runtime.island_processes import Fleet
-from ..runtime.island import incarnation
-from ..runtime.processes import LocalLaunch, RankRun, check_world_size, host_processes, pick_device, rank_command
-from ..runtime.spec import LaunchSpec
-from .learner import DecoupledWorld, SyncerLink
 from ..core.loop import Trainer
 from ..core.memory import start_rank_process
+from ..runtime.island import incarnation
+from ..runtime.island_processes import Fleet
+from ..runtime.processes import (
+    LocalLaunch,
+    RankRun,
+    check_world_size,
+    host_processes,
+    pick_device,
+    rank_command,
+)
+from ..runtime.spec import LaunchSpec
 from ..runtime.store import connect, run_time_s
-from .syncer_process import Syncer
+from .learner import DecoupledWorld, SyncerLink
 from .outputs import write_run
+from .syncer_process import Syncer
 from .wire import OVER
 
 POLL_S = 0.05
@@ -92,9 +100,10 @@ def run_rank(run: RankRun) -> None:
     if run.spec.syncer:
         run_syncer(plan, run.out_dir or run.default_out())
         return None
-    check_world_size(plan, run.env)
-    return run_learner(plan, run.env.rank, pick_device(plan.spec.device, host_processes(run.env, run.spec)[0], 1),
-                       run.spec)
+    env = run.env
+    assert env is not None, "a learner has torchrun's or the launcher's environment (Kind.runs_here)"
+    check_world_size(plan, env)
+    return run_learner(plan, env.rank, pick_device(plan.spec.device, host_processes(env, run.spec)[0], 1), run.spec)
 
 
 def tell_over(store) -> None:

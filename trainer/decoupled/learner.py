@@ -19,10 +19,11 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, ContextManager
+from typing import Any
 
 import torch
 
@@ -31,18 +32,17 @@ from islands.errors import UserError
 from islands.schedules import SyncPoint
 from islands.units import MS_PER_S
 
-from ..core.comm import Echo
 from ..config import RunPlan
+from ..core.comm import Echo
 from ..core.faults import kill_point
-from ..runtime.store import HEARTBEAT_S, connect, run_time_s
+from ..core.outer import Fragment
 from ..core.quantize import decode, encode, encoded_bytes, padded_length
 from ..core.robust import Verdict
 from ..core.sync import Exchange
-from .wire import INBOX, from_bytes, key, pack, split_pieces, to_bytes, unpack
-from ..core.tracing import Clock
-from ..core.outer import Fragment
-from ..core.tracing import Recorder
+from ..core.tracing import Clock, Recorder
 from ..core.world import Ending, Entry, EvaluateOn, Groups, Local, Start, flatten
+from ..runtime.store import HEARTBEAT_S, connect, run_time_s
+from .wire import INBOX, from_bytes, key, pack, split_pieces, to_bytes, unpack
 
 JOIN_POLL_S = 0.05
 
@@ -262,16 +262,18 @@ class DecoupledWorld:
         return self.welcome.trace_s
 
     def transport(self, exchanger, recorder: Recorder, fragments: list[Fragment]) -> SyncerTransport:
+        assert self.welcome is not None, "start_s said hello first"
         first_step = self.welcome.outer_step * self.plan.eval_every_steps
         held = lambda fragment: flatten(fragments[fragment].global_params)  # noqa: E731
         self.syncer_transport = SyncerTransport(self.link, self.plan, recorder.clock, held, first_step,
                                                 StepTime(self.plan.pace_s(self.island), recorder, first_step))
         return self.syncer_transport
 
-    def entering(self, local: Local) -> ContextManager[Start | None]:
+    def entering(self, local: Local) -> contextlib.AbstractContextManager[Start | None]:
         """A returning (or late) learner catches up: the global model the syncer sent with its answer to
         hello."""
         welcome = self.welcome
+        assert welcome is not None, "start_s said hello first"
         if welcome.weights is None:
             return contextlib.nullcontext()
         return contextlib.nullcontext(Start(catch_up=Entry(welcome.weights, welcome.outer_step, welcome.download_s)))

@@ -17,10 +17,10 @@ import torch
 
 from islands.trace import Row
 
-from ..report import print_summary
-from .wire import key
 from ..core.tracing import build_summary, write_outputs
 from ..core.world import unflatten_into
+from ..report import print_summary
+from .wire import key
 
 if TYPE_CHECKING:
     from .syncer_process import Syncer
@@ -31,7 +31,7 @@ def write_run(syncer: Syncer) -> dict[str, Any]:
     plan, learners = syncer.plan, syncer.learners
     steps = min(learner.steps if learner.done else learner.outer_done * plan.eval_every_steps
                 for learner in learners.values())
-    churn = {"lost_compute_s": syncer.lost_compute_s, "dropped_deltas": syncer.counts["dropped_reports"],
+    churn: dict[str, Any] = {"lost_compute_s": syncer.lost_compute_s, "dropped_deltas": syncer.counts["dropped_reports"],
              "leaves": syncer.counts["leaves"], "joins": syncer.counts["joins"]}
     unfinished = [island for island, learner in learners.items() if not learner.done]
     if unfinished:

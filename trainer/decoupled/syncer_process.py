@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -44,14 +45,14 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 from ..config import RunPlan
 from ..core.data import validation_batches
 from ..core.loop import default_corpus, model_config
-from ..runtime.store import publish_run_clock
-from .merge import merge, token_weight
 from ..core.model import build_model
 from ..core.outer import make_outer_optimizer, named_fragments
 from ..core.quantize import decode, encode, encoded_bytes, padded_length
 from ..core.robust import contribution_stats, screen
-from .wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack
 from ..core.tracing import Clock
+from ..runtime.store import publish_run_clock
+from .merge import merge, token_weight
+from .wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack
 
 CHECK_S = 0.05          # how often heartbeats are looked at
 
@@ -124,7 +125,7 @@ class GlobalFragment:
     """One fragment's global weights (flat fp32), its outer optimizer, how RDA splits it, and the
     model's parameters it stands for (loaded for the final evaluation)."""
 
-    def __init__(self, params: list[tuple[str, torch.Tensor]], plan: RunPlan):
+    def __init__(self, params: Sequence[tuple[str, torch.Tensor]], plan: RunPlan):
         self.params = [p for _, p in params]
         self.flat = torch.cat([p.detach().float().flatten() for _, p in params])
         self.sizes = [p.numel() for _, p in params]
@@ -206,9 +207,10 @@ class Syncer:
             for learner in learners)
 
     def handle(self, header: dict[str, Any], payload: bytes) -> None:
-        kind, island = header["kind"], header.get("island")
+        kind = header["kind"]
         if kind == "tick":
             return
+        island = header["island"]
         if kind == "hello":
             self.hello(island, header["incarnation"])
             return

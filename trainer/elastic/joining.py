@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import torch.distributed as dist
 
 from ..core.comm import StoreGroup, broadcast_bytes
-from .membership import Membership
 from ..runtime.paced import paced
+from .membership import Membership
 
 RETRY_PAUSE_S = 0.2
 

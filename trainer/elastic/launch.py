@@ -3,13 +3,14 @@
 Locally, ``launch_elastic`` hosts the run's ``TCPStore`` in this launcher process, which trains
 nothing, so no island is a single point of failure. It starts the processes of every island present
 at the start (``trainer.ranks_per_island`` each), and plays the scenario's ``[[event]]`` entries
-against the run's clock (``runtime.store.run_time_s``, the fleet in ``runtime.island_processes``): a
-``leave`` SIGKILLs the island's processes at once (no cleanup, as a crashed machine); a ``join`` is served by processes started ahead of time with
-a launch spec's ``join_at_s`` (``runtime/spec.py``; at launch for an island with ``present = false``,
-right after the kill for a returning one), which load their data and then ask to join when the clock reads the event's time, so
-the join time measured is the protocol's, not Python's start-up. An island lives and dies whole: when
-one of its processes dies the launcher kills the others (``island.py``: they also kill themselves),
-and each start of an island gets its own ``incarnation``.
+against the run's clock (``runtime.store.run_time_s``, the fleet in ``runtime.island_processes``): a ``leave``
+SIGKILLs the island's processes at once (no cleanup, as a crashed machine); a ``join`` is served by
+processes started ahead of time with a launch spec's ``join_at_s`` (``runtime/spec.py``; at launch
+for an island with ``present = false``, right after the kill for a returning one), which load their
+data and then ask to join when the clock reads the event's time, so the join time measured is the
+protocol's, not Python's start-up. An island lives and dies whole: when one of its processes dies
+the launcher kills the others (``island.py``: they also kill themselves), and each start of an
+island gets its own ``incarnation``.
 
 Under torchrun each process connects to the store at MASTER_ADDR:MASTER_PORT, which torchrun's agent
 hosts (TORCHELASTIC_USE_AGENT_STORE); without an agent store, rank 0 hosts it and is then the one
@@ -26,23 +27,23 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 import torch
 
 from islands.errors import UserError
 
 from ..config import RunPlan
-from .world import ElasticWorld, RunOver
-from ..runtime.island import IslandRanks, incarnation
 from ..core.loop import Trainer
 from ..core.memory import start_rank_process
-from .membership import Membership, Timing
 from ..runtime.island_processes import Fleet
 from ..runtime.processes import LocalLaunch, RankRun, check_world_size, rank_command
 from ..runtime.spec import LaunchSpec
 from ..runtime.store import connect, run_time_s
+from .membership import Membership, Timing
+from .world import ElasticWorld, RunOver
+from ..runtime.island import IslandRanks, incarnation
 
 POLL_S = 0.05
 
@@ -79,8 +80,10 @@ def launch(request: LocalLaunch) -> int:
 
 def run_rank(run: RankRun) -> dict | None:
     """The elastic kind's process (``kinds.py``): ``run_elastic_process`` at torchrun's address."""
-    check_world_size(run.plan, run.env)
-    return run_elastic_process(run.plan, run.env.rank, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+    env = run.env
+    assert env is not None, "a rank has torchrun's or the launcher's environment (Kind.runs_here)"
+    check_world_size(run.plan, env)
+    return run_elastic_process(run.plan, env.rank, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
                                run.spec, run.out_dir, run.resume_dir, run.stop_after, run.default_out)
 
 

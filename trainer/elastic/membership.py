@@ -42,9 +42,10 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch.distributed as dist
 
@@ -184,6 +185,12 @@ class Membership:
         self.start_heartbeat()
         self.install(self.first_epoch, members)
 
+    @property
+    def formed(self) -> StoreGroup:
+        """This epoch's group, once ``install`` has formed it."""
+        assert self.group is not None, "no group is formed"
+        return self.group
+
     def install(self, epoch: int, members: list[int]) -> None:
         """Make epoch ``epoch``'s group; a member missing while it forms sends us to the next epoch,
         and is recorded as gone (a joiner that died before its first epoch formed is a leave too)."""
@@ -233,14 +240,14 @@ class Membership:
             try:
                 if self.gone():
                     raise RuntimeError("a member is gone: its heartbeat stopped")  # no doomed attempt
-                result, done = op(self.group), True
+                result, done = op(self.formed), True
             except RuntimeError:
                 failures += 1
                 if failures >= MAX_FAILURES:
                     raise
                 result, done = None, False
             if self.decide(vote, done):
-                return result
+                return cast(T, result)  # decided: every member completed op, this one too
             self.reform()
 
     def decide(self, vote: str, done: bool) -> bool:
@@ -313,7 +320,7 @@ class Membership:
                  "last_seen_s": progress["now_s"],
                  "lost_compute_s": max(0.0, progress["now_s"] - progress["synced_s"])}
         self.history.leaves.append(leave)
-        if self.group.rank == 0:
+        if self.formed.rank == 0:
             print(f"membership: island {island} left; {leave['lost_compute_s']:.2f} s of its compute lost",
                   flush=True)
 
@@ -356,7 +363,7 @@ class Membership:
         requests = [json.loads(self.get(self.key("join", "request", n))) for n in numbers]
         joiners = [r["island"] for r in requests if r["island"] not in self.members]
         epoch, members = self.epoch + 1, sorted(set(self.members) | set(joiners))
-        if self.group.rank == 0:
+        if self.formed.rank == 0:
             self.store.compare_set(self.key("epoch", epoch, "members"), "", ",".join(map(str, members)))
             self.store.set(self.key("epoch", epoch, "step"), str(step))
             for number in numbers:

@@ -5,8 +5,9 @@ followers (``world.ElasticWorld.shared``)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Callable, TypeVar
+from typing import Protocol, TypeVar
 
 import torch
 
@@ -14,10 +15,16 @@ from islands.schedules import SyncPoint
 
 from ..core.faults import kill_point
 from ..core.group import Group
-from .membership import Membership
 from ..core.sync import Exchange, Exchanger
+from .membership import Membership
 
 T = TypeVar("T")
+
+
+class Shared(Protocol):
+    """``ElasticWorld.shared``: the leader's ``decide()``, its outcome on every rank of the island."""
+
+    def __call__(self, decide: Callable[[], T], /) -> T: ...
 
 
 class ElasticTransport:
@@ -26,7 +33,7 @@ class ElasticTransport:
     the training thread goes on. In an island of several ranks only its leader exchanges; the launch
     and the committed average are the leader's decisions (``ElasticWorld.shared``)."""
 
-    def __init__(self, membership: Membership, exchanger: Exchanger, shared: Callable[[Callable[[], T]], T],
+    def __init__(self, membership: Membership, exchanger: Exchanger, shared: Shared,
                  island: int):
         self.membership = membership
         self.exchanger = exchanger
@@ -80,7 +87,11 @@ class ElasticTransport:
     def collect(self, point: SyncPoint, handle: Future | None) -> Exchange:
         """The committed exchange (a follower hears it, and the members it came from: its membership
         is only the view its leader gives it)."""
-        exchange, members = self.shared(lambda: (handle.result(), self.membership.members))
+        def decide() -> tuple[Exchange, list[int]]:  # the leader's: it launched the exchange
+            assert handle is not None, "only the island's leader decides, and it launched the exchange"
+            return handle.result(), self.membership.members
+
+        exchange, members = self.shared(decide)
         self.membership.members = members
         return exchange
 

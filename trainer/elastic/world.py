@@ -4,14 +4,15 @@ One process per island, or an island of several ranks led by its local rank 0, w
 part in the membership and tells the others what it decided (``island.py``, ``shared``). Every
 cross-island collective goes through ``membership.Membership.run``: if an island dies (SIGKILL at
 any moment) the survivors finish their interval, their exchange fails or is voted down, they wait
-out the detection timeout, re-form the group among themselves and redo the exchange: training goes on with a smaller M, the dead island's work since its last applied sync is
-lost. A new or returning island asks to join and at once for the global state, which the members'
-leader sends in the background while everyone trains on (``joining.py``); from the next outer
-boundary the joiner takes part in the exchanges, contributing nothing and keeping the averages, and
-once its download is in it replays them onto the downloaded state and trains. Its trace shows the
-wait (``idle``), the download (``comm``, fragment -1, the bytes received) and its exchanges, as the
-simulator's does. (A member without state at the start of a resumed run adopts it from the member
-with the most progress before anyone trains: ``sync_state``.)
+out the detection timeout, re-form the group among themselves and redo the exchange: training goes
+on with a smaller M, the dead island's work since its last applied sync is lost. A new or returning
+island asks to join and at once for the global state, which the members' leader sends in the
+background while everyone trains on (``joining.py``); from the next outer boundary the joiner takes
+part in the exchanges, contributing nothing and keeping the averages, and once its download is in it
+replays them onto the downloaded state and trains. Its trace shows the wait (``idle``), the download
+(``comm``, fragment -1, the bytes received) and its exchanges, as the simulator's does. (A member
+without state at the start of a resumed run adopts it from the member with the most progress before
+anyone trains: ``sync_state``.)
 
 Outputs (written by member 0 of the last epoch): the usual files, with ``lost_compute_s``, ``leaves``
 and ``joins`` measured in ``summary.json``, and ``churn.json`` (every leave with its lost compute,
@@ -30,32 +31,32 @@ import contextlib
 import io
 import json
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 import torch
 
 from islands.errors import UserError
 from islands.io import write_text
 
+from ..config import RunPlan
 from ..core import checkpoint
 from ..core.checkpoint import PeerFailed
 from ..core.comm import broadcast_bytes
-from ..core.group import Group
-from ..config import RunPlan
-from .rows import all_rows, join_seconds, lost_rows, open_rows_sink
-from .transport import ElasticTransport
 from ..core.faults import killable
+from ..core.group import Group
+from ..core.outer import Fragment
+from ..core.sync import Exchanger
+from ..core.tracing import PAUSE_MARGIN_S, Recorder, build_summary, write_outputs
+from ..core.world import Downloaded, Ending, EvaluateOn, Groups, Local, Passive, Start
 from ..runtime.island import IslandRanks
+from ..runtime.paced import paced
+from ..runtime.store import publish_run_clock, run_time_s
 from .joining import Fetcher, Server
 from .membership import History, LeftOut, Membership
-from ..runtime.store import publish_run_clock, run_time_s
-from ..runtime.paced import paced
-from ..core.sync import Exchanger
-from ..core.tracing import build_summary, write_outputs
-from ..core.outer import Fragment
-from ..core.tracing import PAUSE_MARGIN_S, Recorder
-from ..core.world import Downloaded, Ending, EvaluateOn, Groups, Local, Passive, Start
+from .rows import all_rows, join_seconds, lost_rows, open_rows_sink
+from .transport import ElasticTransport
 
 T = TypeVar("T")
 
@@ -387,7 +388,7 @@ class ElasticWorld:
         leader = self.reports()
         self.membership.close()
         if self.recorder.sink:
-            self.recorder.sink.close()
+            cast(IO[str], self.recorder.sink).close()  # the rows file rows.open_rows_sink opened
         if not leader:
             return None
         self.membership.store.set(self.membership.key("run", "finished"), "1")

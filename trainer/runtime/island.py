@@ -32,8 +32,9 @@ import pickle
 import re
 import signal
 import socket
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -71,10 +72,11 @@ class IslandRanks:
         except RuntimeError as error:
             self.die(error)
 
-    def die(self, error: RuntimeError) -> None:
+    def die(self, error: RuntimeError) -> NoReturn:
         print(f"island {self.island}: an island-mate is gone ({first_sentence(error)}); the island leaves "
               f"as a whole", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("not reached: SIGKILL cannot be caught")  # for the type checker
 
     def close(self) -> None:
         """Tear the island's group down before the process exits. Left alive (the trainer holds it in

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from typing import Callable
+from collections.abc import Callable
 
 from ..config import RunPlan
 

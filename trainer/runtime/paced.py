@@ -16,12 +16,15 @@ so each pays one path latency: this member's one-way latency plus the farthest p
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-from ..core.group import Group
 from islands.emulation.shaper import InProcessLatency, InProcessShaper, pacer_from_config
+
+from ..core.group import Group
+
 
 class PacedGroup:
     """A cross-island group whose data collectives wait as the emulated links would make them."""

@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Mapping
 
 from islands.errors import UserError
 from islands.numbers import is_non_negative_number, is_whole_number

@@ -25,10 +25,10 @@ import csv
 import io
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -321,7 +321,8 @@ def compare_log(load_scenario: Callable[[list[str]], Scenario], log: StepLog, me
     window = Window(log.first_step, log.last_step, check_schedule(scenario))
     workers = sum(island.replicas for island in scenario.islands)
     check_window(log, scenario, window, workers)
-    overrides, compute = [], "the scenario's step times (--measured-steps gives every island the log's)"
+    overrides: list[str] = []
+    compute = "the scenario's step times (--measured-steps gives every island the log's)"
     if measured_steps:
         overrides, compute = measured_step_overrides(log, scenario)
         scenario = load_scenario(overrides)

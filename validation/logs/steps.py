@@ -24,9 +24,10 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pandas as pd
 
@@ -154,7 +155,7 @@ def clock_keys(first: dict[str, Any], path: Path) -> tuple[str, ...]:
     """The optional columns and the clock (``wall_s``, else ``time_s``) of the log's first row."""
     clock = "wall_s" if "wall_s" in first else "time_s" if "time_s" in first else None
     missing = [key for key in REQUIRED if key not in first] + ([] if clock else ["wall_s (or time_s)"])
-    if missing:
+    if missing or clock is None:
         raise UserError(f"{path}: no column {', '.join(missing)}: not a per-step log ({FORMAT_TEXT})")
     return (clock, *(key for key in OPTIONAL if key in first))
 
@@ -194,7 +195,8 @@ def read_steps(path: Path) -> StepLog:
     """A per-step log (CSV or JSON lines, told apart by its first character), every row checked."""
     text = read_text(path)
     rows = json_rows(text, path) if text.lstrip().startswith("{") else csv_rows(text, path)
-    records, keys = [], None
+    records: list[dict[str, Any]] = []
+    keys: tuple[str, ...] = ()
     for cells, where in rows:
         keys = keys or clock_keys(cells, path)
         records.append(step_record(cells, keys, where))

@@ -57,11 +57,12 @@ def read_torchtitan(path: Path) -> StepLog:
     if not logged:
         raise UserError(f"{path}: no 'step: N  loss:' lines: not a torchtitan log")
     records = []
-    for rank, lines in logged.items():
+    for rank_number, lines in logged.items():
         if len(lines) < 2:
-            raise UserError(f"{path}: one step line (step {lines[0][0]}) for rank {rank}: the step time is the time "
-                            "between two logged steps (torchtitan logs step 1 and every metrics.log_freq steps)")
-        records += spans(rank, lines)
+            raise UserError(f"{path}: one step line (step {lines[0][0]}) for rank {rank_number}: the step time is "
+                            "the time between two logged steps (torchtitan logs step 1 and every metrics.log_freq "
+                            "steps)")
+        records += spans(rank_number, lines)
     notes = ["torchtitan's log gives the wall time between logged steps only: no compute, communication or sync "
              "(log per-step rows for those)"]
     return checked(StepLog(path, "torchtitan", log_frame(records), names_ranks, notes))

@@ -28,8 +28,16 @@ from pathlib import Path
 
 from islands.errors import UserError
 from islands.scenarios.model import PairLatency
-from islands.scenarios.profile import (BusRate, CollectiveCost, Host, NetworkProfile, RingTerms, bus_factor,
-                                       host_rates, ring_terms)
+from islands.scenarios.profile import (
+    BusRate,
+    CollectiveCost,
+    Host,
+    NetworkProfile,
+    RingTerms,
+    bus_factor,
+    host_rates,
+    ring_terms,
+)
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .readers import NcclTable, read_iperf3, read_nccl_tests, read_ping
@@ -182,6 +190,7 @@ def call_latency_s(table: NcclTable) -> float:
 def collective_lines(profile: NetworkProfile, table: NcclTable) -> list[str]:
     """What the collective block says, and the scenario keys it makes (``ring_terms``)."""
     collective = profile.collective
+    assert collective is not None, "collective_lines needs a profile with a collective"
     terms: RingTerms = ring_terms(profile, table.path)
     largest = collective.bus_gbps[-1]
     small = sum(1 for row in table.rows if row.size_bytes <= SMALL_BYTES)
