@@ -44,10 +44,10 @@ def in_ring_at_start(holder: Holder) -> bool:
 
 def rates(capacity: float, downloads: np.ndarray, in_ring: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ring's rate and each holder's download rate with the ring on, in closed form (``fill``'s
-    answer when every download goes to a joiner in the ring, as ``holders.fill_closed`` for one gap): ``downloads`` is holders x gaps, a holder
-    with none bounds nothing. The ring is held by its tightest link: a holder's uplink that it crosses,
-    C / (n + 1); the downlink of a joiner of a holder out of the ring, C - C / n (C / 2 for one
-    download). A holder's downloads then share what the ring leaves of its uplink, (C - ring) / n, or,
+    answer when every download goes to a joiner in the ring, as ``holders.fill_closed`` for one gap):
+    ``downloads`` is holders x gaps, a holder with none bounds nothing. The ring is held by its
+    tightest link: a holder's uplink that it crosses, C / (n + 1); the downlink of a joiner of a holder
+    out of the ring, C - C / n (C / 2 for one download). A holder's downloads then share what the ring leaves of its uplink, (C - ring) / n, or,
     out of the ring, C / n up to what the ring leaves of the joiner's downlink."""
     if not len(downloads):
         return np.full(downloads.shape[1], capacity), np.zeros(downloads.shape)

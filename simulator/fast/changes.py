@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -10,13 +10,23 @@ from collections import deque
 
 import numpy as np
 
+from ..network.collectives import collective_for
+from ..setup import RunSetup
 from . import chain
 from .chain import alternate
-from ..setup import RunSetup
 from .changes import Changes
-from ..network.collectives import collective_for
-from .holders import ABSENT, DOWNLOADING, ENLISTED, LOADED, MEMBER, RING, UNSTARTED, Group, Holder, fill_closed
-
+from .holders import (
+    ABSENT,
+    DOWNLOADING,
+    ENLISTED,
+    LOADED,
+    MEMBER,
+    RING,
+    UNSTARTED,
+    Group,
+    Holder,
+    fill_closed,
+)
 
 DRAWS = 8192  # exponential and uniform draws taken from the generator at once
 STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
