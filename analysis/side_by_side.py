@@ -42,8 +42,10 @@ def period_steps(scenario: Scenario, algorithm: str) -> int:
 
 
 def simulate_schedules(source: ScenarioSource) -> dict[str, SimResult]:
-    """One run per schedule at equal work (see ``equal_work_schedules``), in a fixed order."""
-    return {algorithm: simulate(scenario) for algorithm, scenario in equal_work_schedules(source).scenarios.items()}
+    """One run per schedule at equal work (see ``equal_work_schedules``), in a fixed order, each held
+    to the source's ``max_events``."""
+    variants = equal_work_schedules(source).scenarios
+    return {algorithm: simulate(scenario, source.max_events) for algorithm, scenario in variants.items()}
 
 
 def left_out_notes(source: ScenarioSource) -> list[str]:

@@ -44,6 +44,7 @@ import simpy
 
 from islands.scenarios import ScenarioError, load
 from islands.simulator import RunSetup, chosen, simulate
+from islands.simulator.budget import estimate
 
 HERE = Path(__file__).resolve().parent
 FOUR_KINDS = str(HERE / "fleet-four-kinds.toml")
@@ -153,6 +154,9 @@ def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: floa
                        f"of them, {changes[0]} came: x{estimate / changes[0]:.2f}, target within x2 either way)")
     if summary["player"] == "learners":
         rate += estimated_timers(fleet.scenario, overrides, summary)
+    if summary["player"] == "events":  # the event model's budget against what the run spent
+        estimated = estimate(load(fleet.scenario, overrides)).events
+        rate += f"; the budget estimated {estimated:.3g} events (x{estimated / events:.2f} of those spent)"
     print(f"{fleet.label}{'' if syncs == fleet.syncs else f' (syncs scaled to {syncs})'}: {seconds:.3f} s "
           f"(target < {fleet.target_s:g} s); doubling the islands x{doubled / seconds:.2f} "
           f"({doubled:.3f} s at {2 * fleet.islands:,}){more_events} "

@@ -32,6 +32,7 @@ PAGES = {
 
 NAMED_RULES = {  # rules that are plain functions, by name
     "positive": "> 0",
+    "non_empty": "not empty",
     "non_negative": ">= 0",
     "at_least_one": ">= 1",
     "fraction_below_one": "in [0, 1)",

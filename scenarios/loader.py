@@ -21,9 +21,10 @@ from islands.numbers import is_finite_number, is_positive_number, is_whole_numbe
 from islands.schedules import SCHEDULES, schedule_of
 from islands.schedules.base import GRADIENT
 
-from .accelerators import PEAK_BF16_FLOPS, derived_step_time_s
+from .accelerators import MEMORY_GB, PEAK_BF16_FLOPS, derived_step_time_s
 from .errors import ScenarioError
 from .latencies import with_csv
+from .memory import bytes_per_param, check_replica_fits
 from .model import (
     BackboneSpec,
     ChurnEvent,
@@ -53,6 +54,7 @@ from .spec import (
     shown_value,
 )
 from .trainer_keys import TRAINER_KEYS, TrainerSpec, outer_error, with_outer_defaults
+from .unread import check_unread
 
 OVERRIDES_KEPT = 1024  # parsed override values kept (``parsed_value``)
 
@@ -276,7 +278,8 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     exchange = ExchangeSpec(**read_table(document.get("exchange", {}), SECTIONS["exchange"], "exchange.", source))
     trainer = read_trainer(document.get("trainer", {}), source)
     accelerators = read_accelerators(document.get("accelerators", {}), source)
-    islands = read_islands(document.get("island"), model, accelerators, source)
+    per_param_bytes = bytes_per_param(model.bytes_per_param, SCHEDULES[schedule.algorithm], trainer)
+    islands = read_islands(document.get("island"), model, accelerators, per_param_bytes, source)
     events = read_events(document.get("event", []), islands, source)
     regions = tuple(read_table(table, REGION_KEYS, f"region.{index}.", source)["name"]
                     for index, table in enumerate(read_array(document, "region", source)))
@@ -295,6 +298,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     check_exchange(scenario, source)
     check_collective(scenario, source)
     check_runnable(scenario, events)
+    check_unread(scenario, source)
     return scenario
 
 
@@ -318,8 +322,10 @@ def read_accelerators(table: Any, source: str) -> dict[str, float]:
     return peaks
 
 
-def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float],
+def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float], per_param_bytes: float,
                  source: str) -> tuple[IslandSpec, ...]:
+    """The islands in file order, each one's replica checked to fit (``memory.py``), their names and
+    their replicas' names unique."""
     if raw is None:
         raise ScenarioError(source, "[[island]]", "at least one island is required")
     if not isinstance(raw, list):
@@ -347,13 +353,37 @@ def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float],
             download_burst_bytes=first_given(values["download_burst_bytes"], values["burst_bytes"]),
             region=values["region"],
         ))
-    seen: set[str] = set()
-    for index, island in enumerate(islands):
-        if island.name in seen:
-            raise ScenarioError(source, f"island.{index}.name",
-                                f"'{island.name}' is used by another island; names must be unique")
-        seen.add(island.name)
+        check_replica_fits(index, values["name"], model.parameters, per_param_bytes, values["gpus"],
+                           accelerator_memory(values), source)
+    check_names(islands, source)
     return tuple(islands)
+
+
+def accelerator_memory(values: dict[str, Any]) -> tuple[float, str] | None:
+    """One accelerator's memory in GB and whose figure it is: ``memory_gb``, else the table's for
+    ``gpu``; None where neither is known (a step time given alone, an accelerator added in
+    ``[accelerators]``)."""
+    if values["memory_gb"] is not None:
+        return values["memory_gb"], "island.memory_gb"
+    if values["gpu"] in MEMORY_GB:
+        return MEMORY_GB[values["gpu"]], f"{values['gpu']}, from its datasheet"
+    return None
+
+
+def check_names(islands: list[IslandSpec], source: str) -> None:
+    """Island names and their replicas' worker names (``Scenario.workers``: ``a-0``, ``a-1`` for an
+    island ``a`` of 2) are one namespace, the one events and ``--set island.NAME.key`` reach into."""
+    owner: dict[str, str] = {}
+    for index, island in enumerate(islands):
+        replicas = [f"{island.name}-{r}" for r in range(island.replicas)] if island.replicas > 1 else []
+        for name in [island.name, *replicas]:
+            mine = f"island {index}" if name == island.name else f"a replica of island {index} ('{island.name}')"
+            if name in owner:
+                raise ScenarioError(source, f"island.{index}.name",
+                                    f"'{name}' names both {owner[name]} and {mine}: names must be unique across "
+                                    f"islands and their replicas (an island 'a' of 2 replicas names them 'a-0', "
+                                    "'a-1')")
+            owner[name] = mine
 
 
 def failure_recovery_s(values: dict[str, Any], prefix: str, source: str) -> float | None:

@@ -53,6 +53,7 @@ MAX_COST_PER_HOUR = 1e6  # per worker: a rack of accelerators is thousands an ho
 MAX_REPLICAS = 100_000  # also the bound on the scenario's workers together
 MIN_STEP_TIME_S, MAX_STEP_TIME_S = 1e-6, 86400.0
 MAX_GPUS = 1_000_000
+MIN_MEMORY_GB, MAX_MEMORY_GB = 1e-3, 1e5  # 1 MB to 100 TB: an accelerator holds neither less nor more
 MAX_CHIPS = 100_000_000  # a learner of a 2.4M-chip fleet split in two holds 1.2M
 MAX_JITTER_CV = 10.0
 MIN_GBPS, MAX_GBPS = 1e-6, 1e6
@@ -69,6 +70,11 @@ def positive(value: float) -> str | None:
 
 def non_negative(value: float) -> str | None:
     return None if value >= 0 else "must be >= 0"
+
+
+def non_empty(value: str) -> str | None:
+    """A name that tables, events and ``--set island.NAME.key`` can show and reach: not blank."""
+    return None if value.strip() else "must not be empty"
 
 
 def at_least_one(value: int) -> str | None:
@@ -261,13 +267,17 @@ EXCHANGE_KEYS = {
 }
 
 ISLAND_KEYS = {
-    "name": Key("str", doc="island name (unique)"),
+    "name": Key("str", check=non_empty, doc="island name, unique among the islands and their replicas' "
+                                            "names (an island `a` of 2 replicas names them `a-0`, `a-1`)"),
     "replicas": Key("int", 1, between(1, MAX_REPLICAS),
                     "this island repeated N times, each a worker with its own link"),
     "step_time_s": Key("float", None, between(MIN_STEP_TIME_S, MAX_STEP_TIME_S, " s"),
                        "one inner step's compute on this island, seconds"),
     "gpus": Key("int", 1, between(1, MAX_GPUS), "accelerators per worker (with gpu and mfu, instead of step_time_s)"),
     "gpu": Key("str", None, doc="accelerator name from the built-in table or [accelerators]"),
+    "memory_gb": Key("float", None, between(MIN_MEMORY_GB, MAX_MEMORY_GB, " GB"),
+                     "memory of one accelerator, GB of 1e9 bytes (default: the table's for gpu): a replica's "
+                     "weights, gradients and optimizer state, sharded over gpus, must fit in it"),
     "mfu": Key("float", None, fraction_up_to_one, "model FLOPs utilisation of the inner step"),
     "jitter_cv": Key("float", 0.0, between(0, MAX_JITTER_CV),
                      "coefficient of variation of one step's time (lognormal)"),
@@ -314,7 +324,7 @@ SYNCER_KEYS = {
 }
 
 REGION_KEYS = {
-    "name": Key("str", doc="region name (unique): islands join its core with their access links"),
+    "name": Key("str", check=non_empty, doc="region name (unique): islands join its core with their access links"),
 }
 
 BACKBONE_KEYS = {

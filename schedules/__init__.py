@@ -40,10 +40,13 @@ def schedule_of(scenario: Scenario) -> Schedule:
 
 
 def switch_to(algorithm: str) -> tuple[str, ...]:
-    """The ``--set`` overrides that run a scenario as ``algorithm``: a quorum (which only some schedules
-    read, and the loader refuses on the others) goes back to 1 where ``algorithm`` does not read it."""
-    reset = () if "quorum" in SCHEDULES[algorithm].reads else ("schedule.quorum=1",)
-    return (f"schedule.algorithm={algorithm}", *reset)
+    """The ``--set`` overrides that run a scenario as ``algorithm``: what only some schedules read, and
+    the loader refuses on the others, goes back to its default where ``algorithm`` does not read it:
+    a quorum to 1, the ``[syncer]`` of Decoupled DiLoCo to an empty table under a coupled schedule."""
+    declared = SCHEDULES[algorithm]
+    quorum = () if "quorum" in declared.reads else ("schedule.quorum=1",)
+    syncer = ("syncer={}",) if declared.coupled else ()
+    return (f"schedule.algorithm={algorithm}", *quorum, *syncer)
 
 
 __all__ = ["ADOPT", "ALL_GATHER", "ALL_REDUCE", "AVERAGE", "DDP", "EAGER", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES",

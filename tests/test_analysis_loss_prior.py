@@ -122,10 +122,44 @@ def test_tokens_to_reach_ddps_loss_follow_chinchillas_data_term():
 def test_no_estimate_goes_below_the_irreducible_loss_unmarked(algorithm):
     """At 1e14 parameters the data-parallel law alone gives 18.129 x 1e14^-0.0953 = 0.84."""
     assert data_parallel_loss(1e14) == pytest.approx(0.840, abs=0.002)
-    estimated = estimate(load("worked-example", ["model.parameters=1e14"]), algorithm)
-    assert estimated.loss == CHINCHILLA["E"] == 1.69
-    assert any("below the irreducible loss E = 1.69" in note for note in estimated.notes)
+    # M = 2 at H = 30: DiLoCo's law is below DP's (-0.22% at 10B), so at the floor it is clamped too
+    estimated = estimate(load("worked-example", ["model.parameters=1e14", "island.0.replicas=2",
+                                                 "schedule.inner_steps=30"]), algorithm)
+    assert estimated.loss == CHINCHILLA["E"] == 1.69 and estimated.relative_to_dp == 0
+    assert any("DDP's power law gives 0.840, below the irreducible loss E = 1.69" in note for note in estimated.notes)
     assert any(note.startswith("N = 1e+14: outside the fitted 3.5e+07-1e+10") for note in estimated.notes)
+
+
+def test_the_70b_two_datacentre_penalty_survives_the_clamp_by_hand():
+    """70B, M = 2, H = 100: DDP's law gives 18.129 x 7e10^-0.0953 = 1.678 < E, clamped at 1.69. DiLoCo
+    is DDP's clamped loss times (1 + p): the M = 2 law over DP's held at 10B, the largest size the paper
+    ran, (18.768 / 18.129) x 1e10^(0.0953 - 0.0969) = 0.99780, times H's 1 + 0.0035226 ln(100 / 30)
+    = 1.0042405: p = +0.2032%, where before both were 1.69 and DiLoCo showed +0.00%."""
+    scenario = load("worked-example", ["model.parameters=7e10", "island.0.replicas=2", "schedule.inner_steps=100"])
+    ddp, diloco = estimate(scenario, "ddp"), estimate(scenario, "diloco")
+    m_factor = 18.768 / 18.129 * 1e10 ** (0.0953 - 0.0969)
+    h_factor = 1 + math.log(1.029) / math.log(15.02) / math.log(20) * math.log(100 / 30)
+    assert m_factor == pytest.approx(0.99780, abs=1e-5) and h_factor == pytest.approx(1.0042405, abs=1e-7)
+    assert ddp.loss == 1.69
+    assert diloco.relative_to_dp == pytest.approx(m_factor * h_factor - 1) == pytest.approx(0.002032, abs=1e-6)
+    assert diloco.loss == pytest.approx(1.69 * m_factor * h_factor)
+    assert any(note.startswith("DiLoCo against DP held at its N = 1e+10 value (-0.22%)") for note in diloco.notes)
+    # time-to-loss ranks on it: DiLoCo needs more tokens than DDP to reach DDP's loss
+    assert extra_tokens_factor(7e10, diloco.relative_to_dp) > 1
+
+
+@pytest.mark.parametrize("parameters", [6.5e10, 1e12, 1e14])
+def test_the_prior_keeps_diloco_s_penalty_above_6_5e10_parameters(parameters):
+    """The worked example's M = 8, H = 500: at 10B, (21.051 / 18.129) x 1e10^(0.0953 - 0.1018) times
+    1 + 0.0035226 ln(500 / 30); the same penalty at every larger size, on DDP's clamped loss."""
+    at_10b = estimate(load("worked-example"), "diloco").relative_to_dp
+    assert at_10b == pytest.approx(21.051 / 18.129 * 1e10 ** (0.0953 - 0.1018)
+                                   * (1 + H_PENALTY_PER_LOG_H * math.log(500 / 30)) - 1)
+    assert at_10b == pytest.approx(0.00967, abs=1e-5)
+    ddp = estimate(load("worked-example", [f"model.parameters={parameters}"]), "ddp")
+    diloco = estimate(load("worked-example", [f"model.parameters={parameters}"]), "diloco")
+    assert diloco.relative_to_dp == pytest.approx(at_10b)
+    assert diloco.loss == pytest.approx(ddp.loss * (1 + at_10b)) and diloco.loss > CHINCHILLA["E"]
 
 
 def test_sizes_outside_the_fitted_range_are_marked_and_inside_are_not():

@@ -136,3 +136,23 @@ def test_plan_cli_prints_the_objective_in_json(capsys):
     assert objective["objective"] == "time-to-loss" and objective["budget_inner_steps"] == 1000
     times = [c["time_to_ddp_loss_s"] for c in objective["candidates"] if c["time_to_ddp_loss_s"] is not None]
     assert times == sorted(times) and objective["best"]["time_to_ddp_loss_s"] == times[0]
+
+
+def test_an_h_above_the_run_s_steps_is_not_priced_and_the_plan_says_so():
+    """The utilisation plan's H = 3,547 for the worked example, in a run of 2 x 500 = 1,000 inner steps:
+    priced, it would have run one interval of 3,547 steps, more work than every other candidate."""
+    source = ScenarioSource.read("worked-example", ["schedule.outer_steps=2"])
+    plan = make_objective_plan(source, "time-to-loss", ("diloco",), {"diloco": 3547}, jobs=1)
+    assert plan.budget_steps == 1000
+    assert max(o.candidate.inner_steps for o in plan.outcomes) == 1000
+    assert plan.left_out[0] == ("diloco at H=3547 (the utilisation plan's answer) not priced: above the run's "
+                                "1,000 inner steps")
+    assert plan.left_out[0] in objective_table(plan, {"diloco": 3547}).notes
+
+
+@pytest.mark.parametrize(("cost", "text"), [(0.001, "0.001"), (0.0123, "0.0123"), (12.345, "12.3"),
+                                            (12345.6, "12,346")])
+def test_a_small_cost_is_printed_with_its_digits_not_as_0(cost, text):
+    outcome = Outcome(Candidate("diloco", 500, 16), 0.7, 1.0, 0.01, 1.1, 3.6, cost)
+    plan = ObjectivePlan(load("worked-example"), "cost", BUDGET_STEPS, 0.001, [outcome])
+    assert objective_table(plan, {}).rows[0][-1] == text

@@ -216,3 +216,14 @@ def test_cli_heatmap_from_a_written_table(sweep, tmp_path):
 def test_cli_unknown_kind_is_one_line(capsys):
     assert main(["plot", "bandwidht", "worked-example"]) == 2
     assert "unknown plot kind 'bandwidht' (did you mean 'bandwidth'?)" in capsys.readouterr().err
+
+
+def test_a_heatmap_over_seeds_shows_each_cell_s_spread():
+    """Two seeds per cell: utilisation 0.5 and 0.7 (mean 60%, sample sd 14.1%); 0.8 and 0.8 (sd 0)."""
+    table = pd.DataFrame({"schedule.inner_steps": [100, 100, 500, 500, 100, 100, 500, 500],
+                          "island.*.bandwidth_gbps": [1, 1, 1, 1, 10, 10, 10, 10], "seed": [1, 2] * 4,
+                          "valid": [True] * 8, "compute_utilisation": [0.5, 0.7, 0.8, 0.8] * 2})
+    axes = heatmap_figure(table).axes[0]
+    texts = sorted(text.get_text() for text in axes.texts)
+    assert texts == ["60%\n± 14.1%"] * 2 + ["80%\n± 0%"] * 2
+    assert "mean ± sample sd over 2 seeds" in axes.get_title()

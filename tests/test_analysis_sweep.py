@@ -141,3 +141,20 @@ def test_cli_bad_grid_exits_2_with_one_line(capsys):
     assert main(["sweep", "worked-example", "--grid", "nope=1"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "nope" in error
+
+
+def test_a_mean_over_seeds_carries_its_spread_and_the_sweep_prints_it():
+    """Two seeds per H: utilisation 0.5 and 0.7 at H = 100 (mean 0.6, sample sd sqrt(2 x 0.1^2 / 1) =
+    0.1414), 0.8 and 0.8 at H = 500 (sd 0)."""
+    from islands.commands.sweep import best_table
+
+    table = pd.DataFrame({"schedule.inner_steps": [100, 100, 500, 500], "seed": [1, 2, 1, 2],
+                          "valid": [True] * 4, "compute_utilisation": [0.5, 0.7, 0.8, 0.8]})
+    best = best_rows(table, "compute_utilisation")
+    assert best["schedule.inner_steps"].tolist() == [500, 100] and best["seeds"].tolist() == [2, 2]
+    assert best["compute_utilisation"].tolist() == pytest.approx([0.8, 0.6])
+    assert best["compute_utilisation_sd"].tolist() == pytest.approx([0.0, 0.1 * 2 ** 0.5])
+    text = best_table(best, "compute_utilisation", seeds=2)
+    assert "sd of compute_utilisation over seeds" in text.splitlines()[0]
+    assert text.splitlines()[-1].split()[-1] == "14.1%"
+    assert "over seeds" not in best_table(best)  # one seed: no spread to show

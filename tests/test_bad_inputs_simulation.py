@@ -45,17 +45,25 @@ FILES = {
     "bad.toml": "name = [",
     "deep.toml": "name = " + "[" * 100_000 + "]" * 100_000,
     "sweep.csv": SWEEP_CSV,
+    "other-sweep.csv": "run,schedule.inner_steps,valid,compute_utilisation,scenario\n0,10,True,0.5,home-lab\n",
     "huge.toml": None,  # the worked example with these replacements (see scenario_files)
     "long.toml": None,
     "overflow.toml": None,
     "inf.toml": None,
     "nan.toml": None,
+    "absent.toml": None,
+    "clash.toml": None,
 }
+EXTRA_ISLAND = '\n[[island]]\nname = "%s"\nstep_time_s = 1.5\nbandwidth_gbps = 1.0\n%s'
+
 REPLACEMENTS = {"huge.toml": ("outer_steps = 20", f"outer_steps = {HUGE}"),
                 "long.toml": ("outer_steps = 20", f"outer_steps = {LONG}"),
                 "overflow.toml": ("step_time_s = 1.5", "step_time_s = 1e999"),
                 "inf.toml": ("step_time_s = 1.5", "step_time_s = inf"),
-                "nan.toml": ("step_time_s = 1.5", "step_time_s = nan")}
+                "nan.toml": ("step_time_s = 1.5", "step_time_s = nan"),
+                "absent.toml": ("latency_ms = 0.0",
+                                "latency_ms = 0.0\n" + EXTRA_ISLAND % ("late", "present = false\n")),
+                "clash.toml": ("latency_ms = 0.0", "latency_ms = 0.0\n" + EXTRA_ISLAND % ("dc-1", ""))}
 S = "{tmp}/s.toml"
 WE = "worked-example"
 SHORT = ["--set", "schedule.outer_steps=2"]
@@ -143,6 +151,24 @@ CASES = [
     case("simulate", "a quorum on a schedule that syncs everyone", [WE, "--set", "schedule.quorum=3"],
          'schedule.quorum: 3 has no effect: algorithm = "diloco" syncs every worker each round; a quorum is '
          'read by "decoupled" only (remove it, or set it to 1)'),
+    case("simulate", "a return time without departures", [WE, "--set", "island.0.mttr_s=3600"],
+         "island.0.mttr_s: has no effect without mtbf_s"),
+    case("simulate", "a recovery time without failures", [WE, "--set", "island.0.recovery_s=60"],
+         "island.0.recovery_s: has no effect without chip_mtbf_s"),
+    case("simulate", "a deadline's slack under the wait barrier", [WE, "--set", "schedule.deadline_slack=0.5"],
+         'schedule.deadline_slack: 0.5 has no effect under barrier = "wait"'),
+    case("simulate", "a syncer under a coupled schedule", [WE, "--set", "syncer.latency_ms=5"],
+         'syncer.latency_ms: has no effect: algorithm = "diloco" has no syncer'),
+    case("simulate", "an absent island that nothing brings in", ["{tmp}/absent.toml"],
+         "island.1.present: false, and nothing ever brings worker 'late' in"),
+    case("simulate", "an island named as another island's replica", ["{tmp}/clash.toml"],
+         "island.1.name: 'dc-1' names both a replica of island 0 ('dc') and island 1: names must be unique"),
+    case("simulate", "an empty island name", [WE, "--set", 'island.0.name=""'],
+         "island.0.name: must not be empty (got '')"),
+    case("simulate", "a replica that does not fit its accelerators", [WE, "--set", "island.0.memory_gb=80"],
+         "island.0.gpus: a replica of island 'dc' does not fit: it needs 240 GB per accelerator"),
+    case("simulate", "an accelerator of no memory", [WE, "--set", "island.0.memory_gb=0"],
+         "island.0.memory_gb: must be >= 0.001 GB"),
     case("simulate", "alpha-beta where learners share the syncer's link",
          [WE, "--set", "schedule.algorithm=decoupled", "--set", "syncer.bandwidth_gbps=10",
           "--set", "network.model=alpha-beta"], "network.model: alpha-beta prices each transfer alone"),
@@ -182,9 +208,9 @@ CASES = [
     case("simulate", "--max-events not a number", [WE, "--max-events", "many"],
          "argument --max-events: invalid float value: 'many'"),
     case("simulate", "a run played with arrays beyond --max-events", [WE, "--max-events", "10"],
-         "schedule.outer_steps: the run would take as long as about"),
+         "--max-events: the run would take as long as about"),
     case("simulate", "a run played event by event beyond --max-events", ["decoupled-fleet", "--max-events", "10"],
-         "schedule.outer_steps: the run would need about"),
+         "--max-events: the run would need about"),
     # sweep
     case("sweep", "--grid without values", [WE, "--grid", "schedule.inner_steps"], "--grid schedule.inner_steps"),
     case("sweep", "--grid of an unknown key", [WE, "--grid", "schedule.inner_stepz=1,2"],
@@ -252,7 +278,7 @@ CASES = [
     case("bandwidth-table", "--set of an unknown key", ["--set", "schedule.x=1"], "schedule.x: unknown key"),
     case("bandwidth-table", "--set beyond the simulator's bound",
          ["--sizes", "1b", "--set", "schedule.outer_steps=10000000"],
-         "schedule.outer_steps: the run would need about 5.5e+07 simulator events"),
+         "--max-events: the run would need about 5.5e+07 simulator events"),
     case("bandwidth-table", "--output unwritable", ["--output", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
     case("bandwidth-table", "--output a folder", ["--output", "{tmp}"], "is a folder"),
     case("bandwidth-table", "--output with an unknown extension", ["--output", "{tmp}/t.txt"],
@@ -262,12 +288,15 @@ CASES = [
     case("goodput", "--failures 1000000", ["--failures", "1000000"], "--failures must be in [1, 10000] (got 1000000)"),
     case("goodput", "--failures not an integer", ["--failures", "1e3"],
          "argument --failures: invalid int value: '1e3'"),
-    case("goodput", "--failures 10000 (the most one cell takes): the grid would run for hours", ["--failures", "10000"],
-         "chaos: --failures 10000: the goodput grid would need about 6.14e+08 simulator events in all, above the 6e+07 "
-         "(about an hour of CPU) it allows: use --failures 976 or fewer"),
+    case("goodput", "--failures 2000: the grid would run for hours", ["--failures", "2000"],
+         "chaos: --failures 2000: the goodput grid would need about 2.89e+08 simulator events in all, above the 6e+07 "
+         "(about an hour of CPU) it allows: use --failures 414 or fewer"),
+    case("goodput", "--failures 10000 (the most a cell takes): a cell beyond the simulator's bound",
+         ["--failures", "10000"], "the goodput cell Decoupled, M=8, 0.15M chips would need about 1.76e+08 simulator "
+         "events, above 1e+08: lower --failures"),
     case("goodput", "cells priced beyond the simulator's bound",
          ["--failures", "3000", "--set", "island.0.step_time_s=0.01"],
-         "the goodput cell DP, non-elastic, 0.15M chips would need about 1.45e+09 simulator events, above 1e+08"),
+         "the goodput cell DP, non-elastic, 0.15M chips would need about 1.23e+09 simulator events, above 1e+08"),
     case("goodput", "--set of a key every cell sets", ["--set", "island.0.chips=1"],
          "--set island.0.chips=1: the goodput grid sets island.0.chips itself in every cell"),
     case("goodput", "--set of the method", ["--set", "schedule.algorithm=ddp"],
@@ -286,16 +315,27 @@ CASES = [
     case("report", "--sweep missing", [WE, "--sweep", "{tmp}/none.csv"], "cannot read this sweep table"),
     case("report", "--sweep not a sweep table", [WE, "--sweep", "{tmp}/rtt.csv"], "not a sweep table"),
     case("report", "--where without --sweep", [WE, "--where", "a=1"], "--where picks rows of a sweep table"),
+    case("report", "--sweep of another scenario", [WE, "--sweep", "{tmp}/other-sweep.csv"],
+         "other-sweep.csv: a sweep of 'home-lab', not of 'seed-10b-1gbps' (the scenario given)"),
+    case("report", "--sweep --where of no row", [WE, "--sweep", "{tmp}/sweep.csv", "--where", "schedule.inner_steps=7"],
+         "--where schedule.inner_steps=7: no row of the sweep table has schedule.inner_steps = 7"),
+    case("report", "--max-events 0", [WE, "--max-events", "0"], "--max-events must be >= 1"),
+    case("report", "--max-events below the run", [WE, "--max-events", "10"], "raise --max-events"),
     case("report", "--target-utilisation nan", [WE, "--target-utilisation", "nan"], TARGET),
     case("report", "--seeds 0", [WE, "--seeds", "0"], "--seeds must be in [1, 100] (got 0)"),
     case("report", "--seeds huge", [WE, "--seeds", "100000000"], "--seeds must be in [1, 100] (got 100000000)"),
     case("report", "--jobs 0", [WE, "--jobs", "0"], "--jobs must be >= 1"),
     case("report", "--dask at a closed port", [WE, "--dask", "tcp://127.0.0.1:1"], "cannot reach a Dask scheduler"),
+    # trace
+    case("trace", "--max-events 0", [WE, "--max-events", "0"], "--max-events must be >= 1"),
+    case("trace", "--max-events below the run", [WE, "--max-events", "10"], "raise --max-events"),
     # plot
     case("plot", "an unknown kind", ["bandwith", WE], "unknown plot kind 'bandwith' (did you mean 'bandwidth'?)"),
     case("plot", "--size 0x0", ["timeline", WE, "--size", "0x0"], "--size 0x0: each side must be"),
     case("plot", "--size huge", ["timeline", WE, "--size", "100000x100000"], "--size 100000x100000: each side must be"),
     case("plot", "--size not WxH", ["timeline", WE, "--size", "big"], "--size big: write WIDTHxHEIGHT"),
+    case("plot", "--max-events 0", ["timeline", WE, "--max-events", "0"], "--max-events must be >= 1"),
+    case("plot", "--max-events below the run", ["bandwidth", WE, "--max-events", "10"], "raise --max-events"),
     case("plot", "--worker out of range", ["bandwidth", WE, "--worker", "99"],
          "--worker 99: the scenario has workers 0 to 7"),
     case("plot", "--worker negative", ["bandwidth", WE, "--worker", "-1"], "--worker -1: the scenario has workers"),
@@ -425,7 +465,7 @@ def test_the_guard_counts_the_islands_by_islands_matrix(tmp_path):
     assert code == 2 and len(err.strip().splitlines()) == 1
     topology_bytes = 8 * (1 + 2000**2) + 200 * 2000  # the region and island matrices, 200 B per worker
     memory_bytes = topology_bytes + 2000 * 2000  # and 2 kB per worker-sync: 2,000 workers sync once
-    assert (f"wide.toml: latency: the run would take about {memory_bytes / 1e9:.3g} GB of memory "
+    assert (f"wide.toml: --max-events: the run would take about {memory_bytes / 1e9:.3g} GB of memory "
             f"({topology_bytes / 1e9:.3g} GB of it the topology: 2000 islands") in err
 
 

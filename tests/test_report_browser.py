@@ -26,7 +26,7 @@ FIGURES = ("compute_utilisation", "stall_s", "bytes_per_worker", "wall_time_s", 
 # worked-example: H = 500, P = 10, 16 bits, 1 Gbit/s each way, one island of 8 replicas. Each slider's
 # first stop, and the overrides that make it (bandwidth x0.1, half the replicas), worked out by hand.
 FIRST_STOPS = {
-    "inner_steps": ("250", ["schedule.inner_steps=250"]),
+    "inner_steps": ("250", ["schedule.inner_steps=250", "schedule.outer_steps=2"]),  # equal work: 500 steps
     "fragments": ("1", ["schedule.fragments=1"]),
     "bits": ("4", ["schedule.bits=4"]),
     "bandwidth_scale": ("x0.1", ["island.0.upload_gbps=0.1", "island.0.download_gbps=0.1"]),

@@ -66,24 +66,54 @@ def grid() -> WhatIfGrid:
 
 
 def test_a_grid_point_is_the_worked_examples_arithmetic(grid):
-    # H = 250 at 1.5 s: 375 s of compute; 4 bits of 10e9 values: S = 5 GB, M = 4: 2 * 3/4 * S = 7.5 GB
-    # per rank, at 0.1 Gbit/s 600 s; utilisation 375 / 975
+    # H = 250 at equal work (the run's 500 inner steps): 2 outer steps of 375 s of compute at 1.5 s a step;
+    # 4 bits of 10e9 values: S = 5 GB, M = 4: 2 * 3/4 * S = 7.5 GB per rank a sync, at 0.1 Gbit/s 600 s;
+    # utilisation 375 / 975
     point = grid.point([0, 0, 0, 0])
-    assert grid.overrides([0, 0, 0, 0]) == ["schedule.inner_steps=250", "schedule.bits=4",
+    assert grid.overrides([0, 0, 0, 0]) == ["schedule.inner_steps=250", "schedule.outer_steps=2", "schedule.bits=4",
                                             "island.0.upload_gbps=0.1", "island.0.download_gbps=0.1",
                                             "island.0.replicas=4"]
     assert point["compute_utilisation"] == pytest.approx(375 / 975)
-    assert point["stall_s"] == pytest.approx(600)
-    assert point["bytes_per_worker"] == pytest.approx(7.5e9)
-    assert point["wall_time_s"] == pytest.approx(975)
-    # the uplink: nothing during compute, then 0.1 Gbit/s for 600 s
-    assert point["times_s"] == [0.0, 375.0, 975.0] and point["rates_gbps"] == [0.0, 0.1, 0.0]
+    assert point["stall_s"] == pytest.approx(2 * 600)
+    assert point["bytes_per_worker"] == pytest.approx(2 * 7.5e9)
+    assert point["wall_time_s"] == pytest.approx(2 * 975)
+    # the uplink: nothing during compute, then 0.1 Gbit/s for 600 s, twice
+    assert point["times_s"] == [0.0, 375.0, 975.0, 1350.0, 1950.0]
+    assert point["rates_gbps"] == [0.0, 0.1, 0.0, 0.1, 0.0]
+
+
+def test_the_h_slider_keeps_the_work_equal():
+    """The worked example runs 20 x 500 = 10,000 inner steps per worker. H = 250 and H = 1000 cover the
+    same 10,000, in 40 and 10 outer steps; each sync of 16-bit 10e9 values among 8 workers sends
+    2 * 7/8 * 20 GB per rank, 280 s at 1 Gbit/s; so H = 250 takes 40 x (250 x 1.5 + 280) = 26,200 s and
+    H = 1000 10 x (1000 x 1.5 + 280) = 17,800 s: the longer interval is the shorter run."""
+    source = ScenarioSource.read("worked-example")
+    axis = whatif_axes(source.scenario)[0]
+    assert axis.key == "inner_steps" and axis.values == (250, 500, 1000)
+    assert axis.overrides[0] == ("schedule.inner_steps=250", "schedule.outer_steps=40")
+    assert axis.overrides[2] == ("schedule.inner_steps=1000", "schedule.outer_steps=10")
+    variants = [source.variant(*overrides) for overrides in axis.overrides]
+    assert [v.schedule.inner_steps * v.schedule.outer_steps for v in variants] == [10_000] * 3
+    grid = run_whatif(source, [axis], jobs=1)
+    walls = [point["wall_time_s"] for point in grid.points]
+    assert walls == [pytest.approx(40 * (375 + 280)), pytest.approx(20 * (750 + 280)), pytest.approx(10 * (1500 + 280))]
+    assert walls[2] < walls[1] < walls[0]
+
+
+def test_an_h_stop_is_a_divisor_of_the_run_s_steps_and_never_above_them():
+    # one interval of 500 steps: twice H would be more than the run, so H has two stops
+    assert stops(whatif_axes(ScenarioSource.read("worked-example", ONE_INTERVAL).scenario))["inner_steps"] == (
+        (250, 500), 1)
+    # H = 500 over 3 intervals: 1,500 steps; 1,000 does not divide them, 750 (2 outer steps) does
+    three = whatif_axes(ScenarioSource.read("worked-example", ["schedule.outer_steps=3"]).scenario)[0]
+    assert three.values == (250, 500, 750) and three.overrides[2] == ("schedule.inner_steps=750",
+                                                                      "schedule.outer_steps=2")
 
 
 def test_the_scenario_as_written_is_the_middle_of_the_grid(grid):
     # 750 / (750 + 280)
     assert grid.point([axis.start for axis in grid.axes])["compute_utilisation"] == pytest.approx(750 / 1030)
-    assert len(grid.points) == 3 * 3 * 5 * 3 and grid.fixed == ()
+    assert len(grid.points) == 2 * 3 * 5 * 3 and grid.fixed == ()
 
 
 def test_a_combination_the_format_refuses_carries_the_rule():
@@ -117,8 +147,9 @@ def test_a_grid_shrunk_to_one_stop_drops_that_slider_and_says_so():
     assert grid.axes == () and len(grid.points) == 1 and len(grid.fixed) == len(axes)
     assert grid.points[0]["compute_utilisation"] == pytest.approx(750 / 1030)
     page = whatif_section(grid)
-    assert "The full grid of 135 combinations would take more than the 1 simulator events" in page
-    assert "H, inner steps between syncs fixed at 500." in page and "<input" not in page
+    assert "The full grid of 90 combinations would take more than the 1 simulator events" in page
+    assert "H, inner steps between syncs (at equal work: outer steps = inner steps / H) fixed at 500." in page
+    assert "<input" not in page
     assert f"about {estimate(source.scenario).events:.3g} simulator events" in page
 
 

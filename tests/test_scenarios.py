@@ -121,7 +121,7 @@ def test_missing_sections_and_required_keys(scenario_file):
 
 
 def test_duplicate_island_names(scenario_file):
-    with pytest.raises(ScenarioError, match=r"island.1.name: 'eu' is used by another island"):
+    with pytest.raises(ScenarioError, match=r"island.1.name: 'eu' names both island 0 and island 1: names must be unique"):
         load(scenario_file(GOOD.replace('name = "us"', 'name = "eu"')))
 
 

@@ -94,7 +94,7 @@ def test_a_fleet_beyond_the_event_budget_runs_but_its_trace_is_refused_in_one_li
     result = simulate(scenario)
     assert result.summary["workers"] == 10_000 and result.summary["syncs"] == 300
     assert result.summary["idle_s"] > 0  # the jitter makes every worker but the slowest wait
-    with pytest.raises(BudgetExceeded, match="schedule.outer_steps: the trace would have about 1.2e"):
+    with pytest.raises(BudgetExceeded, match="--max-events: the trace would have about 1.2e"):
         _ = result.trace
 
 
@@ -106,7 +106,7 @@ def test_simulate_refuses_a_trace_too_large_before_the_run_and_writes_nothing(ca
                  "--set", "island.0.jitter_cv=0.05", "--trace", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and not out.exists()
-    assert err.count("\n") == 1 and "schedule.outer_steps: the trace would have about 1.2e+07 rows" in err
+    assert err.count("\n") == 1 and "--max-events: the trace would have about 1.2e+07 rows" in err
 
 
 ONE_WORKER = {  # one simulated worker: an island's replicas grouped, or one replica (``Lockstep.play_one``)

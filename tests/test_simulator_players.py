@@ -145,7 +145,7 @@ KEY_PLAYERS = {
     'schedule.bits': ('schedule.bits=8', ('counts', 'lockstep', 'one learner', 'learners')),
     'schedule.backward_overlap': ('schedule.backward_overlap=0.5', ('lockstep', 'one learner', 'learners')),
     'schedule.barrier': ('schedule.barrier=deadline', ()),
-    'schedule.deadline_slack': ('schedule.deadline_slack=0.2', ('counts', 'lockstep', 'one learner', 'learners')),
+    'schedule.deadline_slack': ('schedule.deadline_slack=0.2', ()),  # every base waits: refused, as it does nothing
     'schedule.quorum': ('schedule.quorum=2', ('one learner', 'learners')),
     'schedule.grace_window': ('schedule.grace_window=5', ('counts', 'lockstep', 'one learner', 'learners')),
     'schedule.elastic': ('schedule.elastic=true', ('counts', 'lockstep', 'one learner', 'learners')),
@@ -173,6 +173,7 @@ KEY_PLAYERS = {
     'island.step_time_s': ('island.0.step_time_s=2', ('counts', 'lockstep', 'one learner', 'learners')),
     'island.gpus': (None, ('lockstep', 'one learner', 'counts', 'learners')),
     'island.gpu': (None, ('lockstep', 'one learner', 'counts', 'learners')),
+    'island.memory_gb': ('island.0.memory_gb=1000', ('counts', 'lockstep', 'one learner', 'learners')),
     'island.mfu': (None, ('lockstep', 'one learner', 'counts', 'learners')),
     'island.jitter_cv': ('island.0.jitter_cv=0.05', ('lockstep', 'learners')),
     'island.bandwidth_gbps': ('island.0.bandwidth_gbps=2', ('counts', 'lockstep', 'one learner', 'learners')),
@@ -185,13 +186,13 @@ KEY_PLAYERS = {
     'island.region': (None, ('lockstep', 'one learner', 'learners')),
     'island.present': (None, ()),
     'island.mtbf_s': ('island.0.mtbf_s=50000', ('counts',)),
-    'island.mttr_s': ('island.0.mttr_s=5000', ('counts', 'lockstep', 'one learner', 'learners')),
+    'island.mttr_s': ('island.0.mttr_s=5000', ('counts',)),  # refused without mtbf_s, which counts alone sets
     'island.chips': ('island.0.chips=2', ('counts', 'lockstep', 'one learner', 'learners')),
     'island.chip_mtbf_s': (None, ()),
     'island.recovery_s': (None, ('lockstep', 'one learner', 'counts', 'learners')),
     'island.cost_per_hour': ('island.0.cost_per_hour=3', ('counts', 'lockstep', 'one learner', 'learners')),
-    'syncer.bandwidth_gbps': ('syncer.bandwidth_gbps=10', ('counts', 'lockstep')),
-    'syncer.latency_ms': ('syncer.latency_ms=5', ('counts', 'lockstep', 'one learner', 'learners')),
+    'syncer.bandwidth_gbps': ('syncer.bandwidth_gbps=10', ()),  # refused on coupled schedules
+    'syncer.latency_ms': ('syncer.latency_ms=5', ('one learner', 'learners')),
     'syncer.region': (None, ('lockstep', 'one learner', 'learners')),
 }
 

@@ -30,6 +30,8 @@ def plan_with(islands, late=0, algorithm="diloco", **schedule):
                 "schedule": {"algorithm": algorithm, "outer_steps": 4, "inner_steps": 4, **schedule},
                 "network": {"detection_timeout_s": TIMING.detection_s},
                 "island": workers, "trainer": {**TINY, "elastic": True}}
+    if late:  # the event the harness plays itself (``elastic_run``'s join_at_s): an absent island must join
+        document["event"] = [{"at_s": 0.0, "island": "late", "kind": "join"}]
     return make_run_plan(from_dict(document))
 
 

@@ -3,7 +3,8 @@
 A team does not pick H for utilisation alone: a larger H hides more of the network but loses more
 loss per token, so it needs more tokens to reach the same loss. The candidates (``candidates``) are
 each of the scenario's schedules that runs, at each H of ``H_GRID`` up to the run's steps plus the
-scenario's own H and the utilisation plan's answer, at each wire precision no wider than the model's
+scenario's own H and the utilisation plan's answer (where it fits in the run's steps; else said
+so in the plan's notes), at each wire precision no wider than the model's
 values, and at each P of ``FRAGMENTS_GRID`` for a schedule that splits the model; DDP has no H and
 keeps the scenario's precision. For each, this module takes
 
@@ -213,7 +214,8 @@ def make_objective_plan(source: ScenarioSource, objective: str, algorithms: Sequ
     check_objective(objective, scenario)
     budget_steps = schedule_of(scenario).total_steps(scenario.schedule)
     cost_per_hour = fleet_cost_per_hour(scenario)
-    chosen = candidates(scenario, algorithms, budget_steps, extra_h or {}, profile)
+    within, beyond = run_h(extra_h or {}, budget_steps)
+    chosen = candidates(scenario, algorithms, budget_steps, within, profile)
     shapes = same_shape(chosen)
     priced = run_tasks(price_all, [(source, group, budget_steps, cost_per_hour, profile, tuple(seeds))
                                    for group in shapes], weights=[len(group) for group in shapes],
@@ -228,9 +230,18 @@ def make_objective_plan(source: ScenarioSource, objective: str, algorithms: Sequ
             plan.outcomes.append(result)
         else:
             refused.setdefault(candidate.algorithm, []).append(f"{candidate.settings()}: {result}")
-    plan.left_out = [f"{len(lines)} {algorithm} candidates refused by its rules, e.g. at {lines[0]}"
-                     for algorithm, lines in refused.items()]
+    plan.left_out = [*beyond, *(f"{len(lines)} {algorithm} candidates refused by its rules, e.g. at {lines[0]}"
+                                for algorithm, lines in refused.items())]
     return plan
+
+
+def run_h(extra_h: dict[str, int], budget_steps: int) -> tuple[dict[str, int], list[str]]:
+    """The extra H that fit in the run's ``budget_steps`` inner steps, and a line for each one left
+    out: an H above the run's steps would price more work than the run has (an interval never ended)."""
+    within = {algorithm: h for algorithm, h in extra_h.items() if h <= budget_steps}
+    beyond = [f"{algorithm} at H={h} (the utilisation plan's answer) not priced: above the run's "
+              f"{budget_steps:,} inner steps" for algorithm, h in extra_h.items() if h > budget_steps]
+    return within, beyond
 
 
 def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:

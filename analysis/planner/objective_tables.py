@@ -29,7 +29,11 @@ def time_text(outcome: Outcome) -> str:
 
 
 def cost_text(outcome: Outcome) -> str:
-    return "-" if outcome.cost is None else f"{outcome.cost:,.0f}"
+    """Whole units from 100 up (12,345), else three significant digits (12.3, 0.00125): never 0 for a
+    cost that is not."""
+    if outcome.cost is None:
+        return "-"
+    return f"{outcome.cost:,.0f}" if outcome.cost >= 100 else f"{outcome.cost:.3g}"
 
 
 def planned(plan: ObjectivePlan, utilisation_h: dict[str, int]) -> list[Outcome]:

@@ -1,6 +1,7 @@
 """A heatmap of one summary figure over two parameters of a sweep table.
 
-Cells are means over seeds; a combination that was not a valid scenario is a grey cell marked
+Cells are means over seeds, each with its sample standard deviation over them ("± sd") where the
+sweep ran several; a combination that was not a valid scenario is a grey cell marked
 ``invalid``. Any other parameter the sweep varies must be pinned with ``where`` (``--where``), so a
 cell never silently averages over, say, three bandwidths.
 """
@@ -108,6 +109,17 @@ def cell_grid(table: pd.DataFrame, x: str, y: str, metric: str) -> tuple[pd.Data
     return means, invalid.reindex(index=ys, columns=xs).fillna(False).astype(bool)
 
 
+def cell_spread(table: pd.DataFrame, means: pd.DataFrame, y: str, x: str, metric: str) -> pd.DataFrame:
+    """The sample standard deviation of ``metric`` over seeds per cell of ``means`` (empty for one seed)."""
+    valid = table[table["valid"].astype(bool)]
+    spread = valid.pivot_table(index=y, columns=x, values=metric, aggfunc="std")
+    return spread.reindex(index=means.index, columns=means.columns)
+
+
+def seed_count(rows: pd.DataFrame) -> int:
+    return int(rows["seed"].nunique()) if "seed" in rows else 1
+
+
 def sort_key(value: object) -> tuple:
     return (0, float(value), "") if isinstance(value, (int, float, np.number)) else (1, 0.0, str(value))
 
@@ -121,6 +133,7 @@ def heatmap_figure(table: pd.DataFrame, x: str | None = None, y: str | None = No
     x, y = choose_axes(rows, x, y)
     means, invalid = cell_grid(rows, x, y, metric)
     values = means.to_numpy(dtype=float)
+    spreads = cell_spread(rows, means, y, x, metric).to_numpy(dtype=float) if seed_count(rows) > 1 else None
     label, factor, text = metric_style(metric, values)
     shown = values * factor
     norm = colour_norm(metric, shown)
@@ -131,7 +144,9 @@ def heatmap_figure(table: pd.DataFrame, x: str | None = None, y: str | None = No
     for (row, column), value in np.ndenumerate(values):
         if np.isfinite(value):
             dark = sum(cmap(norm(value * factor))[:3]) / 3 < 0.5
-            ax.text(column, row, text(value), ha="center", va="center", color="white" if dark else "black")
+            spread = "" if spreads is None or not np.isfinite(spreads[row, column]) else \
+                f"\n± {text(spreads[row, column])}"
+            ax.text(column, row, text(value) + spread, ha="center", va="center", color="white" if dark else "black")
         elif invalid.iat[row, column]:
             ax.text(column, row, INVALID_TEXT, ha="center", va="center", color="#555555")
     ax.set_xticks(range(len(means.columns)), [value_text(v) for v in means.columns])
@@ -156,7 +171,7 @@ def colour_norm(metric: str, shown: np.ndarray) -> Normalize:
 def heatmap_title(rows: pd.DataFrame, label: str, x: str, y: str, where: Sequence[str]) -> str:
     facts = [str(rows[key].dropna().iloc[0]) for key in ("scenario", "algorithm") if key in rows and rows[key].nunique() == 1]
     scenario = f"{', '.join(schedule_label(fact) for fact in facts)}: " if facts else ""
-    seeds = rows["seed"].nunique() if "seed" in rows else 1
-    notes = [*where, *([f"mean over {seeds} seeds"] if seeds > 1 else [])]
+    seeds = seed_count(rows)
+    notes = [*where, *([f"mean ± sample sd over {seeds} seeds"] if seeds > 1 else [])]
     suffix = f" ({', '.join(notes)})" if notes else ""
     return f"{scenario}{label.split(' (')[0]} by {parameter_label(x)} and {parameter_label(y)}{suffix}"

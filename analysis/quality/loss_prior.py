@@ -29,9 +29,14 @@ does not price it and says so in the estimate's ``notes``.
 
 **Bounds**: the laws are pure power laws without an irreducible term, so at about 6.5e10 parameters
 the data-parallel law falls below Chinchilla's irreducible loss E = 1.69 (and at 1e14 it would
-predict 0.84). The prior never goes below E: the loss is clamped there and the estimate says so (E is
-Hoffmann et al.'s, fitted on MassiveText, not C4: a stand-in floor, marked as one). Sizes outside the
-fitted 35M-2.4B and the paper's own check runs up to 10B (Table 5) are marked as extrapolated.
+predict 0.84). DDP's loss is clamped there and the estimate says so (E is Hoffmann et al.'s, fitted on
+MassiveText, not C4: a stand-in floor, marked as one). A schedule's loss is DDP's clamped loss times
+its relative penalty (1 + p), so a penalty survives the clamp; only a schedule better than DDP at the
+floor is clamped too (nothing goes below E). Sizes outside the fitted 35M-2.4B and the paper's own
+check runs up to 10B (Table 5) are marked as extrapolated. Beyond 10B the DiLoCo laws' ratio to the DP
+law is held at its value at 10B, the largest size the paper ran: extrapolated, the two exponents
+diverge (at 1e12, M = 8 would beat DP by 3.0%, while Table 5 shows the gap at 10B no smaller than at
+2.4B), and the estimate says so.
 
 **Tokens to DDP's loss** (``extra_tokens_factor``): a schedule whose loss at D tokens is (1 + p) times
 DDP's needs D' tokens to reach DDP's loss at D, from Hoffmann et al. 2022's fit L(N, D) = E + A / N^a
@@ -97,12 +102,12 @@ def irreducible_loss() -> float:
     return CHINCHILLA["E"]
 
 
-def bounded(loss: float) -> tuple[float, tuple[str, ...]]:
-    """``loss``, or the irreducible loss and a note where the power law went below it."""
+def bounded(loss: float, what: str) -> tuple[float, tuple[str, ...]]:
+    """``loss``, or the irreducible loss and a note where ``what`` went below it."""
     floor = irreducible_loss()
     if loss >= floor:
         return loss, ()
-    return floor, (f"the power law gives {loss:.3f}, below the irreducible loss E = {floor:g} "
+    return floor, (f"{what} gives {loss:.3f}, below the irreducible loss E = {floor:g} "
                    f"(Chinchilla's, MassiveText): clamped at E",)
 
 
@@ -129,6 +134,19 @@ def diloco_loss(parameters: float, replicas: int) -> tuple[float, tuple[str, ...
     log_loss = ((1 - weight) * math.log(power_law(DILOCO_LAWS[low], parameters))
                 + weight * math.log(power_law(DILOCO_LAWS[high], parameters)))
     return math.exp(log_loss), ()
+
+
+def replicas_factor(parameters: float, replicas: int) -> tuple[float, list[str]]:
+    """DiLoCo's loss over DP's at H = 30 (``diloco_loss``), with the two laws taken at N but no
+    further than the largest size the paper ran (module docstring), and notes."""
+    checked = FITTED_PARAMETERS[1]
+    at = min(parameters, checked)
+    loss, notes = diloco_loss(at, replicas)
+    factor = loss / data_parallel_loss(at)
+    if parameters > checked:
+        notes += (f"DiLoCo against DP held at its N = {checked:.3g} value ({100 * (factor - 1):+.2f}%), the largest "
+                  "size the scaling-law paper ran: its laws' ratio beyond is extrapolated",)
+    return factor, list(notes)
 
 
 def schedule_notes(declared: Schedule, schedule) -> tuple[float, list[str]]:
@@ -168,7 +186,7 @@ def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | N
     declared = SCHEDULES[name]
     parameters = scenario.model.parameters
     law_baseline = data_parallel_loss(parameters)
-    baseline, floor_notes = bounded(law_baseline)
+    baseline, floor_notes = bounded(law_baseline, "DDP's power law")
     marks = (*size_notes(parameters), *floor_notes)
     if declared.exchanged == GRADIENT:
         return LossEstimate(baseline, 0.0, marks)
@@ -183,7 +201,7 @@ def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | N
                 where += (f", applied at {parameters:.3g}: the scaling-law tables show the penalty "
                           "shrinking as N grows")
             return finished(baseline, baseline * (1 + relative), (where, *notes, *marks), measured=True)
-    loss, replica_notes = diloco_loss(parameters, scenario.worker_count)
+    m_factor, replica_notes = replicas_factor(parameters, scenario.worker_count)
     factor, notes = schedule_notes(declared, schedule)
     if "inner_steps" in declared.reads:
         h_factor, h_notes = inner_steps_factor(schedule.inner_steps, parameters)
@@ -191,12 +209,13 @@ def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | N
         notes += h_notes
     fallback = [f"the profile has no point for {name}, {schedule.bits} bits, {declared.fragments(schedule)} "
                 "fragments: the prior used"] if profile is not None else []
-    return finished(baseline, baseline * loss / law_baseline * factor, (*fallback, *replica_notes, *notes, *marks))
+    return finished(baseline, baseline * m_factor * factor, (*fallback, *replica_notes, *notes, *marks))
 
 
 def finished(baseline: float, loss: float, notes: tuple[str, ...], measured: bool = False) -> LossEstimate:
-    """The estimate with its loss bounded below (a note where it was clamped)."""
-    loss, floor_notes = bounded(loss)
+    """The estimate with its loss (DDP's ``baseline``, clamped, times the schedule's 1 + p) bounded
+    below: only a schedule better than DDP at the floor is clamped (a note where it was)."""
+    loss, floor_notes = bounded(loss, f"DDP's {baseline:.3f} x ({100 * (loss / baseline - 1):+.2f}%)")
     notes = tuple(dict.fromkeys((*notes, *floor_notes)))
     return LossEstimate(loss, loss / baseline - 1, notes, measured)
 
@@ -207,13 +226,14 @@ def chinchilla_loss(parameters: float, tokens: float) -> float:
     return c["E"] + c["A"] / parameters ** c["alpha"] + c["B"] / tokens ** c["beta"]
 
 
-def extra_tokens_factor(parameters: float, relative_to_dp: float) -> float:
-    """D' / D: the tokens a schedule with loss (1 + p) x DDP's needs to reach DDP's loss at the
-    Chinchilla-optimal D = 20 N (module docstring); infinity where no amount of data reaches it."""
+def extra_tokens_factor(parameters: float, relative_to_dp: float, tokens: float | None = None) -> float:
+    """D' / D: the tokens a schedule with loss (1 + p) x DDP's needs to reach DDP's loss at D =
+    ``tokens`` (default the Chinchilla-optimal 20 N; module docstring); infinity where no amount of
+    data reaches it."""
     if relative_to_dp == 0:
         return 1.0
     c = CHINCHILLA
-    tokens = CHINCHILLA_TOKENS_PER_PARAMETER * parameters
+    tokens = tokens or CHINCHILLA_TOKENS_PER_PARAMETER * parameters
     target = chinchilla_loss(parameters, tokens)
     data_term = target / (1 + relative_to_dp) - c["E"] - c["A"] / parameters ** c["alpha"]
     if data_term <= 0:

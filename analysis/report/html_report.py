@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from islands import __version__
 from islands.io import output_format, write_text
-from islands.scenarios import ScenarioSource, as_source
+from islands.scenarios import Scenario, ScenarioSource, as_source
 from islands.schedules import DiLoCo, switch_to
 from islands.simulator import SimResult, simulate
 from islands.tables import COLUMNS
@@ -101,16 +101,29 @@ def heatmap_grid(source: ScenarioSource) -> dict[str, list[float]]:
     }
 
 
-def heatmap_part(source: ScenarioSource, sweep_table: pd.DataFrame | None, where: Sequence[str],
-                 jobs: int | None, executor: Executor | None, progress: Progress | None = None) -> str:
-    if sweep_table is not None:
-        caption = "Compute utilisation over the two parameters of the given sweep table (mean over seeds)."
-        return image(heatmap_figure(sweep_table, where=where), "heatmap of the sweep") + note(caption)
+def table_heatmap(sweep_table: pd.DataFrame, where: Sequence[str]) -> str:
+    """The heatmap of a given sweep table (``islands sweep``), its other parameters pinned by ``where``."""
+    caption = ("Compute utilisation over the two parameters of the given sweep table (the mean over seeds, "
+               "with its sample standard deviation where the sweep ran several).")
+    return image(heatmap_figure(sweep_table, where=where), "heatmap of the sweep") + note(caption)
+
+
+def swept_heatmap(source: ScenarioSource, jobs: int | None, executor: Executor | None,
+                  progress: Progress | None = None) -> str:
+    """DiLoCo's utilisation over H and bandwidth (``heatmap_grid``), swept here."""
     diloco = source.with_symmetric_links().with_overrides(*switch_to(DiLoCo.name))
-    table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor, progress=progress)
+    table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor, progress=progress,
+                      max_events=source.max_events)
     caption = ("DiLoCo compute utilisation by H and bandwidth per island (every island's link at that rate): "
                "move right for a longer sync interval, up for a faster link.")
     return image(heatmap_figure(table), "heatmap of utilisation by H and bandwidth") + note(caption)
+
+
+def tokens_text(scenario: Scenario) -> str:
+    """What the loss plot takes each run to consume."""
+    if scenario.model.tokens_per_step:
+        return "the scenario's tokens (model.tokens_per_step x inner steps x workers)"
+    return "20 N tokens (Chinchilla-optimal: the scenario gives no model.tokens_per_step)"
 
 
 def build_report(scenario: str | Path | ScenarioSource, overrides: Sequence[str] = (), target: float = 0.95,
@@ -120,19 +133,21 @@ def build_report(scenario: str | Path | ScenarioSource, overrides: Sequence[str]
                  results: Mapping[str, SimResult] | None = None) -> str:
     """The report as an HTML string. ``sweep_table`` (from ``islands sweep``) replaces the default
     heatmap sweep, ``where`` pins its other parameters (``KEY=VALUE``); ``fragments`` and ``seeds``
-    are the plan's (see ``make_utilisation_plan``); ``results``: the schedules already simulated at equal work
-    (``simulate_schedules``), if at hand; ``progress(stage)``: the progress callback of each long
-    stage (``progress.Stages``)."""
+    are the plan's (see ``make_utilisation_plan``); every run is held to the source's ``max_events``;
+    ``results``: the schedules already simulated at equal work (``simulate_schedules``), if at hand;
+    ``progress(stage)``: the progress callback of each long stage (``progress.Stages``)."""
     stage = progress or (lambda name: None)
     source = as_source(scenario, overrides)
     base = source.scenario
+    # a given sweep table is drawn first, so that a --where or an axis it lacks is refused before any work
+    given = table_heatmap(sweep_table, where) if sweep_table is not None else None
     results = results or simulate_schedules(source)
     summaries = {name: result.summary for name, result in results.items()}
     plan = make_utilisation_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs,
-                                 executor=executor, progress=stage("plan searches"))
+                                 executor=executor, progress=stage("plan searches"), max_events=source.max_events)
     whatif = run_whatif(source, whatif_axes(base), executor=executor, jobs=jobs, progress=stage("what-if grid"))
-    heatmap = heatmap_part(source, sweep_table, where, jobs, executor, stage("heatmap sweep"))
-    timeline_run = simulate(base)
+    heatmap = given or swept_heatmap(source, jobs, executor, stage("heatmap sweep"))
+    timeline_run = simulate(base, source.max_events)
     parts = [
         f"<h1>{html.escape(base.name)}</h1>",
         note(base.description) if base.description else "",
@@ -153,10 +168,10 @@ def build_report(scenario: str | Path | ScenarioSource, overrides: Sequence[str]
         section("Where the time goes", image(breakdown_figure(summaries, base.name), "time breakdown")),
         section("Predicted loss against wall-clock time",
                 image(loss_time_figure(summaries, base), "predicted loss against wall-clock time"),
-                note("Each run above taken as 20 N tokens (Chinchilla-optimal), its loss at equal tokens from the "
-                     "published tables (islands quality shows each factor and what is not priced); dashed: the "
-                     "same pace on to DDP's final loss. `islands plan --objective time-to-loss` searches H and "
-                     "wire precision for the soonest.")),
+                note(f"Each run above consumes {tokens_text(base)} evenly over its wall time (log axis), its loss "
+                     "at equal tokens from the published tables (islands quality shows each factor and what is not "
+                     "priced); dashed: the same pace on to DDP's final loss. `islands plan --objective "
+                     "time-to-loss` searches H and wire precision for the soonest.")),
         section("Utilisation by H and bandwidth", heatmap),
         section("Plan", note(f"Found by searching the simulator: {plan.runs} runs."),
                 *(plan_section(table) for table in plan_tables(plan))),

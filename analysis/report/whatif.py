@@ -6,6 +6,9 @@ the scenario format refuses it.
     >>> from islands.analysis.report.whatif import whatif_axes, run_whatif
     >>> grid = run_whatif(source, whatif_axes(source.scenario))   # doctest: +SKIP
 
+The H slider keeps the work equal: each stop H runs the scenario's own inner steps per worker, in
+(total inner steps / H) outer steps, its stops the divisors of those steps nearest half, once and
+twice the scenario's H (a stop that would be the scenario's own, or above the whole run, is dropped).
 The bandwidth scale multiplies every island's access link, each direction (``upload_gbps`` and
 ``download_gbps``), so asymmetric and mixed fleets keep their shape; M multiplies every island's
 replicas (at least one each). An axis a schedule ignores (P outside the fragmented schedules, H under
@@ -29,7 +32,7 @@ from typing import Any
 from islands.numbers import is_finite_number
 from islands.scenarios import Scenario, ScenarioError, ScenarioSource
 from islands.scenarios.spec import WIRE_BITS
-from islands.schedules import GRADIENT, SCHEDULES
+from islands.schedules import GRADIENT, SCHEDULES, schedule_of
 from islands.simulator import guard, simulate
 
 from ..link_rates import rate_steps
@@ -110,9 +113,7 @@ def whatif_axes(scenario: Scenario) -> list[WhatIfAxis]:
     schedule = scenario.schedule
     axes = []
     if SCHEDULES[schedule.algorithm].exchanged != GRADIENT:
-        h = schedule.inner_steps
-        axes.append(axis_of("inner_steps", "H, inner steps between syncs", [max(1, round(h * f)) for f in H_FACTORS],
-                            h, lambda v: [f"schedule.inner_steps={v}"]))
+        axes.append(inner_steps_axis(scenario))
     if splits_model(scenario):
         p = schedule.fragments
         axes.append(axis_of("fragments", "P, fragments", [1, max(1, p // 2), 2 * p], p,
@@ -127,6 +128,21 @@ def whatif_axes(scenario: Scenario) -> list[WhatIfAxis]:
     axes.append(axis_of("workers", "M, workers (each island's replicas scaled)", workers,
                         scenario.worker_count, lambda m: replica_overrides(scenario, workers[m])))
     return axes
+
+
+def inner_steps_axis(scenario: Scenario) -> WhatIfAxis:
+    """H at equal work: the divisors of the run's inner steps per worker nearest ``H_FACTORS`` x H, each
+    with the outer steps that make the same inner steps (module docstring)."""
+    h, total_steps = scenario.schedule.inner_steps, schedule_of(scenario).total_steps(scenario.schedule)
+    return axis_of("inner_steps", "H, inner steps between syncs (at equal work: outer steps = inner steps / H)",
+                   [divisor_near(total_steps, h * f) for f in H_FACTORS], h,
+                   lambda v: [f"schedule.inner_steps={v}", f"schedule.outer_steps={total_steps // v}"])
+
+
+def divisor_near(number: int, target: float) -> int:
+    """The divisor of ``number`` nearest ``target`` (the smaller of two as near)."""
+    small = [d for d in range(1, math.isqrt(number) + 1) if number % d == 0]
+    return min({*small, *(number // d for d in small)}, key=lambda d: (abs(d - target), d))
 
 
 def bandwidth_overrides(scenario: Scenario, scale: float) -> list[str]:

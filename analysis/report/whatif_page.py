@@ -167,7 +167,9 @@ def grid_summary(grid: WhatIfGrid) -> str:
 def whatif_section(grid: WhatIfGrid) -> str:
     """The panel's HTML, with its data and script."""
     caption = (f"Each combination of the sliders is one simulator run, made when this page was written: "
-               f"{grid_summary(grid)} The plot spans the first {PLOT_INTERVALS} outer intervals (or the whole run).")
+               f"{grid_summary(grid)} The H slider keeps the work equal, as the table above: every stop runs the "
+               f"scenario's inner steps per worker, in (inner steps / H) outer steps. The plot spans the first "
+               f"{PLOT_INTERVALS} outer intervals (or the whole run).")
     return (f"<div class='whatif'><form id='whatif-form' onsubmit='return false'>"
             f"{''.join(slider(axis) for axis in grid.axes)}</form>"
             f"<div><dl>{figure_rows()}</dl><p id='whatif-error' class='error'></p>"

@@ -9,6 +9,7 @@ dotted key whose first part is a section (``schedule.inner_steps``) or ``island`
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +25,7 @@ MAXIMISED_SUFFIX = "utilisation"
 TIE_BREAKERS = ("peak_bandwidth_gbps", "bandwidth_needed_gbps")
 NOT_FIGURES = ("seed", "run", "valid", "complete")
 TEXT_COLUMNS = ("error", "incomplete_reason")
+SPREAD_SUFFIX = "_sd"  # a figure's sample standard deviation over seeds, beside its mean
 
 
 def parquet_available() -> bool:
@@ -62,6 +64,17 @@ def read_sweep(path: str | Path) -> pd.DataFrame:
         raise UserError(f"{path}: not a sweep table (no {'valid' if missing else 'parameter'} column); "
                         "write one with `islands sweep`")
     return table
+
+
+def check_sweep_of(table: pd.DataFrame, scenario: str, path: str | Path) -> None:
+    """Refuse, in one line, a sweep table whose runs name another scenario than ``scenario`` (its
+    ``scenario`` column, as ``islands sweep`` writes it; a table without one is not checked)."""
+    if "scenario" not in table.columns:
+        return
+    names = sorted({str(name) for name in table["scenario"].dropna()})
+    if names and names != [scenario]:
+        raise UserError(f"{path}: a sweep of {', '.join(map(repr, names))}, not of {scenario!r} (the scenario "
+                        "given): sweep this one with `islands sweep`")
 
 
 def is_parameter(column: str) -> bool:
@@ -113,26 +126,33 @@ def finished_rows(table: pd.DataFrame) -> pd.DataFrame:
     return table[valid & whole]
 
 
-def mean_over_seeds(table: pd.DataFrame) -> pd.DataFrame:
-    """Finished rows averaged over seeds: one row per combination of the other parameters, with ``seeds``.
-    Combinations with a run cut short are left out (see ``finished_rows``)."""
+def mean_over_seeds(table: pd.DataFrame, spread: Sequence[str] = ()) -> pd.DataFrame:
+    """Finished rows averaged over seeds: one row per combination of the other parameters, with ``seeds``
+    and, for each column of ``spread``, ``<column>_sd``: its sample standard deviation over the seeds
+    (n - 1 in the denominator; empty for one seed). Combinations with a run cut short are left out (see
+    ``finished_rows``)."""
     valid = finished_rows(table)
     keys = [column for column in parameter_columns(table) if column != "seed"]
     numeric = [c for c in valid.columns
                if pd.api.types.is_numeric_dtype(valid[c]) and c not in keys and c not in NOT_FIGURES]
     if not keys:
-        return valid[numeric].mean().to_frame().T.assign(seeds=len(valid)) if len(valid) else valid[numeric]
+        if not len(valid):
+            return valid[numeric]
+        spreads = valid[list(spread)].std(ddof=1).add_suffix(SPREAD_SUFFIX)
+        return pd.concat([valid[numeric].mean(), spreads]).to_frame().T.assign(seeds=len(valid))
     grouped = valid.groupby(keys, sort=False, dropna=False)
-    return grouped[numeric].mean().join(grouped.size().rename("seeds")).reset_index()
+    means = grouped[numeric].mean().join(grouped[list(spread)].std(ddof=1).add_suffix(SPREAD_SUFFIX))
+    return means.join(grouped.size().rename("seeds")).reset_index()
 
 
 def best_rows(table: pd.DataFrame, rank_by: str = "compute_utilisation", top: int = 5) -> pd.DataFrame:
-    """The ``top`` combinations by ``rank_by`` (highest utilisation, else lowest), averaged over seeds.
+    """The ``top`` combinations by ``rank_by`` (highest utilisation, else lowest), averaged over seeds,
+    with ``<rank_by>_sd``, its standard deviation over the seeds (``mean_over_seeds``).
 
     Ties go to the cheaper network: lower peak bandwidth, then lower bandwidth needed.
     """
     numeric_column(table, rank_by, "--rank-by")
-    means = mean_over_seeds(table)
+    means = mean_over_seeds(table, [rank_by])
     order = [rank_by, *(key for key in TIE_BREAKERS if key in means and key != rank_by)]
     ascending = [not maximised(rank_by)] + [True] * (len(order) - 1)
     return means.sort_values(order, ascending=ascending, kind="stable").head(top).reset_index(drop=True)

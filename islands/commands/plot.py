@@ -7,10 +7,11 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+from dataclasses import replace
 
 from islands.errors import UserError
 
-from .common import add_scenario_arguments
+from .common import add_max_events_argument, add_scenario_arguments, check_max_events
 
 KINDS = {
     "bandwidth": "rate over time on one access link under DDP, DiLoCo and Streaming DiLoCo",
@@ -43,6 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "e.g. peak_bandwidth_gbps)")
     parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                         help="heatmap: keep rows with this parameter value (for sweeps of more than two keys)")
+    add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -73,7 +75,7 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int], output: str):
             raise UserError("--set applies to scenarios; a heatmap reads a sweep table")
         refuse_shared_paths({"--output": output}, {"the sweep table": args.scenario})
         return heatmap_figure(read_sweep(args.scenario), args.x, args.y, args.metric, args.where, size_px)
-    source = ScenarioSource.read(args.scenario, args.overrides)
+    source = replace(ScenarioSource.read(args.scenario, args.overrides), max_events=args.max_events)
     refuse_shared_paths({"--output": output}, dict(source.inputs))
     scenario = source.scenario
     if args.kind == "bandwidth":
@@ -81,7 +83,7 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int], output: str):
     if args.kind == "timeline":
         intervals = parse_intervals(args.intervals)
         max_workers = None if args.all_workers else MAX_WORKERS_SHOWN
-        return timeline_figure(simulate(scenario).trace, scenario, intervals, size_px, max_workers)
+        return timeline_figure(simulate(scenario, args.max_events).trace, scenario, intervals, size_px, max_workers)
     results = simulate_schedules(source)
     for line in left_out_notes(source):
         print(line, file=sys.stderr)
@@ -95,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from islands.io import PLOT_FORMATS, check_output, is_stdout, shown
 
     check_kind(args.kind)
+    check_max_events(args.max_events)
     output = args.output or f"{args.kind}.png"
     check_output(output, PLOT_FORMATS)
     size_px = parse_size(args.size)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from .common import (
     add_dask_argument,
+    add_max_events_argument,
     add_network_profile_argument,
     add_scenario_arguments,
+    check_max_events,
     check_outputs,
     dask_executor,
     read_source,
@@ -37,6 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seeds", type=int, default=1, metavar="N",
                         help="average the plan's utilisations over N seeds (for jitter and churn; default 1)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)")
+    add_max_events_argument(parser)
     add_dask_argument(parser)
     parser.set_defaults(handler=run)
 
@@ -45,9 +49,10 @@ def run(args: argparse.Namespace) -> int:
     from islands.analysis.planner.plan import MAX_SEEDS, check_target
     from islands.analysis.progress_bar import Stages
     from islands.analysis.report.html_report import REPORT_FORMATS, build_report, write_report
-    from islands.analysis.sweep.sweep_table import read_sweep
+    from islands.analysis.sweep.sweep_table import check_sweep_of, read_sweep
     from islands.errors import UserError
     from islands.io import check_output, is_stdout, shown
+    from islands.simulator import guard
 
     check_output(args.output, REPORT_FORMATS)
     check_target(args.target_utilisation)
@@ -57,9 +62,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     if args.where and not args.sweep:
         raise UserError("--where picks rows of a sweep table: give one with --sweep TABLE")
-    source = read_source(args)
+    check_max_events(args.max_events)
+    source = replace(read_source(args), max_events=args.max_events)
+    guard(source.scenario, args.max_events)  # the scenario's own run, before the report's many
     check_outputs({"--output": args.output}, REPORT_FORMATS, [*source.inputs, ("--sweep", args.sweep)])
     sweep_table = read_sweep(args.sweep) if args.sweep else None
+    if sweep_table is not None:
+        check_sweep_of(sweep_table, source.scenario.name, args.sweep)
     stages = Stages("report")
     try:
         with dask_executor(args.dask) as executor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from islands.analysis.display_units import percent_text, rate_text
@@ -69,11 +70,17 @@ def cell(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def best_table(best: pd.DataFrame) -> str:
-    from islands.analysis.sweep.sweep_table import parameter_columns
+def best_table(best: pd.DataFrame, rank_by: str = "compute_utilisation", seeds: int = 1) -> str:
+    """The best rows, one column per figure; over several seeds, the spread of ``rank_by`` beside them
+    (its sample standard deviation over the seeds: ``best_rows``)."""
+    from islands.analysis.sweep.sweep_table import SPREAD_SUFFIX, parameter_columns
 
     keys = [column for column in parameter_columns(best) if column != "seed"]
-    figures = [(label, column, fmt) for label, column, fmt in FIGURES if column in best]
+    figures: list[tuple[str, str, Callable[[Any], str]]] = [(label, column, fmt) for label, column, fmt in FIGURES
+                                                          if column in best]
+    if seeds > 1:
+        fmt = next((f for _, c, f in FIGURES if c == rank_by), cell)
+        figures.append((f"sd of {rank_by} over seeds", rank_by + SPREAD_SUFFIX, fmt))
     header = [*keys, *(label for label, _, _ in figures)]
     rows = [[*(cell(row[k]) for k in keys), *(fmt(row[c]) for _, c, fmt in figures)] for _, row in best.iterrows()]
     return render(rows, header)
@@ -157,7 +164,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     order = "highest" if maximised(args.rank_by) else "lowest"
     seed_count = table.loc[table["valid"], "seed"].nunique()
-    seeds = f", mean over {seed_count} seeds" if seed_count > 1 else ""
+    seeds = (f", mean over {seed_count} seeds; sd: the sample standard deviation over them"
+             if seed_count > 1 else "")
     print(f"\nBest {len(best)} by {args.rank_by} ({order} first{seeds}):")
-    print(best_table(best))
+    print(best_table(best, args.rank_by, seed_count))
     return 0

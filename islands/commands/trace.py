@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_scenario_arguments, path_text, read_source
+from .common import (
+    add_max_events_argument,
+    add_scenario_arguments,
+    check_max_events,
+    path_text,
+    read_source,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -15,6 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_scenario_arguments(parser)
     parser.add_argument("-o", "--output", default="trace.json", metavar="JSON", type=path_text,
                         help="file to write, .json; - for stdout (default trace.json)")
+    add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -25,8 +32,9 @@ def run(args: argparse.Namespace) -> int:
 
     refuse_shared_paths({"--output": args.output}, {"the scenario": args.scenario})
     check_output(args.output, TRACE_FORMATS)
+    check_max_events(args.max_events)
     scenario = read_source(args).scenario
-    document = chrome_trace(simulate(scenario), scenario)
+    document = chrome_trace(simulate(scenario, args.max_events), scenario)
     path = write_chrome_trace(document, args.output)
     print(f"wrote {shown(path)}: {len(document['traceEvents'])} events; open it in https://ui.perfetto.dev "
           "or chrome://tracing", file=sys.stderr if is_stdout(path) else sys.stdout)

@@ -20,16 +20,12 @@ from typing import Any, Callable, Generator
 
 import simpy
 
-from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 from islands.trace import NO_FRAGMENT
 
+from .context import RunContext
 from ..network.collectives import PendingCollective, copy_leg, launch
 from .exchanges import Exchanges
-from ..fleet import Fleet
-from .progress import Progress
-from ..network.topology import Topology
-from .tracelog import TraceLog
 from ..workers import WorkerState
 
 LATE = object()  # interrupt cause: the deadline passed before this worker reached the barrier
@@ -39,10 +35,11 @@ Fetch = Callable[[WorkerState, Any], Generator[simpy.Event, Any, None]]
 class Barrier:
     """The outer step's barrier of one run: the deadline, and the work it drops."""
 
-    def __init__(self, env: simpy.Environment, scenario: Scenario, network: Any, topology: Topology, fleet: Fleet,
-                 exchanges: Exchanges, progress: Progress, trace: TraceLog, fetch: Fetch):
-        self.env, self.scenario, self.network, self.topology = env, scenario, network, topology
-        self.fleet, self.exchanges, self.progress, self.trace = fleet, exchanges, progress, trace
+    def __init__(self, context: RunContext, exchanges: Exchanges, fetch: Fetch):
+        self.env, self.scenario, self.network, self.topology = (context.env, context.scenario, context.network,
+                                                                context.topology)
+        self.fleet, self.progress, self.trace = context.fleet, context.progress, context.trace
+        self.exchanges = exchanges
         self.fetch = fetch  # a download to a worker that its departure cancels (``churn.Churn.fetch``)
         self.counts = {"dropped_deltas": 0}
         self.dropped_compute_s = 0.0

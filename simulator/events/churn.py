@@ -30,17 +30,13 @@ from typing import Any, Callable, Generator, Iterable
 
 import simpy
 
-from islands.scenarios import Scenario
 from islands.trace import NO_FRAGMENT
 
+from .context import RunContext
 from ..network.collectives import PendingCollective, copy_leg, launch
 from ..compute import CHURN, worker_generator
 from .exchanges import Exchanges
-from ..fleet import Fleet
-from .progress import Progress
-from ..network.topology import Topology
-from .tracelog import TraceLog
-from ..workers import Start, WorkerState
+from ..workers import WorkerState
 
 DEPARTURE = object()  # interrupt cause: the worker left
 ORPHANED = object()   # interrupt cause: a passive joiner's collective lost every member holding the state
@@ -49,10 +45,11 @@ ORPHANED = object()   # interrupt cause: a passive joiner's collective lost ever
 class Churn:
     """Membership changes of one simulation."""
 
-    def __init__(self, env: simpy.Environment, scenario: Scenario, network: Any, topology: Topology, fleet: Fleet,
-                 exchanges: Exchanges, progress: Progress, trace: TraceLog, start: Start):
-        self.env, self.scenario, self.network, self.topology = env, scenario, network, topology
-        self.fleet, self.exchanges, self.progress, self.trace, self.start = fleet, exchanges, progress, trace, start
+    def __init__(self, context: RunContext, exchanges: Exchanges):
+        self.env, self.scenario, self.network, self.topology = (context.env, context.scenario, context.network,
+                                                                context.topology)
+        self.fleet, self.progress, self.trace, self.start = context.fleet, context.progress, context.trace, context.start
+        self.exchanges = exchanges
         self.passive: set[int] = set()  # joiners taking part in collectives before their state is in
         self.waiting: dict[int, simpy.Event] = {}  # passive joiners waiting for the next collective
         self.fetchers: dict[int, simpy.Process] = {}  # each passive joiner's background download

@@ -31,7 +31,7 @@ def everyone_gone_reason(progress: Progress, scenario: Scenario, fleet: Fleet, l
 
 def event_limit_error(progress: Progress, scenario: Scenario, max_events: float,
                       estimated_events: float) -> budget.BudgetExceeded:
-    return budget.BudgetExceeded(scenario.source, "schedule.outer_steps",
+    return budget.BudgetExceeded(scenario.source, "--max-events",
                                  f"the run passed the limit of {max_events:g} simulator events at "
                                  f"{progress.env.now:.4g} s with {done_of(progress, scenario)} done (estimated "
-                                 f"{estimated_events:.3g}): lower it, or raise --max-events")
+                                 f"{estimated_events:.3g}): raise --max-events")

@@ -38,6 +38,7 @@ from ..setup import RunSetup
 from ..workers import LAUNCH, WorkerState, sync_actions
 from . import barriers
 from .churn import DEPARTURE, Churn
+from .context import RunContext
 from .endings import event_limit_error, everyone_gone_reason
 from .environment import CountingEnvironment, EventLimitReached
 from .exchanges import Collectives, Exchanges, StagedCollectives
@@ -59,31 +60,21 @@ class Simulation:
         self.network_model = setup.network_model
         self.budget = budget
         self.env = env = CountingEnvironment(setup.max_events)
-        self.topology = topology = setup.topology
+        self.topology = setup.topology
         self.network = network = make_network(self.network_model, env, setup.tracks_links)
         self.fleet = fleet = setup.fleet()
-        self.last_fragment = setup.last_fragment
         self.horizon_reached = False
         self.incomplete_reason: str | None = None
         self.trace = trace = TraceLog(env)
         self.progress = progress = Progress(env, setup.synced_outer_steps, fleet.state_of.keys())
-        self.exchanges = exchanges = self.exchanges_of_schedule()
+        context = RunContext(env, scenario, self.schedule, network, setup.topology, fleet, progress, trace,
+                             self.start_worker, setup.last_fragment)
+        self.exchanges = exchanges = exchanges_of_schedule(context)
         trace.wait_started_s = exchanges.started_s
-        self.churn = Churn(env, scenario, network, topology, fleet, exchanges, progress, trace, self.start_worker)
-        self.failures = Failures(env, scenario, self.schedule, fleet, exchanges, progress, trace, self.churn,
-                                 self.start_worker)
-        self.barrier = barriers.Barrier(env, scenario, network, topology, fleet, exchanges, progress, trace,
-                                        self.churn.fetch)
+        self.churn = Churn(context, exchanges)
+        self.failures = Failures(context, exchanges, self.churn)
+        self.barrier = barriers.Barrier(context, exchanges, self.churn.fetch)
         exchanges.connect(self.churn.enlist, self.barrier.on_arrival, self.outer_step_done)
-
-    def exchanges_of_schedule(self) -> Exchanges:
-        """A collective per sync (a ring, or staged), or for a schedule without one Decoupled DiLoCo's syncer."""
-        parts = (self.env, self.scenario, self.network, self.topology, self.fleet, self.trace)
-        if not self.schedule.coupled:
-            return Syncer(*parts, self.progress, self.progress.synced_outer_steps - 1, self.last_fragment,
-                          self.start_worker)
-        kind = StagedCollectives if self.scenario.network.collective in STAGED else Collectives
-        return kind(*parts, self.last_fragment)
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -247,3 +238,11 @@ class Simulation:
         state.merged_steps += position - state.position_at_apply
         state.position_at_apply = position
         state.unsynced_compute_s = 0.0
+
+
+def exchanges_of_schedule(context: RunContext) -> Exchanges:
+    """A collective per sync (a ring, or staged), or for a schedule without one Decoupled DiLoCo's syncer."""
+    if not context.schedule.coupled:
+        return Syncer(context)
+    kind = StagedCollectives if context.scenario.network.collective in STAGED else Collectives
+    return kind(context)

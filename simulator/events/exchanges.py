@@ -23,12 +23,10 @@ import simpy
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 
+from .context import RunContext
 from ..network.collectives import (COLLECTIVES, Leg, PendingCollective, RingCollective, calls_of, end_offsets_s,
                                    exposed_tail_s, launch, ring_and_leg)
-from ..fleet import Fleet
 from ..network.staged import STAGED, StagedCollective
-from ..network.topology import Topology
-from .tracelog import TraceLog
 from ..workers import WorkerState
 
 RINGS_KEPT = 64  # rings (membership and payload) kept built at once
@@ -90,12 +88,11 @@ class Exchanges(ABC):
 class Collectives(Exchanges):
     """One ring collective per (outer step, fragment), every member in it."""
 
-    def __init__(self, env: simpy.Environment, scenario: Scenario, network: Any, topology: Topology, fleet: Fleet,
-                 trace: TraceLog, last_fragment: int):
-        self.env, self.spec, self.network, self.topology = env, scenario.network, network, topology
-        self.scenario = scenario
-        self.fleet, self.trace, self.last_fragment = fleet, trace, last_fragment
-        self.set_up = scenario.exchange.first_call_s == 0  # the run's first call sets the communicator up
+    def __init__(self, context: RunContext):
+        self.env, self.network, self.topology = context.env, context.network, context.topology
+        self.scenario, self.spec = context.scenario, context.scenario.network
+        self.fleet, self.trace, self.last_fragment = context.fleet, context.trace, context.last_fragment
+        self.set_up = self.scenario.exchange.first_call_s == 0  # the run's first call sets the communicator up
         self.pending: dict[tuple[int, int], PendingCollective] = {}
         self.rings: dict[tuple, tuple[RingCollective, Leg]] = {}
         self.counts: dict[str, int] = {}

@@ -25,17 +25,13 @@ from typing import TYPE_CHECKING, Any, Generator
 
 import simpy
 
-from islands.scenarios import Scenario
-from islands.schedules import Schedule
 from islands.trace import NO_FRAGMENT
 
+from .context import RunContext
 from .churn import Churn
 from ..compute import FAILURES, worker_generator
 from .exchanges import Exchanges
-from ..fleet import Fleet
-from .progress import Progress
-from .tracelog import TraceLog
-from ..workers import Start, WorkerState
+from ..workers import WorkerState
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,18 +43,19 @@ PAUSE = object()  # interrupt cause: one of the worker's chips failed; it re-for
 class Failures:
     """The failure clocks of one simulation's workers and the two ways a failure plays out."""
 
-    def __init__(self, env: simpy.Environment, scenario: Scenario, schedule: Schedule, fleet: Fleet,
-                 exchanges: Exchanges, progress: Progress, trace: TraceLog, churn: Churn, start: Start):
-        self.env, self.scenario, self.schedule, self.fleet = env, scenario, schedule, fleet
-        self.exchanges, self.progress, self.trace, self.churn, self.start = exchanges, progress, trace, churn, start
-        workers = fleet.workers
+    def __init__(self, context: RunContext, exchanges: Exchanges, churn: Churn):
+        self.env, self.scenario, self.schedule, self.fleet = (context.env, context.scenario, context.schedule,
+                                                              context.fleet)
+        self.progress, self.trace, self.start = context.progress, context.trace, context.start
+        self.exchanges, self.churn = exchanges, churn
+        workers = self.fleet.workers
         self.rngs: dict[int, np.random.Generator] = {}
         self.chips_down = [0] * len(workers)
         self.to_failure_s = [self.draw(w.rank) for w in workers]
         self.generation = [0] * len(workers)
         self.started_s = [0.0] * len(workers)
         self.struck = [False] * len(workers)
-        self.elastic = scenario.schedule.elastic or not schedule.coupled
+        self.elastic = self.scenario.schedule.elastic or not self.schedule.coupled
         self.counts = {"failures": 0, "restarts": 0}
         self.lost_compute_s = 0.0
         self.stopped_since_s: float | None = None

@@ -33,20 +33,16 @@ from typing import Any, Generator
 
 import simpy
 
-from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
 from islands.trace import NO_FRAGMENT
 
+from .context import RunContext
 from .churn import DEPARTURE
 from .exchanges import Exchanges
-from ..fleet import Fleet
 from ..network.links import Link, Transfer
 from ..network.syncer_paths import SyncerPaths
-from .progress import Progress
-from ..network.topology import Topology
-from .tracelog import TraceLog
-from ..workers import Start, WorkerState
+from ..workers import WorkerState
 
 
 
@@ -70,17 +66,17 @@ class Report:
 class Syncer(Exchanges):
     """The exchanges of Decoupled DiLoCo's learners: each a round trip to the syncer (``Exchanges``)."""
 
-    def __init__(self, env: simpy.Environment, scenario: Scenario, network: Any, topology: Topology, fleet: Fleet,
-                 trace: TraceLog, progress: Progress, last_outer: int, last_fragment: int, start: Start):
-        self.env, self.scenario, self.network, self.topology = env, scenario, network, topology
-        self.fleet, self.trace, self.progress, self.start = fleet, trace, progress, start
+    def __init__(self, context: RunContext):
+        self.env, self.scenario, self.network, self.topology = (context.env, context.scenario, context.network,
+                                                                context.topology)
+        self.fleet, self.trace, self.progress, self.start = context.fleet, context.trace, context.progress, context.start
         self.pending: dict = {}  # no collectives: every round trip is its learner's own
-        self.paths = SyncerPaths.of(scenario)
+        self.paths = SyncerPaths.of(context.scenario)
         self.waiting: dict[int, list[Report]] = {}
         self.armed: dict[int, int] = {}  # fragment -> generation of its armed grace timer
         self.generation = 0
         self.in_flight: dict[int, set[Report]] = {}
-        self.last_outer, self.last_fragment = last_outer, last_fragment
+        self.last_outer, self.last_fragment = context.progress.synced_outer_steps - 1, context.last_fragment
         self.finished: set[int] = set()  # learners whose last report is answered: they send no more
         self.open_round: dict[int, int] = {}        # fragment -> the outer step its next merge is for
         self.late: dict[int, list[Report]] = {}     # fragment -> reports answered late, not yet merged

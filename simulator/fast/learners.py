@@ -134,10 +134,10 @@ class LearnersPlayer:
         events = estimated_events(setup)
         cost = EVENT_MODEL_EVENTS_PER_EVENT * events
         if cost > max_events:
-            raise budget.BudgetExceeded(scenario.source, "schedule.outer_steps",
+            raise budget.BudgetExceeded(scenario.source, "--max-events",
                                         f"the run would take as long as about {cost:.3g} simulator events "
-                                        f"({events:.3g} timers of its learners), above the limit of "
-                                        f"{max_events:g} events: lower it, or raise --max-events")
+                                        f"({events:.3g} timers of its learners), above the budget of "
+                                        f"{max_events:g} events: raise --max-events")
         memory = estimate.topology_bytes + BYTES_PER_LEARNER * len(setup.groups) \
             + BYTES_PER_SPAN * estimate.worker_syncs
         held = dataclasses.replace(estimate, events=events, memory_bytes=memory)

@@ -83,10 +83,9 @@ def guard(scenario: Scenario, max_events: float) -> budget.Budget:
     cost = EVENTS_PER_COLLECTIVE * collectives + EVENTS_PER_WORKER_SYNC * estimate.worker_syncs
     if cost > max_events:
         raise budget.BudgetExceeded(
-            scenario.source, "schedule.outer_steps",
+            scenario.source, "--max-events",
             f"the run would take as long as about {cost:.3g} simulator events ({collectives:.3g} collectives "
-            f"played with arrays), above the limit of {max_events:g} events: lower it (or the fragments), "
-            "or raise --max-events")
+            f"played with arrays), above the budget of {max_events:g} events: raise --max-events")
     budget.check(scenario, estimate, math.inf)  # float64 time
     held = dataclasses.replace(estimate, memory_bytes=estimate.topology_bytes
                                + budget.BYTES_PER_WORKER_SYNC * scenario.worker_count)
@@ -367,9 +366,9 @@ def check_rows(setup: RunSetup, budget_: budget.Budget) -> None:
     limit = setup.max_events * budget.ROWS_PER_WORKER_SYNC / budget.EVENTS_PER_WORKER_SYNC
     if budget_.trace_rows > limit:
         raise budget.BudgetExceeded(
-            setup.scenario.source, "schedule.outer_steps",
-            f"the trace would have about {budget_.trace_rows:.3g} rows, above the {limit:.3g} that "
-            f"--max-events {setup.max_events:g} admits: lower it (the summary needs no trace), or raise --max-events")
+            setup.scenario.source, "--max-events",
+            f"the trace would have about {budget_.trace_rows:.3g} rows, above the {limit:.3g} that the budget of "
+            f"{setup.max_events:g} events admits (the summary needs no trace): raise --max-events")
 
 
 class LockstepPlayer:
