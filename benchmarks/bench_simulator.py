@@ -12,7 +12,8 @@ ratio when its islands double (target at most x2.2), its events per second besid
 * 10,000 islands with 5% step-time jitter x 1,000 DiLoCo syncs (under 10 s);
 * 1,000 islands that leave and come back (``mtbf_s`` one day, ``mttr_s`` one hour) x 100 syncs
   (under 2 s), with rings restarted from scratch and with partial participation (played on counts,
-  ``simulator/fast/returning.py``: the ratio of their joins and leaves is printed beside the time's);
+  ``simulator/fast/returning.py``: the ratio of their joins and leaves is printed beside the time's,
+  and the joins and leaves its budget expected beside those that came, target within x2);
 * 2,000 islands of four kinds (``benchmarks/fleet-four-kinds.toml``: H100, A100, home, far) x 200
   Streaming syncs (20 outer steps of 10 fragments; under 2 s);
 * 1,000 Decoupled DiLoCo learners of two kinds (``benchmarks/fleet-decoupled-two-kinds.toml``: 600 in
@@ -146,9 +147,11 @@ def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: floa
     events = summary["events"]
     rate = event_rate(summary, seconds)
     more_events = f" (events x{doubled_summary['events'] / events:.2f})" if events else ""
-    if summary["player"] == "counts":  # on counts: their work is the joins and leaves
+    if summary["player"] == "counts":  # on counts: their work is the joins and leaves, which the budget estimates
         changes = [run["joins"] + run["leaves"] for run in (summary, doubled_summary)]
-        more_events = f" (joins and leaves x{changes[1] / changes[0]:.2f})"
+        estimate = expected_changes(fleet.scenario, overrides)
+        more_events = (f" (joins and leaves x{changes[1] / changes[0]:.2f}; the budget expected {estimate:.4g} "
+                       f"of them, {changes[0]} came: x{estimate / changes[0]:.2f}, target within x2 either way)")
     if summary["player"] == "learners":
         rate += estimated_timers(fleet.scenario, overrides, summary)
     if summary["player"] == "events":  # the event model's budget against what the run spent
@@ -159,6 +162,12 @@ def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: floa
           f"({doubled:.3f} s at {2 * fleet.islands:,}){more_events} "
           f"(target at most x2.2); {rate} (plain SimPy "
           f"{simpy_rate:.4g} events/s); {admitted(fleet.scenario, overrides)}")
+
+
+def expected_changes(scenario_name: str, overrides: list[str]) -> float:
+    """The joins and leaves that the budget of the player that would play the run expects."""
+    setup = RunSetup.of(load(scenario_name, overrides))
+    return chosen(setup).budget(setup).membership_changes
 
 
 def peak_memory_gb(fleet: Fleet) -> float:

@@ -191,12 +191,24 @@ class Churn:
                 download = self.env.process(self.download_when_quiet(state))
                 self.fetchers[state.worker.rank] = download
                 first_outer = yield from self.follow(state, download)
+            if state.worker.rank not in self.fleet.members:  # it starts alone: no peer, or orphaned
+                self.expect(state.worker.rank, first_outer)
             self.fleet.admit(state.worker.rank)
             self.start(state, first_outer)
         except simpy.Interrupt as interrupt:
             if interrupt.cause is not DEPARTURE:
                 raise
             self.departed(state)
+
+    def expect(self, rank: int, first_outer: int) -> None:
+        """A worker that starts alone from ``first_outer`` holds the state: every collective already
+        formed from that outer step on expects it, as one formed later does (``Fleet.admit``). Else a
+        collective formed before every member left would take its joiners for orphans though members
+        hold the state again (two groups at two outer steps, each waiting for the other's members), and
+        the first worker back in it would run it alone while the others skip it."""
+        for pending in self.exchanges.pending.values():
+            if pending.key[0] >= first_outer:
+                pending.expected.add(rank)
 
     def follow(self, state: WorkerState, download: simpy.Process) -> Generator[simpy.Event, Any, int]:
         """A passive member of every collective the members start from now on (``enlist``), until

@@ -44,10 +44,10 @@ def in_ring_at_start(holder: Holder) -> bool:
 
 def rates(capacity: float, downloads: np.ndarray, in_ring: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ring's rate and each holder's download rate with the ring on, in closed form (``fill``'s
-    answer when every download goes to a joiner in the ring, as ``holders.fill_closed`` for one gap): ``downloads`` is holders x gaps, a holder
-    with none bounds nothing. The ring is held by its tightest link: a holder's uplink that it crosses,
-    C / (n + 1); the downlink of a joiner of a holder out of the ring, C - C / n (C / 2 for one
-    download). A holder's downloads then share what the ring leaves of its uplink, (C - ring) / n, or,
+    answer when every download goes to a joiner in the ring, as ``holders.fill_closed`` for one gap):
+    ``downloads`` is holders x gaps, a holder with none bounds nothing. The ring is held by its
+    tightest link: a holder's uplink that it crosses, C / (n + 1); the downlink of a joiner of a holder
+    out of the ring, C - C / n (C / 2 for one download). A holder's downloads then share what the ring leaves of its uplink, (C - ring) / n, or,
     out of the ring, C / n up to what the ring leaves of the joiner's downlink."""
     if not len(downloads):
         return np.full(downloads.shape[1], capacity), np.zeros(downloads.shape)
@@ -90,9 +90,10 @@ def alternate(rng: np.random.Generator, since: np.ndarray, end_s: float, return_
 
 def applies(counts: Changes) -> bool:
     """A collective pending under restart, its ring off and tried before, nobody waiting or away in the
-    counts (the pool holds them) and every download in flight to a joiner in the collective."""
+    counts (the pool holds them) and every download in flight to a joiner in the collective (none to a
+    member, ``holders.Group.ghost``)."""
     return (counts.pooled and not counts.computing and not counts.ring_on and counts.first_start_s is not None
-            and counts.absent == 0 and counts.unstarted == 0 and counts.loaded == 0
+            and counts.absent == 0 and counts.unstarted == 0 and counts.loaded == 0 and counts.ghost_unstarted == 0
             and all(holder.enlisted == holder.downloads for holder in counts.holders))
 
 
@@ -242,6 +243,8 @@ class Chain:
             group.source.downloads -= gone
             group.source.enlisted -= gone
         counts.pool_since.extend(self.tau[:played].tolist())
+        noticed = self.tau[:played] + counts.detect_s
+        counts.detections.extend(noticed[noticed >= at].tolist())  # the notices still to come (``Counts.orphan``)
         if played:
             counts.blocked_until_s = max(counts.blocked_until_s, float(self.tau[played - 1]) + counts.detect_s)
         # the downloads' progress and the ring, in the gap the chain stops in
@@ -275,7 +278,7 @@ class Chain:
         """A departure the chain does not play (a followed holder, or the last member): ``Counts``'s own."""
         counts = self.counts
         if label == 0:
-            counts.member_left(len(counts.tracked_at(MEMBER)))  # the last member: the counts do not cover it
+            counts.member_left(len(counts.tracked_at(MEMBER)))  # the last member: ``Changes.emptied``
             return
         holder = self.tracked[label - self.first_tracked]
         if holder.place == MEMBER:

@@ -1,19 +1,18 @@
 """The departures and returns that ``Counts`` plays one at a time (``counts.py``): which worker a change
 picks, in the counts' order (members, then joiners not begun, in, in the collective, in flight), and
-what its leaving does to the ring, the downloads and the totals (see ``returning.py`` for the rules)."""
+what its leaving does to the ring, the downloads and the totals, and what happens once no member is
+left (``emptied``, ``alone``: see ``returning.py`` for the rules)."""
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from typing import Callable
+from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
 from .holders import ABSENT, ENLISTED, LOADED, MEMBER, UNSTARTED, Holder
-
-
-class Unmodelled(Exception):
-    """A state the counts do not cover: the event model plays the run."""
 
 
 class Changes(ABC):
@@ -28,6 +27,7 @@ class Changes(ABC):
     capacity: float
     detect_s: float
     pooled: bool
+    partial: bool
     pool_since: list[float]
     payload_bytes: float
     volume: Callable[[int, float], float]
@@ -40,11 +40,17 @@ class Changes(ABC):
     loaded_enlisted: int
     extension_s: float
     holders: list[Holder]
+    ghost_unstarted: int
+    detections: deque[float]
     timer_due: bool
     chain_chunk: int
     # the period
     now: float
     computing: bool
+    formed: bool
+    boundary_s: float
+    formed_s: float
+    enlisted_orphan_s: float
     first_start_s: float | None
     last_start_s: float
     blocked_until_s: float
@@ -64,6 +70,25 @@ class Changes(ABC):
     @abstractmethod
     def rates(self) -> None:
         """Fill the flows' rates after a change (``Counts.rates``)."""
+
+    @abstractmethod
+    def settle_pool(self, end_s: float) -> None:
+        """Draw the pooled workers' returns and departures up to ``end_s`` (``Counts.settle_pool``)."""
+
+    @abstractmethod
+    def ghost_members(self) -> int:
+        """Members whose download, begun as joiners, still goes on (``Counts.ghost_members``)."""
+
+    @abstractmethod
+    def cancel_ghost(self, index: int) -> None:
+        """The ``index``-th of them leaves: its download stops (``Counts.cancel_ghost``)."""
+
+    def departed(self) -> None:
+        """A worker left now: the others notice it ``detect_s`` later (``orphan``'s moments)."""
+        detections = self.detections
+        while detections and detections[0] < self.now:
+            detections.popleft()
+        detections.append(self.now + self.detect_s)
 
     def change(self, pick: float, present: int, waiting_dl: int, enlisted_dl: int) -> None:
         """The ``pick``-th of the departures and returns (weighted by their rates) happens now."""
@@ -89,7 +114,9 @@ class Changes(ABC):
         self.joins += 1
         self.absent -= 1
         holder = self.hit(ABSENT, index)
-        if self.computing:  # quiet: its download begins now
+        if self.member_count == 0:  # nobody to download from: it starts at once
+            self.alone(holder)
+        elif self.computing and not self.formed:  # quiet: its download begins now
             self.begin_downloads(1, [holder] if holder else [])
         else:
             self.unstarted += 1
@@ -98,11 +125,23 @@ class Changes(ABC):
             if away <= len(self.dropped_away):
                 self.dropped_back.append((self.dropped_away.pop(away - 1), self.now))
 
+    def alone(self, holder: Holder | None) -> None:
+        """A worker back while no member is present starts at once from the last completed outer step
+        (``Churn.joiner`` with no peer): the only member, computing from now."""
+        self.member_count = 1
+        self.boundary_s = self.now
+        if holder is not None:
+            holder.place = MEMBER
+
     def member_left(self, index: float) -> None:
-        """The ``index``-th member leaves."""
+        """The ``index``-th member leaves (the members whose download as joiners still goes on come last)."""
         self.leaves += 1
+        ghosts = self.ghost_members()
+        if ghosts and index >= self.member_count - ghosts:
+            self.cancel_ghost(int(index - (self.member_count - ghosts)))
         self.gone(self.hit(MEMBER, index))
         self.member_count -= 1
+        self.departed()
         if self.computing:
             self.lost_s += self.now - self.boundary_s
         else:
@@ -110,7 +149,20 @@ class Changes(ABC):
             self.participant_left()
         self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
         if self.member_count == 0:
-            raise Unmodelled("no member left")
+            self.emptied()
+
+    def emptied(self) -> None:
+        """No member is left. A pending collective stays formed (its ring broken: ``participant_left``)
+        with its joiners in it, and whoever comes back now starts at once (``alone``): the workers
+        pooled since it formed are drawn up to now, and the phase is the members' compute again. The
+        joiners in it start alone once the others notice this departure, those waiting at the first
+        moment the others notice any (``Counts.orphan``)."""
+        if not self.computing:
+            self.settle_pool(self.now)
+            self.computing = True
+            self.formed = True
+        if self.formed and not self.enlisted_orphan_s > self.now:
+            self.enlisted_orphan_s = self.now + self.detect_s
 
     def gone(self, holder: Holder | None) -> None:
         """A worker left (``holder``, if it is one followed): absent; while a collective is pending,
@@ -129,6 +181,7 @@ class Changes(ABC):
         """The ``index``-th present joiner leaves (in the order: not begun, in, in the collective, in
         flight waiting, in flight in the collective)."""
         self.leaves += 1
+        self.departed()
         if index < self.unstarted:
             back = self.unstarted - index  # the dropped participants back come last among them
             self.unstarted -= 1
@@ -178,25 +231,26 @@ class Changes(ABC):
         """A participant of the collective leaves: the ring in flight breaks, or goes on without it."""
         if not self.ring_on:
             return
-        if self.partial:
+        if self.partial and self.member_count:
             self.dropped_members += 1
             self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
             self.dropped_away.append(self.now)
-        else:
+        else:  # restart, or no member holding the state is left in it (``Churn.leave_collective``)
             self.ring_on = False
+            self.dropped_away, self.dropped_back, self.hold_until_s = [], [], -math.inf
             self.rates()
 
     def cancel(self, index: int, enlisted: bool) -> Holder | None:
         """The ``index``-th download in flight (of those to joiners in the collective, or not) stops;
         the holder that downloaded it, if it is one followed."""
         for holder in self.holders:
-            count = holder.enlisted if enlisted else holder.downloads - holder.enlisted
+            count = holder.enlisted if enlisted else holder.downloads - holder.enlisted - holder.ghosts
             if index >= count:
                 index -= count
                 continue
             for _, _, group in holder.groups:
-                if group.enlisted != enlisted or index >= group.count:
-                    index -= group.count if group.enlisted == enlisted else 0
+                if group.ghost or group.enlisted != enlisted or index >= group.count:
+                    index -= group.count if group.enlisted == enlisted and not group.ghost else 0
                     continue
                 group.count -= 1
                 holder.downloads -= 1

@@ -6,16 +6,27 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 
 import numpy as np
 
+from ..network.collectives import collective_for
+from ..setup import RunSetup
 from . import chain
 from .chain import alternate
-from ..setup import RunSetup
-from .changes import Changes, Unmodelled
-from ..network.collectives import collective_for
-from .holders import ABSENT, DOWNLOADING, ENLISTED, LOADED, MEMBER, RING, UNSTARTED, Group, Holder, fill_closed
-
+from .changes import Changes
+from .holders import (
+    ABSENT,
+    DOWNLOADING,
+    ENLISTED,
+    LOADED,
+    MEMBER,
+    RING,
+    UNSTARTED,
+    Group,
+    Holder,
+    fill_closed,
+)
 
 DRAWS = 8192  # exponential and uniform draws taken from the generator at once
 STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
@@ -59,6 +70,8 @@ class Counts(Changes):
         self.loaded_enlisted = 0  # joiners whose download is in, in the collective
         self.extension_s = 0.0  # of those, seconds their download rows reach past the collective's forming
         self.holders: list[Holder] = []  # in the order they became holders
+        self.ghost_unstarted = 0  # members whose download as joiners begins at the next outer boundary all the same
+        self.detections: deque[float] = deque()  # when the others notice the departures of the last detect_s
         self.holder_numbers = 0
         self.group_numbers = 0
         self.dirty = False  # a flow started or ended since the rates were filled
@@ -68,6 +81,8 @@ class Counts(Changes):
         self.now = 0.0
         self.boundary_s = 0.0
         self.computing = True
+        self.formed = False  # this outer step's collective has formed (its joiners enlisted)
+        self.enlisted_orphan_s = -math.inf  # no member left: when its joiners start alone (``orphan``)
         self.formed_s = 0.0
         self.first_start_s: float | None = None
         self.last_start_s = 0.0
@@ -107,9 +122,10 @@ class Counts(Changes):
     # --- counts -----------------------------------------------------------------------------------
 
     def downloading(self) -> tuple[int, int]:
-        """Joiners with a download in flight: waiting, and in the collective."""
+        """Joiners with a download in flight: waiting, and in the collective (not the members' downloads
+        that go on, ``Group.ghost``)."""
         enlisted = sum(holder.enlisted for holder in self.holders)
-        return sum(holder.downloads for holder in self.holders) - enlisted, enlisted
+        return sum(holder.downloads - holder.ghosts for holder in self.holders) - enlisted, enlisted
 
     def counted(self) -> int:
         """Every worker, wherever it is (the fleet's size, whatever happened: ``tests``)."""
@@ -152,7 +168,8 @@ class Counts(Changes):
     def next_timer(self):
         """The next timer: the end of the compute, a (re)start, the ring's end, a download's end."""
         if self.computing:
-            best, action = self.boundary_s + self.period_s, self.form
+            best, action = (self.boundary_s + self.period_s, self.arrive) if self.member_count \
+                else (self.orphan_at(), self.orphan)
         elif self.ring_on:
             end_s = self.now + self.ring_left / self.ring_rate if self.ring_left > 0 else self.now
             best, action = max(end_s, self.hold_until_s), self.ring_done
@@ -197,23 +214,22 @@ class Counts(Changes):
         for holder in self.holders:
             if holder.place == MEMBER:
                 return holder
-        if self.member_count == 0:
-            raise Unmodelled("a joiner with no member to download from")
         holder = Holder(self.holder_numbers)
         self.holder_numbers += 1
         self.holders.append(holder)
         return holder
 
-    def begin_downloads(self, count: int, tracked: list[Holder]) -> None:
+    def begin_downloads(self, count: int, tracked: list[Holder], ghost: bool = False) -> None:
         """``count`` joiners (``tracked`` among them) begin downloading the weights from the lowest present
-        member now."""
+        member now (``ghost``: members that started alone, ``Group.ghost``)."""
         source = self.source()
-        group = Group(source, source.progress + self.weights_bytes, count, tracked=tracked)
+        group = Group(source, source.progress + self.weights_bytes, count, tracked=tracked, ghost=ghost)
         for holder in tracked:
             holder.place, holder.group = DOWNLOADING, group
         self.group_numbers += 1  # ties broken by the order the groups began in, not by address
         heapq.heappush(source.groups, (group.done_at, self.group_numbers, group))
         source.downloads += count
+        source.ghosts += count if ghost else 0
         self.rates()
 
     def download_done(self, source: Holder) -> None:
@@ -221,7 +237,9 @@ class Counts(Changes):
         _, _, group = heapq.heappop(source.groups)
         source.downloads -= group.count
         self.bytes_sent += group.count * self.weights_bytes
-        if group.enlisted:
+        if group.ghost:
+            source.ghosts -= group.count
+        elif group.enlisted:
             source.enlisted -= group.count
             self.loaded_enlisted += group.count
             self.extension_s += group.count * (self.now - self.formed_s)
@@ -230,6 +248,30 @@ class Counts(Changes):
         for holder in group.tracked:
             holder.place, holder.group = ENLISTED if group.enlisted else LOADED, None
         self.rates()
+
+    def ghost_members(self) -> int:
+        return self.ghost_unstarted + sum(holder.ghosts for holder in self.holders)
+
+    def cancel_ghost(self, index: int) -> None:
+        """The ``index``-th member whose download as a joiner goes on leaves: the download stops."""
+        if index < self.ghost_unstarted:
+            self.ghost_unstarted -= 1
+            return
+        index -= self.ghost_unstarted
+        for holder in self.holders:
+            if index >= holder.ghosts:
+                index -= holder.ghosts
+                continue
+            for _, _, group in holder.groups:
+                if not group.ghost or index >= group.count:
+                    index -= group.count if group.ghost else 0
+                    continue
+                group.count -= 1
+                holder.downloads -= 1
+                holder.ghosts -= 1
+                self.rates()
+                return
+        raise AssertionError("no such download")
 
     def prune(self) -> None:
         """Stop following the holders whose uplinks carry nothing, but the lowest member among them."""
@@ -251,7 +293,8 @@ class Counts(Changes):
         """Every flow's rate now (``fill_closed``: the max-min fair shares)."""
         self.dirty = False
         self.prune()
-        loads = [(holder.downloads, holder.enlisted, holder.in_ring) for holder in self.holders if holder.downloads]
+        loads = [(holder.downloads, holder.enlisted + holder.ghosts, holder.in_ring)  # a member's is in the ring
+                 for holder in self.holders if holder.downloads]
         if not loads and not self.ring_on:
             return
         filled = fill_closed(self.capacity, self.ring_on, loads)
@@ -262,20 +305,34 @@ class Counts(Changes):
 
     # --- the period -------------------------------------------------------------------------------
 
+    def arrive(self) -> None:
+        """The members have computed the period: they form the collective, or join the one formed before
+        every member left (``emptied``), as it stands."""
+        if self.formed:
+            self.computing = False
+            self.pool_absent()
+        else:
+            self.form()
+
     def form(self) -> None:
-        """The members have computed the period: the collective forms, taking in every joiner present
-        (whose downloads began at the last boundary or since)."""
+        """The collective forms, taking in every joiner present (whose downloads began at the last
+        boundary or since)."""
         self.computing = False
+        self.formed = True
         self.formed_s = self.now
         self.first_start_s = None
         self.loaded_enlisted, self.loaded = self.loaded, 0
         self.extension_s = 0.0
         for holder in self.holders:
             for _, _, group in holder.groups:
-                group.enlisted = True
-            holder.enlisted = holder.downloads
+                group.enlisted = not group.ghost
+            holder.enlisted = holder.downloads - holder.ghosts
             if holder.place == LOADED:
                 holder.place = ENLISTED
+        self.pool_absent()
+
+    def pool_absent(self) -> None:
+        """A collective is pending: under restart, pool the absent."""
         if self.pooled:  # the absent: nothing they do matters before the next outer boundary
             tracked = self.tracked_at(ABSENT)
             for holder in tracked:
@@ -346,6 +403,7 @@ class Counts(Changes):
         self.merged_steps += self.member_count * self.period_steps
         self.completed += 1
         self.ring_on = False
+        self.formed = False
         self.member_count += self.loaded_enlisted
         self.loaded_enlisted, self.extension_s = 0, 0.0
         for holder in self.holders:
@@ -360,4 +418,60 @@ class Counts(Changes):
         if self.completed < self.outer_steps and self.unstarted:
             count, self.unstarted = self.unstarted, 0
             self.begin_downloads(count, self.tracked_at(UNSTARTED))
+        if self.completed < self.outer_steps and self.ghost_unstarted:
+            count, self.ghost_unstarted = self.ghost_unstarted, 0
+            self.begin_downloads(count, [], ghost=True)
+        self.rates()
+
+    # --- no member left ---------------------------------------------------------------------------
+
+    def enlisted_count(self) -> int:
+        return self.loaded_enlisted + sum(holder.enlisted for holder in self.holders)
+
+    def orphan_at(self) -> float:
+        """No member is left: when the joiners start alone (``orphan``), if any is present."""
+        at = math.inf
+        waiting_dl, _ = self.downloading()
+        if self.unstarted + self.loaded + waiting_dl:  # at the first departure the others notice from now
+            detections = self.detections
+            while detections and detections[0] < self.now:
+                detections.popleft()
+            at = detections[0] if detections else self.now
+        if self.formed and self.enlisted_count():  # at the notice of the last member's departure
+            at = min(at, max(self.now, self.enlisted_orphan_s))
+        return at
+
+    def orphan(self) -> None:
+        """``Churn.orphan``: no member holding the state is left, and the others notice a departure: the
+        joiners waiting, and once the last member's departure is noticed those in the collective, start
+        alone from the last completed outer step, members computing from now. A download in flight goes
+        on (``Group.ghost``); one not begun begins at the next outer boundary all the same."""
+        orphans = self.loaded + self.unstarted
+        self.ghost_unstarted += self.unstarted
+        self.loaded = self.unstarted = 0
+        places = {LOADED, UNSTARTED}
+        enlisted = self.formed and self.now >= self.enlisted_orphan_s
+        if enlisted:  # their rows end where they joined the collective, but a download's past it
+            orphans += self.loaded_enlisted
+            self.present += self.extension_s
+            self.loaded_enlisted, self.extension_s = 0, 0.0
+            places.add(ENLISTED)
+        for holder in self.holders:
+            for _, _, group in holder.groups:
+                if group.ghost or (group.enlisted and not enlisted):
+                    continue
+                if group.enlisted:
+                    self.present += group.count * (self.now - self.formed_s)
+                    holder.enlisted -= group.count
+                group.enlisted, group.ghost = False, True
+                holder.ghosts += group.count
+                orphans += group.count
+                for tracked in group.tracked:
+                    tracked.place, tracked.group = MEMBER, None
+                group.tracked = []
+        for holder in self.holders:
+            if holder.place in places:
+                holder.place = MEMBER
+        self.member_count += orphans
+        self.boundary_s = self.now
         self.rates()

@@ -55,12 +55,15 @@ MEMBER, ABSENT, UNSTARTED, DOWNLOADING, LOADED, ENLISTED = range(6)  # a tracked
 class Group:
     """Joiners whose downloads began together from one holder (``source``), all in the collective
     (``enlisted``) or all waiting for the next; the downloads are in once the source's progress
-    reaches ``done_at``. ``tracked``: the holders among them (they are counted in ``count`` too)."""
+    reaches ``done_at``. ``tracked``: the holders among them (they are counted in ``count`` too).
+    ``ghost``: joiners that started alone meanwhile (no member was left), members now, whose download
+    goes on all the same (``Churn.orphan`` leaves their fetch running): it moves bytes, nothing else."""
 
     source: Holder
     done_at: float
     count: int
     enlisted: bool = False
+    ghost: bool = False
     tracked: list[Holder] = field(default_factory=list)
 
 
@@ -81,6 +84,7 @@ class Holder:
     groups: list[tuple[float, int, Group]] = field(default_factory=list)  # a heap by done_at
     downloads: int = 0
     enlisted: int = 0  # downloads to joiners in the collective
+    ghosts: int = 0  # downloads to members (``Group.ghost``), in the ring whenever it runs
 
 
 
