@@ -121,8 +121,8 @@ def admitted(scenario_name: str, overrides: list[str]) -> str:
 def estimated_timers(scenario_name: str, overrides: list[str], summary: dict) -> str:
     """A run on the learners' heap of timers: the timers its budget estimated against those it spent."""
     setup = RunSetup.of(load(scenario_name, overrides))
-    estimate = chosen(setup).budget(setup).events
-    return f"; timers estimated {estimate:.4g}, spent {summary['events']} (x{estimate / summary['events']:.2f})"
+    timers = chosen(setup).budget(setup).events
+    return f"; timers estimated {timers:.4g}, spent {summary['events']} (x{timers / summary['events']:.2f})"
 
 
 def event_rate(summary: dict, seconds: float) -> str:
@@ -149,9 +149,9 @@ def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: floa
     more_events = f" (events x{doubled_summary['events'] / events:.2f})" if events else ""
     if summary["player"] == "counts":  # on counts: their work is the joins and leaves, which the budget estimates
         changes = [run["joins"] + run["leaves"] for run in (summary, doubled_summary)]
-        estimate = expected_changes(fleet.scenario, overrides)
-        more_events = (f" (joins and leaves x{changes[1] / changes[0]:.2f}; the budget expected {estimate:.4g} "
-                       f"of them, {changes[0]} came: x{estimate / changes[0]:.2f}, target within x2 either way)")
+        expected = expected_changes(fleet.scenario, overrides)
+        more_events = (f" (joins and leaves x{changes[1] / changes[0]:.2f}; the budget expected {expected:.4g} "
+                       f"of them, {changes[0]} came: x{expected / changes[0]:.2f}, target within x2 either way)")
     if summary["player"] == "learners":
         rate += estimated_timers(fleet.scenario, overrides, summary)
     if summary["player"] == "events":  # the event model's budget against what the run spent

@@ -39,7 +39,8 @@ MOST_CHUNK = 1024
 
 def in_ring_at_start(holder: Holder) -> bool:
     """Whether a ring started now crosses ``holder``'s uplink (``Counts.start_ring``)."""
-    return holder.place in (MEMBER, ENLISTED) or (holder.place == DOWNLOADING and holder.group.enlisted)
+    return holder.place in (MEMBER, ENLISTED) or (holder.place == DOWNLOADING and holder.group is not None
+                                                  and bool(holder.group.enlisted))
 
 
 def rates(capacity: float, downloads: np.ndarray, in_ring: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -286,9 +287,11 @@ class Chain:
         elif holder.place == ENLISTED:
             counts.joiner_left(counts.tracked_at(ENLISTED).index(holder), 0)
         else:
+            joined = holder.group
+            assert joined is not None, "a holder downloading is in a group"
             index = counts.loaded_enlisted
             for source in counts.holders:
-                if source is not holder.group.source:
+                if source is not joined.source:
                     index += source.enlisted
                     continue
                 for _, _, group in source.groups:

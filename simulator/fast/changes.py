@@ -9,8 +9,11 @@ import math
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
+from islands.scenarios.model import IslandSpec
 
 from .holders import ABSENT, ENLISTED, LOADED, MEMBER, UNSTARTED, Holder
 
@@ -30,7 +33,7 @@ class Changes(ABC):
     partial: bool
     pool_since: list[float]
     payload_bytes: float
-    volume: Callable[[int, float], float]
+    volume: Callable[..., Any]  # the collective's bytes per worker: of a count, or of an array of them
     horizon_s: float
     # who is where
     member_count: int
@@ -66,6 +69,12 @@ class Changes(ABC):
     present: float
     lost_s: float
     leaves: int
+    joins: int
+    dropped_members: int
+
+    @abstractmethod
+    def begin_downloads(self, count: int, tracked: list[Holder], ghost: bool = False) -> None:
+        """``count`` joiners begin their downloads now (``Counts.begin_downloads``)."""
 
     @abstractmethod
     def rates(self) -> None:
@@ -258,3 +267,8 @@ class Changes(ABC):
                 return group.tracked[index] if index < len(group.tracked) else None
         raise AssertionError("no such download")
 
+
+def churn_times(island: IslandSpec) -> tuple[float, float]:
+    """The island's mtbf_s and mttr_s: both set wherever the counts play (``why_not``)."""
+    assert island.mtbf_s is not None and island.mttr_s is not None, "the counts play churn that returns"
+    return island.mtbf_s, island.mttr_s

@@ -7,6 +7,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from functools import partial
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from ..network.collectives import collective_for
 from ..setup import RunSetup
 from . import chain
 from .chain import alternate
-from .changes import Changes
+from .changes import Changes, churn_times
 from .holders import (
     ABSENT,
     DOWNLOADING,
@@ -42,8 +43,9 @@ class Counts(Changes):
         worker = setup.workers[0]
         self.scenario = scenario
         self.fleet_size = scenario.worker_count
-        self.leave_rate = 1.0 / island.mtbf_s
-        self.return_rate = 1.0 / island.mttr_s
+        mtbf_s, mttr_s = churn_times(island)
+        self.leave_rate = 1.0 / mtbf_s
+        self.return_rate = 1.0 / mttr_s
         self.period_steps = period_steps
         self.period_s = period_steps * worker.step_time_s
         self.capacity = worker.upload_bytes_per_s
@@ -182,7 +184,7 @@ class Counts(Changes):
                 done_at = holder.groups[0][0]
                 at = self.now + max(0.0, done_at - holder.progress) / holder.rate
                 if at < best:
-                    best, action = at, (lambda holder=holder: self.download_done(holder))
+                    best, action = at, partial(self.download_done, holder)
         return best, action
 
     def advance(self, at: float, waiting_dl: int) -> None:
@@ -397,6 +399,7 @@ class Counts(Changes):
                 if moved_s > self.last_start_s else 1.0
             self.bytes_sent += share * self.ring_bytes
             self.sync_rows += 1
+        assert self.first_start_s is not None, "a ring that ends has started"
         self.idle += enlisted * (self.first_start_s - self.formed_s)
         self.stall += enlisted * (end_s - self.first_start_s)
         self.present += enlisted * (end_s - self.formed_s)

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 RING = -1  # the ring's key among the flows (a holder's downloads are keyed by the holder's number)
 
 
-def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]) -> dict[int, float]:
+def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]) -> dict[int, float | None]:
     """Each flow's max-min fair rate by progressive filling (``network.max_min_rates``), every link of
     ``capacity``: the ring (if on) and each holder's downloads ``(holder, downloads, downloads to
     joiners in the ring, holder in the ring)``. The links that may bind: a holder's uplink (its
     downloads, and the ring if it is in it), a joiner's downlink in the ring (the ring and its download),
-    and each flow's own links. The reference that ``fill_closed`` (the one the counts use) is checked against."""
+    and each flow's own links (None: a flow no link binds). The reference that ``fill_closed`` (the one the counts use) is checked against."""
     ring = len(loads)  # the flows by place: each holder's downloads, then the ring
     links: list[tuple[tuple[int, int], ...]] = []  # each link's (flow, crossings)
     for place, (_, downloads, in_ring_joiners, in_ring) in enumerate(loads):
@@ -38,7 +38,7 @@ def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]
                     used += count * rate
             if unfrozen and (capacity - used) / unfrozen < level:
                 level, binding = (capacity - used) / unfrozen, link
-        if binding is None:
+        if binding is None:  # no link binds a flow still unfrozen: what is frozen has its rate
             filled = {load[0]: rate for load, rate in zip(loads, rates)}
             if ring_on:
                 filled[RING] = rates[ring]

@@ -77,9 +77,11 @@ from islands.summary import Workers
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from .. import budget
+from ..budget import Budget
 from ..network.collectives import collective_for
 from ..played import Played, counts_for
 from ..setup import RunSetup
+from .changes import churn_times
 from .counts import Counts
 from .timeline import timeline_of
 
@@ -118,6 +120,13 @@ def why_not(setup: RunSetup) -> str | None:
         (blocking_period_steps(scenario, schedule) is None, "not one blocking exchange per outer step"),
     )
     return next((why for failed, why in reasons if failed), None)
+
+
+def period_steps(setup: RunSetup) -> float:
+    """``blocking_period_steps`` of a run the counts play (``why_not`` saw it is one)."""
+    steps = blocking_period_steps(setup.scenario, setup.schedule)
+    assert steps is not None, "the counts play one blocking exchange per outer step"
+    return steps
 
 
 def blocking_period_steps(scenario: Scenario, schedule: Schedule) -> float | None:
@@ -167,13 +176,13 @@ class ReturningPlayer:
         budget.check(scenario, held, max_events)
         return held
 
-    def check_outputs(self, setup: RunSetup, budget_: budget.Budget, trace: bool, links: bool) -> None:
+    def check_outputs(self, setup: RunSetup, budget_: Budget, trace: bool, links: bool) -> None:
         if trace or links:
             no_rows(setup.scenario)
 
-    def play(self, setup: RunSetup, budget_: budget.Budget) -> Played:
+    def play(self, setup: RunSetup, budget_: Budget) -> Played:
         """The run on counts, to its end or its horizon, whatever it meets (an empty fleet included)."""
-        counts = Counts(setup, blocking_period_steps(setup.scenario, setup.schedule), budget_.horizon_s)
+        counts = Counts(setup, period_steps(setup), budget_.horizon_s)
         counts.play()
         return played_of(setup, counts)
 
@@ -184,8 +193,8 @@ def expected_changes(setup: RunSetup, horizon_s: float | None) -> float:
     worker leaves at lam P(t), each absent one returns at mu (1 - P(t)), where P(t) = p + (1 - p)
     exp(-(lam + mu) t) and p = mu / (lam + mu); integrated over [0, T]: 2 lam mu / (lam + mu) T +
     (lam - mu) (1 - p) (1 - exp(-(lam + mu) T)) / (lam + mu), per worker."""
-    island = setup.scenario.islands[0]
-    lam, mu = 1.0 / island.mtbf_s, 1.0 / island.mttr_s
+    mtbf_s, mttr_s = churn_times(setup.scenario.islands[0])
+    lam, mu = 1.0 / mtbf_s, 1.0 / mttr_s
     wall_s = expected_wall_s(setup, horizon_s)
     rate, p = lam + mu, mu / (lam + mu)
     per_worker = 2 * lam * mu / rate * wall_s + (lam - mu) * (1 - p) * -math.expm1(-rate * wall_s) / rate
@@ -201,21 +210,22 @@ def expected_wall_s(setup: RunSetup, horizon_s: float | None) -> float:
     ``WALL_ROUNDS`` rounds (the length sets the presence, the presence the rings). It leaves out the
     downloads that share the holder's uplink with the ring, and a fleet that empties (docs/limits.md)."""
     scenario = setup.scenario
-    island, network = scenario.islands[0], scenario.network
+    network = scenario.network
+    mtbf_s, mttr_s = churn_times(scenario.islands[0])
     fleet, volume = scenario.worker_count, collective_for(scenario).volume_bytes
-    period_s = blocking_period_steps(scenario, setup.schedule) * setup.workers[0].step_time_s
+    period_s = period_steps(setup) * setup.workers[0].step_time_s
     capacity = setup.workers[0].upload_bytes_per_s
     steps, detect_s = setup.synced_outer_steps, network.detection_timeout_s
     limit_s = horizon_s if horizon_s is not None else math.inf
     wall_s = steps * (period_s + volume(fleet, scenario.payload_bytes) / capacity)
     for _ in range(WALL_ROUNDS):
-        present = max(1.0, fleet * present_share(island.mtbf_s, island.mttr_s, wall_s))
+        present = max(1.0, fleet * present_share(mtbf_s, mttr_s, wall_s))
         ring_s = volume(round(present), scenario.payload_bytes) / capacity
-        hazard = min(present / island.mtbf_s * ring_s, 700.0)  # exp(700) is near float64's largest
+        hazard = min(present / mtbf_s * ring_s, 700.0)  # exp(700) is near float64's largest
         if network.on_departure == "partial":
             ring_s += detect_s * -math.expm1(-hazard)
         else:
-            ring_s = math.expm1(hazard) * (island.mtbf_s / present + detect_s)
+            ring_s = math.expm1(hazard) * (mtbf_s / present + detect_s)
         wall_s = min(limit_s, steps * (period_s + ring_s))
     return wall_s
 
@@ -263,3 +273,4 @@ def no_rows(scenario: Scenario) -> list:
 
 
 RETURNING = ReturningPlayer()
+
