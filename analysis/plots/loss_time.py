@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from islands.numbers import is_finite_number
 from islands.scenarios import Scenario
+from islands.schedules import DDP
 
 from ..display_units import time_unit
 from ..quality.loss_prior import (
@@ -72,7 +73,7 @@ def loss_time_figure(summaries: Mapping[str, Mapping[str, Any]], scenario: Scena
     finished = {name: s for name, s in summaries.items() if s["complete"]}
     longest_s = max(MAX_EXTENSION * float(s["wall_time_s"]) for s in finished.values()) if finished else 1.0
     unit, seconds = time_unit(longest_s)
-    reference = summaries.get("ddp") or next(iter(summaries.values()), None)
+    reference = summaries.get(DDP.name) or next(iter(summaries.values()), None)
     ddp_tokens = run_tokens(scenario, reference) if reference else None
     target = chinchilla_loss(parameters, ddp_tokens or CHINCHILLA_TOKENS_PER_PARAMETER * parameters)
     for name, summary in finished.items():
