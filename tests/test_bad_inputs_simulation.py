@@ -38,8 +38,8 @@ FILES = {
     "rtt.csv": "a,b,rtt_ms\ndc,dc,1\n",
     "p.json": PROFILE % HOST,
     "dup.json": PROFILE % f"{HOST}, {HOST}",
-    "dup-rtt.json": (PROFILE % HOST).replace('"rtt_ms": []', '"rtt_ms": [{"between": ["dc", "dc"], "rtt_ms": 1}, '
-                                                           '{"between": ["dc", "dc"], "rtt_ms": 2}]'),
+    "dup-rtt.json": (PROFILE % f"{HOST}, {HOST.replace('dc', 'x')}").replace(
+        '"rtt_ms": []', '"rtt_ms": [{"between": ["dc", "x"], "rtt_ms": 1}, {"between": ["x", "dc"], "rtt_ms": 2}]'),
     "deep.json": "[" * 100_000,
     "digits.json": '{"kind": "islands network profile", "version": ' + LONG + '}',
     "bad.toml": "name = [",
@@ -163,7 +163,7 @@ CASES = [
     case("simulate", "--network-profile listing a host twice", [S, "--network-profile", "{tmp}/dup.json"],
          "dup.json: hosts.1.name: 'dc' is listed twice"),
     case("simulate", "--network-profile measuring a pair twice", [S, "--network-profile", "{tmp}/dup-rtt.json"],
-         "dup-rtt.json: rtt_ms.1: the round trip between dc and dc is listed twice"),
+         "dup-rtt.json: rtt_ms.1: the round trip between x and dc is listed twice"),
     # outputs
     case("simulate", "--trace onto the scenario", [S, "--trace", S], "--trace would overwrite the scenario"),
     case("simulate", "--trace onto its rtt_csv", [S, "--trace", "{tmp}/rtt.csv"],
