@@ -90,10 +90,13 @@ class QualityProfile:
         """A profile file, or one line naming the file, the key and what is wrong with it."""
         document = parse_json(read_bounded_text(path, "quality profile", MAX_PROFILE_BYTES), path, "quality profile",
                               ": write it with islands quality --grid --save")
-        if not isinstance(document, dict) or set(document) != set(PROFILE_KEYS):
-            keys = sorted(map(str, document)) if isinstance(document, dict) else type(document).__name__
-            raise UserError(f"{path}: not a quality profile written by islands quality --grid (it holds {keys}; a "
-                            f"profile holds {', '.join(PROFILE_KEYS)})")
+        if not isinstance(document, dict):
+            raise UserError(f"{path}: not a quality profile written by islands quality --grid (not a JSON object)")
+        missing = [key for key in PROFILE_KEYS if key not in document]
+        unknown = sorted(set(document) - set(PROFILE_KEYS))
+        if missing or unknown:
+            problem = f"no {', '.join(missing)}" if missing else f"unknown key {', '.join(map(repr, unknown))}"
+            raise UserError(f"{path}: not a quality profile written by islands quality --grid ({problem})")
         if not isinstance(document["scenario"], str):
             raise UserError(f"{path}: scenario: must be the scenario's name (got {shown_value(document['scenario'])})")
         if not (is_whole_number(document["model_parameters"]) and document["model_parameters"] >= 1):
