@@ -166,10 +166,9 @@ def checked_point(values: object, where: str) -> ProfilePoint:
     lr = values.get("outer_lr")
     if lr is not None and not is_positive_number(lr):
         raise UserError(f"{where}.outer_lr: must be a finite learning rate above 0, or null (got {shown_value(lr)})")
-    return ProfilePoint(values["algorithm"], *(values[key] for key in ("inner_steps", "workers", "bits", "fragments",
-                                                                       "steps")),
-                        eval_loss=float(values["eval_loss"]), ddp_eval_loss=float(values["ddp_eval_loss"]),
-                        outer_lr=None if lr is None else float(lr))
+    return ProfilePoint(values["algorithm"], values["inner_steps"], values["workers"], values["bits"],
+                        values["fragments"], values["steps"], float(values["eval_loss"]),
+                        float(values["ddp_eval_loss"]), None if lr is None else float(lr))
 
 
 def along_h(points: list[ProfilePoint], inner_steps: int, notes: list[str]) -> float:
