@@ -261,7 +261,7 @@ def unique_hosts(hosts: tuple[Host, ...], source: str) -> tuple[Host, ...]:
     seen: set[str] = set()
     for index, host in enumerate(hosts):
         if host.name in seen:
-            raise ScenarioError(source, f"hosts.{index}.name", f"'{host.name}' is listed twice; each host once")
+            raise ScenarioError(source, f"hosts.{index}.name", f"{host.name!r} is listed twice; each host once")
         seen.add(host.name)
     return hosts
 
@@ -271,8 +271,9 @@ def unique_pairs(pairs: tuple[PairLatency, ...], source: str) -> tuple[PairLaten
     seen: set[frozenset[str]] = set()
     for index, pair in enumerate(pairs):
         if frozenset(pair.between) in seen:
-            raise ScenarioError(source, f"rtt_ms.{index}", f"the round trip between {' and '.join(pair.between)} "
-                                "is listed twice; each pair once")
+            hosts = " and ".join(map(repr, pair.between))
+            raise ScenarioError(source, f"rtt_ms.{index}", f"the round trip between {hosts} is listed twice; each "
+                                "pair once")
         seen.add(frozenset(pair.between))
     return pairs
 
@@ -285,7 +286,7 @@ def apply_profile(document: dict[str, Any], profile: NetworkProfile, profile_pat
     missing = [name for name in names if profile.host(name) is None]
     if missing:
         raise ScenarioError(profile_path, "hosts", f"no host named {', '.join(repr(n) for n in missing)} (it measured "
-                            f"{', '.join(h.name for h in profile.hosts)}): name each host after its island "
+                            f"{', '.join(repr(h.name) for h in profile.hosts)}): name each host after its island "
                             "(islands calibrate --name)")
     hosts = {host.name: host for host in profile.hosts}
     for table in islands:

@@ -168,7 +168,7 @@ CASES = [
     case("simulate", "--network-profile listing a host twice", [S, "--network-profile", "{tmp}/dup.json"],
          "dup.json: hosts.1.name: 'dc' is listed twice"),
     case("simulate", "--network-profile measuring a pair twice", [S, "--network-profile", "{tmp}/dup-rtt.json"],
-         "dup-rtt.json: rtt_ms.1: the round trip between x and dc is listed twice"),
+         "dup-rtt.json: rtt_ms.1: the round trip between 'x' and 'dc' is listed twice"),
     case("simulate", "--network-profile with a rate past the scenario's limits", [S, "--network-profile",
                                                                                   "{tmp}/fast.json"],
          "fast.json: hosts.0.upload_gbps: must be <= 1e+06 Gbit/s (see docs/limits.md) (got 2000000.0)"),

@@ -107,12 +107,16 @@ POINT = {"algorithm": "diloco", "inner_steps": 10, "workers": 2, "bits": 16, "fr
                                                        "fragments, as points.0 does: each setting once"),
     ({"points": [{**POINT, "workers": True}]}, "points.0.workers: must be a whole number, 1 to"),
     ({"points": [{**POINT, "bits": 7}]}, "points.0.bits: a wire format is one of 32, 16, 8, 4 bits (got 7)"),
+    ({"points": [{**POINT, "bits": "\x85"}]}, "points.0.bits: a wire format is one of 32, 16, 8, 4 bits (got '\\x85')"),
+    ({"points": [{**POINT, "bits": 16.0}]}, "points.0.bits: a wire format is one of 32, 16, 8, 4 bits (got 16.0)"),
     ({"points": [{**POINT, "steps": 25}]}, "points.0.steps: 25 steps do not end on an outer step of 10"),
     ({"points": [{**POINT, "eval_los": 4.0}]}, "points.0: must hold algorithm"),
 ])
 def test_a_profile_the_fuzzing_found_wrong_is_refused_naming_the_key(tmp_path, change, message):
     """Were read before: a size of 0 divided by zero in the estimate, a negative size, an unknown or
-    DDP algorithm and two points at one setting (the later silently ignored) were priced."""
+    DDP algorithm and two points at one setting (the later silently ignored) were priced; counts of
+    text ("5"), a float 16.0 as bits; a control character in bits split the one line (this suite's
+    first fuzzing of its own fix)."""
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"scenario": "toy", "model_parameters": 120_576, "points": [POINT], **change}))
     with pytest.raises(UserError) as refused:

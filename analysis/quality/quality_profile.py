@@ -154,9 +154,9 @@ def checked_point(values: object, where: str) -> ProfilePoint:
     for key in COUNTS:
         if not (is_whole_number(values[key]) and 1 <= values[key] <= MAX_COUNT):
             raise UserError(f"{where}.{key}: must be a whole number, 1 to {MAX_COUNT} (got {shown_value(values[key])})")
-    if values["bits"] not in WIRE_BITS:
+    if not (is_whole_number(values["bits"]) and values["bits"] in WIRE_BITS):
         raise UserError(f"{where}.bits: a wire format is one of {', '.join(map(str, WIRE_BITS))} bits "
-                        f"(got {values['bits']})")
+                        f"(got {shown_value(values['bits'])})")
     if values["steps"] % values["inner_steps"]:
         raise UserError(f"{where}.steps: {values['steps']} steps do not end on an outer step of "
                         f"{values['inner_steps']} (islands quality --grid trains whole outer steps)")
