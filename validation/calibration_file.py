@@ -148,6 +148,6 @@ def key_number(key: str, level: str) -> float | None:
         number = float(key)
     except ValueError:
         return None
-    if not math.isfinite(number) or (level != "rate" and number != int(number)):
+    if not is_finite_number(number) or (level != "rate" and number != int(number)):
         return None
     return number
