@@ -48,8 +48,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python tools/typecheck.py
 
-# The property tests (tests/test_properties*.py) with thousands of random examples each instead of the
-# few derandomized ones `make test` runs (HYPOTHESIS_PROFILE, tests/conftest.py): tens of minutes.
+# The property tests (tests/test_properties*.py: the simulator's invariants, and every file format islands
+# reads drawn valid, then mutated or cut: read, or one line naming the file, never a traceback) with
+# thousands of random examples each instead of the few derandomized ones `make test` runs
+# (HYPOTHESIS_PROFILE, tests/conftest.py): tens of minutes.
 fuzz: $(WRAPPER)
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q tests/test_properties*.py tests/test_exchange_calls.py
 

@@ -234,14 +234,24 @@ def read_bounded_json(path: str | Path, what: str) -> Any:
 
 def parse_json(text: str, path: str | Path, what: str, constant_hint: str = "") -> Any:
     """The JSON document ``text`` read from ``path`` (a ``what``): bad syntax, a number too long to
-    convert, nesting too deep, and NaN or Infinity (no numbers in JSON) are one ``UserError`` each.
-    ``constant_hint`` follows the NaN message (e.g. what the writer writes instead)."""
+    convert, nesting too deep, NaN or Infinity (no numbers in JSON) and a key written twice in one
+    object (one value would win silently) are one ``UserError`` each. ``constant_hint`` follows the
+    NaN message (e.g. what the writer writes instead)."""
 
     def refuse_constant(name: str) -> None:
         raise UserError(f"{path}: holds {name}, which is no number in JSON{constant_hint}")
 
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        document: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in document:
+                shown = key if len(key) <= 40 else key[:37] + "..."
+                raise UserError(f"{path}: the key {shown!r} is written twice in one object: one value would be lost")
+            document[key] = value
+        return document
+
     try:
-        return json.loads(text, parse_constant=refuse_constant)
+        return json.loads(text, parse_constant=refuse_constant, object_pairs_hook=unique_keys)
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to be a {what}") from None
     except ValueError as error:  # json.JSONDecodeError is one, as is an integer too long to convert

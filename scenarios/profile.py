@@ -49,12 +49,29 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .errors import ScenarioError
 from .model import PairLatency
-from .spec import shown_value
+from .spec import (
+    ISLAND_KEYS,
+    LATENCY_KEYS,
+    MAX_CALL_OVERHEAD_S,
+    MAX_GBPS,
+    MAX_LATENCY_MS,
+    NETWORK_KEYS,
+    Key,
+    between,
+    shown_value,
+)
 
 KIND = "islands network profile"
 COLLECTIVE_TESTS = ("all_reduce", "all_gather")
 VERSION = 1
 MAX_PROFILE_BYTES = 16 * 2**20  # a profile of thousands of hosts is a few MB
+MAX_RANKS = 2**20  # a collective's processes: far beyond any cluster
+# the profile's figures that set no scenario key alone: held to the ranges of those they make
+HOP_OVERHEAD = Key("float", check=between(-MAX_LATENCY_MS / 1e3, MAX_LATENCY_MS / 1e3, " s"))
+CALL_LATENCY = Key("float", check=between(0, MAX_CALL_OVERHEAD_S, " s"))
+MESSAGE_BYTES = Key("float", check=between(1, 2**50, " B"))
+BUS_GBPS = Key("float", check=lambda rate: None if 0 < rate <= MAX_GBPS else f"must be above 0 and <= {MAX_GBPS:g} "
+               "Gbit/s")  # a small message's bus rate is far below any link's
 
 
 @dataclass(frozen=True)
@@ -108,55 +125,135 @@ class NetworkProfile:
 
 
 def read_profile(path: str | Path) -> NetworkProfile:
-    """The profile in ``path``; a missing, corrupt or foreign file is refused in one line."""
+    """The profile in ``path``; a missing, corrupt or foreign file, or a value of another type or out of
+    its range (the scenario's own limits, docs/limits.md, for what the profile sets), is refused in
+    one line naming the file and the key."""
+    source = str(path)
     values = parse_json(read_bounded_text(path, "network profile", MAX_PROFILE_BYTES), path, "network profile",
                         ": write it with islands calibrate --out")
     if not isinstance(values, dict) or values.get("kind") != KIND:
-        raise ScenarioError(str(path), "kind", f"not a network profile (no \"kind\": \"{KIND}\"): write one with "
+        raise ScenarioError(source, "kind", f"not a network profile (no \"kind\": \"{KIND}\"): write one with "
                             "islands calibrate")
-    if values.get("version") != VERSION:
-        raise ScenarioError(str(path), "version",
+    if values.get("version") != VERSION or not is_whole_number(values.get("version")):
+        raise ScenarioError(source, "version",
                             f"{shown_value(values.get('version'))} is not {VERSION}: calibrate again")
-    try:
-        return NetworkProfile(
-            label=str(values["label"]),
-            hosts=unique_hosts(tuple(Host(str(h["name"]), positive(h["upload_gbps"]), positive(h["download_gbps"]))
-                                     for h in values["hosts"]), str(path)),
-            rtt_ms=unique_pairs(tuple(PairLatency((str(p["between"][0]), str(p["between"][1])),
-                                                  non_negative(p["rtt_ms"])) for p in values["rtt_ms"]), str(path)),
-            exchange=exchange_cost(values["exchange"]) if "exchange" in values else None,
-            collective=collective_cost(values["collective"]) if "collective" in values else None)
-    except ScenarioError:
-        raise
-    except (KeyError, TypeError, ValueError, IndexError, OverflowError) as error:
-        raise ScenarioError(str(path), "", f"{describe(error)}: the profile is incomplete or has a value out of "
-                            "range; calibrate again") from None
+    fields(values, "", ("kind", "version", "label", "hosts", "rtt_ms"), ("exchange", "collective"), source)
+    if not isinstance(values["label"], str):
+        raise ScenarioError(source, "label", f"must be text (got {shown_value(values['label'])})")
+    hosts = unique_hosts(tuple(host_of(entry, f"hosts.{index}", source)
+                               for index, entry in enumerate(entries(values, "hosts", source))), source)
+    names = {host.name for host in hosts}
+    rtt_ms = unique_pairs(tuple(pair_of(entry, f"rtt_ms.{index}", names, source)
+                                for index, entry in enumerate(entries(values, "rtt_ms", source, empty=True))), source)
+    return NetworkProfile(
+        label=values["label"], hosts=hosts, rtt_ms=rtt_ms,
+        exchange=exchange_cost(values["exchange"], len(hosts), source) if "exchange" in values else None,
+        collective=collective_cost(values["collective"], len(hosts), source) if "collective" in values else None)
 
 
-def exchange_cost(values: dict[str, Any]) -> ExchangeCost:
-    return ExchangeCost(int(values["members"]), non_negative(values["cpu_s_per_value"]),
-                        number(values["hop_overhead_s"]), non_negative(values["end_spread_s"]),
-                        non_negative(values.get("burst_bytes", 0.0)))
+def fields(values: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...], source: str) -> None:
+    """Refuse ``values`` unless it is an object with every ``required`` key and no key but those and
+    ``optional`` (a key misspelt, or written by another version, is no value to leave unread)."""
+    if not isinstance(values, dict):
+        raise ScenarioError(source, where or "the file", f"must be an object (got {shown_value(values)})")
+    missing = [key for key in required if key not in values]
+    unknown = sorted(set(values) - set(required) - set(optional))
+    if missing or unknown:
+        problem = f"no {', '.join(missing)}" if missing else f"unknown key {', '.join(map(repr, unknown))}"
+        raise ScenarioError(source, where or "the file", f"{problem}: the profile is incomplete or not one islands "
+                            "calibrate wrote; calibrate again")
 
 
-def collective_cost(values: dict[str, Any]) -> CollectiveCost:
-    """The ``collective`` block, each figure in range; its sizes strictly rising."""
-    if values["test"] not in COLLECTIVE_TESTS:
-        raise ValueError(f"collective.test {shown_value(values['test'])} is not one of {', '.join(COLLECTIVE_TESTS)}")
-    members, ranks = whole(values["members"]), whole(values["ranks"])
-    if not 2 <= members <= ranks:
-        raise ValueError(f"collective: {members} members on {ranks} ranks: at least 2 hosts, each with a rank")
-    rates = tuple(BusRate(positive(row["size_bytes"]), positive(row["bus_gbps"])) for row in values["bus_gbps"])
-    if not rates or any(later.size_bytes <= earlier.size_bytes for earlier, later in zip(rates, rates[1:])):
-        raise ValueError("collective.bus_gbps: the sizes must be listed, smallest first, each once")
-    return CollectiveCost(values["test"], members, ranks, non_negative(values["call_latency_s"]), rates)
+def entries(values: dict[str, Any], key: str, source: str, empty: bool = False) -> list[Any]:
+    """The list under ``key``: a list, of at least one entry unless ``empty``."""
+    listed = values[key]
+    if not isinstance(listed, list) or not (listed or empty):
+        raise ScenarioError(source, key, f"must list {'its entries' if empty else 'at least one'} (got "
+                            f"{shown_value(listed)})")
+    return listed
 
 
-def whole(value: Any) -> int:
-    """A JSON integer (not a float, a string or a boolean)."""
-    if not is_whole_number(value):
-        raise ValueError(f"{shown_value(value)} is not a whole number")
+def name_of(value: Any, where: str, source: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ScenarioError(source, where, f"a host's name must be text, not empty (got {shown_value(value)})")
     return value
+
+
+def host_of(entry: Any, where: str, source: str) -> Host:
+    fields(entry, where, ("name", "upload_gbps", "download_gbps"), (), source)
+    return Host(name_of(entry["name"], f"{where}.name", source),
+                within(entry["upload_gbps"], ISLAND_KEYS["upload_gbps"], f"{where}.upload_gbps", source),
+                within(entry["download_gbps"], ISLAND_KEYS["download_gbps"], f"{where}.download_gbps", source))
+
+
+def pair_of(entry: Any, where: str, hosts: set[str], source: str) -> PairLatency:
+    """One measured round trip: between two different hosts the profile lists."""
+    fields(entry, where, ("between", "rtt_ms"), (), source)
+    between = entry["between"]
+    if not (isinstance(between, list) and len(between) == 2):
+        raise ScenarioError(source, f"{where}.between", f"must list two hosts (got {shown_value(between)})")
+    a, b = (name_of(name, f"{where}.between", source) for name in between)
+    if a == b or not {a, b} <= hosts:
+        raise ScenarioError(source, f"{where}.between", f"must name two different hosts that hosts lists (got "
+                            f"{shown_value(between)})")
+    return PairLatency((a, b), within(entry["rtt_ms"], LATENCY_KEYS["rtt_ms"], f"{where}.rtt_ms", source))
+
+
+def within(value: Any, key: Key, where: str, source: str) -> float:
+    """A number in the range of the scenario key ``key`` (what the profile sets in a scenario is held
+    to the scenario's limits, and refused here, naming the profile)."""
+    if not is_finite_number(value):
+        raise ScenarioError(source, where, f"must be a finite number (got {shown_value(value)})")
+    problem = key.check(value) if key.check is not None else None
+    if problem:
+        raise ScenarioError(source, where, f"{problem} (got {shown_value(value)})")
+    return float(value)
+
+
+def exchange_cost(values: Any, hosts: int, source: str) -> ExchangeCost:
+    fields(values, "exchange", ("members", "cpu_s_per_value", "hop_overhead_s", "end_spread_s"), ("burst_bytes",),
+           source)
+    return ExchangeCost(members(values["members"], 1, hosts, "exchange", source),
+                        within(values["cpu_s_per_value"], NETWORK_KEYS["exchange_cpu_s_per_value"],
+                               "exchange.cpu_s_per_value", source),
+                        within(values["hop_overhead_s"], HOP_OVERHEAD, "exchange.hop_overhead_s", source),
+                        within(values["end_spread_s"], NETWORK_KEYS["exchange_end_spread_s"],
+                               "exchange.end_spread_s", source),
+                        within(values.get("burst_bytes", 0.0), ISLAND_KEYS["upload_burst_bytes"],
+                               "exchange.burst_bytes", source))
+
+
+def members(value: Any, least: int, hosts: int, block: str, source: str) -> int:
+    """M: ``least`` to the profile's hosts."""
+    if not (is_whole_number(value) and least <= value <= hosts):
+        raise ScenarioError(source, f"{block}.members", f"must be a whole number, {least} to the {hosts} hosts "
+                            f"(got {shown_value(value)})")
+    return value
+
+
+def collective_cost(values: Any, hosts: int, source: str) -> CollectiveCost:
+    """The ``collective`` block, each figure in range; its sizes strictly rising."""
+    fields(values, "collective", ("test", "members", "ranks", "call_latency_s", "bus_gbps"), (), source)
+    if values["test"] not in COLLECTIVE_TESTS:
+        raise ScenarioError(source, "collective.test", f"{shown_value(values['test'])} is not one of "
+                            f"{', '.join(COLLECTIVE_TESTS)}")
+    count = members(values["members"], 2, hosts, "collective", source)
+    ranks = values["ranks"]
+    if not (is_whole_number(ranks) and count <= ranks <= MAX_RANKS):
+        raise ScenarioError(source, "collective.ranks", f"must be a whole number, the {count} members to "
+                            f"{MAX_RANKS} (got {shown_value(ranks)})")
+    rates = tuple(bus_rate(row, f"collective.bus_gbps.{index}", source)
+                  for index, row in enumerate(entries(values, "bus_gbps", source)))
+    if any(later.size_bytes <= earlier.size_bytes for earlier, later in zip(rates, rates[1:])):
+        raise ScenarioError(source, "collective.bus_gbps", "the sizes must be listed, smallest first, each once")
+    return CollectiveCost(values["test"], count, ranks, within(values["call_latency_s"], CALL_LATENCY,
+                                                               "collective.call_latency_s", source), rates)
+
+
+def bus_rate(row: Any, where: str, source: str) -> BusRate:
+    fields(row, where, ("size_bytes", "bus_gbps"), (), source)
+    return BusRate(within(row["size_bytes"], MESSAGE_BYTES, f"{where}.size_bytes", source),
+                   within(row["bus_gbps"], BUS_GBPS, f"{where}.bus_gbps", source))
 
 
 def unique_hosts(hosts: tuple[Host, ...], source: str) -> tuple[Host, ...]:
@@ -164,16 +261,9 @@ def unique_hosts(hosts: tuple[Host, ...], source: str) -> tuple[Host, ...]:
     seen: set[str] = set()
     for index, host in enumerate(hosts):
         if host.name in seen:
-            raise ScenarioError(source, f"hosts.{index}.name", f"'{host.name}' is listed twice; each host once")
+            raise ScenarioError(source, f"hosts.{index}.name", f"{host.name!r} is listed twice; each host once")
         seen.add(host.name)
     return hosts
-
-
-def number(value: Any) -> float:
-    """A JSON number that is finite as a float (not a string, a boolean or null)."""
-    if not is_finite_number(value):
-        raise ValueError(f"{shown_value(value)} is not a finite number")
-    return float(value)
 
 
 def unique_pairs(pairs: tuple[PairLatency, ...], source: str) -> tuple[PairLatency, ...]:
@@ -181,28 +271,11 @@ def unique_pairs(pairs: tuple[PairLatency, ...], source: str) -> tuple[PairLaten
     seen: set[frozenset[str]] = set()
     for index, pair in enumerate(pairs):
         if frozenset(pair.between) in seen:
-            raise ScenarioError(source, f"rtt_ms.{index}", f"the round trip between {' and '.join(pair.between)} "
-                                "is listed twice; each pair once")
+            hosts = " and ".join(map(repr, pair.between))
+            raise ScenarioError(source, f"rtt_ms.{index}", f"the round trip between {hosts} is listed twice; each "
+                                "pair once")
         seen.add(frozenset(pair.between))
     return pairs
-
-
-def positive(value: Any) -> float:
-    rate = number(value)
-    if not rate > 0:
-        raise ValueError(f"{shown_value(value)} is not a rate > 0")
-    return rate
-
-
-def non_negative(value: Any) -> float:
-    figure = number(value)
-    if not figure >= 0:
-        raise ValueError(f"{shown_value(value)} is not a finite number >= 0")
-    return figure
-
-
-def describe(error: Exception) -> str:
-    return f"missing {error}" if isinstance(error, KeyError) else str(error)
 
 
 def apply_profile(document: dict[str, Any], profile: NetworkProfile, profile_path: str) -> dict[str, Any]:
@@ -213,7 +286,7 @@ def apply_profile(document: dict[str, Any], profile: NetworkProfile, profile_pat
     missing = [name for name in names if profile.host(name) is None]
     if missing:
         raise ScenarioError(profile_path, "hosts", f"no host named {', '.join(repr(n) for n in missing)} (it measured "
-                            f"{', '.join(h.name for h in profile.hosts)}): name each host after its island "
+                            f"{', '.join(repr(h.name) for h in profile.hosts)}): name each host after its island "
                             "(islands calibrate --name)")
     hosts = {host.name: host for host in profile.hosts}
     for table in islands:
@@ -252,7 +325,9 @@ def latency_entries(profile: NetworkProfile, names: list[str], profile_path: str
         if frozenset((a, b)) not in measured:
             raise ScenarioError(profile_path, "rtt_ms",
                                 f"no round trip between '{a}' and '{b}': calibrate them together")
-        entries.append({"between": [a, b], "rtt_ms": max(0.0, measured[frozenset((a, b))] + overhead_ms)})
+        rtt_ms = within(max(0.0, measured[frozenset((a, b))] + overhead_ms), LATENCY_KEYS["rtt_ms"],
+                        f"rtt_ms between '{a}' and '{b}' plus 2 x exchange.hop_overhead_s", profile_path)
+        entries.append({"between": [a, b], "rtt_ms": rtt_ms})
     return entries
 
 

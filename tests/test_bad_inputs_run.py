@@ -226,6 +226,16 @@ VALIDATE = cases("validate", ("scenario.toml",), [
     ("--calibration with int8 ratios for 1 island", ("--calibration", "calibration.json"),
      "calibration.json: exchange_ratio_by_bits.8.1: give ratios by 2 islands or more",
      edit_json("calibration.json", setting("exchange_ratio_by_bits", {"8": {"1": {"10000000.0": 0.9}}}))),
+    ("--calibration with a rate written twice", ("--calibration", "calibration.json"),
+     "calibration.json: exchange_ratio.2: the rate 1e+07 is written twice ('10000000.0' and '1e7')",
+     edit_json("calibration.json", calibration_value("exchange_ratio", "2", {"10000000.0": 0.9, "1e7": 0.8}))),
+    ("--calibration with a list for a cost", ("--calibration", "calibration.json"),
+     "calibration.json: exchange_ratio.2 must be an object keyed by rate (got [0.9])",
+     edit_json("calibration.json", calibration_value("exchange_ratio", "2", [0.9]))),
+    ("--calibration with a key written twice", ("--calibration", "calibration.json"),
+     "calibration.json: the key 'label' is written twice in one object",
+     lambda folder: write("calibration.json", (folder / "calibration.json").read_text().replace(
+         '"label"', '"label": "again", "label"', 1))(folder)),
     ("--calibration for fewer islands", ("--calibration", "calibration.json"),
      "calibration.json: measured for 2, 3 islands, not 4: give --calibration a new file",
      edit_json("calibration.json", lambda document: document["overhead_s"].pop("4"))),
@@ -415,6 +425,9 @@ COMPARE = cases("compare", ("scenario.toml", "run"), [
     ("summary.json with Infinity", (), "run/summary.json: holds Infinity",
      write("run/summary.json", '{"complete": true, "mean_sync_s": Infinity}')),
     ("summary.json not an object", (), "run/summary.json: must hold one JSON object", write("run/summary.json", "[]")),
+    ("summary.json a key written twice", (), "run/summary.json: the key 'wall_time_s' is written twice in one object",
+     lambda folder: write("run/summary.json", (folder / "run" / "summary.json").read_text().replace(
+         '"wall_time_s"', '"wall_time_s": 1, "wall_time_s"', 1))(folder)),
     ("a figure missing", (), "run/summary.json: no 'mean_sync_s'",
      edit_json("run/summary.json", lambda document: document.pop("mean_sync_s"))),
     ("a figure that is text", (), "run/summary.json: 'mean_sync_s' must be a finite number (got 'slow')",
@@ -468,9 +481,16 @@ COMPARE = cases("compare", ("scenario.toml", "run"), [
      trace_line(2, "0.0,inf,0,a,compute,0.0,-1,0")),
     ("trace.csv a negative time", (), "run/trace.csv: time_start_s must be finite and 0 or more (got -5)",
      trace_line(2, "-5.0,100.0,0,a,compute,0.0,-1,0")),
-    ("trace.csv a worker that is text", (), "run/trace.csv: not a trace in the islands schema",
+    ("trace.csv a worker that is text", (), "run/trace.csv: line 2: worker must be a whole number (got 'x')",
      trace_line(2, "0.0,100.0,x,a,compute,0.0,-1,0")),
-    ("trace.csv an unknown kind", (), "run/trace.csv: not a trace in the islands schema (trace has unknown kinds: nap",
+    ("trace.csv bytes that are text", (), "run/trace.csv: line 2: bytes must be a number (got 'x')",
+     trace_line(2, "0.0,100.0,0,a,compute,x,-1,0")),
+    ("trace.csv a worker of 0.5", (), "run/trace.csv: line 2: worker must be a whole number (got 0.5)",
+     trace_line(2, "0.0,100.0,0.5,a,compute,0.0,-1,0")),
+    ("trace.csv a negative outer step", (), "run/trace.csv: outer_step must be 0 to 4294967296 (got -1)",
+     trace_line(2, "0.0,100.0,0,a,compute,0.0,-1,-1")),
+    ("trace.csv an unknown kind", (),
+     "run/trace.csv: line 2: kind must be one of compute, comm, stall, idle (got 'nap')",
      trace_line(2, "0.0,100.0,0,a,nap,0.0,-1,0")),
     ("trace.csv a row that ends first", (), "trace has rows that end before they start",
      trace_line(2, "100.0,0.0,0,a,compute,0.0,-1,0")),
@@ -571,6 +591,16 @@ TRACE = cases("trace", ("scenario.toml",), [
     ("no scenario file", ("nowhere.toml",), "nowhere.toml: no such file or bundled scenario"),
 ])
 
+QUALITY_POINT = {"algorithm": "diloco", "inner_steps": 10, "workers": 2, "bits": 16, "fragments": 1, "steps": 300,
+                 "eval_loss": 4.01, "ddp_eval_loss": 4.0}
+
+
+def quality_profile(**change) -> Callable[[Path], None]:
+    """p.json: a quality profile of one point, with ``change`` made."""
+    return write("p.json", json.dumps({"scenario": "x", "model_parameters": 120_576, "points": [QUALITY_POINT],
+                                       **change}))
+
+
 QUALITY = cases("quality", ("scenario.toml",), [
     ("--steps 0", ("--grid", "workers=2", "--steps", "0"), "--steps 0: must be 1 to 100000"),
     ("--steps negative", ("--grid", "workers=2", "--steps", "-5"), "--steps -5: must be 1 to 100000"),
@@ -598,6 +628,15 @@ QUALITY = cases("quality", ("scenario.toml",), [
      write("p.json", json.dumps({"scenario": "x", "model_parameters": 5, "points": [
          {"algorithm": "diloco", "inner_steps": 1, "workers": 2, "bits": 16, "fragments": 1, "steps": 10,
           "eval_loss": float("nan"), "ddp_eval_loss": 1.0}]}))),
+    ("--profile of a model of 0 parameters", ("--profile", "p.json"),
+     "p.json: model_parameters: must be a whole number >= 1 (got 0)", quality_profile(model_parameters=0)),
+    ("--profile of a negative size", ("--profile", "p.json"),
+     "p.json: model_parameters: must be a whole number >= 1 (got -5)", quality_profile(model_parameters=-5)),
+    ("--profile of an unknown schedule", ("--profile", "p.json"), "p.json: points.0.algorithm: must be a schedule "
+     "compared with DDP", quality_profile(points=[{**QUALITY_POINT, "algorithm": "dilocco"}])),
+    ("--profile with two points at one setting", ("--profile", "p.json"),
+     "p.json: points.1: measures diloco at H = 10, M = 2, 16 bits, 1 fragments, as points.0 does: each setting once",
+     quality_profile(points=[QUALITY_POINT, {**QUALITY_POINT, "eval_loss": 4.5}])),
     ("--profile empty", ("--profile", ""), "argument --profile: is empty: give a path"),
 ]) + cases("quality", (), [
     ("--save is the scenario", ("s.json", "--grid", "workers=2", "--save", "s.json"),
@@ -726,6 +765,12 @@ def document(folder: Path) -> str:
         "The rows marked *calibrate from files* also have copies of the samples in `tests/data/calibrate`:",
         "`a-c.json` and `a-b.json` (clients' `iperf3 -J` files), `ping.txt` (`ping -q`), `reduce.txt` and",
         "`gather.txt` (nccl-tests' `all_reduce_perf` and `all_gather_perf`; docs/how-to/calibrate.md).",
+        "",
+        "Beyond these rows, generated suites check every file these commands read (`tests/test_properties_*.py`,",
+        "a few cases each in `make test`, thousands in `make fuzz`): a valid run folder, calibration, quality",
+        "profile, tool file or log, changed at one place (a value of another type, out of range, NaN, an",
+        "infinity, an integer of 401 digits, arrays 100,000 deep, a key removed, added or written twice) or cut",
+        "at any byte, is read or refused in one line naming the file.",
     ]
     for number, (command, listed) in enumerate(COMMANDS.items()):
         lines += ["", f"## islands {command}", "", "| bad input | command line | answer |", "|---|---|---|"]

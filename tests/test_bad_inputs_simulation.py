@@ -38,8 +38,13 @@ FILES = {
     "rtt.csv": "a,b,rtt_ms\ndc,dc,1\n",
     "p.json": PROFILE % HOST,
     "dup.json": PROFILE % f"{HOST}, {HOST}",
-    "dup-rtt.json": (PROFILE % HOST).replace('"rtt_ms": []', '"rtt_ms": [{"between": ["dc", "dc"], "rtt_ms": 1}, '
-                                                           '{"between": ["dc", "dc"], "rtt_ms": 2}]'),
+    "dup-rtt.json": (PROFILE % f"{HOST}, {HOST.replace('dc', 'x')}").replace(
+        '"rtt_ms": []', '"rtt_ms": [{"between": ["dc", "x"], "rtt_ms": 1}, {"between": ["x", "dc"], "rtt_ms": 2}]'),
+    "fast.json": PROFILE % HOST.replace('"upload_gbps": 1', '"upload_gbps": 2e6'),
+    "zero.json": (PROFILE % HOST).replace('"members": 1', '"members": 0'),
+    "ab.json": (PROFILE % f"{HOST}, {HOST.replace('dc', 'x')}").replace(
+        '"rtt_ms": []', '"rtt_ms": [{"between": "dcx", "rtt_ms": 1}]'),
+    "twice.json": (PROFILE % HOST).replace('"label": "t"', '"label": "t", "label": "u"'),
     "deep.json": "[" * 100_000,
     "digits.json": '{"kind": "islands network profile", "version": ' + LONG + '}',
     "bad.toml": "name = [",
@@ -189,7 +194,16 @@ CASES = [
     case("simulate", "--network-profile listing a host twice", [S, "--network-profile", "{tmp}/dup.json"],
          "dup.json: hosts.1.name: 'dc' is listed twice"),
     case("simulate", "--network-profile measuring a pair twice", [S, "--network-profile", "{tmp}/dup-rtt.json"],
-         "dup-rtt.json: rtt_ms.1: the round trip between dc and dc is listed twice"),
+         "dup-rtt.json: rtt_ms.1: the round trip between 'x' and 'dc' is listed twice"),
+    case("simulate", "--network-profile with a rate past the scenario's limits", [S, "--network-profile",
+                                                                                  "{tmp}/fast.json"],
+         "fast.json: hosts.0.upload_gbps: must be <= 1e+06 Gbit/s (see docs/limits.md) (got 2000000.0)"),
+    case("simulate", "--network-profile with an exchange of 0 members", [S, "--network-profile", "{tmp}/zero.json"],
+         "zero.json: exchange.members: must be a whole number, 1 to the 1 hosts (got 0)"),
+    case("simulate", "--network-profile with a pair written as text", [S, "--network-profile", "{tmp}/ab.json"],
+         "ab.json: rtt_ms.0.between: must list two hosts (got 'dcx')"),
+    case("simulate", "--network-profile with a key written twice", [S, "--network-profile", "{tmp}/twice.json"],
+         "twice.json: the key 'label' is written twice in one object: one value would be lost"),
     # outputs
     case("simulate", "--trace onto the scenario", [S, "--trace", S], "--trace would overwrite the scenario"),
     case("simulate", "--trace onto its rtt_csv", [S, "--trace", "{tmp}/rtt.csv"],
@@ -556,7 +570,12 @@ the worked example reading `rtt.csv`, `p.json` a network profile for it).
 
 This file is written from the case list of `tests/test_bad_inputs_simulation.py` by running the
 commands (`python tests/test_bad_inputs_simulation.py` rewrites it), and a test checks that it still
-matches what they answer.
+matches what they answer. Beyond these rows, generated suites (`tests/test_properties_scenario_files.py`,
+`tests/test_properties_network_profile.py`, `tests/test_properties_quality_profile.py`; a few cases
+each in `make test`, thousands in `make fuzz`) change a valid scenario or profile at one place (a value
+of another type, out of range, NaN, an infinity, an integer of 401 digits, arrays 100,000 deep, a key
+removed, added or written twice) or cut it at any byte: each is read or refused in one line naming
+the file.
 
 Rules behind the answers:
 

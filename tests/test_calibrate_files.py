@@ -147,9 +147,10 @@ def test_a_profile_with_a_collective_reads_back_the_same(tmp_path):
     text = (tmp_path / "p.json").read_text()
     assert "exchange" not in json.loads(text)
     for edit, message in ((lambda t: t.replace('"all_gather"', '"broadcast"'), "is not one of all_reduce, all_gather"),
-                          (lambda t: t.replace('"members": 2', '"members": 5'), "5 members on 4 ranks"),
+                          (lambda t: t.replace('"members": 2', '"members": 5'), r"collective.members: must be a whole number, 2 to the 2 hosts \(got 5\)"),
                           (lambda t: t.replace('"size_bytes": 64', '"size_bytes": 8'), "smallest first, each once"),
-                          (lambda t: t.replace('"ranks": 4', '"ranks": 4.0'), "4.0 is not a whole number")):
+                          (lambda t: t.replace('"ranks": 4', '"ranks": 4.0'), r"collective.ranks: must be a whole number, the 2 "
+                           r"members to 1048576 \(got 4.0\)")):
         (tmp_path / "bad.json").write_text(edit(text))
         with pytest.raises(UserError, match=message):
             read_profile(tmp_path / "bad.json")

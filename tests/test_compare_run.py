@@ -78,7 +78,7 @@ def test_measured_steps_take_the_run_s_compute_so_that_only_the_network_is_compa
 
 
 @pytest.mark.parametrize("overrides, facts, message", [
-    (["schedule.algorithm=ddp", "schedule.inner_steps=1"], {}, "algorithm is ddp, the scenario's schedule.algorithm"),
+    (["schedule.algorithm=ddp", "schedule.inner_steps=1"], {}, "algorithm is 'ddp', the scenario's schedule.algorithm"),
     (["island.0.replicas=3"], {}, "workers is 3, the scenario's workers gives 4"),
     (["schedule.outer_steps=2"], {}, "outer_steps is 2, the scenario's schedule.outer_steps gives 3"),
     ([], {"bits": 8}, "bits is 8, the scenario's schedule.bits is 16: --set schedule.bits=8"),

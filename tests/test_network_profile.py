@@ -87,12 +87,13 @@ def test_the_cli_takes_it_and_set_applies_on_top(files, capsys):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda p: p.replace('"name": "c"', '"name": "z"'), r"hosts: no host named 'c' \(it measured a, b, z\)"),
-    (lambda p: p.replace('"rtt_ms": 50.0', '"rtt_ms": -1'), r"-1 is not a finite number >= 0"),
-    (lambda p: p.replace('"upload_gbps": 0.5', '"upload_gbps": 0'), r"0 is not a rate > 0"),
+    (lambda p: p.replace('"c"', '"z"'), r"hosts: no host named 'c' \(it measured 'a', 'b', 'z'\)"),
+    (lambda p: p.replace('"rtt_ms": 50.0', '"rtt_ms": -1'), r"rtt_ms.2.rtt_ms: must be >= 0 ms \(got -1\)"),
+    (lambda p: p.replace('"upload_gbps": 0.5', '"upload_gbps": 0'), r"hosts.0.upload_gbps: must be >= 1e-06 Gbit/s "
+                                                                 r"\(see docs/limits.md\) \(got 0\)"),
     (lambda p: p.replace('"kind"', '"sort"'), r"kind: not a network profile"),
     (lambda p: p[: len(p) // 2], r"not valid JSON"),
-    (lambda p: p.replace('"members": 3,', ''), r"missing 'members'"),
+    (lambda p: p.replace('"members": 3,', ''), r"exchange: no members: the profile is incomplete"),
 ])
 def test_a_profile_that_does_not_fit_or_is_broken_is_refused_in_one_line(files, capsys, edit, message):
     scenario_path, profile_path = files

@@ -266,7 +266,7 @@ def test_the_suite_table_shows_a_missing_utilisation_as_a_dash():
 
 VALID_BITS_KEYS, BAD_BITS_KEYS = st.sampled_from(["4", "8", "16", "32"]), st.sampled_from(["12", "0", "-8", "x", "8.0"])
 VALID_ISLANDS_KEYS, BAD_ISLANDS_KEYS = st.sampled_from(["2", "3", "4"]), st.sampled_from(["1", "2.5", "", "a", "-3"])
-VALID_RATE_KEYS = st.sampled_from(["1e7", "10000000.0", "100000000.0", "2.5e8"])
+VALID_RATE_KEYS = st.sampled_from(["5e7", "10000000.0", "100000000.0", "2.5e8"])  # one spelling per rate
 BAD_RATE_KEYS = st.sampled_from(["0", "-5", "nan", "inf", "x"])
 RATIOS = st.floats(0.05, 1.5)
 NOT_RATIOS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10), st.booleans(),
@@ -385,5 +385,5 @@ def test_a_saved_calibration_with_a_number_past_floats_range_or_a_list_for_a_cos
             read_calibration(tmp_path / "calibration.json")
     for key in ("call_s", "overhead_s"):
         (tmp_path / "calibration.json").write_text(json.dumps(json.loads(base.to_json()) | {key: {"2": []}}))
-        with pytest.raises(UserError, match=rf"{key}\.2: give one number of seconds \(got \[\]\)"):
+        with pytest.raises(UserError, match=rf"{key}\.2 must be a finite number, 0 or more \(got \[\]\)"):
             read_calibration(tmp_path / "calibration.json")

@@ -33,6 +33,14 @@ REQUIRED = ("mode", "label", "link_ratio", "link_ratios", "overhead_s", "exchang
 OPTIONAL = ("end_spread_s", "burst_fraction", "exchange_ratio_by_bits", "call_s")
 ISLAND_TABLES = ("overhead_s", "exchange_cpu_s_per_value", "call_s")  # by number of islands
 RATE_TABLES = ("exchange_ratio", "end_spread_s", "burst_fraction")  # by number of islands, then by rate
+# each key's shape (``leaves``): the keys of its levels of objects, down to its numbers
+LEVELS: dict[str, tuple[str, ...]] = {
+    "link_ratio": (), "link_ratios": ("list",), "overhead_s": ("number of islands",),
+    "exchange_cpu_s_per_value": ("number of islands",), "call_s": ("number of islands",),
+    "exchange_ratio": ("number of islands", "rate"), "end_spread_s": ("number of islands", "rate"),
+    "burst_fraction": ("number of islands", "rate"), "exchange_ratio_by_bits": ("bits", "number of islands", "rate")}
+KEY_RULES = {"number of islands": "whole number of islands", "bits": "whole number of bits",
+             "rate": "finite rate in bits/s"}
 # what each key's numbers must be, in words and as a test of a finite float
 RULES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "link_ratio": ("above 0", lambda value: value > 0),
@@ -59,7 +67,7 @@ def read_calibration(path: Path) -> Calibration:
         problem = f"no {', '.join(missing)}" if missing else f"unknown key {', '.join(unknown)}"
         raise UserError(f"{path}: {problem}: not a calibration islands validate wrote")
     for key, (rule, holds) in RULES.items():
-        for where, value in numbers(document.get(key, {}), key):
+        for where, value in leaves(document.get(key, {}), LEVELS[key], key, path):
             if not (is_finite_number(value) and holds(value)):
                 raise UserError(f"{path}: {where} must be a finite number, {rule} (got {shown_value(value)})")
     if not all(isinstance(document[key], str) for key in ("mode", "label")):
@@ -76,14 +84,12 @@ def read_calibration(path: Path) -> Calibration:
 
 
 def check_keys(calibration: Calibration, path: Path) -> None:
-    """Numbers of islands 2 or more, each with one number (``ISLAND_TABLES``) or its values by rate
-    (``RATE_TABLES``): rates above 0 and finite, at least one per number of islands."""
+    """Numbers of islands 2 or more (each with one number in ``ISLAND_TABLES``, ``leaves`` checked),
+    each with its values by rate in ``RATE_TABLES``: rates above 0 and finite, at least one."""
     for key in ISLAND_TABLES + RATE_TABLES:
         for islands, by_rate in getattr(calibration, key).items():
             if islands < 2:
                 raise UserError(f"{path}: {key}.{islands}: an exchange has 2 islands or more")
-            if key in ISLAND_TABLES and not is_finite_number(by_rate):
-                raise UserError(f"{path}: {key}.{islands}: give one number of seconds (got {shown_value(by_rate)})")
             if key in RATE_TABLES and not probed(by_rate):
                 raise UserError(f"{path}: {key}.{islands}: give its values by probed rates, in bits/s above 0")
     for bits, by_islands in calibration.exchange_ratio_by_bits.items():
@@ -108,13 +114,40 @@ def parse(path: Path) -> dict[str, Any]:
     return document
 
 
-def numbers(value: Any, where: str) -> Iterator[tuple[str, Any]]:
-    """Every leaf of ``value`` (a number, or lists and objects of them) with its dotted key."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from numbers(item, f"{where}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from numbers(item, f"{where}.{index}")
-    else:
+def leaves(value: Any, levels: tuple[str, ...], where: str, path: Path) -> Iterator[tuple[str, Any]]:
+    """Every value of a table with its dotted key, the table's shape checked: an object keyed by
+    each of ``levels`` in turn (a number of islands or of bits: a whole number; a rate: a number),
+    each key once as a number (``2`` and ``02`` are one key, and one value would win), down to the
+    values; ``("list",)``, a list of them; ``()``, the value itself."""
+    if not levels:
         yield where, value
+        return
+    if levels == ("list",):
+        if not isinstance(value, list):
+            raise UserError(f"{path}: {where} must list its values (got {shown_value(value)})")
+        for index, item in enumerate(value):
+            yield f"{where}.{index}", item
+        return
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: {where} must be an object keyed by {levels[0]} (got {shown_value(value)})")
+    seen: dict[float, str] = {}
+    for key, item in value.items():
+        number = key_number(key, levels[0])
+        if number is None:
+            raise UserError(f"{path}: {where}.{key}: a key must be a {KEY_RULES[levels[0]]}")
+        if number in seen:
+            raise UserError(f"{path}: {where}: the {levels[0]} {number:g} is written twice ({seen[number]!r} and "
+                            f"{key!r})")
+        seen[number] = key
+        yield from leaves(item, levels[1:], f"{where}.{key}", path)
+
+
+def key_number(key: str, level: str) -> float | None:
+    """The number a table's key names, or None where it names none of its kind (a rate: finite)."""
+    try:
+        number = float(key)
+    except ValueError:
+        return None
+    if not is_finite_number(number) or (level != "rate" and number != int(number)):
+        return None
+    return number

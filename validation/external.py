@@ -25,7 +25,7 @@ import pandas as pd
 from islands.errors import UserError
 from islands.numbers import is_non_negative_number, is_number
 from islands.scenarios import Scenario
-from islands.scenarios.spec import shown_value
+from islands.scenarios.spec import WIRE_BITS, shown_value
 from islands.simulator import SimResult, simulate
 
 from .compare import Comparison, compare
@@ -71,20 +71,22 @@ def check_comparable(scenario: Scenario, predicted: SimResult, run: RunRecord) -
     summary_path = run.directory / "summary.json"
     if not required(run.summary, "complete", summary_path):
         reason = run.summary.get("incomplete_reason") or "no reason recorded"
-        raise UserError(f"{summary_path}: the run stopped short ({reason}): compare a finished run")
+        shown = reason if isinstance(reason, str) and reason.isprintable() else shown_value(reason)
+        raise UserError(f"{summary_path}: the run stopped short ({shown}): compare a finished run")
     if not predicted.summary["complete"]:
         raise UserError(f"{scenario.source}: the prediction stopped short ({predicted.summary['incomplete_reason']}): "
                         "nothing to compare a finished run with")
     for key, name in COMPARED_COUNTS:
         ran, priced = required(run.summary, key, summary_path), predicted.summary[key]
         if ran != priced:
-            raise UserError(f"{summary_path}: {key} is {ran}, the scenario's {name} gives {priced}: "
+            raise UserError(f"{summary_path}: {key} is {shown_value(ran)}, the scenario's {name} gives {priced}: "
                             "compare a run of the same work (--set the scenario's keys to the run's)")
     run_path = run.directory / "run.json"
     bits = required(run.run_info, "bits", run_path)
     if bits != scenario.schedule.bits:
-        raise UserError(f"{run_path}: bits is {bits}, the scenario's schedule.bits is {scenario.schedule.bits}: "
-                        f"--set schedule.bits={bits}")
+        hint = f": --set schedule.bits={bits}" if bits in WIRE_BITS else ""
+        raise UserError(f"{run_path}: bits is {shown_value(bits)}, the scenario's schedule.bits is "
+                        f"{scenario.schedule.bits}{hint}")
     ran_fragments, priced_fragments = fragments(run.trace), fragments(predicted.trace)
     if ran_fragments != priced_fragments:
         raise UserError(f"{run.directory / 'trace.csv'}: the run exchanged fragments {ran_fragments}, the "

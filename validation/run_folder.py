@@ -24,15 +24,19 @@ import pandas as pd
 
 from islands.errors import UserError
 from islands.io import parse_json, read_bounded_text
-from islands.numbers import is_finite_number
-from islands.scenarios.spec import shown_value
-from islands.trace import COLUMNS, check_frame, to_frame
+from islands.numbers import is_finite_number, is_whole_number
+from islands.scenarios.spec import MAX_FRAGMENTS, MAX_REPLICAS, shown_value
+from islands.trace import COLUMNS, DTYPES, KINDS, NO_FRAGMENT, check_frame, to_frame
 
 RUN_FILES = ("summary.json", "run.json", "trace.csv")
 TRACE_LIMIT_BYTES = 2**30  # about 25 million rows: a long run of many workers
 FIGURE_KEYS = ("wall_time_s", "compute_utilisation", "stall_s", "idle_s", "bytes_per_worker", "mean_sync_s")
 WITHIN_WALL_KEYS = ("stall_s", "idle_s", "mean_sync_s")  # seconds per worker or per sync: 0 to the wall time
 NON_NEGATIVE_TRACE_COLUMNS = ("time_start_s", "time_end_s", "bytes", "worker")
+# the indices' ranges: a scenario's workers and fragments (docs/limits.md), and outer steps far beyond
+# any run's, each worker's syncs keyed by the three together within an int64 (``summary.sync_spans``)
+INDEX_RANGES = {"worker": (0, MAX_REPLICAS - 1), "fragment": (NO_FRAGMENT, MAX_FRAGMENTS - 1), "outer_step": (0, 2**32)}
+MAX_WHOLE = 2**53  # a whole-number column's cells: exact as the floats the CSV's numbers are read as
 SPAN_TOLERANCE = 1e-6  # relative (and seconds): the CSV keeps every digit, so only a rounding's worth
 
 
@@ -117,7 +121,7 @@ def read_trace(path: Path) -> pd.DataFrame:
     try:
         with warnings.catch_warnings():  # a first row longer than the header: an error, not a lost cell
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(io.StringIO(text), index_col=False)
+            frame = pd.read_csv(io.StringIO(text), index_col=False, dtype={"island": str, "kind": str})
     except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning) as error:  # EmptyDataError: a ValueError
         raise UserError(f"{path}: not a trace in the islands schema ({' '.join(str(error).split())})") from None
     missing = [column for column in COLUMNS if column not in frame.columns]
@@ -126,6 +130,7 @@ def read_trace(path: Path) -> pd.DataFrame:
     if frame.empty:
         raise UserError(f"{path}: has no rows: the run recorded nothing")
     check_cells(frame, path)
+    frame = typed(frame, path)
     try:
         check_frame(frame)
         trace = to_frame(frame[list(COLUMNS)].itertuples(index=False, name=None))
@@ -144,10 +149,60 @@ def check_cells(frame: pd.DataFrame, path: Path) -> None:
         raise UserError(f"{path}: line {row + 2} has no {column}: the file is damaged or cut short")
 
 
+def typed(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The trace's numeric columns as numbers of their type (``trace.DTYPES``): a kind that is not
+    one of ``trace.KINDS``, a cell that is no number, or a whole-number column's cell that is not a
+    whole number within +-2**53, is refused naming its line (the header is line 1)."""
+    unknown = ~frame["kind"].isin(KINDS).to_numpy()
+    if unknown.any():
+        row = int(unknown.argmax())
+        raise UserError(f"{path}: line {row + 2}: kind must be one of {', '.join(KINDS)} (got "
+                        f"{shown_value(frame['kind'].iloc[row])})")
+    frame = frame.copy()
+    for column in COLUMNS:
+        if DTYPES[column] == "object":
+            continue
+        values = numbers(frame[column])
+        bad = np.isnan(values)
+        rule = "a number"
+        if DTYPES[column] == "int64":
+            known = np.where(np.isfinite(values), values, np.nan)
+            bad = ~(np.abs(known) <= MAX_WHOLE) | (np.nan_to_num(known) % 1 != 0)
+            rule = "a whole number"
+        if bad.any():
+            row = int(bad.argmax())
+            cell = frame[column].iloc[row]
+            cell = shown_value(cell.item() if isinstance(cell, np.generic) else cell)
+            raise UserError(f"{path}: line {row + 2}: {column} must be {rule} (got {cell})")
+        frame[column] = values.astype(DTYPES[column])
+    return frame
+
+
+def numbers(column: pd.Series) -> np.ndarray:
+    """The column's cells as floats, NaN for a cell that is no number; an integer past float's range
+    (read as a Python int) as an infinity."""
+    try:
+        return pd.to_numeric(column, errors="coerce").to_numpy(dtype="float64", copy=True)
+    except OverflowError:
+        return np.array([number(cell) for cell in column], dtype="float64")
+
+
+def number(cell: Any) -> float:
+    try:
+        return float(pd.to_numeric(pd.Series([cell]), errors="coerce").iloc[0])
+    except OverflowError:
+        return -math.inf if is_whole_number(cell) and cell < 0 else math.inf
+
+
 def check_values(trace: pd.DataFrame, path: Path) -> None:
-    """Refuse a time or byte count that is not finite, or is negative."""
+    """Refuse a time or byte count that is not finite, or is negative, and an index outside its range."""
     for column in NON_NEGATIVE_TRACE_COLUMNS:
         values = trace[column].to_numpy()
         bad = ~np.isfinite(values) | (values < 0)
         if bad.any():
             raise UserError(f"{path}: {column} must be finite and 0 or more (got {float(values[bad.argmax()]):g})")
+    for column, (low, high) in INDEX_RANGES.items():
+        values = trace[column].to_numpy()
+        bad = (values < low) | (values > high)
+        if bad.any():
+            raise UserError(f"{path}: {column} must be {low} to {high} (got {values[bad.argmax()]})")

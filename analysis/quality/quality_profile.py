@@ -20,16 +20,23 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from islands.errors import UserError
 from islands.interpolation import log_linear
 from islands.io import parse_json, read_bounded_text
-from islands.numbers import is_positive_number
+from islands.numbers import is_positive_number, is_whole_number
+from islands.scenarios.spec import WIRE_BITS, shown_value
+from islands.schedules import GRADIENT, SCHEDULES
 
 MAX_PROFILE_BYTES = 16 * 2**20  # a profile holds tens of points, a few kB
-
+PROFILE_KEYS = ("scenario", "model_parameters", "points")
+POINT_KEYS = ("algorithm", "inner_steps", "workers", "bits", "fragments", "steps", "eval_loss", "ddp_eval_loss",
+              "outer_lr")  # outer_lr last: the one that may be absent
+COUNTS = ("inner_steps", "workers", "fragments", "steps")
+MAX_COUNT = 2**53  # a count a float holds exactly: more is no run anyone trained
+COMPARED = tuple(name for name, declared in SCHEDULES.items() if declared.exchanged != GRADIENT)
 
 MIN_OUTER_STEPS = 20  # fewer outer steps: the outer optimizer's momentum has not settled (docs/training.md)
 
@@ -62,20 +69,10 @@ class ProfilePoint:
         return (f"H = {self.inner_steps}, M = {self.workers}: {self.outer_steps} outer steps, fewer than "
                 f"{MIN_OUTER_STEPS}: outside the papers' regime")
 
-    @classmethod
-    def from_dict(cls, values: dict) -> ProfilePoint:
-        """A point from its JSON object, each field converted to its type (ValueError, TypeError or
-        KeyError for a missing or malformed one; ``outer_lr`` may be absent or null)."""
-        types = {"str": str, "int": int, "float": float}  # by a field's annotation, a string (postponed)
-        lr = values.get("outer_lr")
-        return cls(**{field.name: types[str(field.type)](values[field.name]) for field in fields(cls)
-                      if field.name != "outer_lr"}, outer_lr=None if lr is None else float(lr))
-
-    def is_physical(self) -> bool:
-        """Counts of at least one and finite, positive losses."""
-        counts = (self.inner_steps, self.workers, self.bits, self.fragments, self.steps)
-        losses = (self.eval_loss, self.ddp_eval_loss)
-        return min(counts) >= 1 and all(is_positive_number(loss) for loss in losses)
+    @property
+    def setting(self) -> tuple[str, int, int, int, int]:
+        """What the point was measured at: two points at one setting would contradict each other."""
+        return self.algorithm, self.inner_steps, self.workers, self.bits, self.fragments
 
 
 @dataclass(frozen=True)
@@ -90,18 +87,33 @@ class QualityProfile:
 
     @classmethod
     def read(cls, path: str | Path) -> QualityProfile:
-        """A profile file, or one line naming the file and what is wrong with it."""
+        """A profile file, or one line naming the file, the key and what is wrong with it."""
         document = parse_json(read_bounded_text(path, "quality profile", MAX_PROFILE_BYTES), path, "quality profile",
                               ": write it with islands quality --grid --save")
-        try:
-            points = tuple(ProfilePoint.from_dict(point) for point in document["points"])
-            profile = cls(str(document["scenario"]), int(document["model_parameters"]), points)
-        except (ValueError, KeyError, TypeError, OverflowError) as exc:
-            raise UserError(f"{path}: not a quality profile written by islands quality --grid ({exc})") from None
-        if not points or not all(point.is_physical() for point in points):
-            raise UserError(f"{path}: points: every point needs inner_steps, workers, bits, fragments and steps "
-                            f">= 1 and finite, positive eval_loss and ddp_eval_loss")
-        return profile
+        if not isinstance(document, dict):
+            raise UserError(f"{path}: not a quality profile written by islands quality --grid (not a JSON object)")
+        missing = [key for key in PROFILE_KEYS if key not in document]
+        unknown = sorted(set(document) - set(PROFILE_KEYS))
+        if missing or unknown:
+            problem = f"no {', '.join(missing)}" if missing else f"unknown key {', '.join(map(repr, unknown))}"
+            raise UserError(f"{path}: not a quality profile written by islands quality --grid ({problem})")
+        if not isinstance(document["scenario"], str):
+            raise UserError(f"{path}: scenario: must be the scenario's name (got {shown_value(document['scenario'])})")
+        if not (is_whole_number(document["model_parameters"]) and document["model_parameters"] >= 1):
+            raise UserError(f"{path}: model_parameters: must be a whole number >= 1 (got "
+                            f"{shown_value(document['model_parameters'])})")
+        if not (isinstance(document["points"], list) and document["points"]):
+            raise UserError(f"{path}: points: must list the measured points (got {shown_value(document['points'])})")
+        points = tuple(checked_point(values, f"{path}: points.{index}")
+                       for index, values in enumerate(document["points"]))
+        settings: dict[tuple, int] = {}
+        for index, point in enumerate(points):
+            if point.setting in settings:
+                raise UserError(f"{path}: points.{index}: measures {point.algorithm} at H = {point.inner_steps}, "
+                                f"M = {point.workers}, {point.bits} bits, {point.fragments} fragments, as "
+                                f"points.{settings[point.setting]} does: each setting once")
+            settings[point.setting] = index
+        return cls(document["scenario"], document["model_parameters"], points)
 
     def relative_to_dp(self, algorithm: str, inner_steps: int, workers: int, bits: int,
                        fragments: int) -> tuple[float, tuple[str, ...]] | None:
@@ -127,6 +139,36 @@ class QualityProfile:
         value = ((1 - weight) * along_h(by_workers[low], inner_steps, notes)
                  + weight * along_h(by_workers[high], inner_steps, notes))
         return value, tuple(dict.fromkeys(notes))
+
+
+def checked_point(values: object, where: str) -> ProfilePoint:
+    """One point of a profile file, each key of its type and in range; ``where`` (the file and the
+    point) starts the one line that refuses it."""
+    if not isinstance(values, dict) or set(values) - set(POINT_KEYS) or set(POINT_KEYS[:-1]) - set(values):
+        raise UserError(f"{where}: must hold {', '.join(POINT_KEYS[:-1])} (and outer_lr, or null) "
+                        f"(got {shown_value(values)})")
+    algorithm = values["algorithm"]
+    if algorithm not in COMPARED:
+        raise UserError(f"{where}.algorithm: must be a schedule compared with DDP, one of {', '.join(COMPARED)} "
+                        f"(got {shown_value(algorithm)})")
+    for key in COUNTS:
+        if not (is_whole_number(values[key]) and 1 <= values[key] <= MAX_COUNT):
+            raise UserError(f"{where}.{key}: must be a whole number, 1 to {MAX_COUNT} (got {shown_value(values[key])})")
+    if not (is_whole_number(values["bits"]) and values["bits"] in WIRE_BITS):
+        raise UserError(f"{where}.bits: a wire format is one of {', '.join(map(str, WIRE_BITS))} bits "
+                        f"(got {shown_value(values['bits'])})")
+    if values["steps"] % values["inner_steps"]:
+        raise UserError(f"{where}.steps: {values['steps']} steps do not end on an outer step of "
+                        f"{values['inner_steps']} (islands quality --grid trains whole outer steps)")
+    for key in ("eval_loss", "ddp_eval_loss"):
+        if not is_positive_number(values[key]):
+            raise UserError(f"{where}.{key}: must be a finite loss above 0 (got {shown_value(values[key])})")
+    lr = values.get("outer_lr")
+    if lr is not None and not is_positive_number(lr):
+        raise UserError(f"{where}.outer_lr: must be a finite learning rate above 0, or null (got {shown_value(lr)})")
+    return ProfilePoint(values["algorithm"], values["inner_steps"], values["workers"], values["bits"],
+                        values["fragments"], values["steps"], float(values["eval_loss"]),
+                        float(values["ddp_eval_loss"]), None if lr is None else float(lr))
 
 
 def along_h(points: list[ProfilePoint], inner_steps: int, notes: list[str]) -> float:
