@@ -16,12 +16,19 @@ Progress = Callable[[int, int], None]
 
 
 def default_jobs() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
-def run_tasks(function: Callable[..., Any], arguments: Sequence[tuple], weights: Sequence[int] | None = None,
-              executor: Executor | None = None, jobs: int | None = None,
-              progress: Progress | None = None) -> list[Any]:
+def run_tasks(
+    function: Callable[..., Any],
+    arguments: Sequence[tuple],
+    weights: Sequence[int] | None = None,
+    executor: Executor | None = None,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+) -> list[Any]:
     """``[function(*args) for args in arguments]``, possibly in parallel, results in input order.
 
     ``progress(done, total)`` is called after each task, counting ``weights`` (e.g. runs per task).
@@ -39,8 +46,13 @@ def run_tasks(function: Callable[..., Any], arguments: Sequence[tuple], weights:
     return collect(function, arguments, weights, total, executor, progress)
 
 
-def run_inline(function: Callable[..., Any], arguments: Sequence[tuple], weights: list[int], total: int,
-               progress: Progress | None) -> list[Any]:
+def run_inline(
+    function: Callable[..., Any],
+    arguments: Sequence[tuple],
+    weights: list[int],
+    total: int,
+    progress: Progress | None,
+) -> list[Any]:
     results, done = [], 0
     for args, weight in zip(arguments, weights):
         results.append(function(*args))
@@ -50,9 +62,17 @@ def run_inline(function: Callable[..., Any], arguments: Sequence[tuple], weights
     return results
 
 
-def collect(function: Callable[..., Any], arguments: Sequence[tuple], weights: list[int], total: int,
-            executor: Executor, progress: Progress | None) -> list[Any]:
-    futures: dict[Future, int] = {executor.submit(function, *args): index for index, args in enumerate(arguments)}
+def collect(
+    function: Callable[..., Any],
+    arguments: Sequence[tuple],
+    weights: list[int],
+    total: int,
+    executor: Executor,
+    progress: Progress | None,
+) -> list[Any]:
+    futures: dict[Future, int] = {
+        executor.submit(function, *args): index for index, args in enumerate(arguments)
+    }
     results: list[Any] = [None] * len(arguments)
     done = 0
     try:

@@ -21,8 +21,13 @@ class ProgressBar:
     """Call it with (done, total) as work completes (``done`` = 0 announces the work); ``note(line)``
     prints a line without breaking the bar; ``close()`` ends the line."""
 
-    def __init__(self, label: str, stream: TextIO | None = None, interactive: bool | None = None,
-                 clock: Clock = time.perf_counter):
+    def __init__(
+        self,
+        label: str,
+        stream: TextIO | None = None,
+        interactive: bool | None = None,
+        clock: Clock = time.perf_counter,
+    ):
         self.label = label
         self.stream = stream or sys.stderr
         self.interactive = self.stream.isatty() if interactive is None else interactive
@@ -40,8 +45,10 @@ class ProgressBar:
 
     def draw(self, done: int, total: int) -> None:
         filled = BAR_WIDTH * done // max(total, 1)
-        self.drawn = (f"\r{self.label} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] "
-                      f"{done}/{total} {self.elapsed_s:.1f} s")
+        self.drawn = (
+            f"\r{self.label} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] "
+            f"{done}/{total} {self.elapsed_s:.1f} s"
+        )
         self.stream.write(self.drawn)
         self.stream.flush()
 
@@ -50,7 +57,11 @@ class ProgressBar:
         ``LOG_INTERVAL_S`` have passed since the last line."""
         step = LOG_STEPS * done // max(total, 1)
         now = self.clock()
-        if self.logged_step >= 0 and step <= self.logged_step and now - self.logged_at < LOG_INTERVAL_S:
+        if (
+            self.logged_step >= 0
+            and step <= self.logged_step
+            and now - self.logged_at < LOG_INTERVAL_S
+        ):
             return
         self.logged_step, self.logged_at = step, now
         self.stream.write(f"{self.label}: {done} of {total} done, {self.elapsed_s:.1f} s\n")
@@ -79,9 +90,19 @@ class ProgressBar:
 class Stages:
     """``stages(name)`` ends the previous stage's bar and starts one labelled ``COMMAND: NAME``."""
 
-    def __init__(self, command: str, stream: TextIO | None = None, interactive: bool | None = None,
-                 clock: Clock = time.perf_counter):
-        self.command, self.stream, self.interactive, self.clock = command, stream, interactive, clock
+    def __init__(
+        self,
+        command: str,
+        stream: TextIO | None = None,
+        interactive: bool | None = None,
+        clock: Clock = time.perf_counter,
+    ):
+        self.command, self.stream, self.interactive, self.clock = (
+            command,
+            stream,
+            interactive,
+            clock,
+        )
         self.started = clock()
         self.bar: ProgressBar | None = None
 

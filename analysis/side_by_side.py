@@ -23,7 +23,9 @@ from .plots.style import schedule_label
 
 def intervals_of(scenario: Scenario) -> int:
     """Intervals of H inner steps that carry the scenario's work."""
-    return math.ceil(schedule_of(scenario).total_steps(scenario.schedule) / scenario.schedule.inner_steps)
+    return math.ceil(
+        schedule_of(scenario).total_steps(scenario.schedule) / scenario.schedule.inner_steps
+    )
 
 
 def equal_work_schedules(source: ScenarioSource) -> Variants:
@@ -33,7 +35,10 @@ def equal_work_schedules(source: ScenarioSource) -> Variants:
     base = source.scenario
     steps = intervals_of(base) * base.schedule.inner_steps
     return source.schedules(
-        lambda algorithm: (f"schedule.outer_steps={math.ceil(steps / period_steps(base, algorithm))}",))
+        lambda algorithm: (
+            f"schedule.outer_steps={math.ceil(steps / period_steps(base, algorithm))}",
+        )
+    )
 
 
 def period_steps(scenario: Scenario, algorithm: str) -> int:
@@ -45,7 +50,9 @@ def simulate_schedules(source: ScenarioSource) -> dict[str, SimResult]:
     """One run per schedule at equal work (see ``equal_work_schedules``), in a fixed order, each held
     to the source's ``max_events``."""
     variants = equal_work_schedules(source).scenarios
-    return {algorithm: simulate(scenario, source.max_events) for algorithm, scenario in variants.items()}
+    return {
+        algorithm: simulate(scenario, source.max_events) for algorithm, scenario in variants.items()
+    }
 
 
 def left_out_notes(source: ScenarioSource) -> list[str]:
@@ -53,7 +60,9 @@ def left_out_notes(source: ScenarioSource) -> list[str]:
     return equal_work_schedules(source).notes()
 
 
-def work_line(summaries: Mapping[str, Mapping[str, Any]], tokens_per_step: float | None = None) -> str:
+def work_line(
+    summaries: Mapping[str, Mapping[str, Any]], tokens_per_step: float | None = None
+) -> str:
     """One sentence saying how much work each run in ``summaries`` was set: equal, or not, and how much."""
     steps = {name: int(summary["inner_steps"]) for name, summary in summaries.items()}
     if len(set(steps.values())) > 1:
@@ -67,6 +76,8 @@ def work_line(summaries: Mapping[str, Mapping[str, Any]], tokens_per_step: float
 def schedule_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     """The key figures of each run, one row per run, with the inner steps per worker it was set."""
     header = ["run", "inner steps", *(name for name, _ in COLUMNS)]
-    rows = [[label, f"{int(summary['inner_steps']):,}", *(cell(summary) for _, cell in COLUMNS)]
-            for label, summary in summaries.items()]
+    rows = [
+        [label, f"{int(summary['inner_steps']):,}", *(cell(summary) for _, cell in COLUMNS)]
+        for label, summary in summaries.items()
+    ]
     return render(rows, header)

@@ -39,11 +39,18 @@ RUN_TIMEOUT_S = 3600.0
 
 def plan_for(algorithm: str, workers: int, inner_steps: int, steps: int, trainer: dict):
     period = 1 if algorithm == "ddp" else inner_steps
-    document = {"name": "learning", "model": {"parameters": 1e5},
-                "schedule": {"algorithm": algorithm, "inner_steps": inner_steps, "outer_steps": steps // period,
-                             "bits": 32},
-                "island": [{"name": "a", "replicas": workers, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
-                "trainer": {"eval_batches": EVAL_BATCHES, "checkpoint_every": 0, **trainer}}
+    document = {
+        "name": "learning",
+        "model": {"parameters": 1e5},
+        "schedule": {
+            "algorithm": algorithm,
+            "inner_steps": inner_steps,
+            "outer_steps": steps // period,
+            "bits": 32,
+        },
+        "island": [{"name": "a", "replicas": workers, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
+        "trainer": {"eval_batches": EVAL_BATCHES, "checkpoint_every": 0, **trainer},
+    }
     return make_run_plan(from_dict(document))
 
 
@@ -74,19 +81,24 @@ def ddp_loss(workers: int, args: argparse.Namespace, model: dict) -> float:
     corpus = default_corpus(plan)
     network = build_model(model_config(plan), spec.seed)
     optimizer = make_inner_optimizer(network, plan)
-    samplers = [BatchSampler(shard, spec.batch_size, spec.block_size, sampler_seed(spec.seed, island))
-                for island, shard in enumerate(corpus.shards)]
+    samplers = [
+        BatchSampler(shard, spec.batch_size, spec.block_size, sampler_seed(spec.seed, island))
+        for island, shard in enumerate(corpus.shards)
+    ]
     for step in range(plan.total_steps):
         batches = [sampler.next_batch() for sampler in samplers]
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, plan.total_steps, spec.lr, spec.warmup_steps, spec.min_lr_ratio)
+            group["lr"] = learning_rate(
+                step, plan.total_steps, spec.lr, spec.warmup_steps, spec.min_lr_ratio
+            )
         network(torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])).backward()
         if spec.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(network.parameters(), spec.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    evaluation = validation_batches(corpus.validation, spec.eval_batches, spec.batch_size, spec.block_size,
-                                    spec.seed)
+    evaluation = validation_batches(
+        corpus.validation, spec.eval_batches, spec.batch_size, spec.block_size, spec.seed
+    )
     with torch.no_grad():
         return sum(network(x, y).item() for x, y in evaluation) / len(evaluation)
 
@@ -110,7 +122,9 @@ def trainer_keys(items: list[str]) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--workers", type=int, nargs="+", default=[4])
     parser.add_argument("--inner-steps", type=int, nargs="+", default=[50])
     parser.add_argument("--steps", type=int, default=1500, help="inner steps per worker")
@@ -120,30 +134,53 @@ def main() -> int:
     parser.add_argument("--n-embd", type=int, nargs="+", default=[64])
     parser.add_argument("--n-layer", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--set", dest="keys", action="append", default=[], metavar="KEY=VALUE",
-                        help="a [trainer] key for every run, e.g. weight_decay=0")
+    parser.add_argument(
+        "--set",
+        dest="keys",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [trainer] key for every run, e.g. weight_decay=0",
+    )
     parser.add_argument("--no-ddp", action="store_true", help="skip the DDP baselines")
-    parser.add_argument("--threaded-ddp", action="store_true",
-                        help="DDP over M threads instead of one worker with M x the batch")
+    parser.add_argument(
+        "--threaded-ddp",
+        action="store_true",
+        help="DDP over M threads instead of one worker with M x the batch",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     for n_embd, workers in itertools.product(args.n_embd, args.workers):
-        model = {"n_embd": n_embd, "n_layer": args.n_layer, "seed": args.seed, **trainer_keys(args.keys)}
+        model = {
+            "n_embd": n_embd,
+            "n_layer": args.n_layer,
+            "seed": args.seed,
+            **trainer_keys(args.keys),
+        }
         ddp = None
         if not args.no_ddp:
             started = time.monotonic()
             ddp = ddp_loss(workers, args, model)
-            print(f"n_embd {n_embd:>4}  M {workers}  ddp{' (threads)' if args.threaded_ddp else ''}"
-                  f"{'':<20}  loss {ddp:.4f}  ({time.monotonic() - started:.0f} s)", flush=True)
-        for h, outer, lr, mu in itertools.product(args.inner_steps, args.outer, args.outer_lr, args.momentum):
+            print(
+                f"n_embd {n_embd:>4}  M {workers}  ddp{' (threads)' if args.threaded_ddp else ''}"
+                f"{'':<20}  loss {ddp:.4f}  ({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
+        for h, outer, lr, mu in itertools.product(
+            args.inner_steps, args.outer, args.outer_lr, args.momentum
+        ):
             started = time.monotonic()
-            plan = plan_for("diloco", workers, h, args.steps, {**model, **outer_keys(outer, lr, mu)})
+            plan = plan_for(
+                "diloco", workers, h, args.steps, {**model, **outer_keys(outer, lr, mu)}
+            )
             loss = final_loss(plan)
             spec = plan.spec
             penalty = f"{100 * (loss / ddp - 1):+.1f}% vs DDP" if ddp else ""
-            print(f"n_embd {n_embd:>4}  M {workers}  H {h:>4}  {outer:<8} lr {spec.outer_lr:<6g} mu "
-                  f"{spec.outer_momentum:<4g} loss {loss:.4f}  {penalty}  ({time.monotonic() - started:.0f} s)",
-                  flush=True)
+            print(
+                f"n_embd {n_embd:>4}  M {workers}  H {h:>4}  {outer:<8} lr {spec.outer_lr:<6g} mu "
+                f"{spec.outer_momentum:<4g} loss {loss:.4f}  {penalty}  ({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
     return 0
 
 

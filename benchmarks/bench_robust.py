@@ -25,14 +25,19 @@ from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
 
 REPEATS = 5
-RULES = {"mean": AggregationRule(), "median": AggregationRule(aggregation="median"),
-         "trimmed_mean": AggregationRule(aggregation="trimmed_mean")}
+RULES = {
+    "mean": AggregationRule(),
+    "median": AggregationRule(aggregation="median"),
+    "trimmed_mean": AggregationRule(aggregation="trimmed_mean"),
+}
 
 
 def time_exchange(islands: int, values: int, bits: int, rule: AggregationRule) -> tuple[float, int]:
     """Median seconds of one exchange (slowest island) and the bytes one island sent."""
     members = ThreadHub(islands, timeout_s=600).members()
-    deltas = [torch.randn(values, generator=torch.Generator().manual_seed(i)) for i in range(islands)]
+    deltas = [
+        torch.randn(values, generator=torch.Generator().manual_seed(i)) for i in range(islands)
+    ]
     exchangers = [Exchanger(member, None, bits, Clock(), rule) for member in members]
     seconds, sent = [], 0
     for _ in range(REPEATS):
@@ -54,11 +59,16 @@ def main() -> None:
     torch.set_num_threads(1)
     print(f"{args.islands} islands as threads, {args.bits}-bit wire, median of {REPEATS} exchanges")
     for values in args.values:
-        timed = {name: time_exchange(args.islands, values, args.bits, rule) for name, rule in RULES.items()}
+        timed = {
+            name: time_exchange(args.islands, values, args.bits, rule)
+            for name, rule in RULES.items()
+        }
         base_s, base_bytes = timed["mean"]
         for name, (seconds, sent) in timed.items():
-            print(f"{values:>11,} values  {name:<13} {1000 * seconds:9.2f} ms ({seconds / base_s:5.2f} x mean)  "
-                  f"sent/island {size(sent):>9} ({sent / base_bytes:4.2f} x mean)")
+            print(
+                f"{values:>11,} values  {name:<13} {1000 * seconds:9.2f} ms ({seconds / base_s:5.2f} x mean)  "
+                f"sent/island {size(sent):>9} ({sent / base_bytes:4.2f} x mean)"
+            )
 
 
 if __name__ == "__main__":

@@ -53,8 +53,13 @@ DECOUPLED_TWO_KINDS = str(HERE / "fleet-decoupled-two-kinds.toml")
 DATACENTRE_SHARE = 0.6  # of the Decoupled fleet's learners; the rest at home
 SLOW_RUN_S = 30.0  # a run this long is timed once: the machine's noise is small beside it
 
-STREAMING_64 = ["schedule.algorithm=streaming", "island.0.replicas=64", "schedule.outer_steps=50",
-                "schedule.fragments=10", "schedule.overlap_steps=2"]
+STREAMING_64 = [
+    "schedule.algorithm=streaming",
+    "island.0.replicas=64",
+    "schedule.outer_steps=50",
+    "schedule.fragments=10",
+    "schedule.overlap_steps=2",
+]
 
 
 @dataclass(frozen=True)
@@ -68,29 +73,84 @@ class Fleet:
 
     def overrides(self, islands: int, syncs: int) -> list[str]:
         datacentre = round(islands * DATACENTRE_SHARE)
-        return [key.format(islands=islands, syncs=syncs, quarter=islands // 4, datacentre=datacentre,
-                           home=islands - datacentre, outer=max(1, syncs // FOUR_KINDS_FRAGMENTS))
-                for key in self.keys]
+        return [
+            key.format(
+                islands=islands,
+                syncs=syncs,
+                quarter=islands // 4,
+                datacentre=datacentre,
+                home=islands - datacentre,
+                outer=max(1, syncs // FOUR_KINDS_FRAGMENTS),
+            )
+            for key in self.keys
+        ]
 
 
 DILOCO = ("schedule.outer_steps={syncs}", "island.0.replicas={islands}")
 RETURNING = (*DILOCO, "island.0.mtbf_s=86400", "island.0.mttr_s=3600")
 FLEETS = (
-    Fleet("10,000 identical islands x 1,000 DiLoCo syncs", "worked-example", DILOCO, 10_000, 1000, 10.0),
-    Fleet("10,000 islands, 5% step-time jitter x 1,000 DiLoCo syncs", "worked-example",
-          (*DILOCO, "island.0.jitter_cv=0.05"), 10_000, 1000, 10.0),
-    Fleet("1,000 islands that leave and return (MTBF 1 day, MTTR 1 hour) x 100 syncs", "worked-example",
-          RETURNING, 1000, 100, 2.0),
-    Fleet("  same, partial participation", "worked-example", (*RETURNING, "network.on_departure=partial"),
-          1000, 100, 2.0),
-    Fleet("2,000 islands of four kinds x 200 Streaming syncs", FOUR_KINDS,
-          ("schedule.outer_steps={outer}", *(f"island.{i}.replicas={{quarter}}" for i in range(4))), 2000, 200, 2.0),
-    Fleet("1,000 Decoupled learners of two kinds that leave and return (MTBF 2-12 h, MTTR 15-30 min) x 50 outer "
-          "steps", DECOUPLED_TWO_KINDS,
-          ("schedule.outer_steps={syncs}", "island.0.replicas={datacentre}", "island.1.replicas={home}"), 1000, 50, 3.0),
+    Fleet(
+        "10,000 identical islands x 1,000 DiLoCo syncs",
+        "worked-example",
+        DILOCO,
+        10_000,
+        1000,
+        10.0,
+    ),
+    Fleet(
+        "10,000 islands, 5% step-time jitter x 1,000 DiLoCo syncs",
+        "worked-example",
+        (*DILOCO, "island.0.jitter_cv=0.05"),
+        10_000,
+        1000,
+        10.0,
+    ),
+    Fleet(
+        "1,000 islands that leave and return (MTBF 1 day, MTTR 1 hour) x 100 syncs",
+        "worked-example",
+        RETURNING,
+        1000,
+        100,
+        2.0,
+    ),
+    Fleet(
+        "  same, partial participation",
+        "worked-example",
+        (*RETURNING, "network.on_departure=partial"),
+        1000,
+        100,
+        2.0,
+    ),
+    Fleet(
+        "2,000 islands of four kinds x 200 Streaming syncs",
+        FOUR_KINDS,
+        ("schedule.outer_steps={outer}", *(f"island.{i}.replicas={{quarter}}" for i in range(4))),
+        2000,
+        200,
+        2.0,
+    ),
+    Fleet(
+        "1,000 Decoupled learners of two kinds that leave and return (MTBF 2-12 h, MTTR 15-30 min) x 50 outer "
+        "steps",
+        DECOUPLED_TWO_KINDS,
+        (
+            "schedule.outer_steps={syncs}",
+            "island.0.replicas={datacentre}",
+            "island.1.replicas={home}",
+        ),
+        1000,
+        50,
+        3.0,
+    ),
 )
-MEMORY_FLEET = Fleet("20,000 islands, 5% step-time jitter x 10 DiLoCo syncs", "worked-example",
-                     (*DILOCO, "island.0.jitter_cv=0.05"), 20_000, 10, 0.0)
+MEMORY_FLEET = Fleet(
+    "20,000 islands, 5% step-time jitter x 10 DiLoCo syncs",
+    "worked-example",
+    (*DILOCO, "island.0.jitter_cv=0.05"),
+    20_000,
+    10,
+    0.0,
+)
 MEMORY_TARGET_GB = 2.0
 
 
@@ -134,7 +194,11 @@ def event_rate(summary: dict, seconds: float) -> str:
     if summary["player"] == "counts":
         changes = summary["joins"] + summary["leaves"]
         return f"played on counts, no events ({changes / seconds:.4g} joins and leaves/s, {changes} in all)"
-    return f"{events / seconds:.4g} events/s ({events} events)" if events else "played with arrays, no events"
+    return (
+        f"{events / seconds:.4g} events/s ({events} events)"
+        if events
+        else "played with arrays, no events"
+    )
 
 
 def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: float) -> None:
@@ -143,25 +207,33 @@ def fleet_target(fleet: Fleet, syncs_scale: float, repeat: int, simpy_rate: floa
     syncs = max(1, round(fleet.syncs * syncs_scale))
     overrides = fleet.overrides(fleet.islands, syncs)
     seconds, summary = best_of(repeat, fleet.scenario, overrides)
-    doubled, doubled_summary = best_of(repeat, fleet.scenario, fleet.overrides(2 * fleet.islands, syncs))
+    doubled, doubled_summary = best_of(
+        repeat, fleet.scenario, fleet.overrides(2 * fleet.islands, syncs)
+    )
     events = summary["events"]
     rate = event_rate(summary, seconds)
     more_events = f" (events x{doubled_summary['events'] / events:.2f})" if events else ""
-    if summary["player"] == "counts":  # on counts: their work is the joins and leaves, which the budget estimates
+    if (
+        summary["player"] == "counts"
+    ):  # on counts: their work is the joins and leaves, which the budget estimates
         changes = [run["joins"] + run["leaves"] for run in (summary, doubled_summary)]
         expected = expected_changes(fleet.scenario, overrides)
-        more_events = (f" (joins and leaves x{changes[1] / changes[0]:.2f}; the budget expected {expected:.4g} "
-                       f"of them, {changes[0]} came: x{expected / changes[0]:.2f}, target within x2 either way)")
+        more_events = (
+            f" (joins and leaves x{changes[1] / changes[0]:.2f}; the budget expected {expected:.4g} "
+            f"of them, {changes[0]} came: x{expected / changes[0]:.2f}, target within x2 either way)"
+        )
     if summary["player"] == "learners":
         rate += estimated_timers(fleet.scenario, overrides, summary)
     if summary["player"] == "events":  # the event model's budget against what the run spent
         estimated = estimate(load(fleet.scenario, overrides)).events
         rate += f"; the budget estimated {estimated:.3g} events (x{estimated / events:.2f} of those spent)"
-    print(f"{fleet.label}{'' if syncs == fleet.syncs else f' (syncs scaled to {syncs})'}: {seconds:.3f} s "
-          f"(target < {fleet.target_s:g} s); doubling the islands x{doubled / seconds:.2f} "
-          f"({doubled:.3f} s at {2 * fleet.islands:,}){more_events} "
-          f"(target at most x2.2); {rate} (plain SimPy "
-          f"{simpy_rate:.4g} events/s); {admitted(fleet.scenario, overrides)}")
+    print(
+        f"{fleet.label}{'' if syncs == fleet.syncs else f' (syncs scaled to {syncs})'}: {seconds:.3f} s "
+        f"(target < {fleet.target_s:g} s); doubling the islands x{doubled / seconds:.2f} "
+        f"({doubled:.3f} s at {2 * fleet.islands:,}){more_events} "
+        f"(target at most x2.2); {rate} (plain SimPy "
+        f"{simpy_rate:.4g} events/s); {admitted(fleet.scenario, overrides)}"
+    )
 
 
 def expected_changes(scenario_name: str, overrides: list[str]) -> float:
@@ -172,9 +244,11 @@ def expected_changes(scenario_name: str, overrides: list[str]) -> float:
 
 def peak_memory_gb(fleet: Fleet) -> float:
     """Peak resident memory of a child process that loads and runs ``fleet`` once."""
-    code = ("import resource, sys, math\nfrom islands.scenarios import load\nfrom islands.simulator import simulate\n"
-            f"simulate(load({fleet.scenario!r}, {fleet.overrides(fleet.islands, fleet.syncs)!r}), max_events=math.inf)\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    code = (
+        "import resource, sys, math\nfrom islands.scenarios import load\nfrom islands.simulator import simulate\n"
+        f"simulate(load({fleet.scenario!r}, {fleet.overrides(fleet.islands, fleet.syncs)!r}), max_events=math.inf)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
     done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return int(done.stdout.split()[-1]) * 1024 / 1e9  # ru_maxrss is in KiB on Linux
 
@@ -186,8 +260,20 @@ def plan_command_s(repeat: int) -> tuple[float, float]:
     timings = []
     for _ in range(repeat):
         start, cpu = time.perf_counter(), children_cpu_s()
-        subprocess.run([sys.executable, "-m", "islands.cli", "plan", "worked-example", "--objective", "time-to-loss"],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "islands.cli",
+                "plan",
+                "worked-example",
+                "--objective",
+                "time-to-loss",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         timings.append((time.perf_counter() - start, children_cpu_s() - cpu))
     return min(timings)
 
@@ -213,36 +299,61 @@ def plain_simpy_events_per_s(events: int = 400_000) -> float:
 
 def streaming_h_ratio(repeat: int) -> None:
     for jitter_cv in (0.0, 0.1):
-        print(f"64 islands, Streaming DiLoCo, P=10, 50 outer steps, step-time jitter cv={jitter_cv}")
+        print(
+            f"64 islands, Streaming DiLoCo, P=10, 50 outer steps, step-time jitter cv={jitter_cv}"
+        )
         results, events = {}, {}
         for h in (50, 5000):
-            overrides = [*STREAMING_64, f"schedule.inner_steps={h}", f"island.0.jitter_cv={jitter_cv}"]
+            overrides = [
+                *STREAMING_64,
+                f"schedule.inner_steps={h}",
+                f"island.0.jitter_cv={jitter_cv}",
+            ]
             seconds, summary = best_of(repeat, "worked-example", overrides)
             results[h], events[h] = seconds, summary["events"]
-            print(f"  H={h:<5d} {seconds:7.3f} s wall  {summary['wall_time_s'] / seconds:12.4g} simulated s per "
-                  f"wall s  {event_rate(summary, seconds)}")
-        ratio = f"; event-count ratio {events[5000] / events[50]:.3f} (noise-free)" if events[50] else ""
-        print(f"  runtime ratio H=5000 / H=50: {results[5000] / results[50]:.3f} (target: close to 1){ratio}")
+            print(
+                f"  H={h:<5d} {seconds:7.3f} s wall  {summary['wall_time_s'] / seconds:12.4g} simulated s per "
+                f"wall s  {event_rate(summary, seconds)}"
+            )
+        ratio = (
+            f"; event-count ratio {events[5000] / events[50]:.3f} (noise-free)"
+            if events[50]
+            else ""
+        )
+        print(
+            f"  runtime ratio H=5000 / H=50: {results[5000] / results[50]:.3f} (target: close to 1){ratio}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--syncs-scale", type=float, default=1.0, help="multiplies every fleet's syncs")
+    parser.add_argument(
+        "--syncs-scale", type=float, default=1.0, help="multiplies every fleet's syncs"
+    )
     args = parser.parse_args()
 
     simpy_rate = plain_simpy_events_per_s()
     print(f"plain SimPy (two processes of timeouts): {simpy_rate:.4g} events/s")
     streaming_h_ratio(args.repeat)
-    seconds, summary = best_of(args.repeat, "worked-example", ["island.0.replicas=14", "schedule.outer_steps=1000",
-                                                               "schedule.inner_steps=100"])
-    print(f"14 islands, DiLoCo, 1,000 syncs: {seconds:.3f} s (target < 5 s), {event_rate(summary, seconds)}")
+    seconds, summary = best_of(
+        args.repeat,
+        "worked-example",
+        ["island.0.replicas=14", "schedule.outer_steps=1000", "schedule.inner_steps=100"],
+    )
+    print(
+        f"14 islands, DiLoCo, 1,000 syncs: {seconds:.3f} s (target < 5 s), {event_rate(summary, seconds)}"
+    )
     for fleet in FLEETS:
         fleet_target(fleet, args.syncs_scale, args.repeat, simpy_rate)
-    print(f"{MEMORY_FLEET.label}: peak memory {peak_memory_gb(MEMORY_FLEET):.2f} GB (target < {MEMORY_TARGET_GB:g} GB)")
+    print(
+        f"{MEMORY_FLEET.label}: peak memory {peak_memory_gb(MEMORY_FLEET):.2f} GB (target < {MEMORY_TARGET_GB:g} GB)"
+    )
     wall_s, cpu_s = plan_command_s(args.repeat)
-    print(f"islands plan worked-example --objective time-to-loss (the command, start to end): "
-          f"{wall_s:.2f} s (target < 2 s), {cpu_s:.2f} s of CPU in all its processes")
+    print(
+        f"islands plan worked-example --objective time-to-loss (the command, start to end): "
+        f"{wall_s:.2f} s (target < 2 s), {cpu_s:.2f} s of CPU in all its processes"
+    )
 
 
 if __name__ == "__main__":

@@ -35,14 +35,20 @@ NEVER_SYNC = ["schedule.algorithm=diloco", "schedule.inner_steps=1000000", "sche
 def plain_loop(plan, corpus, steps: int) -> float:
     """Seconds for ``steps`` steps of an ordinary training loop; returns steps per second."""
     spec = plan.spec
-    model = build_model(GPTConfig(spec.block_size, spec.n_layer, spec.n_head, spec.n_embd), spec.seed)
+    model = build_model(
+        GPTConfig(spec.block_size, spec.n_layer, spec.n_head, spec.n_embd), spec.seed
+    )
     optimizer = make_inner_optimizer(model, plan)
-    sampler = BatchSampler(corpus.shards[0], spec.batch_size, spec.block_size, sampler_seed(spec.seed, 0))
+    sampler = BatchSampler(
+        corpus.shards[0], spec.batch_size, spec.block_size, sampler_seed(spec.seed, 0)
+    )
     start = time.perf_counter()
     for step in range(steps):
         x, y = sampler.next_batch()
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, plan.total_steps, spec.lr, spec.warmup_steps, spec.min_lr_ratio)
+            group["lr"] = learning_rate(
+                step, plan.total_steps, spec.lr, spec.warmup_steps, spec.min_lr_ratio
+            )
         loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip)
@@ -95,18 +101,26 @@ def main() -> None:
             trainer.finish()
     plain_rate, our_rate = statistics.median(plain), statistics.median(ours)
     parameters = sum(p.numel() for p in trainer.params)
-    print(f"model: {parameters:,} parameters, batch {plan.spec.batch_size} x {plan.spec.block_size} bytes, "
-          f"{args.steps} steps x {args.rounds} rounds, 1 thread")
-    print(f"plain loop     {plain_rate:8.1f} steps/s  (rounds: {', '.join(f'{r:.1f}' for r in plain)})")
-    print(f"trainer loop   {our_rate:8.1f} steps/s  (rounds: {', '.join(f'{r:.1f}' for r in ours)})")
+    print(
+        f"model: {parameters:,} parameters, batch {plan.spec.batch_size} x {plan.spec.block_size} bytes, "
+        f"{args.steps} steps x {args.rounds} rounds, 1 thread"
+    )
+    print(
+        f"plain loop     {plain_rate:8.1f} steps/s  (rounds: {', '.join(f'{r:.1f}' for r in plain)})"
+    )
+    print(
+        f"trainer loop   {our_rate:8.1f} steps/s  (rounds: {', '.join(f'{r:.1f}' for r in ours)})"
+    )
     print(f"throughput ratio trainer / plain = {our_rate / plain_rate:.3f} (target >= 0.95)")
     step_s = 1 / our_rate
     costs = outer_overhead(trainer)
     for name, seconds in costs.items():
         print(f"outer {name:<16}{seconds * 1e3:7.3f} ms = {seconds / step_s:.3f} inner steps")
     total = sum(costs.values())
-    print(f"outer step overhead (without communication) = {total / step_s:.3f} of one inner step "
-          f"({total * 1e3:.3f} ms vs {step_s * 1e3:.3f} ms)")
+    print(
+        f"outer step overhead (without communication) = {total / step_s:.3f} of one inner step "
+        f"({total * 1e3:.3f} ms vs {step_s * 1e3:.3f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -100,7 +100,9 @@ def stream_worker(control: Path, rank: int, m: int) -> None:
         (control / f"listening-{k}-{rank}").touch()
         for other in range(m):
             wait_for(control / f"listening-{k}-{other}")
-        outgoing = [socket.create_connection((net.address((rank + 1) % m), port)) for _ in range(flows)]
+        outgoing = [
+            socket.create_connection((net.address((rank + 1) % m), port)) for _ in range(flows)
+        ]
         incoming = [server.accept()[0] for _ in range(flows)]
         (control / f"ready-{k}-{rank}").touch()
         times = []
@@ -108,8 +110,14 @@ def stream_worker(control: Path, rank: int, m: int) -> None:
             wait_for(control / f"go-{k}-{repeat}", STREAM_POLL_S)
             start = time.perf_counter()
             share = cell["bytes"] // flows
-            threads = [threading.Thread(target=connection.sendall, args=(bytes(share),)) for connection in outgoing]
-            threads += [threading.Thread(target=receive_exactly, args=(connection, share)) for connection in incoming]
+            threads = [
+                threading.Thread(target=connection.sendall, args=(bytes(share),))
+                for connection in outgoing
+            ]
+            threads += [
+                threading.Thread(target=receive_exactly, args=(connection, share))
+                for connection in incoming
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:
@@ -147,8 +155,9 @@ def wait_for(path: Path, poll_s: float = CONTROL_POLL_S) -> Path:
 
 # --- the controller --------------------------------------------------------------------------------
 def ns_run(namespace: str, *args: str) -> str:
-    return subprocess.run(["ip", "netns", "exec", namespace, *args], capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["ip", "netns", "exec", namespace, *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def connections(namespace: str) -> list[dict]:
@@ -160,19 +169,32 @@ def connections(namespace: str) -> list[dict]:
         rtt, cwnd = RTT_PATTERN.search(second), CWND_PATTERN.search(second)
         if ports and rtt and cwnd and PORT not in map(int, ports.groups()):
             retrans = RETRANS_PATTERN.search(second)
-            found.append({"algorithm": second.split()[0], "local_port": int(ports.group(1)),
-                          "rtt_ms": float(rtt.group(1)),
-                          "cwnd": int(cwnd.group(1)), "retrans": int(retrans.group(1)) if retrans else 0,
-                          "sending": "bytes_sent" in second})
+            found.append(
+                {
+                    "algorithm": second.split()[0],
+                    "local_port": int(ports.group(1)),
+                    "rtt_ms": float(rtt.group(1)),
+                    "cwnd": int(cwnd.group(1)),
+                    "retrans": int(retrans.group(1)) if retrans else 0,
+                    "sending": "bytes_sent" in second,
+                }
+            )
     return found
 
 
 def qdisc_stats(namespace: str, device: str) -> dict:
     """The root qdisc's sent bytes, drops and backlog (bytes) now."""
-    [root] = [q for q in json.loads(ns_run(namespace, "tc", "-s", "-j", "qdisc", "show", "dev", device))
-              if q.get("root")]
-    return {"kind": root["kind"], "bytes": root.get("bytes", 0), "drops": root.get("drops", 0),
-            "backlog": root.get("backlog", 0)}
+    [root] = [
+        q
+        for q in json.loads(ns_run(namespace, "tc", "-s", "-j", "qdisc", "show", "dev", device))
+        if q.get("root")
+    ]
+    return {
+        "kind": root["kind"],
+        "bytes": root.get("bytes", 0),
+        "drops": root.get("drops", 0),
+        "backlog": root.get("backlog", 0),
+    }
 
 
 def nstat(namespace: str) -> dict[str, int]:
@@ -191,8 +213,13 @@ class Sampler(threading.Thread):
 
         while not self.halt.wait(SAMPLE_EVERY_S):
             for i in range(len(self.wan.links)):
-                self.samples.append({"island": i, "connections": connections(self.wan.namespace(i)),
-                                     "backlog": qdisc_stats(*upload_queue(self.wan, i))["backlog"]})
+                self.samples.append(
+                    {
+                        "island": i,
+                        "connections": connections(self.wan.namespace(i)),
+                        "backlog": qdisc_stats(*upload_queue(self.wan, i))["backlog"],
+                    }
+                )
 
 
 def summarise_samples(samples: list[dict], rate_bits_per_s: float) -> dict:
@@ -200,12 +227,15 @@ def summarise_samples(samples: list[dict], rate_bits_per_s: float) -> dict:
     of its peer's data), and the egress queue's median delay."""
     busy = [c for s in samples for c in s["connections"] if c["sending"]]
     backlog_ms = [s["backlog"] * 8 / rate_bits_per_s * 1e3 for s in samples]
-    return {"algorithms": sorted({c["algorithm"] for c in busy}),
-            "srtt_ms_median": statistics.median(c["rtt_ms"] for c in busy) if busy else None,
-            "srtt_ms_max": max((c["rtt_ms"] for c in busy), default=None),
-            "cwnd_median": statistics.median(c["cwnd"] for c in busy) if busy else None,
-            "egress_queue_ms_median": statistics.median(backlog_ms) if backlog_ms else None,
-            "egress_queue_ms_max": max(backlog_ms, default=None), "samples": len(samples)}
+    return {
+        "algorithms": sorted({c["algorithm"] for c in busy}),
+        "srtt_ms_median": statistics.median(c["rtt_ms"] for c in busy) if busy else None,
+        "srtt_ms_max": max((c["rtt_ms"] for c in busy), default=None),
+        "cwnd_median": statistics.median(c["cwnd"] for c in busy) if busy else None,
+        "egress_queue_ms_median": statistics.median(backlog_ms) if backlog_ms else None,
+        "egress_queue_ms_max": max(backlog_ms, default=None),
+        "samples": len(samples),
+    }
 
 
 def upload_queue(wan, island: int) -> tuple[str, str]:
@@ -227,19 +257,52 @@ def place_fifo_in_router(wan, rate: float, on: bool) -> None:
     core = f"{wan.prefix}-core"
     for i in range(len(wan.links)):
         port, ifb = net.bridge_port(i), f"ifb{i}"
-        if not any(link["ifname"] == ifb for link in json.loads(net.run(["ip", "-n", core, "-j", "link", "show"]))):
+        if not any(
+            link["ifname"] == ifb
+            for link in json.loads(net.run(["ip", "-n", core, "-j", "link", "show"]))
+        ):
             net.run(["ip", "-n", core, "link", "add", "name", ifb, "type", "ifb"])
             net.run(["ip", "-n", core, "link", "set", "dev", ifb, "up"])
-        if any(q["kind"] == "ingress" for q in json.loads(net.run(["tc", "-n", core, "-j", "qdisc", "show", "dev", port]))):
+        if any(
+            q["kind"] == "ingress"
+            for q in json.loads(net.run(["tc", "-n", core, "-j", "qdisc", "show", "dev", port]))
+        ):
             net.run(["tc", "-n", core, "qdisc", "del", "dev", port, "ingress"])
         net.unshape(core, ifb)
         if on:
             net.unshape(wan.namespace(i), net.wan_interface(i))
             net.run(["tc", "-n", core, "qdisc", "add", "dev", port, "handle", "ffff:", "ingress"])
-            net.run(["tc", "-n", core, "filter", "add", "dev", port, "parent", "ffff:", "protocol", "all", "u32",
-                     "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", ifb])
+            net.run(
+                [
+                    "tc",
+                    "-n",
+                    core,
+                    "filter",
+                    "add",
+                    "dev",
+                    port,
+                    "parent",
+                    "ffff:",
+                    "protocol",
+                    "all",
+                    "u32",
+                    "match",
+                    "u32",
+                    "0",
+                    "0",
+                    "action",
+                    "mirred",
+                    "egress",
+                    "redirect",
+                    "dev",
+                    ifb,
+                ]
+            )
             commands = net.fifo_commands(ifb, rate, ["root"], wan.shaper.queue_ms / 1e3)
-            net.run(["tc", "-n", core, "-batch", "-"], stdin="".join(" ".join(c) + "\n" for c in commands))
+            net.run(
+                ["tc", "-n", core, "-batch", "-"],
+                stdin="".join(" ".join(c) + "\n" for c in commands),
+            )
     wan.router_fifo = on
 
 
@@ -249,16 +312,21 @@ def counters(wan) -> dict:
     core = f"{wan.prefix}-core"
     out = {}
     for i in range(len(wan.links)):
-        out[f"island{i}"] = {"nstat": nstat(wan.namespace(i)),
-                             "egress": qdisc_stats(*upload_queue(wan, i)),
-                             "ingress_shaper": qdisc_stats(core, net.bridge_port(i))}
+        out[f"island{i}"] = {
+            "nstat": nstat(wan.namespace(i)),
+            "egress": qdisc_stats(*upload_queue(wan, i)),
+            "ingress_shaper": qdisc_stats(core, net.bridge_port(i)),
+        }
     return out
 
 
 def difference(after: dict, before: dict) -> dict:
-    return {key: difference(value, before[key]) if isinstance(value, dict) else
-            (value - before[key] if key != "backlog" and isinstance(value, int) else value)
-            for key, value in after.items()}
+    return {
+        key: difference(value, before[key])
+        if isinstance(value, dict)
+        else (value - before[key] if key != "backlog" and isinstance(value, int) else value)
+        for key, value in after.items()
+    }
 
 
 def run_cell(wan, control: Path, k: int, m: int, rate: float, repeats: int, seconds: float) -> dict:
@@ -279,20 +347,30 @@ def run_cell(wan, control: Path, k: int, m: int, rate: float, repeats: int, seco
     times = [json.loads(path.read_text()) for path in done]
     slowest = [max(per_rank[r] for per_rank in times) for r in range(repeats)]
     sent_bits = 2 * (m - 1) / m * values * FLOAT_BYTES * 8
-    return {"islands": m, "rate_bits_per_s": rate, "shaper": wan.shaper.kind,
-            "queue_ms": wan.shaper.queue_ms if wan.shaper.kind == "fifo" else None, "mode": wan.mode,
-            "values": values, "exchange_s": slowest,
-            "fraction_of_rate": [sent_bits / rate / t for t in slowest],
-            "stream_fraction_of_rate": stream_bits_per_s / rate,
-            "samples": summarise_samples(sampler.samples, rate),
-            "counters": difference(counters(wan), before)}
+    return {
+        "islands": m,
+        "rate_bits_per_s": rate,
+        "shaper": wan.shaper.kind,
+        "queue_ms": wan.shaper.queue_ms if wan.shaper.kind == "fifo" else None,
+        "mode": wan.mode,
+        "values": values,
+        "exchange_s": slowest,
+        "fraction_of_rate": [sent_bits / rate / t for t in slowest],
+        "stream_fraction_of_rate": stream_bits_per_s / rate,
+        "samples": summarise_samples(sampler.samples, rate),
+        "counters": difference(counters(wan), before),
+    }
 
 
-def run_stream_cell(wan, control: Path, k: int, m: int, rate: float, flows: int, repeats: int,
-                    seconds: float) -> dict:
+def run_stream_cell(
+    wan, control: Path, k: int, m: int, rate: float, flows: int, repeats: int, seconds: float
+) -> dict:
     """A ring of bulk transfers, ``flows`` connections from each island to the next (``stream_worker``)."""
     payload = round(rate / 8 * seconds) // flows * flows
-    publish(control / f"cell-{k}.json", json.dumps({"bytes": payload, "repeats": repeats, "flows": flows}))
+    publish(
+        control / f"cell-{k}.json",
+        json.dumps({"bytes": payload, "repeats": repeats, "flows": flows}),
+    )
     for rank in range(m):
         wait_for(control / f"ready-{k}-{rank}")
     before = counters(wan)
@@ -304,23 +382,47 @@ def run_stream_cell(wan, control: Path, k: int, m: int, rate: float, flows: int,
             wait_for(control / f"did-{k}-{repeat}-{rank}")
     sampler.halt.set()
     sampler.join()
-    times = [json.loads(wait_for(control / f"done-{k}-{rank}.json").read_text()) for rank in range(m)]
+    times = [
+        json.loads(wait_for(control / f"done-{k}-{rank}.json").read_text()) for rank in range(m)
+    ]
     slowest = [max(per_rank[r] for per_rank in times) for r in range(repeats)]
-    return {"islands": m, "rate_bits_per_s": rate, "exchange": "streams", "flows": flows,
-            "shaper": wan.shaper.kind, "queue_ms": wan.shaper.queue_ms if wan.shaper.kind == "fifo" else None,
-            "mode": wan.mode, "bytes": payload, "exchange_s": slowest,
-            "fraction_of_rate": [payload * 8 / rate / t for t in slowest],
-            "samples": summarise_samples(sampler.samples, rate),
-            "counters": difference(counters(wan), before)}
+    return {
+        "islands": m,
+        "rate_bits_per_s": rate,
+        "exchange": "streams",
+        "flows": flows,
+        "shaper": wan.shaper.kind,
+        "queue_ms": wan.shaper.queue_ms if wan.shaper.kind == "fifo" else None,
+        "mode": wan.mode,
+        "bytes": payload,
+        "exchange_s": slowest,
+        "fraction_of_rate": [payload * 8 / rate / t for t in slowest],
+        "samples": summarise_samples(sampler.samples, rate),
+        "counters": difference(counters(wan), before),
+    }
 
 
 def start_ranks(wan, control: Path, m: int, exchange: str) -> list[subprocess.Popen]:
     children = []
     for rank in range(m):
-        env = {**os.environ, **wan.environment(rank), "MASTER_ADDR": wan.address(0), "MASTER_PORT": str(PORT),
-               "RANK": str(rank), "WORLD_SIZE": str(m), "OMP_NUM_THREADS": "1", "TORCH_CPP_LOG_LEVEL": "ERROR"}
-        role = ["worker", str(control)] if exchange == "allreduce" else ["streams", str(control), str(rank), str(m)]
-        children.append(subprocess.Popen(wan.command_prefix(rank) + [sys.executable, __file__, *role], env=env))
+        env = {
+            **os.environ,
+            **wan.environment(rank),
+            "MASTER_ADDR": wan.address(0),
+            "MASTER_PORT": str(PORT),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(m),
+            "OMP_NUM_THREADS": "1",
+            "TORCH_CPP_LOG_LEVEL": "ERROR",
+        }
+        role = (
+            ["worker", str(control)]
+            if exchange == "allreduce"
+            else ["streams", str(control), str(rank), str(m)]
+        )
+        children.append(
+            subprocess.Popen(wan.command_prefix(rank) + [sys.executable, __file__, *role], env=env)
+        )
     return children
 
 
@@ -330,9 +432,27 @@ def set_congestion_control(wan, algorithm: str) -> None:
     from islands.emulation import net
 
     for i in range(len(wan.links)):
-        subprocess.run(["ip", "-n", wan.namespace(i), "route", "change", str(net.SUBNET), "dev",
-                        net.wan_interface(i), "proto", "kernel", "scope", "link", "src", wan.address(i),
-                        "congctl", algorithm], check=True)
+        subprocess.run(
+            [
+                "ip",
+                "-n",
+                wan.namespace(i),
+                "route",
+                "change",
+                str(net.SUBNET),
+                "dev",
+                net.wan_interface(i),
+                "proto",
+                "kernel",
+                "scope",
+                "link",
+                "src",
+                wan.address(i),
+                "congctl",
+                algorithm,
+            ],
+            check=True,
+        )
 
 
 def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None:
@@ -340,8 +460,12 @@ def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None
 
     shapers = [Shaper("fair")] + [Shaper("fifo", q) for q in args.queues_ms]
     first = args.rates_mbit[0] * 1e6
-    with tempfile.TemporaryDirectory() as folder, \
-            EmulatedWAN([LinkSpec(i, first, first) for i in range(m)], f"fifo{args.exchange[:3]}{m}") as wan:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        EmulatedWAN(
+            [LinkSpec(i, first, first) for i in range(m)], f"fifo{args.exchange[:3]}{m}"
+        ) as wan,
+    ):
         set_congestion_control(wan, args.congestion_control)
         control = Path(folder)
         children = start_ranks(wan, control, m, args.exchange)
@@ -355,16 +479,24 @@ def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None
                     if args.fifo_at == "router":
                         place_fifo_in_router(wan, rate, shaper.kind == "fifo")
                     for flows in args.flows if args.exchange == "streams" else [None]:
-                        row = (run_cell(wan, control, k, m, rate, args.repeats, args.seconds) if flows is None else
-                               run_stream_cell(wan, control, k, m, rate, flows, args.repeats, args.seconds))
+                        row = (
+                            run_cell(wan, control, k, m, rate, args.repeats, args.seconds)
+                            if flows is None
+                            else run_stream_cell(
+                                wan, control, k, m, rate, flows, args.repeats, args.seconds
+                            )
+                        )
                         row["congestion_control"] = args.congestion_control
                         row["fifo_at"] = args.fifo_at
                         rows.append(row)
                         write()
-                        print(f"M={m} {rate_mbit:g} Mbit/s {shaper.mode} flows {flows}: "
-                              f"{', '.join(f'{f:.3f}' for f in row['fraction_of_rate'])} of the rate; "
-                              f"srtt {row['samples']['srtt_ms_median']} ms, egress queue "
-                              f"{row['samples']['egress_queue_ms_median']} ms", flush=True)
+                        print(
+                            f"M={m} {rate_mbit:g} Mbit/s {shaper.mode} flows {flows}: "
+                            f"{', '.join(f'{f:.3f}' for f in row['fraction_of_rate'])} of the rate; "
+                            f"srtt {row['samples']['srtt_ms_median']} ms, egress queue "
+                            f"{row['samples']['egress_queue_ms_median']} ms",
+                            flush=True,
+                        )
                         k += 1
             publish(control / f"cell-{k}.json", json.dumps({"stop": True}))
             for child in children:
@@ -377,8 +509,11 @@ def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None
 
 def table(paths: list[str]) -> str:
     """The results as one Markdown table: a row per cell, the achieved fraction's median and spread."""
-    lines = ["| exchange | TCP | M | Mbit/s | shaper | achieved / rate: median (min-max) | one stream | "
-             "srtt ms | egress queue ms | drops | retrans segs |", "|" + " --- |" * 11]
+    lines = [
+        "| exchange | TCP | M | Mbit/s | shaper | achieved / rate: median (min-max) | one stream | "
+        "srtt ms | egress queue ms | drops | retrans segs |",
+        "|" + " --- |" * 11,
+    ]
     for path in paths:
         document = json.loads(Path(path).read_text())
         for row in document["cells"]:
@@ -386,17 +521,27 @@ def table(paths: list[str]) -> str:
             nodes = row["counters"].values()
             drops = sum(n["egress"]["drops"] + n["ingress_shaper"]["drops"] for n in nodes)
             retrans = sum(n["nstat"]["TcpRetransSegs"] for n in nodes)
-            exchange = ("all-reduce" if row.get("exchange", "allreduce") == "allreduce"
-                        else f"{row['flows']} flow{'s' * (row['flows'] > 1)}")
-            shaper = (f"fifo {row['queue_ms']:g} ms" + (" in a router" if row.get("fifo_at") == "router" else "")
-                      if row["shaper"] == "fifo" else "fair")
-            stream = f"{row['stream_fraction_of_rate']:.3f}" if "stream_fraction_of_rate" in row else "-"
+            exchange = (
+                "all-reduce"
+                if row.get("exchange", "allreduce") == "allreduce"
+                else f"{row['flows']} flow{'s' * (row['flows'] > 1)}"
+            )
+            shaper = (
+                f"fifo {row['queue_ms']:g} ms"
+                + (" in a router" if row.get("fifo_at") == "router" else "")
+                if row["shaper"] == "fifo"
+                else "fair"
+            )
+            stream = (
+                f"{row['stream_fraction_of_rate']:.3f}" if "stream_fraction_of_rate" in row else "-"
+            )
             samples = row["samples"]
             queue = samples["egress_queue_ms_median"]
             lines.append(
                 f"| {exchange} | {row['congestion_control']} | {row['islands']} | {row['rate_bits_per_s'] / 1e6:g} | "
                 f"{shaper} | {statistics.median(fractions):.3f} ({min(fractions):.3f}-{max(fractions):.3f}) | "
-                f"{stream} | {samples['srtt_ms_median'] or 0:.1f} | {queue or 0:.1f} | {drops} | {retrans} |")
+                f"{stream} | {samples['srtt_ms_median'] or 0:.1f} | {queue or 0:.1f} | {drops} | {retrans} |"
+            )
     return "\n".join(lines)
 
 
@@ -416,22 +561,38 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rates-mbit", type=float, nargs="+", default=[10, 50, 200])
     parser.add_argument("--queues-ms", type=float, nargs="+", default=[20, 100, 200])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--exchange", choices=("allreduce", "streams"), default="allreduce",
-                        help="allreduce: gloo's ring all-reduce; streams: every island sends to the next over "
-                             "--flows connections while receiving from the previous one")
-    parser.add_argument("--flows", type=int, nargs="+", default=[1, 4, 16], help="with --exchange streams")
-    parser.add_argument("--seconds", type=float, default=1.5, help="each all-reduce's ring bytes at the rate")
-    parser.add_argument("--congestion-control", default="cubic", help="the namespaces' TCP algorithm")
-    parser.add_argument("--fifo-at", choices=("host", "router"), default="host",
-                        help="host: the FIFO on the island's own interface, as tc tbf on a node (TCP small queues "
-                             "bound each socket's share); router: in the core namespace through an ifb, meant as "
-                             "a home router's uplink, but the socket keeps owning its packets across veth and ifb, "
-                             "so TCP small queues bound it all the same (docs/emulation.md)")
+    parser.add_argument(
+        "--exchange",
+        choices=("allreduce", "streams"),
+        default="allreduce",
+        help="allreduce: gloo's ring all-reduce; streams: every island sends to the next over "
+        "--flows connections while receiving from the previous one",
+    )
+    parser.add_argument(
+        "--flows", type=int, nargs="+", default=[1, 4, 16], help="with --exchange streams"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=1.5, help="each all-reduce's ring bytes at the rate"
+    )
+    parser.add_argument(
+        "--congestion-control", default="cubic", help="the namespaces' TCP algorithm"
+    )
+    parser.add_argument(
+        "--fifo-at",
+        choices=("host", "router"),
+        default="host",
+        help="host: the FIFO on the island's own interface, as tc tbf on a node (TCP small queues "
+        "bound each socket's share); router: in the core namespace through an ifb, meant as "
+        "a home router's uplink, but the socket keeps owning its packets across veth and ifb, "
+        "so TCP small queues bound it all the same (docs/emulation.md)",
+    )
     args = parser.parse_args(argv)
     from islands.io import write_text
 
     rows: list[dict] = []
-    settings = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()}
+    settings = {
+        key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()
+    }
 
     def write() -> None:
         write_text(args.out, json.dumps({"settings": settings, "cells": rows}, indent=1) + "\n")

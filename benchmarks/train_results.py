@@ -25,13 +25,25 @@ SCENARIO = "worked-example"
 
 def variants(h: int, outer: int) -> dict[str, list[str]]:
     """The four runs, as ``--set`` overrides; every one trains h * outer inner steps per island."""
-    diloco = ["schedule.algorithm=diloco", f"schedule.inner_steps={h}", f"schedule.outer_steps={outer}"]
+    diloco = [
+        "schedule.algorithm=diloco",
+        f"schedule.inner_steps={h}",
+        f"schedule.outer_steps={outer}",
+    ]
     return {
-        "DDP": ["schedule.algorithm=ddp", f"schedule.inner_steps={h}", f"schedule.outer_steps={h * outer}"],
+        "DDP": [
+            "schedule.algorithm=ddp",
+            f"schedule.inner_steps={h}",
+            f"schedule.outer_steps={h * outer}",
+        ],
         "DiLoCo (Nesterov 0.7/0.9)": diloco,
-        "Streaming DiLoCo (P=2, tau=5)": ["schedule.algorithm=streaming", f"schedule.inner_steps={h}",
-                                          f"schedule.outer_steps={outer}", "schedule.fragments=2",
-                                          "schedule.overlap_steps=5"],
+        "Streaming DiLoCo (P=2, tau=5)": [
+            "schedule.algorithm=streaming",
+            f"schedule.inner_steps={h}",
+            f"schedule.outer_steps={outer}",
+            "schedule.fragments=2",
+            "schedule.overlap_steps=5",
+        ],
         "plain averaging (lr 1, no momentum)": diloco + ["trainer.outer_optimizer=average"],
     }
 
@@ -52,12 +64,21 @@ def loss_at(run: dict, tokens: int) -> float:
 def table(results: dict[str, dict]) -> str:
     total = next(iter(results.values()))["run"]["tokens"]
     marks = [total // 4, total // 2, total]
-    header = ["run", *(f"eval loss @ {t / 1e6:.2f}M tokens" for t in marks), "sent per worker", "utilisation"]
+    header = [
+        "run",
+        *(f"eval loss @ {t / 1e6:.2f}M tokens" for t in marks),
+        "sent per worker",
+        "utilisation",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for label, result in results.items():
         run, summary = result["run"], result["summary"]
-        cells = [label, *(f"{loss_at(run, t):.3f}" for t in marks), size(summary["bytes_per_worker"]),
-                 f"{100 * summary['compute_utilisation']:.1f}%"]
+        cells = [
+            label,
+            *(f"{loss_at(run, t):.3f}" for t in marks),
+            size(summary["bytes_per_worker"]),
+            f"{100 * summary['compute_utilisation']:.1f}%",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -70,7 +91,9 @@ def main() -> None:
     parser.add_argument("--outer-steps", type=int, default=20)
     args = parser.parse_args()
     results = {}
-    for index, (label, overrides) in enumerate(variants(args.inner_steps, args.outer_steps).items()):
+    for index, (label, overrides) in enumerate(
+        variants(args.inner_steps, args.outer_steps).items()
+    ):
         results[label] = train(label, overrides, args.workers, Path(args.out) / f"run-{index}")
     print(table(results))
 

@@ -43,8 +43,14 @@ NAMED_RULES = {  # rules that are plain functions, by name
     "open_unit_interval": "in (0, 1)",
 }
 
-KIND_WORDS = {"int": "integer", "float": "number", "str": "string", "bool": "boolean",
-              "pair": "two names", "float|str": "number or string"}
+KIND_WORDS = {
+    "int": "integer",
+    "float": "number",
+    "str": "string",
+    "bool": "boolean",
+    "pair": "two names",
+    "float|str": "number or string",
+}
 
 
 def escape(text: str) -> str:
@@ -55,8 +61,13 @@ def escape(text: str) -> str:
         if part.startswith("`"):
             out.append(part)  # a table's pipes inside a code span are no cell border
         else:
-            out.append(part.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
-                       .replace("<", "&lt;").replace(">", "&gt;"))
+            out.append(
+                part.replace("\\", "\\\\")
+                .replace("|", "\\|")
+                .replace("*", "\\*")
+                .replace("<", "&lt;")
+                .replace(">", "&gt;")
+            )
     return "".join(out)
 
 
@@ -90,7 +101,9 @@ def rule_text(check: Callable[[Any], str | None] | None) -> str:
         return ", ".join(f"`{schedule}`" for schedule in spec.SCHEDULES)
     if name == "grace_window":
         return f'`"{spec.ADAPTIVE}"`, or seconds in [0, {number(spec.MAX_GRACE_WINDOW_S)}]'
-    raise ValueError(f"gen_reference.py: no words for the rule {check.__qualname__}: add them to rule_text")
+    raise ValueError(
+        f"gen_reference.py: no words for the rule {check.__qualname__}: add them to rule_text"
+    )
 
 
 def default_text(key: Key) -> str:
@@ -106,8 +119,11 @@ def default_text(key: Key) -> str:
 
 
 def key_rows(prefix: str, keys: dict[str, Key]) -> list[str]:
-    return [f"| `{prefix}{name}` | {KIND_WORDS.get(key.kind, key.kind)} | {default_text(key)} | "
-            f"{escape(rule_text(key.check))} | {escape(key.doc)} |" for name, key in keys.items()]
+    return [
+        f"| `{prefix}{name}` | {KIND_WORDS.get(key.kind, key.kind)} | {default_text(key)} | "
+        f"{escape(rule_text(key.check))} | {escape(key.doc)} |"
+        for name, key in keys.items()
+    ]
 
 
 def key_table(groups: list[tuple[str, dict[str, Key]]]) -> str:
@@ -120,37 +136,52 @@ def key_table(groups: list[tuple[str, dict[str, Key]]]) -> str:
 def scenario_key_names() -> list[str]:
     """Every scenario key as the reference names it (``island.step_time_s``)."""
     names = list(TOP_KEYS)
-    names += [f"{section}.{key}" for section, keys in {**SECTIONS, **ARRAYS}.items() for key in keys]
+    names += [
+        f"{section}.{key}" for section, keys in {**SECTIONS, **ARRAYS}.items() for key in keys
+    ]
     return names
 
 
 def scenario_keys_page() -> str:
     groups = [("", TOP_KEYS)] + [(f"{section}.", keys) for section, keys in SECTIONS.items()]
     arrays = [(f"{array}.", keys) for array, keys in ARRAYS.items()]
-    return "\n\n".join([
-        "# Scenario keys",
-        "Written from `scenarios/spec.py` at every build of these pages: every key a scenario file may "
-        "hold, its type, default, the rule the loader enforces and what it means. `--set KEY=VALUE` and "
-        "`--grid KEY=V1,V2` take the same names; an array's entries are reached by index, by name or "
-        "all at once (`island.0.latency_ms`, `island.eu.latency_ms`, `island.*.latency_ms`). "
-        "The keys explained at more length, with the rules that tie keys together: "
-        "[Scenario files](scenario-file.md); every bound and its reason: [limits](../limits.md).",
-        "## Sections", key_table(groups),
-        "## Arrays of tables (`[[island]]`, `[[region]]`, `[[backbone]]`, `[[latency]]`)", key_table(arrays),
-        "## Events (`[[event]]`)", key_table([("event.", spec.EVENT_KEYS)]),
-        "Scheduled churn: each `[[event]]` entry has these three keys.",
-    ]) + "\n"
+    return (
+        "\n\n".join(
+            [
+                "# Scenario keys",
+                "Written from `scenarios/spec.py` at every build of these pages: every key a scenario file may "
+                "hold, its type, default, the rule the loader enforces and what it means. `--set KEY=VALUE` and "
+                "`--grid KEY=V1,V2` take the same names; an array's entries are reached by index, by name or "
+                "all at once (`island.0.latency_ms`, `island.eu.latency_ms`, `island.*.latency_ms`). "
+                "The keys explained at more length, with the rules that tie keys together: "
+                "[Scenario files](scenario-file.md); every bound and its reason: [limits](../limits.md).",
+                "## Sections",
+                key_table(groups),
+                "## Arrays of tables (`[[island]]`, `[[region]]`, `[[backbone]]`, `[[latency]]`)",
+                key_table(arrays),
+                "## Events (`[[event]]`)",
+                key_table([("event.", spec.EVENT_KEYS)]),
+                "Scheduled churn: each `[[event]]` entry has these three keys.",
+            ]
+        )
+        + "\n"
+    )
 
 
 def trainer_keys_page() -> str:
-    return "\n\n".join([
-        "# Trainer keys",
-        "Written from `scenarios/trainer_keys.py` at every build of these pages. The `[trainer]` section "
-        "sets up the real trainer (`islands train`, `islands validate`); the simulator reads only "
-        "`trainer.aggregation`, which changes the traffic. Every key has a default, so a scenario written "
-        "for the simulator also trains.",
-        key_table([("trainer.", TRAINER_KEYS)]),
-    ]) + "\n"
+    return (
+        "\n\n".join(
+            [
+                "# Trainer keys",
+                "Written from `scenarios/trainer_keys.py` at every build of these pages. The `[trainer]` section "
+                "sets up the real trainer (`islands train`, `islands validate`); the simulator reads only "
+                "`trainer.aggregation`, which changes the traffic. Every key has a default, so a scenario written "
+                "for the simulator also trains.",
+                key_table([("trainer.", TRAINER_KEYS)]),
+            ]
+        )
+        + "\n"
+    )
 
 
 def subcommands() -> dict[str, tuple[argparse.ArgumentParser, str]]:
@@ -164,38 +195,65 @@ def subcommands() -> dict[str, tuple[argparse.ArgumentParser, str]]:
 def option_line(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     if action.option_strings:
         formatter = parser._get_formatter()
-        metavar = "" if action.nargs == 0 else " " + formatter._format_args(action, action.dest.upper())
+        metavar = (
+            "" if action.nargs == 0 else " " + formatter._format_args(action, action.dest.upper())
+        )
         names = ", ".join(f"`{option}{metavar}`" for option in action.option_strings)
     else:
         names = f"`{action.metavar or action.dest}`"
     words = parser._get_formatter()._expand_help(action) if action.help else ""
     default = action.default
-    if action.option_strings and action.nargs != 0 and default not in (None, argparse.SUPPRESS, [], "") \
-            and "default" not in words:
+    if (
+        action.option_strings
+        and action.nargs != 0
+        and default not in (None, argparse.SUPPRESS, [], "")
+        and "default" not in words
+    ):
         words += f" (default: `{default}`)"
     return f"- {names}: {escape(words)}"
 
 
 def command_section(name: str, parser: argparse.ArgumentParser, help_line: str) -> str:
     usage = parser.format_usage().removeprefix("usage: ").strip()
-    description = "\n".join(line if line.startswith("    ") else escape(line)  # indented: a code block
-                            for line in (parser.description or "").strip().splitlines())
-    options = [option_line(parser, a) for a in parser._actions if not isinstance(a, argparse._HelpAction)]
-    return "\n\n".join(part for part in [
-        f"## islands {name}", escape(help_line) if help_line else "", f"```\n{usage}\n```",
-        description, "\n".join(options)] if part)
+    description = "\n".join(
+        line if line.startswith("    ") else escape(line)  # indented: a code block
+        for line in (parser.description or "").strip().splitlines()
+    )
+    options = [
+        option_line(parser, a) for a in parser._actions if not isinstance(a, argparse._HelpAction)
+    ]
+    return "\n\n".join(
+        part
+        for part in [
+            f"## islands {name}",
+            escape(help_line) if help_line else "",
+            f"```\n{usage}\n```",
+            description,
+            "\n".join(options),
+        ]
+        if part
+    )
 
 
 def commands_page() -> str:
-    sections = [command_section(name, sub, help_line) for name, (sub, help_line) in sorted(subcommands().items())]
-    return "\n\n".join([
-        "# Commands",
-        "Written from the argparse parser (`islands/cli.py`, one module per command in "
-        "`islands/commands/`) at every build of these pages: each command's usage, description and "
-        "every option, as `islands COMMAND --help` prints them. `islands --version` prints the "
-        "installed version. `FILE` is a scenario file or the name of a bundled scenario "
-        "(`islands list`).",
-        *sections]) + "\n"
+    sections = [
+        command_section(name, sub, help_line)
+        for name, (sub, help_line) in sorted(subcommands().items())
+    ]
+    return (
+        "\n\n".join(
+            [
+                "# Commands",
+                "Written from the argparse parser (`islands/cli.py`, one module per command in "
+                "`islands/commands/`) at every build of these pages: each command's usage, description and "
+                "every option, as `islands COMMAND --help` prints them. `islands --version` prints the "
+                "installed version. `FILE` is a scenario file or the name of a bundled scenario "
+                "(`islands list`).",
+                *sections,
+            ]
+        )
+        + "\n"
+    )
 
 
 def home_page() -> str:
@@ -238,8 +296,11 @@ def on_config(config: Any) -> Any:
     docs_dir = Path(config["docs_dir"])
     listed: set[str] = set(PAGES)
     nav = expand_nav(config["nav"], docs_dir, listed)
-    unlisted = [path.relative_to(docs_dir).as_posix() for path in sorted(docs_dir.rglob("*.md"))
-                if path.relative_to(docs_dir).as_posix() not in listed]
+    unlisted = [
+        path.relative_to(docs_dir).as_posix()
+        for path in sorted(docs_dir.rglob("*.md"))
+        if path.relative_to(docs_dir).as_posix() not in listed
+    ]
     if unlisted:
         nav.append({"More pages": unlisted})
     config["nav"] = nav

@@ -18,18 +18,30 @@ from .link_probe import measure_link
 from .link_specs import Shaper
 from .net import burst_bytes
 from .wan import (
-                  EmulatedWAN,
-                  InProcessLatency,
-                  InProcessShaper,
-                  LinkSpec,
-                  available,
-                  cleanup_leftovers,
-                  links_from_workers,
-                  netem_available,
-                  open_wan,
-                  pacer_from_config,
+    EmulatedWAN,
+    InProcessLatency,
+    InProcessShaper,
+    LinkSpec,
+    available,
+    cleanup_leftovers,
+    links_from_workers,
+    netem_available,
+    open_wan,
+    pacer_from_config,
 )
 
-__all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "available", "cleanup_leftovers",
-           "links_from_workers", "measure_link", "netem_available", "open_wan", "pacer_from_config", "burst_bytes",
-           "Shaper"]
+__all__ = [
+    "EmulatedWAN",
+    "InProcessLatency",
+    "InProcessShaper",
+    "LinkSpec",
+    "available",
+    "cleanup_leftovers",
+    "links_from_workers",
+    "measure_link",
+    "netem_available",
+    "open_wan",
+    "pacer_from_config",
+    "burst_bytes",
+    "Shaper",
+]

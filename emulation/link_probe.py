@@ -59,18 +59,30 @@ def send(address: str, port: int, payload_bytes: int) -> None:
 def measure_link(wan: EmulatedWAN, sender: int, receiver: int, payload_bytes: int) -> float:
     """Achieved goodput in bits/s of one TCP transfer from island ``sender`` to island ``receiver``."""
     module = [sys.executable, "-m", "islands.emulation.link_probe"]
-    with subprocess.Popen(wan.command_prefix(receiver) + module + ["receive", wan.address(receiver)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as receiving:
+    with subprocess.Popen(
+        wan.command_prefix(receiver) + module + ["receive", wan.address(receiver)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as receiving:
         assert receiving.stdout is not None and receiving.stderr is not None  # both piped
         try:
             port = receiving.stdout.readline().strip()
             if not port:
-                raise UserError(f"link probe receiver in island {receiver} failed: {receiving.stderr.read().strip()}")
+                raise UserError(
+                    f"link probe receiver in island {receiver} failed: {receiving.stderr.read().strip()}"
+                )
             send_command = ["send", wan.address(receiver), port, str(payload_bytes)]
-            sending = subprocess.run(wan.command_prefix(sender) + module + send_command,
-                                     capture_output=True, text=True, timeout=TIMEOUT_S)
+            sending = subprocess.run(
+                wan.command_prefix(sender) + module + send_command,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+            )
             if sending.returncode != 0:
-                raise UserError(f"link probe from island {sender} to {receiver} failed: {sending.stderr.strip()}")
+                raise UserError(
+                    f"link probe from island {sender} to {receiver} failed: {sending.stderr.strip()}"
+                )
             receiving.wait(timeout=TIMEOUT_S)
         finally:
             if receiving.poll() is None:

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from islands.scenarios import Worker
 
 
-
 @dataclass(frozen=True)
 class LinkSpec:
     """One island's full-duplex access link to the WAN core; ``latency_s`` is one-way."""
@@ -31,12 +30,16 @@ class LinkSpec:
         if self.upload_bits_per_s <= 0 or self.download_bits_per_s <= 0:
             raise UserError(f"link of island {self.island}: rates must be positive bits/s")
         if self.latency_s < 0:
-            raise UserError(f"link of island {self.island}: latency_s must be >= 0, got {self.latency_s}")
+            raise UserError(
+                f"link of island {self.island}: latency_s must be >= 0, got {self.latency_s}"
+            )
 
 
 FAIR, FIFO = "fair", "fifo"
 SHAPERS = (FAIR, FIFO)
-FAIR_MODE = "kernel-htb-fq"  # "kernel-htb" until issue 29's third round: one bulk FIFO per direction
+FAIR_MODE = (
+    "kernel-htb-fq"  # "kernel-htb" until issue 29's third round: one bulk FIFO per direction
+)
 FIFO_MODE = re.compile(r"kernel-tbf-fifo-(\d+(?:\.\d+)?)ms")
 DEFAULT_QUEUE_MS = 200.0  # the fair shaper's depth too (net.QUEUE_LATENCY_S)
 QUEUE_MS_RANGE = (1.0, 2000.0)
@@ -80,8 +83,10 @@ def check_links(links: Sequence[LinkSpec]) -> tuple[LinkSpec, ...]:
         raise UserError(f"an emulated WAN needs 1 to {MAX_LINKS} links, got {len(links)}")
     for position, link in enumerate(links):
         if link.island != position:
-            raise UserError(f"links must be numbered 0..{len(links) - 1} in order; "
-                            f"position {position} has island {link.island}")
+            raise UserError(
+                f"links must be numbered 0..{len(links) - 1} in order; "
+                f"position {position} has island {link.island}"
+            )
     return links
 
 
@@ -93,6 +98,12 @@ def check_island(links: Sequence[LinkSpec], island: int) -> int:
 
 def links_from_workers(workers: Sequence[Worker]) -> list[LinkSpec]:
     """One link per simulated worker (its rank is the island index), as the simulator models them."""
-    return [LinkSpec(island=w.rank, upload_bits_per_s=w.upload_bytes_per_s * BITS_PER_BYTE,
-                     download_bits_per_s=w.download_bytes_per_s * BITS_PER_BYTE, latency_s=w.latency_s)
-            for w in workers]
+    return [
+        LinkSpec(
+            island=w.rank,
+            upload_bits_per_s=w.upload_bytes_per_s * BITS_PER_BYTE,
+            download_bits_per_s=w.download_bytes_per_s * BITS_PER_BYTE,
+            latency_s=w.latency_s,
+        )
+        for w in workers
+    ]

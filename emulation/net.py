@@ -126,9 +126,20 @@ def list_namespaces() -> list[str]:
 def add_namespace(namespace: str) -> None:
     """Create a namespace without IPv6, so that no router solicitations pollute the byte counters."""
     run(["ip", "netns", "add", namespace])
-    run(["ip", "netns", "exec", namespace, "sysctl", "-q", "-w",
-         "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
-         f"net.ipv4.tcp_limit_output_bytes={TSQ_LIMIT_BYTES}"])
+    run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            namespace,
+            "sysctl",
+            "-q",
+            "-w",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+            f"net.ipv4.tcp_limit_output_bytes={TSQ_LIMIT_BYTES}",
+        ]
+    )
     run(["ip", "-n", namespace, "link", "set", "dev", "lo", "up"])
 
 
@@ -140,10 +151,37 @@ def add_bridge(core: str) -> None:
 def attach_island(core: str, island_namespace: str, index: int) -> None:
     """A veth pair from a bridge port in the core to wan<index> in the island namespace, addressed."""
     port, wan = bridge_port(index), wan_interface(index)
-    run(["ip", "-n", core, "link", "add", "name", port, "type", "veth",
-         "peer", "name", wan, "netns", island_namespace])
+    run(
+        [
+            "ip",
+            "-n",
+            core,
+            "link",
+            "add",
+            "name",
+            port,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            wan,
+            "netns",
+            island_namespace,
+        ]
+    )
     run(["ip", "-n", core, "link", "set", "dev", port, "master", BRIDGE, "up"])
-    run(["ip", "-n", island_namespace, "addr", "add", f"{address(index)}/{SUBNET.prefixlen}", "dev", wan])
+    run(
+        [
+            "ip",
+            "-n",
+            island_namespace,
+            "addr",
+            "add",
+            f"{address(index)}/{SUBNET.prefixlen}",
+            "dev",
+            wan,
+        ]
+    )
     run(["ip", "-n", island_namespace, "link", "set", "dev", wan, "up"])
 
 
@@ -159,7 +197,9 @@ def gso_bytes(rate_bits_per_s: float) -> int:
 
 def queue_limit_bytes(rate_bits_per_s: float) -> int:
     """The bulk queue in bytes: the burst plus the larger of QUEUE_LATENCY_S at the rate and the flows' TSQ."""
-    queue_bytes = max(round(rate_bits_per_s / BITS_PER_BYTE * QUEUE_LATENCY_S), QUEUE_MIN_FLOWS * TSQ_LIMIT_BYTES)
+    queue_bytes = max(
+        round(rate_bits_per_s / BITS_PER_BYTE * QUEUE_LATENCY_S), QUEUE_MIN_FLOWS * TSQ_LIMIT_BYTES
+    )
     return burst_bytes(rate_bits_per_s) + queue_bytes
 
 
@@ -175,15 +215,40 @@ def fifo_limit_bytes(rate_bits_per_s: float, queue_s: float) -> int:
     return burst_bytes(rate_bits_per_s) + queue_bytes
 
 
-def fifo_commands(device: str, rate_bits_per_s: float, parent: list[str], queue_s: float) -> list[list[str]]:
+def fifo_commands(
+    device: str, rate_bits_per_s: float, parent: list[str], queue_s: float
+) -> list[list[str]]:
     """``tc`` arguments for one tbf FIFO at the rate: every packet, ACK or data, to whichever peer, in
     one queue of ``fifo_limit_bytes``; the bucket is ``burst_bytes``, as the fair shaper's."""
-    return [["qdisc", "add", "dev", device, *parent, "handle", "2:", "tbf", "rate", f"{round(rate_bits_per_s)}bit",
-             "burst", str(burst_bytes(rate_bits_per_s)), "limit", str(fifo_limit_bytes(rate_bits_per_s, queue_s))]]
+    return [
+        [
+            "qdisc",
+            "add",
+            "dev",
+            device,
+            *parent,
+            "handle",
+            "2:",
+            "tbf",
+            "rate",
+            f"{round(rate_bits_per_s)}bit",
+            "burst",
+            str(burst_bytes(rate_bits_per_s)),
+            "limit",
+            str(fifo_limit_bytes(rate_bits_per_s, queue_s)),
+        ]
+    ]
 
 
-def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | None,
-          peers: Sequence[str] = (), match: str = "dst", fifo_queue_s: float | None = None) -> None:
+def shape(
+    namespace: str,
+    device: str,
+    rate_bits_per_s: float,
+    delay_s: float | None,
+    peers: Sequence[str] = (),
+    match: str = "dst",
+    fifo_queue_s: float | None = None,
+) -> None:
     """Shape the egress of ``device`` to the rate, ACKs first and a queue per peer (``shaper_commands``),
     or with ``fifo_queue_s`` one FIFO of that depth (``fifo_commands``); with ``delay_s``, a netem
     delay in front of it."""
@@ -191,19 +256,50 @@ def shape(namespace: str, device: str, rate_bits_per_s: float, delay_s: float | 
     if delay_s is None:
         parent = ["root"]
     else:
-        run(qdisc + ["root", "handle", "1:", "netem", "delay", f"{round(delay_s * 1e6)}us",
-                     "limit", str(netem_limit_packets(rate_bits_per_s, delay_s))])
+        run(
+            qdisc
+            + [
+                "root",
+                "handle",
+                "1:",
+                "netem",
+                "delay",
+                f"{round(delay_s * 1e6)}us",
+                "limit",
+                str(netem_limit_packets(rate_bits_per_s, delay_s)),
+            ]
+        )
         parent = ["parent", "1:"]
-    run(["ip", "-n", namespace, "link", "set", "dev", device, "gso_max_size", str(gso_bytes(rate_bits_per_s))])
+    run(
+        [
+            "ip",
+            "-n",
+            namespace,
+            "link",
+            "set",
+            "dev",
+            device,
+            "gso_max_size",
+            str(gso_bytes(rate_bits_per_s)),
+        ]
+    )
     # one tc for them all: a link of M islands has 3(M + 1) of them
-    commands = (shaper_commands(device, rate_bits_per_s, parent, peers, match) if fifo_queue_s is None
-                else fifo_commands(device, rate_bits_per_s, parent, fifo_queue_s))
-    run(["tc", "-n", namespace, "-batch", "-"], stdin="".join(" ".join(command) + "\n" for command in commands))
+    commands = (
+        shaper_commands(device, rate_bits_per_s, parent, peers, match)
+        if fifo_queue_s is None
+        else fifo_commands(device, rate_bits_per_s, parent, fifo_queue_s)
+    )
+    run(
+        ["tc", "-n", namespace, "-batch", "-"],
+        stdin="".join(" ".join(command) + "\n" for command in commands),
+    )
 
 
 def unshape(namespace: str, device: str) -> None:
     """Remove the device's shaper, if it has one (deleting the root qdisc deletes everything under it)."""
-    roots = json.loads(run(["tc", "-n", namespace, "-j", "qdisc", "show", "dev", device, "root"]) or "[]")
+    roots = json.loads(
+        run(["tc", "-n", namespace, "-j", "qdisc", "show", "dev", device, "root"]) or "[]"
+    )
     if any(root["kind"] not in UNSHAPED_QDISCS for root in roots):
         run(["tc", "-n", namespace, "qdisc", "del", "dev", device, "root"])
 
@@ -213,8 +309,13 @@ def peer_class(position: int) -> str:
     return f"2:{PEER_CLASS_BASE + position:x}"
 
 
-def shaper_commands(device: str, rate_bits_per_s: float, parent: list[str],
-                    peers: Sequence[str] = (), match: str = "dst") -> list[list[str]]:
+def shaper_commands(
+    device: str,
+    rate_bits_per_s: float,
+    parent: list[str],
+    peers: Sequence[str] = (),
+    match: str = "dst",
+) -> list[list[str]]:
     """``tc`` arguments for an htb shaper at the rate: packets shorter than ACK_MAX_BYTES (TCP's
     ACKs) served before bulk data, and the bulk data queued per peer, the peers served in turn.
 
@@ -235,28 +336,115 @@ def shaper_commands(device: str, rate_bits_per_s: float, parent: list[str],
     on_device = ["dev", device]
 
     def klass(parent_id: str, class_id: str, class_rate: int, *extra: str) -> list[str]:
-        return ["class", "add", *on_device, "parent", parent_id, "classid", class_id, "htb", "rate", f"{class_rate}bit",
-                "ceil", f"{rate}bit", "burst", burst, "cburst", burst, *extra]
+        return [
+            "class",
+            "add",
+            *on_device,
+            "parent",
+            parent_id,
+            "classid",
+            class_id,
+            "htb",
+            "rate",
+            f"{class_rate}bit",
+            "ceil",
+            f"{rate}bit",
+            "burst",
+            burst,
+            "cburst",
+            burst,
+            *extra,
+        ]
 
     def queue(class_id: str) -> list[list[str]]:
-        return [klass(BULK_CLASS, class_id, queue_rate, "prio", "1", "quantum", str(FULL_PACKET_BYTES)),
-                ["qdisc", "add", *on_device, "parent", class_id, "bfifo", "limit", str(queue_limit_bytes(rate_bits_per_s))]]
+        return [
+            klass(BULK_CLASS, class_id, queue_rate, "prio", "1", "quantum", str(FULL_PACKET_BYTES)),
+            [
+                "qdisc",
+                "add",
+                *on_device,
+                "parent",
+                class_id,
+                "bfifo",
+                "limit",
+                str(queue_limit_bytes(rate_bits_per_s)),
+            ],
+        ]
 
     def to_peer(position: int, peer: str) -> list[str]:
-        return ["filter", "add", *on_device, "parent", "2:", "protocol", "ip", "prio", "2", "u32",
-                "match", "ip", match, f"{peer}/32", "flowid", peer_class(position)]
+        return [
+            "filter",
+            "add",
+            *on_device,
+            "parent",
+            "2:",
+            "protocol",
+            "ip",
+            "prio",
+            "2",
+            "u32",
+            "match",
+            "ip",
+            match,
+            f"{peer}/32",
+            "flowid",
+            peer_class(position),
+        ]
 
     return [
-        ["qdisc", "add", *on_device, *parent, "handle", "2:", "htb", "default", OTHER_CLASS.split(":")[1]],
+        [
+            "qdisc",
+            "add",
+            *on_device,
+            *parent,
+            "handle",
+            "2:",
+            "htb",
+            "default",
+            OTHER_CLASS.split(":")[1],
+        ],
         klass("2:", "2:1", rate),
         klass("2:1", ACK_CLASS, ack_rate, "prio", "0"),
-        ["qdisc", "add", *on_device, "parent", ACK_CLASS, "handle", "10:", "pfifo", "limit", str(ACK_QUEUE_PACKETS)],
+        [
+            "qdisc",
+            "add",
+            *on_device,
+            "parent",
+            ACK_CLASS,
+            "handle",
+            "10:",
+            "pfifo",
+            "limit",
+            str(ACK_QUEUE_PACKETS),
+        ],
         klass("2:1", BULK_CLASS, bulk_rate, "prio", "1"),
         *[command for class_id in queues for command in queue(class_id)],
         # TCP, IPv4 total length (bytes 2-3 of the header) below ACK_MAX_BYTES: its high bits are 0
-        ["filter", "add", *on_device, "parent", "2:", "protocol", "ip", "prio", "1", "u32",
-         "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", f"0x{0x10000 - ACK_MAX_BYTES:04x}",
-         "at", "2", "flowid", ACK_CLASS],
+        [
+            "filter",
+            "add",
+            *on_device,
+            "parent",
+            "2:",
+            "protocol",
+            "ip",
+            "prio",
+            "1",
+            "u32",
+            "match",
+            "ip",
+            "protocol",
+            "6",
+            "0xff",
+            "match",
+            "u16",
+            "0x0000",
+            f"0x{0x10000 - ACK_MAX_BYTES:04x}",
+            "at",
+            "2",
+            "flowid",
+            ACK_CLASS,
+        ],
         *[to_peer(position, peer) for position, peer in enumerate(peers)],
     ]
 

@@ -39,8 +39,14 @@ class InProcessShaper:
     mode = "in-process"
     latency_mode = "in-process"
 
-    def __init__(self, links: Sequence[LinkSpec], *, reason: str = "",
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        links: Sequence[LinkSpec],
+        *,
+        reason: str = "",
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.links = check_links(links)
         self.reason = reason
         self._clock = clock
@@ -84,20 +90,38 @@ class InProcessShaper:
         island = check_island(self.links, island)
         return {"tx_bytes": self._sent_bytes[island], "rx_bytes": self._received_bytes[island]}
 
-    def book(self, island: int, sent_bytes: int, received_bytes: int,
-             latency_s: float = 0.0, paced_by: Sequence[int] = ()) -> float:
+    def book(
+        self,
+        island: int,
+        sent_bytes: int,
+        received_bytes: int,
+        latency_s: float = 0.0,
+        paced_by: Sequence[int] = (),
+    ) -> float:
         """Book a transfer on the island's links; return the clock time at which it completes.
 
         ``paced_by``: other islands whose links the same bytes cross; the transfer then moves no
         faster than the slowest of their links in either direction (a ring is paced by its slowest link).
         """
         link = self.links[check_island(self.links, island)]
-        ceiling_bits_per_s = min((self._slower_direction_bits_per_s(peer) for peer in paced_by), default=math.inf)
+        ceiling_bits_per_s = min(
+            (self._slower_direction_bits_per_s(peer) for peer in paced_by), default=math.inf
+        )
         data_start_s = self._clock() + latency_s
-        upload_done_s = _occupy(self._upload_free_at_s, island, data_start_s, sent_bytes,
-                                min(link.upload_bits_per_s, ceiling_bits_per_s))
-        download_done_s = _occupy(self._download_free_at_s, island, data_start_s, received_bytes,
-                                  min(link.download_bits_per_s, ceiling_bits_per_s))
+        upload_done_s = _occupy(
+            self._upload_free_at_s,
+            island,
+            data_start_s,
+            sent_bytes,
+            min(link.upload_bits_per_s, ceiling_bits_per_s),
+        )
+        download_done_s = _occupy(
+            self._download_free_at_s,
+            island,
+            data_start_s,
+            received_bytes,
+            min(link.download_bits_per_s, ceiling_bits_per_s),
+        )
         self._sent_bytes[island] += sent_bytes
         self._received_bytes[island] += received_bytes
         return max(upload_done_s, download_done_s)
@@ -107,8 +131,14 @@ class InProcessShaper:
         return min(link.upload_bits_per_s, link.download_bits_per_s)
 
     @contextmanager
-    def transfer(self, island: int, sent_bytes: int, received_bytes: int,
-                 latency_s: float = 0.0, paced_by: Sequence[int] = ()) -> Iterator[None]:
+    def transfer(
+        self,
+        island: int,
+        sent_bytes: int,
+        received_bytes: int,
+        latency_s: float = 0.0,
+        paced_by: Sequence[int] = (),
+    ) -> Iterator[None]:
         """Wrap one collective: book it, run it, then sleep until the booked links are done."""
         done_at_s = self.book(island, sent_bytes, received_bytes, latency_s, paced_by)
         yield
@@ -117,16 +147,26 @@ class InProcessShaper:
             self._sleep(remaining_s)
 
 
-def _occupy(free_at_s: list[float], island: int, start_s: float, payload_bytes: int, rate_bits_per_s: float) -> float:
+def _occupy(
+    free_at_s: list[float], island: int, start_s: float, payload_bytes: int, rate_bits_per_s: float
+) -> float:
     """Occupy one direction of a link from when both it and the data are ready; return when it is done."""
-    free_at_s[island] = max(start_s, free_at_s[island]) + payload_bytes * BITS_PER_BYTE / rate_bits_per_s
+    free_at_s[island] = (
+        max(start_s, free_at_s[island]) + payload_bytes * BITS_PER_BYTE / rate_bits_per_s
+    )
     return free_at_s[island]
 
 
 class InProcessLatency:
     """Under kernel shaping: the kernel paces the bytes; without netem the latency is slept here."""
 
-    def __init__(self, links: Sequence[LinkSpec], *, sleep_latency: bool, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        links: Sequence[LinkSpec],
+        *,
+        sleep_latency: bool,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.links = check_links(links)
         self.sleep_latency = sleep_latency
         self._sleep = sleep
@@ -135,8 +175,14 @@ class InProcessLatency:
         return self.links[check_island(self.links, island)].latency_s
 
     @contextmanager
-    def transfer(self, island: int, sent_bytes: int, received_bytes: int,
-                 latency_s: float = 0.0, paced_by: Sequence[int] = ()) -> Iterator[None]:
+    def transfer(
+        self,
+        island: int,
+        sent_bytes: int,
+        received_bytes: int,
+        latency_s: float = 0.0,
+        paced_by: Sequence[int] = (),
+    ) -> Iterator[None]:
         """Wrap one collective: its latency first (on top of the real, kernel-paced transfer), then it.
 
         The byte counts and ``paced_by`` are not needed here (the kernel paces the bytes); they are

@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 
 def check_prefix(prefix: str) -> None:
     if not PREFIX_PATTERN.fullmatch(prefix):
-        raise UserError(f"emulation prefix {prefix!r} must be 1-16 lowercase letters or digits, starting with a letter")
+        raise UserError(
+            f"emulation prefix {prefix!r} must be 1-16 lowercase letters or digits, starting with a letter"
+        )
 
 
 def core_namespace(prefix: str) -> str:
@@ -86,7 +88,11 @@ def owner_alive(owner: dict) -> bool:
 
 def claim(prefix: str, namespaces: list[str]) -> None:
     """Record this process as the owner of the prefix's namespaces (call while holding ``locked``)."""
-    owner = {"pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid()), "namespaces": namespaces}
+    owner = {
+        "pid": os.getpid(),
+        "start_ticks": process_start_ticks(os.getpid()),
+        "namespaces": namespaces,
+    }
     state_path(prefix).write_text(json.dumps(owner))
 
 
@@ -97,7 +103,9 @@ def release(prefix: str) -> None:
 def remove_all(prefix: str) -> list[str]:
     """Delete every namespace of the prefix and the state file; return the namespaces deleted."""
     recorded = set((read_owner(prefix) or {}).get("namespaces", []))
-    doomed = sorted(ns for ns in net.list_namespaces() if ns in recorded or is_own_namespace(prefix, ns))
+    doomed = sorted(
+        ns for ns in net.list_namespaces() if ns in recorded or is_own_namespace(prefix, ns)
+    )
     for namespace in doomed:
         net.delete_namespace(namespace)
     release(prefix)
@@ -110,13 +118,19 @@ def clean_if_abandoned(prefix: str) -> list[str]:
     if owner is not None and owner_alive(owner):
         if owner["pid"] == os.getpid():
             raise UserError(f"this process already holds an emulated WAN with prefix {prefix!r}")
-        raise UserError(f"an emulated WAN with prefix {prefix!r} is in use by pid {owner['pid']}; "
-                        "choose another prefix")
+        raise UserError(
+            f"an emulated WAN with prefix {prefix!r} is in use by pid {owner['pid']}; "
+            "choose another prefix"
+        )
     removed = remove_all(prefix)
     if removed:
         dead = f"pid {owner['pid']}" if owner and "pid" in owner else "an unknown process"
-        log.warning("removed %d namespace(s) left by %s, which exited without cleaning up: %s",
-                    len(removed), dead, ", ".join(removed))
+        log.warning(
+            "removed %d namespace(s) left by %s, which exited without cleaning up: %s",
+            len(removed),
+            dead,
+            ", ".join(removed),
+        )
     return removed
 
 

@@ -56,8 +56,19 @@ from .link_specs import (
 )
 from .shaper import InProcessLatency, InProcessShaper, pacer_config, pacer_from_config
 
-__all__ = ["EmulatedWAN", "InProcessLatency", "InProcessShaper", "LinkSpec", "Shaper", "available",
-           "cleanup_leftovers", "links_from_workers", "netem_available", "open_wan", "pacer_from_config"]
+__all__ = [
+    "EmulatedWAN",
+    "InProcessLatency",
+    "InProcessShaper",
+    "LinkSpec",
+    "Shaper",
+    "available",
+    "cleanup_leftovers",
+    "links_from_workers",
+    "netem_available",
+    "open_wan",
+    "pacer_from_config",
+]
 
 cleanup_leftovers = state.cleanup_leftovers
 CLEANUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -80,10 +91,16 @@ def _probe() -> tuple[bool, str, bool]:
     missing = [tool for tool in ("ip", "tc", "unshare", "sysctl") if shutil.which(tool) is None]
     if missing:
         return False, f"missing {', '.join(missing)} (iproute2, util-linux, procps)", False
-    done = subprocess.run(["unshare", "--net", "sh", "-c", PROBE_SCRIPT], capture_output=True, text=True)
+    done = subprocess.run(
+        ["unshare", "--net", "sh", "-c", PROBE_SCRIPT], capture_output=True, text=True
+    )
     if done.returncode != 0:
         detail = (done.stderr.strip().splitlines() or ["no detail"])[-1]
-        return False, f"veth pairs, htb or u32 filters do not work in a new namespace: {detail}", False
+        return (
+            False,
+            f"veth pairs, htb or u32 filters do not work in a new namespace: {detail}",
+            False,
+        )
     return True, "", done.stdout.strip() == "netem"
 
 
@@ -97,8 +114,12 @@ def netem_available() -> bool:
     return _probe()[2]
 
 
-def open_wan(links: Sequence[LinkSpec], prefix: str = "islands", kernel: bool | None = None,
-             shaper: Shaper = Shaper()) -> EmulatedWAN | InProcessShaper:
+def open_wan(
+    links: Sequence[LinkSpec],
+    prefix: str = "islands",
+    kernel: bool | None = None,
+    shaper: Shaper = Shaper(),
+) -> EmulatedWAN | InProcessShaper:
     """The kernel emulation where available (``kernel=None``) or required (True), else in-process;
     ``shaper`` says how the kernel's links queue (the in-process shaper has no queue)."""
     ok, reason = available()
@@ -122,7 +143,9 @@ class EmulatedWAN:
     # under another mode is refused (validation/calibration_file.py, islands validate).
     mode = FAIR_MODE
 
-    def __init__(self, links: Sequence[LinkSpec], prefix: str = "islands", shaper: Shaper = Shaper()):
+    def __init__(
+        self, links: Sequence[LinkSpec], prefix: str = "islands", shaper: Shaper = Shaper()
+    ):
         state.check_prefix(prefix)
         self.links = check_links(links)
         self.prefix = prefix
@@ -137,7 +160,11 @@ class EmulatedWAN:
     # --- what the trainer and validator use -------------------------------------------------
     @property
     def label(self) -> str:
-        latency = "netem delay" if self.latency_mode == "netem" else "in-process sleeps (this kernel has no netem)"
+        latency = (
+            "netem delay"
+            if self.latency_mode == "netem"
+            else "in-process sleeps (this kernel has no netem)"
+        )
         if self.shaper.kind == FIFO:
             qdisc, queues = "tbf", f"one FIFO of {self.shaper.queue_ms:g} ms per egress"
         else:
@@ -177,8 +204,14 @@ class EmulatedWAN:
         """Hand this to worker processes: ``pacer_from_config(text).transfer(...)`` wraps their collectives."""
         return pacer_config(self.links, self.mode, self.latency_mode)
 
-    def transfer(self, island: int, sent_bytes: int, received_bytes: int,
-                 latency_s: float = 0.0, paced_by: Sequence[int] = ()) -> AbstractContextManager[None]:
+    def transfer(
+        self,
+        island: int,
+        sent_bytes: int,
+        received_bytes: int,
+        latency_s: float = 0.0,
+        paced_by: Sequence[int] = (),
+    ) -> AbstractContextManager[None]:
         """Wrap one collective. The kernel paces the bytes; the latency is slept here unless netem adds it."""
         return self._pacer.transfer(island, sent_bytes, received_bytes, latency_s, paced_by)
 
@@ -240,12 +273,28 @@ class EmulatedWAN:
         link, core = self.links[index], state.core_namespace(self.prefix)
         peers = [net.address(other) for other in range(len(self.links)) if other != index]
         fifo_queue_s = self.shaper.queue_ms / MS_PER_S if self.shaper.kind == FIFO else None
-        if is_finite_number(link.upload_bits_per_s):  # an infinite rate: a non-blocking link, unshaped
-            net.shape(self.namespace(index), net.wan_interface(index), link.upload_bits_per_s,
-                      self._netem_delay_s(link), peers, match="dst", fifo_queue_s=fifo_queue_s)
+        if is_finite_number(
+            link.upload_bits_per_s
+        ):  # an infinite rate: a non-blocking link, unshaped
+            net.shape(
+                self.namespace(index),
+                net.wan_interface(index),
+                link.upload_bits_per_s,
+                self._netem_delay_s(link),
+                peers,
+                match="dst",
+                fifo_queue_s=fifo_queue_s,
+            )
         if self._shapes_download(index):
-            net.shape(core, net.bridge_port(index), link.download_bits_per_s, self._netem_delay_s(link),
-                      peers, match="src", fifo_queue_s=fifo_queue_s)
+            net.shape(
+                core,
+                net.bridge_port(index),
+                link.download_bits_per_s,
+                self._netem_delay_s(link),
+                peers,
+                match="src",
+                fifo_queue_s=fifo_queue_s,
+            )
 
     def _shapes_download(self, index: int) -> bool:
         """The fair shaper shapes every finite download. The fifo stands for ``tc tbf`` on each
@@ -257,14 +306,18 @@ class EmulatedWAN:
             return False
         if self.shaper.kind != FIFO:
             return True
-        return any(other.upload_bits_per_s > download for other in self.links if other.island != index)
+        return any(
+            other.upload_bits_per_s > download for other in self.links if other.island != index
+        )
 
     def _netem_delay_s(self, link: LinkSpec) -> float | None:
         """One-way latency on each direction of the link, so a hop pays sender's + receiver's latency."""
         return link.latency_s if self.latency_mode == "netem" and link.latency_s > 0 else None
 
     def _namespaces(self) -> list[str]:
-        return [state.core_namespace(self.prefix)] + [self.namespace(i) for i in range(len(self.links))]
+        return [state.core_namespace(self.prefix)] + [
+            self.namespace(i) for i in range(len(self.links))
+        ]
 
     def _index(self, island: int) -> int:
         return check_island(self.links, island)
@@ -284,16 +337,27 @@ class EmulatedWAN:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m islands.emulation", description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["check", "cleanup"],
-                        help="check: can the kernel emulate here?  cleanup: remove what a crashed run left")
-    parser.add_argument("--prefix", default="islands", help="name prefix of the emulated WAN (default: islands)")
+    parser = argparse.ArgumentParser(
+        prog="python -m islands.emulation", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "action",
+        choices=["check", "cleanup"],
+        help="check: can the kernel emulate here?  cleanup: remove what a crashed run left",
+    )
+    parser.add_argument(
+        "--prefix", default="islands", help="name prefix of the emulated WAN (default: islands)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.action == "check":
             ok, reason = available()
             netem = "netem" if netem_available() else "no netem: latency in-process"
-            print(f"kernel emulation available ({netem})" if ok else f"kernel emulation not available: {reason}")
+            print(
+                f"kernel emulation available ({netem})"
+                if ok
+                else f"kernel emulation not available: {reason}"
+            )
             return 0 if ok else 1
         removed = cleanup_leftovers(args.prefix)
         print(f"removed {', '.join(removed)}" if removed else "nothing to clean")
@@ -301,4 +365,3 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-

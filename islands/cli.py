@@ -25,7 +25,9 @@ HELPER_MODULES = {"common"}
 
 def command_names() -> list[str]:
     """Every module of ``islands.commands`` is a subcommand, except shared helpers."""
-    return sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if m.name not in HELPER_MODULES)
+    return sorted(
+        m.name for m in pkgutil.iter_modules(commands.__path__) if m.name not in HELPER_MODULES
+    )
 
 
 def installed_version() -> str:
@@ -62,7 +64,9 @@ def refuse_empty_values(parser: argparse.ArgumentParser, args: argparse.Namespac
     for action in command._actions:
         value = getattr(args, action.dest, None)
         if value == "" or (isinstance(value, list) and "" in value):
-            command.error(f"argument {'/'.join(action.option_strings) or action.metavar or action.dest}: is empty")
+            command.error(
+                f"argument {'/'.join(action.option_strings) or action.metavar or action.dest}: is empty"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

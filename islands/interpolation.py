@@ -22,8 +22,9 @@ def linear(by_x: Mapping[X, float], x: X) -> float:
     return interpolated(by_x, x, lambda low, high: (x - low) / (high - low))[0]
 
 
-def interpolated(by_x: Mapping[X, float], x: X,
-                 weight: Callable[[float, float], float]) -> tuple[float, X | None]:
+def interpolated(
+    by_x: Mapping[X, float], x: X, weight: Callable[[float, float], float]
+) -> tuple[float, X | None]:
     """The value at ``x`` between the two nearest given x, ``low`` and ``high``, at ``weight(low, high)``
     of the way from low's value to high's; outside them the nearest given x's value, and that x."""
     known = sorted(by_x)

@@ -23,8 +23,12 @@ from .numbers import is_finite_number
 STDOUT = "-"
 PLOT_FORMATS = ("png", "svg", "pdf")
 TABLE_FORMATS = ("csv", "parquet", "json")
-MAX_INPUT_BYTES = 64 * 2**20  # no scenario, profile, calibration or trace file this reads is near this
-UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+|\.{2,}")  # besides letters, digits, . _ -: runs of dots
+MAX_INPUT_BYTES = (
+    64 * 2**20
+)  # no scenario, profile, calibration or trace file this reads is near this
+UNSAFE_IN_NAMES = re.compile(
+    r"[^A-Za-z0-9._-]+|\.{2,}"
+)  # besides letters, digits, . _ -: runs of dots
 
 
 def is_stdout(target: str | Path) -> bool:
@@ -47,8 +51,10 @@ def output_format(target: str | Path, formats: Sequence[str]) -> str:
     suffix = Path(target).suffix.lower().lstrip(".")
     if suffix not in formats:
         named = f"'.{suffix}'" if suffix else "no extension"
-        raise UserError(f"{target}: {named} is not a format this writes; "
-                        f"end the name with {', '.join('.' + f for f in formats)}")
+        raise UserError(
+            f"{target}: {named} is not a format this writes; "
+            f"end the name with {', '.join('.' + f for f in formats)}"
+        )
     return suffix
 
 
@@ -98,15 +104,22 @@ def temporary_beside(target: Path) -> Path:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        reason = "a file of that name is in the way" if isinstance(exc, FileExistsError) else os_reason(exc)
+        reason = (
+            "a file of that name is in the way"
+            if isinstance(exc, FileExistsError)
+            else os_reason(exc)
+        )
         raise UserError(f"{target}: cannot create its folder {target.parent}: {reason}") from None
     try:
-        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp" + target.suffix,
-                                        dir=target.parent)
+        handle, name = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".tmp" + target.suffix, dir=target.parent
+        )
     except OSError as exc:
         raise UserError(f"{target}: cannot write in {target.parent}: {os_reason(exc)}") from None
     try:
-        os.fchmod(handle, 0o666 & ~current_umask())  # mkstemp makes 0600; a shared report should not be
+        os.fchmod(
+            handle, 0o666 & ~current_umask()
+        )  # mkstemp makes 0600; a shared report should not be
     finally:
         os.close(handle)
     return Path(name)
@@ -180,7 +193,9 @@ def write_table(frame, target: str | Path) -> None:
             try:
                 frame.to_parquet(temporary, index=False)
             except ImportError as exc:
-                raise UserError(f"{target}: writing Parquet needs pyarrow ({exc}); use a .csv name") from None
+                raise UserError(
+                    f"{target}: writing Parquet needs pyarrow ({exc}); use a .csv name"
+                ) from None
         elif file_format == "json":
             frame.to_json(temporary, orient="records", indent=1)
         else:
@@ -246,7 +261,9 @@ def parse_json(text: str, path: str | Path, what: str, constant_hint: str = "") 
         for key, value in pairs:
             if key in document:
                 shown = key if len(key) <= 40 else key[:37] + "..."
-                raise UserError(f"{path}: the key {shown!r} is written twice in one object: one value would be lost")
+                raise UserError(
+                    f"{path}: the key {shown!r} is written twice in one object: one value would be lost"
+                )
             document[key] = value
         return document
 
@@ -268,19 +285,30 @@ def same_file(first: str | Path, second: str | Path) -> bool:
         return False
 
 
-def refuse_shared_paths(outputs: Mapping[str, str | Path | None],
-                        inputs: Mapping[str, str | Path | None] | None = None) -> None:
+def refuse_shared_paths(
+    outputs: Mapping[str, str | Path | None], inputs: Mapping[str, str | Path | None] | None = None
+) -> None:
     """Refuse, in one line, an output that is also an input or two outputs on one path.
 
     ``outputs`` and ``inputs`` map what the user calls each path (``--trace``, ``the scenario``) to the
     path, or None where it was not given; stdout (``-``) is never a clash."""
-    named_outputs = [(name, path) for name, path in outputs.items() if path is not None and not is_stdout(path)]
-    named_inputs = [(name, path) for name, path in (inputs or {}).items() if path is not None and not is_stdout(path)]
+    named_outputs = [
+        (name, path) for name, path in outputs.items() if path is not None and not is_stdout(path)
+    ]
+    named_inputs = [
+        (name, path)
+        for name, path in (inputs or {}).items()
+        if path is not None and not is_stdout(path)
+    ]
     for index, (name, path) in enumerate(named_outputs):
         for input_name, input_path in named_inputs:
             if same_file(path, input_path):
-                raise UserError(f"{path}: {name} would overwrite {input_name}, which this reads; "
-                                "write it elsewhere")
-        for other_name, other_path in named_outputs[index + 1:]:
+                raise UserError(
+                    f"{path}: {name} would overwrite {input_name}, which this reads; "
+                    "write it elsewhere"
+                )
+        for other_name, other_path in named_outputs[index + 1 :]:
             if same_file(path, other_path):
-                raise UserError(f"{path}: {name} and {other_name} name the same file; give each its own")
+                raise UserError(
+                    f"{path}: {name} and {other_name} name the same file; give each its own"
+                )

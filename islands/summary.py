@@ -33,7 +33,7 @@ class Columns:
     start: np.ndarray
     end: np.ndarray
     ranks: np.ndarray
-    worker: np.ndarray   # index into ranks
+    worker: np.ndarray  # index into ranks
     island: np.ndarray
     kind: np.ndarray
     bytes: np.ndarray
@@ -52,8 +52,17 @@ class Columns:
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Columns:
         ranks, worker = np.unique(arrays["worker"], return_inverse=True)
-        return cls(arrays["time_start_s"], arrays["time_end_s"], ranks, worker.reshape(-1), arrays["island"],
-                   arrays["kind"], arrays["bytes"], arrays["fragment"], arrays["outer_step"])
+        return cls(
+            arrays["time_start_s"],
+            arrays["time_end_s"],
+            ranks,
+            worker.reshape(-1),
+            arrays["island"],
+            arrays["kind"],
+            arrays["bytes"],
+            arrays["fragment"],
+            arrays["outer_step"],
+        )
 
     def per_worker_sum(self, values: np.ndarray) -> np.ndarray:
         return np.bincount(self.worker, weights=values, minlength=len(self.ranks))
@@ -63,7 +72,9 @@ class Columns:
         return (self.kind == "comm") & (self.fragment != NO_FRAGMENT)
 
 
-def group_spans(keys: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def group_spans(
+    keys: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows grouped by their integer ``keys``: each key once, ascending, and its span, the latest end
     less the earliest start among its rows."""
     if not len(keys):
@@ -85,7 +96,11 @@ def sync_spans(columns: Columns, per_worker: bool) -> tuple[np.ndarray, np.ndarr
     bounds = [int(part.max()) + 1 if len(part) else 1 for part in parts]
     keys = np.ravel_multi_index(parts, bounds) if len(rows) else np.zeros(0, dtype=np.int64)
     unique, spans = group_spans(keys, columns.start[rows], columns.end[rows])
-    split = np.stack(np.unravel_index(unique, bounds), axis=1) if len(unique) else np.zeros((0, len(parts)), int)
+    split = (
+        np.stack(np.unravel_index(unique, bounds), axis=1)
+        if len(unique)
+        else np.zeros((0, len(parts)), int)
+    )
     split[:, 1] += NO_FRAGMENT
     return split, spans
 
@@ -121,7 +136,9 @@ def worker_presence(columns: Columns) -> np.ndarray:
     by_end = np.argsort(end, kind="stable")
     end_rank = np.empty(len(end), dtype=np.int64)
     end_rank[by_end] = np.arange(len(end))
-    latest = np.maximum.accumulate(worker.astype(np.int64) * len(end) + end_rank) - worker * len(end)
+    latest = np.maximum.accumulate(worker.astype(np.int64) * len(end) + end_rank) - worker * len(
+        end
+    )
     latest_end = end[by_end[latest]]
     first = np.r_[True, worker[1:] != worker[:-1]]
     previous_end = np.where(first, -np.inf, np.r_[-np.inf, latest_end[:-1]])
@@ -155,14 +172,24 @@ class Workers:
     @classmethod
     def of(cls, columns: Columns, weights: dict[int, int] | None = None) -> Workers:
         seconds = columns.end - columns.start
-        first_rows = np.unique(columns.worker, return_index=True)[1] if len(columns.worker) else np.array([], int)
+        first_rows = (
+            np.unique(columns.worker, return_index=True)[1]
+            if len(columns.worker)
+            else np.array([], int)
+        )
         weight = weights or {}
-        kinds = {kind: columns.per_worker_sum(np.where(columns.kind == kind, seconds, 0.0))
-                 for kind in ("compute", "stall", "idle")}
-        return cls(island=columns.island[first_rows],
-                   count=np.array([weight.get(int(rank), 1) for rank in columns.ranks], dtype=np.int64),
-                   present_s=worker_presence(columns), bytes_sent=columns.per_worker_sum(columns.bytes),
-                   syncs=columns.per_worker_sum(columns.syncs().astype(float)), **kinds)
+        kinds = {
+            kind: columns.per_worker_sum(np.where(columns.kind == kind, seconds, 0.0))
+            for kind in ("compute", "stall", "idle")
+        }
+        return cls(
+            island=columns.island[first_rows],
+            count=np.array([weight.get(int(rank), 1) for rank in columns.ranks], dtype=np.int64),
+            present_s=worker_presence(columns),
+            bytes_sent=columns.per_worker_sum(columns.bytes),
+            syncs=columns.per_worker_sum(columns.syncs().astype(float)),
+            **kinds,
+        )
 
     def subset(self, chosen: np.ndarray) -> Workers:
         return Workers(**{name: getattr(self, name)[chosen] for name in self.__dataclass_fields__})
@@ -181,7 +208,9 @@ class Workers:
         return self.weighted_sum(column) / self.total if self.total else 0.0
 
 
-def island_rows(workers: Workers, island_extra: dict[str, dict[str, Any]], complete: bool) -> list[dict[str, Any]]:
+def island_rows(
+    workers: Workers, island_extra: dict[str, dict[str, Any]], complete: bool
+) -> list[dict[str, Any]]:
     """Per island, in order of its first worker; ``time_to_barrier_s`` is its workers' compute
     seconds over the syncs they took part in: the compute between two syncs (not per compute row:
     evaluation and late arrivals split those)."""
@@ -190,17 +219,21 @@ def island_rows(workers: Workers, island_extra: dict[str, dict[str, Any]], compl
         group = workers.subset(workers.island == island)
         compute = group.weighted_sum("compute")
         syncs = group.weighted_sum("syncs")
-        rows.append({
-            "name": island,
-            "workers": group.total,
-            "compute_utilisation": share(compute, group.weighted_sum("present_s")) if complete else None,
-            "compute_s": group.weighted_mean("compute"),
-            "stall_s": group.weighted_mean("stall"),
-            "idle_s": group.weighted_mean("idle"),
-            "bytes_per_worker": group.weighted_mean("bytes_sent"),
-            "time_to_barrier_s": compute / syncs if syncs else 0.0,
-            **island_extra.get(island, {}),
-        })
+        rows.append(
+            {
+                "name": island,
+                "workers": group.total,
+                "compute_utilisation": share(compute, group.weighted_sum("present_s"))
+                if complete
+                else None,
+                "compute_s": group.weighted_mean("compute"),
+                "stall_s": group.weighted_mean("stall"),
+                "idle_s": group.weighted_mean("idle"),
+                "bytes_per_worker": group.weighted_mean("bytes_sent"),
+                "time_to_barrier_s": compute / syncs if syncs else 0.0,
+                **island_extra.get(island, {}),
+            }
+        )
     return rows
 
 
@@ -220,7 +253,9 @@ def share(part: float, whole: float) -> float:
 def utilisations(workers: Workers, wall_time_s: float) -> tuple[float, float]:
     """Compute seconds over seconds present, and over workers * wall time."""
     compute = workers.weighted_sum("compute")
-    return share(compute, workers.weighted_sum("present_s")), share(compute, workers.total * wall_time_s)
+    return share(compute, workers.weighted_sum("present_s")), share(
+        compute, workers.total * wall_time_s
+    )
 
 
 def peak_collective_gbps(columns: Columns) -> float:
@@ -231,10 +266,15 @@ def peak_collective_gbps(columns: Columns) -> float:
     return float(rates.max()) if len(rates) else 0.0
 
 
-def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float | None = None,
-              extra: dict[str, Any] | None = None,
-              island_extra: dict[str, dict[str, Any]] | None = None, syncs_per_worker: bool = False,
-              weights: dict[int, int] | None = None) -> dict[str, Any]:
+def summarise(
+    trace: pd.DataFrame,
+    outer_steps: int,
+    peak_bandwidth_gbps: float | None = None,
+    extra: dict[str, Any] | None = None,
+    island_extra: dict[str, dict[str, Any]] | None = None,
+    syncs_per_worker: bool = False,
+    weights: dict[int, int] | None = None,
+) -> dict[str, Any]:
     """The summary of a run from its trace.
 
     compute_utilisation = total compute seconds / sum over workers of seconds present; goodput (where
@@ -253,36 +293,69 @@ def summarise(trace: pd.DataFrame, outer_steps: int, peak_bandwidth_gbps: float 
     every mean and total counts each of them (and each of their exchanges, for ``syncs_per_worker``).
     """
     check_frame(trace)
-    return summarise_columns(Columns.of(trace), outer_steps, peak_bandwidth_gbps, extra, island_extra,
-                             syncs_per_worker, weights)
+    return summarise_columns(
+        Columns.of(trace),
+        outer_steps,
+        peak_bandwidth_gbps,
+        extra,
+        island_extra,
+        syncs_per_worker,
+        weights,
+    )
 
 
-def summarise_columns(columns: Columns, outer_steps: int, peak_bandwidth_gbps: float | None = None,
-                      extra: dict[str, Any] | None = None, island_extra: dict[str, dict[str, Any]] | None = None,
-                      syncs_per_worker: bool = False, weights: dict[int, int] | None = None) -> dict[str, Any]:
+def summarise_columns(
+    columns: Columns,
+    outer_steps: int,
+    peak_bandwidth_gbps: float | None = None,
+    extra: dict[str, Any] | None = None,
+    island_extra: dict[str, dict[str, Any]] | None = None,
+    syncs_per_worker: bool = False,
+    weights: dict[int, int] | None = None,
+) -> dict[str, Any]:
     """``summarise`` of a trace's columns (``Columns.of_rows``: a simulation's rows, no DataFrame)."""
-    workers, wall_time_s, durations, span_counts = totals_of_columns(columns, syncs_per_worker, weights)
+    workers, wall_time_s, durations, span_counts = totals_of_columns(
+        columns, syncs_per_worker, weights
+    )
     if peak_bandwidth_gbps is None:
         peak_bandwidth_gbps = peak_collective_gbps(columns)
-    return summary_of(workers, wall_time_s, durations, span_counts, outer_steps, peak_bandwidth_gbps, extra,
-                      island_extra)
+    return summary_of(
+        workers,
+        wall_time_s,
+        durations,
+        span_counts,
+        outer_steps,
+        peak_bandwidth_gbps,
+        extra,
+        island_extra,
+    )
 
 
-def totals_of_columns(columns: Columns, syncs_per_worker: bool = False, weights: dict[int, int] | None = None
-                      ) -> tuple[Workers, float, np.ndarray, np.ndarray]:
+def totals_of_columns(
+    columns: Columns, syncs_per_worker: bool = False, weights: dict[int, int] | None = None
+) -> tuple[Workers, float, np.ndarray, np.ndarray]:
     """What ``summary_of`` takes, from a trace's columns: the per-worker totals, the wall time, each
     sync span's duration and the exchanges it counts for (one, or the worker's replicas when every
     worker's syncs are its own: ``syncs_per_worker``)."""
     workers = Workers.of(columns, weights)
     wall_time_s = float(columns.end.max() - columns.start.min()) if len(columns.start) else 0.0
     keys, durations = sync_spans(columns, syncs_per_worker)
-    span_counts = workers.count[keys[:, 2]] if syncs_per_worker else np.ones(len(durations), dtype=np.int64)
+    span_counts = (
+        workers.count[keys[:, 2]] if syncs_per_worker else np.ones(len(durations), dtype=np.int64)
+    )
     return workers, wall_time_s, durations, span_counts
 
 
-def summary_of(workers: Workers, wall_time_s: float, durations: np.ndarray, span_counts: np.ndarray,
-               outer_steps: int, peak_bandwidth_gbps: float, extra: dict[str, Any] | None = None,
-               island_extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def summary_of(
+    workers: Workers,
+    wall_time_s: float,
+    durations: np.ndarray,
+    span_counts: np.ndarray,
+    outer_steps: int,
+    peak_bandwidth_gbps: float,
+    extra: dict[str, Any] | None = None,
+    island_extra: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The summary from its parts, however they were gathered (from a trace's rows, or as a run
     goes): per-worker totals, the wall time, each collective's duration and the exchanges it counts for."""
     extra = extra or {}
@@ -305,13 +378,17 @@ def summary_of(workers: Workers, wall_time_s: float, durations: np.ndarray, span
         "avg_bandwidth_gbps": gbps(bytes_per_worker, wall_time_s),
         "bandwidth_needed_gbps": gbps(bytes_per_worker, compute_s),
         "peak_bandwidth_gbps": float(peak_bandwidth_gbps),
-        "mean_sync_s": float(durations @ span_counts / span_counts.sum()) if len(durations) else 0.0,
+        "mean_sync_s": float(durations @ span_counts / span_counts.sum())
+        if len(durations)
+        else 0.0,
         "syncs": int(span_counts.sum()),
         "islands": island_rows(workers, island_extra or {}, reason is None),
     }
     summary.update(extra)
     if "useful_chip_s" in extra:
-        summary["goodput"] = goodput(extra["useful_chip_s"], extra["chips"], wall_time_s) if reason is None else None
+        summary["goodput"] = (
+            goodput(extra["useful_chip_s"], extra["chips"], wall_time_s) if reason is None else None
+        )
     return summary
 
 

@@ -70,8 +70,12 @@ COLUMNS = (
 
 def render(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
-             for row in [header, *rows]]
+    lines = [
+        "  ".join(
+            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)
+        )
+        for row in [header, *rows]
+    ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 
@@ -79,7 +83,9 @@ def render(rows: list[list[str]], header: list[str]) -> str:
 def comparison(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per labelled summary (e.g. per schedule), the key figures as columns."""
     header = ["run", *(name for name, _ in COLUMNS)]
-    rows = [[label, *(cell(summary) for _, cell in COLUMNS)] for label, summary in summaries.items()]
+    rows = [
+        [label, *(cell(summary) for _, cell in COLUMNS)] for label, summary in summaries.items()
+    ]
     return render(rows, header)
 
 
@@ -89,12 +95,31 @@ def count(value: float) -> str:
 
 
 def islands_table(summary: Mapping[str, Any]) -> str:
-    header = ["island", "workers", "utilisation", "compute", "stall", "idle", "to barrier", "inner steps",
-              "sent/worker"]
-    rows = [[i["name"], str(i["workers"]), utilisation(i["compute_utilisation"]), duration(i["compute_s"]),
-             duration(i["stall_s"]), duration(i["idle_s"]), duration(i.get("time_to_barrier_s", 0.0)),
-             count(i.get("inner_steps", 0.0)), size(i["bytes_per_worker"])]
-            for i in summary["islands"]]
+    header = [
+        "island",
+        "workers",
+        "utilisation",
+        "compute",
+        "stall",
+        "idle",
+        "to barrier",
+        "inner steps",
+        "sent/worker",
+    ]
+    rows = [
+        [
+            i["name"],
+            str(i["workers"]),
+            utilisation(i["compute_utilisation"]),
+            duration(i["compute_s"]),
+            duration(i["stall_s"]),
+            duration(i["idle_s"]),
+            duration(i.get("time_to_barrier_s", 0.0)),
+            count(i.get("inner_steps", 0.0)),
+            size(i["bytes_per_worker"]),
+        ]
+        for i in summary["islands"]
+    ]
     if any(i.get("tokens") for i in summary["islands"]):
         header.insert(-1, "tokens")
         for row, island in zip(rows, summary["islands"]):
@@ -106,17 +131,25 @@ def churn_line(summary: Mapping[str, Any]) -> str | None:
     """One line on departures, joins and wasted work, or None when there was none."""
     parts = []
     if summary.get("leaves") or summary.get("joins"):
-        parts.append(f"{summary['leaves']} departures, {summary['joins']} joins, lost compute "
-                     f"{duration(summary['lost_compute_s'])} (all workers)")
+        parts.append(
+            f"{summary['leaves']} departures, {summary['joins']} joins, lost compute "
+            f"{duration(summary['lost_compute_s'])} (all workers)"
+        )
     if summary.get("dropped_deltas"):
-        parts.append(f"{summary['dropped_deltas']} late deltas dropped, "
-                     f"{duration(summary['dropped_compute_s'])} of compute dropped")
+        parts.append(
+            f"{summary['dropped_deltas']} late deltas dropped, "
+            f"{duration(summary['dropped_compute_s'])} of compute dropped"
+        )
     if summary.get("outer_steps", 0) < summary.get("outer_steps_planned", 0):
-        parts.append(f"only {summary['outer_steps']} of {summary['outer_steps_planned']} outer steps completed")
+        parts.append(
+            f"only {summary['outer_steps']} of {summary['outer_steps_planned']} outer steps completed"
+        )
     if not parts:
         return None
     if summary.get("compute_utilisation_run") is not None:
-        parts.append(f"utilisation over the whole run {utilisation(summary['compute_utilisation_run'])}")
+        parts.append(
+            f"utilisation over the whole run {utilisation(summary['compute_utilisation_run'])}"
+        )
     return "; ".join(parts)
 
 
@@ -124,8 +157,10 @@ def partial_line(summary: Mapping[str, Any]) -> str | None:
     """For a run cut short: what happened, and that its figures are partial; None for a complete run."""
     if summary.get("complete", True):
         return None
-    return (f"PARTIAL RESULT, the run did not finish: {summary['incomplete_reason']}. "
-            "No utilisation is given; the other figures cover the part that ran.")
+    return (
+        f"PARTIAL RESULT, the run did not finish: {summary['incomplete_reason']}. "
+        "No utilisation is given; the other figures cover the part that ran."
+    )
 
 
 def ignored_line(summary: Mapping[str, Any], after_end: int) -> str | None:

@@ -29,7 +29,16 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-COLUMNS = ("time_start_s", "time_end_s", "worker", "island", "kind", "bytes", "fragment", "outer_step")
+COLUMNS = (
+    "time_start_s",
+    "time_end_s",
+    "worker",
+    "island",
+    "kind",
+    "bytes",
+    "fragment",
+    "outer_step",
+)
 KINDS = ("compute", "comm", "stall", "idle")
 DTYPES = {
     "time_start_s": "float64",
@@ -77,7 +86,12 @@ def to_frame(rows: Iterable[tuple]) -> pd.DataFrame:
     for, and every command starts faster without it.)"""
     import pandas as pd
 
-    return pd.DataFrame({name: pd.Series(column, dtype=DTYPES[name]) for name, column in sorted_columns(rows).items()})
+    return pd.DataFrame(
+        {
+            name: pd.Series(column, dtype=DTYPES[name])
+            for name, column in sorted_columns(rows).items()
+        }
+    )
 
 
 def check_frame(frame: pd.DataFrame) -> None:
@@ -87,6 +101,8 @@ def check_frame(frame: pd.DataFrame) -> None:
         raise ValueError(f"trace is missing columns: {', '.join(missing)}")
     unknown = sorted(set(frame["kind"]) - set(KINDS))
     if unknown:
-        raise ValueError(f"trace has unknown kinds: {', '.join(unknown)} (allowed: {', '.join(KINDS)})")
+        raise ValueError(
+            f"trace has unknown kinds: {', '.join(unknown)} (allowed: {', '.join(KINDS)})"
+        )
     if (frame["time_end_s"] < frame["time_start_s"]).any():
         raise ValueError("trace has rows that end before they start")

@@ -1,7 +1,7 @@
 """Scenario files: one TOML format for islands, their links, the model and the schedule.
 
-    >>> from islands.scenarios import load
-    >>> scenario = load("worked-example", overrides=["schedule.inner_steps=100"])
+>>> from islands.scenarios import load
+>>> scenario = load("worked-example", overrides=["schedule.inner_steps=100"])
 """
 
 from .errors import ScenarioError
@@ -10,7 +10,18 @@ from .model import IslandSpec, ModelSpec, NetworkSpec, Scenario, ScheduleSpec, W
 from .source import ScenarioSource, Variants, as_source
 
 __all__ = [
-    "IslandSpec", "ModelSpec", "NetworkSpec", "Scenario", "ScenarioError", "ScenarioSource", "ScheduleSpec",
-    "Variants", "Worker", "as_source",
-    "bundled_names", "from_dict", "load", "resolve",
+    "IslandSpec",
+    "ModelSpec",
+    "NetworkSpec",
+    "Scenario",
+    "ScenarioError",
+    "ScenarioSource",
+    "ScheduleSpec",
+    "Variants",
+    "Worker",
+    "as_source",
+    "bundled_names",
+    "from_dict",
+    "load",
+    "resolve",
 ]

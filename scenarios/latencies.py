@@ -49,7 +49,9 @@ def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
     except (UserError, csv.Error) as error:
         raise ScenarioError(source, "network.rtt_csv", f"cannot read {path}: {error}") from None
     if not rows or any(column not in header for column in CSV_COLUMNS):
-        raise ScenarioError(source, "network.rtt_csv", f"{path}: needs a header a,b,rtt_ms and a row per pair")
+        raise ScenarioError(
+            source, "network.rtt_csv", f"{path}: needs a header a,b,rtt_ms and a row per pair"
+        )
     rtt_check = LATENCY_KEYS["rtt_ms"].check
     assert rtt_check is not None  # the key has a rule (scenarios/spec.py)
     pairs = []
@@ -58,17 +60,23 @@ def read_rtt_csv(rtt_csv: str, source: str) -> list[tuple[PairLatency, str]]:
         try:
             rtt_ms = float(row["rtt_ms"])
         except (TypeError, ValueError):
-            raise ScenarioError(source, "network.rtt_csv",
-                                f"{where}: rtt_ms must be a number (got {shown_value(row['rtt_ms'])})") from None
+            raise ScenarioError(
+                source,
+                "network.rtt_csv",
+                f"{where}: rtt_ms must be a number (got {shown_value(row['rtt_ms'])})",
+            ) from None
         problem = rtt_check(rtt_ms) if is_finite_number(rtt_ms) else "must be finite"
         if problem:
-            raise ScenarioError(source, "network.rtt_csv", f"{where}: rtt_ms {problem} (got {shown_value(rtt_ms)})")
+            raise ScenarioError(
+                source, "network.rtt_csv", f"{where}: rtt_ms {problem} (got {shown_value(rtt_ms)})"
+            )
         pairs.append((PairLatency((row["a"] or "", row["b"] or ""), rtt_ms), where))
     return pairs
 
 
-def check_latencies(entries: list[tuple[PairLatency, str]], islands: tuple[IslandSpec, ...],
-                    source: str) -> tuple[PairLatency, ...]:
+def check_latencies(
+    entries: list[tuple[PairLatency, str]], islands: tuple[IslandSpec, ...], source: str
+) -> tuple[PairLatency, ...]:
     """Every pair names two islands and is given once; ``entries`` carry where each was read."""
     names = {island.name for island in islands}
     seen: dict[frozenset[str], str] = {}
@@ -78,8 +86,12 @@ def check_latencies(entries: list[tuple[PairLatency, str]], islands: tuple[Islan
                 raise ScenarioError(source, where, f"no island named '{name}'")
         pair = frozenset(latency.between)
         if pair in seen:
-            raise ScenarioError(source, where, f"the round trip between {' and '.join(latency.between)} is "
-                                               f"given twice (also at {seen[pair]})")
+            raise ScenarioError(
+                source,
+                where,
+                f"the round trip between {' and '.join(latency.between)} is "
+                f"given twice (also at {seen[pair]})",
+            )
         seen[pair] = where
     return tuple(latency for latency, _ in entries)
 
@@ -92,12 +104,21 @@ def inline_rtt_csv(document: dict[str, Any], source: str) -> dict[str, Any]:
         return document
     inlined = copy.deepcopy(document)
     del inlined["network"]["rtt_csv"]
-    rows = [{"between": list(pair.between), "rtt_ms": pair.rtt_ms} for pair, _ in read_rtt_csv(rtt_csv, source)]
+    rows = [
+        {"between": list(pair.between), "rtt_ms": pair.rtt_ms}
+        for pair, _ in read_rtt_csv(rtt_csv, source)
+    ]
     inlined["latency"] = [*inlined.get("latency", []), *rows]
     return inlined
 
 
-def with_csv(entries: list[tuple[PairLatency, str]], rtt_csv: str, islands: tuple[IslandSpec, ...],
-             source: str) -> tuple[PairLatency, ...]:
+def with_csv(
+    entries: list[tuple[PairLatency, str]],
+    rtt_csv: str,
+    islands: tuple[IslandSpec, ...],
+    source: str,
+) -> tuple[PairLatency, ...]:
     """The ``[[latency]]`` entries (each with where it was read) and the CSV's rows, checked."""
-    return check_latencies(entries + (read_rtt_csv(rtt_csv, source) if rtt_csv else []), islands, source)
+    return check_latencies(
+        entries + (read_rtt_csv(rtt_csv, source) if rtt_csv else []), islands, source
+    )

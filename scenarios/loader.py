@@ -65,7 +65,9 @@ LIBRARY_FOLDER = "library"
 def bundled_names() -> list[str]:
     """Names of the scenarios shipped with islands (usable in place of a file path)."""
     folder = resources.files(LIBRARY_PACKAGE) / LIBRARY_FOLDER
-    return sorted(entry.name[: -len(".toml")] for entry in folder.iterdir() if entry.name.endswith(".toml"))
+    return sorted(
+        entry.name[: -len(".toml")] for entry in folder.iterdir() if entry.name.endswith(".toml")
+    )
 
 
 def resolve(path_or_name: str | Path) -> Path | Traversable:
@@ -75,7 +77,9 @@ def resolve(path_or_name: str | Path) -> Path | Traversable:
         return path
     if path.exists():
         kind = "a folder" if path.is_dir() else "not a regular file"
-        raise ScenarioError(str(path_or_name), "", f"is {kind}: name a scenario TOML file or a bundled scenario")
+        raise ScenarioError(
+            str(path_or_name), "", f"is {kind}: name a scenario TOML file or a bundled scenario"
+        )
     bundled = resources.files(LIBRARY_PACKAGE) / LIBRARY_FOLDER / f"{path_or_name}.toml"
     if bundled.is_file():
         return bundled
@@ -92,7 +96,11 @@ def load(path_or_name: str | Path, overrides: Iterable[str] = ()) -> Scenario:
 def read_document(path_or_name: str | Path) -> dict[str, Any]:
     """The parsed TOML of a scenario file (read within ``MAX_INPUT_BYTES``) or a bundled scenario."""
     path = resolve(path_or_name)
-    text = read_bounded_text(path, "scenario") if isinstance(path, Path) else path.read_text(encoding="utf-8")
+    text = (
+        read_bounded_text(path, "scenario")
+        if isinstance(path, Path)
+        else path.read_text(encoding="utf-8")
+    )
     return parse_toml(text, str(path_or_name))
 
 
@@ -106,10 +114,14 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
     except RecursionError:
         raise ScenarioError(source, "", "has arrays or tables nested too deeply to read") from None
     except ValueError as exc:
-        raise ScenarioError(source, "", f"has a number too long to read: {str(exc).split(';')[0]}") from None
+        raise ScenarioError(
+            source, "", f"has a number too long to read: {str(exc).split(';')[0]}"
+        ) from None
 
 
-def from_dict(document: dict[str, Any], source: str = "<scenario>", overrides: Iterable[str] = ()) -> Scenario:
+def from_dict(
+    document: dict[str, Any], source: str = "<scenario>", overrides: Iterable[str] = ()
+) -> Scenario:
     """Validate an already parsed document (a dict as ``tomllib`` returns it)."""
     document = copy.deepcopy(document)
     for override in overrides:
@@ -128,23 +140,32 @@ def parsed_value(raw: str) -> Any:
     """``parse_override_value``, kept: a planner sets the same few values in hundreds of variants."""
     try:
         return tomllib.loads(f"value = {raw}")["value"]
-    except (ValueError, RecursionError):  # not TOML, a number too long to convert, or nesting too deep
+    except (
+        ValueError,
+        RecursionError,
+    ):  # not TOML, a number too long to convert, or nesting too deep
         return raw
 
 
 def apply_override(document: dict[str, Any], override: str, source: str) -> None:
     """Apply ``section.key=value`` or ``island.<index|name|*>.key=value`` to a parsed document."""
     if "=" not in override:
-        raise ScenarioError(source, override, "an override must look like key=value, e.g. schedule.inner_steps=100")
+        raise ScenarioError(
+            source, override, "an override must look like key=value, e.g. schedule.inner_steps=100"
+        )
     dotted, raw = override.split("=", 1)
     dotted = dotted.strip()
     if not dotted or "" in dotted.split("."):
-        raise ScenarioError(source, override, "an override names a key before the =, e.g. schedule.inner_steps=100")
+        raise ScenarioError(
+            source, override, "an override names a key before the =, e.g. schedule.inner_steps=100"
+        )
     value = parse_override_value(raw.strip())
     parts = dotted.split(".")
     if parts[0] in ARRAYS:
         if len(parts) != 3:
-            raise ScenarioError(source, dotted, f"{parts[0]} overrides look like {parts[0]}.<index|name|*>.<key>")
+            raise ScenarioError(
+                source, dotted, f"{parts[0]} overrides look like {parts[0]}.<index|name|*>.<key>"
+            )
         for entry in select_entries(document, parts[0], parts[1], dotted, source):
             entry[parts[2]] = value
         return
@@ -152,25 +173,32 @@ def apply_override(document: dict[str, Any], override: str, source: str) -> None
         document[parts[0]] = value
         return
     if len(parts) != 2:
-        raise ScenarioError(source, dotted, "overrides look like <section>.<key> or island.<index|name|*>.<key>")
+        raise ScenarioError(
+            source, dotted, "overrides look like <section>.<key> or island.<index|name|*>.<key>"
+        )
     section = document.setdefault(parts[0], {})
     if not isinstance(section, dict):
         raise ScenarioError(source, parts[0], "is not a table, so it has no keys to set")
     section[parts[1]] = value
 
 
-def select_entries(document: dict[str, Any], array: str, selector: str, dotted: str,
-                   source: str) -> list[dict[str, Any]]:
+def select_entries(
+    document: dict[str, Any], array: str, selector: str, dotted: str, source: str
+) -> list[dict[str, Any]]:
     """The entries of ``[[array]]`` that ``selector`` names: an index, a name, or ``*`` (all)."""
     entries = read_array(document, array, source)
     if not entries:
-        raise ScenarioError(source, dotted, f"the scenario has no [[{array}]] entries, so this would set nothing")
+        raise ScenarioError(
+            source, dotted, f"the scenario has no [[{array}]] entries, so this would set nothing"
+        )
     if selector == "*":
         return list(entries)
     if selector.isdigit():
         index = int(selector)
         if index >= len(entries):
-            raise ScenarioError(source, dotted, f"no {array} {index}: the scenario has {len(entries)}")
+            raise ScenarioError(
+                source, dotted, f"no {array} {index}: the scenario has {len(entries)}"
+            )
         return [entries[index]]
     named = [entry for entry in entries if entry.get("name") == selector]
     if not named:
@@ -178,8 +206,9 @@ def select_entries(document: dict[str, Any], array: str, selector: str, dotted: 
     return named
 
 
-def check_known_keys(table: dict[str, Any], keys: dict[str, Key], prefix: str, source: str,
-                     extra: Iterable[str] = ()) -> None:
+def check_known_keys(
+    table: dict[str, Any], keys: dict[str, Key], prefix: str, source: str, extra: Iterable[str] = ()
+) -> None:
     known = list(keys) + list(extra)
     for key in table:
         if key not in known:
@@ -219,18 +248,28 @@ def typed_value(value: Any, kind: str, where: str, source: str) -> Any:
         if not is_whole_number(value):
             raise ScenarioError(source, where, f"must be an integer (got {shown_value(value)})")
         if abs(value) > MAX_INTEGER:
-            raise ScenarioError(source, where, f"must be an integer within +-2**53 (got {shown_value(value)})")
+            raise ScenarioError(
+                source, where, f"must be an integer within +-2**53 (got {shown_value(value)})"
+            )
     elif kind == "float|str":
         if not (is_finite_number(value) or isinstance(value, str)):
-            raise ScenarioError(source, where, f"must be a finite number or a string (got {shown_value(value)})")
+            raise ScenarioError(
+                source, where, f"must be a finite number or a string (got {shown_value(value)})"
+            )
         value = value if isinstance(value, str) else float(value)
     elif kind == "float":
         if not is_finite_number(value):
-            raise ScenarioError(source, where, f"must be a finite number (got {shown_value(value)})")
+            raise ScenarioError(
+                source, where, f"must be a finite number (got {shown_value(value)})"
+            )
         value = float(value)
     elif kind == "pair":
-        if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-            raise ScenarioError(source, where, f'must be two names, e.g. ["us", "eu"] (got {shown_value(value)})')
+        if not (
+            isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)
+        ):
+            raise ScenarioError(
+                source, where, f'must be two names, e.g. ["us", "eu"] (got {shown_value(value)})'
+            )
         value = tuple(value)
     elif not isinstance(value, str):
         raise ScenarioError(source, where, f"must be a string (got {shown_value(value)})")
@@ -241,7 +280,9 @@ def read_array(document: dict[str, Any], name: str, source: str) -> list[Any]:
     """An optional ``[[name]]`` array of tables (empty when absent)."""
     entries = document.get(name, [])
     if not isinstance(entries, list):
-        raise ScenarioError(source, name, f"must be an array of tables: write [[{name}]] for each entry")
+        raise ScenarioError(
+            source, name, f"must be an array of tables: write [[{name}]] for each entry"
+        )
     return entries
 
 
@@ -254,7 +295,9 @@ def read_table(table: Any, keys: dict[str, Key], prefix: str, source: str) -> di
 
 def read_trainer(table: Any, source: str) -> TrainerSpec:
     """The [trainer] section, the outer optimizer's own defaults filled in (``trainer_keys``)."""
-    trainer = TrainerSpec(**with_outer_defaults(read_table(table, TRAINER_KEYS, "trainer.", source)))
+    trainer = TrainerSpec(
+        **with_outer_defaults(read_table(table, TRAINER_KEYS, "trainer.", source))
+    )
     error = outer_error(trainer)
     if error:
         raise ScenarioError(source, f"trainer.{error[0]}", error[1])
@@ -262,8 +305,13 @@ def read_trainer(table: Any, source: str) -> TrainerSpec:
 
 
 def build(document: dict[str, Any], source: str) -> Scenario:
-    check_known_keys(document, TOP_KEYS, "", source,
-                     extra=list(SECTIONS) + ["trainer", "event", "accelerators", *ARRAYS])
+    check_known_keys(
+        document,
+        TOP_KEYS,
+        "",
+        source,
+        extra=list(SECTIONS) + ["trainer", "event", "accelerators", *ARRAYS],
+    )
     top = {name: read_value(document, name, key, "", source) for name, key in TOP_KEYS.items()}
     for section in ("model", "schedule"):
         if section not in document:
@@ -273,27 +321,58 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     if schedule_values["bits"] is None:
         schedule_values["bits"] = default_bits(model, source)
     schedule = ScheduleSpec(**schedule_values)
-    network = NetworkSpec(**read_table(document.get("network", {}), SECTIONS["network"], "network.", source))
-    syncer = SyncerSpec(**read_table(document.get("syncer", {}), SECTIONS["syncer"], "syncer.", source))
-    exchange = ExchangeSpec(**read_table(document.get("exchange", {}), SECTIONS["exchange"], "exchange.", source))
+    network = NetworkSpec(
+        **read_table(document.get("network", {}), SECTIONS["network"], "network.", source)
+    )
+    syncer = SyncerSpec(
+        **read_table(document.get("syncer", {}), SECTIONS["syncer"], "syncer.", source)
+    )
+    exchange = ExchangeSpec(
+        **read_table(document.get("exchange", {}), SECTIONS["exchange"], "exchange.", source)
+    )
     trainer = read_trainer(document.get("trainer", {}), source)
     accelerators = read_accelerators(document.get("accelerators", {}), source)
     per_param_bytes = bytes_per_param(model.bytes_per_param, SCHEDULES[schedule.algorithm], trainer)
     islands = read_islands(document.get("island"), model, accelerators, per_param_bytes, source)
     events = read_events(document.get("event", []), islands, source)
-    regions = tuple(read_table(table, REGION_KEYS, f"region.{index}.", source)["name"]
-                    for index, table in enumerate(read_array(document, "region", source)))
-    backbones = tuple(BackboneSpec(**read_table(table, BACKBONE_KEYS, f"backbone.{index}.", source))
-                      for index, table in enumerate(read_array(document, "backbone", source)))
+    regions = tuple(
+        read_table(table, REGION_KEYS, f"region.{index}.", source)["name"]
+        for index, table in enumerate(read_array(document, "region", source))
+    )
+    backbones = tuple(
+        BackboneSpec(**read_table(table, BACKBONE_KEYS, f"backbone.{index}.", source))
+        for index, table in enumerate(read_array(document, "backbone", source))
+    )
     check_topology(regions, backbones, islands, syncer, schedule, source)
-    latencies = with_csv([(PairLatency(**read_table(table, LATENCY_KEYS, f"latency.{index}.", source)),
-                           f"latency.{index}.between")
-                          for index, table in enumerate(read_array(document, "latency", source))],
-                         network.rtt_csv, islands, source)
-    scenario = Scenario(name=top["name"], description=top["description"], seed=top["seed"], model=model,
-                        schedule=schedule, network=network, islands=islands, source=source, trainer=trainer,
-                        syncer=syncer, events=tuple(sorted(events, key=lambda event: event.at_s)),
-                        regions=regions, backbones=backbones, latencies=latencies, exchange=exchange)
+    latencies = with_csv(
+        [
+            (
+                PairLatency(**read_table(table, LATENCY_KEYS, f"latency.{index}.", source)),
+                f"latency.{index}.between",
+            )
+            for index, table in enumerate(read_array(document, "latency", source))
+        ],
+        network.rtt_csv,
+        islands,
+        source,
+    )
+    scenario = Scenario(
+        name=top["name"],
+        description=top["description"],
+        seed=top["seed"],
+        model=model,
+        schedule=schedule,
+        network=network,
+        islands=islands,
+        source=source,
+        trainer=trainer,
+        syncer=syncer,
+        events=tuple(sorted(events, key=lambda event: event.at_s)),
+        regions=regions,
+        backbones=backbones,
+        latencies=latencies,
+        exchange=exchange,
+    )
     check_schedule(scenario, source)
     check_exchange(scenario, source)
     check_collective(scenario, source)
@@ -305,8 +384,11 @@ def build(document: dict[str, Any], source: str) -> Scenario:
 def default_bits(model: ModelSpec, source: str) -> int:
     bits = model.bytes_per_param * 8
     if bits not in (32, 16, 8, 4):
-        raise ScenarioError(source, "schedule.bits",
-                            f"is required when model.bytes_per_param * 8 = {bits:g} is not one of 32, 16, 8, 4")
+        raise ScenarioError(
+            source,
+            "schedule.bits",
+            f"is required when model.bytes_per_param * 8 = {bits:g} is not one of 32, 16, 8, 4",
+        )
     return int(bits)
 
 
@@ -317,44 +399,62 @@ def read_accelerators(table: Any, source: str) -> dict[str, float]:
     peaks = dict(PEAK_BF16_FLOPS)
     for name, value in table.items():
         if not is_positive_number(value):
-            raise ScenarioError(source, f"accelerators.{name}", f"must be a peak FLOP/s > 0 (got {shown_value(value)})")
+            raise ScenarioError(
+                source,
+                f"accelerators.{name}",
+                f"must be a peak FLOP/s > 0 (got {shown_value(value)})",
+            )
         peaks[name] = float(value)
     return peaks
 
 
-def read_islands(raw: Any, model: ModelSpec, accelerators: dict[str, float], per_param_bytes: float,
-                 source: str) -> tuple[IslandSpec, ...]:
+def read_islands(
+    raw: Any, model: ModelSpec, accelerators: dict[str, float], per_param_bytes: float, source: str
+) -> tuple[IslandSpec, ...]:
     """The islands in file order, each one's replica checked to fit (``memory.py``), their names and
     their replicas' names unique."""
     if raw is None:
         raise ScenarioError(source, "[[island]]", "at least one island is required")
     if not isinstance(raw, list):
-        raise ScenarioError(source, "island", "must be an array of tables: write [[island]] for each island")
+        raise ScenarioError(
+            source, "island", "must be an array of tables: write [[island]] for each island"
+        )
     islands = []
     for index, table in enumerate(raw):
         prefix = f"island.{index}."
         values = read_table(table, ISLAND_KEYS, prefix, source)
-        islands.append(IslandSpec(
-            name=values["name"],
-            replicas=values["replicas"],
-            step_time_s=island_step_time_s(values, model, accelerators, prefix, source),
-            upload_gbps=direction_gbps(values, "upload_gbps", prefix, source),
-            download_gbps=direction_gbps(values, "download_gbps", prefix, source),
-            latency_ms=values["latency_ms"],
-            jitter_cv=values["jitter_cv"],
-            present=values["present"],
-            mtbf_s=values["mtbf_s"],
-            mttr_s=values["mttr_s"],
-            chips=values["gpus"] if values["chips"] is None else values["chips"],
-            chip_mtbf_s=values["chip_mtbf_s"],
-            recovery_s=failure_recovery_s(values, prefix, source),
-            cost_per_hour=values["cost_per_hour"],
-            upload_burst_bytes=first_given(values["upload_burst_bytes"], values["burst_bytes"]),
-            download_burst_bytes=first_given(values["download_burst_bytes"], values["burst_bytes"]),
-            region=values["region"],
-        ))
-        check_replica_fits(index, values["name"], model.parameters, per_param_bytes, values["gpus"],
-                           accelerator_memory(values), source)
+        islands.append(
+            IslandSpec(
+                name=values["name"],
+                replicas=values["replicas"],
+                step_time_s=island_step_time_s(values, model, accelerators, prefix, source),
+                upload_gbps=direction_gbps(values, "upload_gbps", prefix, source),
+                download_gbps=direction_gbps(values, "download_gbps", prefix, source),
+                latency_ms=values["latency_ms"],
+                jitter_cv=values["jitter_cv"],
+                present=values["present"],
+                mtbf_s=values["mtbf_s"],
+                mttr_s=values["mttr_s"],
+                chips=values["gpus"] if values["chips"] is None else values["chips"],
+                chip_mtbf_s=values["chip_mtbf_s"],
+                recovery_s=failure_recovery_s(values, prefix, source),
+                cost_per_hour=values["cost_per_hour"],
+                upload_burst_bytes=first_given(values["upload_burst_bytes"], values["burst_bytes"]),
+                download_burst_bytes=first_given(
+                    values["download_burst_bytes"], values["burst_bytes"]
+                ),
+                region=values["region"],
+            )
+        )
+        check_replica_fits(
+            index,
+            values["name"],
+            model.parameters,
+            per_param_bytes,
+            values["gpus"],
+            accelerator_memory(values),
+            source,
+        )
     check_names(islands, source)
     return tuple(islands)
 
@@ -375,52 +475,90 @@ def check_names(islands: list[IslandSpec], source: str) -> None:
     island ``a`` of 2) are one namespace, the one events and ``--set island.NAME.key`` reach into."""
     owner: dict[str, str] = {}
     for index, island in enumerate(islands):
-        replicas = [f"{island.name}-{r}" for r in range(island.replicas)] if island.replicas > 1 else []
+        replicas = (
+            [f"{island.name}-{r}" for r in range(island.replicas)] if island.replicas > 1 else []
+        )
         for name in [island.name, *replicas]:
-            mine = f"island {index}" if name == island.name else f"a replica of island {index} ('{island.name}')"
+            mine = (
+                f"island {index}"
+                if name == island.name
+                else f"a replica of island {index} ('{island.name}')"
+            )
             if name in owner:
-                raise ScenarioError(source, f"island.{index}.name",
-                                    f"'{name}' names both {owner[name]} and {mine}: names must be unique across "
-                                    f"islands and their replicas (an island 'a' of 2 replicas names them 'a-0', "
-                                    "'a-1')")
+                raise ScenarioError(
+                    source,
+                    f"island.{index}.name",
+                    f"'{name}' names both {owner[name]} and {mine}: names must be unique across "
+                    f"islands and their replicas (an island 'a' of 2 replicas names them 'a-0', "
+                    "'a-1')",
+                )
             owner[name] = mine
 
 
 def failure_recovery_s(values: dict[str, Any], prefix: str, source: str) -> float | None:
     """``recovery_s``, required with ``chip_mtbf_s`` (a failed worker must come back some time)."""
     if values["chip_mtbf_s"] is not None and values["recovery_s"] is None:
-        raise ScenarioError(source, prefix + "recovery_s",
-                            "is required with chip_mtbf_s: how long until a failed worker computes again")
+        raise ScenarioError(
+            source,
+            prefix + "recovery_s",
+            "is required with chip_mtbf_s: how long until a failed worker computes again",
+        )
     if values["chip_mtbf_s"] is not None and values["mtbf_s"] is not None:
-        raise ScenarioError(source, prefix + "chip_mtbf_s",
-                            "give either chip failures (chip_mtbf_s, recovery_s) or random churn (mtbf_s, mttr_s)")
+        raise ScenarioError(
+            source,
+            prefix + "chip_mtbf_s",
+            "give either chip failures (chip_mtbf_s, recovery_s) or random churn (mtbf_s, mttr_s)",
+        )
     return values["recovery_s"]
 
 
-def island_step_time_s(values: dict[str, Any], model: ModelSpec, accelerators: dict[str, float], prefix: str,
-                       source: str) -> float:
+def island_step_time_s(
+    values: dict[str, Any],
+    model: ModelSpec,
+    accelerators: dict[str, float],
+    prefix: str,
+    source: str,
+) -> float:
     """``step_time_s`` as given, or 6 * parameters * tokens_per_step / (gpus * peak * mfu)."""
     derived_keys = [key for key in ("gpu", "mfu") if values[key] is not None]
     if values["step_time_s"] is not None:
         if derived_keys:
-            raise ScenarioError(source, prefix + derived_keys[0],
-                                "give either step_time_s or gpu/gpus/mfu, not both")
+            raise ScenarioError(
+                source,
+                prefix + derived_keys[0],
+                "give either step_time_s or gpu/gpus/mfu, not both",
+            )
         return values["step_time_s"]
     if not derived_keys:
-        raise ScenarioError(source, prefix + "step_time_s",
-                            "is required (or derive it from gpu, gpus and mfu with model.tokens_per_step)")
+        raise ScenarioError(
+            source,
+            prefix + "step_time_s",
+            "is required (or derive it from gpu, gpus and mfu with model.tokens_per_step)",
+        )
     for key in ("gpu", "mfu"):
         if values[key] is None:
-            raise ScenarioError(source, prefix + key,
-                                "is required to derive the step time from gpu and mfu (or give step_time_s)")
+            raise ScenarioError(
+                source,
+                prefix + key,
+                "is required to derive the step time from gpu and mfu (or give step_time_s)",
+            )
     if model.tokens_per_step is None:
-        raise ScenarioError(source, "model.tokens_per_step", "is required to derive step times from gpu and mfu")
+        raise ScenarioError(
+            source, "model.tokens_per_step", "is required to derive step times from gpu and mfu"
+        )
     if values["gpu"] not in accelerators:
         hint = difflib.get_close_matches(values["gpu"], list(accelerators), n=1)
         suffix = f" (did you mean '{hint[0]}'?)" if hint else " (add it to [accelerators])"
-        raise ScenarioError(source, prefix + "gpu", f"unknown accelerator '{values['gpu']}'{suffix}")
-    step_time_s = derived_step_time_s(model.parameters, model.tokens_per_step, values["gpus"],
-                                      accelerators[values["gpu"]], values["mfu"])
+        raise ScenarioError(
+            source, prefix + "gpu", f"unknown accelerator '{values['gpu']}'{suffix}"
+        )
+    step_time_s = derived_step_time_s(
+        model.parameters,
+        model.tokens_per_step,
+        values["gpus"],
+        accelerators[values["gpu"]],
+        values["mfu"],
+    )
     return check_step_time(step_time_s, prefix + "step_time_s", source)
 
 
@@ -432,24 +570,38 @@ def direction_gbps(values: dict[str, Any], key: str, prefix: str, source: str) -
     if values[key] is not None:
         return values[key]
     if values["bandwidth_gbps"] is None:
-        raise ScenarioError(source, prefix + "bandwidth_gbps",
-                            "is required (or give both upload_gbps and download_gbps)")
+        raise ScenarioError(
+            source,
+            prefix + "bandwidth_gbps",
+            "is required (or give both upload_gbps and download_gbps)",
+        )
     return values["bandwidth_gbps"]
 
 
 def read_events(raw: Any, islands: tuple[IslandSpec, ...], source: str) -> tuple[ChurnEvent, ...]:
     """The events in file order (the scenario holds them sorted by time)."""
     if not isinstance(raw, list):
-        raise ScenarioError(source, "event", "must be an array of tables: write [[event]] for each event")
+        raise ScenarioError(
+            source, "event", "must be an array of tables: write [[event]] for each event"
+        )
     names = {island.name for island in islands}
-    names |= {f"{island.name}-{r}" for island in islands if island.replicas > 1 for r in range(island.replicas)}
+    names |= {
+        f"{island.name}-{r}"
+        for island in islands
+        if island.replicas > 1
+        for r in range(island.replicas)
+    }
     events = []
     for index, table in enumerate(raw):
         values = read_table(table, EVENT_KEYS, f"event.{index}.", source)
         if values["island"] not in names:
             hint = difflib.get_close_matches(values["island"], sorted(names), n=1)
             suffix = f" (did you mean '{hint[0]}'?)" if hint else ""
-            raise ScenarioError(source, f"event.{index}.island", f"no island or worker named '{values['island']}'{suffix}")
+            raise ScenarioError(
+                source,
+                f"event.{index}.island",
+                f"no island or worker named '{values['island']}'{suffix}",
+            )
         events.append(ChurnEvent(**values))
     return tuple(events)
 
@@ -460,36 +612,59 @@ def check_schedule(scenario: Scenario, source: str) -> None:
     schedule, declared = scenario.schedule, schedule_of(scenario)
     if schedule.barrier not in declared.barriers:
         runs = ", ".join(f"'{b}'" for b in declared.barriers)
-        raise ScenarioError(source, "schedule.barrier",
-                            f"'{schedule.barrier}' is not run by algorithm = \"{schedule.algorithm}\" (it runs {runs})")
+        raise ScenarioError(
+            source,
+            "schedule.barrier",
+            f"'{schedule.barrier}' is not run by algorithm = \"{schedule.algorithm}\" (it runs {runs})",
+        )
     if scenario.worker_count < 2:
-        raise ScenarioError(source, "island",
-                            f"a sync needs at least 2 workers; the islands give {scenario.worker_count} "
-                            "(add an island or set replicas)")
+        raise ScenarioError(
+            source,
+            "island",
+            f"a sync needs at least 2 workers; the islands give {scenario.worker_count} "
+            "(add an island or set replicas)",
+        )
     if "quorum" not in declared.reads and schedule.quorum > 1:
-        readers = ", ".join(f'"{name}"' for name, other in SCHEDULES.items() if "quorum" in other.reads)
-        raise ScenarioError(source, "schedule.quorum",
-                            f'{schedule.quorum} has no effect: algorithm = "{schedule.algorithm}" syncs every '
-                            f"worker each round; a quorum is read by {readers} only (remove it, or set it to 1)")
+        readers = ", ".join(
+            f'"{name}"' for name, other in SCHEDULES.items() if "quorum" in other.reads
+        )
+        raise ScenarioError(
+            source,
+            "schedule.quorum",
+            f'{schedule.quorum} has no effect: algorithm = "{schedule.algorithm}" syncs every '
+            f"worker each round; a quorum is read by {readers} only (remove it, or set it to 1)",
+        )
     if "quorum" in declared.reads and schedule.quorum > scenario.worker_count:
-        raise ScenarioError(source, "schedule.quorum",
-                            f"must be at most the {scenario.worker_count} learners (workers) that report "
-                            f"(got {schedule.quorum})")
+        raise ScenarioError(
+            source,
+            "schedule.quorum",
+            f"must be at most the {scenario.worker_count} learners (workers) that report "
+            f"(got {schedule.quorum})",
+        )
     broken = declared.check(schedule)
     if broken:
         raise ScenarioError(source, *broken)
     if scenario.trainer.aggregation not in declared.aggregations:
         runs = ", ".join(f'"{rule}"' for rule in declared.aggregations)
-        raise ScenarioError(source, "trainer.aggregation",
-                            f'"{scenario.trainer.aggregation}" is not run by algorithm = "{schedule.algorithm}" '
-                            f"(it merges by {runs})")
+        raise ScenarioError(
+            source,
+            "trainer.aggregation",
+            f'"{scenario.trainer.aggregation}" is not run by algorithm = "{schedule.algorithm}" '
+            f"(it merges by {runs})",
+        )
     if scenario.has_failures() and schedule.barrier == "deadline":
-        raise ScenarioError(source, "schedule.barrier",
-                            '"deadline" is not modelled with chip failures (chip_mtbf_s): use "wait" or "adaptive"')
+        raise ScenarioError(
+            source,
+            "schedule.barrier",
+            '"deadline" is not modelled with chip failures (chip_mtbf_s): use "wait" or "adaptive"',
+        )
     if scenario.has_failures() and not schedule.elastic and scenario.has_churn():
-        raise ScenarioError(source, "schedule.elastic",
-                            "false stops every worker on a chip failure, but this scenario's churn (mtbf_s, "
-                            "[[event]] or present = false) lets workers come and go: set elastic = true")
+        raise ScenarioError(
+            source,
+            "schedule.elastic",
+            "false stops every worker on a chip failure, but this scenario's churn (mtbf_s, "
+            "[[event]] or present = false) lets workers come and go: set elastic = true",
+        )
     check_layers(scenario.model, declared.fragments(schedule), source)
 
 
@@ -497,37 +672,61 @@ def check_exchange(scenario: Scenario, source: str) -> None:
     """``[exchange]`` keys that do nothing, or miss what they need, are refused."""
     exchange, declared = scenario.exchange, schedule_of(scenario)
     if exchange.bucket_cap_mb is not None and exchange.calls != "buckets":
-        raise ScenarioError(source, "exchange.bucket_cap_mb",
-                            f'has no effect with calls = "{exchange.calls}": set calls = "buckets" or remove it')
+        raise ScenarioError(
+            source,
+            "exchange.bucket_cap_mb",
+            f'has no effect with calls = "{exchange.calls}": set calls = "buckets" or remove it',
+        )
     if exchange.tensors is not None and exchange.calls != "per_tensor":
-        raise ScenarioError(source, "exchange.tensors",
-                            f'has no effect with calls = "{exchange.calls}": set calls = "per_tensor" or remove it')
+        raise ScenarioError(
+            source,
+            "exchange.tensors",
+            f'has no effect with calls = "{exchange.calls}": set calls = "per_tensor" or remove it',
+        )
     if exchange.calls == "per_tensor" and exchange.tensors is None:
-        raise ScenarioError(source, "exchange.tensors",
-                            'is required with calls = "per_tensor": the model\'s parameter tensors, '
-                            "len(list(model.parameters()))")
+        raise ScenarioError(
+            source,
+            "exchange.tensors",
+            'is required with calls = "per_tensor": the model\'s parameter tensors, '
+            "len(list(model.parameters()))",
+        )
     if exchange.is_default:
         return
     if not declared.coupled:
-        raise ScenarioError(source, "[exchange]",
-                            f'prices collective calls; algorithm = "{scenario.schedule.algorithm}" has none (its '
-                            "learners' round trips to the syncer): remove the section")
+        raise ScenarioError(
+            source,
+            "[exchange]",
+            f'prices collective calls; algorithm = "{scenario.schedule.algorithm}" has none (its '
+            "learners' round trips to the syncer): remove the section",
+        )
     if scenario.network.collective != "ring":
-        raise ScenarioError(source, "[exchange]",
-                            f'prices a ring\'s calls; network.collective = "{scenario.network.collective}" is '
-                            'not priced by it: use collective = "ring" or remove the section')
+        raise ScenarioError(
+            source,
+            "[exchange]",
+            f'prices a ring\'s calls; network.collective = "{scenario.network.collective}" is '
+            'not priced by it: use collective = "ring" or remove the section',
+        )
     if exchange.outer_step_s > 0 and declared.exchanged == GRADIENT:
-        raise ScenarioError(source, "exchange.outer_step_s",
-                            f'has no effect: algorithm = "{scenario.schedule.algorithm}" takes no outer step '
-                            "(set it to 0)")
+        raise ScenarioError(
+            source,
+            "exchange.outer_step_s",
+            f'has no effect: algorithm = "{scenario.schedule.algorithm}" takes no outer step '
+            "(set it to 0)",
+        )
 
 
 def check_layers(model: ModelSpec, fragments: int, source: str) -> None:
     """Fragments are layer groups: every fragment needs a layer, and the embeddings fit in the model."""
     if model.embedding_parameters >= model.parameters:
-        raise ScenarioError(source, "model.embedding_parameters",
-                            f"must be below model.parameters ({model.embedding_parameters:g} >= {model.parameters:g})")
+        raise ScenarioError(
+            source,
+            "model.embedding_parameters",
+            f"must be below model.parameters ({model.embedding_parameters:g} >= {model.parameters:g})",
+        )
     if model.layers is not None and fragments > model.layers:
-        raise ScenarioError(source, "schedule.fragments",
-                            f"fragments are layer groups: P = {fragments} needs model.layers >= {fragments} "
-                            f"(got {model.layers})")
+        raise ScenarioError(
+            source,
+            "schedule.fragments",
+            f"fragments are layer groups: P = {fragments} needs model.layers >= {fragments} "
+            f"(got {model.layers})",
+        )

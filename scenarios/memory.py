@@ -52,10 +52,13 @@ def outer_bytes_per_param(schedule: Schedule, trainer: TrainerSpec) -> float:
     return FP32_BYTES * (1 + moments + own_delta)
 
 
-def bytes_per_param(model_bytes_per_param: float, schedule: Schedule, trainer: TrainerSpec) -> float:
+def bytes_per_param(
+    model_bytes_per_param: float, schedule: Schedule, trainer: TrainerSpec
+) -> float:
     """Every byte of training state one parameter costs a worker, before sharding."""
-    return inner_bytes_per_param(model_bytes_per_param, trainer.inner_optimizer) + outer_bytes_per_param(schedule,
-                                                                                                          trainer)
+    return inner_bytes_per_param(
+        model_bytes_per_param, trainer.inner_optimizer
+    ) + outer_bytes_per_param(schedule, trainer)
 
 
 def needed_gb(parameters: float, per_param_bytes: float, gpus: int) -> float:
@@ -68,8 +71,15 @@ def gpus_to_fit(parameters: float, per_param_bytes: float, memory_gb: float) -> 
     return math.ceil(parameters * per_param_bytes / BYTES_PER_GB / memory_gb)
 
 
-def check_replica_fits(index: int, name: str, parameters: float, per_param_bytes: float, gpus: int,
-                       memory: tuple[float, str] | None, source: str) -> None:
+def check_replica_fits(
+    index: int,
+    name: str,
+    parameters: float,
+    per_param_bytes: float,
+    gpus: int,
+    memory: tuple[float, str] | None,
+    source: str,
+) -> None:
     """Refuse island ``index`` when its replica's training state, sharded over ``gpus``, exceeds the
     ``memory`` of one accelerator: (GB, where that figure comes from); None: not known, not checked."""
     if memory is None:
@@ -79,9 +89,12 @@ def check_replica_fits(index: int, name: str, parameters: float, per_param_bytes
     if need_gb <= memory_gb:
         return
     shards = "on 1 accelerator" if gpus == 1 else f"sharded over {gpus} accelerators"
-    raise ScenarioError(source, f"island.{index}.gpus",
-                        f"a replica of island '{name}' does not fit: it needs {need_gb:.4g} GB per accelerator "
-                        f"({parameters:.4g} parameters x {per_param_bytes:g} B of weights, gradients and optimizer "
-                        f"state, {shards}) and one accelerator has {memory_gb:g} GB ({whose}); give gpus >= "
-                        f"{gpus_to_fit(parameters, per_param_bytes, memory_gb)} (FSDP shards the state over them), "
-                        "or a smaller model (activations not counted: see docs/limits.md)")
+    raise ScenarioError(
+        source,
+        f"island.{index}.gpus",
+        f"a replica of island '{name}' does not fit: it needs {need_gb:.4g} GB per accelerator "
+        f"({parameters:.4g} parameters x {per_param_bytes:g} B of weights, gradients and optimizer "
+        f"state, {shards}) and one accelerator has {memory_gb:g} GB ({whose}); give gpus >= "
+        f"{gpus_to_fit(parameters, per_param_bytes, memory_gb)} (FSDP shards the state over them), "
+        "or a smaller model (activations not counted: see docs/limits.md)",
+    )

@@ -9,7 +9,7 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .trainer_keys import TrainerSpec, trainer_spec
 
-MSS_BYTES = 1448           # TCP payload per segment at MTU 1500, timestamps on
+MSS_BYTES = 1448  # TCP payload per segment at MTU 1500, timestamps on
 MATHIS_C = math.sqrt(1.5)  # Mathis et al.'s constant: periodic loss, an ACK per segment
 
 
@@ -63,9 +63,13 @@ class NetworkSpec:
         rtt_s = 2 * one_way_latency_s
         if rtt_s <= 0:
             return math.inf
-        stream_bytes_per_s = self.tcp_window_bytes / rtt_s if self.tcp_window_bytes > 0 else math.inf
+        stream_bytes_per_s = (
+            self.tcp_window_bytes / rtt_s if self.tcp_window_bytes > 0 else math.inf
+        )
         if self.loss_rate > 0:
-            stream_bytes_per_s = min(stream_bytes_per_s, MATHIS_C * MSS_BYTES / (rtt_s * math.sqrt(self.loss_rate)))
+            stream_bytes_per_s = min(
+                stream_bytes_per_s, MATHIS_C * MSS_BYTES / (rtt_s * math.sqrt(self.loss_rate))
+            )
         return self.streams * stream_bytes_per_s
 
 
@@ -106,7 +110,9 @@ class ExchangeSpec:
             return 0.0
         total_bytes = values * bytes_per_value
         bucket_bytes = (self.bucket_cap_mb or DEFAULT_BUCKET_CAP_MB) * BYTES_PER_MIB
-        return (total_bytes - (self.calls_of(values, values, bytes_per_value) - 1) * bucket_bytes) / total_bytes
+        return (
+            total_bytes - (self.calls_of(values, values, bytes_per_value) - 1) * bucket_bytes
+        ) / total_bytes
 
     @property
     def is_default(self) -> bool:
@@ -173,7 +179,7 @@ class IslandSpec:
 class ChurnEvent:
     at_s: float
     island: str  # an island name or one replica's worker name
-    kind: str    # "leave" | "join"
+    kind: str  # "leave" | "join"
 
 
 @dataclass(frozen=True)
@@ -237,25 +243,27 @@ class Scenario:
         workers: list[Worker] = []
         for island in self.islands:
             for replica in range(island.replicas):
-                workers.append(Worker(
-                    rank=len(workers),
-                    name=island.name if island.replicas == 1 else f"{island.name}-{replica}",
-                    island=island.name,
-                    step_time_s=island.step_time_s,
-                    upload_bytes_per_s=island.upload_gbps * BITS_PER_GBIT / BITS_PER_BYTE,
-                    download_bytes_per_s=island.download_gbps * BITS_PER_GBIT / BITS_PER_BYTE,
-                    latency_s=island.latency_ms / MS_PER_S,
-                    jitter_cv=island.jitter_cv,
-                    present=island.present,
-                    mtbf_s=island.mtbf_s,
-                    mttr_s=island.mttr_s,
-                    chips=island.chips,
-                    chip_mtbf_s=island.chip_mtbf_s,
-                    recovery_s=island.recovery_s,
-                    upload_burst_bytes=island.upload_burst_bytes,
-                    download_burst_bytes=island.download_burst_bytes,
-                    region=island.region,
-                ))
+                workers.append(
+                    Worker(
+                        rank=len(workers),
+                        name=island.name if island.replicas == 1 else f"{island.name}-{replica}",
+                        island=island.name,
+                        step_time_s=island.step_time_s,
+                        upload_bytes_per_s=island.upload_gbps * BITS_PER_GBIT / BITS_PER_BYTE,
+                        download_bytes_per_s=island.download_gbps * BITS_PER_GBIT / BITS_PER_BYTE,
+                        latency_s=island.latency_ms / MS_PER_S,
+                        jitter_cv=island.jitter_cv,
+                        present=island.present,
+                        mtbf_s=island.mtbf_s,
+                        mttr_s=island.mttr_s,
+                        chips=island.chips,
+                        chip_mtbf_s=island.chip_mtbf_s,
+                        recovery_s=island.recovery_s,
+                        upload_burst_bytes=island.upload_burst_bytes,
+                        download_burst_bytes=island.download_burst_bytes,
+                        region=island.region,
+                    )
+                )
         return workers
 
     @property
@@ -263,9 +271,13 @@ class Scenario:
         """An upper bound on one ring hop's one-way latency: the two largest access latencies (an
         island with replicas counts twice) plus the longest backbone, or half the longest measured
         round trip (``[[latency]]``, ``network.rtt_csv``) where that is longer."""
-        access_ms = sorted((island.latency_ms for island in self.islands for _ in range(min(island.replicas, 2))),
-                           reverse=True)
-        additive_ms = sum(access_ms[:2]) + max((backbone.latency_ms for backbone in self.backbones), default=0.0)
+        access_ms = sorted(
+            (island.latency_ms for island in self.islands for _ in range(min(island.replicas, 2))),
+            reverse=True,
+        )
+        additive_ms = sum(access_ms[:2]) + max(
+            (backbone.latency_ms for backbone in self.backbones), default=0.0
+        )
         measured_ms = max((pair.rtt_ms / 2 for pair in self.latencies), default=0.0)
         return max(additive_ms, measured_ms) / MS_PER_S
 

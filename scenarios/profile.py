@@ -70,8 +70,12 @@ MAX_RANKS = 2**20  # a collective's processes: far beyond any cluster
 HOP_OVERHEAD = Key("float", check=between(-MAX_LATENCY_MS / 1e3, MAX_LATENCY_MS / 1e3, " s"))
 CALL_LATENCY = Key("float", check=between(0, MAX_CALL_OVERHEAD_S, " s"))
 MESSAGE_BYTES = Key("float", check=between(1, 2**50, " B"))
-BUS_GBPS = Key("float", check=lambda rate: None if 0 < rate <= MAX_GBPS else f"must be above 0 and <= {MAX_GBPS:g} "
-               "Gbit/s")  # a small message's bus rate is far below any link's
+BUS_GBPS = Key(
+    "float",
+    check=lambda rate: (
+        None if 0 < rate <= MAX_GBPS else f"must be above 0 and <= {MAX_GBPS:g} Gbit/s"
+    ),
+)  # a small message's bus rate is far below any link's
 
 
 @dataclass(frozen=True)
@@ -83,31 +87,31 @@ class Host:
 
 @dataclass(frozen=True)
 class ExchangeCost:
-    members: int                 # M: the hosts that took part
-    cpu_s_per_value: float       # screening, per value of the exchanged tensor
-    hop_overhead_s: float        # fixed cost less the ring's round trips, per ring hop (may be negative)
-    end_spread_s: float          # the first member's end before the last's
-    burst_bytes: float = 0.0     # what each link sends at once when an exchange starts on it idle
+    members: int  # M: the hosts that took part
+    cpu_s_per_value: float  # screening, per value of the exchanged tensor
+    hop_overhead_s: float  # fixed cost less the ring's round trips, per ring hop (may be negative)
+    end_spread_s: float  # the first member's end before the last's
+    burst_bytes: float = 0.0  # what each link sends at once when an exchange starts on it idle
 
 
 @dataclass(frozen=True)
 class BusRate:
-    size_bytes: float            # the message size nccl-tests prints
-    bus_gbps: float              # its bus bandwidth: the rate each link of the ring carried
+    size_bytes: float  # the message size nccl-tests prints
+    bus_gbps: float  # its bus bandwidth: the rate each link of the ring carried
 
 
 @dataclass(frozen=True)
 class CollectiveCost:
-    test: str                    # COLLECTIVE_TESTS: what was timed
-    members: int                 # M: the hosts it ran among
-    ranks: int                   # n: its processes (the bus bandwidth's 2(n-1)/n or (n-1)/n is in n)
-    call_latency_s: float        # the intercept of its time against message size, at small sizes
+    test: str  # COLLECTIVE_TESTS: what was timed
+    members: int  # M: the hosts it ran among
+    ranks: int  # n: its processes (the bus bandwidth's 2(n-1)/n or (n-1)/n is in n)
+    call_latency_s: float  # the intercept of its time against message size, at small sizes
     bus_gbps: tuple[BusRate, ...]  # by message size, smallest first
 
 
 @dataclass(frozen=True)
 class NetworkProfile:
-    label: str                   # where it was measured: real hosts, or how the WAN was emulated
+    label: str  # where it was measured: real hosts, or how the WAN was emulated
     hosts: tuple[Host, ...]
     rtt_ms: tuple[PairLatency, ...]
     exchange: ExchangeCost | None = None
@@ -129,61 +133,115 @@ def read_profile(path: str | Path) -> NetworkProfile:
     its range (the scenario's own limits, docs/limits.md, for what the profile sets), is refused in
     one line naming the file and the key."""
     source = str(path)
-    values = parse_json(read_bounded_text(path, "network profile", MAX_PROFILE_BYTES), path, "network profile",
-                        ": write it with islands calibrate --out")
+    values = parse_json(
+        read_bounded_text(path, "network profile", MAX_PROFILE_BYTES),
+        path,
+        "network profile",
+        ": write it with islands calibrate --out",
+    )
     if not isinstance(values, dict) or values.get("kind") != KIND:
-        raise ScenarioError(source, "kind", f"not a network profile (no \"kind\": \"{KIND}\"): write one with "
-                            "islands calibrate")
+        raise ScenarioError(
+            source,
+            "kind",
+            f'not a network profile (no "kind": "{KIND}"): write one with islands calibrate',
+        )
     if values.get("version") != VERSION or not is_whole_number(values.get("version")):
-        raise ScenarioError(source, "version",
-                            f"{shown_value(values.get('version'))} is not {VERSION}: calibrate again")
-    fields(values, "", ("kind", "version", "label", "hosts", "rtt_ms"), ("exchange", "collective"), source)
+        raise ScenarioError(
+            source,
+            "version",
+            f"{shown_value(values.get('version'))} is not {VERSION}: calibrate again",
+        )
+    fields(
+        values,
+        "",
+        ("kind", "version", "label", "hosts", "rtt_ms"),
+        ("exchange", "collective"),
+        source,
+    )
     if not isinstance(values["label"], str):
         raise ScenarioError(source, "label", f"must be text (got {shown_value(values['label'])})")
-    hosts = unique_hosts(tuple(host_of(entry, f"hosts.{index}", source)
-                               for index, entry in enumerate(entries(values, "hosts", source))), source)
+    hosts = unique_hosts(
+        tuple(
+            host_of(entry, f"hosts.{index}", source)
+            for index, entry in enumerate(entries(values, "hosts", source))
+        ),
+        source,
+    )
     names = {host.name for host in hosts}
-    rtt_ms = unique_pairs(tuple(pair_of(entry, f"rtt_ms.{index}", names, source)
-                                for index, entry in enumerate(entries(values, "rtt_ms", source, empty=True))), source)
+    rtt_ms = unique_pairs(
+        tuple(
+            pair_of(entry, f"rtt_ms.{index}", names, source)
+            for index, entry in enumerate(entries(values, "rtt_ms", source, empty=True))
+        ),
+        source,
+    )
     return NetworkProfile(
-        label=values["label"], hosts=hosts, rtt_ms=rtt_ms,
-        exchange=exchange_cost(values["exchange"], len(hosts), source) if "exchange" in values else None,
-        collective=collective_cost(values["collective"], len(hosts), source) if "collective" in values else None)
+        label=values["label"],
+        hosts=hosts,
+        rtt_ms=rtt_ms,
+        exchange=exchange_cost(values["exchange"], len(hosts), source)
+        if "exchange" in values
+        else None,
+        collective=collective_cost(values["collective"], len(hosts), source)
+        if "collective" in values
+        else None,
+    )
 
 
-def fields(values: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...], source: str) -> None:
+def fields(
+    values: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...], source: str
+) -> None:
     """Refuse ``values`` unless it is an object with every ``required`` key and no key but those and
     ``optional`` (a key misspelt, or written by another version, is no value to leave unread)."""
     if not isinstance(values, dict):
-        raise ScenarioError(source, where or "the file", f"must be an object (got {shown_value(values)})")
+        raise ScenarioError(
+            source, where or "the file", f"must be an object (got {shown_value(values)})"
+        )
     missing = [key for key in required if key not in values]
     unknown = sorted(set(values) - set(required) - set(optional))
     if missing or unknown:
-        problem = f"no {', '.join(missing)}" if missing else f"unknown key {', '.join(map(repr, unknown))}"
-        raise ScenarioError(source, where or "the file", f"{problem}: the profile is incomplete or not one islands "
-                            "calibrate wrote; calibrate again")
+        problem = (
+            f"no {', '.join(missing)}"
+            if missing
+            else f"unknown key {', '.join(map(repr, unknown))}"
+        )
+        raise ScenarioError(
+            source,
+            where or "the file",
+            f"{problem}: the profile is incomplete or not one islands "
+            "calibrate wrote; calibrate again",
+        )
 
 
 def entries(values: dict[str, Any], key: str, source: str, empty: bool = False) -> list[Any]:
     """The list under ``key``: a list, of at least one entry unless ``empty``."""
     listed = values[key]
     if not isinstance(listed, list) or not (listed or empty):
-        raise ScenarioError(source, key, f"must list {'its entries' if empty else 'at least one'} (got "
-                            f"{shown_value(listed)})")
+        raise ScenarioError(
+            source,
+            key,
+            f"must list {'its entries' if empty else 'at least one'} (got {shown_value(listed)})",
+        )
     return listed
 
 
 def name_of(value: Any, where: str, source: str) -> str:
     if not isinstance(value, str) or not value:
-        raise ScenarioError(source, where, f"a host's name must be text, not empty (got {shown_value(value)})")
+        raise ScenarioError(
+            source, where, f"a host's name must be text, not empty (got {shown_value(value)})"
+        )
     return value
 
 
 def host_of(entry: Any, where: str, source: str) -> Host:
     fields(entry, where, ("name", "upload_gbps", "download_gbps"), (), source)
-    return Host(name_of(entry["name"], f"{where}.name", source),
-                within(entry["upload_gbps"], ISLAND_KEYS["upload_gbps"], f"{where}.upload_gbps", source),
-                within(entry["download_gbps"], ISLAND_KEYS["download_gbps"], f"{where}.download_gbps", source))
+    return Host(
+        name_of(entry["name"], f"{where}.name", source),
+        within(entry["upload_gbps"], ISLAND_KEYS["upload_gbps"], f"{where}.upload_gbps", source),
+        within(
+            entry["download_gbps"], ISLAND_KEYS["download_gbps"], f"{where}.download_gbps", source
+        ),
+    )
 
 
 def pair_of(entry: Any, where: str, hosts: set[str], source: str) -> PairLatency:
@@ -191,12 +249,19 @@ def pair_of(entry: Any, where: str, hosts: set[str], source: str) -> PairLatency
     fields(entry, where, ("between", "rtt_ms"), (), source)
     between = entry["between"]
     if not (isinstance(between, list) and len(between) == 2):
-        raise ScenarioError(source, f"{where}.between", f"must list two hosts (got {shown_value(between)})")
+        raise ScenarioError(
+            source, f"{where}.between", f"must list two hosts (got {shown_value(between)})"
+        )
     a, b = (name_of(name, f"{where}.between", source) for name in between)
     if a == b or not {a, b} <= hosts:
-        raise ScenarioError(source, f"{where}.between", f"must name two different hosts that hosts lists (got "
-                            f"{shown_value(between)})")
-    return PairLatency((a, b), within(entry["rtt_ms"], LATENCY_KEYS["rtt_ms"], f"{where}.rtt_ms", source))
+        raise ScenarioError(
+            source,
+            f"{where}.between",
+            f"must name two different hosts that hosts lists (got {shown_value(between)})",
+        )
+    return PairLatency(
+        (a, b), within(entry["rtt_ms"], LATENCY_KEYS["rtt_ms"], f"{where}.rtt_ms", source)
+    )
 
 
 def within(value: Any, key: Key, where: str, source: str) -> float:
@@ -211,49 +276,91 @@ def within(value: Any, key: Key, where: str, source: str) -> float:
 
 
 def exchange_cost(values: Any, hosts: int, source: str) -> ExchangeCost:
-    fields(values, "exchange", ("members", "cpu_s_per_value", "hop_overhead_s", "end_spread_s"), ("burst_bytes",),
-           source)
-    return ExchangeCost(members(values["members"], 1, hosts, "exchange", source),
-                        within(values["cpu_s_per_value"], NETWORK_KEYS["exchange_cpu_s_per_value"],
-                               "exchange.cpu_s_per_value", source),
-                        within(values["hop_overhead_s"], HOP_OVERHEAD, "exchange.hop_overhead_s", source),
-                        within(values["end_spread_s"], NETWORK_KEYS["exchange_end_spread_s"],
-                               "exchange.end_spread_s", source),
-                        within(values.get("burst_bytes", 0.0), ISLAND_KEYS["upload_burst_bytes"],
-                               "exchange.burst_bytes", source))
+    fields(
+        values,
+        "exchange",
+        ("members", "cpu_s_per_value", "hop_overhead_s", "end_spread_s"),
+        ("burst_bytes",),
+        source,
+    )
+    return ExchangeCost(
+        members(values["members"], 1, hosts, "exchange", source),
+        within(
+            values["cpu_s_per_value"],
+            NETWORK_KEYS["exchange_cpu_s_per_value"],
+            "exchange.cpu_s_per_value",
+            source,
+        ),
+        within(values["hop_overhead_s"], HOP_OVERHEAD, "exchange.hop_overhead_s", source),
+        within(
+            values["end_spread_s"],
+            NETWORK_KEYS["exchange_end_spread_s"],
+            "exchange.end_spread_s",
+            source,
+        ),
+        within(
+            values.get("burst_bytes", 0.0),
+            ISLAND_KEYS["upload_burst_bytes"],
+            "exchange.burst_bytes",
+            source,
+        ),
+    )
 
 
 def members(value: Any, least: int, hosts: int, block: str, source: str) -> int:
     """M: ``least`` to the profile's hosts."""
     if not (is_whole_number(value) and least <= value <= hosts):
-        raise ScenarioError(source, f"{block}.members", f"must be a whole number, {least} to the {hosts} hosts "
-                            f"(got {shown_value(value)})")
+        raise ScenarioError(
+            source,
+            f"{block}.members",
+            f"must be a whole number, {least} to the {hosts} hosts (got {shown_value(value)})",
+        )
     return value
 
 
 def collective_cost(values: Any, hosts: int, source: str) -> CollectiveCost:
     """The ``collective`` block, each figure in range; its sizes strictly rising."""
-    fields(values, "collective", ("test", "members", "ranks", "call_latency_s", "bus_gbps"), (), source)
+    fields(
+        values, "collective", ("test", "members", "ranks", "call_latency_s", "bus_gbps"), (), source
+    )
     if values["test"] not in COLLECTIVE_TESTS:
-        raise ScenarioError(source, "collective.test", f"{shown_value(values['test'])} is not one of "
-                            f"{', '.join(COLLECTIVE_TESTS)}")
+        raise ScenarioError(
+            source,
+            "collective.test",
+            f"{shown_value(values['test'])} is not one of {', '.join(COLLECTIVE_TESTS)}",
+        )
     count = members(values["members"], 2, hosts, "collective", source)
     ranks = values["ranks"]
     if not (is_whole_number(ranks) and count <= ranks <= MAX_RANKS):
-        raise ScenarioError(source, "collective.ranks", f"must be a whole number, the {count} members to "
-                            f"{MAX_RANKS} (got {shown_value(ranks)})")
-    rates = tuple(bus_rate(row, f"collective.bus_gbps.{index}", source)
-                  for index, row in enumerate(entries(values, "bus_gbps", source)))
+        raise ScenarioError(
+            source,
+            "collective.ranks",
+            f"must be a whole number, the {count} members to "
+            f"{MAX_RANKS} (got {shown_value(ranks)})",
+        )
+    rates = tuple(
+        bus_rate(row, f"collective.bus_gbps.{index}", source)
+        for index, row in enumerate(entries(values, "bus_gbps", source))
+    )
     if any(later.size_bytes <= earlier.size_bytes for earlier, later in zip(rates, rates[1:])):
-        raise ScenarioError(source, "collective.bus_gbps", "the sizes must be listed, smallest first, each once")
-    return CollectiveCost(values["test"], count, ranks, within(values["call_latency_s"], CALL_LATENCY,
-                                                               "collective.call_latency_s", source), rates)
+        raise ScenarioError(
+            source, "collective.bus_gbps", "the sizes must be listed, smallest first, each once"
+        )
+    return CollectiveCost(
+        values["test"],
+        count,
+        ranks,
+        within(values["call_latency_s"], CALL_LATENCY, "collective.call_latency_s", source),
+        rates,
+    )
 
 
 def bus_rate(row: Any, where: str, source: str) -> BusRate:
     fields(row, where, ("size_bytes", "bus_gbps"), (), source)
-    return BusRate(within(row["size_bytes"], MESSAGE_BYTES, f"{where}.size_bytes", source),
-                   within(row["bus_gbps"], BUS_GBPS, f"{where}.bus_gbps", source))
+    return BusRate(
+        within(row["size_bytes"], MESSAGE_BYTES, f"{where}.size_bytes", source),
+        within(row["bus_gbps"], BUS_GBPS, f"{where}.bus_gbps", source),
+    )
 
 
 def unique_hosts(hosts: tuple[Host, ...], source: str) -> tuple[Host, ...]:
@@ -261,7 +368,9 @@ def unique_hosts(hosts: tuple[Host, ...], source: str) -> tuple[Host, ...]:
     seen: set[str] = set()
     for index, host in enumerate(hosts):
         if host.name in seen:
-            raise ScenarioError(source, f"hosts.{index}.name", f"{host.name!r} is listed twice; each host once")
+            raise ScenarioError(
+                source, f"hosts.{index}.name", f"{host.name!r} is listed twice; each host once"
+            )
         seen.add(host.name)
     return hosts
 
@@ -272,29 +381,40 @@ def unique_pairs(pairs: tuple[PairLatency, ...], source: str) -> tuple[PairLaten
     for index, pair in enumerate(pairs):
         if frozenset(pair.between) in seen:
             hosts = " and ".join(map(repr, pair.between))
-            raise ScenarioError(source, f"rtt_ms.{index}", f"the round trip between {hosts} is listed twice; each "
-                                "pair once")
+            raise ScenarioError(
+                source,
+                f"rtt_ms.{index}",
+                f"the round trip between {hosts} is listed twice; each pair once",
+            )
         seen.add(frozenset(pair.between))
     return pairs
 
 
-def apply_profile(document: dict[str, Any], profile: NetworkProfile, profile_path: str) -> dict[str, Any]:
+def apply_profile(
+    document: dict[str, Any], profile: NetworkProfile, profile_path: str
+) -> dict[str, Any]:
     """A copy of a scenario document with the profile's links, round trips and exchange costs."""
     document = copy.deepcopy(document)
     islands = document.get("island") or []
     names = [str(table.get("name")) for table in islands]
     missing = [name for name in names if profile.host(name) is None]
     if missing:
-        raise ScenarioError(profile_path, "hosts", f"no host named {', '.join(repr(n) for n in missing)} (it measured "
-                            f"{', '.join(repr(h.name) for h in profile.hosts)}): name each host after its island "
-                            "(islands calibrate --name)")
+        raise ScenarioError(
+            profile_path,
+            "hosts",
+            f"no host named {', '.join(repr(n) for n in missing)} (it measured "
+            f"{', '.join(repr(h.name) for h in profile.hosts)}): name each host after its island "
+            "(islands calibrate --name)",
+        )
     hosts = {host.name: host for host in profile.hosts}
     for table in islands:
         host = hosts[str(table["name"])]
         table.pop("bandwidth_gbps", None)
         table["upload_gbps"], table["download_gbps"] = host.upload_gbps, host.download_gbps
         if profile.exchange is not None:
-            table["upload_burst_bytes"] = table["download_burst_bytes"] = profile.exchange.burst_bytes
+            table["upload_burst_bytes"] = table["download_burst_bytes"] = (
+                profile.exchange.burst_bytes
+            )
     document["latency"] = latency_entries(profile, names, profile_path)
     network = document.setdefault("network", {})
     network.pop("rtt_csv", None)
@@ -316,17 +436,28 @@ def rings_collectives(document: dict[str, Any]) -> bool:
     return coupled and document.get("network", {}).get("collective", "ring") == "ring"
 
 
-def latency_entries(profile: NetworkProfile, names: list[str], profile_path: str) -> list[dict[str, Any]]:
+def latency_entries(
+    profile: NetworkProfile, names: list[str], profile_path: str
+) -> list[dict[str, Any]]:
     """A ``[[latency]]`` entry per pair of islands: the measured round trip plus two hop overheads."""
     measured = {frozenset(pair.between): pair.rtt_ms for pair in profile.rtt_ms}
-    overhead_ms = 2 * profile.exchange.hop_overhead_s * MS_PER_S if profile.exchange is not None else 0.0
+    overhead_ms = (
+        2 * profile.exchange.hop_overhead_s * MS_PER_S if profile.exchange is not None else 0.0
+    )
     entries = []
     for a, b in combinations(dict.fromkeys(names), 2):
         if frozenset((a, b)) not in measured:
-            raise ScenarioError(profile_path, "rtt_ms",
-                                f"no round trip between '{a}' and '{b}': calibrate them together")
-        rtt_ms = within(max(0.0, measured[frozenset((a, b))] + overhead_ms), LATENCY_KEYS["rtt_ms"],
-                        f"rtt_ms between '{a}' and '{b}' plus 2 x exchange.hop_overhead_s", profile_path)
+            raise ScenarioError(
+                profile_path,
+                "rtt_ms",
+                f"no round trip between '{a}' and '{b}': calibrate them together",
+            )
+        rtt_ms = within(
+            max(0.0, measured[frozenset((a, b))] + overhead_ms),
+            LATENCY_KEYS["rtt_ms"],
+            f"rtt_ms between '{a}' and '{b}' plus 2 x exchange.hop_overhead_s",
+            profile_path,
+        )
         entries.append({"between": [a, b], "rtt_ms": rtt_ms})
     return entries
 
@@ -334,23 +465,31 @@ def latency_entries(profile: NetworkProfile, names: list[str], profile_path: str
 HostName = TypeVar("HostName", bound=Hashable)
 
 
-def host_rates(hosts: Iterable[HostName], rate: Mapping[tuple[HostName, HostName], float]) -> list[tuple[float, float]]:
+def host_rates(
+    hosts: Iterable[HostName], rate: Mapping[tuple[HostName, HostName], float]
+) -> list[tuple[float, float]]:
     """(uplink, downlink) of each host from the rates of copies by (sender, receiver): alone, a copy
     moves at min(sender's uplink, receiver's downlink), so a host's uplink is the fastest copy it
     sent and its downlink the fastest it received."""
-    return [(max(r for (s, _), r in rate.items() if s == host), max(r for (_, d), r in rate.items() if d == host))
-            for host in hosts]
+    return [
+        (
+            max(r for (s, _), r in rate.items() if s == host),
+            max(r for (_, d), r in rate.items() if d == host),
+        )
+        for host in hosts
+    ]
 
 
 @dataclass(frozen=True)
 class RingTerms:
     """What a ring collective pays beyond the model's hops and the slowest link (``ring_terms``)."""
-    call_overhead_s: float       # the per-call latency less 2(M-1) one-way hops, at least 0
-    ring_efficiency: float       # the data's bus rate over the slowest host's, clamped into (0, 1]
-    measured_efficiency: float   # before the clamp
+
+    call_overhead_s: float  # the per-call latency less 2(M-1) one-way hops, at least 0
+    ring_efficiency: float  # the data's bus rate over the slowest host's, clamped into (0, 1]
+    measured_efficiency: float  # before the clamp
     slowest_one_way_s: float
     slowest_gbps: float
-    data_bus_gbps: float         # the largest message's bus rate, its per-call latency taken out
+    data_bus_gbps: float  # the largest message's bus rate, its per-call latency taken out
 
 
 def bus_factor(test: str, ranks: int) -> float:
@@ -370,15 +509,32 @@ def ring_terms(profile: NetworkProfile, source: str) -> RingTerms:
     collective = profile.collective
     assert collective is not None, "ring_terms needs a profile with a collective"
     slowest_one_way_s = max(pair.rtt_ms for pair in profile.rtt_ms) / MS_PER_S / 2
-    overhead_s = max(0.0, collective.call_latency_s - 2 * (collective.members - 1) * slowest_one_way_s)
+    overhead_s = max(
+        0.0, collective.call_latency_s - 2 * (collective.members - 1) * slowest_one_way_s
+    )
     largest = collective.bus_gbps[-1]
-    carried_gbit = largest.size_bytes * bus_factor(collective.test, collective.ranks) * BITS_PER_BYTE / BITS_PER_GBIT
+    carried_gbit = (
+        largest.size_bytes
+        * bus_factor(collective.test, collective.ranks)
+        * BITS_PER_BYTE
+        / BITS_PER_GBIT
+    )
     data_s = carried_gbit / largest.bus_gbps - collective.call_latency_s
     if not data_s > 0:
-        raise ScenarioError(source, "collective", f"its largest message ({largest.size_bytes:.0f} bytes) took no "
-                            f"longer than its per-call latency ({collective.call_latency_s:.6g} s): measure to larger "
-                            "sizes (nccl-tests -e)")
+        raise ScenarioError(
+            source,
+            "collective",
+            f"its largest message ({largest.size_bytes:.0f} bytes) took no "
+            f"longer than its per-call latency ({collective.call_latency_s:.6g} s): measure to larger "
+            "sizes (nccl-tests -e)",
+        )
     slowest_gbps = min(min(host.upload_gbps, host.download_gbps) for host in profile.hosts)
     efficiency = carried_gbit / data_s / slowest_gbps
-    return RingTerms(overhead_s, min(efficiency, 1.0), efficiency, slowest_one_way_s, slowest_gbps,
-                     carried_gbit / data_s)
+    return RingTerms(
+        overhead_s,
+        min(efficiency, 1.0),
+        efficiency,
+        slowest_one_way_s,
+        slowest_gbps,
+        carried_gbit / data_s,
+    )

@@ -27,8 +27,14 @@ from .errors import ScenarioError
 from .model import BackboneSpec, IslandSpec, Scenario, ScheduleSpec, SyncerSpec
 
 
-def check_topology(regions: tuple[str, ...], backbones: tuple[BackboneSpec, ...], islands: tuple[IslandSpec, ...],
-                   syncer: SyncerSpec, schedule: ScheduleSpec, source: str) -> None:
+def check_topology(
+    regions: tuple[str, ...],
+    backbones: tuple[BackboneSpec, ...],
+    islands: tuple[IslandSpec, ...],
+    syncer: SyncerSpec,
+    schedule: ScheduleSpec,
+    source: str,
+) -> None:
     """Regions named once, backbones between declared regions, every island (and a decoupled
     syncer) in a declared region, and a backbone between every two regions that exchange bytes."""
     seen: set[str] = set()
@@ -47,8 +53,12 @@ def check_topology(regions: tuple[str, ...], backbones: tuple[BackboneSpec, ...]
     joined = {frozenset(backbone.between) for backbone in backbones}
     for a, b in pairs:
         if a != b and frozenset((a, b)) not in joined:
-            raise ScenarioError(source, "backbone", f"no backbone between regions '{a}' and '{b}', which exchange "
-                                f'bytes: add [[backbone]] between = ["{a}", "{b}"]')
+            raise ScenarioError(
+                source,
+                "backbone",
+                f"no backbone between regions '{a}' and '{b}', which exchange "
+                f'bytes: add [[backbone]] between = ["{a}", "{b}"]',
+            )
 
 
 def check_collective(scenario: Scenario, source: str) -> None:
@@ -62,19 +72,34 @@ def check_collective(scenario: Scenario, source: str) -> None:
     if network.collective == "ring":
         return
     if network.collective == "tree" and network.model == "alpha-beta":
-        raise ScenarioError(source, "network.model", "alpha-beta prices each transfer alone, and a tree's two "
-                            "children share their parent's link: use \"flow\" or \"auto\" with "
-                            "network.collective = \"tree\"")
+        raise ScenarioError(
+            source,
+            "network.model",
+            "alpha-beta prices each transfer alone, and a tree's two "
+            'children share their parent\'s link: use "flow" or "auto" with '
+            'network.collective = "tree"',
+        )
     if not SCHEDULES[scenario.schedule.algorithm].coupled:
-        raise ScenarioError(source, "network.collective", f"'{network.collective}' is a collective; "
-                            f"algorithm = \"{scenario.schedule.algorithm}\" exchanges with its syncer point to point")
+        raise ScenarioError(
+            source,
+            "network.collective",
+            f"'{network.collective}' is a collective; "
+            f'algorithm = "{scenario.schedule.algorithm}" exchanges with its syncer point to point',
+        )
     if scenario.trainer.aggregation != "mean":
-        raise ScenarioError(source, "network.collective", f"'{network.collective}' reduces to a mean; "
-                            f"trainer.aggregation = \"{scenario.trainer.aggregation}\" needs every payload whole "
-                            "(an all-gather): use \"ring\"")
+        raise ScenarioError(
+            source,
+            "network.collective",
+            f"'{network.collective}' reduces to a mean; "
+            f'trainer.aggregation = "{scenario.trainer.aggregation}" needs every payload whole '
+            '(an all-gather): use "ring"',
+        )
     if network.exchange_end_spread_s > 0:
-        raise ScenarioError(source, "network.exchange_end_spread_s", "is measured on a ring: set it to 0 with "
-                            f"network.collective = \"{network.collective}\"")
+        raise ScenarioError(
+            source,
+            "network.exchange_end_spread_s",
+            f'is measured on a ring: set it to 0 with network.collective = "{network.collective}"',
+        )
 
 
 def check_shared_syncer_path(scenario: Scenario, source: str) -> None:
@@ -83,19 +108,31 @@ def check_shared_syncer_path(scenario: Scenario, source: str) -> None:
     if scenario.network.model != "alpha-beta" or SCHEDULES[scenario.schedule.algorithm].coupled:
         return
     if scenario.syncer.bandwidth_gbps is not None or scenario.backbones:
-        shared = "the syncer's link" if scenario.syncer.bandwidth_gbps is not None else "the backbones to the syncer"
-        raise ScenarioError(source, "network.model", f"alpha-beta prices each transfer alone, and the learners' "
-                            f"reports share {shared}: use \"flow\" or \"auto\", which divide it among them")
+        shared = (
+            "the syncer's link"
+            if scenario.syncer.bandwidth_gbps is not None
+            else "the backbones to the syncer"
+        )
+        raise ScenarioError(
+            source,
+            "network.model",
+            f"alpha-beta prices each transfer alone, and the learners' "
+            f'reports share {shared}: use "flow" or "auto", which divide it among them',
+        )
 
 
 def check_churn_sharing(scenario: Scenario, source: str) -> None:
     """Under churn a joining worker downloads the model while the others exchange, over links they
     share: the alpha-beta model would price each transfer as if alone on them; the flow model shares them."""
     if scenario.network.model == "alpha-beta" and scenario.has_churn():
-        raise ScenarioError(source, "network.model", "alpha-beta prices each transfer alone, and under churn "
-                            "(mtbf_s, [[event]], present = false) a joining worker's download shares links with the "
-                            "others' exchanges: use \"flow\" or "
-                            "\"auto\", which divide them")
+        raise ScenarioError(
+            source,
+            "network.model",
+            "alpha-beta prices each transfer alone, and under churn "
+            "(mtbf_s, [[event]], present = false) a joining worker's download shares links with the "
+            'others\' exchanges: use "flow" or '
+            '"auto", which divide them',
+        )
 
 
 def check_departure(scenario: Scenario, source: str) -> None:
@@ -106,37 +143,60 @@ def check_departure(scenario: Scenario, source: str) -> None:
     if network.on_departure != "partial":
         return
     if not SCHEDULES[scenario.schedule.algorithm].coupled:
-        raise ScenarioError(source, "network.on_departure", f"algorithm = \"{scenario.schedule.algorithm}\" exchanges "
-                            "with its syncer point to point, and a departure drops only its own: leave \"restart\"")
+        raise ScenarioError(
+            source,
+            "network.on_departure",
+            f'algorithm = "{scenario.schedule.algorithm}" exchanges '
+            'with its syncer point to point, and a departure drops only its own: leave "restart"',
+        )
     if network.collective != "ring":
-        raise ScenarioError(source, "network.on_departure", f"\"partial\" goes on with a ring's other members; a "
-                            f"{network.collective} collective passes every payload through its leaders: use "
-                            "\"restart\" or network.collective = \"ring\"")
+        raise ScenarioError(
+            source,
+            "network.on_departure",
+            f'"partial" goes on with a ring\'s other members; a '
+            f"{network.collective} collective passes every payload through its leaders: use "
+            '"restart" or network.collective = "ring"',
+        )
     if network.exchange_end_spread_s > 0:
-        raise ScenarioError(source, "network.exchange_end_spread_s", "is measured on the trainer's exchanges, which "
-                            "restart when a member leaves: set it to 0 with network.on_departure = \"partial\"")
+        raise ScenarioError(
+            source,
+            "network.exchange_end_spread_s",
+            "is measured on the trainer's exchanges, which "
+            'restart when a member leaves: set it to 0 with network.on_departure = "partial"',
+        )
 
 
-def check_backbones(backbones: tuple[BackboneSpec, ...], regions: tuple[str, ...], source: str) -> None:
+def check_backbones(
+    backbones: tuple[BackboneSpec, ...], regions: tuple[str, ...], source: str
+) -> None:
     seen: set[frozenset[str]] = set()
     for index, backbone in enumerate(backbones):
         where = f"backbone.{index}.between"
         for name in backbone.between:
             check_region(name, regions, where, source)
         if backbone.between[0] == backbone.between[1]:
-            raise ScenarioError(source, where, "must join two different regions (inside a region the core "
-                                               "does not block)")
+            raise ScenarioError(
+                source,
+                where,
+                "must join two different regions (inside a region the core does not block)",
+            )
         pair = frozenset(backbone.between)
         if pair in seen:
-            raise ScenarioError(source, where, "a second backbone between the same two regions: give one, "
-                                               "with their bandwidth together")
+            raise ScenarioError(
+                source,
+                where,
+                "a second backbone between the same two regions: give one, "
+                "with their bandwidth together",
+            )
         seen.add(pair)
 
 
 def check_region(name: str | None, regions: tuple[str, ...], where: str, source: str) -> None:
     if not regions:
         if name is not None:
-            raise ScenarioError(source, where, f"names region '{name}', but no [[region]] is declared")
+            raise ScenarioError(
+                source, where, f"names region '{name}', but no [[region]] is declared"
+            )
         return
     if name is None:
         raise ScenarioError(source, where, "is required once [[region]] entries are declared")

@@ -26,8 +26,12 @@ from .spec import MAX_REPLICAS, MAX_STEP_TIME_S, MIN_GBPS, MIN_STEP_TIME_S
 def check_step_time(step_time_s: float, key: str, source: str) -> float:
     """A derived step time within the bounds of a given one."""
     if not MIN_STEP_TIME_S <= step_time_s <= MAX_STEP_TIME_S:
-        raise ScenarioError(source, key, f"derived from gpu, gpus and mfu as {step_time_s:.3g} s: must be in "
-                                         f"[{MIN_STEP_TIME_S:g}, {MAX_STEP_TIME_S:g}] s (see docs/limits.md)")
+        raise ScenarioError(
+            source,
+            key,
+            f"derived from gpu, gpus and mfu as {step_time_s:.3g} s: must be in "
+            f"[{MIN_STEP_TIME_S:g}, {MAX_STEP_TIME_S:g}] s (see docs/limits.md)",
+        )
     return step_time_s
 
 
@@ -41,9 +45,12 @@ def check_runnable(scenario: Scenario, file_events: Sequence[ChurnEvent]) -> Non
 
 def check_worker_count(scenario: Scenario) -> None:
     if scenario.worker_count > MAX_REPLICAS:
-        raise ScenarioError(scenario.source, "island",
-                            f"{scenario.worker_count} workers in all: must be at most {MAX_REPLICAS} "
-                            "(see docs/limits.md)")
+        raise ScenarioError(
+            scenario.source,
+            "island",
+            f"{scenario.worker_count} workers in all: must be at most {MAX_REPLICAS} "
+            "(see docs/limits.md)",
+        )
 
 
 def check_someone_present(scenario: Scenario) -> None:
@@ -53,9 +60,12 @@ def check_someone_present(scenario: Scenario) -> None:
         return
     if any(island.mtbf_s is not None and island.mttr_s is not None for island in scenario.islands):
         return
-    raise ScenarioError(scenario.source, "island",
-                        "no island is present at the start and nothing joins: set present = true on one "
-                        "island, or add an [[event]] with kind = \"join\"")
+    raise ScenarioError(
+        scenario.source,
+        "island",
+        "no island is present at the start and nothing joins: set present = true on one "
+        'island, or add an [[event]] with kind = "join"',
+    )
 
 
 def check_events_change_something(scenario: Scenario, file_events: Sequence[ChurnEvent]) -> None:
@@ -73,9 +83,12 @@ def check_events_change_something(scenario: Scenario, file_events: Sequence[Chur
         stuck = [name for name in targets if present[name] == joining]
         if stuck:
             state = "present" if joining else "gone"
-            raise ScenarioError(scenario.source, f"event.{index}",
-                                f"{event.kind} of '{event.island}' at {event.at_s:g} s would be ignored: "
-                                f"'{stuck[0]}' is already {state} then")
+            raise ScenarioError(
+                scenario.source,
+                f"event.{index}",
+                f"{event.kind} of '{event.island}' at {event.at_s:g} s would be ignored: "
+                f"'{stuck[0]}' is already {state} then",
+            )
         for name in targets:
             present[name] = joining
 
@@ -92,8 +105,11 @@ def check_tcp_floor(scenario: Scenario) -> None:
     cap_gbps = network.tcp_cap_bytes_per_s(rtt_s / 2) * BITS_PER_BYTE / BITS_PER_GBIT
     if cap_gbps < MIN_GBPS:
         key = "network.tcp_window_bytes" if network.tcp_window_bytes else "network.loss_rate"
-        raise ScenarioError(scenario.source, key,
-                            f"the TCP cap (streams x window / RTT, and the loss's) = {cap_gbps * BITS_PER_GBIT:.3g} "
-                            f"bit/s at an RTT of {rtt_s:g} s, below the least bandwidth a link may have "
-                            f"({MIN_GBPS:g} Gbit/s); raise the window or network.streams, or lower the loss "
-                            "(see docs/limits.md)")
+        raise ScenarioError(
+            scenario.source,
+            key,
+            f"the TCP cap (streams x window / RTT, and the loss's) = {cap_gbps * BITS_PER_GBIT:.3g} "
+            f"bit/s at an RTT of {rtt_s:g} s, below the least bandwidth a link may have "
+            f"({MIN_GBPS:g} Gbit/s); raise the window or network.streams, or lower the loss "
+            "(see docs/limits.md)",
+        )

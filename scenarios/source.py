@@ -36,19 +36,29 @@ class ScenarioSource:
     source: str
     overrides: tuple[str, ...] = ()
     max_events: float = DEFAULT_MAX_EVENTS
-    inputs: tuple[tuple[str, str], ...] = ()  # (what, path) of each file read: no output may overwrite one
-    built: Scenario | None = field(default=None, compare=False)  # the scenario as read, until a change
+    inputs: tuple[
+        tuple[str, str], ...
+    ] = ()  # (what, path) of each file read: no output may overwrite one
+    built: Scenario | None = field(
+        default=None, compare=False
+    )  # the scenario as read, until a change
 
     @classmethod
     def read(cls, path_or_name: str | Path, overrides: Iterable[str] = ()) -> ScenarioSource:
         """Read a scenario file or bundled scenario; bad input raises the loader's ``ScenarioError``."""
         overrides, source = tuple(overrides), str(path_or_name)
         document = read_document(path_or_name)
-        scenario = from_dict(document, source, overrides)  # validates and reports problems as `islands simulate` does
-        inputs: tuple[tuple[str, str], ...] = (("the scenario", source),) if Path(path_or_name).is_file() else ()
+        scenario = from_dict(
+            document, source, overrides
+        )  # validates and reports problems as `islands simulate` does
+        inputs: tuple[tuple[str, str], ...] = (
+            (("the scenario", source),) if Path(path_or_name).is_file() else ()
+        )
         if scenario.network.rtt_csv:
             inputs += (("network.rtt_csv", str(csv_path(scenario.network.rtt_csv, source))),)
-        return cls(inline_rtt_csv(document, source), source, overrides, inputs=inputs, built=scenario)
+        return cls(
+            inline_rtt_csv(document, source), source, overrides, inputs=inputs, built=scenario
+        )
 
     def variant(self, *extra: str) -> Scenario:
         """The scenario with this source's overrides, then ``extra`` overrides, validated."""
@@ -60,13 +70,19 @@ class ScenarioSource:
         return self.built if self.built is not None else self.variant()
 
     def with_overrides(self, *extra: str) -> ScenarioSource:
-        return replace(self, overrides=(*self.overrides, *extra), built=None if extra else self.built)
+        return replace(
+            self, overrides=(*self.overrides, *extra), built=None if extra else self.built
+        )
 
     def with_network_profile(self, path: str | Path) -> ScenarioSource:
         """The scenario with a measured network profile's links, round trips and exchange costs
         (``scenarios/profile.py``), the overrides on top; refused in one line if it does not fit."""
-        source = replace(self, document=apply_profile(self.document, read_profile(path), str(path)),
-                         inputs=(*self.inputs, ("--network-profile", str(path))), built=None)
+        source = replace(
+            self,
+            document=apply_profile(self.document, read_profile(path), str(path)),
+            inputs=(*self.inputs, ("--network-profile", str(path))),
+            built=None,
+        )
         return replace(source, built=source.variant())
 
     def with_symmetric_links(self) -> ScenarioSource:
@@ -80,10 +96,14 @@ class ScenarioSource:
             for key in directions:
                 table.pop(key, None)
             table["bandwidth_gbps"] = island.bandwidth_gbps
-        overrides = tuple(o for o in self.overrides if not o.split("=", 1)[0].strip().endswith(directions))
+        overrides = tuple(
+            o for o in self.overrides if not o.split("=", 1)[0].strip().endswith(directions)
+        )
         return replace(self, document=document, overrides=overrides, built=None)
 
-    def schedules(self, overrides_of: Callable[[str], Iterable[str]] = lambda algorithm: ()) -> Variants:
+    def schedules(
+        self, overrides_of: Callable[[str], Iterable[str]] = lambda algorithm: ()
+    ) -> Variants:
         """The scenario once per schedule, with ``overrides_of(algorithm)`` on top (DDP reads
         ``outer_steps`` as its number of steps). A schedule whose own rules refuse the scenario (eager
         updates need two outer steps) is left out with the loader's reason; if every schedule refuses
@@ -97,7 +117,10 @@ class ScenarioSource:
                 refused[algorithm] = error
         if not scenarios:
             raise next(iter(refused.values()))
-        return Variants(scenarios, {algorithm: f"{error.key}: {error.rule}" for algorithm, error in refused.items()})
+        return Variants(
+            scenarios,
+            {algorithm: f"{error.key}: {error.rule}" for algorithm, error in refused.items()},
+        )
 
 
 @dataclass(frozen=True)
@@ -109,10 +132,15 @@ class Variants:
 
     def notes(self) -> list[str]:
         """One line per schedule left out, for every table and figure that compares schedules."""
-        return [f"{SCHEDULES[algorithm].label} not run: {reason}" for algorithm, reason in self.refused.items()]
+        return [
+            f"{SCHEDULES[algorithm].label} not run: {reason}"
+            for algorithm, reason in self.refused.items()
+        ]
 
 
-def as_source(scenario: str | Path | ScenarioSource, overrides: Iterable[str] = ()) -> ScenarioSource:
+def as_source(
+    scenario: str | Path | ScenarioSource, overrides: Iterable[str] = ()
+) -> ScenarioSource:
     """Accept a path, a bundled name or a ``ScenarioSource`` wherever the API takes a scenario."""
     if isinstance(scenario, ScenarioSource):
         return scenario.with_overrides(*overrides)

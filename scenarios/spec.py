@@ -40,11 +40,16 @@ MAX_FRAGMENTS = 10_000
 MAX_DEADLINE_SLACK = 100.0
 MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES = 1024.0, 2.0**30
 MAX_STREAMS = 1024
-MAX_LOSS_RATE = 0.1  # beyond 10% loss TCP mostly waits out timeouts, which Mathis's formula does not model
+MAX_LOSS_RATE = (
+    0.1  # beyond 10% loss TCP mostly waits out timeouts, which Mathis's formula does not model
+)
 MAX_DETECTION_TIMEOUT_S = 86400.0
 MAX_EXCHANGE_CPU_S_PER_VALUE = 1e-6
 MAX_EXCHANGE_END_SPREAD_S = 60.0
-MIN_BUCKET_CAP_MB, MAX_BUCKET_CAP_MB = 1.0 / 1024, 1e6  # 1 KiB to a terabyte: beyond, one bucket holds any model
+MIN_BUCKET_CAP_MB, MAX_BUCKET_CAP_MB = (
+    1.0 / 1024,
+    1e6,
+)  # 1 KiB to a terabyte: beyond, one bucket holds any model
 MAX_TENSORS = 10_000_000
 MAX_CALL_OVERHEAD_S = 60.0
 MAX_FIRST_CALL_S = 3600.0
@@ -53,7 +58,10 @@ MAX_COST_PER_HOUR = 1e6  # per worker: a rack of accelerators is thousands an ho
 MAX_REPLICAS = 100_000  # also the bound on the scenario's workers together
 MIN_STEP_TIME_S, MAX_STEP_TIME_S = 1e-6, 86400.0
 MAX_GPUS = 1_000_000
-MIN_MEMORY_GB, MAX_MEMORY_GB = 1e-3, 1e5  # 1 MB to 100 TB: an accelerator holds neither less nor more
+MIN_MEMORY_GB, MAX_MEMORY_GB = (
+    1e-3,
+    1e5,
+)  # 1 MB to 100 TB: an accelerator holds neither less nor more
 MAX_CHIPS = 100_000_000  # a learner of a 2.4M-chip fleet split in two holds 1.2M
 MAX_JITTER_CV = 10.0
 MIN_GBPS, MAX_GBPS = 1e-6, 1e6
@@ -98,7 +106,9 @@ def between(low: float, high: float, unit: str = "") -> Callable[[float], str | 
 
     def check(value: float) -> str | None:
         if value < low:
-            return f"must be >= {low:g}{unit}" + ("" if low in NATURAL_LOWER_BOUNDS else LIMITS_NOTE)
+            return f"must be >= {low:g}{unit}" + (
+                "" if low in NATURAL_LOWER_BOUNDS else LIMITS_NOTE
+            )
         if value > high:
             return f"must be <= {high:g}{unit}{LIMITS_NOTE}"
         return None
@@ -159,186 +169,419 @@ class Key:
 
 TOP_KEYS = {
     "name": Key("str", doc="scenario name, used in tables and file names"),
-    "description": Key("str", "", doc="free text: what the scenario stands for and where its numbers come from"),
-    "seed": Key("int", 0, non_negative, doc="seed for everything random in a run (same seed, same output)"),
+    "description": Key(
+        "str", "", doc="free text: what the scenario stands for and where its numbers come from"
+    ),
+    "seed": Key(
+        "int", 0, non_negative, doc="seed for everything random in a run (same seed, same output)"
+    ),
 }
 
 MODEL_KEYS = {
-    "parameters": Key("float", check=between(MIN_PARAMETERS, MAX_PARAMETERS), doc="parameter count"),
-    "layers": Key("int", None, between(1, MAX_LAYERS),
-                  "blocks of the model: fragments are strided layer groups of it (default: P equal parts)"),
-    "embedding_parameters": Key("float", 0.0, between(0, MAX_PARAMETERS),
-                                "parameters outside the blocks (embeddings), in the first layer's fragment"),
-    "bytes_per_param": Key("float", 2, between(MIN_BYTES_PER_PARAM, MAX_BYTES_PER_PARAM),
-                           "bytes per value of a gradient / pseudo-gradient before compression"),
-    "tokens_per_step": Key("float", None, between(MIN_TOKENS_PER_STEP, MAX_TOKENS_PER_STEP),
-                           "tokens one worker processes per inner step (for derived step times and token counts)"),
+    "parameters": Key(
+        "float", check=between(MIN_PARAMETERS, MAX_PARAMETERS), doc="parameter count"
+    ),
+    "layers": Key(
+        "int",
+        None,
+        between(1, MAX_LAYERS),
+        "blocks of the model: fragments are strided layer groups of it (default: P equal parts)",
+    ),
+    "embedding_parameters": Key(
+        "float",
+        0.0,
+        between(0, MAX_PARAMETERS),
+        "parameters outside the blocks (embeddings), in the first layer's fragment",
+    ),
+    "bytes_per_param": Key(
+        "float",
+        2,
+        between(MIN_BYTES_PER_PARAM, MAX_BYTES_PER_PARAM),
+        "bytes per value of a gradient / pseudo-gradient before compression",
+    ),
+    "tokens_per_step": Key(
+        "float",
+        None,
+        between(MIN_TOKENS_PER_STEP, MAX_TOKENS_PER_STEP),
+        "tokens one worker processes per inner step (for derived step times and token counts)",
+    ),
 }
 
 SCHEDULE_KEYS = {
-    "algorithm": Key("str", check=registered_schedule, doc=" | ".join(f'"{name}"' for name in SCHEDULES)),
-    "inner_steps": Key("int", 1, between(1, MAX_INNER_STEPS), "H, inner steps between syncs (ddp ignores it)"),
+    "algorithm": Key(
+        "str", check=registered_schedule, doc=" | ".join(f'"{name}"' for name in SCHEDULES)
+    ),
+    "inner_steps": Key(
+        "int", 1, between(1, MAX_INNER_STEPS), "H, inner steps between syncs (ddp ignores it)"
+    ),
     "outer_steps": Key("int", check=at_least_one, doc="syncs to simulate (ddp: steps)"),
-    "fragments": Key("int", 1, between(1, MAX_FRAGMENTS), "streaming: P, fragments synced at staggered offsets"),
-    "overlap_steps": Key("int", 0, between(0, MAX_INNER_STEPS),
-                         "streaming: tau, inner steps a fragment's all-reduce may overlap"),
-    "bits": Key("int", None, one_of(*WIRE_BITS), "bits per exchanged value on the wire; default bytes_per_param * 8"),
-    "backward_overlap": Key("float", 0.0, fraction_below_one,
-                            "fraction of a step's compute (its backward pass) that the exchange it produces may overlap: "
-                            "DDP's gradient, the DiLoCo family's pseudo-gradient after the last inner step"),
-    "barrier": Key("str", "wait", one_of(*BARRIERS),
-                   'diloco outer step: "wait" for all, "deadline" (drop late deltas) or "adaptive" H'),
-    "deadline_slack": Key("float", 0.1, between(0, MAX_DEADLINE_SLACK),
-                          "deadline barrier: the sync starts at (1 + slack) x the median worker's interval"),
-    "quorum": Key("int", 1, between(1, MAX_REPLICAS),
-                  "decoupled: K, reports of a fragment the syncer waits for before it merges (the other "
-                  "schedules sync every worker: above 1 there, it is refused)"),
-    "grace_window": Key("float|str", ADAPTIVE, grace_window,
-                        'decoupled: after the quorum, how long the syncer waits for more reports: "adaptive" '
-                        "(the slack before the first reporter needs the fragment back) or seconds"),
-    "elastic": Key("bool", False, doc="on a chip failure (island.chip_mtbf_s): false stops every worker until "
-                                      "the failed one recovers and restarts all from the last checkpoint; true: "
-                                      "the survivors shrink and go on, the failed worker rejoins"),
+    "fragments": Key(
+        "int", 1, between(1, MAX_FRAGMENTS), "streaming: P, fragments synced at staggered offsets"
+    ),
+    "overlap_steps": Key(
+        "int",
+        0,
+        between(0, MAX_INNER_STEPS),
+        "streaming: tau, inner steps a fragment's all-reduce may overlap",
+    ),
+    "bits": Key(
+        "int",
+        None,
+        one_of(*WIRE_BITS),
+        "bits per exchanged value on the wire; default bytes_per_param * 8",
+    ),
+    "backward_overlap": Key(
+        "float",
+        0.0,
+        fraction_below_one,
+        "fraction of a step's compute (its backward pass) that the exchange it produces may overlap: "
+        "DDP's gradient, the DiLoCo family's pseudo-gradient after the last inner step",
+    ),
+    "barrier": Key(
+        "str",
+        "wait",
+        one_of(*BARRIERS),
+        'diloco outer step: "wait" for all, "deadline" (drop late deltas) or "adaptive" H',
+    ),
+    "deadline_slack": Key(
+        "float",
+        0.1,
+        between(0, MAX_DEADLINE_SLACK),
+        "deadline barrier: the sync starts at (1 + slack) x the median worker's interval",
+    ),
+    "quorum": Key(
+        "int",
+        1,
+        between(1, MAX_REPLICAS),
+        "decoupled: K, reports of a fragment the syncer waits for before it merges (the other "
+        "schedules sync every worker: above 1 there, it is refused)",
+    ),
+    "grace_window": Key(
+        "float|str",
+        ADAPTIVE,
+        grace_window,
+        'decoupled: after the quorum, how long the syncer waits for more reports: "adaptive" '
+        "(the slack before the first reporter needs the fragment back) or seconds",
+    ),
+    "elastic": Key(
+        "bool",
+        False,
+        doc="on a chip failure (island.chip_mtbf_s): false stops every worker until "
+        "the failed one recovers and restarts all from the last checkpoint; true: "
+        "the survivors shrink and go on, the failed worker rejoins",
+    ),
 }
 
 NETWORK_KEYS = {
-    "model": Key("str", "auto", one_of(*NETWORK_MODELS),
-                 '"alpha-beta" (closed form), "flow" (max-min fair sharing) or "auto"'),
-    "tcp_window_bytes": Key("float", 0.0, zero_or_between(MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES, " bytes"),
-                            "TCP window per stream; caps a transfer at streams * window / RTT (0: no cap)"),
+    "model": Key(
+        "str",
+        "auto",
+        one_of(*NETWORK_MODELS),
+        '"alpha-beta" (closed form), "flow" (max-min fair sharing) or "auto"',
+    ),
+    "tcp_window_bytes": Key(
+        "float",
+        0.0,
+        zero_or_between(MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES, " bytes"),
+        "TCP window per stream; caps a transfer at streams * window / RTT (0: no cap)",
+    ),
     "streams": Key("int", 1, between(1, MAX_STREAMS), "parallel TCP streams per transfer"),
-    "loss_rate": Key("float", 0.0, between(0, MAX_LOSS_RATE),
-                     "fraction of packets the WAN path loses: caps each TCP stream at sqrt(3/2) x MSS / (RTT x "
-                     "sqrt(loss_rate)) (Mathis et al. 1997; 0: no loss)"),
-    "detection_timeout_s": Key("float", 30.0, between(0, MAX_DETECTION_TIMEOUT_S, " s"),
-                               "how long the others take to notice a departed worker and re-form the ring"),
-    "exchange_cpu_s_per_value": Key("float", 0.0, between(0, MAX_EXCHANGE_CPU_S_PER_VALUE, " s"),
-                                    "CPU seconds per value of the exchanged tensor that each member spends "
-                                    "before a collective's bytes move (screening: finite check, norm)"),
-    "exchange_end_spread_s": Key("float", 0.0, between(0, MAX_EXCHANGE_END_SPREAD_S, " s"),
-                                 "seconds between the first and the last member finishing a collective, "
-                                 "the members spread evenly over them (0: all finish together)"),
-    "rtt_csv": Key("str", "", doc="a CSV of measured round trips (columns a, b, rtt_ms: two island names and "
-                                  "milliseconds), read as [[latency]] entries; relative to the scenario's folder"),
-    "collective": Key("str", "ring", one_of(*COLLECTIVE_SHAPES),
-                      '"ring" (one ring over every worker), "hierarchical" (each region reduces into its '
-                      "first worker, the leaders ring all-reduce, each leader broadcasts back) or \"tree\" "
-                      "(a binary tree's reduce and broadcast); the simulator's choice: islands train runs a ring"),
-    "on_departure": Key("str", "restart", one_of(*DEPARTURE_POLICIES),
-                        '"restart" (a departure breaks a collective in flight: the survivors restart it from '
-                        'scratch once they notice) or "partial" (it goes on without the departed member, whose '
-                        "contribution is dropped; the others wait detection_timeout_s for its part); the "
-                        "simulator's choice: islands train restarts"),
-    "ring_efficiency": Key("float", 1.0, fraction_up_to_one,
-                           "the fraction of its slowest link's rate a ring collective achieves (1: all of it); "
-                           "below 1 where one FIFO per egress queues each node's acknowledgements behind its "
-                           "uploads (nccl-tests' bus bandwidth over iperf3's rate: 0.79 at 50 Mbit/s, 0.90 at 200 "
-                           "in real runs through tc tbf); islands calibrate measures it"),
-    "ring_order": Key("str", "listed", one_of(*RING_ORDERS),
-                      '"listed" (workers in file order) or "optimised" (the members of a region together, the '
-                      "regions in the order whose slowest backbone is widest); the simulator's choice: islands "
-                      "train runs the ring in rank order"),
+    "loss_rate": Key(
+        "float",
+        0.0,
+        between(0, MAX_LOSS_RATE),
+        "fraction of packets the WAN path loses: caps each TCP stream at sqrt(3/2) x MSS / (RTT x "
+        "sqrt(loss_rate)) (Mathis et al. 1997; 0: no loss)",
+    ),
+    "detection_timeout_s": Key(
+        "float",
+        30.0,
+        between(0, MAX_DETECTION_TIMEOUT_S, " s"),
+        "how long the others take to notice a departed worker and re-form the ring",
+    ),
+    "exchange_cpu_s_per_value": Key(
+        "float",
+        0.0,
+        between(0, MAX_EXCHANGE_CPU_S_PER_VALUE, " s"),
+        "CPU seconds per value of the exchanged tensor that each member spends "
+        "before a collective's bytes move (screening: finite check, norm)",
+    ),
+    "exchange_end_spread_s": Key(
+        "float",
+        0.0,
+        between(0, MAX_EXCHANGE_END_SPREAD_S, " s"),
+        "seconds between the first and the last member finishing a collective, "
+        "the members spread evenly over them (0: all finish together)",
+    ),
+    "rtt_csv": Key(
+        "str",
+        "",
+        doc="a CSV of measured round trips (columns a, b, rtt_ms: two island names and "
+        "milliseconds), read as [[latency]] entries; relative to the scenario's folder",
+    ),
+    "collective": Key(
+        "str",
+        "ring",
+        one_of(*COLLECTIVE_SHAPES),
+        '"ring" (one ring over every worker), "hierarchical" (each region reduces into its '
+        'first worker, the leaders ring all-reduce, each leader broadcasts back) or "tree" '
+        "(a binary tree's reduce and broadcast); the simulator's choice: islands train runs a ring",
+    ),
+    "on_departure": Key(
+        "str",
+        "restart",
+        one_of(*DEPARTURE_POLICIES),
+        '"restart" (a departure breaks a collective in flight: the survivors restart it from '
+        'scratch once they notice) or "partial" (it goes on without the departed member, whose '
+        "contribution is dropped; the others wait detection_timeout_s for its part); the "
+        "simulator's choice: islands train restarts",
+    ),
+    "ring_efficiency": Key(
+        "float",
+        1.0,
+        fraction_up_to_one,
+        "the fraction of its slowest link's rate a ring collective achieves (1: all of it); "
+        "below 1 where one FIFO per egress queues each node's acknowledgements behind its "
+        "uploads (nccl-tests' bus bandwidth over iperf3's rate: 0.79 at 50 Mbit/s, 0.90 at 200 "
+        "in real runs through tc tbf); islands calibrate measures it",
+    ),
+    "ring_order": Key(
+        "str",
+        "listed",
+        one_of(*RING_ORDERS),
+        '"listed" (workers in file order) or "optimised" (the members of a region together, the '
+        "regions in the order whose slowest backbone is widest); the simulator's choice: islands "
+        "train runs the ring in rank order",
+    ),
 }
 
 EXCHANGE_KEYS = {
-    "calls": Key("str", "flat", one_of(*EXCHANGE_CALLS),
-                 'how the stack splits one exchange into collective calls: "flat" (one call on one buffer, as '
-                 'islands train does), "buckets" (calls of bucket_cap_mb, as PyTorch DDP) or "per_tensor" (one '
-                 "call per parameter tensor, issued back to back); each call pays call_overhead_s and the "
-                 "ring's 2(M-1) hop latencies"),
-    "bucket_cap_mb": Key("float", None, between(MIN_BUCKET_CAP_MB, MAX_BUCKET_CAP_MB, " MiB"),
-                         'calls = "buckets": MiB of unencoded values per call (PyTorch DDP\'s bucket_cap_mb; '
-                         "default 25)"),
-    "tensors": Key("int", None, between(1, MAX_TENSORS),
-                   'calls = "per_tensor": the parameter tensors of the model (len(list(model.parameters()))), '
-                   "each fragment taking its share"),
-    "call_overhead_s": Key("float", 0.0, between(0, MAX_CALL_OVERHEAD_S, " s"),
-                           "fixed seconds each collective call costs beyond its ring's hop latencies (launch, "
-                           "synchronisation); islands calibrate measures it"),
-    "sync_overhead_s": Key("float", 0.0, between(0, MAX_CALL_OVERHEAD_S, " s"),
-                           "fixed seconds of each exchange besides its calls (a quorum or screening round, the "
-                           "hand-off to the exchange thread); islands validate measures the trainer's"),
-    "first_call_s": Key("float", 0.0, between(0, MAX_FIRST_CALL_S, " s"),
-                        "extra seconds of the run's first collective: the communicator set up at the first call "
-                        "(NCCL: 0.4-0.8 s)"),
-    "outer_step_s": Key("float", 0.0, between(0, MAX_OUTER_STEP_S, " s"),
-                        "the DiLoCo family's outer step (and merge) on the critical path after each sync, for the "
-                        "whole model; a fragment takes its share"),
+    "calls": Key(
+        "str",
+        "flat",
+        one_of(*EXCHANGE_CALLS),
+        'how the stack splits one exchange into collective calls: "flat" (one call on one buffer, as '
+        'islands train does), "buckets" (calls of bucket_cap_mb, as PyTorch DDP) or "per_tensor" (one '
+        "call per parameter tensor, issued back to back); each call pays call_overhead_s and the "
+        "ring's 2(M-1) hop latencies",
+    ),
+    "bucket_cap_mb": Key(
+        "float",
+        None,
+        between(MIN_BUCKET_CAP_MB, MAX_BUCKET_CAP_MB, " MiB"),
+        'calls = "buckets": MiB of unencoded values per call (PyTorch DDP\'s bucket_cap_mb; '
+        "default 25)",
+    ),
+    "tensors": Key(
+        "int",
+        None,
+        between(1, MAX_TENSORS),
+        'calls = "per_tensor": the parameter tensors of the model (len(list(model.parameters()))), '
+        "each fragment taking its share",
+    ),
+    "call_overhead_s": Key(
+        "float",
+        0.0,
+        between(0, MAX_CALL_OVERHEAD_S, " s"),
+        "fixed seconds each collective call costs beyond its ring's hop latencies (launch, "
+        "synchronisation); islands calibrate measures it",
+    ),
+    "sync_overhead_s": Key(
+        "float",
+        0.0,
+        between(0, MAX_CALL_OVERHEAD_S, " s"),
+        "fixed seconds of each exchange besides its calls (a quorum or screening round, the "
+        "hand-off to the exchange thread); islands validate measures the trainer's",
+    ),
+    "first_call_s": Key(
+        "float",
+        0.0,
+        between(0, MAX_FIRST_CALL_S, " s"),
+        "extra seconds of the run's first collective: the communicator set up at the first call "
+        "(NCCL: 0.4-0.8 s)",
+    ),
+    "outer_step_s": Key(
+        "float",
+        0.0,
+        between(0, MAX_OUTER_STEP_S, " s"),
+        "the DiLoCo family's outer step (and merge) on the critical path after each sync, for the "
+        "whole model; a fragment takes its share",
+    ),
 }
 
 ISLAND_KEYS = {
-    "name": Key("str", check=non_empty, doc="island name, unique among the islands and their replicas' "
-                                            "names (an island `a` of 2 replicas names them `a-0`, `a-1`)"),
-    "replicas": Key("int", 1, between(1, MAX_REPLICAS),
-                    "this island repeated N times, each a worker with its own link"),
-    "step_time_s": Key("float", None, between(MIN_STEP_TIME_S, MAX_STEP_TIME_S, " s"),
-                       "one inner step's compute on this island, seconds"),
-    "gpus": Key("int", 1, between(1, MAX_GPUS), "accelerators per worker (with gpu and mfu, instead of step_time_s)"),
+    "name": Key(
+        "str",
+        check=non_empty,
+        doc="island name, unique among the islands and their replicas' "
+        "names (an island `a` of 2 replicas names them `a-0`, `a-1`)",
+    ),
+    "replicas": Key(
+        "int",
+        1,
+        between(1, MAX_REPLICAS),
+        "this island repeated N times, each a worker with its own link",
+    ),
+    "step_time_s": Key(
+        "float",
+        None,
+        between(MIN_STEP_TIME_S, MAX_STEP_TIME_S, " s"),
+        "one inner step's compute on this island, seconds",
+    ),
+    "gpus": Key(
+        "int",
+        1,
+        between(1, MAX_GPUS),
+        "accelerators per worker (with gpu and mfu, instead of step_time_s)",
+    ),
     "gpu": Key("str", None, doc="accelerator name from the built-in table or [accelerators]"),
-    "memory_gb": Key("float", None, between(MIN_MEMORY_GB, MAX_MEMORY_GB, " GB"),
-                     "memory of one accelerator, GB of 1e9 bytes (default: the table's for gpu): a replica's "
-                     "weights, gradients and optimizer state, sharded over gpus, must fit in it"),
+    "memory_gb": Key(
+        "float",
+        None,
+        between(MIN_MEMORY_GB, MAX_MEMORY_GB, " GB"),
+        "memory of one accelerator, GB of 1e9 bytes (default: the table's for gpu): a replica's "
+        "weights, gradients and optimizer state, sharded over gpus, must fit in it",
+    ),
     "mfu": Key("float", None, fraction_up_to_one, "model FLOPs utilisation of the inner step"),
-    "jitter_cv": Key("float", 0.0, between(0, MAX_JITTER_CV),
-                     "coefficient of variation of one step's time (lognormal)"),
-    "bandwidth_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
-                          "WAN access link, each direction, 1 Gbps = 1e9 bit/s"),
-    "upload_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"), "uplink, overrides bandwidth_gbps"),
-    "download_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"), "downlink, overrides bandwidth_gbps"),
-    "latency_ms": Key("float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "one-way latency to the WAN core, milliseconds"),
-    "burst_bytes": Key("float", 0.0, between(0, MAX_BURST_BYTES, " B"),
-                       "the access link's token bucket, each direction: bytes a transfer sends at once after the "
-                       "link idled (tc tbf's burst, a provider's burst allowance); refills at the spare rate"),
-    "upload_burst_bytes": Key("float", None, between(0, MAX_BURST_BYTES, " B"), "uplink, overrides burst_bytes"),
-    "download_burst_bytes": Key("float", None, between(0, MAX_BURST_BYTES, " B"), "downlink, overrides burst_bytes"),
-    "region": Key("str", None, doc="the [[region]] whose core the access link joins (required once regions are "
-                                   "declared)"),
+    "jitter_cv": Key(
+        "float",
+        0.0,
+        between(0, MAX_JITTER_CV),
+        "coefficient of variation of one step's time (lognormal)",
+    ),
+    "bandwidth_gbps": Key(
+        "float",
+        None,
+        between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
+        "WAN access link, each direction, 1 Gbps = 1e9 bit/s",
+    ),
+    "upload_gbps": Key(
+        "float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"), "uplink, overrides bandwidth_gbps"
+    ),
+    "download_gbps": Key(
+        "float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"), "downlink, overrides bandwidth_gbps"
+    ),
+    "latency_ms": Key(
+        "float",
+        0.0,
+        between(0, MAX_LATENCY_MS, " ms"),
+        "one-way latency to the WAN core, milliseconds",
+    ),
+    "burst_bytes": Key(
+        "float",
+        0.0,
+        between(0, MAX_BURST_BYTES, " B"),
+        "the access link's token bucket, each direction: bytes a transfer sends at once after the "
+        "link idled (tc tbf's burst, a provider's burst allowance); refills at the spare rate",
+    ),
+    "upload_burst_bytes": Key(
+        "float", None, between(0, MAX_BURST_BYTES, " B"), "uplink, overrides burst_bytes"
+    ),
+    "download_burst_bytes": Key(
+        "float", None, between(0, MAX_BURST_BYTES, " B"), "downlink, overrides burst_bytes"
+    ),
+    "region": Key(
+        "str",
+        None,
+        doc="the [[region]] whose core the access link joins (required once regions are declared)",
+    ),
     "present": Key("bool", True, doc="present at the start (false: enters with a join event)"),
-    "mtbf_s": Key("float", None, at_least(MIN_CHURN_S, " s"),
-                  "random churn: mean time between departures (exponential)"),
-    "mttr_s": Key("float", None, at_least(MIN_CHURN_S, " s"),
-                  "random churn: mean time until a departed worker returns"),
-    "chips": Key("int", None, between(1, MAX_CHIPS), "accelerator chips per worker, where failures strike "
-                                                    "(default: gpus)"),
-    "chip_mtbf_s": Key("float", None, at_least(MIN_CHURN_S, " s"),
-                       "mean time between interruptions of one chip: a worker of n chips fails at n / "
-                       "chip_mtbf_s per second it computes (exponential gaps)"),
-    "recovery_s": Key("float", None, between(0, MAX_EVENT_S, " s"),
-                      "time until a failed worker computes again (required with chip_mtbf_s)"),
-    "cost_per_hour": Key("float", 0.0, between(0, MAX_COST_PER_HOUR),
-                         "what one worker of this island costs per hour of wall-clock time, its link included, "
-                         "in any currency (plan --objective cost)"),
+    "mtbf_s": Key(
+        "float",
+        None,
+        at_least(MIN_CHURN_S, " s"),
+        "random churn: mean time between departures (exponential)",
+    ),
+    "mttr_s": Key(
+        "float",
+        None,
+        at_least(MIN_CHURN_S, " s"),
+        "random churn: mean time until a departed worker returns",
+    ),
+    "chips": Key(
+        "int",
+        None,
+        between(1, MAX_CHIPS),
+        "accelerator chips per worker, where failures strike (default: gpus)",
+    ),
+    "chip_mtbf_s": Key(
+        "float",
+        None,
+        at_least(MIN_CHURN_S, " s"),
+        "mean time between interruptions of one chip: a worker of n chips fails at n / "
+        "chip_mtbf_s per second it computes (exponential gaps)",
+    ),
+    "recovery_s": Key(
+        "float",
+        None,
+        between(0, MAX_EVENT_S, " s"),
+        "time until a failed worker computes again (required with chip_mtbf_s)",
+    ),
+    "cost_per_hour": Key(
+        "float",
+        0.0,
+        between(0, MAX_COST_PER_HOUR),
+        "what one worker of this island costs per hour of wall-clock time, its link included, "
+        "in any currency (plan --objective cost)",
+    ),
 }
 
 EVENT_KEYS = {
-    "at_s": Key("float", check=between(0, MAX_EVENT_S, " s"), doc="simulated time of the event, seconds"),
+    "at_s": Key(
+        "float", check=between(0, MAX_EVENT_S, " s"), doc="simulated time of the event, seconds"
+    ),
     "island": Key("str", doc="an island name (all its replicas) or one replica's name, e.g. eu-1"),
     "kind": Key("str", check=one_of(*EVENT_KINDS), doc='"leave" or "join"'),
 }
 
 SYNCER_KEYS = {
-    "bandwidth_gbps": Key("float", None, between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
-                          "decoupled: the syncer's access link, each direction (default: a non-blocking core)"),
-    "latency_ms": Key("float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "decoupled: the syncer's one-way latency"),
-    "region": Key("str", None, doc="decoupled: the [[region]] the syncer sits in (required once regions are declared)"),
+    "bandwidth_gbps": Key(
+        "float",
+        None,
+        between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
+        "decoupled: the syncer's access link, each direction (default: a non-blocking core)",
+    ),
+    "latency_ms": Key(
+        "float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "decoupled: the syncer's one-way latency"
+    ),
+    "region": Key(
+        "str",
+        None,
+        doc="decoupled: the [[region]] the syncer sits in (required once regions are declared)",
+    ),
 }
 
 REGION_KEYS = {
-    "name": Key("str", check=non_empty, doc="region name (unique): islands join its core with their access links"),
+    "name": Key(
+        "str",
+        check=non_empty,
+        doc="region name (unique): islands join its core with their access links",
+    ),
 }
 
 BACKBONE_KEYS = {
     "between": Key("pair", doc='the two regions it joins, e.g. ["us", "eu"]'),
-    "bandwidth_gbps": Key("float", check=between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
-                          doc="each way; every flow between the two regions shares it"),
-    "latency_ms": Key("float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "one-way, between the two cores"),
+    "bandwidth_gbps": Key(
+        "float",
+        check=between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
+        doc="each way; every flow between the two regions shares it",
+    ),
+    "latency_ms": Key(
+        "float", 0.0, between(0, MAX_LATENCY_MS, " ms"), "one-way, between the two cores"
+    ),
 }
 
 LATENCY_KEYS = {
-    "between": Key("pair", doc='two islands, e.g. ["us-dc", "eu-dc"] (the same one twice: between its replicas)'),
-    "rtt_ms": Key("float", check=between(0, 2 * MAX_LATENCY_MS, " ms"),
-                  doc="measured round trip between their workers; half of it is the one-way latency, in place "
-                      "of the access (and backbone) latencies"),
+    "between": Key(
+        "pair",
+        doc='two islands, e.g. ["us-dc", "eu-dc"] (the same one twice: between its replicas)',
+    ),
+    "rtt_ms": Key(
+        "float",
+        check=between(0, 2 * MAX_LATENCY_MS, " ms"),
+        doc="measured round trip between their workers; half of it is the one-way latency, in place "
+        "of the access (and backbone) latencies",
+    ),
 }
 
 ARRAYS = {  # arrays of tables: --set and --grid reach an entry by index, name or * (every entry)
@@ -371,4 +614,4 @@ def shown_value(value: Any) -> str:
         except ValueError:  # past Python's int-to-text limit (4,300 digits)
             return f"an integer of about {int(abs(value).bit_length() * LOG10_2) + 1} digits"
     text = repr(value)
-    return text if len(text) <= MAX_SHOWN_CHARACTERS else text[:MAX_SHOWN_CHARACTERS - 3] + "..."
+    return text if len(text) <= MAX_SHOWN_CHARACTERS else text[: MAX_SHOWN_CHARACTERS - 3] + "..."

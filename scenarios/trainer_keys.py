@@ -39,7 +39,11 @@ def positive_up_to(high: float, unit: str = "") -> Callable[[float], str | None]
 
 
 def momentum(value: float) -> str | None:
-    return None if 0 <= value < 1 else "must be in [0, 1): momentum of 1 or more never forgets and diverges"
+    return (
+        None
+        if 0 <= value < 1
+        else "must be in [0, 1): momentum of 1 or more never forgets and diverges"
+    )
 
 
 def unit_interval(value: float) -> str | None:
@@ -55,54 +59,125 @@ def open_unit_interval(value: float) -> str | None:
 
 
 TRAINER_KEYS = {
-    "ranks_per_island": Key("int", 1, between(1, 1024), "processes per island (data parallel inside the island)"),
+    "ranks_per_island": Key(
+        "int", 1, between(1, 1024), "processes per island (data parallel inside the island)"
+    ),
     "n_layer": Key("int", 2, between(1, 1024), "transformer blocks of the small GPT"),
     "n_head": Key("int", 2, between(1, 1024), "attention heads"),
     "n_embd": Key("int", 64, between(1, 65536), "embedding width"),
     "block_size": Key("int", 64, between(1, 65536), "context length in bytes (byte-level tokens)"),
     "batch_size": Key("int", 8, between(1, 65536), "sequences per rank per inner step"),
-    "inner_optimizer": Key("str", "adamw", one_of(*INNER_OPTIMIZERS),
-                           '"adamw" (the DiLoCo inner optimizer) or "sgd" (plain, for equivalence checks)'),
+    "inner_optimizer": Key(
+        "str",
+        "adamw",
+        one_of(*INNER_OPTIMIZERS),
+        '"adamw" (the DiLoCo inner optimizer) or "sgd" (plain, for equivalence checks)',
+    ),
     "lr": Key("float", 3e-3, positive_up_to(10), "inner peak learning rate"),
     "min_lr_ratio": Key("float", 0.1, unit_interval, "cosine decay floor as a fraction of lr"),
-    "weight_decay": Key("float", 0.1, between(0, 10), "inner weight decay (matrices and embeddings only)"),
+    "weight_decay": Key(
+        "float", 0.1, between(0, 10), "inner weight decay (matrices and embeddings only)"
+    ),
     "grad_clip": Key("float", 1.0, between(0, 1e6), "gradient-norm clip (0 disables)"),
     "warmup_steps": Key("int", 10, between(0, 1e9), "inner learning-rate warmup steps"),
-    "outer_optimizer": Key("str", "nesterov", one_of(*OUTER_OPTIMIZERS),
-                           '"nesterov" (SGD + Nesterov), "average" (lr 1, no momentum) or "adamw"'),
-    "outer_lr": Key("float", None, positive_up_to(10),
-                    "outer learning rate (default: the outer optimizer's own, ``OUTER_DEFAULTS``)"),
-    "outer_momentum": Key("float", None, momentum,
-                          "outer Nesterov momentum, 0: plain SGD (default: the outer optimizer's own)"),
-    "fragment_alpha": Key("float", 0.0, unit_interval,
-                          "streaming: local = alpha * local + (1 - alpha) * merged global (0 adopts the global)"),
+    "outer_optimizer": Key(
+        "str",
+        "nesterov",
+        one_of(*OUTER_OPTIMIZERS),
+        '"nesterov" (SGD + Nesterov), "average" (lr 1, no momentum) or "adamw"',
+    ),
+    "outer_lr": Key(
+        "float",
+        None,
+        positive_up_to(10),
+        "outer learning rate (default: the outer optimizer's own, ``OUTER_DEFAULTS``)",
+    ),
+    "outer_momentum": Key(
+        "float",
+        None,
+        momentum,
+        "outer Nesterov momentum, 0: plain SGD (default: the outer optimizer's own)",
+    ),
+    "fragment_alpha": Key(
+        "float",
+        0.0,
+        unit_interval,
+        "streaming: local = alpha * local + (1 - alpha) * merged global (0 adopts the global)",
+    ),
     "seed": Key("int", 0, between(0, 2**63 - 1), "seed for initialisation and data order"),
-    "data_path": Key("str", "", doc="file or folder of your own text (empty: Python's standard-library sources)"),
-    "data_split": Key("str", "iid", one_of(*DATA_SPLITS),
-                      '"iid" (interleaved chunks per island) or "files" (whole files per island, non-IID)'),
-    "corpus_bytes": Key("int", 2_000_000, between(1, 1e10), "bytes of the standard-library corpus to read"),
-    "val_fraction": Key("float", 0.05, open_unit_interval, "fraction of the corpus (whole files) held out"),
-    "eval_batches": Key("int", 4, between(1, 1e6), "validation batches per evaluation (same batches every time)"),
-    "checkpoint_every": Key("int", 10, between(0, 1e9),
-                            "checkpoint every K periods of inner_steps steps (0: only at the end)"),
-    "pace_step_time_s": Key("float", 0.0, between(0, 86400, " s"),
-                            "pad every inner step to this many seconds by sleeping (0: no pacing)"),
-    "pace_islands": Key("bool", False, doc="pad each island's inner steps to its island.step_time_s"),
+    "data_path": Key(
+        "str", "", doc="file or folder of your own text (empty: Python's standard-library sources)"
+    ),
+    "data_split": Key(
+        "str",
+        "iid",
+        one_of(*DATA_SPLITS),
+        '"iid" (interleaved chunks per island) or "files" (whole files per island, non-IID)',
+    ),
+    "corpus_bytes": Key(
+        "int", 2_000_000, between(1, 1e10), "bytes of the standard-library corpus to read"
+    ),
+    "val_fraction": Key(
+        "float", 0.05, open_unit_interval, "fraction of the corpus (whole files) held out"
+    ),
+    "eval_batches": Key(
+        "int", 4, between(1, 1e6), "validation batches per evaluation (same batches every time)"
+    ),
+    "checkpoint_every": Key(
+        "int",
+        10,
+        between(0, 1e9),
+        "checkpoint every K periods of inner_steps steps (0: only at the end)",
+    ),
+    "pace_step_time_s": Key(
+        "float",
+        0.0,
+        between(0, 86400, " s"),
+        "pad every inner step to this many seconds by sleeping (0: no pacing)",
+    ),
+    "pace_islands": Key(
+        "bool", False, doc="pad each island's inner steps to its island.step_time_s"
+    ),
     "device": Key("str", "auto", one_of(*DEVICES), '"auto" (CUDA when present), "cpu" or "cuda"'),
-    "timeout_s": Key("float", 300.0, positive_up_to(604800, " s"), "seconds before a collective that never completes fails the run"),
-    "screen_norm_factor": Key("float", 10.0, between(0, 1e12),
-                              "exclude a pseudo-gradient whose norm is above this times the median of the "
-                              "others' (0: only NaN/Inf are excluded)"),
-    "aggregation": Key("str", "mean", one_of(*AGGREGATIONS),
-                       '"mean" (ring average), "median" or "trimmed_mean" (coordinate-wise, all-gathered: '
-                       'the simulator prices (M-1) whole payloads per worker); decoupled: "mean" or '
-                       '"radial_directional" (the syncer\'s merge)'),
-    "trim_fraction": Key("float", 0.25, fraction_below_half,
-                         "trimmed_mean: fraction of the values dropped at each end of every coordinate"),
-    "elastic": Key("bool", False, doc="islands may die and join mid-run (on with [[event]] entries or "
-                                      "present = false; needs ranks_per_island = 1)"),
-    "collective_timeout_s": Key("float", 10.0, positive_up_to(86400, " s"),
-                                "elastic: seconds before a cross-island collective gives up on a silent peer"),
+    "timeout_s": Key(
+        "float",
+        300.0,
+        positive_up_to(604800, " s"),
+        "seconds before a collective that never completes fails the run",
+    ),
+    "screen_norm_factor": Key(
+        "float",
+        10.0,
+        between(0, 1e12),
+        "exclude a pseudo-gradient whose norm is above this times the median of the "
+        "others' (0: only NaN/Inf are excluded)",
+    ),
+    "aggregation": Key(
+        "str",
+        "mean",
+        one_of(*AGGREGATIONS),
+        '"mean" (ring average), "median" or "trimmed_mean" (coordinate-wise, all-gathered: '
+        'the simulator prices (M-1) whole payloads per worker); decoupled: "mean" or '
+        '"radial_directional" (the syncer\'s merge)',
+    ),
+    "trim_fraction": Key(
+        "float",
+        0.25,
+        fraction_below_half,
+        "trimmed_mean: fraction of the values dropped at each end of every coordinate",
+    ),
+    "elastic": Key(
+        "bool",
+        False,
+        doc="islands may die and join mid-run (on with [[event]] entries or "
+        "present = false; needs ranks_per_island = 1)",
+    ),
+    "collective_timeout_s": Key(
+        "float",
+        10.0,
+        positive_up_to(86400, " s"),
+        "elastic: seconds before a cross-island collective gives up on a silent peer",
+    ),
 }
 
 
@@ -148,20 +223,32 @@ def with_outer_defaults(values: dict[str, Any]) -> dict[str, Any]:
     """``values`` with the outer optimizer's own default (``OUTER_DEFAULTS``) for an unset
     ``outer_lr`` or ``outer_momentum``."""
     lr, beta = OUTER_DEFAULTS[values["outer_optimizer"]]
-    return {**values, "outer_lr": lr if values["outer_lr"] is None else values["outer_lr"],
-            "outer_momentum": beta if values["outer_momentum"] is None else values["outer_momentum"]}
+    return {
+        **values,
+        "outer_lr": lr if values["outer_lr"] is None else values["outer_lr"],
+        "outer_momentum": beta if values["outer_momentum"] is None else values["outer_momentum"],
+    }
 
 
 def outer_error(spec: TrainerSpec) -> tuple[str, str] | None:
     """(key, rule) where the outer settings contradict the optimizer: plain averaging is lr 1 with no
     momentum by definition (SGD with ``outer_lr`` and ``outer_momentum`` is "nesterov")."""
-    if spec.outer_optimizer == "average" and (spec.outer_lr, spec.outer_momentum) != OUTER_DEFAULTS["average"]:
+    if (
+        spec.outer_optimizer == "average"
+        and (spec.outer_lr, spec.outer_momentum) != OUTER_DEFAULTS["average"]
+    ):
         key = "outer_lr" if spec.outer_lr != 1.0 else "outer_momentum"
-        return key, ('"average" sets the global weights to the mean of the islands\' (lr 1, momentum 0); for '
-                     'another lr or momentum set outer_optimizer = "nesterov" (outer_momentum = 0: plain SGD)')
+        return key, (
+            '"average" sets the global weights to the mean of the islands\' (lr 1, momentum 0); for '
+            'another lr or momentum set outer_optimizer = "nesterov" (outer_momentum = 0: plain SGD)'
+        )
     return None
 
 
 def trainer_spec(**values: Any) -> TrainerSpec:
     """A ``TrainerSpec`` with every key's default, updated by ``values``."""
-    return TrainerSpec(**with_outer_defaults({**{name: key.default for name, key in TRAINER_KEYS.items()}, **values}))
+    return TrainerSpec(
+        **with_outer_defaults(
+            {**{name: key.default for name, key in TRAINER_KEYS.items()}, **values}
+        )
+    )

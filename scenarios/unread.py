@@ -34,35 +34,50 @@ def check_unread(scenario: Scenario, source: str) -> None:
 def check_churn_keys(scenario: Scenario, source: str) -> None:
     for index, island in enumerate(scenario.islands):
         if island.mttr_s is not None and island.mtbf_s is None:
-            raise ScenarioError(source, f"island.{index}.mttr_s",
-                                "has no effect without mtbf_s: workers leave at random only with mtbf_s (their "
-                                "mean time between departures), and mttr_s is how long they stay away; give "
-                                "mtbf_s or remove mttr_s")
+            raise ScenarioError(
+                source,
+                f"island.{index}.mttr_s",
+                "has no effect without mtbf_s: workers leave at random only with mtbf_s (their "
+                "mean time between departures), and mttr_s is how long they stay away; give "
+                "mtbf_s or remove mttr_s",
+            )
         if island.recovery_s is not None and island.chip_mtbf_s is None:
-            raise ScenarioError(source, f"island.{index}.recovery_s",
-                                "has no effect without chip_mtbf_s: workers fail only with chip_mtbf_s, and "
-                                "recovery_s is how long a failed one takes to compute again; give chip_mtbf_s "
-                                "or remove recovery_s")
+            raise ScenarioError(
+                source,
+                f"island.{index}.recovery_s",
+                "has no effect without chip_mtbf_s: workers fail only with chip_mtbf_s, and "
+                "recovery_s is how long a failed one takes to compute again; give chip_mtbf_s "
+                "or remove recovery_s",
+            )
 
 
 def check_deadline_slack(scenario: Scenario, source: str) -> None:
     schedule = scenario.schedule
     default = SCHEDULE_KEYS["deadline_slack"].default
     if schedule.barrier != "deadline" and schedule.deadline_slack != default:
-        raise ScenarioError(source, "schedule.deadline_slack",
-                            f'{schedule.deadline_slack:g} has no effect under barrier = "{schedule.barrier}": only '
-                            f'the "deadline" barrier sets a deadline (set barrier = "deadline", or remove it)')
+        raise ScenarioError(
+            source,
+            "schedule.deadline_slack",
+            f'{schedule.deadline_slack:g} has no effect under barrier = "{schedule.barrier}": only '
+            f'the "deadline" barrier sets a deadline (set barrier = "deadline", or remove it)',
+        )
 
 
 def check_syncer(scenario: Scenario, source: str) -> None:
     if not schedule_of(scenario).coupled:
         return
-    given = [field.name for field in dataclasses.fields(SyncerSpec)
-             if getattr(scenario.syncer, field.name) != field.default]
+    given = [
+        field.name
+        for field in dataclasses.fields(SyncerSpec)
+        if getattr(scenario.syncer, field.name) != field.default
+    ]
     if given:
-        raise ScenarioError(source, f"syncer.{given[0]}",
-                            f'has no effect: algorithm = "{scenario.schedule.algorithm}" has no syncer (its workers '
-                            "exchange with each other); the syncer is Decoupled DiLoCo's: remove [syncer]")
+        raise ScenarioError(
+            source,
+            f"syncer.{given[0]}",
+            f'has no effect: algorithm = "{scenario.schedule.algorithm}" has no syncer (its workers '
+            "exchange with each other); the syncer is Decoupled DiLoCo's: remove [syncer]",
+        )
 
 
 def check_absent_workers(scenario: Scenario, source: str) -> None:
@@ -71,7 +86,10 @@ def check_absent_workers(scenario: Scenario, source: str) -> None:
     for worker in scenario.workers():
         if worker.present or worker.mttr_s is not None or {worker.name, worker.island} & joined:
             continue
-        raise ScenarioError(source, f"island.{index_of[worker.island]}.present",
-                            f"false, and nothing ever brings worker '{worker.name}' in: add an [[event]] with "
-                            f'kind = "join" and island = "{worker.name}", give mtbf_s and mttr_s (a random '
-                            "return), or set present = true")
+        raise ScenarioError(
+            source,
+            f"island.{index_of[worker.island]}.present",
+            f"false, and nothing ever brings worker '{worker.name}' in: add an [[event]] with "
+            f'kind = "join" and island = "{worker.name}", give mtbf_s and mttr_s (a random '
+            "return), or set present = true",
+        )

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from islands.scenarios.model import Scenario
 
 SCHEDULES: dict[str, Schedule] = {
-    schedule.name: schedule for schedule in (DDP(), DiLoCo(), Streaming(), Eager(), Decoupled())}
+    schedule.name: schedule for schedule in (DDP(), DiLoCo(), Streaming(), Eager(), Decoupled())
+}
 
 
 def schedule_of(scenario: Scenario) -> Schedule:
@@ -49,6 +50,25 @@ def switch_to(algorithm: str) -> tuple[str, ...]:
     return (f"schedule.algorithm={algorithm}", *quorum, *syncer)
 
 
-__all__ = ["ADOPT", "ALL_GATHER", "ALL_REDUCE", "AVERAGE", "DDP", "EAGER", "GRADIENT", "PSEUDO_GRADIENT", "SCHEDULES",
-           "SYNCER", "DiLoCo", "Decoupled", "Eager", "Schedule", "Streaming", "SyncPoint", "SyncStep", "collective_of",
-           "schedule_of", "switch_to"]
+__all__ = [
+    "ADOPT",
+    "ALL_GATHER",
+    "ALL_REDUCE",
+    "AVERAGE",
+    "DDP",
+    "EAGER",
+    "GRADIENT",
+    "PSEUDO_GRADIENT",
+    "SCHEDULES",
+    "SYNCER",
+    "DiLoCo",
+    "Decoupled",
+    "Eager",
+    "Schedule",
+    "Streaming",
+    "SyncPoint",
+    "SyncStep",
+    "collective_of",
+    "schedule_of",
+    "switch_to",
+]

@@ -38,11 +38,11 @@ GRADIENT = "gradient"
 PSEUDO_GRADIENT = "pseudo-gradient"
 ALL_REDUCE = "all-reduce"
 ALL_GATHER = "all-gather"
-SYNCER = "syncer"    # a round trip to Decoupled DiLoCo's syncer: upload the fragment, download the global one
+SYNCER = "syncer"  # a round trip to Decoupled DiLoCo's syncer: upload the fragment, download the global one
 MEAN = "mean"
 AVERAGE = "average"  # the outer step takes the round's average once it has arrived
-EAGER = "eager"      # the outer step at the launch, with the eager proxy (``eager.py``)
-ADOPT = "adopt"      # the syncer takes the outer step; the learner adopts the global fragment (``decoupled.py``)
+EAGER = "eager"  # the outer step at the launch, with the eager proxy (``eager.py``)
+ADOPT = "adopt"  # the syncer takes the outer step; the learner adopts the global fragment (``decoupled.py``)
 MERGE_RULES = ("mean", "median", "trimmed_mean")  # trainer.aggregation of the collective schedules
 
 
@@ -52,7 +52,10 @@ def fragments_fit_period(schedule: ScheduleSpec) -> tuple[str, str] | None:
     steps allow: H = 100, P = 16 gives 6 or 7 steps apart), so each needs a step of its own."""
     h, p = schedule.inner_steps, schedule.fragments
     if p > h:
-        return "schedule.fragments", f"must be at most inner_steps (H={h}): each fragment is due at a step of its own (got P={p})"
+        return (
+            "schedule.fragments",
+            f"must be at most inner_steps (H={h}): each fragment is due at a step of its own (got P={p})",
+        )
     return None
 
 
@@ -86,14 +89,14 @@ class SyncPoint(SyncStep):
 class Schedule(ABC):
     """One algorithm, declared once. Subclasses set the class attributes and the two abstract methods."""
 
-    name: str = ""                       # the registry key: the value of schedule.algorithm
-    label: str = ""                      # how tables and plots name it
-    exchanged: str = PSEUDO_GRADIENT     # GRADIENT or PSEUDO_GRADIENT
+    name: str = ""  # the registry key: the value of schedule.algorithm
+    label: str = ""  # how tables and plots name it
+    exchanged: str = PSEUDO_GRADIENT  # GRADIENT or PSEUDO_GRADIENT
     barriers: tuple[str, ...] = ("wait",)
-    reads: tuple[str, ...] = ()          # schedule.* keys it reads besides outer_steps and bits
-    update: str = AVERAGE                # AVERAGE, EAGER or ADOPT: which outer step, and where
+    reads: tuple[str, ...] = ()  # schedule.* keys it reads besides outer_steps and bits
+    update: str = AVERAGE  # AVERAGE, EAGER or ADOPT: which outer step, and where
     aggregations: tuple[str, ...] = MERGE_RULES  # the trainer.aggregation values it runs
-    coupled: bool = True                 # workers wait for each other at syncs (False: learners on own clocks)
+    coupled: bool = True  # workers wait for each other at syncs (False: learners on own clocks)
 
     @abstractmethod
     def sync_steps(self, schedule: ScheduleSpec, first_outer: int = 0) -> Iterator[SyncStep]:
@@ -148,9 +151,15 @@ class Schedule(ABC):
         for step in self.sync_steps(scenario.schedule, first_outer):
             if step.outer_step < first_outer:
                 continue
-            yield SyncPoint(step.outer_step, step.fragment, step.launch_step, step.apply_step,
-                            payload_bytes=payloads[step.fragment], values=values[step.fragment],
-                            collective=collective)
+            yield SyncPoint(
+                step.outer_step,
+                step.fragment,
+                step.launch_step,
+                step.apply_step,
+                payload_bytes=payloads[step.fragment],
+                values=values[step.fragment],
+                collective=collective,
+            )
 
     def priced_fragments(self, scenario: Scenario) -> tuple[list[float], list[float], str]:
         """Each fragment's values (from the real split), its bytes on the wire at ``schedule.bits``, and

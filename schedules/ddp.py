@@ -21,7 +21,9 @@ class DDP(Schedule):
     def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
         overlap = schedule.backward_overlap
         for step in range(first_outer, schedule.outer_steps):
-            yield SyncStep(outer_step=step, fragment=0, launch_step=step + 1 - overlap, apply_step=step + 1)
+            yield SyncStep(
+                outer_step=step, fragment=0, launch_step=step + 1 - overlap, apply_step=step + 1
+            )
 
     def period_steps(self, schedule) -> int:
         """Inner steps per outer step: one."""

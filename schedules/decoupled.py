@@ -25,7 +25,7 @@ from __future__ import annotations
 from .base import ADOPT, SYNCER
 from .streaming import Streaming
 
-ADAPTIVE = "adaptive"          # schedule.grace_window's rule
+ADAPTIVE = "adaptive"  # schedule.grace_window's rule
 ADAPTIVE_GRACE_FRACTION = 0.5  # gamma of eq. 3; the paper does not publish its value
 
 
@@ -56,7 +56,14 @@ class Decoupled(Streaming):
     coupled = False
     update = ADOPT
     aggregations = ("mean", "radial_directional")
-    reads = ("inner_steps", "fragments", "overlap_steps", "backward_overlap", "quorum", "grace_window")
+    reads = (
+        "inner_steps",
+        "fragments",
+        "overlap_steps",
+        "backward_overlap",
+        "quorum",
+        "grace_window",
+    )
 
     def collective(self, aggregation: str) -> str:
         """Every exchange is a round trip to the syncer, whatever the merge rule."""
@@ -73,6 +80,8 @@ class Decoupled(Streaming):
         fragment per step); a fragment need only be due before it is sent again."""
         h, tau = schedule.inner_steps, schedule.overlap_steps
         if tau >= h:
-            return ("schedule.overlap_steps",
-                    f"must be below inner_steps = {h} (a fragment is due before it is sent again; got {tau})")
+            return (
+                "schedule.overlap_steps",
+                f"must be below inner_steps = {h} (a fragment is due before it is sent again; got {tau})",
+            )
         return None

@@ -25,7 +25,9 @@ class DiLoCo(Schedule):
         h, lead = schedule.inner_steps, schedule.backward_overlap
         for outer in range(first_outer, schedule.outer_steps):
             boundary = (outer + 1) * h
-            yield SyncStep(outer_step=outer, fragment=0, launch_step=boundary - lead, apply_step=boundary)
+            yield SyncStep(
+                outer_step=outer, fragment=0, launch_step=boundary - lead, apply_step=boundary
+            )
 
     def period_steps(self, schedule) -> int:
         """Inner steps per outer step: H."""

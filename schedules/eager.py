@@ -35,8 +35,12 @@ class Eager(Schedule):
         for outer in range(first_outer, schedule.outer_steps - 1):
             for fragment in range(p):
                 outer_step_at = outer * h + (fragment + 1) * h // p
-                yield SyncStep(outer_step=outer, fragment=fragment, launch_step=outer_step_at - lead,
-                               apply_step=outer_step_at + h)
+                yield SyncStep(
+                    outer_step=outer,
+                    fragment=fragment,
+                    launch_step=outer_step_at - lead,
+                    apply_step=outer_step_at + h,
+                )
 
     def period_steps(self, schedule) -> int:
         """Inner steps per outer step: H."""
@@ -57,5 +61,8 @@ class Eager(Schedule):
         if broken:
             return broken
         if schedule.outer_steps < 2:
-            return "schedule.outer_steps", "eager needs at least 2 (a round's average is applied one outer step later)"
+            return (
+                "schedule.outer_steps",
+                "eager needs at least 2 (a round's average is applied one outer step later)",
+            )
         return None

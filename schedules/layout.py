@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 FragmentOfLayer = Callable[[int, int], int]  # (layer, fragments) -> fragment
 
 
-EMBEDDINGS = ("wte.", "wpe.")  # name prefixes of the trainer's GPT's embeddings (layer 0, outside the blocks)
+EMBEDDINGS = (
+    "wte.",
+    "wpe.",
+)  # name prefixes of the trainer's GPT's embeddings (layer 0, outside the blocks)
 
 
 def layer_of(name: str, n_layer: int) -> int:
@@ -40,10 +43,14 @@ def planned_layer_values(model: ModelSpec) -> list[float] | None:
     if model.layers is None:
         return None
     block = (model.parameters - model.embedding_parameters) / model.layers
-    return [block + (model.embedding_parameters if layer == 0 else 0.0) for layer in range(model.layers)]
+    return [
+        block + (model.embedding_parameters if layer == 0 else 0.0) for layer in range(model.layers)
+    ]
 
 
-def split_by_layer(layer_values: Sequence[float], fragments: int, fragment_of_layer: FragmentOfLayer) -> list[float]:
+def split_by_layer(
+    layer_values: Sequence[float], fragments: int, fragment_of_layer: FragmentOfLayer
+) -> list[float]:
     """Values per fragment, given the values of each layer."""
     totals = [0.0] * fragments
     for layer, values in enumerate(layer_values):
@@ -51,7 +58,9 @@ def split_by_layer(layer_values: Sequence[float], fragments: int, fragment_of_la
     return totals
 
 
-def fragment_values(model: ModelSpec, fragments: int, fragment_of_layer: FragmentOfLayer) -> list[float]:
+def fragment_values(
+    model: ModelSpec, fragments: int, fragment_of_layer: FragmentOfLayer
+) -> list[float]:
     """Values in each fragment of a scenario's model."""
     layers = planned_layer_values(model)
     if layers is None:

@@ -30,7 +30,9 @@ class Streaming(Schedule):
         for outer in range(first_outer, schedule.outer_steps):
             for fragment in range(p):
                 due = outer * h + (fragment + 1) * h // p
-                yield SyncStep(outer_step=outer, fragment=fragment, launch_step=due - lead, apply_step=due)
+                yield SyncStep(
+                    outer_step=outer, fragment=fragment, launch_step=due - lead, apply_step=due
+                )
 
     def period_steps(self, schedule) -> int:
         """Inner steps per outer step: H."""
@@ -53,6 +55,8 @@ class Streaming(Schedule):
         the next one is launched."""
         window = schedule.inner_steps // schedule.fragments
         if schedule.overlap_steps >= window:
-            return ("schedule.overlap_steps",
-                    f"must be below inner_steps / fragments = {window} (got {schedule.overlap_steps})")
+            return (
+                "schedule.overlap_steps",
+                f"must be below inner_steps / fragments = {window} (got {schedule.overlap_steps})",
+            )
         return None

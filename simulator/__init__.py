@@ -13,5 +13,16 @@ from .players import PLAYER_NAMES, Player, chosen, play, simulate
 from .result import SimResult
 from .setup import RunSetup
 
-__all__ = ["DEFAULT_MAX_EVENTS", "PLAYER_NAMES", "BudgetExceeded", "Player", "RunSetup", "SimResult", "chosen",
-           "guard", "network_model_for", "play", "simulate"]
+__all__ = [
+    "DEFAULT_MAX_EVENTS",
+    "PLAYER_NAMES",
+    "BudgetExceeded",
+    "Player",
+    "RunSetup",
+    "SimResult",
+    "chosen",
+    "guard",
+    "network_model_for",
+    "play",
+    "simulate",
+]

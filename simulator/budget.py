@@ -41,11 +41,15 @@ from .network.collectives import collective_for
 from .replicas import groups
 
 EVENTS_PER_WORKER_SYNC = 2.0
-EVENTS_PER_LEARNER_SYNC = 10  # Decoupled DiLoCo: a report's preparation, upload, merge, download and wait (measured 8.8-9)
+# Decoupled DiLoCo: a report's preparation, upload, merge, download and wait (measured 8.8-9)
+EVENTS_PER_LEARNER_SYNC = 10
 EVENTS_PER_EXCHANGE_WORK = 1  # the timeout of a member's work before it joins a collective
 EVENTS_PER_OWN_END = 1  # a member's own end before the last's (network.exchange_end_spread_s)
-EVENTS_PER_COLLECTIVE = 3.5  # its latency, its transfer's end, the end's callbacks (measured 3-5): however many take part
-EVENTS_PER_STAGED_RUN = 4  # a staged collective's process: its start, a wait per stage (and per tree level)
+# its latency, its transfer's end, the end's callbacks (measured 3-5): however many take part
+EVENTS_PER_COLLECTIVE = 3.5
+EVENTS_PER_STAGED_RUN = (
+    4  # a staged collective's process: its start, a wait per stage (and per tree level)
+)
 ROWS_PER_WORKER_SYNC = 4
 BYTES_PER_WORKER_SYNC = 2000
 EVENTS_PER_CHANGE = 12
@@ -53,7 +57,9 @@ ROWS_PER_CHANGE = 3
 HORIZON_FACTOR = 10
 BYTES_PER_EVENT = 1000  # the memory a run may take per event of --max-events: 2 GB by default
 BYTES_PER_MATRIX_CELL = 8  # a float64 latency between two regions, or two islands
-BYTES_PER_RANK = 200  # a worker's entries in the topology's arrays, lists and dicts (measured, rounded up)
+BYTES_PER_RANK = (
+    200  # a worker's entries in the topology's arrays, lists and dicts (measured, rounded up)
+)
 MAX_CLOCK_RANGE = 1e10
 
 
@@ -63,21 +69,23 @@ class BudgetExceeded(ScenarioError):
 
 @dataclass(frozen=True)
 class Budget:
-    run_length_s: float        # upper bound of the run without random churn
-    horizon_s: float | None    # where a run with endless churn stops; None: the run provably ends
+    run_length_s: float  # upper bound of the run without random churn
+    horizon_s: float | None  # where a run with endless churn stops; None: the run provably ends
     worker_syncs: float
     membership_changes: float
     events: float
     trace_rows: float
-    memory_bytes: float        # the run's rows and events, and topology_bytes
+    memory_bytes: float  # the run's rows and events, and topology_bytes
     topology_bytes: float = 0.0
 
 
 def endless_churn(scenario: Scenario) -> bool:
     """Workers that leave and come back forever (churn that returns, chip failures): the only
     sources of events without end."""
-    return any(island.mtbf_s is not None and island.mttr_s is not None for island in scenario.islands) \
+    return (
+        any(island.mtbf_s is not None and island.mttr_s is not None for island in scenario.islands)
         or scenario.has_failures()
+    )
 
 
 def ring_rate_bytes_per_s(scenario: Scenario, workers: list[Worker]) -> float:
@@ -91,8 +99,13 @@ def ring_rate_bytes_per_s(scenario: Scenario, workers: list[Worker]) -> float:
 
 def slowest_backbone_bytes_per_s(scenario: Scenario) -> float:
     """The slowest backbone between regions (infinite without backbones)."""
-    return min((backbone.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE for backbone in scenario.backbones),
-               default=math.inf)
+    return min(
+        (
+            backbone.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
+            for backbone in scenario.backbones
+        ),
+        default=math.inf,
+    )
 
 
 def collectives_per_outer(scenario: Scenario) -> int:
@@ -109,16 +122,22 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker], worst: bool = Tr
     m, collective = len(workers), collective_for(scenario)
     work_s = scenario.network.exchange_cpu_s_per_value * scenario.model.parameters
     rate = ring_rate_bytes_per_s(scenario, workers)
-    latency_s = collectives_per_outer(scenario) * collective.hops(m) * scenario.farthest_hop_latency_s
+    latency_s = (
+        collectives_per_outer(scenario) * collective.hops(m) * scenario.farthest_hop_latency_s
+    )
     transfer_s = collective.volume_bytes(m, scenario.payload_bytes) / rate
-    if scenario.network.collective == "hierarchical":  # a chain's reduce and broadcast (S each) around it
+    if (
+        scenario.network.collective == "hierarchical"
+    ):  # a chain's reduce and broadcast (S each) around it
         transfer_s += 2 * scenario.payload_bytes / rate
         latency_s *= 2
     elif scenario.network.collective == "tree":  # each level a hop and 2S through a parent's link
         levels = tree_levels(m)
         latency_s = collectives_per_outer(scenario) * levels * scenario.farthest_hop_latency_s
         transfer_s = levels * 2 * scenario.payload_bytes / rate
-    if not schedule_of(scenario).coupled:  # a learner sends its fragments up, then takes the merge back down
+    if not schedule_of(
+        scenario
+    ).coupled:  # a learner sends its fragments up, then takes the merge back down
         transfer_s = max(transfer_s, 2 * scenario.payload_bytes / rate)
     # up to m - 1 late workers, whose downloads may all come through one member's uplink, beside the ring
     deadline = worst and scenario.schedule.barrier == "deadline"
@@ -134,7 +153,11 @@ def syncer_s_per_outer(scenario: Scenario, learners: int) -> float:
     if schedule_of(scenario).coupled:
         return 0.0
     latency_s = 2 * collectives_per_outer(scenario) * syncer.latency_ms / MS_PER_S
-    syncer_bytes_per_s = math.inf if syncer.bandwidth_gbps is None else syncer.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
+    syncer_bytes_per_s = (
+        math.inf
+        if syncer.bandwidth_gbps is None
+        else syncer.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
+    )
     bottleneck_bytes_per_s = min(syncer_bytes_per_s, slowest_backbone_bytes_per_s(scenario))
     return latency_s + 2 * learners * scenario.payload_bytes / bottleneck_bytes_per_s
 
@@ -146,7 +169,9 @@ def interval_s(scenario: Scenario, workers: list[Worker]) -> float:
     return max(w.step_time_s * scale for w, scale in zip(workers, scales)) * period
 
 
-def change_cost_s(scenario: Scenario, workers: list[Worker], outer_s: float, sync_s: float) -> float:
+def change_cost_s(
+    scenario: Scenario, workers: list[Worker], outer_s: float, sync_s: float
+) -> float:
     """The most one departure or join can delay the run: detection, a weights download, a lost
     interval and its sync."""
     download_s = scenario.weights_bytes / ring_rate_bytes_per_s(scenario, workers)
@@ -179,8 +204,13 @@ def estimate(scenario: Scenario) -> Budget:
     if endless_churn(scenario):
         horizon_s = HORIZON_FACTOR * length_s
         left_for_good = sum(1 for w in workers if w.mtbf_s is not None and w.mttr_s is None)
-        changes = moved_by_events(scenario, workers) + left_for_good + random_changes(
-            scenario, workers, min(horizon_s, expected_length_s(scenario, workers)))
+        changes = (
+            moved_by_events(scenario, workers)
+            + left_for_good
+            + random_changes(
+                scenario, workers, min(horizon_s, expected_length_s(scenario, workers))
+            )
+        )
     collectives = float(scenario.schedule.outer_steps * collectives_per_outer(scenario))
     worker_syncs = len(groups(scenario, workers)) * collectives
     topology = topology_bytes(scenario)
@@ -189,8 +219,11 @@ def estimate(scenario: Scenario) -> Budget:
         horizon_s=horizon_s,
         worker_syncs=worker_syncs,
         membership_changes=changes,
-        events=(events_per_worker_sync(scenario) * worker_syncs + events_per_collective(scenario) * collectives
-                + EVENTS_PER_CHANGE * changes),
+        events=(
+            events_per_worker_sync(scenario) * worker_syncs
+            + events_per_collective(scenario) * collectives
+            + EVENTS_PER_CHANGE * changes
+        ),
         trace_rows=ROWS_PER_WORKER_SYNC * worker_syncs + ROWS_PER_CHANGE * changes,
         memory_bytes=BYTES_PER_WORKER_SYNC * (worker_syncs + changes) + topology,
         topology_bytes=topology,
@@ -213,12 +246,19 @@ def expected_length_s(scenario: Scenario, workers: list[Worker]) -> float:
     scales = steps_scales(scenario, workers)
     sync_s = sync_s_per_outer(scenario, workers, worst=False)
     if not schedule_of(scenario).coupled:
-        compute_s = max(w.step_time_s * scale * period / presence(w) for w, scale in zip(workers, scales, strict=True))
+        compute_s = max(
+            w.step_time_s * scale * period / presence(w)
+            for w, scale in zip(workers, scales, strict=True)
+        )
         return scenario.schedule.outer_steps * (compute_s + sync_s)
-    compute_s = max(w.step_time_s * scale * period for w, scale in zip(workers, scales, strict=True))
+    compute_s = max(
+        w.step_time_s * scale * period for w, scale in zip(workers, scales, strict=True)
+    )
     rate = sum(presence(w) / w.mtbf_s for w in workers if w.mtbf_s is not None)
     if rate > 0 and scenario.network.on_departure == "restart":
-        exponent = min(rate * sync_s, math.log(HORIZON_FACTOR * len(workers)))  # past it, the horizon bounds it
+        exponent = min(
+            rate * sync_s, math.log(HORIZON_FACTOR * len(workers))
+        )  # past it, the horizon bounds it
         sync_s = math.expm1(exponent) * (1 / rate + scenario.network.detection_timeout_s)
     returns_per_s = sum((1 - presence(w)) / w.mttr_s for w in workers if w.mttr_s is not None)
     busy = returns_per_s * scenario.weights_bytes / min(w.upload_bytes_per_s for w in workers)
@@ -237,8 +277,11 @@ def presence(worker: Worker) -> float:
 def random_changes(scenario: Scenario, workers: list[Worker], length_s: float) -> float:
     """Departures and returns over ``length_s``: two per mtbf + mttr of each worker that returns, and
     a chip failure's stop and restart per failure of the compute it does."""
-    returning = sum(2 * length_s / (w.mtbf_s + w.mttr_s) for w in workers
-                    if w.mtbf_s is not None and w.mttr_s is not None)
+    returning = sum(
+        2 * length_s / (w.mtbf_s + w.mttr_s)
+        for w in workers
+        if w.mtbf_s is not None and w.mttr_s is not None
+    )
     return returning + sum(2 * length_s * w.failure_rate_per_compute_s for w in workers)
 
 
@@ -287,20 +330,30 @@ def check(scenario: Scenario, budget: Budget, max_events: float) -> None:
     user asked about), a run beyond ``max_events``; and one beyond float64 time, naming what sets it."""
     if budget.events > max_events:
         churn = EVENTS_PER_CHANGE * budget.membership_changes
-        cause = f", {churn:.3g} of them for {budget.membership_changes:.3g} joins and leaves" if churn else ""
-        raise BudgetExceeded(scenario.source, "--max-events",
-                             f"the run would need about {budget.events:.3g} simulator events{cause}, "
-                             f"{budget.trace_rows:.3g} trace rows and {budget.memory_bytes / BYTES_PER_GB:.3g} GB "
-                             f"of memory, above the budget of {max_events:g} events: raise --max-events")
+        cause = (
+            f", {churn:.3g} of them for {budget.membership_changes:.3g} joins and leaves"
+            if churn
+            else ""
+        )
+        raise BudgetExceeded(
+            scenario.source,
+            "--max-events",
+            f"the run would need about {budget.events:.3g} simulator events{cause}, "
+            f"{budget.trace_rows:.3g} trace rows and {budget.memory_bytes / BYTES_PER_GB:.3g} GB "
+            f"of memory, above the budget of {max_events:g} events: raise --max-events",
+        )
     check_memory(scenario, budget, max_events)
     longest_s = budget.horizon_s if budget.horizon_s is not None else budget.run_length_s
     shortest_step_s = min(island.step_time_s for island in scenario.islands)
     if longest_s / shortest_step_s > MAX_CLOCK_RANGE:
-        raise BudgetExceeded(scenario.source, shortest_step_key(scenario),
-                             f"the run may last {longest_s:.3g} s, {longest_s / shortest_step_s:.3g} steps of "
-                             f"{shortest_step_s:g} s; float64 time resolves a step only in runs up to "
-                             f"{MAX_CLOCK_RANGE:g} steps long: shorten the run (schedule.outer_steps, "
-                             "model.parameters) or widen the links (see docs/limits.md)")
+        raise BudgetExceeded(
+            scenario.source,
+            shortest_step_key(scenario),
+            f"the run may last {longest_s:.3g} s, {longest_s / shortest_step_s:.3g} steps of "
+            f"{shortest_step_s:g} s; float64 time resolves a step only in runs up to "
+            f"{MAX_CLOCK_RANGE:g} steps long: shorten the run (schedule.outer_steps, "
+            "model.parameters) or widen the links (see docs/limits.md)",
+        )
 
 
 def check_memory(scenario: Scenario, budget: Budget, max_events: float) -> None:
@@ -309,14 +362,19 @@ def check_memory(scenario: Scenario, budget: Budget, max_events: float) -> None:
     if budget.memory_bytes <= limit_bytes:
         return
     if budget.topology_bytes > budget.memory_bytes / 2:
-        cause = (f"{budget.topology_bytes / BYTES_PER_GB:.3g} GB of it the topology: {len(scenario.islands)} islands "
-                 "with measured round trips make an islands x islands matrix")
+        cause = (
+            f"{budget.topology_bytes / BYTES_PER_GB:.3g} GB of it the topology: {len(scenario.islands)} islands "
+            "with measured round trips make an islands x islands matrix"
+        )
     else:
         cause = "its rows and events"
-    raise BudgetExceeded(scenario.source, "--max-events",
-                         f"the run would take about {budget.memory_bytes / BYTES_PER_GB:.3g} GB of memory ({cause}), "
-                         f"above the budget of {limit_bytes / BYTES_PER_GB:.3g} GB ({BYTES_PER_EVENT} B per event of "
-                         "--max-events): raise --max-events")
+    raise BudgetExceeded(
+        scenario.source,
+        "--max-events",
+        f"the run would take about {budget.memory_bytes / BYTES_PER_GB:.3g} GB of memory ({cause}), "
+        f"above the budget of {limit_bytes / BYTES_PER_GB:.3g} GB ({BYTES_PER_EVENT} B per event of "
+        "--max-events): raise --max-events",
+    )
 
 
 def churniest_key(scenario: Scenario) -> str:
@@ -327,7 +385,9 @@ def churniest_key(scenario: Scenario) -> str:
         if island.mtbf_s is not None:
             rates[f"island.{index}.mtbf_s"] = island.replicas / island.mtbf_s
         if island.chip_mtbf_s is not None:
-            rates[f"island.{index}.chip_mtbf_s"] = island.replicas * island.chips / island.chip_mtbf_s
+            rates[f"island.{index}.chip_mtbf_s"] = (
+                island.replicas * island.chips / island.chip_mtbf_s
+            )
     return max(rates, key=rates.__getitem__) if rates else "event"
 
 
@@ -342,6 +402,8 @@ def done_of(completed_outer: int, scenario: Scenario) -> str:
 
 def horizon_reason(completed_outer: int, scenario: Scenario, horizon_s: float) -> str:
     """Why a run stopped at its horizon (``Budget.horizon_s``), in one line naming the key to change."""
-    return (f"stopped at the horizon of {horizon_s:.4g} s ({HORIZON_FACTOR}x its churn-free bound) "
-            f"with {done_of(completed_outer, scenario)} done: churn keeps the run from finishing; "
-            f"raise {churniest_key(scenario)}")
+    return (
+        f"stopped at the horizon of {horizon_s:.4g} s ({HORIZON_FACTOR}x its churn-free bound) "
+        f"with {done_of(completed_outer, scenario)} done: churn keeps the run from finishing; "
+        f"raise {churniest_key(scenario)}"
+    )

@@ -34,7 +34,9 @@ class StepClock:
 
     def generator(self) -> np.random.Generator:
         """The generator it draws from, which a jittered clock has (``step_clock``)."""
-        assert self.rng is not None, "a clock draws only where it jitters, and a jittered clock has a generator"
+        assert self.rng is not None, (
+            "a clock draws only where it jitters, and a jittered clock has a generator"
+        )
         return self.rng
 
     def lognormal_parameters(self, steps: float) -> tuple[float, float]:
@@ -45,7 +47,9 @@ class StepClock:
         sigma_squared = math.log1p(variance / (mean * mean))
         return math.log(mean) - sigma_squared / 2, math.sqrt(sigma_squared)
 
-    def durations_s(self, steps: np.ndarray, parameters: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    def durations_s(
+        self, steps: np.ndarray, parameters: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> np.ndarray:
         """``duration_s`` of each of ``steps`` (every one > 0) in turn, in one call: the same draws
         from the same generator (numpy draws an array of lognormals one after another, as it draws
         one). ``parameters``: ``lognormal_parameters`` of each, where the caller shares them between

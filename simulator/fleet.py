@@ -19,13 +19,20 @@ class Fleet:
     """The workers of one run: every worker, the ones simulated (an island's lead may stand for its
     identical replicas: ``replicas.py``), their states, the members and the running."""
 
-    def __init__(self, workers: list[Worker], groups: list[tuple[Worker, int]], steps_scales: list[float],
-                 seed: int):
+    def __init__(
+        self,
+        workers: list[Worker],
+        groups: list[tuple[Worker, int]],
+        steps_scales: list[float],
+        seed: int,
+    ):
         self.workers = workers
         self.replica_counts = {worker.rank: count for worker, count in groups}
         self.grouped = len(groups) < len(workers)  # some worker stands for several
-        self.states = [WorkerState(worker, step_clock(worker, seed), steps_scales[worker.rank], count)
-                       for worker, count in groups]
+        self.states = [
+            WorkerState(worker, step_clock(worker, seed), steps_scales[worker.rank], count)
+            for worker, count in groups
+        ]
         self.state_of = {state.worker.rank: state for state in self.states}
         self.ranks = sorted(self.state_of)  # the simulated workers' ranks, lowest first
         self.members: set[int] = set()  # the workers every new collective expects

@@ -7,8 +7,8 @@ hands over the same things, named the same, so that no result builder reads a pl
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import numpy as np
 

@@ -50,11 +50,16 @@ def chosen(setup: RunSetup, name: str | None = None) -> Player:
         return next(player for player in PLAYERS if player.fits(setup) is None)
     player = next((player for player in PLAYERS if player.name == name), None)
     if player is None:
-        raise ScenarioError(setup.scenario.source, "--player",
-                            f"no player {name!r}: choose one of {', '.join(PLAYER_NAMES)}")
+        raise ScenarioError(
+            setup.scenario.source,
+            "--player",
+            f"no player {name!r}: choose one of {', '.join(PLAYER_NAMES)}",
+        )
     why = player.fits(setup)
     if why is not None:
-        raise ScenarioError(setup.scenario.source, "--player", f"the {name} player cannot play this run: {why}")
+        raise ScenarioError(
+            setup.scenario.source, "--player", f"the {name} player cannot play this run: {why}"
+        )
     return player
 
 
@@ -67,7 +72,7 @@ def play(setup: RunSetup, player: Player, budget_: Budget) -> SimResult:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        later = PLAYERS[PLAYERS.index(player) + 1:]
+        later = PLAYERS[PLAYERS.index(player) + 1 :]
         played = player.play(setup, budget_)
         for fallback in (fallback for fallback in later if fallback.fits(setup) is None):
             if played is not None:
@@ -80,8 +85,12 @@ def play(setup: RunSetup, player: Player, budget_: Budget) -> SimResult:
             gc.enable()
 
 
-def simulate(scenario: Scenario, max_events: float = DEFAULT_MAX_EVENTS, group_replicas: bool = True,
-             player: str | None = None) -> SimResult:
+def simulate(
+    scenario: Scenario,
+    max_events: float = DEFAULT_MAX_EVENTS,
+    group_replicas: bool = True,
+    player: str | None = None,
+) -> SimResult:
     """Play a scenario's schedule through the simulator.
 
     Raises ``ScenarioError`` before a run beyond ``max_events`` events (or float64 time), or past them.

@@ -36,9 +36,13 @@ if TYPE_CHECKING:
 def groupable(scenario: Scenario) -> bool:
     """Whether nothing in the scenario tells one replica of an island from another, the islands' own
     figures aside (``alike``)."""
-    return (not scenario.has_churn() and not scenario.has_failures()
-            and scenario.schedule.barrier != "deadline" and scenario.network.exchange_end_spread_s == 0
-            and scenario.network.collective == "ring")
+    return (
+        not scenario.has_churn()
+        and not scenario.has_failures()
+        and scenario.schedule.barrier != "deadline"
+        and scenario.network.exchange_end_spread_s == 0
+        and scenario.network.collective == "ring"
+    )
 
 
 def alike(scenario: Scenario, island: IslandSpec) -> bool:
@@ -46,11 +50,15 @@ def alike(scenario: Scenario, island: IslandSpec) -> bool:
     syncer over their own links alone (the syncer has no link of its own and sits in the island's
     region, so no backbone is crossed)."""
     syncer = scenario.syncer
-    return island.jitter_cv == 0 and (schedule_of(scenario).coupled or (
-        syncer.bandwidth_gbps is None and island.region == syncer.region))
+    return island.jitter_cv == 0 and (
+        schedule_of(scenario).coupled
+        or (syncer.bandwidth_gbps is None and island.region == syncer.region)
+    )
 
 
-def groups(scenario: Scenario, workers: list[Worker], enabled: bool = True) -> list[tuple[Worker, int]]:
+def groups(
+    scenario: Scenario, workers: list[Worker], enabled: bool = True
+) -> list[tuple[Worker, int]]:
     """Each simulated worker with the number of workers it stands for: an island's first replica for
     all of them where ``groupable`` and the island's replicas are ``alike``, else every worker for itself."""
     if not enabled or not groupable(scenario):

@@ -9,9 +9,10 @@ summary never needs, and a planner's runs need no table at all).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from islands.summary import summary_of
 from islands.trace import TRACE_ORDER, Row, to_frame
@@ -37,8 +38,12 @@ class SimResult:
 
     summary: dict[str, Any]
     row_source: Callable[[], list[Row]]
-    transfer_source: Callable[[], list[Transfer]] = list  # the transfers in start order, closed at the end
-    islands: dict[Link, str] = field(default_factory=dict)  # every link of the table and the island it serves
+    transfer_source: Callable[[], list[Transfer]] = (
+        list  # the transfers in start order, closed at the end
+    )
+    islands: dict[Link, str] = field(
+        default_factory=dict
+    )  # every link of the table and the island it serves
     counts: dict[int, int] = field(default_factory=dict)  # workers each simulated worker stands for
     events_after_end: int = 0  # scheduled event actions (one per worker moved) after the run's end
 
@@ -72,8 +77,18 @@ def link_table(transfers: list[Transfer], islands: dict[Link, str]) -> pd.DataFr
     transfers overlap on a link, their rows add up: ``analysis.link_rates.rate_steps``)."""
     import pandas as pd
 
-    rows = [(start, end, link.worker, islands[link], link.direction, rate * BITS_PER_BYTE / BITS_PER_GBIT)
-            for link, start, end, rate in link_segments(transfers) if end > start and link in islands]
+    rows = [
+        (
+            start,
+            end,
+            link.worker,
+            islands[link],
+            link.direction,
+            rate * BITS_PER_BYTE / BITS_PER_GBIT,
+        )
+        for link, start, end, rate in link_segments(transfers)
+        if end > start and link in islands
+    ]
     frame = pd.DataFrame.from_records(rows, columns=list(LINK_COLUMNS))
     return frame.sort_values(list(LINK_ORDER), kind="stable").reset_index(drop=True)
 
@@ -81,12 +96,24 @@ def link_table(transfers: list[Transfer], islands: dict[Link, str]) -> pd.DataFr
 def result_of(setup: RunSetup, played: Played) -> SimResult:
     """The run's result: its summary from the totals the player gathered (``summary.summary_of``) and
     what the summary does not hold, from the setup."""
-    summary = summary_of(played.totals, played.wall_time_s, played.sync_durations_s, played.sync_counts,
-                         played.outer_steps, played.peak_gbps, extra_summary(setup, played),
-                         island_extra(setup, played))
-    return SimResult(summary=summary, row_source=played.row_source, transfer_source=played.transfer_source,
-                     islands=islands_of_links(setup), counts=setup.replica_counts,
-                     events_after_end=played.events_after_end)
+    summary = summary_of(
+        played.totals,
+        played.wall_time_s,
+        played.sync_durations_s,
+        played.sync_counts,
+        played.outer_steps,
+        played.peak_gbps,
+        extra_summary(setup, played),
+        island_extra(setup, played),
+    )
+    return SimResult(
+        summary=summary,
+        row_source=played.row_source,
+        transfer_source=played.transfer_source,
+        islands=islands_of_links(setup),
+        counts=setup.replica_counts,
+        events_after_end=played.events_after_end,
+    )
 
 
 def extra_summary(setup: RunSetup, played: Played) -> dict[str, Any]:
@@ -123,7 +150,9 @@ def island_extra(setup: RunSetup, played: Played) -> dict[str, dict[str, float |
     extra: dict[str, dict[str, float | None]] = {}
     for island in setup.scenario.islands:
         groups = [(worker, count) for worker, count in setup.groups if worker.island == island.name]
-        merged = sum(played.merged_steps[w.rank] * count for w, count in groups) / sum(c for _, c in groups)
+        merged = sum(played.merged_steps[w.rank] * count for w, count in groups) / sum(
+            c for _, c in groups
+        )
         extra[island.name] = {
             "inner_steps": merged,
             "tokens": merged * tokens_per_step if tokens_per_step else None,
@@ -134,5 +163,7 @@ def island_extra(setup: RunSetup, played: Played) -> dict[str, dict[str, float |
 def islands_of_links(setup: RunSetup) -> dict[Link, str]:
     """Every access link and backbone, and the island it serves (the links table's rows)."""
     workers, topology = setup.workers, setup.topology
-    return {link: BACKBONE if link.worker == BACKBONE_WORKER else workers[link.worker].island
-            for link in topology.access_links() + topology.backbone_links()}
+    return {
+        link: BACKBONE if link.worker == BACKBONE_WORKER else workers[link.worker].island
+        for link in topology.access_links() + topology.backbone_links()
+    }

@@ -36,11 +36,20 @@ class RunSetup:
     max_events: float = DEFAULT_MAX_EVENTS
 
     @classmethod
-    def of(cls, scenario: Scenario, max_events: float = DEFAULT_MAX_EVENTS, group_replicas: bool = True) -> RunSetup:
+    def of(
+        cls, scenario: Scenario, max_events: float = DEFAULT_MAX_EVENTS, group_replicas: bool = True
+    ) -> RunSetup:
         workers = scenario.workers()
         groups = replicas.groups(scenario, workers, group_replicas)
-        return cls(scenario, schedule_of(scenario), network_model_for(scenario), workers, groups,
-                   Topology.of(scenario, [worker for worker, _ in groups]), max_events)
+        return cls(
+            scenario,
+            schedule_of(scenario),
+            network_model_for(scenario),
+            workers,
+            groups,
+            Topology.of(scenario, [worker for worker, _ in groups]),
+            max_events,
+        )
 
     def fleet(self) -> Fleet:
         """A fresh fleet: the simulated workers' states, their clocks drawn from the scenario's seed."""

@@ -4,19 +4,22 @@ schedule's launches and applies (``sync_actions``)."""
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import simpy
 
 from islands.scenarios import Worker
 from islands.schedules import SyncStep
 
-from .network.collectives import PendingCollective
 from .compute import StepClock
+from .network.collectives import PendingCollective
 
 LAUNCH, APPLY = object(), object()
-Step = TypeVar("Step", bound=SyncStep)  # a sync step, priced (SyncPoint: the engine's) or not (a timeline's)
+Step = TypeVar(
+    "Step", bound=SyncStep
+)  # a sync step, priced (SyncPoint: the engine's) or not (a timeline's)
 
 
 class Exchange(Protocol):
@@ -32,19 +35,23 @@ class WorkerState:
 
     worker: Worker
     clock: StepClock
-    steps_scale: float = 1.0           # adaptive H: this worker's inner steps per scheduled step
-    count: int = 1                     # the identical replicas it stands for, itself included
+    steps_scale: float = 1.0  # adaptive H: this worker's inner steps per scheduled step
+    count: int = 1  # the identical replicas it stands for, itself included
     present: bool = False
     process: simpy.Process | None = None
     activity: tuple[str, float, int, int] | None = None  # (kind, since_s, fragment, outer_step)
-    unsynced_compute_s: float = 0.0    # compute not yet merged by a sync: lost if it departs
+    unsynced_compute_s: float = 0.0  # compute not yet merged by a sync: lost if it departs
     position_at_apply: float = 0.0
     merged_steps: float = 0.0
-    late: dict[int, PendingCollective] = field(default_factory=dict)  # deadline barrier: syncs it missed, by outer step
+    late: dict[int, PendingCollective] = field(
+        default_factory=dict
+    )  # deadline barrier: syncs it missed, by outer step
     exchanging: Exchange | None = None  # its latest exchange: the next one starts after it
 
 
-Start = Callable[[WorkerState, int], None]  # start a worker's process from an outer step (the engine's)
+Start = Callable[
+    [WorkerState, int], None
+]  # start a worker's process from an outer step (the engine's)
 
 
 def sync_actions(points: Iterable[Step]) -> Iterator[tuple[object, Step]]:

@@ -15,8 +15,8 @@ from islands.simulator import budget, simulate
 from islands.simulator.network.collectives import COLLECTIVES
 
 BYTES_PER_S = 1e9 / 8
-GATHER_BYTES = (M - 1) * S                # 6e9 B per worker per sync, against the ring's 1.5 S = 3e9
-GATHER_S = GATHER_BYTES / BYTES_PER_S     # 48 s, against the ring's 24 s
+GATHER_BYTES = (M - 1) * S  # 6e9 B per worker per sync, against the ring's 1.5 S = 3e9
+GATHER_S = GATHER_BYTES / BYTES_PER_S  # 48 s, against the ring's 24 s
 MEDIAN = "trainer.aggregation=median"
 MODELS = ["network.model=alpha-beta", "network.model=flow"]
 
@@ -52,27 +52,34 @@ def test_all_gather_pays_m_minus_1_hops_of_latency(model):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_slowest_link_and_farthest_hop_pace_the_all_gather(model):
-    document = with_islands(island("fast", replicas=3, bandwidth_gbps=10.0, latency_ms=10),
-                            island("slow", bandwidth_gbps=0.5, latency_ms=90))
+    document = with_islands(
+        island("fast", replicas=3, bandwidth_gbps=10.0, latency_ms=10),
+        island("slow", bandwidth_gbps=0.5, latency_ms=90),
+    )
     result = simulate(make_scenario([model, MEDIAN], document=document))
     gather_s = (M - 1) * (0.010 + 0.090) + (M - 1) * S / (0.5e9 / 8)  # 0.3 s + 96 s
     assert result.summary["mean_sync_s"] == pytest.approx(gather_s)
     assert result.summary["peak_bandwidth_gbps"] == pytest.approx(0.5)
     slow_up = result.links[(result.links["island"] == "slow") & (result.links["direction"] == "up")]
-    moved_bytes = ((slow_up["time_end_s"] - slow_up["time_start_s"]) * slow_up["rate_gbps"] * 1e9 / 8).sum()
+    moved_bytes = (
+        (slow_up["time_end_s"] - slow_up["time_start_s"]) * slow_up["rate_gbps"] * 1e9 / 8
+    ).sum()
     assert moved_bytes == pytest.approx(OUTER * GATHER_BYTES)
 
 
 def test_ddp_all_gathers_the_gradient_every_step():
-    summary = simulate(make_scenario(["schedule.algorithm=ddp", "schedule.outer_steps=5", MEDIAN])).summary
+    summary = simulate(
+        make_scenario(["schedule.algorithm=ddp", "schedule.outer_steps=5", MEDIAN])
+    ).summary
     assert summary["wall_time_s"] == pytest.approx(5 * (1.0 + GATHER_S))
     assert summary["bytes_per_worker"] == pytest.approx(5 * GATHER_BYTES)
 
 
 def test_streaming_fragments_are_all_gathered_under_the_flow_model():
     # P = 4 fragments of S/4: each all-gather takes 12 s; tau = 2 steps = 2 s of overlap -> 10 s stall each.
-    scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=2",
-                              MEDIAN])
+    scenario = make_scenario(
+        ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=2", MEDIAN]
+    )
     summary = simulate(scenario).summary
     fragment_s = GATHER_S / 4
     assert summary["network_model"] == "flow"
@@ -84,7 +91,9 @@ def test_streaming_fragments_are_all_gathered_under_the_flow_model():
 def test_the_run_length_bound_prices_the_all_gather():
     scenario = make_scenario([MEDIAN])
     bound_s = budget.estimate(scenario).run_length_s
-    assert bound_s == pytest.approx(OUTER * (H * 1.0 + GATHER_S))  # 444 s; the ring's would be 372 s
+    assert bound_s == pytest.approx(
+        OUTER * (H * 1.0 + GATHER_S)
+    )  # 444 s; the ring's would be 372 s
     assert bound_s >= simulate(scenario).summary["wall_time_s"]
 
 

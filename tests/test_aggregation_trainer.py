@@ -21,11 +21,16 @@ def with_parameters(scenario, parameters: int):
     return replace(scenario, model=replace(scenario.model, parameters=float(parameters)))
 
 
-@pytest.mark.parametrize("algorithm, aggregation", [("diloco", "median"), ("ddp", "trimmed_mean"),
-                                                    ("diloco", "mean")])
+@pytest.mark.parametrize(
+    "algorithm, aggregation", [("diloco", "median"), ("ddp", "trimmed_mean"), ("diloco", "mean")]
+)
 def test_measured_bytes_of_every_sync_are_the_simulated_ones(algorithm, aggregation):
-    plan = plan_for({"algorithm": algorithm, "inner_steps": 2, "outer_steps": 2, "bits": 32}, islands=ISLANDS,
-                    aggregation=aggregation, screen_norm_factor=0)
+    plan = plan_for(
+        {"algorithm": algorithm, "inner_steps": 2, "outer_steps": 2, "bits": 32},
+        islands=ISLANDS,
+        aggregation=aggregation,
+        screen_norm_factor=0,
+    )
     trainers = trainers_for(plan)
     in_threads(trainers, lambda t: t.run())
     measured = finish_all(trainers)
@@ -36,18 +41,28 @@ def test_measured_bytes_of_every_sync_are_the_simulated_ones(algorithm, aggregat
     sent = sorted(row[5] for t in trainers for row in t.recorder.rows if row[4] == "comm")
     simulated = sorted(predicted.trace.loc[predicted.trace["kind"] == "comm", "bytes"])
     assert sent == pytest.approx(simulated, rel=1e-12)
-    assert measured["bytes_per_worker"] == pytest.approx(predicted.summary["bytes_per_worker"], rel=1e-12)
+    assert measured["bytes_per_worker"] == pytest.approx(
+        predicted.summary["bytes_per_worker"], rel=1e-12
+    )
     ring = 2 * (ISLANDS - 1) / ISLANDS * padded * 4
     assert sent[0] == pytest.approx(ring if aggregation == "mean" else (ISLANDS - 1) * padded * 4)
 
 
-@pytest.mark.parametrize("algorithm, what", [("ddp", "averages the gradient"),
-                                              ("diloco", "sends a pseudo-gradient"),
-                                              ("streaming", "sends a pseudo-gradient")])
+@pytest.mark.parametrize(
+    "algorithm, what",
+    [
+        ("ddp", "averages the gradient"),
+        ("diloco", "sends a pseudo-gradient"),
+        ("streaming", "sends a pseudo-gradient"),
+    ],
+)
 def test_backward_overlap_is_refused_for_training_in_one_line(algorithm, what):
-    document = {"name": "t", "model": {"parameters": 1e5},
-                "schedule": {"algorithm": algorithm, "outer_steps": 2, "backward_overlap": 0.5},
-                "island": [{"name": "a", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 1.0}]}
+    document = {
+        "name": "t",
+        "model": {"parameters": 1e5},
+        "schedule": {"algorithm": algorithm, "outer_steps": 2, "backward_overlap": 0.5},
+        "island": [{"name": "a", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
+    }
     with pytest.raises(UserError) as refused:
         make_run_plan(from_dict(document, "t.toml"))
     message = str(refused.value)
@@ -58,7 +73,9 @@ def test_backward_overlap_is_refused_for_training_in_one_line(algorithm, what):
 
 
 def test_ddp_h_is_the_evaluation_period_and_changes_no_compared_key():
-    plan = plan_for({"algorithm": "ddp", "inner_steps": 3, "outer_steps": 6, "bits": 32}, pace_step_time_s=0.02)
+    plan = plan_for(
+        {"algorithm": "ddp", "inner_steps": 3, "outer_steps": 6, "bits": 32}, pace_step_time_s=0.02
+    )
     trainers = trainers_for(plan)
     in_threads(trainers, lambda t: t.run())
     measured = finish_all(trainers)
@@ -69,4 +86,6 @@ def test_ddp_h_is_the_evaluation_period_and_changes_no_compared_key():
     computes = sum(1 for row in trainers[0].recorder.rows if row[4] == "compute")
     assert computes > 6  # each evaluation splits a step's compute in two rows
     island = measured["islands"][0]
-    assert island["time_to_barrier_s"] == pytest.approx(island["compute_s"] / 6)  # per sync, not per row
+    assert island["time_to_barrier_s"] == pytest.approx(
+        island["compute_s"] / 6
+    )  # per sync, not per row

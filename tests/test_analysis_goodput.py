@@ -24,7 +24,11 @@ def test_simulated_goodput_is_within_6_points_of_the_paper(corners):
 def test_goodput_falls_with_the_fleet_and_rises_with_elasticity_and_learners(corners):
     at = corners.set_index(["method", "chips"])["simulated_percent"]
     assert at["DP, non-elastic", 1_200_000] > at["DP, non-elastic", 2_400_000]
-    assert at["DP, non-elastic", 1_200_000] < at["DP, elastic", 1_200_000] < at["Decoupled, M=16", 1_200_000]
+    assert (
+        at["DP, non-elastic", 1_200_000]
+        < at["DP, elastic", 1_200_000]
+        < at["Decoupled, M=16", 1_200_000]
+    )
 
 
 def test_the_table_shows_the_papers_number_beside_each_cell(corners):
@@ -38,10 +42,13 @@ def test_cli_refuses_a_bad_failure_count(capsys):
     assert "--failures must be in [1, 10000] (got 0)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("scenario", "rule"), [
-    ("worked-example", "island.0.chip_mtbf_s: is required for the goodput grid"),
-    ("home-lab", "splits one island's fleet among its workers; this scenario has"),
-])
+@pytest.mark.parametrize(
+    ("scenario", "rule"),
+    [
+        ("worked-example", "island.0.chip_mtbf_s: is required for the goodput grid"),
+        ("home-lab", "splits one island's fleet among its workers; this scenario has"),
+    ],
+)
 def test_cli_refuses_a_scenario_the_grid_cannot_split(capsys, scenario, rule):
     assert main(["goodput", scenario]) == 2
     assert rule in capsys.readouterr().err

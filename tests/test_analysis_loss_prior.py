@@ -39,7 +39,9 @@ def test_diloco_vs_dp_differences_are_within_0_3_points_of_table_4(parameters):
     dp, *diloco = PUBLISHED_LOSS[parameters]
     for replicas, published in zip((1, 2, 4, 8), diloco):
         published_percent = 100 * (published / dp - 1)
-        prior_percent = 100 * (diloco_loss(parameters, replicas)[0] / data_parallel_loss(parameters) - 1)
+        prior_percent = 100 * (
+            diloco_loss(parameters, replicas)[0] / data_parallel_loss(parameters) - 1
+        )
         assert abs(prior_percent - published_percent) <= 0.3, (parameters, replicas)
 
 
@@ -55,9 +57,11 @@ def test_replicas_between_published_ones_interpolate_in_log_m_and_beyond_8_exten
     n = 1e9
     at = {m: diloco_loss(n, m)[0] for m in (2, 3, 4, 16)}
     assert at[2] < at[3] < at[4]
-    assert at[3] == pytest.approx((at[2] * at[4]) ** 0.5, rel=1e-3)  # log 3 is near the middle of log 2, log 4
+    assert at[3] == pytest.approx(
+        (at[2] * at[4]) ** 0.5, rel=1e-3
+    )  # log 3 is near the middle of log 2, log 4
     scale, exponent = DILOCO_LAWS[8]
-    assert at[16] == pytest.approx(scale * n ** exponent * 2 ** JOINT_M_EXPONENT)
+    assert at[16] == pytest.approx(scale * n**exponent * 2**JOINT_M_EXPONENT)
     assert "beyond the published M <= 8" in diloco_loss(n, 16)[1][0]
 
 
@@ -77,7 +81,10 @@ def test_h_costs_diloco_s_published_2_9_percent_of_perplexity_from_50_to_1000_pe
     per_log_h = (math.log(15.02 * 1.029) - math.log(15.02)) / math.log(15.02) / math.log(20)
     assert H_PENALTY_PER_LOG_H == pytest.approx(per_log_h)
     assert per_log_h == pytest.approx(0.00352, abs=1e-5)
-    at = {h: estimate(load("worked-example", [f"schedule.inner_steps={h}"]), "diloco") for h in (10, 30, 300, 3000)}
+    at = {
+        h: estimate(load("worked-example", [f"schedule.inner_steps={h}"]), "diloco")
+        for h in (10, 30, 300, 3000)
+    }
     assert at[10].loss == at[30].loss  # nothing priced at or below the tables' H = 30
     assert at[300].loss == pytest.approx(at[30].loss * (1 + per_log_h * math.log(10)))
     assert at[3000].loss == pytest.approx(at[30].loss * (1 + per_log_h * math.log(100)))
@@ -90,7 +97,10 @@ def test_what_the_tables_do_not_cover_is_named():
     notes = estimate(load("worked-example"), "streaming").notes  # H = 500, tau = 20
     assert any(note.startswith("H = 500: +0.99% loss against H = 30") for note in notes)
     assert any(note.startswith("tau = 20: beyond the published tau <= 1") for note in notes)
-    assert any("no published loss table" in note for note in estimate(load("worked-example"), "decoupled").notes)
+    assert any(
+        "no published loss table" in note
+        for note in estimate(load("worked-example"), "decoupled").notes
+    )
 
 
 def test_cli_prints_every_schedule_as_json(capsys):
@@ -98,7 +108,8 @@ def test_cli_prints_every_schedule_as_json(capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["workers"] == 8 and set(printed["schedules"]) >= {"ddp", "diloco", "streaming"}
     assert printed["schedules"]["diloco"]["relative_to_dp"] == pytest.approx(
-        diloco_loss(10e9, 8)[0] / data_parallel_loss(10e9) - 1)
+        diloco_loss(10e9, 8)[0] / data_parallel_loss(10e9) - 1
+    )
 
 
 def test_tokens_to_reach_ddps_loss_follow_chinchillas_data_term():
@@ -106,7 +117,12 @@ def test_tokens_to_reach_ddps_loss_follow_chinchillas_data_term():
     p* = L(N, D) / (E + A / N^a) - 1 no amount of data reaches DDP's loss."""
     n = 1e10
     assert extra_tokens_factor(n, 0.0) == pytest.approx(1.0)
-    assert extra_tokens_factor(n, -0.004) < 1 < extra_tokens_factor(n, 0.001) < extra_tokens_factor(n, 0.01)
+    assert (
+        extra_tokens_factor(n, -0.004)
+        < 1
+        < extra_tokens_factor(n, 0.001)
+        < extra_tokens_factor(n, 0.01)
+    )
     c = CHINCHILLA
     floor = c["E"] + c["A"] / n ** c["alpha"]
     target = floor + c["B"] / (20 * n) ** c["beta"]
@@ -123,11 +139,21 @@ def test_no_estimate_goes_below_the_irreducible_loss_unmarked(algorithm):
     """At 1e14 parameters the data-parallel law alone gives 18.129 x 1e14^-0.0953 = 0.84."""
     assert data_parallel_loss(1e14) == pytest.approx(0.840, abs=0.002)
     # M = 2 at H = 30: DiLoCo's law is below DP's (-0.22% at 10B), so at the floor it is clamped too
-    estimated = estimate(load("worked-example", ["model.parameters=1e14", "island.0.replicas=2",
-                                                 "schedule.inner_steps=30"]), algorithm)
+    estimated = estimate(
+        load(
+            "worked-example",
+            ["model.parameters=1e14", "island.0.replicas=2", "schedule.inner_steps=30"],
+        ),
+        algorithm,
+    )
     assert estimated.loss == CHINCHILLA["E"] == 1.69 and estimated.relative_to_dp == 0
-    assert any("DDP's power law gives 0.840, below the irreducible loss E = 1.69" in note for note in estimated.notes)
-    assert any(note.startswith("N = 1e+14: outside the fitted 3.5e+07-1e+10") for note in estimated.notes)
+    assert any(
+        "DDP's power law gives 0.840, below the irreducible loss E = 1.69" in note
+        for note in estimated.notes
+    )
+    assert any(
+        note.startswith("N = 1e+14: outside the fitted 3.5e+07-1e+10") for note in estimated.notes
+    )
 
 
 def test_the_70b_two_datacentre_penalty_survives_the_clamp_by_hand():
@@ -135,15 +161,27 @@ def test_the_70b_two_datacentre_penalty_survives_the_clamp_by_hand():
     is DDP's clamped loss times (1 + p): the M = 2 law over DP's held at 10B, the largest size the paper
     ran, (18.768 / 18.129) x 1e10^(0.0953 - 0.0969) = 0.99780, times H's 1 + 0.0035226 ln(100 / 30)
     = 1.0042405: p = +0.2032%, where before both were 1.69 and DiLoCo showed +0.00%."""
-    scenario = load("worked-example", ["model.parameters=7e10", "island.0.replicas=2", "schedule.inner_steps=100"])
+    scenario = load(
+        "worked-example",
+        ["model.parameters=7e10", "island.0.replicas=2", "schedule.inner_steps=100"],
+    )
     ddp, diloco = estimate(scenario, "ddp"), estimate(scenario, "diloco")
     m_factor = 18.768 / 18.129 * 1e10 ** (0.0953 - 0.0969)
     h_factor = 1 + math.log(1.029) / math.log(15.02) / math.log(20) * math.log(100 / 30)
-    assert m_factor == pytest.approx(0.99780, abs=1e-5) and h_factor == pytest.approx(1.0042405, abs=1e-7)
+    assert m_factor == pytest.approx(0.99780, abs=1e-5) and h_factor == pytest.approx(
+        1.0042405, abs=1e-7
+    )
     assert ddp.loss == 1.69
-    assert diloco.relative_to_dp == pytest.approx(m_factor * h_factor - 1) == pytest.approx(0.002032, abs=1e-6)
+    assert (
+        diloco.relative_to_dp
+        == pytest.approx(m_factor * h_factor - 1)
+        == pytest.approx(0.002032, abs=1e-6)
+    )
     assert diloco.loss == pytest.approx(1.69 * m_factor * h_factor)
-    assert any(note.startswith("DiLoCo against DP held at its N = 1e+10 value (-0.22%)") for note in diloco.notes)
+    assert any(
+        note.startswith("DiLoCo against DP held at its N = 1e+10 value (-0.22%)")
+        for note in diloco.notes
+    )
     # time-to-loss ranks on it: DiLoCo needs more tokens than DDP to reach DDP's loss
     assert extra_tokens_factor(7e10, diloco.relative_to_dp) > 1
 
@@ -153,8 +191,10 @@ def test_the_prior_keeps_diloco_s_penalty_above_6_5e10_parameters(parameters):
     """The worked example's M = 8, H = 500: at 10B, (21.051 / 18.129) x 1e10^(0.0953 - 0.1018) times
     1 + 0.0035226 ln(500 / 30); the same penalty at every larger size, on DDP's clamped loss."""
     at_10b = estimate(load("worked-example"), "diloco").relative_to_dp
-    assert at_10b == pytest.approx(21.051 / 18.129 * 1e10 ** (0.0953 - 0.1018)
-                                   * (1 + H_PENALTY_PER_LOG_H * math.log(500 / 30)) - 1)
+    assert at_10b == pytest.approx(
+        21.051 / 18.129 * 1e10 ** (0.0953 - 0.1018) * (1 + H_PENALTY_PER_LOG_H * math.log(500 / 30))
+        - 1
+    )
     assert at_10b == pytest.approx(0.00967, abs=1e-5)
     ddp = estimate(load("worked-example", [f"model.parameters={parameters}"]), "ddp")
     diloco = estimate(load("worked-example", [f"model.parameters={parameters}"]), "diloco")
@@ -165,5 +205,9 @@ def test_the_prior_keeps_diloco_s_penalty_above_6_5e10_parameters(parameters):
 def test_sizes_outside_the_fitted_range_are_marked_and_inside_are_not():
     small = estimate(load("worked-example", ["model.parameters=1.2e5"]), "diloco")
     assert any(note.startswith("N = 1.2e+05: outside the fitted") for note in small.notes)
-    assert small.loss > data_parallel_loss(1.2e5) > CHINCHILLA["E"]  # no clamp where the law is above E
-    assert not any("outside the fitted" in note for note in estimate(load("worked-example"), "diloco").notes)
+    assert (
+        small.loss > data_parallel_loss(1.2e5) > CHINCHILLA["E"]
+    )  # no clamp where the law is above E
+    assert not any(
+        "outside the fitted" in note for note in estimate(load("worked-example"), "diloco").notes
+    )

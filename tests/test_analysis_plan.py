@@ -19,7 +19,7 @@ from islands.cli import main
 from islands.errors import UserError
 from islands.scenarios import ScenarioSource
 
-SYNC_GBIT = 35 * 8          # Gbit each worker moves per full all-reduce
+SYNC_GBIT = 35 * 8  # Gbit each worker moves per full all-reduce
 STEP_S = 1.5
 H = 500
 OVERHEAD_95 = 1 / 0.95 - 1  # stall seconds allowed per compute second at 95%
@@ -99,7 +99,11 @@ def test_h_search_stops_when_utilisation_falls(source, monkeypatch):
     # the overhead 1/U - 1 on a line in 1/H through H = 500 (0.25) and 1000 (1/9) meets 1/0.95 - 1 at
     # H = 1727.3 (within the doubling's 2000); utilisation falls there and the search stops
     slope = (0.25 - 1 / 9) / (1 / 500 - 1 / 1000)
-    assert asked == [500, 1000, math.ceil(slope / (OVERHEAD_95 - (0.25 - slope / 500)))] == [500, 1000, 1728]
+    assert (
+        asked
+        == [500, 1000, math.ceil(slope / (OVERHEAD_95 - (0.25 - slope / 500)))]
+        == [500, 1000, 1728]
+    )
     assert not found.monotone  # the curve fell: flagged
 
 
@@ -138,7 +142,9 @@ def test_halving_the_bits_halves_the_bandwidth_and_the_best_is_most_fragments_fe
     assert sorted({p for p, _ in plan.fragments}) == [1, 2, 4, 5, 10, 20]
     assert sorted({b for _, b in plan.fragments}) == [4, 8, 16]
     for p in (1, 10, 20):
-        assert plan.fragments[(p, 8)].value == pytest.approx(plan.fragments[(p, 16)].value / 2, rel=2e-3)
+        assert plan.fragments[(p, 8)].value == pytest.approx(
+            plan.fragments[(p, 16)].value / 2, rel=2e-3
+        )
     assert plan.best_fragments() == (20, 4)
 
 
@@ -152,13 +158,19 @@ def test_plan_tables_print_the_searched_numbers(plan):
 def test_the_plan_counts_the_runs_it_simulated(source, monkeypatch):
     simulated = []
     real = search.simulate
-    monkeypatch.setattr(search, "simulate", lambda scenario, *args: simulated.append(scenario) or real(scenario, *args))
+    monkeypatch.setattr(
+        search,
+        "simulate",
+        lambda scenario, *args: simulated.append(scenario) or real(scenario, *args),
+    )
     plan = make_utilisation_plan(source, target=0.95, targets=(0.5,), jobs=1)
     assert plan.runs == len(simulated)
     # within a task, the schedule's run as it stands also opens its bandwidth curve and its H search:
     # remembered, not rerun (a task remembers its own runs only: a scenario two tasks meet runs in each)
     evaluated = sum(found.runs for row in plan.bandwidth.values() for found in row.values())
-    evaluated += sum(found.runs for found in [*plan.inner_steps.values(), *plan.fragments.values()]) + len(plan.now)
+    evaluated += sum(
+        found.runs for found in [*plan.inner_steps.values(), *plan.fragments.values()]
+    ) + len(plan.now)
     assert len(simulated) < evaluated
 
 
@@ -167,7 +179,9 @@ def test_a_curve_that_falls_marks_its_answers(plan):
     assert not search.rises({1.0: 0.5, 2.0: 0.4, 3.0: 0.7})
     assert not search.rises({1.0: 0.5, 2.0: None})  # a run cut short ranks below every finished one
     fallen = replace(plan.bandwidth["diloco"][0.95], monotone=False)
-    marked = replace(plan, bandwidth={**plan.bandwidth, "diloco": {**plan.bandwidth["diloco"], 0.95: fallen}})
+    marked = replace(
+        plan, bandwidth={**plan.bandwidth, "diloco": {**plan.bandwidth["diloco"], 0.95: fallen}}
+    )
     text = plan_tables(marked)[0].text()
     assert f"{SYNC_GBIT / (H * STEP_S * OVERHEAD_95):.3g} Gbit/s~" in text
     assert "~: utilisation fell between two runs as bandwidth grew" in text
@@ -181,8 +195,20 @@ def test_targets_outside_0_1_are_rejected(source, target):
 
 
 def test_cli_plan_json(capsys):
-    code = main(["plan", "worked-example", "--set", "schedule.outer_steps=2", "--targets", "0.95",
-                 "--no-fragments", "--jobs", "1", "--json"])
+    code = main(
+        [
+            "plan",
+            "worked-example",
+            "--set",
+            "schedule.outer_steps=2",
+            "--targets",
+            "0.95",
+            "--no-fragments",
+            "--jobs",
+            "1",
+            "--json",
+        ]
+    )
     plan = json.loads(capsys.readouterr().out)
     assert code == 0
     assert plan["bandwidth_gbps"]["diloco"]["0.95"]["value"] == pytest.approx(7.0933, rel=1e-3)

@@ -47,8 +47,16 @@ def results(source):
 
 
 def test_rate_steps_add_overlapping_segments():
-    links = pd.DataFrame({"time_start_s": [1.0, 2.0, 5.0], "time_end_s": [3.0, 4.0, 6.0], "worker": [0, 0, 0],
-                          "island": ["a"] * 3, "direction": ["up"] * 3, "rate_gbps": [1.0, 0.5, 2.0]})
+    links = pd.DataFrame(
+        {
+            "time_start_s": [1.0, 2.0, 5.0],
+            "time_end_s": [3.0, 4.0, 6.0],
+            "worker": [0, 0, 0],
+            "island": ["a"] * 3,
+            "direction": ["up"] * 3,
+            "rate_gbps": [1.0, 0.5, 2.0],
+        }
+    )
     times, levels = rate_steps(links, 0, "up")
     assert times.tolist() == [0, 1, 2, 3, 4, 5, 6]
     assert levels.tolist() == [0, 1.0, 1.5, 0.5, 0, 2.0, 0]
@@ -57,7 +65,12 @@ def test_rate_steps_add_overlapping_segments():
 def test_schedules_are_compared_at_equal_work(results):
     # worked example at 2 outer steps of H = 500: DDP runs 1,000 steps, the others 2 intervals
     assert {name: r.summary["inner_steps"] for name, r in results.items()} == {
-        "ddp": 1000, "diloco": 1000, "streaming": 1000, "eager": 1000, "decoupled": 1000}
+        "ddp": 1000,
+        "diloco": 1000,
+        "streaming": 1000,
+        "eager": 1000,
+        "decoupled": 1000,
+    }
     assert results["ddp"].summary["wall_time_s"] == pytest.approx(1000 * (1.5 + 280))
     assert results["diloco"].summary["wall_time_s"] == pytest.approx(2 * (750 + 280))
     # eager: round 0's 10 fragments of 28 s each go out 75 s apart and overlap interval 1: no stall
@@ -71,42 +84,61 @@ def test_a_schedule_that_cannot_run_the_work_is_left_out_with_why():
     assert list(simulate_schedules(source)) == ["ddp", "diloco", "streaming", "decoupled"]
     assert left_out_notes(source) == [
         "Eager DiLoCo not run: schedule.outer_steps: eager needs at least 2 (a round's average is applied "
-        "one outer step later)"]
+        "one outer step later)"
+    ]
 
 
 def test_a_ddp_scenario_gives_the_others_whole_intervals():
-    source = ScenarioSource.read("worked-example", ["schedule.algorithm=ddp", "schedule.outer_steps=501"])
+    source = ScenarioSource.read(
+        "worked-example", ["schedule.algorithm=ddp", "schedule.outer_steps=501"]
+    )
     scenarios = equal_work_schedules(source)
     assert [s.schedule.outer_steps for s in scenarios.scenarios.values()] == [1000, 2, 2, 2, 2]
 
 
 def test_work_line_says_equal_or_unequal_work():
     equal = {"ddp": {"inner_steps": 1000}, "diloco": {"inner_steps": 1000}}
-    assert work_line(equal, 2e6) == "Equal work: every schedule runs 1,000 inner steps per worker (2B tokens)."
+    assert (
+        work_line(equal, 2e6)
+        == "Equal work: every schedule runs 1,000 inner steps per worker (2B tokens)."
+    )
     unequal = {"ddp": {"inner_steps": 20}, "diloco": {"inner_steps": 10000}}
-    assert work_line(unequal) == ("Unequal work, compare wall times with care: inner steps per worker: "
-                                  "DDP 20, DiLoCo 10,000.")
+    assert work_line(unequal) == (
+        "Unequal work, compare wall times with care: inner steps per worker: DDP 20, DiLoCo 10,000."
+    )
 
 
-def test_bandwidth_plot_has_a_panel_per_schedule_each_on_its_own_time_axis(results, source, tmp_path):
+def test_bandwidth_plot_has_a_panel_per_schedule_each_on_its_own_time_axis(
+    results, source, tmp_path
+):
     figure = bandwidth_figure(results, source.scenario, size_px=SIZE)
     axes = figure.axes
     assert len(axes) == 5
     assert [ax.get_ylabel() for ax in axes] == ["rate (Gbit/s)"] * 5
     # DDP's 1,000 steps take 1000 * 281.5 s = 3.26 days; DiLoCo's 2 intervals 2 * 1030 s = 34.3 min
-    assert [ax.get_xlabel() for ax in axes[:2]] == ["time since start (days)", "time since start (minutes)"]
+    assert [ax.get_xlabel() for ax in axes[:2]] == [
+        "time since start (days)",
+        "time since start (minutes)",
+    ]
     assert axes[0].get_xlim() == pytest.approx((0, 1000 * 281.5 / 86400))
     assert axes[1].get_xlim() == pytest.approx((0, 2 * 1030 / 60))
     legends = [ax.get_legend().get_texts()[0].get_text() for ax in axes]
-    assert [text.split(":")[0] for text in legends] == ["DDP", "DiLoCo", "Streaming DiLoCo", "Eager DiLoCo",
-                                                           "Decoupled DiLoCo"]
+    assert [text.split(":")[0] for text in legends] == [
+        "DDP",
+        "DiLoCo",
+        "Streaming DiLoCo",
+        "Eager DiLoCo",
+        "Decoupled DiLoCo",
+    ]
     assert legends[0].startswith("DDP: 1,000 inner steps in 3.3 d, 1,000 all-reduces")
     path = save_png(figure, tmp_path / "bandwidth.png")
     assert png_size(path) == SIZE
 
 
 def test_timeline_rows_are_workers_and_bars_are_the_trace(source, tmp_path):
-    run = simulate(source.scenario)  # DiLoCo: per worker, per interval one compute and one stall bar
+    run = simulate(
+        source.scenario
+    )  # DiLoCo: per worker, per interval one compute and one stall bar
     figure = timeline_figure(run.trace, source.scenario, (0, 2), size_px=SIZE)
     ax = figure.axes[0]
     assert [label.get_text() for label in ax.get_yticklabels()] == [f"dc-{i}" for i in range(8)]
@@ -125,7 +157,9 @@ def test_timeline_says_when_workers_are_left_out_and_can_show_all(source):
     assert len(every.get_yticklabels()) == 8 and "left out" not in every.get_title()
 
 
-@pytest.mark.parametrize(("suffix", "magic"), [("svg", b"<?xml"), ("pdf", b"%PDF"), ("png", b"\x89PNG")])
+@pytest.mark.parametrize(
+    ("suffix", "magic"), [("svg", b"<?xml"), ("pdf", b"%PDF"), ("png", b"\x89PNG")]
+)
 def test_the_extension_picks_the_plot_format(results, source, tmp_path, suffix, magic):
     figure = breakdown_figure({name: r.summary for name, r in results.items()}, "x", size_px=SIZE)
     path = save_figure(figure, tmp_path / f"breakdown.{suffix}")
@@ -143,18 +177,31 @@ def test_breakdown_bars_are_each_schedules_shares(results, tmp_path):
     ax = figure.axes[0]
     compute_bars = ax.containers[0]
     # DiLoCo: 750 s compute, 280 s stall per interval; DDP: 1.5 s compute, 280 s stall per step.
-    assert [bar.get_height() for bar in compute_bars] == pytest.approx([100 * 1.5 / 281.5, 100 * 750 / 1030, 100, 100,
-                                                                          100 * 1500 / 1540])
+    assert [bar.get_height() for bar in compute_bars] == pytest.approx(
+        [100 * 1.5 / 281.5, 100 * 750 / 1030, 100, 100, 100 * 1500 / 1540]
+    )
     assert ax.get_ylabel() == "share of each worker's time (%)"
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["DDP", "DiLoCo", "Streaming DiLoCo", "Eager DiLoCo",
-                                                           "Decoupled DiLoCo"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "DDP",
+        "DiLoCo",
+        "Streaming DiLoCo",
+        "Eager DiLoCo",
+        "Decoupled DiLoCo",
+    ]
     assert png_size(save_png(figure, tmp_path / "breakdown.png")) == SIZE
 
 
 @pytest.fixture(scope="module")
 def sweep(source):
-    return run_sweep(source, {"schedule.algorithm": ["diloco", "streaming"], "schedule.inner_steps": [100, 500],
-                              "island.*.bandwidth_gbps": [1, 10]}, jobs=1)
+    return run_sweep(
+        source,
+        {
+            "schedule.algorithm": ["diloco", "streaming"],
+            "schedule.inner_steps": [100, 500],
+            "island.*.bandwidth_gbps": [1, 10],
+        },
+        jobs=1,
+    )
 
 
 def test_heatmap_cells_are_the_sweeps_values(sweep, tmp_path):
@@ -179,8 +226,9 @@ def test_heatmap_marks_invalid_combinations(sweep):
 def test_heatmap_needs_other_parameters_pinned(sweep):
     with pytest.raises(UserError, match="also varies island.*bandwidth_gbps"):
         heatmap_figure(sweep, "schedule.inner_steps", "schedule.algorithm")
-    figure = heatmap_figure(sweep, "schedule.inner_steps", "schedule.algorithm",
-                            where=["island.*.bandwidth_gbps=10"])
+    figure = heatmap_figure(
+        sweep, "schedule.inner_steps", "schedule.algorithm", where=["island.*.bandwidth_gbps=10"]
+    )
     assert np.ma.count(figure.axes[0].images[0].get_array()) == 3
 
 
@@ -199,8 +247,19 @@ def test_sizes_parse_and_are_bounded():
 @pytest.mark.parametrize("kind", ["bandwidth", "timeline", "breakdown"])
 def test_cli_plot_writes_a_png_of_the_asked_size(kind, tmp_path, capsys):
     out = tmp_path / f"{kind}.png"
-    code = main(["plot", kind, "worked-example", "--set", "schedule.outer_steps=2", "--size", "640x480",
-                 "-o", str(out)])
+    code = main(
+        [
+            "plot",
+            kind,
+            "worked-example",
+            "--set",
+            "schedule.outer_steps=2",
+            "--size",
+            "640x480",
+            "-o",
+            str(out),
+        ]
+    )
     assert code == 0 and str(out) in capsys.readouterr().out
     assert png_size(out) == (640, 480)
 
@@ -209,7 +268,12 @@ def test_cli_heatmap_from_a_written_table(sweep, tmp_path):
     table = tmp_path / "sweep.csv"
     sweep.to_csv(table, index=False)
     out = tmp_path / "heat.png"
-    assert main(["plot", "heatmap", str(table), "--where", "schedule.algorithm=diloco", "-o", str(out)]) == 0
+    assert (
+        main(
+            ["plot", "heatmap", str(table), "--where", "schedule.algorithm=diloco", "-o", str(out)]
+        )
+        == 0
+    )
     assert png_size(out) == (1200, 800)
 
 
@@ -220,9 +284,15 @@ def test_cli_unknown_kind_is_one_line(capsys):
 
 def test_a_heatmap_over_seeds_shows_each_cell_s_spread():
     """Two seeds per cell: utilisation 0.5 and 0.7 (mean 60%, sample sd 14.1%); 0.8 and 0.8 (sd 0)."""
-    table = pd.DataFrame({"schedule.inner_steps": [100, 100, 500, 500, 100, 100, 500, 500],
-                          "island.*.bandwidth_gbps": [1, 1, 1, 1, 10, 10, 10, 10], "seed": [1, 2] * 4,
-                          "valid": [True] * 8, "compute_utilisation": [0.5, 0.7, 0.8, 0.8] * 2})
+    table = pd.DataFrame(
+        {
+            "schedule.inner_steps": [100, 100, 500, 500, 100, 100, 500, 500],
+            "island.*.bandwidth_gbps": [1, 1, 1, 1, 10, 10, 10, 10],
+            "seed": [1, 2] * 4,
+            "valid": [True] * 8,
+            "compute_utilisation": [0.5, 0.7, 0.8, 0.8] * 2,
+        }
+    )
     axes = heatmap_figure(table).axes[0]
     texts = sorted(text.get_text() for text in axes.texts)
     assert texts == ["60%\n± 14.1%"] * 2 + ["80%\n± 0%"] * 2

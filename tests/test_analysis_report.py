@@ -17,7 +17,9 @@ SMALL = ["schedule.outer_steps=1"]
 
 @pytest.fixture(scope="module")
 def page() -> str:
-    return build_report("worked-example", SMALL, target=0.95, targets=(0.95,), fragments=False, jobs=1)
+    return build_report(
+        "worked-example", SMALL, target=0.95, targets=(0.95,), fragments=False, jobs=1
+    )
 
 
 def test_report_embeds_its_five_plots_as_png(page):
@@ -29,7 +31,10 @@ def test_report_embeds_its_five_plots_as_png(page):
 def test_report_is_self_contained(page):
     # its only scripts are inline: the what-if panel's data and the code that reads it
     assert not re.search(r"(src|href)=['\"](?!data:)", page)
-    assert re.findall(r"<script[^>]*>", page) == ["<script type='application/json' id='whatif-data'>", "<script>"]
+    assert re.findall(r"<script[^>]*>", page) == [
+        "<script type='application/json' id='whatif-data'>",
+        "<script>",
+    ]
     assert not re.search(r"<link|@import|url\(", page)
 
 
@@ -51,11 +56,14 @@ def test_demo_outputs_writes_the_bandwidth_plot_and_the_report(tmp_path, scenari
     # tau = 60 of H = 100 leaves P = 1 as the only fragment count, which keeps the plan's search small
     small = scenario_file(
         'name = "small"\n[model]\nparameters = 1e9\n[schedule]\nalgorithm = "diloco"\ninner_steps = 100\n'
-        'outer_steps = 1\noverlap_steps = 60\n'
-        '[[island]]\nname = "a"\nreplicas = 2\nstep_time_s = 1.0\nbandwidth_gbps = 1.0\n')
+        "outer_steps = 1\noverlap_steps = 60\n"
+        '[[island]]\nname = "a"\nreplicas = 2\nstep_time_s = 1.0\nbandwidth_gbps = 1.0\n'
+    )
     paths = demo_outputs(str(small), tmp_path / "out")
-    assert paths == {"bandwidth": tmp_path / "out" / "small-bandwidth.png",
-                     "report": tmp_path / "out" / "small-report.html"}
+    assert paths == {
+        "bandwidth": tmp_path / "out" / "small-bandwidth.png",
+        "report": tmp_path / "out" / "small-report.html",
+    }
     assert paths["bandwidth"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert paths["report"].read_text().startswith("<!DOCTYPE html>")
 
@@ -63,8 +71,9 @@ def test_demo_outputs_writes_the_bandwidth_plot_and_the_report(tmp_path, scenari
 def test_demo_outputs_keep_a_hostile_scenario_name_inside_the_folder(tmp_path, scenario_file):
     small = scenario_file(
         'name = "../../escaped/x"\n[model]\nparameters = 1e9\n[schedule]\nalgorithm = "diloco"\n'
-        'inner_steps = 100\nouter_steps = 1\noverlap_steps = 60\n'
-        '[[island]]\nname = "a"\nreplicas = 2\nstep_time_s = 1.0\nbandwidth_gbps = 1.0\n')
+        "inner_steps = 100\nouter_steps = 1\noverlap_steps = 60\n"
+        '[[island]]\nname = "a"\nreplicas = 2\nstep_time_s = 1.0\nbandwidth_gbps = 1.0\n'
+    )
     out = tmp_path / "deep" / "out"
     paths = demo_outputs(str(small), out)
     assert {path.parent for path in paths.values()} == {out}
@@ -76,13 +85,27 @@ def test_cli_report_refuses_where_without_a_sweep_and_other_extensions(tmp_path,
     assert main(["report", "worked-example", "--where", "schedule.inner_steps=100"]) == 2
     assert "--where picks rows of a sweep table" in capsys.readouterr().err
     assert main(["report", "worked-example", "-o", str(tmp_path / "r.pdf")]) == 2
-    assert "r.pdf: '.pdf' is not a format this writes; end the name with .html, .htm" in capsys.readouterr().err
+    assert (
+        "r.pdf: '.pdf' is not a format this writes; end the name with .html, .htm"
+        in capsys.readouterr().err
+    )
 
 
 def test_cli_report(tmp_path, capsys):
     out = tmp_path / "report.html"
-    code = main(["report", "worked-example", "--set", "schedule.outer_steps=1", "--no-fragments", "--jobs", "1",
-                 "-o", str(out)])
+    code = main(
+        [
+            "report",
+            "worked-example",
+            "--set",
+            "schedule.outer_steps=1",
+            "--no-fragments",
+            "--jobs",
+            "1",
+            "-o",
+            str(out),
+        ]
+    )
     assert code == 0 and out.stat().st_size > 0
     assert str(out) in capsys.readouterr().out
 

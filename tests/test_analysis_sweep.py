@@ -34,7 +34,14 @@ def table() -> pd.DataFrame:
 
 def test_one_row_per_combination_with_parameters_first(table):
     assert len(table) == 4
-    assert list(table.columns[:6]) == ["run", "schedule.algorithm", "schedule.inner_steps", "seed", "valid", "error"]
+    assert list(table.columns[:6]) == [
+        "run",
+        "schedule.algorithm",
+        "schedule.inner_steps",
+        "seed",
+        "valid",
+        "error",
+    ]
     assert list(table["schedule.algorithm"]) == ["diloco", "diloco", "streaming", "streaming"]
     assert list(table["schedule.inner_steps"]) == [100, 500, 100, 500]
 
@@ -49,19 +56,26 @@ def test_streaming_at_h100_is_invalid_with_the_loaders_reason(table):
 
 def test_every_valid_row_equals_a_single_run(table):
     for _, row in table[table["valid"]].iterrows():
-        overrides = [*BASE, f"schedule.algorithm={row['schedule.algorithm']}",
-                     f"schedule.inner_steps={row['schedule.inner_steps']}"]
+        overrides = [
+            *BASE,
+            f"schedule.algorithm={row['schedule.algorithm']}",
+            f"schedule.inner_steps={row['schedule.inner_steps']}",
+        ]
         single = flatten_summary(simulate(load("worked-example", overrides)).summary)
         for key, value in single.items():
             if value is None:
                 assert pd.isna(row[key]), key
             else:
-                assert row[key] == (pytest.approx(value) if isinstance(value, float) else value), key
+                assert row[key] == (pytest.approx(value) if isinstance(value, float) else value), (
+                    key
+                )
 
 
 def test_diloco_utilisation_matches_the_closed_form(table):
     # H = 100: 150 s of compute, then a 280 s all-reduce.
-    h100 = table[(table["schedule.algorithm"] == "diloco") & (table["schedule.inner_steps"] == 100)].iloc[0]
+    h100 = table[
+        (table["schedule.algorithm"] == "diloco") & (table["schedule.inner_steps"] == 100)
+    ].iloc[0]
     assert h100["compute_utilisation"] == pytest.approx(150 / (150 + RING_GB * 8))
     assert h100["islands.dc.compute_utilisation"] == pytest.approx(150 / 430)
     assert h100["wall_time_s"] == pytest.approx(2 * 430)
@@ -69,8 +83,13 @@ def test_diloco_utilisation_matches_the_closed_form(table):
 
 def test_seeds_multiply_rows_and_any_executor_can_run_them():
     with ThreadPoolExecutor(max_workers=2) as executor:
-        seeded = run_sweep("worked-example", ["schedule.inner_steps=100,500"], seeds=3, overrides=BASE,
-                           executor=executor)
+        seeded = run_sweep(
+            "worked-example",
+            ["schedule.inner_steps=100,500"],
+            seeds=3,
+            overrides=BASE,
+            executor=executor,
+        )
     assert len(seeded) == 6
     assert list(seeded["seed"]) == [0, 1, 2, 0, 1, 2]
     assert seeded["valid"].all()
@@ -90,28 +109,39 @@ def test_best_rows_rank_by_utilisation_then_cheaper_network(table):
 
 
 def test_flatten_keeps_scalars_and_names_list_entries():
-    flat = flatten_summary({"a": 1, "b": {"c": 2.5}, "islands": [{"name": "eu", "x": 3}], "skip": [1, 2]})
+    flat = flatten_summary(
+        {"a": 1, "b": {"c": 2.5}, "islands": [{"name": "eu", "x": 3}], "skip": [1, 2]}
+    )
     assert flat == {"a": 1, "b.c": 2.5, "islands.eu.x": 3}
 
 
 def test_written_tables_read_back(table, tmp_path):
     written = write_sweep(table, tmp_path / "out.csv")
-    assert [path.name for path in written] == ["out.csv", "out.parquet"][:1 + parquet_available()]
+    assert [path.name for path in written] == ["out.csv", "out.parquet"][: 1 + parquet_available()]
     for path in written:
         back = read_sweep(path)
         assert back.shape == table.shape
         assert parameter_columns(back) == ["schedule.algorithm", "schedule.inner_steps", "seed"]
 
 
-@pytest.mark.parametrize("grid, message", [
-    (["schedule.inner_stepz=1,2"], "schedule.inner_stepz: unknown key (did you mean 'schedule.inner_steps'?)"),
-    (["schedule.inner_steps="], "schedule.inner_steps: no values"),
-    (["schedule.inner_steps=1,,2"], "empty value"),
-    (["schedule.inner_steps=0,100"], "schedule.inner_steps: must be >= 1"),
-    (["island.9.bandwidth_gbps=1"], "no island 9"),
-    (["schedule.fragments=1", "schedule.fragments=2"], "given twice"),
-    (["schedule.algorithm=streaming", "schedule.inner_steps=30"], "no combination of the grid is a valid scenario"),
-])
+@pytest.mark.parametrize(
+    "grid, message",
+    [
+        (
+            ["schedule.inner_stepz=1,2"],
+            "schedule.inner_stepz: unknown key (did you mean 'schedule.inner_steps'?)",
+        ),
+        (["schedule.inner_steps="], "schedule.inner_steps: no values"),
+        (["schedule.inner_steps=1,,2"], "empty value"),
+        (["schedule.inner_steps=0,100"], "schedule.inner_steps: must be >= 1"),
+        (["island.9.bandwidth_gbps=1"], "no island 9"),
+        (["schedule.fragments=1", "schedule.fragments=2"], "given twice"),
+        (
+            ["schedule.algorithm=streaming", "schedule.inner_steps=30"],
+            "no combination of the grid is a valid scenario",
+        ),
+    ],
+)
 def test_bad_grids_are_one_line_errors(grid, message):
     with pytest.raises(UserError, match=re.escape(message)):
         run_sweep("worked-example", grid, overrides=BASE, jobs=1)
@@ -122,14 +152,30 @@ def test_unreadable_sweep_table(tmp_path):
     junk.write_text("a,b\n1,2\n")
     with pytest.raises(UserError, match="junk.csv: not a sweep table"):
         read_sweep(junk)
-    with pytest.raises(UserError, match="missing.parquet: cannot read this sweep table: No such file"):
+    with pytest.raises(
+        UserError, match="missing.parquet: cannot read this sweep table: No such file"
+    ):
         read_sweep(tmp_path / "missing.parquet")
 
 
 def test_cli_writes_the_table_and_prints_the_best(tmp_path, capsys):
     out = tmp_path / "sweep.csv"
-    code = main(["sweep", "worked-example", "--set", "schedule.outer_steps=2", "--grid",
-                 "island.*.bandwidth_gbps=1,10", "--jobs", "1", "-o", str(out), "--top", "1"])
+    code = main(
+        [
+            "sweep",
+            "worked-example",
+            "--set",
+            "schedule.outer_steps=2",
+            "--grid",
+            "island.*.bandwidth_gbps=1,10",
+            "--jobs",
+            "1",
+            "-o",
+            str(out),
+            "--top",
+            "1",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert len(pd.read_csv(out)) == 2
@@ -148,12 +194,18 @@ def test_a_mean_over_seeds_carries_its_spread_and_the_sweep_prints_it():
     0.1414), 0.8 and 0.8 at H = 500 (sd 0)."""
     from islands.commands.sweep import best_table
 
-    table = pd.DataFrame({"schedule.inner_steps": [100, 100, 500, 500], "seed": [1, 2, 1, 2],
-                          "valid": [True] * 4, "compute_utilisation": [0.5, 0.7, 0.8, 0.8]})
+    table = pd.DataFrame(
+        {
+            "schedule.inner_steps": [100, 100, 500, 500],
+            "seed": [1, 2, 1, 2],
+            "valid": [True] * 4,
+            "compute_utilisation": [0.5, 0.7, 0.8, 0.8],
+        }
+    )
     best = best_rows(table, "compute_utilisation")
     assert best["schedule.inner_steps"].tolist() == [500, 100] and best["seeds"].tolist() == [2, 2]
     assert best["compute_utilisation"].tolist() == pytest.approx([0.8, 0.6])
-    assert best["compute_utilisation_sd"].tolist() == pytest.approx([0.0, 0.1 * 2 ** 0.5])
+    assert best["compute_utilisation_sd"].tolist() == pytest.approx([0.0, 0.1 * 2**0.5])
     text = best_table(best, "compute_utilisation", seeds=2)
     assert "sd of compute_utilisation over seeds" in text.splitlines()[0]
     assert text.splitlines()[-1].split()[-1] == "14.1%"

@@ -33,18 +33,25 @@ def events() -> list[dict]:
 def test_one_named_thread_per_worker(events):
     threads = [e for e in events if e["ph"] == "M" and e["name"] == "thread_name"]
     assert sorted((e["pid"], e["tid"], e["args"]["name"]) for e in threads) == [
-        (WORKERS_PID, rank, f"dc-{rank}") for rank in range(8)]
+        (WORKERS_PID, rank, f"dc-{rank}") for rank in range(8)
+    ]
 
 
 def test_one_counter_track_per_link(events):
     tracks = {e["name"] for e in events if e["ph"] == "C" and e["pid"] == LINKS_PID}
-    assert tracks == {f"dc-{rank} {direction}link" for rank in range(8) for direction in ("up", "down")}
+    assert tracks == {
+        f"dc-{rank} {direction}link" for rank in range(8) for direction in ("up", "down")
+    }
 
 
 def test_worker_slices_tile_time_without_overlap(events):
     for rank in range(8):
-        slices = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e["ph"] == "X" and e["tid"] == rank)
-        assert all(end <= next_start + 1e-3 for (_, end), (next_start, _) in zip(slices, slices[1:]))
+        slices = sorted(
+            (e["ts"], e["ts"] + e["dur"]) for e in events if e["ph"] == "X" and e["tid"] == rank
+        )
+        assert all(
+            end <= next_start + 1e-3 for (_, end), (next_start, _) in zip(slices, slices[1:])
+        )
 
 
 def test_slices_are_in_microseconds():
@@ -77,7 +84,12 @@ def test_weight_downloads_of_joining_workers_are_their_own_slices():
 
 def test_cli_writes_valid_json(tmp_path, capsys):
     out = tmp_path / "trace.json"
-    assert main(["trace", "worked-example", *sum((["--set", o] for o in OVERRIDES), []), "-o", str(out)]) == 0
+    assert (
+        main(
+            ["trace", "worked-example", *sum((["--set", o] for o in OVERRIDES), []), "-o", str(out)]
+        )
+        == 0
+    )
     document = json.loads(out.read_text())
     assert document["otherData"]["workers"] == 8
     assert str(out) in capsys.readouterr().out

@@ -29,24 +29,31 @@ SECONDS_BEFORE_WORK = 10  # every case is refused well within this (most in mill
 
 HUGE = "1" + "0" * 309  # past float's range
 LONG = "1" * 5000  # past Python's int-to-text limit (4,300 digits)
-PROFILE = ('{"kind": "islands network profile", "version": 1, "label": "t", "hosts": [%s], "rtt_ms": [], '
-           '"exchange": {"members": 1, "cpu_s_per_value": 0, "hop_overhead_s": 0, "end_spread_s": 0}}')
+PROFILE = (
+    '{"kind": "islands network profile", "version": 1, "label": "t", "hosts": [%s], "rtt_ms": [], '
+    '"exchange": {"members": 1, "cpu_s_per_value": 0, "hop_overhead_s": 0, "end_spread_s": 0}}'
+)
 HOST = '{"name": "dc", "upload_gbps": 1, "download_gbps": 1}'
-SWEEP_CSV = ("run,schedule.inner_steps,island.*.bandwidth_gbps,valid,error,compute_utilisation,wall_time_s\n"
-             "0,10,1,True,,0.5,10\n1,10,10,True,,0.9,9\n2,20,1,True,,0.6,20\n3,20,10,True,,0.95,19\n")
+SWEEP_CSV = (
+    "run,schedule.inner_steps,island.*.bandwidth_gbps,valid,error,compute_utilisation,wall_time_s\n"
+    "0,10,1,True,,0.5,10\n1,10,10,True,,0.9,9\n2,20,1,True,,0.6,20\n3,20,10,True,,0.95,19\n"
+)
 FILES = {
     "rtt.csv": "a,b,rtt_ms\ndc,dc,1\n",
     "p.json": PROFILE % HOST,
     "dup.json": PROFILE % f"{HOST}, {HOST}",
     "dup-rtt.json": (PROFILE % f"{HOST}, {HOST.replace('dc', 'x')}").replace(
-        '"rtt_ms": []', '"rtt_ms": [{"between": ["dc", "x"], "rtt_ms": 1}, {"between": ["x", "dc"], "rtt_ms": 2}]'),
+        '"rtt_ms": []',
+        '"rtt_ms": [{"between": ["dc", "x"], "rtt_ms": 1}, {"between": ["x", "dc"], "rtt_ms": 2}]',
+    ),
     "fast.json": PROFILE % HOST.replace('"upload_gbps": 1', '"upload_gbps": 2e6'),
     "zero.json": (PROFILE % HOST).replace('"members": 1', '"members": 0'),
     "ab.json": (PROFILE % f"{HOST}, {HOST.replace('dc', 'x')}").replace(
-        '"rtt_ms": []', '"rtt_ms": [{"between": "dcx", "rtt_ms": 1}]'),
+        '"rtt_ms": []', '"rtt_ms": [{"between": "dcx", "rtt_ms": 1}]'
+    ),
     "twice.json": (PROFILE % HOST).replace('"label": "t"', '"label": "t", "label": "u"'),
     "deep.json": "[" * 100_000,
-    "digits.json": '{"kind": "islands network profile", "version": ' + LONG + '}',
+    "digits.json": '{"kind": "islands network profile", "version": ' + LONG + "}",
     "bad.toml": "name = [",
     "deep.toml": "name = " + "[" * 100_000 + "]" * 100_000,
     "sweep.csv": SWEEP_CSV,
@@ -61,14 +68,18 @@ FILES = {
 }
 EXTRA_ISLAND = '\n[[island]]\nname = "%s"\nstep_time_s = 1.5\nbandwidth_gbps = 1.0\n%s'
 
-REPLACEMENTS = {"huge.toml": ("outer_steps = 20", f"outer_steps = {HUGE}"),
-                "long.toml": ("outer_steps = 20", f"outer_steps = {LONG}"),
-                "overflow.toml": ("step_time_s = 1.5", "step_time_s = 1e999"),
-                "inf.toml": ("step_time_s = 1.5", "step_time_s = inf"),
-                "nan.toml": ("step_time_s = 1.5", "step_time_s = nan"),
-                "absent.toml": ("latency_ms = 0.0",
-                                "latency_ms = 0.0\n" + EXTRA_ISLAND % ("late", "present = false\n")),
-                "clash.toml": ("latency_ms = 0.0", "latency_ms = 0.0\n" + EXTRA_ISLAND % ("dc-1", ""))}
+REPLACEMENTS = {
+    "huge.toml": ("outer_steps = 20", f"outer_steps = {HUGE}"),
+    "long.toml": ("outer_steps = 20", f"outer_steps = {LONG}"),
+    "overflow.toml": ("step_time_s = 1.5", "step_time_s = 1e999"),
+    "inf.toml": ("step_time_s = 1.5", "step_time_s = inf"),
+    "nan.toml": ("step_time_s = 1.5", "step_time_s = nan"),
+    "absent.toml": (
+        "latency_ms = 0.0",
+        "latency_ms = 0.0\n" + EXTRA_ISLAND % ("late", "present = false\n"),
+    ),
+    "clash.toml": ("latency_ms = 0.0", "latency_ms = 0.0\n" + EXTRA_ISLAND % ("dc-1", "")),
+}
 S = "{tmp}/s.toml"
 WE = "worked-example"
 SHORT = ["--set", "schedule.outer_steps=2"]
@@ -79,9 +90,9 @@ TARGET = "target utilisation must be in (0, 1]"
 @dataclass(frozen=True)
 class Case:
     command: str
-    what: str           # the bad input, in words, for the doc
+    what: str  # the bad input, in words, for the doc
     argv: tuple[str, ...]
-    expected: str       # a part of the one line the command answers (after {tmp} is filled in)
+    expected: str  # a part of the one line the command answers (after {tmp} is filled in)
 
 
 def case(command: str, what: str, argv: list[str], expected: str) -> Case:
@@ -90,293 +101,919 @@ def case(command: str, what: str, argv: list[str], expected: str) -> Case:
 
 CASES = [
     # the scenario file, as every scenario-reading command loads it
-    case("simulate", "no such file", ["{tmp}/missing.toml"], "missing.toml: no such file or bundled scenario"),
+    case(
+        "simulate",
+        "no such file",
+        ["{tmp}/missing.toml"],
+        "missing.toml: no such file or bundled scenario",
+    ),
     case("simulate", "a folder", ["{tmp}"], "is a folder: name a scenario TOML file"),
     case("simulate", "an empty name", [""], "argument FILE: is empty"),
     case("simulate", "a file that never ends", ["/dev/zero"], "/dev/zero: is not a regular file"),
     case("simulate", "not TOML", ["{tmp}/bad.toml"], "bad.toml: not valid TOML"),
-    case("simulate", "arrays nested 100,000 deep", ["{tmp}/deep.toml"],
-         "deep.toml: has arrays or tables nested too deeply to read"),
-    case("simulate", "--set nested 100,000 deep", [WE, "--set", "schedule.inner_steps=" + "[" * 100_000],
-         "schedule.inner_steps: must be an integer (got '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[...)"),
-    case("simulate", "a 310-digit integer", ["{tmp}/huge.toml"],
-         "schedule.outer_steps: must be an integer within +-2**53 (got an integer of 310 digits)"),
-    case("simulate", "a 5,000-digit integer", ["{tmp}/long.toml"], "long.toml: has a number too long to read"),
-    case("simulate", "a float that overflows (1e999)", ["{tmp}/overflow.toml"],
-         "island.0.step_time_s: must be a finite number (got inf)"),
-    case("simulate", "inf", ["{tmp}/inf.toml"], "island.0.step_time_s: must be a finite number (got inf)"),
-    case("simulate", "nan", ["{tmp}/nan.toml"], "island.0.step_time_s: must be a finite number (got nan)"),
+    case(
+        "simulate",
+        "arrays nested 100,000 deep",
+        ["{tmp}/deep.toml"],
+        "deep.toml: has arrays or tables nested too deeply to read",
+    ),
+    case(
+        "simulate",
+        "--set nested 100,000 deep",
+        [WE, "--set", "schedule.inner_steps=" + "[" * 100_000],
+        "schedule.inner_steps: must be an integer (got '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[...)",
+    ),
+    case(
+        "simulate",
+        "a 310-digit integer",
+        ["{tmp}/huge.toml"],
+        "schedule.outer_steps: must be an integer within +-2**53 (got an integer of 310 digits)",
+    ),
+    case(
+        "simulate",
+        "a 5,000-digit integer",
+        ["{tmp}/long.toml"],
+        "long.toml: has a number too long to read",
+    ),
+    case(
+        "simulate",
+        "a float that overflows (1e999)",
+        ["{tmp}/overflow.toml"],
+        "island.0.step_time_s: must be a finite number (got inf)",
+    ),
+    case(
+        "simulate",
+        "inf",
+        ["{tmp}/inf.toml"],
+        "island.0.step_time_s: must be a finite number (got inf)",
+    ),
+    case(
+        "simulate",
+        "nan",
+        ["{tmp}/nan.toml"],
+        "island.0.step_time_s: must be a finite number (got nan)",
+    ),
     # --set
     case("simulate", "--set empty string", [WE, "--set", ""], "argument --set: is empty"),
-    case("simulate", "--set without =", [WE, "--set", "schedule.inner_steps"], "an override must look like key=value"),
-    case("simulate", "--set with no key", [WE, "--set", "=3"], "an override names a key before the ="),
-    case("simulate", "--set of an unknown key", [WE, "--set", "schedule.nonsense=2"],
-         "schedule.nonsense: unknown key (the nearest known keys: inner_steps, outer_steps, overlap_steps)"),
-    case("simulate", "--set of a misspelt key", [WE, "--set", "island.*.bandwith_gbps=3"],
-         "island.0.bandwith_gbps: unknown key (did you mean 'bandwidth_gbps'?)"),
-    case("simulate", "--set that matches no entry", [WE, "--set", "region.*.name=x"],
-         "region.*.name: the scenario has no [[region]] entries, so this would set nothing"),
-    case("simulate", "--set of an island that is not there", [WE, "--set", "island.9.bandwidth_gbps=1"],
-         "island.9.bandwidth_gbps: no island 9: the scenario has 1"),
-    case("simulate", "--set of the wrong type", [WE, "--set", "schedule.inner_steps=abc"],
-         "schedule.inner_steps: must be an integer (got 'abc')"),
-    case("simulate", "--set negative", [WE, "--set", "schedule.inner_steps=-1"], "schedule.inner_steps: must be >= 1"),
-    case("simulate", "--set zero", [WE, "--set", "schedule.outer_steps=0"], "schedule.outer_steps: must be >= 1"),
-    case("simulate", "--set empty", [WE, "--set", "schedule.inner_steps="], "must be an integer (got '')"),
-    case("simulate", "--set nan", [WE, "--set", "model.parameters=nan"], "model.parameters: must be a finite number"),
-    case("simulate", "--set inf", [WE, "--set", "model.parameters=inf"], "model.parameters: must be a finite number"),
-    case("simulate", "--set a 310-digit number", [WE, "--set", f"model.parameters={HUGE}"],
-         "model.parameters: must be a finite number (got an integer of 310 digits)"),
-    case("simulate", "--set a 309-digit number past float's range", [WE, "--set", f"model.parameters={'9' * 309}"],
-         "model.parameters: must be a finite number (got an integer of 309 digits)"),
-    case("simulate", "--set a 309-digit integer key", [WE, "--set", f"seed={'9' * 309}"],
-         "seed: must be an integer within +-2**53 (got an integer of 309 digits)"),
-    case("simulate", "--set huge", [WE, "--set", "island.*.replicas=1000000"], "island.0.replicas: must be <= 100000"),
-    case("simulate", "a quorum above the learners", [WE, "--set", "schedule.algorithm=decoupled",
-                                                     "--set", "schedule.quorum=9"],
-         "schedule.quorum: must be at most the 8 learners (workers) that report (got 9)"),
-    case("simulate", "alpha-beta under churn", [WE, "--set", "network.model=alpha-beta", "--set",
-                                                "island.0.mtbf_s=100"],
-         "network.model: alpha-beta prices each transfer alone, and under churn (mtbf_s, [[event]], present = "
-         "false) a joining worker's download shares links"),
-    case("simulate", "a bucket size without buckets", [WE, "--set", "exchange.bucket_cap_mb=25"],
-         'exchange.bucket_cap_mb: has no effect with calls = "flat": set calls = "buckets" or remove it'),
-    case("simulate", "calls per tensor without the tensors", [WE, "--set", "exchange.calls=per_tensor"],
-         'exchange.tensors: is required with calls = "per_tensor"'),
-    case("simulate", "an outer step under DDP", [WE, "--set", "schedule.algorithm=ddp", "--set",
-                                                "exchange.outer_step_s=0.1"],
-         'exchange.outer_step_s: has no effect: algorithm = "ddp" takes no outer step (set it to 0)'),
-    case("simulate", "collective calls priced for Decoupled DiLoCo's syncer",
-         [WE, "--set", "schedule.algorithm=decoupled", "--set", "exchange.call_overhead_s=0.01"],
-         '[exchange]: prices collective calls; algorithm = "decoupled" has none'),
-    case("simulate", "a ring efficiency above 1", [WE, "--set", "network.ring_efficiency=1.5"],
-         "network.ring_efficiency: must be in (0, 1]"),
-    case("simulate", "a first call's set-up of NaN seconds", [WE, "--set", "exchange.first_call_s=nan"],
-         "exchange.first_call_s: must be a finite number"),
-    case("simulate", "a quorum on a schedule that syncs everyone", [WE, "--set", "schedule.quorum=3"],
-         'schedule.quorum: 3 has no effect: algorithm = "diloco" syncs every worker each round; a quorum is '
-         'read by "decoupled" only (remove it, or set it to 1)'),
-    case("simulate", "a return time without departures", [WE, "--set", "island.0.mttr_s=3600"],
-         "island.0.mttr_s: has no effect without mtbf_s"),
-    case("simulate", "a recovery time without failures", [WE, "--set", "island.0.recovery_s=60"],
-         "island.0.recovery_s: has no effect without chip_mtbf_s"),
-    case("simulate", "a deadline's slack under the wait barrier", [WE, "--set", "schedule.deadline_slack=0.5"],
-         'schedule.deadline_slack: 0.5 has no effect under barrier = "wait"'),
-    case("simulate", "a syncer under a coupled schedule", [WE, "--set", "syncer.latency_ms=5"],
-         'syncer.latency_ms: has no effect: algorithm = "diloco" has no syncer'),
-    case("simulate", "an absent island that nothing brings in", ["{tmp}/absent.toml"],
-         "island.1.present: false, and nothing ever brings worker 'late' in"),
-    case("simulate", "an island named as another island's replica", ["{tmp}/clash.toml"],
-         "island.1.name: 'dc-1' names both a replica of island 0 ('dc') and island 1: names must be unique"),
-    case("simulate", "an empty island name", [WE, "--set", 'island.0.name=""'],
-         "island.0.name: must not be empty (got '')"),
-    case("simulate", "a replica that does not fit its accelerators", [WE, "--set", "island.0.memory_gb=80"],
-         "island.0.gpus: a replica of island 'dc' does not fit: it needs 240 GB per accelerator"),
-    case("simulate", "an accelerator of no memory", [WE, "--set", "island.0.memory_gb=0"],
-         "island.0.memory_gb: must be >= 0.001 GB"),
-    case("simulate", "alpha-beta where learners share the syncer's link",
-         [WE, "--set", "schedule.algorithm=decoupled", "--set", "syncer.bandwidth_gbps=10",
-          "--set", "network.model=alpha-beta"], "network.model: alpha-beta prices each transfer alone"),
-    case("simulate", "an rtt_csv that never ends", [WE, "--set", 'network.rtt_csv="/dev/zero"'],
-         "network.rtt_csv: cannot read /dev/zero: /dev/zero: a round-trip CSV is at most 16777216 bytes"),
-    case("simulate", "an rtt_csv that is a folder", [WE, "--set", 'network.rtt_csv="{tmp}"'],
-         "is a folder, not a round-trip CSV"),
+    case(
+        "simulate",
+        "--set without =",
+        [WE, "--set", "schedule.inner_steps"],
+        "an override must look like key=value",
+    ),
+    case(
+        "simulate", "--set with no key", [WE, "--set", "=3"], "an override names a key before the ="
+    ),
+    case(
+        "simulate",
+        "--set of an unknown key",
+        [WE, "--set", "schedule.nonsense=2"],
+        "schedule.nonsense: unknown key (the nearest known keys: inner_steps, outer_steps, overlap_steps)",
+    ),
+    case(
+        "simulate",
+        "--set of a misspelt key",
+        [WE, "--set", "island.*.bandwith_gbps=3"],
+        "island.0.bandwith_gbps: unknown key (did you mean 'bandwidth_gbps'?)",
+    ),
+    case(
+        "simulate",
+        "--set that matches no entry",
+        [WE, "--set", "region.*.name=x"],
+        "region.*.name: the scenario has no [[region]] entries, so this would set nothing",
+    ),
+    case(
+        "simulate",
+        "--set of an island that is not there",
+        [WE, "--set", "island.9.bandwidth_gbps=1"],
+        "island.9.bandwidth_gbps: no island 9: the scenario has 1",
+    ),
+    case(
+        "simulate",
+        "--set of the wrong type",
+        [WE, "--set", "schedule.inner_steps=abc"],
+        "schedule.inner_steps: must be an integer (got 'abc')",
+    ),
+    case(
+        "simulate",
+        "--set negative",
+        [WE, "--set", "schedule.inner_steps=-1"],
+        "schedule.inner_steps: must be >= 1",
+    ),
+    case(
+        "simulate",
+        "--set zero",
+        [WE, "--set", "schedule.outer_steps=0"],
+        "schedule.outer_steps: must be >= 1",
+    ),
+    case(
+        "simulate",
+        "--set empty",
+        [WE, "--set", "schedule.inner_steps="],
+        "must be an integer (got '')",
+    ),
+    case(
+        "simulate",
+        "--set nan",
+        [WE, "--set", "model.parameters=nan"],
+        "model.parameters: must be a finite number",
+    ),
+    case(
+        "simulate",
+        "--set inf",
+        [WE, "--set", "model.parameters=inf"],
+        "model.parameters: must be a finite number",
+    ),
+    case(
+        "simulate",
+        "--set a 310-digit number",
+        [WE, "--set", f"model.parameters={HUGE}"],
+        "model.parameters: must be a finite number (got an integer of 310 digits)",
+    ),
+    case(
+        "simulate",
+        "--set a 309-digit number past float's range",
+        [WE, "--set", f"model.parameters={'9' * 309}"],
+        "model.parameters: must be a finite number (got an integer of 309 digits)",
+    ),
+    case(
+        "simulate",
+        "--set a 309-digit integer key",
+        [WE, "--set", f"seed={'9' * 309}"],
+        "seed: must be an integer within +-2**53 (got an integer of 309 digits)",
+    ),
+    case(
+        "simulate",
+        "--set huge",
+        [WE, "--set", "island.*.replicas=1000000"],
+        "island.0.replicas: must be <= 100000",
+    ),
+    case(
+        "simulate",
+        "a quorum above the learners",
+        [WE, "--set", "schedule.algorithm=decoupled", "--set", "schedule.quorum=9"],
+        "schedule.quorum: must be at most the 8 learners (workers) that report (got 9)",
+    ),
+    case(
+        "simulate",
+        "alpha-beta under churn",
+        [WE, "--set", "network.model=alpha-beta", "--set", "island.0.mtbf_s=100"],
+        "network.model: alpha-beta prices each transfer alone, and under churn (mtbf_s, [[event]], present = "
+        "false) a joining worker's download shares links",
+    ),
+    case(
+        "simulate",
+        "a bucket size without buckets",
+        [WE, "--set", "exchange.bucket_cap_mb=25"],
+        'exchange.bucket_cap_mb: has no effect with calls = "flat": set calls = "buckets" or remove it',
+    ),
+    case(
+        "simulate",
+        "calls per tensor without the tensors",
+        [WE, "--set", "exchange.calls=per_tensor"],
+        'exchange.tensors: is required with calls = "per_tensor"',
+    ),
+    case(
+        "simulate",
+        "an outer step under DDP",
+        [WE, "--set", "schedule.algorithm=ddp", "--set", "exchange.outer_step_s=0.1"],
+        'exchange.outer_step_s: has no effect: algorithm = "ddp" takes no outer step (set it to 0)',
+    ),
+    case(
+        "simulate",
+        "collective calls priced for Decoupled DiLoCo's syncer",
+        [WE, "--set", "schedule.algorithm=decoupled", "--set", "exchange.call_overhead_s=0.01"],
+        '[exchange]: prices collective calls; algorithm = "decoupled" has none',
+    ),
+    case(
+        "simulate",
+        "a ring efficiency above 1",
+        [WE, "--set", "network.ring_efficiency=1.5"],
+        "network.ring_efficiency: must be in (0, 1]",
+    ),
+    case(
+        "simulate",
+        "a first call's set-up of NaN seconds",
+        [WE, "--set", "exchange.first_call_s=nan"],
+        "exchange.first_call_s: must be a finite number",
+    ),
+    case(
+        "simulate",
+        "a quorum on a schedule that syncs everyone",
+        [WE, "--set", "schedule.quorum=3"],
+        'schedule.quorum: 3 has no effect: algorithm = "diloco" syncs every worker each round; a quorum is '
+        'read by "decoupled" only (remove it, or set it to 1)',
+    ),
+    case(
+        "simulate",
+        "a return time without departures",
+        [WE, "--set", "island.0.mttr_s=3600"],
+        "island.0.mttr_s: has no effect without mtbf_s",
+    ),
+    case(
+        "simulate",
+        "a recovery time without failures",
+        [WE, "--set", "island.0.recovery_s=60"],
+        "island.0.recovery_s: has no effect without chip_mtbf_s",
+    ),
+    case(
+        "simulate",
+        "a deadline's slack under the wait barrier",
+        [WE, "--set", "schedule.deadline_slack=0.5"],
+        'schedule.deadline_slack: 0.5 has no effect under barrier = "wait"',
+    ),
+    case(
+        "simulate",
+        "a syncer under a coupled schedule",
+        [WE, "--set", "syncer.latency_ms=5"],
+        'syncer.latency_ms: has no effect: algorithm = "diloco" has no syncer',
+    ),
+    case(
+        "simulate",
+        "an absent island that nothing brings in",
+        ["{tmp}/absent.toml"],
+        "island.1.present: false, and nothing ever brings worker 'late' in",
+    ),
+    case(
+        "simulate",
+        "an island named as another island's replica",
+        ["{tmp}/clash.toml"],
+        "island.1.name: 'dc-1' names both a replica of island 0 ('dc') and island 1: names must be unique",
+    ),
+    case(
+        "simulate",
+        "an empty island name",
+        [WE, "--set", 'island.0.name=""'],
+        "island.0.name: must not be empty (got '')",
+    ),
+    case(
+        "simulate",
+        "a replica that does not fit its accelerators",
+        [WE, "--set", "island.0.memory_gb=80"],
+        "island.0.gpus: a replica of island 'dc' does not fit: it needs 240 GB per accelerator",
+    ),
+    case(
+        "simulate",
+        "an accelerator of no memory",
+        [WE, "--set", "island.0.memory_gb=0"],
+        "island.0.memory_gb: must be >= 0.001 GB",
+    ),
+    case(
+        "simulate",
+        "alpha-beta where learners share the syncer's link",
+        [
+            WE,
+            "--set",
+            "schedule.algorithm=decoupled",
+            "--set",
+            "syncer.bandwidth_gbps=10",
+            "--set",
+            "network.model=alpha-beta",
+        ],
+        "network.model: alpha-beta prices each transfer alone",
+    ),
+    case(
+        "simulate",
+        "an rtt_csv that never ends",
+        [WE, "--set", 'network.rtt_csv="/dev/zero"'],
+        "network.rtt_csv: cannot read /dev/zero: /dev/zero: a round-trip CSV is at most 16777216 bytes",
+    ),
+    case(
+        "simulate",
+        "an rtt_csv that is a folder",
+        [WE, "--set", 'network.rtt_csv="{tmp}"'],
+        "is a folder, not a round-trip CSV",
+    ),
     # --network-profile
-    case("simulate", "--network-profile that never ends", [S, "--network-profile", "/dev/zero"],
-         "/dev/zero: a network profile is at most 16777216 bytes"),
-    case("simulate", "--network-profile empty", [S, "--network-profile", ""], "argument --network-profile: is empty"),
-    case("simulate", "--network-profile missing", [S, "--network-profile", "{tmp}/none.json"],
-         "cannot read this network profile: No such file or directory"),
-    case("simulate", "--network-profile nested 100,000 deep", [S, "--network-profile", "{tmp}/deep.json"],
-         "deep.json: nested too deeply to be a network profile"),
-    case("simulate", "--network-profile with a 5,000-digit number", [S, "--network-profile", "{tmp}/digits.json"],
-         "digits.json: not valid JSON (Exceeds the limit"),
-    case("simulate", "--network-profile listing a host twice", [S, "--network-profile", "{tmp}/dup.json"],
-         "dup.json: hosts.1.name: 'dc' is listed twice"),
-    case("simulate", "--network-profile measuring a pair twice", [S, "--network-profile", "{tmp}/dup-rtt.json"],
-         "dup-rtt.json: rtt_ms.1: the round trip between 'x' and 'dc' is listed twice"),
-    case("simulate", "--network-profile with a rate past the scenario's limits", [S, "--network-profile",
-                                                                                  "{tmp}/fast.json"],
-         "fast.json: hosts.0.upload_gbps: must be <= 1e+06 Gbit/s (see docs/limits.md) (got 2000000.0)"),
-    case("simulate", "--network-profile with an exchange of 0 members", [S, "--network-profile", "{tmp}/zero.json"],
-         "zero.json: exchange.members: must be a whole number, 1 to the 1 hosts (got 0)"),
-    case("simulate", "--network-profile with a pair written as text", [S, "--network-profile", "{tmp}/ab.json"],
-         "ab.json: rtt_ms.0.between: must list two hosts (got 'dcx')"),
-    case("simulate", "--network-profile with a key written twice", [S, "--network-profile", "{tmp}/twice.json"],
-         "twice.json: the key 'label' is written twice in one object: one value would be lost"),
+    case(
+        "simulate",
+        "--network-profile that never ends",
+        [S, "--network-profile", "/dev/zero"],
+        "/dev/zero: a network profile is at most 16777216 bytes",
+    ),
+    case(
+        "simulate",
+        "--network-profile empty",
+        [S, "--network-profile", ""],
+        "argument --network-profile: is empty",
+    ),
+    case(
+        "simulate",
+        "--network-profile missing",
+        [S, "--network-profile", "{tmp}/none.json"],
+        "cannot read this network profile: No such file or directory",
+    ),
+    case(
+        "simulate",
+        "--network-profile nested 100,000 deep",
+        [S, "--network-profile", "{tmp}/deep.json"],
+        "deep.json: nested too deeply to be a network profile",
+    ),
+    case(
+        "simulate",
+        "--network-profile with a 5,000-digit number",
+        [S, "--network-profile", "{tmp}/digits.json"],
+        "digits.json: not valid JSON (Exceeds the limit",
+    ),
+    case(
+        "simulate",
+        "--network-profile listing a host twice",
+        [S, "--network-profile", "{tmp}/dup.json"],
+        "dup.json: hosts.1.name: 'dc' is listed twice",
+    ),
+    case(
+        "simulate",
+        "--network-profile measuring a pair twice",
+        [S, "--network-profile", "{tmp}/dup-rtt.json"],
+        "dup-rtt.json: rtt_ms.1: the round trip between 'x' and 'dc' is listed twice",
+    ),
+    case(
+        "simulate",
+        "--network-profile with a rate past the scenario's limits",
+        [S, "--network-profile", "{tmp}/fast.json"],
+        "fast.json: hosts.0.upload_gbps: must be <= 1e+06 Gbit/s (see docs/limits.md) (got 2000000.0)",
+    ),
+    case(
+        "simulate",
+        "--network-profile with an exchange of 0 members",
+        [S, "--network-profile", "{tmp}/zero.json"],
+        "zero.json: exchange.members: must be a whole number, 1 to the 1 hosts (got 0)",
+    ),
+    case(
+        "simulate",
+        "--network-profile with a pair written as text",
+        [S, "--network-profile", "{tmp}/ab.json"],
+        "ab.json: rtt_ms.0.between: must list two hosts (got 'dcx')",
+    ),
+    case(
+        "simulate",
+        "--network-profile with a key written twice",
+        [S, "--network-profile", "{tmp}/twice.json"],
+        "twice.json: the key 'label' is written twice in one object: one value would be lost",
+    ),
     # outputs
-    case("simulate", "--trace onto the scenario", [S, "--trace", S], "--trace would overwrite the scenario"),
-    case("simulate", "--trace onto its rtt_csv", [S, "--trace", "{tmp}/rtt.csv"],
-         "--trace would overwrite network.rtt_csv"),
-    case("simulate", "--trace onto the profile", [S, "--network-profile", "{tmp}/p.json", "--trace", "{tmp}/p.json"],
-         "--trace would overwrite --network-profile"),
-    case("simulate", "--trace and --links on one file", [S, "--trace", "{tmp}/t.csv", "--links", "{tmp}/t.csv"],
-         "--trace and --links name the same file"),
-    case("simulate", "--trace unwritable", [WE, "--trace", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
+    case(
+        "simulate",
+        "--trace onto the scenario",
+        [S, "--trace", S],
+        "--trace would overwrite the scenario",
+    ),
+    case(
+        "simulate",
+        "--trace onto its rtt_csv",
+        [S, "--trace", "{tmp}/rtt.csv"],
+        "--trace would overwrite network.rtt_csv",
+    ),
+    case(
+        "simulate",
+        "--trace onto the profile",
+        [S, "--network-profile", "{tmp}/p.json", "--trace", "{tmp}/p.json"],
+        "--trace would overwrite --network-profile",
+    ),
+    case(
+        "simulate",
+        "--trace and --links on one file",
+        [S, "--trace", "{tmp}/t.csv", "--links", "{tmp}/t.csv"],
+        "--trace and --links name the same file",
+    ),
+    case(
+        "simulate",
+        "--trace unwritable",
+        [WE, "--trace", "/proc/x.csv"],
+        "/proc/x.csv: cannot write in /proc",
+    ),
     case("simulate", "--trace empty", [WE, "--trace", ""], "argument --trace: is empty"),
-    case("simulate", "--links a folder", [WE, "--links", "{tmp}"], "is a folder; name a file in it"),
-    case("simulate", "--trace with an unknown extension", [WE, "--trace", "{tmp}/t.txt"],
-         "'.txt' is not a format this writes"),
-    case("simulate", "--max-events nan", [WE, "--max-events", "nan"], "--max-events must be >= 1 (got nan)"),
-    case("simulate", "--max-events 0", [WE, "--max-events", "0"], "--max-events must be >= 1 (got 0)"),
-    case("simulate", "--max-events not a number", [WE, "--max-events", "many"],
-         "argument --max-events: invalid float value: 'many'"),
-    case("simulate", "a run played with arrays beyond --max-events", [WE, "--max-events", "10"],
-         "--max-events: the run would take as long as about"),
-    case("simulate", "a run played event by event beyond --max-events", ["decoupled-fleet", "--max-events", "10"],
-         "--max-events: the run would need about"),
+    case(
+        "simulate", "--links a folder", [WE, "--links", "{tmp}"], "is a folder; name a file in it"
+    ),
+    case(
+        "simulate",
+        "--trace with an unknown extension",
+        [WE, "--trace", "{tmp}/t.txt"],
+        "'.txt' is not a format this writes",
+    ),
+    case(
+        "simulate",
+        "--max-events nan",
+        [WE, "--max-events", "nan"],
+        "--max-events must be >= 1 (got nan)",
+    ),
+    case(
+        "simulate", "--max-events 0", [WE, "--max-events", "0"], "--max-events must be >= 1 (got 0)"
+    ),
+    case(
+        "simulate",
+        "--max-events not a number",
+        [WE, "--max-events", "many"],
+        "argument --max-events: invalid float value: 'many'",
+    ),
+    case(
+        "simulate",
+        "a run played with arrays beyond --max-events",
+        [WE, "--max-events", "10"],
+        "--max-events: the run would take as long as about",
+    ),
+    case(
+        "simulate",
+        "a run played event by event beyond --max-events",
+        ["decoupled-fleet", "--max-events", "10"],
+        "--max-events: the run would need about",
+    ),
     # sweep
-    case("sweep", "--grid without values", [WE, "--grid", "schedule.inner_steps"], "--grid schedule.inner_steps"),
-    case("sweep", "--grid of an unknown key", [WE, "--grid", "schedule.inner_stepz=1,2"],
-         "schedule.inner_stepz: unknown key (did you mean 'schedule.inner_steps'?)"),
-    case("sweep", "a grid of a million runs", [WE, "--grid", f"schedule.inner_steps={THOUSAND}",
-                                                 "--grid", f"island.*.bandwidth_gbps={THOUSAND}"],
-         "--grid: 1000 x 1000 = 1,000,000 runs, above the 100,000 a sweep runs"),
-    case("sweep", "--seeds huge", [WE, "--grid", "schedule.inner_steps=1", "--seeds", "100000000"],
-         "--grid: 1 x 100000000 seeds = 100,000,000 runs"),
-    case("sweep", "--grid with nan", [WE, "--grid", "island.*.bandwidth_gbps=nan,1"],
-         "island.*.bandwidth_gbps: must be a finite number (got nan)"),
-    case("sweep", "--grid with a value twice", [WE, "--grid", "schedule.inner_steps=1,1"], "a value is listed twice"),
+    case(
+        "sweep",
+        "--grid without values",
+        [WE, "--grid", "schedule.inner_steps"],
+        "--grid schedule.inner_steps",
+    ),
+    case(
+        "sweep",
+        "--grid of an unknown key",
+        [WE, "--grid", "schedule.inner_stepz=1,2"],
+        "schedule.inner_stepz: unknown key (did you mean 'schedule.inner_steps'?)",
+    ),
+    case(
+        "sweep",
+        "a grid of a million runs",
+        [
+            WE,
+            "--grid",
+            f"schedule.inner_steps={THOUSAND}",
+            "--grid",
+            f"island.*.bandwidth_gbps={THOUSAND}",
+        ],
+        "--grid: 1000 x 1000 = 1,000,000 runs, above the 100,000 a sweep runs",
+    ),
+    case(
+        "sweep",
+        "--seeds huge",
+        [WE, "--grid", "schedule.inner_steps=1", "--seeds", "100000000"],
+        "--grid: 1 x 100000000 seeds = 100,000,000 runs",
+    ),
+    case(
+        "sweep",
+        "--grid with nan",
+        [WE, "--grid", "island.*.bandwidth_gbps=nan,1"],
+        "island.*.bandwidth_gbps: must be a finite number (got nan)",
+    ),
+    case(
+        "sweep",
+        "--grid with a value twice",
+        [WE, "--grid", "schedule.inner_steps=1,1"],
+        "a value is listed twice",
+    ),
     case("sweep", "--grid with no values", [WE, "--grid", "schedule.inner_steps="], "no values"),
-    case("sweep", "--seeds 0", [WE, "--grid", "schedule.inner_steps=1", "--seeds", "0"], "--seeds must be >= 1"),
-    case("sweep", "--top -1", [WE, "--grid", "schedule.inner_steps=1", "--top", "-1"], "--top must be >= 1"),
-    case("sweep", "--jobs 0", [WE, "--grid", "schedule.inner_steps=1", "--jobs", "0"], "--jobs must be >= 1"),
-    case("sweep", "--rank-by nothing known", [WE, *SHORT, "--grid", "schedule.inner_steps=1", "--rank-by", "x"],
-         "--rank-by x: not a numeric summary figure"),
-    case("sweep", "--output unwritable", [WE, "--grid", "schedule.inner_steps=1", "-o", "/proc/x.csv"],
-         "/proc/x.csv: cannot write in /proc"),
-    case("sweep", "--output empty", [WE, "--grid", "schedule.inner_steps=1", "-o", ""],
-         "argument -o/--output: is empty"),
-    case("sweep", "--output a folder", [WE, "--grid", "schedule.inner_steps=1", "-o", "{tmp}"], "is a folder"),
-    case("sweep", "--output onto the rtt_csv", [S, "--grid", "schedule.inner_steps=1", "-o", "{tmp}/rtt.csv"],
-         "--output would overwrite network.rtt_csv"),
-    case("sweep", "--dask at a closed port", [WE, "--grid", "schedule.inner_steps=1", "--dask", "tcp://127.0.0.1:1"],
-         "--dask tcp://127.0.0.1:1: cannot reach a Dask scheduler there"),
-    case("sweep", "--dask without a port", [WE, "--grid", "schedule.inner_steps=1", "--dask", "tcp://127.0.0.1"],
-         "not a scheduler address like tcp://HOST:8786"),
+    case(
+        "sweep",
+        "--seeds 0",
+        [WE, "--grid", "schedule.inner_steps=1", "--seeds", "0"],
+        "--seeds must be >= 1",
+    ),
+    case(
+        "sweep",
+        "--top -1",
+        [WE, "--grid", "schedule.inner_steps=1", "--top", "-1"],
+        "--top must be >= 1",
+    ),
+    case(
+        "sweep",
+        "--jobs 0",
+        [WE, "--grid", "schedule.inner_steps=1", "--jobs", "0"],
+        "--jobs must be >= 1",
+    ),
+    case(
+        "sweep",
+        "--rank-by nothing known",
+        [WE, *SHORT, "--grid", "schedule.inner_steps=1", "--rank-by", "x"],
+        "--rank-by x: not a numeric summary figure",
+    ),
+    case(
+        "sweep",
+        "--output unwritable",
+        [WE, "--grid", "schedule.inner_steps=1", "-o", "/proc/x.csv"],
+        "/proc/x.csv: cannot write in /proc",
+    ),
+    case(
+        "sweep",
+        "--output empty",
+        [WE, "--grid", "schedule.inner_steps=1", "-o", ""],
+        "argument -o/--output: is empty",
+    ),
+    case(
+        "sweep",
+        "--output a folder",
+        [WE, "--grid", "schedule.inner_steps=1", "-o", "{tmp}"],
+        "is a folder",
+    ),
+    case(
+        "sweep",
+        "--output onto the rtt_csv",
+        [S, "--grid", "schedule.inner_steps=1", "-o", "{tmp}/rtt.csv"],
+        "--output would overwrite network.rtt_csv",
+    ),
+    case(
+        "sweep",
+        "--dask at a closed port",
+        [WE, "--grid", "schedule.inner_steps=1", "--dask", "tcp://127.0.0.1:1"],
+        "--dask tcp://127.0.0.1:1: cannot reach a Dask scheduler there",
+    ),
+    case(
+        "sweep",
+        "--dask without a port",
+        [WE, "--grid", "schedule.inner_steps=1", "--dask", "tcp://127.0.0.1"],
+        "not a scheduler address like tcp://HOST:8786",
+    ),
     # plan
     case("plan", "--target-utilisation nan", [WE, "--target-utilisation", "nan"], TARGET),
     case("plan", "--target-utilisation 1.5", [WE, "--target-utilisation", "1.5"], TARGET),
     case("plan", "--target-utilisation 0", [WE, "--target-utilisation", "0"], TARGET),
-    case("plan", "--targets with a word", [WE, "--targets", "0.5,most"], "expected fractions like 0.5,0.9,0.99"),
+    case(
+        "plan",
+        "--targets with a word",
+        [WE, "--targets", "0.5,most"],
+        "expected fractions like 0.5,0.9,0.99",
+    ),
     case("plan", "--targets inf", [WE, "--targets", "inf"], TARGET),
     case("plan", "--targets empty", [WE, "--targets", ""], "expected fractions like 0.5,0.9,0.99"),
     case("plan", "--seeds 0", [WE, "--seeds", "0"], "--seeds must be in [1, 100] (got 0)"),
     case("plan", "--jobs -2", [WE, "--jobs", "-2"], "--jobs must be >= 1"),
-    case("plan", "--objective unknown", [WE, "--objective", "speed"], "argument --objective: invalid choice: 'speed'"),
-    case("plan", "--profile without an objective", [WE, "--profile", "{tmp}/p.json"],
-         "--profile prices loss: it goes with --objective time-to-loss or cost"),
-    case("plan", "--seeds huge", [WE, "--seeds", "100000000"], "--seeds must be in [1, 100] (got 100000000)"),
-    case("plan", "--objective cost without prices", [WE, "--objective", "cost"],
-         "island.0.cost_per_hour: --objective cost needs every island's price per worker-hour"),
-    case("plan", "--profile that never ends", [WE, "--objective", "time-to-loss", "--profile", "/dev/zero"],
-         "/dev/zero: a quality profile is at most 16777216 bytes"),
-    case("plan", "--profile nested 100,000 deep", [WE, "--objective", "cost", "--set", "island.*.cost_per_hour=1",
-                                                   "--profile", "{tmp}/deep.json"],
-         "deep.json: nested too deeply to be a quality profile"),
-    case("plan", "--profile missing", [WE, "--objective", "time-to-loss", "--profile", "{tmp}/none.json"],
-         "cannot read this quality profile: No such file or directory"),
+    case(
+        "plan",
+        "--objective unknown",
+        [WE, "--objective", "speed"],
+        "argument --objective: invalid choice: 'speed'",
+    ),
+    case(
+        "plan",
+        "--profile without an objective",
+        [WE, "--profile", "{tmp}/p.json"],
+        "--profile prices loss: it goes with --objective time-to-loss or cost",
+    ),
+    case(
+        "plan",
+        "--seeds huge",
+        [WE, "--seeds", "100000000"],
+        "--seeds must be in [1, 100] (got 100000000)",
+    ),
+    case(
+        "plan",
+        "--objective cost without prices",
+        [WE, "--objective", "cost"],
+        "island.0.cost_per_hour: --objective cost needs every island's price per worker-hour",
+    ),
+    case(
+        "plan",
+        "--profile that never ends",
+        [WE, "--objective", "time-to-loss", "--profile", "/dev/zero"],
+        "/dev/zero: a quality profile is at most 16777216 bytes",
+    ),
+    case(
+        "plan",
+        "--profile nested 100,000 deep",
+        [
+            WE,
+            "--objective",
+            "cost",
+            "--set",
+            "island.*.cost_per_hour=1",
+            "--profile",
+            "{tmp}/deep.json",
+        ],
+        "deep.json: nested too deeply to be a quality profile",
+    ),
+    case(
+        "plan",
+        "--profile missing",
+        [WE, "--objective", "time-to-loss", "--profile", "{tmp}/none.json"],
+        "cannot read this quality profile: No such file or directory",
+    ),
     case("plan", "--max-events -1", [WE, "--max-events", "-1"], "--max-events must be >= 1"),
     case("plan", "--dask empty", [WE, "--dask", ""], "argument --dask: is empty"),
-    case("plan", "--dask at a closed port", [WE, "--dask", "tcp://127.0.0.1:1"], "cannot reach a Dask scheduler there"),
-    case("plan", "--dask a tls:// address", [WE, "--dask", "tls://127.0.0.1:1"],
-         "--dask tls://127.0.0.1:1: islands connects to tcp:// schedulers only (tls:// is not supported)"),
+    case(
+        "plan",
+        "--dask at a closed port",
+        [WE, "--dask", "tcp://127.0.0.1:1"],
+        "cannot reach a Dask scheduler there",
+    ),
+    case(
+        "plan",
+        "--dask a tls:// address",
+        [WE, "--dask", "tls://127.0.0.1:1"],
+        "--dask tls://127.0.0.1:1: islands connects to tcp:// schedulers only (tls:// is not supported)",
+    ),
     # bandwidth-table
-    case("bandwidth-table", "--sizes unknown", ["--sizes", "2b"], "--sizes: each must be one of 1b, 10b, 100b"),
+    case(
+        "bandwidth-table",
+        "--sizes unknown",
+        ["--sizes", "2b"],
+        "--sizes: each must be one of 1b, 10b, 100b",
+    ),
     case("bandwidth-table", "--sizes empty", ["--sizes", ""], "argument --sizes: is empty"),
-    case("bandwidth-table", "--sizes of commas", ["--sizes", ",,"], "--sizes: each must be one of 1b, 10b, 100b"),
-    case("bandwidth-table", "--sizes with a size twice", ["--sizes", "1b,1b"],
-         "--sizes: 1b is listed twice (got '1b,1b'); name each size once"),
+    case(
+        "bandwidth-table",
+        "--sizes of commas",
+        ["--sizes", ",,"],
+        "--sizes: each must be one of 1b, 10b, 100b",
+    ),
+    case(
+        "bandwidth-table",
+        "--sizes with a size twice",
+        ["--sizes", "1b,1b"],
+        "--sizes: 1b is listed twice (got '1b,1b'); name each size once",
+    ),
     case("bandwidth-table", "--jobs 0", ["--jobs", "0"], "--jobs must be >= 1"),
-    case("bandwidth-table", "--max-events nan", ["--max-events", "nan"], "--max-events must be >= 1 (got nan)"),
-    case("bandwidth-table", "--set of an unknown key", ["--set", "schedule.x=1"], "schedule.x: unknown key"),
-    case("bandwidth-table", "--set beyond the simulator's bound",
-         ["--sizes", "1b", "--set", "schedule.outer_steps=10000000"],
-         "--max-events: the run would need about 5.5e+07 simulator events"),
-    case("bandwidth-table", "--output unwritable", ["--output", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
+    case(
+        "bandwidth-table",
+        "--max-events nan",
+        ["--max-events", "nan"],
+        "--max-events must be >= 1 (got nan)",
+    ),
+    case(
+        "bandwidth-table",
+        "--set of an unknown key",
+        ["--set", "schedule.x=1"],
+        "schedule.x: unknown key",
+    ),
+    case(
+        "bandwidth-table",
+        "--set beyond the simulator's bound",
+        ["--sizes", "1b", "--set", "schedule.outer_steps=10000000"],
+        "--max-events: the run would need about 5.5e+07 simulator events",
+    ),
+    case(
+        "bandwidth-table",
+        "--output unwritable",
+        ["--output", "/proc/x.csv"],
+        "/proc/x.csv: cannot write in /proc",
+    ),
     case("bandwidth-table", "--output a folder", ["--output", "{tmp}"], "is a folder"),
-    case("bandwidth-table", "--output with an unknown extension", ["--output", "{tmp}/t.txt"],
-         "'.txt' is not a format this writes"),
+    case(
+        "bandwidth-table",
+        "--output with an unknown extension",
+        ["--output", "{tmp}/t.txt"],
+        "'.txt' is not a format this writes",
+    ),
     # goodput
-    case("goodput", "--failures 0", ["--failures", "0"], "--failures must be in [1, 10000] (got 0)"),
-    case("goodput", "--failures 1000000", ["--failures", "1000000"], "--failures must be in [1, 10000] (got 1000000)"),
-    case("goodput", "--failures not an integer", ["--failures", "1e3"],
-         "argument --failures: invalid int value: '1e3'"),
-    case("goodput", "--failures 2000: the grid would run for hours", ["--failures", "2000"],
-         "chaos: --failures 2000: the goodput grid would need about 2.89e+08 simulator events in all, above the 6e+07 "
-         "(about an hour of CPU) it allows: use --failures 414 or fewer"),
-    case("goodput", "--failures 10000 (the most a cell takes): a cell beyond the simulator's bound",
-         ["--failures", "10000"], "the goodput cell Decoupled, M=8, 0.15M chips would need about 1.76e+08 simulator "
-         "events, above 1e+08: lower --failures"),
-    case("goodput", "cells priced beyond the simulator's bound",
-         ["--failures", "3000", "--set", "island.0.step_time_s=0.01"],
-         "the goodput cell DP, non-elastic, 0.15M chips would need about 1.23e+09 simulator events, above 1e+08"),
-    case("goodput", "--set of a key every cell sets", ["--set", "island.0.chips=1"],
-         "--set island.0.chips=1: the goodput grid sets island.0.chips itself in every cell"),
-    case("goodput", "--set of the method", ["--set", "schedule.algorithm=ddp"],
-         "--set schedule.algorithm=ddp: the goodput grid sets schedule.algorithm itself in every cell"),
+    case(
+        "goodput", "--failures 0", ["--failures", "0"], "--failures must be in [1, 10000] (got 0)"
+    ),
+    case(
+        "goodput",
+        "--failures 1000000",
+        ["--failures", "1000000"],
+        "--failures must be in [1, 10000] (got 1000000)",
+    ),
+    case(
+        "goodput",
+        "--failures not an integer",
+        ["--failures", "1e3"],
+        "argument --failures: invalid int value: '1e3'",
+    ),
+    case(
+        "goodput",
+        "--failures 2000: the grid would run for hours",
+        ["--failures", "2000"],
+        "chaos: --failures 2000: the goodput grid would need about 2.89e+08 simulator events in all, above the 6e+07 "
+        "(about an hour of CPU) it allows: use --failures 414 or fewer",
+    ),
+    case(
+        "goodput",
+        "--failures 10000 (the most a cell takes): a cell beyond the simulator's bound",
+        ["--failures", "10000"],
+        "the goodput cell Decoupled, M=8, 0.15M chips would need about 1.76e+08 simulator "
+        "events, above 1e+08: lower --failures",
+    ),
+    case(
+        "goodput",
+        "cells priced beyond the simulator's bound",
+        ["--failures", "3000", "--set", "island.0.step_time_s=0.01"],
+        "the goodput cell DP, non-elastic, 0.15M chips would need about 1.23e+09 simulator events, above 1e+08",
+    ),
+    case(
+        "goodput",
+        "--set of a key every cell sets",
+        ["--set", "island.0.chips=1"],
+        "--set island.0.chips=1: the goodput grid sets island.0.chips itself in every cell",
+    ),
+    case(
+        "goodput",
+        "--set of the method",
+        ["--set", "schedule.algorithm=ddp"],
+        "--set schedule.algorithm=ddp: the goodput grid sets schedule.algorithm itself in every cell",
+    ),
     case("goodput", "--jobs 0", ["--jobs", "0"], "--jobs must be >= 1"),
-    case("goodput", "a scenario without chip failures", [WE], "island.0.chip_mtbf_s: is required for the goodput grid"),
-    case("goodput", "--output unwritable", ["--output", "/proc/x.csv"], "/proc/x.csv: cannot write in /proc"),
+    case(
+        "goodput",
+        "a scenario without chip failures",
+        [WE],
+        "island.0.chip_mtbf_s: is required for the goodput grid",
+    ),
+    case(
+        "goodput",
+        "--output unwritable",
+        ["--output", "/proc/x.csv"],
+        "/proc/x.csv: cannot write in /proc",
+    ),
     case("goodput", "--output a folder", ["--output", "{tmp}"], "is a folder"),
-    case("goodput", "--output onto the rtt_csv", [S, "--output", "{tmp}/rtt.csv"], "--output would overwrite"),
+    case(
+        "goodput",
+        "--output onto the rtt_csv",
+        [S, "--output", "{tmp}/rtt.csv"],
+        "--output would overwrite",
+    ),
     # report
-    case("report", "--output unwritable", [WE, "-o", "/proc/x.html"], "/proc/x.html: cannot write in /proc"),
+    case(
+        "report",
+        "--output unwritable",
+        [WE, "-o", "/proc/x.html"],
+        "/proc/x.html: cannot write in /proc",
+    ),
     case("report", "--output a folder", [WE, "-o", "{tmp}"], "is a folder"),
-    case("report", "--output onto the sweep table", [WE, "--sweep", "{tmp}/rtt.csv", "-o", "{tmp}/rtt.csv"],
-         "'.csv' is not a format this writes"),
-    case("report", "--sweep that never ends", [WE, "--sweep", "/dev/zero"], "/dev/zero: a sweep table is at most"),
-    case("report", "--sweep missing", [WE, "--sweep", "{tmp}/none.csv"], "cannot read this sweep table"),
-    case("report", "--sweep not a sweep table", [WE, "--sweep", "{tmp}/rtt.csv"], "not a sweep table"),
-    case("report", "--where without --sweep", [WE, "--where", "a=1"], "--where picks rows of a sweep table"),
-    case("report", "--sweep of another scenario", [WE, "--sweep", "{tmp}/other-sweep.csv"],
-         "other-sweep.csv: a sweep of 'home-lab', not of 'seed-10b-1gbps' (the scenario given)"),
-    case("report", "--sweep --where of no row", [WE, "--sweep", "{tmp}/sweep.csv", "--where", "schedule.inner_steps=7"],
-         "--where schedule.inner_steps=7: no row of the sweep table has schedule.inner_steps = 7"),
+    case(
+        "report",
+        "--output onto the sweep table",
+        [WE, "--sweep", "{tmp}/rtt.csv", "-o", "{tmp}/rtt.csv"],
+        "'.csv' is not a format this writes",
+    ),
+    case(
+        "report",
+        "--sweep that never ends",
+        [WE, "--sweep", "/dev/zero"],
+        "/dev/zero: a sweep table is at most",
+    ),
+    case(
+        "report",
+        "--sweep missing",
+        [WE, "--sweep", "{tmp}/none.csv"],
+        "cannot read this sweep table",
+    ),
+    case(
+        "report", "--sweep not a sweep table", [WE, "--sweep", "{tmp}/rtt.csv"], "not a sweep table"
+    ),
+    case(
+        "report",
+        "--where without --sweep",
+        [WE, "--where", "a=1"],
+        "--where picks rows of a sweep table",
+    ),
+    case(
+        "report",
+        "--sweep of another scenario",
+        [WE, "--sweep", "{tmp}/other-sweep.csv"],
+        "other-sweep.csv: a sweep of 'home-lab', not of 'seed-10b-1gbps' (the scenario given)",
+    ),
+    case(
+        "report",
+        "--sweep --where of no row",
+        [WE, "--sweep", "{tmp}/sweep.csv", "--where", "schedule.inner_steps=7"],
+        "--where schedule.inner_steps=7: no row of the sweep table has schedule.inner_steps = 7",
+    ),
     case("report", "--max-events 0", [WE, "--max-events", "0"], "--max-events must be >= 1"),
     case("report", "--max-events below the run", [WE, "--max-events", "10"], "raise --max-events"),
     case("report", "--target-utilisation nan", [WE, "--target-utilisation", "nan"], TARGET),
     case("report", "--seeds 0", [WE, "--seeds", "0"], "--seeds must be in [1, 100] (got 0)"),
-    case("report", "--seeds huge", [WE, "--seeds", "100000000"], "--seeds must be in [1, 100] (got 100000000)"),
+    case(
+        "report",
+        "--seeds huge",
+        [WE, "--seeds", "100000000"],
+        "--seeds must be in [1, 100] (got 100000000)",
+    ),
     case("report", "--jobs 0", [WE, "--jobs", "0"], "--jobs must be >= 1"),
-    case("report", "--dask at a closed port", [WE, "--dask", "tcp://127.0.0.1:1"], "cannot reach a Dask scheduler"),
+    case(
+        "report",
+        "--dask at a closed port",
+        [WE, "--dask", "tcp://127.0.0.1:1"],
+        "cannot reach a Dask scheduler",
+    ),
     # trace
     case("trace", "--max-events 0", [WE, "--max-events", "0"], "--max-events must be >= 1"),
     case("trace", "--max-events below the run", [WE, "--max-events", "10"], "raise --max-events"),
     # plot
-    case("plot", "an unknown kind", ["bandwith", WE], "unknown plot kind 'bandwith' (did you mean 'bandwidth'?)"),
+    case(
+        "plot",
+        "an unknown kind",
+        ["bandwith", WE],
+        "unknown plot kind 'bandwith' (did you mean 'bandwidth'?)",
+    ),
     case("plot", "--size 0x0", ["timeline", WE, "--size", "0x0"], "--size 0x0: each side must be"),
-    case("plot", "--size huge", ["timeline", WE, "--size", "100000x100000"], "--size 100000x100000: each side must be"),
-    case("plot", "--size not WxH", ["timeline", WE, "--size", "big"], "--size big: write WIDTHxHEIGHT"),
-    case("plot", "--max-events 0", ["timeline", WE, "--max-events", "0"], "--max-events must be >= 1"),
-    case("plot", "--max-events below the run", ["bandwidth", WE, "--max-events", "10"], "raise --max-events"),
-    case("plot", "--worker out of range", ["bandwidth", WE, "--worker", "99"],
-         "--worker 99: the scenario has workers 0 to 7"),
-    case("plot", "--worker negative", ["bandwidth", WE, "--worker", "-1"], "--worker -1: the scenario has workers"),
-    case("plot", "--direction unknown", ["bandwidth", WE, "--direction", "sideways"], "--direction sideways: must be"),
-    case("plot", "--intervals backwards", ["timeline", WE, "--intervals", "5:2"], "need 0 <= START < STOP"),
-    case("plot", "--intervals not numbers", ["timeline", WE, "--intervals", "a:b"], "write START:STOP"),
-    case("plot", "--output unwritable", ["timeline", WE, "-o", "/proc/x.png"], "/proc/x.png: cannot write in /proc"),
+    case(
+        "plot",
+        "--size huge",
+        ["timeline", WE, "--size", "100000x100000"],
+        "--size 100000x100000: each side must be",
+    ),
+    case(
+        "plot",
+        "--size not WxH",
+        ["timeline", WE, "--size", "big"],
+        "--size big: write WIDTHxHEIGHT",
+    ),
+    case(
+        "plot", "--max-events 0", ["timeline", WE, "--max-events", "0"], "--max-events must be >= 1"
+    ),
+    case(
+        "plot",
+        "--max-events below the run",
+        ["bandwidth", WE, "--max-events", "10"],
+        "raise --max-events",
+    ),
+    case(
+        "plot",
+        "--worker out of range",
+        ["bandwidth", WE, "--worker", "99"],
+        "--worker 99: the scenario has workers 0 to 7",
+    ),
+    case(
+        "plot",
+        "--worker negative",
+        ["bandwidth", WE, "--worker", "-1"],
+        "--worker -1: the scenario has workers",
+    ),
+    case(
+        "plot",
+        "--direction unknown",
+        ["bandwidth", WE, "--direction", "sideways"],
+        "--direction sideways: must be",
+    ),
+    case(
+        "plot",
+        "--intervals backwards",
+        ["timeline", WE, "--intervals", "5:2"],
+        "need 0 <= START < STOP",
+    ),
+    case(
+        "plot",
+        "--intervals not numbers",
+        ["timeline", WE, "--intervals", "a:b"],
+        "write START:STOP",
+    ),
+    case(
+        "plot",
+        "--output unwritable",
+        ["timeline", WE, "-o", "/proc/x.png"],
+        "/proc/x.png: cannot write in /proc",
+    ),
     case("plot", "--output empty", ["timeline", WE, "-o", ""], "argument -o/--output: is empty"),
     case("plot", "--output a folder", ["timeline", WE, "-o", "{tmp}"], "is a folder"),
-    case("plot", "--output with an unknown extension", ["timeline", WE, "-o", "{tmp}/x.txt"],
-         "'.txt' is not a format this writes"),
-    case("plot", "heatmap of a file that never ends", ["heatmap", "/dev/zero"], "a sweep table is at most"),
-    case("plot", "heatmap --metric of text", ["heatmap", "{tmp}/sweep.csv", "--metric", "error"],
-         "--metric error: not a numeric column of the sweep table (e.g. compute_utilisation, wall_time_s)"),
-    case("plot", "heatmap --x and --y the same", ["heatmap", "{tmp}/sweep.csv", "--x", "schedule.inner_steps",
-                                                  "--y", "schedule.inner_steps"],
-         "--x and --y both name schedule.inner_steps"),
-    case("plot", "heatmap --where of no row", ["heatmap", "{tmp}/sweep.csv", "--where", "schedule.inner_steps=7"],
-         "--where schedule.inner_steps=7: no row of the sweep table has schedule.inner_steps = 7"),
-    case("plot", "heatmap --output onto the sweep table", ["heatmap", "{tmp}/sweep.csv", "-o", "{tmp}/sweep.csv"],
-         "'.csv' is not a format this writes"),
-    case("plot", "heatmap with --set", ["heatmap", "{tmp}/rtt.csv", "--set", "a=1"], "--set applies to scenarios"),
+    case(
+        "plot",
+        "--output with an unknown extension",
+        ["timeline", WE, "-o", "{tmp}/x.txt"],
+        "'.txt' is not a format this writes",
+    ),
+    case(
+        "plot",
+        "heatmap of a file that never ends",
+        ["heatmap", "/dev/zero"],
+        "a sweep table is at most",
+    ),
+    case(
+        "plot",
+        "heatmap --metric of text",
+        ["heatmap", "{tmp}/sweep.csv", "--metric", "error"],
+        "--metric error: not a numeric column of the sweep table (e.g. compute_utilisation, wall_time_s)",
+    ),
+    case(
+        "plot",
+        "heatmap --x and --y the same",
+        [
+            "heatmap",
+            "{tmp}/sweep.csv",
+            "--x",
+            "schedule.inner_steps",
+            "--y",
+            "schedule.inner_steps",
+        ],
+        "--x and --y both name schedule.inner_steps",
+    ),
+    case(
+        "plot",
+        "heatmap --where of no row",
+        ["heatmap", "{tmp}/sweep.csv", "--where", "schedule.inner_steps=7"],
+        "--where schedule.inner_steps=7: no row of the sweep table has schedule.inner_steps = 7",
+    ),
+    case(
+        "plot",
+        "heatmap --output onto the sweep table",
+        ["heatmap", "{tmp}/sweep.csv", "-o", "{tmp}/sweep.csv"],
+        "'.csv' is not a format this writes",
+    ),
+    case(
+        "plot",
+        "heatmap with --set",
+        ["heatmap", "{tmp}/rtt.csv", "--set", "a=1"],
+        "--set applies to scenarios",
+    ),
     # list, demo
     case("list", "an argument it does not take", ["extra"], "unrecognized arguments: extra"),
     case("demo", "--out unwritable", [WE, "--no-train", "--out", "/proc/demo"], "/proc/demo"),
     case("demo", "--out empty", [WE, "--no-train", "--out", ""], "argument --out: is empty"),
-    case("demo", "--out a file", [WE, "--no-train", "--out", "{tmp}/rtt.csv"], "--out must be a folder"),
+    case(
+        "demo",
+        "--out a file",
+        [WE, "--no-train", "--out", "{tmp}/rtt.csv"],
+        "--out must be a folder",
+    ),
     case("demo", "a bad scenario", ["{tmp}/bad.toml", "--no-train"], "bad.toml: not valid TOML"),
 ]
 
@@ -431,7 +1068,9 @@ def test_a_goodput_cell_cut_short_is_marked_not_a_number():
     from islands.analysis.sweep.goodput import METHODS, goodput_table, table_text
     from islands.scenarios import ScenarioSource
 
-    source = ScenarioSource.read("chaos", ["island.0.recovery_s=1e7"])  # a failed DP fleet never recovers in time
+    source = ScenarioSource.read(
+        "chaos", ["island.0.recovery_s=1e7"]
+    )  # a failed DP fleet never recovers in time
     table = goodput_table(source, failures=3, chips=(150_000,), methods=(METHODS[0],), jobs=1)
     row = table.iloc[0]
     assert row["simulated_percent"] is None and row["difference_points"] is None
@@ -448,10 +1087,18 @@ def test_learners_sharing_the_syncer_link_take_n_times_as_long():
     from islands.simulator import simulate
 
     learners, payload_bytes, syncer_bits_per_s, compute_s = 8, 2e9, 10e9, 10 * 1.0
-    document = {"name": "shared", "model": {"parameters": 1e9, "bytes_per_param": 2},
-                "schedule": {"algorithm": "decoupled", "inner_steps": 10, "outer_steps": 1, "quorum": learners},
-                "syncer": {"bandwidth_gbps": syncer_bits_per_s / 1e9},
-                "island": [{"name": "l", "replicas": learners, "step_time_s": 1.0, "bandwidth_gbps": 1000}]}
+    document = {
+        "name": "shared",
+        "model": {"parameters": 1e9, "bytes_per_param": 2},
+        "schedule": {
+            "algorithm": "decoupled",
+            "inner_steps": 10,
+            "outer_steps": 1,
+            "quorum": learners,
+        },
+        "syncer": {"bandwidth_gbps": syncer_bits_per_s / 1e9},
+        "island": [{"name": "l", "replicas": learners, "step_time_s": 1.0, "bandwidth_gbps": 1000}],
+    }
     summary = simulate(from_dict(document)).summary
     one_way_s = learners * payload_bytes * 8 / syncer_bits_per_s
     assert summary["wall_time_s"] == pytest.approx(compute_s + 2 * one_way_s, rel=1e-9)
@@ -462,8 +1109,13 @@ def test_bandwidth_table_rows_are_labelled_by_the_schedule_they_run():
 
     table = bandwidth_table(("1b",), ("schedule.algorithm=ddp", "schedule.outer_steps=2"), jobs=1)
     methods = list(dict.fromkeys(table["method"]))
-    assert methods == ["Data-Parallel", "Vanilla DiLoCo", "Streaming DiLoCo run as DDP",
-                       "w/ overlapped com. run as DDP", "w/ overlapped FP4 com. run as DDP"]
+    assert methods == [
+        "Data-Parallel",
+        "Vanilla DiLoCo",
+        "Streaming DiLoCo run as DDP",
+        "w/ overlapped com. run as DDP",
+        "w/ overlapped FP4 com. run as DDP",
+    ]
     assert table[table["method"].str.endswith("as DDP")]["paper_gbps"].isna().all()
     assert "of 10 cells within one grid step" in table_text(table)
 
@@ -471,16 +1123,24 @@ def test_bandwidth_table_rows_are_labelled_by_the_schedule_they_run():
 def test_the_guard_counts_the_islands_by_islands_matrix(tmp_path):
     """2,000 islands with one measured round trip: a 2,000 x 2,000 float64 matrix, 32 MB, above the
     10 MB that --max-events 10,000 allows (1 kB per event), though the run needs far fewer events."""
-    islands = "".join(f'[[island]]\nname = "i{i}"\nstep_time_s = 1\nbandwidth_gbps = 10\n' for i in range(2000))
+    islands = "".join(
+        f'[[island]]\nname = "i{i}"\nstep_time_s = 1\nbandwidth_gbps = 10\n' for i in range(2000)
+    )
     path = tmp_path / "wide.toml"
-    path.write_text('name = "wide"\n[model]\nparameters = 1e6\n[schedule]\nalgorithm = "diloco"\nouter_steps = 1\n'
-                    f'{islands}[[latency]]\nbetween = ["i0", "i1"]\nrtt_ms = 10\n')
+    path.write_text(
+        'name = "wide"\n[model]\nparameters = 1e6\n[schedule]\nalgorithm = "diloco"\nouter_steps = 1\n'
+        f'{islands}[[latency]]\nbetween = ["i0", "i1"]\nrtt_ms = 10\n'
+    )
     code, err = answer(case("simulate", "", [str(path), "--max-events", "10000"], ""), tmp_path)
     assert code == 2 and len(err.strip().splitlines()) == 1
-    topology_bytes = 8 * (1 + 2000**2) + 200 * 2000  # the region and island matrices, 200 B per worker
+    topology_bytes = (
+        8 * (1 + 2000**2) + 200 * 2000
+    )  # the region and island matrices, 200 B per worker
     memory_bytes = topology_bytes + 2000 * 2000  # and 2 kB per worker-sync: 2,000 workers sync once
-    assert (f"wide.toml: --max-events: the run would take about {memory_bytes / 1e9:.3g} GB of memory "
-            f"({topology_bytes / 1e9:.3g} GB of it the topology: 2000 islands") in err
+    assert (
+        f"wide.toml: --max-events: the run would take about {memory_bytes / 1e9:.3g} GB of memory "
+        f"({topology_bytes / 1e9:.3g} GB of it the topology: 2000 islands"
+    ) in err
 
 
 def serve(reply: bytes | None) -> tuple[socket.socket, str]:
@@ -502,10 +1162,16 @@ def serve(reply: bytes | None) -> tuple[socket.socket, str]:
     return server, f"tcp://127.0.0.1:{server.getsockname()[1]}"
 
 
-@pytest.mark.parametrize("reply, expected", [
-    (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", "no Dask scheduler answered within 0.5 s"),
-    (None, "no Dask scheduler answered within 0.5 s"),
-])
+@pytest.mark.parametrize(
+    "reply, expected",
+    [
+        (
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+            "no Dask scheduler answered within 0.5 s",
+        ),
+        (None, "no Dask scheduler answered within 0.5 s"),
+    ],
+)
 def test_dask_at_a_port_that_is_not_a_scheduler_is_one_line(reply, expected, monkeypatch, tmp_path):
     from islands.commands import common
 
@@ -530,8 +1196,14 @@ def test_dask_at_a_port_that_greets_in_http_is_one_line(monkeypatch):
         threading.Timer(5, connection.close).start()
 
     threading.Thread(target=greet, daemon=True).start()
-    with server, pytest.raises(UserError, match=r"something answers there, but not a Dask scheduler "
-                                                r"\(it began with b'HTTP/1.1'\)"):
+    with (
+        server,
+        pytest.raises(
+            UserError,
+            match=r"something answers there, but not a Dask scheduler "
+            r"\(it began with b'HTTP/1.1'\)",
+        ),
+    ):
         common.probe_dask_scheduler(address, 5)
 
 
@@ -539,11 +1211,15 @@ def doc_text(answers: dict[int, str]) -> str:
     """docs/bad-inputs-simulation.md: per command, a table of the inputs tried and the line answered."""
     parts = [DOC_HEAD]
     for command in dict.fromkeys(c.command for c in CASES):
-        parts.append(f"\n## islands {command}\n\n| bad input | arguments | answer (exit code 2) |\n| --- | --- | --- |")
+        parts.append(
+            f"\n## islands {command}\n\n| bad input | arguments | answer (exit code 2) |\n| --- | --- | --- |"
+        )
         for index, case_ in enumerate(CASES):
             if case_.command == command:
                 argv = " ".join(shown_argument(part) for part in case_.argv[1:])
-                parts.append(f"| {case_.what} | `{argv}` | `{cell(answers[index].removeprefix('islands '))}` |")
+                parts.append(
+                    f"| {case_.what} | `{argv}` | `{cell(answers[index].removeprefix('islands '))}` |"
+                )
     return "\n".join(parts) + "\n"
 
 

@@ -18,14 +18,29 @@ RUNS = {
     "jittered": ("worked-example", ["island.0.jitter_cv=0.05"]),
     "streaming": ("worked-example", ["schedule.algorithm=streaming"]),
     "ddp": ("worked-example", ["schedule.algorithm=ddp", "schedule.outer_steps=200"]),
-    "decoupled, jittered": ("worked-example", ["schedule.algorithm=decoupled", "island.0.jitter_cv=0.05"]),
-    "decoupled, 50 learners, quorum": ("worked-example", ["schedule.algorithm=decoupled", "island.0.jitter_cv=0.05",
-                                                          "island.0.replicas=50", "schedule.quorum=10"]),
+    "decoupled, jittered": (
+        "worked-example",
+        ["schedule.algorithm=decoupled", "island.0.jitter_cv=0.05"],
+    ),
+    "decoupled, 50 learners, quorum": (
+        "worked-example",
+        [
+            "schedule.algorithm=decoupled",
+            "island.0.jitter_cv=0.05",
+            "island.0.replicas=50",
+            "schedule.quorum=10",
+        ],
+    ),
     "decoupled fleet": ("decoupled-fleet", ["schedule.outer_steps=30"]),
     "300 that return": ("worked-example", ["island.0.replicas=300", *CHURN]),
-    "300 that return, jitter, deadline": ("worked-example", ["island.0.replicas=300", *CHURN, "island.0.jitter_cv=0.05",
-                                                             "schedule.barrier=deadline"]),
-    "300 that return, latency": ("worked-example", ["island.0.replicas=300", *CHURN, "island.0.latency_ms=1"]),
+    "300 that return, jitter, deadline": (
+        "worked-example",
+        ["island.0.replicas=300", *CHURN, "island.0.jitter_cv=0.05", "schedule.barrier=deadline"],
+    ),
+    "300 that return, latency": (
+        "worked-example",
+        ["island.0.replicas=300", *CHURN, "island.0.latency_ms=1"],
+    ),
     "home lab": ("home-lab", []),
     "mixed fleet": ("mixed-fleet", []),
     "intellect-1": ("intellect-1", []),
@@ -45,21 +60,38 @@ def test_where_returns_outpace_the_holders_uplink_the_estimate_errs_high():
     """The known limit (docs/limits.md): 1,000 workers mostly away, whose returns would need the holder's
     uplink more than all the time (``budget.expected_length_s``: busy >= 1), are estimated up to their
     horizon: far more events than the run then spends as the fleet empties, never fewer."""
-    scenario = load("worked-example", ["island.0.replicas=1000", "island.0.mtbf_s=2000", "island.0.mttr_s=50000",
-                                       "schedule.outer_steps=10"])
+    scenario = load(
+        "worked-example",
+        [
+            "island.0.replicas=1000",
+            "island.0.mtbf_s=2000",
+            "island.0.mttr_s=50000",
+            "schedule.outer_steps=10",
+        ],
+    )
     spent = simulate(scenario, max_events=math.inf, player="events").summary["events"]
     assert estimate(scenario).events > 2 * spent
 
 
 def test_admission_is_the_same_for_every_seed():
-    scenario = ["island.0.replicas=1000", "island.0.mtbf_s=2000", "island.0.mttr_s=50000", "schedule.outer_steps=10"]
-    budgets = {estimate(load("worked-example", [*scenario, f"seed={seed}"])).events for seed in range(6)}
+    scenario = [
+        "island.0.replicas=1000",
+        "island.0.mtbf_s=2000",
+        "island.0.mttr_s=50000",
+        "schedule.outer_steps=10",
+    ]
+    budgets = {
+        estimate(load("worked-example", [*scenario, f"seed={seed}"])).events for seed in range(6)
+    }
     assert len(budgets) == 1
 
 
 def test_a_refusal_names_the_budget_and_its_flag_not_a_physics_key():
     scenario = load("worked-example", ["island.0.replicas=300", *CHURN])
-    with pytest.raises(BudgetExceeded, match=r"--max-events: the run would need about .* simulator events, .* joins "
-                                             r"and leaves, .* above the budget of 1000 events: raise --max-events") as refused:
+    with pytest.raises(
+        BudgetExceeded,
+        match=r"--max-events: the run would need about .* simulator events, .* joins "
+        r"and leaves, .* above the budget of 1000 events: raise --max-events",
+    ) as refused:
         guard(scenario, max_events=1000)
     assert "mtbf_s" not in str(refused.value) and "outer_steps" not in str(refused.value)

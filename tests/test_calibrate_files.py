@@ -61,12 +61,22 @@ def calibrate(*extra: str) -> NetworkProfile:
 
 
 def test_each_iperf3_file_reads_as_its_directions():
-    p2, reverse, bidir = (read_iperf3(SAMPLES / name) for name in
-                          ("iperf3-a-b-P2.json", "iperf3-a-b-R.json", "iperf3-a-c-bidir.json"))
+    p2, reverse, bidir = (
+        read_iperf3(SAMPLES / name)
+        for name in ("iperf3-a-b-P2.json", "iperf3-a-b-R.json", "iperf3-a-c-bidir.json")
+    )
     # -P 2: the streams' sum; -R: only the server's copy, and no round trip (the client did not send)
     assert (p2.sent_bits_per_s, p2.received_bits_per_s, p2.min_rtt_s) == (48e6, None, 0.0205)
-    assert (reverse.sent_bits_per_s, reverse.received_bits_per_s, reverse.min_rtt_s) == (None, 45e6, None)
-    assert (bidir.sent_bits_per_s, bidir.received_bits_per_s, bidir.min_rtt_s) == (47.5e6, 95e6, 0.030)
+    assert (reverse.sent_bits_per_s, reverse.received_bits_per_s, reverse.min_rtt_s) == (
+        None,
+        45e6,
+        None,
+    )
+    assert (bidir.sent_bits_per_s, bidir.received_bits_per_s, bidir.min_rtt_s) == (
+        47.5e6,
+        95e6,
+        0.030,
+    )
     assert (p2.local_host, p2.remote_host) == ("10.0.0.1", "198.51.100.2")
 
 
@@ -78,11 +88,15 @@ def test_the_samples_make_the_profile_by_hand(samples, capsys):
     assert [(h.name, h.upload_gbps, h.download_gbps) for h in profile.hosts] == [
         ("a", pytest.approx(48 * MBIT), pytest.approx(95 * MBIT)),
         ("b", pytest.approx(49 * MBIT), pytest.approx(96 * MBIT)),
-        ("c", pytest.approx(96 * MBIT), pytest.approx(49 * MBIT))]
+        ("c", pytest.approx(96 * MBIT), pytest.approx(49 * MBIT)),
+    ]
     # a-b: the median of 20.1, 20.2, 20.2, 20.3, 20.9; a-c: ping -q's average; b-c: no ping, so the
     # smaller of the two b-c files' TCP min_rtt (40.1 and 40.3 ms)
     assert {pair.between: pair.rtt_ms for pair in profile.rtt_ms} == {
-        ("a", "b"): pytest.approx(20.2), ("a", "c"): pytest.approx(30.15), ("b", "c"): pytest.approx(40.1)}
+        ("a", "b"): pytest.approx(20.2),
+        ("a", "c"): pytest.approx(30.15),
+        ("b", "c"): pytest.approx(40.1),
+    }
     assert profile.exchange is None
     collective = profile.collective
     assert (collective.test, collective.members, collective.ranks) == ("all_reduce", 3, 3)
@@ -91,15 +105,20 @@ def test_the_samples_make_the_profile_by_hand(samples, capsys):
     # bus bandwidth = S x 2(n-1)/n / t = S x 4/3 x 8 bits / t
     assert [row.size_bytes for row in collective.bus_gbps] == ALL_REDUCE_SIZES
     assert [row.bus_gbps for row in collective.bus_gbps] == pytest.approx(
-        [size * 4 / 3 * 8 / 1e9 / ((100000 + size / 4) / 1e6) for size in ALL_REDUCE_SIZES])
+        [size * 4 / 3 * 8 / 1e9 / ((100000 + size / 4) / 1e6) for size in ALL_REDUCE_SIZES]
+    )
     # call overhead: 0.1 s less 2(M-1) = 4 one-way hops of the slowest pair (b-c, 40.1 ms / 2);
     # efficiency: the data's bus rate, 4/3 x 8 bits per 0.25 microseconds, over the slowest host's 48 Mbit/s
     terms = ring_terms(profile, "p")
     assert terms.call_overhead_s == pytest.approx(0.1 - 4 * 0.02005)
     assert terms.ring_efficiency == pytest.approx(4 / 3 * 8 / 0.25e-6 / 48e6)
     out = capsys.readouterr().out
-    assert "exchange.call_overhead_s = 0.0198 " in out and "network.ring_efficiency = 0.888889 " in out
-    assert "b-c: 40.1 ms (iperf3's smallest TCP round trip, under load" in out and "clamped" not in out
+    assert (
+        "exchange.call_overhead_s = 0.0198 " in out and "network.ring_efficiency = 0.888889 " in out
+    )
+    assert (
+        "b-c: 40.1 ms (iperf3's smallest TCP round trip, under load" in out and "clamped" not in out
+    )
 
 
 def test_an_all_gather_takes_its_ranks_from_the_flag_and_its_own_bus_factor(samples):
@@ -109,7 +128,8 @@ def test_an_all_gather_takes_its_ranks_from_the_flag_and_its_own_bus_factor(samp
     assert collective.call_latency_s == pytest.approx(0.09, abs=1e-9)
     # all-gather: (n-1)/n = 2/3 of the gathered size crosses each link
     assert [row.bus_gbps for row in collective.bus_gbps] == pytest.approx(
-        [size * 2 / 3 * 8 / 1e9 / ((90000 + size / 8) / 1e6) for size in ALL_GATHER_SIZES])
+        [size * 2 / 3 * 8 / 1e9 / ((90000 + size / 8) / 1e6) for size in ALL_GATHER_SIZES]
+    )
     assert ring_terms(profile, "p").ring_efficiency == pytest.approx(2 / 3 * 8 / 0.125e-6 / 48e6)
 
 
@@ -119,38 +139,69 @@ def test_a_collective_faster_than_the_slowest_host_is_clamped_and_said(samples, 
     path = samples / "iperf3-a-c-bidir.json"
     path.write_text(path.read_text().replace("47500000.0", "40000000.0"))
     for name in ("iperf3-a-b-P2.json", "iperf3-b-c.json"):
-        (samples / name).write_text((samples / name).read_text().replace('"reverse":\t0', '"reverse":\t1'))
+        (samples / name).write_text(
+            (samples / name).read_text().replace('"reverse":\t0', '"reverse":\t1')
+        )
     profile = calibrate(*PINGS, "--nccl-tests", "nccl-all-reduce-3.txt")
     # a's uplink is now its only send, 40 Mbit/s to c; the data moved at 4/3 x 8 / 0.25e-6 = 42.67
-    assert min(min(h.upload_gbps, h.download_gbps) for h in profile.hosts) == pytest.approx(40 * MBIT)
+    assert min(min(h.upload_gbps, h.download_gbps) for h in profile.hosts) == pytest.approx(
+        40 * MBIT
+    )
     terms = ring_terms(profile, "p")
     assert terms.ring_efficiency == 1.0
     assert terms.measured_efficiency == pytest.approx(4 / 3 * 8 / 0.25e-6 / 40e6)
-    assert "clamped to 1: the collective moved 1.067 x the slowest host's iperf3 rate" in capsys.readouterr().out
+    assert (
+        "clamped to 1: the collective moved 1.067 x the slowest host's iperf3 rate"
+        in capsys.readouterr().out
+    )
 
 
 def test_a_profile_from_files_leaves_the_scenario_s_exchange_costs_and_buckets():
-    profile = NetworkProfile("x", (Host("a", 1.0, 2.0), Host("b", 3.0, 4.0)), (PairLatency(("a", "b"), 10.0),))
-    document = {"island": [{"name": "a", "upload_burst_bytes": 5e5}, {"name": "b"}],
-                "network": {"exchange_cpu_s_per_value": 1e-9}}
+    profile = NetworkProfile(
+        "x", (Host("a", 1.0, 2.0), Host("b", 3.0, 4.0)), (PairLatency(("a", "b"), 10.0),)
+    )
+    document = {
+        "island": [{"name": "a", "upload_burst_bytes": 5e5}, {"name": "b"}],
+        "network": {"exchange_cpu_s_per_value": 1e-9},
+    }
     applied = apply_profile(document, profile, "p.json")
-    assert applied["island"][0] == {"name": "a", "upload_burst_bytes": 5e5, "upload_gbps": 1.0, "download_gbps": 2.0}
+    assert applied["island"][0] == {
+        "name": "a",
+        "upload_burst_bytes": 5e5,
+        "upload_gbps": 1.0,
+        "download_gbps": 2.0,
+    }
     assert applied["network"] == {"exchange_cpu_s_per_value": 1e-9}
     assert applied["latency"] == [{"between": ["a", "b"], "rtt_ms": 10.0}]
 
 
 def test_a_profile_with_a_collective_reads_back_the_same(tmp_path):
-    profile = NetworkProfile("x", (Host("a", 1.0, 2.0), Host("b", 3.0, 4.0)), (PairLatency(("a", "b"), 10.0),),
-                             collective=CollectiveCost("all_gather", 2, 4, 0.05, (BusRate(8, 1e-6), BusRate(64, 1e-5))))
+    profile = NetworkProfile(
+        "x",
+        (Host("a", 1.0, 2.0), Host("b", 3.0, 4.0)),
+        (PairLatency(("a", "b"), 10.0),),
+        collective=CollectiveCost("all_gather", 2, 4, 0.05, (BusRate(8, 1e-6), BusRate(64, 1e-5))),
+    )
     profile.save(tmp_path / "p.json")
     assert read_profile(tmp_path / "p.json") == profile
     text = (tmp_path / "p.json").read_text()
     assert "exchange" not in json.loads(text)
-    for edit, message in ((lambda t: t.replace('"all_gather"', '"broadcast"'), "is not one of all_reduce, all_gather"),
-                          (lambda t: t.replace('"members": 2', '"members": 5'), r"collective.members: must be a whole number, 2 to the 2 hosts \(got 5\)"),
-                          (lambda t: t.replace('"size_bytes": 64', '"size_bytes": 8'), "smallest first, each once"),
-                          (lambda t: t.replace('"ranks": 4', '"ranks": 4.0'), r"collective.ranks: must be a whole number, the 2 "
-                           r"members to 1048576 \(got 4.0\)")):
+    for edit, message in (
+        (
+            lambda t: t.replace('"all_gather"', '"broadcast"'),
+            "is not one of all_reduce, all_gather",
+        ),
+        (
+            lambda t: t.replace('"members": 2', '"members": 5'),
+            r"collective.members: must be a whole number, 2 to the 2 hosts \(got 5\)",
+        ),
+        (lambda t: t.replace('"size_bytes": 64', '"size_bytes": 8'), "smallest first, each once"),
+        (
+            lambda t: t.replace('"ranks": 4', '"ranks": 4.0'),
+            r"collective.ranks: must be a whole number, the 2 "
+            r"members to 1048576 \(got 4.0\)",
+        ),
+    ):
         (tmp_path / "bad.json").write_text(edit(text))
         with pytest.raises(UserError, match=message):
             read_profile(tmp_path / "bad.json")
@@ -158,14 +209,24 @@ def test_a_profile_with_a_collective_reads_back_the_same(tmp_path):
 
 def test_a_collective_prices_ring_collectives_only():
     collective = CollectiveCost("all_reduce", 2, 2, 0.05, (BusRate(8, 1e-6), BusRate(1e8, 0.5)))
-    profile = NetworkProfile("x", (Host("a", 1.0, 1.0), Host("b", 1.0, 1.0)), (PairLatency(("a", "b"), 10.0),),
-                             collective=collective)
+    profile = NetworkProfile(
+        "x",
+        (Host("a", 1.0, 1.0), Host("b", 1.0, 1.0)),
+        (PairLatency(("a", "b"), 10.0),),
+        collective=collective,
+    )
     islands = [{"name": "a"}, {"name": "b"}]
-    ring = apply_profile({"schedule": {"algorithm": "diloco"}, "island": islands}, profile, "p.json")
+    ring = apply_profile(
+        {"schedule": {"algorithm": "diloco"}, "island": islands}, profile, "p.json"
+    )
     assert ring["exchange"]["call_overhead_s"] == pytest.approx(0.05 - 2 * 0.005)
-    for other in ({"schedule": {"algorithm": "decoupled"}, "island": islands},
-                  {"schedule": {"algorithm": "diloco"}, "network": {"collective": "tree"}, "island": islands}):
-        applied = apply_profile(other, profile, "p.json")  # a learner's round trips, a tree: not a ring's calls
+    for other in (
+        {"schedule": {"algorithm": "decoupled"}, "island": islands},
+        {"schedule": {"algorithm": "diloco"}, "network": {"collective": "tree"}, "island": islands},
+    ):
+        applied = apply_profile(
+            other, profile, "p.json"
+        )  # a learner's round trips, a tree: not a ring's calls
         assert "exchange" not in applied and "ring_efficiency" not in applied["network"]
 
 
@@ -179,27 +240,53 @@ bytes_per_param = 4
 algorithm = "diloco"
 inner_steps = 10
 outer_steps = 2
-""" + "".join(f'[[island]]\nname = "{name}"\nstep_time_s = 1\nbandwidth_gbps = 1\n' for name in "abc")
+""" + "".join(
+        f'[[island]]\nname = "{name}"\nstep_time_s = 1\nbandwidth_gbps = 1\n' for name in "abc"
+    )
 
 
 def test_a_scenario_takes_a_profile_from_files(samples):
     calibrate(*PINGS)
     (samples / "three.toml").write_text(three_islands(1e6))
-    scenario = ScenarioSource.read(samples / "three.toml").with_network_profile(samples / "profile.json").scenario
-    assert [island.upload_gbps for island in scenario.islands] == pytest.approx([0.048, 0.049, 0.096])
+    scenario = (
+        ScenarioSource.read(samples / "three.toml")
+        .with_network_profile(samples / "profile.json")
+        .scenario
+    )
+    assert [island.upload_gbps for island in scenario.islands] == pytest.approx(
+        [0.048, 0.049, 0.096]
+    )
 
 
-@pytest.mark.parametrize("argv, edit, message", [
-    (["--host", "a=10.0.0.9", "--host", "b=10.0.0.2,198.51.100.2", "--host", "c=10.0.0.3"], None,
-     "iperf3-a-b-P2.json: start.connected.0.local_host: 10.0.0.1 (the client) is no --host's address"),
-    (["--host", "a=10.0.0.1", "--host", "b=10.0.0.2", "--host", "c=10.0.0.3"], None,
-     "iperf3-a-b-P2.json: start.connected.0.remote_host: 198.51.100.2 (the server) is no --host's address"),
-    (["--host", "a=10.0.0.1,10.0.0.3", "--host", "b=10.0.0.2,198.51.100.2"], None,
-     "iperf3-a-c-bidir.json: start.connected: both ends are --host a"),
-    (HOSTS, ("iperf3-a-b-R.json", "iperf3-b-c.json"), "--iperf3: no file has host b sending"),
-    (HOSTS, ("iperf3-b-c.json", "iperf3-c-b.json"), "--ping: no round trip between b and c: give --ping b:c=FILE"),
-])
-def test_files_that_do_not_fit_the_hosts_are_refused_in_one_line(samples, capsys, argv, edit, message):
+@pytest.mark.parametrize(
+    "argv, edit, message",
+    [
+        (
+            ["--host", "a=10.0.0.9", "--host", "b=10.0.0.2,198.51.100.2", "--host", "c=10.0.0.3"],
+            None,
+            "iperf3-a-b-P2.json: start.connected.0.local_host: 10.0.0.1 (the client) is no --host's address",
+        ),
+        (
+            ["--host", "a=10.0.0.1", "--host", "b=10.0.0.2", "--host", "c=10.0.0.3"],
+            None,
+            "iperf3-a-b-P2.json: start.connected.0.remote_host: 198.51.100.2 (the server) is no --host's address",
+        ),
+        (
+            ["--host", "a=10.0.0.1,10.0.0.3", "--host", "b=10.0.0.2,198.51.100.2"],
+            None,
+            "iperf3-a-c-bidir.json: start.connected: both ends are --host a",
+        ),
+        (HOSTS, ("iperf3-a-b-R.json", "iperf3-b-c.json"), "--iperf3: no file has host b sending"),
+        (
+            HOSTS,
+            ("iperf3-b-c.json", "iperf3-c-b.json"),
+            "--ping: no round trip between b and c: give --ping b:c=FILE",
+        ),
+    ],
+)
+def test_files_that_do_not_fit_the_hosts_are_refused_in_one_line(
+    samples, capsys, argv, edit, message
+):
     files = [name for name in IPERF3[1:] if edit is None or name not in edit]
     assert main(["calibrate", "--out", "p.json", *argv, "--iperf3", *files]) == 2
     err = capsys.readouterr().err
@@ -207,22 +294,52 @@ def test_files_that_do_not_fit_the_hosts_are_refused_in_one_line(samples, capsys
     assert not (samples / "p.json").exists()
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--nccl-tests", "nccl-all-gather-3.txt"], "nccl-all-gather-3.txt: ranks: no '#  Rank N ... on HOST' or NCCL "
-     "'nranks N' line: give --nccl-ranks N"),
-    (["--nccl-tests", "nccl-all-reduce-3.txt", "--nccl-ranks", "4"], "ranks: the file says 3, --nccl-ranks 4"),
-    (["--nccl-tests", "nccl-all-gather-3.txt", "--nccl-ranks", "2"], "the run was among 2 hosts (one host per rank"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--nccl-tests", "nccl-all-gather-3.txt"],
+            "nccl-all-gather-3.txt: ranks: no '#  Rank N ... on HOST' or NCCL "
+            "'nranks N' line: give --nccl-ranks N",
+        ),
+        (
+            ["--nccl-tests", "nccl-all-reduce-3.txt", "--nccl-ranks", "4"],
+            "ranks: the file says 3, --nccl-ranks 4",
+        ),
+        (
+            ["--nccl-tests", "nccl-all-gather-3.txt", "--nccl-ranks", "2"],
+            "the run was among 2 hosts (one host per rank",
+        ),
+    ],
+)
 def test_a_ping_or_nccl_file_that_does_not_fit_is_refused(samples, capsys, extra, message):
-    assert main(["calibrate", "--out", "p.json", *HOSTS, *IPERF3, "--ping", "a:c=ping-a-c-quiet.txt", *extra]) == 2
+    assert (
+        main(
+            [
+                "calibrate",
+                "--out",
+                "p.json",
+                *HOSTS,
+                *IPERF3,
+                "--ping",
+                "a:c=ping-a-c-quiet.txt",
+                *extra,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and message in err, err
 
 
 def test_a_ping_of_a_third_host_is_refused(samples, capsys):
-    assert main(["calibrate", "--out", "p.json", *HOSTS, *IPERF3, "--ping", "a:c=ping-a-b.txt"]) == 2
-    assert "ping-a-b.txt: PING line: it pinged 198.51.100.2, --host b's address, not a's or c's" in \
-        capsys.readouterr().err
+    assert (
+        main(["calibrate", "--out", "p.json", *HOSTS, *IPERF3, "--ping", "a:c=ping-a-b.txt"]) == 2
+    )
+    assert (
+        "ping-a-b.txt: PING line: it pinged 198.51.100.2, --host b's address, not a's or c's"
+        in capsys.readouterr().err
+    )
 
 
 def test_the_text_readers_say_what_they_used():
@@ -233,7 +350,11 @@ def test_the_text_readers_say_what_they_used():
     # each row's time is the mean of the out-of-place and in-place columns: 100005 and 99999 at 8 bytes
     assert table.rows[0].time_s == pytest.approx(0.100002)
     gather = read_nccl_tests(SAMPLES / "nccl-all-gather-3.txt")
-    assert (gather.test, gather.test_from, gather.ranks) == ("all_gather", "its rows reduce nothing", None)
+    assert (gather.test, gather.test_from, gather.ranks) == (
+        "all_gather",
+        "its rows reduce nothing",
+        None,
+    )
 
 
 def test_the_simulator_remakes_the_largest_all_reduce_from_the_profile(samples):
@@ -245,7 +366,11 @@ def test_the_simulator_remakes_the_largest_all_reduce_from_the_profile(samples):
     calibrate(*PINGS, "--nccl-tests", "nccl-all-reduce-3.txt")
     size = ALL_REDUCE_SIZES[-1]
     (samples / "three.toml").write_text(three_islands(size // 4))
-    scenario = ScenarioSource.read(samples / "three.toml").with_network_profile(samples / "profile.json").scenario
+    scenario = (
+        ScenarioSource.read(samples / "three.toml")
+        .with_network_profile(samples / "profile.json")
+        .scenario
+    )
     assert scenario.exchange.call_overhead_s == pytest.approx(0.1 - 4 * 0.02005)
     assert scenario.network.ring_efficiency == pytest.approx(4 / 3 * 8 / 0.25e-6 / 48e6)
     # the row: (8488611 + 8488605) / 2 microseconds
@@ -285,5 +410,7 @@ def test_an_old_all_gather_table_without_redop_or_root_reads(tmp_path):
     assert (table.test, table.ranks, table.members) == ("all_gather", 2, 2)
     assert [row.time_s for row in table.rows] == [0.02001, 0.02064, 0.06032, 0.66]
     (tmp_path / "old.txt").write_text(OLD_ALL_GATHER.replace(": 0 OK", ": 2 FAILED"))
-    with pytest.raises(UserError, match="'Out of bounds values : 2 FAILED': the collective gave wrong results"):
+    with pytest.raises(
+        UserError, match="'Out of bounds values : 2 FAILED': the collective gave wrong results"
+    ):
         read_nccl_tests(tmp_path / "old.txt")

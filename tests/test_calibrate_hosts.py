@@ -49,7 +49,12 @@ ONE_WAY_MS = {"a": 5, "b": 10, "c": 15}
 
 def test_a_host_s_links_are_its_fastest_copies_out_and_in():
     # a copy alone moves at min(sender's uplink, receiver's downlink)
-    rate = {(s, d): min(u, v) for s, u in enumerate((2.0, 1.0, 4.0)) for d, v in enumerate((2.0, 2.0, 4.0)) if s != d}
+    rate = {
+        (s, d): min(u, v)
+        for s, u in enumerate((2.0, 1.0, 4.0))
+        for d, v in enumerate((2.0, 2.0, 4.0))
+        if s != d
+    }
     # c's 4.0 up and down show as 2.0: no other host sends or receives faster
     assert host_rates(range(3), rate) == [(2.0, 2.0), (1.0, 2.0), (2.0, 2.0)]
 
@@ -58,11 +63,23 @@ def exchange_timings(burst_bytes: float, scatter_s: float, rate_bytes_per_s: flo
     """A 3-host probe's timings over links that send ``burst_bytes`` at once, then ``rate_bytes_per_s``:
     each exchange's data time is (volume - burst) / rate after a 10 ms fixed cost."""
     large_values = 1 << 22
-    volumes = {"medium": probe_volume_bytes(3, medium_values(large_values)), "large": probe_volume_bytes(3, large_values)}
-    average = {"tiny": 0.01, **{size: 0.01 + (volume - burst_bytes) / rate_bytes_per_s for size, volume in volumes.items()}}
+    volumes = {
+        "medium": probe_volume_bytes(3, medium_values(large_values)),
+        "large": probe_volume_bytes(3, large_values),
+    }
+    average = {
+        "tiny": 0.01,
+        **{
+            size: 0.01 + (volume - burst_bytes) / rate_bytes_per_s
+            for size, volume in volumes.items()
+        },
+    }
     average["calls"] = average["medium"] + 15 * 0.001  # the medium tensor in 16 calls
-    return {"average": {size: {"3": seconds} for size, seconds in average.items()},
-            SCATTER: {size: {"3": scatter_s} for size in average}, "large_values": large_values}
+    return {
+        "average": {size: {"3": seconds} for size, seconds in average.items()},
+        SCATTER: {size: {"3": scatter_s} for size in average},
+        "large_values": large_values,
+    }
 
 
 def test_a_burst_the_repeats_resolve_is_kept_and_one_within_their_scatter_is_not():
@@ -79,7 +96,9 @@ def test_a_burst_the_repeats_resolve_is_kept_and_one_within_their_scatter_is_not
     assert fitted_burst_bytes(3, exchange_timings(0.0, 0.0), rate * 8, medium) == 0.0
 
 
-def test_calibrate_measures_the_emulated_links_and_the_profile_drives_the_simulator(tmp_path, capsys):
+def test_calibrate_measures_the_emulated_links_and_the_profile_drives_the_simulator(
+    tmp_path, capsys
+):
     scenario = tmp_path / "three.toml"
     scenario.write_text(THREE)
     out = tmp_path / "profile.json"
@@ -88,8 +107,12 @@ def test_calibrate_measures_the_emulated_links_and_the_profile_drives_the_simula
     assert [host.name for host in profile.hosts] == ["a", "b", "c"]
     for host in profile.hosts:  # what the other hosts' links let each one show
         others = [name for name in UP if name != host.name]
-        assert host.upload_gbps == pytest.approx(max(min(UP[host.name], DOWN[o]) for o in others), rel=0.05)
-        assert host.download_gbps == pytest.approx(max(min(UP[o], DOWN[host.name]) for o in others), rel=0.05)
+        assert host.upload_gbps == pytest.approx(
+            max(min(UP[host.name], DOWN[o]) for o in others), rel=0.05
+        )
+        assert host.download_gbps == pytest.approx(
+            max(min(UP[o], DOWN[host.name]) for o in others), rel=0.05
+        )
     for pair in profile.rtt_ms:
         expected_ms = 2 * sum(ONE_WAY_MS[name] for name in pair.between)
         assert expected_ms - 0.5 <= pair.rtt_ms <= expected_ms + 5
@@ -104,21 +127,39 @@ def test_under_torchrun_s_environment_each_named_host_measures(tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    children = [subprocess.Popen([sys.executable, "-m", "islands", "calibrate", "--out", str(out), "--name", name],
-                                 env={**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-                                      "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"})
-                for rank, name in enumerate(("left", "right"))]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "islands", "calibrate", "--out", str(out), "--name", name],
+            env={
+                **os.environ,
+                "RANK": str(rank),
+                "WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "OMP_NUM_THREADS": "1",
+            },
+        )
+        for rank, name in enumerate(("left", "right"))
+    ]
     assert [child.wait(timeout=240) for child in children] == [0, 0]
     profile = read_profile(out)
     assert [host.name for host in profile.hosts] == ["left", "right"]
     assert profile.rtt_ms[0].between == ("left", "right")
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["calibrate", "--out", "p.json"], "run it under torchrun, one process per host, or give --emulate FILE"),
-    (["calibrate", "--emulate", "worked-example", "--out", "p.json"],
-     "island.0.replicas: calibrate --emulate runs one host per island"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["calibrate", "--out", "p.json"],
+            "run it under torchrun, one process per host, or give --emulate FILE",
+        ),
+        (
+            ["calibrate", "--emulate", "worked-example", "--out", "p.json"],
+            "island.0.replicas: calibrate --emulate runs one host per island",
+        ),
+    ],
+)
 def test_calibrate_refuses_in_one_line(capsys, monkeypatch, argv, message):
     monkeypatch.delenv("RANK", raising=False)
     assert main(argv) == 2

@@ -26,8 +26,9 @@ def test_version_is_the_package_metadata(capsys):
 
 
 def test_python_dash_m_islands_is_the_command():
-    done = subprocess.run([sys.executable, "-m", "islands", "--version"], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "islands", "--version"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0 and done.stdout.startswith("islands ")
 
 
@@ -63,10 +64,21 @@ def test_progress_on_a_terminal_redraws_one_line():
 
 def test_make_leaves_a_wrapper_that_runs_from_any_folder(tmp_path):
     makefile = (ROOT / "Makefile").read_text()
-    assert "WRAPPER := bin/islands" in makefile and "/bin/" in (ROOT / ".gitignore").read_text().split()
+    assert (
+        "WRAPPER := bin/islands" in makefile
+        and "/bin/" in (ROOT / ".gitignore").read_text().split()
+    )
     wrapper = ROOT / "bin" / "islands"
     if not wrapper.exists():
-        subprocess.run(["make", "-C", str(ROOT), "bin/islands"], check=True, capture_output=True, timeout=600)
-    done = subprocess.run([str(wrapper), "--version"], capture_output=True, text=True, cwd=tmp_path, timeout=60,
-                          env={"PATH": "/usr/bin:/bin"})
+        subprocess.run(
+            ["make", "-C", str(ROOT), "bin/islands"], check=True, capture_output=True, timeout=600
+        )
+    done = subprocess.run(
+        [str(wrapper), "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0 and done.stdout.startswith("islands ")

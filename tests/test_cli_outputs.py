@@ -40,34 +40,57 @@ def unwritable_targets(tmp_path, a_file, suffix: str) -> list[tuple[str, str]]:
     ]
 
 
-@pytest.mark.parametrize("command,option,suffix", [
-    ("plot", "-o", "png"), ("trace", "-o", "json"), ("report", "-o", "html"),
-    ("simulate", "--trace", "csv"), ("simulate", "--links", "csv"),
-])
-def test_unwritable_outputs_are_one_line_naming_the_path(command, option, suffix, tmp_path, a_file, capsys):
+@pytest.mark.parametrize(
+    "command,option,suffix",
+    [
+        ("plot", "-o", "png"),
+        ("trace", "-o", "json"),
+        ("report", "-o", "html"),
+        ("simulate", "--trace", "csv"),
+        ("simulate", "--links", "csv"),
+    ],
+)
+def test_unwritable_outputs_are_one_line_naming_the_path(
+    command, option, suffix, tmp_path, a_file, capsys
+):
     for target, reason in unwritable_targets(tmp_path, a_file, suffix):
-        argv = [command, *(["breakdown"] if command == "plot" else []), "worked-example", *SHORT,
-                *FAST.get(command, []), option, target]
+        argv = [
+            command,
+            *(["breakdown"] if command == "plot" else []),
+            "worked-example",
+            *SHORT,
+            *FAST.get(command, []),
+            option,
+            target,
+        ]
         assert main(argv) == 2, target
         line = one_error_line(capsys, command)
         assert target.rstrip(os.sep) in line and reason in line
     assert os.listdir(tmp_path) == ["FILE"]  # no temporary file left anywhere
 
 
-@pytest.mark.parametrize("argv,suffixes", [
-    (["plot", "breakdown", "worked-example", "-o", "x.jpg"], ".png, .svg, .pdf"),
-    (["trace", "worked-example", "-o", "x.csv"], ".json"),
-    (["simulate", "worked-example", "--trace", "t.txt"], ".csv, .parquet, .json"),
-])
+@pytest.mark.parametrize(
+    "argv,suffixes",
+    [
+        (["plot", "breakdown", "worked-example", "-o", "x.jpg"], ".png, .svg, .pdf"),
+        (["trace", "worked-example", "-o", "x.csv"], ".json"),
+        (["simulate", "worked-example", "--trace", "t.txt"], ".csv, .parquet, .json"),
+    ],
+)
 def test_other_extensions_are_refused(argv, suffixes, capsys):
     assert main(argv) == 2
-    assert f"is not a format this writes; end the name with {suffixes}" in one_error_line(capsys, argv[0])
+    assert f"is not a format this writes; end the name with {suffixes}" in one_error_line(
+        capsys, argv[0]
+    )
 
 
 def test_a_table_ending_in_json_is_json(tmp_path):
     frame = pd.DataFrame({"worker": [0, 1], "bytes": [1.5, float("nan")]})
     write_table(frame, tmp_path / "t.json")
-    assert json.loads((tmp_path / "t.json").read_text()) == [{"worker": 0, "bytes": 1.5}, {"worker": 1, "bytes": None}]
+    assert json.loads((tmp_path / "t.json").read_text()) == [
+        {"worker": 0, "bytes": 1.5},
+        {"worker": 1, "bytes": None},
+    ]
 
 
 def test_trace_to_stdout_writes_json_there_and_no_file(tmp_path, capsys, monkeypatch):
@@ -100,9 +123,15 @@ def test_stdout_takes_the_first_format():
     assert output_format("A.SVG", ("png", "svg")) == "svg"
 
 
-@pytest.mark.parametrize("name,safe", [
-    ("../../escaped/x", "escaped_x"), ("seed-10b-1.5gbps", "seed-10b-1.5gbps"), ("a b/c", "a_b_c"),
-    ("..", "unnamed"), (".hidden", "hidden"),
-])
+@pytest.mark.parametrize(
+    "name,safe",
+    [
+        ("../../escaped/x", "escaped_x"),
+        ("seed-10b-1.5gbps", "seed-10b-1.5gbps"),
+        ("a b/c", "a_b_c"),
+        ("..", "unnamed"),
+        (".hidden", "hidden"),
+    ],
+)
 def test_names_in_file_names_stay_one_name(name, safe):
     assert safe_name(name) == safe

@@ -14,17 +14,29 @@ from islands.validation import demo
 
 KERNEL_OK, WHY_NOT = available()
 # one sync of 2 GB moves in 32 s at 0.5 Gbit/s, against 100 s of compute: utilisation about 76%
-SMALL = ('name = "small"\n[model]\nparameters = 1e9\n[schedule]\nalgorithm = "diloco"\ninner_steps = 100\n'
-         'outer_steps = 2\n[[island]]\nname = "a"\nreplicas = 2\nstep_time_s = 1.0\nbandwidth_gbps = 0.5\n')
+SMALL = (
+    'name = "small"\n[model]\nparameters = 1e9\n[schedule]\nalgorithm = "diloco"\ninner_steps = 100\n'
+    'outer_steps = 2\n[[island]]\nname = "a"\nreplicas = 2\nstep_time_s = 1.0\nbandwidth_gbps = 0.5\n'
+)
 # the demo's own target is 5%; other jobs share this machine's two cores, so the test allows 10%
 TOLERANCE = 0.10
-PATHS = [pytest.param(["--in-process"], "in-process", id="in-process"),
-         pytest.param([], "kernel-htb-fq", id="kernel-htb-fq",
-                      marks=pytest.mark.skipif(not KERNEL_OK, reason=f"kernel WAN emulation unavailable: {WHY_NOT}"))]
+PATHS = [
+    pytest.param(["--in-process"], "in-process", id="in-process"),
+    pytest.param(
+        [],
+        "kernel-htb-fq",
+        id="kernel-htb-fq",
+        marks=pytest.mark.skipif(
+            not KERNEL_OK, reason=f"kernel WAN emulation unavailable: {WHY_NOT}"
+        ),
+    ),
+]
 
 
 @pytest.mark.parametrize("flags, mode", PATHS)
-def test_the_demo_s_real_run_matches_its_calibrated_prediction(flags, mode, tmp_path, scenario_file, capsys):
+def test_the_demo_s_real_run_matches_its_calibrated_prediction(
+    flags, mode, tmp_path, scenario_file, capsys
+):
     out_dir = tmp_path / "out"
     assert main(["demo", str(scenario_file(SMALL)), *flags, "--out", str(out_dir)]) == 0
     printed = capsys.readouterr().out
@@ -42,5 +54,7 @@ def test_the_demo_s_real_run_matches_its_calibrated_prediction(flags, mode, tmp_
     assert [float(r) for r in calibration["exchange_ratio"]["2"]] == [rate_bits_per_s]
     assert (errors["bytes per worker (interface)"] is None) == (mode == "in-process")
     if KERNEL_OK:
-        namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+        namespaces = subprocess.run(
+            ["ip", "netns", "list"], capture_output=True, text=True, check=True
+        ).stdout
         assert "isdemo" not in namespaces

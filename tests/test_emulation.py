@@ -41,7 +41,9 @@ from islands.scenarios import load
 
 MBIT = 1e6
 KERNEL_OK, KERNEL_REASON = available()
-needs_kernel = pytest.mark.skipif(not KERNEL_OK, reason=f"kernel WAN emulation unavailable: {KERNEL_REASON}")
+needs_kernel = pytest.mark.skipif(
+    not KERNEL_OK, reason=f"kernel WAN emulation unavailable: {KERNEL_REASON}"
+)
 
 
 class FakeClock:
@@ -65,6 +67,7 @@ def shaper(*links: LinkSpec) -> tuple[InProcessShaper, FakeClock]:
 
 
 # --- in-process shaper and link specs (no root needed) ---------------------------------------
+
 
 def test_upload_and_download_are_paced_separately_and_the_slower_decides():
     wan, _ = shaper(LinkSpec(0, upload_bits_per_s=8e6, download_bits_per_s=16e6))
@@ -100,15 +103,22 @@ def test_transfer_sleeps_only_what_the_collective_did_not_already_take():
     assert wan.counters(0) == {"tx_bytes": 1_000_000, "rx_bytes": 500_000}
 
 
-@pytest.mark.parametrize(("latency_mode", "expected"),
-                         [("in-process", ["sleep 0.2", "collective"]), ("netem", ["collective"])])
-def test_kernel_pacer_sleeps_the_latency_before_the_collective_only_without_netem(latency_mode, expected):
+@pytest.mark.parametrize(
+    ("latency_mode", "expected"),
+    [("in-process", ["sleep 0.2", "collective"]), ("netem", ["collective"])],
+)
+def test_kernel_pacer_sleeps_the_latency_before_the_collective_only_without_netem(
+    latency_mode, expected
+):
     links = [LinkSpec(0, 1e8, 1e8, latency_s=0.03), LinkSpec(1, 1e8, 1e8, latency_s=0.07)]
     received = pacer_from_config(pacer_config(links, "kernel-htb-fq", latency_mode))
     assert isinstance(received, InProcessLatency)
     events: list[str] = []
-    pacer = InProcessLatency(links, sleep_latency=received.sleep_latency,
-                             sleep=lambda seconds: events.append(f"sleep {seconds}"))
+    pacer = InProcessLatency(
+        links,
+        sleep_latency=received.sleep_latency,
+        sleep=lambda seconds: events.append(f"sleep {seconds}"),
+    )
     with pacer.transfer(1, sent_bytes=10**9, received_bytes=10**9, latency_s=0.2):
         events.append("collective")
     assert events == expected  # the kernel paces the bytes: no sleep for them
@@ -146,31 +156,68 @@ def test_links_from_workers_match_the_simulated_workers():
 def test_the_shaper_serves_short_packets_first_then_each_peer_in_turn_each_free_to_use_the_whole_rate():
     peers = ["10.213.0.2", "10.213.0.3"]
     commands = net.shaper_commands("wan0", 10 * MBIT, ["root"], peers, "dst")
-    assert commands[0] == ["qdisc", "add", "dev", "wan0", "root", "handle", "2:", "htb", "default", "21"]
-    classes = {c[c.index("classid") + 1]: (c[c.index("parent") + 1], c[c.index("rate") + 1], c[c.index("ceil") + 1])
-               for c in commands if c[0] == "class"}
-    assert classes == {"2:1": ("2:", "10000000bit", "10000000bit"),
-                       "2:10": ("2:1", "1000000bit", "10000000bit"),  # ACKs: 10% guaranteed
-                       "2:20": ("2:1", "9000000bit", "10000000bit"),  # bulk: the rest, split three ways
-                       "2:21": ("2:20", "3000000bit", "10000000bit"),  # anything not from a peer
-                       "2:100": ("2:20", "3000000bit", "10000000bit"),
-                       "2:101": ("2:20", "3000000bit", "10000000bit")}
-    prio = {c[c.index("classid") + 1]: c[c.index("prio") + 1] for c in commands if c[0] == "class" and "prio" in c}
+    assert commands[0] == [
+        "qdisc",
+        "add",
+        "dev",
+        "wan0",
+        "root",
+        "handle",
+        "2:",
+        "htb",
+        "default",
+        "21",
+    ]
+    classes = {
+        c[c.index("classid") + 1]: (
+            c[c.index("parent") + 1],
+            c[c.index("rate") + 1],
+            c[c.index("ceil") + 1],
+        )
+        for c in commands
+        if c[0] == "class"
+    }
+    assert classes == {
+        "2:1": ("2:", "10000000bit", "10000000bit"),
+        "2:10": ("2:1", "1000000bit", "10000000bit"),  # ACKs: 10% guaranteed
+        "2:20": ("2:1", "9000000bit", "10000000bit"),  # bulk: the rest, split three ways
+        "2:21": ("2:20", "3000000bit", "10000000bit"),  # anything not from a peer
+        "2:100": ("2:20", "3000000bit", "10000000bit"),
+        "2:101": ("2:20", "3000000bit", "10000000bit"),
+    }
+    prio = {
+        c[c.index("classid") + 1]: c[c.index("prio") + 1]
+        for c in commands
+        if c[0] == "class" and "prio" in c
+    }
     assert prio == {"2:10": "0", "2:20": "1", "2:21": "1", "2:100": "1", "2:101": "1"}
     quanta = {c[c.index("quantum") + 1] for c in commands if "quantum" in c}
     assert quanta == {"1514"}  # the peers take turns a frame at a time, as fq_codel's flows do
     bursts = {c[c.index("burst") + 1] for c in commands if c[0] == "class"}
-    assert bursts == {"1514"}  # the 4 ms bucket less the GSO packet htb lets through, at least a frame
-    assert {c[c.index("burst") + 1] for c in net.shaper_commands("wan0", 1000 * MBIT, ["root"])
-            if c[0] == "class"} == {str(500_000 - 65536)}
+    assert bursts == {
+        "1514"
+    }  # the 4 ms bucket less the GSO packet htb lets through, at least a frame
+    assert {
+        c[c.index("burst") + 1]
+        for c in net.shaper_commands("wan0", 1000 * MBIT, ["root"])
+        if c[0] == "class"
+    } == {str(500_000 - 65536)}
     limits = {c[c.index("parent") + 1]: c[-1] for c in commands if c[0] == "qdisc" and "bfifo" in c}
-    assert limits == dict.fromkeys(["2:21", "2:100", "2:101"], str(5000 + 4 * 65536))  # each queue its own
+    assert limits == dict.fromkeys(
+        ["2:21", "2:100", "2:101"], str(5000 + 4 * 65536)
+    )  # each queue its own
     filters = [c for c in commands if c[0] == "filter"]
     ack = filters[0]
-    assert ack[ack.index("u16") + 1:ack.index("u16") + 4] == ["0x0000", "0xff00", "at"]  # total length < 256
+    assert ack[ack.index("u16") + 1 : ack.index("u16") + 4] == [
+        "0x0000",
+        "0xff00",
+        "at",
+    ]  # total length < 256
     assert ack[-1] == "2:10" and ack[ack.index("prio") + 1] == "1"
     assert [f[-4:] for f in filters[1:]] == [
-        ["dst", "10.213.0.2/32", "flowid", "2:100"], ["dst", "10.213.0.3/32", "flowid", "2:101"]]
+        ["dst", "10.213.0.2/32", "flowid", "2:100"],
+        ["dst", "10.213.0.3/32", "flowid", "2:101"],
+    ]
     assert {f[f.index("prio") + 1] for f in filters[1:]} == {"2"}  # after the ACK filter
     downlink = net.shaper_commands("port0", 10 * MBIT, ["parent", "1:"], peers, "src")
     assert downlink[0][4:8] == ["parent", "1:", "handle", "2:"]
@@ -180,7 +227,9 @@ def test_the_shaper_serves_short_packets_first_then_each_peer_in_turn_each_free_
 def test_the_burst_covers_four_ms_and_at_least_two_frames_and_gso_packets_fit_in_it():
     assert net.burst_bytes(100 * MBIT) == 50_000
     assert net.burst_bytes(1000 * MBIT) == 500_000
-    assert net.burst_bytes(1 * MBIT) == 2 * 1514  # 4 ms would be 500 B: TCP sends at least two segments
+    assert (
+        net.burst_bytes(1 * MBIT) == 2 * 1514
+    )  # 4 ms would be 500 B: TCP sends at least two segments
     assert net.gso_bytes(10 * MBIT) == 5000  # 4 ms: a 64 KiB GSO packet would hold the link 52 ms
     assert net.gso_bytes(100 * MBIT) == 50_000
     assert net.gso_bytes(1000 * MBIT) == 65536  # the most GSO makes
@@ -195,18 +244,38 @@ def test_the_bulk_queue_holds_the_burst_and_a_round_trip_of_200_ms_or_four_flows
 
 def test_the_fifo_is_one_tbf_holding_the_burst_and_its_depth_of_the_rate():
     [command] = net.fifo_commands("wan0", 10 * MBIT, ["root"], queue_s=0.1)
-    assert command == ["qdisc", "add", "dev", "wan0", "root", "handle", "2:", "tbf", "rate", "10000000bit",
-                       "burst", "5000", "limit", str(5000 + 125_000)]  # 4 ms and 100 ms of 1.25 MB/s
+    assert command == [
+        "qdisc",
+        "add",
+        "dev",
+        "wan0",
+        "root",
+        "handle",
+        "2:",
+        "tbf",
+        "rate",
+        "10000000bit",
+        "burst",
+        "5000",
+        "limit",
+        str(5000 + 125_000),
+    ]  # 4 ms and 100 ms of 1.25 MB/s
     assert net.fifo_limit_bytes(200 * MBIT, 0.02) == 100_000 + 500_000
-    assert net.fifo_limit_bytes(10 * MBIT, 0.001) == 5000 + 5000  # 1 ms is less than a GSO packet (4 ms)
+    assert (
+        net.fifo_limit_bytes(10 * MBIT, 0.001) == 5000 + 5000
+    )  # 1 ms is less than a GSO packet (4 ms)
 
 
 def test_each_shaper_has_its_own_calibration_mode_and_bad_depths_are_refused():
     assert Shaper().mode == "kernel-htb-fq" == EmulatedWAN.mode
     assert Shaper("fifo", 20).mode == "kernel-tbf-fifo-20ms"
     assert Shaper("fifo", 12.5).mode == "kernel-tbf-fifo-12.5ms"
-    assert all(map(is_kernel_mode, ("kernel-htb-fq", "kernel-tbf-fifo-20ms", "kernel-tbf-fifo-12.5ms")))
-    assert not any(map(is_kernel_mode, ("kernel-htb", "kernel-tbf", "kernel-tbf-fifo-ms", "in-process")))
+    assert all(
+        map(is_kernel_mode, ("kernel-htb-fq", "kernel-tbf-fifo-20ms", "kernel-tbf-fifo-12.5ms"))
+    )
+    assert not any(
+        map(is_kernel_mode, ("kernel-htb", "kernel-tbf", "kernel-tbf-fifo-ms", "in-process"))
+    )
     for depth in (0, 0.5, 2001, math.nan, math.inf, "20"):
         with pytest.raises(UserError, match="queue depth .* ms: must be 1 to 2000 ms"):
             Shaper("fifo", depth)
@@ -218,11 +287,21 @@ def test_each_shaper_has_its_own_calibration_mode_and_bad_depths_are_refused():
 def test_every_fifo_depth_has_a_mode_that_calibrations_accept_and_no_other_shaper_shares(queue_ms):
     mode = Shaper("fifo", queue_ms).mode
     assert is_kernel_mode(mode) and mode != Shaper().mode
-    assert float(mode.removeprefix("kernel-tbf-fifo-").removesuffix("ms")) == pytest.approx(queue_ms, rel=1e-5)
+    assert float(mode.removeprefix("kernel-tbf-fifo-").removesuffix("ms")) == pytest.approx(
+        queue_ms, rel=1e-5
+    )
 
 
-@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True).filter(lambda q: not 1 <= q <= 2000),
-                 st.integers(-10**30, 0), st.integers(2001, 10**30), st.text(), st.none(), st.booleans()))
+@given(
+    st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True).filter(lambda q: not 1 <= q <= 2000),
+        st.integers(-(10**30), 0),
+        st.integers(2001, 10**30),
+        st.text(),
+        st.none(),
+        st.booleans(),
+    )
+)
 def test_a_fifo_depth_out_of_range_or_not_a_number_is_one_user_error(queue_ms):
     with pytest.raises(UserError, match=r"^queue depth .* ms: must be 1 to 2000 ms$"):
         Shaper("fifo", queue_ms)
@@ -241,6 +320,7 @@ def test_bad_prefix_is_a_user_error():
 
 # --- kernel emulation (root, iproute2) -------------------------------------------------------
 
+
 def unique_prefix(tag: str) -> str:
     return f"t{os.getpid()}{tag}"
 
@@ -257,14 +337,21 @@ def no_leftovers():
     for prefix in made:
         assert namespaces_of(prefix) == []
         assert not state.state_path(prefix).exists()
-    host_interfaces = re.findall(r"^\d+: ([^:@]+)", net.run(["ip", "-o", "link", "show"]), re.MULTILINE)
-    assert not [name for name in host_interfaces if re.fullmatch(rf"{net.BRIDGE}|port\d+|wan\d+", name)]
+    host_interfaces = re.findall(
+        r"^\d+: ([^:@]+)", net.run(["ip", "-o", "link", "show"]), re.MULTILINE
+    )
+    assert not [
+        name for name in host_interfaces if re.fullmatch(rf"{net.BRIDGE}|port\d+|wan\d+", name)
+    ]
 
 
 @needs_kernel
 def test_tcp_transfer_achieves_the_shaped_rate(no_leftovers):
-    links = [LinkSpec(0, 200 * MBIT, 200 * MBIT), LinkSpec(1, 200 * MBIT, 150 * MBIT),
-             LinkSpec(2, 200 * MBIT, 100 * MBIT)]
+    links = [
+        LinkSpec(0, 200 * MBIT, 200 * MBIT),
+        LinkSpec(1, 200 * MBIT, 150 * MBIT),
+        LinkSpec(2, 200 * MBIT, 100 * MBIT),
+    ]
     no_leftovers(prefix := unique_prefix("rate"))
     with EmulatedWAN(links, prefix) as wan:
         sent_before = wan.counters(0)["tx_bytes"]
@@ -280,8 +367,11 @@ def test_tcp_transfer_achieves_the_shaped_rate(no_leftovers):
 def test_an_upload_keeps_its_rate_while_faster_islands_fill_its_downlink(no_leftovers):
     """Issue 29: with one FIFO per direction the upload's ACKs queued behind the download (a 320 KB
     queue is 260 ms at 10 Mbit/s) and the upload went window-limited; ACKs first, it keeps its rate."""
-    links = [LinkSpec(0, 10 * MBIT, 10 * MBIT), LinkSpec(1, 100 * MBIT, 100 * MBIT),
-             LinkSpec(2, 100 * MBIT, 100 * MBIT)]
+    links = [
+        LinkSpec(0, 10 * MBIT, 10 * MBIT),
+        LinkSpec(1, 100 * MBIT, 100 * MBIT),
+        LinkSpec(2, 100 * MBIT, 100 * MBIT),
+    ]
     no_leftovers(prefix := unique_prefix("acks"))
     with EmulatedWAN(links, prefix) as wan:
         with ThreadPoolExecutor(1) as pool:
@@ -295,8 +385,22 @@ def test_an_upload_keeps_its_rate_while_faster_islands_fill_its_downlink(no_left
 
 def downlink_drops(wan: EmulatedWAN, island: int) -> int:
     """Packets dropped by the qdiscs of ``island``'s downlink (its bridge port in the core)."""
-    shown = subprocess.run(["tc", "-n", state.core_namespace(wan.prefix), "-s", "-j", "qdisc", "show", "dev",
-                            net.bridge_port(island)], capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run(
+        [
+            "tc",
+            "-n",
+            state.core_namespace(wan.prefix),
+            "-s",
+            "-j",
+            "qdisc",
+            "show",
+            "dev",
+            net.bridge_port(island),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return sum(qdisc.get("drops", 0) for qdisc in json.loads(shown))
 
 
@@ -305,8 +409,11 @@ def test_two_faster_islands_filling_a_slower_downlink_lose_nothing(no_leftovers)
     """Issue 29: a downlink queue of 20 ms (52 ms with its floor at 50 Mbit/s) overflowed when two
     200 Mbit/s islands sent 3 MB each into a 50 Mbit/s one (172 packets dropped in one try); a round
     trip's worth (200 ms) holds what their windows put in it."""
-    links = [LinkSpec(0, 200 * MBIT, 200 * MBIT), LinkSpec(1, 50 * MBIT, 50 * MBIT),
-             LinkSpec(2, 200 * MBIT, 200 * MBIT)]
+    links = [
+        LinkSpec(0, 200 * MBIT, 200 * MBIT),
+        LinkSpec(1, 50 * MBIT, 50 * MBIT),
+        LinkSpec(2, 200 * MBIT, 200 * MBIT),
+    ]
     no_leftovers(prefix := unique_prefix("deep"))
     with EmulatedWAN(links, prefix) as wan:
         with ThreadPoolExecutor(2) as pool:
@@ -351,8 +458,22 @@ ECHO = textwrap.dedent("""
 
 def downlink_backlog_bytes(wan: EmulatedWAN, island: int) -> int:
     """Bytes waiting in the queues of ``island``'s downlink (its bridge port in the core)."""
-    shown = subprocess.run(["tc", "-n", state.core_namespace(wan.prefix), "-s", "-j", "qdisc", "show", "dev",
-                            net.bridge_port(island)], capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run(
+        [
+            "tc",
+            "-n",
+            state.core_namespace(wan.prefix),
+            "-s",
+            "-j",
+            "qdisc",
+            "show",
+            "dev",
+            net.bridge_port(island),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return sum(qdisc.get("backlog", 0) for qdisc in json.loads(shown) if qdisc["kind"] != "htb")
 
 
@@ -361,27 +482,46 @@ def test_a_short_message_from_an_idle_island_passes_another_islands_full_queue(n
     """Issue 29: with one FIFO per downlink a 600-byte message (gloo's "ready to receive", say) from
     an idle island waited behind everything a busy island had queued there (here 214 ms at 10 Mbit/s);
     with a queue per peer, served in turn, it waits for a frame of the busy one."""
-    links = [LinkSpec(0, 10 * MBIT, 10 * MBIT), LinkSpec(1, 100 * MBIT, 100 * MBIT),
-             LinkSpec(2, 100 * MBIT, 100 * MBIT)]
+    links = [
+        LinkSpec(0, 10 * MBIT, 10 * MBIT),
+        LinkSpec(1, 100 * MBIT, 100 * MBIT),
+        LinkSpec(2, 100 * MBIT, 100 * MBIT),
+    ]
     no_leftovers(prefix := unique_prefix("peer"))
     with EmulatedWAN(links, prefix) as wan:
         echo = [sys.executable, "-c", ECHO]
-        with subprocess.Popen(wan.command_prefix(0) + echo + ["serve", wan.address(0), "29611"],
-                              stdout=subprocess.PIPE, text=True) as server, \
-                subprocess.Popen(wan.command_prefix(2) + echo + ["flood", wan.address(0), "29612"]) as flood:
+        with (
+            subprocess.Popen(
+                wan.command_prefix(0) + echo + ["serve", wan.address(0), "29611"],
+                stdout=subprocess.PIPE,
+                text=True,
+            ) as server,
+            subprocess.Popen(
+                wan.command_prefix(2) + echo + ["flood", wan.address(0), "29612"]
+            ) as flood,
+        ):
             assert server.stdout.readline().strip() == "ready"
             time.sleep(1.0)
             backlog_bytes = downlink_backlog_bytes(wan, 0)
-            client = subprocess.run(wan.command_prefix(1) + echo + ["ask", wan.address(0), "29611"],
-                                    capture_output=True, text=True, timeout=60, check=True)
+            client = subprocess.run(
+                wan.command_prefix(1) + echo + ["ask", wan.address(0), "29611"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
             assert flood.wait(timeout=30) == 0
     assert backlog_bytes > 0.8 * net.queue_limit_bytes(10 * MBIT)  # the flood's queue is full
     assert float(client.stdout) < 0.020  # one FIFO: 0.2 s and more
 
 
 def root_qdiscs(namespace: str, device: str) -> list[str]:
-    shown = subprocess.run(["tc", "-n", namespace, "-j", "qdisc", "show", "dev", device], capture_output=True,
-                           text=True, check=True).stdout
+    shown = subprocess.run(
+        ["tc", "-n", namespace, "-j", "qdisc", "show", "dev", device],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [qdisc["kind"] for qdisc in json.loads(shown)]
 
 
@@ -407,30 +547,65 @@ def test_through_one_fifo_a_short_message_waits_behind_its_own_islands_upload(no
     shaper queues per peer and serves them in turn, so the message waits for a frame of the upload.
     Only the slow island's download gets a FIFO (a faster island could overfill it); the others'
     downloads stay unshaped, as with ``tc tbf`` on each node's egress."""
-    links = [LinkSpec(0, 10 * MBIT, 10 * MBIT), LinkSpec(1, 100 * MBIT, 100 * MBIT),
-             LinkSpec(2, 100 * MBIT, 100 * MBIT)]
+    links = [
+        LinkSpec(0, 10 * MBIT, 10 * MBIT),
+        LinkSpec(1, 100 * MBIT, 100 * MBIT),
+        LinkSpec(2, 100 * MBIT, 100 * MBIT),
+    ]
     no_leftovers(prefix := unique_prefix(f"own{kind}"))
     queue_s = 0.1
     with EmulatedWAN(links, prefix, Shaper(kind, queue_s * 1000)) as wan:
         uplinks = [root_qdiscs(wan.namespace(i), net.wan_interface(i)) for i in range(3)]
-        downlinks = [root_qdiscs(state.core_namespace(prefix), net.bridge_port(i)) for i in range(3)]
+        downlinks = [
+            root_qdiscs(state.core_namespace(prefix), net.bridge_port(i)) for i in range(3)
+        ]
         echo = [sys.executable, "-c", ECHO]
-        with subprocess.Popen(wan.command_prefix(1) + echo + ["serve", wan.address(1), "29613"],
-                              stdout=subprocess.PIPE, text=True) as server, \
-                subprocess.Popen(wan.command_prefix(0) + [sys.executable, "-c", UPLINK_FLOOD, wan.address(2),
-                                                         "29614"]) as flood:
+        with (
+            subprocess.Popen(
+                wan.command_prefix(1) + echo + ["serve", wan.address(1), "29613"],
+                stdout=subprocess.PIPE,
+                text=True,
+            ) as server,
+            subprocess.Popen(
+                wan.command_prefix(0)
+                + [sys.executable, "-c", UPLINK_FLOOD, wan.address(2), "29614"]
+            ) as flood,
+        ):
             assert server.stdout.readline().strip() == "ready"
             time.sleep(0.5)
-            backlog_bytes = sum(qdisc.get("backlog", 0) for qdisc in json.loads(net.run(
-                ["tc", "-n", wan.namespace(0), "-s", "-j", "qdisc", "show", "dev", net.wan_interface(0)])))
-            client = subprocess.run(wan.command_prefix(0) + echo + ["ask", wan.address(1), "29613"],
-                                    capture_output=True, text=True, timeout=60, check=True)
+            backlog_bytes = sum(
+                qdisc.get("backlog", 0)
+                for qdisc in json.loads(
+                    net.run(
+                        [
+                            "tc",
+                            "-n",
+                            wan.namespace(0),
+                            "-s",
+                            "-j",
+                            "qdisc",
+                            "show",
+                            "dev",
+                            net.wan_interface(0),
+                        ]
+                    )
+                )
+            )
+            client = subprocess.run(
+                wan.command_prefix(0) + echo + ["ask", wan.address(1), "29613"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
             assert flood.wait(timeout=30) == 0
     round_trip_s = float(client.stdout)
     if kind == "fifo":
         assert uplinks == [["tbf"]] * 3
         assert downlinks == [["tbf"], ["noqueue"], ["noqueue"]]
-        assert backlog_bytes > 0.8 * net.fifo_limit_bytes(10 * MBIT, queue_s)  # the upload fills the FIFO
+        assert backlog_bytes > 0.8 * net.fifo_limit_bytes(
+            10 * MBIT, queue_s
+        )  # the upload fills the FIFO
         assert round_trip_s > 0.8 * queue_s  # 100 ms of the island's own upload ahead of it
     else:
         assert uplinks[0][0] == "htb" and downlinks[1][0] == "htb"
@@ -457,7 +632,9 @@ STEPS_WORKER = textwrap.dedent("""
 
 
 @needs_kernel
-def test_three_islands_exchange_at_10_mbit_within_a_few_percent_of_their_bytes_every_time(no_leftovers):
+def test_three_islands_exchange_at_10_mbit_within_a_few_percent_of_their_bytes_every_time(
+    no_leftovers,
+):
     """Issue 29: the trainer's stepped all-to-all and all-gather among three islands at 10 Mbit/s took
     1.05-1.42 s for 1.00 s of bytes at the rate, at random: gloo's "ready to receive" waited behind a
     64 KiB GSO packet of its own connection (52 ms at the rate), behind the member's own pieces, and in
@@ -465,14 +642,37 @@ def test_three_islands_exchange_at_10_mbit_within_a_few_percent_of_their_bytes_e
     first and a queue per peer: 1.07-1.12 s, the rest being headers (4.4%) and the steps' hand-offs."""
     pytest.importorskip("torch.distributed")
     world, rate_bits_per_s, repeats = 3, 10 * MBIT, 4
-    chunk_bytes = round(rate_bits_per_s / 8 / (2 * (world - 1)))  # four steps of one chunk: 1 s in all
+    chunk_bytes = round(
+        rate_bits_per_s / 8 / (2 * (world - 1))
+    )  # four steps of one chunk: 1 s in all
     no_leftovers(prefix := unique_prefix("steps"))
-    with EmulatedWAN([LinkSpec(i, rate_bits_per_s, rate_bits_per_s) for i in range(world)], prefix) as wan:
-        workers = [subprocess.Popen(
-            wan.command_prefix(i) + [sys.executable, "-c", STEPS_WORKER, str(i), str(world), str(chunk_bytes),
-                                     str(repeats)],
-            env={**os.environ, **wan.environment(i), "MASTER_ADDR": wan.address(0), "MASTER_PORT": "29512"},
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for i in range(world)]
+    with EmulatedWAN(
+        [LinkSpec(i, rate_bits_per_s, rate_bits_per_s) for i in range(world)], prefix
+    ) as wan:
+        workers = [
+            subprocess.Popen(
+                wan.command_prefix(i)
+                + [
+                    sys.executable,
+                    "-c",
+                    STEPS_WORKER,
+                    str(i),
+                    str(world),
+                    str(chunk_bytes),
+                    str(repeats),
+                ],
+                env={
+                    **os.environ,
+                    **wan.environment(i),
+                    "MASTER_ADDR": wan.address(0),
+                    "MASTER_PORT": "29512",
+                },
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            for i in range(world)
+        ]
         spans_s = [float(span) for span in workers[0].communicate(timeout=120)[0].split()]
         for worker in workers[1:]:
             worker.wait(timeout=30)
@@ -498,21 +698,41 @@ def test_gloo_all_reduce_crosses_the_shaped_interfaces_not_loopback(no_leftovers
     pytest.importorskip("torch.distributed")
     world, payload_bytes, rate_bits_per_s = 2, 4_000_000, 200 * MBIT
     no_leftovers(prefix := unique_prefix("gloo"))
-    with EmulatedWAN([LinkSpec(i, rate_bits_per_s, rate_bits_per_s) for i in range(world)], prefix) as wan:
+    with EmulatedWAN(
+        [LinkSpec(i, rate_bits_per_s, rate_bits_per_s) for i in range(world)], prefix
+    ) as wan:
         before = [(wan.counters(i), wan.loopback_counters(i)) for i in range(world)]
-        workers = [subprocess.Popen(
-            wan.command_prefix(i) + [sys.executable, "-c", GLOO_WORKER, str(i), str(world), str(payload_bytes)],
-            env={**os.environ, **wan.environment(i), "MASTER_ADDR": wan.address(0), "MASTER_PORT": "29500"},
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for i in range(world)]
+        workers = [
+            subprocess.Popen(
+                wan.command_prefix(i)
+                + [sys.executable, "-c", GLOO_WORKER, str(i), str(world), str(payload_bytes)],
+                env={
+                    **os.environ,
+                    **wan.environment(i),
+                    "MASTER_ADDR": wan.address(0),
+                    "MASTER_PORT": "29500",
+                },
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            for i in range(world)
+        ]
         outputs = [worker.communicate(timeout=30)[0].split() for worker in workers]
         after = [(wan.counters(i), wan.loopback_counters(i)) for i in range(world)]
     ring_bytes = 2 * (world - 1) / world * payload_bytes
-    for (wan_before, lo_before), (wan_after, lo_after), (elapsed_s, value) in zip(before, after, outputs):
+    for (wan_before, lo_before), (wan_after, lo_after), (elapsed_s, value) in zip(
+        before, after, outputs
+    ):
         assert float(value) == 3.0  # 1 + 2: the all-reduce really ran
         assert wan_after["tx_bytes"] - wan_before["tx_bytes"] >= ring_bytes
         assert wan_after["rx_bytes"] - wan_before["rx_bytes"] >= ring_bytes
-        assert lo_after["tx_bytes"] - lo_before["tx_bytes"] < 0.01 * payload_bytes  # only rank 0's own store
-        assert float(elapsed_s) >= 0.95 * ring_bytes * 8 / rate_bits_per_s  # shaped: loopback would be ~10x faster
+        assert (
+            lo_after["tx_bytes"] - lo_before["tx_bytes"] < 0.01 * payload_bytes
+        )  # only rank 0's own store
+        assert (
+            float(elapsed_s) >= 0.95 * ring_bytes * 8 / rate_bits_per_s
+        )  # shaped: loopback would be ~10x faster
 
 
 @needs_kernel
@@ -531,22 +751,42 @@ def test_exception_removes_everything_and_ends_stray_workers(no_leftovers):
 @needs_kernel
 def test_links_are_built_as_specified_and_removed_on_normal_exit(no_leftovers):
     no_leftovers(prefix := unique_prefix("ok"))
-    with EmulatedWAN([LinkSpec(0, upload_bits_per_s=120 * MBIT, download_bits_per_s=80 * MBIT)], prefix) as wan:
+    with EmulatedWAN(
+        [LinkSpec(0, upload_bits_per_s=120 * MBIT, download_bits_per_s=80 * MBIT)], prefix
+    ) as wan:
         assert namespaces_of(prefix) == [f"{prefix}-core", f"{prefix}-island0"]
-        for namespace, device, rate in ((wan.namespace(0), wan.interface(0), "120Mbit"),
-                                        (f"{prefix}-core", "port0", "80Mbit")):
+        for namespace, device, rate in (
+            (wan.namespace(0), wan.interface(0), "120Mbit"),
+            (f"{prefix}-core", "port0", "80Mbit"),
+        ):
             classes = net.run(["tc", "-n", namespace, "class", "show", "dev", device])
             assert f"class htb 2:1 root rate {rate} ceil {rate}" in classes
             assert "class htb 2:10 parent 2:1 leaf 10: prio 0" in classes  # ACKs first
             assert "class htb 2:20 parent 2:1 rate" in classes  # bulk, queued per peer below it
-            assert "class htb 2:21 parent 2:20 leaf" in classes  # one link: no peer, the default queue
+            assert (
+                "class htb 2:21 parent 2:20 leaf" in classes
+            )  # one link: no peer, the default queue
             link = net.run(["ip", "-n", namespace, "-d", "link", "show", "dev", device])
-            assert f"gso_max_size {net.gso_bytes(float(rate[:-4]) * MBIT)} " in link  # 4 ms of the rate
+            assert (
+                f"gso_max_size {net.gso_bytes(float(rate[:-4]) * MBIT)} " in link
+            )  # 4 ms of the rate
             filters = net.run(["tc", "-n", namespace, "filter", "show", "dev", device])
             assert "flowid 2:10" in filters and "match 00000000/ff000000 at 0" not in filters
-        limit = net.run(["ip", "netns", "exec", wan.namespace(0), "sysctl", "-n", "net.ipv4.tcp_limit_output_bytes"])
+        limit = net.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                wan.namespace(0),
+                "sysctl",
+                "-n",
+                "net.ipv4.tcp_limit_output_bytes",
+            ]
+        )
         assert int(limit) == net.TSQ_LIMIT_BYTES == 65536
-        assert f"inet {wan.address(0)}/24" in net.run(["ip", "-n", wan.namespace(0), "addr", "show", "dev", "wan0"])
+        assert f"inet {wan.address(0)}/24" in net.run(
+            ["ip", "-n", wan.namespace(0), "addr", "show", "dev", "wan0"]
+        )
         assert "default" not in net.run(["ip", "-n", wan.namespace(0), "route", "show"])
 
 
@@ -565,7 +805,9 @@ OWNER = textwrap.dedent("""
 
 def start_owner(prefix: str) -> tuple[subprocess.Popen, int]:
     """A process that holds an emulated WAN with one worker sleeping in island 1; and that worker's pid."""
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, prefix], stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, prefix], stdout=subprocess.PIPE, text=True
+    )
     worker_pid = int(owner.stdout.readline())
     assert len(namespaces_of(prefix)) == 3
     return owner, worker_pid
@@ -591,13 +833,17 @@ def test_a_live_owner_keeps_its_prefix(no_leftovers):
 
 
 @needs_kernel
-@pytest.mark.parametrize(("signum", "exit_code"),
-                         [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 128 + signal.SIGTERM)])
+@pytest.mark.parametrize(
+    ("signum", "exit_code"),
+    [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 128 + signal.SIGTERM)],
+)
 def test_interrupted_owner_cleans_up(no_leftovers, signum, exit_code):
     no_leftovers(prefix := unique_prefix(f"s{int(signum)}"))
     owner, worker_pid = start_owner(prefix)
     owner.send_signal(signum)
-    assert owner.wait(timeout=10) == exit_code  # SIGTERM: our handler's SystemExit, not death by signal
+    assert (
+        owner.wait(timeout=10) == exit_code
+    )  # SIGTERM: our handler's SystemExit, not death by signal
     assert namespaces_of(prefix) == []
     assert ended(worker_pid)
 

@@ -52,16 +52,20 @@ def test_two_outputs_on_one_path_are_refused_and_stdout_never_clashes(tmp_path):
     with pytest.raises(UserError, match="--trace and --links name the same file"):
         refuse_shared_paths({"--trace": tmp_path / "t.csv", "--links": tmp_path / "t.csv"})
     refuse_shared_paths({"--trace": "-", "--links": "-"}, {"the scenario": "-"})
-    refuse_shared_paths({"--trace": tmp_path / "t.csv", "--links": None}, {"the profile": tmp_path / "p.json"})
+    refuse_shared_paths(
+        {"--trace": tmp_path / "t.csv", "--links": None}, {"the profile": tmp_path / "p.json"}
+    )
 
 
 def test_json_too_deep_too_long_or_not_a_number_is_one_line_each(tmp_path):
     from islands.io import read_bounded_json
 
-    cases = {"deep.json": ("[" * 100_000 + "]" * 100_000, "nested too deeply to be a calibration"),
-             "long.json": ('{"a": ' + "9" * 5000 + "}", "not valid JSON"),
-             "nan.json": ('{"a": NaN}', "holds NaN, which is no number in JSON"),
-             "cut.json": ('{"a": 1', "not valid JSON")}
+    cases = {
+        "deep.json": ("[" * 100_000 + "]" * 100_000, "nested too deeply to be a calibration"),
+        "long.json": ('{"a": ' + "9" * 5000 + "}", "not valid JSON"),
+        "nan.json": ('{"a": NaN}', "holds NaN, which is no number in JSON"),
+        "cut.json": ('{"a": 1', "not valid JSON"),
+    }
     for name, (text, message) in cases.items():
         (tmp_path / name).write_text(text)
         with pytest.raises(UserError, match=message):

@@ -17,23 +17,32 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def modules(folder: str) -> list[str]:
     """Every module of a top folder, its sub-packages' included, by installed name."""
-    return sorted(m.name for m in pkgutil.walk_packages([str(ROOT / folder)], prefix=f"islands.{folder}.")
-                  if not m.name.endswith(".__main__"))
+    return sorted(
+        m.name
+        for m in pkgutil.walk_packages([str(ROOT / folder)], prefix=f"islands.{folder}.")
+        if not m.name.endswith(".__main__")
+    )
 
 
 @pytest.mark.parametrize("folder", ["analysis", "emulation", "schedules"])
 def test_folder_imports_no_torch(folder):
     names = modules(folder)
     assert len(names) >= 5  # the folder was found and listed
-    script = (f"import importlib, sys\nfor name in {names!r}:\n    importlib.import_module(name)\n"
-              "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    script = (
+        f"import importlib, sys\nfor name in {names!r}:\n    importlib.import_module(name)\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
 
 SKIPPED_FOLDERS = {"tests", "docs", "schedules", "build", "dist"}
-MOST_NAME_LITERALS_OUTSIDE = 6  # what stays: checkpoint and store keys that old runs and the syncer share
+MOST_NAME_LITERALS_OUTSIDE = (
+    6  # what stays: checkpoint and store keys that old runs and the syncer share
+)
 
 
 def schedule_name_literals(files: list[Path]) -> list[str]:
@@ -43,7 +52,11 @@ def schedule_name_literals(files: list[Path]) -> list[str]:
     found = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SCHEDULES:
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value in SCHEDULES
+            ):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
     return found
 
@@ -60,9 +73,17 @@ def source_files() -> dict[str, list[Path]]:
 
 def test_schedule_names_are_spelled_in_the_registry():
     folders = source_files()
-    assert len(schedule_name_literals(folders["schedules"])) >= 5  # the count finds each declaration's name
-    outside = schedule_name_literals([path for folder, files in folders.items() if folder not in SKIPPED_FOLDERS
-                                      for path in files])
+    assert (
+        len(schedule_name_literals(folders["schedules"])) >= 5
+    )  # the count finds each declaration's name
+    outside = schedule_name_literals(
+        [
+            path
+            for folder, files in folders.items()
+            if folder not in SKIPPED_FOLDERS
+            for path in files
+        ]
+    )
     assert len(outside) <= MOST_NAME_LITERALS_OUTSIDE, "\n".join(outside)
 
 
@@ -74,8 +95,11 @@ def crowded_folders(top: Path) -> list[str]:
     counts: dict[Path, int] = {}
     for path in top.rglob("*.py"):
         counts[path.parent] = counts.get(path.parent, 0) + 1
-    return [f"{folder.relative_to(top.parent)}: {count}" for folder, count in sorted(counts.items())
-            if count > MOST_MODULES_PER_FOLDER]
+    return [
+        f"{folder.relative_to(top.parent)}: {count}"
+        for folder, count in sorted(counts.items())
+        if count > MOST_MODULES_PER_FOLDER
+    ]
 
 
 @pytest.mark.parametrize("top", ["analysis", "simulator"])
@@ -96,6 +120,7 @@ def shared_analysis_names(folders: dict[str, list[Path]]) -> list[str]:
     """Each file name that an analysis module shares with another module of the codebase, analysis or not,
     as 'name: every path that has it'. The commands in islands/commands/ are left out: each is
     named after its command, which an analysis module may mirror."""
+
     def named(paths: list[Path]) -> dict[str, list[str]]:
         names: dict[str, list[str]] = {}
         for path in paths:
@@ -104,10 +129,20 @@ def shared_analysis_names(folders: dict[str, list[Path]]) -> list[str]:
         return names
 
     analysis = named(folders.get("analysis", []))
-    rest = named([path for folder, files in folders.items() if folder not in ("analysis", "tests")
-                  for path in files if path.parent != ROOT / "islands" / "commands"])
-    return [f"{name}: {', '.join(paths + rest.get(name, []))}" for name, paths in sorted(analysis.items())
-            if len(paths) > 1 or name in rest]
+    rest = named(
+        [
+            path
+            for folder, files in folders.items()
+            if folder not in ("analysis", "tests")
+            for path in files
+            if path.parent != ROOT / "islands" / "commands"
+        ]
+    )
+    return [
+        f"{name}: {', '.join(paths + rest.get(name, []))}"
+        for name, paths in sorted(analysis.items())
+        if len(paths) > 1 or name in rest
+    ]
 
 
 def test_an_analysis_module_name_means_one_thing():
@@ -117,16 +152,32 @@ def test_an_analysis_module_name_means_one_thing():
 
 
 def test_a_shared_module_name_is_found():
-    folders = {"analysis": [ROOT / "analysis" / "progress.py", ROOT / "analysis" / "a" / "plan.py",
-                            ROOT / "analysis" / "b" / "plan.py", ROOT / "analysis" / "demo.py"],
-               "simulator": [ROOT / "simulator" / "progress.py"],
-               "islands": [ROOT / "islands" / "commands" / "demo.py"],
-               "tests": [ROOT / "tests" / "demo.py"]}
-    assert shared_analysis_names(folders) == ["plan.py: analysis/a/plan.py, analysis/b/plan.py",
-                                              "progress.py: analysis/progress.py, simulator/progress.py"]
+    folders = {
+        "analysis": [
+            ROOT / "analysis" / "progress.py",
+            ROOT / "analysis" / "a" / "plan.py",
+            ROOT / "analysis" / "b" / "plan.py",
+            ROOT / "analysis" / "demo.py",
+        ],
+        "simulator": [ROOT / "simulator" / "progress.py"],
+        "islands": [ROOT / "islands" / "commands" / "demo.py"],
+        "tests": [ROOT / "tests" / "demo.py"],
+    }
+    assert shared_analysis_names(folders) == [
+        "plan.py: analysis/a/plan.py, analysis/b/plan.py",
+        "progress.py: analysis/progress.py, simulator/progress.py",
+    ]
 
 
-PACKAGE_FOLDERS = ("islands", "scenarios", "schedules", "trainer", "analysis", "emulation", "validation")
+PACKAGE_FOLDERS = (
+    "islands",
+    "scenarios",
+    "schedules",
+    "trainer",
+    "analysis",
+    "emulation",
+    "validation",
+)
 
 
 def test_no_module_shares_a_name_with_a_simulator_module():
@@ -136,8 +187,12 @@ def test_no_module_shares_a_name_with_a_simulator_module():
     folders = source_files()
     simulator = {path.stem for path in folders["simulator"]} - {"__init__", "__main__"}
     assert {"churn", "links", "fleet", "syncer"} <= simulator  # the simulator's modules were found
-    shared = {str(path.relative_to(ROOT)) for folder in PACKAGE_FOLDERS for path in folders[folder]
-              if path.stem in simulator and path.parent.name != "commands"}
+    shared = {
+        str(path.relative_to(ROOT))
+        for folder in PACKAGE_FOLDERS
+        for path in folders[folder]
+        if path.stem in simulator and path.parent.name != "commands"
+    }
     assert shared == set(), sorted(shared)
 
 
@@ -158,8 +213,12 @@ def test_no_test_file_imports_another_and_shared_fixtures_live_in_helpers():
     tests = ROOT / "tests"
     test_modules = {path.stem for path in tests.glob("test_*.py")} | {"conftest"}
     assert len(test_modules) > 50 and len(list((tests / "helpers").glob("*.py"))) >= 5
-    imports = [f"{path.relative_to(ROOT)}:{line}: {module}" for path in sorted(tests.rglob("*.py"))
-               for line, module in imported_modules(path) if module.split(".")[0] in test_modules]
+    imports = [
+        f"{path.relative_to(ROOT)}:{line}: {module}"
+        for path in sorted(tests.rglob("*.py"))
+        for line, module in imported_modules(path)
+        if module.split(".")[0] in test_modules
+    ]
     assert imports == [], "\n".join(imports)
     loose = sorted(path.name for path in tests.glob("*.py") if not path.name.startswith("test_"))
     assert loose == ["conftest.py"], "a module test files share goes in tests/helpers/"

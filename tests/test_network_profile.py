@@ -48,8 +48,13 @@ latency_ms = 1
 PROFILE = NetworkProfile(
     label="three hosts",
     hosts=(Host("a", 0.5, 0.8), Host("b", 0.4, 0.9), Host("c", 1.0, 1.0)),
-    rtt_ms=(PairLatency(("a", "b"), 20.0), PairLatency(("a", "c"), 30.0), PairLatency(("b", "c"), 50.0)),
-    exchange=ExchangeCost(members=3, cpu_s_per_value=1e-8, hop_overhead_s=0.002, end_spread_s=0.0))
+    rtt_ms=(
+        PairLatency(("a", "b"), 20.0),
+        PairLatency(("a", "c"), 30.0),
+        PairLatency(("b", "c"), 50.0),
+    ),
+    exchange=ExchangeCost(members=3, cpu_s_per_value=1e-8, hop_overhead_s=0.002, end_spread_s=0.0),
+)
 
 
 @pytest.fixture
@@ -64,7 +69,11 @@ def files(tmp_path):
 def test_a_profile_sets_the_links_the_round_trips_and_the_exchange_costs(files):
     scenario_path, profile_path = files
     scenario = ScenarioSource.read(scenario_path).with_network_profile(profile_path).scenario
-    assert [(i.upload_gbps, i.download_gbps) for i in scenario.islands] == [(0.5, 0.8), (0.4, 0.9), (1.0, 1.0)]
+    assert [(i.upload_gbps, i.download_gbps) for i in scenario.islands] == [
+        (0.5, 0.8),
+        (0.4, 0.9),
+        (1.0, 1.0),
+    ]
     assert scenario.network.exchange_cpu_s_per_value == 1e-8
     summary = simulate(scenario).summary
     # ring a, b, c: the slowest one-way hop is b-c, 25 ms + 2 ms of overhead; 2(M-1) = 4 hops; the
@@ -77,25 +86,69 @@ def test_a_profile_sets_the_links_the_round_trips_and_the_exchange_costs(files):
 
 def test_the_cli_takes_it_and_set_applies_on_top(files, capsys):
     scenario_path, profile_path = files
-    assert main(["simulate", str(scenario_path), "--network-profile", str(profile_path), "--json",
-                 "--set", "network.exchange_cpu_s_per_value=0"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                str(scenario_path),
+                "--network-profile",
+                str(profile_path),
+                "--json",
+                "--set",
+                "network.exchange_cpu_s_per_value=0",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["idle_s"] == 0
     assert summary["mean_sync_s"] == pytest.approx(4 * 0.027 + 4 / 3 * 2e8 / (0.4 * GBPS))
-    assert main(["sweep", str(scenario_path), "--network-profile", str(profile_path), "--grid",
-                 "schedule.inner_steps=100,200", "-o", str(scenario_path.parent / "sweep.csv"), "--jobs", "1"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                str(scenario_path),
+                "--network-profile",
+                str(profile_path),
+                "--grid",
+                "schedule.inner_steps=100,200",
+                "-o",
+                str(scenario_path.parent / "sweep.csv"),
+                "--jobs",
+                "1",
+            ]
+        )
+        == 0
+    )
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda p: p.replace('"c"', '"z"'), r"hosts: no host named 'c' \(it measured 'a', 'b', 'z'\)"),
-    (lambda p: p.replace('"rtt_ms": 50.0', '"rtt_ms": -1'), r"rtt_ms.2.rtt_ms: must be >= 0 ms \(got -1\)"),
-    (lambda p: p.replace('"upload_gbps": 0.5', '"upload_gbps": 0'), r"hosts.0.upload_gbps: must be >= 1e-06 Gbit/s "
-                                                                 r"\(see docs/limits.md\) \(got 0\)"),
-    (lambda p: p.replace('"kind"', '"sort"'), r"kind: not a network profile"),
-    (lambda p: p[: len(p) // 2], r"not valid JSON"),
-    (lambda p: p.replace('"members": 3,', ''), r"exchange: no members: the profile is incomplete"),
-])
-def test_a_profile_that_does_not_fit_or_is_broken_is_refused_in_one_line(files, capsys, edit, message):
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda p: p.replace('"c"', '"z"'),
+            r"hosts: no host named 'c' \(it measured 'a', 'b', 'z'\)",
+        ),
+        (
+            lambda p: p.replace('"rtt_ms": 50.0', '"rtt_ms": -1'),
+            r"rtt_ms.2.rtt_ms: must be >= 0 ms \(got -1\)",
+        ),
+        (
+            lambda p: p.replace('"upload_gbps": 0.5', '"upload_gbps": 0'),
+            r"hosts.0.upload_gbps: must be >= 1e-06 Gbit/s "
+            r"\(see docs/limits.md\) \(got 0\)",
+        ),
+        (lambda p: p.replace('"kind"', '"sort"'), r"kind: not a network profile"),
+        (lambda p: p[: len(p) // 2], r"not valid JSON"),
+        (
+            lambda p: p.replace('"members": 3,', ""),
+            r"exchange: no members: the profile is incomplete",
+        ),
+    ],
+)
+def test_a_profile_that_does_not_fit_or_is_broken_is_refused_in_one_line(
+    files, capsys, edit, message
+):
     scenario_path, profile_path = files
     profile_path.write_text(edit(profile_path.read_text()))
     assert main(["simulate", str(scenario_path), "--network-profile", str(profile_path)]) == 2

@@ -10,9 +10,9 @@ from islands.scenarios import load
 from islands.simulator import simulate
 
 PUBLISHED_GBPS = {8: 11.25, 16: 18.17, 32: 34.29, 64: 44.47, 100: 44.55, 128: 45.74}
-M, S = 6, 2.0**30                  # six peers, 2^28 fp32 values: 1 GiB each
-HOP_S, RTT_S = 0.005, 0.010        # 2.5 ms to the core from each peer
-WINDOW, NIC = 800e3, 25e9 / 8      # bytes per connection per round trip; bytes per second each way
+M, S = 6, 2.0**30  # six peers, 2^28 fp32 values: 1 GiB each
+HOP_S, RTT_S = 0.005, 0.010  # 2.5 ms to the core from each peer
+WINDOW, NIC = 800e3, 25e9 / 8  # bytes per connection per round trip; bytes per second each way
 
 
 def utilisation_gbps(streams: int) -> float:
@@ -32,6 +32,6 @@ def test_the_pccl_scenario_gives_its_closed_form_within_25_percent_of_the_publis
 
 
 def test_the_curve_rises_with_the_streams_until_the_nic_caps_it():
-    assert utilisation_gbps(8) == pytest.approx(10.06, abs=0.01)   # 8 x 0.64 Gbit/s each way
+    assert utilisation_gbps(8) == pytest.approx(10.06, abs=0.01)  # 8 x 0.64 Gbit/s each way
     assert utilisation_gbps(64) == pytest.approx(utilisation_gbps(128))  # both at the 25 Gbit/s NIC
     assert utilisation_gbps(128) == pytest.approx(45.98, abs=0.01)

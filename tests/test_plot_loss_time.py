@@ -28,8 +28,11 @@ def test_a_curve_ends_at_its_schedule_s_loss_and_reaches_ddp_s_at_its_tokens_fac
 
 def test_the_figure_has_one_curve_per_finished_run_and_ddp_s_line():
     scenario = load("worked-example")
-    summaries = {"ddp": {"complete": True, "wall_time_s": 5000.0}, "diloco": {"complete": True, "wall_time_s": 1000.0},
-                 "streaming": {"complete": False, "wall_time_s": 10.0}}
+    summaries = {
+        "ddp": {"complete": True, "wall_time_s": 5000.0},
+        "diloco": {"complete": True, "wall_time_s": 1000.0},
+        "streaming": {"complete": False, "wall_time_s": 10.0},
+    }
     for summary in summaries.values():
         summary["inner_steps"] = 1000
     axes = loss_time_figure(summaries, scenario).axes[0]
@@ -41,21 +44,30 @@ def test_the_figure_has_one_curve_per_finished_run_and_ddp_s_line():
 
 # A 70B run over two datacentres, DiLoCo M = 2, H = 100: 4e6 tokens per worker per step, 2,000 inner
 # steps per worker, 2 workers = 1.6e10 tokens, DiLoCo in 2.93 h; DDP over the WAN in 32 days.
-TWO_DATACENTRES = ["model.parameters=70e9", "model.tokens_per_step=4e6", "island.0.replicas=2",
-                   "schedule.outer_steps=20"]
+TWO_DATACENTRES = [
+    "model.parameters=70e9",
+    "model.tokens_per_step=4e6",
+    "island.0.replicas=2",
+    "schedule.outer_steps=20",
+]
 WALL_S = {"ddp": 32 * 86400.0, "diloco": 2.93 * 3600}
 
 
 def test_the_70b_two_datacentre_plot_uses_the_stated_tokens_on_a_log_time_axis():
     scenario = make_scenario(TWO_DATACENTRES)
-    summaries = {name: {"complete": True, "wall_time_s": wall_s, "inner_steps": 2000}
-                 for name, wall_s in WALL_S.items()}
+    summaries = {
+        name: {"complete": True, "wall_time_s": wall_s, "inner_steps": 2000}
+        for name, wall_s in WALL_S.items()
+    }
     axes = loss_time_figure(summaries, scenario).axes[0]
     assert axes.get_xscale() == "log" and "1.6e+10 tokens" in axes.get_title()
     tokens = 4e6 * 2000 * 2
     assert tokens == 1.6e10  # 20 N would be 1.4e12, 87x more
-    ddp, diloco = (line for line in axes.get_lines() if not line.get_linestyle() == "--"
-                   and not line.get_label().startswith("DDP's loss"))
+    ddp, diloco = (
+        line
+        for line in axes.get_lines()
+        if not line.get_linestyle() == "--" and not line.get_label().startswith("DDP's loss")
+    )
     # time in days (the longest span: 3 x 32 days); the curve ends at its wall time with the loss of
     # (1 + p) L(N, 1.6e10), and starts at a tenth of it with the loss of a tenth of the tokens
     p = estimate(scenario, "diloco").relative_to_dp
@@ -66,7 +78,9 @@ def test_the_70b_two_datacentre_plot_uses_the_stated_tokens_on_a_log_time_axis()
     assert diloco.get_ydata()[0] == pytest.approx((1 + p) * chinchilla_loss(70e9, 1.6e9))
     assert ddp.get_xdata()[-1] == pytest.approx(32)
     assert ddp.get_ydata()[-1] == pytest.approx(chinchilla_loss(70e9, 1.6e10))
-    target = next(line for line in axes.get_lines() if line.get_label() == "DDP's loss at the end of its run")
+    target = next(
+        line for line in axes.get_lines() if line.get_label() == "DDP's loss at the end of its run"
+    )
     assert target.get_ydata()[0] == pytest.approx(chinchilla_loss(70e9, 1.6e10))
     # dashed: DiLoCo on at the same pace until DDP's final loss, D' / D of DDP's 1.6e10 tokens later
     dashed = next(line for line in axes.get_lines() if line.get_linestyle() == "--")

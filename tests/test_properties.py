@@ -84,6 +84,7 @@ def jitters(drawn: Drawn) -> bool:
 
 # --- every schedule ---------------------------------------------------------------------------------
 
+
 @given(scenarios(permanent=False))
 def test_a_run_without_permanent_departures_completes_every_outer_step(drawn):
     summary = run(drawn).summary
@@ -96,7 +97,9 @@ def test_the_churn_free_bound_is_never_below_the_run(drawn):
     """``budget.run_length_s`` bounds a run without random churn: the horizon and the property
     strategies' churn (drawn in multiples of it) both lean on it. It prices the mean step time, so a
     jittered worker's draws above the mean may pass it (by far less than the horizon's ten times)."""
-    assert estimate(drawn.scenario()).run_length_s >= run(drawn).summary["wall_time_s"] * (1 - RELATIVE)
+    assert estimate(drawn.scenario()).run_length_s >= run(drawn).summary["wall_time_s"] * (
+        1 - RELATIVE
+    )
 
 
 @given(scenarios())
@@ -107,7 +110,9 @@ def test_utilisation_lies_in_zero_to_one(drawn):
         return
     assert 0 < summary["compute_utilisation"] <= 1
     assert 0 < summary["compute_utilisation_run"] <= 1
-    for island in summary["islands"]:  # 0 for an island that joined and never computed before the end
+    for island in summary[
+        "islands"
+    ]:  # 0 for an island that joined and never computed before the end
         assert 0 <= island["compute_utilisation"] <= 1
 
 
@@ -116,8 +121,11 @@ def test_every_worker_is_there_at_least_as_long_as_it_computes(drawn):
     result = run(drawn)
     trace = result.lead_trace
     for worker, rows in trace.groupby("worker"):
-        compute_s = rows.loc[rows["kind"] == "compute", "time_end_s"].sub(
-            rows.loc[rows["kind"] == "compute", "time_start_s"]).sum()
+        compute_s = (
+            rows.loc[rows["kind"] == "compute", "time_end_s"]
+            .sub(rows.loc[rows["kind"] == "compute", "time_start_s"])
+            .sum()
+        )
         span_s = rows["time_end_s"].max() - rows["time_start_s"].min()
         assert span_s >= compute_s * (1 - RELATIVE), worker
     summary = result.summary
@@ -138,7 +146,9 @@ def test_bytes_sent_are_the_closed_form_of_the_collective(drawn):
 @given(scenarios())
 def test_grouped_replicas_give_the_summary_of_every_replica_run_alone(drawn):
     scenario = drawn.scenario()
-    assert_summaries_match(simulate(scenario).summary, simulate(scenario, group_replicas=False).summary)
+    assert_summaries_match(
+        simulate(scenario).summary, simulate(scenario, group_replicas=False).summary
+    )
 
 
 @given(scenarios())
@@ -157,14 +167,20 @@ def test_more_bandwidth_is_never_slower_for_coupled_schedules(drawn, factor):
 
 # --- Decoupled DiLoCo's quorum ----------------------------------------------------------------------
 
+
 def utilisation_by_quorum(drawn: Drawn, quorums: range) -> list[float]:
     """The fastest island's compute utilisation with each quorum K."""
-    fastest = min(range(len(drawn.document["island"])), key=lambda i: drawn.document["island"][i]["step_time_s"])
+    fastest = min(
+        range(len(drawn.document["island"])),
+        key=lambda i: drawn.document["island"][i]["step_time_s"],
+    )
     shares = []
     for quorum in quorums:
         document = copy.deepcopy(drawn.document)
         document["schedule"]["quorum"] = quorum
-        shares.append(simulate(load_document(document)).summary["islands"][fastest]["compute_utilisation"])
+        shares.append(
+            simulate(load_document(document)).summary["islands"][fastest]["compute_utilisation"]
+        )
     return shares
 
 
@@ -179,8 +195,11 @@ def test_a_larger_quorum_never_raises_equal_learners_utilisation(drawn):
 def decoupled_quorum_scenarios() -> st.SearchStrategy[Drawn]:
     """Decoupled DiLoCo with a quorum 1 < K <= M and learners that differ or come and go (without
     departures for good): the case that once completed no outer step (tests/test_decoupled_quorum.py)."""
-    return scenarios(algorithms=("decoupled",), permanent=False).map(with_quorum_above_one).filter(
-        lambda drawn: decoupled_learners_differ(drawn) or drawn.moves_membership)
+    return (
+        scenarios(algorithms=("decoupled",), permanent=False)
+        .map(with_quorum_above_one)
+        .filter(lambda drawn: decoupled_learners_differ(drawn) or drawn.moves_membership)
+    )
 
 
 def with_quorum_above_one(drawn: Drawn) -> Drawn:
@@ -202,7 +221,10 @@ def shares_no_link(drawn: Drawn) -> bool:
     share one, a learner held back by a larger quorum leaves its share of the link to the others, and
     the fastest can gain a little (0.065248 at K = 1, 0.065327 at K = 2 on a 0.5 Gbit/s syncer link:
     ``test_properties_regressions.py``)."""
-    return "bandwidth_gbps" not in drawn.document.get("syncer", {}) and "backbone" not in drawn.document
+    return (
+        "bandwidth_gbps" not in drawn.document.get("syncer", {})
+        and "backbone" not in drawn.document
+    )
 
 
 def fixed_grace_window(drawn: Drawn) -> bool:
@@ -214,8 +236,13 @@ def fixed_grace_window(drawn: Drawn) -> bool:
     return drawn.document["schedule"].get("grace_window", "adaptive") != "adaptive"
 
 
-@given(scenarios(algorithms=("decoupled",), moves=False, equal_learners=False).filter(
-    lambda drawn: decoupled_learners_differ(drawn) and shares_no_link(drawn) and fixed_grace_window(drawn)))
+@given(
+    scenarios(algorithms=("decoupled",), moves=False, equal_learners=False).filter(
+        lambda drawn: (
+            decoupled_learners_differ(drawn) and shares_no_link(drawn) and fixed_grace_window(drawn)
+        )
+    )
+)
 def test_a_larger_quorum_never_raises_the_fast_learners_utilisation_beside_a_straggler(drawn):
     workers = sum(island["replicas"] for island in drawn.document["island"])
     shares = utilisation_by_quorum(drawn, range(1, workers + 1))
@@ -227,13 +254,19 @@ def test_a_larger_quorum_never_raises_the_fast_learners_utilisation_beside_a_str
 def bursts_drawn(draw) -> tuple[list[float], list[list[int]], list[float]]:
     """Token buckets (their depths; 0: no bucket) and transfers starting together: the buckets each
     crosses (a bucket may be crossed twice) and the bytes each wants."""
-    depths = draw(st.lists(st.sampled_from((0.0, 5.0, 40.0, 100.0)) | st.floats(1.0, 1e3), min_size=1, max_size=4))
+    depths = draw(
+        st.lists(
+            st.sampled_from((0.0, 5.0, 40.0, 100.0)) | st.floats(1.0, 1e3), min_size=1, max_size=4
+        )
+    )
     crossing = st.lists(st.integers(0, len(depths) - 1), min_size=1, max_size=3)
     transfers = draw(st.lists(st.tuples(crossing, st.floats(0.0, 300.0)), min_size=1, max_size=5))
     return depths, [links for links, _ in transfers], [wanted for _, wanted in transfers]
 
 
-def shared_bursts(depths: list[float], crossed: list[list[int]], wanted: list[float]) -> list[float]:
+def shared_bursts(
+    depths: list[float], crossed: list[list[int]], wanted: list[float]
+) -> list[float]:
     """``take_bursts`` from full buckets of these depths."""
     links = [Link(index, "down", 10.0, burst_bytes=depth) for index, depth in enumerate(depths)]
     return take_bursts([Counter(links[i] for i in route) for route in crossed], 0.0, wanted)
@@ -247,16 +280,27 @@ def test_transfers_starting_together_share_the_buckets_max_min_fairly_whatever_t
     depths, crossed, wanted = drawn
     bursts = shared_bursts(depths, crossed, wanted)
     tolerance = 1e-9 * max(1.0, *depths, *wanted)
-    taken = [sum(bursts[t] * route.count(i) for t, route in enumerate(crossed)) for i in range(len(depths))]
+    taken = [
+        sum(bursts[t] * route.count(i) for t, route in enumerate(crossed))
+        for i in range(len(depths))
+    ]
     assert all(0.0 <= burst <= want + tolerance for burst, want in zip(bursts, wanted))
     assert all(used <= depth + tolerance for used, depth in zip(taken, depths))
     for t, route in enumerate(crossed):
         if bursts[t] < wanted[t] - tolerance:
-            assert any(taken[i] >= depths[i] - tolerance
-                       and all(bursts[t] >= bursts[u] - tolerance for u, other in enumerate(crossed) if i in other)
-                       for i in route)
+            assert any(
+                taken[i] >= depths[i] - tolerance
+                and all(
+                    bursts[t] >= bursts[u] - tolerance
+                    for u, other in enumerate(crossed)
+                    if i in other
+                )
+                for i in route
+            )
     reversed_bursts = shared_bursts(depths, crossed[::-1], wanted[::-1])
     assert reversed_bursts[::-1] == pytest.approx(bursts, rel=1e-12, abs=tolerance)
     alone = shared_bursts(depths, crossed[:1], wanted[:1])
     fresh = [Link(index, "down", 10.0, burst_bytes=depth) for index, depth in enumerate(depths)]
-    assert alone[0] == pytest.approx(burst_at(Counter(fresh[i] for i in crossed[0]), 0.0, wanted[0]), abs=tolerance)
+    assert alone[0] == pytest.approx(
+        burst_at(Counter(fresh[i] for i in crossed[0]), 0.0, wanted[0]), abs=tolerance
+    )

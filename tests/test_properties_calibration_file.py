@@ -29,12 +29,20 @@ def calibrations(draw) -> dict[str, Any]:
     islands = range(2, draw(st.integers(2, 4)) + 1)
     by_rate = st.fixed_dictionaries({rate: st.sampled_from((0.5, 0.9, 1.0)) for rate in RATES})
     calibration = Calibration(
-        InProcessShaper.mode, "drawn", 1.0, (1.0, 0.98), {m: draw(st.sampled_from((0.0, 0.01))) for m in islands},
-        {m: draw(by_rate) for m in islands}, {m: draw(st.sampled_from((0.0, 1e-8))) for m in islands},
+        InProcessShaper.mode,
+        "drawn",
+        1.0,
+        (1.0, 0.98),
+        {m: draw(st.sampled_from((0.0, 0.01))) for m in islands},
+        {m: draw(by_rate) for m in islands},
+        {m: draw(st.sampled_from((0.0, 1e-8))) for m in islands},
         end_spread_s={m: {1e7: 0.002} for m in islands} if draw(st.booleans()) else {},
         burst_fraction={m: {1e7: 0.5} for m in islands} if draw(st.booleans()) else {},
-        exchange_ratio_by_bits={8: {m: draw(by_rate) for m in islands}} if draw(st.booleans()) else {},
-        call_s={m: 0.001 for m in islands} if draw(st.booleans()) else {})
+        exchange_ratio_by_bits={8: {m: draw(by_rate) for m in islands}}
+        if draw(st.booleans())
+        else {},
+        call_s={m: 0.001 for m in islands} if draw(st.booleans()) else {},
+    )
     return json.loads(calibration.to_json())
 
 
@@ -46,8 +54,12 @@ def asked(calibration: Calibration) -> None:
         except UserError:
             continue
         for rate in (1e6, 3e7, 1e9):
-            for value in (calibration.ratio_at(islands, rate), calibration.ratio_at(islands, rate, 8),
-                          calibration.spread_at(islands, rate), calibration.burst_bytes(islands, rate, rate)):
+            for value in (
+                calibration.ratio_at(islands, rate),
+                calibration.ratio_at(islands, rate, 8),
+                calibration.spread_at(islands, rate),
+                calibration.burst_bytes(islands, rate, rate),
+            ):
                 assert math.isfinite(value) and value >= 0
 
 
@@ -73,8 +85,17 @@ def test_a_drawn_calibration_reads_back_as_written(tmp_path, document):
 
 
 def test_a_calibration_cut_at_any_byte_is_refused_naming_it(tmp_path):
-    calibration = Calibration(InProcessShaper.mode, "cut", 1.0, (1.0,), {2: 0.01}, {2: {1e7: 0.9, 1e8: 0.8}},
-                              {2: 1e-8}, end_spread_s={2: {1e7: 0.002}}, call_s={2: 0.001})
+    calibration = Calibration(
+        InProcessShaper.mode,
+        "cut",
+        1.0,
+        (1.0,),
+        {2: 0.01},
+        {2: {1e7: 0.9, 1e8: 0.8}},
+        {2: 1e-8},
+        end_spread_s={2: {1e7: 0.002}},
+        call_s={2: 0.001},
+    )
     data = calibration.to_json().encode()
     path = tmp_path / "calibration.json"
     for length in cuts(len(data)):
@@ -85,17 +106,31 @@ def test_a_calibration_cut_at_any_byte_is_refused_naming_it(tmp_path):
 
 # --- the failures these suites found, each as its shrunk case -------------------------------------
 
-@pytest.mark.parametrize("change, message", [
-    ({"overhead_s": {"2": 0.01, "02": 0.02}}, "overhead_s: the number of islands 2 is written twice ('2' and '02')"),
-    ({"exchange_ratio": {"2": {"1e7": 0.9, "10000000": 0.8}}},
-     "exchange_ratio.2: the rate 1e+07 is written twice ('1e7' and '10000000')"),
-])
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"overhead_s": {"2": 0.01, "02": 0.02}},
+            "overhead_s: the number of islands 2 is written twice ('2' and '02')",
+        ),
+        (
+            {"exchange_ratio": {"2": {"1e7": 0.9, "10000000": 0.8}}},
+            "exchange_ratio.2: the rate 1e+07 is written twice ('1e7' and '10000000')",
+        ),
+    ],
+)
 def test_a_calibration_the_fuzzing_found_wrong_is_refused_naming_it(tmp_path, change, message):
     """Were read before, one of the two values winning silently."""
-    document = json.loads(Calibration(InProcessShaper.mode, "x", 1.0, (1.0,), {2: 0.01}, {2: {1e7: 0.9}},
-                                      {2: 1e-8}).to_json())
+    document = json.loads(
+        Calibration(
+            InProcessShaper.mode, "x", 1.0, (1.0,), {2: 0.01}, {2: {1e7: 0.9}}, {2: 1e-8}
+        ).to_json()
+    )
     path = tmp_path / "calibration.json"
     path.write_text(json.dumps({**document, **change}))
     with pytest.raises(UserError) as refused:
         read_calibration(path)
-    assert str(refused.value).startswith(f"{path}: ") and message in str(refused.value), refused.value
+    assert str(refused.value).startswith(f"{path}: ") and message in str(refused.value), (
+        refused.value
+    )

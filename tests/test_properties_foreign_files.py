@@ -42,5 +42,7 @@ def test_a_chrome_trace_changed_at_one_place_is_read_or_refused_naming_it(tmp_pa
 def test_a_chrome_trace_with_a_key_written_twice_is_refused_naming_it(tmp_path):
     """json.loads kept the second "dur" silently: the step's time would be either value."""
     path = tmp_path / "trace.json"
-    path.write_text('{"traceEvents": [{"ph": "X", "name": "ProfilerStep#0", "ts": 0, "dur": 1000, "dur": 9}]}\n')
+    path.write_text(
+        '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#0", "ts": 0, "dur": 1000, "dur": 9}]}\n'
+    )
     assert answer(lambda: read_log(path, "chrome"), path) is None

@@ -34,28 +34,50 @@ RATES = st.sampled_from((0.05, 0.5, 1.0, 10.0))
 @st.composite
 def profiles(draw) -> dict[str, Any]:
     """A profile as ``NetworkProfile.to_json`` writes one, for 2 to 4 hosts."""
-    names = NAMES[:draw(st.integers(2, len(NAMES)))]
+    names = NAMES[: draw(st.integers(2, len(NAMES)))]
     document: dict[str, Any] = {
-        "kind": KIND, "version": VERSION, "label": "drawn",
-        "hosts": [{"name": name, "upload_gbps": draw(RATES), "download_gbps": draw(RATES)} for name in names],
-        "rtt_ms": [{"between": [a, b], "rtt_ms": draw(st.sampled_from((0.0, 1.0, 40.0)))}
-                   for a, b in combinations(names, 2)]}
+        "kind": KIND,
+        "version": VERSION,
+        "label": "drawn",
+        "hosts": [
+            {"name": name, "upload_gbps": draw(RATES), "download_gbps": draw(RATES)}
+            for name in names
+        ],
+        "rtt_ms": [
+            {"between": [a, b], "rtt_ms": draw(st.sampled_from((0.0, 1.0, 40.0)))}
+            for a, b in combinations(names, 2)
+        ],
+    }
     if draw(st.booleans()):
-        document["exchange"] = {"members": len(names), "cpu_s_per_value": draw(st.sampled_from((0.0, 1e-9))),
-                                "hop_overhead_s": draw(st.sampled_from((-0.001, 0.0, 0.002))),
-                                "end_spread_s": 0.001, "burst_bytes": draw(st.sampled_from((0.0, 1e5)))}
+        document["exchange"] = {
+            "members": len(names),
+            "cpu_s_per_value": draw(st.sampled_from((0.0, 1e-9))),
+            "hop_overhead_s": draw(st.sampled_from((-0.001, 0.0, 0.002))),
+            "end_spread_s": 0.001,
+            "burst_bytes": draw(st.sampled_from((0.0, 1e5))),
+        }
     if draw(st.booleans()):
-        document["collective"] = {"test": draw(st.sampled_from(("all_reduce", "all_gather"))),
-                                  "members": len(names), "ranks": len(names), "call_latency_s": 1e-4,
-                                  "bus_gbps": [{"size_bytes": 1e6, "bus_gbps": 0.01}, {"size_bytes": 1e8,
-                                                                                       "bus_gbps": 0.02}]}
+        document["collective"] = {
+            "test": draw(st.sampled_from(("all_reduce", "all_gather"))),
+            "members": len(names),
+            "ranks": len(names),
+            "call_latency_s": 1e-4,
+            "bus_gbps": [
+                {"size_bytes": 1e6, "bus_gbps": 0.01},
+                {"size_bytes": 1e8, "bus_gbps": 0.02},
+            ],
+        }
     return document
 
 
 def scenario_text(names: tuple[str, ...]) -> str:
-    islands = "".join(f'[[island]]\nname = "{name}"\nstep_time_s = 1.0\nbandwidth_gbps = 1\n' for name in names)
-    return ('name = "hosts"\n[model]\nparameters = 1e6\nbytes_per_param = 2\n'
-            '[schedule]\nalgorithm = "diloco"\ninner_steps = 2\nouter_steps = 1\n' + islands)
+    islands = "".join(
+        f'[[island]]\nname = "{name}"\nstep_time_s = 1.0\nbandwidth_gbps = 1\n' for name in names
+    )
+    return (
+        'name = "hosts"\n[model]\nparameters = 1e6\nbytes_per_param = 2\n'
+        '[schedule]\nalgorithm = "diloco"\ninner_steps = 2\nouter_steps = 1\n' + islands
+    )
 
 
 def taken(scenario: Path, profile: Path) -> None:
@@ -92,21 +114,41 @@ def test_a_drawn_profile_reads_and_a_scenario_of_its_hosts_takes_it(tmp_path, do
     scenario.write_text(scenario_text(tuple(host["name"] for host in document["hosts"])))
     try:
         ScenarioSource.read(scenario).with_network_profile(profile)
-    except ScenarioError as error:  # a drawn collective may be too slow to price: the profile's fault, said
+    except (
+        ScenarioError
+    ) as error:  # a drawn collective may be too slow to price: the profile's fault, said
         assert error.source == str(profile) and error.key == "collective", error
 
 
 @pytest.mark.parametrize("collective", [False, True])
 def test_a_profile_cut_at_any_byte_is_refused_naming_it(tmp_path, collective):
-    whole = {"kind": KIND, "version": VERSION, "label": "cut",
-             "hosts": [{"name": "a", "upload_gbps": 1.0, "download_gbps": 0.5},
-                       {"name": "b", "upload_gbps": 10.0, "download_gbps": 10.0}],
-             "rtt_ms": [{"between": ["a", "b"], "rtt_ms": 12.5}],
-             "exchange": {"members": 2, "cpu_s_per_value": 1e-9, "hop_overhead_s": 0.002, "end_spread_s": 0.001}}
+    whole = {
+        "kind": KIND,
+        "version": VERSION,
+        "label": "cut",
+        "hosts": [
+            {"name": "a", "upload_gbps": 1.0, "download_gbps": 0.5},
+            {"name": "b", "upload_gbps": 10.0, "download_gbps": 10.0},
+        ],
+        "rtt_ms": [{"between": ["a", "b"], "rtt_ms": 12.5}],
+        "exchange": {
+            "members": 2,
+            "cpu_s_per_value": 1e-9,
+            "hop_overhead_s": 0.002,
+            "end_spread_s": 0.001,
+        },
+    }
     if collective:
-        whole["collective"] = {"test": "all_reduce", "members": 2, "ranks": 2, "call_latency_s": 1e-4,
-                               "bus_gbps": [{"size_bytes": 1e6, "bus_gbps": 0.1}, {"size_bytes": 1e8,
-                                                                                   "bus_gbps": 0.4}]}
+        whole["collective"] = {
+            "test": "all_reduce",
+            "members": 2,
+            "ranks": 2,
+            "call_latency_s": 1e-4,
+            "bus_gbps": [
+                {"size_bytes": 1e6, "bus_gbps": 0.1},
+                {"size_bytes": 1e8, "bus_gbps": 0.4},
+            ],
+        }
     data = (json.dumps(whole, indent=2) + "\n").encode()
     path = tmp_path / "profile.json"
     path.write_bytes(data)
@@ -119,27 +161,59 @@ def test_a_profile_cut_at_any_byte_is_refused_naming_it(tmp_path, collective):
 
 # --- the failures these suites found, each as its shrunk case -------------------------------------
 
-TWO_HOSTS = {"kind": KIND, "version": VERSION, "label": "t",
-             "hosts": [{"name": "a", "upload_gbps": 1.0, "download_gbps": 1.0},
-                       {"name": "b", "upload_gbps": 1.0, "download_gbps": 1.0}],
-             "rtt_ms": [{"between": ["a", "b"], "rtt_ms": 10.0}]}
+TWO_HOSTS = {
+    "kind": KIND,
+    "version": VERSION,
+    "label": "t",
+    "hosts": [
+        {"name": "a", "upload_gbps": 1.0, "download_gbps": 1.0},
+        {"name": "b", "upload_gbps": 1.0, "download_gbps": 1.0},
+    ],
+    "rtt_ms": [{"between": ["a", "b"], "rtt_ms": 10.0}],
+}
 EXCHANGE = {"members": 2, "cpu_s_per_value": 0.0, "hop_overhead_s": 0.0, "end_spread_s": 0.0}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"hosts": [{"name": "a", "upload_gbps": 1000001, "download_gbps": 1.0}, TWO_HOSTS["hosts"][1]]},
-     "profile.json: hosts.0.upload_gbps: must be <= 1e+06 Gbit/s (see docs/limits.md) (got 1000001)"),
-    ({"exchange": {**EXCHANGE, "members": 0}}, "profile.json: exchange.members: must be a whole number, 1 to the 2 "
-                                               "hosts (got 0)"),
-    ({"rtt_ms": [{"between": "ab", "rtt_ms": 10.0}]}, "profile.json: rtt_ms.0.between: must list two hosts (got 'ab')"),
-    ({"rtt_ms": [{"between": ["a", "a"], "rtt_ms": 10.0}]},
-     "profile.json: rtt_ms.0.between: must name two different hosts that hosts lists (got ['a', 'a'])"),
-    ({"exchange": {**EXCHANGE, "hop_overhead_s": 60.0}},
-     "profile.json: rtt_ms between 'a' and 'b' plus 2 x exchange.hop_overhead_s: must be <= 120000 ms"),
-    ({"hosts": [{"name": 5, "upload_gbps": 1.0, "download_gbps": 1.0}, TWO_HOSTS["hosts"][1]]},
-     "profile.json: hosts.0.name: a host's name must be text, not empty (got 5)"),
-    ({"extra": 1}, "profile.json: the file: unknown key 'extra'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {
+                "hosts": [
+                    {"name": "a", "upload_gbps": 1000001, "download_gbps": 1.0},
+                    TWO_HOSTS["hosts"][1],
+                ]
+            },
+            "profile.json: hosts.0.upload_gbps: must be <= 1e+06 Gbit/s (see docs/limits.md) (got 1000001)",
+        ),
+        (
+            {"exchange": {**EXCHANGE, "members": 0}},
+            "profile.json: exchange.members: must be a whole number, 1 to the 2 hosts (got 0)",
+        ),
+        (
+            {"rtt_ms": [{"between": "ab", "rtt_ms": 10.0}]},
+            "profile.json: rtt_ms.0.between: must list two hosts (got 'ab')",
+        ),
+        (
+            {"rtt_ms": [{"between": ["a", "a"], "rtt_ms": 10.0}]},
+            "profile.json: rtt_ms.0.between: must name two different hosts that hosts lists (got ['a', 'a'])",
+        ),
+        (
+            {"exchange": {**EXCHANGE, "hop_overhead_s": 60.0}},
+            "profile.json: rtt_ms between 'a' and 'b' plus 2 x exchange.hop_overhead_s: must be <= 120000 ms",
+        ),
+        (
+            {
+                "hosts": [
+                    {"name": 5, "upload_gbps": 1.0, "download_gbps": 1.0},
+                    TWO_HOSTS["hosts"][1],
+                ]
+            },
+            "profile.json: hosts.0.name: a host's name must be text, not empty (got 5)",
+        ),
+        ({"extra": 1}, "profile.json: the file: unknown key 'extra'"),
+    ],
+)
 def test_a_profile_the_fuzzing_found_wrong_is_refused_naming_it(tmp_path, change, message):
     """Were wrong before: a rate past the scenario's limit was refused naming the scenario file; an
     exchange of 0 members, a pair written as the text "ab" (read as a and b) and a host's round trip
@@ -149,12 +223,16 @@ def test_a_profile_the_fuzzing_found_wrong_is_refused_naming_it(tmp_path, change
     profile.write_text(json.dumps({**TWO_HOSTS, **change}))
     with pytest.raises(ScenarioError) as refused:
         ScenarioSource.read(scenario).with_network_profile(profile)
-    assert str(refused.value).startswith(str(tmp_path)) and message in str(refused.value), refused.value
+    assert str(refused.value).startswith(str(tmp_path)) and message in str(refused.value), (
+        refused.value
+    )
 
 
 def test_a_key_written_twice_is_refused_naming_it(tmp_path):
     """json.loads keeps the last of two values silently: one measured figure would be lost."""
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(TWO_HOSTS)[:-1] + ', "label": "again"}')
-    with pytest.raises(UserError, match="profile.json: the key 'label' is written twice in one object"):
+    with pytest.raises(
+        UserError, match="profile.json: the key 'label' is written twice in one object"
+    ):
         read_profile(path)

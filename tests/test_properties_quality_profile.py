@@ -32,13 +32,39 @@ SCENARIO = "worked-example"
 @st.composite
 def profiles(draw) -> dict[str, Any]:
     """A profile as ``QualityProfile.to_json`` writes one: 1 to 6 points, each setting once."""
-    settings = draw(st.lists(st.tuples(st.sampled_from(COMPARED), st.sampled_from((10, 30, 100)),
-                                       st.sampled_from((2, 4, 8)), st.sampled_from((16, 8)), st.sampled_from((1, 2))),
-                             min_size=1, max_size=6, unique=True))
-    points = [{"algorithm": algorithm, "inner_steps": h, "workers": m, "bits": bits, "fragments": fragments,
-               "steps": 300, "eval_loss": draw(st.sampled_from((3.9, 4.0, 4.2))), "ddp_eval_loss": 4.0,
-               "outer_lr": draw(st.sampled_from((None, 0.7)))} for algorithm, h, m, bits, fragments in settings]
-    return {"scenario": "drawn", "model_parameters": draw(st.sampled_from((120_576, 10**9))), "points": points}
+    settings = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(COMPARED),
+                st.sampled_from((10, 30, 100)),
+                st.sampled_from((2, 4, 8)),
+                st.sampled_from((16, 8)),
+                st.sampled_from((1, 2)),
+            ),
+            min_size=1,
+            max_size=6,
+            unique=True,
+        )
+    )
+    points = [
+        {
+            "algorithm": algorithm,
+            "inner_steps": h,
+            "workers": m,
+            "bits": bits,
+            "fragments": fragments,
+            "steps": 300,
+            "eval_loss": draw(st.sampled_from((3.9, 4.0, 4.2))),
+            "ddp_eval_loss": 4.0,
+            "outer_lr": draw(st.sampled_from((None, 0.7))),
+        }
+        for algorithm, h, m, bits, fragments in settings
+    ]
+    return {
+        "scenario": "drawn",
+        "model_parameters": draw(st.sampled_from((120_576, 10**9))),
+        "points": points,
+    }
 
 
 def priced(profile: QualityProfile) -> None:
@@ -78,11 +104,34 @@ def test_a_drawn_profile_reads_back_as_written(tmp_path, document):
 
 
 def test_a_profile_cut_at_any_byte_is_refused_naming_it(tmp_path):
-    document = {"scenario": "toy", "model_parameters": 120_576, "points": [
-        {"algorithm": "diloco", "inner_steps": 10, "workers": 2, "bits": 16, "fragments": 1, "steps": 300,
-         "eval_loss": 4.01, "ddp_eval_loss": 4.0, "outer_lr": None},
-        {"algorithm": "streaming", "inner_steps": 30, "workers": 4, "bits": 8, "fragments": 2, "steps": 300,
-         "eval_loss": 4.05, "ddp_eval_loss": 4.0, "outer_lr": 0.7}]}
+    document = {
+        "scenario": "toy",
+        "model_parameters": 120_576,
+        "points": [
+            {
+                "algorithm": "diloco",
+                "inner_steps": 10,
+                "workers": 2,
+                "bits": 16,
+                "fragments": 1,
+                "steps": 300,
+                "eval_loss": 4.01,
+                "ddp_eval_loss": 4.0,
+                "outer_lr": None,
+            },
+            {
+                "algorithm": "streaming",
+                "inner_steps": 30,
+                "workers": 4,
+                "bits": 8,
+                "fragments": 2,
+                "steps": 300,
+                "eval_loss": 4.05,
+                "ddp_eval_loss": 4.0,
+                "outer_lr": 0.7,
+            },
+        ],
+    }
     data = json.dumps(document, indent=2).encode() + b"\n"
     path = tmp_path / "profile.json"
     for length in cuts(len(data)):
@@ -93,32 +142,71 @@ def test_a_profile_cut_at_any_byte_is_refused_naming_it(tmp_path):
 
 # --- the failures these suites found, each as its shrunk case -------------------------------------
 
-POINT = {"algorithm": "diloco", "inner_steps": 10, "workers": 2, "bits": 16, "fragments": 1, "steps": 300,
-         "eval_loss": 4.01, "ddp_eval_loss": 4.0}
+POINT = {
+    "algorithm": "diloco",
+    "inner_steps": 10,
+    "workers": 2,
+    "bits": 16,
+    "fragments": 1,
+    "steps": 300,
+    "eval_loss": 4.01,
+    "ddp_eval_loss": 4.0,
+}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"model_parameters": 0}, "model_parameters: must be a whole number >= 1 (got 0)"),
-    ({"model_parameters": -5}, "model_parameters: must be a whole number >= 1 (got -5)"),
-    ({"model_parameters": "5"}, "model_parameters: must be a whole number >= 1 (got '5')"),
-    ({"points": [{**POINT, "algorithm": "dilocco"}]}, "points.0.algorithm: must be a schedule compared with DDP"),
-    ({"points": [{**POINT, "algorithm": "ddp"}]}, "points.0.algorithm: must be a schedule compared with DDP"),
-    ({"points": [POINT, {**POINT, "eval_loss": 4.5}]}, "points.1: measures diloco at H = 10, M = 2, 16 bits, 1 "
-                                                       "fragments, as points.0 does: each setting once"),
-    ({"points": [{**POINT, "workers": True}]}, "points.0.workers: must be a whole number, 1 to"),
-    ({"points": [{**POINT, "bits": 7}]}, "points.0.bits: a wire format is one of 32, 16, 8, 4 bits (got 7)"),
-    ({"points": [{**POINT, "bits": "\x85"}]}, "points.0.bits: a wire format is one of 32, 16, 8, 4 bits (got '\\x85')"),
-    ({"points": [{**POINT, "bits": 16.0}]}, "points.0.bits: a wire format is one of 32, 16, 8, 4 bits (got 16.0)"),
-    ({"points": [{**POINT, "steps": 25}]}, "points.0.steps: 25 steps do not end on an outer step of 10"),
-    ({"points": [{**POINT, "eval_los": 4.0}]}, "points.0: must hold algorithm"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"model_parameters": 0}, "model_parameters: must be a whole number >= 1 (got 0)"),
+        ({"model_parameters": -5}, "model_parameters: must be a whole number >= 1 (got -5)"),
+        ({"model_parameters": "5"}, "model_parameters: must be a whole number >= 1 (got '5')"),
+        (
+            {"points": [{**POINT, "algorithm": "dilocco"}]},
+            "points.0.algorithm: must be a schedule compared with DDP",
+        ),
+        (
+            {"points": [{**POINT, "algorithm": "ddp"}]},
+            "points.0.algorithm: must be a schedule compared with DDP",
+        ),
+        (
+            {"points": [POINT, {**POINT, "eval_loss": 4.5}]},
+            "points.1: measures diloco at H = 10, M = 2, 16 bits, 1 "
+            "fragments, as points.0 does: each setting once",
+        ),
+        (
+            {"points": [{**POINT, "workers": True}]},
+            "points.0.workers: must be a whole number, 1 to",
+        ),
+        (
+            {"points": [{**POINT, "bits": 7}]},
+            "points.0.bits: a wire format is one of 32, 16, 8, 4 bits (got 7)",
+        ),
+        (
+            {"points": [{**POINT, "bits": "\x85"}]},
+            "points.0.bits: a wire format is one of 32, 16, 8, 4 bits (got '\\x85')",
+        ),
+        (
+            {"points": [{**POINT, "bits": 16.0}]},
+            "points.0.bits: a wire format is one of 32, 16, 8, 4 bits (got 16.0)",
+        ),
+        (
+            {"points": [{**POINT, "steps": 25}]},
+            "points.0.steps: 25 steps do not end on an outer step of 10",
+        ),
+        ({"points": [{**POINT, "eval_los": 4.0}]}, "points.0: must hold algorithm"),
+    ],
+)
 def test_a_profile_the_fuzzing_found_wrong_is_refused_naming_the_key(tmp_path, change, message):
     """Were read before: a size of 0 divided by zero in the estimate, a negative size, an unknown or
     DDP algorithm and two points at one setting (the later silently ignored) were priced; counts of
     text ("5"), a float 16.0 as bits; a control character in bits split the one line (this suite's
     first fuzzing of its own fix)."""
     path = tmp_path / "p.json"
-    path.write_text(json.dumps({"scenario": "toy", "model_parameters": 120_576, "points": [POINT], **change}))
+    path.write_text(
+        json.dumps({"scenario": "toy", "model_parameters": 120_576, "points": [POINT], **change})
+    )
     with pytest.raises(UserError) as refused:
         QualityProfile.read(path)
-    assert str(refused.value).startswith(f"{path}: ") and message in str(refused.value), refused.value
+    assert str(refused.value).startswith(f"{path}: ") and message in str(refused.value), (
+        refused.value
+    )

@@ -23,7 +23,15 @@ def test_a_declared_region_without_islands_is_on_no_hop():
         "model": {"parameters": 1e6, "bytes_per_param": 1},
         "schedule": {"algorithm": "ddp", "outer_steps": 1, "bits": 32},
         "network": {"collective": "hierarchical", "detection_timeout_s": 0.0, "loss_rate": 0.0001},
-        "island": [{"name": "i0", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 0.05, "region": "us"}],
+        "island": [
+            {
+                "name": "i0",
+                "replicas": 2,
+                "step_time_s": 0.01,
+                "bandwidth_gbps": 0.05,
+                "region": "us",
+            }
+        ],
         "region": [{"name": "us"}, {"name": "eu"}],
         "backbone": [{"between": ["us", "eu"], "bandwidth_gbps": 0.05, "latency_ms": 0.0}],
     }
@@ -49,8 +57,14 @@ def test_a_deadline_cuts_a_worker_still_finishing_the_previous_sync_without_cras
     document = {
         "name": "drawn",
         "model": {"parameters": 1e6, "bytes_per_param": 1},
-        "schedule": {"algorithm": "diloco", "inner_steps": 1, "outer_steps": 2, "barrier": "deadline",
-                     "deadline_slack": 0.0, "bits": 32},
+        "schedule": {
+            "algorithm": "diloco",
+            "inner_steps": 1,
+            "outer_steps": 2,
+            "barrier": "deadline",
+            "deadline_slack": 0.0,
+            "bits": 32,
+        },
         "network": {"exchange_end_spread_s": 0.05},
         "island": [{"name": "i0", "replicas": 3, "step_time_s": 0.01, "bandwidth_gbps": 0.05}],
     }
@@ -60,8 +74,12 @@ def test_a_deadline_cuts_a_worker_still_finishing_the_previous_sync_without_cras
     assert summary["dropped_deltas"] == 1
     assert summary["dropped_compute_s"] == 0.0  # it was cut before it computed anything
     # round 0: a ring of 3, 2(3-1)/3 S each; round 1: a ring of 2 (S each) and the cut worker fetches S
-    assert summary["bytes_per_worker"] == pytest.approx((3 * 4 / 3 * PAYLOAD_BYTES + 3 * PAYLOAD_BYTES) / 3)
-    compute = result.trace[result.trace["kind"] == "compute"].groupby("worker")["time_end_s"].count()
+    assert summary["bytes_per_worker"] == pytest.approx(
+        (3 * 4 / 3 * PAYLOAD_BYTES + 3 * PAYLOAD_BYTES) / 3
+    )
+    compute = (
+        result.trace[result.trace["kind"] == "compute"].groupby("worker")["time_end_s"].count()
+    )
     assert sorted(compute.tolist()) == [1, 2, 2]  # the cut worker computed round 0 only
 
 
@@ -74,15 +92,26 @@ def test_a_joiner_is_expected_in_the_exchange_that_eager_launched_before_it_was_
     document = {
         "name": "drawn",
         "model": {"parameters": 1e6, "bytes_per_param": 1},
-        "schedule": {"algorithm": "eager", "inner_steps": 1, "outer_steps": 3, "fragments": 1, "bits": 32},
+        "schedule": {
+            "algorithm": "eager",
+            "inner_steps": 1,
+            "outer_steps": 3,
+            "fragments": 1,
+            "bits": 32,
+        },
         "network": {"collective": "hierarchical", "detection_timeout_s": 0.0},
         "island": [{"name": "i0", "replicas": 2, "step_time_s": 1.0, "bandwidth_gbps": 0.05}],
-        "event": [{"at_s": 0.1, "island": "i0-0", "kind": "leave"}, {"at_s": 0.6, "island": "i0-0", "kind": "join"}],
+        "event": [
+            {"at_s": 0.1, "island": "i0-0", "kind": "leave"},
+            {"at_s": 0.6, "island": "i0-0", "kind": "join"},
+        ],
     }
     summary = simulate(make_scenario(document=document)).summary
     assert summary["complete"] and summary["outer_steps"] == 3
     rate = 0.05e9 / 8
-    exchange_s = 2 * PAYLOAD_BYTES / rate  # a chain of two: reduce S into the first, broadcast S back
+    exchange_s = (
+        2 * PAYLOAD_BYTES / rate
+    )  # a chain of two: reduce S into the first, broadcast S back
     # round 0: the member computes 1 s and exchanges (the joiner, back at 0.6 s, passive in it); round
     # 1: the joiner computes its step and launches, the member waiting for it; nothing after
     assert summary["wall_time_s"] == pytest.approx(2 * (1.0 + exchange_s))
@@ -99,17 +128,26 @@ def test_a_worker_cut_off_from_two_syncs_while_catching_up_skips_both():
     document = {
         "name": "drawn",
         "model": {"parameters": 1e6, "bytes_per_param": 1},
-        "schedule": {"algorithm": "diloco", "inner_steps": 1, "outer_steps": 3, "barrier": "deadline",
-                     "deadline_slack": 0.0},
+        "schedule": {
+            "algorithm": "diloco",
+            "inner_steps": 1,
+            "outer_steps": 3,
+            "barrier": "deadline",
+            "deadline_slack": 0.0,
+        },
         "network": {"detection_timeout_s": 0.0},
-        "island": [{"name": "fast", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 0.05},
-                   {"name": "slow", "step_time_s": 0.05, "bandwidth_gbps": 0.01}],
+        "island": [
+            {"name": "fast", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 0.05},
+            {"name": "slow", "step_time_s": 0.05, "bandwidth_gbps": 0.01},
+        ],
     }
     result = simulate(make_scenario(document=document))
     summary = result.summary
     assert summary["complete"] and summary["outer_steps"] == 3
     assert summary["dropped_deltas"] == 3  # the slow worker, from every round
-    assert summary["dropped_compute_s"] == pytest.approx(0.01)  # round 0's, cut at the fast pair's arrival
+    assert summary["dropped_compute_s"] == pytest.approx(
+        0.01
+    )  # round 0's, cut at the fast pair's arrival
     payload_bytes = 1e6 * 8 / 8
     # the fast pair: a ring of 2 (S each) per round; the slow worker: S fetched per round
     assert summary["bytes_per_worker"] == pytest.approx(3 * payload_bytes)
@@ -128,16 +166,27 @@ def test_a_run_ends_when_its_last_collective_does_after_every_worker_has_stopped
         "model": {"parameters": 2e8, "bytes_per_param": 4},
         "schedule": {"algorithm": "diloco", "inner_steps": 1, "outer_steps": 3, "bits": 8},
         "network": {"detection_timeout_s": 0.0, "exchange_end_spread_s": 0.01},
-        "island": [{"name": "i0", "step_time_s": 0.01, "bandwidth_gbps": 0.05},
-                   {"name": "i1", "step_time_s": 0.01, "bandwidth_gbps": 0.05},
-                   {"name": "i2", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 0.05, "present": False}],
+        "island": [
+            {"name": "i0", "step_time_s": 0.01, "bandwidth_gbps": 0.05},
+            {"name": "i1", "step_time_s": 0.01, "bandwidth_gbps": 0.05},
+            {
+                "name": "i2",
+                "replicas": 2,
+                "step_time_s": 0.01,
+                "bandwidth_gbps": 0.05,
+                "present": False,
+            },
+        ],
         "event": [{"at_s": 40.0, "island": "i2", "kind": "join"}],
     }
     result = simulate(make_scenario(document=document))
     summary = result.summary
     assert summary["complete"] and summary["outer_steps"] == 3 and summary["joins"] == 2
-    last_sync = result.trace[(result.trace["kind"] == "comm") & (result.trace["outer_step"] == 2)
-                             & (result.trace["fragment"] == 0)]
+    last_sync = result.trace[
+        (result.trace["kind"] == "comm")
+        & (result.trace["outer_step"] == 2)
+        & (result.trace["fragment"] == 0)
+    ]
     assert sorted(last_sync["worker"]) == [0, 1, 2, 3]  # the joiners in it, passive
     assert summary["wall_time_s"] == pytest.approx(result.trace["time_end_s"].max())
 
@@ -150,10 +199,24 @@ def test_the_churn_free_bound_prices_the_backbone_between_learners_and_the_synce
     document = {
         "name": "drawn",
         "model": {"parameters": 1e6, "bytes_per_param": 1},
-        "schedule": {"algorithm": "decoupled", "inner_steps": 1, "outer_steps": 1, "overlap_steps": 0,
-                     "quorum": 2, "bits": 32},
+        "schedule": {
+            "algorithm": "decoupled",
+            "inner_steps": 1,
+            "outer_steps": 1,
+            "overlap_steps": 0,
+            "quorum": 2,
+            "bits": 32,
+        },
         "network": {"detection_timeout_s": 0.0, "loss_rate": 0.0001},
-        "island": [{"name": "i0", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 0.5, "region": "us"}],
+        "island": [
+            {
+                "name": "i0",
+                "replicas": 2,
+                "step_time_s": 0.01,
+                "bandwidth_gbps": 0.5,
+                "region": "us",
+            }
+        ],
         "syncer": {"region": "eu"},
         "region": [{"name": "us"}, {"name": "eu"}],
         "backbone": [{"between": ["us", "eu"], "bandwidth_gbps": 0.05, "latency_ms": 0.0}],
@@ -172,17 +235,36 @@ def test_a_larger_quorum_holds_back_the_fastest_learner_only_through_a_shared_sy
     document = {
         "name": "drawn",
         "model": {"parameters": 1e6, "bytes_per_param": 1},
-        "schedule": {"algorithm": "decoupled", "inner_steps": 2, "outer_steps": 3, "fragments": 2,
-                     "overlap_steps": 1, "quorum": 1, "bits": 32},
+        "schedule": {
+            "algorithm": "decoupled",
+            "inner_steps": 2,
+            "outer_steps": 3,
+            "fragments": 2,
+            "overlap_steps": 1,
+            "quorum": 1,
+            "bits": 32,
+        },
         "network": {"detection_timeout_s": 0.0, "loss_rate": 0.0001},
-        "island": [{"name": "i0", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 0.5, "latency_ms": 1.0},
-                   {"name": "i1", "step_time_s": 0.01, "upload_gbps": 0.05, "download_gbps": 0.05},
-                   {"name": "i2", "step_time_s": 0.01, "upload_gbps": 0.5, "download_gbps": 0.05}],
+        "island": [
+            {
+                "name": "i0",
+                "replicas": 2,
+                "step_time_s": 0.01,
+                "bandwidth_gbps": 0.5,
+                "latency_ms": 1.0,
+            },
+            {"name": "i1", "step_time_s": 0.01, "upload_gbps": 0.05, "download_gbps": 0.05},
+            {"name": "i2", "step_time_s": 0.01, "upload_gbps": 0.5, "download_gbps": 0.05},
+        ],
     }
     shares = []
     for quorum in range(1, 5):
         document["schedule"]["quorum"] = quorum
-        shares.append(simulate(make_scenario(document=copy.deepcopy(document))).summary["islands"][0]["compute_utilisation"])
+        shares.append(
+            simulate(make_scenario(document=copy.deepcopy(document))).summary["islands"][0][
+                "compute_utilisation"
+            ]
+        )
     assert all(larger <= smaller for smaller, larger in zip(shares, shares[1:]))
     assert shares[-1] < shares[0] / 5  # lockstep waits for the 0.05 Gbit/s learner every round
 
@@ -197,14 +279,30 @@ def test_twice_the_bandwidth_is_not_slower_through_token_buckets_under_a_loss_ca
         "model": {"parameters": 1e7, "bytes_per_param": 1},
         "schedule": {"algorithm": "diloco", "inner_steps": 1, "outer_steps": 2},
         "network": {"collective": "tree", "detection_timeout_s": 0.0, "loss_rate": 0.0001},
-        "island": [{"name": "i0", "step_time_s": 0.01, "upload_gbps": 0.5, "download_gbps": 0.05,
-                    "latency_ms": 20.0, "burst_bytes": 1e7},
-                   {"name": "i1", "replicas": 3, "step_time_s": 0.01, "upload_gbps": 0.5, "download_gbps": 0.05,
-                    "latency_ms": 20.0, "burst_bytes": 1e7}],
+        "island": [
+            {
+                "name": "i0",
+                "step_time_s": 0.01,
+                "upload_gbps": 0.5,
+                "download_gbps": 0.05,
+                "latency_ms": 20.0,
+                "burst_bytes": 1e7,
+            },
+            {
+                "name": "i1",
+                "replicas": 3,
+                "step_time_s": 0.01,
+                "upload_gbps": 0.5,
+                "download_gbps": 0.05,
+                "latency_ms": 20.0,
+                "burst_bytes": 1e7,
+            },
+        ],
     }
     narrow = simulate(make_scenario(document=document)).summary["wall_time_s"]
-    wide = simulate(make_scenario(["island.*.upload_gbps=1.0", "island.*.download_gbps=0.1"],
-                                  document=document)).summary["wall_time_s"]
+    wide = simulate(
+        make_scenario(["island.*.upload_gbps=1.0", "island.*.download_gbps=0.1"], document=document)
+    ).summary["wall_time_s"]
     assert wide <= narrow
 
 
@@ -224,7 +322,9 @@ def test_the_churn_free_bound_counts_a_decoupled_learner_s_fragment_up_and_back_
     wall_s = 0.01 + 2 * 4e6 / 6.25e6
     assert simulate(scenario).summary["wall_time_s"] == pytest.approx(wall_s)
     assert estimate(scenario).run_length_s >= wall_s * (1 - 1e-9)
-    burst = copy.deepcopy(document)  # as drawn: a 100 kB bucket, and the TCP loss cap above the link
+    burst = copy.deepcopy(
+        document
+    )  # as drawn: a 100 kB bucket, and the TCP loss cap above the link
     burst["island"][0]["burst_bytes"] = 1e5
     burst["network"]["loss_rate"] = 1e-4
     bursting = make_scenario(document=burst)
@@ -240,11 +340,22 @@ def test_the_churn_free_bound_counts_every_late_worker_s_download_under_a_deadli
     document = {
         "name": "drawn",
         "model": {"parameters": 1e6, "bytes_per_param": 1},
-        "schedule": {"algorithm": "diloco", "inner_steps": 1, "outer_steps": 3, "barrier": "deadline",
-                     "deadline_slack": 0.0},
-        "network": {"detection_timeout_s": 0.0, "ring_order": "listed", "exchange_end_spread_s": 0.01},
-        "island": [{"name": name, "replicas": replicas, "step_time_s": 0.01, "bandwidth_gbps": 0.05}
-                   for name, replicas in (("i0", 1), ("i1", 1), ("i2", 3))],
+        "schedule": {
+            "algorithm": "diloco",
+            "inner_steps": 1,
+            "outer_steps": 3,
+            "barrier": "deadline",
+            "deadline_slack": 0.0,
+        },
+        "network": {
+            "detection_timeout_s": 0.0,
+            "ring_order": "listed",
+            "exchange_end_spread_s": 0.01,
+        },
+        "island": [
+            {"name": name, "replicas": replicas, "step_time_s": 0.01, "bandwidth_gbps": 0.05}
+            for name, replicas in (("i0", 1), ("i1", 1), ("i2", 3))
+        ],
     }
     scenario = make_scenario(document=document)
     summary = simulate(scenario).summary
@@ -262,18 +373,43 @@ def test_an_adaptive_grace_window_follows_the_first_reporter_so_a_larger_quorum_
     quorum (3.6263 s), and the fastest island computes a larger share of a longer run. With a window
     of given seconds the property holds (``test_properties.py``)."""
     document = {
-        "name": "drawn", "seed": 1,
+        "name": "drawn",
+        "seed": 1,
         "model": {"parameters": 5e7, "bytes_per_param": 1},
-        "schedule": {"algorithm": "decoupled", "inner_steps": 7, "outer_steps": 1, "fragments": 2,
-                     "overlap_steps": 3, "backward_overlap": 0.66, "bits": 32},
+        "schedule": {
+            "algorithm": "decoupled",
+            "inner_steps": 7,
+            "outer_steps": 1,
+            "fragments": 2,
+            "overlap_steps": 3,
+            "backward_overlap": 0.66,
+            "bits": 32,
+        },
         "network": {"detection_timeout_s": 0.0},
-        "island": [{"name": "i0", "replicas": 2, "step_time_s": 1.0, "upload_gbps": 10.0, "download_gbps": 0.5,
-                    "jitter_cv": 0.05},
-                   {"name": "i1", "replicas": 2, "step_time_s": 0.01, "upload_gbps": 0.5, "download_gbps": 2.0}],
+        "island": [
+            {
+                "name": "i0",
+                "replicas": 2,
+                "step_time_s": 1.0,
+                "upload_gbps": 10.0,
+                "download_gbps": 0.5,
+                "jitter_cv": 0.05,
+            },
+            {
+                "name": "i1",
+                "replicas": 2,
+                "step_time_s": 0.01,
+                "upload_gbps": 0.5,
+                "download_gbps": 2.0,
+            },
+        ],
     }
     fastest = []
     for quorum in (2, 3):
         document["schedule"]["quorum"] = quorum
-        fastest.append(simulate(make_scenario(document=copy.deepcopy(document))).summary["islands"][1]
-                       ["compute_utilisation"])
+        fastest.append(
+            simulate(make_scenario(document=copy.deepcopy(document))).summary["islands"][1][
+                "compute_utilisation"
+            ]
+        )
     assert fastest == pytest.approx([0.017239, 0.017386], abs=1e-6)

@@ -28,8 +28,27 @@ from islands.simulator import simulate
 from islands.validation.run_folder import read_run
 
 FIXTURES = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-CELLS = st.sampled_from(["", "nan", "inf", "-inf", "-1", "1e999", "9" * 400, "x", "True", "0x10", "1,2", '"', "a",
-                         "compute", "nap", "-0", "1e-320"]) | st.text(max_size=5)
+CELLS = st.sampled_from(
+    [
+        "",
+        "nan",
+        "inf",
+        "-inf",
+        "-1",
+        "1e999",
+        "9" * 400,
+        "x",
+        "True",
+        "0x10",
+        "1,2",
+        '"',
+        "a",
+        "compute",
+        "nap",
+        "-0",
+        "1e-320",
+    ]
+) | st.text(max_size=5)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +60,9 @@ def good_run(tmp_path_factory) -> Path:
     run = folder / "run"
     run.mkdir()
     (run / "summary.json").write_text(summary_text(result.summary))
-    (run / "run.json").write_text(json.dumps({"scenario": "test", "algorithm": "diloco", "bits": 16}))
+    (run / "run.json").write_text(
+        json.dumps({"scenario": "test", "algorithm": "diloco", "bits": 16})
+    )
     write_table(result.trace, run / "trace.csv")
     return folder
 
@@ -61,12 +82,16 @@ def read_or_refused(run: Path) -> None:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["compare", str(run.parent / "scenario.toml"), str(run)])
     assert code in (0, 2) and len(err.getvalue().splitlines()) == (code == 2), err.getvalue()
-    assert code == 2 or not re.search(r"(?<!')\b(nan|inf)\b(?!')", out.getvalue().lower()), out.getvalue()
+    assert code == 2 or not re.search(r"(?<!')\b(nan|inf)\b(?!')", out.getvalue().lower()), (
+        out.getvalue()
+    )
 
 
 @given(st.sampled_from(["summary.json", "run.json"]), st.data())
 @FIXTURES
-def test_a_json_file_changed_at_one_place_is_read_or_refused_naming_it(good_run, tmp_path, name, data):
+def test_a_json_file_changed_at_one_place_is_read_or_refused_naming_it(
+    good_run, tmp_path, name, data
+):
     folder = copied(good_run, tmp_path)
     path = folder / "run" / name
     changed, what = data.draw(mutated(json.loads(path.read_text())))
@@ -98,17 +123,40 @@ def test_a_trace_with_a_cell_or_line_changed_is_read_or_refused_naming_it(good_r
 
 # --- the failures these suites found, each as its shrunk case -------------------------------------
 
-@pytest.mark.parametrize("line, message", [
-    ("0.0,100.0,0,a,compute,x,-1,0", "trace.csv: line 2: bytes must be a number (got 'x')"),
-    ("0.0,100.0,0,a,compute,0.0,-1,x", "trace.csv: line 2: outer_step must be a whole number (got 'x')"),
-    ("0.0,1e999,0,a,compute,0.0,-1,0", "trace.csv: time_end_s must be finite and 0 or more (got inf)"),
-    ("0.0,100.0," + "9" * 400 + ",a,compute,0.0,-1,0", "trace.csv: line 2: worker must be a whole number (got an "
-                                                       "integer of 400 digits)"),
-    ("0.0,100.0,0.5,a,compute,0.0,-1,0", "trace.csv: line 2: worker must be a whole number (got 0.5)"),
-    ("0.0,100.0,0,a,compute,0.0,-1,-1", "trace.csv: outer_step must be 0 to 4294967296 (got -1)"),
-    ("0.0,100.0,0,a,\x1e,0.0,-1,0", "trace.csv: line 2: kind must be one of compute, comm, stall, idle (got '\\x1e')"),
-])
-def test_a_trace_cell_that_is_no_number_is_refused_naming_its_line(good_run, tmp_path, line, message):
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("0.0,100.0,0,a,compute,x,-1,0", "trace.csv: line 2: bytes must be a number (got 'x')"),
+        (
+            "0.0,100.0,0,a,compute,0.0,-1,x",
+            "trace.csv: line 2: outer_step must be a whole number (got 'x')",
+        ),
+        (
+            "0.0,1e999,0,a,compute,0.0,-1,0",
+            "trace.csv: time_end_s must be finite and 0 or more (got inf)",
+        ),
+        (
+            "0.0,100.0," + "9" * 400 + ",a,compute,0.0,-1,0",
+            "trace.csv: line 2: worker must be a whole number (got an integer of 400 digits)",
+        ),
+        (
+            "0.0,100.0,0.5,a,compute,0.0,-1,0",
+            "trace.csv: line 2: worker must be a whole number (got 0.5)",
+        ),
+        (
+            "0.0,100.0,0,a,compute,0.0,-1,-1",
+            "trace.csv: outer_step must be 0 to 4294967296 (got -1)",
+        ),
+        (
+            "0.0,100.0,0,a,\x1e,0.0,-1,0",
+            "trace.csv: line 2: kind must be one of compute, comm, stall, idle (got '\\x1e')",
+        ),
+    ],
+)
+def test_a_trace_cell_that_is_no_number_is_refused_naming_its_line(
+    good_run, tmp_path, line, message
+):
     """Were a traceback before: a word in a numeric column (a TypeError: pandas read the column as
     text), 400 digits (an OverflowError), a negative outer step (a ValueError in the summary's sync
     keys); a worker of 0.5 was read as worker 0; a kind holding a control character split the line."""

@@ -22,13 +22,24 @@ from islands.errors import UserError
 from islands.validation.logs.compare_log import read_log
 from islands.validation.logs.steps import MAX_STEP_S, SUM_TOLERANCE, StepLog
 
-SAMPLES = [("steps-two-ranks.csv", "steps"), ("steps-rank0-window.jsonl", "steps"), ("steps-clock.csv", "steps"),
-           ("chrome-trace.json", "chrome"), ("torchtitan.log", "torchtitan")]
+SAMPLES = [
+    ("steps-two-ranks.csv", "steps"),
+    ("steps-rank0-window.jsonl", "steps"),
+    ("steps-clock.csv", "steps"),
+    ("chrome-trace.json", "chrome"),
+    ("torchtitan.log", "torchtitan"),
+]
 COLUMNS = ("step", "wall_s", "compute_s", "blocked_s", "synced", "bytes", "rank")
 FIXTURES = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-BAD = (st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10**30, 10**30)
-       | st.integers(-10**400, 10**400) | st.text(max_size=4)
-       | st.booleans() | st.none() | st.lists(st.integers(0, 3), max_size=2))
+BAD = (
+    st.floats(allow_nan=True, allow_infinity=True)
+    | st.integers(-(10**30), 10**30)
+    | st.integers(-(10**400), 10**400)
+    | st.text(max_size=4)
+    | st.booleans()
+    | st.none()
+    | st.lists(st.integers(0, 3), max_size=2)
+)
 
 
 def keeps_the_rules(log: StepLog) -> None:
@@ -40,7 +51,10 @@ def keeps_the_rules(log: StepLog) -> None:
         assert ((values >= 0) & values.map(math.isfinite)).all()
     assert (rows["wall_s"] <= MAX_STEP_S * rows["steps"]).all()
     known = rows.dropna(subset=["compute_s"])
-    assert (known["compute_s"] + known["blocked_s"] <= known["wall_s"] * (1 + SUM_TOLERANCE) + SUM_TOLERANCE).all()
+    assert (
+        known["compute_s"] + known["blocked_s"]
+        <= known["wall_s"] * (1 + SUM_TOLERANCE) + SUM_TOLERANCE
+    ).all()
     for _, steps in rows.groupby("rank"):
         first = steps["step"] - steps["steps"] + 1
         assert (first.iloc[1:].to_numpy() == steps["step"].iloc[:-1].to_numpy() + 1).all()
@@ -80,7 +94,12 @@ def csv_text(rows: list[dict]) -> str:
             return ""
         return str(value).replace(",", ";").replace('"', "'").replace("\n", " ").replace("\r", " ")
 
-    return "\n".join([",".join(header), *(",".join(cell(row.get(key)) for key in header) for row in rows)]) + "\n"
+    return (
+        "\n".join(
+            [",".join(header), *(",".join(cell(row.get(key)) for key in header) for row in rows)]
+        )
+        + "\n"
+    )
 
 
 def jsonl_text(rows: list[dict]) -> str:
@@ -89,8 +108,14 @@ def jsonl_text(rows: list[dict]) -> str:
 
 def good_row(step: int) -> dict:
     synced = step % 4 == 0
-    return {"step": step, "wall_s": 17.0 if synced else 1.0, "compute_s": 1.0, "blocked_s": 16.0 if synced else 0.0,
-            "synced": int(synced), "bytes": 2e9 if synced else 0.0}
+    return {
+        "step": step,
+        "wall_s": 17.0 if synced else 1.0,
+        "compute_s": 1.0,
+        "blocked_s": 16.0 if synced else 0.0,
+        "synced": int(synced),
+        "bytes": 2e9 if synced else 0.0,
+    }
 
 
 def compare_answers(scenario: Path, log: Path) -> None:
@@ -105,11 +130,18 @@ def compare_answers(scenario: Path, log: Path) -> None:
         assert "nan" not in out.getvalue().lower().split()
 
 
-@given(damage=st.lists(st.tuples(st.integers(0, 11), st.sampled_from(COLUMNS), BAD | st.just("drop")),
-                       min_size=1, max_size=3),
-       as_json=st.booleans())
+@given(
+    damage=st.lists(
+        st.tuples(st.integers(0, 11), st.sampled_from(COLUMNS), BAD | st.just("drop")),
+        min_size=1,
+        max_size=3,
+    ),
+    as_json=st.booleans(),
+)
 @FIXTURES
-def test_a_per_step_log_with_bad_cells_is_read_within_the_rules_or_refused(tmp_path, scenario_file, damage, as_json):
+def test_a_per_step_log_with_bad_cells_is_read_within_the_rules_or_refused(
+    tmp_path, scenario_file, damage, as_json
+):
     rows = [good_row(step) for step in range(1, 13)]
     for index, key, value in damage:
         if value == "drop":
@@ -132,9 +164,15 @@ def test_steps_out_of_order_twice_or_missing_are_refused(tmp_path, steps, as_jso
     assert (log is not None) == one_after_another
 
 
-@given(name=st.text(st.characters(whitelist_categories=("L", "N"), whitelist_characters="_"), min_size=1,
-                    max_size=8).filter(lambda name: name not in (*COLUMNS, "time_s")),
-       value=BAD, as_json=st.booleans())
+@given(
+    name=st.text(
+        st.characters(whitelist_categories=("L", "N"), whitelist_characters="_"),
+        min_size=1,
+        max_size=8,
+    ).filter(lambda name: name not in (*COLUMNS, "time_s")),
+    value=BAD,
+    as_json=st.booleans(),
+)
 @FIXTURES
 def test_columns_it_does_not_read_are_read_past_in_both_forms(tmp_path, name, value, as_json):
     """Whatever a column the reader does not use holds, in a file that is valid CSV or JSON lines
@@ -145,20 +183,28 @@ def test_columns_it_does_not_read_are_read_past_in_both_forms(tmp_path, name, va
     write = jsonl_text if as_json else csv_text
     plain.write_text(write(rows))
     extra.write_text(write([{**row, name: value} for row in rows]))
-    assert read_log(extra, "steps").rows.equals(read_log(plain, "steps").rows.assign(
-        where=lambda rows: rows["where"].str.replace("plain.log", "extra.log")))
+    assert read_log(extra, "steps").rows.equals(
+        read_log(plain, "steps").rows.assign(
+            where=lambda rows: rows["where"].str.replace("plain.log", "extra.log")
+        )
+    )
 
 
 def chrome_document() -> dict:
     return json.loads((DATA / "chrome-trace.json").read_text())
 
 
-@given(index=st.integers(0, 40), key=st.sampled_from(["ph", "name", "ts", "dur", "event"]),
-       value=BAD | st.sampled_from(["X", "ProfilerStep#2", "ProfilerStep#99", "gloo:all_reduce", "drop"]),
-       rank=st.none() | BAD)
+@given(
+    index=st.integers(0, 40),
+    key=st.sampled_from(["ph", "name", "ts", "dur", "event"]),
+    value=BAD
+    | st.sampled_from(["X", "ProfilerStep#2", "ProfilerStep#99", "gloo:all_reduce", "drop"]),
+    rank=st.none() | BAD,
+)
 @FIXTURES
-def test_a_chrome_trace_with_bad_events_is_read_within_the_rules_or_refused(tmp_path, scenario_file, index, key,
-                                                                           value, rank):
+def test_a_chrome_trace_with_bad_events_is_read_within_the_rules_or_refused(
+    tmp_path, scenario_file, index, key, value, rank
+):
     document = chrome_document()
     events = document["traceEvents"]
     event = events[index % len(events)]
@@ -171,21 +217,37 @@ def test_a_chrome_trace_with_bad_events_is_read_within_the_rules_or_refused(tmp_
     if rank is not None:
         document["distributedInfo"]["rank"] = rank
     path = tmp_path / "trace.json"
-    path.write_text(json.dumps(document) + "\n")  # NaN and Infinity as Python writes them: refused as JSON
+    path.write_text(
+        json.dumps(document) + "\n"
+    )  # NaN and Infinity as Python writes them: refused as JSON
     read_or_refuse(path, "chrome")
     compare_answers(scenario_file(SCENARIO), path)
 
 
-STAMPS = st.datetimes().map(lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]) | st.text(max_size=24)
+STAMPS = st.datetimes().map(lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]) | st.text(
+    max_size=24
+)
 
 
-@given(lines=st.lists(st.tuples(st.sampled_from(["[rank0]:", "[rank1]:", ""]), STAMPS,
-                                st.integers(-3, 20) | st.integers(0, 10**30) | st.text(max_size=3)),
-                      min_size=0, max_size=6))
+@given(
+    lines=st.lists(
+        st.tuples(
+            st.sampled_from(["[rank0]:", "[rank1]:", ""]),
+            STAMPS,
+            st.integers(-3, 20) | st.integers(0, 10**30) | st.text(max_size=3),
+        ),
+        min_size=0,
+        max_size=6,
+    )
+)
 @FIXTURES
-def test_a_torchtitan_log_with_bad_lines_is_read_within_the_rules_or_refused(tmp_path, scenario_file, lines):
-    text = "".join(f"{prefix}[titan] {stamp} - root - INFO - step: {step}  loss:  7.1234  tps: 1,234\n"
-                   for prefix, stamp, step in lines)
+def test_a_torchtitan_log_with_bad_lines_is_read_within_the_rules_or_refused(
+    tmp_path, scenario_file, lines
+):
+    text = "".join(
+        f"{prefix}[titan] {stamp} - root - INFO - step: {step}  loss:  7.1234  tps: 1,234\n"
+        for prefix, stamp, step in lines
+    )
     path = tmp_path / "train.log"
     path.write_text(text + "done\n")
     read_or_refuse(path, "torchtitan")

@@ -22,13 +22,41 @@ IPERF3 = sorted(SAMPLES.glob("iperf3-*.json"))
 NCCL = sorted(SAMPLES.glob("nccl-*.txt"))
 PING = sorted(SAMPLES.glob("ping-*.txt"))
 HUGE = "@@an integer of 5,000 digits@@"  # json.dumps cannot write one: put in after
-JUNK_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.just(HUGE),
-                        st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6),
-                        st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(),
-                                                                             max_size=2))
-JUNK_TOKENS = st.one_of(st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e999", "9" * 40, "9" * 5000, "N/A", "",
-                                         "x", "\u00b2", "0x10", "-0", "3.5.1", "#", "time=nan ms", "time=1e9 ms"]),
-                        st.text(max_size=12))
+JUNK_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.just(HUGE),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+JUNK_TOKENS = st.one_of(
+    st.sampled_from(
+        [
+            "nan",
+            "inf",
+            "-inf",
+            "-1",
+            "0",
+            "1e999",
+            "9" * 40,
+            "9" * 5000,
+            "N/A",
+            "",
+            "x",
+            "\u00b2",
+            "0x10",
+            "-0",
+            "3.5.1",
+            "#",
+            "time=nan ms",
+            "time=1e9 ms",
+        ]
+    ),
+    st.text(max_size=12),
+)
 
 
 def refused_or_read(reader, path: Path):
@@ -68,7 +96,7 @@ def test_a_text_file_cut_anywhere_is_refused_or_reads_as_its_complete_lines(samp
             continue
         assert data[:length].endswith(b"\n")
         if reader is read_nccl_tests:  # the rows it has, as they were
-            assert result.rows == whole.rows[:len(result.rows)] and result.test == whole.test
+            assert result.rows == whole.rows[: len(result.rows)] and result.test == whole.test
         else:  # the replies it has; all of them, the same round trip
             assert result.replies <= whole.replies
             assert result.replies < whole.replies or result.rtt_s == whole.rtt_s
@@ -77,13 +105,21 @@ def test_a_text_file_cut_anywhere_is_refused_or_reads_as_its_complete_lines(samp
 def paths_in(value, prefix=()):
     """Every key path in a JSON document (objects and lists)."""
     yield prefix
-    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    children = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
     for key, child in children:
         yield from paths_in(child, (*prefix, key))
 
 
 @given(st.data())
-def test_an_iperf3_file_with_a_value_swapped_or_a_key_removed_is_read_or_refused(tmp_path_factory, data):
+def test_an_iperf3_file_with_a_value_swapped_or_a_key_removed_is_read_or_refused(
+    tmp_path_factory, data
+):
     sample = data.draw(st.sampled_from(IPERF3))
     document = json.loads(sample.read_text())
     path = data.draw(st.sampled_from([path for path in paths_in(document) if path]))
@@ -128,13 +164,22 @@ def test_a_changed_nccl_tests_file_makes_a_profile_or_one_line(tmp_path_factory,
         index = data.draw(st.integers(0, len(lines) - 1))
         tokens = lines[index].split()
         if tokens:
-            tokens[data.draw(st.integers(0, len(tokens) - 1))] = data.draw(st.sampled_from(
-                ["1", "3", "4", "8", "100000", "1e-9", "99999999", "N/A", "host-z"]))
-            lines[index] = "  ".join(tokens) if not lines[index].startswith("#") else "# " + " ".join(tokens[1:])
+            tokens[data.draw(st.integers(0, len(tokens) - 1))] = data.draw(
+                st.sampled_from(["1", "3", "4", "8", "100000", "1e-9", "99999999", "N/A", "host-z"])
+            )
+            lines[index] = (
+                "  ".join(tokens)
+                if not lines[index].startswith("#")
+                else "# " + " ".join(tokens[1:])
+            )
     target = tmp_path_factory.mktemp("nccl") / "nccl.txt"
     target.write_text("\n".join(lines) + "\n")
-    files = ToolFiles({"a": ("10.0.0.1",), "b": ("10.0.0.2", "198.51.100.2"), "c": ("10.0.0.3",)},
-                      tuple(str(path) for path in IPERF3), (), str(target))
+    files = ToolFiles(
+        {"a": ("10.0.0.1",), "b": ("10.0.0.2", "198.51.100.2"), "c": ("10.0.0.3",)},
+        tuple(str(path) for path in IPERF3),
+        (),
+        str(target),
+    )
     try:
         profile_from_files(files)
     except UserError as error:

@@ -27,14 +27,22 @@ def test_readme_is_at_most_200_lines():
 
 def test_readme_command_lines_parse():
     lines = command_lines(README)
-    assert len(lines) >= 6 and {"demo", "list", "simulate", "plan", "report"} <= {args[0] for args in lines}
+    assert len(lines) >= 6 and {"demo", "list", "simulate", "plan", "report"} <= {
+        args[0] for args in lines
+    }
     assert [" ".join(args) for args in lines if parse_error(args)] == []
 
 
 def test_readme_links_lead_to_docs_pages():
     linked = set(re.findall(r"\]\((docs/[^)#]+)", README))
-    assert {"docs/getting-started.md", "docs/tutorials/simulate.md", "docs/how-to/sweep-and-plan.md",
-            "docs/limits.md", "docs/validation.md", "docs/contributing.md"} <= linked
+    assert {
+        "docs/getting-started.md",
+        "docs/tutorials/simulate.md",
+        "docs/how-to/sweep-and-plan.md",
+        "docs/limits.md",
+        "docs/validation.md",
+        "docs/contributing.md",
+    } <= linked
     assert sorted(path for path in linked if not (ROOT / path).is_file()) == []
 
 
@@ -43,10 +51,15 @@ def test_the_demo_table_shown_is_what_the_demo_computes():
     source = ScenarioSource.read("worked-example")
     summaries = {name: result.summary for name, result in simulate_schedules(source).items()}
     scenario = source.scenario
-    computed = [f"Scenario {scenario.name}: {scenario.description}", work_line(summaries),
-                *schedule_table(summaries).splitlines()]
+    computed = [
+        f"Scenario {scenario.name}: {scenario.description}",
+        work_line(summaries),
+        *schedule_table(summaries).splitlines(),
+    ]
     started = (ROOT / "docs" / "getting-started.md").read_text()
     for page in (README, started):
         shown = next(e.shown for e in command_examples(page) if e.args == ("demo",) and e.shown)
-        assert len(summaries) == 5 and list(shown[:len(computed)]) == computed
-    assert len(next(e.shown for e in command_examples(README) if e.args == ("demo",))) == len(computed)
+        assert len(summaries) == 5 and list(shown[: len(computed)]) == computed
+    assert len(next(e.shown for e in command_examples(README) if e.args == ("demo",))) == len(
+        computed
+    )

@@ -36,13 +36,16 @@ def test_the_worked_examples_axes():
         "bandwidth_scale": ((0.1, 0.3, 1, 3, 10), 2),
         "workers": ((4, 8, 16), 1),
     }
-    streaming = whatif_axes(ScenarioSource.read("worked-example", ["schedule.algorithm=streaming"]).scenario)
+    streaming = whatif_axes(
+        ScenarioSource.read("worked-example", ["schedule.algorithm=streaming"]).scenario
+    )
     assert stops(streaming)["fragments"] == ((1, 5, 10, 20), 2)  # 1, P / 2, P = 10, 2P
 
 
 def test_ddp_has_no_h_slider():
-    assert "inner_steps" not in stops(whatif_axes(ScenarioSource.read("worked-example",
-                                                                      ["schedule.algorithm=ddp"]).scenario))
+    assert "inner_steps" not in stops(
+        whatif_axes(ScenarioSource.read("worked-example", ["schedule.algorithm=ddp"]).scenario)
+    )
 
 
 def test_the_bandwidth_scale_keeps_an_asymmetric_link_asymmetric():
@@ -55,8 +58,12 @@ def test_the_bandwidth_scale_keeps_an_asymmetric_link_asymmetric():
 def test_each_workers_stop_is_the_worker_count_it_shows():
     source = ScenarioSource.read("mixed-fleet")
     axis = next(axis for axis in whatif_axes(source.scenario) if axis.key == "workers")
-    assert axis.values[axis.start] == source.scenario.worker_count and axis.overrides[axis.start] == ()
-    assert [source.variant(*overrides).worker_count for overrides in axis.overrides] == list(axis.values)
+    assert (
+        axis.values[axis.start] == source.scenario.worker_count and axis.overrides[axis.start] == ()
+    )
+    assert [source.variant(*overrides).worker_count for overrides in axis.overrides] == list(
+        axis.values
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +77,14 @@ def test_a_grid_point_is_the_worked_examples_arithmetic(grid):
     # 4 bits of 10e9 values: S = 5 GB, M = 4: 2 * 3/4 * S = 7.5 GB per rank a sync, at 0.1 Gbit/s 600 s;
     # utilisation 375 / 975
     point = grid.point([0, 0, 0, 0])
-    assert grid.overrides([0, 0, 0, 0]) == ["schedule.inner_steps=250", "schedule.outer_steps=2", "schedule.bits=4",
-                                            "island.0.upload_gbps=0.1", "island.0.download_gbps=0.1",
-                                            "island.0.replicas=4"]
+    assert grid.overrides([0, 0, 0, 0]) == [
+        "schedule.inner_steps=250",
+        "schedule.outer_steps=2",
+        "schedule.bits=4",
+        "island.0.upload_gbps=0.1",
+        "island.0.download_gbps=0.1",
+        "island.0.replicas=4",
+    ]
     assert point["compute_utilisation"] == pytest.approx(375 / 975)
     assert point["stall_s"] == pytest.approx(2 * 600)
     assert point["bytes_per_worker"] == pytest.approx(2 * 7.5e9)
@@ -96,37 +108,54 @@ def test_the_h_slider_keeps_the_work_equal():
     assert [v.schedule.inner_steps * v.schedule.outer_steps for v in variants] == [10_000] * 3
     grid = run_whatif(source, [axis], jobs=1)
     walls = [point["wall_time_s"] for point in grid.points]
-    assert walls == [pytest.approx(40 * (375 + 280)), pytest.approx(20 * (750 + 280)), pytest.approx(10 * (1500 + 280))]
+    assert walls == [
+        pytest.approx(40 * (375 + 280)),
+        pytest.approx(20 * (750 + 280)),
+        pytest.approx(10 * (1500 + 280)),
+    ]
     assert walls[2] < walls[1] < walls[0]
 
 
 def test_an_h_stop_is_a_divisor_of_the_run_s_steps_and_never_above_them():
     # one interval of 500 steps: twice H would be more than the run, so H has two stops
-    assert stops(whatif_axes(ScenarioSource.read("worked-example", ONE_INTERVAL).scenario))["inner_steps"] == (
-        (250, 500), 1)
+    assert stops(whatif_axes(ScenarioSource.read("worked-example", ONE_INTERVAL).scenario))[
+        "inner_steps"
+    ] == ((250, 500), 1)
     # H = 500 over 3 intervals: 1,500 steps; 1,000 does not divide them, 750 (2 outer steps) does
-    three = whatif_axes(ScenarioSource.read("worked-example", ["schedule.outer_steps=3"]).scenario)[0]
-    assert three.values == (250, 500, 750) and three.overrides[2] == ("schedule.inner_steps=750",
-                                                                      "schedule.outer_steps=2")
+    three = whatif_axes(ScenarioSource.read("worked-example", ["schedule.outer_steps=3"]).scenario)[
+        0
+    ]
+    assert three.values == (250, 500, 750) and three.overrides[2] == (
+        "schedule.inner_steps=750",
+        "schedule.outer_steps=2",
+    )
 
 
 def test_the_scenario_as_written_is_the_middle_of_the_grid(grid):
     # 750 / (750 + 280)
-    assert grid.point([axis.start for axis in grid.axes])["compute_utilisation"] == pytest.approx(750 / 1030)
+    assert grid.point([axis.start for axis in grid.axes])["compute_utilisation"] == pytest.approx(
+        750 / 1030
+    )
     assert len(grid.points) == 2 * 3 * 5 * 3 and grid.fixed == ()
 
 
 def test_a_combination_the_format_refuses_carries_the_rule():
     source = ScenarioSource.read("worked-example", [*ONE_INTERVAL, "schedule.algorithm=streaming"])
-    axes = [axis for axis in whatif_axes(source.scenario) if axis.key in ("inner_steps", "fragments")]
+    axes = [
+        axis for axis in whatif_axes(source.scenario) if axis.key in ("inner_steps", "fragments")
+    ]
     grid = run_whatif(source, axes, jobs=1)
     # H = 250 in P = 20: 12.5 steps per fragment, not above tau = 20
-    assert grid.point([0, 3])["error"].startswith("schedule.overlap_steps: must be below inner_steps / fragments")
+    assert grid.point([0, 3])["error"].startswith(
+        "schedule.overlap_steps: must be below inner_steps / fragments"
+    )
     assert "error" not in grid.point([1, 2])
 
 
 def axis(stop_count: int, start: int) -> WhatIfAxis:
-    return WhatIfAxis("x", "x", tuple(range(stop_count)), tuple((f"v={i}",) for i in range(stop_count)), start)
+    return WhatIfAxis(
+        "x", "x", tuple(range(stop_count)), tuple((f"v={i}",) for i in range(stop_count)), start
+    )
 
 
 def test_over_budget_the_widest_axis_loses_its_farthest_stop_first():
@@ -148,18 +177,29 @@ def test_a_grid_shrunk_to_one_stop_drops_that_slider_and_says_so():
     assert grid.points[0]["compute_utilisation"] == pytest.approx(750 / 1030)
     page = whatif_section(grid)
     assert "The full grid of 90 combinations would take more than the 1 simulator events" in page
-    assert "H, inner steps between syncs (at equal work: outer steps = inner steps / H) fixed at 500." in page
+    assert (
+        "H, inner steps between syncs (at equal work: outer steps = inner steps / H) fixed at 500."
+        in page
+    )
     assert "<input" not in page
     assert f"about {estimate(source.scenario).events:.3g} simulator events" in page
 
 
 def test_the_panel_has_a_labelled_slider_per_axis_and_an_element_per_figure(grid):
     page = whatif_section(grid)
-    sliders = re.findall(r"<input type='range' id='whatif-(\w+)' name='\w+' min='0' max='(\d+)'", page)
+    sliders = re.findall(
+        r"<input type='range' id='whatif-(\w+)' name='\w+' min='0' max='(\d+)'", page
+    )
     assert sliders == [(axis.key, str(len(axis.values) - 1)) for axis in grid.axes]
     assert all(f"<label for='whatif-{axis.key}'>" in page for axis in grid.axes)
-    assert re.findall(r"data-figure='(\w+)'", page) == ["compute_utilisation", "stall_s", "bytes_per_worker",
-                                                         "wall_time_s", "avg_bandwidth_gbps", "uplink_gbps"]
+    assert re.findall(r"data-figure='(\w+)'", page) == [
+        "compute_utilisation",
+        "stall_s",
+        "bytes_per_worker",
+        "wall_time_s",
+        "avg_bandwidth_gbps",
+        "uplink_gbps",
+    ]
 
 
 def test_the_embedded_data_cannot_end_its_script_early(grid):

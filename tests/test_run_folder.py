@@ -34,7 +34,9 @@ def run_folder(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "summary.json").write_text(json_text(result.summary))
-    (folder / "run.json").write_text(json.dumps({"scenario": "test", "algorithm": "diloco", "bits": 16}))
+    (folder / "run.json").write_text(
+        json.dumps({"scenario": "test", "algorithm": "diloco", "bits": 16})
+    )
     write_table(result.trace, folder / "trace.csv")
     return folder
 
@@ -48,7 +50,9 @@ def test_a_json_file_cut_at_any_byte_is_refused(run_folder, name):
             read_run(run_folder)
 
 
-def test_a_trace_cut_at_any_byte_is_refused_unless_at_a_line_end_that_keeps_the_run_s_span(run_folder):
+def test_a_trace_cut_at_any_byte_is_refused_unless_at_a_line_end_that_keeps_the_run_s_span(
+    run_folder,
+):
     """Cut mid-line: no line end. At a line end: refused where the lost rows held the run's last end;
     the rows sorted by start, this trace's last 8 rows (4 workers' comm and stall of the last sync)
     all end at 372 s, so only losing all of them shortens the span."""
@@ -71,7 +75,9 @@ def test_the_whole_trace_reads_back_row_for_row(run_folder):
     run = read_run(run_folder)
     predicted = simulate(make_scenario()).trace
     assert run.trace.equals(predicted)
-    assert run.summary["wall_time_s"] == pytest.approx(3 * (100 + 24))  # 3 outer steps: 100 s compute, 24 s sync
+    assert run.summary["wall_time_s"] == pytest.approx(
+        3 * (100 + 24)
+    )  # 3 outer steps: 100 s compute, 24 s sync
 
 
 def test_a_measured_value_so_small_that_the_error_overflows_gets_none_not_inf():
@@ -86,13 +92,26 @@ def test_an_error_beyond_1000_percent_is_three_figures_not_hundreds_of_digits():
     assert error_text(None) == "-"
 
 
-FIGURES = ("wall_time_s", "compute_utilisation", "stall_s", "idle_s", "bytes_per_worker", "mean_sync_s")
+FIGURES = (
+    "wall_time_s",
+    "compute_utilisation",
+    "stall_s",
+    "idle_s",
+    "bytes_per_worker",
+    "mean_sync_s",
+)
 
 
-@given(figures=st.fixed_dictionaries({}, optional={key: st.floats() | st.integers(-10**20, 10**20) | st.none()
-                                                   for key in FIGURES}))
+@given(
+    figures=st.fixed_dictionaries(
+        {},
+        optional={key: st.floats() | st.integers(-(10**20), 10**20) | st.none() for key in FIGURES},
+    )
+)
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_compare_prints_only_finite_numbers_or_refuses_in_one_line(run_folder, scenario_path, figures):
+def test_compare_prints_only_finite_numbers_or_refuses_in_one_line(
+    run_folder, scenario_path, figures
+):
     """Whatever numbers summary.json holds (NaN and infinities written as JSON allows, as null), compare
     either prints a table without nan or inf, or refuses in one line with exit code 2."""
     summary = json.loads((run_folder / "summary.json").read_text())

@@ -42,19 +42,34 @@ def test_a_change_is_validated_again(validations):
 
 def test_symmetric_links_are_validated_from_the_new_document():
     source = ScenarioSource.read("home-lab")
-    assert [(i.upload_gbps, i.download_gbps) for i in source.scenario.islands] == [(0.1, 1.0), (0.02, 0.1)]
+    assert [(i.upload_gbps, i.download_gbps) for i in source.scenario.islands] == [
+        (0.1, 1.0),
+        (0.02, 0.1),
+    ]
     symmetric = source.with_symmetric_links().scenario
-    assert [island.bandwidth_gbps for island in symmetric.islands] == [0.1, 0.02]  # each link's slower way
-    assert all(island.upload_gbps == island.download_gbps == island.bandwidth_gbps for island in symmetric.islands)
+    assert [island.bandwidth_gbps for island in symmetric.islands] == [
+        0.1,
+        0.02,
+    ]  # each link's slower way
+    assert all(
+        island.upload_gbps == island.download_gbps == island.bandwidth_gbps
+        for island in symmetric.islands
+    )
 
 
 def test_a_decoupled_quorum_goes_back_to_one_on_the_schedules_that_sync_everyone():
     """The loader refuses a quorum above 1 on a coupled schedule (it would do nothing); comparing a
     Decoupled scenario with the other schedules runs those at quorum 1 and keeps Decoupled's."""
     source = ScenarioSource.read("decoupled-fleet", ["schedule.quorum=2"])
-    variants = source.schedules()  # Streaming refuses its 24 fragments of one step each, not the quorum
+    variants = (
+        source.schedules()
+    )  # Streaming refuses its 24 fragments of one step each, not the quorum
     assert list(variants.refused) == ["streaming"]
     assert {name: scenario.schedule.quorum for name, scenario in variants.scenarios.items()} == {
-        "ddp": 1, "diloco": 1, "eager": 1, "decoupled": 2}
+        "ddp": 1,
+        "diloco": 1,
+        "eager": 1,
+        "decoupled": 2,
+    }
     with pytest.raises(ScenarioError, match=r'schedule.quorum: 2 has no effect: algorithm = "ddp"'):
         source.variant("schedule.algorithm=ddp")

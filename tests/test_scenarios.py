@@ -59,19 +59,38 @@ def test_bundled_worked_example_is_listed_and_loads():
     assert scenario.payload_bytes == 20e9
 
 
-@pytest.mark.parametrize("override, key, rule", [
-    ("island.0.bandwidth_gbps=-1", "island.0.bandwidth_gbps", "must be >= 1e-06 Gbit/s (see docs/limits.md)"),
-    ("island.0.bandwidth_gbps=0", "island.0.bandwidth_gbps", "must be >= 1e-06 Gbit/s"),
-    ("island.0.step_time_s=\"fast\"", "island.0.step_time_s", "must be a finite number"),
-    ("schedule.inner_steps=0", "schedule.inner_steps", "must be >= 1"),
-    ("schedule.inner_steps=2.5", "schedule.inner_steps", "must be an integer"),
-    ("schedule.algorithm=sgd", "schedule.algorithm", "must be one of 'ddp', 'diloco', 'streaming'"),
-    ("schedule.bits=12", "schedule.bits", "must be one of 32, 16, 8, 4"),
-    ("island.0.replicas=1", "island", "a sync needs at least 2 workers"),
-    ("schedule.inner_stepz=3", "schedule.inner_stepz", "unknown key (did you mean 'inner_steps'?)"),
-    ("island.0.bandwith_gbps=3", "island.0.bandwith_gbps", "unknown key (did you mean 'bandwidth_gbps'?)"),
-    ("island.0.latency_ms=-5", "island.0.latency_ms", "must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "override, key, rule",
+    [
+        (
+            "island.0.bandwidth_gbps=-1",
+            "island.0.bandwidth_gbps",
+            "must be >= 1e-06 Gbit/s (see docs/limits.md)",
+        ),
+        ("island.0.bandwidth_gbps=0", "island.0.bandwidth_gbps", "must be >= 1e-06 Gbit/s"),
+        ('island.0.step_time_s="fast"', "island.0.step_time_s", "must be a finite number"),
+        ("schedule.inner_steps=0", "schedule.inner_steps", "must be >= 1"),
+        ("schedule.inner_steps=2.5", "schedule.inner_steps", "must be an integer"),
+        (
+            "schedule.algorithm=sgd",
+            "schedule.algorithm",
+            "must be one of 'ddp', 'diloco', 'streaming'",
+        ),
+        ("schedule.bits=12", "schedule.bits", "must be one of 32, 16, 8, 4"),
+        ("island.0.replicas=1", "island", "a sync needs at least 2 workers"),
+        (
+            "schedule.inner_stepz=3",
+            "schedule.inner_stepz",
+            "unknown key (did you mean 'inner_steps'?)",
+        ),
+        (
+            "island.0.bandwith_gbps=3",
+            "island.0.bandwith_gbps",
+            "unknown key (did you mean 'bandwidth_gbps'?)",
+        ),
+        ("island.0.latency_ms=-5", "island.0.latency_ms", "must be >= 0"),
+    ],
+)
 def test_rule_violations_name_key_and_rule(override, key, rule):
     with pytest.raises(ScenarioError) as caught:
         make_scenario([override])
@@ -83,19 +102,31 @@ def test_rule_violations_name_key_and_rule(override, key, rule):
 def test_streaming_fragments_need_a_step_each_and_spread_as_evenly_as_whole_steps_allow():
     """H = 100, P = 16 (Streaming DiLoCo's 10B set-up: fragments of 3 of 48 layers): fragment p is
     due at floor((p + 1) * 100 / 16), 6 or 7 steps apart; P = 101 > H leaves a fragment no step."""
-    scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=16", "schedule.outer_steps=1"])
+    scenario = make_scenario(
+        ["schedule.algorithm=streaming", "schedule.fragments=16", "schedule.outer_steps=1"]
+    )
     dues = [step.apply_step for step in SCHEDULES["streaming"].sync_steps(scenario.schedule)]
     assert dues == [(p + 1) * 100 // 16 for p in range(16)] and dues[0] == 6 and dues[-1] == 100
     assert {b - a for a, b in zip(dues, dues[1:])} == {6, 7}
-    with pytest.raises(ScenarioError, match=r"schedule.fragments: must be at most inner_steps \(H=100\)"):
+    with pytest.raises(
+        ScenarioError, match=r"schedule.fragments: must be at most inner_steps \(H=100\)"
+    ):
         make_scenario(["schedule.algorithm=streaming", "schedule.fragments=101"])
 
 
 def test_streaming_overlap_must_be_below_h_over_p():
-    with pytest.raises(ScenarioError, match=r"schedule.overlap_steps: must be below inner_steps / fragments = 25"):
-        make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=25"])
-    assert make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4",
-                          "schedule.overlap_steps=24"]).schedule.overlap_steps == 24
+    with pytest.raises(
+        ScenarioError, match=r"schedule.overlap_steps: must be below inner_steps / fragments = 25"
+    ):
+        make_scenario(
+            ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=25"]
+        )
+    assert (
+        make_scenario(
+            ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=24"]
+        ).schedule.overlap_steps
+        == 24
+    )
 
 
 def test_streaming_keys_are_ignored_by_diloco():
@@ -121,7 +152,10 @@ def test_missing_sections_and_required_keys(scenario_file):
 
 
 def test_duplicate_island_names(scenario_file):
-    with pytest.raises(ScenarioError, match=r"island.1.name: 'eu' names both island 0 and island 1: names must be unique"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"island.1.name: 'eu' names both island 0 and island 1: names must be unique",
+    ):
         load(scenario_file(GOOD.replace('name = "us"', 'name = "eu"')))
 
 
@@ -132,7 +166,9 @@ def test_overrides_by_index_name_and_star(scenario_file):
     both = load(path, ["island.*.bandwidth_gbps=0.5"])
     assert [island.bandwidth_gbps for island in both.islands] == [0.5, 0.5]
     assert load(path, ["schedule.algorithm=diloco"]).schedule.algorithm == "diloco"
-    with pytest.raises(ScenarioError, match=r"island.7.bandwidth_gbps: no island 7: the scenario has 2"):
+    with pytest.raises(
+        ScenarioError, match=r"island.7.bandwidth_gbps: no island 7: the scenario has 2"
+    ):
         load(path, ["island.7.bandwidth_gbps=1"])
     with pytest.raises(ScenarioError, match=r"island.asia.latency_ms: no island named 'asia'"):
         load(path, ["island.asia.latency_ms=1"])
@@ -144,8 +180,10 @@ def test_cli_prints_one_line_and_exits_2(scenario_file, capsys):
     path = scenario_file(GOOD.replace("bandwidth_gbps = 10", "bandwidth_gbps = -10"))
     assert main(["simulate", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == (f"islands simulate: error: {path}: island.1.bandwidth_gbps: must be >= 1e-06 Gbit/s "
-                   "(see docs/limits.md) (got -10.0)\n")
+    assert err == (
+        f"islands simulate: error: {path}: island.1.bandwidth_gbps: must be >= 1e-06 Gbit/s "
+        "(see docs/limits.md) (got -10.0)\n"
+    )
 
 
 def test_cli_override_goes_through_the_same_validation(capsys):
@@ -155,8 +193,12 @@ def test_cli_override_goes_through_the_same_validation(capsys):
 
 def test_installed_command_has_no_traceback(scenario_file):
     path = scenario_file(GOOD.replace("inner_steps = 100", "inner_steps = 0"))
-    done = subprocess.run([sys.executable, "-m", "islands.cli", "simulate", str(path)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "islands.cli", "simulate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().endswith("schedule.inner_steps: must be >= 1 (got 0)")

@@ -10,8 +10,16 @@ from islands.simulator import simulate
 
 
 def worked(*overrides: str):
-    return load("worked-example", ["schedule.algorithm=decoupled", "schedule.fragments=10",
-                                   "schedule.overlap_steps=20", "schedule.outer_steps=3", *overrides])
+    return load(
+        "worked-example",
+        [
+            "schedule.algorithm=decoupled",
+            "schedule.fragments=10",
+            "schedule.overlap_steps=20",
+            "schedule.outer_steps=3",
+            *overrides,
+        ],
+    )
 
 
 def test_a_round_trip_that_outlasts_tau_stalls_by_the_difference():
@@ -32,15 +40,32 @@ def test_the_syncers_link_carries_every_learner():
 
 def straggler(*overrides: str):
     # two learners, 1 s and 3 s per step, H = 10, P = 1, tau = 2, links that cost nothing
-    return load("worked-example", ["schedule.algorithm=decoupled", "schedule.fragments=1", "schedule.inner_steps=10",
-                                   "schedule.overlap_steps=2", "schedule.outer_steps=5", "island.0.replicas=2",
-                                   "island.*.bandwidth_gbps=1e5", "island.*.step_time_s=1", *overrides])
+    return load(
+        "worked-example",
+        [
+            "schedule.algorithm=decoupled",
+            "schedule.fragments=1",
+            "schedule.inner_steps=10",
+            "schedule.overlap_steps=2",
+            "schedule.outer_steps=5",
+            "island.0.replicas=2",
+            "island.*.bandwidth_gbps=1e5",
+            "island.*.step_time_s=1",
+            *overrides,
+        ],
+    )
 
 
 def slow_second(scenario):
     from dataclasses import replace
-    return replace(scenario, islands=(replace(scenario.islands[0], replicas=1, name="fast"),
-                                      replace(scenario.islands[0], replicas=1, name="slow", step_time_s=3.0)))
+
+    return replace(
+        scenario,
+        islands=(
+            replace(scenario.islands[0], replicas=1, name="fast"),
+            replace(scenario.islands[0], replicas=1, name="slow", step_time_s=3.0),
+        ),
+    )
 
 
 def test_with_a_quorum_of_one_the_fast_learner_never_waits_for_the_slow_one():
@@ -73,6 +98,7 @@ def test_bad_decoupled_keys_get_one_line():
 
 def test_the_run_length_bound_covers_a_narrow_syncer():
     from islands.simulator.budget import estimate
+
     scenario = worked("syncer.bandwidth_gbps=1")
     assert estimate(scenario).run_length_s >= simulate(scenario).summary["wall_time_s"]
 

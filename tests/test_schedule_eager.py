@@ -36,7 +36,9 @@ def test_when_an_exchange_outlasts_a_period_each_round_waits_out_the_difference(
     summary = worked("schedule.fragments=1", "island.*.bandwidth_gbps=0.2")
     exchange_s = RING_BYTES * 8 / 0.2e9
     assert summary["stall_s"] == pytest.approx((T - 1) * (exchange_s - H * STEP_S))
-    assert summary["wall_time_s"] == pytest.approx(T * H * STEP_S + (T - 1) * (exchange_s - H * STEP_S))
+    assert summary["wall_time_s"] == pytest.approx(
+        T * H * STEP_S + (T - 1) * (exchange_s - H * STEP_S)
+    )
 
 
 def test_one_outer_step_has_no_round_to_apply_and_is_refused():
@@ -46,9 +48,17 @@ def test_one_outer_step_has_no_round_to_apply_and_is_refused():
 
 def eager_island(start, board, index, points, members):
     params = [torch.nn.Parameter(start.clone())]
-    return DiLoCo(torch.optim.SGD(params, lr=0.1), [Fragment(0, params, AVERAGE)], FakeTransport(board, index),
-                  schedule=plan_of(points), alpha=0.0, island=index, now=lambda: 0.0, update=EAGER,
-                  members=lambda: members)
+    return DiLoCo(
+        torch.optim.SGD(params, lr=0.1),
+        [Fragment(0, params, AVERAGE)],
+        FakeTransport(board, index),
+        schedule=plan_of(points),
+        alpha=0.0,
+        island=index,
+        now=lambda: 0.0,
+        update=EAGER,
+        members=lambda: members,
+    )
 
 
 def test_the_eager_rule_mixes_the_fresh_local_delta_with_the_others_previous_round():
@@ -59,7 +69,9 @@ def test_the_eager_rule_mixes_the_fresh_local_delta_with_the_others_previous_rou
     start, board, m = torch.randn(4), Board(), 2
     rounds = [point(0, 1, 2), point(1, 2, 3)]
     islands = [eager_island(start, board, i, rounds, m) for i in range(m)]
-    local = [[start + torch.randn(4) for _ in range(3)] for _ in islands]  # each island's weights per round
+    local = [
+        [start + torch.randn(4) for _ in range(3)] for _ in islands
+    ]  # each island's weights per round
     expected = [start.clone() for _ in islands]
     own, means = [[None] * 3 for _ in islands], []
     for step in (1, 2, 3):
@@ -75,11 +87,15 @@ def test_the_eager_rule_mixes_the_fresh_local_delta_with_the_others_previous_rou
             expected[i] = expected[i] - (mean + (own[i][step - 1] - previous) / m)
             torch.testing.assert_close(global_(diloco), expected[i])
     assert sorted(board.posted) == [(0, 0), (1, 0)]  # the last round is not exchanged
-    assert not torch.equal(global_(islands[0]), global_(islands[1]))  # every island its own global weights
+    assert not torch.equal(
+        global_(islands[0]), global_(islands[1])
+    )  # every island its own global weights
 
 
 def test_a_whole_eager_run_exchanges_every_round_but_the_last():
-    plan = plan_for({"algorithm": "eager", "fragments": 2, "outer_steps": 3, "inner_steps": 4}, islands=2)
+    plan = plan_for(
+        {"algorithm": "eager", "fragments": 2, "outer_steps": 3, "inner_steps": 4}, islands=2
+    )
     trainers = trainers_for(plan)
     in_threads(trainers, lambda trainer: trainer.run())
     summary = finish_all(trainers)

@@ -35,10 +35,12 @@ def test_departure_mid_interval_loses_exactly_that_interval():
     assert summary["leaves"] == 1
     # detected at 180 s, long before the 224 s barrier: the next two syncs run among three
     assert summary["wall_time_s"] == pytest.approx(100 + RING4_S + 2 * (100 + RING3_S))
-    compute_s = 3 * 300 + (100 + 26)                  # three stay all run; a-3 did 126 s before leaving
-    present_s = 3 * summary["wall_time_s"] + 150.0    # a-3 was there for 150 s
+    compute_s = 3 * 300 + (100 + 26)  # three stay all run; a-3 did 126 s before leaving
+    present_s = 3 * summary["wall_time_s"] + 150.0  # a-3 was there for 150 s
     assert summary["compute_utilisation"] == pytest.approx(compute_s / present_s)
-    assert summary["compute_utilisation_run"] == pytest.approx(compute_s / (4 * summary["wall_time_s"]))
+    assert summary["compute_utilisation_run"] == pytest.approx(
+        compute_s / (4 * summary["wall_time_s"])
+    )
 
 
 def test_survivors_wait_for_the_detection_timeout():
@@ -53,7 +55,9 @@ def test_survivors_wait_for_the_detection_timeout():
 
 
 def test_ddp_departure_mid_allreduce_stalls_until_the_ring_reforms():
-    doc = with_events({"at_s": 2.0, "island": "a-3", "kind": "leave"}, algorithm="ddp", outer_steps=2)
+    doc = with_events(
+        {"at_s": 2.0, "island": "a-3", "kind": "leave"}, algorithm="ddp", outer_steps=2
+    )
     summary = simulate(make_scenario(["network.detection_timeout_s=10"], document=doc)).summary
     # step 0: compute 1 s, ring from 1 s; broken at 2 s, detected at 12 s, redone among three
     assert summary["wall_time_s"] == pytest.approx(12.0 + RING3_S + 1.0 + RING3_S)
@@ -89,8 +93,10 @@ def test_joiner_downloads_in_the_background_takes_part_in_the_next_sync_then_com
 
 
 def test_leave_then_return_counts_presence_without_the_gap():
-    doc = with_events({"at_s": 50.0, "island": "a-3", "kind": "leave"},
-                      {"at_s": 60.0, "island": "a-3", "kind": "join"})
+    doc = with_events(
+        {"at_s": 50.0, "island": "a-3", "kind": "leave"},
+        {"at_s": 60.0, "island": "a-3", "kind": "join"},
+    )
     summary = simulate(make_scenario(["network.detection_timeout_s=5"], document=doc)).summary
     assert summary["leaves"] == 1 and summary["joins"] == 1
     assert summary["lost_compute_s"] == pytest.approx(50.0)
@@ -120,14 +126,21 @@ def test_a_run_that_churn_never_lets_finish_stops_at_the_horizon():
 
 
 def test_streaming_ends_when_the_last_fragment_is_applied():
-    scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=10"])
+    scenario = make_scenario(
+        ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=10"]
+    )
     summary = simulate(scenario).summary
-    assert summary["wall_time_s"] == pytest.approx(3 * 100.0)  # every fragment hides; the last is due at 300
+    assert summary["wall_time_s"] == pytest.approx(
+        3 * 100.0
+    )  # every fragment hides; the last is due at 300
     assert summary["islands"][0]["inner_steps"] == 300
 
 
 def test_events_name_an_existing_island():
-    with pytest.raises(ScenarioError, match=r"event.0.island: no island or worker named 'a-9' \(did you mean 'a-\d'\?\)"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"event.0.island: no island or worker named 'a-9' \(did you mean 'a-\d'\?\)",
+    ):
         make_scenario(document=with_events({"at_s": 1.0, "island": "a-9", "kind": "leave"}))
     with pytest.raises(ScenarioError, match=r"event.0.kind: must be one of 'leave', 'join'"):
         make_scenario(document=with_events({"at_s": 1.0, "island": "a-1", "kind": "crash"}))
@@ -135,8 +148,12 @@ def test_events_name_an_existing_island():
 
 def partial(*events: dict, timeout_s: float, **schedule):
     doc = with_events(*events, **schedule)
-    return simulate(make_scenario(["network.on_departure=partial", f"network.detection_timeout_s={timeout_s}"],
-                                  document=doc))
+    return simulate(
+        make_scenario(
+            ["network.on_departure=partial", f"network.detection_timeout_s={timeout_s}"],
+            document=doc,
+        )
+    )
 
 
 def test_partial_participation_finishes_the_ring_without_the_departed_member():
@@ -147,13 +164,19 @@ def test_partial_participation_finishes_the_ring_without_the_departed_member():
     summary, trace = result.summary, result.trace
     assert summary["wall_time_s"] == pytest.approx(100 + RING4_S + 2 * (100 + RING3_S))
     assert summary["dropped_members"] == 1 and summary["leaves"] == 1
-    assert summary["lost_compute_s"] == pytest.approx(100.0)  # a-3's interval never reached the model
+    assert summary["lost_compute_s"] == pytest.approx(
+        100.0
+    )  # a-3's interval never reached the model
     comm = trace[(trace["kind"] == "comm") & (trace["outer_step"] == 0)].set_index("worker")
     assert list(comm["time_end_s"]) == pytest.approx([100 + RING4_S] * 3 + [110.0])
     # a ring of four moves 2 * 3/4 * S per member; a-3 sent 10 of its 24 s worth before leaving
     assert list(comm["bytes"]) == pytest.approx([1.5 * S] * 3 + [1.5 * S * 10 / RING4_S])
-    restarted = simulate(make_scenario(["network.detection_timeout_s=5"],
-                                       document=with_events({"at_s": 110.0, "island": "a-3", "kind": "leave"})))
+    restarted = simulate(
+        make_scenario(
+            ["network.detection_timeout_s=5"],
+            document=with_events({"at_s": 110.0, "island": "a-3", "kind": "leave"}),
+        )
+    )
     assert restarted.summary["wall_time_s"] == pytest.approx(115 + RING3_S + 2 * (100 + RING3_S))
     assert restarted.summary["dropped_members"] == 0
 
@@ -162,15 +185,22 @@ def test_partial_participation_waits_for_the_missing_part_until_the_timeout():
     # a-2 leaves at 105 s and a-3 at 120 s, mid-ring: the two left wait for their parts until 120 + 30 s,
     # after the bytes are through at 124 s; then two intervals between two (a ring of 2: S each way)
     ring2_s = S / 1.25e8
-    result = partial({"at_s": 105.0, "island": "a-2", "kind": "leave"},
-                     {"at_s": 120.0, "island": "a-3", "kind": "leave"}, timeout_s=30)
+    result = partial(
+        {"at_s": 105.0, "island": "a-2", "kind": "leave"},
+        {"at_s": 120.0, "island": "a-3", "kind": "leave"},
+        timeout_s=30,
+    )
     summary, trace = result.summary, result.trace
     assert summary["dropped_members"] == 2
     assert summary["wall_time_s"] == pytest.approx(150 + 2 * (100 + ring2_s))
-    first = trace[(trace["kind"] == "comm") & (trace["outer_step"] == 0)].set_index("worker")["time_end_s"]
+    first = trace[(trace["kind"] == "comm") & (trace["outer_step"] == 0)].set_index("worker")[
+        "time_end_s"
+    ]
     assert list(first) == pytest.approx([150.0, 150.0, 105.0, 120.0])
     stall = trace[(trace["worker"] == 0) & (trace["kind"] == "stall") & (trace["outer_step"] == 0)]
-    assert stall["time_end_s"].max() == pytest.approx(150.0)  # the survivors stall until the timeout
+    assert stall["time_end_s"].max() == pytest.approx(
+        150.0
+    )  # the survivors stall until the timeout
 
 
 def test_partial_participation_breaks_the_ring_when_no_member_holding_the_state_is_left():
@@ -180,11 +210,14 @@ def test_partial_participation_breaks_the_ring_when_no_member_holding_the_state_
     assert not summary["complete"]
 
 
-@pytest.mark.parametrize("overrides, key", [
-    (["schedule.algorithm=decoupled"], "network.on_departure"),
-    (["network.collective=tree"], "network.on_departure"),
-    (["network.exchange_end_spread_s=0.1"], "network.exchange_end_spread_s"),
-])
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["schedule.algorithm=decoupled"], "network.on_departure"),
+        (["network.collective=tree"], "network.on_departure"),
+        (["network.exchange_end_spread_s=0.1"], "network.exchange_end_spread_s"),
+    ],
+)
 def test_partial_participation_is_refused_where_it_means_nothing(overrides, key):
     with pytest.raises(ScenarioError, match=key):
         make_scenario(["network.on_departure=partial", *overrides])
@@ -198,9 +231,21 @@ def test_the_real_trainer_refuses_partial_participation():
 def test_under_heavy_churn_partial_participation_keeps_more_of_the_fleet_computing():
     # 64 islands, each away every 6,400 s on average for 600 s: a departure every 100 s or so, while a
     # ring of 64 takes 315 s. Restarted rings rarely finish; partial ones always do.
-    runs = {policy: simulate(load("worked-example", [
-        "island.0.replicas=64", "island.0.mtbf_s=6400", "island.0.mttr_s=600", "schedule.outer_steps=5",
-        f"network.on_departure={policy}"])).summary for policy in ("restart", "partial")}
+    runs = {
+        policy: simulate(
+            load(
+                "worked-example",
+                [
+                    "island.0.replicas=64",
+                    "island.0.mtbf_s=6400",
+                    "island.0.mttr_s=600",
+                    "schedule.outer_steps=5",
+                    f"network.on_departure={policy}",
+                ],
+            )
+        ).summary
+        for policy in ("restart", "partial")
+    }
     assert runs["partial"]["dropped_members"] > 0 and runs["restart"]["dropped_members"] == 0
     assert runs["partial"]["wall_time_s"] < runs["restart"]["wall_time_s"] / 1.5
     assert runs["partial"]["compute_utilisation"] > 1.5 * runs["restart"]["compute_utilisation"]
@@ -211,10 +256,17 @@ def test_a_ring_broken_after_drops_restarts_as_a_new_attempt():
     # the ring breaks) at 115 s. a-0 returns at 116 s with nobody to fetch the state from: it computes
     # outer step 0 again, 116 s .. 216 s, and restarts the collective alone. Its row is the new
     # attempt's, not cut at its departure from the broken one (115 s, before the attempt started).
-    doc = with_events({"at_s": 110.0, "island": "a-3", "kind": "leave"},
-                      *({"at_s": 115.0, "island": f"a-{i}", "kind": "leave"} for i in range(3)),
-                      {"at_s": 116.0, "island": "a-0", "kind": "join"}, outer_steps=1)
+    doc = with_events(
+        {"at_s": 110.0, "island": "a-3", "kind": "leave"},
+        *({"at_s": 115.0, "island": f"a-{i}", "kind": "leave"} for i in range(3)),
+        {"at_s": 116.0, "island": "a-0", "kind": "join"},
+        outer_steps=1,
+    )
     result = simulate(make_scenario(["network.on_departure=partial"], document=doc))
-    assert result.summary["dropped_members"] == 3 and result.summary["wall_time_s"] == pytest.approx(216.0)
+    assert result.summary["dropped_members"] == 3 and result.summary[
+        "wall_time_s"
+    ] == pytest.approx(216.0)
     comm = result.trace[result.trace["kind"] == "comm"]
-    assert list(zip(comm["worker"], comm["time_start_s"], comm["time_end_s"])) == [(0, 216.0, 216.0)]
+    assert list(zip(comm["worker"], comm["time_start_s"], comm["time_end_s"])) == [
+        (0, 216.0, 216.0)
+    ]

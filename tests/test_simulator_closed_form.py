@@ -31,7 +31,9 @@ def test_heterogeneous_latency_uses_the_slowest_hop():
 
 
 def test_slowest_link_paces_the_ring():
-    document = with_islands(island("fast", replicas=3, bandwidth_gbps=10.0), island("slow", bandwidth_gbps=0.5))
+    document = with_islands(
+        island("fast", replicas=3, bandwidth_gbps=10.0), island("slow", bandwidth_gbps=0.5)
+    )
     summary = simulate(make_scenario(document=document)).summary
     slow_ring_s = 2 * (M - 1) / M * S / (0.5e9 / 8)  # 48 s: the 0.5 Gbit/s link sets the pace
     assert summary["mean_sync_s"] == pytest.approx(slow_ring_s)
@@ -41,7 +43,9 @@ def test_slowest_link_paces_the_ring():
 
 def test_streaming_with_too_little_overlap_stalls_the_difference():
     # P = 4 fragments of S/4: each ring takes 6 s; tau = 2 steps = 2 s of overlap -> 4 s stall each.
-    scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=2"])
+    scenario = make_scenario(
+        ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=2"]
+    )
     summary = simulate(scenario).summary
     fragment_s = RING_S / 4
     assert summary["mean_sync_s"] == pytest.approx(fragment_s)
@@ -51,28 +55,45 @@ def test_streaming_with_too_little_overlap_stalls_the_difference():
 
 @pytest.mark.parametrize("model", ["alpha-beta", "flow"])
 @pytest.mark.parametrize("gbps", [1.0, 0.1])
-def test_streaming_fragments_are_never_on_the_wire_together_so_both_network_models_give_the_closed_form(model, gbps):
+def test_streaming_fragments_are_never_on_the_wire_together_so_both_network_models_give_the_closed_form(
+    model, gbps
+):
     # P = 4 fragments of S/4, tau = 2 steps: a worker applies fragment p 2 s after launching it, waiting
     # for its ring if need be, and launches p + 1 H/P = 25 steps later: never two fragments on a link
     # at once, so alpha-beta (each transfer alone) prices what flow (sharing) does. At 0.1 Gbit/s a
     # fragment's ring takes 60 s, longer than the 25 s between launches: still one at a time.
     fragment_s = RING_S / 4 * (1.0 / gbps)
-    scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=2",
-                              f"island.0.bandwidth_gbps={gbps}", f"network.model={model}"])
+    scenario = make_scenario(
+        [
+            "schedule.algorithm=streaming",
+            "schedule.fragments=4",
+            "schedule.overlap_steps=2",
+            f"island.0.bandwidth_gbps={gbps}",
+            f"network.model={model}",
+        ]
+    )
     summary = simulate(scenario).summary
     assert summary["mean_sync_s"] == pytest.approx(fragment_s)
     assert summary["wall_time_s"] == pytest.approx(OUTER * H + OUTER * 4 * (fragment_s - 2.0))
 
 
 def test_streaming_without_overlap_blocks_on_every_fragment():
-    scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=0"])
+    scenario = make_scenario(
+        ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=0"]
+    )
     summary = simulate(scenario).summary
     assert summary["stall_s"] == pytest.approx(OUTER * RING_S)  # the same bytes, in four pieces
 
 
 def test_streaming_launch_and_apply_positions_in_the_trace():
-    scenario = make_scenario(["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=10",
-                              "schedule.outer_steps=1"])
+    scenario = make_scenario(
+        [
+            "schedule.algorithm=streaming",
+            "schedule.fragments=4",
+            "schedule.overlap_steps=10",
+            "schedule.outer_steps=1",
+        ]
+    )
     trace = simulate(scenario).trace
     comm = trace[(trace["kind"] == "comm") & (trace["worker"] == 0)]
     # fragment p is due at step 25 (p + 1) and launched 10 steps (10 s) earlier; 6 s rings hide fully.
@@ -99,20 +120,33 @@ def test_an_end_spread_moves_stall_into_idle_and_keeps_each_sync_as_long_as_its_
     sync). A member that finishes first computes first and waits at the next barrier for the last:
     per later sync idle is the mean spread, 3 s; stall is 24 s less each one's own offset."""
     for model in ("alpha-beta", "flow"):
-        result = simulate(make_scenario(["network.exchange_end_spread_s=6", f"network.model={model}"]))
+        result = simulate(
+            make_scenario(["network.exchange_end_spread_s=6", f"network.model={model}"])
+        )
         summary, trace = result.summary, result.trace
         assert summary["mean_sync_s"] == pytest.approx(RING_S)
         assert summary["wall_time_s"] == pytest.approx(OUTER * (H + RING_S))
         assert summary["stall_s"] == pytest.approx(OUTER * (RING_S - 3.0))
         assert summary["idle_s"] == pytest.approx((OUTER - 1) * 3.0)  # none before the first sync
-        stall = trace[trace["kind"] == "stall"].eval("time_end_s - time_start_s").groupby(trace["worker"]).sum()
+        stall = (
+            trace[trace["kind"] == "stall"]
+            .eval("time_end_s - time_start_s")
+            .groupby(trace["worker"])
+            .sum()
+        )
         # offsets by sync: worker 0 gets 0, 2, 4 s; worker 1 2, 4, 6; worker 2 4, 6, 0; worker 3 6, 0, 2
         assert list(OUTER * RING_S - stall) == pytest.approx([6.0, 12.0, 10.0, 8.0])
 
 
 def test_ddp_backward_overlap_hides_part_of_the_allreduce():
-    scenario = make_scenario(["schedule.algorithm=ddp", "schedule.outer_steps=5", "schedule.backward_overlap=0.5",
-                              "island.*.step_time_s=30"])
+    scenario = make_scenario(
+        [
+            "schedule.algorithm=ddp",
+            "schedule.outer_steps=5",
+            "schedule.backward_overlap=0.5",
+            "island.*.step_time_s=30",
+        ]
+    )
     summary = simulate(scenario).summary
     # the all-reduce starts with 15 s of the step left: a step takes 15 + 24 = 39 s instead of 54 s.
     assert summary["wall_time_s"] == pytest.approx(5 * 39.0)
@@ -130,8 +164,14 @@ def test_diloco_backward_overlap_starts_the_sync_during_the_last_backward_pass()
 def test_streaming_backward_overlap_adds_to_tau():
     """P = 4 fragments of S / 4 (6 s each on the ring), tau = 0: each blocks 6 s; launched 0.5 of a
     4 s step early it blocks 6 - 2 = 4 s."""
-    base = ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=0",
-            "island.*.step_time_s=4", "model.layers=4", "model.embedding_parameters=0"]
+    base = [
+        "schedule.algorithm=streaming",
+        "schedule.fragments=4",
+        "schedule.overlap_steps=0",
+        "island.*.step_time_s=4",
+        "model.layers=4",
+        "model.embedding_parameters=0",
+    ]
     blocking = simulate(make_scenario(base)).summary
     overlapped = simulate(make_scenario([*base, "schedule.backward_overlap=0.5"])).summary
     assert blocking["stall_s"] == pytest.approx(OUTER * 4 * RING_S / 4)

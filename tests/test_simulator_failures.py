@@ -19,12 +19,16 @@ FAST = "island.*.bandwidth_gbps=1e5"  # syncs of the worked example take 0.0028 
 
 
 def fleet(*overrides: str):
-    return load("worked-example", ["schedule.inner_steps=10", "island.*.step_time_s=1", FAST, *overrides])
+    return load(
+        "worked-example", ["schedule.inner_steps=10", "island.*.step_time_s=1", FAST, *overrides]
+    )
 
 
 def test_goodput_without_failures_is_the_useful_share_of_the_fleet():
     # the worked example: 750 s compute and 280 s sync per interval, every chip idle during the sync
-    summary = simulate(load("worked-example", ["schedule.outer_steps=2", "island.*.chips=4"])).summary
+    summary = simulate(
+        load("worked-example", ["schedule.outer_steps=2", "island.*.chips=4"])
+    ).summary
     assert summary["chips"] == 8 * 4
     assert summary["goodput"] == pytest.approx(750 / 1030)
     assert summary["failures"] == 0
@@ -33,8 +37,13 @@ def test_goodput_without_failures_is_the_useful_share_of_the_fleet():
 def test_non_elastic_restart_from_the_last_outer_step_matches_the_closed_form():
     # 8 workers of 10 chips, one chip failure per 1,600 s: lambda = 80 / 1600 = 0.05 per second of
     # compute; T = 10 one-second steps per interval (a checkpoint every outer step), R = 5 s
-    scenario = fleet("schedule.outer_steps=3000", "island.*.chips=10", "island.*.chip_mtbf_s=1600",
-                     "island.*.recovery_s=5", "trainer.checkpoint_every=1")
+    scenario = fleet(
+        "schedule.outer_steps=3000",
+        "island.*.chips=10",
+        "island.*.chip_mtbf_s=1600",
+        "island.*.recovery_s=5",
+        "trainer.checkpoint_every=1",
+    )
     summary = simulate(scenario).summary
     lam, t, r = 0.05, 10.0, 5.0
     per_interval_s = (math.exp(lam * t) - 1) * (1 / lam + r)
@@ -46,7 +55,12 @@ def test_non_elastic_restart_from_the_last_outer_step_matches_the_closed_form():
 
 def test_a_checkpoint_every_k_periods_loses_the_work_since_it():
     # the same failures with a checkpoint every 5 intervals: each restart goes back further
-    common = ("schedule.outer_steps=600", "island.*.chips=10", "island.*.chip_mtbf_s=16000", "island.*.recovery_s=5")
+    common = (
+        "schedule.outer_steps=600",
+        "island.*.chips=10",
+        "island.*.chip_mtbf_s=16000",
+        "island.*.recovery_s=5",
+    )
     every_period = fleet(*common, "trainer.checkpoint_every=1")
     every_five = fleet(*common, "trainer.checkpoint_every=5")
     one, five = simulate(every_period).summary, simulate(every_five).summary
@@ -55,8 +69,13 @@ def test_a_checkpoint_every_k_periods_loses_the_work_since_it():
 
 
 def test_elastic_a_one_chip_worker_leaves_and_returns_and_the_survivors_go_on():
-    common = ("schedule.outer_steps=400", "island.*.chips=1", "island.*.chip_mtbf_s=1600", "island.*.recovery_s=5",
-              "network.detection_timeout_s=2")
+    common = (
+        "schedule.outer_steps=400",
+        "island.*.chips=1",
+        "island.*.chip_mtbf_s=1600",
+        "island.*.recovery_s=5",
+        "network.detection_timeout_s=2",
+    )
     stopped = simulate(fleet(*common)).summary
     elastic = simulate(fleet(*common, "schedule.elastic=true")).summary
     assert elastic["leaves"] == elastic["failures"] > 0 and elastic["restarts"] == 0
@@ -70,31 +89,51 @@ def test_elastic_a_one_chip_worker_leaves_and_returns_and_the_survivors_go_on():
 def test_a_decoupled_learner_of_many_chips_pauses_to_re_form_and_no_one_waits():
     # 4 learners of 100 chips, one chip failure per 200 s of a learner's compute; each costs that
     # learner the 10 s re-form (and 1% of its rate until the chip is back): goodput 1 / (1 + 10 / 200)
-    scenario = fleet("schedule.algorithm=decoupled", "schedule.overlap_steps=2", "schedule.outer_steps=2000",
-                     "island.0.replicas=4",
-                     "island.*.chips=100", "island.*.chip_mtbf_s=20000", "island.*.recovery_s=5",
-                     "network.detection_timeout_s=10")
+    scenario = fleet(
+        "schedule.algorithm=decoupled",
+        "schedule.overlap_steps=2",
+        "schedule.outer_steps=2000",
+        "island.0.replicas=4",
+        "island.*.chips=100",
+        "island.*.chip_mtbf_s=20000",
+        "island.*.recovery_s=5",
+        "network.detection_timeout_s=10",
+    )
     summary = simulate(scenario).summary
     assert summary["leaves"] == 0 and summary["failures"] > 300
     assert summary["goodput"] == pytest.approx(1 / (1 + 10 / 200), abs=0.01)
 
 
 def test_same_seed_same_failures_another_seed_others():
-    args = ("schedule.outer_steps=200", "island.*.chips=10", "island.*.chip_mtbf_s=8000", "island.*.recovery_s=5")
+    args = (
+        "schedule.outer_steps=200",
+        "island.*.chips=10",
+        "island.*.chip_mtbf_s=8000",
+        "island.*.recovery_s=5",
+    )
     first, again = simulate(fleet(*args)).summary, simulate(fleet(*args)).summary
     other = simulate(fleet(*args, "seed=7")).summary
     assert first == again
     assert other["wall_time_s"] != first["wall_time_s"]
 
 
-@pytest.mark.parametrize(("overrides", "key", "rule"), [
-    (["island.*.chip_mtbf_s=1000"], "island.0.recovery_s", "is required with chip_mtbf_s"),
-    (["island.*.chip_mtbf_s=1000", "island.*.recovery_s=5", "island.*.mtbf_s=100"], "island.0.chip_mtbf_s",
-     "either chip failures"),
-    (["island.*.chip_mtbf_s=1000", "island.*.recovery_s=5", "island.0.present=false"], "schedule.elastic",
-     "set elastic = true"),
-    (["island.*.chips=0"], "island.0.chips", "must be >= 1"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "key", "rule"),
+    [
+        (["island.*.chip_mtbf_s=1000"], "island.0.recovery_s", "is required with chip_mtbf_s"),
+        (
+            ["island.*.chip_mtbf_s=1000", "island.*.recovery_s=5", "island.*.mtbf_s=100"],
+            "island.0.chip_mtbf_s",
+            "either chip failures",
+        ),
+        (
+            ["island.*.chip_mtbf_s=1000", "island.*.recovery_s=5", "island.0.present=false"],
+            "schedule.elastic",
+            "set elastic = true",
+        ),
+        (["island.*.chips=0"], "island.0.chips", "must be >= 1"),
+    ],
+)
 def test_bad_failure_keys_get_one_line(overrides, key, rule):
     with pytest.raises(ScenarioError, match=rule) as raised:
         load("worked-example", overrides)

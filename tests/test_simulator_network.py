@@ -27,7 +27,9 @@ def link(capacity: float, worker: int = 0, direction: str = "up") -> Link:
 
 
 def flow(*links: Link, cap: float = float("inf")) -> Transfer:
-    return Transfer(links=links, remaining_bytes=1.0, done=simpy.Environment().event(), cap_bytes_per_s=cap)
+    return Transfer(
+        links=links, remaining_bytes=1.0, done=simpy.Environment().event(), cap_bytes_per_s=cap
+    )
 
 
 def test_max_min_shares_a_link_equally():
@@ -63,10 +65,15 @@ def test_flow_network_two_overlapping_transfers_each_get_half(tracks_links):
     # each transfer's rate over time; the link runs full the whole time and carries exactly 1250 bytes
     first, second = network.carried
     assert [value for segment in first.segments for value in segment] == pytest.approx(
-        [0.0, 5.0, 100.0, 5.0, 10.0, 50.0, 10.0, 12.5, 100.0])
-    assert [value for segment in second.segments for value in segment] == pytest.approx([5.0, 10.0, 50.0])
+        [0.0, 5.0, 100.0, 5.0, 10.0, 50.0, 10.0, 12.5, 100.0]
+    )
+    assert [value for segment in second.segments for value in segment] == pytest.approx(
+        [5.0, 10.0, 50.0]
+    )
     segments = list(link_segments(network.carried))
-    assert [rate_at(segments, at_s) for at_s in (0.0, 4.9, 5.0, 9.9, 10.0, 12.4, 12.5)] == [100.0] * 6 + [0.0]
+    assert [rate_at(segments, at_s) for at_s in (0.0, 4.9, 5.0, 9.9, 10.0, 12.4, 12.5)] == [
+        100.0
+    ] * 6 + [0.0]
     assert sum((end - start) * rate for _, start, end, rate in segments) == pytest.approx(1250.0)
     assert peak_access_rate(network.carried, [shared]) == 100.0
 
@@ -90,7 +97,9 @@ def test_a_mark_before_the_end_moves_when_the_rates_change():
     fired = {}
     first = network.transfer((shared,), 100.0, 0.0)
     network.before_end(first, 2.0, lambda: fired.setdefault("mark", env.now))
-    network.before_end(first, 50.0, lambda: fired.setdefault("at once", env.now))  # nearer than that already
+    network.before_end(
+        first, 50.0, lambda: fired.setdefault("at once", env.now)
+    )  # nearer than that already
     first.done.callbacks.append(lambda _e: fired.setdefault("end", env.now))
     env.run(until=5.0)  # alone: the mark was due at 8 s
     network.transfer((shared,), 100.0, 0.0)  # from 5 s each at 5 B/s: 50 B left, 10 s
@@ -128,18 +137,27 @@ def test_alpha_beta_ignores_sharing():
     assert a.done.processed and b.done.processed and env.now == pytest.approx(10.0)
 
 
-@pytest.mark.parametrize("overrides", [
-    ["schedule.algorithm=diloco"],
-    ["schedule.algorithm=ddp", "schedule.outer_steps=10"],
-    ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=2"],
-    ["schedule.algorithm=diloco", "island.0.latency_ms=30"],
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["schedule.algorithm=diloco"],
+        ["schedule.algorithm=ddp", "schedule.outer_steps=10"],
+        ["schedule.algorithm=streaming", "schedule.fragments=4", "schedule.overlap_steps=2"],
+        ["schedule.algorithm=diloco", "island.0.latency_ms=30"],
+    ],
+)
 def test_both_fidelities_agree_when_nothing_shares_a_link(overrides):
     closed = simulate(make_scenario([*overrides, "network.model=alpha-beta"])).summary
     flows = simulate(make_scenario([*overrides, "network.model=flow"])).summary
     assert closed["network_model"] == "alpha-beta" and flows["network_model"] == "flow"
-    for key in ("wall_time_s", "stall_s", "compute_utilisation", "bytes_per_worker", "mean_sync_s",
-                "peak_bandwidth_gbps"):
+    for key in (
+        "wall_time_s",
+        "stall_s",
+        "compute_utilisation",
+        "bytes_per_worker",
+        "mean_sync_s",
+        "peak_bandwidth_gbps",
+    ):
         assert flows[key] == pytest.approx(closed[key], rel=1e-9), key
 
 
@@ -171,8 +189,9 @@ def test_a_token_bucket_sends_its_burst_at_once_and_refills_while_the_link_idles
     shaped = Link(0, "up", 10.0, burst_bytes=30.0)
     # a full bucket: 30 of 100 B at once, 70 B at 10 B/s: ends at 7 s. Idle 7-9 s refills 20 B: the
     # second 100 B end 8 s after 9 s. The third starts 1 s after that (10 B back) with 50 B: 4 s.
-    assert ends(model(env), env, [(0.0, (shaped,), 100.0), (9.0, (shaped,), 100.0),
-                                  (18.0, (shaped,), 50.0)]) == pytest.approx([7.0, 17.0, 22.0])
+    assert ends(
+        model(env), env, [(0.0, (shaped,), 100.0), (9.0, (shaped,), 100.0), (18.0, (shaped,), 50.0)]
+    ) == pytest.approx([7.0, 17.0, 22.0])
 
 
 def test_a_burst_is_what_every_link_of_the_transfer_holds_and_refills_at_the_spare_rate():
@@ -183,7 +202,9 @@ def test_a_burst_is_what_every_link_of_the_transfer_holds_and_refills_at_the_spa
     # 20 B at once (the slow link's bucket; the fast one keeps 80 B), 80 B at 5 B/s: ends at 16 s;
     # meanwhile the fast link, half used, refills at 5 B/s (back to 100 B). At 16 s a transfer on it
     # alone sends 100 B at once and 50 B at 10 B/s: ends at 21 s.
-    assert ends(network, env, [(0.0, (fast, slow), 100.0), (16.0, (fast,), 150.0)]) == pytest.approx([16.0, 21.0])
+    assert ends(
+        network, env, [(0.0, (fast, slow), 100.0), (16.0, (fast,), 150.0)]
+    ) == pytest.approx([16.0, 21.0])
 
 
 def test_a_transfer_within_the_burst_ends_at_once_and_fires_its_marks():
@@ -225,7 +246,9 @@ def test_a_transfer_wanting_less_than_its_share_leaves_the_rest_of_the_burst_to_
     a, b, d = two_into_one(40.0)
     # Both grow at one pace: the 10 B transfer is done at 10 B (ends at once); the other takes the
     # 20 B left as well, 30 B, and sends its other 70 B alone at 10 B/s: 7 s.
-    assert ends(FlowNetwork(env), env, [(0.0, (a, d), 10.0), (0.0, (b, d), 100.0)]) == pytest.approx([0.0, 7.0])
+    assert ends(
+        FlowNetwork(env), env, [(0.0, (a, d), 10.0), (0.0, (b, d), 100.0)]
+    ) == pytest.approx([0.0, 7.0])
 
 
 def test_a_transfer_held_by_its_own_bucket_leaves_the_shared_one_to_the_other():
@@ -234,7 +257,9 @@ def test_a_transfer_held_by_its_own_bucket_leaves_the_shared_one_to_the_other():
     # At one pace, A's 10 B bucket runs dry first: that transfer bursts 10 B; the other takes the 30 B
     # D still holds. 90 B and 70 B then share D at 5 B/s: the second ends at 14 s, the first, 20 B
     # left, moves alone at 10 B/s and ends at 16 s.
-    assert ends(FlowNetwork(env), env, [(0.0, (a, d), 100.0), (0.0, (b, d), 100.0)]) == pytest.approx([16.0, 14.0])
+    assert ends(
+        FlowNetwork(env), env, [(0.0, (a, d), 100.0), (0.0, (b, d), 100.0)]
+    ) == pytest.approx([16.0, 14.0])
 
 
 def test_a_transfer_crossing_a_bucket_twice_draws_twice_its_burst_from_it():
@@ -242,29 +267,45 @@ def test_a_transfer_crossing_a_bucket_twice_draws_twice_its_burst_from_it():
     a = Link(0, "up", 10.0, burst_bytes=1000.0)
     b = Link(1, "up", 10.0, burst_bytes=1000.0)
     # One pace x: 2x (twice across D) + x = 60 B: x = 20 B each; D is dry.
-    assert take_bursts([Counter((a, d, d)), Counter((b, d))], 0.0, [100.0, 100.0]) == pytest.approx([20.0, 20.0])
+    assert take_bursts([Counter((a, d, d)), Counter((b, d))], 0.0, [100.0, 100.0]) == pytest.approx(
+        [20.0, 20.0]
+    )
     assert d.tokens_at(0.0) == pytest.approx(0.0)
     assert a.tokens_at(0.0) == b.tokens_at(0.0) == pytest.approx(980.0)
 
 
-CHURN = ["island.0.replicas=6", "island.0.mtbf_s=400", "island.0.mttr_s=100", "schedule.outer_steps=10"]
+CHURN = [
+    "island.0.replicas=6",
+    "island.0.mtbf_s=400",
+    "island.0.mttr_s=100",
+    "schedule.outer_steps=10",
+]
 TWO_REGIONS = regions_document(["us", "us", "eu", "eu"], US_EU)
 SHARING_CASES = {  # (document or the base one, overrides): each has flows that share links and flows that do not
     "churn, rings restarted, joiners downloading": (None, CHURN),
     "churn, partial participation": (None, [*CHURN, "network.on_departure=partial"]),
-    "decoupled, a syncer link": (None, ["schedule.algorithm=decoupled", "syncer.bandwidth_gbps=0.5"]),
+    "decoupled, a syncer link": (
+        None,
+        ["schedule.algorithm=decoupled", "syncer.bandwidth_gbps=0.5"],
+    ),
     "a tree over two regions": (TWO_REGIONS, ["network.collective=tree"]),
-    "hierarchical streaming over two regions": (TWO_REGIONS, ["network.collective=hierarchical",
-                                                              "schedule.algorithm=streaming", "schedule.fragments=2"]),
+    "hierarchical streaming over two regions": (
+        TWO_REGIONS,
+        ["network.collective=hierarchical", "schedule.algorithm=streaming", "schedule.fragments=2"],
+    ),
 }
 
 
 @pytest.mark.parametrize("case", SHARING_CASES)
-def test_flows_on_disjoint_links_move_as_summing_every_link_at_every_change_would_move_them(case, monkeypatch):
+def test_flows_on_disjoint_links_move_as_summing_every_link_at_every_change_would_move_them(
+    case, monkeypatch
+):
     document, overrides = SHARING_CASES[case]
     scenario = make_scenario(overrides, document=document)
     fast = simulate(scenario)
-    monkeypatch.setattr("islands.simulator.network.topology.Topology.has_buckets", lambda _topology: True)
+    monkeypatch.setattr(
+        "islands.simulator.network.topology.Topology.has_buckets", lambda _topology: True
+    )
     summed = simulate(scenario)
     assert summed.summary == fast.summary
     pd.testing.assert_frame_equal(summed.trace, fast.trace)

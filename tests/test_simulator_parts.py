@@ -54,7 +54,10 @@ def test_a_wait_is_idle_before_the_collective_started_and_stall_after():
     trace.wait(state, 4.0, 7.0, 0, 2)
     trace.wait(state, 8.0, None, 1, 2)  # never started: all idle
     assert [(row.time_start_s, row.time_end_s, row.kind) for row in trace.rows] == [
-        (4.0, 7.0, "idle"), (7.0, 10.0, "stall"), (8.0, 10.0, "idle")]
+        (4.0, 7.0, "idle"),
+        (7.0, 10.0, "stall"),
+        (8.0, 10.0, "idle"),
+    ]
 
 
 def test_closing_a_compute_records_it_and_counts_it_unsynced():
@@ -64,7 +67,9 @@ def test_closing_a_compute_records_it_and_counts_it_unsynced():
     env.run(until=2.5)
     trace.close(state)
     trace.close(state)  # nothing open: no row
-    assert [(row.time_start_s, row.time_end_s, row.kind) for row in trace.rows] == [(0.0, 2.5, "compute")]
+    assert [(row.time_start_s, row.time_end_s, row.kind) for row in trace.rows] == [
+        (0.0, 2.5, "compute")
+    ]
     assert state.unsynced_compute_s == 2.5 and state.activity is None
 
 
@@ -78,11 +83,14 @@ def test_the_fleet_admits_and_forgets_members():
     assert fleet.members == {0, 2} and fleet.present_members() == [0, 2] and not fleet.grouped
 
 
-@pytest.mark.parametrize(("overrides", "kind"), [
-    ([], Collectives),
-    (["network.collective=hierarchical"], StagedCollectives),
-    (["schedule.algorithm=decoupled"], Syncer),
-])
+@pytest.mark.parametrize(
+    ("overrides", "kind"),
+    [
+        ([], Collectives),
+        (["network.collective=hierarchical"], StagedCollectives),
+        (["schedule.algorithm=decoupled"], Syncer),
+    ],
+)
 def test_each_schedule_exchanges_through_one_interface(overrides, kind):
     scenario = make_scenario(overrides)
     simulation = Simulation(RunSetup.of(scenario), estimate(scenario))
@@ -98,13 +106,22 @@ def writers(attribute: str, methods: tuple[str, ...] = ()) -> set[str]:
     found = set()
     for path in sorted(SIMULATOR.rglob("*.py")):
         for node in ast.walk(tree(path)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-                node, ast.AugAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AugAssign)
+                else []
+            )
             if any(isinstance(t, ast.Attribute) and t.attr == attribute for t in targets):
                 found.add(path.name)
             call = node.func if isinstance(node, ast.Call) else None
-            if isinstance(call, ast.Attribute) and call.attr in methods and isinstance(call.value, ast.Attribute) \
-                    and call.value.attr == attribute:
+            if (
+                isinstance(call, ast.Attribute)
+                and call.attr in methods
+                and isinstance(call.value, ast.Attribute)
+                and call.value.attr == attribute
+            ):
                 found.add(path.name)
     return found
 
@@ -112,8 +129,15 @@ def writers(attribute: str, methods: tuple[str, ...] = ()) -> set[str]:
 def test_each_part_has_one_writer():
     assert writers("members", ("add", "discard", "remove", "clear")) == {"fleet.py"}
     assert writers("completed_outer") == {"progress.py"}
-    rows = {path.name for path in SIMULATOR.rglob("*.py") if "Row(" in path.read_text(encoding="utf-8")}
-    assert rows == {"tracelog.py", "lockstep.py", "one_learner.py", "learners.py"}  # a fast path's rows are a replay's own
+    rows = {
+        path.name for path in SIMULATOR.rglob("*.py") if "Row(" in path.read_text(encoding="utf-8")
+    }
+    assert rows == {
+        "tracelog.py",
+        "lockstep.py",
+        "one_learner.py",
+        "learners.py",
+    }  # a fast path's rows are a replay's own
 
 
 def test_the_engine_is_the_process_loop_with_no_syncer_branch():

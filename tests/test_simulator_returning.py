@@ -22,13 +22,36 @@ from islands.simulator.result import result_of
 S = 20e9  # the worked example's payload: 10B parameters in bf16
 C = 0.125e9  # its links: 1 Gbit/s
 PERIOD_S = 500 * 1.5
-FIGURES = ("wall_time_s", "compute_utilisation", "compute_s", "stall_s", "idle_s", "bytes_per_worker",
-           "mean_sync_s", "lost_compute_s", "joins", "leaves", "dropped_members", "goodput")
+FIGURES = (
+    "wall_time_s",
+    "compute_utilisation",
+    "compute_s",
+    "stall_s",
+    "idle_s",
+    "bytes_per_worker",
+    "mean_sync_s",
+    "lost_compute_s",
+    "joins",
+    "leaves",
+    "dropped_members",
+    "goodput",
+)
 
 
-def scenario(islands: int, outer_steps: int, mtbf_s: float, mttr_s: float, *extra: str, seed: int = 0):
-    return load("worked-example", [f"island.0.replicas={islands}", f"schedule.outer_steps={outer_steps}",
-                                   f"island.0.mtbf_s={mtbf_s}", f"island.0.mttr_s={mttr_s}", f"seed={seed}", *extra])
+def scenario(
+    islands: int, outer_steps: int, mtbf_s: float, mttr_s: float, *extra: str, seed: int = 0
+):
+    return load(
+        "worked-example",
+        [
+            f"island.0.replicas={islands}",
+            f"schedule.outer_steps={outer_steps}",
+            f"island.0.mtbf_s={mtbf_s}",
+            f"island.0.mttr_s={mttr_s}",
+            f"seed={seed}",
+            *extra,
+        ],
+    )
 
 
 def counts_result(case, horizon_s: float | None = None) -> SimResult:
@@ -56,16 +79,27 @@ def player_of(case, **kwargs) -> str:
 
 
 def test_a_thousand_islands_that_return_are_counted_and_admitted_by_the_default_budget():
-    setup = RunSetup.of(scenario(1000, 100, 86400, 3600))  # the event model's estimate: 3.9e6 events, refused
+    setup = RunSetup.of(
+        scenario(1000, 100, 86400, 3600)
+    )  # the event model's estimate: 3.9e6 events, refused
     assert chosen(setup).name == "counts" and returning.RETURNING.budget(setup).events < 2e6
 
 
 def test_small_fleets_and_other_churn_keep_the_event_model():
-    assert player_of(scenario(64, 5, 6400, 600)) == "events"  # cheap for the event model: exact draws
+    assert (
+        player_of(scenario(64, 5, 6400, 600)) == "events"
+    )  # cheap for the event model: exact draws
     unlimited = {"max_events": math.inf}
-    assert player_of(load("worked-example", ["island.0.replicas=1000", "island.0.mtbf_s=86400"]),
-                     **unlimited) == "events"  # leaving for good
-    assert player_of(scenario(1000, 100, 86400, 3600, "schedule.algorithm=streaming"), **unlimited) == "events"
+    assert (
+        player_of(
+            load("worked-example", ["island.0.replicas=1000", "island.0.mtbf_s=86400"]), **unlimited
+        )
+        == "events"
+    )  # leaving for good
+    assert (
+        player_of(scenario(1000, 100, 86400, 3600, "schedule.algorithm=streaming"), **unlimited)
+        == "events"
+    )
 
 
 def test_a_counted_run_says_so_is_deterministic_and_keeps_no_rows():
@@ -160,11 +194,20 @@ def test_a_run_stopped_at_its_horizon_says_so_as_the_event_model_does():
             results.append(counts_result(case, horizon_s=5_000.0).summary)  # two outer steps or so
         else:
             setup = RunSetup.of(case)
-            results.append(play(setup, EVENT_PLAYER, dataclasses.replace(EVENT_PLAYER.budget(setup),
-                                                                         horizon_s=5_000.0)).summary)
+            results.append(
+                play(
+                    setup,
+                    EVENT_PLAYER,
+                    dataclasses.replace(EVENT_PLAYER.budget(setup), horizon_s=5_000.0),
+                ).summary
+            )
     for summary in results:
         assert not summary["complete"] and "horizon of 5000 s" in summary["incomplete_reason"]
-        assert summary["horizon_reached"] and summary["wall_time_s"] == 5_000.0 and summary["outer_steps"] < 10
+        assert (
+            summary["horizon_reached"]
+            and summary["wall_time_s"] == 5_000.0
+            and summary["outer_steps"] < 10
+        )
 
 
 # --- closed forms --------------------------------------------------------------------------------------
@@ -174,7 +217,11 @@ def test_without_departures_the_counts_are_the_event_models_run():
     still = scenario(40, 6, 1e15, 3600)  # nobody leaves before the end
     on_counts, events = counted(still), event_run(still)
     ring_s = 2 * 39 / 40 * S / C
-    assert on_counts["wall_time_s"] == events["wall_time_s"] == pytest.approx(6 * (PERIOD_S + ring_s), rel=1e-12)
+    assert (
+        on_counts["wall_time_s"]
+        == events["wall_time_s"]
+        == pytest.approx(6 * (PERIOD_S + ring_s), rel=1e-12)
+    )
     for key in FIGURES:
         assert on_counts[key] == pytest.approx(events[key], rel=1e-12, abs=1e-9), key
 
@@ -194,7 +241,9 @@ def test_one_departure_worked_by_hand(monkeypatch):
     assert summary["compute_s"] == pytest.approx((3 * PERIOD_S + 100) / 4)
     assert summary["stall_s"] == pytest.approx(3 * ring_s / 4) and summary["idle_s"] == 0.0
     assert summary["bytes_per_worker"] == pytest.approx(3 * 2 * 2 / 3 * S / 4)
-    assert summary["compute_utilisation"] == pytest.approx((3 * PERIOD_S + 100) / (3 * wall_s + 100))
+    assert summary["compute_utilisation"] == pytest.approx(
+        (3 * PERIOD_S + 100) / (3 * wall_s + 100)
+    )
     assert summary["goodput"] == pytest.approx(3 * 500 * 1.5 / (4 * wall_s))
 
 
@@ -208,7 +257,9 @@ def test_rates_of_the_ring_and_the_downloads_worked_by_hand():
     # two holders in the ring: the busier binds the ring, the other's downloads take what is left
     rates = holders.fill(C, True, [(0, 4, 0, True), (1, 1, 0, True)])
     assert rates[holders.RING] == C / 5 and rates[0] == C / 5 and rates[1] == C - C / 5
-    assert holders.fill(C, False, [(0, 5, 0, True)]) == {0: C / 5}  # no ring: a fair share of the uplink
+    assert holders.fill(C, False, [(0, 5, 0, True)]) == {
+        0: C / 5
+    }  # no ring: a fair share of the uplink
     rng = np.random.default_rng(11)
     for _ in range(2000):  # the closed form the counts use is the filling, for one to four holders
         ring_on = bool(rng.random() < 0.8)
@@ -228,7 +279,9 @@ def test_rates_of_the_ring_and_the_downloads_worked_by_hand():
 
 def welch_z(counted: np.ndarray, events: np.ndarray) -> np.ndarray:
     """Per figure, the difference of the means over its standard error (0 where both never vary)."""
-    error = np.sqrt(counted.var(axis=0, ddof=1) / len(counted) + events.var(axis=0, ddof=1) / len(events))
+    error = np.sqrt(
+        counted.var(axis=0, ddof=1) / len(counted) + events.var(axis=0, ddof=1) / len(events)
+    )
     difference = counted.mean(axis=0) - events.mean(axis=0)
     return np.divide(difference, error, out=np.zeros_like(difference), where=error > 0)
 
@@ -241,7 +294,9 @@ def compare(seeds: int, *args, **kwargs) -> dict[str, float]:
         played, event_summary = counted(chosen), event_run(chosen)
         counted_figures.append([played[key] or 0.0 for key in FIGURES])
         event_figures.append([event_summary[key] or 0.0 for key in FIGURES])
-    return dict(zip(FIGURES, welch_z(np.array(counted_figures, float), np.array(event_figures, float))))
+    return dict(
+        zip(FIGURES, welch_z(np.array(counted_figures, float), np.array(event_figures, float)))
+    )
 
 
 # Every figure's mean within this many standard errors of the event model's (deterministic: the seeds
@@ -293,7 +348,9 @@ def test_the_event_model_keeps_one_group_where_the_members_empty_out():
     collective formed before (``Churn.expect``), so its joiners are not orphaned out of step with them
     (without it, seeds 2 and 15 of these 20 synced an outer step twice, the second time hours later)."""
     for seed in range(20):
-        trace = simulate(scenario(200, 4, 600, 10_000, seed=seed), max_events=math.inf, player="events").trace
+        trace = simulate(
+            scenario(200, 4, 600, 10_000, seed=seed), max_events=math.inf, player="events"
+        ).trace
         syncs = trace[(trace.kind == "comm") & (trace.fragment == 0)]
         assert syncs.groupby("outer_step").time_start_s.nunique().max() == 1, seed
 
@@ -313,7 +370,11 @@ def test_the_chains_closed_form_rates_are_the_filling_for_several_holders():
         downloads = rng.integers(0, 7, holders_n)
         in_ring = rng.random(holders_n) < 0.5
         ring, own = chain.rates(C, downloads[:, None], in_ring)
-        loads = [(h, int(downloads[h]), int(downloads[h]), bool(in_ring[h])) for h in range(holders_n) if downloads[h]]
+        loads = [
+            (h, int(downloads[h]), int(downloads[h]), bool(in_ring[h]))
+            for h in range(holders_n)
+            if downloads[h]
+        ]
         filled = holders.fill(C, True, loads)
         assert ring[0] == pytest.approx(filled[holders.RING], rel=1e-12)
         for h, _, _, _ in loads:
@@ -368,7 +429,9 @@ def test_a_followed_holder_a_chain_draws_is_the_one_that_leaves(monkeypatch):
     def checked_leave(played_chain, label):
         holder = None if label == 0 else played_chain.tracked[label - played_chain.first_tracked]
         place = holder.place if holder else None
-        others = [(other, other.place) for other in played_chain.counts.holders if other is not holder]
+        others = [
+            (other, other.place) for other in played_chain.counts.holders if other is not holder
+        ]
         leave(played_chain, label)
         if holder is not None:
             places.append(place)

@@ -20,7 +20,9 @@ from islands.trainer.config import check_supported
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
 
 
-def two_regions(per_region: int, parameters: float, access_ms: float, backbone_ms: float, **network) -> dict:
+def two_regions(
+    per_region: int, parameters: float, access_ms: float, backbone_ms: float, **network
+) -> dict:
     """``per_region`` workers in us then as many in eu, 1 Gbit/s access links, a 0.5 Gbit/s backbone."""
     regions = ["us"] * per_region + ["eu"] * per_region
     return {
@@ -30,8 +32,16 @@ def two_regions(per_region: int, parameters: float, access_ms: float, backbone_m
         "network": {"collective": "hierarchical", **network},
         "region": [{"name": "us"}, {"name": "eu"}],
         "backbone": [{"between": ["us", "eu"], "bandwidth_gbps": 0.5, "latency_ms": backbone_ms}],
-        "island": [{"name": f"w{i}", "step_time_s": 1.0, "bandwidth_gbps": 1.0, "latency_ms": access_ms, "region": r}
-                   for i, r in enumerate(regions)],
+        "island": [
+            {
+                "name": f"w{i}",
+                "step_time_s": 1.0,
+                "bandwidth_gbps": 1.0,
+                "latency_ms": access_ms,
+                "region": r,
+            }
+            for i, r in enumerate(regions)
+        ],
     }
 
 
@@ -45,14 +55,18 @@ def test_reduce_ring_broadcast_take_their_closed_forms_and_leaders_send_more(mod
     ring_s = 2 * 0.060 + s / (0.5 * GBPS)
     assert result.summary["mean_sync_s"] == pytest.approx(2 * chain_s + ring_s)
     comm = result.trace[result.trace["kind"] == "comm"].groupby("worker")["bytes"].sum()
-    assert comm.to_dict() == pytest.approx({0: 2 * 2 * s, 1: 2 * s, 2: 2 * 2 * s, 3: 2 * s})  # 2 syncs
+    assert comm.to_dict() == pytest.approx(
+        {0: 2 * 2 * s, 1: 2 * s, 2: 2 * 2 * s, 3: 2 * s}
+    )  # 2 syncs
 
 
 def test_where_latency_rules_the_hierarchy_beats_one_ring():
     # 1,000 bf16 values over 4 + 4 workers, 1 ms access, a 100 ms backbone: the ring's 14 hops all pay
     # the backbone; the hierarchy pays it on the leaders' 2 hops only
     hierarchical = simulate(make_scenario(document=two_regions(4, 1e3, 1, 100))).summary
-    ring = simulate(make_scenario(["network.collective=ring"], document=two_regions(4, 1e3, 1, 100))).summary
+    ring = simulate(
+        make_scenario(["network.collective=ring"], document=two_regions(4, 1e3, 1, 100))
+    ).summary
     s = 2e3
     assert ring["mean_sync_s"] == pytest.approx(14 * 0.102 + 2 * 7 / 8 * s / (0.5 * GBPS))
     chain_s = 3 * 0.002 + s / GBPS
@@ -83,15 +97,19 @@ def test_a_departure_restarts_it_among_the_survivors_and_the_budget_bounds_it():
 def test_every_worker_runs_for_itself_and_only_a_coupled_mean_without_end_spread_takes_it():
     scenario = load("worked-example", ["network.collective=hierarchical"])
     assert [count for _, count in groups(scenario, scenario.workers())] == [1] * 8
-    for overrides, key in ((["trainer.aggregation=median"], "network.collective"),
-                           (["schedule.algorithm=decoupled"], "network.collective"),
-                           (["network.exchange_end_spread_s=0.01"], "network.exchange_end_spread_s")):
+    for overrides, key in (
+        (["trainer.aggregation=median"], "network.collective"),
+        (["schedule.algorithm=decoupled"], "network.collective"),
+        (["network.exchange_end_spread_s=0.01"], "network.exchange_end_spread_s"),
+    ):
         with pytest.raises(ScenarioError, match=key):
             load("worked-example", ["network.collective=hierarchical", *overrides])
 
 
 def test_the_trainer_refuses_it_in_one_line():
-    with pytest.raises(UserError, match=r"network.collective: the real trainer runs a ring all-reduce"):
+    with pytest.raises(
+        UserError, match=r"network.collective: the real trainer runs a ring all-reduce"
+    ):
         check_supported(load("worked-example", ["network.collective=hierarchical"]))
     document = copy.deepcopy(two_regions(2, 1e9, 10, 40))
     document["network"]["collective"] = "ring"
@@ -105,8 +123,10 @@ def star(members: int, parameters: float, latency_ms: float, **network) -> dict:
         "model": {"parameters": parameters, "bytes_per_param": 2},
         "schedule": {"algorithm": "diloco", "inner_steps": 100, "outer_steps": 2},
         "network": {"collective": "tree", **network},
-        "island": [{"name": f"w{i}", "step_time_s": 1.0, "bandwidth_gbps": 1.0, "latency_ms": latency_ms}
-                   for i in range(members)],
+        "island": [
+            {"name": f"w{i}", "step_time_s": 1.0, "bandwidth_gbps": 1.0, "latency_ms": latency_ms}
+            for i in range(members)
+        ],
     }
 
 
@@ -133,7 +153,9 @@ def test_over_many_members_a_tree_pays_fewer_latencies_than_a_ring():
 
 
 def test_a_tree_under_the_alpha_beta_model_is_refused():
-    with pytest.raises(ScenarioError, match=r"network.model: alpha-beta prices each transfer alone"):
+    with pytest.raises(
+        ScenarioError, match=r"network.model: alpha-beta prices each transfer alone"
+    ):
         make_scenario(document=star(4, 1e9, 10, model="alpha-beta"))
 
 
@@ -152,7 +174,9 @@ def test_a_staged_collective_is_in_flight_from_the_instant_it_starts(collective)
     # so that a departure in that same instant breaks it, and no second start doubles it
     scenario = make_scenario(document=star(4, 1e9, 10, collective=collective))
     simulation = Simulation(RunSetup.of(scenario), estimate(scenario))
-    pending = PendingCollective((0, 0), 2e9, RingAllReduce, {0, 1, 2, 3}, simulation.env.event(), {0, 1, 2, 3})
+    pending = PendingCollective(
+        (0, 0), 2e9, RingAllReduce, {0, 1, 2, 3}, simulation.env.event(), {0, 1, 2, 3}
+    )
     simulation.exchanges.pending[pending.key] = pending
     simulation.exchanges.start(pending)
     assert pending.in_flight and not pending.ready()

@@ -12,15 +12,33 @@ from islands.simulator.fast.timeline import Kept, Timeline, timeline_of
 from islands.simulator.workers import LAUNCH, sync_actions
 
 SHAPES = {
-    "ddp, backward overlap": ["schedule.algorithm=ddp", "schedule.outer_steps=30", "schedule.backward_overlap=0.5"],
+    "ddp, backward overlap": [
+        "schedule.algorithm=ddp",
+        "schedule.outer_steps=30",
+        "schedule.backward_overlap=0.5",
+    ],
     "diloco": ["schedule.outer_steps=4"],
-    "streaming, P=16 not dividing H": ["schedule.algorithm=streaming", "schedule.inner_steps=100",
-                                       "schedule.fragments=16", "schedule.overlap_steps=3", "schedule.outer_steps=3"],
-    "eager, backward overlap": ["schedule.algorithm=eager", "schedule.inner_steps=20", "schedule.fragments=5",
-                                "schedule.outer_steps=6", "schedule.backward_overlap=0.25"],
-    "decoupled, tau past the next launch": ["schedule.algorithm=decoupled", "schedule.inner_steps=24",
-                                            "schedule.fragments=24", "schedule.overlap_steps=2",
-                                            "schedule.outer_steps=3"],
+    "streaming, P=16 not dividing H": [
+        "schedule.algorithm=streaming",
+        "schedule.inner_steps=100",
+        "schedule.fragments=16",
+        "schedule.overlap_steps=3",
+        "schedule.outer_steps=3",
+    ],
+    "eager, backward overlap": [
+        "schedule.algorithm=eager",
+        "schedule.inner_steps=20",
+        "schedule.fragments=5",
+        "schedule.outer_steps=6",
+        "schedule.backward_overlap=0.25",
+    ],
+    "decoupled, tau past the next launch": [
+        "schedule.algorithm=decoupled",
+        "schedule.inner_steps=24",
+        "schedule.fragments=24",
+        "schedule.overlap_steps=2",
+        "schedule.outer_steps=3",
+    ],
 }
 
 
@@ -35,7 +53,10 @@ def test_a_timeline_is_the_workers_order_of_launches_and_applies(case):
     for action, steps, (kind, point) in zip(timeline.actions, timeline.steps, expected):
         launch = action if action >= 0 else ~action
         assert (action >= 0) == (kind is LAUNCH)
-        assert (timeline.outer_steps[launch], timeline.fragments[launch]) == (point.outer_step, point.fragment)
+        assert (timeline.outer_steps[launch], timeline.fragments[launch]) == (
+            point.outer_step,
+            point.fragment,
+        )
         target = point.launch_step if kind is LAUNCH else point.apply_step
         assert steps == max(target - position, 0.0)
         position = max(position, target)
@@ -45,10 +66,21 @@ def test_a_timeline_is_the_workers_order_of_launches_and_applies(case):
 
 
 def test_one_timeline_serves_every_wire_precision_and_bandwidth():
-    made = [timeline_of(schedule_of(s), s.schedule) for s in
-            (load("worked-example", ["schedule.algorithm=eager", f"schedule.bits={bits}",
-                                     f"island.0.bandwidth_gbps={gbps}"])
-             for bits in (4, 8, 16) for gbps in (0.5, 2.0))]
+    made = [
+        timeline_of(schedule_of(s), s.schedule)
+        for s in (
+            load(
+                "worked-example",
+                [
+                    "schedule.algorithm=eager",
+                    f"schedule.bits={bits}",
+                    f"island.0.bandwidth_gbps={gbps}",
+                ],
+            )
+            for bits in (4, 8, 16)
+            for gbps in (0.5, 2.0)
+        )
+    ]
     assert all(timeline is made[0] for timeline in made)  # made once, kept
     other = load("worked-example", ["schedule.algorithm=eager", "schedule.fragments=5"])
     assert timeline_of(schedule_of(other), other.schedule) != made[0]
@@ -56,8 +88,13 @@ def test_one_timeline_serves_every_wire_precision_and_bandwidth():
 
 def test_the_timelines_kept_hold_at_most_their_actions_the_latest_first():
     def timeline(launches: int) -> Timeline:
-        return Timeline(tuple(range(launches)) + tuple(~i for i in range(launches)), (0.0,) * 2 * launches,
-                        (0,) * launches, tuple(range(launches)), 0.0)
+        return Timeline(
+            tuple(range(launches)) + tuple(~i for i in range(launches)),
+            (0.0,) * 2 * launches,
+            (0,) * launches,
+            tuple(range(launches)),
+            0.0,
+        )
 
     kept = Kept(actions=10)
     kept.keep("a", timeline(2))

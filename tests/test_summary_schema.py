@@ -23,8 +23,15 @@ RUNS = {  # one run per player, and one of a kind each player leaves out
     "lockstep": ("worked-example", []),
     "one learner": ("worked-example", ["schedule.algorithm=decoupled"]),
     "events": ("worked-example", ["island.0.mtbf_s=20000", "island.0.mttr_s=3000"]),
-    "counts": ("worked-example", ["island.0.replicas=600", "schedule.outer_steps=5", "island.0.mtbf_s=86400",
-                                  "island.0.mttr_s=3600"]),
+    "counts": (
+        "worked-example",
+        [
+            "island.0.replicas=600",
+            "schedule.outer_steps=5",
+            "island.0.mtbf_s=86400",
+            "island.0.mttr_s=3600",
+        ],
+    ),
 }
 
 
@@ -52,11 +59,16 @@ def of_type(value, hint) -> bool:
     if hint is type(None):
         return value is None
     if origin is list:
-        return isinstance(value, list) and all(of_type(item, typing.get_args(hint)[0]) for item in value)
+        return isinstance(value, list) and all(
+            of_type(item, typing.get_args(hint)[0]) for item in value
+        )
     if typing.is_typeddict(hint):
         hints = typing.get_type_hints(hint)
-        return isinstance(value, dict) and set(value) == set(hints) and all(
-            of_type(value[key], hints[key]) for key in hints)
+        return (
+            isinstance(value, dict)
+            and set(value) == set(hints)
+            and all(of_type(value[key], hints[key]) for key in hints)
+        )
     if hint is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, hint) and not (hint is int and isinstance(value, bool))

@@ -14,16 +14,23 @@ from islands.scenarios import from_dict
 from islands.trainer.kinds import make_run_plan
 
 
-def test_one_of_three_killed_mid_interval_the_others_finish_and_a_joiner_adopts_the_weights(tmp_path):
+def test_one_of_three_killed_mid_interval_the_others_finish_and_a_joiner_adopts_the_weights(
+    tmp_path,
+):
     stdout = train(tmp_path, SCENARIO + LATE_JOINER)
     run = tmp_path / "run"
-    assert "island 1 killed (SIGKILL)" in stdout and "membership: epoch 1, islands [0, 2] (M = 2)" in stdout
+    assert (
+        "island 1 killed (SIGKILL)" in stdout
+        and "membership: epoch 1, islands [0, 2] (M = 2)" in stdout
+    )
     assert "islands [0, 2, 3] (M = 3)" in stdout
     final = sorted(path.name for path in (run / "checkpoints" / f"period-{PERIODS:06d}").iterdir())
     assert final == ["rank-0000.pt", "rank-0002.pt", "rank-0003.pt"]
     states = [rank_state(run, PERIODS, island) for island in (0, 2, 3)]
     assert all(torch.equal(global_flat(states[0]), global_flat(s)) for s in states[1:])
-    assert all(torch.equal(states[0]["model"][k], states[2]["model"][k]) for k in states[0]["model"])  # joiner
+    assert all(
+        torch.equal(states[0]["model"][k], states[2]["model"][k]) for k in states[0]["model"]
+    )  # joiner
     summary, churn, trace = outputs(run)
     assert summary["leaves"] == 1 and summary["joins"] == 1 and summary["outer_steps"] == PERIODS
     leave = churn["leaves"][0]
@@ -34,17 +41,26 @@ def test_one_of_three_killed_mid_interval_the_others_finish_and_a_joiner_adopts_
     assert leave["last_sync_s"] <= leave["last_seen_s"] <= leave["detected_s"]
     join = churn["joins"][0]
     assert join["island"] == 3 and 0 < join["join_s"] < 5
-    downloads = [row.split(",") for row in trace if row.split(",")[4] == "comm" and row.split(",")[6] == "-1"]
-    assert [int(d[2]) for d in downloads] == [3] and float(downloads[0][5]) > 4 * 1000  # fp32 weights received
+    downloads = [
+        row.split(",") for row in trace if row.split(",")[4] == "comm" and row.split(",")[6] == "-1"
+    ]
+    assert [int(d[2]) for d in downloads] == [3] and float(
+        downloads[0][5]
+    ) > 4 * 1000  # fp32 weights received
     # the download starts at the request, before the joiner's first exchange (it is not handed the
     # state at a boundary), and the joiner takes part in an exchange before it computes
     rows = [row.split(",") for row in trace]
-    joiner_exchanges = sorted(float(r[0]) for r in rows if r[2] == "3" and r[4] == "comm" and r[6] == "0")
+    joiner_exchanges = sorted(
+        float(r[0]) for r in rows if r[2] == "3" and r[4] == "comm" and r[6] == "0"
+    )
     joiner_first_compute_s = min(float(r[0]) for r in rows if r[2] == "3" and r[4] == "compute")
     assert float(downloads[0][0]) < joiner_exchanges[0] < joiner_first_compute_s
     # from the next boundary the joiner is in the ring, contributing nothing: one comm row per sync
-    joined_syncs = [int(r[7]) for r in map(lambda row: row.split(","), trace) if r[2] == "3" and r[4] == "comm"
-                    and r[6] == "0"]
+    joined_syncs = [
+        int(r[7])
+        for r in map(lambda row: row.split(","), trace)
+        if r[2] == "3" and r[4] == "comm" and r[6] == "0"
+    ]
     assert joined_syncs == list(range(joined_syncs[0], PERIODS)) and joined_syncs[0] <= 4
 
 
@@ -58,7 +74,10 @@ def test_an_island_killed_mid_all_reduce_is_dropped_and_the_exchange_redone(tmp_
     summary, churn, trace = outputs(run)
     assert summary["leaves"] == 1 and summary["syncs"] == PERIODS
     second_sync = [row for row in trace if row.split(",")[4] == "comm" and row.split(",")[7] == "1"]
-    assert sorted(int(row.split(",")[2]) for row in second_sync) == [0, 1]  # one comm row each: redone once
+    assert sorted(int(row.split(",")[2]) for row in second_sync) == [
+        0,
+        1,
+    ]  # one comm row each: redone once
 
 
 def test_a_kill_during_a_checkpoint_write_resumes_from_the_previous_good_one(tmp_path):
@@ -77,21 +96,34 @@ def test_a_kill_during_a_checkpoint_write_resumes_from_the_previous_good_one(tmp
 def test_a_checkpoint_of_another_model_shape_is_one_line_and_exit_2(tmp_path, capsys):
     folder = tmp_path / "checkpoints" / "period-000001"
     folder.mkdir(parents=True)
-    state = {"format": 1, "model": {"tok_emb.weight": torch.zeros(3, 3)}, "world_size": 2, "fingerprint": "x"}
+    state = {
+        "format": 1,
+        "model": {"tok_emb.weight": torch.zeros(3, 3)},
+        "world_size": 2,
+        "fingerprint": "x",
+    }
     torch.save(state, folder / "rank-0000.pt")
     (tmp_path / "checkpoints" / "LATEST").write_text("period-000001\n")
     sets = [a for s in TINY for a in ("--set", s)]
-    assert main(["train", "worked-example", "--workers", "2", *sets, "--resume", str(tmp_path)]) == 2
+    assert (
+        main(["train", "worked-example", "--workers", "2", *sets, "--resume", str(tmp_path)]) == 2
+    )
     error = capsys.readouterr().err.strip()
     assert "a model of another shape" in error and len(error.splitlines()) == 1
 
 
 def plan_with(**changes):
-    document = {"name": "t", "model": {"parameters": 1e5},
-                "schedule": {"algorithm": "diloco", "inner_steps": 5, "outer_steps": 2},
-                "island": [{"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1.0},
-                           {"name": "b", "step_time_s": 0.1, "bandwidth_gbps": 1.0, "present": False}],
-                "event": [{"at_s": 5.0, "island": "b", "kind": "join"}], "trainer": {}}
+    document = {
+        "name": "t",
+        "model": {"parameters": 1e5},
+        "schedule": {"algorithm": "diloco", "inner_steps": 5, "outer_steps": 2},
+        "island": [
+            {"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1.0},
+            {"name": "b", "step_time_s": 0.1, "bandwidth_gbps": 1.0, "present": False},
+        ],
+        "event": [{"at_s": 5.0, "island": "b", "kind": "join"}],
+        "trainer": {},
+    }
     for key, value in changes.items():
         section, name = key.split("__")
         document[section][name] = value
@@ -101,7 +133,9 @@ def plan_with(**changes):
 def test_churn_plans_know_their_members_and_events():
     plan = plan_with()
     assert plan.elastic and plan.initial_members() == [0, 1] and plan.events() == [(5.0, 2, "join")]
-    assert plan_with(trainer__ranks_per_island=2).world_size == 6  # an island of 2 ranks leaves whole
+    assert (
+        plan_with(trainer__ranks_per_island=2).world_size == 6
+    )  # an island of 2 ranks leaves whole
 
 
 def test_churn_the_trainer_cannot_run_is_refused():
@@ -121,12 +155,18 @@ def test_the_churn_history_survives_a_resume(tmp_path):
     assert "membership: epoch 2, islands [0, 1, 2] (M = 3)" in stdout
     summary, churn, _ = outputs(run)
     assert [leave["island"] for leave in churn["leaves"]] == [2] and summary["leaves"] == 1
-    assert [(e["epoch"], e["members"]) for e in churn["epochs"]] == [(0, [0, 1, 2]), (1, [0, 1]), (2, [0, 1, 2])]
+    assert [(e["epoch"], e["members"]) for e in churn["epochs"]] == [
+        (0, [0, 1, 2]),
+        (1, [0, 1]),
+        (2, [0, 1, 2]),
+    ]
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, PERIODS * 10 + 1))
 
 
-STREAMING = SCENARIO.replace('algorithm = "diloco"', 'algorithm = "streaming"\nfragments = 2\noverlap_steps = 2')
+STREAMING = SCENARIO.replace(
+    'algorithm = "diloco"', 'algorithm = "streaming"\nfragments = 2\noverlap_steps = 2'
+)
 
 
 def test_elastic_streaming_loses_an_island_mid_exchange_and_admits_a_joiner(tmp_path):
@@ -134,8 +174,12 @@ def test_elastic_streaming_loses_an_island_mid_exchange_and_admits_a_joiner(tmp_
     others train on; the exchange is redone among the survivors in the background; a late island
     joins, takes part in the fragments' exchanges without contributing, then trains."""
     sets = [*SETS, "trainer.n_layer=2"]
-    stdout = train(tmp_path, STREAMING + LATE_JOINER.replace('island = "a-1"', 'island = "a-0"'),
-                   kill_at="all-reduce:3:2", sets=sets)
+    stdout = train(
+        tmp_path,
+        STREAMING + LATE_JOINER.replace('island = "a-1"', 'island = "a-0"'),
+        kill_at="all-reduce:3:2",
+        sets=sets,
+    )
     assert "islands [1, 3] (M = 2)" in stdout  # the joiner entered beside the last survivor
     run = tmp_path / "run"
     summary, churn, trace = outputs(run)
@@ -143,7 +187,9 @@ def test_elastic_streaming_loses_an_island_mid_exchange_and_admits_a_joiner(tmp_
     assert summary["joins"] == 1 and summary["outer_steps"] == PERIODS
     rows = [row.split(",") for row in trace]
     comms = [(r[2], r[7], r[6]) for r in rows if r[4] == "comm" and int(r[6]) >= 0]
-    assert len(comms) == len(set(comms))  # every (island, outer step, fragment) exchange recorded once
+    assert len(comms) == len(
+        set(comms)
+    )  # every (island, outer step, fragment) exchange recorded once
     survivors = [rank_state(run, PERIODS, island) for island in (1, 3)]
     assert all(torch.isfinite(global_flat(state)).all() for state in survivors)
     assert torch.equal(global_flat(survivors[0]), global_flat(survivors[1]))

@@ -55,21 +55,37 @@ kind = "join"
 def train(tmp_path, text, kill_at=None, sets=(), base=SETS):
     scenario = tmp_path / "decoupled.toml"
     scenario.write_text(text)
-    command = [sys.executable, "-m", "islands.cli", "train", str(scenario), "--out", str(tmp_path / "run")]
+    command = [
+        sys.executable,
+        "-m",
+        "islands.cli",
+        "train",
+        str(scenario),
+        "--out",
+        str(tmp_path / "run"),
+    ]
     for override in [*base, *sets]:
         command += ["--set", override]
     env = {**os.environ, **({"ISLANDS_KILL_AT": kill_at} if kill_at else {})}
     done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     run = tmp_path / "run"
-    return (done.stdout, json.loads((run / "summary.json").read_text()), json.loads((run / "run.json").read_text()),
-            pd.read_csv(run / "trace.csv"))
+    return (
+        done.stdout,
+        json.loads((run / "summary.json").read_text()),
+        json.loads((run / "run.json").read_text()),
+        pd.read_csv(run / "trace.csv"),
+    )
 
 
 def test_four_learners_merge_every_fragment_and_learn(tmp_path):
     _, summary, run, trace = train(tmp_path, SCENARIO)
     syncer = run["syncer"]
-    assert summary["complete"] and summary["outer_steps"] == OUTER and summary["inner_steps"] == OUTER * H
+    assert (
+        summary["complete"]
+        and summary["outer_steps"] == OUTER
+        and summary["inner_steps"] == OUTER * H
+    )
     assert syncer["reports"] == 4 * OUTER * P and syncer["dropped_reports"] == 0
     assert all(learner["steps"] == OUTER * H for learner in syncer["learners"].values())
     first, last = syncer["learners"]["0"]["eval_losses"][0][1], run["final_eval_loss"]
@@ -92,7 +108,9 @@ def test_learner_killed_while_uploading_costs_only_its_own_contribution(tmp_path
     syncer = run["syncer"]
     assert "learner 1 is gone" in stdout
     assert syncer["reports"] == 3 * OUTER * P + 2
-    assert [island for island, learner in syncer["learners"].items() if learner["steps"] == OUTER * H] == ["0", "2", "3"]
+    assert [
+        island for island, learner in syncer["learners"].items() if learner["steps"] == OUTER * H
+    ] == ["0", "2", "3"]
     assert not summary["complete"] and "[1]" in summary["incomplete_reason"]
     assert math.isfinite(run["final_eval_loss"])
     idle = trace[trace["kind"] == "idle"]
@@ -111,7 +129,9 @@ def test_a_learner_that_returns_catches_up_from_the_syncer(tmp_path):
     assert summary["complete"] and summary["joins"] == 1
     catch_up = trace[(trace["kind"] == "comm") & (trace["worker"] == 2) & (trace["fragment"] == -1)]
     assert len(catch_up) == 1 and catch_up["time_start_s"].iloc[0] >= 1.2
-    resumed = trace[(trace["worker"] == 2) & (trace["time_start_s"] >= catch_up["time_end_s"].iloc[0])]
+    resumed = trace[
+        (trace["worker"] == 2) & (trace["time_start_s"] >= catch_up["time_end_s"].iloc[0])
+    ]
     assert resumed["outer_step"].min() == catch_up["outer_step"].iloc[0] >= 1
     assert math.isfinite(run["final_eval_loss"])
 
@@ -144,12 +164,18 @@ def idle_per_sync(trace, worker):
 
 
 @pytest.mark.parametrize("quorum, expected_idle_s", [(1, 0.1), (2, 10 * (0.1 - 0.05))])
-def test_quorum_and_grace_window_decide_how_long_the_fast_learner_waits(tmp_path, quorum, expected_idle_s):
+def test_quorum_and_grace_window_decide_how_long_the_fast_learner_waits(
+    tmp_path, quorum, expected_idle_s
+):
     """The fast learner (0.05 s steps) reports every 0.5 s, the slow one (0.1 s) every 1 s, each
     blocking (tau = 0). Quorum 1 with a 0.1 s grace window: the syncer merges the fast learner's
     report alone, 0.1 s after it came. Quorum 2: it waits for the slow learner's, H x (0.1 - 0.05)."""
-    _, summary, run, trace = train(tmp_path, TWO_SPEEDS, sets=[f"schedule.quorum={quorum}",
-                                                              "schedule.grace_window=0.1"], base=PACED)
+    _, summary, run, trace = train(
+        tmp_path,
+        TWO_SPEEDS,
+        sets=[f"schedule.quorum={quorum}", "schedule.grace_window=0.1"],
+        base=PACED,
+    )
     assert summary["complete"]
     assert idle_per_sync(trace, 0) == pytest.approx([expected_idle_s] * 2, abs=0.04)
 

@@ -28,26 +28,35 @@ def gpus(monkeypatch):
     def have(count):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+
     return have
 
 
 def test_cuda_without_a_gpu_per_rank_of_an_island_is_one_clear_error(gpus):
     gpus(1)
-    with pytest.raises(UserError, match="an island's 2 ranks average gradients over NCCL, one GPU each, and this "
-                                         "host has 1 GPU"):
+    with pytest.raises(
+        UserError,
+        match="an island's 2 ranks average gradients over NCCL, one GPU each, and this "
+        "host has 1 GPU",
+    ):
         uses_cuda("cuda", 2)
     assert uses_cuda("cuda", 1) is True  # islands of one rank share the GPU
 
 
-@pytest.mark.parametrize("count, ranks_per_island, expected", [(1, 1, True), (1, 2, False), (2, 2, True),
-                                                               (0, 1, False)])
-def test_auto_takes_cuda_when_every_rank_of_an_island_has_its_own_gpu(gpus, count, ranks_per_island, expected):
+@pytest.mark.parametrize(
+    "count, ranks_per_island, expected", [(1, 1, True), (1, 2, False), (2, 2, True), (0, 1, False)]
+)
+def test_auto_takes_cuda_when_every_rank_of_an_island_has_its_own_gpu(
+    gpus, count, ranks_per_island, expected
+):
     gpus(count)
     assert uses_cuda("auto", ranks_per_island) is expected
     assert uses_cuda("cpu", ranks_per_island) is False
 
 
-def test_processes_are_dealt_over_the_gpus_and_an_islands_ranks_get_distinct_ones(gpus, monkeypatch):
+def test_processes_are_dealt_over_the_gpus_and_an_islands_ranks_get_distinct_ones(
+    gpus, monkeypatch
+):
     """4 islands on 1 GPU all take GPU 0; 2 islands x 2 ranks on 3 GPUs: each island's pair differs."""
     assert [gpu_index(rank, 1) for rank in range(4)] == [0, 0, 0, 0]
     islands = [[gpu_index(island * 2 + local, 3) for local in range(2)] for island in range(2)]
@@ -102,12 +111,19 @@ def test_a_staged_group_hands_the_cpu_tensors_and_writes_results_back_in_place()
 
 def test_the_exchange_thread_makes_the_trainers_gpu_its_own(monkeypatch):
     chosen = []
-    monkeypatch.setattr(torch.cuda, "set_device", lambda device: chosen.append((threading.current_thread().name,
-                                                                                 device)))
+    monkeypatch.setattr(
+        torch.cuda,
+        "set_device",
+        lambda device: chosen.append((threading.current_thread().name, device)),
+    )
     exchanger = Exchanger(Echo(2), None, 32, Clock(), device=torch.device("cuda", 1))
     exchanger.pool.submit(lambda: None).result()
     exchanger.close()
-    assert len(chosen) == 1 and chosen[0][0].startswith("islands-sync") and chosen[0][1] == torch.device("cuda", 1)
+    assert (
+        len(chosen) == 1
+        and chosen[0][0].startswith("islands-sync")
+        and chosen[0][1] == torch.device("cuda", 1)
+    )
     cpu = Exchanger(Echo(2), None, 32, Clock())
     cpu.pool.submit(lambda: None).result()
     cpu.close()

@@ -80,9 +80,16 @@ def test_an_exchange_in_flight_over_a_later_launch_is_performed_in_its_turn():
         diloco.after_step(step)
         if step == 4:
             assert set(diloco.pending) == {(0, 0), (1, 0)}
-    assert diloco.transport.log == [("reach", 2), ("launch", (0, 0)), ("reach", 4), ("launch", (1, 0)),
-                                    ("collect", (0, 0)), ("applied", (0, 0)), ("collect", (1, 0)),
-                                    ("applied", (1, 0))]
+    assert diloco.transport.log == [
+        ("reach", 2),
+        ("launch", (0, 0)),
+        ("reach", 4),
+        ("launch", (1, 0)),
+        ("collect", (0, 0)),
+        ("applied", (0, 0)),
+        ("collect", (1, 0)),
+        ("applied", (1, 0)),
+    ]
     assert not diloco.pending and diloco.fragments[0].applied == 2
     # One island, plain averaging: outer step 0 makes the global its weights at step 2 (delta = 0 - 2);
     # outer step 1's delta was taken at step 4 against the global then (0 - 4): 2 - (0 - 4) = 6.
@@ -96,10 +103,21 @@ def test_a_step_with_launches_and_applies_launches_first():
     diloco.transport.log.clear()
     assert [p.outer_step for p in diloco.points(4)] == [1, 0, 1]  # the launch, then the applies
     performed = diloco.after_step(4)
-    assert diloco.transport.log == [("reach", 4), ("launch", (1, 0)), ("collect", (0, 0)), ("applied", (0, 0)),
-                                    ("collect", (1, 0)), ("applied", (1, 0))]
-    assert [(s.point.outer_step, s.arrived_s <= s.received_s) for s in performed] == [(0, True), (1, True)]
-    assert performed[1].arrived_s > performed[0].received_s  # the next wait starts after the outer step
+    assert diloco.transport.log == [
+        ("reach", 4),
+        ("launch", (1, 0)),
+        ("collect", (0, 0)),
+        ("applied", (0, 0)),
+        ("collect", (1, 0)),
+        ("applied", (1, 0)),
+    ]
+    assert [(s.point.outer_step, s.arrived_s <= s.received_s) for s in performed] == [
+        (0, True),
+        (1, True),
+    ]
+    assert (
+        performed[1].arrived_s > performed[0].received_s
+    )  # the next wait starts after the outer step
 
 
 def test_the_fault_hook_poisons_the_island_and_outer_step_it_names(monkeypatch):
@@ -129,7 +147,11 @@ def test_a_passive_member_sends_zeros_keeps_the_means_and_replays_them():
     assert passive.fragments[0].applied == 0 and ("applied", (0, 0)) not in passive.transport.log
     # The snapshot it downloads holds the global weights before outer step 0: replaying the kept mean
     # gives the members' global weights, adopted locally, with a fresh inner optimizer.
-    snapshot = {"global": [torch.zeros(3)], "optimizer": passive.fragments[0].optimizer.state_dict(), "applied": 0}
+    snapshot = {
+        "global": [torch.zeros(3)],
+        "optimizer": passive.fragments[0].optimizer.state_dict(),
+        "applied": 0,
+    }
     passive.fragments[0].load_state_dict(snapshot)
     passive.replay_kept()
     assert not passive.passive and not passive.optimizer.state
@@ -137,8 +159,9 @@ def test_a_passive_member_sends_zeros_keeps_the_means_and_replays_them():
     torch.testing.assert_close(local(passive), global_(active))
 
 
-@pytest.mark.parametrize("points,expected", [([point(0, 2, 5), point(1, 4, 6)], [4, 5, 6]),
-                                              ([point(0, 3, 3)], [3])])
+@pytest.mark.parametrize(
+    "points,expected", [([point(0, 2, 5), point(1, 4, 6)], [4, 5, 6]), ([point(0, 3, 3)], [3])]
+)
 def test_sync_steps_from_a_step_on(points, expected):
     assert island(torch.zeros(1), Board(), 0, points).sync_steps(3) == expected
 
@@ -202,7 +225,10 @@ def test_a_member_publishes_its_launch_and_admits_joiners_at_the_first_fragment_
         exchange = transport.collect(p, handle)
         transport.applied(p)
     assert membership.store.get("islands/launch") == b"6" and membership.admissions == [(True, 4)]
-    assert torch.equal(exchange.mean, torch.ones(2)) and [c for _, c in exchanger.sent] == [True, True]
+    assert torch.equal(exchange.mean, torch.ones(2)) and [c for _, c in exchanger.sent] == [
+        True,
+        True,
+    ]
     assert (membership.progress.synced_s, membership.progress.outer_step) == (7.0, 1)
     exchanger.pool.shutdown()
 
@@ -220,14 +246,21 @@ def test_a_passive_joiner_waits_for_the_members_launch_and_admits_later_joiners_
     membership.store.set("islands/launch", "10")
     waiter.join(2.0)
     assert not waiter.is_alive()
-    transport.collect(point(1, 10, 10), transport.launch(10, point(1, 10, 10), torch.zeros(2), False))
-    assert membership.admissions == [(False, 10)] and [c for _, c in exchanger.sent] == [False, False]
+    transport.collect(
+        point(1, 10, 10), transport.launch(10, point(1, 10, 10), torch.zeros(2), False)
+    )
+    assert membership.admissions == [(False, 10)] and [c for _, c in exchanger.sent] == [
+        False,
+        False,
+    ]
     exchanger.pool.shutdown()
 
 
 def test_a_follower_launches_nothing_and_takes_the_leaders_exchange_and_members():
     told = Exchange(torch.full((2,), 3.0), 0.0, 1.0, 8, Verdict((True, True), {}))
-    heard = iter([None, (told, [0, 2])])  # what the leader tells: the launch, then the committed exchange
+    heard = iter(
+        [None, (told, [0, 2])]
+    )  # what the leader tells: the launch, then the committed exchange
     transport, membership, exchanger = elastic(shared=lambda decide: next(heard))
     handle = transport.launch(4, point(0, 4, 4), torch.ones(2), True)
     assert handle is None and exchanger.sent == [] and membership.admissions == []

@@ -15,8 +15,8 @@ from islands.scenarios import from_dict
 from islands.trainer.core.inprocess import run_threads
 from islands.trainer.core.loop import Trainer
 from islands.trainer.elastic.membership import Membership, Timing
-from islands.trainer.kinds import make_run_plan
 from islands.trainer.elastic.world import ElasticWorld
+from islands.trainer.kinds import make_run_plan
 
 TIMING = Timing(detection_s=2.0, collective_s=30.0)
 
@@ -24,12 +24,23 @@ TIMING = Timing(detection_s=2.0, collective_s=30.0)
 def plan_with(islands, late=0, algorithm="diloco", **schedule):
     workers = [{"name": "a", "replicas": islands, "step_time_s": 0.01, "bandwidth_gbps": 1.0}]
     if late:
-        workers.append({"name": "late", "replicas": late, "present": False, "step_time_s": 0.01,
-                        "bandwidth_gbps": 1.0})
-    document = {"name": "tiny", "model": {"parameters": 1e5},
-                "schedule": {"algorithm": algorithm, "outer_steps": 4, "inner_steps": 4, **schedule},
-                "network": {"detection_timeout_s": TIMING.detection_s},
-                "island": workers, "trainer": {**TINY, "elastic": True}}
+        workers.append(
+            {
+                "name": "late",
+                "replicas": late,
+                "present": False,
+                "step_time_s": 0.01,
+                "bandwidth_gbps": 1.0,
+            }
+        )
+    document = {
+        "name": "tiny",
+        "model": {"parameters": 1e5},
+        "schedule": {"algorithm": algorithm, "outer_steps": 4, "inner_steps": 4, **schedule},
+        "network": {"detection_timeout_s": TIMING.detection_s},
+        "island": workers,
+        "trainer": {**TINY, "elastic": True},
+    }
     if late:  # the event the harness plays itself (``elastic_run``'s join_at_s): an absent island must join
         document["event"] = [{"at_s": 0.0, "island": "late", "kind": "join"}]
     return make_run_plan(from_dict(document))
@@ -44,7 +55,9 @@ def elastic_run(plan, out_dir, join_at_s=None):
 
     def island(rank):
         membership = Membership(store, store, rank, TIMING)
-        world = ElasticWorld(plan, rank, membership, None if rank in present else join_at_s, out_dir=out_dir)
+        world = ElasticWorld(
+            plan, rank, membership, None if rank in present else join_at_s, out_dir=out_dir
+        )
         trainer = Trainer(plan, rank, world, out_dir=out_dir, corpus=corpus)
         trainer.run()
         trainer.summary = trainer.finish()
@@ -75,10 +88,14 @@ def test_a_joiner_downloads_while_the_members_train_and_ends_with_their_weights(
     churn = json.loads((tmp_path / "run" / "churn.json").read_text())
     assert [join["island"] for join in churn["joins"]] == [3] and churn["leaves"] == []
     assert [epoch["members"] for epoch in churn["epochs"]] == [[0, 1, 2], [0, 1, 2, 3]]
-    rows = [line.split(",") for line in (tmp_path / "run" / "trace.csv").read_text().splitlines()[1:]]
+    rows = [
+        line.split(",") for line in (tmp_path / "run" / "trace.csv").read_text().splitlines()[1:]
+    ]
     download = [r for r in rows if r[2] == "3" and r[4] == "comm" and r[6] == "-1"]
     parameters = sum(p.numel() for p in joiner.params)
-    assert len(download) == 1 and float(download[0][5]) > 4 * parameters  # fp32 global weights, and more
+    assert (
+        len(download) == 1 and float(download[0][5]) > 4 * parameters
+    )  # fp32 global weights, and more
     passive = [r for r in rows if r[2] == "3" and r[4] == "comm" and r[6] != "-1"]
     first_compute_s = min(float(r[0]) for r in rows if r[2] == "3" and r[4] == "compute")
     assert passive and float(passive[0][0]) < first_compute_s  # in the ring before it computes

@@ -24,9 +24,9 @@ from islands.trainer.core.checkpoint import PeerFailed
 from islands.trainer.core.world import Ending
 from islands.trainer.elastic.membership import LeftOut
 from islands.trainer.elastic.world import ElasticWorld
+from islands.trainer.kinds import make_run_plan
 from islands.trainer.runtime.island import IslandRanks
 from islands.trainer.runtime.island_processes import Fleet
-from islands.trainer.kinds import make_run_plan
 
 R = 2
 SETS_R2 = [*SETS, f"trainer.ranks_per_island={R}"]
@@ -53,7 +53,10 @@ def test_a_two_rank_island_leaves_mid_interval_and_a_two_rank_island_joins(tmp_p
     joins later: its leader downloads the state and hands it to its follower, and both train."""
     stdout = train(tmp_path, SCENARIO + LATE_JOINER, sets=SETS_R2)
     run = tmp_path / "run"
-    assert "island 1 killed (SIGKILL)" in stdout and "membership: epoch 1, islands [0, 2] (M = 2)" in stdout
+    assert (
+        "island 1 killed (SIGKILL)" in stdout
+        and "membership: epoch 1, islands [0, 2] (M = 2)" in stdout
+    )
     assert "islands [0, 2, 3] (M = 3)" in stdout
     final = sorted(path.name for path in (run / "checkpoints" / f"period-{PERIODS:06d}").iterdir())
     assert final == [f"rank-{rank:04d}.pt" for rank in ranks([0, 2, 3])]
@@ -61,7 +64,9 @@ def test_a_two_rank_island_leaves_mid_interval_and_a_two_rank_island_joins(tmp_p
     summary, churn, trace = outputs(run)
     assert summary["leaves"] == 1 and summary["joins"] == 1 and summary["outer_steps"] == PERIODS
     assert [leave["island"] for leave in churn["leaves"]] == [1]
-    assert [join["island"] for join in churn["joins"]] == [3] and 0 < churn["joins"][0]["join_s"] < 5
+    assert [join["island"] for join in churn["joins"]] == [3] and 0 < churn["joins"][0][
+        "join_s"
+    ] < 5
     rows = [row.split(",") for row in trace]
     downloads = [r for r in rows if r[4] == "comm" and r[6] == "-1"]
     assert [int(r[2]) for r in downloads] == [3]  # the island's leader downloaded, once
@@ -70,7 +75,9 @@ def test_a_two_rank_island_leaves_mid_interval_and_a_two_rank_island_joins(tmp_p
     assert steps == list(range(1, PERIODS * 10 + 1))
 
 
-def test_killing_one_rank_takes_down_its_island_and_a_resume_hands_the_state_to_both_ranks(tmp_path):
+def test_killing_one_rank_takes_down_its_island_and_a_resume_hands_the_state_to_both_ranks(
+    tmp_path,
+):
     """Island 1's follower (local rank 1) dies at an inner step: its leader's next gradient average
     fails and the island leaves as one (leaves = 1). Resumed from the next checkpoint, which island 1
     is missing from, its leader takes the state from a live island and hands it to its follower."""
@@ -81,7 +88,10 @@ def test_killing_one_rank_takes_down_its_island_and_a_resume_hands_the_state_to_
     assert "island 1 died (signal 9)" in stdout and "islands [0, 2] (M = 2)" in stdout
     summary, churn, _ = outputs(run)
     assert summary["leaves"] == 1 and [leave["island"] for leave in churn["leaves"]] == [1]
-    assert not any((run / "checkpoints" / "period-000002" / f"rank-{rank:04d}.pt").exists() for rank in ranks([1]))
+    assert not any(
+        (run / "checkpoints" / "period-000002" / f"rank-{rank:04d}.pt").exists()
+        for rank in ranks([1])
+    )
     stdout = train(tmp_path, SCENARIO, "--resume", str(run), sets=sets)
     assert "membership: epoch 2, islands [0, 1, 2] (M = 3)" in stdout
     assert_replicas(run, periods, [0, 1, 2])
@@ -91,10 +101,16 @@ def test_killing_one_rank_takes_down_its_island_and_a_resume_hands_the_state_to_
     assert steps == list(range(1, periods * 10 + 1))
 
 
-@pytest.mark.parametrize("setting, local_rank, killed", [
-    ("inner-step:1:1", "0", True), ("inner-step:1:1", "1", True),
-    ("inner-step:1:1.1", "1", True), ("inner-step:1:1.1", "0", False), ("inner-step:1:2.1", "1", False),
-])
+@pytest.mark.parametrize(
+    "setting, local_rank, killed",
+    [
+        ("inner-step:1:1", "0", True),
+        ("inner-step:1:1", "1", True),
+        ("inner-step:1:1.1", "1", True),
+        ("inner-step:1:1.1", "0", False),
+        ("inner-step:1:2.1", "1", False),
+    ],
+)
 def test_a_kill_entry_names_an_island_or_one_of_its_ranks(monkeypatch, setting, local_rank, killed):
     monkeypatch.setenv("LOCAL_RANK", local_rank)
     assert any(kill.hits("inner-step", 1) for kill in faults.parse_kills(setting)) == killed
@@ -117,12 +133,21 @@ class FakeProcess:
 def test_the_launcher_kills_and_restarts_an_island_whole():
     """A leave kills both ranks of the island and its return starts both again, as a new incarnation;
     one rank dying by a signal takes its island-mate down with it."""
-    document = {"name": "t", "model": {"parameters": 1e5}, "trainer": {"ranks_per_island": R},
-                "schedule": {"algorithm": "diloco", "inner_steps": 5, "outer_steps": 2},
-                "island": [{"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1.0}],
-                "event": [{"at_s": 1.0, "island": "a-1", "kind": "leave"},
-                          {"at_s": 2.0, "island": "a-1", "kind": "join"}]}
-    fleet = Fleet(make_run_plan(from_dict(document)), lambda rank, join_at, incarnation: FakeProcess(rank, incarnation))
+    document = {
+        "name": "t",
+        "model": {"parameters": 1e5},
+        "trainer": {"ranks_per_island": R},
+        "schedule": {"algorithm": "diloco", "inner_steps": 5, "outer_steps": 2},
+        "island": [{"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1.0}],
+        "event": [
+            {"at_s": 1.0, "island": "a-1", "kind": "leave"},
+            {"at_s": 2.0, "island": "a-1", "kind": "join"},
+        ],
+    }
+    fleet = Fleet(
+        make_run_plan(from_dict(document)),
+        lambda rank, join_at, incarnation: FakeProcess(rank, incarnation),
+    )
     first = fleet.running[1]
     assert [(p.rank, p.incarnation) for p in first] == [(2, 0), (3, 0)]
     fleet.play(0.0)  # the first reading of the run clock
@@ -156,9 +181,11 @@ def island_of_threads(act):
 
 def shared(decide):
     """``island_of_threads``'s ``act``: ``ElasticWorld.shared(decide)`` on a world that has only its ranks."""
+
     def act(ranks):
         world = ElasticWorld(SimpleNamespace(ranks_per_island=R), ranks.rank, None, ranks=ranks)
         return world.shared(lambda: decide(world))
+
     return act
 
 
@@ -171,7 +198,11 @@ def test_followers_hear_what_their_leader_decided_and_never_decide_themselves():
         return torch.arange(3.0) * nested
 
     leader, follower = island_of_threads(shared(decide))
-    assert decided == [0] and torch.equal(leader, follower) and torch.equal(follower, torch.tensor([0.0, 2.0, 4.0]))
+    assert (
+        decided == [0]
+        and torch.equal(leader, follower)
+        and torch.equal(follower, torch.tensor([0.0, 2.0, 4.0]))
+    )
 
 
 @pytest.mark.parametrize("raised, heard", [(LeftOut, LeftOut), (UserError, PeerFailed)])
@@ -180,7 +211,11 @@ def test_followers_go_their_leaders_way_when_it_is_left_out_or_refuses_the_run(r
         raise raised("island 0: the reason")
 
     leader, follower = island_of_threads(shared(decide))
-    assert type(leader) is raised and type(follower) is heard and str(follower) == "island 0: the reason"
+    assert (
+        type(leader) is raised
+        and type(follower) is heard
+        and str(follower) == "island 0: the reason"
+    )
 
 
 def test_a_follower_ends_only_once_its_leader_has_written_the_outputs():
@@ -236,9 +271,18 @@ ranks.close()
 def island_processes(script):
     """An island's two ranks as processes running ``script`` (arguments: the store's port, the local
     rank); their exit codes and outputs."""
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
-    ranks = [subprocess.Popen([sys.executable, "-c", script, str(store.port), str(local)], text=True,
-                              stdout=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"}) for local in range(2)]
+    store = dist.TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
+    )
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(store.port), str(local)],
+            text=True,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        for local in range(2)
+    ]
     outputs = [rank.communicate(timeout=60)[0] for rank in ranks]
     return [rank.returncode for rank in ranks], outputs
 

@@ -37,8 +37,13 @@ PACE_S = 0.04
 DEATH_COST_BOUND_S = DETECTION_S + 2.5
 COLLECTIVE_S = 20.0
 RUN_TIMEOUT_S = 240
-SETS = [*TINY, f"trainer.pace_step_time_s={PACE_S}", f"trainer.collective_timeout_s={COLLECTIVE_S:g}", "trainer.elastic=true",
-        "trainer.checkpoint_every=1"]
+SETS = [
+    *TINY,
+    f"trainer.pace_step_time_s={PACE_S}",
+    f"trainer.collective_timeout_s={COLLECTIVE_S:g}",
+    "trainer.elastic=true",
+    "trainer.checkpoint_every=1",
+]
 
 
 def scenario(islands: int, joiner_at_s: float | None = None) -> str:
@@ -77,13 +82,23 @@ kind = "join"
 def strict_json(text: str):
     def refuse(constant):
         raise ValueError(f"{constant} is not JSON")
+
     return json.loads(text, parse_constant=refuse)
 
 
-def train(tmp_path, text: str, kills: str, fault: str | None = None, ranks_per_island: int = 1) -> str:
+def train(
+    tmp_path, text: str, kills: str, fault: str | None = None, ranks_per_island: int = 1
+) -> str:
     (tmp_path / "campaign.toml").write_text(text)
-    command = [sys.executable, "-m", "islands.cli", "train", str(tmp_path / "campaign.toml"), "--out",
-               str(tmp_path / "run")]
+    command = [
+        sys.executable,
+        "-m",
+        "islands.cli",
+        "train",
+        str(tmp_path / "campaign.toml"),
+        "--out",
+        str(tmp_path / "run"),
+    ]
     for override in [*SETS, f"trainer.ranks_per_island={ranks_per_island}"]:
         command += ["--set", override]
     env = {**os.environ, "ISLANDS_KILL_AT": kills, **({"ISLANDS_FAULT": fault} if fault else {})}
@@ -99,11 +114,20 @@ def trace_rows(run):
     return [dict(zip(header, line.split(","))) for line in lines[1:]]
 
 
-def check_trial(run, islands: int, killed: set[int], joined: int = 0, bound_s: float = DEATH_COST_BOUND_S,
-                ranks_per_island: int = 1) -> dict:
+def check_trial(
+    run,
+    islands: int,
+    killed: set[int],
+    joined: int = 0,
+    bound_s: float = DEATH_COST_BOUND_S,
+    ranks_per_island: int = 1,
+) -> dict:
     """The assertions every trial shares (the global weights: on every rank of every survivor);
     returns the summary."""
-    documents = {name: strict_json((run / f"{name}.json").read_text()) for name in ("summary", "run", "churn")}
+    documents = {
+        name: strict_json((run / f"{name}.json").read_text())
+        for name in ("summary", "run", "churn")
+    }
     summary, churn = documents["summary"], documents["churn"]
     assert sorted(leave["island"] for leave in churn["leaves"]) == sorted(killed)
     assert summary["leaves"] == len(killed) and summary["joins"] == joined
@@ -114,8 +138,11 @@ def check_trial(run, islands: int, killed: set[int], joined: int = 0, bound_s: f
     assert [m["eval_loss"] is not None for m in metrics] == ([False] * (H - 1) + [True]) * PERIODS
 
     rows = trace_rows(run)
-    comms = Counter((row["worker"], row["outer_step"]) for row in rows if row["kind"] == "comm"
-                    and int(row["fragment"]) >= 0)
+    comms = Counter(
+        (row["worker"], row["outer_step"])
+        for row in rows
+        if row["kind"] == "comm" and int(row["fragment"]) >= 0
+    )
     assert set(comms.values()) == {1}, comms  # a redone exchange is recorded once
     survivors = sorted(set(range(islands + joined)) - killed)
     for island in survivors:
@@ -125,11 +152,16 @@ def check_trial(run, islands: int, killed: set[int], joined: int = 0, bound_s: f
     blocked = defaultdict(float)
     for row in rows:
         if row["kind"] in ("idle", "stall") and int(row["fragment"]) >= 0:
-            blocked[(row["worker"], row["outer_step"])] += float(row["time_end_s"]) - float(row["time_start_s"])
+            blocked[(row["worker"], row["outer_step"])] += float(row["time_end_s"]) - float(
+                row["time_start_s"]
+            )
     assert max(blocked.values()) <= bound_s, max(blocked.items(), key=lambda item: item[1])
 
-    states = [rank_state(run, PERIODS, island * ranks_per_island + local) for island in survivors
-              for local in range(ranks_per_island)]
+    states = [
+        rank_state(run, PERIODS, island * ranks_per_island + local)
+        for island in survivors
+        for local in range(ranks_per_island)
+    ]
     final = global_flat(states[0])
     assert torch.isfinite(final).all()
     assert all(torch.equal(final, global_flat(state)) for state in states[1:])
@@ -141,13 +173,19 @@ def draw(count: int, low: int, high: int) -> list[int]:
     return random.Random(f"{SEED}-{low}-{high}-{count}").sample(range(low, high + 1), count)
 
 
-def test_m4_a_non_neighbour_keeps_its_place_when_one_dies_mid_exchange_then_the_reporter_dies(tmp_path):
+def test_m4_a_non_neighbour_keeps_its_place_when_one_dies_mid_exchange_then_the_reporter_dies(
+    tmp_path,
+):
     """Island 2 dies inside the reduce-scatter (island 0 is not its neighbour, islands 1 and 3 are);
     later island 0, which writes metrics.jsonl, dies in an inner step; a poisoned delta is screened."""
-    exchange_pass, = draw(1, 1, 2)
-    step_pass, = draw(1, H * 3 + 1, H * 4 - 1)
-    stdout = train(tmp_path, scenario(4), f"all-reduce:{exchange_pass}:2,inner-step:{step_pass}:0",
-                   fault="nan@3:0")
+    (exchange_pass,) = draw(1, 1, 2)
+    (step_pass,) = draw(1, H * 3 + 1, H * 4 - 1)
+    stdout = train(
+        tmp_path,
+        scenario(4),
+        f"all-reduce:{exchange_pass}:2,inner-step:{step_pass}:0",
+        fault="nan@3:0",
+    )
     assert "islands [0, 1, 3] (M = 3)" in stdout and "islands [1, 3] (M = 2)" in stdout
     run = tmp_path / "run"
     check_trial(run, 4, {0, 2})
@@ -156,17 +194,24 @@ def test_m4_a_non_neighbour_keeps_its_place_when_one_dies_mid_exchange_then_the_
 
 
 def test_m5_two_simultaneous_deaths_at_the_screen_then_one_at_evaluation(tmp_path):
-    screen_pass, = draw(1, 2, 3)
-    stdout = train(tmp_path, scenario(5), f"exchange-screen:{screen_pass}:1,exchange-screen:{screen_pass}:3,"
-                                          f"evaluate:{screen_pass + 1}:4")
+    (screen_pass,) = draw(1, 2, 3)
+    stdout = train(
+        tmp_path,
+        scenario(5),
+        f"exchange-screen:{screen_pass}:1,exchange-screen:{screen_pass}:3,"
+        f"evaluate:{screen_pass + 1}:4",
+    )
     assert "islands [0, 2, 4] (M = 3)" in stdout and "islands [0, 2] (M = 2)" in stdout
     check_trial(tmp_path / "run", 5, {1, 3, 4})
 
 
 def test_m6_deaths_at_a_checkpoint_write_before_the_vote_and_mid_interval(tmp_path):
     write_pass, vote_pass, step_pass = draw(1, 1, 2) + draw(1, 3, 3) + draw(1, H * 3 + 1, H * 4 - 1)
-    train(tmp_path, scenario(6), f"checkpoint-write:{write_pass}:5,exchange-vote:{vote_pass}:2,"
-                                 f"inner-step:{step_pass}:4")
+    train(
+        tmp_path,
+        scenario(6),
+        f"checkpoint-write:{write_pass}:5,exchange-vote:{vote_pass}:2,inner-step:{step_pass}:4",
+    )
     check_trial(tmp_path / "run", 6, {2, 4, 5})
 
 
@@ -184,14 +229,20 @@ def test_m4_a_death_during_a_joiners_download(tmp_path, victim, point):
         assert math.isfinite(float(global_flat(final).sum()))
 
 
-def test_m4_islands_of_two_ranks_die_whole_a_leader_mid_exchange_then_a_follower_of_the_reporter(tmp_path):
+def test_m4_islands_of_two_ranks_die_whole_a_leader_mid_exchange_then_a_follower_of_the_reporter(
+    tmp_path,
+):
     """R = 2: island 2's leader dies inside the reduce-scatter and its follower's next gradient
     average fails; later the follower of island 0 (whose leader writes metrics.jsonl) dies at an
     inner step and takes its leader with it. Each island leaves once, as one."""
-    exchange_pass, = draw(1, 1, 2)
-    step_pass, = draw(1, H * 3 + 1, H * 4 - 1)
-    stdout = train(tmp_path, scenario(4), f"all-reduce:{exchange_pass}:2,inner-step:{step_pass}:0.1",
-                   ranks_per_island=2)
+    (exchange_pass,) = draw(1, 1, 2)
+    (step_pass,) = draw(1, H * 3 + 1, H * 4 - 1)
+    stdout = train(
+        tmp_path,
+        scenario(4),
+        f"all-reduce:{exchange_pass}:2,inner-step:{step_pass}:0.1",
+        ranks_per_island=2,
+    )
     assert "islands [0, 1, 3] (M = 3)" in stdout and "islands [1, 3] (M = 2)" in stdout
     assert "island 0 died (signal 9)" in stdout and "island 2 died (signal 9)" in stdout
     check_trial(tmp_path / "run", 4, {0, 2}, ranks_per_island=2)

@@ -41,12 +41,16 @@ def test_nesterov_outer_steps_match_hand_computation():
     # d2 = [0.1, -0.2]; b2 = 0.9 b1 + d2 = [0.55, -0.65]; theta2 = theta1 - 0.7 (d2 + 0.9 b2)
     move_local(param, [0.335 - 0.1, 2.665 + 0.2])
     fragment.apply(fragment.pseudo_gradient(), alpha=0.0)
-    assert fragment.global_params[0].tolist() == pytest.approx([0.335 - 0.7 * 0.595, 2.665 + 0.7 * 0.785])
+    assert fragment.global_params[0].tolist() == pytest.approx(
+        [0.335 - 0.7 * 0.595, 2.665 + 0.7 * 0.785]
+    )
 
 
 def test_plain_averaging_lands_on_the_mean_of_the_local_weights():
     fragment, param = one_tensor_fragment([1.0, 2.0], outer_optimizer="average", outer_lr=0.7)
-    mean_delta = (torch.tensor([1.0, 0.0]) + torch.tensor([0.0, -2.0])) / 2  # locals [0, 2] and [1, 4]
+    mean_delta = (
+        torch.tensor([1.0, 0.0]) + torch.tensor([0.0, -2.0])
+    ) / 2  # locals [0, 2] and [1, 4]
     fragment.apply(mean_delta, alpha=0.0)
     assert fragment.global_params[0].tolist() == [0.5, 3.0]
 
@@ -77,13 +81,19 @@ def test_fragments_are_strided_layer_groups():
     assert fragment_of("ln_f.weight", 4, 2) == 1 and fragment_of("ln_f.weight", 3, 2) == 0
     model = GPT(GPTConfig(block_size=8, n_layer=4, n_head=1, n_embd=8))
     groups = split_fragments(model, 4, 2, streaming)
-    assert sum(p.numel() for group in groups for p in group) == sum(p.numel() for p in model.parameters())
+    assert sum(p.numel() for group in groups for p in group) == sum(
+        p.numel() for p in model.parameters()
+    )
     block = sum(p.numel() for p in model.blocks[0].parameters())
-    assert sum(p.numel() for p in groups[1]) == 2 * block + 2 * 8  # blocks 1 and 3, ln_f weight and bias
+    assert (
+        sum(p.numel() for p in groups[1]) == 2 * block + 2 * 8
+    )  # blocks 1 and 3, ln_f weight and bias
 
 
 def test_learning_rate_warmup_then_cosine():
     assert learning_rate(0, 100, 1.0, 10, 0.1) == pytest.approx(0.1)
     assert learning_rate(9, 100, 1.0, 10, 0.1) == pytest.approx(1.0)
-    assert learning_rate(55, 100, 1.0, 10, 0.1) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 2)))
+    assert learning_rate(55, 100, 1.0, 10, 0.1) == pytest.approx(
+        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 2))
+    )
     assert learning_rate(100, 100, 1.0, 10, 0.1) == pytest.approx(0.1)

@@ -22,7 +22,9 @@ def members_on(store, islands):
 
 def in_parallel(work, count):
     results = [None] * count
-    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, work(i))) for i in range(count)]
+    threads = [
+        threading.Thread(target=lambda i=i: results.__setitem__(i, work(i))) for i in range(count)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -34,7 +36,11 @@ def test_an_op_commits_only_when_every_member_finished_it():
     store = connect("127.0.0.1", 0, True, 5.0)
     group = members_on(store, [0, 1, 2])
     assert in_parallel(lambda i: group[i].decide("islands/t/op1", True), 3) == [True, True, True]
-    assert in_parallel(lambda i: group[i].decide("islands/t/op2", i != 1), 3) == [False, False, False]
+    assert in_parallel(lambda i: group[i].decide("islands/t/op2", i != 1), 3) == [
+        False,
+        False,
+        False,
+    ]
 
 
 def test_a_silent_member_aborts_the_op_after_the_detection_timeout():
@@ -66,15 +72,19 @@ def test_a_member_is_gone_once_its_heartbeat_stopped_for_the_detection_timeout()
     assert watcher.gone() == []
     time.sleep(0.2)
     watcher.watch([1, 2, 3])
-    assert watcher.gone() == [2]  # silent 0.4 s > 0.3 s; island 1 beat 0.2 s ago; island 3 never seen
+    assert watcher.gone() == [
+        2
+    ]  # silent 0.4 s > 0.3 s; island 1 beat 0.2 s ago; island 3 never seen
 
 
 def test_forming_an_epoch_gives_up_on_a_member_that_died_at_the_detection_timeout():
     """gloo's rendezvous would hold the survivor for the collective timeout (here 30 s); the heartbeat
     watch gives up on the dead member once it has been silent for the detection timeout (0.3 s)."""
     store = connect("127.0.0.1", 0, True, 5.0)
-    survivor, dead = [Membership(store, store, island, Timing(detection_s=0.3, collective_s=30.0))
-                      for island in (0, 1)]
+    survivor, dead = [
+        Membership(store, store, island, Timing(detection_s=0.3, collective_s=30.0))
+        for island in (0, 1)
+    ]
     dead.beat_once()  # it asked to join, then died before the group formed
     survivor.members = [0, 1]
     started = time.monotonic()

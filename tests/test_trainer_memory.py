@@ -16,8 +16,10 @@ from islands.trainer.core.tracing import Clock
 
 PAGE_BYTES = mmap.PAGESIZE
 BUFFER_BYTES = 10_400_000  # about one sync's decoded model at validation scale (2.6M fp32 values)
-glibc_linux = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-                                 reason="mallopt and per-thread fault counts are glibc's and Linux's")
+glibc_linux = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+    reason="mallopt and per-thread fault counts are glibc's and Linux's",
+)
 
 TWO_BUFFERS_THREE_TIMES = f"""
 import ctypes, json, sys
@@ -38,8 +40,12 @@ print(json.dumps({{"kept": kept, "pages": [fresh_pages_of(round_trip) for _ in r
 
 
 def fresh_pages_of_rounds(mode: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", TWO_BUFFERS_THREE_TIMES, mode], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_BUFFERS_THREE_TIMES, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -70,8 +76,12 @@ def test_kept_pages_let_the_same_buffers_come_back_without_a_fault():
     assert min(default) >= 0.9 * expected
 
 
-@pytest.mark.parametrize("faults, rounds", [([20_000, 3_000, 10, 0], 3), ([0], 1), ([9_999] * 9, WARM_UP_ROUNDS)])
-def test_the_warm_up_repeats_until_a_round_faults_in_almost_no_fresh_page(monkeypatch, faults, rounds):
+@pytest.mark.parametrize(
+    "faults, rounds", [([20_000, 3_000, 10, 0], 3), ([0], 1), ([9_999] * 9, WARM_UP_ROUNDS)]
+)
+def test_the_warm_up_repeats_until_a_round_faults_in_almost_no_fresh_page(
+    monkeypatch, faults, rounds
+):
     calls = []
 
     def counted(work, *args):
@@ -84,4 +94,3 @@ def test_the_warm_up_repeats_until_a_round_faults_in_almost_no_fresh_page(monkey
     exchanger.warm_up(1000, members=2)
     exchanger.close()
     assert len(calls) == rounds
-

@@ -10,8 +10,10 @@ from islands.trainer.decoupled.merge import merge, radial_directional, token_wei
 
 def test_token_weight_is_tokens_times_tokens_per_step():
     assert token_weight(1000, 10) == 1000 * 100
-    assert token_weight(2000, 10) == 4 * token_weight(1000, 10)      # twice the steps: four times the weight
-    assert token_weight(0, 0) == 0.0                                  # a learner that did nothing weighs zero
+    assert token_weight(2000, 10) == 4 * token_weight(
+        1000, 10
+    )  # twice the steps: four times the weight
+    assert token_weight(0, 0) == 0.0  # a learner that did nothing weighs zero
 
 
 def test_weighted_mean_by_hand():
@@ -26,7 +28,7 @@ def test_radial_directional_keeps_the_norm_of_orthogonal_deltas():
     assert torch.linalg.vector_norm(weighted_mean(deltas, weights)).item() == pytest.approx(1.0)
     merged = radial_directional(deltas, weights)
     assert torch.linalg.vector_norm(merged).item() == pytest.approx(2.0)
-    assert torch.allclose(merged, torch.full((4,), 1.0))              # along the mean direction
+    assert torch.allclose(merged, torch.full((4,), 1.0))  # along the mean direction
 
 
 def test_radial_directional_weighs_norms_and_directions():
@@ -45,6 +47,8 @@ def test_rda_per_tensor_with_embeddings_averaged():
     """A fragment of two tensors (2 values each): the first is an embedding (mean), the second RDA."""
     a, b = torch.tensor([2.0, 0.0, 2.0, 0.0]), torch.tensor([0.0, 2.0, 0.0, 2.0])
     merged = merge([a, b], [1.0, 1.0], "radial_directional", [2, 2], [True, False])
-    assert torch.allclose(merged[:2], torch.tensor([1.0, 1.0]))                    # mean: norm sqrt(2)
-    assert torch.allclose(merged[2:], torch.full((2,), math.sqrt(2)))              # RDA: norm 2
-    assert torch.equal(merge([a, b], [1.0, 1.0], "mean", [2, 2], [True, False]), weighted_mean([a, b], [1.0, 1.0]))
+    assert torch.allclose(merged[:2], torch.tensor([1.0, 1.0]))  # mean: norm sqrt(2)
+    assert torch.allclose(merged[2:], torch.full((2,), math.sqrt(2)))  # RDA: norm 2
+    assert torch.equal(
+        merge([a, b], [1.0, 1.0], "mean", [2, 2], [True, False]), weighted_mean([a, b], [1.0, 1.0])
+    )

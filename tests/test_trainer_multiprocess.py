@@ -20,7 +20,12 @@ from islands.simulator import simulate
 
 
 def test_two_islands_of_two_ranks_train_and_write_every_output(tmp_path):
-    sets = ["schedule.inner_steps=3", "schedule.outer_steps=2", "trainer.ranks_per_island=2", "schedule.bits=8"]
+    sets = [
+        "schedule.inner_steps=3",
+        "schedule.outer_steps=2",
+        "trainer.ranks_per_island=2",
+        "schedule.bits=8",
+    ]
     stdout = train(tmp_path, sets=sets)
     assert stdout.count("diloco period") == 2
     states = [rank_state(tmp_path, 2, rank) for rank in range(4)]
@@ -28,7 +33,9 @@ def test_two_islands_of_two_ranks_train_and_write_every_output(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     predicted = simulate(load("worked-example", sets + ["island.0.replicas=2"])).summary
     assert set(summary) == set(predicted)
-    assert summary["workers"] == 2 and summary["syncs"] == 2 and summary["network_model"] == "measured"
+    assert (
+        summary["workers"] == 2 and summary["syncs"] == 2 and summary["network_model"] == "measured"
+    )
     metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2, 3, 4, 5, 6]
     assert [m["eval_loss"] is not None for m in metrics] == [False, False, True] * 2
@@ -37,13 +44,24 @@ def test_two_islands_of_two_ranks_train_and_write_every_output(tmp_path):
     assert trace[0] == "time_start_s,time_end_s,worker,island,kind,bytes,fragment,outer_step"
 
 
-@pytest.mark.parametrize("schedule", [("schedule.algorithm=streaming", "schedule.overlap_steps=1",
-                                       "trainer.fragment_alpha=0.5"),
-                                      ("schedule.algorithm=eager",)], ids=["streaming", "eager"])
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        ("schedule.algorithm=streaming", "schedule.overlap_steps=1", "trainer.fragment_alpha=0.5"),
+        ("schedule.algorithm=eager",),
+    ],
+    ids=["streaming", "eager"],
+)
 def test_resume_reproduces_the_uninterrupted_run_exactly(tmp_path, schedule):
     """Eager has every fragment's exchange in flight at the checkpoint: the resumed run sends again
     what each island had sent."""
-    sets = [*schedule, "schedule.inner_steps=4", "schedule.fragments=2", "schedule.outer_steps=3", "schedule.bits=4"]
+    sets = [
+        *schedule,
+        "schedule.inner_steps=4",
+        "schedule.fragments=2",
+        "schedule.outer_steps=3",
+        "schedule.bits=4",
+    ]
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     train(whole, sets=sets)
     train(parts, "--stop-after", "1", sets=sets)
@@ -53,13 +71,24 @@ def test_resume_reproduces_the_uninterrupted_run_exactly(tmp_path, schedule):
         a, b = rank_state(whole, 3, rank), rank_state(parts, 3, rank)
         assert torch.equal(global_flat(a), global_flat(b))
         assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    losses = [[json.loads(line)["train_loss"] for line in (d / "metrics.jsonl").read_text().splitlines()]
-              for d in (whole, parts)]
+    losses = [
+        [json.loads(line)["train_loss"] for line in (d / "metrics.jsonl").read_text().splitlines()]
+        for d in (whole, parts)
+    ]
     assert losses[0] == losses[1] and len(losses[0]) == 12
 
 
 def run_cli(*argv):
-    return main(["train", "worked-example", "--workers", "2", *[a for s in TINY for a in ("--set", s)], *argv])
+    return main(
+        [
+            "train",
+            "worked-example",
+            "--workers",
+            "2",
+            *[a for s in TINY for a in ("--set", s)],
+            *argv,
+        ]
+    )
 
 
 def test_a_corrupt_checkpoint_is_one_line_and_exit_2(tmp_path, capsys):
@@ -69,7 +98,10 @@ def test_a_corrupt_checkpoint_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "checkpoints" / "LATEST").write_text("period-000001\n")
     assert run_cli("--resume", str(tmp_path)) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("islands train: error: ") and "rank-0000.pt: damaged, not a readable checkpoint" in error
+    assert (
+        error.startswith("islands train: error: ")
+        and "rank-0000.pt: damaged, not a readable checkpoint" in error
+    )
     assert len(error.splitlines()) == 1
 
 
@@ -80,7 +112,12 @@ def test_data_without_text_is_refused(tmp_path, capsys):
 
 
 def test_torchrun_with_the_wrong_world_size_is_refused(monkeypatch, capsys):
-    for name, value in {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}.items():
+    for name, value in {
+        "RANK": "0",
+        "WORLD_SIZE": "3",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "1",
+    }.items():
         monkeypatch.setenv(name, value)
     assert run_cli() == 2
     assert "WORLD_SIZE=3, but the scenario needs 2 islands x 1" in capsys.readouterr().err
@@ -112,6 +149,7 @@ def test_launch_local_uses_the_given_rendezvous_port_and_island_prefix(monkeypat
     from islands.trainer.kinds import make_run_plan
     from islands.trainer.runtime.processes import IslandLaunch
     from islands.trainer.runtime.spec import LaunchSpec
+
     monkeypatch.setattr(subprocess, "Popen", StartedRank)
     StartedRank.started.clear()
     plan = make_run_plan(load("worked-example", ["trainer.ranks_per_island=2"]), 2)
@@ -149,6 +187,15 @@ MEMBER = textwrap.dedent("""
 
 def test_torch_group_collectives_deliver_every_piece_to_the_right_member():
     from islands.trainer.runtime.processes import free_port
-    env = {**os.environ, "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port("127.0.0.1"))}
-    members = [subprocess.Popen([sys.executable, "-c", MEMBER], env={**env, "RANK": str(rank)}) for rank in range(3)]
+
+    env = {
+        **os.environ,
+        "WORLD_SIZE": "3",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port("127.0.0.1")),
+    }
+    members = [
+        subprocess.Popen([sys.executable, "-c", MEMBER], env={**env, "RANK": str(rank)})
+        for rank in range(3)
+    ]
     assert [member.wait(timeout=RUN_TIMEOUT_S) for member in members] == [0, 0, 0]

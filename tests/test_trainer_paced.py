@@ -45,7 +45,9 @@ def test_all_to_all_counts_only_what_leaves_the_island():
     def body(rank: int):
         pacer = InProcessShaper(links(2))
         group = PacedGroup(groups[rank].cross, pacer)
-        group.all_to_all([torch.zeros(1000, dtype=torch.uint8), torch.zeros(1000, dtype=torch.uint8)])
+        group.all_to_all(
+            [torch.zeros(1000, dtype=torch.uint8), torch.zeros(1000, dtype=torch.uint8)]
+        )
         return pacer.counters(rank)
 
     assert run_threads(2, body) == [{"tx_bytes": 1000, "rx_bytes": 1000}] * 2
@@ -62,9 +64,11 @@ def test_the_launch_specs_pacer_switches_pacing_on():
 def test_members_are_paced_on_their_own_islands_links():
     """After island 1 left, an elastic epoch's group is islands [0, 2]: member 1 must book island 2's
     link (80 Mbit/s) and pay its latency, not island 1's (8 Mbit/s, ten times slower)."""
-    specs = [LinkSpec(0, RATE_BITS_PER_S, RATE_BITS_PER_S, LATENCY_S),
-             LinkSpec(1, RATE_BITS_PER_S / 10, RATE_BITS_PER_S / 10, 10 * LATENCY_S),
-             LinkSpec(2, RATE_BITS_PER_S, RATE_BITS_PER_S, LATENCY_S)]
+    specs = [
+        LinkSpec(0, RATE_BITS_PER_S, RATE_BITS_PER_S, LATENCY_S),
+        LinkSpec(1, RATE_BITS_PER_S / 10, RATE_BITS_PER_S / 10, 10 * LATENCY_S),
+        LinkSpec(2, RATE_BITS_PER_S, RATE_BITS_PER_S, LATENCY_S),
+    ]
     groups = thread_groups(2, 1)
 
     def body(rank: int):

@@ -33,7 +33,7 @@ def test_int4_codes_are_round_x_over_absmax_times_7():
 def test_fp32_is_exact_and_bf16_keeps_8_significant_bits():
     x = torch.randn(4 * BLOCK_VALUES, generator=torch.Generator().manual_seed(0))
     assert torch.equal(roundtrip(x, 32), x)
-    assert ((roundtrip(x, 16) - x).abs() <= x.abs() * 2 ** -8).all()
+    assert ((roundtrip(x, 16) - x).abs() <= x.abs() * 2**-8).all()
 
 
 @pytest.mark.parametrize("bits,q_max", [(8, 127), (4, 7)])
@@ -47,7 +47,12 @@ def test_integer_formats_err_by_at_most_half_a_step(bits, q_max):
 
 def test_encoded_bytes_shrink_with_bits():
     assert [encoded_bytes(256, bits) for bits in (32, 16, 8, 4)] == [1024, 512, 256 + 8, 128 + 8]
-    assert [encode(torch.ones(256), bits).numel() for bits in (32, 16, 8, 4)] == [1024, 512, 264, 136]
+    assert [encode(torch.ones(256), bits).numel() for bits in (32, 16, 8, 4)] == [
+        1024,
+        512,
+        264,
+        136,
+    ]
 
 
 def average_in_threads(tensors, bits):

@@ -26,7 +26,9 @@ def stats_of(*deltas):
 
 
 def test_non_finite_and_outsized_deltas_are_excluded_with_a_reason():
-    verdict = screen(stats_of([3.0, 4.0], [float("nan"), 0.0], [0.0, 5.0], [300.0, 400.0]), norm_factor=10)
+    verdict = screen(
+        stats_of([3.0, 4.0], [float("nan"), 0.0], [0.0, 5.0], [300.0, 400.0]), norm_factor=10
+    )
     assert verdict.accepted == (True, False, True, False)
     assert "NaN" in verdict.reasons[1]
     assert verdict.reasons[3] == "norm 500 > 10 x the others' median 5"
@@ -41,7 +43,9 @@ def test_the_norm_is_summed_in_fp64_across_chunks_and_a_late_nan_is_seen():
     late = torch.ones(values)
     late[-1] = float("nan")
     assert contribution_stats(late).tolist() == [0.0, 0.0, 1.0]
-    assert contribution_stats(torch.full((4,), 3e38))[1].item() == pytest.approx(6e38)  # squares exceed fp32
+    assert contribution_stats(torch.full((4,), 3e38))[1].item() == pytest.approx(
+        6e38
+    )  # squares exceed fp32
 
 
 def test_an_exchange_among_echoed_members_does_the_whole_work_of_member_0():
@@ -51,7 +55,9 @@ def test_an_exchange_among_echoed_members_does_the_whole_work_of_member_0():
     exchange = Exchanger(Echo(4), None, 32, Clock()).exchange(x)
     chunk = 1024 // 4  # padded to 4 chunks of whole 128-value blocks
     assert exchange.mean.shape == x.shape
-    assert torch.equal(exchange.mean[:chunk], x[:chunk]) and torch.equal(exchange.mean[chunk:2 * chunk], x[:chunk])
+    assert torch.equal(exchange.mean[:chunk], x[:chunk]) and torch.equal(
+        exchange.mean[chunk : 2 * chunk], x[:chunk]
+    )
     assert exchange.sent_bytes == 2 * 3 * chunk * 4
     assert exchange.verdict.accepted == (True,) * 4
 
@@ -67,12 +73,18 @@ def test_the_warm_up_runs_on_the_exchange_thread_that_the_run_then_uses(monkeypa
         return exchange(self, flat, contributes)
 
     monkeypatch.setattr(Exchanger, "exchange", recording)
-    exchanger = Exchanger(None, None, 8, Clock())  # an elastic run: no cross group before the first epoch
+    exchanger = Exchanger(
+        None, None, 8, Clock()
+    )  # an elastic run: no cross group before the first epoch
     exchanger.warm_up(3000, members=3)
     exchanger.cross = Echo(3)
     exchanger.launch(torch.ones(3000)).result()
     exchanger.close()
-    assert len(threads) == 2 and threads[0] is threads[1] and threads[0].name.startswith("islands-sync")
+    assert (
+        len(threads) == 2
+        and threads[0] is threads[1]
+        and threads[0].name.startswith("islands-sync")
+    )
 
 
 def test_norm_rule_off_keeps_every_finite_delta():
@@ -105,7 +117,9 @@ def test_mean_over_accepted_islands_only_and_every_island_gets_it():
     assert results[0].verdict.accepted == (True, False, True)
 
 
-@pytest.mark.parametrize("aggregation, expected", [("median", [2.0, 3.0]), ("trimmed_mean", [2.0, 3.0])])
+@pytest.mark.parametrize(
+    "aggregation, expected", [("median", [2.0, 3.0]), ("trimmed_mean", [2.0, 3.0])]
+)
 def test_robust_aggregation_all_gathers_and_combines(aggregation, expected):
     rule = AggregationRule(norm_factor=0, aggregation=aggregation, trim_fraction=0.34)
     results = exchange_all([[1.0, 2.0], [2.0, 3.0], [3.0, 400.0]], rule)
@@ -123,7 +137,9 @@ def poison_after(trainer, step):
 
 
 def test_a_nan_island_is_excluded_and_the_global_model_stays_finite():
-    plan = plan_for({"algorithm": "diloco", "inner_steps": 3, "outer_steps": 3, "bits": 16}, islands=3)
+    plan = plan_for(
+        {"algorithm": "diloco", "inner_steps": 3, "outer_steps": 3, "bits": 16}, islands=3
+    )
     trainers = trainers_for(plan)
     in_threads(trainers, lambda t: poison_after(t, 4) if t.island == 2 else t.run())
     assert all(torch.isfinite(global_weights(t)).all() for t in trainers)

@@ -43,10 +43,21 @@ class FakeStore:
 
 def syncer(tmp_path: Path, learners: int, quorum: int) -> Syncer:
     document = {
-        "name": "quorum", "model": {"parameters": 1e5},
-        "schedule": {"algorithm": "decoupled", "inner_steps": 10, "outer_steps": OUTER, "fragments": 1,
-                     "overlap_steps": 2, "quorum": quorum, "grace_window": 0.0, "bits": 16},
-        "island": [{"name": f"l{i}", "step_time_s": 0.05, "bandwidth_gbps": 1.0} for i in range(learners)],
+        "name": "quorum",
+        "model": {"parameters": 1e5},
+        "schedule": {
+            "algorithm": "decoupled",
+            "inner_steps": 10,
+            "outer_steps": OUTER,
+            "fragments": 1,
+            "overlap_steps": 2,
+            "quorum": quorum,
+            "grace_window": 0.0,
+            "bits": 16,
+        },
+        "island": [
+            {"name": f"l{i}", "step_time_s": 0.05, "bandwidth_gbps": 1.0} for i in range(learners)
+        ],
     }
     plan = make_run_plan(from_dict(document, overrides=TINY))
     made = Syncer(plan, FakeStore(), tmp_path)
@@ -61,25 +72,41 @@ def report(made: Syncer, island: int, outer_step: int) -> None:
     values = made.fragments[0].flat.numel()
     data = to_bytes(encode(torch.zeros(made.fragments[0].padded), made.bits))
     made.store.set(key("up", island, f"i{island}", outer_step, 0), data)
-    made.report({"island": island, "incarnation": f"i{island}", "seq": outer_step, "pieces": 1,
-                 "outer_step": outer_step, "fragment": 0, "values": values, "tokens": 10, "steps": 10,
-                 "slack_s": 1.0})
+    made.report(
+        {
+            "island": island,
+            "incarnation": f"i{island}",
+            "seq": outer_step,
+            "pieces": 1,
+            "outer_step": outer_step,
+            "fragment": 0,
+            "values": values,
+            "tokens": 10,
+            "steps": 10,
+            "slack_s": 1.0,
+        }
+    )
 
 
 def answered(made: Syncer, island: int) -> list[int]:
     """The outer steps learner ``island`` has had a global fragment back for, in order."""
-    return [unpack(message)[0]["outer_step"] for message in made.store.queues.get(key("to", island, f"i{island}"), [])]
+    return [
+        unpack(message)[0]["outer_step"]
+        for message in made.store.queues.get(key("to", island, f"i{island}"), [])
+    ]
 
 
 def test_a_quorum_of_two_of_three_merges_without_the_straggler_and_answers_it_late(tmp_path):
     made = syncer(tmp_path, 3, 2)
     report(made, 0, 0)
-    assert answered(made, 0) == [] and made.deadline == {}  # one report: below the quorum, no window
+    assert (
+        answered(made, 0) == [] and made.deadline == {}
+    )  # one report: below the quorum, no window
     report(made, 1, 0)
-    assert 0 in made.deadline                             # the quorum: the window (0 s) starts
-    made.merge(0)                                         # as the loop does once the window is over
+    assert 0 in made.deadline  # the quorum: the window (0 s) starts
+    made.merge(0)  # as the loop does once the window is over
     assert answered(made, 0) == answered(made, 1) == [0]
-    report(made, 2, 0)                                    # the straggler's round 0: merged already
+    report(made, 2, 0)  # the straggler's round 0: merged already
     assert answered(made, 2) == [0] and made.counts["late_reports"] == 1
     assert made.counts["merges"] == 1 and len(made.late[0]) == 1  # it joins the next merge
     report(made, 0, 1)
@@ -90,11 +117,11 @@ def test_a_quorum_of_two_of_three_merges_without_the_straggler_and_answers_it_la
 
 def test_once_the_others_are_done_the_straggler_is_merged_below_the_quorum(tmp_path):
     made = syncer(tmp_path, 3, 3)
-    for outer in range(OUTER - 1):    # lockstep: K = M = 3, each round merged once all three report
+    for outer in range(OUTER - 1):  # lockstep: K = M = 3, each round merged once all three report
         for island in range(3):
             report(made, island, outer)
     report(made, 0, OUTER - 1)
-    report(made, 1, OUTER - 1)        # round 2 has two reports of three
+    report(made, 1, OUTER - 1)  # round 2 has two reports of three
     assert made.counts["merges"] == 2 and answered(made, 0) == [0, 1]
     made.learners[2].present = False  # the third is gone: both learners left have a report waiting
     made.consider_all()
@@ -112,9 +139,9 @@ def test_a_learner_whose_last_report_is_answered_is_not_waited_for(tmp_path):
 @pytest.mark.parametrize("quorum", [1, 2])
 def test_late_reports_left_at_the_end_go_into_the_final_model(tmp_path, quorum):
     made = syncer(tmp_path, 2, quorum)
-    made.open_round[0] = OUTER            # every round merged without learner 1
+    made.open_round[0] = OUTER  # every round merged without learner 1
     made.learners[0].outer_done = OUTER
-    report(made, 1, OUTER - 1)            # late, and its last: nobody is left to report
+    report(made, 1, OUTER - 1)  # late, and its last: nobody is left to report
     assert answered(made, 1) == [OUTER - 1]
     assert made.late[0] == [] and made.counts["merges"] == 1
     assert made.counts["merges_below_quorum"] == (1 if quorum == 2 else 0)

@@ -16,10 +16,13 @@ from islands.trainer.kinds import make_run_plan
 
 
 def plan(outer_steps=2, inner_steps=3):
-    document = {"name": "one", "model": {"parameters": 1e5},
-                "schedule": {"algorithm": "diloco", "outer_steps": outer_steps, "inner_steps": inner_steps},
-                "island": [{"name": "a", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
-                "trainer": TINY}
+    document = {
+        "name": "one",
+        "model": {"parameters": 1e5},
+        "schedule": {"algorithm": "diloco", "outer_steps": outer_steps, "inner_steps": inner_steps},
+        "island": [{"name": "a", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
+        "trainer": TINY,
+    }
     return make_run_plan(from_dict(document), workers=2)
 
 
@@ -35,7 +38,9 @@ def test_the_trainer_hands_its_world_the_state_and_the_end_and_the_world_keeps_n
     summary = trainer.finish()
     assert not holds_trainer(world, trainer)
     assert world.evaluations == run_plan.periods == 2
-    assert [period for period, _ in world.saved] == [2]  # the last period's checkpoint (checkpoint_every 0)
+    assert [period for period, _ in world.saved] == [
+        2
+    ]  # the last period's checkpoint (checkpoint_every 0)
     assert world.saved[0][1]["step"] == run_plan.total_steps == 6
     assert summary == {"steps": 6} and world.ending.step == 6 and world.ending.out_dir == tmp_path
     assert world.ending.rows is trainer.recorder.rows and world.ending.run_info["steps"] == 6
@@ -50,14 +55,20 @@ def test_a_world_that_hands_over_the_global_model_starts_the_trainer_from_it():
     world = FakeWorld(Start(catch_up=Entry(weights, outer_step=2, download_s=(0.0, 0.25))))
     joiner = Trainer(run_plan, 0, world, corpus=corpus_for(run_plan))
     joiner.optimizer.state[joiner.params[0]] = {"step": torch.tensor(5.0)}
-    joiner.run(stop_after=2)  # it enters at outer step 2 (step 6), past the stop: nothing left to train
+    joiner.run(
+        stop_after=2
+    )  # it enters at outer step 2 (step 6), past the stop: nothing left to train
     assert joiner.step == 2 * run_plan.eval_every_steps == 6
     assert not joiner.optimizer.state  # a fresh inner optimizer
     assert [fragment.applied for fragment in joiner.fragments] == [2]
     assert torch.equal(torch.cat([g.flatten() for g in joiner.fragments[0].global_params]), weights)
-    assert torch.equal(torch.cat([p.detach().flatten() for p in joiner.params]), weights)  # local = global
+    assert torch.equal(
+        torch.cat([p.detach().flatten() for p in joiner.params]), weights
+    )  # local = global
     comm = [row for row in joiner.recorder.rows if row.kind == "comm"]
-    assert [(row.time_start_s, row.time_end_s, row.outer_step, row.fragment) for row in comm] == [(0.0, 0.25, 2, NO_FRAGMENT)]
+    assert [(row.time_start_s, row.time_end_s, row.outer_step, row.fragment) for row in comm] == [
+        (0.0, 0.25, 2, NO_FRAGMENT)
+    ]
 
 
 def test_a_passive_joiner_keeps_the_averages_until_its_download_then_replays_the_missing_one():
@@ -81,15 +92,25 @@ def test_a_passive_joiner_keeps_the_averages_until_its_download_then_replays_the
     joiner = Trainer(run_plan, 0, world, corpus=corpus_for(run_plan))
     joiner.run(stop_after=2)
     assert polls == [3, 6] and joiner.step == 6 and world.evaluations == 2
-    assert joiner.diloco.kept is None and not joiner.optimizer.state  # active again, a fresh inner optimizer
+    assert (
+        joiner.diloco.kept is None and not joiner.optimizer.state
+    )  # active again, a fresh inner optimizer
     group = joiner.fragments[0].optimizer.param_groups[0]
     lr, mu = group["lr"], group["momentum"]
     assert group["nesterov"] and saved["applied"] == 1 and joiner.fragments[0].applied == 2
     expected = [g - lr * mu * mu * b for g, b in zip(saved["global"], buffers)]
-    for held, want, local in zip(joiner.fragments[0].global_params, expected, joiner.fragments[0].params):
-        assert torch.allclose(held, want, atol=1e-6) and torch.equal(local.detach(), held.to(local.dtype))
-    download = [row for row in joiner.recorder.rows if row.kind == "comm" and row.fragment == NO_FRAGMENT]
-    assert [(row.time_start_s, row.time_end_s, row.outer_step, row.bytes) for row in download] == [(0.5, 0.75, 1, 1234)]
+    for held, want, local in zip(
+        joiner.fragments[0].global_params, expected, joiner.fragments[0].params
+    ):
+        assert torch.allclose(held, want, atol=1e-6) and torch.equal(
+            local.detach(), held.to(local.dtype)
+        )
+    download = [
+        row for row in joiner.recorder.rows if row.kind == "comm" and row.fragment == NO_FRAGMENT
+    ]
+    assert [(row.time_start_s, row.time_end_s, row.outer_step, row.bytes) for row in download] == [
+        (0.5, 0.75, 1, 1234)
+    ]
 
 
 def test_a_world_that_keeps_the_trainer_however_deep_is_caught():

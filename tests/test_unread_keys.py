@@ -22,20 +22,31 @@ def refusal(overrides: list[str], document: dict | None = None) -> ScenarioError
 
 def with_islands(*islands: dict) -> dict:
     document = copy.deepcopy(BASE_DOCUMENT)
-    document["island"] = [{"step_time_s": 1.0, "bandwidth_gbps": 1.0, **island} for island in islands]
+    document["island"] = [
+        {"step_time_s": 1.0, "bandwidth_gbps": 1.0, **island} for island in islands
+    ]
     return document
 
 
 def test_mttr_without_mtbf_is_refused():
     error = refusal(["island.0.mttr_s=3600"])
-    assert error.key == "island.0.mttr_s" and error.rule.startswith("has no effect without mtbf_s: workers")
-    assert make_scenario(["island.0.mttr_s=3600", "island.0.mtbf_s=86400"]).islands[0].mttr_s == 3600
+    assert error.key == "island.0.mttr_s" and error.rule.startswith(
+        "has no effect without mtbf_s: workers"
+    )
+    assert (
+        make_scenario(["island.0.mttr_s=3600", "island.0.mtbf_s=86400"]).islands[0].mttr_s == 3600
+    )
 
 
 def test_recovery_without_chip_failures_is_refused():
     error = refusal(["island.0.recovery_s=60"])
-    assert error.key == "island.0.recovery_s" and error.rule.startswith("has no effect without chip_mtbf_s: workers")
-    assert make_scenario(["island.0.recovery_s=60", "island.0.chip_mtbf_s=1e6"]).islands[0].recovery_s == 60
+    assert error.key == "island.0.recovery_s" and error.rule.startswith(
+        "has no effect without chip_mtbf_s: workers"
+    )
+    assert (
+        make_scenario(["island.0.recovery_s=60", "island.0.chip_mtbf_s=1e6"]).islands[0].recovery_s
+        == 60
+    )
 
 
 def test_chips_without_chip_failures_is_read_by_goodput():
@@ -46,8 +57,13 @@ def test_chips_without_chip_failures_is_read_by_goodput():
 def test_a_deadline_slack_under_another_barrier_is_refused():
     error = refusal(["schedule.deadline_slack=0.5"])
     assert error.key == "schedule.deadline_slack"
-    assert error.rule.startswith('0.5 has no effect under barrier = "wait": only the "deadline" barrier')
-    assert refusal(["schedule.barrier=adaptive", "schedule.deadline_slack=0"]).key == "schedule.deadline_slack"
+    assert error.rule.startswith(
+        '0.5 has no effect under barrier = "wait": only the "deadline" barrier'
+    )
+    assert (
+        refusal(["schedule.barrier=adaptive", "schedule.deadline_slack=0"]).key
+        == "schedule.deadline_slack"
+    )
     deadline = make_scenario(["schedule.barrier=deadline", "schedule.deadline_slack=0.5"])
     assert deadline.schedule.deadline_slack == 0.5
 
@@ -76,13 +92,17 @@ def test_an_absent_island_nothing_brings_in_is_refused():
     assert error.rule.startswith("false, and nothing ever brings worker 'late' in")
     document["event"] = [{"at_s": 10.0, "island": "late", "kind": "join"}]
     assert not make_scenario([], document).islands[1].present
-    returns = with_islands({"name": "a", "replicas": 2},
-                           {"name": "late", "present": False, "mtbf_s": 100.0, "mttr_s": 10.0})
+    returns = with_islands(
+        {"name": "a", "replicas": 2},
+        {"name": "late", "present": False, "mtbf_s": 100.0, "mttr_s": 10.0},
+    )
     assert make_scenario([], returns).islands[1].mttr_s == 10.0
 
 
 def test_each_absent_replica_must_be_brought_in():
-    document = with_islands({"name": "a", "replicas": 2}, {"name": "late", "replicas": 2, "present": False})
+    document = with_islands(
+        {"name": "a", "replicas": 2}, {"name": "late", "replicas": 2, "present": False}
+    )
     document["event"] = [{"at_s": 10.0, "island": "late-0", "kind": "join"}]
     error = refusal([], document)
     assert error.key == "island.1.present"
@@ -92,15 +112,23 @@ def test_each_absent_replica_must_be_brought_in():
 def test_an_island_named_as_another_islands_replica_is_refused():
     """Island ``a`` of 2 replicas names them a-0 and a-1 (``Scenario.workers``): an island ``a-1``
     beside it would be two workers of one name, and an event on ``a-1`` would move both."""
-    names = [worker.name for worker in make_scenario([], with_islands({"name": "a", "replicas": 2},
-                                                                       {"name": "b"})).workers()]
+    names = [
+        worker.name
+        for worker in make_scenario(
+            [], with_islands({"name": "a", "replicas": 2}, {"name": "b"})
+        ).workers()
+    ]
     assert names == ["a-0", "a-1", "b"]
     error = refusal([], with_islands({"name": "a", "replicas": 2}, {"name": "a-1"}))
     assert error.key == "island.1.name"
-    assert error.rule.startswith("'a-1' names both a replica of island 0 ('a') and island 1: names must be unique")
+    assert error.rule.startswith(
+        "'a-1' names both a replica of island 0 ('a') and island 1: names must be unique"
+    )
     first = refusal([], with_islands({"name": "a-1"}, {"name": "a", "replicas": 2}))
     assert first.key == "island.1.name"
-    assert first.rule.startswith("'a-1' names both island 0 and a replica of island 1 ('a'): names must")
+    assert first.rule.startswith(
+        "'a-1' names both island 0 and a replica of island 1 ('a'): names must"
+    )
     twice = refusal([], with_islands({"name": "a"}, {"name": "a"}))
     assert twice.rule.startswith("'a' names both island 0 and island 1")
 

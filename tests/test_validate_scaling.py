@@ -28,7 +28,11 @@ def transfer_over_compute(document: dict) -> float:
     payload_bytes = document["model"]["parameters"] * document["schedule"]["bits"] / BITS_PER_BYTE
     rate_bytes_per_s = islands[0]["upload_gbps"] * 1e9 / BITS_PER_BYTE
     h = document["schedule"]["inner_steps"] if document["schedule"]["algorithm"] != "ddp" else 1
-    return ring_volume_bytes(len(islands), payload_bytes) / rate_bytes_per_s / (h * islands[0]["step_time_s"])
+    return (
+        ring_volume_bytes(len(islands), payload_bytes)
+        / rate_bytes_per_s
+        / (h * islands[0]["step_time_s"])
+    )
 
 
 def test_worked_example_keeps_the_brief_ratio_of_transfer_to_compute():
@@ -71,20 +75,36 @@ def test_what_the_trainer_cannot_run_is_reported_not_validated():
     assert any(note.startswith("step-time jitter: not validated") for note in case.notes)
     assert not case.scenario().has_churn()
     overlapped = scale(load("streaming-diloco-10b"), ScaleOptions(max_workers=2))
-    assert any(note.startswith("backward overlap 0.667: not validated") for note in overlapped.notes)
+    assert any(
+        note.startswith("backward overlap 0.667: not validated") for note in overlapped.notes
+    )
     assert overlapped.scenario().schedule.backward_overlap == 0
-    staged = scale(load("worked-example", ["network.collective=hierarchical"]), ScaleOptions(max_workers=2))
-    assert "collective 'hierarchical': not validated (the trainer runs a ring); validated as a ring" in staged.notes
+    staged = scale(
+        load("worked-example", ["network.collective=hierarchical"]), ScaleOptions(max_workers=2)
+    )
+    assert (
+        "collective 'hierarchical': not validated (the trainer runs a ring); validated as a ring"
+        in staged.notes
+    )
     assert staged.scenario().network.collective == "ring"
-    partial = scale(load("worked-example", ["network.on_departure=partial"]), ScaleOptions(max_workers=2))
-    assert "on_departure 'partial': not validated (the trainer restarts a broken collective); validated restarting" \
+    partial = scale(
+        load("worked-example", ["network.on_departure=partial"]), ScaleOptions(max_workers=2)
+    )
+    assert (
+        "on_departure 'partial': not validated (the trainer restarts a broken collective); validated restarting"
         in partial.notes
+    )
     assert partial.scenario().network.on_departure == "restart"
 
 
 def test_a_clamped_link_says_how_far_the_ratio_moved():
-    case = scale(load("worked-example", ["schedule.algorithm=ddp", "schedule.bits=32",
-                                         "island.*.bandwidth_gbps=400"]), ScaleOptions(max_workers=3))
+    case = scale(
+        load(
+            "worked-example",
+            ["schedule.algorithm=ddp", "schedule.bits=32", "island.*.bandwidth_gbps=400"],
+        ),
+        ScaleOptions(max_workers=3),
+    )
     assert case.document["island"][0]["upload_gbps"] == 0.5
     assert case.ratio_change > 1
     assert any("clamped" in note for note in case.notes)
@@ -97,7 +117,10 @@ def test_the_scaled_scenario_round_trips_through_toml():
 
 def test_chip_failures_are_named_as_left_out():
     case = scale(load("worked-example", ["island.*.chip_mtbf_s=1e6", "island.*.recovery_s=5"]))
-    assert "chip failures (chip_mtbf_s): not validated (simulated only); run without them" in case.notes
+    assert (
+        "chip failures (chip_mtbf_s): not validated (simulated only); run without them"
+        in case.notes
+    )
     assert all("chip_mtbf_s" not in island for island in case.document["island"])
 
 
@@ -105,8 +128,15 @@ def test_decoupled_keeps_upload_over_compute_and_scales_the_syncer_link():
     """A learner moves its payload S once each way whatever M: its rate scales with S, not with
     the ring volume; the syncer's link and latency scale as the islands' do, a grace window in
     seconds by k."""
-    overrides = ["schedule.algorithm=decoupled", "schedule.fragments=2", "schedule.overlap_steps=2",
-                 "schedule.bits=8", "schedule.grace_window=30", "syncer.bandwidth_gbps=4", "syncer.latency_ms=100"]
+    overrides = [
+        "schedule.algorithm=decoupled",
+        "schedule.fragments=2",
+        "schedule.overlap_steps=2",
+        "schedule.bits=8",
+        "schedule.grace_window=30",
+        "syncer.bandwidth_gbps=4",
+        "syncer.latency_ms=100",
+    ]
     original = load("worked-example", overrides)
     case = scale(original, ScaleOptions(max_workers=3))
     document, k = case.document, case.time_factor
@@ -116,19 +146,31 @@ def test_decoupled_keeps_upload_over_compute_and_scales_the_syncer_link():
     upload_s = payload / (document["island"][0]["upload_gbps"] * 1e9 / BITS_PER_BYTE)
     original_upload_s = original.payload_bytes / (original.workers()[0].upload_bytes_per_s)
     assert upload_s / (20 * 0.2) == pytest.approx(original_upload_s / (500 * 1.5), rel=1e-9)
-    assert document["syncer"]["bandwidth_gbps"] == pytest.approx(4 * document["island"][0]["upload_gbps"])
+    assert document["syncer"]["bandwidth_gbps"] == pytest.approx(
+        4 * document["island"][0]["upload_gbps"]
+    )
     assert document["syncer"]["latency_ms"] == pytest.approx(100 * k)
-    assert document["schedule"]["grace_window"] == pytest.approx(30 * k) and document["schedule"]["quorum"] == 1
+    assert (
+        document["schedule"]["grace_window"] == pytest.approx(30 * k)
+        and document["schedule"]["quorum"] == 1
+    )
     assert "M 8 -> 3 (first workers; payload rescaled)" in case.notes
     assert tomllib.loads(to_toml(document)) == document
 
 
 def test_the_scaled_run_makes_the_originals_calls_per_exchange():
     # 10B bf16 in 25 MiB buckets of unencoded bf16 values: ceil(2e10 / 26,214,400) = 763 calls per sync
-    case = scale(load("worked-example", ['exchange.calls="buckets"', "exchange.call_overhead_s=0.01"]))
+    case = scale(
+        load("worked-example", ['exchange.calls="buckets"', "exchange.call_overhead_s=0.01"])
+    )
     assert case.document["exchange"] == {"calls": "per_tensor", "tensors": 763}
-    assert "buckets: validated as their 763 calls per whole-model exchange, each fragment its share" in case.notes
-    assert "exchange.call_overhead_s: the trainer's own are measured, not the scenario's" in case.notes
+    assert (
+        "buckets: validated as their 763 calls per whole-model exchange, each fragment its share"
+        in case.notes
+    )
+    assert (
+        "exchange.call_overhead_s: the trainer's own are measured, not the scenario's" in case.notes
+    )
     flat = scale(load("worked-example"))
     assert "exchange" not in flat.document
 

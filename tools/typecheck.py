@@ -51,15 +51,25 @@ def repository_path(line: str, folders: dict[str, str]) -> str:
     for name, folder in folders.items():
         prefix = f"{PACKAGE}/{name}/"
         if line.startswith(prefix):
-            return folder + "/" + line[len(prefix):]
+            return folder + "/" + line[len(prefix) :]
     return line
 
 
 def main(arguments: list[str]) -> int:
     folders = mapped_folders()
     lay_out(folders)
-    command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-               "--cache-dir", str(ROOT / ".mypy_cache"), "-p", PACKAGE, *arguments]
+    command = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--config-file",
+        str(ROOT / "pyproject.toml"),
+        "--cache-dir",
+        str(ROOT / ".mypy_cache"),
+        "-p",
+        PACKAGE,
+        *arguments,
+    ]
     done = subprocess.run(command, cwd=TREE, capture_output=True, text=True)
     for line in done.stdout.splitlines():
         print(repository_path(line, folders))

@@ -22,8 +22,10 @@ def main() -> int:
     try:
         spec = launch_spec()
         if spec.plan_file is None:
-            raise UserError("python -m islands.trainer runs a process that a launcher started (ISLANDS_LAUNCH "
-                            "names its plan); to train, run islands train SCENARIO")
+            raise UserError(
+                "python -m islands.trainer runs a process that a launcher started (ISLANDS_LAUNCH "
+                "names its plan); to train, run islands train SCENARIO"
+            )
         summary = launched_process(spec, distributed_env())
     except PeerFailed:
         return 2  # another process refused its checkpoint and printed the one line

@@ -104,12 +104,20 @@ class RunPlan:
     @property
     def elastic(self) -> bool:
         """Islands may leave and join: asked for, or implied by the scenario's churn."""
-        return self.spec.elastic or bool(self.events()) or not all(worker.present for worker in self.workers)
+        return (
+            self.spec.elastic
+            or bool(self.events())
+            or not all(worker.present for worker in self.workers)
+        )
 
     def events(self) -> list[tuple[float, int, str]]:
         """The scenario's churn events on the kept workers: (at_s, worker index, kind), in time order."""
-        return [(event.at_s, index, event.kind) for event in self.scenario.events
-                for index, worker in enumerate(self.workers) if event.island in (worker.name, worker.island)]
+        return [
+            (event.at_s, index, event.kind)
+            for event in self.scenario.events
+            for index, worker in enumerate(self.workers)
+            if event.island in (worker.name, worker.island)
+        ]
 
     def initial_members(self) -> list[int]:
         return [index for index, worker in enumerate(self.workers) if worker.present]
@@ -123,18 +131,24 @@ class RunPlan:
         document.pop("source")
         document["workers"] = [w.name for w in self.workers]
         document["data"] = self.data_source()
-        return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return hashlib.sha256(
+            json.dumps(document, sort_keys=True, default=str).encode()
+        ).hexdigest()[:16]
 
 
 def check_model(plan: RunPlan) -> None:
     """The model's shape fits its heads and the schedule's fragments."""
     spec, source = plan.spec, plan.scenario.source
     if spec.n_embd % spec.n_head:
-        raise UserError(f"{source}: trainer.n_embd: must be divisible by trainer.n_head "
-                        f"({spec.n_embd} % {spec.n_head} != 0)")
+        raise UserError(
+            f"{source}: trainer.n_embd: must be divisible by trainer.n_head "
+            f"({spec.n_embd} % {spec.n_head} != 0)"
+        )
     if plan.fragments > spec.n_layer:
-        raise UserError(f"{source}: schedule.fragments: streaming splits strided layer groups, so P = "
-                        f"{plan.fragments} needs trainer.n_layer >= {plan.fragments} (got {spec.n_layer})")
+        raise UserError(
+            f"{source}: schedule.fragments: streaming splits strided layer groups, so P = "
+            f"{plan.fragments} needs trainer.n_layer >= {plan.fragments} (got {spec.n_layer})"
+        )
 
 
 def check_supported(scenario: Scenario) -> None:
@@ -144,30 +158,48 @@ def check_supported(scenario: Scenario) -> None:
     without a departed member, a ring reordered across regions, and random churn and chip failures."""
     source = scenario.source
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
-        raise UserError(f"{source}: schedule.barrier: the real trainer only runs \"wait\" "
-                        f"(got {scenario.schedule.barrier!r})")
+        raise UserError(
+            f'{source}: schedule.barrier: the real trainer only runs "wait" '
+            f"(got {scenario.schedule.barrier!r})"
+        )
     overlap = scenario.schedule.backward_overlap
     if overlap:
-        what = "averages the gradient" if schedule_of(scenario).exchanged == GRADIENT else "sends a pseudo-gradient"
-        raise UserError(f"{source}: schedule.backward_overlap: the real trainer {what} after the whole "
-                        f"backward pass, so it trains only 0 (got {overlap:g}); the overlap is simulated only")
+        what = (
+            "averages the gradient"
+            if schedule_of(scenario).exchanged == GRADIENT
+            else "sends a pseudo-gradient"
+        )
+        raise UserError(
+            f"{source}: schedule.backward_overlap: the real trainer {what} after the whole "
+            f"backward pass, so it trains only 0 (got {overlap:g}); the overlap is simulated only"
+        )
     if scenario.network.collective != "ring":
-        raise UserError(f"{source}: network.collective: the real trainer runs a ring all-reduce (got "
-                        f"{scenario.network.collective!r}); the {scenario.network.collective} collective is "
-                        "simulated only")
+        raise UserError(
+            f"{source}: network.collective: the real trainer runs a ring all-reduce (got "
+            f"{scenario.network.collective!r}); the {scenario.network.collective} collective is "
+            "simulated only"
+        )
     if scenario.network.on_departure != "restart":
-        raise UserError(f"{source}: network.on_departure: the real trainer restarts a broken collective among the "
-                        f"survivors (got {scenario.network.on_departure!r}); \"partial\" is simulated only")
+        raise UserError(
+            f"{source}: network.on_departure: the real trainer restarts a broken collective among the "
+            f'survivors (got {scenario.network.on_departure!r}); "partial" is simulated only'
+        )
     if scenario.network.ring_order != "listed" and scenario.regions:
-        raise UserError(f"{source}: network.ring_order: the real trainer runs its ring in rank order, the "
-                        f"islands as listed (got {scenario.network.ring_order!r}): list them in the order you want")
+        raise UserError(
+            f"{source}: network.ring_order: the real trainer runs its ring in rank order, the "
+            f"islands as listed (got {scenario.network.ring_order!r}): list them in the order you want"
+        )
     for index, island in enumerate(scenario.islands):
         if getattr(island, "mtbf_s", None):
-            raise UserError(f"{source}: island.{index}.mtbf_s: random churn is simulated only; "
-                            f"use [[event]] entries to train with churn")
+            raise UserError(
+                f"{source}: island.{index}.mtbf_s: random churn is simulated only; "
+                f"use [[event]] entries to train with churn"
+            )
         if getattr(island, "chip_mtbf_s", None):
-            raise UserError(f"{source}: island.{index}.chip_mtbf_s: chip failures are simulated only; "
-                            f"use [[event]] entries to train with islands that leave and return")
+            raise UserError(
+                f"{source}: island.{index}.chip_mtbf_s: chip failures are simulated only; "
+                f"use [[event]] entries to train with islands that leave and return"
+            )
 
 
 def sync_plan(plan: RunPlan) -> tuple[dict[int, list[SyncPoint]], dict[int, list[SyncPoint]]]:

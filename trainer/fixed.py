@@ -53,11 +53,23 @@ def run_rank(run: RankRun) -> dict | None:
     check_world_size(plan, env)
     start_rank_process()
     device = pick_device(plan.spec.device, host_processes(env, run.spec)[0], plan.ranks_per_island)
-    dist.init_process_group(group_backends(device)[0], rank=env.rank,
-                            world_size=env.world_size, timeout=timedelta(seconds=plan.spec.timeout_s))
+    dist.init_process_group(
+        group_backends(device)[0],
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=timedelta(seconds=plan.spec.timeout_s),
+    )
     try:
-        return train_in_group(plan, env.rank, device, run.out_dir, run.resume_dir, run.stop_after, run.default_out,
-                              run.spec.wan_pacer)
+        return train_in_group(
+            plan,
+            env.rank,
+            device,
+            run.out_dir,
+            run.resume_dir,
+            run.stop_after,
+            run.default_out,
+            run.spec.wan_pacer,
+        )
     finally:
         dist.destroy_process_group()
         # What still holds a group's handle (a reference cycle) is freed now, while the interpreter is
@@ -96,8 +108,16 @@ def torch_groups(plan: RunPlan, rank: int, device: torch.device = torch.device("
     return groups
 
 
-def train_in_group(plan: RunPlan, rank: int, device: torch.device, out_dir: Path | None, resume_dir: Path | None,
-                   stop_after: int | None, default_out: Callable[[], Path], wan_pacer: str | None = None) -> dict | None:
+def train_in_group(
+    plan: RunPlan,
+    rank: int,
+    device: torch.device,
+    out_dir: Path | None,
+    resume_dir: Path | None,
+    stop_after: int | None,
+    default_out: Callable[[], Path],
+    wan_pacer: str | None = None,
+) -> dict | None:
     groups = torch_groups(plan, rank, device)
     groups.cross = paced(groups.cross, wan_pacer, list(range(plan.islands)))
     out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])

@@ -58,13 +58,17 @@ def check_elastic(plan: RunPlan) -> None:
     several ranks leaves and joins as a whole."""
     source = plan.scenario.source
     if plan.schedule.update != AVERAGE:
-        raise UserError(f"{source}: schedule.algorithm = \"{plan.algorithm}\": under {plan.schedule.label} every "
-                        f"island holds its own global weights, so islands that leave and join (churn, "
-                        f"trainer.elastic) would have no one state to download")
+        raise UserError(
+            f'{source}: schedule.algorithm = "{plan.algorithm}": under {plan.schedule.label} every '
+            f"island holds its own global weights, so islands that leave and join (churn, "
+            f"trainer.elastic) would have no one state to download"
+        )
     if plan.syncs_gradient:
-        raise UserError(f"{source}: schedule.algorithm = \"{plan.algorithm}\": islands that leave and join "
-                        f"(churn, trainer.elastic) train a schedule that exchanges pseudo-gradients (one that "
-                        f"averages the gradient in every step would re-form the group at every step)")
+        raise UserError(
+            f'{source}: schedule.algorithm = "{plan.algorithm}": islands that leave and join '
+            f"(churn, trainer.elastic) train a schedule that exchanges pseudo-gradients (one that "
+            f"averages the gradient in every step would re-form the group at every step)"
+        )
     if not plan.initial_members():
         raise UserError(f"{source}: every island has present = false: nobody starts the run")
 
@@ -73,8 +77,10 @@ def check_decoupled(plan: RunPlan) -> None:
     """A Decoupled DiLoCo learner is one process (its island's only rank); someone must start."""
     source = plan.scenario.source
     if plan.ranks_per_island != 1:
-        raise UserError(f"{source}: trainer.ranks_per_island: a decoupled learner is one process, so it must "
-                        f"be 1 (got {plan.ranks_per_island})")
+        raise UserError(
+            f"{source}: trainer.ranks_per_island: a decoupled learner is one process, so it must "
+            f"be 1 (got {plan.ranks_per_island})"
+        )
     if not plan.initial_members():
         raise UserError(f"{source}: every island has present = false: no learner starts the run")
 
@@ -82,19 +88,38 @@ def check_decoupled(plan: RunPlan) -> None:
 def imported_when_called(module: str, name: str) -> Callable:
     """``module.name``, imported at its first call: the launchers import torch, and a plan is made (and
     refused) without it."""
+
     def call(*args: object) -> object:
         return getattr(importlib.import_module(module, __package__), name)(*args)
+
     return call
 
 
-KINDS = {kind.name: kind for kind in (
-    RunKind(FIXED, check_fixed, imported_when_called(".fixed", "launch"),
-            imported_when_called(".fixed", "run_rank")),
-    RunKind(ELASTIC, check_elastic, imported_when_called(".elastic.launch", "launch"),
-            imported_when_called(".elastic.launch", "run_rank")),
-    RunKind(DECOUPLED, check_decoupled, imported_when_called(".decoupled.launch", "launch"),
-            imported_when_called(".decoupled.launch", "run_rank"), resumes=False, has_syncer=True),
-)}
+KINDS = {
+    kind.name: kind
+    for kind in (
+        RunKind(
+            FIXED,
+            check_fixed,
+            imported_when_called(".fixed", "launch"),
+            imported_when_called(".fixed", "run_rank"),
+        ),
+        RunKind(
+            ELASTIC,
+            check_elastic,
+            imported_when_called(".elastic.launch", "launch"),
+            imported_when_called(".elastic.launch", "run_rank"),
+        ),
+        RunKind(
+            DECOUPLED,
+            check_decoupled,
+            imported_when_called(".decoupled.launch", "launch"),
+            imported_when_called(".decoupled.launch", "run_rank"),
+            resumes=False,
+            has_syncer=True,
+        ),
+    )
+}
 
 
 def kind_of(plan: RunPlan) -> RunKind:
@@ -106,13 +131,17 @@ def kind_of(plan: RunPlan) -> RunKind:
     return KINDS[ELASTIC] if plan.elastic else KINDS[FIXED]
 
 
-def make_run_plan(scenario: Scenario, workers: int | None = None, data_path: str | None = None) -> RunPlan:
+def make_run_plan(
+    scenario: Scenario, workers: int | None = None, data_path: str | None = None
+) -> RunPlan:
     """The run plan of ``scenario`` (``--workers N``: its first N workers), checked by every kind's rules
     and then its own kind's; bad input raises ``UserError`` in one line."""
     all_workers = tuple(scenario.workers())
     if workers is not None and not 2 <= workers <= len(all_workers):
-        raise UserError(f"--workers {workers}: must be between 2 and the scenario's {len(all_workers)} workers "
-                        f"(raise island.N.replicas for more)")
+        raise UserError(
+            f"--workers {workers}: must be between 2 and the scenario's {len(all_workers)} workers "
+            f"(raise island.N.replicas for more)"
+        )
     plan = RunPlan(scenario, all_workers[:workers] if workers else all_workers, data_path or "")
     check_supported(plan.scenario)
     kind_of(plan).check(plan)

@@ -67,15 +67,26 @@ def train(plan: RunPlan, options: TrainOptions = TrainOptions()) -> Trained:
     from .core.tracing import read_output
 
     out_dir = check_run(plan, options)
-    print(f"islands train: {plan.islands} islands x {plan.ranks_per_island} ranks, {plan.algorithm}, "
-          f"{plan.total_steps} inner steps; writing {out_dir}", flush=True)
+    print(
+        f"islands train: {plan.islands} islands x {plan.ranks_per_island} ranks, {plan.algorithm}, "
+        f"{plan.total_steps} inner steps; writing {out_dir}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="islands-run-") as folder:
         plan_file = Path(folder) / PLAN_FILE
         plan_file.write_bytes(pickle.dumps(plan))
-        run = LaunchSpec(plan_file=str(plan_file), out_dir=str(out_dir), stop_after=options.stop_after,
-                         resume_dir=str(options.resume_dir) if options.resume_dir else None)
+        run = LaunchSpec(
+            plan_file=str(plan_file),
+            out_dir=str(out_dir),
+            stop_after=options.stop_after,
+            resume_dir=str(options.resume_dir) if options.resume_dir else None,
+        )
         code = launch_local(plan, run)
-    summary = read_output(out_dir, "summary") if code == 0 and (out_dir / "summary.json").is_file() else None
+    summary = (
+        read_output(out_dir, "summary")
+        if code == 0 and (out_dir / "summary.json").is_file()
+        else None
+    )
     return Trained(code, out_dir, summary)
 
 
@@ -94,7 +105,10 @@ def check_run(plan: RunPlan, options: TrainOptions) -> Path:
         raise UserError(f"--resume {resume}: no such run folder")
     out_dir = options.out_dir or resume or default_out(plan.scenario.name)
     flag = "--resume" if out_dir == resume else "--out"
-    refuse_shared_paths({f"{flag}'s {name}": out_dir / name for name in RUN_FILES}, {"--data": plan.data_path or None})
+    refuse_shared_paths(
+        {f"{flag}'s {name}": out_dir / name for name in RUN_FILES},
+        {"--data": plan.data_path or None},
+    )
     check_out_folder(flag, out_dir)
     if out_dir != resume:
         claim_out_dir(out_dir, options.force)
@@ -111,13 +125,20 @@ def check_resumable(plan: RunPlan, resume_dir: Path | None, stop_after: int | No
     if stop_after is not None and stop_after < 1:
         raise UserError(f"--stop-after {stop_after}: must be >= 1")
     if not kind_of(plan).resumes and (resume_dir or stop_after is not None):
-        raise UserError(f"{plan.scenario.source}: schedule.algorithm = \"{plan.algorithm}\": its state lives in the "
-                        "syncer and in each learner's own pace, so --resume and --stop-after are not supported")
+        raise UserError(
+            f'{plan.scenario.source}: schedule.algorithm = "{plan.algorithm}": its state lives in the '
+            "syncer and in each learner's own pace, so --resume and --stop-after are not supported"
+        )
 
 
-def launch_local(plan: RunPlan, run: LaunchSpec, master_addr: str = "127.0.0.1",
-                 island_launch: Callable[[int], IslandLaunch] | None = None, port: int | None = None,
-                 syncer_launch: IslandLaunch = IslandLaunch()) -> int:
+def launch_local(
+    plan: RunPlan,
+    run: LaunchSpec,
+    master_addr: str = "127.0.0.1",
+    island_launch: Callable[[int], IslandLaunch] | None = None,
+    port: int | None = None,
+    syncer_launch: IslandLaunch = IslandLaunch(),
+) -> int:
     """Start every process of ``plan`` on this machine, each with the ``run``'s launch spec, and wait;
     returns the first failing exit code or 0. ``port`` is the rendezvous port; by default a free one
     on ``master_addr``, which must then be an address of this host's namespace (pass ``port`` for one
@@ -125,15 +146,32 @@ def launch_local(plan: RunPlan, run: LaunchSpec, master_addr: str = "127.0.0.1",
     ``syncer_launch`` a Decoupled DiLoCo syncer's (which hosts the store at ``master_addr``)."""
     port = port or free_port(master_addr)
     uses_cuda(plan.spec.device, plan.ranks_per_island)  # one line before any process starts
-    return kind_of(plan).launch(LocalLaunch(run, plan, master_addr, port, island_launch, syncer_launch))
+    return kind_of(plan).launch(
+        LocalLaunch(run, plan, master_addr, port, island_launch, syncer_launch)
+    )
 
 
-def run_process(plan: RunPlan, env: DistEnv | None, spec: LaunchSpec, out_dir: Path | None,
-                resume_dir: Path | None, stop_after: int | None) -> dict | None:
+def run_process(
+    plan: RunPlan,
+    env: DistEnv | None,
+    spec: LaunchSpec,
+    out_dir: Path | None,
+    resume_dir: Path | None,
+    stop_after: int | None,
+) -> dict | None:
     """One process's whole life (a rank, or the syncer, as its launch ``spec`` says): train, write the
     outputs (the process that reports), leave; returns the summary on the process that wrote it."""
-    return kind_of(plan).run_rank(RankRun(plan, env, spec, out_dir, resume_dir, stop_after,
-                                          lambda: default_out(plan.scenario.name)))
+    return kind_of(plan).run_rank(
+        RankRun(
+            plan,
+            env,
+            spec,
+            out_dir,
+            resume_dir,
+            stop_after,
+            lambda: default_out(plan.scenario.name),
+        )
+    )
 
 
 def launched_process(spec: LaunchSpec, env: DistEnv | None) -> dict | None:
@@ -145,4 +183,6 @@ def launched_process(spec: LaunchSpec, env: DistEnv | None) -> dict | None:
     def as_path(text: str | None) -> Path | None:
         return Path(text) if text else None
 
-    return run_process(plan, env, spec, as_path(spec.out_dir), as_path(spec.resume_dir), spec.stop_after)
+    return run_process(
+        plan, env, spec, as_path(spec.out_dir), as_path(spec.resume_dir), spec.stop_after
+    )

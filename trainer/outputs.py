@@ -35,8 +35,10 @@ def claim_out_dir(out_dir: Path, force: bool) -> None:
         return
     if not force:
         names = ", ".join(path.name for path in found)
-        raise UserError(f"--out {out_dir}: holds a run already ({names}); continue it with --resume {out_dir}, "
-                        f"or pass --force to replace it")
+        raise UserError(
+            f"--out {out_dir}: holds a run already ({names}); continue it with --resume {out_dir}, "
+            f"or pass --force to replace it"
+        )
     for path in found:
         if path.is_dir():
             shutil.rmtree(path)

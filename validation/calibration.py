@@ -117,11 +117,11 @@ CALL_PHASES = 2  # a call of the average: its all-to-all and its all-gather (the
 
 @dataclass(frozen=True)
 class Calibration:
-    mode: str                      # the kernel shaper's (Shaper.mode) or InProcessShaper.mode
-    label: str                     # how the WAN was emulated, in words
-    link_ratio: float              # one TCP stream's payload rate over the configured rate (mean)
+    mode: str  # the kernel shaper's (Shaper.mode) or InProcessShaper.mode
+    label: str  # how the WAN was emulated, in words
+    link_ratio: float  # one TCP stream's payload rate over the configured rate (mean)
     link_ratios: tuple[float, ...]  # each probe transfer: achieved over configured rate
-    overhead_s: dict[int, float]   # fixed seconds per exchange, by number of islands
+    overhead_s: dict[int, float]  # fixed seconds per exchange, by number of islands
     exchange_ratio: dict[int, dict[float, float]]  # by islands, then by configured bits/s
     exchange_cpu_s_per_value: dict[int, float]  # screening seconds per value, by number of islands
     # the first member's end before the last's, by islands, then by configured bits/s
@@ -130,12 +130,16 @@ class Calibration:
     burst_fraction: dict[int, dict[float, float]] = field(default_factory=dict)
     # exchange_ratio in other wire formats than bf16: by bits, then islands, then configured bits/s
     exchange_ratio_by_bits: dict[int, dict[int, dict[float, float]]] = field(default_factory=dict)
-    call_s: dict[int, float] = field(default_factory=dict)  # one more call's seconds, by number of islands
+    call_s: dict[int, float] = field(
+        default_factory=dict
+    )  # one more call's seconds, by number of islands
 
     def spread_at(self, islands: int, bits_per_s: float) -> float:
         """``end_spread_s`` at a configured rate, as ``ratio_at``; 0 from a calibration saved before it
         was measured."""
-        return at_rate(self.end_spread_s[islands], bits_per_s) if islands in self.end_spread_s else 0.0
+        return (
+            at_rate(self.end_spread_s[islands], bits_per_s) if islands in self.end_spread_s else 0.0
+        )
 
     def to_json(self) -> str:
         return json_text(asdict(self), indent=2) + "\n"
@@ -146,11 +150,17 @@ class Calibration:
         for key in ("overhead_s", "exchange_cpu_s_per_value", "call_s"):
             values[key] = {int(m): v for m, v in values.get(key, {}).items()}
         for key in ("exchange_ratio", "end_spread_s", "burst_fraction"):
-            values[key] = {int(m): {float(r): v for r, v in by_rate.items()}
-                           for m, by_rate in values.get(key, {}).items()}
+            values[key] = {
+                int(m): {float(r): v for r, v in by_rate.items()}
+                for m, by_rate in values.get(key, {}).items()
+            }
         values["exchange_ratio_by_bits"] = {
-            int(bits): {int(m): {float(r): v for r, v in by_rate.items()} for m, by_rate in by_islands.items()}
-            for bits, by_islands in values.get("exchange_ratio_by_bits", {}).items()}
+            int(bits): {
+                int(m): {float(r): v for r, v in by_rate.items()}
+                for m, by_rate in by_islands.items()
+            }
+            for bits, by_islands in values.get("exchange_ratio_by_bits", {}).items()
+        }
         values["link_ratios"] = tuple(values["link_ratios"])
         return cls(**values)
 
@@ -158,19 +168,28 @@ class Calibration:
         """Refuse a number of islands that the fixed cost, the ratio or the screening was not measured at."""
         tables = (self.overhead_s, self.exchange_ratio, self.exchange_cpu_s_per_value)
         if any(islands not in table for table in tables):
-            covered = ", ".join(map(str, sorted(set.intersection(*(set(table) for table in tables))))) or "no"
-            raise UserError(f"the calibration covers {covered} islands, not {islands}: "
-                            f"calibrate again with --workers {islands}")
+            covered = (
+                ", ".join(map(str, sorted(set.intersection(*(set(table) for table in tables)))))
+                or "no"
+            )
+            raise UserError(
+                f"the calibration covers {covered} islands, not {islands}: "
+                f"calibrate again with --workers {islands}"
+            )
 
     def ratio_at(self, islands: int, bits_per_s: float, wire_bits: int = BITS["large"]) -> float:
         """``exchange_ratio`` at a configured rate (``in_series``), in wire format ``wire_bits`` where that
         was measured, else bf16's."""
-        by_rate = self.exchange_ratio_by_bits.get(wire_bits, {}).get(islands, self.exchange_ratio[islands])
+        by_rate = self.exchange_ratio_by_bits.get(wire_bits, {}).get(
+            islands, self.exchange_ratio[islands]
+        )
         return in_series(by_rate, bits_per_s)
 
     def measured_bits(self, wire_bits: int, islands: int) -> bool:
         """Whether the exchange's rate was measured in wire format ``wire_bits`` among ``islands``."""
-        return wire_bits == BITS["large"] or islands in self.exchange_ratio_by_bits.get(wire_bits, {})
+        return wire_bits == BITS["large"] or islands in self.exchange_ratio_by_bits.get(
+            wire_bits, {}
+        )
 
     def burst_bytes(self, islands: int, ring_bits_per_s: float, link_bits_per_s: float) -> float:
         """What a link emulated at ``link_bits_per_s`` sends at once at the start of an exchange among
@@ -199,9 +218,15 @@ def at_rate(by_rate: dict[float, float], bits_per_s: float) -> float:
     return log_linear(by_rate, bits_per_s)[0]
 
 
-def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, min_islands: int = 2,
-               stem: str = VALIDATE_STEM, wire_bits: tuple[int, ...] = (),
-               shaper: Shaper = Shaper()) -> tuple[dict, list[float], str, str]:
+def probe_rate(
+    rate_bits_per_s: float,
+    max_islands: int,
+    kernel: bool | None,
+    min_islands: int = 2,
+    stem: str = VALIDATE_STEM,
+    wire_bits: tuple[int, ...] = (),
+    shaper: Shaper = Shaper(),
+) -> tuple[dict, list[float], str, str]:
     """The probe's timings at one configured rate, for ``min_islands`` to ``max_islands`` islands, and
     a large exchange in each format of ``wire_bits`` too: (timings, link rates, mode, label)."""
     links = [LinkSpec(i, rate_bits_per_s, rate_bits_per_s, 0.0) for i in range(max_islands)]
@@ -209,11 +234,21 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
     large = large_probe_values(probe_bytes)
     with open_wan(links, prefix=f"{stem}calib", kernel=kernel, shaper=shaper) as wan:
         rates: list[float] = []
-        if isinstance(wan, EmulatedWAN):  # kernel shaping: a TCP transfer's achieved rate is measured too
+        if isinstance(
+            wan, EmulatedWAN
+        ):  # kernel shaping: a TCP transfer's achieved rate is measured too
             rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)]
-        children = start_ranks(wan, ["-m", "islands.validation.exchange_probe"], max_islands, stdout=subprocess.PIPE,
-                                extra_env={LARGE_VARIABLE: str(large), MIN_MEMBERS_VARIABLE: str(min_islands),
-                                           WIRE_BITS_VARIABLE: ",".join(map(str, wire_bits))})
+        children = start_ranks(
+            wan,
+            ["-m", "islands.validation.exchange_probe"],
+            max_islands,
+            stdout=subprocess.PIPE,
+            extra_env={
+                LARGE_VARIABLE: str(large),
+                MIN_MEMBERS_VARIABLE: str(min_islands),
+                WIRE_BITS_VARIABLE: ",".join(map(str, wire_bits)),
+            },
+        )
         assert children[0].stdout is not None  # piped
         output = children[0].stdout.read()
         run_all(children, "the calibration probe")
@@ -222,9 +257,15 @@ def probe_rate(rate_bits_per_s: float, max_islands: int, kernel: bool | None, mi
         return timings, rates, wan.mode, wan.label
 
 
-def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float, ...] = PROBE_RATES_BITS_PER_S,
-            min_islands: int = 2, stem: str = VALIDATE_STEM, wire_bits: tuple[int, ...] = (),
-            shaper: Shaper = Shaper()) -> Calibration:
+def measure(
+    max_islands: int,
+    kernel: bool | None,
+    rates_bits_per_s: tuple[float, ...] = PROBE_RATES_BITS_PER_S,
+    min_islands: int = 2,
+    stem: str = VALIDATE_STEM,
+    wire_bits: tuple[int, ...] = (),
+    shaper: Shaper = Shaper(),
+) -> Calibration:
     """Probe every rate of ``rates_bits_per_s`` with ``min_islands`` .. ``max_islands`` islands; the
     fixed cost and the per-value cost are medians over the rates, the achieved rate and the end spread
     are kept per rate; the rate in each other wire format of ``wire_bits`` too."""
@@ -238,8 +279,9 @@ def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float
     by_bits: dict[int, dict[int, dict[float, float]]] = {}
     achieved: list[float] = []
     for rate in rates_bits_per_s:
-        timings, link_rates, mode, label = probe_rate(rate, max_islands, kernel, min_islands, stem, wire_bits,
-                                                      shaper)
+        timings, link_rates, mode, label = probe_rate(
+            rate, max_islands, kernel, min_islands, stem, wire_bits, shaper
+        )
         achieved += [r / rate for r in link_rates]
         bucket_bytes = burst_bytes(rate) if mode != InProcessShaper.mode else 0
         for m in map(int, timings["screen"]["tiny"]):
@@ -258,33 +300,52 @@ def measure(max_islands: int, kernel: bool | None, rates_bits_per_s: tuple[float
     cpu = {m: statistics.median(values) for m, values in per_value.items()}
     link_ratio = sum(achieved) / len(achieved) if achieved else 1.0
     call = {m: statistics.median(values) for m, values in per_call.items()}
-    return Calibration(mode, label, link_ratio, tuple(achieved), overhead, ratios, cpu, spreads, bursts, by_bits,
-                       call)
+    return Calibration(
+        mode,
+        label,
+        link_ratio,
+        tuple(achieved),
+        overhead,
+        ratios,
+        cpu,
+        spreads,
+        bursts,
+        by_bits,
+        call,
+    )
 
 
 class ExchangeCosts(NamedTuple):
     cpu_s_per_value: float  # screening
-    overhead_s: float       # fixed, per exchange
-    ratio: float            # achieved over configured rate
-    end_spread_s: float     # the last member's end after the first's
-    burst_fraction: float   # sent at once, in buckets
-    call_s: float           # one more collective call
+    overhead_s: float  # fixed, per exchange
+    ratio: float  # achieved over configured rate
+    end_spread_s: float  # the last member's end after the first's
+    burst_fraction: float  # sent at once, in buckets
+    call_s: float  # one more collective call
 
 
-def exchange_costs(islands: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float = 0.0) -> ExchangeCosts:
+def exchange_costs(
+    islands: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float = 0.0
+) -> ExchangeCosts:
     """The costs of an exchange among ``islands`` islands, from one probe's timings at one configured
     rate over links whose buckets hold ``bucket_bytes``. The fixed cost and the rate are the last
     member's: the others finish up to the spread before it."""
     key, large_values, small_values = str(islands), timings["large_values"], tiny_values(islands)
     screen, average = timings["screen"], timings["average"]
-    cpu_s = screening_s_per_value(screen["tiny"][key], screen["large"][key], small_values, large_values)
+    cpu_s = screening_s_per_value(
+        screen["tiny"][key], screen["large"][key], small_values, large_values
+    )
     overhead_s = screen["tiny"][key] + average["tiny"][key] - cpu_s * small_values
     ratio, burst_fraction = rate_and_burst(islands, timings, rate_bits_per_s, bucket_bytes)
     call_s = max(0.0, (average["calls"][key] - average["medium"][key]) / (CALLS - 1))
-    return ExchangeCosts(cpu_s, overhead_s, ratio, timings["spread"]["large"][key], burst_fraction, call_s)
+    return ExchangeCosts(
+        cpu_s, overhead_s, ratio, timings["spread"]["large"][key], burst_fraction, call_s
+    )
 
 
-def screening_s_per_value(tiny_s: float, large_s: float, tiny_values: int, large_values: int) -> float:
+def screening_s_per_value(
+    tiny_s: float, large_s: float, tiny_values: int, large_values: int
+) -> float:
     """The slope of the screening time in the values screened; 0 where the large tensor screened no
     slower than the tiny one (the cost is below what the probe resolves)."""
     return max(0.0, (large_s - tiny_s) / (large_values - tiny_values))
@@ -296,7 +357,9 @@ def probe_volume_bytes(islands: int, values: int, bits: int = BITS["large"]) -> 
     return ring_volume_bytes(islands, encoded_bytes(padded_length(values, islands), bits))
 
 
-def wire_ratio(islands: int, timings: dict, rate_bits_per_s: float, bits: int, burst_bytes: float) -> float:
+def wire_ratio(
+    islands: int, timings: dict, rate_bits_per_s: float, bits: int, burst_bytes: float
+) -> float:
     """``exchange_ratio`` in wire format ``bits``: its large exchange's bytes, less what the links send
     at once (``burst_bytes``, as measured in bf16), over its data time (its average less the tiny one's)."""
     key, average = str(islands), timings["average"]
@@ -305,7 +368,9 @@ def wire_ratio(islands: int, timings: dict, rate_bits_per_s: float, bits: int, b
     return (volume_bytes - burst_bytes) * BITS_PER_BYTE / data_s / rate_bits_per_s
 
 
-def rate_and_burst(islands: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float) -> tuple[float, float]:
+def rate_and_burst(
+    islands: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float
+) -> tuple[float, float]:
     """(achieved over configured rate, bytes sent at once in buckets) of the probe's exchanges.
 
     Each exchange's data time (its average less the tiny one's) is (volume - burst) / rate: the
@@ -333,8 +398,12 @@ def trainer_latency_s(latencies_s: list[float], phases: int = EXCHANGE_PHASES) -
     return phases * (ordered[0] + ordered[1])
 
 
-def simulator_overrides(calibration: Calibration, islands: list[dict], wire_bits: int = BITS["large"],
-                        calls: bool = False) -> list[str]:
+def simulator_overrides(
+    calibration: Calibration,
+    islands: list[dict],
+    wire_bits: int = BITS["large"],
+    calls: bool = False,
+) -> list[str]:
     """``--set`` overrides that give the scaled scenario the achieved rates (of its wire format
     ``wire_bits``), the links' buckets, the trainer's fixed cost per exchange, its screening cost per
     value and its members' end spread. An exchange of several ``calls`` pays the fixed cost apart: each
@@ -347,22 +416,31 @@ def simulator_overrides(calibration: Calibration, islands: list[dict], wire_bits
     extra = []
     if calls:
         if m not in calibration.call_s:
-            raise UserError(f"the calibration has no cost per collective call among {m} islands (saved before "
-                            "calls were measured): give --calibration a new file")
+            raise UserError(
+                f"the calibration has no cost per collective call among {m} islands (saved before "
+                "calls were measured): give --calibration a new file"
+            )
         per_call_s = calibration.call_s[m] + trainer_latency_s(latencies_s, CALL_PHASES)
         extra = [f"exchange.sync_overhead_s={max(0.0, per_exchange_s - per_call_s)!r}"]
         per_exchange_s = per_call_s
-    slowest_bits_per_s = min(min(i["upload_gbps"], i["download_gbps"]) for i in islands) * BITS_PER_GBIT
+    slowest_bits_per_s = (
+        min(min(i["upload_gbps"], i["download_gbps"]) for i in islands) * BITS_PER_GBIT
+    )
     ratio = calibration.ratio_at(m, slowest_bits_per_s, wire_bits)
     spread_s = calibration.spread_at(m, slowest_bits_per_s)
     hop_latency_ms = per_exchange_s / (2 * (m - 1)) / 2 * MS_PER_S  # 2(M-1) hops, sender + receiver
-    overrides = [f"network.exchange_cpu_s_per_value={calibration.exchange_cpu_s_per_value[m]!r}",
-                 f"network.exchange_end_spread_s={spread_s!r}", *extra]
+    overrides = [
+        f"network.exchange_cpu_s_per_value={calibration.exchange_cpu_s_per_value[m]!r}",
+        f"network.exchange_end_spread_s={spread_s!r}",
+        *extra,
+    ]
     for index, island in enumerate(islands):
         for direction in ("upload", "download"):
             link_bits_per_s = island[f"{direction}_gbps"] * BITS_PER_GBIT
             burst_bytes = calibration.burst_bytes(m, slowest_bits_per_s, link_bits_per_s)
-            overrides += [f"island.{index}.{direction}_gbps={island[f'{direction}_gbps'] * ratio!r}",
-                          f"island.{index}.{direction}_burst_bytes={burst_bytes!r}"]
+            overrides += [
+                f"island.{index}.{direction}_gbps={island[f'{direction}_gbps'] * ratio!r}",
+                f"island.{index}.{direction}_burst_bytes={burst_bytes!r}",
+            ]
         overrides.append(f"island.{index}.latency_ms={hop_latency_ms!r}")
     return overrides

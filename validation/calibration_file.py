@@ -28,19 +28,40 @@ from islands.trainer.core.quantize import WIRE_BITS
 from .calibration import Calibration
 
 PROFILE_KIND = "islands network profile"  # scenarios/profile.py's KIND
-REQUIRED = ("mode", "label", "link_ratio", "link_ratios", "overhead_s", "exchange_ratio", "exchange_cpu_s_per_value")
+REQUIRED = (
+    "mode",
+    "label",
+    "link_ratio",
+    "link_ratios",
+    "overhead_s",
+    "exchange_ratio",
+    "exchange_cpu_s_per_value",
+)
 # measured later than the others: absent from older files
 OPTIONAL = ("end_spread_s", "burst_fraction", "exchange_ratio_by_bits", "call_s")
 ISLAND_TABLES = ("overhead_s", "exchange_cpu_s_per_value", "call_s")  # by number of islands
-RATE_TABLES = ("exchange_ratio", "end_spread_s", "burst_fraction")  # by number of islands, then by rate
+RATE_TABLES = (
+    "exchange_ratio",
+    "end_spread_s",
+    "burst_fraction",
+)  # by number of islands, then by rate
 # each key's shape (``leaves``): the keys of its levels of objects, down to its numbers
 LEVELS: dict[str, tuple[str, ...]] = {
-    "link_ratio": (), "link_ratios": ("list",), "overhead_s": ("number of islands",),
-    "exchange_cpu_s_per_value": ("number of islands",), "call_s": ("number of islands",),
-    "exchange_ratio": ("number of islands", "rate"), "end_spread_s": ("number of islands", "rate"),
-    "burst_fraction": ("number of islands", "rate"), "exchange_ratio_by_bits": ("bits", "number of islands", "rate")}
-KEY_RULES = {"number of islands": "whole number of islands", "bits": "whole number of bits",
-             "rate": "finite rate in bits/s"}
+    "link_ratio": (),
+    "link_ratios": ("list",),
+    "overhead_s": ("number of islands",),
+    "exchange_cpu_s_per_value": ("number of islands",),
+    "call_s": ("number of islands",),
+    "exchange_ratio": ("number of islands", "rate"),
+    "end_spread_s": ("number of islands", "rate"),
+    "burst_fraction": ("number of islands", "rate"),
+    "exchange_ratio_by_bits": ("bits", "number of islands", "rate"),
+}
+KEY_RULES = {
+    "number of islands": "whole number of islands",
+    "bits": "whole number of bits",
+    "rate": "finite rate in bits/s",
+}
 # what each key's numbers must be, in words and as a test of a finite float
 RULES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "link_ratio": ("above 0", lambda value: value > 0),
@@ -59,8 +80,10 @@ def read_calibration(path: Path) -> Calibration:
     """The calibration in ``path``, or one ``UserError`` naming the file and what is wrong."""
     document = parse(path)
     if document.get("kind") == PROFILE_KIND:
-        raise UserError(f"{path}: is a network profile (islands calibrate writes it for --network-profile), not a "
-                        "calibration: --calibration takes the calibration.json islands validate writes")
+        raise UserError(
+            f"{path}: is a network profile (islands calibrate writes it for --network-profile), not a "
+            "calibration: --calibration takes the calibration.json islands validate writes"
+        )
     missing = [key for key in REQUIRED if key not in document]
     unknown = sorted(set(document) - set(REQUIRED) - set(OPTIONAL))
     if missing or unknown:
@@ -69,15 +92,23 @@ def read_calibration(path: Path) -> Calibration:
     for key, (rule, holds) in RULES.items():
         for where, value in leaves(document.get(key, {}), LEVELS[key], key, path):
             if not (is_finite_number(value) and holds(value)):
-                raise UserError(f"{path}: {where} must be a finite number, {rule} (got {shown_value(value)})")
+                raise UserError(
+                    f"{path}: {where} must be a finite number, {rule} (got {shown_value(value)})"
+                )
     if not all(isinstance(document[key], str) for key in ("mode", "label")):
         raise UserError(f"{path}: mode and label must be text")
     if not (is_kernel_mode(document["mode"]) or document["mode"] == InProcessShaper.mode):
-        raise UserError(f"{path}: measured with {document['mode']} shaping, which this version no longer builds: "
-                        "give --calibration a new file")
+        raise UserError(
+            f"{path}: measured with {document['mode']} shaping, which this version no longer builds: "
+            "give --calibration a new file"
+        )
     try:
         calibration = Calibration.from_json(json.dumps(document))
-    except (ValueError, TypeError, AttributeError) as error:  # a key that is no number of islands or rate
+    except (
+        ValueError,
+        TypeError,
+        AttributeError,
+    ) as error:  # a key that is no number of islands or rate
         raise UserError(f"{path}: not a calibration islands validate wrote ({error})") from None
     check_keys(calibration, path)
     return calibration
@@ -91,15 +122,21 @@ def check_keys(calibration: Calibration, path: Path) -> None:
             if islands < 2:
                 raise UserError(f"{path}: {key}.{islands}: an exchange has 2 islands or more")
             if key in RATE_TABLES and not probed(by_rate):
-                raise UserError(f"{path}: {key}.{islands}: give its values by probed rates, in bits/s above 0")
+                raise UserError(
+                    f"{path}: {key}.{islands}: give its values by probed rates, in bits/s above 0"
+                )
     for bits, by_islands in calibration.exchange_ratio_by_bits.items():
         if bits not in WIRE_BITS:
-            raise UserError(f"{path}: exchange_ratio_by_bits.{bits}: a wire format is one of "
-                            f"{', '.join(map(str, WIRE_BITS))} bits")
+            raise UserError(
+                f"{path}: exchange_ratio_by_bits.{bits}: a wire format is one of "
+                f"{', '.join(map(str, WIRE_BITS))} bits"
+            )
         for islands, by_rate in by_islands.items():
             if islands < 2 or not probed(by_rate):
-                raise UserError(f"{path}: exchange_ratio_by_bits.{bits}.{islands}: give ratios by 2 islands or "
-                                "more, then by probed rates in bits/s above 0")
+                raise UserError(
+                    f"{path}: exchange_ratio_by_bits.{bits}.{islands}: give ratios by 2 islands or "
+                    "more, then by probed rates in bits/s above 0"
+                )
 
 
 def probed(by_rate: dict[float, float]) -> bool:
@@ -110,11 +147,15 @@ def probed(by_rate: dict[float, float]) -> bool:
 def parse(path: Path) -> dict[str, Any]:
     document = read_bounded_json(path, "calibration")
     if not isinstance(document, dict):
-        raise UserError(f"{path}: must hold one JSON object, the calibration islands validate wrote")
+        raise UserError(
+            f"{path}: must hold one JSON object, the calibration islands validate wrote"
+        )
     return document
 
 
-def leaves(value: Any, levels: tuple[str, ...], where: str, path: Path) -> Iterator[tuple[str, Any]]:
+def leaves(
+    value: Any, levels: tuple[str, ...], where: str, path: Path
+) -> Iterator[tuple[str, Any]]:
     """Every value of a table with its dotted key, the table's shape checked: an object keyed by
     each of ``levels`` in turn (a number of islands or of bits: a whole number; a rate: a number),
     each key once as a number (``2`` and ``02`` are one key, and one value would win), down to the
@@ -129,15 +170,19 @@ def leaves(value: Any, levels: tuple[str, ...], where: str, path: Path) -> Itera
             yield f"{where}.{index}", item
         return
     if not isinstance(value, dict):
-        raise UserError(f"{path}: {where} must be an object keyed by {levels[0]} (got {shown_value(value)})")
+        raise UserError(
+            f"{path}: {where} must be an object keyed by {levels[0]} (got {shown_value(value)})"
+        )
     seen: dict[float, str] = {}
     for key, item in value.items():
         number = key_number(key, levels[0])
         if number is None:
             raise UserError(f"{path}: {where}.{key}: a key must be a {KEY_RULES[levels[0]]}")
         if number in seen:
-            raise UserError(f"{path}: {where}: the {levels[0]} {number:g} is written twice ({seen[number]!r} and "
-                            f"{key!r})")
+            raise UserError(
+                f"{path}: {where}: the {levels[0]} {number:g} is written twice ({seen[number]!r} and "
+                f"{key!r})"
+            )
         seen[number] = key
         yield from leaves(item, levels[1:], f"{where}.{key}", path)
 

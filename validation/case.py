@@ -39,8 +39,10 @@ def compute_note(case: ScaledCase, measured: Measured, paced: bool) -> str:
     per_step_s = measured.run_info["mean_step_compute_s"]
     if paced:
         targets = sorted({round(i["step_time_s"], 4) for i in case.document["island"]})
-        return (f"compute: paced to {', '.join(f'{t} s' for t in targets)} per inner step "
-                f"(measured mean {per_step_s:.4f} s on rank 0)")
+        return (
+            f"compute: paced to {', '.join(f'{t} s' for t in targets)} per inner step "
+            f"(measured mean {per_step_s:.4f} s on rank 0)"
+        )
     return f"compute: unpaced; simulator calibrated from measured step times (rank 0: {per_step_s:.4f} s)"
 
 
@@ -48,19 +50,37 @@ def complete_prediction(name: str, case: ScaledCase, overrides: list[str]) -> Si
     """The calibrated simulation of the scaled case, refused in one line if it stopped short."""
     predicted = simulate(case.scenario(tuple(overrides)))
     if not predicted.summary["complete"]:
-        raise UserError(f"{name}: the prediction of the scaled scenario stopped short "
-                        f"({predicted.summary['incomplete_reason']}): nothing to compare a run with")
+        raise UserError(
+            f"{name}: the prediction of the scaled scenario stopped short "
+            f"({predicted.summary['incomplete_reason']}): nothing to compare a run with"
+        )
     return predicted
 
 
-def validate_case(name: str, scenario: Scenario, options: ScaleOptions, calibration: Calibration,
-                  out_dir: Path, kernel: bool | None, shaper: Shaper = Shaper()) -> Comparison:
-    return validate_scaled(name, scale(scenario, options), options.pace, calibration, out_dir, kernel,
-                           shaper=shaper)
+def validate_case(
+    name: str,
+    scenario: Scenario,
+    options: ScaleOptions,
+    calibration: Calibration,
+    out_dir: Path,
+    kernel: bool | None,
+    shaper: Shaper = Shaper(),
+) -> Comparison:
+    return validate_scaled(
+        name, scale(scenario, options), options.pace, calibration, out_dir, kernel, shaper=shaper
+    )
 
 
-def validate_scaled(name: str, case: ScaledCase, paced: bool, calibration: Calibration, out_dir: Path,
-                    kernel: bool | None, stem: str = VALIDATE_STEM, shaper: Shaper = Shaper()) -> Comparison:
+def validate_scaled(
+    name: str,
+    case: ScaledCase,
+    paced: bool,
+    calibration: Calibration,
+    out_dir: Path,
+    kernel: bool | None,
+    stem: str = VALIDATE_STEM,
+    shaper: Shaper = Shaper(),
+) -> Comparison:
     """Train the scaled ``case`` for real, simulate it calibrated, compare; write the outputs to ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     scaled_path = out_dir / "scaled.toml"
@@ -68,31 +88,65 @@ def validate_scaled(name: str, case: ScaledCase, paced: bool, calibration: Calib
     elastic = "event" in case.document
     train = train_elastic if elastic else train_scaled
     islands, wire_bits = case.document["island"], case.scenario().schedule.bits
-    calls = "exchange" in case.document  # the original's calls per exchange (``scaling.scaled_calls``)
-    overrides = simulator_overrides(calibration, islands, wire_bits, calls)  # refuses an M not calibrated
-    predicted = complete_prediction(name, case, overrides)  # before the run: a prediction cut short is refused
-    measured = train(scaled_path, make_run_plan(case.scenario()), out_dir / "run", kernel, stem, shaper)
+    calls = (
+        "exchange" in case.document
+    )  # the original's calls per exchange (``scaling.scaled_calls``)
+    overrides = simulator_overrides(
+        calibration, islands, wire_bits, calls
+    )  # refuses an M not calibrated
+    predicted = complete_prediction(
+        name, case, overrides
+    )  # before the run: a prediction cut short is refused
+    measured = train(
+        scaled_path, make_run_plan(case.scenario()), out_dir / "run", kernel, stem, shaper
+    )
     if not paced:
         overrides += measured_step_overrides(measured.summary, case.scenario())
         predicted = complete_prediction(name, case, overrides)
-    notes = [f"WAN: {measured.wan_label}", compute_note(case, measured, paced),
-             f"time scale k = {case.time_factor:.3g} (scaled interval / original)", *case.notes,
-             *([] if calibration.measured_bits(wire_bits, len(islands)) else
-               [f"exchange priced at bf16's rate: the calibration did not measure {wire_bits}-bit exchanges "
-                f"among {len(islands)} islands (give --calibration a new file)"])]
-    comparison = compare(name, predicted.summary, predicted.trace, measured.summary, measured.trace,
-                         interface_bytes_per_worker(measured), notes)
+    notes = [
+        f"WAN: {measured.wan_label}",
+        compute_note(case, measured, paced),
+        f"time scale k = {case.time_factor:.3g} (scaled interval / original)",
+        *case.notes,
+        *(
+            []
+            if calibration.measured_bits(wire_bits, len(islands))
+            else [
+                f"exchange priced at bf16's rate: the calibration did not measure {wire_bits}-bit exchanges "
+                f"among {len(islands)} islands (give --calibration a new file)"
+            ]
+        ),
+    ]
+    comparison = compare(
+        name,
+        predicted.summary,
+        predicted.trace,
+        measured.summary,
+        measured.trace,
+        interface_bytes_per_worker(measured),
+        notes,
+    )
     if elastic:
-        comparison.figures += churn_figures(predicted.summary, predicted.trace, measured.summary, case.document)
+        comparison.figures += churn_figures(
+            predicted.summary, predicted.trace, measured.summary, case.document
+        )
     write_table(predicted.trace, out_dir / "predicted_trace.csv")
     write_overlay(out_dir / "overlay.png", comparison, predicted.trace, measured.trace)
     document = {
-        "case": name, "scenario": case.original.source, "scaled_scenario": case.document,
-        "compute": "paced" if paced else "measured", "calibration": dataclasses.asdict(calibration),
-        "simulator_overrides": overrides, "time_factor": case.time_factor, "ratio_change": case.ratio_change,
-        "figures": [dataclasses.asdict(f) for f in comparison.figures], "syncs": comparison.syncs,
-        "notes": comparison.notes, "interface_bytes": measured.interface_bytes,
-        "predicted": predicted.summary, "measured": measured.summary,
+        "case": name,
+        "scenario": case.original.source,
+        "scaled_scenario": case.document,
+        "compute": "paced" if paced else "measured",
+        "calibration": dataclasses.asdict(calibration),
+        "simulator_overrides": overrides,
+        "time_factor": case.time_factor,
+        "ratio_change": case.ratio_change,
+        "figures": [dataclasses.asdict(f) for f in comparison.figures],
+        "syncs": comparison.syncs,
+        "notes": comparison.notes,
+        "interface_bytes": measured.interface_bytes,
+        "predicted": predicted.summary,
+        "measured": measured.summary,
     }
     write_text(out_dir / "validation.json", json_text(document, indent=2, default=str) + "\n")
     return comparison

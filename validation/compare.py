@@ -45,7 +45,9 @@ class Comparison:
         return next(f.error for f in self.figures if f.name == name)
 
 
-def relative_error(predicted: float | None, measured: float | None, scale: float | None = None) -> float | None:
+def relative_error(
+    predicted: float | None, measured: float | None, scale: float | None = None
+) -> float | None:
     """None where either side has no value (an incomplete run gives no utilisation) or the
     measurement is negligible, or so small that the ratio overflows (a measured 1e-320 s)."""
     if predicted is None or measured is None or measured == 0:
@@ -60,16 +62,41 @@ def figures(predicted: dict, measured: dict, interface_bytes: float | None) -> l
     wall_s = measured["wall_time_s"]
     rows = [
         ("wall time", "s", predicted["wall_time_s"], wall_s, None),
-        ("compute utilisation", "fraction", predicted["compute_utilisation"], measured["compute_utilisation"], None),
+        (
+            "compute utilisation",
+            "fraction",
+            predicted["compute_utilisation"],
+            measured["compute_utilisation"],
+            None,
+        ),
         ("stall per worker", "s", predicted["stall_s"], measured["stall_s"], wall_s),
         ("idle per worker", "s", predicted["idle_s"], measured["idle_s"], wall_s),
-        ("blocked per worker (stall + idle)", "s", predicted["stall_s"] + predicted["idle_s"],
-         measured["stall_s"] + measured["idle_s"], wall_s),
-        ("bytes per worker (interface)", "bytes", predicted["bytes_per_worker"], interface_bytes, None),
-        ("bytes per worker (trainer)", "bytes", predicted["bytes_per_worker"], measured["bytes_per_worker"], None),
+        (
+            "blocked per worker (stall + idle)",
+            "s",
+            predicted["stall_s"] + predicted["idle_s"],
+            measured["stall_s"] + measured["idle_s"],
+            wall_s,
+        ),
+        (
+            "bytes per worker (interface)",
+            "bytes",
+            predicted["bytes_per_worker"],
+            interface_bytes,
+            None,
+        ),
+        (
+            "bytes per worker (trainer)",
+            "bytes",
+            predicted["bytes_per_worker"],
+            measured["bytes_per_worker"],
+            None,
+        ),
         ("mean sync", "s", predicted["mean_sync_s"], measured["mean_sync_s"], None),
     ]
-    return [Figure(name, unit, p, m, relative_error(p, m, scale)) for name, unit, p, m, scale in rows]
+    return [
+        Figure(name, unit, p, m, relative_error(p, m, scale)) for name, unit, p, m, scale in rows
+    ]
 
 
 def sync_seconds(trace: pd.DataFrame, per_worker: bool) -> pd.Series:
@@ -79,24 +106,50 @@ def sync_seconds(trace: pd.DataFrame, per_worker: bool) -> pd.Series:
     return durations.groupby(level=["outer_step", "fragment"]).mean() if per_worker else durations
 
 
-def sync_rows(predicted_trace: pd.DataFrame, measured_trace: pd.DataFrame,
-              per_worker: bool = False) -> list[dict[str, Any]]:
+def sync_rows(
+    predicted_trace: pd.DataFrame, measured_trace: pd.DataFrame, per_worker: bool = False
+) -> list[dict[str, Any]]:
     """Each sync (outer step, fragment) present in both traces, in order."""
-    both = pd.concat({"predicted_s": sync_seconds(predicted_trace, per_worker),
-                      "measured_s": sync_seconds(measured_trace, per_worker)}, axis=1).dropna()
-    return [{"outer_step": int(outer), "fragment": int(fragment), "predicted_s": float(row.predicted_s),
-             "measured_s": float(row.measured_s), "error": relative_error(row.predicted_s, row.measured_s)}
-            for (outer, fragment), row in both.iterrows()]
+    both = pd.concat(
+        {
+            "predicted_s": sync_seconds(predicted_trace, per_worker),
+            "measured_s": sync_seconds(measured_trace, per_worker),
+        },
+        axis=1,
+    ).dropna()
+    return [
+        {
+            "outer_step": int(outer),
+            "fragment": int(fragment),
+            "predicted_s": float(row.predicted_s),
+            "measured_s": float(row.measured_s),
+            "error": relative_error(row.predicted_s, row.measured_s),
+        }
+        for (outer, fragment), row in both.iterrows()
+    ]
 
 
-def compare(case: str, predicted: dict, predicted_trace: pd.DataFrame, measured: dict,
-            measured_trace: pd.DataFrame, interface_bytes: float | None, notes: list[str]) -> Comparison:
+def compare(
+    case: str,
+    predicted: dict,
+    predicted_trace: pd.DataFrame,
+    measured: dict,
+    measured_trace: pd.DataFrame,
+    interface_bytes: float | None,
+    notes: list[str],
+) -> Comparison:
     per_worker = not SCHEDULES[predicted["algorithm"]].coupled
-    cut_short = [f"{side} run did not finish: {summary['incomplete_reason']}"
-                 for side, summary in (("predicted", predicted), ("measured", measured))
-                 if summary.get("complete") is False]
-    return Comparison(case, figures(predicted, measured, interface_bytes),
-                      sync_rows(predicted_trace, measured_trace, per_worker), [*cut_short, *notes])
+    cut_short = [
+        f"{side} run did not finish: {summary['incomplete_reason']}"
+        for side, summary in (("predicted", predicted), ("measured", measured))
+        if summary.get("complete") is False
+    ]
+    return Comparison(
+        case,
+        figures(predicted, measured, interface_bytes),
+        sync_rows(predicted_trace, measured_trace, per_worker),
+        [*cut_short, *notes],
+    )
 
 
 def value_text(value: float | None, unit: str) -> str:
@@ -120,15 +173,29 @@ def error_text(error: float | None) -> str:
 
 
 def figures_table(comparison: Comparison) -> str:
-    rows = [[f.name, value_text(f.predicted, f.unit), value_text(f.measured, f.unit), error_text(f.error)]
-            for f in comparison.figures]
+    rows = [
+        [
+            f.name,
+            value_text(f.predicted, f.unit),
+            value_text(f.measured, f.unit),
+            error_text(f.error),
+        ]
+        for f in comparison.figures
+    ]
     return render(rows, ["", "predicted", "measured", "error"])
 
 
 def syncs_table(comparison: Comparison) -> str:
     shown = comparison.syncs[:SYNC_ROWS_SHOWN]
-    rows = [[f"{s['outer_step']}/{s['fragment']}", value_text(s["predicted_s"], "s"),
-             value_text(s["measured_s"], "s"), error_text(s["error"])] for s in shown]
+    rows = [
+        [
+            f"{s['outer_step']}/{s['fragment']}",
+            value_text(s["predicted_s"], "s"),
+            value_text(s["measured_s"], "s"),
+            error_text(s["error"]),
+        ]
+        for s in shown
+    ]
     table = render(rows, ["sync (outer/fragment)", "predicted", "measured", "error"])
     hidden = len(comparison.syncs) - len(shown)
     errors = [abs(s["error"]) for s in comparison.syncs if s["error"] is not None]

@@ -41,14 +41,23 @@ def calibrate_for(case: ScaledCase, kernel: bool | None) -> Calibration:
     """Probe the trainer's exchange among the case's M islands at its slowest link's rate only, in its
     wire format."""
     m = islands_of(case)
-    return measure(m, kernel, (case.slowest_bits_per_s,), min_islands=m, stem=DEMO_STEM,
-                   wire_bits=(case.scenario().schedule.bits,))
+    return measure(
+        m,
+        kernel,
+        (case.slowest_bits_per_s,),
+        min_islands=m,
+        stem=DEMO_STEM,
+        wire_bits=(case.scenario().schedule.bits,),
+    )
 
 
 def verdict(comparison: Comparison) -> str:
     """Whether wall time and utilisation are within ``TARGET_ERROR`` of measured, in one line."""
     errors = [comparison.error(name) for name in TARGET_FIGURES]
     met = all(error is not None and abs(error) <= TARGET_ERROR for error in errors)
-    shown = ", ".join(f"{name} {100 * error:+.1f}%" for name, error in zip(TARGET_FIGURES, errors)
-                      if error is not None)
+    shown = ", ".join(
+        f"{name} {100 * error:+.1f}%"
+        for name, error in zip(TARGET_FIGURES, errors)
+        if error is not None
+    )
     return f"{shown}: {'within' if met else 'NOT within'} {100 * TARGET_ERROR:.0f}% of measured"

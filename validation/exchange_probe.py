@@ -95,12 +95,21 @@ def wire_values(large_values: int, bits: int) -> int:
     return min(large_values * BITS["large"] // bits, MAX_PROBE_VALUES)
 
 
-def probe_sizes(members: int, large_values: int, wire_bits: list[int]) -> dict[str, tuple[int, int, int]]:
+def probe_sizes(
+    members: int, large_values: int, wire_bits: list[int]
+) -> dict[str, tuple[int, int, int]]:
     """Each exchange the probe times among ``members``: name -> (values, bits, repeats)."""
-    sizes = {"tiny": tiny_values(members), "calls": medium_values(large_values), "medium": medium_values(large_values),
-             "large": large_values}
+    sizes = {
+        "tiny": tiny_values(members),
+        "calls": medium_values(large_values),
+        "medium": medium_values(large_values),
+        "large": large_values,
+    }
     timed = {size: (values, BITS[size], REPEATS[size]) for size, values in sizes.items()}
-    return timed | {wire_size(bits): (wire_values(large_values, bits), bits, REPEATS["large"]) for bits in wire_bits}
+    return timed | {
+        wire_size(bits): (wire_values(large_values, bits), bits, REPEATS["large"])
+        for bits in wire_bits
+    }
 
 
 def calls_of_size(size: str) -> Callable[[int], int]:
@@ -108,7 +117,9 @@ def calls_of_size(size: str) -> Callable[[int], int]:
     return lambda values: CALLS if size == "calls" else 1
 
 
-def timed_exchanges(exchanger: Exchanger, values: int, repeats: int) -> list[tuple[float, float, float]]:
+def timed_exchanges(
+    exchanger: Exchanger, values: int, repeats: int
+) -> list[tuple[float, float, float]]:
     """(handed over, average started, average done) of each exchange, on the run's clock."""
     tensor = torch.randn(values, generator=torch.Generator().manual_seed(0))
     spans = []
@@ -120,21 +131,36 @@ def timed_exchanges(exchanger: Exchanger, values: int, repeats: int) -> list[tup
     return spans
 
 
-def repeat_durations(world_group: TorchGroup, spans: list[tuple[float, float, float]]) -> dict[str, list[float]]:
+def repeat_durations(
+    world_group: TorchGroup, spans: list[tuple[float, float, float]]
+) -> dict[str, list[float]]:
     """Per repeat, the mean screening time per member, first start to last end, and first end to last
     end (``PARTS``)."""
     everyone = [s for s in world_group.all_gather_object(spans) if s]
     return {
-        "screen": [statistics.fmean(started - handed for handed, started, _ in repeat) for repeat in zip(*everyone)],
-        "average": [max(done for _, _, done in repeat) - min(started for _, started, _ in repeat)
-                    for repeat in zip(*everyone)],
-        "spread": [max(done for _, _, done in repeat) - min(done for _, _, done in repeat) for repeat in zip(*everyone)],
+        "screen": [
+            statistics.fmean(started - handed for handed, started, _ in repeat)
+            for repeat in zip(*everyone)
+        ],
+        "average": [
+            max(done for _, _, done in repeat) - min(started for _, started, _ in repeat)
+            for repeat in zip(*everyone)
+        ],
+        "spread": [
+            max(done for _, _, done in repeat) - min(done for _, _, done in repeat)
+            for repeat in zip(*everyone)
+        ],
     }
 
 
-def median_durations(world_group: TorchGroup, spans: list[tuple[float, float, float]]) -> dict[str, float]:
+def median_durations(
+    world_group: TorchGroup, spans: list[tuple[float, float, float]]
+) -> dict[str, float]:
     """The medians over repeats of ``repeat_durations``."""
-    return {part: statistics.median(values) for part, values in repeat_durations(world_group, spans).items()}
+    return {
+        part: statistics.median(values)
+        for part, values in repeat_durations(world_group, spans).items()
+    }
 
 
 def main() -> None:

@@ -120,8 +120,9 @@ def copy_rate_bytes_per_s(group, source: int) -> float:
     return slope if group.rank == receiver else float("nan")
 
 
-def measure_pairs(world: int, world_group: TorchGroup) -> tuple[dict[tuple[int, int], float],
-                                                                 dict[tuple[int, int], float]]:
+def measure_pairs(
+    world: int, world_group: TorchGroup
+) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], float]]:
     """(round trip seconds by pair, bytes per second by ordered pair), known on every rank."""
     groups = {pair: pair_group(pair) for pair in combinations(range(world), 2)}
     rtt, rate = {}, {}
@@ -137,8 +138,12 @@ def measure_pairs(world: int, world_group: TorchGroup) -> tuple[dict[tuple[int, 
     merged_rtt: dict = {}
     merged_rate: dict = {}
     for host, (mine_rtt, mine_rate) in enumerate(world_group.all_gather_object((rtt, rate))):
-        merged_rtt.update({pair: s for pair, s in mine_rtt.items() if pair[0] == host})  # member 0 timed it
-        merged_rate.update({pair: r for pair, r in mine_rate.items() if pair[1] == host})  # the receiver did
+        merged_rtt.update(
+            {pair: s for pair, s in mine_rtt.items() if pair[0] == host}
+        )  # member 0 timed it
+        merged_rate.update(
+            {pair: r for pair, r in mine_rate.items() if pair[1] == host}
+        )  # the receiver did
     return merged_rtt, merged_rate
 
 
@@ -147,8 +152,12 @@ def exchange_timings(world: int, large_values: int) -> dict:
     clock = Clock()
     cross = paced(TorchGroup(list(range(world)), dist.group.WORLD), launch_spec().wan_pacer)
     world_group = TorchGroup(list(range(world)), dist.group.WORLD)
-    sizes = {"tiny": tiny_values(world), "calls": medium_values(large_values), "medium": medium_values(large_values),
-             "large": large_values}
+    sizes = {
+        "tiny": tiny_values(world),
+        "calls": medium_values(large_values),
+        "medium": medium_values(large_values),
+        "large": large_values,
+    }
     timings: dict = {part: {} for part in (*PARTS, SCATTER)}
     for size, values in sizes.items():
         exchanger = Exchanger(cross, None, BITS[size], clock, calls=calls_of_size(size))
@@ -168,7 +177,9 @@ def median_deviation(values: list[float]) -> float:
     return statistics.median(abs(value - middle) for value in values)
 
 
-def fitted_burst_bytes(world: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float) -> float:
+def fitted_burst_bytes(
+    world: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float
+) -> float:
     """The burst the exchange's links send at once (``calibration.rate_and_burst``, within
     ``bucket_bytes``), or 0 where the timings' own scatter could fit none: with the medium and the
     large exchange each moved by up to its scatter, some fit has no burst (a bucket below what the
@@ -184,7 +195,9 @@ def fitted_burst_bytes(world: int, timings: dict, rate_bits_per_s: float, bucket
     return burst_fraction * bucket_bytes
 
 
-def profile_of(names: list[str], rtt: dict, rate: dict, timings: dict, label: str) -> NetworkProfile:
+def profile_of(
+    names: list[str], rtt: dict, rate: dict, timings: dict, label: str
+) -> NetworkProfile:
     """The profile from the measurements (``scenarios/profile.py`` says how a scenario takes it)."""
     world = len(names)
     links = host_rates(range(world), rate)  # bytes per second
@@ -199,12 +212,26 @@ def profile_of(names: list[str], rtt: dict, rate: dict, timings: dict, label: st
     slowest_one_way_s = max(rtt.values()) / 2
     return NetworkProfile(
         label=label,
-        hosts=tuple(Host(name, up * BITS_PER_BYTE / BITS_PER_GBIT * ratio, down * BITS_PER_BYTE / BITS_PER_GBIT * ratio)
-                    for name, (up, down) in zip(names, links)),
-        rtt_ms=tuple(PairLatency((names[a], names[b]), seconds * MS_PER_S) for (a, b), seconds in sorted(rtt.items())),
-        exchange=ExchangeCost(members=world, cpu_s_per_value=costs.cpu_s_per_value,
-                              hop_overhead_s=(costs.overhead_s - hops * slowest_one_way_s) / hops,
-                              end_spread_s=costs.end_spread_s, burst_bytes=burst_bytes))
+        hosts=tuple(
+            Host(
+                name,
+                up * BITS_PER_BYTE / BITS_PER_GBIT * ratio,
+                down * BITS_PER_BYTE / BITS_PER_GBIT * ratio,
+            )
+            for name, (up, down) in zip(names, links)
+        ),
+        rtt_ms=tuple(
+            PairLatency((names[a], names[b]), seconds * MS_PER_S)
+            for (a, b), seconds in sorted(rtt.items())
+        ),
+        exchange=ExchangeCost(
+            members=world,
+            cpu_s_per_value=costs.cpu_s_per_value,
+            hop_overhead_s=(costs.overhead_s - hops * slowest_one_way_s) / hops,
+            end_spread_s=costs.end_spread_s,
+            burst_bytes=burst_bytes,
+        ),
+    )
 
 
 def host_name(rank: int, given: str | None) -> str:
@@ -215,7 +242,9 @@ def host_name(rank: int, given: str | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="measure a network profile among the hosts of a torchrun job")
+    parser = argparse.ArgumentParser(
+        description="measure a network profile among the hosts of a torchrun job"
+    )
     parser.add_argument("--out", required=True)
     parser.add_argument("--name", default=None)
     args = parser.parse_args(argv)
@@ -225,11 +254,15 @@ def main(argv: list[str] | None = None) -> None:
     world_group = TorchGroup(list(range(world)), dist.group.WORLD)
     names = world_group.all_gather_object(host_name(rank, args.name))
     if len(set(names)) != world:
-        raise SystemExit(f"islands calibrate: two hosts have one name ({', '.join(names)}): give each --name")
+        raise SystemExit(
+            f"islands calibrate: two hosts have one name ({', '.join(names)}): give each --name"
+        )
     rtt, rate = measure_pairs(world, world_group)
     ring_share = 2 * (world - 1) / world  # ring volume over the tensor's bytes
     large_values = int(min(rate.values()) * EXCHANGE_SECONDS / ring_share / BYTES_PER_LARGE_VALUE)
-    timings = exchange_timings(world, min(max(large_values, 16 * tiny_values(world)), MAX_EXCHANGE_VALUES))
+    timings = exchange_timings(
+        world, min(max(large_values, 16 * tiny_values(world)), MAX_EXCHANGE_VALUES)
+    )
     if rank == 0:
         label = os.environ.get(LABEL_VARIABLE) or f"{world} hosts: {', '.join(names)}"
         profile_of(names, rtt, rate, timings, label).save(Path(args.out))

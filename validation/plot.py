@@ -27,8 +27,14 @@ def draw_timeline(ax, trace: pd.DataFrame, title: str) -> None:
         mine = trace[trace["worker"] == worker]
         for kind, group in mine.groupby("kind"):
             spans = list(zip(group["time_start_s"], group["time_end_s"] - group["time_start_s"]))
-            band = (row + COMM_BAND[0], COMM_BAND[1]) if kind == "comm" else (row - ROW_HEIGHT / 2, ROW_HEIGHT)
-            ax.broken_barh(spans, band, facecolors=KIND_COLOURS[kind], zorder=3 if kind == "comm" else 2)
+            band = (
+                (row + COMM_BAND[0], COMM_BAND[1])
+                if kind == "comm"
+                else (row - ROW_HEIGHT / 2, ROW_HEIGHT)
+            )
+            ax.broken_barh(
+                spans, band, facecolors=KIND_COLOURS[kind], zorder=3 if kind == "comm" else 2
+            )
     ax.set_yticks(range(len(workers)), [str(w) for w in workers])
     ax.set_ylim(len(workers) - 0.5, -0.5)
     ax.set_ylabel("worker")
@@ -47,9 +53,16 @@ def draw_syncs(ax, comparison: Comparison) -> None:
     ax.grid(alpha=0.3)
 
 
-def write_overlay(path: Path, comparison: Comparison, predicted: pd.DataFrame, measured: pd.DataFrame,
-                  titles: tuple[str, str] = ("predicted (simulator, calibrated)",
-                                             "measured (real run over the emulated WAN)")) -> Path:
+def write_overlay(
+    path: Path,
+    comparison: Comparison,
+    predicted: pd.DataFrame,
+    measured: pd.DataFrame,
+    titles: tuple[str, str] = (
+        "predicted (simulator, calibrated)",
+        "measured (real run over the emulated WAN)",
+    ),
+) -> Path:
     figure = new_figure(SIZE_PX)
     top, middle, bottom = figure.subplots(3, 1, height_ratios=(2, 2, 1.4))
     middle.sharex(top)
@@ -58,6 +71,10 @@ def write_overlay(path: Path, comparison: Comparison, predicted: pd.DataFrame, m
     middle.set_xlabel("time since start (s)")
     draw_syncs(bottom, comparison)
     kinds = [k for k in KIND_COLOURS if k in set(predicted["kind"]) | set(measured["kind"])]
-    figure.legend(handles=[Patch(color=KIND_COLOURS[k], label=KIND_LABELS[k]) for k in kinds],
-                  loc="outside upper center", ncols=len(kinds), frameon=False)
+    figure.legend(
+        handles=[Patch(color=KIND_COLOURS[k], label=KIND_LABELS[k]) for k in kinds],
+        loc="outside upper center",
+        ncols=len(kinds),
+        frameon=False,
+    )
     return save_png(figure, path)

@@ -52,7 +52,9 @@ class Measured:
     run_info: dict
     interface_bytes: list[int] | None  # per island, sent on its shaped interface; None in-process
     wan_label: str
-    weights_broadcast: bool  # whether the islands got the initial fp32 weights over the shaped links
+    weights_broadcast: (
+        bool  # whether the islands got the initial fp32 weights over the shaped links
+    )
 
 
 def rendezvous(wan: EmulatedWAN | InProcessShaper, host: int = 0) -> tuple[str, int]:
@@ -61,21 +63,37 @@ def rendezvous(wan: EmulatedWAN | InProcessShaper, host: int = 0) -> tuple[str, 
     return "127.0.0.1", free_port("127.0.0.1")
 
 
-def start_ranks(wan: EmulatedWAN | InProcessShaper, argv: list[str], world_size: int,
-                stdout: int | None = None, extra_env: dict[str, str] | None = None,
-                syncer: bool = False) -> list[subprocess.Popen]:
+def start_ranks(
+    wan: EmulatedWAN | InProcessShaper,
+    argv: list[str],
+    world_size: int,
+    stdout: int | None = None,
+    extra_env: dict[str, str] | None = None,
+    syncer: bool = False,
+) -> list[subprocess.Popen]:
     """One process per island (rank = island), inside its namespace, with the pacer in its environment;
     with ``syncer``, Decoupled DiLoCo's syncer first, on the link after the islands', hosting the store."""
     address, port = rendezvous(wan, world_size if syncer else 0)
     children = []
     for rank in range(world_size + 1 if syncer else world_size):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0",
-               "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": address, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
-               "TORCH_CPP_LOG_LEVEL": "ERROR",
-               **wan.environment(rank), **(extra_env or {}),
-               **LaunchSpec(wan_pacer=wan.pacer_config(), syncer=rank == world_size).environment()}
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world_size),
+            "LOCAL_RANK": "0",
+            "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": address,
+            "MASTER_PORT": str(port),
+            "OMP_NUM_THREADS": "1",
+            "TORCH_CPP_LOG_LEVEL": "ERROR",
+            **wan.environment(rank),
+            **(extra_env or {}),
+            **LaunchSpec(wan_pacer=wan.pacer_config(), syncer=rank == world_size).environment(),
+        }
         command = [*wan.command_prefix(rank), sys.executable, *argv]
-        children.append(subprocess.Popen(command, env=env, stdout=stdout if rank == 0 else subprocess.DEVNULL))
+        children.append(
+            subprocess.Popen(command, env=env, stdout=stdout if rank == 0 else subprocess.DEVNULL)
+        )
     return children
 
 
@@ -101,22 +119,38 @@ def sent_bytes(wan: EmulatedWAN | InProcessShaper, islands: int) -> list[int] | 
     return [wan.counters(i)["tx_bytes"] for i in range(islands)]
 
 
-def train_scaled(scenario_path: Path, plan, out_dir: Path, kernel: bool | None,
-                 stem: str = VALIDATE_STEM, shaper: Shaper = Shaper()) -> Measured:
+def train_scaled(
+    scenario_path: Path,
+    plan,
+    out_dir: Path,
+    kernel: bool | None,
+    stem: str = VALIDATE_STEM,
+    shaper: Shaper = Shaper(),
+) -> Measured:
     """Train ``scenario_path`` (already scaled) under emulation; outputs go to ``out_dir``."""
     decoupled = kind_of(plan).has_syncer
     links = links_from_workers(plan.workers) + ([syncer_link(plan)] if decoupled else [])
     with open_wan(links, prefix=f"{stem}run", kernel=kernel, shaper=shaper) as wan:
         before = sent_bytes(wan, plan.islands)
         argv = ["-m", "islands.cli", "train", str(scenario_path), "--out", str(out_dir)]
-        run_all(start_ranks(wan, argv, plan.world_size, stdout=subprocess.DEVNULL, syncer=decoupled),
-                "the scaled training run")
+        run_all(
+            start_ranks(wan, argv, plan.world_size, stdout=subprocess.DEVNULL, syncer=decoupled),
+            "the scaled training run",
+        )
         after = sent_bytes(wan, plan.islands)
         label = wan.label
-    moved = [a - b for a, b in zip(after, before)] if before is not None and after is not None else None
+    moved = (
+        [a - b for a, b in zip(after, before)] if before is not None and after is not None else None
+    )
     run = read_run(out_dir)
-    return Measured(summary=run.summary, trace=run.trace, run_info=run.run_info, interface_bytes=moved,
-                    wan_label=label, weights_broadcast=SCHEDULES[run.run_info["algorithm"]].coupled)
+    return Measured(
+        summary=run.summary,
+        trace=run.trace,
+        run_info=run.run_info,
+        interface_bytes=moved,
+        wan_label=label,
+        weights_broadcast=SCHEDULES[run.run_info["algorithm"]].coupled,
+    )
 
 
 def interface_bytes_per_worker(measured: Measured) -> float | None:
@@ -129,5 +163,9 @@ def interface_bytes_per_worker(measured: Measured) -> float | None:
     if measured.interface_bytes is None:
         return None
     m = len(measured.interface_bytes)
-    startup = (m - 1) / m * FP32_BYTES * measured.run_info["parameters"] if measured.weights_broadcast else 0.0
+    startup = (
+        (m - 1) / m * FP32_BYTES * measured.run_info["parameters"]
+        if measured.weights_broadcast
+        else 0.0
+    )
     return sum(measured.interface_bytes) / m - startup

@@ -30,14 +30,33 @@ from islands.trace import COLUMNS, DTYPES, KINDS, NO_FRAGMENT, check_frame, to_f
 
 RUN_FILES = ("summary.json", "run.json", "trace.csv")
 TRACE_LIMIT_BYTES = 2**30  # about 25 million rows: a long run of many workers
-FIGURE_KEYS = ("wall_time_s", "compute_utilisation", "stall_s", "idle_s", "bytes_per_worker", "mean_sync_s")
-WITHIN_WALL_KEYS = ("stall_s", "idle_s", "mean_sync_s")  # seconds per worker or per sync: 0 to the wall time
+FIGURE_KEYS = (
+    "wall_time_s",
+    "compute_utilisation",
+    "stall_s",
+    "idle_s",
+    "bytes_per_worker",
+    "mean_sync_s",
+)
+WITHIN_WALL_KEYS = (
+    "stall_s",
+    "idle_s",
+    "mean_sync_s",
+)  # seconds per worker or per sync: 0 to the wall time
 NON_NEGATIVE_TRACE_COLUMNS = ("time_start_s", "time_end_s", "bytes", "worker")
 # the indices' ranges: a scenario's workers and fragments (docs/limits.md), and outer steps far beyond
 # any run's, each worker's syncs keyed by the three together within an int64 (``summary.sync_spans``)
-INDEX_RANGES = {"worker": (0, MAX_REPLICAS - 1), "fragment": (NO_FRAGMENT, MAX_FRAGMENTS - 1), "outer_step": (0, 2**32)}
-MAX_WHOLE = 2**53  # a whole-number column's cells: exact as the floats the CSV's numbers are read as
-SPAN_TOLERANCE = 1e-6  # relative (and seconds): the CSV keeps every digit, so only a rounding's worth
+INDEX_RANGES = {
+    "worker": (0, MAX_REPLICAS - 1),
+    "fragment": (NO_FRAGMENT, MAX_FRAGMENTS - 1),
+    "outer_step": (0, 2**32),
+}
+MAX_WHOLE = (
+    2**53
+)  # a whole-number column's cells: exact as the floats the CSV's numbers are read as
+SPAN_TOLERANCE = (
+    1e-6  # relative (and seconds): the CSV keeps every digit, so only a rounding's worth
+)
 
 
 @dataclass(frozen=True)
@@ -55,13 +74,19 @@ def read_run(directory: Path) -> RunRecord:
     if not directory.exists():
         raise UserError(f"{directory}: no such run folder")
     if not directory.is_dir():
-        raise UserError(f"{directory}: is a file, not a run folder: give the folder `islands train --out` wrote")
+        raise UserError(
+            f"{directory}: is a file, not a run folder: give the folder `islands train --out` wrote"
+        )
     missing = [name for name in RUN_FILES if not (directory / name).exists()]
     if missing:
-        raise UserError(f"{directory}: no {', '.join(missing)}: not a folder `islands train --out` wrote "
-                        "(or the run did not finish writing it)")
+        raise UserError(
+            f"{directory}: no {', '.join(missing)}: not a folder `islands train --out` wrote "
+            "(or the run did not finish writing it)"
+        )
     summary = read_json(directory / "summary.json")
-    if summary.get("complete"):  # a run cut short has no utilisation; compare refuses it, naming why
+    if summary.get(
+        "complete"
+    ):  # a run cut short has no utilisation; compare refuses it, naming why
         check_figures(summary, directory / "summary.json")
     trace = read_trace(directory / "trace.csv")
     if summary.get("complete"):
@@ -74,8 +99,10 @@ def check_span(trace: pd.DataFrame, wall_s: float, path: Path) -> None:
     trace): one cut at a line end, losing the run's last rows, is refused too."""
     span_s = float(trace["time_end_s"].max() - trace["time_start_s"].min())
     if not math.isclose(span_s, wall_s, rel_tol=SPAN_TOLERANCE, abs_tol=SPAN_TOLERANCE):
-        raise UserError(f"{path}: spans {span_s:g} s, summary.json's wall_time_s {wall_s:g} s: the trace is cut "
-                        "short or from another run")
+        raise UserError(
+            f"{path}: spans {span_s:g} s, summary.json's wall_time_s {wall_s:g} s: the trace is cut "
+            "short or from another run"
+        )
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -104,12 +131,18 @@ def check_figures(summary: dict[str, Any], path: Path) -> None:
     if wall_s <= 0:
         raise UserError(f"{path}: 'wall_time_s' must be above 0 s (got {wall_s!r})")
     if not 0 <= summary["compute_utilisation"] <= 1:
-        raise UserError(f"{path}: 'compute_utilisation' is a fraction, 0 to 1 (got {summary['compute_utilisation']!r})")
+        raise UserError(
+            f"{path}: 'compute_utilisation' is a fraction, 0 to 1 (got {summary['compute_utilisation']!r})"
+        )
     for key in WITHIN_WALL_KEYS:
         if not 0 <= summary[key] <= wall_s:
-            raise UserError(f"{path}: '{key}' must be 0 to the run's wall_time_s, {wall_s:g} s (got {summary[key]!r})")
+            raise UserError(
+                f"{path}: '{key}' must be 0 to the run's wall_time_s, {wall_s:g} s (got {summary[key]!r})"
+            )
     if summary["bytes_per_worker"] < 0:
-        raise UserError(f"{path}: 'bytes_per_worker' must be 0 or more (got {summary['bytes_per_worker']!r})")
+        raise UserError(
+            f"{path}: 'bytes_per_worker' must be 0 or more (got {summary['bytes_per_worker']!r})"
+        )
 
 
 def read_trace(path: Path) -> pd.DataFrame:
@@ -119,14 +152,26 @@ def read_trace(path: Path) -> pd.DataFrame:
     if not text.endswith("\n"):
         raise UserError(f"{path}: its last line has no line end: the file is cut short")
     try:
-        with warnings.catch_warnings():  # a first row longer than the header: an error, not a lost cell
+        with (
+            warnings.catch_warnings()
+        ):  # a first row longer than the header: an error, not a lost cell
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(io.StringIO(text), index_col=False, dtype={"island": str, "kind": str})
-    except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning) as error:  # EmptyDataError: a ValueError
-        raise UserError(f"{path}: not a trace in the islands schema ({' '.join(str(error).split())})") from None
+            frame = pd.read_csv(
+                io.StringIO(text), index_col=False, dtype={"island": str, "kind": str}
+            )
+    except (
+        ValueError,
+        pd.errors.ParserError,
+        pd.errors.ParserWarning,
+    ) as error:  # EmptyDataError: a ValueError
+        raise UserError(
+            f"{path}: not a trace in the islands schema ({' '.join(str(error).split())})"
+        ) from None
     missing = [column for column in COLUMNS if column not in frame.columns]
     if missing:
-        raise UserError(f"{path}: no column {', '.join(missing)}: not a trace in the islands schema")
+        raise UserError(
+            f"{path}: no column {', '.join(missing)}: not a trace in the islands schema"
+        )
     if frame.empty:
         raise UserError(f"{path}: has no rows: the run recorded nothing")
     check_cells(frame, path)
@@ -156,8 +201,10 @@ def typed(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     unknown = ~frame["kind"].isin(KINDS).to_numpy()
     if unknown.any():
         row = int(unknown.argmax())
-        raise UserError(f"{path}: line {row + 2}: kind must be one of {', '.join(KINDS)} (got "
-                        f"{shown_value(frame['kind'].iloc[row])})")
+        raise UserError(
+            f"{path}: line {row + 2}: kind must be one of {', '.join(KINDS)} (got "
+            f"{shown_value(frame['kind'].iloc[row])})"
+        )
     frame = frame.copy()
     for column in COLUMNS:
         if DTYPES[column] == "object":
@@ -200,9 +247,13 @@ def check_values(trace: pd.DataFrame, path: Path) -> None:
         values = trace[column].to_numpy()
         bad = ~np.isfinite(values) | (values < 0)
         if bad.any():
-            raise UserError(f"{path}: {column} must be finite and 0 or more (got {float(values[bad.argmax()]):g})")
+            raise UserError(
+                f"{path}: {column} must be finite and 0 or more (got {float(values[bad.argmax()]):g})"
+            )
     for column, (low, high) in INDEX_RANGES.items():
         values = trace[column].to_numpy()
         bad = (values < low) | (values > high)
         if bad.any():
-            raise UserError(f"{path}: {column} must be {low} to {high} (got {values[bad.argmax()]})")
+            raise UserError(
+                f"{path}: {column} must be {low} to {high} (got {values[bad.argmax()]})"
+            )

@@ -46,8 +46,16 @@ MIN_OUTER_STEPS = 2
 PROBE_OUTER_STEPS = 2  # the simulated run that times one outer step
 MODEL_PARAMETERS = 2.5e6  # about 30 ms of forward, backward and AdamW per step on one core here
 WIDTH_STEP = 32
-TRAINER: dict[str, Any] = {"n_head": 4, "block_size": 16, "batch_size": 1, "corpus_bytes": 200_000,
-           "eval_batches": 1, "checkpoint_every": 0, "warmup_steps": 2, "timeout_s": 120.0}
+TRAINER: dict[str, Any] = {
+    "n_head": 4,
+    "block_size": 16,
+    "batch_size": 1,
+    "corpus_bytes": 200_000,
+    "eval_batches": 1,
+    "checkpoint_every": 0,
+    "warmup_steps": 2,
+    "timeout_s": 120.0,
+}
 # The elastic trainer's survivors must all reach the re-forming within the detection timeout: their
 # exchanges fail at once on the dead peer's closed sockets, so only store polling (20 ms) and the
 # 50 ms heartbeat separate them; 10 heartbeats leave room for a busy 2-core machine.
@@ -77,8 +85,8 @@ class ScaledCase:
 
     original: Scenario
     document: dict[str, Any]
-    time_factor: float            # k: scaled interval / original interval
-    ratio_change: float           # (transfer / compute) scaled / original: 1 unless a rate was clamped
+    time_factor: float  # k: scaled interval / original interval
+    ratio_change: float  # (transfer / compute) scaled / original: 1 unless a rate was clamped
     notes: list[str] = field(default_factory=list)
 
     def scenario(self, overrides: tuple[str, ...] = ()) -> Scenario:
@@ -87,20 +95,26 @@ class ScaledCase:
     @property
     def slowest_bits_per_s(self) -> float:
         """The slowest configured rate of the scaled ring, upload or download: the one its exchange runs at."""
-        return min(min(i["upload_gbps"], i["download_gbps"]) for i in self.document["island"]) * BITS_PER_GBIT
+        return (
+            min(min(i["upload_gbps"], i["download_gbps"]) for i in self.document["island"])
+            * BITS_PER_GBIT
+        )
 
 
 def ring_volume_bytes(workers: int, payload_bytes: float) -> float:
     return 2 * (workers - 1) / workers * payload_bytes
 
 
-def wire_payload_bytes(layer_values: list[int], schedule: Schedule, fragments: int, workers: int,
-                       bits: int) -> float:
+def wire_payload_bytes(
+    layer_values: list[int], schedule: Schedule, fragments: int, workers: int, bits: int
+) -> float:
     """Bytes of one full exchange as the trainer encodes it (padding and int scales included)."""
     from islands.trainer.core.quantize import encoded_bytes, padded_length
 
-    return sum(encoded_bytes(padded_length(int(values), workers), bits)
-               for values in split_by_layer(layer_values, fragments, schedule.fragment_of_layer))
+    return sum(
+        encoded_bytes(padded_length(int(values), workers), bits)
+        for values in split_by_layer(layer_values, fragments, schedule.fragment_of_layer)
+    )
 
 
 def trainer_model_values(n_layer: int) -> tuple[list[int], int]:
@@ -108,8 +122,12 @@ def trainer_model_values(n_layer: int) -> tuple[list[int], int]:
     how many of them are its embeddings."""
     from islands.trainer.core.model import GPTConfig, build_model
 
-    config = GPTConfig(block_size=TRAINER["block_size"], n_layer=n_layer, n_head=TRAINER["n_head"],
-                       n_embd=width(n_layer))
+    config = GPTConfig(
+        block_size=TRAINER["block_size"],
+        n_layer=n_layer,
+        n_head=TRAINER["n_head"],
+        n_embd=width(n_layer),
+    )
     values, embedding = [0] * n_layer, 0
     for name, param in build_model(config, 0, "cpu").named_parameters():
         values[layer_of(name, n_layer)] += param.numel()
@@ -117,14 +135,20 @@ def trainer_model_values(n_layer: int) -> tuple[list[int], int]:
     return values, embedding
 
 
-def model_entry(layer_values: list[int], embedding_values: int, payload_bytes: float, bits: int) -> dict[str, Any]:
+def model_entry(
+    layer_values: list[int], embedding_values: int, payload_bytes: float, bits: int
+) -> dict[str, Any]:
     """The scaled ``[model]``: the trainer's GPT's layers with the embeddings beside the first block
     (``schedules/layout.py``; the final LayerNorm, 2 x n_embd values, is spread over the blocks),
     sized so that parameters * bits / 8 is the trainer's real payload on the wire."""
     parameters = payload_bytes * BITS_PER_BYTE / bits
     wire_per_value = parameters / sum(layer_values)
-    return {"parameters": parameters, "bytes_per_param": 4, "layers": len(layer_values),
-            "embedding_parameters": embedding_values * wire_per_value}
+    return {
+        "parameters": parameters,
+        "bytes_per_param": 4,
+        "layers": len(layer_values),
+        "embedding_parameters": embedding_values * wire_per_value,
+    }
 
 
 def n_layers(fragments: int) -> int:
@@ -133,10 +157,14 @@ def n_layers(fragments: int) -> int:
 
 def width(n_layer: int) -> int:
     """n_embd giving about ``MODEL_PARAMETERS`` (a block holds about 12 n_embd^2 parameters)."""
-    return max(WIDTH_STEP, round(math.sqrt(MODEL_PARAMETERS / (12 * n_layer)) / WIDTH_STEP) * WIDTH_STEP)
+    return max(
+        WIDTH_STEP, round(math.sqrt(MODEL_PARAMETERS / (12 * n_layer)) / WIDTH_STEP) * WIDTH_STEP
+    )
 
 
-def scaled_schedule(schedule: Any, declared: Schedule, max_inner_steps: int) -> tuple[int, int, int, list[str]]:
+def scaled_schedule(
+    schedule: Any, declared: Schedule, max_inner_steps: int
+) -> tuple[int, int, int, list[str]]:
     """(H, P, tau) of the scaled run, and notes on what changed: H shrinks to a multiple of P, tau
     with it (where the schedule reads them)."""
     h, p, tau = schedule.inner_steps, declared.fragments(schedule), schedule.overlap_steps
@@ -149,7 +177,9 @@ def scaled_schedule(schedule: Any, declared: Schedule, max_inner_steps: int) -> 
     window = scaled_h // p
     scaled_tau = min(window - 1, max(1 if tau else 0, round(tau * scaled_h / h)))
     if scaled_tau * h != tau * scaled_h:
-        notes.append(f"tau {tau} -> {scaled_tau} (tau/H {tau / h:.3f} -> {scaled_tau / scaled_h:.3f})")
+        notes.append(
+            f"tau {tau} -> {scaled_tau} (tau/H {tau / h:.3f} -> {scaled_tau / scaled_h:.3f})"
+        )
     return scaled_h, p, scaled_tau, notes
 
 
@@ -162,7 +192,9 @@ def churn_validated(scenario: Scenario) -> bool:
     plays and has been measured against (the scaled replica has one rank per island)."""
     scripted = not any(i.mtbf_s for i in scenario.islands)
     declared = schedule_of(scenario)
-    one_fragment = declared.exchanged == PSEUDO_GRADIENT and declared.fragments(scenario.schedule) == 1
+    one_fragment = (
+        declared.exchanged == PSEUDO_GRADIENT and declared.fragments(scenario.schedule) == 1
+    )
     return has_churn(scenario) and scripted and one_fragment
 
 
@@ -178,38 +210,65 @@ def not_validated(scenario: Scenario) -> list[str]:
     """What the scaled run leaves out because the trainer cannot apply it yet."""
     notes = []
     if has_churn(scenario) and not churn_validated(scenario):
-        reason = ("random churn (mtbf_s) is simulated only" if any(i.mtbf_s for i in scenario.islands)
-                  else f"churn is validated under one-fragment DiLoCo only, not {scenario.schedule.algorithm!r}")
+        reason = (
+            "random churn (mtbf_s) is simulated only"
+            if any(i.mtbf_s for i in scenario.islands)
+            else f"churn is validated under one-fragment DiLoCo only, not {scenario.schedule.algorithm!r}"
+        )
         notes.append(f"churn: not validated ({reason}); run without it")
     if scenario.has_failures():
-        notes.append("chip failures (chip_mtbf_s): not validated (simulated only); run without them")
+        notes.append(
+            "chip failures (chip_mtbf_s): not validated (simulated only); run without them"
+        )
     exchange = scenario.exchange
-    costs = [key for key in ("call_overhead_s", "sync_overhead_s", "first_call_s", "outer_step_s") if getattr(exchange, key)]
+    costs = [
+        key
+        for key in ("call_overhead_s", "sync_overhead_s", "first_call_s", "outer_step_s")
+        if getattr(exchange, key)
+    ]
     if costs:
-        notes.append(f"exchange.{', exchange.'.join(costs)}: the trainer's own are measured, not the scenario's")
+        notes.append(
+            f"exchange.{', exchange.'.join(costs)}: the trainer's own are measured, not the scenario's"
+        )
     if exchange.calls == "buckets":
-        notes.append(f"buckets: validated as their {calls_of(scenario, scenario.payload_bytes)} calls per "
-                     "whole-model exchange, each fragment its share")
+        notes.append(
+            f"buckets: validated as their {calls_of(scenario, scenario.payload_bytes)} calls per "
+            "whole-model exchange, each fragment its share"
+        )
     if scenario.schedule.barrier != "wait":
-        notes.append(f"barrier {scenario.schedule.barrier!r}: not validated (the trainer runs 'wait' only)")
+        notes.append(
+            f"barrier {scenario.schedule.barrier!r}: not validated (the trainer runs 'wait' only)"
+        )
     if scenario.schedule.backward_overlap:
-        notes.append(f"backward overlap {scenario.schedule.backward_overlap:.3g}: not validated (the trainer sends "
-                     "after the whole backward pass); run without it")
+        notes.append(
+            f"backward overlap {scenario.schedule.backward_overlap:.3g}: not validated (the trainer sends "
+            "after the whole backward pass); run without it"
+        )
     if any(i.jitter_cv for i in scenario.islands):
         notes.append("step-time jitter: not validated (paced steps are exact); run without it")
     if scenario.network.tcp_window_bytes:
-        notes.append("TCP window cap: not validated (the emulated links use the kernel's own windows)")
+        notes.append(
+            "TCP window cap: not validated (the emulated links use the kernel's own windows)"
+        )
     if scenario.network.collective != "ring":
-        notes.append(f"collective {scenario.network.collective!r}: not validated (the trainer runs a ring); "
-                     "validated as a ring")
+        notes.append(
+            f"collective {scenario.network.collective!r}: not validated (the trainer runs a ring); "
+            "validated as a ring"
+        )
     if scenario.network.on_departure != "restart":
-        notes.append(f"on_departure {scenario.network.on_departure!r}: not validated (the trainer restarts a broken "
-                     "collective); validated restarting")
+        notes.append(
+            f"on_departure {scenario.network.on_departure!r}: not validated (the trainer restarts a broken "
+            "collective); validated restarting"
+        )
     if scenario.regions:
-        notes.append("regions and backbones: not validated (the emulated WAN is one core); run without them")
+        notes.append(
+            "regions and backbones: not validated (the emulated WAN is one core); run without them"
+        )
     if scenario.latencies:
-        notes.append("measured round trips ([[latency]]): not validated (the emulated WAN gives each island one "
-                     "latency); run with the islands' own")
+        notes.append(
+            "measured round trips ([[latency]]): not validated (the emulated WAN gives each island one "
+            "latency); run with the islands' own"
+        )
     if scenario.network.loss_rate:
         notes.append("packet loss: not validated (this kernel has no netem); run without it")
     return notes
@@ -219,20 +278,29 @@ def clamp_bits_per_s(bits_per_s: float) -> float:
     return min(MAX_BITS_PER_S, max(MIN_BITS_PER_S, bits_per_s))
 
 
-def island_entries(workers: list[Worker], step_factor: float, time_factor: float,
-                   rate_factor: float) -> tuple[list[dict[str, Any]], float]:
+def island_entries(
+    workers: list[Worker], step_factor: float, time_factor: float, rate_factor: float
+) -> tuple[list[dict[str, Any]], float]:
     """One scaled island per worker; returns them and the slowest link's rate after clamping over
     before (a ring is paced by its slowest link, so only that one changes transfer / compute)."""
     entries, wanted_slowest, clamped_slowest = [], math.inf, math.inf
     for worker in workers:
-        wanted = {"up": worker.upload_bytes_per_s * BITS_PER_BYTE * rate_factor,
-                  "down": worker.download_bytes_per_s * BITS_PER_BYTE * rate_factor}
+        wanted = {
+            "up": worker.upload_bytes_per_s * BITS_PER_BYTE * rate_factor,
+            "down": worker.download_bytes_per_s * BITS_PER_BYTE * rate_factor,
+        }
         clamped = {d: clamp_bits_per_s(v) for d, v in wanted.items()}
         wanted_slowest = min(wanted_slowest, *wanted.values())
         clamped_slowest = min(clamped_slowest, *clamped.values())
-        entries.append({"name": worker.name, "step_time_s": worker.step_time_s * step_factor,
-                        "upload_gbps": clamped["up"] / BITS_PER_GBIT, "download_gbps": clamped["down"] / BITS_PER_GBIT,
-                        "latency_ms": worker.latency_s * MS_PER_S * time_factor})
+        entries.append(
+            {
+                "name": worker.name,
+                "step_time_s": worker.step_time_s * step_factor,
+                "upload_gbps": clamped["up"] / BITS_PER_GBIT,
+                "download_gbps": clamped["down"] / BITS_PER_GBIT,
+                "latency_ms": worker.latency_s * MS_PER_S * time_factor,
+            }
+        )
     return entries, clamped_slowest / wanted_slowest
 
 
@@ -243,7 +311,9 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     notes = not_validated(scenario)
     if len(workers) < scenario.worker_count:
         rescaled = "ring volume" if schedule_of(scenario).coupled else "payload"
-        notes.append(f"M {scenario.worker_count} -> {len(workers)} (first workers; {rescaled} rescaled)")
+        notes.append(
+            f"M {scenario.worker_count} -> {len(workers)} (first workers; {rescaled} rescaled)"
+        )
     declared = schedule_of(scenario)
     h, p, tau, schedule_notes = scaled_schedule(schedule, declared, options.max_inner_steps)
     notes += schedule_notes
@@ -253,22 +323,39 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     time_factor = step_factor * h / original_h
     m = len(workers)
     layer_values, embedding_values = trainer_model_values(n_layers(p))
-    payload_bytes = wire_payload_bytes(layer_values, declared, p, m if declared.coupled else 1, schedule.bits)
+    payload_bytes = wire_payload_bytes(
+        layer_values, declared, p, m if declared.coupled else 1, schedule.bits
+    )
     if declared.coupled:
-        volume_ratio = (ring_volume_bytes(m, payload_bytes)
-                        / ring_volume_bytes(scenario.worker_count, scenario.payload_bytes))
+        volume_ratio = ring_volume_bytes(m, payload_bytes) / ring_volume_bytes(
+            scenario.worker_count, scenario.payload_bytes
+        )
     else:  # a learner uploads and downloads each fragment once, whatever M
         volume_ratio = payload_bytes / scenario.payload_bytes
     islands, kept = island_entries(workers, step_factor, time_factor, volume_ratio / time_factor)
     if abs(kept - 1) > 1e-9:
-        notes.append(f"the slowest link was clamped to {MIN_BITS_PER_S / BITS_PER_MBIT:.0f}-"
-                     f"{MAX_BITS_PER_S / BITS_PER_MBIT:.0f} Mbit/s: transfer/compute is {1 / kept:.2f}x the original's")
+        notes.append(
+            f"the slowest link was clamped to {MIN_BITS_PER_S / BITS_PER_MBIT:.0f}-"
+            f"{MAX_BITS_PER_S / BITS_PER_MBIT:.0f} Mbit/s: transfer/compute is {1 / kept:.2f}x the original's"
+        )
     document: dict[str, Any] = {
-        "name": f"{scenario.name}-scaled", "seed": scenario.seed,
+        "name": f"{scenario.name}-scaled",
+        "seed": scenario.seed,
         "model": model_entry(layer_values, embedding_values, payload_bytes, schedule.bits),
-        "schedule": {"algorithm": schedule.algorithm, "inner_steps": h, "outer_steps": PROBE_OUTER_STEPS,
-                     "fragments": p, "overlap_steps": tau, "bits": schedule.bits},
-        "trainer": {**TRAINER, "n_layer": n_layers(p), "n_embd": width(n_layers(p)), "pace_islands": options.pace},
+        "schedule": {
+            "algorithm": schedule.algorithm,
+            "inner_steps": h,
+            "outer_steps": PROBE_OUTER_STEPS,
+            "fragments": p,
+            "overlap_steps": tau,
+            "bits": schedule.bits,
+        },
+        "trainer": {
+            **TRAINER,
+            "n_layer": n_layers(p),
+            "n_embd": width(n_layers(p)),
+            "pace_islands": options.pace,
+        },
         "island": islands,
     }
     if not declared.coupled:
@@ -276,21 +363,29 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     if scenario.exchange.calls != "flat":
         document["exchange"] = scaled_calls(scenario)
     case = ScaledCase(scenario, document, time_factor, 1 / kept, notes)
-    document["schedule"]["outer_steps"], one_outer_s = fitting_outer_steps(case, schedule, options.target_wall_s)
-    if "inner_steps" not in declared.reads:  # the trainer evaluates every H steps; these syncs ignore H
+    document["schedule"]["outer_steps"], one_outer_s = fitting_outer_steps(
+        case, schedule, options.target_wall_s
+    )
+    if (
+        "inner_steps" not in declared.reads
+    ):  # the trainer evaluates every H steps; these syncs ignore H
         document["schedule"]["inner_steps"] = document["schedule"]["outer_steps"]
     if churn_validated(scenario):
         add_churn(case, workers, one_outer_s)
     return case
 
 
-def add_syncer(document: dict[str, Any], scenario: Scenario, time_factor: float, rate_factor: float) -> None:
+def add_syncer(
+    document: dict[str, Any], scenario: Scenario, time_factor: float, rate_factor: float
+) -> None:
     """Decoupled DiLoCo: the quorum, the grace window (seconds shrink by k), and the syncer's link
     scaled as the islands' are (none stays none: a non-blocking core)."""
     schedule, syncer = scenario.schedule, scenario.syncer
     window = schedule.grace_window
-    document["schedule"].update(quorum=schedule.quorum,
-                                grace_window=window if isinstance(window, str) else window * time_factor)
+    document["schedule"].update(
+        quorum=schedule.quorum,
+        grace_window=window if isinstance(window, str) else window * time_factor,
+    )
     document["syncer"] = {"latency_ms": syncer.latency_ms * time_factor}
     if syncer.bandwidth_gbps is not None:
         rate = clamp_bits_per_s(syncer.bandwidth_gbps * BITS_PER_GBIT * rate_factor)
@@ -301,22 +396,31 @@ def add_churn(case: ScaledCase, workers: list[Worker], one_outer_s: float) -> No
     """The scenario's events and absent islands at the scaled times, and the elastic trainer's keys."""
     document, k = case.document, case.time_factor
     end_s = document["schedule"]["outer_steps"] * one_outer_s
-    events = [{"at_s": event.at_s * k, "island": worker.name, "kind": event.kind}
-              for event in case.original.events for worker in workers
-              if event.island in (worker.name, worker.island)]
+    events = [
+        {"at_s": event.at_s * k, "island": worker.name, "kind": event.kind}
+        for event in case.original.events
+        for worker in workers
+        if event.island in (worker.name, worker.island)
+    ]
     kept = [event for event in events if event["at_s"] < end_s]
     if len(kept) < len(events):
-        case.notes.append(f"churn: {len(events) - len(kept)} event(s) after the scaled run's end "
-                          f"({end_s:.1f} s) dropped")
+        case.notes.append(
+            f"churn: {len(events) - len(kept)} event(s) after the scaled run's end "
+            f"({end_s:.1f} s) dropped"
+        )
     detection_s = max(MIN_DETECTION_S, case.original.network.detection_timeout_s * k)
     document["event"] = kept
     for entry, worker in zip(document["island"], workers):
         entry["present"] = worker.present
     document["network"] = {"detection_timeout_s": detection_s}
     document["model"]["bytes_per_param"] = JOIN_STATE_BYTES_PER_VALUE
-    document["trainer"].update(elastic=True, collective_timeout_s=max(MIN_COLLECTIVE_TIMEOUT_S, 2 * one_outer_s))
-    case.notes.append(f"churn: events at at_s x k; detection timeout "
-                      f"{case.original.network.detection_timeout_s:g} s -> {detection_s:.3g} s")
+    document["trainer"].update(
+        elastic=True, collective_timeout_s=max(MIN_COLLECTIVE_TIMEOUT_S, 2 * one_outer_s)
+    )
+    case.notes.append(
+        f"churn: events at at_s x k; detection timeout "
+        f"{case.original.network.detection_timeout_s:g} s -> {detection_s:.3g} s"
+    )
 
 
 def fitting_outer_steps(case: ScaledCase, schedule: Any, target_wall_s: float) -> tuple[int, float]:
@@ -330,7 +434,11 @@ def fitting_outer_steps(case: ScaledCase, schedule: Any, target_wall_s: float) -
 def to_toml(document: dict[str, Any]) -> str:
     """A scenario document as TOML: top-level values, then tables, then arrays of tables (the subset
     of TOML a scenario uses)."""
-    lines = [f"{key} = {toml_value(value)}" for key, value in document.items() if not isinstance(value, (dict, list))]
+    lines = [
+        f"{key} = {toml_value(value)}"
+        for key, value in document.items()
+        if not isinstance(value, (dict, list))
+    ]
     for key, value in document.items():
         if isinstance(value, dict):
             lines += ["", f"[{key}]", *(f"{k} = {toml_value(v)}" for k, v in value.items())]

@@ -38,39 +38,121 @@ class SuiteCase:
 
 WE = "worked-example"
 CASES = (
-    SuiteCase("ddp-bf16-m2", WE, ("schedule.algorithm=ddp", "island.*.bandwidth_gbps=200"), 2,
-              "DDP, bf16, transfer/compute 0.53"),
-    SuiteCase("ddp-fp32-m3", WE, ("schedule.algorithm=ddp", "schedule.bits=32", "island.*.bandwidth_gbps=200"), 3,
-              "DDP, fp32 on the wire, three islands"),
+    SuiteCase(
+        "ddp-bf16-m2",
+        WE,
+        ("schedule.algorithm=ddp", "island.*.bandwidth_gbps=200"),
+        2,
+        "DDP, bf16, transfer/compute 0.53",
+    ),
+    SuiteCase(
+        "ddp-fp32-m3",
+        WE,
+        ("schedule.algorithm=ddp", "schedule.bits=32", "island.*.bandwidth_gbps=200"),
+        3,
+        "DDP, fp32 on the wire, three islands",
+    ),
     SuiteCase("diloco-bf16-m4", WE, (), 4, "DiLoCo, the worked example (1 Gbit/s)"),
-    SuiteCase("diloco-int8-m2-h50", WE, ("schedule.bits=8", "schedule.inner_steps=50",
-                                         "island.*.bandwidth_gbps=5"), 2, "DiLoCo, int8, H=50, 5 Gbit/s"),
-    SuiteCase("diloco-bf16-m3-slow", WE, ("island.*.bandwidth_gbps=0.5",), 3, "DiLoCo, 0.5 Gbit/s: long stalls"),
-    SuiteCase("streaming-bf16-p2-m3", WE, ("schedule.algorithm=streaming", "schedule.fragments=2"), 3,
-              "Streaming, P=2, bf16"),
-    SuiteCase("streaming-int8-p4-m4", WE, ("schedule.algorithm=streaming", "schedule.fragments=4",
-                                           "schedule.bits=8"), 4, "Streaming, P=4, int8"),
-    SuiteCase("streaming-starved-p5-m2", WE, ("schedule.algorithm=streaming", "schedule.fragments=5",
-                                             "schedule.overlap_steps=60", "island.*.bandwidth_gbps=0.25"), 2,
-              "Streaming, P=5, under-provisioned: a fragment takes 2.5x its overlap window"),
-    SuiteCase("eager-int8-p4-m4", WE, ("schedule.algorithm=eager", "schedule.fragments=4", "schedule.bits=8"), 4,
-              "Eager updates, P=4, int8: every exchange overlaps a whole outer period"),
-    SuiteCase("eager-starved-p2-m2", WE, ("schedule.algorithm=eager", "schedule.fragments=2",
-                                         "island.*.bandwidth_gbps=0.15"), 2,
-              "Eager updates, P=2, 0.15 Gbit/s: a round takes 1.4x the period, exchanges queue"),
-    SuiteCase("decoupled-int8-p2-m2", WE, ("schedule.algorithm=decoupled", "schedule.fragments=2",
-                                           "schedule.overlap_steps=2", "schedule.bits=8"), 2,
-              "Decoupled DiLoCo, P=2, int8: a learner's round trip to the syncer outlasts its overlap"),
-    SuiteCase("decoupled-straggler-m3", "mixed-fleet", ("schedule.algorithm=decoupled", "schedule.fragments=2",
-                                                        "schedule.overlap_steps=2", "island.*.bandwidth_gbps=0.5"), 3,
-              "Decoupled DiLoCo, one learner 2.7x slower: the fast ones never wait for it"),
-    SuiteCase("straggler-diloco-m3", "mixed-fleet", ("island.*.bandwidth_gbps=0.5",), 3,
-              "DiLoCo, one island 2.7x slower (paced)"),
+    SuiteCase(
+        "diloco-int8-m2-h50",
+        WE,
+        ("schedule.bits=8", "schedule.inner_steps=50", "island.*.bandwidth_gbps=5"),
+        2,
+        "DiLoCo, int8, H=50, 5 Gbit/s",
+    ),
+    SuiteCase(
+        "diloco-bf16-m3-slow",
+        WE,
+        ("island.*.bandwidth_gbps=0.5",),
+        3,
+        "DiLoCo, 0.5 Gbit/s: long stalls",
+    ),
+    SuiteCase(
+        "streaming-bf16-p2-m3",
+        WE,
+        ("schedule.algorithm=streaming", "schedule.fragments=2"),
+        3,
+        "Streaming, P=2, bf16",
+    ),
+    SuiteCase(
+        "streaming-int8-p4-m4",
+        WE,
+        ("schedule.algorithm=streaming", "schedule.fragments=4", "schedule.bits=8"),
+        4,
+        "Streaming, P=4, int8",
+    ),
+    SuiteCase(
+        "streaming-starved-p5-m2",
+        WE,
+        (
+            "schedule.algorithm=streaming",
+            "schedule.fragments=5",
+            "schedule.overlap_steps=60",
+            "island.*.bandwidth_gbps=0.25",
+        ),
+        2,
+        "Streaming, P=5, under-provisioned: a fragment takes 2.5x its overlap window",
+    ),
+    SuiteCase(
+        "eager-int8-p4-m4",
+        WE,
+        ("schedule.algorithm=eager", "schedule.fragments=4", "schedule.bits=8"),
+        4,
+        "Eager updates, P=4, int8: every exchange overlaps a whole outer period",
+    ),
+    SuiteCase(
+        "eager-starved-p2-m2",
+        WE,
+        ("schedule.algorithm=eager", "schedule.fragments=2", "island.*.bandwidth_gbps=0.15"),
+        2,
+        "Eager updates, P=2, 0.15 Gbit/s: a round takes 1.4x the period, exchanges queue",
+    ),
+    SuiteCase(
+        "decoupled-int8-p2-m2",
+        WE,
+        (
+            "schedule.algorithm=decoupled",
+            "schedule.fragments=2",
+            "schedule.overlap_steps=2",
+            "schedule.bits=8",
+        ),
+        2,
+        "Decoupled DiLoCo, P=2, int8: a learner's round trip to the syncer outlasts its overlap",
+    ),
+    SuiteCase(
+        "decoupled-straggler-m3",
+        "mixed-fleet",
+        (
+            "schedule.algorithm=decoupled",
+            "schedule.fragments=2",
+            "schedule.overlap_steps=2",
+            "island.*.bandwidth_gbps=0.5",
+        ),
+        3,
+        "Decoupled DiLoCo, one learner 2.7x slower: the fast ones never wait for it",
+    ),
+    SuiteCase(
+        "straggler-diloco-m3",
+        "mixed-fleet",
+        ("island.*.bandwidth_gbps=0.5",),
+        3,
+        "DiLoCo, one island 2.7x slower (paced)",
+    ),
     SuiteCase("home-lab-streaming-m3", "home-lab", (), 3, "Streaming int8, asymmetric home links"),
-    SuiteCase("unequal-diloco-m3", "unequal-links", ("island.*.latency_ms=0",), 3,
-              "DiLoCo int8, links 4:2:1, no latency: the slow island's downlink queue fills"),
-    SuiteCase("unequal-diloco-m4-latency", "unequal-links", (), 4,
-              "DiLoCo int8, links 8:4:2:1, 40-120 ms one-way latency"),
+    SuiteCase(
+        "unequal-diloco-m3",
+        "unequal-links",
+        ("island.*.latency_ms=0",),
+        3,
+        "DiLoCo int8, links 4:2:1, no latency: the slow island's downlink queue fills",
+    ),
+    SuiteCase(
+        "unequal-diloco-m4-latency",
+        "unequal-links",
+        (),
+        4,
+        "DiLoCo int8, links 8:4:2:1, 40-120 ms one-way latency",
+    ),
 )
 QUICK = ("diloco-int8-m2-h50", "streaming-starved-p5-m2")
 
@@ -91,14 +173,28 @@ def case_options(options: ScaleOptions, case: SuiteCase) -> ScaleOptions:
     return ScaleOptions(**{**options.__dict__, "max_workers": case.workers})
 
 
-def run_suite(cases: tuple[SuiteCase, ...], options: ScaleOptions, calibration: Calibration, out_dir: Path,
-              kernel: bool | None, progress=print, shaper: Shaper = Shaper()) -> list[tuple[SuiteCase, Comparison]]:
+def run_suite(
+    cases: tuple[SuiteCase, ...],
+    options: ScaleOptions,
+    calibration: Calibration,
+    out_dir: Path,
+    kernel: bool | None,
+    progress=print,
+    shaper: Shaper = Shaper(),
+) -> list[tuple[SuiteCase, Comparison]]:
     results = []
     for number, case in enumerate(cases, 1):
         progress(f"[{number}/{len(cases)}] {case.name}: {case.what}")
         scenario = case_scenario(case)
-        comparison = validate_case(case.name, scenario, case_options(options, case), calibration, out_dir / case.name, kernel,
-                                   shaper)
+        comparison = validate_case(
+            case.name,
+            scenario,
+            case_options(options, case),
+            calibration,
+            out_dir / case.name,
+            kernel,
+            shaper,
+        )
         results.append((case, comparison))
     return results
 
@@ -116,30 +212,71 @@ def suite_table(results: list[tuple[SuiteCase, Comparison]]) -> str:
     rows = []
     for case, comparison in results:
         wall, util = (next(f for f in comparison.figures if f.name == n) for n in ERROR_COLUMNS)
-        rows.append([case.name, f"{wall.predicted:.2f} s", f"{wall.measured:.2f} s", error_text(wall.error),
-                     value_text(util.predicted, util.unit), value_text(util.measured, util.unit), error_text(util.error),
-                     error_text(comparison.error("mean sync"))])
+        rows.append(
+            [
+                case.name,
+                f"{wall.predicted:.2f} s",
+                f"{wall.measured:.2f} s",
+                error_text(wall.error),
+                value_text(util.predicted, util.unit),
+                value_text(util.measured, util.unit),
+                error_text(util.error),
+                error_text(comparison.error("mean sync")),
+            ]
+        )
     summary = error_summary(results)
     for statistic in ("median", "worst"):
-        rows.append([f"{statistic} |error|", "", "", f"{100 * summary['wall time'][statistic]:.1f}%", "", "",
-                     f"{100 * summary['compute utilisation'][statistic]:.1f}%", ""])
-    header = ["case", "wall pred", "wall meas", "error", "util pred", "util meas", "error", "mean sync err"]
+        rows.append(
+            [
+                f"{statistic} |error|",
+                "",
+                "",
+                f"{100 * summary['wall time'][statistic]:.1f}%",
+                "",
+                "",
+                f"{100 * summary['compute utilisation'][statistic]:.1f}%",
+                "",
+            ]
+        )
+    header = [
+        "case",
+        "wall pred",
+        "wall meas",
+        "error",
+        "util pred",
+        "util meas",
+        "error",
+        "mean sync err",
+    ]
     return render(rows, header)
 
 
 def verdict(results: list[tuple[SuiteCase, Comparison]]) -> str:
     summary = error_summary(results)
     met = all(s["median"] <= TARGET_MEDIAN and s["worst"] <= TARGET_WORST for s in summary.values())
-    return (f"target (median <= {100 * TARGET_MEDIAN:.0f}%, worst <= {100 * TARGET_WORST:.0f}% on wall time and "
-            f"utilisation): {'met' if met else 'NOT met'}")
+    return (
+        f"target (median <= {100 * TARGET_MEDIAN:.0f}%, worst <= {100 * TARGET_WORST:.0f}% on wall time and "
+        f"utilisation): {'met' if met else 'NOT met'}"
+    )
 
 
-def write_suite_json(path: Path, results: list[tuple[SuiteCase, Comparison]], calibration: Calibration) -> None:
+def write_suite_json(
+    path: Path, results: list[tuple[SuiteCase, Comparison]], calibration: Calibration
+) -> None:
     document = {
-        "calibration": calibration.__dict__, "errors": error_summary(results),
-        "cases": [{"case": case.name, "scenario": case.scenario, "overrides": list(case.overrides),
-                   "workers": case.workers, "what": case.what,
-                   "figures": [f.__dict__ for f in comparison.figures], "notes": comparison.notes}
-                  for case, comparison in results],
+        "calibration": calibration.__dict__,
+        "errors": error_summary(results),
+        "cases": [
+            {
+                "case": case.name,
+                "scenario": case.scenario,
+                "overrides": list(case.overrides),
+                "workers": case.workers,
+                "what": case.what,
+                "figures": [f.__dict__ for f in comparison.figures],
+                "notes": comparison.notes,
+            }
+            for case, comparison in results
+        ],
     }
     write_text(path, json_text(document, indent=2, default=str) + "\n")

@@ -44,21 +44,27 @@ DEFAULT_ROW_ALGORITHM = Streaming.name
 
 # Table 4, Gbit/s for CU = 50 / 80 / 90 / 95 / 99%, as the arXiv HTML rendering prints it.
 PAPER_GBPS = {
-    "1b": {"Data-Parallel": (86.8, 152.6, 184.2, 222.3, 569.0),
-           "Vanilla DiLoCo": (1.4, 6.2, 13.3, 23.3, 86.8),
-           "Streaming DiLoCo": (1.4, 5.2, 9.1, 16.0, 28.1),
-           "w/ overlapped com.": (1.4, 4.3, 6.2, 9.1, 11.0),
-           "w/ overlapped FP4 com.": (0.4, 0.9, 1.7, 2.0, 3.0)},
-    "10b": {"Data-Parallel": (104.8, 222.3, 222.3, 268.3, 471.5),
-            "Vanilla DiLoCo": (1.7, 7.5, 16.0, 33.9, 104.8),
-            "Streaming DiLoCo": (1.7, 5.2, 9.1, 13.3, 19.3),
-            "w/ overlapped com.": (1.7, 3.6, 5.2, 6.2, 7.5),
-            "w/ overlapped FP4 com.": (0.4, 0.9, 1.4, 1.4, 1.7)},
-    "100b": {"Data-Parallel": (184.2, 323.8, 390.7, 390.7, 471.5),
-             "Vanilla DiLoCo": (3.0, 11.0, 23.3, 49.4, 184.2),
-             "Streaming DiLoCo": (2.4, 6.2, 9.1, 11.0, 19.3),
-             "w/ overlapped com.": (1.7, 3.6, 4.3, 5.2, 5.2),
-             "w/ overlapped FP4 com.": (0.5, 0.9, 1.1, 1.1, 1.4)},
+    "1b": {
+        "Data-Parallel": (86.8, 152.6, 184.2, 222.3, 569.0),
+        "Vanilla DiLoCo": (1.4, 6.2, 13.3, 23.3, 86.8),
+        "Streaming DiLoCo": (1.4, 5.2, 9.1, 16.0, 28.1),
+        "w/ overlapped com.": (1.4, 4.3, 6.2, 9.1, 11.0),
+        "w/ overlapped FP4 com.": (0.4, 0.9, 1.7, 2.0, 3.0),
+    },
+    "10b": {
+        "Data-Parallel": (104.8, 222.3, 222.3, 268.3, 471.5),
+        "Vanilla DiLoCo": (1.7, 7.5, 16.0, 33.9, 104.8),
+        "Streaming DiLoCo": (1.7, 5.2, 9.1, 13.3, 19.3),
+        "w/ overlapped com.": (1.7, 3.6, 5.2, 6.2, 7.5),
+        "w/ overlapped FP4 com.": (0.4, 0.9, 1.4, 1.4, 1.7),
+    },
+    "100b": {
+        "Data-Parallel": (184.2, 323.8, 390.7, 390.7, 471.5),
+        "Vanilla DiLoCo": (3.0, 11.0, 23.3, 49.4, 184.2),
+        "Streaming DiLoCo": (2.4, 6.2, 9.1, 11.0, 19.3),
+        "w/ overlapped com.": (1.7, 3.6, 4.3, 5.2, 5.2),
+        "w/ overlapped FP4 com.": (0.5, 0.9, 1.1, 1.1, 1.4),
+    },
 }
 
 
@@ -71,14 +77,21 @@ def cell_gbps(source: ScenarioSource, target: float, overrides: tuple[str, ...])
     return least_bandwidth(source, target, *overrides).value
 
 
-def bandwidth_table(sizes: tuple[str, ...] = SIZES, overrides: tuple[str, ...] = (),
-                    executor: Executor | None = None, jobs: int | None = None,
-                    progress: Progress | None = None, max_events: float = DEFAULT_MAX_EVENTS) -> pd.DataFrame:
+def bandwidth_table(
+    sizes: tuple[str, ...] = SIZES,
+    overrides: tuple[str, ...] = (),
+    executor: Executor | None = None,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    max_events: float = DEFAULT_MAX_EVENTS,
+) -> pd.DataFrame:
     """One row per (size, method, target): our Gbit/s, the paper's, their ratio, and whether they are
     within one grid step. ``overrides`` apply to every cell before the row's own."""
     cells = [(size, row, target) for size in sizes for row in ROWS for target in TARGETS]
-    sources = {size: replace(ScenarioSource.read(scenario_name(size), overrides), max_events=max_events)
-               for size in sizes}
+    sources = {
+        size: replace(ScenarioSource.read(scenario_name(size), overrides), max_events=max_events)
+        for size in sizes
+    }
     for size in sizes:  # fail here, in one line, rather than call every cell of a row unreachable
         for row in ROWS:
             guard(sources[size].variant(*ROWS[row]), sources[size].max_events)
@@ -90,9 +103,17 @@ def bandwidth_table(sizes: tuple[str, ...] = SIZES, overrides: tuple[str, ...] =
         label = labels[size, row]
         paper = PAPER_GBPS[size][row][TARGETS.index(target)] if label == row else None
         ratio = None if ours is None or paper is None else ours / paper
-        rows.append({"size": size, "method": label, "target_utilisation": target, "ours_gbps": ours,
-                     "paper_gbps": paper, "ratio": ratio,
-                     "within_grid_step": ratio is not None and 1 / GRID_STEP <= ratio <= GRID_STEP})
+        rows.append(
+            {
+                "size": size,
+                "method": label,
+                "target_utilisation": target,
+                "ours_gbps": ours,
+                "paper_gbps": paper,
+                "ratio": ratio,
+                "within_grid_step": ratio is not None and 1 / GRID_STEP <= ratio <= GRID_STEP,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -111,21 +132,29 @@ def table_text(table: pd.DataFrame) -> str:
     blocks = []
     for size, by_size in table.groupby("size", sort=False):
         header = " | ".join(f"CU {100 * t:g}%" for t in TARGETS)
-        lines = [f"{size.upper()} (`{scenario_name(size)}`), Gbit/s, ours (paper):", "",
-                 f"| method | {header} |", "| --- |" + " --- |" * len(TARGETS)]
+        lines = [
+            f"{size.upper()} (`{scenario_name(size)}`), Gbit/s, ours (paper):",
+            "",
+            f"| method | {header} |",
+            "| --- |" + " --- |" * len(TARGETS),
+        ]
         for method, rows in by_size.groupby("method", sort=False):
             cells = [cell_text(row) for row in rows.itertuples()]
             lines.append(f"| {method} | " + " | ".join(cells) + " |")
         blocks.append("\n".join(lines))
     agree = int(table["within_grid_step"].sum())
     compared = int(table["paper_gbps"].notna().sum())
-    blocks.append(f"{agree} of {compared} cells within one grid step ({GRID_STEP}x) of the paper's; "
-                  f"* marks the others")
+    blocks.append(
+        f"{agree} of {compared} cells within one grid step ({GRID_STEP}x) of the paper's; "
+        f"* marks the others"
+    )
     return "\n\n".join(blocks)
 
 
 def cell_text(row) -> str:
-    ours = "unreachable" if row.ours_gbps is None or pd.isna(row.ours_gbps) else f"{row.ours_gbps:.3g}"
+    ours = (
+        "unreachable" if row.ours_gbps is None or pd.isna(row.ours_gbps) else f"{row.ours_gbps:.3g}"
+    )
     if row.paper_gbps is None or pd.isna(row.paper_gbps):
         return f"{ours} (no paper cell)"
     mark = "" if row.within_grid_step else " *"

@@ -47,12 +47,12 @@ FRAGMENTS_GRID = (1, 2, 5, 10, 20)
 @dataclass(frozen=True)
 class Candidate:
     algorithm: str
-    inner_steps: int | None   # None: DDP, which has no H
+    inner_steps: int | None  # None: DDP, which has no H
     bits: int
     fragments: int | None = None  # None: a schedule that does not split the model
 
     def settings(self) -> str:
-        """"H=500 P=10 16-bit", what sets it apart from the other candidates of its schedule."""
+        """ "H=500 P=10 16-bit", what sets it apart from the other candidates of its schedule."""
         h = "" if self.inner_steps is None else f"H={self.inner_steps} "
         p = "" if self.fragments is None else f"P={self.fragments} "
         return f"{h}{p}{self.bits}-bit"
@@ -60,8 +60,11 @@ class Candidate:
     def overrides(self, budget_steps: int) -> tuple[str, ...]:
         """The candidate's keys, run for ``budget_steps`` inner steps (DDP: one outer step per step)."""
         steps = 1 if self.inner_steps is None else self.inner_steps
-        keys = [*switch_to(self.algorithm), f"schedule.bits={self.bits}",
-                f"schedule.outer_steps={math.ceil(budget_steps / steps)}"]
+        keys = [
+            *switch_to(self.algorithm),
+            f"schedule.bits={self.bits}",
+            f"schedule.outer_steps={math.ceil(budget_steps / steps)}",
+        ]
         if self.inner_steps is not None:
             keys.append(f"schedule.inner_steps={self.inner_steps}")
         if self.fragments is not None:
@@ -94,12 +97,16 @@ class ObjectivePlan:
     fleet_cost_per_hour: float
     outcomes: list[Outcome]
     left_out: list[str] = field(default_factory=list)
-    profile_scenario: str | None = None  # the scenario a quality profile was measured on, if one was given
+    profile_scenario: str | None = (
+        None  # the scenario a quality profile was measured on, if one was given
+    )
 
     def ranked(self) -> list[Outcome]:
         """Best first by the objective; candidates with no time last."""
         key = "cost" if self.objective == "cost" else "time_s"
-        return sorted(self.outcomes, key=lambda o: (getattr(o, key) is None, getattr(o, key) or 0.0))
+        return sorted(
+            self.outcomes, key=lambda o: (getattr(o, key) is None, getattr(o, key) or 0.0)
+        )
 
     def best(self, algorithm: str | None = None) -> Outcome | None:
         """The best candidate, or the best of one schedule; None where none reaches DDP's loss."""
@@ -122,15 +129,27 @@ def check_objective(objective: str, scenario: Scenario) -> None:
     if objective not in OBJECTIVES:
         raise UserError(f"--objective must be one of {', '.join(OBJECTIVES)} (got {objective!r})")
     if objective == "cost":
-        free = [f"island.{i}.cost_per_hour" for i, island in enumerate(scenario.islands)
-                if island.cost_per_hour <= 0]
+        free = [
+            f"island.{i}.cost_per_hour"
+            for i, island in enumerate(scenario.islands)
+            if island.cost_per_hour <= 0
+        ]
         if free:
-            raise ScenarioError(scenario.source, free[0], "--objective cost needs every island's price per "
-                                f"worker-hour (> 0); {len(free)} of {len(scenario.islands)} islands have none")
+            raise ScenarioError(
+                scenario.source,
+                free[0],
+                "--objective cost needs every island's price per "
+                f"worker-hour (> 0); {len(free)} of {len(scenario.islands)} islands have none",
+            )
 
 
-def candidates(scenario: Scenario, algorithms: Sequence[str], budget_steps: int,
-               extra_h: dict[str, int], profile: QualityProfile | None = None) -> list[Candidate]:
+def candidates(
+    scenario: Scenario,
+    algorithms: Sequence[str],
+    budget_steps: int,
+    extra_h: dict[str, int],
+    profile: QualityProfile | None = None,
+) -> list[Candidate]:
     """Every (schedule, H, bits, P) to price: H from ``H_GRID`` below the budget plus the scenario's and
     ``extra_h[schedule]``; bits no wider than the model's values; P from ``FRAGMENTS_GRID`` and the
     scenario's, for a schedule that splits the model (the loader refuses what its rules do not
@@ -148,8 +167,13 @@ def candidates(scenario: Scenario, algorithms: Sequence[str], budget_steps: int,
         grid = {h for h in H_GRID if h <= budget_steps} | {scenario.schedule.inner_steps}
         grid |= {extra_h[algorithm]} if algorithm in extra_h else set()
         splits = "fragments" in SCHEDULES[algorithm].reads
-        bits, counts = all_bits, sorted(set(FRAGMENTS_GRID) | {scenario.schedule.fragments}) if splits else [None]
-        measured = [p for p in profile.points if p.algorithm == algorithm] if profile is not None else []
+        bits, counts = (
+            all_bits,
+            sorted(set(FRAGMENTS_GRID) | {scenario.schedule.fragments}) if splits else [None],
+        )
+        measured = (
+            [p for p in profile.points if p.algorithm == algorithm] if profile is not None else []
+        )
         if measured:
             bits = sorted({p.bits for p in measured}, reverse=True)
             counts = sorted({p.fragments for p in measured}) if splits else [None]
@@ -157,8 +181,14 @@ def candidates(scenario: Scenario, algorithms: Sequence[str], budget_steps: int,
     return found
 
 
-def price(source: ScenarioSource, candidate: Candidate, budget_steps: int, cost_per_hour: float,
-          profile: QualityProfile | None, seeds: Sequence[int] = ()) -> Outcome | str:
+def price(
+    source: ScenarioSource,
+    candidate: Candidate,
+    budget_steps: int,
+    cost_per_hour: float,
+    profile: QualityProfile | None,
+    seeds: Sequence[int] = (),
+) -> Outcome | str:
     """Simulate and price one candidate (its seconds per step and utilisation the means over
     ``seeds``, if given); the loader's one line where its rules refuse it."""
     try:
@@ -167,8 +197,17 @@ def price(source: ScenarioSource, candidate: Candidate, budget_steps: int, cost_
         return str(error)
     quality = estimate(scenario, candidate.algorithm, profile)
     factor = extra_tokens_factor(scenario.model.parameters, quality.relative_to_dp)
-    unpriced = Outcome(candidate, None, None, quality.relative_to_dp, factor, None, None, quality.notes,
-                       measured=quality.measured)
+    unpriced = Outcome(
+        candidate,
+        None,
+        None,
+        quality.relative_to_dp,
+        factor,
+        None,
+        None,
+        quality.notes,
+        measured=quality.measured,
+    )
     steps = schedule_of(scenario).total_steps(scenario.schedule)
     runs = [scenario] if not seeds else [replace(scenario, seed=seed) for seed in seeds]
     s_per_step, utilisation = [], []
@@ -184,8 +223,13 @@ def price(source: ScenarioSource, candidate: Candidate, budget_steps: int, cost_
     mean_s = sum(s_per_step) / len(s_per_step)
     time_s = budget_steps * factor * mean_s if is_finite_number(factor) else None
     cost = time_s / S_PER_HOUR * cost_per_hour if time_s is not None and cost_per_hour > 0 else None
-    return replace(unpriced, utilisation=sum(utilisation) / len(utilisation), s_per_step=mean_s, time_s=time_s,
-                   cost=cost)
+    return replace(
+        unpriced,
+        utilisation=sum(utilisation) / len(utilisation),
+        s_per_step=mean_s,
+        time_s=time_s,
+        cost=cost,
+    )
 
 
 def same_shape(chosen: Sequence[Candidate]) -> list[tuple[Candidate, ...]]:
@@ -194,20 +238,38 @@ def same_shape(chosen: Sequence[Candidate]) -> list[tuple[Candidate, ...]]:
     (``simulator/fast/timeline.py``), and a process pool passes a third as many messages."""
     groups: dict[tuple, list[Candidate]] = {}
     for candidate in chosen:
-        groups.setdefault((candidate.algorithm, candidate.inner_steps, candidate.fragments), []).append(candidate)
+        groups.setdefault(
+            (candidate.algorithm, candidate.inner_steps, candidate.fragments), []
+        ).append(candidate)
     return [tuple(group) for group in groups.values()]
 
 
-def price_all(source: ScenarioSource, chosen: Sequence[Candidate], budget_steps: int, cost_per_hour: float,
-              profile: QualityProfile | None, seeds: Sequence[int] = ()) -> list[Outcome | str]:
+def price_all(
+    source: ScenarioSource,
+    chosen: Sequence[Candidate],
+    budget_steps: int,
+    cost_per_hour: float,
+    profile: QualityProfile | None,
+    seeds: Sequence[int] = (),
+) -> list[Outcome | str]:
     """``price`` of each of ``chosen``, in one task."""
-    return [price(source, candidate, budget_steps, cost_per_hour, profile, seeds) for candidate in chosen]
+    return [
+        price(source, candidate, budget_steps, cost_per_hour, profile, seeds)
+        for candidate in chosen
+    ]
 
 
-def make_objective_plan(source: ScenarioSource, objective: str, algorithms: Sequence[str],
-                        extra_h: dict[str, int] | None = None, profile: QualityProfile | None = None,
-                        seeds: Sequence[int] = (), executor: Executor | None = None, jobs: int | None = None,
-                        progress: Progress | None = None) -> ObjectivePlan:
+def make_objective_plan(
+    source: ScenarioSource,
+    objective: str,
+    algorithms: Sequence[str],
+    extra_h: dict[str, int] | None = None,
+    profile: QualityProfile | None = None,
+    seeds: Sequence[int] = (),
+    executor: Executor | None = None,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+) -> ObjectivePlan:
     """Price every candidate (on ``executor``, or in parallel on ``jobs`` processes; each over ``seeds``
     if given) for ``objective``."""
     scenario = source.scenario
@@ -217,21 +279,41 @@ def make_objective_plan(source: ScenarioSource, objective: str, algorithms: Sequ
     within, beyond = run_h(extra_h or {}, budget_steps)
     chosen = candidates(scenario, algorithms, budget_steps, within, profile)
     shapes = same_shape(chosen)
-    priced = run_tasks(price_all, [(source, group, budget_steps, cost_per_hour, profile, tuple(seeds))
-                                   for group in shapes], weights=[len(group) for group in shapes],
-                       executor=executor, jobs=jobs, progress=progress)
-    found = {candidate: result for group, results in zip(shapes, priced) for candidate, result in zip(group, results)}
+    priced = run_tasks(
+        price_all,
+        [(source, group, budget_steps, cost_per_hour, profile, tuple(seeds)) for group in shapes],
+        weights=[len(group) for group in shapes],
+        executor=executor,
+        jobs=jobs,
+        progress=progress,
+    )
+    found = {
+        candidate: result
+        for group, results in zip(shapes, priced)
+        for candidate, result in zip(group, results)
+    }
     results = [found[candidate] for candidate in chosen]
-    plan = ObjectivePlan(scenario, objective, budget_steps, cost_per_hour, [],
-                         profile_scenario=profile.scenario if profile is not None else None)
+    plan = ObjectivePlan(
+        scenario,
+        objective,
+        budget_steps,
+        cost_per_hour,
+        [],
+        profile_scenario=profile.scenario if profile is not None else None,
+    )
     refused: dict[str, list[str]] = {}
     for candidate, result in zip(chosen, results):
         if isinstance(result, Outcome):
             plan.outcomes.append(result)
         else:
             refused.setdefault(candidate.algorithm, []).append(f"{candidate.settings()}: {result}")
-    plan.left_out = [*beyond, *(f"{len(lines)} {algorithm} candidates refused by its rules, e.g. at {lines[0]}"
-                                for algorithm, lines in refused.items())]
+    plan.left_out = [
+        *beyond,
+        *(
+            f"{len(lines)} {algorithm} candidates refused by its rules, e.g. at {lines[0]}"
+            for algorithm, lines in refused.items()
+        ),
+    ]
     return plan
 
 
@@ -239,25 +321,41 @@ def run_h(extra_h: dict[str, int], budget_steps: int) -> tuple[dict[str, int], l
     """The extra H that fit in the run's ``budget_steps`` inner steps, and a line for each one left
     out: an H above the run's steps would price more work than the run has (an interval never ended)."""
     within = {algorithm: h for algorithm, h in extra_h.items() if h <= budget_steps}
-    beyond = [f"{algorithm} at H={h} (the utilisation plan's answer) not priced: above the run's "
-              f"{budget_steps:,} inner steps" for algorithm, h in extra_h.items() if h > budget_steps]
+    beyond = [
+        f"{algorithm} at H={h} (the utilisation plan's answer) not priced: above the run's "
+        f"{budget_steps:,} inner steps"
+        for algorithm, h in extra_h.items()
+        if h > budget_steps
+    ]
     return within, beyond
 
 
 def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
     c = outcome.candidate
-    return {"algorithm": c.algorithm, "inner_steps": c.inner_steps, "bits": c.bits, "fragments": c.fragments,
-            "utilisation": outcome.utilisation, "s_per_inner_step": outcome.s_per_step,
-            "loss_vs_ddp": outcome.relative_to_dp,
-            "tokens_factor": outcome.tokens_factor if is_finite_number(outcome.tokens_factor) else None,
-            "time_to_ddp_loss_s": outcome.time_s, "cost": outcome.cost, "loss_measured": outcome.measured,
-            "notes": list(outcome.notes),
-            "cut_short": outcome.cut_short}
+    return {
+        "algorithm": c.algorithm,
+        "inner_steps": c.inner_steps,
+        "bits": c.bits,
+        "fragments": c.fragments,
+        "utilisation": outcome.utilisation,
+        "s_per_inner_step": outcome.s_per_step,
+        "loss_vs_ddp": outcome.relative_to_dp,
+        "tokens_factor": outcome.tokens_factor if is_finite_number(outcome.tokens_factor) else None,
+        "time_to_ddp_loss_s": outcome.time_s,
+        "cost": outcome.cost,
+        "loss_measured": outcome.measured,
+        "notes": list(outcome.notes),
+        "cut_short": outcome.cut_short,
+    }
 
 
 def objective_to_dict(plan: ObjectivePlan) -> dict[str, Any]:
     best = plan.best()
-    return {"objective": plan.objective, "budget_inner_steps": plan.budget_steps,
-            "fleet_cost_per_hour": plan.fleet_cost_per_hour,
-            "best": None if best is None else outcome_to_dict(best),
-            "candidates": [outcome_to_dict(o) for o in plan.ranked()], "left_out": plan.left_out}
+    return {
+        "objective": plan.objective,
+        "budget_inner_steps": plan.budget_steps,
+        "fleet_cost_per_hour": plan.fleet_cost_per_hour,
+        "best": None if best is None else outcome_to_dict(best),
+        "candidates": [outcome_to_dict(o) for o in plan.ranked()],
+        "left_out": plan.left_out,
+    }

@@ -44,7 +44,9 @@ from .search import (
 DEFAULT_TARGETS = (0.5, 0.75, 0.9, 0.95, 0.99)
 H_SCHEDULES = tuple(name for name, schedule in SCHEDULES.items() if "inner_steps" in schedule.reads)
 MAX_FRAGMENTS = 64
-MAX_SEEDS = 100  # seeds per point of every search: beyond, a plan takes hours for a mean already steady
+MAX_SEEDS = (
+    100  # seeds per point of every search: beyond, a plan takes hours for a mean already steady
+)
 
 
 @dataclass(frozen=True)
@@ -67,18 +69,25 @@ class Question:
     def overrides(self) -> tuple[str, ...]:
         if self.kind == "fragments":
             return (*switch_to(Streaming.name), f"schedule.fragments={self.subject}")
-        assert isinstance(self.subject, str), "a schedule's question is about its algorithm, by name"
+        assert isinstance(self.subject, str), (
+            "a schedule's question is about its algorithm, by name"
+        )
         return switch_to(self.subject)
 
     @property
     def keys(self) -> list[tuple]:
         if self.kind == "fragments":
             return [("fragments", self.subject, width) for width in self.bits]
-        keys = [("now", self.subject), *(("bandwidth", self.subject, goal) for goal in self.targets)]
+        keys = [
+            ("now", self.subject),
+            *(("bandwidth", self.subject, goal) for goal in self.targets),
+        ]
         return keys + [("inner_steps", self.subject)] if self.inner_steps else keys
 
 
-def answer(source: ScenarioSource, question: Question) -> tuple[Sequence[Answer | Measurement], int]:
+def answer(
+    source: ScenarioSource, question: Question
+) -> tuple[Sequence[Answer | Measurement], int]:
     """Run one task's searches: results in the order of its ``keys``, and the runs simulated. The task
     remembers its runs by scenario (``search.remembering``), so a search's run at the scenario as it
     stands costs nothing after ``now``."""
@@ -92,23 +101,39 @@ def searches(source: ScenarioSource, question: Question) -> Sequence[Answer | Me
         return precision_row(source, question.target, overrides, question.bits, seeds)
     curve = bandwidth_curve(source, *overrides, seeds=seeds)
     found: list[Answer | Measurement] = [measure(source, *overrides, seeds=seeds)]
-    row = [least_bandwidth(source, goal, *overrides, seeds=seeds, curve=curve) for goal in question.targets]
-    found += [replace(answer, monotone=rises(curve.seen)) for answer in row]  # judged on every run of the curve
+    row = [
+        least_bandwidth(source, goal, *overrides, seeds=seeds, curve=curve)
+        for goal in question.targets
+    ]
+    found += [
+        replace(answer, monotone=rises(curve.seen)) for answer in row
+    ]  # judged on every run of the curve
     if question.inner_steps:
         found.append(least_inner_steps(source, question.target, *overrides, seeds=seeds))
     return found
 
 
-def precision_row(source: ScenarioSource, target: float, overrides: tuple[str, ...], bits: tuple[int, ...],
-                  seeds: tuple[int, ...]) -> list[Answer]:
+def precision_row(
+    source: ScenarioSource,
+    target: float,
+    overrides: tuple[str, ...],
+    bits: tuple[int, ...],
+    seeds: tuple[int, ...],
+) -> list[Answer]:
     """The least bandwidth at each wire precision, widest first, each search warm-started from the
     previous answer scaled by the payload: where transfers bound the run, the bandwidth needed is in
     proportion to the bytes moved."""
     answers: list[Answer] = []
     for width in bits:
         previous = answers[-1] if answers else None
-        guess = previous.value * width / bits[len(answers) - 1] if previous and previous.value else None
-        answers.append(least_bandwidth(source, target, *overrides, f"schedule.bits={width}", seeds=seeds, guess=guess))
+        guess = (
+            previous.value * width / bits[len(answers) - 1] if previous and previous.value else None
+        )
+        answers.append(
+            least_bandwidth(
+                source, target, *overrides, f"schedule.bits={width}", seeds=seeds, guess=guess
+            )
+        )
     return answers
 
 
@@ -117,14 +142,20 @@ class Plan:
     scenario: Scenario
     target: float
     targets: tuple[float, ...]
-    seeds: int                                         # utilisations are means over this many seeds
-    now: dict[str, float | None]                       # utilisation per schedule as the scenario stands
-    bandwidth: dict[str, dict[float, Answer]]          # schedule -> target -> least Gbit/s per island
-    inner_steps: dict[str, Answer]                     # schedule -> smallest H at the scenario's bandwidth
-    fragments: dict[tuple[int, int], Answer] = field(default_factory=dict)  # (P, bits) -> least Gbit/s
-    now_cut_short: dict[str, str] = field(default_factory=dict)  # schedule -> why its run has no utilisation
-    left_out: list[str] = field(default_factory=list)  # one line per schedule the scenario cannot run
-    runs: int = 0                                       # runs simulated (each seed's; none remembered twice)
+    seeds: int  # utilisations are means over this many seeds
+    now: dict[str, float | None]  # utilisation per schedule as the scenario stands
+    bandwidth: dict[str, dict[float, Answer]]  # schedule -> target -> least Gbit/s per island
+    inner_steps: dict[str, Answer]  # schedule -> smallest H at the scenario's bandwidth
+    fragments: dict[tuple[int, int], Answer] = field(
+        default_factory=dict
+    )  # (P, bits) -> least Gbit/s
+    now_cut_short: dict[str, str] = field(
+        default_factory=dict
+    )  # schedule -> why its run has no utilisation
+    left_out: list[str] = field(
+        default_factory=list
+    )  # one line per schedule the scenario cannot run
+    runs: int = 0  # runs simulated (each seed's; none remembered twice)
 
     def best_fragments(self) -> tuple[int, int] | None:
         """(P, bits) needing the least bandwidth; among near-ties (within the search's precision) the
@@ -133,7 +164,9 @@ class Plan:
         if not reached:
             return None
         least = min(reached.values())
-        close = [key for key, value in reached.items() if value <= least * (1 + 2 * RELATIVE_TOLERANCE)]
+        close = [
+            key for key, value in reached.items() if value <= least * (1 + 2 * RELATIVE_TOLERANCE)
+        ]
         return min(close, key=lambda key: (-key[1], key[0]))
 
 
@@ -160,11 +193,26 @@ def fragment_candidates(scenario: Scenario) -> list[tuple[int, int]]:
     return [(p, b) for p in counts for b in bits]
 
 
-def questions(scenario: Scenario, algorithms: Sequence[str], target: float, targets: Sequence[float],
-              fragments: bool, seeds: tuple[int, ...]) -> list[Question]:
+def questions(
+    scenario: Scenario,
+    algorithms: Sequence[str],
+    target: float,
+    targets: Sequence[float],
+    fragments: bool,
+    seeds: tuple[int, ...],
+) -> list[Question]:
     """Every task the plan needs for ``algorithms``."""
-    found = [Question("schedule", algorithm, target, tuple(targets), seeds, inner_steps=algorithm in H_SCHEDULES)
-             for algorithm in algorithms]
+    found = [
+        Question(
+            "schedule",
+            algorithm,
+            target,
+            tuple(targets),
+            seeds,
+            inner_steps=algorithm in H_SCHEDULES,
+        )
+        for algorithm in algorithms
+    ]
     if fragments:
         candidates = fragment_candidates(scenario)
         for p in dict.fromkeys(p for p, _ in candidates):
@@ -173,11 +221,18 @@ def questions(scenario: Scenario, algorithms: Sequence[str], target: float, targ
     return found
 
 
-def make_utilisation_plan(scenario: str | Path | ScenarioSource, target: float = 0.95,
-                          targets: Sequence[float] = DEFAULT_TARGETS, overrides: Sequence[str] = (),
-                          fragments: bool = True, seeds: int = 1, executor: Executor | None = None,
-                          jobs: int | None = None, progress: Progress | None = None,
-                          max_events: float = DEFAULT_MAX_EVENTS) -> Plan:
+def make_utilisation_plan(
+    scenario: str | Path | ScenarioSource,
+    target: float = 0.95,
+    targets: Sequence[float] = DEFAULT_TARGETS,
+    overrides: Sequence[str] = (),
+    fragments: bool = True,
+    seeds: int = 1,
+    executor: Executor | None = None,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    max_events: float = DEFAULT_MAX_EVENTS,
+) -> Plan:
     """Answer the planning questions for ``target`` (and the bandwidth row for each of ``targets``).
 
     The searches are independent and run on ``executor`` or a local pool of ``jobs`` processes;
@@ -191,23 +246,43 @@ def make_utilisation_plan(scenario: str | Path | ScenarioSource, target: float =
     check_target(target)
     goals = tuple(sorted({check_target(t) for t in targets} | {target}))
     if not 1 <= seeds <= MAX_SEEDS:
-        raise UserError(f"--seeds must be in [1, {MAX_SEEDS}] (got {seeds}): every search runs each point that "
-                        "many times")
+        raise UserError(
+            f"--seeds must be in [1, {MAX_SEEDS}] (got {seeds}): every search runs each point that "
+            "many times"
+        )
     variants = source.schedules()
     for variant in variants.scenarios.values():  # fail here, in one line, not in a worker
         guard(variant, max_events)
     base, algorithms = source.scenario, tuple(variants.scenarios)
     seed_list = seed_range(base, seeds)
-    asked = questions(base, algorithms, target, goals, fragments and Streaming.name in algorithms, seed_list)
-    answers = run_tasks(answer, [(source, q) for q in asked], executor=executor, jobs=jobs, progress=progress)
-    found = {key: result for question, (row, _) in zip(asked, answers) for key, result in zip(question.keys, row)}
+    asked = questions(
+        base, algorithms, target, goals, fragments and Streaming.name in algorithms, seed_list
+    )
+    answers = run_tasks(
+        answer, [(source, q) for q in asked], executor=executor, jobs=jobs, progress=progress
+    )
+    found = {
+        key: result
+        for question, (row, _) in zip(asked, answers)
+        for key, result in zip(question.keys, row)
+    }
     now = {a: found[("now", a)] for a in algorithms}
-    plan = Plan(scenario=base, target=target, targets=goals, seeds=seeds,
-                now={a: measured.utilisation for a, measured in now.items()},
-                now_cut_short={a: measured.incomplete_reason for a, measured in now.items()
-                               if measured.incomplete_reason},
-                bandwidth={a: {} for a in algorithms}, inner_steps={}, left_out=variants.notes(),
-                runs=sum(simulated for _, simulated in answers))
+    plan = Plan(
+        scenario=base,
+        target=target,
+        targets=goals,
+        seeds=seeds,
+        now={a: measured.utilisation for a, measured in now.items()},
+        now_cut_short={
+            a: measured.incomplete_reason
+            for a, measured in now.items()
+            if measured.incomplete_reason
+        },
+        bandwidth={a: {} for a in algorithms},
+        inner_steps={},
+        left_out=variants.notes(),
+        runs=sum(simulated for _, simulated in answers),
+    )
     for (kind, *key), result in found.items():
         if kind == "bandwidth":
             plan.bandwidth[key[0]][key[1]] = result
@@ -220,9 +295,16 @@ def make_utilisation_plan(scenario: str | Path | ScenarioSource, target: float =
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The plan as plain data (for ``islands plan --json``)."""
+
     def entry(found: Answer) -> dict[str, Any]:
-        return {"value": found.value, "utilisation": found.utilisation, "tried": found.tried, "runs": found.runs,
-                "cut_short_runs": found.cut_short, "monotone": found.monotone}
+        return {
+            "value": found.value,
+            "utilisation": found.utilisation,
+            "tried": found.tried,
+            "runs": found.runs,
+            "cut_short_runs": found.cut_short,
+            "monotone": found.monotone,
+        }
 
     best = plan.best_fragments()
     return {
@@ -231,9 +313,14 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "seeds": plan.seeds,
         "utilisation_now": plan.now,
         "utilisation_now_cut_short": plan.now_cut_short,
-        "bandwidth_gbps": {a: {f"{t:g}": entry(found) for t, found in row.items()} for a, row in plan.bandwidth.items()},
+        "bandwidth_gbps": {
+            a: {f"{t:g}": entry(found) for t, found in row.items()}
+            for a, row in plan.bandwidth.items()
+        },
         "inner_steps": {a: entry(found) for a, found in plan.inner_steps.items()},
-        "fragments_bits_gbps": [{"fragments": p, "bits": b, **entry(found)} for (p, b), found in plan.fragments.items()],
+        "fragments_bits_gbps": [
+            {"fragments": p, "bits": b, **entry(found)} for (p, b), found in plan.fragments.items()
+        ],
         "best_fragments_bits": None if best is None else {"fragments": best[0], "bits": best[1]},
         "runs": plan.runs,
         "schedules_left_out": plan.left_out,

@@ -38,23 +38,29 @@ def schedule_with_keys(plan: Plan, algorithm: str, leave_out: tuple[str, ...] = 
     """The schedule's label and the values of the keys it reads, e.g. "Streaming DiLoCo H=500 P=10 tau=20"."""
     declared, schedule = SCHEDULES[algorithm], plan.scenario.schedule
     keys = [key for key in declared.reads if key in KEY_SYMBOLS and key not in leave_out]
-    return " ".join([declared.label, *(f"{KEY_SYMBOLS[key]}={getattr(schedule, key)}" for key in keys)])
+    return " ".join(
+        [declared.label, *(f"{KEY_SYMBOLS[key]}={getattr(schedule, key)}" for key in keys)]
+    )
 
 
 FELL = "~"  # marks an answer whose runs did not rise with the value searched
 
 
 def bandwidth_cell(found: Answer) -> str:
-    return (rate(found.value) if found.value is not None else UNREACHED) + ("" if found.monotone else FELL)
+    return (rate(found.value) if found.value is not None else UNREACHED) + (
+        "" if found.monotone else FELL
+    )
 
 
 def fell_note(answers: list[Answer], value: str) -> list[str]:
     """A note for answers whose runs did not rise with the value searched."""
     if all(found.monotone for found in answers):
         return []
-    return [f"{FELL}: utilisation fell between two runs as {value} grew (one seed's draw of jitter or churn moves "
-            "with it): the value is where one run reached the target, not a threshold; --seeds N averages the "
-            "draws."]
+    return [
+        f"{FELL}: utilisation fell between two runs as {value} grew (one seed's draw of jitter or churn moves "
+        "with it): the value is where one run reached the target, not a threshold; --seeds N averages the "
+        "draws."
+    ]
 
 
 def utilisation_cell(fraction: float | None) -> str:
@@ -67,24 +73,43 @@ def cut_short_note(answers: list[Answer]) -> list[str]:
     count = sum(found.cut_short for found in answers)
     if not count:
         return []
-    return [f"{count} runs were {CUT_SHORT} by churn or refused as beyond --max-events: they count as not "
-            "reaching the target, so every answer above comes from a finished run."]
+    return [
+        f"{count} runs were {CUT_SHORT} by churn or refused as beyond --max-events: they count as not "
+        "reaching the target, so every answer above comes from a finished run."
+    ]
 
 
 def bandwidth_table(plan: Plan) -> Table:
     header = ["schedule", *(percent(t) for t in plan.targets), f"utilisation at {link_rates(plan)}"]
-    rows = [[schedule_with_keys(plan, a), *(bandwidth_cell(plan.bandwidth[a][t]) for t in plan.targets),
-             utilisation_cell(plan.now[a])] for a in plan.bandwidth]
+    rows = [
+        [
+            schedule_with_keys(plan, a),
+            *(bandwidth_cell(plan.bandwidth[a][t]) for t in plan.targets),
+            utilisation_cell(plan.now[a]),
+        ]
+        for a in plan.bandwidth
+    ]
     notes = []
     if any(not found.reached for row in plan.bandwidth.values() for found in row.values()):
-        notes.append(f"{UNREACHED}: not reached even at {rate(MAX_GBPS)}: latency, stragglers or churn bound "
-                     "the utilisation")
-    notes += [f"{CUT_SHORT} ({schedule_with_keys(plan, a)}): {reason}" for a, reason in plan.now_cut_short.items()]
+        notes.append(
+            f"{UNREACHED}: not reached even at {rate(MAX_GBPS)}: latency, stragglers or churn bound "
+            "the utilisation"
+        )
+    notes += [
+        f"{CUT_SHORT} ({schedule_with_keys(plan, a)}): {reason}"
+        for a, reason in plan.now_cut_short.items()
+    ]
     notes += cut_short_note([found for row in plan.bandwidth.values() for found in row.values()])
-    notes += fell_note([found for row in plan.bandwidth.values() for found in row.values()], "bandwidth")
+    notes += fell_note(
+        [found for row in plan.bandwidth.values() for found in row.values()], "bandwidth"
+    )
     notes += plan.left_out
-    return Table("Bandwidth per island needed for each compute utilisation (every island's link at that rate)",
-                 header, rows, notes)
+    return Table(
+        "Bandwidth per island needed for each compute utilisation (every island's link at that rate)",
+        header,
+        rows,
+        notes,
+    )
 
 
 def inner_steps_table(plan: Plan) -> Table:
@@ -94,21 +119,39 @@ def inner_steps_table(plan: Plan) -> Table:
     for algorithm, found in plan.inner_steps.items():
         label = schedule_with_keys(plan, algorithm, leave_out=("inner_steps",))
         if found.value is not None:
-            rows.append([label, str(found.value) + ("" if found.monotone else FELL), percent(found.utilisation),
-                         duration(found.value * slowest_step_s)])
+            rows.append(
+                [
+                    label,
+                    str(found.value) + ("" if found.monotone else FELL),
+                    percent(found.utilisation),
+                    duration(found.value * slowest_step_s),
+                ]
+            )
         else:
-            best = f"best {percent(found.utilisation)}, at H={found.tried}" if found.utilisation is not None \
+            best = (
+                f"best {percent(found.utilisation)}, at H={found.tried}"
+                if found.utilisation is not None
                 else f"every run {CUT_SHORT}"
+            )
             rows.append([label, UNREACHED, best, "-"])
-    notes = [f"{SCHEDULES[name].label} does not sync every H steps: it has no H to raise."
-             for name in plan.bandwidth if name not in plan.inner_steps]
+    notes = [
+        f"{SCHEDULES[name].label} does not sync every H steps: it has no H to raise."
+        for name in plan.bandwidth
+        if name not in plan.inner_steps
+    ]
     if not all(found.reached for found in plan.inner_steps.values()):
-        notes.append(f"{UNREACHED}: utilisation stopped growing with H (churn or stragglers cost more as "
-                     f"intervals lengthen) or H reached {MAX_INNER_STEPS}.")
+        notes.append(
+            f"{UNREACHED}: utilisation stopped growing with H (churn or stragglers cost more as "
+            f"intervals lengthen) or H reached {MAX_INNER_STEPS}."
+        )
     notes += cut_short_note(list(plan.inner_steps.values()))
     notes += fell_note([found for found in plan.inner_steps.values() if found.reached], "H")
-    return Table(f"Smallest H reaching {percent(plan.target)} at the scenario's bandwidth ({link_rates(plan)})",
-                 header, rows, notes)
+    return Table(
+        f"Smallest H reaching {percent(plan.target)} at the scenario's bandwidth ({link_rates(plan)})",
+        header,
+        rows,
+        notes,
+    )
 
 
 def fragments_table(plan: Plan) -> Table:
@@ -121,25 +164,40 @@ def fragments_table(plan: Plan) -> Table:
     notes = []
     if best is not None:
         least_gbps = plan.fragments[best].value
-        assert least_gbps is not None, "the best is among the answers that reached the target (best_fragments)"
+        assert least_gbps is not None, (
+            "the best is among the answers that reached the target (best_fragments)"
+        )
         own = plan.fragments.get((schedule.fragments, schedule.bits))
         needs = f"needs {rate(own.value)}" if own and own.value is not None else "cannot reach it"
-        against = f"; the scenario's P={schedule.fragments} at {schedule.bits}-bit {needs}" if own else ""
-        notes.append(f"Least peak bandwidth: P={best[0]} at {best[1]}-bit, "
-                     f"{rate(least_gbps)} per island{against}.")
-    notes.append("The simulator charges nothing for quantisation error or for staler fragments: fewer bits "
-                 "and more fragments always look cheaper here; --objective time-to-loss prices the loss "
-                 "(published tables, or your model's with islands quality).")
+        against = (
+            f"; the scenario's P={schedule.fragments} at {schedule.bits}-bit {needs}" if own else ""
+        )
+        notes.append(
+            f"Least peak bandwidth: P={best[0]} at {best[1]}-bit, "
+            f"{rate(least_gbps)} per island{against}."
+        )
+    notes.append(
+        "The simulator charges nothing for quantisation error or for staler fragments: fewer bits "
+        "and more fragments always look cheaper here; --objective time-to-loss prices the loss "
+        "(published tables, or your model's with islands quality)."
+    )
     notes += cut_short_note(list(plan.fragments.values()))
     notes += fell_note(list(plan.fragments.values()), "bandwidth")
-    return Table(f"Streaming at H={schedule.inner_steps}, tau={schedule.overlap_steps}: peak bandwidth per "
-                 f"island needed for {percent(plan.target)}, by fragments and wire precision", header, rows, notes)
+    return Table(
+        f"Streaming at H={schedule.inner_steps}, tau={schedule.overlap_steps}: peak bandwidth per "
+        f"island needed for {percent(plan.target)}, by fragments and wire precision",
+        header,
+        rows,
+        notes,
+    )
 
 
 def headline(plan: Plan) -> str:
     """One sentence: what each schedule needs for the target, against what the scenario has."""
-    needs = ", ".join(f"{SCHEDULES[a].label} {bandwidth_cell(plan.bandwidth[a][plan.target])}"
-                      for a in plan.bandwidth)
+    needs = ", ".join(
+        f"{SCHEDULES[a].label} {bandwidth_cell(plan.bandwidth[a][plan.target])}"
+        for a in plan.bandwidth
+    )
     return f"For {percent(plan.target)} compute utilisation each island needs: {needs} (it has {link_rates(plan)})."
 
 

@@ -31,13 +31,15 @@ from islands.simulator import BudgetExceeded, simulate
 # The search spans every rate a scenario may have: MIN_GBPS (1 kbit/s) to MAX_GBPS (1 Pbit/s); a
 # target not reached at MAX_GBPS is unreachable by bandwidth alone.
 LINK_KEYS = ("island.*.bandwidth_gbps", "island.*.upload_gbps", "island.*.download_gbps")
-MAX_INNER_STEPS = 2**17   # 131072 steps: far beyond any H in use (the DiLoCo paper swept 50 to 2000)
+MAX_INNER_STEPS = 2**17  # 131072 steps: far beyond any H in use (the DiLoCo paper swept 50 to 2000)
 BRACKET_FACTOR = 10.0
 RELATIVE_TOLERANCE = 1e-3
 REMEMBERED = threading.local()  # the runs a thread remembers by scenario (``remembering``)
 # Utilisation is a ratio of float sums; a run that hides every transfer may land a hair below 1.
 UTILISATION_SLACK = 1e-9
-Value = TypeVar("Value", int, float)  # a bracket's ends: whole numbers (H / P), or any (a bandwidth)
+Value = TypeVar(
+    "Value", int, float
+)  # a bracket's ends: whole numbers (H / P), or any (a bandwidth)
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,11 @@ def measure_scenario(scenario: Scenario, max_events: float) -> Measurement:
         return remembered[key]
     try:
         summary = simulate(scenario, max_events).summary
-        found = (Measurement(float(summary["compute_utilisation"])) if summary["complete"]
-                 else Measurement(None, summary["incomplete_reason"]))
+        found = (
+            Measurement(float(summary["compute_utilisation"]))
+            if summary["complete"]
+            else Measurement(None, summary["incomplete_reason"])
+        )
     except BudgetExceeded as exc:
         found = Measurement(None, str(exc))
     if remembered is not None:
@@ -165,7 +170,9 @@ class Probe:
 
     def answer(self, value: float) -> Answer:
         """The target is reached at ``value``."""
-        return Answer(value, self.seen[value], len(self.made), value, self.cut_short, rises(self.seen))
+        return Answer(
+            value, self.seen[value], len(self.made), value, self.cut_short, rises(self.seen)
+        )
 
     def unreachable(self) -> Answer:
         best = max(self.seen, key=lambda value: score(self.seen[value]))
@@ -193,8 +200,14 @@ def bandwidth_curve(source: ScenarioSource, *overrides: str, seeds: Sequence[int
     return Curve(lambda gbps: utilisation(source, *overrides, *link_overrides(gbps), seeds=seeds))
 
 
-def least_bandwidth(source: ScenarioSource, target: float, *overrides: str, seeds: Sequence[int] = (),
-                    curve: Curve | None = None, guess: float | None = None) -> Answer:
+def least_bandwidth(
+    source: ScenarioSource,
+    target: float,
+    *overrides: str,
+    seeds: Sequence[int] = (),
+    curve: Curve | None = None,
+    guess: float | None = None,
+) -> Answer:
     """The least bandwidth (Gbit/s, the same on every island's access link) whose utilisation reaches
     ``target``, to a relative precision of ``RELATIVE_TOLERANCE``.
 
@@ -211,7 +224,9 @@ def least_bandwidth(source: ScenarioSource, target: float, *overrides: str, seed
     if found is None:
         return probe.unreachable()
     low, high = found
-    return probe.answer(high if low is None else narrow(probe, low, high, math.log1p(RELATIVE_TOLERANCE)))
+    return probe.answer(
+        high if low is None else narrow(probe, low, high, math.log1p(RELATIVE_TOLERANCE))
+    )
 
 
 def expected_at(probe: Probe) -> float | None:
@@ -222,8 +237,10 @@ def expected_at(probe: Probe) -> float | None:
     (every one hid every transfer or was cut short)."""
     goal = overhead(probe.target)
     known = [(value, overhead(found)) for value, found in probe.seen.items()]
-    known = sorted(((value, cost) for value, cost in known if 0 < cost < math.inf),
-                   key=lambda pair: abs(math.log(pair[1] / goal)) if goal > 0 else 0.0)
+    known = sorted(
+        ((value, cost) for value, cost in known if 0 < cost < math.inf),
+        key=lambda pair: abs(math.log(pair[1] / goal)) if goal > 0 else 0.0,
+    )
     if goal <= 0 or not known:
         return None
     (value, cost), *others = known
@@ -241,7 +258,9 @@ def expected_gbps(probe: Probe) -> float | None:
     return None if expected is None else min(max(expected, MIN_GBPS), MAX_GBPS)
 
 
-def bracket_bandwidth(probe: Probe, start: float, guess: float | None) -> tuple[float | None, float] | None:
+def bracket_bandwidth(
+    probe: Probe, start: float, guess: float | None
+) -> tuple[float | None, float] | None:
     """A bracket (low, high) of the answer, ``low`` None when ``high`` is the least bandwidth there is;
     None when even ``MAX_GBPS`` falls short.
 
@@ -259,14 +278,18 @@ def bracket_bandwidth(probe: Probe, start: float, guess: float | None) -> tuple[
         low, high = probe.bracket()
         if low is not None and high is not None:
             return low, high
-        if high is not None and high <= MIN_GBPS * (1 + RELATIVE_TOLERANCE):  # at the bound, give or take rounding
+        if high is not None and high <= MIN_GBPS * (
+            1 + RELATIVE_TOLERANCE
+        ):  # at the bound, give or take rounding
             return None, high
         if low is not None and low >= MAX_GBPS * (1 - RELATIVE_TOLERANCE):
             return None
         expected = expected_gbps(probe)
         reach = step if expected is not None else far
         if high is None:
-            assert low is not None, "every run made fell short of the target, so the least one is low"
+            assert low is not None, (
+                "every run made fell short of the target, so the least one is low"
+            )
             value = min(max(expected or 0.0, low * math.exp(reach)), MAX_GBPS)
         else:
             value = max(min(expected or math.inf, high / math.exp(reach)), MIN_GBPS)
@@ -295,10 +318,16 @@ def narrow(probe: Probe, low: float, high: float, tolerance: float) -> float:
     stalls = 0
     while math.log(high / low) > tolerance:
         width = math.log(high / low)
-        interpolated = None if stalls >= STALLS_BEFORE_BISECTING else interpolate(probe, low, high, tolerance)
+        interpolated = (
+            None if stalls >= STALLS_BEFORE_BISECTING else interpolate(probe, low, high, tolerance)
+        )
         middle = low * math.exp(width / 2) if interpolated is None else interpolated
         low, high = split(probe, low, high, middle)
-        if interpolated is not None and near_target(probe, middle) and math.log(high / low) > tolerance:
+        if (
+            interpolated is not None
+            and near_target(probe, middle)
+            and math.log(high / low) > tolerance
+        ):
             twin = middle / math.exp(tolerance) if high == middle else middle * math.exp(tolerance)
             if low < twin < high:
                 low, high = split(probe, low, high, twin)
@@ -338,7 +367,9 @@ def interpolate(probe: Probe, low: float, high: float, tolerance: float) -> floa
     return low * math.exp(min(max(math.log(expected / low), tolerance / 2), width - tolerance / 2))
 
 
-def least_inner_steps(source: ScenarioSource, target: float, *overrides: str, seeds: Sequence[int] = ()) -> Answer:
+def least_inner_steps(
+    source: ScenarioSource, target: float, *overrides: str, seeds: Sequence[int] = ()
+) -> Answer:
     """The smallest H whose utilisation reaches ``target`` at the scenario's bandwidth.
 
     Streaming needs H divisible by P and tau < H / P, so H runs over multiples of P above P * tau
@@ -352,17 +383,27 @@ def least_inner_steps(source: ScenarioSource, target: float, *overrides: str, se
     declared = schedule_of(scenario)
     step = declared.fragments(scenario.schedule)
     first = scenario.schedule.overlap_steps + 1 if "overlap_steps" in declared.reads else 1
-    probe = Probe(Curve(lambda k: utilisation(source, *overrides, f"schedule.inner_steps={int(k) * step}",
-                                              seeds=seeds)), target)
+    probe = Probe(
+        Curve(
+            lambda k: utilisation(
+                source, *overrides, f"schedule.inner_steps={int(k) * step}", seeds=seeds
+            )
+        ),
+        target,
+    )
     limit = MAX_INNER_STEPS // step
     high, previous = max(scenario.schedule.inner_steps // step, first), None
     while not probe.reaches(high):
-        if high >= limit or (previous is not None and score(probe.seen[high]) < score(probe.seen[previous])):
+        if high >= limit or (
+            previous is not None and score(probe.seen[high]) < score(probe.seen[previous])
+        ):
             return scaled(probe.unreachable(), step)
         expected = expected_at(probe)
         grown = 2 * high if expected is None else min(max(math.ceil(expected), high + 1), 2 * high)
         high, previous = min(grown, limit), high
-    low = max((int(k) for k in probe.seen if k < high and not probe.reached(k)), default=first - 1)  # k: an H / P
+    low = max(
+        (int(k) for k in probe.seen if k < high and not probe.reached(k)), default=first - 1
+    )  # k: an H / P
     return scaled(probe.answer(narrow_steps(probe, low, high)), step)
 
 

@@ -27,13 +27,20 @@ HEADROOM = 1.35  # room above the tallest transfer for the legend
 
 def check_link(scenario: Scenario, worker: int, direction: str) -> None:
     if not 0 <= worker < scenario.worker_count:
-        raise UserError(f"--worker {worker}: the scenario has workers 0 to {scenario.worker_count - 1}")
+        raise UserError(
+            f"--worker {worker}: the scenario has workers 0 to {scenario.worker_count - 1}"
+        )
     if direction not in DIRECTIONS:
         raise UserError(f"--direction {direction}: must be one of {', '.join(DIRECTIONS)}")
 
 
-def bandwidth_figure(results: Mapping[str, SimResult], scenario: Scenario, worker: int = 0,
-                     direction: str = "up", size_px: tuple[int, int] = DEFAULT_SIZE_PX) -> Figure:
+def bandwidth_figure(
+    results: Mapping[str, SimResult],
+    scenario: Scenario,
+    worker: int = 0,
+    direction: str = "up",
+    size_px: tuple[int, int] = DEFAULT_SIZE_PX,
+) -> Figure:
     """Stacked panels, one per schedule in ``results``, of one worker's link rate over time; each
     panel's time axis spans its own run, in its own unit, and the rate axis is shared."""
     check_link(scenario, worker, direction)
@@ -48,17 +55,35 @@ def bandwidth_figure(results: Mapping[str, SimResult], scenario: Scenario, worke
         span_s = summary["wall_time_s"]
         time_name, time_scale = time_unit(span_s)
         colour = schedule_colour(name)
-        label = (f"{schedule_label(name)}: {int(summary['inner_steps']):,} inner steps in "
-                 f"{duration(span_s)}, {summary['syncs']:,} all-reduces, "
-                 f"average {rate_text(summary['avg_bandwidth_gbps'])}")
-        ax.fill_between(times / time_scale, levels / rate_scale, step="post", color=colour, alpha=0.35, linewidth=0)
-        ax.step(times / time_scale, levels / rate_scale, where="post", color=colour, linewidth=0.8, label=label)
+        label = (
+            f"{schedule_label(name)}: {int(summary['inner_steps']):,} inner steps in "
+            f"{duration(span_s)}, {summary['syncs']:,} all-reduces, "
+            f"average {rate_text(summary['avg_bandwidth_gbps'])}"
+        )
+        ax.fill_between(
+            times / time_scale,
+            levels / rate_scale,
+            step="post",
+            color=colour,
+            alpha=0.35,
+            linewidth=0,
+        )
+        ax.step(
+            times / time_scale,
+            levels / rate_scale,
+            where="post",
+            color=colour,
+            linewidth=0.8,
+            label=label,
+        )
         ax.set_ylabel(f"rate ({rate_name})")
         ax.set_ylim(0, peak * HEADROOM / rate_scale)
         ax.set_xlim(0, span_s / time_scale)
         ax.set_xlabel(f"time since start ({time_name})")
         ax.legend(loc="upper right")
         ax.grid(alpha=0.3)
-    figure.suptitle(f"{scenario.name}: {direction}link of worker {worker_name}, rate over time "
-                    f"(each schedule's own time axis)")
+    figure.suptitle(
+        f"{scenario.name}: {direction}link of worker {worker_name}, rate over time "
+        f"(each schedule's own time axis)"
+    )
     return figure

@@ -35,8 +35,11 @@ def utilisation_label(summary: Mapping[str, Any]) -> str:
     return "cut short" if utilisation is None else f"{percent_text(utilisation)} utilisation"
 
 
-def breakdown_figure(summaries: Mapping[str, Mapping[str, Any]], scenario_name: str,
-                     size_px: tuple[int, int] = DEFAULT_SIZE_PX) -> Figure:
+def breakdown_figure(
+    summaries: Mapping[str, Mapping[str, Any]],
+    scenario_name: str,
+    size_px: tuple[int, int] = DEFAULT_SIZE_PX,
+) -> Figure:
     """One stacked bar per labelled summary (e.g. per schedule)."""
     figure = new_figure(size_px)
     ax = figure.subplots()
@@ -49,16 +52,26 @@ def breakdown_figure(summaries: Mapping[str, Mapping[str, Any]], scenario_name: 
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     for position, name in zip(positions, names):
         summary = summaries[name]
-        ax.annotate(f"{utilisation_label(summary)}\n"
-                    f"{int(summary['inner_steps']):,} inner steps in {duration(summary['wall_time_s'])}",
-                    (position, 100), xytext=(0, 4), textcoords="offset points", ha="center", va="bottom")
+        ax.annotate(
+            f"{utilisation_label(summary)}\n"
+            f"{int(summary['inner_steps']):,} inner steps in {duration(summary['wall_time_s'])}",
+            (position, 100),
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+        )
     ax.set_xticks(list(positions), [schedule_label(name) for name in names])
     ax.set_ylim(0, 118)
     ax.set_yticks(range(0, 101, 20))
     ax.set_ylabel("share of each worker's time (%)")
     ax.set_xlabel("schedule")
     ax.set_title(f"{scenario_name}: where each worker's time goes")
-    ax.legend(handles=[Patch(color=KIND_COLOURS[p], label=KIND_LABELS[p]) for p in reversed(PARTS)],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.legend(
+        handles=[Patch(color=KIND_COLOURS[p], label=KIND_LABELS[p]) for p in reversed(PARTS)],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+    )
     ax.grid(axis="y", alpha=0.3)
     return figure

@@ -30,9 +30,20 @@ KIND_LABELS = {
     "stall": "stall (waiting for a transfer)",
     "idle": "idle (waiting for other workers)",
 }
-SCHEDULE_COLOURS = {DDP.name: "#7a4fa0", DiLoCo.name: "#2b6cb0", Streaming.name: "#1b9e77", Eager.name: "#d95f02",
-                    Decoupled.name: "#b83280"}
-MORE_SCHEDULE_COLOURS = ("#c05621", "#b83280", "#2c7a7b", "#744210", "#4a5568")  # registered later, in order
+SCHEDULE_COLOURS = {
+    DDP.name: "#7a4fa0",
+    DiLoCo.name: "#2b6cb0",
+    Streaming.name: "#1b9e77",
+    Eager.name: "#d95f02",
+    Decoupled.name: "#b83280",
+}
+MORE_SCHEDULE_COLOURS = (
+    "#c05621",
+    "#b83280",
+    "#2c7a7b",
+    "#744210",
+    "#4a5568",
+)  # registered later, in order
 
 
 def schedule_label(name: str) -> str:
@@ -48,6 +59,7 @@ def schedule_colour(name: str) -> str:
     others = [n for n in SCHEDULES if n not in SCHEDULE_COLOURS]
     index = others.index(name) if name in others else len(others)
     return MORE_SCHEDULE_COLOURS[index % len(MORE_SCHEDULE_COLOURS)]
+
 
 PARAMETER_LABELS = {
     "schedule.inner_steps": "inner steps H",
@@ -69,7 +81,9 @@ def parameter_label(key: str) -> str:
         return PARAMETER_LABELS[key]
     island = re.fullmatch(r"island\.([^.]+)\.(\w+)", key)
     if island and f"island.*.{island.group(2)}" in PARAMETER_LABELS:
-        return PARAMETER_LABELS[f"island.*.{island.group(2)}"].replace("per island", f"of island {island.group(1)}")
+        return PARAMETER_LABELS[f"island.*.{island.group(2)}"].replace(
+            "per island", f"of island {island.group(1)}"
+        )
     return key
 
 

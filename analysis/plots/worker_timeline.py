@@ -34,7 +34,9 @@ def parse_intervals(text: str) -> tuple[int, int]:
             start = int(text)
             stop = start + 1
     except ValueError:
-        raise UserError(f"--intervals {text}: write START:STOP, e.g. 0:2 for the first two outer intervals") from None
+        raise UserError(
+            f"--intervals {text}: write START:STOP, e.g. 0:2 for the first two outer intervals"
+        ) from None
     if not 0 <= start < stop:
         raise UserError(f"--intervals {text}: need 0 <= START < STOP")
     return start, stop
@@ -49,9 +51,13 @@ def select_window(trace: pd.DataFrame, intervals: tuple[int, int]) -> pd.DataFra
     return window
 
 
-def timeline_figure(trace: pd.DataFrame, scenario: Scenario, intervals: tuple[int, int] = (0, 2),
-                    size_px: tuple[int, int] = DEFAULT_SIZE_PX,
-                    max_workers: int | None = MAX_WORKERS_SHOWN) -> Figure:
+def timeline_figure(
+    trace: pd.DataFrame,
+    scenario: Scenario,
+    intervals: tuple[int, int] = (0, 2),
+    size_px: tuple[int, int] = DEFAULT_SIZE_PX,
+    max_workers: int | None = MAX_WORKERS_SHOWN,
+) -> Figure:
     """The Gantt chart of outer intervals ``intervals`` (START, STOP) of a run's trace: a row for each
     worker with rows in the window, the first ``max_workers`` of them (None: all)."""
     window = select_window(trace, intervals)
@@ -65,12 +71,19 @@ def timeline_figure(trace: pd.DataFrame, scenario: Scenario, intervals: tuple[in
     for row, rank in enumerate(ranks):
         mine = window[window["worker"] == rank]
         for kind, group in mine.groupby("kind"):
-            spans = list(zip(group["time_start_s"] / scale, (group["time_end_s"] - group["time_start_s"]) / scale))
+            spans = list(
+                zip(
+                    group["time_start_s"] / scale,
+                    (group["time_end_s"] - group["time_start_s"]) / scale,
+                )
+            )
             if kind == "comm":
                 band = (row + COMM_BAND[0], COMM_BAND[1])
             else:
                 band = (row - ROW_HEIGHT / 2, ROW_HEIGHT)
-            ax.broken_barh(spans, band, facecolors=KIND_COLOURS[kind], zorder=3 if kind == "comm" else 2)
+            ax.broken_barh(
+                spans, band, facecolors=KIND_COLOURS[kind], zorder=3 if kind == "comm" else 2
+            )
     ax.set_yticks(range(len(ranks)), [names.get(rank, str(rank)) for rank in ranks])
     ax.set_ylim(len(ranks) - 0.5, -0.5)
     ax.set_xlim(begin_s / scale, end_s / scale)
@@ -78,14 +91,24 @@ def timeline_figure(trace: pd.DataFrame, scenario: Scenario, intervals: tuple[in
     ax.set_ylabel("worker")
     ax.grid(axis="x", alpha=0.3)
     kinds = [kind for kind in KIND_COLOURS if kind in set(window["kind"])]
-    figure.legend(handles=[Patch(color=KIND_COLOURS[k], label=KIND_LABELS[k]) for k in kinds],
-                  loc="outside lower center", ncols=len(kinds), frameon=False)
+    figure.legend(
+        handles=[Patch(color=KIND_COLOURS[k], label=KIND_LABELS[k]) for k in kinds],
+        loc="outside lower center",
+        ncols=len(kinds),
+        frameon=False,
+    )
     first, last = intervals[0], int(window["outer_step"].max())
     left_out = len(active) - len(ranks)
-    shown = (f"\nfirst {len(ranks)} of {len(active)} workers shown, {left_out} left out "
-             "(islands plot timeline --all-workers shows every one)" if left_out else "")
+    shown = (
+        f"\nfirst {len(ranks)} of {len(active)} workers shown, {left_out} left out "
+        "(islands plot timeline --all-workers shows every one)"
+        if left_out
+        else ""
+    )
     algorithm = schedule_label(scenario.schedule.algorithm)
-    what = "step" if schedule_of(scenario).period_steps(scenario.schedule) == 1 else "outer interval"
+    what = (
+        "step" if schedule_of(scenario).period_steps(scenario.schedule) == 1 else "outer interval"
+    )
     span = f"{what} {first}" if first == last else f"{what}s {first} to {last}"
     ax.set_title(f"{scenario.name}: {algorithm}, {span}{shown}")
     return figure

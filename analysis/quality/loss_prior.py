@@ -60,19 +60,24 @@ from .quality_profile import QualityProfile
 
 # Charles et al. 2025, Table 7: L(N) = A * N ** alpha.
 DATA_PARALLEL_LAW = (18.129, -0.0953)
-DILOCO_LAWS = {1: (18.363, -0.0961), 2: (18.768, -0.0969), 4: (19.762, -0.0992), 8: (21.051, -0.1018)}
+DILOCO_LAWS = {
+    1: (18.363, -0.0961),
+    2: (18.768, -0.0969),
+    4: (19.762, -0.0992),
+    8: (21.051, -0.1018),
+}
 JOINT_M_EXPONENT = 0.0116  # Table 10, the loss law's beta
 PUBLISHED_H = 30
 # Kale et al. 2025, Table 3 (500M parameters, H = 30): DiLoCo 2.68, Streaming 2.67; eager 2.69, 2.71.
-FRAGMENTED_FACTOR = 2.67 / 2.68                          # Streaming DiLoCo / DiLoCo
-EAGER_FACTOR = {False: 2.69 / 2.68, True: 2.71 / 2.67}   # eager / not, by fragmented
-PUBLISHED_MAX_OVERLAP_STEPS = 1                          # Table 2: tau = 1 gives 2.67, as tau = 0
+FRAGMENTED_FACTOR = 2.67 / 2.68  # Streaming DiLoCo / DiLoCo
+EAGER_FACTOR = {False: 2.69 / 2.68, True: 2.71 / 2.67}  # eager / not, by fragmented
+PUBLISHED_MAX_OVERLAP_STEPS = 1  # Table 2: tau = 1 gives 2.67, as tau = 0
 # Hoffmann et al. 2022, eq. 10: L(N, D) = E + A / N**ALPHA + B / D**BETA; D = 20 N (Chinchilla-optimal).
 CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 CHINCHILLA_TOKENS_PER_PARAMETER = 20
 # Douillard et al. 2023, Section 3: perplexity +2.9% from H = 50 to H = 1000 at perplexity 15.02 (Table 3).
 H_PENALTY_PER_LOG_H = math.log(1.029) / math.log(15.02) / math.log(1000 / 50)
-H_PUBLISHED_MAX = 2000      # the range of that paper's figure of H
+H_PUBLISHED_MAX = 2000  # the range of that paper's figure of H
 H_MEASURED_PARAMETERS = 150e6
 FITTED_PARAMETERS = (35e6, 10e9)  # Table 7's fit (35M-2.4B) and its checked extrapolation (Table 5)
 
@@ -90,7 +95,7 @@ class LossEstimate:
 
 def power_law(law: tuple[float, float], parameters: float) -> float:
     scale, exponent = law
-    return scale * parameters ** exponent
+    return scale * parameters**exponent
 
 
 def data_parallel_loss(parameters: float) -> float:
@@ -107,15 +112,19 @@ def bounded(loss: float, what: str) -> tuple[float, tuple[str, ...]]:
     floor = irreducible_loss()
     if loss >= floor:
         return loss, ()
-    return floor, (f"{what} gives {loss:.3f}, below the irreducible loss E = {floor:g} "
-                   f"(Chinchilla's, MassiveText): clamped at E",)
+    return floor, (
+        f"{what} gives {loss:.3f}, below the irreducible loss E = {floor:g} "
+        f"(Chinchilla's, MassiveText): clamped at E",
+    )
 
 
 def size_notes(parameters: float) -> tuple[str, ...]:
     low, high = FITTED_PARAMETERS
     if low <= parameters <= high:
         return ()
-    return (f"N = {parameters:.3g}: outside the fitted {low:.3g}-{high:.3g} parameters, the laws extrapolated",)
+    return (
+        f"N = {parameters:.3g}: outside the fitted {low:.3g}-{high:.3g} parameters, the laws extrapolated",
+    )
 
 
 def diloco_loss(parameters: float, replicas: int) -> tuple[float, tuple[str, ...]]:
@@ -127,12 +136,15 @@ def diloco_loss(parameters: float, replicas: int) -> tuple[float, tuple[str, ...
     if replicas > published[-1]:
         top = published[-1]
         loss = power_law(DILOCO_LAWS[top], parameters) * (replicas / top) ** JOINT_M_EXPONENT
-        return loss, (f"M = {replicas}: beyond the published M <= {top}, extended with the joint fit's M exponent",)
+        return loss, (
+            f"M = {replicas}: beyond the published M <= {top}, extended with the joint fit's M exponent",
+        )
     low = max(m for m in published if m < replicas)
     high = min(m for m in published if m > replicas)
     weight = math.log(replicas / low) / math.log(high / low)
-    log_loss = ((1 - weight) * math.log(power_law(DILOCO_LAWS[low], parameters))
-                + weight * math.log(power_law(DILOCO_LAWS[high], parameters)))
+    log_loss = (1 - weight) * math.log(power_law(DILOCO_LAWS[low], parameters)) + weight * math.log(
+        power_law(DILOCO_LAWS[high], parameters)
+    )
     return math.exp(log_loss), ()
 
 
@@ -144,8 +156,10 @@ def replicas_factor(parameters: float, replicas: int) -> tuple[float, list[str]]
     loss, notes = diloco_loss(at, replicas)
     factor = loss / data_parallel_loss(at)
     if parameters > checked:
-        notes += (f"DiLoCo against DP held at its N = {checked:.3g} value ({100 * (factor - 1):+.2f}%), the largest "
-                  "size the scaling-law paper ran: its laws' ratio beyond is extrapolated",)
+        notes += (
+            f"DiLoCo against DP held at its N = {checked:.3g} value ({100 * (factor - 1):+.2f}%), the largest "
+            "size the scaling-law paper ran: its laws' ratio beyond is extrapolated",
+        )
     return factor, list(notes)
 
 
@@ -158,9 +172,13 @@ def schedule_notes(declared: Schedule, schedule) -> tuple[float, list[str]]:
     if declared.update == EAGER:
         factor *= EAGER_FACTOR[fragmented]
     elif "overlap_steps" in declared.reads and schedule.overlap_steps > PUBLISHED_MAX_OVERLAP_STEPS:
-        notes.append(f"tau = {schedule.overlap_steps}: beyond the published tau <= {PUBLISHED_MAX_OVERLAP_STEPS}, not priced")
+        notes.append(
+            f"tau = {schedule.overlap_steps}: beyond the published tau <= {PUBLISHED_MAX_OVERLAP_STEPS}, not priced"
+        )
     if declared.update not in (AVERAGE, EAGER):
-        notes.append(f"{declared.label}: no published loss table for its update rule; DiLoCo's used")
+        notes.append(
+            f"{declared.label}: no published loss table for its update rule; DiLoCo's used"
+        )
     return factor, notes
 
 
@@ -169,16 +187,22 @@ def inner_steps_factor(inner_steps: int, parameters: float) -> tuple[float, list
     if inner_steps <= PUBLISHED_H:
         return 1.0, []
     factor = 1 + H_PENALTY_PER_LOG_H * math.log(inner_steps / PUBLISHED_H)
-    notes = [f"H = {inner_steps}: +{100 * (factor - 1):.2f}% loss against H = {PUBLISHED_H}, from DiLoCo's "
-             f"150M run (+2.9% perplexity from H = 50 to 1000)"]
+    notes = [
+        f"H = {inner_steps}: +{100 * (factor - 1):.2f}% loss against H = {PUBLISHED_H}, from DiLoCo's "
+        f"150M run (+2.9% perplexity from H = 50 to 1000)"
+    ]
     if parameters > 2 * H_MEASURED_PARAMETERS:
         notes[0] += "; larger models lose less to H (a figure only): an upper bound here"
     if inner_steps > H_PUBLISHED_MAX:
-        notes.append(f"H = {inner_steps}: beyond the published H <= {H_PUBLISHED_MAX}, extended log-linearly")
+        notes.append(
+            f"H = {inner_steps}: beyond the published H <= {H_PUBLISHED_MAX}, extended log-linearly"
+        )
     return factor, notes
 
 
-def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | None = None) -> LossEstimate:
+def estimate(
+    scenario, algorithm: str | None = None, profile: QualityProfile | None = None
+) -> LossEstimate:
     """The estimate for ``scenario`` under ``algorithm`` (default: its own schedule.algorithm): the
     measured ``profile``'s penalty where it has points for this setting, else the prior; never below
     the irreducible loss (``bounded``), sizes outside the fitted range marked."""
@@ -192,30 +216,53 @@ def estimate(scenario, algorithm: str | None = None, profile: QualityProfile | N
         return LossEstimate(baseline, 0.0, marks)
     schedule = scenario.schedule
     if profile is not None:
-        measured = profile.relative_to_dp(name, schedule.inner_steps, scenario.worker_count, schedule.bits,
-                                          declared.fragments(schedule))
+        measured = profile.relative_to_dp(
+            name,
+            schedule.inner_steps,
+            scenario.worker_count,
+            schedule.bits,
+            declared.fragments(schedule),
+        )
         if measured is not None:
             relative, measured_notes = measured
-            where = f"measured on {profile.scenario}'s model ({profile.model_parameters:,} parameters)"
+            where = (
+                f"measured on {profile.scenario}'s model ({profile.model_parameters:,} parameters)"
+            )
             if not 0.5 <= parameters / profile.model_parameters <= 2:
-                where += (f", applied at {parameters:.3g}: the scaling-law tables show the penalty "
-                          "shrinking as N grows")
-            return finished(baseline, baseline * (1 + relative), (where, *measured_notes, *marks), measured=True)
+                where += (
+                    f", applied at {parameters:.3g}: the scaling-law tables show the penalty "
+                    "shrinking as N grows"
+                )
+            return finished(
+                baseline, baseline * (1 + relative), (where, *measured_notes, *marks), measured=True
+            )
     m_factor, replica_notes = replicas_factor(parameters, scenario.worker_count)
     factor, notes = schedule_notes(declared, schedule)
     if "inner_steps" in declared.reads:
         h_factor, h_notes = inner_steps_factor(schedule.inner_steps, parameters)
         factor *= h_factor
         notes += h_notes
-    fallback = [f"the profile has no point for {name}, {schedule.bits} bits, {declared.fragments(schedule)} "
-                "fragments: the prior used"] if profile is not None else []
-    return finished(baseline, baseline * m_factor * factor, (*fallback, *replica_notes, *notes, *marks))
+    fallback = (
+        [
+            f"the profile has no point for {name}, {schedule.bits} bits, {declared.fragments(schedule)} "
+            "fragments: the prior used"
+        ]
+        if profile is not None
+        else []
+    )
+    return finished(
+        baseline, baseline * m_factor * factor, (*fallback, *replica_notes, *notes, *marks)
+    )
 
 
-def finished(baseline: float, loss: float, notes: tuple[str, ...], measured: bool = False) -> LossEstimate:
+def finished(
+    baseline: float, loss: float, notes: tuple[str, ...], measured: bool = False
+) -> LossEstimate:
     """The estimate with its loss (DDP's ``baseline``, clamped, times the schedule's 1 + p) bounded
     below: only a schedule better than DDP at the floor is clamped (a note where it was)."""
-    loss, floor_notes = bounded(loss, f"DDP's {baseline:.3f} x ({100 * (loss / baseline - 1):+.2f}%)")
+    loss, floor_notes = bounded(
+        loss, f"DDP's {baseline:.3f} x ({100 * (loss / baseline - 1):+.2f}%)"
+    )
     notes = tuple(dict.fromkeys((*notes, *floor_notes)))
     return LossEstimate(loss, loss / baseline - 1, notes, measured)
 
@@ -226,7 +273,9 @@ def chinchilla_loss(parameters: float, tokens: float) -> float:
     return c["E"] + c["A"] / parameters ** c["alpha"] + c["B"] / tokens ** c["beta"]
 
 
-def extra_tokens_factor(parameters: float, relative_to_dp: float, tokens: float | None = None) -> float:
+def extra_tokens_factor(
+    parameters: float, relative_to_dp: float, tokens: float | None = None
+) -> float:
     """D' / D: the tokens a schedule with loss (1 + p) x DDP's needs to reach DDP's loss at D =
     ``tokens`` (default the Chinchilla-optimal 20 N; module docstring); infinity where no amount of
     data reaches it."""

@@ -33,11 +33,20 @@ from islands.schedules import DDP, GRADIENT, SCHEDULES, switch_to
 from ..progress_bar import ProgressBar
 from .quality_profile import MIN_OUTER_STEPS, ProfilePoint, QualityProfile
 
-GRID_KEYS = {"algorithm": "schedule.algorithm", "inner_steps": "schedule.inner_steps", "workers": None,
-             "bits": "schedule.bits", "fragments": "schedule.fragments"}
+GRID_KEYS = {
+    "algorithm": "schedule.algorithm",
+    "inner_steps": "schedule.inner_steps",
+    "workers": None,
+    "bits": "schedule.bits",
+    "fragments": "schedule.fragments",
+}
 Point = dict[str, "int | str"]
 # The outer learning rates a tuned point tries: around each optimizer's default (OUTER_DEFAULTS).
-OUTER_LR_SWEEP = {"nesterov": (0.3, 0.5, 0.7, 1.0), "adamw": (3e-4, 1e-3, 3e-3, 1e-2), "average": (1.0,)}
+OUTER_LR_SWEEP = {
+    "nesterov": (0.3, 0.5, 0.7, 1.0),
+    "adamw": (3e-4, 1e-3, 3e-3, 1e-2),
+    "average": (1.0,),
+}
 
 
 def default_steps(inner_steps: tuple[int, ...]) -> int:
@@ -51,20 +60,30 @@ def check_steps(steps: int, inner_steps: tuple[int, ...]) -> None:
     """One line for an H beyond the run, or steps that do not end on an outer step."""
     beyond = [h for h in inner_steps if h > steps]
     if beyond:
-        raise UserError(f"--steps {steps}: H = {beyond[0]} is beyond the run's {steps} inner steps per worker "
-                        f"(no outer step); raise --steps to {default_steps(inner_steps)} or drop that H")
+        raise UserError(
+            f"--steps {steps}: H = {beyond[0]} is beyond the run's {steps} inner steps per worker "
+            f"(no outer step); raise --steps to {default_steps(inner_steps)} or drop that H"
+        )
     bad = [h for h in inner_steps if steps % h]
     if bad:
-        raise UserError(f"--steps {steps}: must be a multiple of every H in the grid, so that each run ends "
-                        f"on an outer step (not of {', '.join(map(str, bad))})")
+        raise UserError(
+            f"--steps {steps}: must be a multiple of every H in the grid, so that each run ends "
+            f"on an outer step (not of {', '.join(map(str, bad))})"
+        )
 
 
 def regime(steps: int, inner_steps: tuple[int, ...]) -> str:
     """The line that states the regime every point is measured in."""
     outer = ", ".join(f"H = {h}: {steps // h}" for h in inner_steps)
     few = [h for h in inner_steps if steps // h < MIN_OUTER_STEPS]
-    mark = (f"; H = {', '.join(map(str, few))} below {MIN_OUTER_STEPS} outer steps: marked, outside the "
-            "papers' regime") if few else ""
+    mark = (
+        (
+            f"; H = {', '.join(map(str, few))} below {MIN_OUTER_STEPS} outer steps: marked, outside the "
+            "papers' regime"
+        )
+        if few
+        else ""
+    )
     return f"quality: {steps} inner steps per worker for every run, DDP at equal tokens; outer steps {outer}{mark}"
 
 
@@ -79,8 +98,11 @@ def parse_grid(items: list[str]) -> dict[str, tuple]:
             raise UserError(f"--grid {item}: the key must be one of {', '.join(GRID_KEYS)}")
         if key in grid:
             raise UserError(f"--grid {item}: give each key once")
-        grid[key] = tuple(dict.fromkeys(parse_algorithms(item, values) if key == "algorithm"
-                                        else parse_counts(item, values)))
+        grid[key] = tuple(
+            dict.fromkeys(
+                parse_algorithms(item, values) if key == "algorithm" else parse_counts(item, values)
+            )
+        )
     return grid
 
 
@@ -88,7 +110,9 @@ def parse_counts(item: str, values: str) -> tuple[int, ...]:
     try:
         parsed = tuple(int(value) for value in values.split(","))
     except ValueError:
-        raise UserError(f"--grid {item}: values must be whole numbers separated by commas") from None
+        raise UserError(
+            f"--grid {item}: values must be whole numbers separated by commas"
+        ) from None
     if min(parsed) < 1:
         raise UserError(f"--grid {item}: values must be 1 or more")
     return parsed
@@ -100,8 +124,10 @@ def parse_algorithms(item: str, values: str) -> tuple[str, ...]:
     parsed = tuple(value.strip() for value in values.split(","))
     unknown = [name for name in parsed if name not in allowed]
     if unknown:
-        raise UserError(f"--grid {item}: {unknown[0]!r} is not a schedule to compare with DDP "
-                        f"(one of {', '.join(allowed)})")
+        raise UserError(
+            f"--grid {item}: {unknown[0]!r} is not a schedule to compare with DDP "
+            f"(one of {', '.join(allowed)})"
+        )
     return parsed
 
 
@@ -115,7 +141,11 @@ def whole(point: Point, key: str) -> int:
 def run_overrides(point: Point, steps: int, algorithm: str) -> list[str]:
     """The ``--set`` list for one run of ``algorithm`` at ``point``, ``steps`` inner steps long."""
     overrides = list(switch_to(algorithm))
-    overrides += [f"{GRID_KEYS[key]}={value}" for key, value in point.items() if GRID_KEYS[key] and key != "algorithm"]
+    overrides += [
+        f"{GRID_KEYS[key]}={value}"
+        for key, value in point.items()
+        if GRID_KEYS[key] and key != "algorithm"
+    ]
     period = 1 if SCHEDULES[algorithm].exchanged == GRADIENT else whole(point, "inner_steps")
     return overrides + [f"schedule.outer_steps={steps // period}"]
 
@@ -146,10 +176,14 @@ def trained(scenario_name: str, overrides: list[str], workers: int, out_dir: Pat
     with quiet_stdout():
         failed = train(plan, TrainOptions(out_dir=out_dir)).exit_code
     if failed:
-        raise UserError(f"the quality run {' '.join(overrides)} at M = {workers} failed (its output is above)")
+        raise UserError(
+            f"the quality run {' '.join(overrides)} at M = {workers} failed (its output is above)"
+        )
     run = read_output(out_dir, "run")
     if run["final_eval_loss"] is None:
-        raise UserError(f"the quality run {' '.join(overrides)} at M = {workers} ended without an evaluation")
+        raise UserError(
+            f"the quality run {' '.join(overrides)} at M = {workers} ended without an evaluation"
+        )
     return run
 
 
@@ -157,32 +191,50 @@ def point_fragments(scenario_name: str, overrides: list[str], point: Point, step
     """The fragments a point's run really has (1 for a schedule that does not split the model); the
     loader's one line if the point's settings break the schedule's rules."""
     name = str(point["algorithm"])
-    scenario = ScenarioSource.read(scenario_name, [*overrides, *run_overrides(point, steps, name)]).scenario
+    scenario = ScenarioSource.read(
+        scenario_name, [*overrides, *run_overrides(point, steps, name)]
+    ).scenario
     return SCHEDULES[name].fragments(scenario.schedule)
 
 
-def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tuple],
-                    steps: int | None, tune_outer_lr: bool = False,
-                    progress: ProgressBar | None = None) -> QualityProfile:
+def measure_profile(
+    scenario_name: str,
+    overrides: list[str],
+    grid: dict[str, tuple],
+    steps: int | None,
+    tune_outer_lr: bool = False,
+    progress: ProgressBar | None = None,
+) -> QualityProfile:
     """Train the grid (see the module docstring) and return its profile (``steps`` None: the default);
     ``progress`` counts the runs and shows each one's loss (default: a bar on stderr)."""
     base = ScenarioSource.read(scenario_name, overrides).scenario
     algorithm = base.schedule.algorithm
     if "algorithm" not in grid and SCHEDULES[algorithm].exchanged == GRADIENT:
-        raise UserError(f"{base.source}: schedule.algorithm: the profile compares a schedule with DDP; "
-                        f"set one that is not DDP, or --grid algorithm=... (got {algorithm!r})")
-    axes = {"algorithm": (algorithm,), "inner_steps": (base.schedule.inner_steps,),
-            "workers": (min(base.worker_count, 2),), "bits": (base.schedule.bits,),
-            "fragments": (base.schedule.fragments,), **grid}
+        raise UserError(
+            f"{base.source}: schedule.algorithm: the profile compares a schedule with DDP; "
+            f"set one that is not DDP, or --grid algorithm=... (got {algorithm!r})"
+        )
+    axes = {
+        "algorithm": (algorithm,),
+        "inner_steps": (base.schedule.inner_steps,),
+        "workers": (min(base.worker_count, 2),),
+        "bits": (base.schedule.bits,),
+        "fragments": (base.schedule.fragments,),
+        **grid,
+    }
     outside = [m for m in axes["workers"] if not 2 <= m <= base.worker_count]
     if outside:
-        raise UserError(f"--grid workers: each M must be between 2 and the scenario's {base.worker_count} workers "
-                        f"(got {', '.join(map(str, outside))}; raise island.N.replicas for more)")
+        raise UserError(
+            f"--grid workers: each M must be between 2 and the scenario's {base.worker_count} workers "
+            f"(got {', '.join(map(str, outside))}; raise island.N.replicas for more)"
+        )
     steps = steps or default_steps(axes["inner_steps"])
     check_steps(steps, axes["inner_steps"])
     sweep = OUTER_LR_SWEEP[base.trainer.outer_optimizer] if tune_outer_lr else (None,)
     points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
-    fragments = [point_fragments(scenario_name, overrides, point, steps) for point in points]  # refused up front
+    fragments = [
+        point_fragments(scenario_name, overrides, point, steps) for point in points
+    ]  # refused up front
     total = len(axes["workers"]) + len(points) * len(sweep)
     measured: list[ProfilePoint] = []
     progress = progress or ProgressBar("quality: runs trained")
@@ -195,25 +247,41 @@ def measure_profile(scenario_name: str, overrides: list[str], grid: dict[str, tu
             nonlocal done
             started = time.monotonic()
             tuned = [] if outer_lr is None else [f"trainer.outer_lr={outer_lr:g}"]
-            run = trained(scenario_name, [*overrides, *run_overrides(point, steps, name), *tuned],
-                          whole(point, "workers"), Path(folder) / f"run-{done}")
+            run = trained(
+                scenario_name,
+                [*overrides, *run_overrides(point, steps, name), *tuned],
+                whole(point, "workers"),
+                Path(folder) / f"run-{done}",
+            )
             done += 1
             shown = ", ".join(f"{key} {value}" for key, value in point.items())
             shown += "" if outer_lr is None else f", outer lr {outer_lr:g}"
-            progress.note(f"quality: {done} of {total}: {name} ({shown}): eval loss {run['final_eval_loss']:.4f} "
-                          f"({time.monotonic() - started:.0f} s)")
+            progress.note(
+                f"quality: {done} of {total}: {name} ({shown}): eval loss {run['final_eval_loss']:.4f} "
+                f"({time.monotonic() - started:.0f} s)"
+            )
             progress(done, total)
             return run
 
         baselines = {m: train({"workers": m}, DDP.name) for m in axes["workers"]}
         for point, count in zip(points, fragments):
-            losses = {lr: train(point, str(point["algorithm"]), lr)["final_eval_loss"] for lr in sweep}
+            losses = {
+                lr: train(point, str(point["algorithm"]), lr)["final_eval_loss"] for lr in sweep
+            }
             best = min(losses, key=losses.__getitem__)
             if tune_outer_lr:
-                progress.note(f"quality: outer lr {best:g} won at {point} (of {', '.join(f'{lr:g}' for lr in sweep)})")
-            measured.append(ProfilePoint(steps=steps, eval_loss=losses[best], outer_lr=best,
-                                         ddp_eval_loss=baselines[point["workers"]]["final_eval_loss"],
-                                         **{**point, "fragments": count}))
+                progress.note(
+                    f"quality: outer lr {best:g} won at {point} (of {', '.join(f'{lr:g}' for lr in sweep)})"
+                )
+            measured.append(
+                ProfilePoint(
+                    steps=steps,
+                    eval_loss=losses[best],
+                    outer_lr=best,
+                    ddp_eval_loss=baselines[point["workers"]]["final_eval_loss"],
+                    **{**point, "fragments": count},
+                )
+            )
     progress.close()
     parameters = next(iter(baselines.values()))["parameters"]
     return QualityProfile(base.name, parameters, tuple(measured))

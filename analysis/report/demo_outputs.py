@@ -15,8 +15,11 @@ from ..side_by_side import simulate_schedules
 from .html_report import build_report, write_report
 
 
-def demo_outputs(scenario: str | Path | ScenarioSource, out_dir: Path,
-                 results: Mapping[str, SimResult] | None = None) -> dict[str, Path]:
+def demo_outputs(
+    scenario: str | Path | ScenarioSource,
+    out_dir: Path,
+    results: Mapping[str, SimResult] | None = None,
+) -> dict[str, Path]:
     """Write ``<name>-bandwidth.png`` and ``<name>-report.html`` into ``out_dir``; return their paths.
 
     ``results``: the schedules already simulated at equal work (``simulate_schedules``), if at hand.
@@ -29,5 +32,7 @@ def demo_outputs(scenario: str | Path | ScenarioSource, out_dir: Path,
     figure = bandwidth_figure(results, source.scenario)
     return {
         "bandwidth": save_figure(figure, out_dir / f"{stem}-bandwidth.png"),
-        "report": write_report(out_dir / f"{stem}-report.html", build_report(source, results=results)),
+        "report": write_report(
+            out_dir / f"{stem}-report.html", build_report(source, results=results)
+        ),
     }

@@ -54,7 +54,9 @@ img { max-width: 100%; border: 1px solid #eee; }
 
 def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -77,16 +79,26 @@ def plan_section(table: Table) -> str:
 
 def summary_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     header = ["schedule", "inner steps", *(name for name, _ in COLUMNS)]
-    rows = [[schedule_label(name), f"{int(s['inner_steps']):,}", *(cell(s) for _, cell in COLUMNS)]
-            for name, s in summaries.items()]
+    rows = [
+        [schedule_label(name), f"{int(s['inner_steps']):,}", *(cell(s) for _, cell in COLUMNS)]
+        for name, s in summaries.items()
+    ]
     return html_table(header, rows)
 
 
 def scenario_table(source: ScenarioSource) -> str:
     islands = source.scenario.islands
     header = ["island", "replicas", "step time", "bandwidth", "latency"]
-    rows = [[i.name, str(i.replicas), f"{i.step_time_s:g} s", rate_text(i.bandwidth_gbps), f"{i.latency_ms:g} ms"]
-            for i in islands]
+    rows = [
+        [
+            i.name,
+            str(i.replicas),
+            f"{i.step_time_s:g} s",
+            rate_text(i.bandwidth_gbps),
+            f"{i.latency_ms:g} ms",
+        ]
+        for i in islands
+    ]
     return html_table(header, rows)
 
 
@@ -97,25 +109,41 @@ def heatmap_grid(source: ScenarioSource) -> dict[str, list[float]]:
     bandwidth = max(island.bandwidth_gbps for island in scenario.islands)
     return {
         "schedule.inner_steps": sorted({max(1, round(h * f)) for f in HEATMAP_H_FACTORS}),
-        "island.*.bandwidth_gbps": [float(f"{bandwidth * f:.3g}") for f in HEATMAP_BANDWIDTH_FACTORS],
+        "island.*.bandwidth_gbps": [
+            float(f"{bandwidth * f:.3g}") for f in HEATMAP_BANDWIDTH_FACTORS
+        ],
     }
 
 
 def table_heatmap(sweep_table: pd.DataFrame, where: Sequence[str]) -> str:
     """The heatmap of a given sweep table (``islands sweep``), its other parameters pinned by ``where``."""
-    caption = ("Compute utilisation over the two parameters of the given sweep table (the mean over seeds, "
-               "with its sample standard deviation where the sweep ran several).")
+    caption = (
+        "Compute utilisation over the two parameters of the given sweep table (the mean over seeds, "
+        "with its sample standard deviation where the sweep ran several)."
+    )
     return image(heatmap_figure(sweep_table, where=where), "heatmap of the sweep") + note(caption)
 
 
-def swept_heatmap(source: ScenarioSource, jobs: int | None, executor: Executor | None,
-                  progress: Progress | None = None) -> str:
+def swept_heatmap(
+    source: ScenarioSource,
+    jobs: int | None,
+    executor: Executor | None,
+    progress: Progress | None = None,
+) -> str:
     """DiLoCo's utilisation over H and bandwidth (``heatmap_grid``), swept here."""
     diloco = source.with_symmetric_links().with_overrides(*switch_to(DiLoCo.name))
-    table = run_sweep(diloco, heatmap_grid(source), jobs=jobs, executor=executor, progress=progress,
-                      max_events=source.max_events)
-    caption = ("DiLoCo compute utilisation by H and bandwidth per island (every island's link at that rate): "
-               "move right for a longer sync interval, up for a faster link.")
+    table = run_sweep(
+        diloco,
+        heatmap_grid(source),
+        jobs=jobs,
+        executor=executor,
+        progress=progress,
+        max_events=source.max_events,
+    )
+    caption = (
+        "DiLoCo compute utilisation by H and bandwidth per island (every island's link at that rate): "
+        "move right for a longer sync interval, up for a faster link."
+    )
     return image(heatmap_figure(table), "heatmap of utilisation by H and bandwidth") + note(caption)
 
 
@@ -126,11 +154,20 @@ def tokens_text(scenario: Scenario) -> str:
     return "20 N tokens (Chinchilla-optimal: the scenario gives no model.tokens_per_step)"
 
 
-def build_report(scenario: str | Path | ScenarioSource, overrides: Sequence[str] = (), target: float = 0.95,
-                 targets: Sequence[float] = DEFAULT_TARGETS, sweep_table: pd.DataFrame | None = None,
-                 fragments: bool = True, seeds: int = 1, jobs: int | None = None, executor: Executor | None = None,
-                 progress: Callable[[str], Progress | None] | None = None, where: Sequence[str] = (),
-                 results: Mapping[str, SimResult] | None = None) -> str:
+def build_report(
+    scenario: str | Path | ScenarioSource,
+    overrides: Sequence[str] = (),
+    target: float = 0.95,
+    targets: Sequence[float] = DEFAULT_TARGETS,
+    sweep_table: pd.DataFrame | None = None,
+    fragments: bool = True,
+    seeds: int = 1,
+    jobs: int | None = None,
+    executor: Executor | None = None,
+    progress: Callable[[str], Progress | None] | None = None,
+    where: Sequence[str] = (),
+    results: Mapping[str, SimResult] | None = None,
+) -> str:
     """The report as an HTML string. ``sweep_table`` (from ``islands sweep``) replaces the default
     heatmap sweep, ``where`` pins its other parameters (``KEY=VALUE``); ``fragments`` and ``seeds``
     are the plan's (see ``make_utilisation_plan``); every run is held to the source's ``max_events``;
@@ -143,44 +180,93 @@ def build_report(scenario: str | Path | ScenarioSource, overrides: Sequence[str]
     given = table_heatmap(sweep_table, where) if sweep_table is not None else None
     results = results or simulate_schedules(source)
     summaries = {name: result.summary for name, result in results.items()}
-    plan = make_utilisation_plan(source, target, targets, fragments=fragments, seeds=seeds, jobs=jobs,
-                                 executor=executor, progress=stage("plan searches"), max_events=source.max_events)
-    whatif = run_whatif(source, whatif_axes(base), executor=executor, jobs=jobs, progress=stage("what-if grid"))
+    plan = make_utilisation_plan(
+        source,
+        target,
+        targets,
+        fragments=fragments,
+        seeds=seeds,
+        jobs=jobs,
+        executor=executor,
+        progress=stage("plan searches"),
+        max_events=source.max_events,
+    )
+    whatif = run_whatif(
+        source, whatif_axes(base), executor=executor, jobs=jobs, progress=stage("what-if grid")
+    )
     heatmap = given or swept_heatmap(source, jobs, executor, stage("heatmap sweep"))
     timeline_run = simulate(base, source.max_events)
     parts = [
         f"<h1>{html.escape(base.name)}</h1>",
         note(base.description) if base.description else "",
-        section("Scenario", scenario_table(source),
-                note(f"{base.worker_count} workers; {count_text(base.model.parameters)} parameters, "
-                     f"{base.schedule.bits}-bit on the wire; H={base.schedule.inner_steps}, "
-                     f"P={base.schedule.fragments}, tau={base.schedule.overlap_steps}, "
-                     f"{base.schedule.outer_steps} outer steps (DDP: steps).")),
-        section("Summary under each schedule", note(work_line(summaries, base.model.tokens_per_step)),
-                summary_table(summaries), *(note(line) for line in left_out_notes(source)), note(headline(plan))),
+        section(
+            "Scenario",
+            scenario_table(source),
+            note(
+                f"{base.worker_count} workers; {count_text(base.model.parameters)} parameters, "
+                f"{base.schedule.bits}-bit on the wire; H={base.schedule.inner_steps}, "
+                f"P={base.schedule.fragments}, tau={base.schedule.overlap_steps}, "
+                f"{base.schedule.outer_steps} outer steps (DDP: steps)."
+            ),
+        ),
+        section(
+            "Summary under each schedule",
+            note(work_line(summaries, base.model.tokens_per_step)),
+            summary_table(summaries),
+            *(note(line) for line in left_out_notes(source)),
+            note(headline(plan)),
+        ),
         section("What if", whatif_section(whatif)),
-        section("Bandwidth over time", image(bandwidth_figure(results, base), "bandwidth over time"),
-                note("One worker's uplink under each schedule: DDP sends every step, DiLoCo one burst per "
-                     "outer interval, Streaming DiLoCo one fragment at a time while compute goes on.")),
-        section("Timeline", image(timeline_figure(timeline_run.trace, base, TIMELINE_INTERVALS), "timeline"),
-                note("One row per worker: compute (green), transfers in flight (blue band), stalls waiting for a "
-                     "transfer (red), idle time waiting for other workers (orange).")),
-        section("Where the time goes", image(breakdown_figure(summaries, base.name), "time breakdown")),
-        section("Predicted loss against wall-clock time",
-                image(loss_time_figure(summaries, base), "predicted loss against wall-clock time"),
-                note(f"Each run above consumes {tokens_text(base)} evenly over its wall time (log axis), its loss "
-                     "at equal tokens from the published tables (islands quality shows each factor and what is not "
-                     "priced); dashed: the same pace on to DDP's final loss. `islands plan --objective "
-                     "time-to-loss` searches H and wire precision for the soonest.")),
+        section(
+            "Bandwidth over time",
+            image(bandwidth_figure(results, base), "bandwidth over time"),
+            note(
+                "One worker's uplink under each schedule: DDP sends every step, DiLoCo one burst per "
+                "outer interval, Streaming DiLoCo one fragment at a time while compute goes on."
+            ),
+        ),
+        section(
+            "Timeline",
+            image(timeline_figure(timeline_run.trace, base, TIMELINE_INTERVALS), "timeline"),
+            note(
+                "One row per worker: compute (green), transfers in flight (blue band), stalls waiting for a "
+                "transfer (red), idle time waiting for other workers (orange)."
+            ),
+        ),
+        section(
+            "Where the time goes", image(breakdown_figure(summaries, base.name), "time breakdown")
+        ),
+        section(
+            "Predicted loss against wall-clock time",
+            image(loss_time_figure(summaries, base), "predicted loss against wall-clock time"),
+            note(
+                f"Each run above consumes {tokens_text(base)} evenly over its wall time (log axis), its loss "
+                "at equal tokens from the published tables (islands quality shows each factor and what is not "
+                "priced); dashed: the same pace on to DDP's final loss. `islands plan --objective "
+                "time-to-loss` searches H and wire precision for the soonest."
+            ),
+        ),
         section("Utilisation by H and bandwidth", heatmap),
-        section("Plan", note(f"Found by searching the simulator: {plan.runs} runs."),
-                *(plan_section(table) for table in plan_tables(plan))),
-        note(f"Written by islands {__version__} from {source.source}"
-             + (f" with {' '.join('--set ' + o for o in source.overrides)}" if source.overrides else "") + "."),
+        section(
+            "Plan",
+            note(f"Found by searching the simulator: {plan.runs} runs."),
+            *(plan_section(table) for table in plan_tables(plan)),
+        ),
+        note(
+            f"Written by islands {__version__} from {source.source}"
+            + (
+                f" with {' '.join('--set ' + o for o in source.overrides)}"
+                if source.overrides
+                else ""
+            )
+            + "."
+        ),
     ]
     title = html.escape(f"islands report: {base.name}")
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
-            f"<style>{STYLE}{WHATIF_STYLE}</style></head><body>{''.join(parts)}</body></html>")
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>{STYLE}{WHATIF_STYLE}</style></head><body>{''.join(parts)}</body></html>"
+    )
 
 
 REPORT_FORMATS = ("html", "htm")

@@ -43,7 +43,13 @@ H_FACTORS = (0.5, 1, 2)
 BANDWIDTH_SCALES = (0.1, 0.3, 1, 3, 10)
 WORKER_SCALES = (0.5, 1, 2)
 MIN_WORKERS = 2
-FIGURES = ("compute_utilisation", "stall_s", "bytes_per_worker", "wall_time_s", "avg_bandwidth_gbps")
+FIGURES = (
+    "compute_utilisation",
+    "stall_s",
+    "bytes_per_worker",
+    "wall_time_s",
+    "avg_bandwidth_gbps",
+)
 PLOT_INTERVALS = 3  # the bandwidth plot spans the first few outer intervals of a run
 SIGNIFICANT_DIGITS = 5  # of the plot's times and rates (the figures above are kept exact)
 # The grid's simulator events together, estimated before it runs: at the 6-75 microseconds of one
@@ -65,8 +71,13 @@ class WhatIfAxis:
 
     def subset(self, stops: Sequence[int]) -> WhatIfAxis:
         """The axis at these of its stops only (``start`` among them)."""
-        return WhatIfAxis(self.key, self.label, tuple(self.values[i] for i in stops),
-                          tuple(self.overrides[i] for i in stops), list(stops).index(self.start))
+        return WhatIfAxis(
+            self.key,
+            self.label,
+            tuple(self.values[i] for i in stops),
+            tuple(self.overrides[i] for i in stops),
+            list(stops).index(self.start),
+        )
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,10 @@ def axis_of(key: str, label: str, values: Iterable[Any], current: Any, overrides
 
 def splits_model(scenario: Scenario) -> bool:
     """Whether the schedule sends the model in fragments (then P is an axis)."""
-    return SCHEDULES[scenario.schedule.algorithm].fragments(replace(scenario.schedule, fragments=2)) == 2
+    return (
+        SCHEDULES[scenario.schedule.algorithm].fragments(replace(scenario.schedule, fragments=2))
+        == 2
+    )
 
 
 def whatif_axes(scenario: Scenario) -> list[WhatIfAxis]:
@@ -116,27 +130,65 @@ def whatif_axes(scenario: Scenario) -> list[WhatIfAxis]:
         axes.append(inner_steps_axis(scenario))
     if splits_model(scenario):
         p = schedule.fragments
-        axes.append(axis_of("fragments", "P, fragments", [1, max(1, p // 2), 2 * p], p,
-                            lambda v: [f"schedule.fragments={v}"]))
-    axes.append(axis_of("bits", "bits per value on the wire", [b for b in WIRE_BITS if b <= 16], schedule.bits,
-                        lambda v: [f"schedule.bits={v}"]))
-    axes.append(axis_of("bandwidth_scale", "bandwidth, times each island's link", BANDWIDTH_SCALES, 1,
-                        lambda f: bandwidth_overrides(scenario, f)))
+        axes.append(
+            axis_of(
+                "fragments",
+                "P, fragments",
+                [1, max(1, p // 2), 2 * p],
+                p,
+                lambda v: [f"schedule.fragments={v}"],
+            )
+        )
+    axes.append(
+        axis_of(
+            "bits",
+            "bits per value on the wire",
+            [b for b in WIRE_BITS if b <= 16],
+            schedule.bits,
+            lambda v: [f"schedule.bits={v}"],
+        )
+    )
+    axes.append(
+        axis_of(
+            "bandwidth_scale",
+            "bandwidth, times each island's link",
+            BANDWIDTH_SCALES,
+            1,
+            lambda f: bandwidth_overrides(scenario, f),
+        )
+    )
     # a sync needs two workers: fewer is no scenario
-    workers = {worker_count(scenario, f): f for f in WORKER_SCALES
-               if worker_count(scenario, f) >= min(MIN_WORKERS, scenario.worker_count)}
-    axes.append(axis_of("workers", "M, workers (each island's replicas scaled)", workers,
-                        scenario.worker_count, lambda m: replica_overrides(scenario, workers[m])))
+    workers = {
+        worker_count(scenario, f): f
+        for f in WORKER_SCALES
+        if worker_count(scenario, f) >= min(MIN_WORKERS, scenario.worker_count)
+    }
+    axes.append(
+        axis_of(
+            "workers",
+            "M, workers (each island's replicas scaled)",
+            workers,
+            scenario.worker_count,
+            lambda m: replica_overrides(scenario, workers[m]),
+        )
+    )
     return axes
 
 
 def inner_steps_axis(scenario: Scenario) -> WhatIfAxis:
     """H at equal work: the divisors of the run's inner steps per worker nearest ``H_FACTORS`` x H, each
     with the outer steps that make the same inner steps (module docstring)."""
-    h, total_steps = scenario.schedule.inner_steps, schedule_of(scenario).total_steps(scenario.schedule)
-    return axis_of("inner_steps", "H, inner steps between syncs (at equal work: outer steps = inner steps / H)",
-                   [divisor_near(total_steps, h * f) for f in H_FACTORS], h,
-                   lambda v: [f"schedule.inner_steps={v}", f"schedule.outer_steps={total_steps // v}"])
+    h, total_steps = (
+        scenario.schedule.inner_steps,
+        schedule_of(scenario).total_steps(scenario.schedule),
+    )
+    return axis_of(
+        "inner_steps",
+        "H, inner steps between syncs (at equal work: outer steps = inner steps / H)",
+        [divisor_near(total_steps, h * f) for f in H_FACTORS],
+        h,
+        lambda v: [f"schedule.inner_steps={v}", f"schedule.outer_steps={total_steps // v}"],
+    )
 
 
 def divisor_near(number: int, target: float) -> int:
@@ -147,8 +199,11 @@ def divisor_near(number: int, target: float) -> int:
 
 def bandwidth_overrides(scenario: Scenario, scale: float) -> list[str]:
     """Every island's uplink and downlink times ``scale``."""
-    return [f"island.{index}.{key}={getattr(island, key) * scale!r}"
-            for index, island in enumerate(scenario.islands) for key in ("upload_gbps", "download_gbps")]
+    return [
+        f"island.{index}.{key}={getattr(island, key) * scale!r}"
+        for index, island in enumerate(scenario.islands)
+        for key in ("upload_gbps", "download_gbps")
+    ]
 
 
 def scaled_replicas(replicas: int, scale: float) -> int:
@@ -160,8 +215,10 @@ def worker_count(scenario: Scenario, scale: float) -> int:
 
 
 def replica_overrides(scenario: Scenario, scale: float) -> list[str]:
-    return [f"island.{index}.replicas={scaled_replicas(island.replicas, scale)}"
-            for index, island in enumerate(scenario.islands)]
+    return [
+        f"island.{index}.replicas={scaled_replicas(island.replicas, scale)}"
+        for index, island in enumerate(scenario.islands)
+    ]
 
 
 def grid_runs(axes: Sequence[WhatIfAxis]) -> int:
@@ -184,12 +241,17 @@ def whatif_point(scenario: Scenario, max_events: float) -> dict[str, Any]:
     """One combination's figures and worker 0's uplink rate over its first intervals."""
     result = simulate(scenario, max_events)
     summary = result.summary
-    window_s = summary["wall_time_s"] * min(1.0, PLOT_INTERVALS / max(1, scenario.schedule.outer_steps))
+    window_s = summary["wall_time_s"] * min(
+        1.0, PLOT_INTERVALS / max(1, scenario.schedule.outer_steps)
+    )
     times, levels = rate_steps(result.links, 0, "up")
     inside = times <= window_s
-    return {**{key: json_number(summary[key]) for key in FIGURES},
-            "window_s": window_s, "times_s": [rounded(t) for t in times[inside]],
-            "rates_gbps": [rounded(r) for r in levels[inside]]}
+    return {
+        **{key: json_number(summary[key]) for key in FIGURES},
+        "window_s": window_s,
+        "times_s": [rounded(t) for t in times[inside]],
+        "rates_gbps": [rounded(r) for r in levels[inside]],
+    }
 
 
 def whatif_chunk(scenarios: Sequence[Scenario], max_events: float) -> list[dict[str, Any]]:
@@ -199,14 +261,18 @@ def whatif_chunk(scenarios: Sequence[Scenario], max_events: float) -> list[dict[
 Plans = dict[tuple[int, ...], "Scenario | str"]
 
 
-def planned(source: ScenarioSource, axes: Sequence[WhatIfAxis]) -> tuple[Plans, dict[tuple[int, ...], float]]:
+def planned(
+    source: ScenarioSource, axes: Sequence[WhatIfAxis]
+) -> tuple[Plans, dict[tuple[int, ...], float]]:
     """Each combination's scenario, or the loader's (or the resource guard's) reason it is not one,
     and its estimated simulator events (0 for one that does not run), by the stops it takes."""
     plans: Plans = {}
     events: dict[tuple[int, ...], float] = {}
     for stops in itertools.product(*(range(len(axis.values)) for axis in axes)):
         try:
-            scenario = source.variant(*(o for axis, i in zip(axes, stops) for o in axis.overrides[i]))
+            scenario = source.variant(
+                *(o for axis, i in zip(axes, stops) for o in axis.overrides[i])
+            )
             plans[stops], events[stops] = scenario, guard(scenario, source.max_events).events
         except ScenarioError as error:
             plans[stops], events[stops] = f"{error.key}: {error.rule}", 0.0
@@ -217,8 +283,9 @@ def kept_events(kept: Sequence[Sequence[int]], events: dict[tuple[int, ...], flo
     return sum(events[stops] for stops in itertools.product(*kept))
 
 
-def fit_budget(axes: Sequence[WhatIfAxis], events: dict[tuple[int, ...], float],
-               max_events: float) -> list[list[int]]:
+def fit_budget(
+    axes: Sequence[WhatIfAxis], events: dict[tuple[int, ...], float], max_events: float
+) -> list[list[int]]:
     """The stops of each axis to keep: all of them if the grid's events fit ``max_events``, else
     fewer, the stop farthest from the scenario's own dropped from the axis with the most first. The
     scenario's own combination always stays."""
@@ -230,9 +297,14 @@ def fit_budget(axes: Sequence[WhatIfAxis], events: dict[tuple[int, ...], float],
     return kept
 
 
-def run_whatif(source: ScenarioSource, axes: Sequence[WhatIfAxis], executor: Executor | None = None,
-               jobs: int | None = None, progress: Progress | None = None,
-               max_events: float = WHATIF_MAX_EVENTS) -> WhatIfGrid:
+def run_whatif(
+    source: ScenarioSource,
+    axes: Sequence[WhatIfAxis],
+    executor: Executor | None = None,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    max_events: float = WHATIF_MAX_EVENTS,
+) -> WhatIfGrid:
     """Simulate every valid combination of the axes, or of as many stops as ``max_events`` allows
     (``fit_budget``), in parallel as ``run_tasks`` does; ``progress`` counts runs."""
     plans, events = planned(source, axes)
@@ -240,13 +312,26 @@ def run_whatif(source: ScenarioSource, axes: Sequence[WhatIfAxis], executor: Exe
     combinations = list(itertools.product(*kept))
     valid = [plans[stops] for stops in combinations if not isinstance(plans[stops], str)]
     batches = chunked(valid, jobs or default_jobs())
-    results = run_tasks(whatif_chunk, [(batch, source.max_events) for batch in batches], [len(b) for b in batches],
-                        executor=executor, jobs=jobs, progress=progress)
+    results = run_tasks(
+        whatif_chunk,
+        [(batch, source.max_events) for batch in batches],
+        [len(b) for b in batches],
+        executor=executor,
+        jobs=jobs,
+        progress=progress,
+    )
     found = iter(point for batch in results for point in batch)
-    points = tuple({"error": plans[stops]} if isinstance(plans[stops], str) else next(found)
-                   for stops in combinations)
+    points = tuple(
+        {"error": plans[stops]} if isinstance(plans[stops], str) else next(found)
+        for stops in combinations
+    )
     shrunk = [axis.subset(stops) for axis, stops in zip(axes, kept)]
     # a single stop is the scenario's own value: no override, no slider
-    return WhatIfGrid(tuple(a for a in shrunk if len(a.values) > 1), points,
-                      tuple(a for a in shrunk if len(a.values) == 1), grid_runs(axes), kept_events(kept, events),
-                      max_events)
+    return WhatIfGrid(
+        tuple(a for a in shrunk if len(a.values) > 1),
+        points,
+        tuple(a for a in shrunk if len(a.values) == 1),
+        grid_runs(axes),
+        kept_events(kept, events),
+        max_events,
+    )

@@ -18,8 +18,13 @@ FIGURE_LABELS = {
     "wall_time_s": "wall time",
     "avg_bandwidth_gbps": "average bandwidth",
 }
-FIGURE_UNITS = {"compute_utilisation": "fraction", "stall_s": "s", "bytes_per_worker": "B", "wall_time_s": "s",
-                "avg_bandwidth_gbps": "Gbit/s"}
+FIGURE_UNITS = {
+    "compute_utilisation": "fraction",
+    "stall_s": "s",
+    "bytes_per_worker": "B",
+    "wall_time_s": "s",
+    "avg_bandwidth_gbps": "Gbit/s",
+}
 
 STYLE = """
 .whatif { display: grid; grid-template-columns: minmax(260px, 1fr) 2fr; gap: 1.5em; align-items: start; }
@@ -127,8 +132,14 @@ def axis_text(axis: WhatIfAxis, value: Any) -> str:
 def grid_document(grid: WhatIfGrid) -> dict[str, Any]:
     """The grid as the page's script reads it."""
     return {
-        "axes": [{"key": axis.key, "texts": [axis_text(axis, v) for v in axis.values],
-                  "overrides": [list(o) for o in axis.overrides]} for axis in grid.axes],
+        "axes": [
+            {
+                "key": axis.key,
+                "texts": [axis_text(axis, v) for v in axis.values],
+                "overrides": [list(o) for o in axis.overrides],
+            }
+            for axis in grid.axes
+        ],
         "figures": [{"key": key, "unit": FIGURE_UNITS[key]} for key in FIGURES],
         "points": list(grid.points),
     }
@@ -141,43 +152,57 @@ def embedded_json(document: dict[str, Any]) -> str:
 
 def slider(axis: WhatIfAxis) -> str:
     name = f"whatif-{axis.key}"
-    return (f"<label for='{name}'>{html.escape(axis.label)}: <output id='{name}-value'>"
-            f"{html.escape(axis_text(axis, axis.values[axis.start]))}</output></label>"
-            f"<input type='range' id='{name}' name='{axis.key}' min='0' max='{len(axis.values) - 1}' step='1' "
-            f"value='{axis.start}'>")
+    return (
+        f"<label for='{name}'>{html.escape(axis.label)}: <output id='{name}-value'>"
+        f"{html.escape(axis_text(axis, axis.values[axis.start]))}</output></label>"
+        f"<input type='range' id='{name}' name='{axis.key}' min='0' max='{len(axis.values) - 1}' step='1' "
+        f"value='{axis.start}'>"
+    )
 
 
 def figure_rows() -> str:
-    return "".join(f"<dt>{html.escape(FIGURE_LABELS[key])}</dt><dd data-figure='{key}'></dd>" for key in FIGURES)
+    return "".join(
+        f"<dt>{html.escape(FIGURE_LABELS[key])}</dt><dd data-figure='{key}'></dd>"
+        for key in FIGURES
+    )
 
 
 def grid_summary(grid: WhatIfGrid) -> str:
     """How many runs the grid holds and, if the budget shrank it, from how many and which axes it fixed."""
     runs, valid = grid_runs(grid.axes), sum("error" not in point for point in grid.points)
-    text = (f"{runs} combinations, {valid} valid scenarios (the others show the rule they break), "
-            f"about {grid.events:.3g} simulator events by the simulator's own estimate.")
+    text = (
+        f"{runs} combinations, {valid} valid scenarios (the others show the rule they break), "
+        f"about {grid.events:.3g} simulator events by the simulator's own estimate."
+    )
     if runs < grid.full_runs:
-        fixed = "".join(f" {axis.label} fixed at {axis_text(axis, axis.values[0])}." for axis in grid.fixed)
-        text += (f" The full grid of {grid.full_runs} combinations would take more than the "
-                 f"{grid.max_events:.3g} simulator events the page allows, so the stops farthest from the "
-                 f"scenario were left out.{fixed}")
+        fixed = "".join(
+            f" {axis.label} fixed at {axis_text(axis, axis.values[0])}." for axis in grid.fixed
+        )
+        text += (
+            f" The full grid of {grid.full_runs} combinations would take more than the "
+            f"{grid.max_events:.3g} simulator events the page allows, so the stops farthest from the "
+            f"scenario were left out.{fixed}"
+        )
     return text
 
 
 def whatif_section(grid: WhatIfGrid) -> str:
     """The panel's HTML, with its data and script."""
-    caption = (f"Each combination of the sliders is one simulator run, made when this page was written: "
-               f"{grid_summary(grid)} The H slider keeps the work equal, as the table above: every stop runs the "
-               f"scenario's inner steps per worker, in (inner steps / H) outer steps. The plot spans the first "
-               f"{PLOT_INTERVALS} outer intervals (or the whole run).")
-    return (f"<div class='whatif'><form id='whatif-form' onsubmit='return false'>"
-            f"{''.join(slider(axis) for axis in grid.axes)}</form>"
-            f"<div><dl>{figure_rows()}</dl><p id='whatif-error' class='error'></p>"
-            f"<svg id='whatif-plot' data-figure='uplink_gbps' viewBox='0 0 640 240' role='img' "
-            f"aria-label='uplink rate over time'></svg>"
-            f"<p class='note'>Overrides on top of the report's scenario: <code id='whatif-overrides'></code></p>"
-            f"</div></div>"
-            f"<p class='note'>{html.escape(caption)}</p>"
-            f"<script type='application/json' id='whatif-data'>{embedded_json(grid_document(grid))}</script>"
-            f"<script>{SCRIPT}</script>")
-
+    caption = (
+        f"Each combination of the sliders is one simulator run, made when this page was written: "
+        f"{grid_summary(grid)} The H slider keeps the work equal, as the table above: every stop runs the "
+        f"scenario's inner steps per worker, in (inner steps / H) outer steps. The plot spans the first "
+        f"{PLOT_INTERVALS} outer intervals (or the whole run)."
+    )
+    return (
+        f"<div class='whatif'><form id='whatif-form' onsubmit='return false'>"
+        f"{''.join(slider(axis) for axis in grid.axes)}</form>"
+        f"<div><dl>{figure_rows()}</dl><p id='whatif-error' class='error'></p>"
+        f"<svg id='whatif-plot' data-figure='uplink_gbps' viewBox='0 0 640 240' role='img' "
+        f"aria-label='uplink rate over time'></svg>"
+        f"<p class='note'>Overrides on top of the report's scenario: <code id='whatif-overrides'></code></p>"
+        f"</div></div>"
+        f"<p class='note'>{html.escape(caption)}</p>"
+        f"<script type='application/json' id='whatif-data'>{embedded_json(grid_document(grid))}</script>"
+        f"<script>{SCRIPT}</script>"
+    )

@@ -71,8 +71,10 @@ def key_spec(source: ScenarioSource, key: str) -> tuple[Key, str, str]:
     elif len(parts) == 2 and parts[0] in SECTION_KEYS:
         table, name, prefix = SECTION_KEYS[parts[0]], parts[1], f"{parts[0]}."
     else:
-        raise UserError(f"--grid {key}: unknown key (keys look like schedule.inner_steps, "
-                        "island.*.bandwidth_gbps or seed)")
+        raise UserError(
+            f"--grid {key}: unknown key (keys look like schedule.inner_steps, "
+            "island.*.bandwidth_gbps or seed)"
+        )
     if name not in table:
         hint = difflib.get_close_matches(name, list(table), n=1)
         suffix = f" (did you mean '{prefix}{hint[0]}'?)" if hint else ""
@@ -93,7 +95,9 @@ def make_axis(source: ScenarioSource, key: str, texts: Sequence[str]) -> Axis:
     return Axis(key, values, tuple(texts))
 
 
-def make_axes(source: ScenarioSource, grid: Mapping[str, Sequence[Any]] | Sequence[str]) -> list[Axis]:
+def make_axes(
+    source: ScenarioSource, grid: Mapping[str, Sequence[Any]] | Sequence[str]
+) -> list[Axis]:
     """Axes from CLI options (``["key=v1,v2", ...]``) or from a mapping ``{key: [values]}``."""
     if isinstance(grid, Mapping):
         items = [(key, [toml_literal(v) for v in values]) for key, values in grid.items()]

@@ -36,7 +36,9 @@ from .grid import Axis, combinations, make_axes
 # inter-process overhead small next to a 10-50 ms run.
 CHUNKS_PER_JOB = 8
 MAX_CHUNK_RUNS = 16
-MAX_RUNS = 100_000  # a sweep's combinations x seeds: about a day of runs at a second each on one core
+MAX_RUNS = (
+    100_000  # a sweep's combinations x seeds: about a day of runs at a second each on one core
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,9 @@ def flatten_summary(summary: Mapping[str, Any], prefix: str = "") -> dict[str, A
             flat[name] = value
         elif isinstance(value, Mapping):
             flat.update(flatten_summary(value, f"{name}."))
-        elif isinstance(value, list) and all(isinstance(item, Mapping) and "name" in item for item in value):
+        elif isinstance(value, list) and all(
+            isinstance(item, Mapping) and "name" in item for item in value
+        ):
             for item in value:
                 rest = {k: v for k, v in item.items() if k != "name"}
                 flat.update(flatten_summary(rest, f"{name}.{item['name']}."))
@@ -79,15 +83,18 @@ def seed_values(source: ScenarioSource, axes: Sequence[Axis], seeds: int) -> lis
     if seeds < 1:
         raise UserError(f"--seeds must be >= 1 (got {seeds})")
     if seeds > 1 and any(axis.key == "seed" for axis in axes):
-        raise UserError("--grid seed and --seeds cannot be combined: list the seeds in --grid seed=... instead")
+        raise UserError(
+            "--grid seed and --seeds cannot be combined: list the seeds in --grid seed=... instead"
+        )
     if any(axis.key == "seed" for axis in axes):
         return []
     first = source.scenario.seed
     return list(range(first, first + seeds))
 
 
-def planned_runs(source: ScenarioSource, axes: Sequence[Axis], seeds: int,
-                 max_events: float = DEFAULT_MAX_EVENTS) -> list[PlannedRun]:
+def planned_runs(
+    source: ScenarioSource, axes: Sequence[Axis], seeds: int, max_events: float = DEFAULT_MAX_EVENTS
+) -> list[PlannedRun]:
     """Every combination of the grid and the seeds, validated and within the resource guard; invalid
     ones carry their reason."""
     runs = []
@@ -110,20 +117,30 @@ def check_run_count(axes: Sequence[Axis], seeds: int) -> None:
     """Refuse, before any run is planned, a grid whose combinations x seeds pass ``MAX_RUNS``."""
     runs = math.prod(len(axis.values) for axis in axes) * seeds
     if runs > MAX_RUNS:
-        sizes = " x ".join([*(str(len(axis.values)) for axis in axes), *([f"{seeds} seeds"] if seeds > 1 else [])])
-        raise UserError(f"--grid: {sizes} = {runs:,} runs, above the {MAX_RUNS:,} a sweep runs: "
-                        "fewer values or seeds, or several sweeps")
+        sizes = " x ".join(
+            [*(str(len(axis.values)) for axis in axes), *([f"{seeds} seeds"] if seeds > 1 else [])]
+        )
+        raise UserError(
+            f"--grid: {sizes} = {runs:,} runs, above the {MAX_RUNS:,} a sweep runs: "
+            "fewer values or seeds, or several sweeps"
+        )
 
 
 def chunked(items: list[Any], jobs: int) -> list[list[Any]]:
     size = max(1, min(MAX_CHUNK_RUNS, math.ceil(len(items) / (jobs * CHUNKS_PER_JOB))))
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def run_sweep(scenario: str | Path | ScenarioSource, grid: Mapping[str, Sequence[Any]] | Sequence[str],
-              seeds: int = 1, overrides: Sequence[str] = (), executor: Executor | None = None,
-              jobs: int | None = None, progress: Progress | None = None,
-              max_events: float = DEFAULT_MAX_EVENTS) -> pd.DataFrame:
+def run_sweep(
+    scenario: str | Path | ScenarioSource,
+    grid: Mapping[str, Sequence[Any]] | Sequence[str],
+    seeds: int = 1,
+    overrides: Sequence[str] = (),
+    executor: Executor | None = None,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    max_events: float = DEFAULT_MAX_EVENTS,
+) -> pd.DataFrame:
     """Simulate every combination of ``grid`` (``{key: values}`` or ``["key=v1,v2", ...]``) and seed.
 
     Runs go to ``executor`` (any ``concurrent.futures`` executor) or a local pool of ``jobs``
@@ -137,8 +154,14 @@ def run_sweep(scenario: str | Path | ScenarioSource, grid: Mapping[str, Sequence
     if not valid:
         raise UserError(f"no combination of the grid is a valid scenario, e.g. {runs[0].error}")
     batches = chunked([run.scenario for run in valid], jobs or default_jobs())
-    results = run_tasks(simulate_chunk, [(batch, max_events) for batch in batches], [len(b) for b in batches],
-                        executor=executor, jobs=jobs, progress=progress)
+    results = run_tasks(
+        simulate_chunk,
+        [(batch, max_events) for batch in batches],
+        [len(b) for b in batches],
+        executor=executor,
+        jobs=jobs,
+        progress=progress,
+    )
     summaries = [summary for batch in results for summary in batch]
     return tidy_table(runs, summaries)
 
@@ -149,11 +172,27 @@ def tidy_table(runs: Sequence[PlannedRun], summaries: Sequence[dict[str, Any]]) 
     rows = []
     for index, run in enumerate(runs):
         found = next(figures) if run.scenario is not None else {}
-        rows.append({"run": index, **run.params, "valid": run.scenario is not None, "error": run.error, **found})
+        rows.append(
+            {
+                "run": index,
+                **run.params,
+                "valid": run.scenario is not None,
+                "error": run.error,
+                **found,
+            }
+        )
     table = pd.DataFrame.from_records(rows)
-    integers = [key for key in summaries[0] if all(is_integer(summary.get(key)) for summary in summaries)]
-    floats = [key for key in summaries[0] if all(is_float_or_null(summary.get(key)) for summary in summaries)]
-    return table.astype({**{key: "float64" for key in floats}, **{key: "Int64" for key in integers}})
+    integers = [
+        key for key in summaries[0] if all(is_integer(summary.get(key)) for summary in summaries)
+    ]
+    floats = [
+        key
+        for key in summaries[0]
+        if all(is_float_or_null(summary.get(key)) for summary in summaries)
+    ]
+    return table.astype(
+        {**{key: "float64" for key in floats}, **{key: "Int64" for key in integers}}
+    )
 
 
 def is_float_or_null(value: Any) -> bool:

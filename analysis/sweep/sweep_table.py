@@ -39,7 +39,11 @@ def parquet_available() -> bool:
 def sweep_paths(path: str | Path) -> list[Path]:
     """The files ``write_sweep`` writes for ``path``: its CSV and, where pyarrow imports, its Parquet."""
     path = Path(path)
-    csv_path = path if path.suffix == ".csv" else path.with_name(path.name.removesuffix(".parquet") + ".csv")
+    csv_path = (
+        path
+        if path.suffix == ".csv"
+        else path.with_name(path.name.removesuffix(".parquet") + ".csv")
+    )
     return [csv_path, csv_path.with_suffix(".parquet")] if parquet_available() else [csv_path]
 
 
@@ -58,11 +62,15 @@ def read_sweep(path: str | Path) -> pd.DataFrame:
     try:
         table = pd.read_parquet(data) if path.suffix == ".parquet" else pd.read_csv(data)
     except (OSError, ValueError, ImportError) as exc:
-        raise UserError(f"{path}: cannot be read as a sweep table ({str(exc).splitlines()[0]})") from None
+        raise UserError(
+            f"{path}: cannot be read as a sweep table ({str(exc).splitlines()[0]})"
+        ) from None
     missing = [column for column in REQUIRED_COLUMNS if column not in table.columns]
     if missing or not parameter_columns(table):
-        raise UserError(f"{path}: not a sweep table (no {'valid' if missing else 'parameter'} column); "
-                        "write one with `islands sweep`")
+        raise UserError(
+            f"{path}: not a sweep table (no {'valid' if missing else 'parameter'} column); "
+            "write one with `islands sweep`"
+        )
     return table
 
 
@@ -73,13 +81,19 @@ def check_sweep_of(table: pd.DataFrame, scenario: str, path: str | Path) -> None
         return
     names = sorted({str(name) for name in table["scenario"].dropna()})
     if names and names != [scenario]:
-        raise UserError(f"{path}: a sweep of {', '.join(map(repr, names))}, not of {scenario!r} (the scenario "
-                        "given): sweep this one with `islands sweep`")
+        raise UserError(
+            f"{path}: a sweep of {', '.join(map(repr, names))}, not of {scenario!r} (the scenario "
+            "given): sweep this one with `islands sweep`"
+        )
 
 
 def is_parameter(column: str) -> bool:
     first = column.split(".")[0]
-    return column in TOP_KEYS or first in SECTION_KEYS or (first == "island" and column.count(".") == 2)
+    return (
+        column in TOP_KEYS
+        or first in SECTION_KEYS
+        or (first == "island" and column.count(".") == 2)
+    )
 
 
 def parameter_columns(table: pd.DataFrame) -> list[str]:
@@ -95,13 +109,21 @@ def numeric_column(table: pd.DataFrame, column: str, what: str) -> None:
     """Refuse a ``column`` that is not a summary figure: missing, a flag, or text (``error`` and
     ``incomplete_reason`` read back as empty numbers where no run had one)."""
     if column not in figure_columns(table):
-        raise UserError(f"{what} {column}: not a numeric column of the sweep table "
-                        f"(e.g. {', '.join(figure_columns(table)[:6])})")
+        raise UserError(
+            f"{what} {column}: not a numeric column of the sweep table "
+            f"(e.g. {', '.join(figure_columns(table)[:6])})"
+        )
 
 
 def figure_columns(table: pd.DataFrame) -> list[str]:
-    return [c for c in table.columns if c not in (*NOT_FIGURES, *TEXT_COLUMNS) and not is_parameter(c)
-            and pd.api.types.is_numeric_dtype(table[c]) and not pd.api.types.is_bool_dtype(table[c])]
+    return [
+        c
+        for c in table.columns
+        if c not in (*NOT_FIGURES, *TEXT_COLUMNS)
+        and not is_parameter(c)
+        and pd.api.types.is_numeric_dtype(table[c])
+        and not pd.api.types.is_bool_dtype(table[c])
+    ]
 
 
 def cut_short(table: pd.DataFrame) -> pd.Series:
@@ -122,7 +144,10 @@ def finished_rows(table: pd.DataFrame) -> pd.DataFrame:
     if not keys:
         return table.iloc[0:0]
     spoiled = set(table.loc[short, keys].astype(str).itertuples(index=False))
-    whole = ~pd.Series([row in spoiled for row in table[keys].astype(str).itertuples(index=False)], index=table.index)
+    whole = ~pd.Series(
+        [row in spoiled for row in table[keys].astype(str).itertuples(index=False)],
+        index=table.index,
+    )
     return table[valid & whole]
 
 
@@ -133,19 +158,26 @@ def mean_over_seeds(table: pd.DataFrame, spread: Sequence[str] = ()) -> pd.DataF
     ``finished_rows``)."""
     valid = finished_rows(table)
     keys = [column for column in parameter_columns(table) if column != "seed"]
-    numeric = [c for c in valid.columns
-               if pd.api.types.is_numeric_dtype(valid[c]) and c not in keys and c not in NOT_FIGURES]
+    numeric = [
+        c
+        for c in valid.columns
+        if pd.api.types.is_numeric_dtype(valid[c]) and c not in keys and c not in NOT_FIGURES
+    ]
     if not keys:
         if not len(valid):
             return valid[numeric]
         spreads = valid[list(spread)].std(ddof=1).add_suffix(SPREAD_SUFFIX)
         return pd.concat([valid[numeric].mean(), spreads]).to_frame().T.assign(seeds=len(valid))
     grouped = valid.groupby(keys, sort=False, dropna=False)
-    means = grouped[numeric].mean().join(grouped[list(spread)].std(ddof=1).add_suffix(SPREAD_SUFFIX))
+    means = (
+        grouped[numeric].mean().join(grouped[list(spread)].std(ddof=1).add_suffix(SPREAD_SUFFIX))
+    )
     return means.join(grouped.size().rename("seeds")).reset_index()
 
 
-def best_rows(table: pd.DataFrame, rank_by: str = "compute_utilisation", top: int = 5) -> pd.DataFrame:
+def best_rows(
+    table: pd.DataFrame, rank_by: str = "compute_utilisation", top: int = 5
+) -> pd.DataFrame:
     """The ``top`` combinations by ``rank_by`` (highest utilisation, else lowest), averaged over seeds,
     with ``<rank_by>_sd``, its standard deviation over the seeds (``mean_over_seeds``).
 
@@ -155,4 +187,8 @@ def best_rows(table: pd.DataFrame, rank_by: str = "compute_utilisation", top: in
     means = mean_over_seeds(table, [rank_by])
     order = [rank_by, *(key for key in TIE_BREAKERS if key in means and key != rank_by)]
     ascending = [not maximised(rank_by)] + [True] * (len(order) - 1)
-    return means.sort_values(order, ascending=ascending, kind="stable").head(top).reset_index(drop=True)
+    return (
+        means.sort_values(order, ascending=ascending, kind="stable")
+        .head(top)
+        .reset_index(drop=True)
+    )

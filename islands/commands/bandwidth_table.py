@@ -20,14 +20,31 @@ from .common import add_max_events_argument, check_max_events, check_outputs, pr
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("bandwidth-table", description=__doc__,
-                                   help="Streaming DiLoCo's Gbit/s per compute utilisation table, reproduced")
-    parser.add_argument("--sizes", default="1b,10b,100b", metavar="S1,S2",
-                        help="model sizes, from 1b, 10b, 100b (default: all three)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a scenario key in every cell, before the row's own")
-    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)")
-    parser.add_argument("--output", metavar="PATH", help="also write the table (.csv, .parquet, .json)")
+    parser = subparsers.add_parser(
+        "bandwidth-table",
+        description=__doc__,
+        help="Streaming DiLoCo's Gbit/s per compute utilisation table, reproduced",
+    )
+    parser.add_argument(
+        "--sizes",
+        default="1b,10b,100b",
+        metavar="S1,S2",
+        help="model sizes, from 1b, 10b, 100b (default: all three)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key in every cell, before the row's own",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)"
+    )
+    parser.add_argument(
+        "--output", metavar="PATH", help="also write the table (.csv, .parquet, .json)"
+    )
     add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
@@ -41,12 +58,19 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--sizes: each must be one of {', '.join(SIZES)} (got {args.sizes!r})")
     twice = sorted({size for size in sizes if sizes.count(size) > 1})
     if twice:
-        raise UserError(f"--sizes: {', '.join(twice)} is listed twice (got {args.sizes!r}); name each size once")
+        raise UserError(
+            f"--sizes: {', '.join(twice)} is listed twice (got {args.sizes!r}); name each size once"
+        )
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     check_max_events(args.max_events)
     check_outputs({"--output": args.output}, TABLE_FORMATS)
-    print_table("bandwidth-table", lambda bar: bandwidth_table(sizes, tuple(args.overrides), jobs=args.jobs,
-                                                              progress=bar, max_events=args.max_events),
-                table_text, args.output)
+    print_table(
+        "bandwidth-table",
+        lambda bar: bandwidth_table(
+            sizes, tuple(args.overrides), jobs=args.jobs, progress=bar, max_events=args.max_events
+        ),
+        table_text,
+        args.output,
+    )
     return 0

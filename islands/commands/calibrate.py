@@ -38,34 +38,96 @@ MAX_HOSTS = 8
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("calibrate", help="measure a network profile among hosts (or emulated islands)",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, type=path_text, metavar="JSON", help="where to write the profile")
-    parser.add_argument("--name", default=None, help="under torchrun: this host's name, its island's (default: "
-                                                     "the host name)")
-    parser.add_argument("--emulate", metavar="FILE", default=None, type=path_text,
-                        help="measure the islands of this scenario over the emulated WAN on this machine")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="with --emulate: override a scenario key; repeatable")
-    parser.add_argument("--in-process", action="store_true",
-                        help="with --emulate: shape in-process even where kernel htb is available")
+    parser = subparsers.add_parser(
+        "calibrate",
+        help="measure a network profile among hosts (or emulated islands)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--out", required=True, type=path_text, metavar="JSON", help="where to write the profile"
+    )
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="under torchrun: this host's name, its island's (default: the host name)",
+    )
+    parser.add_argument(
+        "--emulate",
+        metavar="FILE",
+        default=None,
+        type=path_text,
+        help="measure the islands of this scenario over the emulated WAN on this machine",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --emulate: override a scenario key; repeatable",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="with --emulate: shape in-process even where kernel htb is available",
+    )
     files = parser.add_argument_group("from your own tools' files (no islands on the hosts)")
-    files.add_argument("--host", dest="hosts", action="append", default=[], metavar="NAME=ADDRESS[,ADDRESS...]",
-                       help="a host, named after its island, and every address it has in the iperf3 files; repeatable")
-    files.add_argument("--iperf3", action="extend", nargs="+", default=[], type=path_text, metavar="FILE",
-                       help="clients' iperf3 -J files, one pair of hosts each (-R, --bidir, -P)")
-    files.add_argument("--ping", dest="pings", action="append", default=[], metavar="A:B=FILE",
-                       help="ping output between hosts A and B; repeatable (default: iperf3's TCP round trip)")
-    files.add_argument("--nccl-tests", default=None, type=path_text, metavar="FILE",
-                       help="all_reduce_perf or all_gather_perf output, run among all the hosts")
-    files.add_argument("--nccl-ranks", type=int, default=None, metavar="N",
-                       help="its ranks, where its output has no Rank or nranks lines")
+    files.add_argument(
+        "--host",
+        dest="hosts",
+        action="append",
+        default=[],
+        metavar="NAME=ADDRESS[,ADDRESS...]",
+        help="a host, named after its island, and every address it has in the iperf3 files; repeatable",
+    )
+    files.add_argument(
+        "--iperf3",
+        action="extend",
+        nargs="+",
+        default=[],
+        type=path_text,
+        metavar="FILE",
+        help="clients' iperf3 -J files, one pair of hosts each (-R, --bidir, -P)",
+    )
+    files.add_argument(
+        "--ping",
+        dest="pings",
+        action="append",
+        default=[],
+        metavar="A:B=FILE",
+        help="ping output between hosts A and B; repeatable (default: iperf3's TCP round trip)",
+    )
+    files.add_argument(
+        "--nccl-tests",
+        default=None,
+        type=path_text,
+        metavar="FILE",
+        help="all_reduce_perf or all_gather_perf output, run among all the hosts",
+    )
+    files.add_argument(
+        "--nccl-ranks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="its ranks, where its output has no Rank or nranks lines",
+    )
     parser.set_defaults(handler=run)
 
 
-FILE_FLAGS = {"iperf3": "--iperf3", "pings": "--ping", "nccl_tests": "--nccl-tests", "nccl_ranks": "--nccl-ranks",
-              "hosts": "--host"}
-MEASURING_FLAGS = {"emulate": "--emulate", "overrides": "--set", "in_process": "--in-process", "name": "--name"}
+FILE_FLAGS = {
+    "iperf3": "--iperf3",
+    "pings": "--ping",
+    "nccl_tests": "--nccl-tests",
+    "nccl_ranks": "--nccl-ranks",
+    "hosts": "--host",
+}
+MEASURING_FLAGS = {
+    "emulate": "--emulate",
+    "overrides": "--set",
+    "in_process": "--in-process",
+    "name": "--name",
+}
 
 
 def given_flags(args: argparse.Namespace, flags: dict[str, str]) -> list[str]:
@@ -78,19 +140,38 @@ def tool_files(args: argparse.Namespace):
 
     measuring = given_flags(args, MEASURING_FLAGS)
     if measuring:
-        raise UserError(f"{measuring[0]} measures with islands on the hosts; {given_flags(args, FILE_FLAGS)[0]} reads "
-                        "files measured without it: give one or the other")
+        raise UserError(
+            f"{measuring[0]} measures with islands on the hosts; {given_flags(args, FILE_FLAGS)[0]} reads "
+            "files measured without it: give one or the other"
+        )
     if not args.iperf3:
-        raise UserError(f"{given_flags(args, FILE_FLAGS)[0]} needs --iperf3 FILE...: the hosts' rates come from "
-                        "iperf3 files")
+        raise UserError(
+            f"{given_flags(args, FILE_FLAGS)[0]} needs --iperf3 FILE...: the hosts' rates come from "
+            "iperf3 files"
+        )
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        raise UserError("--iperf3 reads files measured on the hosts: run it once, not under torchrun")
+        raise UserError(
+            "--iperf3 reads files measured on the hosts: run it once, not under torchrun"
+        )
     if args.nccl_ranks is not None and (args.nccl_tests is None or args.nccl_ranks < 2):
-        raise UserError(f"--nccl-ranks {args.nccl_ranks}: " + ("goes with --nccl-tests FILE" if args.nccl_tests is None
-                                                               else "a collective has at least 2 ranks"))
+        raise UserError(
+            f"--nccl-ranks {args.nccl_ranks}: "
+            + (
+                "goes with --nccl-tests FILE"
+                if args.nccl_tests is None
+                else "a collective has at least 2 ranks"
+            )
+        )
     hosts = host_addresses(args.hosts)
     pings = tuple(ping_pair(text, hosts) for text in args.pings)
-    twice = next((pair for index, pair in enumerate(pings) if {*pair[:2]} in [{*p[:2]} for p in pings[:index]]), None)
+    twice = next(
+        (
+            pair
+            for index, pair in enumerate(pings)
+            if {*pair[:2]} in [{*p[:2]} for p in pings[:index]]
+        ),
+        None,
+    )
     if twice:
         raise UserError(f"--ping {twice[0]}:{twice[1]}: given twice; one ping file per pair")
     return ToolFiles(hosts, tuple(args.iperf3), pings, args.nccl_tests, args.nccl_ranks)
@@ -104,9 +185,13 @@ def host_addresses(given: list[str]) -> dict[str, tuple[str, ...]]:
         name, _, listed = text.partition("=")
         addresses = tuple(address.strip() for address in listed.split(","))
         if not name.strip() or not all(addresses):
-            raise UserError(f"--host {text}: give NAME=ADDRESS[,ADDRESS...], a host's island name and its addresses")
+            raise UserError(
+                f"--host {text}: give NAME=ADDRESS[,ADDRESS...], a host's island name and its addresses"
+            )
         if name in hosts:
-            raise UserError(f"--host {name}: given twice; list all its addresses in one, comma-separated")
+            raise UserError(
+                f"--host {name}: given twice; list all its addresses in one, comma-separated"
+            )
         for address in addresses:
             key = address.lower().removeprefix("::ffff:")
             if key in owner:
@@ -123,11 +208,19 @@ def ping_pair(text: str, hosts: dict[str, tuple[str, ...]]) -> tuple[str, str, s
     pair, _, path = text.partition("=")
     a, _, b = pair.partition(":")
     if not path.strip() or not a or not b:
-        raise UserError(f"--ping {text}: give A:B=FILE, two --host names and the ping output between them")
+        raise UserError(
+            f"--ping {text}: give A:B=FILE, two --host names and the ping output between them"
+        )
     unknown = [name for name in (a, b) if name not in hosts]
     if unknown or a == b:
-        raise UserError(f"--ping {text}: " + (f"{unknown[0]} is no --host name ({', '.join(hosts)})" if unknown
-                                              else "a host and itself; name two hosts"))
+        raise UserError(
+            f"--ping {text}: "
+            + (
+                f"{unknown[0]} is no --host name ({', '.join(hosts)})"
+                if unknown
+                else "a host and itself; name two hosts"
+            )
+        )
     return a, b, path
 
 
@@ -139,19 +232,28 @@ def check_arguments(args: argparse.Namespace):
 
     if given_flags(args, FILE_FLAGS):
         files = tool_files(args)
-        refuse_shared_paths({"--out": args.out}, {**{f"--iperf3 {path}": path for path in files.iperf3},
-                                                  **{f"--ping {a}:{b}": path for a, b, path in files.pings},
-                                                  "--nccl-tests": files.nccl_tests})
+        refuse_shared_paths(
+            {"--out": args.out},
+            {
+                **{f"--iperf3 {path}": path for path in files.iperf3},
+                **{f"--ping {a}:{b}": path for a, b, path in files.pings},
+                "--nccl-tests": files.nccl_tests,
+            },
+        )
         check_output(args.out, ("json",))
         return files
     if args.emulate is None and (args.overrides or args.in_process):
         raise UserError(f"{'--set' if args.overrides else '--in-process'} goes with --emulate FILE")
     if args.emulate is not None and args.name is not None:
-        raise UserError("--name names a real host under torchrun; with --emulate the hosts are the scenario's islands")
+        raise UserError(
+            "--name names a real host under torchrun; with --emulate the hosts are the scenario's islands"
+        )
     if args.name is not None and not args.name.strip():
         raise UserError("--name is empty: give this host's island name")
     refuse_shared_paths({"--out": args.out}, {"--emulate": args.emulate})
-    if os.environ.get("RANK", "0") == "0":  # rank 0 writes the profile; the other hosts only check its name
+    if (
+        os.environ.get("RANK", "0") == "0"
+    ):  # rank 0 writes the profile; the other hosts only check its name
         check_output(args.out, ("json",))
     else:
         output_format(args.out, ("json",))
@@ -170,12 +272,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.emulate is None:
         if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-            raise UserError("calibrate measures among hosts: run it under torchrun, one process per host, or give "
-                            "--emulate FILE to measure a scenario's islands over the emulated WAN here")
+            raise UserError(
+                "calibrate measures among hosts: run it under torchrun, one process per host, or give "
+                "--emulate FILE to measure a scenario's islands over the emulated WAN here"
+            )
         from islands.validation.hostprobe import main as measure
+
         measure(["--out", str(out), *(["--name", args.name] if args.name else [])])
         return 0
-    emulate(emulated_scenario(args.emulate, args.overrides), out, kernel=False if args.in_process else None)
+    emulate(
+        emulated_scenario(args.emulate, args.overrides),
+        out,
+        kernel=False if args.in_process else None,
+    )
     print(f"wrote {out}")
     return 0
 
@@ -185,13 +294,19 @@ def emulated_scenario(scenario_file: str, overrides: list[str]):
     from islands.scenarios import ScenarioSource
 
     scenario = ScenarioSource.read(scenario_file, overrides).scenario
-    crowded = [f"island.{i}.replicas" for i, island in enumerate(scenario.islands) if island.replicas != 1]
+    crowded = [
+        f"island.{i}.replicas" for i, island in enumerate(scenario.islands) if island.replicas != 1
+    ]
     if crowded:
-        raise UserError(f"{scenario_file}: {crowded[0]}: calibrate --emulate runs one host per island: give each "
-                        "worker an island of its own (islands validate's scaled scenarios do)")
+        raise UserError(
+            f"{scenario_file}: {crowded[0]}: calibrate --emulate runs one host per island: give each "
+            "worker an island of its own (islands validate's scaled scenarios do)"
+        )
     if not 2 <= len(scenario.islands) <= MAX_HOSTS:
-        raise UserError(f"{scenario_file}: island: calibrate --emulate runs 2 to {MAX_HOSTS} islands on this "
-                        f"machine (got {len(scenario.islands)})")
+        raise UserError(
+            f"{scenario_file}: island: calibrate --emulate runs 2 to {MAX_HOSTS} islands on this "
+            f"machine (got {len(scenario.islands)})"
+        )
     return scenario
 
 
@@ -202,8 +317,14 @@ def emulate(scenario, out: Path, kernel: bool | None) -> None:
     from islands.validation.run import run_all, start_ranks
 
     names = [island.name for island in scenario.islands]
-    with open_wan(links_from_workers(scenario.workers()), prefix="islandscal", kernel=kernel) as wan:
+    with open_wan(
+        links_from_workers(scenario.workers()), prefix="islandscal", kernel=kernel
+    ) as wan:
         label = f"{scenario.name} over the emulated WAN ({wan.label})"
-        children = start_ranks(wan, ["-m", "islands.validation.hostprobe", "--out", str(out.resolve())],
-                               len(names), extra_env={NAMES_VARIABLE: json.dumps(names), LABEL_VARIABLE: label})
+        children = start_ranks(
+            wan,
+            ["-m", "islands.validation.hostprobe", "--out", str(out.resolve())],
+            len(names),
+            extra_env={NAMES_VARIABLE: json.dumps(names), LABEL_VARIABLE: label},
+        )
         run_all(children, "the calibration")

@@ -14,7 +14,9 @@ from islands.errors import UserError
 from islands.simulator import DEFAULT_MAX_EVENTS
 
 DASK_CONNECT_TIMEOUT_S = 5
-DASK_GREETING = struct.Struct("<Q")  # a scheduler's first frame on a new connection opens with its length
+DASK_GREETING = struct.Struct(
+    "<Q"
+)  # a scheduler's first frame on a new connection opens with its length
 MAX_DASK_GREETING_BYTES = 2**20  # its handshake is a few hundred bytes
 
 
@@ -31,19 +33,32 @@ def path_value(text: str) -> Path:
 
 
 def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", metavar="FILE",
-                        help="scenario TOML file, or the name of a bundled scenario (e.g. worked-example)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a scenario key, e.g. schedule.inner_steps=100 or "
-                             "island.0.bandwidth_gbps=10 (island.* sets every island); repeatable")
+    parser.add_argument(
+        "scenario",
+        metavar="FILE",
+        help="scenario TOML file, or the name of a bundled scenario (e.g. worked-example)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key, e.g. schedule.inner_steps=100 or "
+        "island.0.bandwidth_gbps=10 (island.* sets every island); repeatable",
+    )
 
 
 def add_network_profile_argument(parser: argparse.ArgumentParser) -> None:
     """``--network-profile``, shared by simulate, sweep, plan and report."""
-    parser.add_argument("--network-profile", metavar="FILE", default=None,
-                        help="a network profile written by islands calibrate: every island's links, the round "
-                             "trips between them and the exchange's costs as measured (islands named after the "
-                             "hosts); --set applies on top")
+    parser.add_argument(
+        "--network-profile",
+        metavar="FILE",
+        default=None,
+        help="a network profile written by islands calibrate: every island's links, the round "
+        "trips between them and the exchange's costs as measured (islands named after the "
+        "hosts); --set applies on top",
+    )
 
 
 def read_source(args: argparse.Namespace):
@@ -58,17 +73,26 @@ def read_source(args: argparse.Namespace):
 
 def add_max_events_argument(parser: argparse.ArgumentParser) -> None:
     """``--max-events``, shared by simulate, sweep and plan."""
-    parser.add_argument("--max-events", type=float, default=DEFAULT_MAX_EVENTS, metavar="N",
-                        help="refuse a run estimated to need more simulator events than this, and stop one "
-                             f"that passes it (default {DEFAULT_MAX_EVENTS:.0e}; memory grows about 1 kB "
-                             "per event; see docs/limits.md)")
+    parser.add_argument(
+        "--max-events",
+        type=float,
+        default=DEFAULT_MAX_EVENTS,
+        metavar="N",
+        help="refuse a run estimated to need more simulator events than this, and stop one "
+        f"that passes it (default {DEFAULT_MAX_EVENTS:.0e}; memory grows about 1 kB "
+        "per event; see docs/limits.md)",
+    )
 
 
 def add_dask_argument(parser: argparse.ArgumentParser) -> None:
     """``--dask``, shared by sweep, plan and report."""
-    parser.add_argument("--dask", default=None, metavar="ADDRESS",
-                        help="run the simulations on a Dask cluster: its scheduler's address (tcp://HOST:8786), "
-                             "or 'local' for a cluster of this machine's cores; needs pip install 'islands[dask]'")
+    parser.add_argument(
+        "--dask",
+        default=None,
+        metavar="ADDRESS",
+        help="run the simulations on a Dask cluster: its scheduler's address (tcp://HOST:8786), "
+        "or 'local' for a cluster of this machine's cores; needs pip install 'islands[dask]'",
+    )
 
 
 @contextlib.contextmanager
@@ -81,17 +105,23 @@ def dask_executor(address: str | None) -> Iterator[Executor | None]:
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise UserError("--dask needs the distributed package: pip install 'islands[dask]'") from None
+        raise UserError(
+            "--dask needs the distributed package: pip install 'islands[dask]'"
+        ) from None
     with contextlib.ExitStack() as stack:
         if address == "local":
-            cluster = stack.enter_context(LocalCluster(threads_per_worker=1, dashboard_address=None))
+            cluster = stack.enter_context(
+                LocalCluster(threads_per_worker=1, dashboard_address=None)
+            )
             client = stack.enter_context(Client(cluster))
         else:
             probe_dask_scheduler(address, DASK_CONNECT_TIMEOUT_S)
             try:
                 client = stack.enter_context(Client(address, timeout=DASK_CONNECT_TIMEOUT_S))
             except (OSError, TimeoutError, ValueError) as error:
-                raise UserError(f"--dask {address}: cannot reach a Dask scheduler there ({error})") from None
+                raise UserError(
+                    f"--dask {address}: cannot reach a Dask scheduler there ({error})"
+                ) from None
         yield client.get_executor()
 
 
@@ -106,24 +136,40 @@ def probe_dask_scheduler(address: str, timeout_s: float) -> None:
         scheme, location = parse_address(address)
         host, port = parse_host_port(location)
     except ValueError as error:
-        raise UserError(f"--dask {address}: not a scheduler address like tcp://HOST:8786 ({error})") from None
-    if scheme != "tcp":  # tls:// needs certificates (a Security object) that islands does not configure
-        raise UserError(f"--dask {address}: islands connects to tcp:// schedulers only ({scheme}:// is not "
-                        "supported): give tcp://HOST:PORT (a TLS scheduler through an SSH tunnel) or 'local'")
+        raise UserError(
+            f"--dask {address}: not a scheduler address like tcp://HOST:8786 ({error})"
+        ) from None
+    if (
+        scheme != "tcp"
+    ):  # tls:// needs certificates (a Security object) that islands does not configure
+        raise UserError(
+            f"--dask {address}: islands connects to tcp:// schedulers only ({scheme}:// is not "
+            "supported): give tcp://HOST:PORT (a TLS scheduler through an SSH tunnel) or 'local'"
+        )
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as connection:
             greeting = connection.recv(DASK_GREETING.size, socket.MSG_WAITALL)
     except TimeoutError:
-        raise UserError(f"--dask {address}: no Dask scheduler answered within {timeout_s:g} s") from None
+        raise UserError(
+            f"--dask {address}: no Dask scheduler answered within {timeout_s:g} s"
+        ) from None
     except OSError as error:
-        raise UserError(f"--dask {address}: cannot reach a Dask scheduler there ({error.strerror or error})") from None
-    if len(greeting) < DASK_GREETING.size or DASK_GREETING.unpack(greeting)[0] > MAX_DASK_GREETING_BYTES:
-        raise UserError(f"--dask {address}: something answers there, but not a Dask scheduler "
-                        f"(it began with {greeting!r})")
+        raise UserError(
+            f"--dask {address}: cannot reach a Dask scheduler there ({error.strerror or error})"
+        ) from None
+    if (
+        len(greeting) < DASK_GREETING.size
+        or DASK_GREETING.unpack(greeting)[0] > MAX_DASK_GREETING_BYTES
+    ):
+        raise UserError(
+            f"--dask {address}: something answers there, but not a Dask scheduler "
+            f"(it began with {greeting!r})"
+        )
 
 
-def check_outputs(outputs: dict[str, str | None], formats: Sequence[str],
-                  inputs: Iterable[tuple[str, str]] = ()) -> None:
+def check_outputs(
+    outputs: dict[str, str | None], formats: Sequence[str], inputs: Iterable[tuple[str, str]] = ()
+) -> None:
     """Before any work: each output given (name -> path) has a format of ``formats`` and a writable
     folder, and none is an input (``inputs``: (what, path) pairs) or another output."""
     from islands.io import check_output, refuse_shared_paths

@@ -20,30 +20,59 @@ from .common import add_network_profile_argument, add_scenario_arguments, path_v
 
 OUTPUT_FILES = ("comparison.json", "overlay.png", "predicted_trace.csv")
 LOG_OUTPUT_FILES = ("comparison.json", "predicted_trace.csv")
-LOG_FORMATS = ("steps", "chrome", "torchtitan")  # validation.logs.compare_log.LOG_FORMATS, without its imports
+LOG_FORMATS = (
+    "steps",
+    "chrome",
+    "torchtitan",
+)  # validation.logs.compare_log.LOG_FORMATS, without its imports
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("compare", help="compare the prediction with a run made anywhere",
-                                   description=__doc__)
+    parser = subparsers.add_parser(
+        "compare", help="compare the prediction with a run made anywhere", description=__doc__
+    )
     add_scenario_arguments(parser)
     add_network_profile_argument(parser)
-    parser.add_argument("run_dir", metavar="RUN_DIR", type=path_value,
-                        help="a folder `islands train --out` wrote (summary.json, run.json, trace.csv), or a log "
-                             "file of any stack (see --format)")
-    parser.add_argument("--format", dest="log_format", choices=LOG_FORMATS, default=None,
-                        help="RUN_DIR is a log in this format: steps (per-step CSV or JSON lines), chrome (a PyTorch "
-                             "profiler trace) or torchtitan (its console log); default: told from the file")
-    parser.add_argument("--comm-event", dest="comm_events", action="append", default=None, metavar="NAME",
-                        help="with a Chrome trace: a span whose name contains NAME is communication (repeatable; "
-                             "replaces the defaults: gloo:all_reduce, nccl:all_reduce, c10d::allreduce_, "
-                             "ncclDevKernel_AllReduce, ncclKernel_AllReduce)")
-    parser.add_argument("--measured-steps", action="store_true",
-                        help="give each island the run's measured compute seconds per inner step, so that "
-                             "the network and the schedule are what is compared")
-    parser.add_argument("--out", metavar="DIR", type=path_value,
-                        help="also write comparison.json, overlay.png and predicted_trace.csv there")
-    parser.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
+    parser.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        type=path_value,
+        help="a folder `islands train --out` wrote (summary.json, run.json, trace.csv), or a log "
+        "file of any stack (see --format)",
+    )
+    parser.add_argument(
+        "--format",
+        dest="log_format",
+        choices=LOG_FORMATS,
+        default=None,
+        help="RUN_DIR is a log in this format: steps (per-step CSV or JSON lines), chrome (a PyTorch "
+        "profiler trace) or torchtitan (its console log); default: told from the file",
+    )
+    parser.add_argument(
+        "--comm-event",
+        dest="comm_events",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="with a Chrome trace: a span whose name contains NAME is communication (repeatable; "
+        "replaces the defaults: gloo:all_reduce, nccl:all_reduce, c10d::allreduce_, "
+        "ncclDevKernel_AllReduce, ncclKernel_AllReduce)",
+    )
+    parser.add_argument(
+        "--measured-steps",
+        action="store_true",
+        help="give each island the run's measured compute seconds per inner step, so that "
+        "the network and the schedule are what is compared",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        type=path_value,
+        help="also write comparison.json, overlay.png and predicted_trace.csv there",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the comparison as one JSON object"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -56,8 +85,11 @@ def check_outputs(args: argparse.Namespace) -> None:
         return
     check_out_folder("--out", args.out)
     is_folder = args.run_dir.is_dir()
-    run_files = ({f"RUN_DIR's {name}": args.run_dir / name for name in RUN_FILES} if is_folder
-                 else {"the log": args.run_dir})
+    run_files = (
+        {f"RUN_DIR's {name}": args.run_dir / name for name in RUN_FILES}
+        if is_folder
+        else {"the log": args.run_dir}
+    )
     inputs = {"the scenario": args.scenario, "--network-profile": args.network_profile, **run_files}
     outputs = OUTPUT_FILES if is_folder else LOG_OUTPUT_FILES
     refuse_shared_paths({f"--out's {name}": args.out / name for name in outputs}, inputs)
@@ -69,7 +101,9 @@ def check_log_flags(args: argparse.Namespace) -> None:
         flag = "--format" if args.log_format else "--comm-event"
         raise UserError(f"{flag} goes with a log file; {args.run_dir} is a run folder")
     if args.comm_events and args.log_format not in (None, "chrome"):
-        raise UserError(f"--comm-event goes with a Chrome trace (--format chrome), not --format {args.log_format}")
+        raise UserError(
+            f"--comm-event goes with a Chrome trace (--format chrome), not --format {args.log_format}"
+        )
     if args.comm_events and not all(name.strip() for name in args.comm_events):
         raise UserError("--comm-event is empty: give a part of the communication spans' names")
 
@@ -89,21 +123,45 @@ def run(args: argparse.Namespace) -> int:
         return run_log(args, source)
     result = compare_run(lambda extra: source.variant(*extra), args.run_dir, args.measured_steps)
     comparison, predicted = result.comparison, result.predicted
-    document = {"scenario": args.scenario, "network_profile": args.network_profile, "run_dir": str(args.run_dir),
-                "overrides": [*args.overrides, *result.overrides],
-                "figures": [dataclasses.asdict(f) for f in comparison.figures], "syncs": comparison.syncs,
-                "notes": comparison.notes, "predicted": predicted.summary, "measured": result.run.summary}
+    document = {
+        "scenario": args.scenario,
+        "network_profile": args.network_profile,
+        "run_dir": str(args.run_dir),
+        "overrides": [*args.overrides, *result.overrides],
+        "figures": [dataclasses.asdict(f) for f in comparison.figures],
+        "syncs": comparison.syncs,
+        "notes": comparison.notes,
+        "predicted": predicted.summary,
+        "measured": result.run.summary,
+    }
     if args.out:
         write_text(args.out / "comparison.json", json_text(document, indent=2) + "\n")
         write_table(predicted.trace, args.out / "predicted_trace.csv")
-        write_overlay(args.out / "overlay.png", comparison, predicted.trace, result.run.trace,
-                      ("predicted (simulator)", f"measured ({args.run_dir})"))
-    return shown(args, document, f"{comparison.case} predicted, against the run in {args.run_dir}",
-                 [figures_table(comparison), syncs_table(comparison)], comparison.notes, OUTPUT_FILES)
+        write_overlay(
+            args.out / "overlay.png",
+            comparison,
+            predicted.trace,
+            result.run.trace,
+            ("predicted (simulator)", f"measured ({args.run_dir})"),
+        )
+    return shown(
+        args,
+        document,
+        f"{comparison.case} predicted, against the run in {args.run_dir}",
+        [figures_table(comparison), syncs_table(comparison)],
+        comparison.notes,
+        OUTPUT_FILES,
+    )
 
 
-def shown(args: argparse.Namespace, document: dict, header: str, tables: list[str], notes: list[str],
-          written: tuple[str, ...]) -> int:
+def shown(
+    args: argparse.Namespace,
+    document: dict,
+    header: str,
+    tables: list[str],
+    notes: list[str],
+    written: tuple[str, ...],
+) -> int:
     """The comparison as one JSON object (--json), or its header, tables and notes, and what --out wrote."""
     from islands.io import json_text
 
@@ -126,21 +184,47 @@ def run_log(args: argparse.Namespace, source) -> int:
     from islands.validation.compare import figures_table
     from islands.validation.logs.compare_log import compare_log, read_log, syncs_table
 
-    log = read_log(args.run_dir, args.log_format, tuple(args.comm_events) if args.comm_events else None)
+    log = read_log(
+        args.run_dir, args.log_format, tuple(args.comm_events) if args.comm_events else None
+    )
     if log.format != "chrome" and args.comm_events:
-        raise UserError(f"{args.run_dir}: --comm-event goes with a Chrome trace; this is a {log.format} log")
+        raise UserError(
+            f"{args.run_dir}: --comm-event goes with a Chrome trace; this is a {log.format} log"
+        )
     result = compare_log(lambda extra: source.variant(*extra), log, args.measured_steps)
     comparison, window = result.comparison, result.window
-    document = {"scenario": args.scenario, "network_profile": args.network_profile, "log": str(args.run_dir),
-                "format": log.format, "window": {"first_step": window.first_step, "last_step": window.last_step,
-                                                 "steps": window.steps, "sync_steps": window.sync_steps,
-                                                 "ranks": log.ranks},
-                "assumptions": result.assumptions, "overrides": [*args.overrides, *result.overrides],
-                "figures": [dataclasses.asdict(f) for f in comparison.figures], "syncs": comparison.syncs,
-                "notes": comparison.notes, "predicted": result.predicted.summary}
+    document = {
+        "scenario": args.scenario,
+        "network_profile": args.network_profile,
+        "log": str(args.run_dir),
+        "format": log.format,
+        "window": {
+            "first_step": window.first_step,
+            "last_step": window.last_step,
+            "steps": window.steps,
+            "sync_steps": window.sync_steps,
+            "ranks": log.ranks,
+        },
+        "assumptions": result.assumptions,
+        "overrides": [*args.overrides, *result.overrides],
+        "figures": [dataclasses.asdict(f) for f in comparison.figures],
+        "syncs": comparison.syncs,
+        "notes": comparison.notes,
+        "predicted": result.predicted.summary,
+    }
     if args.out:
         write_text(args.out / "comparison.json", json_text(document, indent=2) + "\n")
         write_table(result.predicted.trace, args.out / "predicted_trace.csv")
-    tables = [figures_table(comparison), *([syncs_table(comparison.syncs)] if comparison.syncs else [])]
-    return shown(args, document, f"{comparison.case} predicted, against the {log.format} log {args.run_dir}, over "
-                 f"{window.text()}", tables, comparison.notes, LOG_OUTPUT_FILES)
+    tables = [
+        figures_table(comparison),
+        *([syncs_table(comparison.syncs)] if comparison.syncs else []),
+    ]
+    return shown(
+        args,
+        document,
+        f"{comparison.case} predicted, against the {log.format} log {args.run_dir}, over "
+        f"{window.text()}",
+        tables,
+        comparison.notes,
+        LOG_OUTPUT_FILES,
+    )

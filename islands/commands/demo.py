@@ -24,14 +24,27 @@ REAL_RUN_FOLDER = "real-run"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("demo", help="the main job on a scenario: compare schedules, plot, train",
-                                   description=__doc__)
-    parser.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO, metavar="FILE",
-                        help=f"scenario file or bundled name (default: {DEFAULT_SCENARIO})")
-    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"where to write (default: {DEFAULT_OUT})")
+    parser = subparsers.add_parser(
+        "demo",
+        help="the main job on a scenario: compare schedules, plot, train",
+        description=__doc__,
+    )
+    parser.add_argument(
+        "scenario",
+        nargs="?",
+        default=DEFAULT_SCENARIO,
+        metavar="FILE",
+        help=f"scenario file or bundled name (default: {DEFAULT_SCENARIO})",
+    )
+    parser.add_argument(
+        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"where to write (default: {DEFAULT_OUT})"
+    )
     parser.add_argument("--no-train", action="store_true", help="skip the short real training run")
-    parser.add_argument("--in-process", action="store_true",
-                        help="shape the real run's links in-process over loopback even where namespaces are available")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="shape the real run's links in-process over loopback even where namespaces are available",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -46,8 +59,10 @@ def check_out_dir(out_dir: Path, train: bool) -> None:
     temporary_beside(out_dir / "trial").unlink()
     earlier_run = out_dir / REAL_RUN_FOLDER / "run"
     if train and run_outputs(earlier_run):
-        raise UserError(f"{out_dir}: {earlier_run} holds an earlier demo's run: remove {out_dir / REAL_RUN_FOLDER} "
-                        "or give --out another folder")
+        raise UserError(
+            f"{out_dir}: {earlier_run} holds an earlier demo's run: remove {out_dir / REAL_RUN_FOLDER} "
+            "or give --out another folder"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,11 +88,15 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     ddp, diloco = summaries[DDP.name], summaries[DiLoCo.name]
     print()
-    print(f"DDP moves {ddp['bytes_per_worker'] / ddp['outer_steps'] / BYTES_PER_GB:.3g} GB per worker per step: "
-          f"one all-reduce takes {duration(ddp['mean_sync_s'])} and keeping up would need "
-          f"{rate(ddp['bandwidth_needed_gbps'])} per worker.")
-    print(f"DiLoCo needs {rate(diloco['bandwidth_needed_gbps'])} on average, but each sync still stalls "
-          f"{duration(diloco['mean_sync_s'])}; Streaming DiLoCo overlaps its fragments with compute.")
+    print(
+        f"DDP moves {ddp['bytes_per_worker'] / ddp['outer_steps'] / BYTES_PER_GB:.3g} GB per worker per step: "
+        f"one all-reduce takes {duration(ddp['mean_sync_s'])} and keeping up would need "
+        f"{rate(ddp['bandwidth_needed_gbps'])} per worker."
+    )
+    print(
+        f"DiLoCo needs {rate(diloco['bandwidth_needed_gbps'])} on average, but each sync still stalls "
+        f"{duration(diloco['mean_sync_s'])}; Streaming DiLoCo overlaps its fragments with compute."
+    )
 
     written = demo_outputs(source, out_dir, results)
     print()
@@ -99,18 +118,29 @@ def real_run(scenario: Scenario, out_dir: Path, kernel: bool | None) -> None:
     case = demo.demo_case(scenario)
     m, rate_bits_per_s = demo.islands_of(case), case.slowest_bits_per_s
     print()
-    print(f"A short real run of {scenario.name}, scaled down, over emulated WAN links, beside its prediction:")
-    print(f"calibrating: the trainer's exchange among {m} islands at {rate(rate_bits_per_s / BITS_PER_GBIT)} ...", flush=True)
+    print(
+        f"A short real run of {scenario.name}, scaled down, over emulated WAN links, beside its prediction:"
+    )
+    print(
+        f"calibrating: the trainer's exchange among {m} islands at {rate(rate_bits_per_s / BITS_PER_GBIT)} ...",
+        flush=True,
+    )
     calibration = demo.calibrate_for(case, kernel)
     print(calibration_line(calibration))
     schedule = case.document["schedule"]
-    print(f"training: {schedule['algorithm']}, {m} islands, H = {schedule['inner_steps']}, "
-          f"{schedule['outer_steps']} outer steps (torch.distributed, gloo) ...", flush=True)
-    comparison = validate_scaled(scenario.name, case, demo.DEMO_OPTIONS.pace, calibration, out_dir, kernel,
-                                 demo.DEMO_STEM)
+    print(
+        f"training: {schedule['algorithm']}, {m} islands, H = {schedule['inner_steps']}, "
+        f"{schedule['outer_steps']} outer steps (torch.distributed, gloo) ...",
+        flush=True,
+    )
+    comparison = validate_scaled(
+        scenario.name, case, demo.DEMO_OPTIONS.pace, calibration, out_dir, kernel, demo.DEMO_STEM
+    )
     write_text(out_dir / "calibration.json", calibration.to_json())
     print()
     print(figures_table(comparison))
     print(demo.verdict(comparison))
     print("\n".join(comparison.notes))
-    print(f"wrote {out_dir / 'validation.json'}, {out_dir / 'overlay.png'}; the run's own outputs in {out_dir / 'run'}")
+    print(
+        f"wrote {out_dir / 'validation.json'}, {out_dir / 'overlay.png'}; the run's own outputs in {out_dir / 'run'}"
+    )

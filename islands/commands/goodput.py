@@ -18,16 +18,39 @@ from .common import check_outputs, print_table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("goodput", help="goodput under chip failures, beside the Decoupled DiLoCo table",
-                                   description=__doc__)
-    parser.add_argument("scenario", nargs="?", default="chaos", metavar="FILE",
-                        help="scenario file or bundled name (default: chaos)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a scenario key before the grid's own, e.g. island.*.recovery_s=120")
-    parser.add_argument("--failures", type=int, default=300, metavar="N",
-                        help="run each cell for about N failures (default 300: about +-2 points)")
-    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)")
-    parser.add_argument("--output", metavar="PATH", help="also write the table (.csv, .parquet, .json)")
+    parser = subparsers.add_parser(
+        "goodput",
+        help="goodput under chip failures, beside the Decoupled DiLoCo table",
+        description=__doc__,
+    )
+    parser.add_argument(
+        "scenario",
+        nargs="?",
+        default="chaos",
+        metavar="FILE",
+        help="scenario file or bundled name (default: chaos)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key before the grid's own, e.g. island.*.recovery_s=120",
+    )
+    parser.add_argument(
+        "--failures",
+        type=int,
+        default=300,
+        metavar="N",
+        help="run each cell for about N failures (default 300: about +-2 points)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)"
+    )
+    parser.add_argument(
+        "--output", metavar="PATH", help="also write the table (.csv, .parquet, .json)"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -40,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     source = ScenarioSource.read(args.scenario, args.overrides)
     check_outputs({"--output": args.output}, TABLE_FORMATS, source.inputs)
-    print_table("goodput", lambda bar: goodput_table(source, failures=args.failures, jobs=args.jobs, progress=bar),
-                table_text, args.output)
+    print_table(
+        "goodput",
+        lambda bar: goodput_table(source, failures=args.failures, jobs=args.jobs, progress=bar),
+        table_text,
+        args.output,
+    )
     return 0

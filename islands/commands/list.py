@@ -12,15 +12,18 @@ from islands.scenarios import bundled_names, resolve
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("list", help="list the bundled scenarios with their descriptions",
-                                   description=__doc__)
+    parser = subparsers.add_parser(
+        "list", help="list the bundled scenarios with their descriptions", description=__doc__
+    )
     parser.set_defaults(handler=run)
 
 
 def bundled_descriptions() -> dict[str, str]:
     """Each bundled scenario's name and its ``description`` key, read from the file."""
-    return {name: tomllib.loads(resolve(name).read_text(encoding="utf-8")).get("description", "")
-            for name in bundled_names()}
+    return {
+        name: tomllib.loads(resolve(name).read_text(encoding="utf-8")).get("description", "")
+        for name in bundled_names()
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
     width = max(len(name) for name in descriptions)
     for name, description in descriptions.items():
         print(f"{name:<{width}}  {description}")
-    print("\nA name works wherever a command takes FILE, e.g. islands simulate home-lab "
-          "(the files: scenarios/library/ in the repository).")
+    print(
+        "\nA name works wherever a command takes FILE, e.g. islands simulate home-lab "
+        "(the files: scenarios/library/ in the repository)."
+    )
     return 0

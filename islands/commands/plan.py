@@ -47,31 +47,69 @@ def fractions(text: str) -> tuple[float, ...]:
     try:
         return tuple(float(part) for part in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected fractions like 0.5,0.9,0.99 (got {text!r})") from None
+        raise argparse.ArgumentTypeError(
+            f"expected fractions like 0.5,0.9,0.99 (got {text!r})"
+        ) from None
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("plan", help="find the bandwidth, H, fragments and precision for a target "
-                                                "utilisation", description=__doc__)
+    parser = subparsers.add_parser(
+        "plan",
+        help="find the bandwidth, H, fragments and precision for a target utilisation",
+        description=__doc__,
+    )
     add_scenario_arguments(parser)
     add_network_profile_argument(parser)
-    parser.add_argument("--target-utilisation", type=float, default=0.95, metavar="FRACTION",
-                        help="compute utilisation to reach, in (0, 1] (default 0.95)")
-    parser.add_argument("--targets", type=fractions, default=DEFAULT_TARGETS, metavar="F1,F2,...",
-                        help="utilisations for the bandwidth table (default "
-                             f"{','.join(f'{t:g}' for t in DEFAULT_TARGETS)})")
-    parser.add_argument("--seeds", type=int, default=1, metavar="N",
-                        help="average every utilisation over N seeds (for jitter and churn; default 1)")
-    parser.add_argument("--no-fragments", dest="fragments", action="store_false",
-                        help="skip the fragments x precision search (the slowest part)")
-    parser.add_argument("--jobs", type=int, default=None, metavar="N",
-                        help=f"worker processes (default: every core, here {default_jobs()})")
-    parser.add_argument("--objective", choices=OBJECTIVES, default="utilisation",
-                        help="utilisation (default): the searches above; time-to-loss / cost: also the schedule, H "
-                             "and wire precision reaching DDP's loss soonest / most cheaply (island.cost_per_hour)")
-    parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
-                        help="with --objective: a quality profile from `islands quality --save` (default: the "
-                             "published prior)")
+    parser.add_argument(
+        "--target-utilisation",
+        type=float,
+        default=0.95,
+        metavar="FRACTION",
+        help="compute utilisation to reach, in (0, 1] (default 0.95)",
+    )
+    parser.add_argument(
+        "--targets",
+        type=fractions,
+        default=DEFAULT_TARGETS,
+        metavar="F1,F2,...",
+        help="utilisations for the bandwidth table (default "
+        f"{','.join(f'{t:g}' for t in DEFAULT_TARGETS)})",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="average every utilisation over N seeds (for jitter and churn; default 1)",
+    )
+    parser.add_argument(
+        "--no-fragments",
+        dest="fragments",
+        action="store_false",
+        help="skip the fragments x precision search (the slowest part)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"worker processes (default: every core, here {default_jobs()})",
+    )
+    parser.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default="utilisation",
+        help="utilisation (default): the searches above; time-to-loss / cost: also the schedule, H "
+        "and wire precision reaching DDP's loss soonest / most cheaply (island.cost_per_hour)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --objective: a quality profile from `islands quality --save` (default: the "
+        "published prior)",
+    )
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     add_dask_argument(parser)
     add_max_events_argument(parser)
@@ -90,14 +128,27 @@ def run(args: argparse.Namespace) -> int:
     with dask_executor(args.dask) as executor:
         bar = ProgressBar("plan: searches")
         try:
-            plan = make_utilisation_plan(source, args.target_utilisation, args.targets, fragments=args.fragments,
-                                         seeds=args.seeds, executor=executor, jobs=args.jobs, progress=bar,
-                                         max_events=args.max_events)
+            plan = make_utilisation_plan(
+                source,
+                args.target_utilisation,
+                args.targets,
+                fragments=args.fragments,
+                seeds=args.seeds,
+                executor=executor,
+                jobs=args.jobs,
+                progress=bar,
+                max_events=args.max_events,
+            )
         finally:
             bar.close()
-        utilisation_h = {a: int(found.value) for a, found in plan.inner_steps.items() if found.value is not None}
-        priced = None if args.objective == "utilisation" else \
-            price_candidates(args, source, plan, utilisation_h, profile, executor)
+        utilisation_h = {
+            a: int(found.value) for a, found in plan.inner_steps.items() if found.value is not None
+        }
+        priced = (
+            None
+            if args.objective == "utilisation"
+            else price_candidates(args, source, plan, utilisation_h, profile, executor)
+        )
     if args.json:
         document = plan_to_dict(plan)
         if priced is not None:
@@ -113,14 +164,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def price_candidates(args: argparse.Namespace, source: ScenarioSource, plan: Plan, utilisation_h: dict[str, int],
-                     profile: QualityProfile | None, executor: Executor | None) -> ObjectivePlan:
+def price_candidates(
+    args: argparse.Namespace,
+    source: ScenarioSource,
+    plan: Plan,
+    utilisation_h: dict[str, int],
+    profile: QualityProfile | None,
+    executor: Executor | None,
+) -> ObjectivePlan:
     """The loss-aware search: every (schedule, H, bits) priced, with the utilisation plan's H among them."""
     bar = ProgressBar("plan: candidates priced")
     try:
-        return make_objective_plan(source, args.objective, tuple(plan.bandwidth), utilisation_h, profile,
-                                   seed_range(plan.scenario, args.seeds),
-                                   executor=executor, jobs=args.jobs, progress=bar)
+        return make_objective_plan(
+            source,
+            args.objective,
+            tuple(plan.bandwidth),
+            utilisation_h,
+            profile,
+            seed_range(plan.scenario, args.seeds),
+            executor=executor,
+            jobs=args.jobs,
+            progress=bar,
+        )
     finally:
         bar.close()
 
@@ -128,8 +193,10 @@ def price_candidates(args: argparse.Namespace, source: ScenarioSource, plan: Pla
 def print_plan(plan: Plan, elapsed_s: float) -> None:
     scenario = plan.scenario
     seeds = f", utilisation averaged over {plan.seeds} seeds" if plan.seeds > 1 else ""
-    print(f"Plan for {scenario.name}: {scenario.worker_count} workers, {scenario.schedule.bits}-bit wire, "
-          f"{plan.runs} simulated runs in {elapsed_s:.1f} s{seeds}")
+    print(
+        f"Plan for {scenario.name}: {scenario.worker_count} workers, {scenario.schedule.bits}-bit wire, "
+        f"{plan.runs} simulated runs in {elapsed_s:.1f} s{seeds}"
+    )
     print(headline(plan))
     for table in plan_tables(plan):
         print()

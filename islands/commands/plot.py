@@ -22,28 +22,63 @@ KINDS = {
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("plot", help="draw a plot (PNG, SVG or PDF): " + ", ".join(KINDS), description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog="\n".join(f"  {kind:10} {text}" for kind, text in KINDS.items()))
+    parser = subparsers.add_parser(
+        "plot",
+        help="draw a plot (PNG, SVG or PDF): " + ", ".join(KINDS),
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(f"  {kind:10} {text}" for kind, text in KINDS.items()),
+    )
     parser.add_argument("kind", metavar="KIND", help=" | ".join(KINDS))
     add_scenario_arguments(parser)
-    parser.add_argument("-o", "--output", metavar="PATH",
-                        help="file to write: .png, .svg or .pdf; - for PNG on stdout (default: KIND.png)")
-    parser.add_argument("--size", default="1200x800", metavar="WxH", help="image size in pixels (default 1200x800)")
-    parser.add_argument("--worker", type=int, default=0, help="bandwidth: the worker whose link is shown (default 0)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="file to write: .png, .svg or .pdf; - for PNG on stdout (default: KIND.png)",
+    )
+    parser.add_argument(
+        "--size", default="1200x800", metavar="WxH", help="image size in pixels (default 1200x800)"
+    )
+    parser.add_argument(
+        "--worker",
+        type=int,
+        default=0,
+        help="bandwidth: the worker whose link is shown (default 0)",
+    )
     parser.add_argument("--direction", default="up", help="bandwidth: up or down (default up)")
-    parser.add_argument("--intervals", default="0:2", metavar="START:STOP",
-                        help="timeline: outer intervals START to STOP-1 (DDP: steps; default 0:2)")
-    parser.add_argument("--all-workers", action="store_true",
-                        help="timeline: a row for every worker (default: a large fleet shows its first "
-                             "workers, and the plot says how many are left out)")
-    parser.add_argument("--x", metavar="KEY", help="heatmap: parameter across (default: the first varying one)")
-    parser.add_argument("--y", metavar="KEY", help="heatmap: parameter up (default: the second varying one)")
-    parser.add_argument("--metric", default="compute_utilisation", metavar="COLUMN",
-                        help="heatmap: summary column to colour by (default compute_utilisation; "
-                             "e.g. peak_bandwidth_gbps)")
-    parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                        help="heatmap: keep rows with this parameter value (for sweeps of more than two keys)")
+    parser.add_argument(
+        "--intervals",
+        default="0:2",
+        metavar="START:STOP",
+        help="timeline: outer intervals START to STOP-1 (DDP: steps; default 0:2)",
+    )
+    parser.add_argument(
+        "--all-workers",
+        action="store_true",
+        help="timeline: a row for every worker (default: a large fleet shows its first "
+        "workers, and the plot says how many are left out)",
+    )
+    parser.add_argument(
+        "--x", metavar="KEY", help="heatmap: parameter across (default: the first varying one)"
+    )
+    parser.add_argument(
+        "--y", metavar="KEY", help="heatmap: parameter up (default: the second varying one)"
+    )
+    parser.add_argument(
+        "--metric",
+        default="compute_utilisation",
+        metavar="COLUMN",
+        help="heatmap: summary column to colour by (default compute_utilisation; "
+        "e.g. peak_bandwidth_gbps)",
+    )
+    parser.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="heatmap: keep rows with this parameter value (for sweeps of more than two keys)",
+    )
     add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
@@ -74,7 +109,9 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int], output: str):
         if args.overrides:
             raise UserError("--set applies to scenarios; a heatmap reads a sweep table")
         refuse_shared_paths({"--output": output}, {"the sweep table": args.scenario})
-        return heatmap_figure(read_sweep(args.scenario), args.x, args.y, args.metric, args.where, size_px)
+        return heatmap_figure(
+            read_sweep(args.scenario), args.x, args.y, args.metric, args.where, size_px
+        )
     source = replace(ScenarioSource.read(args.scenario, args.overrides), max_events=args.max_events)
     refuse_shared_paths({"--output": output}, dict(source.inputs))
     scenario = source.scenario
@@ -83,13 +120,17 @@ def figure_for(args: argparse.Namespace, size_px: tuple[int, int], output: str):
     if args.kind == "timeline":
         intervals = parse_intervals(args.intervals)
         max_workers = None if args.all_workers else MAX_WORKERS_SHOWN
-        return timeline_figure(simulate(scenario, args.max_events).trace, scenario, intervals, size_px, max_workers)
+        return timeline_figure(
+            simulate(scenario, args.max_events).trace, scenario, intervals, size_px, max_workers
+        )
     results = simulate_schedules(source)
     for line in left_out_notes(source):
         print(line, file=sys.stderr)
     if args.kind == "bandwidth":
         return bandwidth_figure(results, scenario, args.worker, args.direction, size_px)
-    return breakdown_figure({name: result.summary for name, result in results.items()}, scenario.name, size_px)
+    return breakdown_figure(
+        {name: result.summary for name, result in results.items()}, scenario.name, size_px
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -31,22 +31,53 @@ MAX_STEPS = 100_000
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("quality", description=__doc__,
-                                   help="each schedule's evaluation loss at equal tokens: the published tables, "
-                                        "or a grid trained for real")
+    parser = subparsers.add_parser(
+        "quality",
+        description=__doc__,
+        help="each schedule's evaluation loss at equal tokens: the published tables, "
+        "or a grid trained for real",
+    )
     parser.add_argument("scenario", metavar="FILE", help="scenario TOML file or bundled name")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a scenario key, e.g. schedule.inner_steps=30")
-    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                        help="train this grid for real (algorithm, inner_steps, workers, bits, fragments); repeatable")
-    parser.add_argument("--steps", type=int, default=None, metavar="N",
-                        help="inner steps per worker of every grid run (default: the fewest giving every H "
-                             "at least 20 outer steps)")
-    parser.add_argument("--tune-outer-lr", action="store_true",
-                        help="train every grid point at a small sweep of outer learning rates, keep the best")
-    parser.add_argument("--save", metavar="FILE.json", type=path_text, help="write the measured profile here")
-    parser.add_argument("--profile", metavar="FILE.json", type=path_text, help="price with a profile saved by --save")
-    parser.add_argument("--json", action="store_true", help="print the estimates as one JSON object")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key, e.g. schedule.inner_steps=30",
+    )
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="train this grid for real (algorithm, inner_steps, workers, bits, fragments); repeatable",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="inner steps per worker of every grid run (default: the fewest giving every H "
+        "at least 20 outer steps)",
+    )
+    parser.add_argument(
+        "--tune-outer-lr",
+        action="store_true",
+        help="train every grid point at a small sweep of outer learning rates, keep the best",
+    )
+    parser.add_argument(
+        "--save", metavar="FILE.json", type=path_text, help="write the measured profile here"
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE.json",
+        type=path_text,
+        help="price with a profile saved by --save",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the estimates as one JSON object"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -63,7 +94,9 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.steps is not None and not args.grid:
         raise UserError("--steps is the length of each --grid run: add --grid")
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
-        raise UserError(f"--steps {args.steps}: must be 1 to {MAX_STEPS} (every grid point trains this many steps)")
+        raise UserError(
+            f"--steps {args.steps}: must be 1 to {MAX_STEPS} (every grid point trains this many steps)"
+        )
     if args.grid:
         from islands.analysis.quality.quality_runs import parse_grid
 
@@ -88,8 +121,14 @@ def run(args: argparse.Namespace) -> int:
 
         bar = ProgressBar("quality: runs trained")
         try:
-            profile = measure_profile(args.scenario, args.overrides, parse_grid(args.grid), args.steps,
-                                      args.tune_outer_lr, bar)
+            profile = measure_profile(
+                args.scenario,
+                args.overrides,
+                parse_grid(args.grid),
+                args.steps,
+                args.tune_outer_lr,
+                bar,
+            )
         finally:
             bar.close()  # the bar's line ends before any error
         if args.save:
@@ -111,35 +150,61 @@ def json_document(scenario, estimates, profile) -> str:
 
     from islands.io import json_text
 
-    return json_text({
-        "scenario": scenario.name, "parameters": scenario.model.parameters, "workers": scenario.worker_count,
-        "schedules": {name: {"loss": e.loss, "relative_to_dp": e.relative_to_dp,
-                             "tokens_to_dp_loss": tokens_factor(scenario, e), "notes": list(e.notes)}
-                      for name, e in estimates.items()},
-        "profile": None if profile is None else [{**asdict(p), "relative_to_dp": p.relative_to_dp}
-                                                 for p in profile.points]})
+    return json_text(
+        {
+            "scenario": scenario.name,
+            "parameters": scenario.model.parameters,
+            "workers": scenario.worker_count,
+            "schedules": {
+                name: {
+                    "loss": e.loss,
+                    "relative_to_dp": e.relative_to_dp,
+                    "tokens_to_dp_loss": tokens_factor(scenario, e),
+                    "notes": list(e.notes),
+                }
+                for name, e in estimates.items()
+            },
+            "profile": None
+            if profile is None
+            else [{**asdict(p), "relative_to_dp": p.relative_to_dp} for p in profile.points],
+        }
+    )
 
 
 def text(scenario, estimates, profile, schedules) -> str:
-    source = "the published tables" if profile is None else "the measured profile where it has points"
+    source = (
+        "the published tables" if profile is None else "the measured profile where it has points"
+    )
     lines = []
     if profile is not None:
-        lines.append(f"measured on {profile.scenario}'s model ({profile.model_parameters:,} parameters), "
-                     "final eval loss against DDP's after the same inner steps:")
+        lines.append(
+            f"measured on {profile.scenario}'s model ({profile.model_parameters:,} parameters), "
+            "final eval loss against DDP's after the same inner steps:"
+        )
         for p in profile.points:
             tuned = "" if p.outer_lr is None else f"  (outer lr {p.outer_lr:g} won)"
             mark = f"  [{p.regime_mark()}]" if p.regime_mark() else ""
-            lines.append(f"  H {p.inner_steps:>4}  M {p.workers:>2}  bits {p.bits:>2}  P {p.fragments:>2}  "
-                         f"{p.algorithm}: {p.eval_loss:.4f} against {p.ddp_eval_loss:.4f}  "
-                         f"{100 * p.relative_to_dp:+.2f}%{tuned}{mark}")
+            lines.append(
+                f"  H {p.inner_steps:>4}  M {p.workers:>2}  bits {p.bits:>2}  P {p.fragments:>2}  "
+                f"{p.algorithm}: {p.eval_loss:.4f} against {p.ddp_eval_loss:.4f}  "
+                f"{100 * p.relative_to_dp:+.2f}%{tuned}{mark}"
+            )
         lines.append("")
-    lines.append(f"{scenario.name}: {scenario.model.parameters:.3g} parameters, {scenario.worker_count} workers; "
-                 f"evaluation loss at equal tokens (the papers' C4 set-up), by {source}")
+    lines.append(
+        f"{scenario.name}: {scenario.model.parameters:.3g} parameters, {scenario.worker_count} workers; "
+        f"evaluation loss at equal tokens (the papers' C4 set-up), by {source}"
+    )
     width = max(len(schedules[name].label) for name in estimates)
     for name, e in estimates.items():
         factor = tokens_factor(scenario, e)
-        tokens = "unreachable by more tokens" if factor is None else f"x{factor:.2f} tokens to DDP's loss"
-        lines.append(f"  {schedules[name].label:<{width}}  {e.loss:.4f}  {100 * e.relative_to_dp:+.2f}% vs DDP  {tokens}")
+        tokens = (
+            "unreachable by more tokens"
+            if factor is None
+            else f"x{factor:.2f} tokens to DDP's loss"
+        )
+        lines.append(
+            f"  {schedules[name].label:<{width}}  {e.loss:.4f}  {100 * e.relative_to_dp:+.2f}% vs DDP  {tokens}"
+        )
         lines.extend(f"  {'':<{width}}    {note}" for note in e.notes)
     return "\n".join(lines)
 

@@ -22,24 +22,54 @@ from .common import (
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("report", help="write a self-contained HTML report of a scenario",
-                                   description=__doc__)
+    parser = subparsers.add_parser(
+        "report", help="write a self-contained HTML report of a scenario", description=__doc__
+    )
     add_scenario_arguments(parser)
     add_network_profile_argument(parser)
-    parser.add_argument("-o", "--output", default="report.html", metavar="HTML",
-                        help="file to write, .html; - for stdout (default report.html)")
-    parser.add_argument("--target-utilisation", type=float, default=0.95, metavar="FRACTION",
-                        help="the plan's target compute utilisation (default 0.95)")
-    parser.add_argument("--sweep", metavar="TABLE",
-                        help="heatmap from this sweep table (islands sweep) instead of a DiLoCo H x bandwidth sweep")
-    parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                        help="with --sweep: keep the table's rows with this parameter value (for sweeps of "
-                             "more than two keys); repeatable")
-    parser.add_argument("--no-fragments", dest="fragments", action="store_false",
-                        help="leave the fragments x precision search out of the plan (faster)")
-    parser.add_argument("--seeds", type=int, default=1, metavar="N",
-                        help="average the plan's utilisations over N seeds (for jitter and churn; default 1)")
-    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        default="report.html",
+        metavar="HTML",
+        help="file to write, .html; - for stdout (default report.html)",
+    )
+    parser.add_argument(
+        "--target-utilisation",
+        type=float,
+        default=0.95,
+        metavar="FRACTION",
+        help="the plan's target compute utilisation (default 0.95)",
+    )
+    parser.add_argument(
+        "--sweep",
+        metavar="TABLE",
+        help="heatmap from this sweep table (islands sweep) instead of a DiLoCo H x bandwidth sweep",
+    )
+    parser.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --sweep: keep the table's rows with this parameter value (for sweeps of "
+        "more than two keys); repeatable",
+    )
+    parser.add_argument(
+        "--no-fragments",
+        dest="fragments",
+        action="store_false",
+        help="leave the fragments x precision search out of the plan (faster)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="average the plan's utilisations over N seeds (for jitter and churn; default 1)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)"
+    )
     add_max_events_argument(parser)
     add_dask_argument(parser)
     parser.set_defaults(handler=run)
@@ -65,19 +95,32 @@ def run(args: argparse.Namespace) -> int:
     check_max_events(args.max_events)
     source = replace(read_source(args), max_events=args.max_events)
     guard(source.scenario, args.max_events)  # the scenario's own run, before the report's many
-    check_outputs({"--output": args.output}, REPORT_FORMATS, [*source.inputs, ("--sweep", args.sweep)])
+    check_outputs(
+        {"--output": args.output}, REPORT_FORMATS, [*source.inputs, ("--sweep", args.sweep)]
+    )
     sweep_table = read_sweep(args.sweep) if args.sweep else None
     if sweep_table is not None:
         check_sweep_of(sweep_table, source.scenario.name, args.sweep)
     stages = Stages("report")
     try:
         with dask_executor(args.dask) as executor:
-            text = build_report(source, (), args.target_utilisation, sweep_table=sweep_table,
-                                fragments=args.fragments, seeds=args.seeds, jobs=args.jobs, progress=stages,
-                                where=args.where, executor=executor)
+            text = build_report(
+                source,
+                (),
+                args.target_utilisation,
+                sweep_table=sweep_table,
+                fragments=args.fragments,
+                seeds=args.seeds,
+                jobs=args.jobs,
+                progress=stages,
+                where=args.where,
+                executor=executor,
+            )
     finally:
         stages.close()
     path = write_report(args.output, text)
-    print(f"wrote {shown(path)} ({len(text) / 1e6:.2f} MB, {stages.elapsed_s:.1f} s)",
-          file=sys.stderr if is_stdout(path) else sys.stdout)
+    print(
+        f"wrote {shown(path)} ({len(text) / 1e6:.2f} MB, {stages.elapsed_s:.1f} s)",
+        file=sys.stderr if is_stdout(path) else sys.stdout,
+    )
     return 0

@@ -16,11 +16,18 @@ from .common import (
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("trace", help="export a simulated run as Chrome trace JSON (Perfetto)",
-                                   description=__doc__)
+    parser = subparsers.add_parser(
+        "trace", help="export a simulated run as Chrome trace JSON (Perfetto)", description=__doc__
+    )
     add_scenario_arguments(parser)
-    parser.add_argument("-o", "--output", default="trace.json", metavar="JSON", type=path_text,
-                        help="file to write, .json; - for stdout (default trace.json)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        default="trace.json",
+        metavar="JSON",
+        type=path_text,
+        help="file to write, .json; - for stdout (default trace.json)",
+    )
     add_max_events_argument(parser)
     parser.set_defaults(handler=run)
 
@@ -36,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
     scenario = read_source(args).scenario
     document = chrome_trace(simulate(scenario, args.max_events), scenario)
     path = write_chrome_trace(document, args.output)
-    print(f"wrote {shown(path)}: {len(document['traceEvents'])} events; open it in https://ui.perfetto.dev "
-          "or chrome://tracing", file=sys.stderr if is_stdout(path) else sys.stdout)
+    print(
+        f"wrote {shown(path)}: {len(document['traceEvents'])} events; open it in https://ui.perfetto.dev "
+        "or chrome://tracing",
+        file=sys.stderr if is_stdout(path) else sys.stdout,
+    )
     return 0

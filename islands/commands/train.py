@@ -21,22 +21,46 @@ from .common import add_scenario_arguments, path_text, read_source
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("train", help="train the scenario for real and measure it",
-                                   description=__doc__)
+    parser = subparsers.add_parser(
+        "train", help="train the scenario for real and measure it", description=__doc__
+    )
     add_scenario_arguments(parser)
-    parser.add_argument("--workers", type=int, metavar="N",
-                        help="keep only the first N workers (islands x replicas, in file order)")
-    parser.add_argument("--out", type=path_text, metavar="DIR", help="output folder (default: runs/<time>-<scenario>, "
-                                                     "or the --resume folder)")
-    parser.add_argument("--data", type=path_text, metavar="PATH",
-                        help="train on your own text files (a file or a folder) "
-                                                       "instead of Python's standard-library sources")
-    parser.add_argument("--resume", type=path_text, metavar="DIR",
-                        help="continue the run in DIR from its latest checkpoint")
-    parser.add_argument("--force", action="store_true",
-                        help="write into an --out folder that holds a run already, replacing that run's outputs")
-    parser.add_argument("--stop-after", type=int, metavar="PERIODS",
-                        help="stop (with a checkpoint) once this many periods of inner_steps steps are done")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="keep only the first N workers (islands x replicas, in file order)",
+    )
+    parser.add_argument(
+        "--out",
+        type=path_text,
+        metavar="DIR",
+        help="output folder (default: runs/<time>-<scenario>, or the --resume folder)",
+    )
+    parser.add_argument(
+        "--data",
+        type=path_text,
+        metavar="PATH",
+        help="train on your own text files (a file or a folder) "
+        "instead of Python's standard-library sources",
+    )
+    parser.add_argument(
+        "--resume",
+        type=path_text,
+        metavar="DIR",
+        help="continue the run in DIR from its latest checkpoint",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write into an --out folder that holds a run already, replacing that run's outputs",
+    )
+    parser.add_argument(
+        "--stop-after",
+        type=int,
+        metavar="PERIODS",
+        help="stop (with a checkpoint) once this many periods of inner_steps steps are done",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -58,8 +82,10 @@ def check_outputs(args: argparse.Namespace, out_dir: Path) -> None:
     flag = "--out" if args.out or not args.resume else "--resume"
     if flag == "--resume" and not out_dir.is_dir():
         raise UserError(f"--resume {out_dir}: no such run folder")
-    refuse_shared_paths({f"{flag}'s {name}": out_dir / name for name in RUN_FILES},
-                        {"the scenario": args.scenario, "--data": args.data})
+    refuse_shared_paths(
+        {f"{flag}'s {name}": out_dir / name for name in RUN_FILES},
+        {"the scenario": args.scenario, "--data": args.data},
+    )
     check_out_folder(flag, out_dir)
 
 
@@ -97,7 +123,9 @@ def train(args: argparse.Namespace) -> int:
     if not kind_of(plan).runs_here(env, spec):
         out_dir = out_dir or default_out(scenario.name)
         check_outputs(args, out_dir)
-        return train_plan(plan, TrainOptions(out_dir, resume, args.stop_after, args.force)).exit_code
+        return train_plan(
+            plan, TrainOptions(out_dir, resume, args.stop_after, args.force)
+        ).exit_code
     if out_dir is not None and claims_out_dir(env, spec):
         check_outputs(args, out_dir)
         if out_dir != resume:

@@ -29,34 +29,85 @@ CASE_FILES = ("validation.json", "overlay.png", "scaled.toml", "predicted_trace.
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("validate", help="compare the simulator with a real, scaled-down run",
-                                   description=__doc__)
-    parser.add_argument("scenario", metavar="FILE", nargs="?",
-                        help="scenario TOML file or bundled name (not with --suite)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a scenario key before scaling; repeatable")
-    parser.add_argument("--suite", action="store_true", help="run the bundled validation matrix instead")
-    parser.add_argument("--quick", action="store_true", help="with --suite: only its two shortest cases")
-    parser.add_argument("--workers", type=int, default=4, metavar="N",
-                        help="at most N workers (islands x replicas, in file order) in the real run (default 4)")
-    parser.add_argument("--step-time", type=float, default=0.2, metavar="S",
-                        help="scaled step time of the fastest island, seconds (default 0.2)")
-    parser.add_argument("--target-wall", type=float, default=10.0, metavar="S",
-                        help="about how long each real run should train, seconds (default 10)")
-    parser.add_argument("--compute", choices=("paced", "measured"), default="paced",
-                        help="paced: pace steps to the scaled step times and predict with them (default); "
-                             "measured: run unpaced and calibrate the simulator from measured step times")
-    parser.add_argument("--in-process", action="store_true",
-                        help="shape in-process over loopback even where namespaces are available")
-    parser.add_argument("--shaper", choices=("fair", "fifo"), default="fair",
-                        help="how each emulated link queues: fair, ACKs first and a queue per peer (fq_codel, "
-                             "SQM routers; default); fifo, one tbf FIFO per island's egress (tc tbf on each "
-                             "host, a cloud shaper); see docs/emulation.md")
-    parser.add_argument("--queue-ms", type=float, metavar="MS",
-                        help="with --shaper fifo: the FIFO's depth in ms of the link's rate (default 200)")
-    parser.add_argument("--calibration", metavar="FILE", type=path_text,
-                        help="reuse this calibration if it exists, else measure and save it there")
-    parser.add_argument("--out", metavar="DIR", type=path_text, help="output folder (default runs/<time>-validate)")
+    parser = subparsers.add_parser(
+        "validate", help="compare the simulator with a real, scaled-down run", description=__doc__
+    )
+    parser.add_argument(
+        "scenario",
+        metavar="FILE",
+        nargs="?",
+        help="scenario TOML file or bundled name (not with --suite)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key before scaling; repeatable",
+    )
+    parser.add_argument(
+        "--suite", action="store_true", help="run the bundled validation matrix instead"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="with --suite: only its two shortest cases"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=4,
+        metavar="N",
+        help="at most N workers (islands x replicas, in file order) in the real run (default 4)",
+    )
+    parser.add_argument(
+        "--step-time",
+        type=float,
+        default=0.2,
+        metavar="S",
+        help="scaled step time of the fastest island, seconds (default 0.2)",
+    )
+    parser.add_argument(
+        "--target-wall",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="about how long each real run should train, seconds (default 10)",
+    )
+    parser.add_argument(
+        "--compute",
+        choices=("paced", "measured"),
+        default="paced",
+        help="paced: pace steps to the scaled step times and predict with them (default); "
+        "measured: run unpaced and calibrate the simulator from measured step times",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="shape in-process over loopback even where namespaces are available",
+    )
+    parser.add_argument(
+        "--shaper",
+        choices=("fair", "fifo"),
+        default="fair",
+        help="how each emulated link queues: fair, ACKs first and a queue per peer (fq_codel, "
+        "SQM routers; default); fifo, one tbf FIFO per island's egress (tc tbf on each "
+        "host, a cloud shaper); see docs/emulation.md",
+    )
+    parser.add_argument(
+        "--queue-ms",
+        type=float,
+        metavar="MS",
+        help="with --shaper fifo: the FIFO's depth in ms of the link's rate (default 200)",
+    )
+    parser.add_argument(
+        "--calibration",
+        metavar="FILE",
+        type=path_text,
+        help="reuse this calibration if it exists, else measure and save it there",
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", type=path_text, help="output folder (default runs/<time>-validate)"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -72,7 +123,10 @@ def run(args: argparse.Namespace) -> int:
         from islands.validation import suite
 
         cases = suite.select(args.quick)
-        max_islands, folders = max(case.workers for case in cases), [out_dir / case.name for case in cases]
+        max_islands, folders = (
+            max(case.workers for case in cases),
+            [out_dir / case.name for case in cases],
+        )
         wire_bits = {suite.case_scenario(case).schedule.bits for case in cases}
     else:
         scenario = read_source(args).scenario
@@ -81,15 +135,29 @@ def run(args: argparse.Namespace) -> int:
     if saved is not None:
         check_covers(args.calibration, saved, max_islands)
     check_outputs(args, out_dir, folders)
-    if args.suite:  # under one FIFO the exchange's rate is not smooth in the link's rate: probe each case's own
-        own_rates = {scale(suite.case_scenario(case), suite.case_options(options(args), case)).slowest_bits_per_s
-                     for case in cases} if shaper.kind == FIFO else set()
+    if (
+        args.suite
+    ):  # under one FIFO the exchange's rate is not smooth in the link's rate: probe each case's own
+        own_rates = (
+            {
+                scale(
+                    suite.case_scenario(case), suite.case_options(options(args), case)
+                ).slowest_bits_per_s
+                for case in cases
+            }
+            if shaper.kind == FIFO
+            else set()
+        )
     else:
         own_rates = {scale(scenario, options(args)).slowest_bits_per_s}
-    calibration, kernel = calibrate(args, out_dir, max_islands, saved, tuple(sorted(wire_bits)), shaper,
-                                    probe_rates(own_rates))
-    return run_suite(args, out_dir, cases, calibration, kernel, shaper) if args.suite else \
-        run_one(args, out_dir, scenario, calibration, kernel, shaper)
+    calibration, kernel = calibrate(
+        args, out_dir, max_islands, saved, tuple(sorted(wire_bits)), shaper, probe_rates(own_rates)
+    )
+    return (
+        run_suite(args, out_dir, cases, calibration, kernel, shaper)
+        if args.suite
+        else run_one(args, out_dir, scenario, calibration, kernel, shaper)
+    )
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -103,13 +171,17 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.suite and args.overrides:
         raise UserError("--set goes with a scenario FILE; the suite's cases set their own keys")
     if not 2 <= args.workers <= MAX_WORKERS:
-        raise UserError(f"--workers {args.workers}: must be 2 to {MAX_WORKERS} (one process per island on this "
-                        "machine)")
+        raise UserError(
+            f"--workers {args.workers}: must be 2 to {MAX_WORKERS} (one process per island on this "
+            "machine)"
+        )
     if not 0.05 <= args.step_time <= 5:
         raise UserError(f"--step-time {args.step_time:g}: must be 0.05 to 5 seconds")
     if not 0 < args.target_wall <= MAX_TARGET_WALL_S:
-        raise UserError(f"--target-wall {args.target_wall:g}: must be above 0 and at most {MAX_TARGET_WALL_S:g} "
-                        "seconds (a day)")
+        raise UserError(
+            f"--target-wall {args.target_wall:g}: must be above 0 and at most {MAX_TARGET_WALL_S:g} "
+            "seconds (a day)"
+        )
 
 
 def chosen_shaper(args: argparse.Namespace):
@@ -119,9 +191,13 @@ def chosen_shaper(args: argparse.Namespace):
     from islands.errors import UserError
 
     if args.queue_ms is not None and args.shaper != FIFO:
-        raise UserError("--queue-ms goes with --shaper fifo (the fair shaper's queues hold 200 ms each)")
+        raise UserError(
+            "--queue-ms goes with --shaper fifo (the fair shaper's queues hold 200 ms each)"
+        )
     if args.in_process and args.shaper == FIFO:
-        raise UserError("--shaper fifo needs the kernel's shaping, not --in-process (which has no queue)")
+        raise UserError(
+            "--shaper fifo needs the kernel's shaping, not --in-process (which has no queue)"
+        )
     try:
         return Shaper(args.shaper, DEFAULT_QUEUE_MS if args.queue_ms is None else args.queue_ms)
     except UserError as error:
@@ -143,11 +219,15 @@ def saved_calibration(args: argparse.Namespace, shaper):
     if path.exists():
         calibration = read_calibration(path)
         if args.in_process and calibration.mode != InProcessShaper.mode:
-            raise UserError(f"{path}: measured with {calibration.mode} shaping; --in-process runs need a "
-                            "calibration measured in-process: give --calibration a new file")
+            raise UserError(
+                f"{path}: measured with {calibration.mode} shaping; --in-process runs need a "
+                "calibration measured in-process: give --calibration a new file"
+            )
         if calibration.mode not in (InProcessShaper.mode, shaper.mode):
-            raise UserError(f"{path}: measured with {calibration.mode} shaping; this run shapes with {shaper.mode} "
-                            f"(--shaper {shaper.kind}): give --calibration a new file")
+            raise UserError(
+                f"{path}: measured with {calibration.mode} shaping; this run shapes with {shaper.mode} "
+                f"(--shaper {shaper.kind}): give --calibration a new file"
+            )
         return calibration
     check_not_folder(path)
     temporary_beside(path).unlink()
@@ -162,9 +242,11 @@ def check_covers(path: str, calibration, max_islands: int) -> None:
         try:
             calibration.check_covers(islands)
         except UserError:
-            raise UserError(f"{path}: measured for {', '.join(map(str, sorted(calibration.overhead_s)))} islands, "
-                            f"not {islands}: give --calibration a new file to measure 2 to {max_islands} islands "
-                            "into") from None
+            raise UserError(
+                f"{path}: measured for {', '.join(map(str, sorted(calibration.overhead_s)))} islands, "
+                f"not {islands}: give --calibration a new file to measure 2 to {max_islands} islands "
+                "into"
+            ) from None
 
 
 def check_outputs(args: argparse.Namespace, out_dir: Path, folders: list[Path]) -> None:
@@ -177,21 +259,31 @@ def check_outputs(args: argparse.Namespace, out_dir: Path, folders: list[Path]) 
     check_out_folder("--out", out_dir)
     for folder in folders:
         if run_outputs(folder / "run"):
-            raise UserError(f"--out {out_dir}: {folder / 'run'} holds an earlier run; give another --out")
+            raise UserError(
+                f"--out {out_dir}: {folder / 'run'} holds an earlier run; give another --out"
+            )
     calibration = Path(args.calibration) if args.calibration else None
     measured = calibration is None or not calibration.exists()
     files = [folder / name for folder in folders for name in CASE_FILES]
     files += [out_dir / "suite.json"] if args.suite else []
-    outputs: dict[str, Path | None] = {f"--out's {path.relative_to(out_dir)}": path for path in files}
+    outputs: dict[str, Path | None] = {
+        f"--out's {path.relative_to(out_dir)}": path for path in files
+    }
     outputs["--calibration"] = (calibration or out_dir / "calibration.json") if measured else None
-    refuse_shared_paths(outputs, {"the scenario": args.scenario, "--calibration": None if measured else calibration})
+    refuse_shared_paths(
+        outputs, {"the scenario": args.scenario, "--calibration": None if measured else calibration}
+    )
 
 
 def options(args: argparse.Namespace):
     from islands.validation.scaling import ScaleOptions
 
-    return ScaleOptions(step_time_s=args.step_time, max_workers=args.workers, target_wall_s=args.target_wall,
-                        pace=args.compute == "paced")
+    return ScaleOptions(
+        step_time_s=args.step_time,
+        max_workers=args.workers,
+        target_wall_s=args.target_wall,
+        pace=args.compute == "paced",
+    )
 
 
 def probe_rates(own_rates: set[float]) -> tuple[float, ...]:
@@ -207,8 +299,15 @@ def probe_rates(own_rates: set[float]) -> tuple[float, ...]:
     return tuple(sorted(kept))
 
 
-def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, wire_bits: tuple[int, ...], shaper,
-              rates_bits_per_s: tuple[float, ...]):
+def calibrate(
+    args: argparse.Namespace,
+    out_dir: Path,
+    max_islands: int,
+    saved,
+    wire_bits: tuple[int, ...],
+    shaper,
+    rates_bits_per_s: tuple[float, ...],
+):
     """``saved`` (read and checked by ``saved_calibration``), or one measured now at ``rates_bits_per_s``,
     in the wire formats ``wire_bits``, and written to --calibration (else into --out)."""
     from islands.io import write_text
@@ -219,9 +318,14 @@ def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, 
     if calibration is None:
         rates = ", ".join(f"{rate / BITS_PER_MBIT:.3g}" for rate in rates_bits_per_s)
         formats = ", ".join(f"{bits}-bit" for bits in wire_bits)
-        print(f"calibrating: TCP transfers and the trainer's exchange ({formats}) among 2 to {max_islands} "
-              f"islands, at {rates} Mbit/s ...", flush=True)
-        calibration = measure(max_islands, kernel, rates_bits_per_s, wire_bits=wire_bits, shaper=shaper)
+        print(
+            f"calibrating: TCP transfers and the trainer's exchange ({formats}) among 2 to {max_islands} "
+            f"islands, at {rates} Mbit/s ...",
+            flush=True,
+        )
+        calibration = measure(
+            max_islands, kernel, rates_bits_per_s, wire_bits=wire_bits, shaper=shaper
+        )
         write_text(args.calibration or out_dir / "calibration.json", calibration.to_json())
     print(calibration_line(calibration), flush=True)
     return calibration, kernel
@@ -229,9 +333,15 @@ def calibrate(args: argparse.Namespace, out_dir: Path, max_islands: int, saved, 
 
 def per_rate(by_islands: dict[int, dict[float, float]], text) -> str:
     """``M=2: <text(value)> at 10, ... Mbit/s; M=3: ...``"""
-    return "; ".join(f"M={m}: " + ", ".join(f"{text(value)} at {rate / BITS_PER_MBIT:.0f}" for rate, value in
-                                           sorted(by_rate.items())) + " Mbit/s"
-                     for m, by_rate in sorted(by_islands.items()))
+    return "; ".join(
+        f"M={m}: "
+        + ", ".join(
+            f"{text(value)} at {rate / BITS_PER_MBIT:.0f}"
+            for rate, value in sorted(by_rate.items())
+        )
+        + " Mbit/s"
+        for m, by_rate in sorted(by_islands.items())
+    )
 
 
 def calibration_line(calibration) -> str:
@@ -239,22 +349,36 @@ def calibration_line(calibration) -> str:
     for bits, by_islands in sorted(calibration.exchange_ratio_by_bits.items()):
         ratios += f"; {bits}-bit {per_rate(by_islands, lambda ratio: f'{100 * ratio:.0f}%')}"
     bursts = per_rate(calibration.burst_fraction, lambda fraction: f"{fraction:.2f}")
-    overheads = ", ".join(f"M={m}: {MS_PER_S * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items()))
-    screening = ", ".join(f"M={m}: {NS_PER_S * s:.1f} ns" for m, s in sorted(calibration.exchange_cpu_s_per_value.items()))
+    overheads = ", ".join(
+        f"M={m}: {MS_PER_S * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items())
+    )
+    screening = ", ".join(
+        f"M={m}: {NS_PER_S * s:.1f} ns"
+        for m, s in sorted(calibration.exchange_cpu_s_per_value.items())
+    )
     spreads = per_rate(calibration.end_spread_s, lambda spread_s: f"{MS_PER_S * spread_s:.1f} ms")
-    stream = (f"one TCP stream gets {100 * calibration.link_ratio:.1f}% of the configured rate"
-              if calibration.link_ratios else "no TCP probe (the in-process shaper paces the payload itself)")
-    return (f"calibration ({calibration.mode}): {stream}; the trainer's exchange {ratios}; "
-            f"fixed cost per exchange {overheads}; screening per value {screening}"
-            + (f"; sent at once, in the shapers' buckets, {bursts}" if bursts else "")
-            + (f"; last member's end after the first's {spreads}" if spreads else ""))
+    stream = (
+        f"one TCP stream gets {100 * calibration.link_ratio:.1f}% of the configured rate"
+        if calibration.link_ratios
+        else "no TCP probe (the in-process shaper paces the payload itself)"
+    )
+    return (
+        f"calibration ({calibration.mode}): {stream}; the trainer's exchange {ratios}; "
+        f"fixed cost per exchange {overheads}; screening per value {screening}"
+        + (f"; sent at once, in the shapers' buckets, {bursts}" if bursts else "")
+        + (f"; last member's end after the first's {spreads}" if spreads else "")
+    )
 
 
-def run_one(args: argparse.Namespace, out_dir: Path, scenario, calibration, kernel: bool | None, shaper) -> int:
+def run_one(
+    args: argparse.Namespace, out_dir: Path, scenario, calibration, kernel: bool | None, shaper
+) -> int:
     from islands.validation.case import validate_case
     from islands.validation.compare import figures_table, syncs_table
 
-    comparison = validate_case(scenario.name, scenario, options(args), calibration, out_dir, kernel, shaper)
+    comparison = validate_case(
+        scenario.name, scenario, options(args), calibration, out_dir, kernel, shaper
+    )
     print()
     print(f"{scenario.name}: predicted (simulator, calibrated) vs measured (real run, scaled)")
     print(figures_table(comparison))
@@ -266,11 +390,20 @@ def run_one(args: argparse.Namespace, out_dir: Path, scenario, calibration, kern
     return 0
 
 
-def run_suite(args: argparse.Namespace, out_dir: Path, cases, calibration, kernel: bool | None, shaper) -> int:
+def run_suite(
+    args: argparse.Namespace, out_dir: Path, cases, calibration, kernel: bool | None, shaper
+) -> int:
     from islands.validation import suite
 
-    results = suite.run_suite(cases, options(args), calibration, out_dir, kernel,
-                              progress=lambda line: print(line, flush=True), shaper=shaper)
+    results = suite.run_suite(
+        cases,
+        options(args),
+        calibration,
+        out_dir,
+        kernel,
+        progress=lambda line: print(line, flush=True),
+        shaper=shaper,
+    )
     suite.write_suite_json(out_dir / "suite.json", results, calibration)
     print()
     print(suite.suite_table(results))

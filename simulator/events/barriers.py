@@ -16,17 +16,18 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Generator
+from collections.abc import Callable, Generator
+from typing import Any
 
 import simpy
 
 from islands.schedules import SyncPoint
 from islands.trace import NO_FRAGMENT
 
-from .context import RunContext
 from ..network.collectives import PendingCollective, copy_leg, launch
-from .exchanges import Exchanges, collectives_of
 from ..workers import WorkerState
+from .context import RunContext
+from .exchanges import Exchanges, collectives_of
 
 LATE = object()  # interrupt cause: the deadline passed before this worker reached the barrier
 Fetch = Callable[[WorkerState, Any], Generator[simpy.Event, Any, None]]
@@ -36,11 +37,17 @@ class Barrier:
     """The outer step's barrier of one run: the deadline, and the work it drops."""
 
     def __init__(self, context: RunContext, exchanges: Exchanges, fetch: Fetch):
-        self.env, self.scenario, self.network, self.topology = (context.env, context.scenario, context.network,
-                                                                context.topology)
+        self.env, self.scenario, self.network, self.topology = (
+            context.env,
+            context.scenario,
+            context.network,
+            context.topology,
+        )
         self.fleet, self.progress, self.trace = context.fleet, context.progress, context.trace
         self.exchanges = exchanges
-        self.fetch = fetch  # a download to a worker that its departure cancels (``churn.Churn.fetch``)
+        self.fetch = (
+            fetch  # a download to a worker that its departure cancels (``churn.Churn.fetch``)
+        )
         self.counts = {"dropped_deltas": 0}
         self.dropped_compute_s = 0.0
 
@@ -62,7 +69,11 @@ class Barrier:
         (still waiting for its previous exchange, or catching up on a sync it missed) is marked late
         and skips the interval when it gets to it. One that has launched but is still screening its
         tensor (exchange work) is there: the collective waits for it."""
-        if collective.in_flight or collective.first_started_s is not None or collective.key not in self.exchanges.pending:
+        if (
+            collective.in_flight
+            or collective.first_started_s is not None
+            or collective.key not in self.exchanges.pending
+        ):
             return
         state_of = self.fleet.state_of
         launched = {rank for rank in collective.expected if state_of[rank].exchanging is collective}
@@ -91,12 +102,28 @@ class Barrier:
             trace.open(state, "stall", point.fragment, point.outer_step)
             yield collective.done
             trace.close(state)
-        download = launch(self.network, copy_leg(collective.participants[0], rank, point.payload_bytes,
-                                                 self.topology, self.scenario.network))
+        download = launch(
+            self.network,
+            copy_leg(
+                collective.participants[0],
+                rank,
+                point.payload_bytes,
+                self.topology,
+                self.scenario.network,
+            ),
+        )
         fetch_start_s = self.env.now
         trace.open(state, "stall", point.fragment, point.outer_step)
         yield from self.fetch(state, download)
-        trace.add(fetch_start_s, self.env.now, rank, island, "comm", point.payload_bytes, NO_FRAGMENT,
-                  point.outer_step)
+        trace.add(
+            fetch_start_s,
+            self.env.now,
+            rank,
+            island,
+            "comm",
+            point.payload_bytes,
+            NO_FRAGMENT,
+            point.outer_step,
+        )
         trace.close(state)
         state.position_at_apply = point.apply_step * state.steps_scale

@@ -26,37 +26,57 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator, Iterable
 from functools import partial
-from typing import Any, Callable, Generator, Iterable
+from typing import Any
 
 import simpy
 
 from islands.trace import NO_FRAGMENT
 
-from .context import RunContext
-from ..network.collectives import PendingCollective, copy_leg, launch
 from ..compute import CHURN, worker_generator
-from .exchanges import Exchanges, collectives_of
+from ..network.collectives import PendingCollective, copy_leg, launch
 from ..workers import WorkerState
+from .context import RunContext
+from .exchanges import Exchanges, collectives_of
 
 DEPARTURE = object()  # interrupt cause: the worker left
-ORPHANED = object()   # interrupt cause: a passive joiner's collective lost every member holding the state
+ORPHANED = (
+    object()
+)  # interrupt cause: a passive joiner's collective lost every member holding the state
 
 
 class Churn:
     """Membership changes of one simulation."""
 
     def __init__(self, context: RunContext, exchanges: Exchanges):
-        self.env, self.scenario, self.network, self.topology = (context.env, context.scenario, context.network,
-                                                                context.topology)
-        self.fleet, self.progress, self.trace, self.start = context.fleet, context.progress, context.trace, context.start
+        self.env, self.scenario, self.network, self.topology = (
+            context.env,
+            context.scenario,
+            context.network,
+            context.topology,
+        )
+        self.fleet, self.progress, self.trace, self.start = (
+            context.fleet,
+            context.progress,
+            context.trace,
+            context.start,
+        )
         self.exchanges = exchanges
-        self.passive: set[int] = set()  # joiners taking part in collectives before their state is in
+        self.passive: set[int] = (
+            set()
+        )  # joiners taking part in collectives before their state is in
         self.waiting: dict[int, simpy.Event] = {}  # passive joiners waiting for the next collective
         self.fetchers: dict[int, simpy.Process] = {}  # each passive joiner's background download
-        self.enlisted: set[int] = set()  # passive joiners admitted (from a first fragment's collective on)
-        self.admitted: dict[int, int] = {}  # joiners made members at an outer boundary: the outer step they start at
-        self.quiet = True  # no collective since the last outer boundary: a snapshot now misses nothing
+        self.enlisted: set[int] = (
+            set()
+        )  # passive joiners admitted (from a first fragment's collective on)
+        self.admitted: dict[
+            int, int
+        ] = {}  # joiners made members at an outer boundary: the outer step they start at
+        self.quiet = (
+            True  # no collective since the last outer boundary: a snapshot now misses nothing
+        )
         self.quiet_again: simpy.Event | None = None  # made only when a joiner waits for it
         self.downloads: dict[int, Any] = {}
         self.lost_compute_s = 0.0
@@ -66,7 +86,9 @@ class Churn:
 
     def schedule(self) -> None:
         for event in self.scenario.events:
-            targets = [s for s in self.fleet.states if event.island in (s.worker.name, s.worker.island)]
+            targets = [
+                s for s in self.fleet.states if event.island in (s.worker.name, s.worker.island)
+            ]
             action = self.leave if event.kind == "leave" else self.join
             for state in targets:
                 self.unfired += 1
@@ -77,7 +99,9 @@ class Churn:
                 rng = worker_generator(self.scenario.seed, state.worker.rank, CHURN)
                 self.env.process(self.random_churn(state, rng))
 
-    def fire(self, action: Callable[[WorkerState], None], state: WorkerState, _event: simpy.Event) -> None:
+    def fire(
+        self, action: Callable[[WorkerState], None], state: WorkerState, _event: simpy.Event
+    ) -> None:
         """A scheduled ``[[event]]`` comes due (``_event``: its timer)."""
         self.unfired -= 1
         action(state)
@@ -124,7 +148,9 @@ class Churn:
         """A participant left a collective in flight: the ring breaks, or under ``on_departure =
         "partial"`` the members holding the state go on without it (if any is left)."""
         exchanges = collectives_of(self.exchanges)
-        if self.scenario.network.on_departure == "partial" and self.any_holder(collective.participants, but=rank):
+        if self.scenario.network.on_departure == "partial" and self.any_holder(
+            collective.participants, but=rank
+        ):
             self.counts["dropped_members"] += 1
             exchanges.drop_member(collective, rank)
         else:
@@ -210,7 +236,9 @@ class Churn:
             if pending.key[0] >= first_outer:
                 pending.expected.add(rank)
 
-    def follow(self, state: WorkerState, download: simpy.Process) -> Generator[simpy.Event, Any, int]:
+    def follow(
+        self, state: WorkerState, download: simpy.Process
+    ) -> Generator[simpy.Event, Any, int]:
         """A passive member of every collective the members start from now on (``enlist``), until
         the download is in at an outer boundary; returns the outer step it computes from. If every
         member holding the state is gone meanwhile, it starts at once from the last completed outer
@@ -243,14 +271,22 @@ class Churn:
     def lowest_holder(self) -> int | None:
         """The lowest present member that holds the state, found from rank 0 up (not a walk over all)."""
         members, passive, state_of = self.fleet.members, self.passive, self.fleet.state_of
-        return next((rank for rank in self.fleet.ranks
-                     if rank in members and rank not in passive and state_of[rank].present), None)
+        return next(
+            (
+                rank
+                for rank in self.fleet.ranks
+                if rank in members and rank not in passive and state_of[rank].present
+            ),
+            None,
+        )
 
     def any_holder(self, among: Iterable[int] | None = None, but: int | None = None) -> bool:
         """Whether a present member (of ``among``, ``but`` aside) holds the state; stops at the first."""
         state_of, passive = self.fleet.state_of, self.passive
-        return any(rank != but and rank not in passive and state_of[rank].present
-                   for rank in (self.fleet.members if among is None else among))
+        return any(
+            rank != but and rank not in passive and state_of[rank].present
+            for rank in (self.fleet.members if among is None else among)
+        )
 
     def enlist(self, collective: PendingCollective) -> None:
         """A member started ``collective``'s gathering: every passive joiner waiting takes part (one
@@ -300,7 +336,11 @@ class Churn:
         whose collective has started without it: it is expected in every collective from there on,
         those already formed (a member launches the next exchange before this one ends) included."""
         pending_collectives = self.exchanges.pending.values()
-        started = [pending.key[0] + 1 for pending in pending_collectives if pending.first_started_s is not None]
+        started = [
+            pending.key[0] + 1
+            for pending in pending_collectives
+            if pending.first_started_s is not None
+        ]
         first_outer = max([first_outer, *started])
         self.fleet.admit(rank)
         for pending in pending_collectives:
@@ -313,10 +353,20 @@ class Churn:
         rank = state.worker.rank
         weights_bytes = self.scenario.weights_bytes
         started_s = self.env.now
-        download = launch(self.network, copy_leg(peer, rank, weights_bytes, self.topology, self.scenario.network))
+        download = launch(
+            self.network, copy_leg(peer, rank, weights_bytes, self.topology, self.scenario.network)
+        )
         yield from self.fetch(state, download)
-        self.trace.add(started_s, self.env.now, rank, state.worker.island, "comm", weights_bytes, NO_FRAGMENT,
-                       self.progress.completed_outer)
+        self.trace.add(
+            started_s,
+            self.env.now,
+            rank,
+            state.worker.island,
+            "comm",
+            weights_bytes,
+            NO_FRAGMENT,
+            self.progress.completed_outer,
+        )
 
     def fetch(self, state: WorkerState, download: Any) -> Generator[simpy.Event, Any, None]:
         """Wait for a download to a worker; a departure meanwhile cancels it (see ``departed``)."""

@@ -21,7 +21,8 @@ run's end); churn, failures and the barrier each take the parts they use.
 from __future__ import annotations
 
 import math
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 import simpy
 
@@ -67,8 +68,18 @@ class Simulation:
         self.incomplete_reason: str | None = None
         self.trace = trace = TraceLog(env)
         self.progress = progress = Progress(env, setup.synced_outer_steps, fleet.state_of.keys())
-        context = RunContext(env, scenario, self.schedule, network, setup.topology, fleet, progress, trace,
-                             self.start_worker, setup.last_fragment)
+        context = RunContext(
+            env,
+            scenario,
+            self.schedule,
+            network,
+            setup.topology,
+            fleet,
+            progress,
+            trace,
+            self.start_worker,
+            setup.last_fragment,
+        )
         self.exchanges = exchanges = exchanges_of_schedule(context)
         trace.wait_started_s = exchanges.started_s
         self.churn = Churn(context, exchanges)
@@ -90,12 +101,15 @@ class Simulation:
         try:
             self.env.run(until=self.progress.finished)
         except EventLimitReached:
-            raise event_limit_error(self.progress, self.scenario, self.env.max_events, self.budget.events) from None
+            raise event_limit_error(
+                self.progress, self.scenario, self.env.max_events, self.budget.events
+            ) from None
         except RuntimeError:
             if self.env.peek() != math.inf:
                 raise
-            self.incomplete_reason = everyone_gone_reason(self.progress, self.scenario, self.fleet,
-                                                          self.churn.last_leave_s)
+            self.incomplete_reason = everyone_gone_reason(
+                self.progress, self.scenario, self.fleet, self.churn.last_leave_s
+            )
         after_end = self.churn.count_unfired()
         self.trace.close_all(self.fleet.states)
         return self.played(after_end)
@@ -105,44 +119,63 @@ class Simulation:
         self.network.close()
         transfers, rows = self.network.carried, self.trace.rows
         totals, wall_time_s, durations, span_counts = totals_of_columns(
-            Columns.of_rows(rows), not self.schedule.coupled, self.fleet.replica_counts)
+            Columns.of_rows(rows), not self.schedule.coupled, self.fleet.replica_counts
+        )
         progress = self.progress
         counts = {**self.churn.counts, **self.failures.counts, **self.exchanges.counts}
         return Played(
-            player=EVENTS, totals=totals, wall_time_s=wall_time_s, sync_durations_s=durations, sync_counts=span_counts,
-            outer_steps=self.scenario.schedule.outer_steps if progress.complete else progress.completed_outer,
+            player=EVENTS,
+            totals=totals,
+            wall_time_s=wall_time_s,
+            sync_durations_s=durations,
+            sync_counts=span_counts,
+            outer_steps=self.scenario.schedule.outer_steps
+            if progress.complete
+            else progress.completed_outer,
             peak_gbps=peak_gbps(transfers, self.topology),
             merged_steps={state.worker.rank: state.merged_steps for state in self.fleet.states},
-            counts=counts_for(self.schedule.coupled, **counts), row_source=lambda: rows,
+            counts=counts_for(self.schedule.coupled, **counts),
+            row_source=lambda: rows,
             transfer_source=lambda: transfers,
             lost_compute_s=self.churn.lost_compute_s + self.failures.lost_compute_s,
-            dropped_compute_s=self.barrier.dropped_compute_s, dropped_deltas=self.barrier.counts["dropped_deltas"],
-            horizon_reached=self.horizon_reached, incomplete_reason=self.incomplete_reason,
-            events=self.env.events_processed, events_after_end=events_after_end)
+            dropped_compute_s=self.barrier.dropped_compute_s,
+            dropped_deltas=self.barrier.counts["dropped_deltas"],
+            horizon_reached=self.horizon_reached,
+            incomplete_reason=self.incomplete_reason,
+            events=self.env.events_processed,
+            events_after_end=events_after_end,
+        )
 
     def stop_at_horizon(self, horizon_s: float) -> Generator[simpy.Event, Any, None]:
         """Endless churn can keep a run from ever finishing: stop at the horizon and say so."""
         yield self.env.timeout(horizon_s)
         if not self.progress.over:
             self.horizon_reached = True
-            self.incomplete_reason = horizon_reason(self.progress.completed_outer, self.scenario, horizon_s)
+            self.incomplete_reason = horizon_reason(
+                self.progress.completed_outer, self.scenario, horizon_s
+            )
             self.progress.finish()
 
     def start_worker(self, state: WorkerState, first_outer: int) -> None:
-        position = first_outer * self.schedule.period_steps(self.scenario.schedule) * state.steps_scale
+        position = (
+            first_outer * self.schedule.period_steps(self.scenario.schedule) * state.steps_scale
+        )
         state.position_at_apply = position
         state.unsynced_compute_s = 0.0
         state.exchanging = None
         self.fleet.running.add(state.worker.rank)
         state.process = self.env.process(self.worker_process(state, first_outer, position))
 
-    def worker_process(self, state: WorkerState, first_outer: int,
-                       position: float) -> Generator[simpy.Event, Any, None]:
+    def worker_process(
+        self, state: WorkerState, first_outer: int, position: float
+    ) -> Generator[simpy.Event, Any, None]:
         """Walk the schedule's launches and applies in the order the worker meets them; an exchange may
         stay in flight across later launches (``sync_actions``)."""
         joined: dict[tuple[int, int], Any] = {}
         try:
-            for action, point in sync_actions(self.schedule.sync_points(self.scenario, first_outer)):
+            for action, point in sync_actions(
+                self.schedule.sync_points(self.scenario, first_outer)
+            ):
                 key = (point.outer_step, point.fragment)
                 if action is LAUNCH:
                     launch = point.launch_step * state.steps_scale
@@ -185,19 +218,25 @@ class Simulation:
         self.churn.outer_boundary(collective)
         self.maybe_finish()
 
-    def compute(self, state: WorkerState, position: float, target: float,
-                outer_step: int) -> Generator[simpy.Event, Any, float]:
+    def compute(
+        self, state: WorkerState, position: float, target: float, outer_step: int
+    ) -> Generator[simpy.Event, Any, float]:
         """Compute from step ``position`` to ``target`` in one timeout; return the new position.
         A deadline barrier may cut it short (``barriers.LATE``): the work done so far is dropped. A
         chip failure under an elastic schedule pauses it (``failures.PAUSE``): the worker re-forms
         without the chip, then computes the rest at its reduced rate."""
         steps = target - position
-        if outer_step in state.late:  # cut off before it began the interval (``Barrier.on_deadline``)
+        if (
+            outer_step in state.late
+        ):  # cut off before it began the interval (``Barrier.on_deadline``)
             return position
         trace, failures = self.trace, self.failures
         while steps > 0:
             trace.open(state, "compute", NO_FRAGMENT, outer_step)
-            started_s, duration_s = self.env.now, state.clock.duration_s(steps) * failures.slowdown(state)
+            started_s, duration_s = (
+                self.env.now,
+                state.clock.duration_s(steps) * failures.slowdown(state),
+            )
             failures.arm(state, duration_s)
             try:
                 yield self.env.timeout(duration_s)
@@ -218,16 +257,23 @@ class Simulation:
                 yield from failures.reform(state, outer_step)
         return max(position, target)
 
-    def wait(self, state: WorkerState, exchange: Any, point: SyncPoint) -> Generator[simpy.Event, Any, None]:
+    def wait(
+        self, state: WorkerState, exchange: Any, point: SyncPoint
+    ) -> Generator[simpy.Event, Any, None]:
         """Wait for the worker's own end of ``exchange`` (at least its exposed last bucket after the worker
         got here), then its outer step (a ``stall``); its exchanges record the wait's rows."""
         arrived_s, outer_s = self.env.now, outer_step_s(self.scenario, point.values)
-        own_end, tail_s = self.exchanges.own_end(state.worker.rank, exchange), getattr(exchange, "tail_s", 0.0)
+        own_end, tail_s = (
+            self.exchanges.own_end(state.worker.rank, exchange),
+            getattr(exchange, "tail_s", 0.0),
+        )
         if not own_end.processed or outer_s or tail_s:
             self.trace.open(state, "wait", point.fragment, point.outer_step)
             if not own_end.processed:
                 yield own_end
-            held_s = outer_s + max(0.0, arrived_s + tail_s - self.env.now)  # ``collectives.exposed_tail_s``
+            held_s = outer_s + max(
+                0.0, arrived_s + tail_s - self.env.now
+            )  # ``collectives.exposed_tail_s``
             if held_s > 0:
                 yield self.env.timeout(held_s)
             self.trace.cancel(state)

@@ -15,20 +15,30 @@ a collective formed, a member arrived, and the last fragment of an outer step is
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from functools import partial
-from typing import Any, Callable, Generator
+from typing import Any
 
 import simpy
 
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 
-from .context import RunContext
-from ..network.collectives import (COLLECTIVES, Leg, PendingCollective, RingCollective, calls_of, end_offsets_s,
-                                   exposed_tail_s, launch, ring_and_leg)
+from ..network.collectives import (
+    COLLECTIVES,
+    Leg,
+    PendingCollective,
+    RingCollective,
+    calls_of,
+    end_offsets_s,
+    exposed_tail_s,
+    launch,
+    ring_and_leg,
+)
 from ..network.staged import STAGED, StagedCollective
 from ..workers import WorkerState
+from .context import RunContext
 
 RINGS_KEPT = 64  # rings (membership and payload) kept built at once
 Hook = Callable[[PendingCollective], None]
@@ -60,28 +70,31 @@ class Exchanges(ABC):
         """When ``rank`` holds the result of ``exchange``."""
 
     @abstractmethod
-    def record_wait(self, state: WorkerState, since_s: float, exchange: Any, point: SyncPoint) -> None:
+    def record_wait(
+        self, state: WorkerState, since_s: float, exchange: Any, point: SyncPoint
+    ) -> None:
         """The worker waited from ``since_s`` to now for ``exchange``: its trace rows."""
 
-    def connect(self, on_form: Hook, on_arrival: Hook, on_outer_done: Hook) -> None:
+    def connect(self, on_form: Hook, on_arrival: Hook, on_outer_done: Hook) -> None:  # noqa: B027 (a hook an implementation may leave empty)
         """Who hears that a collective formed (the churn's joiners), that a member arrived (the barrier)
         and that the last fragment of an outer step is done (the engine): none of it, without collectives."""
 
-    def applied(self, state: WorkerState, point: SyncPoint) -> None:
+    def applied(self, state: WorkerState, point: SyncPoint) -> None:  # noqa: B027 (a hook an implementation may leave empty)
         """The worker applied ``point``'s result."""
 
     def started_s(self, key: tuple[int, int]) -> float | None:
         """When the collective of ``key`` (outer step, fragment) first started, if it is pending and has."""
         return None
 
-    def departed(self, state: WorkerState) -> None:
+    def departed(self, state: WorkerState) -> None:  # noqa: B027 (a hook an implementation may leave empty)
         """The worker left (after the churn has taken it out of the pending collectives)."""
 
-    def noticed(self) -> None:
+    def noticed(self) -> None:  # noqa: B027 (a hook an implementation may leave empty)
         """The others noticed a departure: what waited for the departed may go ahead."""
 
-    def joiner(self, state: WorkerState,
-               from_peers: Generator[simpy.Event, Any, None]) -> Generator[simpy.Event, Any, None]:
+    def joiner(
+        self, state: WorkerState, from_peers: Generator[simpy.Event, Any, None]
+    ) -> Generator[simpy.Event, Any, None]:
         """How a returning worker gets the global state: from its peers (``churn.Churn.joiner``) by default."""
         return from_peers
 
@@ -92,8 +105,14 @@ class Collectives(Exchanges):
     def __init__(self, context: RunContext):
         self.env, self.network, self.topology = context.env, context.network, context.topology
         self.scenario, self.spec = context.scenario, context.scenario.network
-        self.fleet, self.trace, self.last_fragment = context.fleet, context.trace, context.last_fragment
-        self.set_up = self.scenario.exchange.first_call_s == 0  # the run's first call sets the communicator up
+        self.fleet, self.trace, self.last_fragment = (
+            context.fleet,
+            context.trace,
+            context.last_fragment,
+        )
+        self.set_up = (
+            self.scenario.exchange.first_call_s == 0
+        )  # the run's first call sets the communicator up
         self.pending: dict[tuple[int, int], PendingCollective] = {}
         self.rings: dict[tuple, tuple[RingCollective, Leg]] = {}
         self.counts: dict[str, int] = {}
@@ -110,8 +129,13 @@ class Collectives(Exchanges):
         key = (point.outer_step, point.fragment)
         collective = self.pending.get(key)
         if collective is None:
-            collective = PendingCollective(key, point.payload_bytes, COLLECTIVES[point.collective],
-                                           set(self.fleet.members), self.env.event())
+            collective = PendingCollective(
+                key,
+                point.payload_bytes,
+                COLLECTIVES[point.collective],
+                set(self.fleet.members),
+                self.env.event(),
+            )
             self.pending[key] = collective
             self.on_form(collective)
         collective.expected.add(state.worker.rank)
@@ -120,14 +144,22 @@ class Collectives(Exchanges):
         work_s = self.spec.exchange_cpu_s_per_value * point.values
         previous, state.exchanging = state.exchanging, collective
         process = state.process
-        assert previous is None or isinstance(previous, PendingCollective), "a run exchanges by collectives or none"
+        assert previous is None or isinstance(previous, PendingCollective), (
+            "a run exchanges by collectives or none"
+        )
         if previous is not None:
-            self.after_own_end(previous, state.worker.rank, lambda: self.prepare(state, process, collective, work_s))
+            self.after_own_end(
+                previous,
+                state.worker.rank,
+                lambda: self.prepare(state, process, collective, work_s),
+            )
         else:
             self.prepare(state, process, collective, work_s)
         return collective
 
-    def after_own_end(self, collective: PendingCollective, rank: int, action: Callable[[], None]) -> None:
+    def after_own_end(
+        self, collective: PendingCollective, rank: int, action: Callable[[], None]
+    ) -> None:
         """Run ``action`` once ``rank`` is done with ``collective`` (``own_end``)."""
         own_end = self.own_end(rank, collective)
         if own_end.triggered:
@@ -140,22 +172,33 @@ class Collectives(Exchanges):
         ends (``collectives.end_offsets_s``); else the collective's end."""
         return exchange.member_ends.get(rank, exchange.done)
 
-    def prepare(self, state: WorkerState, process: simpy.Process | None, collective: PendingCollective,
-                work_s: float) -> None:
+    def prepare(
+        self,
+        state: WorkerState,
+        process: simpy.Process | None,
+        collective: PendingCollective,
+        work_s: float,
+    ) -> None:
         """The worker's exchange thread takes up ``collective``: its exchanges run one at a time, in
         launch order, as the trainer's single exchange thread runs them. It screens and encodes the
         tensor (``work_s``), then arrives."""
         if work_s > 0:
             worked = self.env.timeout(work_s)
-            worked.callbacks.append(lambda _event: self.arrive_after_work(state, process, collective))
+            worked.callbacks.append(
+                lambda _event: self.arrive_after_work(state, process, collective)
+            )
         else:
             self.arrive_after_work(state, process, collective)
 
-    def arrive_after_work(self, state: WorkerState, process: simpy.Process | None,
-                          collective: PendingCollective) -> None:
+    def arrive_after_work(
+        self, state: WorkerState, process: simpy.Process | None, collective: PendingCollective
+    ) -> None:
         """The exchange work is over: arrive, unless the worker departed meanwhile or the collective
         went on without it. The collective starts with the last one in."""
-        still_expected = state.worker.rank in collective.expected and self.pending.get(collective.key) is collective
+        still_expected = (
+            state.worker.rank in collective.expected
+            and self.pending.get(collective.key) is collective
+        )
         if state.present and state.process is process and still_expected:
             collective.arrived.add(state.worker.rank)
             self.on_arrival(collective)
@@ -171,33 +214,50 @@ class Collectives(Exchanges):
         participants = self.topology.ring(collective.arrived, self.spec.ring_order)
         collective.participants = participants
         collective.attempt += 1
-        collective.dropped_s, collective.hold_until_s, collective.moved_s = {}, 0.0, None  # this attempt's own
+        collective.dropped_s, collective.hold_until_s, collective.moved_s = (
+            {},
+            0.0,
+            None,
+        )  # this attempt's own
         collective.started_at_s = self.env.now
         if collective.first_started_s is None:
             collective.first_started_s = self.env.now
         self.transmit(collective, participants, collective.attempt)
 
-    def transmit(self, collective: PendingCollective, participants: tuple[int, ...], attempt: int) -> None:
+    def transmit(
+        self, collective: PendingCollective, participants: tuple[int, ...], attempt: int
+    ) -> None:
         """The ring as one transfer; under an end spread each member's own end before the last's."""
         ring, leg = self.ring_and_leg(collective.ring, participants, collective.payload_bytes)
         transfer = launch(self.network, leg if self.set_up else with_set_up(leg, self.scenario))
         self.set_up = True
-        collective.tail_s = exposed_tail_s(self.scenario, collective.payload_bytes, leg,
-                                           calls_of(self.scenario, collective.payload_bytes), transfer.alone_bytes_per_s)
+        collective.tail_s = exposed_tail_s(
+            self.scenario,
+            collective.payload_bytes,
+            leg,
+            calls_of(self.scenario, collective.payload_bytes),
+            transfer.alone_bytes_per_s,
+        )
         collective.transfers = [transfer]
         bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
         transfer.done.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
         if self.spec.exchange_end_spread_s <= 0:
             return
         outer_step, fragment = collective.key
-        offsets = end_offsets_s(participants, self.spec.exchange_end_spread_s,
-                                outer_step * (self.last_fragment + 1) + fragment)
+        offsets = end_offsets_s(
+            participants,
+            self.spec.exchange_end_spread_s,
+            outer_step * (self.last_fragment + 1) + fragment,
+        )
         for rank, offset_s in offsets.items():
             if offset_s > 0:
-                self.network.before_end(transfer, offset_s, partial(self.member_done, collective, rank, attempt))
+                self.network.before_end(
+                    transfer, offset_s, partial(self.member_done, collective, rank, attempt)
+                )
 
-    def ring_and_leg(self, kind: type[RingCollective], participants: tuple[int, ...],
-                     payload_bytes: float) -> tuple[RingCollective, Leg]:
+    def ring_and_leg(
+        self, kind: type[RingCollective], participants: tuple[int, ...], payload_bytes: float
+    ) -> tuple[RingCollective, Leg]:
         """The ring over ``participants`` and its transfer, built once per membership and payload (every
         fragment of a schedule has one of a few payloads); under churn, whose memberships seldom
         return, only the last ``RINGS_KEPT`` are kept."""
@@ -206,8 +266,15 @@ class Collectives(Exchanges):
             if len(self.rings) >= RINGS_KEPT:
                 self.rings.clear()
             fleet = self.fleet
-            self.rings[key] = ring_and_leg(self.scenario, self.topology, fleet.replica_counts, fleet.grouped, kind,
-                                           participants, payload_bytes)
+            self.rings[key] = ring_and_leg(
+                self.scenario,
+                self.topology,
+                fleet.replica_counts,
+                fleet.grouped,
+                kind,
+                participants,
+                payload_bytes,
+            )
         return self.rings[key]
 
     def member_done(self, collective: PendingCollective, rank: int, attempt: int) -> None:
@@ -237,7 +304,9 @@ class Collectives(Exchanges):
             self.break_ring(collective)
         self.pending.clear()
 
-    def finish(self, collective: PendingCollective, bytes_sent: dict[int, float], attempt: int) -> None:
+    def finish(
+        self, collective: PendingCollective, bytes_sent: dict[int, float], attempt: int
+    ) -> None:
         """The collective is done (or, with a dropped member, its bytes are through and it waits for the
         others to notice): a comm row per participant with the bytes it sent; a dropped member's row
         ends at its departure, with the share of its bytes sent by then."""
@@ -251,14 +320,22 @@ class Collectives(Exchanges):
             return
         outer_step, fragment = collective.key
         started_s, moved_s = collective.started_at_s, collective.moved_s
-        assert started_s is not None and moved_s is not None, "a collective that finishes was started and moved"
+        assert started_s is not None and moved_s is not None, (
+            "a collective that finishes was started and moved"
+        )
         workers = self.fleet.workers
         for rank, sent in bytes_sent.items():
             end_s = max(started_s, collective.member_end_s.get(rank, self.env.now))  # a restart
             if rank in collective.dropped_s:
                 end_s = collective.dropped_s[rank]
-                sent *= min(1.0, (end_s - started_s) / (moved_s - started_s)) if moved_s > started_s else 1.0
-            self.trace.add(started_s, end_s, rank, workers[rank].island, "comm", sent, fragment, outer_step)
+                sent *= (
+                    min(1.0, (end_s - started_s) / (moved_s - started_s))
+                    if moved_s > started_s
+                    else 1.0
+                )
+            self.trace.add(
+                started_s, end_s, rank, workers[rank].island, "comm", sent, fragment, outer_step
+            )
         for own_end in collective.member_ends.values():
             if not own_end.triggered:
                 own_end.succeed()
@@ -269,7 +346,9 @@ class Collectives(Exchanges):
 
     # --- waiting ---------------------------------------------------------------------------------
 
-    def record_wait(self, state: WorkerState, since_s: float, exchange: PendingCollective, point: SyncPoint) -> None:
+    def record_wait(
+        self, state: WorkerState, since_s: float, exchange: PendingCollective, point: SyncPoint
+    ) -> None:
         self.trace.wait(state, since_s, exchange.first_started_s, point.fragment, point.outer_step)
 
     def started_s(self, key: tuple[int, int]) -> float | None:
@@ -287,13 +366,18 @@ def collectives_of(exchanges: Exchanges) -> Collectives:
 class StagedCollectives(Collectives):
     """Hierarchical and tree collectives: their stages in turn, each stage's legs at once (``staged.py``)."""
 
-    def transmit(self, collective: PendingCollective, participants: tuple[int, ...], attempt: int) -> None:
-        staged = STAGED[self.spec.collective](participants, collective.payload_bytes, self.topology, self.spec)
+    def transmit(
+        self, collective: PendingCollective, participants: tuple[int, ...], attempt: int
+    ) -> None:
+        staged = STAGED[self.spec.collective](
+            participants, collective.payload_bytes, self.topology, self.spec
+        )
         self.start_stage(collective, staged.stages[0])  # in flight from now, as a ring is
         self.env.process(self.run_stages(collective, staged, attempt))
 
-    def run_stages(self, collective: PendingCollective, staged: StagedCollective,
-                   attempt: int) -> Generator[simpy.Event, Any, None]:
+    def run_stages(
+        self, collective: PendingCollective, staged: StagedCollective, attempt: int
+    ) -> Generator[simpy.Event, Any, None]:
         """A staged collective's stages in turn (the first already started), each stage's legs at once.
         A cancelled leg never ends, and a stage that ends as its collective is cancelled starts no
         other: the collective restarts as a new attempt."""

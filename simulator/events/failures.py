@@ -21,22 +21,23 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Generator
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
 from islands.trace import NO_FRAGMENT
 
-from .context import RunContext
-from .churn import Churn
 from ..compute import FAILURES, worker_generator
-from .exchanges import Exchanges, collectives_of
 from ..workers import WorkerState
+from .churn import Churn
+from .context import RunContext
+from .exchanges import Exchanges, collectives_of
 
 if TYPE_CHECKING:
     import numpy as np
 
-STOP = object()   # interrupt cause: a failure elsewhere stopped the whole (non-elastic) run
+STOP = object()  # interrupt cause: a failure elsewhere stopped the whole (non-elastic) run
 PAUSE = object()  # interrupt cause: one of the worker's chips failed; it re-forms without it
 
 
@@ -44,8 +45,12 @@ class Failures:
     """The failure clocks of one simulation's workers and the two ways a failure plays out."""
 
     def __init__(self, context: RunContext, exchanges: Exchanges, churn: Churn):
-        self.env, self.scenario, self.schedule, self.fleet = (context.env, context.scenario, context.schedule,
-                                                              context.fleet)
+        self.env, self.scenario, self.schedule, self.fleet = (
+            context.env,
+            context.scenario,
+            context.schedule,
+            context.fleet,
+        )
         self.progress, self.trace, self.start = context.progress, context.trace, context.start
         self.exchanges, self.churn = exchanges, churn
         workers = self.fleet.workers
@@ -63,7 +68,11 @@ class Failures:
     def draw(self, rank: int) -> float:
         """Compute seconds until the worker's next interruption, at its chips up now."""
         worker = self.fleet.workers[rank]
-        rate = worker.failure_rate_per_compute_s * (worker.chips - self.chips_down[rank]) / worker.chips
+        rate = (
+            worker.failure_rate_per_compute_s
+            * (worker.chips - self.chips_down[rank])
+            / worker.chips
+        )
         if rate <= 0:
             return math.inf
         if rank not in self.rngs:
@@ -95,7 +104,11 @@ class Failures:
 
     def strike(self, state: WorkerState, generation: int, process) -> None:
         rank = state.worker.rank
-        if generation != self.generation[rank] or state.process is not process or self.progress.over:
+        if (
+            generation != self.generation[rank]
+            or state.process is not process
+            or self.progress.over
+        ):
             return
         self.struck[rank] = True
         self.counts["failures"] += 1
@@ -116,7 +129,9 @@ class Failures:
     def lose_chip(self, state: WorkerState) -> None:
         rank = state.worker.rank
         self.chips_down[rank] += 1
-        assert state.process is not None, "a chip fails while its worker computes, in its process (arm)"
+        assert state.process is not None, (
+            "a chip fails while its worker computes, in its process (arm)"
+        )
         state.process.interrupt(PAUSE)
         back = self.env.timeout(recovery_s(state))
         back.callbacks.append(lambda _event: self.chip_back(state))
@@ -143,12 +158,16 @@ class Failures:
         every = self.scenario.trainer.checkpoint_every
         if every == 0:
             return 0
-        outer_per_checkpoint = max(1, every * schedule.inner_steps // self.schedule.period_steps(schedule))
+        outer_per_checkpoint = max(
+            1, every * schedule.inner_steps // self.schedule.period_steps(schedule)
+        )
         return self.progress.completed_outer // outer_per_checkpoint * outer_per_checkpoint
 
     def stop_all(self) -> None:
         self.stopped_since_s = self.env.now
-        collectives_of(self.exchanges).drop_all()  # only a coupled schedule stops everyone (self.elastic)
+        collectives_of(
+            self.exchanges
+        ).drop_all()  # only a coupled schedule stops everyone (self.elastic)
         restart_outer = self.checkpoint_outer()
         self.progress.roll_back(restart_outer)
         restart_position = restart_outer * self.schedule.period_steps(self.scenario.schedule)
@@ -182,8 +201,16 @@ class Failures:
         assert self.stopped_since_s is not None, "a restart follows the stop (stop_all)"
         for state in self.fleet.states:
             if state.present:
-                self.trace.add(self.stopped_since_s, self.env.now, state.worker.rank, state.worker.island,
-                               "idle", 0.0, NO_FRAGMENT, outer)
+                self.trace.add(
+                    self.stopped_since_s,
+                    self.env.now,
+                    state.worker.rank,
+                    state.worker.island,
+                    "idle",
+                    0.0,
+                    NO_FRAGMENT,
+                    outer,
+                )
                 self.start(state, outer)
         self.stopped_since_s = None
 

@@ -9,7 +9,7 @@ a run that ends otherwise says why in one line (``endings.py``).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import simpy
 
@@ -21,8 +21,12 @@ class Progress:
         self.env = env
         self.synced_outer_steps = synced_outer_steps  # the run is done when this many are complete
         self.completed_outer = 0
-        self.interval_start_s = 0.0  # when the last outer step completed (a deadline barrier's origin)
-        self.learner_outer = dict.fromkeys(ranks, 0)  # Decoupled DiLoCo: each learner's next outer step
+        self.interval_start_s = (
+            0.0  # when the last outer step completed (a deadline barrier's origin)
+        )
+        self.learner_outer = dict.fromkeys(
+            ranks, 0
+        )  # Decoupled DiLoCo: each learner's next outer step
         self.finished = env.event()
 
     @property
@@ -55,4 +59,3 @@ class Progress:
     def finish(self) -> None:
         if not self.finished.triggered:
             self.finished.succeed()
-

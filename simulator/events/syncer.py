@@ -28,8 +28,9 @@ and latencies count. The syncer's link is not in the run's link table.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Generator
+from typing import Any
 
 import simpy
 
@@ -37,13 +38,12 @@ from islands.schedules import SyncPoint
 from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
 from islands.trace import NO_FRAGMENT
 
-from .context import RunContext
-from .churn import DEPARTURE
-from .exchanges import Exchanges
 from ..network.links import Link, Transfer
 from ..network.syncer_paths import SyncerPaths
 from ..workers import WorkerState
-
+from .churn import DEPARTURE
+from .context import RunContext
+from .exchanges import Exchanges
 
 
 @dataclass(eq=False)
@@ -55,10 +55,10 @@ class Report:
     fragment: int
     payload_bytes: float
     launched_s: float
-    lead_steps: float                     # steps of compute from the launch to the due step
+    lead_steps: float  # steps of compute from the launch to the due step
     done: simpy.Event
-    sent_s: float | None = None           # the upload started
-    arrived_s: float | None = None        # the upload is in: from here to the merge it waits for others
+    sent_s: float | None = None  # the upload started
+    arrived_s: float | None = None  # the upload is in: from here to the merge it waits for others
     first_started_s: float | None = None  # merged
     transfer: Transfer | None = None
 
@@ -67,19 +67,31 @@ class Syncer(Exchanges):
     """The exchanges of Decoupled DiLoCo's learners: each a round trip to the syncer (``Exchanges``)."""
 
     def __init__(self, context: RunContext):
-        self.env, self.scenario, self.network, self.topology = (context.env, context.scenario, context.network,
-                                                                context.topology)
-        self.fleet, self.trace, self.progress, self.start = context.fleet, context.trace, context.progress, context.start
+        self.env, self.scenario, self.network, self.topology = (
+            context.env,
+            context.scenario,
+            context.network,
+            context.topology,
+        )
+        self.fleet, self.trace, self.progress, self.start = (
+            context.fleet,
+            context.trace,
+            context.progress,
+            context.start,
+        )
         self.pending: dict = {}  # no collectives: every round trip is its learner's own
         self.paths = SyncerPaths.of(context.scenario)
         self.waiting: dict[int, list[Report]] = {}
         self.armed: dict[int, int] = {}  # fragment -> generation of its armed grace timer
         self.generation = 0
         self.in_flight: dict[int, set[Report]] = {}
-        self.last_outer, self.last_fragment = context.progress.synced_outer_steps - 1, context.last_fragment
+        self.last_outer, self.last_fragment = (
+            context.progress.synced_outer_steps - 1,
+            context.last_fragment,
+        )
         self.finished: set[int] = set()  # learners whose last report is answered: they send no more
-        self.open_round: dict[int, int] = {}        # fragment -> the outer step its next merge is for
-        self.late: dict[int, list[Report]] = {}     # fragment -> reports answered late, not yet merged
+        self.open_round: dict[int, int] = {}  # fragment -> the outer step its next merge is for
+        self.late: dict[int, list[Report]] = {}  # fragment -> reports answered late, not yet merged
         self.counts = {"merges": 0, "merges_below_quorum": 0, "late_reports": 0}
 
     # --- a learner's round trip ------------------------------------------------------------------
@@ -87,13 +99,22 @@ class Syncer(Exchanges):
     def join(self, state: WorkerState, point: SyncPoint) -> Report:
         """The learner's report of ``point``: prepared after its previous exchange, then sent."""
         env = self.env
-        report = Report(state.worker.rank, point.outer_step, point.fragment, point.payload_bytes, env.now,
-                        point.apply_step - point.launch_step, env.event())
+        report = Report(
+            state.worker.rank,
+            point.outer_step,
+            point.fragment,
+            point.payload_bytes,
+            env.now,
+            point.apply_step - point.launch_step,
+            env.event(),
+        )
         work_s = self.scenario.network.exchange_cpu_s_per_value * point.values
         previous, state.exchanging = state.exchanging, report
         process = state.process
         if previous is not None and not previous.done.triggered:
-            previous.done.callbacks.append(lambda _event: self.prepare(state, process, report, work_s))
+            previous.done.callbacks.append(
+                lambda _event: self.prepare(state, process, report, work_s)
+            )
         else:
             self.prepare(state, process, report, work_s)
         return report
@@ -109,8 +130,9 @@ class Syncer(Exchanges):
         if not state.present or state.process is not process:
             return
         report.sent_s = self.env.now
-        report.transfer = self.network.transfer(self.path_to_syncer(report.rank), report.payload_bytes,
-                                               self.hop_latency_s(report.rank))
+        report.transfer = self.network.transfer(
+            self.path_to_syncer(report.rank), report.payload_bytes, self.hop_latency_s(report.rank)
+        )
         self.in_flight.setdefault(report.rank, set()).add(report)
         transfer = report.transfer
         transfer.done.callbacks.append(lambda _event: self.arrived(report, transfer))
@@ -139,7 +161,9 @@ class Syncer(Exchanges):
     def answer_late(self, report: Report) -> None:
         """Its round is merged already: the learner takes the newest global fragment at once and its
         pseudo-gradient joins the fragment's next merge (``late_reports``)."""
-        self.counts["late_reports"] += self.fleet.state_of[report.rank].count  # one per learner it stands for
+        self.counts["late_reports"] += self.fleet.state_of[
+            report.rank
+        ].count  # one per learner it stands for
         self.late.setdefault(report.fragment, []).append(report)
         self.answer([report])
 
@@ -163,8 +187,10 @@ class Syncer(Exchanges):
             return
         if no_report_can_arrive(self.live_learners(), self.queued_learners()):
             self.merge_all()
-        elif sum(self.fleet.state_of[r.rank].count for r in reports) >= self.scenario.schedule.quorum \
-                and fragment not in self.armed:
+        elif (
+            sum(self.fleet.state_of[r.rank].count for r in reports) >= self.scenario.schedule.quorum
+            and fragment not in self.armed
+        ):
             self.generation += 1
             self.armed[fragment] = self.generation
             timer = self.env.timeout(self.grace_s(reports[0]))
@@ -175,8 +201,12 @@ class Syncer(Exchanges):
         """The grace window after the quorum: seconds, or gamma x the first reporter's slack."""
         state = self.fleet.state_of[first.rank]
         due_s = first.launched_s + first.lead_steps * state.worker.step_time_s
-        download_s = self.hop_latency_s(first.rank) + first.payload_bytes / self.download_rate(first.rank)
-        return grace_window_s(self.scenario.schedule.grace_window, due_s - self.env.now - download_s)
+        download_s = self.hop_latency_s(first.rank) + first.payload_bytes / self.download_rate(
+            first.rank
+        )
+        return grace_window_s(
+            self.scenario.schedule.grace_window, due_s - self.env.now - download_s
+        )
 
     def download_rate(self, rank: int) -> float:
         return min(link.capacity_bytes_per_s for link in self.path_from_syncer(rank))
@@ -210,7 +240,11 @@ class Syncer(Exchanges):
         for report in reports:
             report.first_started_s = self.env.now
             self.send_back(report)
-        last = {r.rank for r in reports if r.outer_step == self.last_outer and r.fragment == self.last_fragment}
+        last = {
+            r.rank
+            for r in reports
+            if r.outer_step == self.last_outer and r.fragment == self.last_fragment
+        }
         if last:
             self.finished |= last
             self.consider_all()
@@ -224,8 +258,11 @@ class Syncer(Exchanges):
                 self.count_merge(reports)
 
     def send_back(self, report: Report) -> None:
-        report.transfer = self.network.transfer(self.path_from_syncer(report.rank), report.payload_bytes,
-                                               self.hop_latency_s(report.rank))
+        report.transfer = self.network.transfer(
+            self.path_from_syncer(report.rank),
+            report.payload_bytes,
+            self.hop_latency_s(report.rank),
+        )
         self.in_flight.setdefault(report.rank, set()).add(report)
         transfer = report.transfer
         transfer.done.callbacks.append(lambda _event: self.returned(report, transfer))
@@ -237,26 +274,43 @@ class Syncer(Exchanges):
         self.in_flight[report.rank].discard(report)
         state = self.fleet.state_of[report.rank]
         assert report.sent_s is not None, "a report comes back after it was sent (send)"
-        self.trace.add(report.sent_s, self.env.now, report.rank, state.worker.island, "comm",
-                       report.payload_bytes, report.fragment, report.outer_step)
+        self.trace.add(
+            report.sent_s,
+            self.env.now,
+            report.rank,
+            state.worker.island,
+            "comm",
+            report.payload_bytes,
+            report.fragment,
+            report.outer_step,
+        )
         report.done.succeed()
 
     def own_end(self, rank: int, exchange: Report) -> simpy.Event:
         return exchange.done
 
-    def record_wait(self, state: WorkerState, since_s: float, exchange: Report, point: SyncPoint) -> None:
+    def record_wait(
+        self, state: WorkerState, since_s: float, exchange: Report, point: SyncPoint
+    ) -> None:
         """The learner waited from ``since_s`` to now for its report: idle while the report sat at the
         syncer before its merge, stall the rest (its own transfers and exchange work)."""
         report = exchange
         now = self.env.now
-        assert report.arrived_s is not None and report.first_started_s is not None, \
+        assert report.arrived_s is not None and report.first_started_s is not None, (
             "its learner waited until the report was answered (returned), so it arrived and was merged"
+        )
         idle_from = min(max(since_s, report.arrived_s), now)
         idle_to = min(max(idle_from, report.first_started_s), now)
         rank, island = report.rank, state.worker.island
-        for start, end, kind in ((since_s, idle_from, "stall"), (idle_from, idle_to, "idle"), (idle_to, now, "stall")):
+        for start, end, kind in (
+            (since_s, idle_from, "stall"),
+            (idle_from, idle_to, "idle"),
+            (idle_to, now, "stall"),
+        ):
             if end > start:
-                self.trace.add(start, end, rank, island, kind, 0.0, report.fragment, report.outer_step)
+                self.trace.add(
+                    start, end, rank, island, kind, 0.0, report.fragment, report.outer_step
+                )
 
     # --- learners that fail, finish and return ---------------------------------------------------
 
@@ -287,8 +341,9 @@ class Syncer(Exchanges):
             self.waiting[fragment] = [r for r in self.waiting[fragment] if r.rank != rank]
         self.consider_all()
 
-    def joiner(self, state: WorkerState,
-               from_peers: Generator[simpy.Event, Any, None]) -> Generator[simpy.Event, Any, None]:
+    def joiner(
+        self, state: WorkerState, from_peers: Generator[simpy.Event, Any, None]
+    ) -> Generator[simpy.Event, Any, None]:
         """A returning learner fetches the global model from the syncer, not from its peers."""
         return self.catch_up(state)
 
@@ -296,8 +351,9 @@ class Syncer(Exchanges):
         """Fetch the global model from the syncer, then train from the learner's own next outer step."""
         rank = state.worker.rank
         started_s = self.env.now
-        download = self.network.transfer(self.path_from_syncer(rank), self.scenario.weights_bytes,
-                                         self.hop_latency_s(rank))
+        download = self.network.transfer(
+            self.path_from_syncer(rank), self.scenario.weights_bytes, self.hop_latency_s(rank)
+        )
         try:
             yield download.done
         except simpy.Interrupt as interrupt:
@@ -306,7 +362,16 @@ class Syncer(Exchanges):
             self.network.cancel(download)
             return
         learner_outer = self.progress.learner_outer[rank]
-        self.trace.add(started_s, self.env.now, rank, state.worker.island, "comm", 0.0, NO_FRAGMENT, learner_outer)
+        self.trace.add(
+            started_s,
+            self.env.now,
+            rank,
+            state.worker.island,
+            "comm",
+            0.0,
+            NO_FRAGMENT,
+            learner_outer,
+        )
         self.fleet.admit(rank)
         self.finished.discard(rank)  # it trains from its own last applied outer step
         self.start(state, learner_outer)

@@ -9,7 +9,7 @@ Every row of an event run goes through this one appender.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import simpy
 
@@ -31,8 +31,17 @@ class TraceLog:
         # when the collective of (outer step, fragment) started, if it has: set by the engine to its exchanges'
         self.wait_started_s: Callable[[tuple[int, int]], float | None] = never_started
 
-    def add(self, start_s: float, end_s: float, rank: int, island: str, kind: str, bytes_sent: float,
-            fragment: int, outer_step: int) -> None:
+    def add(
+        self,
+        start_s: float,
+        end_s: float,
+        rank: int,
+        island: str,
+        kind: str,
+        bytes_sent: float,
+        fragment: int,
+        outer_step: int,
+    ) -> None:
         self.rows.append(Row(start_s, end_s, rank, island, kind, bytes_sent, fragment, outer_step))
 
     def open(self, state: WorkerState, kind: str, fragment: int, outer_step: int) -> None:
@@ -51,15 +60,32 @@ class TraceLog:
         state.activity = None
         now = self.env.now
         if kind == "wait":
-            self.wait(state, since_s, self.wait_started_s((outer_step, fragment)), fragment, outer_step)
+            self.wait(
+                state, since_s, self.wait_started_s((outer_step, fragment)), fragment, outer_step
+            )
             return
         if now > since_s:
-            self.add(since_s, now, state.worker.rank, state.worker.island, kind, 0.0, fragment, outer_step)
+            self.add(
+                since_s,
+                now,
+                state.worker.rank,
+                state.worker.island,
+                kind,
+                0.0,
+                fragment,
+                outer_step,
+            )
         if kind == "compute":
             state.unsynced_compute_s += now - since_s
 
-    def wait(self, state: WorkerState, since_s: float, started_s: float | None, fragment: int,
-             outer_step: int) -> None:
+    def wait(
+        self,
+        state: WorkerState,
+        since_s: float,
+        started_s: float | None,
+        fragment: int,
+        outer_step: int,
+    ) -> None:
         """Waiting before the collective started is ``idle`` (others are late), after it ``stall``."""
         rank, island, now = state.worker.rank, state.worker.island, self.env.now
         boundary = now if started_s is None else min(now, max(since_s, started_s))

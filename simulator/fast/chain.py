@@ -39,16 +39,20 @@ MOST_CHUNK = 1024
 
 def in_ring_at_start(holder: Holder) -> bool:
     """Whether a ring started now crosses ``holder``'s uplink (``Counts.start_ring``)."""
-    return holder.place in (MEMBER, ENLISTED) or (holder.place == DOWNLOADING and holder.group is not None
-                                                  and bool(holder.group.enlisted))
+    return holder.place in (MEMBER, ENLISTED) or (
+        holder.place == DOWNLOADING and holder.group is not None and bool(holder.group.enlisted)
+    )
 
 
-def rates(capacity: float, downloads: np.ndarray, in_ring: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rates(
+    capacity: float, downloads: np.ndarray, in_ring: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The ring's rate and each holder's download rate with the ring on, in closed form (``fill``'s
     answer when every download goes to a joiner in the ring, as ``holders.fill_closed`` for one gap):
     ``downloads`` is holders x gaps, a holder with none bounds nothing. The ring is held by its
     tightest link: a holder's uplink that it crosses, C / (n + 1); the downlink of a joiner of a holder
-    out of the ring, C - C / n (C / 2 for one download). A holder's downloads then share what the ring leaves of its uplink, (C - ring) / n, or,
+    out of the ring, C - C / n (C / 2 for one download). A holder's downloads then share what the ring
+    leaves of its uplink, (C - ring) / n, or,
     out of the ring, C / n up to what the ring leaves of the joiner's downlink."""
     if not len(downloads):
         return np.full(downloads.shape[1], capacity), np.zeros(downloads.shape)
@@ -59,12 +63,15 @@ def rates(capacity: float, downloads: np.ndarray, in_ring: np.ndarray) -> tuple[
     bound_in = np.where(inside, capacity / (safe + 1), np.inf)
     bound_out = np.where(outside, np.maximum(capacity - capacity / safe, capacity / 2), np.inf)
     ring = np.minimum(capacity, np.minimum(bound_in.min(axis=0), bound_out.min(axis=0)))
-    own = np.where(in_ring[:, None], (capacity - ring) / safe, np.minimum(capacity / safe, capacity - ring))
+    own = np.where(
+        in_ring[:, None], (capacity - ring) / safe, np.minimum(capacity / safe, capacity - ring)
+    )
     return ring, np.where(some, own, 0.0)
 
 
-def alternate(rng: np.random.Generator, since: np.ndarray, end_s: float, return_rate: float,
-              leave_rate: float) -> tuple[np.ndarray, int, int, float]:
+def alternate(
+    rng: np.random.Generator, since: np.ndarray, end_s: float, return_rate: float, leave_rate: float
+) -> tuple[np.ndarray, int, int, float]:
     """Workers that went away at ``since``, each on its own until ``end_s``: back after an exponential
     time (``return_rate``), away again after another (``leave_rate``), and so on, drawn for all at once,
     a round of draws per change. Returns who is back at the end, the returns, the departures, and the
@@ -76,7 +83,9 @@ def alternate(rng: np.random.Generator, since: np.ndarray, end_s: float, return_
     while active.size:
         was_back = back[active]
         t_now = t[active]
-        t_next = t_now + rng.standard_exponential(active.size) / np.where(was_back, leave_rate, return_rate)
+        t_next = t_now + rng.standard_exponential(active.size) / np.where(
+            was_back, leave_rate, return_rate
+        )
         back_s += float(np.where(was_back, np.minimum(t_next, end_s) - t_now, 0.0).sum())
         changing = t_next < end_s
         flipped = active[changing]
@@ -93,9 +102,17 @@ def applies(counts: Changes) -> bool:
     """A collective pending under restart, its ring off and tried before, nobody waiting or away in the
     counts (the pool holds them) and every download in flight to a joiner in the collective (none to a
     member, ``holders.Group.ghost``)."""
-    return (counts.pooled and not counts.computing and not counts.ring_on and counts.first_start_s is not None
-            and counts.absent == 0 and counts.unstarted == 0 and counts.loaded == 0 and counts.ghost_unstarted == 0
-            and all(holder.enlisted == holder.downloads for holder in counts.holders))
+    return (
+        counts.pooled
+        and not counts.computing
+        and not counts.ring_on
+        and counts.first_start_s is not None
+        and counts.absent == 0
+        and counts.unstarted == 0
+        and counts.loaded == 0
+        and counts.ghost_unstarted == 0
+        and all(holder.enlisted == holder.downloads for holder in counts.holders)
+    )
 
 
 def play(counts: Changes, first_at: float) -> bool:
@@ -108,9 +125,12 @@ def play(counts: Changes, first_at: float) -> bool:
     groups = [(h, group) for h, holder in enumerate(loaded) for _, _, group in holder.groups]
     tracked = [holder for holder in counts.holders if holder.place in (MEMBER, ENLISTED)]
     tracked += [holder for _, group in groups for holder in group.tracked]
-    sizes = [counts.member_count - sum(holder.place == MEMBER for holder in tracked),
-             counts.loaded_enlisted - sum(holder.place == ENLISTED for holder in tracked),
-             *(group.count - len(group.tracked) for _, group in groups), *([1] * len(tracked))]
+    sizes = [
+        counts.member_count - sum(holder.place == MEMBER for holder in tracked),
+        counts.loaded_enlisted - sum(holder.place == ENLISTED for holder in tracked),
+        *(group.count - len(group.tracked) for _, group in groups),
+        *([1] * len(tracked)),
+    ]
     participants = sum(sizes)
     if participants <= 1 or min(sizes) < 0:
         return False
@@ -122,8 +142,16 @@ def play(counts: Changes, first_at: float) -> bool:
 class Chain:
     """The drawn departures and every gap's ring and downloads (see the module's docstring)."""
 
-    def __init__(self, counts: Changes, loaded: list[Holder], groups: list, tracked: list[Holder],
-                 sizes: list[int], participants: int, first_at: float):
+    def __init__(
+        self,
+        counts: Changes,
+        loaded: list[Holder],
+        groups: list,
+        tracked: list[Holder],
+        sizes: list[int],
+        participants: int,
+        first_at: float,
+    ):
         self.counts, self.loaded, self.groups, self.tracked = counts, loaded, groups, tracked
         rng, now = counts.rng, counts.now
         k = min(counts.chain_chunk, participants)
@@ -140,17 +168,28 @@ class Chain:
         group_of = np.array([h for h, _ in groups], dtype=np.int64)
         downloads = np.array([holder.downloads for holder in loaded], dtype=np.int64)
         is_download = (self.label >= 2) & (self.label < self.first_tracked)
-        holder_of = np.where(is_download, group_of[np.clip(self.label - 2, 0, max(len(groups) - 1, 0))]
-                             if len(groups) else 0, -1)
-        self.downloads = downloads[:, None] - np.concatenate(  # holders x gaps (gap j: after j departures)
-            [np.zeros((len(loaded), 1), dtype=np.int64),
-             np.cumsum(holder_of[None, :] == np.arange(len(loaded))[:, None], axis=1)], axis=1)
+        holder_of = np.where(
+            is_download,
+            group_of[np.clip(self.label - 2, 0, max(len(groups) - 1, 0))] if len(groups) else 0,
+            -1,
+        )
+        self.downloads = downloads[
+            :, None
+        ] - np.concatenate(  # holders x gaps (gap j: after j departures)
+            [
+                np.zeros((len(loaded), 1), dtype=np.int64),
+                np.cumsum(holder_of[None, :] == np.arange(len(loaded))[:, None], axis=1),
+            ],
+            axis=1,
+        )
         self.participants = participants
         # gap j runs from departure j (now for j = 0) to departure j + 1; the ring starts in it once
         # the last departure is noticed
         self.starts = np.concatenate([[now], self.tau[:-1]])
         self.ends = self.tau
-        noticed = np.concatenate([[max(now, counts.blocked_until_s)], self.tau[:-1] + counts.detect_s])
+        noticed = np.concatenate(
+            [[max(now, counts.blocked_until_s)], self.tau[:-1] + counts.detect_s]
+        )
         self.ring_from = np.minimum(np.maximum(self.starts, noticed), self.ends)
         in_ring = np.array([in_ring_at_start(holder) for holder in loaded], dtype=bool)
         self.in_ring = in_ring
@@ -162,7 +201,9 @@ class Chain:
         off_s = self.ring_from - self.starts
         on_s = self.ends - self.ring_from
         moved = self.off_rate * off_s + self.on_rate * on_s
-        self.progress_end = np.array([holder.progress for holder in loaded])[:, None] + np.cumsum(moved, axis=1)
+        self.progress_end = np.array([holder.progress for holder in loaded])[:, None] + np.cumsum(
+            moved, axis=1
+        )
         self.progress_start = self.progress_end - moved
 
     def run(self) -> None:
@@ -179,11 +220,15 @@ class Chain:
             kind = np.where(earlier, first + 1, kind)
         timed = np.flatnonzero(timer < np.inf)
         stops = [k]  # departures that end the chain, after they are played (1-based)
-        emptied = np.flatnonzero((self.downloads[:, 1:] == 0).any(axis=0))  # a holder's last download gone
+        emptied = np.flatnonzero(
+            (self.downloads[:, 1:] == 0).any(axis=0)
+        )  # a holder's last download gone
         if emptied.size:
             stops.append(int(emptied[0]) + 1)
-        structural = np.flatnonzero((self.label >= self.first_tracked)
-                                    | ((self.label == 0) & (self.members_left == counts.member_count)))
+        structural = np.flatnonzero(
+            (self.label >= self.first_tracked)
+            | ((self.label == 0) & (self.members_left == counts.member_count))
+        )
         by_departure = min(stops)
         first_structural = int(structural[0]) + 1 if structural.size else k + 1
         first_timer = int(timed[0]) if timed.size else k + 1  # the gap
@@ -194,7 +239,9 @@ class Chain:
             at, timer_kind = float(self.tau[played - 1]) if played else counts.now, None
             if first_structural <= by_departure:
                 at = float(self.tau[played])
-        if at > counts.horizon_s:  # stop at the horizon: the departures before it, and its gap up to it
+        if (
+            at > counts.horizon_s
+        ):  # stop at the horizon: the departures before it, and its gap up to it
             self.apply(int(np.searchsorted(self.tau, counts.horizon_s)), counts.horizon_s, None)
         elif timer_kind is None and first_structural <= by_departure:
             self.apply(played, at, None)
@@ -245,18 +292,29 @@ class Chain:
             group.source.enlisted -= gone
         counts.pool_since.extend(self.tau[:played].tolist())
         noticed = self.tau[:played] + counts.detect_s
-        counts.detections.extend(noticed[noticed >= at].tolist())  # the notices still to come (``Counts.orphan``)
+        counts.detections.extend(
+            noticed[noticed >= at].tolist()
+        )  # the notices still to come (``Counts.orphan``)
         if played:
-            counts.blocked_until_s = max(counts.blocked_until_s, float(self.tau[played - 1]) + counts.detect_s)
+            counts.blocked_until_s = max(
+                counts.blocked_until_s, float(self.tau[played - 1]) + counts.detect_s
+            )
         # the downloads' progress and the ring, in the gap the chain stops in
         gap = min(played, self.k - 1)
         begun = counts.now if played == 0 else float(self.tau[played - 1])
-        ring_from = float(self.ring_from[gap]) if played < self.k else max(at, counts.blocked_until_s)
+        ring_from = (
+            float(self.ring_from[gap]) if played < self.k else max(at, counts.blocked_until_s)
+        )
         for h, holder in enumerate(self.loaded):
-            base = float(self.progress_start[h, gap]) if played < self.k else float(self.progress_end[h, -1])
+            base = (
+                float(self.progress_start[h, gap])
+                if played < self.k
+                else float(self.progress_end[h, -1])
+            )
             if played < self.k:
-                base += float(self.off_rate[h, gap]) * (min(at, ring_from) - begun) \
-                    + float(self.on_rate[h, gap]) * max(0.0, at - ring_from)
+                base += float(self.off_rate[h, gap]) * (min(at, ring_from) - begun) + float(
+                    self.on_rate[h, gap]
+                ) * max(0.0, at - ring_from)
             holder.progress = base
             if timer_kind == h + 1:
                 holder.progress = max(holder.progress, holder.groups[0][0])
@@ -264,13 +322,24 @@ class Chain:
             counts.ring_on = True
             counts.ring_bytes = float(self.ring_bytes[gap])
             counts.last_start_s = ring_from
-            counts.ring_left = 0.0 if timer_kind == 0 else \
-                max(0.0, counts.ring_bytes - float(self.ring_rate[gap]) * (at - ring_from))
-            counts.hold_until_s, counts.dropped_away, counts.dropped_back, counts.moved_s = -np.inf, [], [], None
+            counts.ring_left = (
+                0.0
+                if timer_kind == 0
+                else max(0.0, counts.ring_bytes - float(self.ring_rate[gap]) * (at - ring_from))
+            )
+            counts.hold_until_s, counts.dropped_away, counts.dropped_back, counts.moved_s = (
+                -np.inf,
+                [],
+                [],
+                None,
+            )
             for holder in counts.holders:
                 holder.in_ring = in_ring_at_start(holder)
-        counts.chain_chunk = min(MOST_CHUNK, 4 * self.k) if played == self.k \
+        counts.chain_chunk = (
+            min(MOST_CHUNK, 4 * self.k)
+            if played == self.k
             else max(FIRST_CHUNK, counts.chain_chunk // 2)
+        )
         counts.now = at
         counts.timer_due = timer_kind is not None
         counts.rates()
@@ -279,7 +348,9 @@ class Chain:
         """A departure the chain does not play (a followed holder, or the last member): ``Counts``'s own."""
         counts = self.counts
         if label == 0:
-            counts.member_left(len(counts.tracked_at(MEMBER)))  # the last member: ``Changes.emptied``
+            counts.member_left(
+                len(counts.tracked_at(MEMBER))
+            )  # the last member: ``Changes.emptied``
             return
         holder = self.tracked[label - self.first_tracked]
         if holder.place == MEMBER:

@@ -33,7 +33,9 @@ class Changes(ABC):
     partial: bool
     pool_since: list[float]
     payload_bytes: float
-    volume: Callable[..., Any]  # the collective's bytes per worker: of a count, or of an array of them
+    volume: Callable[
+        ..., Any
+    ]  # the collective's bytes per worker: of a count, or of an array of them
     horizon_s: float
     # who is where
     member_count: int
@@ -205,7 +207,9 @@ class Changes(ABC):
             return
         index -= self.loaded
         if index < self.loaded_enlisted:
-            share = self.extension_s / self.loaded_enlisted  # its download's row past the forming (on average)
+            share = (
+                self.extension_s / self.loaded_enlisted
+            )  # its download's row past the forming (on average)
             self.present += share
             self.extension_s -= share
             self.loaded_enlisted -= 1
@@ -253,7 +257,9 @@ class Changes(ABC):
         """The ``index``-th download in flight (of those to joiners in the collective, or not) stops;
         the holder that downloaded it, if it is one followed."""
         for holder in self.holders:
-            count = holder.enlisted if enlisted else holder.downloads - holder.enlisted - holder.ghosts
+            count = (
+                holder.enlisted if enlisted else holder.downloads - holder.enlisted - holder.ghosts
+            )
             if index >= count:
                 index -= count
                 continue
@@ -270,5 +276,7 @@ class Changes(ABC):
 
 def churn_times(island: IslandSpec) -> tuple[float, float]:
     """The island's mtbf_s and mttr_s: both set wherever the counts play (``why_not``)."""
-    assert island.mtbf_s is not None and island.mttr_s is not None, "the counts play churn that returns"
+    assert island.mtbf_s is not None and island.mttr_s is not None, (
+        "the counts play churn that returns"
+    )
     return island.mtbf_s, island.mttr_s

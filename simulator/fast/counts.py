@@ -33,7 +33,6 @@ DRAWS = 8192  # exponential and uniform draws taken from the generator at once
 STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
 
 
-
 class Counts(Changes):
     """One run played on counts (see the module's docstring)."""
 
@@ -70,10 +69,16 @@ class Counts(Changes):
         self.unstarted = 0  # joiners whose download waits for the next outer boundary
         self.loaded = 0  # joiners whose download is in and who wait for a collective (not in one)
         self.loaded_enlisted = 0  # joiners whose download is in, in the collective
-        self.extension_s = 0.0  # of those, seconds their download rows reach past the collective's forming
+        self.extension_s = (
+            0.0  # of those, seconds their download rows reach past the collective's forming
+        )
         self.holders: list[Holder] = []  # in the order they became holders
-        self.ghost_unstarted = 0  # members whose download as joiners begins at the next outer boundary all the same
-        self.detections: deque[float] = deque()  # when the others notice the departures of the last detect_s
+        self.ghost_unstarted = (
+            0  # members whose download as joiners begins at the next outer boundary all the same
+        )
+        self.detections: deque[float] = (
+            deque()
+        )  # when the others notice the departures of the last detect_s
         self.holder_numbers = 0
         self.group_numbers = 0
         self.dirty = False  # a flow started or ended since the rates were filled
@@ -84,11 +89,15 @@ class Counts(Changes):
         self.boundary_s = 0.0
         self.computing = True
         self.formed = False  # this outer step's collective has formed (its joiners enlisted)
-        self.enlisted_orphan_s = -math.inf  # no member left: when its joiners start alone (``orphan``)
+        self.enlisted_orphan_s = (
+            -math.inf
+        )  # no member left: when its joiners start alone (``orphan``)
         self.formed_s = 0.0
         self.first_start_s: float | None = None
         self.last_start_s = 0.0
-        self.blocked_until_s = -math.inf  # the last departure the others have not noticed, + the timeout
+        self.blocked_until_s = (
+            -math.inf
+        )  # the last departure the others have not noticed, + the timeout
         self.ring_on = False
         self.ring_left = 0.0
         self.ring_rate = 0.0
@@ -102,7 +111,9 @@ class Counts(Changes):
         self.moved_s: float | None = None  # partial: when the ring's bytes were through
         self.completed = 0
         # the totals
-        self.compute = self.idle = self.stall = self.present = self.bytes_sent = self.sync_rows = 0.0
+        self.compute = self.idle = self.stall = self.present = self.bytes_sent = self.sync_rows = (
+            0.0
+        )
         self.lost_s = 0.0
         self.merged_steps = 0.0
         self.durations: list[float] = []
@@ -132,9 +143,19 @@ class Counts(Changes):
     def counted(self) -> int:
         """Every worker, wherever it is (the fleet's size, whatever happened: ``tests``)."""
         waiting_dl, enlisted_dl = self.downloading()
-        pooled = len(self.pool_since) + (len(self.tracked_at(ABSENT)) if self.pooled and not self.computing else 0)
-        return (self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
-                + self.absent + pooled)
+        pooled = len(self.pool_since) + (
+            len(self.tracked_at(ABSENT)) if self.pooled and not self.computing else 0
+        )
+        return (
+            self.member_count
+            + self.unstarted
+            + self.loaded
+            + self.loaded_enlisted
+            + waiting_dl
+            + enlisted_dl
+            + self.absent
+            + pooled
+        )
 
     def play(self) -> None:
         while self.completed < self.outer_steps:
@@ -146,7 +167,14 @@ class Counts(Changes):
             self.refill()
         due, self.timer_due = self.timer_due, False
         waiting_dl, enlisted_dl = self.downloading()
-        present = self.member_count + self.unstarted + self.loaded + self.loaded_enlisted + waiting_dl + enlisted_dl
+        present = (
+            self.member_count
+            + self.unstarted
+            + self.loaded
+            + self.loaded_enlisted
+            + waiting_dl
+            + enlisted_dl
+        )
         total_rate = present * self.leave_rate + self.absent * self.return_rate
         exponential, uniform = self.draw()
         random_at = self.now + exponential / total_rate if total_rate > 0 else math.inf
@@ -159,7 +187,11 @@ class Counts(Changes):
             self.horizon_reached = True
             self.completed = self.outer_steps  # stop; ``play`` reports how far it got
             return
-        if not due and (random_at < timer_at or timer == self.start_ring) and chain.play(self, random_at):
+        if (
+            not due
+            and (random_at < timer_at or timer == self.start_ring)
+            and chain.play(self, random_at)
+        ):
             return  # the departure at random_at, and those after it, played at once (a chain of broken rings)
         self.advance(at, waiting_dl)
         if random_at < timer_at:
@@ -170,8 +202,11 @@ class Counts(Changes):
     def next_timer(self):
         """The next timer: the end of the compute, a (re)start, the ring's end, a download's end."""
         if self.computing:
-            best, action = (self.boundary_s + self.period_s, self.arrive) if self.member_count \
+            best, action = (
+                (self.boundary_s + self.period_s, self.arrive)
+                if self.member_count
                 else (self.orphan_at(), self.orphan)
+            )
         elif self.ring_on:
             end_s = self.now + self.ring_left / self.ring_rate if self.ring_left > 0 else self.now
             best, action = max(end_s, self.hold_until_s), self.ring_done
@@ -225,7 +260,9 @@ class Counts(Changes):
         """``count`` joiners (``tracked`` among them) begin downloading the weights from the lowest present
         member now (``ghost``: members that started alone, ``Group.ghost``)."""
         source = self.source()
-        group = Group(source, source.progress + self.weights_bytes, count, tracked=tracked, ghost=ghost)
+        group = Group(
+            source, source.progress + self.weights_bytes, count, tracked=tracked, ghost=ghost
+        )
         for holder in tracked:
             holder.place, holder.group = DOWNLOADING, group
         self.group_numbers += 1  # ties broken by the order the groups began in, not by address
@@ -278,11 +315,15 @@ class Counts(Changes):
     def prune(self) -> None:
         """Stop following the holders whose uplinks carry nothing, but the lowest member among them."""
         lowest = next((holder for holder in self.holders if holder.place == MEMBER), None)
-        for holder in [holder for holder in self.holders if not holder.downloads and holder is not lowest]:
+        for holder in [
+            holder for holder in self.holders if not holder.downloads and holder is not lowest
+        ]:
             self.holders.remove(holder)
             if holder.group is not None:
                 holder.group.tracked.remove(holder)
-            if holder.place == ABSENT and self.pooled and not self.computing:  # counted among the absent again
+            if (
+                holder.place == ABSENT and self.pooled and not self.computing
+            ):  # counted among the absent again
                 self.pool_since.append(holder.away_since)
 
     # --- the network ------------------------------------------------------------------------------
@@ -295,8 +336,15 @@ class Counts(Changes):
         """Every flow's rate now (``fill_closed``: the max-min fair shares)."""
         self.dirty = False
         self.prune()
-        loads = [(holder.downloads, holder.enlisted + holder.ghosts, holder.in_ring)  # a member's is in the ring
-                 for holder in self.holders if holder.downloads]
+        loads = [
+            (
+                holder.downloads,
+                holder.enlisted + holder.ghosts,
+                holder.in_ring,
+            )  # a member's is in the ring
+            for holder in self.holders
+            if holder.downloads
+        ]
         if not loads and not self.ring_on:
             return
         filled = fill_closed(self.capacity, self.ring_on, loads)
@@ -351,19 +399,25 @@ class Counts(Changes):
         tracked = self.tracked_at(ABSENT)
         since = np.array(self.pool_since + [holder.away_since for holder in tracked])
         self.pool_since = []
-        back, joins, leaves, present_s = alternate(self.rng, since, end_s, self.return_rate, self.leave_rate)
+        back, joins, leaves, present_s = alternate(
+            self.rng, since, end_s, self.return_rate, self.leave_rate
+        )
         self.joins += joins
         self.leaves += leaves
         self.idle += present_s
         self.present += present_s
         self.unstarted += int(back.sum())
         self.absent += len(back) - int(back.sum())
-        for holder, is_back in zip(tracked, back[len(back) - len(tracked):].tolist()):
+        for holder, is_back in zip(tracked, back[len(back) - len(tracked) :].tolist()):
             if is_back:
                 holder.place = UNSTARTED
 
     def participants(self) -> int:
-        return self.member_count + self.loaded_enlisted + sum(holder.enlisted for holder in self.holders)
+        return (
+            self.member_count
+            + self.loaded_enlisted
+            + sum(holder.enlisted for holder in self.holders)
+        )
 
     def start_ring(self) -> None:
         """Every departure is noticed: the ring starts (again) among the participants present."""
@@ -371,7 +425,12 @@ class Counts(Changes):
         self.ring_bytes = self.volume(participants, self.payload_bytes)
         self.ring_left = self.ring_bytes
         self.ring_on = True
-        self.hold_until_s, self.dropped_away, self.dropped_back, self.moved_s = -math.inf, [], [], None  # this try's
+        self.hold_until_s, self.dropped_away, self.dropped_back, self.moved_s = (
+            -math.inf,
+            [],
+            [],
+            None,
+        )  # this try's
         self.last_start_s = self.now
         for holder in self.holders:
             holder.in_ring = chain.in_ring_at_start(holder)
@@ -394,9 +453,14 @@ class Counts(Changes):
         self.bytes_sent += participants * self.ring_bytes
         self.sync_rows += participants
         moved_s = end_s if self.moved_s is None else self.moved_s
-        for left_s in self.dropped_away + [left_s for left_s, _ in self.dropped_back]:  # its share sent by then
-            share = min(1.0, (left_s - self.last_start_s) / (moved_s - self.last_start_s)) \
-                if moved_s > self.last_start_s else 1.0
+        for left_s in self.dropped_away + [
+            left_s for left_s, _ in self.dropped_back
+        ]:  # its share sent by then
+            share = (
+                min(1.0, (left_s - self.last_start_s) / (moved_s - self.last_start_s))
+                if moved_s > self.last_start_s
+                else 1.0
+            )
             self.bytes_sent += share * self.ring_bytes
             self.sync_rows += 1
         assert self.first_start_s is not None, "a ring that ends has started"
@@ -435,7 +499,9 @@ class Counts(Changes):
         """No member is left: when the joiners start alone (``orphan``), if any is present."""
         at = math.inf
         waiting_dl, _ = self.downloading()
-        if self.unstarted + self.loaded + waiting_dl:  # at the first departure the others notice from now
+        if (
+            self.unstarted + self.loaded + waiting_dl
+        ):  # at the first departure the others notice from now
             detections = self.detections
             while detections and detections[0] < self.now:
                 detections.popleft()

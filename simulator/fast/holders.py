@@ -10,16 +10,21 @@ from dataclasses import dataclass, field
 RING = -1  # the ring's key among the flows (a holder's downloads are keyed by the holder's number)
 
 
-def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]) -> dict[int, float | None]:
+def fill(
+    capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]
+) -> dict[int, float | None]:
     """Each flow's max-min fair rate by progressive filling (``network.max_min_rates``), every link of
     ``capacity``: the ring (if on) and each holder's downloads ``(holder, downloads, downloads to
     joiners in the ring, holder in the ring)``. The links that may bind: a holder's uplink (its
     downloads, and the ring if it is in it), a joiner's downlink in the ring (the ring and its download),
-    and each flow's own links (None: a flow no link binds). The reference that ``fill_closed`` (the one the counts use) is checked against."""
+    and each flow's own links (None: a flow no link binds). The reference that ``fill_closed`` (the
+    one the counts use) is checked against."""
     ring = len(loads)  # the flows by place: each holder's downloads, then the ring
     links: list[tuple[tuple[int, int], ...]] = []  # each link's (flow, crossings)
     for place, (_, downloads, in_ring_joiners, in_ring) in enumerate(loads):
-        links.append(((place, downloads), (ring, 1)) if ring_on and in_ring else ((place, downloads),))
+        links.append(
+            ((place, downloads), (ring, 1)) if ring_on and in_ring else ((place, downloads),)
+        )
         if ring_on and in_ring_joiners:
             links.append(((place, 1), (ring, 1)))
         links.append(((place, 1),))
@@ -48,7 +53,9 @@ def fill(capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]
                 rates[flow] = level
 
 
-MEMBER, ABSENT, UNSTARTED, DOWNLOADING, LOADED, ENLISTED = range(6)  # a tracked holder's place in the counts
+MEMBER, ABSENT, UNSTARTED, DOWNLOADING, LOADED, ENLISTED = range(
+    6
+)  # a tracked holder's place in the counts
 
 
 @dataclass(eq=False)
@@ -78,7 +85,9 @@ class Holder:
     place: int = MEMBER
     group: Group | None = None  # where it downloads the weights itself, once back as a joiner
     away_since: float = 0.0  # when it last went away
-    in_ring: bool = False  # its uplink is one of the ring's in flight (the ring keeps the links it started on)
+    in_ring: bool = (
+        False  # its uplink is one of the ring's in flight (the ring keeps the links it started on)
+    )
     progress: float = 0.0  # bytes each of its downloads has moved since it began sending
     rate: float = 0.0
     groups: list[tuple[float, int, Group]] = field(default_factory=list)  # a heap by done_at
@@ -87,8 +96,9 @@ class Holder:
     ghosts: int = 0  # downloads to members (``Group.ghost``), in the ring whenever it runs
 
 
-
-def fill_closed(capacity: float, ring_on: bool, loads: list[tuple[int, int, bool]]) -> dict[int, float]:
+def fill_closed(
+    capacity: float, ring_on: bool, loads: list[tuple[int, int, bool]]
+) -> dict[int, float]:
     """``fill`` in closed form, holders numbered by their place in ``loads`` (``(downloads, downloads to
     joiners in the ring, holder in the ring)``, each with a download): the ring takes the tightest of
     C / (n + 1) on the uplink of a holder in it and, for a holder out of it with a joiner in it,
@@ -102,8 +112,13 @@ def fill_closed(capacity: float, ring_on: bool, loads: list[tuple[int, int, bool
             ring = min(ring, capacity / (downloads + 1))
         elif in_ring_joiners:
             ring = min(ring, max(capacity - capacity / downloads, capacity / 2))
-    filled = {place: (capacity - ring) / downloads if in_ring
-              else min(capacity / downloads, capacity - ring) if in_ring_joiners else capacity / downloads
-              for place, (downloads, in_ring_joiners, in_ring) in enumerate(loads)}
+    filled = {
+        place: (capacity - ring) / downloads
+        if in_ring
+        else min(capacity / downloads, capacity - ring)
+        if in_ring_joiners
+        else capacity / downloads
+        for place, (downloads, in_ring_joiners, in_ring) in enumerate(loads)
+    }
     filled[RING] = ring
     return filled

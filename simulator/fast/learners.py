@@ -43,7 +43,8 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -86,18 +87,28 @@ def why_not(setup: RunSetup) -> str | None:
         return "not Decoupled DiLoCo"
     syncer = SyncerPaths.of(scenario)
     topology = setup.topology
-    own_links = all(syncer.to_syncer(topology, w.rank) == (topology.uplinks[w.rank],)
-                    and syncer.from_syncer(topology, w.rank) == (topology.downlinks[w.rank],)
-                    for w, _ in setup.groups)
+    own_links = all(
+        syncer.to_syncer(topology, w.rank) == (topology.uplinks[w.rank],)
+        and syncer.from_syncer(topology, w.rank) == (topology.downlinks[w.rank],)
+        for w, _ in setup.groups
+    )
     reasons = (
-        (scenario.syncer.bandwidth_gbps is not None, "the syncer's own link ([syncer] bandwidth) is shared"),
+        (
+            scenario.syncer.bandwidth_gbps is not None,
+            "the syncer's own link ([syncer] bandwidth) is shared",
+        ),
         (not own_links, "the learners' way to the syncer crosses a shared backbone"),
         (setup.tracks_links, "token buckets fill and drain between exchanges"),
         (scenario.has_failures(), "chips fail"),
         (bool(scenario.events), "workers join or leave by scheduled events"),
-        (not all(island.present for island in scenario.islands), "an island joins later (present = false)"),
-        (any(island.mtbf_s is not None and island.mttr_s is None for island in scenario.islands),
-         "learners leave and do not return (mtbf_s without mttr_s)"),
+        (
+            not all(island.present for island in scenario.islands),
+            "an island joins later (present = false)",
+        ),
+        (
+            any(island.mtbf_s is not None and island.mttr_s is None for island in scenario.islands),
+            "learners leave and do not return (mtbf_s without mttr_s)",
+        ),
         (scenario.schedule.barrier != "wait", f"the {scenario.schedule.barrier} barrier"),
     )
     return next((why for failed, why in reasons if failed), None)
@@ -111,8 +122,13 @@ def estimated_events(setup: RunSetup) -> float:
     scenario, schedule = setup.scenario, setup.schedule
     fragments = schedule.fragments(scenario.schedule)
     exchanges = sum(count for _, count in setup.groups) * scenario.schedule.outer_steps * fragments
-    length_s = max(w.step_time_s * schedule.period_steps(scenario.schedule) * scenario.schedule.outer_steps
-                   * (1.0 if w.mtbf_s is None else churn_cycle_s(w) / w.mtbf_s) for w in setup.workers)
+    length_s = max(
+        w.step_time_s
+        * schedule.period_steps(scenario.schedule)
+        * scenario.schedule.outer_steps
+        * (1.0 if w.mtbf_s is None else churn_cycle_s(w) / w.mtbf_s)
+        for w in setup.workers
+    )
     changes = sum(2 * length_s / churn_cycle_s(w) for w in setup.workers if w.mtbf_s is not None)
     return EVENTS_PER_EXCHANGE * (exchanges + changes * fragments / 2) + EVENTS_PER_CHANGE * changes
 
@@ -120,7 +136,9 @@ def estimated_events(setup: RunSetup) -> float:
 def churn_cycle_s(worker: Worker) -> float:
     """A churning learner's mean time there and away: mtbf_s + mttr_s, both given where this loop
     plays (``why_not``)."""
-    assert worker.mtbf_s is not None and worker.mttr_s is not None, "a learner that leaves returns (why_not)"
+    assert worker.mtbf_s is not None and worker.mttr_s is not None, (
+        "a learner that leaves returns (why_not)"
+    )
     return worker.mtbf_s + worker.mttr_s
 
 
@@ -143,12 +161,18 @@ class LearnersPlayer:
         events = estimated_events(setup)
         cost = EVENT_MODEL_EVENTS_PER_EVENT * events
         if cost > max_events:
-            raise budget.BudgetExceeded(scenario.source, "--max-events",
-                                        f"the run would take as long as about {cost:.3g} simulator events "
-                                        f"({events:.3g} timers of its learners), above the budget of "
-                                        f"{max_events:g} events: raise --max-events")
-        memory = estimate.topology_bytes + BYTES_PER_LEARNER * len(setup.groups) \
+            raise budget.BudgetExceeded(
+                scenario.source,
+                "--max-events",
+                f"the run would take as long as about {cost:.3g} simulator events "
+                f"({events:.3g} timers of its learners), above the budget of "
+                f"{max_events:g} events: raise --max-events",
+            )
+        memory = (
+            estimate.topology_bytes
+            + BYTES_PER_LEARNER * len(setup.groups)
             + BYTES_PER_SPAN * estimate.worker_syncs
+        )
         held = dataclasses.replace(estimate, events=events, memory_bytes=memory)
         budget.check(scenario, dataclasses.replace(held, events=cost), max_events)
         return held
@@ -162,7 +186,9 @@ class LearnersPlayer:
     def play(self, setup: RunSetup, budget_: Budget) -> Played:
         run = Learners(setup, budget_.horizon_s)
         run.play()
-        return run.played(lambda: replayed(setup, budget_).kept_rows(), lambda: replayed(setup, budget_).transfers)
+        return run.played(
+            lambda: replayed(setup, budget_).kept_rows(), lambda: replayed(setup, budget_).transfers
+        )
 
 
 def replayed(setup: RunSetup, budget_: Budget) -> Learners:
@@ -175,17 +201,38 @@ def replayed(setup: RunSetup, budget_: Budget) -> Learners:
 class Report:
     """One learner's round trip for one fragment of one of its outer steps (``syncer.Report``)."""
 
-    __slots__ = ("learner", "outer_step", "fragment", "payload_bytes", "launched_s", "lead_steps", "sent_s",
-                 "arrived_s", "first_started_s", "transfer", "done", "on_done")
+    __slots__ = (
+        "learner",
+        "outer_step",
+        "fragment",
+        "payload_bytes",
+        "launched_s",
+        "lead_steps",
+        "sent_s",
+        "arrived_s",
+        "first_started_s",
+        "transfer",
+        "done",
+        "on_done",
+    )
 
-    def __init__(self, learner: Learner, outer_step: int, fragment: int, payload_bytes: float, launched_s: float,
-                 lead_steps: float):
+    def __init__(
+        self,
+        learner: Learner,
+        outer_step: int,
+        fragment: int,
+        payload_bytes: float,
+        launched_s: float,
+        lead_steps: float,
+    ):
         self.learner, self.outer_step, self.fragment = learner, outer_step, fragment
         self.payload_bytes, self.launched_s, self.lead_steps = payload_bytes, launched_s, lead_steps
         self.sent_s = self.arrived_s = self.first_started_s = 0.0
         self.transfer: list | None = None  # [start moving, end, rate, up]: the transfer in flight
         self.done = False
-        self.on_done: list[tuple] = []  # what waits for its end: its learner, its learner's next report
+        self.on_done: list[
+            tuple
+        ] = []  # what waits for its end: its learner, its learner's next report
 
     def moving(self) -> list:
         """Its transfer, which a report in its learner's ``in_flight`` has."""
@@ -198,7 +245,12 @@ class Learner:
 
     def __init__(self, state: Any, index: int):
         worker = state.worker
-        self.index, self.rank, self.island, self.count = index, worker.rank, worker.island, state.count
+        self.index, self.rank, self.island, self.count = (
+            index,
+            worker.rank,
+            worker.island,
+            state.count,
+        )
         self.worker, self.clock, self.steps_scale = worker, state.clock, state.steps_scale
         self.present = self.running = self.member = self.finished = False
         self.generation = 0  # its process: a timer set by an earlier one is stale
@@ -212,7 +264,9 @@ class Learner:
         self.waiting_for: Report | None = None  # the report its apply waits for
         self.in_flight: set[Report] = set()
         self.queued = 0  # its reports waiting at the syncer
-        self.catching_up: list | None = None  # the model's download on its return: [started_s, transfer]
+        self.catching_up: list | None = (
+            None  # the model's download on its return: [started_s, transfer]
+        )
         self.leaves_next = True
         self.churn_rng: np.random.Generator | None = None
         self.learner_outer = 0
@@ -259,7 +313,13 @@ class Learners:
         self.open_round: dict[int, int] = {}
         self.late: dict[int, list[Report]] = {}
         self.live = self.live_queued = 0
-        self.counts = {"merges": 0, "merges_below_quorum": 0, "late_reports": 0, "joins": 0, "leaves": 0}
+        self.counts = {
+            "merges": 0,
+            "merges_below_quorum": 0,
+            "late_reports": 0,
+            "joins": 0,
+            "leaves": 0,
+        }
         # progress: each learner's next outer step, and the laggard's (``Progress``)
         self.at_outer = [0] * (self.outer_steps + 1)
         self.at_outer[0] = len(self.learners)
@@ -272,16 +332,27 @@ class Learners:
         self.spans: dict[tuple[int, int, int], list[float]] = {}
         self.first_start_s, self.last_end_s = math.inf, -math.inf
         self.rows: list[Row] | None = [] if keep_rows else None
-        self.moved: list[tuple] | None = [] if keep_rows else None  # (learner, up, start, end, rate)
+        self.moved: list[tuple] | None = (
+            [] if keep_rows else None
+        )  # (learner, up, start, end, rate)
 
     def actions_of_schedule(self) -> list[tuple]:
         """Every launch and apply from outer step 0 in the order a learner meets them (``sync_actions``):
         (launch?, target step, fragment, outer step, apply step - launch step, values, payload bytes). A
         learner that restarts from outer step t meets those of outer steps t on in the same order."""
         points = self.setup.schedule.sync_points(self.scenario, 0)
-        return [(action is LAUNCH, point.launch_step if action is LAUNCH else point.apply_step, point.fragment,
-                 point.outer_step, point.apply_step - point.launch_step, point.values, point.payload_bytes)
-                for action, point in sync_actions(points)]
+        return [
+            (
+                action is LAUNCH,
+                point.launch_step if action is LAUNCH else point.apply_step,
+                point.fragment,
+                point.outer_step,
+                point.apply_step - point.launch_step,
+                point.values,
+                point.payload_bytes,
+            )
+            for action, point in sync_actions(points)
+        ]
 
     # --- the loop --------------------------------------------------------------------------------
 
@@ -307,7 +378,9 @@ class Learners:
             self.events += 1
             action(*args)
         if not self.over:
-            raise RuntimeError("the learners' run stalled with nothing left to happen (a simulator bug)")
+            raise RuntimeError(
+                "the learners' run stalled with nothing left to happen (a simulator bug)"
+            )
         for learner in self.learners:
             if learner.present:
                 self.close(learner)
@@ -316,13 +389,17 @@ class Learners:
     def stop_at_horizon(self) -> None:
         self.horizon_reached = True
         assert self.horizon_s is not None, "the horizon is set before it is reached (play)"
-        self.incomplete_reason = budget.horizon_reason(self.laggard_outer, self.scenario, self.horizon_s)
+        self.incomplete_reason = budget.horizon_reason(
+            self.laggard_outer, self.scenario, self.horizon_s
+        )
         self.over = True
 
     # --- a learner's process (``engine.worker_process``) -----------------------------------------
 
     def start(self, learner: Learner, first_outer: int) -> None:
-        learner.position = learner.position_at_apply = first_outer * self.period * learner.steps_scale
+        learner.position = learner.position_at_apply = (
+            first_outer * self.period * learner.steps_scale
+        )
         learner.unsynced_s = 0.0
         learner.exchanging = None
         learner.joined = {}
@@ -348,11 +425,18 @@ class Learners:
                 learner.computed = True
                 if steps > 0:
                     learner.activity = ("compute", now, NO_FRAGMENT, outer)
-                    self.at(now + self.duration_s(learner, steps), self.computed, learner, learner.generation)
+                    self.at(
+                        now + self.duration_s(learner, steps),
+                        self.computed,
+                        learner,
+                        learner.generation,
+                    )
                     return
             learner.computed = False
             if launch:
-                learner.joined[(outer, fragment)] = self.join(learner, outer, fragment, lead, values, payload)
+                learner.joined[(outer, fragment)] = self.join(
+                    learner, outer, fragment, lead, values, payload
+                )
             elif not self.wait(learner, learner.joined.pop((outer, fragment))):
                 return
             else:
@@ -423,7 +507,11 @@ class Learners:
         now = self.now
         idle_from = min(max(since_s, report.arrived_s), now)
         idle_to = min(max(idle_from, report.first_started_s), now)
-        for start, end, kind in ((since_s, idle_from, "stall"), (idle_from, idle_to, "idle"), (idle_to, now, "stall")):
+        for start, end, kind in (
+            (since_s, idle_from, "stall"),
+            (idle_from, idle_to, "idle"),
+            (idle_to, now, "stall"),
+        ):
             if end > start:
                 self.own_row(learner, start, end, kind, report.fragment, report.outer_step)
 
@@ -450,8 +538,15 @@ class Learners:
 
     # --- a learner's round trip (``Syncer``) ----------------------------------------------------
 
-    def join(self, learner: Learner, outer: int, fragment: int, lead: float, values: float,
-             payload: float) -> Report:
+    def join(
+        self,
+        learner: Learner,
+        outer: int,
+        fragment: int,
+        lead: float,
+        values: float,
+        payload: float,
+    ) -> Report:
         report = Report(learner, outer, fragment, payload, self.now, lead)
         work_s = self.work_s_per_value * values
         previous, learner.exchanging = learner.exchanging, report
@@ -522,7 +617,14 @@ class Learners:
             return
         self.transfer_over(report, transfer)
         learner = report.learner
-        self.comm_row(learner, report.sent_s, self.now, report.payload_bytes, report.fragment, report.outer_step)
+        self.comm_row(
+            learner,
+            report.sent_s,
+            self.now,
+            report.payload_bytes,
+            report.fragment,
+            report.outer_step,
+        )
         report.done = True
         for action, *args in report.on_done:
             action(*args)
@@ -567,7 +669,9 @@ class Learners:
     def grace_s(self, first: Report) -> float:
         learner = first.learner
         due_s = first.launched_s + first.lead_steps * learner.worker.step_time_s
-        download_s = self.latency_s[learner.index] + first.payload_bytes / self.down_rate[learner.index]
+        download_s = (
+            self.latency_s[learner.index] + first.payload_bytes / self.down_rate[learner.index]
+        )
         return grace_window_s(self.window, due_s - self.now - download_s)
 
     def grace_over(self, fragment: int, generation: int) -> None:
@@ -647,7 +751,9 @@ class Learners:
                     self.queue(learner, len(kept) - len(reports))
                     self.waiting[fragment] = kept
         self.consider_all()
-        if learner.running:  # its process is interrupted: its open row closes, its work since its last apply is lost
+        if (
+            learner.running
+        ):  # its process is interrupted: its open row closes, its work since its last apply is lost
             self.close(learner)
             self.lost_s += learner.unsynced_s
             learner.unsynced_s = 0.0
@@ -697,15 +803,23 @@ class Learners:
 
     # --- the rows and their sums -------------------------------------------------------------------
 
-    def own_row(self, learner: Learner, start_s: float, end_s: float, kind: str, fragment: int,
-                outer: int) -> None:
+    def own_row(
+        self, learner: Learner, start_s: float, end_s: float, kind: str, fragment: int, outer: int
+    ) -> None:
         """A row of the learner's own clock: they tile the time it is there."""
         learner.seconds[kind] += end_s - start_s
         learner.present_s += end_s - start_s
         self.row(learner, start_s, end_s, kind, 0.0, fragment, outer)
 
-    def comm_row(self, learner: Learner, start_s: float, end_s: float, payload: float, fragment: int,
-                 outer: int) -> None:
+    def comm_row(
+        self,
+        learner: Learner,
+        start_s: float,
+        end_s: float,
+        payload: float,
+        fragment: int,
+        outer: int,
+    ) -> None:
         """A round trip's row (within the learner's own rows), or the model's download on its return
         (before them)."""
         if fragment == NO_FRAGMENT:
@@ -720,43 +834,63 @@ class Learners:
                 span[0], span[1] = min(span[0], start_s), max(span[1], end_s)
         self.row(learner, start_s, end_s, "comm", payload, fragment, outer)
 
-    def row(self, learner: Learner, start_s: float, end_s: float, kind: str, payload: float, fragment: int,
-            outer: int) -> None:
+    def row(
+        self,
+        learner: Learner,
+        start_s: float,
+        end_s: float,
+        kind: str,
+        payload: float,
+        fragment: int,
+        outer: int,
+    ) -> None:
         learner.has_rows = True
         if start_s < self.first_start_s:
             self.first_start_s = start_s
         if end_s > self.last_end_s:
             self.last_end_s = end_s
         if self.rows is not None:
-            self.rows.append(Row(start_s, end_s, learner.rank, learner.island, kind, payload, fragment, outer))
+            self.rows.append(
+                Row(start_s, end_s, learner.rank, learner.island, kind, payload, fragment, outer)
+            )
 
     # --- what the run gives ----------------------------------------------------------------------
 
-    def played(self, rows: Callable[[], list[Row]], transfers: Callable[[], list[Transfer]]) -> Played:
+    def played(
+        self, rows: Callable[[], list[Row]], transfers: Callable[[], list[Transfer]]
+    ) -> Played:
         with_rows = [learner for learner in self.learners if learner.has_rows]
         column = lambda values, dtype=float: np.array(values, dtype=dtype)  # noqa: E731
-        workers = Workers(island=column([lr.island for lr in with_rows], object),
-                          count=column([lr.count for lr in with_rows], np.int64),
-                          compute=column([lr.seconds["compute"] for lr in with_rows]),
-                          stall=column([lr.seconds["stall"] for lr in with_rows]),
-                          idle=column([lr.seconds["idle"] for lr in with_rows]),
-                          present_s=column([lr.present_s for lr in with_rows]),
-                          bytes_sent=column([lr.bytes_sent for lr in with_rows]),
-                          syncs=column([float(lr.syncs) for lr in with_rows]))
+        workers = Workers(
+            island=column([lr.island for lr in with_rows], object),
+            count=column([lr.count for lr in with_rows], np.int64),
+            compute=column([lr.seconds["compute"] for lr in with_rows]),
+            stall=column([lr.seconds["stall"] for lr in with_rows]),
+            idle=column([lr.seconds["idle"] for lr in with_rows]),
+            present_s=column([lr.present_s for lr in with_rows]),
+            bytes_sent=column([lr.bytes_sent for lr in with_rows]),
+            syncs=column([float(lr.syncs) for lr in with_rows]),
+        )
         counts = {learner.rank: learner.count for learner in self.learners}
         keys = sorted(self.spans)
         complete = self.laggard_outer == self.outer_steps
         return Played(
-            player=LEARNERS.name, totals=workers,
+            player=LEARNERS.name,
+            totals=workers,
             wall_time_s=self.last_end_s - self.first_start_s if with_rows else 0.0,
             sync_durations_s=column([self.spans[key][1] - self.spans[key][0] for key in keys]),
             sync_counts=column([counts[key[2]] for key in keys], np.int64),
             outer_steps=self.scenario.schedule.outer_steps if complete else self.laggard_outer,
             peak_gbps=self.peak_bytes_per_s * BITS_PER_BYTE / BITS_PER_GBIT,
             merged_steps={learner.rank: learner.merged_steps for learner in self.learners},
-            counts=counts_for(False, **self.counts), row_source=rows, transfer_source=transfers,
-            lost_compute_s=self.lost_s, horizon_reached=self.horizon_reached,
-            incomplete_reason=self.incomplete_reason, events=self.events)
+            counts=counts_for(False, **self.counts),
+            row_source=rows,
+            transfer_source=transfers,
+            lost_compute_s=self.lost_s,
+            horizon_reached=self.horizon_reached,
+            incomplete_reason=self.incomplete_reason,
+            events=self.events,
+        )
 
     def kept_rows(self) -> list[Row]:
         """The rows, which a run made with ``keep_rows`` keeps."""
@@ -771,7 +905,9 @@ class Learners:
         assert moved is not None, "transfers are kept only by a run made with keep_rows"
         made = []
         for rank, up, start_s, end_s, rate in sorted(moved, key=lambda moved: moved[2]):
-            transfer = Transfer(((topology.uplinks if up else topology.downlinks)[rank],), 0.0, UNCLOCKED)
+            transfer = Transfer(
+                ((topology.uplinks if up else topology.downlinks)[rank],), 0.0, UNCLOCKED
+            )
             transfer.segments = [(start_s, end_s, rate)]
             transfer.rate_bytes_per_s, transfer.peak_bytes_per_s = 0.0, rate
             made.append(transfer)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -36,13 +36,12 @@ from islands.trace import NO_FRAGMENT, Row
 
 from .. import budget
 from ..budget import Budget
-from ..network.collectives import COLLECTIVES, ring_and_leg, calls_of, exposed_tail_s, outer_step_s
+from ..network.collectives import COLLECTIVES, calls_of, exposed_tail_s, outer_step_s, ring_and_leg
 from ..network.links import UNCLOCKED, Transfer
 from ..played import Played, counts_for, peak_gbps
 from ..setup import RunSetup
-from .timeline import Timeline, timeline_of
 from ..workers import LAUNCH, sync_actions
-
+from .timeline import Timeline, timeline_of
 
 # What a lockstep run costs, in the event model's events of the same time (measured: a launch and an
 # apply in Python about 75 us, a worker's share of the arrays' work about 0.4 us, an event 10-30 us),
@@ -65,12 +64,20 @@ def why_not(scenario: Scenario, coupled: bool) -> str | None:
         (network.model == "flow", 'network.model = "flow" given by hand keeps the event model'),
         (scenario.has_churn(), "workers join or leave"),
         (scenario.has_failures(), "chips fail"),
-        (scenario.schedule.barrier != "wait", f"the {scenario.schedule.barrier} barrier moves workers apart"),
+        (
+            scenario.schedule.barrier != "wait",
+            f"the {scenario.schedule.barrier} barrier moves workers apart",
+        ),
         (network.collective != "ring", f"a {network.collective} collective is staged"),
         (network.exchange_cpu_s_per_value != 0, "exchange work moves each member's arrival"),
         (network.exchange_end_spread_s != 0, "members end a collective apart"),
-        (any(island.upload_burst_bytes or island.download_burst_bytes for island in scenario.islands),
-         "token buckets fill and drain between exchanges"),
+        (
+            any(
+                island.upload_burst_bytes or island.download_burst_bytes
+                for island in scenario.islands
+            ),
+            "token buckets fill and drain between exchanges",
+        ),
     )
     return next((why for failed, why in reasons if failed), None)
 
@@ -84,12 +91,16 @@ def guard(scenario: Scenario, max_events: float) -> Budget:
     cost = EVENTS_PER_COLLECTIVE * collectives + EVENTS_PER_WORKER_SYNC * estimate.worker_syncs
     if cost > max_events:
         raise budget.BudgetExceeded(
-            scenario.source, "--max-events",
+            scenario.source,
+            "--max-events",
             f"the run would take as long as about {cost:.3g} simulator events ({collectives:.3g} collectives "
-            f"played with arrays), above the budget of {max_events:g} events: raise --max-events")
+            f"played with arrays), above the budget of {max_events:g} events: raise --max-events",
+        )
     budget.check(scenario, estimate, math.inf)  # float64 time
-    held = dataclasses.replace(estimate, memory_bytes=estimate.topology_bytes
-                               + budget.BYTES_PER_WORKER_SYNC * scenario.worker_count)
+    held = dataclasses.replace(
+        estimate,
+        memory_bytes=estimate.topology_bytes + budget.BYTES_PER_WORKER_SYNC * scenario.worker_count,
+    )
     budget.check_memory(scenario, held, max_events)  # one sync's state per worker, and the topology
     return held
 
@@ -110,18 +121,28 @@ class Lockstep:
         self.idle = np.zeros(count)
         self.stall = np.zeros(count)
         self.bytes_sent = np.zeros(count)
-        self.spans: dict[tuple[int, int], tuple[float, float]] = {}  # each collective in flight: (start, end)
+        self.spans: dict[
+            tuple[int, int], tuple[float, float]
+        ] = {}  # each collective in flight: (start, end)
         self.sync_durations_s: list[float] = []  # each collective's, in launch order
-        self.last_end_s = -math.inf  # the latest collective's end: each worker's exchanges run in turn
+        self.last_end_s = (
+            -math.inf
+        )  # the latest collective's end: each worker's exchanges run in turn
         self.position = 0.0
         self.merged_steps = 0.0
         self.applied_position = 0.0
         self.syncs = 0
         self.transfers: list[Transfer] = []
-        self.one_run: tuple[Timeline, list[float]] | None = None  # ``play_one``'s timeline and collective starts
+        self.one_run: tuple[Timeline, list[float]] | None = (
+            None  # ``play_one``'s timeline and collective starts
+        )
         self.peak_transfers: list[Transfer] = []  # ``play_one``: each ring's first transfer
-        self.participants = setup.topology.ring(self.ranks, setup.scenario.network.ring_order)  # never changes
-        self.rings: dict[tuple, tuple] = {}  # (collective, payload) -> its ring, leg and first transfer
+        self.participants = setup.topology.ring(
+            self.ranks, setup.scenario.network.ring_order
+        )  # never changes
+        self.rings: dict[
+            tuple, tuple
+        ] = {}  # (collective, payload) -> its ring, leg and first transfer
         self.set_up_s = setup.scenario.exchange.first_call_s  # paid by the run's first collective
 
     def play(self) -> None:
@@ -172,7 +193,9 @@ class Lockstep:
                 if set_up_s:  # the run's first call sets the communicator up
                     latency_s, set_up_s = latency_s + set_up_s, 0.0
                 data_end = start_s + latency_s + transfer_s  # the data starts after the latency
-                last_end_s = ends[action] = start_s + (data_end - start_s)  # SimPy: now + the timeout's delay
+                last_end_s = ends[action] = start_s + (
+                    data_end - start_s
+                )  # SimPy: now + the timeout's delay
                 starts[action] = start_s
                 continue
             arrived_s, end_s = now, ends[~action]
@@ -190,7 +213,8 @@ class Lockstep:
         for leg in leg_of:
             sent += leg[2]
         self.now, self.compute, self.idle, self.stall, self.bytes_sent = (
-            np.array([value]) for value in (now, compute, idle, stall, sent))
+            np.array([value]) for value in (now, compute, idle, stall, sent)
+        )
         self.last_end_s, self.syncs = last_end_s, launches
         self.sync_durations_s = np.array(ends) - np.array(starts)
         self.merged_steps = timeline.merged_steps
@@ -205,8 +229,16 @@ class Lockstep:
         legs = []
         for fragment_values, payload_bytes in zip(values, payloads):
             ring, leg, first = self.ring(collective, payload_bytes)
-            legs.append((leg.latency_s, leg.bytes_per_link / first.rate_bytes_per_s, ring.bytes_per_worker, first,
-                         outer_step_s(self.setup.scenario, fragment_values), self.tail_s(collective, payload_bytes)))
+            legs.append(
+                (
+                    leg.latency_s,
+                    leg.bytes_per_link / first.rate_bytes_per_s,
+                    ring.bytes_per_worker,
+                    first,
+                    outer_step_s(self.setup.scenario, fragment_values),
+                    self.tail_s(collective, payload_bytes),
+                )
+            )
         return legs
 
     def one_transfers(self) -> list[Transfer]:
@@ -257,10 +289,22 @@ class Lockstep:
         key = (collective, payload_bytes)
         if key not in self.rings:
             setup = self.setup
-            ring, leg = ring_and_leg(setup.scenario, setup.topology, setup.replica_counts, self.fleet.grouped,
-                                     COLLECTIVES[collective], self.participants, payload_bytes)
-            transfer = Transfer(leg.links, leg.bytes_per_link, UNCLOCKED, leg.cap_bytes_per_s,
-                                leg.narrowest_bytes_per_s)
+            ring, leg = ring_and_leg(
+                setup.scenario,
+                setup.topology,
+                setup.replica_counts,
+                self.fleet.grouped,
+                COLLECTIVES[collective],
+                self.participants,
+                payload_bytes,
+            )
+            transfer = Transfer(
+                leg.links,
+                leg.bytes_per_link,
+                UNCLOCKED,
+                leg.cap_bytes_per_s,
+                leg.narrowest_bytes_per_s,
+            )
             transfer.rate_bytes_per_s = transfer.peak_bytes_per_s = transfer.alone_bytes_per_s
             transfer.most_access_crossings()
             self.rings[key] = ring, leg, transfer
@@ -270,12 +314,16 @@ class Lockstep:
         """The exposed last bucket of the collective's exchanges (``collectives.exposed_tail_s``)."""
         ring, leg, first = self.ring(collective, payload_bytes)
         scenario = self.setup.scenario
-        return exposed_tail_s(scenario, payload_bytes, leg, calls_of(scenario, payload_bytes), first.rate_bytes_per_s)
+        return exposed_tail_s(
+            scenario, payload_bytes, leg, calls_of(scenario, payload_bytes), first.rate_bytes_per_s
+        )
 
     def computed(self, duration_s: np.ndarray, outer_step: int) -> None:
         since = self.now
         self.now = since + duration_s
-        self.compute += self.now - since  # a row's seconds (0 where the clock absorbs a step: no row)
+        self.compute += (
+            self.now - since
+        )  # a row's seconds (0 where the clock absorbs a step: no row)
         if self.rows is not None:
             self.record("compute", since, self.now, NO_FRAGMENT, outer_step)
 
@@ -287,7 +335,10 @@ class Lockstep:
         transfer = object.__new__(Transfer)  # a copy of the first, its counted links included
         transfer.__dict__.update(first.__dict__)
         rate = transfer.rate_bytes_per_s
-        latency_s, self.set_up_s = leg.latency_s + self.set_up_s, 0.0  # the first call sets up the communicator
+        latency_s, self.set_up_s = (
+            leg.latency_s + self.set_up_s,
+            0.0,
+        )  # the first call sets up the communicator
         data_start = start_s + latency_s
         data_end = data_start + leg.bytes_per_link / rate
         transfer.segments = [(data_start, data_end, rate)]
@@ -302,8 +353,10 @@ class Lockstep:
         self.syncs += 1
         if self.rows is not None:
             sent = ring.bytes_per_worker
-            self.rows.extend(Row(start_s, end_s, rank, island, "comm", sent, point.fragment, point.outer_step)
-                             for rank, island in zip(self.ranks, self.islands))
+            self.rows.extend(
+                Row(start_s, end_s, rank, island, "comm", sent, point.fragment, point.outer_step)
+                for rank, island in zip(self.ranks, self.islands)
+            )
 
     def apply(self, point: SyncPoint) -> None:
         """Every worker waits for the collective's end (``Exchanges.record_wait``), then merges."""
@@ -322,8 +375,13 @@ class Lockstep:
             self.now = np.where(waiting, end_s, since)
         if self.rows is not None:
             self.record_waits(point, since, np.minimum(end_s, np.maximum(since, start_s)), end_s)
-        outer_s, tail_s = outer_step_s(self.setup.scenario, point.values), self.tail_s(point.collective, point.payload_bytes)
-        if outer_s or tail_s:  # the exposed last bucket after the backward pass, then the outer step and merge
+        outer_s, tail_s = (
+            outer_step_s(self.setup.scenario, point.values),
+            self.tail_s(point.collective, point.payload_bytes),
+        )
+        if (
+            outer_s or tail_s
+        ):  # the exposed last bucket after the backward pass, then the outer step and merge
             waited = self.now
             self.now = waited + outer_s + np.maximum(0.0, since + tail_s - waited)
             self.stall += self.now - waited
@@ -332,25 +390,43 @@ class Lockstep:
         self.merged_steps += self.position - self.applied_position
         self.applied_position = self.position
 
-    def record(self, kind: str, since: np.ndarray, until: np.ndarray, fragment: int, outer_step: int) -> None:
+    def record(
+        self, kind: str, since: np.ndarray, until: np.ndarray, fragment: int, outer_step: int
+    ) -> None:
         assert self.rows is not None, "rows are recorded only by a run that keeps them"
-        self.rows.extend(Row(start, end, rank, island, kind, 0.0, fragment, outer_step)
-                         for start, end, rank, island in zip(since.tolist(), until.tolist(), self.ranks, self.islands)
-                         if end > start)
+        self.rows.extend(
+            Row(start, end, rank, island, kind, 0.0, fragment, outer_step)
+            for start, end, rank, island in zip(
+                since.tolist(), until.tolist(), self.ranks, self.islands
+            )
+            if end > start
+        )
 
-    def record_waits(self, point: SyncPoint, since: np.ndarray, boundary: np.ndarray, end_s: float) -> None:
+    def record_waits(
+        self, point: SyncPoint, since: np.ndarray, boundary: np.ndarray, end_s: float
+    ) -> None:
         waiting = end_s > since
         until = np.where(waiting, end_s, since)
-        self.record("idle", since, np.where(waiting, boundary, since), point.fragment, point.outer_step)
-        self.record("stall", np.where(waiting, boundary, until), until, point.fragment, point.outer_step)
+        self.record(
+            "idle", since, np.where(waiting, boundary, since), point.fragment, point.outer_step
+        )
+        self.record(
+            "stall", np.where(waiting, boundary, until), until, point.fragment, point.outer_step
+        )
 
     def workers(self) -> Workers:
         """The per-worker totals ``summary.summary_of`` takes: every worker there from 0 to its last row."""
         states = self.states
-        return Workers(island=np.array(self.islands, dtype=object),
-                       count=np.array([state.count for state in states], dtype=np.int64),
-                       compute=self.compute, stall=self.stall, idle=self.idle, present_s=self.now.copy(),
-                       bytes_sent=self.bytes_sent, syncs=np.full(len(states), float(self.syncs)))
+        return Workers(
+            island=np.array(self.islands, dtype=object),
+            count=np.array([state.count for state in states], dtype=np.int64),
+            compute=self.compute,
+            stall=self.stall,
+            idle=self.idle,
+            present_s=self.now.copy(),
+            bytes_sent=self.bytes_sent,
+            syncs=np.full(len(states), float(self.syncs)),
+        )
 
 
 def chunks(items: Iterable, size: int) -> Iterator[list]:
@@ -369,9 +445,11 @@ def check_rows(setup: RunSetup, budget_: Budget) -> None:
     limit = setup.max_events * budget.ROWS_PER_WORKER_SYNC / budget.EVENTS_PER_WORKER_SYNC
     if budget_.trace_rows > limit:
         raise budget.BudgetExceeded(
-            setup.scenario.source, "--max-events",
+            setup.scenario.source,
+            "--max-events",
             f"the trace would have about {budget_.trace_rows:.3g} rows, above the {limit:.3g} that the budget of "
-            f"{setup.max_events:g} events admits (the summary needs no trace): raise --max-events")
+            f"{setup.max_events:g} events admits (the summary needs no trace): raise --max-events",
+        )
 
 
 class LockstepPlayer:
@@ -397,11 +475,19 @@ class LockstepPlayer:
         peak_transfers = run.transfers if run.one_run is None else run.peak_transfers
         durations = np.array(run.sync_durations_s)
         transfers = (lambda: run.transfers) if run.one_run is None else run.one_transfers
-        return Played(player=self.name, totals=run.workers(), wall_time_s=float(run.now.max()),
-                      sync_durations_s=durations, sync_counts=np.ones(len(durations), dtype=np.int64),
-                      outer_steps=setup.scenario.schedule.outer_steps, peak_gbps=peak_gbps(peak_transfers, setup.topology),
-                      merged_steps=dict.fromkeys(run.ranks, run.merged_steps), counts=counts_for(True),
-                      row_source=lambda: replayed_rows(setup, budget_), transfer_source=transfers)
+        return Played(
+            player=self.name,
+            totals=run.workers(),
+            wall_time_s=float(run.now.max()),
+            sync_durations_s=durations,
+            sync_counts=np.ones(len(durations), dtype=np.int64),
+            outer_steps=setup.scenario.schedule.outer_steps,
+            peak_gbps=peak_gbps(peak_transfers, setup.topology),
+            merged_steps=dict.fromkeys(run.ranks, run.merged_steps),
+            counts=counts_for(True),
+            row_source=lambda: replayed_rows(setup, budget_),
+            transfer_source=transfers,
+        )
 
 
 def replayed_rows(setup: RunSetup, budget_: Budget) -> list[Row]:

@@ -94,18 +94,30 @@ class OneLearnerPlayer:
             return None
         totals, count = run.totals, setup.replica_counts[run.rank]
         durations = np.array(run.sync_durations_s())
-        workers = Workers(island=np.array([run.island], dtype=object), count=np.array([count], dtype=np.int64),
-                          compute=np.array([totals.seconds["compute"]]), stall=np.array([totals.seconds["stall"]]),
-                          idle=np.array([totals.seconds["idle"]]), present_s=np.array([totals.present_s]),
-                          bytes_sent=np.array([totals.bytes_sent]), syncs=np.array([float(len(durations))]))
-        return Played(player=self.name, totals=workers, wall_time_s=totals.wall_time_s, sync_durations_s=durations,
-                      sync_counts=np.repeat(np.array([count], dtype=np.int64), len(durations)),
-                      outer_steps=setup.scenario.schedule.outer_steps,
-                      peak_gbps=peak_gbps(run.peak_transfers(), setup.topology),
-                      merged_steps={run.rank: run.timeline.merged_steps},
-                      # one merge per report; none below the quorum (K <= the learners)
-                      counts=counts_for(False, merges=len(run.sent_s)),
-                      row_source=run.trace_rows, transfer_source=run.transfers)
+        workers = Workers(
+            island=np.array([run.island], dtype=object),
+            count=np.array([count], dtype=np.int64),
+            compute=np.array([totals.seconds["compute"]]),
+            stall=np.array([totals.seconds["stall"]]),
+            idle=np.array([totals.seconds["idle"]]),
+            present_s=np.array([totals.present_s]),
+            bytes_sent=np.array([totals.bytes_sent]),
+            syncs=np.array([float(len(durations))]),
+        )
+        return Played(
+            player=self.name,
+            totals=workers,
+            wall_time_s=totals.wall_time_s,
+            sync_durations_s=durations,
+            sync_counts=np.repeat(np.array([count], dtype=np.int64), len(durations)),
+            outer_steps=setup.scenario.schedule.outer_steps,
+            peak_gbps=peak_gbps(run.peak_transfers(), setup.topology),
+            merged_steps={run.rank: run.timeline.merged_steps},
+            # one merge per report; none below the quorum (K <= the learners)
+            counts=counts_for(False, merges=len(run.sent_s)),
+            row_source=run.trace_rows,
+            transfer_source=run.transfers,
+        )
 
 
 class Totals:
@@ -123,7 +135,14 @@ class Totals:
         self.latest_end_s = -math.inf
         self.pending: deque[tuple[float, float, float]] = deque()  # comm rows (start, end, bytes)
 
-    def own(self, start_s: float, end_s: float, kind: str, fragment: int = NO_FRAGMENT, outer_step: int = 0) -> None:
+    def own(
+        self,
+        start_s: float,
+        end_s: float,
+        kind: str,
+        fragment: int = NO_FRAGMENT,
+        outer_step: int = 0,
+    ) -> None:
         """One of the learner's own rows (its length > 0; no sum reads its fragment and outer step)."""
         if self.pending and self.pending[0][0] <= start_s:
             self.comm_before(start_s)
@@ -174,14 +193,29 @@ class OneLearner:
         self.timeline = timeline_of(setup.schedule, setup.scenario.schedule)
         self.payloads = setup.schedule.priced_fragments(setup.scenario)[1]
         self.totals = Totals()
-        self.log: list[Row] | None = [] if keep_rows else None  # the rows, in the event model's order
-        self.own = self.totals.own if not keep_rows else self.own_kept  # a row of the learner's own clock
-        self.comm_rows: deque[tuple] = deque()  # with ``keep_rows``: rows of round trips back, added at their ends
+        self.log: list[Row] | None = (
+            [] if keep_rows else None
+        )  # the rows, in the event model's order
+        self.own = (
+            self.totals.own if not keep_rows else self.own_kept
+        )  # a row of the learner's own clock
+        self.comm_rows: deque[tuple] = (
+            deque()
+        )  # with ``keep_rows``: rows of round trips back, added at their ends
         count = len(self.timeline.fragments)
-        self.sent_s, self.arrived_s, self.back_s = [0.0] * count, [0.0] * count, [0.0] * count  # by launch
+        self.sent_s, self.arrived_s, self.back_s = (
+            [0.0] * count,
+            [0.0] * count,
+            [0.0] * count,
+        )  # by launch
 
     def play(self) -> None:
-        timeline, totals, latency_s, payloads = self.timeline, self.totals, self.latency_s, self.payloads
+        timeline, totals, latency_s, payloads = (
+            self.timeline,
+            self.totals,
+            self.latency_s,
+            self.payloads,
+        )
         sent, arrived, back = self.sent_s, self.arrived_s, self.back_s
         step_time_s = self.step_time_s
         up_rate, down_rate = self.up.alone_bytes_per_s, self.down.alone_bytes_per_s
@@ -202,24 +236,48 @@ class OneLearner:
                 back_s = back[launch] = moved(arrived_s, latency_s, payload_bytes, down_rate)[1]
                 totals.pending.append((sent_s, back_s, payload_bytes))
                 if self.log is not None:
-                    self.comm_rows.append((sent_s, back_s, self.rank, self.island, "comm", payload_bytes,
-                                           timeline.fragments[launch], timeline.outer_steps[launch]))
+                    self.comm_rows.append(
+                        (
+                            sent_s,
+                            back_s,
+                            self.rank,
+                            self.island,
+                            "comm",
+                            payload_bytes,
+                            timeline.fragments[launch],
+                            timeline.outer_steps[launch],
+                        )
+                    )
                 continue
             since, done_s = now, back[launch]
             now = now if now >= done_s else done_s
             if self.log is not None:
                 self.flush(now, inclusive=True)
             if now > since:
-                self.waited(since, now, arrived[launch], timeline.fragments[launch], timeline.outer_steps[launch])
+                self.waited(
+                    since,
+                    now,
+                    arrived[launch],
+                    timeline.fragments[launch],
+                    timeline.outer_steps[launch],
+                )
         totals.close()
         if self.log is not None:
             self.flush(math.inf, inclusive=True)
 
-    def own_kept(self, start_s: float, end_s: float, kind: str, fragment: int = NO_FRAGMENT,
-                 outer_step: int = 0) -> None:
+    def own_kept(
+        self,
+        start_s: float,
+        end_s: float,
+        kind: str,
+        fragment: int = NO_FRAGMENT,
+        outer_step: int = 0,
+    ) -> None:
         """``Totals.own``, the row kept."""
         self.totals.own(start_s, end_s, kind)
-        self.kept().append(Row(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step))
+        self.kept().append(
+            Row(start_s, end_s, self.rank, self.island, kind, 0.0, fragment, outer_step)
+        )
 
     def flush(self, at_s: float, inclusive: bool) -> None:
         """With the rows kept: append the rows of the round trips back before ``at_s`` (or at it), in the
@@ -233,7 +291,9 @@ class OneLearner:
         assert self.log is not None, "rows are kept only by a run made with keep_rows"
         return self.log
 
-    def waited(self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int) -> None:
+    def waited(
+        self, since_s: float, now: float, arrived_s: float, fragment: int, outer_step: int
+    ) -> None:
         """``Syncer.record_wait``: the report merged on arrival (its first start is its arrival)."""
         idle_from = min(max(since_s, arrived_s), now)
         idle_to = min(max(idle_from, arrived_s), now)
@@ -247,7 +307,9 @@ class OneLearner:
     def sync_durations_s(self) -> list[float]:
         """Each round trip's span, by (outer step, fragment) as ``summary.sync_spans`` orders them."""
         outer_steps, fragments = self.timeline.outer_steps, self.timeline.fragments
-        order = sorted(range(len(fragments)), key=lambda launch: (outer_steps[launch], fragments[launch]))
+        order = sorted(
+            range(len(fragments)), key=lambda launch: (outer_steps[launch], fragments[launch])
+        )
         return [self.back_s[launch] - self.sent_s[launch] for launch in order]
 
     def trace_rows(self) -> list[Row]:
@@ -272,12 +334,18 @@ class OneLearner:
         return self.transfers(1)
 
     def transfer(self, first: Transfer, at_s: float, payload_bytes: float) -> Transfer:
-        start_s, wake_s, remaining = moved(at_s, self.latency_s, payload_bytes, first.alone_bytes_per_s)
-        transfer = object.__new__(Transfer)  # a copy of the first over its links, its counted links included
+        start_s, wake_s, remaining = moved(
+            at_s, self.latency_s, payload_bytes, first.alone_bytes_per_s
+        )
+        transfer = object.__new__(
+            Transfer
+        )  # a copy of the first over its links, its counted links included
         transfer.__dict__.update(first.__dict__)
         transfer.remaining_bytes = remaining
         rate = first.alone_bytes_per_s
-        transfer.segments = [(start_s, wake_s, rate)] if wake_s > start_s else []  # ``Transfer.set_rate`` twice
+        transfer.segments = (
+            [(start_s, wake_s, rate)] if wake_s > start_s else []
+        )  # ``Transfer.set_rate`` twice
         transfer.rate_since_s = wake_s
         transfer.peak_bytes_per_s = rate
         return transfer
@@ -289,7 +357,9 @@ class OneLearner:
         return transfer
 
 
-def moved(at_s: float, latency_s: float, payload_bytes: float, rate: float) -> tuple[float, float, float]:
+def moved(
+    at_s: float, latency_s: float, payload_bytes: float, rate: float
+) -> tuple[float, float, float]:
     """One transfer alone on the flow network from ``at_s``, as ``FlowNetwork`` times it (added after the
     latency, its wake-up at its bytes over its rate alone, its bytes moved then): its start, its end and
     the bytes left (within the completion tolerance, else ``NotAlone``)."""

@@ -102,22 +102,45 @@ def why_not(setup: RunSetup) -> str | None:
         return "not a coupled schedule over one island"
     island, network = scenario.islands[0], scenario.network
     reasons = (
-        (island.mtbf_s is None or island.mttr_s is None, "its workers do not leave and return at random"),
+        (
+            island.mtbf_s is None or island.mttr_s is None,
+            "its workers do not leave and return at random",
+        ),
         (not island.present or scenario.events, "workers join by scheduled events"),
         (island.jitter_cv != 0, "its step times are jittered"),
-        (island.latency_ms != 0 or scenario.regions or scenario.backbones or scenario.latencies or network.rtt_csv,
-         "its links have latency or regions"),
+        (
+            island.latency_ms != 0
+            or scenario.regions
+            or scenario.backbones
+            or scenario.latencies
+            or network.rtt_csv,
+            "its links have latency or regions",
+        ),
         (island.upload_gbps != island.download_gbps, "its uplink and downlink differ"),
-        (bool(island.upload_burst_bytes or island.download_burst_bytes), "its links have token buckets"),
+        (
+            bool(island.upload_burst_bytes or island.download_burst_bytes),
+            "its links have token buckets",
+        ),
         (scenario.has_failures(), "chips fail"),
         (setup.network_model != "flow", f"network.model = {setup.network_model!r}"),
         (network.collective != "ring", f"a {network.collective} collective"),
-        (network.exchange_cpu_s_per_value != 0 or network.exchange_end_spread_s != 0,
-         "exchange work or an end spread"),
-        (network.ring_efficiency != 1 or not scenario.exchange.is_default, "an [exchange] or ring efficiency"),
+        (
+            network.exchange_cpu_s_per_value != 0 or network.exchange_end_spread_s != 0,
+            "exchange work or an end spread",
+        ),
+        (
+            network.ring_efficiency != 1 or not scenario.exchange.is_default,
+            "an [exchange] or ring efficiency",
+        ),
         (scenario.schedule.barrier != "wait", f"the {scenario.schedule.barrier} barrier"),
-        (network.on_departure not in ("restart", "partial"), f"network.on_departure = {network.on_departure!r}"),
-        (blocking_period_steps(scenario, schedule) is None, "not one blocking exchange per outer step"),
+        (
+            network.on_departure not in ("restart", "partial"),
+            f"network.on_departure = {network.on_departure!r}",
+        ),
+        (
+            blocking_period_steps(scenario, schedule) is None,
+            "not one blocking exchange per outer step",
+        ),
     )
     return next((why for failed, why in reasons if failed), None)
 
@@ -138,8 +161,12 @@ def blocking_period_steps(scenario: Scenario, schedule: Schedule) -> float | Non
         return None
     period = steps[0]
     for index in range(0, len(actions), 2):
-        if actions[index] != index // 2 or actions[index + 1] != ~(index // 2) or steps[index] != period \
-                or steps[index + 1] != 0:
+        if (
+            actions[index] != index // 2
+            or actions[index + 1] != ~(index // 2)
+            or steps[index] != period
+            or steps[index + 1] != 0
+        ):
             return None
     return period if period > 0 else None
 
@@ -167,12 +194,20 @@ class ReturningPlayer:
         changes = expected_changes(setup, estimate.horizon_s)
         cost = EVENTS_PER_CHANGE * changes
         if cost > max_events:
-            raise budget.BudgetExceeded(scenario.source, "--max-events",
-                                        f"the run on counts would cost about {cost:.3g} simulator events (about "
-                                        f"{changes:.3g} joins and leaves expected, {EVENTS_PER_CHANGE:g} events "
-                                        f"each), above the limit of {max_events:g} events: raise --max-events")
-        held = dataclasses.replace(estimate, events=cost, membership_changes=changes, trace_rows=0.0,
-                                   memory_bytes=estimate.topology_bytes + budget.BYTES_PER_WORKER_SYNC)
+            raise budget.BudgetExceeded(
+                scenario.source,
+                "--max-events",
+                f"the run on counts would cost about {cost:.3g} simulator events (about "
+                f"{changes:.3g} joins and leaves expected, {EVENTS_PER_CHANGE:g} events "
+                f"each), above the limit of {max_events:g} events: raise --max-events",
+            )
+        held = dataclasses.replace(
+            estimate,
+            events=cost,
+            membership_changes=changes,
+            trace_rows=0.0,
+            memory_bytes=estimate.topology_bytes + budget.BYTES_PER_WORKER_SYNC,
+        )
         budget.check(scenario, held, max_events)
         return held
 
@@ -197,7 +232,9 @@ def expected_changes(setup: RunSetup, horizon_s: float | None) -> float:
     lam, mu = 1.0 / mtbf_s, 1.0 / mttr_s
     wall_s = expected_wall_s(setup, horizon_s)
     rate, p = lam + mu, mu / (lam + mu)
-    per_worker = 2 * lam * mu / rate * wall_s + (lam - mu) * (1 - p) * -math.expm1(-rate * wall_s) / rate
+    per_worker = (
+        2 * lam * mu / rate * wall_s + (lam - mu) * (1 - p) * -math.expm1(-rate * wall_s) / rate
+    )
     return setup.scenario.worker_count * per_worker
 
 
@@ -244,33 +281,50 @@ def played_of(setup: RunSetup, counts: Counts) -> Played:
     size = counts.fleet_size
     complete = not counts.horizon_reached
     island = scenario.islands[0].name
-    workers = Workers(island=np.array([island], dtype=object), count=np.array([size], dtype=np.int64),
-                      compute=np.array([counts.compute / size]), stall=np.array([counts.stall / size]),
-                      idle=np.array([counts.idle / size]), present_s=np.array([counts.present / size]),
-                      bytes_sent=np.array([counts.bytes_sent / size]), syncs=np.array([counts.sync_rows / size]))
+    workers = Workers(
+        island=np.array([island], dtype=object),
+        count=np.array([size], dtype=np.int64),
+        compute=np.array([counts.compute / size]),
+        stall=np.array([counts.stall / size]),
+        idle=np.array([counts.idle / size]),
+        present_s=np.array([counts.present / size]),
+        bytes_sent=np.array([counts.bytes_sent / size]),
+        syncs=np.array([counts.sync_rows / size]),
+    )
     durations = np.array(counts.durations)
     completed = counts.completed if complete else len(counts.durations)
     refuse = lambda: no_rows(scenario)  # noqa: E731
     return Played(
-        player=RETURNING.name, totals=workers, wall_time_s=counts.now, sync_durations_s=durations,
+        player=RETURNING.name,
+        totals=workers,
+        wall_time_s=counts.now,
+        sync_durations_s=durations,
         sync_counts=np.ones(len(durations), dtype=np.int64),
         outer_steps=scenario.schedule.outer_steps if complete else len(durations),
         peak_gbps=counts.capacity * BITS_PER_BYTE / BITS_PER_GBIT,
         merged_steps={worker.rank: counts.merged_steps / size for worker, _ in setup.groups},
-        counts=counts_for(True, joins=counts.joins, leaves=counts.leaves, dropped_members=counts.dropped_members),
-        row_source=refuse, transfer_source=refuse, lost_compute_s=counts.lost_s,
+        counts=counts_for(
+            True, joins=counts.joins, leaves=counts.leaves, dropped_members=counts.dropped_members
+        ),
+        row_source=refuse,
+        transfer_source=refuse,
+        lost_compute_s=counts.lost_s,
         horizon_reached=not complete,
-        incomplete_reason=None if complete else budget.horizon_reason(completed, scenario, counts.horizon_s))
+        incomplete_reason=None
+        if complete
+        else budget.horizon_reason(completed, scenario, counts.horizon_s),
+    )
 
 
 def no_rows(scenario: Scenario) -> list:
     """A counted run has a summary and nothing per worker: refuse its trace and links in one line."""
     raise budget.BudgetExceeded(
-        scenario.source, "island.0.replicas",
+        scenario.source,
+        "island.0.replicas",
         "a run of this many churning workers is played on counts (simulator/fast/returning.py) and keeps no "
         "rows per worker: its summary only; for a trace or links, simulate fewer workers or outer steps "
-        "(docs/performance.md)")
+        "(docs/performance.md)",
+    )
 
 
 RETURNING = ReturningPlayer()
-

@@ -101,4 +101,6 @@ def shaped(schedule: Schedule, spec: ScheduleSpec) -> Timeline:
             actions.append(~launched.pop(key))
             merged_steps += position - applied_position
             applied_position = position
-    return Timeline(tuple(actions), tuple(steps), tuple(fragments), tuple(outer_steps), merged_steps)
+    return Timeline(
+        tuple(actions), tuple(steps), tuple(fragments), tuple(outer_steps), merged_steps
+    )

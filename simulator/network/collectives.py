@@ -47,24 +47,27 @@ from typing import Any
 import simpy
 
 from islands.scenarios import Scenario
+from islands.scenarios.model import NetworkSpec
 from islands.schedules import ALL_GATHER, ALL_REDUCE, GRADIENT, collective_of, schedule_of
 from islands.units import BITS_PER_BYTE
-
-from islands.scenarios.model import NetworkSpec
 
 from .links import Link, Transfer
 from .topology import Topology
 
 
-def end_offsets_s(participants: tuple[int, ...], spread_s: float, rotation: int) -> dict[int, float]:
+def end_offsets_s(
+    participants: tuple[int, ...], spread_s: float, rotation: int
+) -> dict[int, float]:
     """How long before the last each participant finishes: evenly over [0, ``spread_s``] by ring
     position, the positions turned by ``rotation`` from one collective to the next so that no island
     is always the last; mean ``spread_s`` / 2."""
     members = len(participants)
     if members < 2 or spread_s <= 0:
         return dict.fromkeys(participants, 0.0)
-    return {rank: spread_s * ((position + rotation) % members) / (members - 1)
-            for position, rank in enumerate(participants)}
+    return {
+        rank: spread_s * ((position + rotation) % members) / (members - 1)
+        for position, rank in enumerate(participants)
+    }
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,10 @@ class RingAllGather(RingCollective):
         return (workers - 1) * payload_bytes
 
 
-COLLECTIVES: dict[str, type[RingCollective]] = {ALL_REDUCE: RingAllReduce, ALL_GATHER: RingAllGather}
+COLLECTIVES: dict[str, type[RingCollective]] = {
+    ALL_REDUCE: RingAllReduce,
+    ALL_GATHER: RingAllGather,
+}
 
 
 @dataclass(frozen=True)
@@ -144,23 +150,43 @@ class Leg:
     bytes_per_link: float
     latency_s: float
     cap_bytes_per_s: float
-    narrowest_bytes_per_s: float | None = None  # its narrowest link's share, where the topology priced it
+    narrowest_bytes_per_s: float | None = (
+        None  # its narrowest link's share, where the topology priced it
+    )
 
 
-def ring_and_leg(scenario: Scenario, topology: Topology, replica_counts: dict[int, int], grouped: bool,
-                 kind: type[RingCollective], participants: tuple[int, ...],
-                 payload_bytes: float) -> tuple[RingCollective, Leg]:
+def ring_and_leg(
+    scenario: Scenario,
+    topology: Topology,
+    replica_counts: dict[int, int],
+    grouped: bool,
+    kind: type[RingCollective],
+    participants: tuple[int, ...],
+    payload_bytes: float,
+) -> tuple[RingCollective, Leg]:
     """The ring of ``kind`` over ``participants`` (each standing for its replicas when ``grouped``) and
     its one transfer (``ring_leg``) with the scenario's exchange calls and their costs."""
     counts = tuple(map(replica_counts.__getitem__, participants)) if grouped else ()
     ring = kind(participants, payload_bytes, counts if counts and max(counts) > 1 else ())
     exchange = scenario.exchange
-    return ring, ring_leg(ring, topology, scenario.network, calls_of(scenario, payload_bytes),
-                          exchange.call_overhead_s, exchange.sync_overhead_s)
+    return ring, ring_leg(
+        ring,
+        topology,
+        scenario.network,
+        calls_of(scenario, payload_bytes),
+        exchange.call_overhead_s,
+        exchange.sync_overhead_s,
+    )
 
 
-def ring_leg(ring: RingCollective, topology: Topology, network: NetworkSpec, calls: int = 1,
-             call_overhead_s: float = 0.0, sync_overhead_s: float = 0.0) -> Leg:
+def ring_leg(
+    ring: RingCollective,
+    topology: Topology,
+    network: NetworkSpec,
+    calls: int = 1,
+    call_overhead_s: float = 0.0,
+    sync_overhead_s: float = 0.0,
+) -> Leg:
     """A ring as one transfer: every participant's links (and backbone crossings), its bytes per worker,
     and before them the exchange's fixed cost and, for each of its ``calls`` collective calls, the hops
     at the slowest hop's latency and the call's fixed cost; capped by TCP there and by
@@ -184,7 +210,9 @@ def outer_step_s(scenario: Scenario, values: float) -> float:
     return scenario.exchange.outer_step_s * values / scenario.model.parameters
 
 
-def exposed_tail_s(scenario: Scenario, payload_bytes: float, leg: Leg, calls: int, rate_bytes_per_s: float) -> float:
+def exposed_tail_s(
+    scenario: Scenario, payload_bytes: float, leg: Leg, calls: int, rate_bytes_per_s: float
+) -> float:
     """The least a worker waits after its backward pass for a gradient exchanged in buckets during it
     (PyTorch DDP, ``schedule.backward_overlap`` > 0): its last bucket, ready only then, alone on the
     ring: one call's latency and fixed cost, and its share of the bytes. 0 for any other exchange.
@@ -206,13 +234,22 @@ def exposed_tail_s(scenario: Scenario, payload_bytes: float, leg: Leg, calls: in
 def calls_of(scenario: Scenario, payload_bytes: float) -> int:
     """The collective calls of an exchange of ``payload_bytes`` on the wire (``ExchangeSpec.calls_of``)."""
     values = payload_bytes * BITS_PER_BYTE / scenario.schedule.bits
-    return scenario.exchange.calls_of(values, scenario.model.parameters, scenario.model.bytes_per_param)
+    return scenario.exchange.calls_of(
+        values, scenario.model.parameters, scenario.model.bytes_per_param
+    )
 
 
-def copy_leg(sender: int, receiver: int, payload_bytes: float, topology: Topology, network: NetworkSpec) -> Leg:
+def copy_leg(
+    sender: int, receiver: int, payload_bytes: float, topology: Topology, network: NetworkSpec
+) -> Leg:
     """One point-to-point copy of the payload: its path, its hop's latency and the TCP cap there."""
     latency_s = topology.hop_latency_s(sender, receiver)
-    return Leg(topology.path(sender, receiver), payload_bytes, latency_s, network.tcp_cap_bytes_per_s(latency_s))
+    return Leg(
+        topology.path(sender, receiver),
+        payload_bytes,
+        latency_s,
+        network.tcp_cap_bytes_per_s(latency_s),
+    )
 
 
 def collective_for(scenario: Scenario) -> type[RingCollective]:
@@ -240,15 +277,23 @@ class PendingCollective:
     participants: tuple[int, ...] = ()
     first_started_s: float | None = None
     started_at_s: float | None = None
-    transfers: list[Transfer] = field(default_factory=list)  # in flight (a stage of a staged one has several)
+    transfers: list[Transfer] = field(
+        default_factory=list
+    )  # in flight (a stage of a staged one has several)
     attempt: int = 0
     deadline_s: float | None = None
-    member_ends: dict[int, simpy.Event] = field(default_factory=dict)  # each member's own end (end spread)
-    member_end_s: dict[int, float] = field(default_factory=dict)       # when those before the last had it
-    dropped_s: dict[int, float] = field(default_factory=dict)  # members that left mid-flight ("partial"), and when
-    hold_until_s: float = 0.0            # "partial": the others wait for a dropped member's part until then
-    moved_s: float | None = None         # when its transfers were through
-    tail_s: float = 0.0                  # the exposed last bucket after a member's backward pass
+    member_ends: dict[int, simpy.Event] = field(
+        default_factory=dict
+    )  # each member's own end (end spread)
+    member_end_s: dict[int, float] = field(
+        default_factory=dict
+    )  # when those before the last had it
+    dropped_s: dict[int, float] = field(
+        default_factory=dict
+    )  # members that left mid-flight ("partial"), and when
+    hold_until_s: float = 0.0  # "partial": the others wait for a dropped member's part until then
+    moved_s: float | None = None  # when its transfers were through
+    tail_s: float = 0.0  # the exposed last bucket after a member's backward pass
 
     @property
     def in_flight(self) -> bool:
@@ -260,5 +305,6 @@ class PendingCollective:
 
 def launch(network: Any, leg: Leg) -> Transfer:
     """Put one transfer on ``network`` (``network.make_network``'s)."""
-    return network.transfer(leg.links, leg.bytes_per_link, leg.latency_s, leg.cap_bytes_per_s,
-                            leg.narrowest_bytes_per_s)
+    return network.transfer(
+        leg.links, leg.bytes_per_link, leg.latency_s, leg.cap_bytes_per_s, leg.narrowest_bytes_per_s
+    )

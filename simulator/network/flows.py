@@ -24,7 +24,7 @@ link at every change (``tracks_links``).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import simpy
 
@@ -43,8 +43,12 @@ def network_model_for(scenario: Scenario) -> str:
     """The scenario's network model; ``auto`` takes the flow model where transfers may share links."""
     if scenario.network.model != "auto":
         return scenario.network.model
-    overlap = (schedule_of(scenario).transfers_may_overlap(scenario.schedule) or scenario.has_churn()
-               or scenario.has_failures() or scenario.network.collective == "tree")
+    overlap = (
+        schedule_of(scenario).transfers_may_overlap(scenario.schedule)
+        or scenario.has_churn()
+        or scenario.has_failures()
+        or scenario.network.collective == "tree"
+    )
     return "flow" if overlap or scenario.schedule.barrier == "deadline" else "alpha-beta"
 
 
@@ -61,9 +65,17 @@ class AlphaBetaNetwork:
         self.tracks_links = tracks_links
         self.carried: list[Transfer] = []
 
-    def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float,
-                 cap_bytes_per_s: float = NO_CAP, narrowest_bytes_per_s: float | None = None) -> Transfer:
-        handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s, narrowest_bytes_per_s)
+    def transfer(
+        self,
+        links: tuple[Link, ...],
+        bytes_per_link: float,
+        latency_s: float,
+        cap_bytes_per_s: float = NO_CAP,
+        narrowest_bytes_per_s: float | None = None,
+    ) -> Transfer:
+        handle = Transfer(
+            links, bytes_per_link, self.env.event(), cap_bytes_per_s, narrowest_bytes_per_s
+        )
         handle.rate_bytes_per_s = rate = handle.peak_bytes_per_s = handle.alone_bytes_per_s
         data_start = self.env.now + latency_s
         burst = burst_at(handle.counted, data_start, bytes_per_link) if self.tracks_links else 0.0
@@ -87,7 +99,9 @@ class AlphaBetaNetwork:
     def before_end(self, handle: Transfer, offset_s: float, action: Callable[[], None]) -> None:
         """Run ``action`` ``offset_s`` before the transfer ends (now, if that is past), unless it is
         cancelled first."""
-        assert handle.end_s is not None, "an alpha-beta transfer knows its end from its start (transfer)"
+        assert handle.end_s is not None, (
+            "an alpha-beta transfer knows its end from its start (transfer)"
+        )
         timer = self.env.timeout(max(0.0, handle.end_s - offset_s - self.env.now))
         timer.callbacks.append(lambda _event: None if handle.cancelled else action())
 
@@ -114,15 +128,29 @@ class FlowNetwork:
         self.env = env
         self.tracks_links = tracks_links
         self.flows: list[Transfer] = []
-        self.carried: list[Transfer] = []  # every transfer that moved bytes at a rate, in start order
-        self.loaded: list[Link] = []  # the links that carried something at the last ``settle_links``
-        self.starting: list[Transfer] = []  # transfers to start together at this instant (token buckets)
+        self.carried: list[
+            Transfer
+        ] = []  # every transfer that moved bytes at a rate, in start order
+        self.loaded: list[
+            Link
+        ] = []  # the links that carried something at the last ``settle_links``
+        self.starting: list[
+            Transfer
+        ] = []  # transfers to start together at this instant (token buckets)
         self.last_update_s = 0.0
         self.wakeup_generation = 0
 
-    def transfer(self, links: tuple[Link, ...], bytes_per_link: float, latency_s: float,
-                 cap_bytes_per_s: float = NO_CAP, narrowest_bytes_per_s: float | None = None) -> Transfer:
-        handle = Transfer(links, bytes_per_link, self.env.event(), cap_bytes_per_s, narrowest_bytes_per_s)
+    def transfer(
+        self,
+        links: tuple[Link, ...],
+        bytes_per_link: float,
+        latency_s: float,
+        cap_bytes_per_s: float = NO_CAP,
+        narrowest_bytes_per_s: float | None = None,
+    ) -> Transfer:
+        handle = Transfer(
+            links, bytes_per_link, self.env.event(), cap_bytes_per_s, narrowest_bytes_per_s
+        )
         if latency_s > 0:
             self.env.timeout(latency_s).callbacks.append(lambda _event: self.add(handle))
         else:
@@ -179,7 +207,9 @@ class FlowNetwork:
             return
         self.advance()
         if self.tracks_links:
-            bursts = take_bursts([h.counted for h in handles], self.env.now, [h.remaining_bytes for h in handles])
+            bursts = take_bursts(
+                [h.counted for h in handles], self.env.now, [h.remaining_bytes for h in handles]
+            )
             for handle, burst in zip(handles, bursts):
                 handle.remaining_bytes -= burst
         moving = [handle for handle in handles if handle.remaining_bytes > 0]
@@ -217,7 +247,11 @@ class FlowNetwork:
         else:
             shared = shared_links(flows) if len(flows) > 1 else {}
             sharing = any(crossing[0] != crossing[-1] for crossing in shared.values())
-            rates = max_min_rates(flows, shared) if sharing else [flow.alone_bytes_per_s for flow in flows]
+            rates = (
+                max_min_rates(flows, shared)
+                if sharing
+                else [flow.alone_bytes_per_s for flow in flows]
+            )
         for flow, rate in zip(flows, rates):
             flow.set_rate(now, rate)
         if self.tracks_links:
@@ -242,7 +276,9 @@ class FlowNetwork:
         if not self.flows:
             return
         next_s = math.inf
-        for flow in self.flows:  # the nearest end, or mark before an end, at the rates of the moment
+        for (
+            flow
+        ) in self.flows:  # the nearest end, or mark before an end, at the rates of the moment
             left_s = flow.remaining_bytes / flow.rate_bytes_per_s
             if flow.marks:
                 left_s = min([left_s, *(left_s - offset_s for offset_s, _ in flow.marks)])
@@ -257,8 +293,12 @@ class FlowNetwork:
             return
         self.advance()
         tolerance_s = COMPLETION_TOLERANCE * max(1.0, self.env.now)
-        due = [(flow, mark) for flow in self.flows for mark in flow.marks
-               if flow.remaining_bytes <= flow.rate_bytes_per_s * (mark[0] + tolerance_s)]
+        due = [
+            (flow, mark)
+            for flow in self.flows
+            for mark in flow.marks
+            if flow.remaining_bytes <= flow.rate_bytes_per_s * (mark[0] + tolerance_s)
+        ]
         for flow, mark in due:
             flow.marks.remove(mark)
         finished = [f for f in self.flows if f.remaining_bytes <= f.rate_bytes_per_s * tolerance_s]
@@ -313,7 +353,9 @@ def shared_links(flows: list[Transfer]) -> dict[Link, list[int]]:
     return shared
 
 
-def few_links_private(flow: Transfer, shared: dict[Link, list[int]]) -> tuple[tuple[float, int] | None, list[Link]]:
+def few_links_private(
+    flow: Transfer, shared: dict[Link, list[int]]
+) -> tuple[tuple[float, int] | None, list[Link]]:
     """``Transfer.narrowest_private`` and ``Transfer.crossings_of`` of a copy, in one walk of its few links."""
     found: tuple[float, int] | None = None
     crossed = []
@@ -327,7 +369,9 @@ def few_links_private(flow: Transfer, shared: dict[Link, list[int]]) -> tuple[tu
     return found, crossed
 
 
-def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = None) -> list[float]:
+def max_min_rates(
+    flows: list[Transfer], shared: dict[Link, list[int]] | None = None
+) -> list[float]:
     """Max-min fair rates by progressive filling.
 
     Repeatedly find the link whose remaining capacity divided by its unfrozen flows is smallest,
@@ -347,8 +391,12 @@ def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = 
         shared = shared_links(flows)
     capacity = {link: link.capacity_bytes_per_s for link in shared}
     unfrozen = {link: len(crossing) for link, crossing in shared.items()}
-    place = {link: (crossing[0], flows[crossing[0]].position(link)) for link, crossing in shared.items()}
-    private: dict[int, tuple[float, int, int]] = {}  # flow index: (narrowest private capacity, index, place)
+    place = {
+        link: (crossing[0], flows[crossing[0]].position(link)) for link, crossing in shared.items()
+    }
+    private: dict[
+        int, tuple[float, int, int]
+    ] = {}  # flow index: (narrowest private capacity, index, place)
     crossed: list[list[Link] | None] = [None] * len(flows)  # a copy's crossings of shared links
     for index, flow in enumerate(flows):
         if len(flow.links) <= FEW_LINKS:
@@ -360,13 +408,19 @@ def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = 
     rates = [0.0] * len(flows)
     frozen = [False] * len(flows)
     while unfrozen or private:
-        link_key = min(unfrozen, key=lambda link: (capacity[link] / unfrozen[link], place[link]), default=None)
+        link_key = min(
+            unfrozen, key=lambda link: (capacity[link] / unfrozen[link], place[link]), default=None
+        )
         narrowest = min(private.values(), default=None)
-        if narrowest is not None and (link_key is None or narrowest < (
-                capacity[link_key] / unfrozen[link_key], *place[link_key])):
+        if narrowest is not None and (
+            link_key is None
+            or narrowest < (capacity[link_key] / unfrozen[link_key], *place[link_key])
+        ):
             share, members = narrowest[0], [narrowest[1]]
         else:
-            assert link_key is not None, "a flow is unfrozen while a shared link or a private one is left"
+            assert link_key is not None, (
+                "a flow is unfrozen while a shared link or a private one is left"
+            )
             share, members = capacity[link_key] / unfrozen[link_key], shared[link_key]
         for index in members:
             if frozen[index]:
@@ -383,7 +437,11 @@ def max_min_rates(flows: list[Transfer], shared: dict[Link, list[int]] | None = 
     return rates
 
 
-def make_network(model: str, env: simpy.Environment, tracks_links: bool) -> AlphaBetaNetwork | FlowNetwork:
-    models: dict[str, type[AlphaBetaNetwork] | type[FlowNetwork]] = {"alpha-beta": AlphaBetaNetwork,
-                                                                      "flow": FlowNetwork}
+def make_network(
+    model: str, env: simpy.Environment, tracks_links: bool
+) -> AlphaBetaNetwork | FlowNetwork:
+    models: dict[str, type[AlphaBetaNetwork] | type[FlowNetwork]] = {
+        "alpha-beta": AlphaBetaNetwork,
+        "flow": FlowNetwork,
+    }
     return models[model](env, tracks_links)

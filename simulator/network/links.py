@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
-from typing import Callable, Iterable, Iterator
 
 import simpy
 
@@ -36,7 +36,9 @@ CAPACITY = attrgetter("capacity_bytes_per_s")
 # ``Transfer.done`` of a transfer that a fast path plays without a clock (its rate and segments set by
 # hand): an event of an environment that never runs, so it never fires and nothing waits on it
 UNCLOCKED = simpy.Environment().event()
-FEW_LINKS = 4  # a transfer this short is walked link by link when filled; a longer one (a ring) is not
+FEW_LINKS = (
+    4  # a transfer this short is walked link by link when filled; a longer one (a ring) is not
+)
 
 
 @dataclass(eq=False)
@@ -48,7 +50,7 @@ class Link:
     capacity_bytes_per_s: float
     rate_bytes_per_s: float = 0.0  # its total rate, as last summed (``FlowNetwork.settle_links``)
     peak_bytes_per_s: float = 0.0  # the most it carried at once while transfers shared it
-    burst_bytes: float = 0.0    # token bucket depth (0: no bucket)
+    burst_bytes: float = 0.0  # token bucket depth (0: no bucket)
     tokens_bytes: float = -1.0  # what the bucket held at tokens_since_s; starts full
     tokens_since_s: float = 0.0
 
@@ -59,14 +61,19 @@ class Link:
     def tokens_at(self, now: float) -> float:
         """What the token bucket holds at ``now``: refilled at the spare rate since it was last settled."""
         spare = max(0.0, self.capacity_bytes_per_s - self.rate_bytes_per_s)
-        return max(0.0, min(self.burst_bytes, self.tokens_bytes + spare * max(0.0, now - self.tokens_since_s)))
+        return max(
+            0.0,
+            min(self.burst_bytes, self.tokens_bytes + spare * max(0.0, now - self.tokens_since_s)),
+        )
 
     def carry(self, start_s: float, end_s: float, rate: float, burst_bytes: float) -> None:
         """Settle the bucket for a transfer that sends ``burst_bytes`` at once at ``start_s``, then moves
         at ``rate`` until ``end_s`` (the bucket refills at the spare rate meanwhile)."""
         left = self.tokens_at(start_s) - burst_bytes
         spare = max(0.0, self.capacity_bytes_per_s - rate)
-        self.tokens_bytes = max(0.0, min(self.burst_bytes, left + spare * max(0.0, end_s - start_s)))
+        self.tokens_bytes = max(
+            0.0, min(self.burst_bytes, left + spare * max(0.0, end_s - start_s))
+        )
         self.tokens_since_s = end_s
 
     def set_rate(self, now: float, rate: float) -> None:
@@ -86,14 +93,20 @@ class Transfer:
     remaining_bytes: float
     done: simpy.Event
     cap_bytes_per_s: float = NO_CAP
-    narrowest_bytes_per_s: float | None = None  # its narrowest link's share, where the caller knows it
+    narrowest_bytes_per_s: float | None = (
+        None  # its narrowest link's share, where the caller knows it
+    )
     rate_bytes_per_s: float = 0.0
-    active: bool = False      # moving bytes (latency paid)
+    active: bool = False  # moving bytes (latency paid)
     cancelled: bool = False
     end_s: float | None = None  # alpha-beta: when it ends
-    marks: list[tuple[float, Callable[[], None]]] = field(default_factory=list)  # flow: (s before the end, action)
+    marks: list[tuple[float, Callable[[], None]]] = field(
+        default_factory=list
+    )  # flow: (s before the end, action)
     rate_since_s: float = 0.0
-    segments: list[tuple[float, float, float]] = field(default_factory=list)  # (start, end, rate): its rate over time
+    segments: list[tuple[float, float, float]] = field(
+        default_factory=list
+    )  # (start, end, rate): its rate over time
     peak_bytes_per_s: float = 0.0
 
     @cached_property
@@ -114,13 +127,19 @@ class Transfer:
             return min(self.narrowest_bytes_per_s, self.cap_bytes_per_s)
         if self.distinct:  # the narrowest link, without a loop in Python
             return min(min(map(CAPACITY, self.links)), self.cap_bytes_per_s)
-        return min(min(link.capacity_bytes_per_s / count for link, count in self.counted.items()),
-                   self.cap_bytes_per_s)
+        return min(
+            min(link.capacity_bytes_per_s / count for link, count in self.counted.items()),
+            self.cap_bytes_per_s,
+        )
 
     @cached_property
     def repeated(self) -> dict[Link, int]:
         """The links it crosses more than once, and how many times (none for a distinct transfer)."""
-        return {} if self.distinct else {link: count for link, count in self.counted.items() if count > 1}
+        return (
+            {}
+            if self.distinct
+            else {link: count for link, count in self.counted.items() if count > 1}
+        )
 
     @cached_property
     def by_capacity(self) -> list[int]:
@@ -187,8 +206,11 @@ def take_bursts(crossed: list[Counter[Link]], now: float, wanted_bytes: list[flo
     rates): every transfer's burst grows at one pace until a bucket it crosses runs dry (a transfer
     crossing a link k times draws k times its burst from it) or it has all it wants, so the split does
     not depend on the order they were started in. Alone, a transfer gets ``burst_at``."""
-    eligible = [i for i, counted in enumerate(crossed)
-                if counted and wanted_bytes[i] > 0 and all(link.burst_bytes for link in counted)]
+    eligible = [
+        i
+        for i, counted in enumerate(crossed)
+        if counted and wanted_bytes[i] > 0 and all(link.burst_bytes for link in counted)
+    ]
     tokens = {link: link.tokens_at(now) for i in eligible for link in crossed[i]}
     bursts = [0.0] * len(crossed)
     growing = eligible
@@ -237,6 +259,14 @@ def link_segments(transfers: Iterable[Transfer]) -> Iterator[tuple[Link, float, 
 def peak_access_rate(transfers: Iterable[Transfer], links: Iterable[Link]) -> float:
     """The most any of ``links`` (workers' access links) carried at once: the most a transfer put on one
     (its peak rate, times its crossings), or a link's total while transfers shared it."""
-    return max([*(link.peak_bytes_per_s for link in links),
-                *(t.peak_bytes_per_s * t.most_access_crossings() for t in transfers if t.peak_bytes_per_s)],
-               default=0.0)
+    return max(
+        [
+            *(link.peak_bytes_per_s for link in links),
+            *(
+                t.peak_bytes_per_s * t.most_access_crossings()
+                for t in transfers
+                if t.peak_bytes_per_s
+            ),
+        ],
+        default=0.0,
+    )

@@ -50,15 +50,26 @@ class StagedCollective:
     bytes_sent: dict[int, float]
 
 
-def chain_leg(chain: list[int], payload_bytes: float, topology: Topology, network: NetworkSpec,
-              towards_head: bool) -> Leg:
+def chain_leg(
+    chain: list[int],
+    payload_bytes: float,
+    topology: Topology,
+    network: NetworkSpec,
+    towards_head: bool,
+) -> Leg:
     """The pipelined chain: each hop carries the whole payload once, towards the head (a reduce) or
     away from it (a broadcast); it pays each hop's latency at the slowest hop's and moves at its
     slowest link."""
     hops = list(zip(chain[1:], chain)) if towards_head else list(zip(chain, chain[1:]))
-    slowest_hop_s = topology.slowest_hop_s([sender for sender, _ in hops], [receiver for _, receiver in hops])
-    links = tuple(topology.uplinks[sender] for sender, _ in hops) + tuple(topology.downlinks[r] for _, r in hops)
-    return Leg(links, payload_bytes, len(hops) * slowest_hop_s, network.tcp_cap_bytes_per_s(slowest_hop_s))
+    slowest_hop_s = topology.slowest_hop_s(
+        [sender for sender, _ in hops], [receiver for _, receiver in hops]
+    )
+    links = tuple(topology.uplinks[sender] for sender, _ in hops) + tuple(
+        topology.downlinks[r] for _, r in hops
+    )
+    return Leg(
+        links, payload_bytes, len(hops) * slowest_hop_s, network.tcp_cap_bytes_per_s(slowest_hop_s)
+    )
 
 
 def region_chains(ring: tuple[int, ...], topology: Topology) -> list[list[int]]:
@@ -71,12 +82,15 @@ def region_chains(ring: tuple[int, ...], topology: Topology) -> list[list[int]]:
 
 def alone(rank: int, topology: Topology) -> StagedCollective:
     """A collective of one member (the last survivor): nothing to move, over its own links."""
-    return StagedCollective(((Leg((topology.uplinks[rank], topology.downlinks[rank]), 0.0, 0.0, math.inf),),),
-                            {rank: 0.0})
+    return StagedCollective(
+        ((Leg((topology.uplinks[rank], topology.downlinks[rank]), 0.0, 0.0, math.inf),),),
+        {rank: 0.0},
+    )
 
 
-def hierarchical_all_reduce(ring: tuple[int, ...], payload_bytes: float, topology: Topology,
-                            network: NetworkSpec) -> StagedCollective:
+def hierarchical_all_reduce(
+    ring: tuple[int, ...], payload_bytes: float, topology: Topology, network: NetworkSpec
+) -> StagedCollective:
     """The three stages over the members of ``ring`` (in ring order) and each member's bytes sent."""
     if len(ring) == 1:
         return alone(ring[0], topology)
@@ -85,10 +99,14 @@ def hierarchical_all_reduce(ring: tuple[int, ...], payload_bytes: float, topolog
     bytes_sent = {rank: 0.0 for rank in ring}
     for chain in long_chains:
         for position, rank in enumerate(chain):
-            bytes_sent[rank] += (payload_bytes if position > 0 else 0.0) + (payload_bytes if rank != chain[-1] else 0.0)
+            bytes_sent[rank] += (payload_bytes if position > 0 else 0.0) + (
+                payload_bytes if rank != chain[-1] else 0.0
+            )
     stages: list[tuple[Leg, ...]] = []
     if long_chains:
-        stages.append(tuple(chain_leg(chain, payload_bytes, topology, network, True) for chain in long_chains))
+        stages.append(
+            tuple(chain_leg(chain, payload_bytes, topology, network, True) for chain in long_chains)
+        )
     leaders = tuple(chain[0] for chain in chains)
     if len(leaders) > 1:
         across = RingAllReduce(leaders, payload_bytes)
@@ -96,12 +114,17 @@ def hierarchical_all_reduce(ring: tuple[int, ...], payload_bytes: float, topolog
         for leader in leaders:
             bytes_sent[leader] += across.bytes_per_worker
     if long_chains:
-        stages.append(tuple(chain_leg(chain, payload_bytes, topology, network, False) for chain in long_chains))
+        stages.append(
+            tuple(
+                chain_leg(chain, payload_bytes, topology, network, False) for chain in long_chains
+            )
+        )
     return StagedCollective(tuple(stages), bytes_sent)
 
 
-def tree_all_reduce(ring: tuple[int, ...], payload_bytes: float, topology: Topology,
-                    network: NetworkSpec) -> StagedCollective:
+def tree_all_reduce(
+    ring: tuple[int, ...], payload_bytes: float, topology: Topology, network: NetworkSpec
+) -> StagedCollective:
     """The binary tree's levels, reduced from the leaves up, then broadcast back down."""
     if len(ring) == 1:
         return alone(ring[0], topology)
@@ -111,14 +134,22 @@ def tree_all_reduce(ring: tuple[int, ...], payload_bytes: float, topology: Topol
     bytes_sent = {rank: 0.0 for rank in ring}
     up, down = [], []
     for depth in sorted(levels, reverse=True):
-        up.append(tuple(copy_leg(ring[p], ring[(p - 1) // 2], payload_bytes, topology, network)
-                        for p in levels[depth]))
+        up.append(
+            tuple(
+                copy_leg(ring[p], ring[(p - 1) // 2], payload_bytes, topology, network)
+                for p in levels[depth]
+            )
+        )
         for position in levels[depth]:
             bytes_sent[ring[position]] += payload_bytes
             bytes_sent[ring[(position - 1) // 2]] += payload_bytes
     for depth in sorted(levels):
-        down.append(tuple(copy_leg(ring[(p - 1) // 2], ring[p], payload_bytes, topology, network)
-                          for p in levels[depth]))
+        down.append(
+            tuple(
+                copy_leg(ring[(p - 1) // 2], ring[p], payload_bytes, topology, network)
+                for p in levels[depth]
+            )
+        )
     return StagedCollective(tuple(up + down), bytes_sent)
 
 

@@ -24,7 +24,11 @@ class SyncerPaths:
     @classmethod
     def of(cls, scenario: Scenario) -> SyncerPaths:
         spec = scenario.syncer
-        rate = None if spec.bandwidth_gbps is None else spec.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
+        rate = (
+            None
+            if spec.bandwidth_gbps is None
+            else spec.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
+        )
         links_up = () if rate is None else (Link(SYNCER_RANK, "up", rate),)
         links_down = () if rate is None else (Link(SYNCER_RANK, "down", rate),)
         return cls(links_up, links_down, spec.latency_ms / MS_PER_S, spec.region)
@@ -32,11 +36,22 @@ class SyncerPaths:
     def hop_latency_s(self, topology: Topology, rank: int) -> float:
         """One way between a learner and the syncer: the learner's access, the backbone between their
         regions, the syncer's."""
-        return (topology.access_latency_s[rank] + topology.core_latency_s(topology.region[rank], self.region)
-                + self.latency_s)
+        return (
+            topology.access_latency_s[rank]
+            + topology.core_latency_s(topology.region[rank], self.region)
+            + self.latency_s
+        )
 
     def to_syncer(self, topology: Topology, rank: int) -> tuple[Link, ...]:
-        return (topology.uplinks[rank], *topology.crossing(topology.region[rank], self.region), *self.links_down)
+        return (
+            topology.uplinks[rank],
+            *topology.crossing(topology.region[rank], self.region),
+            *self.links_down,
+        )
 
     def from_syncer(self, topology: Topology, rank: int) -> tuple[Link, ...]:
-        return (*self.links_up, *topology.crossing(self.region, topology.region[rank]), topology.downlinks[rank])
+        return (
+            *self.links_up,
+            *topology.crossing(self.region, topology.region[rank]),
+            topology.downlinks[rank],
+        )

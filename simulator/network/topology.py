@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import permutations
 from operator import itemgetter
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -49,25 +49,40 @@ class Topology:
     backbone_latency_s: dict[frozenset[str], float] = field(default_factory=dict)
     cycles: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
     island: dict[int, str] = field(default_factory=dict)
-    measured_s: dict[frozenset[str], float] = field(default_factory=dict)  # one way, by pair of islands
+    measured_s: dict[frozenset[str], float] = field(
+        default_factory=dict
+    )  # one way, by pair of islands
 
     @classmethod
     def of(cls, scenario: Scenario, workers: list[Worker]) -> Topology:
         topology = cls(
-            uplinks={w.rank: Link(w.rank, "up", w.upload_bytes_per_s, burst_bytes=w.upload_burst_bytes)
-                     for w in workers},
-            downlinks={w.rank: Link(w.rank, "down", w.download_bytes_per_s, burst_bytes=w.download_burst_bytes)
-                       for w in workers},
+            uplinks={
+                w.rank: Link(w.rank, "up", w.upload_bytes_per_s, burst_bytes=w.upload_burst_bytes)
+                for w in workers
+            },
+            downlinks={
+                w.rank: Link(
+                    w.rank, "down", w.download_bytes_per_s, burst_bytes=w.download_burst_bytes
+                )
+                for w in workers
+            },
             access_latency_s={w.rank: w.latency_s for w in workers},
             region={w.rank: w.region for w in workers},
             island={w.rank: w.island for w in workers},
-            measured_s={frozenset(pair.between): pair.rtt_ms / 2 / MS_PER_S for pair in scenario.latencies})
+            measured_s={
+                frozenset(pair.between): pair.rtt_ms / 2 / MS_PER_S for pair in scenario.latencies
+            },
+        )
         for backbone in scenario.backbones:
             a, b = backbone.between
             rate_bytes_per_s = backbone.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
             for source, target in ((a, b), (b, a)):
-                topology.backbones[(source, target)] = Link(BACKBONE_WORKER, f"{source}>{target}", rate_bytes_per_s)
-            topology.backbone_latency_s[frozenset(backbone.between)] = backbone.latency_ms / MS_PER_S
+                topology.backbones[(source, target)] = Link(
+                    BACKBONE_WORKER, f"{source}>{target}", rate_bytes_per_s
+                )
+            topology.backbone_latency_s[frozenset(backbone.between)] = (
+                backbone.latency_ms / MS_PER_S
+            )
         return topology
 
     @staticmethod
@@ -104,13 +119,18 @@ class Topology:
         arrays = self.arrays
         sender = np.fromiter(senders, np.intp, len(senders))
         receiver = np.fromiter(receivers, np.intp, len(receivers))
-        hop_s = (arrays.latency_s[sender] + arrays.core_latency_s[arrays.region[sender], arrays.region[receiver]]
-                 + arrays.latency_s[receiver])
+        hop_s = (
+            arrays.latency_s[sender]
+            + arrays.core_latency_s[arrays.region[sender], arrays.region[receiver]]
+            + arrays.latency_s[receiver]
+        )
         if self.measured_s:
             measured = arrays.measured_s[arrays.island[sender], arrays.island[receiver]]
             hop_s = np.where(np.isnan(measured), hop_s, measured)
         slowest_s = float(hop_s.max())
-        if math.isnan(slowest_s):  # two regions with no backbone: refused as hop_latency_s refuses it
+        if math.isnan(
+            slowest_s
+        ):  # two regions with no backbone: refused as hop_latency_s refuses it
             return max(map(self.hop_latency_s, senders, receivers))
         return slowest_s
 
@@ -121,13 +141,19 @@ class Topology:
             pair = frozenset((self.island[sender], self.island[receiver]))
             if pair in self.measured_s:
                 return self.measured_s[pair]
-        return (self.access_latency_s[sender] + self.core_latency_s(self.region[sender], self.region[receiver])
-                + self.access_latency_s[receiver])
+        return (
+            self.access_latency_s[sender]
+            + self.core_latency_s(self.region[sender], self.region[receiver])
+            + self.access_latency_s[receiver]
+        )
 
     def path(self, sender: int, receiver: int) -> tuple[Link, ...]:
         """The links a copy from ``sender`` to ``receiver`` crosses."""
-        return (self.uplinks[sender], *self.crossing(self.region[sender], self.region[receiver]),
-                self.downlinks[receiver])
+        return (
+            self.uplinks[sender],
+            *self.crossing(self.region[sender], self.region[receiver]),
+            self.downlinks[receiver],
+        )
 
     def ring_route(self, ring: tuple[int, ...]) -> tuple[tuple[Link, ...], float]:
         """Every member's uplink and downlink and the backbone of every hop between regions (once per
@@ -140,8 +166,10 @@ class Topology:
             return access, narrowest
         source = arrays.region[ranks]
         target = np.roll(source, -1)
-        crossed = tuple(self.backbones[(arrays.regions[source[hop]], arrays.regions[target[hop]])]
-                        for hop in np.flatnonzero(source != target))
+        crossed = tuple(
+            self.backbones[(arrays.regions[source[hop]], arrays.regions[target[hop]])]
+            for hop in np.flatnonzero(source != target)
+        )
         for backbone, count in Counter(crossed).items():
             narrowest = min(narrowest, backbone.capacity_bytes_per_s / count)
         return access + crossed, narrowest
@@ -174,15 +202,24 @@ class Topology:
 
     def tour_cost(self, tour: tuple[str, ...]) -> tuple[float, float]:
         hops = self.hops(tour) if len(tour) > 1 else []
-        return (-min((self.backbones[hop].capacity_bytes_per_s for hop in hops), default=math.inf),
-                max((self.core_latency_s(*hop) for hop in hops), default=0.0))
+        return (
+            -min((self.backbones[hop].capacity_bytes_per_s for hop in hops), default=math.inf),
+            max((self.core_latency_s(*hop) for hop in hops), default=0.0),
+        )
 
     def greedy_tour(self, regions: tuple[str, ...]) -> tuple[str, ...]:
         tour, left = [regions[0]], set(regions[1:])
         while left:
             here = tour[-1]
-            tour.append(min(sorted(left), key=lambda there: (-self.backbones[(here, there)].capacity_bytes_per_s,
-                                                               self.core_latency_s(here, there))))
+            tour.append(
+                min(
+                    sorted(left),
+                    key=lambda there: (
+                        -self.backbones[(here, there)].capacity_bytes_per_s,
+                        self.core_latency_s(here, there),
+                    ),
+                )
+            )
             left.discard(tour[-1])
         return tuple(tour)
 
@@ -226,14 +263,23 @@ class RankArrays:
         size = max(topology.access_latency_s, default=-1) + 1
         regions = sorted(set(topology.region.values()), key=str)
         region_code = {name: code for code, name in enumerate(regions)}
-        island_code = {name: code for code, name in enumerate(sorted(set(topology.island.values())))}
-        latency_s, region, island = np.full(size, np.nan), np.zeros(size, np.intp), np.zeros(size, np.intp)
+        island_code = {
+            name: code for code, name in enumerate(sorted(set(topology.island.values())))
+        }
+        latency_s, region, island = (
+            np.full(size, np.nan),
+            np.zeros(size, np.intp),
+            np.zeros(size, np.intp),
+        )
         uplinks: list[Link | None] = [None] * size
         downlinks: list[Link | None] = [None] * size
         up_capacity, down_capacity = np.full(size, np.nan), np.full(size, np.nan)
         for rank, latency in topology.access_latency_s.items():
             latency_s[rank] = latency
-            up, down = uplinks[rank], downlinks[rank] = topology.uplinks[rank], topology.downlinks[rank]
+            up, down = uplinks[rank], downlinks[rank] = (
+                topology.uplinks[rank],
+                topology.downlinks[rank],
+            )
             up_capacity[rank] = up.capacity_bytes_per_s
             down_capacity[rank] = down.capacity_bytes_per_s
             region[rank] = region_code[topology.region[rank]]
@@ -241,14 +287,28 @@ class RankArrays:
         core_latency_s = np.full((len(regions), len(regions)), np.nan)
         np.fill_diagonal(core_latency_s, 0.0)
         for pair, latency in topology.backbone_latency_s.items():
-            if all(name in region_code for name in pair):  # a backbone to a region without workers joins no hop
+            if all(
+                name in region_code for name in pair
+            ):  # a backbone to a region without workers joins no hop
                 a, b = (region_code[name] for name in pair)
                 core_latency_s[a, b] = core_latency_s[b, a] = latency
-        measured_s = np.full((len(island_code) if topology.measured_s else 1,) * 2, np.nan)  # read only if any
+        measured_s = np.full(
+            (len(island_code) if topology.measured_s else 1,) * 2, np.nan
+        )  # read only if any
         for pair, latency in topology.measured_s.items():
             codes = [island_code[name] for name in pair if name in island_code]
             if len(codes) == len(pair):  # a pair of islands, or one island with itself
                 a, b = codes[0], codes[-1]
                 measured_s[a, b] = measured_s[b, a] = latency
-        return cls(latency_s, uplinks, downlinks, up_capacity, down_capacity, region, regions, core_latency_s, island,
-                   measured_s)
+        return cls(
+            latency_s,
+            uplinks,
+            downlinks,
+            up_capacity,
+            down_capacity,
+            region,
+            regions,
+            core_latency_s,
+            island,
+            measured_s,
+        )

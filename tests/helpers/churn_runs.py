@@ -28,7 +28,12 @@ replicas = 3
 step_time_s = 0.05
 bandwidth_gbps = 1.0
 """
-SETS = [*TINY, "trainer.pace_step_time_s=0.05", "trainer.collective_timeout_s=5", "trainer.elastic=true"]
+SETS = [
+    *TINY,
+    "trainer.pace_step_time_s=0.05",
+    "trainer.collective_timeout_s=5",
+    "trainer.elastic=true",
+]
 LATE_JOINER = """
 [[island]]
 name = "late"
@@ -49,15 +54,28 @@ kind = "leave"
 def train(tmp_path, text, *options, kill_at=None, sets=SETS, expect_ok=True):
     scenario = tmp_path / "churn.toml"
     scenario.write_text(text)
-    command = [sys.executable, "-m", "islands.cli", "train", str(scenario), "--out", str(tmp_path / "run")]
+    command = [
+        sys.executable,
+        "-m",
+        "islands.cli",
+        "train",
+        str(scenario),
+        "--out",
+        str(tmp_path / "run"),
+    ]
     for override in sets:
         command += ["--set", override]
     env = {**os.environ, **({"ISLANDS_KILL_AT": kill_at} if kill_at else {})}
-    done = subprocess.run(command + list(options), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+    done = subprocess.run(
+        command + list(options), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env
+    )
     assert (done.returncode == 0) == expect_ok, done.stdout[-2000:] + done.stderr[-3000:]
     return done.stdout
 
 
 def outputs(run):
-    return (json.loads((run / "summary.json").read_text()), json.loads((run / "churn.json").read_text()),
-            (run / "trace.csv").read_text().splitlines()[1:])
+    return (
+        json.loads((run / "summary.json").read_text()),
+        json.loads((run / "churn.json").read_text()),
+        (run / "trace.csv").read_text().splitlines()[1:],
+    )

@@ -23,7 +23,17 @@ def with_islands(*islands: dict, **schedule) -> dict:
     return document
 
 
-def island(name: str, replicas: int = 1, step_time_s: float = 1.0, bandwidth_gbps: float = 1.0,
-           latency_ms: float = 0.0) -> dict:
-    return {"name": name, "replicas": replicas, "step_time_s": step_time_s, "bandwidth_gbps": bandwidth_gbps,
-            "latency_ms": latency_ms}
+def island(
+    name: str,
+    replicas: int = 1,
+    step_time_s: float = 1.0,
+    bandwidth_gbps: float = 1.0,
+    latency_ms: float = 0.0,
+) -> dict:
+    return {
+        "name": name,
+        "replicas": replicas,
+        "step_time_s": step_time_s,
+        "bandwidth_gbps": bandwidth_gbps,
+        "latency_ms": latency_ms,
+    }

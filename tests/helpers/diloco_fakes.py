@@ -73,8 +73,15 @@ def island(start, board, index, points=(), spec=AVERAGE, alpha=0.0):
     optimizer = torch.optim.AdamW(params, lr=0.1)
     fragment = Fragment(0, params, spec)
     clock = count()
-    return DiLoCo(optimizer, [fragment], FakeTransport(board, index), schedule=plan_of(points), alpha=alpha,
-                  island=index, now=lambda: float(next(clock)))
+    return DiLoCo(
+        optimizer,
+        [fragment],
+        FakeTransport(board, index),
+        schedule=plan_of(points),
+        alpha=alpha,
+        island=index,
+        now=lambda: float(next(clock)),
+    )
 
 
 def set_local(diloco, weights):

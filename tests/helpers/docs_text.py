@@ -22,12 +22,24 @@ COMMAND = re.compile(r"^(?:[\w.-]*\$ )?(?:bin/|\.venv/bin/)?islands (?P<args>.*)
 MODULE_RUN = re.compile(r"-m islands(?:\.cli)? (?P<args>.*)$")
 PROMPT = re.compile(r"^\s*[\w.-]*\$ ")
 ERROR_LINE = re.compile(r"^[\w-]+: error: ")  # what a command prints on bad input, after `islands `
-SECTIONS = ("model", "schedule", "network", "syncer", "island", "region", "backbone", "latency", "event",
-            "trainer")
+SECTIONS = (
+    "model",
+    "schedule",
+    "network",
+    "syncer",
+    "island",
+    "region",
+    "backbone",
+    "latency",
+    "event",
+    "trainer",
+)
 # a key as the docs name it: `schedule.inner_steps`, `island.0.latency_ms`, `island.*.bandwidth_gbps`,
 # `island.eu.latency_ms`; not a module (`islands.trainer.launch`) nor a file (`network.py`)
-KEY = re.compile(r"(?<![\w./-])(?P<section>" + "|".join(SECTIONS) + r")\.(?:(?:\d+|\*|[a-z][\w-]*)\.)?"
-                 r"(?!(?:py|md|toml|csv|json)\b)(?P<key>[a-z][a-z0-9_]*)\b(?![\w(/-])")
+KEY = re.compile(
+    r"(?<![\w./-])(?P<section>" + "|".join(SECTIONS) + r")\.(?:(?:\d+|\*|[a-z][\w-]*)\.)?"
+    r"(?!(?:py|md|toml|csv|json)\b)(?P<key>[a-z][a-z0-9_]*)\b(?![\w(/-])"
+)
 
 
 def gen_reference():
@@ -39,7 +51,9 @@ def gen_reference():
 
 
 def written_pages() -> dict[str, str]:
-    return {path.relative_to(DOCS).as_posix(): path.read_text() for path in sorted(DOCS.rglob("*.md"))}
+    return {
+        path.relative_to(DOCS).as_posix(): path.read_text() for path in sorted(DOCS.rglob("*.md"))
+    }
 
 
 def all_pages() -> dict[str, str]:
@@ -69,7 +83,11 @@ class Example:
     def error(self) -> str | None:
         """The error line the page shows the command printing (`islands simulate: error: ...`)."""
         first = self.shown[0] if self.shown else ""
-        return first if first.startswith("islands ") and ERROR_LINE.match(first[len("islands "):]) else None
+        return (
+            first
+            if first.startswith("islands ") and ERROR_LINE.match(first[len("islands ") :])
+            else None
+        )
 
 
 def command_examples(markdown: str) -> list[Example]:
@@ -80,15 +98,21 @@ def command_examples(markdown: str) -> list[Example]:
         lines = logical_lines(block)
         for number, line in enumerate(lines):
             match = COMMAND.match(line.strip()) or MODULE_RUN.search(line)
-            if not match or ERROR_LINE.match(match.group("args")) or re.search(r"\[[-A-Z]|\.\.\.\]| \| ", line):
+            if (
+                not match
+                or ERROR_LINE.match(match.group("args"))
+                or re.search(r"\[[-A-Z]|\.\.\.\]| \| ", line)
+            ):
                 continue
             shown: list[str] = []
             if line.lstrip().startswith("$ "):
-                for after in lines[number + 1:]:
+                for after in lines[number + 1 :]:
                     if PROMPT.match(after):
                         break
                     shown.append(after.rstrip())
-            examples.append(Example(tuple(shlex.split(match.group("args"), comments=True)), tuple(shown)))
+            examples.append(
+                Example(tuple(shlex.split(match.group("args"), comments=True)), tuple(shown))
+            )
     return examples
 
 
@@ -101,7 +125,9 @@ def inline_commands(markdown: str) -> list[tuple[str, list[str]]]:
     `plan --objective cost`'s options alone), as the command and the options it names."""
     prose = re.sub(r"^```.*?^```", "", markdown, flags=re.M | re.S)
     spans = re.findall(r"`(?:bin/)?islands ([a-z][a-z-]*)([^`]*)`", prose)
-    return [(command, re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", rest)) for command, rest in spans]
+    return [
+        (command, re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", rest)) for command, rest in spans
+    ]
 
 
 def parse_error(args: list[str]) -> str | None:

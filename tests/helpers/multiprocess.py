@@ -8,15 +8,35 @@ import sys
 import torch
 
 RUN_TIMEOUT_S = 180
-TINY = ["trainer.n_layer=2", "trainer.n_head=1", "trainer.n_embd=16", "trainer.block_size=16",
-        "trainer.batch_size=2", "trainer.corpus_bytes=60000", "trainer.eval_batches=2", "trainer.timeout_s=60"]
+TINY = [
+    "trainer.n_layer=2",
+    "trainer.n_head=1",
+    "trainer.n_embd=16",
+    "trainer.block_size=16",
+    "trainer.batch_size=2",
+    "trainer.corpus_bytes=60000",
+    "trainer.eval_batches=2",
+    "trainer.timeout_s=60",
+]
 
 
 def train(out_dir, *options, sets=()):
-    command = [sys.executable, "-m", "islands.cli", "train", "worked-example", "--workers", "2", "--out", str(out_dir)]
+    command = [
+        sys.executable,
+        "-m",
+        "islands.cli",
+        "train",
+        "worked-example",
+        "--workers",
+        "2",
+        "--out",
+        str(out_dir),
+    ]
     for override in [*TINY, *sets]:
         command += ["--set", override]
-    done = subprocess.run(command + list(options), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    done = subprocess.run(
+        command + list(options), capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 

@@ -50,15 +50,52 @@ class Twice:
 
 # what a value is swapped for: other types, numbers out of any range, NaN, the infinities, huge ones
 JUNK = st.one_of(
-    st.sampled_from([None, True, False, 0, -1, 1, 0.0, -0.5, 1e-320, 1e300, -1e300, math.nan, math.inf, -math.inf,
-                     HUGE, -HUGE, 2**53 + 1, "", "x", "1", "nan", [], {}, [1, 2], {"a": 1}, DEEP]),
-    st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6))
+    st.sampled_from(
+        [
+            None,
+            True,
+            False,
+            0,
+            -1,
+            1,
+            0.0,
+            -0.5,
+            1e-320,
+            1e300,
+            -1e300,
+            math.nan,
+            math.inf,
+            -math.inf,
+            HUGE,
+            -HUGE,
+            2**53 + 1,
+            "",
+            "x",
+            "1",
+            "nan",
+            [],
+            {},
+            [1, 2],
+            {"a": 1},
+            DEEP,
+        ]
+    ),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),
+)
 
 
 def paths(value: Any, prefix: tuple = ()) -> Iterator[tuple]:
     """Every place in a document (objects and lists), the document itself first."""
     yield prefix
-    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    children = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
     for key, child in children:
         yield from paths(child, (*prefix, key))
 
@@ -75,7 +112,11 @@ def mutated(draw, document: dict[str, Any], junk: st.SearchStrategy = JUNK) -> t
     document = copy.deepcopy(document)
     path = draw(st.sampled_from([path for path in paths(document) if path]))
     parent, key = at(document, path[:-1]), path[-1]
-    kinds = ["swap", "remove", "extra", "twice"] if isinstance(parent, dict) else ["swap", "remove", "twice"]
+    kinds = (
+        ["swap", "remove", "extra", "twice"]
+        if isinstance(parent, dict)
+        else ["swap", "remove", "twice"]
+    )
     kind = draw(st.sampled_from(kinds))
     if kind == "swap":
         parent[key] = draw(junk)
@@ -103,7 +144,9 @@ def json_text(value: Any) -> str:
         pairs = [(value.key, value.first), *value.rest.items()]
         return "{" + ", ".join(f"{json.dumps(str(k))}: {json_text(v)}" for k, v in pairs) + "}"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))}: {json_text(v)}" for k, v in value.items()) + "}"
+        return (
+            "{" + ", ".join(f"{json.dumps(str(k))}: {json_text(v)}" for k, v in value.items()) + "}"
+        )
     if isinstance(value, list):
         return "[" + ", ".join(json_text(item) for item in value) + "]"
     if isinstance(value, int) and not isinstance(value, bool):
@@ -135,23 +178,41 @@ def toml_value(value: Any) -> str | None:
 
 
 def toml_pairs(pairs) -> list[str]:
-    return [f"{json.dumps(str(key))} = {text}" for key, item in pairs if (text := toml_value(item)) is not None]
+    return [
+        f"{json.dumps(str(key))} = {text}"
+        for key, item in pairs
+        if (text := toml_value(item)) is not None
+    ]
 
 
 def toml_text(document: Any) -> str:
     """A scenario document as TOML: top-level values, then tables, then arrays of tables; a value
     that is none of these (a swapped table) as an inline value."""
     if isinstance(document, Twice):
-        return "\n".join(toml_pairs([(document.key, document.first), *document.rest.items()])) + "\n"
-    plain = {key: value for key, value in document.items() if not is_table(value) and not is_tables(value)}
+        return (
+            "\n".join(toml_pairs([(document.key, document.first), *document.rest.items()])) + "\n"
+        )
+    plain = {
+        key: value
+        for key, value in document.items()
+        if not is_table(value) and not is_tables(value)
+    }
     lines = toml_pairs(plain.items())
     for key, value in document.items():
         if is_table(value):
-            pairs = [(value.key, value.first), *value.rest.items()] if isinstance(value, Twice) else value.items()
+            pairs = (
+                [(value.key, value.first), *value.rest.items()]
+                if isinstance(value, Twice)
+                else value.items()
+            )
             lines += ["", f"[{json.dumps(key)}]", *toml_pairs(pairs)]
         elif is_tables(value):
             for entry in value:
-                pairs = [(entry.key, entry.first), *entry.rest.items()] if isinstance(entry, Twice) else entry.items()
+                pairs = (
+                    [(entry.key, entry.first), *entry.rest.items()]
+                    if isinstance(entry, Twice)
+                    else entry.items()
+                )
                 lines += ["", f"[[{json.dumps(key)}]]", *toml_pairs(pairs)]
     return "\n".join(lines) + "\n"
 
@@ -170,7 +231,9 @@ def cuts(length: int, most: int = 400) -> range | list[int]:
     if length <= most:
         return range(length)
     step = length / (most - 40)
-    return sorted({int(index * step) for index in range(most - 40)} | set(range(length - 40, length)))
+    return sorted(
+        {int(index * step) for index in range(most - 40)} | set(range(length - 40, length))
+    )
 
 
 Result = TypeVar("Result")

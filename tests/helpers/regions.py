@@ -14,8 +14,16 @@ def document(regions: list[str], backbones: list[dict], **network) -> dict:
         "network": network,
         "region": [{"name": name} for name in dict.fromkeys(regions)],
         "backbone": copy.deepcopy(backbones),
-        "island": [{"name": f"w{i}", "step_time_s": 1.0, "bandwidth_gbps": 1.0, "latency_ms": 10, "region": r}
-                   for i, r in enumerate(regions)],
+        "island": [
+            {
+                "name": f"w{i}",
+                "step_time_s": 1.0,
+                "bandwidth_gbps": 1.0,
+                "latency_ms": 10,
+                "region": r,
+            }
+            for i, r in enumerate(regions)
+        ],
     }
 
 

@@ -9,7 +9,13 @@ def fleet(islands: list[dict], **sections) -> dict:
     return {
         "name": "fleet",
         "model": {"parameters": 1e8, "bytes_per_param": 2},
-        "schedule": {"algorithm": "diloco", "inner_steps": 20, "outer_steps": 4, "fragments": 2, "overlap_steps": 2},
+        "schedule": {
+            "algorithm": "diloco",
+            "inner_steps": 20,
+            "outer_steps": 4,
+            "fragments": 2,
+            "overlap_steps": 2,
+        },
         "island": islands,
         **sections,
     }
@@ -17,8 +23,14 @@ def fleet(islands: list[dict], **sections) -> dict:
 
 TWO_KINDS = [
     {"name": "dc", "replicas": 3, "step_time_s": 0.5, "bandwidth_gbps": 1.0, "latency_ms": 5},
-    {"name": "lab", "replicas": 5, "step_time_s": 0.8, "upload_gbps": 0.2, "download_gbps": 0.5,
-     "latency_ms": 20},
+    {
+        "name": "lab",
+        "replicas": 5,
+        "step_time_s": 0.8,
+        "upload_gbps": 0.2,
+        "download_gbps": 0.5,
+        "latency_ms": 20,
+    },
 ]
 REGIONS = {
     "region": [{"name": "us"}, {"name": "eu"}],

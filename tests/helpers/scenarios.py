@@ -30,6 +30,8 @@ bandwidth_gbps = 1.0
 """
 
 
-def make_scenario(overrides: list[str] | None = None, document: dict[str, Any] | None = None) -> Scenario:
+def make_scenario(
+    overrides: list[str] | None = None, document: dict[str, Any] | None = None
+) -> Scenario:
     """BASE_DOCUMENT (or ``document``) with ``--set``-style overrides applied."""
     return from_dict(copy.deepcopy(document or BASE_DOCUMENT), "test.toml", overrides or [])

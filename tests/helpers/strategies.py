@@ -42,8 +42,8 @@ class Drawn:
 
     document: dict[str, Any]
     permanent_departures: bool  # a leave without a return: the run may end without every outer step
-    churn: bool                 # any worker leaves or joins (events, random churn, absent at the start)
-    failures: bool              # chip failures
+    churn: bool  # any worker leaves or joins (events, random churn, absent at the start)
+    failures: bool  # chip failures
 
     @property
     def algorithm(self) -> str:
@@ -67,10 +67,13 @@ def load_document(document: dict[str, Any]) -> Scenario:
 
 # --- the parts of a document -----------------------------------------------------------------------
 
+
 @st.composite
 def models(draw, fragments: int) -> dict[str, Any]:
-    model: dict[str, Any] = {"parameters": draw(st.sampled_from((1e6, 1e7, 5e7, 2e8))),
-                             "bytes_per_param": draw(st.sampled_from((1, 2, 4)))}
+    model: dict[str, Any] = {
+        "parameters": draw(st.sampled_from((1e6, 1e7, 5e7, 2e8))),
+        "bytes_per_param": draw(st.sampled_from((1, 2, 4))),
+    }
     if draw(st.booleans()):
         model["layers"] = draw(st.integers(fragments, 12))
         if draw(st.booleans()):
@@ -100,17 +103,28 @@ def islands(draw, equal_learners: bool) -> list[dict[str, Any]]:
     """1 to 3 islands of 1 to 3 replicas, at least 2 workers and at most 8; ``equal_learners``: every
     worker the same (step time, links, latency; no jitter)."""
     count = draw(st.integers(1, 3))
-    replicas = draw(st.lists(st.integers(1, 3), min_size=count, max_size=count).filter(lambda r: sum(r) >= 2))
+    replicas = draw(
+        st.lists(st.integers(1, 3), min_size=count, max_size=count).filter(lambda r: sum(r) >= 2)
+    )
     same = draw(island_figures(jitter=False))
-    return [{"name": f"i{index}", "replicas": n, **(same if equal_learners else draw(island_figures(jitter=True)))}
-            for index, n in enumerate(replicas)]
+    return [
+        {
+            "name": f"i{index}",
+            "replicas": n,
+            **(same if equal_learners else draw(island_figures(jitter=True))),
+        }
+        for index, n in enumerate(replicas)
+    ]
 
 
 @st.composite
 def schedules(draw, algorithm: str, workers: int) -> dict[str, Any]:
     h = draw(st.integers(1, 8))
-    schedule: dict[str, Any] = {"algorithm": algorithm, "inner_steps": h,
-                                "outer_steps": draw(st.integers(2 if algorithm == "eager" else 1, 4))}
+    schedule: dict[str, Any] = {
+        "algorithm": algorithm,
+        "inner_steps": h,
+        "outer_steps": draw(st.integers(2 if algorithm == "eager" else 1, 4)),
+    }
     if algorithm in ("streaming", "eager", "decoupled"):
         schedule["fragments"] = draw(st.integers(1, min(h, 4)))
     if algorithm == "streaming":
@@ -133,7 +147,9 @@ def schedules(draw, algorithm: str, workers: int) -> dict[str, Any]:
 @st.composite
 def networks(draw, coupled: bool, aggregation: str) -> dict[str, Any]:
     network: dict[str, Any] = {"model": draw(st.sampled_from(("auto", "flow", "alpha-beta")))}
-    collectives = ("ring", "hierarchical", "tree") if coupled and aggregation == "mean" else ("ring",)
+    collectives = (
+        ("ring", "hierarchical", "tree") if coupled and aggregation == "mean" else ("ring",)
+    )
     network["collective"] = draw(st.sampled_from(collectives))
     if network["collective"] == "tree" and network["model"] == "alpha-beta":
         network["model"] = "flow"
@@ -160,7 +176,9 @@ def worker_names(island: dict[str, Any]) -> list[str]:
 
 
 @st.composite
-def churn(draw, drawn_islands: list[dict[str, Any]], permanent: bool) -> tuple[list[dict[str, Any]], bool, bool]:
+def churn(
+    draw, drawn_islands: list[dict[str, Any]], permanent: bool
+) -> tuple[list[dict[str, Any]], bool, bool]:
     """Events, random churn or an island absent at the start, on the drawn islands (changed in place).
     Returns the events, whether any departure may be permanent and whether anything churns."""
     kind = draw(st.sampled_from(("none", "events", "random", "absent")))
@@ -178,7 +196,11 @@ def churn(draw, drawn_islands: list[dict[str, Any]], permanent: bool) -> tuple[l
         if island is drawn_islands[0] and len(drawn_islands) == 1:
             return [], False, False
         island["present"] = False
-        join = {"at_s": draw(st.sampled_from((0.5, 3.0, 40.0))), "island": island["name"], "kind": "join"}
+        join = {
+            "at_s": draw(st.sampled_from((0.5, 3.0, 40.0))),
+            "island": island["name"],
+            "kind": "join",
+        }
         return [join], False, True
     names = [name for island in drawn_islands for name in worker_names(island)]
     name = draw(st.sampled_from(names))
@@ -186,14 +208,22 @@ def churn(draw, drawn_islands: list[dict[str, Any]], permanent: bool) -> tuple[l
     events = [{"at_s": leave_s, "island": name, "kind": "leave"}]
     returns = not permanent or draw(st.booleans())
     if returns:
-        events.append({"at_s": leave_s + draw(st.sampled_from((0.5, 5.0, 40.0))), "island": name, "kind": "join"})
+        events.append(
+            {
+                "at_s": leave_s + draw(st.sampled_from((0.5, 5.0, 40.0))),
+                "island": name,
+                "kind": "join",
+            }
+        )
     return events, not returns, True
 
 
 @st.composite
 def failures(draw, drawn_islands: list[dict[str, Any]]) -> bool:
     """Chip failures on one island (changed in place); whether there are any."""
-    calm = [island for island in drawn_islands if "mtbf_s" not in island]  # one kind of outage per island
+    calm = [
+        island for island in drawn_islands if "mtbf_s" not in island
+    ]  # one kind of outage per island
     if not calm or draw(st.integers(0, 3)) != 0:
         return False
     island = draw(st.sampled_from(calm))
@@ -210,8 +240,13 @@ def regions(draw, document: dict[str, Any]) -> None:
     if draw(st.integers(0, 3)) != 0:
         return
     document["region"] = [{"name": "us"}, {"name": "eu"}]
-    document["backbone"] = [{"between": ["us", "eu"], "bandwidth_gbps": draw(st.sampled_from(GBPS)),
-                             "latency_ms": draw(st.sampled_from((0.0, 40.0)))}]
+    document["backbone"] = [
+        {
+            "between": ["us", "eu"],
+            "bandwidth_gbps": draw(st.sampled_from(GBPS)),
+            "latency_ms": draw(st.sampled_from((0.0, 40.0))),
+        }
+    ]
     for island in document["island"]:
         island["region"] = draw(st.sampled_from(("us", "eu")))
     if "syncer" in document:
@@ -224,15 +259,25 @@ def measured_round_trips(draw, document: dict[str, Any]) -> None:
     if draw(st.integers(0, 3)) != 0:
         return
     names = [island["name"] for island in document["island"]]
-    document["latency"] = [{"between": [draw(st.sampled_from(names)), draw(st.sampled_from(names))],
-                            "rtt_ms": draw(st.sampled_from((0.5, 80.0)))}]
+    document["latency"] = [
+        {
+            "between": [draw(st.sampled_from(names)), draw(st.sampled_from(names))],
+            "rtt_ms": draw(st.sampled_from((0.5, 80.0))),
+        }
+    ]
 
 
 # --- whole scenarios -------------------------------------------------------------------------------
 
+
 @st.composite
-def scenarios(draw, algorithms: tuple[str, ...] = ALGORITHMS, permanent: bool = True, moves: bool = True,
-              equal_learners: bool | None = None) -> Drawn:
+def scenarios(
+    draw,
+    algorithms: tuple[str, ...] = ALGORITHMS,
+    permanent: bool = True,
+    moves: bool = True,
+    equal_learners: bool | None = None,
+) -> Drawn:
     """A valid scenario of one of ``algorithms``. ``permanent``: departures may be for good;
     ``moves``: churn and chip failures may be drawn; ``equal_learners``: every island has the
     same figures (None: drawn)."""
@@ -246,28 +291,47 @@ def scenarios(draw, algorithms: tuple[str, ...] = ALGORITHMS, permanent: bool = 
     aggregations = ("mean", "median", "trimmed_mean") if coupled else ("mean", "radial_directional")
     aggregation = draw(st.sampled_from(aggregations))
     document: dict[str, Any] = {
-        "name": "drawn", "seed": draw(st.integers(0, 3)),
-        "model": draw(models(fragments)), "schedule": schedule,
-        "network": draw(networks(coupled, aggregation)), "trainer": {"aggregation": aggregation},
+        "name": "drawn",
+        "seed": draw(st.integers(0, 3)),
+        "model": draw(models(fragments)),
+        "schedule": schedule,
+        "network": draw(networks(coupled, aggregation)),
+        "trainer": {"aggregation": aggregation},
         "island": drawn_islands,
     }
     if not coupled:
         document["syncer"] = {"latency_ms": draw(st.sampled_from((0.0, 5.0)))}
         if draw(st.booleans()):
             document["syncer"]["bandwidth_gbps"] = draw(st.sampled_from(GBPS))
-    if schedule.get("bits") is None and document["model"]["bytes_per_param"] * 8 not in (32, 16, 8, 4):
+    if schedule.get("bits") is None and document["model"]["bytes_per_param"] * 8 not in (
+        32,
+        16,
+        8,
+        4,
+    ):
         schedule["bits"] = 16
-    if not equal:  # a backbone between learners and the syncer, or a measured round trip, makes them unequal
+    if (
+        not equal
+    ):  # a backbone between learners and the syncer, or a measured round trip, makes them unequal
         draw(regions(document))
         draw(measured_round_trips(document))
-    if not coupled and document["network"]["model"] == "alpha-beta" and (
-            "bandwidth_gbps" in document["syncer"] or document.get("backbone")):
-        document["network"]["model"] = "flow"  # learners sharing the syncer's path: alpha-beta is refused there
-    events, permanent_departures, churns = draw(churn(drawn_islands, permanent)) if moves else ([], False, False)
+    if (
+        not coupled
+        and document["network"]["model"] == "alpha-beta"
+        and ("bandwidth_gbps" in document["syncer"] or document.get("backbone"))
+    ):
+        document["network"]["model"] = (
+            "flow"  # learners sharing the syncer's path: alpha-beta is refused there
+        )
+    events, permanent_departures, churns = (
+        draw(churn(drawn_islands, permanent)) if moves else ([], False, False)
+    )
     if events:
         document["event"] = events
     if churns and document["network"]["model"] == "alpha-beta":
-        document["network"]["model"] = "flow"  # a joiner's download shares links: alpha-beta is refused there
+        document["network"]["model"] = (
+            "flow"  # a joiner's download shares links: alpha-beta is refused there
+        )
     has_failures = moves and schedule.get("barrier") != "deadline" and draw(failures(drawn_islands))
     if has_failures and churns:
         schedule["elastic"] = True
@@ -298,7 +362,9 @@ def in_seconds(document: dict[str, Any]) -> None:
 
 def decoupled_learners_differ(drawn: Drawn) -> bool:
     """Whether some learner computes or communicates at other figures than another (or jitters)."""
-    figures = {tuple(sorted((k, v) for k, v in island.items() if k not in ("name", "replicas")))
-               for island in drawn.document["island"]}
+    figures = {
+        tuple(sorted((k, v) for k, v in island.items() if k not in ("name", "replicas")))
+        for island in drawn.document["island"]
+    }
     jitter = any(island.get("jitter_cv", 0) for island in drawn.document["island"])
     return len(figures) > 1 or jitter or "region" in drawn.document or "latency" in drawn.document

@@ -140,8 +140,14 @@ def parts_of(value):
     if isinstance(value, types.FunctionType):
         return [cell.cell_contents for cell in value.__closure__ or () if cell_filled(cell)]
     if type(value).__module__.startswith(("islands.", "helpers.", "test_")):
-        return [*getattr(value, "__dict__", {}).values(),
-                *(getattr(value, name) for name in getattr(type(value), "__slots__", ()) if hasattr(value, name))]
+        return [
+            *getattr(value, "__dict__", {}).values(),
+            *(
+                getattr(value, name)
+                for name in getattr(type(value), "__slots__", ())
+                if hasattr(value, name)
+            ),
+        ]
     return []
 
 

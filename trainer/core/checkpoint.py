@@ -63,8 +63,15 @@ def rank_file(folder: Path, rank: int) -> Path:
     return folder / f"rank-{rank:04d}.pt"
 
 
-def save(out_dir: Path, period: int, rank: int, island: int, state: dict[str, Any], world: Group,
-         writes_latest: bool) -> None:
+def save(
+    out_dir: Path,
+    period: int,
+    rank: int,
+    island: int,
+    state: dict[str, Any],
+    world: Group,
+    writes_latest: bool,
+) -> None:
     """Write this rank's file; once all have, point ``LATEST`` at the folder and drop older ones."""
     folder = period_dir(out_dir, period)
     write_rank_file(folder, rank, island, state)
@@ -99,15 +106,19 @@ def latest_dir(run_dir: Path) -> Path:
     try:
         name = pointer.read_text(encoding="utf-8").strip()
     except (UnicodeDecodeError, OSError) as exc:
-        raise UserError(f"{pointer}: cannot be read ({reason_of(exc)}); it should name a period-NNNNNN "
-                        f"folder beside it") from None
+        raise UserError(
+            f"{pointer}: cannot be read ({reason_of(exc)}); it should name a period-NNNNNN "
+            f"folder beside it"
+        ) from None
     folder = run_dir / FOLDER / name
     if not name.startswith("period-") or "/" in name or not folder.is_dir():
         raise UserError(f"{pointer}: names {folder.name}, which does not exist")
     return folder
 
 
-def verify_all(run_dir: Path, world_size: int, fingerprint: str, shapes: dict[str, tuple[int, ...]]) -> None:
+def verify_all(
+    run_dir: Path, world_size: int, fingerprint: str, shapes: dict[str, tuple[int, ...]]
+) -> None:
     """Every rank's file of the latest checkpoint, verified as ``load`` does, before any process starts
     (an elastic run's checkpoint may lack the islands that were away; it needs one file at least)."""
     folder = latest_dir(run_dir)
@@ -121,18 +132,23 @@ def verify_all(run_dir: Path, world_size: int, fingerprint: str, shapes: dict[st
         load(run_dir, int(rank), world_size, fingerprint, shapes)
 
 
-def load(run_dir: Path, rank: int, world_size: int, fingerprint: str,
-         shapes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+def load(
+    run_dir: Path, rank: int, world_size: int, fingerprint: str, shapes: dict[str, tuple[int, ...]]
+) -> dict[str, Any]:
     """This rank's state from the latest checkpoint, checked against the run it continues (``shapes``:
     the model's parameter shapes by name)."""
     path = rank_file(latest_dir(run_dir), rank)
     if not path.is_file():
-        raise UserError(f"{path}: missing; the checkpoint was written by a run of a different world size "
-                        f"than this one ({world_size} processes)")
+        raise UserError(
+            f"{path}: missing; the checkpoint was written by a run of a different world size "
+            f"than this one ({world_size} processes)"
+        )
     verify_crc(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a damaged file; all mean the same to a user
+    except (
+        Exception
+    ) as exc:  # torch raises many types for a damaged file; all mean the same to a user
         raise UserError(f"{path}: cannot be read as a checkpoint ({reason_of(exc)})") from None
     check(state, path, world_size, fingerprint, shapes)
     return state
@@ -151,26 +167,38 @@ def verify_crc(path: Path) -> None:
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
         raise UserError(f"{path}: damaged, not a readable checkpoint ({reason_of(exc)})") from None
     if damaged is not None:
-        raise UserError(f"{path}: damaged: record {damaged} fails its CRC-32 check; resume from an "
-                        f"intact copy or an earlier run")
+        raise UserError(
+            f"{path}: damaged: record {damaged} fails its CRC-32 check; resume from an "
+            f"intact copy or an earlier run"
+        )
 
 
-def check(state: Any, path: Path, world_size: int, fingerprint: str, shapes: dict[str, tuple[int, ...]]) -> None:
+def check(
+    state: Any, path: Path, world_size: int, fingerprint: str, shapes: dict[str, tuple[int, ...]]
+) -> None:
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise UserError(f"{path}: not an islands checkpoint of format {FORMAT}")
     check_shapes(state["model"], path, shapes)
     if state["world_size"] != world_size:
-        raise UserError(f"{path}: written by {state['world_size']} processes, this run has {world_size} "
-                        f"(islands x trainer.ranks_per_island must match)")
+        raise UserError(
+            f"{path}: written by {state['world_size']} processes, this run has {world_size} "
+            f"(islands x trainer.ranks_per_island must match)"
+        )
     if state["fingerprint"] != fingerprint:
-        raise UserError(f"{path}: written for a different scenario, --set, --workers or --data; "
-                        f"resume with the command that started the run")
+        raise UserError(
+            f"{path}: written for a different scenario, --set, --workers or --data; "
+            f"resume with the command that started the run"
+        )
 
 
-def check_shapes(saved: dict[str, torch.Tensor], path: Path, shapes: dict[str, tuple[int, ...]]) -> None:
+def check_shapes(
+    saved: dict[str, torch.Tensor], path: Path, shapes: dict[str, tuple[int, ...]]
+) -> None:
     """Refuse a checkpoint of another model shape, naming the first tensor that differs."""
     for name in sorted(set(saved) | set(shapes)):
         have = tuple(saved[name].shape) if name in saved else None
         if have != shapes.get(name):
-            raise UserError(f"{path}: a model of another shape ({name}: checkpoint {have}, this run "
-                            f"{shapes.get(name)}); check trainer.n_layer, n_head, n_embd and block_size")
+            raise UserError(
+                f"{path}: a model of another shape ({name}: checkpoint {have}, this run "
+                f"{shapes.get(name)}); check trainer.n_layer, n_head, n_embd and block_size"
+            )

@@ -37,7 +37,7 @@ def pieces(tensor: torch.Tensor) -> list[torch.Tensor]:
     """``tensor``'s values (flattened, in place) in slices of at most ``PIECE_BYTES``."""
     flat = tensor.view(-1)
     piece = max(1, PIECE_BYTES // tensor.element_size())
-    return [flat[start: start + piece] for start in range(0, flat.numel(), piece)]
+    return [flat[start : start + piece] for start in range(0, flat.numel(), piece)]
 
 
 class SteppedCollectives:
@@ -52,7 +52,9 @@ class SteppedCollectives:
     swap_pieces: Callable[[torch.Tensor, int, torch.Tensor, int], None]
 
     def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
-        received = [torch.empty_like(chunk, memory_format=torch.contiguous_format) for chunk in chunks]
+        received = [
+            torch.empty_like(chunk, memory_format=torch.contiguous_format) for chunk in chunks
+        ]
         received[self.rank].copy_(chunks[self.rank])
         for step in range(1, self.size):
             to, source = (self.rank + step) % self.size, (self.rank - step) % self.size
@@ -60,12 +62,19 @@ class SteppedCollectives:
         return received
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
-        gathered = [torch.empty_like(tensor, memory_format=torch.contiguous_format) for _ in range(self.size)]
+        gathered = [
+            torch.empty_like(tensor, memory_format=torch.contiguous_format)
+            for _ in range(self.size)
+        ]
         gathered[self.rank].copy_(tensor)
         right, left = (self.rank + 1) % self.size, (self.rank - 1) % self.size
         for step in range(1, self.size):
-            self.swap_pieces(gathered[(self.rank - step + 1) % self.size], right,
-                             gathered[(self.rank - step) % self.size], left)
+            self.swap_pieces(
+                gathered[(self.rank - step + 1) % self.size],
+                right,
+                gathered[(self.rank - step) % self.size],
+                left,
+            )
         return gathered
 
 
@@ -79,10 +88,14 @@ class TorchGroup(SteppedCollectives):
         self.size = len(ranks)
 
     def swap_pieces(self, sent: torch.Tensor, to: int, into: torch.Tensor, source: int) -> None:
-        receives = [dist.P2POp(dist.irecv, incoming, self.ranks[source], self.handle, tag)
-                    for tag, incoming in enumerate(pieces(into))]
-        sends = [dist.P2POp(dist.isend, outgoing, self.ranks[to], self.handle, tag)
-                 for tag, outgoing in enumerate(pieces(sent))]
+        receives = [
+            dist.P2POp(dist.irecv, incoming, self.ranks[source], self.handle, tag)
+            for tag, incoming in enumerate(pieces(into))
+        ]
+        sends = [
+            dist.P2POp(dist.isend, outgoing, self.ranks[to], self.handle, tag)
+            for tag, outgoing in enumerate(pieces(sent))
+        ]
         for work in dist.batch_isend_irecv(receives + sends) if sends else []:
             work.wait()
 
@@ -115,7 +128,9 @@ class StagedGroup:
 
     def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
         device = chunks[0].device
-        return [chunk.to(device) for chunk in self.group.all_to_all([chunk.cpu() for chunk in chunks])]
+        return [
+            chunk.to(device) for chunk in self.group.all_to_all([chunk.cpu() for chunk in chunks])
+        ]
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         return [part.to(tensor.device) for part in self.group.all_gather(tensor.cpu())]
@@ -139,7 +154,11 @@ class StagedGroup:
 
 def device_of(handle: Any) -> torch.device:
     backend = dist.get_backend(handle)
-    return torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    return (
+        torch.device("cuda", torch.cuda.current_device())
+        if backend == "nccl"
+        else torch.device("cpu")
+    )
 
 
 class ThreadHub:
@@ -240,8 +259,12 @@ class StoreGroup(SteppedCollectives):
         self.handle: Any = dist.ProcessGroupGloo(store, self.rank, self.size, timeout)
 
     def swap_pieces(self, sent: torch.Tensor, to: int, into: torch.Tensor, source: int) -> None:
-        works = [self.handle.recv([incoming], source, tag) for tag, incoming in enumerate(pieces(into))]
-        works += [self.handle.send([outgoing], to, tag) for tag, outgoing in enumerate(pieces(sent))]
+        works = [
+            self.handle.recv([incoming], source, tag) for tag, incoming in enumerate(pieces(into))
+        ]
+        works += [
+            self.handle.send([outgoing], to, tag) for tag, outgoing in enumerate(pieces(sent))
+        ]
         for work in works:
             work.wait()
 
@@ -256,8 +279,10 @@ class StoreGroup(SteppedCollectives):
         lengths = self.all_gather(torch.tensor([data.numel()], dtype=torch.int64))
         padded = torch.zeros(int(max(lengths).item()), dtype=torch.uint8)
         padded[: data.numel()] = data
-        return [pickle.loads(chunk[: int(length.item())].numpy().tobytes())
-                for chunk, length in zip(self.all_gather(padded), lengths)]
+        return [
+            pickle.loads(chunk[: int(length.item())].numpy().tobytes())
+            for chunk, length in zip(self.all_gather(padded), lengths)
+        ]
 
     def barrier(self) -> None:
         self.all_reduce_sum_(torch.zeros(1))

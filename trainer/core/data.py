@@ -76,14 +76,19 @@ def user_documents(data_path: str) -> list[Document]:
     for path in paths:
         data = path.read_bytes()
         if is_text(data):
-            documents.append(Document(str(path.relative_to(root)) if path != root else path.name, data))
+            documents.append(
+                Document(str(path.relative_to(root)) if path != root else path.name, data)
+            )
     if not documents:
-        raise UserError(f"{data_path}: holds no UTF-8 text file to train on (trainer.data_path / --data)")
+        raise UserError(
+            f"{data_path}: holds no UTF-8 text file to train on (trainer.data_path / --data)"
+        )
     return documents
 
 
-def split_validation(documents: list[Document], val_fraction: float, seed: int,
-                     source: str) -> tuple[list[Document], list[Document]]:
+def split_validation(
+    documents: list[Document], val_fraction: float, seed: int, source: str
+) -> tuple[list[Document], list[Document]]:
     """Hold out whole documents (chosen by a seeded shuffle) until ``val_fraction`` of the bytes; a
     single document (``--data FILE``) is cut instead: its last ``val_fraction`` of bytes, from a line
     start where there is one, is the validation text."""
@@ -103,7 +108,9 @@ def split_validation(documents: list[Document], val_fraction: float, seed: int,
     return train, val
 
 
-def split_one(document: Document, val_fraction: float, source: str) -> tuple[list[Document], list[Document]]:
+def split_one(
+    document: Document, val_fraction: float, source: str
+) -> tuple[list[Document], list[Document]]:
     data = document.data
     cut = len(data) - max(1, int(val_fraction * len(data)))
     line_start = data.find(b"\n", cut) + 1
@@ -111,7 +118,9 @@ def split_one(document: Document, val_fraction: float, source: str) -> tuple[lis
         cut = line_start
     if cut <= 0:
         raise UserError(f"{source}: too little text to hold out a validation part")
-    return [Document(document.name, data[:cut])], [Document(document.name + " (held out)", data[cut:])]
+    return [Document(document.name, data[:cut])], [
+        Document(document.name + " (held out)", data[cut:])
+    ]
 
 
 def to_tensor(data: bytes) -> torch.Tensor:
@@ -122,8 +131,10 @@ def iid_shards(documents: list[Document], islands: int) -> list[torch.Tensor]:
     """Concatenate, cut into chunks of ``IID_CHUNK_BYTES`` and deal chunk k to island k mod M."""
     stream = to_tensor(b"".join(d.data for d in documents))
     chunks = list(stream.split(IID_CHUNK_BYTES))
-    return [torch.cat(chunks[island::islands]) if chunks[island::islands] else stream[:0]
-            for island in range(islands)]
+    return [
+        torch.cat(chunks[island::islands]) if chunks[island::islands] else stream[:0]
+        for island in range(islands)
+    ]
 
 
 def file_shards(documents: list[Document], islands: int) -> list[torch.Tensor]:
@@ -144,25 +155,38 @@ class Corpus:
     validation: torch.Tensor
 
 
-def load_corpus(data_path: str, split: str, islands: int, block_size: int, max_bytes: int,
-                val_fraction: float, seed: int) -> Corpus:
+def load_corpus(
+    data_path: str,
+    split: str,
+    islands: int,
+    block_size: int,
+    max_bytes: int,
+    val_fraction: float,
+    seed: int,
+) -> Corpus:
     """The shards and validation text for a run; raises ``UserError`` if some island gets too little."""
     source = data_path or "the standard-library corpus"
     documents = user_documents(data_path) if data_path else stdlib_documents(max_bytes, seed)
     train, val = split_validation(documents, val_fraction, seed, source)
     shards = iid_shards(train, islands) if split == "iid" else file_shards(train, islands)
     corpus = Corpus(shards=shards, validation=to_tensor(b"".join(d.data for d in val)))
-    for name, text in [*((f"island {i}'s shard", s) for i, s in enumerate(shards)), ("validation", corpus.validation)]:
+    for name, text in [
+        *((f"island {i}'s shard", s) for i, s in enumerate(shards)),
+        ("validation", corpus.validation),
+    ]:
         if text.numel() < block_size + 2:
-            raise UserError(f"{source}: {name} has {text.numel()} bytes, fewer than block_size + 2 = "
-                            f"{block_size + 2} (add text or lower trainer.block_size)")
+            raise UserError(
+                f"{source}: {name} has {text.numel()} bytes, fewer than block_size + 2 = "
+                f"{block_size + 2} (add text or lower trainer.block_size)"
+            )
     return corpus
 
 
-def windows(text: torch.Tensor, offsets: torch.Tensor, block_size: int,
-            device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+def windows(
+    text: torch.Tensor, offsets: torch.Tensor, block_size: int, device: torch.device | str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs text[o : o + T] and targets text[o + 1 : o + T + 1] for every offset o."""
-    rows = torch.stack([text[o: o + block_size + 1] for o in offsets.tolist()]).long()
+    rows = torch.stack([text[o : o + block_size + 1] for o in offsets.tolist()]).long()
     return rows[:, :-1].contiguous().to(device), rows[:, 1:].contiguous().to(device)
 
 
@@ -173,8 +197,16 @@ class BatchSampler:
     ``rank`` taking its own ``batch_size`` windows of every step's ``ranks x batch_size``. The state
     (generator, this epoch's order, the position in it) is the data position."""
 
-    def __init__(self, shard: torch.Tensor, batch_size: int, block_size: int, seed: int,
-                 device: torch.device | str = "cpu", rank: int = 0, ranks: int = 1):
+    def __init__(
+        self,
+        shard: torch.Tensor,
+        batch_size: int,
+        block_size: int,
+        seed: int,
+        device: torch.device | str = "cpu",
+        rank: int = 0,
+        ranks: int = 1,
+    ):
         self.shard = shard
         self.batch_size = batch_size
         self.block_size = block_size
@@ -201,18 +233,22 @@ class BatchSampler:
         while needed:
             if self.position >= self.order.numel():
                 self.new_epoch()
-            piece = self.order[self.position: self.position + needed]
+            piece = self.order[self.position : self.position + needed]
             taken.append(piece)
             self.position += piece.numel()
             needed -= piece.numel()
         step = torch.cat(taken)
-        return step[self.rank * self.batch_size: (self.rank + 1) * self.batch_size]
+        return step[self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         return windows(self.shard, self.next_offsets(), self.block_size, self.device)
 
     def state_dict(self) -> dict:
-        return {"generator": self.generator.get_state(), "order": self.order.clone(), "position": self.position}
+        return {
+            "generator": self.generator.get_state(),
+            "order": self.order.clone(),
+            "position": self.position,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.generator.set_state(state["generator"])
@@ -225,8 +261,14 @@ def sampler_seed(seed: int, island: int) -> int:
     return seed * 1_000_003 + island * 1_009 + 1
 
 
-def validation_batches(text: torch.Tensor, count: int, batch_size: int, block_size: int, seed: int,
-                       device: torch.device | str = "cpu") -> list[tuple[torch.Tensor, torch.Tensor]]:
+def validation_batches(
+    text: torch.Tensor,
+    count: int,
+    batch_size: int,
+    block_size: int,
+    seed: int,
+    device: torch.device | str = "cpu",
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The same ``count`` validation batches at every evaluation (fixed seed)."""
     sampler = BatchSampler(text, batch_size, block_size, seed + 7, device)
     return [sampler.next_batch() for _ in range(count)]

@@ -95,7 +95,10 @@ class FragmentSync:
         if diloco.passive:
             delta, contributes = torch.zeros(self.fragment.numel), False
         else:
-            delta, contributes = poisoned(self.fragment.pseudo_gradient(), diloco.island, point.outer_step), True
+            delta, contributes = (
+                poisoned(self.fragment.pseudo_gradient(), diloco.island, point.outer_step),
+                True,
+            )
         diloco.launch(step, point, delta, contributes)
 
     def perform(self, diloco: DiLoCo, point: SyncPoint, arrived_s: float) -> Synced:
@@ -121,7 +124,9 @@ class EagerFragmentSync(FragmentSync):
 
     def __init__(self, fragment: Fragment):
         super().__init__(fragment)
-        self.fresh: torch.Tensor | None = None  # the delta launched at this step, for this step's perform
+        self.fresh: torch.Tensor | None = (
+            None  # the delta launched at this step, for this step's perform
+        )
 
     def prepare(self, diloco: DiLoCo, step: int, point: SyncPoint) -> None:
         super().prepare(diloco, step, point)
@@ -139,8 +144,11 @@ class EagerFragmentSync(FragmentSync):
         self.fresh = None
         own_delta = self.fragment.own_delta
         assert own_delta is not None, "round 0's prepare took a step and kept its delta"
-        self.step_with(exchange.mean + (fresh - own_delta) / max(1, exchange.verdict.count),
-                       diloco.alpha, fresh)
+        self.step_with(
+            exchange.mean + (fresh - own_delta) / max(1, exchange.verdict.count),
+            diloco.alpha,
+            fresh,
+        )
         diloco.transport.applied(point)
         return synced
 
@@ -161,8 +169,11 @@ class AdoptFragmentSync(FragmentSync):
         return synced
 
 
-FRAGMENT_SYNCS: dict[str, type[FragmentSync]] = {AVERAGE: FragmentSync, EAGER: EagerFragmentSync,
-                                                 ADOPT: AdoptFragmentSync}
+FRAGMENT_SYNCS: dict[str, type[FragmentSync]] = {
+    AVERAGE: FragmentSync,
+    EAGER: EagerFragmentSync,
+    ADOPT: AdoptFragmentSync,
+}
 
 
 class DiLoCo:
@@ -170,10 +181,19 @@ class DiLoCo:
     launches and applies by inner step, the exchanges in flight and the transport. The inner
     optimizer is the loop's; this object resets it where the local weights restart from the global."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, fragments: list[Fragment], transport: Transport, *,
-                 schedule: tuple[dict[int, list[SyncPoint]], dict[int, list[SyncPoint]]], alpha: float,
-                 island: int, now: Callable[[], float], update: str = AVERAGE,
-                 members: Callable[[], int] = lambda: 1):
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        fragments: list[Fragment],
+        transport: Transport,
+        *,
+        schedule: tuple[dict[int, list[SyncPoint]], dict[int, list[SyncPoint]]],
+        alpha: float,
+        island: int,
+        now: Callable[[], float],
+        update: str = AVERAGE,
+        members: Callable[[], int] = lambda: 1,
+    ):
         """``schedule``: (launches, applies) by inner step (``config.sync_plan``); ``alpha``: the merge's
         mixing; ``island``: this member's (for the fault hook); ``now``: trace seconds; ``update``:
         the schedule's outer update rule (``Schedule.update``); ``members``: how many islands
@@ -187,8 +207,12 @@ class DiLoCo:
         self.alpha = alpha
         self.island = island
         self.now = now
-        self.pending: dict[tuple[int, int], Any] = {}  # exchanges in flight by (outer step, fragment)
-        self.sent: dict[tuple[int, int], tuple[int, SyncPoint, torch.Tensor, bool]] = {}  # what they carry
+        self.pending: dict[
+            tuple[int, int], Any
+        ] = {}  # exchanges in flight by (outer step, fragment)
+        self.sent: dict[
+            tuple[int, int], tuple[int, SyncPoint, torch.Tensor, bool]
+        ] = {}  # what they carry
         self.kept: dict[tuple[int, int], torch.Tensor] | None = None  # a passive member's averages
 
     def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> None:
@@ -204,14 +228,20 @@ class DiLoCo:
     def state_dict(self) -> dict[str, Any]:
         """The exchanges in flight (a schedule whose exchanges span period ends, eager updates): what
         this member sent, so that a resumed run sends it again."""
-        return {"in_flight": [{"step": step, "point": asdict(point), "delta": delta, "contributes": contributes}
-                              for step, point, delta, contributes in self.sent.values()]}
+        return {
+            "in_flight": [
+                {"step": step, "point": asdict(point), "delta": delta, "contributes": contributes}
+                for step, point, delta, contributes in self.sent.values()
+            ]
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Launch again, in their order, the exchanges that were in flight at the checkpoint (every
         member resumes from the same one)."""
         for sent in state.get("in_flight", []):
-            self.launch(sent["step"], SyncPoint(**sent["point"]), sent["delta"], sent["contributes"])
+            self.launch(
+                sent["step"], SyncPoint(**sent["point"]), sent["delta"], sent["contributes"]
+            )
 
     @property
     def passive(self) -> bool:
@@ -227,8 +257,14 @@ class DiLoCo:
         under DiLoCo; under Streaming DiLoCo from an outer boundary to the next period's first launch."""
         if self.pending:
             return False
-        admission = min((later for later, points in self.launches.items()
-                         if later > step and any(point.fragment == 0 for point in points)), default=None)
+        admission = min(
+            (
+                later
+                for later, points in self.launches.items()
+                if later > step and any(point.fragment == 0 for point in points)
+            ),
+            default=None,
+        )
         return admission is None or not any(step < applied < admission for applied in self.applies)
 
     def points(self, step: int) -> list[SyncPoint]:

@@ -44,8 +44,17 @@ from .group import Group
 
 KILL_VARIABLE = "ISLANDS_KILL_AT"
 FAULT_VARIABLE = "ISLANDS_FAULT"
-POINTS = ("inner-step", "exchange-screen", "all-reduce", "exchange-vote", "evaluate", "checkpoint-write",
-          "download-source", "download-joiner", "syncer-upload")
+POINTS = (
+    "inner-step",
+    "exchange-screen",
+    "all-reduce",
+    "exchange-vote",
+    "evaluate",
+    "checkpoint-write",
+    "download-source",
+    "download-joiner",
+    "syncer-upload",
+)
 passes: Counter = Counter()
 
 
@@ -59,7 +68,10 @@ class KillAt:
     def hits(self, point: str, island: int) -> bool:
         """Whether this entry names ``point`` for this process (of ``island``, at its LOCAL_RANK)."""
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        return (self.point, self.island) == (point, island) and self.local_rank in (None, local_rank)
+        return (self.point, self.island) == (point, island) and self.local_rank in (
+            None,
+            local_rank,
+        )
 
 
 def parse_kills(setting: str) -> list[KillAt]:
@@ -68,10 +80,17 @@ def parse_kills(setting: str) -> list[KillAt]:
     for entry in filter(None, (part.strip() for part in setting.split(","))):
         parts = entry.split(":")
         where = parts[2].split(".") if len(parts) == 3 else []
-        if (len(parts) != 3 or parts[0] not in POINTS or not parts[1].isdigit() or len(where) > 2
-                or not all(number.isdigit() for number in where)):
-            raise UserError(f"{KILL_VARIABLE}={setting!r}: each entry is POINT:COUNT:ISLAND or "
-                            f"POINT:COUNT:ISLAND.LOCAL_RANK with POINT one of {', '.join(POINTS)} (got {entry!r})")
+        if (
+            len(parts) != 3
+            or parts[0] not in POINTS
+            or not parts[1].isdigit()
+            or len(where) > 2
+            or not all(number.isdigit() for number in where)
+        ):
+            raise UserError(
+                f"{KILL_VARIABLE}={setting!r}: each entry is POINT:COUNT:ISLAND or "
+                f"POINT:COUNT:ISLAND.LOCAL_RANK with POINT one of {', '.join(POINTS)} (got {entry!r})"
+            )
         local_rank = int(where[1]) if len(where) == 2 else None
         kills.append(KillAt(parts[0], int(parts[1]), int(where[0]), local_rank))
     return kills
@@ -113,8 +132,10 @@ def parse_poison(setting: str) -> Poison:
     kind, _, factor = what.partition(":")
     valid = (kind in ("nan", "inf") and not factor) or (kind == "scale" and is_float(factor))
     if not (valid and island.isdigit() and outer_step.isdigit()):
-        raise UserError(f"{FAULT_VARIABLE}={setting!r}: must be nan|inf|scale:FACTOR@ISLAND:OUTER_STEP, "
-                        f"e.g. scale:1e6@2:3")
+        raise UserError(
+            f"{FAULT_VARIABLE}={setting!r}: must be nan|inf|scale:FACTOR@ISLAND:OUTER_STEP, "
+            f"e.g. scale:1e6@2:3"
+        )
     return Poison(kind, float(factor) if factor else 1.0, int(island), int(outer_step))
 
 

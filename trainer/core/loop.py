@@ -60,7 +60,9 @@ from .world import (
 ADAMW_BETAS = (0.9, 0.95)
 
 
-def learning_rate(step: int, total_steps: int, peak: float, warmup_steps: int, min_ratio: float) -> float:
+def learning_rate(
+    step: int, total_steps: int, peak: float, warmup_steps: int, min_ratio: float
+) -> float:
     """Linear warmup over ``warmup_steps``, then cosine decay to ``min_ratio * peak`` at the last step."""
     if step < warmup_steps:
         return peak * (step + 1) / warmup_steps
@@ -78,7 +80,9 @@ def make_inner_optimizer(model: torch.nn.Module, plan: RunPlan) -> torch.optim.O
 
 def model_config(plan: RunPlan) -> GPTConfig:
     spec = plan.spec
-    return GPTConfig(block_size=spec.block_size, n_layer=spec.n_layer, n_head=spec.n_head, n_embd=spec.n_embd)
+    return GPTConfig(
+        block_size=spec.block_size, n_layer=spec.n_layer, n_head=spec.n_head, n_embd=spec.n_embd
+    )
 
 
 def shapes_of(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
@@ -92,15 +96,30 @@ def aggregation_rule(plan: RunPlan) -> AggregationRule:
 
 def default_corpus(plan: RunPlan) -> Corpus:
     spec = plan.spec
-    return load_corpus(plan.data_source(), spec.data_split, plan.islands, spec.block_size, spec.corpus_bytes,
-                       spec.val_fraction, spec.seed)
+    return load_corpus(
+        plan.data_source(),
+        spec.data_split,
+        plan.islands,
+        spec.block_size,
+        spec.corpus_bytes,
+        spec.val_fraction,
+        spec.seed,
+    )
 
 
 class Trainer:
     """Trains one rank of one island. Build it in every process (or thread), then ``run()``."""
 
-    def __init__(self, plan: RunPlan, rank: int, world: World | Groups, device: torch.device | str = "cpu",
-                 out_dir: Path | None = None, resume_dir: Path | None = None, corpus: Corpus | None = None):
+    def __init__(
+        self,
+        plan: RunPlan,
+        rank: int,
+        world: World | Groups,
+        device: torch.device | str = "cpu",
+        out_dir: Path | None = None,
+        resume_dir: Path | None = None,
+        corpus: Corpus | None = None,
+    ):
         """``world``: the processes it trains with (``world.py``; plain ``Groups``: a ``FixedWorld``)."""
         spec = plan.spec
         self.plan, self.rank, self.device, self.out_dir = plan, rank, device, out_dir
@@ -113,11 +132,23 @@ class Trainer:
         self.params = list(self.model.parameters())
         self.optimizer = make_inner_optimizer(self.model, plan)
         corpus = corpus or default_corpus(plan)
-        self.sampler = BatchSampler(corpus.shards[self.island], spec.batch_size, spec.block_size,
-                                    sampler_seed(spec.seed, self.island), device, self.local_rank,
-                                    plan.ranks_per_island)
-        self.eval_batches = validation_batches(corpus.validation, spec.eval_batches, spec.batch_size,
-                                               spec.block_size, spec.seed, device)
+        self.sampler = BatchSampler(
+            corpus.shards[self.island],
+            spec.batch_size,
+            spec.block_size,
+            sampler_seed(spec.seed, self.island),
+            device,
+            self.local_rank,
+            plan.ranks_per_island,
+        )
+        self.eval_batches = validation_batches(
+            corpus.validation,
+            spec.eval_batches,
+            spec.batch_size,
+            spec.block_size,
+            spec.seed,
+            device,
+        )
         # A gradient exchange happens inside the step that launches it; fragments' after their step.
         self.gradient_syncs = sync_plan(plan)[0] if plan.syncs_gradient else {}
         self.step = 0
@@ -129,8 +160,15 @@ class Trainer:
         state = self.verified_resume(resume_dir) if resume_dir else None
         groups, bits, rule = self.groups, plan.scenario.schedule.bits, aggregation_rule(plan)
         self.clock = Clock()
-        self.exchanger = Exchanger(groups.cross, groups.intra_sync, bits, self.clock, rule, device,
-                                   exchange_calls(plan.scenario, sum(p.numel() for p in self.params)))
+        self.exchanger = Exchanger(
+            groups.cross,
+            groups.intra_sync,
+            bits,
+            self.clock,
+            rule,
+            device,
+            exchange_calls(plan.scenario, sum(p.numel() for p in self.params)),
+        )
         self.exchanger.warm_up(sum(p.numel() for p in self.params), plan.islands)
         self.start_clock(state)
         self.excluded: list[dict[str, Any]] = []
@@ -141,10 +179,20 @@ class Trainer:
 
     def build_diloco(self) -> DiLoCo:
         plan, world = self.plan, self.world
-        fragments = build_fragments(self.model, plan.spec.n_layer, plan.fragments, plan.schedule, plan.spec)
-        return DiLoCo(self.optimizer, fragments, world.transport(self.exchanger, self.recorder, fragments),
-                      schedule=sync_plan(plan), alpha=plan.alpha, island=self.island, now=self.clock.now,
-                      update=plan.schedule.update, members=lambda: len(world.members()))
+        fragments = build_fragments(
+            self.model, plan.spec.n_layer, plan.fragments, plan.schedule, plan.spec
+        )
+        return DiLoCo(
+            self.optimizer,
+            fragments,
+            world.transport(self.exchanger, self.recorder, fragments),
+            schedule=sync_plan(plan),
+            alpha=plan.alpha,
+            island=self.island,
+            now=self.clock.now,
+            update=plan.schedule.update,
+            members=lambda: len(world.members()),
+        )
 
     @property
     def groups(self) -> Groups:
@@ -161,8 +209,13 @@ class Trainer:
         state, error = None, None
         try:
             if self.world.holds_checkpoint(resume_dir):
-                state = checkpoint.load(resume_dir, self.rank, self.plan.world_size, self.plan.fingerprint(),
-                                        shapes_of(self.model))
+                state = checkpoint.load(
+                    resume_dir,
+                    self.rank,
+                    self.plan.world_size,
+                    self.plan.fingerprint(),
+                    shapes_of(self.model),
+                )
         except UserError as exc:
             error = str(exc)
         failed = [reason for reason in self.world.agree_on_resume(error, state) if reason]
@@ -219,7 +272,9 @@ class Trainer:
     def elastic_outer(self) -> DiLoCo:
         """The outer loop, which a run whose islands leave and join has: it trains DiLoCo or Streaming
         DiLoCo (``kinds.check_elastic``)."""
-        assert self.diloco is not None, "an elastic run exchanges pseudo-gradients (kinds.check_elastic)"
+        assert self.diloco is not None, (
+            "an elastic run exchanges pseudo-gradients (kinds.check_elastic)"
+        )
         return self.diloco
 
     def adopt(self, state: dict[str, Any]) -> None:
@@ -234,7 +289,7 @@ class Trainer:
         global, a fresh inner optimizer, from the outer step it trains next."""
         offset = 0
         for fragment in self.fragments:
-            fragment.adopt(entry.weights[offset: offset + fragment.numel])
+            fragment.adopt(entry.weights[offset : offset + fragment.numel])
             fragment.applied = entry.outer_step
             offset += fragment.numel
         self.optimizer.state.clear()
@@ -253,8 +308,14 @@ class Trainer:
             self.record_exchanges(diloco.after_step(step))
             if step % self.plan.eval_every_steps == 0 or step == self.plan.total_steps:
                 self.recorder.start_compute()
-                self.end_period({"step": step, "outer_step": self.plan.outer_step(step - 1), "train_loss": math.nan,
-                                 "tokens": step * self.plan.tokens_per_step})
+                self.end_period(
+                    {
+                        "step": step,
+                        "outer_step": self.plan.outer_step(step - 1),
+                        "train_loss": math.nan,
+                        "tokens": step * self.plan.tokens_per_step,
+                    }
+                )
                 download = passive.arrived()
                 if download is not None:
                     self.adopt_download(download)
@@ -264,8 +325,14 @@ class Trainer:
         """The downloaded snapshot, then every kept average of the syncs after it, in order."""
         self.load_global(download.state)
         self.elastic_outer().replay_kept()
-        self.recorder.add("comm", download.started_s, download.done_s, self.plan.outer_step(self.step - 1),
-                          NO_FRAGMENT, download.size_bytes)
+        self.recorder.add(
+            "comm",
+            download.started_s,
+            download.done_s,
+            self.plan.outer_step(self.step - 1),
+            NO_FRAGMENT,
+            download.size_bytes,
+        )
 
     def load_global(self, state: dict[str, Any]) -> None:
         """The fragments of another member's ``global_state`` (global weights, outer optimizers); this
@@ -277,8 +344,11 @@ class Trainer:
     def global_state(self) -> dict[str, Any]:
         """The state another member adopts from this one: the step, the fragments' global weights and
         outer optimizers, the trace clock."""
-        return {"step": self.step, "fragments": [fragment.state_dict() for fragment in self.fragments],
-                "clock_s": self.clock.now()}
+        return {
+            "step": self.step,
+            "fragments": [fragment.state_dict() for fragment in self.fragments],
+            "clock_s": self.clock.now(),
+        }
 
     def quiet_until_admission(self) -> bool:
         return self.diloco is None or self.diloco.quiet_until_admission(self.step)
@@ -288,7 +358,10 @@ class Trainer:
             self.run_step()
 
     def stopped(self) -> bool:
-        return self.stop_after is not None and self.step >= self.stop_after * self.plan.eval_every_steps
+        return (
+            self.stop_after is not None
+            and self.step >= self.stop_after * self.plan.eval_every_steps
+        )
 
     def run_steps(self, count: int) -> None:
         for _ in range(count):
@@ -302,10 +375,15 @@ class Trainer:
         sync_blocked_s, sync_comm_s = self.sync_fragments()
         outer_step = self.plan.outer_step(self.step - 1)
         record = {
-            "step": self.step, "outer_step": outer_step, "train_loss": loss,
-            "eval_loss": None, "tokens": self.step * self.plan.tokens_per_step,
-            "step_time_s": self.clock.now() - start_s, "allreduce_s": grad_comm_s + sync_comm_s,
-            "blocked_s": grad_blocked_s + sync_blocked_s, "paced_s": paced_s,
+            "step": self.step,
+            "outer_step": outer_step,
+            "train_loss": loss,
+            "eval_loss": None,
+            "tokens": self.step * self.plan.tokens_per_step,
+            "step_time_s": self.clock.now() - start_s,
+            "allreduce_s": grad_comm_s + sync_comm_s,
+            "blocked_s": grad_blocked_s + sync_blocked_s,
+            "paced_s": paced_s,
         }
         if self.step % self.plan.eval_every_steps == 0 or self.step == self.plan.total_steps:
             # DDP's optimizer step and pacing come after the step's sync: close that compute before
@@ -328,7 +406,9 @@ class Trainer:
             return
         if self.metrics is None:
             first_step = self.period_records[0]["step"]
-            self.metrics = MetricsLog(self.out_dir / "metrics.jsonl", keep_through_step=first_step - 1)
+            self.metrics = MetricsLog(
+                self.out_dir / "metrics.jsonl", keep_through_step=first_step - 1
+            )
             for earlier in self.period_records[:-1]:
                 self.metrics.write(earlier)
         self.metrics.write(self.period_records[-1])
@@ -339,7 +419,9 @@ class Trainer:
         busy_start = time.monotonic()
         spec = self.plan.spec
         x, y = self.sampler.next_batch()
-        lr = learning_rate(self.step, self.plan.total_steps, spec.lr, spec.warmup_steps, spec.min_lr_ratio)
+        lr = learning_rate(
+            self.step, self.plan.total_steps, spec.lr, spec.warmup_steps, spec.min_lr_ratio
+        )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         loss = self.model(x, y)
@@ -357,7 +439,9 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        paced_s = self.pace(time.monotonic() - busy_start - sync_wall_s, synced_inside=bool(sync_wall_s))
+        paced_s = self.pace(
+            time.monotonic() - busy_start - sync_wall_s, synced_inside=bool(sync_wall_s)
+        )
         return loss.item(), blocked_s, comm_s, paced_s
 
     def pace(self, busy_s: float, synced_inside: bool) -> float:
@@ -392,8 +476,12 @@ class Trainer:
         """Average the gradient over the islands (blocking), before the inner optimizer steps."""
         self.recorder.end_compute(point.outer_step)
         arrived_s = self.clock.now()
-        exchange = self.exchanger.launch(poisoned(flatten(grads), self.island, point.outer_step)).result()
-        blocked_s, comm_s = self.record_exchanges([Synced(point, exchange, arrived_s, self.clock.now())])
+        exchange = self.exchanger.launch(
+            poisoned(flatten(grads), self.island, point.outer_step)
+        ).result()
+        blocked_s, comm_s = self.record_exchanges(
+            [Synced(point, exchange, arrived_s, self.clock.now())]
+        )
         unflatten_into(exchange.mean, grads)
         self.recorder.start_compute()
         return blocked_s, comm_s
@@ -416,13 +504,23 @@ class Trainer:
         blocked_s = comm_s = 0.0
         for point, exchange, arrived_s, received_s in performed:
             outer_step, fragment = point.outer_step, point.fragment
-            self.recorder.add("comm", exchange.started_s, exchange.done_s, outer_step, fragment, exchange.sent_bytes)
+            self.recorder.add(
+                "comm",
+                exchange.started_s,
+                exchange.done_s,
+                outer_step,
+                fragment,
+                exchange.sent_bytes,
+            )
             self.note_exclusions(exchange.verdict, outer_step, fragment)
             if exchange.queued is not None:
-                blocked_s += self.recorder.waited_at_syncer(arrived_s, exchange.queued, received_s, outer_step,
-                                                            fragment)
+                blocked_s += self.recorder.waited_at_syncer(
+                    arrived_s, exchange.queued, received_s, outer_step, fragment
+                )
             else:
-                blocked_s += self.recorder.waited(arrived_s, exchange.started_s, received_s, outer_step, fragment)
+                blocked_s += self.recorder.waited(
+                    arrived_s, exchange.started_s, received_s, outer_step, fragment
+                )
             comm_s += exchange.done_s - exchange.started_s
         return blocked_s, comm_s
 
@@ -433,11 +531,18 @@ class Trainer:
         for member, reason in verdict.reasons.items():
             if reason == JOINING:
                 continue
-            entry = {"outer_step": outer_step, "fragment": fragment, "island": islands[member], "reason": reason}
+            entry = {
+                "outer_step": outer_step,
+                "fragment": fragment,
+                "island": islands[member],
+                "reason": reason,
+            }
             self.excluded.append(entry)
             if self.reports():
-                print(f"outer step {outer_step}: island {islands[member]} excluded from the average ({reason})",
-                      flush=True)
+                print(
+                    f"outer step {outer_step}: island {islands[member]} excluded from the average ({reason})",
+                    flush=True,
+                )
         if verdict.reasons.get(islands.index(self.island)) == NOT_FINITE:
             self.optimizer.state.clear()
 
@@ -451,7 +556,9 @@ class Trainer:
         period = -(-self.step // self.plan.eval_every_steps)
         if self.reports():
             self.report(period, record)
-        self.log_metrics(record)  # written before the checkpoint, so a resume finds every line up to it
+        self.log_metrics(
+            record
+        )  # written before the checkpoint, so a resume finds every line up to it
         if self.out_dir and self.checkpoint_due(period):
             self.world.save_checkpoint(period, self.out_dir, self.state_dict())
         self.period_records = []
@@ -484,7 +591,11 @@ class Trainer:
         (the members of ``world`` that hold the model; default all)."""
         evaluators = list(range(world.size)) if evaluators is None else evaluators
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
-        mine = self.eval_batches[evaluators.index(world.rank)::len(evaluators)] if world.rank in evaluators else []
+        mine = (
+            self.eval_batches[evaluators.index(world.rank) :: len(evaluators)]
+            if world.rank in evaluators
+            else []
+        )
         with torch.no_grad(), self.global_weights():
             for x, y in mine:
                 totals[0] += self.model(x, y).item()
@@ -495,25 +606,39 @@ class Trainer:
 
     def report(self, period: int, record: dict[str, Any]) -> None:
         plan = self.plan
-        print(f"{plan.algorithm} period {period}/{plan.periods}  step {self.step}/{plan.total_steps}  "
-              f"tokens {record['tokens']:,}  train {record['train_loss']:.3f}  eval {record['eval_loss']:.3f}  "
-              f"utilisation {100 * self.recorder.utilisation():.1f}%  "
-              f"sent/rank {size(self.recorder.sent_bytes())}", flush=True)
+        print(
+            f"{plan.algorithm} period {period}/{plan.periods}  step {self.step}/{plan.total_steps}  "
+            f"tokens {record['tokens']:,}  train {record['train_loss']:.3f}  eval {record['eval_loss']:.3f}  "
+            f"utilisation {100 * self.recorder.utilisation():.1f}%  "
+            f"sent/rank {size(self.recorder.sent_bytes())}",
+            flush=True,
+        )
 
     def checkpoint_due(self, period: int) -> bool:
         every = self.plan.spec.checkpoint_every
-        return (self.step == self.plan.total_steps or self.stopped() or bool(every and period % every == 0))
+        return (
+            self.step == self.plan.total_steps
+            or self.stopped()
+            or bool(every and period % every == 0)
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "fingerprint": self.plan.fingerprint(), "world_size": self.plan.world_size, "rank": self.rank,
-            "step": self.step, "model": self.model.state_dict(), "inner_optimizer": self.optimizer.state_dict(),
+            "fingerprint": self.plan.fingerprint(),
+            "world_size": self.plan.world_size,
+            "rank": self.rank,
+            "step": self.step,
+            "model": self.model.state_dict(),
+            "inner_optimizer": self.optimizer.state_dict(),
             "fragments": [fragment.state_dict() for fragment in self.fragments],
             "diloco": self.diloco.state_dict() if self.diloco else {},
-            "sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state(),
+            "sampler": self.sampler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
             "cuda_rng": checkpoint.cuda_rng_state(),
-            "clock_s": self.clock.now(), "trace_rows": [list(row) for row in self.recorder.rows],
-            "eval_losses": [list(pair) for pair in self.eval_losses], "excluded": self.excluded,
+            "clock_s": self.clock.now(),
+            "trace_rows": [list(row) for row in self.recorder.rows],
+            "eval_losses": [list(pair) for pair in self.eval_losses],
+            "excluded": self.excluded,
             **self.world.state_dict(),
         }
 
@@ -539,18 +664,28 @@ class Trainer:
         if self.metrics:
             self.metrics.close()
             self.metrics = None
-        return self.world.finish(Ending(self.step, self.recorder.rows, self.run_info(), self.out_dir))
+        return self.world.finish(
+            Ending(self.step, self.recorder.rows, self.run_info(), self.out_dir)
+        )
 
     def run_info(self) -> dict[str, Any]:
         plan = self.plan
         return {
-            "scenario": plan.scenario.name, "algorithm": plan.algorithm, "islands": plan.islands,
-            "ranks_per_island": plan.ranks_per_island, "world_size": plan.world_size,
-            "parameters": sum(p.numel() for p in self.params), "bits": plan.scenario.schedule.bits,
-            "steps": self.step, "tokens": self.step * plan.tokens_per_step,
+            "scenario": plan.scenario.name,
+            "algorithm": plan.algorithm,
+            "islands": plan.islands,
+            "ranks_per_island": plan.ranks_per_island,
+            "world_size": plan.world_size,
+            "parameters": sum(p.numel() for p in self.params),
+            "bits": plan.scenario.schedule.bits,
+            "steps": self.step,
+            "tokens": self.step * plan.tokens_per_step,
             "final_eval_loss": self.eval_losses[-1][1] if self.eval_losses else None,
-            "eval_losses": self.eval_losses, "device": str(self.device),
-            "mean_step_compute_s": self.recorder.seconds("compute") / self.step if self.step else 0.0,
+            "eval_losses": self.eval_losses,
+            "device": str(self.device),
+            "mean_step_compute_s": self.recorder.seconds("compute") / self.step
+            if self.step
+            else 0.0,
             "excluded_contributions": self.excluded,
         }
 

@@ -41,7 +41,9 @@ def keep_freed_pages() -> bool:
         return False
     mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, NEVER_TRIM))
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX_BYTES)) and bool(
+        mallopt(M_TRIM_THRESHOLD, NEVER_TRIM)
+    )
 
 
 def fresh_pages_of(work: Callable[..., Any], *args: Any) -> int:

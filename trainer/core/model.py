@@ -40,7 +40,10 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, width = x.shape
         q, k, v = self.qkv(x).split(width, dim=2)
-        q, k, v = (t.view(batch, length, self.n_head, width // self.n_head).transpose(1, 2) for t in (q, k, v))
+        q, k, v = (
+            t.view(batch, length, self.n_head, width // self.n_head).transpose(1, 2)
+            for t in (q, k, v)
+        )
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(batch, length, width))
 
@@ -72,7 +75,9 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         if config.n_embd % config.n_head:
-            raise ValueError(f"n_embd ({config.n_embd}) must be divisible by n_head ({config.n_head})")
+            raise ValueError(
+                f"n_embd ({config.n_embd}) must be divisible by n_head ({config.n_head})"
+            )
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
@@ -118,4 +123,7 @@ def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Optimizer parameter groups: weight decay on matrices and embeddings, none on biases and norms."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]

@@ -30,8 +30,9 @@ from islands.schedules import Schedule
 from islands.schedules.layout import layer_of
 
 
-def named_fragments(model: nn.Module, n_layer: int, fragments: int,
-                    schedule: Schedule) -> list[list[tuple[str, nn.Parameter]]]:
+def named_fragments(
+    model: nn.Module, n_layer: int, fragments: int, schedule: Schedule
+) -> list[list[tuple[str, nn.Parameter]]]:
     """The model's (name, parameter) pairs by fragment, as the schedule splits the layers."""
     groups: list[list[tuple[str, nn.Parameter]]] = [[] for _ in range(fragments)]
     for name, param in model.named_parameters():
@@ -39,10 +40,14 @@ def named_fragments(model: nn.Module, n_layer: int, fragments: int,
     return groups
 
 
-def split_fragments(model: nn.Module, n_layer: int, fragments: int,
-                    schedule: Schedule) -> list[list[nn.Parameter]]:
+def split_fragments(
+    model: nn.Module, n_layer: int, fragments: int, schedule: Schedule
+) -> list[list[nn.Parameter]]:
     """The model's parameters by fragment, as the schedule splits the layers."""
-    return [[param for _, param in group] for group in named_fragments(model, n_layer, fragments, schedule)]
+    return [
+        [param for _, param in group]
+        for group in named_fragments(model, n_layer, fragments, schedule)
+    ]
 
 
 def make_outer_optimizer(params: list[torch.Tensor], spec: TrainerSpec) -> torch.optim.Optimizer:
@@ -74,7 +79,9 @@ class Fragment:
     def pseudo_gradient(self) -> torch.Tensor:
         """delta = theta_global - theta_local, flattened to one fp32 vector."""
         with torch.no_grad():
-            return torch.cat([(g - p.float()).flatten() for g, p in zip(self.global_params, self.params)])
+            return torch.cat(
+                [(g - p.float()).flatten() for g, p in zip(self.global_params, self.params)]
+            )
 
     def apply(self, mean_delta: torch.Tensor, alpha: float) -> None:
         """Outer step with the averaged pseudo-gradient, then merge into the local weights."""
@@ -107,8 +114,12 @@ class Fragment:
                     p.copy_(g)
 
     def state_dict(self) -> dict:
-        return {"global": [g.detach().clone() for g in self.global_params],
-                "optimizer": self.optimizer.state_dict(), "applied": self.applied, "own_delta": self.own_delta}
+        return {
+            "global": [g.detach().clone() for g in self.global_params],
+            "optimizer": self.optimizer.state_dict(),
+            "applied": self.applied,
+            "own_delta": self.own_delta,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         with torch.no_grad():
@@ -119,7 +130,8 @@ class Fragment:
         self.own_delta = state.get("own_delta")
 
 
-def build_fragments(model: nn.Module, n_layer: int, fragments: int, schedule: Schedule,
-                    spec: TrainerSpec) -> list[Fragment]:
+def build_fragments(
+    model: nn.Module, n_layer: int, fragments: int, schedule: Schedule, spec: TrainerSpec
+) -> list[Fragment]:
     groups = split_fragments(model, n_layer, fragments, schedule)
     return [Fragment(i, params, spec) for i, params in enumerate(groups)]

@@ -60,14 +60,19 @@ def contribution_stats(delta: torch.Tensor, contributes: bool = True) -> torch.T
     squares = sum_of_squares(delta)
     finite = is_finite_number(squares)
     norm = math.sqrt(squares) if finite else 0.0
-    return torch.tensor([1.0 if finite else 0.0, norm, 1.0], dtype=torch.float64, device=delta.device)
+    return torch.tensor(
+        [1.0 if finite else 0.0, norm, 1.0], dtype=torch.float64, device=delta.device
+    )
 
 
 def sum_of_squares(x: torch.Tensor) -> float:
     """Sum of the squares of ``x``'s values in fp64, ``NORM_CHUNK_VALUES`` at a time: no fp64 copy of
     the whole tensor (one the size of a fragment would cost fresh pages at every exchange). Not finite
     exactly when a value is not: a finite fp32 value squares to at most 1.2e77 in fp64."""
-    return sum(chunk.double().square().sum().item() for chunk in x.detach().flatten().split(NORM_CHUNK_VALUES))
+    return sum(
+        chunk.double().square().sum().item()
+        for chunk in x.detach().flatten().split(NORM_CHUNK_VALUES)
+    )
 
 
 def screen(stats: list[torch.Tensor], norm_factor: float) -> Verdict:
@@ -83,10 +88,16 @@ def screen(stats: list[torch.Tensor], norm_factor: float) -> Verdict:
         if not finite[member]:
             reasons[member] = NOT_FINITE
             continue
-        others = [n for other, n in enumerate(norms) if other != member and finite[other] and contributes[other]]
+        others = [
+            n
+            for other, n in enumerate(norms)
+            if other != member and finite[other] and contributes[other]
+        ]
         if norm_factor > 0 and others and norm > norm_factor * statistics.median(others):
-            reasons[member] = (f"norm {norm:.4g} > {norm_factor:g} x the others' median "
-                               f"{statistics.median(others):.4g}")
+            reasons[member] = (
+                f"norm {norm:.4g} > {norm_factor:g} x the others' median "
+                f"{statistics.median(others):.4g}"
+            )
     return Verdict(tuple(member not in reasons for member in range(len(stats))), reasons)
 
 
@@ -101,18 +112,29 @@ def combine(rows: torch.Tensor, aggregation: str, trim_fraction: float) -> torch
         return rows.median(dim=0).values
     trim = trimmed_count(rows.shape[0], trim_fraction)
     ordered = rows.sort(dim=0).values
-    return ordered[trim: rows.shape[0] - trim].mean(dim=0)
+    return ordered[trim : rows.shape[0] - trim].mean(dim=0)
 
 
-def robust_average(x: torch.Tensor, group: Group, bits: int, verdict: Verdict, aggregation: str,
-                   trim_fraction: float) -> tuple[torch.Tensor, int]:
+def robust_average(
+    x: torch.Tensor,
+    group: Group,
+    bits: int,
+    verdict: Verdict,
+    aggregation: str,
+    trim_fraction: float,
+) -> tuple[torch.Tensor, int]:
     """Median or trimmed mean of the accepted members' ``x`` (all-gathered, encoded in ``bits``);
     returns (result, bytes sent)."""
     values = x.numel()
     padded = torch.zeros(padded_length(values, 1), dtype=torch.float32, device=x.device)
     padded[:values] = x.flatten()
     gathered = group.all_gather(encode(padded, bits))
-    rows = torch.stack([decode(data, bits, padded.numel())[:values]
-                        for member, data in enumerate(gathered) if verdict.accepted[member]])
+    rows = torch.stack(
+        [
+            decode(data, bits, padded.numel())[:values]
+            for member, data in enumerate(gathered)
+            if verdict.accepted[member]
+        ]
+    )
     sent_bytes = (group.size - 1) * gathered[0].numel()
     return combine(rows, aggregation, trim_fraction).view_as(x), sent_bytes

@@ -53,7 +53,7 @@ def share(x: torch.Tensor, index: int, parts: int) -> torch.Tensor:
     """Share ``index`` of ``parts`` equal shares of ``x`` (zero-padded at the end)."""
     length = math.ceil(x.numel() / parts)
     start = min(index * length, x.numel())
-    piece = x[start: start + length]
+    piece = x[start : start + length]
     if piece.numel() == length:
         return piece
     padded = torch.zeros(length, dtype=x.dtype, device=x.device)
@@ -85,9 +85,16 @@ def call_pieces(x: torch.Tensor, calls: int, unit: int) -> tuple[torch.Tensor, .
 class Exchanger:
     """Averages flat fp32 tensors over the islands, one at a time, on one background thread."""
 
-    def __init__(self, cross: Group, intra: Group | None, bits: int, clock: Clock,
-                 rule: AggregationRule = AggregationRule(), device: torch.device | str = "cpu",
-                 calls: Callable[[int], int] = one_call):
+    def __init__(
+        self,
+        cross: Group,
+        intra: Group | None,
+        bits: int,
+        clock: Clock,
+        rule: AggregationRule = AggregationRule(),
+        device: torch.device | str = "cpu",
+        calls: Callable[[int], int] = one_call,
+    ):
         """``device``: the training thread's; the exchange thread makes it its own current CUDA device
         (a new thread starts on GPU 0, where NCCL calls and new tensors would otherwise go). ``calls``:
         how many collective calls the mean of so many values takes (``exchange.calls``)."""
@@ -98,8 +105,12 @@ class Exchanger:
         self.clock = clock
         self.rule = rule
         self.device = torch.device(device)
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="islands-sync",
-                                       initializer=use_device, initargs=(self.device,))
+        self.pool = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="islands-sync",
+            initializer=use_device,
+            initargs=(self.device,),
+        )
 
     def warm_up(self, values: int, members: int) -> None:
         """Run the exchange path before the clock starts, on this exchanger's own thread, on zeros of
@@ -127,7 +138,9 @@ class Exchanger:
     def exchange(self, flat: torch.Tensor, contributes: bool = True) -> Exchange:
         """Screen, then average (or robustly combine) ``flat`` over the islands; a member that does
         not contribute (a joiner without state) sends zeros and still receives the average."""
-        verdict = screen(self.cross.all_gather(contribution_stats(flat, contributes)), self.rule.norm_factor)
+        verdict = screen(
+            self.cross.all_gather(contribution_stats(flat, contributes)), self.rule.norm_factor
+        )
         started_s = self.clock.now()
         if not verdict.count:
             return Exchange(torch.zeros_like(flat), started_s, self.clock.now(), 0, verdict)
@@ -136,11 +149,15 @@ class Exchanger:
         if self.intra is None:
             mean, sent = self.combine_in_calls(mine, verdict, calls)
         else:
-            part, sent = self.combine_in_calls(share(mine, self.intra.rank, self.intra.size), verdict, calls)
+            part, sent = self.combine_in_calls(
+                share(mine, self.intra.rank, self.intra.size), verdict, calls
+            )
             mean = torch.cat(self.intra.all_gather(part))[: flat.numel()]
         return Exchange(mean, started_s, self.clock.now(), sent, verdict)
 
-    def combine_in_calls(self, x: torch.Tensor, verdict: Verdict, calls: int) -> tuple[torch.Tensor, int]:
+    def combine_in_calls(
+        self, x: torch.Tensor, verdict: Verdict, calls: int
+    ) -> tuple[torch.Tensor, int]:
         """``combine`` as ``calls`` collective calls issued back to back, each on its own piece
         (``call_pieces``), as a stack that all-reduces bucket by bucket or tensor by tensor does: the
         mean and the robust rules are taken value by value, so the pieces' results are the whole's."""
@@ -156,8 +173,9 @@ class Exchanger:
     def combine(self, x: torch.Tensor, verdict: Verdict) -> tuple[torch.Tensor, int]:
         """The accepted members' mean (zeros sent by the others, rescaled) or robust combination."""
         if collective_of(self.rule.aggregation) == ALL_GATHER:
-            return robust_average(x, self.cross, self.bits, verdict, self.rule.aggregation,
-                                  self.rule.trim_fraction)
+            return robust_average(
+                x, self.cross, self.bits, verdict, self.rule.aggregation, self.rule.trim_fraction
+            )
         mean, sent = average(x, self.cross, self.bits)
         if verdict.count < self.cross.size:
             mean = mean * (self.cross.size / verdict.count)

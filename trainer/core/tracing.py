@@ -95,9 +95,18 @@ class Recorder:
         self.segment_start_s = clock.now()
         self.sink: RowsSink | None = None
 
-    def add(self, kind: str, start_s: float, end_s: float, outer_step: int, fragment: int = NO_FRAGMENT,
-            sent_bytes: float = 0.0) -> None:
-        row = Row(start_s, end_s, self.worker, self.island, kind, float(sent_bytes), fragment, outer_step)
+    def add(
+        self,
+        kind: str,
+        start_s: float,
+        end_s: float,
+        outer_step: int,
+        fragment: int = NO_FRAGMENT,
+        sent_bytes: float = 0.0,
+    ) -> None:
+        row = Row(
+            start_s, end_s, self.worker, self.island, kind, float(sent_bytes), fragment, outer_step
+        )
         self.rows.append(row)
         if self.sink:
             self.sink.write(json.dumps(row) + "\n")
@@ -113,7 +122,9 @@ class Recorder:
     def start_compute(self) -> None:
         self.segment_start_s = self.clock.now()
 
-    def waited(self, arrived_s: float, started_s: float, done_s: float, outer_step: int, fragment: int) -> float:
+    def waited(
+        self, arrived_s: float, started_s: float, done_s: float, outer_step: int, fragment: int
+    ) -> float:
         """Idle until every member had joined, then stall until the result was in; returns seconds blocked."""
         started_s = min(max(arrived_s, started_s), done_s)
         if started_s > arrived_s:
@@ -122,15 +133,24 @@ class Recorder:
             self.add("stall", started_s, done_s, outer_step, fragment)
         return done_s - arrived_s
 
-    def waited_at_syncer(self, arrived_s: float, queued: tuple[float, float], done_s: float, outer_step: int,
-                         fragment: int) -> float:
+    def waited_at_syncer(
+        self,
+        arrived_s: float,
+        queued: tuple[float, float],
+        done_s: float,
+        outer_step: int,
+        fragment: int,
+    ) -> float:
         """A decoupled learner waited from ``arrived_s`` to ``done_s``: idle while its report sat at
         the syncer waiting for others (``queued``), stall while its own bytes moved (the simulator's
         ``Syncer.record_wait``); returns seconds blocked."""
         idle_from = min(max(arrived_s, queued[0]), done_s)
         idle_to = min(max(idle_from, queued[1]), done_s)
-        for start, end, kind in ((arrived_s, idle_from, "stall"), (idle_from, idle_to, "idle"),
-                                 (idle_to, done_s, "stall")):
+        for start, end, kind in (
+            (arrived_s, idle_from, "stall"),
+            (idle_from, idle_to, "idle"),
+            (idle_to, done_s, "stall"),
+        ):
             if end > start:
                 self.add(kind, start, end, outer_step, fragment)
         return max(0.0, done_s - arrived_s)
@@ -145,7 +165,9 @@ class Recorder:
         """Compute seconds over seconds present so far."""
         if not self.rows:
             return 0.0
-        present = max(row.time_end_s for row in self.rows) - min(row.time_start_s for row in self.rows)
+        present = max(row.time_end_s for row in self.rows) - min(
+            row.time_start_s for row in self.rows
+        )
         return self.seconds("compute") / present if present > 0 else 0.0
 
 
@@ -155,18 +177,29 @@ def island_rows(rows_by_rank: list[list[Row]], ranks_per_island: int) -> list[Ro
     for first in range(0, len(rows_by_rank), ranks_per_island):
         merged.extend(row for row in rows_by_rank[first] if row.kind != "comm")
         comms: dict[tuple[int, int], list[Row]] = defaultdict(list)
-        for rows in rows_by_rank[first: first + ranks_per_island]:
+        for rows in rows_by_rank[first : first + ranks_per_island]:
             for row in rows:
                 if row.kind == "comm":
                     comms[(row.outer_step, row.fragment)].append(row)
         for (outer_step, fragment), group in comms.items():
-            merged.append(Row(min(r.time_start_s for r in group), max(r.time_end_s for r in group), group[0].worker,
-                              group[0].island, "comm", sum(r.bytes for r in group), fragment, outer_step))
+            merged.append(
+                Row(
+                    min(r.time_start_s for r in group),
+                    max(r.time_end_s for r in group),
+                    group[0].worker,
+                    group[0].island,
+                    "comm",
+                    sum(r.bytes for r in group),
+                    fragment,
+                    outer_step,
+                )
+            )
     return merged
 
 
-def measured_extra(plan: RunPlan, steps: int, rows: list[Row],
-                   churn: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, dict]]:
+def measured_extra(
+    plan: RunPlan, steps: int, rows: list[Row], churn: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, dict]]:
     """The simulator's extra summary keys, measured. ``churn`` (an elastic run's ``lost_compute_s``,
     ``leaves`` and ``joins``) replaces the zeros of a run without churn; the trainer always waits at
     the barrier and restarts a broken collective (no ``dropped_members``); ``events`` (simulator events
@@ -174,11 +207,24 @@ def measured_extra(plan: RunPlan, steps: int, rows: list[Row],
     ``horizon_reached`` (the simulator's stop for runs that never finish) is False, and the ``player``
     that ran it is "measured". Per island: inner steps and tokens of one worker."""
     extra = {
-        "scenario": plan.scenario.name, "algorithm": plan.algorithm, "network_model": "measured",
-        "barrier": "wait", "outer_steps_planned": plan.scenario.schedule.outer_steps, "inner_steps": steps,
-        "lost_compute_s": 0.0, "dropped_compute_s": 0.0, "dropped_deltas": 0, "joins": 0, "leaves": 0,
-        "dropped_members": 0, "ignored_events": 0, "events": None, "horizon_reached": False, "failures": 0,
-        "restarts": 0, "player": "measured",
+        "scenario": plan.scenario.name,
+        "algorithm": plan.algorithm,
+        "network_model": "measured",
+        "barrier": "wait",
+        "outer_steps_planned": plan.scenario.schedule.outer_steps,
+        "inner_steps": steps,
+        "lost_compute_s": 0.0,
+        "dropped_compute_s": 0.0,
+        "dropped_deltas": 0,
+        "joins": 0,
+        "leaves": 0,
+        "dropped_members": 0,
+        "ignored_events": 0,
+        "events": None,
+        "horizon_reached": False,
+        "failures": 0,
+        "restarts": 0,
+        "player": "measured",
         **(churn or {}),
     }
     extra["useful_chip_s"], extra["chips"] = useful_chip_s(plan, rows, extra["lost_compute_s"])
@@ -195,9 +241,15 @@ def useful_chip_s(plan: RunPlan, rows: list[Row], lost_compute_s: float) -> tupl
     """Chip-seconds of compute that reached the global model (every compute row, less the work lost
     to departures, at the chips of its worker's island), and the fleet's chips: goodput's parts."""
     chips = {island.name: island.chips for island in plan.scenario.islands}
-    computed = sum((row.time_end_s - row.time_start_s) * chips[row.island] for row in rows if row.kind == "compute")
+    computed = sum(
+        (row.time_end_s - row.time_start_s) * chips[row.island]
+        for row in rows
+        if row.kind == "compute"
+    )
     mean_chips = sum(chips[worker.island] for worker in plan.workers) / len(plan.workers)
-    return computed - lost_compute_s * mean_chips, sum(chips[worker.island] for worker in plan.workers)
+    return computed - lost_compute_s * mean_chips, sum(
+        chips[worker.island] for worker in plan.workers
+    )
 
 
 def build_summary(plan: RunPlan, steps: int, rows: list[Row], churn: dict[str, Any] | None = None):
@@ -205,8 +257,13 @@ def build_summary(plan: RunPlan, steps: int, rows: list[Row], churn: dict[str, A
     sync times per worker where learners sync on their own clocks, as the simulator counts them)."""
     trace = to_frame(rows)
     extra, island_extra = measured_extra(plan, steps, rows, churn)
-    return trace, summarise(trace, plan.outer_steps_done(steps), extra=extra, island_extra=island_extra,
-                            syncs_per_worker=not plan.schedule.coupled)
+    return trace, summarise(
+        trace,
+        plan.outer_steps_done(steps),
+        extra=extra,
+        island_extra=island_extra,
+        syncs_per_worker=not plan.schedule.coupled,
+    )
 
 
 class MetricsLog:
@@ -223,8 +280,11 @@ class MetricsLog:
         process takes over the writing); a line cut short by a killed writer is dropped."""
         if not self.path.exists():
             return
-        kept = [line for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines()
-                if (record := parsed(line)) is not None and record.get("step", math.inf) <= step]
+        kept = [
+            line
+            for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+            if (record := parsed(line)) is not None and record.get("step", math.inf) <= step
+        ]
         write_text(self.path, "".join(line + "\n" for line in kept))
 
     def write(self, record: dict[str, Any]) -> None:
@@ -246,8 +306,10 @@ def parsed(line: str) -> dict[str, Any] | None:
 
 
 def finite_or_none(record: dict[str, Any]) -> dict[str, Any]:
-    return {key: None if isinstance(value, float) and not is_finite_number(value) else value
-            for key, value in record.items()}
+    return {
+        key: None if isinstance(value, float) and not is_finite_number(value) else value
+        for key, value in record.items()
+    }
 
 
 TRACE_FILE = "trace.csv"

@@ -120,7 +120,9 @@ class Peers(Protocol):
 
     groups: Groups
 
-    def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> Transport:
+    def transport(
+        self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]
+    ) -> Transport:
         """How the fragments' exchanges travel (``recorder``: the trace, whose clock the world may
         read and whose rows it may add to; ``fragments``: the global copies the trainer holds)."""
 
@@ -234,7 +236,9 @@ class FixedWorld:
         """A barrier, then the latest of the processes' readings (resume: the checkpoint's)."""
         return max(self.groups.world.all_gather_object(state["clock_s"] if state else 0.0))
 
-    def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> Transport:
+    def transport(
+        self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]
+    ) -> Transport:
         return ExchangerTransport(exchanger)
 
     def entering(self, local: Local) -> contextlib.AbstractContextManager[None]:
@@ -263,13 +267,23 @@ class FixedWorld:
 
     def save_checkpoint(self, period: int, out_dir: Path, state: dict[str, Any]) -> None:
         island, local_rank = divmod(self.rank, self.plan.ranks_per_island)
-        checkpoint.save(out_dir, period, self.rank, island, state, self.groups.world, writes_latest=local_rank == 0)
+        checkpoint.save(
+            out_dir,
+            period,
+            self.rank,
+            island,
+            state,
+            self.groups.world,
+            writes_latest=local_rank == 0,
+        )
 
     def finish(self, ending: Ending) -> dict[str, Any] | None:
         rows_by_rank = self.groups.world.all_gather_object(ending.rows)
         if self.rank != 0:
             return None
-        trace, summary = build_summary(self.plan, ending.step, island_rows(rows_by_rank, self.plan.ranks_per_island))
+        trace, summary = build_summary(
+            self.plan, ending.step, island_rows(rows_by_rank, self.plan.ranks_per_island)
+        )
         if ending.out_dir:
             write_outputs(ending.out_dir, trace, {"summary": summary, "run": ending.run_info})
         return summary

@@ -48,9 +48,13 @@ POLL_S = 0.05
 SYNCER_EXIT_S = 600.0
 
 
-def launch_decoupled(plan: RunPlan, master_addr: str, port: int,
-                     environment: Callable[..., tuple[list[str], Mapping[str, str]]],
-                     syncer_environment: tuple[list[str], Mapping[str, str]]) -> int:
+def launch_decoupled(
+    plan: RunPlan,
+    master_addr: str,
+    port: int,
+    environment: Callable[..., tuple[list[str], Mapping[str, str]]],
+    syncer_environment: tuple[list[str], Mapping[str, str]],
+) -> int:
     """Start the syncer and the learners, play the events; returns the first failing exit code or 0.
     ``environment(rank, **process)`` gives a learner's command prefix and environment (``process``:
     its own fields of the launch spec), ``syncer_environment`` the syncer's (its spec says ``syncer``)."""
@@ -89,8 +93,13 @@ def launch_decoupled(plan: RunPlan, master_addr: str, port: int,
 def launch(request: LocalLaunch) -> int:
     """The decoupled kind's local launcher (``kinds.py``): the syncer wrapped by the request's
     ``syncer_launch``, each learner as its island."""
-    return launch_decoupled(request.plan, request.master_addr, request.port,
-                            request.environment, request.syncer_environment())
+    return launch_decoupled(
+        request.plan,
+        request.master_addr,
+        request.port,
+        request.environment,
+        request.syncer_environment(),
+    )
 
 
 def run_rank(run: RankRun) -> None:
@@ -101,9 +110,13 @@ def run_rank(run: RankRun) -> None:
         run_syncer(plan, run.out_dir or run.default_out())
         return None
     env = run.env
-    assert env is not None, "a learner has torchrun's or the launcher's environment (Kind.runs_here)"
+    assert env is not None, (
+        "a learner has torchrun's or the launcher's environment (Kind.runs_here)"
+    )
     check_world_size(plan, env)
-    return run_learner(plan, env.rank, pick_device(plan.spec.device, host_processes(env, run.spec)[0], 1), run.spec)
+    return run_learner(
+        plan, env.rank, pick_device(plan.spec.device, host_processes(env, run.spec)[0], 1), run.spec
+    )
 
 
 def tell_over(store) -> None:
@@ -118,7 +131,9 @@ def run_syncer(plan: RunPlan, out_dir: Path) -> dict:
     """The syncer's whole life: host the store at MASTER_ADDR:MASTER_PORT, merge until the learners
     are done, write the outputs; returns the summary."""
     start_rank_process()
-    store = connect(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), True, plan.spec.timeout_s)
+    store = connect(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), True, plan.spec.timeout_s
+    )
     syncer = Syncer(plan, store, out_dir)
     syncer.run()
     return write_run(syncer)
@@ -128,8 +143,14 @@ def run_learner(plan: RunPlan, rank: int, device: torch.device, spec: LaunchSpec
     """Learner ``rank``'s whole life on ``device``: hello (and, returning, catch up), train, report
     done. Its exchanges are staged through the CPU."""
     start_rank_process()
-    link = SyncerLink(plan, rank, incarnation(spec), os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                      spec.wan_pacer)
+    link = SyncerLink(
+        plan,
+        rank,
+        incarnation(spec),
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        spec.wan_pacer,
+    )
     world = DecoupledWorld(plan, rank, link, spec.join_at_s)
     try:
         trainer = Trainer(plan, rank, world, device)

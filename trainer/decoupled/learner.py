@@ -62,7 +62,9 @@ class SyncerLink:
     """A learner's connections to the syncer's store: one per thread that uses it (the training
     thread, the exchange thread, the heartbeat), so a blocking wait on one never holds up another."""
 
-    def __init__(self, plan: RunPlan, island: int, incarnation: str, host: str, port: int, pacer: str | None):
+    def __init__(
+        self, plan: RunPlan, island: int, incarnation: str, host: str, port: int, pacer: str | None
+    ):
         self.plan, self.island, self.incarnation = plan, island, incarnation
         self.timeout_s = plan.spec.timeout_s
         self.main = connect(host, port, False, self.timeout_s)
@@ -70,7 +72,9 @@ class SyncerLink:
         self.replies = key("to", island, incarnation)
         self.pacer = pacer_from_config(pacer) if pacer else None
         self.syncer_link = plan.islands  # the syncer's link follows the learners' in the pacer
-        self.hop_latency_s = plan.workers[island].latency_s + plan.scenario.syncer.latency_ms / MS_PER_S
+        self.hop_latency_s = (
+            plan.workers[island].latency_s + plan.scenario.syncer.latency_ms / MS_PER_S
+        )
         self.stopping = threading.Event()
         self.beat_store = connect(host, port, False, self.timeout_s)
         self.beating = threading.Thread(target=self.beat, name="islands-learner-beat", daemon=True)
@@ -88,43 +92,59 @@ class SyncerLink:
         """One transfer between this learner's link and the syncer's, under an emulated WAN."""
         if self.pacer is None:
             return contextlib.nullcontext()
-        return self.pacer.transfer(self.island, sent_bytes, received_bytes, self.hop_latency_s, [self.syncer_link])
+        return self.pacer.transfer(
+            self.island, sent_bytes, received_bytes, self.hop_latency_s, [self.syncer_link]
+        )
 
     def hello(self, join_at_s: float | None) -> Welcome:
         """Wait for the join time (a returning learner), say hello, take the syncer's answer."""
         while join_at_s is not None and (run_time_s(self.main) or -1.0) < join_at_s:
             time.sleep(JOIN_POLL_S)
-        self.main.queue_push(INBOX, pack({"kind": "hello", "island": self.island, "incarnation": self.incarnation}))
+        self.main.queue_push(
+            INBOX, pack({"kind": "hello", "island": self.island, "incarnation": self.incarnation})
+        )
         asked = time.monotonic()
         reply = self.pop(self.main, self.plan.spec.timeout_s)
         received = time.monotonic()
         header, payload = unpack(reply)
         weights = from_bytes(payload).view(torch.float32) if header["weights"] else None
-        return Welcome(header["trace_s"], header["outer_step"], weights,
-                     (header["trace_s"] - (received - asked), header["trace_s"]))
+        return Welcome(
+            header["trace_s"],
+            header["outer_step"],
+            weights,
+            (header["trace_s"] - (received - asked), header["trace_s"]),
+        )
 
     def pop(self, store: Any, timeout_s: float) -> bytes:
         store.set_timeout(timedelta(seconds=timeout_s))
         try:
             return store.queue_pop(self.replies)
         except RuntimeError:
-            raise UserError(f"island {self.island}: the syncer did not answer within trainer.timeout_s = "
-                            f"{timeout_s:g} s") from None
+            raise UserError(
+                f"island {self.island}: the syncer did not answer within trainer.timeout_s = "
+                f"{timeout_s:g} s"
+            ) from None
 
     def wait_ready(self, seq: int) -> None:
         ready = key("ready", self.island, self.incarnation, seq)
         try:
             self.exchange.wait([ready], timedelta(seconds=self.timeout_s))
         except RuntimeError:
-            raise UserError(f"island {self.island}: the syncer merged nothing within trainer.timeout_s = "
-                            f"{self.timeout_s:g} s") from None
+            raise UserError(
+                f"island {self.island}: the syncer merged nothing within trainer.timeout_s = "
+                f"{self.timeout_s:g} s"
+            ) from None
         self.exchange.delete_key(ready)
 
     def done(self, document: dict[str, Any]) -> None:
         """Tell the syncer this learner is done, and stop the heartbeat (joined: a thread still in the
         store's C++ code when the interpreter exits would abort the process)."""
-        self.main.queue_push(INBOX, pack({"kind": "done", "island": self.island, "incarnation": self.incarnation,
-                                          **document}))
+        self.main.queue_push(
+            INBOX,
+            pack(
+                {"kind": "done", "island": self.island, "incarnation": self.incarnation, **document}
+            ),
+        )
         self.close()
 
     def close(self) -> None:
@@ -167,8 +187,15 @@ class SyncerTransport:
     encoded at the launch, on the training thread (a thread that encodes while the training thread
     computes waited 10-30x the encoding's own time for the interpreter here)."""
 
-    def __init__(self, link: SyncerLink, plan: RunPlan, clock: Clock, held: Callable[[int], torch.Tensor],
-                 first_step: int, step_time_s: StepTime):
+    def __init__(
+        self,
+        link: SyncerLink,
+        plan: RunPlan,
+        clock: Clock,
+        held: Callable[[int], torch.Tensor],
+        first_step: int,
+        step_time_s: StepTime,
+    ):
         self.link, self.plan, self.clock, self.held = link, plan, clock, held
         self.bits = plan.scenario.schedule.bits
         self.tokens_per_step = plan.tokens_per_step // plan.islands  # this learner's
@@ -196,7 +223,9 @@ class SyncerTransport:
     def applied(self, point: SyncPoint) -> None:
         self.base_step[point.fragment] = int(point.apply_step)
 
-    def round_trip(self, point: SyncPoint, payload: bytes, values: int, launched_s: float, steps: int) -> Exchange:
+    def round_trip(
+        self, point: SyncPoint, payload: bytes, values: int, launched_s: float, steps: int
+    ) -> Exchange:
         """Upload, wait for the merge, download; the global fragment is the copy held plus the
         difference the syncer sent."""
         self.seq += 1
@@ -208,15 +237,25 @@ class SyncerTransport:
         excluded = header.get("excluded")
         verdict = Verdict((excluded is None,), {0: excluded} if excluded else {})
         held = self.held(point.fragment)
-        return Exchange(held + difference.to(held.device), started_s, self.clock.now(), len(payload), verdict,
-                        queued=(merged_s - header["queued_s"], merged_s))
+        return Exchange(
+            held + difference.to(held.device),
+            started_s,
+            self.clock.now(),
+            len(payload),
+            verdict,
+            queued=(merged_s - header["queued_s"], merged_s),
+        )
 
     def slack_s(self, launched_s: float, started_s: float) -> float:
         """What is left of tau steps of this learner's compute when its upload starts (the syncer
         takes the transfers off for the grace window, ``schedules.decoupled.grace_window_s``)."""
-        return self.plan.scenario.schedule.overlap_steps * self.step_time_s() - (started_s - launched_s)
+        return self.plan.scenario.schedule.overlap_steps * self.step_time_s() - (
+            started_s - launched_s
+        )
 
-    def upload(self, point: SyncPoint, payload: bytes, values: int, steps: int, slack_s: float) -> None:
+    def upload(
+        self, point: SyncPoint, payload: bytes, values: int, steps: int, slack_s: float
+    ) -> None:
         """The payload's pieces, then the report that names them (``wire``)."""
         link = self.link
         pieces = split_pieces(payload)
@@ -224,10 +263,24 @@ class SyncerTransport:
             for index, piece in enumerate(pieces):
                 link.exchange.set(key("up", link.island, link.incarnation, self.seq, index), piece)
                 kill_point("syncer-upload", link.island)
-            link.exchange.queue_push(INBOX, pack({
-                "kind": "report", "island": link.island, "incarnation": link.incarnation, "seq": self.seq,
-                "outer_step": point.outer_step, "fragment": point.fragment, "values": values, "pieces": len(pieces),
-                "tokens": steps * self.tokens_per_step, "steps": steps, "slack_s": slack_s}))
+            link.exchange.queue_push(
+                INBOX,
+                pack(
+                    {
+                        "kind": "report",
+                        "island": link.island,
+                        "incarnation": link.incarnation,
+                        "seq": self.seq,
+                        "outer_step": point.outer_step,
+                        "fragment": point.fragment,
+                        "values": values,
+                        "pieces": len(pieces),
+                        "tokens": steps * self.tokens_per_step,
+                        "steps": steps,
+                        "slack_s": slack_s,
+                    }
+                ),
+            )
 
     def download(self, values: int) -> tuple[dict[str, Any], torch.Tensor]:
         padded = padded_length(values, 1)
@@ -261,12 +314,20 @@ class DecoupledWorld:
         self.welcome = self.link.hello(self.join_at_s)
         return self.welcome.trace_s
 
-    def transport(self, exchanger, recorder: Recorder, fragments: list[Fragment]) -> SyncerTransport:
+    def transport(
+        self, exchanger, recorder: Recorder, fragments: list[Fragment]
+    ) -> SyncerTransport:
         assert self.welcome is not None, "start_s said hello first"
         first_step = self.welcome.outer_step * self.plan.eval_every_steps
         held = lambda fragment: flatten(fragments[fragment].global_params)  # noqa: E731
-        self.syncer_transport = SyncerTransport(self.link, self.plan, recorder.clock, held, first_step,
-                                                StepTime(self.plan.pace_s(self.island), recorder, first_step))
+        self.syncer_transport = SyncerTransport(
+            self.link,
+            self.plan,
+            recorder.clock,
+            held,
+            first_step,
+            StepTime(self.plan.pace_s(self.island), recorder, first_step),
+        )
         return self.syncer_transport
 
     def entering(self, local: Local) -> contextlib.AbstractContextManager[Start | None]:
@@ -276,7 +337,9 @@ class DecoupledWorld:
         assert welcome is not None, "start_s said hello first"
         if welcome.weights is None:
             return contextlib.nullcontext()
-        return contextlib.nullcontext(Start(catch_up=Entry(welcome.weights, welcome.outer_step, welcome.download_s)))
+        return contextlib.nullcontext(
+            Start(catch_up=Entry(welcome.weights, welcome.outer_step, welcome.download_s))
+        )
 
     def rows_sink(self) -> StoreSink:
         return StoreSink(self.link.main, key("rows", self.island, self.link.incarnation))
@@ -307,8 +370,13 @@ class DecoupledWorld:
     def finish(self, ending: Ending) -> None:
         if self.syncer_transport:
             self.syncer_transport.close()
-        self.link.done({"steps": ending.step, "eval_losses": ending.run_info["eval_losses"],
-                        "mean_step_compute_s": ending.run_info["mean_step_compute_s"]})
+        self.link.done(
+            {
+                "steps": ending.step,
+                "eval_losses": ending.run_info["eval_losses"],
+                "mean_step_compute_s": ending.run_info["mean_step_compute_s"],
+            }
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {}

@@ -56,15 +56,23 @@ def unit(x: torch.Tensor) -> torch.Tensor:
 def radial_directional(deltas: list[torch.Tensor], weights: list[float]) -> torch.Tensor:
     """RDA of one tensor's deltas (the formula above)."""
     total = sum(weights)
-    radius = sum(w * torch.linalg.vector_norm(d.double()).item() for d, w in zip(deltas, weights)) / total
+    radius = (
+        sum(w * torch.linalg.vector_norm(d.double()).item() for d, w in zip(deltas, weights))
+        / total
+    )
     direction = unit(weighted_mean([unit(d) for d in deltas], weights))
     if not direction.any():
         return weighted_mean(deltas, weights)
     return direction * radius
 
 
-def merge(deltas: list[torch.Tensor], weights: list[float], rule: str, tensor_sizes: list[int],
-          embeddings: list[bool]) -> torch.Tensor:
+def merge(
+    deltas: list[torch.Tensor],
+    weights: list[float],
+    rule: str,
+    tensor_sizes: list[int],
+    embeddings: list[bool],
+) -> torch.Tensor:
     """One fragment's merged pseudo-gradient. ``deltas`` are flat over the fragment's tensors, of
     ``tensor_sizes`` values each; ``embeddings`` marks the tensors RDA leaves to the mean."""
     if rule == MEAN:

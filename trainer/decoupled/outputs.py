@@ -29,10 +29,16 @@ if TYPE_CHECKING:
 def write_run(syncer: Syncer) -> dict[str, Any]:
     """Write the outputs, print the summary and return it."""
     plan, learners = syncer.plan, syncer.learners
-    steps = min(learner.steps if learner.done else learner.outer_done * plan.eval_every_steps
-                for learner in learners.values())
-    churn: dict[str, Any] = {"lost_compute_s": syncer.lost_compute_s, "dropped_deltas": syncer.counts["dropped_reports"],
-             "leaves": syncer.counts["leaves"], "joins": syncer.counts["joins"]}
+    steps = min(
+        learner.steps if learner.done else learner.outer_done * plan.eval_every_steps
+        for learner in learners.values()
+    )
+    churn: dict[str, Any] = {
+        "lost_compute_s": syncer.lost_compute_s,
+        "dropped_deltas": syncer.counts["dropped_reports"],
+        "leaves": syncer.counts["leaves"],
+        "joins": syncer.counts["joins"],
+    }
     unfinished = [island for island, learner in learners.items() if not learner.done]
     if unfinished:
         churn["incomplete_reason"] = f"learner(s) {unfinished} did not finish"
@@ -48,7 +54,11 @@ def gather_rows(syncer: Syncer) -> list[Row]:
         for incarnation in learner.incarnations:
             name = key("rows", island, incarnation)
             if syncer.store.check([name]):
-                rows += [Row(*json.loads(line)) for line in syncer.store.get(name).decode().splitlines() if line]
+                rows += [
+                    Row(*json.loads(line))
+                    for line in syncer.store.get(name).decode().splitlines()
+                    if line
+                ]
     return rows
 
 
@@ -64,16 +74,31 @@ def final_loss(syncer: Syncer) -> float:
 def run_info(syncer: Syncer, steps: int) -> dict[str, Any]:
     plan = syncer.plan
     final = final_loss(syncer)
-    learners = {str(island): {"incarnations": len(learner.incarnations), "steps": learner.steps,
-                              "outer_steps": learner.outer_done, **learner.info}
-                for island, learner in syncer.learners.items()}
-    compute = [learner.info["mean_step_compute_s"] for learner in syncer.learners.values() if learner.info]
+    learners = {
+        str(island): {
+            "incarnations": len(learner.incarnations),
+            "steps": learner.steps,
+            "outer_steps": learner.outer_done,
+            **learner.info,
+        }
+        for island, learner in syncer.learners.items()
+    }
+    compute = [
+        learner.info["mean_step_compute_s"] for learner in syncer.learners.values() if learner.info
+    ]
     return {
-        "scenario": plan.scenario.name, "algorithm": plan.algorithm, "islands": plan.islands,
-        "ranks_per_island": plan.ranks_per_island, "world_size": plan.world_size,
-        "parameters": sum(p.numel() for p in syncer.model.parameters()), "bits": syncer.bits,
-        "steps": steps, "tokens": steps * plan.tokens_per_step, "final_eval_loss": final,
-        "eval_losses": [[steps, final]], "device": "cpu",
+        "scenario": plan.scenario.name,
+        "algorithm": plan.algorithm,
+        "islands": plan.islands,
+        "ranks_per_island": plan.ranks_per_island,
+        "world_size": plan.world_size,
+        "parameters": sum(p.numel() for p in syncer.model.parameters()),
+        "bits": syncer.bits,
+        "steps": steps,
+        "tokens": steps * plan.tokens_per_step,
+        "final_eval_loss": final,
+        "eval_losses": [[steps, final]],
+        "device": "cpu",
         "mean_step_compute_s": sum(compute) / len(compute) if compute else 0.0,
         "excluded_contributions": syncer.excluded,
         "syncer": {**syncer.counts, "lost_compute_s": syncer.lost_compute_s, "learners": learners},

@@ -54,20 +54,20 @@ from ..runtime.store import publish_run_clock
 from .merge import merge, token_weight
 from .wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack
 
-CHECK_S = 0.05          # how often heartbeats are looked at
+CHECK_S = 0.05  # how often heartbeats are looked at
 
 
 @dataclass
 class Learner:
-    incarnation: str | None = None      # its current start (``island.incarnation``)
+    incarnation: str | None = None  # its current start (``island.incarnation``)
     incarnations: list[str] = field(default_factory=list)
     present: bool = False
     done: bool = False
     beats: int = -1
-    beat_s: float = 0.0         # when its heartbeat last moved (syncer clock)
-    replied_s: float = 0.0      # when it was last sent a global fragment
+    beat_s: float = 0.0  # when its heartbeat last moved (syncer clock)
+    replied_s: float = 0.0  # when it was last sent a global fragment
     gone_s: float | None = None
-    outer_done: int = 0         # outer steps it completed (its last fragment of them came back)
+    outer_done: int = 0  # outer steps it completed (its last fragment of them came back)
     steps: int = 0
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -145,23 +145,49 @@ class Syncer:
         spec, schedule = plan.spec, plan.scenario.schedule
         self.bits, self.quorum, self.window = schedule.bits, schedule.quorum, schedule.grace_window
         self.model = build_model(model_config(plan), spec.seed, "cpu")
-        self.fragments = [GlobalFragment(params, plan)
-                          for params in named_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule)]
-        self.held = {island: [f.flat.clone() for f in self.fragments] for island in range(plan.islands)}
+        self.fragments = [
+            GlobalFragment(params, plan)
+            for params in named_fragments(self.model, spec.n_layer, plan.fragments, plan.schedule)
+        ]
+        self.held = {
+            island: [f.flat.clone() for f in self.fragments] for island in range(plan.islands)
+        }
         self.learners = {island: Learner() for island in range(plan.islands)}
-        self.waiting: dict[int, list[Report]] = {p: [] for p in range(plan.fragments)}  # the open round's
-        self.late: dict[int, list[Report]] = {p: [] for p in range(plan.fragments)}     # answered, to merge
-        self.open_round = dict.fromkeys(range(plan.fragments), 0)  # the outer step p's next merge is for
+        self.waiting: dict[int, list[Report]] = {
+            p: [] for p in range(plan.fragments)
+        }  # the open round's
+        self.late: dict[int, list[Report]] = {
+            p: [] for p in range(plan.fragments)
+        }  # answered, to merge
+        self.open_round = dict.fromkeys(
+            range(plan.fragments), 0
+        )  # the outer step p's next merge is for
         self.deadline: dict[int, float] = {}
         self.clock: Clock | None = None
-        self.counts = {"merges": 0, "merges_below_quorum": 0, "late_reports": 0, "reports": 0, "dropped_reports": 0,
-                       "leaves": 0, "joins": 0}
+        self.counts = {
+            "merges": 0,
+            "merges_below_quorum": 0,
+            "late_reports": 0,
+            "reports": 0,
+            "dropped_reports": 0,
+            "leaves": 0,
+            "joins": 0,
+        }
         self.lost_compute_s = 0.0
         self.excluded: list[dict[str, Any]] = []
-        self.eval_batches = validation_batches(default_corpus(plan).validation, spec.eval_batches, spec.batch_size,
-                                               spec.block_size, spec.seed, "cpu")
-        self.syncer_rate = (math.inf if plan.scenario.syncer.bandwidth_gbps is None
-                            else plan.scenario.syncer.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE)
+        self.eval_batches = validation_batches(
+            default_corpus(plan).validation,
+            spec.eval_batches,
+            spec.batch_size,
+            spec.block_size,
+            spec.seed,
+            "cpu",
+        )
+        self.syncer_rate = (
+            math.inf
+            if plan.scenario.syncer.bandwidth_gbps is None
+            else plan.scenario.syncer.bandwidth_gbps * BITS_PER_GBIT / BITS_PER_BYTE
+        )
 
     def now(self) -> float:
         return self.clock.now() if self.clock else 0.0
@@ -202,9 +228,15 @@ class Syncer:
         if self.store.check([OVER]):
             return True
         timeout_s = self.plan.spec.timeout_s
-        return bool(self.clock) and not any(learner.present for learner in learners) and all(
-            learner.done or (learner.gone_s is not None and self.now() - learner.gone_s > timeout_s)
-            for learner in learners)
+        return (
+            bool(self.clock)
+            and not any(learner.present for learner in learners)
+            and all(
+                learner.done
+                or (learner.gone_s is not None and self.now() - learner.gone_s > timeout_s)
+                for learner in learners
+            )
+        )
 
     def handle(self, header: dict[str, Any], payload: bytes) -> None:
         kind = header["kind"]
@@ -221,7 +253,10 @@ class Syncer:
             self.report(header)
         elif kind == "done":
             learner.done, learner.present, learner.steps = True, False, header["steps"]
-            learner.info = {"eval_losses": header["eval_losses"], "mean_step_compute_s": header["mean_step_compute_s"]}
+            learner.info = {
+                "eval_losses": header["eval_losses"],
+                "mean_step_compute_s": header["mean_step_compute_s"],
+            }
             self.consider_all()
 
     # --- learners come and go --------------------------------------------------------------------
@@ -240,7 +275,11 @@ class Syncer:
         self.held[island] = [f.flat.clone() for f in self.fragments]
         learner.beat_s = learner.replied_s = self.now()
         weights = torch.cat([f.flat for f in self.fragments]).numpy().tobytes()
-        self.reply(island, {"trace_s": self.now(), "outer_step": learner.outer_done, "weights": True}, weights)
+        self.reply(
+            island,
+            {"trace_s": self.now(), "outer_step": learner.outer_done, "weights": True},
+            weights,
+        )
 
     def start(self) -> None:
         self.clock = Clock()
@@ -250,7 +289,9 @@ class Syncer:
             self.reply(island, {"trace_s": self.now(), "outer_step": 0, "weights": False})
 
     def reply(self, island: int, header: dict[str, Any], payload: bytes = b"") -> None:
-        self.store.queue_push(key("to", island, self.learners[island].incarnation), pack(header, payload))
+        self.store.queue_push(
+            key("to", island, self.learners[island].incarnation), pack(header, payload)
+        )
 
     def check_heartbeats(self) -> None:
         for island, learner in self.learners.items():
@@ -273,8 +314,11 @@ class Syncer:
             kept = [r for r in reports if r.island != island]
             self.counts["dropped_reports"] += len(reports) - len(kept)
             self.waiting[fragment] = kept
-        print(f"syncer: learner {island} is gone (no heartbeat for "
-              f"{self.plan.scenario.network.detection_timeout_s:g} s); merges go on without it", flush=True)
+        print(
+            f"syncer: learner {island} is gone (no heartbeat for "
+            f"{self.plan.scenario.network.detection_timeout_s:g} s); merges go on without it",
+            flush=True,
+        )
         self.consider_all()
 
     # --- reports and merges ----------------------------------------------------------------------
@@ -288,8 +332,17 @@ class Syncer:
         fragment = self.fragments[header["fragment"]]
         delta = decode(from_bytes(payload), self.bits, fragment.padded)[: header["values"]]
         self.counts["reports"] += 1
-        report = Report(island, incarnation, seq, header["outer_step"], header["fragment"], delta,
-                        token_weight(header["tokens"], header["steps"]), self.now(), header["slack_s"])
+        report = Report(
+            island,
+            incarnation,
+            seq,
+            header["outer_step"],
+            header["fragment"],
+            delta,
+            token_weight(header["tokens"], header["steps"]),
+            self.now(),
+            header["slack_s"],
+        )
         if report.outer_step < self.open_round[report.fragment]:
             self.answer_late(report)
             return
@@ -308,8 +361,11 @@ class Syncer:
     def present(self) -> set[int]:
         """The learners that may still send a report: present, and their last report not yet answered."""
         last = self.plan.scenario.schedule.outer_steps
-        return {island for island, learner in self.learners.items()
-                if learner.present and not learner.done and learner.outer_done < last}
+        return {
+            island
+            for island, learner in self.learners.items()
+            if learner.present and not learner.done and learner.outer_done < last
+        }
 
     def consider_all(self) -> None:
         for fragment in range(len(self.fragments)):
@@ -336,7 +392,11 @@ class Syncer:
                 self.merge(queued)
         elif len(reports) >= self.quorum and fragment not in self.deadline:
             first = reports[0]
-            slack_s = first.slack_s - self.transfers_s(first.island, fragment) - (self.now() - first.arrived_s)
+            slack_s = (
+                first.slack_s
+                - self.transfers_s(first.island, fragment)
+                - (self.now() - first.arrived_s)
+            )
             self.deadline[fragment] = self.now() + grace_window_s(self.window, slack_s)
 
     def transfers_s(self, island: int, fragment: int) -> float:
@@ -361,27 +421,47 @@ class Syncer:
         reasons = self.outer_step(fragment, reports, late)
         for index, report in enumerate(reports):
             self.send_back(report, reasons.get(index))
-        if any(self.learners[r.island].outer_done >= self.plan.scenario.schedule.outer_steps for r in reports):
+        if any(
+            self.learners[r.island].outer_done >= self.plan.scenario.schedule.outer_steps
+            for r in reports
+        ):
             self.consider_all()  # a learner sent its last report: merges that waited for it go ahead
 
-    def outer_step(self, fragment: int, reports: list[Report], late: Sequence[Report] = ()) -> dict[int, str]:
+    def outer_step(
+        self, fragment: int, reports: list[Report], late: Sequence[Report] = ()
+    ) -> dict[int, str]:
         """Screen ``reports`` and ``late`` together, weigh the rest by tokens and take the outer step
         on the global fragment; the reasons for those left out, by index. Below the quorum: fewer
         than K of ``reports``."""
         if len(reports) < self.quorum:
             self.counts["merges_below_quorum"] += 1
         reports = [*reports, *late]
-        verdict = screen([contribution_stats(r.delta) for r in reports], self.plan.spec.screen_norm_factor)
+        verdict = screen(
+            [contribution_stats(r.delta) for r in reports], self.plan.spec.screen_norm_factor
+        )
         accepted = [r for r, ok in zip(reports, verdict.accepted) if ok and r.weight > 0]
         target = self.fragments[fragment]
         if accepted:
-            target.step(merge([r.delta for r in accepted], [r.weight for r in accepted],
-                              self.plan.spec.aggregation, target.sizes, target.embeddings))
+            target.step(
+                merge(
+                    [r.delta for r in accepted],
+                    [r.weight for r in accepted],
+                    self.plan.spec.aggregation,
+                    target.sizes,
+                    target.embeddings,
+                )
+            )
         self.counts["merges"] += 1
         for index, reason in verdict.reasons.items():
             report = reports[index]
-            self.excluded.append({"outer_step": report.outer_step, "fragment": fragment,
-                                  "island": report.island, "reason": reason})
+            self.excluded.append(
+                {
+                    "outer_step": report.outer_step,
+                    "fragment": fragment,
+                    "island": report.island,
+                    "reason": reason,
+                }
+            )
         return verdict.reasons
 
     def send_back(self, report: Report, reason: str | None) -> None:
@@ -392,8 +472,16 @@ class Syncer:
         difference[: held.numel()] = target.flat.detach() - held
         data = encode(difference, self.bits)
         held += decode(data, self.bits, target.padded)[: held.numel()]
-        self.reply(report.island, {"outer_step": report.outer_step, "fragment": report.fragment, "excluded": reason,
-                                   "queued_s": self.now() - report.arrived_s}, to_bytes(data))
+        self.reply(
+            report.island,
+            {
+                "outer_step": report.outer_step,
+                "fragment": report.fragment,
+                "excluded": reason,
+                "queued_s": self.now() - report.arrived_s,
+            },
+            to_bytes(data),
+        )
         self.store.set(key("ready", report.island, report.incarnation, report.seq), "1")
         learner = self.learners[report.island]
         learner.replied_s = self.now()

@@ -44,7 +44,7 @@ def pack(header: dict[str, Any], payload: bytes = b"") -> bytes:
 def unpack(message: bytes) -> tuple[dict[str, Any], bytes]:
     (length,) = LENGTH.unpack_from(message)
     start = LENGTH.size
-    return json.loads(message[start: start + length]), message[start + length:]
+    return json.loads(message[start : start + length]), message[start + length :]
 
 
 def to_bytes(data: torch.Tensor) -> bytes:
@@ -57,4 +57,6 @@ def from_bytes(data: bytes) -> torch.Tensor:
 
 
 def split_pieces(data: bytes) -> list[bytes]:
-    return [data[start: start + PIECE_BYTES] for start in range(0, len(data), PIECE_BYTES)] or [b""]
+    return [data[start : start + PIECE_BYTES] for start in range(0, len(data), PIECE_BYTES)] or [
+        b""
+    ]

@@ -49,10 +49,17 @@ class Download:
     done_s: float
 
 
-def transfer_group(membership: Membership, number: int, server: int, joiner: int, pacer: str | None) -> Any:
+def transfer_group(
+    membership: Membership, number: int, server: int, joiner: int, pacer: str | None
+) -> Any:
     """The two-member group of download ``number`` (member 0 the server), paced as WAN traffic."""
     store = dist.PrefixStore(membership.key("download", number, "group"), membership.store)
-    group = StoreGroup(store, [server, joiner], membership.island, timedelta(seconds=membership.timing.collective_s))
+    group = StoreGroup(
+        store,
+        [server, joiner],
+        membership.island,
+        timedelta(seconds=membership.timing.collective_s),
+    )
     return group, paced(group, pacer, [server, joiner])
 
 
@@ -71,21 +78,32 @@ class Server:
         total = membership.store.add(membership.key("download", "requests"), 0)
         for number in range(self.seen + 1, total + 1):
             claim = membership.key("download", number, "server")
-            if membership.store.compare_set(claim, "", str(membership.island)).decode() != str(membership.island):
+            if membership.store.compare_set(claim, "", str(membership.island)).decode() != str(
+                membership.island
+            ):
                 continue
             joiner = int(membership.get(membership.key("download", number, "joiner")))
             data = snapshot()
-            threading.Thread(target=self.serve, args=(number, joiner, data), daemon=True,
-                             name=f"islands-serve-{number}").start()
+            threading.Thread(
+                target=self.serve,
+                args=(number, joiner, data),
+                daemon=True,
+                name=f"islands-serve-{number}",
+            ).start()
         self.seen = total
 
     def serve(self, number: int, joiner: int, data: bytes) -> None:
         group = None
         try:
-            group, paced = transfer_group(self.membership, number, self.membership.island, joiner, self.pacer)
+            group, paced = transfer_group(
+                self.membership, number, self.membership.island, joiner, self.pacer
+            )
             broadcast_bytes(paced, data, 0, self.membership.island)
         except RuntimeError as error:
-            print(f"download {number} to island {joiner} broke off ({error}); it asks again", flush=True)
+            print(
+                f"download {number} to island {joiner} broke off ({error}); it asks again",
+                flush=True,
+            )
         finally:
             if group is not None:
                 group.close()
@@ -112,8 +130,13 @@ class Fetcher:
             started_s = self.now_s()
             group = None
             try:
-                group, paced = transfer_group(self.membership, number, self.server_of(number), self.membership.island,
-                                              self.pacer)
+                group, paced = transfer_group(
+                    self.membership,
+                    number,
+                    self.server_of(number),
+                    self.membership.island,
+                    self.pacer,
+                )
                 data = broadcast_bytes(paced, None, 0, self.membership.island)
             except RuntimeError:
                 time.sleep(RETRY_PAUSE_S)

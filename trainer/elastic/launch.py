@@ -37,26 +37,32 @@ from islands.errors import UserError
 from ..config import RunPlan
 from ..core.loop import Trainer
 from ..core.memory import start_rank_process
+from ..runtime.island import IslandRanks, incarnation
 from ..runtime.island_processes import Fleet
 from ..runtime.processes import LocalLaunch, RankRun, check_world_size, rank_command
 from ..runtime.spec import LaunchSpec
 from ..runtime.store import connect, run_time_s
 from .membership import Membership, Timing
 from .world import ElasticWorld, RunOver
-from ..runtime.island import IslandRanks, incarnation
 
 POLL_S = 0.05
 
 
-def launch_elastic(plan: RunPlan, master_addr: str, port: int,
-                   environment: Callable[..., tuple[list[str], Mapping[str, str]]]) -> int:
+def launch_elastic(
+    plan: RunPlan,
+    master_addr: str,
+    port: int,
+    environment: Callable[..., tuple[list[str], Mapping[str, str]]],
+) -> int:
     """Host the store, start the islands, play the events; returns the first failing exit code or 0.
     ``environment(rank, **process)`` gives the command prefix and environment of a rank's process,
     with ``process``: its own fields of the launch spec."""
     store = connect(master_addr, port, True, plan.spec.collective_timeout_s)
 
     def start(rank: int, join_at: float | None, incarnation: int) -> subprocess.Popen:
-        prefix, env = environment(rank, store_hosted=True, incarnation=str(incarnation), join_at_s=join_at)
+        prefix, env = environment(
+            rank, store_hosted=True, incarnation=str(incarnation), join_at_s=join_at
+        )
         return subprocess.Popen([*prefix, *rank_command()], env=env)
 
     fleet = Fleet(plan, start)
@@ -83,27 +89,59 @@ def run_rank(run: RankRun) -> dict | None:
     env = run.env
     assert env is not None, "a rank has torchrun's or the launcher's environment (Kind.runs_here)"
     check_world_size(run.plan, env)
-    return run_elastic_process(run.plan, env.rank, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                               run.spec, run.out_dir, run.resume_dir, run.stop_after, run.default_out)
+    return run_elastic_process(
+        run.plan,
+        env.rank,
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        run.spec,
+        run.out_dir,
+        run.resume_dir,
+        run.stop_after,
+        run.default_out,
+    )
 
 
-def run_elastic_process(plan: RunPlan, rank: int, master_addr: str, port: int, spec: LaunchSpec,
-                        out_dir: Path | None, resume_dir: Path | None, stop_after: int | None,
-                        default_out: Callable[[], Path]) -> dict | None:
+def run_elastic_process(
+    plan: RunPlan,
+    rank: int,
+    master_addr: str,
+    port: int,
+    spec: LaunchSpec,
+    out_dir: Path | None,
+    resume_dir: Path | None,
+    stop_after: int | None,
+    default_out: Callable[[], Path],
+) -> dict | None:
     """One rank's whole life in an elastic run: form its island's group (several ranks per island),
     join the membership (the island's leader) or follow the leader, train, and (the last epoch's
     leader) write the outputs."""
     if torch.cuda.is_available() and plan.spec.device != "cpu":
-        raise UserError("trainer.elastic: islands that leave and join train on CPU (gloo) only; "
-                        "set trainer.device = \"cpu\"")
+        raise UserError(
+            "trainer.elastic: islands that leave and join train on CPU (gloo) only; "
+            'set trainer.device = "cpu"'
+        )
     start_rank_process()
     timeout_s = plan.spec.collective_timeout_s
     store = connect(master_addr, port, rank == 0 and not spec.store_hosted, timeout_s)
     island, local_rank = divmod(rank, plan.ranks_per_island)
-    membership = Membership(store, connect(master_addr, port, False, timeout_s), island,
-                            Timing(plan.scenario.network.detection_timeout_s, timeout_s))
-    ranks = None if plan.ranks_per_island == 1 else IslandRanks(
-        store, membership.key("island", island, incarnation(spec)), island, local_rank, plan.ranks_per_island)
+    membership = Membership(
+        store,
+        connect(master_addr, port, False, timeout_s),
+        island,
+        Timing(plan.scenario.network.detection_timeout_s, timeout_s),
+    )
+    ranks = (
+        None
+        if plan.ranks_per_island == 1
+        else IslandRanks(
+            store,
+            membership.key("island", island, incarnation(spec)),
+            island,
+            local_rank,
+            plan.ranks_per_island,
+        )
+    )
     out_key = membership.key("run", "out")
     store.compare_set(out_key, "", str(out_dir or default_out()))
     out_dir = Path(store.get(out_key).decode())

@@ -70,7 +70,7 @@ class LeftOut(Rejoin):
 
 @dataclass(frozen=True)
 class Timing:
-    detection_s: float   # scenario network.detection_timeout_s
+    detection_s: float  # scenario network.detection_timeout_s
     collective_s: float  # trainer.collective_timeout_s
 
 
@@ -103,7 +103,9 @@ class Membership:
         self.timing = timing
         self.epoch = -1
         self.first_epoch = 0
-        self.stateful: set[int] = set()  # members that hold the global state, as of the last boundary
+        self.stateful: set[int] = (
+            set()
+        )  # members that hold the global state, as of the last boundary
         self.members: list[int] = []
         self.group: StoreGroup | None = None
         self.ops = 0
@@ -114,7 +116,9 @@ class Membership:
         self.now_s: Callable[[], float] = lambda: self.progress.now_s
         self.stopping = threading.Event()
         self.beats = 0
-        self.last_change: dict[int, tuple[bytes, float]] = {}  # island: (its heartbeat, when it changed)
+        self.last_change: dict[
+            int, tuple[bytes, float]
+        ] = {}  # island: (its heartbeat, when it changed)
         self.heartbeat = threading.Thread(target=self.beat, daemon=True, name="islands-heartbeat")
 
     # ------------------------------------------------------------------ the store
@@ -166,8 +170,11 @@ class Membership:
 
     def gone(self) -> list[int]:
         """The members whose heartbeat has been silent for the detection timeout."""
-        return [island for island in self.members
-                if island != self.island and self.silent_s(island) >= self.timing.detection_s]
+        return [
+            island
+            for island in self.members
+            if island != self.island and self.silent_s(island) >= self.timing.detection_s
+        ]
 
     def seen(self, island: int) -> bool:
         """Whether this process has seen ``island``'s heartbeat at all."""
@@ -197,7 +204,9 @@ class Membership:
         wanted = list(members)
         while True:
             self.release_group()
-            for island in set(members) - set(self.members):  # a returning island's old beats say nothing
+            for island in set(members) - set(
+                self.members
+            ):  # a returning island's old beats say nothing
                 self.last_change.pop(island, None)
             self.epoch, self.members, self.ops, self.group = epoch, members, 0, None
             self.history.epochs.append({"epoch": epoch, "members": members, "at_s": self.now_s()})
@@ -205,7 +214,10 @@ class Membership:
                 self.group = self.form_group(epoch, members)
                 self.on_install()
                 if self.group.rank == 0:
-                    print(f"membership: epoch {epoch}, islands {members} (M = {len(members)})", flush=True)
+                    print(
+                        f"membership: epoch {epoch}, islands {members} (M = {len(members)})",
+                        flush=True,
+                    )
                 for island in sorted(set(wanted) - set(members)):
                     self.record_leave(island)
                 return
@@ -225,7 +237,9 @@ class Membership:
             if self.gone():
                 raise RuntimeError(f"islands {self.gone()} are gone while epoch {epoch} formed")
             if time.monotonic() >= deadline:
-                raise RuntimeError(f"epoch {epoch}'s members did not all arrive within the collective timeout")
+                raise RuntimeError(
+                    f"epoch {epoch}'s members did not all arrive within the collective timeout"
+                )
             time.sleep(POLL_S)
         prefix = dist.PrefixStore(self.key("epoch", epoch, "group"), self.store)
         return StoreGroup(prefix, members, self.island, timedelta(seconds=self.timing.collective_s))
@@ -239,7 +253,9 @@ class Membership:
             vote = self.key("epoch", self.epoch, "op", self.ops)
             try:
                 if self.gone():
-                    raise RuntimeError("a member is gone: its heartbeat stopped")  # no doomed attempt
+                    raise RuntimeError(
+                        "a member is gone: its heartbeat stopped"
+                    )  # no doomed attempt
                 result, done = op(self.formed), True
             except RuntimeError:
                 failures += 1
@@ -281,14 +297,19 @@ class Membership:
         self.store.set(self.key("epoch", epoch, "arrival", order), str(self.island))
         if order == 1:
             self.fix_members(epoch, expected)
-        fixing_s = 2 * self.timing.detection_s + self.timing.collective_s  # the first arriver's longest wait, and more
+        fixing_s = (
+            2 * self.timing.detection_s + self.timing.collective_s
+        )  # the first arriver's longest wait, and more
         if not self.wait_key(self.key("epoch", epoch, "members"), fixing_s):
-            self.fix_members(epoch, expected)  # the first arriver died before it fixed them; one of us wins
+            self.fix_members(
+                epoch, expected
+            )  # the first arriver died before it fixed them; one of us wins
         members = [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")]
         if self.island not in members:
-            raise LeftOut(f"island {self.island} arrived after the detection timeout; it joins again")
+            raise LeftOut(
+                f"island {self.island} arrived after the detection timeout; it joins again"
+            )
         return epoch, members
-
 
     def fix_members(self, epoch: int, expected: list[int]) -> None:
         """Wait for every expected member that is not gone (see the module's docstring), then fix
@@ -297,8 +318,12 @@ class Membership:
         deadline = started + self.timing.detection_s + self.timing.collective_s
         while True:
             missing = set(expected) - set(self.arrivals(epoch))
-            gone = all(self.silent_s(island) >= self.timing.detection_s if self.seen(island)
-                       else time.monotonic() - started >= self.timing.detection_s for island in missing)
+            gone = all(
+                self.silent_s(island) >= self.timing.detection_s
+                if self.seen(island)
+                else time.monotonic() - started >= self.timing.detection_s
+                for island in missing
+            )
             if not missing or gone or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)
@@ -315,14 +340,21 @@ class Membership:
     def record_leave(self, island: int) -> None:
         key = self.key("progress", island)
         progress = json.loads(self.store.get(key)) if self.store.check([key]) else vars(Progress())
-        leave = {"island": island, "epoch": self.epoch, "detected_s": self.now_s(),
-                 "outer_step": progress["outer_step"], "last_sync_s": progress["synced_s"],
-                 "last_seen_s": progress["now_s"],
-                 "lost_compute_s": max(0.0, progress["now_s"] - progress["synced_s"])}
+        leave = {
+            "island": island,
+            "epoch": self.epoch,
+            "detected_s": self.now_s(),
+            "outer_step": progress["outer_step"],
+            "last_sync_s": progress["synced_s"],
+            "last_seen_s": progress["now_s"],
+            "lost_compute_s": max(0.0, progress["now_s"] - progress["synced_s"]),
+        }
         self.history.leaves.append(leave)
         if self.formed.rank == 0:
-            print(f"membership: island {island} left; {leave['lost_compute_s']:.2f} s of its compute lost",
-                  flush=True)
+            print(
+                f"membership: island {island} left; {leave['lost_compute_s']:.2f} s of its compute lost",
+                flush=True,
+            )
 
     # ------------------------------------------------------------------ joining
     @property
@@ -337,22 +369,29 @@ class Membership:
         with the request, so that the members forming the epoch that admits this island see it die."""
         self.start_heartbeat()
         number = self.store.add(self.key("join", "requests"), 1)
-        self.store.set(self.key("join", "request", number), json.dumps({"island": self.island,
-                                                                         "requested_s": requested_s}))
+        self.store.set(
+            self.key("join", "request", number),
+            json.dumps({"island": self.island, "requested_s": requested_s}),
+        )
         admitted = self.key("join", "admitted", number)
         while not self.wait_key(admitted, JOIN_POLL_S):
             if self.store.check([self.key("run", "finished")]):
                 return None
         epoch = int(self.store.get(admitted))
-        self.install(epoch, [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")])
+        self.install(
+            epoch, [int(i) for i in self.get(self.key("epoch", epoch, "members")).split(",")]
+        )
         return int(self.get(self.key("epoch", epoch, "step")))
 
     def admit_joiners(self, has_state: bool, step: int) -> None:
         """At the start of an outer boundary (inner step ``step``): agree on who holds the state and
         on the requests admitted so far, then move to a new epoch with the joiners every member has
         seen, if there are any."""
-        mine = {"seen": self.store.add(self.key("join", "requests"), 0), "has_state": has_state,
-                "admitted": self.admitted_joins}
+        mine = {
+            "seen": self.store.add(self.key("join", "requests"), 0),
+            "has_state": has_state,
+            "admitted": self.admitted_joins,
+        }
         views = self.run(lambda group: group.all_gather_object(mine))
         self.stateful = {island for island, view in zip(self.members, views) if view["has_state"]}
         self.admitted_joins = max(view["admitted"] for view in views)
@@ -364,7 +403,9 @@ class Membership:
         joiners = [r["island"] for r in requests if r["island"] not in self.members]
         epoch, members = self.epoch + 1, sorted(set(self.members) | set(joiners))
         if self.formed.rank == 0:
-            self.store.compare_set(self.key("epoch", epoch, "members"), "", ",".join(map(str, members)))
+            self.store.compare_set(
+                self.key("epoch", epoch, "members"), "", ",".join(map(str, members))
+            )
             self.store.set(self.key("epoch", epoch, "step"), str(step))
             for number in numbers:
                 self.store.set(self.key("join", "admitted", number), str(epoch))

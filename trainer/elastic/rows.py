@@ -40,23 +40,42 @@ def all_rows(out_dir: Path | None, islands: int, gathered: dict[int, list[Row]])
     for island in range(islands):
         path = rows_path(out_dir, island) if out_dir else None
         if path and path.is_file():
-            rows.extend(Row(*json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines())
+            rows.extend(
+                Row(*json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines()
+            )
         else:
             rows.extend(Row(*row) for row in gathered.get(island, []))
     return rows
 
 
-def lost_rows(leaves: list[dict[str, Any]], rows: list[Row], workers: Sequence[Worker]) -> list[Row]:
+def lost_rows(
+    leaves: list[dict[str, Any]], rows: list[Row], workers: Sequence[Worker]
+) -> list[Row]:
     """The departed islands' last compute, from their last applied sync to their last heartbeat,
     unless a row of theirs holds it (an island that was only late recorded it itself)."""
     lost = []
     for leave in leaves:
         island, start_s, end_s = leave["island"], leave["last_sync_s"], leave["last_seen_s"]
-        recorded = any(row.worker == island and row.kind == "compute" and row.time_start_s < end_s
-                       and row.time_end_s > start_s for row in rows)
+        recorded = any(
+            row.worker == island
+            and row.kind == "compute"
+            and row.time_start_s < end_s
+            and row.time_end_s > start_s
+            for row in rows
+        )
         if end_s > start_s and not recorded:
-            lost.append(Row(start_s, end_s, island, workers[island].island, "compute", 0.0, NO_FRAGMENT,
-                            leave["outer_step"]))
+            lost.append(
+                Row(
+                    start_s,
+                    end_s,
+                    island,
+                    workers[island].island,
+                    "compute",
+                    0.0,
+                    NO_FRAGMENT,
+                    leave["outer_step"],
+                )
+            )
     return lost
 
 
@@ -64,7 +83,13 @@ def join_seconds(joins: list[dict[str, Any]], rows: list[Row]) -> list[dict[str,
     """Each join with ``join_s``: from the join request to the island's first compute after it."""
     measured = []
     for join in joins:
-        starts = [row.time_start_s for row in rows if row.worker == join["island"] and row.kind == "compute"
-                  and row.time_start_s >= join["requested_s"] and row.time_start_s >= join["admitted_s"]]
+        starts = [
+            row.time_start_s
+            for row in rows
+            if row.worker == join["island"]
+            and row.kind == "compute"
+            and row.time_start_s >= join["requested_s"]
+            and row.time_start_s >= join["admitted_s"]
+        ]
         measured.append({**join, "join_s": min(starts) - join["requested_s"] if starts else None})
     return measured

@@ -33,8 +33,7 @@ class ElasticTransport:
     the training thread goes on. In an island of several ranks only its leader exchanges; the launch
     and the committed average are the leader's decisions (``ElasticWorld.shared``)."""
 
-    def __init__(self, membership: Membership, exchanger: Exchanger, shared: Shared,
-                 island: int):
+    def __init__(self, membership: Membership, exchanger: Exchanger, shared: Shared, island: int):
         self.membership = membership
         self.exchanger = exchanger
         self.shared = shared
@@ -53,18 +52,26 @@ class ElasticTransport:
             return
         key = self.membership.key("launch")
         while not self.membership.stopping.is_set():
-            if self.membership.store.check([key]) and int(self.membership.store.get(key).decode()) >= step:
+            if (
+                self.membership.store.check([key])
+                and int(self.membership.store.get(key).decode()) >= step
+            ):
                 return
             time.sleep(0.02)
 
-    def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> Future | None:
+    def launch(
+        self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool
+    ) -> Future | None:
         """Start the exchange on the exchange thread (the leader's; its followers get None)."""
         started: list[Future] = []
 
         def start() -> None:
             self.admit(step, point, contributes)
-            started.append(self.exchanger.pool.submit(
-                self.membership.run, lambda group: self.exchange_once(delta, contributes)))
+            started.append(
+                self.exchanger.pool.submit(
+                    self.membership.run, lambda group: self.exchange_once(delta, contributes)
+                )
+            )
 
         self.shared(start)
         return started[0] if started else None
@@ -87,8 +94,11 @@ class ElasticTransport:
     def collect(self, point: SyncPoint, handle: Future | None) -> Exchange:
         """The committed exchange (a follower hears it, and the members it came from: its membership
         is only the view its leader gives it)."""
+
         def decide() -> tuple[Exchange, list[int]]:  # the leader's: it launched the exchange
-            assert handle is not None, "only the island's leader decides, and it launched the exchange"
+            assert handle is not None, (
+                "only the island's leader decides, and it launched the exchange"
+            )
             return handle.result(), self.membership.members
 
         exchange, members = self.shared(decide)

@@ -68,7 +68,11 @@ class RunOver(Exception):
 # What a leader tells its followers instead of a value, and what they raise then: the island was left
 # out or the run is over (they go the leader's way), or the leader refused the run with one line
 # (they exit 2 quietly).
-OUTCOMES: dict[type[Exception], type[Exception]] = {LeftOut: LeftOut, RunOver: RunOver, UserError: PeerFailed}
+OUTCOMES: dict[type[Exception], type[Exception]] = {
+    LeftOut: LeftOut,
+    RunOver: RunOver,
+    UserError: PeerFailed,
+}
 
 
 class ElasticWorld:
@@ -84,8 +88,16 @@ class ElasticWorld:
     trace's recorder (``transport``) and reads the trainer's state only through the ``Local`` each
     call is given."""
 
-    def __init__(self, plan: RunPlan, rank: int, membership: Membership, join_at_s: float | None = None,
-                 ranks: IslandRanks | None = None, out_dir: Path | None = None, wan_pacer: str | None = None):
+    def __init__(
+        self,
+        plan: RunPlan,
+        rank: int,
+        membership: Membership,
+        join_at_s: float | None = None,
+        ranks: IslandRanks | None = None,
+        out_dir: Path | None = None,
+        wan_pacer: str | None = None,
+    ):
         """``join_at_s``: it joins once the run's clock reads this (None: it starts with the run);
         ``wan_pacer``: the emulated WAN's (the launch spec's)."""
         self.plan = plan
@@ -113,7 +125,9 @@ class ElasticWorld:
         """Whether all of the island's ranks' files are there; an island absent at that checkpoint (it
         died while writing) gets the state from a live one."""
         folder = checkpoint.latest_dir(resume_dir)
-        holds = all(checkpoint.rank_file(folder, rank).is_file() for rank in self.ranks_of(self.island))
+        holds = all(
+            checkpoint.rank_file(folder, rank).is_file() for rank in self.ranks_of(self.island)
+        )
         self.has_state = holds and self.join_at_s is None
         return holds
 
@@ -122,7 +136,9 @@ class ElasticWorld:
         self.resumed_s = state["clock_s"] if state else 0.0
         return self.resumed_s
 
-    def transport(self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]) -> ElasticTransport:
+    def transport(
+        self, exchanger: Exchanger, recorder: Recorder, fragments: list[Fragment]
+    ) -> ElasticTransport:
         """The exchanges through the membership; the exchanger's cross-island group is replaced at every
         new epoch (``installed``), and the membership times its epochs on the trace clock."""
         self.recorder = recorder
@@ -146,8 +162,11 @@ class ElasticWorld:
         epochs = state.get("churn", {}).get("epochs", []) if state else []
         verdict = {"error": error, "next_epoch": epochs[-1]["epoch"] + 1 if epochs else 0}
         membership.store.set(membership.key("resume", "verdict", self.rank), json.dumps(verdict))
-        verdicts = [json.loads(membership.get(membership.key("resume", "verdict", rank)))
-                    for island in self.plan.initial_members() for rank in self.ranks_of(island)]
+        verdicts = [
+            json.loads(membership.get(membership.key("resume", "verdict", rank)))
+            for island in self.plan.initial_members()
+            for rank in self.ranks_of(island)
+        ]
         membership.first_epoch = max(verdict["next_epoch"] for verdict in verdicts)
         return [verdict["error"] for verdict in verdicts]
 
@@ -211,7 +230,12 @@ class ElasticWorld:
         try:
             yield
         except tuple(OUTCOMES) as raised:
-            ranks.tell((next(i for i, cause in enumerate(OUTCOMES) if isinstance(raised, cause)), str(raised)))
+            ranks.tell(
+                (
+                    next(i for i, cause in enumerate(OUTCOMES) if isinstance(raised, cause)),
+                    str(raised),
+                )
+            )
             raise
         finally:
             ranks.speaking = False
@@ -227,7 +251,11 @@ class ElasticWorld:
         self.entered = True
         if self.follows:
             clock_s, state = self.hear()
-            adopted = self.adopt(torch.load(io.BytesIO(state), weights_only=True)) if state is not None else None
+            adopted = (
+                self.adopt(torch.load(io.BytesIO(state), weights_only=True))
+                if state is not None
+                else None
+            )
             self.recorder.clock.restart(clock_s)
             yield Start(adopt=adopted)
             return
@@ -236,7 +264,10 @@ class ElasticWorld:
             start, told = self.join() if joining else self.form_first_epoch(local)
             yield start
             if joining:
-                told = (self.recorder.clock.now(), self.state_payload(local) if self.ranks else None)
+                told = (
+                    self.recorder.clock.now(),
+                    self.state_payload(local) if self.ranks else None,
+                )
         if self.ranks is not None:
             self.ranks.tell((None, told))
 
@@ -247,7 +278,11 @@ class ElasticWorld:
         self.membership.start(self.plan.initial_members())
         self.open_rows_sink(append=False)
         adopted = self.membership.run(lambda group: self.sync_state(group, local))
-        state = self.adopt(torch.load(io.BytesIO(adopted), weights_only=True)) if adopted is not None else None
+        state = (
+            self.adopt(torch.load(io.BytesIO(adopted), weights_only=True))
+            if adopted is not None
+            else None
+        )
         self.membership.stateful = set(self.membership.members)
         self.recorder.clock.restart(self.resumed_s)
         self.publish_clock()
@@ -280,8 +315,12 @@ class ElasticWorld:
         download = fetcher.result
         assert download is not None, "the fetcher is done once its download is in (Fetcher.fetch)"
         self.has_state = True
-        return Downloaded(torch.load(io.BytesIO(download.data), weights_only=True), len(download.data),
-                          download.started_s, download.done_s)
+        return Downloaded(
+            torch.load(io.BytesIO(download.data), weights_only=True),
+            len(download.data),
+            download.started_s,
+            download.done_s,
+        )
 
     def wait_for_run_time(self, at_s: float) -> float:
         """Sleep until the run's clock (published in the store) reads ``at_s``; returns the reading."""
@@ -303,21 +342,32 @@ class ElasticWorld:
         get it from the member that has the most progress, before anyone trains: the state this
         member must adopt, or None."""
         mine = local.global_state()["step"] if self.has_state else -1
-        progress = [int(t.item()) for t in group.all_gather(torch.tensor([mine], dtype=torch.int64))]
+        progress = [
+            int(t.item()) for t in group.all_gather(torch.tensor([mine], dtype=torch.int64))
+        ]
         best = max(progress)
         if best < 0:
-            raise UserError("no live island holds the global weights; resume from the last checkpoint (--resume)")
+            raise UserError(
+                "no live island holds the global weights; resume from the last checkpoint (--resume)"
+            )
         if min(progress) == best:
             return None
         src = progress.index(best)
-        data = broadcast_bytes(group, self.state_payload(local) if group.rank == src else None, src, self.island)
+        data = broadcast_bytes(
+            group, self.state_payload(local) if group.rank == src else None, src, self.island
+        )
         return data if mine < best else None
 
     def state_payload(self, local: Local) -> bytes:
         """The global state as another member adopts it: the trainer's, with the churn history."""
         history = self.membership.history
-        state = {**local.global_state(), "admitted_joins": self.membership.admitted_joins,
-                 "leaves": history.leaves, "joins": history.joins, "epochs": history.epochs}
+        state = {
+            **local.global_state(),
+            "admitted_joins": self.membership.admitted_joins,
+            "leaves": history.leaves,
+            "joins": history.joins,
+            "epochs": history.epochs,
+        }
         buffer = io.BytesIO()
         torch.save(state, buffer)
         return buffer.getvalue()
@@ -326,14 +376,18 @@ class ElasticWorld:
         """A member without the state takes another's (and its clock, and the churn history); returns
         what the trainer adopts."""
         self.membership.admitted_joins = state["admitted_joins"]
-        self.membership.history = History(state["leaves"], state["joins"], self.membership.history.epochs)
+        self.membership.history = History(
+            state["leaves"], state["joins"], self.membership.history.epochs
+        )
         self.resumed_s = state["clock_s"]
         self.has_state = True
         return state
 
     # ---------------------------------------------------------------- collectives of the period end
     def evaluate(self, evaluate_on: EvaluateOn) -> float:
-        return self.shared(lambda: self.membership.run(lambda group: self.evaluate_holders(group, evaluate_on)))
+        return self.shared(
+            lambda: self.membership.run(lambda group: self.evaluate_holders(group, evaluate_on))
+        )
 
     def evaluate_holders(self, group: Group, evaluate_on: EvaluateOn) -> float:
         """Evaluation shared out over the members that hold the state; a passive joiner, which has
@@ -347,7 +401,9 @@ class ElasticWorld:
 
     def pause_s(self, paused_s: float) -> float:
         """The members' longest pause (an island's leader speaks for its ranks) and the margin."""
-        longest_s = self.shared(lambda: self.membership.run(lambda group: max(group.all_gather_object(paused_s))))
+        longest_s = self.shared(
+            lambda: self.membership.run(lambda group: max(group.all_gather_object(paused_s)))
+        )
         return longest_s + PAUSE_MARGIN_S
 
     def publish_clock(self, paused: bool = False) -> None:
@@ -358,12 +414,17 @@ class ElasticWorld:
 
     def state_dict(self) -> dict[str, Any]:
         history = self.membership.history
-        return {"churn": {"leaves": history.leaves, "joins": history.joins, "epochs": history.epochs}}
+        return {
+            "churn": {"leaves": history.leaves, "joins": history.joins, "epochs": history.epochs}
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         churn = state.get("churn", {})
-        self.membership.history = History(list(churn.get("leaves", [])), list(churn.get("joins", [])),
-                                          list(churn.get("epochs", [])))
+        self.membership.history = History(
+            list(churn.get("leaves", [])),
+            list(churn.get("joins", [])),
+            list(churn.get("epochs", [])),
+        )
 
     def save_checkpoint(self, period: int, out_dir: Path, state: dict[str, Any]) -> None:
         """This rank's file; ``LATEST`` moves once every rank of every member of the epoch has written."""
@@ -398,7 +459,9 @@ class ElasticWorld:
         """The live members gather their rows; the leader adds every island's rows file and the lost
         compute of the departed, and writes the outputs with the churn."""
         out_dir = ending.out_dir
-        gathered = self.membership.run(lambda group: group.all_gather_object((self.island, ending.rows)))
+        gathered = self.membership.run(
+            lambda group: group.all_gather_object((self.island, ending.rows))
+        )
         leader = self.reports()
         self.membership.close()
         if self.recorder.sink:
@@ -410,11 +473,20 @@ class ElasticWorld:
         rows = all_rows(out_dir, self.plan.islands, dict(gathered))
         rows += lost_rows(history.leaves, rows, self.plan.workers)
         joins = join_seconds(history.joins, rows)
-        churn = {"lost_compute_s": sum(leave["lost_compute_s"] for leave in history.leaves),
-                 "leaves": len(history.leaves), "joins": len(joins)}
+        churn = {
+            "lost_compute_s": sum(leave["lost_compute_s"] for leave in history.leaves),
+            "leaves": len(history.leaves),
+            "joins": len(joins),
+        }
         trace, summary = build_summary(self.plan, ending.step, rows, churn)
         if out_dir:
-            write_outputs(out_dir, trace, {
-                "summary": summary, "run": ending.run_info,
-                "churn": {"leaves": history.leaves, "joins": joins, "epochs": history.epochs}})
+            write_outputs(
+                out_dir,
+                trace,
+                {
+                    "summary": summary,
+                    "run": ending.run_info,
+                    "churn": {"leaves": history.leaves, "joins": joins, "epochs": history.epochs},
+                },
+            )
         return summary

@@ -60,11 +60,16 @@ class IslandRanks:
     def __init__(self, store: Any, key: str, island: int, local_rank: int, ranks: int):
         """Form the island's group (every rank of this incarnation calls this) under ``key`` in ``store``."""
         self.island = island
-        self.group = self.guarded(lambda: StoreGroup(dist.PrefixStore(key, store), list(range(ranks)), local_rank,
-                                                     ISLAND_TIMEOUT))
+        self.group = self.guarded(
+            lambda: StoreGroup(
+                dist.PrefixStore(key, store), list(range(ranks)), local_rank, ISLAND_TIMEOUT
+            )
+        )
         self.rank, self.size = self.group.rank, self.group.size
         self.leads = local_rank == 0
-        self.speaking = False  # the leader is computing an outcome it will tell (nested ones are not told)
+        self.speaking = (
+            False  # the leader is computing an outcome it will tell (nested ones are not told)
+        )
 
     def guarded(self, collective: Callable[[], T]) -> T:
         try:
@@ -73,8 +78,11 @@ class IslandRanks:
             self.die(error)
 
     def die(self, error: RuntimeError) -> NoReturn:
-        print(f"island {self.island}: an island-mate is gone ({first_sentence(error)}); the island leaves "
-              f"as a whole", flush=True)
+        print(
+            f"island {self.island}: an island-mate is gone ({first_sentence(error)}); the island leaves "
+            f"as a whole",
+            flush=True,
+        )
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("not reached: SIGKILL cannot be caught")  # for the type checker
 

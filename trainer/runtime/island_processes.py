@@ -37,7 +37,9 @@ class Fleet:
         incarnation = self.starts.get(island, 0)
         self.starts[island] = incarnation + 1
         r = self.plan.ranks_per_island
-        self.running[island] = [self.start(rank, join_at, incarnation) for rank in range(island * r, island * r + r)]
+        self.running[island] = [
+            self.start(rank, join_at, incarnation) for rank in range(island * r, island * r + r)
+        ]
 
     def kill_island(self, island: int) -> None:
         for child in self.running.pop(island):
@@ -46,8 +48,14 @@ class Fleet:
             child.wait()
 
     def next_join(self, island: int, after_s: float) -> float | None:
-        return next((at for at, index, kind in self.events if index == island and kind == "join" and at > after_s),
-                    None)
+        return next(
+            (
+                at
+                for at, index, kind in self.events
+                if index == island and kind == "join" and at > after_s
+            ),
+            None,
+        )
 
     def play(self, now_s: float) -> None:
         """Kill the islands whose leave is due, starting the processes of their next join. Events before
@@ -58,11 +66,17 @@ class Fleet:
         while self.events and self.events[0][0] <= now_s:
             at_s, island, kind = self.events.pop(0)
             children = self.running.get(island)
-            if kind != "leave" or children is None or all(child.poll() is not None for child in children):
+            if (
+                kind != "leave"
+                or children is None
+                or all(child.poll() is not None for child in children)
+            ):
                 continue
             self.kill_island(island)
-            print(f"islands train: island {island} killed (SIGKILL) at {now_s:.2f} s (event at {at_s:g} s)",
-                  flush=True)
+            print(
+                f"islands train: island {island} killed (SIGKILL) at {now_s:.2f} s (event at {at_s:g} s)",
+                flush=True,
+            )
             join_at = self.next_join(island, at_s)
             if join_at is not None:
                 self.start_island(island, join_at)
@@ -72,7 +86,11 @@ class Fleet:
         one of whose processes was killed by a signal died, as islands may: its other processes are
         killed too, and the others carry on without it."""
         for island, children in list(self.running.items()):
-            dead = [child.returncode for child in children if child.poll() is not None and child.returncode < 0]
+            dead = [
+                child.returncode
+                for child in children
+                if child.poll() is not None and child.returncode < 0
+            ]
             if dead:
                 print(f"islands train: island {island} died (signal {-dead[0]})", flush=True)
                 self.kill_island(island)

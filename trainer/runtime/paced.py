@@ -29,8 +29,12 @@ from ..core.group import Group
 class PacedGroup:
     """A cross-island group whose data collectives wait as the emulated links would make them."""
 
-    def __init__(self, inner: Group, pacer: InProcessShaper | InProcessLatency,
-                 islands: Sequence[int] | None = None):
+    def __init__(
+        self,
+        inner: Group,
+        pacer: InProcessShaper | InProcessLatency,
+        islands: Sequence[int] | None = None,
+    ):
         islands = list(range(inner.size)) if islands is None else list(islands)
         if len(islands) != inner.size:
             raise ValueError(f"{len(islands)} member islands given for a group of {inner.size}")
@@ -40,10 +44,14 @@ class PacedGroup:
         self.size = inner.size
         self.island = islands[inner.rank]
         self.peers = [island for member, island in enumerate(islands) if member != inner.rank]
-        self.latency_s = pacer.latency_s(self.island) + max((pacer.latency_s(p) for p in self.peers), default=0.0)
+        self.latency_s = pacer.latency_s(self.island) + max(
+            (pacer.latency_s(p) for p in self.peers), default=0.0
+        )
 
     def paced(self, sent_bytes: float, received_bytes: float):
-        return self.pacer.transfer(self.island, int(sent_bytes), int(received_bytes), self.latency_s, self.peers)
+        return self.pacer.transfer(
+            self.island, int(sent_bytes), int(received_bytes), self.latency_s, self.peers
+        )
 
     def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
         outgoing = sum(chunk.nbytes for member, chunk in enumerate(chunks) if member != self.rank)

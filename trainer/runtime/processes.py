@@ -52,9 +52,13 @@ def distributed_env(environ: Mapping[str, str] = os.environ) -> DistEnv | None:
     if not all(name in environ for name in DIST_VARIABLES):
         return None
     try:
-        return DistEnv(int(environ["RANK"]), int(environ["WORLD_SIZE"]), int(environ.get("LOCAL_RANK", "0")))
+        return DistEnv(
+            int(environ["RANK"]), int(environ["WORLD_SIZE"]), int(environ.get("LOCAL_RANK", "0"))
+        )
     except ValueError:
-        raise UserError(f"RANK={environ['RANK']!r}, WORLD_SIZE={environ['WORLD_SIZE']!r}: must be integers") from None
+        raise UserError(
+            f"RANK={environ['RANK']!r}, WORLD_SIZE={environ['WORLD_SIZE']!r}: must be integers"
+        ) from None
 
 
 def free_port(host: str) -> int:
@@ -63,15 +67,24 @@ def free_port(host: str) -> int:
         return probe.getsockname()[1]
 
 
-def rank_environment(rank: int, plan: RunPlan, master_addr: str, port: int, wrap: IslandLaunch,
-                     spec: LaunchSpec) -> dict:
+def rank_environment(
+    rank: int, plan: RunPlan, master_addr: str, port: int, wrap: IslandLaunch, spec: LaunchSpec
+) -> dict:
     """The environment of a process a local launcher starts: torchrun's variables, the island's own
     and the launch spec (``launched``, with the island's pacer)."""
     spec = replace(spec, launched=True, wan_pacer=wrap.wan_pacer)
-    return {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(plan.world_size),
-            "LOCAL_RANK": str(rank % plan.ranks_per_island), "LOCAL_WORLD_SIZE": str(plan.ranks_per_island),
-            "MASTER_ADDR": master_addr, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
-            **wrap.env, **spec.environment()}
+    return {
+        **os.environ,
+        "RANK": str(rank),
+        "WORLD_SIZE": str(plan.world_size),
+        "LOCAL_RANK": str(rank % plan.ranks_per_island),
+        "LOCAL_WORLD_SIZE": str(plan.ranks_per_island),
+        "MASTER_ADDR": master_addr,
+        "MASTER_PORT": str(port),
+        "OMP_NUM_THREADS": "1",
+        **wrap.env,
+        **spec.environment(),
+    }
 
 
 @dataclass(frozen=True)
@@ -94,14 +107,21 @@ class LocalLaunch:
         """(command prefix, environment) of ``rank``'s process, wrapped as its island's; ``process``:
         its own fields of the launch spec (``incarnation``, ``join_at_s``...)."""
         wrap = self.wrap(rank // self.plan.ranks_per_island)
-        return list(wrap.prefix), rank_environment(rank, self.plan, self.master_addr, self.port, wrap,
-                                                   replace(self.run, **process))
+        return list(wrap.prefix), rank_environment(
+            rank, self.plan, self.master_addr, self.port, wrap, replace(self.run, **process)
+        )
 
     def syncer_environment(self) -> tuple[list[str], dict]:
         """(command prefix, environment) of the syncer's process, which follows the ranks."""
         wrap = self.syncer_launch
-        return list(wrap.prefix), rank_environment(self.plan.world_size, self.plan, self.master_addr, self.port,
-                                                    wrap, replace(self.run, syncer=True))
+        return list(wrap.prefix), rank_environment(
+            self.plan.world_size,
+            self.plan,
+            self.master_addr,
+            self.port,
+            wrap,
+            replace(self.run, syncer=True),
+        )
 
 
 @dataclass(frozen=True)
@@ -125,8 +145,10 @@ def rank_command() -> list[str]:
 
 def check_world_size(plan: RunPlan, env: DistEnv) -> None:
     if env.world_size != plan.world_size:
-        raise UserError(f"WORLD_SIZE={env.world_size}, but the scenario needs {plan.islands} islands x "
-                        f"{plan.ranks_per_island} trainer.ranks_per_island = {plan.world_size} processes")
+        raise UserError(
+            f"WORLD_SIZE={env.world_size}, but the scenario needs {plan.islands} islands x "
+            f"{plan.ranks_per_island} trainer.ranks_per_island = {plan.world_size} processes"
+        )
 
 
 def wait_all(children: list[subprocess.Popen]) -> int:
@@ -160,9 +182,11 @@ def uses_cuda(choice: str, ranks_per_island: int) -> bool:
     available = torch.cuda.device_count() if torch.cuda.is_available() else 0
     needed = max(1, ranks_per_island)
     if choice == "cuda" and available < needed:
-        raise UserError(f"trainer.device = \"cuda\": an island's {ranks_per_island} ranks average gradients over "
-                        f"NCCL, one GPU each, and this host has {available} GPU(s); set trainer.device = \"cpu\" "
-                        f"or lower trainer.ranks_per_island")
+        raise UserError(
+            f'trainer.device = "cuda": an island\'s {ranks_per_island} ranks average gradients over '
+            f'NCCL, one GPU each, and this host has {available} GPU(s); set trainer.device = "cpu" '
+            f"or lower trainer.ranks_per_island"
+        )
     return choice == "cuda" or (choice == "auto" and needed <= available)
 
 

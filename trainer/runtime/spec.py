@@ -25,7 +25,9 @@ from islands.numbers import is_non_negative_number, is_whole_number
 
 SPEC_VARIABLE = "ISLANDS_LAUNCH"
 SYNCER_VARIABLE = "ISLANDS_SYNCER"  # torchrun: set (to 1) in the process that runs the syncer
-JOIN_VARIABLE = "ISLANDS_JOIN_AT_S"  # torchrun: a machine that joins once the run's clock reads this
+JOIN_VARIABLE = (
+    "ISLANDS_JOIN_AT_S"  # torchrun: a machine that joins once the run's clock reads this
+)
 AGENT_STORE_VARIABLE = "TORCHELASTIC_USE_AGENT_STORE"
 
 
@@ -56,10 +58,18 @@ class LaunchSpec:
         return {SPEC_VARIABLE: json.dumps(asdict(self), sort_keys=True)}
 
 
-TYPES = {"launched": (bool,), "join_at_s": (int, float, type(None)), "incarnation": (str, type(None)),
-         "store_hosted": (bool,), "syncer": (bool,), "wan_pacer": (str, type(None)),
-         "plan_file": (str, type(None)), "out_dir": (str, type(None)), "resume_dir": (str, type(None)),
-         "stop_after": (int, type(None))}
+TYPES = {
+    "launched": (bool,),
+    "join_at_s": (int, float, type(None)),
+    "incarnation": (str, type(None)),
+    "store_hosted": (bool,),
+    "syncer": (bool,),
+    "wan_pacer": (str, type(None)),
+    "plan_file": (str, type(None)),
+    "out_dir": (str, type(None)),
+    "resume_dir": (str, type(None)),
+    "stop_after": (int, type(None)),
+}
 
 
 def launch_spec(environ: Mapping[str, str] = os.environ) -> LaunchSpec:
@@ -74,7 +84,9 @@ def launch_spec(environ: Mapping[str, str] = os.environ) -> LaunchSpec:
         raise UserError(f"{SPEC_VARIABLE}: not JSON") from None
     names = {field.name for field in fields(LaunchSpec)}
     if not isinstance(document, dict) or set(document) - names:
-        raise UserError(f"{SPEC_VARIABLE}: must be an object with keys among {', '.join(sorted(names))}")
+        raise UserError(
+            f"{SPEC_VARIABLE}: must be an object with keys among {', '.join(sorted(names))}"
+        )
     for name, value in document.items():
         if not valid(name, value):
             raise UserError(f"{SPEC_VARIABLE}: {name} = {value!r} is not valid")
@@ -105,5 +117,8 @@ def user_spec(environ: Mapping[str, str]) -> LaunchSpec:
             join_at_s = math.nan
         if not valid_join(join_at_s):
             raise UserError(f"{JOIN_VARIABLE}={join_at!r}: must be a number of seconds >= 0")
-    return LaunchSpec(join_at_s=join_at_s, syncer=environ.get(SYNCER_VARIABLE) == "1",
-                      store_hosted=environ.get(AGENT_STORE_VARIABLE) == "True")
+    return LaunchSpec(
+        join_at_s=join_at_s,
+        syncer=environ.get(SYNCER_VARIABLE) == "1",
+        store_hosted=environ.get(AGENT_STORE_VARIABLE) == "True",
+    )

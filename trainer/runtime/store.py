@@ -21,7 +21,9 @@ HEARTBEAT_S = 0.05
 
 def connect(host: str, port: int, hosts: bool, timeout_s: float) -> Any:
     """A client of the run's store (or its host, when no other process provides one)."""
-    return dist.TCPStore(host, port, is_master=hosts, wait_for_workers=False, timeout=timedelta(seconds=timeout_s))
+    return dist.TCPStore(
+        host, port, is_master=hosts, wait_for_workers=False, timeout=timedelta(seconds=timeout_s)
+    )
 
 
 RUN_CLOCK = "/".join([ROOT, "run", "clock"])

@@ -64,9 +64,11 @@ def detect(path: Path) -> str:
         return "torchtitan"
     if "step" in csv_header(head):
         return "steps"
-    raise UserError(f"{path}: is a file, not a run folder, nor a log in a format islands reads (a per-step CSV or "
-                    "JSON lines log, a Chrome trace, a torchtitan log): see docs/how-to/compare-any-stack.md, "
-                    "or give --format")
+    raise UserError(
+        f"{path}: is a file, not a run folder, nor a log in a format islands reads (a per-step CSV or "
+        "JSON lines log, a Chrome trace, a torchtitan log): see docs/how-to/compare-any-stack.md, "
+        "or give --format"
+    )
 
 
 def csv_header(head: str) -> list[str]:
@@ -77,7 +79,9 @@ def csv_header(head: str) -> list[str]:
         return []
 
 
-def read_log(path: Path, log_format: str | None = None, comm_events: tuple[str, ...] | None = None) -> StepLog:
+def read_log(
+    path: Path, log_format: str | None = None, comm_events: tuple[str, ...] | None = None
+) -> StepLog:
     """The log at ``path`` in ``log_format`` ("steps", "chrome" or "torchtitan"; None: told from its
     content)."""
     log_format = log_format or detect(path)
@@ -110,8 +114,10 @@ class Window:
     def text(self) -> str:
         syncs = self.sync_steps
         shown = ", ".join(map(str, syncs[:6])) + (", ..." if len(syncs) > 6 else "")
-        return (f"steps {self.first_step}-{self.last_step} of the run ({self.steps} steps; {len(syncs)} "
-                f"sync{'s' if len(syncs) != 1 else ''}, after step {shown})")
+        return (
+            f"steps {self.first_step}-{self.last_step} of the run ({self.steps} steps; {len(syncs)} "
+            f"sync{'s' if len(syncs) != 1 else ''}, after step {shown})"
+        )
 
 
 @dataclass
@@ -122,19 +128,28 @@ class Rates:
     utilisation: float | None
     blocked_per_step_s: float | None
     bytes_per_step: float | None
-    syncs: dict[int, float] = field(default_factory=dict)  # step -> mean seconds blocked at it over workers
+    syncs: dict[int, float] = field(
+        default_factory=dict
+    )  # step -> mean seconds blocked at it over workers
 
 
 def check_schedule(scenario: Scenario) -> int:
     """The scenario's steps per outer step, for a schedule with one blocking sync at its end."""
     schedule = SCHEDULES[scenario.schedule.algorithm]
     period = schedule.period_steps(scenario.schedule)
-    first_syncs = islice(schedule.sync_steps(scenario.schedule), 2)  # every outer step is laid out alike
-    one_sync = schedule.coupled and schedule.fragments(scenario.schedule) == 1 and all(
-        sync.apply_step == (sync.outer_step + 1) * period for sync in first_syncs)
+    first_syncs = islice(
+        schedule.sync_steps(scenario.schedule), 2
+    )  # every outer step is laid out alike
+    one_sync = (
+        schedule.coupled
+        and schedule.fragments(scenario.schedule) == 1
+        and all(sync.apply_step == (sync.outer_step + 1) * period for sync in first_syncs)
+    )
     if not one_sync:
-        raise UserError(f"{scenario.source}: schedule.algorithm is {scenario.schedule.algorithm}: a step log is "
-                        "compared with schedules of one blocking sync per outer step only (ddp, diloco)")
+        raise UserError(
+            f"{scenario.source}: schedule.algorithm is {scenario.schedule.algorithm}: a step log is "
+            "compared with schedules of one blocking sync per outer step only (ddp, diloco)"
+        )
     return period
 
 
@@ -143,15 +158,21 @@ def check_window(log: StepLog, scenario: Scenario, window: Window, workers: int)
     syncs on other steps; and a window with no sync in it."""
     total = scenario.schedule.outer_steps * window.period
     if window.last_step > total:
-        raise UserError(f"{log.path}: runs to step {window.last_step}, the scenario's {scenario.schedule.outer_steps} "
-                        f"outer steps of {window.period} make {total}: --set schedule.outer_steps="
-                        f"{-(-window.last_step // window.period)}")
+        raise UserError(
+            f"{log.path}: runs to step {window.last_step}, the scenario's {scenario.schedule.outer_steps} "
+            f"outer steps of {window.period} make {total}: --set schedule.outer_steps="
+            f"{-(-window.last_step // window.period)}"
+        )
     if log.ranks[-1] >= workers:
-        raise UserError(f"{log.path}: rank {log.ranks[-1]} logged, the scenario has {workers} workers (ranks 0-"
-                        f"{workers - 1}): compare a run of the same workers")
+        raise UserError(
+            f"{log.path}: rank {log.ranks[-1]} logged, the scenario has {workers} workers (ranks 0-"
+            f"{workers - 1}): compare a run of the same workers"
+        )
     if not window.sync_steps:
-        raise UserError(f"{log.path}: the window, steps {window.first_step}-{window.last_step}, holds no sync: the "
-                        f"scenario syncs after every {window.period}th step; log a window that holds one")
+        raise UserError(
+            f"{log.path}: the window, steps {window.first_step}-{window.last_step}, holds no sync: the "
+            f"scenario syncs after every {window.period}th step; log a window that holds one"
+        )
     check_sync_steps(log, window)
 
 
@@ -171,18 +192,25 @@ def check_sync_steps(log: StepLog, window: Window) -> None:
     else:
         hint = ""
     said = "ends in a sync" if row["synced"] == 1 else "ends in no sync"
-    raise UserError(f"{row['where']}: step {int(row['step'])} {said}, the scenario syncs after every "
-                    f"{window.period}th step{hint}")
+    raise UserError(
+        f"{row['where']}: step {int(row['step'])} {said}, the scenario syncs after every "
+        f"{window.period}th step{hint}"
+    )
 
 
 def predicted_rounds(trace: pd.DataFrame) -> pd.DataFrame:
     """Each worker's compute seconds, blocked seconds (stall and idle) and bytes sent in each outer
     step, indexed by (worker, outer_step)."""
     seconds = trace["time_end_s"] - trace["time_start_s"]
-    columns = pd.DataFrame({"worker": trace["worker"], "outer_step": trace["outer_step"],
-                            "compute_s": seconds.where(trace["kind"] == "compute", 0.0),
-                            "blocked_s": seconds.where(trace["kind"].isin(BLOCKED_KINDS), 0.0),
-                            "bytes": trace["bytes"].where(trace["kind"] == "comm", 0.0)})
+    columns = pd.DataFrame(
+        {
+            "worker": trace["worker"],
+            "outer_step": trace["outer_step"],
+            "compute_s": seconds.where(trace["kind"] == "compute", 0.0),
+            "blocked_s": seconds.where(trace["kind"].isin(BLOCKED_KINDS), 0.0),
+            "bytes": trace["bytes"].where(trace["kind"] == "comm", 0.0),
+        }
+    )
     return columns.groupby(["worker", "outer_step"]).sum()
 
 
@@ -201,9 +229,13 @@ def predicted_rates(trace: pd.DataFrame, window: Window) -> Rates:
     per_step = window.steps * workers
     syncs = rounds[synced].groupby("outer_step")["blocked_s"].mean()
     busy_s = compute_s + blocked_s
-    return Rates(busy_s / per_step, compute_s / busy_s if busy_s > 0 else None, blocked_s / per_step,
-                 rounds["bytes"].where(synced, 0.0).sum() / per_step,
-                 {int((outer + 1) * h): float(seconds) for outer, seconds in syncs.items()})
+    return Rates(
+        busy_s / per_step,
+        compute_s / busy_s if busy_s > 0 else None,
+        blocked_s / per_step,
+        rounds["bytes"].where(synced, 0.0).sum() / per_step,
+        {int((outer + 1) * h): float(seconds) for outer, seconds in syncs.items()},
+    )
 
 
 def measured_rates(log: StepLog) -> Rates:
@@ -211,11 +243,13 @@ def measured_rates(log: StepLog) -> Rates:
     steps, wall_s = rows["steps"].sum(), rows["wall_s"].sum()
     known = rows["compute_s"].notna().all()
     syncs = rows[rows["synced"] == 1].groupby("step")["blocked_s"].mean()
-    return Rates(wall_s / steps,
-                 rows["compute_s"].sum() / wall_s if known and wall_s > 0 else None,
-                 rows["blocked_s"].sum() / steps if known else None,
-                 rows["bytes"].sum() / steps if rows["bytes"].notna().all() else None,
-                 {int(step): float(seconds) for step, seconds in syncs.items()})
+    return Rates(
+        wall_s / steps,
+        rows["compute_s"].sum() / wall_s if known and wall_s > 0 else None,
+        rows["blocked_s"].sum() / steps if known else None,
+        rows["bytes"].sum() / steps if rows["bytes"].notna().all() else None,
+        {int(step): float(seconds) for step, seconds in syncs.items()},
+    )
 
 
 def sync_split(syncs: dict[int, float], window: Window) -> tuple[float | None, float | None]:
@@ -231,36 +265,63 @@ def sync_split(syncs: dict[int, float], window: Window) -> tuple[float | None, f
 
 
 def figures(predicted: Rates, measured: Rates, window: Window) -> list[Figure]:
-    (p_sync, p_setup), (m_sync, m_setup) = sync_split(predicted.syncs, window), sync_split(measured.syncs, window)
+    (p_sync, p_setup), (m_sync, m_setup) = (
+        sync_split(predicted.syncs, window),
+        sync_split(measured.syncs, window),
+    )
     m_syncs = float(len(measured.syncs)) if measured.utilisation is not None else None
     rows = [
         ("mean step time", "s", predicted.mean_step_s, measured.mean_step_s, None),
         ("compute utilisation", "fraction", predicted.utilisation, measured.utilisation, None),
-        ("blocked per step", "s", predicted.blocked_per_step_s, measured.blocked_per_step_s, measured.mean_step_s),
+        (
+            "blocked per step",
+            "s",
+            predicted.blocked_per_step_s,
+            measured.blocked_per_step_s,
+            measured.mean_step_s,
+        ),
         ("mean sync (steady)", "s", p_sync, m_sync, None),
         ("first sync set-up", "s", p_setup, m_setup, m_sync),
         ("bytes per step", "bytes", predicted.bytes_per_step, measured.bytes_per_step, None),
         ("syncs in the window", "count", float(len(predicted.syncs)), m_syncs, None),
     ]
-    return [Figure(name, unit, p, m, relative_error(p, m, scale)) for name, unit, p, m, scale in rows]
+    return [
+        Figure(name, unit, p, m, relative_error(p, m, scale)) for name, unit, p, m, scale in rows
+    ]
 
 
 def sync_rows(predicted: Rates, measured: Rates) -> list[dict]:
-    return [{"step": step, "predicted_s": predicted.syncs[step], "measured_s": seconds,
-             "error": relative_error(predicted.syncs[step], seconds)}
-            for step, seconds in sorted(measured.syncs.items()) if step in predicted.syncs]
+    return [
+        {
+            "step": step,
+            "predicted_s": predicted.syncs[step],
+            "measured_s": seconds,
+            "error": relative_error(predicted.syncs[step], seconds),
+        }
+        for step, seconds in sorted(measured.syncs.items())
+        if step in predicted.syncs
+    ]
 
 
 def syncs_table(syncs: list[dict]) -> str:
     """The first syncs of the window, predicted beside measured, and the worst error of them all."""
-    rows = [[str(s["step"]), value_text(s["predicted_s"], "s"), value_text(s["measured_s"], "s"),
-             error_text(s["error"])] for s in syncs[:SYNC_ROWS_SHOWN]]
+    rows = [
+        [
+            str(s["step"]),
+            value_text(s["predicted_s"], "s"),
+            value_text(s["measured_s"], "s"),
+            error_text(s["error"]),
+        ]
+        for s in syncs[:SYNC_ROWS_SHOWN]
+    ]
     lines = [render(rows, ["sync after step", "predicted", "measured", "error"])]
     if len(syncs) > SYNC_ROWS_SHOWN:
         lines.append(f"... {len(syncs) - SYNC_ROWS_SHOWN} more in the JSON")
     errors = [abs(s["error"]) for s in syncs if s["error"] is not None]
     if errors:
-        lines.append(f"worst |error| {100 * max(errors):.1f}% over {len(errors)} sync{'s' if len(errors) > 1 else ''}")
+        lines.append(
+            f"worst |error| {100 * max(errors):.1f}% over {len(errors)} sync{'s' if len(errors) > 1 else ''}"
+        )
     return "\n".join(lines)
 
 
@@ -268,40 +329,61 @@ def rank_assumption(log: StepLog, workers: int) -> str | None:
     """What the comparison assumes of the workers the log does not speak for, or None (every one)."""
     ranks = log.ranks
     if not log.names_ranks:
-        return (f"the log names no rank: its times are taken as one worker's, standing for every one of the "
-                f"scenario's {workers} workers (the prediction is their mean)")
+        return (
+            f"the log names no rank: its times are taken as one worker's, standing for every one of the "
+            f"scenario's {workers} workers (the prediction is their mean)"
+        )
     if len(ranks) == workers:
         return None
     if ranks == [0]:
-        return (f"only rank 0 logged: its times stand for every worker (the prediction is the mean of the "
-                f"scenario's {workers} workers)")
-    return (f"ranks {', '.join(map(str, ranks))} of the scenario's {workers} workers logged: their times stand "
-            "for every worker (the prediction is the mean of all)")
+        return (
+            f"only rank 0 logged: its times stand for every worker (the prediction is the mean of the "
+            f"scenario's {workers} workers)"
+        )
+    return (
+        f"ranks {', '.join(map(str, ranks))} of the scenario's {workers} workers logged: their times stand "
+        "for every worker (the prediction is the mean of all)"
+    )
 
 
 def setup_note(window: Window) -> str:
     if not window.holds_first_sync:
-        return (f"first sync set-up: the window starts after the run's first sync (step {window.period}): every "
-                "sync in it is counted steady")
+        return (
+            f"first sync set-up: the window starts after the run's first sync (step {window.period}): every "
+            "sync in it is counted steady"
+        )
     if len(window.sync_steps) == 1:
-        return ("first sync set-up: the window's one sync is the run's first, so its set-up cannot be told from "
-                "its steady time: log a window with two syncs or more")
-    return (f"first sync set-up: the sync after step {window.period} (the run's first) less the median of the "
-            "later ones; the steady mean sync leaves it out")
+        return (
+            "first sync set-up: the window's one sync is the run's first, so its set-up cannot be told from "
+            "its steady time: log a window with two syncs or more"
+        )
+    return (
+        f"first sync set-up: the sync after step {window.period} (the run's first) less the median of the "
+        "later ones; the steady mean sync leaves it out"
+    )
 
 
 def measured_step_overrides(log: StepLog, scenario: Scenario) -> tuple[list[str], str]:
     """Every island given the log's mean compute seconds per step (over its ranks)."""
     rows = log.rows
     if rows["compute_s"].isna().any():
-        raise UserError(f"{log.path}: a {log.format} log gives no compute seconds per step: compare without "
-                        "--measured-steps")
+        raise UserError(
+            f"{log.path}: a {log.format} log gives no compute seconds per step: compare without "
+            "--measured-steps"
+        )
     compute_s = float(rows["compute_s"].sum() / rows["steps"].sum())
     if compute_s <= 0:
-        raise UserError(f"{log.path}: its steps computed for 0 s: no step time to measure; compare without "
-                        "--measured-steps")
-    overrides = [f"island.{index}.step_time_s={compute_s!r}" for index in range(len(scenario.islands))]
-    return overrides, f"every island given the log's mean compute, {compute_s:.4g} s per step (--measured-steps)"
+        raise UserError(
+            f"{log.path}: its steps computed for 0 s: no step time to measure; compare without "
+            "--measured-steps"
+        )
+    overrides = [
+        f"island.{index}.step_time_s={compute_s!r}" for index in range(len(scenario.islands))
+    ]
+    return (
+        overrides,
+        f"every island given the log's mean compute, {compute_s:.4g} s per step (--measured-steps)",
+    )
 
 
 @dataclass(frozen=True)
@@ -314,7 +396,9 @@ class LogComparison:
     overrides: list[str]  # what --measured-steps added to the scenario
 
 
-def compare_log(load_scenario: Callable[[list[str]], Scenario], log: StepLog, measured_steps: bool) -> LogComparison:
+def compare_log(
+    load_scenario: Callable[[list[str]], Scenario], log: StepLog, measured_steps: bool
+) -> LogComparison:
     """Simulate the scenario (``load_scenario(extra overrides)``) and compare it with the log over
     the log's window of steps; refuse what cannot be compared."""
     scenario = load_scenario([])
@@ -328,14 +412,24 @@ def compare_log(load_scenario: Callable[[list[str]], Scenario], log: StepLog, me
         scenario = load_scenario(overrides)
     predicted = simulate(scenario)
     if not predicted.summary["complete"]:
-        raise UserError(f"{scenario.source}: the prediction stopped short ({predicted.summary['incomplete_reason']}): "
-                        "nothing to compare the log with")
+        raise UserError(
+            f"{scenario.source}: the prediction stopped short ({predicted.summary['incomplete_reason']}): "
+            "nothing to compare the log with"
+        )
     predicted_side, measured_side = predicted_rates(predicted.trace, window), measured_rates(log)
     assumption = rank_assumption(log, workers)
     assumptions = [assumption] if assumption else []
-    notes = [*assumptions, f"window: {window.text()}; the prediction over the same steps",
-             *([setup_note(window)] if measured_side.utilisation is not None else []),
-             *log.notes, f"compute: {compute}"]
-    comparison = Comparison(scenario.name, figures(predicted_side, measured_side, window),
-                            sync_rows(predicted_side, measured_side), notes)
+    notes = [
+        *assumptions,
+        f"window: {window.text()}; the prediction over the same steps",
+        *([setup_note(window)] if measured_side.utilisation is not None else []),
+        *log.notes,
+        f"compute: {compute}",
+    ]
+    comparison = Comparison(
+        scenario.name,
+        figures(predicted_side, measured_side, window),
+        sync_rows(predicted_side, measured_side),
+        notes,
+    )
     return LogComparison(comparison, predicted, log, window, assumptions, overrides)

@@ -29,8 +29,13 @@ from islands.scenarios.spec import shown_value
 
 from .steps import MAX_RANK, MAX_STEP, StepLog, checked, log_frame, read_text
 
-COMM_EVENTS = ("gloo:all_reduce", "nccl:all_reduce", "c10d::allreduce_", "ncclDevKernel_AllReduce",
-               "ncclKernel_AllReduce")
+COMM_EVENTS = (
+    "gloo:all_reduce",
+    "nccl:all_reduce",
+    "c10d::allreduce_",
+    "ncclDevKernel_AllReduce",
+    "ncclKernel_AllReduce",
+)
 STEP_EVENT = re.compile(r"^ProfilerStep#(\d+)$")
 US_PER_S = 1e6
 MAX_TIME_US = 1e18  # microseconds since any epoch a profiler uses
@@ -49,8 +54,10 @@ def span(event: dict[str, Any], where: str) -> tuple[float, float]:
     for key in ("ts", "dur"):
         value = event.get(key)
         if not is_number_between(value, 0, MAX_TIME_US):
-            raise UserError(f"{where}: '{key}' must be a finite number of microseconds, 0 or more "
-                            f"(got {shown_value(value)})")
+            raise UserError(
+                f"{where}: '{key}' must be a finite number of microseconds, 0 or more "
+                f"(got {shown_value(value)})"
+            )
         values.append(float(value))
     start_us, duration_us = values
     return start_us / US_PER_S, (start_us + duration_us) / US_PER_S
@@ -62,7 +69,9 @@ def trace_rank(document: Any, path: Path) -> int | None:
         return None
     rank = info["rank"]
     if not (is_whole_number(rank) and 0 <= rank <= MAX_RANK):
-        raise UserError(f"{path}: distributedInfo.rank must be a whole number, 0 or more (got {rank!r})")
+        raise UserError(
+            f"{path}: distributedInfo.rank must be a whole number, 0 or more (got {rank!r})"
+        )
     return rank
 
 
@@ -77,7 +86,9 @@ def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return union
 
 
-def overlap(union: list[tuple[float, float]], ends: list[float], start_s: float, end_s: float) -> tuple[float, bool]:
+def overlap(
+    union: list[tuple[float, float]], ends: list[float], start_s: float, end_s: float
+) -> tuple[float, bool]:
     """Seconds of [start_s, end_s] that the disjoint ``union`` (``ends``: its spans' ends) covers, and
     whether any of its spans falls in it (one of no length too)."""
     covered_s, touched = 0.0, False
@@ -94,7 +105,11 @@ def read_chrome(path: Path, comm_events: tuple[str, ...] = COMM_EVENTS) -> StepL
     events = events_of(document, path)
     steps, comm = [], []
     for index, event in enumerate(events):
-        if not isinstance(event, dict) or event.get("ph") != "X" or not isinstance(event.get("name"), str):
+        if (
+            not isinstance(event, dict)
+            or event.get("ph") != "X"
+            or not isinstance(event.get("name"), str)
+        ):
             continue
         where = f"{path}: traceEvents[{index}] ({event['name']})"
         matched = STEP_EVENT.match(event["name"])
@@ -106,17 +121,29 @@ def read_chrome(path: Path, comm_events: tuple[str, ...] = COMM_EVENTS) -> StepL
         elif any(name in event["name"] for name in comm_events):
             comm.append(span(event, where))
     if not steps:
-        raise UserError(f"{path}: no ProfilerStep#N events: record the trace with torch.profiler and call "
-                        "prof.step() after each training step")
+        raise UserError(
+            f"{path}: no ProfilerStep#N events: record the trace with torch.profiler and call "
+            "prof.step() after each training step"
+        )
     union = merged(comm)
     ends = [last_s for _, last_s in union]
     rank = trace_rank(document, path)
     records = []
     for start_s, end_s, step, where in sorted(steps):
         blocked_s, synced = overlap(union, ends, start_s, end_s)
-        records.append({"rank": rank or 0, "step": step, "steps": 1, "wall_s": end_s - start_s,
-                        "compute_s": max(end_s - start_s - blocked_s, 0.0), "blocked_s": blocked_s,
-                        "synced": float(synced), "bytes": math.nan, "where": where})
+        records.append(
+            {
+                "rank": rank or 0,
+                "step": step,
+                "steps": 1,
+                "wall_s": end_s - start_s,
+                "compute_s": max(end_s - start_s - blocked_s, 0.0),
+                "blocked_s": blocked_s,
+                "synced": float(synced),
+                "bytes": math.nan,
+                "where": where,
+            }
+        )
     names = ", ".join(comm_events)
     notes = [f"communication: the spans whose names contain {names} ({len(comm)} in the trace)"]
     return checked(StepLog(path, "chrome", log_frame(records), rank is not None, notes))

@@ -37,24 +37,34 @@ from islands.numbers import is_finite_number, is_number, is_whole_number
 from islands.scenarios.spec import shown_value
 
 LOG_LIMIT_BYTES = 2**30
-LOG_COLUMNS = ("rank", "step", "steps", "wall_s", "compute_s", "blocked_s", "synced", "bytes", "where")
+LOG_COLUMNS = (
+    "rank",
+    "step",
+    "steps",
+    "wall_s",
+    "compute_s",
+    "blocked_s",
+    "synced",
+    "bytes",
+    "where",
+)
 REQUIRED = ("step", "compute_s", "blocked_s", "synced")
 OPTIONAL = ("bytes", "rank")
 FORMAT_TEXT = "step, wall_s or time_s, compute_s, blocked_s, synced; bytes and rank optional"
-MAX_STEP = 2**53          # beyond this a float no longer holds every whole number
+MAX_STEP = 2**53  # beyond this a float no longer holds every whole number
 MAX_RANK = 2**31 - 1
-MAX_STEP_S = 1e6          # about 11.6 days: no step of a training run is longer
-MAX_CLOCK_S = 1e12        # a Unix time in seconds is about 1.8e9
-MAX_BYTES = 1e18          # an exabyte in one step
-SUM_TOLERANCE = 1e-6      # compute_s + blocked_s may pass wall_s by a rounding's worth (relative and s)
+MAX_STEP_S = 1e6  # about 11.6 days: no step of a training run is longer
+MAX_CLOCK_S = 1e12  # a Unix time in seconds is about 1.8e9
+MAX_BYTES = 1e18  # an exabyte in one step
+SUM_TOLERANCE = 1e-6  # compute_s + blocked_s may pass wall_s by a rounding's worth (relative and s)
 
 
 @dataclass(frozen=True)
 class StepLog:
     path: Path
-    format: str                 # "steps", "chrome" or "torchtitan"
-    rows: pd.DataFrame          # LOG_COLUMNS
-    names_ranks: bool           # whether the log says which rank wrote each row
+    format: str  # "steps", "chrome" or "torchtitan"
+    rows: pd.DataFrame  # LOG_COLUMNS
+    names_ranks: bool  # whether the log says which rank wrote each row
     notes: list[str] = field(default_factory=list)  # what the reader read, for the printed notes
 
     @property
@@ -72,7 +82,13 @@ class StepLog:
 
 def log_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records, columns=list(LOG_COLUMNS))
-    return frame.astype({column: float for column in LOG_COLUMNS if column not in ("rank", "step", "steps", "where")})
+    return frame.astype(
+        {
+            column: float
+            for column in LOG_COLUMNS
+            if column not in ("rank", "step", "steps", "where")
+        }
+    )
 
 
 def read_text(path: Path) -> str:
@@ -87,6 +103,7 @@ def read_text(path: Path) -> str:
 
 
 # one cell, by kind: each takes the value as read (CSV: text; JSON: its type) and a prefix for messages
+
 
 def number(value: Any, where: str, key: str, low: float, high: float) -> float:
     if not is_finite_number(value):
@@ -127,7 +144,9 @@ def csv_value(text: str) -> Any:
 
 def step_number(value: Any, where: str) -> int:
     if is_number(value) and value == 0:
-        raise UserError(f"{where}: step must be 1 to {MAX_STEP} (got 0): the format counts the run's first step as 1")
+        raise UserError(
+            f"{where}: step must be 1 to {MAX_STEP} (got 0): the format counts the run's first step as 1"
+        )
     return whole(value, where, "step", 1, MAX_STEP)
 
 
@@ -136,14 +155,21 @@ def step_record(cells: dict[str, Any], keys: tuple[str, ...], where: str) -> dic
     the log's first row holds, which every row must hold."""
     missing = [key for key in (*REQUIRED, *keys) if key not in cells or cells[key] in ("", None)]
     if missing:
-        raise UserError(f"{where}: no {', '.join(missing)} (every row holds {', '.join((*REQUIRED, *keys))})")
-    record = {"rank": whole(cells["rank"], where, "rank", 0, MAX_RANK) if "rank" in keys else 0,
-              "step": step_number(cells["step"], where), "steps": 1,
-              "compute_s": number(cells["compute_s"], where, "compute_s", 0, MAX_STEP_S),
-              "blocked_s": number(cells["blocked_s"], where, "blocked_s", 0, MAX_STEP_S),
-              "synced": float(flag(cells["synced"], where, "synced")),
-              "bytes": number(cells["bytes"], where, "bytes", 0, MAX_BYTES) if "bytes" in keys else math.nan,
-              "where": where}
+        raise UserError(
+            f"{where}: no {', '.join(missing)} (every row holds {', '.join((*REQUIRED, *keys))})"
+        )
+    record = {
+        "rank": whole(cells["rank"], where, "rank", 0, MAX_RANK) if "rank" in keys else 0,
+        "step": step_number(cells["step"], where),
+        "steps": 1,
+        "compute_s": number(cells["compute_s"], where, "compute_s", 0, MAX_STEP_S),
+        "blocked_s": number(cells["blocked_s"], where, "blocked_s", 0, MAX_STEP_S),
+        "synced": float(flag(cells["synced"], where, "synced")),
+        "bytes": number(cells["bytes"], where, "bytes", 0, MAX_BYTES)
+        if "bytes" in keys
+        else math.nan,
+        "where": where,
+    }
     if "wall_s" in keys:
         record["wall_s"] = number(cells["wall_s"], where, "wall_s", 0, MAX_STEP_S)
     else:
@@ -154,9 +180,13 @@ def step_record(cells: dict[str, Any], keys: tuple[str, ...], where: str) -> dic
 def clock_keys(first: dict[str, Any], path: Path) -> tuple[str, ...]:
     """The optional columns and the clock (``wall_s``, else ``time_s``) of the log's first row."""
     clock = "wall_s" if "wall_s" in first else "time_s" if "time_s" in first else None
-    missing = [key for key in REQUIRED if key not in first] + ([] if clock else ["wall_s (or time_s)"])
+    missing = [key for key in REQUIRED if key not in first] + (
+        [] if clock else ["wall_s (or time_s)"]
+    )
     if missing or clock is None:
-        raise UserError(f"{path}: no column {', '.join(missing)}: not a per-step log ({FORMAT_TEXT})")
+        raise UserError(
+            f"{path}: no column {', '.join(missing)}: not a per-step log ({FORMAT_TEXT})"
+        )
     return (clock, *(key for key in OPTIONAL if key in first))
 
 
@@ -173,7 +203,9 @@ def csv_rows(text: str, path: Path) -> Iterator[tuple[dict[str, Any], str]]:
             if not cells or cells == [""]:
                 continue
             if len(cells) != len(header):
-                raise UserError(f"{where}: {len(cells)} cells, the header names {len(header)} columns")
+                raise UserError(
+                    f"{where}: {len(cells)} cells, the header names {len(header)} columns"
+                )
             yield dict(zip(header, map(csv_value, cells))), where
     except csv.Error as error:
         raise UserError(f"{path}: line {reader.line_num}: not CSV ({error})") from None
@@ -218,12 +250,16 @@ def durations_from_clock(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if previous is None:
             continue
         if record["time_s"] < previous["time_s"]:
-            raise UserError(f"{record['where']}: time_s {record['time_s']:g} is before the rank's previous step's "
-                            f"{previous['time_s']:g}: a clock reading at each step's end goes forward")
+            raise UserError(
+                f"{record['where']}: time_s {record['time_s']:g} is before the rank's previous step's "
+                f"{previous['time_s']:g}: a clock reading at each step's end goes forward"
+            )
         timed.append({**record, "wall_s": record["time_s"] - previous["time_s"]})
     if not timed:
-        raise UserError(f"{records[0]['where'].split(': line')[0]}: has one row per rank: with time_s, a step's "
-                        "duration is its time less the previous step's, so log two steps or more")
+        raise UserError(
+            f"{records[0]['where'].split(': line')[0]}: has one row per rank: with time_s, a step's "
+            "duration is its time less the previous step's, so log two steps or more"
+        )
     return timed
 
 
@@ -233,19 +269,30 @@ def checked(log: StepLog) -> StepLog:
     whose compute and blocked seconds pass its wall time."""
     for record in log.rows.itertuples(index=False):
         if record.wall_s > MAX_STEP_S * record.steps:
-            raise UserError(f"{record.where}: a step of {record.wall_s / record.steps:.12g} s: no training step lasts "
-                            f"more than {MAX_STEP_S:,.0f} s")
-        if record.compute_s + record.blocked_s > record.wall_s * (1 + SUM_TOLERANCE) + SUM_TOLERANCE:
-            raise UserError(f"{record.where}: compute_s + blocked_s is {record.compute_s + record.blocked_s:g} s, "
-                            f"more than the step's wall time {record.wall_s:g} s")
+            raise UserError(
+                f"{record.where}: a step of {record.wall_s / record.steps:.12g} s: no training step lasts "
+                f"more than {MAX_STEP_S:,.0f} s"
+            )
+        if (
+            record.compute_s + record.blocked_s
+            > record.wall_s * (1 + SUM_TOLERANCE) + SUM_TOLERANCE
+        ):
+            raise UserError(
+                f"{record.where}: compute_s + blocked_s is {record.compute_s + record.blocked_s:g} s, "
+                f"more than the step's wall time {record.wall_s:g} s"
+            )
     check_order(log.rows)
-    spans = {rank: (int(g["step"].iloc[0] - g["steps"].iloc[0] + 1), int(g["step"].iloc[-1]))
-             for rank, g in log.rows.groupby("rank", sort=True)}
+    spans = {
+        rank: (int(g["step"].iloc[0] - g["steps"].iloc[0] + 1), int(g["step"].iloc[-1]))
+        for rank, g in log.rows.groupby("rank", sort=True)
+    }
     (rank, span), *others = spans.items()
     for other, other_span in others:
         if other_span != span:
-            raise UserError(f"{log.path}: rank {other} logged steps {other_span[0]}-{other_span[1]}, rank {rank} "
-                            f"steps {span[0]}-{span[1]}: log the same steps on every rank")
+            raise UserError(
+                f"{log.path}: rank {other} logged steps {other_span[0]}-{other_span[1]}, rank {rank} "
+                f"steps {span[0]}-{span[1]}: log the same steps on every rank"
+            )
     return log
 
 
@@ -262,6 +309,10 @@ def check_order(rows: pd.DataFrame) -> None:
         rank = f" (rank {record.rank})" if rows["rank"].nunique() > 1 else ""
         if first <= previous:
             what = "twice" if record.step == previous else "out of order"
-            raise UserError(f"{record.where}: step {record.step} after step {previous}{rank}: steps {what}")
-        raise UserError(f"{record.where}: step {record.step} after step {previous}{rank}: every step is logged "
-                        f"(step {previous + 1} is missing)")
+            raise UserError(
+                f"{record.where}: step {record.step} after step {previous}{rank}: steps {what}"
+            )
+        raise UserError(
+            f"{record.where}: step {record.step} after step {previous}{rank}: every step is logged "
+            f"(step {previous + 1} is missing)"
+        )

@@ -31,8 +31,10 @@ COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 def line_time_s(line: str, where: str) -> float:
     stamp = TIME_STAMP.search(line)
     if stamp is None:
-        raise UserError(f"{where}: a step line with no time stamp (torchtitan's logger opens each line with one, "
-                        "[titan] YYYY-MM-DD HH:MM:SS,mmm): the step time is read from them")
+        raise UserError(
+            f"{where}: a step line with no time stamp (torchtitan's logger opens each line with one, "
+            "[titan] YYYY-MM-DD HH:MM:SS,mmm): the step time is read from them"
+        )
     try:
         return datetime.fromisoformat(stamp.group(1).replace(",", ".")).timestamp()
     except ValueError as error:
@@ -53,18 +55,24 @@ def read_torchtitan(path: Path) -> StepLog:
             raise UserError(f"{where}: step must be 1 to {MAX_STEP - 1} (got {step})")
         rank = RANK.match(line)
         names_ranks = names_ranks or rank is not None
-        logged.setdefault(int(rank.group(1)) if rank else 0, []).append((step, line_time_s(line, where), where))
+        logged.setdefault(int(rank.group(1)) if rank else 0, []).append(
+            (step, line_time_s(line, where), where)
+        )
     if not logged:
         raise UserError(f"{path}: no 'step: N  loss:' lines: not a torchtitan log")
     records = []
     for rank_number, lines in logged.items():
         if len(lines) < 2:
-            raise UserError(f"{path}: one step line (step {lines[0][0]}) for rank {rank_number}: the step time is "
-                            "the time between two logged steps (torchtitan logs step 1 and every metrics.log_freq "
-                            "steps)")
+            raise UserError(
+                f"{path}: one step line (step {lines[0][0]}) for rank {rank_number}: the step time is "
+                "the time between two logged steps (torchtitan logs step 1 and every metrics.log_freq "
+                "steps)"
+            )
         records += spans(rank_number, lines)
-    notes = ["torchtitan's log gives the wall time between logged steps only: no compute, communication or sync "
-             "(log per-step rows for those)"]
+    notes = [
+        "torchtitan's log gives the wall time between logged steps only: no compute, communication or sync "
+        "(log per-step rows for those)"
+    ]
     return checked(StepLog(path, "torchtitan", log_frame(records), names_ranks, notes))
 
 
@@ -74,11 +82,25 @@ def spans(rank: int, lines: list[tuple[int, float, str]]) -> list[dict]:
     for (before, before_s, _), (step, time_s, where) in zip(lines, lines[1:]):
         if step <= before:
             what = "twice" if step == before else "out of order"
-            raise UserError(f"{where}: step {step} after step {before}: steps {what} (a restarted run? give one "
-                            "run's log)")
+            raise UserError(
+                f"{where}: step {step} after step {before}: steps {what} (a restarted run? give one "
+                "run's log)"
+            )
         if time_s < before_s:
-            raise UserError(f"{where}: its time stamp is before the previous step line's: the clock goes forward")
-        records.append({"rank": rank, "step": step, "steps": step - before, "wall_s": time_s - before_s,
-                        "compute_s": math.nan, "blocked_s": math.nan, "synced": math.nan, "bytes": math.nan,
-                        "where": where})
+            raise UserError(
+                f"{where}: its time stamp is before the previous step line's: the clock goes forward"
+            )
+        records.append(
+            {
+                "rank": rank,
+                "step": step,
+                "steps": step - before,
+                "wall_s": time_s - before_s,
+                "compute_s": math.nan,
+                "blocked_s": math.nan,
+                "synced": math.nan,
+                "bytes": math.nan,
+                "where": where,
+            }
+        )
     return records

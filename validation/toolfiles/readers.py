@@ -53,43 +53,69 @@ def refuse(path: str | Path, key: str, rule: str) -> UserError:
 @dataclass(frozen=True)
 class Iperf3Run:
     path: str
-    local_host: str                  # the client, as it saw itself
-    remote_host: str                 # the server, as the client reached it
-    target: str                      # the server as the client was given it (iperf3 -c TARGET)
-    sent_bits_per_s: float | None    # client to server, as the server received it
+    local_host: str  # the client, as it saw itself
+    remote_host: str  # the server, as the client reached it
+    target: str  # the server as the client was given it (iperf3 -c TARGET)
+    sent_bits_per_s: float | None  # client to server, as the server received it
     received_bits_per_s: float | None  # server to client, as the client received it
-    min_rtt_s: float | None          # the smallest TCP round trip the client saw sending, if it sent
+    min_rtt_s: float | None  # the smallest TCP round trip the client saw sending, if it sent
 
 
 def read_iperf3(path: str | Path) -> Iperf3Run:
     """The rates and round trip of one client's ``iperf3 -J`` file."""
-    document = parse_json(read_bounded_text(path, "iperf3 -J file", MAX_TOOL_FILE_BYTES), path, "iperf3 -J file")
+    document = parse_json(
+        read_bounded_text(path, "iperf3 -J file", MAX_TOOL_FILE_BYTES), path, "iperf3 -J file"
+    )
     if not isinstance(document, dict):
         raise refuse(path, "", "not iperf3 -J output (a JSON object with start, intervals and end)")
     if "error" in document:
-        raise refuse(path, "error", f"iperf3 reported {shown_value(document['error'])}: the test did not finish")
+        raise refuse(
+            path,
+            "error",
+            f"iperf3 reported {shown_value(document['error'])}: the test did not finish",
+        )
     start = field(document, "start", dict, path)
     if "connecting_to" not in start:
-        hint = " (it is the server's: give the client's, iperf3 -c ... -J)" if "accepted_connection" in start else ""
+        hint = (
+            " (it is the server's: give the client's, iperf3 -c ... -J)"
+            if "accepted_connection" in start
+            else ""
+        )
         raise refuse(path, "start.connecting_to", f"missing{hint}")
-    target = field(field(start, "connecting_to", dict, path, "start."), "host", str, path, "start.connecting_to.")
+    target = field(
+        field(start, "connecting_to", dict, path, "start."),
+        "host",
+        str,
+        path,
+        "start.connecting_to.",
+    )
     test = field(start, "test_start", dict, path, "start.")
     protocol = field(test, "protocol", str, path, "start.test_start.")
     if protocol != "TCP":
-        raise refuse(path, "start.test_start.protocol", f"{shown_value(protocol)}: calibrate reads TCP tests "
-                     "(iperf3 without -u)")
+        raise refuse(
+            path,
+            "start.test_start.protocol",
+            f"{shown_value(protocol)}: calibrate reads TCP tests (iperf3 without -u)",
+        )
     reverse, bidir = flag(test, "reverse", path), flag(test, "bidir", path)
     if reverse and bidir:
-        raise refuse(path, "start.test_start", "reverse and bidir both set: iperf3 runs one or the other")
+        raise refuse(
+            path, "start.test_start", "reverse and bidir both set: iperf3 runs one or the other"
+        )
     local_host, remote_host = connected_pair(start, path)
     field(document, "intervals", list, path)
     end = field(document, "end", dict, path)
     forward = received_rate(end, "sum_received", path)
     back = received_rate(end, "sum_received_bidir_reverse", path) if bidir else None
-    return Iperf3Run(str(path), local_host, remote_host, target,
-                     sent_bits_per_s=None if reverse else forward,
-                     received_bits_per_s=forward if reverse else back,
-                     min_rtt_s=sending_min_rtt_s(end, reverse, path))
+    return Iperf3Run(
+        str(path),
+        local_host,
+        remote_host,
+        target,
+        sent_bits_per_s=None if reverse else forward,
+        received_bits_per_s=forward if reverse else back,
+        min_rtt_s=sending_min_rtt_s(end, reverse, path),
+    )
 
 
 def field(values: dict, key: str, kind: type, path: str | Path, prefix: str = "") -> Any:
@@ -120,10 +146,20 @@ def connected_pair(start: dict, path: str | Path) -> tuple[str, str]:
         where = f"start.connected.{index}."
         if not isinstance(stream, dict):
             raise refuse(path, where.rstrip("."), f"{shown_value(stream)} is not an object")
-        pairs.add((field(stream, "local_host", str, path, where), field(stream, "remote_host", str, path, where)))
+        pairs.add(
+            (
+                field(stream, "local_host", str, path, where),
+                field(stream, "remote_host", str, path, where),
+            )
+        )
     if len(pairs) != 1:
-        raise refuse(path, "start.connected", "no stream" if not pairs else "its streams join different hosts: one "
-                     "pair of hosts per file")
+        raise refuse(
+            path,
+            "start.connected",
+            "no stream"
+            if not pairs
+            else "its streams join different hosts: one pair of hosts per file",
+        )
     return pairs.pop()
 
 
@@ -148,12 +184,20 @@ def sending_min_rtt_s(end: dict, reverse: bool, path: str | Path) -> float | Non
     seen = []
     for index, stream in enumerate(streams):
         sender = stream.get("sender") if isinstance(stream, dict) else None
-        if not isinstance(sender, dict) or sender.get("sender", not reverse) is not True or "min_rtt" not in sender:
+        if (
+            not isinstance(sender, dict)
+            or sender.get("sender", not reverse) is not True
+            or "min_rtt" not in sender
+        ):
             continue
         rtt = sender["min_rtt"]
         if not is_number_between(rtt, 0, MAX_LATENCY_MS * 1e3):
-            raise refuse(path, f"end.streams.{index}.sender.min_rtt", f"{shown_value(rtt)} is not a round trip of "
-                         f"0 to {MAX_LATENCY_MS * 1e3:.0f} microseconds")
+            raise refuse(
+                path,
+                f"end.streams.{index}.sender.min_rtt",
+                f"{shown_value(rtt)} is not a round trip of "
+                f"0 to {MAX_LATENCY_MS * 1e3:.0f} microseconds",
+            )
         if rtt > 0:
             seen.append(rtt / MICROSECONDS_PER_S)
     return min(seen) if seen else None
@@ -165,17 +209,17 @@ def sending_min_rtt_s(end: dict, reverse: bool, path: str | Path) -> float | Non
 @dataclass(frozen=True)
 class NcclRow:
     size_bytes: int
-    time_s: float                    # the mean of the out-of-place and in-place times
+    time_s: float  # the mean of the out-of-place and in-place times
 
 
 @dataclass(frozen=True)
 class NcclTable:
     path: str
-    test: str                        # all_reduce or all_gather
-    test_from: str                   # how the test was told (its start line, or its reduction op)
-    ranks: int | None                # None: neither Rank lines nor NCCL's nranks
-    members: int | None              # the hosts of the Rank lines; None without them
-    rows: tuple[NcclRow, ...]        # by size, smallest first
+    test: str  # all_reduce or all_gather
+    test_from: str  # how the test was told (its start line, or its reduction op)
+    ranks: int | None  # None: neither Rank lines nor NCCL's nranks
+    members: int | None  # the hosts of the Rank lines; None without them
+    rows: tuple[NcclRow, ...]  # by size, smallest first
 
 
 def read_nccl_tests(path: str | Path) -> NcclTable:
@@ -184,20 +228,28 @@ def read_nccl_tests(path: str | Path) -> NcclTable:
     header = table_header(lines, path)
     times = [index for index, name in enumerate(header) if name == "time"]
     rows, reductions = [], set()
-    failed = next((line for line in lines if re.match(r"#\s*Out of bounds values\s*:.*FAILED", line)), None)
+    failed = next(
+        (line for line in lines if re.match(r"#\s*Out of bounds values\s*:.*FAILED", line)), None
+    )
     if failed:
-        raise refuse(path, "", f"'{failed.lstrip('# ').strip()}': the collective gave wrong results")
+        raise refuse(
+            path, "", f"'{failed.lstrip('# ').strip()}': the collective gave wrong results"
+        )
     for number, line in enumerate(lines, 1):
         tokens = line.split()
         if not tokens or line.lstrip().startswith("#") or not re.fullmatch("[0-9]+", tokens[0]):
             continue  # header lines, and what NCCL or MPI print between the rows
         if len(tokens) != len(header):
-            raise refuse(path, f"line {number}", f"{len(tokens)} columns where the header has {len(header)}")
+            raise refuse(
+                path, f"line {number}", f"{len(tokens)} columns where the header has {len(header)}"
+            )
         if "redop" in header:
             reductions.add(tokens[header.index("redop")])
         rows.append(nccl_row(tokens, times, path, number))
     if not rows:
-        raise refuse(path, "", "no row under the '# size count type ...' header: the run printed no sizes")
+        raise refuse(
+            path, "", "no row under the '# size count type ...' header: the run printed no sizes"
+        )
     if any(later.size_bytes <= earlier.size_bytes for earlier, later in zip(rows, rows[1:])):
         raise refuse(path, "size", "the sizes do not rise row by row: one run per file")
     test, test_from = which_test(lines, reductions, path)
@@ -222,9 +274,17 @@ def table_header(lines: list[str], path: str | Path) -> list[str]:
         names = line.lstrip("#").split()
         if line.startswith("#") and names[:2] == ["size", "count"]:
             times = [index for index, name in enumerate(names) if name == "time"]
-            if len(times) != 2 or times[1] + 4 != len(names) or names[times[0]:times[1]] != names[times[1]:]:
-                raise refuse(path, "header", f"'{' '.join(names)}' is not nccl-tests' two groups of time, "
-                             "algbw, busbw and #wrong")
+            if (
+                len(times) != 2
+                or times[1] + 4 != len(names)
+                or names[times[0] : times[1]] != names[times[1] :]
+            ):
+                raise refuse(
+                    path,
+                    "header",
+                    f"'{' '.join(names)}' is not nccl-tests' two groups of time, "
+                    "algbw, busbw and #wrong",
+                )
             return names
     raise refuse(path, "header", "no '# size count type ...' line: not nccl-tests output")
 
@@ -238,8 +298,12 @@ def nccl_row(tokens: list[str], times: list[int], path: str | Path, number: int)
     for index in times:
         wrong = tokens[index + 3]
         if wrong not in ("0", "N/A") and not re.fullmatch(r"[0-9.]+e[+-][0-9]+", wrong):
-            raise refuse(path, f"line {number}", f"#wrong is {wrong}: the collective gave wrong results")
-        seconds.append(positive_number(tokens[index], path, f"line {number}: time") / MICROSECONDS_PER_S)
+            raise refuse(
+                path, f"line {number}", f"#wrong is {wrong}: the collective gave wrong results"
+            )
+        seconds.append(
+            positive_number(tokens[index], path, f"line {number}: time") / MICROSECONDS_PER_S
+        )
     size = int(tokens[0]) if len(tokens[0]) <= 16 else 0  # 2^53 has 16 digits
     if not 0 < size <= 2**53:
         raise refuse(path, f"line {number}: size", f"{tokens[0]} is not a size of 1 to 2^53 bytes")
@@ -262,13 +326,17 @@ def which_test(lines: list[str], reductions: set[str], path: str | Path) -> tupl
         started = re.match(r"#\s*Collective test starting:\s*(\S+)", line)
         if started:
             if started.group(1) not in TESTS:
-                raise refuse(path, "", f"a {started.group(1)} run: calibrate reads {' and '.join(TESTS)}")
+                raise refuse(
+                    path, "", f"a {started.group(1)} run: calibrate reads {' and '.join(TESTS)}"
+                )
             return TESTS[started.group(1)], f"its start line names {started.group(1)}"
     if reductions <= {"none"}:
         return "all_gather", "its rows reduce nothing"
     if len(reductions) == 1 and reductions <= set(REDUCTIONS):
         return "all_reduce", f"its rows reduce by {reductions.pop()}"
-    raise refuse(path, "redop", f"{', '.join(sorted(reductions))}: not one all_reduce or all_gather run")
+    raise refuse(
+        path, "redop", f"{', '.join(sorted(reductions))}: not one all_reduce or all_gather run"
+    )
 
 
 def rank_count(lines: list[str], path: str | Path) -> tuple[int | None, int | None]:
@@ -284,12 +352,20 @@ def rank_count(lines: list[str], path: str | Path) -> tuple[int | None, int | No
             hosts[rank] = listed.group(2)
     if hosts:
         if sorted(hosts) != list(range(len(hosts))):
-            raise refuse(path, "Rank lines", f"ranks {', '.join(map(str, sorted(hosts)))} are not 0 to "
-                         f"{len(hosts) - 1}: a line is missing")
+            raise refuse(
+                path,
+                "Rank lines",
+                f"ranks {', '.join(map(str, sorted(hosts)))} are not 0 to "
+                f"{len(hosts) - 1}: a line is missing",
+            )
         return len(hosts), len(set(hosts.values()))
     counts = {int(found) for line in lines for found in re.findall(r"\bnranks (\d+)\b", line)}
     if len(counts) > 1:
-        raise refuse(path, "nranks", f"NCCL's lines say {', '.join(map(str, sorted(counts)))}: one run per file")
+        raise refuse(
+            path,
+            "nranks",
+            f"NCCL's lines say {', '.join(map(str, sorted(counts)))}: one run per file",
+        )
     return (counts.pop(), None) if counts else (None, None)
 
 
@@ -299,16 +375,18 @@ def rank_count(lines: list[str], path: str | Path) -> tuple[int | None, int | No
 @dataclass(frozen=True)
 class PingRun:
     path: str
-    target: str | None               # what was pinged: the name, then the address in brackets
+    target: str | None  # what was pinged: the name, then the address in brackets
     address: str | None
     rtt_s: float
-    replies: int                     # how many per-packet times the median is of (0: the rtt line)
+    replies: int  # how many per-packet times the median is of (0: the rtt line)
 
 
 NUMBER = r"[0-9]+(?:\.[0-9]+)?"
 PER_PACKET = re.compile(rf"\btime[=<]({NUMBER}) ?ms\b")
-SUMMARY = re.compile(rf"^(?:rtt|round-trip) min/avg/max(?:/(?:mdev|stddev))? = ({NUMBER})/({NUMBER})/({NUMBER})"
-                     rf"(?:/{NUMBER})? ms$")
+SUMMARY = re.compile(
+    rf"^(?:rtt|round-trip) min/avg/max(?:/(?:mdev|stddev))? = ({NUMBER})/({NUMBER})/({NUMBER})"
+    rf"(?:/{NUMBER})? ms$"
+)
 
 
 def read_ping(path: str | Path) -> PingRun:
@@ -321,11 +399,23 @@ def read_ping(path: str | Path) -> PingRun:
         summaries = [SUMMARY.match(line.strip()) for line in lines]
         found = [summary for summary in summaries if summary]
         if not found:
-            raise refuse(path, "", "no reply in it: neither 'time=' lines nor an 'rtt min/avg/max' line (all packets "
-                         "lost, or not ping's output)")
+            raise refuse(
+                path,
+                "",
+                "no reply in it: neither 'time=' lines nor an 'rtt min/avg/max' line (all packets "
+                "lost, or not ping's output)",
+            )
         rtt_ms, replies = float(found[-1].group(2)), 0
     if not 0 <= rtt_ms <= MAX_LATENCY_MS:
         raise refuse(path, "time", f"a round trip of {rtt_ms:g} ms is past {MAX_LATENCY_MS:g} ms")
-    pinged = next((match for match in map(re.compile(r"^PING (\S+) \(([^)\s]+)\)").match, lines) if match), None)
-    return PingRun(str(path), pinged.group(1) if pinged else None, pinged.group(2) if pinged else None,
-                   rtt_ms / 1e3, replies)
+    pinged = next(
+        (match for match in map(re.compile(r"^PING (\S+) \(([^)\s]+)\)").match, lines) if match),
+        None,
+    )
+    return PingRun(
+        str(path),
+        pinged.group(1) if pinged else None,
+        pinged.group(2) if pinged else None,
+        rtt_ms / 1e3,
+        replies,
+    )
