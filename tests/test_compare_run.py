@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers.scenarios import make_scenario
+from helpers.scenarios import SCENARIO, make_scenario
 
 from islands.cli import main
 from islands.io import json_text, write_table
@@ -42,21 +42,7 @@ def write_run(folder, overrides: list[str], **facts) -> dict:
 
 @pytest.fixture
 def scenario_path(scenario_file):
-    return scenario_file("""
-name = "test"
-[model]
-parameters = 1e9
-bytes_per_param = 2
-[schedule]
-algorithm = "diloco"
-inner_steps = 100
-outer_steps = 3
-[[island]]
-name = "a"
-replicas = 4
-step_time_s = 1.0
-bandwidth_gbps = 1.0
-""")
+    return scenario_file(SCENARIO)
 
 
 def test_a_run_over_slower_links_is_short_by_their_ratio_in_every_sync(
