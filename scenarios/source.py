@@ -110,16 +110,24 @@ class ScenarioSource:
         it, the first refusal is raised."""
         scenarios: dict[str, Scenario] = {}
         refused: dict[str, ScenarioError] = {}
+        placed: dict[str, str] = {}
         for algorithm in ALGORITHMS:
+            placement = syncer_placement(self.scenario, algorithm)
             try:
-                scenarios[algorithm] = self.variant(*switch_to(algorithm), *overrides_of(algorithm))
+                scenarios[algorithm] = self.variant(
+                    *switch_to(algorithm), *placement, *overrides_of(algorithm)
+                )
             except ScenarioError as error:
                 refused[algorithm] = error
+            else:
+                if placement:
+                    placed[algorithm] = placement[0].split("=", 1)[1]
         if not scenarios:
             raise next(iter(refused.values()))
         return Variants(
             scenarios,
             {algorithm: f"{error.key}: {error.rule}" for algorithm, error in refused.items()},
+            placed,
         )
 
 
@@ -129,13 +137,33 @@ class Variants:
 
     scenarios: dict[str, Scenario]
     refused: dict[str, str]  # schedule -> "KEY: RULE"
+    syncer_regions: dict[str, str] = field(
+        default_factory=dict
+    )  # schedule -> the region given its syncer
 
     def notes(self) -> list[str]:
-        """One line per schedule left out, for every table and figure that compares schedules."""
-        return [
+        """One line per schedule left out, and per syncer this comparison placed, for every table and
+        figure that compares schedules."""
+        placed = [
+            f"{SCHEDULES[algorithm].label}: its syncer placed in region {region!r}, where most workers are "
+            "(the scenario gives no syncer.region)"
+            for algorithm, region in self.syncer_regions.items()
+        ]
+        return placed + [
             f"{SCHEDULES[algorithm].label} not run: {reason}"
             for algorithm, reason in self.refused.items()
         ]
+
+
+def syncer_placement(scenario: Scenario, algorithm: str) -> tuple[str, ...]:
+    """The ``--set`` that places the syncer of a schedule that has one, in a scenario with regions that
+    gives it none (compared side by side, the scenario was written for another schedule): in the region
+    with the most workers, the first declared among equals."""
+    if SCHEDULES[algorithm].coupled or not scenario.regions or scenario.syncer.region is not None:
+        return ()
+    workers = [worker.region for worker in scenario.workers()]
+    region = max(scenario.regions, key=workers.count)
+    return (f"syncer.region={region}",)
 
 
 def as_source(

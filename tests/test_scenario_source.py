@@ -73,3 +73,51 @@ def test_a_decoupled_quorum_goes_back_to_one_on_the_schedules_that_sync_everyone
     }
     with pytest.raises(ScenarioError, match=r'schedule.quorum: 2 has no effect: algorithm = "ddp"'):
         source.variant("schedule.algorithm=ddp")
+
+
+def test_a_compared_syncer_is_placed_where_most_workers_are_and_said_so():
+    # intellect-1 declares three regions and a coupled schedule: us holds 8 workers, europe 4 + 1, asia 2
+    variants = ScenarioSource.read("intellect-1").schedules()
+    assert variants.scenarios["decoupled"].syncer.region == "us"
+    assert variants.syncer_regions == {"decoupled": "us"}
+    assert variants.notes() == [
+        "Decoupled DiLoCo: its syncer placed in region 'us', where most workers are (the scenario gives no "
+        "syncer.region)"
+    ]
+    given = ScenarioSource.read(
+        "intellect-1", ["schedule.algorithm=decoupled", "syncer.region=asia"]
+    ).schedules()
+    assert given.scenarios["decoupled"].syncer.region == "asia" and given.syncer_regions == {}
+
+
+def test_the_syncer_goes_to_the_first_declared_region_among_equals(scenario_file):
+    document = """
+name = "two-regions"
+[model]
+parameters = 1e9
+[schedule]
+algorithm = "diloco"
+outer_steps = 2
+inner_steps = 10
+[[region]]
+name = "west"
+[[region]]
+name = "east"
+[[backbone]]
+between = ["west", "east"]
+bandwidth_gbps = 10
+[[island]]
+name = "e"
+region = "east"
+step_time_s = 1.0
+bandwidth_gbps = 1.0
+[[island]]
+name = "w"
+region = "west"
+step_time_s = 1.0
+bandwidth_gbps = 1.0
+"""
+    variants = ScenarioSource.read(scenario_file(document)).schedules()
+    assert variants.syncer_regions == {
+        "decoupled": "west"
+    }  # one worker each: west is declared first
