@@ -405,5 +405,16 @@ def horizon_reason(completed_outer: int, scenario: Scenario, horizon_s: float) -
     return (
         f"stopped at the horizon of {horizon_s:.4g} s ({HORIZON_FACTOR}x its churn-free bound) "
         f"with {done_of(completed_outer, scenario)} done: churn keeps the run from finishing; "
-        f"raise {churniest_key(scenario)}"
+        f"{churn_remedy(scenario)}"
     )
+
+
+def churn_remedy(scenario: Scenario) -> str:
+    """What to change where churn keeps a run from finishing: the churniest island's time between
+    departures (or chip failures), or how long each keeps its worker away (mttr_s, recovery_s)."""
+    key = churniest_key(scenario)
+    island, _, name = key.rpartition(".")
+    away = {"mtbf_s": "mttr_s", "chip_mtbf_s": "recovery_s"}.get(name)
+    if away is None or getattr(scenario.islands[int(island.split(".")[1])], away) is None:
+        return f"raise {key}"
+    return f"raise {key} or lower {island}.{away}"

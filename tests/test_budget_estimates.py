@@ -10,7 +10,7 @@ import pytest
 
 from islands.scenarios import load
 from islands.simulator import BudgetExceeded, simulate
-from islands.simulator.budget import estimate, guard
+from islands.simulator.budget import estimate, guard, horizon_reason
 
 CHURN = ["island.0.mtbf_s=86400", "island.0.mttr_s=3600"]
 RUNS = {
@@ -95,3 +95,15 @@ def test_a_refusal_names_the_budget_and_its_flag_not_a_physics_key():
     ) as refused:
         guard(scenario, max_events=1000)
     assert "mtbf_s" not in str(refused.value) and "outer_steps" not in str(refused.value)
+
+
+def test_a_run_cut_at_its_horizon_names_what_keeps_its_workers_away_too():
+    failing = load("worked-example", ["island.0.chip_mtbf_s=3600", "island.0.recovery_s=7200"])
+    assert horizon_reason(3, failing, 1e6).endswith(
+        "3 of 20 outer steps done: churn keeps the run from finishing; raise island.0.chip_mtbf_s or lower "
+        "island.0.recovery_s"
+    )
+    returning = load("worked-example", CHURN)
+    assert horizon_reason(0, returning, 1e6).endswith(
+        "raise island.0.mtbf_s or lower island.0.mttr_s"
+    )
