@@ -112,7 +112,8 @@ class ScenarioSource:
         refused: dict[str, ScenarioError] = {}
         placed: dict[str, str] = {}
         for algorithm in ALGORITHMS:
-            placement = syncer_placement(self.scenario, algorithm)
+            region = syncer_region(self.scenario, algorithm)
+            placement = () if region is None else (f"syncer.region={region}",)
             try:
                 scenarios[algorithm] = self.variant(
                     *switch_to(algorithm), *placement, *overrides_of(algorithm)
@@ -120,8 +121,8 @@ class ScenarioSource:
             except ScenarioError as error:
                 refused[algorithm] = error
             else:
-                if placement:
-                    placed[algorithm] = placement[0].split("=", 1)[1]
+                if region is not None:
+                    placed[algorithm] = region
         if not scenarios:
             raise next(iter(refused.values()))
         return Variants(
@@ -155,15 +156,14 @@ class Variants:
         ]
 
 
-def syncer_placement(scenario: Scenario, algorithm: str) -> tuple[str, ...]:
-    """The ``--set`` that places the syncer of a schedule that has one, in a scenario with regions that
-    gives it none (compared side by side, the scenario was written for another schedule): in the region
-    with the most workers, the first declared among equals."""
+def syncer_region(scenario: Scenario, algorithm: str) -> str | None:
+    """Where a comparison places the syncer of a schedule that has one, in a scenario with regions that
+    gives it none (the scenario was written for another schedule): the region with the most workers,
+    the first declared among equals; None where nothing is to be placed."""
     if SCHEDULES[algorithm].coupled or not scenario.regions or scenario.syncer.region is not None:
-        return ()
+        return None
     workers = [worker.region for worker in scenario.workers()]
-    region = max(scenario.regions, key=workers.count)
-    return (f"syncer.region={region}",)
+    return max(scenario.regions, key=workers.count)
 
 
 def as_source(

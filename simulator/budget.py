@@ -242,23 +242,20 @@ def expected_length_s(scenario: Scenario, workers: list[Worker]) -> float:
     whose uplink they share with the ring: a share ``busy`` of its time, which stretches every outer
     step by 1 / (1 - busy); at ``busy`` >= 1 the downloads outpace the uplink and the run is as long as
     its horizon allows (infinite here)."""
-    period = schedule_of(scenario).period_steps(scenario.schedule)
-    scales = steps_scales(scenario, workers)
     sync_s = sync_s_per_outer(scenario, workers, worst=False)
     if not schedule_of(scenario).coupled:
+        period = schedule_of(scenario).period_steps(scenario.schedule)
+        scales = steps_scales(scenario, workers)
         compute_s = max(
             w.step_time_s * scale * period / presence(w)
             for w, scale in zip(workers, scales, strict=True)
         )
         return scenario.schedule.outer_steps * (compute_s + sync_s)
-    compute_s = max(
-        w.step_time_s * scale * period for w, scale in zip(workers, scales, strict=True)
-    )
+    compute_s = interval_s(scenario, workers)
     rate = sum(presence(w) / w.mtbf_s for w in workers if w.mtbf_s is not None)
     if rate > 0 and scenario.network.on_departure == "restart":
-        exponent = min(
-            rate * sync_s, math.log(HORIZON_FACTOR * len(workers))
-        )  # past it, the horizon bounds it
+        # past this exponent the horizon bounds the run
+        exponent = min(rate * sync_s, math.log(HORIZON_FACTOR * len(workers)))
         sync_s = math.expm1(exponent) * (1 / rate + scenario.network.detection_timeout_s)
     returns_per_s = sum((1 - presence(w)) / w.mttr_s for w in workers if w.mttr_s is not None)
     busy = returns_per_s * scenario.weights_bytes / min(w.upload_bytes_per_s for w in workers)

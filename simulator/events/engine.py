@@ -55,7 +55,6 @@ class Simulation:
     """One event run of one setup (``setup.RunSetup``). Build it, call ``play()`` once."""
 
     def __init__(self, setup: RunSetup, budget: Budget):
-        self.setup = setup
         self.scenario = scenario = setup.scenario
         self.schedule = setup.schedule
         self.network_model = setup.network_model

@@ -117,18 +117,12 @@ def why_not(setup: RunSetup) -> str | None:
 def estimated_events(setup: RunSetup) -> float:
     """This loop's timers: ``EVENTS_PER_EXCHANGE`` per learner's exchange, and per membership change
     ``EVENTS_PER_CHANGE`` and the exchanges of the half outer step it loses on average. The changes
-    are those of the run's expected length: the slowest learner's compute over the share of its
-    time it is there (mtbf / (mtbf + mttr))."""
+    are those of the run's expected length (``budget.expected_length_s``: the slowest learner's
+    compute over the share of its time it is there, mtbf / (mtbf + mttr), and its exchanges)."""
     scenario, schedule = setup.scenario, setup.schedule
     fragments = schedule.fragments(scenario.schedule)
     exchanges = sum(count for _, count in setup.groups) * scenario.schedule.outer_steps * fragments
-    length_s = max(
-        w.step_time_s
-        * schedule.period_steps(scenario.schedule)
-        * scenario.schedule.outer_steps
-        * (1.0 if w.mtbf_s is None else churn_cycle_s(w) / w.mtbf_s)
-        for w in setup.workers
-    )
+    length_s = budget.expected_length_s(scenario, setup.workers)
     changes = sum(2 * length_s / churn_cycle_s(w) for w in setup.workers if w.mtbf_s is not None)
     return EVENTS_PER_EXCHANGE * (exchanges + changes * fragments / 2) + EVENTS_PER_CHANGE * changes
 
