@@ -15,7 +15,7 @@ import numpy as np
 
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
-from .trace import COLUMNS, DTYPES, NO_FRAGMENT, check_frame, sorted_columns
+from .trace import COLUMNS, DTYPES, NO_FRAGMENT, WASTED, check_frame, sorted_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,6 +71,10 @@ class Columns:
         """Which rows are a collective's (comm rows of a fragment; a joiner's download is not a sync)."""
         return (self.kind == "comm") & (self.fragment != NO_FRAGMENT)
 
+    def broken_attempts(self) -> np.ndarray:
+        """Which rows are a collective's attempts that broke (wasted rows of a fragment)."""
+        return (self.kind == WASTED) & (self.fragment != NO_FRAGMENT)
+
 
 def group_spans(
     keys: np.ndarray, start: np.ndarray, end: np.ndarray
@@ -88,14 +92,20 @@ def group_spans(
 
 def sync_spans(columns: Columns, per_worker: bool) -> tuple[np.ndarray, np.ndarray]:
     """Each collective's (outer step, fragment[, worker index]) as rows of a key array, and its
-    duration: first start to last end (``sync_durations``)."""
-    rows = np.flatnonzero(columns.syncs())
+    duration: first start to last end (``sync_durations``). A collective that broke and restarted
+    spans every attempt, from its first (the wasted rows of its key: what its members waited); a
+    learner's exchange (``per_worker``) has no attempts, and its round trip cut by its departure is
+    no sync."""
+    synced = columns.syncs()
+    rows = np.flatnonzero(synced if per_worker else synced | columns.broken_attempts())
     parts = [columns.outer_step[rows], columns.fragment[rows] - NO_FRAGMENT]
     if per_worker:
         parts.append(columns.worker[rows].astype(np.int64))
     bounds = [int(part.max()) + 1 if len(part) else 1 for part in parts]
     keys = np.ravel_multi_index(parts, bounds) if len(rows) else np.zeros(0, dtype=np.int64)
     unique, spans = group_spans(keys, columns.start[rows], columns.end[rows])
+    completed = np.isin(unique, keys[synced[rows]])  # attempts of a collective that never completed
+    unique, spans = unique[completed], spans[completed]
     split = (
         np.stack(np.unravel_index(unique, bounds), axis=1)
         if len(unique)
@@ -158,7 +168,9 @@ def present_seconds(trace: pd.DataFrame) -> pd.Series:
 class Workers:
     """Per worker (in rank order): its island, the workers its rows stand for (``count``: a
     simulator's lead of identical replicas, ``simulator/replicas.py``; 1 elsewhere), seconds of each
-    kind, seconds present (union of its intervals), bytes sent and syncs taken part in."""
+    kind, seconds present (union of its intervals), bytes sent (every byte its links carried for
+    it, thrown away or not), of them the bytes thrown away (``wasted_bytes``: its wasted rows') and
+    syncs taken part in."""
 
     island: np.ndarray
     count: np.ndarray
@@ -167,6 +179,7 @@ class Workers:
     idle: np.ndarray
     present_s: np.ndarray
     bytes_sent: np.ndarray
+    wasted_bytes: np.ndarray
     syncs: np.ndarray
 
     @classmethod
@@ -187,6 +200,9 @@ class Workers:
             count=np.array([weight.get(int(rank), 1) for rank in columns.ranks], dtype=np.int64),
             present_s=worker_presence(columns),
             bytes_sent=columns.per_worker_sum(columns.bytes),
+            wasted_bytes=columns.per_worker_sum(
+                np.where(columns.kind == WASTED, columns.bytes, 0.0)
+            ),
             syncs=columns.per_worker_sum(columns.syncs().astype(float)),
             **kinds,
         )
@@ -230,6 +246,7 @@ def island_rows(
                 "stall_s": group.weighted_mean("stall"),
                 "idle_s": group.weighted_mean("idle"),
                 "bytes_per_worker": group.weighted_mean("bytes_sent"),
+                "wasted_bytes_per_worker": group.weighted_mean("wasted_bytes"),
                 "time_to_barrier_s": compute / syncs if syncs else 0.0,
                 **island_extra.get(island, {}),
             }
@@ -375,6 +392,7 @@ def summary_of(
         "outer_steps": int(outer_steps),
         "workers": workers.total,
         "bytes_per_worker": bytes_per_worker,
+        "wasted_bytes_per_worker": workers.weighted_mean("wasted_bytes"),
         "avg_bandwidth_gbps": gbps(bytes_per_worker, wall_time_s),
         "bandwidth_needed_gbps": gbps(bytes_per_worker, compute_s),
         "peak_bandwidth_gbps": float(peak_bandwidth_gbps),

@@ -29,6 +29,7 @@ FIGURES = (
     "stall_s",
     "idle_s",
     "bytes_per_worker",
+    "wasted_bytes_per_worker",
     "mean_sync_s",
     "lost_compute_s",
     "joins",

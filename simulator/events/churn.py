@@ -32,7 +32,7 @@ from typing import Any
 
 import simpy
 
-from islands.trace import NO_FRAGMENT
+from islands.trace import NO_FRAGMENT, WASTED
 
 from ..compute import CHURN, worker_generator
 from ..network.collectives import PendingCollective, copy_leg, launch
@@ -78,7 +78,9 @@ class Churn:
             True  # no collective since the last outer boundary: a snapshot now misses nothing
         )
         self.quiet_again: simpy.Event | None = None  # made only when a joiner waits for it
-        self.downloads: dict[int, Any] = {}
+        self.downloads: dict[
+            int, tuple[Any, float, int]
+        ] = {}  # in flight: (transfer, start, outer step)
         self.lost_compute_s = 0.0
         self.counts = {"joins": 0, "leaves": 0, "dropped_members": 0, "ignored_events": 0}
         self.unfired = 0  # scheduled event actions still to come
@@ -159,9 +161,10 @@ class Churn:
     def departed(self, state: WorkerState) -> None:
         """Called in the departing worker's process: close its trace and count the lost work."""
         self.trace.close(state)
-        download = self.downloads.pop(state.worker.rank, None)
-        if download is not None and not download.done.triggered:
-            self.network.cancel(download)
+        fetching = self.downloads.pop(state.worker.rank, None)
+        if fetching is not None and not fetching[0].done.triggered:
+            self.network.cancel(fetching[0])
+            self.waste(state.worker.rank, *fetching)
         fetcher = self.fetchers.pop(state.worker.rank, None)
         if fetcher is not None and fetcher.is_alive:
             fetcher.interrupt(DEPARTURE)
@@ -356,7 +359,7 @@ class Churn:
         download = launch(
             self.network, copy_leg(peer, rank, weights_bytes, self.topology, self.scenario.network)
         )
-        yield from self.fetch(state, download)
+        yield from self.fetch(state, download, self.progress.completed_outer)
         self.trace.add(
             started_s,
             self.env.now,
@@ -368,8 +371,25 @@ class Churn:
             self.progress.completed_outer,
         )
 
-    def fetch(self, state: WorkerState, download: Any) -> Generator[simpy.Event, Any, None]:
-        """Wait for a download to a worker; a departure meanwhile cancels it (see ``departed``)."""
-        self.downloads[state.worker.rank] = download
+    def fetch(
+        self, state: WorkerState, download: Any, outer_step: int
+    ) -> Generator[simpy.Event, Any, None]:
+        """Wait for a download to a worker, begun now; a departure meanwhile cancels it (see
+        ``departed``)."""
+        self.downloads[state.worker.rank] = (download, self.env.now, outer_step)
         yield download.done
         del self.downloads[state.worker.rank]
+
+    def waste(self, rank: int, download: Any, started_s: float, outer_step: int) -> None:
+        """A download to ``rank`` that stops now is thrown away: a wasted row with what it moved
+        (counted as its comm row would be: the bytes the worker received)."""
+        now = self.env.now
+        island = self.fleet.workers[rank].island
+        moved = download.moved_bytes(now)
+        self.trace.add(started_s, now, rank, island, WASTED, moved, NO_FRAGMENT, outer_step)
+
+    def close(self) -> None:
+        """The run is over: a download still in flight is never used."""
+        for rank, fetching in self.downloads.items():
+            if not fetching[0].done.triggered:
+                self.waste(rank, *fetching)

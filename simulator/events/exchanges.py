@@ -24,6 +24,7 @@ import simpy
 
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
+from islands.trace import NO_FRAGMENT, WASTED
 
 from ..network.collectives import (
     COLLECTIVES,
@@ -74,6 +75,10 @@ class Exchanges(ABC):
         self, state: WorkerState, since_s: float, exchange: Any, point: SyncPoint
     ) -> None:
         """The worker waited from ``since_s`` to now for ``exchange``: its trace rows."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """The run is over: an exchange still in flight never completes; its bytes are wasted."""
 
     def connect(self, on_form: Hook, on_arrival: Hook, on_outer_done: Hook) -> None:  # noqa: B027 (a hook an implementation may leave empty)
         """Who hears that a collective formed (the churn's joiners), that a member arrived (the barrier)
@@ -214,11 +219,8 @@ class Collectives(Exchanges):
         participants = self.topology.ring(collective.arrived, self.spec.ring_order)
         collective.participants = participants
         collective.attempt += 1
-        collective.dropped_s, collective.hold_until_s, collective.moved_s = (
-            {},
-            0.0,
-            None,
-        )  # this attempt's own
+        collective.dropped_s, collective.dropped_bytes, collective.hold_until_s = {}, {}, 0.0
+        collective.attempt_transfers = []  # this attempt's own
         collective.started_at_s = self.env.now
         if collective.first_started_s is None:
             collective.first_started_s = self.env.now
@@ -238,7 +240,7 @@ class Collectives(Exchanges):
             calls_of(self.scenario, collective.payload_bytes),
             transfer.alone_bytes_per_s,
         )
-        collective.transfers = [transfer]
+        collective.transfers = collective.attempt_transfers = [transfer]
         bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
         transfer.done.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
         if self.spec.exchange_end_spread_s <= 0:
@@ -286,55 +288,101 @@ class Collectives(Exchanges):
 
     def drop_member(self, collective: PendingCollective, rank: int) -> None:
         """``on_departure = "partial"``: ``rank`` left mid-flight; the others go on without its share and
-        finish no sooner than they notice that it is missing."""
-        collective.dropped_s[rank] = self.env.now
-        notice_s = self.env.now + self.spec.detection_timeout_s
+        finish no sooner than they notice that it is missing. What it sent by its (first) departure is
+        thrown away with its share, and its links carry nothing of the collective from then on."""
+        now = self.env.now
+        collective.dropped_s[rank] = now
+        if rank not in collective.dropped_bytes:
+            collective.dropped_bytes[rank] = self.sent_by(collective, rank)
+            links = self.topology.uplinks[rank], self.topology.downlinks[rank]
+            for transfer in collective.transfers:
+                transfer.leave(links, now)
+        notice_s = now + self.spec.detection_timeout_s
         collective.hold_until_s = max(collective.hold_until_s, notice_s)
 
-    def break_ring(self, collective: PendingCollective) -> None:
-        """A participant departed mid-transfer (or a failure stopped the run): the collective's transfers
-        stop; it restarts once that is detected."""
+    def sent_by(self, collective: PendingCollective, rank: int) -> float:
+        """The bytes ``rank`` has sent in the collective's attempt so far: what its uplink carried of
+        the attempt's transfers (each carries its bytes through a link it crosses, once per crossing)."""
+        uplink, now = self.topology.uplinks[rank], self.env.now
+        return sum(
+            transfer.moved_bytes(now) * transfer.counted.get(uplink, 0)
+            for transfer in collective.attempt_transfers
+        )
+
+    def break_ring(self, collective: PendingCollective, restarts: bool = True) -> None:
+        """A participant departed mid-transfer (or a failure stopped the run, ``restarts`` False): the
+        collective's transfers stop; it restarts once that is detected. What the attempt moved is
+        wasted (``waste``)."""
+        if collective.in_flight:
+            self.waste(collective, collective.key[1] if restarts else NO_FRAGMENT)
         for transfer in collective.transfers:
             self.network.cancel(transfer)
         collective.transfers = []
 
+    def waste(self, collective: PendingCollective, fragment: int) -> None:
+        """The attempt in flight is thrown away: a wasted row per participant, from the attempt's start
+        to now (a dropped member's to its departure), with the bytes it sent in it. Its ``fragment``
+        makes it an attempt of the collective's sync, which then spans it (``summary.sync_spans``); a
+        failure, which restarts the whole run from its checkpoint rather than the collective, gives
+        none (``NO_FRAGMENT``)."""
+        started_s = collective.started_at_s
+        assert started_s is not None, "a collective in flight was started"
+        workers, now = self.fleet.workers, self.env.now
+        for rank in collective.participants:
+            sent = collective.dropped_bytes.get(rank)
+            if sent is None:
+                sent = self.sent_by(collective, rank)
+            end_s = collective.dropped_s.get(rank, now)
+            self.trace.add(
+                started_s,
+                end_s,
+                rank,
+                workers[rank].island,
+                WASTED,
+                sent,
+                fragment,
+                collective.key[0],
+            )
+
     def drop_all(self) -> None:
         """A failure stopped every worker: every collective is dropped."""
         for collective in list(self.pending.values()):
-            self.break_ring(collective)
+            self.break_ring(collective, restarts=False)
         self.pending.clear()
+
+    def close(self) -> None:
+        """The run is over: a collective still in flight never completes, and its attempt is wasted."""
+        for collective in self.pending.values():
+            if collective.in_flight:
+                self.waste(collective, collective.key[1])
 
     def finish(
         self, collective: PendingCollective, bytes_sent: dict[int, float], attempt: int
     ) -> None:
         """The collective is done (or, with a dropped member, its bytes are through and it waits for the
         others to notice): a comm row per participant with the bytes it sent; a dropped member's row
-        ends at its departure, with the share of its bytes sent by then."""
+        is wasted, ends at its departure and holds what it had sent by its first (``drop_member``)."""
         if attempt != collective.attempt or not collective.transfers:
             return
-        if collective.moved_s is None:
-            collective.moved_s = self.env.now
         if collective.hold_until_s > self.env.now:
             timer = self.env.timeout(collective.hold_until_s - self.env.now)
             timer.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
             return
         outer_step, fragment = collective.key
-        started_s, moved_s = collective.started_at_s, collective.moved_s
-        assert started_s is not None and moved_s is not None, (
-            "a collective that finishes was started and moved"
-        )
+        started_s = collective.started_at_s
+        assert started_s is not None, "a collective that finishes was started"
         workers = self.fleet.workers
         for rank, sent in bytes_sent.items():
             end_s = max(started_s, collective.member_end_s.get(rank, self.env.now))  # a restart
+            kind = "comm"
             if rank in collective.dropped_s:
-                end_s = collective.dropped_s[rank]
-                sent *= (
-                    min(1.0, (end_s - started_s) / (moved_s - started_s))
-                    if moved_s > started_s
-                    else 1.0
+                end_s, sent, kind = (
+                    collective.dropped_s[rank],
+                    collective.dropped_bytes[rank],
+                    WASTED,
                 )
             self.trace.add(
-                started_s, end_s, rank, workers[rank].island, "comm", sent, fragment, outer_step
+                started_s, end_s, rank, workers[rank].island, kind, sent, fragment, outer_step
             )
         for own_end in collective.member_ends.values():
             if not own_end.triggered:
@@ -391,3 +439,4 @@ class StagedCollectives(Collectives):
 
     def start_stage(self, collective: PendingCollective, stage: tuple[Leg, ...]) -> None:
         collective.transfers = [launch(self.network, leg) for leg in stage]
+        collective.attempt_transfers.extend(collective.transfers)

@@ -265,6 +265,7 @@ class Chain:
         """The first ``played`` departures and the gaps up to ``at`` (in gap ``played``), into the counts."""
         counts = self.counts
         label = self.label[:played]
+        self.waste(played)
         # presence and stall of the members, gap by gap
         members_in_gap = counts.member_count - np.concatenate([[0], self.members_left[:played]])
         starts = np.concatenate([[counts.now], self.tau[:played]])
@@ -320,6 +321,7 @@ class Chain:
                 holder.progress = max(holder.progress, holder.groups[0][0])
         if played < self.k and ring_from < at:
             counts.ring_on = True
+            counts.ring_participants = self.participants - gap
             counts.ring_bytes = float(self.ring_bytes[gap])
             counts.last_start_s = ring_from
             counts.ring_left = (
@@ -327,12 +329,7 @@ class Chain:
                 if timer_kind == 0
                 else max(0.0, counts.ring_bytes - float(self.ring_rate[gap]) * (at - ring_from))
             )
-            counts.hold_until_s, counts.dropped_away, counts.dropped_back, counts.moved_s = (
-                -np.inf,
-                [],
-                [],
-                None,
-            )
+            counts.hold_until_s, counts.dropped_away, counts.dropped_back = -np.inf, [], []
             for holder in counts.holders:
                 holder.in_ring = in_ring_at_start(holder)
         counts.chain_chunk = (
@@ -343,6 +340,19 @@ class Chain:
         counts.now = at
         counts.timer_due = timer_kind is not None
         counts.rates()
+
+    def waste(self, played: int) -> None:
+        """What the first ``played`` departures threw away (``Changes.waste``): the ring each broke, what
+        its participants had moved since it started in its gap, and the download of a joiner that
+        left (its holder's progress then, less where the download began)."""
+        counts = self.counts
+        left = self.participants - np.arange(played)
+        moved = self.ring_rate[:played] * (self.tau[:played] - self.ring_from[:played])
+        counts.waste(float((left * moved).sum()))
+        label = self.label[:played]
+        for gap in np.flatnonzero((label >= 2) & (label < self.first_tracked)).tolist():
+            h, group = self.groups[int(label[gap]) - 2]
+            counts.waste_download(float(self.progress_end[h, gap]), group.done_at, 1)
 
     def leave(self, label: int) -> None:
         """A departure the chain does not play (a followed holder, or the last member): ``Counts``'s own."""

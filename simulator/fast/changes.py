@@ -62,12 +62,17 @@ class Changes(ABC):
     ring_on: bool
     ring_left: float
     ring_bytes: float
+    ring_participants: int
     hold_until_s: float
-    dropped_away: list[float]
-    dropped_back: list[tuple[float, float]]
-    moved_s: float | None
+    # partial: the participants dropped from the ring in flight, away (when they left, what they had
+    # sent by their first departure) and back (and when they came back)
+    dropped_away: list[tuple[float, float]]
+    dropped_back: list[tuple[float, float, float]]
+    weights_bytes: float
     # the totals
     stall: float
+    bytes_sent: float
+    wasted: float
     present: float
     lost_s: float
     leaves: int
@@ -134,7 +139,7 @@ class Changes(ABC):
             if holder:
                 holder.place = UNSTARTED
             if away <= len(self.dropped_away):
-                self.dropped_back.append((self.dropped_away.pop(away - 1), self.now))
+                self.dropped_back.append((*self.dropped_away.pop(away - 1), self.now))
 
     def alone(self, holder: Holder | None) -> None:
         """A worker back while no member is present starts at once from the last completed outer step
@@ -225,7 +230,7 @@ class Changes(ABC):
 
     def enlisted_left(self, covered_until_s: float) -> None:
         """A joiner in the collective leaves: its wait since the collective formed has no row (its rows
-        cover it up to ``covered_until_s``); under ``partial`` the ring in flight gives it a comm row."""
+        cover it up to ``covered_until_s``); under ``partial`` the ring in flight gives it a wasted row."""
         self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
         if self.partial and self.ring_on:
             self.present += self.now - max(self.last_start_s, min(covered_until_s, self.now))
@@ -233,12 +238,13 @@ class Changes(ABC):
 
     def dropped_again(self, which: int) -> None:
         """``partial``: a participant dropped from the ring in flight came back and leaves again: it is
-        dropped again; its comm row now ends here, over its time away."""
-        left_s, back_s = self.dropped_back.pop(which)
+        dropped again; its wasted row now ends here, over its time away, with what it had sent by its
+        first departure."""
+        left_s, sent, back_s = self.dropped_back.pop(which)
         self.present += back_s - left_s
         self.dropped_members += 1
         self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
-        self.dropped_away.append(self.now)
+        self.dropped_away.append((self.now, sent))
 
     def participant_left(self) -> None:
         """A participant of the collective leaves: the ring in flight breaks, or goes on without it."""
@@ -247,11 +253,34 @@ class Changes(ABC):
         if self.partial and self.member_count:
             self.dropped_members += 1
             self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
-            self.dropped_away.append(self.now)
+            self.dropped_away.append((self.now, self.ring_bytes - self.ring_left))
         else:  # restart, or no member holding the state is left in it (``Churn.leave_collective``)
+            self.waste_ring()
             self.ring_on = False
             self.dropped_away, self.dropped_back, self.hold_until_s = [], [], -math.inf
             self.rates()
+
+    def dropped_bytes(self) -> list[float]:
+        """``partial``: what each participant dropped from the ring in flight had sent."""
+        return [sent for _, sent in self.dropped_away] + [sent for _, sent, _ in self.dropped_back]
+
+    def waste_ring(self) -> None:
+        """The ring in flight is thrown away now (``Collectives.waste``): what every participant of the
+        try sent in it, the dropped ones' by their departure, counts, and is wasted."""
+        dropped = self.dropped_bytes()
+        moved = self.ring_bytes - self.ring_left
+        self.waste(sum(dropped) + (self.ring_participants - len(dropped)) * moved)
+
+    def waste(self, sent: float) -> None:
+        """Bytes moved and thrown away: sent all the same."""
+        self.bytes_sent += sent
+        self.wasted += sent
+
+    def waste_download(self, progress: float, done_at: float, count: int) -> None:
+        """``count`` downloads of a group that a holder's ``progress`` completes at ``done_at`` stop
+        now: what each moved (``Churn.waste``)."""
+        moved = min(self.weights_bytes, max(0.0, progress - (done_at - self.weights_bytes)))
+        self.waste(count * moved)
 
     def cancel(self, index: int, enlisted: bool) -> Holder | None:
         """The ``index``-th download in flight (of those to joiners in the collective, or not) stops;
@@ -267,6 +296,7 @@ class Changes(ABC):
                 if group.ghost or group.enlisted != enlisted or index >= group.count:
                     index -= group.count if group.enlisted == enlisted and not group.ghost else 0
                     continue
+                self.waste_download(holder.progress, group.done_at, 1)
                 group.count -= 1
                 holder.downloads -= 1
                 holder.enlisted -= enlisted

@@ -102,18 +102,20 @@ class Counts(Changes):
         self.ring_left = 0.0
         self.ring_rate = 0.0
         self.ring_bytes = 0.0
+        self.ring_participants = 0  # of the try in flight, at its start
         self.hold_until_s = -math.inf  # partial: the ring ends no sooner than this
-        # partial: when each participant dropped from the ring in flight left, those away and those back
-        # (a participant back and leaving again is dropped again, as ``Churn.leave`` drops it: its row
-        # then ends at its last departure); those back, with when they came back
-        self.dropped_away: list[float] = []
-        self.dropped_back: list[tuple[float, float]] = []
-        self.moved_s: float | None = None  # partial: when the ring's bytes were through
+        # partial: when each participant dropped from the ring in flight left and what it had sent by
+        # its first departure, those away and those back (a participant back and leaving again is
+        # dropped again, as ``Churn.leave`` drops it: its row then ends at its last departure); those
+        # back, with when they came back
+        self.dropped_away: list[tuple[float, float]] = []
+        self.dropped_back: list[tuple[float, float, float]] = []
         self.completed = 0
         # the totals
         self.compute = self.idle = self.stall = self.present = self.bytes_sent = self.sync_rows = (
             0.0
         )
+        self.wasted = 0.0  # of the bytes sent, those thrown away (``Changes.waste``)
         self.lost_s = 0.0
         self.merged_steps = 0.0
         self.durations: list[float] = []
@@ -160,6 +162,16 @@ class Counts(Changes):
     def play(self) -> None:
         while self.completed < self.outer_steps:
             self.step()
+        self.close()
+
+    def close(self) -> None:
+        """The run is over: a ring still in flight (at the horizon) and the downloads still in flight
+        are never used (``Simulation.play``: ``Exchanges.close``, ``Churn.close``)."""
+        if self.ring_on:
+            self.waste_ring()
+        for holder in self.holders:
+            for _, _, group in holder.groups:
+                self.waste_download(holder.progress, group.done_at, group.count)
 
     def step(self) -> None:
         """Move to the next change: a departure or a return, or a timer, whichever comes first."""
@@ -305,6 +317,7 @@ class Counts(Changes):
                 if not group.ghost or index >= group.count:
                     index -= group.count if group.ghost else 0
                     continue
+                self.waste_download(holder.progress, group.done_at, 1)
                 group.count -= 1
                 holder.downloads -= 1
                 holder.ghosts -= 1
@@ -422,15 +435,11 @@ class Counts(Changes):
     def start_ring(self) -> None:
         """Every departure is noticed: the ring starts (again) among the participants present."""
         participants = self.participants()
+        self.ring_participants = participants
         self.ring_bytes = self.volume(participants, self.payload_bytes)
         self.ring_left = self.ring_bytes
         self.ring_on = True
-        self.hold_until_s, self.dropped_away, self.dropped_back, self.moved_s = (
-            -math.inf,
-            [],
-            [],
-            None,
-        )  # this try's
+        self.hold_until_s, self.dropped_away, self.dropped_back = -math.inf, [], []  # this try's
         self.last_start_s = self.now
         for holder in self.holders:
             holder.in_ring = chain.in_ring_at_start(holder)
@@ -441,7 +450,6 @@ class Counts(Changes):
     def bytes_through(self) -> None:
         """``partial``: the bytes are through; the ring waits until the others notice the dropped member."""
         self.ring_left = 0.0
-        self.moved_s = self.now
 
     def ring_done(self) -> None:
         """The outer step is done: rows for the collective, the joiners whose download is in become
@@ -449,21 +457,13 @@ class Counts(Changes):
         end_s = self.now
         participants = self.participants()
         enlisted = participants - self.member_count
-        self.durations.append(end_s - self.last_start_s)
+        assert self.first_start_s is not None, "a ring that ends has started"
+        self.durations.append(
+            end_s - self.first_start_s
+        )  # every try of it (``summary.sync_spans``)
         self.bytes_sent += participants * self.ring_bytes
         self.sync_rows += participants
-        moved_s = end_s if self.moved_s is None else self.moved_s
-        for left_s in self.dropped_away + [
-            left_s for left_s, _ in self.dropped_back
-        ]:  # its share sent by then
-            share = (
-                min(1.0, (left_s - self.last_start_s) / (moved_s - self.last_start_s))
-                if moved_s > self.last_start_s
-                else 1.0
-            )
-            self.bytes_sent += share * self.ring_bytes
-            self.sync_rows += 1
-        assert self.first_start_s is not None, "a ring that ends has started"
+        self.waste(sum(self.dropped_bytes()))  # the dropped participants' wasted rows
         self.idle += enlisted * (self.first_start_s - self.formed_s)
         self.stall += enlisted * (end_s - self.first_start_s)
         self.present += enlisted * (end_s - self.formed_s)

@@ -38,9 +38,10 @@ where):
   or the first departure of a followed holder.
 
 The summary is gathered as the run goes (each worker's seconds of compute, idle, stall and presence
-as its rows would add them, the bytes, each collective's last try). It draws differently from the
-event model (one generator for the run, not one per worker), so it is checked against it over many
-seeds with a statistical test (``tests/test_simulator_returning.py``, docs/performance.md); without
+as its rows would add them, the bytes, of them those thrown away with a broken ring or a cut download,
+each collective from its first try to its end). It draws differently from the event model (one
+generator for the run, not one per worker), so it is checked against it over many seeds with a
+statistical test (``tests/test_simulator_returning.py``, docs/performance.md); without
 departures it is the event model's run. Approximated: a holder's rank is the order it became one in,
 a holder whose uplink carries nothing is no longer followed, and a departing joiner's download row
 past the collective's forming is the average of theirs.
@@ -289,6 +290,7 @@ def played_of(setup: RunSetup, counts: Counts) -> Played:
         idle=np.array([counts.idle / size]),
         present_s=np.array([counts.present / size]),
         bytes_sent=np.array([counts.bytes_sent / size]),
+        wasted_bytes=np.array([counts.wasted / size]),
         syncs=np.array([counts.sync_rows / size]),
     )
     durations = np.array(counts.durations)

@@ -291,8 +291,13 @@ class PendingCollective:
     dropped_s: dict[int, float] = field(
         default_factory=dict
     )  # members that left mid-flight ("partial"), and when
+    dropped_bytes: dict[int, float] = field(
+        default_factory=dict
+    )  # what each of them had sent by its first departure
+    attempt_transfers: list[Transfer] = field(
+        default_factory=list
+    )  # every transfer of the attempt (a staged one's stages done included)
     hold_until_s: float = 0.0  # "partial": the others wait for a dropped member's part until then
-    moved_s: float | None = None  # when its transfers were through
     tail_s: float = 0.0  # the exposed last bucket after a member's backward pass
 
     @property
