@@ -28,7 +28,7 @@ import torch
 from islands.errors import UserError
 from islands.schedules import SyncPoint
 from islands.tables import size
-from islands.trace import NO_FRAGMENT
+from islands.trace import NO_FRAGMENT, WASTED
 
 from ..config import RunPlan, sync_plan
 from . import checkpoint
@@ -500,10 +500,20 @@ class Trainer:
         return blocked_s, comm_s
 
     def record_exchanges(self, performed: list[Synced]) -> tuple[float, float]:
-        """Each exchange's comm row, exclusions, idle and stall rows; (blocked s, comm s)."""
+        """Each exchange's comm row (and a wasted row per attempt it abandoned), exclusions, idle and
+        stall rows; (blocked s, comm s)."""
         blocked_s = comm_s = 0.0
         for point, exchange, arrived_s, received_s in performed:
             outer_step, fragment = point.outer_step, point.fragment
+            for attempt in exchange.abandoned:  # a member died in it: redone among the others
+                self.recorder.add(
+                    WASTED,
+                    attempt.started_s,
+                    attempt.ended_s,
+                    outer_step,
+                    fragment,
+                    attempt.sent_bytes,
+                )
             self.recorder.add(
                 "comm",
                 exchange.started_s,

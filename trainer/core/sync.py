@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -35,11 +36,22 @@ WARM_UP_ROUNDS = 5
 STEADY_FRESH_PAGES = 64  # 256 KiB: a round that grew the heap by less reuses its buffers
 
 
+class Attempt(NamedTuple):
+    """An attempt at an exchange that was abandoned (an elastic run's member died in it: the survivors
+    re-form and redo it, ``elastic/membership.py``): from its start to when it was given up, with the
+    bytes this member had sent in it (``comm.StoreGroup.sent_bytes``)."""
+
+    started_s: float
+    ended_s: float
+    sent_bytes: int
+
+
 @dataclass(frozen=True)
 class Exchange:
     """An exchange's result (the mean; Decoupled DiLoCo: the global fragment) and its times: the
     transfer from ``started_s`` to ``done_s``, of which ``queued`` (when set) is the part it sat at
-    Decoupled DiLoCo's syncer waiting for other learners' reports."""
+    Decoupled DiLoCo's syncer waiting for other learners' reports; before it, the attempts given up
+    (``abandoned``, their bytes wasted)."""
 
     mean: torch.Tensor
     started_s: float
@@ -47,6 +59,7 @@ class Exchange:
     sent_bytes: int
     verdict: Verdict
     queued: tuple[float, float] | None = None
+    abandoned: tuple[Attempt, ...] = ()
 
 
 def share(x: torch.Tensor, index: int, parts: int) -> torch.Tensor:

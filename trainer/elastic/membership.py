@@ -55,6 +55,11 @@ from ..core.comm import StoreGroup
 from ..core.world import Rejoin
 from ..runtime.store import HEARTBEAT_S, ROOT
 
+
+def no_attempt() -> None:
+    """``Membership.run``'s default: nobody hears of an abandoned attempt."""
+
+
 POLL_S = 0.02
 FIRST_POLL_S = 0.0005
 STORE_WAIT_S = 600.0
@@ -244,18 +249,22 @@ class Membership:
         prefix = dist.PrefixStore(self.key("epoch", epoch, "group"), self.store)
         return StoreGroup(prefix, members, self.island, timedelta(seconds=self.timing.collective_s))
 
-    def run(self, op: Callable[[StoreGroup], T]) -> T:
+    def run(self, op: Callable[[StoreGroup], T], abandoned: Callable[[], None] = no_attempt) -> T:
         """``op(group)`` completed by every member of one epoch, re-forming until it is (an op that
-        keeps failing with no one leaving is a bug, re-raised after ``MAX_FAILURES`` tries)."""
+        keeps failing with no one leaving is a bug, re-raised after ``MAX_FAILURES`` tries). Each
+        attempt of ``op`` given up (it failed here, or the vote threw it away) is told to
+        ``abandoned``, before the group re-forms."""
         failures = 0
         while True:
             self.ops += 1
             vote = self.key("epoch", self.epoch, "op", self.ops)
+            attempted = False
             try:
                 if self.gone():
                     raise RuntimeError(
                         "a member is gone: its heartbeat stopped"
                     )  # no doomed attempt
+                attempted = True
                 result, done = op(self.formed), True
             except RuntimeError:
                 failures += 1
@@ -264,6 +273,8 @@ class Membership:
                 result, done = None, False
             if self.decide(vote, done):
                 return cast(T, result)  # decided: every member completed op, this one too
+            if attempted:
+                abandoned()
             self.reform()
 
     def decide(self, vote: str, done: bool) -> bool:
