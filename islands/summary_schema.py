@@ -134,7 +134,7 @@ SUMMARY_ROWS: tuple[tuple[tuple[str, ...], str], ...] = (
         "of those, the bytes thrown away: a collective's attempt that a departure broke (it "
         "restarts from scratch), a member's part dropped under `network.on_departure = "
         "\"partial\"`, a joiner's download or a learner's round trip cut by its departure, and "
-        "what was in flight when the run stopped ([egress](../explanation/egress.md))",
+        "what was in flight when the run stopped ([egress](../how-to/egress.md))",
     ),
     (
         ("avg_bandwidth_gbps",),

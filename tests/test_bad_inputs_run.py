@@ -1111,7 +1111,7 @@ COMPARE = (
             (
                 "trace.csv an unknown kind",
                 (),
-                "run/trace.csv: line 2: kind must be one of compute, comm, stall, idle (got 'nap')",
+                "run/trace.csv: line 2: kind must be one of compute, comm, stall, idle, wasted (got 'nap')",
                 trace_line(2, "0.0,100.0,0,a,nap,0.0,-1,0"),
             ),
             (
