@@ -104,7 +104,7 @@ def sync_spans(columns: Columns, per_worker: bool) -> tuple[np.ndarray, np.ndarr
     bounds = [int(part.max()) + 1 if len(part) else 1 for part in parts]
     keys = np.ravel_multi_index(parts, bounds) if len(rows) else np.zeros(0, dtype=np.int64)
     unique, spans = group_spans(keys, columns.start[rows], columns.end[rows])
-    completed = np.isin(unique, keys[synced[rows]])  # attempts of a collective that never completed
+    completed = np.isin(unique, keys[synced[rows]])  # not the attempts of one never completed
     unique, spans = unique[completed], spans[completed]
     split = (
         np.stack(np.unravel_index(unique, bounds), axis=1)
@@ -297,10 +297,13 @@ def summarise(
     compute_utilisation = total compute seconds / sum over workers of seconds present; goodput (where
     ``extra`` gives ``useful_chip_s`` and ``chips``, see ``goodput``);
     (compute_utilisation_run: over workers * wall time, which counts absent workers as unused);
-    avg_bandwidth_gbps = bytes_per_worker * 8 / wall_time_s; bandwidth_needed_gbps =
-    bytes_per_worker * 8 / compute seconds per worker (the average rate the schedule needs to keep
-    every transfer within the compute it has); peak_bandwidth_gbps, when not given by a link-level
-    model, is the highest mean rate of any single collective as seen by one worker.
+    bytes_per_worker: the bytes of every row (comm and wasted), wasted_bytes_per_worker: of the
+    wasted rows (transfers thrown away); avg_bandwidth_gbps = bytes_per_worker * 8 / wall_time_s;
+    bandwidth_needed_gbps = bytes_per_worker * 8 / compute seconds per worker (the average rate the
+    schedule needs to keep every transfer within the compute it has); peak_bandwidth_gbps, when not
+    given by a link-level model, is the highest mean rate of any single collective as seen by one
+    worker; mean_sync_s: each collective from its first attempt's start to its end
+    (``sync_spans``).
 
     A run cut short (``extra["incomplete_reason"]`` set: churn stopped it before its last outer step)
     has ``complete`` False, the reason, and null utilisations: what it did is not the schedule's

@@ -350,10 +350,11 @@ class Syncer(Exchanges):
         last apply is lost), so what it uploaded is wasted: a wasted row from the upload's start to
         now with the bytes that left its uplink (all of them, once the upload was in). The syncer's
         bytes back are no learner's (as a round trip's comm row counts only the upload)."""
-        sent_s, now = report.sent_s, self.env.now
+        sent_s, now, upload = report.sent_s, self.env.now, report.transfer
         assert sent_s is not None, "a report in flight or waiting was sent"
-        uploading = report.arrived_s is None and report.transfer is not None
-        sent = report.transfer.moved_bytes(now) if uploading else report.payload_bytes
+        sent = report.payload_bytes
+        if report.arrived_s is None and upload is not None:  # uploading: what has left so far
+            sent = upload.moved_bytes(now)
         island = self.fleet.workers[report.rank].island
         self.trace.add(
             sent_s, now, report.rank, island, WASTED, sent, report.fragment, report.outer_step
@@ -361,11 +362,11 @@ class Syncer(Exchanges):
 
     def close(self) -> None:
         """The run is over: round trips in flight or waiting never complete."""
-        for reports in self.in_flight.values():
-            for report in reports:
+        for in_flight in self.in_flight.values():
+            for report in in_flight:
                 self.waste(report)
-        for reports in self.waiting.values():
-            for report in reports:
+        for waiting in self.waiting.values():
+            for report in waiting:
                 self.waste(report)
 
     def joiner(

@@ -55,11 +55,6 @@ from ..core.comm import StoreGroup
 from ..core.world import Rejoin
 from ..runtime.store import HEARTBEAT_S, ROOT
 
-
-def no_attempt() -> None:
-    """``Membership.run``'s default: nobody hears of an abandoned attempt."""
-
-
 POLL_S = 0.02
 FIRST_POLL_S = 0.0005
 STORE_WAIT_S = 600.0
@@ -67,6 +62,10 @@ JOIN_POLL_S = 0.5
 MAX_FAILURES = 5
 
 T = TypeVar("T")
+
+
+def no_attempt() -> None:
+    """``Membership.run``'s default: nobody hears of an abandoned attempt."""
 
 
 class LeftOut(Rejoin):
