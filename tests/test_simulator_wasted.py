@@ -166,3 +166,27 @@ def test_players_without_churn_waste_nothing(name, overrides):
     assert summary["player"] in ("lockstep", "one learner")
     assert summary["wasted_bytes_per_worker"] == 0.0
     assert all(island["wasted_bytes_per_worker"] == 0.0 for island in summary["islands"])
+
+
+def test_collectives_a_failure_drops_are_wasted_but_no_attempt_of_a_sync():
+    """A chip failure with ``schedule.elastic = false`` stops every worker and restarts the run from
+    its checkpoint: the collectives in flight (Streaming DiLoCo's, which overlap the compute) are
+    thrown away, as rows without a fragment: the sync that runs again later is a new one, not a
+    restart of theirs."""
+    overrides = [
+        "schedule.algorithm=streaming",
+        "island.0.replicas=4",
+        "schedule.outer_steps=4",
+        "island.0.chips=8",
+        "island.0.chip_mtbf_s=40000",
+        "island.0.recovery_s=60",
+        "seed=2",
+    ]
+    result = simulate(load("worked-example", overrides), player="events")
+    trace, summary = result.trace, result.summary
+    wasted = trace[trace["kind"] == "wasted"]
+    assert summary["restarts"] > 0 and len(wasted) > 0
+    assert set(wasted["fragment"]) == {NO_FRAGMENT}
+    assert summary["wasted_bytes_per_worker"] * summary["workers"] == pytest.approx(
+        wasted["bytes"].sum()
+    )
