@@ -132,16 +132,19 @@ def sync_durations(trace: pd.DataFrame, per_worker: bool = False) -> pd.Series:
 
 
 def worker_presence(columns: Columns) -> np.ndarray:
-    """Per worker, the length of the union of its rows' intervals: the time it was there.
+    """Per worker, the length of the union of its rows' intervals: the time it was there. Wasted rows
+    are left out: a transfer thrown away adds bytes, not time there (a member's own rows cover its
+    wait for a broken attempt; a joiner's cut download would count for some joiners and not others).
 
     With a worker's rows sorted by start, row i adds max(0, end_i - max(start_i, E)), where E is the
     latest end among its earlier rows; gaps (a worker away between a departure and a return) add
     nothing. E is a running maximum within each worker, taken over the ends' ranks offset by the
     worker's index, so that one pass serves every worker.
     """
-    if not len(columns.worker):
+    kept = columns.kind != WASTED
+    if not kept.any():
         return np.zeros(len(columns.ranks))
-    order = np.lexsort((columns.start, columns.worker))
+    order = np.flatnonzero(kept)[np.lexsort((columns.start[kept], columns.worker[kept]))]
     worker, start, end = columns.worker[order], columns.start[order], columns.end[order]
     by_end = np.argsort(end, kind="stable")
     end_rank = np.empty(len(end), dtype=np.int64)

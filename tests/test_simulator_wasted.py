@@ -62,6 +62,29 @@ def test_a_ring_broken_mid_flight_is_sent_wasted_and_the_sync_spans_both_attempt
     assert summary["mean_sync_s"] == pytest.approx((first_sync_s + 2 * RING2_S) / 3)
 
 
+def test_a_collective_broken_twice_has_one_wasted_row_per_worker_over_its_attempts():
+    """Four workers: the ring of four from 100 s breaks at 110 s (a-3 leaves: 10 s x 125 MB/s each);
+    the three ring again from 140 s until a-2 leaves at 150 s (10 s more each); the two ring from
+    180 s (16 s). Each worker's wasted row runs from the first attempt to its last break (or its
+    departure), with the bytes of both; the sync lasts from 100 s to 196 s."""
+    doc = fleet(
+        4,
+        {"at_s": 110.0, "island": "a-3", "kind": "leave"},
+        {"at_s": 150.0, "island": "a-2", "kind": "leave"},
+    )
+    result = simulate(make_scenario(document=doc))
+    summary, trace = result.summary, result.trace
+    broken = 10 * RATE  # per member and broken attempt
+    wasted = trace[trace["kind"] == "wasted"].set_index("worker")
+    assert wasted["time_start_s"].to_dict() == {0: 100.0, 1: 100.0, 2: 100.0, 3: 100.0}
+    assert wasted["time_end_s"].to_dict() == {0: 150.0, 1: 150.0, 2: 150.0, 3: 110.0}
+    assert list(wasted["bytes"]) == pytest.approx([2 * broken, 2 * broken, 2 * broken, broken])
+    assert summary["wasted_bytes_per_worker"] == pytest.approx(7 * broken / 4)
+    assert summary["bytes_per_worker"] == pytest.approx((7 * broken + 3 * 2 * S) / 4)
+    first_sync_s = 150 + DETECT_S + RING2_S - 100
+    assert summary["mean_sync_s"] == pytest.approx((first_sync_s + 2 * RING2_S) / 3)
+
+
 def test_a_joiners_download_cut_by_its_departure_is_sent_and_wasted():
     """A newcomer on a 0.5 Gbit/s link joins at 10 s and downloads the 2 GB state through its downlink
     (62.5 MB/s whoever sends it); it leaves at 20 s, 625 MB in, before the first sync at 100 s."""

@@ -15,6 +15,7 @@ a collective formed, a member arrived, and the last fragment of an outer step is
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Generator
 from dataclasses import replace
 from functools import partial
@@ -37,6 +38,7 @@ from ..network.collectives import (
     launch,
     ring_and_leg,
 )
+from ..network.links import Link
 from ..network.staged import STAGED, StagedCollective
 from ..workers import WorkerState
 from .context import RunContext
@@ -291,77 +293,108 @@ class Collectives(Exchanges):
         finish no sooner than they notice that it is missing. What it sent by its (first) departure is
         thrown away with its share, and its links carry nothing of the collective from then on."""
         now = self.env.now
-        collective.dropped_s[rank] = now
         if rank not in collective.dropped_bytes:
-            collective.dropped_bytes[rank] = self.sent_by(collective, rank)
+            collective.dropped_s[rank] = now
+            collective.dropped_bytes[rank] = self.sent_by(rank, self.moved(collective))
             links = self.topology.uplinks[rank], self.topology.downlinks[rank]
             for transfer in collective.transfers:
                 transfer.leave(links, now)
         notice_s = now + self.spec.detection_timeout_s
         collective.hold_until_s = max(collective.hold_until_s, notice_s)
 
-    def sent_by(self, collective: PendingCollective, rank: int) -> float:
-        """The bytes ``rank`` has sent in the collective's attempt so far: what its uplink carried of
-        the attempt's transfers (each carries its bytes through a link it crosses, once per crossing)."""
-        uplink, now = self.topology.uplinks[rank], self.env.now
-        return sum(
-            transfer.moved_bytes(now) * transfer.counted.get(uplink, 0)
-            for transfer in collective.attempt_transfers
-        )
+    def moved(self, collective: PendingCollective) -> list[tuple[float, Counter[Link]]]:
+        """Each transfer of the collective's attempt: the bytes it has pushed through each of its links
+        so far, and its crossings of each link (``sent_by``)."""
+        now = self.env.now
+        return [(t.moved_bytes(now), t.counted) for t in collective.attempt_transfers]
+
+    def sent_by(self, rank: int, moved: list[tuple[float, Counter[Link]]]) -> float:
+        """The bytes ``rank`` has sent in an attempt whose transfers ``moved`` so much: what its uplink
+        carried of them (a transfer carries its bytes through a link once per crossing)."""
+        uplink = self.topology.uplinks[rank]
+        return sum(bytes_moved * counted.get(uplink, 0) for bytes_moved, counted in moved)
 
     def break_ring(self, collective: PendingCollective, restarts: bool = True) -> None:
         """A participant departed mid-transfer (or a failure stopped the run, ``restarts`` False): the
         collective's transfers stop; it restarts once that is detected. What the attempt moved is
         wasted (``waste``)."""
         if collective.in_flight:
-            self.waste(collective, collective.key[1] if restarts else NO_FRAGMENT)
+            self.waste(collective, restarts)
         for transfer in collective.transfers:
             self.network.cancel(transfer)
         collective.transfers = []
 
-    def waste(self, collective: PendingCollective, fragment: int) -> None:
-        """The attempt in flight is thrown away: a wasted row per participant, from the attempt's start
-        to now (a dropped member's to its departure), with the bytes it sent in it. Its ``fragment``
-        makes it an attempt of the collective's sync, which then spans it (``summary.sync_spans``); a
-        failure, which restarts the whole run from its checkpoint rather than the collective, gives
-        none (``NO_FRAGMENT``)."""
+    def waste(self, collective: PendingCollective, restarts: bool = True) -> None:
+        """The attempt in flight is thrown away: each participant's bytes sent in it (a dropped member's
+        by its departure) join its wasted row of the collective (``PendingCollective.wasted``), which
+        runs from its first broken attempt's start to its last one's break: one row per worker and
+        collective, however often it breaks, written when it completes (``finish``) or its worker
+        leaves (``departed``: a row ends with its worker's stay). When a failure stops the whole run
+        (``restarts`` False) every row is written now, and that failure's attempt gets rows of its
+        own without a fragment: the whole run restarts from its checkpoint, not the collective, so
+        it is no attempt of the collective's sync (``summary.sync_spans``)."""
         started_s = collective.started_at_s
         assert started_s is not None, "a collective in flight was started"
-        workers, now = self.fleet.workers, self.env.now
+        now, moved = self.env.now, self.moved(collective)
         for rank in collective.participants:
             sent = collective.dropped_bytes.get(rank)
             if sent is None:
-                sent = self.sent_by(collective, rank)
+                sent = self.sent_by(rank, moved)
             end_s = collective.dropped_s.get(rank, now)
-            self.trace.add(
-                started_s,
-                end_s,
-                rank,
-                workers[rank].island,
-                WASTED,
-                sent,
-                fragment,
-                collective.key[0],
-            )
+            if not restarts:
+                self.write_wasted(collective, rank)
+                self.trace.add(
+                    started_s,
+                    end_s,
+                    rank,
+                    self.fleet.workers[rank].island,
+                    WASTED,
+                    sent,
+                    NO_FRAGMENT,
+                    collective.key[0],
+                )
+                continue
+            row = collective.wasted.setdefault(rank, [started_s, end_s, 0.0])
+            row[1], row[2] = end_s, row[2] + sent
+
+    def write_wasted(self, collective: PendingCollective, rank: int) -> None:
+        """``rank``'s wasted row of the collective's broken attempts so far, if it has one."""
+        row = collective.wasted.pop(rank, None)
+        if row is not None:
+            start_s, end_s, sent = row
+            outer_step, fragment = collective.key
+            island = self.fleet.workers[rank].island
+            self.trace.add(start_s, end_s, rank, island, WASTED, sent, fragment, outer_step)
+
+    def departed(self, state: WorkerState) -> None:
+        """The worker left: its wasted rows end here (it may return to a collective still pending)."""
+        for collective in self.pending.values():
+            self.write_wasted(collective, state.worker.rank)
 
     def drop_all(self) -> None:
         """A failure stopped every worker: every collective is dropped."""
         for collective in list(self.pending.values()):
             self.break_ring(collective, restarts=False)
+            for rank in list(collective.wasted):
+                self.write_wasted(collective, rank)
         self.pending.clear()
 
     def close(self) -> None:
-        """The run is over: a collective still in flight never completes, and its attempt is wasted."""
+        """The run is over: a collective still in flight never completes, and its attempt is wasted;
+        every wasted row still open is written."""
         for collective in self.pending.values():
             if collective.in_flight:
-                self.waste(collective, collective.key[1])
+                self.waste(collective)
+            for rank in list(collective.wasted):
+                self.write_wasted(collective, rank)
 
     def finish(
         self, collective: PendingCollective, bytes_sent: dict[int, float], attempt: int
     ) -> None:
         """The collective is done (or, with a dropped member, its bytes are through and it waits for the
         others to notice): a comm row per participant with the bytes it sent; a dropped member's row
-        is wasted, ends at its departure and holds what it had sent by its first (``drop_member``)."""
+        is wasted, from the attempt's start to its (first) departure, with what it had sent by then
+        (``drop_member``); the wasted rows of the broken attempts before it are written too."""
         if attempt != collective.attempt or not collective.transfers:
             return
         if collective.hold_until_s > self.env.now:
@@ -384,6 +417,8 @@ class Collectives(Exchanges):
             self.trace.add(
                 started_s, end_s, rank, workers[rank].island, kind, sent, fragment, outer_step
             )
+        for rank in list(collective.wasted):
+            self.write_wasted(collective, rank)
         for own_end in collective.member_ends.values():
             if not own_end.triggered:
                 own_end.succeed()

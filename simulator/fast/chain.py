@@ -323,7 +323,6 @@ class Chain:
             counts.ring_on = True
             counts.ring_participants = self.participants - gap
             counts.ring_bytes = float(self.ring_bytes[gap])
-            counts.last_start_s = ring_from
             counts.ring_left = (
                 0.0
                 if timer_kind == 0

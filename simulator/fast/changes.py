@@ -57,17 +57,16 @@ class Changes(ABC):
     formed_s: float
     enlisted_orphan_s: float
     first_start_s: float | None
-    last_start_s: float
     blocked_until_s: float
     ring_on: bool
     ring_left: float
     ring_bytes: float
     ring_participants: int
     hold_until_s: float
-    # partial: the participants dropped from the ring in flight, away (when they left, what they had
-    # sent by their first departure) and back (and when they came back)
-    dropped_away: list[tuple[float, float]]
-    dropped_back: list[tuple[float, float, float]]
+    # partial: what each participant dropped from the ring in flight had sent by its first departure,
+    # those away and those back
+    dropped_away: list[float]
+    dropped_back: list[float]
     weights_bytes: float
     # the totals
     stall: float
@@ -139,7 +138,7 @@ class Changes(ABC):
             if holder:
                 holder.place = UNSTARTED
             if away <= len(self.dropped_away):
-                self.dropped_back.append((*self.dropped_away.pop(away - 1), self.now))
+                self.dropped_back.append(self.dropped_away.pop(away - 1))
 
     def alone(self, holder: Holder | None) -> None:
         """A worker back while no member is present starts at once from the last completed outer step
@@ -219,32 +218,29 @@ class Changes(ABC):
             self.extension_s -= share
             self.loaded_enlisted -= 1
             self.gone(self.hit(ENLISTED, index))
-            self.enlisted_left(self.formed_s + share)
+            self.enlisted_left()
             return
         index -= self.loaded_enlisted
         enlisted = index >= waiting_dl
         self.gone(self.cancel(index - waiting_dl if enlisted else index, enlisted))
         if enlisted:
-            self.enlisted_left(self.formed_s)
+            self.enlisted_left()
         self.rates()
 
-    def enlisted_left(self, covered_until_s: float) -> None:
-        """A joiner in the collective leaves: its wait since the collective formed has no row (its rows
-        cover it up to ``covered_until_s``); under ``partial`` the ring in flight gives it a wasted row."""
+    def enlisted_left(self) -> None:
+        """A joiner in the collective leaves: its wait since the collective formed has no row (its
+        rows end where it joined the collective, or where its download did; a wasted row counts no
+        presence); the ring in flight breaks, or goes on without it."""
         self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
-        if self.partial and self.ring_on:
-            self.present += self.now - max(self.last_start_s, min(covered_until_s, self.now))
         self.participant_left()
 
     def dropped_again(self, which: int) -> None:
         """``partial``: a participant dropped from the ring in flight came back and leaves again: it is
-        dropped again; its wasted row now ends here, over its time away, with what it had sent by its
-        first departure."""
-        left_s, sent, back_s = self.dropped_back.pop(which)
-        self.present += back_s - left_s
+        dropped again, the others waiting for its part until they notice; what it sent is what it had
+        by its first departure."""
         self.dropped_members += 1
         self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
-        self.dropped_away.append((self.now, sent))
+        self.dropped_away.append(self.dropped_back.pop(which))
 
     def participant_left(self) -> None:
         """A participant of the collective leaves: the ring in flight breaks, or goes on without it."""
@@ -253,7 +249,7 @@ class Changes(ABC):
         if self.partial and self.member_count:
             self.dropped_members += 1
             self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
-            self.dropped_away.append((self.now, self.ring_bytes - self.ring_left))
+            self.dropped_away.append(self.ring_bytes - self.ring_left)
         else:  # restart, or no member holding the state is left in it (``Churn.leave_collective``)
             self.waste_ring()
             self.ring_on = False
@@ -262,7 +258,7 @@ class Changes(ABC):
 
     def dropped_bytes(self) -> list[float]:
         """``partial``: what each participant dropped from the ring in flight had sent."""
-        return [sent for _, sent in self.dropped_away] + [sent for _, sent, _ in self.dropped_back]
+        return self.dropped_away + self.dropped_back
 
     def waste_ring(self) -> None:
         """The ring in flight is thrown away now (``Collectives.waste``): what every participant of the

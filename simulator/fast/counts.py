@@ -94,7 +94,6 @@ class Counts(Changes):
         )  # no member left: when its joiners start alone (``orphan``)
         self.formed_s = 0.0
         self.first_start_s: float | None = None
-        self.last_start_s = 0.0
         self.blocked_until_s = (
             -math.inf
         )  # the last departure the others have not noticed, + the timeout
@@ -104,12 +103,11 @@ class Counts(Changes):
         self.ring_bytes = 0.0
         self.ring_participants = 0  # of the try in flight, at its start
         self.hold_until_s = -math.inf  # partial: the ring ends no sooner than this
-        # partial: when each participant dropped from the ring in flight left and what it had sent by
-        # its first departure, those away and those back (a participant back and leaving again is
-        # dropped again, as ``Churn.leave`` drops it: its row then ends at its last departure); those
-        # back, with when they came back
-        self.dropped_away: list[tuple[float, float]] = []
-        self.dropped_back: list[tuple[float, float, float]] = []
+        # partial: what each participant dropped from the ring in flight had sent by its first
+        # departure, those away and those back (a participant back and leaving again is dropped again,
+        # as ``Churn.leave`` drops it)
+        self.dropped_away: list[float] = []
+        self.dropped_back: list[float] = []
         self.completed = 0
         # the totals
         self.compute = self.idle = self.stall = self.present = self.bytes_sent = self.sync_rows = (
@@ -440,7 +438,6 @@ class Counts(Changes):
         self.ring_left = self.ring_bytes
         self.ring_on = True
         self.hold_until_s, self.dropped_away, self.dropped_back = -math.inf, [], []  # this try's
-        self.last_start_s = self.now
         for holder in self.holders:
             holder.in_ring = chain.in_ring_at_start(holder)
         if self.first_start_s is None:

@@ -290,13 +290,15 @@ class PendingCollective:
     )  # when those before the last had it
     dropped_s: dict[int, float] = field(
         default_factory=dict
-    )  # members that left mid-flight ("partial"), and when
+    )  # members that left mid-flight ("partial"), and when (first)
     dropped_bytes: dict[int, float] = field(
         default_factory=dict
     )  # what each of them had sent by its first departure
     attempt_transfers: list[Transfer] = field(
         default_factory=list
     )  # every transfer of the attempt (a staged one's stages done included)
+    # each worker's wasted row of the broken attempts so far, not yet written: [start, end, bytes]
+    wasted: dict[int, list[float]] = field(default_factory=dict)
     hold_until_s: float = 0.0  # "partial": the others wait for a dropped member's part until then
     tail_s: float = 0.0  # the exposed last bucket after a member's backward pass
 
