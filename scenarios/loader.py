@@ -367,7 +367,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
         source=source,
         trainer=trainer,
         syncer=syncer,
-        events=tuple(sorted(events, key=lambda event: event.at_s)),
+        events=tuple(sorted(events, key=lambda event: (event.at_s, event.island))),
         regions=regions,
         backbones=backbones,
         latencies=latencies,

@@ -22,7 +22,7 @@ BARRIERS = ("wait", "deadline", "adaptive")
 EVENT_KINDS = ("leave", "join")
 WIRE_BITS = (32, 16, 8, 4)
 NETWORK_MODELS = ("auto", "alpha-beta", "flow")
-RING_ORDERS = ("listed", "optimised")
+RING_ORDERS = ("ranked", "optimised")
 COLLECTIVE_SHAPES = ("ring", "hierarchical", "tree")
 DEPARTURE_POLICIES = ("restart", "partial")
 EXCHANGE_CALLS = ("flat", "buckets", "per_tensor")
@@ -347,11 +347,12 @@ NETWORK_KEYS = {
     ),
     "ring_order": Key(
         "str",
-        "listed",
+        "ranked",
         one_of(*RING_ORDERS),
-        '"listed" (workers in file order) or "optimised" (the members of a region together, the '
-        "regions in the order whose slowest backbone is widest); the simulator's choice: islands "
-        "train runs the ring in rank order",
+        '"ranked" (workers in rank order: the islands by name, then replicas, whatever the order of '
+        'the tables) or "optimised" (the members of a region together, the regions in the order '
+        "whose slowest backbone is widest); the simulator's choice: islands train runs the ring in "
+        "rank order",
     ),
 }
 
@@ -414,7 +415,8 @@ ISLAND_KEYS = {
         "str",
         check=non_empty,
         doc="island name, unique among the islands and their replicas' "
-        "names (an island `a` of 2 replicas names them `a-0`, `a-1`)",
+        "names (an island `a` of 2 replicas names them `a-0`, `a-1`); workers are ranked by it "
+        "(then replica), so the order of the tables changes no figure",
     ),
     "replicas": Key(
         "int",
