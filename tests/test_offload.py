@@ -102,6 +102,23 @@ def test_the_host_memory_holds_the_offloaded_state_outer_state_included():
     )
 
 
+@pytest.mark.parametrize(
+    ("overrides", "host_bytes"),
+    [
+        (DDP, 2 + 4 + 8),  # gradients, fp32 master copy, AdamW's moments
+        ([*DDP, "trainer.inner_optimizer=sgd"], 2 + 4),  # plain SGD keeps no moments
+        (["trainer.outer_optimizer=adamw"], 2 + 4 + 8 + 4 + 8),  # the outer AdamW's two moments
+        (["schedule.algorithm=eager"], 2 + 4 + 8 + 4 + 4 + 4),  # and Eager's own last delta
+        (["schedule.algorithm=decoupled"], 2 + 4 + 8 + 4),  # a learner's global copy only
+    ],
+)
+def test_the_host_keeps_every_byte_but_the_weights(overrides, host_bytes):
+    error = refusal([*overrides, *OFFLOAD, "island.*.host_memory_gb=1"])
+    assert (
+        f"it needs {70e9 * host_bytes / 1e9:g} GB (7e+10 parameters x {host_bytes} B" in error.rule
+    )
+
+
 def test_the_paper_trained_13b_on_one_32_gb_v100_and_so_does_the_check():
     """ZeRO-Offload (section 6.2.1) trained 13B parameters on one 32 GB V100: its 26 GB of fp16 weights
     fit; gradients on the accelerator as well (52 GB) would not, which is why they go to the host."""
