@@ -62,6 +62,10 @@ MIN_MEMORY_GB, MAX_MEMORY_GB = (
     1e-3,
     1e5,
 )  # 1 MB to 100 TB: an accelerator holds neither less nor more
+OFFLOADS = ("none", "optimizer")
+MAX_HOST_MEMORY_GB = 1e9  # a worker of MAX_GPUS accelerators, 125,000 hosts of 8 TB each
+MIN_HOST_LINK_GB_PER_S, MAX_HOST_LINK_GB_PER_S = 1e-3, 1e4  # 1 MB/s to 10 TB/s, above HBM's own
+MIN_HOST_PARAMS_PER_S, MAX_HOST_PARAMS_PER_S = 1e3, 1e16  # an interpreted loop; 1e6 hosts at 1e10
 MAX_CHIPS = 100_000_000  # a learner of a 2.4M-chip fleet split in two holds 1.2M
 MAX_JITTER_CV = 10.0
 MIN_GBPS, MAX_GBPS = 1e-6, 1e6
@@ -442,7 +446,38 @@ ISLAND_KEYS = {
         None,
         between(MIN_MEMORY_GB, MAX_MEMORY_GB, " GB"),
         "memory of one accelerator, GB of 1e9 bytes (default: the table's for gpu): a replica's "
-        "weights, gradients and optimizer state, sharded over gpus, must fit in it",
+        'weights, gradients and optimizer state (its weights alone with offload = "optimizer"), '
+        "sharded over gpus, must fit in it",
+    ),
+    "offload": Key(
+        "str",
+        "none",
+        one_of(*OFFLOADS),
+        '"none" (every byte of training state on the accelerators) or "optimizer" (as ZeRO-Offload: '
+        "the weights stay on the accelerators; the gradients, the fp32 master copy, the optimizer's "
+        "moments, its step and the DiLoCo family's outer state go to host memory). A given "
+        "step_time_s is measured and already holds the offload's time; a derived one adds it",
+    ),
+    "host_memory_gb": Key(
+        "float",
+        None,
+        between(MIN_MEMORY_GB, MAX_HOST_MEMORY_GB, " GB"),
+        'offload = "optimizer": the host memory of one worker (all its hosts together), GB of 1e9 '
+        "bytes: the replica's offloaded state must fit in it (not given: not checked)",
+    ),
+    "host_link_gb_per_s": Key(
+        "float",
+        None,
+        between(MIN_HOST_LINK_GB_PER_S, MAX_HOST_LINK_GB_PER_S, " GB/s"),
+        'offload = "optimizer" with a derived step time: one accelerator\'s link to its host, GB/s '
+        "each way (default: the table's for gpu, from its datasheet)",
+    ),
+    "host_optimizer_params_per_s": Key(
+        "float",
+        None,
+        between(MIN_HOST_PARAMS_PER_S, MAX_HOST_PARAMS_PER_S),
+        'offload = "optimizer" with a derived step time: parameters the worker\'s host CPUs step per '
+        "second with the inner optimizer (required: time optimizer.step() on the host)",
     ),
     "mfu": Key("float", None, fraction_up_to_one, "model FLOPs utilisation of the inner step"),
     "jitter_cv": Key(

@@ -219,6 +219,11 @@ TRAIN = cases(
             ("--stop-after", "nan"),
             "argument --stop-after: invalid int value: 'nan'",
         ),
+        (
+            "an offload of no known kind",
+            ("--set", "island.0.offload=cpu"),
+            "island.0.offload: must be one of 'none', 'optimizer' (got 'cpu')",
+        ),
         ("--data missing", ("--data", "nowhere"), "nowhere: no such file or folder"),
         (
             "--data endless",

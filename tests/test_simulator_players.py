@@ -269,6 +269,10 @@ KEY_PLAYERS = {
         "island.0.memory_gb=1000",
         ("counts", "lockstep", "one learner", "learners"),
     ),
+    "island.offload": (None, ("lockstep", "one learner", "counts", "learners")),
+    "island.host_memory_gb": (None, ("lockstep", "one learner", "counts", "learners")),
+    "island.host_link_gb_per_s": (None, ("lockstep", "one learner", "counts", "learners")),
+    "island.host_optimizer_params_per_s": (None, ("lockstep", "one learner", "counts", "learners")),
     "island.mfu": (None, ("lockstep", "one learner", "counts", "learners")),
     "island.jitter_cv": ("island.0.jitter_cv=0.05", ("lockstep", "learners")),
     "island.bandwidth_gbps": (
