@@ -14,6 +14,7 @@ from helpers.world_fakes import reaches
 from islands.scenarios import from_dict
 from islands.trainer.core.inprocess import run_threads
 from islands.trainer.core.loop import Trainer
+from islands.trainer.elastic.joining import Fetcher, Server, over
 from islands.trainer.elastic.membership import Membership, Timing
 from islands.trainer.elastic.world import ElasticWorld
 from islands.trainer.kinds import make_run_plan
@@ -121,3 +122,35 @@ def test_a_joiner_is_sent_the_state_by_the_fastest_holder_not_the_leader(tmp_pat
     servers = [store.get(f"{ROOT}/download/{n}/server").decode() for n in range(1, requests + 1)]
     assert requests >= 1 and set(servers) == {"1"}
     assert all(torch.equal(global_weights(t), global_weights(trainers[2])) for t in trainers[:2])
+
+
+def test_the_leader_spreads_requests_over_the_holders_by_the_simulators_rule():
+    """Holders 0 (0.1 Gbit/s), 1 and 2 (1 Gbit/s), three joiners asking in turn: the first goes to
+    holder 1 (1 Gbit/s, a tie with 2 broken by the lower island), the second to holder 2 (holder 1
+    would give it half), the third, whose attempt from holder 2 just broke off, to holder 1 (half of
+    1 Gbit/s, above holder 0's 0.1) rather than to 2; once the first is over, a fourth goes to 1."""
+    document = {
+        "name": "spread",
+        "model": {"parameters": 1e5},
+        "schedule": {"algorithm": "diloco", "outer_steps": 2, "inner_steps": 2},
+        "island": [
+            {"name": f"i{index}", "step_time_s": 0.01, "bandwidth_gbps": gbps}
+            for index, gbps in enumerate((0.1, 1.0, 1.0, 1.0, 1.0, 1.0))
+        ],
+        "trainer": {**TINY, "elastic": True},
+    }
+    workers = from_dict(document).workers()
+    store = dist.HashStore()
+    leader = Membership(store, store, 0, TIMING)
+    leader.members, leader.stateful = [0, 1, 2], {0, 1, 2}
+    server = Server(leader, None, tuple(workers))
+
+    def ask(joiner, broken=None):
+        fetcher = Fetcher(Membership(store, store, joiner, TIMING), lambda: 0.0, None)
+        number = fetcher.request(broken)
+        server.assign(number)
+        return fetcher.server_of(number)
+
+    assert [ask(3), ask(4), ask(5, broken=2)] == [1, 2, 1]
+    over(leader, 1)
+    assert ask(3) == 1

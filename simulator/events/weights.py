@@ -68,7 +68,9 @@ class Downloads:
         self.fleet, self.trace, self.progress = context.fleet, context.trace, context.progress
         self.striped = context.scenario.network.weights_from == "striped"
         self.of: dict[int, Download] = {}  # by joiner
-        self.sent_by: dict[int, set[Part]] = {}  # by holder: the parts it is sending
+        # by holder: the parts it is sending, in the order they began (a dict, not a set: the order
+        # in which their joiners hear of a departure must not depend on addresses)
+        self.sent_by: dict[int, dict[Part, None]] = {}
         self.sending: Counter[int] = Counter()
 
     def begin(self, state: WorkerState) -> Download:
@@ -124,7 +126,7 @@ class Downloads:
             self.network, copy_leg(holder, joiner, part.bytes, self.topology, self.scenario.network)
         )
         part.transfer.done.callbacks.append(partial(self.arrived, part, part.transfer))
-        self.sent_by.setdefault(holder, set()).add(part)
+        self.sent_by.setdefault(holder, {})[part] = None
         self.sending[holder] += 1
 
     def arrived(self, part: Part, transfer: Any, _event: simpy.Event) -> None:
@@ -138,7 +140,7 @@ class Downloads:
     def stopped(self, part: Part) -> None:
         """``part`` is no longer sent by its holder (it arrived, or broke)."""
         assert part.holder is not None, "a part in flight has a holder"
-        self.sent_by[part.holder].discard(part)
+        del self.sent_by[part.holder][part]
         self.sending[part.holder] -= 1
         part.holder, part.transfer = None, None
 
@@ -148,7 +150,7 @@ class Downloads:
 
     def holder_left(self, holder: int) -> None:
         """``holder`` left: every part it was sending breaks (to be sent again by another)."""
-        for part in self.sent_by.pop(holder, set()):
+        for part in self.sent_by.pop(holder, {}):
             self.network.cancel(part.transfer)
             part.holder, part.transfer = None, None
             self.changed(part.download)

@@ -28,9 +28,10 @@ is in. If the holder sending it dies mid-download the joiner asks again and the 
 (the simulator starts such a download again from the holder the rule picks then); a joiner that dies
 is a member that left.
 
-The store keeps, per download ``N``: ``joiner``, ``server`` (the holder picked), ``claim`` (who picked
-it, once) and ``over`` (set once the attempt ended, on either side: a holder never serves it again,
-and the leader no longer counts it among the holder's downloads).
+The store keeps, per download ``N``: ``joiner``, ``broken`` (the holder whose sending broke off in the
+joiner's attempt before, which the leader passes over while another holder is there), ``server`` (the
+holder picked), ``claim`` (who picked it, once) and ``over`` (set once the attempt ended, on either
+side: a holder never serves it again, and the leader no longer counts it among its downloads).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class Server:
             named = membership.key("download", number, "server")
             if not membership.store.check([named]):
                 joiner = int(membership.get(membership.key("download", number, "joiner")))
-                chosen = self.fastest(joiner)
+                chosen = self.fastest(joiner, self.broken(number))
                 if chosen is None:
                     return  # no holder: the next poll
                 if membership.store.add(membership.key("download", number, "claim"), 1) == 1:
@@ -117,8 +118,15 @@ class Server:
                 self.open[number] = int(membership.get(named))
             self.assigned = number
 
-    def fastest(self, joiner: int) -> int | None:
-        """The holder ``serving.fastest`` picks for ``joiner`` now."""
+    def broken(self, number: int) -> int | None:
+        """The holder whose sending broke off in the joiner's attempt before request ``number``."""
+        key = self.membership.key("download", number, "broken")
+        return int(self.membership.store.get(key)) if self.membership.store.check([key]) else None
+
+    def fastest(self, joiner: int, broken: int | None) -> int | None:
+        """The holder ``serving.fastest`` picks for ``joiner`` now, among the members that hold the
+        state and still beat, but the one whose sending just broke off (it is likely gone before the
+        others notice: the simulator sends again from another) while another is there."""
         membership = self.membership
         gone = set(membership.gone())
         holders = [
@@ -130,6 +138,8 @@ class Server:
             if holder in holders and not self.is_over(number)
         }
         sending = Counter(self.open.values())
+        if broken in holders and len(holders) > 1:
+            holders.remove(broken)
         chosen = serving.fastest(
             (
                 serving.Holder(
@@ -206,17 +216,15 @@ class Fetcher:
         self.thread.start()
 
     def fetch(self) -> None:
+        broken = None
         while not self.membership.stopping.is_set():
-            number = self.request()
+            number = self.request(broken)
             started_s = self.now_s()
             group = None
             try:
+                broken = self.server_of(number)
                 group, paced = transfer_group(
-                    self.membership,
-                    number,
-                    self.server_of(number),
-                    self.membership.island,
-                    self.pacer,
+                    self.membership, number, broken, self.membership.island, self.pacer
                 )
                 data = broadcast_bytes(paced, None, 0, self.membership.island)
             except RuntimeError:
@@ -230,9 +238,12 @@ class Fetcher:
             self.done.set()
             return
 
-    def request(self) -> int:
+    def request(self, broken: int | None) -> int:
+        """A new request (``broken``: the holder whose sending broke off in the last attempt)."""
         membership = self.membership
         number = membership.store.add(membership.key("download", "requests"), 1)
+        if broken is not None:
+            membership.store.set(membership.key("download", number, "broken"), str(broken))
         membership.store.set(membership.key("download", number, "joiner"), str(membership.island))
         return number
 
