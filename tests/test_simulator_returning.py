@@ -277,9 +277,9 @@ def test_the_counts_spread_joiners_as_the_rule_picks_one_by_one():
     """``holders.assign`` (a heap) is ``serving.fastest`` taken one download at a time over links alike:
     the holder sending the fewest, ties to the lower number (the idle members come after the holders).
     By hand: holders sending 2 and 0 and three idle members take five downloads as holder 1 (C / 1,
-    number 1), the three idle members (C / 1 before holder 1's C / 2), then holder 1 again (C / 3
-    nowhere yet: all send 1 but holder 0, and holder 1 has the lowest number); the sixth goes to the
-    first idle member."""
+    number 1), the three idle members (C / 1 before holder 1's C / 2), then holder 1 again (C / 2 from
+    every one but holder 0, and holder 1 has the lowest number); the sixth goes to the first idle
+    member (C / 2, number 2)."""
     assert holders.assign([2, 0], 3, 5) == [0, 2, 1, 1, 1]
     assert holders.assign([2, 0], 3, 6) == [0, 2, 2, 1, 1]
     rng = np.random.default_rng(5)
