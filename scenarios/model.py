@@ -55,6 +55,7 @@ class NetworkSpec:
     collective: str = "ring"
     on_departure: str = "restart"
     ring_efficiency: float = 1.0
+    weights_from: str = "fastest"
 
     def tcp_cap_bytes_per_s(self, one_way_latency_s: float) -> float:
         """``streams`` times one stream's rate at RTT = 2 x ``one_way_latency_s``: the window over the

@@ -15,6 +15,7 @@ from typing import Any
 from islands.numbers import is_whole_number
 from islands.schedules import SCHEDULES
 from islands.schedules.decoupled import ADAPTIVE
+from islands.schedules.serving import WEIGHTS_SOURCES
 
 REQUIRED = object()
 
@@ -357,6 +358,18 @@ NETWORK_KEYS = {
         'the tables) or "optimised" (the members of a region together, the regions in the order '
         "whose slowest backbone is widest); the simulator's choice: islands train runs the ring in "
         "rank order",
+    ),
+    "weights_from": Key(
+        "str",
+        "fastest",
+        one_of(*WEIGHTS_SOURCES),
+        'who sends a joining or returning worker the global state: "fastest" (the whole state from '
+        "the holder that gives it the highest rate when the download starts: min(holder's uplink / "
+        "(downloads it sends + 1), joiner's downlink), ties to the lower latency, then the lower "
+        'rank; joiners that start together spread over the holders) or "striped" (an equal part '
+        "from every holder at once; in once the last part is); a holder that leaves mid-way: what "
+        "it was sending starts again from another (docs/explanation/model.md); islands train "
+        'downloads from the fastest holder, "striped" is simulated only',
     ),
 }
 

@@ -289,6 +289,24 @@ CASES = [
     ),
     case(
         "simulate",
+        "weights from an unknown source",
+        [WE, "--set", "network.weights_from=lowest"],
+        "network.weights_from: must be one of 'fastest', 'striped'",
+    ),
+    case(
+        "simulate",
+        "weights from a number",
+        [WE, "--set", "network.weights_from=1"],
+        "network.weights_from: must be a string",
+    ),
+    case(
+        "simulate",
+        "striped weights where no worker joins",
+        [WE, "--set", "network.weights_from=striped"],
+        "network.weights_from: 'striped' has no effect: no worker ever joins",
+    ),
+    case(
+        "simulate",
         "a ring efficiency above 1",
         [WE, "--set", "network.ring_efficiency=1.5"],
         "network.ring_efficiency: must be in (0, 1]",

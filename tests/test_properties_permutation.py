@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from islands.scenarios import bundled_names, from_dict, resolve
 from islands.simulator import simulate
 
-TABLE_INDEX = r"(?<=island\.)\d+\."  # a key named by its table's place in the file, as --set takes it
+# a key named by its table's place in the file, as --set takes it (island.1.chip_mtbf_s)
+TABLE_INDEX = r"(?<=island\.)\d+\."
 RELATIVE = 1e-9  # the same sums taken in another order may differ by rounding, not by more
 TABLES = ("island", "event", "region", "backbone", "latency")
 # a bundled scenario whose run takes tens of seconds is played for fewer outer steps, both ways
