@@ -1,9 +1,10 @@
 """Common accelerators from the vendors' datasheets: peak dense bf16 tensor throughput, in FLOP/s,
-and memory, in GB (1e9 bytes, as the datasheets count it).
+memory, in GB (1e9 bytes, as the datasheets count it), and the link to the host, in GB/s each way.
 
-Used to derive an island's step time from ``gpus``, ``gpu`` and ``mfu`` (see ``derived_step_time_s``)
-and to check that a replica fits (``scenarios/memory.py``). A scenario's ``[accelerators]`` table adds
-entries or overrides the FLOP/s; ``island.memory_gb`` gives or overrides the memory.
+Used to derive an island's step time from ``gpus``, ``gpu`` and ``mfu`` (see ``derived_step_time_s``),
+to check that a replica fits (``scenarios/memory.py``) and to price the optimizer's offload to the host
+(``scenarios/offload.py``). A scenario's ``[accelerators]`` table adds entries or overrides the FLOP/s;
+``island.memory_gb`` gives or overrides the memory, ``island.host_link_gb_per_s`` the host link.
 """
 
 from __future__ import annotations
@@ -36,9 +37,27 @@ MEMORY_GB = {
     "MI300X": 192.0,  # AMD Instinct MI300X datasheet: 192 GB HBM3
 }
 
+# The link between one accelerator and its host, GB/s each way: the datasheets give both directions
+# together (PCIe Gen5 x16: 128 GB/s, Gen4 x16: 64 GB/s), which is halved here. Where the datasheet
+# names the PCIe generation only, the same x16 link's figure is used. Left out where no datasheet gives
+# it plainly (B200, GB200: a Grace CPU joins the GB200's GPUs by NVLink-C2C, not PCIe):
+# island.host_link_gb_per_s gives it, as it does for an accelerator added in [accelerators].
+HOST_LINK_GB_PER_S = {
+    "H200": 64.0,  # NVIDIA H200 datasheet: PCIe Gen5 128 GB/s
+    "H100": 64.0,  # NVIDIA H100 SXM datasheet: PCIe Gen5 128 GB/s
+    "H100-PCIE": 64.0,  # NVIDIA H100 PCIe datasheet: PCIe Gen5 128 GB/s
+    "A100": 32.0,  # NVIDIA A100 datasheet: PCIe Gen4 64 GB/s
+    "L40S": 32.0,  # NVIDIA L40S datasheet: PCIe Gen4 x16 64 GB/s bidirectional
+    "RTX4090": 32.0,  # NVIDIA GeForce RTX 4090 specifications: PCIe Gen 4 (x16: 64 GB/s)
+    "RTX3090": 32.0,  # NVIDIA GeForce RTX 3090 specifications: PCIe Gen 4 (x16: 64 GB/s)
+    "MI325X": 64.0,  # AMD Instinct MI325X datasheet: PCIe Gen 5 x16 (128 GB/s)
+    "MI300X": 64.0,  # AMD Instinct MI300X datasheet: PCIe Gen 5 x16 (128 GB/s)
+}
+
 FLOPS_PER_PARAM_PER_TOKEN = (
     6  # forward + backward of a dense transformer (Kaplan et al. 2020, eq. 2.1)
 )
+BACKWARD_FLOPS_PER_PARAM_PER_TOKEN = 4  # of those 6: the backward pass, twice the forward's 2
 
 
 def derived_step_time_s(

@@ -24,7 +24,7 @@ from islands.schedules.base import GRADIENT
 from .accelerators import MEMORY_GB, PEAK_BF16_FLOPS, derived_step_time_s
 from .errors import ScenarioError
 from .latencies import with_csv
-from .memory import bytes_per_param, check_replica_fits
+from .memory import Placement, Replica, bytes_per_param, check_host_fits, check_replica_fits
 from .model import (
     BackboneSpec,
     ChurnEvent,
@@ -37,6 +37,7 @@ from .model import (
     ScheduleSpec,
     SyncerSpec,
 )
+from .offload import check_offload_keys, island_offload_s
 from .regions import check_collective, check_topology
 from .sanity import check_runnable, check_step_time
 from .spec import (
@@ -367,7 +368,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
         source=source,
         trainer=trainer,
         syncer=syncer,
-        events=tuple(sorted(events, key=lambda event: event.at_s)),
+        events=tuple(sorted(events, key=lambda event: (event.at_s, event.island))),
         regions=regions,
         backbones=backbones,
         latencies=latencies,
@@ -411,8 +412,9 @@ def read_accelerators(table: Any, source: str) -> dict[str, float]:
 def read_islands(
     raw: Any, model: ModelSpec, accelerators: dict[str, float], per_param_bytes: float, source: str
 ) -> tuple[IslandSpec, ...]:
-    """The islands in file order, each one's replica checked to fit (``memory.py``), their names and
-    their replicas' names unique."""
+    """The islands in file order, each one's replica checked to fit its accelerators and, offloaded,
+    its host (``memory.py``), its offload keys read (``offload.py``), their names and their replicas'
+    names unique."""
     if raw is None:
         raise ScenarioError(source, "[[island]]", "at least one island is required")
     if not isinstance(raw, list):
@@ -446,15 +448,16 @@ def read_islands(
                 region=values["region"],
             )
         )
-        check_replica_fits(
+        replica = Replica(
             index,
             values["name"],
             model.parameters,
-            per_param_bytes,
             values["gpus"],
-            accelerator_memory(values),
-            source,
+            Placement(per_param_bytes, model.bytes_per_param, values["offload"]),
         )
+        check_replica_fits(replica, accelerator_memory(values), source)
+        check_host_fits(replica, values["host_memory_gb"], source)
+        check_offload_keys(values, accelerator_memory(values) is not None, prefix, source)
     check_names(islands, source)
     return tuple(islands)
 
@@ -519,7 +522,8 @@ def island_step_time_s(
     prefix: str,
     source: str,
 ) -> float:
-    """``step_time_s`` as given, or 6 * parameters * tokens_per_step / (gpus * peak * mfu)."""
+    """``step_time_s`` as given, or 6 * parameters * tokens_per_step / (gpus * peak * mfu) and what an
+    offloaded optimizer adds to it (``offload.py``)."""
     derived_keys = [key for key in ("gpu", "mfu") if values[key] is not None]
     if values["step_time_s"] is not None:
         if derived_keys:
@@ -558,6 +562,9 @@ def island_step_time_s(
         values["gpus"],
         accelerators[values["gpu"]],
         values["mfu"],
+    )
+    step_time_s += island_offload_s(
+        values, model.parameters, model.bytes_per_param, step_time_s, prefix, source
     )
     return check_step_time(step_time_s, prefix + "step_time_s", source)
 

@@ -15,11 +15,22 @@ two moments 8 B, plain averaging none); Eager keeps its own last pseudo-gradient
 Decoupled DiLoCo learner keeps the global copy only, its syncer (a CPU process) the outer optimizer.
 DDP keeps none. Activations, buffers of exchanges in flight and the framework's own memory are out
 of scope (docs/limits.md): the check is a floor, and a replica it admits may still not fit.
+
+``island.offload = "optimizer"`` places the state as ZeRO-Offload does (Ren et al. 2021, arXiv
+2101.06840, section 3.5: the fp16 parameters on the GPU, every fp32 model state and the fp16 gradients
+in CPU memory; with it a 13B model trained on one 32 GB V100, section 6.2.1): the accelerators keep the
+weights, b per parameter, sharded over ``gpus``; the gradients stream to the host during the backward
+pass, a bucket at a time (a buffer in flight, not counted), so the host keeps gradients b + master copy
++ moments. The DiLoCo family's outer state goes to the host as well: the outer step reads it once per
+sync, and the master copy the pseudo-gradient is taken from is already there (prime's DiLoCo keeps the
+global copy and the outer optimizer in CPU memory, src/zeroband/diloco.py). The host side is checked
+against ``island.host_memory_gb``, the memory of all a worker's hosts together, where it is given.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from islands.schedules import ADOPT, EAGER, GRADIENT, Schedule
 
@@ -29,6 +40,7 @@ from .trainer_keys import TrainerSpec
 FP32_BYTES = 4
 BYTES_PER_GB = 1e9  # datasheets count memory in GB of 1e9 bytes
 OUTER_MOMENTS = {"nesterov": 1, "average": 0, "adamw": 2}  # fp32 tensors the outer optimizer keeps
+OPTIMIZER_OFFLOAD = "optimizer"  # island.offload: the optimizer's state and step in host memory
 
 
 def inner_bytes_per_param(bytes_per_param: float, inner_optimizer: str) -> float:
@@ -71,30 +83,93 @@ def gpus_to_fit(parameters: float, per_param_bytes: float, memory_gb: float) -> 
     return math.ceil(parameters * per_param_bytes / BYTES_PER_GB / memory_gb)
 
 
-def check_replica_fits(
-    index: int,
-    name: str,
-    parameters: float,
-    per_param_bytes: float,
-    gpus: int,
-    memory: tuple[float, str] | None,
-    source: str,
-) -> None:
-    """Refuse island ``index`` when its replica's training state, sharded over ``gpus``, exceeds the
-    ``memory`` of one accelerator: (GB, where that figure comes from); None: not known, not checked."""
+@dataclass(frozen=True)
+class Placement:
+    """Where one parameter's training state lives: ``state_bytes`` in all (``bytes_per_param``), of
+    which ``weights_bytes`` are the weights. Without offload all of it is on the accelerators; with
+    ``offload = "optimizer"`` the weights only, and the rest (gradients, master copy, moments, outer
+    state) in the worker's host memory."""
+
+    state_bytes: float
+    weights_bytes: float
+    offload: str  # island.offload
+
+    @property
+    def offloaded(self) -> bool:
+        return self.offload == OPTIMIZER_OFFLOAD
+
+    @property
+    def accelerator_bytes(self) -> float:
+        return self.weights_bytes if self.offloaded else self.state_bytes
+
+    @property
+    def host_bytes(self) -> float:
+        return self.state_bytes - self.accelerator_bytes
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One island's replica as the memory checks see it: ``index`` and ``name`` for the message."""
+
+    index: int
+    name: str
+    parameters: float
+    gpus: int
+    place: Placement
+
+
+def check_replica_fits(replica: Replica, memory: tuple[float, str] | None, source: str) -> None:
+    """Refuse the island when its replica's state on the accelerators, sharded over ``gpus``, exceeds
+    the ``memory`` of one accelerator: (GB, where that figure comes from); None: not known, not checked."""
     if memory is None:
         return
     memory_gb, whose = memory
-    need_gb = needed_gb(parameters, per_param_bytes, gpus)
+    parameters, gpus, place = replica.parameters, replica.gpus, replica.place
+    need_gb = needed_gb(parameters, place.accelerator_bytes, gpus)
     if need_gb <= memory_gb:
         return
     shards = "on 1 accelerator" if gpus == 1 else f"sharded over {gpus} accelerators"
+    held = (
+        f'weights, {shards}; offload = "optimizer" keeps the rest in host memory'
+        if place.offloaded
+        else f"weights, gradients and optimizer state, {shards}"
+    )
     raise ScenarioError(
         source,
-        f"island.{index}.gpus",
-        f"a replica of island '{name}' does not fit: it needs {need_gb:.4g} GB per accelerator "
-        f"({parameters:.4g} parameters x {per_param_bytes:g} B of weights, gradients and optimizer "
-        f"state, {shards}) and one accelerator has {memory_gb:g} GB ({whose}); give gpus >= "
-        f"{gpus_to_fit(parameters, per_param_bytes, memory_gb)} (FSDP shards the state over them), "
-        "or a smaller model (activations not counted: see docs/limits.md)",
+        f"island.{replica.index}.gpus",
+        f"a replica of island '{replica.name}' does not fit: it needs {need_gb:.4g} GB per "
+        f"accelerator ({parameters:.4g} parameters x {place.accelerator_bytes:g} B of {held}) "
+        f"and one accelerator has {memory_gb:g} GB ({whose}); give gpus >= "
+        f"{gpus_to_fit(parameters, place.accelerator_bytes, memory_gb)} (FSDP shards the "
+        f"{'weights' if place.offloaded else 'state'} over them), "
+        f"{offload_hint(replica, memory_gb)}or a smaller model (activations not counted: see "
+        "docs/limits.md)",
+    )
+
+
+def offload_hint(replica: Replica, memory_gb: float) -> str:
+    """``offload = "optimizer"`` as a remedy, where the weights alone fit these accelerators."""
+    weights_gb = needed_gb(replica.parameters, replica.place.weights_bytes, replica.gpus)
+    if replica.place.offloaded or weights_gb > memory_gb:
+        return ""
+    return f'offload = "optimizer" ({weights_gb:.4g} GB of weights per accelerator), '
+
+
+def check_host_fits(replica: Replica, host_memory_gb: float | None, source: str) -> None:
+    """Refuse the island when the state its replica offloads exceeds the worker's host memory
+    (``island.host_memory_gb``, all its hosts together: the state is not sharded further);
+    None: not known, not checked."""
+    if host_memory_gb is None or not replica.place.offloaded:
+        return
+    need_gb = needed_gb(replica.parameters, replica.place.host_bytes, 1)
+    if need_gb <= host_memory_gb:
+        return
+    raise ScenarioError(
+        source,
+        f"island.{replica.index}.host_memory_gb",
+        f"the offloaded state of a replica of island '{replica.name}' does not fit its host: it "
+        f"needs {need_gb:.4g} GB ({replica.parameters:.4g} parameters x "
+        f"{replica.place.host_bytes:g} B of gradients and optimizer state, the weights staying on "
+        f"the accelerators) and the worker's hosts have {host_memory_gb:g} GB; give a worker with "
+        "more host memory, or a smaller model",
     )

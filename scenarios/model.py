@@ -51,10 +51,11 @@ class NetworkSpec:
     exchange_cpu_s_per_value: float = 0.0
     exchange_end_spread_s: float = 0.0
     rtt_csv: str = ""
-    ring_order: str = "listed"
+    ring_order: str = "ranked"
     collective: str = "ring"
     on_departure: str = "restart"
     ring_efficiency: float = 1.0
+    weights_from: str = "fastest"
 
     def tcp_cap_bytes_per_s(self, one_way_latency_s: float) -> float:
         """``streams`` times one stream's rate at RTT = 2 x ``one_way_latency_s``: the window over the
@@ -239,9 +240,11 @@ class Scenario:
         return self.model.parameters * self.model.bytes_per_param
 
     def workers(self) -> list[Worker]:
-        """Expand islands and their replicas into workers, numbered in file order."""
+        """Expand islands and their replicas into workers, numbered in the order of the islands' names
+        (then replicas): the order the tables are written in changes no rank, so no draw, ring or
+        tie-break depends on it."""
         workers: list[Worker] = []
-        for island in self.islands:
+        for island in sorted(self.islands, key=lambda island: island.name):
             for replica in range(island.replicas):
                 workers.append(
                     Worker(

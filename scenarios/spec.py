@@ -15,6 +15,7 @@ from typing import Any
 from islands.numbers import is_whole_number
 from islands.schedules import SCHEDULES
 from islands.schedules.decoupled import ADAPTIVE
+from islands.schedules.serving import WEIGHTS_SOURCES
 
 REQUIRED = object()
 
@@ -22,7 +23,7 @@ BARRIERS = ("wait", "deadline", "adaptive")
 EVENT_KINDS = ("leave", "join")
 WIRE_BITS = (32, 16, 8, 4)
 NETWORK_MODELS = ("auto", "alpha-beta", "flow")
-RING_ORDERS = ("listed", "optimised")
+RING_ORDERS = ("ranked", "optimised")
 COLLECTIVE_SHAPES = ("ring", "hierarchical", "tree")
 DEPARTURE_POLICIES = ("restart", "partial")
 EXCHANGE_CALLS = ("flat", "buckets", "per_tensor")
@@ -62,6 +63,10 @@ MIN_MEMORY_GB, MAX_MEMORY_GB = (
     1e-3,
     1e5,
 )  # 1 MB to 100 TB: an accelerator holds neither less nor more
+OFFLOADS = ("none", "optimizer")
+MAX_HOST_MEMORY_GB = 1e9  # a worker of MAX_GPUS accelerators, 125,000 hosts of 8 TB each
+MIN_HOST_LINK_GB_PER_S, MAX_HOST_LINK_GB_PER_S = 1e-3, 1e4  # 1 MB/s to 10 TB/s, above HBM's own
+MIN_HOST_PARAMS_PER_S, MAX_HOST_PARAMS_PER_S = 1e3, 1e16  # an interpreted loop; 1e6 hosts at 1e10
 MAX_CHIPS = 100_000_000  # a learner of a 2.4M-chip fleet split in two holds 1.2M
 MAX_JITTER_CV = 10.0
 MIN_GBPS, MAX_GBPS = 1e-6, 1e6
@@ -347,11 +352,24 @@ NETWORK_KEYS = {
     ),
     "ring_order": Key(
         "str",
-        "listed",
+        "ranked",
         one_of(*RING_ORDERS),
-        '"listed" (workers in file order) or "optimised" (the members of a region together, the '
-        "regions in the order whose slowest backbone is widest); the simulator's choice: islands "
-        "train runs the ring in rank order",
+        '"ranked" (workers in rank order: the islands by name, then replicas, whatever the order of '
+        'the tables) or "optimised" (the members of a region together, the regions in the order '
+        "whose slowest backbone is widest); the simulator's choice: islands train runs the ring in "
+        "rank order",
+    ),
+    "weights_from": Key(
+        "str",
+        "fastest",
+        one_of(*WEIGHTS_SOURCES),
+        'who sends a joining or returning worker the global state: "fastest" (the whole state from '
+        "the holder that gives it the highest rate when the download starts: min(holder's uplink / "
+        "(downloads it sends + 1), joiner's downlink), ties to the lower latency, then the lower "
+        'rank; joiners that start together spread over the holders) or "striped" (an equal part '
+        "from every holder at once; in once the last part is); a holder that leaves mid-way: what "
+        "it was sending starts again from another (docs/explanation/model.md); islands train "
+        'downloads from the fastest holder, "striped" is simulated only',
     ),
 }
 
@@ -414,7 +432,8 @@ ISLAND_KEYS = {
         "str",
         check=non_empty,
         doc="island name, unique among the islands and their replicas' "
-        "names (an island `a` of 2 replicas names them `a-0`, `a-1`)",
+        "names (an island `a` of 2 replicas names them `a-0`, `a-1`); workers are ranked by it "
+        "(then replica), so the order of the tables changes no figure",
     ),
     "replicas": Key(
         "int",
@@ -440,7 +459,38 @@ ISLAND_KEYS = {
         None,
         between(MIN_MEMORY_GB, MAX_MEMORY_GB, " GB"),
         "memory of one accelerator, GB of 1e9 bytes (default: the table's for gpu): a replica's "
-        "weights, gradients and optimizer state, sharded over gpus, must fit in it",
+        'weights, gradients and optimizer state (its weights alone with offload = "optimizer"), '
+        "sharded over gpus, must fit in it",
+    ),
+    "offload": Key(
+        "str",
+        "none",
+        one_of(*OFFLOADS),
+        '"none" (every byte of training state on the accelerators) or "optimizer" (as ZeRO-Offload: '
+        "the weights stay on the accelerators; the gradients, the fp32 master copy, the optimizer's "
+        "moments, its step and the DiLoCo family's outer state go to host memory). A given "
+        "step_time_s is measured and already holds the offload's time; a derived one adds it",
+    ),
+    "host_memory_gb": Key(
+        "float",
+        None,
+        between(MIN_MEMORY_GB, MAX_HOST_MEMORY_GB, " GB"),
+        'offload = "optimizer": the host memory of one worker (all its hosts together), GB of 1e9 '
+        "bytes: the replica's offloaded state must fit in it (not given: not checked)",
+    ),
+    "host_link_gb_per_s": Key(
+        "float",
+        None,
+        between(MIN_HOST_LINK_GB_PER_S, MAX_HOST_LINK_GB_PER_S, " GB/s"),
+        'offload = "optimizer" with a derived step time: one accelerator\'s link to its host, GB/s '
+        "each way (default: the table's for gpu, from its datasheet)",
+    ),
+    "host_optimizer_params_per_s": Key(
+        "float",
+        None,
+        between(MIN_HOST_PARAMS_PER_S, MAX_HOST_PARAMS_PER_S),
+        'offload = "optimizer" with a derived step time: parameters the worker\'s host CPUs step per '
+        "second with the inner optimizer (required: time optimizer.step() on the host)",
     ),
     "mfu": Key("float", None, fraction_up_to_one, "model FLOPs utilisation of the inner step"),
     "jitter_cv": Key(

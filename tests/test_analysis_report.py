@@ -8,7 +8,7 @@ import re
 import pytest
 
 from islands.analysis import demo_outputs
-from islands.analysis.report.html_report import build_report
+from islands.analysis.report.html_report import build_report, scenario_table
 from islands.cli import main
 from islands.scenarios import ScenarioSource
 
@@ -118,3 +118,13 @@ def test_the_heatmap_bandwidth_axis_moves_asymmetric_links_too():
     assert (fibre.upload_gbps, fibre.download_gbps) == (0.1, 0.1)
     moved = symmetric.variant("island.*.bandwidth_gbps=5").islands
     assert {(i.upload_gbps, i.download_gbps) for i in moved} == {(5.0, 5.0)}
+
+
+def test_the_scenario_table_shows_step_times_to_three_digits_and_both_ways_of_unequal_links():
+    source = ScenarioSource.read(
+        "mixed-fleet", ["island.0.upload_gbps=0.05", "island.0.download_gbps=0.5"]
+    )
+    cells = re.findall(r"<td>([^<]*)</td>", scenario_table(source))
+    row = cells[cells.index("h100-dc") : cells.index("h100-dc") + 5]
+    assert row == ["h100-dc", "2", "11.4 s", "up 50 Mbit/s, down 500 Mbit/s", "15 ms"]
+    assert "31.1 s" in cells and "10 Gbit/s" in cells  # l40s-cloud: 31.0773 s, 10 Gbit/s both ways

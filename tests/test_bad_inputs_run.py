@@ -183,6 +183,18 @@ def cases(command: str, base: tuple[str, ...], rows) -> list[Case]:
     return [Case(command, row[0], (*base, *row[1]), row[2], *row[3:]) for row in rows]
 
 
+STRIPED_JOINER = """
+[[island]]
+name = "late"
+present = false
+step_time_s = 1.0
+bandwidth_gbps = 1.0
+[[event]]
+at_s = 10.0
+island = "late"
+kind = "join"
+"""
+
 TRAIN = cases(
     "train",
     ("scenario.toml",),
@@ -219,11 +231,23 @@ TRAIN = cases(
             ("--stop-after", "nan"),
             "argument --stop-after: invalid int value: 'nan'",
         ),
+        (
+            "an offload of no known kind",
+            ("--set", "island.0.offload=cpu"),
+            "island.0.offload: must be one of 'none', 'optimizer' (got 'cpu')",
+        ),
         ("--data missing", ("--data", "nowhere"), "nowhere: no such file or folder"),
         (
             "--data endless",
             ("--data", "/dev/zero"),
             "/dev/zero: holds no UTF-8 text file to train on",
+        ),
+        (
+            "a joiner's state striped over the holders",
+            ("--out", "striped", "--set", "network.weights_from=striped"),
+            "network.weights_from: the real trainer sends a joiner the whole state from the fastest "
+            "holder (got 'striped'); \"striped\" is simulated only",
+            write("scenario.toml", SCENARIO + STRIPED_JOINER),
         ),
         ("--resume without a checkpoint", ("--resume", "run"), "run: no checkpoint to resume from"),
         (

@@ -65,6 +65,7 @@ FILES = {
     "nan.toml": None,
     "absent.toml": None,
     "clash.toml": None,
+    "derived.toml": None,
 }
 EXTRA_ISLAND = '\n[[island]]\nname = "%s"\nstep_time_s = 1.5\nbandwidth_gbps = 1.0\n%s'
 
@@ -79,6 +80,7 @@ REPLACEMENTS = {
         "latency_ms = 0.0\n" + EXTRA_ISLAND % ("late", "present = false\n"),
     ),
     "clash.toml": ("latency_ms = 0.0", "latency_ms = 0.0\n" + EXTRA_ISLAND % ("dc-1", "")),
+    "derived.toml": ("step_time_s = 1.5", 'gpu = "H100"\nmfu = 0.4\noffload = "optimizer"'),
 }
 S = "{tmp}/s.toml"
 WE = "worked-example"
@@ -287,6 +289,24 @@ CASES = [
     ),
     case(
         "simulate",
+        "weights from an unknown source",
+        [WE, "--set", "network.weights_from=lowest"],
+        "network.weights_from: must be one of 'fastest', 'striped'",
+    ),
+    case(
+        "simulate",
+        "weights from a number",
+        [WE, "--set", "network.weights_from=1"],
+        "network.weights_from: must be a string",
+    ),
+    case(
+        "simulate",
+        "striped weights where no worker joins",
+        [WE, "--set", "network.weights_from=striped"],
+        "network.weights_from: 'striped' has no effect: no worker ever joins",
+    ),
+    case(
+        "simulate",
         "a ring efficiency above 1",
         [WE, "--set", "network.ring_efficiency=1.5"],
         "network.ring_efficiency: must be in (0, 1]",
@@ -357,6 +377,83 @@ CASES = [
         "an accelerator of no memory",
         [WE, "--set", "island.0.memory_gb=0"],
         "island.0.memory_gb: must be >= 0.001 GB",
+    ),
+    case(
+        "simulate",
+        "an offload of no known kind",
+        [WE, "--set", "island.0.offload=cpu"],
+        "island.0.offload: must be one of 'none', 'optimizer'",
+    ),
+    case(
+        "simulate",
+        "an offloaded state that outgrows the host",
+        [WE, "--set", "island.0.offload=optimizer", "--set", "island.0.host_memory_gb=100"],
+        "island.0.host_memory_gb: the offloaded state of a replica of island 'dc' does not fit its "
+        "host: it needs 220 GB",
+    ),
+    case(
+        "simulate",
+        "host memory without offload",
+        [WE, "--set", "island.0.host_memory_gb=2048"],
+        'island.0.host_memory_gb: has no effect without offload = "optimizer"',
+    ),
+    case(
+        "simulate",
+        "an offload with nothing to check or price",
+        [WE, "--set", "island.0.offload=optimizer"],
+        "island.0.offload: has no effect here: the step time is given",
+    ),
+    case(
+        "simulate",
+        "the host's optimizer rate beside a measured step time",
+        [
+            WE,
+            "--set",
+            "island.0.offload=optimizer",
+            "--set",
+            "island.0.memory_gb=80",
+            "--set",
+            "island.0.host_optimizer_params_per_s=1e9",
+        ],
+        "island.0.host_optimizer_params_per_s: has no effect beside step_time_s",
+    ),
+    case(
+        "simulate",
+        "a derived step with offload and no host optimizer rate",
+        ["{tmp}/derived.toml", "--set", "model.tokens_per_step=1e6"],
+        "island.0.host_optimizer_params_per_s: is required with offload",
+    ),
+    case(
+        "simulate",
+        "a derived step with offload on an accelerator of no listed host link",
+        [
+            "{tmp}/derived.toml",
+            "--set",
+            "model.tokens_per_step=1e6",
+            "--set",
+            "island.0.gpu=B200",
+            "--set",
+            "island.0.host_optimizer_params_per_s=1e9",
+        ],
+        "island.0.host_link_gb_per_s: is required with offload",
+    ),
+    case(
+        "simulate",
+        "a host link of NaN",
+        [WE, "--set", "island.0.host_link_gb_per_s=nan"],
+        "island.0.host_link_gb_per_s: must be a finite number",
+    ),
+    case(
+        "simulate",
+        "a negative host memory",
+        [WE, "--set", "island.0.host_memory_gb=-1"],
+        "island.0.host_memory_gb: must be >= 0.001 GB",
+    ),
+    case(
+        "simulate",
+        "a host optimizer rate past any host",
+        [WE, "--set", "island.0.host_optimizer_params_per_s=1e20"],
+        "island.0.host_optimizer_params_per_s: must be <= 1e+16",
     ),
     case(
         "simulate",
@@ -1225,9 +1322,9 @@ def doc_text(answers: dict[int, str]) -> str:
 
 def shown_argument(part: str) -> str:
     """An argument as the doc shows it: a long value cut to its first characters and its length."""
-    if len(part) <= 40:
-        return part
     key, equals, value = part.rpartition("=")
+    if len(part) <= 40 or len(value) <= 20:
+        return part
     return f"{key}{equals}{value[:10]}...({len(value)} characters)"
 
 

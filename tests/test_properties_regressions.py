@@ -349,7 +349,7 @@ def test_the_churn_free_bound_counts_every_late_worker_s_download_under_a_deadli
         },
         "network": {
             "detection_timeout_s": 0.0,
-            "ring_order": "listed",
+            "ring_order": "ranked",
             "exchange_end_spread_s": 0.01,
         },
         "island": [

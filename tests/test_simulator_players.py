@@ -155,10 +155,10 @@ BASES = {  # a scenario each player plays
         "schedule.outer_steps=100",
         "island.0.jitter_cv=0.05",
     ],
-    "counts": [
+    "counts": [  # heavy enough for the event model under every override (partial included)
         "island.0.replicas=1000",
-        "schedule.outer_steps=100",
-        "island.0.mtbf_s=86400",
+        "schedule.outer_steps=300",
+        "island.0.mtbf_s=21600",
         "island.0.mttr_s=3600",
     ],
 }
@@ -246,6 +246,7 @@ KEY_PLAYERS = {
         "network.ring_efficiency=0.8",
         ("lockstep", "one learner", "learners"),
     ),
+    "network.weights_from": ("network.weights_from=striped", ()),
     "network.ring_order": (
         "network.ring_order=optimised",
         ("counts", "lockstep", "one learner", "learners"),
@@ -269,6 +270,10 @@ KEY_PLAYERS = {
         "island.0.memory_gb=1000",
         ("counts", "lockstep", "one learner", "learners"),
     ),
+    "island.offload": (None, ("lockstep", "one learner", "counts", "learners")),
+    "island.host_memory_gb": (None, ("lockstep", "one learner", "counts", "learners")),
+    "island.host_link_gb_per_s": (None, ("lockstep", "one learner", "counts", "learners")),
+    "island.host_optimizer_params_per_s": (None, ("lockstep", "one learner", "counts", "learners")),
     "island.mfu": (None, ("lockstep", "one learner", "counts", "learners")),
     "island.jitter_cv": ("island.0.jitter_cv=0.05", ("lockstep", "learners")),
     "island.bandwidth_gbps": (

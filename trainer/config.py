@@ -7,7 +7,7 @@ every algorithm, so runs of different algorithms with the same token budget are 
 same token counts.
 
 ``--workers N`` keeps the first N workers of ``scenario.workers()`` (islands expanded into their
-replicas, in file order): a quick run of a big scenario on a small machine.
+replicas, in rank order: the islands by name): a quick run of a big scenario on a small machine.
 """
 
 from __future__ import annotations
@@ -155,7 +155,8 @@ def check_supported(scenario: Scenario) -> None:
     """Refuse what only the simulator plays: other barriers, backward overlap (the trainer averages
     the gradient, or steps the inner optimizer and forms the pseudo-gradient, after the whole
     backward pass, not layer by layer during it), a staged collective, a collective that goes on
-    without a departed member, a ring reordered across regions, and random churn and chip failures."""
+    without a departed member, a joiner's state striped over the holders, a ring reordered across
+    regions, and random churn and chip failures."""
     source = scenario.source
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
         raise UserError(
@@ -184,10 +185,15 @@ def check_supported(scenario: Scenario) -> None:
             f"{source}: network.on_departure: the real trainer restarts a broken collective among the "
             f'survivors (got {scenario.network.on_departure!r}); "partial" is simulated only'
         )
-    if scenario.network.ring_order != "listed" and scenario.regions:
+    if scenario.network.weights_from != "fastest":
+        raise UserError(
+            f"{source}: network.weights_from: the real trainer sends a joiner the whole state from "
+            f'the fastest holder (got {scenario.network.weights_from!r}); "striped" is simulated only'
+        )
+    if scenario.network.ring_order != "ranked" and scenario.regions:
         raise UserError(
             f"{source}: network.ring_order: the real trainer runs its ring in rank order, the "
-            f"islands as listed (got {scenario.network.ring_order!r}): list them in the order you want"
+            f"islands by name (got {scenario.network.ring_order!r}): name them in the order you want"
         )
     for index, island in enumerate(scenario.islands):
         if getattr(island, "mtbf_s", None):

@@ -88,18 +88,25 @@ def summary_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
 
 def scenario_table(source: ScenarioSource) -> str:
     islands = source.scenario.islands
-    header = ["island", "replicas", "step time", "bandwidth", "latency"]
+    header = ["island", "replicas", "step time", "links", "latency"]
     rows = [
         [
             i.name,
             str(i.replicas),
-            f"{i.step_time_s:g} s",
-            rate_text(i.bandwidth_gbps),
+            f"{i.step_time_s:.3g} s",
+            links_text(i.upload_gbps, i.download_gbps),
             f"{i.latency_ms:g} ms",
         ]
         for i in islands
     ]
     return html_table(header, rows)
+
+
+def links_text(upload_gbps: float, download_gbps: float) -> str:
+    """One rate where both ways are equal, else "up 50 Mbit/s, down 500 Mbit/s"."""
+    if upload_gbps == download_gbps:
+        return rate_text(upload_gbps)
+    return f"up {rate_text(upload_gbps)}, down {rate_text(download_gbps)}"
 
 
 def heatmap_grid(source: ScenarioSource) -> dict[str, list[float]]:

@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="keep only the first N workers (islands x replicas, in file order)",
+        help="keep only the first N workers (islands x replicas, in rank order: the islands by name)",
     )
     parser.add_argument(
         "--out",

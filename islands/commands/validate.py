@@ -57,7 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=4,
         metavar="N",
-        help="at most N workers (islands x replicas, in file order) in the real run (default 4)",
+        help="at most N workers (islands x replicas, the islands by name) in the real run (default 4)",
     )
     parser.add_argument(
         "--step-time",

@@ -1,7 +1,7 @@
 """The departures and returns that ``Counts`` plays one at a time (``counts.py``): which worker a change
-picks, in the counts' order (members, then joiners not begun, in, in the collective, in flight), and
-what its leaving does to the ring, the downloads and the totals, and what happens once no member is
-left (``emptied``, ``alone``: see ``returning.py`` for the rules)."""
+picks, in the counts' order (members, the holders first, then joiners not begun, in, in the collective
+in or not begun, in flight), and what its leaving does to the ring, the downloads and the totals, and
+what happens once no member is left (``emptied``, ``alone``: see ``returning.py`` for the rules)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from islands.scenarios.model import IslandSpec
 
-from .holders import ABSENT, ENLISTED, LOADED, MEMBER, UNSTARTED, Holder
+from .holders import Holder
 
 
 class Changes(ABC):
@@ -43,9 +43,9 @@ class Changes(ABC):
     unstarted: int
     loaded: int
     loaded_enlisted: int
+    unstarted_enlisted: int
     extension_s: float
     holders: list[Holder]
-    ghost_unstarted: int
     detections: deque[float]
     timer_due: bool
     chain_chunk: int
@@ -79,7 +79,7 @@ class Changes(ABC):
     dropped_members: int
 
     @abstractmethod
-    def begin_downloads(self, count: int, tracked: list[Holder], ghost: bool = False) -> None:
+    def begin_downloads(self, count: int) -> None:
         """``count`` joiners begin their downloads now (``Counts.begin_downloads``)."""
 
     @abstractmethod
@@ -91,12 +91,8 @@ class Changes(ABC):
         """Draw the pooled workers' returns and departures up to ``end_s`` (``Counts.settle_pool``)."""
 
     @abstractmethod
-    def ghost_members(self) -> int:
-        """Members whose download, begun as joiners, still goes on (``Counts.ghost_members``)."""
-
-    @abstractmethod
-    def cancel_ghost(self, index: int) -> None:
-        """The ``index``-th of them leaves: its download stops (``Counts.cancel_ghost``)."""
+    def holder_left(self, holder: Holder) -> None:
+        """A holder left: its downloads begin again from others (``Counts.holder_left``)."""
 
     def departed(self) -> None:
         """A worker left now: the others notice it ``detect_s`` later (``orphan``'s moments)."""
@@ -115,47 +111,33 @@ class Changes(ABC):
         else:
             self.joiner_left(int(pick - self.member_count), waiting_dl)
 
-    def tracked_at(self, place: int) -> list[Holder]:
-        return [holder for holder in self.holders if holder.place == place]
-
-    def hit(self, place: int, index: float) -> Holder | None:
-        """The tracked holder that the ``index``-th worker of ``place`` is (they come first), if any."""
-        tracked = self.tracked_at(place)
-        return tracked[int(index)] if index < len(tracked) else None
-
     def returned(self, index: float) -> None:
         """The ``index``-th absent worker returns."""
         away = self.absent - int(index)  # the dropped participants away come last among the absent
         self.joins += 1
         self.absent -= 1
-        holder = self.hit(ABSENT, index)
         if self.member_count == 0:  # nobody to download from: it starts at once
-            self.alone(holder)
+            self.alone()
         elif self.computing and not self.formed:  # quiet: its download begins now
-            self.begin_downloads(1, [holder] if holder else [])
+            self.begin_downloads(1)
         else:
             self.unstarted += 1
-            if holder:
-                holder.place = UNSTARTED
             if away <= len(self.dropped_away):
                 self.dropped_back.append(self.dropped_away.pop(away - 1))
 
-    def alone(self, holder: Holder | None) -> None:
+    def alone(self) -> None:
         """A worker back while no member is present starts at once from the last completed outer step
         (``Churn.joiner`` with no peer): the only member, computing from now."""
         self.member_count = 1
         self.boundary_s = self.now
-        if holder is not None:
-            holder.place = MEMBER
 
     def member_left(self, index: float) -> None:
-        """The ``index``-th member leaves (the members whose download as joiners still goes on come last)."""
+        """The ``index``-th member leaves (the holders come first among them)."""
         self.leaves += 1
-        ghosts = self.ghost_members()
-        if ghosts and index >= self.member_count - ghosts:
-            self.cancel_ghost(int(index - (self.member_count - ghosts)))
-        self.gone(self.hit(MEMBER, index))
+        self.gone()
         self.member_count -= 1
+        if index < len(self.holders):
+            self.holder_left(self.holders[int(index)])
         self.departed()
         if self.computing:
             self.lost_s += self.now - self.boundary_s
@@ -179,35 +161,29 @@ class Changes(ABC):
         if self.formed and not self.enlisted_orphan_s > self.now:
             self.enlisted_orphan_s = self.now + self.detect_s
 
-    def gone(self, holder: Holder | None) -> None:
-        """A worker left (``holder``, if it is one followed): absent; while a collective is pending,
-        among those that ``settle_pool`` plays at the next outer boundary."""
-        if holder is not None:
-            holder.place, holder.away_since = ABSENT, self.now
-            if holder.group is not None:
-                holder.group.tracked.remove(holder)
-                holder.group = None
+    def gone(self) -> None:
+        """A worker left: absent; while a collective is pending, among those that ``settle_pool`` plays
+        at the next outer boundary."""
         if not self.pooled or self.computing:
             self.absent += 1
-        elif holder is None:
+        else:
             self.pool_since.append(self.now)
 
     def joiner_left(self, index: int, waiting_dl: int) -> None:
-        """The ``index``-th present joiner leaves (in the order: not begun, in, in the collective, in
-        flight waiting, in flight in the collective)."""
+        """The ``index``-th present joiner leaves (in the order: not begun, in, in the collective in,
+        in the collective not begun, in flight waiting, in flight in the collective)."""
         self.leaves += 1
         self.departed()
+        self.gone()
         if index < self.unstarted:
             back = self.unstarted - index  # the dropped participants back come last among them
             self.unstarted -= 1
-            self.gone(self.hit(UNSTARTED, index))
             if back <= len(self.dropped_back):
                 self.dropped_again(back - 1)
             return
         index -= self.unstarted
         if index < self.loaded:
             self.loaded -= 1
-            self.gone(self.hit(LOADED, index))
             return
         index -= self.loaded
         if index < self.loaded_enlisted:
@@ -217,12 +193,16 @@ class Changes(ABC):
             self.present += share
             self.extension_s -= share
             self.loaded_enlisted -= 1
-            self.gone(self.hit(ENLISTED, index))
             self.enlisted_left()
             return
         index -= self.loaded_enlisted
+        if index < self.unstarted_enlisted:
+            self.unstarted_enlisted -= 1
+            self.enlisted_left()
+            return
+        index -= self.unstarted_enlisted
         enlisted = index >= waiting_dl
-        self.gone(self.cancel(index - waiting_dl if enlisted else index, enlisted))
+        self.cancel(index - waiting_dl if enlisted else index, enlisted)
         if enlisted:
             self.enlisted_left()
         self.rates()
@@ -278,25 +258,23 @@ class Changes(ABC):
         moved = min(self.weights_bytes, max(0.0, progress - (done_at - self.weights_bytes)))
         self.waste(count * moved)
 
-    def cancel(self, index: int, enlisted: bool) -> Holder | None:
-        """The ``index``-th download in flight (of those to joiners in the collective, or not) stops;
-        the holder that downloaded it, if it is one followed."""
+    def cancel(self, index: int, enlisted: bool) -> None:
+        """The ``index``-th download in flight (of those to joiners in the collective, or not) stops:
+        what it moved is wasted."""
         for holder in self.holders:
-            count = (
-                holder.enlisted if enlisted else holder.downloads - holder.enlisted - holder.ghosts
-            )
+            count = holder.enlisted if enlisted else holder.downloads - holder.enlisted
             if index >= count:
                 index -= count
                 continue
             for _, _, group in holder.groups:
-                if group.ghost or group.enlisted != enlisted or index >= group.count:
-                    index -= group.count if group.enlisted == enlisted and not group.ghost else 0
+                if group.enlisted != enlisted or index >= group.count:
+                    index -= group.count if group.enlisted == enlisted else 0
                     continue
                 self.waste_download(holder.progress, group.done_at, 1)
                 group.count -= 1
                 holder.downloads -= 1
                 holder.enlisted -= enlisted
-                return group.tracked[index] if index < len(group.tracked) else None
+                return
         raise AssertionError("no such download")
 
 

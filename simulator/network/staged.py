@@ -17,7 +17,8 @@ when it is alone in its region). Against one ring over all M workers, which pays
 slowest hop's latency (a backbone's, once regions are crossed), the hierarchy pays 2(R-1) hops at
 backbone latency and 2(m-1) at access latency, for about the same bytes: it wins where latency rules.
 
-**Tree**: a binary tree over the members in ring order (member p's parent is member (p-1) // 2),
+**Tree**: a binary tree over the members (member p's parent is member (p-1) // 2; who sits where:
+``tree_layout.py``),
 reduced level by level from the leaves to the root, then broadcast level by level back down. Every
 copy carries the whole payload S and pays its own hop's latency; the two children of a node share
 its downlink on the way up and its uplink on the way down. Over M members of equal links it takes
@@ -40,6 +41,7 @@ from islands.scenarios.model import NetworkSpec
 
 from .collectives import Leg, RingAllReduce, copy_leg, ring_leg
 from .topology import Topology
+from .tree_layout import tree_layout
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,11 @@ def hierarchical_all_reduce(
 def tree_all_reduce(
     ring: tuple[int, ...], payload_bytes: float, topology: Topology, network: NetworkSpec
 ) -> StagedCollective:
-    """The binary tree's levels, reduced from the leaves up, then broadcast back down."""
+    """The binary tree's levels, reduced from the leaves up, then broadcast back down; the members
+    placed in the tree by ``tree_layout``."""
     if len(ring) == 1:
         return alone(ring[0], topology)
+    ring = tree_layout(ring, topology, network.ring_order)
     levels: dict[int, list[int]] = {}
     for position in range(1, len(ring)):
         levels.setdefault((position + 1).bit_length() - 1, []).append(position)

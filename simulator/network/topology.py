@@ -175,10 +175,11 @@ class Topology:
         return access + crossed, narrowest
 
     def ring(self, members: Iterable[int], order: str) -> tuple[int, ...]:
-        """The members in ring order: ranks in file order ("listed"), or ("optimised") each region's
-        members together, the regions in ``region_cycle``'s order."""
+        """The members in ring order: by rank ("ranked": the islands by name, whatever the order of
+        the tables), or ("optimised") each region's members together, the regions in
+        ``region_cycle``'s order."""
         ranked = sorted(members)
-        if order == "listed" or not self.backbones:
+        if order == "ranked" or not self.backbones:
             return tuple(ranked)
         cycle = self.region_cycle(tuple(sorted({self.named_region(rank) for rank in ranked})))
         arrays = self.arrays

@@ -162,7 +162,7 @@ def networks(draw, coupled: bool, aggregation: str) -> dict[str, Any]:
     if draw(st.integers(0, 3)) == 0:
         network["exchange_cpu_s_per_value"] = draw(st.sampled_from((1e-10, 1e-8)))
     if coupled and network["collective"] == "ring":
-        network["ring_order"] = draw(st.sampled_from(("listed", "optimised")))
+        network["ring_order"] = draw(st.sampled_from(("ranked", "optimised")))
         if draw(st.booleans()):
             network["on_departure"] = "partial"
         elif draw(st.integers(0, 3)) == 0:
