@@ -224,6 +224,16 @@ TRAIN = cases(
             ("--set", "island.0.offload=cpu"),
             "island.0.offload: must be one of 'none', 'optimizer' (got 'cpu')",
         ),
+        (
+            "top-k payloads from several ranks per island",
+            ("--set", "schedule.compression=topk", "--set", "trainer.ranks_per_island=2"),
+            "trainer.ranks_per_island: 2: a top-k exchange is sent by one rank per island (set 1)",
+        ),
+        (
+            "top-k payloads in an elastic run",
+            ("--set", "schedule.compression=topk", "--set", "trainer.elastic=true"),
+            "trainer.elastic: true: an elastic run does not carry top-k payloads",
+        ),
         ("--data missing", ("--data", "nowhere"), "nowhere: no such file or folder"),
         (
             "--data endless",
@@ -254,6 +264,11 @@ VALIDATE = cases(
     "validate",
     ("scenario.toml",),
     [
+        (
+            "a compressed exchange",
+            ("--set", "schedule.compression=topk", "--set", "schedule.bits=2"),
+            'schedule.compression: "topk" is not validated yet',
+        ),
         (
             "--target-wall NaN",
             ("--target-wall", "nan"),
