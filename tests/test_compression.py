@@ -6,12 +6,21 @@ and logged, and a real run's bytes equal to the simulator's. Islands run as thre
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import replace
 
 import pytest
 import torch
 from helpers.diloco_fakes import plan_of, point
-from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
+from helpers.inprocess import (
+    corpus_for,
+    finish_all,
+    global_weights,
+    in_threads,
+    plan_for,
+    trainers_for,
+)
+from helpers.multiprocess import rank_state, train
 from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
 from islands.scenarios import from_dict
@@ -23,7 +32,8 @@ from islands.simulator import simulate
 from islands.trainer.core import sync
 from islands.trainer.core.comm import ThreadHub
 from islands.trainer.core.diloco import DiLoCo, ExchangerTransport
-from islands.trainer.core.inprocess import run_threads
+from islands.trainer.core.inprocess import run_threads, thread_groups
+from islands.trainer.core.loop import Trainer
 from islands.trainer.core.outer import Fragment
 from islands.trainer.core.robust import AggregationRule, Verdict
 from islands.trainer.core.sparse import TopKCodec, announce, gather_mean
@@ -288,3 +298,54 @@ def test_a_compressed_runs_measured_bytes_are_the_simulated_ones():
     sent = [row[5] for t in trainers for row in t.recorder.rows if row[4] == "comm"]
     assert sent == [2 * 876] * (2 * 3)
     assert measured["bytes_per_worker"] == predicted.summary["bytes_per_worker"] == 2 * 2 * 876
+
+
+STREAMING_TOPK = {
+    "algorithm": "streaming",
+    "fragments": 2,
+    "overlap_steps": 1,
+    "inner_steps": 4,
+    "outer_steps": 2,
+    "compression": "topk",
+    "chunk_values": 64,
+    "topk": 4,
+    "bits": 2,
+    "error_feedback": 0.95,
+}
+
+
+def test_a_compressed_run_over_gloo_sends_the_declared_bytes(tmp_path):
+    """Two processes on gloo, Streaming DiLoCo with two fragments: every byte sent is the declared
+    payloads' (M - 1 = 1 a fragment a round), and each island keeps its own error-feedback buffer."""
+    out = tmp_path / "run"
+    train(out, sets=[f"schedule.{key}={value}" for key, value in STREAMING_TOPK.items()])
+    errors = [[f["error"] for f in rank_state(out, 2, rank)["fragments"]] for rank in range(2)]
+    assert not torch.equal(errors[0][0], errors[1][0])
+    payloads = [TopK(64, 4, 2).payload_bytes(error.numel()) for error in errors[0]]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["bytes_per_worker"] == 2 * sum(payloads)
+
+
+def trainers_resuming(plan, out_dir, resume_dir=None):
+    groups = thread_groups(plan.islands, plan.ranks_per_island)
+    corpus = corpus_for(plan)
+    return run_threads(
+        plan.world_size,
+        lambda rank: Trainer(
+            plan, rank, groups[rank], out_dir=out_dir, resume_dir=resume_dir, corpus=corpus
+        ),
+    )
+
+
+def test_a_resumed_compressed_run_ends_where_the_uninterrupted_one_does(tmp_path):
+    """The error-feedback buffers are in each island's checkpoint: without them the resumed run's
+    second round would compress a fresh buffer."""
+    plan = plan_for(STREAMING_TOPK, checkpoint_every=1)
+    whole = trainers_resuming(plan, tmp_path / "whole")
+    in_threads(whole, lambda t: t.run())
+    in_threads(trainers_resuming(plan, tmp_path / "parts"), lambda t: t.run(stop_after=1))
+    resumed = trainers_resuming(plan, tmp_path / "parts", tmp_path / "parts")
+    in_threads(resumed, lambda t: t.run())
+    for a, b in zip(whole, resumed):
+        assert torch.equal(global_weights(a), global_weights(b))
+        assert all(torch.equal(x.error, y.error) for x, y in zip(a.fragments, b.fragments))
