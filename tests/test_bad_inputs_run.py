@@ -1473,6 +1473,11 @@ QUALITY = cases(
     "quality",
     ("scenario.toml",),
     [
+        (
+            "a grid of compressed runs",
+            ("--grid", "workers=2", "--set", "schedule.compression=topk"),
+            'schedule.compression: "topk": a profile\'s points are dense exchanges',
+        ),
         ("--steps 0", ("--grid", "workers=2", "--steps", "0"), "--steps 0: must be 1 to 100000"),
         (
             "--steps negative",

@@ -23,6 +23,7 @@ from helpers.inprocess import (
 from helpers.multiprocess import rank_state, train
 from helpers.scenarios import BASE_DOCUMENT, make_scenario
 
+from islands.analysis.quality.loss_prior import estimate
 from islands.scenarios import from_dict
 from islands.scenarios.memory import outer_bytes_per_param
 from islands.scenarios.trainer_keys import trainer_spec
@@ -123,6 +124,15 @@ def test_a_streaming_run_prices_each_fragments_own_payload():
     # bits = 56,224 B, + 16
     priced = {p.payload_bytes for p in schedule_of(scenario).sync_points(scenario)}
     assert priced == {56_224 + 16}
+
+
+def test_the_loss_prior_shows_the_dense_loss_and_says_compression_is_not_priced():
+    dense, sparse = estimate(make_scenario()), estimate(make_scenario(TOPK))
+    assert sparse.loss == dense.loss and set(dense.notes) < set(sparse.notes)
+    assert set(sparse.notes) - set(dense.notes) == {
+        'compression = "topk" (64 of 4096 values at 2 bits): not priced, the dense schedule\'s '
+        "loss is shown"
+    }
 
 
 # --- the outer step -----------------------------------------------------------------------------------

@@ -180,7 +180,7 @@ def schedule_notes(declared: Schedule, schedule) -> tuple[float, list[str]]:
         notes.append(
             f"{declared.label}: no published loss table for its update rule; DiLoCo's used"
         )
-    if schedule.compression != NONE:
+    if schedule.compression in declared.compressions and schedule.compression != NONE:
         notes.append(
             f'compression = "{schedule.compression}" ({schedule.topk} of {schedule.chunk_values} '
             f"values at {schedule.bits} bits): not priced, the dense schedule's loss is shown"
