@@ -236,6 +236,16 @@ TRAIN = cases(
             ("--set", "island.0.offload=cpu"),
             "island.0.offload: must be one of 'none', 'optimizer' (got 'cpu')",
         ),
+        (
+            "top-k payloads from several ranks per island",
+            ("--set", "schedule.compression=topk", "--set", "trainer.ranks_per_island=2"),
+            "trainer.ranks_per_island: 2: a top-k exchange is sent by one rank per island (set 1)",
+        ),
+        (
+            "top-k payloads in an elastic run",
+            ("--set", "schedule.compression=topk", "--set", "trainer.elastic=true"),
+            "trainer.elastic: true: an elastic run does not carry top-k payloads",
+        ),
         ("--data missing", ("--data", "nowhere"), "nowhere: no such file or folder"),
         (
             "--data endless",
@@ -273,6 +283,11 @@ VALIDATE = cases(
     "validate",
     ("scenario.toml",),
     [
+        (
+            "a compressed exchange",
+            ("--set", "schedule.compression=topk", "--set", "schedule.bits=2"),
+            'schedule.compression: "topk" is not validated yet',
+        ),
         (
             "--target-wall NaN",
             ("--target-wall", "nan"),
@@ -1477,6 +1492,11 @@ QUALITY = cases(
     "quality",
     ("scenario.toml",),
     [
+        (
+            "a grid of compressed runs",
+            ("--grid", "workers=2", "--set", "schedule.compression=topk"),
+            'schedule.compression: "topk": a profile\'s points are dense exchanges',
+        ),
         ("--steps 0", ("--grid", "workers=2", "--steps", "0"), "--steps 0: must be 1 to 100000"),
         (
             "--steps negative",

@@ -205,6 +205,11 @@ KEY_PLAYERS = {
         ("counts", "lockstep", "one learner", "learners"),
     ),
     "schedule.bits": ("schedule.bits=8", ("counts", "lockstep", "one learner", "learners")),
+    "schedule.compression": ("schedule.compression=topk", ("counts", "lockstep")),
+    # refused without compression = "topk", which the bases leave off: they do nothing there
+    "schedule.chunk_values": ("schedule.chunk_values=1024", ()),
+    "schedule.topk": ("schedule.topk=32", ()),
+    "schedule.error_feedback": ("schedule.error_feedback=0.95", ()),
     "schedule.backward_overlap": (
         "schedule.backward_overlap=0.5",
         ("lockstep", "one learner", "learners"),
