@@ -77,25 +77,47 @@ class Columns:
 
 
 def group_spans(
-    keys: np.ndarray, start: np.ndarray, end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rows grouped by their integer ``keys``: each key once, ascending, and its span, the latest end
-    less the earliest start among its rows."""
+    keys: np.ndarray, start: np.ndarray, end: np.ndarray, done: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows grouped by their integer ``keys`` into spans: the key of each span (ascending; a key
+    twice where it was played twice), the span (latest end less earliest start among its rows) and
+    whether a ``done`` row is in it. A key's rows fall in runs that overlap or touch in time; runs
+    follow one another in one span until a run holds a done row, and the run after that opens
+    another span (a sync played again after a failure rolled the run back to an earlier outer step;
+    a broken attempt and its restart, apart by the detection timeout, stay one span)."""
     if not len(keys):
-        return keys, np.zeros(0)
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    firsts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    spans = np.maximum.reduceat(end[order], firsts) - np.minimum.reduceat(start[order], firsts)
-    return sorted_keys[firsts], spans
+        return keys, np.zeros(0), np.zeros(0, dtype=bool)
+    order = np.lexsort((start, keys))
+    sorted_keys, start, end, done = keys[order], start[order], end[order], done[order]
+    first_of_key = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
+    runs = np.flatnonzero(
+        first_of_key | (start > previous_max_by_group(end, np.cumsum(first_of_key)))
+    )
+    run_done = np.maximum.reduceat(done, runs)
+    firsts = runs[first_of_key[runs] | np.r_[False, run_done[:-1]]]
+    spans = np.maximum.reduceat(end, firsts) - np.minimum.reduceat(start, firsts)
+    return sorted_keys[firsts], spans, np.maximum.reduceat(done, firsts)
+
+
+def previous_max_by_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """For each row, the largest of ``values`` over the earlier rows of its group (-inf for none);
+    ``group`` ascending. A running maximum over the values' ranks offset by the group, in one pass."""
+    by_value = np.argsort(values, kind="stable")
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[by_value] = np.arange(len(values))
+    offset = group.astype(np.int64) * len(values)
+    running = np.maximum.accumulate(offset + rank) - offset
+    inclusive = values[by_value[running]]
+    first = np.r_[True, group[1:] != group[:-1]]
+    return np.where(first, -np.inf, np.r_[-np.inf, inclusive[:-1]])
 
 
 def sync_spans(columns: Columns, per_worker: bool) -> tuple[np.ndarray, np.ndarray]:
     """Each collective's (outer step, fragment[, worker index]) as rows of a key array, and its
-    duration: first start to last end (``sync_durations``). A collective that broke and restarted
-    spans every attempt, from its first (the wasted rows of its key: what its members waited); a
-    learner's exchange (``per_worker``) has no attempts, and its round trip cut by its departure is
-    no sync."""
+    duration: first start to last end (``group_spans``). A collective that broke and restarted
+    spans every attempt, from its first (the wasted rows of its key: what its members waited); one
+    played again after a rollback is another sync; a learner's exchange (``per_worker``) has no
+    attempts, and its round trip cut by its departure is no sync."""
     synced = columns.syncs()
     rows = np.flatnonzero(synced if per_worker else synced | columns.broken_attempts())
     parts = [columns.outer_step[rows], columns.fragment[rows] - NO_FRAGMENT]
@@ -103,9 +125,10 @@ def sync_spans(columns: Columns, per_worker: bool) -> tuple[np.ndarray, np.ndarr
         parts.append(columns.worker[rows].astype(np.int64))
     bounds = [int(part.max()) + 1 if len(part) else 1 for part in parts]
     keys = np.ravel_multi_index(parts, bounds) if len(rows) else np.zeros(0, dtype=np.int64)
-    unique, spans = group_spans(keys, columns.start[rows], columns.end[rows])
-    completed = np.isin(unique, keys[synced[rows]])  # not the attempts of one never completed
-    unique, spans = unique[completed], spans[completed]
+    unique, spans, completed = group_spans(
+        keys, columns.start[rows], columns.end[rows], synced[rows]
+    )
+    unique, spans = unique[completed], spans[completed]  # not the attempts of one never completed
     split = (
         np.stack(np.unravel_index(unique, bounds), axis=1)
         if len(unique)
