@@ -77,62 +77,57 @@ class Columns:
 
 
 def group_spans(
-    keys: np.ndarray, start: np.ndarray, end: np.ndarray, done: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows grouped by their integer ``keys`` into spans: the key of each span (ascending; a key
-    twice where it was played twice), the span (latest end less earliest start among its rows) and
-    whether a ``done`` row is in it. A key's rows fall in runs that overlap or touch in time; runs
-    follow one another in one span until a run holds a done row, and the run after that opens
-    another span (a sync played again after a failure rolled the run back to an earlier outer step;
-    a broken attempt and its restart, apart by the detection timeout, stay one span)."""
+    keys: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by their integer ``keys``: each key once, ascending, and its span, the latest end
+    less the earliest start among its rows."""
     if not len(keys):
-        return keys, np.zeros(0), np.zeros(0, dtype=bool)
-    order = np.lexsort((start, keys))
-    sorted_keys, start, end, done = keys[order], start[order], end[order], done[order]
-    first_of_key = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
-    runs = np.flatnonzero(
-        first_of_key | (start > previous_max_by_group(end, np.cumsum(first_of_key)))
+        return keys, np.zeros(0)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    firsts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    spans = np.maximum.reduceat(end[order], firsts) - np.minimum.reduceat(start[order], firsts)
+    return sorted_keys[firsts], spans
+
+
+def plays(columns: Columns) -> np.ndarray:
+    """For each row, how many times its worker had gone back to an earlier outer step before it: a
+    failure that rolls the run back to its last outer step makes the syncs after it again, with the
+    same (outer step, fragment), and each play is a sync of its own."""
+    order = np.lexsort((columns.start, columns.worker))
+    worker, outer_step = columns.worker[order], columns.outer_step[order]
+    back = np.r_[False, (worker[1:] == worker[:-1]) & (outer_step[1:] < outer_step[:-1])]
+    counted = np.cumsum(back)
+    first_of_worker = np.flatnonzero(np.r_[True, worker[1:] != worker[:-1]])
+    before_worker = np.repeat(
+        counted[first_of_worker], np.diff(np.r_[first_of_worker, len(worker)])
     )
-    run_done = np.maximum.reduceat(done, runs)
-    firsts = runs[first_of_key[runs] | np.r_[False, run_done[:-1]]]
-    spans = np.maximum.reduceat(end, firsts) - np.minimum.reduceat(start, firsts)
-    return sorted_keys[firsts], spans, np.maximum.reduceat(done, firsts)
-
-
-def previous_max_by_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """For each row, the largest of ``values`` over the earlier rows of its group (-inf for none);
-    ``group`` ascending. A running maximum over the values' ranks offset by the group, in one pass."""
-    by_value = np.argsort(values, kind="stable")
-    rank = np.empty(len(values), dtype=np.int64)
-    rank[by_value] = np.arange(len(values))
-    offset = group.astype(np.int64) * len(values)
-    running = np.maximum.accumulate(offset + rank) - offset
-    inclusive = values[by_value[running]]
-    first = np.r_[True, group[1:] != group[:-1]]
-    return np.where(first, -np.inf, np.r_[-np.inf, inclusive[:-1]])
+    result = np.empty(len(order), dtype=np.int64)
+    result[order] = counted - before_worker
+    return result
 
 
 def sync_spans(columns: Columns, per_worker: bool) -> tuple[np.ndarray, np.ndarray]:
     """Each collective's (outer step, fragment[, worker index]) as rows of a key array, and its
     duration: first start to last end (``group_spans``). A collective that broke and restarted
     spans every attempt, from its first (the wasted rows of its key: what its members waited); one
-    played again after a rollback is another sync; a learner's exchange (``per_worker``) has no
-    attempts, and its round trip cut by its departure is no sync."""
+    played again after a rollback (``plays``) is another sync; a learner's exchange (``per_worker``)
+    has no attempts, and its round trip cut by its departure is no sync."""
     synced = columns.syncs()
     rows = np.flatnonzero(synced if per_worker else synced | columns.broken_attempts())
     parts = [columns.outer_step[rows], columns.fragment[rows] - NO_FRAGMENT]
     if per_worker:
         parts.append(columns.worker[rows].astype(np.int64))
+    parts.append(plays(columns)[rows])
     bounds = [int(part.max()) + 1 if len(part) else 1 for part in parts]
     keys = np.ravel_multi_index(parts, bounds) if len(rows) else np.zeros(0, dtype=np.int64)
-    unique, spans, completed = group_spans(
-        keys, columns.start[rows], columns.end[rows], synced[rows]
-    )
-    unique, spans = unique[completed], spans[completed]  # not the attempts of one never completed
+    unique, spans = group_spans(keys, columns.start[rows], columns.end[rows])
+    completed = np.isin(unique, keys[synced[rows]])  # not the attempts of one never completed
+    unique, spans = unique[completed], spans[completed]
     split = (
-        np.stack(np.unravel_index(unique, bounds), axis=1)
+        np.stack(np.unravel_index(unique, bounds), axis=1)[:, :-1]
         if len(unique)
-        else np.zeros((0, len(parts)), int)
+        else np.zeros((0, len(parts) - 1), int)
     )
     split[:, 1] += NO_FRAGMENT
     return split, spans

@@ -55,6 +55,9 @@ BYTES_PER_WORKER_SYNC = 2000
 EVENTS_PER_CHANGE = 12
 ROWS_PER_CHANGE = 3
 HORIZON_FACTOR = 10
+LENGTH_ROUNDS = 3  # rounds of ``expected_length_s``'s fixed point
+MAX_ATTEMPTS = 100_000  # ``restarted_s``: attempts summed at most
+REACH_LEFT = 1e-6  # ``restarted_s``: stops once the chance of another attempt is below this
 BYTES_PER_EVENT = 1000  # the memory a run may take per event of --max-events: 2 GB by default
 BYTES_PER_MATRIX_CELL = 8  # a float64 latency between two regions, or two islands
 BYTES_PER_RANK = (
@@ -207,9 +210,7 @@ def estimate(scenario: Scenario) -> Budget:
         changes = (
             moved_by_events(scenario, workers)
             + left_for_good
-            + random_changes(
-                scenario, workers, min(horizon_s, expected_length_s(scenario, workers))
-            )
+            + random_changes(scenario, workers, expected_length_s(scenario, workers, horizon_s))
         )
     collectives = float(scenario.schedule.outer_steps * collectives_per_outer(scenario))
     worker_syncs = len(groups(scenario, workers)) * collectives
@@ -230,53 +231,110 @@ def estimate(scenario: Scenario) -> Budget:
     )
 
 
-def expected_length_s(scenario: Scenario, workers: list[Worker]) -> float:
-    """The run's expected length under churn that returns (the bound, ``run_length_s``, takes the worst
-    of every change).
+def expected_length_s(
+    scenario: Scenario, workers: list[Worker], horizon_s: float = math.inf
+) -> float:
+    """The run's expected length under churn that returns, up to ``horizon_s`` (the bound,
+    ``run_length_s``, takes the worst of every change): the one model of a churning run's length that
+    every player's budget reads.
 
-    Decoupled DiLoCo: the slowest learner's compute over the share of its time it is there (mtbf /
-    (mtbf + mttr)). A coupled schedule: each outer step's compute, then its collectives, which a
-    departure restarts (``network.on_departure = "restart"``): the expected time to finish a task of T
-    seconds that Poisson departures at rate lambda restart, each after a delay d (the others' notice),
-    is (exp(lambda T) - 1) (1 / lambda + d). Returning workers download the weights from the holders
-    (``network.weights_from``: the fastest, or a part from each, ``schedules/serving.py``), spread over
-    them, whose uplinks they share with the ring: a share ``busy`` of the present workers' uplinks
-    together (``serving_bytes_per_s``), which stretches every outer step by 1 / (1 - busy); at
-    ``busy`` >= 1 the downloads outpace the uplinks and the run is as long as its horizon allows
-    (infinite here)."""
-    sync_s = sync_s_per_outer(scenario, workers, worst=False)
-    if not schedule_of(scenario).coupled:
-        period = schedule_of(scenario).period_steps(scenario.schedule)
-        scales = steps_scales(scenario, workers)
-        compute_s = max(
-            w.step_time_s * scale * period / presence(w)
-            for w, scale in zip(workers, scales, strict=True)
+    Decoupled DiLoCo: the slowest learner's compute over the share of its time it is there. A coupled
+    schedule: each outer step's compute, then its collectives, which departures break
+    (``restarted_s``), or under partial participation end no sooner than the notice of the last drop:
+    r + detection (1 - exp(-lambda r)). Returning workers download the weights from the holders
+    (``network.weights_from``), spread over them, whose uplinks they share with the ring: a share
+    ``busy`` of the present workers' uplinks together, which stretches every
+    outer step by 1 / (1 - busy); at ``busy`` >= 1 the downloads outpace the uplinks and the run is as
+    long as its horizon allows. Who is there depends on how long the run is (all present at 0:
+    ``presence``), and the length on who is there: a fixed point over ``LENGTH_ROUNDS`` rounds from
+    the length without churn."""
+    schedule = schedule_of(scenario)
+    length_s = scenario.schedule.outer_steps * (
+        interval_s(scenario, workers) + sync_s_per_outer(scenario, workers, worst=False)
+    )
+    for _ in range(LENGTH_ROUNDS):
+        shares = [presence(w, length_s) for w in workers]
+        if schedule.coupled:
+            outer_s = coupled_outer_s(scenario, workers, shares)
+        else:
+            outer_s = decoupled_outer_s(scenario, workers, shares)
+        returns_per_s = sum(
+            (1 - share) / w.mttr_s for w, share in zip(workers, shares) if w.mttr_s is not None
         )
-        return scenario.schedule.outer_steps * (compute_s + sync_s)
-    compute_s = interval_s(scenario, workers)
-    rate = sum(presence(w) / w.mtbf_s for w in workers if w.mtbf_s is not None)
+        serving = sum(share * w.upload_bytes_per_s for w, share in zip(workers, shares))
+        busy = returns_per_s * scenario.weights_bytes / serving
+        if busy >= 1:
+            return horizon_s
+        length_s = min(horizon_s, scenario.schedule.outer_steps * outer_s / (1 - busy))
+    return length_s
+
+
+def coupled_outer_s(scenario: Scenario, workers: list[Worker], shares: list[float]) -> float:
+    """One outer step of a coupled schedule: its compute, then its collectives among the workers
+    there (``shares``), as departures at the members' rate break or thin them."""
+    sync_s = sync_s_per_outer(scenario, workers, worst=False)
+    churning = [(share, w.mtbf_s) for w, share in zip(workers, shares) if w.mtbf_s is not None]
+    rate = sum(share / mtbf_s for share, mtbf_s in churning)
     if rate > 0 and scenario.network.on_departure == "restart":
-        # past this exponent the horizon bounds the run
-        exponent = min(rate * sync_s, math.log(HORIZON_FACTOR * len(workers)))
-        sync_s = math.expm1(exponent) * (1 / rate + scenario.network.detection_timeout_s)
-    returns_per_s = sum((1 - presence(w)) / w.mttr_s for w in workers if w.mttr_s is not None)
-    busy = returns_per_s * scenario.weights_bytes / serving_bytes_per_s(workers)
-    if busy >= 1:
-        return math.inf
-    return scenario.schedule.outer_steps * (compute_s + sync_s) / (1 - busy)
+        members = sum(share for share, _ in churning)
+        sync_s = restarted_s(sync_s, rate, members / rate, scenario.network.detection_timeout_s)
+    elif rate > 0:
+        sync_s += scenario.network.detection_timeout_s * -math.expm1(-rate * sync_s)
+    return interval_s(scenario, workers) + sync_s
 
 
-def serving_bytes_per_s(workers: list[Worker]) -> float:
-    """The uplinks that serve the joiners' downloads, together: each worker's uplink over the share
-    of its time it is there (``presence``), as downloads spread over the holders present."""
-    return sum(presence(w) * w.upload_bytes_per_s for w in workers)
+def decoupled_outer_s(scenario: Scenario, workers: list[Worker], shares: list[float]) -> float:
+    """One outer step of Decoupled DiLoCo: the slowest learner's compute over the share of its time
+    it is there, then its exchange."""
+    period = schedule_of(scenario).period_steps(scenario.schedule)
+    scales = steps_scales(scenario, workers)
+    compute_s = max(
+        w.step_time_s * scale * period / share
+        for w, scale, share in zip(workers, scales, shares, strict=True)
+    )
+    return compute_s + sync_s_per_outer(scenario, workers, worst=False)
 
 
-def presence(worker: Worker) -> float:
-    """The share of its time a worker that leaves and returns is there (1 for one that stays)."""
+def restarted_s(task_s: float, rate: float, mtbf_s: float, detect_s: float) -> float:
+    """The expected time to finish a collective of ``task_s`` seconds that any departure breaks and
+    that restarts from scratch ``detect_s`` after it, among the survivors. Departures come at
+    ``rate`` at first; each member leaves at 1 / ``mtbf_s`` and is not back before the next outer
+    boundary, so the ring thins and the rate falls as exp(-t / mtbf_s). Attempt k succeeds with
+    p_k = exp(-rate_k T) and otherwise lasts E[X | X < T] + d, with E[X | X < T] = 1/rate - T p / (1 - p);
+    the expected time is the sum over attempts of P(reaching k) x E[attempt k]. Without the thinning
+    it is (exp(rate T) - 1)(1 / rate + d), the known closed form, which for a ring of 1,000 workers at
+    MTBF 12 h (rate T = 6.8) is five times the run the models play."""
+    total_s, reach, elapsed_s = 0.0, 1.0, 0.0
+    for _ in range(MAX_ATTEMPTS):
+        now_rate = rate * math.exp(-elapsed_s / mtbf_s)
+        exposure = now_rate * task_s
+        success = math.exp(-exposure)
+        broken_s = detect_s + (  # E[X | X < T], T / 2 where departures are rare (no cancellation)
+            task_s / 2
+            if exposure < 1e-6
+            else 1 / now_rate - task_s * success / -math.expm1(-exposure)
+        )
+        total_s += reach * (success * task_s + (1 - success) * broken_s)
+        reach *= 1 - success
+        elapsed_s += broken_s
+        if reach < REACH_LEFT:
+            break
+    return total_s
+
+
+def presence(worker: Worker, length_s: float = math.inf) -> float:
+    """The share of a run of ``length_s`` that a worker which leaves and returns is there, all present
+    at 0: the mean over [0, T] of P(t) = p + (1 - p) exp(-(lam + mu) t), p = mu / (lam + mu); its
+    steady share p for a long run; 1 for one that stays."""
     if worker.mtbf_s is None or worker.mttr_s is None:
         return 1.0
-    return worker.mtbf_s / (worker.mtbf_s + worker.mttr_s)
+    rate = 1 / worker.mtbf_s + 1 / worker.mttr_s
+    p = (1 / worker.mttr_s) / rate
+    if math.isinf(length_s):
+        return p
+    if length_s <= 0:
+        return 1.0
+    return p + (1 - p) * -math.expm1(-rate * length_s) / (rate * length_s)
 
 
 def random_changes(scenario: Scenario, workers: list[Worker], length_s: float) -> float:

@@ -9,8 +9,9 @@ import math
 import pytest
 
 from islands.scenarios import load
-from islands.simulator import BudgetExceeded, simulate
-from islands.simulator.budget import estimate, guard, horizon_reason
+from islands.simulator import BudgetExceeded, RunSetup, chosen, simulate
+from islands.simulator.budget import estimate, guard, horizon_reason, restarted_s
+from islands.simulator.result import result_of
 
 CHURN = ["island.0.mtbf_s=86400", "island.0.mttr_s=3600"]
 RUNS = {
@@ -107,3 +108,38 @@ def test_a_run_cut_at_its_horizon_names_what_keeps_its_workers_away_too():
     assert horizon_reason(0, returning, 1e6).endswith(
         "raise island.0.mtbf_s or lower island.0.mttr_s"
     )
+
+
+COUNTED = {
+    "1,000 at MTBF 12 h, MTTR 1 h": ["island.0.mtbf_s=43200", "island.0.mttr_s=3600"],
+    "1,000 at MTBF and MTTR 6 h": ["island.0.mtbf_s=21600", "island.0.mttr_s=21600"],
+    "1,000 partial, MTBF 2 h, MTTR 30 min": [
+        "island.0.mtbf_s=7200",
+        "island.0.mttr_s=1800",
+        "network.on_departure=partial",
+    ],
+}
+
+
+@pytest.mark.parametrize("run", COUNTED)
+def test_the_counts_expect_the_joins_and_leaves_that_come_within_twice(run):
+    """Played on counts, these fleets were expected to make 3-8x the joins and leaves that came,
+    when each ring's restarts were priced as if its members stayed (the closed form below)."""
+    scenario = load(
+        "worked-example", ["island.0.replicas=1000", "schedule.outer_steps=20", *COUNTED[run]]
+    )
+    setup = RunSetup.of(scenario)
+    player = chosen(setup)
+    held = player.budget(setup)
+    summary = result_of(setup, player.play(setup, held)).summary
+    assert player.name == "counts"
+    assert 0.5 <= held.membership_changes / (summary["joins"] + summary["leaves"]) <= 2
+
+
+def test_a_restarted_collective_whose_members_stay_takes_the_closed_form():
+    """Rate 0.01/s, T = 50 s, d = 10 s and members that never thin (MTBF far beyond the run):
+    (exp(0.5) - 1)(100 + 10) = 71.36 s. Members that leave for good thin the ring and shorten it."""
+    closed_form_s = math.expm1(0.5) * (1 / 0.01 + 10)
+    assert restarted_s(50, 0.01, 1e15, 10) == pytest.approx(closed_form_s, rel=1e-6)
+    assert restarted_s(50, 0.01, 1000, 10) < closed_form_s
+    assert restarted_s(50, 0.0, 1e15, 10) == 50  # nobody leaves: the collective itself

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+import pandas as pd
 import pytest
 
 from islands.scenarios import ScenarioError, load
 from islands.simulator import simulate
-from islands.summary import group_spans
+from islands.summary import Columns, plays
 
 FAST = "island.*.bandwidth_gbps=1e5"  # syncs of the worked example take 0.0028 s: compute dominates
 
@@ -159,15 +159,19 @@ def test_a_sync_played_again_after_a_rollback_is_another_sync_of_its_own_length(
     assert summary["mean_sync_s"] == pytest.approx(280.0, rel=1e-9)
 
 
-def test_a_keys_spans_split_after_a_done_run_and_not_between_an_attempt_and_its_restart():
-    """Key 7: an attempt broken at 5 s, restarted at 8 s (after the detection timeout) and done at
-    13 s; played again after a rollback: broken at 26 s, restarted at 28 s, done at 30 s. Two syncs
-    of 13 s and 10 s; key 3, one of 1 s."""
-    keys = np.array([7, 7, 7, 7, 3, 7])
-    start = np.array([0.0, 8.0, 20.0, 28.0, 1.0, 8.0])
-    end = np.array([5.0, 13.0, 26.0, 30.0, 2.0, 13.0])
-    done = np.array([False, True, False, True, True, True])
-    unique, spans, completed = group_spans(keys, start, end, done)
-    assert unique.tolist() == [3, 7, 7]
-    assert spans.tolist() == [1.0, 13.0, 10.0]
-    assert completed.tolist() == [True, True, True]
+def test_a_row_counts_the_times_its_worker_went_back_to_an_earlier_outer_step():
+    """Worker 0 computes outer steps 0, 1, 2, is rolled back to 1 and goes on to 2; worker 1 never
+    goes back. Rows out of time order, as a trace may list them."""
+    trace = pd.DataFrame(
+        {
+            "time_start_s": [0.0, 10.0, 20.0, 30.0, 40.0, 0.0, 10.0][::-1],
+            "time_end_s": [10.0, 20.0, 30.0, 40.0, 50.0, 10.0, 20.0][::-1],
+            "worker": [0, 0, 0, 0, 0, 1, 1][::-1],
+            "island": ["a"] * 7,
+            "kind": ["compute"] * 7,
+            "bytes": [0.0] * 7,
+            "fragment": [-1] * 7,
+            "outer_step": [0, 1, 2, 1, 2, 0, 1][::-1],
+        }
+    )
+    assert plays(Columns.of(trace)).tolist() == [0, 0, 0, 1, 1, 0, 0][::-1]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from islands.scenarios import ScenarioError, load
-from islands.simulator import RunSetup, SimResult, chosen, play, simulate
+from islands.simulator import RunSetup, SimResult, budget, chosen, play, simulate
 from islands.simulator.events.player import EVENT_PLAYER
 from islands.simulator.fast import chain, counts, holders, returning
 from islands.simulator.result import result_of
@@ -153,7 +153,9 @@ def test_the_expected_changes_of_a_fleet_that_never_leaves_are_its_returns_by_ha
     exp(-(lam + mu) T)) / (lam + mu), with T the churn-free run (no departures: no restart)."""
     setup = RunSetup.of(scenario(40, 6, 1e15, 3600))
     wall_s = 6 * (PERIOD_S + 2 * 39 / 40 * S / C)
-    assert returning.expected_wall_s(setup, None) == pytest.approx(wall_s, rel=1e-9)
+    assert budget.expected_length_s(setup.scenario, setup.workers) == pytest.approx(
+        wall_s, rel=1e-9
+    )
     lam, mu = 1e-15, 1 / 3600
     p = mu / (lam + mu)
     decay = 1 - math.exp(-(lam + mu) * wall_s)

@@ -84,19 +84,18 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from .. import budget
 from ..budget import Budget
-from ..network.collectives import collective_for
 from ..played import Played, counts_for
 from ..setup import RunSetup
 from .changes import churn_times
 from .counts import Counts
 from .timeline import timeline_of
 
-# The event model's estimated events above which the counts play the run: a quarter of the default
-# budget, an event run of 5-20 s (below, the event model is fast enough and draws worker by worker).
-FAST_FROM_EVENTS = 500_000
+# The event model's estimated events above which the counts play the run: a fortieth of the default
+# budget, an event run of 0.5-2 s (below, the event model is fast enough and draws worker by worker;
+# above, the counts play in a tenth of a second what the event model plays in seconds).
+FAST_FROM_EVENTS = 50_000
 # A counted change costs about 5 us (an event of the event model 10-30 us) and may change rates
 EVENTS_PER_CHANGE = 0.5
-WALL_ROUNDS = 3  # rounds of ``expected_wall_s``'s fixed point
 
 
 def why_not(setup: RunSetup) -> str | None:
@@ -231,55 +230,21 @@ class ReturningPlayer:
 
 def expected_changes(setup: RunSetup, horizon_s: float | None) -> float:
     """The joins and leaves a run is expected to make: those of the fleet's two-state chains (away at
-    rate 1 / mtbf_s, back at 1 / mttr_s, all present at 0) over ``expected_wall_s``. Each present
+    rate 1 / mtbf_s, back at 1 / mttr_s, all present at 0) over the run's expected length
+    (``budget.expected_length_s``, the one every player's budget reads). Each present
     worker leaves at lam P(t), each absent one returns at mu (1 - P(t)), where P(t) = p + (1 - p)
     exp(-(lam + mu) t) and p = mu / (lam + mu); integrated over [0, T]: 2 lam mu / (lam + mu) T +
     (lam - mu) (1 - p) (1 - exp(-(lam + mu) T)) / (lam + mu), per worker."""
     mtbf_s, mttr_s = churn_times(setup.scenario.islands[0])
     lam, mu = 1.0 / mtbf_s, 1.0 / mttr_s
-    wall_s = expected_wall_s(setup, horizon_s)
+    wall_s = budget.expected_length_s(
+        setup.scenario, setup.workers, math.inf if horizon_s is None else horizon_s
+    )
     rate, p = lam + mu, mu / (lam + mu)
     per_worker = (
         2 * lam * mu / rate * wall_s + (lam - mu) * (1 - p) * -math.expm1(-rate * wall_s) / rate
     )
     return setup.scenario.worker_count * per_worker
-
-
-def expected_wall_s(setup: RunSetup, horizon_s: float | None) -> float:
-    """The run's expected length, up to its horizon: each outer step the compute period, then the ring
-    among the workers present on average (``present_share``) at the rate of one uplink, through their
-    departures at rate n / mtbf_s. Under restart each departure breaks the try, which restarts once
-    noticed: (exp(L r) - 1) (1 / L + detection) for a ring of r seconds; under partial the ring ends
-    no sooner than the notice of its last drop: r + detection (1 - exp(-L r)). A fixed point over
-    ``WALL_ROUNDS`` rounds (the length sets the presence, the presence the rings). It leaves out the
-    downloads that share the holders' uplinks with the ring, and a fleet that empties (docs/limits.md)."""
-    scenario = setup.scenario
-    network = scenario.network
-    mtbf_s, mttr_s = churn_times(scenario.islands[0])
-    fleet, volume = scenario.worker_count, collective_for(scenario).volume_bytes
-    period_s = period_steps(setup) * setup.workers[0].step_time_s
-    capacity = setup.workers[0].upload_bytes_per_s
-    steps, detect_s = setup.synced_outer_steps, network.detection_timeout_s
-    limit_s = horizon_s if horizon_s is not None else math.inf
-    wall_s = steps * (period_s + volume(fleet, scenario.payload_bytes) / capacity)
-    for _ in range(WALL_ROUNDS):
-        present = max(1.0, fleet * present_share(mtbf_s, mttr_s, wall_s))
-        ring_s = volume(round(present), scenario.payload_bytes) / capacity
-        hazard = min(present / mtbf_s * ring_s, 700.0)  # exp(700) is near float64's largest
-        if network.on_departure == "partial":
-            ring_s += detect_s * -math.expm1(-hazard)
-        else:
-            ring_s = math.expm1(hazard) * (mtbf_s / present + detect_s)
-        wall_s = min(limit_s, steps * (period_s + ring_s))
-    return wall_s
-
-
-def present_share(mtbf_s: float, mttr_s: float, wall_s: float) -> float:
-    """The share of the fleet present on average over [0, ``wall_s``], all present at 0: the mean of
-    P(t) = p + (1 - p) exp(-(lam + mu) t)."""
-    rate = 1.0 / mtbf_s + 1.0 / mttr_s
-    p = (1.0 / mttr_s) / rate
-    return p + (1 - p) * (-math.expm1(-rate * wall_s) / (rate * wall_s) if wall_s > 0 else 1.0)
 
 
 def played_of(setup: RunSetup, counts: Counts) -> Played:
