@@ -14,6 +14,7 @@ from helpers.diloco_fakes import AVERAGE, Board, global_, island, point, set_loc
 from islands.trainer.core.faults import FAULT_VARIABLE
 from islands.trainer.core.robust import Verdict
 from islands.trainer.core.sync import Exchange
+from islands.trainer.core.tracing import Clock
 from islands.trainer.elastic.membership import Progress
 from islands.trainer.elastic.transport import ElasticTransport
 
@@ -197,8 +198,8 @@ class FakeMembership:
     def admit_joiners(self, has_state, step):
         self.admissions.append((has_state, step))
 
-    def run(self, op):
-        return op(None)
+    def run(self, op, abandoned=None):
+        return op(SimpleNamespace(sent_bytes=0))  # one epoch's group; no attempt given up
 
 
 class FakeExchanger:
@@ -207,6 +208,7 @@ class FakeExchanger:
     def __init__(self):
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.sent: list[tuple[torch.Tensor, bool]] = []
+        self.clock = Clock()  # the transport times the attempts it abandons by it
 
     def exchange(self, delta, contributes=True):
         self.sent.append((delta, contributes))
