@@ -6,9 +6,11 @@ formatted, the plots as SVG it writes itself.
 
 A change while a job runs waits for its first figures, unless the job has run ``SUPERSEDE_MS``
 already: then (or once they are shown) the change supersedes it (the server stops it). A job
-running longer than ``PROGRESS_MS`` shows its progress and a Cancel button. ``document.body.dataset`` tells a test (or a curious user) where the
-page is: ``change`` counts the changes, ``answered`` the change the figures (or the refusal) are of,
-``status`` the last job's state, ``shownMs`` how long the last change took to show its figures.
+running longer than ``PROGRESS_MS`` shows its progress and a Cancel button.
+
+``document.body.dataset`` tells a test (or a curious user) where the page is: ``change`` counts the
+changes, ``answered`` the change the figures (or the refusal) are of, ``status`` the last job's state,
+``shownMs`` how long the last change took to show its figures, ``completeMs`` all its parts.
 """
 
 from __future__ import annotations
