@@ -99,11 +99,9 @@ def run(args: argparse.Namespace) -> int:
 
     session = Session.start(args.scenario, args.overrides, args.max_events)
     sock = listening_socket(args.host, args.port)
-    serve(
-        session,
-        sock,
-        lambda: print(
-            f"serving {args.scenario} at {address_of(sock)} (Ctrl-C to stop)", flush=True
-        ),
-    )
+    line = f"serving {args.scenario} at {address_of(sock)} (Ctrl-C to stop)"
+    try:
+        serve(session, sock, lambda: print(line, flush=True))
+    except KeyboardInterrupt:  # Ctrl-C is how a server is stopped: no error
+        pass
     return 0
