@@ -40,7 +40,7 @@ from .page import page_html
 from .session import Session, compute_report, error_of, request_of
 
 MAX_WAIT_S = 30.0
-FIRST_WAIT_S = 0.5  # a new job's answer waits this long for its first part: no second round trip
+FIRST_WAIT_S = 0.15  # a new job's answer waits this long for its first part: no second round trip
 LOCAL_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1", "testserver"]
 
 

@@ -59,19 +59,25 @@ def open_page(chromium: Any, url: str) -> Any:
 
 
 def wait_answered(page: Any, status: str | None = None) -> str:
-    """Wait until the page has answered its latest change (figures, refusal, failure or cancel) and
-    return how (``document.body.dataset.status``)."""
+    """Wait until the page has answered its latest change: its figures shown (its later parts may
+    still be coming: status "running"), or refused, failed or cancelled; with ``status``, until the
+    page is in that state too (e.g. "done": every part shown). Return the page's status."""
     page.wait_for_function(
-        "document.body.dataset.answered === document.body.dataset.change",
+        "([status]) => document.body.dataset.answered === document.body.dataset.change"
+        " && (status === null || document.body.dataset.status === status)",
+        arg=[status],
         timeout=ANSWER_TIMEOUT_MS,
     )
-    answered = page.evaluate("document.body.dataset.status")
-    assert status is None or answered == status, (answered, page.locator("#error").text_content())
-    return answered
+    return page.evaluate("document.body.dataset.status")
 
 
 def control(page: Any, key: str) -> Any:
-    return page.locator(f".control[data-key='{key}']")
+    """A key's control, opened where it is among the "more keys" (a closed ``<details>``)."""
+    found = page.locator(f".control[data-key='{key}']")
+    folded = found.locator("xpath=ancestor::details[not(@open)]")
+    if folded.count():
+        folded.locator("summary").first.click()
+    return found
 
 
 def edit(page: Any, key: str, text: str, wait: bool = True) -> None:

@@ -9,7 +9,8 @@ already: then (or once they are shown) the change supersedes it (the server stop
 running longer than ``PROGRESS_MS`` shows its progress and a Cancel button.
 
 ``document.body.dataset`` tells a test (or a curious user) where the page is: ``change`` counts the
-changes, ``answered`` the change the figures (or the refusal) are of, ``status`` the last job's state,
+changes, ``answered`` the change the figures (or the refusal) are of, ``status`` the last job's state
+(``running`` while its later parts are computed),
 ``shownMs`` how long the last change took to show its figures, ``completeMs`` all its parts.
 """
 

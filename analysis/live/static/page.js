@@ -6,7 +6,7 @@
   var initial = JSON.parse(document.getElementById("initial").textContent);
   var state = {scenario: initial.scenario, command: initial.command, panel: initial.panel,
                overrides: {}, target: "0.95", controls: {}};
-  var flight = null, pending = false, changes = 0, changeAt = 0;
+  var flight = null, pending = false, changes = 0, changeAt = 0, ticker = null;
   var body = document.body;
   body.dataset.change = "0"; body.dataset.answered = "-1"; body.dataset.status = "idle";
 
@@ -152,7 +152,9 @@
     return {scenario: state.scenario, overrides: overrideList(),
             target: Number("target" in state.overrides ? state.overrides.target : state.target)};
   }
-  function shellWord(text) { return /^[A-Za-z0-9_.,=*+:\/-]+$/.test(text) ? text : "'" + text.replace(/'/g, "'\\''") + "'"; }
+  function shellWord(text) {  // as Python's shlex.quote
+    return /^[A-Za-z0-9_@%+=:,.\/-]+$/.test(text) ? text : "'" + text.replace(/'/g, "'\"'\"'") + "'";
+  }
   function showCommand() {
     var words = overrideList().map(function (o) { return "--set " + shellWord(o); });
     document.getElementById("command").textContent = [state.command].concat(words).join(" ");
@@ -185,13 +187,16 @@
   }
   function send() {
     pending = false;
-    var change = changes, mine = {since: performance.now(), id: null, change: change};
+    var change = changes, mine = {since: performance.now(), id: null, change: change, job: null};
     flight = mine;
     changeAt = mine.since;
+    clearInterval(ticker);
+    ticker = setInterval(function () { if (flight === mine) progress(mine); }, PROGRESS_MS);
     api("POST", "/api/run", request()).then(function (answer) {
       if (flight !== mine) return;
       if (answer.error) { flight = null; showError(answer.error, change); return; }
       mine.id = answer.job.id;
+      if (mine.cancelAsked) api("POST", "/api/jobs/" + mine.id + "/cancel", {});
       body.dataset.job = String(mine.id);
       body.dataset.status = "running";
       clearErrors();
@@ -200,6 +205,7 @@
   }
   function follow(mine, job) {
     if (flight !== mine) return;
+    mine.job = job;
     draw(job, mine);
     if (job.status !== "running") {
       finish(job, mine);
@@ -211,32 +217,33 @@
   }
   function finish(job, mine) {
     flight = null;
+    clearInterval(ticker);
     document.getElementById("progress").classList.remove("shown");
     body.dataset.status = job.status;
     body.dataset.answered = String(mine.change);
     if (job.status === "done") body.dataset.completeMs = (performance.now() - changeAt).toFixed(1);
     if (job.status !== "done") {
       document.getElementById("error").textContent = job.status === "cancelled" ?
-        "Cancelled (" + job.error + "): the figures are of the last scenario that ran." : job.error;
+        "Cancelled: the figures are of the last scenario that ran." : job.error;
     }
     if (pending) send();
   }
-  function progress(job) {
-    var bar = document.getElementById("progress");
-    if (job.elapsed_s * 1000 < PROGRESS_MS || !job.step) return;
-    bar.classList.add("shown");
-    var step = job.step, names = {run: "the scenario as edited", schedules: "each schedule at equal work",
-                                  plan: "the least bandwidth for the target"};
-    document.getElementById("progress-bar").max = Math.max(1, step.total);
-    document.getElementById("progress-bar").value = step.done;
-    document.getElementById("progress-text").textContent = (names[step.stage] || step.stage) + ": " +
-      step.done + " of " + step.total + " done, " + job.elapsed_s.toFixed(1) + " s";
+  var STAGES = {run: "the scenario as edited", schedules: "each schedule at equal work",
+                plan: "the least bandwidth for the target"};
+  function progress(mine) {  // shown once a job has run PROGRESS_MS, redrawn every PROGRESS_MS
+    var elapsed = (performance.now() - mine.since) / 1000, step = mine.job && mine.job.step;
+    if (elapsed * 1000 < PROGRESS_MS) return;
+    document.getElementById("progress").classList.add("shown");
+    document.getElementById("progress-bar").max = step ? Math.max(1, step.total) : 1;
+    document.getElementById("progress-bar").value = step ? step.done : 0;
+    document.getElementById("progress-text").textContent = (step ? (STAGES[step.stage] || step.stage) + ": " +
+      step.done + " of " + step.total + " done" : "starting") + ", " + elapsed.toFixed(1) + " s";
   }
 
   // ---- figures ----
   var drawn = {};
   function draw(job, mine) {
-    progress(job);
+    progress(mine);
     if (mine.drawnFor !== job.id) {
       mine.drawnFor = job.id;
       drawn = {};
@@ -249,7 +256,11 @@
       drawn[name] = true;
       PARTS[name](job.parts[name]);
       document.getElementById(name + "-part").classList.remove("stale");
-      if (name === "run") { mine.shown = true; body.dataset.shownMs = (performance.now() - changeAt).toFixed(1); }
+      if (name === "run") {
+        mine.shown = true;
+        body.dataset.shownMs = (performance.now() - changeAt).toFixed(1);
+        body.dataset.answered = String(mine.change);
+      }
     });
     document.getElementById("results").classList.remove("stale");
     document.getElementById("stale-note").textContent = "";
@@ -389,7 +400,9 @@
     link.remove();
   }
   document.getElementById("cancel").addEventListener("click", function () {
-    if (flight && flight.id !== null) api("POST", "/api/jobs/" + flight.id + "/cancel", {});
+    if (!flight) return;
+    if (flight.id === null) flight.cancelAsked = true;  // sent once the job has its id
+    else api("POST", "/api/jobs/" + flight.id + "/cancel", {});
   });
   document.getElementById("save").addEventListener("click", function () {
     api("POST", "/api/toml", request()).then(function (answer) {
