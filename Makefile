@@ -58,6 +58,7 @@ fuzz: $(WRAPPER)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_simulator.py
 	$(BIN)/python benchmarks/bench_trainer.py
+	$(BIN)/python benchmarks/bench_serve.py
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

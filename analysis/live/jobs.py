@@ -156,10 +156,9 @@ class Worker:
 class Jobs:
     """The jobs of one server and their workers; thread-safe."""
 
-    def __init__(self, start_method: str = "forkserver"):
-        self.context = multiprocessing.get_context(start_method)
-        if start_method == "forkserver":
-            self.context.set_forkserver_preload(PRELOADED)
+    def __init__(self) -> None:
+        self.context = multiprocessing.get_context("forkserver")
+        self.context.set_forkserver_preload(PRELOADED)
         self.changed = threading.Condition()
         self.jobs: dict[int, Job] = {}
         self.workers: dict[int, Worker] = {}  # job id -> the worker running it
