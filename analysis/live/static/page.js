@@ -337,7 +337,7 @@
   function seconds(x) { return scaled(x, [["s", 1], ["min", 60], ["h", 3600], ["days", 86400]]); }
   function rate(gbps) { return scaled(gbps * 1e9, [["bit/s", 1], ["kbit/s", 1e3], ["Mbit/s", 1e6], ["Gbit/s", 1e9], ["Tbit/s", 1e12]]); }
   function drawBandwidth(rows) {
-    var svg = document.getElementById("bandwidth-plot"), W = 720, PANEL = 90, LEFT = 150, RIGHT = 12, GAP = 22;
+    var svg = document.getElementById("bandwidth-plot"), W = 720, PANEL = 56, LEFT = 150, RIGHT = 12, GAP = 22;
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     var peak = Math.max.apply(null, rows.map(function (r) { return r.uplink.peak_gbps; }).concat([0]));
     var ceiling = peak > 0 ? peak * 1.15 : 1;
@@ -363,7 +363,7 @@
     });
   }
   function drawTimeline(t) {
-    var svg = document.getElementById("timeline"), W = 720, ROW = 16, LEFT = 90, RIGHT = 12, TOP = 6;
+    var svg = document.getElementById("timeline"), W = 720, ROW = 14, LEFT = 90, RIGHT = 12, TOP = 6;
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     if (!t) { svg.setAttribute("viewBox", "0 0 720 30"); svg.appendChild(label(360, 18, "middle", "no trace in the first intervals")); return; }
     var height = TOP + t.workers.length * ROW + 44, span = Math.max(t.end_s - t.begin_s, 1e-9);
