@@ -312,3 +312,19 @@ def test_islands_serve_serves_the_page_until_interrupted():
         server.send_signal(signal.SIGINT)
         _, err = server.communicate(timeout=30)
     assert server.returncode == 0, err
+
+
+@pytest.mark.parametrize("scenario", bundled_names())
+def test_every_bundled_scenario_has_its_controls(client, scenario):
+    answer = client.get(f"/api/panel?scenario={scenario}")
+    assert answer.status_code == 200
+    document = answer.json()
+    rows = {array["id"]: len(array["rows"]) for array in document["panel"]["arrays"]}
+    assert rows["island"] == len(tomllib.loads(load_text(scenario)).get("island", []))
+    assert document["command"] == f"islands simulate {scenario}"
+
+
+def load_text(scenario: str) -> str:
+    from islands.scenarios import resolve
+
+    return resolve(scenario).read_text(encoding="utf-8")

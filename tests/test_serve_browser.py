@@ -7,6 +7,7 @@ the saved TOML simulates to the same figures; and the page fetches nothing but f
 from __future__ import annotations
 
 import random
+import re
 import shlex
 
 import pytest
@@ -170,23 +171,26 @@ def test_a_bad_value_is_refused_beside_its_control_with_the_commands_line(page):
 
 
 def test_a_long_run_shows_progress_and_is_cancelled(page):
-    page.locator("#scenario").select_option("chaos")  # churn: seconds of runs
+    driver.switch_scenario(page, "chaos", wait=False)  # churn: seconds of runs
     page.wait_for_function("document.getElementById('progress').classList.contains('shown')")
-    assert " of " in page.locator("#progress-text").text_content()
+    page.wait_for_function(
+        "document.getElementById('progress-text').textContent.includes(' done, ')"
+    )
+    assert re.fullmatch(
+        r".+: \d+ of \d+ done, \d+\.\d s", page.locator("#progress-text").text_content()
+    )
     page.locator("#cancel").click()
     assert wait_answered(page, "cancelled") == "cancelled"
     assert page.locator("#error").text_content().startswith("Cancelled: ")
-    page.locator("#scenario").select_option(WE)  # the page goes on
-    wait_answered(page, "done")
+    driver.switch_scenario(page, WE)  # the page goes on
     check_figures(page, [])
 
 
 def test_a_change_during_a_long_run_supersedes_it(page):
-    page.locator("#scenario").select_option("chaos")
+    driver.switch_scenario(page, "chaos", wait=False)
     page.wait_for_function("document.getElementById('progress').classList.contains('shown')")
     first = page.evaluate("document.body.dataset.job")
-    page.locator("#scenario").select_option(WE)
-    wait_answered(page, "done")
+    driver.switch_scenario(page, WE)
     assert page.evaluate("document.body.dataset.job") != first
     check_figures(page, [])
 

@@ -94,6 +94,18 @@ def choose(page: Any, key: str, value: str) -> None:
     wait_answered(page)
 
 
+def switch_scenario(page: Any, scenario: str, wait: bool = True) -> None:
+    """Pick another scenario in the page's menu; its controls come from the server first, then its
+    figures (``wait``: until they are shown)."""
+    before = int(page.evaluate("document.body.dataset.change"))
+    page.locator("#scenario").select_option(scenario)
+    page.wait_for_function(
+        f"Number(document.body.dataset.change) > {before}", timeout=ANSWER_TIMEOUT_MS
+    )
+    if wait:
+        wait_answered(page)
+
+
 def shown(page: Any, scope: str = "#figures") -> dict[str, tuple[str, str]]:
     """Each figure under ``scope``: its key -> (the text shown, the exact value it holds)."""
     cells = page.locator(f"{scope} [data-figure]")

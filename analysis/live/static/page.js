@@ -191,6 +191,7 @@
     flight = mine;
     changeAt = mine.since;
     clearInterval(ticker);
+    document.getElementById("progress").classList.remove("shown");
     ticker = setInterval(function () { if (flight === mine) progress(mine); }, PROGRESS_MS);
     api("POST", "/api/run", request()).then(function (answer) {
       if (flight !== mine) return;
