@@ -1094,6 +1094,35 @@ CASES = [
         "--out must be a folder",
     ),
     case("demo", "a bad scenario", ["{tmp}/bad.toml", "--no-train"], "bad.toml: not valid TOML"),
+    # report --axis: parsed and each value checked before any run
+    case(
+        "report", "--axis without =", [WE, "--axis", "latency"], "--axis latency: write KEY=V1,V2"
+    ),
+    case(
+        "report",
+        "--axis with an empty value",
+        [WE, "--axis", "schedule.bits=4,"],
+        "a value is empty",
+    ),
+    case("report", "--axis with a value twice", [WE, "--axis", "schedule.bits=4,4"], "given twice"),
+    case(
+        "report",
+        "--axis with a value the format refuses",
+        [WE, "--axis", "island.0.replicas=4,0"],
+        "--axis island.0.replicas=4,0: 0: island.0.replicas: must be >= 1 (got 0)",
+    ),
+    case(
+        "report",
+        "--axis of an unknown key",
+        [WE, "--axis", "schedule.inner_stepz=1,2"],
+        "schedule.inner_stepz: unknown key",
+    ),
+    case(
+        "report",
+        "--axis of one key twice",
+        [WE, "--axis", "schedule.bits=4", "--axis", "schedule.bits=8"],
+        "--axis schedule.bits: marked twice",
+    ),
     # serve: refused before anything is served
     case(
         "serve", "no such scenario", ["{tmp}/missing.toml"], "missing.toml: no such file or bundled"
