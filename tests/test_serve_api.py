@@ -328,3 +328,17 @@ def load_text(scenario: str) -> str:
     from islands.scenarios import resolve
 
     return resolve(scenario).read_text(encoding="utf-8")
+
+
+def test_the_report_of_the_edited_scenario_is_a_download(client):
+    body = {"scenario": WE, "overrides": ["schedule.outer_steps=2"], "target": 0.9}
+    job = finished(client, client.post("/api/report", json=body))
+    assert job["status"] == DONE and job["parts"]["report"]["name"] == "seed-10b-1gbps-report.html"
+    assert "content" not in job["parts"]["report"]  # the page reads the job; the file is fetched
+    page = client.get(f"/api/jobs/{job['id']}/download")
+    assert page.headers["content-disposition"] == (
+        'attachment; filename="seed-10b-1gbps-report.html"'
+    )
+    assert "<h1>seed-10b-1gbps</h1>" in page.text
+    assert "Written by islands" in page.text and "--set schedule.outer_steps=2" in page.text
+    assert len(page.text.encode()) == job["parts"]["report"]["bytes"]

@@ -259,7 +259,9 @@ class Jobs:
             if worker is not None:
                 with contextlib.suppress(OSError):
                     worker.connection.send(("stop",))
-                threading.Timer(STOP_GRACE_S, self.kill_if_busy, (job_id, worker)).start()
+                timer = threading.Timer(STOP_GRACE_S, self.kill_if_busy, (job_id, worker))
+                timer.daemon = True  # a server stopping does not wait for it
+                timer.start()
             return job
 
     def kill_if_busy(self, job_id: int, worker: Worker) -> None:
