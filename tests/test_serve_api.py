@@ -172,7 +172,11 @@ def test_a_refused_edit_names_its_key_with_the_commands_line(client):
         ('{"scenario": 3}', "application/json", "the request names no scenario"),
         ('{"scenario": "nope"}', "application/json", "no scenario 'nope' here"),
         ('{"scenario": "worked-example", "target": 2}', "application/json", "must be in (0, 1]"),
-        ('{"scenario": "worked-example", "target": "x"}', "application/json", "must be a number"),
+        (
+            '{"scenario": "worked-example", "target": "x"}',
+            "application/json",
+            "must be a finite number",
+        ),
     ],
 )
 def test_a_bad_request_is_one_line(client, body, content_type, message):

@@ -10,7 +10,6 @@ serve`` itself are part of the scenario the page starts from (its controls show 
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -18,8 +17,10 @@ from typing import Any
 from islands import __version__
 from islands.errors import UserError
 from islands.io import safe_name
+from islands.numbers import is_finite_number
 from islands.scenarios import ScenarioError, ScenarioSource, bundled_names
 from islands.scenarios.loader import apply_override
+from islands.scenarios.spec import shown_value
 from islands.simulator import guard
 from islands.validation.scaling import to_toml
 
@@ -59,12 +60,8 @@ def request_of(body: Any) -> Request:
     if len(overrides) > MAX_OVERRIDES:
         raise UserError(f"at most {MAX_OVERRIDES} overrides")
     target = body.get("target", DEFAULT_TARGET)
-    if (
-        isinstance(target, bool)
-        or not isinstance(target, (int, float))
-        or not math.isfinite(target)
-    ):
-        raise UserError(f"target utilisation must be a number (got {target!r})")
+    if not is_finite_number(target):
+        raise UserError(f"target utilisation must be a finite number (got {shown_value(target)})")
     return Request(scenario, tuple(overrides), check_target(float(target)))
 
 
