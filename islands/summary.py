@@ -15,7 +15,7 @@ import numpy as np
 
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
-from .trace import COLUMNS, DTYPES, NO_FRAGMENT, check_frame, sorted_columns
+from .trace import COLUMNS, DTYPES, NO_FRAGMENT, WASTED, check_frame, sorted_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,31 +71,64 @@ class Columns:
         """Which rows are a collective's (comm rows of a fragment; a joiner's download is not a sync)."""
         return (self.kind == "comm") & (self.fragment != NO_FRAGMENT)
 
+    def broken_attempts(self) -> np.ndarray:
+        """Which rows are a collective's attempts that broke (wasted rows of a fragment)."""
+        return (self.kind == WASTED) & (self.fragment != NO_FRAGMENT)
+
 
 def group_spans(
-    keys: np.ndarray, start: np.ndarray, end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rows grouped by their integer ``keys``: each key once, ascending, and its span, the latest end
-    less the earliest start among its rows."""
+    keys: np.ndarray, start: np.ndarray, end: np.ndarray, done: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows grouped by their integer ``keys`` into spans: the key of each span (ascending; a key
+    twice where it was played twice), the span (latest end less earliest start among its rows) and
+    whether a ``done`` row is in it. A key's rows fall in runs that overlap or touch in time; runs
+    follow one another in one span until a run holds a done row, and the run after that opens
+    another span (a sync played again after a failure rolled the run back to an earlier outer step;
+    a broken attempt and its restart, apart by the detection timeout, stay one span)."""
     if not len(keys):
-        return keys, np.zeros(0)
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    firsts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    spans = np.maximum.reduceat(end[order], firsts) - np.minimum.reduceat(start[order], firsts)
-    return sorted_keys[firsts], spans
+        return keys, np.zeros(0), np.zeros(0, dtype=bool)
+    order = np.lexsort((start, keys))
+    sorted_keys, start, end, done = keys[order], start[order], end[order], done[order]
+    first_of_key = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
+    runs = np.flatnonzero(
+        first_of_key | (start > previous_max_by_group(end, np.cumsum(first_of_key)))
+    )
+    run_done = np.maximum.reduceat(done, runs)
+    firsts = runs[first_of_key[runs] | np.r_[False, run_done[:-1]]]
+    spans = np.maximum.reduceat(end, firsts) - np.minimum.reduceat(start, firsts)
+    return sorted_keys[firsts], spans, np.maximum.reduceat(done, firsts)
+
+
+def previous_max_by_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """For each row, the largest of ``values`` over the earlier rows of its group (-inf for none);
+    ``group`` ascending. A running maximum over the values' ranks offset by the group, in one pass."""
+    by_value = np.argsort(values, kind="stable")
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[by_value] = np.arange(len(values))
+    offset = group.astype(np.int64) * len(values)
+    running = np.maximum.accumulate(offset + rank) - offset
+    inclusive = values[by_value[running]]
+    first = np.r_[True, group[1:] != group[:-1]]
+    return np.where(first, -np.inf, np.r_[-np.inf, inclusive[:-1]])
 
 
 def sync_spans(columns: Columns, per_worker: bool) -> tuple[np.ndarray, np.ndarray]:
     """Each collective's (outer step, fragment[, worker index]) as rows of a key array, and its
-    duration: first start to last end (``sync_durations``)."""
-    rows = np.flatnonzero(columns.syncs())
+    duration: first start to last end (``group_spans``). A collective that broke and restarted
+    spans every attempt, from its first (the wasted rows of its key: what its members waited); one
+    played again after a rollback is another sync; a learner's exchange (``per_worker``) has no
+    attempts, and its round trip cut by its departure is no sync."""
+    synced = columns.syncs()
+    rows = np.flatnonzero(synced if per_worker else synced | columns.broken_attempts())
     parts = [columns.outer_step[rows], columns.fragment[rows] - NO_FRAGMENT]
     if per_worker:
         parts.append(columns.worker[rows].astype(np.int64))
     bounds = [int(part.max()) + 1 if len(part) else 1 for part in parts]
     keys = np.ravel_multi_index(parts, bounds) if len(rows) else np.zeros(0, dtype=np.int64)
-    unique, spans = group_spans(keys, columns.start[rows], columns.end[rows])
+    unique, spans, completed = group_spans(
+        keys, columns.start[rows], columns.end[rows], synced[rows]
+    )
+    unique, spans = unique[completed], spans[completed]  # not the attempts of one never completed
     split = (
         np.stack(np.unravel_index(unique, bounds), axis=1)
         if len(unique)
@@ -122,16 +155,19 @@ def sync_durations(trace: pd.DataFrame, per_worker: bool = False) -> pd.Series:
 
 
 def worker_presence(columns: Columns) -> np.ndarray:
-    """Per worker, the length of the union of its rows' intervals: the time it was there.
+    """Per worker, the length of the union of its rows' intervals: the time it was there. Wasted rows
+    are left out: a transfer thrown away adds bytes, not time there (a member's own rows cover its
+    wait for a broken attempt; a joiner's cut download would count for some joiners and not others).
 
     With a worker's rows sorted by start, row i adds max(0, end_i - max(start_i, E)), where E is the
     latest end among its earlier rows; gaps (a worker away between a departure and a return) add
     nothing. E is a running maximum within each worker, taken over the ends' ranks offset by the
     worker's index, so that one pass serves every worker.
     """
-    if not len(columns.worker):
+    kept = columns.kind != WASTED
+    if not kept.any():
         return np.zeros(len(columns.ranks))
-    order = np.lexsort((columns.start, columns.worker))
+    order = np.flatnonzero(kept)[np.lexsort((columns.start[kept], columns.worker[kept]))]
     worker, start, end = columns.worker[order], columns.start[order], columns.end[order]
     by_end = np.argsort(end, kind="stable")
     end_rank = np.empty(len(end), dtype=np.int64)
@@ -158,7 +194,9 @@ def present_seconds(trace: pd.DataFrame) -> pd.Series:
 class Workers:
     """Per worker (in rank order): its island, the workers its rows stand for (``count``: a
     simulator's lead of identical replicas, ``simulator/replicas.py``; 1 elsewhere), seconds of each
-    kind, seconds present (union of its intervals), bytes sent and syncs taken part in."""
+    kind, seconds present (union of its intervals), bytes sent (every byte its links carried for
+    it, thrown away or not), of them the bytes thrown away (``wasted_bytes``: its wasted rows') and
+    syncs taken part in."""
 
     island: np.ndarray
     count: np.ndarray
@@ -167,6 +205,7 @@ class Workers:
     idle: np.ndarray
     present_s: np.ndarray
     bytes_sent: np.ndarray
+    wasted_bytes: np.ndarray
     syncs: np.ndarray
 
     @classmethod
@@ -187,6 +226,9 @@ class Workers:
             count=np.array([weight.get(int(rank), 1) for rank in columns.ranks], dtype=np.int64),
             present_s=worker_presence(columns),
             bytes_sent=columns.per_worker_sum(columns.bytes),
+            wasted_bytes=columns.per_worker_sum(
+                np.where(columns.kind == WASTED, columns.bytes, 0.0)
+            ),
             syncs=columns.per_worker_sum(columns.syncs().astype(float)),
             **kinds,
         )
@@ -230,6 +272,7 @@ def island_rows(
                 "stall_s": group.weighted_mean("stall"),
                 "idle_s": group.weighted_mean("idle"),
                 "bytes_per_worker": group.weighted_mean("bytes_sent"),
+                "wasted_bytes_per_worker": group.weighted_mean("wasted_bytes"),
                 "time_to_barrier_s": compute / syncs if syncs else 0.0,
                 **island_extra.get(island, {}),
             }
@@ -280,10 +323,13 @@ def summarise(
     compute_utilisation = total compute seconds / sum over workers of seconds present; goodput (where
     ``extra`` gives ``useful_chip_s`` and ``chips``, see ``goodput``);
     (compute_utilisation_run: over workers * wall time, which counts absent workers as unused);
-    avg_bandwidth_gbps = bytes_per_worker * 8 / wall_time_s; bandwidth_needed_gbps =
-    bytes_per_worker * 8 / compute seconds per worker (the average rate the schedule needs to keep
-    every transfer within the compute it has); peak_bandwidth_gbps, when not given by a link-level
-    model, is the highest mean rate of any single collective as seen by one worker.
+    bytes_per_worker: the bytes of every row (comm and wasted), wasted_bytes_per_worker: of the
+    wasted rows (transfers thrown away); avg_bandwidth_gbps = bytes_per_worker * 8 / wall_time_s;
+    bandwidth_needed_gbps = bytes_per_worker * 8 / compute seconds per worker (the average rate the
+    schedule needs to keep every transfer within the compute it has); peak_bandwidth_gbps, when not
+    given by a link-level model, is the highest mean rate of any single collective as seen by one
+    worker; mean_sync_s: each collective from its first attempt's start to its end
+    (``sync_spans``).
 
     A run cut short (``extra["incomplete_reason"]`` set: churn stopped it before its last outer step)
     has ``complete`` False, the reason, and null utilisations: what it did is not the schedule's
@@ -375,6 +421,7 @@ def summary_of(
         "outer_steps": int(outer_steps),
         "workers": workers.total,
         "bytes_per_worker": bytes_per_worker,
+        "wasted_bytes_per_worker": workers.weighted_mean("wasted_bytes"),
         "avg_bandwidth_gbps": gbps(bytes_per_worker, wall_time_s),
         "bandwidth_needed_gbps": gbps(bytes_per_worker, compute_s),
         "peak_bandwidth_gbps": float(peak_bandwidth_gbps),

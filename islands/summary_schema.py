@@ -27,6 +27,7 @@ class IslandSummary(TypedDict):
     stall_s: float
     idle_s: float
     bytes_per_worker: float
+    wasted_bytes_per_worker: float
     time_to_barrier_s: float | None
     inner_steps: float | None
     tokens: float | None
@@ -46,6 +47,7 @@ class Summary(TypedDict, total=False):
     inner_steps: int
     workers: int
     bytes_per_worker: float
+    wasted_bytes_per_worker: float
     avg_bandwidth_gbps: float
     bandwidth_needed_gbps: float
     peak_bandwidth_gbps: float
@@ -124,7 +126,15 @@ SUMMARY_ROWS: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (
         ("bytes_per_worker",),
-        "bytes each worker sent",
+        "bytes each worker sent: every byte its links carried for it, including those thrown away "
+        "(`wasted_bytes_per_worker`); what egress is priced by",
+    ),
+    (
+        ("wasted_bytes_per_worker",),
+        "of those, the bytes thrown away: a collective's attempt that a departure broke (it "
+        "restarts from scratch), a member's part dropped under `network.on_departure = "
+        "\"partial\"`, a joiner's download or a learner's round trip cut by its departure, and "
+        "what was in flight when the run stopped ([egress](../how-to/egress.md))",
     ),
     (
         ("avg_bandwidth_gbps",),
@@ -141,7 +151,8 @@ SUMMARY_ROWS: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (
         ("mean_sync_s", "syncs"),
-        "mean duration of a collective (first start to last end) and how many there were",
+        "mean duration of a collective (first start to last end; a collective that a departure "
+        "broke and restarted spans every attempt, from the first) and how many there were",
     ),
     (
         ("scenario", "algorithm", "barrier"),
@@ -231,7 +242,14 @@ ISLAND_ROWS: tuple[tuple[tuple[str, ...], str], ...] = (
         "the island and its number of workers (replicas)",
     ),
     (
-        ("compute_utilisation", "compute_s", "stall_s", "idle_s", "bytes_per_worker"),
+        (
+            "compute_utilisation",
+            "compute_s",
+            "stall_s",
+            "idle_s",
+            "bytes_per_worker",
+            "wasted_bytes_per_worker",
+        ),
         "as above, over this island's workers",
     ),
     (

@@ -12,8 +12,11 @@ worker         worker rank (an island's replica), 0-based
 island         name of the island the worker belongs to
 kind           ``compute`` (inner steps), ``comm`` (a collective the worker takes part in, which may
                overlap its compute), ``stall`` (waiting for a collective to finish), ``idle``
-               (waiting for other workers: stragglers, barriers)
-bytes          bytes this worker sent during the interval (comm rows), else 0
+               (waiting for other workers: stragglers, barriers), ``wasted`` (a transfer whose bytes
+               were thrown away: a collective's attempts that departures broke before it restarted,
+               one row per worker from the first attempt's start to its last break; a member dropped
+               from one, a joiner's download or a learner's round trip cut by its departure)
+bytes          bytes this worker sent during the interval (comm and wasted rows), else 0
 fragment       fragment id of a collective (0 when the whole model is one fragment), else -1
 outer_step     outer step (DDP: step) the interval belongs to, 0-based
 =============  =====================================================================================
@@ -39,7 +42,8 @@ COLUMNS = (
     "fragment",
     "outer_step",
 )
-KINDS = ("compute", "comm", "stall", "idle")
+WASTED = "wasted"  # a transfer whose bytes were thrown away
+KINDS = ("compute", "comm", "stall", "idle", WASTED)
 DTYPES = {
     "time_start_s": "float64",
     "time_end_s": "float64",

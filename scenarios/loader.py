@@ -20,6 +20,7 @@ from islands.io import read_bounded_text
 from islands.numbers import is_finite_number, is_positive_number, is_whole_number
 from islands.schedules import SCHEDULES, schedule_of
 from islands.schedules.base import GRADIENT
+from islands.schedules.compression import problem as compression_problem
 
 from .accelerators import MEMORY_GB, PEAK_BF16_FLOPS, derived_step_time_s
 from .errors import ScenarioError
@@ -294,10 +295,11 @@ def read_table(table: Any, keys: dict[str, Key], prefix: str, source: str) -> di
     return {name: read_value(table, name, key, prefix, source) for name, key in keys.items()}
 
 
-def read_trainer(table: Any, source: str) -> TrainerSpec:
-    """The [trainer] section, the outer optimizer's own defaults filled in (``trainer_keys``)."""
+def read_trainer(table: Any, source: str, error_feedback: bool = False) -> TrainerSpec:
+    """The [trainer] section, the outer optimizer's own defaults filled in (``trainer_keys``; under
+    ``error_feedback`` no outer momentum unless set)."""
     trainer = TrainerSpec(
-        **with_outer_defaults(read_table(table, TRAINER_KEYS, "trainer.", source))
+        **with_outer_defaults(read_table(table, TRAINER_KEYS, "trainer.", source), error_feedback)
     )
     error = outer_error(trainer)
     if error:
@@ -331,9 +333,11 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     exchange = ExchangeSpec(
         **read_table(document.get("exchange", {}), SECTIONS["exchange"], "exchange.", source)
     )
-    trainer = read_trainer(document.get("trainer", {}), source)
+    trainer = read_trainer(document.get("trainer", {}), source, schedule.error_feedback > 0)
     accelerators = read_accelerators(document.get("accelerators", {}), source)
-    per_param_bytes = bytes_per_param(model.bytes_per_param, SCHEDULES[schedule.algorithm], trainer)
+    per_param_bytes = bytes_per_param(
+        model.bytes_per_param, SCHEDULES[schedule.algorithm], trainer, schedule.error_feedback > 0
+    )
     islands = read_islands(document.get("island"), model, accelerators, per_param_bytes, source)
     events = read_events(document.get("event", []), islands, source)
     regions = tuple(
@@ -376,6 +380,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     )
     check_schedule(scenario, source)
     check_exchange(scenario, source)
+    check_compression(scenario, source)
     check_collective(scenario, source)
     check_runnable(scenario, events)
     check_unread(scenario, source)
@@ -720,6 +725,14 @@ def check_exchange(scenario: Scenario, source: str) -> None:
             f'has no effect: algorithm = "{scenario.schedule.algorithm}" takes no outer step '
             "(set it to 0)",
         )
+
+
+def check_compression(scenario: Scenario, source: str) -> None:
+    """Compression keys that do nothing, or that the schedule or the exchange cannot run
+    (``schedules.compression.problem``)."""
+    broken = compression_problem(scenario, schedule_of(scenario).compressions)
+    if broken:
+        raise ScenarioError(source, *broken)
 
 
 def check_layers(model: ModelSpec, fragments: int, source: str) -> None:

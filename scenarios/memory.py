@@ -13,8 +13,10 @@ state, which the trainer keeps on the accelerator beside the weights (``trainer/
 the fp32 global copy (4 B) and the outer optimizer's state in fp32 (Nesterov's momentum 4 B, AdamW's
 two moments 8 B, plain averaging none); Eager keeps its own last pseudo-gradient too (4 B); a
 Decoupled DiLoCo learner keeps the global copy only, its syncer (a CPU process) the outer optimizer.
-DDP keeps none. Activations, buffers of exchanges in flight and the framework's own memory are out
-of scope (docs/limits.md): the check is a floor, and a replica it admits may still not fit.
+Top-k compression with error feedback keeps each worker's fp32 buffer (4 B; SparseLoCo's stands in
+for the momentum, which is then 0 by default). DDP keeps none. Activations, buffers of exchanges in
+flight and the framework's own memory are out of scope (docs/limits.md): the check is a floor,
+and a replica it admits may still not fit.
 
 ``island.offload = "optimizer"`` places the state as ZeRO-Offload does (Ren et al. 2021, arXiv
 2101.06840, section 3.5: the fp16 parameters on the GPU, every fp32 model state and the fp16 gradients
@@ -51,8 +53,11 @@ def inner_bytes_per_param(bytes_per_param: float, inner_optimizer: str) -> float
     return 2 * bytes_per_param + master + moments
 
 
-def outer_bytes_per_param(schedule: Schedule, trainer: TrainerSpec) -> float:
-    """The DiLoCo family's outer state of one parameter on a worker's accelerators (none for DDP)."""
+def outer_bytes_per_param(
+    schedule: Schedule, trainer: TrainerSpec, error_feedback: bool = False
+) -> float:
+    """The DiLoCo family's outer state of one parameter on a worker's accelerators (none for DDP);
+    ``error_feedback``: the worker's fp32 error-feedback buffer of top-k compression too."""
     if schedule.exchanged == GRADIENT:
         return 0.0
     if schedule.update == ADOPT:
@@ -61,16 +66,20 @@ def outer_bytes_per_param(schedule: Schedule, trainer: TrainerSpec) -> float:
     if trainer.outer_optimizer == "nesterov" and trainer.outer_momentum == 0:
         moments = 0  # torch's SGD keeps no buffer without momentum
     own_delta = 1 if schedule.update == EAGER else 0
-    return FP32_BYTES * (1 + moments + own_delta)
+    buffer = 1 if error_feedback else 0
+    return FP32_BYTES * (1 + moments + own_delta + buffer)
 
 
 def bytes_per_param(
-    model_bytes_per_param: float, schedule: Schedule, trainer: TrainerSpec
+    model_bytes_per_param: float,
+    schedule: Schedule,
+    trainer: TrainerSpec,
+    error_feedback: bool = False,
 ) -> float:
     """Every byte of training state one parameter costs a worker, before sharding."""
     return inner_bytes_per_param(
         model_bytes_per_param, trainer.inner_optimizer
-    ) + outer_bytes_per_param(schedule, trainer)
+    ) + outer_bytes_per_param(schedule, trainer, error_feedback)
 
 
 def needed_gb(parameters: float, per_param_bytes: float, gpus: int) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from islands.schedules.compression import DEFAULT_CHUNK_VALUES, DEFAULT_TOPK, NONE, payload_bytes
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .trainer_keys import TrainerSpec, trainer_spec
@@ -39,6 +40,10 @@ class ScheduleSpec:
     quorum: int = 1
     grace_window: float | str = "adaptive"
     elastic: bool = False
+    compression: str = NONE
+    chunk_values: int = DEFAULT_CHUNK_VALUES
+    topk: int = DEFAULT_TOPK
+    error_feedback: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class NetworkSpec:
     collective: str = "ring"
     on_departure: str = "restart"
     ring_efficiency: float = 1.0
+    weights_from: str = "fastest"
 
     def tcp_cap_bytes_per_s(self, one_way_latency_s: float) -> float:
         """``streams`` times one stream's rate at RTT = 2 x ``one_way_latency_s``: the window over the
@@ -230,8 +236,9 @@ class Scenario:
 
     @property
     def payload_bytes(self) -> float:
-        """Bytes of one full gradient / pseudo-gradient on the wire: parameters * bits / 8."""
-        return self.model.parameters * self.schedule.bits / BITS_PER_BYTE
+        """Bytes of one full gradient / pseudo-gradient on the wire: parameters * bits / 8, or its
+        top-k payload (``schedules.compression.payload_bytes``)."""
+        return payload_bytes(self.model.parameters, self.schedule)
 
     @property
     def weights_bytes(self) -> float:

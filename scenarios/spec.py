@@ -14,13 +14,21 @@ from typing import Any
 
 from islands.numbers import is_whole_number
 from islands.schedules import SCHEDULES
+from islands.schedules.compression import (
+    COMPRESSIONS,
+    DEFAULT_CHUNK_VALUES,
+    DEFAULT_TOPK,
+    DENSE_BITS,
+    VALUE_BITS,
+)
 from islands.schedules.decoupled import ADAPTIVE
+from islands.schedules.serving import WEIGHTS_SOURCES
 
 REQUIRED = object()
 
 BARRIERS = ("wait", "deadline", "adaptive")
 EVENT_KINDS = ("leave", "join")
-WIRE_BITS = (32, 16, 8, 4)
+WIRE_BITS = DENSE_BITS  # a dense payload's formats; a top-k payload's values also take 2 and 1
 NETWORK_MODELS = ("auto", "alpha-beta", "flow")
 RING_ORDERS = ("ranked", "optimised")
 COLLECTIVE_SHAPES = ("ring", "hierarchical", "tree")
@@ -37,6 +45,7 @@ MIN_TOKENS_PER_STEP, MAX_TOKENS_PER_STEP = 1.0, 1e10
 MAX_INNER_STEPS = 10_000_000
 MAX_LAYERS = 100_000
 MAX_FRAGMENTS = 10_000
+MAX_CHUNK_VALUES = 2**31  # a place in a chunk fits the 31 bits of a non-negative int32 index
 MAX_DEADLINE_SLACK = 100.0
 MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES = 1024.0, 2.0**30
 MAX_STREAMS = 1024
@@ -231,8 +240,39 @@ SCHEDULE_KEYS = {
     "bits": Key(
         "int",
         None,
-        one_of(*WIRE_BITS),
-        "bits per exchanged value on the wire; default bytes_per_param * 8",
+        one_of(*VALUE_BITS),
+        "bits per exchanged value on the wire; default bytes_per_param * 8. Dense: 32 (fp32), 16 "
+        '(bf16), 8, 4 (int8, int4 with a scale per 128 values); compression = "topk": 32, 16, or 8, '
+        "4, 2, 1 (a bin of 2^bits, decoded by the side table of bin means)",
+    ),
+    "compression": Key(
+        "str",
+        "none",
+        one_of(*COMPRESSIONS),
+        '"none" (every value, dense) or "topk" (of every chunk_values values the topk of largest '
+        "magnitude, with their places: SparseLoCo, DeMo); diloco and streaming; gathered, not summed",
+    ),
+    "chunk_values": Key(
+        "int",
+        DEFAULT_CHUNK_VALUES,
+        between(1, MAX_CHUNK_VALUES),
+        'compression = "topk": values per chunk (SparseLoCo: 4096, 64 x 64); each kept value\'s '
+        "place costs ceil(log2 chunk_values) bits, or the chunk a bitmap where that is smaller",
+    ),
+    "topk": Key(
+        "int",
+        DEFAULT_TOPK,
+        between(1, MAX_CHUNK_VALUES),
+        'compression = "topk": values kept per chunk, at most chunk_values (SparseLoCo: 64 of '
+        "4096, 1.56%)",
+    ),
+    "error_feedback": Key(
+        "float",
+        0.0,
+        fraction_below_one,
+        'compression = "topk": beta, the decay of each worker\'s error-feedback buffer e <- beta e + '
+        "delta, of which the top-k is sent and the rest kept (SparseLoCo: 0.95; 0: none, what is not "
+        "sent is lost); it stands in for the outer momentum (trainer.outer_momentum defaults to 0)",
     ),
     "backward_overlap": Key(
         "float",
@@ -357,6 +397,18 @@ NETWORK_KEYS = {
         'the tables) or "optimised" (the members of a region together, the regions in the order '
         "whose slowest backbone is widest); the simulator's choice: islands train runs the ring in "
         "rank order",
+    ),
+    "weights_from": Key(
+        "str",
+        "fastest",
+        one_of(*WEIGHTS_SOURCES),
+        'who sends a joining or returning worker the global state: "fastest" (the whole state from '
+        "the holder that gives it the highest rate when the download starts: min(holder's uplink / "
+        "(downloads it sends + 1), joiner's downlink), ties to the lower latency, then the lower "
+        'rank; joiners that start together spread over the holders) or "striped" (an equal part '
+        "from every holder at once; in once the last part is); a holder that leaves mid-way: what "
+        "it was sending starts again from another (docs/explanation/model.md); islands train "
+        'downloads from the fastest holder, "striped" is simulated only',
     ),
 }
 

@@ -219,10 +219,14 @@ class TrainerSpec:
     collective_timeout_s: float
 
 
-def with_outer_defaults(values: dict[str, Any]) -> dict[str, Any]:
+def with_outer_defaults(values: dict[str, Any], error_feedback: bool = False) -> dict[str, Any]:
     """``values`` with the outer optimizer's own default (``OUTER_DEFAULTS``) for an unset
-    ``outer_lr`` or ``outer_momentum``."""
+    ``outer_lr`` or ``outer_momentum``. Under error feedback (``schedule.error_feedback`` > 0) an unset
+    momentum is 0: the buffer stands in for the outer momentum (SparseLoCo, Sarfi et al. 2025,
+    arXiv:2508.15706: theta <- theta - lr x the mean of the sent payloads); a momentum set is
+    DiLoCo's outer Nesterov on that mean."""
     lr, beta = OUTER_DEFAULTS[values["outer_optimizer"]]
+    beta = 0.0 if error_feedback else beta
     return {
         **values,
         "outer_lr": lr if values["outer_lr"] is None else values["outer_lr"],

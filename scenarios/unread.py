@@ -9,7 +9,10 @@ schedule that syncs every worker, and the ``[exchange]`` keys, ``loader.check_ex
 * ``deadline_slack`` away from its default under a barrier other than ``"deadline"``;
 * any ``[syncer]`` key under a coupled schedule, whose workers exchange with each other;
 * an absent worker (``present = false``) that nothing ever brings in: no join event names it or its
-  island, and it has no random return (``mtbf_s`` with ``mttr_s``).
+  island, and it has no random return (``mtbf_s`` with ``mttr_s``);
+* ``network.weights_from`` away from its default where no worker downloads the state from a holder:
+  under Decoupled DiLoCo (a learner fetches it from the syncer), or where no worker ever joins (no
+  join event, no random return, no chip failure, after which a worker joins again).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from islands.schedules import schedule_of
 
 from .errors import ScenarioError
 from .model import Scenario, SyncerSpec
-from .spec import SCHEDULE_KEYS
+from .spec import NETWORK_KEYS, SCHEDULE_KEYS
 
 
 def check_unread(scenario: Scenario, source: str) -> None:
@@ -29,6 +32,7 @@ def check_unread(scenario: Scenario, source: str) -> None:
     check_deadline_slack(scenario, source)
     check_syncer(scenario, source)
     check_absent_workers(scenario, source)
+    check_weights_from(scenario, source)
 
 
 def check_churn_keys(scenario: Scenario, source: str) -> None:
@@ -93,3 +97,25 @@ def check_absent_workers(scenario: Scenario, source: str) -> None:
             f'kind = "join" and island = "{worker.name}", give mtbf_s and mttr_s (a random '
             "return), or set present = true",
         )
+
+
+def check_weights_from(scenario: Scenario, source: str) -> None:
+    chosen = scenario.network.weights_from
+    if chosen == NETWORK_KEYS["weights_from"].default:
+        return
+    if not schedule_of(scenario).coupled:
+        why = (
+            f'algorithm = "{scenario.schedule.algorithm}": a learner that joins fetches the state '
+            "from the syncer"
+        )
+    elif not any(event.kind == "join" for event in scenario.events) and not any(
+        island.mttr_s is not None or island.chip_mtbf_s is not None for island in scenario.islands
+    ):
+        why = "no worker ever joins (no join event, no mttr_s, no chip_mtbf_s)"
+    else:
+        return
+    raise ScenarioError(
+        source,
+        "network.weights_from",
+        f"{chosen!r} has no effect: {why}; remove it",
+    )

@@ -13,11 +13,12 @@ A schedule is the protocol of one worker's stream of inner steps, apart from the
 * the barriers it runs under and the ``schedule.*`` keys it reads (for sweeps and plans).
 
 ``sync_points`` prices each exchange the same way for both executors: its values from the real
-fragment split, its bytes on the wire at ``schedule.bits``, the collective that carries it (a ring
-all-reduce of the mean, or the all-gather of every payload that robust aggregation needs,
-``collective_of``) and, through those values, the work on the exchange path
-(``network.exchange_cpu_s_per_value``: screen, encode, decode). A new schedule is one new module
-with one ``Schedule`` subclass, registered in ``schedules/__init__.py``.
+fragment split, its bytes on the wire at ``schedule.bits`` (``compression.payload_bytes``: dense, or
+top-k), the collective that carries it (a ring all-reduce of the mean, or the all-gather of every
+payload that robust aggregation and top-k payloads need, ``collective_of``) and, through those
+values, the work on the exchange path (``network.exchange_cpu_s_per_value``: screen, encode,
+decode). A new schedule is one new module with one ``Schedule`` subclass, registered in
+``schedules/__init__.py``.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from islands.units import BITS_PER_BYTE
-
+from .compression import NONE, payload_bytes
 from .layout import fragment_values
 
 if TYPE_CHECKING:
@@ -59,10 +59,12 @@ def fragments_fit_period(schedule: ScheduleSpec) -> tuple[str, str] | None:
     return None
 
 
-def collective_of(aggregation: str) -> str:
-    """The collective that carries an exchange under ``trainer.aggregation``: the mean is a ring
-    all-reduce; a robust aggregation (median, trimmed mean) needs every member's payload whole."""
-    return ALL_REDUCE if aggregation == MEAN else ALL_GATHER
+def collective_of(aggregation: str, compression: str = NONE) -> str:
+    """The collective that carries an exchange under ``trainer.aggregation`` and
+    ``schedule.compression``: the mean of dense payloads is a ring all-reduce; a robust aggregation
+    (median, trimmed mean) needs every member's payload whole, and top-k payloads cannot be summed on
+    the wire (their kept places differ): both are all-gathered."""
+    return ALL_REDUCE if aggregation == MEAN and compression == NONE else ALL_GATHER
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class Schedule(ABC):
     reads: tuple[str, ...] = ()  # schedule.* keys it reads besides outer_steps and bits
     update: str = AVERAGE  # AVERAGE, EAGER or ADOPT: which outer step, and where
     aggregations: tuple[str, ...] = MERGE_RULES  # the trainer.aggregation values it runs
+    compressions: tuple[str, ...] = (NONE,)  # the schedule.compression values it runs
     coupled: bool = True  # workers wait for each other at syncs (False: learners on own clocks)
 
     @abstractmethod
@@ -117,9 +120,9 @@ class Schedule(ABC):
         2025, section 2.2), so every fragment spans the depth of the model."""
         return layer % fragments
 
-    def collective(self, aggregation: str) -> str:
-        """What carries an exchange under ``trainer.aggregation`` (``collective_of``)."""
-        return collective_of(aggregation)
+    def collective(self, scenario: Scenario) -> str:
+        """What carries the scenario's exchanges (``collective_of``)."""
+        return collective_of(scenario.trainer.aggregation, scenario.schedule.compression)
 
     def merge_alpha(self, scenario: Scenario) -> float:
         """theta_local <- alpha * theta_local + (1 - alpha) * theta_global after an outer step."""
@@ -146,7 +149,7 @@ class Schedule(ABC):
 
     def sync_points(self, scenario: Scenario, first_outer: int = 0) -> Iterator[SyncPoint]:
         """Every exchange from outer step ``first_outer`` on, priced: values from the real split, bytes
-        at ``schedule.bits``, the collective."""
+        on the wire (``compression.payload_bytes``), the collective."""
         values, payloads, collective = self.priced_fragments(scenario)
         for step in self.sync_steps(scenario.schedule, first_outer):
             if step.outer_step < first_outer:
@@ -162,9 +165,10 @@ class Schedule(ABC):
             )
 
     def priced_fragments(self, scenario: Scenario) -> tuple[list[float], list[float], str]:
-        """Each fragment's values (from the real split), its bytes on the wire at ``schedule.bits``, and
-        the collective that carries every exchange: what ``sync_points`` prices each exchange with."""
+        """Each fragment's values (from the real split), its bytes on the wire
+        (``compression.payload_bytes``), and the collective that carries every exchange: what
+        ``sync_points`` prices each exchange with."""
         schedule = scenario.schedule
         values = fragment_values(scenario.model, self.fragments(schedule), self.fragment_of_layer)
-        payloads = [size * schedule.bits / BITS_PER_BYTE for size in values]
-        return values, payloads, self.collective(scenario.trainer.aggregation)
+        payloads = [payload_bytes(size, schedule) for size in values]
+        return values, payloads, self.collective(scenario)

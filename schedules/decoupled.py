@@ -23,6 +23,7 @@ waits. Both executors take the grace window from ``grace_window_s``.
 from __future__ import annotations
 
 from .base import ADOPT, SYNCER
+from .compression import NONE
 from .streaming import Streaming
 
 ADAPTIVE = "adaptive"  # schedule.grace_window's rule
@@ -56,6 +57,7 @@ class Decoupled(Streaming):
     coupled = False
     update = ADOPT
     aggregations = ("mean", "radial_directional")
+    compressions = (NONE,)  # a learner's round trip to the syncer carries its fragment dense
     reads = (
         "inner_steps",
         "fragments",
@@ -65,7 +67,7 @@ class Decoupled(Streaming):
         "grace_window",
     )
 
-    def collective(self, aggregation: str) -> str:
+    def collective(self, scenario) -> str:
         """Every exchange is a round trip to the syncer, whatever the merge rule."""
         return SYNCER
 

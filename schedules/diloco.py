@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .base import Schedule, SyncStep
+from .compression import COMPRESSIONS
 
 
 class DiLoCo(Schedule):
@@ -20,6 +21,7 @@ class DiLoCo(Schedule):
     label = "DiLoCo"
     barriers = ("wait", "deadline", "adaptive")
     reads = ("inner_steps", "backward_overlap")
+    compressions: tuple[str, ...] = COMPRESSIONS
 
     def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
         h, lead = schedule.inner_steps, schedule.backward_overlap

@@ -17,12 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .base import Schedule, SyncStep, fragments_fit_period
+from .compression import COMPRESSIONS
 
 
 class Streaming(Schedule):
     name = "streaming"
     label = "Streaming DiLoCo"
     reads: tuple[str, ...] = ("inner_steps", "fragments", "overlap_steps", "backward_overlap")
+    compressions: tuple[str, ...] = COMPRESSIONS
 
     def sync_steps(self, schedule, first_outer: int = 0) -> Iterator[SyncStep]:
         h, p = schedule.inner_steps, schedule.fragments

@@ -238,10 +238,12 @@ def expected_length_s(scenario: Scenario, workers: list[Worker]) -> float:
     (mtbf + mttr)). A coupled schedule: each outer step's compute, then its collectives, which a
     departure restarts (``network.on_departure = "restart"``): the expected time to finish a task of T
     seconds that Poisson departures at rate lambda restart, each after a delay d (the others' notice),
-    is (exp(lambda T) - 1) (1 / lambda + d). Returning workers download the weights from one holder,
-    whose uplink they share with the ring: a share ``busy`` of its time, which stretches every outer
-    step by 1 / (1 - busy); at ``busy`` >= 1 the downloads outpace the uplink and the run is as long as
-    its horizon allows (infinite here)."""
+    is (exp(lambda T) - 1) (1 / lambda + d). Returning workers download the weights from the holders
+    (``network.weights_from``: the fastest, or a part from each, ``schedules/serving.py``), spread over
+    them, whose uplinks they share with the ring: a share ``busy`` of the present workers' uplinks
+    together (``serving_bytes_per_s``), which stretches every outer step by 1 / (1 - busy); at
+    ``busy`` >= 1 the downloads outpace the uplinks and the run is as long as its horizon allows
+    (infinite here)."""
     sync_s = sync_s_per_outer(scenario, workers, worst=False)
     if not schedule_of(scenario).coupled:
         period = schedule_of(scenario).period_steps(scenario.schedule)
@@ -258,10 +260,16 @@ def expected_length_s(scenario: Scenario, workers: list[Worker]) -> float:
         exponent = min(rate * sync_s, math.log(HORIZON_FACTOR * len(workers)))
         sync_s = math.expm1(exponent) * (1 / rate + scenario.network.detection_timeout_s)
     returns_per_s = sum((1 - presence(w)) / w.mttr_s for w in workers if w.mttr_s is not None)
-    busy = returns_per_s * scenario.weights_bytes / min(w.upload_bytes_per_s for w in workers)
+    busy = returns_per_s * scenario.weights_bytes / serving_bytes_per_s(workers)
     if busy >= 1:
         return math.inf
     return scenario.schedule.outer_steps * (compute_s + sync_s) / (1 - busy)
+
+
+def serving_bytes_per_s(workers: list[Worker]) -> float:
+    """The uplinks that serve the joiners' downloads, together: each worker's uplink over the share
+    of its time it is there (``presence``), as downloads spread over the holders present."""
+    return sum(presence(w) * w.upload_bytes_per_s for w in workers)
 
 
 def presence(worker: Worker) -> float:

@@ -82,6 +82,23 @@ def test_weight_downloads_of_joining_workers_are_their_own_slices():
     assert not any(e["name"].endswith("fragment -1") for e in events)
 
 
+def test_transfers_thrown_away_are_slices_with_their_bytes():
+    """The worked example's 8 workers, DiLoCo: the first ring starts at 750 s (H = 500 steps of
+    1.5 s) and worker 7 leaves 10 s into it; each of the 8 members had moved 10 s at 1 Gbit/s, 1.25 GB
+    (the summary counts the 8 x 1.25 GB over the 8 workers)."""
+    overrides = ["schedule.outer_steps=2", 'event=[{at_s = 760, island = "dc-7", kind = "leave"}]']
+    scenario = load("worked-example", overrides)
+    result = simulate(scenario)
+    events = chrome_trace(result, scenario)["traceEvents"]
+    wasted = [e for e in events if e["ph"] == "b" and e["cat"] == "wasted"]
+    assert len(wasted) == 8
+    assert [e["args"]["bytes"] for e in wasted] == pytest.approx([1.25e9] * 8)
+    assert {e["ts"] for e in wasted} == {750e6}
+    assert sum(e["args"]["bytes"] for e in wasted) == pytest.approx(
+        result.summary["wasted_bytes_per_worker"] * 8
+    )
+
+
 def test_cli_writes_valid_json(tmp_path, capsys):
     out = tmp_path / "trace.json"
     assert (

@@ -183,6 +183,18 @@ def cases(command: str, base: tuple[str, ...], rows) -> list[Case]:
     return [Case(command, row[0], (*base, *row[1]), row[2], *row[3:]) for row in rows]
 
 
+STRIPED_JOINER = """
+[[island]]
+name = "late"
+present = false
+step_time_s = 1.0
+bandwidth_gbps = 1.0
+[[event]]
+at_s = 10.0
+island = "late"
+kind = "join"
+"""
+
 TRAIN = cases(
     "train",
     ("scenario.toml",),
@@ -224,11 +236,28 @@ TRAIN = cases(
             ("--set", "island.0.offload=cpu"),
             "island.0.offload: must be one of 'none', 'optimizer' (got 'cpu')",
         ),
+        (
+            "top-k payloads from several ranks per island",
+            ("--set", "schedule.compression=topk", "--set", "trainer.ranks_per_island=2"),
+            "trainer.ranks_per_island: 2: a top-k exchange is sent by one rank per island (set 1)",
+        ),
+        (
+            "top-k payloads in an elastic run",
+            ("--set", "schedule.compression=topk", "--set", "trainer.elastic=true"),
+            "trainer.elastic: true: an elastic run does not carry top-k payloads",
+        ),
         ("--data missing", ("--data", "nowhere"), "nowhere: no such file or folder"),
         (
             "--data endless",
             ("--data", "/dev/zero"),
             "/dev/zero: holds no UTF-8 text file to train on",
+        ),
+        (
+            "a joiner's state striped over the holders",
+            ("--out", "striped", "--set", "network.weights_from=striped"),
+            "network.weights_from: the real trainer sends a joiner the whole state from the fastest "
+            "holder (got 'striped'); \"striped\" is simulated only",
+            write("scenario.toml", SCENARIO + STRIPED_JOINER),
         ),
         ("--resume without a checkpoint", ("--resume", "run"), "run: no checkpoint to resume from"),
         (
@@ -254,6 +283,11 @@ VALIDATE = cases(
     "validate",
     ("scenario.toml",),
     [
+        (
+            "a compressed exchange",
+            ("--set", "schedule.compression=topk", "--set", "schedule.bits=2"),
+            'schedule.compression: "topk" is not validated yet',
+        ),
         (
             "--target-wall NaN",
             ("--target-wall", "nan"),
@@ -1116,7 +1150,7 @@ COMPARE = (
             (
                 "trace.csv an unknown kind",
                 (),
-                "run/trace.csv: line 2: kind must be one of compute, comm, stall, idle (got 'nap')",
+                "run/trace.csv: line 2: kind must be one of compute, comm, stall, idle, wasted (got 'nap')",
                 trace_line(2, "0.0,100.0,0,a,nap,0.0,-1,0"),
             ),
             (
@@ -1458,6 +1492,11 @@ QUALITY = cases(
     "quality",
     ("scenario.toml",),
     [
+        (
+            "a grid of compressed runs",
+            ("--grid", "workers=2", "--set", "schedule.compression=topk"),
+            'schedule.compression: "topk": a profile\'s points are dense exchanges',
+        ),
         ("--steps 0", ("--grid", "workers=2", "--steps", "0"), "--steps 0: must be 1 to 100000"),
         (
             "--steps negative",

@@ -46,7 +46,7 @@ def closed_form_bytes_per_worker(drawn: Drawn) -> float:
     schedule = schedule_of(scenario)
     m, payload_bytes = scenario.worker_count, scenario.payload_bytes
     rounds = schedule.synced_outer_steps(scenario.schedule)
-    collective = schedule.collective(scenario.trainer.aggregation)
+    collective = schedule.collective(scenario)
     if collective == SYNCER:
         return rounds * payload_bytes
     if collective == ALL_GATHER:

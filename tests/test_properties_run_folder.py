@@ -150,7 +150,7 @@ def test_a_trace_with_a_cell_or_line_changed_is_read_or_refused_naming_it(good_r
         ),
         (
             "0.0,100.0,0,a,\x1e,0.0,-1,0",
-            "trace.csv: line 2: kind must be one of compute, comm, stall, idle (got '\\x1e')",
+            "trace.csv: line 2: kind must be one of compute, comm, stall, idle, wasted (got '\\x1e')",
         ),
     ],
 )

@@ -168,9 +168,14 @@ def test_partial_participation_finishes_the_ring_without_the_departed_member():
         100.0
     )  # a-3's interval never reached the model
     comm = trace[(trace["kind"] == "comm") & (trace["outer_step"] == 0)].set_index("worker")
-    assert list(comm["time_end_s"]) == pytest.approx([100 + RING4_S] * 3 + [110.0])
-    # a ring of four moves 2 * 3/4 * S per member; a-3 sent 10 of its 24 s worth before leaving
-    assert list(comm["bytes"]) == pytest.approx([1.5 * S] * 3 + [1.5 * S * 10 / RING4_S])
+    assert list(comm["time_end_s"]) == pytest.approx([100 + RING4_S] * 3)
+    # a ring of four moves 2 * 3/4 * S per member; a-3 sent 10 of its 24 s worth before leaving, bytes
+    # thrown away with its share: a wasted row
+    assert list(comm["bytes"]) == pytest.approx([1.5 * S] * 3)
+    dropped = trace[trace["kind"] == "wasted"]
+    assert list(dropped["worker"]) == [3] and list(dropped["time_end_s"]) == [110.0]
+    assert list(dropped["bytes"]) == pytest.approx([1.5 * S * 10 / RING4_S])
+    assert summary["wasted_bytes_per_worker"] == pytest.approx(1.5 * S * 10 / RING4_S / 4)
     restarted = simulate(
         make_scenario(
             ["network.detection_timeout_s=5"],
@@ -193,10 +198,11 @@ def test_partial_participation_waits_for_the_missing_part_until_the_timeout():
     summary, trace = result.summary, result.trace
     assert summary["dropped_members"] == 2
     assert summary["wall_time_s"] == pytest.approx(150 + 2 * (100 + ring2_s))
-    first = trace[(trace["kind"] == "comm") & (trace["outer_step"] == 0)].set_index("worker")[
-        "time_end_s"
-    ]
-    assert list(first) == pytest.approx([150.0, 150.0, 105.0, 120.0])
+    first = trace[trace["kind"].isin(["comm", "wasted"]) & (trace["outer_step"] == 0)]
+    ends = first.set_index(["kind", "worker"])["time_end_s"]
+    assert ends.to_dict() == pytest.approx(
+        {("comm", 0): 150.0, ("comm", 1): 150.0, ("wasted", 2): 105.0, ("wasted", 3): 120.0}
+    )
     stall = trace[(trace["worker"] == 0) & (trace["kind"] == "stall") & (trace["outer_step"] == 0)]
     assert stall["time_end_s"].max() == pytest.approx(
         150.0

@@ -155,10 +155,10 @@ BASES = {  # a scenario each player plays
         "schedule.outer_steps=100",
         "island.0.jitter_cv=0.05",
     ],
-    "counts": [
+    "counts": [  # heavy enough for the event model under every override (partial included)
         "island.0.replicas=1000",
-        "schedule.outer_steps=100",
-        "island.0.mtbf_s=86400",
+        "schedule.outer_steps=300",
+        "island.0.mtbf_s=21600",
         "island.0.mttr_s=3600",
     ],
 }
@@ -205,6 +205,11 @@ KEY_PLAYERS = {
         ("counts", "lockstep", "one learner", "learners"),
     ),
     "schedule.bits": ("schedule.bits=8", ("counts", "lockstep", "one learner", "learners")),
+    "schedule.compression": ("schedule.compression=topk", ("counts", "lockstep")),
+    # refused without compression = "topk", which the bases leave off: they do nothing there
+    "schedule.chunk_values": ("schedule.chunk_values=1024", ()),
+    "schedule.topk": ("schedule.topk=32", ()),
+    "schedule.error_feedback": ("schedule.error_feedback=0.95", ()),
     "schedule.backward_overlap": (
         "schedule.backward_overlap=0.5",
         ("lockstep", "one learner", "learners"),
@@ -246,6 +251,7 @@ KEY_PLAYERS = {
         "network.ring_efficiency=0.8",
         ("lockstep", "one learner", "learners"),
     ),
+    "network.weights_from": ("network.weights_from=striped", ()),
     "network.ring_order": (
         "network.ring_order=optimised",
         ("counts", "lockstep", "one learner", "learners"),

@@ -26,10 +26,10 @@ RUNS = {  # one run per player, and one of a kind each player leaves out
     "counts": (
         "worked-example",
         [
-            "island.0.replicas=600",
+            "island.0.replicas=2000",
             "schedule.outer_steps=5",
-            "island.0.mtbf_s=86400",
-            "island.0.mttr_s=3600",
+            "island.0.mtbf_s=2000",
+            "island.0.mttr_s=50000",
         ],
     ),
 }

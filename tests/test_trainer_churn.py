@@ -78,6 +78,22 @@ def test_an_island_killed_mid_all_reduce_is_dropped_and_the_exchange_redone(tmp_
         0,
         1,
     ]  # one comm row each: redone once
+    # the attempt island 2 died in, after the all-to-all half of the average, is wasted: each
+    # survivor's wasted row holds what gloo sent of it, from that half (and the screening's few
+    # bytes) up to the whole of a three-member exchange
+    rows = [row.split(",") for row in trace]
+    first = {int(r[2]): float(r[5]) for r in rows if r[4] == "comm" and r[7] == "0"}
+    wasted = {int(r[2]): (float(r[0]), float(r[5])) for r in rows if r[4] == "wasted"}
+    assert sorted(wasted) == [0, 1]
+    for island, (started_s, sent) in wasted.items():
+        assert first[island] / 2 <= sent <= first[island] + 1024
+        redone_s = min(float(r[0]) for r in rows if r[4] == "comm" and r[7] == "1")
+        assert started_s < redone_s
+    total = sum(float(r[5]) for r in rows)
+    assert summary["bytes_per_worker"] == pytest.approx(total / summary["workers"])
+    assert summary["wasted_bytes_per_worker"] == pytest.approx(
+        sum(sent for _, sent in wasted.values()) / summary["workers"]
+    )
 
 
 def test_a_kill_during_a_checkpoint_write_resumes_from_the_previous_good_one(tmp_path):

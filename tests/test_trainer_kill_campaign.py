@@ -217,9 +217,9 @@ def test_m6_deaths_at_a_checkpoint_write_before_the_vote_and_mid_interval(tmp_pa
 
 @pytest.mark.parametrize("victim, point", [(0, "download-source"), (4, "download-joiner")])
 def test_m4_a_death_during_a_joiners_download(tmp_path, victim, point):
-    """The source of the state (island 0, the lowest of those with the most progress) or the joiner
-    (island 4) dies mid-download: a source's death sends the joiner to the next one; a joiner's death
-    costs only the joiner."""
+    """The source of the state (island 0: the holders' links are alike, so the fastest holder is the
+    lowest, ``network.weights_from``) or the joiner (island 4) dies mid-download: a source's death
+    sends the joiner to another holder; a joiner's death costs only the joiner."""
     stdout = train(tmp_path, scenario(4, joiner_at_s=2 * H * PACE_S), f"{point}:1:{victim}")
     summary = check_trial(tmp_path / "run", 4, {victim}, joined=1)
     assert summary["joins"] == 1

@@ -155,7 +155,8 @@ def check_supported(scenario: Scenario) -> None:
     """Refuse what only the simulator plays: other barriers, backward overlap (the trainer averages
     the gradient, or steps the inner optimizer and forms the pseudo-gradient, after the whole
     backward pass, not layer by layer during it), a staged collective, a collective that goes on
-    without a departed member, a ring reordered across regions, and random churn and chip failures."""
+    without a departed member, a joiner's state striped over the holders, a ring reordered across
+    regions, and random churn and chip failures."""
     source = scenario.source
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
         raise UserError(
@@ -183,6 +184,11 @@ def check_supported(scenario: Scenario) -> None:
         raise UserError(
             f"{source}: network.on_departure: the real trainer restarts a broken collective among the "
             f'survivors (got {scenario.network.on_departure!r}); "partial" is simulated only'
+        )
+    if scenario.network.weights_from != "fastest":
+        raise UserError(
+            f"{source}: network.weights_from: the real trainer sends a joiner the whole state from "
+            f'the fastest holder (got {scenario.network.weights_from!r}); "striped" is simulated only'
         )
     if scenario.network.ring_order != "ranked" and scenario.regions:
         raise UserError(

@@ -101,9 +101,9 @@ def figures(predicted: dict, measured: dict, interface_bytes: float | None) -> l
 
 def sync_seconds(trace: pd.DataFrame, per_worker: bool) -> pd.Series:
     """Each sync's seconds by (outer step, fragment): its span over the workers, or (learners on
-    their own clocks, ``per_worker``) the mean of the learners' own exchanges of it."""
-    durations = sync_durations(trace, per_worker)
-    return durations.groupby(level=["outer_step", "fragment"]).mean() if per_worker else durations
+    their own clocks, ``per_worker``) the mean of the learners' own exchanges of it; a sync played
+    again after a rollback, the mean of its plays."""
+    return sync_durations(trace, per_worker).groupby(level=["outer_step", "fragment"]).mean()
 
 
 def sync_rows(

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from islands.errors import UserError
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.loader import from_dict
 from islands.schedules import PSEUDO_GRADIENT, Schedule, schedule_of
@@ -305,8 +306,15 @@ def island_entries(
 
 
 def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledCase:
-    """The scaled replica of ``scenario`` (see the module docstring)."""
+    """The scaled replica of ``scenario`` (see the module docstring); a compressed exchange is refused:
+    its scaled replica (a top-k payload of the trainer's GPT) is not built yet."""
     schedule = scenario.schedule
+    if schedule.compression != "none":
+        raise UserError(
+            f'{scenario.source}: schedule.compression: "{schedule.compression}" is not validated '
+            "yet (islands train runs it; its scaled replica is not built): validate it with "
+            'compression = "none"'
+        )
     workers = scenario.workers()[: options.max_workers]
     notes = not_validated(scenario)
     if len(workers) < scenario.worker_count:

@@ -23,13 +23,21 @@ DEFAULT_SIZE_PX = (1200, 800)
 MIN_SIZE_PX = 300
 MAX_SIZE_PX = 8000
 
-KIND_COLOURS = {"compute": "#4c9a2a", "comm": "#2b6cb0", "stall": "#d64545", "idle": "#f0a030"}
+KIND_COLOURS = {
+    "compute": "#4c9a2a",
+    "comm": "#2b6cb0",
+    "stall": "#d64545",
+    "idle": "#f0a030",
+    "wasted": "#8c8c8c",
+}
 KIND_LABELS = {
     "compute": "compute",
     "comm": "transfer in flight",
     "stall": "stall (waiting for a transfer)",
     "idle": "idle (waiting for other workers)",
+    "wasted": "transfer thrown away",
 }
+TRANSFER_KINDS = ("comm", "wasted")  # drawn in a band of their own, over the worker's activity
 SCHEDULE_COLOURS = {
     DDP.name: "#7a4fa0",
     DiLoCo.name: "#2b6cb0",

@@ -18,7 +18,14 @@ from islands.scenarios import Scenario
 from islands.schedules import schedule_of
 
 from ..display_units import time_unit
-from .style import DEFAULT_SIZE_PX, KIND_COLOURS, KIND_LABELS, new_figure, schedule_label
+from .style import (
+    DEFAULT_SIZE_PX,
+    KIND_COLOURS,
+    KIND_LABELS,
+    TRANSFER_KINDS,
+    new_figure,
+    schedule_label,
+)
 
 MAX_WORKERS_SHOWN = 48
 ROW_HEIGHT = 0.8
@@ -77,12 +84,15 @@ def timeline_figure(
                     (group["time_end_s"] - group["time_start_s"]) / scale,
                 )
             )
-            if kind == "comm":
+            if kind in TRANSFER_KINDS:
                 band = (row + COMM_BAND[0], COMM_BAND[1])
             else:
                 band = (row - ROW_HEIGHT / 2, ROW_HEIGHT)
             ax.broken_barh(
-                spans, band, facecolors=KIND_COLOURS[kind], zorder=3 if kind == "comm" else 2
+                spans,
+                band,
+                facecolors=KIND_COLOURS[kind],
+                zorder=3 if kind in TRANSFER_KINDS else 2,
             )
     ax.set_yticks(range(len(ranks)), [names.get(rank, str(rank)) for rank in ranks])
     ax.set_ylim(len(ranks) - 0.5, -0.5)

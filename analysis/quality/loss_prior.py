@@ -55,6 +55,7 @@ import math
 from dataclasses import dataclass
 
 from islands.schedules import AVERAGE, EAGER, GRADIENT, SCHEDULES, Schedule
+from islands.schedules.compression import NONE
 
 from .quality_profile import QualityProfile
 
@@ -179,6 +180,11 @@ def schedule_notes(declared: Schedule, schedule) -> tuple[float, list[str]]:
         notes.append(
             f"{declared.label}: no published loss table for its update rule; DiLoCo's used"
         )
+    if schedule.compression in declared.compressions and schedule.compression != NONE:
+        notes.append(
+            f'compression = "{schedule.compression}" ({schedule.topk} of {schedule.chunk_values} '
+            f"values at {schedule.bits} bits): not priced, the dense schedule's loss is shown"
+        )
     return factor, notes
 
 
@@ -215,7 +221,7 @@ def estimate(
     if declared.exchanged == GRADIENT:
         return LossEstimate(baseline, 0.0, marks)
     schedule = scenario.schedule
-    if profile is not None:
+    if profile is not None and schedule.compression == NONE:  # a profile measures dense exchanges
         measured = profile.relative_to_dp(
             name,
             schedule.inner_steps,
@@ -247,7 +253,7 @@ def estimate(
             f"the profile has no point for {name}, {schedule.bits} bits, {declared.fragments(schedule)} "
             "fragments: the prior used"
         ]
-        if profile is not None
+        if profile is not None and schedule.compression == NONE
         else []
     )
     return finished(

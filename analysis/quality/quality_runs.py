@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from islands.errors import UserError
-from islands.scenarios import ScenarioSource
+from islands.scenarios import Scenario, ScenarioSource
 from islands.schedules import DDP, GRADIENT, SCHEDULES, switch_to
 
 from ..progress_bar import ProgressBar
@@ -197,6 +197,15 @@ def point_fragments(scenario_name: str, overrides: list[str], point: Point, step
     return SCHEDULES[name].fragments(scenario.schedule)
 
 
+def check_dense(scenario: Scenario) -> None:
+    """A profile's points are keyed by (algorithm, H, M, bits, P): they measure dense exchanges."""
+    if scenario.schedule.compression != "none":
+        raise UserError(
+            f'{scenario.source}: schedule.compression: "{scenario.schedule.compression}": a profile\'s '
+            'points are dense exchanges (its keys do not hold the compression): set compression = "none"'
+        )
+
+
 def measure_profile(
     scenario_name: str,
     overrides: list[str],
@@ -209,6 +218,7 @@ def measure_profile(
     ``progress`` counts the runs and shows each one's loss (default: a bar on stderr)."""
     base = ScenarioSource.read(scenario_name, overrides).scenario
     algorithm = base.schedule.algorithm
+    check_dense(base)
     if "algorithm" not in grid and SCHEDULES[algorithm].exchanged == GRADIENT:
         raise UserError(
             f"{base.source}: schedule.algorithm: the profile compares a schedule with DDP; "

@@ -5,8 +5,9 @@ Three processes, each a group of tracks:
 * ``workers``: one thread track per worker with its compute, stall and idle intervals as complete
   (``X``) events. They tile the worker's time without overlapping, as a thread track requires.
 * ``links``: one counter (``C``) track per access link and direction, its rate in Gbit/s.
-* ``collectives``: each all-reduce (one per outer step and fragment) and each weight download to a
-  joining worker as an async (``b``/``e``) slice: transfers in flight at the same time may overlap,
+* ``collectives``: each all-reduce (one per outer step and fragment), each weight download to a
+  joining worker, and each worker's transfers thrown away (``wasted``: a broken attempt, a cut
+  download) as an async (``b``/``e``) slice: transfers in flight at the same time may overlap,
   which only async tracks allow.
 
 Times are microseconds since the start of the run (the format's unit).
@@ -23,7 +24,7 @@ import pandas as pd
 from islands.io import json_text, output_format, write_text
 from islands.scenarios import Scenario
 from islands.simulator import SimResult
-from islands.trace import NO_FRAGMENT
+from islands.trace import NO_FRAGMENT, WASTED
 
 from ..link_rates import rate_steps
 
@@ -141,6 +142,20 @@ def collective_events(trace: pd.DataFrame, names: dict[int, str]) -> list[dict[s
         events += async_slice(
             f"weights to {names.get(row.worker, row.worker)}",
             "weight download",
+            next(identities),
+            row.time_start_s,
+            row.time_end_s,
+            {"bytes": float(row.bytes)},
+        )
+    for row in trace[trace["kind"] == WASTED].itertuples(index=False):
+        what = (
+            "a download"
+            if row.fragment == NO_FRAGMENT
+            else f"outer {row.outer_step} fragment {row.fragment}"
+        )
+        events += async_slice(
+            f"wasted by {names.get(row.worker, row.worker)}: {what}",
+            WASTED,
             next(identities),
             row.time_start_s,
             row.time_end_s,

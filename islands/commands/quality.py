@@ -117,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
     scenario = read_source(args).scenario
     profile = None
     if args.grid:
-        from islands.analysis.quality.quality_runs import measure_profile, parse_grid
+        from islands.analysis.quality.quality_runs import check_dense, measure_profile, parse_grid
 
+        check_dense(scenario)
         bar = ProgressBar("quality: runs trained")
         try:
             profile = measure_profile(

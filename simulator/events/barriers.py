@@ -30,7 +30,7 @@ from .context import RunContext
 from .exchanges import Exchanges, collectives_of
 
 LATE = object()  # interrupt cause: the deadline passed before this worker reached the barrier
-Fetch = Callable[[WorkerState, Any], Generator[simpy.Event, Any, None]]
+Fetch = Callable[[WorkerState, Any, int], Generator[simpy.Event, Any, None]]
 
 
 class Barrier:
@@ -114,7 +114,7 @@ class Barrier:
         )
         fetch_start_s = self.env.now
         trace.open(state, "stall", point.fragment, point.outer_step)
-        yield from self.fetch(state, download)
+        yield from self.fetch(state, download, point.outer_step)
         trace.add(
             fetch_start_s,
             self.env.now,

@@ -12,13 +12,17 @@
   holding the state is left: then it breaks.
 * Joining (the trainer's rule, ``trainer/elastic/joining.py``; a Decoupled DiLoCo learner fetches the global
   state from the syncer instead and goes on from its own outer step, ``syncer.py``): the worker
-  downloads the global state
-  (parameters * bytes_per_param) from the lowest present worker in the background, over that
-  worker's uplink and its own downlink at their fair share, from the moment it joins. Meanwhile it
-  takes part in every collective that has not started yet, contributing nothing (it is one more
-  member of the ring, so the others' bytes per worker grow to 2M/(M+1)), and once the download is
-  in it computes from the outer step after the next outer boundary (the end of a sync of the last
-  fragment). With no peer present it starts at once from the last completed outer step.
+  downloads the global state (parameters * bytes_per_param) in the background, from the first
+  moment after it joins with no collective formed since the last outer boundary, from the holders
+  (the present members that hold the state) that ``network.weights_from`` picks then
+  (``schedules/serving.py``: the fastest holder, or a part from each; ``weights.py``), over their
+  uplinks and its own downlink at their fair share. A holder that leaves takes what it was sending
+  with it: those parts start again from the fastest holder at the next such moment. Meanwhile the
+  joiner takes part in every collective that has not started yet, contributing nothing (it is one
+  more member of the ring, so the others' bytes per worker grow to 2M/(M+1)), and once the download
+  is in it computes from the outer step after the next outer boundary (the end of a sync of the last
+  fragment), a holder from then on. With no peer present it starts at once from the last completed
+  outer step.
 * Random churn: each worker of an island with ``mtbf_s`` stays for an exponential time of that mean,
   leaves, and returns after an exponential time of mean ``mttr_s`` (never, without ``mttr_s``). The
   draws come from the worker's own generator, seeded from the scenario's seed.
@@ -32,18 +36,17 @@ from typing import Any
 
 import simpy
 
-from islands.trace import NO_FRAGMENT
+from islands.trace import NO_FRAGMENT, WASTED
 
 from ..compute import CHURN, worker_generator
-from ..network.collectives import PendingCollective, copy_leg, launch
+from ..network.collectives import PendingCollective
 from ..workers import WorkerState
 from .context import RunContext
 from .exchanges import Exchanges, collectives_of
+from .weights import Downloads
 
 DEPARTURE = object()  # interrupt cause: the worker left
-ORPHANED = (
-    object()
-)  # interrupt cause: a passive joiner's collective lost every member holding the state
+ORPHANED = object()  # interrupt cause: no member holding the state is left for a passive joiner
 
 
 class Churn:
@@ -78,7 +81,9 @@ class Churn:
             True  # no collective since the last outer boundary: a snapshot now misses nothing
         )
         self.quiet_again: simpy.Event | None = None  # made only when a joiner waits for it
-        self.downloads: dict[int, Any] = {}
+        # a late worker's fetch of a sync in flight (``fetch``): (transfer, start, outer step)
+        self.downloads: dict[int, tuple[Any, float, int]] = {}
+        self.weights = Downloads(context)  # the joiners' downloads of the global state
         self.lost_compute_s = 0.0
         self.counts = {"joins": 0, "leaves": 0, "dropped_members": 0, "ignored_events": 0}
         self.unfired = 0  # scheduled event actions still to come
@@ -134,6 +139,7 @@ class Churn:
         self.last_leave_s = self.env.now
         state.present = False
         rank = state.worker.rank
+        self.weights.holder_left(rank)
         if state.process is not None and state.process.is_alive:
             state.process.interrupt(DEPARTURE)
         for collective in list(self.exchanges.pending.values()):
@@ -159,12 +165,11 @@ class Churn:
     def departed(self, state: WorkerState) -> None:
         """Called in the departing worker's process: close its trace and count the lost work."""
         self.trace.close(state)
-        download = self.downloads.pop(state.worker.rank, None)
-        if download is not None and not download.done.triggered:
-            self.network.cancel(download)
-        fetcher = self.fetchers.pop(state.worker.rank, None)
-        if fetcher is not None and fetcher.is_alive:
-            fetcher.interrupt(DEPARTURE)
+        fetching = self.downloads.pop(state.worker.rank, None)
+        if fetching is not None and not fetching[0].done.triggered:
+            self.network.cancel(fetching[0])
+            self.waste(state.worker.rank, *fetching)
+        self.stop_fetcher(state.worker.rank, DEPARTURE)
         self.lost_compute_s += state.unsynced_compute_s
         state.unsynced_compute_s = 0.0
         state.late.clear()
@@ -188,13 +193,15 @@ class Churn:
 
     def orphan(self, ranks: set[int], collective: PendingCollective | None = None) -> None:
         """No member holding the state is left for these passive joiners: nobody can give it to them,
-        so they start from the last completed outer step, as a joiner with no peer does."""
+        so they start from the last completed outer step, as a joiner with no peer does (their
+        downloads stop: they hold the state now)."""
         for rank in sorted(ranks & self.passive):
             if collective is not None:
                 collective.arrived.discard(rank)
                 collective.expected.discard(rank)
             self.passive.discard(rank)
             self.waiting.pop(rank, None)
+            self.stop_fetcher(rank, ORPHANED)
             process = self.fleet.state_of[rank].process
             assert process is not None, "a passive joiner waits in its own process (join)"
             process.interrupt(ORPHANED)
@@ -268,17 +275,19 @@ class Churn:
             self.passive.discard(rank)
             self.enlisted.discard(rank)
 
-    def lowest_holder(self) -> int | None:
-        """The lowest present member that holds the state, found from rank 0 up (not a walk over all)."""
-        members, passive, state_of = self.fleet.members, self.passive, self.fleet.state_of
-        return next(
-            (
-                rank
-                for rank in self.fleet.ranks
-                if rank in members and rank not in passive and state_of[rank].present
-            ),
-            None,
-        )
+    def stop_fetcher(self, rank: int, cause: object) -> None:
+        """``rank``'s download of the state is of no use any more (it left, or starts alone): it stops."""
+        self.weights.drop(rank)
+        fetcher = self.fetchers.pop(rank, None)
+        if fetcher is not None and fetcher.is_alive:
+            fetcher.interrupt(cause)
+
+    def holders(self) -> list[int]:
+        """The present members that hold the state (not passive joiners)."""
+        passive, state_of = self.passive, self.fleet.state_of
+        return [
+            rank for rank in self.fleet.members if rank not in passive and state_of[rank].present
+        ]
 
     def any_holder(self, among: Iterable[int] | None = None, but: int | None = None) -> bool:
         """Whether a present member (of ``among``, ``but`` aside) holds the state; stops at the first."""
@@ -302,20 +311,28 @@ class Churn:
             event.succeed(collective)
 
     def download_when_quiet(self, state: WorkerState) -> Generator[simpy.Event, Any, None]:
-        """The snapshot is taken once no collective is pending since the last outer boundary (the
-        trainer's leader waits for the same moment), from the lowest present member then; the
-        joiner's departure ends it (``departed``)."""
+        """The global state, downloaded once no collective is pending since the last outer boundary
+        (the trainer's holders serve at the same moments), from the holders ``network.weights_from``
+        picks then (``weights.Downloads.send``); a part whose holder leaves is sent again at the
+        next such moment, and with no holder present the download waits for the next outer
+        boundary. The joiner's departure, or its start alone, ends it (``stop_fetcher``)."""
+        download = self.weights.begin(state)
         try:
-            while not self.quiet:
-                if self.quiet_again is None:
-                    self.quiet_again = self.env.event()
-                yield self.quiet_again
-            peer = self.lowest_holder()
-            if peer is not None:
-                yield from self.download_weights(state, peer)
+            while not download.complete:
+                while not self.quiet:
+                    yield self.next_quiet()
+                changed = self.weights.send(download, self.holders())
+                yield self.next_quiet() if changed is None else changed
+            self.weights.finish(download)
         except simpy.Interrupt as interrupt:
-            if interrupt.cause is not DEPARTURE:
+            if interrupt.cause is not DEPARTURE and interrupt.cause is not ORPHANED:
                 raise
+
+    def next_quiet(self) -> simpy.Event:
+        """The next outer boundary (``outer_boundary``)."""
+        if self.quiet_again is None:
+            self.quiet_again = self.env.event()
+        return self.quiet_again
 
     def outer_boundary(self, collective: PendingCollective) -> None:
         """The last fragment of an outer step is applied: quiet until the next collective forms. A
@@ -343,33 +360,32 @@ class Churn:
         ]
         first_outer = max([first_outer, *started])
         self.fleet.admit(rank)
+        self.passive.discard(rank)  # it holds the state: a holder from now on
         for pending in pending_collectives:
             if pending.key[0] >= first_outer:
                 pending.expected.add(rank)
         self.admitted[rank] = first_outer
 
-    def download_weights(self, state: WorkerState, peer: int) -> Generator[simpy.Event, Any, None]:
-        """The global state from ``peer``, in the background of the joiner's own process."""
-        rank = state.worker.rank
-        weights_bytes = self.scenario.weights_bytes
-        started_s = self.env.now
-        download = launch(
-            self.network, copy_leg(peer, rank, weights_bytes, self.topology, self.scenario.network)
-        )
-        yield from self.fetch(state, download)
-        self.trace.add(
-            started_s,
-            self.env.now,
-            rank,
-            state.worker.island,
-            "comm",
-            weights_bytes,
-            NO_FRAGMENT,
-            self.progress.completed_outer,
-        )
-
-    def fetch(self, state: WorkerState, download: Any) -> Generator[simpy.Event, Any, None]:
-        """Wait for a download to a worker; a departure meanwhile cancels it (see ``departed``)."""
-        self.downloads[state.worker.rank] = download
+    def fetch(
+        self, state: WorkerState, download: Any, outer_step: int
+    ) -> Generator[simpy.Event, Any, None]:
+        """Wait for a download to a worker, begun now; a departure meanwhile cancels it (see
+        ``departed``)."""
+        self.downloads[state.worker.rank] = (download, self.env.now, outer_step)
         yield download.done
         del self.downloads[state.worker.rank]
+
+    def waste(self, rank: int, download: Any, started_s: float, outer_step: int) -> None:
+        """A fetch to ``rank`` that stops now is thrown away: a wasted row with what it moved
+        (counted as its comm row would be: the bytes the worker received)."""
+        now = self.env.now
+        island = self.fleet.workers[rank].island
+        moved = download.moved_bytes(now)
+        self.trace.add(started_s, now, rank, island, WASTED, moved, NO_FRAGMENT, outer_step)
+
+    def close(self) -> None:
+        """The run is over: a fetch or a download of the state still in flight is never used."""
+        for rank, fetching in self.downloads.items():
+            if not fetching[0].done.triggered:
+                self.waste(rank, *fetching)
+        self.weights.close()

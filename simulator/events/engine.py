@@ -111,6 +111,8 @@ class Simulation:
             )
         after_end = self.churn.count_unfired()
         self.trace.close_all(self.fleet.states)
+        self.exchanges.close()
+        self.churn.close()
         return self.played(after_end)
 
     def played(self, events_after_end: int) -> Played:

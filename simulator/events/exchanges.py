@@ -15,6 +15,7 @@ a collective formed, a member arrived, and the last fragment of an outer step is
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Generator
 from dataclasses import replace
 from functools import partial
@@ -24,6 +25,7 @@ import simpy
 
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
+from islands.trace import NO_FRAGMENT, WASTED
 
 from ..network.collectives import (
     COLLECTIVES,
@@ -36,6 +38,7 @@ from ..network.collectives import (
     launch,
     ring_and_leg,
 )
+from ..network.links import Link
 from ..network.staged import STAGED, StagedCollective
 from ..workers import WorkerState
 from .context import RunContext
@@ -74,6 +77,10 @@ class Exchanges(ABC):
         self, state: WorkerState, since_s: float, exchange: Any, point: SyncPoint
     ) -> None:
         """The worker waited from ``since_s`` to now for ``exchange``: its trace rows."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """The run is over: an exchange still in flight never completes; its bytes are wasted."""
 
     def connect(self, on_form: Hook, on_arrival: Hook, on_outer_done: Hook) -> None:  # noqa: B027 (a hook an implementation may leave empty)
         """Who hears that a collective formed (the churn's joiners), that a member arrived (the barrier)
@@ -214,11 +221,8 @@ class Collectives(Exchanges):
         participants = self.topology.ring(collective.arrived, self.spec.ring_order)
         collective.participants = participants
         collective.attempt += 1
-        collective.dropped_s, collective.hold_until_s, collective.moved_s = (
-            {},
-            0.0,
-            None,
-        )  # this attempt's own
+        collective.dropped_s, collective.dropped_bytes, collective.hold_until_s = {}, {}, 0.0
+        collective.attempt_transfers = []  # this attempt's own
         collective.started_at_s = self.env.now
         if collective.first_started_s is None:
             collective.first_started_s = self.env.now
@@ -238,7 +242,7 @@ class Collectives(Exchanges):
             calls_of(self.scenario, collective.payload_bytes),
             transfer.alone_bytes_per_s,
         )
-        collective.transfers = [transfer]
+        collective.transfers = collective.attempt_transfers = [transfer]
         bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
         transfer.done.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
         if self.spec.exchange_end_spread_s <= 0:
@@ -286,56 +290,135 @@ class Collectives(Exchanges):
 
     def drop_member(self, collective: PendingCollective, rank: int) -> None:
         """``on_departure = "partial"``: ``rank`` left mid-flight; the others go on without its share and
-        finish no sooner than they notice that it is missing."""
-        collective.dropped_s[rank] = self.env.now
-        notice_s = self.env.now + self.spec.detection_timeout_s
+        finish no sooner than they notice that it is missing. What it sent by its (first) departure is
+        thrown away with its share, and its links carry nothing of the collective from then on."""
+        now = self.env.now
+        if rank not in collective.dropped_bytes:
+            collective.dropped_s[rank] = now
+            collective.dropped_bytes[rank] = self.sent_by(rank, self.moved(collective))
+            links = self.topology.uplinks[rank], self.topology.downlinks[rank]
+            for transfer in collective.transfers:
+                transfer.leave(links, now)
+        notice_s = now + self.spec.detection_timeout_s
         collective.hold_until_s = max(collective.hold_until_s, notice_s)
 
-    def break_ring(self, collective: PendingCollective) -> None:
-        """A participant departed mid-transfer (or a failure stopped the run): the collective's transfers
-        stop; it restarts once that is detected."""
+    def moved(self, collective: PendingCollective) -> list[tuple[float, Counter[Link]]]:
+        """Each transfer of the collective's attempt: the bytes it has pushed through each of its links
+        so far, and its crossings of each link (``sent_by``)."""
+        now = self.env.now
+        return [(t.moved_bytes(now), t.counted) for t in collective.attempt_transfers]
+
+    def sent_by(self, rank: int, moved: list[tuple[float, Counter[Link]]]) -> float:
+        """The bytes ``rank`` has sent in an attempt whose transfers ``moved`` so much: what its uplink
+        carried of them (a transfer carries its bytes through a link once per crossing)."""
+        uplink = self.topology.uplinks[rank]
+        return sum(bytes_moved * counted.get(uplink, 0) for bytes_moved, counted in moved)
+
+    def break_ring(self, collective: PendingCollective, restarts: bool = True) -> None:
+        """A participant departed mid-transfer (or a failure stopped the run, ``restarts`` False): the
+        collective's transfers stop; it restarts once that is detected. What the attempt moved is
+        wasted (``waste``)."""
+        if collective.in_flight:
+            self.waste(collective, restarts)
         for transfer in collective.transfers:
             self.network.cancel(transfer)
         collective.transfers = []
 
+    def waste(self, collective: PendingCollective, restarts: bool = True) -> None:
+        """The attempt in flight is thrown away: each participant's bytes sent in it (a dropped member's
+        by its departure) join its wasted row of the collective (``PendingCollective.wasted``), which
+        runs from its first broken attempt's start to its last one's break: one row per worker and
+        collective, however often it breaks, written when it completes (``finish``) or its worker
+        leaves (``departed``: a row ends with its worker's stay). When a failure stops the whole run
+        (``restarts`` False) every row is written now, and that failure's attempt gets rows of its
+        own without a fragment: the whole run restarts from its checkpoint, not the collective, so
+        it is no attempt of the collective's sync (``summary.sync_spans``)."""
+        started_s = collective.started_at_s
+        assert started_s is not None, "a collective in flight was started"
+        now, moved = self.env.now, self.moved(collective)
+        for rank in collective.participants:
+            sent = collective.dropped_bytes.get(rank)
+            if sent is None:
+                sent = self.sent_by(rank, moved)
+            end_s = collective.dropped_s.get(rank, now)
+            if not restarts:
+                self.write_wasted(collective, rank)
+                self.trace.add(
+                    started_s,
+                    end_s,
+                    rank,
+                    self.fleet.workers[rank].island,
+                    WASTED,
+                    sent,
+                    NO_FRAGMENT,
+                    collective.key[0],
+                )
+                continue
+            row = collective.wasted.setdefault(rank, [started_s, end_s, 0.0])
+            row[1], row[2] = end_s, row[2] + sent
+
+    def write_wasted(self, collective: PendingCollective, rank: int) -> None:
+        """``rank``'s wasted row of the collective's broken attempts so far, if it has one."""
+        row = collective.wasted.pop(rank, None)
+        if row is not None:
+            start_s, end_s, sent = row
+            outer_step, fragment = collective.key
+            island = self.fleet.workers[rank].island
+            self.trace.add(start_s, end_s, rank, island, WASTED, sent, fragment, outer_step)
+
+    def departed(self, state: WorkerState) -> None:
+        """The worker left: its wasted rows end here (it may return to a collective still pending)."""
+        for collective in self.pending.values():
+            self.write_wasted(collective, state.worker.rank)
+
     def drop_all(self) -> None:
         """A failure stopped every worker: every collective is dropped."""
         for collective in list(self.pending.values()):
-            self.break_ring(collective)
+            self.break_ring(collective, restarts=False)
+            for rank in list(collective.wasted):
+                self.write_wasted(collective, rank)
         self.pending.clear()
+
+    def close(self) -> None:
+        """The run is over: a collective still in flight never completes, and its attempt is wasted;
+        every wasted row still open is written."""
+        for collective in self.pending.values():
+            if collective.in_flight:
+                self.waste(collective)
+            for rank in list(collective.wasted):
+                self.write_wasted(collective, rank)
 
     def finish(
         self, collective: PendingCollective, bytes_sent: dict[int, float], attempt: int
     ) -> None:
         """The collective is done (or, with a dropped member, its bytes are through and it waits for the
         others to notice): a comm row per participant with the bytes it sent; a dropped member's row
-        ends at its departure, with the share of its bytes sent by then."""
+        is wasted, from the attempt's start to its (first) departure, with what it had sent by then
+        (``drop_member``); the wasted rows of the broken attempts before it are written too."""
         if attempt != collective.attempt or not collective.transfers:
             return
-        if collective.moved_s is None:
-            collective.moved_s = self.env.now
         if collective.hold_until_s > self.env.now:
             timer = self.env.timeout(collective.hold_until_s - self.env.now)
             timer.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
             return
         outer_step, fragment = collective.key
-        started_s, moved_s = collective.started_at_s, collective.moved_s
-        assert started_s is not None and moved_s is not None, (
-            "a collective that finishes was started and moved"
-        )
+        started_s = collective.started_at_s
+        assert started_s is not None, "a collective that finishes was started"
         workers = self.fleet.workers
         for rank, sent in bytes_sent.items():
             end_s = max(started_s, collective.member_end_s.get(rank, self.env.now))  # a restart
+            kind = "comm"
             if rank in collective.dropped_s:
-                end_s = collective.dropped_s[rank]
-                sent *= (
-                    min(1.0, (end_s - started_s) / (moved_s - started_s))
-                    if moved_s > started_s
-                    else 1.0
+                end_s, sent, kind = (
+                    collective.dropped_s[rank],
+                    collective.dropped_bytes[rank],
+                    WASTED,
                 )
             self.trace.add(
-                started_s, end_s, rank, workers[rank].island, "comm", sent, fragment, outer_step
+                started_s, end_s, rank, workers[rank].island, kind, sent, fragment, outer_step
             )
+        for rank in list(collective.wasted):
+            self.write_wasted(collective, rank)
         for own_end in collective.member_ends.values():
             if not own_end.triggered:
                 own_end.succeed()
@@ -391,3 +474,4 @@ class StagedCollectives(Collectives):
 
     def start_stage(self, collective: PendingCollective, stage: tuple[Leg, ...]) -> None:
         collective.transfers = [launch(self.network, leg) for leg in stage]
+        collective.attempt_transfers.extend(collective.transfers)

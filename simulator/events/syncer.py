@@ -36,7 +36,7 @@ import simpy
 
 from islands.schedules import SyncPoint
 from islands.schedules.decoupled import grace_window_s, no_report_can_arrive
-from islands.trace import NO_FRAGMENT
+from islands.trace import NO_FRAGMENT, WASTED
 
 from ..network.links import Link, Transfer
 from ..network.syncer_paths import SyncerPaths
@@ -329,17 +329,45 @@ class Syncer(Exchanges):
             self.merge_leftover_late()
 
     def departed(self, state: WorkerState) -> None:
-        """A failed learner's reports in flight or waiting are gone; merges it held up go ahead once
-        its departure is noticed (``churn.detected``)."""
+        """A failed learner's reports in flight or waiting are gone, their uploads wasted (``waste``);
+        merges it held up go ahead once its departure is noticed (``churn.detected``)."""
         rank = state.worker.rank
         for report in self.in_flight.pop(rank, set()):
+            self.waste(report)
             if report.transfer is not None:
                 self.network.cancel(report.transfer)
                 report.transfer = None
         state.exchanging = None
         for fragment in list(self.waiting):
+            for report in self.waiting[fragment]:
+                if report.rank == rank:
+                    self.waste(report)
             self.waiting[fragment] = [r for r in self.waiting[fragment] if r.rank != rank]
         self.consider_all()
+
+    def waste(self, report: Report) -> None:
+        """A round trip cut now: its learner redoes its outer step when it returns (its work since its
+        last apply is lost), so what it uploaded is wasted: a wasted row from the upload's start to
+        now with the bytes that left its uplink (all of them, once the upload was in). The syncer's
+        bytes back are no learner's (as a round trip's comm row counts only the upload)."""
+        sent_s, now, upload = report.sent_s, self.env.now, report.transfer
+        assert sent_s is not None, "a report in flight or waiting was sent"
+        sent = report.payload_bytes
+        if report.arrived_s is None and upload is not None:  # uploading: what has left so far
+            sent = upload.moved_bytes(now)
+        island = self.fleet.workers[report.rank].island
+        self.trace.add(
+            sent_s, now, report.rank, island, WASTED, sent, report.fragment, report.outer_step
+        )
+
+    def close(self) -> None:
+        """The run is over: round trips in flight or waiting never complete."""
+        for in_flight in self.in_flight.values():
+            for report in in_flight:
+                self.waste(report)
+        for waiting in self.waiting.values():
+            for report in waiting:
+                self.waste(report)
 
     def joiner(
         self, state: WorkerState, from_peers: Generator[simpy.Event, Any, None]

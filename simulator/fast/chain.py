@@ -16,8 +16,8 @@ ring start, rates, download progress and whether the ring or a download gets thr
 The chain stops at the first thing it does not play itself, always at a time that depends on nothing
 drawn after it (the departures it had drawn past it are dropped; they are exponential, so nothing is
 biased): a ring or a download that gets through (left to ``Counts.step``'s timers at that instant), a
-departure of a holder that ``Counts`` follows (played by ``Counts``'s own handlers), the last download
-of a holder gone, the departures drawn (``FIRST_CHUNK``), or the horizon."""
+departure of a holder (played by ``Counts``'s own handlers: its downloads begin again from others),
+the last download of a holder gone, the departures drawn (``FIRST_CHUNK``), or the horizon."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .changes import Changes
-from .holders import DOWNLOADING, ENLISTED, MEMBER
 
 if TYPE_CHECKING:
     from .holders import Holder
@@ -35,38 +34,22 @@ if TYPE_CHECKING:
 # after one that stopped sooner (most chains stop within a few dozen: a download or a ring gets through)
 FIRST_CHUNK = 16
 MOST_CHUNK = 1024
+# who a drawn departure is, by label: 0 a member that sends nothing, 1 a joiner in the collective whose
+# download is in, 2 one whose download begins again at the next outer boundary, then each group of
+# downloads in flight, then each holder
+FIRST_GROUP = 3
 
 
-def in_ring_at_start(holder: Holder) -> bool:
-    """Whether a ring started now crosses ``holder``'s uplink (``Counts.start_ring``)."""
-    return holder.place in (MEMBER, ENLISTED) or (
-        holder.place == DOWNLOADING and holder.group is not None and bool(holder.group.enlisted)
-    )
-
-
-def rates(
-    capacity: float, downloads: np.ndarray, in_ring: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def rates(capacity: float, downloads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ring's rate and each holder's download rate with the ring on, in closed form (``fill``'s
     answer when every download goes to a joiner in the ring, as ``holders.fill_closed`` for one gap):
-    ``downloads`` is holders x gaps, a holder with none bounds nothing. The ring is held by its
-    tightest link: a holder's uplink that it crosses, C / (n + 1); the downlink of a joiner of a holder
-    out of the ring, C - C / n (C / 2 for one download). A holder's downloads then share what the ring
-    leaves of its uplink, (C - ring) / n, or,
-    out of the ring, C / n up to what the ring leaves of the joiner's downlink."""
-    if not len(downloads):
-        return np.full(downloads.shape[1], capacity), np.zeros(downloads.shape)
+    ``downloads`` is holders x gaps, a holder with none bounds nothing. The ring is held by the uplink
+    of the holder with the most, C / (n + 1); a holder's downloads share what it leaves of its
+    uplink, (C - ring) / n."""
     some = downloads > 0
     safe = np.where(some, downloads, 1)
-    inside = some & in_ring[:, None]
-    outside = some & ~in_ring[:, None]
-    bound_in = np.where(inside, capacity / (safe + 1), np.inf)
-    bound_out = np.where(outside, np.maximum(capacity - capacity / safe, capacity / 2), np.inf)
-    ring = np.minimum(capacity, np.minimum(bound_in.min(axis=0), bound_out.min(axis=0)))
-    own = np.where(
-        in_ring[:, None], (capacity - ring) / safe, np.minimum(capacity / safe, capacity - ring)
-    )
-    return ring, np.where(some, own, 0.0)
+    ring = capacity / (downloads.max(axis=0, initial=0) + 1)
+    return ring, np.where(some, (capacity - ring) / safe, 0.0)
 
 
 def alternate(
@@ -100,8 +83,7 @@ def alternate(
 
 def applies(counts: Changes) -> bool:
     """A collective pending under restart, its ring off and tried before, nobody waiting or away in the
-    counts (the pool holds them) and every download in flight to a joiner in the collective (none to a
-    member, ``holders.Group.ghost``)."""
+    counts (the pool holds them) and every download in flight to a joiner in the collective."""
     return (
         counts.pooled
         and not counts.computing
@@ -110,7 +92,6 @@ def applies(counts: Changes) -> bool:
         and counts.absent == 0
         and counts.unstarted == 0
         and counts.loaded == 0
-        and counts.ghost_unstarted == 0
         and all(holder.enlisted == holder.downloads for holder in counts.holders)
     )
 
@@ -123,12 +104,12 @@ def play(counts: Changes, first_at: float) -> bool:
         return False
     loaded = [holder for holder in counts.holders if holder.downloads]
     groups = [(h, group) for h, holder in enumerate(loaded) for _, _, group in holder.groups]
-    tracked = [holder for holder in counts.holders if holder.place in (MEMBER, ENLISTED)]
-    tracked += [holder for _, group in groups for holder in group.tracked]
+    tracked = list(counts.holders)
     sizes = [
-        counts.member_count - sum(holder.place == MEMBER for holder in tracked),
-        counts.loaded_enlisted - sum(holder.place == ENLISTED for holder in tracked),
-        *(group.count - len(group.tracked) for _, group in groups),
+        counts.member_count - len(tracked),
+        counts.loaded_enlisted,
+        counts.unstarted_enlisted,
+        *(group.count for _, group in groups),
         *([1] * len(tracked)),
     ]
     participants = sum(sizes)
@@ -162,15 +143,18 @@ class Chain:
         self.tau = now + np.cumsum(gaps)
         slots = np.repeat(np.arange(len(sizes)), sizes)
         self.label = slots[rng.permutation(participants)[:k]]
-        self.first_tracked = 2 + len(groups)
+        self.first_tracked = FIRST_GROUP + len(groups)
         self.members_left = np.cumsum(self.label == 0)  # member departures by each departure
         self.loaded_left = np.cumsum(self.label == 1)
+        self.unstarted_left = np.cumsum(self.label == 2)
         group_of = np.array([h for h, _ in groups], dtype=np.int64)
         downloads = np.array([holder.downloads for holder in loaded], dtype=np.int64)
-        is_download = (self.label >= 2) & (self.label < self.first_tracked)
+        is_download = (self.label >= FIRST_GROUP) & (self.label < self.first_tracked)
         holder_of = np.where(
             is_download,
-            group_of[np.clip(self.label - 2, 0, max(len(groups) - 1, 0))] if len(groups) else 0,
+            group_of[np.clip(self.label - FIRST_GROUP, 0, max(len(groups) - 1, 0))]
+            if len(groups)
+            else 0,
             -1,
         )
         self.downloads = downloads[
@@ -191,12 +175,10 @@ class Chain:
             [[max(now, counts.blocked_until_s)], self.tau[:-1] + counts.detect_s]
         )
         self.ring_from = np.minimum(np.maximum(self.starts, noticed), self.ends)
-        in_ring = np.array([in_ring_at_start(holder) for holder in loaded], dtype=bool)
-        self.in_ring = in_ring
         gaps = self.downloads[:, :k]
         some = gaps > 0
         self.off_rate = np.where(some, counts.capacity / np.where(some, gaps, 1), 0.0)
-        self.ring_rate, self.on_rate = rates(counts.capacity, gaps, in_ring)
+        self.ring_rate, self.on_rate = rates(counts.capacity, gaps)
         self.ring_bytes = counts.volume(participants - np.arange(k), counts.payload_bytes)
         off_s = self.ring_from - self.starts
         on_s = self.ends - self.ring_from
@@ -265,6 +247,7 @@ class Chain:
         """The first ``played`` departures and the gaps up to ``at`` (in gap ``played``), into the counts."""
         counts = self.counts
         label = self.label[:played]
+        self.waste(played)
         # presence and stall of the members, gap by gap
         members_in_gap = counts.member_count - np.concatenate([[0], self.members_left[:played]])
         starts = np.concatenate([[counts.now], self.tau[:played]])
@@ -274,6 +257,7 @@ class Chain:
         counts.stall += waited
         member_left = int(self.members_left[played - 1]) if played else 0
         loaded_left = int(self.loaded_left[played - 1]) if played else 0
+        counts.unstarted_enlisted -= int(self.unstarted_left[played - 1]) if played else 0
         counts.leaves += played
         counts.lost_s += member_left * counts.period_s
         counts.member_count -= member_left
@@ -284,7 +268,7 @@ class Chain:
             counts.loaded_enlisted -= loaded_left
         left_by_label = np.bincount(label, minlength=self.first_tracked).tolist()
         for g, (_, group) in enumerate(self.groups):
-            gone = left_by_label[g + 2]
+            gone = left_by_label[g + FIRST_GROUP]
             if not gone:
                 continue
             group.count -= gone
@@ -320,21 +304,14 @@ class Chain:
                 holder.progress = max(holder.progress, holder.groups[0][0])
         if played < self.k and ring_from < at:
             counts.ring_on = True
+            counts.ring_participants = self.participants - gap
             counts.ring_bytes = float(self.ring_bytes[gap])
-            counts.last_start_s = ring_from
             counts.ring_left = (
                 0.0
                 if timer_kind == 0
                 else max(0.0, counts.ring_bytes - float(self.ring_rate[gap]) * (at - ring_from))
             )
-            counts.hold_until_s, counts.dropped_away, counts.dropped_back, counts.moved_s = (
-                -np.inf,
-                [],
-                [],
-                None,
-            )
-            for holder in counts.holders:
-                holder.in_ring = in_ring_at_start(holder)
+            counts.hold_until_s, counts.dropped_away, counts.dropped_back = -np.inf, [], []
         counts.chain_chunk = (
             min(MOST_CHUNK, 4 * self.k)
             if played == self.k
@@ -344,31 +321,23 @@ class Chain:
         counts.timer_due = timer_kind is not None
         counts.rates()
 
-    def leave(self, label: int) -> None:
-        """A departure the chain does not play (a followed holder, or the last member): ``Counts``'s own."""
+    def waste(self, played: int) -> None:
+        """What the first ``played`` departures threw away (``Changes.waste``): the ring each broke, what
+        its participants had moved since it started in its gap, and the download of a joiner that
+        left (its holder's progress then, less where the download began)."""
         counts = self.counts
-        if label == 0:
-            counts.member_left(
-                len(counts.tracked_at(MEMBER))
-            )  # the last member: ``Changes.emptied``
+        left = self.participants - np.arange(played)
+        moved = self.ring_rate[:played] * (self.tau[:played] - self.ring_from[:played])
+        counts.waste(float((left * moved).sum()))
+        label = self.label[:played]
+        for gap in np.flatnonzero((label >= FIRST_GROUP) & (label < self.first_tracked)).tolist():
+            h, group = self.groups[int(label[gap]) - FIRST_GROUP]
+            counts.waste_download(float(self.progress_end[h, gap]), group.done_at, 1)
+
+    def leave(self, label: int) -> None:
+        """A departure the chain does not play (a holder, or the last member): ``Counts``'s own."""
+        counts = self.counts
+        if label == 0:  # the last member (``Changes.emptied``): the first after the holders
+            counts.member_left(len(counts.holders))
             return
-        holder = self.tracked[label - self.first_tracked]
-        if holder.place == MEMBER:
-            counts.member_left(counts.tracked_at(MEMBER).index(holder))
-        elif holder.place == ENLISTED:
-            counts.joiner_left(counts.tracked_at(ENLISTED).index(holder), 0)
-        else:
-            joined = holder.group
-            assert joined is not None, "a holder downloading is in a group"
-            index = counts.loaded_enlisted
-            for source in counts.holders:
-                if source is not joined.source:
-                    index += source.enlisted
-                    continue
-                for _, _, group in source.groups:
-                    if group is holder.group:
-                        index += group.tracked.index(holder)
-                        break
-                    index += group.count
-                break
-            counts.joiner_left(index, 0)
+        counts.member_left(counts.holders.index(self.tracked[label - self.first_tracked]))

@@ -1,7 +1,7 @@
 """The departures and returns that ``Counts`` plays one at a time (``counts.py``): which worker a change
-picks, in the counts' order (members, then joiners not begun, in, in the collective, in flight), and
-what its leaving does to the ring, the downloads and the totals, and what happens once no member is
-left (``emptied``, ``alone``: see ``returning.py`` for the rules)."""
+picks, in the counts' order (members, the holders first, then joiners not begun, in, in the collective
+in or not begun, in flight), and what its leaving does to the ring, the downloads and the totals, and
+what happens once no member is left (``emptied``, ``alone``: see ``returning.py`` for the rules)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from islands.scenarios.model import IslandSpec
 
-from .holders import ABSENT, ENLISTED, LOADED, MEMBER, UNSTARTED, Holder
+from .holders import Holder
 
 
 class Changes(ABC):
@@ -43,9 +43,9 @@ class Changes(ABC):
     unstarted: int
     loaded: int
     loaded_enlisted: int
+    unstarted_enlisted: int
     extension_s: float
     holders: list[Holder]
-    ghost_unstarted: int
     detections: deque[float]
     timer_due: bool
     chain_chunk: int
@@ -57,17 +57,21 @@ class Changes(ABC):
     formed_s: float
     enlisted_orphan_s: float
     first_start_s: float | None
-    last_start_s: float
     blocked_until_s: float
     ring_on: bool
     ring_left: float
     ring_bytes: float
+    ring_participants: int
     hold_until_s: float
+    # partial: what each participant dropped from the ring in flight had sent by its first departure,
+    # those away and those back
     dropped_away: list[float]
-    dropped_back: list[tuple[float, float]]
-    moved_s: float | None
+    dropped_back: list[float]
+    weights_bytes: float
     # the totals
     stall: float
+    bytes_sent: float
+    wasted: float
     present: float
     lost_s: float
     leaves: int
@@ -75,7 +79,7 @@ class Changes(ABC):
     dropped_members: int
 
     @abstractmethod
-    def begin_downloads(self, count: int, tracked: list[Holder], ghost: bool = False) -> None:
+    def begin_downloads(self, count: int) -> None:
         """``count`` joiners begin their downloads now (``Counts.begin_downloads``)."""
 
     @abstractmethod
@@ -87,12 +91,8 @@ class Changes(ABC):
         """Draw the pooled workers' returns and departures up to ``end_s`` (``Counts.settle_pool``)."""
 
     @abstractmethod
-    def ghost_members(self) -> int:
-        """Members whose download, begun as joiners, still goes on (``Counts.ghost_members``)."""
-
-    @abstractmethod
-    def cancel_ghost(self, index: int) -> None:
-        """The ``index``-th of them leaves: its download stops (``Counts.cancel_ghost``)."""
+    def holder_left(self, holder: Holder) -> None:
+        """A holder left: its downloads begin again from others (``Counts.holder_left``)."""
 
     def departed(self) -> None:
         """A worker left now: the others notice it ``detect_s`` later (``orphan``'s moments)."""
@@ -111,47 +111,33 @@ class Changes(ABC):
         else:
             self.joiner_left(int(pick - self.member_count), waiting_dl)
 
-    def tracked_at(self, place: int) -> list[Holder]:
-        return [holder for holder in self.holders if holder.place == place]
-
-    def hit(self, place: int, index: float) -> Holder | None:
-        """The tracked holder that the ``index``-th worker of ``place`` is (they come first), if any."""
-        tracked = self.tracked_at(place)
-        return tracked[int(index)] if index < len(tracked) else None
-
     def returned(self, index: float) -> None:
         """The ``index``-th absent worker returns."""
         away = self.absent - int(index)  # the dropped participants away come last among the absent
         self.joins += 1
         self.absent -= 1
-        holder = self.hit(ABSENT, index)
         if self.member_count == 0:  # nobody to download from: it starts at once
-            self.alone(holder)
+            self.alone()
         elif self.computing and not self.formed:  # quiet: its download begins now
-            self.begin_downloads(1, [holder] if holder else [])
+            self.begin_downloads(1)
         else:
             self.unstarted += 1
-            if holder:
-                holder.place = UNSTARTED
             if away <= len(self.dropped_away):
-                self.dropped_back.append((self.dropped_away.pop(away - 1), self.now))
+                self.dropped_back.append(self.dropped_away.pop(away - 1))
 
-    def alone(self, holder: Holder | None) -> None:
+    def alone(self) -> None:
         """A worker back while no member is present starts at once from the last completed outer step
         (``Churn.joiner`` with no peer): the only member, computing from now."""
         self.member_count = 1
         self.boundary_s = self.now
-        if holder is not None:
-            holder.place = MEMBER
 
     def member_left(self, index: float) -> None:
-        """The ``index``-th member leaves (the members whose download as joiners still goes on come last)."""
+        """The ``index``-th member leaves (the holders come first among them)."""
         self.leaves += 1
-        ghosts = self.ghost_members()
-        if ghosts and index >= self.member_count - ghosts:
-            self.cancel_ghost(int(index - (self.member_count - ghosts)))
-        self.gone(self.hit(MEMBER, index))
+        self.gone()
         self.member_count -= 1
+        if index < len(self.holders):
+            self.holder_left(self.holders[int(index)])
         self.departed()
         if self.computing:
             self.lost_s += self.now - self.boundary_s
@@ -175,35 +161,29 @@ class Changes(ABC):
         if self.formed and not self.enlisted_orphan_s > self.now:
             self.enlisted_orphan_s = self.now + self.detect_s
 
-    def gone(self, holder: Holder | None) -> None:
-        """A worker left (``holder``, if it is one followed): absent; while a collective is pending,
-        among those that ``settle_pool`` plays at the next outer boundary."""
-        if holder is not None:
-            holder.place, holder.away_since = ABSENT, self.now
-            if holder.group is not None:
-                holder.group.tracked.remove(holder)
-                holder.group = None
+    def gone(self) -> None:
+        """A worker left: absent; while a collective is pending, among those that ``settle_pool`` plays
+        at the next outer boundary."""
         if not self.pooled or self.computing:
             self.absent += 1
-        elif holder is None:
+        else:
             self.pool_since.append(self.now)
 
     def joiner_left(self, index: int, waiting_dl: int) -> None:
-        """The ``index``-th present joiner leaves (in the order: not begun, in, in the collective, in
-        flight waiting, in flight in the collective)."""
+        """The ``index``-th present joiner leaves (in the order: not begun, in, in the collective in,
+        in the collective not begun, in flight waiting, in flight in the collective)."""
         self.leaves += 1
         self.departed()
+        self.gone()
         if index < self.unstarted:
             back = self.unstarted - index  # the dropped participants back come last among them
             self.unstarted -= 1
-            self.gone(self.hit(UNSTARTED, index))
             if back <= len(self.dropped_back):
                 self.dropped_again(back - 1)
             return
         index -= self.unstarted
         if index < self.loaded:
             self.loaded -= 1
-            self.gone(self.hit(LOADED, index))
             return
         index -= self.loaded
         if index < self.loaded_enlisted:
@@ -213,32 +193,34 @@ class Changes(ABC):
             self.present += share
             self.extension_s -= share
             self.loaded_enlisted -= 1
-            self.gone(self.hit(ENLISTED, index))
-            self.enlisted_left(self.formed_s + share)
+            self.enlisted_left()
             return
         index -= self.loaded_enlisted
+        if index < self.unstarted_enlisted:
+            self.unstarted_enlisted -= 1
+            self.enlisted_left()
+            return
+        index -= self.unstarted_enlisted
         enlisted = index >= waiting_dl
-        self.gone(self.cancel(index - waiting_dl if enlisted else index, enlisted))
+        self.cancel(index - waiting_dl if enlisted else index, enlisted)
         if enlisted:
-            self.enlisted_left(self.formed_s)
+            self.enlisted_left()
         self.rates()
 
-    def enlisted_left(self, covered_until_s: float) -> None:
-        """A joiner in the collective leaves: its wait since the collective formed has no row (its rows
-        cover it up to ``covered_until_s``); under ``partial`` the ring in flight gives it a comm row."""
+    def enlisted_left(self) -> None:
+        """A joiner in the collective leaves: its wait since the collective formed has no row (its
+        rows end where it joined the collective, or where its download did; a wasted row counts no
+        presence); the ring in flight breaks, or goes on without it."""
         self.blocked_until_s = max(self.blocked_until_s, self.now + self.detect_s)
-        if self.partial and self.ring_on:
-            self.present += self.now - max(self.last_start_s, min(covered_until_s, self.now))
         self.participant_left()
 
     def dropped_again(self, which: int) -> None:
         """``partial``: a participant dropped from the ring in flight came back and leaves again: it is
-        dropped again; its comm row now ends here, over its time away."""
-        left_s, back_s = self.dropped_back.pop(which)
-        self.present += back_s - left_s
+        dropped again, the others waiting for its part until they notice; what it sent is what it had
+        by its first departure."""
         self.dropped_members += 1
         self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
-        self.dropped_away.append(self.now)
+        self.dropped_away.append(self.dropped_back.pop(which))
 
     def participant_left(self) -> None:
         """A participant of the collective leaves: the ring in flight breaks, or goes on without it."""
@@ -247,30 +229,52 @@ class Changes(ABC):
         if self.partial and self.member_count:
             self.dropped_members += 1
             self.hold_until_s = max(self.hold_until_s, self.now + self.detect_s)
-            self.dropped_away.append(self.now)
+            self.dropped_away.append(self.ring_bytes - self.ring_left)
         else:  # restart, or no member holding the state is left in it (``Churn.leave_collective``)
+            self.waste_ring()
             self.ring_on = False
             self.dropped_away, self.dropped_back, self.hold_until_s = [], [], -math.inf
             self.rates()
 
-    def cancel(self, index: int, enlisted: bool) -> Holder | None:
-        """The ``index``-th download in flight (of those to joiners in the collective, or not) stops;
-        the holder that downloaded it, if it is one followed."""
+    def dropped_bytes(self) -> list[float]:
+        """``partial``: what each participant dropped from the ring in flight had sent."""
+        return self.dropped_away + self.dropped_back
+
+    def waste_ring(self) -> None:
+        """The ring in flight is thrown away now (``Collectives.waste``): what every participant of the
+        try sent in it, the dropped ones' by their departure, counts, and is wasted."""
+        dropped = self.dropped_bytes()
+        moved = self.ring_bytes - self.ring_left
+        self.waste(sum(dropped) + (self.ring_participants - len(dropped)) * moved)
+
+    def waste(self, sent: float) -> None:
+        """Bytes moved and thrown away: sent all the same."""
+        self.bytes_sent += sent
+        self.wasted += sent
+
+    def waste_download(self, progress: float, done_at: float, count: int) -> None:
+        """``count`` downloads of a group that a holder's ``progress`` completes at ``done_at`` stop
+        now: what each moved (``Churn.waste``)."""
+        moved = min(self.weights_bytes, max(0.0, progress - (done_at - self.weights_bytes)))
+        self.waste(count * moved)
+
+    def cancel(self, index: int, enlisted: bool) -> None:
+        """The ``index``-th download in flight (of those to joiners in the collective, or not) stops:
+        what it moved is wasted."""
         for holder in self.holders:
-            count = (
-                holder.enlisted if enlisted else holder.downloads - holder.enlisted - holder.ghosts
-            )
+            count = holder.enlisted if enlisted else holder.downloads - holder.enlisted
             if index >= count:
                 index -= count
                 continue
             for _, _, group in holder.groups:
-                if group.ghost or group.enlisted != enlisted or index >= group.count:
-                    index -= group.count if group.enlisted == enlisted and not group.ghost else 0
+                if group.enlisted != enlisted or index >= group.count:
+                    index -= group.count if group.enlisted == enlisted else 0
                     continue
+                self.waste_download(holder.progress, group.done_at, 1)
                 group.count -= 1
                 holder.downloads -= 1
                 holder.enlisted -= enlisted
-                return group.tracked[index] if index < len(group.tracked) else None
+                return
         raise AssertionError("no such download")
 
 

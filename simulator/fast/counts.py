@@ -16,18 +16,7 @@ from ..setup import RunSetup
 from . import chain
 from .chain import alternate
 from .changes import Changes, churn_times
-from .holders import (
-    ABSENT,
-    DOWNLOADING,
-    ENLISTED,
-    LOADED,
-    MEMBER,
-    RING,
-    UNSTARTED,
-    Group,
-    Holder,
-    fill_closed,
-)
+from .holders import RING, Group, Holder, assign, fill_closed
 
 DRAWS = 8192  # exponential and uniform draws taken from the generator at once
 STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
@@ -69,13 +58,15 @@ class Counts(Changes):
         self.unstarted = 0  # joiners whose download waits for the next outer boundary
         self.loaded = 0  # joiners whose download is in and who wait for a collective (not in one)
         self.loaded_enlisted = 0  # joiners whose download is in, in the collective
+        self.unstarted_enlisted = (
+            0  # joiners in the collective whose holder left: theirs begins again
+        )
         self.extension_s = (
             0.0  # of those, seconds their download rows reach past the collective's forming
         )
-        self.holders: list[Holder] = []  # in the order they became holders
-        self.ghost_unstarted = (
-            0  # members whose download as joiners begins at the next outer boundary all the same
-        )
+        self.holders: list[
+            Holder
+        ] = []  # the members sending downloads, in the order they became so
         self.detections: deque[float] = (
             deque()
         )  # when the others notice the departures of the last detect_s
@@ -94,7 +85,6 @@ class Counts(Changes):
         )  # no member left: when its joiners start alone (``orphan``)
         self.formed_s = 0.0
         self.first_start_s: float | None = None
-        self.last_start_s = 0.0
         self.blocked_until_s = (
             -math.inf
         )  # the last departure the others have not noticed, + the timeout
@@ -102,18 +92,19 @@ class Counts(Changes):
         self.ring_left = 0.0
         self.ring_rate = 0.0
         self.ring_bytes = 0.0
+        self.ring_participants = 0  # of the try in flight, at its start
         self.hold_until_s = -math.inf  # partial: the ring ends no sooner than this
-        # partial: when each participant dropped from the ring in flight left, those away and those back
-        # (a participant back and leaving again is dropped again, as ``Churn.leave`` drops it: its row
-        # then ends at its last departure); those back, with when they came back
+        # partial: what each participant dropped from the ring in flight had sent by its first
+        # departure, those away and those back (a participant back and leaving again is dropped again,
+        # as ``Churn.leave`` drops it)
         self.dropped_away: list[float] = []
-        self.dropped_back: list[tuple[float, float]] = []
-        self.moved_s: float | None = None  # partial: when the ring's bytes were through
+        self.dropped_back: list[float] = []
         self.completed = 0
         # the totals
         self.compute = self.idle = self.stall = self.present = self.bytes_sent = self.sync_rows = (
             0.0
         )
+        self.wasted = 0.0  # of the bytes sent, those thrown away (``Changes.waste``)
         self.lost_s = 0.0
         self.merged_steps = 0.0
         self.durations: list[float] = []
@@ -135,31 +126,38 @@ class Counts(Changes):
     # --- counts -----------------------------------------------------------------------------------
 
     def downloading(self) -> tuple[int, int]:
-        """Joiners with a download in flight: waiting, and in the collective (not the members' downloads
-        that go on, ``Group.ghost``)."""
+        """Joiners with a download in flight: waiting, and in the collective."""
         enlisted = sum(holder.enlisted for holder in self.holders)
-        return sum(holder.downloads - holder.ghosts for holder in self.holders) - enlisted, enlisted
+        return sum(holder.downloads for holder in self.holders) - enlisted, enlisted
 
     def counted(self) -> int:
         """Every worker, wherever it is (the fleet's size, whatever happened: ``tests``)."""
         waiting_dl, enlisted_dl = self.downloading()
-        pooled = len(self.pool_since) + (
-            len(self.tracked_at(ABSENT)) if self.pooled and not self.computing else 0
-        )
         return (
             self.member_count
             + self.unstarted
             + self.loaded
             + self.loaded_enlisted
+            + self.unstarted_enlisted
             + waiting_dl
             + enlisted_dl
             + self.absent
-            + pooled
+            + len(self.pool_since)
         )
 
     def play(self) -> None:
         while self.completed < self.outer_steps:
             self.step()
+        self.close()
+
+    def close(self) -> None:
+        """The run is over: a ring still in flight (at the horizon) and the downloads still in flight
+        are never used (``Simulation.play``: ``Exchanges.close``, ``Churn.close``)."""
+        if self.ring_on:
+            self.waste_ring()
+        for holder in self.holders:
+            for _, _, group in holder.groups:
+                self.waste_download(holder.progress, group.done_at, group.count)
 
     def step(self) -> None:
         """Move to the next change: a departure or a return, or a timer, whichever comes first."""
@@ -172,6 +170,7 @@ class Counts(Changes):
             + self.unstarted
             + self.loaded
             + self.loaded_enlisted
+            + self.unstarted_enlisted
             + waiting_dl
             + enlisted_dl
         )
@@ -246,29 +245,44 @@ class Counts(Changes):
 
     # --- downloads --------------------------------------------------------------------------------
 
-    def source(self) -> Holder:
-        """The lowest present member: the first holder back among the members, or a new one."""
-        for holder in self.holders:
-            if holder.place == MEMBER:
-                return holder
-        holder = Holder(self.holder_numbers)
-        self.holder_numbers += 1
-        self.holders.append(holder)
-        return holder
+    def begin_downloads(self, count: int) -> None:
+        """``count`` joiners begin downloading the weights now, each from the holder the rule picks
+        (``holders.assign``: the one sending the fewest, or a member sending none, a new holder)."""
+        loaded = [holder for holder in self.holders if holder.downloads]
+        idle = self.member_count - len(loaded)
+        taken = assign([holder.downloads for holder in loaded], idle, count)
+        for place, downloads in enumerate(taken):
+            if place < len(loaded):
+                source = loaded[place]
+            else:
+                source = Holder(self.holder_numbers)
+                self.holder_numbers += 1
+                self.holders.append(source)
+            if downloads:
+                self.begin_group(source, downloads)
+        self.rates()
 
-    def begin_downloads(self, count: int, tracked: list[Holder], ghost: bool = False) -> None:
-        """``count`` joiners (``tracked`` among them) begin downloading the weights from the lowest present
-        member now (``ghost``: members that started alone, ``Group.ghost``)."""
-        source = self.source()
-        group = Group(
-            source, source.progress + self.weights_bytes, count, tracked=tracked, ghost=ghost
-        )
-        for holder in tracked:
-            holder.place, holder.group = DOWNLOADING, group
+    def begin_group(self, source: Holder, count: int) -> None:
+        group = Group(source, source.progress + self.weights_bytes, count)
         self.group_numbers += 1  # ties broken by the order the groups began in, not by address
         heapq.heappush(source.groups, (group.done_at, self.group_numbers, group))
         source.downloads += count
-        source.ghosts += count if ghost else 0
+
+    def holder_left(self, holder: Holder) -> None:
+        """``holder`` left (the members counted without it): its downloads begin again from the others,
+        now while the members compute (``Churn.download_when_quiet``), else at the next outer boundary,
+        as do those of joiners in the collective (``unstarted_enlisted``); with no member left, not
+        before one is back (the joiners start alone first, ``orphan``). What they had moved is wasted."""
+        self.holders.remove(holder)
+        for _, _, group in holder.groups:
+            self.waste_download(holder.progress, group.done_at, group.count)
+        enlisted = holder.enlisted
+        waiting = holder.downloads - enlisted
+        self.unstarted_enlisted += enlisted
+        if waiting and self.member_count and self.computing and not self.formed:
+            self.begin_downloads(waiting)
+        else:
+            self.unstarted += waiting
         self.rates()
 
     def download_done(self, source: Holder) -> None:
@@ -276,55 +290,17 @@ class Counts(Changes):
         _, _, group = heapq.heappop(source.groups)
         source.downloads -= group.count
         self.bytes_sent += group.count * self.weights_bytes
-        if group.ghost:
-            source.ghosts -= group.count
-        elif group.enlisted:
+        if group.enlisted:
             source.enlisted -= group.count
             self.loaded_enlisted += group.count
             self.extension_s += group.count * (self.now - self.formed_s)
         else:
             self.loaded += group.count
-        for holder in group.tracked:
-            holder.place, holder.group = ENLISTED if group.enlisted else LOADED, None
         self.rates()
 
-    def ghost_members(self) -> int:
-        return self.ghost_unstarted + sum(holder.ghosts for holder in self.holders)
-
-    def cancel_ghost(self, index: int) -> None:
-        """The ``index``-th member whose download as a joiner goes on leaves: the download stops."""
-        if index < self.ghost_unstarted:
-            self.ghost_unstarted -= 1
-            return
-        index -= self.ghost_unstarted
-        for holder in self.holders:
-            if index >= holder.ghosts:
-                index -= holder.ghosts
-                continue
-            for _, _, group in holder.groups:
-                if not group.ghost or index >= group.count:
-                    index -= group.count if group.ghost else 0
-                    continue
-                group.count -= 1
-                holder.downloads -= 1
-                holder.ghosts -= 1
-                self.rates()
-                return
-        raise AssertionError("no such download")
-
     def prune(self) -> None:
-        """Stop following the holders whose uplinks carry nothing, but the lowest member among them."""
-        lowest = next((holder for holder in self.holders if holder.place == MEMBER), None)
-        for holder in [
-            holder for holder in self.holders if not holder.downloads and holder is not lowest
-        ]:
-            self.holders.remove(holder)
-            if holder.group is not None:
-                holder.group.tracked.remove(holder)
-            if (
-                holder.place == ABSENT and self.pooled and not self.computing
-            ):  # counted among the absent again
-                self.pool_since.append(holder.away_since)
+        """Stop following the holders that send nothing."""
+        self.holders = [holder for holder in self.holders if holder.downloads]
 
     # --- the network ------------------------------------------------------------------------------
 
@@ -336,21 +312,11 @@ class Counts(Changes):
         """Every flow's rate now (``fill_closed``: the max-min fair shares)."""
         self.dirty = False
         self.prune()
-        loads = [
-            (
-                holder.downloads,
-                holder.enlisted + holder.ghosts,
-                holder.in_ring,
-            )  # a member's is in the ring
-            for holder in self.holders
-            if holder.downloads
-        ]
-        if not loads and not self.ring_on:
+        if not self.holders and not self.ring_on:
             return
-        filled = fill_closed(self.capacity, self.ring_on, loads)
-        loaded = iter(range(len(loads)))
-        for holder in self.holders:
-            holder.rate = filled[next(loaded)] if holder.downloads else 0.0
+        filled = fill_closed(self.capacity, self.ring_on, [h.downloads for h in self.holders])
+        for place, holder in enumerate(self.holders):
+            holder.rate = filled[place]
         self.ring_rate = filled.get(RING, 0.0)
 
     # --- the period -------------------------------------------------------------------------------
@@ -375,19 +341,14 @@ class Counts(Changes):
         self.extension_s = 0.0
         for holder in self.holders:
             for _, _, group in holder.groups:
-                group.enlisted = not group.ghost
-            holder.enlisted = holder.downloads - holder.ghosts
-            if holder.place == LOADED:
-                holder.place = ENLISTED
+                group.enlisted = True
+            holder.enlisted = holder.downloads
         self.pool_absent()
 
     def pool_absent(self) -> None:
         """A collective is pending: under restart, pool the absent."""
         if self.pooled:  # the absent: nothing they do matters before the next outer boundary
-            tracked = self.tracked_at(ABSENT)
-            for holder in tracked:
-                holder.away_since = self.now
-            self.pool_since.extend([self.now] * (self.absent - len(tracked)))
+            self.pool_since.extend([self.now] * self.absent)
             self.absent = 0
 
     def settle_pool(self, end_s: float) -> None:
@@ -396,8 +357,7 @@ class Counts(Changes):
         download waits for this outer boundary."""
         if not self.pooled:
             return
-        tracked = self.tracked_at(ABSENT)
-        since = np.array(self.pool_since + [holder.away_since for holder in tracked])
+        since = np.array(self.pool_since)
         self.pool_since = []
         back, joins, leaves, present_s = alternate(
             self.rng, since, end_s, self.return_rate, self.leave_rate
@@ -408,32 +368,18 @@ class Counts(Changes):
         self.present += present_s
         self.unstarted += int(back.sum())
         self.absent += len(back) - int(back.sum())
-        for holder, is_back in zip(tracked, back[len(back) - len(tracked) :].tolist()):
-            if is_back:
-                holder.place = UNSTARTED
 
     def participants(self) -> int:
-        return (
-            self.member_count
-            + self.loaded_enlisted
-            + sum(holder.enlisted for holder in self.holders)
-        )
+        return self.member_count + self.enlisted_count()
 
     def start_ring(self) -> None:
         """Every departure is noticed: the ring starts (again) among the participants present."""
         participants = self.participants()
+        self.ring_participants = participants
         self.ring_bytes = self.volume(participants, self.payload_bytes)
         self.ring_left = self.ring_bytes
         self.ring_on = True
-        self.hold_until_s, self.dropped_away, self.dropped_back, self.moved_s = (
-            -math.inf,
-            [],
-            [],
-            None,
-        )  # this try's
-        self.last_start_s = self.now
-        for holder in self.holders:
-            holder.in_ring = chain.in_ring_at_start(holder)
+        self.hold_until_s, self.dropped_away, self.dropped_back = -math.inf, [], []  # this try's
         if self.first_start_s is None:
             self.first_start_s = self.now
         self.rates()
@@ -441,7 +387,6 @@ class Counts(Changes):
     def bytes_through(self) -> None:
         """``partial``: the bytes are through; the ring waits until the others notice the dropped member."""
         self.ring_left = 0.0
-        self.moved_s = self.now
 
     def ring_done(self) -> None:
         """The outer step is done: rows for the collective, the joiners whose download is in become
@@ -449,21 +394,11 @@ class Counts(Changes):
         end_s = self.now
         participants = self.participants()
         enlisted = participants - self.member_count
-        self.durations.append(end_s - self.last_start_s)
+        assert self.first_start_s is not None, "a ring that ends has started"
+        self.durations.append(end_s - self.first_start_s)  # every try (``summary.sync_spans``)
         self.bytes_sent += participants * self.ring_bytes
         self.sync_rows += participants
-        moved_s = end_s if self.moved_s is None else self.moved_s
-        for left_s in self.dropped_away + [
-            left_s for left_s, _ in self.dropped_back
-        ]:  # its share sent by then
-            share = (
-                min(1.0, (left_s - self.last_start_s) / (moved_s - self.last_start_s))
-                if moved_s > self.last_start_s
-                else 1.0
-            )
-            self.bytes_sent += share * self.ring_bytes
-            self.sync_rows += 1
-        assert self.first_start_s is not None, "a ring that ends has started"
+        self.waste(sum(self.dropped_bytes()))  # the dropped participants' wasted rows
         self.idle += enlisted * (self.first_start_s - self.formed_s)
         self.stall += enlisted * (end_s - self.first_start_s)
         self.present += enlisted * (end_s - self.formed_s)
@@ -472,36 +407,34 @@ class Counts(Changes):
         self.ring_on = False
         self.formed = False
         self.member_count += self.loaded_enlisted
-        self.loaded_enlisted, self.extension_s = 0, 0.0
+        self.unstarted += self.unstarted_enlisted  # in no collective until the next forms
+        self.loaded_enlisted, self.unstarted_enlisted, self.extension_s = 0, 0, 0.0
         for holder in self.holders:
             for _, _, group in holder.groups:
                 group.enlisted = False
             holder.enlisted = 0
-            if holder.place == ENLISTED:
-                holder.place = MEMBER
         self.settle_pool(end_s)
         self.computing = True
         self.boundary_s = end_s
         if self.completed < self.outer_steps and self.unstarted:
             count, self.unstarted = self.unstarted, 0
-            self.begin_downloads(count, self.tracked_at(UNSTARTED))
-        if self.completed < self.outer_steps and self.ghost_unstarted:
-            count, self.ghost_unstarted = self.ghost_unstarted, 0
-            self.begin_downloads(count, [], ghost=True)
+            self.begin_downloads(count)
         self.rates()
 
     # --- no member left ---------------------------------------------------------------------------
 
     def enlisted_count(self) -> int:
-        return self.loaded_enlisted + sum(holder.enlisted for holder in self.holders)
+        return (
+            self.loaded_enlisted
+            + self.unstarted_enlisted
+            + sum(holder.enlisted for holder in self.holders)
+        )
 
     def orphan_at(self) -> float:
-        """No member is left: when the joiners start alone (``orphan``), if any is present."""
+        """No member is left (nor a holder, nor a download in flight): when the joiners start alone
+        (``orphan``), if any is present."""
         at = math.inf
-        waiting_dl, _ = self.downloading()
-        if (
-            self.unstarted + self.loaded + waiting_dl
-        ):  # at the first departure the others notice from now
+        if self.unstarted + self.loaded:  # at the first departure the others notice from now
             detections = self.detections
             while detections and detections[0] < self.now:
                 detections.popleft()
@@ -513,34 +446,17 @@ class Counts(Changes):
     def orphan(self) -> None:
         """``Churn.orphan``: no member holding the state is left, and the others notice a departure: the
         joiners waiting, and once the last member's departure is noticed those in the collective, start
-        alone from the last completed outer step, members computing from now. A download in flight goes
-        on (``Group.ghost``); one not begun begins at the next outer boundary all the same."""
+        alone from the last completed outer step, members computing from now. No download is in flight
+        (their holders left with them); none begins for them any more."""
+        assert not self.holders, "no member is left, so no holder"
         orphans = self.loaded + self.unstarted
-        self.ghost_unstarted += self.unstarted
         self.loaded = self.unstarted = 0
-        places = {LOADED, UNSTARTED}
-        enlisted = self.formed and self.now >= self.enlisted_orphan_s
-        if enlisted:  # their rows end where they joined the collective, but a download's past it
-            orphans += self.loaded_enlisted
+        if self.formed and self.now >= self.enlisted_orphan_s:
+            # their rows end where they joined the collective, but a download's past it
+            orphans += self.loaded_enlisted + self.unstarted_enlisted
             self.present += self.extension_s
-            self.loaded_enlisted, self.extension_s = 0, 0.0
-            places.add(ENLISTED)
-        for holder in self.holders:
-            for _, _, group in holder.groups:
-                if group.ghost or (group.enlisted and not enlisted):
-                    continue
-                if group.enlisted:
-                    self.present += group.count * (self.now - self.formed_s)
-                    holder.enlisted -= group.count
-                group.enlisted, group.ghost = False, True
-                holder.ghosts += group.count
-                orphans += group.count
-                for tracked in group.tracked:
-                    tracked.place, tracked.group = MEMBER, None
-                group.tracked = []
-        for holder in self.holders:
-            if holder.place in places:
-                holder.place = MEMBER
+            self.loaded_enlisted = self.unstarted_enlisted = 0
+            self.extension_s = 0.0
         self.member_count += orphans
         self.boundary_s = self.now
         self.rates()

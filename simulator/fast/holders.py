@@ -1,30 +1,34 @@
 """What the counts follow of the network (``counts.py``): the holders that joiners download the weights
-from, the groups of downloads begun together, and the max-min fair rates of the ring and of the downloads
-over the links that carry more than one flow (see ``returning.py`` for the rules)."""
+from, which holder each new download goes to, the groups of downloads begun together, and the max-min
+fair rates of the ring and of the downloads over the links that carry more than one flow (see
+``returning.py`` for the rules)."""
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
-RING = -1  # the ring's key among the flows (a holder's downloads are keyed by the holder's number)
+from islands.schedules import serving
+
+RING = (
+    -1
+)  # the ring's key among the flows (a holder's downloads are keyed by its place in the loads)
 
 
 def fill(
-    capacity: float, ring_on: bool, loads: list[tuple[int, int, int, bool]]
+    capacity: float, ring_on: bool, loads: list[tuple[int, int, int]]
 ) -> dict[int, float | None]:
     """Each flow's max-min fair rate by progressive filling (``network.max_min_rates``), every link of
     ``capacity``: the ring (if on) and each holder's downloads ``(holder, downloads, downloads to
-    joiners in the ring, holder in the ring)``. The links that may bind: a holder's uplink (its
-    downloads, and the ring if it is in it), a joiner's downlink in the ring (the ring and its download),
-    and each flow's own links (None: a flow no link binds). The reference that ``fill_closed`` (the
-    one the counts use) is checked against."""
+    joiners in the ring)``. Every holder is a member, in the ring while it runs (``returning.py``). The
+    links that may bind: a holder's uplink (its downloads and the ring), a joiner's downlink in the
+    ring (the ring and its download), and each flow's own links (None: a flow no link binds). The
+    reference that ``fill_closed`` (the one the counts use) is checked against."""
     ring = len(loads)  # the flows by place: each holder's downloads, then the ring
     links: list[tuple[tuple[int, int], ...]] = []  # each link's (flow, crossings)
-    for place, (_, downloads, in_ring_joiners, in_ring) in enumerate(loads):
-        links.append(
-            ((place, downloads), (ring, 1)) if ring_on and in_ring else ((place, downloads),)
-        )
+    for place, (_, downloads, in_ring_joiners) in enumerate(loads):
+        links.append(((place, downloads), (ring, 1)) if ring_on else ((place, downloads),))
         if ring_on and in_ring_joiners:
             links.append(((place, 1), (ring, 1)))
         links.append(((place, 1),))
@@ -53,72 +57,77 @@ def fill(
                 rates[flow] = level
 
 
-MEMBER, ABSENT, UNSTARTED, DOWNLOADING, LOADED, ENLISTED = range(
-    6
-)  # a tracked holder's place in the counts
+def fill_closed(capacity: float, ring_on: bool, downloads: list[int]) -> dict[int, float]:
+    """``fill`` in closed form, holders numbered by their place in ``downloads`` (each with one at
+    least): the ring takes C / (n + 1) on the uplink of the holder with the most, n; each holder's
+    downloads share what the ring leaves of its uplink (all of it out of a ring). A joiner's downlink
+    never binds: the ring and its download take at most C / (n + 1) + (C - C / (n + 1)) / n <= C."""
+    ring = capacity / (max(downloads) + 1) if ring_on and downloads else capacity
+    left = capacity - ring if ring_on else capacity
+    filled = {place: left / count for place, count in enumerate(downloads)}
+    if ring_on:
+        filled[RING] = ring
+    return filled
+
+
+def assign(loads: list[int], idle: int, count: int) -> list[int]:
+    """Where ``count`` downloads that begin together go, one after the other: ``serving.fastest`` over
+    links alike, so to the holder sending the fewest (rate C / (n + 1)), ties to the lower number (no
+    latency here). ``loads``: the holders' downloads, by number; ``idle``: the members sending none
+    besides them, numbered after them. Returns the downloads each takes: the holders', then those of
+    the idle members that take any (new holders), in the order of their numbers."""
+    taken = [0] * (len(loads) + idle)
+    heap = [(load, place) for place, load in enumerate(loads)]
+    heapq.heapify(heap)
+    new = 0
+    for _ in range(count):
+        if new < idle and (not heap or heap[0][0] > 0):  # an idle member gives C / 1
+            load, place = 0, len(loads) + new
+            new += 1
+        else:
+            load, place = heapq.heappop(heap)
+        taken[place] += 1
+        heapq.heappush(heap, (load + 1, place))
+    return taken[: len(loads) + new]
+
+
+def fastest_one_by_one(loads: list[int], idle: int, count: int, capacity: float) -> list[int]:
+    """``assign`` by ``serving.fastest`` itself, one download at a time (the reference a test checks
+    ``assign`` against)."""
+    sending = list(loads) + [0] * idle
+    for _ in range(count):
+        chosen = serving.fastest(
+            (serving.Holder(number, capacity, load, 0.0) for number, load in enumerate(sending)),
+            capacity,
+        )
+        assert chosen is not None, "a member is there to send"
+        sending[chosen.rank] += 1
+    taken = [now - before for now, before in zip(sending, list(loads) + [0] * idle)]
+    return taken[: len(loads)] + [extra for extra in taken[len(loads) :] if extra]
 
 
 @dataclass(eq=False)
 class Group:
     """Joiners whose downloads began together from one holder (``source``), all in the collective
     (``enlisted``) or all waiting for the next; the downloads are in once the source's progress
-    reaches ``done_at``. ``tracked``: the holders among them (they are counted in ``count`` too).
-    ``ghost``: joiners that started alone meanwhile (no member was left), members now, whose download
-    goes on all the same (``Churn.orphan`` leaves their fetch running): it moves bytes, nothing else."""
+    reaches ``done_at``."""
 
     source: Holder
     done_at: float
     count: int
     enlisted: bool = False
-    ghost: bool = False
-    tracked: list[Holder] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class Holder:
-    """A worker that joiners download the weights from (the lowest present member then,
-    ``Churn.lowest_holder``), followed on its own while its uplink carries downloads: where it is in the
-    counts (``place``: a member, absent, a joiner...), so that the ring crosses its uplink exactly when
-    it takes part, and so that, back among the members, it is the lowest holder again."""
+    """A member that joiners download the weights from, followed on its own while it sends: the order it
+    became one in (``number``, the counts' rank), and its downloads. It is in every ring that runs
+    while it sends: a download begins only while the members compute, and a holder that leaves takes
+    its downloads with it (they begin again from another, ``Counts.holder_left``)."""
 
-    number: int  # the order they became holders in: the lower, the lower its rank
-    place: int = MEMBER
-    group: Group | None = None  # where it downloads the weights itself, once back as a joiner
-    away_since: float = 0.0  # when it last went away
-    in_ring: bool = (
-        False  # its uplink is one of the ring's in flight (the ring keeps the links it started on)
-    )
+    number: int
     progress: float = 0.0  # bytes each of its downloads has moved since it began sending
     rate: float = 0.0
     groups: list[tuple[float, int, Group]] = field(default_factory=list)  # a heap by done_at
     downloads: int = 0
     enlisted: int = 0  # downloads to joiners in the collective
-    ghosts: int = 0  # downloads to members (``Group.ghost``), in the ring whenever it runs
-
-
-def fill_closed(
-    capacity: float, ring_on: bool, loads: list[tuple[int, int, bool]]
-) -> dict[int, float]:
-    """``fill`` in closed form, holders numbered by their place in ``loads`` (``(downloads, downloads to
-    joiners in the ring, holder in the ring)``, each with a download): the ring takes the tightest of
-    C / (n + 1) on the uplink of a holder in it and, for a holder out of it with a joiner in it,
-    C - C / n (C / 2 for one download) on that joiner's downlink; each holder's downloads share what
-    the ring leaves of its uplink, or out of the ring C / n up to what it leaves of the downlink."""
-    if not ring_on:
-        return {place: capacity / downloads for place, (downloads, _, _) in enumerate(loads)}
-    ring = capacity
-    for downloads, in_ring_joiners, in_ring in loads:
-        if in_ring:
-            ring = min(ring, capacity / (downloads + 1))
-        elif in_ring_joiners:
-            ring = min(ring, max(capacity - capacity / downloads, capacity / 2))
-    filled = {
-        place: (capacity - ring) / downloads
-        if in_ring
-        else min(capacity / downloads, capacity - ring)
-        if in_ring_joiners
-        else capacity / downloads
-        for place, (downloads, in_ring_joiners, in_ring) in enumerate(loads)
-    }
-    filled[RING] = ring
-    return filled

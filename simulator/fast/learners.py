@@ -51,7 +51,7 @@ import numpy as np
 from islands.scenarios import Worker
 from islands.schedules.decoupled import grace_window_s
 from islands.summary import Workers
-from islands.trace import NO_FRAGMENT, Row
+from islands.trace import NO_FRAGMENT, WASTED, Row
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 
 from .. import budget
@@ -265,7 +265,7 @@ class Learner:
         self.churn_rng: np.random.Generator | None = None
         self.learner_outer = 0
         self.seconds = {"compute": 0.0, "stall": 0.0, "idle": 0.0}
-        self.present_s = self.bytes_sent = 0.0
+        self.present_s = self.bytes_sent = self.wasted_bytes = 0.0
         self.syncs = 0
         self.has_rows = False
 
@@ -378,7 +378,12 @@ class Learners:
         for learner in self.learners:
             if learner.present:
                 self.close(learner)
+            for report in learner.in_flight:  # round trips that never complete (``Syncer.close``)
+                self.waste(report)
             self.settle_peaks(learner)
+        for reports in self.waiting.values():
+            for report in reports:
+                self.waste(report)
 
     def stop_at_horizon(self) -> None:
         self.horizon_reached = True
@@ -733,12 +738,16 @@ class Learners:
         learner.present = False
         self.at(self.now + self.detection_s, self.detected, learner)
         for report in learner.in_flight:
+            self.waste(report)
             self.moved_at(learner, report.moving(), self.now)
             report.transfer = None
         learner.in_flight.clear()
         learner.exchanging = None
         if learner.queued:
             for fragment, reports in self.waiting.items():
+                for report in reports:
+                    if report.learner is learner:
+                        self.waste(report)
                 kept = [r for r in reports if r.learner is not learner]
                 if len(kept) < len(reports):
                     self.waiting_weight[fragment] -= learner.count * (len(reports) - len(kept))
@@ -828,6 +837,18 @@ class Learners:
                 span[0], span[1] = min(span[0], start_s), max(span[1], end_s)
         self.row(learner, start_s, end_s, "comm", payload, fragment, outer)
 
+    def waste(self, report: Report) -> None:
+        """A round trip cut now (``Syncer.waste``): a wasted row from its upload's start with what left
+        its learner's uplink (all of it once the upload was in)."""
+        learner, sent = report.learner, report.payload_bytes
+        transfer = report.transfer
+        if transfer is not None and transfer[3]:  # uploading: its rate since it began to move
+            start_s, end_s, rate, _ = transfer
+            sent = rate * (min(end_s, self.now) - start_s) if self.now > start_s else 0.0
+        learner.bytes_sent += sent
+        learner.wasted_bytes += sent
+        self.row(learner, report.sent_s, self.now, WASTED, sent, report.fragment, report.outer_step)
+
     def row(
         self,
         learner: Learner,
@@ -863,6 +884,7 @@ class Learners:
             idle=column([lr.seconds["idle"] for lr in with_rows]),
             present_s=column([lr.present_s for lr in with_rows]),
             bytes_sent=column([lr.bytes_sent for lr in with_rows]),
+            wasted_bytes=column([lr.wasted_bytes for lr in with_rows]),
             syncs=column([float(lr.syncs) for lr in with_rows]),
         )
         counts = {learner.rank: learner.count for learner in self.learners}

@@ -425,6 +425,7 @@ class Lockstep:
             idle=self.idle,
             present_s=self.now.copy(),
             bytes_sent=self.bytes_sent,
+            wasted_bytes=np.zeros(len(states)),  # no churn, nothing thrown away
             syncs=np.full(len(states), float(self.syncs)),
         )
 

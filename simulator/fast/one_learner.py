@@ -102,6 +102,7 @@ class OneLearnerPlayer:
             idle=np.array([totals.seconds["idle"]]),
             present_s=np.array([totals.present_s]),
             bytes_sent=np.array([totals.bytes_sent]),
+            wasted_bytes=np.zeros(1),  # no churn, nothing thrown away
             syncs=np.array([float(len(durations))]),
         )
         return Played(

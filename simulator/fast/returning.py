@@ -16,14 +16,16 @@ where):
   draw in proportion (a continuous-time Markov chain over the counts, the same law as the event
   model's per-worker exponential clocks, drawn in another order); compute periods, notices after
   ``network.detection_timeout_s``, ring ends and download ends are timers, as in the event model;
-* **the network**: a ring crosses every participant's links; joiners download the weights from the
-  lowest present member (a *holder*) over its uplink, so the ring and every download from a holder in
-  the ring share that uplink; the rates are the flow model's max-min fair shares over the few kinds
-  of link that carry more than one flow, in closed form (``holders.fill_closed``, checked against
-  progressive filling, ``holders.fill``), recomputed when a flow starts or ends. Downloads begun
-  together are one group; a holder is followed on its own (``Holder.place``) while its uplink
-  carries downloads, so the ring crosses it again when it is back in it and, back among the
-  members, it is the lowest holder again;
+* **the network**: a ring crosses every participant's links; joiners download the weights from a
+  present member (a *holder*) over its uplink, the one ``network.weights_from = "fastest"`` picks
+  (``schedules/serving.py``; on links alike, the member sending the fewest downloads, ties to the
+  one that became a holder first: ``holders.assign``), so the ring and the downloads of a holder share
+  its uplink; the rates are the flow model's max-min fair shares over the few kinds of link that
+  carry more than one flow, in closed form (``holders.fill_closed``, checked against progressive
+  filling, ``holders.fill``), recomputed when a flow starts or ends. Downloads begun together from
+  one holder are one group; a holder is followed on its own while it sends, and one that leaves takes
+  its downloads with it: they begin again from the others at once while the members compute, else
+  at the next outer boundary (``Counts.holder_left``);
 * **the rules** of ``churn.py``: a joiner downloads once no collective is pending since the last outer
   boundary, takes part in the next collective that forms, and computes from the outer boundary after
   its download is in; a departure breaks the ring in flight (or drops the member, ``partial``, and a
@@ -35,32 +37,36 @@ where):
 * **chained**: while a collective is pending (restart), its participants only leave, so a run of
   departures, restarts and broken rings is drawn at once (``chain.py``: the gaps, who leaves, each
   gap's ring and download progress in closed form) up to the first ring or download that gets through
-  or the first departure of a followed holder.
+  or the first departure of a holder.
 
 The summary is gathered as the run goes (each worker's seconds of compute, idle, stall and presence
-as its rows would add them, the bytes, each collective's last try). It draws differently from the
-event model (one generator for the run, not one per worker), so it is checked against it over many
-seeds with a statistical test (``tests/test_simulator_returning.py``, docs/performance.md); without
-departures it is the event model's run. Approximated: a holder's rank is the order it became one in,
-a holder whose uplink carries nothing is no longer followed, and a departing joiner's download row
-past the collective's forming is the average of theirs.
+as its rows would add them, the bytes, of them those thrown away with a broken ring or a cut download,
+each collective from its first try to its end). It draws differently from the event model (one
+generator for the run, not one per worker), so it is checked against it over many seeds with a
+statistical test (``tests/test_simulator_returning.py``, docs/performance.md); without
+departures it is the event model's run. Approximated: a holder's rank is the order it became one in
+(the rank breaks ties only, and workers alike are drawn alike whatever their ranks), and a departing
+joiner's download row past the collective's forming is the average of theirs.
 
 **Error bars.** One counted run is one draw of the run, as one event run is: its figures scatter over
 seeds as the event model's do. Their means over seeds agree with the event model's within its sampling
-error: over 1,000 seeds every figure of the summary (wall, compute, stall, idle, bytes per worker, mean
-sync, lost compute, joins, leaves, dropped members, goodput) within 3 standard errors of the difference,
-on 10 workers away five times longer than present (restart and partial) and on the issue's fleet (1,000
-workers, MTBF 2,000 s, MTTR 50,000 s, most of them away and dozens of joiners per holder); there the
-means differ by under 1% (goodput, the noisiest, by up to 4%; compute by +0.3%, the largest shift left,
-about 3 standard errors over 2,000 seeds). docs/performance.md has the tables.
+error: every figure of the summary (wall, compute, stall, idle, bytes per worker, mean sync, lost
+compute, joins, leaves, dropped members, goodput) within 3.5 standard errors of the difference over
+80-300 seeds, on mild and heavy churn, restart and partial, 10 workers away five times longer than
+present, and 200 workers away 16 times longer (``tests/test_simulator_returning.py``); over 300 seeds of
+the issue's fleet (1,000 workers, MTBF 2,000 s, MTTR 50,000 s, 10 syncs) every figure within 2.5 standard
+errors, the means within 1.4% (goodput, the noisiest, 4.7%). The tables of docs/performance.md (1,000
+seeds) were measured before downloads spread over the holders (every joiner then downloaded from the
+lowest holder).
 
 **No member left** (``Changes.emptied``, ``Counts.orphan``): the counts play on, as ``churn.py`` does. A
 worker back while no member is present starts at once, the only member; a ring in flight breaks
 (partial too: no member holding the state is left in it), the collective stays formed with its joiners,
 and the members compute again; the joiners waiting start alone at the first departure noticed from
 then on, those in the collective at the notice of the last member's departure if no member is back
-(a worker that started alone meanwhile holds the state: the collective expects it, ``Churn.expect``);
-their downloads go on (``holders.Group.ghost``). So ``play`` finishes every run it is given, and whether it is admitted
+(a worker that started alone meanwhile holds the state: the collective expects it, ``Churn.expect``).
+No download is in flight then (every holder has left, taking its downloads with it), and none begins
+for those that start alone. So ``play`` finishes every run it is given, and whether it is admitted
 depends on the scenario alone.
 """
 
@@ -137,6 +143,7 @@ def why_not(setup: RunSetup) -> str | None:
             network.on_departure not in ("restart", "partial"),
             f"network.on_departure = {network.on_departure!r}",
         ),
+        (network.weights_from != "fastest", f"network.weights_from = {network.weights_from!r}"),
         (
             blocking_period_steps(scenario, schedule) is None,
             "not one blocking exchange per outer step",
@@ -245,7 +252,7 @@ def expected_wall_s(setup: RunSetup, horizon_s: float | None) -> float:
     noticed: (exp(L r) - 1) (1 / L + detection) for a ring of r seconds; under partial the ring ends
     no sooner than the notice of its last drop: r + detection (1 - exp(-L r)). A fixed point over
     ``WALL_ROUNDS`` rounds (the length sets the presence, the presence the rings). It leaves out the
-    downloads that share the holder's uplink with the ring, and a fleet that empties (docs/limits.md)."""
+    downloads that share the holders' uplinks with the ring, and a fleet that empties (docs/limits.md)."""
     scenario = setup.scenario
     network = scenario.network
     mtbf_s, mttr_s = churn_times(scenario.islands[0])
@@ -289,6 +296,7 @@ def played_of(setup: RunSetup, counts: Counts) -> Played:
         idle=np.array([counts.idle / size]),
         present_s=np.array([counts.present / size]),
         bytes_sent=np.array([counts.bytes_sent / size]),
+        wasted_bytes=np.array([counts.wasted / size]),
         syncs=np.array([counts.sync_rows / size]),
     )
     durations = np.array(counts.durations)

@@ -13,7 +13,8 @@ participant's uplink and downlink with 2(M-1)/M * S bytes each, after 2(M-1) * a
 on its links it takes exactly T, and when transfers overlap the flow model shares the links.
 
 Robust aggregation (``trainer.aggregation = "median" | "trimmed_mean"``) needs every member's whole
-payload, so the trainer all-gathers them around the same ring (``trainer/core/comm.py``
+payload, and top-k payloads (``schedule.compression``) cannot be summed on the wire, so the trainer
+all-gathers them around the same ring (``trainer/core/comm.py``
 ``SteppedCollectives.all_gather``): M-1 neighbour steps, in each of which every worker sends one whole
 payload S to its successor. Per worker that is (M-1) * S bytes each way, and
 
@@ -254,7 +255,7 @@ def copy_leg(
 
 def collective_for(scenario: Scenario) -> type[RingCollective]:
     """The collective that carries the scenario's exchanges (``schedules.collective_of``)."""
-    return COLLECTIVES[collective_of(scenario.trainer.aggregation)]
+    return COLLECTIVES[collective_of(scenario.trainer.aggregation, scenario.schedule.compression)]
 
 
 @dataclass(eq=False)
@@ -290,9 +291,16 @@ class PendingCollective:
     )  # when those before the last had it
     dropped_s: dict[int, float] = field(
         default_factory=dict
-    )  # members that left mid-flight ("partial"), and when
+    )  # members that left mid-flight ("partial"), and when (first)
+    dropped_bytes: dict[int, float] = field(
+        default_factory=dict
+    )  # what each of them had sent by its first departure
+    attempt_transfers: list[Transfer] = field(
+        default_factory=list
+    )  # every transfer of the attempt (a staged one's stages done included)
+    # each worker's wasted row of the broken attempts so far, not yet written: [start, end, bytes]
+    wasted: dict[int, list[float]] = field(default_factory=dict)
     hold_until_s: float = 0.0  # "partial": the others wait for a dropped member's part until then
-    moved_s: float | None = None  # when its transfers were through
     tail_s: float = 0.0  # the exposed last bucket after a member's backward pass
 
     @property

@@ -79,6 +79,7 @@ class AlphaBetaNetwork:
         handle.rate_bytes_per_s = rate = handle.peak_bytes_per_s = handle.alone_bytes_per_s
         data_start = self.env.now + latency_s
         burst = burst_at(handle.counted, data_start, bytes_per_link) if self.tracks_links else 0.0
+        handle.burst_bytes = burst
         data_end = data_start + (bytes_per_link - burst) / rate
         if self.tracks_links:
             for link, count in handle.counted.items():
@@ -112,7 +113,13 @@ class AlphaBetaNetwork:
         handle.segments[0] = (start, max(start, min(end, self.env.now)), rate)
 
     def close(self) -> None:
-        """The run is over: nothing to settle (every transfer's segment was known when it started)."""
+        """The run is over: a transfer still in flight carried its rate up to now, not to the end its
+        segment was given when it started."""
+        now = self.env.now
+        for handle in self.carried:
+            start, end, rate = handle.segments[0]
+            if end > now and not handle.cancelled:
+                handle.segments[0] = (start, max(start, now), rate)
 
 
 class FlowNetwork:
@@ -212,6 +219,7 @@ class FlowNetwork:
             )
             for handle, burst in zip(handles, bursts):
                 handle.remaining_bytes -= burst
+                handle.burst_bytes = burst
         moving = [handle for handle in handles if handle.remaining_bytes > 0]
         for handle in moving:
             self.begin(handle)

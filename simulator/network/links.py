@@ -108,6 +108,10 @@ class Transfer:
         default_factory=list
     )  # (start, end, rate): its rate over time
     peak_bytes_per_s: float = 0.0
+    burst_bytes: float = 0.0  # what it sent at once from its links' token buckets
+    # links it stopped crossing while it went on, and since when (a member dropped from a ring in
+    # flight, ``network.on_departure = "partial"``: its links carry nothing after its departure)
+    left_s: dict[Link, float] = field(default_factory=dict)
 
     @cached_property
     def counted(self) -> Counter[Link]:
@@ -177,6 +181,22 @@ class Transfer:
         self.rate_since_s = now
         if rate > self.peak_bytes_per_s:
             self.peak_bytes_per_s = rate
+
+    def moved_bytes(self, now: float) -> float:
+        """Bytes it pushed through each of its links up to ``now``: its burst, and its rate over its
+        segments (the one still open, while it moves, up to ``now``)."""
+        moved = self.burst_bytes
+        for start, end, rate in self.segments:
+            if now > start:
+                moved += rate * (min(end, now) - start)
+        if self.active and now > self.rate_since_s:
+            moved += self.rate_bytes_per_s * (now - self.rate_since_s)
+        return moved
+
+    def leave(self, links: Iterable[Link], now: float) -> None:
+        """``links`` carry nothing of it from ``now`` on (the first time they leave it counts)."""
+        for link in links:
+            self.left_s.setdefault(link, now)
 
     def most_access_crossings(self) -> int:
         """The most times it crosses one worker's access link (that link carries its rate that many times)."""
@@ -249,11 +269,15 @@ def draw(crossed: list[Counter[Link]], bursts: list[float], now: float) -> None:
 
 def link_segments(transfers: Iterable[Transfer]) -> Iterator[tuple[Link, float, float, float]]:
     """Every link's use, transfer by transfer: (link, start, end, rate), a link crossed k times by a
-    transfer carrying k times its rate (where transfers overlap on a link, their rates add up)."""
+    transfer carrying k times its rate (where transfers overlap on a link, their rates add up), up
+    to the moment the link left the transfer (``Transfer.left_s``)."""
     for transfer in transfers:
+        left_s = transfer.left_s
         for link, count in transfer.counted.items():
+            until_s = left_s.get(link, math.inf) if left_s else math.inf
             for start, end, rate in transfer.segments:
-                yield link, start, end, rate * count
+                if start < until_s:
+                    yield link, start, min(end, until_s), rate * count
 
 
 def peak_access_rate(transfers: Iterable[Transfer], links: Iterable[Link]) -> float:

@@ -257,16 +257,29 @@ class StoreGroup(SteppedCollectives):
         self.size = len(members)
         # Any: torch's stubs give ProcessGroupGloo none of its Backend's send, recv and collectives
         self.handle: Any = dist.ProcessGroupGloo(store, self.rank, self.size, timeout)
+        self.sent_bytes = 0  # the pieces whose send completed, whether the swap did or not
 
     def swap_pieces(self, sent: torch.Tensor, to: int, into: torch.Tensor, source: int) -> None:
-        works = [
+        """The swap, counting in ``sent_bytes`` what left: every piece whose send completed. When it
+        breaks (a peer died), the sends that had completed count; those still in flight do not."""
+        receives = [
             self.handle.recv([incoming], source, tag) for tag, incoming in enumerate(pieces(into))
         ]
-        works += [
-            self.handle.send([outgoing], to, tag) for tag, outgoing in enumerate(pieces(sent))
+        sends = [
+            (self.handle.send([outgoing], to, tag), outgoing.nbytes)
+            for tag, outgoing in enumerate(pieces(sent))
         ]
-        for work in works:
-            work.wait()
+        waited = 0
+        try:
+            for work in receives:
+                work.wait()
+            for work, nbytes in sends:
+                work.wait()
+                self.sent_bytes += nbytes
+                waited += 1
+        except RuntimeError:
+            self.sent_bytes += completed_bytes(sends[waited:])
+            raise
 
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
         self.handle.allreduce([tensor]).wait()
@@ -292,6 +305,21 @@ class StoreGroup(SteppedCollectives):
             return
         self.handle.abort()
         self.handle = None
+
+
+def completed_bytes(sends: list[tuple[Any, int]]) -> int:
+    """The bytes of the sends (work, bytes) that completed without an error (nothing waits: a completed
+    work's ``wait`` returns or raises at once)."""
+    total = 0
+    for work, nbytes in sends:
+        if not work.is_completed():
+            continue
+        try:
+            work.wait()
+        except RuntimeError:
+            continue
+        total += nbytes
+    return total
 
 
 def broadcast_bytes(group: Group, data: bytes | None, src: int, island: int) -> bytes:

@@ -8,7 +8,8 @@ The shape of torchft's ``local_sgd.py``. The loop steps the inner optimizer as u
   ``outer.Fragment``), the fault hook (``faults.poisoned``), then its exchange is launched;
 * ``FragmentSync.perform``: wait for the exchange, outer step on the global copy with the averaged
   delta, merge into the local weights with alpha (eager updates: ``EagerFragmentSync``; Decoupled
-  DiLoCo, whose syncer steps: ``AdoptFragmentSync``).
+  DiLoCo, whose syncer steps: ``AdoptFragmentSync``; top-k compression with error feedback, a
+  wrapper over either step: ``FeedbackFragmentSync``).
 
 Exchanges in flight are keyed by (outer step, fragment), so an exchange still in flight when the next
 one is launched is kept (and performed in its own turn). Where the bytes go is the ``Transport``:
@@ -169,6 +170,26 @@ class AdoptFragmentSync(FragmentSync):
         return synced
 
 
+class FeedbackFragmentSync(FragmentSync):
+    """One fragment under top-k compression (``schedules/compression.py``): the exchange carries the
+    error-feedback buffer e <- beta e + delta in place of delta (``Fragment.accumulate``; delta itself
+    without feedback), the exchanger sends its top-k, and what was sent leaves e after the outer
+    step (``Fragment.keep_unsent``). The averaged payloads are the outer gradient."""
+
+    def prepare(self, diloco: DiLoCo, step: int, point: SyncPoint) -> None:
+        if diloco.passive:
+            super().prepare(diloco, step, point)
+            return
+        delta = poisoned(self.fragment.pseudo_gradient(), diloco.island, point.outer_step)
+        diloco.launch(step, point, self.fragment.accumulate(delta), True)
+
+    def perform(self, diloco: DiLoCo, point: SyncPoint, arrived_s: float) -> Synced:
+        synced = super().perform(diloco, point, arrived_s)
+        assert synced.exchange.sent is not None, "a top-k exchange says what it sent"
+        self.fragment.keep_unsent(synced.exchange.sent)
+        return synced
+
+
 FRAGMENT_SYNCS: dict[str, type[FragmentSync]] = {
     AVERAGE: FragmentSync,
     EAGER: EagerFragmentSync,
@@ -193,14 +214,17 @@ class DiLoCo:
         now: Callable[[], float],
         update: str = AVERAGE,
         members: Callable[[], int] = lambda: 1,
+        compressed: bool = False,
     ):
         """``schedule``: (launches, applies) by inner step (``config.sync_plan``); ``alpha``: the merge's
         mixing; ``island``: this member's (for the fault hook); ``now``: trace seconds; ``update``:
         the schedule's outer update rule (``Schedule.update``); ``members``: how many islands
-        exchange now (the eager rule's M before any average has arrived)."""
+        exchange now (the eager rule's M before any average has arrived); ``compressed``: top-k
+        payloads (``FeedbackFragmentSync``, under the average rule)."""
         self.optimizer = optimizer
         self.fragments = fragments
-        self.syncs = [FRAGMENT_SYNCS[update](fragment) for fragment in fragments]
+        sync = FeedbackFragmentSync if compressed else FRAGMENT_SYNCS[update]
+        self.syncs = [sync(fragment) for fragment in fragments]
         self.members = members
         self.transport = transport
         self.launches, self.applies = schedule

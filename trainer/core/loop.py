@@ -27,8 +27,9 @@ import torch
 
 from islands.errors import UserError
 from islands.schedules import SyncPoint
+from islands.schedules.compression import TopK
 from islands.tables import size
-from islands.trace import NO_FRAGMENT
+from islands.trace import NO_FRAGMENT, WASTED
 
 from ..config import RunPlan, sync_plan
 from . import checkpoint
@@ -168,6 +169,7 @@ class Trainer:
             rule,
             device,
             exchange_calls(plan.scenario, sum(p.numel() for p in self.params)),
+            TopK.of(plan.scenario.schedule),
         )
         self.exchanger.warm_up(sum(p.numel() for p in self.params), plan.islands)
         self.start_clock(state)
@@ -179,8 +181,14 @@ class Trainer:
 
     def build_diloco(self) -> DiLoCo:
         plan, world = self.plan, self.world
+        schedule = plan.scenario.schedule
         fragments = build_fragments(
-            self.model, plan.spec.n_layer, plan.fragments, plan.schedule, plan.spec
+            self.model,
+            plan.spec.n_layer,
+            plan.fragments,
+            plan.schedule,
+            plan.spec,
+            schedule.error_feedback,
         )
         return DiLoCo(
             self.optimizer,
@@ -192,6 +200,7 @@ class Trainer:
             now=self.clock.now,
             update=plan.schedule.update,
             members=lambda: len(world.members()),
+            compressed=TopK.of(schedule) is not None,
         )
 
     @property
@@ -500,10 +509,20 @@ class Trainer:
         return blocked_s, comm_s
 
     def record_exchanges(self, performed: list[Synced]) -> tuple[float, float]:
-        """Each exchange's comm row, exclusions, idle and stall rows; (blocked s, comm s)."""
+        """Each exchange's comm row (and a wasted row per attempt it abandoned), exclusions, idle and
+        stall rows; (blocked s, comm s)."""
         blocked_s = comm_s = 0.0
         for point, exchange, arrived_s, received_s in performed:
             outer_step, fragment = point.outer_step, point.fragment
+            for attempt in exchange.abandoned:  # a member died in it: redone among the others
+                self.recorder.add(
+                    WASTED,
+                    attempt.started_s,
+                    attempt.ended_s,
+                    outer_step,
+                    fragment,
+                    attempt.sent_bytes,
+                )
             self.recorder.add(
                 "comm",
                 exchange.started_s,
@@ -526,7 +545,8 @@ class Trainer:
 
     def note_exclusions(self, verdict: Verdict, outer_step: int, fragment: int) -> None:
         """Log the islands left out of this average; an island whose own delta was not finite also
-        drops its inner optimizer state (its moments are poisoned too) and restarts from the merge."""
+        drops its inner optimizer state (its moments are poisoned too) and the fragment's
+        error-feedback buffer, and restarts from the merge."""
         islands = self.world.members()
         for member, reason in verdict.reasons.items():
             if reason == JOINING:
@@ -545,6 +565,8 @@ class Trainer:
                 )
         if verdict.reasons.get(islands.index(self.island)) == NOT_FINITE:
             self.optimizer.state.clear()
+            if self.diloco is not None:
+                self.fragments[fragment].drop_error()
 
     # ---------------------------------------------------------------- evaluation, checkpoints
     def end_period(self, record: dict[str, Any]) -> None:

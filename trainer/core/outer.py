@@ -14,6 +14,11 @@ and with plain averaging (eta = 1, mu = 0) theta_g becomes the mean of the islan
 After the outer step every island adopts the global weights, mixed with its local ones by alpha in
 Streaming DiLoCo: theta_l <- alpha * theta_l + (1 - alpha) * theta_g (alpha = 0: adopt).
 
+Under top-k compression with error feedback (SparseLoCo, Sarfi et al. 2025, arXiv:2508.15706) each
+island keeps its own buffer e per fragment: it sends the top-k of e <- beta e + delta
+(``accumulate``), and what its payload decoded to leaves e (``keep_unsent``); the averaged payloads
+are the outer gradient, with no outer momentum unless one is set (``trainer_keys.with_outer_defaults``).
+
 Fragments are the schedule's layer groups (``Schedule.fragment_of_layer``, strided: block i belongs
 to fragment i mod P), with every parameter in its layer by ``schedules.layout.layer_of``: the token
 embedding (tied to the output head) and the position embedding beside the first block, the final
@@ -63,7 +68,14 @@ def make_outer_optimizer(params: list[torch.Tensor], spec: TrainerSpec) -> torch
 class Fragment:
     """One fragment: the live local parameters, their fp32 global copy and its outer optimizer."""
 
-    def __init__(self, index: int, params: list[nn.Parameter], spec: TrainerSpec):
+    def __init__(
+        self,
+        index: int,
+        params: list[nn.Parameter],
+        spec: TrainerSpec,
+        error_feedback: float = 0.0,
+    ):
+        """``error_feedback``: beta of this island's error-feedback buffer (0: none)."""
         self.index = index
         self.params = params
         self.numels = [p.numel() for p in params]
@@ -71,6 +83,12 @@ class Fragment:
         self.optimizer = make_outer_optimizer(self.global_params, spec)
         self.applied = 0
         self.own_delta: torch.Tensor | None = None  # eager updates: this island's last delta
+        self.error_feedback = error_feedback
+        self.error = (
+            torch.zeros(self.numel, device=self.global_params[0].device)
+            if error_feedback > 0
+            else None
+        )
 
     @property
     def numel(self) -> int:
@@ -82,6 +100,23 @@ class Fragment:
             return torch.cat(
                 [(g - p.float()).flatten() for g, p in zip(self.global_params, self.params)]
             )
+
+    def accumulate(self, delta: torch.Tensor) -> torch.Tensor:
+        """What this island compresses: e <- beta e + delta (the buffer itself), or delta without
+        error feedback."""
+        if self.error is None:
+            return delta
+        return self.error.mul_(self.error_feedback).add_(delta)
+
+    def keep_unsent(self, sent: torch.Tensor) -> None:
+        """e <- e - sent: what the payload carried leaves the buffer, the rest waits for a later round."""
+        if self.error is not None:
+            self.error.sub_(sent)
+
+    def drop_error(self) -> None:
+        """Empty the buffer (its island's delta was not finite: the buffer holds it too)."""
+        if self.error is not None:
+            self.error.zero_()
 
     def apply(self, mean_delta: torch.Tensor, alpha: float) -> None:
         """Outer step with the averaged pseudo-gradient, then merge into the local weights."""
@@ -119,6 +154,7 @@ class Fragment:
             "optimizer": self.optimizer.state_dict(),
             "applied": self.applied,
             "own_delta": self.own_delta,
+            "error": self.error,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -128,10 +164,17 @@ class Fragment:
         self.optimizer.load_state_dict(state["optimizer"])
         self.applied = state["applied"]
         self.own_delta = state.get("own_delta")
+        if self.error is not None and state.get("error") is not None:
+            self.error.copy_(state["error"])
 
 
 def build_fragments(
-    model: nn.Module, n_layer: int, fragments: int, schedule: Schedule, spec: TrainerSpec
+    model: nn.Module,
+    n_layer: int,
+    fragments: int,
+    schedule: Schedule,
+    spec: TrainerSpec,
+    error_feedback: float = 0.0,
 ) -> list[Fragment]:
     groups = split_fragments(model, n_layer, fragments, schedule)
-    return [Fragment(i, params, spec) for i, params in enumerate(groups)]
+    return [Fragment(i, params, spec, error_feedback) for i, params in enumerate(groups)]

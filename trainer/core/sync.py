@@ -9,7 +9,9 @@ Every exchange first meets the other islands by all-gathering two numbers about 
 (finite? norm?, ``robust.screen``): the time spent there is the wait for the slowest island (``idle``
 in the trace); the clock reading after it is when the collective really started (the ``comm`` row's
 start). Excluded islands send zeros and the mean is rescaled to the accepted ones; with a robust
-aggregation the deltas are all-gathered whole instead (``robust.robust_average``).
+aggregation the deltas are all-gathered whole instead (``robust.robust_average``), and with top-k
+compression (``schedule.compression``) their top-k payloads are (``sparse.gather_mean``: a payload
+that cannot be merged is refused, with its reason in the verdict).
 """
 
 from __future__ import annotations
@@ -18,28 +20,44 @@ import math
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from islands.scenarios import Scenario
 from islands.schedules import ALL_GATHER, collective_of
+from islands.schedules.compression import TopK
 
 from .comm import Echo
 from .group import Group
 from .memory import fresh_pages_of
 from .quantize import average, padded_length
 from .robust import AggregationRule, Verdict, contribution_stats, robust_average, screen
+from .sparse import TopKCodec, announce, gather_mean
 from .tracing import Clock
 
 WARM_UP_ROUNDS = 5
 STEADY_FRESH_PAGES = 64  # 256 KiB: a round that grew the heap by less reuses its buffers
 
 
+class Attempt(NamedTuple):
+    """An attempt at an exchange that was abandoned (an elastic run's member died in it: the survivors
+    re-form and redo it, ``elastic/membership.py``): from its start to when it was given up, with the
+    bytes this member had sent in it (``comm.StoreGroup.sent_bytes``)."""
+
+    started_s: float
+    ended_s: float
+    sent_bytes: int
+
+
 @dataclass(frozen=True)
 class Exchange:
     """An exchange's result (the mean; Decoupled DiLoCo: the global fragment) and its times: the
     transfer from ``started_s`` to ``done_s``, of which ``queued`` (when set) is the part it sat at
-    Decoupled DiLoCo's syncer waiting for other learners' reports."""
+    Decoupled DiLoCo's syncer waiting for other learners' reports; before it, the attempts given up
+    (``abandoned``, their bytes wasted). ``sent``: under top-k compression, what this member's
+    payload decodes to where it was merged (zeros where not), which error feedback takes out of its
+    buffer."""
 
     mean: torch.Tensor
     started_s: float
@@ -47,6 +65,8 @@ class Exchange:
     sent_bytes: int
     verdict: Verdict
     queued: tuple[float, float] | None = None
+    abandoned: tuple[Attempt, ...] = ()
+    sent: torch.Tensor | None = None
 
 
 def share(x: torch.Tensor, index: int, parts: int) -> torch.Tensor:
@@ -94,12 +114,15 @@ class Exchanger:
         rule: AggregationRule = AggregationRule(),
         device: torch.device | str = "cpu",
         calls: Callable[[int], int] = one_call,
+        topk: TopK | None = None,
     ):
         """``device``: the training thread's; the exchange thread makes it its own current CUDA device
         (a new thread starts on GPU 0, where NCCL calls and new tensors would otherwise go). ``calls``:
-        how many collective calls the mean of so many values takes (``exchange.calls``)."""
+        how many collective calls the mean of so many values takes (``exchange.calls``). ``topk``: the
+        top-k payload's layout under compression (one flat call, one rank per island)."""
         self.cross = cross
         self.calls = calls
+        self.topk = topk
         self.intra = intra
         self.bits = bits
         self.clock = clock
@@ -124,7 +147,9 @@ class Exchanger:
         (2.6M int8 values, four processes on two cores) faulted 15,000-20,000 pages after its last
         byte arrived and measured 7-10% long."""
         echo_intra = Echo(self.intra.size) if self.intra is not None else None
-        echo = Exchanger(Echo(members), echo_intra, self.bits, Clock(), self.rule, self.device)
+        echo = Exchanger(
+            Echo(members), echo_intra, self.bits, Clock(), self.rule, self.device, topk=self.topk
+        )
         zeros = torch.zeros(values, device=self.device)
         for _ in range(WARM_UP_ROUNDS):
             if self.pool.submit(fresh_pages_of, echo.exchange, zeros).result() < STEADY_FRESH_PAGES:
@@ -138,6 +163,8 @@ class Exchanger:
     def exchange(self, flat: torch.Tensor, contributes: bool = True) -> Exchange:
         """Screen, then average (or robustly combine) ``flat`` over the islands; a member that does
         not contribute (a joiner without state) sends zeros and still receives the average."""
+        if self.topk is not None:
+            return self.exchange_topk(flat, contributes)
         verdict = screen(
             self.cross.all_gather(contribution_stats(flat, contributes)), self.rule.norm_factor
         )
@@ -154,6 +181,24 @@ class Exchanger:
             )
             mean = torch.cat(self.intra.all_gather(part))[: flat.numel()]
         return Exchange(mean, started_s, self.clock.now(), sent, verdict)
+
+    def exchange_topk(self, flat: torch.Tensor, contributes: bool) -> Exchange:
+        """Screen, then all-gather the top-k payloads and average the accepted ones."""
+        assert self.topk is not None and self.intra is None, "one rank per island sends top-k"
+        codec = TopKCodec(self.topk, flat.numel())
+        payload, sent, verdict = announce(
+            self.cross, flat, codec, contributes, self.rule.norm_factor
+        )
+        started_s = self.clock.now()
+        gathered = gather_mean(self.cross, payload, codec, verdict, sent.flatten())
+        return Exchange(
+            gathered.mean,
+            started_s,
+            self.clock.now(),
+            gathered.sent_bytes,
+            gathered.verdict,
+            sent=gathered.sent,
+        )
 
     def combine_in_calls(
         self, x: torch.Tensor, verdict: Verdict, calls: int

@@ -64,6 +64,10 @@ MAX_FAILURES = 5
 T = TypeVar("T")
 
 
+def no_attempt() -> None:
+    """``Membership.run``'s default: nobody hears of an abandoned attempt."""
+
+
 class LeftOut(Rejoin):
     """This island was too late for the new epoch: the others count it as gone; it must join again."""
 
@@ -244,18 +248,22 @@ class Membership:
         prefix = dist.PrefixStore(self.key("epoch", epoch, "group"), self.store)
         return StoreGroup(prefix, members, self.island, timedelta(seconds=self.timing.collective_s))
 
-    def run(self, op: Callable[[StoreGroup], T]) -> T:
+    def run(self, op: Callable[[StoreGroup], T], abandoned: Callable[[], None] = no_attempt) -> T:
         """``op(group)`` completed by every member of one epoch, re-forming until it is (an op that
-        keeps failing with no one leaving is a bug, re-raised after ``MAX_FAILURES`` tries)."""
+        keeps failing with no one leaving is a bug, re-raised after ``MAX_FAILURES`` tries). Each
+        attempt of ``op`` given up (it failed here, or the vote threw it away) is told to
+        ``abandoned``, before the group re-forms."""
         failures = 0
         while True:
             self.ops += 1
             vote = self.key("epoch", self.epoch, "op", self.ops)
+            attempted = False
             try:
                 if self.gone():
                     raise RuntimeError(
                         "a member is gone: its heartbeat stopped"
                     )  # no doomed attempt
+                attempted = True
                 result, done = op(self.formed), True
             except RuntimeError:
                 failures += 1
@@ -264,6 +272,8 @@ class Membership:
                 result, done = None, False
             if self.decide(vote, done):
                 return cast(T, result)  # decided: every member completed op, this one too
+            if attempted:
+                abandoned()
             self.reform()
 
     def decide(self, vote: str, done: bool) -> bool:

@@ -4,6 +4,7 @@ followers (``world.ElasticWorld.shared``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -13,9 +14,11 @@ import torch
 
 from islands.schedules import SyncPoint
 
+from ..core.comm import StoreGroup
 from ..core.faults import kill_point
 from ..core.group import Group
-from ..core.sync import Exchange, Exchanger
+from ..core.sync import Attempt, Exchange, Exchanger
+from ..core.tracing import Clock
 from .membership import Membership
 
 T = TypeVar("T")
@@ -25,6 +28,25 @@ class Shared(Protocol):
     """``ElasticWorld.shared``: the leader's ``decide()``, its outcome on every rank of the island."""
 
     def __call__(self, decide: Callable[[], T], /) -> T: ...
+
+
+class Attempts:
+    """An exchange's attempts through ``Membership.run``: when the one under way began and what the
+    epoch's group had sent by then, and those abandoned (``sync.Attempt``: what the group sent in
+    them, measured piece by piece, ``comm.StoreGroup.sent_bytes``)."""
+
+    def __init__(self, clock: Clock):
+        self.clock = clock
+        self.abandoned: list[Attempt] = []
+        self.started: tuple[float, StoreGroup, int] | None = None
+
+    def begin(self, group: StoreGroup) -> None:
+        self.started = self.clock.now(), group, group.sent_bytes
+
+    def abandon(self) -> None:
+        assert self.started is not None, "an attempt is abandoned once it began (Membership.run)"
+        started_s, group, sent_before = self.started
+        self.abandoned.append(Attempt(started_s, self.clock.now(), group.sent_bytes - sent_before))
 
 
 class ElasticTransport:
@@ -67,14 +89,21 @@ class ElasticTransport:
 
         def start() -> None:
             self.admit(step, point, contributes)
-            started.append(
-                self.exchanger.pool.submit(
-                    self.membership.run, lambda group: self.exchange_once(delta, contributes)
-                )
-            )
+            started.append(self.exchanger.pool.submit(self.exchange, delta, contributes))
 
         self.shared(start)
         return started[0] if started else None
+
+    def exchange(self, delta: torch.Tensor, contributes: bool) -> Exchange:
+        """The exchange through the membership, with the attempts it gave up on the way."""
+        attempts = Attempts(self.exchanger.clock)
+
+        def attempt(group: StoreGroup) -> Exchange:
+            attempts.begin(group)
+            return self.exchange_once(delta, contributes)
+
+        exchange = self.membership.run(attempt, attempts.abandon)
+        return dataclasses.replace(exchange, abandoned=tuple(attempts.abandoned))
 
     def admit(self, step: int, point: SyncPoint, contributes: bool) -> None:
         """The first fragment of an outer step first admits the joiners seen so far (no exchange is in

@@ -6,8 +6,9 @@ cross-island collective goes through ``membership.Membership.run``: if an island
 any moment) the survivors finish their interval, their exchange fails or is voted down, they wait
 out the detection timeout, re-form the group among themselves and redo the exchange: training goes
 on with a smaller M, the dead island's work since its last applied sync is lost. A new or returning
-island asks to join and at once for the global state, which the members' leader sends in the
-background while everyone trains on (``joining.py``); from the next outer boundary the joiner takes
+island asks to join and at once for the global state, which the holder the members' leader picks
+(the fastest for it, ``network.weights_from``) sends in the background while everyone trains on
+(``joining.py``); from the next outer boundary the joiner takes
 part in the exchanges, contributing nothing and keeping the averages, and once its download is in it
 replays them onto the downloaded state and trains. Its trace shows the wait (``idle``), the download
 (``comm``, fragment -1, the bytes received) and its exchanges, as the simulator's does. (A member
@@ -144,7 +145,7 @@ class ElasticWorld:
         self.recorder = recorder
         self.membership.on_install = self.installed
         self.membership.now_s = recorder.clock.now
-        self.server = Server(self.membership, self.wan_pacer)
+        self.server = Server(self.membership, self.wan_pacer, self.plan.workers)
         self.elastic = ElasticTransport(self.membership, exchanger, self.shared, self.island)
         return self.elastic
 
@@ -331,10 +332,12 @@ class ElasticWorld:
             time.sleep(0.05)
 
     def between_steps(self, local: Local) -> None:
-        """Publish progress; the leader serves a waiting download while no sync is in flight."""
+        """Publish progress; while no sync is in flight, a holder serves the downloads it was picked
+        for, and the leader picks the holders of the new ones first (``joining.Server``)."""
         self.membership.progress.now_s = self.recorder.clock.now()
-        if self.membership.leader == self.island and local.quiet():
-            self.server.poll(lambda: self.state_payload(local))
+        if self.has_state and not self.follows and local.quiet():
+            leads = self.membership.leader == self.island
+            self.server.poll(lambda: self.state_payload(local), leads)
 
     # ---------------------------------------------------------------- state transfer
     def sync_state(self, group: Group, local: Local) -> bytes | None:

@@ -38,6 +38,7 @@ from islands.scenarios import Scenario
 from islands.schedules import SCHEDULES
 from islands.simulator import SimResult, simulate
 from islands.tables import render
+from islands.trace import WASTED
 
 from ..compare import Comparison, Figure, error_text, relative_error, value_text
 from .profiler import COMM_EVENTS, read_chrome
@@ -45,6 +46,7 @@ from .steps import LOG_LIMIT_BYTES, StepLog, read_steps
 from .torchtitan import STEP_LINE, read_torchtitan
 
 BLOCKED_KINDS = ("stall", "idle")
+SENT_KINDS = ("comm", WASTED)  # every byte a stack's counters see, thrown away or not
 SYNC_ROWS_SHOWN = 12
 
 
@@ -208,7 +210,7 @@ def predicted_rounds(trace: pd.DataFrame) -> pd.DataFrame:
             "outer_step": trace["outer_step"],
             "compute_s": seconds.where(trace["kind"] == "compute", 0.0),
             "blocked_s": seconds.where(trace["kind"].isin(BLOCKED_KINDS), 0.0),
-            "bytes": trace["bytes"].where(trace["kind"] == "comm", 0.0),
+            "bytes": trace["bytes"].where(trace["kind"].isin(SENT_KINDS), 0.0),
         }
     )
     return columns.groupby(["worker", "outer_step"]).sum()
