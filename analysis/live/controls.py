@@ -32,6 +32,8 @@ from islands.scenarios.spec import (
     Key,
 )
 from islands.schedules import SCHEDULES
+from islands.schedules.compression import COMPRESSIONS
+from islands.schedules.serving import WEIGHTS_SOURCES
 
 # Keys whose rule accepts a few values only: a menu each (tests/test_serve_api.py checks that every
 # key whose rule says "must be one of" is here).
@@ -39,10 +41,12 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "schedule.algorithm": tuple(SCHEDULES),
     "schedule.bits": WIRE_BITS,
     "schedule.barrier": BARRIERS,
+    "schedule.compression": COMPRESSIONS,
     "network.model": NETWORK_MODELS,
     "network.collective": COLLECTIVE_SHAPES,
     "network.on_departure": DEPARTURE_POLICIES,
     "network.ring_order": RING_ORDERS,
+    "network.weights_from": WEIGHTS_SOURCES,
     "exchange.calls": EXCHANGE_CALLS,
     "island.offload": OFFLOADS,
 }

@@ -31,7 +31,13 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
 from ..link_rates import rate_steps
 from ..planner.plan import DEFAULT_TARGETS, make_utilisation_plan
 from ..planner.plan_tables import bandwidth_cell, headline
-from ..plots.style import KIND_COLOURS, KIND_LABELS, schedule_colour, schedule_label
+from ..plots.style import (
+    KIND_COLOURS,
+    KIND_LABELS,
+    TRANSFER_KINDS,
+    schedule_colour,
+    schedule_label,
+)
 from ..quality.loss_prior import estimate, extra_tokens_factor
 from ..report.whatif import json_number
 from ..side_by_side import equal_work_schedules, work_line
@@ -81,7 +87,8 @@ def figure_cells(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def timeline_data(trace: pd.DataFrame, scenario: Scenario) -> dict[str, Any] | None:
     """The spans of the first outer intervals, one row per worker (the first ``MAX_TIMELINE_WORKERS``
-    of those active), as [row, kind, start s, end s]; None for a run with no trace in them."""
+    of those active), as [row, kind, start s, end s], the transfers' kinds drawn as a band over the
+    worker's activity (as ``plots/worker_timeline``); None for a run with no trace in them."""
     start, stop = TIMELINE_INTERVALS
     window = trace[(trace["outer_step"] >= start) & (trace["outer_step"] < stop)]
     if window.empty:
@@ -97,7 +104,15 @@ def timeline_data(trace: pd.DataFrame, scenario: Scenario) -> dict[str, Any] | N
         "left_out": len(active) - len(ranks),
         "begin_s": float(window["time_start_s"].min()),
         "end_s": float(window["time_end_s"].max()),
-        "kinds": [{"kind": k, "colour": KIND_COLOURS[k], "label": KIND_LABELS[k]} for k in kinds],
+        "kinds": [
+            {
+                "kind": k,
+                "colour": KIND_COLOURS[k],
+                "label": KIND_LABELS[k],
+                "band": k in TRANSFER_KINDS,
+            }
+            for k in kinds
+        ],
         "spans": [
             [row_of[int(w)], kind, float(a), float(b)]
             for w, kind, a, b in zip(

@@ -371,15 +371,15 @@
     svg.setAttribute("viewBox", "0 0 " + W + " " + height);
     svg.setAttribute("data-spans", String(t.spans.length));
     function x(s) { return LEFT + (W - LEFT - RIGHT) * (s - t.begin_s) / span; }
-    var colours = {};
-    t.kinds.forEach(function (k) { colours[k.kind] = k.colour; });
+    var colours = {}, band = {};
+    t.kinds.forEach(function (k) { colours[k.kind] = k.colour; band[k.kind] = k.band; });
     t.workers.forEach(function (name, row) { svg.appendChild(label(LEFT - 6, TOP + row * ROW + 12, "end", name)); });
-    var spans = t.spans.filter(function (s) { return s[1] !== "comm"; })
-      .concat(t.spans.filter(function (s) { return s[1] === "comm"; }));  // transfers drawn over compute
+    var spans = t.spans.filter(function (s) { return !band[s[1]]; })
+      .concat(t.spans.filter(function (s) { return band[s[1]]; }));  // transfers drawn over the activity
     spans.forEach(function (s) {
-      var comm = s[1] === "comm", top = TOP + s[0] * ROW + (comm ? 10 : 1), h = comm ? 4 : ROW - 4;
+      var thin = band[s[1]], top = TOP + s[0] * ROW + (thin ? 10 : 1), h = thin ? 4 : ROW - 4;
       svg.appendChild(node("rect", {x: x(s[2]).toFixed(1), y: top, width: Math.max(0.5, x(s[3]) - x(s[2])).toFixed(1),
-                                    height: h, fill: colours[s[1]]}));
+                                    height: h, fill: colours[s[1]], "data-kind": s[1]}));
     });
     var bottom = TOP + t.workers.length * ROW;
     svg.appendChild(label(LEFT, bottom + 14, "start", seconds(t.begin_s)));
