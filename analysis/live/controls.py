@@ -194,16 +194,11 @@ def control(
     )
 
 
-def section_values(scenario: Scenario, section: str) -> Any:
-    """The dataclass of ``scenario`` holding a section's resolved keys."""
-    return getattr(scenario, section, None)
-
-
 def section_controls(
     document: Mapping[str, Any], scenario: Scenario, section: str
 ) -> tuple[Control, ...]:
     table = document.get(section, {})
-    resolved = section_values(scenario, section)
+    resolved = getattr(scenario, section, None)  # the section's keys as resolved
     main = MAIN_KEYS.get(section, ())
     return tuple(
         control(
