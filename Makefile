@@ -2,7 +2,8 @@
 # A virtual environment in .venv gets the CPU build of torch (a local file on our machines, about a
 # minute); a machine that already has torch importable from python3 (e.g. a GPU box with its own CUDA
 # build) keeps it: the venv then sees the system site-packages instead.
-# `make docs` builds the documentation site into site/ (`.venv/bin/mkdocs serve` to read it live).
+# `make docs` builds the documentation site into site/ (`.venv/bin/mkdocs serve` to read it live),
+# after retaking the live page's screenshots (`make docs-screenshots`).
 # `make` alone sets up .venv and leaves bin/islands, a wrapper that runs the venv's `islands` from any
 # shell without activating the venv (the repository's islands/ folder is the package, hence bin/).
 
@@ -14,7 +15,7 @@ STAMP := $(VENV)/.installed
 WRAPPER := bin/islands
 
 .DEFAULT_GOAL := $(WRAPPER)
-.PHONY: demo test lint fuzz bench docs clean
+.PHONY: demo test lint fuzz bench docs docs-screenshots clean
 
 $(STAMP): pyproject.toml
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
@@ -58,8 +59,14 @@ fuzz: $(WRAPPER)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_simulator.py
 	$(BIN)/python benchmarks/bench_trainer.py
+	$(BIN)/python benchmarks/bench_serve.py
 
-docs: $(STAMP)
+# The screenshots of docs/how-to/serve.md, retaken of the live page in headless Chromium (kept as they
+# are where Chromium or Playwright is missing); `make docs` retakes them first.
+docs-screenshots: $(STAMP)
+	$(BIN)/python docs/serve_screenshots.py
+
+docs: $(STAMP) docs-screenshots
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:

@@ -1186,7 +1186,66 @@ CASES = [
         "--out must be a folder",
     ),
     case("demo", "a bad scenario", ["{tmp}/bad.toml", "--no-train"], "bad.toml: not valid TOML"),
+    # report --axis: parsed and each value checked before any run
+    case(
+        "report", "--axis without =", [WE, "--axis", "latency"], "--axis latency: write KEY=V1,V2"
+    ),
+    case(
+        "report",
+        "--axis with an empty value",
+        [WE, "--axis", "schedule.bits=4,"],
+        "a value is empty",
+    ),
+    case("report", "--axis with a value twice", [WE, "--axis", "schedule.bits=4,4"], "given twice"),
+    case(
+        "report",
+        "--axis with a value the format refuses",
+        [WE, "--axis", "island.0.replicas=4,0"],
+        "--axis island.0.replicas=4,0: 0: island.0.replicas: must be >= 1 (got 0)",
+    ),
+    case(
+        "report",
+        "--axis of an unknown key",
+        [WE, "--axis", "schedule.inner_stepz=1,2"],
+        "schedule.inner_stepz: unknown key",
+    ),
+    case(
+        "report",
+        "--axis of one key twice",
+        [WE, "--axis", "schedule.bits=4", "--axis", "schedule.bits=8"],
+        "--axis schedule.bits: marked twice",
+    ),
+    # serve: refused before anything is served
+    case(
+        "serve", "no such scenario", ["{tmp}/missing.toml"], "missing.toml: no such file or bundled"
+    ),
+    case("serve", "not TOML", ["{tmp}/bad.toml"], "bad.toml: not valid TOML"),
+    case(
+        "serve",
+        "a --set the loader refuses",
+        [WE, "--set", "schedule.inner_steps=0"],
+        "schedule.inner_steps: must be >= 1 (got 0)",
+    ),
+    case(
+        "serve",
+        "--port not a number",
+        [WE, "--port", "eighty"],
+        "argument --port: invalid int value: 'eighty'",
+    ),
+    case("serve", "--port out of range", [WE, "--port", "70000"], "must be in [0, 65535]"),
+    case("serve", "--port negative", [WE, "--port=-1"], "--port -1: must be in [0, 65535]"),
+    case("serve", "--port in use", [WE, "--port", "{busy}"], "already in use on 127.0.0.1"),
+    case(
+        "serve",
+        "--host not this machine's",
+        [WE, "--host", "192.0.2.1"],
+        "--host 192.0.2.1 --port 8765: cannot listen there",
+    ),
+    case("serve", "--max-events below 1", [WE, "--max-events", "0"], "--max-events must be >= 1"),
 ]
+# A port that is in use while the cases run ("{busy}" in an argument; "{busy}" in the doc)
+BUSY = socket.create_server(("127.0.0.1", 0))
+BUSY_PORT = str(BUSY.getsockname()[1])
 
 
 def scenario_files(folder: Path) -> None:
@@ -1205,12 +1264,14 @@ def scenario_files(folder: Path) -> None:
 def answer(case_: Case, folder: Path) -> tuple[int, str]:
     """The exit code and what the command printed on stderr."""
     err = io.StringIO()
+    argv = [part.replace("{tmp}", str(folder)).replace("{busy}", BUSY_PORT) for part in case_.argv]
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            code = main([part.replace("{tmp}", str(folder)) for part in case_.argv])
+            code = main(argv)
         except SystemExit as exit_:  # argparse's own errors
             code = exit_.code
-    return code, err.getvalue()
+    busy = "{busy}" in case_.argv
+    return code, err.getvalue().replace(BUSY_PORT, "{busy}") if busy else err.getvalue()
 
 
 ANSWERS: dict[int, str] = {}  # case index -> the line it answered, with the folder as {tmp}
@@ -1410,7 +1471,7 @@ def cell(line: str) -> str:
 DOC_HEAD = """# Bad input on the simulation side: what each command answers
 
 Every command that reads a scenario (simulate, sweep, plan, bandwidth-table, goodput, report, plot,
-demo) answers bad input with **one line on stderr and exit code 2**, before any long work: never a
+demo, serve) answers bad input with **one line on stderr and exit code 2**, before any long work: never a
 traceback, a hang, or a silent wrong number. The tables below list the inputs tried and the line
 each gets, exactly as the commands print it after `islands ` (`{tmp}` is the folder of the test's files: `s.toml` is
 the worked example reading `rtt.csv`, `p.json` a network profile for it).
@@ -1433,6 +1494,8 @@ Rules behind the answers:
 * `--set` that would set nothing (no such key, no such entry) is refused, naming the nearest keys;
 * an output that is also an input (the scenario, its `rtt_csv`, the network profile) or another
   output, an unwritable path or a folder is refused before the run;
+* `serve` binds its port before it serves: a port in use (`{busy}` above: one held by the test), out
+  of range or not a number, or an address that is not this machine's, is one line;
 * `--dask tcp://HOST:PORT` is probed first (5 s): a closed, silent or non-Dask (HTTP) port is one line;
   another scheme (`tls://`, which needs certificates islands does not configure) is refused;
 * the simulator's resource guard refuses a run beyond `--max-events` events, or beyond 1 kB of

@@ -44,6 +44,8 @@ def test_wheel_maps_folders_under_one_namespace(wheel):
     assert (
         "islands/validation/case.py" in names and "islands/validation/cases/churn_m4.toml" in names
     )
+    # islands serve's page, inlined from its files
+    assert "islands/analysis/live/static/page.js" in names
     tops = {name.split("/")[0] for name in names if not name.startswith("islands-")}
     assert tops == {"islands"}  # no generic top-level `simulator` or `scenarios` package
 

@@ -33,7 +33,8 @@ from ..plots.style import png_bytes, schedule_label
 from ..plots.worker_timeline import timeline_figure
 from ..side_by_side import left_out_notes, simulate_schedules, work_line
 from ..sweep.runner import run_sweep
-from .whatif import run_whatif, whatif_axes
+from .marked_axes import MarkedAxis, report_axes
+from .whatif import run_whatif
 from .whatif_page import STYLE as WHATIF_STYLE
 from .whatif_page import whatif_section
 
@@ -174,11 +175,13 @@ def build_report(
     progress: Callable[[str], Progress | None] | None = None,
     where: Sequence[str] = (),
     results: Mapping[str, SimResult] | None = None,
+    marked: Sequence[MarkedAxis] = (),
 ) -> str:
     """The report as an HTML string. ``sweep_table`` (from ``islands sweep``) replaces the default
     heatmap sweep, ``where`` pins its other parameters (``KEY=VALUE``); ``fragments`` and ``seeds``
     are the plan's (see ``make_utilisation_plan``); every run is held to the source's ``max_events``;
     ``results``: the schedules already simulated at equal work (``simulate_schedules``), if at hand;
+    ``marked``: the what-if axes the user marks (``--axis``, ``marked_axes``), checked by the caller;
     ``progress(stage)``: the progress callback of each long stage (``progress.Stages``)."""
     stage = progress or (lambda name: None)
     source = as_source(scenario, overrides)
@@ -199,7 +202,11 @@ def build_report(
         max_events=source.max_events,
     )
     whatif = run_whatif(
-        source, whatif_axes(base), executor=executor, jobs=jobs, progress=stage("what-if grid")
+        source,
+        report_axes(base, marked),
+        executor=executor,
+        jobs=jobs,
+        progress=stage("what-if grid"),
     )
     heatmap = given or swept_heatmap(source, jobs, executor, stage("heatmap sweep"))
     timeline_run = simulate(base, source.max_events)

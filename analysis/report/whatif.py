@@ -65,7 +65,7 @@ class WhatIfAxis:
 
     key: str
     label: str
-    values: tuple[float, ...]
+    values: tuple[Any, ...]  # numbers; a marked axis's values as typed (``marked_axes``)
     overrides: tuple[tuple[str, ...], ...]
     start: int
 
@@ -123,7 +123,8 @@ def splits_model(scenario: Scenario) -> bool:
 
 
 def whatif_axes(scenario: Scenario) -> list[WhatIfAxis]:
-    """The sliders for this scenario: H, P where the schedule fragments, bits, bandwidth, M."""
+    """The sliders for this scenario: H, P where the schedule fragments, bits, bandwidth, M (the
+    user's own, ``--axis``, are added by ``marked_axes.report_axes``)."""
     schedule = scenario.schedule
     axes = []
     if SCHEDULES[schedule.algorithm].exchanged != GRADIENT:

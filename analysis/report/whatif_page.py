@@ -125,7 +125,10 @@ SCRIPT = r"""
 
 
 def axis_text(axis: WhatIfAxis, value: Any) -> str:
-    """What a slider shows at a stop: ``x0.3`` for the bandwidth scale, the value for the others."""
+    """What a slider shows at a stop: ``x0.3`` for the bandwidth scale, the value for the others (a
+    marked axis's as typed)."""
+    if isinstance(value, str):
+        return value
     return f"x{value:g}" if axis.key == "bandwidth_scale" else f"{value:g}"
 
 

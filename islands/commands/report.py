@@ -1,7 +1,7 @@
 """``islands report FILE -o report.html``: one self-contained HTML page (images, data and script embedded;
 it fetches nothing) with the summary under each schedule, a what-if panel of sliders over H, P, bits,
-bandwidth and M (every combination simulated when the page is written), the plots and the plan, for
-sharing with a team. See docs/report.md."""
+bandwidth and M and any key marked with --axis (every combination simulated when the page is
+written), the plots and the plan, for sharing with a team. See docs/report.md."""
 
 from __future__ import annotations
 
@@ -68,6 +68,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="average the plan's utilisations over N seeds (for jitter and churn; default 1)",
     )
     parser.add_argument(
+        "--axis",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="one more what-if slider: a scenario key (as --set names it) over these values, "
+        "e.g. island.0.latency_ms=0,50,100; it replaces the built-in slider of the same key; "
+        "repeatable",
+    )
+    parser.add_argument(
         "--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)"
     )
     add_max_events_argument(parser)
@@ -79,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from islands.analysis.planner.plan import MAX_SEEDS, check_target
     from islands.analysis.progress_bar import Stages
     from islands.analysis.report.html_report import REPORT_FORMATS, build_report, write_report
+    from islands.analysis.report.marked_axes import check_marked, parse_axis
     from islands.analysis.sweep.sweep_table import check_sweep_of, read_sweep
     from islands.errors import UserError
     from islands.io import check_output, is_stdout, shown
@@ -95,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     check_max_events(args.max_events)
     source = replace(read_source(args), max_events=args.max_events)
     guard(source.scenario, args.max_events)  # the scenario's own run, before the report's many
+    marked = [parse_axis(text) for text in args.axis]
+    check_marked(source, marked)
     check_outputs(
         {"--output": args.output}, REPORT_FORMATS, [*source.inputs, ("--sweep", args.sweep)]
     )
@@ -115,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=stages,
                 where=args.where,
                 executor=executor,
+                marked=marked,
             )
     finally:
         stages.close()
