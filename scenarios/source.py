@@ -159,11 +159,11 @@ class Variants:
 def syncer_region(scenario: Scenario, algorithm: str) -> str | None:
     """Where a comparison places the syncer of a schedule that has one, in a scenario with regions that
     gives it none (the scenario was written for another schedule): the region with the most workers,
-    the first declared among equals; None where nothing is to be placed."""
+    the first by name among equals; None where nothing is to be placed."""
     if SCHEDULES[algorithm].coupled or not scenario.regions or scenario.syncer.region is not None:
         return None
     workers = [worker.region for worker in scenario.workers()]
-    return max(scenario.regions, key=workers.count)
+    return max(sorted(scenario.regions), key=workers.count)
 
 
 def as_source(

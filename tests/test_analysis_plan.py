@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from islands.analysis.planner import search
-from islands.analysis.planner.plan import make_utilisation_plan, plan_to_dict
+from islands.analysis.planner.plan import Question, make_utilisation_plan, placement, plan_to_dict
 from islands.analysis.planner.plan_tables import plan_tables
 from islands.analysis.planner.search import least_bandwidth, least_inner_steps, utilisation
 from islands.cli import main
@@ -213,3 +213,13 @@ def test_cli_plan_json(capsys):
     assert code == 0
     assert plan["bandwidth_gbps"]["diloco"]["0.95"]["value"] == pytest.approx(7.0933, rel=1e-3)
     assert plan["fragments_bits_gbps"] == []
+
+
+def test_a_schedule_with_a_syncer_is_searched_with_it_where_the_comparisons_place_it():
+    """intellect-1 has regions and no syncer.region (it is DiLoCo): Decoupled DiLoCo's searches place
+    the syncer where most workers are, as the notes say, instead of failing on the missing key."""
+    source = ScenarioSource.read("intellect-1")
+    decoupled = Question("schedule", "decoupled", 0.95)
+    assert placement(source, decoupled) == ("syncer.region=us",)
+    assert placement(source, Question("schedule", "diloco", 0.95)) == ()
+    assert source.variant(*decoupled.overrides, *placement(source, decoupled)).syncer.region == "us"

@@ -24,6 +24,7 @@ from typing import Any
 
 from islands.errors import UserError
 from islands.scenarios import Scenario, ScenarioSource, as_source
+from islands.scenarios.source import syncer_region
 from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import SCHEDULES, Streaming, switch_to
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
@@ -96,7 +97,7 @@ def answer(
 
 
 def searches(source: ScenarioSource, question: Question) -> Sequence[Answer | Measurement]:
-    overrides, seeds = question.overrides, question.seeds
+    overrides, seeds = (*question.overrides, *placement(source, question)), question.seeds
     if question.kind == "fragments":
         return precision_row(source, question.target, overrides, question.bits, seeds)
     curve = bandwidth_curve(source, *overrides, seeds=seeds)
@@ -191,6 +192,15 @@ def fragment_candidates(scenario: Scenario) -> list[tuple[int, int]]:
     most = min(h, MAX_FRAGMENTS, scenario.model.layers or MAX_FRAGMENTS)
     counts = [p for p in range(1, most + 1) if h % p == 0 and tau < h // p]
     return [(p, b) for p in counts for b in bits]
+
+
+def placement(source: ScenarioSource, question: Question) -> tuple[str, ...]:
+    """Where a schedule's syncer goes when the scenario has regions but gives it no place: where the
+    comparisons place it (``syncer_region``), so the plan's runs are the ones its notes describe."""
+    if question.kind != "schedule" or not isinstance(question.subject, str):
+        return ()
+    region = syncer_region(source.scenario, question.subject)
+    return () if region is None else (f"syncer.region={region}",)
 
 
 def questions(
