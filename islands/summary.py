@@ -91,17 +91,26 @@ def group_spans(
 
 
 def plays(columns: Columns) -> np.ndarray:
-    """For each row, how many times its worker had gone back to an earlier outer step before it: a
-    failure that rolls the run back to its last outer step makes the syncs after it again, with the
-    same (outer step, fragment), and each play is a sync of its own."""
-    order = np.lexsort((columns.start, columns.worker))
-    worker, outer_step = columns.worker[order], columns.outer_step[order]
-    back = np.r_[False, (worker[1:] == worker[:-1]) & (outer_step[1:] < outer_step[:-1])]
-    counted = np.cumsum(back)
-    first_of_worker = np.flatnonzero(np.r_[True, worker[1:] != worker[:-1]])
-    before_worker = np.repeat(
-        counted[first_of_worker], np.diff(np.r_[first_of_worker, len(worker)])
+    """For each row, how many times its worker's compute had gone back to an earlier outer step
+    before it: a failure that rolls the run back to its last outer step makes the syncs after it
+    again, with the same (outer step, fragment), and each play is a sync of its own. Only compute
+    rows count (an exchange of outer step k may run beside the compute of k + 1)."""
+    computing = columns.kind == "compute"
+    order = np.lexsort((~computing, columns.start, columns.worker))
+    worker, outer_step, computed = (
+        columns.worker[order],
+        columns.outer_step[order],
+        computing[order],
     )
+    steps = np.flatnonzero(computed)  # the compute rows, in each worker's time order
+    went_back = np.zeros(len(order), dtype=np.int64)
+    went_back[steps[1:]] = (worker[steps[1:]] == worker[steps[:-1]]) & (
+        outer_step[steps[1:]] < outer_step[steps[:-1]]
+    )
+    counted = np.cumsum(went_back)
+    first_of_worker = np.flatnonzero(np.r_[True, worker[1:] != worker[:-1]])
+    sizes = np.diff(np.r_[first_of_worker, len(worker)])
+    before_worker = np.repeat(counted[first_of_worker] - went_back[first_of_worker], sizes)
     result = np.empty(len(order), dtype=np.int64)
     result[order] = counted - before_worker
     return result

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 from islands.limits import DEFAULT_MAX_EVENTS
+from islands.numbers import is_finite_number
 from islands.scenarios import Scenario, ScenarioError, Worker
 from islands.schedules import schedule_of
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
@@ -330,7 +331,7 @@ def presence(worker: Worker, length_s: float = math.inf) -> float:
         return 1.0
     rate = 1 / worker.mtbf_s + 1 / worker.mttr_s
     p = (1 / worker.mttr_s) / rate
-    if math.isinf(length_s):
+    if not is_finite_number(length_s):
         return p
     if length_s <= 0:
         return 1.0

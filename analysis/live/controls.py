@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from islands.numbers import is_number
 from islands.scenarios import Scenario, ScenarioSource
 from islands.scenarios.accelerators import MEMORY_GB
 from islands.scenarios.spec import (
@@ -166,7 +167,7 @@ def slider_for(name: str, kind: str, in_force: Any) -> Slider | None:
     if name in LINEAR_SPANS:
         low, high = LINEAR_SPANS[name]
         return Slider(low, max(high, in_force or 0.0), log=False)
-    if not isinstance(in_force, (int, float)) or in_force <= 0:
+    if not is_number(in_force) or in_force <= 0:
         return None
     low, high = in_force / LOG_SPAN, in_force * LOG_SPAN
     return Slider(max(1, round(low)) if kind == "int" else low, high, log=True)
