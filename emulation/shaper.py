@@ -188,11 +188,12 @@ class InProcessLatency:
         received_bytes: int,
         latency_s: float = 0.0,
         paced_by: Sequence[int] = (),
+        ceiling_bits_per_s: float = math.inf,
     ) -> Iterator[None]:
         """Wrap one collective: its latency first (on top of the real, kernel-paced transfer), then it.
 
-        The byte counts and ``paced_by`` are not needed here (the kernel paces the bytes); they are
-        accepted so that callers need not know which pacer they hold.
+        The byte counts, ``paced_by`` and the ceiling are not needed here (the kernel paces the
+        bytes); they are accepted so that callers need not know which pacer they hold.
         """
         check_island(self.links, island)
         if self.sleep_latency and latency_s > 0:

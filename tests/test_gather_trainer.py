@@ -27,7 +27,7 @@ from islands.trainer.core.loop import Trainer
 from islands.trainer.core.object_store import DirectoryStore
 from islands.trainer.core.sparse import MISSING, TopKCodec, announce
 from islands.trainer.kinds import make_run_plan
-from islands.trainer.runtime.paced import PacedStore
+from islands.trainer.runtime.paced import PacedGroup, PacedStore
 
 LAYOUT = TopK(16, 4, 8)
 VALUES = 40  # two chunks of 16 and a tail of 8
@@ -149,6 +149,41 @@ def test_the_store_is_paced_as_the_simulator_prices_it():
     slept.clear()
     assert store.get(["a", "b", "c"]) == [bytes(125_000)] * 3
     assert slept == [pytest.approx(0.030 + 3 * 125_000 * 8 / 200e6)]  # 45 ms
+
+
+class Member:
+    """One member of a group whose collectives return at once (the pacer alone takes time)."""
+
+    def __init__(self, rank: int, size: int):
+        self.rank, self.size = rank, size
+
+    def gather_from(self, tensor, senders):
+        return [tensor if member in senders else None for member in range(self.size)]
+
+
+def test_a_direct_gathers_copies_all_move_at_the_rounds_one_rate():
+    """Three islands (up/down Mbit/s: 100/400, 50/400, 100/100), islands 0 and 1 send. Each copy moves
+    at the busiest link's share: island 1's uplink carries 2 copies (25 Mbit/s each); island 2's
+    downlink takes 2 (50 each). So 125,000 B take 40 ms for every member, sender or not, after the
+    20 ms path latency, as the simulator's one transfer does."""
+    rates = [(100e6, 400e6), (50e6, 400e6), (100e6, 100e6)]
+    waits = []
+    for rank in range(3):
+        now, slept = [0.0], []
+
+        def sleep(seconds, now=now, slept=slept):
+            slept.append(seconds)
+            now[0] += seconds
+
+        shaper = InProcessShaper(
+            [LinkSpec(i, up, down, 0.010) for i, (up, down) in enumerate(rates)],
+            clock=lambda now=now: now[0],
+            sleep=sleep,
+        )
+        group = PacedGroup(Member(rank, 3), shaper)
+        group.gather_from(torch.zeros(125_000, dtype=torch.uint8), (0, 1))
+        waits.append(slept)
+    assert waits == [[pytest.approx(0.020 + 125_000 * 8 / 25e6)]] * 3
 
 
 class MemoryStore:

@@ -57,6 +57,7 @@ class PacedGroup:
         self.rank = inner.rank
         self.size = inner.size
         self.island = islands[inner.rank]
+        self.islands = islands
         self.peers = [island for member, island in enumerate(islands) if member != inner.rank]
         self.latency_s = pacer.latency_s(self.island) + max(
             (pacer.latency_s(p) for p in self.peers), default=0.0
@@ -80,10 +81,32 @@ class PacedGroup:
     def gather_from(
         self, tensor: torch.Tensor, senders: Sequence[int]
     ) -> list[torch.Tensor | None]:
+        """Every copy at the round's one rate (``copy_bits_per_s``), as the simulator moves them: a
+        sender's M - 1 copies, or a receiver's, end together with everyone's."""
         sending = self.rank in senders
-        sent = tensor.nbytes * (self.size - 1) if sending else 0
-        with self.paced(sent, tensor.nbytes * (len(senders) - sending)):
+        copies_out = self.size - 1 if sending else 0
+        copies_in = len(senders) - sending
+        ceiling = self.copy_bits_per_s(senders) * max(copies_out, copies_in)
+        with self.pacer.transfer(
+            self.island,
+            tensor.nbytes * copies_out,
+            tensor.nbytes * copies_in,
+            self.latency_s,
+            ceiling_bits_per_s=ceiling,
+        ):
             return self.inner.gather_from(tensor, senders)
+
+    def copy_bits_per_s(self, senders: Sequence[int]) -> float:
+        """The rate of each copy of a direct gather: its busiest link's share, a sender's uplink
+        carrying M - 1 copies, a member's downlink one from each other sender
+        (``simulator/network/gather.py``)."""
+        links = {link.island: link for link in self.pacer.links}
+        shares = [links[self.islands[m]].upload_bits_per_s / (self.size - 1) for m in senders]
+        for member, island in enumerate(self.islands):
+            copies = len(senders) - (member in senders)
+            if copies:
+                shares.append(links[island].download_bits_per_s / copies)
+        return min(shares)
 
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
         moved = 2 * (self.size - 1) / self.size * tensor.nbytes
@@ -111,10 +134,11 @@ def paced(group: Group, pacer: str | None, islands: Sequence[int] | None = None)
 class PacedStore:
     """An object store whose PUTs and GETs take as long as the emulated links make them, as the
     simulator prices them (``simulator/network/gather.py``): a PUT one way to the store (this island's
-    latency and the store's), its bytes at the island's uplink or its share of the store's ingress
-    (1 / ``members`` of it: every member PUTs at once), whichever is slower; a GET asks and is
-    answered, a round trip, its bytes at the downlink or the store's egress share. An object is in the
-    store once its PUT's time is out: a reader never sees it sooner."""
+    latency and the store's), its bytes at the stage's one rate, the slowest of the ``members``
+    islands' uplinks and a member's share of the store's ingress (1 / ``members`` of it: every member
+    PUTs at once); a GET asks and is answered, a round trip, its bytes at the slowest downlink or the
+    egress share. An object is in the store once its PUT's time is out: a reader never sees it
+    sooner."""
 
     def __init__(
         self,
@@ -126,8 +150,13 @@ class PacedStore:
     ):
         self.inner, self.pacer, self.island = inner, pacer, island
         self.one_way_s = pacer.latency_s(island) + store.latency_ms / MS_PER_S
-        self.put_bits_per_s = share_bits_per_s(store.ingress, members)
-        self.get_bits_per_s = share_bits_per_s(store.egress, members)
+        links = pacer.links[:members]
+        self.put_bits_per_s = min(
+            share_bits_per_s(store.ingress, members), *(link.upload_bits_per_s for link in links)
+        )
+        self.get_bits_per_s = min(
+            share_bits_per_s(store.egress, members), *(link.download_bits_per_s for link in links)
+        )
 
     def put(self, name: str, data: bytes) -> None:
         with self.pacer.transfer(
