@@ -14,13 +14,15 @@ stream, then the side table:
 Fields are little-endian bit by bit. A decoded value in bin j is the mean of the kept values that fell
 in it, so it is off by at most the bin's width, (max - min) / 2^bits of the kept values.
 
-``gather_mean`` is the exchange: every member announces its payload's size with its screening numbers
-(``robust.contribution_stats``), all-gathers the payloads around the ring (``Group.all_gather``: each
-member sends M - 1 payloads, what ``simulator/network/collectives.py`` prices as ``RingAllGather``), and
-averages the accepted members' decoded payloads. A payload of the wrong size, with NaN or Inf in its
-values or side table, or a place outside its chunk (or repeated, or a bitmap keeping the wrong count)
-is refused with its reason in the verdict (the trainer logs it, ``Trainer.note_exclusions``) and never
-merged.
+The exchange: every member announces its payload's size with its screening numbers
+(``robust.contribution_stats``, ``announce``), then the payloads are gathered: around the ring
+(``gather_mean``, ``Group.all_gather``: each member sends M - 1 payloads, what
+``simulator/network/collectives.py`` prices as ``RingAllGather``), straight from the round's chosen
+members (``direct_mean``, ``Group.gather_from``), or through an object store (``gathering.py``); and
+``mean_of`` averages the accepted members' decoded payloads. A payload of the wrong size, with NaN or
+Inf in its values or side table, or a place outside its chunk (or repeated, or a bitmap keeping the
+wrong count), or missing from the store at the deadline, is refused with its reason in the verdict
+(the trainer logs it, ``Trainer.note_exclusions``) and never merged.
 """
 
 from __future__ import annotations
