@@ -97,15 +97,18 @@ class InProcessShaper:
         received_bytes: int,
         latency_s: float = 0.0,
         paced_by: Sequence[int] = (),
+        ceiling_bits_per_s: float = math.inf,
     ) -> float:
         """Book a transfer on the island's links; return the clock time at which it completes.
 
         ``paced_by``: other islands whose links the same bytes cross; the transfer then moves no
         faster than the slowest of their links in either direction (a ring is paced by its slowest link).
+        ``ceiling_bits_per_s``: a rate it moves no faster than besides (its share of a link that no
+        island owns: an object store's).
         """
         link = self.links[check_island(self.links, island)]
         ceiling_bits_per_s = min(
-            (self._slower_direction_bits_per_s(peer) for peer in paced_by), default=math.inf
+            [ceiling_bits_per_s, *(self._slower_direction_bits_per_s(peer) for peer in paced_by)]
         )
         data_start_s = self._clock() + latency_s
         upload_done_s = _occupy(
@@ -138,9 +141,12 @@ class InProcessShaper:
         received_bytes: int,
         latency_s: float = 0.0,
         paced_by: Sequence[int] = (),
+        ceiling_bits_per_s: float = math.inf,
     ) -> Iterator[None]:
         """Wrap one collective: book it, run it, then sleep until the booked links are done."""
-        done_at_s = self.book(island, sent_bytes, received_bytes, latency_s, paced_by)
+        done_at_s = self.book(
+            island, sent_bytes, received_bytes, latency_s, paced_by, ceiling_bits_per_s
+        )
         yield
         remaining_s = done_at_s - self._clock()
         if remaining_s > 0:
@@ -182,11 +188,12 @@ class InProcessLatency:
         received_bytes: int,
         latency_s: float = 0.0,
         paced_by: Sequence[int] = (),
+        ceiling_bits_per_s: float = math.inf,
     ) -> Iterator[None]:
         """Wrap one collective: its latency first (on top of the real, kernel-paced transfer), then it.
 
-        The byte counts and ``paced_by`` are not needed here (the kernel paces the bytes); they are
-        accepted so that callers need not know which pacer they hold.
+        The byte counts, ``paced_by`` and the ceiling are not needed here (the kernel paces the
+        bytes); they are accepted so that callers need not know which pacer they hold.
         """
         check_island(self.links, island)
         if self.sleep_latency and latency_s > 0:
@@ -198,6 +205,12 @@ def pacer_config(links: Sequence[LinkSpec], mode: str, latency_mode: str) -> str
     """What a worker process needs to pace its own collectives, as one JSON string."""
     links_as_dicts = [dataclasses.asdict(link) for link in links]
     return json.dumps({"mode": mode, "latency_mode": latency_mode, "links": links_as_dicts})
+
+
+def shaper_from_config(config: str) -> InProcessShaper:
+    """An in-process shaper of ``pacer_config``'s links, whatever its mode: what paces bytes that no
+    emulated link carries (an object store in a local directory, ``trainer/runtime/paced.py``)."""
+    return InProcessShaper([LinkSpec(**link) for link in json.loads(config)["links"]])
 
 
 def pacer_from_config(config: str) -> InProcessShaper | InProcessLatency:

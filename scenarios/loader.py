@@ -21,6 +21,8 @@ from islands.numbers import is_finite_number, is_positive_number, is_whole_numbe
 from islands.schedules import SCHEDULES, schedule_of
 from islands.schedules.base import GRADIENT
 from islands.schedules.compression import problem as compression_problem
+from islands.schedules.gather import STORE
+from islands.schedules.gather import problem as gather_problem
 
 from .accelerators import MEMORY_GB, PEAK_BF16_FLOPS, derived_step_time_s
 from .errors import ScenarioError
@@ -36,10 +38,11 @@ from .model import (
     PairLatency,
     Scenario,
     ScheduleSpec,
+    StoreSpec,
     SyncerSpec,
 )
 from .offload import check_offload_keys, island_offload_s
-from .regions import check_collective, check_topology
+from .regions import check_collective, check_store_region, check_topology
 from .sanity import check_runnable, check_step_time
 from .spec import (
     ARRAYS,
@@ -333,6 +336,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     exchange = ExchangeSpec(
         **read_table(document.get("exchange", {}), SECTIONS["exchange"], "exchange.", source)
     )
+    store = StoreSpec(**read_table(document.get("store", {}), SECTIONS["store"], "store.", source))
     trainer = read_trainer(document.get("trainer", {}), source, schedule.error_feedback > 0)
     accelerators = read_accelerators(document.get("accelerators", {}), source)
     per_param_bytes = bytes_per_param(
@@ -372,6 +376,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
         source=source,
         trainer=trainer,
         syncer=syncer,
+        store=store,
         events=tuple(sorted(events, key=lambda event: (event.at_s, event.island))),
         regions=regions,
         backbones=backbones,
@@ -381,6 +386,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     check_schedule(scenario, source)
     check_exchange(scenario, source)
     check_compression(scenario, source)
+    check_gather(scenario, source)
     check_collective(scenario, source)
     check_runnable(scenario, events)
     check_unread(scenario, source)
@@ -733,6 +739,16 @@ def check_compression(scenario: Scenario, source: str) -> None:
     broken = compression_problem(scenario, schedule_of(scenario).compressions)
     if broken:
         raise ScenarioError(source, *broken)
+
+
+def check_gather(scenario: Scenario, source: str) -> None:
+    """Gather keys that do nothing or cannot be run (``schedules.gather.problem``), and the store's
+    place among the regions."""
+    broken = gather_problem(scenario)
+    if broken:
+        raise ScenarioError(source, *broken)
+    if scenario.network.gather == STORE:
+        check_store_region(scenario, source)
 
 
 def check_layers(model: ModelSpec, fragments: int, source: str) -> None:

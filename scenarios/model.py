@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from islands.schedules.compression import DEFAULT_CHUNK_VALUES, DEFAULT_TOPK, NONE, payload_bytes
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
@@ -44,6 +44,7 @@ class ScheduleSpec:
     chunk_values: int = DEFAULT_CHUNK_VALUES
     topk: int = DEFAULT_TOPK
     error_feedback: float = 0.0
+    gather_peers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class NetworkSpec:
     on_departure: str = "restart"
     ring_efficiency: float = 1.0
     weights_from: str = "fastest"
+    gather: str = "ring"
 
     def tcp_cap_bytes_per_s(self, one_way_latency_s: float) -> float:
         """``streams`` times one stream's rate at RTT = 2 x ``one_way_latency_s``: the window over the
@@ -133,6 +135,33 @@ class SyncerSpec:
     bandwidth_gbps: float | None = None
     latency_ms: float = 0.0
     region: str | None = None
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """The object store of ``network.gather = "store"``: its link each way (None: never binds), its
+    one-way latency and region. ``bandwidth_gbps`` is both ways where ``ingress_gbps`` (every PUT)
+    or ``egress_gbps`` (every GET) is not given."""
+
+    bandwidth_gbps: float | None = None
+    ingress_gbps: float | None = None
+    egress_gbps: float | None = None
+    latency_ms: float = 0.0
+    region: str | None = None
+
+    @property
+    def ingress(self) -> float | None:
+        """Gbit/s into the store (None: it never binds)."""
+        return self.bandwidth_gbps if self.ingress_gbps is None else self.ingress_gbps
+
+    @property
+    def egress(self) -> float | None:
+        """Gbit/s out of the store (None: it never binds)."""
+        return self.bandwidth_gbps if self.egress_gbps is None else self.egress_gbps
+
+    def given(self) -> list[str]:
+        """The keys given away from their defaults, in declaration order."""
+        return [key.name for key in fields(self) if getattr(self, key.name) != key.default]
 
 
 @dataclass(frozen=True)
@@ -230,6 +259,7 @@ class Scenario:
     trainer: TrainerSpec = field(default_factory=trainer_spec)
     events: tuple[ChurnEvent, ...] = ()
     syncer: SyncerSpec = field(default_factory=SyncerSpec)
+    store: StoreSpec = field(default_factory=StoreSpec)
     regions: tuple[str, ...] = ()
     backbones: tuple[BackboneSpec, ...] = ()
     latencies: tuple[PairLatency, ...] = ()

@@ -61,6 +61,22 @@ def check_topology(
             )
 
 
+def check_store_region(scenario: Scenario, source: str) -> None:
+    """The object store of ``network.gather = "store"`` sits in a declared region, once there are
+    regions, with a backbone from every island's region to it (every PUT and GET crosses it)."""
+    store = scenario.store.region
+    check_region(store, scenario.regions, "store.region", source)
+    joined = {frozenset(backbone.between) for backbone in scenario.backbones}
+    for region in sorted({island.region for island in scenario.islands if island.region}):
+        if region != store and frozenset((region, store)) not in joined:
+            raise ScenarioError(
+                source,
+                "backbone",
+                f"no backbone between region '{region}' and the store's, '{store}', which "
+                f'exchange bytes: add [[backbone]] between = ["{region}", "{store}"]',
+            )
+
+
 def check_collective(scenario: Scenario, source: str) -> None:
     """A staged all-reduce (hierarchical, tree) needs a coupled mean, its members do not finish spread
     (the spread is measured on a ring), and a tree's siblings share their parent's link, which the

@@ -22,6 +22,7 @@ from islands.schedules.compression import (
     VALUE_BITS,
 )
 from islands.schedules.decoupled import ADAPTIVE
+from islands.schedules.gather import GATHERS
 from islands.schedules.serving import WEIGHTS_SOURCES
 
 REQUIRED = object()
@@ -274,6 +275,14 @@ SCHEDULE_KEYS = {
         "delta, of which the top-k is sent and the rest kept (SparseLoCo: 0.95; 0: none, what is not "
         "sent is lost); it stands in for the outer momentum (trainer.outer_momentum defaults to 0)",
     ),
+    "gather_peers": Key(
+        "int",
+        None,
+        between(1, MAX_REPLICAS),
+        'network.gather = "direct" or "store": K, the workers whose payloads each round averages, '
+        "drawn from the seed per outer step, the same for every worker (default: every worker; "
+        "Covenant-72B: about 20 of 20+ peers)",
+    ),
     "backward_overlap": Key(
         "float",
         0.0,
@@ -397,6 +406,15 @@ NETWORK_KEYS = {
         'the tables) or "optimised" (the members of a region together, the regions in the order '
         "whose slowest backbone is widest); the simulator's choice: islands train runs the ring in "
         "rank order",
+    ),
+    "gather": Key(
+        "str",
+        "ring",
+        one_of(*GATHERS),
+        'how top-k payloads travel: "ring" (every payload to every worker around the ring: M - 1 '
+        'up and down), "direct" (the K peers of schedule.gather_peers each send theirs to the M - 1 '
+        'others at once: M - 1 up for them, K - 1 or K down) or "store" (every worker PUTs its '
+        "payload into the [store] once, then GETs the K: 1 up, K down)",
     ),
     "weights_from": Key(
         "str",
@@ -640,6 +658,39 @@ SYNCER_KEYS = {
     ),
 }
 
+STORE_KEYS = {
+    "bandwidth_gbps": Key(
+        "float",
+        None,
+        between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
+        'network.gather = "store": the object store\'s own link, each way, shared by every PUT '
+        "(ingress) and every GET (egress) (default: none, a store that never binds)",
+    ),
+    "ingress_gbps": Key(
+        "float",
+        None,
+        between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
+        "what the store takes in (every worker's PUT), overrides bandwidth_gbps",
+    ),
+    "egress_gbps": Key(
+        "float",
+        None,
+        between(MIN_GBPS, MAX_GBPS, " Gbit/s"),
+        "what the store sends out (every worker's GETs), overrides bandwidth_gbps",
+    ),
+    "latency_ms": Key(
+        "float",
+        0.0,
+        between(0, MAX_LATENCY_MS, " ms"),
+        "the store's one-way latency, added to a worker's own on the way there and back",
+    ),
+    "region": Key(
+        "str",
+        None,
+        doc="the [[region]] the store sits in (required once regions are declared)",
+    ),
+}
+
 REGION_KEYS = {
     "name": Key(
         "str",
@@ -686,6 +737,7 @@ SECTIONS = {
     "network": NETWORK_KEYS,
     "exchange": EXCHANGE_KEYS,
     "syncer": SYNCER_KEYS,
+    "store": STORE_KEYS,
 }
 
 

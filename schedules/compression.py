@@ -19,7 +19,8 @@ So a fragment of N = q C values (no tail) is q x k x (bits + ceil(log2 C)) bits,
 bytes, plus the side table: ``payload_bytes``, the one function both executors size a payload by
 (``Schedule.sync_points`` prices it; the trainer's encoder, ``trainer/core/sparse.py``, writes exactly
 that many bytes, and a test holds them equal). Sparse payloads cannot be summed on the wire, so they
-are all-gathered (``base.collective_of``): each member sends (M - 1) payloads around the ring.
+are gathered (``base.collective_of``): around the ring, each member sending (M - 1) payloads, or as
+``network.gather`` says, peer to peer or through an object store (``gather.py``).
 
 The worker keeps an error-feedback buffer e (``error_feedback`` = beta; 0: none): it sends the top-k
 of e <- beta e + delta and keeps e - sent for the next round (``trainer/core/outer.py``).

@@ -39,6 +39,7 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
 
 from .fleet import steps_scales
 from .network.collectives import collective_for
+from .network.gather import store_extra_s
 from .replicas import groups
 
 EVENTS_PER_WORKER_SYNC = 2.0
@@ -146,7 +147,8 @@ def sync_s_per_outer(scenario: Scenario, workers: list[Worker], worst: bool = Tr
     # up to m - 1 late workers, whose downloads may all come through one member's uplink, beside the ring
     deadline = worst and scenario.schedule.barrier == "deadline"
     late_s = (m - 1) * scenario.payload_bytes / rate if deadline else 0.0
-    return work_s + latency_s + transfer_s + late_s + syncer_s_per_outer(scenario, m)
+    store_s = collectives_per_outer(scenario) * store_extra_s(scenario, m, rate)
+    return work_s + latency_s + transfer_s + late_s + store_s + syncer_s_per_outer(scenario, m)
 
 
 def syncer_s_per_outer(scenario: Scenario, learners: int) -> float:

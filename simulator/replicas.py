@@ -3,7 +3,8 @@
 An island's replicas are indistinguishable when nothing is drawn or happens per worker: no step-time
 jitter (``jitter_cv`` = 0: every replica computes the same seconds), no churn, chip failures or
 deadline barrier (each moves or cuts single workers), no end spread (each ring position has its own
-end), a ring (a hierarchical collective's leader, or a tree's parent, sends more than the others) and,
+end), a ring (a hierarchical collective's leader, or a tree's parent, sends more than the others;
+a direct gather's chosen peers do, and a store's round is priced over its members one by one) and,
 for Decoupled DiLoCo's learners, nothing shared on their way to the syncer (no syncer link, no
 backbone: the syncer in every island's region), where the replicas' round trips would share rates.
 Then every replica computes, joins and ends each collective (or round trip) at the same instants, and
@@ -42,6 +43,7 @@ def groupable(scenario: Scenario) -> bool:
         and scenario.schedule.barrier != "deadline"
         and scenario.network.exchange_end_spread_s == 0
         and scenario.network.collective == "ring"
+        and scenario.network.gather == "ring"
     )
 
 

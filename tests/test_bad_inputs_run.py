@@ -246,6 +246,20 @@ TRAIN = cases(
             ("--set", "schedule.compression=topk", "--set", "trainer.elastic=true"),
             "trainer.elastic: true: an elastic run does not carry top-k payloads",
         ),
+        (
+            "more gathered peers than islands trained",
+            (
+                "--workers",
+                "2",
+                "--set",
+                "schedule.compression=topk",
+                "--set",
+                "network.gather=store",
+                "--set",
+                "schedule.gather_peers=3",
+            ),
+            "schedule.gather_peers: must be at most the 2 islands trained (got 3)",
+        ),
         ("--data missing", ("--data", "nowhere"), "nowhere: no such file or folder"),
         (
             "--data endless",

@@ -14,6 +14,7 @@ from islands.scenarios import load
 from islands.simulator import RunSetup, chosen, simulate
 from islands.simulator.budget import BudgetExceeded
 
+TOPK = ["schedule.compression=topk", "schedule.bits=2"]
 JITTERED = [{**TWO_KINDS[0], "jitter_cv": 0.05}, {**TWO_KINDS[1], "jitter_cv": 0.2}]
 CASES = {
     "diloco, identical replicas": (TWO_KINDS, {}, []),
@@ -36,6 +37,16 @@ CASES = {
         [{**JITTERED[0], "region": "us"}, {**JITTERED[1], "region": "eu"}],
         REGIONS,
         ["schedule.algorithm=streaming", "trainer.aggregation=trimmed_mean"],
+    ),
+    "top-k through a store in another region, K of M, jitter": (
+        [{**JITTERED[0], "region": "us"}, {**JITTERED[1], "region": "eu"}],
+        {**REGIONS, "store": {"ingress_gbps": 2.0, "egress_gbps": 1.5, "region": "eu"}},
+        [*TOPK, "network.gather=store", "schedule.gather_peers=5"],
+    ),
+    "top-k gathered direct, K of M, streaming, jitter": (
+        JITTERED,
+        {},
+        [*TOPK, "network.gather=direct", "schedule.gather_peers=3", "schedule.algorithm=streaming"],
     ),
     "ungrouped, more syncs than a chunk": (
         JITTERED,

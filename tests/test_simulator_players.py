@@ -210,6 +210,8 @@ KEY_PLAYERS = {
     "schedule.chunk_values": ("schedule.chunk_values=1024", ()),
     "schedule.topk": ("schedule.topk=32", ()),
     "schedule.error_feedback": ("schedule.error_feedback=0.95", ()),
+    # refused without network.gather = "direct" or "store" (and those without compression)
+    "schedule.gather_peers": ("schedule.gather_peers=2", ()),
     "schedule.backward_overlap": (
         "schedule.backward_overlap=0.5",
         ("lockstep", "one learner", "learners"),
@@ -252,6 +254,7 @@ KEY_PLAYERS = {
         ("lockstep", "one learner", "learners"),
     ),
     "network.weights_from": ("network.weights_from=striped", ()),
+    "network.gather": ("network.gather=direct", ()),  # refused without compression = "topk"
     "network.ring_order": (
         "network.ring_order=optimised",
         ("counts", "lockstep", "one learner", "learners"),
@@ -308,6 +311,12 @@ KEY_PLAYERS = {
     "syncer.bandwidth_gbps": ("syncer.bandwidth_gbps=10", ()),  # refused on coupled schedules
     "syncer.latency_ms": ("syncer.latency_ms=5", ("one learner", "learners")),
     "syncer.region": (None, ("lockstep", "one learner", "learners")),
+    # refused without network.gather = "store" (test_gather.py: lockstep and events play a store)
+    "store.bandwidth_gbps": ("store.bandwidth_gbps=10", ()),
+    "store.ingress_gbps": ("store.ingress_gbps=10", ()),
+    "store.egress_gbps": ("store.egress_gbps=10", ()),
+    "store.latency_ms": ("store.latency_ms=5", ()),
+    "store.region": (None, ()),
 }
 
 
@@ -320,6 +329,7 @@ def scenario_keys() -> set[str]:
         "exchange.": spec.EXCHANGE_KEYS,
         "island.": spec.ISLAND_KEYS,
         "syncer.": spec.SYNCER_KEYS,
+        "store.": spec.STORE_KEYS,
     }
     return {prefix + key for prefix, keys in sections.items() for key in keys}
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
 
+from islands.trainer.core import sync
 from islands.trainer.core.comm import Echo, ThreadHub
 from islands.trainer.core.inprocess import run_threads
 from islands.trainer.core.robust import (
@@ -68,9 +69,9 @@ def test_the_warm_up_runs_on_the_exchange_thread_that_the_run_then_uses(monkeypa
     threads = []
     exchange = Exchanger.exchange
 
-    def recording(self, flat, contributes=True):
+    def recording(self, flat, *rest):
         threads.append(threading.current_thread())
-        return exchange(self, flat, contributes)
+        return exchange(self, flat, *rest)
 
     monkeypatch.setattr(Exchanger, "exchange", recording)
     exchanger = Exchanger(
@@ -80,9 +81,10 @@ def test_the_warm_up_runs_on_the_exchange_thread_that_the_run_then_uses(monkeypa
     exchanger.cross = Echo(3)
     exchanger.launch(torch.ones(3000)).result()
     exchanger.close()
+    # one warm-up round or more (until the heap stops growing, ``Exchanger.warm_up``), then the launch
     assert (
-        len(threads) == 2
-        and threads[0] is threads[1]
+        2 <= len(threads) <= 1 + sync.WARM_UP_ROUNDS
+        and all(thread is threads[0] for thread in threads)
         and threads[0].name.startswith("islands-sync")
     )
 

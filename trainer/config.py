@@ -137,7 +137,8 @@ class RunPlan:
 
 
 def check_model(plan: RunPlan) -> None:
-    """The model's shape fits its heads and the schedule's fragments."""
+    """The model's shape fits its heads and the schedule's fragments, and a round's K gathered
+    peers are among the islands trained."""
     spec, source = plan.spec, plan.scenario.source
     if spec.n_embd % spec.n_head:
         raise UserError(
@@ -148,6 +149,12 @@ def check_model(plan: RunPlan) -> None:
         raise UserError(
             f"{source}: schedule.fragments: streaming splits strided layer groups, so P = "
             f"{plan.fragments} needs trainer.n_layer >= {plan.fragments} (got {spec.n_layer})"
+        )
+    peers = plan.scenario.schedule.gather_peers
+    if peers is not None and peers > plan.islands:
+        raise UserError(
+            f"{source}: schedule.gather_peers: must be at most the {plan.islands} islands trained "
+            f"(got {peers}): lower it, or train more with --workers"
         )
 
 

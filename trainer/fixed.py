@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import subprocess
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -16,12 +17,15 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from islands.schedules.gather import STORE
+
 from .config import RunPlan
 from .core.comm import StagedGroup, TorchGroup
 from .core.loop import Trainer
 from .core.memory import start_rank_process
+from .core.object_store import DirectoryStore, ObjectStore
 from .core.world import Groups
-from .runtime.paced import paced
+from .runtime.paced import paced, paced_store
 from .runtime.processes import (
     LocalLaunch,
     RankRun,
@@ -121,6 +125,20 @@ def train_in_group(
     groups = torch_groups(plan, rank, device)
     groups.cross = paced(groups.cross, wan_pacer, list(range(plan.islands)))
     out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])
+    if plan.scenario.network.gather == STORE:
+        groups.store = run_store(plan, rank, groups, out_dir, wan_pacer)
     trainer = Trainer(plan, rank, groups, device, out_dir, resume_dir)
     trainer.run(stop_after)
     return trainer.finish()
+
+
+def run_store(
+    plan: RunPlan, rank: int, groups: Groups, out_dir: Path, wan_pacer: str | None
+) -> ObjectStore:
+    """The run's object store (``network.gather = "store"``): a directory of its own under
+    ``<out>/store``, named by rank 0 so that a resumed run never reads a payload its first attempt
+    left there, paced on this island's emulated link (``runtime.paced.PacedStore``)."""
+    named = out_dir / "store" / uuid.uuid4().hex
+    root = Path(groups.world.all_gather_object(str(named))[0])
+    store = DirectoryStore(root)
+    return paced_store(store, wan_pacer, rank, plan.islands, plan.scenario.store)

@@ -27,6 +27,7 @@ from typing import Any
 import simpy
 
 from islands.schedules import SyncPoint
+from islands.schedules.gather import RING
 from islands.summary import Columns, totals_of_columns
 from islands.trace import NO_FRAGMENT
 
@@ -42,7 +43,7 @@ from .churn import DEPARTURE, Churn
 from .context import RunContext
 from .endings import event_limit_error, everyone_gone_reason
 from .environment import CountingEnvironment, EventLimitReached
-from .exchanges import Collectives, Exchanges, StagedCollectives
+from .exchanges import Collectives, Exchanges, GatherCollectives, StagedCollectives
 from .failures import PAUSE, STOP, Failures
 from .progress import Progress
 from .syncer import Syncer
@@ -291,5 +292,8 @@ def exchanges_of_schedule(context: RunContext) -> Exchanges:
     """A collective per sync (a ring, or staged), or for a schedule without one Decoupled DiLoCo's syncer."""
     if not context.schedule.coupled:
         return Syncer(context)
-    kind = StagedCollectives if context.scenario.network.collective in STAGED else Collectives
+    network = context.scenario.network
+    if network.gather != RING:
+        return GatherCollectives(context)
+    kind = StagedCollectives if network.collective in STAGED else Collectives
     return kind(context)

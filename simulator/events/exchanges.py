@@ -25,6 +25,7 @@ import simpy
 
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
+from islands.schedules.gather import chosen
 from islands.trace import NO_FRAGMENT, WASTED
 
 from ..network.collectives import (
@@ -38,6 +39,7 @@ from ..network.collectives import (
     launch,
     ring_and_leg,
 )
+from ..network.gather import StorePaths, gather_stages
 from ..network.links import Link
 from ..network.staged import STAGED, StagedCollective
 from ..workers import WorkerState
@@ -452,11 +454,17 @@ class StagedCollectives(Collectives):
     def transmit(
         self, collective: PendingCollective, participants: tuple[int, ...], attempt: int
     ) -> None:
-        staged = STAGED[self.spec.collective](
-            participants, collective.payload_bytes, self.topology, self.spec
-        )
+        staged = self.staged(collective, participants)
         self.start_stage(collective, staged.stages[0])  # in flight from now, as a ring is
         self.env.process(self.run_stages(collective, staged, attempt))
+
+    def staged(
+        self, collective: PendingCollective, participants: tuple[int, ...]
+    ) -> StagedCollective:
+        """The collective's stages over ``participants`` (``staged.STAGED``)."""
+        return STAGED[self.spec.collective](
+            participants, collective.payload_bytes, self.topology, self.spec
+        )
 
     def run_stages(
         self, collective: PendingCollective, staged: StagedCollective, attempt: int
@@ -475,3 +483,30 @@ class StagedCollectives(Collectives):
     def start_stage(self, collective: PendingCollective, stage: tuple[Leg, ...]) -> None:
         collective.transfers = [launch(self.network, leg) for leg in stage]
         collective.attempt_transfers.extend(collective.transfers)
+
+
+class GatherCollectives(StagedCollectives):
+    """Top-k payloads gathered peer to peer or through the object store (``network.gather``), their
+    stages in turn as a staged collective's (``network/gather.py``); the round's chosen peers drawn
+    from the seed and the outer step among the members there (``schedules.gather.chosen``)."""
+
+    def __init__(self, context: RunContext):
+        super().__init__(context)
+        self.store = StorePaths.of(self.scenario)
+
+    def staged(
+        self, collective: PendingCollective, participants: tuple[int, ...]
+    ) -> StagedCollective:
+        scenario = self.scenario
+        picked = chosen(
+            scenario.seed, collective.key[0], participants, scenario.schedule.gather_peers
+        )
+        return gather_stages(
+            self.spec.gather,
+            participants,
+            picked,
+            collective.payload_bytes,
+            self.topology,
+            self.store,
+            self.spec,
+        )

@@ -31,12 +31,21 @@ import numpy as np
 
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
+from islands.schedules.gather import RING, chosen
 from islands.summary import Workers
 from islands.trace import NO_FRAGMENT, Row
 
 from .. import budget
 from ..budget import Budget
-from ..network.collectives import COLLECTIVES, calls_of, exposed_tail_s, outer_step_s, ring_and_leg
+from ..network.collectives import (
+    COLLECTIVES,
+    Leg,
+    calls_of,
+    exposed_tail_s,
+    outer_step_s,
+    ring_and_leg,
+)
+from ..network.gather import StorePaths, gather_stages
 from ..network.links import UNCLOCKED, Transfer
 from ..played import Played, counts_for, peak_gbps
 from ..setup import RunSetup
@@ -144,10 +153,20 @@ class Lockstep:
             tuple, tuple
         ] = {}  # (collective, payload) -> its ring, leg and first transfer
         self.set_up_s = setup.scenario.exchange.first_call_s  # paid by the run's first collective
+        self.store = StorePaths.of(setup.scenario)  # where ``network.gather = "store"`` sends
+        self.rounds: dict[
+            tuple, tuple
+        ] = {}  # (payload, chosen) -> a gather's bytes sent and stages
 
     def play(self) -> None:
         setup = self.setup
-        if self.rows is None and len(self.states) == 1 and not self.states[0].clock.jitter_cv:
+        one_transfer = setup.scenario.network.gather == RING  # a gather's stages take the arrays
+        if (
+            self.rows is None
+            and len(self.states) == 1
+            and not self.states[0].clock.jitter_cv
+            and one_transfer
+        ):
             self.play_one(timeline_of(setup.schedule, setup.scenario.schedule))
             return
         actions = sync_actions(setup.schedule.sync_points(setup.scenario, 0))
@@ -298,20 +317,38 @@ class Lockstep:
                 self.participants,
                 payload_bytes,
             )
-            transfer = Transfer(
-                leg.links,
-                leg.bytes_per_link,
-                UNCLOCKED,
-                leg.cap_bytes_per_s,
-                leg.narrowest_bytes_per_s,
-            )
-            transfer.rate_bytes_per_s = transfer.peak_bytes_per_s = transfer.alone_bytes_per_s
-            transfer.most_access_crossings()
-            self.rings[key] = ring, leg, transfer
+            self.rings[key] = ring, leg, first_transfer(leg)
         return self.rings[key]
 
+    def priced(self, point: SyncPoint) -> tuple[np.ndarray | float, list[tuple[Leg, Transfer]]]:
+        """The bytes each worker sends in the exchange of ``point`` and its stages in turn, each a leg
+        and a transfer over it that later ones copy: the collective's ring, or a gather's stages
+        over the round's chosen peers (``network/gather.py``)."""
+        scenario = self.setup.scenario
+        if scenario.network.gather == RING:
+            ring, leg, first = self.ring(point.collective, point.payload_bytes)
+            return ring.bytes_per_worker, [(leg, first)]
+        picked = chosen(scenario.seed, point.outer_step, self.ranks, scenario.schedule.gather_peers)
+        key = (point.payload_bytes, picked)
+        if key not in self.rounds:
+            staged = gather_stages(
+                scenario.network.gather,
+                self.ranks,
+                picked,
+                point.payload_bytes,
+                self.setup.topology,
+                self.store,
+                scenario.network,
+            )
+            sent = np.array([staged.bytes_sent[rank] for rank in self.ranks])
+            self.rounds[key] = sent, [(leg, first_transfer(leg)) for (leg,) in staged.stages]
+        return self.rounds[key]
+
     def tail_s(self, collective: str, payload_bytes: float) -> float:
-        """The exposed last bucket of the collective's exchanges (``collectives.exposed_tail_s``)."""
+        """The exposed last bucket of the collective's exchanges (``collectives.exposed_tail_s``); none
+        for a gather's top-k payloads, pseudo-gradients exchanged after the step."""
+        if self.setup.scenario.network.gather != RING:
+            return 0.0
         ring, leg, first = self.ring(collective, payload_bytes)
         scenario = self.setup.scenario
         return exposed_tail_s(
@@ -331,31 +368,42 @@ class Lockstep:
         """Every worker arrives (after its previous exchange); the ring starts with the last and ends
         after its closed form."""
         start_s = max(float(self.now.max()), self.last_end_s)
-        ring, leg, first = self.ring(point.collective, point.payload_bytes)
-        transfer = object.__new__(Transfer)  # a copy of the first, its counted links included
-        transfer.__dict__.update(first.__dict__)
-        rate = transfer.rate_bytes_per_s
-        latency_s, self.set_up_s = (
-            leg.latency_s + self.set_up_s,
-            0.0,
-        )  # the first call sets up the communicator
-        data_start = start_s + latency_s
-        data_end = data_start + leg.bytes_per_link / rate
-        transfer.segments = [(data_start, data_end, rate)]
-        transfer.end_s = data_end
-        self.transfers.append(transfer)
-        end_s = start_s + (data_end - start_s)  # SimPy's clock: now + the timeout's delay
+        sent, stages = self.priced(point)
+        end_s = start_s
+        for leg, first in stages:  # a staged gather's stages in turn, as the event model runs them
+            transfer = object.__new__(Transfer)  # a copy of the first, its counted links included
+            transfer.__dict__.update(first.__dict__)
+            rate = transfer.rate_bytes_per_s
+            latency_s, self.set_up_s = (
+                leg.latency_s + self.set_up_s,
+                0.0,
+            )  # the first call sets up the communicator
+            data_start = end_s + latency_s
+            data_end = data_start + leg.bytes_per_link / rate
+            transfer.segments = [(data_start, data_end, rate)]
+            transfer.end_s = data_end
+            self.transfers.append(transfer)
+            end_s = end_s + (data_end - end_s)  # SimPy's clock: now + the timeout's delay
         key = (point.outer_step, point.fragment)
         self.spans[key] = (start_s, end_s)
         self.sync_durations_s.append(end_s - start_s)
         self.last_end_s = end_s
-        self.bytes_sent += ring.bytes_per_worker
+        self.bytes_sent += sent
         self.syncs += 1
         if self.rows is not None:
-            sent = ring.bytes_per_worker
+            each = np.broadcast_to(sent, len(self.ranks)).tolist()
             self.rows.extend(
-                Row(start_s, end_s, rank, island, "comm", sent, point.fragment, point.outer_step)
-                for rank, island in zip(self.ranks, self.islands)
+                Row(
+                    start_s,
+                    end_s,
+                    rank,
+                    island,
+                    "comm",
+                    bytes_sent,
+                    point.fragment,
+                    point.outer_step,
+                )
+                for rank, island, bytes_sent in zip(self.ranks, self.islands, each)
             )
 
     def apply(self, point: SyncPoint) -> None:
@@ -428,6 +476,21 @@ class Lockstep:
             wasted_bytes=np.zeros(len(states)),  # no churn, nothing thrown away
             syncs=np.full(len(states), float(self.syncs)),
         )
+
+
+def first_transfer(leg: Leg) -> Transfer:
+    """A transfer over ``leg`` at its rate alone, which every later one over it copies (thousands of
+    links are counted once)."""
+    transfer = Transfer(
+        leg.links,
+        leg.bytes_per_link,
+        UNCLOCKED,
+        leg.cap_bytes_per_s,
+        leg.narrowest_bytes_per_s,
+    )
+    transfer.rate_bytes_per_s = transfer.peak_bytes_per_s = transfer.alone_bytes_per_s
+    transfer.most_access_crossings()
+    return transfer
 
 
 def chunks(items: Iterable, size: int) -> Iterator[list]:

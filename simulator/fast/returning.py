@@ -129,6 +129,7 @@ def why_not(setup: RunSetup) -> str | None:
         (scenario.has_failures(), "chips fail"),
         (setup.network_model != "flow", f"network.model = {setup.network_model!r}"),
         (network.collective != "ring", f"a {network.collective} collective"),
+        (network.gather != "ring", f'network.gather = "{network.gather}"'),
         (
             network.exchange_cpu_s_per_value != 0 or network.exchange_end_spread_s != 0,
             "exchange work or an end spread",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pickle
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -40,16 +40,51 @@ def pieces(tensor: torch.Tensor) -> list[torch.Tensor]:
     return [flat[start : start + piece] for start in range(0, flat.numel(), piece)]
 
 
+Message = tuple[torch.Tensor, int]  # a tensor and the member it goes to or comes from
+
+
 class SteppedCollectives:
     """All-to-all and all-gather in M-1 steps: in step s each member sends to member rank+s
     (all-to-all) or to its right neighbour (all-gather, a ring) and receives from the mirror member,
-    so every link carries one message each way at a time, as ``PIECE_BYTES`` pieces posted together.
-    Subclasses provide ``rank``, ``size`` and ``swap_pieces(sent, to, into, source)``: send ``sent``
-    (contiguous) to member ``to`` while receiving member ``source``'s, of the same size, into ``into``."""
+    so every link carries one message each way at a time, as ``PIECE_BYTES`` pieces posted together;
+    a direct gather (``gather_from``) in one step, every sender to every other member at once.
+    Subclasses provide ``rank``, ``size`` and ``move_pieces(sends, receives)``: send each (tensor,
+    member) of ``sends`` (contiguous) while receiving into each (tensor, member) of ``receives``,
+    all at once."""
 
     rank: int
     size: int
-    swap_pieces: Callable[[torch.Tensor, int, torch.Tensor, int], None]
+    move_pieces: Callable[[list[Message], list[Message]], None]
+
+    def swap_pieces(self, sent: torch.Tensor, to: int, into: torch.Tensor, source: int) -> None:
+        """Send ``sent`` to member ``to`` while receiving member ``source``'s, of the same size, into
+        ``into``."""
+        self.move_pieces([(sent, to)], [(into, source)])
+
+    def gather_from(
+        self, tensor: torch.Tensor, senders: Sequence[int]
+    ) -> list[torch.Tensor | None]:
+        """The senders' tensors, each sent straight to every other member (``group.Group``)."""
+        outgoing = tensor.contiguous()
+        sends = (
+            [(outgoing, to) for to in range(self.size) if to != self.rank]
+            if self.rank in senders
+            else []
+        )
+        gathered: list[torch.Tensor | None] = [None] * self.size
+        for source in senders:
+            gathered[source] = (
+                tensor.clone()
+                if source == self.rank
+                else torch.empty_like(tensor, memory_format=torch.contiguous_format)
+            )
+        receives = [
+            (into, source)
+            for source, into in enumerate(gathered)
+            if into is not None and source != self.rank
+        ]
+        self.move_pieces(sends, receives)
+        return gathered
 
     def all_to_all(self, chunks: list[torch.Tensor]) -> list[torch.Tensor]:
         received = [
@@ -87,16 +122,18 @@ class TorchGroup(SteppedCollectives):
         self.rank = ranks.index(dist.get_rank())
         self.size = len(ranks)
 
-    def swap_pieces(self, sent: torch.Tensor, to: int, into: torch.Tensor, source: int) -> None:
-        receives = [
+    def move_pieces(self, sends: list[Message], receives: list[Message]) -> None:
+        """Every receive posted before any send (see ``PIECE_BYTES``), all in one batch."""
+        operations = [
             dist.P2POp(dist.irecv, incoming, self.ranks[source], self.handle, tag)
+            for into, source in receives
             for tag, incoming in enumerate(pieces(into))
-        ]
-        sends = [
+        ] + [
             dist.P2POp(dist.isend, outgoing, self.ranks[to], self.handle, tag)
+            for sent, to in sends
             for tag, outgoing in enumerate(pieces(sent))
         ]
-        for work in dist.batch_isend_irecv(receives + sends) if sends else []:
+        for work in dist.batch_isend_irecv(operations) if operations else []:
             work.wait()
 
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
@@ -134,6 +171,14 @@ class StagedGroup:
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         return [part.to(tensor.device) for part in self.group.all_gather(tensor.cpu())]
+
+    def gather_from(
+        self, tensor: torch.Tensor, senders: Sequence[int]
+    ) -> list[torch.Tensor | None]:
+        return [
+            None if part is None else part.to(tensor.device)
+            for part in self.group.gather_from(tensor.cpu(), senders)
+        ]
 
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
         staged = tensor.cpu()
@@ -194,6 +239,12 @@ class ThreadGroup:
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         return [value.clone() for value in self.hub.swap(self.rank, tensor.clone())]
 
+    def gather_from(
+        self, tensor: torch.Tensor, senders: Sequence[int]
+    ) -> list[torch.Tensor | None]:
+        values = self.hub.swap(self.rank, tensor.clone() if self.rank in senders else None)
+        return [None if value is None else value.clone() for value in values]
+
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
         values = self.hub.swap(self.rank, tensor.clone())
         total = values[0].clone()
@@ -227,6 +278,11 @@ class Echo:
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         return [tensor.clone() for _ in range(self.size)]
 
+    def gather_from(
+        self, tensor: torch.Tensor, senders: Sequence[int]
+    ) -> list[torch.Tensor | None]:
+        return [tensor.clone() if member in senders else None for member in range(self.size)]
+
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
         tensor.mul_(self.size)
 
@@ -259,26 +315,29 @@ class StoreGroup(SteppedCollectives):
         self.handle: Any = dist.ProcessGroupGloo(store, self.rank, self.size, timeout)
         self.sent_bytes = 0  # the pieces whose send completed, whether the swap did or not
 
-    def swap_pieces(self, sent: torch.Tensor, to: int, into: torch.Tensor, source: int) -> None:
-        """The swap, counting in ``sent_bytes`` what left: every piece whose send completed. When it
-        breaks (a peer died), the sends that had completed count; those still in flight do not."""
-        receives = [
-            self.handle.recv([incoming], source, tag) for tag, incoming in enumerate(pieces(into))
+    def move_pieces(self, sends: list[Message], receives: list[Message]) -> None:
+        """The messages, counting in ``sent_bytes`` what left: every piece whose send completed. When
+        it breaks (a peer died), the sends that had completed count; those still in flight do not."""
+        receiving = [
+            self.handle.recv([incoming], source, tag)
+            for into, source in receives
+            for tag, incoming in enumerate(pieces(into))
         ]
-        sends = [
+        sending = [
             (self.handle.send([outgoing], to, tag), outgoing.nbytes)
+            for sent, to in sends
             for tag, outgoing in enumerate(pieces(sent))
         ]
         waited = 0
         try:
-            for work in receives:
+            for work in receiving:
                 work.wait()
-            for work, nbytes in sends:
+            for work, nbytes in sending:
                 work.wait()
                 self.sent_bytes += nbytes
                 waited += 1
         except RuntimeError:
-            self.sent_bytes += completed_bytes(sends[waited:])
+            self.sent_bytes += completed_bytes(sending[waited:])
             raise
 
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:

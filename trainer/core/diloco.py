@@ -65,7 +65,7 @@ class ExchangerTransport:
         pass
 
     def launch(self, step: int, point: SyncPoint, delta: torch.Tensor, contributes: bool) -> Future:
-        return self.exchanger.launch(delta)
+        return self.exchanger.launch(delta, (point.outer_step, point.fragment))
 
     def collect(self, point: SyncPoint, handle: Future) -> Exchange:
         return handle.result()

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import signal
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,6 +177,11 @@ class KillableGroup:
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         return self.inner.all_gather(tensor)
+
+    def gather_from(
+        self, tensor: torch.Tensor, senders: Sequence[int]
+    ) -> list[torch.Tensor | None]:
+        return self.inner.gather_from(tensor, senders)
 
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
         self.inner.all_reduce_sum_(tensor)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
@@ -16,6 +17,13 @@ class Group(Protocol):
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         """Every member's ``tensor`` (same shape on all members), in member order."""
+
+    def gather_from(
+        self, tensor: torch.Tensor, senders: Sequence[int]
+    ) -> list[torch.Tensor | None]:
+        """Every member of ``senders`` sends its ``tensor`` (same shape on all) to every other member
+        at once; in member order, the senders' tensors (this member's own where it is one) and None
+        for the others (a direct gather, ``network.gather = "direct"``)."""
 
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
         """Replace ``tensor`` by its sum over the members."""

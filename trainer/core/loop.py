@@ -37,6 +37,7 @@ from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
 from .diloco import DiLoCo, Synced
 from .faults import kill_point, poisoned
+from .gathering import gathering_of
 from .group import Group, Summing
 from .model import GPTConfig, build_model, decay_groups
 from .outer import Fragment, build_fragments
@@ -170,6 +171,7 @@ class Trainer:
             device,
             exchange_calls(plan.scenario, sum(p.numel() for p in self.params)),
             TopK.of(plan.scenario.schedule),
+            gathering_of(plan.scenario, groups.store),
         )
         self.exchanger.warm_up(sum(p.numel() for p in self.params), plan.islands)
         self.start_clock(state)

@@ -14,13 +14,15 @@ stream, then the side table:
 Fields are little-endian bit by bit. A decoded value in bin j is the mean of the kept values that fell
 in it, so it is off by at most the bin's width, (max - min) / 2^bits of the kept values.
 
-``gather_mean`` is the exchange: every member announces its payload's size with its screening numbers
-(``robust.contribution_stats``), all-gathers the payloads around the ring (``Group.all_gather``: each
-member sends M - 1 payloads, what ``simulator/network/collectives.py`` prices as ``RingAllGather``), and
-averages the accepted members' decoded payloads. A payload of the wrong size, with NaN or Inf in its
-values or side table, or a place outside its chunk (or repeated, or a bitmap keeping the wrong count)
-is refused with its reason in the verdict (the trainer logs it, ``Trainer.note_exclusions``) and never
-merged.
+The exchange: every member announces its payload's size with its screening numbers
+(``robust.contribution_stats``, ``announce``), then the payloads are gathered: around the ring
+(``gather_mean``, ``Group.all_gather``: each member sends M - 1 payloads, what
+``simulator/network/collectives.py`` prices as ``RingAllGather``), straight from the round's chosen
+members (``direct_mean``, ``Group.gather_from``), or through an object store (``gathering.py``); and
+``mean_of`` averages the accepted members' decoded payloads. A payload of the wrong size, with NaN or
+Inf in its values or side table, or a place outside its chunk (or repeated, or a bitmap keeping the
+wrong count), or missing from the store at the deadline, is refused with its reason in the verdict
+(the trainer logs it, ``Trainer.note_exclusions``) and never merged.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from dataclasses import dataclass
 import torch
 
 from islands.schedules.compression import BINNED_BITS, ChunkShape, TopK
+from islands.schedules.gather import DIRECT, RING, uploads
 
 from .group import Group
 from .robust import Verdict, contribution_stats, screen
 
 BYTE_BITS = 8
+MISSING = "its payload was not in the store by the deadline (trainer.timeout_s)"
 FP32_BITS, BF16_BITS = 32, 16
 
 
@@ -261,11 +265,53 @@ def announce(
 def gather_mean(
     group: Group, payload: torch.Tensor, codec: TopKCodec, verdict: Verdict, sent: torch.Tensor
 ) -> Gathered:
-    """All-gather the payloads and average the accepted members' decoded ones (zeros if none)."""
+    """All-gather the payloads around the ring and average the accepted members' decoded ones."""
     gathered = group.all_gather(fitted(payload, codec.size_bytes))
+    sent_bytes = uploads(RING, group.size, True) * codec.size_bytes
+    return mean_of(dict(enumerate(gathered)), codec, verdict, sent, group.rank, sent_bytes)
+
+
+def direct_mean(
+    group: Group,
+    payload: torch.Tensor,
+    codec: TopKCodec,
+    verdict: Verdict,
+    sent: torch.Tensor,
+    picked: tuple[int, ...],
+) -> Gathered:
+    """The round's ``picked`` members send their payloads straight to every other member
+    (``Group.gather_from``); the accepted ones of them are averaged."""
+    gathered = group.gather_from(fitted(payload, codec.size_bytes), picked)
+    sent_bytes = uploads(DIRECT, group.size, group.rank in picked) * codec.size_bytes
+    payloads = {member: gathered[member] for member in picked}
+    return mean_of(payloads, codec, only(verdict, picked), sent, group.rank, sent_bytes)
+
+
+def only(verdict: Verdict, picked: tuple[int, ...]) -> Verdict:
+    """``verdict`` with the members outside the round's ``picked`` left out, with no reason given:
+    they are not excluded, only not drawn."""
+    return Verdict(
+        tuple(ok and member in picked for member, ok in enumerate(verdict.accepted)),
+        verdict.reasons,
+    )
+
+
+def mean_of(
+    payloads: dict[int, torch.Tensor | None],
+    codec: TopKCodec,
+    verdict: Verdict,
+    sent: torch.Tensor,
+    rank: int,
+    sent_bytes: int,
+) -> Gathered:
+    """The mean of the accepted members' decoded ``payloads`` (zeros if none): one that is missing
+    (None) or cannot be decoded is refused with its reason, never merged."""
     total, reasons = torch.zeros(codec.values), {}
-    for member, data in enumerate(gathered):
+    for member, data in payloads.items():
         if not verdict.accepted[member]:
+            continue
+        if data is None:
+            reasons[member] = MISSING
             continue
         try:
             total += codec.decode(data)
@@ -273,5 +319,5 @@ def gather_mean(
             reasons[member] = str(bad)
     final = refused(verdict, reasons)
     mean = total / max(1, final.count)
-    own = sent if final.accepted[group.rank] else torch.zeros_like(sent)
-    return Gathered(mean.to(sent.device), own, (group.size - 1) * codec.size_bytes, final)
+    own = sent if final.accepted[rank] else torch.zeros_like(sent)
+    return Gathered(mean.to(sent.device), own, sent_bytes, final)

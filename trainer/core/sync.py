@@ -10,8 +10,9 @@ Every exchange first meets the other islands by all-gathering two numbers about 
 in the trace); the clock reading after it is when the collective really started (the ``comm`` row's
 start). Excluded islands send zeros and the mean is rescaled to the accepted ones; with a robust
 aggregation the deltas are all-gathered whole instead (``robust.robust_average``), and with top-k
-compression (``schedule.compression``) their top-k payloads are (``sparse.gather_mean``: a payload
-that cannot be merged is refused, with its reason in the verdict).
+compression (``schedule.compression``) their top-k payloads are gathered (``gathering.Gathering``:
+around the ring, straight from the round's chosen peers, or through an object store; a payload that
+cannot be merged is refused, with its reason in the verdict).
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from islands.schedules import ALL_GATHER, collective_of
 from islands.schedules.compression import TopK
 
 from .comm import Echo
+from .gathering import AROUND_THE_RING, Gathering
 from .group import Group
 from .memory import fresh_pages_of
 from .quantize import average, padded_length
 from .robust import AggregationRule, Verdict, contribution_stats, robust_average, screen
-from .sparse import TopKCodec, announce, gather_mean
+from .sparse import TopKCodec, announce
 from .tracing import Clock
 
 WARM_UP_ROUNDS = 5
@@ -115,14 +117,17 @@ class Exchanger:
         device: torch.device | str = "cpu",
         calls: Callable[[int], int] = one_call,
         topk: TopK | None = None,
+        gathering: Gathering = AROUND_THE_RING,
     ):
         """``device``: the training thread's; the exchange thread makes it its own current CUDA device
         (a new thread starts on GPU 0, where NCCL calls and new tensors would otherwise go). ``calls``:
         how many collective calls the mean of so many values takes (``exchange.calls``). ``topk``: the
-        top-k payload's layout under compression (one flat call, one rank per island)."""
+        top-k payload's layout under compression (one flat call, one rank per island); ``gathering``:
+        how its payloads travel (``network.gather``)."""
         self.cross = cross
         self.calls = calls
         self.topk = topk
+        self.gathering = gathering
         self.intra = intra
         self.bits = bits
         self.clock = clock
@@ -148,7 +153,14 @@ class Exchanger:
         byte arrived and measured 7-10% long."""
         echo_intra = Echo(self.intra.size) if self.intra is not None else None
         echo = Exchanger(
-            Echo(members), echo_intra, self.bits, Clock(), self.rule, self.device, topk=self.topk
+            Echo(members),
+            echo_intra,
+            self.bits,
+            Clock(),
+            self.rule,
+            self.device,
+            topk=self.topk,
+            gathering=self.gathering.without_store(),
         )
         zeros = torch.zeros(values, device=self.device)
         for _ in range(WARM_UP_ROUNDS):
@@ -156,15 +168,19 @@ class Exchanger:
                 break
         echo.close()
 
-    def launch(self, flat: torch.Tensor) -> Future:
-        """Start averaging ``flat``; the future's result is an ``Exchange``."""
-        return self.pool.submit(self.exchange, flat)
+    def launch(self, flat: torch.Tensor, key: tuple[int, int] = (0, 0)) -> Future:
+        """Start averaging ``flat``, the exchange of ``key`` (outer step, fragment); the future's
+        result is an ``Exchange``."""
+        return self.pool.submit(self.exchange, flat, True, key)
 
-    def exchange(self, flat: torch.Tensor, contributes: bool = True) -> Exchange:
+    def exchange(
+        self, flat: torch.Tensor, contributes: bool = True, key: tuple[int, int] = (0, 0)
+    ) -> Exchange:
         """Screen, then average (or robustly combine) ``flat`` over the islands; a member that does
-        not contribute (a joiner without state) sends zeros and still receives the average."""
+        not contribute (a joiner without state) sends zeros and still receives the average. ``key``
+        (outer step, fragment) names a top-k round (``Gathering``)."""
         if self.topk is not None:
-            return self.exchange_topk(flat, contributes)
+            return self.exchange_topk(flat, contributes, key)
         verdict = screen(
             self.cross.all_gather(contribution_stats(flat, contributes)), self.rule.norm_factor
         )
@@ -182,15 +198,18 @@ class Exchanger:
             mean = torch.cat(self.intra.all_gather(part))[: flat.numel()]
         return Exchange(mean, started_s, self.clock.now(), sent, verdict)
 
-    def exchange_topk(self, flat: torch.Tensor, contributes: bool) -> Exchange:
-        """Screen, then all-gather the top-k payloads and average the accepted ones."""
+    def exchange_topk(
+        self, flat: torch.Tensor, contributes: bool, key: tuple[int, int]
+    ) -> Exchange:
+        """Screen, then gather the top-k payloads (``Gathering``) and average the accepted ones of
+        the round's chosen members."""
         assert self.topk is not None and self.intra is None, "one rank per island sends top-k"
         codec = TopKCodec(self.topk, flat.numel())
         payload, sent, verdict = announce(
             self.cross, flat, codec, contributes, self.rule.norm_factor
         )
         started_s = self.clock.now()
-        gathered = gather_mean(self.cross, payload, codec, verdict, sent.flatten())
+        gathered = self.gathering.mean(self.cross, key, payload, codec, verdict, sent.flatten())
         return Exchange(
             gathered.mean,
             started_s,
@@ -228,6 +247,8 @@ class Exchanger:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
+        if self.gathering.store is not None:
+            self.gathering.store.close()
 
 
 def use_device(device: torch.device) -> None:

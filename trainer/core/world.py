@@ -25,6 +25,7 @@ from ..config import RunPlan
 from . import checkpoint
 from .diloco import ExchangerTransport, Transport
 from .group import Group, Summing
+from .object_store import ObjectStore
 from .outer import Fragment
 from .sync import Exchanger
 from .tracing import PAUSE_MARGIN_S, Recorder, RowsSink, build_summary, island_rows, write_outputs
@@ -32,15 +33,18 @@ from .tracing import PAUSE_MARGIN_S, Recorder, RowsSink, build_summary, island_r
 
 @dataclass
 class Groups:
-    """The collectives one process takes part in (``intra_*`` are None with one rank per island).
+    """The collectives one process takes part in (``intra_*`` are None with one rank per island),
+    and the object store its top-k payloads go through under ``network.gather = "store"`` (None:
+    none).
 
-    ``world`` and ``intra_grad`` are used by the training thread, ``cross`` and ``intra_sync`` only by
-    the exchange thread, so the two threads never interleave calls on one group."""
+    ``world`` and ``intra_grad`` are used by the training thread, ``cross``, ``intra_sync`` and the
+    store only by the exchange thread, so the two threads never interleave calls on one group."""
 
     world: Group
     cross: Group
     intra_grad: Summing | None = None
     intra_sync: Group | None = None
+    store: ObjectStore | None = None
 
 
 # How the trainer evaluates on a group: ``evaluate_on(group, evaluators)`` (``Trainer.evaluate_on``).

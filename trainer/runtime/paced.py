@@ -10,20 +10,34 @@ epoch's members in an elastic run, where after a departure member 1 may be islan
 groups are never paced.
 
 Bytes per member: all-to-all and all-gather send (M-1) chunks and receive (M-1); an all-reduce is
-counted as a ring, 2(M-1)/M of the tensor each way. Messages of one collective travel in parallel,
+counted as a ring, 2(M-1)/M of the tensor each way; a direct gather sends (M-1) copies from each
+sender and receives one from each other sender. Messages of one collective travel in parallel,
 so each pays one path latency: this member's one-way latency plus the farthest peer's.
+
+The object store of ``network.gather = "store"`` is a directory (``core/object_store.py``) whose
+bytes cross no emulated link, kernel-shaped or not: ``PacedStore`` paces every PUT and GET in this
+process, on the island's link and the store's share of its own (``store_pacer``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from islands.emulation.shaper import InProcessLatency, InProcessShaper, pacer_from_config
+from islands.emulation.shaper import (
+    InProcessLatency,
+    InProcessShaper,
+    pacer_from_config,
+    shaper_from_config,
+)
+from islands.scenarios.model import StoreSpec
+from islands.units import BITS_PER_GBIT, MS_PER_S
 
 from ..core.group import Group
+from ..core.object_store import ObjectStore
 
 
 class PacedGroup:
@@ -43,6 +57,7 @@ class PacedGroup:
         self.rank = inner.rank
         self.size = inner.size
         self.island = islands[inner.rank]
+        self.islands = islands
         self.peers = [island for member, island in enumerate(islands) if member != inner.rank]
         self.latency_s = pacer.latency_s(self.island) + max(
             (pacer.latency_s(p) for p in self.peers), default=0.0
@@ -62,6 +77,36 @@ class PacedGroup:
         moved = tensor.nbytes * (self.size - 1)
         with self.paced(moved, moved):
             return self.inner.all_gather(tensor)
+
+    def gather_from(
+        self, tensor: torch.Tensor, senders: Sequence[int]
+    ) -> list[torch.Tensor | None]:
+        """Every copy at the round's one rate (``copy_bits_per_s``), as the simulator moves them: a
+        sender's M - 1 copies, or a receiver's, end together with everyone's."""
+        sending = self.rank in senders
+        copies_out = self.size - 1 if sending else 0
+        copies_in = len(senders) - sending
+        ceiling = self.copy_bits_per_s(senders) * max(copies_out, copies_in)
+        with self.pacer.transfer(
+            self.island,
+            tensor.nbytes * copies_out,
+            tensor.nbytes * copies_in,
+            self.latency_s,
+            ceiling_bits_per_s=ceiling,
+        ):
+            return self.inner.gather_from(tensor, senders)
+
+    def copy_bits_per_s(self, senders: Sequence[int]) -> float:
+        """The rate of each copy of a direct gather: its busiest link's share, a sender's uplink
+        carrying M - 1 copies, a member's downlink one from each other sender
+        (``simulator/network/gather.py``)."""
+        links = {link.island: link for link in self.pacer.links}
+        shares = [links[self.islands[m]].upload_bits_per_s / (self.size - 1) for m in senders]
+        for member, island in enumerate(self.islands):
+            copies = len(senders) - (member in senders)
+            if copies:
+                shares.append(links[island].download_bits_per_s / copies)
+        return min(shares)
 
     def all_reduce_sum_(self, tensor: torch.Tensor) -> None:
         moved = 2 * (self.size - 1) / self.size * tensor.nbytes
@@ -84,3 +129,67 @@ def paced(group: Group, pacer: str | None, islands: Sequence[int] | None = None)
     """``group`` (whose member i is island ``islands[i]``; default: island i) wrapped in ``pacer`` (the
     launch spec's ``wan_pacer``), or unchanged without one."""
     return PacedGroup(group, pacer_from_config(pacer), islands) if pacer else group
+
+
+class PacedStore:
+    """An object store whose PUTs and GETs take as long as the emulated links make them, as the
+    simulator prices them (``simulator/network/gather.py``): a PUT one way to the store (this island's
+    latency and the store's), its bytes at the stage's one rate, the slowest of the ``members``
+    islands' uplinks and a member's share of the store's ingress (1 / ``members`` of it: every member
+    PUTs at once); a GET asks and is answered, a round trip, its bytes at the slowest downlink or the
+    egress share. An object is in the store once its PUT's time is out: a reader never sees it
+    sooner."""
+
+    def __init__(
+        self,
+        inner: ObjectStore,
+        pacer: InProcessShaper,
+        island: int,
+        members: int,
+        store: StoreSpec,
+    ):
+        self.inner, self.pacer, self.island = inner, pacer, island
+        self.one_way_s = pacer.latency_s(island) + store.latency_ms / MS_PER_S
+        links = pacer.links[:members]
+        self.put_bits_per_s = min(
+            share_bits_per_s(store.ingress, members), *(link.upload_bits_per_s for link in links)
+        )
+        self.get_bits_per_s = min(
+            share_bits_per_s(store.egress, members), *(link.download_bits_per_s for link in links)
+        )
+
+    def put(self, name: str, data: bytes) -> None:
+        with self.pacer.transfer(
+            self.island, len(data), 0, self.one_way_s, ceiling_bits_per_s=self.put_bits_per_s
+        ):
+            pass
+        self.inner.put(name, data)
+
+    def get(self, names: list[str]) -> list[bytes | None]:
+        fetched = self.inner.get(names)
+        received = sum(len(data) for data in fetched if data is not None)
+        with self.pacer.transfer(
+            self.island, 0, received, 2 * self.one_way_s, ceiling_bits_per_s=self.get_bits_per_s
+        ):
+            return fetched
+
+    def wait_for(self, names: list[str], deadline_s: float) -> None:
+        self.inner.wait_for(names, deadline_s)
+
+    def delete(self, name: str) -> None:
+        self.inner.delete(name)
+
+
+def share_bits_per_s(gbps: float | None, members: int) -> float:
+    """One of ``members`` workers' share of a store link of ``gbps`` (None: it never binds)."""
+    return math.inf if gbps is None else gbps * BITS_PER_GBIT / members
+
+
+def paced_store(
+    store: ObjectStore, pacer: str | None, island: int, members: int, spec: StoreSpec
+) -> ObjectStore:
+    """``store`` paced for ``island`` of ``members`` under the launch spec's ``wan_pacer``, or
+    unchanged without one."""
+    if not pacer:
+        return store
+    return PacedStore(store, shaper_from_config(pacer), island, members, spec)

@@ -1,0 +1,167 @@
+"""Top-k payloads gathered peer to peer or through an object store (``network.gather``), as stages of
+one transfer each, priced exactly as the trainer moves them (``schedules/gather.py`` counts them).
+
+**Direct** (one stage): each of the round's K chosen peers sends its payload S to each of the other
+M - 1 workers at once. The stage is one transfer of S through every link a copy crosses, once per
+copy: a chosen peer's uplink M - 1 times, a worker's downlink K - 1 times (K outside the K), a
+backbone once per copy between its two regions. Alone on its links it takes
+
+    T = the slowest copy's hop latency + max over links of (copies through it x S / its rate)
+
+(a link crossed k times gives the transfer 1/k of it, ``links.Transfer``): every copy moves at the
+pace of the busiest link, as a ring's every hop moves at its slowest link's. With equal links of
+rate b up and down, T = alpha + (M - 1) x S / b: the senders' uplinks bind.
+
+**Store** (two stages): every worker PUTs its payload (its uplink, the backbone to the store's region,
+the store's ingress, crossed M times), then, once every PUT is in, every worker GETs the round's K
+payloads (the store's egress crossed M x K times, the backbone from the store's region K times per
+worker, its downlink K times). A PUT's bytes arrive one way after they leave; a GET asks and its
+bytes come back: one way, then a round trip, each at the slowest worker's way to the store (its
+access latency, the backbone's, the store's ``latency_ms``). Alone on the links, with uplinks u,
+downlinks d, ingress I and egress E (a store without a link never binds):
+
+    T = l + S / min(min u, I / M) + 2 l + K x S / min(min d, E / M)
+
+A worker that sends or receives nothing in a stage still has a row there (0 bytes): the stage ends
+for everyone at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from islands.scenarios import Scenario
+from islands.scenarios.model import NetworkSpec
+from islands.schedules.gather import DIRECT, STORE, downloads, uploads
+from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
+
+from .collectives import Leg
+from .links import Link
+from .staged import StagedCollective, alone
+from .topology import Topology
+
+STORE_WORKER = -2  # a store link's worker (a backbone's is -1)
+
+
+def rate_link(direction: str, gbps: float | None) -> tuple[Link, ...]:
+    """The store's link one way, or none where it never binds."""
+    return (
+        ()
+        if gbps is None
+        else (Link(STORE_WORKER, direction, gbps * BITS_PER_GBIT / BITS_PER_BYTE),)
+    )
+
+
+@dataclass(frozen=True)
+class StorePaths:
+    """Where the object store sits: its ingress and egress (none where it never binds), its one-way
+    latency and its region."""
+
+    ingress: tuple[Link, ...]
+    egress: tuple[Link, ...]
+    latency_s: float
+    region: str | None
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> StorePaths:
+        store = scenario.store
+        return cls(
+            rate_link("in", store.ingress),
+            rate_link("out", store.egress),
+            store.latency_ms / MS_PER_S,
+            store.region,
+        )
+
+    def one_way_s(self, topology: Topology, rank: int) -> float:
+        """Between a worker and the store: its access latency, the backbone between their regions,
+        the store's."""
+        return (
+            topology.access_latency_s[rank]
+            + topology.core_latency_s(topology.region[rank], self.region)
+            + self.latency_s
+        )
+
+
+def gather_stages(
+    gather: str,
+    participants: Iterable[int],
+    chosen: tuple[int, ...],
+    payload_bytes: float,
+    topology: Topology,
+    store: StorePaths,
+    network: NetworkSpec,
+) -> StagedCollective:
+    """The stages of a round over ``participants`` whose ``chosen`` payloads are averaged, and each
+    participant's bytes sent (``schedules.gather.uploads``)."""
+    ranks = tuple(sorted(participants))
+    members = len(ranks)
+    sent = {rank: uploads(gather, members, rank in chosen) * payload_bytes for rank in ranks}
+    if gather == STORE:
+        return StagedCollective(
+            through_store(ranks, len(chosen), payload_bytes, topology, store, network), sent
+        )
+    assert gather == DIRECT, f"a ring is not staged here: {gather}"
+    if members == 1:
+        return alone(ranks[0], topology)
+    return StagedCollective(((direct_leg(ranks, chosen, payload_bytes, topology, network),),), sent)
+
+
+def direct_leg(
+    ranks: tuple[int, ...],
+    chosen: tuple[int, ...],
+    payload_bytes: float,
+    topology: Topology,
+    network: NetworkSpec,
+) -> Leg:
+    """Every chosen peer's copy to every other worker, as one transfer (the module's docstring)."""
+    members = len(ranks)
+    copies = [(sender, receiver) for sender in chosen for receiver in ranks if receiver != sender]
+    links = [link for sender in chosen for link in (topology.uplinks[sender],) * (members - 1)]
+    for rank in ranks:
+        links += [topology.downlinks[rank]] * downloads(
+            DIRECT, members, len(chosen), rank in chosen
+        )
+    for sender, receiver in copies:
+        links += topology.crossing(topology.region[sender], topology.region[receiver])
+    hop_s = topology.slowest_hop_s([s for s, _ in copies], [r for _, r in copies])
+    return Leg(tuple(links), payload_bytes, hop_s, network.tcp_cap_bytes_per_s(hop_s))
+
+
+def through_store(
+    ranks: tuple[int, ...],
+    peers: int,
+    payload_bytes: float,
+    topology: Topology,
+    store: StorePaths,
+    network: NetworkSpec,
+) -> tuple[tuple[Leg, ...], ...]:
+    """Every worker's PUT, then every worker's GETs of the ``peers`` payloads (the module's docstring)."""
+    one_way_s = max(store.one_way_s(topology, rank) for rank in ranks)
+    put: list[Link] = [topology.uplinks[rank] for rank in ranks]
+    get: list[Link] = [link for rank in ranks for link in (topology.downlinks[rank],) * peers]
+    for rank in ranks:
+        put += topology.crossing(topology.region[rank], store.region)
+        get += topology.crossing(store.region, topology.region[rank]) * peers
+    put += store.ingress * len(ranks)
+    get += store.egress * (len(ranks) * peers)
+    cap = network.tcp_cap_bytes_per_s(one_way_s)
+    return (
+        (Leg(tuple(put), payload_bytes, one_way_s, cap),),
+        (Leg(tuple(get), payload_bytes, 2 * one_way_s, cap),),
+    )
+
+
+def store_extra_s(scenario: Scenario, members: int, rate_bytes_per_s: float) -> float:
+    """What a round through the store may take beyond a ring all-gather of the same payload among
+    ``members`` at ``rate_bytes_per_s`` (the budget's bound): two payloads more through a worker's
+    links (one up and at most M down, against M - 1 each way), every PUT and GET through the store's
+    own links in series, three one-way latencies to it; 0 for any other way."""
+    if scenario.network.gather != STORE:
+        return 0.0
+    store, payload = scenario.store, scenario.payload_bytes
+    seconds = 2 * payload / rate_bytes_per_s + 3 * store.latency_ms / MS_PER_S
+    for gbps, payloads in ((store.ingress, members), (store.egress, members * members)):
+        if gbps is not None:
+            seconds += payloads * payload * BITS_PER_BYTE / (gbps * BITS_PER_GBIT)
+    return seconds

@@ -1,0 +1,125 @@
+"""How one member fetches the top-k payloads a round averages (``network.gather``), and which.
+
+``Gathering`` holds the way (``schedules/gather.py``: around the ring, straight from the round's K
+peers, or through the object store) and draws the round's K peers (``chosen``: from the scenario's
+seed and the outer step, the simulator's own draw). ``StoreRounds`` is one member's side of the store:
+
+1. PUT its payload, as ``<outer step>-<fragment>-<member>.topk`` (every member does, drawn or not);
+2. wait until every member's payload of the round is in (at most ``deadline_s``: the run's
+   ``trainer.timeout_s``), as the simulator's GETs start once every PUT is in;
+3. GET the payloads of the round's K peers, its own among them where it is one, and average the
+   accepted ones (``sparse.mean_of``): one missing at the deadline, or that cannot be decoded, is
+   refused with its reason and logged (``Trainer.note_exclusions``), never merged;
+4. delete its payload of its previous round: every member has fetched it by now, since no member
+   PUTs a round before it has finished the one before.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from islands.scenarios import Scenario
+from islands.schedules.gather import DIRECT, RING, STORE, chosen, uploads
+
+from .group import Group
+from .object_store import ObjectStore
+from .robust import Verdict
+from .sparse import Gathered, TopKCodec, direct_mean, gather_mean, mean_of, only
+
+
+def object_name(key: tuple[int, int], member: int) -> str:
+    """The store's name of ``member``'s payload of round ``key`` (outer step, fragment)."""
+    return f"{key[0]}-{key[1]}-{member}.topk"
+
+
+class StoreRounds:
+    """One member's rounds through the object store (the module's docstring)."""
+
+    def __init__(self, store: ObjectStore, deadline_s: float):
+        self.store = store
+        self.deadline_s = deadline_s
+        self.previous: str | None = None
+
+    def mean(
+        self,
+        group: Group,
+        key: tuple[int, int],
+        payload: torch.Tensor,
+        codec: TopKCodec,
+        verdict: Verdict,
+        sent: torch.Tensor,
+        picked: tuple[int, ...],
+    ) -> Gathered:
+        names = [object_name(key, member) for member in range(group.size)]
+        mine = names[group.rank]
+        self.store.put(mine, payload.cpu().numpy().tobytes())
+        self.store.wait_for(names, time.monotonic() + self.deadline_s)
+        fetched = self.store.get([names[member] for member in picked])
+        payloads = {
+            member: None if data is None else torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            for member, data in zip(picked, fetched)
+        }
+        sent_bytes = uploads(STORE, group.size, group.rank in picked) * codec.size_bytes
+        gathered = mean_of(payloads, codec, only(verdict, picked), sent, group.rank, sent_bytes)
+        self.close()
+        self.previous = mine
+        return gathered
+
+    def close(self) -> None:
+        """Delete this member's payload of its last round."""
+        if self.previous is not None:
+            self.store.delete(self.previous)
+            self.previous = None
+
+
+@dataclass(frozen=True)
+class Gathering:
+    """The way a member fetches the payloads (``network.gather``), the round's K (None: every
+    member), the seed the K are drawn from, and the store where the way is through one."""
+
+    way: str = RING
+    peers: int | None = None
+    seed: int = 0
+    store: StoreRounds | None = None
+
+    def mean(
+        self,
+        group: Group,
+        key: tuple[int, int],
+        payload: torch.Tensor,
+        codec: TopKCodec,
+        verdict: Verdict,
+        sent: torch.Tensor,
+    ) -> Gathered:
+        """The round ``key``'s mean of the accepted payloads of its chosen members."""
+        if self.way == RING:
+            return gather_mean(group, payload, codec, verdict, sent)
+        picked = chosen(self.seed, key[0], range(group.size), self.peers)
+        if self.way == DIRECT:
+            return direct_mean(group, payload, codec, verdict, sent, picked)
+        assert self.store is not None, 'network.gather = "store" exchanges through a store'
+        return self.store.mean(group, key, payload, codec, verdict, sent, picked)
+
+    def without_store(self) -> Gathering:
+        """The same round's payloads fetched straight from the peers (the store's way, but for the
+        store: ``Exchanger.warm_up``, where no byte moves)."""
+        return Gathering(DIRECT, self.peers, self.seed) if self.way == STORE else self
+
+
+AROUND_THE_RING = Gathering()  # every payload to every member, no draw
+
+
+def gathering_of(scenario: Scenario, store: ObjectStore | None) -> Gathering:
+    """The scenario's way (``network.gather``), through ``store`` where that is the way (a payload
+    missing after ``trainer.timeout_s`` is refused)."""
+    way = scenario.network.gather
+    rounds = None
+    if way == STORE:
+        assert store is not None, (
+            'network.gather = "store" exchanges through a store (Groups.store)'
+        )
+        rounds = StoreRounds(store, scenario.trainer.timeout_s)
+    return Gathering(way, scenario.schedule.gather_peers, scenario.seed, rounds)
