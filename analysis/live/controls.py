@@ -34,6 +34,7 @@ from islands.scenarios.spec import (
 )
 from islands.schedules import SCHEDULES
 from islands.schedules.compression import COMPRESSIONS
+from islands.schedules.gather import GATHERS
 from islands.schedules.serving import WEIGHTS_SOURCES
 
 # Keys whose rule accepts a few values only: a menu each (tests/test_serve_api.py checks that every
@@ -48,6 +49,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "network.on_departure": DEPARTURE_POLICIES,
     "network.ring_order": RING_ORDERS,
     "network.weights_from": WEIGHTS_SOURCES,
+    "network.gather": GATHERS,
     "exchange.calls": EXCHANGE_CALLS,
     "island.offload": OFFLOADS,
 }
@@ -91,6 +93,7 @@ SECTION_TITLES = {
     "network": "Network",
     "exchange": "Exchange calls",
     "syncer": "Syncer (decoupled)",
+    "store": "Object store (gathered payloads)",
 }
 EDITABLE_KINDS = ("int", "float", "str", "bool", "float|str")  # a "pair" (backbone ends) is not
 
