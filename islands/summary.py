@@ -96,6 +96,8 @@ def plays(columns: Columns) -> np.ndarray:
     again, with the same (outer step, fragment), and each play is a sync of its own. Only compute
     rows count (an exchange of outer step k may run beside the compute of k + 1)."""
     computing = columns.kind == "compute"
+    if not len(computing):
+        return np.zeros(0, dtype=np.int64)
     order = np.lexsort((~computing, columns.start, columns.worker))
     worker, outer_step, computed = (
         columns.worker[order],

@@ -39,7 +39,7 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
 
 from .fleet import steps_scales
 from .network.collectives import collective_for
-from .network.gather import store_extra_s
+from .network.gather_rounds import store_extra_s
 from .replicas import groups
 
 EVENTS_PER_WORKER_SYNC = 2.0

@@ -15,6 +15,7 @@ from helpers.serve import refused, run_cli, sets, simulated
 
 from islands.analysis.live import driver
 from islands.analysis.live.driver import choose, control, edit, shown, wait_answered
+from islands.analysis.live.figures import COLUMN_FIGURES
 
 MISSING = driver.chromium_missing()
 if MISSING:
@@ -91,18 +92,7 @@ def check_figures(page, overrides: list[str]) -> None:
     )
 
 
-LABELS = {  # the column islands simulate prints -> the page's data-figure
-    "wall time": "wall_time_s",
-    "utilisation": "compute_utilisation",
-    "stall/worker": "stall_s",
-    "idle/worker": "idle_s",
-    "syncs": "syncs",
-    "mean sync": "mean_sync_s",
-    "sent/worker": "bytes_per_worker",
-    "avg bw": "avg_bandwidth_gbps",
-    "bw needed": "bandwidth_needed_gbps",
-    "peak bw": "peak_bandwidth_gbps",
-}
+LABELS = COLUMN_FIGURES  # the column islands simulate prints -> the page's data-figure
 
 
 def test_the_page_opens_at_the_scenario_as_islands_simulate_prints_it(page):

@@ -39,7 +39,7 @@ from ..network.collectives import (
     launch,
     ring_and_leg,
 )
-from ..network.gather import StorePaths, gather_stages
+from ..network.gather_rounds import StorePaths, gather_stages
 from ..network.links import Link
 from ..network.staged import STAGED, StagedCollective
 from ..workers import WorkerState
@@ -487,7 +487,7 @@ class StagedCollectives(Collectives):
 
 class GatherCollectives(StagedCollectives):
     """Top-k payloads gathered peer to peer or through the object store (``network.gather``), their
-    stages in turn as a staged collective's (``network/gather.py``); the round's chosen peers drawn
+    stages in turn as a staged collective's (``network/gather_rounds.py``); the round's chosen peers drawn
     from the seed and the outer step among the members there (``schedules.gather.chosen``)."""
 
     def __init__(self, context: RunContext):

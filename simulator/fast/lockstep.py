@@ -45,7 +45,7 @@ from ..network.collectives import (
     outer_step_s,
     ring_and_leg,
 )
-from ..network.gather import StorePaths, gather_stages
+from ..network.gather_rounds import StorePaths, gather_stages
 from ..network.links import UNCLOCKED, Transfer
 from ..played import Played, counts_for, peak_gbps
 from ..setup import RunSetup
@@ -323,7 +323,7 @@ class Lockstep:
     def priced(self, point: SyncPoint) -> tuple[np.ndarray | float, list[tuple[Leg, Transfer]]]:
         """The bytes each worker sends in the exchange of ``point`` and its stages in turn, each a leg
         and a transfer over it that later ones copy: the collective's ring, or a gather's stages
-        over the round's chosen peers (``network/gather.py``)."""
+        over the round's chosen peers (``network/gather_rounds.py``)."""
         scenario = self.setup.scenario
         if scenario.network.gather == RING:
             ring, leg, first = self.ring(point.collective, point.payload_bytes)

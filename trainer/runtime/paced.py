@@ -99,7 +99,7 @@ class PacedGroup:
     def copy_bits_per_s(self, senders: Sequence[int]) -> float:
         """The rate of each copy of a direct gather: its busiest link's share, a sender's uplink
         carrying M - 1 copies, a member's downlink one from each other sender
-        (``simulator/network/gather.py``)."""
+        (``simulator/network/gather_rounds.py``)."""
         links = {link.island: link for link in self.pacer.links}
         shares = [links[self.islands[m]].upload_bits_per_s / (self.size - 1) for m in senders]
         for member, island in enumerate(self.islands):
@@ -133,7 +133,7 @@ def paced(group: Group, pacer: str | None, islands: Sequence[int] | None = None)
 
 class PacedStore:
     """An object store whose PUTs and GETs take as long as the emulated links make them, as the
-    simulator prices them (``simulator/network/gather.py``): a PUT one way to the store (this island's
+    simulator prices them (``simulator/network/gather_rounds.py``): a PUT one way to the store (this island's
     latency and the store's), its bytes at the stage's one rate, the slowest of the ``members``
     islands' uplinks and a member's share of the store's ingress (1 / ``members`` of it: every member
     PUTs at once); a GET asks and is answered, a round trip, its bytes at the slowest downlink or the
