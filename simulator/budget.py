@@ -251,16 +251,18 @@ def expected_length_s(
     long as its horizon allows. Who is there depends on how long the run is (all present at 0:
     ``presence``), and the length on who is there: a fixed point over ``LENGTH_ROUNDS`` rounds from
     the length without churn."""
-    schedule = schedule_of(scenario)
-    length_s = scenario.schedule.outer_steps * (
-        interval_s(scenario, workers) + sync_s_per_outer(scenario, workers, worst=False)
+    coupled = schedule_of(scenario).coupled
+    compute_s, sync_s = (
+        interval_s(scenario, workers),
+        sync_s_per_outer(scenario, workers, worst=False),
     )
+    length_s = scenario.schedule.outer_steps * (compute_s + sync_s)
     for _ in range(LENGTH_ROUNDS):
         shares = [presence(w, length_s) for w in workers]
-        if schedule.coupled:
-            outer_s = coupled_outer_s(scenario, workers, shares)
+        if coupled:
+            outer_s = compute_s + churned_sync_s(scenario, workers, shares, sync_s, horizon_s)
         else:
-            outer_s = decoupled_outer_s(scenario, workers, shares)
+            outer_s = decoupled_compute_s(scenario, workers, shares) + sync_s
         returns_per_s = sum(
             (1 - share) / w.mttr_s for w, share in zip(workers, shares) if w.mttr_s is not None
         )
@@ -272,33 +274,41 @@ def expected_length_s(
     return length_s
 
 
-def coupled_outer_s(scenario: Scenario, workers: list[Worker], shares: list[float]) -> float:
-    """One outer step of a coupled schedule: its compute, then its collectives among the workers
-    there (``shares``), as departures at the members' rate break or thin them."""
-    sync_s = sync_s_per_outer(scenario, workers, worst=False)
+def churned_sync_s(
+    scenario: Scenario,
+    workers: list[Worker],
+    shares: list[float],
+    sync_s: float,
+    horizon_s: float,
+) -> float:
+    """A coupled outer step's collectives of ``sync_s`` among the workers there (``shares``), as
+    departures at the members' rate break them (``restarted_s``, cut at ``horizon_s``) or drop their
+    members (partial participation)."""
     churning = [(share, w.mtbf_s) for w, share in zip(workers, shares) if w.mtbf_s is not None]
     rate = sum(share / mtbf_s for share, mtbf_s in churning)
     if rate > 0 and scenario.network.on_departure == "restart":
         members = sum(share for share, _ in churning)
-        sync_s = restarted_s(sync_s, rate, members / rate, scenario.network.detection_timeout_s)
-    elif rate > 0:
-        sync_s += scenario.network.detection_timeout_s * -math.expm1(-rate * sync_s)
-    return interval_s(scenario, workers) + sync_s
+        detect_s = scenario.network.detection_timeout_s
+        return restarted_s(sync_s, rate, members / rate, detect_s, horizon_s)
+    if rate > 0:
+        return sync_s + scenario.network.detection_timeout_s * -math.expm1(-rate * sync_s)
+    return sync_s
 
 
-def decoupled_outer_s(scenario: Scenario, workers: list[Worker], shares: list[float]) -> float:
-    """One outer step of Decoupled DiLoCo: the slowest learner's compute over the share of its time
-    it is there, then its exchange."""
+def decoupled_compute_s(scenario: Scenario, workers: list[Worker], shares: list[float]) -> float:
+    """Decoupled DiLoCo's outer step of compute: the slowest learner's over the share of its time it
+    is there."""
     period = schedule_of(scenario).period_steps(scenario.schedule)
     scales = steps_scales(scenario, workers)
-    compute_s = max(
+    return max(
         w.step_time_s * scale * period / share
         for w, scale, share in zip(workers, scales, shares, strict=True)
     )
-    return compute_s + sync_s_per_outer(scenario, workers, worst=False)
 
 
-def restarted_s(task_s: float, rate: float, mtbf_s: float, detect_s: float) -> float:
+def restarted_s(
+    task_s: float, rate: float, mtbf_s: float, detect_s: float, limit_s: float = math.inf
+) -> float:
     """The expected time to finish a collective of ``task_s`` seconds that any departure breaks and
     that restarts from scratch ``detect_s`` after it, among the survivors. Departures come at
     ``rate`` at first; each member leaves at 1 / ``mtbf_s`` and is not back before the next outer
@@ -306,7 +316,8 @@ def restarted_s(task_s: float, rate: float, mtbf_s: float, detect_s: float) -> f
     p_k = exp(-rate_k T) and otherwise lasts E[X | X < T] + d, with E[X | X < T] = 1/rate - T p / (1 - p);
     the expected time is the sum over attempts of P(reaching k) x E[attempt k]. Without the thinning
     it is (exp(rate T) - 1)(1 / rate + d), the known closed form, which for a ring of 1,000 workers at
-    MTBF 12 h (rate T = 6.8) is five times the run the models play."""
+    MTBF 12 h (rate T = 6.8) is five times the run the models play. The sum stops past ``limit_s``
+    (the run's horizon: it cannot last longer)."""
     total_s, reach, elapsed_s = 0.0, 1.0, 0.0
     for _ in range(MAX_ATTEMPTS):
         now_rate = rate * math.exp(-elapsed_s / mtbf_s)
@@ -320,7 +331,7 @@ def restarted_s(task_s: float, rate: float, mtbf_s: float, detect_s: float) -> f
         total_s += reach * (success * task_s + (1 - success) * broken_s)
         reach *= 1 - success
         elapsed_s += broken_s
-        if reach < REACH_LEFT:
+        if reach < REACH_LEFT or total_s > limit_s:
             break
     return total_s
 
