@@ -113,10 +113,11 @@ class ScenarioSource:
         placed: dict[str, str] = {}
         for algorithm in ALGORITHMS:
             region = syncer_region(self.scenario, algorithm)
-            placement = () if region is None else (f"syncer.region={region}",)
             try:
                 scenarios[algorithm] = self.variant(
-                    *switch_to(algorithm), *placement, *overrides_of(algorithm)
+                    *switch_to(algorithm),
+                    *syncer_placement(region),
+                    *overrides_of(algorithm),
                 )
             except ScenarioError as error:
                 refused[algorithm] = error
@@ -164,6 +165,11 @@ def syncer_region(scenario: Scenario, algorithm: str) -> str | None:
         return None
     workers = [worker.region for worker in scenario.workers()]
     return max(sorted(scenario.regions), key=workers.count)
+
+
+def syncer_placement(region: str | None) -> tuple[str, ...]:
+    """The override that places the syncer in ``region`` (``syncer_region``), or none."""
+    return () if region is None else (f"syncer.region={region}",)
 
 
 def as_source(

@@ -24,7 +24,7 @@ from typing import Any
 
 from islands.errors import UserError
 from islands.scenarios import Scenario, ScenarioSource, as_source
-from islands.scenarios.source import syncer_region
+from islands.scenarios.source import syncer_placement, syncer_region
 from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import SCHEDULES, Streaming, switch_to
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
@@ -199,8 +199,7 @@ def placement(source: ScenarioSource, question: Question) -> tuple[str, ...]:
     comparisons place it (``syncer_region``), so the plan's runs are the ones its notes describe."""
     if question.kind != "schedule" or not isinstance(question.subject, str):
         return ()
-    region = syncer_region(source.scenario, question.subject)
-    return () if region is None else (f"syncer.region={region}",)
+    return syncer_placement(syncer_region(source.scenario, question.subject))
 
 
 def questions(
