@@ -192,6 +192,38 @@ def test_every_worker_stays_counted(monkeypatch):
     assert sizes == {50}
 
 
+def test_the_holders_bookkeeping_is_a_recount_at_every_step(monkeypatch):
+    """The counts keep the downloads in flight as totals, each holder's progress up to the moment it was
+    last read, and each holder's first download end in a heap filled again only for the holders a
+    change touched. At every timer, all three equal a recount from scratch over the holders: the
+    totals their sums, and the first end the earliest of now + (done_at - progress now) / rate."""
+    next_timer = counts.Counts.next_timer
+    checked = [0]
+
+    def recounted(run):
+        assert run.in_flight == sum(h.downloads for h in run.holders)
+        assert run.in_flight_enlisted == sum(h.enlisted for h in run.holders)
+        at, action = next_timer(run)
+        ends = [
+            run.now
+            + max(0.0, h.groups[0][0] - h.progress - h.rate * (run.now - h.settled_s)) / h.rate
+            for h in run.holders
+            if h.downloads
+        ]
+        if ends and min(ends) < at - 1e-9 * at:  # (rounding apart)
+            raise AssertionError(f"a download ends at {min(ends)}, before the next timer at {at}")
+        if ends and getattr(action, "func", None) == run.download_done:
+            assert at == pytest.approx(min(ends), rel=1e-12)
+            checked[0] += 1
+        return at, action
+
+    monkeypatch.setattr(counts.Counts, "next_timer", recounted)
+    for seed in range(6):
+        for policy in ("restart", "partial"):
+            counts_result(scenario(50, 4, 4320, 180, f"network.on_departure={policy}", seed=seed))
+    assert checked[0] > 100
+
+
 def test_a_run_stopped_at_its_horizon_says_so_as_the_event_model_does():
     results = []
     for on_counts in (True, False):

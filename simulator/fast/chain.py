@@ -102,6 +102,8 @@ def play(counts: Changes, first_at: float) -> bool:
     chain does not apply."""
     if not applies(counts):
         return False
+    for holder in counts.holders:
+        holder.settle(counts.now)
     loaded = [holder for holder in counts.holders if holder.downloads]
     groups = [(h, group) for h, holder in enumerate(loaded) for _, _, group in holder.groups]
     tracked = list(counts.holders)
@@ -271,9 +273,7 @@ class Chain:
             gone = left_by_label[g + FIRST_GROUP]
             if not gone:
                 continue
-            group.count -= gone
-            group.source.downloads -= gone
-            group.source.enlisted -= gone
+            counts.drop_downloads(group, gone, enlisted=True)
         counts.pool_since.extend(self.tau[:played].tolist())
         noticed = self.tau[:played] + counts.detect_s
         counts.detections.extend(
@@ -299,7 +299,7 @@ class Chain:
                 base += float(self.off_rate[h, gap]) * (min(at, ring_from) - begun) + float(
                     self.on_rate[h, gap]
                 ) * max(0.0, at - ring_from)
-            holder.progress = base
+            holder.progress, holder.settled_s = base, at
             if timer_kind == h + 1:
                 holder.progress = max(holder.progress, holder.groups[0][0])
         if played < self.k and ring_from < at:
@@ -319,7 +319,7 @@ class Chain:
         )
         counts.now = at
         counts.timer_due = timer_kind is not None
-        counts.rates()
+        counts.retime()
 
     def waste(self, played: int) -> None:
         """What the first ``played`` departures threw away (``Changes.waste``): the ring each broke, what

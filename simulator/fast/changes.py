@@ -15,7 +15,7 @@ import numpy as np
 
 from islands.scenarios.model import IslandSpec
 
-from .holders import Holder
+from .holders import Group, Holder
 
 
 class Changes(ABC):
@@ -46,6 +46,8 @@ class Changes(ABC):
     unstarted_enlisted: int
     extension_s: float
     holders: list[Holder]
+    in_flight: int
+    in_flight_enlisted: int
     detections: deque[float]
     timer_due: bool
     chain_chunk: int
@@ -89,6 +91,14 @@ class Changes(ABC):
     @abstractmethod
     def settle_pool(self, end_s: float) -> None:
         """Draw the pooled workers' returns and departures up to ``end_s`` (``Counts.settle_pool``)."""
+
+    @abstractmethod
+    def touch(self, holder: Holder) -> None:
+        """``holder``'s downloads changed (``Counts.touch``)."""
+
+    @abstractmethod
+    def retime(self) -> None:
+        """Every holder's progress was set anew (``Counts.retime``)."""
 
     @abstractmethod
     def holder_left(self, holder: Holder) -> None:
@@ -205,7 +215,6 @@ class Changes(ABC):
         self.cancel(index - waiting_dl if enlisted else index, enlisted)
         if enlisted:
             self.enlisted_left()
-        self.rates()
 
     def enlisted_left(self) -> None:
         """A joiner in the collective leaves: its wait since the collective formed has no row (its
@@ -270,12 +279,21 @@ class Changes(ABC):
                 if group.enlisted != enlisted or index >= group.count:
                     index -= group.count if group.enlisted == enlisted else 0
                     continue
+                holder.settle(self.now)
                 self.waste_download(holder.progress, group.done_at, 1)
-                group.count -= 1
-                holder.downloads -= 1
-                holder.enlisted -= enlisted
+                self.drop_downloads(group, 1, enlisted)
                 return
         raise AssertionError("no such download")
+
+    def drop_downloads(self, group: Group, count: int, enlisted: bool) -> None:
+        """``count`` downloads of ``group`` stop (their joiners left)."""
+        group.count -= count
+        group.source.downloads -= count
+        self.in_flight -= count
+        if enlisted:
+            group.source.enlisted -= count
+            self.in_flight_enlisted -= count
+        self.touch(group.source)
 
 
 def churn_times(island: IslandSpec) -> tuple[float, float]:

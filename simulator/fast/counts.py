@@ -16,7 +16,7 @@ from ..setup import RunSetup
 from . import chain
 from .chain import alternate
 from .changes import Changes, churn_times
-from .holders import RING, Group, Holder, assign, fill_closed
+from .holders import Group, Holder, assign, closed_rates
 
 DRAWS = 8192  # exponential and uniform draws taken from the generator at once
 STREAM = 3  # the counts' own stream of the scenario's seed (``compute.worker_generator``'s are 0-2)
@@ -70,6 +70,17 @@ class Counts(Changes):
         self.detections: deque[float] = (
             deque()
         )  # when the others notice the departures of the last detect_s
+        self.in_flight = 0  # downloads in flight, of every holder (``Holder.downloads`` summed)
+        self.in_flight_enlisted = (
+            0  # of those, to joiners in the collective (``Holder.enlisted`` summed)
+        )
+        # when each holder's first download gets through at the rates of the last ``refill``: a heap
+        # of (time, number, timing, holder), an entry stale once its holder is timed again
+        self.download_ends: list[tuple[float, int, int, Holder]] = []
+        self.touched: list[Holder] = []  # holders whose downloads changed since the last refill
+        self.rates_key: tuple[bool, int] | None = (
+            None  # what every holder's rate hangs on, at the last
+        )
         self.holder_numbers = 0
         self.group_numbers = 0
         self.dirty = False  # a flow started or ended since the rates were filled
@@ -127,8 +138,7 @@ class Counts(Changes):
 
     def downloading(self) -> tuple[int, int]:
         """Joiners with a download in flight: waiting, and in the collective."""
-        enlisted = sum(holder.enlisted for holder in self.holders)
-        return sum(holder.downloads for holder in self.holders) - enlisted, enlisted
+        return self.in_flight - self.in_flight_enlisted, self.in_flight_enlisted
 
     def counted(self) -> int:
         """Every worker, wherever it is (the fleet's size, whatever happened: ``tests``)."""
@@ -156,6 +166,7 @@ class Counts(Changes):
         if self.ring_on:
             self.waste_ring()
         for holder in self.holders:
+            holder.settle(self.now)
             for _, _, group in holder.groups:
                 self.waste_download(holder.progress, group.done_at, group.count)
 
@@ -213,12 +224,11 @@ class Counts(Changes):
                 best, action = end_s, self.bytes_through
         else:
             best, action = max(self.now, self.blocked_until_s), self.start_ring
-        for holder in self.holders:
-            if holder.downloads:
-                done_at = holder.groups[0][0]
-                at = self.now + max(0.0, done_at - holder.progress) / holder.rate
-                if at < best:
-                    best, action = at, partial(self.download_done, holder)
+        ends = self.download_ends
+        while ends and ends[0][2] != ends[0][3].timing:
+            heapq.heappop(ends)
+        if ends and ends[0][0] < best:
+            best, action = ends[0][0], partial(self.download_done, ends[0][3])
         return best, action
 
     def advance(self, at: float, waiting_dl: int) -> None:
@@ -239,41 +249,52 @@ class Counts(Changes):
             self.stall += self.member_count * dt
         if self.ring_on:
             self.ring_left = max(0.0, self.ring_left - self.ring_rate * dt)
-        for holder in self.holders:
-            holder.progress += holder.rate * dt
         self.now = at
 
     # --- downloads --------------------------------------------------------------------------------
 
     def begin_downloads(self, count: int) -> None:
         """``count`` joiners begin downloading the weights now, each from the holder the rule picks
-        (``holders.assign``: the one sending the fewest, or a member sending none, a new holder)."""
+        (``holders.assign``: the one sending the fewest, or a member sending none, a new holder).
+        While ``count`` members send nothing, each download goes to one of them (C / 1 beats any
+        holder's C / (n + 1)), and the holders need not be looked at."""
+        if count <= self.member_count - len(self.holders):
+            for _ in range(count):
+                self.begin_group(self.new_holder(), 1)
+            return
         loaded = [holder for holder in self.holders if holder.downloads]
         idle = self.member_count - len(loaded)
         taken = assign([holder.downloads for holder in loaded], idle, count)
         for place, downloads in enumerate(taken):
-            if place < len(loaded):
-                source = loaded[place]
-            else:
-                source = Holder(self.holder_numbers)
-                self.holder_numbers += 1
-                self.holders.append(source)
+            source = loaded[place] if place < len(loaded) else self.new_holder()
             if downloads:
                 self.begin_group(source, downloads)
-        self.rates()
+
+    def new_holder(self) -> Holder:
+        """A member that sends nothing begins to send: a holder, numbered after the others."""
+        source = Holder(self.holder_numbers)
+        self.holder_numbers += 1
+        self.holders.append(source)
+        return source
 
     def begin_group(self, source: Holder, count: int) -> None:
+        source.settle(self.now)
         group = Group(source, source.progress + self.weights_bytes, count)
         self.group_numbers += 1  # ties broken by the order the groups began in, not by address
         heapq.heappush(source.groups, (group.done_at, self.group_numbers, group))
         source.downloads += count
+        self.in_flight += count
+        self.touch(source)
 
     def holder_left(self, holder: Holder) -> None:
         """``holder`` left (the members counted without it): its downloads begin again from the others,
         now while the members compute (``Churn.download_when_quiet``), else at the next outer boundary,
         as do those of joiners in the collective (``unstarted_enlisted``); with no member left, not
         before one is back (the joiners start alone first, ``orphan``). What they had moved is wasted."""
-        self.holders.remove(holder)
+        holder.settle(self.now)
+        self.stop_following(holder)
+        self.in_flight -= holder.downloads
+        self.in_flight_enlisted -= holder.enlisted
         for _, _, group in holder.groups:
             self.waste_download(holder.progress, group.done_at, group.count)
         enlisted = holder.enlisted
@@ -289,35 +310,68 @@ class Counts(Changes):
         """The downloads of ``source``'s first group are in: each a comm row of the weights."""
         _, _, group = heapq.heappop(source.groups)
         source.downloads -= group.count
+        self.in_flight -= group.count
         self.bytes_sent += group.count * self.weights_bytes
         if group.enlisted:
             source.enlisted -= group.count
+            self.in_flight_enlisted -= group.count
             self.loaded_enlisted += group.count
             self.extension_s += group.count * (self.now - self.formed_s)
         else:
             self.loaded += group.count
-        self.rates()
+        self.touch(source)
 
-    def prune(self) -> None:
-        """Stop following the holders that send nothing."""
-        self.holders = [holder for holder in self.holders if holder.downloads]
+    def stop_following(self, holder: Holder) -> None:
+        """``holder`` left, or sends nothing: a member like the others again."""
+        self.holders.remove(holder)
+        holder.following = False
+        holder.timing += 1
 
     # --- the network ------------------------------------------------------------------------------
 
     def rates(self) -> None:
-        """A flow started or ended: the rates are filled again before time moves on (``refill``)."""
+        """The ring started or ended: the rates are filled again before time moves on (``refill``)."""
+        self.dirty = True
+
+    def touch(self, holder: Holder) -> None:
+        """``holder``'s downloads changed: its rate is filled again before time moves on."""
+        self.touched.append(holder)
+        self.dirty = True
+
+    def retime(self) -> None:
+        """Every holder's progress was set anew (``chain``): every rate is filled again."""
+        self.rates_key = None
         self.dirty = True
 
     def refill(self) -> None:
-        """Every flow's rate now (``fill_closed``: the max-min fair shares)."""
+        """Every flow's rate now (``holders.closed_rates``: the max-min fair shares), and when each
+        holder's first download gets through at it. A holder's rate hangs on its own downloads, and
+        with the ring on on the most any holder sends: while those hold, only the holders touched since
+        the last refill are filled again (the others' rates and ends stand), so a change costs the
+        same whatever the fleet's size."""
         self.dirty = False
-        self.prune()
-        if not self.holders and not self.ring_on:
-            return
-        filled = fill_closed(self.capacity, self.ring_on, [h.downloads for h in self.holders])
-        for place, holder in enumerate(self.holders):
-            holder.rate = filled[place]
-        self.ring_rate = filled.get(RING, 0.0)
+        touched, self.touched = self.touched, []
+        for holder in touched:
+            if holder.following and not holder.downloads:
+                self.stop_following(holder)
+        most = max((holder.downloads for holder in self.holders), default=0) if self.ring_on else 0
+        ring, left = closed_rates(self.capacity, self.ring_on, most)
+        self.ring_rate = ring if self.ring_on else 0.0
+        if (self.ring_on, most) != self.rates_key:
+            self.rates_key = (self.ring_on, most)
+            self.download_ends = []
+            touched = self.holders
+        for holder in touched:
+            if holder.following:
+                self.time_downloads(holder, left)
+
+    def time_downloads(self, holder: Holder, left: float) -> None:
+        """``holder``'s downloads share ``left`` from now: when its first group gets through."""
+        holder.settle(self.now)
+        holder.rate = left / holder.downloads
+        holder.timing += 1
+        end_s = self.now + max(0.0, holder.groups[0][0] - holder.progress) / holder.rate
+        heapq.heappush(self.download_ends, (end_s, holder.number, holder.timing, holder))
 
     # --- the period -------------------------------------------------------------------------------
 
@@ -343,6 +397,7 @@ class Counts(Changes):
             for _, _, group in holder.groups:
                 group.enlisted = True
             holder.enlisted = holder.downloads
+        self.in_flight_enlisted = self.in_flight
         self.pool_absent()
 
     def pool_absent(self) -> None:
@@ -413,6 +468,7 @@ class Counts(Changes):
             for _, _, group in holder.groups:
                 group.enlisted = False
             holder.enlisted = 0
+        self.in_flight_enlisted = 0
         self.settle_pool(end_s)
         self.computing = True
         self.boundary_s = end_s
@@ -424,11 +480,7 @@ class Counts(Changes):
     # --- no member left ---------------------------------------------------------------------------
 
     def enlisted_count(self) -> int:
-        return (
-            self.loaded_enlisted
-            + self.unstarted_enlisted
-            + sum(holder.enlisted for holder in self.holders)
-        )
+        return self.loaded_enlisted + self.unstarted_enlisted + self.in_flight_enlisted
 
     def orphan_at(self) -> float:
         """No member is left (nor a holder, nor a download in flight): when the joiners start alone

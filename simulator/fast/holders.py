@@ -59,15 +59,22 @@ def fill(
 
 def fill_closed(capacity: float, ring_on: bool, downloads: list[int]) -> dict[int, float]:
     """``fill`` in closed form, holders numbered by their place in ``downloads`` (each with one at
-    least): the ring takes C / (n + 1) on the uplink of the holder with the most, n; each holder's
-    downloads share what the ring leaves of its uplink (all of it out of a ring). A joiner's downlink
-    never binds: the ring and its download take at most C / (n + 1) + (C - C / (n + 1)) / n <= C."""
-    ring = capacity / (max(downloads) + 1) if ring_on and downloads else capacity
-    left = capacity - ring if ring_on else capacity
+    least): see ``closed_rates``."""
+    ring, left = closed_rates(capacity, ring_on, max(downloads, default=0))
     filled = {place: left / count for place, count in enumerate(downloads)}
     if ring_on:
         filled[RING] = ring
     return filled
+
+
+def closed_rates(capacity: float, ring_on: bool, most: int) -> tuple[float, float]:
+    """The ring's rate and what each holder's downloads share of its uplink, ``most`` the downloads
+    of the holder sending the most: the ring takes C / (most + 1) on that holder's uplink, and each
+    holder's downloads share what the ring leaves of its uplink (all of it out of a ring), so a
+    holder's n downloads each get that / n. A joiner's downlink never binds: the ring and its
+    download take at most C / (n + 1) + (C - C / (n + 1)) / n <= C."""
+    ring = capacity / (most + 1)
+    return ring, capacity - ring if ring_on else capacity
 
 
 def assign(loads: list[int], idle: int, count: int) -> list[int]:
@@ -126,8 +133,21 @@ class Holder:
     its downloads with it (they begin again from another, ``Counts.holder_left``)."""
 
     number: int
-    progress: float = 0.0  # bytes each of its downloads has moved since it began sending
-    rate: float = 0.0
+    progress: float = (
+        0.0  # bytes each of its downloads has moved since it began sending, by settled_s
+    )
+    settled_s: float = 0.0
+    rate: float = 0.0  # of each of its downloads, since settled_s
     groups: list[tuple[float, int, Group]] = field(default_factory=list)  # a heap by done_at
     downloads: int = 0
     enlisted: int = 0  # downloads to joiners in the collective
+    following: bool = True  # the counts follow it (it sends, or has not been pruned yet)
+    timing: int = (
+        0  # the count of times its first download's end was timed (older timings are stale)
+    )
+
+    def settle(self, now_s: float) -> None:
+        """Count its progress up to ``now_s``: the rate holds until its downloads or the ring change, so
+        the progress is counted only where it is read or the rate changes, not at every step."""
+        self.progress += self.rate * (now_s - self.settled_s)
+        self.settled_s = now_s
