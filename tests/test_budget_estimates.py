@@ -143,3 +143,25 @@ def test_a_restarted_collective_whose_members_stay_takes_the_closed_form():
     assert restarted_s(50, 0.01, 1e15, 10) == pytest.approx(closed_form_s, rel=1e-6)
     assert restarted_s(50, 0.01, 1000, 10) < closed_form_s
     assert restarted_s(50, 0.0, 1e15, 10) == 50  # nobody leaves: the collective itself
+
+
+def test_chips_fail_over_the_compute_not_over_the_wait():
+    """A run that waits on its links far longer than it computes: its chips fail only while they
+    compute, so the budget expects 2 changes (a stop and a restart) per failure over each worker's
+    compute, not over the run's length. By hand: 8 workers x 20 outer steps x 500 steps x 0.01 s =
+    100 s of compute each, 8 chips with an MTBF of 8,000 s: 0.1 failures per worker, 1.6 changes in
+    all; the run itself lasts about 20 x 280 s of all-reduce at 1 Gbit/s."""
+    scenario = load(
+        "worked-example",
+        [
+            "island.0.step_time_s=0.01",
+            "island.0.chips=8",
+            "island.0.chip_mtbf_s=8000",
+            "island.0.recovery_s=60",
+            "schedule.algorithm=diloco",
+            "schedule.elastic=true",
+        ],
+    )
+    budget = estimate(scenario)
+    assert budget.membership_changes == pytest.approx(2 * 8 * 100 * 8 / 8000)
+    assert budget.run_length_s > 20 * 280

@@ -90,10 +90,11 @@ from .changes import churn_times
 from .counts import Counts
 from .timeline import timeline_of
 
-# The event model's estimated events above which the counts play the run: a fortieth of the default
-# budget, an event run of 0.5-2 s (below, the event model is fast enough and draws worker by worker;
-# above, the counts play in a tenth of a second what the event model plays in seconds).
-FAST_FROM_EVENTS = 50_000
+# The event model's estimated events above which the counts play the run: an eightieth of the default
+# budget, an event run of about 0.5-1 s (an event of a fleet of thousands costs 20-40 us: 2,000 islands
+# x 5 syncs spent 24,680 events in 0.97 s); below, the event model is fast enough and draws worker by
+# worker; above, the counts play in a tenth of a second what the event model plays in seconds.
+FAST_FROM_EVENTS = 25_000
 # A counted change costs about 5 us (an event of the event model 10-30 us) and may change rates
 EVENTS_PER_CHANGE = 0.5
 
