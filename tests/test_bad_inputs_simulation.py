@@ -87,6 +87,7 @@ WE = "worked-example"
 SHORT = ["--set", "schedule.outer_steps=2"]
 THOUSAND = ",".join(map(str, range(1, 1001)))  # a thousand values of a grid axis
 TARGET = "target utilisation must be in (0, 1]"
+DENSITY = "--densities: each must be in (0, 1], e.g. 0.0156 for 64 of 4096 values"
 
 
 @dataclass(frozen=True)
@@ -900,6 +901,21 @@ CASES = [
     ),
     case("plan", "--targets inf", [WE, "--targets", "inf"], TARGET),
     case("plan", "--targets empty", [WE, "--targets", ""], "expected fractions like 0.5,0.9,0.99"),
+    case("plan", "--densities 0", ["covenant-72b", "--densities", "0"], DENSITY),
+    case("plan", "--densities nan", ["covenant-72b", "--densities", "0.01,nan"], DENSITY),
+    case("plan", "--densities above 1", ["covenant-72b", "--densities", "1.5"], DENSITY),
+    case(
+        "plan",
+        "--densities with a word",
+        ["covenant-72b", "--densities", "0.01,most"],
+        "expected fractions of schedule.chunk_values like 0.0156,0.03",
+    ),
+    case(
+        "plan",
+        "--densities on a dense scenario",
+        [WE, "--densities", "0.01"],
+        "--densities searches the top-k density: seed-10b-1gbps exchanges dense payloads",
+    ),
     case("plan", "--seeds 0", [WE, "--seeds", "0"], "--seeds must be in [1, 100] (got 0)"),
     case("plan", "--jobs -2", [WE, "--jobs", "-2"], "--jobs must be >= 1"),
     case(

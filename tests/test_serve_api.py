@@ -30,8 +30,9 @@ from islands.analysis.live.figures import (
 from islands.analysis.live.jobs import CANCELLED, DONE, FAILED, STOP_GRACE_S, Jobs
 from islands.analysis.live.session import Request, Session
 from islands.scenarios import ScenarioSource, bundled_names, from_dict, load
-from islands.scenarios.spec import ARRAYS, SECTIONS, WIRE_BITS, Key
+from islands.scenarios.spec import ARRAYS, SECTIONS, Key
 from islands.schedules import SCHEDULES
+from islands.schedules.compression import VALUE_BITS
 from islands.simulator import simulate
 from islands.tables import COLUMNS
 
@@ -119,7 +120,7 @@ def test_the_controls_hold_the_file_the_values_in_force_and_sliders_around_them(
     parameters = sections["model"]["model.parameters"]
     assert parameters["slider"] == {"low": 1e9, "high": 1e11, "log": True}  # a tenth to ten times
     bits = sections["schedule"]["schedule.bits"]
-    assert bits["choices"] == WIRE_BITS and bits["slider"] is None
+    assert bits["choices"] == VALUE_BITS and bits["slider"] is None
     assert sections["schedule"]["schedule.algorithm"]["choices"] == tuple(SCHEDULES)
     assert sections["schedule"]["schedule.inner_steps"]["slider"]["low"] == 50
     assert sections["schedule"]["schedule.elastic"]["kind"] == "bool"

@@ -29,11 +29,10 @@ from islands.scenarios.spec import (
     REQUIRED,
     RING_ORDERS,
     SECTIONS,
-    WIRE_BITS,
     Key,
 )
 from islands.schedules import SCHEDULES
-from islands.schedules.compression import COMPRESSIONS
+from islands.schedules.compression import COMPRESSIONS, VALUE_BITS
 from islands.schedules.gather import GATHERS
 from islands.schedules.serving import WEIGHTS_SOURCES
 
@@ -41,7 +40,7 @@ from islands.schedules.serving import WEIGHTS_SOURCES
 # key whose rule says "must be one of" is here).
 CHOICES: dict[str, tuple[Any, ...]] = {
     "schedule.algorithm": tuple(SCHEDULES),
-    "schedule.bits": WIRE_BITS,
+    "schedule.bits": VALUE_BITS,  # 2 and 1 with compression = "topk" (the loader says so otherwise)
     "schedule.barrier": BARRIERS,
     "schedule.compression": COMPRESSIONS,
     "network.model": NETWORK_MODELS,

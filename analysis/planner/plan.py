@@ -7,7 +7,11 @@ For a target compute utilisation it finds
 * the smallest H that reaches it at the scenario's own bandwidth (DiLoCo, Streaming);
 * the fragment count P and wire precision that need the least peak bandwidth at the scenario's H
   and tau. In the simulator a link runs at its full rate whenever a transfer is on it, so the peak
-  bandwidth a schedule needs is the link rate it needs: the same search, over (P, bits).
+  bandwidth a schedule needs is the link rate it needs: the same search, over (P, bits);
+* for a top-k scenario (``schedule.compression = "topk"``), at each density (``schedule.topk`` of
+  ``schedule.chunk_values``) the least bandwidth at the scenario's H and the smallest H at its
+  bandwidth, under its own schedule; and where gathering its payloads stops beating a dense ring as
+  the workers grow (``crossover``, a closed form priced at every M, not a search).
 
     >>> from islands.analysis.planner.plan import make_utilisation_plan
     >>> plan = make_utilisation_plan("worked-example", target=0.95)
@@ -27,9 +31,11 @@ from islands.scenarios import Scenario, ScenarioSource, as_source
 from islands.scenarios.source import syncer_placement, syncer_region
 from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import SCHEDULES, Streaming, switch_to
+from islands.schedules.compression import VALUE_BITS, TopK, whole_values
 from islands.simulator import DEFAULT_MAX_EVENTS, guard
 
 from ..parallel import Progress, run_tasks
+from .crossover import Crossover, crossover_to_dict, gather_crossover
 from .search import (
     RELATIVE_TOLERANCE,
     Answer,
@@ -48,6 +54,9 @@ MAX_FRAGMENTS = 64
 MAX_SEEDS = (
     100  # seeds per point of every search: beyond, a plan takes hours for a mean already steady
 )
+# The densities a top-k plan searches by default: k = chunk_values / 4 down to chunk_values / 256 (25%
+# to 0.39%: SparseLoCo's 1-3% among them), and the scenario's own k.
+DEFAULT_DENSITY_DIVISORS = (4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,8 @@ class Question:
     def overrides(self) -> tuple[str, ...]:
         if self.kind == "fragments":
             return (*switch_to(Streaming.name), f"schedule.fragments={self.subject}")
+        if self.kind == "density":
+            return (f"schedule.topk={self.subject}",)
         assert isinstance(self.subject, str), (
             "a schedule's question is about its algorithm, by name"
         )
@@ -79,6 +90,8 @@ class Question:
     def keys(self) -> list[tuple]:
         if self.kind == "fragments":
             return [("fragments", self.subject, width) for width in self.bits]
+        if self.kind == "density":
+            return [("density_bandwidth", self.subject), ("density_inner_steps", self.subject)]
         keys = [
             ("now", self.subject),
             *(("bandwidth", self.subject, goal) for goal in self.targets),
@@ -100,6 +113,11 @@ def searches(source: ScenarioSource, question: Question) -> Sequence[Answer | Me
     overrides, seeds = (*question.overrides, *placement(source, question)), question.seeds
     if question.kind == "fragments":
         return precision_row(source, question.target, overrides, question.bits, seeds)
+    if question.kind == "density":
+        return [
+            least_bandwidth(source, question.target, *overrides, seeds=seeds),
+            least_inner_steps(source, question.target, *overrides, seeds=seeds),
+        ]
     curve = bandwidth_curve(source, *overrides, seeds=seeds)
     found: list[Answer | Measurement] = [measure(source, *overrides, seeds=seeds)]
     row = [
@@ -157,6 +175,13 @@ class Plan:
         default_factory=list
     )  # one line per schedule the scenario cannot run
     runs: int = 0  # runs simulated (each seed's; none remembered twice)
+    density_bandwidth: dict[int, Answer] = field(
+        default_factory=dict
+    )  # k -> least Gbit/s at the scenario's H
+    density_inner_steps: dict[int, Answer] = field(
+        default_factory=dict
+    )  # k -> smallest H at the scenario's bandwidth
+    crossover: Crossover | None = None  # where gathering stops beating a dense ring (top-k only)
 
     def best_fragments(self) -> tuple[int, int] | None:
         """(P, bits) needing the least bandwidth; among near-ties (within the search's precision) the
@@ -185,13 +210,43 @@ def check_target(target: float) -> float:
 def fragment_candidates(scenario: Scenario) -> list[tuple[int, int]]:
     """(P, bits) pairs a streaming schedule at the scenario's H and tau can take: P divides H with
     tau < H / P (P <= ``MAX_FRAGMENTS``, and at most ``model.layers``: fragments are layer groups),
-    bits no wider than the model's own values."""
+    bits no wider than the model's own values (a top-k payload's values also at 2 and 1 bits)."""
     h, tau = scenario.schedule.inner_steps, scenario.schedule.overlap_steps
     native_bits = scenario.model.bytes_per_param * 8
-    bits = [b for b in WIRE_BITS if b <= max(native_bits, min(WIRE_BITS))]
+    formats = WIRE_BITS if TopK.of(scenario.schedule) is None else VALUE_BITS
+    bits = [b for b in formats if b <= max(native_bits, min(WIRE_BITS))]
     most = min(h, MAX_FRAGMENTS, scenario.model.layers or MAX_FRAGMENTS)
     counts = [p for p in range(1, most + 1) if h % p == 0 and tau < h // p]
     return [(p, b) for p in counts for b in bits]
+
+
+def check_density(density: float) -> float:
+    if not 0 < density <= 1:
+        raise UserError(
+            f"--densities: each must be in (0, 1], e.g. 0.0156 for 64 of 4096 values (got {density:g})"
+        )
+    return density
+
+
+def density_candidates(scenario: Scenario, densities: Sequence[float] | None) -> list[int]:
+    """The k (values kept of each chunk) a top-k plan searches: each density of ``densities`` times
+    chunk_values, rounded, at least 1 (default: chunk_values / ``DEFAULT_DENSITY_DIVISORS``), and the
+    scenario's own k; none for a dense scenario (``densities`` given for one is refused)."""
+    schedule = scenario.schedule
+    if TopK.of(schedule) is None:
+        if densities is not None:
+            raise UserError(
+                f"--densities searches the top-k density: {scenario.name} exchanges dense payloads "
+                '(schedule.compression = "none"; --set schedule.compression=topk)'
+            )
+        return []
+    chunk = schedule.chunk_values
+    fractions = (
+        [1 / divisor for divisor in DEFAULT_DENSITY_DIVISORS]
+        if densities is None
+        else [check_density(density) for density in densities]
+    )
+    return sorted({max(1, round(fraction * chunk)) for fraction in fractions} | {schedule.topk})
 
 
 def placement(source: ScenarioSource, question: Question) -> tuple[str, ...]:
@@ -209,8 +264,9 @@ def questions(
     targets: Sequence[float],
     fragments: bool,
     seeds: tuple[int, ...],
+    densities: Sequence[int] = (),
 ) -> list[Question]:
-    """Every task the plan needs for ``algorithms``."""
+    """Every task the plan needs for ``algorithms`` (and for each k of ``densities``)."""
     found = [
         Question(
             "schedule",
@@ -227,7 +283,7 @@ def questions(
         for p in dict.fromkeys(p for p, _ in candidates):
             widths = tuple(sorted((b for q, b in candidates if q == p), reverse=True))
             found.append(Question("fragments", p, target, seeds=seeds, bits=widths))
-    return found
+    return found + [Question("density", k, target, seeds=seeds) for k in densities]
 
 
 def make_utilisation_plan(
@@ -241,6 +297,7 @@ def make_utilisation_plan(
     jobs: int | None = None,
     progress: Progress | None = None,
     max_events: float = DEFAULT_MAX_EVENTS,
+    densities: Sequence[float] | None = None,
 ) -> Plan:
     """Answer the planning questions for ``target`` (and the bandwidth row for each of ``targets``).
 
@@ -250,6 +307,8 @@ def make_utilisation_plan(
     scenarios with jitter or churn, where one seed's answer is one draw). ``max_events`` is the
     simulator's resource guard for every run. A run cut short by churn never counts as reaching a
     target; the schedules whose own run was cut short have no utilisation "now" (``now_cut_short``).
+    A top-k scenario's plan also searches its densities (fractions of chunk_values, ``densities``;
+    default ``DEFAULT_DENSITY_DIVISORS``) and prices where gathering stops beating a dense ring.
     """
     source = replace(as_source(scenario, overrides), max_events=max_events)
     check_target(target)
@@ -263,9 +322,16 @@ def make_utilisation_plan(
     for variant in variants.scenarios.values():  # fail here, in one line, not in a worker
         guard(variant, max_events)
     base, algorithms = source.scenario, tuple(variants.scenarios)
+    kept = density_candidates(base, densities)
     seed_list = seed_range(base, seeds)
     asked = questions(
-        base, algorithms, target, goals, fragments and Streaming.name in algorithms, seed_list
+        base,
+        algorithms,
+        target,
+        goals,
+        fragments and Streaming.name in algorithms,
+        seed_list,
+        kept,
     )
     answers = run_tasks(
         answer, [(source, q) for q in asked], executor=executor, jobs=jobs, progress=progress
@@ -291,6 +357,7 @@ def make_utilisation_plan(
         inner_steps={},
         left_out=variants.notes(),
         runs=sum(simulated for _, simulated in answers),
+        crossover=gather_crossover(base),
     )
     for (kind, *key), result in found.items():
         if kind == "bandwidth":
@@ -299,6 +366,10 @@ def make_utilisation_plan(
             plan.inner_steps[key[0]] = result
         elif kind == "fragments":
             plan.fragments[(key[0], key[1])] = result
+        elif kind == "density_bandwidth":
+            plan.density_bandwidth[key[0]] = result
+        elif kind == "density_inner_steps":
+            plan.density_inner_steps[key[0]] = result
     return plan
 
 
@@ -331,6 +402,25 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             {"fragments": p, "bits": b, **entry(found)} for (p, b), found in plan.fragments.items()
         ],
         "best_fragments_bits": None if best is None else {"fragments": best[0], "bits": best[1]},
+        "density": [
+            {
+                "topk": k,
+                "chunk_values": plan.scenario.schedule.chunk_values,
+                "density": k / plan.scenario.schedule.chunk_values,
+                "payload_bytes": payload_of(plan.scenario, k),
+                "bandwidth_gbps": entry(found),
+                "inner_steps": entry(plan.density_inner_steps[k]),
+            }
+            for k, found in plan.density_bandwidth.items()
+        ],
+        "gather_crossover": None if plan.crossover is None else crossover_to_dict(plan.crossover),
         "runs": plan.runs,
         "schedules_left_out": plan.left_out,
     }
+
+
+def payload_of(scenario: Scenario, topk: int) -> int:
+    """Bytes of one top-k payload of the whole model at ``topk`` kept of each chunk."""
+    schedule = scenario.schedule
+    layout = TopK(schedule.chunk_values, topk, schedule.bits)
+    return layout.payload_bytes(whole_values(scenario.model.parameters))

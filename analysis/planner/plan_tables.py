@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from islands.scenarios.spec import MAX_REPLICAS
 from islands.schedules import SCHEDULES
-from islands.tables import CUT_SHORT, duration, render
+from islands.schedules.gather import DIRECT, GATHERS, RING, STORE
+from islands.tables import CUT_SHORT, duration, render, size
 
 from ..display_units import percent_text as percent
 from ..display_units import rate_text as rate
-from .plan import Plan
+from .crossover import Crossover, Intervals
+from .plan import Plan, payload_of
 from .search import MAX_GBPS, MAX_INNER_STEPS, Answer
 
 KEY_SYMBOLS = {"inner_steps": "H", "fragments": "P", "overlap_steps": "tau"}
@@ -29,7 +32,12 @@ class Table:
 
 
 def link_rates(plan: Plan) -> str:
-    """The scenario's own access-link rate(s), e.g. "1 Gbit/s" or "100 Mbit/s to 10 Gbit/s"."""
+    """The scenario's own access-link rate(s), e.g. "1 Gbit/s", "110 Mbit/s up, 500 Mbit/s down" or
+    "100 Mbit/s to 10 Gbit/s" (each island's slower direction)."""
+    pairs = {(island.upload_gbps, island.download_gbps) for island in plan.scenario.islands}
+    if len(pairs) == 1:
+        up, down = pairs.pop()
+        return rate(up) if up == down else f"{rate(up)} up, {rate(down)} down"
     rates = sorted({island.bandwidth_gbps for island in plan.scenario.islands})
     return rate(rates[0]) if len(rates) == 1 else f"{rate(rates[0])} to {rate(rates[-1])}"
 
@@ -192,6 +200,107 @@ def fragments_table(plan: Plan) -> Table:
     )
 
 
+def density_table(plan: Plan) -> Table:
+    """Per density: the payload, the least bandwidth at the scenario's H, the smallest H at its links."""
+    schedule = plan.scenario.schedule
+    slowest_step_s = max(island.step_time_s for island in plan.scenario.islands)
+    header = [
+        "density",
+        f"kept of {schedule.chunk_values}",
+        "payload",
+        f"bandwidth for {percent(plan.target)}",
+        "smallest H",
+        "compute between syncs",
+    ]
+    rows = []
+    for k, found in plan.density_bandwidth.items():
+        steps = plan.density_inner_steps[k]
+        own = " (scenario)" if k == schedule.topk else ""
+        rows.append(
+            [
+                f"{100 * k / schedule.chunk_values:.3g}%{own}",
+                str(k),
+                size(payload_of(plan.scenario, k)),
+                bandwidth_cell(found),
+                UNREACHED
+                if steps.value is None
+                else str(steps.value) + ("" if steps.monotone else FELL),
+                "-" if steps.value is None else duration(steps.value * slowest_step_s),
+            ]
+        )
+    answers = [*plan.density_bandwidth.values(), *plan.density_inner_steps.values()]
+    notes = [
+        "payload: one worker's top-k payload of the whole model (values, places, side table). The "
+        "simulator charges nothing for what a lower density leaves in the error-feedback buffer: "
+        "fewer values always look cheaper here (docs/how-to/compression.md).",
+        *cut_short_note(answers),
+        *fell_note(answers, "the value searched"),
+    ]
+    return Table(
+        f"{schedule_with_keys(plan, schedule.algorithm)} at {schedule.bits}-bit values: by top-k "
+        f"density, the bandwidth per island for {percent(plan.target)} (every island's link at that "
+        f"rate) and the smallest H at the scenario's links ({link_rates(plan)})",
+        header,
+        rows,
+        notes,
+    )
+
+
+def runs_text(runs: Intervals) -> str:
+    """Runs of M as text: "2 to 73", "every M from 2", "never"."""
+    if not runs:
+        return "never"
+    return ", ".join(
+        f"every M from {first}" if last == MAX_REPLICAS else f"{first} to {last}"
+        for first, last in runs
+    )
+
+
+def crossover_table(plan: Plan, found: Crossover) -> Table:
+    """Against a dense ring at each dense format: the M at which each gather is faster."""
+    every = "every worker's" if found.peers is None else f"K={found.peers}"
+    labels = {RING: "ring all-gather", DIRECT: f"direct ({every})", STORE: f"store ({every})"}
+    header = ["dense ring", "S per worker", *(labels[gather] for gather in GATHERS)]
+    rows = [
+        [
+            f"{row.dense_bits}-bit",
+            size(row.dense_bytes),
+            *(runs_text(row.beats[gather]) for gather in GATHERS),
+        ]
+        for row in found.rows
+    ]
+    links = found.links
+    store = (
+        ""
+        if links.ingress_gbps is None and links.egress_gbps is None
+        else "; the store's ingress "
+        + ("unbounded" if links.ingress_gbps is None else rate(links.ingress_gbps))
+        + " and egress "
+        + ("unbounded" if links.egress_gbps is None else rate(links.egress_gbps))
+    )
+    notes = [
+        f"The workers M at which gathering the {size(found.payload_bytes)} top-k payload (s) takes "
+        f"less time than a dense ring all-reduce of S, every worker on {rate(links.up_gbps)} up and "
+        f"{rate(links.down_gbps)} down{store}, bandwidth terms only (latency favours the gather: its "
+        f"rounds take fewer hops), M up to {MAX_REPLICAS:,}. The scenario gathers by "
+        f'network.gather = "{found.gather}".',
+        "Around a ring or directly every worker sends (M - 1) s against the ring's 2 (M - 1) / M x S: "
+        "gathering stops beating it above M = 2 S / s"
+        + "".join(
+            f"; {row.dense_bits}-bit: {2 * row.dense_bytes / found.payload_bytes:.1f}"
+            for row in found.rows
+        )
+        + ". Through the store a worker sends s and receives K s whatever M, unless the store's own "
+        "links or K = M make it grow (docs/how-to/compression.md).",
+    ]
+    return Table(
+        "Where gathering top-k payloads stops beating a dense ring as the workers M grow",
+        header,
+        rows,
+        notes,
+    )
+
+
 def headline(plan: Plan) -> str:
     """One sentence: what each schedule needs for the target, against what the scenario has."""
     needs = ", ".join(
@@ -205,4 +314,8 @@ def plan_tables(plan: Plan) -> list[Table]:
     tables = [bandwidth_table(plan), inner_steps_table(plan)]
     if plan.fragments:
         tables.append(fragments_table(plan))
+    if plan.density_bandwidth:
+        tables.append(density_table(plan))
+    if plan.crossover is not None:
+        tables.append(crossover_table(plan, plan.crossover))
     return tables

@@ -1,7 +1,7 @@
 """The report's what-if grid: the scenario simulated at every combination of a few values of H, the
-fragments P, the wire bits, a bandwidth scale and the workers M, for a page whose sliders look the
-answers up (``whatif_page``). Every combination the page offers is one simulator run, or the reason
-the scenario format refuses it.
+fragments P, the wire bits, the top-k density (a compressed scenario's), a bandwidth scale and the
+workers M, for a page whose sliders look the answers up (``whatif_page``). Every combination the page
+offers is one simulator run, or the reason the scenario format refuses it.
 
     >>> from islands.analysis.report.whatif import whatif_axes, run_whatif
     >>> grid = run_whatif(source, whatif_axes(source.scenario))   # doctest: +SKIP
@@ -9,6 +9,9 @@ the scenario format refuses it.
 The H slider keeps the work equal: each stop H runs the scenario's own inner steps per worker, in
 (total inner steps / H) outer steps, its stops the divisors of those steps nearest half, once and
 twice the scenario's H (a stop that would be the scenario's own, or above the whole run, is dropped).
+The density slider (``schedule.compression = "topk"`` only) keeps a quarter to four times the
+scenario's values of each chunk (``schedule.topk``, at least one, at most the chunk), shown as the
+fraction of the chunk kept; the bits slider of a top-k scenario also offers 2 and 1 bits a value.
 The bandwidth scale multiplies every island's access link, each direction (``upload_gbps`` and
 ``download_gbps``), so asymmetric and mixed fleets keep their shape; M multiplies every island's
 replicas (at least one each). An axis a schedule ignores (P outside the fragmented schedules, H under
@@ -33,6 +36,7 @@ from islands.numbers import is_finite_number
 from islands.scenarios import Scenario, ScenarioError, ScenarioSource
 from islands.scenarios.spec import WIRE_BITS
 from islands.schedules import GRADIENT, SCHEDULES, schedule_of
+from islands.schedules.compression import VALUE_BITS, TopK
 from islands.simulator import guard, simulate
 
 from ..link_rates import rate_steps
@@ -42,6 +46,7 @@ from ..sweep.runner import chunked
 H_FACTORS = (0.5, 1, 2)
 BANDWIDTH_SCALES = (0.1, 0.3, 1, 3, 10)
 WORKER_SCALES = (0.5, 1, 2)
+DENSITY_SCALES = (0.25, 0.5, 1, 2, 4)
 MIN_WORKERS = 2
 FIGURES = (
     "compute_utilisation",
@@ -123,8 +128,9 @@ def splits_model(scenario: Scenario) -> bool:
 
 
 def whatif_axes(scenario: Scenario) -> list[WhatIfAxis]:
-    """The sliders for this scenario: H, P where the schedule fragments, bits, bandwidth, M (the
-    user's own, ``--axis``, are added by ``marked_axes.report_axes``)."""
+    """The sliders for this scenario: H, P where the schedule fragments, bits, the top-k density where
+    it compresses, bandwidth, M (the user's own, ``--axis``, are added by
+    ``marked_axes.report_axes``)."""
     schedule = scenario.schedule
     axes = []
     if SCHEDULES[schedule.algorithm].exchanged != GRADIENT:
@@ -140,15 +146,18 @@ def whatif_axes(scenario: Scenario) -> list[WhatIfAxis]:
                 lambda v: [f"schedule.fragments={v}"],
             )
         )
+    compressed = TopK.of(schedule) is not None
     axes.append(
         axis_of(
             "bits",
             "bits per value on the wire",
-            [b for b in WIRE_BITS if b <= 16],
+            [b for b in (VALUE_BITS if compressed else WIRE_BITS) if b <= 16],
             schedule.bits,
             lambda v: [f"schedule.bits={v}"],
         )
     )
+    if compressed:
+        axes.append(density_axis(scenario))
     axes.append(
         axis_of(
             "bandwidth_scale",
@@ -189,6 +198,20 @@ def inner_steps_axis(scenario: Scenario) -> WhatIfAxis:
         [divisor_near(total_steps, h * f) for f in H_FACTORS],
         h,
         lambda v: [f"schedule.inner_steps={v}", f"schedule.outer_steps={total_steps // v}"],
+    )
+
+
+def density_axis(scenario: Scenario) -> WhatIfAxis:
+    """The top-k density: ``DENSITY_SCALES`` x the scenario's k of each chunk, each at least one value
+    and at most the chunk, as the fraction of the chunk kept."""
+    chunk, topk = scenario.schedule.chunk_values, scenario.schedule.topk
+    kept = {min(chunk, max(1, round(topk * scale))) for scale in DENSITY_SCALES}
+    return axis_of(
+        "density",
+        f"top-k density, values kept of every {chunk}",
+        [k / chunk for k in kept],
+        topk / chunk,
+        lambda fraction: [f"schedule.topk={round(fraction * chunk)}"],
     )
 
 

@@ -52,6 +52,15 @@ def fractions(text: str) -> tuple[float, ...]:
         ) from None
 
 
+def density_fractions(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected fractions of schedule.chunk_values like 0.0156,0.03 (got {text!r})"
+        ) from None
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "plan",
@@ -87,6 +96,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         dest="fragments",
         action="store_false",
         help="skip the fragments x precision search (the slowest part)",
+    )
+    parser.add_argument(
+        "--densities",
+        type=density_fractions,
+        default=None,
+        metavar="F1,F2,...",
+        help="top-k densities to search, fractions of schedule.chunk_values (schedule.compression = "
+        '"topk" only; default 1/4 to 1/256 of the chunk and the scenario\'s own)',
     )
     parser.add_argument(
         "--jobs",
@@ -138,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
                 jobs=args.jobs,
                 progress=bar,
                 max_events=args.max_events,
+                densities=args.densities,
             )
         finally:
             bar.close()
