@@ -61,12 +61,16 @@ def worker_by_worker(drawn: Drawn) -> str | None:
     return None if downloads else "up"
 
 
-def no_token_buckets(drawn: Drawn) -> bool:
-    return not any(
-        key in island
-        for island in drawn.document["island"]
-        for key in ("burst_bytes", "upload_burst_bytes", "download_burst_bytes")
-    )
+BURST_KEYS = ("burst_bytes", "upload_burst_bytes", "download_burst_bytes")
+
+
+def without_token_buckets(drawn: Drawn) -> Drawn:
+    """The drawn scenario with its token buckets taken out (see the module's docstring): taken out,
+    not filtered, as so many draws have one that filtering starves the search."""
+    for island in drawn.document["island"]:
+        for key in BURST_KEYS:
+            island.pop(key, None)
+    return drawn
 
 
 def assert_every_byte_carried(drawn: Drawn, result: SimResult) -> None:
@@ -85,12 +89,12 @@ def assert_every_byte_carried(drawn: Drawn, result: SimResult) -> None:
         assert carried.to_numpy() == pytest.approx(sent.to_numpy(), rel=RELATIVE, abs=1.0)
 
 
-@given(scenarios().filter(no_token_buckets))
+@given(scenarios().map(without_token_buckets))
 def test_the_summarys_bytes_are_what_the_links_carried(drawn):
     assert_every_byte_carried(drawn, simulate(drawn.scenario(), player="events"))
 
 
-@given(scenarios(algorithms=("decoupled",), permanent=False).filter(no_token_buckets))
+@given(scenarios(algorithms=("decoupled",), permanent=False).map(without_token_buckets))
 def test_the_learners_players_bytes_are_what_the_links_carried(drawn):
     setup = RunSetup.of(drawn.scenario())
     assume(why_not(setup) is None)
