@@ -44,6 +44,7 @@ class ScheduleSpec:
     chunk_values: int = DEFAULT_CHUNK_VALUES
     topk: int = DEFAULT_TOPK
     error_feedback: float = 0.0
+    transform: str = NONE
     gather_peers: int | None = None
 
 

@@ -19,6 +19,7 @@ from islands.schedules.compression import (
     DEFAULT_CHUNK_VALUES,
     DEFAULT_TOPK,
     DENSE_BITS,
+    TRANSFORMS,
     VALUE_BITS,
 )
 from islands.schedules.decoupled import ADAPTIVE
@@ -274,6 +275,14 @@ SCHEDULE_KEYS = {
         'compression = "topk": beta, the decay of each worker\'s error-feedback buffer e <- beta e + '
         "delta, of which the top-k is sent and the rest kept (SparseLoCo: 0.95; 0: none, what is not "
         "sent is lost); it stands in for the outer momentum (trainer.outer_momentum defaults to 0)",
+    ),
+    "transform": Key(
+        "str",
+        "none",
+        one_of(*TRANSFORMS),
+        'compression = "topk": "none" (the top-k of the values) or "dct" (DeMo: the top-k of each '
+        "chunk's orthonormal 2-D DCT-II coefficients, the chunk seen as a block as square as its size "
+        "allows, 64 x 64 at 4096); the same bytes on the wire",
     ),
     "gather_peers": Key(
         "int",

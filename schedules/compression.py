@@ -24,6 +24,16 @@ are gathered (``base.collective_of``): around the ring, each member sending (M -
 
 The worker keeps an error-feedback buffer e (``error_feedback`` = beta; 0: none): it sends the top-k
 of e <- beta e + delta and keeps e - sent for the next round (``trainer/core/outer.py``).
+
+``schedule.transform = "dct"`` (DeMo) takes the top-k of each chunk's DCT coefficients instead of its
+values: the chunk of n values, seen as an r x c block (``dct_block``: r the largest divisor of n at
+most sqrt(n), so 64 x 64 at n = 4096, DeMo's chunk of 64 per dimension), goes through the
+orthonormal 2-D DCT-II, and the kept coefficients travel as the values would, at the same bits with
+the same places and side table. So the DCT changes which numbers travel, never how many bytes:
+``payload_bytes`` is the same function with or without it. A receiver averages the coefficients and
+applies the inverse DCT once (the transform is linear); error feedback takes out what was sent, its
+coefficients transformed back (``trainer/core/transform.py``). Its compute, r + c multiply-adds per
+value each way, is priced with the rest of the exchange work (``network.exchange_cpu_s_per_value``).
 """
 
 from __future__ import annotations
@@ -40,12 +50,15 @@ if TYPE_CHECKING:
 NONE = "none"
 TOPK = "topk"
 COMPRESSIONS = (NONE, TOPK)
+DCT = "dct"
+TRANSFORMS = (NONE, DCT)  # what a chunk goes through before its top-k
 DENSE_BITS = (32, 16, 8, 4)  # the dense wire formats (``trainer/core/quantize.py``)
 VALUE_BITS = (32, 16, 8, 4, 2, 1)  # a kept value's formats; 8 and below are bins with a side table
 BINNED_BITS = 8  # at most this many bits, a value is a bin number
 TABLE_VALUE_BYTES = 4  # each bin's mean, fp32
 DEFAULT_CHUNK_VALUES = 4096  # SparseLoCo's 64 x 64 chunks
 DEFAULT_TOPK = 64  # SparseLoCo's k: 1.56% of a chunk
+MAX_DCT_CHUNK_VALUES = 4096  # DeMo's 64 x 64; a chunk's DCT basis is at most this squared, fp32
 
 
 @dataclass(frozen=True)
@@ -60,18 +73,20 @@ class ChunkShape:
 
 @dataclass(frozen=True)
 class TopK:
-    """The top-k payload's layout: ``topk`` of every ``chunk_values`` values at ``bits`` each."""
+    """The top-k payload's layout: ``topk`` of every ``chunk_values`` values at ``bits`` each, of
+    the values themselves or of their ``transform`` (which leaves the bytes as they are)."""
 
     chunk_values: int
     topk: int
     bits: int
+    transform: str = NONE
 
     @classmethod
     def of(cls, schedule: ScheduleSpec) -> TopK | None:
         """The schedule's layout; None without compression."""
         if schedule.compression == NONE:
             return None
-        return cls(schedule.chunk_values, schedule.topk, schedule.bits)
+        return cls(schedule.chunk_values, schedule.topk, schedule.bits, schedule.transform)
 
     @property
     def index_width(self) -> int:
@@ -119,6 +134,14 @@ class TopK:
         return math.ceil(self.payload_bits(values) / BITS_PER_BYTE) + self.table_bytes
 
 
+def dct_block(size: int) -> tuple[int, int]:
+    """The (rows, columns) of the block a chunk of ``size`` values is seen as for its 2-D DCT: rows
+    the largest divisor of ``size`` at most its square root, so the block is as square as the size
+    allows (64 x 64 at 4,096; 1 x size, a 1-D DCT, where ``size`` is prime)."""
+    rows = next(d for d in range(math.isqrt(size), 0, -1) if size % d == 0)
+    return rows, size // rows
+
+
 def whole_values(values: float) -> int:
     """A planned fragment's values as a whole number (a layer split may leave a fraction)."""
     return max(1, math.floor(values + 0.5))
@@ -151,6 +174,13 @@ def problem(scenario: Scenario, compressions: tuple[str, ...]) -> tuple[str, str
             "schedule.topk",
             f"must be at most chunk_values = {schedule.chunk_values} (got {schedule.topk})",
         )
+    if schedule.transform == DCT and schedule.chunk_values > MAX_DCT_CHUNK_VALUES:
+        return (
+            "schedule.chunk_values",
+            f'must be at most {MAX_DCT_CHUNK_VALUES} with transform = "{DCT}" (got '
+            f"{schedule.chunk_values}): each chunk size's DCT basis is kept in memory, up to "
+            "chunk_values^2 fp32 values where the size is prime",
+        )
     return unsupported(scenario)
 
 
@@ -162,7 +192,12 @@ def unread_key(schedule: ScheduleSpec, runs_topk: bool) -> tuple[str, str] | Non
         if runs_topk
         else f'algorithm = "{schedule.algorithm}" exchanges dense payloads only: remove it'
     )
-    defaults = {"chunk_values": DEFAULT_CHUNK_VALUES, "topk": DEFAULT_TOPK, "error_feedback": 0.0}
+    defaults = {
+        "chunk_values": DEFAULT_CHUNK_VALUES,
+        "topk": DEFAULT_TOPK,
+        "error_feedback": 0.0,
+        "transform": NONE,
+    }
     for key, default in defaults.items():
         if getattr(schedule, key) != default:
             return f"schedule.{key}", f'has no effect without compression = "{TOPK}" ({remedy})'

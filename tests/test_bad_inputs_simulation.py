@@ -357,6 +357,32 @@ CASES = [
     ),
     case(
         "simulate",
+        "a DCT without compression",
+        [WE, "--set", "schedule.transform=dct"],
+        'schedule.transform: has no effect without compression = "topk"',
+    ),
+    case(
+        "simulate",
+        "an unknown transform",
+        [WE, "--set", "schedule.compression=topk", "--set", "schedule.transform=fft"],
+        "schedule.transform: must be one of",
+    ),
+    case(
+        "simulate",
+        "a DCT of chunks past 4096 values",
+        [
+            WE,
+            "--set",
+            "schedule.compression=topk",
+            "--set",
+            "schedule.transform=dct",
+            "--set",
+            "schedule.chunk_values=8192",
+        ],
+        'schedule.chunk_values: must be at most 4096 with transform = "dct"',
+    ),
+    case(
+        "simulate",
         "top-k compression under DDP",
         [WE, "--set", "schedule.algorithm=ddp", "--set", "schedule.compression=topk"],
         'schedule.compression: "topk" is not run by algorithm = "ddp"',

@@ -210,6 +210,7 @@ KEY_PLAYERS = {
     "schedule.chunk_values": ("schedule.chunk_values=1024", ()),
     "schedule.topk": ("schedule.topk=32", ()),
     "schedule.error_feedback": ("schedule.error_feedback=0.95", ()),
+    "schedule.transform": ("schedule.transform=dct", ()),
     # refused without network.gather = "direct" or "store" (and those without compression)
     "schedule.gather_peers": ("schedule.gather_peers=2", ()),
     "schedule.backward_overlap": (

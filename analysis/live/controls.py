@@ -32,7 +32,7 @@ from islands.scenarios.spec import (
     Key,
 )
 from islands.schedules import SCHEDULES
-from islands.schedules.compression import COMPRESSIONS, VALUE_BITS
+from islands.schedules.compression import COMPRESSIONS, TRANSFORMS, VALUE_BITS
 from islands.schedules.gather import GATHERS
 from islands.schedules.serving import WEIGHTS_SOURCES
 
@@ -43,6 +43,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "schedule.bits": VALUE_BITS,  # 2 and 1 with compression = "topk" (the loader says so otherwise)
     "schedule.barrier": BARRIERS,
     "schedule.compression": COMPRESSIONS,
+    "schedule.transform": TRANSFORMS,  # "dct" with compression = "topk" (the loader says so otherwise)
     "network.model": NETWORK_MODELS,
     "network.collective": COLLECTIVE_SHAPES,
     "network.on_departure": DEPARTURE_POLICIES,

@@ -14,15 +14,22 @@ stream, then the side table:
 Fields are little-endian bit by bit. A decoded value in bin j is the mean of the kept values that fell
 in it, so it is off by at most the bin's width, (max - min) / 2^bits of the kept values.
 
+Under ``transform = "dct"`` the numbers kept, quantised and placed are each chunk's DCT coefficients
+(``transform.py``), in the same layout: the payload is the same bytes. ``coefficients`` reads a
+payload back to them, ``decode`` to values; ``encode``'s ``sent`` is its kept coefficients
+transformed back, what error feedback takes out of the buffer.
+
 The exchange: every member announces its payload's size with its screening numbers
 (``robust.contribution_stats``, ``announce``), then the payloads are gathered: around the ring
 (``gather_mean``, ``Group.all_gather``: each member sends M - 1 payloads, what
 ``simulator/network/collectives.py`` prices as ``RingAllGather``), straight from the round's chosen
 members (``direct_mean``, ``Group.gather_from``), or through an object store (``gathering.py``); and
-``mean_of`` averages the accepted members' decoded payloads. A payload of the wrong size, with NaN or
-Inf in its values or side table, or a place outside its chunk (or repeated, or a bitmap keeping the
-wrong count), or missing from the store at the deadline, is refused with its reason in the verdict
-(the trainer logs it, ``Trainer.note_exclusions``) and never merged.
+``mean_of`` averages the accepted members' payloads (their coefficients, then one inverse
+transform: it is linear). A payload of the wrong size, with NaN or Inf in its values or side table,
+a place outside its chunk (or repeated, or a bitmap keeping the wrong count), values whose norm is
+past fp32's range (the inverse DCT could make them Inf), or missing from the store at the deadline,
+is refused with its reason in the verdict (the trainer logs it, ``Trainer.note_exclusions``) and
+never merged.
 """
 
 from __future__ import annotations
@@ -37,10 +44,13 @@ from islands.schedules.gather import DIRECT, RING, uploads
 
 from .group import Group
 from .robust import Verdict, contribution_stats, screen
+from .transform import transform_of
 
 BYTE_BITS = 8
 MISSING = "its payload was not in the store by the deadline (trainer.timeout_s)"
 FP32_BITS, BF16_BITS = 32, 16
+# a payload's values within this norm stay finite through an orthonormal transform: none is larger
+FP32_MAX = torch.finfo(torch.float32).max
 
 
 class BadPayload(Exception):
@@ -91,6 +101,7 @@ class TopKCodec:
         self.layout, self.values = layout, values
         self.size_bytes = layout.payload_bytes(values)
         self.kept = layout.kept(values)
+        self.transform = transform_of(layout, values)
 
     def segments(self) -> Iterator[Segment]:
         start = 0
@@ -100,8 +111,9 @@ class TopKCodec:
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(payload, sent): the payload of finite fp32 ``x`` (on the CPU, uint8) and what it decodes
-        to, in place of ``x`` (zeros where nothing was kept)."""
-        flat = x.detach().float().flatten()
+        to, in place of ``x`` (zeros where nothing was kept; under a DCT, the kept coefficients
+        transformed back)."""
+        flat = self.transform.forward(x.detach().float().flatten())
         places, index_bits = [], []
         for segment in self.segments():
             rows = flat[segment.start : segment.end].view(segment.count, segment.shape.size)
@@ -115,7 +127,7 @@ class TopKCodec:
         payload = torch.cat([packed(stream), table.cpu().view(torch.uint8)])
         sent = torch.zeros_like(flat)
         sent[place] = decoded
-        return payload, sent.view_as(x)
+        return payload, self.transform.inverse(sent).view_as(x)
 
     def places_bits(self, shape: ChunkShape, chosen: torch.Tensor) -> torch.Tensor:
         """The places of each chunk's kept values: none, a bitmap, or ascending indices."""
@@ -153,6 +165,15 @@ class TopKCodec:
 
     def decode(self, payload: torch.Tensor) -> torch.Tensor:
         """The dense fp32 vector a payload stands for; ``BadPayload`` where it cannot be merged."""
+        return self.restore(self.coefficients(payload))
+
+    def restore(self, coefficients: torch.Tensor) -> torch.Tensor:
+        """The values of dense ``coefficients`` (the mean of several payloads' too: it is linear)."""
+        return self.transform.inverse(coefficients)
+
+    def coefficients(self, payload: torch.Tensor) -> torch.Tensor:
+        """The dense numbers a payload carries, before the inverse transform (the values themselves
+        without one); ``BadPayload`` where it cannot be merged."""
         if payload.numel() != self.size_bytes:
             raise BadPayload(f"its payload is {payload.numel()} bytes, not {self.size_bytes}")
         data = payload.cpu()
@@ -173,6 +194,9 @@ class TopKCodec:
             places.append((chosen + offsets.unsqueeze(1) + segment.start).flatten())
         dense = torch.zeros(self.values, dtype=torch.float32)
         dense[torch.cat(places)] = values
+        norm = float(dense.double().norm())
+        if norm > FP32_MAX:
+            raise BadPayload(f"its values' norm, {norm:.3g}, is past fp32's largest number")
         return dense
 
     def values_of(self, codes: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -305,7 +329,8 @@ def mean_of(
     sent_bytes: int,
 ) -> Gathered:
     """The mean of the accepted members' decoded ``payloads`` (zeros if none): one that is missing
-    (None) or cannot be decoded is refused with its reason, never merged."""
+    (None) or cannot be decoded is refused with its reason, never merged. Their coefficients are
+    averaged and transformed back once."""
     total, reasons = torch.zeros(codec.values), {}
     for member, data in payloads.items():
         if not verdict.accepted[member]:
@@ -314,10 +339,10 @@ def mean_of(
             reasons[member] = MISSING
             continue
         try:
-            total += codec.decode(data)
+            total += codec.coefficients(data)
         except BadPayload as bad:
             reasons[member] = str(bad)
     final = refused(verdict, reasons)
-    mean = total / max(1, final.count)
+    mean = codec.restore(total / max(1, final.count))
     own = sent if final.accepted[rank] else torch.zeros_like(sent)
     return Gathered(mean.to(sent.device), own, sent_bytes, final)
