@@ -1081,7 +1081,7 @@ CASES = [
         "--failures 2000: the grid would run for hours",
         ["--failures", "2000"],
         "chaos: --failures 2000: the goodput grid would need about 2.89e+08 simulator events in all, above the 6e+07 "
-        "(about an hour of CPU) it allows: use --failures 414 or fewer",
+        "(about an hour of CPU) it allows: use --failures 415 or fewer",
     ),
     case(
         "goodput",
