@@ -54,9 +54,9 @@ EVENTS_PER_STAGED_RUN = (
 )
 ROWS_PER_WORKER_SYNC = 4
 BYTES_PER_WORKER_SYNC = 2000
-# a departure, a return (its download) or a chip's stop and restart, and the restarts they cause: measured
-# 3.6-11 (median about 5) over fleets drawn by the property tests' strategies and the worked example's
-# churning fleets of 100-1,000 islands
+# a departure, a return (its download) or a chip's stop and restart: measured 3.6-11 (median about 5)
+# over fleets drawn by the property tests' strategies and the worked example's churning fleets of
+# 100-1,000 islands; a change that breaks a collective also plays it again (``events_per_change``)
 EVENTS_PER_CHANGE = 6
 ROWS_PER_CHANGE = 3
 HORIZON_FACTOR = 10
@@ -85,6 +85,7 @@ class Budget:
     trace_rows: float
     memory_bytes: float  # the run's rows and events, and topology_bytes
     topology_bytes: float = 0.0
+    events_per_change: float = EVENTS_PER_CHANGE  # of ``events``, each membership change's
 
 
 def endless_churn(scenario: Scenario) -> bool:
@@ -221,6 +222,7 @@ def estimate(scenario: Scenario) -> Budget:
     collectives = float(scenario.schedule.outer_steps * collectives_per_outer(scenario))
     worker_syncs = len(groups(scenario, workers)) * collectives
     topology = topology_bytes(scenario)
+    per_change = events_per_change(scenario, outer_s, sync_s)
     return Budget(
         run_length_s=length_s,
         horizon_s=horizon_s,
@@ -229,11 +231,12 @@ def estimate(scenario: Scenario) -> Budget:
         events=(
             events_per_worker_sync(scenario) * worker_syncs
             + events_per_collective(scenario) * collectives
-            + EVENTS_PER_CHANGE * changes
+            + per_change * changes
         ),
         trace_rows=ROWS_PER_WORKER_SYNC * worker_syncs + ROWS_PER_CHANGE * changes,
         memory_bytes=BYTES_PER_WORKER_SYNC * (worker_syncs + changes) + topology,
         topology_bytes=topology,
+        events_per_change=per_change,
     )
 
 
@@ -405,6 +408,17 @@ def events_per_collective(scenario: Scenario) -> float:
     return EVENTS_PER_COLLECTIVE * legs + EVENTS_PER_STAGED_RUN
 
 
+def events_per_change(scenario: Scenario, outer_s: float, sync_s: float) -> float:
+    """A membership change's events (``EVENTS_PER_CHANGE``, a ring's restart included: measured on
+    rings), and where it falls in a staged collective of a coupled schedule (the share of an outer
+    step spent in collectives) that collective's stages and processes played again among the others:
+    a departure mid-way restarts them all."""
+    staged_extra = events_per_collective(scenario) - EVENTS_PER_COLLECTIVE
+    if not schedule_of(scenario).coupled or outer_s + sync_s <= 0 or staged_extra <= 0:
+        return EVENTS_PER_CHANGE
+    return EVENTS_PER_CHANGE + staged_extra * sync_s / (outer_s + sync_s)
+
+
 def events_per_worker_sync(scenario: Scenario) -> float:
     work = scenario.network.exchange_cpu_s_per_value > 0
     spread = scenario.network.exchange_end_spread_s > 0
@@ -423,7 +437,7 @@ def check(scenario: Scenario, budget: Budget, max_events: float) -> None:
     """Refuse, with one line naming the budget and its flag (never a physics key: the physics is what the
     user asked about), a run beyond ``max_events``; and one beyond float64 time, naming what sets it."""
     if budget.events > max_events:
-        churn = EVENTS_PER_CHANGE * budget.membership_changes
+        churn = budget.events_per_change * budget.membership_changes
         cause = (
             f", {churn:.3g} of them for {budget.membership_changes:.3g} joins and leaves"
             if churn

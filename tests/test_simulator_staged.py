@@ -11,7 +11,7 @@ from helpers.scenarios import make_scenario
 from islands.errors import UserError
 from islands.scenarios import ScenarioError, load
 from islands.simulator import RunSetup, network_model_for, simulate
-from islands.simulator.budget import estimate
+from islands.simulator.budget import estimate, events_per_change
 from islands.simulator.events.engine import Simulation
 from islands.simulator.network.collectives import PendingCollective, RingAllReduce
 from islands.simulator.replicas import groups
@@ -92,6 +92,16 @@ def test_a_departure_restarts_it_among_the_survivors_and_the_budget_bounds_it():
     assert result.summary["wall_time_s"] <= budget.run_length_s
     second = result.trace[(result.trace["kind"] == "comm") & (result.trace["outer_step"] == 1)]
     assert sorted(second["worker"]) == [0, 1, 2, 3, 5]  # w4 left during the first sync's stages
+
+
+def test_a_change_in_a_staged_collective_plays_its_stages_again():
+    """A change costs 6 events on a ring (its restart included, as measured); in a hierarchical
+    collective of two regions (a reduce and a broadcast per region and the leaders' ring: 5 legs of
+    3.5 events, and its process's 4) a departure mid-way restarts them all, 18 events more than a
+    ring's 3.5, weighted by the share of an outer step spent in collectives: by hand, a quarter."""
+    assert events_per_change(load("worked-example"), 300.0, 100.0) == 6
+    staged = make_scenario(document=two_regions(3, 1e9, 10, 40))
+    assert events_per_change(staged, 300.0, 100.0) == pytest.approx(6 + (5 * 3.5 + 4 - 3.5) / 4)
 
 
 def test_every_worker_runs_for_itself_and_only_a_coupled_mean_without_end_spread_takes_it():
