@@ -43,22 +43,20 @@ from .common import (
 )
 
 
-def fractions(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected fractions like 0.5,0.9,0.99 (got {text!r})"
-        ) from None
+def comma_floats(example: str):
+    """An argparse type: numbers separated by commas, the error naming ``example``."""
+
+    def parse(text: str) -> tuple[float, ...]:
+        try:
+            return tuple(float(part) for part in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {example} (got {text!r})") from None
+
+    return parse
 
 
-def density_fractions(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected fractions of schedule.chunk_values like 0.0156,0.03 (got {text!r})"
-        ) from None
+fractions = comma_floats("fractions like 0.5,0.9,0.99")
+density_fractions = comma_floats("fractions of schedule.chunk_values like 0.0156,0.03")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
