@@ -6,21 +6,35 @@ per island), with the trainer's defaults except the keys given; DDP sees the sam
 ``--steps`` steps x batch). Prints one line per run: the setting, the final evaluation loss, and the
 penalty against the DDP run with the same M and model.
 
+DiLoCo exchanges fp32 pseudo-gradients; ``--topk`` runs SparseLoCo instead (``schedule.compression =
+"topk"``, ``schedules/compression.py``): every combination of ``--topk`` (kept per chunk of
+``--chunk-values``), ``--bits`` and ``--error-feedback`` (beta; 0: none) with every outer setting.
+The trainer averages a place over all M workers (zeros where a worker did not keep it), as
+Covenant-72B's eq. 2 writes it; ``--mean senders`` averages it over the workers that kept it, as
+SparseLoCo's reference code does (``senders_mean``; in this benchmark only, not a trainer key).
+
     python benchmarks/bench_learning.py --workers 4 --inner-steps 50 --outer nesterov average
     python benchmarks/bench_learning.py --workers 2 4 --n-embd 32 64 96 --outer nesterov
+    python benchmarks/bench_learning.py --inner-steps 15 --outer-lr 1 --topk 64 --bits 2 --error-feedback 0.95 0
+    python benchmarks/bench_learning.py --inner-steps 15 --outer-lr 1 --topk 64 --mean senders
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import sys
 import time
+import tomllib
+from unittest import mock
 
 import torch
 
+from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.scenarios.trainer_keys import TRAINER_KEYS
+from islands.trainer.core import sparse
 from islands.trainer.core.data import BatchSampler, sampler_seed, validation_batches
 from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.core.loop import (
@@ -34,10 +48,20 @@ from islands.trainer.core.model import build_model
 from islands.trainer.kinds import make_run_plan
 
 EVAL_BATCHES = 16
+TRAINER_MEAN_OF = sparse.mean_of  # the trainer's top-k mean, over all workers
+MEANS = ("workers", "senders")
 RUN_TIMEOUT_S = 3600.0
 
 
-def plan_for(algorithm: str, workers: int, inner_steps: int, steps: int, trainer: dict):
+def plan_for(
+    algorithm: str,
+    workers: int,
+    inner_steps: int,
+    steps: int,
+    trainer: dict,
+    compression: dict | None = None,
+):
+    """The run plan; ``compression``: top-k schedule keys (``compression_keys``), else fp32 dense."""
     period = 1 if algorithm == "ddp" else inner_steps
     document = {
         "name": "learning",
@@ -47,11 +71,12 @@ def plan_for(algorithm: str, workers: int, inner_steps: int, steps: int, trainer
             "inner_steps": inner_steps,
             "outer_steps": steps // period,
             "bits": 32,
+            **(compression or {}),
         },
         "island": [{"name": "a", "replicas": workers, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
         "trainer": {"eval_batches": EVAL_BATCHES, "checkpoint_every": 0, **trainer},
     }
-    return make_run_plan(from_dict(document))
+    return make_run_plan(from_dict(document, "scenario"))
 
 
 def final_loss(plan) -> float:
@@ -112,16 +137,90 @@ def outer_keys(outer: str, lr: float | None, momentum: float | None) -> dict:
     return keys
 
 
+def compression_keys(args: argparse.Namespace) -> list[dict | None]:
+    """The exchanges to run: fp32 dense (None) without ``--topk``, else one set of top-k schedule keys
+    per (k, bits, beta); ``UserError`` for a k outside 1..chunk, or a beta outside [0, 1)."""
+    if not args.topk:
+        if args.mean != "workers":
+            raise UserError(f"--mean {args.mean}: has no effect without --topk (dense payloads)")
+        return [None]
+    for k in args.topk:
+        if not 1 <= k <= args.chunk_values:
+            raise UserError(f"--topk: {k} must be in 1..--chunk-values ({args.chunk_values})")
+    for beta in args.error_feedback:
+        if not 0 <= beta < 1:
+            raise UserError(f"--error-feedback: {beta} must be in [0, 1)")
+    return [
+        {
+            "compression": "topk",
+            "chunk_values": args.chunk_values,
+            "topk": k,
+            "bits": bits,
+            "error_feedback": beta,
+        }
+        for k, bits, beta in itertools.product(args.topk, args.bits, args.error_feedback)
+    ]
+
+
+def senders_mean(
+    payloads: dict, codec: sparse.TopKCodec, verdict, sent: torch.Tensor, rank: int, sent_bytes: int
+) -> sparse.Gathered:
+    """``sparse.mean_of`` with each place averaged over the accepted workers whose payload kept it,
+    not over all of them: SparseLoCo's reference code (tplr-ai/SparseLoCo, src/tplr/sparseloco.py,
+    ``batch_decompress``: ``scatter_reduce(..., reduce="mean", include_self=False)``). A place kept by
+    one worker of M moves by that worker's value, not by 1/M of it. A kept value decoded to exactly 0
+    counts as not kept (it adds nothing to the sum either)."""
+    gathered = TRAINER_MEAN_OF(payloads, codec, verdict, sent, rank, sent_bytes)
+    senders = torch.zeros(codec.values)
+    for member, data in payloads.items():
+        if gathered.verdict.accepted[member] and data is not None:
+            senders += (codec.decode(data) != 0).float()
+    scale = gathered.verdict.count / senders.clamp(min=1)
+    return sparse.Gathered(
+        gathered.mean * scale.to(gathered.mean.device),
+        gathered.sent,
+        gathered.sent_bytes,
+        gathered.verdict,
+    )
+
+
+def averaging(mean: str) -> contextlib.AbstractContextManager:
+    """The trainer's top-k mean over all workers, or ``senders_mean`` in its place (``--mean``):
+    the ring and direct gathers call ``sparse.mean_of``, which this swaps for the runs."""
+    if mean == "workers":
+        return contextlib.nullcontext()
+    return mock.patch.object(sparse, "mean_of", senders_mean)
+
+
+def exchange_label(keys: dict | None, mean: str = "workers") -> str:
+    """How a run exchanges: fp32 dense, or top-k's density, bits, error feedback and, where not the
+    trainer's, its mean."""
+    if keys is None:
+        return "fp32"
+    density = 100 * keys["topk"] / keys["chunk_values"]
+    label = (
+        f"top {keys['topk']}/{keys['chunk_values']} ({density:.2f}%) {keys['bits']}b "
+        f"ef {keys['error_feedback']:g}"
+    )
+    return label if mean == "workers" else f"{label} mean {mean}"
+
+
 def trainer_keys(items: list[str]) -> dict:
+    """``--set KEY=VALUE`` items as [trainer] keys: VALUE read as a TOML value (a bare word as a
+    string); the scenario loader checks each key's type and range."""
     keys = {}
     for item in items:
         name, _, value = item.partition("=")
-        default = TRAINER_KEYS[name].default
-        keys[name] = type(default)(value) if not isinstance(default, bool) else value == "true"
+        if name not in TRAINER_KEYS:
+            raise UserError(f"--set {item}: {name!r} is not a [trainer] key")
+        try:
+            keys[name] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            keys[name] = value
     return keys
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -142,21 +241,46 @@ def main() -> int:
         metavar="KEY=VALUE",
         help="a [trainer] key for every run, e.g. weight_decay=0",
     )
+    parser.add_argument(
+        "--topk",
+        type=int,
+        nargs="+",
+        default=[],
+        help="SparseLoCo: values kept per chunk (schedule.topk); without it DiLoCo exchanges fp32",
+    )
+    parser.add_argument("--chunk-values", type=int, default=4096, help="values per chunk")
+    parser.add_argument(
+        "--bits", type=int, nargs="+", default=[2], help="bits per kept value (with --topk)"
+    )
+    parser.add_argument(
+        "--error-feedback",
+        type=float,
+        nargs="+",
+        default=[0.95],
+        help="beta of the error-feedback buffer, 0: none (with --topk)",
+    )
+    parser.add_argument(
+        "--mean",
+        choices=MEANS,
+        default="workers",
+        help="a top-k place's mean: over all M workers (the trainer's) or over those that kept it "
+        "(SparseLoCo's reference code; this benchmark only)",
+    )
     parser.add_argument("--no-ddp", action="store_true", help="skip the DDP baselines")
     parser.add_argument(
         "--threaded-ddp",
         action="store_true",
         help="DDP over M threads instead of one worker with M x the batch",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    try:
+        settings = planned_runs(args)
+    except UserError as exc:
+        print(f"bench_learning: error: {exc}", file=sys.stderr)
+        return 2
     torch.set_num_threads(1)
-    for n_embd, workers in itertools.product(args.n_embd, args.workers):
-        model = {
-            "n_embd": n_embd,
-            "n_layer": args.n_layer,
-            "seed": args.seed,
-            **trainer_keys(args.keys),
-        }
+    for (n_embd, workers), runs in settings.items():
+        model = runs[0][1]
         ddp = None
         if not args.no_ddp:
             started = time.monotonic()
@@ -166,22 +290,51 @@ def main() -> int:
                 f"{'':<20}  loss {ddp:.4f}  ({time.monotonic() - started:.0f} s)",
                 flush=True,
             )
-        for h, outer, lr, mu in itertools.product(
-            args.inner_steps, args.outer, args.outer_lr, args.momentum
-        ):
+        for (h, outer, exchange), _, plan in runs:
             started = time.monotonic()
-            plan = plan_for(
-                "diloco", workers, h, args.steps, {**model, **outer_keys(outer, lr, mu)}
-            )
-            loss = final_loss(plan)
+            with averaging(args.mean):
+                loss = final_loss(plan)
             spec = plan.spec
             penalty = f"{100 * (loss / ddp - 1):+.1f}% vs DDP" if ddp else ""
             print(
                 f"n_embd {n_embd:>4}  M {workers}  H {h:>4}  {outer:<8} lr {spec.outer_lr:<6g} mu "
-                f"{spec.outer_momentum:<4g} loss {loss:.4f}  {penalty}  ({time.monotonic() - started:.0f} s)",
+                f"{spec.outer_momentum:<4g} {exchange_label(exchange, args.mean)}  loss {loss:.4f}  {penalty}  "
+                f"({time.monotonic() - started:.0f} s)",
                 flush=True,
             )
     return 0
+
+
+def planned_runs(args: argparse.Namespace) -> dict[tuple[int, int], list[tuple]]:
+    """Every DiLoCo run's plan by (n_embd, M), built before any training so that a bad setting is
+    refused at once (``UserError``): [((H, outer optimizer, exchange keys), model keys, plan)]."""
+    exchanges = compression_keys(args)
+    settings: dict[tuple[int, int], list[tuple]] = {}
+    for n_embd, workers in itertools.product(args.n_embd, args.workers):
+        model = {
+            "n_embd": n_embd,
+            "n_layer": args.n_layer,
+            "seed": args.seed,
+            **trainer_keys(args.keys),
+        }
+        settings[(n_embd, workers)] = [
+            (
+                (h, outer, exchange),
+                model,
+                plan_for(
+                    "diloco",
+                    workers,
+                    h,
+                    args.steps,
+                    {**model, **outer_keys(outer, lr, mu)},
+                    exchange,
+                ),
+            )
+            for h, outer, lr, mu, exchange in itertools.product(
+                args.inner_steps, args.outer, args.outer_lr, args.momentum, exchanges
+            )
+        ]
+    return settings
 
 
 if __name__ == "__main__":
