@@ -188,7 +188,7 @@ def costs_note(costs: GatherCosts, link_ratio: float) -> str:
     return (
         f"top-k exchange probed alone ({costs.values} values, unshaped links, no latency): "
         f"{costs.screen_s * MS_PER_S:.0f} ms before its transfer, {costs.fixed_s * MS_PER_S:.0f} ms "
-        f"of its own per round; rates at {100 * link_ratio:.1f}% (one TCP stream)"
+        f"of its own per round; every rate at {100 * link_ratio:.1f}% of the configured"
         + (
             "; the object store a host behind its own shaped link (HTTP)"
             if costs.hosted_store

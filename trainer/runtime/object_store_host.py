@@ -60,9 +60,10 @@ class StoreHandler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         name = object_name(self.path)
-        data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if name is None:
+        length = self.headers.get("Content-Length", "")
+        if name is None or not length.isdigit():
             return self.reply(http.client.BAD_REQUEST)
+        data = self.rfile.read(int(length))
         self.server.store.put(name, data)
         with self.server.arrived:
             self.server.arrived.notify_all()
