@@ -298,11 +298,6 @@ VALIDATE = cases(
     ("scenario.toml",),
     [
         (
-            "a compressed exchange",
-            ("--set", "schedule.compression=topk", "--set", "schedule.bits=2"),
-            'schedule.compression: "topk" is not validated yet',
-        ),
-        (
             "--target-wall NaN",
             ("--target-wall", "nan"),
             "--target-wall nan: must be above 0 and at most 86400 seconds",
@@ -595,6 +590,21 @@ VALIDATE = cases(
             "give a scenario FILE or --suite (not both)",
         ),
         ("--quick without --suite", ("scenario.toml", "--quick"), "--quick goes with --suite"),
+        (
+            "--case without --suite",
+            ("scenario.toml", "--case", "topk-ring-m3"),
+            "--case goes with --suite",
+        ),
+        (
+            "--case and --quick",
+            ("--suite", "--quick", "--case", "topk-ring-m3"),
+            "--case or --quick, not both",
+        ),
+        (
+            "--case of no case",
+            ("--suite", "--case", "nowhere"),
+            "--case nowhere: no such case (the suite's: ddp-bf16-m2,",
+        ),
         (
             "--set with --suite",
             ("--suite", "--set", "schedule.bits=8"),

@@ -21,6 +21,7 @@ specs = st.builds(
     store_hosted=st.booleans(),
     syncer=st.booleans(),
     wan_pacer=texts,
+    object_store=texts,
     plan_file=texts,
     out_dir=texts,
     resume_dir=texts,
@@ -65,6 +66,7 @@ def test_under_torchrun_the_users_variables_give_the_spec():
         ('{"stop_after": 0}', "ISLANDS_LAUNCH: stop_after = 0 is not valid"),
         ('{"stop_after": 2.5}', "ISLANDS_LAUNCH: stop_after = 2.5 is not valid"),
         ('{"plan_file": 7}', "ISLANDS_LAUNCH: plan_file = 7 is not valid"),
+        ('{"object_store": 7}', "ISLANDS_LAUNCH: object_store = 7 is not valid"),
     ],
 )
 def test_a_malformed_spec_is_one_line(text, message):
@@ -95,6 +97,7 @@ def test_the_spec_is_one_json_object_of_its_fields():
         "store_hosted",
         "syncer",
         "wan_pacer",
+        "object_store",
         "plan_file",
         "out_dir",
         "resume_dir",

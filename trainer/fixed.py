@@ -23,9 +23,9 @@ from .config import RunPlan
 from .core.comm import StagedGroup, TorchGroup
 from .core.loop import Trainer
 from .core.memory import start_rank_process
-from .core.object_store import DirectoryStore, ObjectStore
+from .core.object_store import DirectoryStore, HttpStore, ObjectStore
 from .core.world import Groups
-from .runtime.paced import paced, paced_store
+from .runtime.paced import paced, paced_store, store_latency
 from .runtime.processes import (
     LocalLaunch,
     RankRun,
@@ -73,6 +73,7 @@ def run_rank(run: RankRun) -> dict | None:
             run.stop_after,
             run.default_out,
             run.spec.wan_pacer,
+            run.spec.object_store,
         )
     finally:
         dist.destroy_process_group()
@@ -121,23 +122,33 @@ def train_in_group(
     stop_after: int | None,
     default_out: Callable[[], Path],
     wan_pacer: str | None = None,
+    object_store: str | None = None,
 ) -> dict | None:
     groups = torch_groups(plan, rank, device)
     groups.cross = paced(groups.cross, wan_pacer, list(range(plan.islands)))
     out_dir = Path(groups.world.all_gather_object(str(out_dir or default_out()))[0])
     if plan.scenario.network.gather == STORE:
-        groups.store = run_store(plan, rank, groups, out_dir, wan_pacer)
+        groups.store = run_store(plan, rank, groups, out_dir, wan_pacer, object_store)
     trainer = Trainer(plan, rank, groups, device, out_dir, resume_dir)
     trainer.run(stop_after)
     return trainer.finish()
 
 
 def run_store(
-    plan: RunPlan, rank: int, groups: Groups, out_dir: Path, wan_pacer: str | None
+    plan: RunPlan,
+    rank: int,
+    groups: Groups,
+    out_dir: Path,
+    wan_pacer: str | None,
+    object_store: str | None = None,
 ) -> ObjectStore:
-    """The run's object store (``network.gather = "store"``): a directory of its own under
-    ``<out>/store``, named by rank 0 so that a resumed run never reads a payload its first attempt
-    left there, paced on this island's emulated link (``runtime.paced.PacedStore``)."""
+    """The run's object store (``network.gather = "store"``): the store served at ``object_store``
+    (a host behind its own emulated link: its latency slept where the kernel has no netem,
+    ``runtime.paced.store_latency``), else a directory of its own under ``<out>/store``, named by
+    rank 0 so that a resumed run never reads a payload its first attempt left there, paced on this
+    island's emulated link (``runtime.paced.PacedStore``)."""
+    if object_store is not None:
+        return store_latency(HttpStore(object_store), wan_pacer, rank, plan.scenario.store)
     named = out_dir / "store" / uuid.uuid4().hex
     root = Path(groups.world.all_gather_object(str(named))[0])
     store = DirectoryStore(root)

@@ -57,6 +57,10 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   The fixed cost and the rate above are the last member's (the sync's span); the others finish up to
   the spread before it.
 
+A top-k case's exchange is not the dense one (``gather_costs``: each such case's exchange is probed on
+its own, just before its run): where every case of an invocation is top-k, ``measure`` probes the
+links alone (``exchange = False``), and the exchange's tables stay empty.
+
 The simulator gets them through scenario keys, never fitted per case:
 ``network.exchange_cpu_s_per_value``, paid by every member before the bytes move (the ``idle`` it
 predicts at every sync); ``network.exchange_end_spread_s`` at the ring's slowest configured rate;
@@ -226,9 +230,11 @@ def probe_rate(
     stem: str = VALIDATE_STEM,
     wire_bits: tuple[int, ...] = (),
     shaper: Shaper = Shaper(),
-) -> tuple[dict, list[float], str, str]:
+    exchange: bool = True,
+) -> tuple[dict | None, list[float], str, str]:
     """The probe's timings at one configured rate, for ``min_islands`` to ``max_islands`` islands, and
-    a large exchange in each format of ``wire_bits`` too: (timings, link rates, mode, label)."""
+    a large exchange in each format of ``wire_bits`` too: (timings, link rates, mode, label); without
+    ``exchange``, the links alone (timings None)."""
     links = [LinkSpec(i, rate_bits_per_s, rate_bits_per_s, 0.0) for i in range(max_islands)]
     probe_bytes = round(rate_bits_per_s / BITS_PER_BYTE * PROBE_SECONDS)
     large = large_probe_values(probe_bytes)
@@ -238,6 +244,8 @@ def probe_rate(
             wan, EmulatedWAN
         ):  # kernel shaping: a TCP transfer's achieved rate is measured too
             rates = [measure_link(wan, 0, 1, probe_bytes) for _ in range(PROBE_REPEATS)]
+        if not exchange:
+            return None, rates, wan.mode, wan.label
         children = start_ranks(
             wan,
             ["-m", "islands.validation.exchange_probe"],
@@ -265,10 +273,12 @@ def measure(
     stem: str = VALIDATE_STEM,
     wire_bits: tuple[int, ...] = (),
     shaper: Shaper = Shaper(),
+    exchange: bool = True,
 ) -> Calibration:
     """Probe every rate of ``rates_bits_per_s`` with ``min_islands`` .. ``max_islands`` islands; the
     fixed cost and the per-value cost are medians over the rates, the achieved rate and the end spread
-    are kept per rate; the rate in each other wire format of ``wire_bits`` too."""
+    are kept per rate; the rate in each other wire format of ``wire_bits`` too. Without ``exchange``
+    (top-k cases only), the links alone."""
     wire_bits = tuple(sorted(set(wire_bits) - {BITS["large"]}))
     overheads: dict[int, list[float]] = {}
     per_call: dict[int, list[float]] = {}
@@ -280,9 +290,11 @@ def measure(
     achieved: list[float] = []
     for rate in rates_bits_per_s:
         timings, link_rates, mode, label = probe_rate(
-            rate, max_islands, kernel, min_islands, stem, wire_bits, shaper
+            rate, max_islands, kernel, min_islands, stem, wire_bits, shaper, exchange
         )
         achieved += [r / rate for r in link_rates]
+        if timings is None:
+            continue
         bucket_bytes = burst_bytes(rate) if mode != InProcessShaper.mode else 0
         for m in map(int, timings["screen"]["tiny"]):
             costs = exchange_costs(m, timings, rate, bucket_bytes)

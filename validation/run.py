@@ -8,14 +8,25 @@ from the shaped interface's own kernel counters before and after the run.
 Ranks are started here rather than by ``launch.launch_local`` because the same starter serves the
 calibration probe (not a training run, its rank 0's output piped back) and the training run (its
 console silenced). A fresh namespace has every port free, so ``RENDEZVOUS_PORT`` is used there.
+
+The object store of ``network.gather = "store"``: under kernel shaping, a host of its own on the link
+after the islands' (``store_link``: its ingress is what that link takes in, its egress what it sends,
+its latency the store's), serving a directory over HTTP (``store_host``,
+``trainer/runtime/object_store_host.py``), so that every PUT and GET crosses the island's shaped
+link and the store's as TCP streams; in-process, the directory itself, paced by each rank
+(``trainer/runtime/paced.py``).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +42,7 @@ from islands.emulation import (
 )
 from islands.errors import UserError
 from islands.schedules import SCHEDULES
+from islands.schedules.gather import STORE
 from islands.trainer.kinds import kind_of
 from islands.trainer.runtime.processes import free_port, stop_all, wait_all
 from islands.trainer.runtime.spec import LaunchSpec
@@ -39,6 +51,8 @@ from islands.units import BITS_PER_GBIT, MS_PER_S
 from .run_folder import read_run
 
 RENDEZVOUS_PORT = 29500
+STORE_PORT = 29700  # the object store host's, in its own namespace
+STORE_STOP_S = 10.0
 # Every emulated WAN of ``islands validate`` is named <stem><use> (isvcalib, isvrun, isvchurn); the
 # demo uses its own stem, so that it can run beside a validation.
 VALIDATE_STEM = "isv"
@@ -55,6 +69,7 @@ class Measured:
     weights_broadcast: (
         bool  # whether the islands got the initial fp32 weights over the shaped links
     )
+    store_bytes: dict[str, int] | None = None  # the store host's interface: rx_bytes, tx_bytes
 
 
 def rendezvous(wan: EmulatedWAN | InProcessShaper, host: int = 0) -> tuple[str, int]:
@@ -70,9 +85,11 @@ def start_ranks(
     stdout: int | None = None,
     extra_env: dict[str, str] | None = None,
     syncer: bool = False,
+    object_store: str | None = None,
 ) -> list[subprocess.Popen]:
     """One process per island (rank = island), inside its namespace, with the pacer in its environment;
-    with ``syncer``, Decoupled DiLoCo's syncer first, on the link after the islands', hosting the store."""
+    with ``syncer``, Decoupled DiLoCo's syncer first, on the link after the islands', hosting the store;
+    ``object_store``: the address of the object store host (``store_host``)."""
     address, port = rendezvous(wan, world_size if syncer else 0)
     children = []
     for rank in range(world_size + 1 if syncer else world_size):
@@ -88,7 +105,11 @@ def start_ranks(
             "TORCH_CPP_LOG_LEVEL": "ERROR",
             **wan.environment(rank),
             **(extra_env or {}),
-            **LaunchSpec(wan_pacer=wan.pacer_config(), syncer=rank == world_size).environment(),
+            **LaunchSpec(
+                wan_pacer=wan.pacer_config(),
+                syncer=rank == world_size,
+                object_store=object_store,
+            ).environment(),
         }
         command = [*wan.command_prefix(rank), sys.executable, *argv]
         children.append(
@@ -102,6 +123,48 @@ def syncer_link(plan) -> LinkSpec:
     spec = plan.scenario.syncer
     rate = math.inf if spec.bandwidth_gbps is None else spec.bandwidth_gbps * BITS_PER_GBIT
     return LinkSpec(plan.islands, rate, rate, spec.latency_ms / MS_PER_S)
+
+
+def store_link(plan) -> LinkSpec:
+    """The object store's link, after the islands': what it takes in (every PUT) at its ingress, what
+    it sends (every GET) at its egress, unshaped where ``[store]`` gives none, its latency the store's."""
+    spec = plan.scenario.store
+    ingress, egress = (
+        math.inf if g is None else g * BITS_PER_GBIT for g in (spec.ingress, spec.egress)
+    )
+    return LinkSpec(plan.islands, egress, ingress, spec.latency_ms / MS_PER_S)
+
+
+@contextmanager
+def store_host(wan: EmulatedWAN | InProcessShaper, index: int) -> Iterator[str | None]:
+    """The object store host on link ``index`` while the block runs, its address (None in-process:
+    the ranks use a directory, paced by themselves); its directory is removed after."""
+    if not isinstance(wan, EmulatedWAN):
+        yield None
+        return
+    root = tempfile.mkdtemp(prefix="islands-store-")
+    address = wan.address(index)
+    command = [
+        *wan.command_prefix(index),
+        sys.executable,
+        "-m",
+        "islands.trainer.runtime.object_store_host",
+        *("--root", root, "--host", address, "--port", str(STORE_PORT)),
+    ]
+    host = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert host.stdout is not None  # piped
+        if not host.stdout.readline().startswith("listening"):
+            raise UserError(f"the object store host did not start (exit code {host.wait()})")
+        yield f"http://{address}:{STORE_PORT}"
+    finally:
+        host.terminate()
+        try:
+            host.wait(timeout=STORE_STOP_S)
+        except subprocess.TimeoutExpired:
+            host.kill()
+            host.wait()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def run_all(children: list[subprocess.Popen], what: str) -> None:
@@ -129,15 +192,25 @@ def train_scaled(
 ) -> Measured:
     """Train ``scenario_path`` (already scaled) under emulation; outputs go to ``out_dir``."""
     decoupled = kind_of(plan).has_syncer
-    links = links_from_workers(plan.workers) + ([syncer_link(plan)] if decoupled else [])
+    through_store = plan.scenario.network.gather == STORE
+    links = links_from_workers(plan.workers)
+    links += [syncer_link(plan)] if decoupled else [store_link(plan)] if through_store else []
     with open_wan(links, prefix=f"{stem}run", kernel=kernel, shaper=shaper) as wan:
-        before = sent_bytes(wan, plan.islands)
-        argv = ["-m", "islands.cli", "train", str(scenario_path), "--out", str(out_dir)]
-        run_all(
-            start_ranks(wan, argv, plan.world_size, stdout=subprocess.DEVNULL, syncer=decoupled),
-            "the scaled training run",
-        )
-        after = sent_bytes(wan, plan.islands)
+        with store_host(wan, plan.islands) if through_store else no_store() as address:
+            before = sent_bytes(wan, plan.islands)
+            store_before = store_counters(wan, plan.islands, address)
+            argv = ["-m", "islands.cli", "train", str(scenario_path), "--out", str(out_dir)]
+            children = start_ranks(
+                wan,
+                argv,
+                plan.world_size,
+                stdout=subprocess.DEVNULL,
+                syncer=decoupled,
+                object_store=address,
+            )
+            run_all(children, "the scaled training run")
+            after = sent_bytes(wan, plan.islands)
+            store_after = store_counters(wan, plan.islands, address)
         label = wan.label
     moved = (
         [a - b for a, b in zip(after, before)] if before is not None and after is not None else None
@@ -150,7 +223,26 @@ def train_scaled(
         interface_bytes=moved,
         wan_label=label,
         weights_broadcast=SCHEDULES[run.run_info["algorithm"]].coupled,
+        store_bytes=(
+            {key: store_after[key] - store_before[key] for key in store_after}
+            if store_before is not None and store_after is not None
+            else None
+        ),
     )
+
+
+@contextmanager
+def no_store() -> Iterator[None]:
+    yield None
+
+
+def store_counters(
+    wan: EmulatedWAN | InProcessShaper, index: int, address: str | None
+) -> dict[str, int] | None:
+    """The store host's interface counters (None without a host)."""
+    if address is None or not isinstance(wan, EmulatedWAN):
+        return None
+    return wan.counters(index)
 
 
 def interface_bytes_per_worker(measured: Measured) -> float | None:

@@ -15,6 +15,10 @@ and the ratio of transfer time to compute time per interval. Changed, and said s
 * Decoupled DiLoCo: a learner moves each fragment once each way whatever M, so the rate factor
   follows the payload, not the ring volume; the syncer's link scales as the islands' do, its
   latency and a grace window in seconds by k;
+* top-k compression (``schedule.compression = "topk"``): the payload is the trainer's GPT's real
+  top-k payload, gathered around the ring, peer to peer or through the object store as the original
+  says (``network.gather``, ``schedule.gather_peers``, ``[store]``); the rates follow the gather's
+  time rather than a volume (``scaling_gather``);
 * outer steps: as many as fit in ``target_wall_s`` (at least ``MIN_OUTER_STEPS``);
 * churn (``[[event]]`` entries, ``present = false``; DiLoCo only, the elastic trainer's one
   combination): the whole timeline shrinks by k, so an event at ``at_s`` happens at ``at_s * k``, the
@@ -32,14 +36,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from islands.errors import UserError
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.loader import from_dict
 from islands.schedules import PSEUDO_GRADIENT, Schedule, schedule_of
+from islands.schedules.compression import NONE, TopK
+from islands.schedules.gather import STORE
 from islands.schedules.layout import EMBEDDINGS, layer_of, split_by_layer
 from islands.simulator import simulate
 from islands.simulator.network.collectives import calls_of
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BITS_PER_MBIT, MS_PER_S
+
+from . import scaling_gather
 
 MIN_BITS_PER_S = 5e6
 MAX_BITS_PER_S = 500e6
@@ -196,7 +203,8 @@ def churn_validated(scenario: Scenario) -> bool:
     one_fragment = (
         declared.exchanged == PSEUDO_GRADIENT and declared.fragments(scenario.schedule) == 1
     )
-    return has_churn(scenario) and scripted and one_fragment
+    dense = scenario.schedule.compression == NONE  # the elastic trainer carries no top-k payload
+    return has_churn(scenario) and scripted and one_fragment and dense
 
 
 def scaled_calls(scenario: Scenario) -> dict[str, Any]:
@@ -211,11 +219,12 @@ def not_validated(scenario: Scenario) -> list[str]:
     """What the scaled run leaves out because the trainer cannot apply it yet."""
     notes = []
     if has_churn(scenario) and not churn_validated(scenario):
-        reason = (
-            "random churn (mtbf_s) is simulated only"
-            if any(i.mtbf_s for i in scenario.islands)
-            else f"churn is validated under one-fragment DiLoCo only, not {scenario.schedule.algorithm!r}"
-        )
+        if any(i.mtbf_s for i in scenario.islands):
+            reason = "random churn (mtbf_s) is simulated only"
+        elif scenario.schedule.compression != NONE:
+            reason = "the elastic trainer carries no top-k payload"
+        else:
+            reason = f"churn is validated under one-fragment DiLoCo only, not {scenario.schedule.algorithm!r}"
         notes.append(f"churn: not validated ({reason}); run without it")
     if scenario.has_failures():
         notes.append(
@@ -306,19 +315,14 @@ def island_entries(
 
 
 def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledCase:
-    """The scaled replica of ``scenario`` (see the module docstring); a compressed exchange is refused:
-    its scaled replica (a top-k payload of the trainer's GPT) is not built yet."""
+    """The scaled replica of ``scenario`` (see the module docstring)."""
     schedule = scenario.schedule
-    if schedule.compression != "none":
-        raise UserError(
-            f'{scenario.source}: schedule.compression: "{schedule.compression}" is not validated '
-            "yet (islands train runs it; its scaled replica is not built): validate it with "
-            'compression = "none"'
-        )
     workers = scenario.workers()[: options.max_workers]
     notes = not_validated(scenario)
     if len(workers) < scenario.worker_count:
         rescaled = "ring volume" if schedule_of(scenario).coupled else "payload"
+        if schedule.compression != NONE:
+            rescaled = "gather time"
         notes.append(
             f"M {scenario.worker_count} -> {len(workers)} (first workers; {rescaled} rescaled)"
         )
@@ -329,17 +333,8 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     fastest_s = min(w.step_time_s for w in workers)
     step_factor = options.step_time_s / fastest_s
     time_factor = step_factor * h / original_h
-    m = len(workers)
     layer_values, embedding_values = trainer_model_values(n_layers(p))
-    payload_bytes = wire_payload_bytes(
-        layer_values, declared, p, m if declared.coupled else 1, schedule.bits
-    )
-    if declared.coupled:
-        volume_ratio = ring_volume_bytes(m, payload_bytes) / ring_volume_bytes(
-            scenario.worker_count, scenario.payload_bytes
-        )
-    else:  # a learner uploads and downloads each fragment once, whatever M
-        volume_ratio = payload_bytes / scenario.payload_bytes
+    model, volume_ratio = scaled_model(scenario, workers, layer_values, embedding_values, p)
     islands, kept = island_entries(workers, step_factor, time_factor, volume_ratio / time_factor)
     if abs(kept - 1) > 1e-9:
         notes.append(
@@ -349,7 +344,7 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     document: dict[str, Any] = {
         "name": f"{scenario.name}-scaled",
         "seed": scenario.seed,
-        "model": model_entry(layer_values, embedding_values, payload_bytes, schedule.bits),
+        "model": model,
         "schedule": {
             "algorithm": schedule.algorithm,
             "inner_steps": h,
@@ -366,6 +361,10 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
         },
         "island": islands,
     }
+    if schedule.compression != NONE:
+        notes += add_gather(
+            document, scenario, len(workers), volume_ratio / time_factor, time_factor
+        )
     if not declared.coupled:
         add_syncer(document, scenario, time_factor, volume_ratio / time_factor)
     if scenario.exchange.calls != "flat":
@@ -381,6 +380,63 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     if churn_validated(scenario):
         add_churn(case, workers, one_outer_s)
     return case
+
+
+def scaled_model(
+    scenario: Scenario,
+    workers: list[Worker],
+    layer_values: list[int],
+    embedding_values: int,
+    fragments: int,
+) -> tuple[dict[str, Any], float]:
+    """The scaled ``[model]`` and the factor by which the scaled run's transfer time per exchange,
+    at the original's rates, exceeds the original's: the ring volume's ratio (dense, coupled), the
+    payload's (a Decoupled DiLoCo learner moves each fragment once each way) or the gather's time
+    (top-k, ``scaling_gather``)."""
+    schedule, declared, m = scenario.schedule, schedule_of(scenario), len(workers)
+    layout = TopK.of(schedule)
+    if layout is not None:
+        payload_bytes = scaling_gather.topk_payload_bytes(layer_values, declared, fragments, layout)
+        original_bytes = sum(declared.priced_fragments(scenario)[1])
+        ratio = scaling_gather.gather_ratio(scenario, workers, payload_bytes, original_bytes)
+        return scaling_gather.topk_model_entry(layer_values, embedding_values), ratio
+    payload_bytes = wire_payload_bytes(
+        layer_values, declared, fragments, m if declared.coupled else 1, schedule.bits
+    )
+    model = model_entry(layer_values, embedding_values, payload_bytes, schedule.bits)
+    if declared.coupled:
+        return model, ring_volume_bytes(m, payload_bytes) / ring_volume_bytes(
+            scenario.worker_count, scenario.payload_bytes
+        )
+    return model, payload_bytes / scenario.payload_bytes
+
+
+def add_gather(
+    document: dict[str, Any],
+    scenario: Scenario,
+    scaled_workers: int,
+    rate_factor: float,
+    time_factor: float,
+) -> list[str]:
+    """Top-k compression: its keys, how its payloads are gathered, and the object store's link (its
+    rates clamped as the islands' are); returns notes on what changed."""
+    document["schedule"].update(scaling_gather.schedule_keys(scenario, scaled_workers))
+    document["network"] = {"gather": scenario.network.gather}
+    notes = scaling_gather.gather_notes(scenario, scaled_workers)
+    if scenario.network.gather != STORE:
+        return notes
+    store = scaling_gather.store_entry(scenario, scaled_workers, rate_factor, time_factor)
+    for key in ("ingress_gbps", "egress_gbps"):
+        if key in store:
+            wanted = store[key] * BITS_PER_GBIT
+            store[key] = clamp_bits_per_s(wanted) / BITS_PER_GBIT
+            if store[key] * BITS_PER_GBIT != wanted:
+                notes.append(
+                    f"store.{key} clamped to {store[key] * BITS_PER_GBIT / BITS_PER_MBIT:.0f} Mbit/s "
+                    f"(wanted {wanted / BITS_PER_MBIT:.3g})"
+                )
+    document["store"] = store
+    return notes
 
 
 def add_syncer(

@@ -53,6 +53,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--quick", action="store_true", help="with --suite: only its two shortest cases"
     )
     parser.add_argument(
+        "--case",
+        dest="cases",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --suite: only this case (repeatable; docs/validation.md lists them)",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=4,
@@ -122,18 +130,18 @@ def run(args: argparse.Namespace) -> int:
     if args.suite:
         from islands.validation import suite
 
-        cases = suite.select(args.quick)
-        max_islands, folders = (
-            max(case.workers for case in cases),
-            [out_dir / case.name for case in cases],
-        )
-        wire_bits = {suite.case_scenario(case).schedule.bits for case in cases}
+        cases = suite.select(args.quick, tuple(args.cases))
+        scenarios = [(suite.case_scenario(case), case.workers) for case in cases]
+        folders = [out_dir / case.name for case in cases]
     else:
         scenario = read_source(args).scenario
-        max_islands, folders = min(args.workers, scenario.worker_count), [out_dir]
-        wire_bits = {scenario.schedule.bits}
-    if saved is not None:
-        check_covers(args.calibration, saved, max_islands)
+        scenarios, folders = [(scenario, args.workers)], [out_dir]
+    # the dense exchange is calibrated for the dense cases; a top-k case probes its own (gather_costs)
+    dense = [(s, workers) for s, workers in scenarios if s.schedule.compression == "none"]
+    wire_bits = {s.schedule.bits for s, _ in dense}
+    dense_islands = max((min(workers, s.worker_count) for s, workers in dense), default=0)
+    if saved is not None and dense:
+        check_covers(args.calibration, saved, dense_islands)
     check_outputs(args, out_dir, folders)
     if (
         args.suite
@@ -151,7 +159,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         own_rates = {scale(scenario, options(args)).slowest_bits_per_s}
     calibration, kernel = calibrate(
-        args, out_dir, max_islands, saved, tuple(sorted(wire_bits)), shaper, probe_rates(own_rates)
+        args,
+        out_dir,
+        max(dense_islands, 2),
+        saved,
+        tuple(sorted(wire_bits)),
+        shaper,
+        probe_rates(own_rates),
+        exchange=bool(dense),
     )
     return (
         run_suite(args, out_dir, cases, calibration, kernel, shaper)
@@ -168,6 +183,10 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UserError("give a scenario FILE or --suite (not both)")
     if args.quick and not args.suite:
         raise UserError("--quick goes with --suite")
+    if args.cases and not args.suite:
+        raise UserError("--case goes with --suite")
+    if args.cases and args.quick:
+        raise UserError("--case or --quick, not both")
     if args.suite and args.overrides:
         raise UserError("--set goes with a scenario FILE; the suite's cases set their own keys")
     if not 2 <= args.workers <= MAX_WORKERS:
@@ -307,9 +326,11 @@ def calibrate(
     wire_bits: tuple[int, ...],
     shaper,
     rates_bits_per_s: tuple[float, ...],
+    exchange: bool = True,
 ):
     """``saved`` (read and checked by ``saved_calibration``), or one measured now at ``rates_bits_per_s``,
-    in the wire formats ``wire_bits``, and written to --calibration (else into --out)."""
+    in the wire formats ``wire_bits``, and written to --calibration (else into --out); without
+    ``exchange`` (top-k cases only, each probing its own exchange) the links alone."""
     from islands.io import write_text
     from islands.validation.calibration import measure
 
@@ -318,13 +339,19 @@ def calibrate(
     if calibration is None:
         rates = ", ".join(f"{rate / BITS_PER_MBIT:.3g}" for rate in rates_bits_per_s)
         formats = ", ".join(f"{bits}-bit" for bits in wire_bits)
-        print(
-            f"calibrating: TCP transfers and the trainer's exchange ({formats}) among 2 to {max_islands} "
-            f"islands, at {rates} Mbit/s ...",
-            flush=True,
+        what = (
+            f"TCP transfers and the trainer's exchange ({formats}) among 2 to {max_islands} islands"
+            if exchange
+            else "TCP transfers"
         )
+        print(f"calibrating: {what}, at {rates} Mbit/s ...", flush=True)
         calibration = measure(
-            max_islands, kernel, rates_bits_per_s, wire_bits=wire_bits, shaper=shaper
+            max_islands,
+            kernel,
+            rates_bits_per_s,
+            wire_bits=wire_bits,
+            shaper=shaper,
+            exchange=exchange,
         )
         write_text(args.calibration or out_dir / "calibration.json", calibration.to_json())
     print(calibration_line(calibration), flush=True)
@@ -362,6 +389,8 @@ def calibration_line(calibration) -> str:
         if calibration.link_ratios
         else "no TCP probe (the in-process shaper paces the payload itself)"
     )
+    if not calibration.overhead_s:
+        return f"calibration ({calibration.mode}): {stream}; the dense exchange not probed"
     return (
         f"calibration ({calibration.mode}): {stream}; the trainer's exchange {ratios}; "
         f"fixed cost per exchange {overheads}; screening per value {screening}"
@@ -408,5 +437,8 @@ def run_suite(
     print()
     print(suite.suite_table(results))
     print(suite.verdict(results))
+    gathered = suite.gather_verdict(results)
+    if gathered:
+        print(gathered)
     print(f"wrote {out_dir / 'suite.json'} and one folder per case")
     return 0

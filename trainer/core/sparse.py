@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from islands.schedules.compression import BINNED_BITS, ChunkShape, TopK
@@ -47,6 +48,8 @@ from .robust import Verdict, contribution_stats, screen
 from .transform import transform_of
 
 BYTE_BITS = 8
+CODE_BYTES = 8  # an int64 code's bytes
+FP32_EXACT_BITS = 24  # fp32 holds every integer below 2^24
 MISSING = "its payload was not in the store by the deadline (trainer.timeout_s)"
 FP32_BITS, BF16_BITS = 32, 16
 # a payload's values within this norm stay finite through an orthonormal transform: none is larger
@@ -58,22 +61,28 @@ class BadPayload(Exception):
 
 
 def bits_of(codes: torch.Tensor, width: int) -> torch.Tensor:
-    """Each of ``codes`` (non-negative integers below 2^width) as ``width`` bits, lowest first."""
-    shifts = torch.arange(width, device=codes.device)
-    return ((codes.long().unsqueeze(1) >> shifts) & 1).to(torch.uint8).flatten()
+    """Each of ``codes`` (non-negative integers below 2^width, width at most 32) as ``width`` bits,
+    lowest first, on the CPU: each code's little-endian bytes unpacked (numpy's ``unpackbits``, six
+    times faster than shifting int64 tensors: a decode unpacks every byte of a peer's payload)."""
+    nbytes = -(-width // BYTE_BITS)
+    little = codes.detach().long().cpu().numpy().astype("<u8")
+    as_bytes = little.view(np.uint8).reshape(-1, CODE_BYTES)[:, :nbytes]
+    bits = np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :width]
+    return torch.from_numpy(np.ascontiguousarray(bits).reshape(-1))
 
 
 def codes_of(bits: torch.Tensor, width: int) -> torch.Tensor:
-    """The integers that ``bits_of`` wrote ``width`` bits each (int64)."""
-    shifts = torch.arange(width, device=bits.device)
-    return (bits.view(-1, width).long() << shifts).sum(dim=1)
+    """The integers that ``bits_of`` wrote ``width`` bits each (int64): each row of bits times the
+    powers of two, as one matrix product, exact (every partial sum is an integer below 2^width, which
+    fp32 holds up to 24 bits and fp64 up to 53)."""
+    exact = torch.float32 if width <= FP32_EXACT_BITS else torch.float64
+    powers = torch.pow(2.0, torch.arange(width, dtype=exact, device=bits.device))
+    return (bits.view(-1, width).to(exact) @ powers).long()
 
 
 def packed(bits: torch.Tensor) -> torch.Tensor:
     """A bit stream as bytes, zero bits up to a whole byte."""
-    padded = torch.zeros(-(-bits.numel() // BYTE_BITS) * BYTE_BITS, dtype=torch.uint8)
-    padded[: bits.numel()] = bits.cpu()
-    return codes_of(padded, BYTE_BITS).to(torch.uint8)
+    return torch.from_numpy(np.packbits(bits.cpu().numpy(), bitorder="little"))
 
 
 def signed(codes: torch.Tensor, width: int) -> torch.Tensor:

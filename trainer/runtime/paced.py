@@ -16,7 +16,10 @@ so each pays one path latency: this member's one-way latency plus the farthest p
 
 The object store of ``network.gather = "store"`` is a directory (``core/object_store.py``) whose
 bytes cross no emulated link, kernel-shaped or not: ``PacedStore`` paces every PUT and GET in this
-process, on the island's link and the store's share of its own (``store_pacer``).
+process, on the island's link and the store's share of its own (``store_pacer``). Under
+``islands validate``'s kernel shaping the store is instead a host of its own (the directory served
+over HTTP, ``object_store_host.py``) behind a kernel-shaped link: its bytes are the kernel's to
+pace, and ``StoreLatency`` adds only each request's round trip where the kernel has no netem.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from islands.scenarios.model import StoreSpec
 from islands.units import BITS_PER_GBIT, MS_PER_S
 
 from ..core.group import Group
-from ..core.object_store import ObjectStore
+from ..core.object_store import HttpStore, ObjectStore
 
 
 class PacedGroup:
@@ -193,3 +196,42 @@ def paced_store(
     if not pacer:
         return store
     return PacedStore(store, shaper_from_config(pacer), island, members, spec)
+
+
+class StoreLatency:
+    """A store on a host of its own behind a kernel-shaped link (``HttpStore``): every request waits
+    a round trip, there and back over this island's one-way latency and the store's, where the
+    kernel has no netem to add it (``InProcessLatency``); the bytes are the kernel's."""
+
+    def __init__(self, inner: HttpStore, pacer: InProcessLatency, island: int, store: StoreSpec):
+        self.inner, self.pacer, self.island = inner, pacer, island
+        self.round_trip_s = 2 * (pacer.latency_s(island) + store.latency_ms / MS_PER_S)
+
+    def waited(self):
+        return self.pacer.transfer(self.island, 0, 0, self.round_trip_s)
+
+    def put(self, name: str, data: bytes) -> None:
+        with self.waited():
+            self.inner.put(name, data)
+
+    def get(self, names: list[str]) -> list[bytes | None]:
+        with self.waited():
+            return self.inner.get(names)
+
+    def wait_for(self, names: list[str], deadline_s: float) -> None:
+        with self.waited():
+            self.inner.wait_for(names, deadline_s)
+
+    def delete(self, name: str) -> None:
+        with self.waited():
+            self.inner.delete(name)
+
+
+def store_latency(store: HttpStore, pacer: str | None, island: int, spec: StoreSpec) -> ObjectStore:
+    """``store`` with its requests' round trips under the launch spec's ``wan_pacer`` (kernel shaping),
+    or unchanged without one."""
+    if not pacer:
+        return store
+    latency = pacer_from_config(pacer)
+    assert isinstance(latency, InProcessLatency), "a store host is served under kernel shaping"
+    return StoreLatency(store, latency, island, spec)

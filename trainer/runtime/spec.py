@@ -40,7 +40,9 @@ class LaunchSpec:
     run); ``incarnation``: this start of its island (each start its own; None: the node's name and
     its agent's process id); ``store_hosted``: the run's store is hosted outside the ranks (by the
     launcher or torchrun's agent); ``syncer``: the Decoupled DiLoCo syncer's process; ``wan_pacer``:
-    the emulated WAN's pacer (``paced.py``; None: no pacing)."""
+    the emulated WAN's pacer (``paced.py``; None: no pacing); ``object_store``: the address
+    (``http://host:port``) of the object store that ``network.gather = "store"`` exchanges through,
+    served by ``object_store_host.py`` (None: a directory under the run's output folder)."""
 
     launched: bool = False
     join_at_s: float | None = None
@@ -48,6 +50,7 @@ class LaunchSpec:
     store_hosted: bool = False
     syncer: bool = False
     wan_pacer: str | None = None
+    object_store: str | None = None
     plan_file: str | None = None
     out_dir: str | None = None
     resume_dir: str | None = None
@@ -65,6 +68,7 @@ TYPES = {
     "store_hosted": (bool,),
     "syncer": (bool,),
     "wan_pacer": (str, type(None)),
+    "object_store": (str, type(None)),
     "plan_file": (str, type(None)),
     "out_dir": (str, type(None)),
     "resume_dir": (str, type(None)),

@@ -1,0 +1,115 @@
+"""Serve a directory object store over HTTP, for ``network.gather = "store"`` runs whose store is a host.
+
+    python -m islands.trainer.runtime.object_store_host --root DIR --host ADDR --port PORT
+
+``core/object_store.py``'s ``HttpStore`` is its client: ``PUT /<name>`` stores the body
+(``DirectoryStore.put``: a file written whole, then renamed into place), ``GET /<name>`` answers it
+(404 where it is not there), ``DELETE /<name>`` removes it, and ``GET /?wait=<a,b,...>&timeout_s=<s>``
+answers once every object named is there, or after ``timeout_s``: a worker learns that every PUT of
+a round is in without polling over the link. ``islands validate`` starts it inside a network
+namespace of its own, behind a link shaped as the scenario's ``[store]`` (``validation/run.py``).
+It prints one line, ``listening on ADDR:PORT``, once it takes requests; SIGTERM or Ctrl+C ends it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import signal
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from ..core.object_store import DirectoryStore
+
+MAX_WAIT_S = 3600.0
+
+
+class StoreServer(ThreadingHTTPServer):
+    """An HTTP server over one ``DirectoryStore``, with a condition that every PUT notifies."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], root: Path):
+        super().__init__(address, StoreHandler)
+        self.store = DirectoryStore(root)
+        self.arrived = threading.Condition()
+
+    def all_there(self, names: list[str]) -> bool:
+        return all((self.store.root / name).exists() for name in names)
+
+
+def object_name(path: str) -> str | None:
+    """The object a request's path names; None for a path outside the store (``/``, ``..``, ``a/b``)."""
+    name = urllib.parse.unquote(urllib.parse.urlsplit(path).path.removeprefix("/"))
+    return name if name and "/" not in name and name not in (".", "..") else None
+
+
+class StoreHandler(BaseHTTPRequestHandler):
+    server: StoreServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Silent: a round makes M (K + 3) requests."""
+
+    def reply(self, status: int, body: bytes = b"") -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_PUT(self) -> None:
+        name = object_name(self.path)
+        length = self.headers.get("Content-Length", "")
+        if name is None or not length.isdigit():
+            return self.reply(http.client.BAD_REQUEST)
+        data = self.rfile.read(int(length))
+        self.server.store.put(name, data)
+        with self.server.arrived:
+            self.server.arrived.notify_all()
+        self.reply(http.client.NO_CONTENT)
+
+    def do_GET(self) -> None:
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        if "wait" in query:
+            return self.wait(query)
+        name = object_name(self.path)
+        data = None if name is None else self.server.store.read(name)
+        self.reply(http.client.NOT_FOUND) if data is None else self.reply(http.client.OK, data)
+
+    def wait(self, query: dict[str, list[str]]) -> None:
+        names = [name for name in query["wait"][0].split(",") if name]
+        try:
+            timeout_s = min(MAX_WAIT_S, max(0.0, float(query.get("timeout_s", ["0"])[0])))
+        except ValueError:
+            return self.reply(http.client.BAD_REQUEST)
+        with self.server.arrived:
+            there = self.server.arrived.wait_for(lambda: self.server.all_there(names), timeout_s)
+        self.reply(http.client.OK if there else http.client.NOT_FOUND)
+
+    def do_DELETE(self) -> None:
+        name = object_name(self.path)
+        if name is not None:
+            self.server.store.delete(name)
+        self.reply(http.client.NO_CONTENT)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True, help="the store's directory (made if missing)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="port (0: any free one)")
+    args = parser.parse_args()
+    server = StoreServer((args.host, args.port), Path(args.root))
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    print(f"listening on {args.host}:{server.server_port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""A scaled top-k case's exchange as the trainer runs it, measured just before its run, and the
+simulator's keys that price it.
+
+A top-k exchange costs more than its bytes, and its costs go by the case's own shape (the payload's
+layout, M, K, the way it travels), so each case is probed alone (``gather_probe``): the trainer's
+own exchange of the case's largest fragment on unshaped links at zero latency, through the same
+gloo groups and the same object store host as the run. What it measures:
+
+* ``screen_s``: from handing the fragment over to the transfer's start: the finite check and norm,
+  the top-k encoding, the screening's all-gather; the trace's ``idle`` before a sync;
+* ``fixed_s``: the exchange's own span with bytes that take no time: each gloo step's or HTTP
+  request's fixed cost, the store's file writes, then decoding and averaging the K payloads
+  (M around the ring), which only starts once the last one is in.
+
+The simulator gets them through scenario keys, never fitted to the run (``gather_overrides``):
+
+* ``network.exchange_cpu_s_per_value``: (``screen_s`` + the screening's emulated latency) / values,
+  paid by every member before its bytes move;
+* every island's ``latency_ms``, such that the latency the simulator puts in a round adds up to
+  ``fixed_s`` plus the latency the trainer waits in it (``trainer_round_latency_s``): around the
+  ring M - 1 hops of (sender + receiver), directly one hop, through the store a PUT's one way and
+  a GET's round trip (``simulator/network/gather_rounds.py``), with ``store.latency_ms`` folded in;
+* every link's rate, the islands' and the store's, times ``link_ratio``: what one TCP stream carries
+  of a configured rate (``calibration.Calibration.link_ratio``: the frames' headers).
+
+The trainer waits, in a round, on top of its bytes: around the ring and directly, one path latency
+(``runtime/paced.py``: its own one-way latency and the farthest peer's, once per collective);
+through the store host, a round trip to the store (its own latency and the store's, there and back)
+for each of its ``STORE_REQUESTS`` requests (PUT, the wait until every PUT is in, the GETs together,
+the DELETE of its previous payload), two where the kernel adds the latency (netem: each request on
+a connection of its own pays the handshake's round trip too); through the in-process directory
+store, a PUT's one way and a GET's round trip, as the simulator.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from islands.emulation import EmulatedWAN, LinkSpec, Shaper, netem_available, open_wan
+from islands.schedules.gather import DIRECT, RING, STORE
+from islands.units import MS_PER_S
+
+from .calibration import trainer_latency_s
+from .gather_probe import SCENARIO_VARIABLE, STORE_DIR_VARIABLE
+from .run import VALIDATE_STEM, no_store, run_all, start_ranks, store_host
+from .scaling import ScaledCase
+
+STORE_REQUESTS = 4  # PUT, wait, GET (the K together), DELETE: ``trainer/core/gathering.py``
+SIMULATED_STORE_ONE_WAYS = 3  # a PUT's one way, a GET's round trip: ``gather_rounds.through_store``
+
+
+@dataclass(frozen=True)
+class GatherCosts:
+    """The probe's medians: seconds before the transfer, the exchange's own span, and the values."""
+
+    screen_s: float
+    fixed_s: float
+    values: int
+    hosted_store: bool  # the store was a host behind its own link (else an in-process directory)
+    netem: bool  # the kernel added the latency (else the trainer slept it)
+
+
+def measure_gather_costs(
+    scaled_path: Path,
+    case: ScaledCase,
+    kernel: bool | None,
+    stem: str = VALIDATE_STEM,
+    shaper: Shaper = Shaper(),
+) -> GatherCosts:
+    """Probe the scaled case's exchange (``gather_probe``) on unshaped links at zero latency."""
+    islands = len(case.document["island"])
+    through_store = case.scenario().network.gather == STORE
+    links = [LinkSpec(i, math.inf, math.inf, 0.0) for i in range(islands + through_store)]
+    with (
+        open_wan(links, prefix=f"{stem}gather", kernel=kernel, shaper=shaper) as wan,
+        tempfile.TemporaryDirectory(prefix="islands-store-") as directory,
+        store_host(wan, islands) if through_store else no_store() as address,
+    ):
+        children = start_ranks(
+            wan,
+            ["-m", "islands.validation.gather_probe"],
+            islands,
+            stdout=subprocess.PIPE,
+            extra_env={SCENARIO_VARIABLE: str(scaled_path), STORE_DIR_VARIABLE: directory},
+            object_store=address,
+        )
+        assert children[0].stdout is not None  # piped
+        output = children[0].stdout.read()
+        run_all(children, "the gather probe")
+        hosted = isinstance(wan, EmulatedWAN) and through_store
+        netem = isinstance(wan, EmulatedWAN) and netem_available()
+    timings = json.loads(output.strip().splitlines()[-1])
+    return GatherCosts(timings["screen"], timings["average"], timings["values"], hosted, netem)
+
+
+def trainer_round_latency_s(
+    way: str, latencies_s: list[float], store_latency_s: float, costs: GatherCosts
+) -> float:
+    """The latency the trainer waits in a round on top of its bytes (the module's docstring)."""
+    if way in (RING, DIRECT):
+        return trainer_latency_s(latencies_s, phases=1)
+    one_way_s = max(latencies_s) + store_latency_s
+    if not costs.hosted_store:
+        return SIMULATED_STORE_ONE_WAYS * one_way_s
+    return STORE_REQUESTS * (2 if costs.netem else 1) * 2 * one_way_s
+
+
+def simulated_one_ways(way: str, islands: int) -> int:
+    """How many islands' one-way latencies the simulator puts in a round when every island has the
+    same and the store none: 2 (M - 1) around the ring, 2 directly, 3 through the store."""
+    return {RING: 2 * (islands - 1), DIRECT: 2, STORE: SIMULATED_STORE_ONE_WAYS}[way]
+
+
+def gather_overrides(document: dict[str, Any], costs: GatherCosts, link_ratio: float) -> list[str]:
+    """``--set`` overrides that price the scaled top-k case's exchange as the trainer runs it."""
+    islands = document["island"]
+    way = document["network"]["gather"]
+    latencies_s = [island["latency_ms"] / MS_PER_S for island in islands]
+    store = document.get("store", {})
+    store_latency_s = store.get("latency_ms", 0.0) / MS_PER_S
+    before_s = costs.screen_s + trainer_latency_s(latencies_s, phases=1)
+    round_s = costs.fixed_s + trainer_round_latency_s(way, latencies_s, store_latency_s, costs)
+    latency_ms = round_s / simulated_one_ways(way, len(islands)) * MS_PER_S
+    overrides = [f"network.exchange_cpu_s_per_value={before_s / costs.values!r}"]
+    for index, island in enumerate(islands):
+        overrides += [
+            f"island.{index}.upload_gbps={island['upload_gbps'] * link_ratio!r}",
+            f"island.{index}.download_gbps={island['download_gbps'] * link_ratio!r}",
+            f"island.{index}.latency_ms={latency_ms!r}",
+        ]
+    if way == STORE:
+        overrides.append("store.latency_ms=0.0")
+        overrides += [
+            f"store.{key}={store[key] * link_ratio!r}"
+            for key in ("ingress_gbps", "egress_gbps")
+            if key in store
+        ]
+    return overrides
