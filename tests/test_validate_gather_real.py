@@ -1,5 +1,8 @@
-"""``islands validate`` of a direct gather case and an object-store case: real scaled runs over the
-kernel-emulated WAN (the store a host of its own behind its shaped link) against the simulator.
+"""``islands validate`` of an object-store case: a real scaled run over the kernel-emulated WAN (the
+store a host of its own behind its shaped link) against the simulator. One case, the store's, keeps
+the suite short (a case takes about 30 s, most of it the trainer's start and its first broadcast of the
+weights); the ring and direct gathers' cases are measured in docs/validation.md and their payloads and
+scaling checked in tests/test_validate_gather.py.
 
 Skipped where network namespaces are unavailable (not root, no iproute2), as
 tests/test_validate_real.py is. Wall time is held to the suite's worst-case target here (10%), not
@@ -22,7 +25,7 @@ KERNEL_OK, WHY_NOT = available()
 pytestmark = pytest.mark.skipif(
     not KERNEL_OK, reason=f"kernel WAN emulation unavailable: {WHY_NOT}"
 )
-CASES = ("topk-direct-m3", "topk-store-m3-k2")
+CASES = ("topk-store-m3-k2",)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +60,7 @@ def test_the_cases_ran_and_their_wall_time_is_within_the_suites_worst(document):
 
 
 def test_the_trainer_moved_the_closed_form_bytes(document):
-    """Upload per round: M - 1 payloads from each of the K = M direct senders, one PUT to the store."""
+    """Upload per round: one PUT of the closed-form payload to the store."""
     for case in document["cases"]:
         assert figure(case, "bytes per worker (trainer)")["error"] == 0.0, case["case"]
 
