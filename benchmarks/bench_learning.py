@@ -9,32 +9,29 @@ penalty against the DDP run with the same M and model.
 DiLoCo exchanges fp32 pseudo-gradients; ``--topk`` runs SparseLoCo instead (``schedule.compression =
 "topk"``, ``schedules/compression.py``): every combination of ``--topk`` (kept per chunk of
 ``--chunk-values``), ``--bits`` and ``--error-feedback`` (beta; 0: none) with every outer setting.
-The trainer averages a place over all M workers (zeros where a worker did not keep it), as
-Covenant-72B's eq. 2 writes it; ``--mean senders`` averages it over the workers that kept it, as
-SparseLoCo's reference code does (``senders_mean``; in this benchmark only, not a trainer key).
+``--mean`` sets how a kept place is averaged (``trainer.topk_mean``): over the workers that kept it,
+as SparseLoCo's reference code does ("senders", the trainer's default), or over all M workers, zeros
+where a worker did not keep it, as Covenant-72B's eq. 2 writes it ("workers").
 
     python benchmarks/bench_learning.py --workers 4 --inner-steps 50 --outer nesterov average
     python benchmarks/bench_learning.py --workers 2 4 --n-embd 32 64 96 --outer nesterov
     python benchmarks/bench_learning.py --inner-steps 15 --outer-lr 1 --topk 64 --bits 2 --error-feedback 0.95 0
-    python benchmarks/bench_learning.py --inner-steps 15 --outer-lr 1 --topk 64 --mean senders
+    python benchmarks/bench_learning.py --inner-steps 15 --outer-lr 1 --topk 64 --mean workers
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import sys
 import time
 import tomllib
-from unittest import mock
 
 import torch
 
 from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.scenarios.trainer_keys import TRAINER_KEYS
-from islands.trainer.core import sparse
 from islands.trainer.core.data import BatchSampler, sampler_seed, validation_batches
 from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.core.loop import (
@@ -48,8 +45,7 @@ from islands.trainer.core.model import build_model
 from islands.trainer.kinds import make_run_plan
 
 EVAL_BATCHES = 16
-TRAINER_MEAN_OF = sparse.mean_of  # the trainer's top-k mean, over all workers
-MEANS = ("workers", "senders")
+MEANS = ("senders", "workers")  # ``trainer.topk_mean``
 RUN_TIMEOUT_S = 3600.0
 
 
@@ -141,7 +137,7 @@ def compression_keys(args: argparse.Namespace) -> list[dict | None]:
     """The exchanges to run: fp32 dense (None) without ``--topk``, else one set of top-k schedule keys
     per (k, bits, beta); ``UserError`` for a k outside 1..chunk, or a beta outside [0, 1)."""
     if not args.topk:
-        if args.mean != "workers":
+        if args.mean != MEANS[0]:
             raise UserError(f"--mean {args.mean}: has no effect without --topk (dense payloads)")
         return [None]
     for k in args.topk:
@@ -162,39 +158,13 @@ def compression_keys(args: argparse.Namespace) -> list[dict | None]:
     ]
 
 
-def senders_mean(
-    payloads: dict, codec: sparse.TopKCodec, verdict, sent: torch.Tensor, rank: int, sent_bytes: int
-) -> sparse.Gathered:
-    """``sparse.mean_of`` with each place averaged over the accepted workers whose payload kept it,
-    not over all of them: SparseLoCo's reference code (tplr-ai/SparseLoCo, src/tplr/sparseloco.py,
-    ``batch_decompress``: ``scatter_reduce(..., reduce="mean", include_self=False)``). A place kept by
-    one worker of M moves by that worker's value, not by 1/M of it. A kept value decoded to exactly 0
-    counts as not kept (it adds nothing to the sum either)."""
-    gathered = TRAINER_MEAN_OF(payloads, codec, verdict, sent, rank, sent_bytes)
-    senders = torch.zeros(codec.values)
-    for member, data in payloads.items():
-        if gathered.verdict.accepted[member] and data is not None:
-            senders += (codec.decode(data) != 0).float()
-    scale = gathered.verdict.count / senders.clamp(min=1)
-    return sparse.Gathered(
-        gathered.mean * scale.to(gathered.mean.device),
-        gathered.sent,
-        gathered.sent_bytes,
-        gathered.verdict,
-    )
+def mean_key(mean: str, exchange: dict | None) -> dict:
+    """``trainer.topk_mean`` for a top-k run (a dense one has no such key to set)."""
+    return {} if exchange is None else {"topk_mean": mean}
 
 
-def averaging(mean: str) -> contextlib.AbstractContextManager:
-    """The trainer's top-k mean over all workers, or ``senders_mean`` in its place (``--mean``):
-    the ring and direct gathers call ``sparse.mean_of``, which this swaps for the runs."""
-    if mean == "workers":
-        return contextlib.nullcontext()
-    return mock.patch.object(sparse, "mean_of", senders_mean)
-
-
-def exchange_label(keys: dict | None, mean: str = "workers") -> str:
-    """How a run exchanges: fp32 dense, or top-k's density, bits, error feedback and, where not the
-    trainer's, its mean."""
+def exchange_label(keys: dict | None, mean: str = MEANS[0]) -> str:
+    """How a run exchanges: fp32 dense, or top-k's density, bits, error feedback and its mean."""
     if keys is None:
         return "fp32"
     density = 100 * keys["topk"] / keys["chunk_values"]
@@ -202,7 +172,7 @@ def exchange_label(keys: dict | None, mean: str = "workers") -> str:
         f"top {keys['topk']}/{keys['chunk_values']} ({density:.2f}%) {keys['bits']}b "
         f"ef {keys['error_feedback']:g}"
     )
-    return label if mean == "workers" else f"{label} mean {mean}"
+    return f"{label} mean {mean}"
 
 
 def trainer_keys(items: list[str]) -> dict:
@@ -262,9 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mean",
         choices=MEANS,
-        default="workers",
-        help="a top-k place's mean: over all M workers (the trainer's) or over those that kept it "
-        "(SparseLoCo's reference code; this benchmark only)",
+        default=MEANS[0],
+        help="a top-k place's mean (trainer.topk_mean): over the workers that kept it (SparseLoCo's "
+        "reference code, the trainer's default) or over all M workers",
     )
     parser.add_argument("--no-ddp", action="store_true", help="skip the DDP baselines")
     parser.add_argument(
@@ -292,8 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         for (h, outer, exchange), _, plan in runs:
             started = time.monotonic()
-            with averaging(args.mean):
-                loss = final_loss(plan)
+            loss = final_loss(plan)
             spec = plan.spec
             penalty = f"{100 * (loss / ddp - 1):+.1f}% vs DDP" if ddp else ""
             print(
@@ -326,7 +295,7 @@ def planned_runs(args: argparse.Namespace) -> dict[tuple[int, int], list[tuple]]
                     workers,
                     h,
                     args.steps,
-                    {**model, **outer_keys(outer, lr, mu)},
+                    {**model, **outer_keys(outer, lr, mu), **mean_key(args.mean, exchange)},
                     exchange,
                 ),
             )

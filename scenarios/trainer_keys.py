@@ -26,6 +26,7 @@ INNER_OPTIMIZERS = ("adamw", "sgd")
 DATA_SPLITS = ("iid", "files")
 DEVICES = ("auto", "cpu", "cuda")
 AGGREGATIONS = ("mean", "median", "trimmed_mean", "radial_directional")
+TOPK_MEANS = ("senders", "workers")
 
 
 def positive_up_to(high: float, unit: str = "") -> Callable[[float], str | None]:
@@ -166,6 +167,14 @@ TRAINER_KEYS = {
         fraction_below_half,
         "trimmed_mean: fraction of the values dropped at each end of every coordinate",
     ),
+    "topk_mean": Key(
+        "str",
+        "senders",
+        one_of(*TOPK_MEANS),
+        'top-k: each kept place averaged over the members whose payload kept it, "senders" '
+        "(SparseLoCo's released code), or over every accepted member, zeros included, "
+        '"workers" (Covenant-72B\'s eq. 2 as written)',
+    ),
     "elastic": Key(
         "bool",
         False,
@@ -215,6 +224,7 @@ class TrainerSpec:
     screen_norm_factor: float
     aggregation: str
     trim_fraction: float
+    topk_mean: str
     elastic: bool
     collective_timeout_s: float
 

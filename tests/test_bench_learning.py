@@ -8,12 +8,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-import torch
 
 from islands.errors import UserError
-from islands.schedules.compression import TopK
-from islands.trainer.core import sparse
-from islands.trainer.core.robust import Verdict
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_learning.py"
 
@@ -41,7 +37,7 @@ def args(**values) -> argparse.Namespace:
         "chunk_values": 4096,
         "bits": [2],
         "error_feedback": [0.95],
-        "mean": "workers",
+        "mean": "senders",
     }
     return argparse.Namespace(**{**defaults, **values})
 
@@ -73,47 +69,17 @@ def test_every_k_bits_and_beta_is_one_topk_run():
         (128, 8, 0.0),
     ]
     # 64 of 4096 = 1.5625%
-    assert module.exchange_label(keys[0]) == "top 64/4096 (1.56%) 2b ef 0.95"
+    assert module.exchange_label(keys[0]) == "top 64/4096 (1.56%) 2b ef 0.95 mean senders"
     assert (
-        module.exchange_label(keys[0], "senders") == "top 64/4096 (1.56%) 2b ef 0.95 mean senders"
+        module.exchange_label(keys[0], "workers") == "top 64/4096 (1.56%) 2b ef 0.95 mean workers"
     )
 
 
-def gathered_means(module, verdict: Verdict) -> tuple[list[float], list[float]]:
-    """The trainer's mean and ``senders_mean`` of two payloads, fp32 values, 2 of 4 kept: worker 0
-    keeps places 0 and 3 of [4, 0, 0, 1], worker 1 places 0 and 1 of [2, 3, 0, 0]."""
-    codec = sparse.TopKCodec(TopK(chunk_values=4, topk=2, bits=32), 4)
-    payloads = {
-        0: codec.encode(torch.tensor([4.0, 0.0, 0.0, 1.0]))[0],
-        1: codec.encode(torch.tensor([2.0, 3.0, 0.0, 0.0]))[0],
-    }
-    sent = torch.zeros(4)
-    by_workers = module.TRAINER_MEAN_OF(payloads, codec, verdict, sent, 0, 0)
-    by_senders = module.senders_mean(payloads, codec, verdict, sent, 0, 0)
-    assert by_senders.verdict == by_workers.verdict
-    return by_workers.mean.tolist(), by_senders.mean.tolist()
-
-
-def test_the_senders_mean_averages_a_place_over_the_workers_that_kept_it():
-    # sums [6, 3, 0, 1]; kept by [2, 1, 0, 1] workers; over M = 2: [3, 1.5, 0, 0.5]
-    by_workers, by_senders = gathered_means(bench(), Verdict((True, True), {}))
-    assert by_workers == [3.0, 1.5, 0.0, 0.5]
-    assert by_senders == [3.0, 3.0, 0.0, 1.0]
-
-
-def test_the_senders_mean_leaves_a_refused_worker_out():
-    # worker 1 refused: its places are kept by nobody accepted, worker 0's alone
-    by_workers, by_senders = gathered_means(bench(), Verdict((True, False), {1: "NaN"}))
-    assert by_workers == by_senders == [4.0, 0.0, 0.0, 1.0]
-
-
-def test_mean_senders_swaps_the_trainers_mean_for_the_runs_only():
+def test_mean_sets_the_trainers_topk_mean_for_topk_runs():
     module = bench()
-    with module.averaging("senders"):
-        assert sparse.mean_of is module.senders_mean
-    assert sparse.mean_of is module.TRAINER_MEAN_OF
-    with module.averaging("workers"):
-        assert sparse.mean_of is module.TRAINER_MEAN_OF
+    for mean in ("senders", "workers"):
+        [(_, _, plan)] = module.planned_runs(args(topk=[64], mean=mean))[(64, 4)]
+        assert plan.spec.topk_mean == mean
 
 
 def test_a_topk_plan_carries_the_keys_and_error_feedback_replaces_the_outer_momentum():
@@ -148,7 +114,7 @@ def test_set_reads_values_as_toml():
         ({"steps": 10}, "scenario: schedule.outer_steps: must be >= 1 (got 0)"),
         ({"keys": ["speed=1"]}, "--set speed=1: 'speed' is not a [trainer] key"),
         ({"keys": ["lr=nan"]}, "scenario: trainer.lr: must be a finite number"),
-        ({"mean": "senders"}, "--mean senders: has no effect without --topk"),
+        ({"mean": "workers"}, "--mean workers: has no effect without --topk"),
     ],
 )
 def test_a_bad_setting_is_a_user_error(values, message):

@@ -37,7 +37,7 @@ from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.core.loop import Trainer
 from islands.trainer.core.outer import Fragment
 from islands.trainer.core.robust import AggregationRule, Verdict
-from islands.trainer.core.sparse import TopKCodec, announce, gather_mean
+from islands.trainer.core.sparse import TopKCodec, announce, gather_mean, mean_of
 from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
 
@@ -135,13 +135,43 @@ def test_the_loss_prior_shows_the_dense_loss_and_says_compression_is_not_priced(
     }
 
 
+# --- the mean of the gathered payloads ------------------------------------------------------------------
+
+
+def gathered_means(verdict: Verdict) -> dict[str, list[float]]:
+    """The mean of two payloads, fp32 values, 2 of 4 kept, over the senders and over the workers:
+    worker 0 keeps places 0 and 3 of [4, 0, 0, 1], worker 1 places 0 and 1 of [2, 3, 0, 0]."""
+    means = {}
+    for over in ("senders", "workers"):
+        codec = TopKCodec(TopK(chunk_values=4, topk=2, bits=32), 4, over)
+        payloads = {
+            0: codec.encode(torch.tensor([4.0, 0.0, 0.0, 1.0]))[0],
+            1: codec.encode(torch.tensor([2.0, 3.0, 0.0, 0.0]))[0],
+        }
+        means[over] = mean_of(payloads, codec, verdict, torch.zeros(4), 0, 0).mean.tolist()
+    return means
+
+
+def test_a_kept_place_is_averaged_over_the_workers_that_kept_it_or_over_every_worker():
+    """SparseLoCo's code (the default) against Covenant-72B's eq. 2 as written: the sums are
+    [6, 3, 0, 1], kept by [2, 1, 0, 1] workers: [3, 3, 0, 1]; over M = 2: [3, 1.5, 0, 0.5]."""
+    means = gathered_means(Verdict((True, True), {}))
+    assert means == {"senders": [3.0, 3.0, 0.0, 1.0], "workers": [3.0, 1.5, 0.0, 0.5]}
+
+
+def test_a_refused_worker_keeps_no_place():
+    """Worker 1 refused: its places are kept by nobody accepted, worker 0's alone."""
+    means = gathered_means(Verdict((True, False), {1: "NaN"}))
+    assert means == {"senders": [4.0, 0.0, 0.0, 1.0], "workers": [4.0, 0.0, 0.0, 1.0]}
+
+
 # --- the outer step -----------------------------------------------------------------------------------
 
 LAYOUT = TopK(16, 4, 8)
 START = torch.linspace(-1, 1, 40)
 
 
-def outer_round(locals_, spec, beta):
+def outer_round(locals_, spec, beta, topk_mean="senders"):
     """One DiLoCo round of two islands with top-k payloads over threads: (fragments, what each sent)."""
     hub = ThreadHub(2)
     members = hub.members()
@@ -153,7 +183,12 @@ def outer_round(locals_, spec, beta):
         with torch.no_grad():
             param.copy_(locals_[index])
         exchanger = Exchanger(
-            members[index], None, 8, Clock(), AggregationRule(norm_factor=0), topk=LAYOUT
+            members[index],
+            None,
+            8,
+            Clock(),
+            AggregationRule(norm_factor=0, topk_mean=topk_mean),
+            topk=LAYOUT,
         )
         diloco = DiLoCo(
             torch.optim.SGD([param], lr=0.1),
@@ -177,10 +212,17 @@ def outer_round(locals_, spec, beta):
 LOCALS = [START * 0.9 + 0.01 * torch.arange(40), START * 1.1 - 0.02 * torch.arange(40).flip(0)]
 
 
+def senders_mean(sent: list[torch.Tensor]) -> torch.Tensor:
+    """Each place's mean over the payloads that kept it (none of these decodes a kept value to 0)."""
+    kept = sum((s != 0).float() for s in sent)
+    return sum(sent) / kept.clamp(min=1)
+
+
 def test_sparseloco_steps_by_the_mean_of_the_payloads_and_keeps_the_rest():
     spec = replace(trainer_spec(), outer_lr=0.7, outer_momentum=0.0)
     fragments, sent = outer_round(LOCALS, spec, 0.95)
-    mean = (sent[0] + sent[1]) / 2
+    mean = senders_mean(sent)
+    assert ((sent[0] != 0) != (sent[1] != 0)).any()  # places one kept and the other did not
     for fragment, local, own in zip(fragments, LOCALS, sent):
         assert torch.allclose(fragment.global_params[0], START - 0.7 * mean, atol=1e-7)
         assert torch.equal(fragment.params[0].detach(), fragment.global_params[0])
@@ -188,10 +230,19 @@ def test_sparseloco_steps_by_the_mean_of_the_payloads_and_keeps_the_rest():
     assert torch.count_nonzero(sent[0]) == 12  # 2 chunks of 16 keep 4, the tail of 8 keeps 4
 
 
+def test_the_mean_over_every_worker_zeros_included_is_an_option():
+    """``trainer.topk_mean = "workers"``: Covenant-72B's eq. 2 as written, each place over M."""
+    spec = replace(trainer_spec(), outer_lr=0.7, outer_momentum=0.0)
+    fragments, sent = outer_round(LOCALS, spec, 0.95, topk_mean="workers")
+    for fragment in fragments:
+        expected = START - 0.7 * (sent[0] + sent[1]) / 2
+        assert torch.allclose(fragment.global_params[0], expected, atol=1e-7)
+
+
 def test_outer_nesterov_on_the_mean_is_an_option():
     spec = replace(trainer_spec(), outer_lr=0.7, outer_momentum=0.9)
     fragments, sent = outer_round(LOCALS, spec, 0.95)
-    mean = (sent[0] + sent[1]) / 2
+    mean = senders_mean(sent)
     # torch's Nesterov, first step: b = g; theta <- theta - lr (g + mu b) = theta - lr (1 + mu) g
     expected = START - 0.7 * 1.9 * mean
     assert torch.allclose(fragments[0].global_params[0], expected, atol=1e-6)

@@ -133,21 +133,34 @@ def test_error_feedback_keeps_input_equal_to_sent_plus_residual_in_both_domains(
     assert torch.allclose(residual[~kept], before[~kept], atol=FP32_TOLERANCE)
 
 
-def test_the_decode_of_the_gathered_mean_is_the_mean_of_the_decodes():
-    codec = dct_codec(64, 8, 2, 64 * 3 + 17)
-    xs = [torch.randn(codec.values, generator=torch.Generator().manual_seed(s)) for s in range(3)]
-    payloads = [codec.encode(x)[0] for x in xs]
+def gathered_mean(codec: TopKCodec, payloads: list[torch.Tensor]) -> torch.Tensor:
     merged = mean_of(
         dict(enumerate(payloads)),
         codec,
-        Verdict((True, True, True), {}),
+        Verdict((True,) * len(payloads), {}),
         torch.zeros(codec.values),
         0,
         0,
     )
-    expected = sum(codec.decode(p) for p in payloads) / 3
-    assert merged.verdict.count == 3
-    assert torch.allclose(merged.mean, expected, atol=FP32_TOLERANCE)
+    assert merged.verdict.count == len(payloads)
+    return merged.mean
+
+
+def test_the_decode_of_the_gathered_mean_is_the_mean_of_the_decodes():
+    """Over every worker the mean is linear: the inverse DCT of the coefficients' mean is the mean of
+    the decodes. Over the senders each coefficient is divided by its own count, so the decode is the
+    inverse DCT of those per-place means."""
+    values = 64 * 3 + 17
+    xs = [torch.randn(values, generator=torch.Generator().manual_seed(s)) for s in range(3)]
+    workers = TopKCodec(TopK(64, 8, 2, DCT), values, "workers")
+    payloads = [workers.encode(x)[0] for x in xs]
+    expected = sum(workers.decode(p) for p in payloads) / 3
+    assert torch.allclose(gathered_mean(workers, payloads), expected, atol=FP32_TOLERANCE)
+    senders = TopKCodec(TopK(64, 8, 2, DCT), values, "senders")
+    coefficients = [senders.coefficients(p) for p in payloads]
+    kept = sum((c != 0).float() for c in coefficients).clamp(min=1)
+    expected = senders.restore(sum(coefficients) / kept)
+    assert torch.allclose(gathered_mean(senders, payloads), expected, atol=FP32_TOLERANCE)
 
 
 def test_a_payload_whose_values_transform_back_past_fp32_is_refused():

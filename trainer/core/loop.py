@@ -93,7 +93,9 @@ def shapes_of(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
 
 def aggregation_rule(plan: RunPlan) -> AggregationRule:
     spec = plan.spec
-    return AggregationRule(spec.screen_norm_factor, spec.aggregation, spec.trim_fraction)
+    return AggregationRule(
+        spec.screen_norm_factor, spec.aggregation, spec.trim_fraction, spec.topk_mean
+    )
 
 
 def default_corpus(plan: RunPlan) -> Corpus:

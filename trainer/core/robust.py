@@ -33,11 +33,13 @@ JOINING = "joining: it holds no state yet and only receives the average"
 
 @dataclass(frozen=True)
 class AggregationRule:
-    """``trainer.screen_norm_factor``, ``trainer.aggregation`` and ``trainer.trim_fraction``."""
+    """``trainer.screen_norm_factor``, ``trainer.aggregation``, ``trainer.trim_fraction`` and
+    ``trainer.topk_mean``."""
 
     norm_factor: float = 10.0
     aggregation: str = "mean"
     trim_fraction: float = 0.25
+    topk_mean: str = "senders"
 
 
 @dataclass(frozen=True)

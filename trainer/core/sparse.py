@@ -48,6 +48,7 @@ from .robust import Verdict, contribution_stats, screen
 from .transform import transform_of
 
 BYTE_BITS = 8
+SENDERS = "senders"  # ``trainer.topk_mean``: each place over the members that kept it
 CODE_BYTES = 8  # an int64 code's bytes
 FP32_EXACT_BITS = 24  # fp32 holds every integer below 2^24
 MISSING = "its payload was not in the store by the deadline (trainer.timeout_s)"
@@ -104,10 +105,12 @@ class Segment:
 
 
 class TopKCodec:
-    """Encodes and decodes the top-k payload of a vector of ``values`` values."""
+    """Encodes and decodes the top-k payload of a vector of ``values`` values; ``mean_over``
+    (``trainer.topk_mean``): how ``mean_of`` averages a kept place, over the members that kept it
+    ("senders") or over every accepted member ("workers")."""
 
-    def __init__(self, layout: TopK, values: int):
-        self.layout, self.values = layout, values
+    def __init__(self, layout: TopK, values: int, mean_over: str = SENDERS):
+        self.layout, self.values, self.mean_over = layout, values, mean_over
         self.size_bytes = layout.payload_bytes(values)
         self.kept = layout.kept(values)
         self.transform = transform_of(layout, values)
@@ -183,6 +186,11 @@ class TopKCodec:
     def coefficients(self, payload: torch.Tensor) -> torch.Tensor:
         """The dense numbers a payload carries, before the inverse transform (the values themselves
         without one); ``BadPayload`` where it cannot be merged."""
+        return self.kept_of(payload)[0]
+
+    def kept_of(self, payload: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the dense numbers a payload carries, the places it kept); ``BadPayload`` where it cannot
+        be merged."""
         if payload.numel() != self.size_bytes:
             raise BadPayload(f"its payload is {payload.numel()} bytes, not {self.size_bytes}")
         data = payload.cpu()
@@ -202,11 +210,12 @@ class TopKCodec:
             offsets = torch.arange(segment.count) * segment.shape.size
             places.append((chosen + offsets.unsqueeze(1) + segment.start).flatten())
         dense = torch.zeros(self.values, dtype=torch.float32)
-        dense[torch.cat(places)] = values
+        kept = torch.cat(places)
+        dense[kept] = values
         norm = float(dense.double().norm())
         if norm > FP32_MAX:
             raise BadPayload(f"its values' norm, {norm:.3g}, is past fp32's largest number")
-        return dense
+        return dense, kept
 
     def values_of(self, codes: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
         """The kept values from their codes; ``BadPayload`` for NaN or Inf."""
@@ -339,8 +348,11 @@ def mean_of(
 ) -> Gathered:
     """The mean of the accepted members' decoded ``payloads`` (zeros if none): one that is missing
     (None) or cannot be decoded is refused with its reason, never merged. Their coefficients are
-    averaged and transformed back once."""
-    total, reasons = torch.zeros(codec.values), {}
+    averaged and transformed back once: each place over the members whose payload kept it
+    (``codec.mean_over`` "senders", SparseLoCo's released code: ``scatter_reduce(..., "mean",
+    include_self=False)``, so a place one member of M kept moves by its whole value), or over every
+    accepted member, zeros included ("workers", Covenant-72B's eq. 2 as written: 1/M of it)."""
+    total, senders, reasons = torch.zeros(codec.values), torch.zeros(codec.values), {}
     for member, data in payloads.items():
         if not verdict.accepted[member]:
             continue
@@ -348,10 +360,14 @@ def mean_of(
             reasons[member] = MISSING
             continue
         try:
-            total += codec.coefficients(data)
+            dense, kept = codec.kept_of(data)
         except BadPayload as bad:
             reasons[member] = str(bad)
+            continue
+        total += dense
+        senders[kept] += 1
     final = refused(verdict, reasons)
-    mean = codec.restore(total / max(1, final.count))
+    over = senders.clamp(min=1) if codec.mean_over == SENDERS else max(1, final.count)
+    mean = codec.restore(total / over)
     own = sent if final.accepted[rank] else torch.zeros_like(sent)
     return Gathered(mean.to(sent.device), own, sent_bytes, final)

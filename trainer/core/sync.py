@@ -204,7 +204,7 @@ class Exchanger:
         """Screen, then gather the top-k payloads (``Gathering``) and average the accepted ones of
         the round's chosen members."""
         assert self.topk is not None and self.intra is None, "one rank per island sends top-k"
-        codec = TopKCodec(self.topk, flat.numel())
+        codec = TopKCodec(self.topk, flat.numel(), self.rule.topk_mean)
         payload, sent, verdict = announce(
             self.cross, flat, codec, contributes, self.rule.norm_factor
         )
