@@ -20,9 +20,9 @@ from islands.simulator import simulate
 from islands.trainer.core.object_store import HttpStore
 from islands.trainer.core.sparse import TopKCodec
 from islands.validation import suite
-from islands.validation.gather_costs import GatherCosts, gather_overrides
 from islands.validation.scaling import ScaleOptions, scale, to_toml, trainer_model_values
-from islands.validation.scaling_gather import scaled_peers
+from islands.validation.topk.costs import GatherCosts, gather_overrides
+from islands.validation.topk.replica import scaled_peers
 
 TOPK = [
     "schedule.compression=topk",

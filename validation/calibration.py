@@ -57,7 +57,7 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   The fixed cost and the rate above are the last member's (the sync's span); the others finish up to
   the spread before it.
 
-A top-k case's exchange is not the dense one (``gather_costs``: each such case's exchange is probed on
+A top-k case's exchange is not the dense one (``topk.costs``: each such case's exchange is probed on
 its own, just before its run): where every case of an invocation is top-k, ``measure`` probes the
 links alone (``exchange = False``), and the exchange's tables stay empty.
 

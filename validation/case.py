@@ -13,7 +13,7 @@ island's measured mean compute seconds per inner step (calibrated after the run)
 Churn (DiLoCo with ``[[event]]`` entries): the elastic launcher plays the scaled events in the real
 run (``churn``), and leaves, joins, lost compute and join time are compared too.
 
-Top-k compression: the case's own exchange is probed alone first (``gather_costs``), and the
+Top-k compression: the case's own exchange is probed alone first (``topk.costs``), and the
 simulator priced from that probe and the links' ratio instead of the dense exchange's calibration;
 through an object store, the bytes the store host took in and sent out are compared too
 (``store_figures``: M payloads in per round, M x K out).
@@ -39,10 +39,10 @@ from .calibration import Calibration, simulator_overrides
 from .churn_run import churn_figures, train_elastic
 from .compare import Comparison, Figure, compare, relative_error
 from .external import measured_step_overrides
-from .gather_costs import GatherCosts, gather_overrides, measure_gather_costs
 from .plot import write_overlay
 from .run import VALIDATE_STEM, Measured, interface_bytes_per_worker, train_scaled
 from .scaling import ScaledCase, ScaleOptions, scale, to_toml
+from .topk.costs import GatherCosts, gather_overrides, measure_gather_costs
 
 
 def compute_note(case: ScaledCase, measured: Measured, paced: bool) -> str:

@@ -18,7 +18,7 @@ and the ratio of transfer time to compute time per interval. Changed, and said s
 * top-k compression (``schedule.compression = "topk"``): the payload is the trainer's GPT's real
   top-k payload, gathered around the ring, peer to peer or through the object store as the original
   says (``network.gather``, ``schedule.gather_peers``, ``[store]``); the rates follow the gather's
-  time rather than a volume (``scaling_gather``);
+  time rather than a volume (``topk.replica``);
 * outer steps: as many as fit in ``target_wall_s`` (at least ``MIN_OUTER_STEPS``);
 * churn (``[[event]]`` entries, ``present = false``; DiLoCo only, the elastic trainer's one
   combination): the whole timeline shrinks by k, so an event at ``at_s`` happens at ``at_s * k``, the
@@ -46,7 +46,7 @@ from islands.simulator import simulate
 from islands.simulator.network.collectives import calls_of
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BITS_PER_MBIT, MS_PER_S
 
-from . import scaling_gather
+from .topk import replica
 
 MIN_BITS_PER_S = 5e6
 MAX_BITS_PER_S = 500e6
@@ -392,14 +392,14 @@ def scaled_model(
     """The scaled ``[model]`` and the factor by which the scaled run's transfer time per exchange,
     at the original's rates, exceeds the original's: the ring volume's ratio (dense, coupled), the
     payload's (a Decoupled DiLoCo learner moves each fragment once each way) or the gather's time
-    (top-k, ``scaling_gather``)."""
+    (top-k, ``topk.replica``)."""
     schedule, declared, m = scenario.schedule, schedule_of(scenario), len(workers)
     layout = TopK.of(schedule)
     if layout is not None:
-        payload_bytes = scaling_gather.topk_payload_bytes(layer_values, declared, fragments, layout)
+        payload_bytes = replica.topk_payload_bytes(layer_values, declared, fragments, layout)
         original_bytes = sum(declared.priced_fragments(scenario)[1])
-        ratio = scaling_gather.gather_ratio(scenario, workers, payload_bytes, original_bytes)
-        return scaling_gather.topk_model_entry(layer_values, embedding_values), ratio
+        ratio = replica.gather_ratio(scenario, workers, payload_bytes, original_bytes)
+        return replica.topk_model_entry(layer_values, embedding_values), ratio
     payload_bytes = wire_payload_bytes(
         layer_values, declared, fragments, m if declared.coupled else 1, schedule.bits
     )
@@ -420,12 +420,12 @@ def add_gather(
 ) -> list[str]:
     """Top-k compression: its keys, how its payloads are gathered, and the object store's link (its
     rates clamped as the islands' are); returns notes on what changed."""
-    document["schedule"].update(scaling_gather.schedule_keys(scenario, scaled_workers))
+    document["schedule"].update(replica.schedule_keys(scenario, scaled_workers))
     document["network"] = {"gather": scenario.network.gather}
-    notes = scaling_gather.gather_notes(scenario, scaled_workers)
+    notes = replica.gather_notes(scenario, scaled_workers)
     if scenario.network.gather != STORE:
         return notes
-    store = scaling_gather.store_entry(scenario, scaled_workers, rate_factor, time_factor)
+    store = replica.store_entry(scenario, scaled_workers, rate_factor, time_factor)
     for key in ("ingress_gbps", "egress_gbps"):
         if key in store:
             wanted = store[key] * BITS_PER_GBIT

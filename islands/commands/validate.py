@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         scenario = read_source(args).scenario
         scenarios, folders = [(scenario, args.workers)], [out_dir]
-    # the dense exchange is calibrated for the dense cases; a top-k case probes its own (gather_costs)
+    # the dense exchange is calibrated for the dense cases; a top-k case probes its own (validation/topk/costs.py)
     dense = [(s, workers) for s, workers in scenarios if s.schedule.compression == "none"]
     wire_bits = {s.schedule.bits for s, _ in dense}
     dense_islands = max((min(workers, s.worker_count) for s, workers in dense), default=0)

@@ -2,7 +2,7 @@
 simulator's keys that price it.
 
 A top-k exchange costs more than its bytes, and its costs go by the case's own shape (the payload's
-layout, M, K, the way it travels), so each case is probed alone (``gather_probe``): the trainer's
+layout, M, K, the way it travels), so each case is probed alone (``probe``): the trainer's
 own exchange of the case's largest fragment on unshaped links at zero latency, through the same
 gloo groups and the same object store host as the run. What it measures:
 
@@ -46,10 +46,10 @@ from islands.emulation import EmulatedWAN, LinkSpec, Shaper, netem_available, op
 from islands.schedules.gather import DIRECT, RING, STORE
 from islands.units import MS_PER_S
 
-from .calibration import trainer_latency_s
-from .gather_probe import SCENARIO_VARIABLE, STORE_DIR_VARIABLE
-from .run import VALIDATE_STEM, no_store, run_all, start_ranks, store_host
-from .scaling import ScaledCase
+from ..calibration import trainer_latency_s
+from ..run import VALIDATE_STEM, no_store, run_all, start_ranks, store_host
+from ..scaling import ScaledCase
+from .probe import SCENARIO_VARIABLE, STORE_DIR_VARIABLE
 
 STORE_REQUESTS = 4  # PUT, wait, GET (the K together), DELETE: ``trainer/core/gathering.py``
 SIMULATED_STORE_ONE_WAYS = 3  # a PUT's one way, a GET's round trip: ``gather_rounds.through_store``
@@ -73,7 +73,7 @@ def measure_gather_costs(
     stem: str = VALIDATE_STEM,
     shaper: Shaper = Shaper(),
 ) -> GatherCosts:
-    """Probe the scaled case's exchange (``gather_probe``) on unshaped links at zero latency."""
+    """Probe the scaled case's exchange (``probe``) on unshaped links at zero latency."""
     islands = len(case.document["island"])
     through_store = case.scenario().network.gather == STORE
     links = [LinkSpec(i, math.inf, math.inf, 0.0) for i in range(islands + through_store)]
@@ -84,7 +84,7 @@ def measure_gather_costs(
     ):
         children = start_ranks(
             wan,
-            ["-m", "islands.validation.gather_probe"],
+            ["-m", "islands.validation.topk.probe"],
             islands,
             stdout=subprocess.PIPE,
             extra_env={SCENARIO_VARIABLE: str(scaled_path), STORE_DIR_VARIABLE: directory},

@@ -1,7 +1,7 @@
 """The trainer's top-k exchange of a scaled case, timed alone on unshaped links at zero latency.
 
-Run in every island's namespace as ``python -m islands.validation.gather_probe`` (started by
-``gather_costs``), with ``$ISLANDS_PROBE_SCENARIO`` the scaled scenario's file: each rank joins gloo,
+Run in every island's namespace as ``python -m islands.validation.topk.probe`` (started by
+``costs``), with ``$ISLANDS_PROBE_SCENARIO`` the scaled scenario's file: each rank joins gloo,
 builds the trainer's exchange of that scenario (``sync.Exchanger`` with its top-k layout and its
 ``network.gather``, through the object store host the launch spec names, or a directory
 ``$ISLANDS_PROBE_STORE_DIR`` in-process), warms it up as the trainer does, and times ``REPEATS``
@@ -38,7 +38,7 @@ from islands.trainer.core.tracing import Clock
 from islands.trainer.runtime.paced import paced
 from islands.trainer.runtime.spec import launch_spec
 
-from .exchange_probe import repeat_durations
+from ..exchange_probe import repeat_durations
 
 REPEATS = 11
 SCENARIO_VARIABLE = "ISLANDS_PROBE_SCENARIO"
