@@ -1,6 +1,6 @@
 """What does DeMo's DCT add to a top-k exchange's work? The codec with and without it, per value.
 
-One worker's side of a top-k exchange of N values (``trainer/core/sparse.py``): ``encode`` (the
+One worker's side of a top-k exchange of N values (``trainer/exchange/sparse.py``): ``encode`` (the
 forward DCT of every chunk, the top-k, the quantiser, the inverse DCT of what was sent, for error
 feedback) and the receiver's ``restore`` of the gathered mean (one inverse DCT, whatever the number of
 payloads: the transform is linear; reading each payload, ``coefficients``, is the same work with or
@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 
 from islands.schedules.compression import DCT, NONE, TopK
-from islands.trainer.core.sparse import TopKCodec
+from islands.trainer.exchange.sparse import TopKCodec
 
 REPEATS = 5
 NS_PER_S = 1e9

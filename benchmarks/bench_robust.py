@@ -18,11 +18,11 @@ import time
 import torch
 
 from islands.tables import size
-from islands.trainer.core.comm import ThreadHub
 from islands.trainer.core.inprocess import run_threads
-from islands.trainer.core.robust import AggregationRule
-from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange.comm import ThreadHub
+from islands.trainer.exchange.robust import AggregationRule
+from islands.trainer.exchange.sync import Exchanger
 
 REPEATS = 5
 RULES = {

@@ -17,7 +17,7 @@ magnitude in every chunk of ``chunk_values`` consecutive values, each with its p
 
 So a fragment of N = q C values (no tail) is q x k x (bits + ceil(log2 C)) bits, rounded up to whole
 bytes, plus the side table: ``payload_bytes``, the one function both executors size a payload by
-(``Schedule.sync_points`` prices it; the trainer's encoder, ``trainer/core/sparse.py``, writes exactly
+(``Schedule.sync_points`` prices it; the trainer's encoder, ``trainer/exchange/sparse.py``, writes exactly
 that many bytes, and a test holds them equal). Sparse payloads cannot be summed on the wire, so they
 are gathered (``base.collective_of``): around the ring, each member sending (M - 1) payloads, or as
 ``network.gather`` says, peer to peer or through an object store (``gather.py``).
@@ -32,7 +32,7 @@ orthonormal 2-D DCT-II, and the kept coefficients travel as the values would, at
 the same places and side table. So the DCT changes which numbers travel, never how many bytes:
 ``payload_bytes`` is the same function with or without it. A receiver averages the coefficients and
 applies the inverse DCT once (the transform is linear); error feedback takes out what was sent, its
-coefficients transformed back (``trainer/core/transform.py``). Its compute, r + c multiply-adds per
+coefficients transformed back (``trainer/exchange/transform.py``). Its compute, r + c multiply-adds per
 value each way, is priced with the rest of the exchange work (``network.exchange_cpu_s_per_value``).
 """
 
@@ -52,7 +52,7 @@ TOPK = "topk"
 COMPRESSIONS = (NONE, TOPK)
 DCT = "dct"
 TRANSFORMS = (NONE, DCT)  # what a chunk goes through before its top-k
-DENSE_BITS = (32, 16, 8, 4)  # the dense wire formats (``trainer/core/quantize.py``)
+DENSE_BITS = (32, 16, 8, 4)  # the dense wire formats (``trainer/exchange/quantize.py``)
 VALUE_BITS = (32, 16, 8, 4, 2, 1)  # a kept value's formats; 8 and below are bins with a side table
 BINNED_BITS = 8  # at most this many bits, a value is a bin number
 TABLE_VALUE_BYTES = 4  # each bin's mean, fp32

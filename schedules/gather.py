@@ -24,7 +24,7 @@ do (the store) or sends nothing (direct), its error-feedback buffer keeps all it
 and it adopts the mean of the K.
 
 ``uploads`` and ``downloads`` count the payloads per worker: the simulator prices exactly these
-(``simulator/network/gather_rounds.py``) and the trainer moves exactly these (``trainer/core/sparse.py``).
+(``simulator/network/gather_rounds.py``) and the trainer moves exactly these (``trainer/exchange/sparse.py``).
 """
 
 from __future__ import annotations

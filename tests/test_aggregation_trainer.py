@@ -11,7 +11,7 @@ from helpers.inprocess import finish_all, in_threads, plan_for, trainers_for
 from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.simulator import simulate
-from islands.trainer.core.quantize import padded_length
+from islands.trainer.exchange.quantize import padded_length
 from islands.trainer.kinds import make_run_plan
 
 ISLANDS = 3

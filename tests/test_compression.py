@@ -30,16 +30,16 @@ from islands.scenarios.trainer_keys import trainer_spec
 from islands.schedules import ALL_GATHER, ALL_REDUCE, SCHEDULES, collective_of, schedule_of
 from islands.schedules.compression import TopK, payload_bytes
 from islands.simulator import simulate
-from islands.trainer.core import sync
-from islands.trainer.core.comm import ThreadHub
 from islands.trainer.core.diloco import DiLoCo, ExchangerTransport
 from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.core.loop import Trainer
 from islands.trainer.core.outer import Fragment
-from islands.trainer.core.robust import AggregationRule, Verdict
-from islands.trainer.core.sparse import TopKCodec, announce, gather_mean, mean_of
-from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange import sync
+from islands.trainer.exchange.comm import ThreadHub
+from islands.trainer.exchange.robust import AggregationRule, Verdict
+from islands.trainer.exchange.sparse import TopKCodec, announce, gather_mean, mean_of
+from islands.trainer.exchange.sync import Exchanger
 
 SPARSELOCO = TopK(4096, 64, 2)  # 64 of 4096 values (1.56%) at 2 bits, 12-bit places
 TOPK = ["schedule.compression=topk", "schedule.bits=2"]

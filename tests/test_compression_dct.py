@@ -21,9 +21,9 @@ from islands.schedules import schedule_of
 from islands.schedules.compression import DCT, VALUE_BITS, TopK, dct_block, payload_bytes
 from islands.simulator import simulate
 from islands.trainer.core.outer import Fragment
-from islands.trainer.core.robust import Verdict
-from islands.trainer.core.sparse import BadPayload, TopKCodec, mean_of
-from islands.trainer.core.transform import ChunkDCT, basis
+from islands.trainer.exchange.robust import Verdict
+from islands.trainer.exchange.sparse import BadPayload, TopKCodec, mean_of
+from islands.trainer.exchange.transform import ChunkDCT, basis
 
 CPU = torch.device("cpu")
 FP32_TOLERANCE = 1e-5  # two fp32 matrix products each way: a few ulps of the largest value

@@ -614,7 +614,7 @@ def test_through_one_fifo_a_short_message_waits_behind_its_own_islands_upload(no
 
 STEPS_WORKER = textwrap.dedent("""
     import statistics, sys, time, torch, torch.distributed as dist
-    from islands.trainer.core.comm import TorchGroup
+    from islands.trainer.exchange.comm import TorchGroup
     rank, world, chunk_bytes, repeats = map(int, sys.argv[1:])
     dist.init_process_group("gloo", rank=rank, world_size=world)
     group = TorchGroup(list(range(world)), dist.group.WORLD)

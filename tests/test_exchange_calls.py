@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from islands.scenarios import ScenarioError
 from islands.scenarios.model import ExchangeSpec
 from islands.simulator import simulate
-from islands.trainer.core.comm import ThreadHub
 from islands.trainer.core.inprocess import run_threads
-from islands.trainer.core.robust import AggregationRule
-from islands.trainer.core.sync import Exchanger, call_pieces, exchange_calls
 from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange.comm import ThreadHub
+from islands.trainer.exchange.robust import AggregationRule
+from islands.trainer.exchange.sync import Exchanger, call_pieces, exchange_calls
 
 # 30.8M fp32 parameters (the held-out runs' model) over 4 workers at 50 Mbit/s, 1 ms one way each.
 PARAMETERS = 30.8e6

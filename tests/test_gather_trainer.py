@@ -20,12 +20,12 @@ from islands.scenarios.model import StoreSpec
 from islands.schedules.compression import TopK
 from islands.schedules.gather import DIRECT, STORE, chosen
 from islands.simulator import simulate
-from islands.trainer.core.comm import ThreadHub
-from islands.trainer.core.gathering import Gathering, StoreRounds, object_name
 from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.core.loop import Trainer
-from islands.trainer.core.object_store import DirectoryStore
-from islands.trainer.core.sparse import MISSING, TopKCodec, announce
+from islands.trainer.exchange.comm import ThreadHub
+from islands.trainer.exchange.gathering import Gathering, StoreRounds, object_name
+from islands.trainer.exchange.object_store import DirectoryStore
+from islands.trainer.exchange.sparse import MISSING, TopKCodec, announce
 from islands.trainer.kinds import make_run_plan
 from islands.trainer.runtime.paced import PacedGroup, PacedStore
 

@@ -102,7 +102,7 @@ def crowded_folders(top: Path) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("top", ["analysis", "simulator", "validation"])
+@pytest.mark.parametrize("top", ["analysis", "simulator", "validation", "trainer"])
 def test_no_folder_holds_more_than_fifteen_modules(top):
     assert crowded_folders(ROOT / top) == []
 

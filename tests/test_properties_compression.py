@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from islands.scenarios.trainer_keys import trainer_spec
 from islands.schedules.compression import VALUE_BITS, TopK
 from islands.trainer.core.outer import Fragment
-from islands.trainer.core.sparse import BadPayload, TopKCodec
+from islands.trainer.exchange.sparse import BadPayload, TopKCodec
 
 BF16_STEP = 2**-8  # bf16 keeps 8 significant bits: a value rounds by at most |x| / 2^8
 

@@ -19,7 +19,7 @@ from islands.trainer.core.inprocess import run_threads, thread_groups
 from islands.trainer.core.loop import Trainer
 from islands.trainer.core.model import GPTConfig, build_model
 from islands.trainer.core.outer import split_fragments
-from islands.trainer.core.quantize import encoded_bytes, padded_length
+from islands.trainer.exchange.quantize import encoded_bytes, padded_length
 from islands.trainer.kinds import make_run_plan
 from islands.validation.scaling import scale
 

@@ -16,7 +16,7 @@ from helpers.multiprocess import TINY
 
 from islands.scenarios import from_dict
 from islands.simulator import simulate
-from islands.trainer.core.quantize import encoded_bytes, padded_length
+from islands.trainer.exchange.quantize import encoded_bytes, padded_length
 
 RUN_TIMEOUT_S = 150
 H, OUTER, P, TAU = 10, 4, 2, 2

@@ -8,10 +8,10 @@ import torch
 
 from islands.errors import UserError
 from islands.trainer.core import checkpoint
-from islands.trainer.core.comm import Echo, StagedGroup
-from islands.trainer.core.robust import contribution_stats
-from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange.comm import Echo, StagedGroup
+from islands.trainer.exchange.robust import contribution_stats
+from islands.trainer.exchange.sync import Exchanger
 from islands.trainer.fixed import group_backends
 from islands.trainer.runtime.processes import (
     DistEnv,

@@ -12,11 +12,11 @@ import torch
 from helpers.diloco_fakes import AVERAGE, Board, global_, island, point, set_local
 
 from islands.trainer.core.faults import FAULT_VARIABLE
-from islands.trainer.core.robust import Verdict
-from islands.trainer.core.sync import Exchange
 from islands.trainer.core.tracing import Clock
 from islands.trainer.elastic.membership import Progress
 from islands.trainer.elastic.transport import ElasticTransport
+from islands.trainer.exchange.robust import Verdict
+from islands.trainer.exchange.sync import Exchange
 
 NESTEROV = SimpleNamespace(outer_optimizer="nesterov", outer_lr=0.7, outer_momentum=0.9)
 

@@ -8,8 +8,8 @@ import torch
 from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
 
 from islands.simulator import simulate
-from islands.trainer.core.quantize import encoded_bytes, padded_length
-from islands.trainer.core.sync import share
+from islands.trainer.exchange.quantize import encoded_bytes, padded_length
+from islands.trainer.exchange.sync import share
 
 
 def weights(trainer):

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from islands.trainer.core import sync
 from islands.trainer.core.memory import fresh_pages_of
-from islands.trainer.core.sync import STEADY_FRESH_PAGES, WARM_UP_ROUNDS, Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange import sync
+from islands.trainer.exchange.sync import STEADY_FRESH_PAGES, WARM_UP_ROUNDS, Exchanger
 
 PAGE_BYTES = mmap.PAGESIZE
 BUFFER_BYTES = 10_400_000  # about one sync's decoded model at validation scale (2.6M fp32 values)

@@ -168,7 +168,7 @@ def test_launch_local_uses_the_given_rendezvous_port_and_island_prefix(monkeypat
 
 MEMBER = textwrap.dedent("""
     import os, sys, torch, torch.distributed as dist
-    from islands.trainer.core.comm import TorchGroup
+    from islands.trainer.exchange.comm import TorchGroup
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=size)
     group = TorchGroup(list(range(size)), dist.group.WORLD)

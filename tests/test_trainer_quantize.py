@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from islands.trainer.core.comm import ThreadHub
 from islands.trainer.core.inprocess import run_threads
-from islands.trainer.core.quantize import BLOCK_VALUES, average, decode, encode, encoded_bytes
+from islands.trainer.exchange.comm import ThreadHub
+from islands.trainer.exchange.quantize import BLOCK_VALUES, average, decode, encode, encoded_bytes
 
 
 def known_block():

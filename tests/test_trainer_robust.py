@@ -8,18 +8,18 @@ import pytest
 import torch
 from helpers.inprocess import finish_all, global_weights, in_threads, plan_for, trainers_for
 
-from islands.trainer.core import sync
-from islands.trainer.core.comm import Echo, ThreadHub
 from islands.trainer.core.inprocess import run_threads
-from islands.trainer.core.robust import (
+from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange import sync
+from islands.trainer.exchange.comm import Echo, ThreadHub
+from islands.trainer.exchange.robust import (
     NORM_CHUNK_VALUES,
     AggregationRule,
     combine,
     contribution_stats,
     screen,
 )
-from islands.trainer.core.sync import Exchanger
-from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange.sync import Exchanger
 
 
 def stats_of(*deltas):

@@ -12,10 +12,10 @@ import torch
 from helpers.multiprocess import TINY
 
 from islands.scenarios import from_dict
-from islands.trainer.core.quantize import encode
 from islands.trainer.core.tracing import Clock
 from islands.trainer.decoupled.syncer_process import Syncer
 from islands.trainer.decoupled.wire import key, to_bytes, unpack
+from islands.trainer.exchange.quantize import encode
 from islands.trainer.kinds import make_run_plan
 
 OUTER = 3

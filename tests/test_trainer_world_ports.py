@@ -9,9 +9,9 @@ from helpers.world_fakes import FakeWorld, reaches
 
 from islands.scenarios import from_dict
 from islands.trace import NO_FRAGMENT
-from islands.trainer.core.comm import Echo
 from islands.trainer.core.loop import Trainer
 from islands.trainer.core.world import Downloaded, Entry, FixedWorld, Groups, Passive, Start
+from islands.trainer.exchange.comm import Echo
 from islands.trainer.kinds import make_run_plan
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from islands.scenarios.loader import from_dict
 from islands.simulator import simulate
 from islands.trace import to_frame
-from islands.trainer.core.quantize import encoded_bytes, padded_length
+from islands.trainer.exchange.quantize import encoded_bytes, padded_length
 from islands.validation.calibration import (
     Calibration,
     exchange_costs,
@@ -490,7 +490,7 @@ def test_any_exchange_ratio_by_bits_is_read_as_physical_ratios_or_refused_in_one
     every ratio the reader keeps is of a wire format, 2 islands or more, a probed rate and above 0,
     all finite; anything else is one ``UserError`` line naming the file (never another exception)."""
     from islands.errors import UserError
-    from islands.trainer.core.quantize import WIRE_BITS
+    from islands.trainer.exchange.quantize import WIRE_BITS
 
     calibration, path = calibration_with_ratios_by_bits(by_bits)
     if isinstance(calibration, UserError):

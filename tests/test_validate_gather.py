@@ -17,8 +17,8 @@ from islands.errors import UserError
 from islands.scenarios import load
 from islands.schedules.compression import TopK
 from islands.simulator import simulate
-from islands.trainer.core.object_store import HttpStore
-from islands.trainer.core.sparse import TopKCodec
+from islands.trainer.exchange.object_store import HttpStore
+from islands.trainer.exchange.sparse import TopKCodec
 from islands.validation import suite
 from islands.validation.scaling import ScaleOptions, scale, to_toml, trainer_model_values
 from islands.validation.topk.costs import GatherCosts, gather_overrides

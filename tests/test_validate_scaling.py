@@ -8,7 +8,7 @@ import pytest
 
 from islands.scenarios import load
 from islands.schedules import SCHEDULES
-from islands.trainer.core.quantize import encoded_bytes, padded_length
+from islands.trainer.exchange.quantize import encoded_bytes, padded_length
 from islands.validation.scaling import (
     ScaleOptions,
     ring_volume_bytes,

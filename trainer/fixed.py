@@ -20,11 +20,11 @@ import torch.distributed as dist
 from islands.schedules.gather import STORE
 
 from .config import RunPlan
-from .core.comm import StagedGroup, TorchGroup
 from .core.loop import Trainer
 from .core.memory import start_rank_process
-from .core.object_store import DirectoryStore, HttpStore, ObjectStore
 from .core.world import Groups
+from .exchange.comm import StagedGroup, TorchGroup
+from .exchange.object_store import DirectoryStore, HttpStore, ObjectStore
 from .runtime.paced import paced, paced_store, store_latency
 from .runtime.processes import (
     LocalLaunch,

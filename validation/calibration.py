@@ -91,7 +91,7 @@ from islands.emulation import (
 from islands.errors import UserError
 from islands.interpolation import linear, log_linear
 from islands.io import json_text
-from islands.trainer.core.quantize import encoded_bytes, padded_length
+from islands.trainer.exchange.quantize import encoded_bytes, padded_length
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .exchange_probe import (

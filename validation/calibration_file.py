@@ -23,7 +23,7 @@ from islands.errors import UserError
 from islands.io import read_bounded_json
 from islands.numbers import is_finite_number
 from islands.scenarios.spec import shown_value
-from islands.trainer.core.quantize import WIRE_BITS
+from islands.trainer.exchange.quantize import WIRE_BITS
 
 from .calibration import Calibration
 

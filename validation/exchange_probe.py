@@ -40,11 +40,11 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from islands.trainer.core.comm import TorchGroup
 from islands.trainer.core.memory import start_rank_process
-from islands.trainer.core.quantize import BLOCK_VALUES
-from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange.comm import TorchGroup
+from islands.trainer.exchange.quantize import BLOCK_VALUES
+from islands.trainer.exchange.sync import Exchanger
 from islands.trainer.runtime.paced import paced
 from islands.trainer.runtime.spec import launch_spec
 from islands.units import BITS_PER_BYTE

@@ -42,10 +42,10 @@ import torch.distributed as dist
 
 from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import ExchangeCost, Host, NetworkProfile, host_rates
-from islands.trainer.core.comm import TorchGroup
 from islands.trainer.core.memory import start_rank_process
-from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange.comm import TorchGroup
+from islands.trainer.exchange.sync import Exchanger
 from islands.trainer.runtime.paced import paced
 from islands.trainer.runtime.spec import launch_spec
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S

@@ -117,7 +117,7 @@ def wire_payload_bytes(
     layer_values: list[int], schedule: Schedule, fragments: int, workers: int, bits: int
 ) -> float:
     """Bytes of one full exchange as the trainer encodes it (padding and int scales included)."""
-    from islands.trainer.core.quantize import encoded_bytes, padded_length
+    from islands.trainer.exchange.quantize import encoded_bytes, padded_length
 
     return sum(
         encoded_bytes(padded_length(int(values), workers), bits)

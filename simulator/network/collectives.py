@@ -14,7 +14,7 @@ on its links it takes exactly T, and when transfers overlap the flow model share
 
 Robust aggregation (``trainer.aggregation = "median" | "trimmed_mean"``) needs every member's whole
 payload, and top-k payloads (``schedule.compression``) cannot be summed on the wire, so the trainer
-all-gathers them around the same ring (``trainer/core/comm.py``
+all-gathers them around the same ring (``trainer/exchange/comm.py``
 ``SteppedCollectives.all_gather``): M-1 neighbour steps, in each of which every worker sends one whole
 payload S to its successor. Per worker that is (M-1) * S bytes each way, and
 

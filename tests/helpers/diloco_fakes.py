@@ -12,8 +12,8 @@ from torch import nn
 from islands.schedules import SyncPoint
 from islands.trainer.core.diloco import DiLoCo
 from islands.trainer.core.outer import Fragment
-from islands.trainer.core.robust import Verdict
-from islands.trainer.core.sync import Exchange
+from islands.trainer.exchange.robust import Verdict
+from islands.trainer.exchange.sync import Exchange
 
 AVERAGE = SimpleNamespace(outer_optimizer="average")
 

@@ -5,9 +5,9 @@ world would; ``FakeWorld`` is the four together."""
 import contextlib
 import types
 
-from islands.trainer.core.comm import Echo
 from islands.trainer.core.diloco import ExchangerTransport
 from islands.trainer.core.world import Groups
+from islands.trainer.exchange.comm import Echo
 
 
 class FakePeers:

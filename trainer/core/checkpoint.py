@@ -27,8 +27,8 @@ import torch
 from islands.errors import UserError
 from islands.io import atomic_path, write_text
 
+from ..exchange.group import Group
 from .faults import kill_point
-from .group import Group
 
 FORMAT = 1
 

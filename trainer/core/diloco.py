@@ -32,9 +32,9 @@ import torch
 
 from islands.schedules import ADOPT, AVERAGE, EAGER, SyncPoint
 
+from ..exchange.sync import Exchange, Exchanger
 from .faults import poisoned
 from .outer import Fragment
-from .sync import Exchange, Exchanger
 
 
 class Transport(Protocol):

@@ -41,7 +41,7 @@ import torch
 
 from islands.errors import UserError
 
-from .group import Group
+from ..exchange.group import Group
 
 KILL_VARIABLE = "ISLANDS_KILL_AT"
 FAULT_VARIABLE = "ISLANDS_FAULT"

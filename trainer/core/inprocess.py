@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .comm import ThreadHub
+from ..exchange.comm import ThreadHub
 from .world import Groups
 
 

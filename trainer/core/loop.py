@@ -32,17 +32,17 @@ from islands.tables import size
 from islands.trace import NO_FRAGMENT, WASTED
 
 from ..config import RunPlan, sync_plan
+from ..exchange.gathering import gathering_of
+from ..exchange.group import Group, Summing
+from ..exchange.robust import JOINING, NOT_FINITE, AggregationRule, Verdict
+from ..exchange.sync import Exchanger, exchange_calls
 from . import checkpoint
 from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
 from .diloco import DiLoCo, Synced
 from .faults import kill_point, poisoned
-from .gathering import gathering_of
-from .group import Group, Summing
 from .model import GPTConfig, build_model, decay_groups
 from .outer import Fragment, build_fragments
-from .robust import JOINING, NOT_FINITE, AggregationRule, Verdict
-from .sync import Exchanger, exchange_calls
 from .tracing import Clock, MetricsLog, Recorder
 from .world import (
     Downloaded,

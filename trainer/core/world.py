@@ -22,12 +22,12 @@ from typing import Any, Protocol
 import torch
 
 from ..config import RunPlan
+from ..exchange.group import Group, Summing
+from ..exchange.object_store import ObjectStore
+from ..exchange.sync import Exchanger
 from . import checkpoint
 from .diloco import ExchangerTransport, Transport
-from .group import Group, Summing
-from .object_store import ObjectStore
 from .outer import Fragment
-from .sync import Exchanger
 from .tracing import PAUSE_MARGIN_S, Recorder, RowsSink, build_summary, island_rows, write_outputs
 
 

@@ -33,14 +33,14 @@ from islands.schedules import SyncPoint
 from islands.units import MS_PER_S
 
 from ..config import RunPlan
-from ..core.comm import Echo
 from ..core.faults import kill_point
 from ..core.outer import Fragment
-from ..core.quantize import decode, encode, encoded_bytes, padded_length
-from ..core.robust import Verdict
-from ..core.sync import Exchange
 from ..core.tracing import Clock, Recorder
 from ..core.world import Ending, Entry, EvaluateOn, Groups, Local, Start, flatten
+from ..exchange.comm import Echo
+from ..exchange.quantize import decode, encode, encoded_bytes, padded_length
+from ..exchange.robust import Verdict
+from ..exchange.sync import Exchange
 from ..runtime.store import HEARTBEAT_S, connect, run_time_s
 from .wire import INBOX, from_bytes, key, pack, split_pieces, to_bytes, unpack
 

@@ -47,9 +47,9 @@ from ..core.data import validation_batches
 from ..core.loop import default_corpus, model_config
 from ..core.model import build_model
 from ..core.outer import make_outer_optimizer, named_fragments
-from ..core.quantize import decode, encode, encoded_bytes, padded_length
-from ..core.robust import contribution_stats, screen
 from ..core.tracing import Clock
+from ..exchange.quantize import decode, encode, encoded_bytes, padded_length
+from ..exchange.robust import contribution_stats, screen
 from ..runtime.store import publish_run_clock
 from .merge import merge, token_weight
 from .wire import INBOX, OVER, from_bytes, key, pack, to_bytes, unpack

@@ -49,7 +49,7 @@ import torch.distributed as dist
 from islands.scenarios import Worker
 from islands.schedules import serving
 
-from ..core.comm import StoreGroup, broadcast_bytes
+from ..exchange.comm import StoreGroup, broadcast_bytes
 from ..runtime.paced import paced
 from .membership import Membership
 

@@ -51,8 +51,8 @@ import torch.distributed as dist
 
 from islands.errors import UserError
 
-from ..core.comm import StoreGroup
 from ..core.world import Rejoin
+from ..exchange.comm import StoreGroup
 from ..runtime.store import HEARTBEAT_S, ROOT
 
 POLL_S = 0.02

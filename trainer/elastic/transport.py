@@ -14,11 +14,11 @@ import torch
 
 from islands.schedules import SyncPoint
 
-from ..core.comm import StoreGroup
 from ..core.faults import kill_point
-from ..core.group import Group
-from ..core.sync import Attempt, Exchange, Exchanger
 from ..core.tracing import Clock
+from ..exchange.comm import StoreGroup
+from ..exchange.group import Group
+from ..exchange.sync import Attempt, Exchange, Exchanger
 from .membership import Membership
 
 T = TypeVar("T")

@@ -44,13 +44,13 @@ from islands.io import write_text
 from ..config import RunPlan
 from ..core import checkpoint
 from ..core.checkpoint import PeerFailed
-from ..core.comm import broadcast_bytes
 from ..core.faults import killable
-from ..core.group import Group
 from ..core.outer import Fragment
-from ..core.sync import Exchanger
 from ..core.tracing import PAUSE_MARGIN_S, Recorder, build_summary, write_outputs
 from ..core.world import Downloaded, Ending, EvaluateOn, Groups, Local, Passive, Start
+from ..exchange.comm import broadcast_bytes
+from ..exchange.group import Group
+from ..exchange.sync import Exchanger
 from ..runtime.island import IslandRanks
 from ..runtime.paced import paced
 from ..runtime.store import publish_run_clock, run_time_s

@@ -39,7 +39,7 @@ from typing import Any, NoReturn, TypeVar
 import torch
 import torch.distributed as dist
 
-from ..core.comm import StoreGroup
+from ..exchange.comm import StoreGroup
 from .spec import LaunchSpec
 
 ISLAND_TIMEOUT = timedelta(days=1)

@@ -21,7 +21,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from ..core.object_store import DirectoryStore
+from ..exchange.object_store import DirectoryStore
 
 MAX_WAIT_S = 3600.0
 

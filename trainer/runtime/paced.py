@@ -39,8 +39,8 @@ from islands.emulation.shaper import (
 from islands.scenarios.model import StoreSpec
 from islands.units import BITS_PER_GBIT, MS_PER_S
 
-from ..core.group import Group
-from ..core.object_store import HttpStore, ObjectStore
+from ..exchange.group import Group
+from ..exchange.object_store import HttpStore, ObjectStore
 
 
 class PacedGroup:

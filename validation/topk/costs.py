@@ -51,7 +51,7 @@ from ..run import VALIDATE_STEM, no_store, run_all, start_ranks, store_host
 from ..scaling import ScaledCase
 from .probe import SCENARIO_VARIABLE, STORE_DIR_VARIABLE
 
-STORE_REQUESTS = 4  # PUT, wait, GET (the K together), DELETE: ``trainer/core/gathering.py``
+STORE_REQUESTS = 4  # PUT, wait, GET (the K together), DELETE: ``trainer/exchange/gathering.py``
 SIMULATED_STORE_ONE_WAYS = 3  # a PUT's one way, a GET's round trip: ``gather_rounds.through_store``
 
 

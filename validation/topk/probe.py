@@ -29,12 +29,12 @@ from islands.scenarios import Scenario, ScenarioSource
 from islands.schedules import schedule_of
 from islands.schedules.compression import TopK, whole_values
 from islands.schedules.gather import STORE
-from islands.trainer.core.comm import TorchGroup
-from islands.trainer.core.gathering import gathering_of
 from islands.trainer.core.memory import start_rank_process
-from islands.trainer.core.object_store import DirectoryStore, HttpStore, ObjectStore
-from islands.trainer.core.sync import Exchanger
 from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange.comm import TorchGroup
+from islands.trainer.exchange.gathering import gathering_of
+from islands.trainer.exchange.object_store import DirectoryStore, HttpStore, ObjectStore
+from islands.trainer.exchange.sync import Exchanger
 from islands.trainer.runtime.paced import paced
 from islands.trainer.runtime.spec import launch_spec
 

@@ -37,7 +37,7 @@ def topk_payload_bytes(
     layer_values: list[int], schedule: Schedule, fragments: int, layout: TopK
 ) -> float:
     """Bytes of one whole exchange of the trainer's GPT as its top-k encoder writes them: each
-    fragment's payload (``TopK.payload_bytes``, ``trainer/core/sparse.py``), summed."""
+    fragment's payload (``TopK.payload_bytes``, ``trainer/exchange/sparse.py``), summed."""
     return float(
         sum(
             layout.payload_bytes(whole_values(values))

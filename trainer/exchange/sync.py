@@ -29,14 +29,14 @@ from islands.scenarios import Scenario
 from islands.schedules import ALL_GATHER, collective_of
 from islands.schedules.compression import TopK
 
+from ..core.memory import fresh_pages_of
+from ..core.tracing import Clock
 from .comm import Echo
 from .gathering import AROUND_THE_RING, Gathering
 from .group import Group
-from .memory import fresh_pages_of
 from .quantize import average, padded_length
 from .robust import AggregationRule, Verdict, contribution_stats, robust_average, screen
 from .sparse import TopKCodec, announce
-from .tracing import Clock
 
 WARM_UP_ROUNDS = 5
 STEADY_FRESH_PAGES = 64  # 256 KiB: a round that grew the heap by less reuses its buffers

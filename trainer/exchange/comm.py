@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .faults import kill_point
+from ..core.faults import kill_point
 from .group import Group
 
 # Messages are cut into pieces of at most this many bytes, all posted at once: a shaped link then
