@@ -24,22 +24,8 @@ from islands.validation.scaling import ScaleOptions, scale, to_toml, trainer_mod
 from islands.validation.topk.costs import GatherCosts, gather_overrides
 from islands.validation.topk.replica import scaled_peers
 
-TOPK = [
-    "schedule.compression=topk",
-    "schedule.topk=256",
-    "schedule.bits=2",
-    "schedule.inner_steps=20",
-]
-STORE = [
-    *TOPK,
-    'network.gather="store"',
-    "schedule.gather_peers=6",
-    "island.*.upload_gbps=10",
-    "island.*.download_gbps=40",
-    "store.ingress_gbps=80",
-    "store.egress_gbps=30",
-    "store.latency_ms=100",
-]
+TOPK = [*suite.TOPK, "schedule.bits=2"]
+STORE = list(next(c for c in suite.GATHER_CASES if c.name == "topk-store-m3-k2").overrides)
 BITS_PER_BYTE = 8
 
 
