@@ -38,7 +38,7 @@ from islands.trainer.core.tracing import Clock
 from islands.trainer.exchange import sync
 from islands.trainer.exchange.comm import ThreadHub
 from islands.trainer.exchange.robust import AggregationRule, Verdict
-from islands.trainer.exchange.sparse import TopKCodec, announce, gather_mean, mean_of
+from islands.trainer.exchange.sparse import Entry, TopKCodec, announce, gather_mean, mean_of
 from islands.trainer.exchange.sync import Exchanger
 
 SPARSELOCO = TopK(4096, 64, 2)  # 64 of 4096 values (1.56%) at 2 bits, 12-bit places
@@ -311,7 +311,7 @@ def test_a_bad_payload_is_refused_by_every_member_and_never_merged(kind):
     def member(rank: int):
         own = Corrupting(codec, kind) if rank == 1 else codec
         payload, sent, verdict = announce(members[rank], vectors[rank], own, True, 0.0)
-        return gather_mean(members[rank], payload, codec, verdict, sent)
+        return gather_mean(members[rank], Entry(payload, codec, verdict, sent))
 
     results = run_threads(3, member)
     good = [codec.encode(vectors[m])[1] for m in (0, 2)]

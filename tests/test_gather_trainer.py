@@ -25,7 +25,7 @@ from islands.trainer.core.loop import Trainer
 from islands.trainer.exchange.comm import ThreadHub
 from islands.trainer.exchange.gathering import Gathering, StoreRounds, object_name
 from islands.trainer.exchange.object_store import DirectoryStore
-from islands.trainer.exchange.sparse import MISSING, TopKCodec, announce
+from islands.trainer.exchange.sparse import MISSING, Entry, TopKCodec, announce
 from islands.trainer.kinds import make_run_plan
 from islands.trainer.runtime.paced import PacedGroup, PacedStore
 
@@ -45,7 +45,7 @@ def rounds(gathering_of, keys, vectors=VECTORS, codec_of=lambda rank, codec: cod
         for key in keys:
             own = codec_of(rank, codec)
             payload, sent, verdict = announce(members[rank], vectors[rank], own, True, 0.0)
-            results.append(gathering.mean(members[rank], key, payload, codec, verdict, sent))
+            results.append(gathering.mean(members[rank], key, Entry(payload, codec, verdict, sent)))
         return results
 
     return run_threads(len(vectors), member)

@@ -26,8 +26,7 @@ from islands.schedules.gather import DIRECT, RING, STORE, chosen, uploads
 
 from .group import Group
 from .object_store import ObjectStore
-from .robust import Verdict
-from .sparse import Gathered, TopKCodec, direct_mean, gather_mean, mean_of, only
+from .sparse import Entry, Gathered, direct_mean, gather_mean, picked_mean
 
 
 def object_name(key: tuple[int, int], member: int) -> str:
@@ -44,26 +43,19 @@ class StoreRounds:
         self.previous: str | None = None
 
     def mean(
-        self,
-        group: Group,
-        key: tuple[int, int],
-        payload: torch.Tensor,
-        codec: TopKCodec,
-        verdict: Verdict,
-        sent: torch.Tensor,
-        picked: tuple[int, ...],
+        self, group: Group, key: tuple[int, int], entry: Entry, picked: tuple[int, ...]
     ) -> Gathered:
         names = [object_name(key, member) for member in range(group.size)]
         mine = names[group.rank]
-        self.store.put(mine, payload.cpu().numpy().tobytes())
+        self.store.put(mine, entry.payload.cpu().numpy().tobytes())
         self.store.wait_for(names, time.monotonic() + self.deadline_s)
         fetched = self.store.get([names[member] for member in picked])
         payloads = {
             member: None if data is None else torch.frombuffer(bytearray(data), dtype=torch.uint8)
             for member, data in zip(picked, fetched)
         }
-        sent_bytes = uploads(STORE, group.size, group.rank in picked) * codec.size_bytes
-        gathered = mean_of(payloads, codec, only(verdict, picked), sent, group.rank, sent_bytes)
+        sent_bytes = uploads(STORE, group.size, group.rank in picked) * entry.codec.size_bytes
+        gathered = picked_mean(payloads, entry, picked, group.rank, sent_bytes)
         self.close()
         self.previous = mine
         return gathered
@@ -85,23 +77,15 @@ class Gathering:
     seed: int = 0
     store: StoreRounds | None = None
 
-    def mean(
-        self,
-        group: Group,
-        key: tuple[int, int],
-        payload: torch.Tensor,
-        codec: TopKCodec,
-        verdict: Verdict,
-        sent: torch.Tensor,
-    ) -> Gathered:
+    def mean(self, group: Group, key: tuple[int, int], entry: Entry) -> Gathered:
         """The round ``key``'s mean of the accepted payloads of its chosen members."""
         if self.way == RING:
-            return gather_mean(group, payload, codec, verdict, sent)
+            return gather_mean(group, entry)
         picked = chosen(self.seed, key[0], range(group.size), self.peers)
         if self.way == DIRECT:
-            return direct_mean(group, payload, codec, verdict, sent, picked)
+            return direct_mean(group, entry, picked)
         assert self.store is not None, 'network.gather = "store" exchanges through a store'
-        return self.store.mean(group, key, payload, codec, verdict, sent, picked)
+        return self.store.mean(group, key, entry, picked)
 
     def without_store(self) -> Gathering:
         """The same round's payloads fetched straight from the peers (the store's way, but for the

@@ -285,6 +285,17 @@ class Gathered:
     verdict: Verdict
 
 
+@dataclass(frozen=True)
+class Entry:
+    """A member's entry in a top-k round: its payload, the codec that reads the round's payloads,
+    the screening's verdict and what its own payload decodes to (``announce``)."""
+
+    payload: torch.Tensor
+    codec: TopKCodec
+    verdict: Verdict
+    sent: torch.Tensor
+
+
 def announce(
     group: Group, x: torch.Tensor, codec: TopKCodec, contributes: bool, norm_factor: float
 ) -> tuple[torch.Tensor, torch.Tensor, Verdict]:
@@ -304,29 +315,36 @@ def announce(
     return payload, sent, refused(verdict, wrong)
 
 
-def gather_mean(
-    group: Group, payload: torch.Tensor, codec: TopKCodec, verdict: Verdict, sent: torch.Tensor
-) -> Gathered:
+def gather_mean(group: Group, entry: Entry) -> Gathered:
     """All-gather the payloads around the ring and average the accepted members' decoded ones."""
-    gathered = group.all_gather(fitted(payload, codec.size_bytes))
+    codec = entry.codec
+    gathered = group.all_gather(fitted(entry.payload, codec.size_bytes))
     sent_bytes = uploads(RING, group.size, True) * codec.size_bytes
-    return mean_of(dict(enumerate(gathered)), codec, verdict, sent, group.rank, sent_bytes)
+    return mean_of(
+        dict(enumerate(gathered)), codec, entry.verdict, entry.sent, group.rank, sent_bytes
+    )
 
 
-def direct_mean(
-    group: Group,
-    payload: torch.Tensor,
-    codec: TopKCodec,
-    verdict: Verdict,
-    sent: torch.Tensor,
-    picked: tuple[int, ...],
-) -> Gathered:
+def direct_mean(group: Group, entry: Entry, picked: tuple[int, ...]) -> Gathered:
     """The round's ``picked`` members send their payloads straight to every other member
     (``Group.gather_from``); the accepted ones of them are averaged."""
-    gathered = group.gather_from(fitted(payload, codec.size_bytes), picked)
+    codec = entry.codec
+    gathered = group.gather_from(fitted(entry.payload, codec.size_bytes), picked)
     sent_bytes = uploads(DIRECT, group.size, group.rank in picked) * codec.size_bytes
     payloads = {member: gathered[member] for member in picked}
-    return mean_of(payloads, codec, only(verdict, picked), sent, group.rank, sent_bytes)
+    return picked_mean(payloads, entry, picked, group.rank, sent_bytes)
+
+
+def picked_mean(
+    payloads: dict[int, torch.Tensor | None],
+    entry: Entry,
+    picked: tuple[int, ...],
+    rank: int,
+    sent_bytes: int,
+) -> Gathered:
+    """The mean of the round's ``picked`` members' ``payloads`` (``mean_of``)."""
+    verdict = only(entry.verdict, picked)
+    return mean_of(payloads, entry.codec, verdict, entry.sent, rank, sent_bytes)
 
 
 def only(verdict: Verdict, picked: tuple[int, ...]) -> Verdict:

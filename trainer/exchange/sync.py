@@ -36,7 +36,7 @@ from .gathering import AROUND_THE_RING, Gathering
 from .group import Group
 from .quantize import average, padded_length
 from .robust import AggregationRule, Verdict, contribution_stats, robust_average, screen
-from .sparse import TopKCodec, announce
+from .sparse import Entry, TopKCodec, announce
 
 WARM_UP_ROUNDS = 5
 STEADY_FRESH_PAGES = 64  # 256 KiB: a round that grew the heap by less reuses its buffers
@@ -209,7 +209,8 @@ class Exchanger:
             self.cross, flat, codec, contributes, self.rule.norm_factor
         )
         started_s = self.clock.now()
-        gathered = self.gathering.mean(self.cross, key, payload, codec, verdict, sent.flatten())
+        entry = Entry(payload, codec, verdict, sent.flatten())
+        gathered = self.gathering.mean(self.cross, key, entry)
         return Exchange(
             gathered.mean,
             started_s,
