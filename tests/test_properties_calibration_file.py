@@ -42,6 +42,9 @@ def calibrations(draw) -> dict[str, Any]:
         if draw(st.booleans())
         else {},
         call_s={m: 0.001 for m in islands} if draw(st.booleans()) else {},
+        exchange_ratio_by_calls={40: {m: draw(by_rate) for m in islands}}
+        if draw(st.booleans())
+        else {},
     )
     return json.loads(calibration.to_json())
 
@@ -57,6 +60,8 @@ def asked(calibration: Calibration) -> None:
             for value in (
                 calibration.ratio_at(islands, rate),
                 calibration.ratio_at(islands, rate, 8),
+                calibration.ratio_at(islands, rate, 16, 40),
+                calibration.ratio_at(islands, rate, 8, 40),
                 calibration.spread_at(islands, rate),
                 calibration.burst_bytes(islands, rate, rate),
             ):
@@ -95,6 +100,7 @@ def test_a_calibration_cut_at_any_byte_is_refused_naming_it(tmp_path):
         {2: 1e-8},
         end_spread_s={2: {1e7: 0.002}},
         call_s={2: 0.001},
+        exchange_ratio_by_calls={40: {2: {1e7: 0.93}}},
     )
     data = calibration.to_json().encode()
     path = tmp_path / "calibration.json"
@@ -117,6 +123,14 @@ def test_a_calibration_cut_at_any_byte_is_refused_naming_it(tmp_path):
         (
             {"exchange_ratio": {"2": {"1e7": 0.9, "10000000": 0.8}}},
             "exchange_ratio.2: the rate 1e+07 is written twice ('1e7' and '10000000')",
+        ),
+        (
+            {"exchange_ratio_by_calls": {"1": {"2": {"1e7": 0.9}}}},
+            "exchange_ratio_by_calls.1.2: give ratios by 2 calls or more",
+        ),
+        (
+            {"exchange_ratio_by_calls": {"40": {"2": {"1e7": 0}}}},
+            "exchange_ratio_by_calls.40.2.1e7 must be a finite number, above 0 (got 0)",
         ),
     ],
 )

@@ -16,6 +16,7 @@ from islands.trace import to_frame
 from islands.trainer.exchange.quantize import encoded_bytes, padded_length
 from islands.validation.calibration import (
     Calibration,
+    calls_ratio,
     exchange_costs,
     in_series,
     screening_s_per_value,
@@ -26,6 +27,7 @@ from islands.validation.calibration import (
 from islands.validation.compare import relative_error, sync_rows
 from islands.validation.exchange_probe import (
     MAX_PROBE_VALUES,
+    calls_of_size,
     large_probe_values,
     medium_values,
     probe_sizes,
@@ -308,6 +310,76 @@ def test_an_int8_exchange_is_probed_at_the_bytes_of_the_bf16_one_and_priced_at_i
 
     assert (upload_gbps(8), upload_gbps(32)) == pytest.approx((0.1 * 0.82, 0.1 * 0.91))
     assert Calibration.from_json(calibration.to_json()) == calibration
+
+
+def test_an_exchange_in_calls_is_priced_at_the_rate_measured_in_its_own_calls():
+    """Issue 44: two islands at 219 Mbit/s behind one FIFO moved 2.5M values at 84% of the rate in one
+    call and 93% in 40 (their per-value work overlapped with the bytes in flight), so the calibration
+    times the case's own exchange in its calls and the simulator prices that rate, with no cost per
+    call beside it (it is in the rate); a number of calls not measured keeps the one call's rate and
+    ``call_s`` per call."""
+    sizes = probe_sizes(2, 2_500_000, [], (40,))
+    assert sizes["large/40"] == (2_500_000, 16, sizes["large"][2])
+    assert (calls_of_size("large/40")(9), calls_of_size("calls")(9), calls_of_size("large")(9)) == (
+        40,
+        16,
+        1,
+    )
+    large_values, rate, burst_bytes = 2_500_000, 218.88e6, 20_000
+    large_bytes = ring_volume_bytes(2, encoded_bytes(padded_length(large_values, 2), 16))
+    timings = probe_timings(large_values, rate, 0.84, burst_bytes)
+    timings["average"]["large/40"] = {"2": 0.003 + (large_bytes - burst_bytes) * 8 / (0.93 * rate)}
+    assert calls_ratio(2, timings, rate, 40, burst_bytes) == pytest.approx(0.93)
+    calibration = Calibration(
+        "kernel-tbf-fifo-200ms",
+        "test",
+        0.956,
+        (0.956,),
+        {2: 0.004},
+        {2: {10e6: 0.84, rate: 0.84}},
+        {2: 0.0},
+        exchange_ratio_by_bits={8: {2: {10e6: 0.80, rate: 0.80}}},
+        call_s={2: 0.0015},
+        exchange_ratio_by_calls={40: {2: {10e6: 0.90, rate: 0.93}}},
+    )
+    assert (calibration.measured_calls(40, 2), calibration.measured_calls(80, 2)) == (True, False)
+    assert (calibration.measured_calls(1, 2), calibration.measured_calls(40, 3)) == (False, False)
+    islands = [
+        {"name": f"i{n}", "step_time_s": 0.2, "upload_gbps": 0.21888, "download_gbps": 0.21888}
+        | {"latency_ms": 0.0}
+        for n in range(2)
+    ]
+
+    def priced(bits: int, calls: int) -> tuple[float, float, float]:
+        """(upload Gbit/s, the exchange's fixed cost once, each hop's latency in ms)"""
+        overrides = dict(
+            o.split("=") for o in simulator_overrides(calibration, islands, bits, calls)
+        )
+        return tuple(
+            float(overrides[key])
+            for key in ("island.0.upload_gbps", "exchange.sync_overhead_s", "island.0.latency_ms")
+        )
+
+    # in 40 calls: the calls' rate; the whole fixed cost once, no call cost (it is in the rate)
+    assert priced(16, 40) == pytest.approx((0.21888 * 0.93, 0.004, 0.0))
+    # int8 in 40 calls: int8's rate, times what the calls gained over one call in bf16
+    assert priced(8, 40)[0] == pytest.approx(0.21888 * 0.80 * 0.93 / 0.84)
+    # 80 calls were not measured: the one call's rate, and 1.5 ms a call over 2 hops of sender + receiver
+    assert priced(16, 80) == pytest.approx((0.21888 * 0.84, 0.004 - 0.0015, 1.5 / 2 / 2))
+    assert Calibration.from_json(calibration.to_json()) == calibration
+
+
+def test_validate_probes_each_number_of_calls_its_cases_exchange_in():
+    from islands.commands.validate import split_calls
+    from islands.scenarios.loader import load
+
+    flat = load("worked-example")
+    split = [
+        load("worked-example", ['exchange.calls="per_tensor"', f"exchange.tensors={tensors}"])
+        for tensors in (80, 40, 80)
+    ]
+    assert split_calls([flat, *split]) == (40, 80)
+    assert split_calls([flat]) == ()
 
 
 @pytest.mark.parametrize(

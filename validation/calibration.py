@@ -22,6 +22,19 @@ finite check and fp64 norm of every value, and the all-gather of those two numbe
   tensor each took 5.7 ms more, where a 2.5M-value exchange in 80 calls took 1.8 ms per call more
   than in one; the whole exchange's fixed cost is 12-25 ms, its screening round and the hand-off to
   the exchange thread coming once per exchange, not per call.
+* ``exchange_ratio_by_calls[C][M][rate]``: the rate of the large exchange (bf16) made in C calls,
+  for each number of calls C of the cases ``islands validate`` is about to run (``measure``'s
+  ``calls``): its ring volume, less the burst, over its average less the tiny one's, as
+  ``exchange_ratio``; the calls' own costs are in it. An exchange in calls is not the one buffer's
+  rate plus a cost per call: one buffer does its per-value work (encode, decode and sum, between the
+  all-to-all and the all-gather) with the links idle, and each of its steps starts a connection that
+  sat idle (BBR's window restarts short, and behind one FIFO its round trips wait behind the
+  island's uploads), where back-to-back calls of a few 64 KiB pieces overlap that work with the
+  bytes in flight and keep every connection busy. Two islands at 219 Mbit/s behind one FIFO:
+  2.5M values in one call 0.21-0.25 s (srtt 4.4-4.7 ms, cwnd 190-226), in 40 calls 0.19-0.20 s
+  (srtt 1.5-1.8 ms); four at 41 Mbit/s: one call 1.66-2.12 s (srtt 8 ms, cwnd 46), 80 calls
+  1.62-1.68 s (srtt 2 ms, cwnd 160). So the medium exchange in 16 calls took no longer than in one
+  and ``call_s`` read 0, while the flat rate priced the calls' syncs 8-16% long.
 * ``burst_fraction[M][rate]``: kernel htb gives every link a token bucket (``emulation.burst_bytes``:
   4 ms of its rate; 64 KiB at least until issue 29, a tenth of a 0.15 s sync at 33 Mbit/s, which a
   rate alone priced 10-17% long), which an exchange starting on idle links sends at once. How much
@@ -97,9 +110,11 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 from .exchange_probe import (
     BITS,
     CALLS,
+    CALLS_VARIABLE,
     LARGE_VARIABLE,
     MIN_MEMBERS_VARIABLE,
     WIRE_BITS_VARIABLE,
+    calls_size,
     large_probe_values,
     medium_values,
     tiny_values,
@@ -137,6 +152,8 @@ class Calibration:
     call_s: dict[int, float] = field(
         default_factory=dict
     )  # one more call's seconds, by number of islands
+    # exchange_ratio of the large exchange in C calls: by calls, then islands, then configured bits/s
+    exchange_ratio_by_calls: dict[int, dict[int, dict[float, float]]] = field(default_factory=dict)
 
     def spread_at(self, islands: int, bits_per_s: float) -> float:
         """``end_spread_s`` at a configured rate, as ``ratio_at``; 0 from a calibration saved before it
@@ -158,13 +175,14 @@ class Calibration:
                 int(m): {float(r): v for r, v in by_rate.items()}
                 for m, by_rate in values.get(key, {}).items()
             }
-        values["exchange_ratio_by_bits"] = {
-            int(bits): {
-                int(m): {float(r): v for r, v in by_rate.items()}
-                for m, by_rate in by_islands.items()
+        for key in ("exchange_ratio_by_bits", "exchange_ratio_by_calls"):
+            values[key] = {
+                int(outer): {
+                    int(m): {float(r): v for r, v in by_rate.items()}
+                    for m, by_rate in by_islands.items()
+                }
+                for outer, by_islands in values.get(key, {}).items()
             }
-            for bits, by_islands in values.get("exchange_ratio_by_bits", {}).items()
-        }
         values["link_ratios"] = tuple(values["link_ratios"])
         return cls(**values)
 
@@ -181,13 +199,25 @@ class Calibration:
                 f"calibrate again with --workers {islands}"
             )
 
-    def ratio_at(self, islands: int, bits_per_s: float, wire_bits: int = BITS["large"]) -> float:
+    def ratio_at(
+        self, islands: int, bits_per_s: float, wire_bits: int = BITS["large"], calls: int = 1
+    ) -> float:
         """``exchange_ratio`` at a configured rate (``in_series``), in wire format ``wire_bits`` where that
-        was measured, else bf16's."""
+        was measured, else bf16's; made in ``calls`` calls where those were measured
+        (``measured_calls``): times the calls' ratio over the one call's, both bf16 (exactly the calls'
+        ratio in bf16)."""
         by_rate = self.exchange_ratio_by_bits.get(wire_bits, {}).get(
             islands, self.exchange_ratio[islands]
         )
-        return in_series(by_rate, bits_per_s)
+        ratio = in_series(by_rate, bits_per_s)
+        if self.measured_calls(calls, islands):
+            split = in_series(self.exchange_ratio_by_calls[calls][islands], bits_per_s)
+            ratio *= split / in_series(self.exchange_ratio[islands], bits_per_s)
+        return ratio
+
+    def measured_calls(self, calls: int, islands: int) -> bool:
+        """Whether the exchange's rate was measured in ``calls`` calls (more than one) among ``islands``."""
+        return calls > 1 and islands in self.exchange_ratio_by_calls.get(calls, {})
 
     def measured_bits(self, wire_bits: int, islands: int) -> bool:
         """Whether the exchange's rate was measured in wire format ``wire_bits`` among ``islands``."""
@@ -231,10 +261,11 @@ def probe_rate(
     wire_bits: tuple[int, ...] = (),
     shaper: Shaper = Shaper(),
     exchange: bool = True,
+    calls: tuple[int, ...] = (),
 ) -> tuple[dict | None, list[float], str, str]:
     """The probe's timings at one configured rate, for ``min_islands`` to ``max_islands`` islands, and
-    a large exchange in each format of ``wire_bits`` too: (timings, link rates, mode, label); without
-    ``exchange``, the links alone (timings None)."""
+    a large exchange in each format of ``wire_bits`` and in each number of ``calls`` too: (timings,
+    link rates, mode, label); without ``exchange``, the links alone (timings None)."""
     links = [LinkSpec(i, rate_bits_per_s, rate_bits_per_s, 0.0) for i in range(max_islands)]
     probe_bytes = round(rate_bits_per_s / BITS_PER_BYTE * PROBE_SECONDS)
     large = large_probe_values(probe_bytes)
@@ -255,6 +286,7 @@ def probe_rate(
                 LARGE_VARIABLE: str(large),
                 MIN_MEMBERS_VARIABLE: str(min_islands),
                 WIRE_BITS_VARIABLE: ",".join(map(str, wire_bits)),
+                CALLS_VARIABLE: ",".join(map(str, calls)),
             },
         )
         assert children[0].stdout is not None  # piped
@@ -274,12 +306,14 @@ def measure(
     wire_bits: tuple[int, ...] = (),
     shaper: Shaper = Shaper(),
     exchange: bool = True,
+    calls: tuple[int, ...] = (),
 ) -> Calibration:
     """Probe every rate of ``rates_bits_per_s`` with ``min_islands`` .. ``max_islands`` islands; the
     fixed cost and the per-value cost are medians over the rates, the achieved rate and the end spread
-    are kept per rate; the rate in each other wire format of ``wire_bits`` too. Without ``exchange``
-    (top-k cases only), the links alone."""
+    are kept per rate; the rate in each other wire format of ``wire_bits`` and in each number of
+    ``calls`` (more than one) too. Without ``exchange`` (top-k cases only), the links alone."""
     wire_bits = tuple(sorted(set(wire_bits) - {BITS["large"]}))
+    calls = tuple(sorted({c for c in calls if c > 1}))
     overheads: dict[int, list[float]] = {}
     per_call: dict[int, list[float]] = {}
     per_value: dict[int, list[float]] = {}
@@ -287,10 +321,11 @@ def measure(
     ratios: dict[int, dict[float, float]] = {}
     bursts: dict[int, dict[float, float]] = {}
     by_bits: dict[int, dict[int, dict[float, float]]] = {}
+    by_calls: dict[int, dict[int, dict[float, float]]] = {}
     achieved: list[float] = []
     for rate in rates_bits_per_s:
         timings, link_rates, mode, label = probe_rate(
-            rate, max_islands, kernel, min_islands, stem, wire_bits, shaper, exchange
+            rate, max_islands, kernel, min_islands, stem, wire_bits, shaper, exchange, calls
         )
         achieved += [r / rate for r in link_rates]
         if timings is None:
@@ -308,6 +343,9 @@ def measure(
             for bits in wire_bits:
                 ratio = wire_ratio(m, timings, rate, bits, costs.burst_fraction * bucket_bytes)
                 by_bits.setdefault(bits, {}).setdefault(m, {})[rate] = ratio
+            for count in calls:
+                ratio = calls_ratio(m, timings, rate, count, costs.burst_fraction * bucket_bytes)
+                by_calls.setdefault(count, {}).setdefault(m, {})[rate] = ratio
     overhead = {m: statistics.median(values) for m, values in overheads.items()}
     cpu = {m: statistics.median(values) for m, values in per_value.items()}
     link_ratio = sum(achieved) / len(achieved) if achieved else 1.0
@@ -324,6 +362,7 @@ def measure(
         bursts,
         by_bits,
         call,
+        by_calls,
     )
 
 
@@ -380,6 +419,18 @@ def wire_ratio(
     return (volume_bytes - burst_bytes) * BITS_PER_BYTE / data_s / rate_bits_per_s
 
 
+def calls_ratio(
+    islands: int, timings: dict, rate_bits_per_s: float, calls: int, burst_bytes: float
+) -> float:
+    """``exchange_ratio`` of the large exchange made in ``calls`` calls (``calls_size``): its bytes,
+    less what the links send at once (``burst_bytes``, as measured in one call), over its data time
+    (its average less the tiny one's); the calls' own costs are in it."""
+    key, average = str(islands), timings["average"]
+    volume_bytes = probe_volume_bytes(islands, timings["large_values"])
+    data_s = average[calls_size(calls)][key] - average["tiny"][key]
+    return (volume_bytes - burst_bytes) * BITS_PER_BYTE / data_s / rate_bits_per_s
+
+
 def rate_and_burst(
     islands: int, timings: dict, rate_bits_per_s: float, bucket_bytes: float
 ) -> tuple[float, float]:
@@ -414,31 +465,33 @@ def simulator_overrides(
     calibration: Calibration,
     islands: list[dict],
     wire_bits: int = BITS["large"],
-    calls: bool = False,
+    calls: int = 1,
 ) -> list[str]:
     """``--set`` overrides that give the scaled scenario the achieved rates (of its wire format
-    ``wire_bits``), the links' buckets, the trainer's fixed cost per exchange, its screening cost per
-    value and its members' end spread. An exchange of several ``calls`` pays the fixed cost apart: each
-    call its ``call_s`` and two phases of latency through the ring's hops, the rest once
-    (``exchange.sync_overhead_s``)."""
+    ``wire_bits``, in its ``calls`` calls where those were measured), the links' buckets, the trainer's
+    fixed cost per exchange, its screening cost per value and its members' end spread. An exchange of
+    several ``calls`` pays the fixed cost apart: each call two phases of latency through the ring's
+    hops, and its ``call_s`` where the rate in its calls was not measured (else that rate holds the
+    calls' costs), the rest once (``exchange.sync_overhead_s``)."""
     m = len(islands)
     calibration.check_covers(m)
     latencies_s = [i["latency_ms"] / MS_PER_S for i in islands]
     per_exchange_s = calibration.overhead_s[m] + trainer_latency_s(latencies_s)
     extra = []
-    if calls:
+    if calls > 1:
         if m not in calibration.call_s:
             raise UserError(
                 f"the calibration has no cost per collective call among {m} islands (saved before "
                 "calls were measured): give --calibration a new file"
             )
-        per_call_s = calibration.call_s[m] + trainer_latency_s(latencies_s, CALL_PHASES)
+        call_s = 0.0 if calibration.measured_calls(calls, m) else calibration.call_s[m]
+        per_call_s = call_s + trainer_latency_s(latencies_s, CALL_PHASES)
         extra = [f"exchange.sync_overhead_s={max(0.0, per_exchange_s - per_call_s)!r}"]
         per_exchange_s = per_call_s
     slowest_bits_per_s = (
         min(min(i["upload_gbps"], i["download_gbps"]) for i in islands) * BITS_PER_GBIT
     )
-    ratio = calibration.ratio_at(m, slowest_bits_per_s, wire_bits)
+    ratio = calibration.ratio_at(m, slowest_bits_per_s, wire_bits, calls)
     spread_s = calibration.spread_at(m, slowest_bits_per_s)
     hop_latency_ms = per_exchange_s / (2 * (m - 1)) / 2 * MS_PER_S  # 2(M-1) hops, sender + receiver
     overrides = [

@@ -38,7 +38,13 @@ REQUIRED = (
     "exchange_cpu_s_per_value",
 )
 # measured later than the others: absent from older files
-OPTIONAL = ("end_spread_s", "burst_fraction", "exchange_ratio_by_bits", "call_s")
+OPTIONAL = (
+    "end_spread_s",
+    "burst_fraction",
+    "exchange_ratio_by_bits",
+    "call_s",
+    "exchange_ratio_by_calls",
+)
 ISLAND_TABLES = ("overhead_s", "exchange_cpu_s_per_value", "call_s")  # by number of islands
 RATE_TABLES = (
     "exchange_ratio",
@@ -56,10 +62,12 @@ LEVELS: dict[str, tuple[str, ...]] = {
     "end_spread_s": ("number of islands", "rate"),
     "burst_fraction": ("number of islands", "rate"),
     "exchange_ratio_by_bits": ("bits", "number of islands", "rate"),
+    "exchange_ratio_by_calls": ("number of calls", "number of islands", "rate"),
 }
 KEY_RULES = {
     "number of islands": "whole number of islands",
     "bits": "whole number of bits",
+    "number of calls": "whole number of calls",
     "rate": "finite rate in bits/s",
 }
 # what each key's numbers must be, in words and as a test of a finite float
@@ -73,6 +81,7 @@ RULES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "burst_fraction": ("0 to 1", lambda value: 0 <= value <= 1),
     "exchange_ratio_by_bits": ("above 0", lambda value: value > 0),
     "call_s": ("0 or more", lambda value: value >= 0),
+    "exchange_ratio_by_calls": ("above 0", lambda value: value > 0),
 }
 
 
@@ -136,6 +145,13 @@ def check_keys(calibration: Calibration, path: Path) -> None:
                 raise UserError(
                     f"{path}: exchange_ratio_by_bits.{bits}.{islands}: give ratios by 2 islands or "
                     "more, then by probed rates in bits/s above 0"
+                )
+    for calls, by_islands in calibration.exchange_ratio_by_calls.items():
+        for islands, by_rate in by_islands.items():
+            if calls < 2 or islands < 2 or not probed(by_rate):
+                raise UserError(
+                    f"{path}: exchange_ratio_by_calls.{calls}.{islands}: give ratios by 2 calls or "
+                    "more, then by 2 islands or more, then by probed rates in bits/s above 0"
                 )
 
 

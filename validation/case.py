@@ -173,8 +173,12 @@ def prediction_overrides(
     if costs is not None:
         return gather_overrides(case.document, costs, stream_ratio(calibration))
     islands, bits = case.document["island"], case.scenario().schedule.bits
-    calls = "exchange" in case.document  # the original's calls per exchange (``scaled_calls``)
-    return simulator_overrides(calibration, islands, bits, calls)
+    return simulator_overrides(calibration, islands, bits, case_calls(case.document))
+
+
+def case_calls(document: dict) -> int:
+    """The scaled case's collective calls per whole-model exchange (``scaling.scaled_calls``); 1 flat."""
+    return document["exchange"]["tensors"] if "exchange" in document else 1
 
 
 def stream_ratio(calibration: Calibration) -> float:

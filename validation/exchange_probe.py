@@ -12,11 +12,14 @@ messages, thread hand-offs), a large one (``$ISLANDS_PROBE_LARGE_VALUES`` bf16 v
 scales with the values and with the bytes) and a medium one, a quarter of the large (with the large
 one, it tells the rate from what the links send at once at the start), the medium one again averaged in
 ``CALLS`` calls (``calls``: what one more call costs an exchange whose calls carry data,
-``exchange.calls``); and for each other wire
+``exchange.calls``); for each other wire
 format of ``$ISLANDS_PROBE_WIRE_BITS`` (say ``8,32``) a large exchange in that format (``large@8``,
 ``wire_values``), since the exchange's CPU work goes by values, not bytes: int8 moves twice the
-values of bf16 per byte. Each exchange gives three durations, the first two split where
-the trainer's trace splits them:
+values of bf16 per byte; and for each number of calls of ``$ISLANDS_PROBE_CALLS`` (say ``40,80``) the
+large exchange in that many calls (``large/40``, ``calls_size``): a case's own exchange, whose calls
+overlap one another's per-value work and keep its connections busy, is not the one buffer's rate
+plus a cost per call (docs/validation.md, "One FIFO per egress"). Each exchange gives three
+durations, the first two split where the trainer's trace splits them:
 
 * ``screen``: from a member handing its tensor over to the average's start (``Exchange.started_s``),
   the trace's ``idle`` before a sync; the mean over the members;
@@ -57,6 +60,7 @@ MEDIUM_FRACTION = 0.25  # the medium tensor's values over the large one's
 LARGE_VARIABLE = "ISLANDS_PROBE_LARGE_VALUES"
 MIN_MEMBERS_VARIABLE = "ISLANDS_PROBE_MIN_MEMBERS"
 WIRE_BITS_VARIABLE = "ISLANDS_PROBE_WIRE_BITS"
+CALLS_VARIABLE = "ISLANDS_PROBE_CALLS"
 PARTS = ("screen", "average", "spread")
 # The trainer's exchanges at validation scale are at most its model (scaling.MODEL_PARAMETERS, 2.5M
 # values; tests/test_validate_compare.py holds the two equal), and the exchange's CPU work per value
@@ -95,8 +99,13 @@ def wire_values(large_values: int, bits: int) -> int:
     return min(large_values * BITS["large"] // bits, MAX_PROBE_VALUES)
 
 
+def calls_size(calls: int) -> str:
+    """The probe's name for its large exchange (bf16) in ``calls`` collective calls."""
+    return f"large/{calls}"
+
+
 def probe_sizes(
-    members: int, large_values: int, wire_bits: list[int]
+    members: int, large_values: int, wire_bits: list[int], calls: tuple[int, ...] = ()
 ) -> dict[str, tuple[int, int, int]]:
     """Each exchange the probe times among ``members``: name -> (values, bits, repeats)."""
     sizes = {
@@ -106,15 +115,19 @@ def probe_sizes(
         "large": large_values,
     }
     timed = {size: (values, BITS[size], REPEATS[size]) for size, values in sizes.items()}
-    return timed | {
+    wires = {
         wire_size(bits): (wire_values(large_values, bits), bits, REPEATS["large"])
         for bits in wire_bits
     }
+    split = {calls_size(c): (large_values, BITS["large"], REPEATS["large"]) for c in calls}
+    return timed | wires | split
 
 
 def calls_of_size(size: str) -> Callable[[int], int]:
-    """The collective calls of the probe's exchange ``size``: ``CALLS`` for ``calls``, else one."""
-    return lambda values: CALLS if size == "calls" else 1
+    """The collective calls of the probe's exchange ``size``: ``CALLS`` for ``calls``, C for
+    ``calls_size(C)``, else one."""
+    count = CALLS if size == "calls" else int(size.split("/")[1]) if "/" in size else 1
+    return lambda values: count
 
 
 def timed_exchanges(
@@ -173,11 +186,14 @@ def main() -> None:
     medians: dict[str, dict[str, dict[int, float]]] = {part: {} for part in PARTS}
     large_values = int(os.environ[LARGE_VARIABLE])
     wire_bits = [int(bits) for bits in os.environ.get(WIRE_BITS_VARIABLE, "").split(",") if bits]
+    calls = tuple(int(c) for c in os.environ.get(CALLS_VARIABLE, "").split(",") if c)
     pacer = launch_spec().wan_pacer
     for members in range(int(os.environ.get(MIN_MEMBERS_VARIABLE, "2")), world + 1):
         handle = dist.new_group(list(range(members)))
         cross = paced(TorchGroup(list(range(members)), handle), pacer) if rank < members else None
-        for size, (values, bits, repeats) in probe_sizes(members, large_values, wire_bits).items():
+        for size, (values, bits, repeats) in probe_sizes(
+            members, large_values, wire_bits, calls
+        ).items():
             spans = []
             if cross is not None:
                 exchanger = Exchanger(cross, None, bits, clock, calls=calls_of_size(size))

@@ -167,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         shaper,
         probe_rates(own_rates),
         exchange=bool(dense),
+        calls=split_calls(s for s, _ in dense),
     )
     return (
         run_suite(args, out_dir, cases, calibration, kernel, shaper)
@@ -318,6 +319,18 @@ def probe_rates(own_rates: set[float]) -> tuple[float, ...]:
     return tuple(sorted(kept))
 
 
+def split_calls(scenarios) -> tuple[int, ...]:
+    """The collective calls per whole-model exchange of the scenarios not exchanged in one
+    (``scaling.scaled_calls``), each once, in order."""
+    from islands.simulator.network.collectives import calls_of
+
+    return tuple(
+        sorted(
+            {calls_of(s, s.payload_bytes) for s in scenarios if s.exchange.calls != "flat"} - {1}
+        )
+    )
+
+
 def calibrate(
     args: argparse.Namespace,
     out_dir: Path,
@@ -327,10 +340,12 @@ def calibrate(
     shaper,
     rates_bits_per_s: tuple[float, ...],
     exchange: bool = True,
+    calls: tuple[int, ...] = (),
 ):
     """``saved`` (read and checked by ``saved_calibration``), or one measured now at ``rates_bits_per_s``,
-    in the wire formats ``wire_bits``, and written to --calibration (else into --out); without
-    ``exchange`` (top-k cases only, each probing its own exchange) the links alone."""
+    in the wire formats ``wire_bits`` and in each number of ``calls``, and written to --calibration
+    (else into --out); without ``exchange`` (top-k cases only, each probing its own exchange) the
+    links alone."""
     from islands.io import write_text
     from islands.validation.calibration import measure
 
@@ -338,7 +353,9 @@ def calibrate(
     calibration = saved
     if calibration is None:
         rates = ", ".join(f"{rate / BITS_PER_MBIT:.3g}" for rate in rates_bits_per_s)
-        formats = ", ".join(f"{bits}-bit" for bits in wire_bits)
+        formats = ", ".join(f"{bits}-bit" for bits in wire_bits) + "".join(
+            f", in {count} calls" for count in calls
+        )
         what = (
             f"TCP transfers and the trainer's exchange ({formats}) among 2 to {max_islands} islands"
             if exchange
@@ -352,6 +369,7 @@ def calibrate(
             wire_bits=wire_bits,
             shaper=shaper,
             exchange=exchange,
+            calls=calls,
         )
         write_text(args.calibration or out_dir / "calibration.json", calibration.to_json())
     print(calibration_line(calibration), flush=True)
@@ -375,6 +393,8 @@ def calibration_line(calibration) -> str:
     ratios = per_rate(calibration.exchange_ratio, lambda ratio: f"{100 * ratio:.0f}%")
     for bits, by_islands in sorted(calibration.exchange_ratio_by_bits.items()):
         ratios += f"; {bits}-bit {per_rate(by_islands, lambda ratio: f'{100 * ratio:.0f}%')}"
+    for calls, by_islands in sorted(calibration.exchange_ratio_by_calls.items()):
+        ratios += f"; in {calls} calls {per_rate(by_islands, lambda ratio: f'{100 * ratio:.0f}%')}"
     bursts = per_rate(calibration.burst_fraction, lambda fraction: f"{fraction:.2f}")
     overheads = ", ".join(
         f"M={m}: {MS_PER_S * s:.1f} ms" for m, s in sorted(calibration.overhead_s.items())
