@@ -172,11 +172,16 @@ def syncer_s_per_outer(scenario: Scenario, learners: int) -> float:
     return latency_s + 2 * learners * scenario.payload_bytes / bottleneck_bytes_per_s
 
 
-def interval_s(scenario: Scenario, workers: list[Worker]) -> float:
-    """Compute of one outer step at the slowest worker (adaptive H included)."""
+def period_compute_s(scenario: Scenario, workers: list[Worker]) -> list[float]:
+    """Each worker's compute of one outer step (adaptive H included)."""
     period = schedule_of(scenario).period_steps(scenario.schedule)
     scales = steps_scales(scenario, workers)
-    return max(w.step_time_s * scale for w, scale in zip(workers, scales)) * period
+    return [w.step_time_s * scale * period for w, scale in zip(workers, scales, strict=True)]
+
+
+def interval_s(scenario: Scenario, workers: list[Worker]) -> float:
+    """Compute of one outer step at the slowest worker (adaptive H included)."""
+    return max(period_compute_s(scenario, workers))
 
 
 def change_cost_s(
@@ -304,11 +309,9 @@ def churned_sync_s(
 def decoupled_compute_s(scenario: Scenario, workers: list[Worker], shares: list[float]) -> float:
     """Decoupled DiLoCo's outer step of compute: the slowest learner's over the share of its time it
     is there."""
-    period = schedule_of(scenario).period_steps(scenario.schedule)
-    scales = steps_scales(scenario, workers)
     return max(
-        w.step_time_s * scale * period / share
-        for w, scale, share in zip(workers, scales, shares, strict=True)
+        compute / share
+        for compute, share in zip(period_compute_s(scenario, workers), shares, strict=True)
     )
 
 
@@ -360,26 +363,19 @@ def presence(worker: Worker, length_s: float = math.inf) -> float:
 def random_changes(scenario: Scenario, workers: list[Worker], length_s: float) -> float:
     """Departures and returns over ``length_s``: two per mtbf + mttr of each worker that returns, and
     a chip failure's stop and restart per failure of the compute it does. Chips fail only while they
-    compute: over a worker's outer steps of compute (``compute_s``), or the run's length where that is
+    compute: over a worker's outer steps of compute (``period_compute_s``), or the run's length where that is
     shorter (a run cut at its horizon), not over the time it waits for its collectives."""
     returning = sum(
         2 * length_s / (w.mtbf_s + w.mttr_s)
         for w in workers
         if w.mtbf_s is not None and w.mttr_s is not None
     )
+    outer_steps = scenario.schedule.outer_steps
     failing = sum(
-        2 * min(length_s, compute) * w.failure_rate_per_compute_s
-        for w, compute in zip(workers, compute_s(scenario, workers), strict=True)
+        2 * min(length_s, outer_steps * compute) * w.failure_rate_per_compute_s
+        for w, compute in zip(workers, period_compute_s(scenario, workers), strict=True)
     )
     return returning + failing
-
-
-def compute_s(scenario: Scenario, workers: list[Worker]) -> list[float]:
-    """Each worker's compute over the run's outer steps (adaptive H included)."""
-    period = schedule_of(scenario).period_steps(scenario.schedule)
-    scales = steps_scales(scenario, workers)
-    steps = scenario.schedule.outer_steps * period
-    return [w.step_time_s * scale * steps for w, scale in zip(workers, scales, strict=True)]
 
 
 def topology_bytes(scenario: Scenario) -> float:
