@@ -77,7 +77,8 @@ class Counts(Changes):
         # when each holder's first download gets through at the rates of the last ``refill``: a heap
         # of (time, number, timing, holder), an entry stale once its holder is timed again
         self.download_ends: list[tuple[float, int, int, Holder]] = []
-        self.touched: list[Holder] = []  # holders whose downloads changed since the last refill
+        # holders whose downloads changed since the last refill, each once, in the order touched
+        self.touched: dict[Holder, None] = {}
         self.rates_key: tuple[bool, int] | None = (
             None  # what every holder's rate hangs on, at the last
         )
@@ -335,7 +336,7 @@ class Counts(Changes):
 
     def touch(self, holder: Holder) -> None:
         """``holder``'s downloads changed: its rate is filled again before time moves on."""
-        self.touched.append(holder)
+        self.touched[holder] = None
         self.dirty = True
 
     def retime(self) -> None:
@@ -350,7 +351,7 @@ class Counts(Changes):
         the last refill are filled again (the others' rates and ends stand), so a change costs the
         same whatever the fleet's size."""
         self.dirty = False
-        touched, self.touched = self.touched, []
+        touched, self.touched = list(self.touched), {}
         for holder in touched:
             if holder.following and not holder.downloads:
                 self.stop_following(holder)
