@@ -19,6 +19,7 @@ free.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from itertools import combinations
 
 from islands.schedules import SCHEDULES
@@ -50,15 +51,23 @@ def check_topology(
         check_region(syncer.region, regions, "syncer.region", source)
     used = sorted({island.region for island in islands if island.region is not None})
     pairs = combinations(used, 2) if coupled else ((region, syncer.region) for region in used)
+    missing = unjoined(pairs, backbones)
+    if missing is not None:
+        a, b = missing
+        raise ScenarioError(
+            source,
+            "backbone",
+            f"no backbone between regions '{a}' and '{b}', which exchange "
+            f'bytes: add [[backbone]] between = ["{a}", "{b}"]',
+        )
+
+
+def unjoined(
+    pairs: Iterable[tuple[str, str | None]], backbones: tuple[BackboneSpec, ...]
+) -> tuple[str, str | None] | None:
+    """The first of ``pairs`` of two different regions with no backbone between them, or None."""
     joined = {frozenset(backbone.between) for backbone in backbones}
-    for a, b in pairs:
-        if a != b and frozenset((a, b)) not in joined:
-            raise ScenarioError(
-                source,
-                "backbone",
-                f"no backbone between regions '{a}' and '{b}', which exchange "
-                f'bytes: add [[backbone]] between = ["{a}", "{b}"]',
-            )
+    return next((p for p in pairs if p[0] != p[1] and frozenset(p) not in joined), None)
 
 
 def check_store_region(scenario: Scenario, source: str) -> None:
@@ -66,15 +75,16 @@ def check_store_region(scenario: Scenario, source: str) -> None:
     regions, with a backbone from every island's region to it (every PUT and GET crosses it)."""
     store = scenario.store.region
     check_region(store, scenario.regions, "store.region", source)
-    joined = {frozenset(backbone.between) for backbone in scenario.backbones}
-    for region in sorted({island.region for island in scenario.islands if island.region}):
-        if region != store and frozenset((region, store)) not in joined:
-            raise ScenarioError(
-                source,
-                "backbone",
-                f"no backbone between region '{region}' and the store's, '{store}', which "
-                f'exchange bytes: add [[backbone]] between = ["{region}", "{store}"]',
-            )
+    used = sorted({island.region for island in scenario.islands if island.region})
+    missing = unjoined(((region, store) for region in used), scenario.backbones)
+    if missing is not None:
+        region = missing[0]
+        raise ScenarioError(
+            source,
+            "backbone",
+            f"no backbone between region '{region}' and the store's, '{store}', which "
+            f'exchange bytes: add [[backbone]] between = ["{region}", "{store}"]',
+        )
 
 
 def check_collective(scenario: Scenario, source: str) -> None:
