@@ -201,19 +201,31 @@ def control(
 def section_controls(
     document: Mapping[str, Any], scenario: Scenario, section: str
 ) -> tuple[Control, ...]:
-    table = document.get(section, {})
     resolved = getattr(scenario, section, None)  # the section's keys as resolved
-    main = MAIN_KEYS.get(section, ())
+    return table_controls(
+        section, SECTIONS[section], document.get(section, {}), resolved, MAIN_KEYS.get(section, ())
+    )
+
+
+def table_controls(
+    prefix: str,
+    specs: Mapping[str, Key],
+    table: Mapping[str, Any],
+    resolved: Any,
+    main: tuple[str, ...],
+) -> tuple[Control, ...]:
+    """The editable keys of one table (``prefix``: its dotted path), each with the value in force:
+    ``resolved``'s where the scenario resolved the table, else the file's."""
     return tuple(
         control(
-            f"{section}.{name}",
+            f"{prefix}.{name}",
             name,
             spec,
             table,
             getattr(resolved, name, table.get(name)),
             name in main,
         )
-        for name, spec in SECTIONS[section].items()
+        for name, spec in specs.items()
         if spec.kind in EDITABLE_KINDS
     )
 
@@ -226,18 +238,7 @@ def array_rows(document: Mapping[str, Any], scenario: Scenario, array: str) -> t
     for index, entry in enumerate(document.get(array, [])):
         resolved = islands.get(entry.get("name")) if array == "island" else None
         main = MAIN_ROW_KEYS.get(array, ())
-        controls = tuple(
-            control(
-                f"{array}.{index}.{name}",
-                name,
-                spec,
-                entry,
-                getattr(resolved, name, entry.get(name)),
-                name in main,
-            )
-            for name, spec in ARRAYS[array].items()
-            if spec.kind in EDITABLE_KINDS
-        )
+        controls = table_controls(f"{array}.{index}", ARRAYS[array], entry, resolved, main)
         title = str(entry.get("name") or " - ".join(map(str, entry.get("between", ()))) or index)
         rows.append(Row(index, title, controls))
     return tuple(rows)
