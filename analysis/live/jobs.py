@@ -143,6 +143,15 @@ def worker_main(connection: Connection) -> None:
 class Worker:
     process: Any
     connection: Connection
+    # one thread at a time waits for the process: under "forkserver" its exit status is read once
+    # from a pipe, and a second reader at the same moment reads nothing (exit code 255)
+    reaping: threading.Lock = field(default_factory=threading.Lock)
+
+    def exit_code(self, timeout_s: float | None = None) -> int | None:
+        """Wait at most ``timeout_s`` for the process to end: its exit code (None while it runs)."""
+        with self.reaping:
+            self.process.join(timeout_s)
+            return self.process.exitcode
 
     def kill(self) -> None:
         """Kill the worker and whatever it started (its process group)."""
@@ -213,9 +222,8 @@ class Jobs:
             del self.workers[job.id]
             if message is None:
                 worker.kill()
-                worker.process.join()
+                code = worker.exit_code()
                 if job.status == RUNNING:
-                    code = worker.process.exitcode
                     self.end(job, FAILED, f"the worker ended without an answer (exit code {code})")
                 return
             if job.status == RUNNING:
