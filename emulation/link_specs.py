@@ -37,10 +37,14 @@ class LinkSpec:
 
 FAIR, FIFO = "fair", "fifo"
 SHAPERS = (FAIR, FIFO)
-FAIR_MODE = (
-    "kernel-htb-fq"  # "kernel-htb" until issue 29's third round: one bulk FIFO per direction
-)
-FIFO_MODE = re.compile(r"kernel-tbf-fifo-(\d+(?:\.\d+)?)ms")
+# The islands' TCP congestion control, set on every island's route whatever the host's default
+# (docs/emulation.md "The hosts' TCP"): CUBIC is Linux's default, so what hosts running NCCL or gloo
+# over TCP use unless someone changed it; BBR is the other one users choose.
+CUBIC, BBR = "cubic", "bbr"
+TCP_ALGORITHMS = (CUBIC, BBR)
+# "kernel-htb" until issue 29's third round (one bulk FIFO per direction); the TCP named since issue 44
+FAIR_MODE = f"kernel-htb-fq-{CUBIC}"
+KERNEL_MODE = re.compile(r"kernel-(?:htb-fq|tbf-fifo-(\d+(?:\.\d+)?)ms)-(cubic|bbr)")
 DEFAULT_QUEUE_MS = 200.0  # the fair shaper's depth too (net.QUEUE_LATENCY_S)
 QUEUE_MS_RANGE = (1.0, 2000.0)
 
@@ -57,6 +61,7 @@ class Shaper:
 
     kind: str = FAIR
     queue_ms: float = DEFAULT_QUEUE_MS
+    tcp: str = CUBIC
 
     def __post_init__(self) -> None:
         if self.kind not in SHAPERS:
@@ -64,16 +69,20 @@ class Shaper:
         low, high = QUEUE_MS_RANGE
         if not is_number_between(self.queue_ms, low, high):
             raise UserError(f"queue depth {self.queue_ms!r} ms: must be {low:g} to {high:g} ms")
+        if self.tcp not in TCP_ALGORITHMS:
+            raise UserError(f"TCP {self.tcp!r}: must be one of {', '.join(TCP_ALGORITHMS)}")
 
     @property
     def mode(self) -> str:
-        """What a calibration records: one made under one shaper is refused under another."""
-        return FAIR_MODE if self.kind == FAIR else f"kernel-tbf-fifo-{self.queue_ms:g}ms"
+        """What a calibration records: one made under one shaper or TCP is refused under another."""
+        queue = "htb-fq" if self.kind == FAIR else f"tbf-fifo-{self.queue_ms:g}ms"
+        return f"kernel-{queue}-{self.tcp}"
 
 
 def is_kernel_mode(mode: str) -> bool:
-    """Whether ``mode`` is one this version builds: the fair shaper's, or a fifo of any depth."""
-    return mode == FAIR_MODE or FIFO_MODE.fullmatch(mode) is not None
+    """Whether ``mode`` is one this version builds: the fair shaper or a fifo of any depth, under
+    either TCP."""
+    return KERNEL_MODE.fullmatch(mode) is not None
 
 
 def check_links(links: Sequence[LinkSpec]) -> tuple[LinkSpec, ...]:

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from islands.errors import UserError
 from islands.units import BITS_PER_BYTE
@@ -183,6 +184,48 @@ def attach_island(core: str, island_namespace: str, index: int) -> None:
         ]
     )
     run(["ip", "-n", island_namespace, "link", "set", "dev", wan, "up"])
+
+
+AVAILABLE_TCP = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+
+
+def check_tcp_available(algorithm: str) -> None:
+    """Refuse, in one line, a congestion control this kernel has not loaded."""
+    try:
+        loaded = AVAILABLE_TCP.read_text().split()
+    except OSError as error:
+        raise UserError(f"{AVAILABLE_TCP}: cannot read ({error.strerror})") from None
+    if algorithm not in loaded:
+        raise UserError(
+            f"TCP {algorithm!r}: this kernel has {', '.join(loaded)} loaded "
+            f"(load it first: modprobe tcp_{algorithm})"
+        )
+
+
+def set_congestion_control(island_namespace: str, index: int, algorithm: str) -> None:
+    """Every connection from island ``index`` to the others uses ``algorithm``, set on its route to
+    the WAN (a route may name any algorithm the kernel has loaded; a namespace's default only those
+    the host allows), so the host's own default does not leak into the emulation."""
+    run(
+        [
+            "ip",
+            "-n",
+            island_namespace,
+            "route",
+            "change",
+            str(SUBNET),
+            "dev",
+            wan_interface(index),
+            "proto",
+            "kernel",
+            "scope",
+            "link",
+            "src",
+            address(index),
+            "congctl",
+            algorithm,
+        ]
+    )
 
 
 def burst_bytes(rate_bits_per_s: float) -> int:

@@ -169,7 +169,10 @@ class EmulatedWAN:
             qdisc, queues = "tbf", f"one FIFO of {self.shaper.queue_ms:g} ms per egress"
         else:
             qdisc, queues = "htb", "a queue per peer"
-        return f"kernel {qdisc} shaping on veth pairs between network namespaces, {queues}, latency by {latency}"
+        return (
+            f"kernel {qdisc} shaping on veth pairs between network namespaces, {queues}, "
+            f"TCP {self.shaper.tcp}, latency by {latency}"
+        )
 
     def namespace(self, island: int) -> str:
         return state.island_namespace(self.prefix, self._index(island))
@@ -220,6 +223,7 @@ class EmulatedWAN:
         ok, reason = available()
         if not ok:
             raise UserError(f"kernel WAN emulation is not available: {reason}")
+        net.check_tcp_available(self.shaper.tcp)
         with state.locked():
             self.removed_leftovers = state.clean_if_abandoned(self.prefix)
             state.claim(self.prefix, self._namespaces())
@@ -258,6 +262,7 @@ class EmulatedWAN:
             island = self.namespace(index)
             net.add_namespace(island)
             net.attach_island(core, island, index)
+            net.set_congestion_control(island, index, self.shaper.tcp)
             self._shape(index)
 
     def reshape(self, shaper: Shaper) -> None:

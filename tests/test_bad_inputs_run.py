@@ -464,9 +464,9 @@ VALIDATE = cases(
         (
             "--calibration of kernel shaping for --in-process",
             ("--calibration", "calibration.json", "--in-process"),
-            "calibration.json: measured with kernel-htb-fq shaping; --in-process runs need a calibration "
-            "measured in-process",
-            edit_json("calibration.json", setting("mode", "kernel-htb-fq")),
+            "calibration.json: measured with kernel-htb-fq-cubic shaping; --in-process runs need a "
+            "calibration measured in-process",
+            edit_json("calibration.json", setting("mode", "kernel-htb-fq-cubic")),
         ),
         (
             "--calibration of an older shaper",
@@ -485,23 +485,37 @@ VALIDATE = cases(
         (
             "--calibration of the fair shaper for --shaper fifo",
             ("--calibration", "calibration.json", "--shaper", "fifo"),
-            "calibration.json: measured with kernel-htb-fq shaping; this run shapes with "
-            "kernel-tbf-fifo-200ms (--shaper fifo): give --calibration a new file",
+            "calibration.json: measured with kernel-htb-fq-cubic shaping; this run shapes with "
+            "kernel-tbf-fifo-200ms-cubic (--shaper fifo --tcp cubic): give --calibration a new file",
+            edit_json("calibration.json", setting("mode", "kernel-htb-fq-cubic")),
+        ),
+        (
+            "--calibration of the other TCP",
+            ("--calibration", "calibration.json", "--tcp", "bbr"),
+            "calibration.json: measured with kernel-htb-fq-cubic shaping; this run shapes with "
+            "kernel-htb-fq-bbr (--shaper fair --tcp bbr): give --calibration a new file",
+            edit_json("calibration.json", setting("mode", "kernel-htb-fq-cubic")),
+        ),
+        (
+            "--calibration taken before the TCP was set",
+            ("--calibration", "calibration.json"),
+            "calibration.json: measured with kernel-htb-fq shaping, which this version no longer builds: "
+            "give --calibration a new file",
             edit_json("calibration.json", setting("mode", "kernel-htb-fq")),
         ),
         (
             "--calibration of a FIFO of another depth",
             ("--calibration", "calibration.json", "--shaper", "fifo", "--queue-ms", "50"),
-            "calibration.json: measured with kernel-tbf-fifo-200ms shaping; this run shapes with "
-            "kernel-tbf-fifo-50ms (--shaper fifo): give --calibration a new file",
-            edit_json("calibration.json", setting("mode", "kernel-tbf-fifo-200ms")),
+            "calibration.json: measured with kernel-tbf-fifo-200ms-cubic shaping; this run shapes with "
+            "kernel-tbf-fifo-50ms-cubic (--shaper fifo --tcp cubic): give --calibration a new file",
+            edit_json("calibration.json", setting("mode", "kernel-tbf-fifo-200ms-cubic")),
         ),
         (
             "--calibration of a FIFO for the fair shaper",
             ("--calibration", "calibration.json"),
-            "calibration.json: measured with kernel-tbf-fifo-20ms shaping; this run shapes with "
-            "kernel-htb-fq (--shaper fair): give --calibration a new file",
-            edit_json("calibration.json", setting("mode", "kernel-tbf-fifo-20ms")),
+            "calibration.json: measured with kernel-tbf-fifo-20ms-cubic shaping; this run shapes with "
+            "kernel-htb-fq-cubic (--shaper fair --tcp cubic): give --calibration a new file",
+            edit_json("calibration.json", setting("mode", "kernel-tbf-fifo-20ms-cubic")),
         ),
         (
             "--calibration of a FIFO of no depth",
@@ -539,6 +553,16 @@ VALIDATE = cases(
             "--queue-ms not a number",
             ("--shaper", "fifo", "--queue-ms", "deep"),
             "argument --queue-ms: invalid float value: 'deep'",
+        ),
+        (
+            "--tcp bbr with --in-process",
+            ("--tcp", "bbr", "--in-process"),
+            "--tcp goes with the kernel's shaping, not --in-process",
+        ),
+        (
+            "--tcp not one the emulation sets",
+            ("--tcp", "reno"),
+            "argument --tcp: invalid choice: 'reno' (choose from 'cubic', 'bbr')",
         ),
         (
             "--shaper fifo with --in-process",

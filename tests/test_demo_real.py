@@ -24,8 +24,8 @@ PATHS = [
     pytest.param(["--in-process"], "in-process", id="in-process"),
     pytest.param(
         [],
-        "kernel-htb-fq",
-        id="kernel-htb-fq",
+        "kernel-htb-fq-cubic",
+        id="kernel-htb-fq-cubic",
         marks=pytest.mark.skipif(
             not KERNEL_OK, reason=f"kernel WAN emulation unavailable: {WHY_NOT}"
         ),

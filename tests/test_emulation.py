@@ -266,16 +266,21 @@ def test_the_fifo_is_one_tbf_holding_the_burst_and_its_depth_of_the_rate():
     )  # 1 ms is less than a GSO packet (4 ms)
 
 
-def test_each_shaper_has_its_own_calibration_mode_and_bad_depths_are_refused():
-    assert Shaper().mode == "kernel-htb-fq" == EmulatedWAN.mode
-    assert Shaper("fifo", 20).mode == "kernel-tbf-fifo-20ms"
-    assert Shaper("fifo", 12.5).mode == "kernel-tbf-fifo-12.5ms"
+def test_each_shaper_and_tcp_has_its_own_calibration_mode_and_bad_depths_are_refused():
+    assert Shaper().mode == "kernel-htb-fq-cubic" == EmulatedWAN.mode
+    assert Shaper("fair", tcp="bbr").mode == "kernel-htb-fq-bbr"
+    assert Shaper("fifo", 20).mode == "kernel-tbf-fifo-20ms-cubic"
+    assert Shaper("fifo", 12.5, "bbr").mode == "kernel-tbf-fifo-12.5ms-bbr"
     assert all(
-        map(is_kernel_mode, ("kernel-htb-fq", "kernel-tbf-fifo-20ms", "kernel-tbf-fifo-12.5ms"))
+        map(
+            is_kernel_mode,
+            ("kernel-htb-fq-cubic", "kernel-tbf-fifo-20ms-bbr", "kernel-tbf-fifo-12.5ms-cubic"),
+        )
     )
-    assert not any(
-        map(is_kernel_mode, ("kernel-htb", "kernel-tbf", "kernel-tbf-fifo-ms", "in-process"))
-    )
+    older = ("kernel-htb", "kernel-htb-fq", "kernel-tbf-fifo-20ms", "kernel-tbf-fifo-ms-cubic")
+    assert not any(map(is_kernel_mode, (*older, "kernel-htb-fq-reno", "in-process")))
+    with pytest.raises(UserError, match="TCP 'reno': must be one of cubic, bbr"):
+        Shaper(tcp="reno")
     for depth in (0, 0.5, 2001, math.nan, math.inf, "20"):
         with pytest.raises(UserError, match="queue depth .* ms: must be 1 to 2000 ms"):
             Shaper("fifo", depth)
@@ -287,7 +292,7 @@ def test_each_shaper_has_its_own_calibration_mode_and_bad_depths_are_refused():
 def test_every_fifo_depth_has_a_mode_that_calibrations_accept_and_no_other_shaper_shares(queue_ms):
     mode = Shaper("fifo", queue_ms).mode
     assert is_kernel_mode(mode) and mode != Shaper().mode
-    assert float(mode.removeprefix("kernel-tbf-fifo-").removesuffix("ms")) == pytest.approx(
+    assert float(mode.removeprefix("kernel-tbf-fifo-").removesuffix("ms-cubic")) == pytest.approx(
         queue_ms, rel=1e-5
     )
 
@@ -860,3 +865,31 @@ def test_leftovers_of_a_killed_owner_are_removed_by_the_next_start(no_leftovers)
         assert wan.removed_leftovers == [f"{prefix}-core", f"{prefix}-island0", f"{prefix}-island1"]
         assert namespaces_of(prefix) == [f"{prefix}-core", f"{prefix}-island0"]
     assert ended(worker_pid)
+
+
+def test_a_tcp_the_kernel_has_not_loaded_is_refused_in_one_line(tmp_path, monkeypatch):
+    available = tmp_path / "tcp_available_congestion_control"
+    available.write_text("reno cubic\n")
+    monkeypatch.setattr(net, "AVAILABLE_TCP", available)
+    net.check_tcp_available("cubic")
+    with pytest.raises(UserError, match=r"^TCP 'bbr': this kernel has reno, cubic loaded "):
+        net.check_tcp_available("bbr")
+
+
+@needs_kernel
+@pytest.mark.parametrize("tcp", ["cubic", "bbr"])
+def test_every_islands_route_to_the_wan_names_the_chosen_tcp_whatever_the_hosts_default(
+    no_leftovers, tcp
+):
+    """The islands' TCP is the emulation's choice (``Shaper.tcp``), set on each island's route: a
+    host whose default is BBR (this one's) otherwise lends it to every namespace, and under one FIFO
+    BBR's PROBE_RTT stalls an exchange every 10 s (docs/emulation.md "The hosts' TCP")."""
+    if tcp not in net.AVAILABLE_TCP.read_text().split():
+        pytest.skip(f"this kernel has no {tcp} loaded")
+    links = [LinkSpec(0, 10 * MBIT, 10 * MBIT), LinkSpec(1, 10 * MBIT, 10 * MBIT)]
+    no_leftovers(prefix := unique_prefix(f"tcp{tcp}"))
+    with EmulatedWAN(links, prefix, Shaper(tcp=tcp)) as wan:
+        for island in range(2):
+            routes = net.run(["ip", "-n", wan.namespace(island), "route", "show"])
+            assert f"congctl {tcp}" in routes, routes
+        assert f"TCP {tcp}" in wan.label

@@ -73,7 +73,7 @@ def test_sync_rows_pair_the_same_collective():
 
 def test_the_calibrated_simulator_pays_the_trainer_s_overhead_latency_screening_and_achieved_rate():
     calibration = Calibration(
-        "kernel-htb-fq",
+        "kernel-htb-fq-cubic",
         "test",
         0.958,
         (0.958,),
@@ -130,7 +130,7 @@ def test_a_calibration_saved_before_the_end_spread_was_measured_reads_as_no_spre
 
 def test_with_kernel_shaping_every_link_sends_its_share_of_its_bucket_at_once():
     calibration = Calibration(
-        "kernel-htb-fq",
+        "kernel-htb-fq-cubic",
         "test",
         0.958,
         (0.958,),
@@ -279,7 +279,7 @@ def test_an_int8_exchange_is_probed_at_the_bytes_of_the_bf16_one_and_priced_at_i
     timings["average"]["large@8"] = {"2": 0.003 + (int8_bytes - burst_bytes) * 8 / (0.8 * rate)}
     assert wire_ratio(2, timings, rate, 8, burst_bytes) == pytest.approx(0.8)
     calibration = Calibration(
-        "kernel-htb-fq",
+        "kernel-htb-fq-cubic",
         "test",
         0.958,
         (0.958,),
@@ -331,7 +331,7 @@ def test_an_exchange_in_calls_is_priced_at_the_rate_measured_in_its_own_calls():
     timings["average"]["large/40"] = {"2": 0.003 + (large_bytes - burst_bytes) * 8 / (0.93 * rate)}
     assert calls_ratio(2, timings, rate, 40, burst_bytes) == pytest.approx(0.93)
     calibration = Calibration(
-        "kernel-tbf-fifo-200ms",
+        "kernel-tbf-fifo-200ms-cubic",
         "test",
         0.956,
         (0.956,),
@@ -532,7 +532,7 @@ def calibration_with(**values):
     from islands.validation.calibration_file import read_calibration
 
     base = Calibration(
-        "kernel-htb-fq", "test", 0.958, (0.958,), {2: 0.004}, {2: {10e6: 0.92}}, {2: 0.0}
+        "kernel-htb-fq-cubic", "test", 0.958, (0.958,), {2: 0.004}, {2: {10e6: 0.92}}, {2: 0.0}
     )
     document = json.loads(base.to_json()) | values
     with tempfile.TemporaryDirectory() as folder:
@@ -649,7 +649,7 @@ def test_a_saved_calibration_with_a_number_past_floats_range_or_a_list_for_a_cos
     from islands.validation.calibration_file import read_calibration
 
     base = Calibration(
-        "kernel-htb-fq", "test", 0.958, (0.958,), {2: 0.004}, {2: {10e6: 0.92}}, {2: 0.0}
+        "kernel-htb-fq-cubic", "test", 0.958, (0.958,), {2: 0.004}, {2: {10e6: 0.92}}, {2: 0.0}
     )
     for digits, message in (
         (310, r"call_s\.2 must be a finite number, 0 or more \(got an integer of 310 digits\)"),

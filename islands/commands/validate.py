@@ -108,6 +108,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="with --shaper fifo: the FIFO's depth in ms of the link's rate (default 200)",
     )
     parser.add_argument(
+        "--tcp",
+        choices=("cubic", "bbr"),
+        default="cubic",
+        help="the islands' TCP congestion control, whatever the host's default: cubic (Linux's "
+        "default; default here) or bbr; see docs/emulation.md",
+    )
+    parser.add_argument(
         "--calibration",
         metavar="FILE",
         type=path_text,
@@ -205,9 +212,10 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def chosen_shaper(args: argparse.Namespace):
-    """The kernel shaper of --shaper and --queue-ms, refused in one line where they do not go together."""
+    """The kernel shaper of --shaper, --queue-ms and --tcp, refused in one line where they do not go
+    together."""
     from islands.emulation import Shaper
-    from islands.emulation.link_specs import DEFAULT_QUEUE_MS, FIFO
+    from islands.emulation.link_specs import CUBIC, DEFAULT_QUEUE_MS, FIFO
     from islands.errors import UserError
 
     if args.queue_ms is not None and args.shaper != FIFO:
@@ -218,8 +226,12 @@ def chosen_shaper(args: argparse.Namespace):
         raise UserError(
             "--shaper fifo needs the kernel's shaping, not --in-process (which has no queue)"
         )
+    if args.in_process and args.tcp != CUBIC:
+        raise UserError("--tcp goes with the kernel's shaping, not --in-process (over loopback)")
     try:
-        return Shaper(args.shaper, DEFAULT_QUEUE_MS if args.queue_ms is None else args.queue_ms)
+        return Shaper(
+            args.shaper, DEFAULT_QUEUE_MS if args.queue_ms is None else args.queue_ms, args.tcp
+        )
     except UserError as error:
         raise UserError(f"--queue-ms: {error}") from None
 
@@ -246,7 +258,7 @@ def saved_calibration(args: argparse.Namespace, shaper):
         if calibration.mode not in (InProcessShaper.mode, shaper.mode):
             raise UserError(
                 f"{path}: measured with {calibration.mode} shaping; this run shapes with {shaper.mode} "
-                f"(--shaper {shaper.kind}): give --calibration a new file"
+                f"(--shaper {shaper.kind} --tcp {shaper.tcp}): give --calibration a new file"
             )
         return calibration
     check_not_folder(path)
