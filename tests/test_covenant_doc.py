@@ -12,6 +12,7 @@ import pytest
 from islands.analysis.planner.search import least_bandwidth
 from islands.scenarios import as_source, load
 from islands.schedules.compression import TopK
+from islands.schedules.store_round import ROUND_ONE_WAYS
 from islands.simulator import simulate
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "explanation" / "covenant.md"
@@ -61,12 +62,17 @@ def test_the_payload_is_the_closed_form_by_hand():
     assert summary["bytes_per_worker"] / summary["syncs"] == by_hand  # one PUT a round
 
 
-def test_a_round_is_one_put_twenty_gets_and_three_one_way_latencies():
+def test_a_round_is_one_put_twenty_gets_and_three_round_trips():
     bits = payload_bytes() * 8
     put_s, get_s = bits / UP_BPS, PEERS * bits / DOWN_BPS
     assert f"**{put_s:.1f} s**" in TEXT and f"**{get_s:.1f} s**" in TEXT  # 143.2 s, 630.0 s
+    latency_s = 3 * 2 * LATENCY_S  # the PUT, the LIST, the GETs: a round trip each
+    assert latency_s == ROUND_ONE_WAYS * LATENCY_S
+    assert f"3 x 2 x 50 ms = {latency_s:.1f} s" in TEXT
     summary = simulate(load("covenant-72b")).summary
-    assert summary["mean_sync_s"] == pytest.approx(put_s + get_s + 3 * LATENCY_S, rel=1e-9)
+    assert summary["mean_sync_s"] == pytest.approx(put_s + get_s + latency_s, rel=1e-9)
+    share = 100 * latency_s / summary["mean_sync_s"]
+    assert f"{latency_s:.1f} s\na round, {share:.2f}% of its {summary['mean_sync_s']:.1f} s" in TEXT
     compute_s = H * STEP_S
     assert summary["compute_utilisation"] == pytest.approx(
         compute_s / (compute_s + summary["mean_sync_s"]), rel=1e-9
@@ -85,10 +91,11 @@ def test_overlapping_tau_steps_hides_tau_steps_of_the_exchange():
 
 
 def test_the_plan_finds_the_bandwidth_the_closed_form_gives_for_94_5_percent():
-    # 1200 / (1200 + T) = 0.945 at T = 21 payloads / b + 0.15 s, every link at b both ways
+    # 1200 / (1200 + T) = 0.945 at T = 21 payloads / b + 0.3 s, every link at b both ways
     allowed_s = H * STEP_S * (1 / 0.945 - 1)
-    by_hand_gbps = (1 + PEERS) * payload_bytes() * 8 / 1e9 / (allowed_s - 3 * LATENCY_S)
-    assert by_hand_gbps == pytest.approx(4.746, abs=1e-3)
+    assert f"{allowed_s:.2f} s a round" in TEXT  # 69.84 s
+    by_hand_gbps = (1 + PEERS) * payload_bytes() * 8 / 1e9 / (allowed_s - 6 * LATENCY_S)
+    assert by_hand_gbps == pytest.approx(4.756, abs=1e-3)
     found = least_bandwidth(as_source("covenant-72b"), 0.945)
     assert found.value == pytest.approx(by_hand_gbps, rel=2e-3)
-    assert "DiLoCo 4.75 Gbit/s" in TEXT
+    assert "DiLoCo 4.76 Gbit/s" in TEXT and f"= {by_hand_gbps:.2f} Gbit/s" in TEXT

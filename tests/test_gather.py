@@ -97,12 +97,33 @@ def test_the_store_takes_one_payload_up_and_k_down_per_worker(player):
     assert comm_bytes(result) == [[PAYLOAD] * M] * OUTER
     assert result.summary["bytes_per_worker"] == OUTER * PAYLOAD
     assert down_bytes(result) == pytest.approx(dict.fromkeys(range(M), OUTER * peers * PAYLOAD))
-    # a PUT one way (10 ms access + 5 ms store), 112,016 B at 1 Gbit/s; then a GET's round trip
-    # (30 ms) and 3 payloads down: 0.015 + 0.000896128 + 0.030 + 0.002688384 = 0.048584512 s
+    # a PUT's round trip (one way: 10 ms access + 5 ms store), 112,016 B at 1 Gbit/s; then a LIST's
+    # round trip and a GET's (60 ms) and 3 payloads down: 0.030 + 0.000896128 + 0.060 + 0.002688384
     one_way_s = LATENCY_S + store_s
-    expected_s = one_way_s + PAYLOAD / BYTES_PER_S + 2 * one_way_s + peers * PAYLOAD / BYTES_PER_S
-    assert expected_s == pytest.approx(0.048584512)
+    put_s = 2 * one_way_s + PAYLOAD / BYTES_PER_S
+    expected_s = put_s + 4 * one_way_s + peers * PAYLOAD / BYTES_PER_S
+    assert expected_s == pytest.approx(0.093584512)
     assert result.summary["mean_sync_s"] == pytest.approx(expected_s)
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_a_store_round_is_three_round_trips_at_the_slowest_workers_way_and_its_bytes(player):
+    """Two workers 10 ms from the store's region, two 30 ms, the store 5 ms more: l = 35 ms. A round is
+    the PUT's round trip and its 112,016 B at 1 Gbit/s (70 ms + 0.896128 ms), then the LIST's and the
+    GET's round trips and K = 3 payloads at 0.5 Gbit/s (140 ms + 5.376768 ms): 216.272896 ms."""
+    doc = document(STORE, 3, {"latency_ms": 5.0})
+    doc["island"] = [
+        {**doc["island"][0], "name": name, "replicas": 2, "latency_ms": ms, "download_gbps": 0.5}
+        for name, ms in (("near", 10.0), ("far", 30.0))
+    ]
+    for island in doc["island"]:
+        island["upload_gbps"] = island.pop("bandwidth_gbps")
+    result = simulate(from_dict(doc), player=player)
+    one_way_s = 0.030 + 0.005
+    put_s = 2 * one_way_s + PAYLOAD * 8 / 1e9
+    get_s = 2 * one_way_s + 2 * one_way_s + 3 * PAYLOAD * 8 / 0.5e9
+    assert put_s + get_s == pytest.approx(0.070 + 0.000896128 + 0.140 + 0.005376768)
+    assert result.summary["mean_sync_s"] == pytest.approx(put_s + get_s, rel=1e-12)
 
 
 @pytest.mark.parametrize("player", PLAYERS)
@@ -113,8 +134,8 @@ def test_the_stores_own_link_binds_its_share_of_every_put_and_get(player):
     result = simulate(from_dict(document(STORE, 2, store)), player=player)
     put_s = PAYLOAD / (2.0e9 / 8 / M)
     get_s = 2 * PAYLOAD / (0.5e9 / 8 / M)
-    expected_s = 3 * LATENCY_S + put_s + get_s  # 0.03 + 0.001792256 + 0.014338048
-    assert expected_s == pytest.approx(0.046130304)
+    expected_s = 6 * LATENCY_S + put_s + get_s  # 0.06 + 0.001792256 + 0.014338048
+    assert expected_s == pytest.approx(0.076130304)
     assert result.summary["mean_sync_s"] == pytest.approx(expected_s)
     assert down_bytes(result) == pytest.approx(dict.fromkeys(range(M), OUTER * 2 * PAYLOAD))
 
@@ -124,7 +145,7 @@ def test_a_store_that_does_not_bind_leaves_the_access_links_the_pace():
     fast = simulate(from_dict(document(STORE, 2, {"bandwidth_gbps": 10.0})))
     free = simulate(from_dict(document(STORE, 2)))
     assert fast.summary["mean_sync_s"] == free.summary["mean_sync_s"]
-    assert free.summary["mean_sync_s"] == pytest.approx(3 * LATENCY_S + 3 * PAYLOAD / BYTES_PER_S)
+    assert free.summary["mean_sync_s"] == pytest.approx(6 * LATENCY_S + 3 * PAYLOAD / BYTES_PER_S)
 
 
 @pytest.mark.parametrize("player", PLAYERS)
@@ -134,10 +155,9 @@ def test_covenants_asymmetric_links_put_at_the_uplink_and_get_at_the_downlink(pl
     del doc["island"][0]["bandwidth_gbps"]
     doc["island"][0].update(upload_gbps=0.11, download_gbps=0.5)
     result = simulate(from_dict(doc), player=player)
-    expected_s = 3 * LATENCY_S + PAYLOAD / (0.11e9 / 8) + 4 * PAYLOAD / (0.5e9 / 8)
-    assert result.summary["mean_sync_s"] == pytest.approx(
-        expected_s
-    )  # 0.03 + 8.146618 + 7.16902 ms
+    expected_s = 6 * LATENCY_S + PAYLOAD / (0.11e9 / 8) + 4 * PAYLOAD / (0.5e9 / 8)
+    assert expected_s == pytest.approx(0.06 + 0.008146618 + 0.00716902)
+    assert result.summary["mean_sync_s"] == pytest.approx(expected_s)
     assert result.summary["bytes_per_worker"] == OUTER * PAYLOAD
 
 
@@ -154,7 +174,7 @@ def test_a_store_in_another_region_puts_and_gets_through_the_backbone(player):
     doc["backbone"] = [{"between": ["us", "eu"], "bandwidth_gbps": 0.1, "latency_ms": 20}]
     result = simulate(from_dict(doc), player=player)
     one_way_s = LATENCY_S + 0.020
-    expected_s = 3 * one_way_s + PAYLOAD / (0.1e9 / 8 / 2) + PAYLOAD / (0.1e9 / 8 / 4)
+    expected_s = 6 * one_way_s + PAYLOAD / (0.1e9 / 8 / 2) + PAYLOAD / (0.1e9 / 8 / 4)
     assert result.summary["mean_sync_s"] == pytest.approx(expected_s)
 
 

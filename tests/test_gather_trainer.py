@@ -6,6 +6,7 @@ and real runs (threads, and gloo processes) whose bytes are the simulator's."""
 from __future__ import annotations
 
 import json
+from concurrent import futures
 from dataclasses import replace
 
 import pytest
@@ -80,6 +81,7 @@ def test_every_member_puts_once_and_averages_the_k_payloads_it_gets(tmp_path):
     stores = [StoreRounds(store, 10.0) for _ in range(M)]
     keys = [(0, 0), (1, 0)]
     results = rounds(lambda rank: Gathering(STORE, 3, 9, stores[rank]), keys)
+    futures.wait([deletion for member in stores for deletion in member.deleting])
     size = TopKCodec(LAYOUT, VALUES).size_bytes
     for key, index in zip(keys, range(2)):
         picked = chosen(9, key[0], range(M), 3)
@@ -87,7 +89,7 @@ def test_every_member_puts_once_and_averages_the_k_payloads_it_gets(tmp_path):
             result = results[member][index]
             assert torch.equal(result.mean, decoded(picked))
             assert result.sent_bytes == size  # one PUT, drawn or not
-    # each member deleted its first round's payload once it had the second: the second's are left
+    # each member deleted its first round's payload once the second's were all in: those are left
     assert sorted(p.name for p in tmp_path.iterdir()) == [object_name((1, 0), m) for m in range(M)]
     assert all(p.stat().st_size == size for p in tmp_path.iterdir())
     for rounds_of_member in stores:
@@ -125,8 +127,10 @@ def test_a_payload_bad_or_missing_at_the_deadline_is_refused_and_never_merged(tm
 
 def test_the_store_is_paced_as_the_simulator_prices_it():
     """An island of 100 Mbit/s up, 400 down, 10 ms; a store 5 ms away whose ingress (1 Gbit/s) and
-    egress (0.8 Gbit/s) 4 members share: a PUT of 125,000 B one way and at min(100, 250) Mbit/s, a GET
-    of 3 such payloads a round trip and at min(400, 200) Mbit/s."""
+    egress (0.8 Gbit/s) 4 members share: a PUT of 125,000 B one way and at min(100, 250) Mbit/s, then
+    its answer one way back; a LIST a round trip; a GET of 3 such payloads a round trip and at
+    min(400, 200) Mbit/s. The round: 6 x 15 ms + 10 ms + 15 ms = 115 ms, the simulator's
+    (``test_gather.py``)."""
     now = [0.0]
     slept = []
 
@@ -142,13 +146,20 @@ def test_the_store_is_paced_as_the_simulator_prices_it():
     spec = StoreSpec(ingress_gbps=1.0, egress_gbps=0.8, latency_ms=5)
     inner = MemoryStore()
     store = PacedStore(inner, shaper, 0, M, spec)
+    inner.put("b", bytes(125_000))
+    inner.put("c", bytes(125_000))
     store.put("a", bytes(125_000))
-    assert slept == [pytest.approx(0.015 + 125_000 * 8 / 100e6)]  # 25 ms
-    store.put("b", bytes(125_000))
-    store.put("c", bytes(125_000))
+    assert slept == [pytest.approx(0.015 + 125_000 * 8 / 100e6), pytest.approx(0.015)]  # 25, 15 ms
+    slept.clear()
+    assert store.listing("") == ["a", "b", "c"]
+    assert slept == [pytest.approx(0.015)] * 2
     slept.clear()
     assert store.get(["a", "b", "c"]) == [bytes(125_000)] * 3
     assert slept == [pytest.approx(0.030 + 3 * 125_000 * 8 / 200e6)]  # 45 ms
+    assert now[0] == pytest.approx(0.115)
+    slept.clear()
+    store.delete("a")  # off the critical path: not paced
+    assert slept == [] and inner.listing("") == ["b", "c"]
 
 
 class Member:
@@ -196,8 +207,8 @@ class MemoryStore:
     def get(self, names):
         return [self.objects.get(name) for name in names]
 
-    def wait_for(self, names, deadline_s):
-        pass
+    def listing(self, prefix):
+        return sorted(name for name in self.objects if name.startswith(prefix))
 
     def delete(self, name):
         self.objects.pop(name, None)

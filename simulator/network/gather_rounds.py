@@ -15,12 +15,13 @@ rate b up and down, T = alpha + (M - 1) x S / b: the senders' uplinks bind.
 **Store** (two stages): every worker PUTs its payload (its uplink, the backbone to the store's region,
 the store's ingress, crossed M times), then, once every PUT is in, every worker GETs the round's K
 payloads (the store's egress crossed M x K times, the backbone from the store's region K times per
-worker, its downlink K times). A PUT's bytes arrive one way after they leave; a GET asks and its
-bytes come back: one way, then a round trip, each at the slowest worker's way to the store (its
-access latency, the backbone's, the store's ``latency_ms``). Alone on the links, with uplinks u,
+worker, its downlink K times). The latency is the round's requests, declared once in
+``schedules/store_round.py``, each a round trip at the slowest worker's one way l to the store (its
+access latency, the backbone's, the store's ``latency_ms``): the PUT stage pays the PUT's (2 l), the
+GET stage the LIST's that finds every PUT in and the GETs' (4 l). Alone on the links, with uplinks u,
 downlinks d, ingress I and egress E (a store without a link never binds):
 
-    T = l + S / min(min u, I / M) + 2 l + K x S / min(min d, E / M)
+    T = 2 l + S / min(min u, I / M) + 4 l + K x S / min(min d, E / M)
 
 A worker that sends or receives nothing in a stage still has a row there (0 bytes): the stage ends
 for everyone at once.
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from islands.scenarios import Scenario
 from islands.scenarios.model import NetworkSpec
 from islands.schedules.gather import DIRECT, STORE, downloads, uploads
+from islands.schedules.store_round import GET_STAGE, PUT_STAGE, ROUND_ONE_WAYS, one_ways
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .collectives import Leg
@@ -147,8 +149,8 @@ def through_store(
     get += store.egress * (len(ranks) * peers)
     cap = network.tcp_cap_bytes_per_s(one_way_s)
     return (
-        (Leg(tuple(put), payload_bytes, one_way_s, cap),),
-        (Leg(tuple(get), payload_bytes, 2 * one_way_s, cap),),
+        (Leg(tuple(put), payload_bytes, one_ways(PUT_STAGE) * one_way_s, cap),),
+        (Leg(tuple(get), payload_bytes, one_ways(GET_STAGE) * one_way_s, cap),),
     )
 
 
@@ -156,11 +158,13 @@ def store_extra_s(scenario: Scenario, members: int, rate_bytes_per_s: float) -> 
     """What a round through the store may take beyond a ring all-gather of the same payload among
     ``members`` at ``rate_bytes_per_s`` (the budget's bound): two payloads more through a worker's
     links (one up and at most M down, against M - 1 each way), every PUT and GET through the store's
-    own links in series, three one-way latencies to it; 0 for any other way."""
+    own links in series, the round's one-way latencies to it (``ROUND_ONE_WAYS``), each at most the
+    farthest hop's and the store's; 0 for any other way."""
     if scenario.network.gather != STORE:
         return 0.0
     store, payload = scenario.store, scenario.payload_bytes
-    seconds = 2 * payload / rate_bytes_per_s + 3 * store.latency_ms / MS_PER_S
+    one_way_s = scenario.farthest_hop_latency_s + store.latency_ms / MS_PER_S
+    seconds = 2 * payload / rate_bytes_per_s + ROUND_ONE_WAYS * one_way_s
     for gbps, payloads in ((store.ingress, members), (store.egress, members * members)):
         if gbps is not None:
             seconds += payloads * payload * BITS_PER_BYTE / (gbps * BITS_PER_GBIT)

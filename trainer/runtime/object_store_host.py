@@ -2,13 +2,15 @@
 
     python -m islands.trainer.runtime.object_store_host --root DIR --host ADDR --port PORT
 
-``core/object_store.py``'s ``HttpStore`` is its client: ``PUT /<name>`` stores the body
+``exchange/object_store.py``'s ``HttpStore`` is its client: ``PUT /<name>`` stores the body
 (``DirectoryStore.put``: a file written whole, then renamed into place), ``GET /<name>`` answers it
-(404 where it is not there), ``DELETE /<name>`` removes it, and ``GET /?wait=<a,b,...>&timeout_s=<s>``
-answers once every object named is there, or after ``timeout_s``: a worker learns that every PUT of
-a round is in without polling over the link. ``islands validate`` starts it inside a network
-namespace of its own, behind a link shaped as the scenario's ``[store]`` (``validation/run.py``).
-It prints one line, ``listening on ADDR:PORT``, once it takes requests; SIGTERM or Ctrl+C ends it.
+(404 where it is not there), ``DELETE /<name>`` removes it, and ``GET /?list=<prefix>`` answers the
+names there that begin with it, one a line (S3's ListObjectsV2 with a prefix): the requests of a round
+(``schedules/store_round.py``), a worker learning that every PUT is in by listing again until it is.
+It speaks HTTP/1.1, a connection kept open for the client's next request, as an S3 endpoint does.
+``islands validate`` starts it inside a network namespace of its own, behind a link shaped as the
+scenario's ``[store]`` (``validation/run.py``). It prints one line, ``listening on ADDR:PORT``, once it
+takes requests; SIGTERM or Ctrl+C ends it.
 """
 
 from __future__ import annotations
@@ -23,21 +25,15 @@ from pathlib import Path
 
 from ..exchange.object_store import DirectoryStore
 
-MAX_WAIT_S = 3600.0
-
 
 class StoreServer(ThreadingHTTPServer):
-    """An HTTP server over one ``DirectoryStore``, with a condition that every PUT notifies."""
+    """An HTTP server over one ``DirectoryStore``."""
 
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], root: Path):
         super().__init__(address, StoreHandler)
         self.store = DirectoryStore(root)
-        self.arrived = threading.Condition()
-
-    def all_there(self, names: list[str]) -> bool:
-        return all((self.store.root / name).exists() for name in names)
 
 
 def object_name(path: str) -> str | None:
@@ -48,6 +44,10 @@ def object_name(path: str) -> str | None:
 
 class StoreHandler(BaseHTTPRequestHandler):
     server: StoreServer
+    protocol_version = "HTTP/1.1"  # connections stay open between requests
+    # An answer's headers and body are two writes: with Nagle's algorithm a small body waits for the
+    # headers' ACK, which the client delays (40 ms on Linux) on a connection kept open.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: object) -> None:
         """Silent: a round makes M (K + 3) requests."""
@@ -58,34 +58,30 @@ class StoreHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def refuse(self) -> None:
+        """400, and the connection closed: what is left of the request is not read."""
+        self.close_connection = True
+        self.reply(http.client.BAD_REQUEST)
+
     def do_PUT(self) -> None:
         name = object_name(self.path)
         length = self.headers.get("Content-Length", "")
         if name is None or not length.isdigit():
-            return self.reply(http.client.BAD_REQUEST)
+            return self.refuse()
         data = self.rfile.read(int(length))
         self.server.store.put(name, data)
-        with self.server.arrived:
-            self.server.arrived.notify_all()
         self.reply(http.client.NO_CONTENT)
 
     def do_GET(self) -> None:
-        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
-        if "wait" in query:
-            return self.wait(query)
+        query = urllib.parse.parse_qs(
+            urllib.parse.urlsplit(self.path).query, keep_blank_values=True
+        )
+        if "list" in query:
+            names = self.server.store.listing(query["list"][0])
+            return self.reply(http.client.OK, "".join(f"{name}\n" for name in names).encode())
         name = object_name(self.path)
         data = None if name is None else self.server.store.read(name)
         self.reply(http.client.NOT_FOUND) if data is None else self.reply(http.client.OK, data)
-
-    def wait(self, query: dict[str, list[str]]) -> None:
-        names = [name for name in query["wait"][0].split(",") if name]
-        try:
-            timeout_s = min(MAX_WAIT_S, max(0.0, float(query.get("timeout_s", ["0"])[0])))
-        except ValueError:
-            return self.reply(http.client.BAD_REQUEST)
-        with self.server.arrived:
-            there = self.server.arrived.wait_for(lambda: self.server.all_there(names), timeout_s)
-        self.reply(http.client.OK if there else http.client.NOT_FOUND)
 
     def do_DELETE(self) -> None:
         name = object_name(self.path)

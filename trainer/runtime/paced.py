@@ -14,11 +14,11 @@ counted as a ring, 2(M-1)/M of the tensor each way; a direct gather sends (M-1) 
 sender and receives one from each other sender. Messages of one collective travel in parallel,
 so each pays one path latency: this member's one-way latency plus the farthest peer's.
 
-The object store of ``network.gather = "store"`` is a directory (``core/object_store.py``) whose
-bytes cross no emulated link, kernel-shaped or not: ``PacedStore`` paces every PUT and GET in this
-process, on the island's link and the store's share of its own (``store_pacer``). Under
-``islands validate``'s kernel shaping the store is instead a host of its own (the directory served
-over HTTP, ``object_store_host.py``) behind a kernel-shaped link: its bytes are the kernel's to
+The object store of ``network.gather = "store"`` is a directory (``exchange/object_store.py``) whose
+bytes cross no emulated link, kernel-shaped or not: ``PacedStore`` paces every request of a round
+(``schedules/store_round.py``) in this process, on the island's link and the store's share of its
+own. Under ``islands validate``'s kernel shaping the store is instead a host of its own (the directory
+served over HTTP, ``object_store_host.py``) behind a kernel-shaped link: its bytes are the kernel's to
 pace, and ``StoreLatency`` adds only each request's round trip where the kernel has no netem.
 """
 
@@ -135,13 +135,14 @@ def paced(group: Group, pacer: str | None, islands: Sequence[int] | None = None)
 
 
 class PacedStore:
-    """An object store whose PUTs and GETs take as long as the emulated links make them, as the
-    simulator prices them (``simulator/network/gather_rounds.py``): a PUT one way to the store (this island's
-    latency and the store's), its bytes at the stage's one rate, the slowest of the ``members``
-    islands' uplinks and a member's share of the store's ingress (1 / ``members`` of it: every member
-    PUTs at once); a GET asks and is answered, a round trip, its bytes at the slowest downlink or the
-    egress share. An object is in the store once its PUT's time is out: a reader never sees it
-    sooner."""
+    """An object store whose requests take as long as the emulated links make them, as the simulator
+    prices them (``simulator/network/gather_rounds.py``): each a round trip to the store (this island's
+    one-way latency and the store's, there and back). A PUT's bytes leave after nothing and reach the
+    store one way later, at the stage's one rate, the slowest of the ``members`` islands' uplinks and a
+    member's share of the store's ingress (1 / ``members`` of it: every member PUTs at once): the
+    object is in then, the answer one way later. A LIST reads the store one way after it leaves; a GET
+    asks, and the payloads come back at the slowest downlink or the egress share. A DELETE, off the
+    critical path, is not paced."""
 
     def __init__(
         self,
@@ -161,12 +162,24 @@ class PacedStore:
             share_bits_per_s(store.egress, members), *(link.download_bits_per_s for link in links)
         )
 
+    def one_way(self) -> None:
+        """Wait one way to or from the store."""
+        with self.pacer.transfer(self.island, 0, 0, self.one_way_s):
+            pass
+
     def put(self, name: str, data: bytes) -> None:
         with self.pacer.transfer(
             self.island, len(data), 0, self.one_way_s, ceiling_bits_per_s=self.put_bits_per_s
         ):
             pass
         self.inner.put(name, data)
+        self.one_way()
+
+    def listing(self, prefix: str) -> list[str]:
+        self.one_way()
+        names = self.inner.listing(prefix)
+        self.one_way()
+        return names
 
     def get(self, names: list[str]) -> list[bytes | None]:
         fetched = self.inner.get(names)
@@ -175,9 +188,6 @@ class PacedStore:
             self.island, 0, received, 2 * self.one_way_s, ceiling_bits_per_s=self.get_bits_per_s
         ):
             return fetched
-
-    def wait_for(self, names: list[str], deadline_s: float) -> None:
-        self.inner.wait_for(names, deadline_s)
 
     def delete(self, name: str) -> None:
         self.inner.delete(name)
@@ -218,9 +228,9 @@ class StoreLatency:
         with self.waited():
             return self.inner.get(names)
 
-    def wait_for(self, names: list[str], deadline_s: float) -> None:
+    def listing(self, prefix: str) -> list[str]:
         with self.waited():
-            self.inner.wait_for(names, deadline_s)
+            return self.inner.listing(prefix)
 
     def delete(self, name: str) -> None:
         with self.waited():

@@ -18,18 +18,16 @@ The simulator gets them through scenario keys, never fitted to the run (``gather
   paid by every member before its bytes move;
 * every island's ``latency_ms``, such that the latency the simulator puts in a round adds up to
   ``fixed_s`` plus the latency the trainer waits in it (``trainer_round_latency_s``): around the
-  ring M - 1 hops of (sender + receiver), directly one hop, through the store a PUT's one way and
-  a GET's round trip (``simulator/network/gather_rounds.py``), with ``store.latency_ms`` folded in;
+  ring M - 1 hops of (sender + receiver), directly one hop, through the store the round's requests
+  (``schedules/store_round.py``: ``ROUND_ONE_WAYS``), with ``store.latency_ms`` folded in;
 * every link's rate, the islands' and the store's, times ``link_ratio``: what one TCP stream carries
   of a configured rate (``calibration.Calibration.link_ratio``: the frames' headers).
 
 The trainer waits, in a round, on top of its bytes: around the ring and directly, one path latency
 (``runtime/paced.py``: its own one-way latency and the farthest peer's, once per collective);
-through the store host, a round trip to the store (its own latency and the store's, there and back)
-for each of its ``STORE_REQUESTS`` requests (PUT, the wait until every PUT is in, the GETs together,
-the DELETE of its previous payload), two where the kernel adds the latency (netem: each request on
-a connection of its own pays the handshake's round trip too); through the in-process directory
-store, a PUT's one way and a GET's round trip, as the simulator.
+through the store, host or in-process directory, the round's requests, each a round trip to the
+store (its own latency and the store's, there and back), as the simulator prices them: the two
+executors make the same requests (``schedules/store_round.py``), on connections kept open.
 """
 
 from __future__ import annotations
@@ -42,17 +40,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from islands.emulation import EmulatedWAN, LinkSpec, Shaper, netem_available, open_wan
+from islands.emulation import EmulatedWAN, LinkSpec, Shaper, open_wan
 from islands.schedules.gather import DIRECT, RING, STORE
+from islands.schedules.store_round import ROUND_ONE_WAYS
 from islands.units import MS_PER_S
 
 from ..calibration import trainer_latency_s
 from ..run import VALIDATE_STEM, no_store, run_all, start_ranks, store_host
 from ..scaling import ScaledCase
 from .probe import SCENARIO_VARIABLE, STORE_DIR_VARIABLE
-
-STORE_REQUESTS = 4  # PUT, wait, GET (the K together), DELETE: ``trainer/exchange/gathering.py``
-SIMULATED_STORE_ONE_WAYS = 3  # a PUT's one way, a GET's round trip: ``gather_rounds.through_store``
 
 
 @dataclass(frozen=True)
@@ -63,7 +59,6 @@ class GatherCosts:
     fixed_s: float
     values: int
     hosted_store: bool  # the store was a host behind its own link (else an in-process directory)
-    netem: bool  # the kernel added the latency (else the trainer slept it)
 
 
 def measure_gather_costs(
@@ -94,27 +89,22 @@ def measure_gather_costs(
         output = children[0].stdout.read()
         run_all(children, "the gather probe")
         hosted = isinstance(wan, EmulatedWAN) and through_store
-        netem = isinstance(wan, EmulatedWAN) and netem_available()
     timings = json.loads(output.strip().splitlines()[-1])
-    return GatherCosts(timings["screen"], timings["average"], timings["values"], hosted, netem)
+    return GatherCosts(timings["screen"], timings["average"], timings["values"], hosted)
 
 
-def trainer_round_latency_s(
-    way: str, latencies_s: list[float], store_latency_s: float, costs: GatherCosts
-) -> float:
+def trainer_round_latency_s(way: str, latencies_s: list[float], store_latency_s: float) -> float:
     """The latency the trainer waits in a round on top of its bytes (the module's docstring)."""
     if way in (RING, DIRECT):
         return trainer_latency_s(latencies_s, phases=1)
-    one_way_s = max(latencies_s) + store_latency_s
-    if not costs.hosted_store:
-        return SIMULATED_STORE_ONE_WAYS * one_way_s
-    return STORE_REQUESTS * (2 if costs.netem else 1) * 2 * one_way_s
+    return ROUND_ONE_WAYS * (max(latencies_s) + store_latency_s)
 
 
 def simulated_one_ways(way: str, islands: int) -> int:
     """How many islands' one-way latencies the simulator puts in a round when every island has the
-    same and the store none: 2 (M - 1) around the ring, 2 directly, 3 through the store."""
-    return {RING: 2 * (islands - 1), DIRECT: 2, STORE: SIMULATED_STORE_ONE_WAYS}[way]
+    same and the store none: 2 (M - 1) around the ring, 2 directly, ``ROUND_ONE_WAYS`` through the
+    store."""
+    return {RING: 2 * (islands - 1), DIRECT: 2, STORE: ROUND_ONE_WAYS}[way]
 
 
 def gather_overrides(document: dict[str, Any], costs: GatherCosts, link_ratio: float) -> list[str]:
@@ -125,7 +115,7 @@ def gather_overrides(document: dict[str, Any], costs: GatherCosts, link_ratio: f
     store = document.get("store", {})
     store_latency_s = store.get("latency_ms", 0.0) / MS_PER_S
     before_s = costs.screen_s + trainer_latency_s(latencies_s, phases=1)
-    round_s = costs.fixed_s + trainer_round_latency_s(way, latencies_s, store_latency_s, costs)
+    round_s = costs.fixed_s + trainer_round_latency_s(way, latencies_s, store_latency_s)
     latency_ms = round_s / simulated_one_ways(way, len(islands)) * MS_PER_S
     overrides = [f"network.exchange_cpu_s_per_value={before_s / costs.values!r}"]
     for index, island in enumerate(islands):
