@@ -31,6 +31,7 @@ from .memory import Placement, Replica, bytes_per_param, check_host_fits, check_
 from .model import (
     BackboneSpec,
     ChurnEvent,
+    ComputeSpec,
     ExchangeSpec,
     IslandSpec,
     ModelSpec,
@@ -337,6 +338,9 @@ def build(document: dict[str, Any], source: str) -> Scenario:
         **read_table(document.get("exchange", {}), SECTIONS["exchange"], "exchange.", source)
     )
     store = StoreSpec(**read_table(document.get("store", {}), SECTIONS["store"], "store.", source))
+    compute = ComputeSpec(
+        **read_table(document.get("compute", {}), SECTIONS["compute"], "compute.", source)
+    )
     trainer = read_trainer(document.get("trainer", {}), source, schedule.error_feedback > 0)
     accelerators = read_accelerators(document.get("accelerators", {}), source)
     per_param_bytes = bytes_per_param(
@@ -382,6 +386,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
         backbones=backbones,
         latencies=latencies,
         exchange=exchange,
+        compute=compute,
     )
     check_schedule(scenario, source)
     check_exchange(scenario, source)

@@ -130,6 +130,15 @@ class ExchangeSpec:
 
 
 @dataclass(frozen=True)
+class ComputeSpec:
+    """How a worker's compute behaves besides its step time (``[compute]``): it runs at 1 / (1 +
+    ``slowdown_while_exchanging``) of its speed while its own exchange moves bytes
+    (``simulator.compute.slowed_end_s``)."""
+
+    slowdown_while_exchanging: float = 0.0
+
+
+@dataclass(frozen=True)
 class SyncerSpec:
     """Decoupled DiLoCo's syncer: its access link (None: a non-blocking core), latency and region."""
 
@@ -257,6 +266,7 @@ class Scenario:
     islands: tuple[IslandSpec, ...]
     source: str
     exchange: ExchangeSpec = field(default_factory=ExchangeSpec)
+    compute: ComputeSpec = field(default_factory=ComputeSpec)
     trainer: TrainerSpec = field(default_factory=trainer_spec)
     events: tuple[ChurnEvent, ...] = ()
     syncer: SyncerSpec = field(default_factory=SyncerSpec)

@@ -65,6 +65,7 @@ MAX_TENSORS = 10_000_000
 MAX_CALL_OVERHEAD_S = 60.0
 MAX_FIRST_CALL_S = 3600.0
 MAX_OUTER_STEP_S = 3600.0
+MAX_SLOWDOWN_WHILE_EXCHANGING = 10.0  # compute at 1/11 of its speed: an exchange that starves it
 MAX_COST_PER_HOUR = 1e6  # per worker: a rack of accelerators is thousands an hour, not millions
 MAX_REPLICAS = 100_000  # also the bound on the scenario's workers together
 MIN_STEP_TIME_S, MAX_STEP_TIME_S = 1e-6, 86400.0
@@ -493,6 +494,18 @@ EXCHANGE_KEYS = {
     ),
 }
 
+COMPUTE_KEYS = {
+    "slowdown_while_exchanging": Key(
+        "float",
+        0.0,
+        between(0, MAX_SLOWDOWN_WHILE_EXCHANGING),
+        "s: while a worker's own exchange moves its bytes (a collective or gather it takes part in, "
+        "a learner's round trip to the syncer), the compute it overlaps runs at 1 / (1 + s) of its "
+        "speed (NCCL's kernels and copies, the proxy's CPU threads, PCIe and host memory: 0.03-0.04 "
+        "on real GPU runs); a blocking sync overlaps nothing (0: no slowdown)",
+    ),
+}
+
 ISLAND_KEYS = {
     "name": Key(
         "str",
@@ -745,6 +758,7 @@ SECTIONS = {
     "schedule": SCHEDULE_KEYS,
     "network": NETWORK_KEYS,
     "exchange": EXCHANGE_KEYS,
+    "compute": COMPUTE_KEYS,
     "syncer": SYNCER_KEYS,
     "store": STORE_KEYS,
 }

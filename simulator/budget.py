@@ -1,7 +1,9 @@
 """What a run will cost, and how long it may take, worked out from the scenario's physics before it runs.
 
 * ``run_length_s`` is an upper bound on a run without random churn: every outer step's compute at
-  the slowest worker, plus every collective in series (no overlap), each at the ring's own rate:
+  the slowest worker, plus every collective in series (no overlap; compute that an exchange of c
+  seconds slows, ``compute.slowdown_while_exchanging``, ends at most c later), each at the ring's
+  own rate:
   the exchange work before it (``network.exchange_cpu_s_per_value`` x the values exchanged), then
   its hop latencies (ring all-reduce 2(M-1), all-gather M-1) plus its bytes per worker (2(M-1)/M * S,
   or (M-1) * S) at min(slowest link, streams * window / RTT), with the hop latency and the RTT of the
@@ -16,8 +18,9 @@
 * ``events``, ``trace_rows`` and ``memory_bytes`` grow with worker-syncs (every simulated worker
   taking part in every collective: one per island of identical replicas, ``replicas.py``) and
   membership changes, and events also with collectives; the per-unit costs were measured on this
-  simulator (events 1.2-2 per worker-sync, one more with ``network.exchange_cpu_s_per_value`` and one
-  more with ``network.exchange_end_spread_s``, and 3 per collective; trace rows 3-4, peak memory
+  simulator (events 1.2-2 per worker-sync, one more with ``network.exchange_cpu_s_per_value``, one
+  more with ``network.exchange_end_spread_s`` and two more with ``compute.slowdown_while_exchanging``,
+  and 3 per collective; trace rows 3-4, peak memory
   about 1.8 kB per worker-sync) and rounded up. Memory also counts the topology's arrays
   (``topology_bytes``): per worker, per pair of regions, and per pair of islands where any round trip
   is measured (a matrix: 3.2 GB at 20,000 islands). A run whose memory passes ``BYTES_PER_EVENT``
@@ -47,6 +50,9 @@ EVENTS_PER_WORKER_SYNC = 2.0
 EVENTS_PER_LEARNER_SYNC = 10
 EVENTS_PER_EXCHANGE_WORK = 1  # the timeout of a member's work before it joins a collective
 EVENTS_PER_OWN_END = 1  # a member's own end before the last's (network.exchange_end_spread_s)
+# compute.slowdown_while_exchanging: each compute span's own end, and its re-timings as exchanges start
+# and end (measured 0.25-2 per worker-sync over DiLoCo, DDP, Streaming, eager and Decoupled)
+EVENTS_PER_SLOWED_SYNC = 2
 # its latency, its transfer's end, the end's callbacks (measured 3-5): however many take part
 EVENTS_PER_COLLECTIVE = 3.5
 EVENTS_PER_STAGED_RUN = (
@@ -418,8 +424,14 @@ def events_per_change(scenario: Scenario, outer_s: float, sync_s: float) -> floa
 def events_per_worker_sync(scenario: Scenario) -> float:
     work = scenario.network.exchange_cpu_s_per_value > 0
     spread = scenario.network.exchange_end_spread_s > 0
+    slowed = scenario.compute.slowdown_while_exchanging > 0
     own = EVENTS_PER_WORKER_SYNC if schedule_of(scenario).coupled else EVENTS_PER_LEARNER_SYNC
-    return own + (EVENTS_PER_EXCHANGE_WORK if work else 0) + (EVENTS_PER_OWN_END if spread else 0)
+    return (
+        own
+        + (EVENTS_PER_EXCHANGE_WORK if work else 0)
+        + (EVENTS_PER_OWN_END if spread else 0)
+        + (EVENTS_PER_SLOWED_SYNC if slowed else 0)
+    )
 
 
 def guard(scenario: Scenario, max_events: float = DEFAULT_MAX_EVENTS) -> Budget:

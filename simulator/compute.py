@@ -5,6 +5,12 @@ A step time is lognormal with the island's mean ``step_time_s`` and coefficient 
 approximation (a lognormal with the sum's exact mean n*m and variance n*v; Fenton 1960), so the cost
 of a draw does not grow with H, and it is exact for n = 1. A fraction of a step (DDP's backward
 overlap) scales a single step: mean f*m, variance f^2*v.
+
+A drawn span is its seconds at full speed. While the worker's own exchange moves bytes, its compute
+runs at 1 / (1 + s) of that speed (``compute.slowdown_while_exchanging`` = s; ``busy_factor``): a span
+of w seconds that an exchange of c seconds overlaps from its start ends after
+max(c, w + c s / (1 + s)) (``slowed_end_s``; the event model re-times a span as the exchanges start and
+end, ``events/busy.py``, by the same factor).
 """
 
 from __future__ import annotations
@@ -68,6 +74,36 @@ class StepClock:
             return self.lognormal_parameters(float(steps[0]))
         mu, sigma = zip(*map(self.lognormal_parameters, steps.tolist()))
         return np.array(mu), np.array(sigma)
+
+
+def busy_factor(slowdown: float, moving: bool) -> float:
+    """Wall seconds per second of full-speed compute: 1 + ``slowdown`` while the worker's own exchange
+    moves bytes (``moving``), else 1."""
+    return 1.0 + slowdown if moving else 1.0
+
+
+def slowed_end_s(
+    start_s: np.ndarray,
+    work_s: np.ndarray,
+    busy_spans: list[tuple[float, float]],
+    slowdown: float,
+) -> np.ndarray:
+    """When compute of ``work_s`` full-speed seconds begun at ``start_s`` ends (each an array over
+    workers) where it runs at 1 / (1 + ``slowdown``) inside ``busy_spans``, the (start, end) of the
+    exchanges in flight for every worker, in order and apart: full speed up to a span's start, then
+    slowed to its end, and so on; whatever is left after the last at full speed."""
+    factor = busy_factor(slowdown, True)
+    now, left = start_s, work_s
+    for begin_s, end_s in busy_spans:
+        free = np.minimum(left, np.maximum(begin_s - now, 0.0))
+        now, left = now + free, left - free
+        room = np.maximum(end_s - now, 0.0) / factor  # full-speed seconds the span holds
+        beyond = left > room
+        now, left = (
+            np.where(beyond, np.maximum(now, end_s), now + left * factor),
+            np.where(beyond, left - room, 0.0),
+        )
+    return now + left
 
 
 STEP_TIMES = 0

@@ -320,6 +320,36 @@ CASES = [
     ),
     case(
         "simulate",
+        "a negative slowdown of compute while exchanging",
+        [WE, "--set", "compute.slowdown_while_exchanging=-0.04"],
+        "compute.slowdown_while_exchanging: must be >= 0 (got -0.04)",
+    ),
+    case(
+        "simulate",
+        "a slowdown of compute of NaN",
+        [WE, "--set", "compute.slowdown_while_exchanging=nan"],
+        "compute.slowdown_while_exchanging: must be a finite number (got nan)",
+    ),
+    case(
+        "simulate",
+        "a slowdown of compute past its bound",
+        [WE, "--set", "compute.slowdown_while_exchanging=11"],
+        "compute.slowdown_while_exchanging: must be <= 10 (see docs/limits.md) (got 11.0)",
+    ),
+    case(
+        "simulate",
+        "a slowdown of compute past float's range",
+        [WE, "--set", f"compute.slowdown_while_exchanging={HUGE}"],
+        "compute.slowdown_while_exchanging: must be a finite number (got an integer of 310 digits)",
+    ),
+    case(
+        "simulate",
+        "a slowdown of compute as text",
+        [WE, "--set", "compute.slowdown_while_exchanging=fast"],
+        "compute.slowdown_while_exchanging: must be a finite number (got 'fast')",
+    ),
+    case(
+        "simulate",
         "a quorum on a schedule that syncs everyone",
         [WE, "--set", "schedule.quorum=3"],
         'schedule.quorum: 3 has no effect: algorithm = "diloco" syncs every worker each round; a quorum is '

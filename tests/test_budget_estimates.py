@@ -18,6 +18,14 @@ RUNS = {
     "worked example": ("worked-example", []),
     "jittered": ("worked-example", ["island.0.jitter_cv=0.05"]),
     "streaming": ("worked-example", ["schedule.algorithm=streaming"]),
+    "streaming, compute slowed while exchanging": (
+        "worked-example",
+        ["schedule.algorithm=streaming", "compute.slowdown_while_exchanging=0.04"],
+    ),
+    "decoupled, compute slowed while exchanging": (
+        "worked-example",
+        ["schedule.algorithm=decoupled", "compute.slowdown_while_exchanging=0.04"],
+    ),
     "ddp": ("worked-example", ["schedule.algorithm=ddp", "schedule.outer_steps=200"]),
     "decoupled, jittered": (
         "worked-example",

@@ -258,20 +258,23 @@ def test_format_names_the_reader_whatever_the_content(scenario_path, capsys):
 
 
 def test_the_how_to_page_s_worked_example_prints_what_the_page_shows(tmp_path, monkeypatch, capsys):
-    """docs/how-to/compare-any-stack.md: the files it says to save, and the one command it runs."""
+    """docs/how-to/compare-any-stack.md: the files it says to save, and the two commands it runs."""
     from helpers.docs_text import ROOT, command_examples
 
     page = (ROOT / "docs" / "how-to" / "compare-any-stack.md").read_text()
     files = re.findall(r"as `([\w.]+)`:\n\n```\w*\n(.*?)```", page, flags=re.S)
-    assert [name for name, _ in files] == ["scenario.toml", "steps.csv"]
+    assert [name for name, _ in files] == ["scenario.toml", "steps.csv", "overlapped.csv"]
     for name, text in files:
         (tmp_path / name).write_text(text)
-    [example] = [
-        e for e in command_examples(page) if e.args == ("compare", "scenario.toml", "steps.csv")
+    examples = [e for e in command_examples(page) if e.args[2] in ("steps.csv", "overlapped.csv")]
+    assert [e.args[:3] for e in examples] == [
+        ("compare", "scenario.toml", "steps.csv"),
+        ("compare", "scenario.toml", "overlapped.csv"),
     ]
     monkeypatch.chdir(tmp_path)
-    assert main(list(example.args)) == 0
-    assert capsys.readouterr().out.rstrip("\n").splitlines() == list(example.shown)
+    for example in examples:
+        assert main(list(example.args)) == 0
+        assert capsys.readouterr().out.rstrip("\n").splitlines() == list(example.shown)
 
 
 def test_an_integer_past_floats_range_in_a_log_is_refused_in_one_line(

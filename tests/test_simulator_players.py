@@ -267,6 +267,11 @@ KEY_PLAYERS = {
     "exchange.sync_overhead_s": ("exchange.sync_overhead_s=0.01", ("lockstep",)),
     "exchange.first_call_s": ("exchange.first_call_s=0.5", ("lockstep",)),
     "exchange.outer_step_s": ("exchange.outer_step_s=0.1", ("lockstep",)),
+    # the counts player plays blocking syncs alone, which the slowdown leaves as they are
+    "compute.slowdown_while_exchanging": (
+        "compute.slowdown_while_exchanging=0.04",
+        ("counts", "lockstep"),
+    ),
     "island.name": ("island.0.name=x", ("counts", "lockstep", "one learner", "learners")),
     "island.replicas": ("island.0.replicas=4", ("lockstep", "one learner")),
     "island.step_time_s": (
@@ -328,6 +333,7 @@ def scenario_keys() -> set[str]:
         "schedule.": spec.SCHEDULE_KEYS,
         "network.": spec.NETWORK_KEYS,
         "exchange.": spec.EXCHANGE_KEYS,
+        "compute.": spec.COMPUTE_KEYS,
         "island.": spec.ISLAND_KEYS,
         "syncer.": spec.SYNCER_KEYS,
         "store.": spec.STORE_KEYS,

@@ -99,6 +99,21 @@ def test_what_the_trainer_cannot_run_is_reported_not_validated():
     assert partial.scenario().network.on_departure == "restart"
 
 
+def test_a_slowdown_of_compute_while_exchanging_is_left_at_zero_in_the_scaled_run():
+    """A paced step sleeps, and a sleep does not slow; a measured run's mean step time holds its own."""
+    case = scale(
+        load("worked-example", ["compute.slowdown_while_exchanging=0.04"]),
+        ScaleOptions(max_workers=2),
+    )
+    assert case.scenario().compute.slowdown_while_exchanging == 0
+    assert "compute" not in case.document
+    assert (
+        "compute.slowdown_while_exchanging 0.04: not validated (a paced step sleeps, and a sleep does "
+        "not slow; a measured one's mean step time holds its own slowdown); the scaled scenario "
+        "leaves it at 0" in case.notes
+    )
+
+
 def test_a_clamped_link_says_how_far_the_ratio_moved():
     case = scale(
         load(

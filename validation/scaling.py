@@ -256,6 +256,12 @@ def not_validated(scenario: Scenario) -> list[str]:
         )
     if any(i.jitter_cv for i in scenario.islands):
         notes.append("step-time jitter: not validated (paced steps are exact); run without it")
+    if scenario.compute.slowdown_while_exchanging:
+        notes.append(
+            f"compute.slowdown_while_exchanging {scenario.compute.slowdown_while_exchanging:g}: not "
+            "validated (a paced step sleeps, and a sleep does not slow; a measured one's mean step "
+            "time holds its own slowdown); the scaled scenario leaves it at 0"
+        )
     if scenario.network.tcp_window_bytes:
         notes.append(
             "TCP window cap: not validated (the emulated links use the kernel's own windows)"

@@ -64,6 +64,7 @@ LINEAR_SPANS: dict[str, tuple[float, float]] = {
     "deadline_slack": (0.0, 1.0),
     "ring_efficiency": (0.5, 1.0),
     "mfu": (0.05, 1.0),
+    "slowdown_while_exchanging": (0.0, 0.2),
 }
 LOG_SPAN = 10.0  # a log slider spans value / LOG_SPAN to value x LOG_SPAN
 # The keys shown first; every other key of the format is under "more keys"
@@ -92,6 +93,7 @@ SECTION_TITLES = {
     "schedule": "Schedule",
     "network": "Network",
     "exchange": "Exchange calls",
+    "compute": "Compute",
     "syncer": "Syncer (decoupled)",
     "store": "Object store (gathered payloads)",
 }

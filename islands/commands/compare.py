@@ -209,6 +209,7 @@ def run_log(args: argparse.Namespace, source) -> int:
         "overrides": [*args.overrides, *result.overrides],
         "figures": [dataclasses.asdict(f) for f in comparison.figures],
         "syncs": comparison.syncs,
+        "slowdown": dataclasses.asdict(result.slowdown),
         "notes": comparison.notes,
         "predicted": result.predicted.summary,
     }

@@ -39,6 +39,7 @@ from ..played import Played, counts_for, peak_gbps
 from ..setup import RunSetup
 from ..workers import LAUNCH, WorkerState, sync_actions
 from . import barriers
+from .busy import Busy
 from .churn import DEPARTURE, Churn
 from .context import RunContext
 from .endings import event_limit_error, everyone_gone_reason
@@ -86,6 +87,7 @@ class Simulation:
         self.failures = Failures(context, exchanges, self.churn)
         self.barrier = barriers.Barrier(context, exchanges, self.churn.fetch)
         exchanges.connect(self.churn.enlist, self.barrier.on_arrival, self.outer_step_done)
+        self.busy = Busy(env, scenario, exchanges, self.failures, fleet)
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -226,26 +228,24 @@ class Simulation:
         """Compute from step ``position`` to ``target`` in one timeout; return the new position.
         A deadline barrier may cut it short (``barriers.LATE``): the work done so far is dropped. A
         chip failure under an elastic schedule pauses it (``failures.PAUSE``): the worker re-forms
-        without the chip, then computes the rest at its reduced rate."""
+        without the chip, then computes the rest at its reduced rate; its exchanges slow it (``busy``)."""
         steps = target - position
         if (
             outer_step in state.late
         ):  # cut off before it began the interval (``Barrier.on_deadline``)
             return position
-        trace, failures = self.trace, self.failures
+        trace, failures, busy, rank = self.trace, self.failures, self.busy, state.worker.rank
         while steps > 0:
             trace.open(state, "compute", NO_FRAGMENT, outer_step)
-            started_s, duration_s = (
-                self.env.now,
-                state.clock.duration_s(steps) * failures.slowdown(state),
-            )
-            failures.arm(state, duration_s)
+            span = busy.start(rank, state.clock.duration_s(steps) * failures.slowdown(state))
+            failures.arm(state, span.wall_left_s)
             try:
-                yield self.env.timeout(duration_s)
+                yield span.done
                 steps = 0
             except simpy.Interrupt as interrupt:
+                span.stop()
                 if interrupt.cause is PAUSE:
-                    steps -= steps * (self.env.now - started_s) / duration_s
+                    steps -= steps * span.done_fraction
                 elif interrupt.cause is not barriers.LATE:
                     raise
                 else:
@@ -253,6 +253,7 @@ class Simulation:
                     self.barrier.drop(state)
                     return position
             finally:
+                busy.stop(rank)
                 failures.disarm(state)
             trace.close(state)
             if steps > 0:

@@ -65,6 +65,16 @@ class Exchanges(ABC):
 
     pending: dict[tuple[int, int], PendingCollective]
     counts: dict[str, int]
+    watcher: Callable[[int], None] | None = None  # hears that a worker's bytes start or stop moving
+
+    @abstractmethod
+    def moving(self, rank: int) -> bool:
+        """Whether ``rank``'s own exchanges move bytes now (its compute slows: ``busy.py``)."""
+
+    def tell_watcher(self, rank: int) -> None:
+        """``rank``'s bytes may have started or stopped moving: the watcher hears of it."""
+        if self.watcher is not None:
+            self.watcher(rank)
 
     @abstractmethod
     def join(self, state: WorkerState, point: SyncPoint) -> Any:
@@ -124,6 +134,9 @@ class Collectives(Exchanges):
         )  # the run's first call sets the communicator up
         self.pending: dict[tuple[int, int], PendingCollective] = {}
         self.rings: dict[tuple, tuple[RingCollective, Leg]] = {}
+        self.moving_in: dict[
+            tuple[int, int], set[int]
+        ] = {}  # by collective: its members moving bytes
         self.counts: dict[str, int] = {}
         self.on_form: Hook = no_hook
         self.on_arrival: Hook = no_hook
@@ -229,6 +242,7 @@ class Collectives(Exchanges):
         if collective.first_started_s is None:
             collective.first_started_s = self.env.now
         self.transmit(collective, participants, collective.attempt)
+        self.move(collective, participants)
 
     def transmit(
         self, collective: PendingCollective, participants: tuple[int, ...], attempt: int
@@ -289,12 +303,41 @@ class Collectives(Exchanges):
         if attempt == collective.attempt and own_end is not None and not own_end.triggered:
             collective.member_end_s[rank] = self.env.now
             own_end.succeed()
+            self.still(collective, (rank,))
+
+    # --- whose bytes move ------------------------------------------------------------------------
+
+    def moving(self, rank: int) -> bool:
+        return any(rank in ranks for ranks in self.moving_in.values())
+
+    def move(self, collective: PendingCollective, ranks: tuple[int, ...]) -> None:
+        """``ranks`` move bytes in ``collective`` from now (it started), until ``still``."""
+        if self.watcher is None:
+            return
+        moving = self.moving_in.setdefault(collective.key, set())
+        for rank in ranks:
+            if rank not in moving:
+                moving.add(rank)
+                self.tell_watcher(rank)
+
+    def still(self, collective: PendingCollective, ranks: tuple[int, ...]) -> None:
+        """``ranks`` move no more bytes in ``collective``: their own end, a departure, a break."""
+        moving = self.moving_in.get(collective.key)
+        if moving is None:
+            return
+        for rank in ranks:
+            if rank in moving:
+                moving.discard(rank)
+                self.tell_watcher(rank)
+        if not moving:
+            del self.moving_in[collective.key]
 
     def drop_member(self, collective: PendingCollective, rank: int) -> None:
         """``on_departure = "partial"``: ``rank`` left mid-flight; the others go on without its share and
         finish no sooner than they notice that it is missing. What it sent by its (first) departure is
         thrown away with its share, and its links carry nothing of the collective from then on."""
         now = self.env.now
+        self.still(collective, (rank,))
         if rank not in collective.dropped_bytes:
             collective.dropped_s[rank] = now
             collective.dropped_bytes[rank] = self.sent_by(rank, self.moved(collective))
@@ -325,6 +368,7 @@ class Collectives(Exchanges):
         for transfer in collective.transfers:
             self.network.cancel(transfer)
         collective.transfers = []
+        self.still(collective, collective.participants)
 
     def waste(self, collective: PendingCollective, restarts: bool = True) -> None:
         """The attempt in flight is thrown away: each participant's bytes sent in it (a dropped member's
@@ -399,6 +443,7 @@ class Collectives(Exchanges):
         (``drop_member``); the wasted rows of the broken attempts before it are written too."""
         if attempt != collective.attempt or not collective.transfers:
             return
+        self.still(collective, collective.participants)
         if collective.hold_until_s > self.env.now:
             timer = self.env.timeout(collective.hold_until_s - self.env.now)
             timer.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))

@@ -134,6 +134,7 @@ class Syncer(Exchanges):
             self.path_to_syncer(report.rank), report.payload_bytes, self.hop_latency_s(report.rank)
         )
         self.in_flight.setdefault(report.rank, set()).add(report)
+        self.tell_watcher(report.rank)
         transfer = report.transfer
         transfer.done.callbacks.append(lambda _event: self.arrived(report, transfer))
 
@@ -152,6 +153,7 @@ class Syncer(Exchanges):
         report.transfer = None
         report.arrived_s = self.env.now
         self.in_flight[report.rank].discard(report)
+        self.tell_watcher(report.rank)
         if report.outer_step < self.open_round.get(report.fragment, 0):
             self.answer_late(report)
             return
@@ -264,6 +266,7 @@ class Syncer(Exchanges):
             self.hop_latency_s(report.rank),
         )
         self.in_flight.setdefault(report.rank, set()).add(report)
+        self.tell_watcher(report.rank)
         transfer = report.transfer
         transfer.done.callbacks.append(lambda _event: self.returned(report, transfer))
 
@@ -272,6 +275,7 @@ class Syncer(Exchanges):
             return
         report.transfer = None
         self.in_flight[report.rank].discard(report)
+        self.tell_watcher(report.rank)
         state = self.fleet.state_of[report.rank]
         assert report.sent_s is not None, "a report comes back after it was sent (send)"
         self.trace.add(
@@ -288,6 +292,10 @@ class Syncer(Exchanges):
 
     def own_end(self, rank: int, exchange: Report) -> simpy.Event:
         return exchange.done
+
+    def moving(self, rank: int) -> bool:
+        """Its upload or its download is under way."""
+        return bool(self.in_flight.get(rank))
 
     def record_wait(
         self, state: WorkerState, since_s: float, exchange: Report, point: SyncPoint

@@ -110,6 +110,10 @@ def why_not(setup: RunSetup) -> str | None:
             "learners leave and do not return (mtbf_s without mttr_s)",
         ),
         (scenario.schedule.barrier != "wait", f"the {scenario.schedule.barrier} barrier"),
+        (
+            scenario.compute.slowdown_while_exchanging != 0,
+            "compute slows while the learners' round trips move bytes",
+        ),
     )
     return next((why for failed, why in reasons if failed), None)
 

@@ -13,6 +13,9 @@ which numpy plays for every worker at once:
 * an apply: each worker computes up to the apply step, then waits for the collective's end:
   ``idle`` before it started, ``stall`` after.
 
+A compute span that collectives in flight overlap runs slowed while they move bytes
+(``compute.slowdown_while_exchanging``: ``computed``).
+
 The draws are the event model's own (each worker's generator, in the same order:
 ``StepClock.durations_s``), so the result is the event model's rank for rank
 (``tests/test_simulator_lockstep.py``). The summary is gathered as the run goes (per-worker totals,
@@ -37,6 +40,7 @@ from islands.trace import NO_FRAGMENT, Row
 
 from .. import budget
 from ..budget import Budget
+from ..compute import slowed_end_s
 from ..network.collectives import (
     COLLECTIVES,
     Leg,
@@ -153,6 +157,7 @@ class Lockstep:
             tuple, tuple
         ] = {}  # (collective, payload) -> its ring, leg and first transfer
         self.set_up_s = setup.scenario.exchange.first_call_s  # paid by the run's first collective
+        self.slowdown = setup.scenario.compute.slowdown_while_exchanging
         self.store = StorePaths.of(setup.scenario)  # where ``network.gather = "store"`` sends
         self.rounds: dict[
             tuple, tuple
@@ -166,6 +171,7 @@ class Lockstep:
             and len(self.states) == 1
             and not self.states[0].clock.jitter_cv
             and one_transfer
+            and not self.slowdown  # ``computed`` slows compute under the exchanges in flight
         ):
             self.play_one(timeline_of(setup.schedule, setup.scenario.schedule))
             return
@@ -356,8 +362,14 @@ class Lockstep:
         )
 
     def computed(self, duration_s: np.ndarray, outer_step: int) -> None:
+        """Each worker computes its drawn span from its clock on, slowed while the collectives in
+        flight move bytes (``compute.slowed_end_s``: every worker is in each, from its start to its end,
+        and they run one after another)."""
         since = self.now
-        self.now = since + duration_s
+        if self.slowdown:
+            self.now = slowed_end_s(since, duration_s, sorted(self.spans.values()), self.slowdown)
+        else:
+            self.now = since + duration_s
         self.compute += (
             self.now - since
         )  # a row's seconds (0 where the clock absorbs a step: no row)

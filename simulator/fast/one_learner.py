@@ -23,7 +23,8 @@ row before the learner's own row at one instant). The rows, in the event model's
 transfers are made when they are asked for, by playing the run again. The same result, ``events``
 aside (0 here; ``tests/test_simulator_one_learner.py`` plays every Decoupled candidate of the worked
 example's plan both ways). Anything else (several learners, churn, failures, exchange work, token
-buckets, a hand-set network model) runs event by event.
+buckets, a hand-set network model, compute that slows while round trips move bytes) runs event by
+event.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ def why_not(setup: RunSetup) -> str | None:
         (scenario.network.exchange_cpu_s_per_value != 0, "exchange work"),
         (setup.steps_scales[worker.rank] != 1, "adaptive H"),
         (worker.jitter_cv != 0, "its step times are jittered"),
+        (
+            scenario.compute.slowdown_while_exchanging != 0,
+            "its compute slows while its round trips move bytes",
+        ),
     )
     return next((why for failed, why in reasons if failed), None)
 

@@ -26,6 +26,7 @@ SECTIONS = (
     "model",
     "schedule",
     "network",
+    "compute",
     "syncer",
     "island",
     "region",

@@ -10,6 +10,10 @@ seconds of it, a share 1/H on each step, and its stall and idle (the sync, and t
 on its last step, the one that ends in the sync. Only schedules with one blocking sync at the end of
 each outer step (DDP, DiLoCo) are laid out so.
 
+Compute that slows while the sync moves bytes is told from the steps that end in a sync against
+the others (``slowdown.py``): the figure "slowdown while exchanging", the scenario's
+``compute.slowdown_while_exchanging`` beside it.
+
 The first sync of a process also sets its communicator up: where the window holds the run's first
 sync (step H) and later ones, that sync's excess over the median of the later ones is the figure
 "first sync set-up", and the mean sync is the later syncs' mean ("steady"), on both sides.
@@ -42,6 +46,7 @@ from islands.trace import WASTED
 
 from ..compare import Comparison, Figure, error_text, relative_error, value_text
 from .profiler import COMM_EVENTS, read_chrome
+from .slowdown import Slowdown, measured_slowdown, slowdown_note
 from .steps import LOG_LIMIT_BYTES, StepLog, read_steps
 from .torchtitan import STEP_LINE, read_torchtitan
 
@@ -266,7 +271,9 @@ def sync_split(syncs: dict[int, float], window: Window) -> tuple[float | None, f
     return statistics.fmean(ordered), None
 
 
-def figures(predicted: Rates, measured: Rates, window: Window) -> list[Figure]:
+def figures(
+    predicted: Rates, measured: Rates, window: Window, slowdown: Slowdown, predicted_s: float
+) -> list[Figure]:
     (p_sync, p_setup), (m_sync, m_setup) = (
         sync_split(predicted.syncs, window),
         sync_split(measured.syncs, window),
@@ -286,6 +293,7 @@ def figures(predicted: Rates, measured: Rates, window: Window) -> list[Figure]:
         ("first sync set-up", "s", p_setup, m_setup, m_sync),
         ("bytes per step", "bytes", predicted.bytes_per_step, measured.bytes_per_step, None),
         ("syncs in the window", "count", float(len(predicted.syncs)), m_syncs, None),
+        ("slowdown while exchanging", "fraction", predicted_s, slowdown.s, None),
     ]
     return [
         Figure(name, unit, p, m, relative_error(p, m, scale)) for name, unit, p, m, scale in rows
@@ -396,6 +404,7 @@ class LogComparison:
     window: Window
     assumptions: list[str]
     overrides: list[str]  # what --measured-steps added to the scenario
+    slowdown: Slowdown
 
 
 def compare_log(
@@ -419,6 +428,10 @@ def compare_log(
             "nothing to compare the log with"
         )
     predicted_side, measured_side = predicted_rates(predicted.trace, window), measured_rates(log)
+    slowdown, predicted_s = (
+        measured_slowdown(log, scenario),
+        scenario.compute.slowdown_while_exchanging,
+    )
     assumption = rank_assumption(log, workers)
     assumptions = [assumption] if assumption else []
     notes = [
@@ -427,11 +440,12 @@ def compare_log(
         *([setup_note(window)] if measured_side.utilisation is not None else []),
         *log.notes,
         f"compute: {compute}",
+        slowdown_note(slowdown, predicted_s),
     ]
     comparison = Comparison(
         scenario.name,
-        figures(predicted_side, measured_side, window),
+        figures(predicted_side, measured_side, window, slowdown, predicted_s),
         sync_rows(predicted_side, measured_side),
         notes,
     )
-    return LogComparison(comparison, predicted, log, window, assumptions, overrides)
+    return LogComparison(comparison, predicted, log, window, assumptions, overrides, slowdown)
