@@ -1,20 +1,21 @@
-"""Fit the one-FIFO-per-egress model to fifo_exchange.py's results; print each cell, measured beside fitted.
+"""Fit the one-FIFO-per-egress model to fifo_exchange.py's results; print each cell, measured beside
+fitted; and hold it against the GPU runs of issue 44.
 
     python benchmarks/fifo_model.py benchmarks/results/fifo-exchange-cubic.json \
         benchmarks/results/fifo-streams-cubic.json
     python benchmarks/fifo_model.py summary benchmarks/results/fifo-*.json   # one row per condition
+    python benchmarks/fifo_model.py gpu                                      # against the GPU runs
 
-The model (docs/emulation.md, "One FIFO per egress"), fitted per TCP congestion control: relative to
-fair queues on the same link,
+The model is the simulator's own (``scenarios/fifo.py``, docs/emulation.md "One FIFO per egress"),
+fitted per TCP congestion control: relative to fair queues on the same link, an exchange's bytes take
 
-    e_fifo / e_fair = 1 - k_s * s - k_so * s * o,    s = sqrt(F * R_REF / r),  o = max(0, 1 - Q / (F * a))
+    T_fifo / T_fair = 1 + s x c x (k_s + k_so x o)
 
-with r the link's rate, F the flows that send through the island's egress at once, Q the FIFO's
-depth in seconds and a the seconds of the rate each flow keeps standing in the egress queue (TCP
-small queues: about two GSO packets per socket), measured from the fair cells (their egress queue
-over F: htb keeps the same bytes). F * a is what the flows would queue, and the delay an ACK of the
-island's downloads waits behind its uploads is d = min(Q, F * a); o is the share of it the FIFO
-cannot hold (tail drops: each one a congestion window cut). k_s and k_so are linear least squares.
+with s x c and o as ``Fifo.scale`` and ``Fifo.overflow`` give them for the cell's rate, flows and
+FIFO depth (the standing packets from the model's GSO packets, not the cell's own queue). k_s and
+k_so are linear least squares of T_fifo / T_fair - 1 = fair / fifo - 1. Printed beside: the form
+the docs had before (e_fifo / e_fair = 1 - k_s s - k_so s o, with each rate's measured standing
+queue and no c), fitted the same way, so that both are held to the same cells.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
+from islands.scenarios.fifo import FITTED, GSO_MAX_BYTES, GSO_S, Fifo
+from islands.units import BITS_PER_BYTE
+
 R_REF_BITS_PER_S = 10e6
+# Issue 44's GPU runs: 4 nodes, NCCL over TCP, tc tbf on each node's egress; the ring's bus rate over
+# a single iperf3 stream's, by rate (1 and 5 Gbit/s: 0.99-1.00, taken as their middle)
+GPU_RUNS = {50e6: 0.79, 200e6: 0.90, 1e9: 0.995, 5e9: 0.995}
+GPU_RANGE = {1e9: (0.99, 1.0), 5e9: (0.99, 1.0)}
 
 
 def cells(paths: list[str]) -> list[dict]:
@@ -62,14 +70,24 @@ def per_flow_standing_s(rows: list[dict]) -> dict[tuple, float]:
     return {key: statistics.median(values) for key, values in found.items()}
 
 
-def predictors(row: dict, standing_s: float) -> tuple[float, float, float]:
-    """(s, o, d) of a FIFO cell: the flows-over-rate term, the overflow and the ACK's wait."""
-    demand_s = row["flows"] * standing_s
-    return (
-        np.sqrt(row["flows"] * R_REF_BITS_PER_S / row["rate"]),
-        max(0.0, 1 - row["queue_s"] / demand_s),
-        min(row["queue_s"], demand_s),
-    )
+def model_of(row: dict) -> Fifo:
+    """The cell's flows and depth, at no cost (the terms alone are read from it)."""
+    return Fifo(row["flows"], row["queue_s"], 0.0, 0.0)
+
+
+def terms(row: dict) -> tuple[float, float, float]:
+    """(s x c, o, d) of a FIFO cell, as the simulator computes them."""
+    model, rate = model_of(row), row["rate"] / BITS_PER_BYTE
+    return model.scale(rate), model.overflow(rate), model.ack_wait_s(rate)
+
+
+def least_squares(columns: np.ndarray, target: np.ndarray) -> np.ndarray:
+    coefficients, *_ = np.linalg.lstsq(columns, target, rcond=None)
+    return coefficients
+
+
+def rms_points(errors: np.ndarray) -> float:
+    return 100 * float(np.sqrt(np.mean(errors**2)))
 
 
 def fit(rows: list[dict]) -> None:
@@ -82,38 +100,84 @@ def fit(rows: list[dict]) -> None:
     fifo = [r for r in rows if r["shaper"] == "fifo"]
     for cc in sorted({r["cc"] for r in fifo}):
         mine = [r for r in fifo if r["cc"] == cc]
-        x = np.array([predictors(r, standing[(cc, r["rate"])]) for r in mine])
+        x = np.array([terms(r) for r in mine])
         y = np.array(
             [r["e"] / fair[(r["exchange"], cc, r["m"], r["rate"], r["flows"])] for r in mine]
         )
         columns = np.column_stack([x[:, 0], x[:, 0] * x[:, 1]])
-        (k_s, k_so), *_ = np.linalg.lstsq(columns, 1 - y, rcond=None)
-        fitted = 1 - columns @ np.array([k_s, k_so])
+        k_s, k_so = least_squares(columns, 1 / y - 1)
+        fitted = 1 / (1 + columns @ np.array([k_s, k_so]))
         errors = fitted - y
+        before = previous_form_errors(mine, y, standing)
         print(
-            f"{cc}: k_s = {k_s:.4f}, k_so = {k_so:.4f}; {len(mine)} cells, residual rms "
-            f"{100 * np.sqrt(np.mean(errors**2)):.1f} points "
-            f"(fifo = fair: {100 * np.sqrt(np.mean((1 - y) ** 2)):.1f}), "
-            f"worst {100 * np.max(np.abs(errors)):.1f}; a(r) = "
-            + ", ".join(
-                f"{1e3 * s:.1f} ms at {rate / 1e6:g}"
-                for (c, rate), s in sorted(standing.items())
-                if c == cc
-            )
-            + " Mbit/s"
+            f"{cc}: k_s = {k_s:.4f}, k_so = {k_so:.4f} (scenarios/fifo.py FITTED: "
+            f"{FITTED[cc][0]}, {FITTED[cc][1]}); {len(mine)} cells, residual rms "
+            f"{rms_points(errors):.2f} points (fifo = fair: {rms_points(1 - y):.2f}), worst "
+            f"{100 * np.max(np.abs(errors)):.1f}; the form before (1 - k_s s - k_so s o, measured "
+            f"queues): rms {rms_points(before):.2f}, worst {100 * np.max(np.abs(before)):.1f}"
         )
         print(
-            "| exchange | M | Mbit/s | flows | FIFO ms | s | o | d ms | fifo / fair | fitted | each repeat / rate |"
+            "| exchange | M | Mbit/s | flows | FIFO ms | s x c | o | d ms | fifo / fair | fitted | each repeat / rate |"
         )
         print("|" + " --- |" * 11)
-        for row, (s_term, o, d), measured, model in zip(mine, x, y, fitted):
+        for row, (scale, o, d), measured, model in zip(mine, x, y, fitted):
             flows = "all-reduce" if row["exchange"] == "allreduce" else "streams"
             print(
                 f"| {flows} | {row['m']} | {row['rate'] / 1e6:g} | {row['flows']} | {1e3 * row['queue_s']:g} | "
-                f"{s_term:.2f} | {o:.2f} | {1e3 * d:.1f} | {measured:.3f} | {model:.3f} | "
+                f"{scale:.3f} | {o:.2f} | {1e3 * d:.1f} | {measured:.3f} | {model:.3f} | "
                 f"{', '.join(f'{v:.3f}' for v in row['spread'])} |"
             )
         print()
+
+
+def previous_form_errors(mine: list[dict], y: np.ndarray, standing: dict) -> np.ndarray:
+    """The docs' earlier form, e = 1 - k_s s - k_so s o with each rate's measured a(r), refitted."""
+    s = np.array([np.sqrt(r["flows"] * R_REF_BITS_PER_S / r["rate"]) for r in mine])
+    o = np.array(
+        [max(0.0, 1 - r["queue_s"] / (r["flows"] * standing[(r["cc"], r["rate"])])) for r in mine]
+    )
+    columns = np.column_stack([s, s * o])
+    return 1 - columns @ least_squares(columns, 1 - y) - y
+
+
+def gpu() -> None:
+    """Calibrate k_s on the GPU runs at 50 Mbit/s alone (as ``islands calibrate`` does from one rate)
+    and predict the other rates, by this model and by its sqrt term alone (no c). One flow: F only
+    scales s by sqrt(F) at every rate, which k_s takes up (k_s(F) = k_s(1) / sqrt(F))."""
+    model = Fifo(1, 1.0, 0.0, 0.0)  # a FIFO deep enough to hold the flows: no overflow
+
+    def sqrt_alone(rate_bytes_per_s: float) -> float:
+        return model.scale(rate_bytes_per_s) / min(1.0, GSO_MAX_BYTES / (GSO_S * rate_bytes_per_s))
+
+    rates = sorted(GPU_RUNS)
+    forms = {"this model": model.scale, "sqrt term alone": sqrt_alone}
+    predicted = {}
+    for name, scale in forms.items():
+        k_s = (1 / GPU_RUNS[rates[0]] - 1) / scale(rates[0] / BITS_PER_BYTE)
+        predicted[name] = [1 / (1 + k_s * scale(rate / BITS_PER_BYTE)) for rate in rates]
+        print(f"{name}: k_s = {k_s:.3f} at one flow, from {rates[0] / 1e6:g} Mbit/s")
+    print("| Mbit/s | measured | " + " | ".join(forms) + " |")
+    print("|" + " --- |" * (2 + len(forms)))
+    for index, rate in enumerate(rates):
+        low, high = GPU_RANGE.get(rate, (GPU_RUNS[rate], GPU_RUNS[rate]))
+        measured = f"{low:.3f}" if low == high else f"{low:.2f}-{high:.2f}"
+        cells = " | ".join(
+            f"{values[index]:.3f} ({100 * outside(values[index], low, high):+.1f})"
+            for values in predicted.values()
+        )
+        print(f"| {rate / 1e6:g} | {measured} | {cells} |")
+    for name, values in predicted.items():
+        misses = [
+            outside(value, *GPU_RANGE.get(r, (GPU_RUNS[r],) * 2)) for r, value in zip(rates, values)
+        ]
+        print(
+            f"{name}: residual rms over the three predicted rates {rms_points(np.array(misses[1:])):.2f} points"
+        )
+
+
+def outside(value: float, low: float, high: float) -> float:
+    """How far ``value`` lies outside [low, high] (0 inside), signed."""
+    return value - high if value > high else value - low if value < low else 0.0
 
 
 def summary(paths: list[str]) -> None:
@@ -154,5 +218,7 @@ def summary(paths: list[str]) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["summary"]:
         summary(sys.argv[2:])
+    elif sys.argv[1:2] == ["gpu"]:
+        gpu()
     else:
         fit(cells(sys.argv[1:]))

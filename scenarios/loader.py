@@ -26,6 +26,7 @@ from islands.schedules.gather import problem as gather_problem
 
 from .accelerators import MEMORY_GB, PEAK_BF16_FLOPS, derived_step_time_s
 from .errors import ScenarioError
+from .fifo import check_fifo
 from .latencies import with_csv
 from .memory import Placement, Replica, bytes_per_param, check_host_fits, check_replica_fits
 from .model import (
@@ -392,6 +393,7 @@ def build(document: dict[str, Any], source: str) -> Scenario:
     check_exchange(scenario, source)
     check_compression(scenario, source)
     check_gather(scenario, source)
+    check_fifo(scenario, source)
     check_collective(scenario, source)
     check_runnable(scenario, events)
     check_unread(scenario, source)

@@ -62,14 +62,20 @@ class NetworkSpec:
     collective: str = "ring"
     on_departure: str = "restart"
     ring_efficiency: float = 1.0
+    egress_queue: str = "fair"
+    fifo_queue_ms: float = 200.0
+    tcp_congestion_control: str = "cubic"
+    fifo_k_s: float | None = None
+    fifo_k_so: float | None = None
     weights_from: str = "fastest"
     gather: str = "ring"
 
-    def tcp_cap_bytes_per_s(self, one_way_latency_s: float) -> float:
-        """``streams`` times one stream's rate at RTT = 2 x ``one_way_latency_s``: the window over the
-        RTT, and with ``loss_rate`` = p at most MATHIS_C x MSS / (RTT x sqrt(p)) (Mathis, Semke, Mahdavi
-        and Ott 1997, eq. 3); no cap (inf) without latency, or without a window and loss."""
-        rtt_s = 2 * one_way_latency_s
+    def tcp_cap_bytes_per_s(self, one_way_latency_s: float, ack_wait_s: float = 0.0) -> float:
+        """``streams`` times one stream's rate at RTT = 2 x ``one_way_latency_s`` + ``ack_wait_s`` (the
+        ACKs' wait behind the receiver's uploads in one FIFO, ``scenarios/fifo.py``): the window over
+        the RTT, and with ``loss_rate`` = p at most MATHIS_C x MSS / (RTT x sqrt(p)) (Mathis, Semke,
+        Mahdavi and Ott 1997, eq. 3); no cap (inf) without a round trip, or without a window and loss."""
+        rtt_s = 2 * one_way_latency_s + ack_wait_s
         if rtt_s <= 0:
             return math.inf
         stream_bytes_per_s = (

@@ -20,7 +20,10 @@ The file (JSON) holds, for hosts named after the scenario's islands:
   ``call_latency_s`` fitted as the intercept of its time against message size at small sizes, and
   ``bus_gbps``, its bus bandwidth at each message size (``size_bytes``; all_gather's is the gathered
   total, as nccl-tests prints it). ``ring_terms`` turns it into what a ring pays beyond the model's
-  hop latencies and the slowest link's rate.
+  hop latencies and the slowest link's rate;
+* ``fifo`` (optional): the hosts' egress is one FIFO queue (``islands calibrate --egress-queue fifo``):
+  its depth ``queue_ms``, the TCP ``streams`` each host sent through it at once in the collective,
+  and the hosts' ``tcp_congestion_control``.
 
 A scenario takes it (``apply_profile``) as: every island's upload and download rate from its host;
 a ``[[latency]]`` entry per pair of islands whose round trip is the measured one plus twice the hop
@@ -30,7 +33,11 @@ ring of M pays the exchange's fixed cost; every link's token bucket of ``burst_b
 profile without one leaves the scenario's own costs and buckets). An island with replicas takes its
 host's figures for each of them; two replicas of one island talk at the island's own
 ``latency_ms`` (one host cannot measure that). A collective sets ``exchange.call_overhead_s`` and
-``network.ring_efficiency`` (``ring_terms``).
+``network.ring_efficiency`` (``ring_terms``). Under a ``fifo`` block the scenario's egress becomes
+that FIFO (``network.egress_queue``, ``fifo_queue_ms``, ``streams``, ``tcp_congestion_control``), and the
+collective sets ``network.fifo_k_s`` in place of the ring efficiency: the k_s that makes the FIFO's
+model give the measured efficiency at the slowest host's uplink (``scenarios/fifo.py``), so that the
+scenario prices the FIFO at its own rates, and charges it once.
 """
 
 from __future__ import annotations
@@ -48,8 +55,10 @@ from islands.schedules import SCHEDULES
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .errors import ScenarioError
+from .fifo import FIFO, FITTED, Fifo, fitted_k_s
 from .model import PairLatency
 from .spec import (
+    CONGESTION_CONTROLS,
     ISLAND_KEYS,
     LATENCY_KEYS,
     MAX_CALL_OVERHEAD_S,
@@ -58,6 +67,7 @@ from .spec import (
     NETWORK_KEYS,
     Key,
     between,
+    one_of,
     shown_value,
 )
 
@@ -110,12 +120,22 @@ class CollectiveCost:
 
 
 @dataclass(frozen=True)
+class FifoEgress:
+    """The hosts' egress as one FIFO queue, as the user's tools ran through it."""
+
+    queue_ms: float  # its depth (tc tbf's latency)
+    streams: int  # TCP connections each host sent through it at once in the collective
+    tcp_congestion_control: str  # the hosts' (CONGESTION_CONTROLS)
+
+
+@dataclass(frozen=True)
 class NetworkProfile:
     label: str  # where it was measured: real hosts, or how the WAN was emulated
     hosts: tuple[Host, ...]
     rtt_ms: tuple[PairLatency, ...]
     exchange: ExchangeCost | None = None
     collective: CollectiveCost | None = None
+    fifo: FifoEgress | None = None
 
     def to_json(self) -> str:
         blocks = {key: value for key, value in asdict(self).items() if value is not None}
@@ -155,7 +175,7 @@ def read_profile(path: str | Path) -> NetworkProfile:
         values,
         "",
         ("kind", "version", "label", "hosts", "rtt_ms"),
-        ("exchange", "collective"),
+        ("exchange", "collective", "fifo"),
         source,
     )
     if not isinstance(values["label"], str):
@@ -185,6 +205,7 @@ def read_profile(path: str | Path) -> NetworkProfile:
         collective=collective_cost(values["collective"], len(hosts), source)
         if "collective" in values
         else None,
+        fifo=fifo_egress(values["fifo"], source) if "fifo" in values else None,
     )
 
 
@@ -355,6 +376,28 @@ def collective_cost(values: Any, hosts: int, source: str) -> CollectiveCost:
     )
 
 
+def fifo_egress(values: Any, source: str) -> FifoEgress:
+    """The ``fifo`` block, each figure in its scenario key's range."""
+    fields(values, "fifo", ("queue_ms", "streams", "tcp_congestion_control"), (), source)
+    streams = values["streams"]
+    if not is_whole_number(streams):
+        raise ScenarioError(
+            source, "fifo.streams", f"must be a whole number (got {shown_value(streams)})"
+        )
+    within(streams, NETWORK_KEYS["streams"], "fifo.streams", source)
+    control = values["tcp_congestion_control"]
+    problem = one_of(*CONGESTION_CONTROLS)(control)
+    if problem:
+        raise ScenarioError(
+            source, "fifo.tcp_congestion_control", f"{problem} (got {shown_value(control)})"
+        )
+    return FifoEgress(
+        within(values["queue_ms"], NETWORK_KEYS["fifo_queue_ms"], "fifo.queue_ms", source),
+        int(streams),
+        control,
+    )
+
+
 def bus_rate(row: Any, where: str, source: str) -> BusRate:
     fields(row, where, ("size_bytes", "bus_gbps"), (), source)
     return BusRate(
@@ -421,11 +464,37 @@ def apply_profile(
     if profile.exchange is not None:
         network["exchange_cpu_s_per_value"] = profile.exchange.cpu_s_per_value
         network["exchange_end_spread_s"] = profile.exchange.end_spread_s
+    fifo = profile.fifo is not None and rings_collectives(document) and gathers_on_rings(document)
+    if fifo:
+        take_fifo(network, profile)
     if profile.collective is not None and rings_collectives(document):
         terms = ring_terms(profile, profile_path)
         document.setdefault("exchange", {})["call_overhead_s"] = terms.call_overhead_s
-        network["ring_efficiency"] = terms.ring_efficiency
+        if fifo:
+            network["fifo_k_s"] = terms.fifo_k_s
+        else:
+            network["ring_efficiency"] = terms.ring_efficiency
     return document
+
+
+def gathers_on_rings(document: dict[str, Any]) -> bool:
+    """Whether the scenario's top-k payloads, if any, go round a ring (a FIFO prices rings only)."""
+    return document.get("network", {}).get("gather", "ring") == "ring"
+
+
+def take_fifo(network: dict[str, Any], profile: NetworkProfile) -> None:
+    """The profile's FIFO as the scenario's egress, in place of any of its own FIFO keys and ring
+    efficiency (the collective's fit sets ``fifo_k_s``; ``fifo_k_so`` is the fit's for its TCP)."""
+    fifo = profile.fifo
+    assert fifo is not None, "take_fifo needs a profile with a fifo block"
+    for key in ("ring_efficiency", "fifo_k_s", "fifo_k_so"):
+        network.pop(key, None)
+    network.update(
+        egress_queue=FIFO,
+        fifo_queue_ms=fifo.queue_ms,
+        streams=fifo.streams,
+        tcp_congestion_control=fifo.tcp_congestion_control,
+    )
 
 
 def rings_collectives(document: dict[str, Any]) -> bool:
@@ -490,6 +559,8 @@ class RingTerms:
     slowest_one_way_s: float
     slowest_gbps: float
     data_bus_gbps: float  # the largest message's bus rate, its per-call latency taken out
+    fifo_k_s: float | None = None  # under the profile's FIFO: its k_s at the slowest uplink
+    slowest_uplink_gbps: float = 0.0
 
 
 def bus_factor(test: str, ranks: int) -> float:
@@ -530,6 +601,7 @@ def ring_terms(profile: NetworkProfile, source: str) -> RingTerms:
         )
     slowest_gbps = min(min(host.upload_gbps, host.download_gbps) for host in profile.hosts)
     efficiency = carried_gbit / data_s / slowest_gbps
+    uplink_gbps = min(host.upload_gbps for host in profile.hosts)
     return RingTerms(
         overhead_s,
         min(efficiency, 1.0),
@@ -537,4 +609,32 @@ def ring_terms(profile: NetworkProfile, source: str) -> RingTerms:
         slowest_one_way_s,
         slowest_gbps,
         carried_gbit / data_s,
+        None
+        if profile.fifo is None
+        else fifo_k_s(profile.fifo, carried_gbit / data_s, uplink_gbps, source),
+        uplink_gbps,
     )
+
+
+def fifo_k_s(fifo: FifoEgress, bus_gbps: float, uplink_gbps: float, source: str) -> float:
+    """The k_s that makes one FIFO on an egress of ``uplink_gbps`` (the slowest host's uplink: the one
+    a ring is charged at, ``simulator/network/fifo.py``) give the ring ``bus_gbps``: its efficiency
+    there is bus / uplink (at least 0 where the ring moved as fast: no cost to charge)."""
+    model = Fifo(
+        fifo.streams,
+        fifo.queue_ms / MS_PER_S,
+        0.0,
+        FITTED[fifo.tcp_congestion_control][1],
+    )
+    egress_bytes_per_s = uplink_gbps * BITS_PER_GBIT / BITS_PER_BYTE
+    k_s = fitted_k_s(min(1.0, bus_gbps / uplink_gbps), egress_bytes_per_s, model)
+    rule = NETWORK_KEYS["fifo_k_s"].check
+    problem = None if rule is None else rule(k_s)
+    if problem:
+        raise ScenarioError(
+            source,
+            "collective",
+            f"its bus rate, {bus_gbps:.6g} Gbit/s at the slowest uplink's {uplink_gbps:.6g}, makes "
+            f"fifo_k_s {k_s:.6g}, which {problem}: the FIFO's model does not reach so slow a ring",
+        )
+    return k_s

@@ -36,6 +36,8 @@ RING_ORDERS = ("ranked", "optimised")
 COLLECTIVE_SHAPES = ("ring", "hierarchical", "tree")
 DEPARTURE_POLICIES = ("restart", "partial")
 EXCHANGE_CALLS = ("flat", "buckets", "per_tensor")
+EGRESS_QUEUES = ("fair", "fifo")  # scenarios/fifo.py prices the second
+CONGESTION_CONTROLS = ("cubic", "bbr")
 
 
 # Bounds beyond which a value is physically absurd or would defeat float64 time; docs/limits.md
@@ -57,6 +59,8 @@ MAX_LOSS_RATE = (
 MAX_DETECTION_TIMEOUT_S = 86400.0
 MAX_EXCHANGE_CPU_S_PER_VALUE = 1e-6
 MAX_EXCHANGE_END_SPREAD_S = 60.0
+MAX_FIFO_QUEUE_MS = 10_000.0
+MAX_FIFO_K = 10.0
 MIN_BUCKET_CAP_MB, MAX_BUCKET_CAP_MB = (
     1.0 / 1024,
     1e6,
@@ -137,6 +141,16 @@ def at_least(low: float, unit: str = "") -> Callable[[float], str | None]:
 
     def check(value: float) -> str | None:
         return None if value >= low else f"must be >= {low:g}{unit}{LIMITS_NOTE}"
+
+    return check
+
+
+def positive_up_to(high: float, unit: str = "") -> Callable[[float], str | None]:
+    """``0 < value <= high`` (the upper bound is in docs/limits.md)."""
+    upper = between(0, high, unit)
+
+    def check(value: float) -> str | None:
+        return "must be > 0" if value <= 0 else upper(value)
 
     return check
 
@@ -348,7 +362,14 @@ NETWORK_KEYS = {
         zero_or_between(MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES, " bytes"),
         "TCP window per stream; caps a transfer at streams * window / RTT (0: no cap)",
     ),
-    "streams": Key("int", 1, between(1, MAX_STREAMS), "parallel TCP streams per transfer"),
+    "streams": Key(
+        "int",
+        1,
+        between(1, MAX_STREAMS),
+        'parallel TCP streams per transfer; under egress_queue = "fifo" also the flows each island '
+        "sends through its FIFO at once (gloo: 1; NCCL: channels x NCCL_NSOCKS_PERTHREAD x "
+        "NCCL_SOCKET_NTHREADS)",
+    ),
     "loss_rate": Key(
         "float",
         0.0,
@@ -403,10 +424,49 @@ NETWORK_KEYS = {
         "float",
         1.0,
         fraction_up_to_one,
-        "the fraction of its slowest link's rate a ring collective achieves (1: all of it); "
-        "below 1 where one FIFO per egress queues each node's acknowledgements behind its "
-        "uploads (nccl-tests' bus bandwidth over iperf3's rate: 0.79 at 50 Mbit/s, 0.90 at 200 "
-        "in real runs through tc tbf); islands calibrate measures it",
+        "the fraction of its slowest link's rate a ring collective achieves (1: all of it), as "
+        "measured at one rate (nccl-tests' bus bandwidth over iperf3's rate: 0.79 at 50 Mbit/s, "
+        "0.90 at 200 in real runs through tc tbf); islands calibrate measures it; "
+        'egress_queue = "fifo" prices such a loss at every rate instead, and refuses it',
+    ),
+    "egress_queue": Key(
+        "str",
+        "fair",
+        one_of(*EGRESS_QUEUES),
+        '"fair" (the islands\' links queue per flow, ACKs first: fq_codel, cake, htb; a ring gets its '
+        'slowest link) or "fifo" (one FIFO queue per island\'s egress: tc tbf on a host, a cloud '
+        "shaper; every worker of a ring sends and receives at once, so the ACKs of its downloads "
+        "wait behind its uploads: the ring's rate falls at low rates and with many streams, and "
+        "each connection's round trip grows by that wait; scenarios/fifo.py, docs/emulation.md)",
+    ),
+    "fifo_queue_ms": Key(
+        "float",
+        200.0,
+        positive_up_to(MAX_FIFO_QUEUE_MS, " ms"),
+        "egress_queue = \"fifo\": the FIFO's depth in milliseconds of its rate (tc tbf's latency; "
+        "islands validate --shaper fifo's --queue-ms)",
+    ),
+    "tcp_congestion_control": Key(
+        "str",
+        "cubic",
+        one_of(*CONGESTION_CONTROLS),
+        'egress_queue = "fifo": the hosts\' TCP ("cubic", Linux\'s default, or "bbr"), which picks '
+        "the FIFO's fitted fifo_k_s and fifo_k_so",
+    ),
+    "fifo_k_s": Key(
+        "float",
+        None,
+        between(0, MAX_FIFO_K),
+        'egress_queue = "fifo": the FIFO\'s cost per unit of sqrt(streams x 10 Mbit/s / rate) '
+        "(default: the fit for tcp_congestion_control; islands calibrate --egress-queue fifo fits it "
+        "from nccl-tests and iperf3 files)",
+    ),
+    "fifo_k_so": Key(
+        "float",
+        None,
+        between(0, MAX_FIFO_K),
+        'egress_queue = "fifo": its further cost where the streams\' standing packets overflow the '
+        "FIFO (default: the fit for tcp_congestion_control)",
     ),
     "ring_order": Key(
         "str",

@@ -7,11 +7,10 @@ Every key has a default, so a scenario written for the simulator alone also trai
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .spec import Key, between, one_of
+from .spec import Key, between, one_of, positive_up_to
 
 OUTER_OPTIMIZERS = ("nesterov", "average", "adamw")
 # Each outer optimizer's published defaults, (outer_lr, outer_momentum), taken where the scenario sets
@@ -27,16 +26,6 @@ DATA_SPLITS = ("iid", "files")
 DEVICES = ("auto", "cpu", "cuda")
 AGGREGATIONS = ("mean", "median", "trimmed_mean", "radial_directional")
 TOPK_MEANS = ("senders", "workers")
-
-
-def positive_up_to(high: float, unit: str = "") -> Callable[[float], str | None]:
-    """``0 < value <= high`` (the upper bound is in docs/limits.md)."""
-    upper = between(0, high, unit)
-
-    def check(value: float) -> str | None:
-        return "must be > 0" if value <= 0 else upper(value)
-
-    return check
 
 
 def momentum(value: float) -> str | None:

@@ -37,11 +37,13 @@ from dataclasses import dataclass
 from islands.limits import DEFAULT_MAX_EVENTS
 from islands.numbers import is_finite_number
 from islands.scenarios import Scenario, ScenarioError, Worker
+from islands.scenarios.fifo import FIFO
 from islands.schedules import schedule_of
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
 
 from .fleet import steps_scales
 from .network.collectives import collective_for
+from .network.fifo import fifo_cap_bytes_per_s
 from .network.gather_rounds import store_extra_s
 from .replicas import groups
 
@@ -104,11 +106,15 @@ def endless_churn(scenario: Scenario) -> bool:
 
 
 def ring_rate_bytes_per_s(scenario: Scenario, workers: list[Worker]) -> float:
-    """The slowest link, capped by the TCP window at the farthest pair's RTT, and by the slowest
-    backbone shared by every worker's flow (an upper bound's rate: no ring puts more on it)."""
+    """The slowest link, capped by the TCP window at the farthest pair's RTT, under one FIFO per
+    egress by a ring's share of the slowest egress (``network/fifo.py``), and by the slowest backbone
+    shared by every worker's flow (an upper bound's rate: no ring puts more on it)."""
     slowest = min(min(w.upload_bytes_per_s, w.download_bytes_per_s) for w in workers)
     network = scenario.network
     rate = min(slowest, network.tcp_cap_bytes_per_s(scenario.farthest_hop_latency_s))
+    if network.egress_queue == FIFO:  # the slowest egress's share, and the ACKs' wait in each RTT
+        egress = min(w.upload_bytes_per_s for w in workers)
+        rate = min(rate, fifo_cap_bytes_per_s(network, egress, scenario.farthest_hop_latency_s))
     return min(rate, slowest_backbone_bytes_per_s(scenario) / len(workers))
 
 

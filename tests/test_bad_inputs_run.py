@@ -944,6 +944,24 @@ CALIBRATE += cases(
                 "reduce.txt: ranks: the run was among 3 hosts, the profile's --host names 2",
                 tool_files(),
             ),
+            (
+                "--streams without --egress-queue fifo",
+                ("--iperf3", "a-c.json", "--streams", "4"),
+                "--streams describes one FIFO per egress: it goes with --egress-queue fifo",
+                tool_files(),
+            ),
+            (
+                "--queue-ms 0",
+                ("--iperf3", "a-c.json", "--egress-queue", "fifo", "--queue-ms", "0"),
+                "--queue-ms 0: must be > 0",
+                tool_files(),
+            ),
+            (
+                "--streams 0",
+                ("--iperf3", "a-c.json", "--egress-queue", "fifo", "--streams", "0"),
+                "--streams 0: must be >= 1",
+                tool_files(),
+            ),
         ]
     ],
 )

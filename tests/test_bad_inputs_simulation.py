@@ -52,6 +52,8 @@ FILES = {
         '"rtt_ms": []', '"rtt_ms": [{"between": "dcx", "rtt_ms": 1}]'
     ),
     "twice.json": (PROFILE % HOST).replace('"label": "t"', '"label": "t", "label": "u"'),
+    "fifo.json": (PROFILE % HOST)[:-1]
+    + ', "fifo": {"queue_ms": 200, "streams": 0, "tcp_congestion_control": "cubic"}}',
     "deep.json": "[" * 100_000,
     "digits.json": '{"kind": "islands network profile", "version": ' + LONG + "}",
     "bad.toml": "name = [",
@@ -311,6 +313,31 @@ CASES = [
         "a ring efficiency above 1",
         [WE, "--set", "network.ring_efficiency=1.5"],
         "network.ring_efficiency: must be in (0, 1]",
+    ),
+    case(
+        "simulate",
+        "a FIFO's key under fair queues",
+        [WE, "--set", "network.fifo_k_s=0.3"],
+        'network.fifo_k_s: has no effect under egress_queue = "fair": it prices one FIFO per egress',
+    ),
+    case(
+        "simulate",
+        "a measured ring efficiency beside one FIFO per egress",
+        [WE, "--set", "network.egress_queue=fifo", "--set", "network.ring_efficiency=0.9"],
+        'network.ring_efficiency: 0.9 with egress_queue = "fifo" charges the FIFO twice',
+    ),
+    case(
+        "simulate",
+        "one FIFO per egress under a tree",
+        [WE, "--set", "network.egress_queue=fifo", "--set", "network.collective=tree"],
+        'network.egress_queue: "fifo" prices ring collectives, in which every worker sends and '
+        'receives at once; network.collective = "tree" is not priced by it',
+    ),
+    case(
+        "simulate",
+        "a FIFO 0 ms deep",
+        [WE, "--set", "network.egress_queue=fifo", "--set", "network.fifo_queue_ms=0"],
+        "network.fifo_queue_ms: must be > 0",
     ),
     case(
         "simulate",
@@ -754,6 +781,12 @@ CASES = [
         "--network-profile with a rate past the scenario's limits",
         [S, "--network-profile", "{tmp}/fast.json"],
         "fast.json: hosts.0.upload_gbps: must be <= 1e+06 Gbit/s (see docs/limits.md) (got 2000000.0)",
+    ),
+    case(
+        "simulate",
+        "--network-profile whose FIFO has 0 streams",
+        [S, "--network-profile", "{tmp}/fifo.json"],
+        "fifo.json: fifo.streams: must be >= 1 (got 0)",
     ),
     case(
         "simulate",

@@ -18,6 +18,7 @@ The samples: hosts a (10.0.0.1), b (10.0.0.2 privately, 198.51.100.2 publicly) a
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import (
     BusRate,
     CollectiveCost,
+    FifoEgress,
     Host,
     NetworkProfile,
     apply_profile,
@@ -230,6 +232,34 @@ def test_a_collective_prices_ring_collectives_only():
         assert "exchange" not in applied and "ring_efficiency" not in applied["network"]
 
 
+def test_a_profile_s_fifo_prices_rings_only_and_replaces_the_scenario_s_own():
+    profile = NetworkProfile(
+        "x",
+        (Host("a", 1.0, 1.0), Host("b", 1.0, 1.0)),
+        (PairLatency(("a", "b"), 10.0),),
+        fifo=FifoEgress(20.0, 4, "bbr"),
+    )
+    islands = [{"name": "a"}, {"name": "b"}]
+    own = {"egress_queue": "fifo", "fifo_queue_ms": 500.0, "fifo_k_so": 0.3}
+    ring = apply_profile(
+        {"schedule": {"algorithm": "diloco"}, "network": own, "island": islands},
+        profile,
+        "p.json",
+    )
+    assert ring["network"] == {
+        "egress_queue": "fifo",
+        "fifo_queue_ms": 20.0,
+        "streams": 4,
+        "tcp_congestion_control": "bbr",
+    }
+    for other in (
+        {"schedule": {"algorithm": "decoupled"}, "island": islands},
+        {"schedule": {"algorithm": "diloco"}, "network": {"collective": "tree"}, "island": islands},
+        {"schedule": {"algorithm": "diloco"}, "network": {"gather": "store"}, "island": islands},
+    ):
+        assert "egress_queue" not in apply_profile(other, profile, "p.json")["network"]
+
+
 def three_islands(parameters: float) -> str:
     """A DiLoCo scenario of islands a, b and c (the samples' hosts) with fp32 values."""
     return f"""name = "three"
@@ -375,6 +405,38 @@ def test_the_simulator_remakes_the_largest_all_reduce_from_the_profile(samples):
     assert scenario.network.ring_efficiency == pytest.approx(4 / 3 * 8 / 0.25e-6 / 48e6)
     # the row: (8488611 + 8488605) / 2 microseconds
     assert simulate(scenario).summary["mean_sync_s"] == pytest.approx(8.488608, rel=1e-9)
+
+
+def test_behind_one_fifo_the_collective_calibrates_k_s_and_the_scenario_extrapolates(
+    samples, capsys
+):
+    """--egress-queue fifo: the profile's FIFO becomes the scenario's egress, and the collective sets
+    fifo_k_s in place of the ring efficiency. At the slowest uplink (a's 48 Mbit/s) the efficiency is
+    the same 0.888889, so the largest all-reduce takes what nccl-tests measured; at other rates the
+    model takes over. By hand: T_fifo / T_fair - 1 = 1 / 0.888889 - 1 = 0.125; s = sqrt(10 / 48); a
+    GSO packet of 4 ms of 48 Mbit/s is 24,000 bytes, below 64 KiB (c = 1), and one flow keeps two of
+    them, 8 ms, in a 200 ms FIFO (o = 0): k_s = 0.125 / sqrt(10 / 48)."""
+    from islands.simulator import simulate
+
+    calibrate(*PINGS, "--nccl-tests", "nccl-all-reduce-3.txt", "--egress-queue", "fifo")
+    k_s = 0.125 / math.sqrt(10 / 48)
+    assert f"network.fifo_k_s = {k_s:.6g} in its place" in capsys.readouterr().out
+    size = ALL_REDUCE_SIZES[-1]
+    (samples / "three.toml").write_text(three_islands(size // 4))
+    source = ScenarioSource.read(samples / "three.toml").with_network_profile(
+        samples / "profile.json"
+    )
+    network = source.scenario.network
+    assert (network.egress_queue, network.streams, network.fifo_queue_ms) == ("fifo", 1, 200)
+    assert network.ring_efficiency == 1.0 and network.fifo_k_s == pytest.approx(k_s, rel=1e-12)
+    assert simulate(source.scenario).summary["mean_sync_s"] == pytest.approx(8.488608, rel=1e-9)
+    # every link at 200 Mbit/s: c = 65,536 / (0.004 x 25e6); the bytes at 1 / (1 + k_s s c) of it
+    faster = source.with_overrides("island.*.upload_gbps=0.2", "island.*.download_gbps=0.2")
+    efficiency = 1 / (1 + k_s * math.sqrt(10 / 200) * 65536 / (0.004 * 25e6))
+    assert efficiency == pytest.approx(0.961416, abs=1e-6)
+    assert simulate(faster.scenario).summary["mean_sync_s"] == pytest.approx(
+        0.1 + 4 / 3 * size * 8 / (efficiency * 200e6), rel=1e-9
+    )
 
 
 def test_calibrate_from_files_is_refused_under_torchrun(samples, capsys, monkeypatch):

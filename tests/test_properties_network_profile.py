@@ -1,5 +1,6 @@
 """Generated bad network profiles (``--network-profile FILE``, what ``islands calibrate`` writes): a
-valid profile drawn (hosts, every pair's round trip, an exchange and a collective or not), then
+valid profile drawn (hosts, every pair's round trip, an exchange, a collective and one FIFO per
+egress or not), then
 changed at one place (``helpers/mutations.py``: a value of another type, out of range, NaN, an
 infinity, 401 digits, 100,000 levels deep; a key or entry removed, one added, one written twice), or
 cut at any byte. Each is read, or refused in one line naming the profile; a scenario that reads
@@ -67,6 +68,12 @@ def profiles(draw) -> dict[str, Any]:
                 {"size_bytes": 1e8, "bus_gbps": 0.02},
             ],
         }
+    if draw(st.booleans()):
+        document["fifo"] = {
+            "queue_ms": draw(st.sampled_from((20.0, 200.0))),
+            "streams": draw(st.sampled_from((1, 4))),
+            "tcp_congestion_control": draw(st.sampled_from(("cubic", "bbr"))),
+        }
     return document
 
 
@@ -122,6 +129,7 @@ def test_a_drawn_profile_reads_and_a_scenario_of_its_hosts_takes_it(tmp_path, do
 
 @pytest.mark.parametrize("collective", [False, True])
 def test_a_profile_cut_at_any_byte_is_refused_naming_it(tmp_path, collective):
+    """With a collective, the hosts' FIFO too."""
     whole = {
         "kind": KIND,
         "version": VERSION,
@@ -149,6 +157,7 @@ def test_a_profile_cut_at_any_byte_is_refused_naming_it(tmp_path, collective):
                 {"size_bytes": 1e8, "bus_gbps": 0.4},
             ],
         }
+        whole["fifo"] = {"queue_ms": 20.0, "streams": 2, "tcp_congestion_control": "bbr"}
     data = (json.dumps(whole, indent=2) + "\n").encode()
     path = tmp_path / "profile.json"
     path.write_bytes(data)
@@ -212,6 +221,18 @@ EXCHANGE = {"members": 2, "cpu_s_per_value": 0.0, "hop_overhead_s": 0.0, "end_sp
             "profile.json: hosts.0.name: a host's name must be text, not empty (got 5)",
         ),
         ({"extra": 1}, "profile.json: the file: unknown key 'extra'"),
+        (
+            {"fifo": {"queue_ms": 20.0, "streams": 2.5, "tcp_congestion_control": "cubic"}},
+            "profile.json: fifo.streams: must be a whole number (got 2.5)",
+        ),
+        (
+            {"fifo": {"queue_ms": 0.0, "streams": 2, "tcp_congestion_control": "cubic"}},
+            "profile.json: fifo.queue_ms: must be > 0 (got 0.0)",
+        ),
+        (
+            {"fifo": {"queue_ms": 20.0, "streams": 2, "tcp_congestion_control": "reno"}},
+            "profile.json: fifo.tcp_congestion_control: must be one of 'cubic', 'bbr' (got 'reno')",
+        ),
     ],
 )
 def test_a_profile_the_fuzzing_found_wrong_is_refused_naming_it(tmp_path, change, message):

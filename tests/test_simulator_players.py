@@ -254,6 +254,13 @@ KEY_PLAYERS = {
         "network.ring_efficiency=0.8",
         ("lockstep", "one learner", "learners"),
     ),
+    # one FIFO per egress prices rings (no Decoupled learner's); the counts player steps aside
+    "network.egress_queue": ("network.egress_queue=fifo", ("lockstep",)),
+    # refused without egress_queue = "fifo": they do nothing under fair queues
+    "network.fifo_queue_ms": ("network.fifo_queue_ms=50", ()),
+    "network.tcp_congestion_control": ("network.tcp_congestion_control=bbr", ()),
+    "network.fifo_k_s": ("network.fifo_k_s=0.3", ()),
+    "network.fifo_k_so": ("network.fifo_k_so=0.3", ()),
     "network.weights_from": ("network.weights_from=striped", ()),
     "network.gather": ("network.gather=direct", ()),  # refused without compression = "topk"
     "network.ring_order": (

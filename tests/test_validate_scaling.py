@@ -97,6 +97,13 @@ def test_what_the_trainer_cannot_run_is_reported_not_validated():
         in partial.notes
     )
     assert partial.scenario().network.on_departure == "restart"
+    fifo = scale(
+        load("worked-example", ["network.egress_queue=fifo", "network.fifo_k_s=0.5"]),
+        ScaleOptions(max_workers=2),
+    )
+    assert any(note.startswith("egress_queue 'fifo': the simulator's model") for note in fifo.notes)
+    # priced once: by the calibration's rates, measured through the emulation's shaper
+    assert fifo.scenario().network.egress_queue == "fair"
 
 
 def test_a_slowdown_of_compute_while_exchanging_is_left_at_zero_in_the_scaled_run():

@@ -271,6 +271,12 @@ def not_validated(scenario: Scenario) -> list[str]:
             f"collective {scenario.network.collective!r}: not validated (the trainer runs a ring); "
             "validated as a ring"
         )
+    if scenario.network.egress_queue != "fair":
+        notes.append(
+            f"egress_queue {scenario.network.egress_queue!r}: the simulator's model of it is not "
+            "validated (the scaled case takes the rates the calibration measured through the "
+            "emulation's own shaper, which holds one FIFO per egress under --shaper fifo)"
+        )
     if scenario.network.on_departure != "restart":
         notes.append(
             f"on_departure {scenario.network.on_departure!r}: not validated (the trainer restarts a broken "

@@ -22,7 +22,9 @@ from islands.scenarios.spec import (
     ARRAYS,
     BARRIERS,
     COLLECTIVE_SHAPES,
+    CONGESTION_CONTROLS,
     DEPARTURE_POLICIES,
+    EGRESS_QUEUES,
     EXCHANGE_CALLS,
     NETWORK_MODELS,
     OFFLOADS,
@@ -50,6 +52,8 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "network.ring_order": RING_ORDERS,
     "network.weights_from": WEIGHTS_SOURCES,
     "network.gather": GATHERS,
+    "network.egress_queue": EGRESS_QUEUES,
+    "network.tcp_congestion_control": CONGESTION_CONTROLS,
     "exchange.calls": EXCHANGE_CALLS,
     "island.offload": OFFLOADS,
 }

@@ -20,7 +20,9 @@ From files measured on your own hosts, with no islands on them (``validation/too
 ``--iperf3`` takes clients' ``iperf3 -J`` files (-R, --bidir and -P read as such); ``--ping A:B=FILE``
 a pair's ping output (else iperf3's TCP round trip, taken under load); ``--nccl-tests`` an
 ``all_reduce_perf`` or ``all_gather_perf`` run among all the hosts (``--nccl-ranks`` where its output
-does not say how many ranks).
+does not say how many ranks). ``--egress-queue fifo`` says the hosts' egress is one FIFO queue (tc tbf)
+``--queue-ms`` deep, which the collective ran through with ``--streams`` TCP connections per host
+under ``--tcp-congestion-control``: the profile then prices it (``network.egress_queue = "fifo"``).
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ import os
 from pathlib import Path
 
 from islands.errors import UserError
+from islands.scenarios.spec import CONGESTION_CONTROLS, EGRESS_QUEUES
 
 from .common import path_text
 
 MAX_HOSTS = 8
+DEFAULT_QUEUE_MS = 200.0  # as islands validate --shaper fifo's --queue-ms and network.fifo_queue_ms
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -112,15 +116,49 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="its ranks, where its output has no Rank or nranks lines",
     )
+    files.add_argument(
+        "--egress-queue",
+        choices=EGRESS_QUEUES,
+        default=None,
+        help='"fifo": each host\'s egress is one FIFO queue (tc tbf), which the profile prices',
+    )
+    files.add_argument(
+        "--queue-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help=f"with --egress-queue fifo: its depth, tc tbf's latency (default {DEFAULT_QUEUE_MS:g})",
+    )
+    files.add_argument(
+        "--streams",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --egress-queue fifo: TCP connections each host sent through it at once in the "
+        "collective (NCCL: channels x NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS; default 1)",
+    )
+    files.add_argument(
+        "--tcp-congestion-control",
+        choices=CONGESTION_CONTROLS,
+        default=None,
+        help="with --egress-queue fifo: the hosts' TCP (default cubic)",
+    )
     parser.set_defaults(handler=run)
 
 
+FIFO_FLAGS = {
+    "queue_ms": "--queue-ms",
+    "streams": "--streams",
+    "tcp_congestion_control": "--tcp-congestion-control",
+}
 FILE_FLAGS = {
     "iperf3": "--iperf3",
     "pings": "--ping",
     "nccl_tests": "--nccl-tests",
     "nccl_ranks": "--nccl-ranks",
     "hosts": "--host",
+    "egress_queue": "--egress-queue",
+    **FIFO_FLAGS,
 }
 MEASURING_FLAGS = {
     "emulate": "--emulate",
@@ -162,6 +200,7 @@ def tool_files(args: argparse.Namespace):
                 else "a collective has at least 2 ranks"
             )
         )
+    fifo = fifo_egress(args)
     hosts = host_addresses(args.hosts)
     pings = tuple(ping_pair(text, hosts) for text in args.pings)
     twice = next(
@@ -174,7 +213,33 @@ def tool_files(args: argparse.Namespace):
     )
     if twice:
         raise UserError(f"--ping {twice[0]}:{twice[1]}: given twice; one ping file per pair")
-    return ToolFiles(hosts, tuple(args.iperf3), pings, args.nccl_tests, args.nccl_ranks)
+    return ToolFiles(hosts, tuple(args.iperf3), pings, args.nccl_tests, args.nccl_ranks, fifo)
+
+
+def fifo_egress(args: argparse.Namespace):
+    """The hosts' FIFO (``profile.FifoEgress``) under --egress-queue fifo, each figure in its scenario
+    key's range; its flags refused without it."""
+    from islands.scenarios.profile import FifoEgress
+    from islands.scenarios.spec import NETWORK_KEYS
+
+    if args.egress_queue != "fifo":
+        given = given_flags(args, FIFO_FLAGS)
+        if given:
+            raise UserError(
+                f"{given[0]} describes one FIFO per egress: it goes with --egress-queue fifo"
+            )
+        return None
+    queue_ms = DEFAULT_QUEUE_MS if args.queue_ms is None else args.queue_ms
+    streams = 1 if args.streams is None else args.streams
+    for flag, value, key in (
+        ("--queue-ms", queue_ms, "fifo_queue_ms"),
+        ("--streams", streams, "streams"),
+    ):
+        rule = NETWORK_KEYS[key].check
+        problem = None if rule is None else rule(value)
+        if problem or value != value:  # NaN passes every comparison
+            raise UserError(f"{flag} {value:g}: {problem or 'must be a number'}")
+    return FifoEgress(queue_ms, streams, args.tcp_congestion_control or "cubic")
 
 
 def host_addresses(given: list[str]) -> dict[str, tuple[str, ...]]:

@@ -139,6 +139,7 @@ def why_not(setup: RunSetup) -> str | None:
             network.ring_efficiency != 1 or not scenario.exchange.is_default,
             "an [exchange] or ring efficiency",
         ),
+        (network.egress_queue != "fair", f'network.egress_queue = "{network.egress_queue}"'),
         (scenario.schedule.barrier != "wait", f"the {scenario.schedule.barrier} barrier"),
         (
             network.on_departure not in ("restart", "partial"),

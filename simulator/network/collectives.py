@@ -52,6 +52,7 @@ from islands.scenarios.model import NetworkSpec
 from islands.schedules import ALL_GATHER, ALL_REDUCE, GRADIENT, collective_of, schedule_of
 from islands.units import BITS_PER_BYTE
 
+from .fifo import ring_cap_bytes_per_s
 from .links import Link, Transfer
 from .topology import Topology
 
@@ -191,17 +192,14 @@ def ring_leg(
     """A ring as one transfer: every participant's links (and backbone crossings), its bytes per worker,
     and before them the exchange's fixed cost and, for each of its ``calls`` collective calls, the hops
     at the slowest hop's latency and the call's fixed cost; capped by TCP there and by
-    ``network.ring_efficiency`` of its slowest link.
+    ``network.ring_efficiency`` of its slowest link, or by one FIFO per egress (``fifo.py``).
 
     An exchange split into C calls issued back to back (buckets, one per tensor) takes, alone on its
     links, f + C x (2(M-1) alpha + c) + 2(M-1)/M x S / (e x beta): the calls' bytes add up to the one
     buffer's, their latencies and fixed costs do not share."""
     hop_s = ring.slowest_hop_latency_s(topology)
     links, narrowest_bytes_per_s = topology.ring_route(ring.participants)
-    cap_bytes_per_s = network.tcp_cap_bytes_per_s(hop_s)
-    if network.ring_efficiency < 1:
-        slowest = min(link.capacity_bytes_per_s for link in links)
-        cap_bytes_per_s = min(cap_bytes_per_s, network.ring_efficiency * slowest)
+    cap_bytes_per_s = ring_cap_bytes_per_s(network, topology, ring.participants, links, hop_s)
     latency_s = sync_overhead_s + calls * (ring.latency_s(hop_s) + call_overhead_s)
     return Leg(links, ring.bytes_per_worker, latency_s, cap_bytes_per_s, narrowest_bytes_per_s)
 

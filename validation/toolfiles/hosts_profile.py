@@ -17,6 +17,10 @@
   of the least-squares line of time against size over the sizes up to ``SMALL_BYTES``; the bus
   bandwidth of every size is size x ``bus_factor`` / time. ``scenarios.profile.ring_terms`` makes
   it a call overhead and a ring efficiency.
+* **One FIFO per egress.** ``--egress-queue fifo`` (with ``--queue-ms``, ``--streams`` and
+  ``--tcp-congestion-control`` as the hosts ran): the profile's ``fifo`` block, and in place of the
+  ring efficiency the FIFO model's k_s that gives the collective's bus rate at the slowest uplink
+  (``scenarios.profile.fifo_k_s``), which a scenario then prices at its own rates.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import (
     BusRate,
     CollectiveCost,
+    FifoEgress,
     Host,
     NetworkProfile,
     RingTerms,
@@ -52,6 +57,7 @@ class ToolFiles:
     pings: tuple[tuple[str, str, str], ...]  # (host, host, file)
     nccl_tests: str | None = None
     nccl_ranks: int | None = None
+    fifo: FifoEgress | None = None  # the hosts' egress, where it is one FIFO queue
 
 
 def address_key(address: str) -> str:
@@ -83,11 +89,15 @@ def profile_from_files(files: ToolFiles) -> tuple[NetworkProfile, list[str]]:
         f"{len(names)} hosts ({', '.join(names)}) from iperf3{', ping' if files.pings else ''}"
         f"{' and nccl-tests' if files.nccl_tests else ''} files"
     )
-    profile = NetworkProfile(label, hosts, rtt)
+    profile = NetworkProfile(label, hosts, rtt, fifo=files.fifo)
     if files.nccl_tests:
         table = read_nccl_tests(files.nccl_tests)
         profile = NetworkProfile(
-            label, hosts, rtt, collective=collective_of(table, files.nccl_ranks, len(names))
+            label,
+            hosts,
+            rtt,
+            collective=collective_of(table, files.nccl_ranks, len(names)),
+            fifo=files.fifo,
         )
         lines += collective_lines(profile, table)
     return profile, lines
@@ -278,5 +288,13 @@ def collective_lines(profile: NetworkProfile, table: NcclTable) -> list[str]:
         lines.append(
             f"  clamped to 1: the collective moved {terms.measured_efficiency:.4g} x the slowest host's "
             "iperf3 rate; iperf3 under-read a link (try -P 4), or the files are of different networks"
+        )
+    if profile.fifo is not None and terms.fifo_k_s is not None:
+        fifo = profile.fifo
+        lines.append(
+            f"  network.fifo_k_s = {terms.fifo_k_s:.6g} in its place, behind one FIFO per egress "
+            f"(streams = {fifo.streams}, {fifo.queue_ms:g} ms deep, {fifo.tcp_congestion_control}): "
+            f"the k_s whose model gives {terms.data_bus_gbps:.6g} Gbit/s at the slowest uplink, "
+            f"{terms.slowest_uplink_gbps:.6g} Gbit/s (scenarios/fifo.py)"
         )
     return lines

@@ -1,0 +1,183 @@
+"""One FIFO queue per island's egress (``network.egress_queue = "fifo"``): what it does to a ring's
+rate, and its keys refused where they do nothing. Where the simulator charges it is
+``simulator/network/fifo.py``'s; the measurements are docs/emulation.md's "One FIFO per egress".
+
+In a ring every island sends and receives at once. Behind one FIFO on its egress (``tc tbf`` on a
+host, a cloud shaper) the ACKs of its downloads wait behind its uploads: each connection's round trip
+grows by the island's standing queue, d. Under fair queues (ACKs first, a queue per peer: fq_codel,
+cake, htb) they do not wait. Relative to fair queues on the same link, the ring's bytes take
+
+    T_fifo / T_fair = 1 + s x c x (k_s + k_so x o)         (its rate is the inverse)
+
+    s = sqrt(F x 10 Mbit/s / r)         the flows through the egress over its rate
+    c = min(1, 64 KiB / (g x r))        the standing packets' share left once they stop growing
+    o = max(0, 1 - Q / D)               the share of the flows' standing packets the FIFO cannot hold
+    D = F x 2 x min(g x r, 64 KiB) / r  what the F flows keep standing in the FIFO, in seconds
+    d = min(Q, D)                       the ACKs' wait behind the uploads (each connection's round trip)
+
+with r the egress rate, F the TCP flows each island sends through it at once (``network.streams``:
+gloo's ring 1; NCCL channels x ``NCCL_NSOCKS_PERTHREAD`` x ``NCCL_SOCKET_NTHREADS``), Q the FIFO's
+depth in seconds (``network.fifo_queue_ms``: tbf's ``latency``) and g the seconds of the link's rate
+in one GSO packet (``GSO_S``). TCP small queues let each socket keep about two GSO packets in the
+qdisc, measured here at 7.3-8.2 ms of the link's rate per flow at 10 and 50 Mbit/s whatever the
+flows (g = 4 ms), and at 5.5 ms at 200 Mbit/s: two packets of 64 KiB, the kernel's largest. Above
+r = 64 KiB / g (131 Mbit/s) the standing queue, and the ACKs' wait, shrink as 1 / r: c.
+
+The cost is a stretch of the bytes' time rather than a share taken off the rate (1 - ...): the two
+agree to first order where the cost is small, as in every measured cell, and the stretch keeps the
+rate above 0 however few the bits per flow. k_s and k_so are fitted per TCP congestion control
+(``FITTED``: ``benchmarks/fifo_model.py`` on the emulation's 81 cells each, residual rms 1.2 points
+with CUBIC and 4.0 with BBR, ``benchmarks/results/fifo-model-fit.md``) or given (``network.fifo_k_s``,
+``network.fifo_k_so``); ``islands calibrate --egress-queue fifo`` fits k_s from a user's nccl-tests
+and iperf3 files at one rate (``fitted_k_s``). The emulation gives the mechanism and the shape, not
+the size on real hosts: issue 44's GPU runs needed k_s = 0.59 at one flow (calibrated at 50 Mbit/s,
+the model then gave 0.920, 0.992 and 0.999 of the link at 200, 1,000 and 5,000 Mbit/s where they got
+0.90, 0.99-1.00 and 0.99-1.00; without c, 0.883, 0.944 and 0.974).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from islands.schedules import schedule_of
+from islands.units import BITS_PER_BYTE, MS_PER_S
+
+from .errors import ScenarioError
+from .model import NetworkSpec, Scenario
+from .spec import EGRESS_QUEUES
+
+FAIR, FIFO = EGRESS_QUEUES
+R_REF_BYTES_PER_S = 10e6 / BITS_PER_BYTE  # s's reference rate: 10 Mbit/s
+GSO_S = 0.004  # a GSO packet, in seconds of the link's rate, below the kernel's largest
+GSO_MAX_BYTES = 65536.0  # the kernel's largest GSO packet (gso_max_size)
+PACKETS_STANDING = 2  # per socket, what TCP small queues let it keep in the qdisc
+# (k_s, k_so) by TCP congestion control: least squares of T_fifo / T_fair - 1 on the emulation's cells
+FITTED = {"cubic": (0.0052, 0.0280), "bbr": (0.0323, 0.0544)}
+
+
+@dataclass(frozen=True)
+class Fifo:
+    """The model's inputs that do not change from link to link: flows, depth and coefficients."""
+
+    flows: int
+    queue_s: float
+    k_s: float
+    k_so: float
+
+    @classmethod
+    def of(cls, network: NetworkSpec) -> Fifo:
+        k_s, k_so = coefficients(network)
+        return cls(network.streams, network.fifo_queue_ms / MS_PER_S, k_s, k_so)
+
+    def standing_s(self, rate_bytes_per_s: float) -> float:
+        """D: the flows' standing packets in the FIFO, in seconds of its rate."""
+        per_flow_bytes = PACKETS_STANDING * min(GSO_S * rate_bytes_per_s, GSO_MAX_BYTES)
+        return self.flows * per_flow_bytes / rate_bytes_per_s
+
+    def ack_wait_s(self, rate_bytes_per_s: float) -> float:
+        """d = min(Q, D): how long an ACK of the island's downloads waits behind its uploads."""
+        return min(self.queue_s, self.standing_s(rate_bytes_per_s))
+
+    def overflow(self, rate_bytes_per_s: float) -> float:
+        """o: the share of the standing packets the FIFO cannot hold (tail drops, each a window cut)."""
+        return max(0.0, 1.0 - self.queue_s / self.standing_s(rate_bytes_per_s))
+
+    def scale(self, rate_bytes_per_s: float) -> float:
+        """s x c: the flows over the rate, times the standing packets' share left at that rate."""
+        shrink = min(1.0, GSO_MAX_BYTES / (GSO_S * rate_bytes_per_s))
+        return math.sqrt(self.flows * R_REF_BYTES_PER_S / rate_bytes_per_s) * shrink
+
+    def stretch(self, rate_bytes_per_s: float) -> float:
+        """T_fifo / T_fair - 1 at an egress of ``rate_bytes_per_s``."""
+        return self.scale(rate_bytes_per_s) * (
+            self.k_s + self.k_so * self.overflow(rate_bytes_per_s)
+        )
+
+    def efficiency(self, rate_bytes_per_s: float) -> float:
+        """T_fair / T_fifo: the share of its rate an egress of ``rate_bytes_per_s`` gives a ring, in
+        (0, 1]; never falling as the rate or the depth grow."""
+        return 1.0 / (1.0 + self.stretch(rate_bytes_per_s))
+
+
+def coefficients(network: NetworkSpec) -> tuple[float, float]:
+    """(k_s, k_so): the scenario's own, else the fit for its TCP congestion control."""
+    fitted_s, fitted_so = FITTED[network.tcp_congestion_control]
+    return (
+        fitted_s if network.fifo_k_s is None else network.fifo_k_s,
+        fitted_so if network.fifo_k_so is None else network.fifo_k_so,
+    )
+
+
+def fitted_k_s(efficiency: float, rate_bytes_per_s: float, fifo: Fifo) -> float:
+    """The k_s that makes ``fifo``'s efficiency at ``rate_bytes_per_s`` the measured ``efficiency``
+    (its k_so kept): (1 / e - 1) / (s x c) - k_so x o, at least 0 (an efficiency of 1 or more: no
+    cost left for k_s)."""
+    stretch = 1.0 / efficiency - 1.0
+    return max(
+        0.0, stretch / fifo.scale(rate_bytes_per_s) - fifo.k_so * fifo.overflow(rate_bytes_per_s)
+    )
+
+
+FIFO_ONLY = ("fifo_queue_ms", "tcp_congestion_control", "fifo_k_s", "fifo_k_so")
+
+
+def check_fifo(scenario: Scenario, source: str) -> None:
+    """The FIFO's keys refused where they do nothing (under fair queues; the congestion control with
+    both coefficients given), and a FIFO where it prices nothing the run does or would be charged
+    twice: without a ring collective, or beside a measured ``network.ring_efficiency``."""
+    network = scenario.network
+    defaults = {field.name: field.default for field in dataclasses.fields(NetworkSpec)}
+    if network.egress_queue == FAIR:
+        given = [key for key in FIFO_ONLY if getattr(network, key) != defaults[key]]
+        if given:
+            raise ScenarioError(
+                source,
+                f"network.{given[0]}",
+                'has no effect under egress_queue = "fair": it prices one FIFO per egress (set '
+                'egress_queue = "fifo", or remove it)',
+            )
+        return
+    if (
+        network.fifo_k_s is not None
+        and network.fifo_k_so is not None
+        and network.tcp_congestion_control != defaults["tcp_congestion_control"]
+    ):
+        raise ScenarioError(
+            source,
+            "network.tcp_congestion_control",
+            "has no effect: fifo_k_s and fifo_k_so are both given, and it only picks their fitted "
+            "values (remove it, or one of them)",
+        )
+    unpriced = fifo_unpriced(scenario)
+    if unpriced:
+        raise ScenarioError(
+            source,
+            "network.egress_queue",
+            f'"fifo" prices ring collectives, in which every worker sends and receives at once; '
+            f"{unpriced}",
+        )
+    if network.ring_efficiency < 1:
+        raise ScenarioError(
+            source,
+            "network.ring_efficiency",
+            f'{network.ring_efficiency:g} with egress_queue = "fifo" charges the FIFO twice (an '
+            "efficiency measured through it holds its cost): give fifo_k_s instead (islands "
+            "calibrate --egress-queue fifo fits it from the same files), or remove one",
+        )
+
+
+def fifo_unpriced(scenario: Scenario) -> str | None:
+    """Why the scenario's exchanges are not ring collectives the FIFO prices, or None."""
+    network = scenario.network
+    if not schedule_of(scenario).coupled:
+        return (
+            f'algorithm = "{scenario.schedule.algorithm}" has none (its learners\' round trips to '
+            "the syncer): remove it"
+        )
+    for key in ("collective", "gather"):
+        shape = getattr(network, key)
+        if shape != "ring":
+            return f'network.{key} = "{shape}" is not priced by it: use {key} = "ring" or remove it'
+    return None
