@@ -1,6 +1,6 @@
 """One FIFO queue per island's egress (``network.egress_queue = "fifo"``): what it does to a ring's
 rate, and its keys refused where they do nothing. Where the simulator charges it is
-``simulator/network/fifo.py``'s; the measurements are docs/emulation.md's "One FIFO per egress".
+``simulator/network/ring_caps.py``'s; the measurements are docs/emulation.md's "One FIFO per egress".
 
 In a ring every island sends and receives at once. Behind one FIFO on its egress (``tc tbf`` on a
 host, a cloud shaper) the ACKs of its downloads wait behind its uploads: each connection's round trip

@@ -618,7 +618,7 @@ def ring_terms(profile: NetworkProfile, source: str) -> RingTerms:
 
 def fifo_k_s(fifo: FifoEgress, bus_gbps: float, uplink_gbps: float, source: str) -> float:
     """The k_s that makes one FIFO on an egress of ``uplink_gbps`` (the slowest host's uplink: the one
-    a ring is charged at, ``simulator/network/fifo.py``) give the ring ``bus_gbps``: its efficiency
+    a ring is charged at, ``simulator/network/ring_caps.py``) give the ring ``bus_gbps``: its efficiency
     there is bus / uplink (at least 0 where the ring moved as fast: no cost to charge)."""
     model = Fifo(
         fifo.streams,

@@ -43,8 +43,8 @@ from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, MS_PER_S
 
 from .fleet import steps_scales
 from .network.collectives import collective_for
-from .network.fifo import fifo_cap_bytes_per_s
 from .network.gather_rounds import store_extra_s
+from .network.ring_caps import fifo_cap_bytes_per_s
 from .replicas import groups
 
 EVENTS_PER_WORKER_SYNC = 2.0
@@ -107,7 +107,7 @@ def endless_churn(scenario: Scenario) -> bool:
 
 def ring_rate_bytes_per_s(scenario: Scenario, workers: list[Worker]) -> float:
     """The slowest link, capped by the TCP window at the farthest pair's RTT, under one FIFO per
-    egress by a ring's share of the slowest egress (``network/fifo.py``), and by the slowest backbone
+    egress by a ring's share of the slowest egress (``network/ring_caps.py``), and by the slowest backbone
     shared by every worker's flow (an upper bound's rate: no ring puts more on it)."""
     slowest = min(min(w.upload_bytes_per_s, w.download_bytes_per_s) for w in workers)
     network = scenario.network

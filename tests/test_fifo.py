@@ -1,5 +1,5 @@
 """One FIFO per island's egress (``network.egress_queue = "fifo"``, ``scenarios/fifo.py``,
-``simulator/network/fifo.py``): the model's terms and a ring's sync computed by hand, its properties
+``simulator/network/ring_caps.py``): the model's terms and a ring's sync computed by hand, its properties
 (an efficiency in (0, 1] that never falls as the rate or the depth grow; fair queues priced as
 before, bit for bit), both players agreeing, and its keys refused where they do nothing."""
 
@@ -17,7 +17,7 @@ from islands.scenarios.fifo import FITTED, Fifo, fitted_k_s
 from islands.scenarios.spec import CONGESTION_CONTROLS
 from islands.simulator import RunSetup, simulate
 from islands.simulator.network.collectives import RingAllReduce, ring_leg
-from islands.simulator.network.fifo import ring_cap_bytes_per_s
+from islands.simulator.network.ring_caps import ring_cap_bytes_per_s
 
 # 30.8M fp32 parameters over 4 workers at 50 Mbit/s, 1 ms one way each (issue 44's runs' model)
 PARAMETERS = 30.8e6

@@ -52,8 +52,8 @@ from islands.scenarios.model import NetworkSpec
 from islands.schedules import ALL_GATHER, ALL_REDUCE, GRADIENT, collective_of, schedule_of
 from islands.units import BITS_PER_BYTE
 
-from .fifo import ring_cap_bytes_per_s
 from .links import Link, Transfer
+from .ring_caps import ring_cap_bytes_per_s
 from .topology import Topology
 
 
