@@ -486,14 +486,14 @@ VALIDATE = cases(
             "--calibration of the fair shaper for --shaper fifo",
             ("--calibration", "calibration.json", "--shaper", "fifo"),
             "calibration.json: measured with kernel-htb-fq-cubic shaping; this run shapes with "
-            "kernel-tbf-fifo-200ms-cubic (--shaper fifo --tcp cubic): give --calibration a new file",
+            "kernel-tbf-fifo-200ms-cubic (--shaper fifo --tcp-congestion-control cubic): give --calibration a new file",
             edit_json("calibration.json", setting("mode", "kernel-htb-fq-cubic")),
         ),
         (
             "--calibration of the other TCP",
-            ("--calibration", "calibration.json", "--tcp", "bbr"),
+            ("--calibration", "calibration.json", "--tcp-congestion-control", "bbr"),
             "calibration.json: measured with kernel-htb-fq-cubic shaping; this run shapes with "
-            "kernel-htb-fq-bbr (--shaper fair --tcp bbr): give --calibration a new file",
+            "kernel-htb-fq-bbr (--shaper fair --tcp-congestion-control bbr): give --calibration a new file",
             edit_json("calibration.json", setting("mode", "kernel-htb-fq-cubic")),
         ),
         (
@@ -507,14 +507,14 @@ VALIDATE = cases(
             "--calibration of a FIFO of another depth",
             ("--calibration", "calibration.json", "--shaper", "fifo", "--queue-ms", "50"),
             "calibration.json: measured with kernel-tbf-fifo-200ms-cubic shaping; this run shapes with "
-            "kernel-tbf-fifo-50ms-cubic (--shaper fifo --tcp cubic): give --calibration a new file",
+            "kernel-tbf-fifo-50ms-cubic (--shaper fifo --tcp-congestion-control cubic): give --calibration a new file",
             edit_json("calibration.json", setting("mode", "kernel-tbf-fifo-200ms-cubic")),
         ),
         (
             "--calibration of a FIFO for the fair shaper",
             ("--calibration", "calibration.json"),
             "calibration.json: measured with kernel-tbf-fifo-20ms-cubic shaping; this run shapes with "
-            "kernel-htb-fq-cubic (--shaper fair --tcp cubic): give --calibration a new file",
+            "kernel-htb-fq-cubic (--shaper fair --tcp-congestion-control cubic): give --calibration a new file",
             edit_json("calibration.json", setting("mode", "kernel-tbf-fifo-20ms-cubic")),
         ),
         (
@@ -555,14 +555,14 @@ VALIDATE = cases(
             "argument --queue-ms: invalid float value: 'deep'",
         ),
         (
-            "--tcp bbr with --in-process",
-            ("--tcp", "bbr", "--in-process"),
-            "--tcp goes with the kernel's shaping, not --in-process",
+            "--tcp-congestion-control bbr with --in-process",
+            ("--tcp-congestion-control", "bbr", "--in-process"),
+            "--tcp-congestion-control goes with the kernel's shaping, not --in-process",
         ),
         (
-            "--tcp not one the emulation sets",
-            ("--tcp", "reno"),
-            "argument --tcp: invalid choice: 'reno' (choose from 'cubic', 'bbr')",
+            "--tcp-congestion-control not one the emulation sets",
+            ("--tcp-congestion-control", "reno"),
+            "argument --tcp-congestion-control: invalid choice: 'reno' (choose from 'cubic', 'bbr')",
         ),
         (
             "--shaper fifo with --in-process",

@@ -108,7 +108,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="with --shaper fifo: the FIFO's depth in ms of the link's rate (default 200)",
     )
     parser.add_argument(
-        "--tcp",
+        "--tcp-congestion-control",
         choices=("cubic", "bbr"),
         default="cubic",
         help="the islands' TCP congestion control, whatever the host's default: cubic (Linux's "
@@ -212,7 +212,7 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def chosen_shaper(args: argparse.Namespace):
-    """The kernel shaper of --shaper, --queue-ms and --tcp, refused in one line where they do not go
+    """The kernel shaper of --shaper, --queue-ms and --tcp-congestion-control, refused in one line where they do not go
     together."""
     from islands.emulation import Shaper
     from islands.emulation.link_specs import CUBIC, DEFAULT_QUEUE_MS, FIFO
@@ -226,11 +226,15 @@ def chosen_shaper(args: argparse.Namespace):
         raise UserError(
             "--shaper fifo needs the kernel's shaping, not --in-process (which has no queue)"
         )
-    if args.in_process and args.tcp != CUBIC:
-        raise UserError("--tcp goes with the kernel's shaping, not --in-process (over loopback)")
+    if args.in_process and args.tcp_congestion_control != CUBIC:
+        raise UserError(
+            "--tcp-congestion-control goes with the kernel's shaping, not --in-process (over loopback)"
+        )
     try:
         return Shaper(
-            args.shaper, DEFAULT_QUEUE_MS if args.queue_ms is None else args.queue_ms, args.tcp
+            args.shaper,
+            DEFAULT_QUEUE_MS if args.queue_ms is None else args.queue_ms,
+            args.tcp_congestion_control,
         )
     except UserError as error:
         raise UserError(f"--queue-ms: {error}") from None
@@ -258,7 +262,7 @@ def saved_calibration(args: argparse.Namespace, shaper):
         if calibration.mode not in (InProcessShaper.mode, shaper.mode):
             raise UserError(
                 f"{path}: measured with {calibration.mode} shaping; this run shapes with {shaper.mode} "
-                f"(--shaper {shaper.kind} --tcp {shaper.tcp}): give --calibration a new file"
+                f"(--shaper {shaper.kind} --tcp-congestion-control {shaper.tcp}): give --calibration a new file"
             )
         return calibration
     check_not_folder(path)
