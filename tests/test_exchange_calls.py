@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from helpers.held_out import BASE, HOP_S, PARAMETERS, RATE, M, S
 from helpers.scenarios import make_scenario
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,21 +23,6 @@ from islands.trainer.exchange.comm import ThreadHub
 from islands.trainer.exchange.robust import AggregationRule
 from islands.trainer.exchange.sync import Exchanger, call_pieces, exchange_calls
 
-# 30.8M fp32 parameters (the held-out runs' model) over 4 workers at 50 Mbit/s, 1 ms one way each.
-PARAMETERS = 30.8e6
-S = PARAMETERS * 4  # 123.2 MB on the wire
-M = 4
-RATE = 50e6 / 8  # bytes/s
-HOP_S = 0.002  # sender's 1 ms + receiver's 1 ms
-BASE = [
-    f"model.parameters={PARAMETERS}",
-    "model.bytes_per_param=4",
-    "island.0.bandwidth_gbps=0.05",
-    "island.0.latency_ms=1",
-    "schedule.inner_steps=8",
-    "schedule.outer_steps=5",
-    "island.0.step_time_s=0.3",
-]
 BYTES_S = 2 * (M - 1) / M * S / RATE  # 29.568 s
 RING_LATENCY_S = 2 * (M - 1) * HOP_S  # 12 ms per call
 

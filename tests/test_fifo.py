@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers.held_out import BASE, HOP_S, PARAMETERS, RATE, M, S
 from helpers.scenarios import make_scenario
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,23 +20,8 @@ from islands.simulator import RunSetup, simulate
 from islands.simulator.network.collectives import RingAllReduce, ring_leg
 from islands.simulator.network.ring_caps import ring_cap_bytes_per_s
 
-# 30.8M fp32 parameters over 4 workers at 50 Mbit/s, 1 ms one way each (issue 44's runs' model)
-PARAMETERS = 30.8e6
-S = PARAMETERS * 4
-M = 4
-RATE = 50e6 / 8  # bytes/s
-HOP_S = 0.002  # sender's 1 ms + receiver's 1 ms
 VOLUME = 2 * (M - 1) / M * S  # bytes through each link per sync
 RING_LATENCY_S = 2 * (M - 1) * HOP_S
-BASE = [
-    f"model.parameters={PARAMETERS}",
-    "model.bytes_per_param=4",
-    "island.0.bandwidth_gbps=0.05",
-    "island.0.latency_ms=1",
-    "schedule.inner_steps=8",
-    "schedule.outer_steps=5",
-    "island.0.step_time_s=0.3",
-]
 # four streams through a 20 ms FIFO, k_s = 0.3, k_so = 0.1
 FIFO = [
     'network.egress_queue="fifo"',
