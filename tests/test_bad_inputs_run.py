@@ -570,6 +570,30 @@ VALIDATE = cases(
             "--shaper fifo needs the kernel's shaping, not --in-process",
         ),
         (
+            "a scenario's FIFO deeper than the emulation builds",
+            ("--set", 'network.egress_queue="fifo"', "--set", "network.fifo_queue_ms=5000"),
+            "network.fifo_queue_ms: queue depth 5000.0 ms: must be 1 to 2000 ms (what the emulation "
+            "builds: give --queue-ms)",
+        ),
+        (
+            "a scenario's FIFO with --in-process",
+            ("--set", 'network.egress_queue="fifo"', "--in-process"),
+            "the scenario's network.egress_queue = \"fifo\" needs the kernel's shaping, not --in-process",
+        ),
+        (
+            "a scenario's BBR with --in-process",
+            (
+                "--set",
+                'network.egress_queue="fifo"',
+                "--set",
+                'network.tcp_congestion_control="bbr"',
+                "--shaper",
+                "fair",
+                "--in-process",
+            ),
+            "the scenario's network.tcp_congestion_control = 'bbr' goes with the kernel's shaping",
+        ),
+        (
             "--calibration unwritable",
             ("--calibration", f"{UNWRITABLE}/calibration.json"),
             f"{UNWRITABLE}/calibration.json: cannot create its folder",

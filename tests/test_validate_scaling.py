@@ -209,3 +209,32 @@ def test_a_case_is_calibrated_at_its_own_rate_too():
     assert probe_rates({10e6, 100e6}) == (10e6, 100e6)
     # within 10% of a probed rate: read there (41 and 41.1 Mbit/s probe once, 10.5 at 10)
     assert probe_rates({41e6, 41.1e6, 10.5e6, 60e6}) == (10e6, 41e6, 60e6, 100e6)
+
+
+def test_validate_builds_the_links_the_scenario_declares_unless_a_flag_says_otherwise():
+    """A scenario of one FIFO per egress is emulated as one (its depth and TCP too); the suite's
+    cases, which declare none, get fair queues and CUBIC; each flag replaces its own part only."""
+    import argparse
+
+    from helpers.scenarios import make_scenario
+
+    from islands.commands.validate import chosen_shaper
+    from islands.emulation.link_specs import Shaper
+
+    def flags(**given) -> argparse.Namespace:
+        values = {"shaper": None, "queue_ms": None, "tcp_congestion_control": None}
+        return argparse.Namespace(in_process=False, **{**values, **given})
+
+    fifo = make_scenario(
+        [
+            'network.egress_queue="fifo"',
+            "network.fifo_queue_ms=50",
+            'network.tcp_congestion_control="bbr"',
+        ]
+    )
+    assert chosen_shaper(flags(), fifo) == Shaper("fifo", 50, "bbr")
+    assert chosen_shaper(flags(queue_ms=120.0), fifo) == Shaper("fifo", 120, "bbr")
+    assert chosen_shaper(flags(tcp_congestion_control="cubic"), fifo) == Shaper("fifo", 50)
+    assert chosen_shaper(flags(shaper="fair"), fifo) == Shaper("fair", tcp="bbr")
+    assert chosen_shaper(flags(), make_scenario()) == Shaper() == chosen_shaper(flags(), None)
+    assert chosen_shaper(flags(shaper="fifo"), None) == Shaper("fifo", 200)

@@ -96,23 +96,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--shaper",
         choices=("fair", "fifo"),
-        default="fair",
         help="how each emulated link queues: fair, ACKs first and a queue per peer (fq_codel, "
-        "SQM routers; default); fifo, one tbf FIFO per island's egress (tc tbf on each "
-        "host, a cloud shaper); see docs/emulation.md",
+        "SQM routers); fifo, one tbf FIFO per island's egress (tc tbf on each host, a cloud "
+        "shaper); default: the scenario's network.egress_queue (fair for the suite); see "
+        "docs/emulation.md",
     )
     parser.add_argument(
         "--queue-ms",
         type=float,
         metavar="MS",
-        help="with --shaper fifo: the FIFO's depth in ms of the link's rate (default 200)",
+        help="with a fifo: the FIFO's depth in ms of the link's rate (default: the scenario's "
+        "network.fifo_queue_ms, 200)",
     )
     parser.add_argument(
         "--tcp-congestion-control",
         choices=("cubic", "bbr"),
-        default="cubic",
         help="the islands' TCP congestion control, whatever the host's default: cubic (Linux's "
-        "default; default here) or bbr; see docs/emulation.md",
+        "default) or bbr; default: the scenario's network.tcp_congestion_control (cubic); see "
+        "docs/emulation.md",
     )
     parser.add_argument(
         "--calibration",
@@ -128,20 +129,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_flags(args)
-    shaper = chosen_shaper(args)
+    scenario = None if args.suite else read_source(args).scenario
+    shaper = chosen_shaper(args, scenario)
     out_dir = Path(args.out or Path(RUNS_FOLDER) / f"{time.strftime('%Y%m%d-%H%M%S')}-validate")
     saved = saved_calibration(args, shaper)
     from islands.emulation.link_specs import FIFO
     from islands.validation.scaling import scale
 
-    if args.suite:
+    if scenario is None:
         from islands.validation import suite
 
         cases = suite.select(args.quick, tuple(args.cases))
         scenarios = [(suite.case_scenario(case), case.workers) for case in cases]
         folders = [out_dir / case.name for case in cases]
     else:
-        scenario = read_source(args).scenario
         scenarios, folders = [(scenario, args.workers)], [out_dir]
     # the dense exchange is calibrated for the dense cases; a top-k case probes its own (validation/topk/costs.py)
     dense = [(s, workers) for s, workers in scenarios if s.schedule.compression == "none"]
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         check_covers(args.calibration, saved, dense_islands)
     check_outputs(args, out_dir, folders)
     if (
-        args.suite
+        scenario is None
     ):  # under one FIFO the exchange's rate is not smooth in the link's rate: probe each case's own
         own_rates = (
             {
@@ -211,33 +212,49 @@ def check_flags(args: argparse.Namespace) -> None:
         )
 
 
-def chosen_shaper(args: argparse.Namespace):
-    """The kernel shaper of --shaper, --queue-ms and --tcp-congestion-control, refused in one line where they do not go
-    together."""
+def chosen_shaper(args: argparse.Namespace, scenario=None):
+    """The kernel shaper: the links ``scenario`` declares (``network.egress_queue``,
+    ``fifo_queue_ms``, ``tcp_congestion_control``; fair queues and CUBIC for the suite), each
+    replaced by its flag where given (--shaper, --queue-ms, --tcp-congestion-control); refused in
+    one line where they do not go together or the emulation cannot build them."""
     from islands.emulation import Shaper
-    from islands.emulation.link_specs import CUBIC, DEFAULT_QUEUE_MS, FIFO
+    from islands.emulation.link_specs import CUBIC, DEFAULT_QUEUE_MS, FAIR, FIFO
     from islands.errors import UserError
 
-    if args.queue_ms is not None and args.shaper != FIFO:
+    network = None if scenario is None else scenario.network
+    kind = args.shaper or (FAIR if network is None else network.egress_queue)
+    why = "--shaper fifo" if args.shaper else 'the scenario\'s network.egress_queue = "fifo"'
+    if args.queue_ms is not None and kind != FIFO:
         raise UserError(
             "--queue-ms goes with --shaper fifo (the fair shaper's queues hold 200 ms each)"
         )
-    if args.in_process and args.shaper == FIFO:
-        raise UserError(
-            "--shaper fifo needs the kernel's shaping, not --in-process (which has no queue)"
+    if args.in_process and kind == FIFO:
+        raise UserError(f"{why} needs the kernel's shaping, not --in-process (which has no queue)")
+    tcp = args.tcp_congestion_control or (
+        CUBIC if network is None else network.tcp_congestion_control
+    )
+    if args.in_process and tcp != CUBIC:
+        named = (
+            "--tcp-congestion-control"
+            if args.tcp_congestion_control
+            else f"the scenario's network.tcp_congestion_control = {tcp!r}"
         )
-    if args.in_process and args.tcp_congestion_control != CUBIC:
-        raise UserError(
-            "--tcp-congestion-control goes with the kernel's shaping, not --in-process (over loopback)"
-        )
+        raise UserError(f"{named} goes with the kernel's shaping, not --in-process (over loopback)")
+    if (
+        args.queue_ms is None
+        and kind == FIFO
+        and network is not None
+        and network.egress_queue == FIFO
+    ):
+        queue_ms, source = network.fifo_queue_ms, "network.fifo_queue_ms"
+        hint = " (what the emulation builds: give --queue-ms)"
+    else:
+        queue_ms = DEFAULT_QUEUE_MS if args.queue_ms is None else args.queue_ms
+        source, hint = "--queue-ms", ""
     try:
-        return Shaper(
-            args.shaper,
-            DEFAULT_QUEUE_MS if args.queue_ms is None else args.queue_ms,
-            args.tcp_congestion_control,
-        )
+        return Shaper(kind, queue_ms, tcp)
     except UserError as error:
-        raise UserError(f"--queue-ms: {error}") from None
+        raise UserError(f"{source}: {error}{hint}") from None
 
 
 def saved_calibration(args: argparse.Namespace, shaper):
