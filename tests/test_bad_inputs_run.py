@@ -377,7 +377,7 @@ VALIDATE = cases(
         (
             "--calibration with a null ratio",
             ("--calibration", "calibration.json"),
-            "calibration.json: exchange_ratio.2.10000000.0 must be a finite number, above 0 (got None)",
+            "calibration.json: exchange_ratio.2.10000000.0 must be a finite number, 0.001 or more (got None)",
             edit_json(
                 "calibration.json", calibration_value("exchange_ratio", "2", {"10000000.0": None})
             ),
@@ -385,7 +385,7 @@ VALIDATE = cases(
         (
             "--calibration with a zero ratio",
             ("--calibration", "calibration.json"),
-            "calibration.json: exchange_ratio.2.10000000.0 must be a finite number, above 0 (got 0)",
+            "calibration.json: exchange_ratio.2.10000000.0 must be a finite number, 0.001 or more (got 0)",
             edit_json(
                 "calibration.json", calibration_value("exchange_ratio", "2", {"10000000.0": 0})
             ),
@@ -414,7 +414,7 @@ VALIDATE = cases(
         (
             "--calibration with a negative int8 ratio",
             ("--calibration", "calibration.json"),
-            "calibration.json: exchange_ratio_by_bits.8.2.10000000.0 must be a finite number, above 0 (got -0.9)",
+            "calibration.json: exchange_ratio_by_bits.8.2.10000000.0 must be a finite number, 0.001 or more (got -0.9)",
             edit_json(
                 "calibration.json",
                 setting("exchange_ratio_by_bits", {"8": {"2": {"10000000.0": -0.9}}}),

@@ -130,7 +130,7 @@ def test_a_calibration_cut_at_any_byte_is_refused_naming_it(tmp_path):
         ),
         (
             {"exchange_ratio_by_calls": {"40": {"2": {"1e7": 0}}}},
-            "exchange_ratio_by_calls.40.2.1e7 must be a finite number, above 0 (got 0)",
+            "exchange_ratio_by_calls.40.2.1e7 must be a finite number, 0.001 or more (got 0)",
         ),
     ],
 )
@@ -148,3 +148,18 @@ def test_a_calibration_the_fuzzing_found_wrong_is_refused_naming_it(tmp_path, ch
     assert str(refused.value).startswith(f"{path}: ") and message in str(refused.value), (
         refused.value
     )
+
+
+def test_a_ratio_too_small_to_be_a_measurement_is_refused_not_priced_at_infinite_time(tmp_path):
+    """Shrunk by the fuzz profile: an exchange ratio of 1e-320 passed "above 0", and the rate
+    between two probed ones came out 1 / inf: NaN in every figure priced from it."""
+    calibration = Calibration(
+        InProcessShaper.mode, "tiny", 1.0, (1.0,), {2: 0.0}, {2: {1e7: 1e-320, 1e8: 0.5}}, {2: 0.0}
+    )
+    path = tmp_path / "calibration.json"
+    path.write_text(calibration.to_json())
+    with pytest.raises(
+        UserError,
+        match=r"exchange_ratio\.2\.10000000\.0 must be a finite number, 0\.001 or more \(got 1e-320\)",
+    ):
+        read_calibration(path)

@@ -70,18 +70,22 @@ KEY_RULES = {
     "number of calls": "whole number of calls",
     "rate": "finite rate in bits/s",
 }
+# A measured share of a link's rate below this is not a measurement of the link (a stalled probe);
+# 1e-320 used to pass as "above 0" and price a transfer at an infinite time (NaN in every figure).
+MIN_RATIO = 1e-3
+RATIO_RULE = (f"{MIN_RATIO:g} or more", lambda value: value >= MIN_RATIO)
 # what each key's numbers must be, in words and as a test of a finite float
 RULES: dict[str, tuple[str, Callable[[float], bool]]] = {
-    "link_ratio": ("above 0", lambda value: value > 0),
-    "link_ratios": ("above 0", lambda value: value > 0),
+    "link_ratio": RATIO_RULE,
+    "link_ratios": RATIO_RULE,
     "overhead_s": ("0 or more", lambda value: value >= 0),
-    "exchange_ratio": ("above 0", lambda value: value > 0),
+    "exchange_ratio": RATIO_RULE,
     "exchange_cpu_s_per_value": ("0 or more", lambda value: value >= 0),
     "end_spread_s": ("0 or more", lambda value: value >= 0),
     "burst_fraction": ("0 to 1", lambda value: 0 <= value <= 1),
-    "exchange_ratio_by_bits": ("above 0", lambda value: value > 0),
+    "exchange_ratio_by_bits": RATIO_RULE,
     "call_s": ("0 or more", lambda value: value >= 0),
-    "exchange_ratio_by_calls": ("above 0", lambda value: value > 0),
+    "exchange_ratio_by_calls": RATIO_RULE,
 }
 
 
