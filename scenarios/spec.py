@@ -117,6 +117,8 @@ def fraction_up_to_one(value: float) -> str | None:
     return None if 0 < value <= 1 else "must be in (0, 1]"
 
 
+MIN_RING_EFFICIENCY = 0.001  # below, a ring that stalls, not a measured share (1e-320 gave NaN)
+
 LIMITS_NOTE = " (see docs/limits.md)"
 NATURAL_LOWER_BOUNDS = (0, 1)  # "must be >= 0" and "must be >= 1" need no reference
 
@@ -423,7 +425,7 @@ NETWORK_KEYS = {
     "ring_efficiency": Key(
         "float",
         1.0,
-        fraction_up_to_one,
+        between(MIN_RING_EFFICIENCY, 1),
         "the fraction of its slowest link's rate a ring collective achieves (1: all of it), as "
         "measured at one rate (nccl-tests' bus bandwidth over iperf3's rate: 0.79 at 50 Mbit/s, "
         "0.90 at 200 in real runs through tc tbf); islands calibrate measures it; "

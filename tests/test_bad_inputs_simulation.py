@@ -312,7 +312,13 @@ CASES = [
         "simulate",
         "a ring efficiency above 1",
         [WE, "--set", "network.ring_efficiency=1.5"],
-        "network.ring_efficiency: must be in (0, 1]",
+        "network.ring_efficiency: must be <= 1 (see docs/limits.md)",
+    ),
+    case(
+        "simulate",
+        "a ring efficiency too small to be a measured share",
+        [WE, "--set", "network.ring_efficiency=1e-320"],
+        "network.ring_efficiency: must be >= 0.001 (see docs/limits.md) (got 1e-320)",
     ),
     case(
         "simulate",
