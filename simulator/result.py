@@ -9,11 +9,13 @@ summary never needs, and a planner's runs need no table at all).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from islands.scenarios import ScenarioError
 from islands.summary import summary_of
 from islands.trace import TRACE_ORDER, Row, to_frame
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT
@@ -95,7 +97,16 @@ def link_table(transfers: list[Transfer], islands: dict[Link, str]) -> pd.DataFr
 
 def result_of(setup: RunSetup, played: Played) -> SimResult:
     """The run's result: its summary from the totals the player gathered (``summary.summary_of``) and
-    what the summary does not hold, from the setup."""
+    what the summary does not hold, from the setup. A wall time that is not finite is refused in one
+    line, never printed as nan (every key's range is meant to keep it finite: one that did not is a
+    range to tighten, as ``network.ring_efficiency``'s was)."""
+    if not math.isfinite(played.wall_time_s):
+        raise ScenarioError(
+            setup.scenario.source,
+            "",
+            f"the run's wall time came out {played.wall_time_s} s: a rate or a cost in it is too "
+            "small or too large to price (docs/limits.md)",
+        )
     summary = summary_of(
         played.totals,
         played.wall_time_s,

@@ -276,3 +276,19 @@ def test_the_budget_s_bound_on_a_run_holds_behind_a_fifo():
         5 * (8 * 0.3 + RING_LATENCY_S + VOLUME * (1 + STRETCH_50) / RATE), rel=1e-9
     )
     assert estimate(scenario).run_length_s >= wall_s
+
+
+def test_a_wall_time_that_is_not_finite_is_refused_in_one_line_never_printed_as_nan():
+    """Shrunk from ``network.ring_efficiency = 1e-320``, which passed "(0, 1]" and printed nan%
+    with exit 0: the key's range now refuses it, and a scenario built past the ranges (the Python
+    API) meets the result's own check."""
+    import dataclasses
+
+    scenario = make_scenario(BASE)
+    past_the_ranges = dataclasses.replace(
+        scenario, network=dataclasses.replace(scenario.network, ring_efficiency=1e-320)
+    )
+    with pytest.raises(
+        ScenarioError, match=r"^test\.toml: the run's wall time came out (inf|nan) s"
+    ):
+        simulate(past_the_ranges)
