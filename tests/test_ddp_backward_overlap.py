@@ -1,0 +1,164 @@
+"""DDP's buckets all-reduced during the backward pass, as the trainer runs them (issue 44): each call
+held until the paced backward pass would have produced its bucket, the same mean and bytes as the
+flat exchange, the last bucket's wait exposed; and a run with the overlap training exactly the
+weights of one without. Members run as threads of one process."""
+
+import pytest
+import torch
+from helpers.inprocess import TINY, finish_all, in_threads, trainers_for
+
+from islands.errors import UserError
+from islands.scenarios import from_dict
+from islands.trainer.core.inprocess import run_threads
+from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange.comm import ThreadHub
+from islands.trainer.exchange.sync import Backward, Exchanger
+from islands.trainer.kinds import make_run_plan
+
+MEMBERS = 3
+VALUES = 10_000  # in 4 calls: aligned pieces of 2,560 values, only the last padded (as one call)
+
+
+class FakeClock(Clock):
+    """A member's own trace clock that only its sleeps and its calls move."""
+
+    def __init__(self):
+        super().__init__()
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep_until(self, at_s: float) -> None:
+        self.t = max(self.t, at_s)
+
+
+class TimedCalls:
+    """A member's cross group whose every collective call (one all-to-all each) takes ``call_s`` on its
+    fake clock, and which records when each started."""
+
+    def __init__(self, group, clock: FakeClock, call_s: float):
+        self.group, self.clock, self.call_s = group, clock, call_s
+        self.starts: list[float] = []
+
+    def __getattr__(self, name):
+        return getattr(self.group, name)
+
+    def all_to_all(self, tensors):
+        self.starts.append(self.clock.t)
+        self.clock.t += self.call_s
+        return self.group.all_to_all(tensors)
+
+
+def tensors():
+    return [
+        torch.randn(VALUES, generator=torch.Generator().manual_seed(rank))
+        for rank in range(MEMBERS)
+    ]
+
+
+def exchanged(calls, call_s, backward=None):
+    """Every member's exchange of its tensor in ``calls`` calls of ``call_s`` each, and its group."""
+    clocks = [FakeClock() for _ in range(MEMBERS)]
+    groups = [
+        TimedCalls(member, clocks[rank], call_s)
+        for rank, member in enumerate(ThreadHub(MEMBERS).members())
+    ]
+    exchangers = [
+        Exchanger(group, None, 32, clock, calls=lambda values: calls)
+        for group, clock in zip(groups, clocks)
+    ]
+    data = tensors()
+    results = run_threads(
+        MEMBERS, lambda rank: exchangers[rank].exchange(data[rank], backward=backward)
+    )
+    return results, groups
+
+
+def test_buckets_are_ready_at_an_even_pace_from_the_launch_to_the_end_of_the_compute():
+    backward = Backward(0.1, 0.2)
+    assert backward.release_s(4) == pytest.approx([0.1, 0.1 + 0.1 / 3, 0.1 + 0.2 / 3, 0.2])
+    assert backward.release_s(1) == [0.2]
+
+
+@pytest.mark.parametrize(
+    "call_s, starts, exposed_s",
+    [
+        # C = 4, f = 0.5 of a 0.2 s step: buckets ready at 0.1, 0.133, 0.167, 0.2. Calls of 10 ms each
+        # start when ready; the last ends 0.21: exposed max(0.1 + 4 x 0.01, 0.2 + 0.01) - 0.2 = 0.01.
+        (0.01, [0.1, 0.1 + 0.1 / 3, 0.1 + 0.2 / 3, 0.2], 0.01),
+        # Calls of 50 ms each: back to back from the first, 0.1, 0.15, 0.2, 0.25; the last ends 0.3:
+        # exposed max(0.1 + 4 x 0.05, 0.2 + 0.05) - 0.2 = 0.1.
+        (0.05, [0.1, 0.15, 0.2, 0.25], 0.1),
+    ],
+)
+def test_each_call_waits_for_its_bucket_and_the_last_is_exposed(call_s, starts, exposed_s):
+    backward = Backward(0.2 - 0.5 * 0.2, 0.2)
+    results, groups = exchanged(4, call_s, backward)
+    for result, group in zip(results, groups):
+        assert group.starts == pytest.approx(starts)
+        assert result.started_s == pytest.approx(0.1)
+        assert result.done_s - backward.end_s == pytest.approx(exposed_s)
+
+
+def test_the_overlapped_buckets_average_to_the_flat_exchanges_mean_and_bytes_bit_for_bit():
+    flat, _ = exchanged(1, 0.0)
+    overlapped, _ = exchanged(4, 0.01, Backward(0.1, 0.2))
+    for one, four in zip(flat, overlapped):
+        assert torch.equal(one.mean, four.mean)
+        assert one.sent_bytes == four.sent_bytes
+
+
+def ddp_plan(overlap, pace_s=0.03, **schedule):
+    document = {
+        "name": "tiny",
+        "model": {"parameters": 1e5},
+        "schedule": {
+            "algorithm": "ddp",
+            "outer_steps": 4,
+            "inner_steps": 4,
+            "bits": 32,
+            "backward_overlap": overlap,
+            **schedule,
+        },
+        "exchange": {"calls": "per_tensor", "tensors": 4},
+        "island": [{"name": "a", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
+        "trainer": {**TINY, "pace_step_time_s": pace_s},
+    }
+    return make_run_plan(from_dict(document, "t.toml"))
+
+
+def test_a_run_overlapped_trains_the_same_weights_and_stalls_only_after_its_compute():
+    runs = {}
+    for overlap in (0.0, 0.5):
+        trainers = trainers_for(ddp_plan(overlap))
+        in_threads(trainers, lambda t: t.run())
+        finish_all(trainers)
+        runs[overlap] = trainers
+    for plain, overlapped in zip(runs[0.0], runs[0.5]):
+        for a, b in zip(plain.params, overlapped.params):
+            assert torch.equal(a, b)
+    rows = runs[0.5][0].recorder.rows
+    computes = [row for row in rows if row[4] == "compute"]
+    comms = [row for row in rows if row[4] == "comm"]
+    assert len(comms) == 4
+    for comm in comms:
+        # the exchange starts inside the compute of its step (its backward pass), ends after it
+        step = next(row for row in computes if row[0] < comm[0] < row[1])
+        stalls = [row for row in rows if row[4] == "stall" and row[7] == comm[7]]
+        assert all(row[0] >= step[1] for row in stalls)
+
+
+@pytest.mark.parametrize(
+    "schedule, pace_s, words",
+    [
+        ({"algorithm": "diloco"}, 0.03, "sends a pseudo-gradient"),
+        ({}, 0.0, "paced backward pass only"),
+    ],
+)
+def test_an_overlap_the_trainer_does_not_run_is_refused_in_one_line(schedule, pace_s, words):
+    with pytest.raises(UserError) as refused:
+        ddp_plan(0.5, pace_s, **schedule)
+    message = str(refused.value)
+    assert message.startswith("t.toml: schedule.backward_overlap:") and "got 0.5" in message
+    assert words in message and "\n" not in message
