@@ -12,7 +12,13 @@ from islands.scenarios import from_dict
 from islands.trainer.core.inprocess import run_threads
 from islands.trainer.core.tracing import Clock
 from islands.trainer.exchange.comm import ThreadHub
-from islands.trainer.exchange.sync import Backward, Exchanger
+from islands.trainer.exchange.sync import (
+    Backward,
+    Exchanger,
+    bucket_values,
+    call_pieces,
+    exchange_calls,
+)
 from islands.trainer.kinds import make_run_plan
 
 MEMBERS = 3
@@ -57,7 +63,7 @@ def tensors():
     ]
 
 
-def exchanged(calls, call_s, backward=None):
+def exchanged(calls, call_s, backward=None, full_bucket_values=None):
     """Every member's exchange of its tensor in ``calls`` calls of ``call_s`` each, and its group."""
     clocks = [FakeClock() for _ in range(MEMBERS)]
     groups = [
@@ -65,7 +71,14 @@ def exchanged(calls, call_s, backward=None):
         for rank, member in enumerate(ThreadHub(MEMBERS).members())
     ]
     exchangers = [
-        Exchanger(group, None, 32, clock, calls=lambda values: calls)
+        Exchanger(
+            group,
+            None,
+            32,
+            clock,
+            calls=lambda values: calls,
+            full_bucket_values=full_bucket_values,
+        )
         for group, clock in zip(groups, clocks)
     ]
     data = tensors()
@@ -101,12 +114,38 @@ def test_each_call_waits_for_its_bucket_and_the_last_is_exposed(call_s, starts, 
         assert result.done_s - backward.end_s == pytest.approx(exposed_s)
 
 
-def test_the_overlapped_buckets_average_to_the_flat_exchanges_mean_and_bytes_bit_for_bit():
+@pytest.mark.parametrize("full_bucket_values", [None, 2_900])
+def test_the_overlapped_buckets_average_to_the_flat_exchanges_mean_and_bytes_bit_for_bit(
+    full_bucket_values,
+):
     flat, _ = exchanged(1, 0.0)
-    overlapped, _ = exchanged(4, 0.01, Backward(0.1, 0.2))
+    overlapped, _ = exchanged(4, 0.01, Backward(0.1, 0.2), full_bucket_values)
     for one, four in zip(flat, overlapped):
         assert torch.equal(one.mean, four.mean)
         assert one.sent_bytes == four.sent_bytes
+
+
+def test_buckets_are_full_but_the_last_as_the_simulator_lays_them_out():
+    # 10,000 values in buckets of 2,900: ceil(10,000 / 2,900) = 4 calls; 3 members' aligned unit is
+    # 3 x 128 = 384 values, so the full buckets are 7 x 384 = 2,688 and the last holds the 1,936 left
+    pieces = call_pieces(torch.zeros(VALUES), 4, MEMBERS * 128, 2_900)
+    assert [piece.numel() for piece in pieces] == [2_688, 2_688, 2_688, 1_936]
+    # 1,000,000 fp32 values in 1 MiB buckets: 262,144 values each, 4 calls, the last 213,568
+    scenario = from_dict(
+        {
+            "name": "b",
+            "model": {"parameters": 1e6, "bytes_per_param": 4},
+            "schedule": {"algorithm": "ddp", "outer_steps": 2},
+            "exchange": {"calls": "buckets", "bucket_cap_mb": 1},
+            "island": [{"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1}],
+        }
+    )
+    full = bucket_values(scenario)
+    assert full == 262_144
+    assert exchange_calls(scenario, 1_000_000)(1_000_000) == 4
+    pieces = call_pieces(torch.zeros(1_000_000), 4, 2 * 128, full)
+    assert [piece.numel() for piece in pieces] == [262_144] * 3 + [213_568]
+    assert scenario.exchange.last_bucket_fraction(1e6, 4) == pytest.approx(213_568 / 1e6)
 
 
 def ddp_plan(overlap, pace_s=0.03, **schedule):

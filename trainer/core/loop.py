@@ -35,7 +35,7 @@ from ..config import RunPlan, sync_plan
 from ..exchange.gathering import gathering_of
 from ..exchange.group import Group, Summing
 from ..exchange.robust import JOINING, NOT_FINITE, AggregationRule, Verdict
-from ..exchange.sync import Backward, Exchanger, exchange_calls
+from ..exchange.sync import Backward, Exchanger, bucket_values, exchange_calls
 from . import checkpoint
 from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
@@ -175,6 +175,7 @@ class Trainer:
             exchange_calls(plan.scenario, sum(p.numel() for p in self.params)),
             TopK.of(plan.scenario.schedule),
             gathering_of(plan.scenario, groups.store),
+            bucket_values(plan.scenario),
         )
         self.exchanger.warm_up(sum(p.numel() for p in self.params), plan.islands)
         self.start_clock(state)

@@ -110,16 +110,30 @@ def exchange_calls(scenario: Scenario, total_values: int) -> Callable[[int], int
     return lambda values: exchange.calls_of(values, total_values, bytes_per_value)
 
 
+def bucket_values(scenario: Scenario) -> float | None:
+    """The values of a full bucket (``ExchangeSpec.bucket_bytes``), under ``calls = "buckets"``."""
+    exchange = scenario.exchange
+    if exchange.calls != "buckets":
+        return None
+    return exchange.bucket_bytes / scenario.model.bytes_per_param
+
+
 def one_call(values: int) -> int:
     """One collective call however many values: the flat buffer."""
     return 1
 
 
-def call_pieces(x: torch.Tensor, calls: int, unit: int) -> tuple[torch.Tensor, ...]:
+def call_pieces(
+    x: torch.Tensor, calls: int, unit: int, full_values: float | None = None
+) -> tuple[torch.Tensor, ...]:
     """``x`` in ``calls`` contiguous pieces, each but the last a whole number of ``unit`` values (the
     quantised average pads every call to whole units: aligned, only the last call pads), or equal
-    pieces where the tensor is too small for ``calls`` aligned ones."""
+    pieces where the tensor is too small for ``calls`` aligned ones. With ``full_values`` (buckets)
+    the simulator's layout (``ExchangeSpec.last_bucket_fraction``): C - 1 full buckets of that many
+    values (aligned down) and the rest in the last."""
     length = math.ceil(x.numel() / calls / unit) * unit
+    if full_values is not None:
+        length = max(unit, math.floor(full_values / unit) * unit)
     pieces = torch.split(x, length)
     return pieces if len(pieces) == calls else torch.tensor_split(x, calls)
 
@@ -138,13 +152,16 @@ class Exchanger:
         calls: Callable[[int], int] = one_call,
         topk: TopK | None = None,
         gathering: Gathering = AROUND_THE_RING,
+        full_bucket_values: float | None = None,
     ):
         """``device``: the training thread's; the exchange thread makes it its own current CUDA device
         (a new thread starts on GPU 0, where NCCL calls and new tensors would otherwise go). ``calls``:
         how many collective calls the mean of so many values takes (``exchange.calls``). ``topk``: the
         top-k payload's layout under compression (one flat call, one rank per island); ``gathering``:
-        how its payloads travel (``network.gather``)."""
+        how its payloads travel (``network.gather``). ``full_bucket_values``: a full bucket's values
+        under ``calls = "buckets"`` (``bucket_values``), each of an island's ranks its share."""
         self.cross = cross
+        self.full_bucket_values = full_bucket_values
         self.calls = calls
         self.topk = topk
         self.gathering = gathering
@@ -262,7 +279,10 @@ class Exchanger:
         if calls == 1 and not release_s:
             return self.combine(x, verdict)
         results, sent = [], 0
-        pieces = call_pieces(x, calls, padded_length(1, self.cross.size))
+        full = self.full_bucket_values
+        if full is not None and self.intra is not None:
+            full /= self.intra.size
+        pieces = call_pieces(x, calls, padded_length(1, self.cross.size), full)
         for piece, ready_s in zip_longest(pieces, release_s[: len(pieces)]):
             if ready_s is not None:
                 self.clock.sleep_until(ready_s)
