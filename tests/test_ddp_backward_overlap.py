@@ -107,11 +107,19 @@ def test_buckets_are_ready_at_an_even_pace_from_the_launch_to_the_end_of_the_com
 )
 def test_each_call_waits_for_its_bucket_and_the_last_is_exposed(call_s, starts, exposed_s):
     backward = Backward(0.2 - 0.5 * 0.2, 0.2)
-    results, groups = exchanged(4, call_s, backward)
+    results, groups = exchanged(4, call_s, backward, full_bucket_values=2_900)
     for result, group in zip(results, groups):
         assert group.starts == pytest.approx(starts)
         assert result.started_s == pytest.approx(0.1)
         assert result.done_s - backward.end_s == pytest.approx(exposed_s)
+
+
+def test_calls_of_another_exchange_go_back_to_back_from_the_launch():
+    # not buckets: launched whole at 0.1, where the simulator launches it; 4 calls of 10 ms end at 0.14
+    results, groups = exchanged(4, 0.01, Backward(0.1, 0.2))
+    for result, group in zip(results, groups):
+        assert group.starts == pytest.approx([0.1, 0.11, 0.12, 0.13])
+        assert result.done_s == pytest.approx(0.14)
 
 
 @pytest.mark.parametrize("full_bucket_values", [None, 2_900])

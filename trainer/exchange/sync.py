@@ -230,7 +230,7 @@ class Exchanger:
             self.cross.all_gather(contribution_stats(flat, contributes)), self.rule.norm_factor
         )
         calls = self.calls(flat.numel())  # an island's ranks each make them on their shares
-        release_s = backward.release_s(calls) if backward is not None else []
+        release_s = self.released_s(backward, calls)
         if release_s:
             self.clock.sleep_until(release_s[0])
         started_s = self.clock.now()
@@ -245,6 +245,16 @@ class Exchanger:
             )
             mean = torch.cat(self.intra.all_gather(part))[: flat.numel()]
         return Exchange(mean, started_s, self.clock.now(), sent, verdict)
+
+    def released_s(self, backward: Backward | None, calls: int) -> list[float]:
+        """When the calls of an exchange during ``backward`` may start at the earliest: each bucket
+        once it is ready (``Backward.release_s``); another exchange whole at the start, where the
+        simulator launches it (``schedules.ddp``), its calls back to back."""
+        if backward is None:
+            return []
+        if self.full_bucket_values is None:
+            return [backward.start_s]
+        return backward.release_s(calls)
 
     def exchange_topk(
         self, flat: torch.Tensor, contributes: bool, key: tuple[int, int]
