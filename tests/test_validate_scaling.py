@@ -9,6 +9,7 @@ import pytest
 from islands.scenarios import load
 from islands.schedules import SCHEDULES
 from islands.trainer.exchange.quantize import encoded_bytes, padded_length
+from islands.validation.case import case_calls
 from islands.validation.scaling import (
     ScaleOptions,
     ring_volume_bytes,
@@ -83,6 +84,7 @@ def test_ddps_overlapped_buckets_are_scaled_to_as_many_with_the_same_last_share(
         1_125_632_000 / 2e10, rel=1e-6
     )
     assert not any("backward overlap" in note or "buckets" in note for note in case.notes)
+    assert case_calls(scaled) == 7  # the calibration times the exchange in as many calls
     unpaced = scale(original, ScaleOptions(max_workers=2, pace=False))
     assert unpaced.scenario().schedule.backward_overlap == 0
     assert unpaced.document["exchange"] == {"calls": "per_tensor", "tensors": 7}
