@@ -161,7 +161,6 @@ class Trainer:
         self.period_records: list[dict[str, Any]] = []
         self.metrics: MetricsLog | None = None
         self.paced_from_s, self.paced_steps = math.nan, 0
-        self.optimizer_s = 0.0  # the last inner optimizer step's seconds
         state = self.verified_resume(resume_dir) if resume_dir else None
         groups, bits, rule = self.groups, plan.scenario.schedule.bits, aggregation_rule(plan)
         self.clock = Clock()
@@ -434,7 +433,6 @@ class Trainer:
         A gradient exchanged during the backward pass (``backward_overlap``) is paced there
         (``sync_during_backward``)."""
         busy_start = time.monotonic()
-        step_start_s = self.clock.now()
         spec = self.plan.spec
         x, y = self.sampler.next_batch()
         lr = learning_rate(
@@ -453,18 +451,14 @@ class Trainer:
         for point in self.gradient_syncs.get(self.step + 1, ()):
             sync_start = time.monotonic()
             if overlapped:
-                blocked_s, comm_s, paced_s = self.sync_during_backward(
-                    present(grads), point, step_start_s
-                )
+                blocked_s, comm_s, paced_s = self.sync_during_backward(present(grads), point)
             else:
                 blocked_s, comm_s = self.sync_gradients(present(grads), point)
             sync_wall_s = time.monotonic() - sync_start
-        stepping_from = time.monotonic()
         if spec.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.optimizer_s = time.monotonic() - stepping_from
         if not (overlapped and sync_wall_s):
             paced_s = self.pace(
                 time.monotonic() - busy_start - sync_wall_s, synced_inside=bool(sync_wall_s)
@@ -521,20 +515,21 @@ class Trainer:
         return blocked_s, comm_s
 
     def sync_during_backward(
-        self, grads: list[torch.Tensor], point: SyncPoint, step_start_s: float
+        self, grads: list[torch.Tensor], point: SyncPoint
     ) -> tuple[float, float, float]:
         """Average the gradient in buckets during the step's paced backward pass, as PyTorch DDP does
         (``schedule.backward_overlap`` = f): the real backward pass is over, so each bucket's call is
-        held until the paced pass would have produced it (``Backward``: from the last f of the step's
-        target, to its end less the optimizer step that follows), while this thread sleeps out the
-        compute; then it waits for the last call, the exposed part (a ``stall`` row). (blocked s, comm
-        s, paced s)."""
+        held until the paced pass would have produced it (``Backward``: over the last f of the step's
+        target, which ends the target after its compute began: after the previous step's wait, so the
+        previous optimizer step is in it, as the simulator's step holds its optimizer step), while
+        this thread sleeps out the compute; then it waits for the last call, the exposed part (a
+        ``stall`` row). (blocked s, comm s, paced s)."""
         target_s = self.plan.pace_s(self.island)
-        end_s = step_start_s + target_s - self.optimizer_s
+        end_s = self.recorder.segment_start_s + target_s
         window_s = self.plan.scenario.schedule.backward_overlap * target_s
         exchange = self.exchanger.launch(
             poisoned(flatten(grads), self.island, point.outer_step),
-            backward=Backward(min(step_start_s + target_s - window_s, end_s), end_s),
+            backward=Backward(end_s - window_s, end_s),
         )
         sleep_from = self.clock.now()
         self.clock.sleep_until(end_s)

@@ -223,16 +223,17 @@ class Exchanger:
         """Screen, then average (or robustly combine) ``flat`` over the islands; a member that does
         not contribute (a joiner without state) sends zeros and still receives the average. ``key``
         (outer step, fragment) names a top-k round (``Gathering``). With ``backward`` each call waits
-        for its bucket (``Backward.release_s``): the exchange starts with the first."""
+        for its bucket (``Backward.release_s``): the exchange, its screening first, starts with the
+        first."""
         if self.topk is not None:
             return self.exchange_topk(flat, contributes, key)
+        calls = self.calls(flat.numel())  # an island's ranks each make them on their shares
+        release_s = self.released_s(backward, calls)
+        if release_s:  # launched with the first bucket, where the simulator starts its work
+            self.clock.sleep_until(release_s[0])
         verdict = screen(
             self.cross.all_gather(contribution_stats(flat, contributes)), self.rule.norm_factor
         )
-        calls = self.calls(flat.numel())  # an island's ranks each make them on their shares
-        release_s = self.released_s(backward, calls)
-        if release_s:
-            self.clock.sleep_until(release_s[0])
         started_s = self.clock.now()
         if not verdict.count:
             return Exchange(torch.zeros_like(flat), started_s, self.clock.now(), 0, verdict)
