@@ -156,7 +156,10 @@ def test_buckets_are_full_but_the_last_as_the_simulator_lays_them_out():
     assert scenario.exchange.last_bucket_fraction(1e6, 4) == pytest.approx(213_568 / 1e6)
 
 
-def ddp_plan(overlap, pace_s=0.03, **schedule):
+PER_TENSOR = {"calls": "per_tensor", "tensors": 4}
+
+
+def ddp_plan(overlap, pace_s=0.03, exchange=PER_TENSOR, ranks=1, **schedule):
     document = {
         "name": "tiny",
         "model": {"parameters": 1e5},
@@ -168,17 +171,25 @@ def ddp_plan(overlap, pace_s=0.03, **schedule):
             "backward_overlap": overlap,
             **schedule,
         },
-        "exchange": {"calls": "per_tensor", "tensors": 4},
+        "exchange": exchange,
         "island": [{"name": "a", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
-        "trainer": {**TINY, "pace_step_time_s": pace_s},
+        "trainer": {**TINY, "pace_step_time_s": pace_s, "ranks_per_island": ranks},
     }
     return make_run_plan(from_dict(document, "t.toml"))
 
 
-def test_a_run_overlapped_trains_the_same_weights_and_stalls_only_after_its_compute():
+@pytest.mark.parametrize(
+    "exchange, ranks",
+    # 10 KiB buckets of the scenario's 2-byte values: 5,243 each, 3 calls for the tiny GPT's 10,944
+    # values; an island's two ranks each make them on its half
+    [(PER_TENSOR, 1), ({"calls": "buckets", "bucket_cap_mb": 0.01}, 2)],
+)
+def test_a_run_overlapped_trains_the_same_weights_and_stalls_only_after_its_compute(
+    exchange, ranks
+):
     runs = {}
     for overlap in (0.0, 0.5):
-        trainers = trainers_for(ddp_plan(overlap))
+        trainers = trainers_for(ddp_plan(overlap, exchange=exchange, ranks=ranks))
         in_threads(trainers, lambda t: t.run())
         finish_all(trainers)
         runs[overlap] = trainers
