@@ -112,8 +112,7 @@ class ExchangeSpec:
         buffer; ceil(values x bytes_per_value / bucket) buckets, the bucket in MiB of unencoded values
         as PyTorch counts it; or the fragment's share of the model's tensors, at least one."""
         if self.calls == "buckets":
-            bucket_bytes = (self.bucket_cap_mb or DEFAULT_BUCKET_CAP_MB) * BYTES_PER_MIB
-            return max(1, math.ceil(values * bytes_per_value / bucket_bytes))
+            return max(1, math.ceil(values * bytes_per_value / self.bucket_bytes))
         if self.calls == "per_tensor" and self.tensors is not None:
             return max(1, round(self.tensors * values / total_values))
         return 1
@@ -124,10 +123,15 @@ class ExchangeSpec:
         if self.calls != "buckets":
             return 0.0
         total_bytes = values * bytes_per_value
-        bucket_bytes = (self.bucket_cap_mb or DEFAULT_BUCKET_CAP_MB) * BYTES_PER_MIB
         return (
-            total_bytes - (self.calls_of(values, values, bytes_per_value) - 1) * bucket_bytes
+            total_bytes - (self.calls_of(values, values, bytes_per_value) - 1) * self.bucket_bytes
         ) / total_bytes
+
+    @property
+    def bucket_bytes(self) -> float:
+        """A full bucket's unencoded bytes (``bucket_cap_mb`` MiB): every bucket of an exchange but
+        its last, which holds the rest (the trainer's layout too, ``sync.call_pieces``)."""
+        return (self.bucket_cap_mb or DEFAULT_BUCKET_CAP_MB) * BYTES_PER_MIB
 
     @property
     def is_default(self) -> bool:

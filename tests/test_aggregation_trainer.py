@@ -1,5 +1,6 @@
 """What the trainer runs, the simulator prices, or the loader refuses: the bytes of every aggregation
-measured against the simulator's, DDP's backward overlap refused for training, and DDP's H (the
+measured against the simulator's, the backward overlap the trainer does not run (a
+pseudo-gradient's, an unpaced DDP's) refused for training, and DDP's H (the
 trainer's evaluation period, which the simulator's DDP ignores) leaving the compared keys alone.
 Islands run as threads of one process (``test_trainer_loop``)."""
 
@@ -51,7 +52,7 @@ def test_measured_bytes_of_every_sync_are_the_simulated_ones(algorithm, aggregat
 @pytest.mark.parametrize(
     "algorithm, what",
     [
-        ("ddp", "averages the gradient"),
+        ("ddp", "paced backward pass only"),  # DDP's is run paced (test_ddp_backward_overlap)
         ("diloco", "sends a pseudo-gradient"),
         ("streaming", "sends a pseudo-gradient"),
     ],

@@ -260,6 +260,19 @@ TRAIN = cases(
             ),
             "schedule.gather_peers: must be at most the 2 islands trained (got 3)",
         ),
+        (
+            "a pseudo-gradient's backward overlap",
+            ("--set", "schedule.backward_overlap=0.5"),
+            "schedule.backward_overlap: the real trainer sends a pseudo-gradient after the whole "
+            "backward pass, so it trains only 0 (got 0.5); the overlap is simulated only",
+        ),
+        (
+            "DDP's backward overlap on unpaced steps",
+            ("--set", "schedule.algorithm=ddp", "--set", "schedule.backward_overlap=0.5"),
+            "schedule.backward_overlap: the real trainer overlaps DDP's buckets with a paced "
+            "backward pass only (got 0.5 unpaced): set trainer.pace_islands = true or "
+            "trainer.pace_step_time_s",
+        ),
         ("--data missing", ("--data", "nowhere"), "nowhere: no such file or folder"),
         (
             "--data endless",

@@ -9,6 +9,7 @@ import pytest
 from islands.scenarios import load
 from islands.schedules import SCHEDULES
 from islands.trainer.exchange.quantize import encoded_bytes, padded_length
+from islands.validation.case import case_calls
 from islands.validation.scaling import (
     ScaleOptions,
     ring_volume_bytes,
@@ -59,6 +60,38 @@ def test_streaming_keeps_p_and_a_valid_tau():
     case = scale(scenario)
     assert case.document["trainer"]["n_layer"] == 10
     assert case.scenario().schedule.fragments == 10
+
+
+DDP_BUCKETS = [
+    "schedule.algorithm=ddp",
+    "exchange.calls=buckets",
+    "exchange.bucket_cap_mb=3000",
+    "schedule.backward_overlap=0.6",
+]
+
+
+def test_ddps_overlapped_buckets_are_scaled_to_as_many_with_the_same_last_share():
+    # 10B bf16 values, 2e10 B, in 3,000 MiB buckets: ceil(2e10 / 3,145,728,000) = 7 calls, the last
+    # 2e10 - 6 x 3,145,728,000 = 1,125,632,000 B, 5.628% of the exchange; the scaled run keeps both
+    original = load("worked-example", DDP_BUCKETS)
+    case = scale(original, ScaleOptions(max_workers=2))
+    scaled = case.scenario()
+    assert scaled.schedule.backward_overlap == 0.6
+    assert scaled.exchange.calls == "buckets"
+    values = scaled.model.parameters
+    assert scaled.exchange.calls_of(values, values, 4) == 7
+    assert scaled.exchange.last_bucket_fraction(values, 4) == pytest.approx(
+        1_125_632_000 / 2e10, rel=1e-6
+    )
+    assert not any("backward overlap" in note or "buckets" in note for note in case.notes)
+    assert case_calls(scaled) == 7  # the calibration times the exchange in as many calls
+    unpaced = scale(original, ScaleOptions(max_workers=2, pace=False))
+    assert unpaced.scenario().schedule.backward_overlap == 0
+    assert unpaced.document["exchange"] == {"calls": "per_tensor", "tensors": 7}
+    assert (
+        "backward overlap 0.6: not validated (the trainer overlaps only a paced step's); run "
+        "without it" in unpaced.notes
+    )
 
 
 def test_a_straggler_stays_as_slow_relative_to_the_others():

@@ -158,10 +158,31 @@ def check_model(plan: RunPlan) -> None:
         )
 
 
+def check_overlap(scenario: Scenario) -> None:
+    """Refuse the backward overlap the trainer does not run: a pseudo-gradient's (formed after the
+    whole backward pass and the inner optimizer step), an unpaced step's (the overlapped buckets are
+    held to a paced backward pass, ``loop.Trainer.sync_during_backward``)."""
+    source, overlap = scenario.source, scenario.schedule.backward_overlap
+    if not overlap:
+        return
+    if schedule_of(scenario).exchanged != GRADIENT:
+        raise UserError(
+            f"{source}: schedule.backward_overlap: the real trainer sends a pseudo-gradient after "
+            f"the whole backward pass, so it trains only 0 (got {overlap:g}); the overlap is "
+            "simulated only"
+        )
+    trainer = scenario.trainer
+    if not (trainer.pace_islands or trainer.pace_step_time_s > 0):
+        raise UserError(
+            f"{source}: schedule.backward_overlap: the real trainer overlaps DDP's buckets with a "
+            f"paced backward pass only (got {overlap:g} unpaced): set trainer.pace_islands = true "
+            "or trainer.pace_step_time_s"
+        )
+
+
 def check_supported(scenario: Scenario) -> None:
-    """Refuse what only the simulator plays: other barriers, backward overlap (the trainer averages
-    the gradient, or steps the inner optimizer and forms the pseudo-gradient, after the whole
-    backward pass, not layer by layer during it), a staged collective, a collective that goes on
+    """Refuse what only the simulator plays: other barriers, backward overlap other than DDP's under
+    pacing (``check_overlap``), a staged collective, a collective that goes on
     without a departed member, a joiner's state striped over the holders, a ring reordered across
     regions, and random churn and chip failures."""
     source = scenario.source
@@ -170,17 +191,7 @@ def check_supported(scenario: Scenario) -> None:
             f'{source}: schedule.barrier: the real trainer only runs "wait" '
             f"(got {scenario.schedule.barrier!r})"
         )
-    overlap = scenario.schedule.backward_overlap
-    if overlap:
-        what = (
-            "averages the gradient"
-            if schedule_of(scenario).exchanged == GRADIENT
-            else "sends a pseudo-gradient"
-        )
-        raise UserError(
-            f"{source}: schedule.backward_overlap: the real trainer {what} after the whole "
-            f"backward pass, so it trains only 0 (got {overlap:g}); the overlap is simulated only"
-        )
+    check_overlap(scenario)
     if scenario.network.collective != "ring":
         raise UserError(
             f"{source}: network.collective: the real trainer runs a ring all-reduce (got "
@@ -218,7 +229,8 @@ def check_supported(scenario: Scenario) -> None:
 def sync_plan(plan: RunPlan) -> tuple[dict[int, list[SyncPoint]], dict[int, list[SyncPoint]]]:
     """The schedule's sync points, the very ones the simulator plays, keyed by inner steps done:
     (launches, applies). A gradient exchange launched at step k happens inside step k (after its
-    backward pass); a fractional launch step (DDP's simulated backward overlap) is refused before."""
+    backward pass); a fractional launch step (DDP's backward overlap) is run inside its step, during
+    its paced backward pass (``loop.Trainer.sync_during_backward``)."""
     launches: dict[int, list[SyncPoint]] = defaultdict(list)
     applies: dict[int, list[SyncPoint]] = defaultdict(list)
     for point in plan.schedule.sync_points(plan.scenario):

@@ -32,6 +32,7 @@ from islands.schedules import schedule_of
 from islands.schedules.compression import NONE
 from islands.schedules.gather import peers_of
 from islands.simulator import SimResult, simulate
+from islands.simulator.network.collectives import calls_of
 from islands.trainer.kinds import make_run_plan
 from islands.units import MS_PER_S
 
@@ -173,12 +174,13 @@ def prediction_overrides(
     if costs is not None:
         return gather_overrides(case.document, costs, stream_ratio(calibration))
     islands, bits = case.document["island"], case.scenario().schedule.bits
-    return simulator_overrides(calibration, islands, bits, case_calls(case.document))
+    return simulator_overrides(calibration, islands, bits, case_calls(case.scenario()))
 
 
-def case_calls(document: dict) -> int:
-    """The scaled case's collective calls per whole-model exchange (``scaling.scaled_calls``); 1 flat."""
-    return document["exchange"]["tensors"] if "exchange" in document else 1
+def case_calls(scaled: Scenario) -> int:
+    """The scaled case's collective calls per whole-model exchange (``scaling.scaled_calls``: the
+    original's, per tensor or in buckets); 1 flat."""
+    return calls_of(scaled, scaled.payload_bytes)
 
 
 def stream_ratio(calibration: Calibration) -> float:

@@ -38,7 +38,7 @@ from typing import Any
 
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.loader import from_dict
-from islands.schedules import PSEUDO_GRADIENT, Schedule, schedule_of
+from islands.schedules import GRADIENT, PSEUDO_GRADIENT, Schedule, schedule_of
 from islands.schedules.compression import NONE, TopK
 from islands.schedules.gather import STORE
 from islands.schedules.layout import EMBEDDINGS, layer_of, split_by_layer
@@ -54,6 +54,8 @@ MIN_OUTER_STEPS = 2
 PROBE_OUTER_STEPS = 2  # the simulated run that times one outer step
 MODEL_PARAMETERS = 2.5e6  # about 30 ms of forward, backward and AdamW per step on one core here
 WIDTH_STEP = 32
+SCALED_BYTES_PER_PARAM = 4  # the trainer's fp32 values
+ROUNDING_MARGIN = 1e-9  # a scaled bucket's, so that its count never rounds up past the original's
 TRAINER: dict[str, Any] = {
     "n_head": 4,
     "block_size": 16,
@@ -153,7 +155,7 @@ def model_entry(
     wire_per_value = parameters / sum(layer_values)
     return {
         "parameters": parameters,
-        "bytes_per_param": 4,
+        "bytes_per_param": SCALED_BYTES_PER_PARAM,
         "layers": len(layer_values),
         "embedding_parameters": embedding_values * wire_per_value,
     }
@@ -207,16 +209,36 @@ def churn_validated(scenario: Scenario) -> bool:
     return has_churn(scenario) and scripted and one_fragment and dense
 
 
-def scaled_calls(scenario: Scenario) -> dict[str, Any]:
+def scaled_calls(scenario: Scenario, scaled_parameters: float, overlapped: bool) -> dict[str, Any]:
     """The original's collective calls per exchange, made by the trainer on its own model: as many calls
     per whole-model exchange (``calls_of``), each fragment its share (``calls = "per_tensor"``, which
     the trainer and the simulator count alike from shares of values). The calls' fixed costs are the
-    trainer's own, which the calibration measures, not the scenario's."""
-    return {"calls": "per_tensor", "tensors": calls_of(scenario, scenario.payload_bytes)}
+    trainer's own, which the calibration measures, not the scenario's. Buckets overlapped with the
+    backward pass stay buckets (their last one is exposed, ``exposed_tail_s``): as many buckets of
+    the scaled model's fp32 values as the original's, the last the same share of the exchange
+    (``last_bucket_fraction`` = l: a full bucket is (1 - l) / (C - 1) of it), a hair larger so that
+    rounding never adds a call."""
+    calls = calls_of(scenario, scenario.payload_bytes)
+    if not (overlapped and scenario.exchange.calls == "buckets"):
+        return {"calls": "per_tensor", "tensors": calls}
+    values = scenario.payload_bytes * BITS_PER_BYTE / scenario.schedule.bits
+    last = scenario.exchange.last_bucket_fraction(values, scenario.model.bytes_per_param)
+    bucket_bytes = scaled_parameters * SCALED_BYTES_PER_PARAM
+    if calls > 1:
+        bucket_bytes *= (1 - last) / (calls - 1)
+    return {"calls": "buckets", "bucket_cap_mb": bucket_bytes * (1 + ROUNDING_MARGIN) / 2**20}
 
 
-def not_validated(scenario: Scenario) -> list[str]:
-    """What the scaled run leaves out because the trainer cannot apply it yet."""
+def overlap_validated(scenario: Scenario, paced: bool) -> bool:
+    """Whether the trainer runs the scenario's backward overlap: DDP's gradient, paced
+    (``trainer.config.check_overlap``)."""
+    overlap = scenario.schedule.backward_overlap
+    return bool(overlap) and paced and schedule_of(scenario).exchanged == GRADIENT
+
+
+def not_validated(scenario: Scenario, paced: bool = True) -> list[str]:
+    """What the scaled run leaves out because the trainer cannot apply it yet (``paced``: whether
+    the scaled run paces its steps)."""
     notes = []
     if has_churn(scenario) and not churn_validated(scenario):
         if any(i.mtbf_s for i in scenario.islands):
@@ -240,7 +262,7 @@ def not_validated(scenario: Scenario) -> list[str]:
         notes.append(
             f"exchange.{', exchange.'.join(costs)}: the trainer's own are measured, not the scenario's"
         )
-    if exchange.calls == "buckets":
+    if exchange.calls == "buckets" and not overlap_validated(scenario, paced):
         notes.append(
             f"buckets: validated as their {calls_of(scenario, scenario.payload_bytes)} calls per "
             "whole-model exchange, each fragment its share"
@@ -249,11 +271,14 @@ def not_validated(scenario: Scenario) -> list[str]:
         notes.append(
             f"barrier {scenario.schedule.barrier!r}: not validated (the trainer runs 'wait' only)"
         )
-    if scenario.schedule.backward_overlap:
-        notes.append(
-            f"backward overlap {scenario.schedule.backward_overlap:.3g}: not validated (the trainer sends "
-            "after the whole backward pass); run without it"
+    overlap = scenario.schedule.backward_overlap
+    if overlap and not overlap_validated(scenario, paced):
+        why = (
+            "the trainer overlaps only a paced step's"
+            if schedule_of(scenario).exchanged == GRADIENT
+            else "the trainer sends a pseudo-gradient after the whole backward pass"
         )
+        notes.append(f"backward overlap {overlap:.3g}: not validated ({why}); run without it")
     if any(i.jitter_cv for i in scenario.islands):
         notes.append("step-time jitter: not validated (paced steps are exact); run without it")
     if scenario.compute.slowdown_while_exchanging:
@@ -330,7 +355,8 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     """The scaled replica of ``scenario`` (see the module docstring)."""
     schedule = scenario.schedule
     workers = scenario.workers()[: options.max_workers]
-    notes = not_validated(scenario)
+    notes = not_validated(scenario, options.pace)
+    overlapped = overlap_validated(scenario, options.pace)
     if len(workers) < scenario.worker_count:
         rescaled = "ring volume" if schedule_of(scenario).coupled else "payload"
         if schedule.compression != NONE:
@@ -379,8 +405,10 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
         )
     if not declared.coupled:
         add_syncer(document, scenario, time_factor, volume_ratio / time_factor)
+    if overlapped:
+        document["schedule"]["backward_overlap"] = schedule.backward_overlap
     if scenario.exchange.calls != "flat":
-        document["exchange"] = scaled_calls(scenario)
+        document["exchange"] = scaled_calls(scenario, model["parameters"], overlapped)
     case = ScaledCase(scenario, document, time_factor, 1 / kept, notes)
     document["schedule"]["outer_steps"], one_outer_s = fitting_outer_steps(
         case, schedule, options.target_wall_s

@@ -35,7 +35,7 @@ from ..config import RunPlan, sync_plan
 from ..exchange.gathering import gathering_of
 from ..exchange.group import Group, Summing
 from ..exchange.robust import JOINING, NOT_FINITE, AggregationRule, Verdict
-from ..exchange.sync import Exchanger, exchange_calls
+from ..exchange.sync import Backward, Exchanger, bucket_values, exchange_calls
 from . import checkpoint
 from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
@@ -174,6 +174,7 @@ class Trainer:
             exchange_calls(plan.scenario, sum(p.numel() for p in self.params)),
             TopK.of(plan.scenario.schedule),
             gathering_of(plan.scenario, groups.store),
+            bucket_values(plan.scenario),
         )
         self.exchanger.warm_up(sum(p.numel() for p in self.params), plan.islands)
         self.start_clock(state)
@@ -428,7 +429,9 @@ class Trainer:
 
     def inner_step(self) -> tuple[float, float, float, float]:
         """Forward, backward, gradient averaging, clip, optimizer step, pacing;
-        (loss, blocked s, comm s, paced s: the part of the step's compute that was pacing sleep)."""
+        (loss, blocked s, comm s, paced s: the part of the step's compute that was pacing sleep).
+        A gradient exchanged during the backward pass (``backward_overlap``) is paced there
+        (``sync_during_backward``)."""
         busy_start = time.monotonic()
         spec = self.plan.spec
         x, y = self.sampler.next_batch()
@@ -443,19 +446,31 @@ class Trainer:
         intra = self.groups.intra_grad
         if intra is not None:
             self.average_inside_island(present(grads), intra)
-        blocked_s = comm_s = sync_wall_s = 0.0
+        blocked_s = comm_s = sync_wall_s = paced_s = 0.0
+        overlapped = self.overlaps_backward()
         for point in self.gradient_syncs.get(self.step + 1, ()):
             sync_start = time.monotonic()
-            blocked_s, comm_s = self.sync_gradients(present(grads), point)
+            if overlapped:
+                blocked_s, comm_s, paced_s = self.sync_during_backward(present(grads), point)
+            else:
+                blocked_s, comm_s = self.sync_gradients(present(grads), point)
             sync_wall_s = time.monotonic() - sync_start
         if spec.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        paced_s = self.pace(
-            time.monotonic() - busy_start - sync_wall_s, synced_inside=bool(sync_wall_s)
-        )
+        if not (overlapped and sync_wall_s):
+            paced_s = self.pace(
+                time.monotonic() - busy_start - sync_wall_s, synced_inside=bool(sync_wall_s)
+            )
         return loss.item(), blocked_s, comm_s, paced_s
+
+    def overlaps_backward(self) -> bool:
+        """Whether the gradient is exchanged during a paced backward pass (``config.check_supported``
+        refuses the overlap unpaced)."""
+        return (
+            self.plan.scenario.schedule.backward_overlap > 0 and self.plan.pace_s(self.island) > 0
+        )
 
     def pace(self, busy_s: float, synced_inside: bool) -> float:
         """Sleep out the rest of the island's target step time (the sleep is part of the compute row,
@@ -498,6 +513,34 @@ class Trainer:
         unflatten_into(exchange.mean, grads)
         self.recorder.start_compute()
         return blocked_s, comm_s
+
+    def sync_during_backward(
+        self, grads: list[torch.Tensor], point: SyncPoint
+    ) -> tuple[float, float, float]:
+        """Average the gradient in buckets during the step's paced backward pass, as PyTorch DDP does
+        (``schedule.backward_overlap`` = f): the real backward pass is over, so each bucket's call is
+        held until the paced pass would have produced it (``Backward``: over the last f of the step's
+        target, which ends the target after its compute began: after the previous step's wait, so the
+        previous optimizer step is in it, as the simulator's step holds its optimizer step), while
+        this thread sleeps out the compute; then it waits for the last call, the exposed part (a
+        ``stall`` row). (blocked s, comm s, paced s)."""
+        target_s = self.plan.pace_s(self.island)
+        end_s = self.recorder.segment_start_s + target_s
+        window_s = self.plan.scenario.schedule.backward_overlap * target_s
+        exchange = self.exchanger.launch(
+            poisoned(flatten(grads), self.island, point.outer_step),
+            backward=Backward(end_s - window_s, end_s),
+        )
+        sleep_from = self.clock.now()
+        self.clock.sleep_until(end_s)
+        paced_s = max(0.0, end_s - sleep_from)
+        self.recorder.end_compute(point.outer_step)
+        arrived_s = self.clock.now()
+        synced = Synced(point, exchange.result(), arrived_s, self.clock.now())
+        blocked_s, comm_s = self.record_exchanges([synced])
+        unflatten_into(synced.exchange.mean, grads)
+        self.recorder.start_compute()
+        return blocked_s, comm_s, paced_s
 
     def sync_fragments(self) -> tuple[float, float]:
         """Launch and apply the fragments the schedule puts after this step (``DiLoCo.after_step``);

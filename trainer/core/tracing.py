@@ -53,6 +53,10 @@ class Clock:
         reading = time.monotonic() if self.paused_at is None else self.paused_at
         return reading - self.origin
 
+    def sleep_until(self, at_s: float) -> None:
+        """Sleep until the clock reads ``at_s`` (at once if it is past)."""
+        time.sleep(max(0.0, at_s - self.now()))
+
     def restart(self, start_s: float) -> None:
         """Read ``start_s`` now (a joiner takes the run's time from the peer it downloads from)."""
         self.origin = time.monotonic() - start_s

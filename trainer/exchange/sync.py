@@ -18,9 +18,10 @@ cannot be merged is refused, with its reason in the verdict).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import NamedTuple
 
 import torch
@@ -40,6 +41,25 @@ from .sparse import Entry, TopKCodec, announce
 
 WARM_UP_ROUNDS = 5
 STEADY_FRESH_PAGES = 64  # 256 KiB: a round that grew the heap by less reuses its buffers
+
+
+@dataclass(frozen=True)
+class Backward:
+    """A backward pass that releases a gradient's buckets while it runs (DDP, ``schedule.backward_overlap``
+    = f): from ``start_s``, when its first bucket is ready, to ``end_s``, its last (trace seconds). The
+    buckets are ready at an even pace between them, as the simulator prices them
+    (``collectives.exposed_tail_s``): the collective launched where ``backward_overlap`` says, the last
+    bucket at the end of the step's compute."""
+
+    start_s: float
+    end_s: float
+
+    def release_s(self, calls: int) -> list[float]:
+        """When each of ``calls`` buckets is ready: r_k = start + (k - 1) / (C - 1) x (end - start),
+        k = 1..C; the one bucket of a single call at the end."""
+        if calls == 1:
+            return [self.end_s]
+        return [self.start_s + k / (calls - 1) * (self.end_s - self.start_s) for k in range(calls)]
 
 
 class Attempt(NamedTuple):
@@ -90,16 +110,30 @@ def exchange_calls(scenario: Scenario, total_values: int) -> Callable[[int], int
     return lambda values: exchange.calls_of(values, total_values, bytes_per_value)
 
 
+def bucket_values(scenario: Scenario) -> float | None:
+    """The values of a full bucket (``ExchangeSpec.bucket_bytes``), under ``calls = "buckets"``."""
+    exchange = scenario.exchange
+    if exchange.calls != "buckets":
+        return None
+    return exchange.bucket_bytes / scenario.model.bytes_per_param
+
+
 def one_call(values: int) -> int:
     """One collective call however many values: the flat buffer."""
     return 1
 
 
-def call_pieces(x: torch.Tensor, calls: int, unit: int) -> tuple[torch.Tensor, ...]:
+def call_pieces(
+    x: torch.Tensor, calls: int, unit: int, full_values: float | None = None
+) -> tuple[torch.Tensor, ...]:
     """``x`` in ``calls`` contiguous pieces, each but the last a whole number of ``unit`` values (the
     quantised average pads every call to whole units: aligned, only the last call pads), or equal
-    pieces where the tensor is too small for ``calls`` aligned ones."""
+    pieces where the tensor is too small for ``calls`` aligned ones. With ``full_values`` (buckets)
+    the simulator's layout (``ExchangeSpec.last_bucket_fraction``): C - 1 full buckets of that many
+    values (aligned down) and the rest in the last."""
     length = math.ceil(x.numel() / calls / unit) * unit
+    if full_values is not None:
+        length = max(unit, math.floor(full_values / unit) * unit)
     pieces = torch.split(x, length)
     return pieces if len(pieces) == calls else torch.tensor_split(x, calls)
 
@@ -118,13 +152,16 @@ class Exchanger:
         calls: Callable[[int], int] = one_call,
         topk: TopK | None = None,
         gathering: Gathering = AROUND_THE_RING,
+        full_bucket_values: float | None = None,
     ):
         """``device``: the training thread's; the exchange thread makes it its own current CUDA device
         (a new thread starts on GPU 0, where NCCL calls and new tensors would otherwise go). ``calls``:
         how many collective calls the mean of so many values takes (``exchange.calls``). ``topk``: the
         top-k payload's layout under compression (one flat call, one rank per island); ``gathering``:
-        how its payloads travel (``network.gather``)."""
+        how its payloads travel (``network.gather``). ``full_bucket_values``: a full bucket's values
+        under ``calls = "buckets"`` (``bucket_values``), each of an island's ranks its share."""
         self.cross = cross
+        self.full_bucket_values = full_bucket_values
         self.calls = calls
         self.topk = topk
         self.gathering = gathering
@@ -168,19 +205,32 @@ class Exchanger:
                 break
         echo.close()
 
-    def launch(self, flat: torch.Tensor, key: tuple[int, int] = (0, 0)) -> Future:
-        """Start averaging ``flat``, the exchange of ``key`` (outer step, fragment); the future's
-        result is an ``Exchange``."""
-        return self.pool.submit(self.exchange, flat, True, key)
+    def launch(
+        self, flat: torch.Tensor, key: tuple[int, int] = (0, 0), backward: Backward | None = None
+    ) -> Future:
+        """Start averaging ``flat``, the exchange of ``key`` (outer step, fragment), its calls each
+        no earlier than its bucket is ready in ``backward`` (if given); the future's result is an
+        ``Exchange``."""
+        return self.pool.submit(self.exchange, flat, True, key, backward)
 
     def exchange(
-        self, flat: torch.Tensor, contributes: bool = True, key: tuple[int, int] = (0, 0)
+        self,
+        flat: torch.Tensor,
+        contributes: bool = True,
+        key: tuple[int, int] = (0, 0),
+        backward: Backward | None = None,
     ) -> Exchange:
         """Screen, then average (or robustly combine) ``flat`` over the islands; a member that does
         not contribute (a joiner without state) sends zeros and still receives the average. ``key``
-        (outer step, fragment) names a top-k round (``Gathering``)."""
+        (outer step, fragment) names a top-k round (``Gathering``). With ``backward`` each call waits
+        for its bucket (``Backward.release_s``): the exchange, its screening first, starts with the
+        first."""
         if self.topk is not None:
             return self.exchange_topk(flat, contributes, key)
+        calls = self.calls(flat.numel())  # an island's ranks each make them on their shares
+        release_s = self.released_s(backward, calls)
+        if release_s:  # launched with the first bucket, where the simulator starts its work
+            self.clock.sleep_until(release_s[0])
         verdict = screen(
             self.cross.all_gather(contribution_stats(flat, contributes)), self.rule.norm_factor
         )
@@ -188,15 +238,24 @@ class Exchanger:
         if not verdict.count:
             return Exchange(torch.zeros_like(flat), started_s, self.clock.now(), 0, verdict)
         mine = flat if verdict.accepted[self.cross.rank] else torch.zeros_like(flat)
-        calls = self.calls(flat.numel())  # an island's ranks each make them on their shares
         if self.intra is None:
-            mean, sent = self.combine_in_calls(mine, verdict, calls)
+            mean, sent = self.combine_in_calls(mine, verdict, calls, release_s)
         else:
             part, sent = self.combine_in_calls(
-                share(mine, self.intra.rank, self.intra.size), verdict, calls
+                share(mine, self.intra.rank, self.intra.size), verdict, calls, release_s
             )
             mean = torch.cat(self.intra.all_gather(part))[: flat.numel()]
         return Exchange(mean, started_s, self.clock.now(), sent, verdict)
+
+    def released_s(self, backward: Backward | None, calls: int) -> list[float]:
+        """When the calls of an exchange during ``backward`` may start at the earliest: each bucket
+        once it is ready (``Backward.release_s``); another exchange whole at the start, where the
+        simulator launches it (``schedules.ddp``), its calls back to back."""
+        if backward is None:
+            return []
+        if self.full_bucket_values is None:
+            return [backward.start_s]
+        return backward.release_s(calls)
 
     def exchange_topk(
         self, flat: torch.Tensor, contributes: bool, key: tuple[int, int]
@@ -221,15 +280,23 @@ class Exchanger:
         )
 
     def combine_in_calls(
-        self, x: torch.Tensor, verdict: Verdict, calls: int
+        self, x: torch.Tensor, verdict: Verdict, calls: int, release_s: Sequence[float] = ()
     ) -> tuple[torch.Tensor, int]:
         """``combine`` as ``calls`` collective calls issued back to back, each on its own piece
         (``call_pieces``), as a stack that all-reduces bucket by bucket or tensor by tensor does: the
-        mean and the robust rules are taken value by value, so the pieces' results are the whole's."""
-        if calls == 1:
+        mean and the robust rules are taken value by value, so the pieces' results are the whole's.
+        Call k starts no earlier than ``release_s[k]`` (trace seconds) where given, and after call k - 1
+        (PyTorch DDP's buckets, each all-reduced once the backward pass has produced it)."""
+        if calls == 1 and not release_s:
             return self.combine(x, verdict)
         results, sent = [], 0
-        for piece in call_pieces(x, calls, padded_length(1, self.cross.size)):
+        full = self.full_bucket_values
+        if full is not None and self.intra is not None:
+            full /= self.intra.size
+        pieces = call_pieces(x, calls, padded_length(1, self.cross.size), full)
+        for piece, ready_s in zip_longest(pieces, release_s[: len(pieces)]):
+            if ready_s is not None:
+                self.clock.sleep_until(ready_s)
             result, piece_sent = self.combine(piece, verdict)
             results.append(result)
             sent += piece_sent

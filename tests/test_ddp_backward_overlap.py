@@ -1,0 +1,222 @@
+"""DDP's buckets all-reduced during the backward pass, as the trainer runs them (issue 44): each call
+held until the paced backward pass would have produced its bucket, the same mean and bytes as the
+flat exchange, the last bucket's wait exposed; and a run with the overlap training exactly the
+weights of one without. Members run as threads of one process."""
+
+import pytest
+import torch
+from helpers.inprocess import TINY, finish_all, in_threads, trainers_for
+
+from islands.errors import UserError
+from islands.scenarios import from_dict
+from islands.trainer.core.inprocess import run_threads
+from islands.trainer.core.tracing import Clock
+from islands.trainer.exchange.comm import ThreadHub
+from islands.trainer.exchange.sync import (
+    Backward,
+    Exchanger,
+    bucket_values,
+    call_pieces,
+    exchange_calls,
+)
+from islands.trainer.kinds import make_run_plan
+
+MEMBERS = 3
+VALUES = 10_000  # in 4 calls: aligned pieces of 2,560 values, only the last padded (as one call)
+
+
+class FakeClock(Clock):
+    """A member's own trace clock that only its sleeps and its calls move."""
+
+    def __init__(self):
+        super().__init__()
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep_until(self, at_s: float) -> None:
+        self.t = max(self.t, at_s)
+
+
+class TimedCalls:
+    """A member's cross group whose every collective call (one all-to-all each) takes ``call_s`` on its
+    fake clock, and which records when each started."""
+
+    def __init__(self, group, clock: FakeClock, call_s: float):
+        self.group, self.clock, self.call_s = group, clock, call_s
+        self.starts: list[float] = []
+
+    def __getattr__(self, name):
+        return getattr(self.group, name)
+
+    def all_to_all(self, tensors):
+        self.starts.append(self.clock.t)
+        self.clock.t += self.call_s
+        return self.group.all_to_all(tensors)
+
+
+def tensors():
+    return [
+        torch.randn(VALUES, generator=torch.Generator().manual_seed(rank))
+        for rank in range(MEMBERS)
+    ]
+
+
+def exchanged(calls, call_s, backward=None, full_bucket_values=None):
+    """Every member's exchange of its tensor in ``calls`` calls of ``call_s`` each, and its group."""
+    clocks = [FakeClock() for _ in range(MEMBERS)]
+    groups = [
+        TimedCalls(member, clocks[rank], call_s)
+        for rank, member in enumerate(ThreadHub(MEMBERS).members())
+    ]
+    exchangers = [
+        Exchanger(
+            group,
+            None,
+            32,
+            clock,
+            calls=lambda values: calls,
+            full_bucket_values=full_bucket_values,
+        )
+        for group, clock in zip(groups, clocks)
+    ]
+    data = tensors()
+    results = run_threads(
+        MEMBERS, lambda rank: exchangers[rank].exchange(data[rank], backward=backward)
+    )
+    return results, groups
+
+
+def test_buckets_are_ready_at_an_even_pace_from_the_launch_to_the_end_of_the_compute():
+    backward = Backward(0.1, 0.2)
+    assert backward.release_s(4) == pytest.approx([0.1, 0.1 + 0.1 / 3, 0.1 + 0.2 / 3, 0.2])
+    assert backward.release_s(1) == [0.2]
+
+
+@pytest.mark.parametrize(
+    "call_s, starts, exposed_s",
+    [
+        # C = 4, f = 0.5 of a 0.2 s step: buckets ready at 0.1, 0.133, 0.167, 0.2. Calls of 10 ms each
+        # start when ready; the last ends 0.21: exposed max(0.1 + 4 x 0.01, 0.2 + 0.01) - 0.2 = 0.01.
+        (0.01, [0.1, 0.1 + 0.1 / 3, 0.1 + 0.2 / 3, 0.2], 0.01),
+        # Calls of 50 ms each: back to back from the first, 0.1, 0.15, 0.2, 0.25; the last ends 0.3:
+        # exposed max(0.1 + 4 x 0.05, 0.2 + 0.05) - 0.2 = 0.1.
+        (0.05, [0.1, 0.15, 0.2, 0.25], 0.1),
+    ],
+)
+def test_each_call_waits_for_its_bucket_and_the_last_is_exposed(call_s, starts, exposed_s):
+    backward = Backward(0.2 - 0.5 * 0.2, 0.2)
+    results, groups = exchanged(4, call_s, backward, full_bucket_values=2_900)
+    for result, group in zip(results, groups):
+        assert group.starts == pytest.approx(starts)
+        assert result.started_s == pytest.approx(0.1)
+        assert result.done_s - backward.end_s == pytest.approx(exposed_s)
+
+
+def test_calls_of_another_exchange_go_back_to_back_from_the_launch():
+    # not buckets: launched whole at 0.1, where the simulator launches it; 4 calls of 10 ms end at 0.14
+    results, groups = exchanged(4, 0.01, Backward(0.1, 0.2))
+    for result, group in zip(results, groups):
+        assert group.starts == pytest.approx([0.1, 0.11, 0.12, 0.13])
+        assert result.done_s == pytest.approx(0.14)
+
+
+@pytest.mark.parametrize("full_bucket_values", [None, 2_900])
+def test_the_overlapped_buckets_average_to_the_flat_exchanges_mean_and_bytes_bit_for_bit(
+    full_bucket_values,
+):
+    flat, _ = exchanged(1, 0.0)
+    overlapped, _ = exchanged(4, 0.01, Backward(0.1, 0.2), full_bucket_values)
+    for one, four in zip(flat, overlapped):
+        assert torch.equal(one.mean, four.mean)
+        assert one.sent_bytes == four.sent_bytes
+
+
+def test_buckets_are_full_but_the_last_as_the_simulator_lays_them_out():
+    # 10,000 values in buckets of 2,900: ceil(10,000 / 2,900) = 4 calls; 3 members' aligned unit is
+    # 3 x 128 = 384 values, so the full buckets are 7 x 384 = 2,688 and the last holds the 1,936 left
+    pieces = call_pieces(torch.zeros(VALUES), 4, MEMBERS * 128, 2_900)
+    assert [piece.numel() for piece in pieces] == [2_688, 2_688, 2_688, 1_936]
+    # 1,000,000 fp32 values in 1 MiB buckets: 262,144 values each, 4 calls, the last 213,568
+    scenario = from_dict(
+        {
+            "name": "b",
+            "model": {"parameters": 1e6, "bytes_per_param": 4},
+            "schedule": {"algorithm": "ddp", "outer_steps": 2},
+            "exchange": {"calls": "buckets", "bucket_cap_mb": 1},
+            "island": [{"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1}],
+        }
+    )
+    full = bucket_values(scenario)
+    assert full == 262_144
+    assert exchange_calls(scenario, 1_000_000)(1_000_000) == 4
+    pieces = call_pieces(torch.zeros(1_000_000), 4, 2 * 128, full)
+    assert [piece.numel() for piece in pieces] == [262_144] * 3 + [213_568]
+    assert scenario.exchange.last_bucket_fraction(1e6, 4) == pytest.approx(213_568 / 1e6)
+
+
+PER_TENSOR = {"calls": "per_tensor", "tensors": 4}
+
+
+def ddp_plan(overlap, pace_s=0.03, exchange=PER_TENSOR, ranks=1, **schedule):
+    document = {
+        "name": "tiny",
+        "model": {"parameters": 1e5},
+        "schedule": {
+            "algorithm": "ddp",
+            "outer_steps": 4,
+            "inner_steps": 4,
+            "bits": 32,
+            "backward_overlap": overlap,
+            **schedule,
+        },
+        "exchange": exchange,
+        "island": [{"name": "a", "replicas": 2, "step_time_s": 0.01, "bandwidth_gbps": 1.0}],
+        "trainer": {**TINY, "pace_step_time_s": pace_s, "ranks_per_island": ranks},
+    }
+    return make_run_plan(from_dict(document, "t.toml"))
+
+
+@pytest.mark.parametrize(
+    "exchange, ranks",
+    # 10 KiB buckets of the scenario's 2-byte values: 5,243 each, 3 calls for the tiny GPT's 10,944
+    # values; an island's two ranks each make them on its half
+    [(PER_TENSOR, 1), ({"calls": "buckets", "bucket_cap_mb": 0.01}, 2)],
+)
+def test_a_run_overlapped_trains_the_same_weights_and_stalls_only_after_its_compute(
+    exchange, ranks
+):
+    runs = {}
+    for overlap in (0.0, 0.5):
+        trainers = trainers_for(ddp_plan(overlap, exchange=exchange, ranks=ranks))
+        in_threads(trainers, lambda t: t.run())
+        finish_all(trainers)
+        runs[overlap] = trainers
+    for plain, overlapped in zip(runs[0.0], runs[0.5]):
+        for a, b in zip(plain.params, overlapped.params):
+            assert torch.equal(a, b)
+    rows = runs[0.5][0].recorder.rows
+    computes = [row for row in rows if row[4] == "compute"]
+    comms = [row for row in rows if row[4] == "comm"]
+    assert len(comms) == 4
+    for comm in comms:
+        # the exchange starts inside the compute of its step (its backward pass), ends after it
+        step = next(row for row in computes if row[0] < comm[0] < row[1])
+        stalls = [row for row in rows if row[4] == "stall" and row[7] == comm[7]]
+        assert all(row[0] >= step[1] for row in stalls)
+
+
+@pytest.mark.parametrize(
+    "schedule, pace_s, words",
+    [
+        ({"algorithm": "diloco"}, 0.03, "sends a pseudo-gradient"),
+        ({}, 0.0, "paced backward pass only"),
+    ],
+)
+def test_an_overlap_the_trainer_does_not_run_is_refused_in_one_line(schedule, pace_s, words):
+    with pytest.raises(UserError) as refused:
+        ddp_plan(0.5, pace_s, **schedule)
+    message = str(refused.value)
+    assert message.startswith("t.toml: schedule.backward_overlap:") and "got 0.5" in message
+    assert words in message and "\n" not in message
