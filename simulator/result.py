@@ -9,12 +9,12 @@ summary never needs, and a planner's runs need no table at all).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from islands.numbers import is_finite_number
 from islands.scenarios import ScenarioError
 from islands.summary import summary_of
 from islands.trace import TRACE_ORDER, Row, to_frame
@@ -100,7 +100,7 @@ def result_of(setup: RunSetup, played: Played) -> SimResult:
     what the summary does not hold, from the setup. A wall time that is not finite is refused in one
     line, never printed as nan (every key's range is meant to keep it finite: one that did not is a
     range to tighten, as ``network.ring_efficiency``'s was)."""
-    if not math.isfinite(played.wall_time_s):
+    if not is_finite_number(played.wall_time_s):
         raise ScenarioError(
             setup.scenario.source,
             "",
