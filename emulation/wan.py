@@ -266,8 +266,13 @@ class EmulatedWAN:
             self._shape(index)
 
     def reshape(self, shaper: Shaper) -> None:
-        """Replace every link's shaper while the namespaces and the processes inside stay (a benchmark
-        compares shapers on the same connections: benchmarks/fifo_exchange.py)."""
+        """Replace every link's shaper, and the islands' TCP where it changes, while the namespaces and
+        the processes inside stay (a benchmark compares shapers on the same connections:
+        benchmarks/fifo_exchange.py); a connection open already keeps its congestion control."""
+        if shaper.tcp != self.shaper.tcp:
+            net.check_tcp_available(shaper.tcp)
+            for index in range(len(self.links)):
+                net.set_congestion_control(self.namespace(index), index, shaper.tcp)
         self.shaper, self.mode = shaper, shaper.mode
         for index in range(len(self.links)):
             net.unshape(self.namespace(index), net.wan_interface(index))

@@ -893,3 +893,8 @@ def test_every_islands_route_to_the_wan_names_the_chosen_tcp_whatever_the_hosts_
             routes = net.run(["ip", "-n", wan.namespace(island), "route", "show"])
             assert f"congctl {tcp}" in routes, routes
         assert f"TCP {tcp}" in wan.label
+        other = "bbr" if tcp == "cubic" else "cubic"
+        if other in net.AVAILABLE_TCP.read_text().split():
+            wan.reshape(Shaper(tcp=other))
+            routes = net.run(["ip", "-n", wan.namespace(1), "route", "show"])
+            assert f"congctl {other}" in routes and wan.mode == Shaper(tcp=other).mode
