@@ -12,8 +12,8 @@ exchange is gloo's ring all-reduce of a float32 tensor whose ring bytes (2(M-1)/
 take ``--seconds`` at the rate, after one TCP stream between two islands (``measure_link``, what
 iperf3 would give); or (``--exchange streams``) a ring of bulk transfers, each island sending
 ``--seconds`` of bytes to the next over ``--flows`` connections while receiving from the previous
-one. Every connection between islands uses ``--congestion-control`` (set on the islands' route: a
-namespace may only pick the host's allowed ones as its default). While an exchange runs, the
+one. Every connection between islands uses ``--congestion-control`` (``Shaper.tcp``: the emulation
+sets it on the islands' routes). While an exchange runs, the
 controller samples every island's connections (``ss -tin``: srtt, cwnd) and its egress queue (``tc
 -s qdisc``: backlog) every SAMPLE_EVERY_S; around it, ``nstat`` (retransmitted segments) and the
 qdiscs' drops. The achieved fraction is the bytes each island sent, at the link-layer rate, over the
@@ -426,47 +426,20 @@ def start_ranks(wan, control: Path, m: int, exchange: str) -> list[subprocess.Po
     return children
 
 
-def set_congestion_control(wan, algorithm: str) -> None:
-    """The TCP algorithm of every connection between islands, on the islands' route (a namespace may set
-    only the host's allowed algorithms as its default; a route may name any the kernel has)."""
-    from islands.emulation import net
-
-    for i in range(len(wan.links)):
-        subprocess.run(
-            [
-                "ip",
-                "-n",
-                wan.namespace(i),
-                "route",
-                "change",
-                str(net.SUBNET),
-                "dev",
-                net.wan_interface(i),
-                "proto",
-                "kernel",
-                "scope",
-                "link",
-                "src",
-                wan.address(i),
-                "congctl",
-                algorithm,
-            ],
-            check=True,
-        )
-
-
 def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None:
     from islands.emulation import EmulatedWAN, LinkSpec, Shaper
 
-    shapers = [Shaper("fair")] + [Shaper("fifo", q) for q in args.queues_ms]
+    tcp = args.congestion_control  # set on the islands' routes by the emulation (Shaper.tcp)
+    shapers = [Shaper("fair", tcp=tcp)] + [Shaper("fifo", q, tcp) for q in args.queues_ms]
     first = args.rates_mbit[0] * 1e6
     with (
         tempfile.TemporaryDirectory() as folder,
         EmulatedWAN(
-            [LinkSpec(i, first, first) for i in range(m)], f"fifo{args.exchange[:3]}{m}"
+            [LinkSpec(i, first, first) for i in range(m)],
+            f"fifo{args.exchange[:3]}{m}",
+            shapers[0],
         ) as wan,
     ):
-        set_congestion_control(wan, args.congestion_control)
         control = Path(folder)
         children = start_ranks(wan, control, m, args.exchange)
         try:
@@ -575,7 +548,10 @@ def main(argv: list[str]) -> int:
         "--seconds", type=float, default=1.5, help="each all-reduce's ring bytes at the rate"
     )
     parser.add_argument(
-        "--congestion-control", default="cubic", help="the namespaces' TCP algorithm"
+        "--congestion-control",
+        choices=("cubic", "bbr"),
+        default="cubic",
+        help="the islands' TCP algorithm (the emulation's Shaper.tcp)",
     )
     parser.add_argument(
         "--fifo-at",
