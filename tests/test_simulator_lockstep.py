@@ -15,12 +15,29 @@ from islands.simulator import RunSetup, chosen, simulate
 from islands.simulator.budget import BudgetExceeded
 
 TOPK = ["schedule.compression=topk", "schedule.bits=2"]
+DDP_BUCKETS = [
+    "schedule.algorithm=ddp",
+    "schedule.backward_overlap=0.5",
+    'exchange.calls="buckets"',
+    "exchange.bucket_cap_mb=300",
+    "exchange.call_overhead_s=0.001",
+]
 JITTERED = [{**TWO_KINDS[0], "jitter_cv": 0.05}, {**TWO_KINDS[1], "jitter_cv": 0.2}]
 CASES = {
     "diloco, identical replicas": (TWO_KINDS, {}, []),
     "diloco, jitter on both islands": (JITTERED, {}, []),
     "diloco, backward overlap": (JITTERED, {}, ["schedule.backward_overlap=0.5"]),
     "ddp, jitter": (JITTERED, {}, ["schedule.algorithm=ddp", "schedule.outer_steps=6"]),
+    "ddp, buckets during the backward pass, jitter": (
+        JITTERED,
+        {},
+        [*DDP_BUCKETS, "schedule.outer_steps=6"],
+    ),
+    "ddp, buckets during the backward pass, compute-bound": (
+        JITTERED,
+        {},
+        [*DDP_BUCKETS, "schedule.outer_steps=6", "island.*.bandwidth_gbps=2000"],
+    ),
     "all-gather (median)": (JITTERED, {}, ["trainer.aggregation=median"]),
     "regions, optimised ring": (
         [
@@ -166,6 +183,12 @@ ONE_WORKER = {  # one simulated worker: an island's replicas grouped, or one rep
         "schedule.outer_steps=40",
         "schedule.backward_overlap=0.5",
     ],
+    "ddp, buckets during the backward pass, compute-bound": [
+        *DDP_BUCKETS,
+        "schedule.outer_steps=40",
+        "exchange.bucket_cap_mb=2000",
+        "island.0.bandwidth_gbps=1e5",
+    ],
     "streaming, 3 replicas at 0.4 Gbit/s": [
         "schedule.algorithm=streaming",
         "island.0.replicas=3",
@@ -243,6 +266,7 @@ def test_the_worked_examples_plan_candidates_played_with_floats_give_the_event_m
     st.sampled_from(
         [
             ["schedule.algorithm=ddp", "schedule.outer_steps=30"],
+            [*DDP_BUCKETS[:1], *DDP_BUCKETS[2:], "schedule.outer_steps=30"],
             ["schedule.outer_steps=5"],
             [
                 "schedule.algorithm=streaming",

@@ -214,7 +214,7 @@ def scaled_calls(scenario: Scenario, scaled_parameters: float, overlapped: bool)
     per whole-model exchange (``calls_of``), each fragment its share (``calls = "per_tensor"``, which
     the trainer and the simulator count alike from shares of values). The calls' fixed costs are the
     trainer's own, which the calibration measures, not the scenario's. Buckets overlapped with the
-    backward pass stay buckets (their last one is exposed, ``exposed_tail_s``): as many buckets of
+    backward pass stay buckets (their calls wait for them, ``collectives.bucket_wait``): as many buckets of
     the scaled model's fp32 values as the original's, the last the same share of the exchange
     (``last_bucket_fraction`` = l: a full bucket is (1 - l) / (C - 1) of it), a hair larger so that
     rounding never adds a call."""

@@ -263,22 +263,18 @@ class Simulation:
     def wait(
         self, state: WorkerState, exchange: Any, point: SyncPoint
     ) -> Generator[simpy.Event, Any, None]:
-        """Wait for the worker's own end of ``exchange`` (at least its exposed last bucket after the worker
-        got here), then its outer step (a ``stall``); its exchanges record the wait's rows."""
+        """Wait for the worker's own end of ``exchange`` (calls that wait for their buckets need the end
+        of its compute: ``backward_done``), then its outer step (a ``stall``); its exchanges record
+        the wait's rows."""
         arrived_s, outer_s = self.env.now, outer_step_s(self.scenario, point.values)
-        own_end, tail_s = (
-            self.exchanges.own_end(state.worker.rank, exchange),
-            getattr(exchange, "tail_s", 0.0),
-        )
-        if not own_end.processed or outer_s or tail_s:
+        self.exchanges.backward_done(state, exchange)
+        own_end = self.exchanges.own_end(state.worker.rank, exchange)
+        if not own_end.processed or outer_s:
             self.trace.open(state, "wait", point.fragment, point.outer_step)
             if not own_end.processed:
                 yield own_end
-            held_s = outer_s + max(
-                0.0, arrived_s + tail_s - self.env.now
-            )  # ``collectives.exposed_tail_s``
-            if held_s > 0:
-                yield self.env.timeout(held_s)
+            if outer_s > 0:
+                yield self.env.timeout(outer_s)
             self.trace.cancel(state)
         self.exchanges.record_wait(state, arrived_s, exchange, point)
 

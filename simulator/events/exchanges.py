@@ -21,6 +21,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+import numpy as np
 import simpy
 
 from islands.scenarios import Scenario
@@ -33,11 +34,12 @@ from ..network.collectives import (
     Leg,
     PendingCollective,
     RingCollective,
+    bucket_wait,
     calls_of,
     end_offsets_s,
-    exposed_tail_s,
     launch,
     ring_and_leg,
+    waits_for_buckets,
 )
 from ..network.gather_rounds import StorePaths, gather_stages
 from ..network.links import Link
@@ -101,6 +103,9 @@ class Exchanges(ABC):
     def applied(self, state: WorkerState, point: SyncPoint) -> None:  # noqa: B027 (a hook an implementation may leave empty)
         """The worker applied ``point``'s result."""
 
+    def backward_done(self, state: WorkerState, exchange: Any) -> None:  # noqa: B027 (a hook an implementation may leave empty)
+        """The worker's compute before it waits for ``exchange`` is over (DDP's buckets need it)."""
+
     def started_s(self, key: tuple[int, int]) -> float | None:
         """When the collective of ``key`` (outer step, fragment) first started, if it is pending and has."""
         return None
@@ -132,6 +137,7 @@ class Collectives(Exchanges):
         self.set_up = (
             self.scenario.exchange.first_call_s == 0
         )  # the run's first call sets the communicator up
+        self.bucketed = waits_for_buckets(self.scenario)
         self.pending: dict[tuple[int, int], PendingCollective] = {}
         self.rings: dict[tuple, tuple[RingCollective, Leg]] = {}
         self.moving_in: dict[
@@ -161,6 +167,8 @@ class Collectives(Exchanges):
             self.pending[key] = collective
             self.on_form(collective)
         collective.expected.add(state.worker.rank)
+        if self.bucketed:  # its calls may wait for the buckets: the member's backward window
+            collective.backward_from_s[state.worker.rank] = self.env.now
         if self.spec.exchange_end_spread_s > 0:
             collective.member_ends.setdefault(state.worker.rank, self.env.event())
         work_s = self.spec.exchange_cpu_s_per_value * point.values
@@ -251,18 +259,19 @@ class Collectives(Exchanges):
         ring, leg = self.ring_and_leg(collective.ring, participants, collective.payload_bytes)
         transfer = launch(self.network, leg if self.set_up else with_set_up(leg, self.scenario))
         self.set_up = True
-        collective.tail_s = exposed_tail_s(
+        collective.buckets = bucket_wait(
             self.scenario,
             collective.payload_bytes,
             leg,
             calls_of(self.scenario, collective.payload_bytes),
             transfer.alone_bytes_per_s,
         )
+        collective.bytes_end_s, collective.settle = None, None
         collective.transfers = collective.attempt_transfers = [transfer]
         bytes_sent = dict.fromkeys(participants, ring.bytes_per_worker)
         transfer.done.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
-        if self.spec.exchange_end_spread_s <= 0:
-            return
+        if self.spec.exchange_end_spread_s <= 0 or collective.buckets is not None:
+            return  # calls that wait for their buckets end together, with the last
         outer_step, fragment = collective.key
         offsets = end_offsets_s(
             participants,
@@ -448,6 +457,10 @@ class Collectives(Exchanges):
             timer = self.env.timeout(collective.hold_until_s - self.env.now)
             timer.callbacks.append(lambda _event: self.finish(collective, bytes_sent, attempt))
             return
+        if collective.buckets is not None and collective.bytes_end_s is None:
+            collective.bytes_end_s = self.env.now
+            self.settle_buckets(collective, lambda: self.finish(collective, bytes_sent, attempt))
+            return
         outer_step, fragment = collective.key
         started_s = collective.started_at_s
         assert started_s is not None, "a collective that finishes was started"
@@ -473,6 +486,37 @@ class Collectives(Exchanges):
         collective.done.succeed()
         if fragment == self.last_fragment:
             self.on_outer_done(collective)
+
+    def settle_buckets(self, collective: PendingCollective, finish: Callable[[], None]) -> None:
+        """The transfer of calls that wait for their buckets is through (``bytes_end_s``): they end
+        when the last call ends (``BucketWait.end_s``), which needs every participant's backward
+        window; until the last of them has reported (``backward_done``), ``finish`` waits."""
+        buckets, bytes_end_s = collective.buckets, collective.bytes_end_s
+        assert buckets is not None and bytes_end_s is not None, "settled once the bytes are through"
+        members = [rank for rank in collective.participants if rank not in collective.dropped_s]
+        if any(rank not in collective.backward_to_s for rank in members):
+            collective.settle = finish
+            return
+        collective.settle = None
+        end_s = buckets.end_s(
+            bytes_end_s,
+            np.array([collective.backward_from_s[rank] for rank in members]),
+            np.array([collective.backward_to_s[rank] for rank in members]),
+        )
+        if end_s > self.env.now:
+            timer = self.env.timeout(end_s - self.env.now)
+            timer.callbacks.append(lambda _event: finish())
+        else:
+            finish()
+
+    def backward_done(self, state: WorkerState, exchange: PendingCollective) -> None:
+        """The worker's step compute is over: the end of its backward window, which calls that wait
+        for their buckets need (``settle_buckets``)."""
+        if state.worker.rank not in exchange.backward_from_s:
+            return
+        exchange.backward_to_s[state.worker.rank] = self.env.now
+        if exchange.settle is not None:
+            self.settle_buckets(exchange, exchange.settle)
 
     # --- waiting ---------------------------------------------------------------------------------
 

@@ -43,9 +43,10 @@ from ..budget import Budget
 from ..compute import slowed_end_s
 from ..network.collectives import (
     COLLECTIVES,
+    BucketWait,
     Leg,
+    bucket_wait,
     calls_of,
-    exposed_tail_s,
     outer_step_s,
     ring_and_leg,
 )
@@ -162,6 +163,10 @@ class Lockstep:
         self.rounds: dict[
             tuple, tuple
         ] = {}  # (payload, chosen) -> a gather's bytes sent and stages
+        self.waits: dict[tuple, BucketWait | None] = {}  # (collective, payload) -> ``buckets``
+        self.froms: dict[
+            tuple[int, int], np.ndarray
+        ] = {}  # a collective whose calls wait for buckets: each worker's arrival at its launch
 
     def play(self) -> None:
         setup = self.setup
@@ -207,7 +212,8 @@ class Lockstep:
         leg_of = [legs[fragment] for fragment in timeline.fragments]
         set_up_s = self.setup.scenario.exchange.first_call_s
         outer_of = [legs[fragment][4] for fragment in timeline.fragments]
-        tail_of = [legs[fragment][5] for fragment in timeline.fragments]
+        buckets_of = [legs[fragment][5] for fragment in timeline.fragments]
+        froms = [0.0] * launches  # each launch's arrival: a backward window's start (buckets)
         for action, steps in zip(timeline.actions, timeline.steps):
             if steps:
                 since, now = now, now + steps * step_time_s
@@ -221,16 +227,22 @@ class Lockstep:
                 last_end_s = ends[action] = start_s + (
                     data_end - start_s
                 )  # SimPy: now + the timeout's delay
-                starts[action] = start_s
+                starts[action], froms[action] = start_s, now
                 continue
-            arrived_s, end_s = now, ends[~action]
+            end_s, buckets = ends[~action], buckets_of[~action]
+            if buckets is not None:  # the calls end with the last bucket's
+                one = np.array([now])
+                end_s = ends[~action] = after_s(
+                    end_s, now, buckets.end_s(end_s, np.array([froms[~action]]), one)
+                )
+                last_end_s = max(last_end_s, end_s)
             if now < end_s:
                 start_s = starts[~action]
                 boundary = now if now > start_s else start_s
                 idle += boundary - now
                 stall += end_s - boundary
                 now = end_s
-            held_s = outer_of[~action] + max(0.0, arrived_s + tail_of[~action] - now)
+            held_s = outer_of[~action]
             if held_s > 0:
                 stall += held_s
                 now += held_s
@@ -246,10 +258,10 @@ class Lockstep:
         self.one_run = timeline, starts
         self.peak_transfers = [legs[fragment][3] for fragment in sorted(set(timeline.fragments))]
 
-    def legs(self) -> list[tuple[float, float, float, Transfer, float, float]]:
+    def legs(self) -> list[tuple[float, float, float, Transfer, float, BucketWait | None]]:
         """Each fragment's collective as ``play_one`` takes it: the latency before its data moves, the
         seconds its bytes take at its ring's rate, the bytes each worker sends, its first transfer, the
-        outer step after it (``outer_step_s``) and its exposed last bucket (``exposed_tail_s``)."""
+        outer step after it (``outer_step_s``) and its calls' wait for their buckets (``buckets``)."""
         values, payloads, collective = self.setup.schedule.priced_fragments(self.setup.scenario)
         legs = []
         for fragment_values, payload_bytes in zip(values, payloads):
@@ -261,7 +273,7 @@ class Lockstep:
                     ring.bytes_per_worker,
                     first,
                     outer_step_s(self.setup.scenario, fragment_values),
-                    self.tail_s(collective, payload_bytes),
+                    self.buckets(collective, payload_bytes),
                 )
             )
         return legs
@@ -350,16 +362,24 @@ class Lockstep:
             self.rounds[key] = sent, [(leg, first_transfer(leg)) for (leg,) in staged.stages]
         return self.rounds[key]
 
-    def tail_s(self, collective: str, payload_bytes: float) -> float:
-        """The exposed last bucket of the collective's exchanges (``collectives.exposed_tail_s``); none
-        for a gather's top-k payloads, pseudo-gradients exchanged after the step."""
+    def buckets(self, collective: str, payload_bytes: float) -> BucketWait | None:
+        """How the collective's calls wait for their buckets during the backward pass
+        (``collectives.bucket_wait``); None for a gather's top-k payloads, and any exchange but DDP's
+        buckets."""
         if self.setup.scenario.network.gather != RING:
-            return 0.0
-        ring, leg, first = self.ring(collective, payload_bytes)
-        scenario = self.setup.scenario
-        return exposed_tail_s(
-            scenario, payload_bytes, leg, calls_of(scenario, payload_bytes), first.rate_bytes_per_s
-        )
+            return None
+        key = (collective, payload_bytes)
+        if key not in self.waits:
+            ring, leg, first = self.ring(collective, payload_bytes)
+            scenario = self.setup.scenario
+            self.waits[key] = bucket_wait(
+                scenario,
+                payload_bytes,
+                leg,
+                calls_of(scenario, payload_bytes),
+                first.rate_bytes_per_s,
+            )
+        return self.waits[key]
 
     def computed(self, duration_s: np.ndarray, outer_step: int) -> None:
         """Each worker computes its drawn span from its clock on, slowed while the collectives in
@@ -398,10 +418,19 @@ class Lockstep:
             end_s = end_s + (data_end - end_s)  # SimPy's clock: now + the timeout's delay
         key = (point.outer_step, point.fragment)
         self.spans[key] = (start_s, end_s)
-        self.sync_durations_s.append(end_s - start_s)
         self.last_end_s = end_s
         self.bytes_sent += sent
         self.syncs += 1
+        if self.buckets(point.collective, point.payload_bytes) is not None:
+            self.froms[key] = self.now.copy()  # its end and rows wait for the buckets (``apply``)
+            return
+        self.sync_durations_s.append(end_s - start_s)
+        self.comm_rows(point, sent, start_s, end_s)
+
+    def comm_rows(
+        self, point: SyncPoint, sent: np.ndarray | float, start_s: float, end_s: float
+    ) -> None:
+        """Every worker's comm row of the collective of ``point``, when rows are kept."""
         if self.rows is not None:
             each = np.broadcast_to(sent, len(self.ranks)).tolist()
             self.rows.extend(
@@ -419,9 +448,13 @@ class Lockstep:
             )
 
     def apply(self, point: SyncPoint) -> None:
-        """Every worker waits for the collective's end (``Exchanges.record_wait``), then merges."""
+        """Every worker waits for the collective's end (``Exchanges.record_wait``; calls that wait for
+        their buckets end with the last: ``bucket_end``), then merges."""
         start_s, end_s = self.spans.pop((point.outer_step, point.fragment))
         since = self.now
+        buckets = self.buckets(point.collective, point.payload_bytes)
+        if buckets is not None:
+            end_s = self.bucket_end(point, buckets, start_s, end_s)
         if float(since.max()) < end_s:  # everyone waits (a blocking sync): adding 0.0 is no row
             boundary = np.maximum(since, start_s)
             self.idle += boundary - since
@@ -435,20 +468,33 @@ class Lockstep:
             self.now = np.where(waiting, end_s, since)
         if self.rows is not None:
             self.record_waits(point, since, np.minimum(end_s, np.maximum(since, start_s)), end_s)
-        outer_s, tail_s = (
-            outer_step_s(self.setup.scenario, point.values),
-            self.tail_s(point.collective, point.payload_bytes),
-        )
-        if (
-            outer_s or tail_s
-        ):  # the exposed last bucket after the backward pass, then the outer step and merge
+        outer_s = outer_step_s(self.setup.scenario, point.values)
+        if outer_s:  # the outer step and merge
             waited = self.now
-            self.now = waited + outer_s + np.maximum(0.0, since + tail_s - waited)
+            self.now = waited + outer_s
             self.stall += self.now - waited
             if self.rows is not None:
                 self.record("stall", waited, self.now, point.fragment, point.outer_step)
         self.merged_steps += self.position - self.applied_position
         self.applied_position = self.position
+
+    def bucket_end(
+        self, point: SyncPoint, buckets: BucketWait, start_s: float, bytes_end_s: float
+    ) -> float:
+        """When the calls of the collective of ``point`` that wait for their buckets end
+        (``BucketWait.end_s``, each worker's backward window from its arrival at the launch to now),
+        as the event model's clock has it (``after_s``); its sync duration and comm rows."""
+        since = self.now
+        end_s = after_s(
+            bytes_end_s,
+            float(since.max()),
+            buckets.end_s(bytes_end_s, self.froms.pop((point.outer_step, point.fragment)), since),
+        )
+        self.last_end_s = max(self.last_end_s, end_s)
+        self.sync_durations_s.append(end_s - start_s)
+        sent, _ = self.priced(point)
+        self.comm_rows(point, sent, start_s, end_s)
+        return end_s
 
     def record(
         self, kind: str, since: np.ndarray, until: np.ndarray, fragment: int, outer_step: int
@@ -488,6 +534,13 @@ class Lockstep:
             wasted_bytes=np.zeros(len(states)),  # no churn, nothing thrown away
             syncs=np.full(len(states), float(self.syncs)),
         )
+
+
+def after_s(bytes_end_s: float, last_arrival_s: float, end_s: float) -> float:
+    """``end_s`` as SimPy's clock reaches it (``events.exchanges.settle_buckets``): from the later of
+    the transfer's end and the last member's arrival, plus the time left."""
+    from_s = last_arrival_s if last_arrival_s > bytes_end_s else bytes_end_s
+    return from_s + (end_s - from_s) if end_s > from_s else from_s
 
 
 def first_transfer(leg: Leg) -> Transfer:

@@ -41,15 +41,18 @@ computes on first, so in lockstep it waits longer at the next collective: the sp
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import simpy
 
 from islands.scenarios import Scenario
 from islands.scenarios.model import NetworkSpec
 from islands.schedules import ALL_GATHER, ALL_REDUCE, GRADIENT, collective_of, schedule_of
+from islands.schedules.buckets import layout_of
 from islands.units import BITS_PER_BYTE
 
 from .links import Link, Transfer
@@ -209,25 +212,99 @@ def outer_step_s(scenario: Scenario, values: float) -> float:
     return scenario.exchange.outer_step_s * values / scenario.model.parameters
 
 
-def exposed_tail_s(
-    scenario: Scenario, payload_bytes: float, leg: Leg, calls: int, rate_bytes_per_s: float
-) -> float:
-    """The least a worker waits after its backward pass for a gradient exchanged in buckets during it
-    (PyTorch DDP, ``schedule.backward_overlap`` > 0): its last bucket, ready only then, alone on the
-    ring: one call's latency and fixed cost, and its share of the bytes. 0 for any other exchange.
+@dataclass(frozen=True)
+class BucketWait:
+    """An exchange's calls that wait for their buckets during the backward pass (PyTorch DDP,
+    ``schedule.backward_overlap`` > 0, ``exchange.calls = "buckets"``; the layout:
+    ``schedules.buckets``). Call k, on bucket k, starts once the call before it is done and every
+    member has produced its bucket, and takes c_k (a call's latency and fixed cost, and its bucket's
+    share of the bytes at the ring's rate alone):
 
-    With buckets ready at r_1 < ... < r_C = t during the backward pass, each taking c, the last ends at
-    max_k (r_k + (C - k + 1) c): linear in k, so at k = 1 (the calls back to back from the first
-    bucket: the collective launched where ``backward_overlap`` says) or at k = C (t + c: this tail)."""
-    schedule = scenario.schedule
-    if schedule.backward_overlap == 0 or schedule_of(scenario).exchanged != GRADIENT:
-        return 0.0
+        e_k = max(r_k, e_(k-1)) + c_k,    r_k = max over members m of a_m + x_k (t_m - a_m)
+
+    with member m's backward window from a_m (its arrival at the launch: bucket 1 ready) to t_m (the
+    end of its step's compute: bucket C ready) and x_k the layout's ready fraction. Unrolled,
+    e_C = max(the calls back to back from the collective's start: the transfer's own end,
+    max over m and k >= 2 of a_m + x_k (t_m - a_m) + T_k), T_k the seconds of calls k..C back to
+    back. For each member that is the upper envelope g(s) = max_k (x_k s + T_k) at s = t_m - a_m:
+    ``lines`` keeps the lines on it (slopes rising) and ``crossings`` where each next one takes over,
+    so a fleet of W members costs W look-ups however many calls."""
+
+    slopes: np.ndarray
+    intercepts: np.ndarray
+    crossings: np.ndarray
+
+    def end_s(self, bytes_end_s: float, from_s: np.ndarray, to_s: np.ndarray) -> float:
+        """When the last call ends: the transfer's end ``bytes_end_s`` (the calls back to back from the
+        start), or later where a bucket made the calls wait: members' windows ``from_s``..``to_s``."""
+        spans = to_s - from_s
+        line = np.searchsorted(self.crossings, spans)
+        latest = float(np.max(from_s + (self.slopes[line] * spans + self.intercepts[line])))
+        return latest if latest > bytes_end_s else bytes_end_s
+
+
+def upper_envelope(lines: list[tuple[float, float]]) -> BucketWait:
+    """The lines (slope, intercept), slopes rising, that are the highest somewhere at s >= 0 (a
+    convex hull's upper side), and the s where each takes over from the one before."""
+    hull: list[tuple[float, float]] = []
+    for slope, intercept in lines:
+        if hull and hull[-1][0] == slope:
+            if hull[-1][1] >= intercept:
+                continue
+            hull.pop()
+        while hull and (
+            len(hull) >= 2
+            and crossing(hull[-2], hull[-1]) >= crossing(hull[-2], (slope, intercept))
+            or crossing(hull[-1], (slope, intercept)) <= 0
+        ):
+            hull.pop()
+        hull.append((slope, intercept))
+    crossings = [crossing(a, b) for a, b in zip(hull, hull[1:])]
+    return BucketWait(
+        np.array([slope for slope, _ in hull]),
+        np.array([intercept for _, intercept in hull]),
+        np.array(crossings),
+    )
+
+
+def crossing(first: tuple[float, float], second: tuple[float, float]) -> float:
+    """The s where ``second`` (the steeper) rises above ``first``."""
+    return (first[1] - second[1]) / (second[0] - first[0])
+
+
+def waits_for_buckets(scenario: Scenario) -> bool:
+    """Whether the scenario's exchanges are DDP's buckets during the backward pass: a gradient, in
+    ``exchange.calls = "buckets"``, launched before the step's compute ends (``backward_overlap``)."""
+    return (
+        scenario.schedule.backward_overlap > 0
+        and scenario.exchange.calls == "buckets"
+        and schedule_of(scenario).exchanged == GRADIENT
+    )
+
+
+def bucket_wait(
+    scenario: Scenario, payload_bytes: float, leg: Leg, calls: int, rate_bytes_per_s: float
+) -> BucketWait | None:
+    """The calls of a gradient exchanged in buckets during the backward pass, waiting for their
+    buckets (``BucketWait``), priced on ``leg`` at ``rate_bytes_per_s``; None for any other exchange
+    (its calls go back to back from the launch)."""
+    if not waits_for_buckets(scenario):
+        return None
+    schedule, exchange = scenario.schedule, scenario.exchange
     values = payload_bytes * BITS_PER_BYTE / schedule.bits
-    fraction = scenario.exchange.last_bucket_fraction(values, scenario.model.bytes_per_param)
-    if fraction == 0.0:
-        return 0.0
-    per_call_s = (leg.latency_s - scenario.exchange.sync_overhead_s) / calls
-    return per_call_s + fraction * leg.bytes_per_link / rate_bytes_per_s
+    layout = layout_of(exchange, values, scenario.model.bytes_per_param)
+    per_call_s = (leg.latency_s - exchange.sync_overhead_s) / calls
+    per_value_s = leg.bytes_per_link / rate_bytes_per_s / layout.values
+    return upper_envelope(
+        [
+            (
+                layout.ready_fraction(call),
+                (layout.calls - call + 1) * per_call_s + after * per_value_s,
+            )
+            for call, after in layout.corners()
+            if call > 1 or layout.calls == 1
+        ]
+    )
 
 
 def calls_of(scenario: Scenario, payload_bytes: float) -> int:
@@ -299,7 +376,15 @@ class PendingCollective:
     # each worker's wasted row of the broken attempts so far, not yet written: [start, end, bytes]
     wasted: dict[int, list[float]] = field(default_factory=dict)
     hold_until_s: float = 0.0  # "partial": the others wait for a dropped member's part until then
-    tail_s: float = 0.0  # the exposed last bucket after a member's backward pass
+    buckets: BucketWait | None = None  # calls that wait for their buckets (DDP's backward pass)
+    backward_from_s: dict[int, float] = field(
+        default_factory=dict
+    )  # under ``buckets``: each member's arrival at the launch (its backward window's start)
+    backward_to_s: dict[int, float] = field(
+        default_factory=dict
+    )  # and the end of its step's compute (its window's end), as each gets there
+    bytes_end_s: float | None = None  # under ``buckets``: when the attempt's transfer was through
+    settle: Callable[[], None] | None = None  # then, what waits for a member's backward window
 
     @property
     def in_flight(self) -> bool:

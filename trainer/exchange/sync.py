@@ -48,8 +48,8 @@ class Backward:
     """A backward pass that releases a gradient's buckets while it runs (DDP, ``schedule.backward_overlap``
     = f): from ``start_s``, when its first bucket is ready, to ``end_s``, its last (trace seconds). The
     buckets are ready at an even pace between them, as the simulator prices them
-    (``collectives.exposed_tail_s``): the collective launched where ``backward_overlap`` says, the last
-    bucket at the end of the step's compute."""
+    (``schedules.buckets``, ``collectives.bucket_wait``): the collective launched where
+    ``backward_overlap`` says, the last bucket at the end of the step's compute."""
 
     start_s: float
     end_s: float
