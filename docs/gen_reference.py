@@ -41,6 +41,7 @@ NAMED_RULES = {  # rules that are plain functions, by name
     "unit_interval": "in [0, 1]",
     "fraction_below_half": "in [0, 0.5)",
     "open_unit_interval": "in (0, 1)",
+    "tensor_list": "1 to 100000 tensors, each in [1, 1e+14] values",
 }
 
 KIND_WORDS = {
@@ -49,6 +50,7 @@ KIND_WORDS = {
     "str": "string",
     "bool": "boolean",
     "pair": "two names",
+    "values": "list of numbers",
     "float|str": "number or string",
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import math
 import tomllib
 from collections.abc import Iterable
 from importlib import resources
@@ -270,6 +271,14 @@ def typed_value(value: Any, kind: str, where: str, source: str) -> Any:
                 source, where, f"must be a finite number (got {shown_value(value)})"
             )
         value = float(value)
+    elif kind == "values":
+        if not (isinstance(value, list) and all(is_finite_number(v) for v in value)):
+            raise ScenarioError(
+                source,
+                where,
+                f"must be a list of finite numbers, e.g. [4096, 64] (got {shown_value(value)})",
+            )
+        value = tuple(float(v) for v in value)
     elif kind == "pair":
         if not (
             isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)
@@ -693,6 +702,40 @@ def check_schedule(scenario: Scenario, source: str) -> None:
     check_layers(scenario.model, declared.fragments(schedule), source)
 
 
+TENSOR_SUM_TOLERANCE = 0.01  # tensor_values against model.parameters: a wire's padding and scales
+
+
+def check_tensor_values(scenario: Scenario, source: str) -> None:
+    """``exchange.tensor_values`` lays out buckets or per-tensor calls, lists as many tensors as
+    ``tensors`` where both are given, and adds up to ``model.parameters`` within 1%."""
+    exchange = scenario.exchange
+    values = exchange.tensor_values
+    if values is None:
+        return
+    where = "exchange.tensor_values"
+    if exchange.calls not in ("buckets", "per_tensor"):
+        raise ScenarioError(
+            source,
+            where,
+            f'has no effect with calls = "{exchange.calls}": set calls = "buckets" or "per_tensor" '
+            "or remove it",
+        )
+    if exchange.tensors is not None and exchange.tensors != len(values):
+        raise ScenarioError(
+            source,
+            where,
+            f"lists {len(values)} tensors but exchange.tensors = {exchange.tensors}: give one of them",
+        )
+    total, parameters = math.fsum(values), scenario.model.parameters
+    if abs(total - parameters) > TENSOR_SUM_TOLERANCE * parameters:
+        raise ScenarioError(
+            source,
+            where,
+            f"must add up to model.parameters within {TENSOR_SUM_TOLERANCE:.0%} (they add up to "
+            f"{total:.6g}, model.parameters = {parameters:.6g})",
+        )
+
+
 def check_exchange(scenario: Scenario, source: str) -> None:
     """``[exchange]`` keys that do nothing, or miss what they need, are refused."""
     exchange, declared = scenario.exchange, schedule_of(scenario)
@@ -702,19 +745,26 @@ def check_exchange(scenario: Scenario, source: str) -> None:
             "exchange.bucket_cap_mb",
             f'has no effect with calls = "{exchange.calls}": set calls = "buckets" or remove it',
         )
+    if exchange.first_bucket_mb is not None and exchange.calls != "buckets":
+        raise ScenarioError(
+            source,
+            "exchange.first_bucket_mb",
+            f'has no effect with calls = "{exchange.calls}": set calls = "buckets" or remove it',
+        )
     if exchange.tensors is not None and exchange.calls != "per_tensor":
         raise ScenarioError(
             source,
             "exchange.tensors",
             f'has no effect with calls = "{exchange.calls}": set calls = "per_tensor" or remove it',
         )
-    if exchange.calls == "per_tensor" and exchange.tensors is None:
+    if exchange.calls == "per_tensor" and exchange.tensor_count is None:
         raise ScenarioError(
             source,
             "exchange.tensors",
-            'is required with calls = "per_tensor": the model\'s parameter tensors, '
-            "len(list(model.parameters()))",
+            'is required with calls = "per_tensor" (or exchange.tensor_values): the model\'s '
+            "parameter tensors, len(list(model.parameters()))",
         )
+    check_tensor_values(scenario, source)
     if exchange.is_default:
         return
     if not declared.coupled:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
+from islands.schedules.buckets import layout_of
 from islands.schedules.compression import DEFAULT_CHUNK_VALUES, DEFAULT_TOPK, NONE, payload_bytes
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
@@ -88,20 +89,18 @@ class NetworkSpec:
         return self.streams * stream_bytes_per_s
 
 
-DEFAULT_BUCKET_CAP_MB = 25.0  # PyTorch DDP's bucket_cap_mb
-BYTES_PER_MIB = 2**20
-
-
 @dataclass(frozen=True)
 class ExchangeSpec:
     """How the training stack makes one exchange: its collective calls and their fixed costs
     (``[exchange]``). An exchange of C calls over a ring of M pays ``sync_overhead_s`` + C x
     (``call_overhead_s`` + 2(M-1) x the slowest hop's latency) besides its bytes; the run's first call
-    also pays ``first_call_s``."""
+    also pays ``first_call_s``. Buckets are laid out as PyTorch DDP lays them (``schedules.buckets``)."""
 
     calls: str = "flat"
     bucket_cap_mb: float | None = None
+    first_bucket_mb: float | None = None
     tensors: int | None = None
+    tensor_values: tuple[float, ...] | None = None
     call_overhead_s: float = 0.0
     sync_overhead_s: float = 0.0
     first_call_s: float = 0.0
@@ -109,29 +108,21 @@ class ExchangeSpec:
 
     def calls_of(self, values: float, total_values: float, bytes_per_value: float) -> int:
         """Collective calls of an exchange of ``values`` (of the model's ``total_values``): one flat
-        buffer; ceil(values x bytes_per_value / bucket) buckets, the bucket in MiB of unencoded values
-        as PyTorch counts it; or the fragment's share of the model's tensors, at least one."""
+        buffer; its buckets (``schedules.buckets.layout_of``); or the fragment's share of the model's
+        tensors, at least one."""
         if self.calls == "buckets":
-            return max(1, math.ceil(values * bytes_per_value / self.bucket_bytes))
-        if self.calls == "per_tensor" and self.tensors is not None:
-            return max(1, round(self.tensors * values / total_values))
+            return layout_of(self, values, bytes_per_value).calls
+        tensors = self.tensor_count
+        if self.calls == "per_tensor" and tensors is not None:
+            return max(1, round(tensors * values / total_values))
         return 1
 
-    def last_bucket_fraction(self, values: float, bytes_per_value: float) -> float:
-        """The share of an exchange's values in its last bucket: what is left after C - 1 full buckets
-        (all of them in one call); 0 unless ``calls = "buckets"``."""
-        if self.calls != "buckets":
-            return 0.0
-        total_bytes = values * bytes_per_value
-        return (
-            total_bytes - (self.calls_of(values, values, bytes_per_value) - 1) * self.bucket_bytes
-        ) / total_bytes
-
     @property
-    def bucket_bytes(self) -> float:
-        """A full bucket's unencoded bytes (``bucket_cap_mb`` MiB): every bucket of an exchange but
-        its last, which holds the rest (the trainer's layout too, ``sync.call_pieces``)."""
-        return (self.bucket_cap_mb or DEFAULT_BUCKET_CAP_MB) * BYTES_PER_MIB
+    def tensor_count(self) -> int | None:
+        """The model's parameter tensors: ``tensors``, or as many as ``tensor_values`` lists."""
+        if self.tensors is None and self.tensor_values is not None:
+            return len(self.tensor_values)
+        return self.tensors
 
     @property
     def is_default(self) -> bool:

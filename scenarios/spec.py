@@ -66,6 +66,7 @@ MIN_BUCKET_CAP_MB, MAX_BUCKET_CAP_MB = (
     1e6,
 )  # 1 KiB to a terabyte: beyond, one bucket holds any model
 MAX_TENSORS = 10_000_000
+MAX_TENSOR_LIST = 100_000  # tensor_values listed in a scenario: a 1000-layer model's tensors
 MAX_CALL_OVERHEAD_S = 60.0
 MAX_FIRST_CALL_S = 3600.0
 MAX_OUTER_STEP_S = 3600.0
@@ -166,6 +167,20 @@ def zero_or_between(low: float, high: float, unit: str = "") -> Callable[[float]
         return f"must be 0 or in [{low:g}, {high:g}]{unit}{LIMITS_NOTE}"
 
     return check
+
+
+def tensor_list(values: tuple[float, ...]) -> str | None:
+    """A list of tensor sizes: not empty, not longer than ``MAX_TENSOR_LIST``, each in [1,
+    MAX_PARAMETERS] values."""
+    if not values:
+        return "must list at least one tensor"
+    if len(values) > MAX_TENSOR_LIST:
+        return f"must list at most {MAX_TENSOR_LIST} tensors{LIMITS_NOTE}"
+    for index, value in enumerate(values):
+        problem = between(1, MAX_PARAMETERS)(value)
+        if problem:
+            return f"tensor {index}: {problem}"
+    return None
 
 
 def grace_window(value: Any) -> str | None:
@@ -519,6 +534,23 @@ EXCHANGE_KEYS = {
         'calls = "buckets": MiB of unencoded values per call (PyTorch DDP\'s bucket_cap_mb; '
         "default 25)",
     ),
+    "first_bucket_mb": Key(
+        "float",
+        None,
+        between(MIN_BUCKET_CAP_MB, MAX_BUCKET_CAP_MB, " MiB"),
+        'calls = "buckets": MiB of unencoded values in the first bucket the backward pass fills (its '
+        "last layers); default 1 MiB where bucket_cap_mb is left out, else bucket_cap_mb, as PyTorch "
+        "DDP does (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES)",
+    ),
+    "tensor_values": Key(
+        "values",
+        None,
+        tensor_list,
+        'calls = "buckets" or "per_tensor": the values of each parameter tensor in registration order '
+        "([p.numel() for p in model.parameters()]), adding up to model.parameters: buckets take them "
+        "in reverse, each whole (a GPT's embedding, registered first, fills the last bucket), and "
+        "per_tensor calls carry them; default: values a bucket may cut anywhere, tensors of equal size",
+    ),
     "tensors": Key(
         "int",
         None,
@@ -839,5 +871,9 @@ def shown_value(value: Any) -> str:
             return f"an integer of {len(str(abs(value)))} digits"
         except ValueError:  # past Python's int-to-text limit (4,300 digits)
             return f"an integer of about {int(abs(value).bit_length() * LOG10_2) + 1} digits"
-    text = repr(value)
+    if isinstance(value, list | tuple):  # its first items, each shown as above
+        items = [shown_value(item) for item in value[:4]]
+        text = "[" + ", ".join(items + (["..."] if len(value) > 4 else [])) + "]"
+    else:
+        text = repr(value)
     return text if len(text) <= MAX_SHOWN_CHARACTERS else text[: MAX_SHOWN_CHARACTERS - 3] + "..."

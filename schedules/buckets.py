@@ -1,28 +1,42 @@
-"""DDP's gradient buckets during the backward pass, declared once for both executors.
+"""DDP's gradient buckets, declared once for both executors: how PyTorch DDP lays a gradient out in
+buckets, and when, during the backward pass, each is ready.
 
-A gradient exchanged in buckets while the backward pass runs (``exchange.calls = "buckets"``,
-``schedule.backward_overlap`` = f > 0) is all-reduced call by call, each call on one bucket and no
-earlier than the backward pass has produced that bucket, in the order the backward pass produces
-them. ``BucketLayout`` says how many values each call carries and when, as a fraction of the
-backward window, its bucket is ready; the simulator prices the calls from it
-(``simulator.network.collectives.bucket_wait``) and the trainer cuts its flat gradient and releases
-its calls from it (``trainer.exchange.sync``).
+PyTorch DDP (``torch/nn/parallel/distributed.py``, ``_BucketCapacityConfig`` and ``_ddp_init_helper``;
+the C++ ``Reducer`` rebuilds the buckets after the first iteration, in the order the gradients became
+ready) assigns the parameter tensors to buckets in the order the backward pass produces their
+gradients, about the reverse of their registration order, each tensor whole, and closes a bucket as
+soon as it holds at least its cap (``dist._compute_bucket_assignment_by_size``). The first bucket's cap
+is ``dist._DEFAULT_FIRST_BUCKET_BYTES`` = 1 MiB when ``bucket_cap_mb`` is left at its default (25 MiB),
+else ``bucket_cap_mb`` too; every later bucket's is ``bucket_cap_mb``. A GPT registers its token
+embedding first (often tied to the output head), so it lands in the last bucket, whole.
 
-The backward window runs from the launch (where ``backward_overlap`` puts it: the first bucket is
-ready then) to the end of the step's compute (the last bucket is ready then); the buckets between
-are ready at an even pace, bucket k at (k - 1) / (C - 1) of the window. One bucket is ready at the
-end.
+``layout_of`` gives an exchange's buckets in call order (``exchange.tensor_values`` the tensors, in
+registration order; without them the values are one long run that a bucket may cut anywhere). The
+simulator prices the calls from it (``simulator.network.collectives.bucket_wait``); the trainer cuts
+its flat gradient at the same boundaries and releases its calls at the same times
+(``trainer.exchange.sync``).
+
+When a bucket is ready (``BucketLayout.ready_fraction``): the backward window runs from the launch,
+where ``schedule.backward_overlap`` puts it (the first bucket is ready then), to the end of the step's
+compute (the last is ready then). The assumption: the backward pass's compute is proportional to the
+values whose gradients it produces, so between those two bucket k is ready once buckets 2..k are
+produced, at (values of buckets 2..k) / (values of buckets 2..C) of the window. With buckets of equal
+size that is (k - 1) / (C - 1). One bucket is ready at the end.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from islands.scenarios.model import ExchangeSpec
+
+BYTES_PER_MIB = 2**20
+DEFAULT_BUCKET_CAP_MB = 25.0  # PyTorch DDP's bucket_cap_mb
+DEFAULT_FIRST_BUCKET_MB = 1.0  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES, in MiB
 
 Run = tuple[int, float]  # (buckets, values in each): buckets of one size in a row
 
@@ -30,7 +44,7 @@ Run = tuple[int, float]  # (buckets, values in each): buckets of one size in a r
 @dataclass(frozen=True)
 class BucketLayout:
     """An exchange's buckets in call order (the order the backward pass produces them), as runs of
-    buckets of one size: a layout of equal buckets holds one or two runs however many calls."""
+    buckets of one size: a layout of equal buckets holds a few runs however many calls."""
 
     runs: tuple[Run, ...]
 
@@ -48,29 +62,96 @@ class BucketLayout:
         """Each bucket's values, in call order (the trainer's pieces)."""
         return [size for count, size in self.runs for _ in range(count)]
 
-    def ready_fraction(self, call: int) -> float:
-        """When bucket ``call`` (1..C) is ready, as a fraction of the backward window: (k - 1) / (C - 1);
-        a single bucket at the end."""
-        calls = self.calls
-        return 1.0 if calls == 1 else (call - 1) / (calls - 1)
+    def ready_fraction(self, after: float, size: float) -> float:
+        """When a bucket of ``size`` values is ready, as a fraction of the backward window, from
+        ``after``, the values of that bucket and those after it: the values of buckets 2..k over
+        those of buckets 2..C (the module's docstring); a single bucket at the end."""
+        if self.calls == 1:
+            return 1.0
+        first = self.runs[0][1]
+        return (self.values - after + size - first) / (self.values - first)
 
-    def corners(self) -> Iterator[tuple[int, float]]:
-        """Each run's first and last bucket: (k, values of buckets k..C). Where a bucket's ready time
-        and the seconds of the calls from it to the last are both linear in k (inside a run), the
-        latest end over those buckets is at one of these (``collectives.bucket_wait``)."""
-        call, after = 1, self.values
+    def ready_fractions(self) -> list[float]:
+        """Every bucket's ``ready_fraction``, in call order (the trainer's release times)."""
+        fractions, after = [], self.values
+        for size in self.sizes():
+            fractions.append(self.ready_fraction(after, size))
+            after -= size
+        return fractions
+
+    def corners(self) -> Iterator[tuple[float, float, int]]:
+        """Each run's first and last bucket: (its values, the values of it and the buckets after it,
+        how many calls from it to the last). Inside a run a bucket's ready time and the seconds of the
+        calls from it to the last are both linear in k, so the latest end over those buckets is at
+        one of these (``collectives.bucket_wait``)."""
+        calls, after = self.calls, self.values
         for count, size in self.runs:
-            yield call, after
+            yield size, after, calls
             if count > 1:
-                yield call + count - 1, after - (count - 1) * size
-            call, after = call + count, after - count * size
+                yield size, after - (count - 1) * size, calls - count + 1
+            calls, after = calls - count, after - count * size
+
+
+def caps_values(exchange: ExchangeSpec, bytes_per_value: float) -> tuple[float, float]:
+    """The first bucket's cap and every later one's, in values (``exchange.first_bucket_mb`` and
+    ``bucket_cap_mb``, MiB of unencoded values as PyTorch counts them): the first 1 MiB where
+    ``bucket_cap_mb`` is left at its default, else ``bucket_cap_mb`` too, as PyTorch does."""
+    cap_mb = exchange.bucket_cap_mb or DEFAULT_BUCKET_CAP_MB
+    first_mb = exchange.first_bucket_mb
+    if first_mb is None:
+        first_mb = DEFAULT_FIRST_BUCKET_MB if exchange.bucket_cap_mb is None else cap_mb
+    to_values = BYTES_PER_MIB / bytes_per_value
+    return first_mb * to_values, cap_mb * to_values
 
 
 def layout_of(exchange: ExchangeSpec, values: float, bytes_per_value: float) -> BucketLayout:
-    """The buckets of an exchange of ``values`` (``exchange.calls = "buckets"``): full buckets of
-    ``bucket_cap_mb`` MiB of unencoded values, the last holding the rest."""
-    full = exchange.bucket_bytes / bytes_per_value
-    calls = max(1, math.ceil(values * bytes_per_value / exchange.bucket_bytes))
-    last = values - (calls - 1) * full
-    runs = ((calls - 1, full), (1, last)) if calls > 1 else ((1, values),)
-    return BucketLayout(runs)
+    """The buckets of an exchange of ``values`` (``calls = "buckets"``): the model's tensors
+    (``exchange.tensor_values``; a fragment its share of each) taken in reverse, each bucket closed
+    once it holds its cap (``assigned``); without tensors, buckets of exactly their caps, the last
+    holding the rest (``filled``)."""
+    first_cap, cap = caps_values(exchange, bytes_per_value)
+    if exchange.tensor_values is None:
+        return filled(values, first_cap, cap)
+    share = values / sum(exchange.tensor_values)
+    return assigned([size * share for size in reversed(exchange.tensor_values)], first_cap, cap)
+
+
+def assigned(tensors: Sequence[float], first_cap: float, cap: float) -> BucketLayout:
+    """``tensors`` (values each, in the order the backward pass produces them) in buckets as PyTorch's
+    ``_compute_bucket_assignment_by_size`` makes them: a tensor goes whole into the open bucket, which
+    closes once it holds at least its cap (``first_cap`` for the first, ``cap`` after)."""
+    runs: list[list] = []
+    held, limit = 0.0, first_cap
+    for size in tensors:
+        held += size
+        if held >= limit:
+            add_bucket(runs, held)
+            held, limit = 0.0, cap
+    if held > 0:
+        add_bucket(runs, held)
+    return BucketLayout(tuple((int(count), size) for count, size in runs))
+
+
+def add_bucket(runs: list[list], size: float) -> None:
+    """A bucket of ``size`` values after the others: a run longer by one where it is the last's size."""
+    if runs and runs[-1][1] == size:
+        runs[-1][0] += 1
+    else:
+        runs.append([1, size])
+
+
+def filled(values: float, first_cap: float, cap: float) -> BucketLayout:
+    """``values`` that a bucket may cut anywhere: a first bucket of ``first_cap``, then buckets of
+    ``cap``, the last holding the rest (one bucket where ``first_cap`` holds them all)."""
+    if values <= first_cap:
+        return BucketLayout(((1, values),))
+    rest = values - first_cap
+    full = max(0, math.ceil(rest / cap) - 1)
+    last = rest - full * cap
+    runs = [[1, first_cap]]
+    for count, size in ((full, cap), (1, last)):
+        if count and runs[-1][1] == size:
+            runs[-1][0] += count
+        elif count:
+            runs.append([count, size])
+    return BucketLayout(tuple((int(count), size) for count, size in runs))

@@ -267,6 +267,17 @@ TRAIN = cases(
             "backward pass, so it trains only 0 (got 0.5); the overlap is simulated only",
         ),
         (
+            "tensor sizes of another model than the trainer's",
+            (
+                "--set",
+                "exchange.calls=buckets",
+                "--set",
+                "exchange.tensor_values=[6e8, 4e8]",
+            ),
+            "exchange.tensor_values: lists 2 tensors, and the trainer's GPT of 2 blocks has 28 (12 per "
+            "block, 2 embeddings, the final LayerNorm's 2): list its own, or leave the key out",
+        ),
+        (
             "DDP's backward overlap on unpaced steps",
             ("--set", "schedule.algorithm=ddp", "--set", "schedule.backward_overlap=0.5"),
             "schedule.backward_overlap: the real trainer overlaps DDP's buckets with a paced "

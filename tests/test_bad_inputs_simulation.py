@@ -274,6 +274,76 @@ CASES = [
     ),
     case(
         "simulate",
+        "a first bucket without buckets",
+        [WE, "--set", "exchange.first_bucket_mb=1"],
+        'exchange.first_bucket_mb: has no effect with calls = "flat": set calls = "buckets" or remove it',
+    ),
+    case(
+        "simulate",
+        "a first bucket of no bytes",
+        [WE, "--set", "exchange.calls=buckets", "--set", "exchange.first_bucket_mb=0"],
+        "exchange.first_bucket_mb: must be >= 0.000976562 MiB (see docs/limits.md) (got 0.0)",
+    ),
+    case(
+        "simulate",
+        "tensor sizes that are not a list of numbers",
+        [WE, "--set", "exchange.calls=buckets", "--set", 'exchange.tensor_values="big"'],
+        "exchange.tensor_values: must be a list of finite numbers, e.g. [4096, 64] (got 'big')",
+    ),
+    case(
+        "simulate",
+        "tensor sizes with a NaN",
+        [WE, "--set", "exchange.calls=buckets", "--set", "exchange.tensor_values=[1e10, nan]"],
+        "exchange.tensor_values: must be a list of finite numbers, e.g. [4096, 64] (got [10000000000.0, nan])",
+    ),
+    case(
+        "simulate",
+        "tensor sizes with a huge integer",
+        [WE, "--set", "exchange.calls=buckets", "--set", f"exchange.tensor_values=[{LONG}]"],
+        "exchange.tensor_values: must be a list of finite numbers, e.g. [4096, 64] (got '[111111111111",
+    ),
+    case(
+        "simulate",
+        "an empty list of tensor sizes",
+        [WE, "--set", "exchange.calls=buckets", "--set", "exchange.tensor_values=[]"],
+        "exchange.tensor_values: must list at least one tensor (got [])",
+    ),
+    case(
+        "simulate",
+        "a tensor of no values",
+        [WE, "--set", "exchange.calls=buckets", "--set", "exchange.tensor_values=[1e10, 0]"],
+        "exchange.tensor_values: tensor 1: must be >= 1 (got [10000000000.0, 0.0])",
+    ),
+    case(
+        "simulate",
+        "tensor sizes that do not add up to the model",
+        [WE, "--set", "exchange.calls=buckets", "--set", "exchange.tensor_values=[5e9, 4e9]"],
+        "exchange.tensor_values: must add up to model.parameters within 1% (they add up to 9e+09, "
+        "model.parameters = 1e+10)",
+    ),
+    case(
+        "simulate",
+        "tensor sizes for a flat exchange",
+        [WE, "--set", "exchange.tensor_values=[5e9, 5e9]"],
+        'exchange.tensor_values: has no effect with calls = "flat": set calls = "buckets" or "per_tensor" or '
+        "remove it",
+    ),
+    case(
+        "simulate",
+        "tensor sizes that disagree with the tensor count",
+        [
+            WE,
+            "--set",
+            "exchange.calls=per_tensor",
+            "--set",
+            "exchange.tensors=3",
+            "--set",
+            "exchange.tensor_values=[5e9, 5e9]",
+        ],
+        "exchange.tensor_values: lists 2 tensors but exchange.tensors = 3: give one of them",
+    ),
+    case(
+        "simulate",
         "calls per tensor without the tensors",
         [WE, "--set", "exchange.calls=per_tensor"],
         'exchange.tensors: is required with calls = "per_tensor"',

@@ -69,6 +69,7 @@ DDP = [
     'schedule.algorithm="ddp"',
     "schedule.outer_steps=20",
     'exchange.calls="buckets"',
+    "exchange.bucket_cap_mb=25",
     "exchange.call_overhead_s=0.0002",
     f"schedule.backward_overlap={OVERLAP}",
 ]

@@ -9,13 +9,15 @@ from helpers.inprocess import TINY, finish_all, in_threads, trainers_for
 
 from islands.errors import UserError
 from islands.scenarios import from_dict
+from islands.schedules.buckets import BucketLayout
 from islands.trainer.core.inprocess import run_threads
 from islands.trainer.core.tracing import Clock
 from islands.trainer.exchange.comm import ThreadHub
 from islands.trainer.exchange.sync import (
     Backward,
+    CallLayout,
     Exchanger,
-    bucket_values,
+    call_layouts,
     call_pieces,
     exchange_calls,
 )
@@ -46,12 +48,14 @@ class TimedCalls:
     def __init__(self, group, clock: FakeClock, call_s: float):
         self.group, self.clock, self.call_s = group, clock, call_s
         self.starts: list[float] = []
+        self.values: list[int] = []  # each call's values on the wire (padded)
 
     def __getattr__(self, name):
         return getattr(self.group, name)
 
     def all_to_all(self, tensors):
         self.starts.append(self.clock.t)
+        self.values.append(sum(tensor.numel() for tensor in tensors))
         self.clock.t += self.call_s
         return self.group.all_to_all(tensors)
 
@@ -63,7 +67,10 @@ def tensors():
     ]
 
 
-def exchanged(calls, call_s, backward=None, full_bucket_values=None):
+EQUAL_BUCKETS = CallLayout((2_500.0,) * 4, (0.0, 1 / 3, 2 / 3, 1.0), reverse=True)
+
+
+def exchanged(calls, call_s, backward=None, layout=None):
     """Every member's exchange of its tensor in ``calls`` calls of ``call_s`` each, and its group."""
     clocks = [FakeClock() for _ in range(MEMBERS)]
     groups = [
@@ -77,7 +84,7 @@ def exchanged(calls, call_s, backward=None, full_bucket_values=None):
             32,
             clock,
             calls=lambda values: calls,
-            full_bucket_values=full_bucket_values,
+            **({"layouts": lambda values: layout} if layout else {}),
         )
         for group, clock in zip(groups, clocks)
     ]
@@ -88,10 +95,18 @@ def exchanged(calls, call_s, backward=None, full_bucket_values=None):
     return results, groups
 
 
-def test_buckets_are_ready_at_an_even_pace_from_the_launch_to_the_end_of_the_compute():
-    backward = Backward(0.1, 0.2)
-    assert backward.release_s(4) == pytest.approx([0.1, 0.1 + 0.1 / 3, 0.1 + 0.2 / 3, 0.2])
-    assert backward.release_s(1) == [0.2]
+def test_buckets_are_ready_as_the_backward_pass_produces_their_values():
+    # equal buckets: at an even pace from the launch (the first) to the end of the compute (the last)
+    equal = BucketLayout(((4, 100.0),)).ready_fractions()
+    assert equal == pytest.approx([0, 1 / 3, 2 / 3, 1])
+    assert Backward(0.1, 0.2).release_s(equal) == pytest.approx(
+        [0.1, 0.1 + 0.1 / 3, 0.1 + 0.2 / 3, 0.2]
+    )
+    # buckets of 10, 30, 30 and 20 values: after the first, 80 values to produce; the second is ready
+    # once 30 of them are, the third at 60
+    unequal = BucketLayout(((1, 10.0), (2, 30.0), (1, 20.0))).ready_fractions()
+    assert unequal == pytest.approx([0, 30 / 80, 60 / 80, 1])
+    assert BucketLayout(((1, 50.0),)).ready_fractions() == [1.0]  # one bucket: at the end
 
 
 @pytest.mark.parametrize(
@@ -107,7 +122,7 @@ def test_buckets_are_ready_at_an_even_pace_from_the_launch_to_the_end_of_the_com
 )
 def test_each_call_waits_for_its_bucket_and_the_last_is_exposed(call_s, starts, exposed_s):
     backward = Backward(0.2 - 0.5 * 0.2, 0.2)
-    results, groups = exchanged(4, call_s, backward, full_bucket_values=2_900)
+    results, groups = exchanged(4, call_s, backward, EQUAL_BUCKETS)
     for result, group in zip(results, groups):
         assert group.starts == pytest.approx(starts)
         assert result.started_s == pytest.approx(0.1)
@@ -122,38 +137,54 @@ def test_calls_of_another_exchange_go_back_to_back_from_the_launch():
         assert result.done_s == pytest.approx(0.14)
 
 
-@pytest.mark.parametrize("full_bucket_values", [None, 2_900])
-def test_the_overlapped_buckets_average_to_the_flat_exchanges_mean_and_bytes_bit_for_bit(
-    full_bucket_values,
-):
+@pytest.mark.parametrize("layout", [None, EQUAL_BUCKETS])
+def test_the_overlapped_buckets_average_to_the_flat_exchanges_mean_and_bytes_bit_for_bit(layout):
     flat, _ = exchanged(1, 0.0)
-    overlapped, _ = exchanged(4, 0.01, Backward(0.1, 0.2), full_bucket_values)
+    overlapped, _ = exchanged(4, 0.01, Backward(0.1, 0.2), layout)
     for one, four in zip(flat, overlapped):
         assert torch.equal(one.mean, four.mean)
         assert one.sent_bytes == four.sent_bytes
 
 
-def test_buckets_are_full_but_the_last_as_the_simulator_lays_them_out():
-    # 10,000 values in buckets of 2,900: ceil(10,000 / 2,900) = 4 calls; 3 members' aligned unit is
-    # 3 x 128 = 384 values, so the full buckets are 7 x 384 = 2,688 and the last holds the 1,936 left
-    pieces = call_pieces(torch.zeros(VALUES), 4, MEMBERS * 128, 2_900)
-    assert [piece.numel() for piece in pieces] == [2_688, 2_688, 2_688, 1_936]
-    # 1,000,000 fp32 values in 1 MiB buckets: 262,144 values each, 4 calls, the last 213,568
+def test_buckets_are_cut_at_their_tensors_and_all_reduced_from_the_last_layers():
+    # 10,000 values in buckets of 1,000, 4,000, 5,000 (call order: the last layers first), so in the
+    # flat tensor's order 5,000 | 4,000 | 1,000; 3 members' aligned unit is 3 x 128 = 384 values:
+    # the boundaries at 5,000 and 9,000 round to 13 x 384 = 4,992 and 23 x 384 = 8,832
+    layout = CallLayout((5_000.0, 4_000.0, 1_000.0), (0.0, 0.5, 1.0), reverse=True)
+    pieces = call_pieces(torch.zeros(VALUES), 3, MEMBERS * 128, layout.sizes)
+    assert [piece.numel() for piece in pieces] == [4_992, 3_840, 1_168]
+    results, groups = exchanged(3, 0.01, Backward(0.1, 0.2), layout)
+    for group in groups:
+        # the flat tensor's end goes first, at the launch, then its middle half-way through the
+        # backward window, then its start at the end; only the first call pads (1,168 to 1,536)
+        assert group.starts == pytest.approx([0.1, 0.15, 0.2])
+        assert group.values == [1_536 * 4, 3_840 * 4, 4_992 * 4]  # fp32 bytes
+    flat, _ = exchanged(1, 0.0)
+    assert all(torch.equal(a.mean, b.mean) for a, b in zip(flat, results))
+
+
+def test_the_trainer_takes_the_layout_the_simulator_prices():
+    # 1,000,000 fp32 values in 1 MiB buckets, tensors of 600,000 (registered first), 300,000 and
+    # 100,000: taken in reverse, 100,000 + 300,000 = 400,000 >= 262,144 closes the first bucket, the
+    # embedding-like 600,000 is the last, alone
     scenario = from_dict(
         {
             "name": "b",
             "model": {"parameters": 1e6, "bytes_per_param": 4},
             "schedule": {"algorithm": "ddp", "outer_steps": 2},
-            "exchange": {"calls": "buckets", "bucket_cap_mb": 1},
+            "exchange": {
+                "calls": "buckets",
+                "bucket_cap_mb": 1,
+                "tensor_values": [600_000, 300_000, 100_000],
+            },
             "island": [{"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1}],
         }
     )
-    full = bucket_values(scenario)
-    assert full == 262_144
-    assert exchange_calls(scenario, 1_000_000)(1_000_000) == 4
-    pieces = call_pieces(torch.zeros(1_000_000), 4, 2 * 128, full)
-    assert [piece.numel() for piece in pieces] == [262_144] * 3 + [213_568]
-    assert scenario.exchange.last_bucket_fraction(1e6, 4) == pytest.approx(213_568 / 1e6)
+    assert exchange_calls(scenario, 1_000_000)(1_000_000) == 2
+    layout = call_layouts(scenario, 1_000_000)(1_000_000)
+    assert layout == CallLayout((600_000.0, 400_000.0), (0.0, 1.0), reverse=True)
+    pieces = call_pieces(torch.zeros(1_000_000), 2, 2 * 128, layout.sizes)
+    assert [piece.numel() for piece in pieces] == [600_064, 399_936]  # 600,000 rounded to 256s
 
 
 PER_TENSOR = {"calls": "per_tensor", "tensors": 4}

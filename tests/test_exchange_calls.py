@@ -49,13 +49,20 @@ def test_per_tensor_calls_each_pay_the_rings_latency_and_their_fixed_cost():
 def test_buckets_are_counted_in_mib_of_unencoded_values():
     # 123.2 MB of fp32 gradient in 25 MiB buckets: ceil(123.2e6 / 26,214,400) = 5 calls.
     assert math.ceil(S / (25 * 2**20)) == 5
-    for summary in both(['exchange.calls="buckets"', "exchange.call_overhead_s=0.01"]):
+    buckets = [
+        'exchange.calls="buckets"',
+        "exchange.bucket_cap_mb=25",
+        "exchange.call_overhead_s=0.01",
+    ]
+    for summary in both(buckets):
         assert summary["mean_sync_s"] == pytest.approx(5 * (RING_LATENCY_S + 0.01) + BYTES_S)
     # bf16 on the wire: the buckets still hold fp32 values (bytes_per_param), so still 5 calls
-    for summary in both(
-        ['exchange.calls="buckets"', "exchange.call_overhead_s=0.01", "schedule.bits=16"]
-    ):
+    for summary in both([*buckets, "schedule.bits=16"]):
         assert summary["mean_sync_s"] == pytest.approx(5 * (RING_LATENCY_S + 0.01) + BYTES_S / 2)
+    # bucket_cap_mb left at PyTorch's default: a first bucket of 1 MiB, then 25 MiB ones, so
+    # 1 + ceil((123.2e6 - 1,048,576) / 26,214,400) = 1 + 5 = 6 calls
+    for summary in both([buckets[0], buckets[2]]):
+        assert summary["mean_sync_s"] == pytest.approx(6 * (RING_LATENCY_S + 0.01) + BYTES_S)
 
 
 def test_only_the_runs_first_call_pays_the_set_up():
@@ -226,6 +233,7 @@ def test_ddp_buckets_during_the_backward_pass_leave_the_last_one_exposed():
         'schedule.algorithm="ddp"',
         "schedule.outer_steps=20",
         'exchange.calls="buckets"',
+        "exchange.bucket_cap_mb=25",
         "exchange.call_overhead_s=0.0002",
         "schedule.backward_overlap=0.6",
     ]

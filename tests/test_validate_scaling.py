@@ -8,6 +8,7 @@ import pytest
 
 from islands.scenarios import load
 from islands.schedules import SCHEDULES
+from islands.schedules.buckets import layout_of
 from islands.trainer.exchange.quantize import encoded_bytes, padded_length
 from islands.validation.case import case_calls
 from islands.validation.scaling import (
@@ -70,19 +71,31 @@ DDP_BUCKETS = [
 ]
 
 
-def test_ddps_overlapped_buckets_are_scaled_to_as_many_with_the_same_last_share():
-    # 10B bf16 values, 2e10 B, in 3,000 MiB buckets: ceil(2e10 / 3,145,728,000) = 7 calls, the last
-    # 2e10 - 6 x 3,145,728,000 = 1,125,632,000 B, 5.628% of the exchange; the scaled run keeps both
+def test_ddps_overlapped_buckets_are_laid_out_from_the_trainers_own_tensors():
+    # 10B bf16 values, 2e10 B, in 3,000 MiB buckets (the first too: bucket_cap_mb is given). The scaled
+    # run's gradient is the trainer's GPT, 2,553,600 fp32 values = 10,214,400 B, 5.1072e-4 of the
+    # original's: caps of 3,000 x 5.1072e-4 = 1.53216 MiB, over the GPT's 28 tensors (registration
+    # order, the token embedding of 256 x 320 values first). Taken in reverse, each bucket closes at
+    # 1.53216 x 2**20 / 4 = 401,646.6 values or more: three per block (its MLP's two 409,600-value
+    # matrices each close one), and the last holds what is left: the first block's first LayerNorm,
+    # the position embedding (16 x 320) and the token embedding, 640 + 5,120 + 81,920 = 87,680 values: 7 calls.
     original = load("worked-example", DDP_BUCKETS)
     case = scale(original, ScaleOptions(max_workers=2))
     scaled = case.scenario()
     assert scaled.schedule.backward_overlap == 0.6
-    assert scaled.exchange.calls == "buckets"
-    values = scaled.model.parameters
-    assert scaled.exchange.calls_of(values, values, 4) == 7
-    assert scaled.exchange.last_bucket_fraction(values, 4) == pytest.approx(
-        1_125_632_000 / 2e10, rel=1e-6
+    exchange = scaled.exchange
+    assert exchange.calls == "buckets"
+    assert (
+        exchange.bucket_cap_mb
+        == exchange.first_bucket_mb
+        == pytest.approx(3000 * 10_214_400 / 2e10)
     )
+    assert exchange.tensor_values is not None and len(exchange.tensor_values) == 28
+    assert exchange.tensor_values[:2] == (256 * 320, 16 * 320)
+    assert sum(exchange.tensor_values) == scaled.model.parameters == 2_553_600
+    layout = layout_of(exchange, scaled.model.parameters, 4)
+    assert layout.calls == 7 and layout.sizes()[-1] == 87_680
+    assert all(size >= 1.53216 * 2**20 / 4 for size in layout.sizes()[:-1])
     assert not any("backward overlap" in note or "buckets" in note for note in case.notes)
     assert case_calls(scaled) == 7  # the calibration times the exchange in as many calls
     unpaced = scale(original, ScaleOptions(max_workers=2, pace=False))
@@ -216,13 +229,14 @@ def test_decoupled_keeps_upload_over_compute_and_scales_the_syncer_link():
 
 
 def test_the_scaled_run_makes_the_originals_calls_per_exchange():
-    # 10B bf16 in 25 MiB buckets of unencoded bf16 values: ceil(2e10 / 26,214,400) = 763 calls per sync
+    # 10B bf16 in PyTorch's default buckets of unencoded bf16 values, 1 MiB first and 25 MiB after:
+    # 1 + ceil((2e10 - 1,048,576) / 26,214,400) = 764 calls per sync
     case = scale(
         load("worked-example", ['exchange.calls="buckets"', "exchange.call_overhead_s=0.01"])
     )
-    assert case.document["exchange"] == {"calls": "per_tensor", "tensors": 763}
+    assert case.document["exchange"] == {"calls": "per_tensor", "tensors": 764}
     assert (
-        "buckets: validated as their 763 calls per whole-model exchange, each fragment its share"
+        "buckets: validated as their 764 calls per whole-model exchange, each fragment its share"
         in case.notes
     )
     assert (

@@ -136,6 +136,13 @@ class RunPlan:
         ).hexdigest()[:16]
 
 
+def gpt_tensors(n_layer: int) -> int:
+    """The parameter tensors of the trainer's GPT (``core/model.py``): the token and position
+    embeddings, 12 per block (two LayerNorms, the attention's two and the MLP's two linear layers,
+    a weight and a bias each) and the final LayerNorm's weight and bias."""
+    return 2 + 12 * n_layer + 2
+
+
 def check_model(plan: RunPlan) -> None:
     """The model's shape fits its heads and the schedule's fragments, and a round's K gathered
     peers are among the islands trained."""
@@ -149,6 +156,14 @@ def check_model(plan: RunPlan) -> None:
         raise UserError(
             f"{source}: schedule.fragments: streaming splits strided layer groups, so P = "
             f"{plan.fragments} needs trainer.n_layer >= {plan.fragments} (got {spec.n_layer})"
+        )
+    listed = plan.scenario.exchange.tensor_values
+    tensors = gpt_tensors(spec.n_layer)
+    if listed is not None and len(listed) != tensors:
+        raise UserError(
+            f"{source}: exchange.tensor_values: lists {len(listed)} tensors, and the trainer's GPT "
+            f"of {spec.n_layer} blocks has {tensors} (12 per block, 2 embeddings, the final "
+            "LayerNorm's 2): list its own, or leave the key out"
         )
     peers = plan.scenario.schedule.gather_peers
     if peers is not None and peers > plan.islands:

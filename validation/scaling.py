@@ -38,7 +38,9 @@ from typing import Any
 
 from islands.scenarios import Scenario, Worker
 from islands.scenarios.loader import from_dict
+from islands.scenarios.spec import MAX_BUCKET_CAP_MB, MIN_BUCKET_CAP_MB
 from islands.schedules import GRADIENT, PSEUDO_GRADIENT, Schedule, schedule_of
+from islands.schedules.buckets import caps_values
 from islands.schedules.compression import NONE, TopK
 from islands.schedules.gather import STORE
 from islands.schedules.layout import EMBEDDINGS, layer_of, split_by_layer
@@ -55,7 +57,6 @@ PROBE_OUTER_STEPS = 2  # the simulated run that times one outer step
 MODEL_PARAMETERS = 2.5e6  # about 30 ms of forward, backward and AdamW per step on one core here
 WIDTH_STEP = 32
 SCALED_BYTES_PER_PARAM = 4  # the trainer's fp32 values
-ROUNDING_MARGIN = 1e-9  # a scaled bucket's, so that its count never rounds up past the original's
 TRAINER: dict[str, Any] = {
     "n_head": 4,
     "block_size": 16,
@@ -127,19 +128,33 @@ def wire_payload_bytes(
     )
 
 
-def trainer_model_values(n_layer: int) -> tuple[list[int], int]:
-    """Values per layer of the scaled model, the trainer's GPT (``schedules.layout.layer_of``), and
-    how many of them are its embeddings."""
-    from islands.trainer.core.model import GPTConfig, build_model
+def trainer_config(n_layer: int) -> Any:
+    """The scaled model: the trainer's GPT of ``n_layer`` blocks."""
+    from islands.trainer.core.model import GPTConfig
 
-    config = GPTConfig(
+    return GPTConfig(
         block_size=TRAINER["block_size"],
         n_layer=n_layer,
         n_head=TRAINER["n_head"],
         n_embd=width(n_layer),
     )
+
+
+def trainer_tensor_values(n_layer: int) -> list[int]:
+    """The values of each parameter tensor of the scaled model, in registration order (the token
+    embedding, tied to the output head, first): the tensors its buckets take (``exchange.tensor_values``)."""
+    from islands.trainer.core.model import build_model
+
+    return [param.numel() for param in build_model(trainer_config(n_layer), 0, "cpu").parameters()]
+
+
+def trainer_model_values(n_layer: int) -> tuple[list[int], int]:
+    """Values per layer of the scaled model, the trainer's GPT (``schedules.layout.layer_of``), and
+    how many of them are its embeddings."""
+    from islands.trainer.core.model import build_model
+
     values, embedding = [0] * n_layer, 0
-    for name, param in build_model(config, 0, "cpu").named_parameters():
+    for name, param in build_model(trainer_config(n_layer), 0, "cpu").named_parameters():
         values[layer_of(name, n_layer)] += param.numel()
         embedding += param.numel() if name.startswith(EMBEDDINGS) else 0
     return values, embedding
@@ -209,24 +224,38 @@ def churn_validated(scenario: Scenario) -> bool:
     return has_churn(scenario) and scripted and one_fragment and dense
 
 
-def scaled_calls(scenario: Scenario, scaled_parameters: float, overlapped: bool) -> dict[str, Any]:
+def scaled_calls(
+    scenario: Scenario, scaled_parameters: float, overlapped: bool, n_layer: int
+) -> dict[str, Any]:
     """The original's collective calls per exchange, made by the trainer on its own model: as many calls
     per whole-model exchange (``calls_of``), each fragment its share (``calls = "per_tensor"``, which
     the trainer and the simulator count alike from shares of values). The calls' fixed costs are the
     trainer's own, which the calibration measures, not the scenario's. Buckets overlapped with the
-    backward pass stay buckets (their calls wait for them, ``collectives.bucket_wait``): as many buckets of
-    the scaled model's fp32 values as the original's, the last the same share of the exchange
-    (``last_bucket_fraction`` = l: a full bucket is (1 - l) / (C - 1) of it), a hair larger so that
-    rounding never adds a call."""
+    backward pass stay buckets (their calls wait for them, ``collectives.bucket_wait``), laid out
+    from the trainer's own tensors (``trainer_tensor_values``, scaled to add up to the scaled
+    ``model.parameters``) with the original's caps scaled as its gradient is, so both executors take
+    the scaled model's real layout (its embedding in the last bucket)."""
     calls = calls_of(scenario, scenario.payload_bytes)
-    if not (overlapped and scenario.exchange.calls == "buckets"):
+    exchange = scenario.exchange
+    if not (overlapped and exchange.calls == "buckets"):
         return {"calls": "per_tensor", "tensors": calls}
+    bytes_per_value = scenario.model.bytes_per_param
     values = scenario.payload_bytes * BITS_PER_BYTE / scenario.schedule.bits
-    last = scenario.exchange.last_bucket_fraction(values, scenario.model.bytes_per_param)
-    bucket_bytes = scaled_parameters * SCALED_BYTES_PER_PARAM
-    if calls > 1:
-        bucket_bytes *= (1 - last) / (calls - 1)
-    return {"calls": "buckets", "bucket_cap_mb": bucket_bytes * (1 + ROUNDING_MARGIN) / 2**20}
+    ratio = scaled_parameters * SCALED_BYTES_PER_PARAM / (values * bytes_per_value)
+    first_cap, cap = caps_values(exchange, bytes_per_value)
+    tensors = trainer_tensor_values(n_layer)
+    share = scaled_parameters / sum(tensors)
+
+    def scaled_mb(cap_values: float) -> float:
+        cap_mb = cap_values * bytes_per_value * ratio / 2**20
+        return min(MAX_BUCKET_CAP_MB, max(MIN_BUCKET_CAP_MB, cap_mb))
+
+    return {
+        "calls": "buckets",
+        "bucket_cap_mb": scaled_mb(cap),
+        "first_bucket_mb": scaled_mb(first_cap),
+        "tensor_values": [size * share for size in tensors],
+    }
 
 
 def overlap_validated(scenario: Scenario, paced: bool) -> bool:
@@ -408,7 +437,7 @@ def scale(scenario: Scenario, options: ScaleOptions = ScaleOptions()) -> ScaledC
     if overlapped:
         document["schedule"]["backward_overlap"] = schedule.backward_overlap
     if scenario.exchange.calls != "flat":
-        document["exchange"] = scaled_calls(scenario, model["parameters"], overlapped)
+        document["exchange"] = scaled_calls(scenario, model["parameters"], overlapped, n_layers(p))
     case = ScaledCase(scenario, document, time_factor, 1 / kept, notes)
     document["schedule"]["outer_steps"], one_outer_s = fitting_outer_steps(
         case, schedule, options.target_wall_s

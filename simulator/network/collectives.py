@@ -225,9 +225,10 @@ class BucketWait:
     with member m's backward window from a_m (its arrival at the launch: bucket 1 ready) to t_m (the
     end of its step's compute: bucket C ready) and x_k the layout's ready fraction. Unrolled,
     e_C = max(the calls back to back from the collective's start: the transfer's own end,
-    max over m and k >= 2 of a_m + x_k (t_m - a_m) + T_k), T_k the seconds of calls k..C back to
+    max over m and k of a_m + x_k (t_m - a_m) + T_k), T_k the seconds of calls k..C back to
     back. For each member that is the upper envelope g(s) = max_k (x_k s + T_k) at s = t_m - a_m:
-    ``lines`` keeps the lines on it (slopes rising) and ``crossings`` where each next one takes over,
+    ``slopes`` and ``intercepts`` keep the lines on it (slopes rising), ``crossings`` where each next
+    one takes over,
     so a fleet of W members costs W look-ups however many calls."""
 
     slopes: np.ndarray
@@ -297,12 +298,8 @@ def bucket_wait(
     per_value_s = leg.bytes_per_link / rate_bytes_per_s / layout.values
     return upper_envelope(
         [
-            (
-                layout.ready_fraction(call),
-                (layout.calls - call + 1) * per_call_s + after * per_value_s,
-            )
-            for call, after in layout.corners()
-            if call > 1 or layout.calls == 1
+            (layout.ready_fraction(after, size), calls_left * per_call_s + after * per_value_s)
+            for size, after, calls_left in layout.corners()
         ]
     )
 

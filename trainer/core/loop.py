@@ -35,7 +35,7 @@ from ..config import RunPlan, sync_plan
 from ..exchange.gathering import gathering_of
 from ..exchange.group import Group, Summing
 from ..exchange.robust import JOINING, NOT_FINITE, AggregationRule, Verdict
-from ..exchange.sync import Backward, Exchanger, bucket_values, exchange_calls
+from ..exchange.sync import Backward, Exchanger, call_layouts, exchange_calls
 from . import checkpoint
 from .checkpoint import PeerFailed
 from .data import BatchSampler, Corpus, load_corpus, sampler_seed, validation_batches
@@ -164,6 +164,7 @@ class Trainer:
         state = self.verified_resume(resume_dir) if resume_dir else None
         groups, bits, rule = self.groups, plan.scenario.schedule.bits, aggregation_rule(plan)
         self.clock = Clock()
+        total_values = sum(p.numel() for p in self.params)
         self.exchanger = Exchanger(
             groups.cross,
             groups.intra_sync,
@@ -171,10 +172,10 @@ class Trainer:
             self.clock,
             rule,
             device,
-            exchange_calls(plan.scenario, sum(p.numel() for p in self.params)),
+            exchange_calls(plan.scenario, total_values),
             TopK.of(plan.scenario.schedule),
             gathering_of(plan.scenario, groups.store),
-            bucket_values(plan.scenario),
+            call_layouts(plan.scenario, total_values),
         )
         self.exchanger.warm_up(sum(p.numel() for p in self.params), plan.islands)
         self.start_clock(state)

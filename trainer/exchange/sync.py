@@ -28,6 +28,7 @@ import torch
 
 from islands.scenarios import Scenario
 from islands.schedules import ALL_GATHER, collective_of
+from islands.schedules.buckets import layout_of
 from islands.schedules.compression import TopK
 
 from ..core.memory import fresh_pages_of
@@ -46,20 +47,32 @@ STEADY_FRESH_PAGES = 64  # 256 KiB: a round that grew the heap by less reuses it
 @dataclass(frozen=True)
 class Backward:
     """A backward pass that releases a gradient's buckets while it runs (DDP, ``schedule.backward_overlap``
-    = f): from ``start_s``, when its first bucket is ready, to ``end_s``, its last (trace seconds). The
-    buckets are ready at an even pace between them, as the simulator prices them
-    (``schedules.buckets``, ``collectives.bucket_wait``): the collective launched where
-    ``backward_overlap`` says, the last bucket at the end of the step's compute."""
+    = f): from ``start_s``, when its first bucket is ready, to ``end_s``, its last (trace seconds),
+    each bucket in between as the simulator prices it (``schedules.buckets``: a ready fraction of the
+    window, ``collectives.bucket_wait``): the collective launched where ``backward_overlap`` says, the
+    last bucket at the end of the step's compute."""
 
     start_s: float
     end_s: float
 
-    def release_s(self, calls: int) -> list[float]:
-        """When each of ``calls`` buckets is ready: r_k = start + (k - 1) / (C - 1) x (end - start),
-        k = 1..C; the one bucket of a single call at the end."""
-        if calls == 1:
-            return [self.end_s]
-        return [self.start_s + k / (calls - 1) * (self.end_s - self.start_s) for k in range(calls)]
+    def release_s(self, fractions: Sequence[float]) -> list[float]:
+        """When each bucket is ready: r_k = start + x_k (end - start), x_k its ready fraction."""
+        return [self.start_s + x * (self.end_s - self.start_s) for x in fractions]
+
+
+@dataclass(frozen=True)
+class CallLayout:
+    """How an exchange is cut into its calls, as the simulator prices them: ``sizes``, each call's
+    values in the flat tensor's order (None: equal pieces); under buckets ``ready`` holds each call's
+    ready fraction (``Backward.release_s``) in call order, and the calls go from the flat tensor's
+    end, its last layers (``reverse``), as the backward pass fills PyTorch DDP's buckets."""
+
+    sizes: tuple[float, ...] | None = None
+    ready: tuple[float, ...] = ()
+    reverse: bool = False
+
+
+EQUAL_PIECES = CallLayout()
 
 
 class Attempt(NamedTuple):
@@ -105,17 +118,33 @@ def share(x: torch.Tensor, index: int, parts: int) -> torch.Tensor:
 
 def exchange_calls(scenario: Scenario, total_values: int) -> Callable[[int], int]:
     """The collective calls of an exchange of so many values of a model of ``total_values``, as the
-    simulator counts them (``ExchangeSpec.calls_of``)."""
-    exchange, bytes_per_value = scenario.exchange, scenario.model.bytes_per_param
-    return lambda values: exchange.calls_of(values, total_values, bytes_per_value)
+    simulator counts them (``ExchangeSpec.calls_of``, of the exchange's share of ``model.parameters``,
+    as ``call_layouts`` lays them out)."""
+    exchange, model = scenario.exchange, scenario.model
+    scale = model.parameters / total_values
+    return lambda values: exchange.calls_of(values * scale, model.parameters, model.bytes_per_param)
 
 
-def bucket_values(scenario: Scenario) -> float | None:
-    """The values of a full bucket (``ExchangeSpec.bucket_bytes``), under ``calls = "buckets"``."""
-    exchange = scenario.exchange
-    if exchange.calls != "buckets":
-        return None
-    return exchange.bucket_bytes / scenario.model.bytes_per_param
+def call_layouts(scenario: Scenario, total_values: int) -> Callable[[int], CallLayout]:
+    """How the calls of an exchange of so many values of a model of ``total_values`` cut it, as the
+    simulator lays them out: the buckets of ``schedules.buckets.layout_of`` (of the exchange's share
+    of ``model.parameters``, so both executors take the same layout); one call per tensor of
+    ``exchange.tensor_values`` for the whole model; else equal pieces."""
+    exchange, model = scenario.exchange, scenario.model
+
+    def layout(values: int) -> CallLayout:
+        if exchange.calls == "buckets":
+            buckets = layout_of(
+                exchange, values * model.parameters / total_values, model.bytes_per_param
+            )
+            sizes = buckets.sizes()
+            return CallLayout(tuple(reversed(sizes)), tuple(buckets.ready_fractions()), True)
+        tensors = exchange.tensor_values
+        if exchange.calls == "per_tensor" and tensors is not None and values == total_values:
+            return CallLayout(tensors)
+        return EQUAL_PIECES
+
+    return layout
 
 
 def one_call(values: int) -> int:
@@ -124,18 +153,31 @@ def one_call(values: int) -> int:
 
 
 def call_pieces(
-    x: torch.Tensor, calls: int, unit: int, full_values: float | None = None
+    x: torch.Tensor, calls: int, unit: int, sizes: Sequence[float] | None = None
 ) -> tuple[torch.Tensor, ...]:
     """``x`` in ``calls`` contiguous pieces, each but the last a whole number of ``unit`` values (the
     quantised average pads every call to whole units: aligned, only the last call pads), or equal
-    pieces where the tensor is too small for ``calls`` aligned ones. With ``full_values`` (buckets)
-    the simulator's layout (``ExchangeSpec.last_bucket_fraction``): C - 1 full buckets of that many
-    values (aligned down) and the rest in the last."""
+    pieces where the tensor is too small for ``calls`` aligned ones. With ``sizes`` (in ``x``'s
+    order, e.g. the buckets of ``CallLayout``) each piece ends where its size, scaled to ``x``, ends,
+    rounded to whole units: a tensor boundary moves by less than ``unit`` values."""
+    if sizes is not None:
+        bounds = aligned_bounds(x.numel(), sizes, unit)
+        if bounds is not None:
+            return tuple(torch.tensor_split(x, bounds))
     length = math.ceil(x.numel() / calls / unit) * unit
-    if full_values is not None:
-        length = max(unit, math.floor(full_values / unit) * unit)
     pieces = torch.split(x, length)
     return pieces if len(pieces) == calls else torch.tensor_split(x, calls)
+
+
+def aligned_bounds(length: int, sizes: Sequence[float], unit: int) -> list[int] | None:
+    """Where pieces of ``sizes`` (scaled to ``length`` values) end inside ``length``, each rounded to a
+    whole number of ``unit``; None where rounding would leave a piece empty."""
+    total, bounds, done = math.fsum(sizes), [], 0.0
+    for size in sizes[:-1]:
+        done += size
+        bounds.append(round(done / total * length / unit) * unit)
+    edges = [0, *bounds, length]
+    return bounds if all(a < b for a, b in zip(edges, edges[1:])) else None
 
 
 class Exchanger:
@@ -152,16 +194,16 @@ class Exchanger:
         calls: Callable[[int], int] = one_call,
         topk: TopK | None = None,
         gathering: Gathering = AROUND_THE_RING,
-        full_bucket_values: float | None = None,
+        layouts: Callable[[int], CallLayout] = lambda values: EQUAL_PIECES,
     ):
         """``device``: the training thread's; the exchange thread makes it its own current CUDA device
         (a new thread starts on GPU 0, where NCCL calls and new tensors would otherwise go). ``calls``:
         how many collective calls the mean of so many values takes (``exchange.calls``). ``topk``: the
         top-k payload's layout under compression (one flat call, one rank per island); ``gathering``:
-        how its payloads travel (``network.gather``). ``full_bucket_values``: a full bucket's values
-        under ``calls = "buckets"`` (``bucket_values``), each of an island's ranks its share."""
+        how its payloads travel (``network.gather``). ``layouts``: how the calls cut an exchange of
+        so many values (``call_layouts``), each of an island's ranks its share."""
         self.cross = cross
-        self.full_bucket_values = full_bucket_values
+        self.layouts = layouts
         self.calls = calls
         self.topk = topk
         self.gathering = gathering
@@ -228,7 +270,8 @@ class Exchanger:
         if self.topk is not None:
             return self.exchange_topk(flat, contributes, key)
         calls = self.calls(flat.numel())  # an island's ranks each make them on their shares
-        release_s = self.released_s(backward, calls)
+        layout = self.layouts(flat.numel())
+        release_s = self.released_s(backward, layout)
         if release_s:  # launched with the first bucket, where the simulator starts its work
             self.clock.sleep_until(release_s[0])
         verdict = screen(
@@ -239,23 +282,23 @@ class Exchanger:
             return Exchange(torch.zeros_like(flat), started_s, self.clock.now(), 0, verdict)
         mine = flat if verdict.accepted[self.cross.rank] else torch.zeros_like(flat)
         if self.intra is None:
-            mean, sent = self.combine_in_calls(mine, verdict, calls, release_s)
+            mean, sent = self.combine_in_calls(mine, verdict, calls, release_s, layout)
         else:
             part, sent = self.combine_in_calls(
-                share(mine, self.intra.rank, self.intra.size), verdict, calls, release_s
+                share(mine, self.intra.rank, self.intra.size), verdict, calls, release_s, layout
             )
             mean = torch.cat(self.intra.all_gather(part))[: flat.numel()]
         return Exchange(mean, started_s, self.clock.now(), sent, verdict)
 
-    def released_s(self, backward: Backward | None, calls: int) -> list[float]:
+    def released_s(self, backward: Backward | None, layout: CallLayout) -> list[float]:
         """When the calls of an exchange during ``backward`` may start at the earliest: each bucket
         once it is ready (``Backward.release_s``); another exchange whole at the start, where the
         simulator launches it (``schedules.ddp``), its calls back to back."""
         if backward is None:
             return []
-        if self.full_bucket_values is None:
+        if not layout.ready:
             return [backward.start_s]
-        return backward.release_s(calls)
+        return backward.release_s(layout.ready)
 
     def exchange_topk(
         self, flat: torch.Tensor, contributes: bool, key: tuple[int, int]
@@ -280,27 +323,31 @@ class Exchanger:
         )
 
     def combine_in_calls(
-        self, x: torch.Tensor, verdict: Verdict, calls: int, release_s: Sequence[float] = ()
+        self,
+        x: torch.Tensor,
+        verdict: Verdict,
+        calls: int,
+        release_s: Sequence[float] = (),
+        layout: CallLayout = EQUAL_PIECES,
     ) -> tuple[torch.Tensor, int]:
         """``combine`` as ``calls`` collective calls issued back to back, each on its own piece
-        (``call_pieces``), as a stack that all-reduces bucket by bucket or tensor by tensor does: the
-        mean and the robust rules are taken value by value, so the pieces' results are the whole's.
-        Call k starts no earlier than ``release_s[k]`` (trace seconds) where given, and after call k - 1
-        (PyTorch DDP's buckets, each all-reduced once the backward pass has produced it)."""
+        (``call_pieces``, cut as ``layout`` says), as a stack that all-reduces bucket by bucket or
+        tensor by tensor does: the mean and the robust rules are taken value by value, so the pieces'
+        results are the whole's. Call k starts no earlier than ``release_s[k]`` (trace seconds) where
+        given, and after call k - 1 (PyTorch DDP's buckets, each all-reduced once the backward pass
+        has produced it, from the last layers: ``layout.reverse``)."""
         if calls == 1 and not release_s:
             return self.combine(x, verdict)
-        results, sent = [], 0
-        full = self.full_bucket_values
-        if full is not None and self.intra is not None:
-            full /= self.intra.size
-        pieces = call_pieces(x, calls, padded_length(1, self.cross.size), full)
-        for piece, ready_s in zip_longest(pieces, release_s[: len(pieces)]):
+        pieces = call_pieces(x, calls, padded_length(1, self.cross.size), layout.sizes)
+        order = range(len(pieces) - 1, -1, -1) if layout.reverse else range(len(pieces))
+        results: list[torch.Tensor | None] = [None] * len(pieces)
+        sent = 0
+        for index, ready_s in zip_longest(order, release_s[: len(pieces)]):
             if ready_s is not None:
                 self.clock.sleep_until(ready_s)
-            result, piece_sent = self.combine(piece, verdict)
-            results.append(result)
+            results[index], piece_sent = self.combine(pieces[index], verdict)
             sent += piece_sent
-        return torch.cat(results), sent
+        return torch.cat([result for result in results if result is not None]), sent
 
     def combine(self, x: torch.Tensor, verdict: Verdict) -> tuple[torch.Tensor, int]:
         """The accepted members' mean (zeros sent by the others, rescaled) or robust combination."""
