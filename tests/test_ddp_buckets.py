@@ -253,3 +253,56 @@ def test_a_fragment_takes_its_share_of_every_tensor():
     # half the model: tensors of 300,000 and 200,000 fp32 values; 200,000 < 262,144 stays open
     assert layout_of(exchange, 500_000, 4).sizes() == [500_000]
     assert layout_of(exchange, 1_000_000, 4).sizes() == [400_000, 600_000]
+
+
+@pytest.mark.parametrize("gbps, step_s", [(5, 0.5118), (0.05, 29.760)])
+def test_the_worked_examples_buckets_cut_anywhere(gbps, step_s):
+    # no tensor_values: 1 MiB, four of 25 MiB, and the 17,293,824 B left, each ready as the values
+    # after the first are produced; the calls wait for their buckets one by one (e_k by hand)
+    sizes_b = [2**20] + [25 * 2**20] * 4 + [123.2e6 - 2**20 - 100 * 2**20]
+    rest_b, done_b, end_s = 123.2e6 - 2**20, 0.0, 0.12
+    for index, size_b in enumerate(sizes_b):
+        done_b += size_b if index else 0.0
+        ready_s = 0.12 + 0.18 * done_b / rest_b
+        end_s = max(ready_s, end_s) + 0.012 + 1.5 * size_b / (gbps * 1.25e8)
+    assert end_s == pytest.approx(step_s, abs=1e-4)  # the table's figure, to its digits
+    summary = simulate(gpt(gbps, {"calls": "buckets"})).summary
+    assert summary["wall_time_s"] == pytest.approx(10 * end_s, rel=1e-9)
+
+
+ANY_ITEM = st.one_of(
+    st.integers(-(10**400), 10**400),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+    st.booleans(),
+    st.none(),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=1),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(ANY_ITEM, st.lists(ANY_ITEM, max_size=6), st.lists(st.floats(0, 2e14), max_size=6)),
+    st.sampled_from(["buckets", "per_tensor", "flat"]),
+)
+def test_a_bad_tensor_list_is_one_line_naming_the_key(values, calls):
+    from islands.scenarios import ScenarioError
+
+    document = {
+        "name": "b",
+        "model": {"parameters": 1e6, "bytes_per_param": 4},
+        "schedule": {"algorithm": "ddp", "outer_steps": 2},
+        "exchange": {"calls": calls, "tensor_values": values},
+        "island": [{"name": "a", "replicas": 2, "step_time_s": 0.1, "bandwidth_gbps": 1}],
+    }
+    try:
+        scenario = from_dict(document, "b.toml")
+    except ScenarioError as error:
+        line = str(error)
+        assert line.startswith("b.toml: exchange.") and "\n" not in line and len(line) < 400
+        return
+    # read: a list of numbers in range adding up to the model, under calls that take it
+    listed = scenario.exchange.tensor_values
+    assert calls != "flat" and listed is not None and len(listed) >= 1
+    assert abs(math.fsum(listed) - 1e6) <= 1e4 and all(1 <= value <= 1e14 for value in listed)
