@@ -188,6 +188,8 @@ def test_the_trainer_takes_the_layout_the_simulator_prices():
 
 
 PER_TENSOR = {"calls": "per_tensor", "tensors": 4}
+TINY_VALUES = [4096, 256] + [16, 16, 768, 48, 256, 16, 16, 16, 1024, 64, 1024, 16] * 2 + [16, 16]
+TINY_TENSORS = [values * 1e5 / 10_944 for values in TINY_VALUES]
 
 
 def ddp_plan(overlap, pace_s=0.03, exchange=PER_TENSOR, ranks=1, **schedule):
@@ -213,7 +215,12 @@ def ddp_plan(overlap, pace_s=0.03, exchange=PER_TENSOR, ranks=1, **schedule):
     "exchange, ranks",
     # 10 KiB buckets of the scenario's 2-byte values: 5,243 each, 3 calls for the tiny GPT's 10,944
     # values; an island's two ranks each make them on its half
-    [(PER_TENSOR, 1), ({"calls": "buckets", "bucket_cap_mb": 0.01}, 2)],
+    [
+        (PER_TENSOR, 1),
+        ({"calls": "buckets", "bucket_cap_mb": 0.01}, 2),
+        # the tiny GPT's own 28 tensors (10,944 values, scaled to the scenario's 1e5): 50 KiB buckets
+        ({"calls": "buckets", "bucket_cap_mb": 0.05, "tensor_values": TINY_TENSORS}, 2),
+    ],
 )
 def test_a_run_overlapped_trains_the_same_weights_and_stalls_only_after_its_compute(
     exchange, ranks
