@@ -226,10 +226,11 @@ def test_a_run_overlapped_trains_the_same_weights_and_stalls_only_after_its_comp
     exchange, ranks
 ):
     runs = {}
-    # steps paced to 0.1 s: a backward window of 50 ms, wider than a thread's turn on two loaded
-    # cores (at 0.03 s a 15 ms window let a comm start after its compute ended in a CI run)
+    # steps paced to 0.3 s: a backward window of 150 ms, far wider than a thread's turn on two
+    # loaded cores (a 15 ms window let a comm start after its compute ended in a CI run, and a 50 ms
+    # one did once in four runs beside two CPU hogs)
     for overlap in (0.0, 0.5):
-        trainers = trainers_for(ddp_plan(overlap, pace_s=0.1, exchange=exchange, ranks=ranks))
+        trainers = trainers_for(ddp_plan(overlap, pace_s=0.3, exchange=exchange, ranks=ranks))
         in_threads(trainers, lambda t: t.run())
         finish_all(trainers)
         runs[overlap] = trainers
