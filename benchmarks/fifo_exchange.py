@@ -85,6 +85,7 @@ def worker(control: Path) -> None:
         stepped = TorchGroup(list(range(dist.get_world_size())), None)
         times = []
         for _ in range(cell["repeats"]):
+            time.sleep(cell.get("idle_s", 0.0))  # as a DiLoCo sync after its inner steps' compute
             dist.barrier()
             start = time.perf_counter()
             if cell.get("stepped"):
@@ -391,10 +392,18 @@ def difference(after: dict, before: dict) -> dict:
 
 
 def run_cell(
-    wan, control: Path, k: int, m: int, rate: float, repeats: int, seconds: float, stepped: bool
+    wan,
+    control: Path,
+    k: int,
+    m: int,
+    rate: float,
+    repeats: int,
+    seconds: float,
+    stepped: bool,
+    idle_s: float = 0.0,
 ) -> dict:
     """gloo's ring all-reduce, or (``stepped``) the trainer's all-to-all and all-gather, of a tensor
-    whose ring bytes take ``seconds`` at ``rate``, the slowest link's."""
+    whose ring bytes take ``seconds`` at ``rate``, the slowest link's; each after ``idle_s`` idle."""
     from islands.emulation import measure_link
 
     ring_bytes = rate / 8 * seconds  # what each rank sends
@@ -406,7 +415,7 @@ def run_cell(
     sampler.start()
     publish(
         control / f"cell-{k}.json",
-        json.dumps({"values": values, "repeats": repeats, "stepped": stepped}),
+        json.dumps({"values": values, "repeats": repeats, "stepped": stepped, "idle_s": idle_s}),
     )
     done = [control / f"done-{k}-{rank}.json" for rank in range(m)]
     while not all(path.exists() for path in done):
@@ -553,6 +562,7 @@ def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None
                             args.repeats,
                             args.seconds,
                             args.exchange == "stepped",
+                            args.idle_s,
                         )
                         if flows is None
                         else run_stream_cell(
@@ -563,6 +573,7 @@ def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None
                     row["fifo_at"] = args.fifo_at
                     row["slow_start_after_idle"] = args.slow_start_after_idle
                     row["seconds"] = args.seconds
+                    row["idle_s"] = args.idle_s
                     rows.append(row)
                     write()
                     print(
@@ -667,6 +678,13 @@ def main(argv: list[str]) -> int:
         default=[1.0],
         help="unequal links: each island's rate this many times the next one's, the last island "
         "at --rates-mbit (2 with 4 islands: 8:4:2:1)",
+    )
+    parser.add_argument(
+        "--idle-s",
+        type=float,
+        default=0.0,
+        help="the links idle this long before each exchange, as a DiLoCo sync after its inner "
+        "steps (default 0: back to back)",
     )
     parser.add_argument(
         "--slow-start-after-idle",

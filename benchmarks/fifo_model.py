@@ -5,8 +5,9 @@ fitted; and hold it against the GPU runs of issue 44.
         benchmarks/results/fifo-streams-cubic.json
     python benchmarks/fifo_model.py summary benchmarks/results/fifo-*.json   # one row per condition
     python benchmarks/fifo_model.py gpu                                      # against the GPU runs
-    python benchmarks/fifo_model.py unequal benchmarks/results/fifo-unequal-stepped.json \
-        --held-out benchmarks/results/fifo-unequal-held-out.json             # unequal links: k_u
+    python benchmarks/fifo_model.py unequal benchmarks/results/fifo-unequal-idle.json --held-out \
+        benchmarks/results/fifo-unequal-stepped.json benchmarks/results/fifo-unequal-held-out.json
+                                                                      # unequal links: k_u
 
 The model is the simulator's own (``scenarios/fifo.py``, docs/emulation.md "One FIFO per egress"),
 fitted per TCP congestion control: relative to fair queues on the same link, an exchange's bytes take
@@ -282,10 +283,15 @@ def unequal(fit_paths: list[str], held_out_paths: list[str]) -> None:
         free = np.array([c["measured"] for c in group if c["unit"] == 0])
         paid = [c for c in group if c["unit"] > 0]
         errors = np.array([K_UNEQUAL * c["unit"] - c["measured"] for c in paid])
+        nothing = (
+            f"; {len(free)} cells charged nothing (equal links or M = 2): rms "
+            f"{rms_points(free):.1f}, worst {100 * np.max(np.abs(free)):.1f}"
+            if len(free)
+            else ""
+        )
         print(
             f"{name}: {len(paid)} charged cells, residual rms {rms_points(errors):.1f} points, worst "
-            f"{100 * np.max(np.abs(errors)):.1f}; {len(free)} cells charged nothing (equal links or "
-            f"M = 2): rms {rms_points(free):.1f}, worst {100 * np.max(np.abs(free)):.1f}"
+            f"{100 * np.max(np.abs(errors)):.1f}{nothing}"
         )
     print(
         "\n| cells | run | M | slowest Mbit/s | rho | FIFO ms | seconds | slow island's download "

@@ -75,9 +75,10 @@ PACKETS_STANDING = 2  # per socket, what TCP small queues let it keep in the qdi
 # (k_s, k_so) by TCP congestion control: least squares of T_fifo / T_fair - 1 on the emulation's cells
 FITTED = {"cubic": (0.0052, 0.0280), "bbr": (0.0323, 0.0544)}
 # k_u of unequal links (the module's docstring): least squares of T_fifo / T_fair - 1 = k_u ln(rho)
-# on the emulation's 8 unequal cells of benchmarks/results/fifo-unequal-stepped.json (M = 3, 4:2:1 and
-# M = 4, 8:4:2:1, 10 and 40 Mbit/s, FIFO 50 and 200 ms, CUBIC): benchmarks/fifo_model.py unequal
-K_UNEQUAL = 0.0878
+# on the emulation's 8 unequal cells of benchmarks/results/fifo-unequal-idle.json (the trainer's
+# exchange after 1 s idle, as a DiLoCo sync; M = 3 at 4:2:1 and M = 4 at 8:4:2:1, 10 and 40 Mbit/s,
+# FIFO 50 and 200 ms, CUBIC), residual rms 5.1 points: benchmarks/fifo_model.py unequal
+K_UNEQUAL = 0.0462
 RHO_MAX = 8.0  # the largest ratio of the fastest upload to a download the fit saw
 
 

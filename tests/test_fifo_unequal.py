@@ -48,30 +48,30 @@ def mean_syncs(overrides: list[str], gbps: list[float]) -> list[float]:
 
 
 def test_the_shares_by_hand():
-    # k_u = 0.0878: rho = 4 gives 1 / (1 + 0.0878 x 1.386294) = 0.891491; rho = 2, 0.942633
+    # k_u = 0.0462: rho = 4 gives 1 / (1 + 0.0462 x 1.386294) = 0.939808; rho = 2, 0.968970
     shares = unequal_shares(np.array([4.0, 2.0, 1.0, 0.5]), np.ones(4))
-    assert shares == pytest.approx([0.891491, 0.942633, 1.0, 1.0], abs=1e-6)
-    assert K_UNEQUAL == 0.0878
+    assert shares == pytest.approx([0.939808, 0.968970, 1.0, 1.0], abs=1e-6)
+    assert K_UNEQUAL == 0.0462
 
 
 def test_a_ring_of_4_2_1_moves_at_the_slowest_member_s_share():
     # 200 / 100 / 50 Mbit/s: the 50 Mbit/s island's download is filled by the 200 Mbit/s one's
-    # upload (rho 4): 0.891491 x 50 Mbit/s; the 100 Mbit/s island (rho 2) keeps 94.3 Mbit/s. Three
+    # upload (rho 4): 0.939808 x 50 Mbit/s; the 100 Mbit/s island (rho 2) keeps 96.9 Mbit/s. Three
     # members: 2 x 2/3 x 20 MB through each link, no latency.
     volume = 2 * 2 / 3 * S
     fair, fifo = mean_syncs([], [0.2, 0.1, 0.05]), mean_syncs(FREE_FIFO, [0.2, 0.1, 0.05])
     for sync_s in fair:
         assert sync_s == pytest.approx(volume / SLOW, rel=1e-9)
     for sync_s in fifo:
-        assert sync_s == pytest.approx(volume / (0.8914907 * SLOW), rel=1e-6)
+        assert sync_s == pytest.approx(volume / (0.9398083 * SLOW), rel=1e-6)
 
 
 def test_the_fastest_upload_past_8_times_a_download_costs_as_much_as_8_times():
     # 500 / 50 Mbit/s and a third at 50: rho = 10, taken as 8 (the largest measured):
-    # 1 / (1 + 0.0878 x ln 8) = 0.845612
+    # 1 / (1 + 0.0462 x ln 8) = 0.912350
     volume = 2 * 2 / 3 * S
     for sync_s in mean_syncs(FREE_FIFO, [0.5, 0.05, 0.05]):
-        assert sync_s == pytest.approx(volume / (0.8456124 * SLOW), rel=1e-6)
+        assert sync_s == pytest.approx(volume / (0.9123504 * SLOW), rel=1e-6)
 
 
 def test_two_members_and_equal_links_are_not_charged():
@@ -105,7 +105,7 @@ def test_a_member_standing_for_several_has_its_copies_among_the_others():
     alone = unequal_cap_bytes_per_s(up, down, np.array([False, False]))
     several = unequal_cap_bytes_per_s(up, down, np.array([True, False]))
     assert alone == pytest.approx(1 / (1 + K_UNEQUAL * math.log(3)), rel=1e-12)
-    assert several == pytest.approx(0.8914907, rel=1e-6)
+    assert several == pytest.approx(0.9398083, rel=1e-6)
 
 
 def test_validate_adds_only_the_unequal_share_under_a_fifo():
