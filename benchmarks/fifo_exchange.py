@@ -57,6 +57,7 @@ PORT = 29533
 FLOAT_BYTES = 4
 RTT_PATTERN = re.compile(r"\brtt:([\d.]+)/")
 CWND_PATTERN = re.compile(r"\bcwnd:(\d+)")
+SSTHRESH_PATTERN = re.compile(r"\bssthresh:(\d+)")
 RETRANS_PATTERN = re.compile(r"\bretrans:\d+/(\d+)")
 ADDRESS_PATTERN = re.compile(r"10\.213\.0\.\d+:(\d+)\s+10\.213\.0\.(\d+):(\d+)")
 DELIVERY_PATTERN = re.compile(r"\bdelivery_rate ([\d.]+)([KMG]?)bps")
@@ -187,6 +188,7 @@ def connections(namespace: str) -> list[dict]:
         if ports and rtt and cwnd and PORT not in (int(ports.group(1)), int(ports.group(3))):
             retrans = RETRANS_PATTERN.search(second)
             delivery = DELIVERY_PATTERN.search(second)
+            ssthresh = SSTHRESH_PATTERN.search(second)
             found.append(
                 {
                     "algorithm": second.split()[0],
@@ -197,6 +199,7 @@ def connections(namespace: str) -> list[dict]:
                     else 0.0,
                     "rtt_ms": float(rtt.group(1)),
                     "cwnd": int(cwnd.group(1)),
+                    "ssthresh": int(ssthresh.group(1)) if ssthresh else None,
                     "retrans": int(retrans.group(1)) if retrans else 0,
                     "sending": "bytes_sent" in second,
                 }
@@ -267,6 +270,7 @@ def per_island(samples: list[dict], wan) -> list[dict]:
                 "srtt_ms": statistics.median(c["rtt_ms"] for c in theirs),
                 "srtt_ms_max": max(c["rtt_ms"] for c in theirs),
                 "cwnd": statistics.median(c["cwnd"] for c in theirs),
+                "ssthresh": min((c["ssthresh"] for c in theirs if c["ssthresh"]), default=None),
                 "delivery_over_upload": statistics.median(c["delivery_bits_per_s"] for c in theirs)
                 / link.upload_bits_per_s,
             }
@@ -599,7 +603,8 @@ def slowest_text(row: dict) -> str:
         return ""
     slow = row["islands_samples"][-1]
     peers = ", ".join(
-        f"to {peer}: srtt {c['srtt_ms']:.0f} (max {c['srtt_ms_max']:.0f}) ms, cwnd {c['cwnd']:g}, "
+        f"to {peer}: srtt {c['srtt_ms']:.0f} (max {c['srtt_ms_max']:.0f}) ms, cwnd {c['cwnd']:g} "
+        f"(ssthresh {c.get('ssthresh')}), "
         f"delivery {c['delivery_over_upload']:.2f}"
         for peer, c in slow["sending_to"].items()
     )
