@@ -3,20 +3,26 @@
     sudo .venv/bin/python benchmarks/fifo_exchange.py --out benchmarks/results/fifo-exchange-cubic.json
     sudo .venv/bin/python benchmarks/fifo_exchange.py --out benchmarks/results/fifo-streams-bbr.json \
         --exchange streams --islands 2 4 --flows 1 4 16 --repeats 2 --congestion-control bbr
+    sudo .venv/bin/python benchmarks/fifo_exchange.py --out benchmarks/results/fifo-unequal.json \
+        --exchange stepped --islands 2 3 4 --rates-mbit 10 40 --ratios 1 2 4 8 --queues-ms 50 200
     python benchmarks/fifo_exchange.py table benchmarks/results/fifo-*.json   # one Markdown row per cell
 
-For each number of islands M, one emulated WAN of M equal links (``EmulatedWAN``) and one process per
+For each number of islands M, one emulated WAN of M links (``EmulatedWAN``) and one process per
 island's namespace, which stay up while the controller replaces the links' shapers
 (``EmulatedWAN.reshape``): each shaper (fair, and a FIFO of each ``--queues-ms``) at each rate. The
 exchange is gloo's ring all-reduce of a float32 tensor whose ring bytes (2(M-1)/M of it per rank)
 take ``--seconds`` at the rate, after one TCP stream between two islands (``measure_link``, what
-iperf3 would give); or (``--exchange streams``) a ring of bulk transfers, each island sending
+iperf3 would give; equal links only); or (``--exchange stepped``) the trainer's own exchange of it
+(``SteppedCollectives``: an all-to-all in M-1 steps, then a ring all-gather, in 64 KiB pieces); or
+(``--exchange streams``) a ring of bulk transfers, each island sending
 ``--seconds`` of bytes to the next over ``--flows`` connections while receiving from the previous
-one. Every connection between islands uses ``--congestion-control`` (``Shaper.tcp``: the emulation
-sets it on the islands' routes). While an exchange runs, the
-controller samples every island's connections (``ss -tin``: srtt, cwnd) and its egress queue (``tc
--s qdisc``: backlog) every SAMPLE_EVERY_S; around it, ``nstat`` (retransmitted segments) and the
-qdiscs' drops. The achieved fraction is the bytes each island sent, at the link-layer rate, over the
+one. With ``--ratios R``, unequal links: each island's rate R times the next one's, the last at
+the cell's rate (the rate the achieved fraction is of). Every connection between islands uses
+``--congestion-control`` (``Shaper.tcp``: the emulation
+sets it on the islands' routes). While an exchange runs, the controller samples every island's
+connections (``ss -tin``: peer, srtt, cwnd, delivery rate), its egress queue and its download's
+(``tc -s qdisc``: backlog) every SAMPLE_EVERY_S; around it, ``nstat`` (retransmitted segments) and
+the qdiscs' drops. The achieved fraction is the bytes each island sent, at the link-layer rate, over the
 slowest island's time; the payload's TCP/IP and Ethernet headers (4.4%) are part of what is lost.
 Latency: this kernel has neither netem nor fq (EDT), so no round trip can be added in the kernel;
 every cell's base round trip is the veth's (under 0.1 ms). Results: one JSON document, a row per cell
@@ -30,6 +36,7 @@ times.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -50,8 +57,11 @@ PORT = 29533
 FLOAT_BYTES = 4
 RTT_PATTERN = re.compile(r"\brtt:([\d.]+)/")
 CWND_PATTERN = re.compile(r"\bcwnd:(\d+)")
+SSTHRESH_PATTERN = re.compile(r"\bssthresh:(\d+)")
 RETRANS_PATTERN = re.compile(r"\bretrans:\d+/(\d+)")
-ADDRESS_PATTERN = re.compile(r"10\.213\.0\.\d+:(\d+)\s+10\.213\.0\.\d+:(\d+)")
+ADDRESS_PATTERN = re.compile(r"10\.213\.0\.\d+:(\d+)\s+10\.213\.0\.(\d+):(\d+)")
+DELIVERY_PATTERN = re.compile(r"\bdelivery_rate ([\d.]+)([KMG]?)bps")
+UNIT = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}
 NSTAT_KEYS = ("TcpRetransSegs", "TcpOutSegs", "TcpExtTCPLossProbes", "TcpExtTCPTimeouts")
 
 
@@ -59,6 +69,8 @@ NSTAT_KEYS = ("TcpRetransSegs", "TcpOutSegs", "TcpExtTCPLossProbes", "TcpExtTCPT
 def worker(control: Path) -> None:
     import torch
     import torch.distributed as dist
+
+    from islands.trainer.exchange.comm import TorchGroup
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -71,11 +83,16 @@ def worker(control: Path) -> None:
         if cell.get("stop"):
             break
         tensor = torch.ones(cell["values"], dtype=torch.float32)
+        stepped = TorchGroup(list(range(dist.get_world_size())), None)
         times = []
         for _ in range(cell["repeats"]):
+            time.sleep(cell.get("idle_s", 0.0))  # as a DiLoCo sync after its inner steps' compute
             dist.barrier()
             start = time.perf_counter()
-            dist.all_reduce(tensor)
+            if cell.get("stepped"):
+                stepped.all_gather(stepped.all_to_all(list(tensor.chunk(stepped.size)))[0])
+            else:
+                dist.all_reduce(tensor)
             times.append(time.perf_counter() - start)
         publish(control / f"done-{k}-{rank}.json", json.dumps(times))
         k += 1
@@ -161,20 +178,28 @@ def ns_run(namespace: str, *args: str) -> str:
 
 
 def connections(namespace: str) -> list[dict]:
-    """Every data connection of the namespace (gloo's, not the store's): srtt ms, cwnd, retransmits."""
+    """Every data connection of the namespace (gloo's, not the store's): its peer island, srtt ms,
+    cwnd, delivery rate, retransmits."""
     lines = ns_run(namespace, "ss", "-tin", "state", "established").splitlines()
     found = []
     for first, second in zip(lines, lines[1:]):
         ports = ADDRESS_PATTERN.search(first)
         rtt, cwnd = RTT_PATTERN.search(second), CWND_PATTERN.search(second)
-        if ports and rtt and cwnd and PORT not in map(int, ports.groups()):
+        if ports and rtt and cwnd and PORT not in (int(ports.group(1)), int(ports.group(3))):
             retrans = RETRANS_PATTERN.search(second)
+            delivery = DELIVERY_PATTERN.search(second)
+            ssthresh = SSTHRESH_PATTERN.search(second)
             found.append(
                 {
                     "algorithm": second.split()[0],
                     "local_port": int(ports.group(1)),
+                    "peer": int(ports.group(2)) - 1,  # net.address(i) is 10.213.0.<i+1>
+                    "delivery_bits_per_s": float(delivery.group(1)) * UNIT[delivery.group(2)]
+                    if delivery
+                    else 0.0,
                     "rtt_ms": float(rtt.group(1)),
                     "cwnd": int(cwnd.group(1)),
+                    "ssthresh": int(ssthresh.group(1)) if ssthresh else None,
                     "retrans": int(retrans.group(1)) if retrans else 0,
                     "sending": "bytes_sent" in second,
                 }
@@ -218,8 +243,49 @@ class Sampler(threading.Thread):
                         "island": i,
                         "connections": connections(self.wan.namespace(i)),
                         "backlog": qdisc_stats(*upload_queue(self.wan, i))["backlog"],
+                        "download_backlog": download_backlog(self.wan, i),
                     }
                 )
+
+
+def download_backlog(wan, island: int) -> int:
+    """Bytes queued in the island's download shaper (its bridge port in the core), 0 where unshaped."""
+    from islands.emulation import net
+
+    port = qdisc_stats(f"{wan.prefix}-core", net.bridge_port(island))
+    return port["backlog"] if port["kind"] in ("tbf", "htb") else 0
+
+
+def per_island(samples: list[dict], wan) -> list[dict]:
+    """Each island's medians: its egress and download queues (ms of their own rates), and of its
+    sending connections, by peer, srtt, cwnd and delivery rate over its upload rate."""
+    found = []
+    for i, link in enumerate(wan.links):
+        mine = [s for s in samples if s["island"] == i]
+        sending = [c for s in mine for c in s["connections"] if c["sending"]]
+        peers = {}
+        for peer in sorted({c["peer"] for c in sending}):
+            theirs = [c for c in sending if c["peer"] == peer]
+            peers[str(peer)] = {
+                "srtt_ms": statistics.median(c["rtt_ms"] for c in theirs),
+                "srtt_ms_max": max(c["rtt_ms"] for c in theirs),
+                "cwnd": statistics.median(c["cwnd"] for c in theirs),
+                "ssthresh": min((c["ssthresh"] for c in theirs if c["ssthresh"]), default=None),
+                "delivery_over_upload": statistics.median(c["delivery_bits_per_s"] for c in theirs)
+                / link.upload_bits_per_s,
+            }
+        egress = [s["backlog"] * 8 / link.upload_bits_per_s * 1e3 for s in mine]
+        download = [s["download_backlog"] * 8 / link.download_bits_per_s * 1e3 for s in mine]
+        found.append(
+            {
+                "rate_bits_per_s": link.upload_bits_per_s,
+                "egress_queue_ms_median": statistics.median(egress) if egress else None,
+                "download_queue_ms_median": statistics.median(download) if download else None,
+                "download_queue_ms_max": max(download, default=None),
+                "sending_to": peers,
+            }
+        )
+    return found
 
 
 def summarise_samples(samples: list[dict], rate_bits_per_s: float) -> dict:
@@ -329,16 +395,32 @@ def difference(after: dict, before: dict) -> dict:
     }
 
 
-def run_cell(wan, control: Path, k: int, m: int, rate: float, repeats: int, seconds: float) -> dict:
+def run_cell(
+    wan,
+    control: Path,
+    k: int,
+    m: int,
+    rate: float,
+    repeats: int,
+    seconds: float,
+    stepped: bool,
+    idle_s: float = 0.0,
+) -> dict:
+    """gloo's ring all-reduce, or (``stepped``) the trainer's all-to-all and all-gather, of a tensor
+    whose ring bytes take ``seconds`` at ``rate``, the slowest link's; each after ``idle_s`` idle."""
     from islands.emulation import measure_link
 
     ring_bytes = rate / 8 * seconds  # what each rank sends
-    values = round(ring_bytes * m / (2 * (m - 1)) / FLOAT_BYTES)
-    stream_bits_per_s = measure_link(wan, 0, 1, round(ring_bytes))
+    values = m * round(ring_bytes / (2 * (m - 1)) / FLOAT_BYTES)  # M equal chunks
+    equal = len({link.upload_bits_per_s for link in wan.links}) == 1
+    stream_bits_per_s = measure_link(wan, 0, 1, round(ring_bytes)) if equal else None
     before = counters(wan)
     sampler = Sampler(wan)
     sampler.start()
-    publish(control / f"cell-{k}.json", json.dumps({"values": values, "repeats": repeats}))
+    publish(
+        control / f"cell-{k}.json",
+        json.dumps({"values": values, "repeats": repeats, "stepped": stepped, "idle_s": idle_s}),
+    )
     done = [control / f"done-{k}-{rank}.json" for rank in range(m)]
     while not all(path.exists() for path in done):
         time.sleep(CONTROL_POLL_S)
@@ -350,14 +432,21 @@ def run_cell(wan, control: Path, k: int, m: int, rate: float, repeats: int, seco
     return {
         "islands": m,
         "rate_bits_per_s": rate,
+        "links_bits_per_s": [link.upload_bits_per_s for link in wan.links],
+        "exchange": "stepped" if stepped else "allreduce",
         "shaper": wan.shaper.kind,
         "queue_ms": wan.shaper.queue_ms if wan.shaper.kind == "fifo" else None,
         "mode": wan.mode,
         "values": values,
         "exchange_s": slowest,
         "fraction_of_rate": [sent_bits / rate / t for t in slowest],
-        "stream_fraction_of_rate": stream_bits_per_s / rate,
+        **(
+            {}
+            if stream_bits_per_s is None
+            else {"stream_fraction_of_rate": stream_bits_per_s / rate}
+        ),
         "samples": summarise_samples(sampler.samples, rate),
+        "islands_samples": per_island(sampler.samples, wan),
         "counters": difference(counters(wan), before),
     }
 
@@ -416,9 +505,9 @@ def start_ranks(wan, control: Path, m: int, exchange: str) -> list[subprocess.Po
             "TORCH_CPP_LOG_LEVEL": "ERROR",
         }
         role = (
-            ["worker", str(control)]
-            if exchange == "allreduce"
-            else ["streams", str(control), str(rank), str(m)]
+            ["streams", str(control), str(rank), str(m)]
+            if exchange == "streams"
+            else ["worker", str(control)]
         )
         children.append(
             subprocess.Popen(wan.command_prefix(rank) + [sys.executable, __file__, *role], env=env)
@@ -426,8 +515,15 @@ def start_ranks(wan, control: Path, m: int, exchange: str) -> list[subprocess.Po
     return children
 
 
+def link_rates(slowest_bits_per_s: float, m: int, ratio: float) -> list[float]:
+    """M links, each ``ratio`` times the next, the last the slowest (8:4:2:1 is M = 4, ratio 2)."""
+    return [slowest_bits_per_s * ratio ** (m - 1 - i) for i in range(m)]
+
+
 def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None:
     from islands.emulation import EmulatedWAN, LinkSpec, Shaper
+
+    ratios = [r for r in args.ratios if r ** (m - 1) <= args.max_spread]
 
     tcp = args.congestion_control  # set on the islands' routes by the emulation (Shaper.tcp)
     shapers = [Shaper("fair", tcp=tcp)] + [Shaper("fifo", q, tcp) for q in args.queues_ms]
@@ -441,36 +537,57 @@ def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None
         ) as wan,
     ):
         control = Path(folder)
+        for island in range(m):
+            ns_run(
+                wan.namespace(island),
+                "sysctl",
+                "-qw",
+                f"net.ipv4.tcp_slow_start_after_idle={args.slow_start_after_idle}",
+            )
         children = start_ranks(wan, control, m, args.exchange)
         try:
             k = 0
-            for rate_mbit in args.rates_mbit:
+            for rate_mbit, ratio, shaper in itertools.product(args.rates_mbit, ratios, shapers):
                 rate = rate_mbit * 1e6
-                for shaper in shapers:
-                    wan.links = tuple(LinkSpec(i, rate, rate) for i in range(m))
-                    wan.reshape(shaper)
-                    if args.fifo_at == "router":
-                        place_fifo_in_router(wan, rate, shaper.kind == "fifo")
-                    for flows in args.flows if args.exchange == "streams" else [None]:
-                        row = (
-                            run_cell(wan, control, k, m, rate, args.repeats, args.seconds)
-                            if flows is None
-                            else run_stream_cell(
-                                wan, control, k, m, rate, flows, args.repeats, args.seconds
-                            )
+                wan.links = tuple(
+                    LinkSpec(i, r, r) for i, r in enumerate(link_rates(rate, m, ratio))
+                )
+                wan.reshape(shaper)
+                if args.fifo_at == "router":
+                    place_fifo_in_router(wan, rate, shaper.kind == "fifo")
+                for flows in args.flows if args.exchange == "streams" else [None]:
+                    row = (
+                        run_cell(
+                            wan,
+                            control,
+                            k,
+                            m,
+                            rate,
+                            args.repeats,
+                            args.seconds,
+                            args.exchange == "stepped",
+                            args.idle_s,
                         )
-                        row["congestion_control"] = args.congestion_control
-                        row["fifo_at"] = args.fifo_at
-                        rows.append(row)
-                        write()
-                        print(
-                            f"M={m} {rate_mbit:g} Mbit/s {shaper.mode} flows {flows}: "
-                            f"{', '.join(f'{f:.3f}' for f in row['fraction_of_rate'])} of the rate; "
-                            f"srtt {row['samples']['srtt_ms_median']} ms, egress queue "
-                            f"{row['samples']['egress_queue_ms_median']} ms",
-                            flush=True,
+                        if flows is None
+                        else run_stream_cell(
+                            wan, control, k, m, rate, flows, args.repeats, args.seconds
                         )
-                        k += 1
+                    )
+                    row["congestion_control"] = args.congestion_control
+                    row["fifo_at"] = args.fifo_at
+                    row["slow_start_after_idle"] = args.slow_start_after_idle
+                    row["seconds"] = args.seconds
+                    row["idle_s"] = args.idle_s
+                    rows.append(row)
+                    write()
+                    print(
+                        f"M={m} {rate_mbit:g} Mbit/s x{ratio:g} {shaper.mode} flows {flows}: "
+                        f"{', '.join(f'{f:.3f}' for f in row['fraction_of_rate'])} of the rate; "
+                        f"srtt {row['samples']['srtt_ms_median']} ms, egress queue "
+                        f"{row['samples']['egress_queue_ms_median']} ms; {slowest_text(row)}",
+                        flush=True,
+                    )
+                    k += 1
             publish(control / f"cell-{k}.json", json.dumps({"stop": True}))
             for child in children:
                 child.wait(timeout=60)
@@ -478,6 +595,23 @@ def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None
             for child in children:
                 if child.poll() is None:
                     child.kill()
+
+
+def slowest_text(row: dict) -> str:
+    """The slowest island's queues and its sending connections, as one line."""
+    if "islands_samples" not in row:
+        return ""
+    slow = row["islands_samples"][-1]
+    peers = ", ".join(
+        f"to {peer}: srtt {c['srtt_ms']:.0f} (max {c['srtt_ms_max']:.0f}) ms, cwnd {c['cwnd']:g} "
+        f"(ssthresh {c.get('ssthresh')}), "
+        f"delivery {c['delivery_over_upload']:.2f}"
+        for peer, c in slow["sending_to"].items()
+    )
+    return (
+        f"slowest island: egress {slow['egress_queue_ms_median'] or 0:.0f} ms, download "
+        f"{slow['download_queue_ms_median'] or 0:.0f} ms (max {slow['download_queue_ms_max'] or 0:.0f}); {peers}"
+    )
 
 
 def table(paths: list[str]) -> str:
@@ -536,10 +670,40 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--exchange",
-        choices=("allreduce", "streams"),
+        choices=("allreduce", "stepped", "streams"),
         default="allreduce",
-        help="allreduce: gloo's ring all-reduce; streams: every island sends to the next over "
+        help="allreduce: gloo's ring all-reduce; stepped: the trainer's exchange (its all-to-all "
+        "and all-gather in M-1 steps, 64 KiB pieces); streams: every island sends to the next over "
         "--flows connections while receiving from the previous one",
+    )
+    parser.add_argument(
+        "--ratios",
+        type=float,
+        nargs="+",
+        default=[1.0],
+        help="unequal links: each island's rate this many times the next one's, the last island "
+        "at --rates-mbit (2 with 4 islands: 8:4:2:1)",
+    )
+    parser.add_argument(
+        "--idle-s",
+        type=float,
+        default=0.0,
+        help="the links idle this long before each exchange, as a DiLoCo sync after its inner "
+        "steps (default 0: back to back)",
+    )
+    parser.add_argument(
+        "--slow-start-after-idle",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="the islands' net.ipv4.tcp_slow_start_after_idle (Linux's default 1: a connection idle "
+        "for a retransmission timeout starts again from its initial window)",
+    )
+    parser.add_argument(
+        "--max-spread",
+        type=float,
+        default=8.0,
+        help="skip a ratio whose fastest link would be more than this many times the slowest",
     )
     parser.add_argument(
         "--flows", type=int, nargs="+", default=[1, 4, 16], help="with --exchange streams"

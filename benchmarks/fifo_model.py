@@ -5,6 +5,9 @@ fitted; and hold it against the GPU runs of issue 44.
         benchmarks/results/fifo-streams-cubic.json
     python benchmarks/fifo_model.py summary benchmarks/results/fifo-*.json   # one row per condition
     python benchmarks/fifo_model.py gpu                                      # against the GPU runs
+    python benchmarks/fifo_model.py unequal benchmarks/results/fifo-unequal-idle.json --held-out \
+        benchmarks/results/fifo-unequal-stepped.json benchmarks/results/fifo-unequal-held-out.json
+                                                                      # unequal links: k_u
 
 The model is the simulator's own (``scenarios/fifo.py``, docs/emulation.md "One FIFO per egress"),
 fitted per TCP congestion control: relative to fair queues on the same link, an exchange's bytes take
@@ -28,7 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from islands.scenarios.fifo import FITTED, GSO_MAX_BYTES, GSO_S, Fifo
+from islands.scenarios.fifo import (
+    FITTED,
+    GSO_MAX_BYTES,
+    GSO_S,
+    K_UNEQUAL,
+    RHO_MAX,
+    Fifo,
+    unequal_cap_bytes_per_s,
+)
 from islands.units import BITS_PER_BYTE
 
 R_REF_BITS_PER_S = 10e6
@@ -215,10 +226,97 @@ def summary(paths: list[str]) -> None:
         )
 
 
+def unequal_cells(paths: list[str]) -> list[dict]:
+    """Each FIFO cell of ``fifo_exchange.py --ratios`` runs beside the fair cell of the same run, M,
+    rate and links: T_fifo / T_fair - 1 (medians over the repeats, and each repeat's), rho (the
+    fastest upload over the slowest island's download) and the model's ln(rho) term (``unit``: the
+    stretch at k_u = 1, from ``unequal_cap_bytes_per_s``, 0 where the model charges nothing)."""
+    rows = [
+        row for path in paths for row in json.loads(Path(path).read_text())["cells"] if "run" in row
+    ]
+
+    def key(row: dict) -> tuple:
+        return row["run"], row["islands"], row["rate_bits_per_s"], tuple(row["links_bits_per_s"])
+
+    fair = {key(r): statistics.median(r["fraction_of_rate"]) for r in rows if r["shaper"] == "fair"}
+    found = []
+    for row in rows:
+        if row["shaper"] != "fifo":
+            continue
+        links = np.array(row["links_bits_per_s"]) / BITS_PER_BYTE
+        m = row["islands"]
+        cap = unequal_cap_bytes_per_s(links, links, np.zeros(m, bool)) if m >= 3 else np.inf
+        stretch = links.min() / cap - 1 if np.isfinite(cap) else 0.0
+        found.append(
+            {
+                "run": row["run"],
+                "m": m,
+                "rate": links.min() * BITS_PER_BYTE,
+                "rho": links.max() / links.min(),
+                "queue_ms": row["queue_ms"],
+                "seconds": row["seconds"],
+                "measured": fair[key(row)] / statistics.median(row["fraction_of_rate"]) - 1,
+                "repeats": [fair[key(row)] / f - 1 for f in row["fraction_of_rate"]],
+                "unit": stretch / K_UNEQUAL,
+                "download_queue_ms": row["islands_samples"][-1]["download_queue_ms_median"],
+            }
+        )
+    return found
+
+
+def unequal(fit_paths: list[str], held_out_paths: list[str]) -> None:
+    """k_u by least squares of T_fifo / T_fair - 1 = k_u ln(rho) on the cells the model charges
+    (``fit_paths``); the residuals there, on the cells it charges nothing (equal links, M = 2), and
+    on ``held_out_paths``, with each cell measured beside the model at K_UNEQUAL."""
+    fitted = unequal_cells(fit_paths)
+    charged = [c for c in fitted if c["unit"] > 0]
+    x = np.array([c["unit"] for c in charged])
+    y = np.array([c["measured"] for c in charged])
+    k_u = float(x @ y / (x @ x))
+    print(
+        f"k_u = {k_u:.4f} (scenarios/fifo.py K_UNEQUAL: {K_UNEQUAL}; rho at most {RHO_MAX:g}) on "
+        f"{len(charged)} charged cells: residual rms {rms_points(k_u * x - y):.1f} points, worst "
+        f"{100 * np.max(np.abs(k_u * x - y)):.1f} (no cost: rms {rms_points(y):.1f})"
+    )
+    held = unequal_cells(held_out_paths)
+    for name, group in (("fitted", fitted), ("held out", held)):
+        free = np.array([c["measured"] for c in group if c["unit"] == 0])
+        paid = [c for c in group if c["unit"] > 0]
+        errors = np.array([K_UNEQUAL * c["unit"] - c["measured"] for c in paid])
+        nothing = (
+            f"; {len(free)} cells charged nothing (equal links or M = 2): rms "
+            f"{rms_points(free):.1f}, worst {100 * np.max(np.abs(free)):.1f}"
+            if len(free)
+            else ""
+        )
+        print(
+            f"{name}: {len(paid)} charged cells, residual rms {rms_points(errors):.1f} points, worst "
+            f"{100 * np.max(np.abs(errors)):.1f}{nothing}"
+        )
+    print(
+        "\n| cells | run | M | slowest Mbit/s | rho | FIFO ms | seconds | slow island's download "
+        "queue ms | T_fifo / T_fair - 1 (each repeat) | model |"
+    )
+    print("|" + " --- |" * 10)
+    for name, group in (("fitted", fitted), ("held out", held)):
+        for c in group:
+            if c["rho"] == 1 and c["m"] > 2:
+                continue
+            print(
+                f"| {name} | {c['run']} | {c['m']} | {c['rate'] / 1e6:g} | {c['rho']:.3g} | "
+                f"{c['queue_ms']:g} | {c['seconds']:g} | {c['download_queue_ms'] or 0:.0f} | "
+                f"{c['measured']:+.3f} ({', '.join(f'{v:+.2f}' for v in c['repeats'])}) | "
+                f"{K_UNEQUAL * c['unit']:+.3f} |"
+            )
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["summary"]:
         summary(sys.argv[2:])
     elif sys.argv[1:2] == ["gpu"]:
         gpu()
+    elif sys.argv[1:2] == ["unequal"]:
+        split = sys.argv.index("--held-out") if "--held-out" in sys.argv else len(sys.argv)
+        unequal(sys.argv[2:split], sys.argv[split + 1 :])
     else:
         fit(cells(sys.argv[1:]))

@@ -33,6 +33,23 @@ and iperf3 files at one rate (``fitted_k_s``). The emulation gives the mechanism
 the size on real hosts: issue 44's GPU runs needed k_s = 0.59 at one flow (calibrated at 50 Mbit/s,
 the model then gave 0.920, 0.992 and 0.999 of the link at 200, 1,000 and 5,000 Mbit/s where they got
 0.90, 0.99-1.00 and 0.99-1.00; without c, 0.883, 0.944 and 0.974).
+
+**Unequal links** (docs/emulation.md, "Unequal links behind one FIFO"). Where another member's
+upload is faster than a member's download, that download has a FIFO of its own (an ISP's downstream
+shaper, the emulation's ``_shapes_download``), and the faster member's TCP keeps it standing (10-75
+ms measured, whatever its depth). The ACKs of the member's own uploads come back through it, so
+their round trip grows by that queue; the exchange's all-to-all sends, in each step s >= 2, over a
+connection the member uses once per exchange, whose window never grew to cover the longer round
+trip, and the member's uplink idles. Its share of its own link, M >= 3:
+
+    e_k = 1 / (1 + k_u x ln(rho_k))       rho_k = the fastest other member's upload / its download
+
+(no cost where rho_k <= 1; rho_k taken at most 8, the largest measured; none with two members,
+whose one connection each way carries every step and grows its window: measured). The ring moves
+at most min_k e_k x its narrowest link (``simulator/network/ring_caps.py``: the trainer's
+all-reduce, whose first pass is that all-to-all; not a ring all-gather, which uses one connection).
+k_u = ``K_UNEQUAL`` is the least squares of T_fifo / T_fair - 1 = k_u ln(rho) on the emulation's
+cells (``benchmarks/fifo_model.py unequal``, CUBIC, ``benchmarks/results/fifo-unequal-fit.md``).
 """
 
 from __future__ import annotations
@@ -40,6 +57,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from islands.schedules import schedule_of
 from islands.units import BITS_PER_BYTE, MS_PER_S
@@ -55,6 +74,12 @@ GSO_MAX_BYTES = 65536.0  # the kernel's largest GSO packet (gso_max_size)
 PACKETS_STANDING = 2  # per socket, what TCP small queues let it keep in the qdisc
 # (k_s, k_so) by TCP congestion control: least squares of T_fifo / T_fair - 1 on the emulation's cells
 FITTED = {"cubic": (0.0052, 0.0280), "bbr": (0.0323, 0.0544)}
+# k_u of unequal links (the module's docstring): least squares of T_fifo / T_fair - 1 = k_u ln(rho)
+# on the emulation's 8 unequal cells of benchmarks/results/fifo-unequal-idle.json (the trainer's
+# exchange after 1 s idle, as a DiLoCo sync; M = 3 at 4:2:1 and M = 4 at 8:4:2:1, 10 and 40 Mbit/s,
+# FIFO 50 and 200 ms, CUBIC), residual rms 5.1 points: benchmarks/fifo_model.py unequal
+K_UNEQUAL = 0.0462
+RHO_MAX = 8.0  # the largest ratio of the fastest upload to a download the fit saw
 
 
 @dataclass(frozen=True)
@@ -99,6 +124,35 @@ class Fifo:
         """T_fair / T_fifo: the share of its rate an egress of ``rate_bytes_per_s`` gives a ring, in
         (0, 1]; never falling as the rate or the depth grow."""
         return 1.0 / (1.0 + self.stretch(rate_bytes_per_s))
+
+
+def unequal_shares(
+    fastest_other_bytes_per_s: np.ndarray, download_bytes_per_s: np.ndarray
+) -> np.ndarray:
+    """e_k of each member of a ring of three or more (the module's docstring): the share of its link
+    it keeps where the fastest other member's upload fills its download's FIFO, in (0, 1]; 1 where
+    no other member's upload is faster than its download. rho is taken at most ``RHO_MAX``, the
+    largest ratio measured (an unshaped uploader would otherwise leave nothing)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.nan_to_num(fastest_other_bytes_per_s / download_bytes_per_s, nan=1.0)
+    return 1.0 / (1.0 + K_UNEQUAL * np.log(np.clip(rho, 1.0, RHO_MAX)))
+
+
+def unequal_cap_bytes_per_s(
+    up_bytes_per_s: np.ndarray, down_bytes_per_s: np.ndarray, several: np.ndarray
+) -> float:
+    """min over a ring's members of e_k x its narrowest link (``unequal_shares``), each member's
+    uplink and downlink given, and whether it stands for several workers (whose copies are among
+    its others); inf where no member's download is slower than another's upload (equal links)."""
+    ordered = np.sort(up_bytes_per_s)
+    second = ordered[-2] if len(ordered) > 1 else 0.0
+    fastest_other = np.where((up_bytes_per_s == ordered[-1]) & ~several, second, ordered[-1])
+    shares = unequal_shares(fastest_other, down_bytes_per_s)
+    charged = shares < 1.0
+    if not charged.any():
+        return math.inf
+    narrowest = np.minimum(up_bytes_per_s, down_bytes_per_s)
+    return float((narrowest[charged] * shares[charged]).min())
 
 
 def coefficients(network: NetworkSpec) -> tuple[float, float]:

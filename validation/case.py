@@ -25,9 +25,11 @@ import dataclasses
 from pathlib import Path
 
 from islands.emulation import Shaper
+from islands.emulation.link_specs import CUBIC, FIFO
 from islands.errors import UserError
 from islands.io import json_text, write_table, write_text
 from islands.scenarios import Scenario
+from islands.scenarios.fifo import fifo_unpriced
 from islands.schedules import schedule_of
 from islands.schedules.compression import NONE
 from islands.schedules.gather import peers_of
@@ -103,7 +105,9 @@ def validate_scaled(
     costs = (
         measure_gather_costs(scaled_path, case, kernel, stem, shaper) if topk else None
     )  # the top-k exchange alone, before the run
-    overrides = prediction_overrides(case, calibration, costs)
+    overrides = prediction_overrides(case, calibration, costs) + unequal_fifo_overrides(
+        case.scenario(), shaper
+    )
     predicted = complete_prediction(
         name, case, overrides
     )  # before the run: a prediction cut short is refused
@@ -175,6 +179,27 @@ def prediction_overrides(
         return gather_overrides(case.document, costs, stream_ratio(calibration))
     islands, bits = case.document["island"], case.scenario().schedule.bits
     return simulator_overrides(calibration, islands, bits, case_calls(case.scenario()))
+
+
+def unequal_fifo_overrides(scaled: Scenario, shaper: Shaper) -> list[str]:
+    """Under one FIFO per egress, the scaled case's exchange charged for what unequal links do
+    behind FIFOs (``scenarios/fifo.py``, "Unequal links"), which the calibration, made on equal
+    links, cannot hold: the FIFO priced at no cost of its own on equal links (``fifo_k_s`` and
+    ``fifo_k_so`` 0: the calibrated rates hold that), so that only the unequal links' share is
+    added. Nothing where the FIFO prices no exchange of the case (``fifo_unpriced``)."""
+    if (
+        shaper.kind != FIFO
+        or fifo_unpriced(scaled) is not None
+        or scaled.network.ring_efficiency < 1  # refused beside a FIFO: it holds the queue's cost
+    ):
+        return []
+    return [
+        'network.egress_queue="fifo"',
+        f"network.fifo_queue_ms={shaper.queue_ms!r}",
+        "network.fifo_k_s=0",
+        "network.fifo_k_so=0",
+        f'network.tcp_congestion_control="{CUBIC}"',  # its only use, picking k_s and k_so: given
+    ]
 
 
 def case_calls(scaled: Scenario) -> int:

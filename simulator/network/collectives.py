@@ -44,7 +44,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import simpy
@@ -85,6 +85,9 @@ class RingCollective(ABC):
     participants: tuple[int, ...]
     payload_bytes: float
     counts: tuple[int, ...] = ()  # workers each participant stands for; () means one each
+    # whether its first pass is an all-to-all, each step to another member (ring_caps.py's price of
+    # unequal links behind FIFOs); a class's constant, not a field
+    ALL_TO_ALL: ClassVar[bool] = False
 
     @cached_property
     def members(self) -> int:
@@ -118,7 +121,10 @@ class RingCollective(ABC):
 
 
 class RingAllReduce(RingCollective):
-    """The mean: reduce-scatter then all-gather, 2(M-1) steps of S/M bytes: 2(M-1)/M * S per worker."""
+    """The mean: reduce-scatter then all-gather, 2(M-1) steps of S/M bytes: 2(M-1)/M * S per worker.
+    The trainer reduce-scatters as an all-to-all (``SteppedCollectives``): ``ALL_TO_ALL``."""
+
+    ALL_TO_ALL = True
 
     @staticmethod
     def hops(workers: int) -> int:
@@ -202,7 +208,9 @@ def ring_leg(
     buffer's, their latencies and fixed costs do not share."""
     hop_s = ring.slowest_hop_latency_s(topology)
     links, narrowest_bytes_per_s = topology.ring_route(ring.participants)
-    cap_bytes_per_s = ring_cap_bytes_per_s(network, topology, ring.participants, links, hop_s)
+    cap_bytes_per_s = ring_cap_bytes_per_s(
+        network, topology, ring.participants, links, hop_s, ring.counts, ring.ALL_TO_ALL
+    )
     latency_s = sync_overhead_s + calls * (ring.latency_s(hop_s) + call_overhead_s)
     return Leg(links, ring.bytes_per_worker, latency_s, cap_bytes_per_s, narrowest_bytes_per_s)
 

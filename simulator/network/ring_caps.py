@@ -10,9 +10,14 @@ wait behind its uploads (docs/emulation.md, "One FIFO per egress"). The ring is 
 
 * **its rate**: at most e(u) x u, with u the slowest member's uplink (its egress) and e the model's
   efficiency there (``Fifo.efficiency``). e(u) x u grows with u (e never falls as the rate grows), so
-  the slowest egress gives the least; the ring is paced by its slowest link anyway, and the model was
-  fitted on equal links (unequal ones were not measured). A faster downlink or backbone elsewhere in
-  the ring changes nothing; a slower one binds below this cap as before;
+  the slowest egress gives the least; the ring is paced by its slowest link anyway, and this share
+  was fitted on equal links. A faster downlink or backbone elsewhere in the ring changes nothing; a
+  slower one binds below this cap as before;
+* **unequal links** (the trainer's all-reduce among three or more, ``all_to_all``): at most
+  min_k e_k x member k's narrowest link, e_k = 1 / (1 + k_u ln rho_k), rho_k the fastest other
+  member's upload over k's download (``scenarios/fifo.py``, "Unequal links": a faster member keeps
+  k's download FIFO standing, and the ACKs of k's uploads on connections it uses once per exchange
+  wait behind it). Equal links, and two members, are not charged (inf);
 * **its round trip**: each connection's RTT grows by d, the ACKs' wait behind the receiver's uploads
   (``Fifo.ack_wait_s`` at that slowest egress, where it is longest), so TCP's window and loss caps are
   taken at 2 x the hop's one-way latency + d.
@@ -32,10 +37,15 @@ from __future__ import annotations
 import numpy as np
 
 from islands.scenarios.fifo import FIFO, Fifo
+from islands.scenarios.fifo import unequal_cap_bytes_per_s as unequal_cap
 from islands.scenarios.model import NetworkSpec
 
 from .links import CAPACITY, Link
 from .topology import Topology
+
+# Two members use one connection each way for every step, whose window grows to cover the ACKs'
+# wait: no cost measured (benchmarks/fifo_exchange.py, M = 2, links 2:1 to 8:1)
+UNEQUAL_MIN_MEMBERS = 3
 
 
 def ring_cap_bytes_per_s(
@@ -44,12 +54,20 @@ def ring_cap_bytes_per_s(
     participants: tuple[int, ...],
     links: tuple[Link, ...],
     hop_s: float,
+    counts: tuple[int, ...] = (),
+    all_to_all: bool = False,
 ) -> float:
-    """The most a ring over ``participants`` (crossing ``links``, its slowest hop ``hop_s`` one way)
-    carries per link: the module's docstring."""
+    """The most a ring over ``participants`` (crossing ``links``, its slowest hop ``hop_s`` one way;
+    each standing for ``counts`` workers, one each where empty) carries per link: the module's
+    docstring. ``all_to_all``: the collective sends its first pass as an all-to-all (the trainer's
+    all-reduce), which unequal links behind FIFOs slow."""
     if network.egress_queue == FIFO:
         egress = slowest_egress_bytes_per_s(topology, participants)
-        return fifo_cap_bytes_per_s(network, egress, hop_s)
+        cap_bytes_per_s = fifo_cap_bytes_per_s(network, egress, hop_s)
+        members = sum(counts) if counts else len(participants)
+        if all_to_all and members >= UNEQUAL_MIN_MEMBERS:
+            return min(cap_bytes_per_s, unequal_cap_bytes_per_s(topology, participants, counts))
+        return cap_bytes_per_s
     cap_bytes_per_s = network.tcp_cap_bytes_per_s(hop_s)
     if network.ring_efficiency < 1:
         slowest = min(map(CAPACITY, links))
@@ -65,6 +83,17 @@ def fifo_cap_bytes_per_s(network: NetworkSpec, egress_bytes_per_s: float, hop_s:
         network.tcp_cap_bytes_per_s(hop_s, fifo.ack_wait_s(egress_bytes_per_s)),
         fifo.efficiency(egress_bytes_per_s) * egress_bytes_per_s,
     )
+
+
+def unequal_cap_bytes_per_s(
+    topology: Topology, participants: tuple[int, ...], counts: tuple[int, ...] = ()
+) -> float:
+    """``scenarios.fifo.unequal_cap_bytes_per_s`` of the ring's members (over arrays: a ring of
+    thousands at once); a participant standing for several workers has copies among the others."""
+    ranks = np.fromiter(participants, np.intp, len(participants))
+    several = np.array([count > 1 for count in counts]) if counts else np.zeros(len(ranks), bool)
+    arrays = topology.arrays
+    return unequal_cap(arrays.up_capacity[ranks], arrays.down_capacity[ranks], several)
 
 
 def slowest_egress_bytes_per_s(topology: Topology, participants: tuple[int, ...]) -> float:

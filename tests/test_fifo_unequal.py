@@ -1,0 +1,176 @@
+"""Unequal links behind one FIFO per egress (``scenarios/fifo.py`` "Unequal links",
+``simulator/network/ring_caps.py``): a member whose download a faster member's upload fills keeps
+e = 1 / (1 + k_u ln rho) of its link in the trainer's all-reduce among three or more. Computed by
+hand; both players agreeing; equal links and two members charged nothing, bit for bit; and
+``islands validate --shaper fifo`` adding only this share to its calibrated cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from helpers.scenarios import make_scenario
+from hypothesis import given
+from hypothesis import strategies as st
+
+from islands.emulation import Shaper
+from islands.scenarios.fifo import K_UNEQUAL, RHO_MAX, unequal_cap_bytes_per_s, unequal_shares
+from islands.simulator import RunSetup, simulate
+from islands.simulator.network.ring_caps import fifo_cap_bytes_per_s, ring_cap_bytes_per_s
+from islands.validation.case import unequal_fifo_overrides
+
+PARAMETERS = 10e6  # 20 MB of bf16 per exchange
+S = PARAMETERS * 2
+SLOW = 50e6 / 8  # bytes/s: the slowest island, 50 Mbit/s
+# A FIFO at no cost of its own on equal links: only the unequal links' share is left
+FREE_FIFO = ['network.egress_queue="fifo"', "network.fifo_k_s=0", "network.fifo_k_so=0"]
+
+
+def document(gbps: list[float]) -> dict:
+    return {
+        "name": "unequal",
+        "model": {"parameters": PARAMETERS, "bytes_per_param": 2},
+        "schedule": {"algorithm": "diloco", "inner_steps": 8, "outer_steps": 3},
+        "island": [
+            {"name": f"i{k}", "step_time_s": 0.3, "bandwidth_gbps": rate}
+            for k, rate in enumerate(gbps)
+        ],
+    }
+
+
+def mean_syncs(overrides: list[str], gbps: list[float]) -> list[float]:
+    scenario = make_scenario(overrides, document(gbps))
+    return [
+        simulate(scenario).summary["mean_sync_s"],
+        simulate(scenario, player="events").summary["mean_sync_s"],
+    ]
+
+
+def test_the_shares_by_hand():
+    # k_u = 0.0462: rho = 4 gives 1 / (1 + 0.0462 x 1.386294) = 0.939808; rho = 2, 0.968970
+    shares = unequal_shares(np.array([4.0, 2.0, 1.0, 0.5]), np.ones(4))
+    assert shares == pytest.approx([0.939808, 0.968970, 1.0, 1.0], abs=1e-6)
+    assert K_UNEQUAL == 0.0462
+
+
+def test_a_ring_of_4_2_1_moves_at_the_slowest_member_s_share():
+    # 200 / 100 / 50 Mbit/s: the 50 Mbit/s island's download is filled by the 200 Mbit/s one's
+    # upload (rho 4): 0.939808 x 50 Mbit/s; the 100 Mbit/s island (rho 2) keeps 96.9 Mbit/s. Three
+    # members: 2 x 2/3 x 20 MB through each link, no latency.
+    volume = 2 * 2 / 3 * S
+    fair, fifo = mean_syncs([], [0.2, 0.1, 0.05]), mean_syncs(FREE_FIFO, [0.2, 0.1, 0.05])
+    for sync_s in fair:
+        assert sync_s == pytest.approx(volume / SLOW, rel=1e-9)
+    for sync_s in fifo:
+        assert sync_s == pytest.approx(volume / (0.9398083 * SLOW), rel=1e-6)
+
+
+def test_the_fastest_upload_past_8_times_a_download_costs_as_much_as_8_times():
+    # 500 / 50 Mbit/s and a third at 50: rho = 10, taken as 8 (the largest measured):
+    # 1 / (1 + 0.0462 x ln 8) = 0.912350
+    volume = 2 * 2 / 3 * S
+    for sync_s in mean_syncs(FREE_FIFO, [0.5, 0.05, 0.05]):
+        assert sync_s == pytest.approx(volume / (0.9123504 * SLOW), rel=1e-6)
+
+
+def test_two_members_and_equal_links_are_not_charged():
+    for gbps in ([0.2, 0.05], [0.05, 0.05, 0.05]):
+        assert mean_syncs(FREE_FIFO, gbps) == mean_syncs([], gbps)
+
+
+def test_a_ring_all_gather_is_not_charged():
+    # top-k payloads go around the ring all-gather: one connection per neighbour, every step
+    topk = ['schedule.compression="topk"', "schedule.topk=64"]
+    gbps = [0.2, 0.1, 0.05]
+    assert mean_syncs(FREE_FIFO + topk, gbps) == mean_syncs(topk, gbps)
+
+
+def test_the_players_agree_on_an_unequal_fifo_with_jitter_and_calls():
+    run = ["island.0.jitter_cv=0.2", 'exchange.calls="per_tensor"', "exchange.tensors=10"]
+    links = document([0.4, 0.1, 0.05, 0.05])
+    scenario = make_scenario(['network.egress_queue="fifo"', *run], links)
+    arrays, events = simulate(scenario), simulate(scenario, player="events", group_replicas=False)
+    fair = simulate(make_scenario(run, links)).summary["mean_sync_s"]
+    assert arrays.summary["mean_sync_s"] > fair
+    for key in ("wall_time_s", "stall_s", "idle_s", "mean_sync_s", "bytes_per_worker"):
+        assert arrays.summary[key] == pytest.approx(events.summary[key], rel=1e-12)
+
+
+def test_a_member_standing_for_several_has_its_copies_among_the_others():
+    # uplinks 4 and 3, downlinks 1 and 3: alone, the first's download is filled by the second's 3
+    # (rho 3); standing for two, by its own copy's 4 (rho 4). The second (rho 4/3, 3 x its share)
+    # never binds.
+    up, down = np.array([4.0, 3.0]), np.array([1.0, 3.0])
+    alone = unequal_cap_bytes_per_s(up, down, np.array([False, False]))
+    several = unequal_cap_bytes_per_s(up, down, np.array([True, False]))
+    assert alone == pytest.approx(1 / (1 + K_UNEQUAL * math.log(3)), rel=1e-12)
+    assert several == pytest.approx(0.9398083, rel=1e-6)
+
+
+def test_validate_adds_only_the_unequal_share_under_a_fifo():
+    diloco = make_scenario([], document([0.2, 0.1, 0.05]))
+    assert unequal_fifo_overrides(diloco, Shaper("fifo", 50.0)) == [
+        'network.egress_queue="fifo"',
+        "network.fifo_queue_ms=50.0",
+        "network.fifo_k_s=0",
+        "network.fifo_k_so=0",
+        'network.tcp_congestion_control="cubic"',
+    ]
+    assert unequal_fifo_overrides(diloco, Shaper("fair")) == []
+    decoupled = make_scenario(['schedule.algorithm="decoupled"'], document([0.2, 0.1, 0.05]))
+    assert unequal_fifo_overrides(decoupled, Shaper("fifo")) == []
+
+
+# --- properties ---------------------------------------------------------------------------------------
+
+RATES = st.floats(1e3, 1e12)  # bytes/s
+
+
+@given(st.lists(RATES, min_size=1, max_size=12), st.lists(RATES, min_size=1, max_size=12))
+def test_a_share_is_in_0_1_and_never_rises_as_the_feeder_speeds_up(feeders, downloads):
+    size = min(len(feeders), len(downloads))
+    feeder, download = np.array(feeders[:size]), np.array(downloads[:size])
+    shares = unequal_shares(feeder, download)
+    faster = unequal_shares(feeder * 2, download)
+    assert np.all((shares > 0) & (shares <= 1) & (faster <= shares))
+    assert np.all(shares >= 1 / (1 + K_UNEQUAL * math.log(RHO_MAX)))
+    assert np.all(shares[feeder <= download] == 1.0)
+
+
+@given(
+    rate=RATES,
+    members=st.integers(2, 12),
+    streams=st.integers(1, 64),
+    queue_ms=st.floats(1.0, 1000.0),
+    k_s=st.floats(0.0, 10.0),
+    latency_ms=st.sampled_from((0.0, 1.0, 40.0)),
+)
+def test_equal_links_behind_a_fifo_are_capped_as_before(
+    rate, members, streams, queue_ms, k_s, latency_ms
+):
+    """Equal links: the ring's cap is the FIFO's share of the egress and TCP's caps, the expression
+    ``ring_cap_bytes_per_s`` had before unequal links were priced, bit for bit."""
+    scenario = make_scenario(
+        [
+            'network.egress_queue="fifo"',
+            f"network.streams={streams}",
+            f"network.fifo_queue_ms={queue_ms}",
+            f"network.fifo_k_s={k_s}",
+            f"island.0.replicas={members}",
+            f"island.0.bandwidth_gbps={rate * 8 / 1e9}",
+            f"island.0.latency_ms={latency_ms}",
+            "network.tcp_window_bytes=65536",
+        ]
+    )
+    setup = RunSetup.of(scenario, group_replicas=False)
+    participants = tuple(range(members))
+    links, _ = setup.topology.ring_route(participants)
+    hop_s = 2 * latency_ms / 1e3
+    before = fifo_cap_bytes_per_s(scenario.network, setup.topology.arrays.up_capacity[0], hop_s)
+    assert (
+        ring_cap_bytes_per_s(
+            scenario.network, setup.topology, participants, links, hop_s, all_to_all=True
+        )
+        == before
+    )
