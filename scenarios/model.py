@@ -63,6 +63,7 @@ class NetworkSpec:
     collective: str = "ring"
     on_departure: str = "restart"
     ring_efficiency: float = 1.0
+    reduce_scatter: str = "all_to_all"
     egress_queue: str = "fair"
     fifo_queue_ms: float = 200.0
     tcp_congestion_control: str = "cubic"

@@ -38,6 +38,9 @@ DEPARTURE_POLICIES = ("restart", "partial")
 EXCHANGE_CALLS = ("flat", "buckets", "per_tensor")
 EGRESS_QUEUES = ("fair", "fifo")  # scenarios/fifo.py prices the second
 CONGESTION_CONTROLS = ("cubic", "bbr")
+# how a ring all-reduce's first pass moves: each member straight to each other (islands train's quantised
+# exchange) or to its right neighbour only (NCCL's and gloo's own ring); scenarios/fifo.py prices the first
+REDUCE_SCATTERS = ("all_to_all", "ring")
 
 
 # Bounds beyond which a value is physically absurd or would defeat float64 time; docs/limits.md
@@ -436,6 +439,17 @@ NETWORK_KEYS = {
         'scratch once they notice) or "partial" (it goes on without the departed member, whose '
         "contribution is dropped; the others wait detection_timeout_s for its part); the "
         "simulator's choice: islands train restarts",
+    ),
+    "reduce_scatter": Key(
+        "str",
+        "all_to_all",
+        one_of(*REDUCE_SCATTERS),
+        'how the stack\'s all-reduce makes its first pass: "all_to_all" (in M - 1 steps each member '
+        "sends to a different member, each over a connection it uses once per exchange: islands "
+        'train\'s quantised exchange) or "ring" (each member sends every step to its right '
+        "neighbour: NCCL's and gloo's ring all-reduce); under egress_queue = \"fifo\" with unequal "
+        "links and three or more members the first is charged for the faster members filling a "
+        "slower one's download (scenarios/fifo.py), the second is not (not measured)",
     ),
     "ring_efficiency": Key(
         "float",

@@ -297,6 +297,12 @@ TRAIN = cases(
             "holder (got 'striped'); \"striped\" is simulated only",
             write("scenario.toml", SCENARIO + STRIPED_JOINER),
         ),
+        (
+            "a reduce-scatter around the ring",
+            ("--out", "ringed", "--set", "network.reduce_scatter=ring"),
+            "network.reduce_scatter: the real trainer's all-reduce makes its first pass as an "
+            "all-to-all (got 'ring'); \"ring\" is simulated only",
+        ),
         ("--resume without a checkpoint", ("--resume", "run"), "run: no checkpoint to resume from"),
         (
             "--resume no such folder",

@@ -392,6 +392,12 @@ CASES = [
     ),
     case(
         "simulate",
+        "a reduce-scatter neither all-to-all nor ring",
+        [WE, "--set", "network.reduce_scatter=tree"],
+        "network.reduce_scatter: must be one of 'all_to_all', 'ring'",
+    ),
+    case(
+        "simulate",
         "a FIFO's key under fair queues",
         [WE, "--set", "network.fifo_k_s=0.3"],
         'network.fifo_k_s: has no effect under egress_queue = "fair": it prices one FIFO per egress',

@@ -15,9 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from islands.emulation import Shaper
+from islands.errors import UserError
 from islands.scenarios.fifo import K_UNEQUAL, RHO_MAX, unequal_cap_bytes_per_s, unequal_shares
 from islands.simulator import RunSetup, simulate
 from islands.simulator.network.ring_caps import fifo_cap_bytes_per_s, ring_cap_bytes_per_s
+from islands.trainer.config import check_supported
 from islands.validation.case import unequal_fifo_overrides
 
 PARAMETERS = 10e6  # 20 MB of bf16 per exchange
@@ -86,6 +88,23 @@ def test_a_ring_all_gather_is_not_charged():
     assert mean_syncs(FREE_FIFO + topk, gbps) == mean_syncs(topk, gbps)
 
 
+def test_a_reduce_scatter_around_the_ring_is_not_charged():
+    # NCCL's and gloo's ring all-reduce send every step to the right neighbour, over one connection
+    # whose window grows: the FIFO's equal-link cost only (none here), at the slowest link
+    gbps = [0.2, 0.1, 0.05]
+    ring = [*FREE_FIFO, 'network.reduce_scatter="ring"']
+    assert mean_syncs(ring, gbps) == mean_syncs([], gbps)
+    assert mean_syncs(FREE_FIFO, gbps)[0] > mean_syncs(ring, gbps)[0]
+
+
+def test_the_trainer_refuses_a_reduce_scatter_around_the_ring_in_one_line():
+    scenario = make_scenario(['network.reduce_scatter="ring"'], document([0.1, 0.1]))
+    with pytest.raises(UserError) as refused:
+        check_supported(scenario)
+    message = str(refused.value)
+    assert "network.reduce_scatter:" in message and "'ring'" in message and "\n" not in message
+
+
 def test_the_players_agree_on_an_unequal_fifo_with_jitter_and_calls():
     run = ["island.0.jitter_cv=0.2", 'exchange.calls="per_tensor"', "exchange.tensors=10"]
     links = document([0.4, 0.1, 0.05, 0.05])
@@ -115,6 +134,7 @@ def test_validate_adds_only_the_unequal_share_under_a_fifo():
         "network.fifo_queue_ms=50.0",
         "network.fifo_k_s=0",
         "network.fifo_k_so=0",
+        'network.reduce_scatter="all_to_all"',
         'network.tcp_congestion_control="cubic"',
     ]
     assert unequal_fifo_overrides(diloco, Shaper("fair")) == []
@@ -170,7 +190,7 @@ def test_equal_links_behind_a_fifo_are_capped_as_before(
     before = fifo_cap_bytes_per_s(scenario.network, setup.topology.arrays.up_capacity[0], hop_s)
     assert (
         ring_cap_bytes_per_s(
-            scenario.network, setup.topology, participants, links, hop_s, all_to_all=True
+            scenario.network, setup.topology, participants, links, hop_s, reduces=True
         )
         == before
     )

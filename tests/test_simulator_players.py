@@ -259,6 +259,10 @@ KEY_PLAYERS = {
     # refused without egress_queue = "fifo": they do nothing under fair queues
     "network.fifo_queue_ms": ("network.fifo_queue_ms=50", ()),
     "network.tcp_congestion_control": ("network.tcp_congestion_control=bbr", ()),
+    "network.reduce_scatter": (
+        "network.reduce_scatter=ring",
+        ("counts", "lockstep", "one learner", "learners"),
+    ),
     "network.fifo_k_s": ("network.fifo_k_s=0.3", ()),
     "network.fifo_k_so": ("network.fifo_k_so=0.3", ()),
     "network.weights_from": ("network.weights_from=striped", ()),

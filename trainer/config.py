@@ -197,9 +197,9 @@ def check_overlap(scenario: Scenario) -> None:
 
 def check_supported(scenario: Scenario) -> None:
     """Refuse what only the simulator plays: other barriers, backward overlap other than DDP's under
-    pacing (``check_overlap``), a staged collective, a collective that goes on
-    without a departed member, a joiner's state striped over the holders, a ring reordered across
-    regions, and random churn and chip failures."""
+    pacing (``check_overlap``), a staged collective, a ring's reduce-scatter made around the ring, a
+    collective that goes on without a departed member, a joiner's state striped over the holders, a
+    ring reordered across regions, and random churn and chip failures."""
     source = scenario.source
     if getattr(scenario.schedule, "barrier", "wait") != "wait":
         raise UserError(
@@ -212,6 +212,11 @@ def check_supported(scenario: Scenario) -> None:
             f"{source}: network.collective: the real trainer runs a ring all-reduce (got "
             f"{scenario.network.collective!r}); the {scenario.network.collective} collective is "
             "simulated only"
+        )
+    if scenario.network.reduce_scatter != "all_to_all":
+        raise UserError(
+            f"{source}: network.reduce_scatter: the real trainer's all-reduce makes its first pass as "
+            f'an all-to-all (got {scenario.network.reduce_scatter!r}); "ring" is simulated only'
         )
     if scenario.network.on_departure != "restart":
         raise UserError(

@@ -198,6 +198,7 @@ def unequal_fifo_overrides(scaled: Scenario, shaper: Shaper) -> list[str]:
         f"network.fifo_queue_ms={shaper.queue_ms!r}",
         "network.fifo_k_s=0",
         "network.fifo_k_so=0",
+        'network.reduce_scatter="all_to_all"',  # the trainer's first pass
         f'network.tcp_congestion_control="{CUBIC}"',  # its only use, picking k_s and k_so: given
     ]
 

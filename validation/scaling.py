@@ -327,9 +327,15 @@ def not_validated(scenario: Scenario, paced: bool = True) -> list[str]:
         )
     if scenario.network.egress_queue != "fair":
         notes.append(
-            f"egress_queue {scenario.network.egress_queue!r}: the simulator's model of it is not "
+            f"egress_queue {scenario.network.egress_queue!r}: its cost on equal links is not "
             "validated (the scaled case takes the rates the calibration measured through the "
-            "emulation's own shaper, which holds one FIFO per egress under --shaper fifo)"
+            "emulation's own shaper, which holds one FIFO per egress under --shaper fifo); only "
+            "unequal links' share is priced by the model"
+        )
+    if scenario.network.reduce_scatter != "all_to_all":
+        notes.append(
+            f"reduce_scatter {scenario.network.reduce_scatter!r}: not validated (the trainer's "
+            "all-reduce makes its first pass as an all-to-all); validated as an all-to-all"
         )
     if scenario.network.on_departure != "restart":
         notes.append(

@@ -28,6 +28,7 @@ from islands.scenarios.spec import (
     EXCHANGE_CALLS,
     NETWORK_MODELS,
     OFFLOADS,
+    REDUCE_SCATTERS,
     REQUIRED,
     RING_ORDERS,
     SECTIONS,
@@ -54,6 +55,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "network.gather": GATHERS,
     "network.egress_queue": EGRESS_QUEUES,
     "network.tcp_congestion_control": CONGESTION_CONTROLS,
+    "network.reduce_scatter": REDUCE_SCATTERS,
     "exchange.calls": EXCHANGE_CALLS,
     "island.offload": OFFLOADS,
 }

@@ -85,9 +85,10 @@ class RingCollective(ABC):
     participants: tuple[int, ...]
     payload_bytes: float
     counts: tuple[int, ...] = ()  # workers each participant stands for; () means one each
-    # whether its first pass is an all-to-all, each step to another member (ring_caps.py's price of
-    # unequal links behind FIFOs); a class's constant, not a field
-    ALL_TO_ALL: ClassVar[bool] = False
+    # whether it reduces: its first pass a reduce-scatter, which a stack may make as an all-to-all
+    # (``network.reduce_scatter``: ring_caps.py's price of unequal links behind FIFOs); a class's
+    # constant, not a field
+    REDUCES: ClassVar[bool] = False
 
     @cached_property
     def members(self) -> int:
@@ -122,9 +123,9 @@ class RingCollective(ABC):
 
 class RingAllReduce(RingCollective):
     """The mean: reduce-scatter then all-gather, 2(M-1) steps of S/M bytes: 2(M-1)/M * S per worker.
-    The trainer reduce-scatters as an all-to-all (``SteppedCollectives``): ``ALL_TO_ALL``."""
+    Its reduce-scatter is an all-to-all or a ring (``network.reduce_scatter``): ``REDUCES``."""
 
-    ALL_TO_ALL = True
+    REDUCES = True
 
     @staticmethod
     def hops(workers: int) -> int:
@@ -209,7 +210,7 @@ def ring_leg(
     hop_s = ring.slowest_hop_latency_s(topology)
     links, narrowest_bytes_per_s = topology.ring_route(ring.participants)
     cap_bytes_per_s = ring_cap_bytes_per_s(
-        network, topology, ring.participants, links, hop_s, ring.counts, ring.ALL_TO_ALL
+        network, topology, ring.participants, links, hop_s, ring.counts, ring.REDUCES
     )
     latency_s = sync_overhead_s + calls * (ring.latency_s(hop_s) + call_overhead_s)
     return Leg(links, ring.bytes_per_worker, latency_s, cap_bytes_per_s, narrowest_bytes_per_s)

@@ -13,7 +13,8 @@ wait behind its uploads (docs/emulation.md, "One FIFO per egress"). The ring is 
   the slowest egress gives the least; the ring is paced by its slowest link anyway, and this share
   was fitted on equal links. A faster downlink or backbone elsewhere in the ring changes nothing; a
   slower one binds below this cap as before;
-* **unequal links** (the trainer's all-reduce among three or more, ``all_to_all``): at most
+* **unequal links** (an all-reduce among three or more whose first pass is an all-to-all,
+  ``network.reduce_scatter = "all_to_all"``, as the trainer's): at most
   min_k e_k x member k's narrowest link, e_k = 1 / (1 + k_u ln rho_k), rho_k the fastest other
   member's upload over k's download (``scenarios/fifo.py``, "Unequal links": a faster member keeps
   k's download FIFO standing, and the ACKs of k's uploads on connections it uses once per exchange
@@ -39,6 +40,7 @@ import numpy as np
 from islands.scenarios.fifo import FIFO, Fifo
 from islands.scenarios.fifo import unequal_cap_bytes_per_s as unequal_cap
 from islands.scenarios.model import NetworkSpec
+from islands.scenarios.spec import REDUCE_SCATTERS
 
 from .links import CAPACITY, Link
 from .topology import Topology
@@ -46,6 +48,7 @@ from .topology import Topology
 # Two members use one connection each way for every step, whose window grows to cover the ACKs'
 # wait: no cost measured (benchmarks/fifo_exchange.py, M = 2, links 2:1 to 8:1)
 UNEQUAL_MIN_MEMBERS = 3
+ALL_TO_ALL, _ = REDUCE_SCATTERS
 
 
 def ring_cap_bytes_per_s(
@@ -55,17 +58,17 @@ def ring_cap_bytes_per_s(
     links: tuple[Link, ...],
     hop_s: float,
     counts: tuple[int, ...] = (),
-    all_to_all: bool = False,
+    reduces: bool = False,
 ) -> float:
     """The most a ring over ``participants`` (crossing ``links``, its slowest hop ``hop_s`` one way;
     each standing for ``counts`` workers, one each where empty) carries per link: the module's
-    docstring. ``all_to_all``: the collective sends its first pass as an all-to-all (the trainer's
-    all-reduce), which unequal links behind FIFOs slow."""
+    docstring. ``reduces``: the collective is an all-reduce, whose first pass, made as an all-to-all
+    (``network.reduce_scatter``), unequal links behind FIFOs slow."""
     if network.egress_queue == FIFO:
         egress = slowest_egress_bytes_per_s(topology, participants)
         cap_bytes_per_s = fifo_cap_bytes_per_s(network, egress, hop_s)
         members = sum(counts) if counts else len(participants)
-        if all_to_all and members >= UNEQUAL_MIN_MEMBERS:
+        if reduces and network.reduce_scatter == ALL_TO_ALL and members >= UNEQUAL_MIN_MEMBERS:
             return min(cap_bytes_per_s, unequal_cap_bytes_per_s(topology, participants, counts))
         return cap_bytes_per_s
     cap_bytes_per_s = network.tcp_cap_bytes_per_s(hop_s)
