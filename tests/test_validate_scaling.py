@@ -147,7 +147,19 @@ def test_what_the_trainer_cannot_run_is_reported_not_validated():
         load("worked-example", ["network.egress_queue=fifo", "network.fifo_k_s=0.5"]),
         ScaleOptions(max_workers=2),
     )
-    assert any(note.startswith("egress_queue 'fifo': the simulator's model") for note in fifo.notes)
+    assert any(
+        note.startswith("egress_queue 'fifo': its cost on equal links is not validated")
+        and note.endswith("only unequal links' share is priced by the model")
+        for note in fifo.notes
+    )
+    ringed = scale(
+        load("worked-example", ["network.reduce_scatter=ring"]), ScaleOptions(max_workers=2)
+    )
+    assert (
+        "reduce_scatter 'ring': not validated (the trainer's all-reduce makes its first pass as an "
+        "all-to-all); validated as an all-to-all" in ringed.notes
+    )
+    assert ringed.scenario().network.reduce_scatter == "all_to_all"
     # priced once: by the calibration's rates, measured through the emulation's shaper
     assert fifo.scenario().network.egress_queue == "fair"
 
