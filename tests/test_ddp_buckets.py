@@ -55,12 +55,7 @@ def test_the_players_give_the_same_bits_for_buckets_of_unequal_members():
     scenario = from_dict(
         HETEROGENEOUS, "t.toml", ["island.0.jitter_cv=0.2", "island.1.jitter_cv=0.1"]
     )
-    lockstep, events = simulate(scenario), simulate(scenario, player="events")
-    assert lockstep.summary["player"] == "lockstep"
-    drop = ("events", "player")
-    assert {k: v for k, v in lockstep.summary.items() if k not in drop} == {
-        k: v for k, v in events.summary.items() if k not in drop
-    }
+    assert_players_give_the_same_summary(scenario)
 
 
 def test_the_envelope_is_the_highest_line_everywhere():
@@ -232,12 +227,7 @@ def test_the_players_agree_on_drawn_layouts(tensors, cap_mb, gbps, jitter_cv):
         ],
     }
     scenario = from_dict(document, "d.toml")
-    lockstep, events = simulate(scenario), simulate(scenario, player="events")
-    assert lockstep.summary["player"] == "lockstep"
-    drop = ("events", "player")
-    assert {k: v for k, v in lockstep.summary.items() if k not in drop} == {
-        k: v for k, v in events.summary.items() if k not in drop
-    }
+    assert_players_give_the_same_summary(scenario)
 
 
 def test_the_trainers_gpt_has_the_tensors_the_check_counts():
@@ -306,3 +296,13 @@ def test_a_bad_tensor_list_is_one_line_naming_the_key(values, calls):
     listed = scenario.exchange.tensor_values
     assert calls != "flat" and listed is not None and len(listed) >= 1
     assert abs(math.fsum(listed) - 1e6) <= 1e4 and all(1 <= value <= 1e14 for value in listed)
+
+
+def assert_players_give_the_same_summary(scenario) -> None:
+    """The lockstep player's summary is the event model's, bit for bit, but for the player's name."""
+    lockstep, events = simulate(scenario), simulate(scenario, player="events")
+    assert lockstep.summary["player"] == "lockstep"
+    drop = ("events", "player")
+    assert {k: v for k, v in lockstep.summary.items() if k not in drop} == {
+        k: v for k, v in events.summary.items() if k not in drop
+    }
