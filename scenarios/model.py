@@ -152,7 +152,8 @@ class SyncerSpec:
 @dataclass(frozen=True)
 class StoreSpec:
     """The object store of ``network.gather = "store"``: its link each way (None: never binds), its
-    one-way latency and region. ``bandwidth_gbps`` is both ways where ``ingress_gbps`` (every PUT)
+    one-way latency and region, and the round trips a new connection to it takes
+    (``schedules/store_round.py``). ``bandwidth_gbps`` is both ways where ``ingress_gbps`` (every PUT)
     or ``egress_gbps`` (every GET) is not given."""
 
     bandwidth_gbps: float | None = None
@@ -160,6 +161,7 @@ class StoreSpec:
     egress_gbps: float | None = None
     latency_ms: float = 0.0
     region: str | None = None
+    handshake_round_trips: int = 1  # a new connection's, before its first request (TCP's)
 
     @property
     def ingress(self) -> float | None:
