@@ -6,6 +6,7 @@ store's region, in both players (the trainer's side: ``test_gather_trainer.py``)
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 from helpers.scenarios import BASE_DOCUMENT
@@ -23,6 +24,7 @@ LATENCY_S = 0.010  # each worker's one-way access latency
 GBPS = 1.0
 BYTES_PER_S = GBPS * 1e9 / 8
 PLAYERS = ["lockstep", "events"]
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 TOPK = ["schedule.compression=topk", "schedule.bits=2"]
 
 
@@ -210,6 +212,22 @@ def test_the_first_round_opens_the_connections_and_pays_their_handshakes(player,
     first_s = STEADY_K2_S + 4 * round_trips * LATENCY_S
     assert first_s == pytest.approx({1: 0.102688384, 3: 0.182688384}[round_trips])
     assert round_seconds(result) == pytest.approx([first_s] + [STEADY_K2_S] * (OUTER - 1))
+
+
+def test_the_how_tos_store_over_tls_is_its_rounds_by_hand():
+    """docs/how-to/compression.md: the worked example, K = 4 of 8, its store 50 ms away over TLS 1.2
+    (h = 3): 5 payloads of 0.2734 GB at 1 Gbit/s (10.9375 s) and 6 x 50 ms a round; the first round
+    0.6 s more."""
+    overrides = [*TOPK, "schedule.error_feedback=0.95", "network.gather=store"]
+    overrides += ["schedule.gather_peers=4", "store.latency_ms=50", "store.handshake_round_trips=3"]
+    result = simulate(load("worked-example", overrides))
+    steady_s = 5 * 273_437_516 * 8 / 1e9 + 6 * 0.050
+    assert steady_s == pytest.approx(11.2375, abs=1e-6)
+    first_s = steady_s + 4 * 3 * 0.050
+    assert round_seconds(result) == pytest.approx([first_s] + [steady_s] * 19)
+    assert result.summary["stall_s"] == pytest.approx(19 * steady_s + first_s)
+    text = " ".join((DOCS / "how-to" / "compression.md").read_text().split())
+    assert f"19 x {steady_s:.4f} + {first_s:.4f} = {19 * steady_s + first_s:.2f} s" in text
 
 
 def churning(events: list[dict], present: bool = True) -> dict:
