@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 
 from islands.schedules.buckets import layout_of
 from islands.schedules.compression import DEFAULT_CHUNK_VALUES, DEFAULT_TOPK, NONE, payload_bytes
+from islands.schedules.store_round import TCP_HANDSHAKE_ROUND_TRIPS
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .trainer_keys import TrainerSpec, trainer_spec
@@ -161,7 +162,7 @@ class StoreSpec:
     egress_gbps: float | None = None
     latency_ms: float = 0.0
     region: str | None = None
-    handshake_round_trips: int = 1  # a new connection's, before its first request (TCP's)
+    handshake_round_trips: int = TCP_HANDSHAKE_ROUND_TRIPS  # a new connection's
 
     @property
     def ingress(self) -> float | None:

@@ -25,6 +25,7 @@ from islands.schedules.compression import (
 from islands.schedules.decoupled import ADAPTIVE
 from islands.schedules.gather import GATHERS
 from islands.schedules.serving import WEIGHTS_SOURCES
+from islands.schedules.store_round import TCP_HANDSHAKE_ROUND_TRIPS
 
 REQUIRED = object()
 
@@ -822,7 +823,7 @@ STORE_KEYS = {
     ),
     "handshake_round_trips": Key(
         "int",
-        1,
+        TCP_HANDSHAKE_ROUND_TRIPS,
         between(1, MAX_HANDSHAKE_ROUND_TRIPS),
         "round trips a new connection to the store takes before its first request: a worker's "
         "first round opens its PUT's and then its K GETs' (1: TCP, the trainer's plain HTTP; 2: "

@@ -8,7 +8,7 @@ What a real stack does. Templar, which ran Covenant-72B over Cloudflare R2 (one-
 of the K peers at once, asks the store whether the object is there (a HEAD, again until it is) and
 GETs it, over S3 clients it keeps open; old objects are deleted by a task it starts after the PUT and
 never waits for. A member's round here, in series, each request on a connection kept open (a round
-trip, no handshake):
+trip; the handshakes are the first round's, below):
 
 1. ``PUT`` its payload: its bytes reach the store one way after they leave, the answer comes back one
    way later (the PUT stage);
