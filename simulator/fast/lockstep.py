@@ -161,9 +161,8 @@ class Lockstep:
         self.set_up_s = setup.scenario.exchange.first_call_s  # paid by the run's first collective
         self.slowdown = setup.scenario.compute.slowdown_while_exchanging
         self.store = StorePaths.of(setup.scenario)  # where ``network.gather = "store"`` sends
-        self.held: Held = (
-            NOTHING_HELD  # every worker's connections to the store: they start together
-        )
+        # every worker's connections to the store, the same for all: they start together
+        self.held: Held = NOTHING_HELD
         self.rounds: dict[
             tuple, tuple
         ] = {}  # (payload, chosen) -> a gather's bytes sent and stages
