@@ -219,7 +219,7 @@ def counted_host(tmp_path):
 
     server = StoreServer(("127.0.0.1", 0), tmp_path)
     server.RequestHandlerClass = Handler
-    thread = threading.Thread(target=server.serve_forever)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", counts
