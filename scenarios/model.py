@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 
 from islands.schedules.buckets import layout_of
 from islands.schedules.compression import DEFAULT_CHUNK_VALUES, DEFAULT_TOPK, NONE, payload_bytes
+from islands.schedules.store_round import TCP_HANDSHAKE_ROUND_TRIPS
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .trainer_keys import TrainerSpec, trainer_spec
@@ -152,7 +153,8 @@ class SyncerSpec:
 @dataclass(frozen=True)
 class StoreSpec:
     """The object store of ``network.gather = "store"``: its link each way (None: never binds), its
-    one-way latency and region. ``bandwidth_gbps`` is both ways where ``ingress_gbps`` (every PUT)
+    one-way latency and region, and the round trips a new connection to it takes
+    (``schedules/store_round.py``). ``bandwidth_gbps`` is both ways where ``ingress_gbps`` (every PUT)
     or ``egress_gbps`` (every GET) is not given."""
 
     bandwidth_gbps: float | None = None
@@ -160,6 +162,7 @@ class StoreSpec:
     egress_gbps: float | None = None
     latency_ms: float = 0.0
     region: str | None = None
+    handshake_round_trips: int = TCP_HANDSHAKE_ROUND_TRIPS  # a new connection's
 
     @property
     def ingress(self) -> float | None:

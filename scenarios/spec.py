@@ -25,6 +25,7 @@ from islands.schedules.compression import (
 from islands.schedules.decoupled import ADAPTIVE
 from islands.schedules.gather import GATHERS
 from islands.schedules.serving import WEIGHTS_SOURCES
+from islands.schedules.store_round import TCP_HANDSHAKE_ROUND_TRIPS
 
 REQUIRED = object()
 
@@ -56,6 +57,7 @@ MAX_CHUNK_VALUES = 2**31  # a place in a chunk fits the 31 bits of a non-negativ
 MAX_DEADLINE_SLACK = 100.0
 MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES = 1024.0, 2.0**30
 MAX_STREAMS = 1024
+MAX_HANDSHAKE_ROUND_TRIPS = 10  # a store's connection set-up: TCP 1, TLS 1.2 on top 3
 MAX_LOSS_RATE = (
     0.1  # beyond 10% loss TCP mostly waits out timeouts, which Mathis's formula does not model
 )
@@ -818,6 +820,14 @@ STORE_KEYS = {
         "str",
         None,
         doc="the [[region]] the store sits in (required once regions are declared)",
+    ),
+    "handshake_round_trips": Key(
+        "int",
+        TCP_HANDSHAKE_ROUND_TRIPS,
+        between(1, MAX_HANDSHAKE_ROUND_TRIPS),
+        "round trips a new connection to the store takes before its first request: a worker's "
+        "first round opens its PUT's and then its K GETs' (1: TCP, the trainer's plain HTTP; 2: "
+        "HTTPS over TLS 1.3; 3: TLS 1.2, as S3 or R2 may be reached)",
     ),
 }
 

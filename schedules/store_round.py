@@ -8,7 +8,7 @@ What a real stack does. Templar, which ran Covenant-72B over Cloudflare R2 (one-
 of the K peers at once, asks the store whether the object is there (a HEAD, again until it is) and
 GETs it, over S3 clients it keeps open; old objects are deleted by a task it starts after the PUT and
 never waits for. A member's round here, in series, each request on a connection kept open (a round
-trip, no handshake):
+trip; the handshakes are the first round's, below):
 
 1. ``PUT`` its payload: its bytes reach the store one way after they leave, the answer comes back one
    way later (the PUT stage);
@@ -29,33 +29,62 @@ and learns of the last object up to ``POLL_S`` plus a round trip after it landed
 
 A round thus pays 2 x 3 = 6 one-way latencies l to the store (a worker's access latency, the
 backbone's, the store's), 2 in the PUT stage and 4 in the GET stage, on top of its bytes.
+
+The connections, opened by a member's first round and kept open after it. Each request goes on a
+connection of its own kind (``StoreRequest.connection``): the PUT and the LIST on the member's own
+(one: they go in series), the K GETs on K fetch connections (one each: they go at once), the DELETEs
+on one of their own (one thread makes them, in the background, so no GET ever waits for a
+connection a DELETE holds). A request whose kind holds fewer connections than it uses opens the
+rest before it is sent, all at once: one handshake time, ``h`` round trips (``handshake_round_trips``
+of the scenario's ``[store]``: 1 for TCP, which the trainer's plain-HTTP store pays; 2 with TLS 1.3
+and 3 with TLS 1.2 on top, as S3 and R2 are reached over HTTPS). A member's first round thus opens
+1 + K connections in two handshake times, the PUT's and the GETs': it pays 4 h one-way latencies
+more than a steady round (``FIRST_ROUND_HANDSHAKES``), and its first DELETE, in the next round,
+opens one more off the critical path. So does a joiner's first round, and a worker's back from a
+departure (a new process); a round whose K grows (every worker's payload averaged, and a worker
+joined) opens the fetch connections it lacks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 PUT_STAGE, GET_STAGE = 0, 1  # the simulator's two stages: the payloads up, then down
+OWN, FETCH, SWEEP = "own", "fetch", "sweep"  # the kinds of a member's connections (the docstring)
+TCP_HANDSHAKE_ROUND_TRIPS = 1  # a TCP connection's, before its first request: store's default
 
 
 @dataclass(frozen=True)
 class StoreRequest:
-    """One request of a round: its verb, what it names, and the stage whose time it adds to (None:
-    off the critical path)."""
+    """One request of a round: its verb, what it names, the stage whose time it adds to (None: off
+    the critical path), the kind of connection it goes on, and whether it is one request per payload
+    picked, all at once, each on a connection of its own."""
 
     method: str
     names: str
     stage: int | None
+    connection: str
+    per_payload: bool = False
+
+    def connections(self, peers: int) -> int:
+        """The connections it uses at once in a round of ``peers`` payloads picked."""
+        return peers if self.per_payload else 1
 
 
-PUT = StoreRequest("PUT", "the member's own payload", PUT_STAGE)
-LIST = StoreRequest("LIST", "the round's objects, by their prefix", GET_STAGE)
-GET = StoreRequest("GET", "the K picked payloads, one request each, all at once", GET_STAGE)
-DELETE = StoreRequest("DELETE", "the member's payloads of the rounds before", None)
+PUT = StoreRequest("PUT", "the member's own payload", PUT_STAGE, OWN)
+LIST = StoreRequest("LIST", "the round's objects, by their prefix", GET_STAGE, OWN)
+GET = StoreRequest(
+    "GET", "the K picked payloads, one request each, all at once", GET_STAGE, FETCH, True
+)
+DELETE = StoreRequest("DELETE", "the member's payloads of the rounds before", None, SWEEP)
 
 CRITICAL_PATH = (PUT, LIST, GET)  # in series, each a round trip
 OFF_PATH = (DELETE,)  # in the background, waited for by no one
 POLL_S = 0.002  # how long a member waits before it LISTs again
+
+Held = Mapping[str, int]  # the connections a member holds open, by kind
+NOTHING_HELD: Held = {}  # a member's, before its first round
 
 
 def one_ways(stage: int) -> int:
@@ -63,4 +92,40 @@ def one_ways(stage: int) -> int:
     return 2 * sum(request.stage == stage for request in CRITICAL_PATH)
 
 
+def opening(held: Held, peers: int) -> list[tuple[StoreRequest, int]]:
+    """The requests on the path of a round of ``peers`` payloads that open connections, for a member
+    that holds ``held`` before it, and how many each opens (all at once, before it is sent). (The
+    DELETE's opens with the first one, off the path.)"""
+    holding = dict(held)
+    opened = []
+    for request in CRITICAL_PATH:
+        lacking = request.connections(peers) - holding.get(request.connection, 0)
+        if lacking > 0:
+            opened.append((request, lacking))
+            holding[request.connection] = request.connections(peers)
+    return opened
+
+
+def handshakes(stage: int, held: Held, peers: int) -> int:
+    """Handshake times that ``stage`` waits for a member holding ``held``: one per request of the
+    stage that opens connections (those it opens go at once)."""
+    return sum(request.stage == stage for request, _ in opening(held, peers))
+
+
+def held_after(held: Held, peers: int) -> dict[str, int]:
+    """The connections on the path a member holds open after a round of ``peers`` payloads."""
+    holding = dict(held)
+    for request, lacking in opening(held, peers):
+        holding[request.connection] = holding.get(request.connection, 0) + lacking
+    return holding
+
+
+def handshake_one_ways(stage: int, held: Held, peers: int, round_trips: int) -> int:
+    """One-way latencies to the store that ``stage``'s handshakes add, at ``round_trips`` each."""
+    return 2 * round_trips * handshakes(stage, held, peers)
+
+
 ROUND_ONE_WAYS = one_ways(PUT_STAGE) + one_ways(GET_STAGE)
+FIRST_ROUND_HANDSHAKES = handshakes(PUT_STAGE, NOTHING_HELD, 1) + handshakes(
+    GET_STAGE, NOTHING_HELD, 1
+)  # a member's first round: the PUT's own connection, then the K GETs' at once

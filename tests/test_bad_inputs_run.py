@@ -298,6 +298,22 @@ TRAIN = cases(
             write("scenario.toml", SCENARIO + STRIPED_JOINER),
         ),
         (
+            "a joiner whose top-k payloads go through a store",
+            (
+                "--out",
+                "stored",
+                "--set",
+                "schedule.compression=topk",
+                "--set",
+                "schedule.bits=2",
+                "--set",
+                "network.gather=store",
+            ),
+            'network.gather = "store": islands that leave and join (churn, trainer.elastic) do not '
+            "exchange through an object store in the real trainer yet",
+            write("scenario.toml", SCENARIO + STRIPED_JOINER),
+        ),
+        (
             "a reduce-scatter around the ring",
             ("--out", "ringed", "--set", "network.reduce_scatter=ring"),
             "network.reduce_scatter: the real trainer's all-reduce makes its first pass as an "

@@ -636,6 +636,34 @@ CASES = [
     ),
     case(
         "simulate",
+        "a store connection with no handshake",
+        [
+            WE,
+            "--set",
+            "schedule.compression=topk",
+            "--set",
+            "network.gather=store",
+            "--set",
+            "store.handshake_round_trips=0",
+        ],
+        "store.handshake_round_trips: must be >= 1 (got 0)",
+    ),
+    case(
+        "simulate",
+        "a store handshake of a fractional round trip",
+        [
+            WE,
+            "--set",
+            "schedule.compression=topk",
+            "--set",
+            "network.gather=store",
+            "--set",
+            "store.handshake_round_trips=1.5",
+        ],
+        "store.handshake_round_trips: must be an integer (got 1.5)",
+    ),
+    case(
+        "simulate",
         "a store in a region never declared",
         [
             WE,

@@ -6,6 +6,7 @@ store's region, in both players (the trainer's side: ``test_gather_trainer.py``)
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 from helpers.scenarios import BASE_DOCUMENT
@@ -23,6 +24,7 @@ LATENCY_S = 0.010  # each worker's one-way access latency
 GBPS = 1.0
 BYTES_PER_S = GBPS * 1e9 / 8
 PLAYERS = ["lockstep", "events"]
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 TOPK = ["schedule.compression=topk", "schedule.bits=2"]
 
 
@@ -45,6 +47,12 @@ def down_bytes(result) -> dict[int, float]:
     down = links[links["direction"] == "down"]
     moved = down["rate_gbps"] * 1e9 / 8 * (down["time_end_s"] - down["time_start_s"])
     return moved.groupby(down["worker"]).sum().to_dict()
+
+
+def with_first_round(steady_s: float, one_way_s: float, round_trips: int = 1) -> float:
+    """The mean of OUTER rounds of ``steady_s`` whose first also opens every worker's connections to
+    the store: its PUT's, then its GETs', a handshake of ``round_trips`` round trips each."""
+    return steady_s + 2 * 2 * round_trips * one_way_s / OUTER
 
 
 def comm_bytes(result) -> list[list[float]]:
@@ -103,7 +111,8 @@ def test_the_store_takes_one_payload_up_and_k_down_per_worker(player):
     put_s = 2 * one_way_s + PAYLOAD / BYTES_PER_S
     expected_s = put_s + 4 * one_way_s + peers * PAYLOAD / BYTES_PER_S
     assert expected_s == pytest.approx(0.093584512)
-    assert result.summary["mean_sync_s"] == pytest.approx(expected_s)
+    # the first round opens the connections: two handshakes, 60 ms more
+    assert result.summary["mean_sync_s"] == pytest.approx(expected_s + 0.060 / OUTER)
 
 
 @pytest.mark.parametrize("player", PLAYERS)
@@ -123,7 +132,9 @@ def test_a_store_round_is_three_round_trips_at_the_slowest_workers_way_and_its_b
     put_s = 2 * one_way_s + PAYLOAD * 8 / 1e9
     get_s = 2 * one_way_s + 2 * one_way_s + 3 * PAYLOAD * 8 / 0.5e9
     assert put_s + get_s == pytest.approx(0.070 + 0.000896128 + 0.140 + 0.005376768)
-    assert result.summary["mean_sync_s"] == pytest.approx(put_s + get_s, rel=1e-12)
+    assert result.summary["mean_sync_s"] == pytest.approx(
+        with_first_round(put_s + get_s, one_way_s), rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("player", PLAYERS)
@@ -136,7 +147,7 @@ def test_the_stores_own_link_binds_its_share_of_every_put_and_get(player):
     get_s = 2 * PAYLOAD / (0.5e9 / 8 / M)
     expected_s = 6 * LATENCY_S + put_s + get_s  # 0.06 + 0.001792256 + 0.014338048
     assert expected_s == pytest.approx(0.076130304)
-    assert result.summary["mean_sync_s"] == pytest.approx(expected_s)
+    assert result.summary["mean_sync_s"] == pytest.approx(with_first_round(expected_s, LATENCY_S))
     assert down_bytes(result) == pytest.approx(dict.fromkeys(range(M), OUTER * 2 * PAYLOAD))
 
 
@@ -145,7 +156,9 @@ def test_a_store_that_does_not_bind_leaves_the_access_links_the_pace():
     fast = simulate(from_dict(document(STORE, 2, {"bandwidth_gbps": 10.0})))
     free = simulate(from_dict(document(STORE, 2)))
     assert fast.summary["mean_sync_s"] == free.summary["mean_sync_s"]
-    assert free.summary["mean_sync_s"] == pytest.approx(6 * LATENCY_S + 3 * PAYLOAD / BYTES_PER_S)
+    assert free.summary["mean_sync_s"] == pytest.approx(
+        with_first_round(6 * LATENCY_S + 3 * PAYLOAD / BYTES_PER_S, LATENCY_S)
+    )
 
 
 @pytest.mark.parametrize("player", PLAYERS)
@@ -157,7 +170,7 @@ def test_covenants_asymmetric_links_put_at_the_uplink_and_get_at_the_downlink(pl
     result = simulate(from_dict(doc), player=player)
     expected_s = 6 * LATENCY_S + PAYLOAD / (0.11e9 / 8) + 4 * PAYLOAD / (0.5e9 / 8)
     assert expected_s == pytest.approx(0.06 + 0.008146618 + 0.00716902)
-    assert result.summary["mean_sync_s"] == pytest.approx(expected_s)
+    assert result.summary["mean_sync_s"] == pytest.approx(with_first_round(expected_s, LATENCY_S))
     assert result.summary["bytes_per_worker"] == OUTER * PAYLOAD
 
 
@@ -175,7 +188,76 @@ def test_a_store_in_another_region_puts_and_gets_through_the_backbone(player):
     result = simulate(from_dict(doc), player=player)
     one_way_s = LATENCY_S + 0.020
     expected_s = 6 * one_way_s + PAYLOAD / (0.1e9 / 8 / 2) + PAYLOAD / (0.1e9 / 8 / 4)
-    assert result.summary["mean_sync_s"] == pytest.approx(expected_s)
+    assert result.summary["mean_sync_s"] == pytest.approx(with_first_round(expected_s, one_way_s))
+
+
+def round_seconds(result, worker: int = 0) -> list[float]:
+    """Each round's sync, from ``worker``'s comm rows, in outer-step order."""
+    comms = result.trace[(result.trace["kind"] == "comm") & (result.trace["worker"] == worker)]
+    return (comms["time_end_s"] - comms["time_start_s"]).tolist()
+
+
+STEADY_K2_S = 6 * LATENCY_S + 3 * PAYLOAD / BYTES_PER_S  # 60 ms and 3 x 0.896128 ms: 0.062688384
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+@pytest.mark.parametrize("round_trips", [1, 3])
+def test_the_first_round_opens_the_connections_and_pays_their_handshakes(player, round_trips):
+    """K = 2 of 4, 10 ms one way: a steady round is 6 one ways and a PUT and two GETs of 0.896128 ms
+    (62.688384 ms); the first also opens the PUT's connection, then the GETs', each a handshake of h
+    round trips: 4 h one ways more (40 ms for TCP, 120 ms for TLS 1.2's h = 3)."""
+    store = {"handshake_round_trips": round_trips}
+    result = simulate(from_dict(document(STORE, 2, store)), player=player)
+    assert STEADY_K2_S == pytest.approx(0.062688384)
+    first_s = STEADY_K2_S + 4 * round_trips * LATENCY_S
+    assert first_s == pytest.approx({1: 0.102688384, 3: 0.182688384}[round_trips])
+    assert round_seconds(result) == pytest.approx([first_s] + [STEADY_K2_S] * (OUTER - 1))
+
+
+def test_the_how_tos_store_over_tls_is_its_rounds_by_hand():
+    """docs/how-to/compression.md: the worked example, K = 4 of 8, its store 50 ms away over TLS 1.2
+    (h = 3): 5 payloads of 0.2734 GB at 1 Gbit/s (10.9375 s) and 6 x 50 ms a round; the first round
+    0.6 s more."""
+    overrides = [*TOPK, "schedule.error_feedback=0.95", "network.gather=store"]
+    overrides += ["schedule.gather_peers=4", "store.latency_ms=50", "store.handshake_round_trips=3"]
+    result = simulate(load("worked-example", overrides))
+    steady_s = 5 * 273_437_516 * 8 / 1e9 + 6 * 0.050
+    assert steady_s == pytest.approx(11.2375, abs=1e-6)
+    first_s = steady_s + 4 * 3 * 0.050
+    assert round_seconds(result) == pytest.approx([first_s] + [steady_s] * 19)
+    assert result.summary["stall_s"] == pytest.approx(19 * steady_s + first_s)
+    text = " ".join((DOCS / "how-to" / "compression.md").read_text().split())
+    assert f"19 x {steady_s:.4f} + {first_s:.4f} = {19 * steady_s + first_s:.2f} s" in text
+
+
+def churning(events: list[dict], present: bool = True) -> dict:
+    """K = 2 of 4 workers, 4 rounds every 10 s: three in island a, one in b, with ``events`` for b."""
+    doc = document(STORE, 2)
+    doc["schedule"]["outer_steps"] = 4
+    island = doc["island"][0]
+    doc["island"] = [
+        {**island, "name": "a", "replicas": 3},
+        {**island, "name": "b", "replicas": 1, "present": present},
+    ]
+    doc["event"] = [{"island": "b", **event} for event in events]
+    return doc
+
+
+def test_a_joiners_first_round_opens_its_connections_and_the_round_waits_for_them():
+    """b joins at 15 s: round 1 is its first (the others' second), and a stage ends for every member
+    at once: the round takes its handshakes, 40 ms more, as the run's first did."""
+    result = simulate(from_dict(churning([{"at_s": 15.0, "kind": "join"}], present=False)))
+    first_s = STEADY_K2_S + 4 * LATENCY_S
+    assert round_seconds(result) == pytest.approx([first_s, first_s, STEADY_K2_S, STEADY_K2_S])
+
+
+def test_a_worker_back_from_a_departure_opens_its_connections_again():
+    """b leaves at 15 s (its process and connections gone) and is back at 25 s: round 1 goes on
+    without it, round 2 is its first again."""
+    events = [{"at_s": 15.0, "kind": "leave"}, {"at_s": 25.0, "kind": "join"}]
+    result = simulate(from_dict(churning(events)))
+    first_s = STEADY_K2_S + 4 * LATENCY_S
+    assert round_seconds(result) == pytest.approx([first_s, STEADY_K2_S, first_s, STEADY_K2_S])
 
 
 # --- peer to peer ---------------------------------------------------------------------------------------

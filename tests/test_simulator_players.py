@@ -335,6 +335,7 @@ KEY_PLAYERS = {
     "store.ingress_gbps": ("store.ingress_gbps=10", ()),
     "store.egress_gbps": ("store.egress_gbps=10", ()),
     "store.latency_ms": ("store.latency_ms=5", ()),
+    "store.handshake_round_trips": ("store.handshake_round_trips=3", ()),
     "store.region": (None, ()),
 }
 

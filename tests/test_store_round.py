@@ -13,23 +13,38 @@ from pathlib import Path
 import pytest
 import torch
 
+from islands.emulation import LinkSpec
+from islands.emulation.shaper import InProcessLatency
+from islands.scenarios.model import StoreSpec
 from islands.schedules.compression import TopK
 from islands.schedules.gather import STORE
 from islands.schedules.store_round import (
     CRITICAL_PATH,
+    FETCH,
+    FIRST_ROUND_HANDSHAKES,
+    GET,
     GET_STAGE,
+    NOTHING_HELD,
     OFF_PATH,
+    OWN,
     POLL_S,
+    PUT,
     PUT_STAGE,
     ROUND_ONE_WAYS,
+    SWEEP,
+    handshake_one_ways,
+    handshakes,
+    held_after,
     one_ways,
+    opening,
 )
 from islands.trainer.core.inprocess import run_threads
 from islands.trainer.exchange.comm import ThreadHub
 from islands.trainer.exchange.gathering import Gathering, StoreRounds, object_name
-from islands.trainer.exchange.object_store import DirectoryStore, HttpStore
+from islands.trainer.exchange.object_store import DirectoryStore, HttpStore, wait_for
 from islands.trainer.exchange.sparse import Entry, TopKCodec, announce
 from islands.trainer.runtime.object_store_host import StoreHandler, StoreServer
+from islands.trainer.runtime.paced import StoreLatency
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 M, K, SEED = 3, 2, 4
@@ -92,6 +107,29 @@ def test_a_round_is_a_put_a_list_and_the_k_gets_in_series_each_a_round_trip():
     assert (one_ways(PUT_STAGE), one_ways(GET_STAGE), ROUND_ONE_WAYS) == (2, 4, 6)
     for page in ("limits.md", "how-to/compression.md"):  # the poll the pages quote
         assert f"again every {POLL_S * 1000:.0f} ms" in " ".join((DOCS / page).read_text().split())
+
+
+def test_a_members_first_round_opens_its_puts_connection_then_its_k_gets_at_once():
+    """The connections, declared once: the PUT and the LIST on the member's own, the K GETs one each,
+    the DELETEs on one of their own. A first round opens the PUT's (PUT stage), then the K GETs' at
+    once (GET stage): one handshake time each stage, 2 h one ways; later rounds open none, but one
+    whose K grows opens the fetch connections it lacks."""
+    assert [request.connection for request in CRITICAL_PATH + OFF_PATH] == [OWN, OWN, FETCH, SWEEP]
+    assert opening(NOTHING_HELD, K) == [(PUT, 1), (GET, K)]
+    assert held_after(NOTHING_HELD, K) == {OWN: 1, FETCH: K}
+    assert [handshakes(stage, NOTHING_HELD, K) for stage in (PUT_STAGE, GET_STAGE)] == [1, 1]
+    assert FIRST_ROUND_HANDSHAKES == 2
+    steady = held_after(NOTHING_HELD, K)
+    assert opening(steady, K) == [] and held_after(steady, K) == steady
+    assert opening(steady, K + 1) == [(GET, 1)]  # K grew: one more, in the GET stage
+    assert opening(steady, K - 1) == []  # K shrank: its idle connections stay open
+    # TCP (h = 1): 4 one ways more in the first round; TLS 1.2 over TCP (h = 3): 12
+    for round_trips, extra in ((1, 4), (3, 12)):
+        first = [
+            handshake_one_ways(s, NOTHING_HELD, K, round_trips) for s in (PUT_STAGE, GET_STAGE)
+        ]
+        assert sum(first) == extra and first[0] == first[1]
+        assert handshake_one_ways(GET_STAGE, steady, K, round_trips) == 0
 
 
 def test_the_trainer_makes_the_declared_requests_and_deletes_off_the_critical_path(tmp_path):
@@ -181,7 +219,7 @@ def counted_host(tmp_path):
 
     server = StoreServer(("127.0.0.1", 0), tmp_path)
     server.RequestHandlerClass = Handler
-    thread = threading.Thread(target=server.serve_forever)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", counts
@@ -191,20 +229,60 @@ def counted_host(tmp_path):
         thread.join(timeout=10)
 
 
-def test_the_host_receives_the_declared_requests_on_connections_kept_open(counted_host, tmp_path):
+def test_the_host_receives_the_declared_requests_on_the_declared_connections(
+    counted_host, tmp_path
+):
     """M = 3 members, K = 2, two rounds and the end: each member's PUT, LIST and two GETs a round,
-    and one DELETE per round (the first round's in the second, the second's at the end); a member
-    opens at most K + 1 connections (its GETs at once and a deletion beside them), not one a request."""
+    and one DELETE per round (the first round's in the second, the second's at the end). Its first
+    round opens the declared connections, 1 + K, and nothing opens on the path after it: the first
+    DELETE opens one more, off the path. The host counts them: M (K + 2), not one a request."""
     address, counts = counted_host
     barrier = threading.Barrier(M)
     clients = [HttpStore(address) for _ in range(M)]
     rounds = [StoreRounds(Counting(client, barrier), 30.0) for client in clients]
-    run_rounds(rounds)
+    run_rounds(rounds, keys=KEYS[:1])
+    first = held_after(NOTHING_HELD, K)
+    assert [client.opened for client in clients] == [first] * M
+    assert counts["connections"] == M * (1 + K)
+    run_rounds(rounds, keys=KEYS[1:])
     for member, client in zip(rounds, clients):
         member.close()
         client.close()
+    assert [client.opened for client in clients] == [{**first, SWEEP: 1}] * M
     verbs = {"PUT": 6, "LIST": 6, "GET": 12, "DELETE": 6}  # M x 2 rounds, K GETs each
     assert {verb: counts[verb] for verb in verbs} == verbs
-    assert counts["connections"] <= M * (K + 1) < sum(verbs.values())
+    assert counts["connections"] == M * (K + 2) < sum(verbs.values())
     assert counts["without delay"] == counts["connections"]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "netem, round_trips, slept_s",
+    [
+        (False, 1, 0.030),  # latency slept in-process: TCP's round trip, 2 x (10 + 5) ms
+        (True, 1, None),  # netem delays the handshake's packets: nothing more
+        (True, 3, 0.060),  # TLS 1.2's two round trips past TCP's, which netem made
+        (False, 3, 0.090),
+    ],
+)
+def test_the_emulated_store_waits_each_new_connections_handshake(
+    counted_host, netem, round_trips, slept_s
+):
+    """A first round through the store host under kernel shaping (an island 10 ms away, the store 5
+    ms more): the connections it opens, the PUT's and the K GETs' (at once, each on its thread), each
+    wait the handshake's round trips that the kernel does not make; a second round opens none."""
+    address, _ = counted_host
+    slept: list[float] = []
+    link = LinkSpec(0, 1e9, 1e9, 0.010)
+    pacer = InProcessLatency([link], sleep_latency=not netem, sleep=lambda _s: None)
+    spec = StoreSpec(latency_ms=5.0, handshake_round_trips=round_trips)
+    store = StoreLatency(address, pacer, 0, spec, sleep=slept.append)
+    names = [object_name((0, 0), member) for member in range(K)]
+    for _ in range(2):
+        for name in names:
+            store.put(name, b"x")
+        assert wait_for(store, "0-0-", names, 0.0)
+        assert store.get(names) == [b"x"] * K
+    store.inner.close()
+    assert store.inner.opened == {OWN: 1, FETCH: K}
+    assert slept == ([] if slept_s is None else [pytest.approx(slept_s)] * (1 + K))

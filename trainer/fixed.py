@@ -24,7 +24,7 @@ from .core.loop import Trainer
 from .core.memory import start_rank_process
 from .core.world import Groups
 from .exchange.comm import StagedGroup, TorchGroup
-from .exchange.object_store import DirectoryStore, HttpStore, ObjectStore
+from .exchange.object_store import DirectoryStore, ObjectStore
 from .runtime.paced import paced, paced_store, store_latency
 from .runtime.processes import (
     LocalLaunch,
@@ -148,7 +148,7 @@ def run_store(
     rank 0 so that a resumed run never reads a payload its first attempt left there, paced on this
     island's emulated link (``runtime.paced.PacedStore``)."""
     if object_store is not None:
-        return store_latency(HttpStore(object_store), wan_pacer, rank, plan.scenario.store)
+        return store_latency(object_store, wan_pacer, rank, plan.scenario.store)
     named = out_dir / "store" / uuid.uuid4().hex
     root = Path(groups.world.all_gather_object(str(named))[0])
     store = DirectoryStore(root)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from islands.errors import UserError
 from islands.scenarios import Scenario
 from islands.schedules import AVERAGE
+from islands.schedules.gather import STORE
 
 from .config import RunPlan, check_model, check_supported
 
@@ -54,8 +55,8 @@ def check_fixed(plan: RunPlan) -> None:
 
 
 def check_elastic(plan: RunPlan) -> None:
-    """Churn (events, present = false, trainer.elastic) runs DiLoCo or Streaming DiLoCo; an island of
-    several ranks leaves and joins as a whole."""
+    """Churn (events, present = false, trainer.elastic) runs DiLoCo or Streaming DiLoCo, its top-k
+    payloads gathered without a store; an island of several ranks leaves and joins as a whole."""
     source = plan.scenario.source
     if plan.schedule.update != AVERAGE:
         raise UserError(
@@ -68,6 +69,12 @@ def check_elastic(plan: RunPlan) -> None:
             f'{source}: schedule.algorithm = "{plan.algorithm}": islands that leave and join '
             f"(churn, trainer.elastic) train a schedule that exchanges pseudo-gradients (one that "
             f"averages the gradient in every step would re-form the group at every step)"
+        )
+    if plan.scenario.network.gather == STORE:
+        raise UserError(
+            f'{source}: network.gather = "store": islands that leave and join (churn, '
+            "trainer.elastic) do not exchange through an object store in the real trainer yet; "
+            'the store is simulated only with churn (use "direct" or "ring" to train it)'
         )
     if not plan.initial_members():
         raise UserError(f"{source}: every island has present = false: nobody starts the run")

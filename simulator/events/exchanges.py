@@ -27,6 +27,7 @@ import simpy
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 from islands.schedules.gather import chosen
+from islands.schedules.store_round import NOTHING_HELD, Held, held_after
 from islands.trace import NO_FRAGMENT, WASTED
 
 from ..network.collectives import (
@@ -577,11 +578,14 @@ class StagedCollectives(Collectives):
 class GatherCollectives(StagedCollectives):
     """Top-k payloads gathered peer to peer or through the object store (``network.gather``), their
     stages in turn as a staged collective's (``network/gather_rounds.py``); the round's chosen peers drawn
-    from the seed and the outer step among the members there (``schedules.gather.chosen``)."""
+    from the seed and the outer step among the members there (``schedules.gather.chosen``). ``held``:
+    the connections to the store each worker holds open (``schedules/store_round.py``), none before
+    its first round; a worker that departs loses its own, a failure that stops every worker all."""
 
     def __init__(self, context: RunContext):
         super().__init__(context)
         self.store = StorePaths.of(self.scenario)
+        self.held: dict[int, Held] = {}
 
     def staged(
         self, collective: PendingCollective, participants: tuple[int, ...]
@@ -590,6 +594,9 @@ class GatherCollectives(StagedCollectives):
         picked = chosen(
             scenario.seed, collective.key[0], participants, scenario.schedule.gather_peers
         )
+        held = {rank: self.held.get(rank, NOTHING_HELD) for rank in participants}
+        for rank in participants:
+            self.held[rank] = held_after(held[rank], len(picked))
         return gather_stages(
             self.spec.gather,
             participants,
@@ -598,4 +605,13 @@ class GatherCollectives(StagedCollectives):
             self.topology,
             self.store,
             self.spec,
+            held,
         )
+
+    def departed(self, state: WorkerState) -> None:
+        super().departed(state)
+        self.held.pop(state.worker.rank, None)
+
+    def drop_all(self) -> None:
+        super().drop_all()
+        self.held.clear()

@@ -35,6 +35,7 @@ import numpy as np
 from islands.scenarios import Scenario
 from islands.schedules import SyncPoint
 from islands.schedules.gather import RING, chosen
+from islands.schedules.store_round import NOTHING_HELD, Held, held_after
 from islands.summary import Workers
 from islands.trace import NO_FRAGMENT, Row
 
@@ -160,6 +161,8 @@ class Lockstep:
         self.set_up_s = setup.scenario.exchange.first_call_s  # paid by the run's first collective
         self.slowdown = setup.scenario.compute.slowdown_while_exchanging
         self.store = StorePaths.of(setup.scenario)  # where ``network.gather = "store"`` sends
+        # every worker's connections to the store, the same for all: they start together
+        self.held: Held = NOTHING_HELD
         self.rounds: dict[
             tuple, tuple
         ] = {}  # (payload, chosen) -> a gather's bytes sent and stages
@@ -341,13 +344,15 @@ class Lockstep:
     def priced(self, point: SyncPoint) -> tuple[np.ndarray | float, list[tuple[Leg, Transfer]]]:
         """The bytes each worker sends in the exchange of ``point`` and its stages in turn, each a leg
         and a transfer over it that later ones copy: the collective's ring, or a gather's stages
-        over the round's chosen peers (``network/gather_rounds.py``)."""
+        over the round's chosen peers (``network/gather_rounds.py``), the first opening every worker's
+        connections to the store."""
         scenario = self.setup.scenario
         if scenario.network.gather == RING:
             ring, leg, first = self.ring(point.collective, point.payload_bytes)
             return ring.bytes_per_worker, [(leg, first)]
         picked = chosen(scenario.seed, point.outer_step, self.ranks, scenario.schedule.gather_peers)
-        key = (point.payload_bytes, picked)
+        held, self.held = self.held, held_after(self.held, len(picked))
+        key = (point.payload_bytes, picked, tuple(sorted(held.items())))
         if key not in self.rounds:
             staged = gather_stages(
                 scenario.network.gather,
@@ -357,6 +362,7 @@ class Lockstep:
                 self.setup.topology,
                 self.store,
                 scenario.network,
+                dict.fromkeys(self.ranks, held),
             )
             sent = np.array([staged.bytes_sent[rank] for rank in self.ranks])
             self.rounds[key] = sent, [(leg, first_transfer(leg)) for (leg,) in staged.stages]

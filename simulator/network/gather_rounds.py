@@ -23,19 +23,32 @@ downlinks d, ingress I and egress E (a store without a link never binds):
 
     T = 2 l + S / min(min u, I / M) + 4 l + K x S / min(min d, E / M)
 
+A worker's first round also opens its connections (``store_round.opening``): the PUT's, then the K
+GETs' at once, each a handshake of h round trips (``store.handshake_round_trips``), so its stages
+wait 2 h l more each: T + 4 h l. A stage waits for its slowest member, handshakes included: a
+joiner's first round costs every member of it as much.
+
 A worker that sends or receives nothing in a stage still has a row there (0 bytes): the stage ends
 for everyone at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from islands.scenarios import Scenario
 from islands.scenarios.model import NetworkSpec
 from islands.schedules.gather import DIRECT, STORE, downloads, uploads
-from islands.schedules.store_round import GET_STAGE, PUT_STAGE, ROUND_ONE_WAYS, one_ways
+from islands.schedules.store_round import (
+    FIRST_ROUND_HANDSHAKES,
+    GET_STAGE,
+    PUT_STAGE,
+    ROUND_ONE_WAYS,
+    Held,
+    handshake_one_ways,
+    one_ways,
+)
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .collectives import Leg
@@ -58,12 +71,13 @@ def rate_link(direction: str, gbps: float | None) -> tuple[Link, ...]:
 @dataclass(frozen=True)
 class StorePaths:
     """Where the object store sits: its ingress and egress (none where it never binds), its one-way
-    latency and its region."""
+    latency, its region, and the round trips a new connection to it takes."""
 
     ingress: tuple[Link, ...]
     egress: tuple[Link, ...]
     latency_s: float
     region: str | None
+    handshake_round_trips: int
 
     @classmethod
     def of(cls, scenario: Scenario) -> StorePaths:
@@ -73,6 +87,7 @@ class StorePaths:
             rate_link("out", store.egress),
             store.latency_ms / MS_PER_S,
             store.region,
+            store.handshake_round_trips,
         )
 
     def one_way_s(self, topology: Topology, rank: int) -> float:
@@ -93,15 +108,17 @@ def gather_stages(
     topology: Topology,
     store: StorePaths,
     network: NetworkSpec,
+    held: Mapping[int, Held],
 ) -> StagedCollective:
     """The stages of a round over ``participants`` whose ``chosen`` payloads are averaged, and each
-    participant's bytes sent (``schedules.gather.uploads``)."""
+    participant's bytes sent (``schedules.gather.uploads``); ``held``: the connections to the store
+    each participant holds open before it (a store's round)."""
     ranks = tuple(sorted(participants))
     members = len(ranks)
     sent = {rank: uploads(gather, members, rank in chosen) * payload_bytes for rank in ranks}
     if gather == STORE:
         return StagedCollective(
-            through_store(ranks, len(chosen), payload_bytes, topology, store, network), sent
+            through_store(ranks, len(chosen), payload_bytes, topology, store, network, held), sent
         )
     assert gather == DIRECT, f"a ring is not staged here: {gather}"
     if members == 1:
@@ -137,8 +154,10 @@ def through_store(
     topology: Topology,
     store: StorePaths,
     network: NetworkSpec,
+    held: Mapping[int, Held],
 ) -> tuple[tuple[Leg, ...], ...]:
-    """Every worker's PUT, then every worker's GETs of the ``peers`` payloads (the module's docstring)."""
+    """Every worker's PUT, then every worker's GETs of the ``peers`` payloads (the module's docstring),
+    each stage after its slowest worker's round trips, its handshakes included."""
     one_way_s = max(store.one_way_s(topology, rank) for rank in ranks)
     put: list[Link] = [topology.uplinks[rank] for rank in ranks]
     get: list[Link] = [link for rank in ranks for link in (topology.downlinks[rank],) * peers]
@@ -148,9 +167,36 @@ def through_store(
     put += store.ingress * len(ranks)
     get += store.egress * (len(ranks) * peers)
     cap = network.tcp_cap_bytes_per_s(one_way_s)
-    return (
-        (Leg(tuple(put), payload_bytes, one_ways(PUT_STAGE) * one_way_s, cap),),
-        (Leg(tuple(get), payload_bytes, one_ways(GET_STAGE) * one_way_s, cap),),
+    return tuple(
+        (
+            Leg(
+                tuple(links),
+                payload_bytes,
+                stage_latency_s(stage, ranks, peers, topology, store, held),
+                cap,
+            ),
+        )
+        for stage, links in ((PUT_STAGE, put), (GET_STAGE, get))
+    )
+
+
+def stage_latency_s(
+    stage: int,
+    ranks: tuple[int, ...],
+    peers: int,
+    topology: Topology,
+    store: StorePaths,
+    held: Mapping[int, Held],
+) -> float:
+    """The latency a store stage waits: its slowest worker's requests, a round trip each, and the
+    handshakes of the connections it opens (``store_round.handshake_one_ways``)."""
+    return max(
+        store.one_way_s(topology, rank)
+        * (
+            one_ways(stage)
+            + handshake_one_ways(stage, held[rank], peers, store.handshake_round_trips)
+        )
+        for rank in ranks
     )
 
 
@@ -158,13 +204,15 @@ def store_extra_s(scenario: Scenario, members: int, rate_bytes_per_s: float) -> 
     """What a round through the store may take beyond a ring all-gather of the same payload among
     ``members`` at ``rate_bytes_per_s`` (the budget's bound): two payloads more through a worker's
     links (one up and at most M down, against M - 1 each way), every PUT and GET through the store's
-    own links in series, the round's one-way latencies to it (``ROUND_ONE_WAYS``), each at most the
-    farthest hop's and the store's; 0 for any other way."""
+    own links in series, the round's one-way latencies to it (``ROUND_ONE_WAYS``) and a first round's
+    handshakes (a joiner may open connections in any round), each at most the farthest hop's and the
+    store's; 0 for any other way."""
     if scenario.network.gather != STORE:
         return 0.0
     store, payload = scenario.store, scenario.payload_bytes
     one_way_s = scenario.farthest_hop_latency_s + store.latency_ms / MS_PER_S
-    seconds = 2 * payload / rate_bytes_per_s + ROUND_ONE_WAYS * one_way_s
+    one_ways = ROUND_ONE_WAYS + 2 * store.handshake_round_trips * FIRST_ROUND_HANDSHAKES
+    seconds = 2 * payload / rate_bytes_per_s + one_ways * one_way_s
     for gbps, payloads in ((store.ingress, members), (store.egress, members * members)):
         if gbps is not None:
             seconds += payloads * payload * BITS_PER_BYTE / (gbps * BITS_PER_GBIT)

@@ -17,15 +17,19 @@ so each pays one path latency: this member's one-way latency plus the farthest p
 The object store of ``network.gather = "store"`` is a directory (``exchange/object_store.py``) whose
 bytes cross no emulated link, kernel-shaped or not: ``PacedStore`` paces every request of a round
 (``schedules/store_round.py``) in this process, on the island's link and the store's share of its
-own. Under ``islands validate``'s kernel shaping the store is instead a host of its own (the directory
-served over HTTP, ``object_store_host.py``) behind a kernel-shaped link: its bytes are the kernel's to
-pace, and ``StoreLatency`` adds only each request's round trip where the kernel has no netem.
+own, and the handshakes of the connections the declaration opens. Under ``islands validate``'s kernel
+shaping the store is instead a host of its own (the directory served over HTTP,
+``object_store_host.py``) behind a kernel-shaped link: its bytes are the kernel's to pace, and
+``StoreLatency`` adds only each request's round trip where the kernel has no netem, and each new
+connection's handshake round trips that the kernel does not make (all where it has no netem; those
+past TCP's one, a TLS handshake's, where it has).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -37,6 +41,14 @@ from islands.emulation.shaper import (
     shaper_from_config,
 )
 from islands.scenarios.model import StoreSpec
+from islands.schedules.store_round import (
+    GET,
+    LIST,
+    NOTHING_HELD,
+    PUT,
+    TCP_HANDSHAKE_ROUND_TRIPS,
+    StoreRequest,
+)
 from islands.units import BITS_PER_GBIT, MS_PER_S
 
 from ..exchange.group import Group
@@ -141,8 +153,10 @@ class PacedStore:
     store one way later, at the stage's one rate, the slowest of the ``members`` islands' uplinks and a
     member's share of the store's ingress (1 / ``members`` of it: every member PUTs at once): the
     object is in then, the answer one way later. A LIST reads the store one way after it leaves; a GET
-    asks, and the payloads come back at the slowest downlink or the egress share. A DELETE, off the
-    critical path, is not paced."""
+    asks, and the payloads come back at the slowest downlink or the egress share. A request that opens
+    connections (``store_round.opening``: a member's first PUT, its first GETs) waits their handshake
+    first, ``store.handshake_round_trips`` round trips. A DELETE, off the critical path, is not
+    paced."""
 
     def __init__(
         self,
@@ -154,6 +168,8 @@ class PacedStore:
     ):
         self.inner, self.pacer, self.island = inner, pacer, island
         self.one_way_s = pacer.latency_s(island) + store.latency_ms / MS_PER_S
+        self.handshake_s = 2 * store.handshake_round_trips * self.one_way_s
+        self.held = dict(NOTHING_HELD)  # the connections the declaration has it hold open, by kind
         links = pacer.links[:members]
         self.put_bits_per_s = min(
             share_bits_per_s(store.ingress, members), *(link.upload_bits_per_s for link in links)
@@ -167,7 +183,16 @@ class PacedStore:
         with self.pacer.transfer(self.island, 0, 0, self.one_way_s):
             pass
 
+    def open_for(self, request: StoreRequest, peers: int = 1) -> None:
+        """Wait one handshake where ``request`` needs more connections of its kind than it holds
+        (those it opens go at once)."""
+        needed = request.connections(peers)
+        if self.held.get(request.connection, 0) < needed:
+            with self.pacer.transfer(self.island, 0, 0, self.handshake_s):
+                self.held[request.connection] = needed
+
     def put(self, name: str, data: bytes) -> None:
+        self.open_for(PUT)
         with self.pacer.transfer(
             self.island, len(data), 0, self.one_way_s, ceiling_bits_per_s=self.put_bits_per_s
         ):
@@ -176,12 +201,14 @@ class PacedStore:
         self.one_way()
 
     def listing(self, prefix: str) -> list[str]:
+        self.open_for(LIST)
         self.one_way()
         names = self.inner.listing(prefix)
         self.one_way()
         return names
 
     def get(self, names: list[str]) -> list[bytes | None]:
+        self.open_for(GET, len(names))
         fetched = self.inner.get(names)
         received = sum(len(data) for data in fetched if data is not None)
         with self.pacer.transfer(
@@ -211,11 +238,27 @@ def paced_store(
 class StoreLatency:
     """A store on a host of its own behind a kernel-shaped link (``HttpStore``): every request waits
     a round trip, there and back over this island's one-way latency and the store's, where the
-    kernel has no netem to add it (``InProcessLatency``); the bytes are the kernel's."""
+    kernel has no netem to add it (``InProcessLatency``); the bytes are the kernel's. Each connection
+    the client opens waits ``handshake_s`` (``opened``)."""
 
-    def __init__(self, inner: HttpStore, pacer: InProcessLatency, island: int, store: StoreSpec):
-        self.inner, self.pacer, self.island = inner, pacer, island
+    def __init__(
+        self,
+        address: str,
+        pacer: InProcessLatency,
+        island: int,
+        store: StoreSpec,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.pacer, self.island, self.sleep = pacer, island, sleep
         self.round_trip_s = 2 * (pacer.latency_s(island) + store.latency_ms / MS_PER_S)
+        made = 0 if pacer.sleep_latency else TCP_HANDSHAKE_ROUND_TRIPS  # netem delays TCP's
+        self.handshake_s = (store.handshake_round_trips - made) * self.round_trip_s
+        self.inner = HttpStore(address, on_open=self.opened)
+
+    def opened(self) -> None:
+        """A connection's TCP handshake is done: wait the round trips the kernel did not make."""
+        if self.handshake_s > 0:
+            self.sleep(self.handshake_s)
 
     def waited(self):
         return self.pacer.transfer(self.island, 0, 0, self.round_trip_s)
@@ -237,11 +280,11 @@ class StoreLatency:
             self.inner.delete(name)
 
 
-def store_latency(store: HttpStore, pacer: str | None, island: int, spec: StoreSpec) -> ObjectStore:
-    """``store`` with its requests' round trips under the launch spec's ``wan_pacer`` (kernel shaping),
-    or unchanged without one."""
+def store_latency(address: str, pacer: str | None, island: int, spec: StoreSpec) -> ObjectStore:
+    """The store served at ``address``, its requests' round trips and its connections' handshakes
+    under the launch spec's ``wan_pacer`` (kernel shaping), or as they come without one."""
     if not pacer:
-        return store
+        return HttpStore(address)
     latency = pacer_from_config(pacer)
     assert isinstance(latency, InProcessLatency), "a store host is served under kernel shaping"
-    return StoreLatency(store, latency, island, spec)
+    return StoreLatency(address, latency, island, spec)

@@ -27,7 +27,11 @@ The trainer waits, in a round, on top of its bytes: around the ring and directly
 (``runtime/paced.py``: its own one-way latency and the farthest peer's, once per collective);
 through the store, host or in-process directory, the round's requests, each a round trip to the
 store (its own latency and the store's, there and back), as the simulator prices them: the two
-executors make the same requests (``schedules/store_round.py``), on connections kept open.
+executors make the same requests (``schedules/store_round.py``), on connections kept open. The
+run's first round also opens them (the probe's own processes warm nothing of the run's): the trainer
+waits 2 h round trips at its latency and the store's; the simulator prices them at the one-way
+latency these keys give, the fixed cost's share among it, so it prices that round 4 h x
+``fixed_s`` / ``ROUND_ONE_WAYS`` long (no key holds the fixed cost apart from the latency).
 """
 
 from __future__ import annotations
