@@ -12,12 +12,13 @@ from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.schedules.buckets import BucketLayout
 from islands.trainer.core.inprocess import run_threads, thread_groups
-from islands.trainer.core.produced import ProducedGradients
+from islands.trainer.core.produced import BackwardCalls, ProducedGradients, measured_buckets
 from islands.trainer.core.tracing import Clock
 from islands.trainer.exchange.comm import ThreadHub
 from islands.trainer.exchange.robust import NOT_FINITE
 from islands.trainer.exchange.sync import (
     Backward,
+    BucketCall,
     CallLayout,
     Exchanger,
     call_layouts,
@@ -463,6 +464,10 @@ def test_an_unpaced_run_overlapped_trains_the_same_weights_with_each_call_after_
             assert compute[1] >= record.start_s
             stalls = [row for row in rows if row[4] == "stall" and row[7] == comm[7]]
             assert all(row[0] >= compute[1] for row in stalls)
+        fractions = trainer.run_info()["backward_buckets"]["ready_fractions"]
+        assert fractions == [] or (
+            len(fractions) == calls and fractions[0] == 0 == fractions[-1] - 1
+        )
         # the last step: each call's ready second is its bucket's last hook, over every share
         produced, last = trainer.produced, trainer.backward_calls[-1]
         values = produced.offsets[-1]
@@ -475,3 +480,26 @@ def test_an_unpaced_run_overlapped_trains_the_same_weights_with_each_call_after_
                 for part in range(ranks)
             ]
             assert call.ready_s == max(produced.ready_s[i] for i in produced.tensors_in(spans))
+
+
+def test_the_measured_ready_fractions_average_each_calls_place_in_its_window():
+    steps = [
+        # ready at 1.0, 1.5, 3.0 of a window of 2 s: 0, 0.25, 1; two calls start before the end, 2.5
+        BackwardCalls(
+            1, 0.0, 2.5, (BucketCall(2, 1.0, 1.0), BucketCall(1, 1.5, 2.0), BucketCall(0, 3.0, 3.0))
+        ),
+        # every bucket at once: no window, left out of the fractions; no call before the end, 1.0
+        BackwardCalls(
+            2, 0.0, 1.0, (BucketCall(2, 2.0, 2.0), BucketCall(1, 2.0, 2.1), BucketCall(0, 2.0, 2.2))
+        ),
+        # 0, 0.75, 1; one call before the end, 0.5
+        BackwardCalls(
+            3,
+            0.0,
+            0.5,
+            (BucketCall(2, 0.0, 0.0), BucketCall(1, 0.75, 0.75), BucketCall(0, 1.0, 1.0)),
+        ),
+    ]
+    measured = measured_buckets(steps)
+    assert measured["ready_fractions"] == pytest.approx([0.0, 0.5, 1.0])
+    assert measured["started_in_backward"] == pytest.approx(3 / 9)

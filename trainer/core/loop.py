@@ -44,7 +44,7 @@ from .diloco import DiLoCo, Synced
 from .faults import kill_point, poisoned
 from .model import GPTConfig, build_model, decay_groups
 from .outer import Fragment, build_fragments
-from .produced import BackwardCalls, ProducedGradients
+from .produced import BackwardCalls, ProducedGradients, measured_buckets
 from .tracing import Clock, MetricsLog, Recorder
 from .world import (
     Downloaded,
@@ -804,6 +804,11 @@ class Trainer:
             if self.step
             else 0.0,
             "excluded_contributions": self.excluded,
+            **(
+                {"backward_buckets": measured_buckets(self.backward_calls)}
+                if self.backward_calls
+                else {}
+            ),
         }
 
 

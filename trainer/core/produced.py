@@ -112,3 +112,23 @@ class ProducedGradients:
         if any(math.isinf(r) for r in ready):
             raise RuntimeError("the backward pass ended without a gradient this call needs")
         return max(ready, default=self.clock.now())
+
+
+def measured_buckets(records: Sequence[BackwardCalls]) -> dict[str, list[float] | float]:
+    """What the unpaced steps' calls measured, for ``run.json`` (``backward_buckets``): each call's
+    ready fraction, the mean over steps of (ready_k - ready_1) / (ready_C - ready_1) (the model's
+    ``schedules.buckets.BucketLayout.ready_fractions`` puts bucket 1 at the launch and bucket C at
+    the end of the compute); and the share of calls that started before their backward pass ended."""
+    spread = [r for r in records if r.calls and r.calls[-1].ready_s > r.calls[0].ready_s]
+    fractions = [
+        [
+            (c.ready_s - r.calls[0].ready_s) / (r.calls[-1].ready_s - r.calls[0].ready_s)
+            for c in r.calls
+        ]
+        for r in spread
+    ]
+    calls = [(c, r.end_s) for r in records for c in r.calls]
+    return {
+        "ready_fractions": [math.fsum(column) / len(spread) for column in zip(*fractions)],
+        "started_in_backward": sum(c.started_s < end_s for c, end_s in calls) / max(1, len(calls)),
+    }
