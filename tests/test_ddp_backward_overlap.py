@@ -503,3 +503,4 @@ def test_the_measured_ready_fractions_average_each_calls_place_in_its_window():
     measured = measured_buckets(steps)
     assert measured["ready_fractions"] == pytest.approx([0.0, 0.5, 1.0])
     assert measured["started_in_backward"] == pytest.approx(3 / 9)
+    assert measured["first_ready_to_end_s"] == pytest.approx((1.5 - 1.0 + 0.5) / 3)

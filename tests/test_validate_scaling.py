@@ -131,13 +131,15 @@ def test_a_measured_runs_bucket_ready_times_are_shown_beside_the_simulators():
     # embeddings' 87,680 last, ready once the values of buckets 2..k are produced
     sizes = layout_of(scaled.exchange, scaled.model.parameters, 4).sizes()
     done = [sum(sizes[1:k]) / sum(sizes[1:]) for k in range(1, 8)]
-    note = buckets_note(
-        scaled, {"ready_fractions": [0, 0.1, 0.2, 0.3, 0.4, 0.5, 1], "started_in_backward": 0.75}
-    )
-    assert note == (
+    measured = {
+        "ready_fractions": [0, 0.1, 0.2, 0.3, 0.4, 0.5, 1],
+        "first_ready_to_end_s": 0.05,
+        "started_in_backward": 0.75,
+    }
+    assert buckets_note(scaled, measured, 0.125) == (
         "buckets ready at 0.00, 0.10, 0.20, 0.30, 0.40, 0.50, 1.00 of the first-to-last bucket "
-        f"window (simulated: {', '.join(f'{x:.2f}' for x in done)}); 75% of calls started "
-        "inside their backward pass"
+        f"window (simulated: {', '.join(f'{x:.2f}' for x in done)}), the first 0.40 of a step "
+        "before its compute's end (simulated: 0.6); 75% of calls started inside their backward pass"
     )
 
 

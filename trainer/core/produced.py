@@ -118,7 +118,9 @@ def measured_buckets(records: Sequence[BackwardCalls]) -> dict[str, list[float] 
     """What the unpaced steps' calls measured, for ``run.json`` (``backward_buckets``): each call's
     ready fraction, the mean over steps of (ready_k - ready_1) / (ready_C - ready_1) (the model's
     ``schedules.buckets.BucketLayout.ready_fractions`` puts bucket 1 at the launch and bucket C at
-    the end of the compute); and the share of calls that started before their backward pass ended."""
+    the end of the compute); the mean seconds from the first bucket's ready time to the end of the
+    backward pass (over the step's compute: the overlap the real pass gives); and the share of
+    calls that started before their backward pass ended."""
     spread = [r for r in records if r.calls and r.calls[-1].ready_s > r.calls[0].ready_s]
     fractions = [
         [
@@ -127,8 +129,11 @@ def measured_buckets(records: Sequence[BackwardCalls]) -> dict[str, list[float] 
         ]
         for r in spread
     ]
-    calls = [(c, r.end_s) for r in records for c in r.calls]
+    timed = [r for r in records if r.calls]
+    calls = [(c, r.end_s) for r in timed for c in r.calls]
     return {
         "ready_fractions": [math.fsum(column) / len(spread) for column in zip(*fractions)],
+        "first_ready_to_end_s": math.fsum(r.end_s - r.calls[0].ready_s for r in timed)
+        / max(1, len(timed)),
         "started_in_backward": sum(c.started_s < end_s for c, end_s in calls) / max(1, len(calls)),
     }
