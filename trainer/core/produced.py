@@ -1,5 +1,6 @@
 """The gradient as the real backward pass produces it, tensor by tensor, for DDP's buckets to go as
-soon as they exist (``schedule.backward_overlap`` on an unpaced step, ``sync.Exchanger.exchange_produced``).
+soon as they exist (``schedule.backward_overlap`` on an unpaced step,
+``sync.Exchanger.exchange_produced``).
 
 PyTorch DDP's ``Reducer`` hooks every parameter's gradient accumulator: once a parameter's gradient
 is accumulated it is marked ready, and once every parameter of a bucket is, the bucket's all-reduce
@@ -11,9 +12,10 @@ once per backward pass, after a tied weight's uses are summed) copies its gradie
 buffer at its offset (DDP's copy into its bucket view) and notes the trace second; the exchange
 thread waits for the tensors of each call's piece (``wait``).
 
-On CUDA the hook runs on autograd's device thread when the gradient's kernels are queued, not done:
-the copy is queued behind them on the same stream, and the calls that read it after it (NCCL's
-stream waits for the current one; a gloo call stages to the CPU, which waits), as DDP's do.
+On CUDA the hook runs on autograd's device thread when the gradient's kernels are queued, not done,
+so a ready time is when its last kernel was queued: the copy is queued behind them on the same
+(default) stream, and the calls read it only after it, as DDP's do (NCCL's stream waits for the
+current one; a gloo call stages to the CPU, which waits).
 """
 
 from __future__ import annotations
