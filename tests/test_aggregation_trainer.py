@@ -52,8 +52,7 @@ def test_measured_bytes_of_every_sync_are_the_simulated_ones(algorithm, aggregat
 @pytest.mark.parametrize(
     "algorithm, what",
     [
-        ("ddp", "paced backward pass only"),  # DDP's is run paced (test_ddp_backward_overlap)
-        ("diloco", "sends a pseudo-gradient"),
+        ("diloco", "sends a pseudo-gradient"),  # DDP's is run (test_ddp_backward_overlap)
         ("streaming", "sends a pseudo-gradient"),
     ],
 )

@@ -277,13 +277,6 @@ TRAIN = cases(
             "exchange.tensor_values: lists 2 tensors, and the trainer's GPT of 2 blocks has 28 (12 per "
             "block, 2 embeddings, the final LayerNorm's 2): list its own, or leave the key out",
         ),
-        (
-            "DDP's backward overlap on unpaced steps",
-            ("--set", "schedule.algorithm=ddp", "--set", "schedule.backward_overlap=0.5"),
-            "schedule.backward_overlap: the real trainer overlaps DDP's buckets with a paced "
-            "backward pass only (got 0.5 unpaced): set trainer.pace_islands = true or "
-            "trainer.pace_step_time_s",
-        ),
         ("--data missing", ("--data", "nowhere"), "nowhere: no such file or folder"),
         (
             "--data endless",

@@ -1,7 +1,8 @@
 """DDP's buckets all-reduced during the backward pass, as the trainer runs them (issue 44): each call
-held until the paced backward pass would have produced its bucket, the same mean and bytes as the
-flat exchange, the last bucket's wait exposed; and a run with the overlap training exactly the
-weights of one without. Members run as threads of one process."""
+held until the paced backward pass would have produced its bucket, or, unpaced, until the real one
+has (its tensors' post-accumulate-grad hooks), the same mean and bytes as the flat exchange, the
+last bucket's wait exposed; and a run with the overlap training exactly the weights of one without.
+Members run as threads of one process."""
 
 import pytest
 import torch
@@ -10,16 +11,20 @@ from helpers.inprocess import TINY, finish_all, in_threads, trainers_for
 from islands.errors import UserError
 from islands.scenarios import from_dict
 from islands.schedules.buckets import BucketLayout
-from islands.trainer.core.inprocess import run_threads
+from islands.trainer.core.inprocess import run_threads, thread_groups
+from islands.trainer.core.produced import BackwardCalls, ProducedGradients, measured_buckets
 from islands.trainer.core.tracing import Clock
 from islands.trainer.exchange.comm import ThreadHub
+from islands.trainer.exchange.robust import NOT_FINITE
 from islands.trainer.exchange.sync import (
     Backward,
+    BucketCall,
     CallLayout,
     Exchanger,
     call_layouts,
     call_pieces,
     exchange_calls,
+    piece_edges,
 )
 from islands.trainer.kinds import make_run_plan
 
@@ -70,8 +75,8 @@ def tensors():
 EQUAL_BUCKETS = CallLayout((2_500.0,) * 4, (0.0, 1 / 3, 2 / 3, 1.0), reverse=True)
 
 
-def exchanged(calls, call_s, backward=None, layout=None):
-    """Every member's exchange of its tensor in ``calls`` calls of ``call_s`` each, and its group."""
+def members(calls, call_s, layout=None):
+    """Every member's fake clock, timed cross group and exchanger of ``calls`` calls of ``call_s``."""
     clocks = [FakeClock() for _ in range(MEMBERS)]
     groups = [
         TimedCalls(member, clocks[rank], call_s)
@@ -88,7 +93,13 @@ def exchanged(calls, call_s, backward=None, layout=None):
         )
         for group, clock in zip(groups, clocks)
     ]
-    data = tensors()
+    return clocks, groups, exchangers
+
+
+def exchanged(calls, call_s, backward=None, layout=None, data=None):
+    """Every member's exchange of its tensor in ``calls`` calls of ``call_s`` each, and its group."""
+    _, groups, exchangers = members(calls, call_s, layout)
+    data = data or tensors()
     results = run_threads(
         MEMBERS, lambda rank: exchangers[rank].exchange(data[rank], backward=backward)
     )
@@ -252,7 +263,7 @@ def test_a_run_overlapped_trains_the_same_weights_and_stalls_only_after_its_comp
     "schedule, pace_s, words",
     [
         ({"algorithm": "diloco"}, 0.03, "sends a pseudo-gradient"),
-        ({}, 0.0, "paced backward pass only"),
+        ({"algorithm": "diloco"}, 0.0, "sends a pseudo-gradient"),
     ],
 )
 def test_an_overlap_the_trainer_does_not_run_is_refused_in_one_line(schedule, pace_s, words):
@@ -261,3 +272,235 @@ def test_an_overlap_the_trainer_does_not_run_is_refused_in_one_line(schedule, pa
     message = str(refused.value)
     assert message.startswith("t.toml: schedule.backward_overlap:") and "got 0.5" in message
     assert words in message and "\n" not in message
+
+
+# ---------------------------------------------------------------- unpaced: as the real pass produces
+
+
+class Produced:
+    """A gradient whose buckets are ready 50 ms apart on a member's fake clock: the n-th wait moves
+    the clock to n x 50 ms (if it is behind) and returns that; it notes the spans waited for."""
+
+    def __init__(self, flat, clock, apart_s=0.05):
+        self.flat, self.clock, self.apart_s = flat.clone(), clock, apart_s
+        self.spans = []
+
+    def wait(self, spans):
+        self.spans.append(list(spans))
+        ready_s = self.apart_s * len(self.spans)
+        self.clock.sleep_until(ready_s)
+        return ready_s
+
+
+def unchanged(piece):
+    return piece
+
+
+def exchanged_while_produced(calls, call_s, layout=None, data=None, prepares=None):
+    """Every member's exchange of its tensor as a backward pass produces it (``Produced``)."""
+    clocks, groups, exchangers = members(calls, call_s, layout)
+    data = data or tensors()
+    produced = [Produced(data[rank], clocks[rank]) for rank in range(MEMBERS)]
+    prepares = prepares or [unchanged] * MEMBERS
+    results = run_threads(
+        MEMBERS,
+        lambda rank: exchangers[rank].exchange_produced(produced[rank], prepares[rank]),
+    )
+    return results, groups, produced
+
+
+@pytest.mark.parametrize(
+    "call_s, starts",
+    [
+        # buckets ready at 50, 100, 150, 200 ms; calls of 10 ms start as each is ready
+        (0.01, [0.05, 0.1, 0.15, 0.2]),
+        # calls of 80 ms go back to back from the first: 50, 130, 210, 290 ms
+        (0.08, [0.05, 0.13, 0.21, 0.29]),
+    ],
+)
+@pytest.mark.parametrize("layout", [None, EQUAL_BUCKETS])
+def test_calls_made_as_the_real_backward_pass_produces_their_buckets_average_bit_for_bit(
+    call_s, starts, layout
+):
+    flat, _ = exchanged(1, 0.0)
+    results, groups, produced = exchanged_while_produced(4, call_s, layout)
+    # 10,000 values, 3 members' aligned unit 3 x 128 = 384: equal pieces of 7 x 384 = 2,688 (the
+    # last 1,936); the buckets of 2,500 end at 2,500, 5,000, 7,500, rounded to 384s: 2,688 (6.51
+    # units), 4,992 (13.02), 7,680 (19.53)
+    edges = [0, 2_688, 5_376, 8_064, 10_000] if layout is None else [0, 2_688, 4_992, 7_680, 10_000]
+    order = [3, 2, 1, 0] if layout else [0, 1, 2, 3]
+    for one, result, group, gradient in zip(flat, results, groups, produced):
+        assert torch.equal(one.mean, result.mean)
+        assert one.sent_bytes == result.sent_bytes
+        assert gradient.spans == [[(edges[k], edges[k + 1])] for k in order]
+        assert [call.bucket for call in result.calls] == order
+        assert [call.ready_s for call in result.calls] == pytest.approx([0.05, 0.1, 0.15, 0.2])
+        assert [call.started_s for call in result.calls] == pytest.approx(starts)
+        assert group.starts == pytest.approx(starts)  # the screen after them is an all-gather
+        assert (result.started_s, result.done_s) == pytest.approx((starts[0], starts[-1] + call_s))
+
+
+def test_an_islands_ranks_average_each_bucket_among_themselves_first_bit_for_bit():
+    # 2 islands of 2 ranks: each rank's own gradient; the flat path averages it inside the island
+    # first (the training thread's intra_grad), then each rank exchanges its half
+    data = [torch.randn(VALUES, generator=torch.Generator().manual_seed(rank)) for rank in range(4)]
+
+    def exchanger(group, clock):
+        return Exchanger(
+            group.cross,
+            group.intra_sync,
+            32,
+            clock,
+            calls=lambda v: 4,
+            layouts=lambda v: EQUAL_BUCKETS,
+        )
+
+    flat_groups, produced_groups = thread_groups(2, 2), thread_groups(2, 2)
+
+    def flat(rank):
+        island_sum = data[rank].clone()
+        flat_groups[rank].intra_grad.all_reduce_sum_(island_sum)
+        return exchanger(flat_groups[rank], Clock()).exchange(island_sum / 2)
+
+    def produced(rank):
+        clock = FakeClock()
+        gradient = Produced(data[rank], clock)
+        result = exchanger(produced_groups[rank], clock).exchange_produced(gradient, unchanged)
+        return result, gradient
+
+    for one, (other, gradient) in zip(run_threads(4, flat), run_threads(4, produced)):
+        assert torch.equal(one.mean, other.mean)
+        assert one.sent_bytes == other.sent_bytes
+        # halves of 5,000 values, pieces ending at 1,280, 2,560 (aligned to 2 x 128) and 3,840: the
+        # first call is the last piece of both halves
+        assert gradient.spans[0] == [(3_840, 5_000), (8_840, 10_000)]
+
+
+def test_a_member_screened_out_after_the_calls_gets_the_flat_exchanges_mean_and_wastes_the_calls():
+    data = tensors()
+    nan = [unchanged, lambda piece: torch.full_like(piece, float("nan")), unchanged]
+    results, _, _ = exchanged_while_produced(4, 0.01, EQUAL_BUCKETS, data, nan)
+    poisoned_data = [data[0], torch.full_like(data[1], float("nan")), data[2]]
+    flat, _ = exchanged(1, 0.0, data=poisoned_data)
+    everyone, _ = exchanged(1, 0.0)
+    for one, result, whole in zip(flat, results, everyone):
+        assert torch.equal(one.mean, result.mean) and torch.isfinite(result.mean).all()
+        assert result.verdict.reasons == {1: NOT_FINITE}
+        assert result.sent_bytes == one.sent_bytes
+        (given_up,) = result.abandoned
+        assert given_up.sent_bytes == whole.sent_bytes  # the 4 calls made, then given up
+        assert given_up.started_s == pytest.approx(0.05)
+
+
+def test_produced_gradients_wait_for_every_tensor_of_a_span():
+    a, b, c = (torch.nn.Parameter(torch.ones(n)) for n in (3, 4, 5))  # at 0, 3 and 7 of 12
+    clock = FakeClock()
+    produced = ProducedGradients([a, b, c], clock)
+    assert produced.tensors_in([(2, 4)]) == [0, 1]
+    assert produced.tensors_in([(0, 1), (8, 9)]) == [0, 2]
+    assert produced.tensors_in([(12, 16)]) == []  # padding alone
+    produced.arm()
+    clock.t = 1.0
+    (a * 2).sum().backward(retain_graph=False)
+    clock.t = 2.0
+    (3 * b).sum().backward()
+    assert produced.wait([(0, 3)]) == 1.0
+    assert produced.wait([(2, 4)]) == 2.0  # the later of a's and b's
+    assert produced.flat[:7].tolist() == [2.0] * 3 + [3.0] * 4
+    with pytest.raises(AssertionError, match=r"parameters \[2\] got no gradient"):
+        produced.finished()
+    with pytest.raises(RuntimeError, match="without a gradient"):
+        produced.wait([(6, 8)])  # c never got one: the exchange fails instead of waiting forever
+    (5 * c).sum().backward()  # disarmed: the hooks copy nothing
+    assert produced.flat[7:].tolist() != [5.0] * 5
+
+
+@pytest.mark.parametrize(
+    "exchange, ranks, calls",
+    [
+        (PER_TENSOR, 1, 4),
+        # 1e5 scenario values in 10 KiB buckets of 2-byte values, 5,242.88 each: 19.07, so 20
+        ({"calls": "buckets", "bucket_cap_mb": 0.01}, 2, 20),
+        # 50 KiB buckets (26,214 values) of the tiny GPT's tensors scaled to 1e5 (x 9.14): a block
+        # is 25,000, so each bucket closes inside the block before it, the last holds the embeddings
+        ({"calls": "buckets", "bucket_cap_mb": 0.05, "tensor_values": TINY_TENSORS}, 2, 3),
+    ],
+)
+def test_an_unpaced_run_overlapped_trains_the_same_weights_with_each_call_after_its_bucket(
+    exchange, ranks, calls
+):
+    runs = {}
+    for overlap in (0.0, 0.5):
+        trainers = trainers_for(ddp_plan(overlap, pace_s=0.0, exchange=exchange, ranks=ranks))
+        in_threads(trainers, lambda t: t.run())
+        finish_all(trainers)
+        runs[overlap] = trainers
+    for plain, overlapped in zip(runs[0.0], runs[0.5]):
+        for a, b in zip(plain.params, overlapped.params):
+            assert torch.equal(a, b)
+    for trainer in runs[0.5]:
+        assert not runs[0.0][0].backward_calls
+        assert len(trainer.backward_calls) == trainer.plan.total_steps
+        rows = trainer.recorder.rows
+        for record in trainer.backward_calls:
+            made = record.calls
+            expected = list(range(calls))  # buckets from the flat tensor's end, its last layers
+            assert [call.bucket for call in made] == (
+                expected[::-1] if "bucket_cap_mb" in exchange else expected
+            )
+            for call, after in zip(made, made[1:]):
+                assert after.started_s >= call.started_s  # in order, never overtaking
+            for call in made:
+                # not before its bucket's last gradient; every gradient during the backward pass
+                assert record.start_s <= call.ready_s <= record.end_s
+                assert call.started_s >= call.ready_s
+            comm = next(row for row in rows if row[4] == "comm" and row[0] == made[0].started_s)
+            assert comm[1] >= made[-1].started_s
+            # the step's compute closes with its backward pass; its stall only after that
+            compute = max(
+                (row for row in rows if row[4] == "compute" and row[1] <= record.end_s),
+                key=lambda row: row[1],
+            )
+            assert compute[1] >= record.start_s
+            stalls = [row for row in rows if row[4] == "stall" and row[7] == comm[7]]
+            assert all(row[0] >= compute[1] for row in stalls)
+        fractions = trainer.run_info()["backward_buckets"]["ready_fractions"]
+        assert fractions == [] or (
+            len(fractions) == calls and fractions[0] == 0 == fractions[-1] - 1
+        )
+        # the last step: each call's ready second is its bucket's last hook, over every share
+        produced, last = trainer.produced, trainer.backward_calls[-1]
+        values = produced.offsets[-1]
+        length = -(-values // ranks)
+        layout = trainer.exchanger.layouts(values)
+        edges = piece_edges(length, len(last.calls), 2 * 128, layout.sizes)
+        for call in last.calls:
+            spans = [
+                (part * length + edges[call.bucket], part * length + edges[call.bucket + 1])
+                for part in range(ranks)
+            ]
+            assert call.ready_s == max(produced.ready_s[i] for i in produced.tensors_in(spans))
+
+
+def test_the_measured_ready_fractions_average_each_calls_place_in_its_window():
+    steps = [
+        # ready at 1.0, 1.5, 3.0 of a window of 2 s: 0, 0.25, 1; two calls start before the end, 2.5
+        BackwardCalls(
+            1, 0.0, 2.5, (BucketCall(2, 1.0, 1.0), BucketCall(1, 1.5, 2.0), BucketCall(0, 3.0, 3.0))
+        ),
+        # every bucket at once: no window, left out of the fractions; no call before the end, 1.0
+        BackwardCalls(
+            2, 0.0, 1.0, (BucketCall(2, 2.0, 2.0), BucketCall(1, 2.0, 2.1), BucketCall(0, 2.0, 2.2))
+        ),
+        # 0, 0.75, 1; one call before the end, 0.5
+        BackwardCalls(
+            3,
+            0.0,
+            0.5,
+            (BucketCall(2, 0.0, 0.0), BucketCall(1, 0.75, 0.75), BucketCall(0, 1.0, 1.0)),
+        ),
+    ]
+    measured = measured_buckets(steps)
+    assert measured["ready_fractions"] == pytest.approx([0.0, 0.5, 1.0])
+    assert measured["started_in_backward"] == pytest.approx(3 / 9)
+    assert measured["first_ready_to_end_s"] == pytest.approx((1.5 - 1.0 + 0.5) / 3)

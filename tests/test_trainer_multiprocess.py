@@ -78,6 +78,27 @@ def test_resume_reproduces_the_uninterrupted_run_exactly(tmp_path, schedule):
     assert losses[0] == losses[1] and len(losses[0]) == 12
 
 
+def test_ddps_buckets_sent_during_the_real_backward_pass_train_the_flat_runs_weights(tmp_path):
+    """Unpaced, over gloo between processes: each bucket's call as its gradients exist, the same
+    weights as the flat exchange after the backward pass, and run.json says where they were ready."""
+    sets = [
+        "schedule.algorithm=ddp",
+        "schedule.outer_steps=3",
+        "exchange.calls=buckets",
+        "exchange.bucket_cap_mb=1000",  # 2e10 B of values in 20 buckets; the tiny GPT's 10,944 too
+        "schedule.bits=32",
+    ]
+    flat, overlapped = tmp_path / "flat", tmp_path / "overlapped"
+    train(flat, sets=sets)
+    train(overlapped, sets=[*sets, "schedule.backward_overlap=0.5"])
+    for rank in range(2):
+        a, b = rank_state(flat, 1, rank), rank_state(overlapped, 1, rank)
+        assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    buckets = json.loads((overlapped / "run.json").read_text())["backward_buckets"]
+    assert len(buckets["ready_fractions"]) == 20
+    assert "backward_buckets" not in json.loads((flat / "run.json").read_text())
+
+
 def run_cli(*argv):
     return main(
         [

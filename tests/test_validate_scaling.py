@@ -10,7 +10,7 @@ from islands.scenarios import load
 from islands.schedules import SCHEDULES
 from islands.schedules.buckets import layout_of
 from islands.trainer.exchange.quantize import encoded_bytes, padded_length
-from islands.validation.case import case_calls
+from islands.validation.case import buckets_note, case_calls
 from islands.validation.scaling import (
     ScaleOptions,
     ring_volume_bytes,
@@ -98,12 +98,48 @@ def test_ddps_overlapped_buckets_are_laid_out_from_the_trainers_own_tensors():
     assert all(size >= 1.53216 * 2**20 / 4 for size in layout.sizes()[:-1])
     assert not any("backward overlap" in note or "buckets" in note for note in case.notes)
     assert case_calls(scaled) == 7  # the calibration times the exchange in as many calls
+    # unpaced (validate --compute measured) the buckets go as the real backward pass produces them:
+    # the same overlap and layout; a per-tensor exchange's would wait for the embeddings, produced
+    # last, so it is left out with a note
     unpaced = scale(original, ScaleOptions(max_workers=2, pace=False))
+    assert unpaced.scenario().schedule.backward_overlap == 0.6
+    assert unpaced.document["exchange"] == case.document["exchange"]
+    assert not any("backward overlap" in note or "buckets" in note for note in unpaced.notes)
+    per_tensor = load(
+        "worked-example",
+        [
+            "schedule.algorithm=ddp",
+            "exchange.calls=per_tensor",
+            "exchange.tensors=28",
+            "schedule.backward_overlap=0.6",
+        ],
+    )
+    unpaced = scale(per_tensor, ScaleOptions(max_workers=2, pace=False))
     assert unpaced.scenario().schedule.backward_overlap == 0
-    assert unpaced.document["exchange"] == {"calls": "per_tensor", "tensors": 7}
     assert (
-        "backward overlap 0.6: not validated (the trainer overlaps only a paced step's); run "
+        "backward overlap 0.6: not validated (unpaced, the trainer overlaps only buckets); run "
         "without it" in unpaced.notes
+    )
+    assert (
+        scale(per_tensor, ScaleOptions(max_workers=2)).scenario().schedule.backward_overlap == 0.6
+    )
+
+
+def test_a_measured_runs_bucket_ready_times_are_shown_beside_the_simulators():
+    scaled = scale(load("worked-example", DDP_BUCKETS), ScaleOptions(max_workers=2)).scenario()
+    # the 7 buckets of the test above: 6 of the blocks' (about 401,647 values or more each) and the
+    # embeddings' 87,680 last, ready once the values of buckets 2..k are produced
+    sizes = layout_of(scaled.exchange, scaled.model.parameters, 4).sizes()
+    done = [sum(sizes[1:k]) / sum(sizes[1:]) for k in range(1, 8)]
+    measured = {
+        "ready_fractions": [0, 0.1, 0.2, 0.3, 0.4, 0.5, 1],
+        "first_ready_to_end_s": 0.05,
+        "started_in_backward": 0.75,
+    }
+    assert buckets_note(scaled, measured, 0.125) == (
+        "buckets ready at 0.00, 0.10, 0.20, 0.30, 0.40, 0.50, 1.00 of the first-to-last bucket "
+        f"window (simulated: {', '.join(f'{x:.2f}' for x in done)}), the first 0.40 of a step "
+        "before its compute's end (simulated: 0.6); 75% of calls started inside their backward pass"
     )
 
 

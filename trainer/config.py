@@ -175,29 +175,21 @@ def check_model(plan: RunPlan) -> None:
 
 def check_overlap(scenario: Scenario) -> None:
     """Refuse the backward overlap the trainer does not run: a pseudo-gradient's (formed after the
-    whole backward pass and the inner optimizer step), an unpaced step's (the overlapped buckets are
-    held to a paced backward pass, ``loop.Trainer.sync_during_backward``)."""
+    whole backward pass and the inner optimizer step). DDP's buckets go during the backward pass,
+    held to a paced one (``loop.Trainer.sync_during_backward``) or as the real one produces them
+    (``loop.Trainer.sync_while_produced``)."""
     source, overlap = scenario.source, scenario.schedule.backward_overlap
-    if not overlap:
-        return
-    if schedule_of(scenario).exchanged != GRADIENT:
+    if overlap and schedule_of(scenario).exchanged != GRADIENT:
         raise UserError(
             f"{source}: schedule.backward_overlap: the real trainer sends a pseudo-gradient after "
             f"the whole backward pass, so it trains only 0 (got {overlap:g}); the overlap is "
             "simulated only"
         )
-    trainer = scenario.trainer
-    if not (trainer.pace_islands or trainer.pace_step_time_s > 0):
-        raise UserError(
-            f"{source}: schedule.backward_overlap: the real trainer overlaps DDP's buckets with a "
-            f"paced backward pass only (got {overlap:g} unpaced): set trainer.pace_islands = true "
-            "or trainer.pace_step_time_s"
-        )
 
 
 def check_supported(scenario: Scenario) -> None:
-    """Refuse what only the simulator plays: other barriers, backward overlap other than DDP's under
-    pacing (``check_overlap``), a staged collective, a ring's reduce-scatter made around the ring, a
+    """Refuse what only the simulator plays: other barriers, backward overlap other than DDP's
+    (``check_overlap``), a staged collective, a ring's reduce-scatter made around the ring, a
     collective that goes on without a departed member, a joiner's state striped over the holders, a
     ring reordered across regions, and random churn and chip failures."""
     source = scenario.source
@@ -250,7 +242,7 @@ def sync_plan(plan: RunPlan) -> tuple[dict[int, list[SyncPoint]], dict[int, list
     """The schedule's sync points, the very ones the simulator plays, keyed by inner steps done:
     (launches, applies). A gradient exchange launched at step k happens inside step k (after its
     backward pass); a fractional launch step (DDP's backward overlap) is run inside its step, during
-    its paced backward pass (``loop.Trainer.sync_during_backward``)."""
+    its backward pass (``loop.Trainer.sync_during_backward``, ``sync_while_produced``)."""
     launches: dict[int, list[SyncPoint]] = defaultdict(list)
     applies: dict[int, list[SyncPoint]] = defaultdict(list)
     for point in plan.schedule.sync_points(plan.scenario):

@@ -31,6 +31,7 @@ from islands.io import json_text, write_table, write_text
 from islands.scenarios import Scenario
 from islands.scenarios.fifo import fifo_unpriced
 from islands.schedules import schedule_of
+from islands.schedules.buckets import layout_of
 from islands.schedules.compression import NONE
 from islands.schedules.gather import peers_of
 from islands.simulator import SimResult, simulate
@@ -56,7 +57,30 @@ def compute_note(case: ScaledCase, measured: Measured, paced: bool) -> str:
             f"compute: paced to {', '.join(f'{t} s' for t in targets)} per inner step "
             f"(measured mean {per_step_s:.4f} s on rank 0)"
         )
-    return f"compute: unpaced; simulator calibrated from measured step times (rank 0: {per_step_s:.4f} s)"
+    note = f"compute: unpaced; simulator calibrated from measured step times (rank 0: {per_step_s:.4f} s)"
+    buckets = measured.run_info.get("backward_buckets")
+    if not buckets:
+        return note
+    return f"{note}; {buckets_note(case.scenario(), buckets, per_step_s)}"
+
+
+def buckets_note(scenario: Scenario, buckets: dict, step_s: float) -> str:
+    """Where the real backward pass had DDP's buckets ready (``run.json``'s ``backward_buckets``,
+    rank 0's, as fractions of its first-to-last window, and its first bucket's time before the end
+    of a ``step_s`` compute) against the simulator's assumptions: ready times proportional to the
+    values produced (``BucketLayout.ready_fractions``), the first at ``backward_overlap``."""
+    model = layout_of(scenario.exchange, scenario.model.parameters, scenario.model.bytes_per_param)
+    shown = [
+        ", ".join(f"{x:.2f}" for x in xs)
+        for xs in (buckets["ready_fractions"], model.ready_fractions())
+    ]
+    overlap = buckets["first_ready_to_end_s"] / step_s if step_s > 0 else 0.0
+    return (
+        f"buckets ready at {shown[0]} of the first-to-last bucket window (simulated: {shown[1]}), "
+        f"the first {overlap:.2f} of a step before its compute's end (simulated: "
+        f"{scenario.schedule.backward_overlap:g}); {100 * buckets['started_in_backward']:.0f}% of "
+        "calls started inside their backward pass"
+    )
 
 
 def complete_prediction(name: str, case: ScaledCase, overrides: list[str]) -> SimResult:

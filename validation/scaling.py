@@ -259,10 +259,14 @@ def scaled_calls(
 
 
 def overlap_validated(scenario: Scenario, paced: bool) -> bool:
-    """Whether the trainer runs the scenario's backward overlap: DDP's gradient, paced
-    (``trainer.config.check_overlap``)."""
+    """Whether the trainer runs the scenario's backward overlap as the simulator prices it: DDP's
+    gradient (``trainer.config.check_overlap``), paced, or unpaced in buckets (they go as the real
+    backward pass produces them, from its last layers; a flat or per-tensor exchange's first piece
+    holds the embeddings, which the real pass produces last, while the simulator launches it whole
+    where the overlap starts)."""
     overlap = scenario.schedule.backward_overlap
-    return bool(overlap) and paced and schedule_of(scenario).exchanged == GRADIENT
+    gradient = schedule_of(scenario).exchanged == GRADIENT
+    return bool(overlap) and gradient and (paced or scenario.exchange.calls == "buckets")
 
 
 def not_validated(scenario: Scenario, paced: bool = True) -> list[str]:
@@ -303,7 +307,7 @@ def not_validated(scenario: Scenario, paced: bool = True) -> list[str]:
     overlap = scenario.schedule.backward_overlap
     if overlap and not overlap_validated(scenario, paced):
         why = (
-            "the trainer overlaps only a paced step's"
+            "unpaced, the trainer overlaps only buckets"
             if schedule_of(scenario).exchanged == GRADIENT
             else "the trainer sends a pseudo-gradient after the whole backward pass"
         )

@@ -20,6 +20,7 @@ import json
 import math
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from .diloco import DiLoCo, Synced
 from .faults import kill_point, poisoned
 from .model import GPTConfig, build_model, decay_groups
 from .outer import Fragment, build_fragments
+from .produced import BackwardCalls, ProducedGradients, measured_buckets
 from .tracing import Clock, MetricsLog, Recorder
 from .world import (
     Downloaded,
@@ -178,6 +180,8 @@ class Trainer:
             call_layouts(plan.scenario, total_values),
         )
         self.exchanger.warm_up(sum(p.numel() for p in self.params), plan.islands)
+        self.produced = ProducedGradients(self.params, self.clock)
+        self.backward_calls: list[BackwardCalls] = []
         self.start_clock(state)
         self.excluded: list[dict[str, Any]] = []
         self.diloco = None if plan.syncs_gradient else self.build_diloco()
@@ -432,7 +436,8 @@ class Trainer:
         """Forward, backward, gradient averaging, clip, optimizer step, pacing;
         (loss, blocked s, comm s, paced s: the part of the step's compute that was pacing sleep).
         A gradient exchanged during the backward pass (``backward_overlap``) is paced there
-        (``sync_during_backward``)."""
+        (``sync_during_backward``), or, unpaced, goes bucket by bucket as the real backward pass
+        produces it (``sync_while_produced``)."""
         busy_start = time.monotonic()
         spec = self.plan.spec
         x, y = self.sampler.next_batch()
@@ -441,15 +446,24 @@ class Trainer:
         )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        points = self.gradient_syncs.get(self.step + 1, [])
+        produced = self.launch_while_produced(points)
         loss = self.model(x, y)
+        backward_s = self.clock.now()
         loss.backward()
         grads = [p.grad for p in self.params]
-        intra = self.groups.intra_grad
-        if intra is not None:
-            self.average_inside_island(present(grads), intra)
         blocked_s = comm_s = sync_wall_s = paced_s = 0.0
+        if produced is not None:
+            self.produced.finished()
+            blocked_s, comm_s = self.sync_while_produced(
+                present(grads), points[0], produced, backward_s
+            )
+            points = []
+        intra = self.groups.intra_grad
+        if intra is not None and produced is None:
+            self.average_inside_island(present(grads), intra)
         overlapped = self.overlaps_backward()
-        for point in self.gradient_syncs.get(self.step + 1, ()):
+        for point in points:
             sync_start = time.monotonic()
             if overlapped:
                 blocked_s, comm_s, paced_s = self.sync_during_backward(present(grads), point)
@@ -467,10 +481,25 @@ class Trainer:
         return loss.item(), blocked_s, comm_s, paced_s
 
     def overlaps_backward(self) -> bool:
-        """Whether the gradient is exchanged during a paced backward pass (``config.check_supported``
-        refuses the overlap unpaced)."""
+        """Whether the gradient is exchanged during a paced backward pass, its calls held to the
+        paced pass (``sync_during_backward``)."""
         return (
             self.plan.scenario.schedule.backward_overlap > 0 and self.plan.pace_s(self.island) > 0
+        )
+
+    def launch_while_produced(self, points: list[SyncPoint]) -> Future | None:
+        """Under ``backward_overlap`` on an unpaced step with a gradient exchange (DDP's one), the
+        exchange launched before the backward pass, its calls each waiting for its bucket's
+        gradients (``ProducedGradients``); None otherwise."""
+        if not (points and self.plan.scenario.schedule.backward_overlap > 0):
+            return None
+        if self.plan.pace_s(self.island) > 0:
+            return None
+        assert len(points) == 1, "DDP exchanges its gradient once a step"
+        self.produced.arm()
+        outer_step = points[0].outer_step
+        return self.exchanger.launch_during(
+            self.produced, lambda piece: poisoned(piece, self.island, outer_step)
         )
 
     def pace(self, busy_s: float, synced_inside: bool) -> float:
@@ -542,6 +571,24 @@ class Trainer:
         unflatten_into(synced.exchange.mean, grads)
         self.recorder.start_compute()
         return blocked_s, comm_s, paced_s
+
+    def sync_while_produced(
+        self, grads: list[torch.Tensor], point: SyncPoint, exchange: Future, backward_s: float
+    ) -> tuple[float, float]:
+        """The backward pass (from ``backward_s``) is over and its compute closes here; wait for the
+        calls still in flight, the exposed part (a ``stall`` row), then take the mean before the clip
+        and the optimizer step, as DDP's optimizer sees the averaged gradient. The calls' times are
+        kept (``backward_calls``). (blocked s, comm s)."""
+        self.recorder.end_compute(point.outer_step)
+        arrived_s = self.clock.now()
+        synced = Synced(point, exchange.result(), arrived_s, self.clock.now())
+        self.backward_calls.append(
+            BackwardCalls(self.step + 1, backward_s, arrived_s, synced.exchange.calls)
+        )
+        blocked_s, comm_s = self.record_exchanges([synced])
+        unflatten_into(synced.exchange.mean, grads)
+        self.recorder.start_compute()
+        return blocked_s, comm_s
 
     def sync_fragments(self) -> tuple[float, float]:
         """Launch and apply the fragments the schedule puts after this step (``DiLoCo.after_step``);
@@ -757,6 +804,11 @@ class Trainer:
             if self.step
             else 0.0,
             "excluded_contributions": self.excluded,
+            **(
+                {"backward_buckets": measured_buckets(self.backward_calls)}
+                if self.backward_calls
+                else {}
+            ),
         }
 
 

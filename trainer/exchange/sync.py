@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import zip_longest
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 
@@ -75,6 +75,27 @@ class CallLayout:
 EQUAL_PIECES = CallLayout()
 
 
+class Producing(Protocol):
+    """A gradient the real backward pass is still producing (``core.produced.ProducedGradients``):
+    ``flat`` holds its values in the flat order, each tensor's once its gradient exists."""
+
+    flat: torch.Tensor
+
+    def wait(self, spans: Sequence[tuple[int, int]]) -> float:
+        """Block until every value in ``spans`` (flat offsets, end excluded) exists; the trace second
+        the last of their tensors got its gradient."""
+        ...
+
+
+class BucketCall(NamedTuple):
+    """One call of an exchange made during the real backward pass: its piece (``bucket``, in the
+    flat order), when its last gradient existed and when the call started (trace seconds)."""
+
+    bucket: int
+    ready_s: float
+    started_s: float
+
+
 class Attempt(NamedTuple):
     """An attempt at an exchange that was abandoned (an elastic run's member died in it: the survivors
     re-form and redo it, ``elastic/membership.py``): from its start to when it was given up, with the
@@ -92,7 +113,7 @@ class Exchange:
     Decoupled DiLoCo's syncer waiting for other learners' reports; before it, the attempts given up
     (``abandoned``, their bytes wasted). ``sent``: under top-k compression, what this member's
     payload decodes to where it was merged (zeros where not), which error feedback takes out of its
-    buffer."""
+    buffer. ``calls``: made during the real backward pass, each call's times, in call order."""
 
     mean: torch.Tensor
     started_s: float
@@ -102,16 +123,21 @@ class Exchange:
     queued: tuple[float, float] | None = None
     abandoned: tuple[Attempt, ...] = ()
     sent: torch.Tensor | None = None
+    calls: tuple[BucketCall, ...] = ()
 
 
 def share(x: torch.Tensor, index: int, parts: int) -> torch.Tensor:
     """Share ``index`` of ``parts`` equal shares of ``x`` (zero-padded at the end)."""
     length = math.ceil(x.numel() / parts)
-    start = min(index * length, x.numel())
-    piece = x[start : start + length]
-    if piece.numel() == length:
+    return padded_slice(x, index * length, (index + 1) * length)
+
+
+def padded_slice(x: torch.Tensor, start: int, end: int) -> torch.Tensor:
+    """``x[start:end]``, zero-padded to ``end - start`` values where ``x`` ends before ``end``."""
+    piece = x[min(start, x.numel()) : end]
+    if piece.numel() == end - start:
         return piece
-    padded = torch.zeros(length, dtype=x.dtype, device=x.device)
+    padded = torch.zeros(end - start, dtype=x.dtype, device=x.device)
     padded[: piece.numel()] = piece
     return padded
 
@@ -155,18 +181,31 @@ def one_call(values: int) -> int:
 def call_pieces(
     x: torch.Tensor, calls: int, unit: int, sizes: Sequence[float] | None = None
 ) -> tuple[torch.Tensor, ...]:
-    """``x`` in ``calls`` contiguous pieces, each but the last a whole number of ``unit`` values (the
-    quantised average pads every call to whole units: aligned, only the last call pads), or equal
-    pieces where the tensor is too small for ``calls`` aligned ones. With ``sizes`` (in ``x``'s
-    order, e.g. the buckets of ``CallLayout``) each piece ends where its size, scaled to ``x``, ends,
-    rounded to whole units: a tensor boundary moves by less than ``unit`` values."""
+    """``x`` in its calls' pieces, cut at ``piece_edges``."""
+    edges = piece_edges(x.numel(), calls, unit, sizes)
+    return tuple(x[start:end] for start, end in zip(edges, edges[1:]))
+
+
+def piece_edges(
+    length: int, calls: int, unit: int, sizes: Sequence[float] | None = None
+) -> list[int]:
+    """Where a tensor of ``length`` values is cut into ``calls`` contiguous pieces (0 and ``length``
+    included), each but the last a whole number of ``unit`` values (the quantised average pads every
+    call to whole units: aligned, only the last call pads), or equal pieces where the tensor is too
+    small for ``calls`` aligned ones (``torch.tensor_split``'s: the first ``length % calls`` one
+    longer). With ``sizes`` (in the tensor's order, e.g. the buckets of ``CallLayout``) each piece
+    ends where its size, scaled to ``length``, ends, rounded to whole units: a tensor boundary moves
+    by less than ``unit`` values."""
     if sizes is not None:
-        bounds = aligned_bounds(x.numel(), sizes, unit)
+        bounds = aligned_bounds(length, sizes, unit)
         if bounds is not None:
-            return tuple(torch.tensor_split(x, bounds))
-    length = math.ceil(x.numel() / calls / unit) * unit
-    pieces = torch.split(x, length)
-    return pieces if len(pieces) == calls else torch.tensor_split(x, calls)
+            return [0, *bounds, length]
+    step = math.ceil(length / calls / unit) * unit
+    edges = [*range(0, length, step), length]
+    if len(edges) == calls + 1:
+        return edges
+    base, longer = divmod(length, calls)
+    return [k * base + min(k, longer) for k in range(calls + 1)]
 
 
 def aligned_bounds(length: int, sizes: Sequence[float], unit: int) -> list[int] | None:
@@ -254,6 +293,79 @@ class Exchanger:
         no earlier than its bucket is ready in ``backward`` (if given); the future's result is an
         ``Exchange``."""
         return self.pool.submit(self.exchange, flat, True, key, backward)
+
+    def launch_during(
+        self, gradients: Producing, prepare: Callable[[torch.Tensor], torch.Tensor]
+    ) -> Future:
+        """Start averaging the gradient the real backward pass is producing, each call once its
+        bucket exists (``exchange_produced``); the future's result is an ``Exchange``."""
+        return self.pool.submit(self.exchange_produced, gradients, prepare)
+
+    def exchange_produced(
+        self, gradients: Producing, prepare: Callable[[torch.Tensor], torch.Tensor]
+    ) -> Exchange:
+        """Average a gradient during the real backward pass, as PyTorch DDP's ``Reducer`` does: each
+        call, in the layout's order (``call_layouts``), starts once every tensor of its bucket has
+        its gradient (``Producing.wait``) and after the call before it, as NCCL's stream runs them.
+        An island's ranks cut each of their shares at the same edges (``piece_edges``), so a call's
+        bucket is that piece of every share: they first average it over the island (``intra``, the
+        flat path's average inside the island, value by value), ``prepare`` it (``faults.poisoned``),
+        then each makes the call on its own share's piece.
+
+        Only the whole gradient can be screened (``robust.screen``), so that comes after the last
+        call; where it leaves a member out, the calls made are given up (an ``Attempt``: their bytes
+        wasted) and the exchange is made again whole (``exchange``). Either way the mean is the flat
+        exchange's, bit for bit (with at most two ranks per island: a ring's sum over more may add a
+        value's terms in another order)."""
+        flat = gradients.flat
+        parts, mine = (1, 0) if self.intra is None else (self.intra.size, self.intra.rank)
+        length = math.ceil(flat.numel() / parts)
+        layout = self.layouts(flat.numel())
+        unit = padded_length(1, self.cross.size)
+        edges = piece_edges(length, self.calls(flat.numel()), unit, layout.sizes)
+        count = len(edges) - 1
+        everyone = Verdict((True,) * self.cross.size, {})
+        results: list[torch.Tensor] = [flat[:0]] * count
+        calls, sent = [], 0
+        for index in range(count - 1, -1, -1) if layout.reverse else range(count):
+            spans = [
+                (part * length + edges[index], part * length + edges[index + 1])
+                for part in range(parts)
+            ]
+            ready_s = gradients.wait(spans)
+            calls.append(BucketCall(index, ready_s, self.clock.now()))
+            self.average_in_island(flat, spans, prepare)
+            results[index], piece_sent = self.combine(padded_slice(flat, *spans[mine]), everyone)
+            sent += piece_sent
+        mean = torch.cat(results)
+        if self.intra is not None:
+            mean = torch.cat(self.intra.all_gather(mean))
+        verdict = screen(self.cross.all_gather(contribution_stats(flat)), self.rule.norm_factor)
+        started_s = calls[0].started_s
+        if verdict.count < self.cross.size:
+            given_up = Attempt(started_s, self.clock.now(), sent)
+            return replace(self.exchange(flat), abandoned=(given_up,), calls=tuple(calls))
+        return Exchange(
+            mean[: flat.numel()], started_s, self.clock.now(), sent, verdict, calls=tuple(calls)
+        )
+
+    def average_in_island(
+        self,
+        flat: torch.Tensor,
+        spans: Sequence[tuple[int, int]],
+        prepare: Callable[[torch.Tensor], torch.Tensor],
+    ) -> None:
+        """``flat`` at ``spans`` (one piece of each share, zero-padded past the end) averaged over the
+        island's ranks (``intra``; as is with one rank), then ``prepare``d, in place."""
+        pieces = [padded_slice(flat, start, end) for start, end in spans]
+        if self.intra is not None:
+            summed = torch.cat(pieces)
+            self.intra.all_reduce_sum_(summed)
+            pieces = list((summed / self.intra.size).split([end - start for start, end in spans]))
+        for (start, end), piece in zip(spans, pieces):
+            stop = min(end, flat.numel())
+            if stop > start:  # a view of flat's own values copies onto itself as a no-op
+                flat[start:stop].copy_(prepare(piece[: stop - start]))
 
     def exchange(
         self,
