@@ -10,7 +10,12 @@ from islands.scenarios import load
 from islands.schedules import SCHEDULES
 from islands.schedules.buckets import layout_of
 from islands.trainer.exchange.quantize import encoded_bytes, padded_length
-from islands.validation.case import buckets_note, case_calls
+from islands.validation.case import (
+    MAX_OVERLAP,
+    buckets_note,
+    case_calls,
+    measured_overlap_overrides,
+)
 from islands.validation.scaling import (
     ScaleOptions,
     ring_volume_bytes,
@@ -139,8 +144,19 @@ def test_a_measured_runs_bucket_ready_times_are_shown_beside_the_simulators():
     assert buckets_note(scaled, measured, 0.125) == (
         "buckets ready at 0.00, 0.10, 0.20, 0.30, 0.40, 0.50, 1.00 of the first-to-last bucket "
         f"window (simulated: {', '.join(f'{x:.2f}' for x in done)}), the first 0.40 of a step "
-        "before its compute's end (simulated: 0.6); 75% of calls started inside their backward pass"
+        "before its compute's end (the scenario's 0.6: priced at the measured); 75% of calls "
+        "started inside their backward pass"
     )
+    # the prediction after the run takes that overlap: 0.05 s of a 0.125 s step
+    run_info = {"backward_buckets": measured, "mean_step_compute_s": 0.125}
+    assert measured_overlap_overrides(run_info) == ["schedule.backward_overlap=0.4"]
+    # a first bucket ready longer before the end than a mean step (a slow step of the mean's) is
+    # held below 1, the key's range; no buckets, no override
+    late = {**measured, "first_ready_to_end_s": 0.2}
+    assert measured_overlap_overrides({**run_info, "backward_buckets": late}) == [
+        f"schedule.backward_overlap={MAX_OVERLAP!r}"
+    ]
+    assert measured_overlap_overrides({"mean_step_compute_s": 0.125}) == []
 
 
 def test_a_straggler_stays_as_slow_relative_to_the_others():

@@ -22,6 +22,7 @@ through an object store, the bytes the store host took in and sent out are compa
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 from islands.emulation import Shaper
@@ -77,10 +78,25 @@ def buckets_note(scenario: Scenario, buckets: dict, step_s: float) -> str:
     overlap = buckets["first_ready_to_end_s"] / step_s if step_s > 0 else 0.0
     return (
         f"buckets ready at {shown[0]} of the first-to-last bucket window (simulated: {shown[1]}), "
-        f"the first {overlap:.2f} of a step before its compute's end (simulated: "
-        f"{scenario.schedule.backward_overlap:g}); {100 * buckets['started_in_backward']:.0f}% of "
-        "calls started inside their backward pass"
+        f"the first {overlap:.2f} of a step before its compute's end (the scenario's "
+        f"{scenario.schedule.backward_overlap:g}: priced at the measured); "
+        f"{100 * buckets['started_in_backward']:.0f}% of calls started inside their backward pass"
     )
+
+
+MAX_OVERLAP = math.nextafter(1.0, 0.0)  # schedule.backward_overlap is below 1
+
+
+def measured_overlap_overrides(run_info: dict) -> list[str]:
+    """An unpaced run's DDP buckets priced where its real backward pass had them ready: the overlap
+    its first bucket gave, ``backward_buckets``' seconds from the first bucket's ready time to the
+    end of the backward pass over rank 0's mean compute seconds a step, below 1 (the key's range);
+    nothing where the run made no buckets during its backward pass."""
+    buckets, step_s = run_info.get("backward_buckets"), run_info["mean_step_compute_s"]
+    if not buckets or not step_s > 0:
+        return []
+    overlap = min(MAX_OVERLAP, buckets["first_ready_to_end_s"] / step_s)
+    return [f"schedule.backward_overlap={overlap!r}"]
 
 
 def complete_prediction(name: str, case: ScaledCase, overrides: list[str]) -> SimResult:
@@ -140,6 +156,7 @@ def validate_scaled(
     )
     if not paced:
         overrides += measured_step_overrides(measured.summary, case.scenario())
+        overrides += measured_overlap_overrides(measured.run_info)
         predicted = complete_prediction(name, case, overrides)
     notes = [
         f"WAN: {measured.wan_label}",
