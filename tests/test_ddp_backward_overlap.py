@@ -222,6 +222,21 @@ def ddp_plan(overlap, pace_s=0.03, exchange=PER_TENSOR, ranks=1, **schedule):
     return make_run_plan(from_dict(document, "t.toml"))
 
 
+def same_weights_with_and_without_overlap(exchange, ranks, pace_s):
+    """Runs of the tiny plan without and with ``backward_overlap`` 0.5, by overlap, after checking
+    that every trainer of both ends with the same weights, bit for bit."""
+    runs = {}
+    for overlap in (0.0, 0.5):
+        trainers = trainers_for(ddp_plan(overlap, pace_s=pace_s, exchange=exchange, ranks=ranks))
+        in_threads(trainers, lambda t: t.run())
+        finish_all(trainers)
+        runs[overlap] = trainers
+    for plain, overlapped in zip(runs[0.0], runs[0.5]):
+        for a, b in zip(plain.params, overlapped.params):
+            assert torch.equal(a, b)
+    return runs
+
+
 @pytest.mark.parametrize(
     "exchange, ranks",
     # 10 KiB buckets of the scenario's 2-byte values: 5,243 each, 3 calls for the tiny GPT's 10,944
@@ -236,18 +251,10 @@ def ddp_plan(overlap, pace_s=0.03, exchange=PER_TENSOR, ranks=1, **schedule):
 def test_a_run_overlapped_trains_the_same_weights_and_stalls_only_after_its_compute(
     exchange, ranks
 ):
-    runs = {}
     # steps paced to 0.3 s: a backward window of 150 ms, far wider than a thread's turn on two
     # loaded cores (a 15 ms window let a comm start after its compute ended in a CI run, and a 50 ms
     # one did once in four runs beside two CPU hogs)
-    for overlap in (0.0, 0.5):
-        trainers = trainers_for(ddp_plan(overlap, pace_s=0.3, exchange=exchange, ranks=ranks))
-        in_threads(trainers, lambda t: t.run())
-        finish_all(trainers)
-        runs[overlap] = trainers
-    for plain, overlapped in zip(runs[0.0], runs[0.5]):
-        for a, b in zip(plain.params, overlapped.params):
-            assert torch.equal(a, b)
+    runs = same_weights_with_and_without_overlap(exchange, ranks, pace_s=0.3)
     rows = runs[0.5][0].recorder.rows
     computes = [row for row in rows if row[4] == "compute"]
     comms = [row for row in rows if row[4] == "comm"]
@@ -429,15 +436,7 @@ def test_produced_gradients_wait_for_every_tensor_of_a_span():
 def test_an_unpaced_run_overlapped_trains_the_same_weights_with_each_call_after_its_bucket(
     exchange, ranks, calls
 ):
-    runs = {}
-    for overlap in (0.0, 0.5):
-        trainers = trainers_for(ddp_plan(overlap, pace_s=0.0, exchange=exchange, ranks=ranks))
-        in_threads(trainers, lambda t: t.run())
-        finish_all(trainers)
-        runs[overlap] = trainers
-    for plain, overlapped in zip(runs[0.0], runs[0.5]):
-        for a, b in zip(plain.params, overlapped.params):
-            assert torch.equal(a, b)
+    runs = same_weights_with_and_without_overlap(exchange, ranks, pace_s=0.0)
     for trainer in runs[0.5]:
         assert not runs[0.0][0].backward_calls
         assert len(trainer.backward_calls) == trainer.plan.total_steps
