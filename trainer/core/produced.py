@@ -51,7 +51,8 @@ class ProducedGradients:
         self.params, self.clock = list(params), clock
         self.offsets = [0, *itertools.accumulate(p.numel() for p in self.params)]
         self.flat = torch.empty(0)
-        self.ready_s = [math.nan] * len(self.params)
+        self.ready_s: list[float | None] = [None] * len(self.params)  # None: not yet produced
+        self.ended = False  # the backward pass is over: a tensor still not produced never will be
         self.armed = False
         self.condition = threading.Condition()
         for index, param in enumerate(self.params):
@@ -69,8 +70,8 @@ class ProducedGradients:
         first = self.params[0]
         self.flat = torch.empty(self.offsets[-1], dtype=torch.float32, device=first.device)
         with self.condition:
-            self.ready_s = [math.nan] * len(self.params)
-            self.armed = True
+            self.ready_s = [None] * len(self.params)
+            self.ended, self.armed = False, True
 
     def accumulated(self, index: int, param: torch.Tensor) -> None:
         """A parameter's gradient is complete: copy it in, note when, wake the exchange thread."""
@@ -86,10 +87,9 @@ class ProducedGradients:
         on every parameter); one that did not would hold the exchange forever, so it fails here."""
         with self.condition:
             self.armed = False
-            missing = [i for i, ready in enumerate(self.ready_s) if math.isnan(ready)]
-            if missing:
-                self.ready_s = [math.inf if math.isnan(r) else r for r in self.ready_s]
-                self.condition.notify_all()
+            missing = [i for i, ready in enumerate(self.ready_s) if ready is None]
+            self.ended = True
+            self.condition.notify_all()
         assert not missing, f"parameters {missing} got no gradient in the backward pass"
 
     def tensors_in(self, spans: Sequence[tuple[int, int]]) -> list[int]:
@@ -109,11 +109,14 @@ class ProducedGradients:
         of them got it (now for spans of padding alone)."""
         tensors = self.tensors_in(spans)
         with self.condition:
-            self.condition.wait_for(lambda: not any(math.isnan(self.ready_s[i]) for i in tensors))
+            self.condition.wait_for(
+                lambda: self.ended or all(self.ready_s[i] is not None for i in tensors)
+            )
             ready = [self.ready_s[i] for i in tensors]
-        if any(math.isinf(r) for r in ready):
+        produced = [r for r in ready if r is not None]
+        if len(produced) < len(ready):
             raise RuntimeError("the backward pass ended without a gradient this call needs")
-        return max(ready, default=self.clock.now())
+        return max(produced, default=self.clock.now())
 
 
 def measured_buckets(records: Sequence[BackwardCalls]) -> dict[str, list[float] | float]:
