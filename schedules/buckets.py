@@ -132,12 +132,13 @@ def assigned(tensors: Sequence[float], first_cap: float, cap: float) -> BucketLa
     return BucketLayout(tuple((int(count), size) for count, size in runs))
 
 
-def add_bucket(runs: list[list], size: float) -> None:
-    """A bucket of ``size`` values after the others: a run longer by one where it is the last's size."""
+def add_bucket(runs: list[list], size: float, count: int = 1) -> None:
+    """``count`` buckets of ``size`` values after the others: the last run longer where it is of
+    that size."""
     if runs and runs[-1][1] == size:
-        runs[-1][0] += 1
+        runs[-1][0] += count
     else:
-        runs.append([1, size])
+        runs.append([count, size])
 
 
 def filled(values: float, first_cap: float, cap: float) -> BucketLayout:
@@ -148,10 +149,8 @@ def filled(values: float, first_cap: float, cap: float) -> BucketLayout:
     rest = values - first_cap
     full = max(0, math.ceil(rest / cap) - 1)
     last = rest - full * cap
-    runs = [[1, first_cap]]
-    for count, size in ((full, cap), (1, last)):
-        if count and runs[-1][1] == size:
-            runs[-1][0] += count
-        elif count:
-            runs.append([count, size])
+    runs: list[list] = [[1, first_cap]]
+    if full:
+        add_bucket(runs, cap, full)
+    add_bucket(runs, last)
     return BucketLayout(tuple((int(count), size) for count, size in runs))

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 PUT_STAGE, GET_STAGE = 0, 1  # the simulator's two stages: the payloads up, then down
 OWN, FETCH, SWEEP = "own", "fetch", "sweep"  # the kinds of a member's connections (the docstring)
 TCP_HANDSHAKE_ROUND_TRIPS = 1  # a TCP connection's, before its first request: store's default
+Held = Mapping[str, int]  # the connections a member holds open, by kind
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,11 @@ class StoreRequest:
         """The connections it uses at once in a round of ``peers`` payloads picked."""
         return peers if self.per_payload else 1
 
+    def lacking(self, held: Held, peers: int) -> int:
+        """The connections it opens before it is sent, for a member holding ``held``: those of its
+        kind it uses at once and does not hold (none where it holds enough)."""
+        return max(0, self.connections(peers) - held.get(self.connection, 0))
+
 
 PUT = StoreRequest("PUT", "the member's own payload", PUT_STAGE, OWN)
 LIST = StoreRequest("LIST", "the round's objects, by their prefix", GET_STAGE, OWN)
@@ -83,7 +89,6 @@ CRITICAL_PATH = (PUT, LIST, GET)  # in series, each a round trip
 OFF_PATH = (DELETE,)  # in the background, waited for by no one
 POLL_S = 0.002  # how long a member waits before it LISTs again
 
-Held = Mapping[str, int]  # the connections a member holds open, by kind
 NOTHING_HELD: Held = {}  # a member's, before its first round
 
 
@@ -99,7 +104,7 @@ def opening(held: Held, peers: int) -> list[tuple[StoreRequest, int]]:
     holding = dict(held)
     opened = []
     for request in CRITICAL_PATH:
-        lacking = request.connections(peers) - holding.get(request.connection, 0)
+        lacking = request.lacking(holding, peers)
         if lacking > 0:
             opened.append((request, lacking))
             holding[request.connection] = request.connections(peers)

@@ -31,6 +31,7 @@ and the ratio of transfer time to compute time per interval. Changed, and said s
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from islands.scenarios import Scenario, Worker
 from islands.scenarios.loader import from_dict
 from islands.scenarios.spec import MAX_BUCKET_CAP_MB, MIN_BUCKET_CAP_MB
 from islands.schedules import GRADIENT, PSEUDO_GRADIENT, Schedule, schedule_of
-from islands.schedules.buckets import caps_values
+from islands.schedules.buckets import BYTES_PER_MIB, caps_values
 from islands.schedules.compression import NONE, TopK
 from islands.schedules.gather import STORE
 from islands.schedules.layout import EMBEDDINGS, layer_of, split_by_layer
@@ -140,23 +141,29 @@ def trainer_config(n_layer: int) -> Any:
     )
 
 
+@functools.cache
+def trainer_tensors(n_layer: int) -> tuple[tuple[str, int], ...]:
+    """Each parameter tensor of the scaled model, the trainer's GPT of ``n_layer`` blocks, in
+    registration order: its name and values (the model built once per depth)."""
+    from islands.trainer.core.model import build_model
+
+    model = build_model(trainer_config(n_layer), 0, "cpu")
+    return tuple((name, param.numel()) for name, param in model.named_parameters())
+
+
 def trainer_tensor_values(n_layer: int) -> list[int]:
     """The values of each parameter tensor of the scaled model, in registration order (the token
     embedding, tied to the output head, first): the tensors its buckets take (``exchange.tensor_values``)."""
-    from islands.trainer.core.model import build_model
-
-    return [param.numel() for param in build_model(trainer_config(n_layer), 0, "cpu").parameters()]
+    return [values for _, values in trainer_tensors(n_layer)]
 
 
 def trainer_model_values(n_layer: int) -> tuple[list[int], int]:
     """Values per layer of the scaled model, the trainer's GPT (``schedules.layout.layer_of``), and
     how many of them are its embeddings."""
-    from islands.trainer.core.model import build_model
-
     values, embedding = [0] * n_layer, 0
-    for name, param in build_model(trainer_config(n_layer), 0, "cpu").named_parameters():
-        values[layer_of(name, n_layer)] += param.numel()
-        embedding += param.numel() if name.startswith(EMBEDDINGS) else 0
+    for name, numel in trainer_tensors(n_layer):
+        values[layer_of(name, n_layer)] += numel
+        embedding += numel if name.startswith(EMBEDDINGS) else 0
     return values, embedding
 
 
@@ -247,7 +254,7 @@ def scaled_calls(
     share = scaled_parameters / sum(tensors)
 
     def scaled_mb(cap_values: float) -> float:
-        cap_mb = cap_values * bytes_per_value * ratio / 2**20
+        cap_mb = cap_values * bytes_per_value * ratio / BYTES_PER_MIB
         return min(MAX_BUCKET_CAP_MB, max(MIN_BUCKET_CAP_MB, cap_mb))
 
     return {

@@ -167,9 +167,9 @@ class Lockstep:
             tuple, tuple
         ] = {}  # (payload, chosen) -> a gather's bytes sent and stages
         self.waits: dict[tuple, BucketWait | None] = {}  # (collective, payload) -> ``buckets``
-        self.froms: dict[
-            tuple[int, int], np.ndarray
-        ] = {}  # a collective whose calls wait for buckets: each worker's arrival at its launch
+        # a collective whose calls wait for buckets: each worker's arrival at its launch, and the
+        # bytes each sends (its comm rows are written once its end is known, in ``apply``)
+        self.froms: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | float]] = {}
 
     def play(self) -> None:
         setup = self.setup
@@ -428,7 +428,7 @@ class Lockstep:
         self.bytes_sent += sent
         self.syncs += 1
         if self.buckets(point.collective, point.payload_bytes) is not None:
-            self.froms[key] = self.now.copy()  # its end and rows wait for the buckets (``apply``)
+            self.froms[key] = self.now.copy(), sent  # its end and rows wait for the buckets
             return
         self.sync_durations_s.append(end_s - start_s)
         self.comm_rows(point, sent, start_s, end_s)
@@ -491,14 +491,10 @@ class Lockstep:
         (``BucketWait.end_s``, each worker's backward window from its arrival at the launch to now),
         as the event model's clock has it (``after_s``); its sync duration and comm rows."""
         since = self.now
-        end_s = after_s(
-            bytes_end_s,
-            float(since.max()),
-            buckets.end_s(bytes_end_s, self.froms.pop((point.outer_step, point.fragment)), since),
-        )
+        froms, sent = self.froms.pop((point.outer_step, point.fragment))
+        end_s = after_s(bytes_end_s, float(since.max()), buckets.end_s(bytes_end_s, froms, since))
         self.last_end_s = max(self.last_end_s, end_s)
         self.sync_durations_s.append(end_s - start_s)
-        sent, _ = self.priced(point)
         self.comm_rows(point, sent, start_s, end_s)
         return end_s
 

@@ -179,7 +179,7 @@ class Trainer:
             gathering_of(plan.scenario, groups.store),
             call_layouts(plan.scenario, total_values),
         )
-        self.exchanger.warm_up(sum(p.numel() for p in self.params), plan.islands)
+        self.exchanger.warm_up(total_values, plan.islands)
         self.produced = ProducedGradients(self.params, self.clock)
         self.backward_calls: list[BackwardCalls] = []
         self.start_clock(state)
@@ -564,12 +564,7 @@ class Trainer:
         sleep_from = self.clock.now()
         self.clock.sleep_until(end_s)
         paced_s = max(0.0, end_s - sleep_from)
-        self.recorder.end_compute(point.outer_step)
-        arrived_s = self.clock.now()
-        synced = Synced(point, exchange.result(), arrived_s, self.clock.now())
-        blocked_s, comm_s = self.record_exchanges([synced])
-        unflatten_into(synced.exchange.mean, grads)
-        self.recorder.start_compute()
+        _, blocked_s, comm_s = self.wait_after_backward(grads, point, exchange)
         return blocked_s, comm_s, paced_s
 
     def sync_while_produced(
@@ -579,16 +574,25 @@ class Trainer:
         calls still in flight, the exposed part (a ``stall`` row), then take the mean before the clip
         and the optimizer step, as DDP's optimizer sees the averaged gradient. The calls' times are
         kept (``backward_calls``). (blocked s, comm s)."""
+        synced, blocked_s, comm_s = self.wait_after_backward(grads, point, exchange)
+        self.backward_calls.append(
+            BackwardCalls(self.step + 1, backward_s, synced.arrived_s, synced.exchange.calls)
+        )
+        return blocked_s, comm_s
+
+    def wait_after_backward(
+        self, grads: list[torch.Tensor], point: SyncPoint, exchange: Future
+    ) -> tuple[Synced, float, float]:
+        """The step's compute closes here; wait for the exchange during its backward pass, record
+        it (the exposed part a ``stall`` row) and put its mean into ``grads``. (synced, blocked s,
+        comm s)."""
         self.recorder.end_compute(point.outer_step)
         arrived_s = self.clock.now()
         synced = Synced(point, exchange.result(), arrived_s, self.clock.now())
-        self.backward_calls.append(
-            BackwardCalls(self.step + 1, backward_s, arrived_s, synced.exchange.calls)
-        )
         blocked_s, comm_s = self.record_exchanges([synced])
         unflatten_into(synced.exchange.mean, grads)
         self.recorder.start_compute()
-        return blocked_s, comm_s
+        return synced, blocked_s, comm_s
 
     def sync_fragments(self) -> tuple[float, float]:
         """Launch and apply the fragments the schedule puts after this step (``DiLoCo.after_step``);

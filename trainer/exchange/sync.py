@@ -71,6 +71,10 @@ class CallLayout:
     ready: tuple[float, ...] = ()
     reverse: bool = False
 
+    def order(self, pieces: int) -> range:
+        """The pieces' indices in call order: from the last under ``reverse``."""
+        return range(pieces - 1, -1, -1) if self.reverse else range(pieces)
+
 
 EQUAL_PIECES = CallLayout()
 
@@ -327,7 +331,7 @@ class Exchanger:
         everyone = Verdict((True,) * self.cross.size, {})
         results: list[torch.Tensor] = [flat[:0]] * count
         calls, sent = [], 0
-        for index in range(count - 1, -1, -1) if layout.reverse else range(count):
+        for index in layout.order(count):
             spans = [
                 (part * length + edges[index], part * length + edges[index + 1])
                 for part in range(parts)
@@ -451,10 +455,9 @@ class Exchanger:
         if calls == 1 and not release_s:
             return self.combine(x, verdict)
         pieces = call_pieces(x, calls, padded_length(1, self.cross.size), layout.sizes)
-        order = range(len(pieces) - 1, -1, -1) if layout.reverse else range(len(pieces))
         results: list[torch.Tensor | None] = [None] * len(pieces)
         sent = 0
-        for index, ready_s in zip_longest(order, release_s[: len(pieces)]):
+        for index, ready_s in zip_longest(layout.order(len(pieces)), release_s[: len(pieces)]):
             if ready_s is not None:
                 self.clock.sleep_until(ready_s)
             results[index], piece_sent = self.combine(pieces[index], verdict)

@@ -186,10 +186,9 @@ class PacedStore:
     def open_for(self, request: StoreRequest, peers: int = 1) -> None:
         """Wait one handshake where ``request`` needs more connections of its kind than it holds
         (those it opens go at once)."""
-        needed = request.connections(peers)
-        if self.held.get(request.connection, 0) < needed:
+        if request.lacking(self.held, peers):
             with self.pacer.transfer(self.island, 0, 0, self.handshake_s):
-                self.held[request.connection] = needed
+                self.held[request.connection] = request.connections(peers)
 
     def put(self, name: str, data: bytes) -> None:
         self.open_for(PUT)
