@@ -84,10 +84,9 @@ class NetworkSpec:
         stream_bytes_per_s = (
             self.tcp_window_bytes / rtt_s if self.tcp_window_bytes > 0 else math.inf
         )
-        if self.loss_rate > 0:
-            stream_bytes_per_s = min(
-                stream_bytes_per_s, MATHIS_C * MSS_BYTES / (rtt_s * math.sqrt(self.loss_rate))
-            )
+        loss_rtt_s = rtt_s * math.sqrt(self.loss_rate)
+        if loss_rtt_s > 0:  # 0 without loss, or where a round trip of a few ulps underflows: no cap
+            stream_bytes_per_s = min(stream_bytes_per_s, MATHIS_C * MSS_BYTES / loss_rtt_s)
         return self.streams * stream_bytes_per_s
 
 

@@ -413,3 +413,27 @@ def test_an_adaptive_grace_window_follows_the_first_reporter_so_a_larger_quorum_
             ]
         )
     assert fastest == pytest.approx([0.017239, 0.017386], abs=1e-6)
+
+
+def test_a_lossy_round_trip_of_a_few_ulps_is_no_cap_not_a_division_by_zero():
+    """An island 1e-320 ms from the core under a loss rate: its round trip times sqrt(p) underflowed
+    to 0 in the Mathis cap, and loading the scenario divided by zero (ZeroDivisionError, a
+    traceback), found by the generated changes to a stack's exchange keys. Such a round trip caps
+    nothing: the run is the one with the island on the core."""
+    document = {
+        "name": "drawn",
+        "model": {"parameters": 1e6, "bytes_per_param": 1},
+        "schedule": {"algorithm": "diloco", "inner_steps": 1, "outer_steps": 1, "bits": 32},
+        "network": {"loss_rate": 1e-4, "detection_timeout_s": 0.0},
+        "island": [
+            {"name": f"i{k}", "step_time_s": 0.01, "bandwidth_gbps": 0.05, "latency_ms": 0.0}
+            for k in range(3)
+        ],
+    }
+    on_core = simulate(make_scenario([], copy.deepcopy(document))).summary["wall_time_s"]
+    document["island"][0]["latency_ms"] = 1e-320
+    scenario = make_scenario([], document)
+    assert scenario.network.tcp_cap_bytes_per_s(1e-320 / 1000) == float("inf")
+    # 3 workers at 50 Mbit/s: 2 x 2/3 x 4 MB of fp32 values, plus one 0.01 s step
+    assert simulate(scenario).summary["wall_time_s"] == pytest.approx(on_core, rel=1e-12)
+    assert on_core == pytest.approx(0.01 + 2 * 2 / 3 * PAYLOAD_BYTES / (50e6 / 8), rel=1e-9)
