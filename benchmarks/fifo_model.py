@@ -245,7 +245,11 @@ def unequal_cells(paths: list[str]) -> list[dict]:
             continue
         links = np.array(row["links_bits_per_s"]) / BITS_PER_BYTE
         m = row["islands"]
-        cap = unequal_cap_bytes_per_s(links, links, np.zeros(m, bool)) if m >= 3 else np.inf
+        cap = (
+            unequal_cap_bytes_per_s(links, links, np.zeros(m, bool), K_UNEQUAL)
+            if m >= 3
+            else np.inf
+        )
         stretch = links.min() / cap - 1 if np.isfinite(cap) else 0.0
         found.append(
             {
@@ -280,6 +284,8 @@ def unequal(fit_paths: list[str], held_out_paths: list[str]) -> None:
     )
     held = unequal_cells(held_out_paths)
     for name, group in (("fitted", fitted), ("held out", held)):
+        if not group:
+            continue
         free = np.array([c["measured"] for c in group if c["unit"] == 0])
         paid = [c for c in group if c["unit"] > 0]
         errors = np.array([K_UNEQUAL * c["unit"] - c["measured"] for c in paid])
@@ -317,6 +323,13 @@ if __name__ == "__main__":
         gpu()
     elif sys.argv[1:2] == ["unequal"]:
         split = sys.argv.index("--held-out") if "--held-out" in sys.argv else len(sys.argv)
+        if split == 2:
+            print(
+                "usage: fifo_model.py unequal FIT.json [...] [--held-out HELD.json ...] "
+                "(fifo_exchange.py --ratios results, e.g. benchmarks/results/fifo-unequal-idle.json)",
+                file=sys.stderr,
+            )
+            sys.exit(2)
         unequal(sys.argv[2:split], sys.argv[split + 1 :])
     else:
         fit(cells(sys.argv[1:]))

@@ -65,9 +65,10 @@ from islands.units import BITS_PER_BYTE, MS_PER_S
 
 from .errors import ScenarioError
 from .model import NetworkSpec, Scenario
-from .spec import EGRESS_QUEUES
+from .spec import EGRESS_QUEUES, REDUCE_SCATTERS
 
 FAIR, FIFO = EGRESS_QUEUES
+ALL_TO_ALL, _ = REDUCE_SCATTERS
 R_REF_BYTES_PER_S = 10e6 / BITS_PER_BYTE  # s's reference rate: 10 Mbit/s
 GSO_S = 0.004  # a GSO packet, in seconds of the link's rate, below the kernel's largest
 GSO_MAX_BYTES = 65536.0  # the kernel's largest GSO packet (gso_max_size)
@@ -126,20 +127,25 @@ class Fifo:
         return 1.0 / (1.0 + self.stretch(rate_bytes_per_s))
 
 
+def unequal_k(network: NetworkSpec) -> float:
+    """k_u: the scenario's own (``network.fifo_k_u``), else the emulation's fit ``K_UNEQUAL``."""
+    return K_UNEQUAL if network.fifo_k_u is None else network.fifo_k_u
+
+
 def unequal_shares(
-    fastest_other_bytes_per_s: np.ndarray, download_bytes_per_s: np.ndarray
+    fastest_other_bytes_per_s: np.ndarray, download_bytes_per_s: np.ndarray, k_u: float
 ) -> np.ndarray:
     """e_k of each member of a ring of three or more (the module's docstring): the share of its link
     it keeps where the fastest other member's upload fills its download's FIFO, in (0, 1]; 1 where
-    no other member's upload is faster than its download. rho is taken at most ``RHO_MAX``, the
-    largest ratio measured (an unshaped uploader would otherwise leave nothing)."""
+    no other member's upload is faster than its download, or k_u is 0. rho is taken at most
+    ``RHO_MAX``, the largest ratio measured (an unshaped uploader would otherwise leave nothing)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = np.nan_to_num(fastest_other_bytes_per_s / download_bytes_per_s, nan=1.0)
-    return 1.0 / (1.0 + K_UNEQUAL * np.log(np.clip(rho, 1.0, RHO_MAX)))
+    return 1.0 / (1.0 + k_u * np.log(np.clip(rho, 1.0, RHO_MAX)))
 
 
 def unequal_cap_bytes_per_s(
-    up_bytes_per_s: np.ndarray, down_bytes_per_s: np.ndarray, several: np.ndarray
+    up_bytes_per_s: np.ndarray, down_bytes_per_s: np.ndarray, several: np.ndarray, k_u: float
 ) -> float:
     """min over a ring's members of e_k x its narrowest link (``unequal_shares``), each member's
     uplink and downlink given, and whether it stands for several workers (whose copies are among
@@ -147,7 +153,7 @@ def unequal_cap_bytes_per_s(
     ordered = np.sort(up_bytes_per_s)
     second = ordered[-2] if len(ordered) > 1 else 0.0
     fastest_other = np.where((up_bytes_per_s == ordered[-1]) & ~several, second, ordered[-1])
-    shares = unequal_shares(fastest_other, down_bytes_per_s)
+    shares = unequal_shares(fastest_other, down_bytes_per_s, k_u)
     charged = shares < 1.0
     if not charged.any():
         return math.inf
@@ -174,7 +180,7 @@ def fitted_k_s(efficiency: float, rate_bytes_per_s: float, fifo: Fifo) -> float:
     )
 
 
-FIFO_ONLY = ("fifo_queue_ms", "tcp_congestion_control", "fifo_k_s", "fifo_k_so")
+FIFO_ONLY = ("fifo_queue_ms", "tcp_congestion_control", "fifo_k_s", "fifo_k_so", "fifo_k_u")
 
 
 def check_fifo(scenario: Scenario, source: str) -> None:
@@ -203,6 +209,14 @@ def check_fifo(scenario: Scenario, source: str) -> None:
             "network.tcp_congestion_control",
             "has no effect: fifo_k_s and fifo_k_so are both given, and it only picks their fitted "
             "values (remove it, or one of them)",
+        )
+    if network.fifo_k_u is not None and network.reduce_scatter != ALL_TO_ALL:
+        raise ScenarioError(
+            source,
+            "network.fifo_k_u",
+            f'has no effect with reduce_scatter = "{network.reduce_scatter}": it prices the '
+            'all-to-all\'s connections used once per exchange (set reduce_scatter = "all_to_all", '
+            "or remove it)",
         )
     unpriced = fifo_unpriced(scenario)
     if unpriced:

@@ -70,6 +70,7 @@ class NetworkSpec:
     tcp_congestion_control: str = "cubic"
     fifo_k_s: float | None = None
     fifo_k_so: float | None = None
+    fifo_k_u: float | None = None
     weights_from: str = "fastest"
     gather: str = "ring"
 

@@ -501,6 +501,14 @@ NETWORK_KEYS = {
         'egress_queue = "fifo": its further cost where the streams\' standing packets overflow the '
         "FIFO (default: the fit for tcp_congestion_control)",
     ),
+    "fifo_k_u": Key(
+        "float",
+        None,
+        between(0, MAX_FIFO_K),
+        'egress_queue = "fifo", unequal links, reduce_scatter = "all_to_all": a member keeps '
+        "1 / (1 + fifo_k_u x ln rho) of its link, rho the fastest other member's upload over its "
+        "download (default: the emulation's fit, 0.0462, CUBIC's)",
+    ),
     "ring_order": Key(
         "str",
         "ranked",

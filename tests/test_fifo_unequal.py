@@ -51,7 +51,7 @@ def mean_syncs(overrides: list[str], gbps: list[float]) -> list[float]:
 
 def test_the_shares_by_hand():
     # k_u = 0.0462: rho = 4 gives 1 / (1 + 0.0462 x 1.386294) = 0.939808; rho = 2, 0.968970
-    shares = unequal_shares(np.array([4.0, 2.0, 1.0, 0.5]), np.ones(4))
+    shares = unequal_shares(np.array([4.0, 2.0, 1.0, 0.5]), np.ones(4), K_UNEQUAL)
     assert shares == pytest.approx([0.939808, 0.968970, 1.0, 1.0], abs=1e-6)
     assert K_UNEQUAL == 0.0462
 
@@ -66,6 +66,16 @@ def test_a_ring_of_4_2_1_moves_at_the_slowest_member_s_share():
         assert sync_s == pytest.approx(volume / SLOW, rel=1e-9)
     for sync_s in fifo:
         assert sync_s == pytest.approx(volume / (0.9398083 * SLOW), rel=1e-6)
+
+
+def test_a_scenario_s_own_k_u_prices_the_ring_in_its_place():
+    # fifo_k_u = 0.1 (a user's, measured on their hosts): rho = 4 gives 1 / (1 + 0.1 x 1.386294)
+    # = 0.878249 of the 50 Mbit/s link; fifo_k_u = 0 charges nothing
+    volume = 2 * 2 / 3 * S
+    gbps = [0.2, 0.1, 0.05]
+    for sync_s in mean_syncs([*FREE_FIFO, "network.fifo_k_u=0.1"], gbps):
+        assert sync_s == pytest.approx(volume / (0.8782489 * SLOW), rel=1e-6)
+    assert mean_syncs([*FREE_FIFO, "network.fifo_k_u=0"], gbps) == mean_syncs([], gbps)
 
 
 def test_the_fastest_upload_past_8_times_a_download_costs_as_much_as_8_times():
@@ -121,8 +131,8 @@ def test_a_member_standing_for_several_has_its_copies_among_the_others():
     # (rho 3); standing for two, by its own copy's 4 (rho 4). The second (rho 4/3, 3 x its share)
     # never binds.
     up, down = np.array([4.0, 3.0]), np.array([1.0, 3.0])
-    alone = unequal_cap_bytes_per_s(up, down, np.array([False, False]))
-    several = unequal_cap_bytes_per_s(up, down, np.array([True, False]))
+    alone = unequal_cap_bytes_per_s(up, down, np.array([False, False]), K_UNEQUAL)
+    several = unequal_cap_bytes_per_s(up, down, np.array([True, False]), K_UNEQUAL)
     assert alone == pytest.approx(1 / (1 + K_UNEQUAL * math.log(3)), rel=1e-12)
     assert several == pytest.approx(0.9398083, rel=1e-6)
 
@@ -151,8 +161,8 @@ RATES = st.floats(1e3, 1e12)  # bytes/s
 def test_a_share_is_in_0_1_and_never_rises_as_the_feeder_speeds_up(feeders, downloads):
     size = min(len(feeders), len(downloads))
     feeder, download = np.array(feeders[:size]), np.array(downloads[:size])
-    shares = unequal_shares(feeder, download)
-    faster = unequal_shares(feeder * 2, download)
+    shares = unequal_shares(feeder, download, K_UNEQUAL)
+    faster = unequal_shares(feeder * 2, download, K_UNEQUAL)
     assert np.all((shares > 0) & (shares <= 1) & (faster <= shares))
     assert np.all(shares >= 1 / (1 + K_UNEQUAL * math.log(RHO_MAX)))
     assert np.all(shares[feeder <= download] == 1.0)

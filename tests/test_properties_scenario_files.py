@@ -51,8 +51,8 @@ def exchange_and_store_keys(draw) -> dict:
     """A drawn valid scenario given the keys of how a stack makes its exchange, which the drawn ones
     leave at their defaults: ``network.reduce_scatter``, and either DDP-style buckets laid out from
     listed tensors (``exchange.calls = "buckets"``, ``bucket_cap_mb``, ``first_bucket_mb``,
-    ``tensor_values``) or a top-k round through an object store (``[store]``,
-    ``handshake_round_trips``)."""
+    ``tensor_values``), one FIFO per egress with unequal links' ``fifo_k_u``, or a top-k round through
+    an object store (``[store]``, ``handshake_round_trips``)."""
     through_store = draw(st.booleans())
     algorithms = ("diloco",) if through_store else ("ddp", "diloco", "streaming")
     document = draw(scenarios(algorithms)).document
@@ -67,6 +67,9 @@ def exchange_and_store_keys(draw) -> dict:
         document["store"] = {"latency_ms": 20.0, "handshake_round_trips": 3}
         if document.get("region"):
             document["store"]["region"] = document["region"][0]["name"]
+    elif draw(st.booleans()):  # behind one FIFO per egress, unequal links' own k_u
+        network.update(egress_queue="fifo", reduce_scatter="all_to_all", fifo_k_u=0.2)
+        network.pop("ring_efficiency", None)  # measured through a FIFO: refused beside one
     else:
         document["exchange"] = {
             "calls": "buckets",

@@ -265,6 +265,7 @@ KEY_PLAYERS = {
     ),
     "network.fifo_k_s": ("network.fifo_k_s=0.3", ()),
     "network.fifo_k_so": ("network.fifo_k_so=0.3", ()),
+    "network.fifo_k_u": ("network.fifo_k_u=0.3", ()),
     "network.weights_from": ("network.weights_from=striped", ()),
     "network.gather": ("network.gather=direct", ()),  # refused without compression = "topk"
     "network.ring_order": (

@@ -15,10 +15,11 @@ wait behind its uploads (docs/emulation.md, "One FIFO per egress"). The ring is 
   slower one binds below this cap as before;
 * **unequal links** (an all-reduce among three or more whose first pass is an all-to-all,
   ``network.reduce_scatter = "all_to_all"``, as the trainer's): at most
-  min_k e_k x member k's narrowest link, e_k = 1 / (1 + k_u ln rho_k), rho_k the fastest other
-  member's upload over k's download (``scenarios/fifo.py``, "Unequal links": a faster member keeps
-  k's download FIFO standing, and the ACKs of k's uploads on connections it uses once per exchange
-  wait behind it). Equal links, and two members, are not charged (inf);
+  min_k e_k x member k's narrowest link, e_k = 1 / (1 + k_u ln rho_k) (k_u: ``network.fifo_k_u``,
+  else the fit), rho_k the fastest other member's upload over k's download (``scenarios/fifo.py``,
+  "Unequal links": a faster member keeps k's download FIFO standing, and the ACKs of k's uploads on
+  connections it uses once per exchange wait behind it). Equal links, and two members, are not
+  charged (inf);
 * **its round trip**: each connection's RTT grows by d, the ACKs' wait behind the receiver's uploads
   (``Fifo.ack_wait_s`` at that slowest egress, where it is longest), so TCP's window and loss caps are
   taken at 2 x the hop's one-way latency + d.
@@ -37,10 +38,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from islands.scenarios.fifo import FIFO, Fifo
+from islands.scenarios.fifo import ALL_TO_ALL, FIFO, Fifo, unequal_k
 from islands.scenarios.fifo import unequal_cap_bytes_per_s as unequal_cap
 from islands.scenarios.model import NetworkSpec
-from islands.scenarios.spec import REDUCE_SCATTERS
 
 from .links import CAPACITY, Link
 from .topology import Topology
@@ -48,7 +48,6 @@ from .topology import Topology
 # Two members use one connection each way for every step, whose window grows to cover the ACKs'
 # wait: no cost measured (benchmarks/fifo_exchange.py, M = 2, links 2:1 to 8:1)
 UNEQUAL_MIN_MEMBERS = 3
-ALL_TO_ALL, _ = REDUCE_SCATTERS
 
 
 def ring_cap_bytes_per_s(
@@ -69,7 +68,8 @@ def ring_cap_bytes_per_s(
         cap_bytes_per_s = fifo_cap_bytes_per_s(network, egress, hop_s)
         members = sum(counts) if counts else len(participants)
         if reduces and network.reduce_scatter == ALL_TO_ALL and members >= UNEQUAL_MIN_MEMBERS:
-            return min(cap_bytes_per_s, unequal_cap_bytes_per_s(topology, participants, counts))
+            unequal = unequal_cap_bytes_per_s(topology, participants, unequal_k(network), counts)
+            return min(cap_bytes_per_s, unequal)
         return cap_bytes_per_s
     cap_bytes_per_s = network.tcp_cap_bytes_per_s(hop_s)
     if network.ring_efficiency < 1:
@@ -89,14 +89,14 @@ def fifo_cap_bytes_per_s(network: NetworkSpec, egress_bytes_per_s: float, hop_s:
 
 
 def unequal_cap_bytes_per_s(
-    topology: Topology, participants: tuple[int, ...], counts: tuple[int, ...] = ()
+    topology: Topology, participants: tuple[int, ...], k_u: float, counts: tuple[int, ...] = ()
 ) -> float:
     """``scenarios.fifo.unequal_cap_bytes_per_s`` of the ring's members (over arrays: a ring of
     thousands at once); a participant standing for several workers has copies among the others."""
     ranks = np.fromiter(participants, np.intp, len(participants))
     several = np.array([count > 1 for count in counts]) if counts else np.zeros(len(ranks), bool)
     arrays = topology.arrays
-    return unequal_cap(arrays.up_capacity[ranks], arrays.down_capacity[ranks], several)
+    return unequal_cap(arrays.up_capacity[ranks], arrays.down_capacity[ranks], several, k_u)
 
 
 def slowest_egress_bytes_per_s(topology: Topology, participants: tuple[int, ...]) -> float:
