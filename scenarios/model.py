@@ -153,14 +153,15 @@ class SyncerSpec:
 @dataclass(frozen=True)
 class StoreSpec:
     """The object store of ``network.gather = "store"``: its link each way (None: never binds), its
-    one-way latency and region, and the round trips a new connection to it takes
-    (``schedules/store_round.py``). ``bandwidth_gbps`` is both ways where ``ingress_gbps`` (every PUT)
-    or ``egress_gbps`` (every GET) is not given."""
+    one-way latency, its own time to answer a request, its region, and the round trips a new
+    connection to it takes (``schedules/store_round.py``). ``bandwidth_gbps`` is both ways where
+    ``ingress_gbps`` (every PUT) or ``egress_gbps`` (every GET) is not given."""
 
     bandwidth_gbps: float | None = None
     ingress_gbps: float | None = None
     egress_gbps: float | None = None
     latency_ms: float = 0.0
+    request_ms: float = 0.0  # the store's own time to answer each request, past its bytes
     region: str | None = None
     handshake_round_trips: int = TCP_HANDSHAKE_ROUND_TRIPS  # a new connection's
 

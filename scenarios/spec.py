@@ -58,6 +58,7 @@ MAX_DEADLINE_SLACK = 100.0
 MIN_TCP_WINDOW_BYTES, MAX_TCP_WINDOW_BYTES = 1024.0, 2.0**30
 MAX_STREAMS = 1024
 MAX_HANDSHAKE_ROUND_TRIPS = 10  # a store's connection set-up: TCP 1, TLS 1.2 on top 3
+MAX_STORE_REQUEST_MS = 60_000.0  # a store's answer to one request: an S3 client gives up at 60 s
 MAX_LOSS_RATE = (
     0.1  # beyond 10% loss TCP mostly waits out timeouts, which Mathis's formula does not model
 )
@@ -823,6 +824,14 @@ STORE_KEYS = {
         0.0,
         between(0, MAX_LATENCY_MS, " ms"),
         "the store's one-way latency, added to a worker's own on the way there and back",
+    ),
+    "request_ms": Key(
+        "float",
+        0.0,
+        between(0, MAX_STORE_REQUEST_MS, " ms"),
+        "the store's own time to answer each request (its time to first byte less the round trip: "
+        "tens of ms for an S3 PUT or GET), paid once per request, never per handshake round trip: "
+        "a round's PUT, its LIST and its K GETs at once",
     ),
     "region": Key(
         "str",

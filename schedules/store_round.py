@@ -30,6 +30,15 @@ and learns of the last object up to ``POLL_S`` plus a round trip after it landed
 A round thus pays 2 x 3 = 6 one-way latencies l to the store (a worker's access latency, the
 backbone's, the store's), 2 in the PUT stage and 4 in the GET stage, on top of its bytes.
 
+The store's own time to answer a request, its service time r (``request_ms`` of the scenario's
+``[store]``: what a real store's time to first byte holds besides the round trip, tens of ms for an S3
+PUT or GET, more for a LIST), is paid once per request on the path, where its server pays it: a PUT's
+once its bytes are in (the object is there after it, then the answer goes back), a LIST's once it
+arrives (it answers the names there then), a GET's once it arrives, before its first byte. The K GETs
+go at once, each on its own connection, and are served at once: one r, not K. A handshake is the
+network's, not a request: it pays none. A round thus waits 3 r (``ROUND_REQUESTS``), 1 in the PUT
+stage and 2 in the GET stage, first round or not; the DELETE pays its own in the background.
+
 The connections, opened by a member's first round and kept open after it. Each request goes on a
 connection of its own kind (``StoreRequest.connection``): the PUT and the LIST on the member's own
 (one: they go in series), the K GETs on K fetch connections (one each: they go at once), the DELETEs
@@ -92,9 +101,15 @@ POLL_S = 0.002  # how long a member waits before it LISTs again
 NOTHING_HELD: Held = {}  # a member's, before its first round
 
 
+def requests(stage: int) -> int:
+    """Requests on the path that ``stage`` waits for, one after another (the K GETs at once: one),
+    each a round trip and the store's time to answer it once."""
+    return sum(request.stage == stage for request in CRITICAL_PATH)
+
+
 def one_ways(stage: int) -> int:
     """One-way latencies to the store that ``stage`` pays: a round trip per request on the path."""
-    return 2 * sum(request.stage == stage for request in CRITICAL_PATH)
+    return 2 * requests(stage)
 
 
 def opening(held: Held, peers: int) -> list[tuple[StoreRequest, int]]:
@@ -131,6 +146,7 @@ def handshake_one_ways(stage: int, held: Held, peers: int, round_trips: int) -> 
 
 
 ROUND_ONE_WAYS = one_ways(PUT_STAGE) + one_ways(GET_STAGE)
+ROUND_REQUESTS = requests(PUT_STAGE) + requests(GET_STAGE)  # the service times a round waits
 FIRST_ROUND_HANDSHAKES = handshakes(PUT_STAGE, NOTHING_HELD, 1) + handshakes(
     GET_STAGE, NOTHING_HELD, 1
 )  # a member's first round: the PUT's own connection, then the K GETs' at once

@@ -307,6 +307,18 @@ TRAIN = cases(
             write("scenario.toml", SCENARIO + STRIPED_JOINER),
         ),
         (
+            "a store that answers before it is asked",
+            (
+                "--set",
+                "schedule.compression=topk",
+                "--set",
+                "network.gather=store",
+                "--set",
+                "store.request_ms=-1",
+            ),
+            "store.request_ms: must be >= 0 ms (got -1.0)",
+        ),
+        (
             "a reduce-scatter around the ring",
             ("--out", "ringed", "--set", "network.reduce_scatter=ring"),
             "network.reduce_scatter: the real trainer's all-reduce makes its first pass as an "

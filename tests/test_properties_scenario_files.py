@@ -52,7 +52,7 @@ def exchange_and_store_keys(draw) -> dict:
     leave at their defaults: ``network.reduce_scatter``, and either DDP-style buckets laid out from
     listed tensors (``exchange.calls = "buckets"``, ``bucket_cap_mb``, ``first_bucket_mb``,
     ``tensor_values``), one FIFO per egress with unequal links' ``fifo_k_u``, or a top-k round through
-    an object store (``[store]``, ``handshake_round_trips``)."""
+    an object store (``[store]``, ``handshake_round_trips``, ``request_ms``)."""
     through_store = draw(st.booleans())
     algorithms = ("diloco",) if through_store else ("ddp", "diloco", "streaming")
     document = draw(scenarios(algorithms)).document
@@ -64,7 +64,7 @@ def exchange_and_store_keys(draw) -> dict:
         document["schedule"]["compression"] = "topk"
         network["gather"] = "store"
         network.pop("exchange_end_spread_s", None)  # a ring's, refused beside a store
-        document["store"] = {"latency_ms": 20.0, "handshake_round_trips": 3}
+        document["store"] = {"latency_ms": 20.0, "handshake_round_trips": 3, "request_ms": 30.0}
         if document.get("region"):
             document["store"]["region"] = document["region"][0]["name"]
     elif draw(st.booleans()):  # behind one FIFO per egress, unequal links' own k_u

@@ -337,6 +337,7 @@ KEY_PLAYERS = {
     "store.egress_gbps": ("store.egress_gbps=10", ()),
     "store.latency_ms": ("store.latency_ms=5", ()),
     "store.handshake_round_trips": ("store.handshake_round_trips=3", ()),
+    "store.request_ms": ("store.request_ms=30", ()),
     "store.region": (None, ()),
 }
 

@@ -118,35 +118,48 @@ def costs(**overrides) -> GatherCosts:
 def test_the_probe_prices_a_store_round_as_the_trainer_runs_it():
     """The simulator's store round, alone on its links: a PUT at the slower of the uplink and a third of
     the ingress, two GETs at the slower of the downlink and a third of the egress, every rate at the
-    TCP stream's ratio; then the probe's fixed cost and the round's three round trips to the store
-    (PUT, LIST, GET: 0 ms own latency + 13.3 ms the store's, there and back), which the trainer makes
-    and the simulator prices alike (``schedules/store_round.py``): the fixed cost spreads over the
-    simulator's six one-way latencies. The first round also opens the connections, two TCP handshakes
-    of a round trip each at that one-way latency: 4 of them more, the fixed cost's 4/6 among them
-    (the trainer's handshakes take the store's latency alone: the first round is priced 80 ms long
-    here, 2/3 of a fixed cost that no key of the simulator holds apart)."""
+    TCP stream's ratio; then the round's three round trips to the store (PUT, LIST, GET: 0 ms own
+    latency + 13.3 ms the store's, there and back), which the trainer makes and the simulator prices
+    alike (``schedules/store_round.py``), and the probe's fixed cost spread over those three requests
+    as the store's time to answer each (``store.request_ms``: 40 ms). The first round also opens the
+    connections, two TCP handshakes of a round trip each at the store's latency alone, as the trainer
+    waits them: 4 x 13.3 ms more, none of the fixed cost among them."""
     case = scale(load("worked-example", STORE), ScaleOptions(max_workers=3))
     document, ratio = case.document, 0.95
     overrides = gather_overrides(document, costs(), ratio)
     store_ms = document["store"]["latency_ms"]
-    assert f"island.0.latency_ms={(0.12 + 6 * store_ms / 1000) / 6 * 1000!r}" in overrides
+    assert document["island"][0]["latency_ms"] == 0.0 and store_ms == pytest.approx(13.3, abs=0.05)
+    assert f"store.request_ms={0.12 / 3 * 1000!r}" in overrides
     assert f"network.exchange_cpu_s_per_value={0.2 / 2_553_600!r}" in overrides
-    assert "store.latency_ms=0.0" in overrides
+    assert not [o for o in overrides if "latency_ms" in o]  # the islands' and the store's, as given
     island, store = document["island"][0], document["store"]
     payload = 279_408
     put_s = payload * 8 / (min(island["upload_gbps"], store["ingress_gbps"] / 3) * 1e9 * ratio)
     get_s = 2 * payload * 8 / (min(island["download_gbps"], store["egress_gbps"] / 3) * 1e9 * ratio)
     round_s = put_s + get_s + 0.12 + 6 * store_ms / 1000
-    first_s = round_s + 4 * (0.12 + 6 * store_ms / 1000) / 6
+    first_s = round_s + 4 * store_ms / 1000
     rounds = document["schedule"]["outer_steps"]
     assert simulate(case.scenario(tuple(overrides))).summary["mean_sync_s"] == pytest.approx(
         (first_s + (rounds - 1) * round_s) / rounds, rel=1e-9
     )
 
 
+def test_a_cases_own_store_request_time_is_scaled_and_served_on_top_of_the_probes():
+    """A store that takes 30 ms to answer each request: the replica's takes k times that (as its
+    latency), and the prediction holds it on top of the probe's fixed cost per request."""
+    case = scale(
+        load("worked-example", [*STORE, "store.request_ms=30"]), ScaleOptions(max_workers=3)
+    )
+    request_ms = case.document["store"]["request_ms"]
+    assert request_ms == pytest.approx(30 * case.time_factor, rel=1e-12)
+    overrides = gather_overrides(case.document, costs(), 1.0)
+    assert f"store.request_ms={request_ms + 0.12 / 3 * 1000!r}" in overrides
+
+
 def test_around_the_ring_the_fixed_cost_spreads_over_its_hops():
     """M = 3: two hops of sender's + receiver's latency carry the fixed cost (no emulated latency);
-    directly, one hop; in-process the directory store makes the host's requests, the same price."""
+    directly, one hop; in-process the directory store makes the host's requests, the same price: the
+    fixed cost over its three requests."""
     for way, one_ways in (("ring", 4), ("direct", 2)):
         original = load(
             "worked-example", [*TOPK, f'network.gather="{way}"', "island.*.bandwidth_gbps=10"]
@@ -158,8 +171,7 @@ def test_around_the_ring_the_fixed_cost_spreads_over_its_hops():
     document = scale(load("worked-example", STORE), ScaleOptions(max_workers=3)).document
     in_process = gather_overrides(document, costs(hosted_store=False), 1.0)
     assert in_process == gather_overrides(document, costs(), 1.0)
-    store_s = document["store"]["latency_ms"] / 1000
-    assert f"island.1.latency_ms={(0.12 + 6 * store_s) / 6 * 1000!r}" in in_process
+    assert f"store.request_ms={0.12 / 3 * 1000!r}" in in_process
 
 
 def test_the_suite_runs_the_cases_named_and_refuses_an_unknown_one():

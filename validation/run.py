@@ -12,9 +12,9 @@ console silenced). A fresh namespace has every port free, so ``RENDEZVOUS_PORT``
 The object store of ``network.gather = "store"``: under kernel shaping, a host of its own on the link
 after the islands' (``store_link``: its ingress is what that link takes in, its egress what it sends,
 its latency the store's), serving a directory over HTTP (``store_host``,
-``trainer/runtime/object_store_host.py``), so that every PUT and GET crosses the island's shaped
-link and the store's as TCP streams; in-process, the directory itself, paced by each rank
-(``trainer/runtime/paced.py``).
+``trainer/runtime/object_store_host.py``, each request answered after ``store.request_ms``), so that
+every PUT and GET crosses the island's shaped link and the store's as TCP streams; in-process, the
+directory itself, paced by each rank (``trainer/runtime/paced.py``).
 """
 
 from __future__ import annotations
@@ -136,9 +136,12 @@ def store_link(plan) -> LinkSpec:
 
 
 @contextmanager
-def store_host(wan: EmulatedWAN | InProcessShaper, index: int) -> Iterator[str | None]:
-    """The object store host on link ``index`` while the block runs, its address (None in-process:
-    the ranks use a directory, paced by themselves); its directory is removed after."""
+def store_host(
+    wan: EmulatedWAN | InProcessShaper, index: int, request_ms: float = 0.0
+) -> Iterator[str | None]:
+    """The object store host on link ``index`` while the block runs, answering each request after
+    ``request_ms``, its address (None in-process: the ranks use a directory, paced by themselves);
+    its directory is removed after."""
     if not isinstance(wan, EmulatedWAN):
         yield None
         return
@@ -150,6 +153,7 @@ def store_host(wan: EmulatedWAN | InProcessShaper, index: int) -> Iterator[str |
         "-m",
         "islands.trainer.runtime.object_store_host",
         *("--root", root, "--host", address, "--port", str(STORE_PORT)),
+        *("--request-ms", repr(request_ms)),
     ]
     host = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
@@ -196,7 +200,8 @@ def train_scaled(
     links = links_from_workers(plan.workers)
     links += [syncer_link(plan)] if decoupled else [store_link(plan)] if through_store else []
     with open_wan(links, prefix=f"{stem}run", kernel=kernel, shaper=shaper) as wan:
-        with store_host(wan, plan.islands) if through_store else no_store() as address:
+        request_ms = plan.scenario.store.request_ms
+        with store_host(wan, plan.islands, request_ms) if through_store else no_store() as address:
             before = sent_bytes(wan, plan.islands)
             store_before = store_counters(wan, plan.islands, address)
             argv = ["-m", "islands.cli", "train", str(scenario_path), "--out", str(out_dir)]

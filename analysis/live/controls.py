@@ -64,6 +64,7 @@ SUGGESTIONS: dict[str, tuple[str, ...]] = {"island.gpu": tuple(MEMORY_GB)}
 # Keys often 0 (off): a linear slider over a fixed span instead of a tenth to ten times the value
 LINEAR_SPANS: dict[str, tuple[float, float]] = {
     "latency_ms": (0.0, 300.0),
+    "request_ms": (0.0, 300.0),  # the store's time to answer: tens of ms (S3), a LIST more
     "jitter_cv": (0.0, 1.0),
     "backward_overlap": (0.0, 0.95),
     "loss_rate": (0.0, 0.01),

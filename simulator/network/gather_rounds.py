@@ -23,10 +23,15 @@ downlinks d, ingress I and egress E (a store without a link never binds):
 
     T = 2 l + S / min(min u, I / M) + 4 l + K x S / min(min d, E / M)
 
-A worker's first round also opens its connections (``store_round.opening``): the PUT's, then the K
-GETs' at once, each a handshake of h round trips (``store.handshake_round_trips``), so its stages
-wait 2 h l more each: T + 4 h l. A stage waits for its slowest member, handshakes included: a
-joiner's first round costs every member of it as much.
+The store's own time to answer a request, r (``store.request_ms``), is paid once per request on
+the path (``store_round.requests``): once by the PUT stage, twice by the GET stage (the LIST, then
+the K GETs at once, served at once): T + 3 r. A worker's first round also opens its connections
+(``store_round.opening``): the PUT's, then the K GETs' at once, each a handshake of h round trips
+(``store.handshake_round_trips``), so its stages wait 2 h l more each: T + 3 r + 4 h l, the service
+times never multiplied by h. A stage waits for its slowest member, handshakes included: a joiner's
+first round costs every member of it as much. (Each stage is one transfer whose latency holds its
+round trips, handshakes and service times before its bytes; alone on the links the sum is the same
+wherever a service time falls.)
 
 A worker that sends or receives nothing in a stage still has a row there (0 bytes): the stage ends
 for everyone at once.
@@ -45,9 +50,11 @@ from islands.schedules.store_round import (
     GET_STAGE,
     PUT_STAGE,
     ROUND_ONE_WAYS,
+    ROUND_REQUESTS,
     Held,
     handshake_one_ways,
     one_ways,
+    requests,
 )
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
@@ -71,13 +78,15 @@ def rate_link(direction: str, gbps: float | None) -> tuple[Link, ...]:
 @dataclass(frozen=True)
 class StorePaths:
     """Where the object store sits: its ingress and egress (none where it never binds), its one-way
-    latency, its region, and the round trips a new connection to it takes."""
+    latency, its region, the round trips a new connection to it takes, and its own time to answer
+    a request."""
 
     ingress: tuple[Link, ...]
     egress: tuple[Link, ...]
     latency_s: float
     region: str | None
     handshake_round_trips: int
+    request_s: float
 
     @classmethod
     def of(cls, scenario: Scenario) -> StorePaths:
@@ -88,6 +97,7 @@ class StorePaths:
             store.latency_ms / MS_PER_S,
             store.region,
             store.handshake_round_trips,
+            store.request_ms / MS_PER_S,
         )
 
     def one_way_s(self, topology: Topology, rank: int) -> float:
@@ -189,14 +199,18 @@ def stage_latency_s(
     held: Mapping[int, Held],
 ) -> float:
     """The latency a store stage waits: its slowest worker's requests, a round trip each, and the
-    handshakes of the connections it opens (``store_round.handshake_one_ways``)."""
-    return max(
-        store.one_way_s(topology, rank)
-        * (
-            one_ways(stage)
-            + handshake_one_ways(stage, held[rank], peers, store.handshake_round_trips)
+    handshakes of the connections it opens (``store_round.handshake_one_ways``), then the store's
+    time to answer each request once (``store_round.requests``)."""
+    return (
+        max(
+            store.one_way_s(topology, rank)
+            * (
+                one_ways(stage)
+                + handshake_one_ways(stage, held[rank], peers, store.handshake_round_trips)
+            )
+            for rank in ranks
         )
-        for rank in ranks
+        + requests(stage) * store.request_s
     )
 
 
@@ -206,13 +220,18 @@ def store_extra_s(scenario: Scenario, members: int, rate_bytes_per_s: float) -> 
     links (one up and at most M down, against M - 1 each way), every PUT and GET through the store's
     own links in series, the round's one-way latencies to it (``ROUND_ONE_WAYS``) and a first round's
     handshakes (a joiner may open connections in any round), each at most the farthest hop's and the
-    store's; 0 for any other way."""
+    store's, and the store's time to answer the round's requests (``ROUND_REQUESTS``); 0 for any
+    other way."""
     if scenario.network.gather != STORE:
         return 0.0
     store, payload = scenario.store, scenario.payload_bytes
     one_way_s = scenario.farthest_hop_latency_s + store.latency_ms / MS_PER_S
     one_ways = ROUND_ONE_WAYS + 2 * store.handshake_round_trips * FIRST_ROUND_HANDSHAKES
-    seconds = 2 * payload / rate_bytes_per_s + one_ways * one_way_s
+    seconds = (
+        2 * payload / rate_bytes_per_s
+        + one_ways * one_way_s
+        + ROUND_REQUESTS * store.request_ms / MS_PER_S
+    )
     for gbps, payloads in ((store.ingress, members), (store.egress, members * members)):
         if gbps is not None:
             seconds += payloads * payload * BITS_PER_BYTE / (gbps * BITS_PER_GBIT)

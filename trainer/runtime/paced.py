@@ -17,10 +17,11 @@ so each pays one path latency: this member's one-way latency plus the farthest p
 The object store of ``network.gather = "store"`` is a directory (``exchange/object_store.py``) whose
 bytes cross no emulated link, kernel-shaped or not: ``PacedStore`` paces every request of a round
 (``schedules/store_round.py``) in this process, on the island's link and the store's share of its
-own, and the handshakes of the connections the declaration opens. Under ``islands validate``'s kernel
-shaping the store is instead a host of its own (the directory served over HTTP,
-``object_store_host.py``) behind a kernel-shaped link: its bytes are the kernel's to pace, and
-``StoreLatency`` adds only each request's round trip where the kernel has no netem, and each new
+own, the handshakes of the connections the declaration opens, and the store's own time to answer
+each request (``store.request_ms``). Under ``islands validate``'s kernel shaping the store is instead
+a host of its own (the directory served over HTTP, ``object_store_host.py``, which waits the store's
+time to answer each request itself) behind a kernel-shaped link: its bytes are the kernel's to pace,
+and ``StoreLatency`` adds only each request's round trip where the kernel has no netem, and each new
 connection's handshake round trips that the kernel does not make (all where it has no netem; those
 past TCP's one, a TLS handshake's, where it has).
 """
@@ -152,11 +153,12 @@ class PacedStore:
     one-way latency and the store's, there and back). A PUT's bytes leave after nothing and reach the
     store one way later, at the stage's one rate, the slowest of the ``members`` islands' uplinks and a
     member's share of the store's ingress (1 / ``members`` of it: every member PUTs at once): the
-    object is in then, the answer one way later. A LIST reads the store one way after it leaves; a GET
-    asks, and the payloads come back at the slowest downlink or the egress share. A request that opens
-    connections (``store_round.opening``: a member's first PUT, its first GETs) waits their handshake
-    first, ``store.handshake_round_trips`` round trips. A DELETE, off the critical path, is not
-    paced."""
+    object is in once the store has answered it (``store.request_ms``), the answer one way later. A
+    LIST reads the store one way and an answer's time after it leaves; a GET asks, is answered (the
+    K at once: one answer's time), and the payloads come back at the slowest downlink or the egress
+    share. A request that opens connections (``store_round.opening``: a member's first PUT, its
+    first GETs) waits their handshake first, ``store.handshake_round_trips`` round trips. A DELETE,
+    off the critical path, is not paced."""
 
     def __init__(
         self,
@@ -169,6 +171,7 @@ class PacedStore:
         self.inner, self.pacer, self.island = inner, pacer, island
         self.one_way_s = pacer.latency_s(island) + store.latency_ms / MS_PER_S
         self.handshake_s = 2 * store.handshake_round_trips * self.one_way_s
+        self.request_s = store.request_ms / MS_PER_S
         self.held = dict(NOTHING_HELD)  # the connections the declaration has it hold open, by kind
         links = pacer.links[:members]
         self.put_bits_per_s = min(
@@ -183,6 +186,12 @@ class PacedStore:
         with self.pacer.transfer(self.island, 0, 0, self.one_way_s):
             pass
 
+    def served(self) -> None:
+        """Wait the store's own time to answer a request (none where it takes none)."""
+        if self.request_s > 0:
+            with self.pacer.transfer(self.island, 0, 0, self.request_s):
+                pass
+
     def open_for(self, request: StoreRequest, peers: int = 1) -> None:
         """Wait one handshake where ``request`` needs more connections of its kind than it holds
         (those it opens go at once)."""
@@ -196,18 +205,21 @@ class PacedStore:
             self.island, len(data), 0, self.one_way_s, ceiling_bits_per_s=self.put_bits_per_s
         ):
             pass
+        self.served()
         self.inner.put(name, data)
         self.one_way()
 
     def listing(self, prefix: str) -> list[str]:
         self.open_for(LIST)
         self.one_way()
+        self.served()
         names = self.inner.listing(prefix)
         self.one_way()
         return names
 
     def get(self, names: list[str]) -> list[bytes | None]:
         self.open_for(GET, len(names))
+        self.served()  # the K at once, before their first byte
         fetched = self.inner.get(names)
         received = sum(len(data) for data in fetched if data is not None)
         with self.pacer.transfer(

@@ -16,22 +16,34 @@ The simulator gets them through scenario keys, never fitted to the run (``gather
 
 * ``network.exchange_cpu_s_per_value``: (``screen_s`` + the screening's emulated latency) / values,
   paid by every member before its bytes move;
-* every island's ``latency_ms``, such that the latency the simulator puts in a round adds up to
-  ``fixed_s`` plus the latency the trainer waits in it (``trainer_round_latency_s``): around the
-  ring M - 1 hops of (sender + receiver), directly one hop, through the store the round's requests
-  (``schedules/store_round.py``: ``ROUND_ONE_WAYS``), with ``store.latency_ms`` folded in;
+* around the ring and directly, every island's ``latency_ms``, such that the latency the simulator
+  puts in a round adds up to ``fixed_s`` plus the latency the trainer waits in it (one path latency,
+  ``trainer_latency_s``) over the round's one-way latencies: M - 1 hops of (sender + receiver)
+  around the ring, one hop directly;
+* through the store, ``store.request_ms``: the case's own (the service time its store host waits,
+  ``trainer/runtime/object_store_host.py``) plus ``fixed_s`` over the round's requests in series
+  (``schedules/store_round.py``: ``ROUND_REQUESTS``, 3: the PUT, the LIST, the K GETs at once), the
+  islands' and the store's latencies left as they are: what the trainer waits of them;
 * every link's rate, the islands' and the store's, times ``link_ratio``: what one TCP stream carries
   of a configured rate (``calibration.Calibration.link_ratio``: the frames' headers).
+
+The store's split. Of ``fixed_s``, what goes with each request (an HTTP request's fixed cost: its
+headers written and parsed, a thread woken on each side; the PUT's file written and renamed, a GET's
+read) is paid once per request on the path, whatever the latency; decoding and averaging the K
+payloads is paid once per round, after the last GET. No key holds a per-round cost inside the sync
+(``network.exchange_cpu_s_per_value`` is paid before the transfer, as the trace's idle), and every
+round, the first too, makes the same 3 requests in series, so both go into ``store.request_ms``:
+``fixed_s`` / 3 each, paid 3 times a round, exactly once per round in sum, and never per handshake
+round trip. The islands' latency then holds only latency: the run's first round opens its
+connections (the probe's own processes warm nothing of the run's), 2 h round trips at the island's
+latency and the store's in the trainer, and the simulator prices them at that same latency.
 
 The trainer waits, in a round, on top of its bytes: around the ring and directly, one path latency
 (``runtime/paced.py``: its own one-way latency and the farthest peer's, once per collective);
 through the store, host or in-process directory, the round's requests, each a round trip to the
-store (its own latency and the store's, there and back), as the simulator prices them: the two
-executors make the same requests (``schedules/store_round.py``), on connections kept open. The
-run's first round also opens them (the probe's own processes warm nothing of the run's): the trainer
-waits 2 h round trips at its latency and the store's; the simulator prices them at the one-way
-latency these keys give, the fixed cost's share among it, so it prices that round 4 h x
-``fixed_s`` / ``ROUND_ONE_WAYS`` long (no key holds the fixed cost apart from the latency).
+store (its own latency and the store's, there and back) and the store's time to answer it, as the
+simulator prices them: the two executors make the same requests (``schedules/store_round.py``), on
+connections kept open.
 """
 
 from __future__ import annotations
@@ -46,7 +58,7 @@ from typing import Any
 
 from islands.emulation import EmulatedWAN, LinkSpec, Shaper, open_wan
 from islands.schedules.gather import DIRECT, RING, STORE
-from islands.schedules.store_round import ROUND_ONE_WAYS
+from islands.schedules.store_round import ROUND_REQUESTS
 from islands.units import MS_PER_S
 
 from ..calibration import trainer_latency_s
@@ -79,7 +91,7 @@ def measure_gather_costs(
     with (
         open_wan(links, prefix=f"{stem}gather", kernel=kernel, shaper=shaper) as wan,
         tempfile.TemporaryDirectory(prefix="islands-store-") as directory,
-        store_host(wan, islands) if through_store else no_store() as address,
+        store_host(wan, islands) if through_store else no_store() as address,  # answers at once
     ):
         children = start_ranks(
             wan,
@@ -97,18 +109,10 @@ def measure_gather_costs(
     return GatherCosts(timings["screen"], timings["average"], timings["values"], hosted)
 
 
-def trainer_round_latency_s(way: str, latencies_s: list[float], store_latency_s: float) -> float:
-    """The latency the trainer waits in a round on top of its bytes (the module's docstring)."""
-    if way in (RING, DIRECT):
-        return trainer_latency_s(latencies_s, phases=1)
-    return ROUND_ONE_WAYS * (max(latencies_s) + store_latency_s)
-
-
 def simulated_one_ways(way: str, islands: int) -> int:
-    """How many islands' one-way latencies the simulator puts in a round when every island has the
-    same and the store none: 2 (M - 1) around the ring, 2 directly, ``ROUND_ONE_WAYS`` through the
-    store."""
-    return {RING: 2 * (islands - 1), DIRECT: 2, STORE: ROUND_ONE_WAYS}[way]
+    """How many islands' one-way latencies the simulator puts in a round around the ring (2 (M - 1))
+    or directly (2) when every island has the same."""
+    return {RING: 2 * (islands - 1), DIRECT: 2}[way]
 
 
 def gather_overrides(document: dict[str, Any], costs: GatherCosts, link_ratio: float) -> list[str]:
@@ -116,23 +120,28 @@ def gather_overrides(document: dict[str, Any], costs: GatherCosts, link_ratio: f
     islands = document["island"]
     way = document["network"]["gather"]
     latencies_s = [island["latency_ms"] / MS_PER_S for island in islands]
-    store = document.get("store", {})
-    store_latency_s = store.get("latency_ms", 0.0) / MS_PER_S
     before_s = costs.screen_s + trainer_latency_s(latencies_s, phases=1)
-    round_s = costs.fixed_s + trainer_round_latency_s(way, latencies_s, store_latency_s)
-    latency_ms = round_s / simulated_one_ways(way, len(islands)) * MS_PER_S
     overrides = [f"network.exchange_cpu_s_per_value={before_s / costs.values!r}"]
     for index, island in enumerate(islands):
         overrides += [
             f"island.{index}.upload_gbps={island['upload_gbps'] * link_ratio!r}",
             f"island.{index}.download_gbps={island['download_gbps'] * link_ratio!r}",
-            f"island.{index}.latency_ms={latency_ms!r}",
         ]
     if way == STORE:
-        overrides.append("store.latency_ms=0.0")
-        overrides += [
-            f"store.{key}={store[key] * link_ratio!r}"
-            for key in ("ingress_gbps", "egress_gbps")
-            if key in store
-        ]
-    return overrides
+        return overrides + store_overrides(document.get("store", {}), costs, link_ratio)
+    round_s = costs.fixed_s + trainer_latency_s(latencies_s, phases=1)
+    latency_ms = round_s / simulated_one_ways(way, len(islands)) * MS_PER_S
+    return overrides + [
+        f"island.{index}.latency_ms={latency_ms!r}" for index in range(len(islands))
+    ]
+
+
+def store_overrides(store: dict[str, Any], costs: GatherCosts, link_ratio: float) -> list[str]:
+    """The store's links at ``link_ratio`` and the probe's fixed cost spread over a round's requests
+    on top of the case's own time to answer each (the module's docstring)."""
+    request_ms = store.get("request_ms", 0.0) + costs.fixed_s / ROUND_REQUESTS * MS_PER_S
+    return [f"store.request_ms={request_ms!r}"] + [
+        f"store.{key}={store[key] * link_ratio!r}"
+        for key in ("ingress_gbps", "egress_gbps")
+        if key in store
+    ]

@@ -148,9 +148,12 @@ def store_entry(
     scenario: Scenario, scaled_workers: int, rate_factor: float, time_factor: float
 ) -> dict[str, Any]:
     """The scaled ``[store]``: each link at its per-worker share times the islands' rate factor (none
-    stays none: a store that never binds), the latency by k."""
+    stays none: a store that never binds), the latency and its time to answer a request (where it
+    takes any) by k."""
     store, share = scenario.store, scaled_workers / scenario.worker_count
     entry: dict[str, Any] = {"latency_ms": store.latency_ms * time_factor}
+    if store.request_ms > 0:
+        entry["request_ms"] = store.request_ms * time_factor
     for key, gbps in (("ingress_gbps", store.ingress), ("egress_gbps", store.egress)):
         if gbps is not None:
             entry[key] = gbps * share * rate_factor
