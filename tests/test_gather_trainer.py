@@ -11,11 +11,11 @@ from dataclasses import replace
 
 import pytest
 import torch
+from helpers.fake_clock import fake_clock_shaper
 from helpers.inprocess import TINY, corpus_for, finish_all, global_weights, in_threads
 from helpers.multiprocess import train
 
 from islands.emulation.link_specs import LinkSpec
-from islands.emulation.shaper import InProcessShaper
 from islands.scenarios import from_dict
 from islands.scenarios.model import StoreSpec
 from islands.schedules.compression import TopK
@@ -132,17 +132,8 @@ def test_the_store_is_paced_as_the_simulator_prices_it():
     min(400, 200) Mbit/s. The round: 6 x 15 ms + 10 ms + 15 ms = 115 ms, the simulator's
     (``test_gather.py``); the first also opens the PUT's connection and the GETs' (a TCP handshake,
     a 30 ms round trip, before each): 175 ms."""
-    now = [0.0]
-    slept = []
-
-    def sleep(seconds):
-        slept.append(seconds)
-        now[0] += seconds
-
-    shaper = InProcessShaper(
-        [LinkSpec(island=0, upload_bits_per_s=100e6, download_bits_per_s=400e6, latency_s=0.010)],
-        clock=lambda: now[0],
-        sleep=sleep,
+    shaper, now, slept = fake_clock_shaper(
+        [LinkSpec(island=0, upload_bits_per_s=100e6, download_bits_per_s=400e6, latency_s=0.010)]
     )
     spec = StoreSpec(ingress_gbps=1.0, egress_gbps=0.8, latency_ms=5)
     inner = MemoryStore()
@@ -186,16 +177,8 @@ def test_a_direct_gathers_copies_all_move_at_the_rounds_one_rate():
     rates = [(100e6, 400e6), (50e6, 400e6), (100e6, 100e6)]
     waits = []
     for rank in range(3):
-        now, slept = [0.0], []
-
-        def sleep(seconds, now=now, slept=slept):
-            slept.append(seconds)
-            now[0] += seconds
-
-        shaper = InProcessShaper(
-            [LinkSpec(i, up, down, 0.010) for i, (up, down) in enumerate(rates)],
-            clock=lambda now=now: now[0],
-            sleep=sleep,
+        shaper, now, slept = fake_clock_shaper(
+            [LinkSpec(i, up, down, 0.010) for i, (up, down) in enumerate(rates)]
         )
         group = PacedGroup(Member(rank, 3), shaper)
         group.gather_from(torch.zeros(125_000, dtype=torch.uint8), (0, 1))

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers.fake_clock import fake_clock_shaper, serving
 from helpers.scenarios import BASE_DOCUMENT
 
 from islands.analysis.live.controls import panel
 from islands.emulation.link_specs import LinkSpec
-from islands.emulation.shaper import InProcessShaper
 from islands.scenarios import ScenarioSource, from_dict, load
 from islands.scenarios.model import StoreSpec
 from islands.schedules.store_round import GET_STAGE, PUT_STAGE, ROUND_REQUESTS, requests
@@ -130,16 +130,8 @@ def test_the_budget_bounds_a_round_with_the_stores_answers():
 def paced_store(root, request_ms: float):
     """Member 0 of 4 through a paced directory store: its island 10 ms away, 100 Mbit/s up and 400
     down, the store 5 ms more; a fake clock that only sleeps move."""
-    now, slept = [0.0], []
-
-    def sleep(seconds):
-        slept.append(seconds)
-        now[0] += seconds
-
-    shaper = InProcessShaper(
-        [LinkSpec(island=0, upload_bits_per_s=100e6, download_bits_per_s=400e6, latency_s=0.010)],
-        clock=lambda: now[0],
-        sleep=sleep,
+    shaper, now, slept = fake_clock_shaper(
+        [LinkSpec(island=0, upload_bits_per_s=100e6, download_bits_per_s=400e6, latency_s=0.010)]
     )
     spec = StoreSpec(latency_ms=5.0, request_ms=request_ms)
     return PacedStore(DirectoryStore(root), shaper, 0, 4, spec), now, slept
@@ -203,15 +195,8 @@ class Answering:
 def answering_host(tmp_path):
     """The store host on loopback, taking 30 ms to answer each request, its waits heard."""
     answering = Answering(K)
-    server = StoreServer(("127.0.0.1", 0), tmp_path, 0.030, answering.sleep)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", answering
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(StoreServer(("127.0.0.1", 0), tmp_path, 0.030, answering.sleep)) as url:
+        yield url, answering
 
 
 def test_the_store_host_waits_each_answer_the_k_gets_at_once(answering_host):
@@ -234,18 +219,11 @@ def test_the_store_host_waits_each_answer_the_k_gets_at_once(answering_host):
 
 def test_a_store_host_that_answers_at_once_waits_nothing(tmp_path):
     heard: list[float] = []
-    server = StoreServer(("127.0.0.1", 0), tmp_path, sleep=heard.append)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        client = HttpStore(f"http://127.0.0.1:{server.server_port}")
+    with serving(StoreServer(("127.0.0.1", 0), tmp_path, sleep=heard.append)) as url:
+        client = HttpStore(url)
         client.put("a", b"x")
         assert client.listing("") == ["a"] and client.get(["a"]) == [b"x"]
         client.close()
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
     assert heard == []
 
 

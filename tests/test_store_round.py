@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.fake_clock import serving
 
 from islands.emulation import LinkSpec
 from islands.emulation.shaper import InProcessLatency
@@ -219,14 +220,8 @@ def counted_host(tmp_path):
 
     server = StoreServer(("127.0.0.1", 0), tmp_path)
     server.RequestHandlerClass = Handler
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", counts
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(server) as url:
+        yield url, counts
 
 
 def test_the_host_receives_the_declared_requests_on_the_declared_connections(
