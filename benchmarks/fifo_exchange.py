@@ -5,7 +5,10 @@
         --exchange streams --islands 2 4 --flows 1 4 16 --repeats 2 --congestion-control bbr
     sudo .venv/bin/python benchmarks/fifo_exchange.py --out benchmarks/results/fifo-unequal.json \
         --exchange stepped --islands 2 3 4 --rates-mbit 10 40 --ratios 1 2 4 8 --queues-ms 50 200
+    sudo .venv/bin/python benchmarks/fifo_exchange.py --out benchmarks/results/fifo-calls-cubic.json \
+        --islands 4 --queues-ms 50 200 --repeats 6 --calls flat buckets tensors --idle-s 1
     python benchmarks/fifo_exchange.py table benchmarks/results/fifo-*.json   # one Markdown row per cell
+    python benchmarks/fifo_exchange.py calls-table benchmarks/results/fifo-calls-*.json
 
 For each number of islands M, one emulated WAN of M links (``EmulatedWAN``) and one process per
 island's namespace, which stay up while the controller replaces the links' shapers
@@ -16,8 +19,11 @@ iperf3 would give; equal links only); or (``--exchange stepped``) the trainer's 
 (``SteppedCollectives``: an all-to-all in M-1 steps, then a ring all-gather, in 64 KiB pieces); or
 (``--exchange streams``) a ring of bulk transfers, each island sending
 ``--seconds`` of bytes to the next over ``--flows`` connections while receiving from the previous
-one. With ``--ratios R``, unequal links: each island's rate R times the next one's, the last at
-the cell's rate (the rate the achieved fraction is of). Every connection between islands uses
+one. With ``--calls`` (all-reduce only), one payload cut into each layout's collective calls
+(``run_calls_cell``: one buffer, PyTorch DDP's buckets, one call per tensor, of the trainer's GPT at
+issue 44's model's width), the layouts' exchanges interleaved within each cell, each timed apart
+with its own counters. With ``--ratios R``, unequal links: each island's rate R times the next
+one's, the last at the cell's rate (the rate the achieved fraction is of). Every connection between islands uses
 ``--congestion-control`` (``Shaper.tcp``: the emulation
 sets it on the islands' routes). While an exchange runs, the controller samples every island's
 connections (``ss -tin``: peer, srtt, cwnd, delivery rate), its egress queue and its download's
@@ -54,6 +60,10 @@ STREAM_PORT = 29600
 STREAM_CHUNK_BYTES = 1 << 20
 SAMPLE_EVERY_S = 0.25
 PORT = 29533
+# --calls: the trainer's GPT at issue 44's model's width (its 77 MB fp32 token embedding: 50,257 x 384)
+GPT_VOCAB, GPT_WIDTH, GPT_HEADS, GPT_BLOCK = 50257, 384, 6, 1024
+CALL_LAYOUTS = ("flat", "buckets", "tensors")
+PROBE = "probe"  # as many calls as the most of a cell's layouts, M values each: gloo's fixed cost
 FLOAT_BYTES = 4
 RTT_PATTERN = re.compile(r"\brtt:([\d.]+)/")
 CWND_PATTERN = re.compile(r"\bcwnd:(\d+)")
@@ -82,6 +92,10 @@ def worker(control: Path) -> None:
         cell = json.loads(cell_path.read_text())
         if cell.get("stop"):
             break
+        if "calls" in cell:
+            calls_cell(control, k, rank, cell)
+            k += 1
+            continue
         tensor = torch.ones(cell["values"], dtype=torch.float32)
         stepped = TorchGroup(list(range(dist.get_world_size())), None)
         times = []
@@ -97,6 +111,35 @@ def worker(control: Path) -> None:
         publish(control / f"done-{k}-{rank}.json", json.dumps(times))
         k += 1
     dist.destroy_process_group()
+
+
+def calls_cell(control: Path, k: int, rank: int, cell: dict) -> None:
+    """A cell of ``--calls``: per layout a float32 buffer cut into its calls (``cell["calls"]``:
+    values per call, in call order), all-reduced piece by piece back to back (``dist.all_reduce`` on
+    each, a view of the buffer) when the controller says go (``go-<k>-<j>``), in the order
+    ``cell["order"]`` gives; for each exchange, the seconds from the barrier to its last call's end,
+    and (rank 0) each call's end."""
+    import torch
+    import torch.distributed as dist
+
+    pieces = {
+        name: torch.zeros(sum(sizes), dtype=torch.float32).split(sizes)
+        for name, sizes in cell["calls"].items()
+    }
+    done = []
+    for j, name in enumerate(cell["order"]):
+        wait_for(control / f"go-{k}-{j}", STREAM_POLL_S)
+        dist.barrier()
+        ends = []
+        start = time.perf_counter()
+        for piece in pieces[name]:
+            dist.all_reduce(piece)
+            ends.append(time.perf_counter() - start)
+        done.append(
+            {"calls": name, "exchange_s": ends[-1], "call_end_s": ends if rank == 0 else []}
+        )
+        (control / f"did-{k}-{j}-{rank}").touch()
+    publish(control / f"done-{k}-{rank}.json", json.dumps(done))
 
 
 def stream_worker(control: Path, rank: int, m: int) -> None:
@@ -491,6 +534,173 @@ def run_stream_cell(
     }
 
 
+def gpt_tensor_values(n_layer: int) -> list[int]:
+    """Each parameter tensor's values, in registration order, of the trainer's GPT of ``n_layer``
+    blocks at issue 44's model's width: a 50,257 x 384 token embedding (77 MB in fp32, tied to the
+    head) first; 6 blocks give 30.3M values in 76 tensors."""
+    from islands.trainer.core.model import GPTConfig, build_model
+
+    config = GPTConfig(
+        block_size=GPT_BLOCK,
+        n_layer=n_layer,
+        n_head=GPT_HEADS,
+        n_embd=GPT_WIDTH,
+        vocab_size=GPT_VOCAB,
+    )
+    return [p.numel() for p in build_model(config, 0, "cpu").parameters()]
+
+
+def model_calls(layout: str, tensors: list[int]) -> list[float]:
+    """The model's values per collective call, in call order: one buffer (``flat``); DDP's buckets as
+    PyTorch lays them at its default caps, 1 MiB first then 25 MiB of fp32 values
+    (``schedules.buckets.layout_of``: the tensors in reverse, each whole, the embedding in the last);
+    or one call per tensor in registration order (``tensors``: a loop over ``model.parameters()``,
+    as the runs' DiLoCo)."""
+    from islands.scenarios.model import ExchangeSpec
+    from islands.schedules.buckets import layout_of
+
+    if layout == "flat":
+        return [float(sum(tensors))]
+    if layout == "buckets":
+        exchange = ExchangeSpec(calls="buckets", tensor_values=tuple(map(float, tensors)))
+        return layout_of(exchange, float(sum(tensors)), FLOAT_BYTES).sizes()
+    return [float(size) for size in tensors]
+
+
+def scaled_calls(sizes: list[float], values: int) -> list[int]:
+    """``sizes`` scaled to add up to ``values``: each call's edge at the whole value nearest its
+    scaled place (the buffer cut as the model's would be, at the cell's bytes)."""
+    total = sum(sizes)
+    edges = [round(values * place / total) for place in itertools.accumulate(sizes)]
+    cut = [end - start for start, end in zip([0, *edges], edges)]
+    if min(cut) < 1:
+        raise SystemExit(
+            f"{values} values are too few to cut into {len(sizes)} calls: raise --seconds"
+        )
+    return cut
+
+
+def exchange_order(layouts: list[str], repeats: int) -> list[str]:
+    """Each repeat makes every layout's exchange once, rotated a place per repeat (so that each takes
+    each place, after the same history, as often as ``repeats`` allows), then the probe."""
+    n = len(layouts)
+    return [
+        name for r in range(repeats) for name in [layouts[(i + r) % n] for i in range(n)] + [PROBE]
+    ]
+
+
+def observe_exchange(wan, control: Path, k: int, j: int, m: int, go_at: float) -> dict:
+    """Exchange ``j`` of cell ``k``, started at ``go_at`` (perf_counter seconds: the links idle until
+    then): every island's connections and queues sampled while it runs, the counters around it."""
+    before = counters(wan)
+    sampler = Sampler(wan)
+    time.sleep(max(0.0, go_at - time.perf_counter()))
+    sampler.start()
+    (control / f"go-{k}-{j}").touch()
+    for rank in range(m):
+        wait_for(control / f"did-{k}-{j}-{rank}")
+    ended = time.perf_counter()
+    sampler.halt.set()
+    sampler.join()
+    return {
+        "samples": sampler.samples,
+        "counters": difference(counters(wan), before),
+        "ended": ended,
+    }
+
+
+def added(total: dict, more: dict) -> dict:
+    """Counters of two exchanges together (a backlog: the larger)."""
+    return {
+        key: added(value, more[key])
+        if isinstance(value, dict)
+        else (
+            max(value, more[key])
+            if key == "backlog"
+            else value + more[key]
+            if isinstance(value, int)
+            else value
+        )
+        for key, value in total.items()
+    }
+
+
+def run_calls_cell(wan, control: Path, k: int, m: int, rate: float, args) -> list[dict]:
+    """gloo's ring all-reduce of one payload (ring bytes of ``--seconds`` at ``rate``) cut into each
+    ``--calls`` layout's calls (the GPT's, ``model_calls``, scaled to the cell's values), the layouts
+    interleaved (``exchange_order``), each exchange after ``--idle-s`` idle; and per repeat a probe of
+    as many calls as the most, of M values each, whose seconds per call are gloo's fixed cost of a
+    call here. A row per layout."""
+    from islands.emulation import measure_link
+
+    ring_bytes = rate / 8 * args.seconds
+    values = m * round(ring_bytes / (2 * (m - 1)) / FLOAT_BYTES)
+    tensors = gpt_tensor_values(args.gpt_layers)
+    calls = {name: scaled_calls(model_calls(name, tensors), values) for name in args.calls}
+    calls[PROBE] = [m] * max(len(sizes) for sizes in calls.values())
+    order = exchange_order(args.calls, args.repeats)
+    stream_bits_per_s = measure_link(wan, 0, 1, round(ring_bytes))
+    publish(control / f"cell-{k}.json", json.dumps({"calls": calls, "order": order}))
+    seen, ended = [], time.perf_counter()
+    for j, name in enumerate(order):
+        idle_s = 0.0 if name == PROBE else args.idle_s
+        seen.append(observe_exchange(wan, control, k, j, m, ended + idle_s))
+        ended = seen[-1]["ended"]
+    done = [
+        json.loads(wait_for(control / f"done-{k}-{rank}.json").read_text()) for rank in range(m)
+    ]
+    measured = {
+        "order": order,
+        "slowest": [max(per_rank[j]["exchange_s"] for per_rank in done) for j in range(len(order))],
+        "rank0": done[0],
+        "seen": seen,
+    }
+    return [
+        layout_row(name, calls, measured, wan, rate, args)
+        | {"stream_fraction_of_rate": stream_bits_per_s / rate}
+        for name in args.calls
+    ]
+
+
+def layout_row(name: str, calls: dict, measured: dict, wan, rate: float, args) -> dict:
+    """One layout's row of a ``--calls`` cell: its exchanges' times (the slowest rank's) and
+    fractions of the rate, also net of its calls' fixed cost (its calls x the probe's median seconds
+    per call), rank 0's call ends, and its exchanges' samples and counters together."""
+    order, slowest, seen = measured["order"], measured["slowest"], measured["seen"]
+    m, values = len(wan.links), sum(calls[name])
+    sent_bits = 2 * (m - 1) / m * values * FLOAT_BYTES * 8
+    call_s = [slowest[j] / len(calls[PROBE]) for j, other in enumerate(order) if other == PROBE]
+    mine = [j for j, other in enumerate(order) if other == name]
+    times = [slowest[j] for j in mine]
+    bytes_s = [t - len(calls[name]) * statistics.median(call_s) for t in times]
+    samples = [sample for j in mine for sample in seen[j]["samples"]]
+    total = seen[mine[0]]["counters"]
+    for j in mine[1:]:
+        total = added(total, seen[j]["counters"])
+    return {
+        "islands": m,
+        "rate_bits_per_s": rate,
+        "links_bits_per_s": [link.upload_bits_per_s for link in wan.links],
+        "exchange": "allreduce",
+        "calls": name,
+        "call_values": calls[name],
+        "gpt_layers": args.gpt_layers,
+        "places": [j % (len(args.calls) + 1) for j in mine],  # in its repeat, from 0
+        "shaper": wan.shaper.kind,
+        "queue_ms": wan.shaper.queue_ms if wan.shaper.kind == "fifo" else None,
+        "mode": wan.mode,
+        "values": values,
+        "exchange_s": times,
+        "fraction_of_rate": [sent_bits / rate / t for t in times],
+        "probe_call_s": call_s,
+        "fraction_of_rate_net_of_calls": [sent_bits / rate / t for t in bytes_s],
+        "call_end_s": [measured["rank0"][j]["call_end_s"] for j in mine],
+        "samples": summarise_samples(samples, rate),
+        "islands_samples": per_island(samples, wan),
+        "counters": total,
+    }
+
+
 def start_ranks(wan, control: Path, m: int, exchange: str) -> list[subprocess.Popen]:
     children = []
     for rank in range(m):
@@ -556,37 +766,44 @@ def measure_islands(m: int, args: argparse.Namespace, rows: list, write) -> None
                 if args.fifo_at == "router":
                     place_fifo_in_router(wan, rate, shaper.kind == "fifo")
                 for flows in args.flows if args.exchange == "streams" else [None]:
-                    row = (
-                        run_cell(
-                            wan,
-                            control,
-                            k,
-                            m,
-                            rate,
-                            args.repeats,
-                            args.seconds,
-                            args.exchange == "stepped",
-                            args.idle_s,
+                    if args.calls:
+                        cell_rows = run_calls_cell(wan, control, k, m, rate, args)
+                    elif flows is None:
+                        cell_rows = [
+                            run_cell(
+                                wan,
+                                control,
+                                k,
+                                m,
+                                rate,
+                                args.repeats,
+                                args.seconds,
+                                args.exchange == "stepped",
+                                args.idle_s,
+                            )
+                        ]
+                    else:
+                        cell_rows = [
+                            run_stream_cell(
+                                wan, control, k, m, rate, flows, args.repeats, args.seconds
+                            )
+                        ]
+                    for row in cell_rows:
+                        row["congestion_control"] = args.congestion_control
+                        row["fifo_at"] = args.fifo_at
+                        row["slow_start_after_idle"] = args.slow_start_after_idle
+                        row["seconds"] = args.seconds
+                        row["idle_s"] = args.idle_s
+                        rows.append(row)
+                        write()
+                        print(
+                            f"M={m} {rate_mbit:g} Mbit/s x{ratio:g} {shaper.mode} flows {flows}"
+                            f"{' calls ' + row['calls'] if 'calls' in row else ''}: "
+                            f"{', '.join(f'{f:.3f}' for f in row['fraction_of_rate'])} of the rate; "
+                            f"srtt {row['samples']['srtt_ms_median']} ms, egress queue "
+                            f"{row['samples']['egress_queue_ms_median']} ms; {slowest_text(row)}",
+                            flush=True,
                         )
-                        if flows is None
-                        else run_stream_cell(
-                            wan, control, k, m, rate, flows, args.repeats, args.seconds
-                        )
-                    )
-                    row["congestion_control"] = args.congestion_control
-                    row["fifo_at"] = args.fifo_at
-                    row["slow_start_after_idle"] = args.slow_start_after_idle
-                    row["seconds"] = args.seconds
-                    row["idle_s"] = args.idle_s
-                    rows.append(row)
-                    write()
-                    print(
-                        f"M={m} {rate_mbit:g} Mbit/s x{ratio:g} {shaper.mode} flows {flows}: "
-                        f"{', '.join(f'{f:.3f}' for f in row['fraction_of_rate'])} of the rate; "
-                        f"srtt {row['samples']['srtt_ms_median']} ms, egress queue "
-                        f"{row['samples']['egress_queue_ms_median']} ms; {slowest_text(row)}",
-                        flush=True,
-                    )
                     k += 1
             publish(control / f"cell-{k}.json", json.dumps({"stop": True}))
             for child in children:
@@ -652,9 +869,129 @@ def table(paths: list[str]) -> str:
     return "\n".join(lines)
 
 
+def spread(values: list[float]) -> str:
+    """A median and its range, to three places."""
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def calls_table(paths: list[str]) -> str:
+    """``--calls`` results as one Markdown table: a row per cell (rate, shaper), each layout's achieved
+    fraction (median and range over its exchanges), the per-tensor one net of its calls' fixed cost
+    (C x the probe's seconds per call), the probe, and each layout's srtt and retransmitted segments."""
+    lines = [
+        "| GPT blocks | Mbit/s | shaper | flat | buckets (calls) | tensors (calls) | tensors net of "
+        "C x probe | probe ms / call | srtt ms: flat / buckets / tensors | egress queue ms | "
+        "retrans segs: flat / buckets / tensors |",
+        "|" + " --- |" * 11,
+    ]
+    for path in paths:
+        cells: dict[tuple, dict[str, dict]] = {}
+        for row in json.loads(Path(path).read_text())["cells"]:
+            key = (row["gpt_layers"], row["rate_bits_per_s"], row["shaper"], row["queue_ms"])
+            cells.setdefault(key, {})[row["calls"]] = row
+        for (layers, rate, shaper, queue_ms), rows in cells.items():
+            flat, buckets, tensors = (rows[name] for name in CALL_LAYOUTS)
+            srtt = " / ".join(
+                f"{rows[name]['samples']['srtt_ms_median']:.1f}" for name in CALL_LAYOUTS
+            )
+            queue = " / ".join(
+                f"{rows[name]['samples']['egress_queue_ms_median']:.1f}" for name in CALL_LAYOUTS
+            )
+            retrans = " / ".join(
+                str(sum(n["nstat"]["TcpRetransSegs"] for n in rows[name]["counters"].values()))
+                for name in CALL_LAYOUTS
+            )
+            lines.append(
+                f"| {layers} | {rate / 1e6:g} | "
+                f"{'fifo ' + format(queue_ms, 'g') + ' ms' if shaper == 'fifo' else 'fair'} | "
+                f"{spread(flat['fraction_of_rate'])} | {spread(buckets['fraction_of_rate'])} "
+                f"({len(buckets['call_values'])}) | {spread(tensors['fraction_of_rate'])} "
+                f"({len(tensors['call_values'])}) | "
+                f"{spread(tensors['fraction_of_rate_net_of_calls'])} | "
+                f"{statistics.median(flat['probe_call_s']) * 1e3:.2f} | {srtt} | {queue} | {retrans} |"
+            )
+    return "\n".join(lines)
+
+
+# the tops of the classes of calls by their ring bytes in seconds at the flat exchange's rate
+CALL_CLASSES_S = (0.001, 0.01, 0.1)
+
+
+def call_excess_table(paths: list[str]) -> str:
+    """Where the per-tensor exchange's extra time goes: each call's seconds less its ring bytes at
+    the flat exchange's achieved rate in the same cell (median over every repeat's calls of a size
+    class, in ms), by the calls' bytes in seconds of that rate; beside it, the probe's tiny calls."""
+    names = ["under 1 ms", "1-10 ms", "10-100 ms", "over 100 ms"]
+    lines = [
+        "| GPT blocks | Mbit/s | shaper | probe ms / call | "
+        + " | ".join(f"calls of {name}: count, excess ms" for name in names)
+        + " |",
+        "|" + " --- |" * (4 + len(names)),
+    ]
+    for path in paths:
+        rows = json.loads(Path(path).read_text())["cells"]
+        flats = {
+            (r["gpt_layers"], r["rate_bits_per_s"], r["queue_ms"]): r
+            for r in rows
+            if r["calls"] == "flat"
+        }
+        for row in rows:
+            if row["calls"] != "tensors":
+                continue
+            flat = flats[(row["gpt_layers"], row["rate_bits_per_s"], row["queue_ms"])]
+            bits_per_s = statistics.median(flat["fraction_of_rate"]) * row["rate_bits_per_s"]
+            m = row["islands"]
+            ideal = [2 * (m - 1) / m * v * FLOAT_BYTES * 8 / bits_per_s for v in row["call_values"]]
+            excess: list[list[float]] = [[] for _ in names]
+            for ends in row["call_end_s"]:
+                for ideal_s, start, end in zip(ideal, [0.0, *ends[:-1]], ends):
+                    place = sum(ideal_s >= top for top in CALL_CLASSES_S)
+                    excess[place].append((end - start - ideal_s) * 1e3)
+            shaper = f"fifo {row['queue_ms']:g} ms" if row["shaper"] == "fifo" else "fair"
+            cells = " | ".join(
+                f"{len(e) // len(row['call_end_s'])}, {statistics.median(e):.2f}" if e else "-"
+                for e in excess
+            )
+            lines.append(
+                f"| {row['gpt_layers']} | {row['rate_bits_per_s'] / 1e6:g} | {shaper} | "
+                f"{statistics.median(row['probe_call_s']) * 1e3:.2f} | {cells} |"
+            )
+    return "\n".join(lines)
+
+
+def largest_call_table(paths: list[str]) -> str:
+    """The rate of each layout's largest call alone (the embedding's: its ring bytes over its own
+    seconds, from rank 0's call ends), beside the whole exchange's, median and range per cell."""
+    lines = [
+        "| TCP | GPT blocks | Mbit/s | shaper | layout | largest call: share of the bytes | "
+        "its own rate / link | the exchange's / link |",
+        "|" + " --- |" * 8,
+    ]
+    for path in paths:
+        for row in json.loads(Path(path).read_text())["cells"]:
+            sizes, m = row["call_values"], row["islands"]
+            big = max(range(len(sizes)), key=sizes.__getitem__)
+            ring_bits = 2 * (m - 1) / m * sizes[big] * FLOAT_BYTES * 8
+            own = [
+                ring_bits / row["rate_bits_per_s"] / (ends[big] - (ends[big - 1] if big else 0.0))
+                for ends in row["call_end_s"]
+            ]
+            shaper = f"fifo {row['queue_ms']:g} ms" if row["shaper"] == "fifo" else "fair"
+            lines.append(
+                f"| {row['congestion_control']} | {row['gpt_layers']} | "
+                f"{row['rate_bits_per_s'] / 1e6:g} | {shaper} | {row['calls']} | "
+                f"{sizes[big] / sum(sizes):.2f} | {spread(own)} | {spread(row['fraction_of_rate'])} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["table"]:
         print(table(argv[1:]))
+        return 0
+    if argv[:1] == ["calls-table"]:
+        tables = (calls_table, call_excess_table, largest_call_table)
+        print("\n\n".join(table_of(argv[1:]) for table_of in tables))
         return 0
     if argv[:1] == ["worker"]:
         worker(Path(argv[1]))
@@ -675,6 +1012,18 @@ def main(argv: list[str]) -> int:
         help="allreduce: gloo's ring all-reduce; stepped: the trainer's exchange (its all-to-all "
         "and all-gather in M-1 steps, 64 KiB pieces); streams: every island sends to the next over "
         "--flows connections while receiving from the previous one",
+    )
+    parser.add_argument(
+        "--calls",
+        choices=CALL_LAYOUTS,
+        nargs="+",
+        help="with --exchange allreduce: cut the payload into the collective calls of each layout, "
+        "the trainer's GPT at issue 44's width (--gpt-layers) scaled to the cell's bytes: flat (one "
+        "call), buckets (PyTorch DDP's, 1 MiB then 25 MiB, schedules/buckets.py) or tensors (one "
+        "call per parameter tensor); the layouts' exchanges interleaved, a row per layout",
+    )
+    parser.add_argument(
+        "--gpt-layers", type=int, default=6, help="--calls: the GPT's blocks (6: 30.3M values)"
     )
     parser.add_argument(
         "--ratios",
@@ -727,6 +1076,8 @@ def main(argv: list[str]) -> int:
         "so TCP small queues bound it all the same (docs/emulation.md)",
     )
     args = parser.parse_args(argv)
+    if args.calls and args.exchange != "allreduce":
+        parser.error("--calls cuts gloo's all-reduce: use it with --exchange allreduce")
     from islands.io import write_text
 
     rows: list[dict] = []
