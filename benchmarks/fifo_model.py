@@ -5,9 +5,9 @@ fitted; and hold it against the GPU runs of issue 44.
         benchmarks/results/fifo-streams-cubic.json
     python benchmarks/fifo_model.py summary benchmarks/results/fifo-*.json   # one row per condition
     python benchmarks/fifo_model.py gpu                                      # against the GPU runs
-    python benchmarks/fifo_model.py unequal benchmarks/results/fifo-unequal-idle.json --held-out \
-        benchmarks/results/fifo-unequal-stepped.json benchmarks/results/fifo-unequal-held-out.json
-                                                                      # unequal links: k_u
+    python benchmarks/fifo_model.py unequal benchmarks/results/fifo-unequal-series.json --held-out \
+        benchmarks/results/fifo-unequal-idle.json benchmarks/results/fifo-unequal-stepped.json \
+        benchmarks/results/fifo-unequal-held-out.json                   # unequal links: k_u
 
 The model is the simulator's own (``scenarios/fifo.py``, docs/emulation.md "One FIFO per egress"),
 fitted per TCP congestion control: relative to fair queues on the same link, an exchange's bytes take
@@ -36,7 +36,8 @@ from islands.scenarios.fifo import (
     GSO_MAX_BYTES,
     GSO_S,
     K_UNEQUAL,
-    RHO_MAX,
+    RHO_FULL,
+    UNEQUAL_MIN_MEMBERS,
     Fifo,
     unequal_cap_bytes_per_s,
 )
@@ -226,11 +227,16 @@ def summary(paths: list[str]) -> None:
         )
 
 
-def unequal_cells(paths: list[str]) -> list[dict]:
-    """Each FIFO cell of ``fifo_exchange.py --ratios`` runs beside the fair cell of the same run, M,
-    rate and links: T_fifo / T_fair - 1 (medians over the repeats, and each repeat's), rho (the
-    fastest upload over the slowest island's download) and the model's ln(rho) term (``unit``: the
-    stretch at k_u = 1, from ``unequal_cap_bytes_per_s``, 0 where the model charges nothing)."""
+STEADY_FROM = 6  # a series' exchanges from this one on: past the connections' warm-up
+
+
+def unequal_cells(paths: list[str], steady: bool) -> list[dict]:
+    """Each FIFO cell of ``fifo_exchange.py --ratios`` beside the fair cell of the same run, M, rate
+    and links: T_fifo / T_fair - 1, the fair cell's median over the FIFO cell's mean exchange
+    (``steady``: its exchanges from ``STEADY_FROM`` on; else all of them), and that of its first two;
+    the model's term (``unit``: its stretch at k_u = 1, from ``unequal_cap_bytes_per_s`` around the
+    ring for gloo's all-reduce, as an all-to-all for the trainer's stepped exchange; 0 where it
+    charges nothing)."""
     rows = [
         row for path in paths for row in json.loads(Path(path).read_text())["cells"] if "run" in row
     ]
@@ -245,74 +251,83 @@ def unequal_cells(paths: list[str]) -> list[dict]:
             continue
         links = np.array(row["links_bits_per_s"]) / BITS_PER_BYTE
         m = row["islands"]
+        around_ring = row["exchange"] == "allreduce"
+        if around_ring:  # gloo's ring sends to the rank before it (`ss -tin`): k is fed by k + 1
+            links = links[::-1]
         cap = (
-            unequal_cap_bytes_per_s(links, links, np.zeros(m, bool), K_UNEQUAL)
-            if m >= 3
+            unequal_cap_bytes_per_s(links, links, np.zeros(m, bool), K_UNEQUAL, around_ring)
+            if m >= UNEQUAL_MIN_MEMBERS
             else np.inf
         )
         stretch = links.min() / cap - 1 if np.isfinite(cap) else 0.0
+        fractions = row["fraction_of_rate"]
+        kept = fractions[STEADY_FROM - 1 :] if steady else fractions
         found.append(
             {
                 "run": row["run"],
                 "m": m,
+                "exchange": row["exchange"],
                 "rate": links.min() * BITS_PER_BYTE,
                 "rho": links.max() / links.min(),
                 "queue_ms": row["queue_ms"],
                 "seconds": row["seconds"],
-                "measured": fair[key(row)] / statistics.median(row["fraction_of_rate"]) - 1,
-                "repeats": [fair[key(row)] / f - 1 for f in row["fraction_of_rate"]],
+                "exchanges": len(fractions),
+                "measured": fair[key(row)] / statistics.fmean(kept) - 1,
+                "first_two": fair[key(row)] / statistics.fmean(fractions[:2]) - 1,
                 "unit": stretch / K_UNEQUAL,
-                "download_queue_ms": row["islands_samples"][-1]["download_queue_ms_median"],
             }
         )
     return found
 
 
-def unequal(fit_paths: list[str], held_out_paths: list[str]) -> None:
-    """k_u by least squares of T_fifo / T_fair - 1 = k_u ln(rho) on the cells the model charges
-    (``fit_paths``); the residuals there, on the cells it charges nothing (equal links, M = 2), and
-    on ``held_out_paths``, with each cell measured beside the model at K_UNEQUAL."""
-    fitted = unequal_cells(fit_paths)
+def unequal(series_paths: list[str], held_out_paths: list[str]) -> None:
+    """k_u by least squares of T_fifo / T_fair - 1 = k_u u(rho) on the exchanges past their warm-up of
+    the long series from fresh connections (``series_paths``); the residuals there, on their first
+    two exchanges and on ``held_out_paths`` (short cells, whole), each beside the model at
+    K_UNEQUAL."""
+    fitted = unequal_cells(series_paths, steady=True)
     charged = [c for c in fitted if c["unit"] > 0]
     x = np.array([c["unit"] for c in charged])
     y = np.array([c["measured"] for c in charged])
     k_u = float(x @ y / (x @ x))
     print(
-        f"k_u = {k_u:.4f} (scenarios/fifo.py K_UNEQUAL: {K_UNEQUAL}; rho at most {RHO_MAX:g}) on "
-        f"{len(charged)} charged cells: residual rms {rms_points(k_u * x - y):.1f} points, worst "
-        f"{100 * np.max(np.abs(k_u * x - y)):.1f} (no cost: rms {rms_points(y):.1f})"
+        f"k_u = {k_u:.4f} (scenarios/fifo.py K_UNEQUAL: {K_UNEQUAL}; u full from rho = "
+        f"{RHO_FULL:g}) on {len(charged)} charged series, exchanges {STEADY_FROM} on: residual rms "
+        f"{rms_points(k_u * x - y):.1f} points, worst {100 * np.max(np.abs(k_u * x - y)):.1f}"
     )
-    held = unequal_cells(held_out_paths)
-    for name, group in (("fitted", fitted), ("held out", held)):
+    first = np.array([K_UNEQUAL * c["unit"] - c["first_two"] for c in charged])
+    print(
+        f"their first two exchanges: rms {rms_points(first):.1f} points, worst "
+        f"{100 * np.max(np.abs(first)):.1f} (the model's {K_UNEQUAL} is a long run's)"
+    )
+    held = unequal_cells(held_out_paths, steady=False)
+    for name, group in (("series", fitted), ("held out", held)):
         if not group:
             continue
         free = np.array([c["measured"] for c in group if c["unit"] == 0])
         paid = [c for c in group if c["unit"] > 0]
         errors = np.array([K_UNEQUAL * c["unit"] - c["measured"] for c in paid])
         nothing = (
-            f"; {len(free)} cells charged nothing (equal links or M = 2): rms "
+            f"; {len(free)} charged nothing (equal links or M = 2): rms "
             f"{rms_points(free):.1f}, worst {100 * np.max(np.abs(free)):.1f}"
             if len(free)
             else ""
         )
         print(
-            f"{name}: {len(paid)} charged cells, residual rms {rms_points(errors):.1f} points, worst "
+            f"{name}: {len(paid)} charged, residual rms {rms_points(errors):.1f} points, worst "
             f"{100 * np.max(np.abs(errors)):.1f}{nothing}"
         )
     print(
-        "\n| cells | run | M | slowest Mbit/s | rho | FIFO ms | seconds | slow island's download "
-        "queue ms | T_fifo / T_fair - 1 (each repeat) | model |"
+        "\n| cells | run | exchange | M | slowest Mbit/s | fastest / slowest | FIFO ms | seconds | exchanges | "
+        "T_fifo / T_fair - 1 | its first two | model |"
     )
-    print("|" + " --- |" * 10)
-    for name, group in (("fitted", fitted), ("held out", held)):
+    print("|" + " --- |" * 12)
+    for name, group in (("series", fitted), ("held out", held)):
         for c in group:
-            if c["rho"] == 1 and c["m"] > 2:
-                continue
             print(
-                f"| {name} | {c['run']} | {c['m']} | {c['rate'] / 1e6:g} | {c['rho']:.3g} | "
-                f"{c['queue_ms']:g} | {c['seconds']:g} | {c['download_queue_ms'] or 0:.0f} | "
-                f"{c['measured']:+.3f} ({', '.join(f'{v:+.2f}' for v in c['repeats'])}) | "
-                f"{K_UNEQUAL * c['unit']:+.3f} |"
+                f"| {name} | {c['run']} | {c['exchange']} | {c['m']} | {c['rate'] / 1e6:g} | "
+                f"{c['rho']:.3g} | {c['queue_ms']:g} | {c['seconds']:g} | {c['exchanges']} | "
+                f"{c['measured']:+.3f} | {c['first_two']:+.3f} | {K_UNEQUAL * c['unit']:+.3f} |"
             )
 
 
@@ -325,8 +340,8 @@ if __name__ == "__main__":
         split = sys.argv.index("--held-out") if "--held-out" in sys.argv else len(sys.argv)
         if split == 2:
             print(
-                "usage: fifo_model.py unequal FIT.json [...] [--held-out HELD.json ...] "
-                "(fifo_exchange.py --ratios results, e.g. benchmarks/results/fifo-unequal-idle.json)",
+                "usage: fifo_model.py unequal SERIES.json [...] [--held-out HELD.json ...] "
+                "(fifo_exchange.py --ratios results, e.g. benchmarks/results/fifo-unequal-series.json)",
                 file=sys.stderr,
             )
             sys.exit(2)

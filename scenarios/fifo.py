@@ -34,22 +34,26 @@ the size on real hosts: issue 44's GPU runs needed k_s = 0.59 at one flow (calib
 the model then gave 0.920, 0.992 and 0.999 of the link at 200, 1,000 and 5,000 Mbit/s where they got
 0.90, 0.99-1.00 and 0.99-1.00; without c, 0.883, 0.944 and 0.974).
 
-**Unequal links** (docs/emulation.md, "Unequal links behind one FIFO"). Where another member's
-upload is faster than a member's download, that download has a FIFO of its own (an ISP's downstream
-shaper, the emulation's ``_shapes_download``), and the faster member's TCP keeps it standing (10-75
-ms measured, whatever its depth). The ACKs of the member's own uploads come back through it, so
-their round trip grows by that queue; the exchange's all-to-all sends, in each step s >= 2, over a
-connection the member uses once per exchange, whose window never grew to cover the longer round
-trip, and the member's uplink idles. Its share of its own link, M >= 3:
+**Unequal links** (docs/emulation.md, "Unequal links behind one FIFO"). Where the upload of a
+member that sends to a member is faster than that member's download, the download has a FIFO of its
+own (an ISP's downstream shaper, the emulation's ``_shapes_download``), and the faster sender's TCP
+keeps it standing (10-75 ms measured, whatever its depth). The ACKs of the member's own uploads come
+back through it and its uplink idles part of each exchange (its egress queue empties): around a
+ring as well as in the trainer's all-to-all. Its share of its own link, M >= 3:
 
-    e_k = 1 / (1 + k_u x ln(rho_k))       rho_k = the fastest other member's upload / its download
+    e_k = 1 / (1 + k_u x u(rho_k))       u = min(1, ln(rho_k) / ln 2), 0 where rho_k <= 1
 
-(no cost where rho_k <= 1; rho_k taken at most 8, the largest measured; none with two members,
-whose one connection each way carries every step and grows its window: measured). The ring moves
-at most min_k e_k x its narrowest link (``simulator/network/ring_caps.py``: the trainer's
-all-reduce, whose first pass is that all-to-all; not a ring all-gather, which uses one connection).
-k_u = ``K_UNEQUAL`` is the least squares of T_fifo / T_fair - 1 = k_u ln(rho) on the emulation's
-cells (``benchmarks/fifo_model.py unequal``, CUBIC, ``benchmarks/results/fifo-unequal-fit.md``).
+rho_k the feeding upload over k's download: around a ring (NCCL's, gloo's all-reduce, any ring
+all-gather) its predecessor's; in an all-to-all (the trainer's all-reduce, whose first pass is one:
+``network.reduce_scatter = "all_to_all"``) the fastest other member's. The loss rises with rho to
+about rho = 2 and no further (1.44 lost 0.12, 2.25-8 lost 0.11-0.29 alike: the queue is the faster
+sender's window, not the ratio). Two members lost 0.015 at most (one connection each way carries
+every step): not charged. The ring moves at most min_k e_k x its narrowest link
+(``simulator/network/ring_caps.py``). k_u = ``K_UNEQUAL`` (or ``network.fifo_k_u``) is the least
+squares of T_fifo / T_fair - 1 = k_u u on a long run's exchanges from fresh connections, past their
+first five (``benchmarks/fifo_model.py unequal``, CUBIC, ``benchmarks/results/fifo-unequal-fit.md``):
+a run's first exchanges lose from a fifth (connections earlier traffic had opened wide) to six times
+(fresh ones) as much.
 """
 
 from __future__ import annotations
@@ -75,12 +79,15 @@ GSO_MAX_BYTES = 65536.0  # the kernel's largest GSO packet (gso_max_size)
 PACKETS_STANDING = 2  # per socket, what TCP small queues let it keep in the qdisc
 # (k_s, k_so) by TCP congestion control: least squares of T_fifo / T_fair - 1 on the emulation's cells
 FITTED = {"cubic": (0.0052, 0.0280), "bbr": (0.0323, 0.0544)}
-# k_u of unequal links (the module's docstring): least squares of T_fifo / T_fair - 1 = k_u ln(rho)
-# on the emulation's 8 unequal cells of benchmarks/results/fifo-unequal-idle.json (the trainer's
-# exchange after 1 s idle, as a DiLoCo sync; M = 3 at 4:2:1 and M = 4 at 8:4:2:1, 10 and 40 Mbit/s,
-# FIFO 50 and 200 ms, CUBIC), residual rms 5.1 points: benchmarks/fifo_model.py unequal
-K_UNEQUAL = 0.0462
-RHO_MAX = 8.0  # the largest ratio of the fastest upload to a download the fit saw
+# k_u of unequal links (the module's docstring): least squares of T_fifo / T_fair - 1 = k_u u(rho)
+# on the emulation's 13 charged series of benchmarks/results/fifo-unequal-series.json (12-30
+# exchanges each after 1 s idle from fresh connections, exchanges 6 on; the trainer's all-to-all and
+# gloo's ring, M = 3 and 4, rho 1.1-8, 10 and 40 Mbit/s, FIFO 200 ms, CUBIC), residual rms 4.5 points
+K_UNEQUAL = 0.175
+RHO_FULL = 2.0  # the ratio from which the whole loss is measured, ln-rising to it from 1
+# Two members use one connection each way for every step, whose window grows to cover the ACKs'
+# wait: at most 0.015 lost (benchmarks/fifo_exchange.py, M = 2, links 2:1 to 8:1, gloo's ring at 4:1)
+UNEQUAL_MIN_MEMBERS = 3
 
 
 @dataclass(frozen=True)
@@ -133,27 +140,47 @@ def unequal_k(network: NetworkSpec) -> float:
 
 
 def unequal_shares(
-    fastest_other_bytes_per_s: np.ndarray, download_bytes_per_s: np.ndarray, k_u: float
+    feeding_bytes_per_s: np.ndarray, download_bytes_per_s: np.ndarray, k_u: float
 ) -> np.ndarray:
-    """e_k of each member of a ring of three or more (the module's docstring): the share of its link
-    it keeps where the fastest other member's upload fills its download's FIFO, in (0, 1]; 1 where
-    no other member's upload is faster than its download, or k_u is 0. rho is taken at most
-    ``RHO_MAX``, the largest ratio measured (an unshaped uploader would otherwise leave nothing)."""
+    """e_k of each member of a ring collective (the module's docstring): the share of its link it
+    keeps where the upload of a member that sends to it (``feeding_bytes_per_s``) fills its
+    download's FIFO, in (0, 1]: 1 / (1 + k_u x u(rho_k)), u = ln(rho) / ln(``RHO_FULL``) rising from
+    0 at rho = 1 to 1 at ``RHO_FULL`` and staying there (the standing queue is the faster sender's window, not the
+    ratio); 1 where no such upload is faster than its download, or k_u is 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = np.nan_to_num(fastest_other_bytes_per_s / download_bytes_per_s, nan=1.0)
-    return 1.0 / (1.0 + k_u * np.log(np.clip(rho, 1.0, RHO_MAX)))
+        rho = np.nan_to_num(feeding_bytes_per_s / download_bytes_per_s, nan=1.0)
+    return 1.0 / (1.0 + k_u * np.clip(np.log(rho) / math.log(RHO_FULL), 0.0, 1.0))
+
+
+def feeding_bytes_per_s(
+    up_bytes_per_s: np.ndarray, several: np.ndarray, around_ring: bool
+) -> np.ndarray:
+    """Each member's fastest sender's upload: around a ring (``around_ring``), its predecessor's (the
+    members in ring order); in an all-to-all, every other member's, the fastest. A member standing
+    for several workers is also fed by its own copies."""
+    own = np.where(several, up_bytes_per_s, 0.0)
+    if around_ring:
+        return np.maximum(np.roll(up_bytes_per_s, 1), own)
+    ordered = np.sort(up_bytes_per_s)
+    second = ordered[-2] if len(ordered) > 1 else 0.0
+    fastest_other = np.where(up_bytes_per_s == ordered[-1], second, ordered[-1])
+    return np.maximum(fastest_other, own)
 
 
 def unequal_cap_bytes_per_s(
-    up_bytes_per_s: np.ndarray, down_bytes_per_s: np.ndarray, several: np.ndarray, k_u: float
+    up_bytes_per_s: np.ndarray,
+    down_bytes_per_s: np.ndarray,
+    several: np.ndarray,
+    k_u: float,
+    around_ring: bool,
 ) -> float:
-    """min over a ring's members of e_k x its narrowest link (``unequal_shares``), each member's
-    uplink and downlink given, and whether it stands for several workers (whose copies are among
-    its others); inf where no member's download is slower than another's upload (equal links)."""
-    ordered = np.sort(up_bytes_per_s)
-    second = ordered[-2] if len(ordered) > 1 else 0.0
-    fastest_other = np.where((up_bytes_per_s == ordered[-1]) & ~several, second, ordered[-1])
-    shares = unequal_shares(fastest_other, down_bytes_per_s, k_u)
+    """min over a ring collective's members (in ring order) of e_k x its narrowest link
+    (``unequal_shares``), each member's uplink and downlink given, and whether it stands for several
+    workers; ``around_ring``: each sends to its successor only (a ring all-reduce or all-gather), else
+    to every other member (an all-to-all). inf where no member's download is slower than the upload
+    feeding it."""
+    feeding = feeding_bytes_per_s(up_bytes_per_s, several, around_ring)
+    shares = unequal_shares(feeding, down_bytes_per_s, k_u)
     charged = shares < 1.0
     if not charged.any():
         return math.inf
@@ -209,14 +236,6 @@ def check_fifo(scenario: Scenario, source: str) -> None:
             "network.tcp_congestion_control",
             "has no effect: fifo_k_s and fifo_k_so are both given, and it only picks their fitted "
             "values (remove it, or one of them)",
-        )
-    if network.fifo_k_u is not None and network.reduce_scatter != ALL_TO_ALL:
-        raise ScenarioError(
-            source,
-            "network.fifo_k_u",
-            f'has no effect with reduce_scatter = "{network.reduce_scatter}": it prices the '
-            'all-to-all\'s connections used once per exchange (set reduce_scatter = "all_to_all", '
-            "or remove it)",
         )
     unpriced = fifo_unpriced(scenario)
     if unpriced:

@@ -451,8 +451,9 @@ NETWORK_KEYS = {
         "sends to a different member, each over a connection it uses once per exchange: islands "
         'train\'s quantised exchange) or "ring" (each member sends every step to its right '
         "neighbour: NCCL's and gloo's ring all-reduce); under egress_queue = \"fifo\" with unequal "
-        "links and three or more members the first is charged for the faster members filling a "
-        "slower one's download (scenarios/fifo.py), the second is not (not measured)",
+        "links and three or more members each member is charged for the upload feeding its "
+        "download where that is faster: in the first the fastest other member's, in the second "
+        "its left neighbour's (scenarios/fifo.py)",
     ),
     "ring_efficiency": Key(
         "float",
@@ -506,9 +507,10 @@ NETWORK_KEYS = {
         "float",
         None,
         between(0, MAX_FIFO_K),
-        'egress_queue = "fifo", unequal links, reduce_scatter = "all_to_all": a member keeps '
-        "1 / (1 + fifo_k_u x ln rho) of its link, rho the fastest other member's upload over its "
-        "download (default: the emulation's fit, 0.0462, CUBIC's)",
+        'egress_queue = "fifo", unequal links, three or more in a ring collective: a member keeps '
+        "1 / (1 + fifo_k_u x u) of its link, u = ln rho / ln 2 up to 1, rho the upload feeding it "
+        "(around a ring its predecessor's, in an all-to-all the fastest other's) over its download "
+        "(default: the emulation's fit over a long run, 0.175, CUBIC's)",
     ),
     "ring_order": Key(
         "str",

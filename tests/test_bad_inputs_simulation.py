@@ -417,21 +417,6 @@ CASES = [
     ),
     case(
         "simulate",
-        "an all-to-all's k_u beside a reduce-scatter around the ring",
-        [
-            WE,
-            "--set",
-            "network.egress_queue=fifo",
-            "--set",
-            "network.reduce_scatter=ring",
-            "--set",
-            "network.fifo_k_u=0.1",
-        ],
-        'network.fifo_k_u: has no effect with reduce_scatter = "ring": it prices the all-to-all\'s '
-        "connections used once per exchange",
-    ),
-    case(
-        "simulate",
         "a negative k_u of unequal links",
         [WE, "--set", "network.egress_queue=fifo", "--set", "network.fifo_k_u=-0.1"],
         "network.fifo_k_u: must be >= 0 (got -0.1)",

@@ -214,15 +214,6 @@ def test_fair_queues_cap_a_ring_as_before(window, loss, latency_ms, efficiency, 
         (["network.fifo_k_so=0.3"], "network.fifo_k_so", 'under egress_queue = "fair"'),
         (["network.fifo_k_u=0.3"], "network.fifo_k_u", 'under egress_queue = "fair"'),
         (
-            [
-                'network.egress_queue="fifo"',
-                'network.reduce_scatter="ring"',
-                "network.fifo_k_u=0.3",
-            ],
-            "network.fifo_k_u",
-            'has no effect with reduce_scatter = "ring"',
-        ),
-        (
             ['network.tcp_congestion_control="bbr"'],
             "network.tcp_congestion_control",
             'under egress_queue = "fair"',

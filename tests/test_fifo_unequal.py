@@ -1,12 +1,11 @@
 """Unequal links behind one FIFO per egress (``scenarios/fifo.py`` "Unequal links",
-``simulator/network/ring_caps.py``): a member whose download a faster member's upload fills keeps
-e = 1 / (1 + k_u ln rho) of its link in the trainer's all-reduce among three or more. Computed by
-hand; both players agreeing; equal links and two members charged nothing, bit for bit; and
-``islands validate --shaper fifo`` adding only this share to its calibrated cases."""
+``simulator/network/ring_caps.py``): a member whose download the upload of a member feeding it fills
+(around a ring its predecessor; in the trainer's all-to-all the fastest other) keeps
+e = 1 / (1 + k_u u(rho)) of its link, among three or more. Computed by hand; both players agreeing;
+equal links and two members charged nothing, bit for bit; and ``islands validate --shaper fifo``
+adding only this share to its calibrated cases."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from hypothesis import strategies as st
 
 from islands.emulation import Shaper
 from islands.errors import UserError
-from islands.scenarios.fifo import K_UNEQUAL, RHO_MAX, unequal_cap_bytes_per_s, unequal_shares
+from islands.scenarios.fifo import K_UNEQUAL, RHO_FULL, unequal_cap_bytes_per_s, unequal_shares
 from islands.simulator import RunSetup, simulate
 from islands.simulator.network.ring_caps import fifo_cap_bytes_per_s, ring_cap_bytes_per_s
 from islands.trainer.config import check_supported
@@ -50,40 +49,41 @@ def mean_syncs(overrides: list[str], gbps: list[float]) -> list[float]:
 
 
 def test_the_shares_by_hand():
-    # k_u = 0.0462: rho = 4 gives 1 / (1 + 0.0462 x 1.386294) = 0.939808; rho = 2, 0.968970
-    shares = unequal_shares(np.array([4.0, 2.0, 1.0, 0.5]), np.ones(4), K_UNEQUAL)
-    assert shares == pytest.approx([0.939808, 0.968970, 1.0, 1.0], abs=1e-6)
-    assert K_UNEQUAL == 0.0462
+    # k_u = 0.175, full from rho = 2: rho = 4 and 2 give 1 / 1.175 = 0.851064; rho = 1.5,
+    # u = ln 1.5 / ln 2 = 0.584963 and 1 / (1 + 0.175 x 0.584963) = 0.907138; rho <= 1, 1
+    shares = unequal_shares(np.array([4.0, 2.0, 1.5, 1.0, 0.5]), np.ones(5), K_UNEQUAL)
+    assert shares == pytest.approx([0.851064, 0.851064, 0.907138, 1.0, 1.0], abs=1e-6)
+    assert K_UNEQUAL == 0.175 and RHO_FULL == 2.0
 
 
 def test_a_ring_of_4_2_1_moves_at_the_slowest_member_s_share():
-    # 200 / 100 / 50 Mbit/s: the 50 Mbit/s island's download is filled by the 200 Mbit/s one's
-    # upload (rho 4): 0.939808 x 50 Mbit/s; the 100 Mbit/s island (rho 2) keeps 96.9 Mbit/s. Three
-    # members: 2 x 2/3 x 20 MB through each link, no latency.
+    # 200 / 100 / 50 Mbit/s, the trainer's all-to-all: the 50 Mbit/s island's download is filled by
+    # the 200 Mbit/s one's upload (rho 4): 50 / 1.175 Mbit/s; the 100 Mbit/s island (rho 2) keeps
+    # 100 / 1.175. Three members: 2 x 2/3 x 20 MB through each link, no latency.
     volume = 2 * 2 / 3 * S
     fair, fifo = mean_syncs([], [0.2, 0.1, 0.05]), mean_syncs(FREE_FIFO, [0.2, 0.1, 0.05])
     for sync_s in fair:
         assert sync_s == pytest.approx(volume / SLOW, rel=1e-9)
     for sync_s in fifo:
-        assert sync_s == pytest.approx(volume / (0.9398083 * SLOW), rel=1e-6)
+        assert sync_s == pytest.approx(volume * 1.175 / SLOW, rel=1e-9)
 
 
 def test_a_scenario_s_own_k_u_prices_the_ring_in_its_place():
-    # fifo_k_u = 0.1 (a user's, measured on their hosts): rho = 4 gives 1 / (1 + 0.1 x 1.386294)
-    # = 0.878249 of the 50 Mbit/s link; fifo_k_u = 0 charges nothing
+    # fifo_k_u = 0.1 (a user's, measured on their hosts): rho = 4 gives 1 / 1.1 of the 50 Mbit/s
+    # link; fifo_k_u = 0 charges nothing
     volume = 2 * 2 / 3 * S
     gbps = [0.2, 0.1, 0.05]
     for sync_s in mean_syncs([*FREE_FIFO, "network.fifo_k_u=0.1"], gbps):
-        assert sync_s == pytest.approx(volume / (0.8782489 * SLOW), rel=1e-6)
+        assert sync_s == pytest.approx(volume * 1.1 / SLOW, rel=1e-9)
     assert mean_syncs([*FREE_FIFO, "network.fifo_k_u=0"], gbps) == mean_syncs([], gbps)
 
 
-def test_the_fastest_upload_past_8_times_a_download_costs_as_much_as_8_times():
-    # 500 / 50 Mbit/s and a third at 50: rho = 10, taken as 8 (the largest measured):
-    # 1 / (1 + 0.0462 x ln 8) = 0.912350
+def test_an_upload_past_twice_a_download_costs_no_more_than_twice():
+    # 500 / 50 Mbit/s and a third at 50: rho = 10, the whole loss as from rho = 2 (the standing
+    # queue is the faster sender's window, not the ratio): 50 / 1.175 Mbit/s
     volume = 2 * 2 / 3 * S
     for sync_s in mean_syncs(FREE_FIFO, [0.5, 0.05, 0.05]):
-        assert sync_s == pytest.approx(volume / (0.9123504 * SLOW), rel=1e-6)
+        assert sync_s == pytest.approx(volume * 1.175 / SLOW, rel=1e-9)
 
 
 def test_two_members_and_equal_links_are_not_charged():
@@ -91,20 +91,28 @@ def test_two_members_and_equal_links_are_not_charged():
         assert mean_syncs(FREE_FIFO, gbps) == mean_syncs([], gbps)
 
 
-def test_a_ring_all_gather_is_not_charged():
-    # top-k payloads go around the ring all-gather: one connection per neighbour, every step
+def test_a_ring_all_gather_is_charged_by_each_member_s_predecessor():
+    # top-k payloads go around the ring all-gather, i0 -> i1 -> i2 -> i0: i2's download (50) is fed
+    # by i1's upload (100, rho 2), i1's (100) by i0's (200, rho 2), i0's by i2's (none): the ring
+    # moves at 50 / 1.175 Mbit/s, its bytes 1.175 times as long as under fair queues
     topk = ['schedule.compression="topk"', "schedule.topk=64"]
     gbps = [0.2, 0.1, 0.05]
-    assert mean_syncs(FREE_FIFO + topk, gbps) == mean_syncs(topk, gbps)
+    for fifo_s, fair_s in zip(mean_syncs(FREE_FIFO + topk, gbps), mean_syncs(topk, gbps)):
+        assert fifo_s == pytest.approx(fair_s * 1.175, rel=1e-9)
 
 
-def test_a_reduce_scatter_around_the_ring_is_not_charged():
-    # NCCL's and gloo's ring all-reduce send every step to the right neighbour, over one connection
-    # whose window grows: the FIFO's equal-link cost only (none here), at the slowest link
-    gbps = [0.2, 0.1, 0.05]
+def test_a_ring_all_reduce_is_charged_by_its_neighbours_not_the_fastest_member():
+    # 200 / 60 / 50 Mbit/s. Around the ring (NCCL's, gloo's: every step to the next member) i2's
+    # download is fed by i1's 60 (rho 1.2, u = ln 1.2 / ln 2 = 0.263034): 50 / (1 + 0.175 x
+    # 0.263034) = 47.7997 Mbit/s, while i1 (fed by i0's 200, rho 3.33) keeps 60 / 1.175 = 51.06.
+    # The all-to-all's i2 is fed by the fastest, 200: 50 / 1.175 = 42.553 Mbit/s.
+    volume = 2 * 2 / 3 * S
+    gbps = [0.2, 0.06, 0.05]
     ring = [*FREE_FIFO, 'network.reduce_scatter="ring"']
-    assert mean_syncs(ring, gbps) == mean_syncs([], gbps)
-    assert mean_syncs(FREE_FIFO, gbps)[0] > mean_syncs(ring, gbps)[0]
+    for sync_s in mean_syncs(ring, gbps):
+        assert sync_s == pytest.approx(volume / (47.799730 / 50 * SLOW), rel=1e-6)
+    for sync_s in mean_syncs(FREE_FIFO, gbps):
+        assert sync_s == pytest.approx(volume * 1.175 / SLOW, rel=1e-9)
 
 
 def test_the_trainer_refuses_a_reduce_scatter_around_the_ring_in_one_line():
@@ -127,14 +135,15 @@ def test_the_players_agree_on_an_unequal_fifo_with_jitter_and_calls():
 
 
 def test_a_member_standing_for_several_has_its_copies_among_the_others():
-    # uplinks 4 and 3, downlinks 1 and 3: alone, the first's download is filled by the second's 3
-    # (rho 3); standing for two, by its own copy's 4 (rho 4). The second (rho 4/3, 3 x its share)
-    # never binds.
-    up, down = np.array([4.0, 3.0]), np.array([1.0, 3.0])
-    alone = unequal_cap_bytes_per_s(up, down, np.array([False, False]), K_UNEQUAL)
-    several = unequal_cap_bytes_per_s(up, down, np.array([True, False]), K_UNEQUAL)
-    assert alone == pytest.approx(1 / (1 + K_UNEQUAL * math.log(3)), rel=1e-12)
-    assert several == pytest.approx(0.9398083, rel=1e-6)
+    # uplinks 4 and 3, downlinks 2.5 and 3, as an all-to-all: alone, the first's download is fed by
+    # the second's 3 (rho 1.2, u = 0.263034): 2.5 / (1 + 0.175 x 0.263034) = 2.389986; standing for
+    # two, by its own copy's 4 (rho 1.6, u = 0.678072): 2.5 / (1 + 0.175 x 0.678072) = 2.234811.
+    # The second (rho 4/3) keeps 3 / 1.0726 and never binds.
+    up, down = np.array([4.0, 3.0]), np.array([2.5, 3.0])
+    alone = unequal_cap_bytes_per_s(up, down, np.array([False, False]), K_UNEQUAL, False)
+    several = unequal_cap_bytes_per_s(up, down, np.array([True, False]), K_UNEQUAL, False)
+    assert alone == pytest.approx(2.389986, rel=1e-6)
+    assert several == pytest.approx(2.234811, rel=1e-6)
 
 
 def test_validate_adds_only_the_unequal_share_under_a_fifo():
@@ -164,8 +173,20 @@ def test_a_share_is_in_0_1_and_never_rises_as_the_feeder_speeds_up(feeders, down
     shares = unequal_shares(feeder, download, K_UNEQUAL)
     faster = unequal_shares(feeder * 2, download, K_UNEQUAL)
     assert np.all((shares > 0) & (shares <= 1) & (faster <= shares))
-    assert np.all(shares >= 1 / (1 + K_UNEQUAL * math.log(RHO_MAX)))
+    assert np.all(shares >= 1 / (1 + K_UNEQUAL))
     assert np.all(shares[feeder <= download] == 1.0)
+
+
+@given(
+    st.lists(st.tuples(RATES, RATES, st.booleans()), min_size=3, max_size=12),
+)
+def test_a_ring_is_never_charged_more_than_an_all_to_all_over_the_same_members(members):
+    """Around a ring a member is fed by its predecessor alone, in an all-to-all by the fastest other:
+    never a faster feeder, so never a smaller share."""
+    up, down, several = (np.array(column) for column in zip(*members))
+    ring = unequal_cap_bytes_per_s(up, down, several, K_UNEQUAL, True)
+    all_to_all = unequal_cap_bytes_per_s(up, down, several, K_UNEQUAL, False)
+    assert ring >= all_to_all
 
 
 @given(

@@ -38,16 +38,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from islands.scenarios.fifo import ALL_TO_ALL, FIFO, Fifo, unequal_k
+from islands.scenarios.fifo import ALL_TO_ALL, FIFO, UNEQUAL_MIN_MEMBERS, Fifo, unequal_k
 from islands.scenarios.fifo import unequal_cap_bytes_per_s as unequal_cap
 from islands.scenarios.model import NetworkSpec
 
 from .links import CAPACITY, Link
 from .topology import Topology
-
-# Two members use one connection each way for every step, whose window grows to cover the ACKs'
-# wait: no cost measured (benchmarks/fifo_exchange.py, M = 2, links 2:1 to 8:1)
-UNEQUAL_MIN_MEMBERS = 3
 
 
 def ring_cap_bytes_per_s(
@@ -67,10 +63,12 @@ def ring_cap_bytes_per_s(
         egress = slowest_egress_bytes_per_s(topology, participants)
         cap_bytes_per_s = fifo_cap_bytes_per_s(network, egress, hop_s)
         members = sum(counts) if counts else len(participants)
-        if reduces and network.reduce_scatter == ALL_TO_ALL and members >= UNEQUAL_MIN_MEMBERS:
-            unequal = unequal_cap_bytes_per_s(topology, participants, unequal_k(network), counts)
-            return min(cap_bytes_per_s, unequal)
-        return cap_bytes_per_s
+        if members < UNEQUAL_MIN_MEMBERS:
+            return cap_bytes_per_s
+        around_ring = not (reduces and network.reduce_scatter == ALL_TO_ALL)
+        k_u = unequal_k(network)
+        unequal = unequal_cap_bytes_per_s(topology, participants, k_u, around_ring, counts)
+        return min(cap_bytes_per_s, unequal)
     cap_bytes_per_s = network.tcp_cap_bytes_per_s(hop_s)
     if network.ring_efficiency < 1:
         slowest = min(map(CAPACITY, links))
@@ -89,14 +87,20 @@ def fifo_cap_bytes_per_s(network: NetworkSpec, egress_bytes_per_s: float, hop_s:
 
 
 def unequal_cap_bytes_per_s(
-    topology: Topology, participants: tuple[int, ...], k_u: float, counts: tuple[int, ...] = ()
+    topology: Topology,
+    participants: tuple[int, ...],
+    k_u: float,
+    around_ring: bool,
+    counts: tuple[int, ...] = (),
 ) -> float:
     """``scenarios.fifo.unequal_cap_bytes_per_s`` of the ring's members (over arrays: a ring of
     thousands at once); a participant standing for several workers has copies among the others."""
     ranks = np.fromiter(participants, np.intp, len(participants))
     several = np.array([count > 1 for count in counts]) if counts else np.zeros(len(ranks), bool)
     arrays = topology.arrays
-    return unequal_cap(arrays.up_capacity[ranks], arrays.down_capacity[ranks], several, k_u)
+    return unequal_cap(
+        arrays.up_capacity[ranks], arrays.down_capacity[ranks], several, k_u, around_ring
+    )
 
 
 def slowest_egress_bytes_per_s(topology: Topology, participants: tuple[int, ...]) -> float:
