@@ -147,9 +147,15 @@ def unequal_shares(
     download's FIFO, in (0, 1]: 1 / (1 + k_u x u(rho_k)), u = ln(rho) / ln(``RHO_FULL``) rising from
     0 at rho = 1 to 1 at ``RHO_FULL`` and staying there (the standing queue is the faster sender's window, not the
     ratio); 1 where no such upload is faster than its download, or k_u is 0."""
+    return 1.0 / (1.0 + k_u * unequal_terms(feeding_bytes_per_s, download_bytes_per_s))
+
+
+def unequal_terms(feeding_bytes_per_s: np.ndarray, download_bytes_per_s: np.ndarray) -> np.ndarray:
+    """u(rho_k) = min(1, ln(rho_k) / ln(``RHO_FULL``)), 0 where rho_k <= 1: each member's stretch per
+    unit of k_u, rho_k the upload feeding its download over that download."""
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = np.nan_to_num(feeding_bytes_per_s / download_bytes_per_s, nan=1.0)
-    return 1.0 / (1.0 + k_u * np.clip(np.log(rho) / math.log(RHO_FULL), 0.0, 1.0))
+        return np.clip(np.log(rho) / math.log(RHO_FULL), 0.0, 1.0)
 
 
 def feeding_bytes_per_s(
@@ -205,6 +211,25 @@ def fitted_k_s(efficiency: float, rate_bytes_per_s: float, fifo: Fifo) -> float:
     return max(
         0.0, stretch / fifo.scale(rate_bytes_per_s) - fifo.k_so * fifo.overflow(rate_bytes_per_s)
     )
+
+
+def fitted_k_u(
+    up_bytes_per_s: np.ndarray, down_bytes_per_s: np.ndarray, ring_bytes_per_s: float
+) -> float | None:
+    """The k_u a ring around members with these links (in ring order) measured, where they are
+    unequal: the largest, at most ``K_UNEQUAL``, at which its unequal links' cap still carries the
+    measured ``ring_bytes_per_s`` (each charged member: k <= (narrowest / ring - 1) / u); None where
+    the ring charges none of them (equal links, fewer than three) or the fit already carries it."""
+    if len(up_bytes_per_s) < UNEQUAL_MIN_MEMBERS:
+        return None
+    feeding = feeding_bytes_per_s(up_bytes_per_s, np.zeros(len(up_bytes_per_s), bool), True)
+    terms = unequal_terms(feeding, down_bytes_per_s)
+    charged = terms > 0
+    if not charged.any():
+        return None
+    narrowest = np.minimum(up_bytes_per_s, down_bytes_per_s)[charged]
+    carried = float(((narrowest / ring_bytes_per_s - 1.0) / terms[charged]).min())
+    return max(0.0, carried) if carried < K_UNEQUAL else None
 
 
 FIFO_ONLY = ("fifo_queue_ms", "tcp_congestion_control", "fifo_k_s", "fifo_k_so", "fifo_k_u")

@@ -49,13 +49,15 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from islands.io import json_text, parse_json, read_bounded_text, write_text
 from islands.numbers import is_finite_number, is_whole_number
 from islands.schedules import SCHEDULES
 from islands.units import BITS_PER_BYTE, BITS_PER_GBIT, MS_PER_S
 
 from .errors import ScenarioError
-from .fifo import FIFO, FITTED, Fifo, fitted_k_s
+from .fifo import FIFO, FITTED, Fifo, fitted_k_s, fitted_k_u
 from .model import PairLatency
 from .spec import (
     CONGESTION_CONTROLS,
@@ -472,6 +474,8 @@ def apply_profile(
         document.setdefault("exchange", {})["call_overhead_s"] = terms.call_overhead_s
         if fifo:
             network["fifo_k_s"] = terms.fifo_k_s
+            if terms.fifo_k_u is not None:
+                network["fifo_k_u"] = terms.fifo_k_u
         else:
             network["ring_efficiency"] = terms.ring_efficiency
     return document
@@ -487,7 +491,7 @@ def take_fifo(network: dict[str, Any], profile: NetworkProfile) -> None:
     efficiency (the collective's fit sets ``fifo_k_s``; ``fifo_k_so`` is the fit's for its TCP)."""
     fifo = profile.fifo
     assert fifo is not None, "take_fifo needs a profile with a fifo block"
-    for key in ("ring_efficiency", "fifo_k_s", "fifo_k_so"):
+    for key in ("ring_efficiency", "fifo_k_s", "fifo_k_so", "fifo_k_u"):
         network.pop(key, None)
     network.update(
         egress_queue=FIFO,
@@ -561,6 +565,9 @@ class RingTerms:
     data_bus_gbps: float  # the largest message's bus rate, its per-call latency taken out
     fifo_k_s: float | None = None  # under the profile's FIFO: its k_s at the slowest uplink
     slowest_uplink_gbps: float = 0.0
+    fifo_k_u: float | None = (
+        None  # under it, unequal hosts: the k_u their ring carried, if below the fit
+    )
 
 
 def bus_factor(test: str, ranks: int) -> float:
@@ -613,7 +620,17 @@ def ring_terms(profile: NetworkProfile, source: str) -> RingTerms:
         if profile.fifo is None
         else fifo_k_s(profile.fifo, carried_gbit / data_s, uplink_gbps, source),
         uplink_gbps,
+        None if profile.fifo is None else hosts_k_u(profile.hosts, carried_gbit / data_s),
     )
+
+
+def hosts_k_u(hosts: tuple[Host, ...], bus_gbps: float) -> float | None:
+    """``fifo.fitted_k_u`` of the hosts' ring in the simulator's order (a scenario's islands ranked
+    by name, each named after its host) at the measured ``bus_gbps``."""
+    ranked = sorted(hosts, key=lambda host: host.name)
+    up = np.array([host.upload_gbps for host in ranked])
+    down = np.array([host.download_gbps for host in ranked])
+    return fitted_k_u(up, down, bus_gbps)
 
 
 def fifo_k_s(fifo: FifoEgress, bus_gbps: float, uplink_gbps: float, source: str) -> float:

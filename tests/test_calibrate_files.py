@@ -22,11 +22,13 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from islands.cli import main
 from islands.errors import UserError
 from islands.scenarios import ScenarioSource
+from islands.scenarios.fifo import fitted_k_u
 from islands.scenarios.model import PairLatency
 from islands.scenarios.profile import (
     BusRate,
@@ -437,6 +439,40 @@ def test_behind_one_fifo_the_collective_calibrates_k_s_and_the_scenario_extrapol
     assert simulate(faster.scenario).summary["mean_sync_s"] == pytest.approx(
         0.1 + 4 / 3 * size * 8 / (efficiency * 200e6), rel=1e-9
     )
+
+
+def test_behind_one_fifo_unequal_hosts_calibrate_the_k_u_their_ring_carried(samples):
+    """The same collective over hosts of 192, 96 and 48 Mbit/s each way (a, b, c): around the ring
+    a -> b -> c, c's download is fed by b's upload and b's by a's (rho 2 each, u = 1). The fit's k_u
+    (0.175) would carry the ring at 48 / 1.175 = 40.9 Mbit/s, below the 42.6667 it moved; the largest
+    k_u that carries it: (48 / 42.6667 - 1) / 1 = 0.125. The largest all-reduce takes what nccl-tests
+    measured."""
+    from islands.simulator import simulate
+
+    calibrate(*PINGS, "--nccl-tests", "nccl-all-reduce-3.txt", "--egress-queue", "fifo")
+    profile = json.loads((samples / "profile.json").read_text())
+    for host, gbps in zip(profile["hosts"], (0.192, 0.096, 0.048)):
+        host["upload_gbps"] = host["download_gbps"] = gbps
+    (samples / "profile.json").write_text(json.dumps(profile))
+    size = ALL_REDUCE_SIZES[-1]
+    (samples / "three.toml").write_text(three_islands(size // 4))
+    source = ScenarioSource.read(samples / "three.toml").with_network_profile(
+        samples / "profile.json"
+    )
+    assert source.scenario.network.fifo_k_u == pytest.approx(0.125, rel=1e-9)
+    assert simulate(source.scenario).summary["mean_sync_s"] == pytest.approx(8.488608, rel=1e-9)
+
+
+def test_the_k_u_a_ring_carried_by_hand():
+    # 4:2:1 at 0.9 of the slowest: (1 / 0.9 - 1) = 0.111111; at 0.8 the fit's 0.175 carries it (None)
+    up = np.array([4.0, 2.0, 1.0])
+    assert fitted_k_u(up, up, 0.9) == pytest.approx(1 / 0.9 - 1, rel=1e-12)
+    assert fitted_k_u(up, up, 0.8) is None
+    assert fitted_k_u(np.ones(3), np.ones(3), 0.5) is None  # equal links: none charged
+    assert fitted_k_u(up[:2], up[:2], 0.9) is None  # two members: not charged
+    # 1.5:1.2:1 at 0.99 of the slowest: c fed by b (rho 1.2, u = 0.263034), (1 / 0.99 - 1) / u
+    rates = np.array([1.5, 1.2, 1.0])
+    assert fitted_k_u(rates, rates, 0.99) == pytest.approx(0.0101010 / 0.2630344, rel=1e-5)
 
 
 def test_calibrate_from_files_is_refused_under_torchrun(samples, capsys, monkeypatch):

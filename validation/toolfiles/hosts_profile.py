@@ -297,4 +297,10 @@ def collective_lines(profile: NetworkProfile, table: NcclTable) -> list[str]:
             f"the k_s whose model gives {terms.data_bus_gbps:.6g} Gbit/s at the slowest uplink, "
             f"{terms.slowest_uplink_gbps:.6g} Gbit/s (scenarios/fifo.py)"
         )
+    if terms.fifo_k_u is not None:
+        lines.append(
+            f"  network.fifo_k_u = {terms.fifo_k_u:.6g}: the hosts' links are unequal, and the fit's "
+            f"k_u would carry their ring (in the order of their names) below the "
+            f'{terms.data_bus_gbps:.6g} Gbit/s it moved (scenarios/fifo.py, "Unequal links")'
+        )
     return lines
