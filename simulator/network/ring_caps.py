@@ -13,13 +13,13 @@ wait behind its uploads (docs/emulation.md, "One FIFO per egress"). The ring is 
   the slowest egress gives the least; the ring is paced by its slowest link anyway, and this share
   was fitted on equal links. A faster downlink or backbone elsewhere in the ring changes nothing; a
   slower one binds below this cap as before;
-* **unequal links** (an all-reduce among three or more whose first pass is an all-to-all,
-  ``network.reduce_scatter = "all_to_all"``, as the trainer's): at most
-  min_k e_k x member k's narrowest link, e_k = 1 / (1 + k_u ln rho_k) (k_u: ``network.fifo_k_u``,
-  else the fit), rho_k the fastest other member's upload over k's download (``scenarios/fifo.py``,
-  "Unequal links": a faster member keeps k's download FIFO standing, and the ACKs of k's uploads on
-  connections it uses once per exchange wait behind it). Equal links, and two members, are not
-  charged (inf);
+* **unequal links** (a ring collective among three or more): at most min_k e_k x member k's narrowest
+  link, e_k = 1 / (1 + k_u u(rho_k)), u = min(1, ln rho_k / ln 2) (k_u: ``network.fifo_k_u``, else
+  the fit), rho_k the upload feeding k's download over it: around the ring its predecessor's, in an
+  all-reduce whose first pass is an all-to-all (``network.reduce_scatter = "all_to_all"``, the
+  trainer's) the fastest other member's (``scenarios/fifo.py``, "Unequal links": the feeding sender
+  keeps k's download FIFO standing, the ACKs of k's uploads wait behind it and its uplink idles).
+  Equal links, and two members, are not charged (inf);
 * **its round trip**: each connection's RTT grows by d, the ACKs' wait behind the receiver's uploads
   (``Fifo.ack_wait_s`` at that slowest egress, where it is longest), so TCP's window and loss caps are
   taken at 2 x the hop's one-way latency + d.
@@ -57,8 +57,9 @@ def ring_cap_bytes_per_s(
 ) -> float:
     """The most a ring over ``participants`` (crossing ``links``, its slowest hop ``hop_s`` one way;
     each standing for ``counts`` workers, one each where empty) carries per link: the module's
-    docstring. ``reduces``: the collective is an all-reduce, whose first pass, made as an all-to-all
-    (``network.reduce_scatter``), unequal links behind FIFOs slow."""
+    docstring. ``reduces``: the collective is an all-reduce, whose first pass may be an all-to-all
+    (``network.reduce_scatter``), fed on unequal links by the fastest other member, not the
+    predecessor."""
     if network.egress_queue == FIFO:
         egress = slowest_egress_bytes_per_s(topology, participants)
         cap_bytes_per_s = fifo_cap_bytes_per_s(network, egress, hop_s)
