@@ -438,6 +438,19 @@ def difference(after: dict, before: dict) -> dict:
     }
 
 
+def cell_fields(wan, m: int, rate: float, exchange: str) -> dict:
+    """What names a cell in the results: its islands, rate, links, exchange and shaper."""
+    return {
+        "islands": m,
+        "rate_bits_per_s": rate,
+        "links_bits_per_s": [link.upload_bits_per_s for link in wan.links],
+        "exchange": exchange,
+        "shaper": wan.shaper.kind,
+        "queue_ms": wan.shaper.queue_ms if wan.shaper.kind == "fifo" else None,
+        "mode": wan.mode,
+    }
+
+
 def run_cell(
     wan,
     control: Path,
@@ -473,13 +486,7 @@ def run_cell(
     slowest = [max(per_rank[r] for per_rank in times) for r in range(repeats)]
     sent_bits = 2 * (m - 1) / m * values * FLOAT_BYTES * 8
     return {
-        "islands": m,
-        "rate_bits_per_s": rate,
-        "links_bits_per_s": [link.upload_bits_per_s for link in wan.links],
-        "exchange": "stepped" if stepped else "allreduce",
-        "shaper": wan.shaper.kind,
-        "queue_ms": wan.shaper.queue_ms if wan.shaper.kind == "fifo" else None,
-        "mode": wan.mode,
+        **cell_fields(wan, m, rate, "stepped" if stepped else "allreduce"),
         "values": values,
         "exchange_s": slowest,
         "fraction_of_rate": [sent_bits / rate / t for t in slowest],
@@ -519,13 +526,8 @@ def run_stream_cell(
     ]
     slowest = [max(per_rank[r] for per_rank in times) for r in range(repeats)]
     return {
-        "islands": m,
-        "rate_bits_per_s": rate,
-        "exchange": "streams",
+        **cell_fields(wan, m, rate, "streams"),
         "flows": flows,
-        "shaper": wan.shaper.kind,
-        "queue_ms": wan.shaper.queue_ms if wan.shaper.kind == "fifo" else None,
-        "mode": wan.mode,
         "bytes": payload,
         "exchange_s": slowest,
         "fraction_of_rate": [payload * 8 / rate / t for t in slowest],
@@ -678,17 +680,11 @@ def layout_row(name: str, calls: dict, measured: dict, wan, rate: float, args) -
     for j in mine[1:]:
         total = added(total, seen[j]["counters"])
     return {
-        "islands": m,
-        "rate_bits_per_s": rate,
-        "links_bits_per_s": [link.upload_bits_per_s for link in wan.links],
-        "exchange": "allreduce",
+        **cell_fields(wan, m, rate, "allreduce"),
         "calls": name,
         "call_values": calls[name],
         "gpt_layers": args.gpt_layers,
         "places": [j % (len(args.calls) + 1) for j in mine],  # in its repeat, from 0
-        "shaper": wan.shaper.kind,
-        "queue_ms": wan.shaper.queue_ms if wan.shaper.kind == "fifo" else None,
-        "mode": wan.mode,
         "values": values,
         "exchange_s": times,
         "fraction_of_rate": [sent_bits / rate / t for t in times],
