@@ -144,9 +144,9 @@ def unequal_shares(
 ) -> np.ndarray:
     """e_k of each member of a ring collective (the module's docstring): the share of its link it
     keeps where the upload of a member that sends to it (``feeding_bytes_per_s``) fills its
-    download's FIFO, in (0, 1]: 1 / (1 + k_u x u(rho_k)), u = ln(rho) / ln(``RHO_FULL``) rising from
-    0 at rho = 1 to 1 at ``RHO_FULL`` and staying there (the standing queue is the faster sender's window, not the
-    ratio); 1 where no such upload is faster than its download, or k_u is 0."""
+    download's FIFO, in (0, 1]: 1 / (1 + k_u x u(rho_k)) (``unequal_terms``: u rises from 0 at
+    rho = 1 to 1 at ``RHO_FULL`` and stays there, the standing queue being the faster sender's
+    window, not the ratio); 1 where no such upload is faster than its download, or k_u is 0."""
     return 1.0 / (1.0 + k_u * unequal_terms(feeding_bytes_per_s, download_bytes_per_s))
 
 
