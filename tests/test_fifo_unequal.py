@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from islands.emulation import Shaper
 from islands.errors import UserError
-from islands.scenarios.fifo import K_UNEQUAL, RHO_FULL, unequal_cap_bytes_per_s, unequal_shares
+from islands.scenarios.fifo import (
+    K_UNEQUAL,
+    RHO_FULL,
+    fitted_k_u,
+    unequal_cap_bytes_per_s,
+    unequal_shares,
+)
 from islands.simulator import RunSetup, simulate
 from islands.simulator.network.ring_caps import fifo_cap_bytes_per_s, ring_cap_bytes_per_s
 from islands.trainer.config import check_supported
@@ -187,6 +193,27 @@ def test_a_ring_is_never_charged_more_than_an_all_to_all_over_the_same_members(m
     ring = unequal_cap_bytes_per_s(up, down, several, K_UNEQUAL, True)
     all_to_all = unequal_cap_bytes_per_s(up, down, several, K_UNEQUAL, False)
     assert ring >= all_to_all
+
+
+@given(st.lists(st.tuples(RATES, RATES), min_size=3, max_size=12), st.floats(0.05, 1.0))
+def test_the_k_u_a_ring_measured_carries_its_rate_exactly(links, share):
+    """``fitted_k_u`` at a ring rate of ``share`` x the slowest link: where it gives a k_u, the ring's
+    unequal cap at that k_u is the measured rate (the binding member's); where it gives none, the
+    fit's k_u already carries the rate, or no member is charged."""
+    up, down = (np.array(column) for column in zip(*links))
+    ring_bytes_per_s = share * float(np.minimum(up, down).min())
+    k_u = fitted_k_u(up, down, ring_bytes_per_s)
+    alone = np.zeros(len(up), bool)
+    if k_u is None:
+        assert unequal_cap_bytes_per_s(up, down, alone, K_UNEQUAL, True) >= ring_bytes_per_s * (
+            1 - 1e-12
+        )
+    elif k_u == 0:  # the ring moved at its slowest link: nothing left to charge
+        assert ring_bytes_per_s == float(np.minimum(up, down).min())
+    else:
+        assert k_u < K_UNEQUAL
+        cap = unequal_cap_bytes_per_s(up, down, alone, k_u, True)
+        assert cap == pytest.approx(ring_bytes_per_s, rel=1e-9)
 
 
 @given(
