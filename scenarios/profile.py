@@ -565,9 +565,8 @@ class RingTerms:
     data_bus_gbps: float  # the largest message's bus rate, its per-call latency taken out
     fifo_k_s: float | None = None  # under the profile's FIFO: its k_s at the slowest uplink
     slowest_uplink_gbps: float = 0.0
-    fifo_k_u: float | None = (
-        None  # under it, unequal hosts: the k_u their ring carried, if below the fit
-    )
+    # under the profile's FIFO, unequal hosts: the k_u their ring carried, where below the fit's
+    fifo_k_u: float | None = None
 
 
 def bus_factor(test: str, ranks: int) -> float:
