@@ -6,6 +6,7 @@ GETs at once); the how-to's worked number; the live page's slider."""
 
 from __future__ import annotations
 
+import argparse
 import copy
 import threading
 from pathlib import Path
@@ -23,7 +24,7 @@ from islands.schedules.store_round import GET_STAGE, PUT_STAGE, ROUND_REQUESTS, 
 from islands.simulator import simulate
 from islands.simulator.network.gather_rounds import store_extra_s
 from islands.trainer.exchange.object_store import DirectoryStore, HttpStore
-from islands.trainer.runtime.object_store_host import StoreServer
+from islands.trainer.runtime.object_store_host import StoreServer, request_ms
 from islands.trainer.runtime.paced import PacedStore
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -236,3 +237,10 @@ def test_the_live_page_gives_the_stores_answer_time_a_linear_slider_from_0():
     control = sections["store"]["store.request_ms"]
     assert control["in_force"] == 0.0
     assert control["slider"] == {"low": 0.0, "high": 300.0, "log": False}
+
+
+@pytest.mark.parametrize("text", ["-1", "nan", "inf"])
+def test_the_store_host_refuses_a_time_to_answer_that_is_no_duration(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a finite number >= 0"):
+        request_ms(text)
+    assert request_ms("30") == 30.0

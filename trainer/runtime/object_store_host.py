@@ -29,6 +29,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from islands.numbers import is_finite_number
 from islands.units import MS_PER_S
 
 from ..exchange.object_store import DirectoryStore
@@ -114,6 +115,14 @@ class StoreHandler(BaseHTTPRequestHandler):
         self.reply(http.client.NO_CONTENT)
 
 
+def request_ms(text: str) -> float:
+    """``--request-ms``: a number of milliseconds, finite and at least 0."""
+    value = float(text)
+    if not is_finite_number(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {text})")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="the store's directory (made if missing)")
@@ -121,7 +130,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0, help="port (0: any free one)")
     parser.add_argument(
         "--request-ms",
-        type=float,
+        type=request_ms,
         default=0.0,
         help="the store's own time to answer each request, in ms (store.request_ms)",
     )
