@@ -438,6 +438,17 @@ def difference(after: dict, before: dict) -> dict:
     }
 
 
+def ring_values(rate: float, seconds: float, m: int) -> int:
+    """Values of a tensor whose all-reduce sends each rank ``seconds`` of ring bytes at ``rate``
+    (2 (M-1)/M of its bytes), in M equal chunks."""
+    return m * round(rate / 8 * seconds / (2 * (m - 1)) / FLOAT_BYTES)
+
+
+def ring_bits(values: float, m: int) -> float:
+    """Bits each rank sends in a ring all-reduce of ``values`` float32 values among ``m``."""
+    return 2 * (m - 1) / m * values * FLOAT_BYTES * 8
+
+
 def cell_fields(wan, m: int, rate: float, exchange: str) -> dict:
     """What names a cell in the results: its islands, rate, links, exchange and shaper."""
     return {
@@ -467,7 +478,7 @@ def run_cell(
     from islands.emulation import measure_link
 
     ring_bytes = rate / 8 * seconds  # what each rank sends
-    values = m * round(ring_bytes / (2 * (m - 1)) / FLOAT_BYTES)  # M equal chunks
+    values = ring_values(rate, seconds, m)
     equal = len({link.upload_bits_per_s for link in wan.links}) == 1
     stream_bits_per_s = measure_link(wan, 0, 1, round(ring_bytes)) if equal else None
     before = counters(wan)
@@ -484,7 +495,7 @@ def run_cell(
     sampler.join()
     times = [json.loads(path.read_text()) for path in done]
     slowest = [max(per_rank[r] for per_rank in times) for r in range(repeats)]
-    sent_bits = 2 * (m - 1) / m * values * FLOAT_BYTES * 8
+    sent_bits = ring_bits(values, m)
     return {
         **cell_fields(wan, m, rate, "stepped" if stepped else "allreduce"),
         "values": values,
@@ -636,7 +647,7 @@ def run_calls_cell(wan, control: Path, k: int, m: int, rate: float, args) -> lis
     from islands.emulation import measure_link
 
     ring_bytes = rate / 8 * args.seconds
-    values = m * round(ring_bytes / (2 * (m - 1)) / FLOAT_BYTES)
+    values = ring_values(rate, args.seconds, m)
     tensors = gpt_tensor_values(args.gpt_layers)
     calls = {name: scaled_calls(model_calls(name, tensors), values) for name in args.calls}
     calls[PROBE] = [m] * max(len(sizes) for sizes in calls.values())
@@ -670,7 +681,7 @@ def layout_row(name: str, calls: dict, measured: dict, wan, rate: float, args) -
     per call), rank 0's call ends, and its exchanges' samples and counters together."""
     order, slowest, seen = measured["order"], measured["slowest"], measured["seen"]
     m, values = len(wan.links), sum(calls[name])
-    sent_bits = 2 * (m - 1) / m * values * FLOAT_BYTES * 8
+    sent_bits = ring_bits(values, m)
     call_s = [slowest[j] / len(calls[PROBE]) for j, other in enumerate(order) if other == PROBE]
     mine = [j for j, other in enumerate(order) if other == name]
     times = [slowest[j] for j in mine]
@@ -937,7 +948,7 @@ def call_excess_table(paths: list[str]) -> str:
             flat = flats[(row["gpt_layers"], row["rate_bits_per_s"], row["queue_ms"])]
             bits_per_s = statistics.median(flat["fraction_of_rate"]) * row["rate_bits_per_s"]
             m = row["islands"]
-            ideal = [2 * (m - 1) / m * v * FLOAT_BYTES * 8 / bits_per_s for v in row["call_values"]]
+            ideal = [ring_bits(v, m) / bits_per_s for v in row["call_values"]]
             excess: list[list[float]] = [[] for _ in names]
             for ends in row["call_end_s"]:
                 for ideal_s, start, end in zip(ideal, [0.0, *ends[:-1]], ends):
@@ -967,9 +978,9 @@ def largest_call_table(paths: list[str]) -> str:
         for row in json.loads(Path(path).read_text())["cells"]:
             sizes, m = row["call_values"], row["islands"]
             big = max(range(len(sizes)), key=sizes.__getitem__)
-            ring_bits = 2 * (m - 1) / m * sizes[big] * FLOAT_BYTES * 8
+            big_bits = ring_bits(sizes[big], m)
             own = [
-                ring_bits / row["rate_bits_per_s"] / (ends[big] - (ends[big - 1] if big else 0.0))
+                big_bits / row["rate_bits_per_s"] / (ends[big] - (ends[big - 1] if big else 0.0))
                 for ends in row["call_end_s"]
             ]
             shaper = f"fifo {row['queue_ms']:g} ms" if row["shaper"] == "fifo" else "fair"

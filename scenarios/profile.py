@@ -626,10 +626,11 @@ def ring_terms(profile: NetworkProfile, source: str) -> RingTerms:
 def hosts_k_u(hosts: tuple[Host, ...], bus_gbps: float) -> float | None:
     """``fifo.fitted_k_u`` of the hosts' ring in the simulator's order (a scenario's islands ranked
     by name, each named after its host) at the measured ``bus_gbps``."""
+    bytes_per_s = BITS_PER_GBIT / BITS_PER_BYTE  # per Gbit/s
     ranked = sorted(hosts, key=lambda host: host.name)
-    up = np.array([host.upload_gbps for host in ranked])
-    down = np.array([host.download_gbps for host in ranked])
-    return fitted_k_u(up, down, bus_gbps)
+    up = np.array([host.upload_gbps for host in ranked]) * bytes_per_s
+    down = np.array([host.download_gbps for host in ranked]) * bytes_per_s
+    return fitted_k_u(up, down, bus_gbps * bytes_per_s)
 
 
 def fifo_k_s(fifo: FifoEgress, bus_gbps: float, uplink_gbps: float, source: str) -> float:

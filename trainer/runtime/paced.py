@@ -181,16 +181,19 @@ class PacedStore:
             share_bits_per_s(store.egress, members), *(link.download_bits_per_s for link in links)
         )
 
+    def wait_s(self, seconds: float) -> None:
+        """Wait ``seconds`` on the island's pacer, moving no bytes."""
+        with self.pacer.transfer(self.island, 0, 0, seconds):
+            pass
+
     def one_way(self) -> None:
         """Wait one way to or from the store."""
-        with self.pacer.transfer(self.island, 0, 0, self.one_way_s):
-            pass
+        self.wait_s(self.one_way_s)
 
     def served(self) -> None:
         """Wait the store's own time to answer a request (none where it takes none)."""
         if self.request_s > 0:
-            with self.pacer.transfer(self.island, 0, 0, self.request_s):
-                pass
+            self.wait_s(self.request_s)
 
     def open_for(self, request: StoreRequest, peers: int = 1) -> None:
         """Wait one handshake where ``request`` needs more connections of its kind than it holds
